@@ -1,0 +1,54 @@
+package bgtask
+
+import "context"
+
+type (
+	taskKey     struct{}
+	toolCallKey struct{}
+)
+
+// ToolCall is the lineage of a tool call in an agent loop: the run it belongs
+// to, the call id and the agent that made it. An agent loop puts it on the
+// context of each tool call with WithToolCall, so tasks spawned by the tool
+// link themselves to the call.
+type ToolCall struct {
+	RunID   string
+	CallID  string
+	AgentID string
+}
+
+// WithToolCall returns a copy of ctx that carries call. A spawn made with
+// the returned context fills the empty RunID, CallID and AgentID of its
+// Parent from call.
+func WithToolCall(ctx context.Context, call ToolCall) context.Context {
+	return context.WithValue(ctx, toolCallKey{}, call)
+}
+
+// ToolCallFromContext returns the tool call carried by ctx, if any.
+func ToolCallFromContext(ctx context.Context) (ToolCall, bool) {
+	c, ok := ctx.Value(toolCallKey{}).(ToolCall)
+	return c, ok
+}
+
+// TaskFromContext returns the task whose function is running with ctx (or a
+// context derived from it), if any. A spawn made inside a task with the same
+// Manager links to it as its parent.
+func TaskFromContext(ctx context.Context) (*Task, bool) {
+	t, ok := ctx.Value(taskKey{}).(*Task)
+	return t, ok
+}
+
+// taskContext is the context given to a task function: the task's
+// cancellable context plus the task itself as a value, in one allocation
+// with the Task.
+type taskContext struct {
+	context.Context
+	t *Task
+}
+
+func (c *taskContext) Value(key any) any {
+	if _, ok := key.(taskKey); ok {
+		return c.t
+	}
+	return c.Context.Value(key)
+}

@@ -1,0 +1,56 @@
+// Package bgtask runs background work inside LLM agent loops: sub-agents,
+// slow tool calls, monitors. The model starts work and keeps talking; the
+// work reports back through the owning agent's inbox, and the events reach
+// the model at the next step boundary.
+//
+// # Tasks
+//
+// A [Manager] runs each task as a goroutine with its own cancellable
+// context and a [Task] handle to [Task.Emit] events (progress, data). Every
+// task has an owner, the agent (or thread) it reports to; [Manager.Owner]
+// returns the [Owner] view through which that agent spawns, lists, waits
+// for, messages and cancels its own tasks, and sees no one else's.
+//
+//	m, _ := bgtask.New()
+//	agent := m.Owner("thread-1")
+//	id, err := agent.Spawn(ctx, func(ctx context.Context, t *bgtask.Task) (any, error) {
+//		t.Emit("progress", map[string]int{"percent": 50})
+//		return "done", nil
+//	}, bgtask.WithName("research"))
+//
+// What the function returns decides the terminal status (completed, failed,
+// cancelled); a panic becomes failed with the stack. A sub-agent, started
+// with [Owner.SpawnAgent], also has its own [Inbox] for the messages sent to
+// it ([Owner.Send]) and the events of the tasks it starts ([Task.Agent]).
+//
+// # Lineage and cancellation
+//
+// A spawn inside a task links to it; a spawn inside a tool call
+// ([WithToolCall]) links to the call and its run. [Manager.CancelTree]
+// cancels a task with its attached descendants, [Manager.CancelRun] a whole
+// run and refuses later spawns into it, [Manager.CancelOwner] an agent's
+// tasks. The cause ([ErrCancelled], [ErrParentCancelled], [ErrRunCancelled],
+// [ErrShutdown]) is read with [context.Cause].
+//
+// # Inbox
+//
+// An [Inbox] is an unbounded FIFO: sending never blocks, [Inbox.Drain] takes
+// everything at once, and a closed inbox hands every later or undrained
+// event to its [OnClosed] fallback, so a completion that races the end of a
+// run is never lost. A task's custom events arrive before its terminal
+// event, and the terminal record is committed before that event is sent.
+//
+// # Metadata
+//
+// Only metadata ([TaskMeta]) is persisted, through one reducer
+// ([ApplyAction], under the state key [TaskState]) that every [Store]
+// applies: terminal is final, stamps are written once, writes fenced on an
+// older attempt are dropped. The default store is in memory
+// ([NewMemoryStore]) with bounded retention; closures are never re-run.
+//
+// # Shutdown
+//
+// [Manager.Shutdown] refuses new spawns, cancels every task with
+// [ErrShutdown] and waits for every goroutine, or returns a
+// [*ShutdownError] naming the tasks that did not stop.
+package bgtask

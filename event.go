@@ -1,0 +1,151 @@
+package bgtask
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// EventKind says what an Event reports.
+type EventKind string
+
+// The kinds of Event. Terminal kinds are never coalesced or dropped.
+const (
+	// EventCompleted: the task completed; Result holds its JSON result.
+	EventCompleted EventKind = "completed"
+	// EventFailed: the task failed or panicked; Error holds the text.
+	EventFailed EventKind = "failed"
+	// EventCancelled: the task ended cancelled.
+	EventCancelled EventKind = "cancelled"
+	// EventInterrupted: the runtime that ran the task is gone; Error says why.
+	EventInterrupted EventKind = "interrupted"
+	// EventCustom: emitted by the task with Task.Emit, or a message sent to a
+	// sub-agent (EventType "agent_message").
+	EventCustom EventKind = "custom"
+	// EventCommitFailed: the task ended with Status but its terminal record
+	// could not be committed to the Store; Error holds the store's error.
+	// The terminal event follows it.
+	EventCommitFailed EventKind = "commit_failed"
+)
+
+// EventTypeMessage is the EventType of a message sent to a sub-agent.
+const EventTypeMessage = "agent_message"
+
+// IsTerminal reports whether k ends a task.
+func (k EventKind) IsTerminal() bool {
+	switch k {
+	case EventCompleted, EventFailed, EventCancelled, EventInterrupted:
+		return true
+	}
+	return false
+}
+
+// Event is what a task reports to its owner's Inbox. Its JSON form is the
+// one the model sees:
+//
+//	{"kind":"completed","task_id":"task_…","result":…}
+//	{"kind":"failed","task_id":"task_…","error":"…"}
+//	{"kind":"cancelled","task_id":"task_…"}
+//	{"kind":"interrupted","task_id":"task_…","error":"…"}
+//	{"kind":"custom","task_id":"task_…","event_type":"progress","payload":…}
+//	{"kind":"commit_failed","task_id":"task_…","status":"completed","error":"…"}
+//
+// Payload and Result are JSON, encoded when the event was made, so the task
+// may change its values afterwards.
+type Event struct {
+	Kind      EventKind
+	TaskID    string
+	Result    json.RawMessage // completed
+	Error     string          // failed, interrupted, commit_failed
+	Status    TaskStatus      // commit_failed: the status that was not committed
+	EventType string          // custom
+	Payload   json.RawMessage // custom
+}
+
+type eventJSON struct {
+	Kind      EventKind        `json:"kind"`
+	TaskID    string           `json:"task_id"`
+	EventType string           `json:"event_type,omitempty"`
+	Payload   *json.RawMessage `json:"payload,omitempty"`
+	Result    *json.RawMessage `json:"result,omitempty"`
+	Status    TaskStatus       `json:"status,omitempty"`
+	Error     *string          `json:"error,omitempty"`
+}
+
+var jsonNull = json.RawMessage("null")
+
+// MarshalJSON writes the seed's shape for the event's kind: only the fields
+// that kind carries, with a null result or payload when none was given.
+func (e Event) MarshalJSON() ([]byte, error) {
+	j := eventJSON{Kind: e.Kind, TaskID: e.TaskID}
+	orNull := func(r json.RawMessage) *json.RawMessage {
+		if len(r) == 0 {
+			return &jsonNull
+		}
+		return &r
+	}
+	switch e.Kind {
+	case EventCompleted:
+		j.Result = orNull(e.Result)
+	case EventFailed, EventInterrupted:
+		j.Error = &e.Error
+	case EventCancelled:
+	case EventCustom:
+		j.EventType = e.EventType
+		j.Payload = orNull(e.Payload)
+	case EventCommitFailed:
+		j.Status = e.Status
+		j.Error = &e.Error
+	default:
+		return nil, fmt.Errorf("%w: unknown kind %q", ErrInvalidEvent, e.Kind)
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads an event in the form MarshalJSON writes. An unknown
+// kind or a missing task id is an error.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	var j eventJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidEvent, err)
+	}
+	switch j.Kind {
+	case EventCompleted, EventFailed, EventCancelled, EventInterrupted, EventCustom, EventCommitFailed:
+	default:
+		return fmt.Errorf("%w: unknown kind %q", ErrInvalidEvent, j.Kind)
+	}
+	if j.TaskID == "" {
+		return fmt.Errorf("%w: %s event without task_id", ErrInvalidEvent, j.Kind)
+	}
+	if j.Kind == EventCustom && j.EventType == "" {
+		return fmt.Errorf("%w: custom event without event_type", ErrInvalidEvent)
+	}
+	*e = Event{Kind: j.Kind, TaskID: j.TaskID, EventType: j.EventType, Status: j.Status}
+	if j.Payload != nil {
+		e.Payload = *j.Payload
+	}
+	if j.Result != nil {
+		e.Result = *j.Result
+	}
+	if j.Error != nil {
+		e.Error = *j.Error
+	}
+	return nil
+}
+
+// Message is the payload of a message sent to a sub-agent.
+type Message struct {
+	From    string `json:"from"`
+	Content string `json:"content"`
+}
+
+// Message decodes a custom event of type EventTypeMessage. ok is false for
+// any other event.
+func (e Event) Message() (msg Message, ok bool) {
+	if e.Kind != EventCustom || e.EventType != EventTypeMessage {
+		return Message{}, false
+	}
+	if json.Unmarshal(e.Payload, &msg) != nil {
+		return Message{}, false
+	}
+	return msg, true
+}

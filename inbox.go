@@ -1,0 +1,251 @@
+package bgtask
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+)
+
+// DefaultHighWater is the inbox depth at which an Inbox first logs a warning.
+const DefaultHighWater = 256
+
+// Inbox is an agent's queue of task events: unbounded, first in first out.
+//
+// Delivery contract:
+//   - Send never blocks and never drops while the inbox is open.
+//   - Drain takes every queued event at once; with concurrent drainers each
+//     event goes to exactly one of them.
+//   - Events of one task arrive in the order the task produced them, and its
+//     custom events before its terminal event.
+//   - Close and Send are mutually exclusive: the events left undrained at
+//     Close, and every event sent after it, go to the OnClosed fallback
+//     exactly once each, so a completion that races the end of a run is
+//     never lost. Without a fallback they are logged and dropped.
+//   - Custom events whose type was given to CoalesceEventTypes replace the
+//     undrained event of the same task and type in place (the latest payload
+//     wins); terminal events are never coalesced.
+//
+// The zero value is not usable: call NewInbox, or let the Manager make one
+// per owner (Manager.Inbox). Safe for concurrent use.
+type Inbox struct {
+	onClosed  func(Event)
+	highWater int
+	coalesce  map[string]bool
+	logger    *slog.Logger
+
+	mu       sync.Mutex // guards the fields below
+	events   []Event
+	closed   bool
+	wake     chan struct{} // closed when events arrive or the inbox closes; nil without waiters
+	pending  map[coalesceKey]int
+	nextWarn int
+	stats    InboxStats
+	onClose  func(*Inbox) // set by the Manager to forget a closed owner inbox
+}
+
+type coalesceKey struct{ taskID, eventType string }
+
+// InboxStats are counters for metrics.
+type InboxStats struct {
+	Len       int   // events queued now
+	MaxLen    int   // high-water mark: the most events ever queued at once
+	Sent      int64 // events accepted while open
+	Coalesced int64 // events merged into an undrained one
+	Fallback  int64 // events handed to OnClosed (or dropped) after Close
+}
+
+// InboxOption configures an Inbox.
+type InboxOption func(*Inbox)
+
+// OnClosed sets the fallback that receives, exactly once each, the events
+// left undrained at Close and those sent afterwards. It runs in the goroutine
+// of Close or of the sender, outside the inbox's lock; it must not block for
+// long. A panic in it is recovered and logged.
+func OnClosed(f func(Event)) InboxOption { return func(ib *Inbox) { ib.onClosed = f } }
+
+// HighWater sets the depth at which a warning is logged; it is logged again
+// each time the depth doubles, until the inbox is drained. Default
+// DefaultHighWater; n <= 0 disables the warning.
+func HighWater(n int) InboxOption { return func(ib *Inbox) { ib.highWater = n } }
+
+// CoalesceEventTypes makes custom events of these types (progress, say)
+// replace an undrained event of the same task and type.
+func CoalesceEventTypes(eventTypes ...string) InboxOption {
+	return func(ib *Inbox) {
+		if ib.coalesce == nil {
+			ib.coalesce = make(map[string]bool, len(eventTypes))
+		}
+		for _, t := range eventTypes {
+			ib.coalesce[t] = true
+		}
+	}
+}
+
+// InboxLogger sets the logger for high-water warnings and fallback panics.
+// Default: discard.
+func InboxLogger(l *slog.Logger) InboxOption { return func(ib *Inbox) { ib.logger = l } }
+
+// NewInbox returns an open, empty Inbox.
+func NewInbox(opts ...InboxOption) *Inbox {
+	ib := &Inbox{highWater: DefaultHighWater, logger: discardLogger}
+	for _, o := range opts {
+		o(ib)
+	}
+	if ib.logger == nil {
+		ib.logger = discardLogger
+	}
+	ib.nextWarn = ib.highWater
+	return ib
+}
+
+// Send queues ev. It never blocks. On a closed inbox it hands ev to the
+// OnClosed fallback and returns ErrInboxClosed.
+func (ib *Inbox) Send(ev Event) error {
+	ib.mu.Lock()
+	if ib.closed {
+		ib.stats.Fallback++
+		ib.mu.Unlock()
+		ib.fallback(ev)
+		return ErrInboxClosed
+	}
+	if ev.Kind == EventCustom && ib.coalesce[ev.EventType] {
+		k := coalesceKey{ev.TaskID, ev.EventType}
+		if i, ok := ib.pending[k]; ok {
+			ib.events[i].Payload = ev.Payload
+			ib.stats.Coalesced++
+			ib.mu.Unlock()
+			return nil
+		}
+		if ib.pending == nil {
+			ib.pending = make(map[coalesceKey]int)
+		}
+		ib.pending[k] = len(ib.events)
+	}
+	ib.events = append(ib.events, ev)
+	ib.stats.Sent++
+	n := len(ib.events)
+	ib.stats.MaxLen = max(ib.stats.MaxLen, n)
+	warn := ib.highWater > 0 && n == ib.nextWarn
+	if warn {
+		ib.nextWarn *= 2
+	}
+	if ib.wake != nil {
+		close(ib.wake)
+		ib.wake = nil
+	}
+	ib.mu.Unlock()
+	if warn {
+		ib.logger.Warn("bgtask: inbox depth is high", "len", n, "high_water", ib.highWater)
+	}
+	return nil
+}
+
+// Drain removes and returns every queued event, oldest first; nil when
+// there are none.
+func (ib *Inbox) Drain() []Event { return ib.AppendDrain(nil) }
+
+// AppendDrain is Drain that appends to dst, so a loop can reuse one buffer.
+func (ib *Inbox) AppendDrain(dst []Event) []Event {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	if len(ib.events) == 0 {
+		return dst
+	}
+	dst = append(dst, ib.events...)
+	clear(ib.events)
+	ib.events = ib.events[:0]
+	clear(ib.pending)
+	ib.nextWarn = ib.highWater
+	return dst
+}
+
+// Wait blocks until an event is queued, the inbox is closed, or ctx ends. It
+// returns nil when there is something to drain (another drainer may still
+// take it first), ErrInboxClosed once closed, or ctx's error.
+func (ib *Inbox) Wait(ctx context.Context) error {
+	for {
+		ib.mu.Lock()
+		switch {
+		case len(ib.events) > 0:
+			ib.mu.Unlock()
+			return nil
+		case ib.closed:
+			ib.mu.Unlock()
+			return ErrInboxClosed
+		}
+		if ib.wake == nil {
+			ib.wake = make(chan struct{})
+		}
+		wake := ib.wake
+		ib.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Close closes the inbox and hands every undrained event to the OnClosed
+// fallback, in order, in the caller's goroutine. Waiters return
+// ErrInboxClosed. Close is idempotent.
+func (ib *Inbox) Close() {
+	ib.mu.Lock()
+	if ib.closed {
+		ib.mu.Unlock()
+		return
+	}
+	ib.closed = true
+	left := ib.events
+	ib.events = nil
+	ib.pending = nil
+	ib.stats.Fallback += int64(len(left))
+	if ib.wake != nil {
+		close(ib.wake)
+		ib.wake = nil
+	}
+	onClose := ib.onClose
+	ib.mu.Unlock()
+	for _, ev := range left {
+		ib.fallback(ev)
+	}
+	if onClose != nil {
+		onClose(ib)
+	}
+}
+
+// Closed reports whether Close was called.
+func (ib *Inbox) Closed() bool {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	return ib.closed
+}
+
+// Len returns how many events are queued.
+func (ib *Inbox) Len() int {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	return len(ib.events)
+}
+
+// Stats returns the inbox's counters.
+func (ib *Inbox) Stats() InboxStats {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	s := ib.stats
+	s.Len = len(ib.events)
+	return s
+}
+
+func (ib *Inbox) fallback(ev Event) {
+	if ib.onClosed == nil {
+		ib.logger.Warn("bgtask: event dropped: inbox closed without fallback", "task_id", ev.TaskID, "kind", ev.Kind)
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			ib.logger.Error("bgtask: inbox OnClosed fallback panicked", "panic", r, "task_id", ev.TaskID)
+		}
+	}()
+	ib.onClosed(ev)
+}

@@ -1,0 +1,81 @@
+package bgtask
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Concurrency limits are counters under m.mu rather than semaphores:
+// admission has to be atomic with registration, and per-owner counters go
+// away with the owner's last task (see docs/decisions.md).
+
+// hasSlot reports whether a task of os may run now. Called with m.mu held.
+func (m *Manager) hasSlot(os *ownerState) bool {
+	return (m.cfg.maxRunning == 0 || m.running < m.cfg.maxRunning) &&
+		(m.cfg.maxOwner == 0 || os.running < m.cfg.maxOwner)
+}
+
+// admit gives t a slot, queues it, or refuses it. Called with m.mu held.
+func (m *Manager) admit(t *Task, os *ownerState) error {
+	if m.hasSlot(os) {
+		t.admitted = true
+		m.running++
+		os.running++
+		return nil
+	}
+	if !m.cfg.queueWhenFull {
+		if m.cfg.maxRunning > 0 && m.running >= m.cfg.maxRunning {
+			return fmt.Errorf("%w: %d tasks running (WithMaxConcurrent)", ErrLimit, m.running)
+		}
+		return fmt.Errorf("%w: owner %q has %d tasks running (WithMaxConcurrentPerOwner)", ErrLimit, t.meta.Owner, os.running)
+	}
+	m.queue = append(m.queue, t)
+	return nil
+}
+
+// release frees t's slot and admits queued tasks in order, skipping those
+// whose owner is still at its limit. It appends to starts the admitted tasks
+// whose first record is committed (the spawner starts the others). Called
+// with m.mu held.
+func (m *Manager) release(t *Task, os *ownerState, starts []*Task) []*Task {
+	if !t.admitted {
+		return starts
+	}
+	m.running--
+	os.running--
+	if len(m.queue) == 0 {
+		return starts
+	}
+	kept := m.queue[:0]
+	for _, q := range m.queue {
+		qos := m.owners[q.meta.Owner]
+		if !m.hasSlot(qos) {
+			kept = append(kept, q)
+			continue
+		}
+		q.admitted = true
+		m.running++
+		qos.running++
+		if q.committed {
+			starts = append(starts, q)
+		}
+	}
+	clear(m.queue[len(kept):])
+	m.queue = kept
+	return starts
+}
+
+// dequeue removes a queued task that was cancelled. Called with m.mu held.
+func (m *Manager) dequeue(t *Task) {
+	if i := slices.Index(m.queue, t); i >= 0 {
+		m.queue = slices.Delete(m.queue, i, i+1)
+	}
+}
+
+// startAll starts the goroutines of tasks admitted or cancelled while queued.
+// Their WaitGroup count was taken when they registered.
+func (m *Manager) startAll(starts []*Task) {
+	for _, t := range starts {
+		go m.run(t)
+	}
+}

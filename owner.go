@@ -1,0 +1,136 @@
+package bgtask
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+)
+
+// Owner is a Manager seen by one owner (a thread or agent id): every method
+// acts on that owner's tasks only, and another owner's task is reported as
+// not found, never revealed. Model-facing tools use an Owner.
+//
+// Get it with Manager.Owner; it is a small value, cheap to copy. The zero
+// value is not usable. Methods with an empty owner id return ErrInvalidOwner.
+type Owner struct {
+	m  *Manager
+	id string
+}
+
+// Owner returns the view of the tasks of the owner id.
+func (m *Manager) Owner(id string) Owner { return Owner{m: m, id: id} }
+
+// ID returns the owner id.
+func (o Owner) ID() string { return o.id }
+
+// Spawn starts fn as a task of this owner and returns its id once its
+// running (or queued) record is committed. ctx is used for that commit and
+// for lineage: a spawn inside a task links to it, a spawn inside a tool call
+// (WithToolCall) links to the call. fn does not run with ctx: it gets its own
+// context, cancelled only through the Manager.
+//
+// Errors, each matched with errors.Is, leave nothing persisted and nothing
+// started: ErrClosed, ErrInvalidOwner, ErrNilFunc, ErrInvalidName,
+// ErrReservedName, ErrDuplicateName, ErrParentNotFound, ErrParentCancelled,
+// ErrRunCancelled, ErrDepthLimit, ErrFanOutLimit, ErrLimit, or the Store's
+// commit error.
+func (o Owner) Spawn(ctx context.Context, fn Func, opts ...SpawnOption) (string, error) {
+	return o.m.spawn(ctx, o.id, fn, false, opts)
+}
+
+// SpawnAgent is Spawn for a sub-agent: the task also gets its own Inbox
+// (Task.Inbox) that receives the messages sent to it and the events of the
+// tasks it owns (Task.Agent). Its default type is "sub_agent".
+func (o Owner) SpawnAgent(ctx context.Context, fn Func, opts ...SpawnOption) (string, error) {
+	return o.m.spawn(ctx, o.id, fn, true, opts)
+}
+
+// Get returns the record of one of the owner's tasks, or ErrNotFound.
+func (o Owner) Get(ctx context.Context, id string) (TaskMeta, error) {
+	if !validOwner(o.id) {
+		return TaskMeta{}, ErrInvalidOwner
+	}
+	meta, err := o.m.store.Get(ctx, id)
+	if err != nil {
+		return TaskMeta{}, err
+	}
+	if meta.Owner != o.id {
+		return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return meta, nil
+}
+
+// List returns the owner's tasks in creation order, only those with one of
+// the given statuses when any is given. The records are read from the Store
+// when List is called.
+func (o Owner) List(ctx context.Context, statuses ...TaskStatus) (iter.Seq[TaskMeta], error) {
+	if !validOwner(o.id) {
+		return nil, ErrInvalidOwner
+	}
+	for _, s := range statuses {
+		if !s.Valid() {
+			return nil, fmt.Errorf("%w: unknown status %q", ErrInvalidStatus, s)
+		}
+	}
+	snap, err := o.m.store.Load(ctx, o.id)
+	if err != nil {
+		return nil, err
+	}
+	tasks := make([]TaskMeta, 0, len(snap.Tasks))
+	for _, t := range snap.Tasks {
+		if len(statuses) == 0 || slices.Contains(statuses, t.Status) {
+			tasks = append(tasks, t)
+		}
+	}
+	slices.SortFunc(tasks, func(a, b TaskMeta) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return slices.Values(tasks), nil
+}
+
+// Cancel asks one of the owner's tasks to stop (not its descendants) and
+// returns 1 if it signalled a live task, 0 if the task had already ended or
+// was already signalled. ErrNotFound for an unknown id.
+func (o Owner) Cancel(ctx context.Context, id string) (int, error) {
+	return o.m.cancelTask(ctx, o.id, id, false)
+}
+
+// CancelTree cancels one of the owner's tasks and its attached descendants
+// (whoever owns them: a sub-agent's own tasks are its descendants), and
+// returns how many live tasks it signalled. Its cost is the size of the
+// subtree.
+func (o Owner) CancelTree(ctx context.Context, id string) (int, error) {
+	return o.m.cancelTask(ctx, o.id, id, true)
+}
+
+// CancelAll cancels every live task of the owner, detached ones included, and
+// returns how many it signalled.
+func (o Owner) CancelAll() (int, error) { return o.m.CancelOwner(o.id) }
+
+// Send delivers a message to one of the owner's live sub-agents, as a custom
+// event of type EventTypeMessage in the sub-agent's inbox. Errors, in the
+// order they are checked: ErrNotFound (unknown, or another owner's),
+// ErrTerminal (a *StatusError with the status), ErrNotSubAgent,
+// ErrInboxClosed. An empty content is allowed.
+func (o Owner) Send(ctx context.Context, id string, msg Message) error {
+	err := o.m.send(ctx, o.id, id, msg)
+	if errors.Is(err, ErrNotOwner) {
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return err
+}
+
+// Wait blocks until one of the owner's tasks is terminal and returns its
+// final record; see Manager.Wait.
+func (o Owner) Wait(ctx context.Context, id string) (TaskMeta, error) {
+	if !validOwner(o.id) {
+		return TaskMeta{}, ErrInvalidOwner
+	}
+	return o.m.wait(ctx, o.id, id)
+}
+
+// Inbox returns the owner's inbox; see Manager.Inbox.
+func (o Owner) Inbox() (*Inbox, error) { return o.m.Inbox(o.id) }

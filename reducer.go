@@ -1,0 +1,200 @@
+package bgtask
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+)
+
+// StateKey names a piece of agent state and the pure function that updates
+// it, like a state key in an agent framework's checkpoint. Apply must not
+// fail, block or keep references to its arguments: invalid or conflicting
+// updates are dropped, not reported.
+type StateKey[V, A any] struct {
+	Key   string
+	Apply func(v *V, a A)
+}
+
+// TaskState is the state key under which task metadata is kept. A host that
+// already checkpoints its agent's state can keep a Snapshot under
+// TaskState.Key and reduce it with TaskState.Apply; every Store applies the
+// same function, so the lifecycle invariants hold everywhere.
+var TaskState = StateKey[Snapshot, Action]{Key: "background_task_state", Apply: ApplyAction}
+
+// Snapshot is the metadata of an owner's tasks, keyed by task id. The zero
+// value is an empty snapshot ready to use.
+type Snapshot struct {
+	Tasks map[string]TaskMeta `json:"tasks"`
+}
+
+// UnmarshalJSON decodes a snapshot and rejects corrupt records with an error
+// that names the task. A record without an id takes its key.
+func (s *Snapshot) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Tasks map[string]json.RawMessage `json:"tasks"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("%w: snapshot: %v", ErrCorrupt, err)
+	}
+	tasks := make(map[string]TaskMeta, len(raw.Tasks))
+	for id, rec := range raw.Tasks {
+		m := TaskMeta{ID: id}
+		if err := m.UnmarshalJSON(rec); err != nil {
+			return err
+		}
+		if m.ID != id {
+			return fmt.Errorf("%w: task %s stored under key %q", ErrCorrupt, m.ID, id)
+		}
+		tasks[id] = m
+	}
+	s.Tasks = tasks
+	return nil
+}
+
+// ActionOp says what an Action does.
+type ActionOp string
+
+// The actions of the task state reducer.
+const (
+	OpUpsert     ActionOp = "upsert"      // insert or update one task
+	OpReplaceAll ActionOp = "replace_all" // make the snapshot hold exactly these tasks
+	OpRemove     ActionOp = "remove"      // forget terminal tasks (retention)
+)
+
+// Action is one update of a Snapshot. Build it with Upsert, ReplaceAll or
+// Remove. It marshals to JSON so a host can log or replay it.
+type Action struct {
+	Op    ActionOp   `json:"op"`
+	Tasks []TaskMeta `json:"tasks,omitempty"`
+	IDs   []string   `json:"ids,omitempty"`
+}
+
+// Upsert inserts m, or updates the record with the same id under the
+// invariants of ApplyAction.
+func Upsert(m TaskMeta) Action { return Action{Op: OpUpsert, Tasks: []TaskMeta{m}} }
+
+// ReplaceAll makes the snapshot hold exactly tasks. A task that is also
+// present already is merged under the invariants of ApplyAction, so a
+// terminal record stays as it is.
+func ReplaceAll(tasks ...TaskMeta) Action { return Action{Op: OpReplaceAll, Tasks: tasks} }
+
+// Remove forgets the terminal tasks among ids. Non-terminal tasks are kept:
+// a live task is never forgotten.
+func Remove(ids ...string) Action { return Action{Op: OpRemove, IDs: ids} }
+
+// validate reports why a Store must refuse a, for the given owner.
+func (a Action) validate(owner string) error {
+	switch a.Op {
+	case OpUpsert:
+		if len(a.Tasks) != 1 {
+			return fmt.Errorf("%w: upsert carries %d tasks, want 1", ErrInvalidAction, len(a.Tasks))
+		}
+	case OpReplaceAll, OpRemove:
+	default:
+		return fmt.Errorf("%w: unknown op %q", ErrInvalidAction, a.Op)
+	}
+	for i := range a.Tasks {
+		t := &a.Tasks[i]
+		if err := t.validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidAction, err)
+		}
+		if t.Owner != owner {
+			return fmt.Errorf("%w: task %s belongs to owner %q, not %q", ErrInvalidAction, t.ID, t.Owner, owner)
+		}
+	}
+	return nil
+}
+
+// ApplyAction is the task state reducer, the one place where the lifecycle
+// invariants live:
+//
+//   - a terminal record is final: any later upsert of it is dropped whole;
+//   - an upsert that asks for an earlier status (running back to queued), or
+//     for another owner, or fenced on an older Attempt, is dropped whole;
+//   - identity fields (Owner, Type, Name, Parent, Detached, CreatedAt) and
+//     the StartedAt and FinishedAt stamps are kept once set;
+//   - Remove forgets terminal records only.
+//
+// Invalid records (no id, unknown status) are dropped. ApplyAction never
+// panics and never keeps a reference to a.
+func ApplyAction(s *Snapshot, a Action) {
+	switch a.Op {
+	case OpUpsert:
+		if s.Tasks == nil {
+			s.Tasks = make(map[string]TaskMeta)
+		}
+		for _, u := range a.Tasks {
+			upsertInto(s.Tasks, u)
+		}
+	case OpReplaceAll:
+		next := make(map[string]TaskMeta, len(a.Tasks))
+		for _, u := range a.Tasks {
+			if old, ok := s.Tasks[u.ID]; ok {
+				if _, seen := next[u.ID]; !seen {
+					next[u.ID] = old
+				}
+			}
+			upsertInto(next, u)
+		}
+		s.Tasks = next
+	case OpRemove:
+		for _, id := range a.IDs {
+			if m, ok := s.Tasks[id]; ok && m.Status.IsTerminal() {
+				delete(s.Tasks, id)
+			}
+		}
+	}
+}
+
+// upsertInto applies one upsert to tasks.
+func upsertInto(tasks map[string]TaskMeta, u TaskMeta) {
+	if u.validate() != nil {
+		return
+	}
+	old, ok := tasks[u.ID]
+	if !ok {
+		tasks[u.ID] = cloneMeta(u)
+		return
+	}
+	if merged, ok := mergeMeta(old, u); ok {
+		tasks[u.ID] = merged
+	}
+}
+
+// mergeMeta returns the record that results from applying update u to old,
+// or false when u is dropped.
+func mergeMeta(old, u TaskMeta) (TaskMeta, bool) {
+	switch {
+	case old.Status.IsTerminal(),
+		u.Owner != old.Owner,
+		u.Attempt < old.Attempt,
+		u.Status.rank() < old.Status.rank():
+		return old, false
+	}
+	m := cloneMeta(u)
+	m.Type, m.Name, m.Parent, m.Detached = old.Type, old.Name, old.Parent, old.Detached
+	m.CreatedAt = firstSet(old.CreatedAt, u.CreatedAt)
+	m.StartedAt = firstSet(old.StartedAt, u.StartedAt)
+	m.FinishedAt = firstSet(old.FinishedAt, u.FinishedAt)
+	if !m.Status.IsTerminal() {
+		m.FinishedAt = old.FinishedAt
+	}
+	return m, true
+}
+
+// cloneMeta copies m so the stored record shares no bytes with the caller.
+func cloneMeta(m TaskMeta) TaskMeta {
+	if m.Result != nil {
+		m.Result = append(json.RawMessage(nil), m.Result...)
+	}
+	return m
+}
+
+// clone returns a deep copy of s.
+func (s Snapshot) clone() Snapshot {
+	c := Snapshot{Tasks: maps.Clone(s.Tasks)}
+	for id, m := range c.Tasks {
+		c.Tasks[id] = cloneMeta(m)
+	}
+	return c
+}

@@ -1,0 +1,200 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+)
+
+// run is a task's goroutine: promote from queued if needed, call the
+// function, record the outcome, notify the owner, free everything.
+func (m *Manager) run(t *Task) {
+	m.mu.Lock()
+	admitted := t.admitted
+	m.mu.Unlock()
+
+	final := t.meta
+	defer func() {
+		// Deferred so that a function calling runtime.Goexit still ends.
+		m.finish(t, final)
+		m.exit()
+	}()
+	if !admitted { // cancelled while queued: the function never runs
+		final.Status, final.Error = StatusCancelled, context.Cause(&t.ctx).Error()
+		return
+	}
+	if t.meta.Status == StatusQueued {
+		running := t.meta
+		running.Status, running.StartedAt = StatusRunning, now()
+		if err := m.commitRetry(running); err != nil {
+			final.Status, final.Error = StatusFailed, fmt.Sprintf("bgtask: could not record the start: %v", err)
+			return
+		}
+		t.meta.Status, t.meta.StartedAt = running.Status, running.StartedAt
+		m.notify(StatusQueued, running)
+		final = t.meta
+	}
+	final.Status, final.Error = StatusFailed, "bgtask: task function called runtime.Goexit"
+	m.call(t, &final)
+}
+
+// call runs the function and sets the outcome on final, recovering a panic.
+func (m *Manager) call(t *Task, final *TaskMeta) {
+	defer func() {
+		if r := recover(); r != nil {
+			final.Status, final.Error, final.Stack = StatusFailed, fmt.Sprintf("panic: %v", r), string(debug.Stack())
+			m.log.Error("bgtask: task panicked", "task_id", t.meta.ID, "panic", r)
+		}
+	}()
+	v, err := t.fn(&t.ctx, t)
+	switch {
+	case err == nil:
+		res, encErr := encodeJSON(v)
+		if encErr != nil {
+			final.Status, final.Error = StatusFailed, fmt.Sprintf("bgtask: result is not JSON-encodable: %v", encErr)
+			return
+		}
+		final.Status, final.Error, final.Result = StatusCompleted, "", res
+	case t.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.Cause(&t.ctx))):
+		final.Status, final.Error = StatusCancelled, context.Cause(&t.ctx).Error()
+	default:
+		final.Status, final.Error = StatusFailed, err.Error()
+	}
+}
+
+// finish commits the terminal record, retires the task, and only then tells
+// the owner (commit, then notify: whoever reads the event can Get the final
+// record). If the commit keeps failing, the owner gets EventCommitFailed
+// before the terminal event, so no record stays silently running.
+func (m *Manager) finish(t *Task, final TaskMeta) {
+	final.FinishedAt = now()
+	t.emitMu.Lock()
+	t.ended = true
+	t.emitMu.Unlock()
+
+	from := t.meta.Status
+	commitErr := m.commitRetry(final)
+	if commitErr != nil {
+		m.log.Error("bgtask: terminal record not committed", "task_id", final.ID, "status", final.Status, "err", commitErr)
+	} else {
+		m.notify(from, final)
+	}
+	t.meta.Status, t.meta.Error, t.meta.Stack, t.meta.Result = final.Status, final.Error, final.Stack, final.Result
+	t.meta.StartedAt, t.meta.FinishedAt = final.StartedAt, final.FinishedAt
+
+	m.mu.Lock()
+	starts, ownerGone := m.unregister(t)
+	m.mu.Unlock()
+	t.stop(nil)
+	if t.inbox != nil {
+		t.inbox.Close()
+	}
+	if ownerGone {
+		m.forgetClosedInbox(final.Owner)
+	}
+	if commitErr != nil {
+		_ = m.deliver(final.Owner, Event{Kind: EventCommitFailed, TaskID: final.ID, Status: final.Status, Error: commitErr.Error()})
+	}
+	_ = m.deliver(final.Owner, terminalEvent(final))
+	close(t.done)
+	m.startAll(starts)
+}
+
+// terminalEvent is the event that reports a terminal record.
+func terminalEvent(meta TaskMeta) Event {
+	ev := Event{Kind: EventKind(meta.Status), TaskID: meta.ID}
+	switch meta.Status {
+	case StatusCompleted:
+		ev.Result = meta.Result
+	case StatusFailed, StatusInterrupted:
+		ev.Error = meta.Error
+	}
+	return ev
+}
+
+// unregister removes t from every index: it is no longer live. It returns
+// the queued tasks to start and whether t's owner has no live task left.
+// An ended task with live attached children stays in m.nodes so that
+// CancelTree still reaches them. Called with m.mu held.
+func (m *Manager) unregister(t *Task) (starts []*Task, ownerGone bool) {
+	if !t.live {
+		return nil, false
+	}
+	t.live = false
+	meta := &t.meta
+	os := m.owners[meta.Owner]
+	os.live--
+	os.head = unlink(os.head, t, ownerLinks)
+	if meta.Name != "" && os.names[meta.Name] == t {
+		delete(os.names, meta.Name)
+	}
+	if !t.admitted {
+		m.dequeue(t)
+	}
+	starts = m.release(t, os, nil)
+	if os.live == 0 {
+		delete(m.owners, meta.Owner)
+		ownerGone = true
+	}
+	if run := meta.Parent.RunID; run != "" && !meta.Detached {
+		rs := m.runs[run]
+		rs.live--
+		rs.head = unlink(rs.head, t, runLinks)
+		if rs.live == 0 {
+			m.retireRun(run, rs)
+		}
+	}
+	m.pruneNode(t)
+	return starts, ownerGone
+}
+
+// pruneNode drops ended nodes without children, walking up the lineage.
+func (m *Manager) pruneNode(t *Task) {
+	for t != nil && !t.live && len(t.children) == 0 {
+		delete(m.nodes, t.meta.ID)
+		p := t.parent
+		if p != nil {
+			delete(p.children, t)
+			t.parent = nil
+		}
+		t = p
+	}
+}
+
+// retireRun forgets a run without live tasks, unless it was cancelled: a
+// cancelled run is remembered (up to WithCancelledRunsKept of them) so late
+// spawns into it are refused. Called with m.mu held.
+func (m *Manager) retireRun(run string, rs *runState) {
+	if !rs.cancelled {
+		delete(m.runs, run)
+		return
+	}
+	m.deadRuns = append(m.deadRuns, run)
+	for len(m.deadRuns) > m.cfg.runMemory {
+		old := m.deadRuns[0]
+		m.deadRuns[0] = ""
+		m.deadRuns = m.deadRuns[1:]
+		if rs := m.runs[old]; rs != nil && rs.live == 0 {
+			delete(m.runs, old)
+		}
+	}
+}
+
+// exit marks a task goroutine (or an abandoned spawn) as done.
+func (m *Manager) exit() {
+	m.mu.Lock()
+	m.active--
+	m.checkIdle()
+	m.mu.Unlock()
+	m.wg.Done()
+}
+
+// checkIdle closes m.idle once shutdown began and no task is active. Called
+// with m.mu held.
+func (m *Manager) checkIdle() {
+	if m.closed.Load() && m.active == 0 && !m.idleShut {
+		m.idleShut = true
+		close(m.idle)
+	}
+}

@@ -1,0 +1,237 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Default task types.
+const (
+	TypeTask     = "task"
+	TypeSubAgent = "sub_agent"
+)
+
+// spawn validates, registers, commits the first record and starts the task.
+// Registration and the closed, run and parent checks happen under m.mu, so a
+// cancel or a shutdown either sees the new task or refuses it: no window.
+func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, opts []SpawnOption) (string, error) {
+	switch {
+	case m.closed.Load():
+		return "", ErrClosed
+	case !validOwner(owner):
+		return "", ErrInvalidOwner
+	case fn == nil:
+		return "", ErrNilFunc
+	}
+	var sc spawnConfig
+	for _, o := range opts {
+		o(&sc)
+	}
+	if err := checkName(sc.name); err != nil {
+		return "", err
+	}
+	if sc.typ == "" {
+		sc.typ = TypeTask
+		if agent {
+			sc.typ = TypeSubAgent
+		}
+	}
+	parent := m.lineage(ctx, sc.parent)
+	if err := m.checkStoredParent(ctx, owner, parent.TaskID); err != nil {
+		return "", err
+	}
+
+	t := &Task{m: m, fn: fn}
+	t.meta = TaskMeta{
+		ID:          newTaskID(),
+		Owner:       owner,
+		Type:        sc.typ,
+		Name:        sc.name,
+		Description: sc.description,
+		Parent:      parent,
+		Detached:    sc.detached,
+		Instance:    m.cfg.instance,
+	}
+	if agent {
+		t.inbox = m.newInbox(OnClosed(m.forwardOrphanEvent(owner)))
+	}
+	cctx, stop := context.WithCancelCause(context.Background())
+	t.ctx = taskContext{Context: cctx, t: t}
+	t.stop = stop
+	t.done = make(chan struct{})
+
+	m.mu.Lock()
+	err := m.register(t)
+	admitted := t.admitted
+	m.mu.Unlock()
+	if err != nil {
+		stop(nil)
+		return "", err
+	}
+	if agent {
+		m.bindInbox(t.meta.ID, t.inbox)
+	}
+
+	t.meta.CreatedAt = now()
+	if admitted {
+		t.meta.Status, t.meta.StartedAt = StatusRunning, t.meta.CreatedAt
+	} else {
+		t.meta.Status = StatusQueued
+	}
+	if err := m.store.Commit(ctx, owner, Upsert(t.meta)); err != nil {
+		m.abandon(t)
+		return "", fmt.Errorf("bgtask: spawn: commit: %w", err)
+	}
+	m.notify("", t.meta)
+
+	m.mu.Lock()
+	t.committed = true
+	start := t.admitted || t.signalled
+	m.mu.Unlock()
+	if start {
+		go m.run(t)
+	}
+	return t.meta.ID, nil
+}
+
+// register checks what must hold at the moment the task becomes visible and
+// links it into every index. Called with m.mu held.
+func (m *Manager) register(t *Task) error {
+	if m.closed.Load() {
+		return ErrClosed
+	}
+	meta := &t.meta
+	if run := meta.Parent.RunID; run != "" {
+		if rs := m.runs[run]; rs != nil && rs.cancelled {
+			return fmt.Errorf("%w: %q", ErrRunCancelled, run)
+		}
+	}
+	os := m.owners[meta.Owner]
+	if meta.Name != "" && os != nil && os.names[meta.Name] != nil {
+		return fmt.Errorf("%w: %q", ErrDuplicateName, meta.Name)
+	}
+	var p *Task
+	if id := meta.Parent.TaskID; id != "" {
+		p = m.nodes[id]
+		if p != nil && !visibleParent(p, meta.Owner) {
+			return fmt.Errorf("%w: %s", ErrParentNotFound, id)
+		}
+	}
+	if p != nil {
+		t.depth = p.depth + 1
+		if !meta.Detached {
+			if p.signalled && p.live {
+				return fmt.Errorf("%w: %s", ErrParentCancelled, p.meta.ID)
+			}
+			if m.cfg.maxChildren > 0 && len(p.children) >= m.cfg.maxChildren {
+				return fmt.Errorf("%w: task %s has %d live children", ErrFanOutLimit, p.meta.ID, len(p.children))
+			}
+		}
+	} else if meta.Parent.TaskID != "" {
+		t.depth = 1
+	}
+	if m.cfg.maxDepth > 0 && t.depth > m.cfg.maxDepth {
+		return fmt.Errorf("%w: depth %d > %d", ErrDepthLimit, t.depth, m.cfg.maxDepth)
+	}
+	if os == nil {
+		os = &ownerState{}
+	}
+	if err := m.admit(t, os); err != nil {
+		return err
+	}
+
+	// Nothing can fail from here on.
+	m.owners[meta.Owner] = os
+	os.live++
+	os.head = linkFront(os.head, t, ownerLinks)
+	if meta.Name != "" {
+		if os.names == nil {
+			os.names = make(map[string]*Task)
+		}
+		os.names[meta.Name] = t
+	}
+	if run := meta.Parent.RunID; run != "" && !meta.Detached {
+		rs := m.runs[run]
+		if rs == nil {
+			rs = &runState{}
+			m.runs[run] = rs
+		}
+		rs.live++
+		rs.head = linkFront(rs.head, t, runLinks)
+	}
+	if p != nil && !meta.Detached {
+		t.parent = p
+		if p.children == nil {
+			p.children = make(map[*Task]struct{})
+		}
+		p.children[t] = struct{}{}
+	}
+	m.nodes[meta.ID] = t
+	t.live = true
+	m.active++
+	m.wg.Add(1)
+	return nil
+}
+
+// abandon undoes register after the first commit failed. The task never ran
+// and nothing of it was stored.
+func (m *Manager) abandon(t *Task) {
+	m.mu.Lock()
+	starts, ownerGone := m.unregister(t)
+	m.mu.Unlock()
+	t.stop(nil)
+	if t.inbox != nil {
+		t.inbox.Close()
+	}
+	if ownerGone {
+		m.forgetClosedInbox(t.meta.Owner)
+	}
+	m.exit()
+	m.startAll(starts)
+}
+
+// checkStoredParent checks an explicit parent that this Manager does not run
+// (it ended, or was restored): it must exist in the Store and be visible to
+// owner. A live parent is checked again under the lock by register.
+func (m *Manager) checkStoredParent(ctx context.Context, owner, parentID string) error {
+	if parentID == "" {
+		return nil
+	}
+	m.mu.Lock()
+	p := m.nodes[parentID]
+	m.mu.Unlock()
+	if p != nil {
+		return nil
+	}
+	meta, err := m.store.Get(ctx, parentID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return fmt.Errorf("%w: %s", ErrParentNotFound, parentID)
+	case err != nil:
+		return fmt.Errorf("bgtask: spawn: parent %s: %w", parentID, err)
+	case meta.Owner != owner && meta.ID != owner:
+		return fmt.Errorf("%w: %s", ErrParentNotFound, parentID)
+	}
+	return nil
+}
+
+// visibleParent reports whether a task of owner may name p as its parent:
+// p has the same owner, or p is the sub-agent that is the owner.
+func visibleParent(p *Task, owner string) bool {
+	return p.meta.Owner == owner || p.meta.ID == owner
+}
+
+// forwardOrphanEvent is the OnClosed fallback of a sub-agent's inbox: events
+// of its own tasks that arrive after it ended go up to its owner, so they are
+// not lost; messages sent to it that it never read are dropped and logged
+// (the sender's Send reported ErrInboxClosed or the task ended first).
+func (m *Manager) forwardOrphanEvent(owner string) func(Event) {
+	return func(ev Event) {
+		if ev.Kind == EventCustom && ev.EventType == EventTypeMessage {
+			m.log.Warn("bgtask: message to an ended sub-agent dropped", "task_id", ev.TaskID)
+			return
+		}
+		_ = m.deliver(owner, ev)
+	}
+}

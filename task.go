@@ -1,0 +1,92 @@
+package bgtask
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// Func is the work of a task. ctx is cancelled when the task is cancelled,
+// with a cause that says why (ErrCancelled, ErrParentCancelled,
+// ErrRunCancelled, ErrShutdown; read it with context.Cause). The returned
+// values decide the terminal status:
+//
+//   - (v, nil): completed, with v encoded as JSON as the result;
+//   - (_, err) after ctx was cancelled, with err matching context.Canceled
+//     or the cause: cancelled;
+//   - (_, err) otherwise: failed, with err's text.
+//
+// A cancel asks, it does not force: a function that returns a value after
+// being cancelled completes. A panic is recovered: the task fails with the
+// panic value and the stack.
+type Func func(ctx context.Context, t *Task) (any, error)
+
+// Task is the handle a task function receives. Its methods are safe for
+// concurrent use, including after the function has returned.
+type Task struct {
+	m     *Manager
+	meta  TaskMeta // the record as last committed; final once done is closed
+	fn    Func
+	ctx   taskContext
+	stop  context.CancelCauseFunc
+	inbox *Inbox        // a sub-agent's own inbox; nil for a plain task
+	done  chan struct{} // closed after the terminal event was sent
+
+	emitMu sync.Mutex // serialises Emit with the end of the task
+	ended  bool       // guarded by emitMu: the function has returned
+
+	// Guarded by m.mu.
+	live                 bool // registered and not yet retired
+	signalled            bool // cancel was requested
+	admitted             bool // holds a concurrency slot (or no limit applies)
+	committed            bool // the initial record is in the store
+	depth                int
+	parent               *Task              // attached parent node, for cascades
+	children             map[*Task]struct{} // attached live children
+	ownerPrev, ownerNext *Task
+	runPrev, runNext     *Task
+}
+
+// ID returns the task id ("task_" and 32 hex digits).
+func (t *Task) ID() string { return t.meta.ID }
+
+// Owner returns the id of the agent that owns the task.
+func (t *Task) Owner() string { return t.meta.Owner }
+
+// Name returns the task's short name, or "".
+func (t *Task) Name() string { return t.meta.Name }
+
+// Parent returns the task's lineage.
+func (t *Task) Parent() Parent { return t.meta.Parent }
+
+// Inbox returns a sub-agent's own inbox, where messages sent to it
+// (Owner.Send) and events of the tasks it owns arrive. It is nil for a plain
+// task. The Manager closes it when the task ends.
+func (t *Task) Inbox() *Inbox { return t.inbox }
+
+// Agent returns the Owner view of the tasks this task starts as an agent:
+// their owner is this task's id, so their events reach this task's Inbox.
+func (t *Task) Agent() Owner { return t.m.Owner(t.meta.ID) }
+
+// Emit sends a custom event to the owner's inbox. The payload is encoded as
+// JSON now, so the caller may change it afterwards; a payload that cannot be
+// encoded returns an error matching ErrInvalidPayload and sends nothing. An
+// empty eventType returns ErrInvalidEvent. Once the function has returned,
+// Emit returns ErrTaskEnded, so every custom event precedes the terminal one.
+// If the owner's inbox is closed the event goes to its fallback and Emit
+// returns ErrInboxClosed.
+func (t *Task) Emit(eventType string, payload any) error {
+	if eventType == "" {
+		return fmt.Errorf("%w: empty event type", ErrInvalidEvent)
+	}
+	p, err := encodeJSON(payload)
+	if err != nil {
+		return fmt.Errorf("%w: event %q: %w", ErrInvalidPayload, eventType, err)
+	}
+	t.emitMu.Lock()
+	defer t.emitMu.Unlock()
+	if t.ended {
+		return ErrTaskEnded
+	}
+	return t.m.deliver(t.meta.Owner, Event{Kind: EventCustom, TaskID: t.meta.ID, EventType: eventType, Payload: p})
+}
