@@ -84,21 +84,19 @@ func (m *Manager) finish(t *Task, final TaskMeta) {
 	t.meta.StartedAt, t.meta.FinishedAt = final.StartedAt, final.FinishedAt
 
 	m.mu.Lock()
-	starts, ownerGone := m.unregister(t)
+	starts := m.unregister(t)
 	m.mu.Unlock()
+	m.startAll(starts)
 	t.stop(nil)
 	if t.inbox != nil {
 		t.inbox.Close()
-	}
-	if ownerGone {
-		m.forgetClosedInbox(final.Owner)
 	}
 	if commitErr != nil {
 		_ = m.deliver(final.Owner, Event{Kind: EventCommitFailed, TaskID: final.ID, Status: final.Status, Error: commitErr.Error()})
 	}
 	_ = m.deliver(final.Owner, terminalEvent(final))
+	m.ownerDone(t)
 	close(t.done)
-	m.startAll(starts)
 }
 
 // terminalEvent is the event that reports a terminal record.
@@ -113,18 +111,18 @@ func terminalEvent(meta TaskMeta) Event {
 	return ev
 }
 
-// unregister removes t from every index: it is no longer live. It returns
-// the queued tasks to start and whether t's owner has no live task left.
-// An ended task with live attached children stays in m.nodes so that
-// CancelTree still reaches them. Called with m.mu held.
-func (m *Manager) unregister(t *Task) (starts []*Task, ownerGone bool) {
+// unregister removes t from every index but its owner's count (see
+// ownerDone): it is no longer live, its name is free and its slot released.
+// It returns the queued tasks to start. An ended task with live attached
+// children stays in m.nodes so that CancelTree still reaches them. Called
+// with m.mu held.
+func (m *Manager) unregister(t *Task) (starts []*Task) {
 	if !t.live {
-		return nil, false
+		return nil
 	}
 	t.live = false
 	meta := &t.meta
 	os := m.owners[meta.Owner]
-	os.live--
 	os.head = unlink(os.head, t, ownerLinks)
 	if meta.Name != "" && os.names[meta.Name] == t {
 		delete(os.names, meta.Name)
@@ -133,10 +131,6 @@ func (m *Manager) unregister(t *Task) (starts []*Task, ownerGone bool) {
 		m.dequeue(t)
 	}
 	starts = m.release(t, os, nil)
-	if os.live == 0 {
-		delete(m.owners, meta.Owner)
-		ownerGone = true
-	}
 	if run := meta.Parent.RunID; run != "" && !meta.Detached {
 		rs := m.runs[run]
 		rs.live--
@@ -146,7 +140,26 @@ func (m *Manager) unregister(t *Task) (starts []*Task, ownerGone bool) {
 		}
 	}
 	m.pruneNode(t)
-	return starts, ownerGone
+	return starts
+}
+
+// ownerDone is the last step of a task's end, after its events were
+// delivered: when the owner has no task left, its state goes, and so does its
+// inbox if closed. Until then the owner's inbox stays bound, so a closed
+// inbox's fallback sees every late event instead of a fresh inbox.
+func (m *Manager) ownerDone(t *Task) {
+	owner := t.meta.Owner
+	m.mu.Lock()
+	os := m.owners[owner]
+	os.live--
+	gone := os.live == 0
+	if gone {
+		delete(m.owners, owner)
+	}
+	m.mu.Unlock()
+	if gone {
+		m.forgetClosedInbox(owner)
+	}
 }
 
 // pruneNode drops ended nodes without children, walking up the lineage.

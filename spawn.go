@@ -143,7 +143,7 @@ func (m *Manager) register(t *Task) error {
 
 	// Nothing can fail from here on.
 	m.owners[meta.Owner] = os
-	os.live++
+	os.live++ // decremented by ownerDone
 	os.head = linkFront(os.head, t, ownerLinks)
 	if meta.Name != "" {
 		if os.names == nil {
@@ -178,17 +178,15 @@ func (m *Manager) register(t *Task) error {
 // and nothing of it was stored.
 func (m *Manager) abandon(t *Task) {
 	m.mu.Lock()
-	starts, ownerGone := m.unregister(t)
+	starts := m.unregister(t)
 	m.mu.Unlock()
+	m.startAll(starts)
 	t.stop(nil)
 	if t.inbox != nil {
 		t.inbox.Close()
 	}
-	if ownerGone {
-		m.forgetClosedInbox(t.meta.Owner)
-	}
+	m.ownerDone(t)
 	m.exit()
-	m.startAll(starts)
 }
 
 // checkStoredParent checks an explicit parent that this Manager does not run
