@@ -199,8 +199,17 @@ func (m *Manager) deliver(owner string, ev Event) error {
 	return m.inboxFor(owner).Send(ev)
 }
 
-// notify calls the observer, isolating its panics.
-func (m *Manager) notify(from TaskStatus, meta TaskMeta) {
+// notify reports a committed transition to the log and the observer. It is
+// on every task's path, so the work lives in notifySlow and this frame stays
+// small.
+func (m *Manager) notify(from TaskStatus, meta *TaskMeta) {
+	if m.cfg.observer != nil || m.log.Enabled(context.Background(), slog.LevelDebug) {
+		m.notifySlow(from, meta)
+	}
+}
+
+//go:noinline
+func (m *Manager) notifySlow(from TaskStatus, meta *TaskMeta) {
 	m.log.Debug("bgtask: task status", "task_id", meta.ID, "owner", meta.Owner, "from", from, "to", meta.Status)
 	if m.cfg.observer == nil {
 		return
@@ -210,11 +219,11 @@ func (m *Manager) notify(from TaskStatus, meta TaskMeta) {
 			m.log.Error("bgtask: observer panicked", "panic", r, "task_id", meta.ID)
 		}
 	}()
-	m.cfg.observer(Transition{From: from, To: meta.Status, Task: meta})
+	m.cfg.observer(Transition{From: from, To: meta.Status, Task: cloneMeta(*meta)})
 }
 
-// commitRetry commits one upsert, retrying with doubling backoff.
-func (m *Manager) commitRetry(meta TaskMeta) error {
+// commitRetry commits one upsert of *meta, retrying with doubling backoff.
+func (m *Manager) commitRetry(meta *TaskMeta) error {
 	var err error
 	backoff := m.cfg.commitBackoff
 	for attempt := range m.cfg.commitAttempts {
@@ -222,12 +231,24 @@ func (m *Manager) commitRetry(meta TaskMeta) error {
 			time.Sleep(backoff)
 			backoff *= 2
 		}
-		if err = m.store.Commit(context.Background(), meta.Owner, Upsert(meta)); err == nil {
+		if err = m.store.Commit(context.Background(), meta.Owner, upsertOf(meta)); err == nil {
 			return nil
 		}
-		m.log.Warn("bgtask: commit failed", "task_id", meta.ID, "status", meta.Status, "attempt", attempt+1, "err", err)
+		m.logCommitFailure(meta, attempt, err)
 	}
 	return err
+}
+
+// upsertOf is Upsert(*meta) without a copy of the record on the stack.
+func upsertOf(meta *TaskMeta) Action {
+	tasks := make([]TaskMeta, 1)
+	tasks[0] = *meta
+	return Action{Op: OpUpsert, Tasks: tasks}
+}
+
+//go:noinline
+func (m *Manager) logCommitFailure(meta *TaskMeta, attempt int, err error) {
+	m.log.Warn("bgtask: commit failed", "task_id", meta.ID, "status", meta.Status, "attempt", attempt+1, "err", err)
 }
 
 func validOwner(owner string) bool {

@@ -14,9 +14,9 @@ const (
 )
 
 // MemoryStore is the in-memory Store, the default of a Manager. It keeps
-// every non-terminal record and, per owner, the most recent terminal records
-// under a retention policy, so its memory is bounded by that policy and by
-// the number of live tasks, not by the history.
+// every non-terminal record and, per owner, the most recently finished
+// terminal records under a retention policy, so its memory is bounded by
+// that policy and by the number of live tasks, not by the history.
 //
 // Use NewMemoryStore; the zero value is not usable. Safe for concurrent use.
 type MemoryStore struct {
@@ -25,12 +25,12 @@ type MemoryStore struct {
 
 	mu     sync.RWMutex // guards the fields below
 	owners map[string]*memOwner
-	byID   map[string]string // task id -> owner
-	aged   []agedRef         // terminal records in finish order, for the age limit
+	byID   map[string]*TaskMeta
+	aged   []agedRef // terminal records in finish order, for the age limit
 }
 
 type memOwner struct {
-	snap     Snapshot
+	tasks    map[string]*TaskMeta
 	terminal []string // terminal ids in finish order, for the count limit
 }
 
@@ -56,7 +56,7 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 		retainPerOwner: DefaultRetainPerOwner,
 		retainFor:      DefaultRetainFor,
 		owners:         make(map[string]*memOwner),
-		byID:           make(map[string]string),
+		byID:           make(map[string]*TaskMeta),
 	}
 	for _, o := range opts {
 		o(s)
@@ -71,11 +71,13 @@ func (s *MemoryStore) Load(ctx context.Context, owner string) (Snapshot, error) 
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	o := s.owners[owner]
-	if o == nil {
-		return Snapshot{Tasks: map[string]TaskMeta{}}, nil
+	snap := Snapshot{Tasks: make(map[string]TaskMeta)}
+	if o := s.owners[owner]; o != nil {
+		for id, m := range o.tasks {
+			snap.Tasks[id] = cloneMeta(*m)
+		}
 	}
-	return o.snap.clone(), nil
+	return snap, nil
 }
 
 // Get implements Store.
@@ -85,10 +87,8 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (TaskMeta, error) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if owner, ok := s.byID[id]; ok {
-		if m, ok := s.owners[owner].snap.Tasks[id]; ok {
-			return cloneMeta(m), nil
-		}
+	if m := s.byID[id]; m != nil {
+		return cloneMeta(*m), nil
 	}
 	return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 }
@@ -98,7 +98,7 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if owner == "" {
+	if !validOwner(owner) {
 		return ErrInvalidOwner
 	}
 	for _, a := range actions {
@@ -110,108 +110,123 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 	defer s.mu.Unlock()
 	o := s.owners[owner]
 	if o == nil {
-		o = &memOwner{snap: Snapshot{Tasks: make(map[string]TaskMeta)}}
+		o = &memOwner{tasks: make(map[string]*TaskMeta)}
 		s.owners[owner] = o
 	}
 	for _, a := range actions {
-		s.apply(owner, o, a)
+		if a.Op == OpUpsert {
+			s.upsert(o, &a.Tasks[0])
+		} else {
+			s.applySlow(owner, o, a)
+		}
 	}
 	s.retain(owner, o)
-	if len(o.snap.Tasks) == 0 {
+	if len(o.tasks) == 0 {
 		delete(s.owners, owner)
 	}
 	return nil
 }
 
-// apply runs the reducer and keeps the id index and the retention queues in
-// step with what it changed.
-func (s *MemoryStore) apply(owner string, o *memOwner, a Action) {
-	if a.Op == OpUpsert {
-		// The hot path: one record, no copy of the snapshot.
-		u := a.Tasks[0]
-		old, existed := o.snap.Tasks[u.ID]
-		if !existed {
-			if _, taken := s.byID[u.ID]; taken {
-				return // the id belongs to another owner: never move it
-			}
+// upsert is the hot path: one record, changed in place.
+func (s *MemoryStore) upsert(o *memOwner, u *TaskMeta) {
+	cur := o.tasks[u.ID]
+	if cur == nil {
+		if s.byID[u.ID] != nil {
+			return // the id belongs to another owner: never move it
 		}
-		ApplyAction(&o.snap, a)
-		s.track(owner, o, u.ID, existed && old.Status.IsTerminal())
+		cur = new(TaskMeta)
+		*cur = *u
+		cur.Result = cloneRaw(u.Result)
+		o.tasks[u.ID] = cur
+		s.byID[u.ID] = cur
+	} else if cur.Status.IsTerminal() || !mergeUpsert(cur, u) {
 		return
 	}
-	wasTerminal := make(map[string]bool, len(o.snap.Tasks))
-	for id, m := range o.snap.Tasks {
-		wasTerminal[id] = m.Status.IsTerminal()
+	s.queueIfTerminal(o, cur)
+}
+
+// applySlow runs ReplaceAll and Remove through ApplyAction on a copy of the
+// owner's records and puts the result back.
+func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
+	snap := Snapshot{Tasks: make(map[string]TaskMeta, len(o.tasks))}
+	for id, m := range o.tasks {
+		snap.Tasks[id] = *m
 	}
 	if a.Op == OpReplaceAll {
-		kept := a.Tasks[:0:0]
+		kept := make([]TaskMeta, 0, len(a.Tasks))
 		for _, t := range a.Tasks {
-			if other, taken := s.byID[t.ID]; !taken || other == owner {
+			if other := s.byID[t.ID]; other == nil || other.Owner == owner {
 				kept = append(kept, t)
 			}
 		}
 		a.Tasks = kept
 	}
-	ApplyAction(&o.snap, a)
-	for id := range wasTerminal {
-		if _, ok := o.snap.Tasks[id]; !ok {
+	ApplyAction(&snap, a)
+	for id, old := range o.tasks {
+		next, ok := snap.Tasks[id]
+		if !ok {
+			delete(o.tasks, id)
 			delete(s.byID, id)
+			continue
+		}
+		wasTerminal := old.Status.IsTerminal()
+		*old = next
+		if !wasTerminal {
+			s.queueIfTerminal(o, old)
 		}
 	}
-	for id := range o.snap.Tasks {
-		s.track(owner, o, id, wasTerminal[id])
+	for id, next := range snap.Tasks {
+		if o.tasks[id] == nil {
+			c := next
+			o.tasks[id] = &c
+			s.byID[id] = &c
+			s.queueIfTerminal(o, &c)
+		}
 	}
-	if len(o.terminal) > 0 {
-		o.terminal = o.terminal[:0:0]
-		for _, r := range s.aged {
-			if r.owner == owner {
-				if m, ok := o.snap.Tasks[r.id]; ok && m.Status.IsTerminal() && m.FinishedAt.Equal(r.at) {
-					o.terminal = append(o.terminal, r.id)
-				}
-			}
+	o.terminal = o.terminal[:0:0]
+	for _, r := range s.aged {
+		if r.owner == owner && s.isAged(r) {
+			o.terminal = append(o.terminal, r.id)
 		}
 	}
 }
 
-// track indexes id after a change and queues it for retention when it has
-// just become terminal.
-func (s *MemoryStore) track(owner string, o *memOwner, id string, wasTerminal bool) {
-	m, ok := o.snap.Tasks[id]
-	if !ok {
-		return
+// queueIfTerminal queues a record that has just become terminal for
+// retention.
+func (s *MemoryStore) queueIfTerminal(o *memOwner, m *TaskMeta) {
+	if m.Status.IsTerminal() {
+		o.terminal = append(o.terminal, m.ID)
+		s.aged = append(s.aged, agedRef{owner: m.Owner, id: m.ID, at: m.FinishedAt})
 	}
-	s.byID[id] = owner
-	if m.Status.IsTerminal() && !wasTerminal {
-		o.terminal = append(o.terminal, id)
-		s.aged = append(s.aged, agedRef{owner: owner, id: id, at: m.FinishedAt})
-	}
+}
+
+// isAged reports whether r still refers to a retained terminal record.
+func (s *MemoryStore) isAged(r agedRef) bool {
+	m := s.byID[r.id]
+	return m != nil && m.Owner == r.owner && m.Status.IsTerminal() && m.FinishedAt.Equal(r.at)
 }
 
 // retain forgets terminal records beyond the count limit of owner, and those
 // of any owner beyond the age limit.
 func (s *MemoryStore) retain(owner string, o *memOwner) {
 	for len(o.terminal) > s.retainPerOwner {
-		s.forget(owner, o, o.terminal[0])
+		s.forget(o, o.terminal[0])
 		o.terminal[0] = ""
 		o.terminal = o.terminal[1:]
 	}
-	if s.retainFor <= 0 {
-		s.compactAged()
-		return
-	}
-	cutoff := time.Now().Add(-s.retainFor)
-	for len(s.aged) > 0 && s.aged[0].at.Before(cutoff) {
-		r := s.aged[0]
-		s.aged[0] = agedRef{}
-		s.aged = s.aged[1:]
-		ro := s.owners[r.owner]
-		if ro == nil {
-			continue
-		}
-		if m, ok := ro.snap.Tasks[r.id]; ok && m.Status.IsTerminal() && m.FinishedAt.Equal(r.at) {
-			s.forget(r.owner, ro, r.id)
+	if s.retainFor > 0 {
+		cutoff := time.Now().Add(-s.retainFor)
+		for len(s.aged) > 0 && s.aged[0].at.Before(cutoff) {
+			r := s.aged[0]
+			s.aged[0] = agedRef{}
+			s.aged = s.aged[1:]
+			if !s.isAged(r) {
+				continue
+			}
+			ro := s.owners[r.owner]
+			s.forget(ro, r.id)
 			ro.terminal = removeString(ro.terminal, r.id)
-			if len(ro.snap.Tasks) == 0 && r.owner != owner {
+			if len(ro.tasks) == 0 && r.owner != owner {
 				delete(s.owners, r.owner)
 			}
 		}
@@ -219,11 +234,9 @@ func (s *MemoryStore) retain(owner string, o *memOwner) {
 	s.compactAged()
 }
 
-func (s *MemoryStore) forget(owner string, o *memOwner, id string) {
-	delete(o.snap.Tasks, id)
-	if s.byID[id] == owner {
-		delete(s.byID, id)
-	}
+func (s *MemoryStore) forget(o *memOwner, id string) {
+	delete(o.tasks, id)
+	delete(s.byID, id)
 }
 
 // compactAged drops references to records already forgotten, so the age
@@ -234,10 +247,8 @@ func (s *MemoryStore) compactAged() {
 	}
 	kept := make([]agedRef, 0, len(s.byID))
 	for _, r := range s.aged {
-		if o := s.owners[r.owner]; o != nil {
-			if m, ok := o.snap.Tasks[r.id]; ok && m.Status.IsTerminal() && m.FinishedAt.Equal(r.at) {
-				kept = append(kept, r)
-			}
+		if s.isAged(r) {
+			kept = append(kept, r)
 		}
 	}
 	s.aged = kept

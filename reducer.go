@@ -123,12 +123,13 @@ func ApplyAction(s *Snapshot, a Action) {
 		if s.Tasks == nil {
 			s.Tasks = make(map[string]TaskMeta)
 		}
-		for _, u := range a.Tasks {
-			upsertInto(s.Tasks, u)
+		for i := range a.Tasks {
+			upsertInto(s.Tasks, &a.Tasks[i])
 		}
 	case OpReplaceAll:
 		next := make(map[string]TaskMeta, len(a.Tasks))
-		for _, u := range a.Tasks {
+		for i := range a.Tasks {
+			u := &a.Tasks[i]
 			if old, ok := s.Tasks[u.ID]; ok {
 				if _, seen := next[u.ID]; !seen {
 					next[u.ID] = old
@@ -146,48 +147,58 @@ func ApplyAction(s *Snapshot, a Action) {
 	}
 }
 
-// upsertInto applies one upsert to tasks.
-func upsertInto(tasks map[string]TaskMeta, u TaskMeta) {
+// upsertInto applies one upsert to a snapshot's map.
+func upsertInto(tasks map[string]TaskMeta, u *TaskMeta) {
 	if u.validate() != nil {
 		return
 	}
-	old, ok := tasks[u.ID]
+	cur, ok := tasks[u.ID]
 	if !ok {
-		tasks[u.ID] = cloneMeta(u)
+		tasks[u.ID] = cloneMeta(*u)
 		return
 	}
-	if merged, ok := mergeMeta(old, u); ok {
-		tasks[u.ID] = merged
+	if mergeUpsert(&cur, u) {
+		tasks[u.ID] = cur
 	}
 }
 
-// mergeMeta returns the record that results from applying update u to old,
-// or false when u is dropped.
-func mergeMeta(old, u TaskMeta) (TaskMeta, bool) {
-	switch {
-	case old.Status.IsTerminal(),
-		u.Owner != old.Owner,
-		u.Attempt < old.Attempt,
-		u.Status.rank() < old.Status.rank():
-		return old, false
+// mergeUpsert applies a valid update u to the stored record cur, in place,
+// and reports whether it did; a dropped update leaves cur as it was. This is
+// where the lifecycle invariants live. Records travel by pointer: they are
+// large, and this runs on every task's goroutine, whose stack starts small.
+func mergeUpsert(cur, u *TaskMeta) bool {
+	if cur.Status.IsTerminal() ||
+		u.Owner != cur.Owner ||
+		u.Attempt < cur.Attempt ||
+		u.Status.rank() < cur.Status.rank() {
+		return false
 	}
-	m := cloneMeta(u)
-	m.Type, m.Name, m.Parent, m.Detached = old.Type, old.Name, old.Parent, old.Detached
-	m.CreatedAt = firstSet(old.CreatedAt, u.CreatedAt)
-	m.StartedAt = firstSet(old.StartedAt, u.StartedAt)
-	m.FinishedAt = firstSet(old.FinishedAt, u.FinishedAt)
-	if !m.Status.IsTerminal() {
-		m.FinishedAt = old.FinishedAt
+	typ, name, parent, detached := cur.Type, cur.Name, cur.Parent, cur.Detached
+	created, started, finished := cur.CreatedAt, cur.StartedAt, cur.FinishedAt
+	*cur = *u
+	cur.Result = cloneRaw(u.Result)
+	cur.Type, cur.Name, cur.Parent, cur.Detached = typ, name, parent, detached
+	cur.CreatedAt = firstSet(created, cur.CreatedAt)
+	cur.StartedAt = firstSet(started, cur.StartedAt)
+	if cur.Status.IsTerminal() {
+		cur.FinishedAt = firstSet(finished, cur.FinishedAt)
+	} else {
+		cur.FinishedAt = finished
 	}
-	return m, true
+	return true
 }
 
 // cloneMeta copies m so the stored record shares no bytes with the caller.
 func cloneMeta(m TaskMeta) TaskMeta {
-	if m.Result != nil {
-		m.Result = append(json.RawMessage(nil), m.Result...)
-	}
+	m.Result = cloneRaw(m.Result)
 	return m
+}
+
+func cloneRaw(r json.RawMessage) json.RawMessage {
+	if r == nil {
+		return nil
+	}
+	return append(json.RawMessage(nil), r...)
 }
 
 // clone returns a deep copy of s.

@@ -8,43 +8,47 @@ import (
 )
 
 // run is a task's goroutine: promote from queued if needed, call the
-// function, record the outcome, notify the owner, free everything.
+// function, record the outcome, notify the owner, free everything. The
+// outcome is written into t.meta in place: only this goroutine writes those
+// fields, and readers wait for t.done. Nothing large is copied on the way,
+// so the goroutine's small first stack rarely has to grow.
 func (m *Manager) run(t *Task) {
 	m.mu.Lock()
 	admitted := t.admitted
 	m.mu.Unlock()
 
-	final := t.meta
+	from := t.meta.Status
 	defer func() {
 		// Deferred so that a function calling runtime.Goexit still ends.
-		m.finish(t, final)
+		m.finish(t, from)
 		m.exit()
 	}()
+	meta := &t.meta
 	if !admitted { // cancelled while queued: the function never runs
-		final.Status, final.Error = StatusCancelled, context.Cause(&t.ctx).Error()
+		meta.Status, meta.Error = StatusCancelled, context.Cause(&t.ctx).Error()
 		return
 	}
-	if t.meta.Status == StatusQueued {
-		running := t.meta
-		running.Status, running.StartedAt = StatusRunning, now()
-		if err := m.commitRetry(running); err != nil {
-			final.Status, final.Error = StatusFailed, fmt.Sprintf("bgtask: could not record the start: %v", err)
+	if meta.Status == StatusQueued {
+		meta.Status, meta.StartedAt = StatusRunning, now()
+		if err := m.commitRetry(meta); err != nil {
+			meta.Status, meta.Error = StatusFailed, fmt.Sprintf("bgtask: could not record the start: %v", err)
 			return
 		}
-		t.meta.Status, t.meta.StartedAt = running.Status, running.StartedAt
-		m.notify(StatusQueued, running)
-		final = t.meta
+		m.notify(StatusQueued, meta)
+		from = StatusRunning
 	}
-	final.Status, final.Error = StatusFailed, "bgtask: task function called runtime.Goexit"
-	m.call(t, &final)
+	meta.Status, meta.Error = StatusFailed, "bgtask: task function called runtime.Goexit"
+	m.call(t)
 }
 
-// call runs the function and sets the outcome on final, recovering a panic.
-func (m *Manager) call(t *Task, final *TaskMeta) {
+// call runs the function and records its outcome in t.meta, recovering a
+// panic.
+func (m *Manager) call(t *Task) {
+	meta := &t.meta
 	defer func() {
 		if r := recover(); r != nil {
-			final.Status, final.Error, final.Stack = StatusFailed, fmt.Sprintf("panic: %v", r), string(debug.Stack())
-			m.log.Error("bgtask: task panicked", "task_id", t.meta.ID, "panic", r)
+			meta.Status, meta.Error, meta.Stack = StatusFailed, fmt.Sprintf("panic: %v", r), string(debug.Stack())
+			m.log.Error("bgtask: task panicked", "task_id", meta.ID, "panic", r)
 		}
 	}()
 	v, err := t.fn(&t.ctx, t)
@@ -52,14 +56,14 @@ func (m *Manager) call(t *Task, final *TaskMeta) {
 	case err == nil:
 		res, encErr := encodeJSON(v)
 		if encErr != nil {
-			final.Status, final.Error = StatusFailed, fmt.Sprintf("bgtask: result is not JSON-encodable: %v", encErr)
+			meta.Status, meta.Error = StatusFailed, fmt.Sprintf("bgtask: result is not JSON-encodable: %v", encErr)
 			return
 		}
-		final.Status, final.Error, final.Result = StatusCompleted, "", res
+		meta.Status, meta.Error, meta.Result = StatusCompleted, "", res
 	case t.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.Cause(&t.ctx))):
-		final.Status, final.Error = StatusCancelled, context.Cause(&t.ctx).Error()
+		meta.Status, meta.Error = StatusCancelled, context.Cause(&t.ctx).Error()
 	default:
-		final.Status, final.Error = StatusFailed, err.Error()
+		meta.Status, meta.Error = StatusFailed, err.Error()
 	}
 }
 
@@ -67,21 +71,17 @@ func (m *Manager) call(t *Task, final *TaskMeta) {
 // the owner (commit, then notify: whoever reads the event can Get the final
 // record). If the commit keeps failing, the owner gets EventCommitFailed
 // before the terminal event, so no record stays silently running.
-func (m *Manager) finish(t *Task, final TaskMeta) {
-	final.FinishedAt = now()
+func (m *Manager) finish(t *Task, from TaskStatus) {
+	meta := &t.meta
+	meta.FinishedAt = now()
 	t.emitMu.Lock()
 	t.ended = true
 	t.emitMu.Unlock()
 
-	from := t.meta.Status
-	commitErr := m.commitRetry(final)
-	if commitErr != nil {
-		m.log.Error("bgtask: terminal record not committed", "task_id", final.ID, "status", final.Status, "err", commitErr)
-	} else {
-		m.notify(from, final)
+	commitErr := m.commitRetry(meta)
+	if commitErr == nil {
+		m.notify(from, meta)
 	}
-	t.meta.Status, t.meta.Error, t.meta.Stack, t.meta.Result = final.Status, final.Error, final.Stack, final.Result
-	t.meta.StartedAt, t.meta.FinishedAt = final.StartedAt, final.FinishedAt
 
 	m.mu.Lock()
 	starts := m.unregister(t)
@@ -92,15 +92,29 @@ func (m *Manager) finish(t *Task, final TaskMeta) {
 		t.inbox.Close()
 	}
 	if commitErr != nil {
-		_ = m.deliver(final.Owner, Event{Kind: EventCommitFailed, TaskID: final.ID, Status: final.Status, Error: commitErr.Error()})
+		m.reportCommitFailure(meta, commitErr)
 	}
-	_ = m.deliver(final.Owner, terminalEvent(final))
+	m.deliverTerminal(meta)
 	m.ownerDone(t)
 	close(t.done)
 }
 
+// reportCommitFailure tells the owner that the terminal record of a task
+// could not be committed, so it does not stay silently running.
+//
+//go:noinline
+func (m *Manager) reportCommitFailure(meta *TaskMeta, err error) {
+	m.log.Error("bgtask: terminal record not committed", "task_id", meta.ID, "status", meta.Status, "err", err)
+	_ = m.deliver(meta.Owner, Event{Kind: EventCommitFailed, TaskID: meta.ID, Status: meta.Status, Error: err.Error()})
+}
+
+// deliverTerminal sends the event that reports a terminal record.
+func (m *Manager) deliverTerminal(meta *TaskMeta) {
+	_ = m.deliver(meta.Owner, terminalEvent(meta))
+}
+
 // terminalEvent is the event that reports a terminal record.
-func terminalEvent(meta TaskMeta) Event {
+func terminalEvent(meta *TaskMeta) Event {
 	ev := Event{Kind: EventKind(meta.Status), TaskID: meta.ID}
 	switch meta.Status {
 	case StatusCompleted:

@@ -83,7 +83,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		m.abandon(t)
 		return "", fmt.Errorf("bgtask: spawn: commit: %w", err)
 	}
-	m.notify("", t.meta)
+	m.notify("", &t.meta)
 
 	m.mu.Lock()
 	t.committed = true
