@@ -37,9 +37,9 @@ func checkName(name string) error {
 func (m *Manager) lineage(ctx context.Context, p Parent) Parent {
 	if p.TaskID == "" {
 		if t, ok := TaskFromContext(ctx); ok && t.m == m {
-			p.TaskID = t.meta.ID
+			p.TaskID = t.rec[0].ID
 			if p.RunID == "" {
-				p.RunID = t.meta.Parent.RunID
+				p.RunID = t.rec[0].Parent.RunID
 			}
 		}
 	}

@@ -222,28 +222,23 @@ func (m *Manager) notifySlow(from TaskStatus, meta *TaskMeta) {
 	m.cfg.observer(Transition{From: from, To: meta.Status, Task: cloneMeta(*meta)})
 }
 
-// commitRetry commits one upsert of *meta, retrying with doubling backoff.
-func (m *Manager) commitRetry(meta *TaskMeta) error {
+// commitRetry commits t's record, retrying with doubling backoff. The
+// action shares t.rec: stores copy what they keep, so nothing is allocated.
+func (m *Manager) commitRetry(t *Task) error {
 	var err error
+	meta := &t.rec[0]
 	backoff := m.cfg.commitBackoff
 	for attempt := range m.cfg.commitAttempts {
 		if attempt > 0 {
 			time.Sleep(backoff)
 			backoff *= 2
 		}
-		if err = m.store.Commit(context.Background(), meta.Owner, upsertOf(meta)); err == nil {
+		if err = m.store.Commit(context.Background(), meta.Owner, Action{Op: OpUpsert, Tasks: t.rec[:]}); err == nil {
 			return nil
 		}
 		m.logCommitFailure(meta, attempt, err)
 	}
 	return err
-}
-
-// upsertOf is Upsert(*meta) without a copy of the record on the stack.
-func upsertOf(meta *TaskMeta) Action {
-	tasks := make([]TaskMeta, 1)
-	tasks[0] = *meta
-	return Action{Op: OpUpsert, Tasks: tasks}
 }
 
 //go:noinline

@@ -26,12 +26,12 @@ type MemoryStore struct {
 	mu     sync.RWMutex // guards the fields below
 	owners map[string]*memOwner
 	byID   map[string]*TaskMeta
-	aged   []agedRef // terminal records in finish order, for the age limit
+	aged   fifo[agedRef] // terminal records in finish order, for the age limit
 }
 
 type memOwner struct {
 	tasks    map[string]*TaskMeta
-	terminal []string // terminal ids in finish order, for the count limit
+	terminal fifo[string] // terminal ids in finish order, for the count limit
 }
 
 type agedRef struct {
@@ -101,8 +101,8 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 	if !validOwner(owner) {
 		return ErrInvalidOwner
 	}
-	for _, a := range actions {
-		if err := a.validate(owner); err != nil {
+	for i := range actions {
+		if err := actions[i].validate(owner); err != nil {
 			return err
 		}
 	}
@@ -183,10 +183,10 @@ func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
 			s.queueIfTerminal(o, &c)
 		}
 	}
-	o.terminal = o.terminal[:0:0]
-	for _, r := range s.aged {
+	o.terminal = fifo[string]{}
+	for _, r := range s.aged.all() {
 		if r.owner == owner && s.isAged(r) {
-			o.terminal = append(o.terminal, r.id)
+			o.terminal.push(r.id)
 		}
 	}
 }
@@ -195,8 +195,8 @@ func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
 // retention.
 func (s *MemoryStore) queueIfTerminal(o *memOwner, m *TaskMeta) {
 	if m.Status.IsTerminal() {
-		o.terminal = append(o.terminal, m.ID)
-		s.aged = append(s.aged, agedRef{owner: m.Owner, id: m.ID, at: m.FinishedAt})
+		o.terminal.push(m.ID)
+		s.aged.push(agedRef{owner: m.Owner, id: m.ID, at: m.FinishedAt})
 	}
 }
 
@@ -209,23 +209,19 @@ func (s *MemoryStore) isAged(r agedRef) bool {
 // retain forgets terminal records beyond the count limit of owner, and those
 // of any owner beyond the age limit.
 func (s *MemoryStore) retain(owner string, o *memOwner) {
-	for len(o.terminal) > s.retainPerOwner {
-		s.forget(o, o.terminal[0])
-		o.terminal[0] = ""
-		o.terminal = o.terminal[1:]
+	for o.terminal.len() > s.retainPerOwner {
+		s.forget(o, o.terminal.pop())
 	}
 	if s.retainFor > 0 {
 		cutoff := time.Now().Add(-s.retainFor)
-		for len(s.aged) > 0 && s.aged[0].at.Before(cutoff) {
-			r := s.aged[0]
-			s.aged[0] = agedRef{}
-			s.aged = s.aged[1:]
+		for s.aged.len() > 0 && s.aged.front().at.Before(cutoff) {
+			r := s.aged.pop()
 			if !s.isAged(r) {
 				continue
 			}
 			ro := s.owners[r.owner]
 			s.forget(ro, r.id)
-			ro.terminal = removeString(ro.terminal, r.id)
+			ro.terminal.filter(func(id string) bool { return id != r.id })
 			if len(ro.tasks) == 0 && r.owner != owner {
 				delete(s.owners, r.owner)
 			}
@@ -242,23 +238,7 @@ func (s *MemoryStore) forget(o *memOwner, id string) {
 // compactAged drops references to records already forgotten, so the age
 // queue stays proportional to what is retained.
 func (s *MemoryStore) compactAged() {
-	if len(s.aged) < 64 || len(s.aged) <= 2*len(s.byID) {
-		return
+	if s.aged.len() >= 64 && s.aged.len() > 2*len(s.byID) {
+		s.aged.filter(s.isAged)
 	}
-	kept := make([]agedRef, 0, len(s.byID))
-	for _, r := range s.aged {
-		if s.isAged(r) {
-			kept = append(kept, r)
-		}
-	}
-	s.aged = kept
-}
-
-func removeString(ids []string, id string) []string {
-	for i, v := range ids {
-		if v == id {
-			return append(ids[:i], ids[i+1:]...)
-		}
-	}
-	return ids
 }

@@ -46,8 +46,17 @@ type TaskMeta struct {
 	Attempt     int64           `json:"attempt,omitempty"`  // fence: writes on an older attempt are dropped
 }
 
-// validate reports why m cannot be stored, naming the task.
+// validate reports why m cannot be stored, naming the task. It runs on every
+// commit, on the task's goroutine, so the error is built out of line.
 func (m *TaskMeta) validate() error {
+	if m.ID == "" || m.Owner == "" || !m.Status.Valid() || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) {
+		return m.invalid()
+	}
+	return nil
+}
+
+//go:noinline
+func (m *TaskMeta) invalid() error {
 	switch {
 	case m.ID == "":
 		return fmt.Errorf("%w: task without id", ErrCorrupt)
@@ -57,10 +66,8 @@ func (m *TaskMeta) validate() error {
 		return fmt.Errorf("%w: task %s: unknown status %q", ErrCorrupt, m.ID, m.Status)
 	case m.Attempt < 0:
 		return fmt.Errorf("%w: task %s: negative attempt %d", ErrCorrupt, m.ID, m.Attempt)
-	case m.Result != nil && !json.Valid(m.Result):
-		return fmt.Errorf("%w: task %s: result is not valid JSON", ErrCorrupt, m.ID)
 	}
-	return nil
+	return fmt.Errorf("%w: task %s: result is not valid JSON", ErrCorrupt, m.ID)
 }
 
 // UnmarshalJSON decodes a record, tolerating missing optional fields and

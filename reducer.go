@@ -83,26 +83,36 @@ func ReplaceAll(tasks ...TaskMeta) Action { return Action{Op: OpReplaceAll, Task
 func Remove(ids ...string) Action { return Action{Op: OpRemove, IDs: ids} }
 
 // validate reports why a Store must refuse a, for the given owner.
-func (a Action) validate(owner string) error {
-	switch a.Op {
-	case OpUpsert:
-		if len(a.Tasks) != 1 {
-			return fmt.Errorf("%w: upsert carries %d tasks, want 1", ErrInvalidAction, len(a.Tasks))
-		}
-	case OpReplaceAll, OpRemove:
-	default:
-		return fmt.Errorf("%w: unknown op %q", ErrInvalidAction, a.Op)
+func (a *Action) validate(owner string) error {
+	if a.Op != OpUpsert && a.Op != OpReplaceAll && a.Op != OpRemove || a.Op == OpUpsert && len(a.Tasks) != 1 {
+		return a.invalid()
 	}
 	for i := range a.Tasks {
 		t := &a.Tasks[i]
 		if err := t.validate(); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidAction, err)
+			return wrapInvalid(err)
 		}
 		if t.Owner != owner {
-			return fmt.Errorf("%w: task %s belongs to owner %q, not %q", ErrInvalidAction, t.ID, t.Owner, owner)
+			return otherOwner(t, owner)
 		}
 	}
 	return nil
+}
+
+//go:noinline
+func (a *Action) invalid() error {
+	if a.Op == OpUpsert {
+		return fmt.Errorf("%w: upsert carries %d tasks, want 1", ErrInvalidAction, len(a.Tasks))
+	}
+	return fmt.Errorf("%w: unknown op %q", ErrInvalidAction, a.Op)
+}
+
+//go:noinline
+func wrapInvalid(err error) error { return fmt.Errorf("%w: %w", ErrInvalidAction, err) }
+
+//go:noinline
+func otherOwner(t *TaskMeta, owner string) error {
+	return fmt.Errorf("%w: task %s belongs to owner %q, not %q", ErrInvalidAction, t.ID, t.Owner, owner)
 }
 
 // ApplyAction is the task state reducer, the one place where the lifecycle

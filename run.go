@@ -17,20 +17,20 @@ func (m *Manager) run(t *Task) {
 	admitted := t.admitted
 	m.mu.Unlock()
 
-	from := t.meta.Status
+	from := t.rec[0].Status
 	defer func() {
 		// Deferred so that a function calling runtime.Goexit still ends.
 		m.finish(t, from)
 		m.exit()
 	}()
-	meta := &t.meta
+	meta := &t.rec[0]
 	if !admitted { // cancelled while queued: the function never runs
 		meta.Status, meta.Error = StatusCancelled, context.Cause(&t.ctx).Error()
 		return
 	}
 	if meta.Status == StatusQueued {
 		meta.Status, meta.StartedAt = StatusRunning, now()
-		if err := m.commitRetry(meta); err != nil {
+		if err := m.commitRetry(t); err != nil {
 			meta.Status, meta.Error = StatusFailed, fmt.Sprintf("bgtask: could not record the start: %v", err)
 			return
 		}
@@ -44,7 +44,7 @@ func (m *Manager) run(t *Task) {
 // call runs the function and records its outcome in t.meta, recovering a
 // panic.
 func (m *Manager) call(t *Task) {
-	meta := &t.meta
+	meta := &t.rec[0]
 	defer func() {
 		if r := recover(); r != nil {
 			meta.Status, meta.Error, meta.Stack = StatusFailed, fmt.Sprintf("panic: %v", r), string(debug.Stack())
@@ -72,13 +72,14 @@ func (m *Manager) call(t *Task) {
 // record). If the commit keeps failing, the owner gets EventCommitFailed
 // before the terminal event, so no record stays silently running.
 func (m *Manager) finish(t *Task, from TaskStatus) {
-	meta := &t.meta
+	growStack()
+	meta := &t.rec[0]
 	meta.FinishedAt = now()
 	t.emitMu.Lock()
 	t.ended = true
 	t.emitMu.Unlock()
 
-	commitErr := m.commitRetry(meta)
+	commitErr := m.commitRetry(t)
 	if commitErr == nil {
 		m.notify(from, meta)
 	}
@@ -135,7 +136,7 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 		return nil
 	}
 	t.live = false
-	meta := &t.meta
+	meta := &t.rec[0]
 	os := m.owners[meta.Owner]
 	os.head = unlink(os.head, t, ownerLinks)
 	if meta.Name != "" && os.names[meta.Name] == t {
@@ -162,7 +163,7 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 // inbox if closed. Until then the owner's inbox stays bound, so a closed
 // inbox's fallback sees every late event instead of a fresh inbox.
 func (m *Manager) ownerDone(t *Task) {
-	owner := t.meta.Owner
+	owner := t.rec[0].Owner
 	m.mu.Lock()
 	os := m.owners[owner]
 	os.live--
@@ -179,7 +180,7 @@ func (m *Manager) ownerDone(t *Task) {
 // pruneNode drops ended nodes without children, walking up the lineage.
 func (m *Manager) pruneNode(t *Task) {
 	for t != nil && !t.live && len(t.children) == 0 {
-		delete(m.nodes, t.meta.ID)
+		delete(m.nodes, t.rec[0].ID)
 		p := t.parent
 		if p != nil {
 			delete(p.children, t)

@@ -43,7 +43,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	}
 
 	t := &Task{m: m, fn: fn}
-	t.meta = TaskMeta{
+	t.rec[0] = TaskMeta{
 		ID:          newTaskID(),
 		Owner:       owner,
 		Type:        sc.typ,
@@ -70,20 +70,20 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		return "", err
 	}
 	if agent {
-		m.bindInbox(t.meta.ID, t.inbox)
+		m.bindInbox(t.rec[0].ID, t.inbox)
 	}
 
-	t.meta.CreatedAt = now()
+	t.rec[0].CreatedAt = now()
 	if admitted {
-		t.meta.Status, t.meta.StartedAt = StatusRunning, t.meta.CreatedAt
+		t.rec[0].Status, t.rec[0].StartedAt = StatusRunning, t.rec[0].CreatedAt
 	} else {
-		t.meta.Status = StatusQueued
+		t.rec[0].Status = StatusQueued
 	}
-	if err := m.store.Commit(ctx, owner, Upsert(t.meta)); err != nil {
+	if err := m.store.Commit(ctx, owner, Action{Op: OpUpsert, Tasks: t.rec[:]}); err != nil {
 		m.abandon(t)
 		return "", fmt.Errorf("bgtask: spawn: commit: %w", err)
 	}
-	m.notify("", &t.meta)
+	m.notify("", &t.rec[0])
 
 	m.mu.Lock()
 	t.committed = true
@@ -92,7 +92,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	if start {
 		go m.run(t)
 	}
-	return t.meta.ID, nil
+	return t.rec[0].ID, nil
 }
 
 // register checks what must hold at the moment the task becomes visible and
@@ -101,7 +101,7 @@ func (m *Manager) register(t *Task) error {
 	if m.closed.Load() {
 		return ErrClosed
 	}
-	meta := &t.meta
+	meta := &t.rec[0]
 	if run := meta.Parent.RunID; run != "" {
 		if rs := m.runs[run]; rs != nil && rs.cancelled {
 			return fmt.Errorf("%w: %q", ErrRunCancelled, run)
@@ -122,10 +122,10 @@ func (m *Manager) register(t *Task) error {
 		t.depth = p.depth + 1
 		if !meta.Detached {
 			if p.signalled && p.live {
-				return fmt.Errorf("%w: %s", ErrParentCancelled, p.meta.ID)
+				return fmt.Errorf("%w: %s", ErrParentCancelled, p.rec[0].ID)
 			}
 			if m.cfg.maxChildren > 0 && len(p.children) >= m.cfg.maxChildren {
-				return fmt.Errorf("%w: task %s has %d live children", ErrFanOutLimit, p.meta.ID, len(p.children))
+				return fmt.Errorf("%w: task %s has %d live children", ErrFanOutLimit, p.rec[0].ID, len(p.children))
 			}
 		}
 	} else if meta.Parent.TaskID != "" {
@@ -217,7 +217,7 @@ func (m *Manager) checkStoredParent(ctx context.Context, owner, parentID string)
 // visibleParent reports whether a task of owner may name p as its parent:
 // p has the same owner, or p is the sub-agent that is the owner.
 func visibleParent(p *Task, owner string) bool {
-	return p.meta.Owner == owner || p.meta.ID == owner
+	return p.rec[0].Owner == owner || p.rec[0].ID == owner
 }
 
 // forwardOrphanEvent is the OnClosed fallback of a sub-agent's inbox: events

@@ -25,7 +25,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // concurrent use, including after the function has returned.
 type Task struct {
 	m     *Manager
-	meta  TaskMeta // the record as last committed; final once done is closed
+	rec   [1]TaskMeta // the record; a one-element array so a commit can pass rec[:] without allocating
 	fn    Func
 	ctx   taskContext
 	stop  context.CancelCauseFunc
@@ -48,16 +48,16 @@ type Task struct {
 }
 
 // ID returns the task id ("task_" and 32 hex digits).
-func (t *Task) ID() string { return t.meta.ID }
+func (t *Task) ID() string { return t.rec[0].ID }
 
 // Owner returns the id of the agent that owns the task.
-func (t *Task) Owner() string { return t.meta.Owner }
+func (t *Task) Owner() string { return t.rec[0].Owner }
 
 // Name returns the task's short name, or "".
-func (t *Task) Name() string { return t.meta.Name }
+func (t *Task) Name() string { return t.rec[0].Name }
 
 // Parent returns the task's lineage.
-func (t *Task) Parent() Parent { return t.meta.Parent }
+func (t *Task) Parent() Parent { return t.rec[0].Parent }
 
 // Inbox returns a sub-agent's own inbox, where messages sent to it
 // (Owner.Send) and events of the tasks it owns arrive. It is nil for a plain
@@ -66,7 +66,7 @@ func (t *Task) Inbox() *Inbox { return t.inbox }
 
 // Agent returns the Owner view of the tasks this task starts as an agent:
 // their owner is this task's id, so their events reach this task's Inbox.
-func (t *Task) Agent() Owner { return t.m.Owner(t.meta.ID) }
+func (t *Task) Agent() Owner { return t.m.Owner(t.rec[0].ID) }
 
 // Emit sends a custom event to the owner's inbox. The payload is encoded as
 // JSON now, so the caller may change it afterwards; a payload that cannot be
@@ -88,5 +88,5 @@ func (t *Task) Emit(eventType string, payload any) error {
 	if t.ended {
 		return ErrTaskEnded
 	}
-	return t.m.deliver(t.meta.Owner, Event{Kind: EventCustom, TaskID: t.meta.ID, EventType: eventType, Payload: p})
+	return t.m.deliver(t.rec[0].Owner, Event{Kind: EventCustom, TaskID: t.rec[0].ID, EventType: eventType, Payload: p})
 }

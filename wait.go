@@ -23,12 +23,12 @@ func (m *Manager) wait(ctx context.Context, owner, id string) (TaskMeta, error) 
 	}
 	m.mu.Unlock()
 	if t != nil {
-		if owner != "" && t.meta.Owner != owner {
+		if owner != "" && t.rec[0].Owner != owner {
 			return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		select {
 		case <-t.done:
-			return cloneMeta(t.meta), nil
+			return cloneMeta(t.rec[0]), nil
 		case <-ctx.Done():
 			return TaskMeta{}, ctx.Err()
 		}
@@ -82,7 +82,7 @@ func (m *Manager) send(ctx context.Context, owner, id string, msg Message) error
 		return fmt.Errorf("%w: %s is not running in this manager", ErrInboxClosed, id)
 	}
 	switch {
-	case t.meta.Owner != owner:
+	case t.rec[0].Owner != owner:
 		return ErrNotOwner
 	case t.inbox == nil:
 		return fmt.Errorf("%w: %s", ErrNotSubAgent, id)
