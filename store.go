@@ -18,6 +18,7 @@ type Store interface {
 	// Commit applies actions to the owner's snapshot, all or none. An
 	// action that fails validation (see ErrInvalidAction) makes Commit
 	// change nothing and return that error. Updates that ApplyAction drops
-	// are not errors.
+	// are not errors. Commit must not keep the actions or their slices
+	// after it returns: the Manager reuses them.
 	Commit(ctx context.Context, owner string, actions ...Action) error
 }
