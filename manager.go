@@ -38,8 +38,9 @@ type Manager struct {
 	idle     chan struct{}
 	idleShut bool // idle was closed
 
-	inboxMu sync.RWMutex // guards inboxes
-	inboxes map[string]*Inbox
+	inboxMu  sync.RWMutex // guards inboxes
+	inboxes  map[string]*Inbox
+	inboxGen atomic.Uint64 // bumped on every change of inboxes, to invalidate Task caches
 }
 
 type ownerState struct {
@@ -130,6 +131,7 @@ func (m *Manager) bindInbox(owner string, ib *Inbox) (prev *Inbox) {
 	m.inboxMu.Lock()
 	prev = m.inboxes[owner]
 	m.inboxes[owner] = ib
+	m.inboxGen.Add(1)
 	m.inboxMu.Unlock()
 	m.watchInbox(owner, ib)
 	return prev
@@ -180,6 +182,7 @@ func (m *Manager) forgetInbox(owner string, ib *Inbox) {
 	m.inboxMu.Lock()
 	if m.inboxes[owner] == ib {
 		delete(m.inboxes, owner)
+		m.inboxGen.Add(1)
 	}
 	m.inboxMu.Unlock()
 }
@@ -190,6 +193,7 @@ func (m *Manager) forgetClosedInbox(owner string) {
 	m.inboxMu.Lock()
 	if ib := m.inboxes[owner]; ib != nil && ib.Closed() {
 		delete(m.inboxes, owner)
+		m.inboxGen.Add(1)
 	}
 	m.inboxMu.Unlock()
 }

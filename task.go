@@ -32,8 +32,10 @@ type Task struct {
 	inbox *Inbox        // a sub-agent's own inbox; nil for a plain task
 	done  chan struct{} // closed after the terminal event was sent
 
-	emitMu sync.Mutex // serialises Emit with the end of the task
-	ended  bool       // guarded by emitMu: the function has returned
+	emitMu   sync.Mutex // serialises Emit with the end of the task; guards the next three
+	ended    bool       // the function has returned
+	inboxGen uint64     // m.inboxGen when ownerBox was looked up
+	ownerBox *Inbox     // the owner's inbox, cached for Emit
 
 	// Guarded by m.mu.
 	live                 bool // registered and not yet retired
@@ -88,5 +90,8 @@ func (t *Task) Emit(eventType string, payload any) error {
 	if t.ended {
 		return ErrTaskEnded
 	}
-	return t.m.deliver(t.rec[0].Owner, Event{Kind: EventCustom, TaskID: t.rec[0].ID, EventType: eventType, Payload: p})
+	if gen := t.m.inboxGen.Load(); t.ownerBox == nil || gen != t.inboxGen {
+		t.ownerBox, t.inboxGen = t.m.inboxFor(t.rec[0].Owner), gen
+	}
+	return t.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec[0].ID, EventType: eventType, Payload: p})
 }
