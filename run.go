@@ -78,6 +78,9 @@ func (m *Manager) finish(t *Task, from TaskStatus) {
 	t.emitMu.Lock()
 	t.ended = true
 	t.emitMu.Unlock()
+	if t.inbox != nil {
+		t.inbox.Close() // nobody reads it any more: later sends fail with ErrInboxClosed
+	}
 
 	commitErr := m.commitRetry(t)
 	if commitErr == nil {
@@ -89,9 +92,6 @@ func (m *Manager) finish(t *Task, from TaskStatus) {
 	m.mu.Unlock()
 	m.startAll(starts)
 	t.stop(nil)
-	if t.inbox != nil {
-		t.inbox.Close()
-	}
 	if commitErr != nil {
 		m.reportCommitFailure(meta, commitErr)
 	}

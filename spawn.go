@@ -38,9 +38,11 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		}
 	}
 	parent := m.lineage(ctx, sc.parent)
-	if err := m.checkStoredParent(ctx, owner, parent.TaskID); err != nil {
+	storedRun, err := m.checkStoredParent(ctx, owner, parent.TaskID)
+	if err != nil {
 		return "", err
 	}
+	parent.RunID = firstNonEmpty(parent.RunID, storedRun)
 
 	t := &Task{m: m, fn: fn}
 	t.rec[0] = TaskMeta{
@@ -62,7 +64,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	t.done = make(chan struct{})
 
 	m.mu.Lock()
-	err := m.register(t)
+	err = m.register(t)
 	admitted := t.admitted
 	m.mu.Unlock()
 	if err != nil {
@@ -102,6 +104,16 @@ func (m *Manager) register(t *Task) error {
 		return ErrClosed
 	}
 	meta := &t.rec[0]
+	var p *Task
+	if id := meta.Parent.TaskID; id != "" {
+		p = m.nodes[id]
+		if p != nil && !visibleParent(p, meta.Owner) {
+			return fmt.Errorf("%w: %s", ErrParentNotFound, id)
+		}
+	}
+	if p != nil && meta.Parent.RunID == "" {
+		meta.Parent.RunID = p.rec[0].Parent.RunID // a child belongs to its parent's run
+	}
 	if run := meta.Parent.RunID; run != "" {
 		if rs := m.runs[run]; rs != nil && rs.cancelled {
 			return fmt.Errorf("%w: %q", ErrRunCancelled, run)
@@ -110,13 +122,6 @@ func (m *Manager) register(t *Task) error {
 	os := m.owners[meta.Owner]
 	if meta.Name != "" && os != nil && os.names[meta.Name] != nil {
 		return fmt.Errorf("%w: %q", ErrDuplicateName, meta.Name)
-	}
-	var p *Task
-	if id := meta.Parent.TaskID; id != "" {
-		p = m.nodes[id]
-		if p != nil && !visibleParent(p, meta.Owner) {
-			return fmt.Errorf("%w: %s", ErrParentNotFound, id)
-		}
 	}
 	if p != nil {
 		t.depth = p.depth + 1
@@ -191,27 +196,28 @@ func (m *Manager) abandon(t *Task) {
 
 // checkStoredParent checks an explicit parent that this Manager does not run
 // (it ended, or was restored): it must exist in the Store and be visible to
-// owner. A live parent is checked again under the lock by register.
-func (m *Manager) checkStoredParent(ctx context.Context, owner, parentID string) error {
+// owner. It returns the parent's run, which the child joins. A live parent is
+// checked again under the lock by register.
+func (m *Manager) checkStoredParent(ctx context.Context, owner, parentID string) (run string, err error) {
 	if parentID == "" {
-		return nil
+		return "", nil
 	}
 	m.mu.Lock()
 	p := m.nodes[parentID]
 	m.mu.Unlock()
 	if p != nil {
-		return nil
+		return "", nil
 	}
 	meta, err := m.store.Get(ctx, parentID)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return fmt.Errorf("%w: %s", ErrParentNotFound, parentID)
+		return "", fmt.Errorf("%w: %s", ErrParentNotFound, parentID)
 	case err != nil:
-		return fmt.Errorf("bgtask: spawn: parent %s: %w", parentID, err)
+		return "", fmt.Errorf("bgtask: spawn: parent %s: %w", parentID, err)
 	case meta.Owner != owner && meta.ID != owner:
-		return fmt.Errorf("%w: %s", ErrParentNotFound, parentID)
+		return "", fmt.Errorf("%w: %s", ErrParentNotFound, parentID)
 	}
-	return nil
+	return meta.Parent.RunID, nil
 }
 
 // visibleParent reports whether a task of owner may name p as its parent:
