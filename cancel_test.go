@@ -567,3 +567,74 @@ func TestCancelTreeRacesChildSpawns(t *testing.T) {
 		mtShutdown(t, m)
 	}
 }
+
+// TestCancelAllDuringEmits is awaken test 99: tasks emitting in a loop are
+// all cancelled at once; each ends with one cancelled event after its
+// heartbeats.
+func TestCancelAllDuringEmits(t *testing.T) {
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	ib, err := o.Inbox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	ids := map[string]bool{}
+	for i := range n {
+		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+			for beat := 0; ctx.Err() == nil; beat++ {
+				if err := tk.Emit("heartbeat", []int{i, beat}); err != nil {
+					return nil, err
+				}
+			}
+			return nil, ctx.Err()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[id] = true
+	}
+	var evs []Event
+	beating := map[string]bool{}
+	for len(beating) < n {
+		if err := ib.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range ib.AppendDrain(nil) {
+			beating[ev.TaskID] = true
+			evs = append(evs, ev)
+		}
+	}
+	if c, err := o.CancelAll(); c != n || err != nil {
+		t.Fatalf("CancelAll = %d, %v; want %d", c, err, n)
+	}
+	for id := range ids {
+		if got := mtWait(t, o, id); got.Status != StatusCancelled {
+			t.Fatalf("%s: %q", id, got.Status)
+		}
+	}
+	evs = ib.AppendDrain(evs)
+	ended := map[string]bool{}
+	for _, ev := range evs {
+		if !ids[ev.TaskID] {
+			t.Fatalf("event of unknown task %+v", ev)
+		}
+		if ended[ev.TaskID] {
+			t.Fatalf("event %+v after its task's terminal event", ev)
+		}
+		switch ev.Kind {
+		case EventCustom:
+		case EventCancelled:
+			ended[ev.TaskID] = true
+		default:
+			t.Fatalf("unexpected event %+v", ev)
+		}
+	}
+	if len(ended) != n {
+		t.Fatalf("%d cancelled events, want %d", len(ended), n)
+	}
+	if got := mtList(t, o, StatusRunning); len(got) != 0 {
+		t.Fatalf("still running: %v", mtIDs(got))
+	}
+	mtShutdown(t, m)
+}
