@@ -1,0 +1,640 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+)
+
+// mtCancelVia is how a test cancels: through the Manager or an Owner view.
+type mtCancelVia struct {
+	name   string
+	cancel func(ctx context.Context, m *Manager, owner, id string) (int, error)
+	tree   func(ctx context.Context, m *Manager, owner, id string) (int, error)
+}
+
+var mtCancelVias = []mtCancelVia{
+	{"manager",
+		func(ctx context.Context, m *Manager, _, id string) (int, error) { return m.Cancel(ctx, id) },
+		func(ctx context.Context, m *Manager, _, id string) (int, error) { return m.CancelTree(ctx, id) }},
+	{"owner",
+		func(ctx context.Context, m *Manager, owner, id string) (int, error) {
+			return m.Owner(owner).Cancel(ctx, id)
+		},
+		func(ctx context.Context, m *Manager, owner, id string) (int, error) {
+			return m.Owner(owner).CancelTree(ctx, id)
+		}},
+}
+
+func TestCancelOne(t *testing.T) {
+	for _, via := range mtCancelVias {
+		t.Run(via.name, func(t *testing.T) {
+			m := mtNew(t)
+			o := m.Owner("thread-1")
+			id, p := mtSpawnProbe(t, t.Context(), o)
+			childID, child := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: id}))
+
+			if n, err := via.cancel(t.Context(), m, "thread-1", id); n != 1 || err != nil {
+				t.Fatalf("first Cancel = %d, %v; want 1, nil", n, err)
+			}
+			if n, err := via.cancel(t.Context(), m, "thread-1", id); n != 0 || err != nil {
+				t.Fatalf("second Cancel = %d, %v; want 0, nil", n, err)
+			}
+			if cause := <-p.cause; !errors.Is(cause, ErrCancelled) {
+				t.Fatalf("cause %v, want ErrCancelled", cause)
+			}
+			if got := mtWait(t, o, id); got.Status != StatusCancelled || got.Error != ErrCancelled.Error() {
+				t.Fatalf("after cancel: status %q error %q", got.Status, got.Error)
+			}
+			// Cancel is not a tree cancel: the child goes on.
+			if err := child.ctxErr(t); err != nil {
+				t.Fatalf("Cancel reached the child: %v", err)
+			}
+			// A terminal task: 0, no error.
+			if n, err := via.cancel(t.Context(), m, "thread-1", id); n != 0 || err != nil {
+				t.Fatalf("Cancel of a terminal task = %d, %v; want 0, nil", n, err)
+			}
+			done, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return true, nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			mtWait(t, o, done)
+			if n, err := via.cancel(t.Context(), m, "thread-1", done); n != 0 || err != nil {
+				t.Fatalf("Cancel of a completed task = %d, %v; want 0, nil", n, err)
+			}
+			if got, _ := o.Get(t.Context(), done); got.Status != StatusCompleted {
+				t.Fatalf("a cancel changed a completed task to %q", got.Status)
+			}
+			// Unknown id.
+			if n, err := via.cancel(t.Context(), m, "thread-1", "task_00000000000000000000000000000000"); n != 0 || !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Cancel(unknown) = %d, %v; want 0, ErrNotFound", n, err)
+			}
+			if n, err := via.tree(t.Context(), m, "thread-1", "nonexistent"); n != 0 || !errors.Is(err, ErrNotFound) {
+				t.Fatalf("CancelTree(unknown) = %d, %v; want 0, ErrNotFound", n, err)
+			}
+			if n, err := via.cancel(t.Context(), m, "thread-1", childID); n != 1 || err != nil {
+				t.Fatalf("Cancel(child) = %d, %v", n, err)
+			}
+			mtWait(t, o, childID)
+			mtShutdown(t, m)
+		})
+	}
+}
+
+func TestCancelTree(t *testing.T) {
+	for _, via := range mtCancelVias {
+		t.Run(via.name, func(t *testing.T) {
+			m := mtNew(t)
+			o := m.Owner("thread-1")
+			root, rp := mtSpawnProbe(t, t.Context(), o, WithName("root-task"))
+			child, cp := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: root}))
+			grand, gp := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: child}))
+			sibling, sp := mtSpawnProbe(t, t.Context(), o)
+
+			if n, err := via.tree(t.Context(), m, "thread-1", root); n != 3 || err != nil {
+				t.Fatalf("CancelTree(root) = %d, %v; want 3", n, err)
+			}
+			if n, err := via.tree(t.Context(), m, "thread-1", root); n != 0 || err != nil {
+				t.Fatalf("second CancelTree(root) = %d, %v; want 0", n, err)
+			}
+			for _, c := range []struct {
+				name  string
+				p     *mtProbe
+				cause error
+			}{{"root", rp, ErrCancelled}, {"child", cp, ErrParentCancelled}, {"grandchild", gp, ErrParentCancelled}} {
+				if got := <-c.p.cause; !errors.Is(got, c.cause) {
+					t.Fatalf("%s cause %v, want %v", c.name, got, c.cause)
+				}
+			}
+			for _, id := range []string{root, child, grand} {
+				if got := mtWait(t, o, id); got.Status != StatusCancelled {
+					t.Fatalf("%s: %q, want cancelled", id, got.Status)
+				}
+			}
+			if err := sp.ctxErr(t); err != nil {
+				t.Fatalf("CancelTree reached an unrelated task: %v", err)
+			}
+			close(sp.release)
+			mtWait(t, o, sibling)
+			mtShutdown(t, m)
+		})
+	}
+}
+
+func TestCancelTreeFromTheMiddle(t *testing.T) {
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	root, rp := mtSpawnProbe(t, t.Context(), o)
+	child, cp := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: root}))
+	grand, gp := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: child}))
+	if n, err := o.CancelTree(t.Context(), child); n != 2 || err != nil {
+		t.Fatalf("CancelTree(child) = %d, %v; want 2", n, err)
+	}
+	if c := <-cp.cause; !errors.Is(c, ErrCancelled) {
+		t.Fatalf("child cause %v, want ErrCancelled", c)
+	}
+	if c := <-gp.cause; !errors.Is(c, ErrParentCancelled) {
+		t.Fatalf("grandchild cause %v, want ErrParentCancelled", c)
+	}
+	if err := rp.ctxErr(t); err != nil {
+		t.Fatalf("CancelTree(child) reached the root: %v", err)
+	}
+	mtWait(t, o, child)
+	mtWait(t, o, grand)
+	if n, err := o.CancelTree(t.Context(), root); n != 1 || err != nil {
+		t.Fatalf("CancelTree(root) = %d, %v; want 1", n, err)
+	}
+	mtWait(t, o, root)
+	mtShutdown(t, m)
+}
+
+// TestCancelDetached: a detached child is left out of CancelTree and
+// CancelRun, and included in CancelOwner.
+func TestCancelDetached(t *testing.T) {
+	for _, how := range []string{"tree", "run"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := mtNew(t)
+				o := m.Owner("thread-1")
+				attached, detached := newProbe(), newProbe()
+				type ids struct{ a, d string }
+				out := make(chan ids, 1)
+				errc := make(chan error, 1)
+				root, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+					a, err1 := o.Spawn(ctx, attached.fn)
+					d, err2 := o.Spawn(ctx, detached.fn, Detached())
+					out <- ids{a, d}
+					errc <- errors.Join(err1, err2)
+					<-ctx.Done()
+					return nil, ctx.Err()
+				}, WithParent(Parent{RunID: "run-1"}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := <-out
+				if err := <-errc; err != nil {
+					t.Fatalf("nested spawns: %v", err)
+				}
+				dm, err := o.Get(t.Context(), c.d)
+				if err != nil || !dm.Detached || dm.Parent != (Parent{TaskID: root, RunID: "run-1"}) {
+					t.Fatalf("detached record %+v, %v: want Detached with lineage kept", dm, err)
+				}
+
+				var n int
+				if how == "tree" {
+					n, err = o.CancelTree(t.Context(), root)
+				} else {
+					n, err = m.CancelRun("run-1")
+				}
+				if n != 2 || err != nil {
+					t.Fatalf("cancel %s = %d, %v; want 2 (root and attached child)", how, n, err)
+				}
+				mtWait(t, o, root)
+				mtWait(t, o, c.a)
+				synctest.Wait()
+				if err := detached.ctxErr(t); err != nil {
+					t.Fatalf("the detached child was cancelled: %v", err)
+				}
+				if got, _ := o.Get(t.Context(), c.d); got.Status != StatusRunning {
+					t.Fatalf("detached child %q, want running", got.Status)
+				}
+				if n, err := m.CancelOwner("thread-1"); n != 1 || err != nil {
+					t.Fatalf("CancelOwner = %d, %v; want 1 (the detached child)", n, err)
+				}
+				if cause := <-detached.cause; !errors.Is(cause, ErrCancelled) {
+					t.Fatalf("detached cause %v, want ErrCancelled", cause)
+				}
+				if got := mtWait(t, o, c.d); got.Status != StatusCancelled {
+					t.Fatalf("detached child %q after CancelOwner", got.Status)
+				}
+				mtShutdown(t, m)
+			})
+		})
+	}
+}
+
+// TestCancelTreeEndedParent: a parent that already ended still leads
+// CancelTree to its live descendants.
+func TestCancelTreeEndedParent(t *testing.T) {
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	grand := newProbe()
+	childReady := make(chan string, 1)
+	child := func(ctx context.Context, tk *Task) (any, error) {
+		if _, err := o.Spawn(ctx, grand.fn); err != nil {
+			return nil, err
+		}
+		childReady <- tk.ID()
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}
+	childCause := make(chan error, 1)
+	parent, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+		_, err := o.Spawn(ctx, func(ctx context.Context, tk *Task) (any, error) {
+			v, err := child(ctx, tk)
+			childCause <- context.Cause(ctx)
+			return v, err
+		})
+		return "parent done", err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	childID := <-childReady
+	<-grand.started
+	if got := mtWait(t, o, parent); got.Status != StatusCompleted {
+		t.Fatalf("parent: %+v", got)
+	}
+	if n, err := o.CancelTree(t.Context(), parent); n != 2 || err != nil {
+		t.Fatalf("CancelTree(ended parent) = %d, %v; want 2", n, err)
+	}
+	if c := <-childCause; !errors.Is(c, ErrParentCancelled) {
+		t.Fatalf("child cause %v", c)
+	}
+	if c := <-grand.cause; !errors.Is(c, ErrParentCancelled) {
+		t.Fatalf("grandchild cause %v", c)
+	}
+	if got := mtWait(t, o, childID); got.Status != StatusCancelled {
+		t.Fatalf("child %q", got.Status)
+	}
+	if got := mtWait(t, o, grand.task.ID()); got.Status != StatusCancelled {
+		t.Fatalf("grandchild %q", got.Status)
+	}
+	if got, _ := o.Get(t.Context(), parent); got.Status != StatusCompleted {
+		t.Fatalf("the ended parent became %q", got.Status)
+	}
+	if n, err := o.CancelTree(t.Context(), parent); n != 0 || err != nil {
+		t.Fatalf("CancelTree after all ended = %d, %v; want 0", n, err)
+	}
+	mtShutdown(t, m)
+}
+
+func TestCancelOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mtNew(t)
+		a, b := m.Owner("thread-A"), m.Owner("thread-B")
+		var aIDs []string
+		var aProbes, bProbes []*mtProbe
+		for range 3 {
+			id, p := mtSpawnProbe(t, t.Context(), a)
+			aIDs, aProbes = append(aIDs, id), append(aProbes, p)
+		}
+		var bIDs []string
+		for range 2 {
+			id, p := mtSpawnProbe(t, t.Context(), b)
+			bIDs, bProbes = append(bIDs, id), append(bProbes, p)
+		}
+		if n, err := m.CancelOwner("thread-A"); n != 3 || err != nil {
+			t.Fatalf("CancelOwner(A) = %d, %v; want 3", n, err)
+		}
+		if n, err := m.CancelOwner("thread-A"); n != 0 || err != nil {
+			t.Fatalf("second CancelOwner(A) = %d, %v; want 0", n, err)
+		}
+		for i, id := range aIDs {
+			if c := <-aProbes[i].cause; !errors.Is(c, ErrCancelled) {
+				t.Fatalf("A task cause %v", c)
+			}
+			if got := mtWait(t, a, id); got.Status != StatusCancelled {
+				t.Fatalf("A task %q", got.Status)
+			}
+		}
+		synctest.Wait()
+		for _, p := range bProbes {
+			if err := p.ctxErr(t); err != nil {
+				t.Fatalf("CancelOwner(A) reached B: %v", err)
+			}
+		}
+		if got := mtList(t, b, StatusRunning); len(got) != 2 {
+			t.Fatalf("B running: %v", mtIDs(got))
+		}
+		if n, err := m.CancelOwner("nobody"); n != 0 || err != nil {
+			t.Fatalf("CancelOwner(nobody) = %d, %v", n, err)
+		}
+		for _, bad := range []string{"", "  "} {
+			if _, err := m.CancelOwner(bad); !errors.Is(err, ErrInvalidOwner) {
+				t.Fatalf("CancelOwner(%q) = %v, want ErrInvalidOwner", bad, err)
+			}
+			if _, err := m.Owner(bad).CancelAll(); !errors.Is(err, ErrInvalidOwner) {
+				t.Fatalf("Owner(%q).CancelAll = %v, want ErrInvalidOwner", bad, err)
+			}
+		}
+		if n, err := b.CancelAll(); n != 2 || err != nil {
+			t.Fatalf("B.CancelAll = %d, %v; want 2", n, err)
+		}
+		for _, id := range bIDs {
+			if got := mtWait(t, b, id); got.Status != StatusCancelled {
+				t.Fatalf("B task %q", got.Status)
+			}
+		}
+		if got := mtList(t, b, StatusRunning, StatusQueued); len(got) != 0 {
+			t.Fatalf("B still has %v", mtIDs(got))
+		}
+		mtShutdown(t, m)
+	})
+}
+
+func TestCancelRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mtNew(t)
+		o, other := m.Owner("thread-1"), m.Owner("thread-2")
+		a, ap := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{RunID: "run-1"}))
+		b, bp := mtSpawnProbe(t, WithToolCall(t.Context(), ToolCall{RunID: "run-1", CallID: "call-1"}), o)
+		// A child of a run task that does not carry the run id itself.
+		c, cp := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: a}))
+		// Another owner's task in the same run.
+		e, ep := mtSpawnProbe(t, t.Context(), other, WithParent(Parent{RunID: "run-1"}))
+		// Another run.
+		d, dp := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{RunID: "run-2"}))
+
+		if got, _ := o.Get(t.Context(), c); got.Parent.RunID != "" {
+			t.Fatalf("child's run %q, want none", got.Parent.RunID)
+		}
+		if n, err := m.CancelRun("run-1"); n != 4 || err != nil {
+			t.Fatalf("CancelRun(run-1) = %d, %v; want 4", n, err)
+		}
+		if n, err := m.CancelRun("run-1"); n != 0 || err != nil {
+			t.Fatalf("second CancelRun(run-1) = %d, %v; want 0", n, err)
+		}
+		for _, p := range []*mtProbe{ap, bp, cp, ep} {
+			if cause := <-p.cause; !errors.Is(cause, ErrRunCancelled) {
+				t.Fatalf("cause %v, want ErrRunCancelled", cause)
+			}
+		}
+		for _, x := range []struct {
+			o  Owner
+			id string
+		}{{o, a}, {o, b}, {o, c}, {other, e}} {
+			if got := mtWait(t, x.o, x.id); got.Status != StatusCancelled || got.Error != ErrRunCancelled.Error() {
+				t.Fatalf("%s: %q %q, want cancelled by the run", x.id, got.Status, got.Error)
+			}
+		}
+		synctest.Wait()
+		if err := dp.ctxErr(t); err != nil {
+			t.Fatalf("CancelRun(run-1) reached run-2: %v", err)
+		}
+		// Later spawns into the run are refused, however the run is named,
+		// after its tasks all ended.
+		if _, err := o.Spawn(WithToolCall(t.Context(), ToolCall{RunID: "run-1"}), newProbe().fn); !errors.Is(err, ErrRunCancelled) {
+			t.Fatalf("spawn into the cancelled run by tool call: %v, want ErrRunCancelled", err)
+		}
+		if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(Parent{RunID: "run-1"})); !errors.Is(err, ErrRunCancelled) {
+			t.Fatalf("spawn into the cancelled run by parent: %v, want ErrRunCancelled", err)
+		}
+		if got := len(mtList(t, o)); got != 4 {
+			t.Fatalf("thread-1 has %d tasks, want 4", got)
+		}
+		// A run that never had tasks.
+		if n, err := m.CancelRun("run-empty"); n != 0 || err != nil {
+			t.Fatalf("CancelRun(run-empty) = %d, %v", n, err)
+		}
+		if _, err := other.Spawn(t.Context(), newProbe().fn, WithParent(Parent{RunID: "run-empty"})); !errors.Is(err, ErrRunCancelled) {
+			t.Fatalf("spawn into run-empty: %v", err)
+		}
+		if _, err := m.CancelRun(""); !errors.Is(err, ErrInvalidRun) {
+			t.Fatalf("CancelRun(\"\") = %v, want ErrInvalidRun", err)
+		}
+		// Run-2 still accepts spawns.
+		if id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil }, WithParent(Parent{RunID: "run-2"})); err != nil {
+			t.Fatalf("spawn into run-2: %v", err)
+		} else {
+			mtWait(t, o, id)
+		}
+		close(dp.release)
+		mtWait(t, o, d)
+		mtShutdown(t, m)
+	})
+}
+
+// TestCancelRunNestedSpawnRace is awaken test 12: a task of the run spawns
+// after the run was cancelled; its nested spawn inherits the run and fails.
+func TestCancelRunNestedSpawnRace(t *testing.T) {
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	started, gate := make(chan struct{}), make(chan struct{})
+	nested := make(chan error, 1)
+	var ran atomic.Bool
+	root, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+		close(started)
+		<-gate
+		_, err := o.Spawn(ctx, func(context.Context, *Task) (any, error) { ran.Store(true); return nil, nil })
+		nested <- err
+		return nil, err
+	}, WithParent(Parent{RunID: "run-cancelled"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if n, err := m.CancelRun("run-cancelled"); n != 1 || err != nil {
+		t.Fatalf("CancelRun = %d, %v; want 1", n, err)
+	}
+	close(gate)
+	if err := <-nested; !errors.Is(err, ErrRunCancelled) {
+		t.Fatalf("nested spawn: %v, want ErrRunCancelled", err)
+	}
+	if got := mtWait(t, o, root); got.Status != StatusCancelled {
+		t.Fatalf("root %q (%q), want cancelled", got.Status, got.Error)
+	}
+	if got := mtList(t, o); len(got) != 1 {
+		t.Fatalf("List has %d tasks, want 1", len(got))
+	}
+	mtShutdown(t, m)
+	if ran.Load() {
+		t.Fatal("the refused nested task ran")
+	}
+}
+
+// TestCancelParentSignalledRefusesAttachedChild: once a parent was asked to
+// stop, a new attached child of it is refused; a detached one is allowed.
+func TestCancelParentSignalledRefusesAttachedChild(t *testing.T) {
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	started, gate := make(chan struct{}), make(chan struct{})
+	type res struct {
+		attached, explicit, detached error
+		detachedID                   string
+	}
+	out := make(chan res, 1)
+	detached := newProbe()
+	parent, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+		close(started)
+		<-gate // the cancel arrives while the parent is still working
+		var r res
+		_, r.attached = o.Spawn(ctx, func(context.Context, *Task) (any, error) { return nil, nil })
+		_, r.explicit = o.Spawn(context.Background(), func(context.Context, *Task) (any, error) { return nil, nil },
+			WithParent(Parent{TaskID: tk.ID()}))
+		// ctx is cancelled and Spawn commits with it: keep its values
+		// (the lineage) without its cancellation.
+		r.detachedID, r.detached = o.Spawn(context.WithoutCancel(ctx), detached.fn, Detached())
+		out <- r
+		return nil, context.Cause(ctx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if n, err := o.Cancel(t.Context(), parent); n != 1 || err != nil {
+		t.Fatalf("Cancel = %d, %v", n, err)
+	}
+	// From outside too, while the parent is still live.
+	if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(Parent{TaskID: parent})); !errors.Is(err, ErrParentCancelled) {
+		t.Fatalf("outside spawn under the cancelled parent: %v, want ErrParentCancelled", err)
+	}
+	close(gate)
+	r := <-out
+	if !errors.Is(r.attached, ErrParentCancelled) {
+		t.Fatalf("ambient attached child: %v, want ErrParentCancelled", r.attached)
+	}
+	if !errors.Is(r.explicit, ErrParentCancelled) {
+		t.Fatalf("explicit attached child: %v, want ErrParentCancelled", r.explicit)
+	}
+	if r.detached != nil {
+		t.Fatalf("detached child: %v, want allowed", r.detached)
+	}
+	if got := mtWait(t, o, parent); got.Status != StatusCancelled {
+		t.Fatalf("parent %q", got.Status)
+	}
+	if ids := mtIDs(mtList(t, o)); len(ids) != 2 {
+		t.Fatalf("List = %v, want the parent and the detached child", ids)
+	}
+	if err := detached.ctxErr(t); err != nil {
+		t.Fatalf("detached child cancelled: %v", err)
+	}
+	if got, _ := o.Get(t.Context(), r.detachedID); got.Parent.TaskID != parent || !got.Detached {
+		t.Fatalf("detached child record %+v", got)
+	}
+	close(detached.release)
+	mtWait(t, o, r.detachedID)
+	mtShutdown(t, m)
+}
+
+// TestCancelTreeRacesChildSpawns: a parent keeps spawning attached children
+// while its tree is cancelled. Every spawn either is refused or yields a child
+// that the cascade reaches: no child escapes.
+func TestCancelTreeRacesChildSpawns(t *testing.T) {
+	for range 20 {
+		m := mtNew(t)
+		o := m.Owner("thread-1")
+		type out struct {
+			ids []string
+			err error
+		}
+		res := make(chan out, 1)
+		started := make(chan struct{})
+		parent, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+			var r out
+			for i := 0; ; i++ {
+				if i == 3 {
+					close(started)
+				}
+				// Without the cancellation, so the commit succeeds and the
+				// registration check is what decides.
+				id, err := o.Spawn(context.WithoutCancel(ctx), func(ctx context.Context, tk *Task) (any, error) {
+					<-ctx.Done()
+					return nil, context.Cause(ctx)
+				})
+				if err != nil {
+					r.err = err
+					break
+				}
+				r.ids = append(r.ids, id)
+			}
+			res <- r
+			return nil, context.Cause(ctx)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		n, err := o.CancelTree(t.Context(), parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := <-res
+		if !errors.Is(r.err, ErrParentCancelled) {
+			t.Fatalf("the spawn loop ended with %v, want ErrParentCancelled", r.err)
+		}
+		if n != len(r.ids)+1 {
+			t.Fatalf("CancelTree = %d, want %d (parent and %d children)", n, len(r.ids)+1, len(r.ids))
+		}
+		for _, id := range r.ids {
+			if got := mtWait(t, o, id); got.Status != StatusCancelled || got.Error != ErrParentCancelled.Error() {
+				t.Fatalf("child %s: %q %q, want cancelled by the parent", id, got.Status, got.Error)
+			}
+		}
+		mtWait(t, o, parent)
+		mtShutdown(t, m)
+	}
+}
+
+// TestCancelAllDuringEmits is awaken test 99: tasks emitting in a loop are
+// all cancelled at once; each ends with one cancelled event after its
+// heartbeats.
+func TestCancelAllDuringEmits(t *testing.T) {
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	ib, err := o.Inbox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	ids := map[string]bool{}
+	for i := range n {
+		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+			for beat := 0; ctx.Err() == nil; beat++ {
+				if err := tk.Emit("heartbeat", []int{i, beat}); err != nil {
+					return nil, err
+				}
+			}
+			return nil, ctx.Err()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[id] = true
+	}
+	var evs []Event
+	beating := map[string]bool{}
+	for len(beating) < n {
+		if err := ib.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range ib.AppendDrain(nil) {
+			beating[ev.TaskID] = true
+			evs = append(evs, ev)
+		}
+	}
+	if c, err := o.CancelAll(); c != n || err != nil {
+		t.Fatalf("CancelAll = %d, %v; want %d", c, err, n)
+	}
+	for id := range ids {
+		if got := mtWait(t, o, id); got.Status != StatusCancelled {
+			t.Fatalf("%s: %q", id, got.Status)
+		}
+	}
+	evs = ib.AppendDrain(evs)
+	ended := map[string]bool{}
+	for _, ev := range evs {
+		if !ids[ev.TaskID] {
+			t.Fatalf("event of unknown task %+v", ev)
+		}
+		if ended[ev.TaskID] {
+			t.Fatalf("event %+v after its task's terminal event", ev)
+		}
+		switch ev.Kind {
+		case EventCustom:
+		case EventCancelled:
+			ended[ev.TaskID] = true
+		default:
+			t.Fatalf("unexpected event %+v", ev)
+		}
+	}
+	if len(ended) != n {
+		t.Fatalf("%d cancelled events, want %d", len(ended), n)
+	}
+	if got := mtList(t, o, StatusRunning); len(got) != 0 {
+		t.Fatalf("still running: %v", mtIDs(got))
+	}
+	mtShutdown(t, m)
+}
