@@ -341,15 +341,15 @@ func TestCancelRun(t *testing.T) {
 		o, other := m.Owner("thread-1"), m.Owner("thread-2")
 		a, ap := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{RunID: "run-1"}))
 		b, bp := mtSpawnProbe(t, WithToolCall(t.Context(), ToolCall{RunID: "run-1", CallID: "call-1"}), o)
-		// A child of a run task that does not carry the run id itself.
+		// A child of a run task, named without the run id: it joins its parent's run.
 		c, cp := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: a}))
 		// Another owner's task in the same run.
 		e, ep := mtSpawnProbe(t, t.Context(), other, WithParent(Parent{RunID: "run-1"}))
 		// Another run.
 		d, dp := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{RunID: "run-2"}))
 
-		if got, _ := o.Get(t.Context(), c); got.Parent.RunID != "" {
-			t.Fatalf("child's run %q, want none", got.Parent.RunID)
+		if got, _ := o.Get(t.Context(), c); got.Parent.RunID != "run-1" {
+			t.Fatalf("child's run %q, want run-1 (its parent's)", got.Parent.RunID)
 		}
 		if n, err := m.CancelRun("run-1"); n != 4 || err != nil {
 			t.Fatalf("CancelRun(run-1) = %d, %v; want 4", n, err)

@@ -360,9 +360,7 @@ func TestLineageExplicitTaskKeepsAmbientRun(t *testing.T) {
 		t.Fatalf("ambient detached spawn into the cancelled run: %v, want ErrRunCancelled", after.errA)
 	}
 	if r.explicit != want || !errors.Is(after.errE, ErrRunCancelled) {
-		// Reported, not fixed: lineage.go fills RunID from the running task
-		// only when TaskID is empty too.
-		t.Skipf("BUG: WithParent(Parent{TaskID: self}) inside a task drops the task's run (lineage.go Manager.lineage): "+
+		t.Fatalf("WithParent(Parent{TaskID: self}) inside a task must keep the task's run: "+
 			"parent %+v, want %+v; spawn into the cancelled run: %v, want ErrRunCancelled", r.explicit, want, after.errE)
 	}
 	mtShutdown(t, m)

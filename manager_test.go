@@ -1163,10 +1163,7 @@ func TestManagerCompletionAfterRunEndReachesFallback(t *testing.T) {
 				if cur, err := m.Inbox("thread-1"); err == nil && cur != ib {
 					stuck = mtKinds(cur.Drain())
 				}
-				// Reported, not fixed: finish forgets the owner's closed inbox
-				// when its last task retires, then delivers the terminal event,
-				// which makes a fresh inbox instead of using the fallback.
-				t.Skipf("BUG: the last task's completion after the run closed its inbox misses OnClosed (run.go finish: retire before deliver): "+
+				t.Fatalf("the last task's completion after the run closed its inbox must reach OnClosed: "+
 					"fallback got %v, want %v; events in a fresh owner inbox: %v", gotIDs, want, stuck)
 			}
 			mtShutdown(t, m)

@@ -416,10 +416,7 @@ func TestSubAgentOrphanedTaskEvents(t *testing.T) {
 			stuck = mtKinds(ib.Drain())
 		}
 		m.inboxMu.RUnlock()
-		// Reported, not fixed (see the report): finish retires the task, which
-		// forgets the ended sub-agent's closed inbox, before it delivers the
-		// terminal event, so deliver makes a fresh inbox nobody reads.
-		t.Skipf("BUG: terminal event of a task outliving its sub-agent owner is lost in a fresh inbox (run.go finish: retire before deliver). "+
+		t.Fatalf("terminal event of a task outliving its sub-agent owner must reach the sub-agent's owner. "+
 			"owner's inbox %v (ids %v), want %v: sub-agent completed, then the child's custom and completed events; "+
 			"events left in an inbox registered for the ended sub-agent: %v", ks, func() []string {
 			var ids []string
