@@ -1,6 +1,7 @@
 package bgtask
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -16,10 +17,13 @@ func encodeJSON(v any) (json.RawMessage, error) {
 	case nil:
 		return jsonNull, nil
 	case json.RawMessage:
-		if !json.Valid(x) {
-			return nil, &json.SyntaxError{}
+		if x == nil {
+			return jsonNull, nil
 		}
-		return append(json.RawMessage(nil), x...), nil
+		var buf bytes.Buffer
+		if json.Compact(&buf, x) == nil {
+			return buf.Bytes(), nil
+		}
 	case bool:
 		if x {
 			return json.RawMessage("true"), nil
@@ -30,7 +34,7 @@ func encodeJSON(v any) (json.RawMessage, error) {
 	case int64:
 		return strconv.AppendInt(nil, x, 10), nil
 	case float64:
-		if !math.IsInf(x, 0) && !math.IsNaN(x) && x == math.Trunc(x) && math.Abs(x) < 1e15 {
+		if !math.IsInf(x, 0) && !math.IsNaN(x) && x == math.Trunc(x) && math.Abs(x) < 1e15 && !math.Signbit(x) {
 			return strconv.AppendInt(nil, int64(x), 10), nil
 		}
 	case string:

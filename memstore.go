@@ -34,20 +34,26 @@ type memOwner struct {
 	terminal fifo[string] // terminal ids in finish order, for the count limit
 }
 
+// agedRef points at a record that became terminal at a time, for the age
+// limit; rec identifies the record instance, so a forgotten one is skipped.
 type agedRef struct {
-	owner, id string
-	at        time.Time
+	id  string
+	rec *TaskMeta
+	at  time.Time
 }
 
 // MemoryOption configures a MemoryStore.
 type MemoryOption func(*MemoryStore)
 
-// RetainPerOwner keeps at most n terminal records per owner (the oldest
-// finished go first). n <= 0 keeps none. Default DefaultRetainPerOwner.
+// RetainPerOwner keeps at most n terminal records per owner; the first to
+// have been committed terminal go first. n <= 0 keeps none. Default
+// DefaultRetainPerOwner.
 func RetainPerOwner(n int) MemoryOption { return func(s *MemoryStore) { s.retainPerOwner = max(n, 0) } }
 
-// RetainFor forgets terminal records that finished longer ago than d, checked
-// on each commit. d <= 0 disables the age limit. Default DefaultRetainFor.
+// RetainFor forgets terminal records committed terminal longer ago than d
+// (by the store's clock, so a record without a finish time or with a skewed
+// one is kept as long as any other), checked on each commit. d <= 0 disables
+// the age limit. Default DefaultRetainFor.
 func RetainFor(d time.Duration) MemoryOption { return func(s *MemoryStore) { s.retainFor = d } }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -185,7 +191,7 @@ func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
 	}
 	o.terminal = fifo[string]{}
 	for _, r := range s.aged.all() {
-		if r.owner == owner && s.isAged(r) {
+		if r.rec.Owner == owner && s.isAged(r) {
 			o.terminal.push(r.id)
 		}
 	}
@@ -196,14 +202,13 @@ func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
 func (s *MemoryStore) queueIfTerminal(o *memOwner, m *TaskMeta) {
 	if m.Status.IsTerminal() {
 		o.terminal.push(m.ID)
-		s.aged.push(agedRef{owner: m.Owner, id: m.ID, at: m.FinishedAt})
+		s.aged.push(agedRef{id: m.ID, rec: m, at: time.Now()})
 	}
 }
 
 // isAged reports whether r still refers to a retained terminal record.
 func (s *MemoryStore) isAged(r agedRef) bool {
-	m := s.byID[r.id]
-	return m != nil && m.Owner == r.owner && m.Status.IsTerminal() && m.FinishedAt.Equal(r.at)
+	return s.byID[r.id] == r.rec
 }
 
 // retain forgets terminal records beyond the count limit of owner, and those
@@ -219,11 +224,15 @@ func (s *MemoryStore) retain(owner string, o *memOwner) {
 			if !s.isAged(r) {
 				continue
 			}
-			ro := s.owners[r.owner]
+			ro := s.owners[r.rec.Owner]
 			s.forget(ro, r.id)
-			ro.terminal.filter(func(id string) bool { return id != r.id })
-			if len(ro.tasks) == 0 && r.owner != owner {
-				delete(s.owners, r.owner)
+			if ro.terminal.len() > 0 && ro.terminal.front() == r.id {
+				ro.terminal.pop() // the usual case: both queues are in commit order
+			} else {
+				ro.terminal.filter(func(id string) bool { return id != r.id })
+			}
+			if len(ro.tasks) == 0 && r.rec.Owner != owner {
+				delete(s.owners, r.rec.Owner)
 			}
 		}
 	}

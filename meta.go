@@ -74,7 +74,7 @@ func (m *TaskMeta) invalid() error {
 // rejecting one that no code could handle (no id, no owner, unknown status).
 func (m *TaskMeta) UnmarshalJSON(b []byte) error {
 	type plain TaskMeta // drops the method set, so no recursion
-	var p plain
+	p := plain(*m)      // like encoding/json, keep what the input does not set (a snapshot pre-fills the id)
 	if err := json.Unmarshal(b, &p); err != nil {
 		id := m.ID
 		if id == "" {

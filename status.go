@@ -80,11 +80,18 @@ func (s TaskStatus) rank() int {
 func (s *TaskStatus) UnmarshalJSON(b []byte) error {
 	var str string
 	if err := json.Unmarshal(b, &str); err != nil {
-		return fmt.Errorf("%w: status: %v", ErrCorrupt, err)
+		return statusError{fmt.Sprintf("status: %v", err)}
 	}
 	if !TaskStatus(str).Valid() {
-		return fmt.Errorf("%w: unknown status %q", ErrCorrupt, str)
+		return statusError{fmt.Sprintf("unknown status %q", str)}
 	}
 	*s = TaskStatus(str)
 	return nil
 }
+
+// statusError is a status that cannot be decoded. It matches ErrCorrupt
+// without repeating its text, since callers add the task it belongs to.
+type statusError struct{ msg string }
+
+func (e statusError) Error() string        { return e.msg }
+func (e statusError) Is(target error) bool { return target == ErrCorrupt }
