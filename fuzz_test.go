@@ -10,7 +10,8 @@ import (
 )
 
 // The fuzz input of FuzzApplyAction is a sequence of 6-byte steps
-// [op b1 b2 b3 b4 b5]; a shorter tail is ignored.
+// [op b1 b2 b3 b4 b5]; a shorter tail, and any step after the 48th, is
+// ignored.
 //
 //	op&3      0,1 upsert; 2 replace_all; 3 remove
 //	op>>2&1   replace_all: add a second task; remove: add a second id
@@ -31,7 +32,10 @@ var (
 	fzDescs    = []string{"", "d1", "d2", "d3"}
 )
 
-const fzStep = 6
+const (
+	fzStep     = 6
+	fzMaxSteps = 48
+)
 
 func fzResult(i byte) json.RawMessage {
 	s := fzResults[i&7]
@@ -183,6 +187,11 @@ func FuzzApplyAction(f *testing.F) {
 	// invalid records and another owner's update
 	f.Add([]byte{0, 0, 9, 0, 1, 0, 0, 8, 9, 0, 1, 0, 0, 0, 14, 0, 0, 0, 0, 0, 10, 4, 0, 0, 0, 4, 10, 2, 5, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// Three ids reach every state within a few dozen steps; longer
+		// inputs only slow the fuzzer's minimization down.
+		if len(data) > fzMaxSteps*fzStep {
+			data = data[:fzMaxSteps*fzStep]
+		}
 		var s Snapshot
 		for i := 0; i+fzStep <= len(data); i += fzStep {
 			step := data[i : i+fzStep]
@@ -352,4 +361,44 @@ func FuzzEventJSON(f *testing.F) {
 			t.Fatalf("second marshal differs:\n%s\n%s (%v)", b1, b2, err)
 		}
 	})
+}
+
+// The fuzz oracle itself must catch each kind of violation.
+func TestCheckStepDetectsViolations(t *testing.T) {
+	t.Parallel()
+	run := TaskMeta{ID: "task_a", Owner: "o", Status: StatusRunning, Attempt: 2, CreatedAt: rt0, StartedAt: rt1, Type: "t"}
+	done := with(run, func(m *TaskMeta) { m.Status, m.FinishedAt = StatusCompleted, rt2 })
+	other := rmeta("task_b", "o", StatusRunning)
+	snap := func(ms ...TaskMeta) Snapshot { return Snapshot{Tasks: snapOf(ms...)} }
+	up := Upsert(run)
+	tests := []struct {
+		name       string
+		prev, next Snapshot
+		a          Action
+	}{
+		{"terminal changed", snap(done), snap(with(done, func(m *TaskMeta) { m.Error = "x" })), up},
+		{"status back", snap(run), snap(with(run, func(m *TaskMeta) { m.Status = StatusQueued })), up},
+		{"attempt down", snap(run), snap(with(run, func(m *TaskMeta) { m.Attempt = 1 })), up},
+		{"owner changed", snap(run), snap(with(run, func(m *TaskMeta) { m.Owner = "p" })), up},
+		{"created changed", snap(run), snap(with(run, func(m *TaskMeta) { m.CreatedAt = rt3 })), up},
+		{"started changed", snap(run), snap(with(run, func(m *TaskMeta) { m.StartedAt = rt3 })), up},
+		{"finished changed", snap(with(run, func(m *TaskMeta) { m.FinishedAt = rt2 })), snap(with(run, func(m *TaskMeta) { m.FinishedAt = rt3 })), up},
+		{"identity changed", snap(run), snap(with(run, func(m *TaskMeta) { m.Type = "u" })), up},
+		{"running got finished", snap(run), snap(with(run, func(m *TaskMeta) { m.FinishedAt = rt3 })), up},
+		{"invalid stored", snap(), snap(rmeta("task_a", "o", "zombie")), up},
+		{"wrong key", snap(), Snapshot{Tasks: map[string]TaskMeta{"task_x": run}}, up},
+		{"upsert removed", snap(run, other), snap(run), up},
+		{"upsert touched another", snap(run, other), snap(run, with(other, func(m *TaskMeta) { m.Description = "x" })), up},
+		{"remove dropped live", snap(run), snap(), Remove("task_a")},
+		{"remove touched", snap(run), snap(with(run, func(m *TaskMeta) { m.Description = "x" })), Remove("task_a")},
+		{"replace_all kept extra", snap(run, other), snap(run, other), ReplaceAll(run)},
+	}
+	for _, tc := range tests {
+		if msg := checkStep(tc.prev, tc.next, tc.a); msg == "" {
+			t.Errorf("%s: not detected", tc.name)
+		}
+	}
+	if msg := checkStep(snap(run), snap(done), Upsert(done)); msg != "" {
+		t.Errorf("a legal step flagged: %s", msg)
+	}
 }
