@@ -1,0 +1,569 @@
+package bgtask
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// startLog records, in order, the names of the task functions that started.
+type startLog struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (l *startLog) add(name string) {
+	l.mu.Lock()
+	l.names = append(l.names, name)
+	l.mu.Unlock()
+}
+
+func (l *startLog) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.names)
+}
+
+// gated returns a task function that logs name when it starts, then blocks
+// until release is closed and completes with name as its result. It ignores
+// cancellation on purpose.
+func gated(log *startLog, name string, release <-chan struct{}) Func {
+	return func(ctx context.Context, t *Task) (any, error) {
+		log.add(name)
+		<-release
+		return name, nil
+	}
+}
+
+// limNew makes a Manager or fails the test. If the test fails half way, a
+// cleanup shuts it down (after the cleanups of gates made later have
+// released their tasks), so a bubble does not end with blocked goroutines.
+func limNew(t *testing.T, opts ...Option) *Manager {
+	t.Helper()
+	m, err := New(opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	return m
+}
+
+// gate returns a channel that the test closes to release a task; a cleanup
+// closes it if the test did not (after a failure).
+func gate(t *testing.T) chan struct{} {
+	ch := make(chan struct{})
+	t.Cleanup(func() {
+		select {
+		case <-ch:
+		default:
+			close(ch)
+		}
+	})
+	return ch
+}
+
+// sortedPrefix returns names with its first n entries sorted: tasks that
+// start at the same moment start in any order.
+func sortedPrefix(names []string, n int) []string {
+	names = slices.Clone(names)
+	slices.Sort(names[:min(n, len(names))])
+	return names
+}
+
+// limShutdown shuts m down and fails the test unless it returns nil.
+func limShutdown(t *testing.T, m *Manager) {
+	t.Helper()
+	if err := m.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
+
+// limSpawn spawns fn for owner or fails the test.
+func limSpawn(t *testing.T, m *Manager, owner string, fn Func, opts ...SpawnOption) string {
+	t.Helper()
+	id, err := m.Owner(owner).Spawn(context.Background(), fn, opts...)
+	if err != nil {
+		t.Fatalf("Spawn for %q: %v", owner, err)
+	}
+	return id
+}
+
+// limGet returns the stored record of id or fails the test.
+func limGet(t *testing.T, m *Manager, id string) TaskMeta {
+	t.Helper()
+	meta, err := m.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", id, err)
+	}
+	return meta
+}
+
+// limWait waits for id and checks its terminal status.
+func limWait(t *testing.T, m *Manager, id string, want TaskStatus) TaskMeta {
+	t.Helper()
+	meta, err := m.Wait(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Wait(%s): %v", id, err)
+	}
+	if meta.Status != want {
+		t.Fatalf("Wait(%s): status %q (error %q), want %q", id, meta.Status, meta.Error, want)
+	}
+	return meta
+}
+
+// limCount returns how many records the store keeps for owner.
+func limCount(t *testing.T, m *Manager, owner string) int {
+	t.Helper()
+	snap, err := m.Store().Load(context.Background(), owner)
+	if err != nil {
+		t.Fatalf("Load(%q): %v", owner, err)
+	}
+	return len(snap.Tasks)
+}
+
+// kindID is an event reduced to what the tests compare.
+type kindID struct {
+	Kind EventKind
+	ID   string
+}
+
+func limDrain(t *testing.T, m *Manager, owner string) []kindID {
+	t.Helper()
+	ib, err := m.Inbox(owner)
+	if err != nil {
+		t.Fatalf("Inbox(%q): %v", owner, err)
+	}
+	var out []kindID
+	for _, ev := range ib.Drain() {
+		out = append(out, kindID{ev.Kind, ev.TaskID})
+	}
+	return out
+}
+
+func TestLimitRefusesWhenFullWithoutQueue(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		opt       Option
+		fullOwner string // an owner whose extra spawn is refused
+		freeOwner string // an owner whose spawn still succeeds ("" if none)
+		wantText  string
+	}{
+		{
+			name:      "global",
+			opt:       WithMaxConcurrent(2),
+			fullOwner: "b",
+			wantText:  "bgtask: concurrency limit reached: 2 tasks running (WithMaxConcurrent)",
+		},
+		{
+			name:      "per owner",
+			opt:       WithMaxConcurrentPerOwner(2),
+			fullOwner: "a",
+			freeOwner: "b",
+			wantText:  `bgtask: concurrency limit reached: owner "a" has 2 tasks running (WithMaxConcurrentPerOwner)`,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				m := limNew(t, tc.opt)
+				var log startLog
+				rel0, rel1 := gate(t), gate(t)
+				id0 := limSpawn(t, m, "a", gated(&log, "w0", rel0))
+				id1 := limSpawn(t, m, "a", gated(&log, "w1", rel1))
+				synctest.Wait()
+
+				ran := false
+				never := func(ctx context.Context, t *Task) (any, error) { ran = true; return nil, nil }
+				o := m.Owner(tc.fullOwner)
+				spawns := []struct {
+					name string
+					call func() (string, error)
+				}{
+					{"Spawn", func() (string, error) { return o.Spawn(t.Context(), never, WithName("extra")) }},
+					{"SpawnAgent", func() (string, error) { return o.SpawnAgent(t.Context(), never, WithName("extra")) }},
+				}
+				for _, s := range spawns {
+					id, err := s.call()
+					if !errors.Is(err, ErrLimit) {
+						t.Fatalf("%s over the limit: err %v, want ErrLimit", s.name, err)
+					}
+					if err.Error() != tc.wantText {
+						t.Fatalf("%s over the limit: error text %q, want %q", s.name, err.Error(), tc.wantText)
+					}
+					if id != "" {
+						t.Fatalf("%s over the limit returned id %q, want none", s.name, id)
+					}
+				}
+				synctest.Wait()
+				if ran {
+					t.Fatal("a refused task's function ran")
+				}
+				wantCount := 0
+				if tc.fullOwner == "a" {
+					wantCount = 2
+				}
+				if n := limCount(t, m, tc.fullOwner); n != wantCount {
+					t.Fatalf("store holds %d records for %q after refused spawns, want %d", n, tc.fullOwner, wantCount)
+				}
+				if got := sortedPrefix(log.get(), 2); !slices.Equal(got, []string{"w0", "w1"}) {
+					t.Fatalf("started %v, want [w0 w1]", got)
+				}
+				m.mu.Lock()
+				nodes, active := len(m.nodes), m.active
+				m.mu.Unlock()
+				if nodes != 2 || active != 2 {
+					t.Fatalf("after refused spawns: %d nodes, %d active, want 2 and 2", nodes, active)
+				}
+
+				if tc.freeOwner != "" {
+					relB := gate(t)
+					idB := limSpawn(t, m, tc.freeOwner, gated(&log, "b0", relB))
+					close(relB)
+					limWait(t, m, idB, StatusCompleted)
+				}
+
+				// A slot frees when a task ends; the refused name is free too.
+				close(rel0)
+				limWait(t, m, id0, StatusCompleted)
+				relX := gate(t)
+				idX, err := o.Spawn(t.Context(), gated(&log, "extra", relX), WithName("extra"))
+				if err != nil {
+					t.Fatalf("Spawn after a slot freed: %v", err)
+				}
+				if meta := limGet(t, m, idX); meta.Status != StatusRunning || meta.Name != "extra" {
+					t.Fatalf("spawn after a slot freed: status %q name %q, want running extra", meta.Status, meta.Name)
+				}
+				if _, err := o.Spawn(t.Context(), never); !errors.Is(err, ErrLimit) {
+					t.Fatalf("spawn with the slots full again: err %v, want ErrLimit", err)
+				}
+				close(rel1)
+				close(relX)
+				limWait(t, m, id1, StatusCompleted)
+				limWait(t, m, idX, StatusCompleted)
+				limShutdown(t, m)
+				if ran {
+					t.Fatal("a refused task's function ran")
+				}
+			})
+		})
+	}
+}
+
+func TestLimitQueueStartsInFIFOOrder(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		m := limNew(t, WithMaxConcurrent(1), WithQueueWhenFull())
+		var log startLog
+		names := []string{"q0", "q1", "q2", "q3", "q4"}
+		rel := make([]chan struct{}, len(names))
+		ids := make([]string, len(names))
+		for i, n := range names {
+			rel[i] = gate(t)
+			ids[i] = limSpawn(t, m, "a", gated(&log, n, rel[i]), WithName(n))
+		}
+		synctest.Wait()
+		if got := log.get(); !slices.Equal(got, names[:1]) {
+			t.Fatalf("started %v, want [q0]", got)
+		}
+		if meta := limGet(t, m, ids[0]); meta.Status != StatusRunning || !meta.StartedAt.Equal(meta.CreatedAt) {
+			t.Fatalf("q0: status %q started %v created %v, want running, started at creation", meta.Status, meta.StartedAt, meta.CreatedAt)
+		}
+		for i := 1; i < len(names); i++ {
+			meta := limGet(t, m, ids[i])
+			if meta.Status != StatusQueued || !meta.StartedAt.IsZero() || meta.CreatedAt.IsZero() {
+				t.Fatalf("%s: status %q started %v created %v, want queued, no start stamp", names[i], meta.Status, meta.StartedAt, meta.CreatedAt)
+			}
+		}
+		queued, err := m.Owner("a").List(t.Context(), StatusQueued)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(slices.Collect(queued)); n != 4 {
+			t.Fatalf("List(queued) has %d tasks, want 4", n)
+		}
+
+		for i := range names {
+			<-time.After(time.Second) // fake time, so start stamps are exact
+			close(rel[i])
+			limWait(t, m, ids[i], StatusCompleted)
+			synctest.Wait()
+			want := names[:min(i+2, len(names))]
+			if got := log.get(); !slices.Equal(got, want) {
+				t.Fatalf("after releasing %s started %v, want %v", names[i], got, want)
+			}
+			if i+1 < len(names) {
+				next := limGet(t, m, ids[i+1])
+				wantStart := next.CreatedAt.Add(time.Duration(i+1) * time.Second)
+				if next.Status != StatusRunning || !next.StartedAt.Equal(wantStart) {
+					t.Fatalf("%s: status %q started %v, want running started %v", names[i+1], next.Status, next.StartedAt, wantStart)
+				}
+			}
+		}
+		limShutdown(t, m)
+	})
+}
+
+func TestLimitQueuedTaskCancelled(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		cancel func(m *Manager, id string) (int, error)
+	}{
+		{"Manager.Cancel", func(m *Manager, id string) (int, error) { return m.Cancel(context.Background(), id) }},
+		{"Owner.Cancel", func(m *Manager, id string) (int, error) { return m.Owner("a").Cancel(context.Background(), id) }},
+		{"Owner.CancelTree", func(m *Manager, id string) (int, error) {
+			return m.Owner("a").CancelTree(context.Background(), id)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				m := limNew(t, WithMaxConcurrent(1), WithQueueWhenFull())
+				var log startLog
+				rel0, rel1, rel2 := gate(t), gate(t), gate(t)
+				id0 := limSpawn(t, m, "a", gated(&log, "r0", rel0))
+				id1 := limSpawn(t, m, "a", gated(&log, "q1", rel1), WithName("q1"))
+				id2 := limSpawn(t, m, "a", gated(&log, "q2", rel2))
+
+				n, err := tc.cancel(m, id1)
+				if err != nil || n != 1 {
+					t.Fatalf("cancel queued: (%d, %v), want (1, nil)", n, err)
+				}
+				meta := limWait(t, m, id1, StatusCancelled)
+				if meta.Error != ErrCancelled.Error() || !meta.StartedAt.IsZero() || meta.FinishedAt.IsZero() {
+					t.Fatalf("cancelled queued task: error %q started %v finished %v", meta.Error, meta.StartedAt, meta.FinishedAt)
+				}
+				if stored := limGet(t, m, id1); stored.Status != StatusCancelled || !stored.StartedAt.IsZero() {
+					t.Fatalf("stored: status %q started %v, want cancelled, never started", stored.Status, stored.StartedAt)
+				}
+				if got, want := limDrain(t, m, "a"), []kindID{{EventCancelled, id1}}; !slices.Equal(got, want) {
+					t.Fatalf("events %v, want %v", got, want)
+				}
+				if n, err := tc.cancel(m, id1); err != nil || n != 0 {
+					t.Fatalf("second cancel: (%d, %v), want (0, nil)", n, err)
+				}
+				// Its name is free again, and it never took a slot.
+				if _, err := m.Owner("a").Spawn(t.Context(), gated(&log, "q1again", rel2), WithName("q1")); err != nil {
+					t.Fatalf("reusing the cancelled task's name: %v", err)
+				}
+				close(rel0)
+				limWait(t, m, id0, StatusCompleted)
+				synctest.Wait()
+				if got := log.get(); !slices.Equal(got, []string{"r0", "q2"}) {
+					t.Fatalf("started %v, want [r0 q2]: the cancelled task must not run", got)
+				}
+				close(rel1)
+				close(rel2)
+				limWait(t, m, id2, StatusCompleted)
+				limShutdown(t, m)
+				if got := log.get(); slices.Contains(got, "q1") {
+					t.Fatalf("started %v: the cancelled queued task ran", got)
+				}
+			})
+		})
+	}
+}
+
+func TestLimitPerOwnerDoesNotBlockOtherOwners(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		m := limNew(t, WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
+		var log startLog
+		relA0, relA1, relB0 := gate(t), gate(t), gate(t)
+		a0 := limSpawn(t, m, "a", gated(&log, "a0", relA0))
+		a1 := limSpawn(t, m, "a", gated(&log, "a1", relA1))
+		b0 := limSpawn(t, m, "b", gated(&log, "b0", relB0))
+		synctest.Wait()
+		for id, want := range map[string]TaskStatus{a0: StatusRunning, a1: StatusQueued, b0: StatusRunning} {
+			if got := limGet(t, m, id).Status; got != want {
+				t.Fatalf("%s: status %q, want %q", id, got, want)
+			}
+		}
+		if got := sortedPrefix(log.get(), 2); !slices.Equal(got, []string{"a0", "b0"}) {
+			t.Fatalf("started %v, want [a0 b0]", got)
+		}
+		close(relB0) // b's slot frees: a1 must still wait for a's
+		limWait(t, m, b0, StatusCompleted)
+		synctest.Wait()
+		if got := limGet(t, m, a1).Status; got != StatusQueued {
+			t.Fatalf("a1 after b0 ended: status %q, want queued", got)
+		}
+		close(relA0)
+		limWait(t, m, a0, StatusCompleted)
+		synctest.Wait()
+		if got := sortedPrefix(log.get(), 2); !slices.Equal(got, []string{"a0", "b0", "a1"}) {
+			t.Fatalf("started %v, want [a0 b0 a1]", got)
+		}
+		close(relA1)
+		limWait(t, m, a1, StatusCompleted)
+		limShutdown(t, m)
+	})
+}
+
+// A queued task whose owner is still at its limit does not hold up a later
+// queued task of another owner.
+func TestLimitQueueSkipsOwnerAtLimit(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		m := limNew(t, WithMaxConcurrent(2), WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
+		var log startLog
+		rel := map[string]chan struct{}{}
+		ids := map[string]string{}
+		for _, s := range []struct{ owner, name string }{{"a", "a1"}, {"a", "a2"}, {"b", "b1"}, {"c", "c1"}, {"b", "b2"}} {
+			rel[s.name] = gate(t)
+			ids[s.name] = limSpawn(t, m, s.owner, gated(&log, s.name, rel[s.name]))
+		}
+		check := func(wantStarted []string, want map[string]TaskStatus) {
+			t.Helper()
+			synctest.Wait()
+			if got := sortedPrefix(log.get(), 2); !slices.Equal(got, wantStarted) {
+				t.Fatalf("started %v, want %v", got, wantStarted)
+			}
+			for name, st := range want {
+				if got := limGet(t, m, ids[name]).Status; got != st {
+					t.Fatalf("%s: status %q, want %q", name, got, st)
+				}
+			}
+		}
+		check([]string{"a1", "b1"}, map[string]TaskStatus{"a2": StatusQueued, "c1": StatusQueued, "b2": StatusQueued})
+
+		// b1 ends: a2 (owner a still at its limit) is skipped, c1 starts,
+		// and b2 waits for the global slot c1 took.
+		close(rel["b1"])
+		limWait(t, m, ids["b1"], StatusCompleted)
+		check([]string{"a1", "b1", "c1"}, map[string]TaskStatus{"a2": StatusQueued, "c1": StatusRunning, "b2": StatusQueued})
+
+		close(rel["a1"])
+		limWait(t, m, ids["a1"], StatusCompleted)
+		check([]string{"a1", "b1", "c1", "a2"}, map[string]TaskStatus{"a2": StatusRunning, "b2": StatusQueued})
+
+		close(rel["c1"])
+		limWait(t, m, ids["c1"], StatusCompleted)
+		check([]string{"a1", "b1", "c1", "a2", "b2"}, map[string]TaskStatus{"b2": StatusRunning})
+
+		close(rel["a2"])
+		close(rel["b2"])
+		limWait(t, m, ids["a2"], StatusCompleted)
+		limWait(t, m, ids["b2"], StatusCompleted)
+		limShutdown(t, m)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.running != 0 || len(m.queue) != 0 {
+			t.Fatalf("after shutdown: running %d, queue %d, want 0 and 0", m.running, len(m.queue))
+		}
+	})
+}
+
+func TestLimitShutdownCancelsQueued(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		m := limNew(t, WithMaxConcurrent(1), WithQueueWhenFull())
+		var log startLog
+		running := limSpawn(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
+			log.add("r")
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
+		})
+		never := gate(t)
+		q1 := limSpawn(t, m, "a", gated(&log, "q1", never))
+		q2 := limSpawn(t, m, "b", gated(&log, "q2", never))
+		synctest.Wait()
+
+		start := time.Now()
+		limShutdown(t, m)
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("Shutdown took %v of fake time, want 0", d)
+		}
+		if got := log.get(); !slices.Equal(got, []string{"r"}) {
+			t.Fatalf("started %v, want [r]: queued tasks must not run", got)
+		}
+		for _, id := range []string{running, q1, q2} {
+			meta := limGet(t, m, id)
+			if meta.Status != StatusCancelled || meta.Error != ErrShutdown.Error() {
+				t.Fatalf("%s: status %q error %q, want cancelled %q", id, meta.Status, meta.Error, ErrShutdown.Error())
+			}
+			if id != running && !meta.StartedAt.IsZero() {
+				t.Fatalf("%s: queued task has a start stamp %v", id, meta.StartedAt)
+			}
+		}
+		gotA := limDrain(t, m, "a")
+		slices.SortFunc(gotA, func(x, y kindID) int { return cmp.Compare(x.ID, y.ID) })
+		wantA := []kindID{{EventCancelled, running}, {EventCancelled, q1}}
+		slices.SortFunc(wantA, func(x, y kindID) int { return cmp.Compare(x.ID, y.ID) })
+		if !slices.Equal(gotA, wantA) {
+			t.Fatalf("owner a events %v, want %v", gotA, wantA)
+		}
+		if got, want := limDrain(t, m, "b"), []kindID{{EventCancelled, q2}}; !slices.Equal(got, want) {
+			t.Fatalf("owner b events %v, want %v", got, want)
+		}
+	})
+}
+
+func TestLimitPanickingTaskFreesSlot(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		m := limNew(t, WithMaxConcurrent(1), WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
+		var log startLog
+		boom := gate(t)
+		p := limSpawn(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
+			log.add("p")
+			<-boom
+			panic("boom")
+		})
+		rel := gate(t)
+		q := limSpawn(t, m, "a", gated(&log, "q", rel))
+		synctest.Wait()
+		if got := limGet(t, m, q).Status; got != StatusQueued {
+			t.Fatalf("q: status %q, want queued", got)
+		}
+		close(boom)
+		meta := limWait(t, m, p, StatusFailed)
+		if meta.Error != "panic: boom" || meta.Stack == "" {
+			t.Fatalf("panicked task: error %q, stack %d bytes; want %q and a stack", meta.Error, len(meta.Stack), "panic: boom")
+		}
+		synctest.Wait()
+		if got := log.get(); !slices.Equal(got, []string{"p", "q"}) {
+			t.Fatalf("started %v, want [p q]", got)
+		}
+		if got := limGet(t, m, q).Status; got != StatusRunning {
+			t.Fatalf("q after the panic: status %q, want running", got)
+		}
+		close(rel)
+		limWait(t, m, q, StatusCompleted)
+		if got, want := limDrain(t, m, "a"), []kindID{{EventFailed, p}, {EventCompleted, q}}; !slices.Equal(got, want) {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+		limShutdown(t, m)
+	})
+}
+
+func TestLimitOptionsRejectNegative(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		opt  Option
+		want string
+	}{
+		{WithMaxConcurrent(-1), "bgtask: WithMaxConcurrent(-1): negative limit"},
+		{WithMaxConcurrentPerOwner(-2), "bgtask: WithMaxConcurrentPerOwner(-2): negative limit"},
+		{WithCancelledRunsKept(-3), "bgtask: WithCancelledRunsKept(-3): negative count"},
+		{WithCommitRetry(0, time.Millisecond), "bgtask: WithCommitRetry(0, 1ms): need attempts >= 1 and backoff >= 0"},
+		{WithCommitRetry(1, -time.Millisecond), "bgtask: WithCommitRetry(1, -1ms): need attempts >= 1 and backoff >= 0"},
+	}
+	for i, tc := range tests {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			m, err := New(tc.opt)
+			if err == nil || err.Error() != tc.want || m != nil {
+				t.Fatalf("New: (%v, %v), want (nil, %q)", m, err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,249 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// logRecord is a captured slog record, its attributes as text.
+type logRecord struct {
+	Level slog.Level
+	Msg   string
+	Attrs map[string]string
+}
+
+// captureHandler is a slog.Handler that keeps every record.
+type captureHandler struct {
+	mu      sync.Mutex
+	records []logRecord
+}
+
+func (h *captureHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *captureHandler) Handle(_ context.Context, r slog.Record) error {
+	rec := logRecord{Level: r.Level, Msg: r.Message, Attrs: map[string]string{}}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.Attrs[a.Key] = a.Value.String()
+		return true
+	})
+	h.mu.Lock()
+	h.records = append(h.records, rec)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *captureHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *captureHandler) WithGroup(string) slog.Handler      { return h }
+
+// find returns the records with the given level and message.
+func (h *captureHandler) find(level slog.Level, msg string) []logRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []logRecord
+	for _, r := range h.records {
+		if r.Level == level && r.Msg == msg {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// transitionLog records the transitions the observer saw, per task, and
+// whether each was already committed when the observer was called.
+type transitionLog struct {
+	store Store
+	mu    sync.Mutex
+	byID  map[string][]string
+	bad   []string
+}
+
+func newTransitionLog() *transitionLog { return &transitionLog{byID: map[string][]string{}} }
+
+func (l *transitionLog) observe(tr Transition) {
+	problem := ""
+	if tr.Task.Status != tr.To {
+		problem = fmt.Sprintf("%s: Task.Status %q, To %q", tr.Task.ID, tr.Task.Status, tr.To)
+	} else if stored, err := l.store.Get(context.Background(), tr.Task.ID); err != nil || stored.Status != tr.To {
+		problem = fmt.Sprintf("%s: observer called for %q before the commit (stored %q, %v)", tr.Task.ID, tr.To, stored.Status, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.byID[tr.Task.ID] = append(l.byID[tr.Task.ID], fmt.Sprintf("%s->%s", tr.From, tr.To))
+	if problem != "" {
+		l.bad = append(l.bad, problem)
+	}
+}
+
+func (l *transitionLog) get(id string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.byID[id])
+}
+
+func TestObserverTransitions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		queued bool // spawned behind a blocker with WithMaxConcurrent(1)
+		fn     Func
+		cancel bool // cancelled while still queued
+		want   []string
+	}{
+		{"completed", false, func(context.Context, *Task) (any, error) { return 1, nil }, false,
+			[]string{"->running", "running->completed"}},
+		{"failed", false, func(context.Context, *Task) (any, error) { return nil, errors.New("x") }, false,
+			[]string{"->running", "running->failed"}},
+		{"panicked", false, func(context.Context, *Task) (any, error) { panic("p") }, false,
+			[]string{"->running", "running->failed"}},
+		{"queued completed", true, func(context.Context, *Task) (any, error) { return 1, nil }, false,
+			[]string{"->queued", "queued->running", "running->completed"}},
+		{"queued cancelled", true, func(context.Context, *Task) (any, error) { return 1, nil }, true,
+			[]string{"->queued", "queued->cancelled"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				store := NewMemoryStore()
+				log := newTransitionLog()
+				log.store = store
+				m := limNew(t, WithStore(store), WithObserver(log.observe), WithMaxConcurrent(1), WithQueueWhenFull())
+				var blocker string
+				release := gate(t)
+				if tc.queued {
+					blocker = limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { <-release; return nil, nil })
+				}
+				id := limSpawn(t, m, "a", tc.fn)
+				synctest.Wait()
+				if tc.cancel {
+					if n, err := m.Cancel(t.Context(), id); n != 1 || err != nil {
+						t.Fatalf("Cancel: (%d, %v), want (1, nil)", n, err)
+					}
+				}
+				close(release)
+				meta, err := m.Wait(t.Context(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if blocker != "" {
+					limWait(t, m, blocker, StatusCompleted)
+				}
+				if got := log.get(id); !slices.Equal(got, tc.want) {
+					t.Fatalf("transitions %q, want %q (final status %q)", got, tc.want, meta.Status)
+				}
+				log.mu.Lock()
+				bad := slices.Clone(log.bad)
+				log.mu.Unlock()
+				if len(bad) > 0 {
+					t.Fatalf("observer saw: %v", bad)
+				}
+				limShutdown(t, m)
+			})
+		})
+	}
+}
+
+// An observer that panics is isolated: spawns succeed, tasks run and
+// complete, events are delivered, and each panic is logged at Error level.
+func TestObserverPanicIsIsolatedAndLogged(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := &captureHandler{}
+		calls := 0
+		var mu sync.Mutex
+		m := limNew(t, WithLogger(slog.New(h)), WithMaxConcurrent(1), WithQueueWhenFull(),
+			WithObserver(func(tr Transition) {
+				mu.Lock()
+				calls++
+				mu.Unlock()
+				panic("observer boom")
+			}))
+		release := gate(t)
+		first := limSpawn(t, m, "a", func(ctx context.Context, tk *Task) (any, error) {
+			<-release
+			return "one", tk.Emit("progress", 1)
+		})
+		second := limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { return "two", nil })
+		close(release)
+		if meta := limWait(t, m, first, StatusCompleted); string(meta.Result) != `"one"` {
+			t.Fatalf("first result %s", meta.Result)
+		}
+		if meta := limWait(t, m, second, StatusCompleted); string(meta.Result) != `"two"` {
+			t.Fatalf("second result %s", meta.Result)
+		}
+		want := []kindID{{EventCustom, first}, {EventCompleted, first}, {EventCompleted, second}}
+		if got := limDrain(t, m, "a"); !slices.Equal(got, want) {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+		limShutdown(t, m)
+
+		// first: ""->running, running->completed; second: ""->queued,
+		// queued->running, running->completed.
+		const wantCalls = 5
+		if calls != wantCalls {
+			t.Fatalf("observer called %d times, want %d", calls, wantCalls)
+		}
+		recs := h.find(slog.LevelError, "bgtask: observer panicked")
+		if len(recs) != wantCalls {
+			t.Fatalf("%d observer panics logged at Error, want %d", len(recs), wantCalls)
+		}
+		perTask := map[string]int{}
+		for _, r := range recs {
+			if r.Attrs["panic"] != "observer boom" {
+				t.Fatalf("logged panic value %q, want %q", r.Attrs["panic"], "observer boom")
+			}
+			perTask[r.Attrs["task_id"]]++
+		}
+		if perTask[first] != 2 || perTask[second] != 3 {
+			t.Fatalf("panics logged per task %v, want %s:2 %s:3", perTask, first, second)
+		}
+	})
+}
+
+// With a logger, the library reports what it recovers from and what it
+// could not record.
+func TestLoggerRecordsFailures(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := &captureHandler{}
+		st := newFailingStore()
+		m := limNew(t, WithLogger(slog.New(h)), WithStore(st), WithCommitRetry(2, time.Millisecond))
+		p := limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { panic("task boom") })
+		limWait(t, m, p, StatusFailed)
+		st.failTerminal(-1)
+		c := limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { return nil, nil })
+		limWait(t, m, c, StatusCompleted)
+		limShutdown(t, m)
+
+		panics := h.find(slog.LevelError, "bgtask: task panicked")
+		if len(panics) != 1 || panics[0].Attrs["task_id"] != p || panics[0].Attrs["panic"] != "task boom" {
+			t.Fatalf("task panic records %+v, want one for %s with panic %q", panics, p, "task boom")
+		}
+		warns := h.find(slog.LevelWarn, "bgtask: commit failed")
+		if len(warns) != 2 {
+			t.Fatalf("%d commit-failed warnings, want 2 (one per try)", len(warns))
+		}
+		for i, w := range warns {
+			if w.Attrs["task_id"] != c || w.Attrs["attempt"] != fmt.Sprint(i+1) || w.Attrs["status"] != "completed" ||
+				w.Attrs["err"] != "commit completed: injected store failure" {
+				t.Fatalf("warning %d: %v", i, w.Attrs)
+			}
+		}
+		errs := h.find(slog.LevelError, "bgtask: terminal record not committed")
+		if len(errs) != 1 || errs[0].Attrs["task_id"] != c {
+			t.Fatalf("terminal-commit error records %+v, want one for %s", errs, c)
+		}
+		// Every status change is logged at Debug.
+		debug := h.find(slog.LevelDebug, "bgtask: task status")
+		if len(debug) != 3 { // p: ->running, ->failed; c: ->running (its terminal commit failed)
+			t.Fatalf("%d status records at Debug, want 3", len(debug))
+		}
+	})
+}
