@@ -15,49 +15,6 @@ import (
 	"time"
 )
 
-// captureHandler records slog records for assertions.
-type captureHandler struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (h *captureHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *captureHandler) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.recs = append(h.recs, r.Clone())
-	return nil
-}
-func (h *captureHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *captureHandler) WithGroup(string) slog.Handler      { return h }
-
-// logged is one captured record, flattened.
-type logged struct {
-	Level slog.Level
-	Msg   string
-	Attrs map[string]string
-}
-
-func (h *captureHandler) records() []logged {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := make([]logged, 0, len(h.recs))
-	for _, r := range h.recs {
-		l := logged{Level: r.Level, Msg: r.Message, Attrs: map[string]string{}}
-		r.Attrs(func(a slog.Attr) bool {
-			l.Attrs[a.Key] = a.Value.String()
-			return true
-		})
-		out = append(out, l)
-	}
-	return out
-}
-
-func newCapture() (*captureHandler, *slog.Logger) {
-	h := &captureHandler{}
-	return h, slog.New(h)
-}
-
 func custom(task, typ string, payload string) Event {
 	return Event{Kind: EventCustom, TaskID: task, EventType: typ, Payload: json.RawMessage(payload)}
 }

@@ -12,49 +12,6 @@ import (
 	"time"
 )
 
-// logRecord is a captured slog record, its attributes as text.
-type logRecord struct {
-	Level slog.Level
-	Msg   string
-	Attrs map[string]string
-}
-
-// captureHandler is a slog.Handler that keeps every record.
-type captureHandler struct {
-	mu      sync.Mutex
-	records []logRecord
-}
-
-func (h *captureHandler) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *captureHandler) Handle(_ context.Context, r slog.Record) error {
-	rec := logRecord{Level: r.Level, Msg: r.Message, Attrs: map[string]string{}}
-	r.Attrs(func(a slog.Attr) bool {
-		rec.Attrs[a.Key] = a.Value.String()
-		return true
-	})
-	h.mu.Lock()
-	h.records = append(h.records, rec)
-	h.mu.Unlock()
-	return nil
-}
-
-func (h *captureHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *captureHandler) WithGroup(string) slog.Handler      { return h }
-
-// find returns the records with the given level and message.
-func (h *captureHandler) find(level slog.Level, msg string) []logRecord {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []logRecord
-	for _, r := range h.records {
-		if r.Level == level && r.Msg == msg {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // transitionLog records the transitions the observer saw, per task, and
 // whether each was already committed when the observer was called.
 type transitionLog struct {

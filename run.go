@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"time"
 )
 
 // run is a task's goroutine: promote from queued if needed, call the
@@ -31,7 +32,7 @@ func (m *Manager) run(t *Task) {
 	if meta.Status == StatusQueued {
 		meta.Status, meta.StartedAt = StatusRunning, now()
 		if err := m.commitRetry(t); err != nil {
-			meta.Status, meta.Error = StatusFailed, fmt.Sprintf("bgtask: could not record the start: %v", err)
+			meta.Status, meta.StartedAt, meta.Error = StatusFailed, time.Time{}, fmt.Sprintf("bgtask: could not record the start: %v", err)
 			return
 		}
 		m.notify(StatusQueued, meta)
@@ -73,6 +74,7 @@ func (m *Manager) call(t *Task) {
 // before the terminal event, so no record stays silently running.
 func (m *Manager) finish(t *Task, from TaskStatus) {
 	growStack()
+	t.returned.Store(true)
 	meta := &t.rec[0]
 	meta.FinishedAt = now()
 	t.emitMu.Lock()
@@ -154,17 +156,19 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 			m.retireRun(run, rs)
 		}
 	}
-	m.pruneNode(t)
 	return starts
 }
 
 // ownerDone is the last step of a task's end, after its events were
-// delivered: when the owner has no task left, its state goes, and so does its
-// inbox if closed. Until then the owner's inbox stays bound, so a closed
-// inbox's fallback sees every late event instead of a fresh inbox.
+// delivered: the task leaves the lineage index (so Wait finds it until its
+// event is out), and when the owner has no task left its state goes, and so
+// does its inbox if closed. Until then the owner's inbox stays bound, so a
+// closed inbox's fallback sees every late event instead of a fresh inbox.
 func (m *Manager) ownerDone(t *Task) {
 	owner := t.rec[0].Owner
 	m.mu.Lock()
+	t.gone = true
+	m.pruneNode(t)
 	os := m.owners[owner]
 	os.live--
 	gone := os.live == 0
@@ -177,9 +181,9 @@ func (m *Manager) ownerDone(t *Task) {
 	}
 }
 
-// pruneNode drops ended nodes without children, walking up the lineage.
+// pruneNode drops finished nodes without children, walking up the lineage.
 func (m *Manager) pruneNode(t *Task) {
-	for t != nil && !t.live && len(t.children) == 0 {
+	for t != nil && t.gone && len(t.children) == 0 {
 		delete(m.nodes, t.rec[0].ID)
 		p := t.parent
 		if p != nil {

@@ -29,6 +29,12 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	m.startAll(starts)
 
 	select {
+	case <-m.idle: // checked first: a stopped Manager returns nil even with a done ctx
+		m.wg.Wait()
+		return nil
+	default:
+	}
+	select {
 	case <-m.idle:
 		m.wg.Wait()
 		return nil
@@ -37,7 +43,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	var ids []string
 	m.mu.Lock()
 	for id, t := range m.nodes {
-		if t.live {
+		if t.live && !t.returned.Load() {
 			ids = append(ids, id)
 		}
 	}

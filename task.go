@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // Func is the work of a task. ctx is cancelled when the task is cancelled,
@@ -37,8 +38,11 @@ type Task struct {
 	inboxGen uint64     // m.inboxGen when ownerBox was looked up
 	ownerBox *Inbox     // the owner's inbox, cached for Emit
 
+	returned atomic.Bool // the function has returned (or never will run)
+
 	// Guarded by m.mu.
-	live                 bool // registered and not yet retired
+	live                 bool // registered, not yet unregistered: counts for names, limits, cancels
+	gone                 bool // its end is fully recorded and delivered
 	signalled            bool // cancel was requested
 	admitted             bool // holds a concurrency slot (or no limit applies)
 	committed            bool // the initial record is in the store

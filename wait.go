@@ -17,10 +17,7 @@ func (m *Manager) Wait(ctx context.Context, id string) (TaskMeta, error) {
 
 func (m *Manager) wait(ctx context.Context, owner, id string) (TaskMeta, error) {
 	m.mu.Lock()
-	t := m.nodes[id]
-	if t != nil && !t.live {
-		t = nil
-	}
+	t := m.nodes[id] // still there until its terminal event is delivered
 	m.mu.Unlock()
 	if t != nil {
 		if owner != "" && t.rec[0].Owner != owner {
