@@ -21,11 +21,12 @@ import (
 // ErrClosed once Shutdown has begun. Reads (Get, List, Wait, Inbox) keep
 // working, so a host can collect the final records and events.
 type Manager struct {
-	cfg    config
-	store  Store
-	log    *slog.Logger
-	closed atomic.Bool
-	wg     sync.WaitGroup // every task goroutine
+	cfg      config
+	store    Store
+	log      *slog.Logger
+	closed   atomic.Bool
+	wg       sync.WaitGroup // every task goroutine
+	counters counters
 
 	mu       sync.Mutex       // guards the fields below and the m.mu fields of Task
 	nodes    map[string]*Task // live tasks, and ended ones with live attached children
@@ -35,6 +36,7 @@ type Manager struct {
 	queue    []*Task  // queued tasks waiting for a slot, first in first out
 	running  int      // tasks holding a slot
 	active   int      // registered tasks whose goroutine has not exited
+	live     int      // registered tasks not yet unregistered
 	idle     chan struct{}
 	idleShut bool // idle was closed
 

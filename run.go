@@ -49,6 +49,7 @@ func (m *Manager) call(t *Task) {
 	defer func() {
 		if r := recover(); r != nil {
 			meta.Status, meta.Error, meta.Stack = StatusFailed, fmt.Sprintf("panic: %v", r), string(debug.Stack())
+			m.counters.panicked.Add(1)
 			m.log.Error("bgtask: task panicked", "task_id", meta.ID, "panic", r)
 		}
 	}()
@@ -88,6 +89,7 @@ func (m *Manager) finish(t *Task, from TaskStatus) {
 	if commitErr == nil {
 		m.notify(from, meta)
 	}
+	m.counters.countEnd(meta.Status)
 
 	m.mu.Lock()
 	starts := m.unregister(t)
@@ -107,6 +109,7 @@ func (m *Manager) finish(t *Task, from TaskStatus) {
 //
 //go:noinline
 func (m *Manager) reportCommitFailure(meta *TaskMeta, err error) {
+	m.counters.commitFailures.Add(1)
 	m.log.Error("bgtask: terminal record not committed", "task_id", meta.ID, "status", meta.Status, "err", err)
 	_ = m.deliver(meta.Owner, Event{Kind: EventCommitFailed, TaskID: meta.ID, Status: meta.Status, Error: err.Error()})
 }
@@ -138,6 +141,7 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 		return nil
 	}
 	t.live = false
+	m.live--
 	meta := &t.rec[0]
 	os := m.owners[meta.Owner]
 	os.head = unlink(os.head, t, ownerLinks)

@@ -85,6 +85,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		m.abandon(t)
 		return "", fmt.Errorf("bgtask: spawn: commit: %w", err)
 	}
+	m.counters.spawned.Add(1)
 	m.notify("", &t.rec[0])
 
 	m.mu.Lock()
@@ -174,6 +175,7 @@ func (m *Manager) register(t *Task) error {
 	}
 	m.nodes[meta.ID] = t
 	t.live = true
+	m.live++
 	m.active++
 	m.wg.Add(1)
 	return nil

@@ -1,0 +1,47 @@
+package bgtask
+
+import "sync/atomic"
+
+// Stats are the Manager's counters, for metrics. Counts since New, except
+// Live, Queued and Running, which are the current values.
+type Stats struct {
+	Live    int // tasks registered and not ended: queued, running, or recording their end
+	Queued  int // tasks waiting for a concurrency slot
+	Running int // tasks holding a slot
+
+	Spawned        uint64 // spawns whose first record was committed
+	Completed      uint64
+	Failed         uint64 // panics included
+	Cancelled      uint64
+	Panicked       uint64
+	CommitFailures uint64 // terminal records that could not be committed (see EventCommitFailed)
+}
+
+// counters are the cumulative Stats, updated without the Manager's lock.
+type counters struct {
+	spawned, completed, failed, cancelled, panicked, commitFailures atomic.Uint64
+}
+
+// Stats returns the Manager's counters. Safe to call at any time, also after
+// Shutdown.
+func (m *Manager) Stats() Stats {
+	m.mu.Lock()
+	s := Stats{Live: m.live, Queued: len(m.queue), Running: m.running}
+	m.mu.Unlock()
+	c := &m.counters
+	s.Spawned, s.Completed, s.Failed = c.spawned.Load(), c.completed.Load(), c.failed.Load()
+	s.Cancelled, s.Panicked, s.CommitFailures = c.cancelled.Load(), c.panicked.Load(), c.commitFailures.Load()
+	return s
+}
+
+// countEnd counts a task's terminal status.
+func (c *counters) countEnd(s TaskStatus) {
+	switch s {
+	case StatusCompleted:
+		c.completed.Add(1)
+	case StatusFailed:
+		c.failed.Add(1)
+	case StatusCancelled:
+		c.cancelled.Add(1)
+	}
+}
