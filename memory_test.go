@@ -242,14 +242,18 @@ func TestMemoryStoreRetainForAgesEveryOwner(t *testing.T) {
 		commit(rec("task_b", "a", StatusFailed))
 		<-time.After(20 * time.Minute)
 		// task_a finished exactly an hour ago: not older than the age yet.
+		// Ages are checked by commits that end a task, here of another owner.
 		commit(rec("task_x", "b", StatusRunning))
+		commit(rec("task_y1", "b", StatusCompleted))
 		has("task_run", "task_q", "task_a", "task_b", "task_x")
 		<-time.After(time.Microsecond)
 		has("task_run", "task_q", "task_a", "task_b", "task_x") // nothing without a commit
-		commit(rec("task_x", "b", StatusRunning))               // a commit of another owner
+		commit(rec("task_x", "b", StatusRunning))               // does not end a task: no check
+		has("task_run", "task_q", "task_a", "task_b", "task_x")
+		commit(rec("task_y2", "b", StatusCompleted))
 		has("task_run", "task_q", "task_b", "task_x")
 		<-time.After(24 * time.Hour)
-		commit(rec("task_x", "b", StatusRunning))
+		commit(rec("task_y3", "b", StatusCompleted))
 		has("task_run", "task_q", "task_x")
 		snap, err := s.Load(ctx, "a")
 		if err != nil || len(snap.Tasks) != 2 {
@@ -259,13 +263,13 @@ func TestMemoryStoreRetainForAgesEveryOwner(t *testing.T) {
 		done := rec("task_run", "a", StatusCompleted)
 		commit(done)
 		<-time.After(25 * time.Hour)
-		commit(rec("task_x", "b", StatusRunning))
+		commit(rec("task_y4", "b", StatusCompleted))
 		has("task_q", "task_x")
 		s.mu.RLock()
 		aged := s.aged.len()
 		s.mu.RUnlock()
-		if aged != 0 {
-			t.Fatalf("age queue holds %d entries, want 0", aged)
+		if aged != 1 {
+			t.Fatalf("age queue holds %d entries, want 1 (task_y4)", aged)
 		}
 	})
 }

@@ -24,6 +24,7 @@ type MemoryStore struct {
 	retainFor      time.Duration
 
 	mu     sync.RWMutex // guards the fields below
+	clock  time.Time    // the time of the current commit, read once when a record turns terminal
 	owners map[string]*memOwner
 	byID   map[string]*TaskMeta
 	aged   fifo[agedRef] // terminal records in finish order, for the age limit
@@ -52,8 +53,9 @@ func RetainPerOwner(n int) MemoryOption { return func(s *MemoryStore) { s.retain
 
 // RetainFor forgets terminal records committed terminal longer ago than d
 // (by the store's clock, so a record without a finish time or with a skewed
-// one is kept as long as any other), checked on each commit. d <= 0 disables
-// the age limit. Default DefaultRetainFor.
+// one is kept as long as any other). The age is checked on each commit that
+// records a terminal status. d <= 0 disables the age limit. Default
+// DefaultRetainFor.
 func RetainFor(d time.Duration) MemoryOption { return func(s *MemoryStore) { s.retainFor = d } }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -127,6 +129,7 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 		}
 	}
 	s.retain(owner, o)
+	s.clock = time.Time{}
 	if len(o.tasks) == 0 {
 		delete(s.owners, owner)
 	}
@@ -202,7 +205,10 @@ func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
 func (s *MemoryStore) queueIfTerminal(o *memOwner, m *TaskMeta) {
 	if m.Status.IsTerminal() {
 		o.terminal.push(m.ID)
-		s.aged.push(agedRef{id: m.ID, rec: m, at: time.Now()})
+		if s.clock.IsZero() {
+			s.clock = time.Now()
+		}
+		s.aged.push(agedRef{id: m.ID, rec: m, at: s.clock})
 	}
 }
 
@@ -215,10 +221,14 @@ func (s *MemoryStore) isAged(r agedRef) bool {
 // of any owner beyond the age limit.
 func (s *MemoryStore) retain(owner string, o *memOwner) {
 	for o.terminal.len() > s.retainPerOwner {
-		s.forget(o, o.terminal.pop())
+		id := o.terminal.pop()
+		if s.aged.len() > 0 && s.aged.front().id == id {
+			s.aged.pop() // the usual case, one owner at a time: keep the age queue short
+		}
+		s.forget(o, id)
 	}
-	if s.retainFor > 0 {
-		cutoff := time.Now().Add(-s.retainFor)
+	if s.retainFor > 0 && !s.clock.IsZero() { // only commits that end tasks read the clock
+		cutoff := s.clock.Add(-s.retainFor)
 		for s.aged.len() > 0 && s.aged.front().at.Before(cutoff) {
 			r := s.aged.pop()
 			if !s.isAged(r) {

@@ -299,7 +299,7 @@ func TestMemoryStoreRetainFor(t *testing.T) {
 			t.Fatalf("at 1h o holds %v, want %v", got, want)
 		}
 		<-time.After(time.Nanosecond)
-		mustCommit(t, s, "q", Upsert(rmeta("task_q2", "q", StatusRunning)))
+		mustCommit(t, s, "q", Upsert(finished("task_q2", "q", StatusCompleted, time.Now()))) // a commit that ends a task checks ages
 		if got, want := ids(mustLoad(t, s, "o")), []string{"task_live", "task_recent"}; !reflect.DeepEqual(got, want) {
 			t.Fatalf("o holds %v, want %v", got, want)
 		}
@@ -501,8 +501,8 @@ func TestMemoryStoreRetainForCountsFromCommit(t *testing.T) {
 			t.Fatalf("after 30 min o holds %v", got)
 		}
 		<-time.After(31 * time.Minute)
-		mustCommit(t, s, "o", Upsert(rmeta("task_live2", "o", StatusRunning)))
-		if got := ids(mustLoad(t, s, "o")); !reflect.DeepEqual(got, []string{"task_live", "task_live2", "task_recent"}) {
+		mustCommit(t, s, "p", Upsert(finished("task_p", "p", StatusCompleted, time.Now()))) // a commit that ends a task checks ages
+		if got := ids(mustLoad(t, s, "o")); !reflect.DeepEqual(got, []string{"task_live", "task_recent"}) {
 			t.Fatalf("after 61 min o holds %v", got)
 		}
 	})

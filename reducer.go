@@ -183,17 +183,20 @@ func mergeUpsert(cur, u *TaskMeta) bool {
 		u.Status.rank() < cur.Status.rank() {
 		return false
 	}
-	typ, name, parent, detached := cur.Type, cur.Name, cur.Parent, cur.Detached
-	created, started, finished := cur.CreatedAt, cur.StartedAt, cur.FinishedAt
-	*cur = *u
+	// Identity fields (Owner, Type, Name, Parent, Detached) are not copied:
+	// they are set once, at insert. Assigning field by field keeps this
+	// frame small; it runs on every task's goroutine.
+	cur.Description, cur.Status, cur.Error, cur.Stack = u.Description, u.Status, u.Error, u.Stack
 	cur.Result = cloneRaw(u.Result)
-	cur.Type, cur.Name, cur.Parent, cur.Detached = typ, name, parent, detached
-	cur.CreatedAt = firstSet(created, cur.CreatedAt)
-	cur.StartedAt = firstSet(started, cur.StartedAt)
-	if cur.Status.IsTerminal() {
-		cur.FinishedAt = firstSet(finished, cur.FinishedAt)
-	} else {
-		cur.FinishedAt = finished
+	cur.Instance, cur.Attempt = u.Instance, u.Attempt
+	if cur.CreatedAt.IsZero() {
+		cur.CreatedAt = u.CreatedAt
+	}
+	if cur.StartedAt.IsZero() {
+		cur.StartedAt = u.StartedAt
+	}
+	if cur.Status.IsTerminal() && cur.FinishedAt.IsZero() {
+		cur.FinishedAt = u.FinishedAt
 	}
 	return true
 }

@@ -100,8 +100,7 @@ func (m *Manager) finish(t *Task, from TaskStatus) {
 		m.reportCommitFailure(meta, commitErr)
 	}
 	m.deliverTerminal(meta)
-	m.ownerDone(t)
-	close(t.done)
+	m.ownerDone(t) // closes t.done
 }
 
 // reportCommitFailure tells the owner that the terminal record of a task
@@ -172,6 +171,9 @@ func (m *Manager) ownerDone(t *Task) {
 	owner := t.rec[0].Owner
 	m.mu.Lock()
 	t.gone = true
+	if t.done != nil {
+		close(t.done)
+	}
 	m.pruneNode(t)
 	os := m.owners[owner]
 	os.live--

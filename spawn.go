@@ -61,7 +61,6 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	cctx, stop := context.WithCancelCause(context.Background())
 	t.ctx = taskContext{Context: cctx, t: t}
 	t.stop = stop
-	t.done = make(chan struct{})
 
 	m.mu.Lock()
 	err = m.register(t)

@@ -31,7 +31,7 @@ type Task struct {
 	ctx   taskContext
 	stop  context.CancelCauseFunc
 	inbox *Inbox        // a sub-agent's own inbox; nil for a plain task
-	done  chan struct{} // closed after the terminal event was sent
+	done  chan struct{} // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
 
 	emitMu   sync.Mutex // serialises Emit with the end of the task; guards the next three
 	ended    bool       // the function has returned

@@ -18,13 +18,23 @@ func (m *Manager) Wait(ctx context.Context, id string) (TaskMeta, error) {
 func (m *Manager) wait(ctx context.Context, owner, id string) (TaskMeta, error) {
 	m.mu.Lock()
 	t := m.nodes[id] // still there until its terminal event is delivered
+	var done chan struct{}
+	if t != nil {
+		if t.done == nil {
+			t.done = make(chan struct{}) // most tasks are never waited for
+			if t.gone {
+				close(t.done)
+			}
+		}
+		done = t.done
+	}
 	m.mu.Unlock()
 	if t != nil {
 		if owner != "" && t.rec[0].Owner != owner {
 			return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		select {
-		case <-t.done:
+		case <-done:
 			return cloneMeta(t.rec[0]), nil
 		case <-ctx.Done():
 			return TaskMeta{}, ctx.Err()
