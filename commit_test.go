@@ -94,7 +94,7 @@ func TestCommitRetryOfTerminalRecord(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				st := newFailingStore()
-				m := limNew(t, WithStore(st), WithCommitRetry(3, 10*time.Millisecond))
+				m := mtNew(t, WithStore(st), WithCommitRetry(3, 10*time.Millisecond))
 				st.failTerminal(tc.fails)
 				var returned time.Time
 				id := limSpawn(t, m, "a", func(ctx context.Context, tk *Task) (any, error) {
@@ -167,7 +167,7 @@ func TestCommitRetryOfTerminalRecord(t *testing.T) {
 				if nodes != 0 || owners != 0 {
 					t.Fatalf("after the task ended: %d nodes, %d owners, want 0 and 0", nodes, owners)
 				}
-				limShutdown(t, m)
+				mtShutdown(t, m)
 			})
 		})
 	}
@@ -194,7 +194,7 @@ func TestCommitFailedEventCarriesStatus(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				st := newFailingStore()
-				m := limNew(t, WithStore(st), WithCommitRetry(2, time.Second))
+				m := mtNew(t, WithStore(st), WithCommitRetry(2, time.Second))
 				st.failTerminal(-1)
 				id := limSpawn(t, m, "a", tc.fn)
 				if tc.cancel {
@@ -220,7 +220,7 @@ func TestCommitFailedEventCarriesStatus(t *testing.T) {
 				if evs[1].Kind != tc.kind || evs[1].Error != tc.errText {
 					t.Fatalf("second event %+v, want %s %q", evs[1], tc.kind, tc.errText)
 				}
-				limShutdown(t, m)
+				mtShutdown(t, m)
 			})
 		})
 	}
@@ -244,7 +244,7 @@ func TestCommitSpawnFailure(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				st := newFailingStore()
-				m := limNew(t, WithStore(st), WithMaxConcurrent(1), WithQueueWhenFull())
+				m := mtNew(t, WithStore(st), WithMaxConcurrent(1), WithQueueWhenFull())
 				o := m.Owner("a")
 				var log startLog
 				var blocker string
@@ -316,7 +316,7 @@ func TestCommitSpawnFailure(t *testing.T) {
 				if got, want := log.get(), append(wantLog, "job2"); !slices.Equal(got, want) {
 					t.Fatalf("started %v, want %v", got, want)
 				}
-				limShutdown(t, m)
+				mtShutdown(t, m)
 			})
 		})
 	}
@@ -328,7 +328,7 @@ func TestCommitStartFailure(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		st := newFailingStore()
-		m := limNew(t, WithStore(st), WithMaxConcurrent(1), WithQueueWhenFull(), WithCommitRetry(2, 5*time.Millisecond))
+		m := mtNew(t, WithStore(st), WithMaxConcurrent(1), WithQueueWhenFull(), WithCommitRetry(2, 5*time.Millisecond))
 		var log startLog
 		rel0, rel1, rel2 := gate(t), gate(t), gate(t)
 		id0 := limSpawn(t, m, "a", gated(&log, "r0", rel0))
@@ -356,7 +356,7 @@ func TestCommitStartFailure(t *testing.T) {
 		if got := limDrain(t, m, "a"); !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
-		limShutdown(t, m)
+		mtShutdown(t, m)
 	})
 }
 
@@ -394,7 +394,7 @@ func TestCommitWaitReturnsAfterTerminalEvent(t *testing.T) {
 			entered: make(chan struct{}),
 			resume:  make(chan struct{}),
 		}
-		m := limNew(t, WithLogger(slog.New(h)))
+		m := mtNew(t, WithLogger(slog.New(h)))
 		o := m.Owner("a")
 		proceed := make(chan struct{})
 		id, err := o.SpawnAgent(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
@@ -426,7 +426,7 @@ func TestCommitWaitReturnsAfterTerminalEvent(t *testing.T) {
 		if got, want := limDrain(t, m, "a"), []kindID{{EventCompleted, id}}; !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
-		limShutdown(t, m)
+		mtShutdown(t, m)
 	})
 	if bug != "" {
 		t.Fatal(bug)

@@ -41,19 +41,6 @@ func gated(log *startLog, name string, release <-chan struct{}) Func {
 	}
 }
 
-// limNew makes a Manager or fails the test. If the test fails half way, a
-// cleanup shuts it down (after the cleanups of gates made later have
-// released their tasks), so a bubble does not end with blocked goroutines.
-func limNew(t *testing.T, opts ...Option) *Manager {
-	t.Helper()
-	m, err := New(opts...)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
-	return m
-}
-
 // gate returns a channel that the test closes to release a task; a cleanup
 // closes it if the test did not (after a failure).
 func gate(t *testing.T) chan struct{} {
@@ -74,14 +61,6 @@ func sortedPrefix(names []string, n int) []string {
 	names = slices.Clone(names)
 	slices.Sort(names[:min(n, len(names))])
 	return names
-}
-
-// limShutdown shuts m down and fails the test unless it returns nil.
-func limShutdown(t *testing.T, m *Manager) {
-	t.Helper()
-	if err := m.Shutdown(context.Background()); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
 }
 
 // limSpawn spawns fn for owner or fails the test.
@@ -173,7 +152,7 @@ func TestLimitRefusesWhenFullWithoutQueue(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				m := limNew(t, tc.opt)
+				m := mtNew(t, tc.opt)
 				var log startLog
 				rel0, rel1 := gate(t), gate(t)
 				id0 := limSpawn(t, m, "a", gated(&log, "w0", rel0))
@@ -248,7 +227,7 @@ func TestLimitRefusesWhenFullWithoutQueue(t *testing.T) {
 				close(relX)
 				limWait(t, m, id1, StatusCompleted)
 				limWait(t, m, idX, StatusCompleted)
-				limShutdown(t, m)
+				mtShutdown(t, m)
 				if ran {
 					t.Fatal("a refused task's function ran")
 				}
@@ -260,7 +239,7 @@ func TestLimitRefusesWhenFullWithoutQueue(t *testing.T) {
 func TestLimitQueueStartsInFIFOOrder(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := limNew(t, WithMaxConcurrent(1), WithQueueWhenFull())
+		m := mtNew(t, WithMaxConcurrent(1), WithQueueWhenFull())
 		var log startLog
 		names := []string{"q0", "q1", "q2", "q3", "q4"}
 		rel := make([]chan struct{}, len(names))
@@ -307,7 +286,7 @@ func TestLimitQueueStartsInFIFOOrder(t *testing.T) {
 				}
 			}
 		}
-		limShutdown(t, m)
+		mtShutdown(t, m)
 	})
 }
 
@@ -327,7 +306,7 @@ func TestLimitQueuedTaskCancelled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				m := limNew(t, WithMaxConcurrent(1), WithQueueWhenFull())
+				m := mtNew(t, WithMaxConcurrent(1), WithQueueWhenFull())
 				var log startLog
 				rel0, rel1, rel2 := gate(t), gate(t), gate(t)
 				id0 := limSpawn(t, m, "a", gated(&log, "r0", rel0))
@@ -364,7 +343,7 @@ func TestLimitQueuedTaskCancelled(t *testing.T) {
 				close(rel1)
 				close(rel2)
 				limWait(t, m, id2, StatusCompleted)
-				limShutdown(t, m)
+				mtShutdown(t, m)
 				if got := log.get(); slices.Contains(got, "q1") {
 					t.Fatalf("started %v: the cancelled queued task ran", got)
 				}
@@ -376,7 +355,7 @@ func TestLimitQueuedTaskCancelled(t *testing.T) {
 func TestLimitPerOwnerDoesNotBlockOtherOwners(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := limNew(t, WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
+		m := mtNew(t, WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
 		var log startLog
 		relA0, relA1, relB0 := gate(t), gate(t), gate(t)
 		a0 := limSpawn(t, m, "a", gated(&log, "a0", relA0))
@@ -405,7 +384,7 @@ func TestLimitPerOwnerDoesNotBlockOtherOwners(t *testing.T) {
 		}
 		close(relA1)
 		limWait(t, m, a1, StatusCompleted)
-		limShutdown(t, m)
+		mtShutdown(t, m)
 	})
 }
 
@@ -414,7 +393,7 @@ func TestLimitPerOwnerDoesNotBlockOtherOwners(t *testing.T) {
 func TestLimitQueueSkipsOwnerAtLimit(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := limNew(t, WithMaxConcurrent(2), WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
+		m := mtNew(t, WithMaxConcurrent(2), WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
 		var log startLog
 		rel := map[string]chan struct{}{}
 		ids := map[string]string{}
@@ -454,7 +433,7 @@ func TestLimitQueueSkipsOwnerAtLimit(t *testing.T) {
 		close(rel["b2"])
 		limWait(t, m, ids["a2"], StatusCompleted)
 		limWait(t, m, ids["b2"], StatusCompleted)
-		limShutdown(t, m)
+		mtShutdown(t, m)
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.running != 0 || len(m.queue) != 0 {
@@ -466,7 +445,7 @@ func TestLimitQueueSkipsOwnerAtLimit(t *testing.T) {
 func TestLimitShutdownCancelsQueued(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := limNew(t, WithMaxConcurrent(1), WithQueueWhenFull())
+		m := mtNew(t, WithMaxConcurrent(1), WithQueueWhenFull())
 		var log startLog
 		running := limSpawn(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
 			log.add("r")
@@ -479,7 +458,7 @@ func TestLimitShutdownCancelsQueued(t *testing.T) {
 		synctest.Wait()
 
 		start := time.Now()
-		limShutdown(t, m)
+		mtShutdown(t, m)
 		if d := time.Since(start); d != 0 {
 			t.Fatalf("Shutdown took %v of fake time, want 0", d)
 		}
@@ -511,7 +490,7 @@ func TestLimitShutdownCancelsQueued(t *testing.T) {
 func TestLimitPanickingTaskFreesSlot(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := limNew(t, WithMaxConcurrent(1), WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
+		m := mtNew(t, WithMaxConcurrent(1), WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
 		var log startLog
 		boom := gate(t)
 		p := limSpawn(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
@@ -542,7 +521,7 @@ func TestLimitPanickingTaskFreesSlot(t *testing.T) {
 		if got, want := limDrain(t, m, "a"), []kindID{{EventFailed, p}, {EventCompleted, q}}; !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
-		limShutdown(t, m)
+		mtShutdown(t, m)
 	})
 }
 

@@ -61,7 +61,7 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 		total = 100_000 // the race detector makes a task ~5x dearer; stay near 5s
 	}
 	store := NewMemoryStore(RetainPerOwner(100))
-	m := limNew(t, WithStore(store))
+	m := mtNew(t, WithStore(store))
 	o := m.Owner("a")
 	ib, err := o.Inbox()
 	if err != nil {
@@ -130,7 +130,7 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 			t.Fatalf("kept %s (%q), want only completed tasks of the last batch", id, meta.Status)
 		}
 	}
-	limShutdown(t, m)
+	mtShutdown(t, m)
 	if got := readInternals(m, store); got.nodes+got.owners+got.runs+got.active+got.running != 0 {
 		t.Fatalf("after Shutdown: %+v", got)
 	}
@@ -144,7 +144,7 @@ func TestMemoryCancelledRunsKept(t *testing.T) {
 		t.Run(fmt.Sprint("kept=", kept), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				m := limNew(t, WithCancelledRunsKept(kept))
+				m := mtNew(t, WithCancelledRunsKept(kept))
 				o := m.Owner("a")
 				const runs = 20
 				runCtx := func(i int) context.Context {
@@ -192,7 +192,7 @@ func TestMemoryCancelledRunsKept(t *testing.T) {
 					}
 					limWait(t, m, id, StatusCompleted)
 				}
-				limShutdown(t, m)
+				mtShutdown(t, m)
 				if in := readInternals(m, nil); in.runs != kept || in.nodes != 0 {
 					t.Fatalf("after Shutdown: %+v", in)
 				}
@@ -351,7 +351,7 @@ func TestMemoryRetentionThroughManager(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		store := NewMemoryStore(RetainFor(time.Hour), RetainPerOwner(2))
-		m := limNew(t, WithStore(store))
+		m := mtNew(t, WithStore(store))
 		long := limSpawn(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
@@ -395,7 +395,7 @@ func TestMemoryRetentionThroughManager(t *testing.T) {
 		if !slices.Equal(listed, []string{long}) {
 			t.Fatalf("List(a) = %v, want only the running task %s", listed, long)
 		}
-		limShutdown(t, m)
+		mtShutdown(t, m)
 	})
 }
 

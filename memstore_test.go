@@ -359,7 +359,7 @@ func TestMemoryStoreConcurrentCommitters(t *testing.T) {
 	for r := range 2 {
 		rwg.Go(func() {
 			seen := map[string]TaskMeta{} // terminal records seen
-			for range 300 { // bounded, so readers do not starve the writers on 2 cores
+			for range 300 {               // bounded, so readers do not starve the writers on 2 cores
 				select {
 				case <-stop:
 					return

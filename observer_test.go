@@ -71,7 +71,7 @@ func TestObserverTransitions(t *testing.T) {
 				store := NewMemoryStore()
 				log := newTransitionLog()
 				log.store = store
-				m := limNew(t, WithStore(store), WithObserver(log.observe), WithMaxConcurrent(1), WithQueueWhenFull())
+				m := mtNew(t, WithStore(store), WithObserver(log.observe), WithMaxConcurrent(1), WithQueueWhenFull())
 				var blocker string
 				release := gate(t)
 				if tc.queued {
@@ -101,7 +101,7 @@ func TestObserverTransitions(t *testing.T) {
 				if len(bad) > 0 {
 					t.Fatalf("observer saw: %v", bad)
 				}
-				limShutdown(t, m)
+				mtShutdown(t, m)
 			})
 		})
 	}
@@ -115,7 +115,7 @@ func TestObserverPanicIsIsolatedAndLogged(t *testing.T) {
 		h := &captureHandler{}
 		calls := 0
 		var mu sync.Mutex
-		m := limNew(t, WithLogger(slog.New(h)), WithMaxConcurrent(1), WithQueueWhenFull(),
+		m := mtNew(t, WithLogger(slog.New(h)), WithMaxConcurrent(1), WithQueueWhenFull(),
 			WithObserver(func(tr Transition) {
 				mu.Lock()
 				calls++
@@ -139,7 +139,7 @@ func TestObserverPanicIsIsolatedAndLogged(t *testing.T) {
 		if got := limDrain(t, m, "a"); !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
-		limShutdown(t, m)
+		mtShutdown(t, m)
 
 		// first: ""->running, running->completed; second: ""->queued,
 		// queued->running, running->completed.
@@ -171,13 +171,13 @@ func TestLoggerRecordsFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &captureHandler{}
 		st := newFailingStore()
-		m := limNew(t, WithLogger(slog.New(h)), WithStore(st), WithCommitRetry(2, time.Millisecond))
+		m := mtNew(t, WithLogger(slog.New(h)), WithStore(st), WithCommitRetry(2, time.Millisecond))
 		p := limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { panic("task boom") })
 		limWait(t, m, p, StatusFailed)
 		st.failTerminal(-1)
 		c := limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { return nil, nil })
 		limWait(t, m, c, StatusCompleted)
-		limShutdown(t, m)
+		mtShutdown(t, m)
 
 		panics := h.find(slog.LevelError, "bgtask: task panicked")
 		if len(panics) != 1 || panics[0].Attrs["task_id"] != p || panics[0].Attrs["panic"] != "task boom" {

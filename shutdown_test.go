@@ -18,7 +18,7 @@ import (
 func TestShutdownCancelsTasksWithCause(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := limNew(t)
+		m := mtNew(t)
 		tests := []struct {
 			name    string
 			ret     func(ctx context.Context) (any, error)
@@ -88,7 +88,7 @@ func TestShutdownCancelsTasksWithCause(t *testing.T) {
 func TestShutdownRefusesSpawnsOnceBegun(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := limNew(t)
+		m := mtNew(t)
 		release := gate(t)
 		nested := make(chan error, 1)
 		id := limSpawn(t, m, "a", func(ctx context.Context, tk *Task) (any, error) {
@@ -144,7 +144,7 @@ func TestShutdownRefusesSpawnsOnceBegun(t *testing.T) {
 func TestShutdownDeadlineNamesStubbornTask(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := limNew(t)
+		m := mtNew(t)
 		release := gate(t)
 		stubborn := limSpawn(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
 			<-release // ignores ctx on purpose
@@ -204,7 +204,7 @@ func TestShutdownDeadlineNamesStubbornTask(t *testing.T) {
 func TestShutdownErrorShowsTenIDs(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := limNew(t)
+		m := mtNew(t)
 		release := gate(t)
 		var ids []string
 		for range 12 {
@@ -230,7 +230,7 @@ func TestShutdownErrorShowsTenIDs(t *testing.T) {
 			t.Fatalf("error text\n%q, want\n%q", err.Error(), want)
 		}
 		close(release)
-		limShutdown(t, m)
+		mtShutdown(t, m)
 	})
 }
 
@@ -241,7 +241,7 @@ func TestShutdownErrorCountsFinishingTasks(t *testing.T) {
 	var bug string
 	synctest.Test(t, func(t *testing.T) {
 		st := newFailingStore()
-		m := limNew(t, WithStore(st), WithCommitRetry(3, time.Minute))
+		m := mtNew(t, WithStore(st), WithCommitRetry(3, time.Minute))
 		st.failTerminal(-1)
 		returned := make(chan struct{})
 		id := limSpawn(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
@@ -284,7 +284,7 @@ func TestShutdownErrorCountsFinishingTasks(t *testing.T) {
 func TestShutdownClosedManager(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := limNew(t)
+		m := mtNew(t)
 		o := m.Owner("a")
 		done := limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { return 1, nil })
 		limWait(t, m, done, StatusCompleted)
@@ -295,7 +295,7 @@ func TestShutdownClosedManager(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		limShutdown(t, m)
+		mtShutdown(t, m)
 
 		fn := func(context.Context, *Task) (any, error) { return nil, nil }
 		msg := Message{From: "a", Content: "hi"}
@@ -365,7 +365,7 @@ func TestShutdownClosedManager(t *testing.T) {
 func TestShutdownConcurrentCalls(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := limNew(t)
+		m := mtNew(t)
 		var ids []string
 		for i := range 5 {
 			ids = append(ids, limSpawn(t, m, fmt.Sprint("owner-", i%2), func(ctx context.Context, _ *Task) (any, error) {
@@ -404,10 +404,10 @@ func TestShutdownStoppedManagerWithDoneContext(t *testing.T) {
 	t.Parallel()
 	var bug string
 	synctest.Test(t, func(t *testing.T) {
-		m := limNew(t)
+		m := mtNew(t)
 		id := limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { return nil, nil })
 		limWait(t, m, id, StatusCompleted)
-		limShutdown(t, m)
+		mtShutdown(t, m)
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		bad := 0
@@ -433,7 +433,7 @@ func TestShutdownStoppedManagerWithDoneContext(t *testing.T) {
 func TestShutdownRacesSpawns(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := limNew(t)
+		m := mtNew(t)
 		var (
 			mu  sync.Mutex
 			ids []string
