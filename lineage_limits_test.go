@@ -1,0 +1,93 @@
+package bgtask
+
+import (
+	"errors"
+	"testing"
+)
+
+// WithMaxDepth: a root is at depth 0, its child at 1, and so on; a spawn
+// deeper than the limit is refused and leaves nothing behind.
+func TestLineageMaxDepth(t *testing.T) {
+	m := mtNew(t, WithMaxDepth(2))
+	o := m.Owner("thread-1")
+	root, rp := mtSpawnProbe(t, t.Context(), o)
+	child, cp := mtSpawnProbe(t, rp.ctx, o)
+	grandchild, gp := mtSpawnProbe(t, cp.ctx, o)
+	for id, want := range map[string]string{child: root, grandchild: child} {
+		if got := mtGet(t, o, id).Parent.TaskID; got != want {
+			t.Fatalf("parent of %s = %s, want %s", id, got, want)
+		}
+	}
+	_, err := o.Spawn(gp.ctx, (newProbe()).fn)
+	if !errors.Is(err, ErrDepthLimit) || err.Error() != "bgtask: lineage depth limit reached: depth 3 > 2" {
+		t.Fatalf("spawn at depth 3 = %v, want ErrDepthLimit with the depths", err)
+	}
+	// Detached children are not cascaded but still count for depth.
+	if _, err := o.Spawn(gp.ctx, (newProbe()).fn, Detached()); !errors.Is(err, ErrDepthLimit) {
+		t.Fatalf("detached spawn at depth 3 = %v, want ErrDepthLimit", err)
+	}
+	if n := len(mtList(t, o)); n != 3 {
+		t.Fatalf("owner has %d tasks, want the 3 accepted ones", n)
+	}
+	if n, err := m.CancelTree(t.Context(), root); n != 3 || err != nil {
+		t.Fatalf("CancelTree = %d, %v; want 3", n, err)
+	}
+	mtShutdown(t, m)
+}
+
+// WithMaxChildren counts live attached children of one parent: the next one
+// is refused until a child ends; detached children and other parents are
+// not counted.
+func TestLineageMaxChildren(t *testing.T) {
+	m := mtNew(t, WithMaxChildren(2))
+	o := m.Owner("thread-1")
+	_, rp := mtSpawnProbe(t, t.Context(), o)
+	_, other := mtSpawnProbe(t, t.Context(), o)
+	first, fp := mtSpawnProbe(t, rp.ctx, o)
+	mtSpawnProbe(t, rp.ctx, o)
+	_, err := o.Spawn(rp.ctx, (newProbe()).fn)
+	if !errors.Is(err, ErrFanOutLimit) {
+		t.Fatalf("third child = %v, want ErrFanOutLimit", err)
+	}
+	if _, err := o.Spawn(rp.ctx, (newProbe()).fn, Detached()); err != nil {
+		t.Fatalf("detached third child = %v, want accepted", err)
+	}
+	if _, err := o.Spawn(other.ctx, (newProbe()).fn); err != nil {
+		t.Fatalf("child of another parent = %v, want accepted", err)
+	}
+	close(fp.release)
+	mtWait(t, o, first)
+	if _, err := o.Spawn(rp.ctx, (newProbe()).fn); err != nil {
+		t.Fatalf("child after one ended = %v, want accepted", err)
+	}
+	mtShutdown(t, m)
+}
+
+// Limits must not be negative: New reports which option is wrong.
+func TestLimitOptionsAreValidated(t *testing.T) {
+	for _, tc := range []struct {
+		opt  Option
+		want string
+	}{
+		{WithMaxDepth(-1), "bgtask: WithMaxDepth(-1): negative limit"},
+		{WithMaxChildren(-2), "bgtask: WithMaxChildren(-2): negative limit"},
+		{WithCancelledRunsKept(-1), "bgtask: WithCancelledRunsKept(-1): negative count"},
+		{WithCommitRetry(0, 0), "bgtask: WithCommitRetry(0, 0s): need attempts >= 1 and backoff >= 0"},
+		{WithStore(nil), "bgtask: WithStore: nil store"},
+		{WithInstance(""), "bgtask: WithInstance: empty id"},
+	} {
+		if m, err := New(tc.opt); m != nil || err == nil || err.Error() != tc.want {
+			t.Errorf("New = %v, %v; want nil, %q", m, err, tc.want)
+		}
+	}
+}
+
+// mtGet reads one of o's tasks and fails the test on error.
+func mtGet(t testing.TB, o Owner, id string) TaskMeta {
+	t.Helper()
+	meta, err := o.Get(t.Context(), id)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", id, err)
+	}
+	return meta
+}
