@@ -10,7 +10,7 @@ import (
 
 // run is a task's goroutine: promote from queued if needed, call the
 // function, record the outcome, notify the owner, free everything. The
-// outcome is written into t.meta in place: only this goroutine writes those
+// outcome is written into t.rec[0] in place: only this goroutine writes those
 // fields, and readers wait for t.done. Nothing large is copied on the way,
 // so the goroutine's small first stack rarely has to grow.
 func (m *Manager) run(t *Task) {
@@ -42,7 +42,7 @@ func (m *Manager) run(t *Task) {
 	m.call(t)
 }
 
-// call runs the function and records its outcome in t.meta, recovering a
+// call runs the function and records its outcome in t.rec[0], recovering a
 // panic.
 func (m *Manager) call(t *Task) {
 	meta := &t.rec[0]

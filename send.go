@@ -1,0 +1,56 @@
+package bgtask
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// Send delivers a message to a live sub-agent on behalf of owner, the agent
+// that claims to own it. Errors, in the order they are checked: ErrClosed,
+// ErrInvalidOwner, ErrNotFound, ErrNotOwner, ErrTerminal (a *StatusError),
+// ErrNotSubAgent, ErrInboxClosed. Owner.Send is the same call as seen by one
+// owner, which reports another owner's task as not found.
+func (m *Manager) Send(ctx context.Context, owner, id string, msg Message) error {
+	return m.send(ctx, owner, id, msg)
+}
+
+func (m *Manager) send(ctx context.Context, owner, id string, msg Message) error {
+	switch {
+	case m.closed.Load():
+		return ErrClosed
+	case !validOwner(owner):
+		return ErrInvalidOwner
+	}
+	m.mu.Lock()
+	t := m.nodes[id]
+	if t != nil && !t.live {
+		t = nil
+	}
+	m.mu.Unlock()
+	if t == nil {
+		meta, err := m.store.Get(ctx, id)
+		switch {
+		case err != nil:
+			return err
+		case meta.Owner != owner:
+			return ErrNotOwner
+		case meta.Status.IsTerminal():
+			return &StatusError{TaskID: id, Status: meta.Status}
+		case meta.Type != TypeSubAgent:
+			return fmt.Errorf("%w: %s", ErrNotSubAgent, id)
+		}
+		return fmt.Errorf("%w: %s is not running in this manager", ErrInboxClosed, id)
+	}
+	switch {
+	case t.rec[0].Owner != owner:
+		return ErrNotOwner
+	case t.inbox == nil:
+		return fmt.Errorf("%w: %s", ErrNotSubAgent, id)
+	}
+	payload, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	return t.inbox.Send(Event{Kind: EventCustom, TaskID: id, EventType: EventTypeMessage, Payload: payload})
+}
