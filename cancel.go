@@ -35,7 +35,7 @@ func (m *Manager) cancelTask(ctx context.Context, owner, id string, tree bool) (
 	)
 	m.mu.Lock()
 	t := m.nodes[id]
-	if t != nil && (owner == "" || t.rec[0].Owner == owner) {
+	if t != nil && (owner == "" || t.rec.Owner == owner) {
 		if tree {
 			n, starts = m.cancelSubtree(t, ErrCancelled, ErrParentCancelled, nil)
 		} else {
@@ -48,7 +48,7 @@ func (m *Manager) cancelTask(ctx context.Context, owner, id string, tree bool) (
 	m.mu.Unlock()
 	m.startAll(starts)
 	if t != nil {
-		if owner != "" && t.rec[0].Owner != owner {
+		if owner != "" && t.rec.Owner != owner {
 			return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		return n, nil

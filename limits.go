@@ -27,7 +27,7 @@ func (m *Manager) admit(t *Task, os *ownerState) error {
 		if m.cfg.maxRunning > 0 && m.running >= m.cfg.maxRunning {
 			return fmt.Errorf("%w: %d tasks running (WithMaxConcurrent)", ErrLimit, m.running)
 		}
-		return fmt.Errorf("%w: owner %q has %d tasks running (WithMaxConcurrentPerOwner)", ErrLimit, t.rec[0].Owner, os.running)
+		return fmt.Errorf("%w: owner %q has %d tasks running (WithMaxConcurrentPerOwner)", ErrLimit, t.rec.Owner, os.running)
 	}
 	m.queue = append(m.queue, t)
 	return nil
@@ -48,7 +48,7 @@ func (m *Manager) release(t *Task, os *ownerState, starts []*Task) []*Task {
 	}
 	kept := m.queue[:0]
 	for _, q := range m.queue {
-		qos := m.owners[q.rec[0].Owner]
+		qos := m.owners[q.rec.Owner]
 		if !m.hasSlot(qos) {
 			kept = append(kept, q)
 			continue

@@ -37,9 +37,9 @@ func checkName(name string) error {
 func (m *Manager) lineage(ctx context.Context, p Parent) Parent {
 	if p.TaskID == "" {
 		if t, ok := TaskFromContext(ctx); ok && t.m == m {
-			p.TaskID = t.rec[0].ID
+			p.TaskID = t.rec.ID
 			if p.RunID == "" {
-				p.RunID = t.rec[0].Parent.RunID
+				p.RunID = t.rec.Parent.RunID
 			}
 		}
 	}

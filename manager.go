@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Manager runs background tasks for agents and keeps their metadata in a
@@ -23,6 +22,7 @@ import (
 type Manager struct {
 	cfg      config
 	store    Store
+	mem      *MemoryStore // store, when it is exactly a MemoryStore: records are shared (record.go)
 	log      *slog.Logger
 	closed   atomic.Bool
 	wg       sync.WaitGroup // every task goroutine
@@ -80,9 +80,11 @@ func New(opts ...Option) (*Manager, error) {
 	if cfg.instance == "" {
 		cfg.instance = "inst_" + newTaskID()[len(IDPrefix):]
 	}
+	mem, _ := cfg.store.(*MemoryStore)
 	return &Manager{
 		cfg:     cfg,
 		store:   cfg.store,
+		mem:     mem,
 		log:     cfg.logger,
 		nodes:   make(map[string]*Task),
 		owners:  make(map[string]*ownerState),
@@ -226,25 +228,6 @@ func (m *Manager) notifySlow(from TaskStatus, meta *TaskMeta) {
 		}
 	}()
 	m.cfg.observer(Transition{From: from, To: meta.Status, Task: cloneMeta(*meta)})
-}
-
-// commitRetry commits t's record, retrying with doubling backoff. The
-// action shares t.rec: stores copy what they keep, so nothing is allocated.
-func (m *Manager) commitRetry(t *Task) error {
-	var err error
-	meta := &t.rec[0]
-	backoff := m.cfg.commitBackoff
-	for attempt := range m.cfg.commitAttempts {
-		if attempt > 0 {
-			time.Sleep(backoff)
-			backoff *= 2
-		}
-		if err = m.store.Commit(context.Background(), meta.Owner, Action{Op: OpUpsert, Tasks: t.rec[:]}); err == nil {
-			return nil
-		}
-		m.logCommitFailure(meta, attempt, err)
-	}
-	return err
 }
 
 //go:noinline

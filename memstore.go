@@ -1,6 +1,7 @@
 package bgtask
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -123,7 +124,7 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 	}
 	for _, a := range actions {
 		if a.Op == OpUpsert {
-			s.upsert(o, &a.Tasks[0])
+			s.upsert(o, &a.Tasks[0], nil)
 		} else {
 			s.applySlow(owner, o, a)
 		}
@@ -136,16 +137,53 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 	return nil
 }
 
-// upsert is the hot path: one record, changed in place.
-func (s *MemoryStore) upsert(o *memOwner, u *TaskMeta) {
+// commitOne is Commit of one upsert without the Action around it: the
+// Manager's path. A new record is kept as own, when given (own == u),
+// rather than a copy; the caller then reads it only through read, or its
+// identity fields, which never change. u itself is not kept, so it may live
+// on the caller's stack.
+func (s *MemoryStore) commitOne(ctx context.Context, u, own *TaskMeta) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := u.validate(); err != nil {
+		return wrapInvalid(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.owners[u.Owner]
+	if o == nil {
+		o = &memOwner{tasks: make(map[string]*TaskMeta)}
+		s.owners[u.Owner] = o
+	}
+	s.upsert(o, u, own)
+	s.retain(u.Owner, o)
+	s.clock = time.Time{}
+	return nil
+}
+
+// read copies a record kept by commitOne into dst, under the lock.
+func (s *MemoryStore) read(rec, dst *TaskMeta) {
+	s.mu.RLock()
+	*dst = *rec
+	s.mu.RUnlock()
+}
+
+// upsert is the hot path: one record, changed in place. A new record is own
+// when given, else a copy of u.
+func (s *MemoryStore) upsert(o *memOwner, u, own *TaskMeta) {
 	cur := o.tasks[u.ID]
 	if cur == nil {
 		if s.byID[u.ID] != nil {
 			return // the id belongs to another owner: never move it
 		}
-		cur = new(TaskMeta)
-		*cur = *u
-		cur.Result = cloneRaw(u.Result)
+		if own != nil {
+			cur = own
+		} else {
+			cur = new(TaskMeta)
+			*cur = *u
+			cur.Result = cloneRaw(u.Result)
+		}
 		o.tasks[u.ID] = cur
 		s.byID[u.ID] = cur
 	} else if cur.Status.IsTerminal() || !mergeUpsert(cur, u) {
@@ -179,8 +217,7 @@ func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
 			continue
 		}
 		wasTerminal := old.Status.IsTerminal()
-		*old = next
-		if !wasTerminal {
+		if setMutable(old, &next) && !wasTerminal {
 			s.queueIfTerminal(o, old)
 		}
 	}
@@ -260,4 +297,20 @@ func (s *MemoryStore) compactAged() {
 	if s.aged.len() >= 64 && s.aged.len() > 2*len(s.byID) {
 		s.aged.filter(s.isAged)
 	}
+}
+
+// setMutable writes into cur the fields of next that the reducer may change,
+// if any differs, and reports whether it wrote. Identity fields are never
+// written: a Manager reads them without the store's lock.
+func setMutable(cur, next *TaskMeta) bool {
+	if cur.Description == next.Description && cur.Status == next.Status && cur.Error == next.Error &&
+		cur.Stack == next.Stack && bytes.Equal(cur.Result, next.Result) && cur.Instance == next.Instance &&
+		cur.Attempt == next.Attempt && cur.CreatedAt.Equal(next.CreatedAt) &&
+		cur.StartedAt.Equal(next.StartedAt) && cur.FinishedAt.Equal(next.FinishedAt) {
+		return false
+	}
+	cur.Description, cur.Status, cur.Error, cur.Stack = next.Description, next.Status, next.Error, next.Stack
+	cur.Result, cur.Instance, cur.Attempt = next.Result, next.Instance, next.Attempt
+	cur.CreatedAt, cur.StartedAt, cur.FinishedAt = next.CreatedAt, next.StartedAt, next.FinishedAt
+	return true
 }

@@ -2,55 +2,76 @@ package bgtask
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
 )
 
+// outcome is what a task's function came to, before it is recorded.
+type outcome struct {
+	status     TaskStatus
+	err, stack string
+	result     json.RawMessage
+}
+
 // run is a task's goroutine: promote from queued if needed, call the
-// function, record the outcome, notify the owner, free everything. The
-// outcome is written into t.rec[0] in place: only this goroutine writes those
-// fields, and readers wait for t.done. Nothing large is copied on the way,
-// so the goroutine's small first stack rarely has to grow.
+// function, record the outcome, notify the owner, free everything. Nothing
+// large is kept in its frame while the function runs, so a parked task keeps
+// the small first stack of a goroutine.
 func (m *Manager) run(t *Task) {
 	m.mu.Lock()
 	admitted := t.admitted
 	m.mu.Unlock()
 
-	from := t.rec[0].Status
+	out := outcome{status: StatusFailed, err: "bgtask: task function called runtime.Goexit"}
 	defer func() {
 		// Deferred so that a function calling runtime.Goexit still ends.
-		m.finish(t, from)
+		m.finish(t, &out)
 		m.exit()
 	}()
-	meta := &t.rec[0]
 	if !admitted { // cancelled while queued: the function never runs
-		meta.Status, meta.Error = StatusCancelled, context.Cause(&t.ctx).Error()
+		out = outcome{status: StatusCancelled, err: context.Cause(&t.ctx).Error()}
 		return
 	}
-	if meta.Status == StatusQueued {
-		meta.Status, meta.StartedAt = StatusRunning, now()
-		if err := m.commitRetry(t); err != nil {
-			meta.Status, meta.StartedAt, meta.Error = StatusFailed, time.Time{}, fmt.Sprintf("bgtask: could not record the start: %v", err)
-			return
-		}
-		m.notify(StatusQueued, meta)
-		from = StatusRunning
+	if err := m.promote(t); err != nil {
+		out = outcome{status: StatusFailed, err: fmt.Sprintf("bgtask: could not record the start: %v", err)}
+		return
 	}
-	meta.Status, meta.Error = StatusFailed, "bgtask: task function called runtime.Goexit"
-	m.call(t)
+	m.call(t, &out)
 }
 
-// call runs the function and records its outcome in t.rec[0], recovering a
+// promote records a task admitted from the queue as running. Out of line so
+// that its copy of the record is not on the stack while the function runs.
+//
+//go:noinline
+func (m *Manager) promote(t *Task) error {
+	var u TaskMeta
+	m.readRecord(t, &u)
+	if u.Status != StatusQueued {
+		return nil
+	}
+	u.Status, u.StartedAt = StatusRunning, now()
+	if err := m.commitUpdate(t, &u); err != nil {
+		if m.mem == nil {
+			u.Status, u.StartedAt = StatusQueued, time.Time{} // not started after all
+			setMutable(t.rec, &u)
+		}
+		return err
+	}
+	m.notify(StatusQueued, &u)
+	return nil
+}
+
+// call runs the function and sets out from what it returned, recovering a
 // panic.
-func (m *Manager) call(t *Task) {
-	meta := &t.rec[0]
+func (m *Manager) call(t *Task, out *outcome) {
 	defer func() {
 		if r := recover(); r != nil {
-			meta.Status, meta.Error, meta.Stack = StatusFailed, fmt.Sprintf("panic: %v", r), string(debug.Stack())
+			*out = outcome{status: StatusFailed, err: fmt.Sprintf("panic: %v", r), stack: string(debug.Stack())}
 			m.counters.panicked.Add(1)
-			m.log.Error("bgtask: task panicked", "task_id", meta.ID, "panic", r)
+			m.log.Error("bgtask: task panicked", "task_id", t.rec.ID, "panic", r)
 		}
 	}()
 	v, err := t.fn(&t.ctx, t)
@@ -58,14 +79,14 @@ func (m *Manager) call(t *Task) {
 	case err == nil:
 		res, encErr := encodeJSON(v)
 		if encErr != nil {
-			meta.Status, meta.Error = StatusFailed, fmt.Sprintf("bgtask: result is not JSON-encodable: %v", encErr)
+			*out = outcome{status: StatusFailed, err: fmt.Sprintf("bgtask: result is not JSON-encodable: %v", encErr)}
 			return
 		}
-		meta.Status, meta.Error, meta.Result = StatusCompleted, "", res
+		*out = outcome{status: StatusCompleted, result: res}
 	case t.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.Cause(&t.ctx))):
-		meta.Status, meta.Error = StatusCancelled, context.Cause(&t.ctx).Error()
+		*out = outcome{status: StatusCancelled, err: context.Cause(&t.ctx).Error()}
 	default:
-		meta.Status, meta.Error = StatusFailed, err.Error()
+		*out = outcome{status: StatusFailed, err: err.Error()}
 	}
 }
 
@@ -73,11 +94,9 @@ func (m *Manager) call(t *Task) {
 // the owner (commit, then notify: whoever reads the event can Get the final
 // record). If the commit keeps failing, the owner gets EventCommitFailed
 // before the terminal event, so no record stays silently running.
-func (m *Manager) finish(t *Task, from TaskStatus) {
+func (m *Manager) finish(t *Task, out *outcome) {
 	growStack()
 	t.returned.Store(true)
-	meta := &t.rec[0]
-	meta.FinishedAt = now()
 	t.emitMu.Lock()
 	t.ended = true
 	t.emitMu.Unlock()
@@ -85,11 +104,15 @@ func (m *Manager) finish(t *Task, from TaskStatus) {
 		t.inbox.Close() // nobody reads it any more: later sends fail with ErrInboxClosed
 	}
 
-	commitErr := m.commitRetry(t)
+	var u TaskMeta
+	m.readRecord(t, &u)
+	from := u.Status
+	u.Status, u.Error, u.Stack, u.Result, u.FinishedAt = out.status, out.err, out.stack, out.result, now()
+	commitErr := m.commitUpdate(t, &u)
 	if commitErr == nil {
-		m.notify(from, meta)
+		m.notify(from, &u)
 	}
-	m.counters.countEnd(meta.Status)
+	m.counters.countEnd(u.Status)
 
 	m.mu.Lock()
 	starts := m.unregister(t)
@@ -97,9 +120,9 @@ func (m *Manager) finish(t *Task, from TaskStatus) {
 	m.startAll(starts)
 	t.stop(nil)
 	if commitErr != nil {
-		m.reportCommitFailure(meta, commitErr)
+		m.reportCommitFailure(&u, commitErr)
 	}
-	m.deliverTerminal(meta)
+	m.deliverTerminal(&u)
 	m.ownerDone(t) // closes t.done
 }
 
@@ -141,7 +164,7 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 	}
 	t.live = false
 	m.live--
-	meta := &t.rec[0]
+	meta := t.rec
 	os := m.owners[meta.Owner]
 	os.head = unlink(os.head, t, ownerLinks)
 	if meta.Name != "" && os.names[meta.Name] == t {
@@ -168,7 +191,7 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 // does its inbox if closed. Until then the owner's inbox stays bound, so a
 // closed inbox's fallback sees every late event instead of a fresh inbox.
 func (m *Manager) ownerDone(t *Task) {
-	owner := t.rec[0].Owner
+	owner := t.rec.Owner
 	m.mu.Lock()
 	t.gone = true
 	if t.done != nil {
@@ -190,7 +213,7 @@ func (m *Manager) ownerDone(t *Task) {
 // pruneNode drops finished nodes without children, walking up the lineage.
 func (m *Manager) pruneNode(t *Task) {
 	for t != nil && t.gone && len(t.children) == 0 {
-		delete(m.nodes, t.rec[0].ID)
+		delete(m.nodes, t.rec.ID)
 		p := t.parent
 		if p != nil {
 			delete(p.children, t)

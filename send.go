@@ -43,7 +43,7 @@ func (m *Manager) send(ctx context.Context, owner, id string, msg Message) error
 		return fmt.Errorf("%w: %s is not running in this manager", ErrInboxClosed, id)
 	}
 	switch {
-	case t.rec[0].Owner != owner:
+	case t.rec.Owner != owner:
 		return ErrNotOwner
 	case t.inbox == nil:
 		return fmt.Errorf("%w: %s", ErrNotSubAgent, id)

@@ -45,7 +45,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	parent.RunID = firstNonEmpty(parent.RunID, storedRun)
 
 	t := &Task{m: m, fn: fn}
-	t.rec[0] = TaskMeta{
+	t.rec = &TaskMeta{
 		ID:          newTaskID(),
 		Owner:       owner,
 		Type:        sc.typ,
@@ -71,21 +71,21 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		return "", err
 	}
 	if agent {
-		m.bindInbox(t.rec[0].ID, t.inbox)
+		m.bindInbox(t.rec.ID, t.inbox)
 	}
 
-	t.rec[0].CreatedAt = now()
+	t.rec.CreatedAt = now()
 	if admitted {
-		t.rec[0].Status, t.rec[0].StartedAt = StatusRunning, t.rec[0].CreatedAt
+		t.rec.Status, t.rec.StartedAt = StatusRunning, t.rec.CreatedAt
 	} else {
-		t.rec[0].Status = StatusQueued
+		t.rec.Status = StatusQueued
 	}
-	if err := m.store.Commit(ctx, owner, Action{Op: OpUpsert, Tasks: t.rec[:]}); err != nil {
+	if err := m.commitFirst(ctx, t); err != nil {
 		m.abandon(t)
 		return "", fmt.Errorf("bgtask: spawn: commit: %w", err)
 	}
 	m.counters.spawned.Add(1)
-	m.notify("", &t.rec[0])
+	m.notify("", t.rec) // safe to read: its goroutine has not started
 
 	m.mu.Lock()
 	t.committed = true
@@ -94,7 +94,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	if start {
 		go m.run(t)
 	}
-	return t.rec[0].ID, nil
+	return t.rec.ID, nil
 }
 
 // register checks what must hold at the moment the task becomes visible and
@@ -103,7 +103,7 @@ func (m *Manager) register(t *Task) error {
 	if m.closed.Load() {
 		return ErrClosed
 	}
-	meta := &t.rec[0]
+	meta := t.rec
 	var p *Task
 	if id := meta.Parent.TaskID; id != "" {
 		p = m.nodes[id]
@@ -112,7 +112,7 @@ func (m *Manager) register(t *Task) error {
 		}
 	}
 	if p != nil && meta.Parent.RunID == "" {
-		meta.Parent.RunID = p.rec[0].Parent.RunID // a child belongs to its parent's run
+		meta.Parent.RunID = p.rec.Parent.RunID // a child belongs to its parent's run
 	}
 	if run := meta.Parent.RunID; run != "" {
 		if rs := m.runs[run]; rs != nil && rs.cancelled {
@@ -127,16 +127,16 @@ func (m *Manager) register(t *Task) error {
 		t.depth = p.depth + 1
 		if !meta.Detached {
 			if p.signalled && p.live {
-				return fmt.Errorf("%w: %s", ErrParentCancelled, p.rec[0].ID)
+				return fmt.Errorf("%w: %s", ErrParentCancelled, p.rec.ID)
 			}
 			if m.cfg.maxChildren > 0 && len(p.children) >= m.cfg.maxChildren {
-				return fmt.Errorf("%w: task %s has %d live children", ErrFanOutLimit, p.rec[0].ID, len(p.children))
+				return fmt.Errorf("%w: task %s has %d live children", ErrFanOutLimit, p.rec.ID, len(p.children))
 			}
 		}
 	} else if meta.Parent.TaskID != "" {
 		t.depth = 1
 	}
-	if m.cfg.maxDepth > 0 && t.depth > m.cfg.maxDepth {
+	if m.cfg.maxDepth > 0 && int(t.depth) > m.cfg.maxDepth {
 		return fmt.Errorf("%w: depth %d > %d", ErrDepthLimit, t.depth, m.cfg.maxDepth)
 	}
 	if os == nil {
@@ -224,7 +224,7 @@ func (m *Manager) checkStoredParent(ctx context.Context, owner, parentID string)
 // visibleParent reports whether a task of owner may name p as its parent:
 // p has the same owner, or p is the sub-agent that is the owner.
 func visibleParent(p *Task, owner string) bool {
-	return p.rec[0].Owner == owner || p.rec[0].ID == owner
+	return p.rec.Owner == owner || p.rec.ID == owner
 }
 
 // forwardOrphanEvent is the OnClosed fallback of a sub-agent's inbox: events

@@ -26,27 +26,29 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // concurrent use, including after the function has returned.
 type Task struct {
 	m     *Manager
-	rec   [1]TaskMeta // the record; a one-element array so a commit can pass rec[:] without allocating
+	rec   *TaskMeta // the record: shared with a MemoryStore, or private (see record.go)
 	fn    Func
 	ctx   taskContext
 	stop  context.CancelCauseFunc
 	inbox *Inbox        // a sub-agent's own inbox; nil for a plain task
 	done  chan struct{} // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
 
-	emitMu   sync.Mutex // serialises Emit with the end of the task; guards the next three
-	ended    bool       // the function has returned
+	emitMu   sync.Mutex // serialises Emit with the end of the task; guards ended, inboxGen, ownerBox
 	inboxGen uint64     // m.inboxGen when ownerBox was looked up
 	ownerBox *Inbox     // the owner's inbox, cached for Emit
 
+	// Small fields together, so the struct stays in a smaller size class.
 	returned atomic.Bool // the function has returned (or never will run)
+	depth    int32       // lineage depth; guarded by m.mu
+	ended    bool        // the function has returned; guarded by emitMu
 
 	// Guarded by m.mu.
-	live                 bool // registered, not yet unregistered: counts for names, limits, cancels
-	gone                 bool // its end is fully recorded and delivered
-	signalled            bool // cancel was requested
-	admitted             bool // holds a concurrency slot (or no limit applies)
-	committed            bool // the initial record is in the store
-	depth                int
+	live      bool // registered, not yet unregistered: counts for names, limits, cancels
+	gone      bool // its end is fully recorded and delivered
+	signalled bool // cancel was requested
+	admitted  bool // holds a concurrency slot (or no limit applies)
+	committed bool // the initial record is in the store
+
 	parent               *Task              // attached parent node, for cascades
 	children             map[*Task]struct{} // attached live children
 	ownerPrev, ownerNext *Task
@@ -54,16 +56,16 @@ type Task struct {
 }
 
 // ID returns the task id ("task_" and 32 hex digits).
-func (t *Task) ID() string { return t.rec[0].ID }
+func (t *Task) ID() string { return t.rec.ID }
 
 // Owner returns the id of the agent that owns the task.
-func (t *Task) Owner() string { return t.rec[0].Owner }
+func (t *Task) Owner() string { return t.rec.Owner }
 
 // Name returns the task's short name, or "".
-func (t *Task) Name() string { return t.rec[0].Name }
+func (t *Task) Name() string { return t.rec.Name }
 
 // Parent returns the task's lineage.
-func (t *Task) Parent() Parent { return t.rec[0].Parent }
+func (t *Task) Parent() Parent { return t.rec.Parent }
 
 // Inbox returns a sub-agent's own inbox, where messages sent to it
 // (Owner.Send) and events of the tasks it owns arrive. It is nil for a plain
@@ -72,7 +74,7 @@ func (t *Task) Inbox() *Inbox { return t.inbox }
 
 // Agent returns the Owner view of the tasks this task starts as an agent:
 // their owner is this task's id, so their events reach this task's Inbox.
-func (t *Task) Agent() Owner { return t.m.Owner(t.rec[0].ID) }
+func (t *Task) Agent() Owner { return t.m.Owner(t.rec.ID) }
 
 // Emit sends a custom event to the owner's inbox. The payload is encoded as
 // JSON now, so the caller may change it afterwards; a payload that cannot be
@@ -95,7 +97,7 @@ func (t *Task) Emit(eventType string, payload any) error {
 		return ErrTaskEnded
 	}
 	if gen := t.m.inboxGen.Load(); t.ownerBox == nil || gen != t.inboxGen {
-		t.ownerBox, t.inboxGen = t.m.inboxFor(t.rec[0].Owner), gen
+		t.ownerBox, t.inboxGen = t.m.inboxFor(t.rec.Owner), gen
 	}
-	return t.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec[0].ID, EventType: eventType, Payload: p})
+	return t.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.ID, EventType: eventType, Payload: p})
 }

@@ -29,12 +29,14 @@ func (m *Manager) wait(ctx context.Context, owner, id string) (TaskMeta, error) 
 	}
 	m.mu.Unlock()
 	if t != nil {
-		if owner != "" && t.rec[0].Owner != owner {
+		if owner != "" && t.rec.Owner != owner {
 			return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		select {
 		case <-done:
-			return cloneMeta(t.rec[0]), nil
+			var meta TaskMeta
+			m.readRecord(t, &meta)
+			return cloneMeta(meta), nil
 		case <-ctx.Done():
 			return TaskMeta{}, ctx.Err()
 		}

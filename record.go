@@ -1,0 +1,57 @@
+package bgtask
+
+import (
+	"context"
+	"time"
+)
+
+// A task's record lives in one place when it can. With the default
+// MemoryStore, the store keeps the very TaskMeta the spawn made (t.rec) and
+// changes it under its own lock; the Task reads its identity fields, which
+// never change, and reads the rest through readRecord. With any other Store,
+// t.rec is the Task's private copy, updated after each commit. Sharing saves
+// a copy of every live record and a 320-byte allocation per spawn.
+
+// commitFirst commits the task's first record.
+func (m *Manager) commitFirst(ctx context.Context, t *Task) error {
+	if m.mem != nil {
+		return m.mem.commitOne(ctx, t.rec, t.rec)
+	}
+	return m.store.Commit(ctx, t.rec.Owner, Upsert(*t.rec))
+}
+
+// commitUpdate commits u, a changed copy of the task's record, retrying with
+// doubling backoff (WithCommitRetry). A private record follows u even when
+// the commit fails, so Wait reports the outcome the owner is told about.
+func (m *Manager) commitUpdate(t *Task, u *TaskMeta) error {
+	var err error
+	backoff := m.cfg.commitBackoff
+	for attempt := range m.cfg.commitAttempts {
+		if attempt > 0 {
+			time.Sleep(backoff)
+			backoff *= 2
+		}
+		if m.mem != nil {
+			err = m.mem.commitOne(context.Background(), u, nil)
+		} else {
+			err = m.store.Commit(context.Background(), u.Owner, Upsert(*u))
+		}
+		if err == nil {
+			break
+		}
+		m.logCommitFailure(u, attempt, err)
+	}
+	if m.mem == nil {
+		setMutable(t.rec, u) // identity fields stay: others read them without a lock
+	}
+	return err
+}
+
+// readRecord copies the task's current record into dst.
+func (m *Manager) readRecord(t *Task, dst *TaskMeta) {
+	if m.mem != nil {
+		m.mem.read(t.rec, dst)
+		return
+	}
+	*dst = *t.rec
+}
