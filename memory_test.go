@@ -70,6 +70,7 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 	fn := func(context.Context, *Task) (any, error) { return nil, nil }
 	ids := make(map[string]bool, batch)
 	var evs []Event
+	var last []string // the ids of the last batch
 	for b := range total / batch {
 		// Each batch is a run of its own, so the run index is exercised too.
 		ctx := WithToolCall(context.Background(), ToolCall{RunID: fmt.Sprint("run-", b)})
@@ -80,6 +81,7 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 				t.Fatalf("batch %d spawn %d: %v", b, i, err)
 			}
 			ids[id] = true
+			last = append(last[:i], id)
 		}
 		// The terminal events say the batch is done (its records are
 		// mostly gone already: the store keeps 100).
@@ -104,8 +106,13 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 		}
 	}
 
-	// Every handle is dropped before the terminal event is sent, so the
-	// indexes are empty now; the goroutines are joined by Shutdown below.
+	// A task leaves the indexes just after its terminal event is sent; Wait
+	// returns once it has (or reports the record gone, after retention).
+	for _, id := range last {
+		if _, err := m.Wait(context.Background(), id); err != nil && !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Wait(%s): %v", id, err)
+		}
+	}
 	got := readInternals(m, store)
 	if got.nodes != 0 || got.owners != 0 || got.runs != 0 || got.deadRuns != 0 || got.queue != 0 {
 		t.Fatalf("after %d tasks the Manager still indexes: %+v", total, got)

@@ -186,18 +186,14 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 }
 
 // ownerDone is the last step of a task's end, after its events were
-// delivered: the task leaves the lineage index (so Wait finds it until its
-// event is out), and when the owner has no task left its state goes, and so
-// does its inbox if closed. Until then the owner's inbox stays bound, so a
-// closed inbox's fallback sees every late event instead of a fresh inbox.
+// delivered. When the owner has no task left its state goes, and so does its
+// inbox if closed: until then the owner's inbox stays bound, so a closed
+// inbox's fallback sees every late event instead of a fresh inbox. Last, the
+// task leaves the lineage index and its waiters are released, so whoever
+// Waits sees all of this done.
 func (m *Manager) ownerDone(t *Task) {
 	owner := t.rec.Owner
 	m.mu.Lock()
-	t.gone = true
-	if t.done != nil {
-		close(t.done)
-	}
-	m.pruneNode(t)
 	os := m.owners[owner]
 	os.live--
 	gone := os.live == 0
@@ -208,6 +204,13 @@ func (m *Manager) ownerDone(t *Task) {
 	if gone {
 		m.forgetClosedInbox(owner)
 	}
+	m.mu.Lock()
+	t.gone = true
+	if t.done != nil {
+		close(t.done)
+	}
+	m.pruneNode(t)
+	m.mu.Unlock()
 }
 
 // pruneNode drops finished nodes without children, walking up the lineage.
