@@ -514,7 +514,8 @@ func TestCancelParentSignalledRefusesAttachedChild(t *testing.T) {
 // that the cascade reaches: no child escapes.
 func TestCancelTreeRacesChildSpawns(t *testing.T) {
 	for range 20 {
-		m := mtNew(t)
+		// The loop may spawn thousands of children: keep all their records.
+		m := mtNew(t, WithStore(NewMemoryStore(RetainPerOwner(1<<20))))
 		o := m.Owner("thread-1")
 		type out struct {
 			ids []string
