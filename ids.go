@@ -15,17 +15,18 @@ const IDPrefix = "task_"
 // ids made in one process sort in creation order even within a millisecond.
 var lastV7 atomic.Uint64
 
-// newTaskID returns "task_" and the 32 hex digits of a UUIDv7 (RFC 9562):
+// newTaskID returns "task_" and the 32 hex digits of a UUIDv7 (RFC 9562) for
+// a task created at the given time:
 // 48 bits of Unix milliseconds, a 12-bit sequence that keeps ids made in the
 // same millisecond increasing (the RFC's method 1), and 62 random bits from
 // the runtime's per-thread ChaCha8 generator, which is seeded from the
 // operating system: unique across processes, sortable by creation time,
 // without a system call per id.
-func newTaskID() string {
+func newTaskID(at time.Time) string {
 	var stamp uint64
 	for {
 		last := lastV7.Load()
-		stamp = uint64(time.Now().UnixMilli()) << 12
+		stamp = uint64(at.UnixMilli()) << 12
 		if stamp <= last {
 			stamp = last + 1 // same (or an earlier) millisecond: count on
 		}

@@ -15,7 +15,7 @@ func TestTaskIDIsSortableUUIDv7(t *testing.T) {
 	before := time.Now().Truncate(time.Millisecond)
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = newTaskID()
+		ids[i] = newTaskID(time.Now())
 	}
 	after := time.Now()
 	seen := make(map[string]bool, n)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Manager runs background tasks for agents and keeps their metadata in a
@@ -78,7 +79,7 @@ func New(opts ...Option) (*Manager, error) {
 		cfg.store = NewMemoryStore()
 	}
 	if cfg.instance == "" {
-		cfg.instance = "inst_" + newTaskID()[len(IDPrefix):]
+		cfg.instance = "inst_" + newTaskID(time.Now())[len(IDPrefix):]
 	}
 	mem, _ := cfg.store.(*MemoryStore)
 	return &Manager{

@@ -146,11 +146,12 @@ func (s *MemoryStore) commitOne(ctx context.Context, u, own *TaskMeta) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := u.validate(); err != nil {
-		return wrapInvalid(err)
+	if u.ID == "" || u.Owner == "" || !u.Status.Valid() { // the Manager's records; Result is JSON it encoded
+		return wrapInvalid(u.invalid())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.clock = u.FinishedAt // the Manager's clock, read moments ago; zero until the task ends
 	o := s.owners[u.Owner]
 	if o == nil {
 		o = &memOwner{tasks: make(map[string]*TaskMeta)}

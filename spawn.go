@@ -44,9 +44,10 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	}
 	parent.RunID = firstNonEmpty(parent.RunID, storedRun)
 
+	created := now()
 	t := &Task{m: m, fn: fn}
 	t.rec = &TaskMeta{
-		ID:          newTaskID(),
+		ID:          newTaskID(created),
 		Owner:       owner,
 		Type:        sc.typ,
 		Name:        sc.name,
@@ -74,7 +75,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		m.bindInbox(t.rec.ID, t.inbox)
 	}
 
-	t.rec.CreatedAt = now()
+	t.rec.CreatedAt = created
 	if admitted {
 		t.rec.Status, t.rec.StartedAt = StatusRunning, t.rec.CreatedAt
 	} else {
