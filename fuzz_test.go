@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"reflect"
 	"testing"
 	"time"
@@ -401,4 +402,13 @@ func TestCheckStepDetectsViolations(t *testing.T) {
 	if msg := checkStep(snap(run), snap(done), Upsert(done)); msg != "" {
 		t.Errorf("a legal step flagged: %s", msg)
 	}
+}
+
+// clone returns a deep copy of s.
+func (s Snapshot) clone() Snapshot {
+	c := Snapshot{Tasks: maps.Clone(s.Tasks)}
+	for id, m := range c.Tasks {
+		c.Tasks[id] = cloneMeta(m)
+	}
+	return c
 }

@@ -105,7 +105,7 @@ func TestLineageNestedSpawn(t *testing.T) {
 		if !ok || got != tk {
 			return nil, errors.New("TaskFromContext(ctx) is not the task")
 		}
-		derived, cancel := context.WithCancel(context.WithValue(ctx, struct{}{}, 1))
+		derived, cancel := context.WithCancel(context.WithValue(ctx, otherKey{}, 1))
 		defer cancel()
 		if got, ok := TaskFromContext(derived); !ok || got != tk {
 			return nil, errors.New("TaskFromContext(derived ctx) is not the task")
@@ -365,3 +365,6 @@ func TestLineageExplicitTaskKeepsAmbientRun(t *testing.T) {
 	}
 	mtShutdown(t, m)
 }
+
+// otherKey is an unrelated context key, to derive a context with more values.
+type otherKey struct{}

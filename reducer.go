@@ -3,7 +3,6 @@ package bgtask
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 )
 
 // StateKey names a piece of agent state and the pure function that updates
@@ -212,13 +211,4 @@ func cloneRaw(r json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return append(json.RawMessage(nil), r...)
-}
-
-// clone returns a deep copy of s.
-func (s Snapshot) clone() Snapshot {
-	c := Snapshot{Tasks: maps.Clone(s.Tasks)}
-	for id, m := range c.Tasks {
-		c.Tasks[id] = cloneMeta(m)
-	}
-	return c
 }
