@@ -33,11 +33,11 @@ type Manager struct {
 	nodes    map[string]*Task // live tasks, and ended ones with live attached children
 	owners   map[string]*ownerState
 	runs     map[string]*runState
-	deadRuns []string // cancelled runs without live tasks, oldest first
-	queue    []*Task  // queued tasks waiting for a slot, first in first out
-	running  int      // tasks holding a slot
-	active   int      // registered tasks whose goroutine has not exited
-	live     int      // registered tasks not yet unregistered
+	deadRuns fifo[string] // cancelled runs without live tasks, oldest first
+	queue    []*Task      // queued tasks waiting for a slot, first in first out
+	running  int          // tasks holding a slot
+	active   int          // registered tasks whose goroutine has not exited
+	live     int          // registered tasks not yet unregistered
 	idle     chan struct{}
 	idleShut bool // idle was closed
 

@@ -21,7 +21,7 @@ type memInternals struct {
 func readInternals(m *Manager, s *MemoryStore) memInternals {
 	var in memInternals
 	m.mu.Lock()
-	in.nodes, in.owners, in.runs, in.deadRuns = len(m.nodes), len(m.owners), len(m.runs), len(m.deadRuns)
+	in.nodes, in.owners, in.runs, in.deadRuns = len(m.nodes), len(m.owners), len(m.runs), m.deadRuns.len()
 	in.queue, in.active, in.running = len(m.queue), m.active, m.running
 	m.mu.Unlock()
 	m.inboxMu.RLock()

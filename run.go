@@ -234,11 +234,9 @@ func (m *Manager) retireRun(run string, rs *runState) {
 		delete(m.runs, run)
 		return
 	}
-	m.deadRuns = append(m.deadRuns, run)
-	for len(m.deadRuns) > m.cfg.runMemory {
-		old := m.deadRuns[0]
-		m.deadRuns[0] = ""
-		m.deadRuns = m.deadRuns[1:]
+	m.deadRuns.push(run)
+	for m.deadRuns.len() > m.cfg.runMemory {
+		old := m.deadRuns.pop()
 		if rs := m.runs[old]; rs != nil && rs.live == 0 {
 			delete(m.runs, old)
 		}
