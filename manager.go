@@ -178,10 +178,9 @@ func (m *Manager) watchInbox(owner string, ib *Inbox) {
 }
 
 func (m *Manager) forgetInbox(owner string, ib *Inbox) {
-	m.mu.Lock()
-	busy := m.owners[owner] != nil
-	m.mu.Unlock()
-	if busy {
+	m.mu.Lock() // held throughout, so no spawn for owner slips in between
+	defer m.mu.Unlock()
+	if m.owners[owner] != nil {
 		return // retire forgets it when the last task ends
 	}
 	m.inboxMu.Lock()
@@ -192,8 +191,8 @@ func (m *Manager) forgetInbox(owner string, ib *Inbox) {
 	m.inboxMu.Unlock()
 }
 
-// forgetClosedInbox drops the owner's inbox if it is closed; called when the
-// owner's last live task retires.
+// forgetClosedInbox drops the owner's inbox if it is closed; called with
+// m.mu held when the owner's last task retires.
 func (m *Manager) forgetClosedInbox(owner string) {
 	m.inboxMu.Lock()
 	if ib := m.inboxes[owner]; ib != nil && ib.Closed() {

@@ -21,17 +21,15 @@ type outcome struct {
 // large is kept in its frame while the function runs, so a parked task keeps
 // the small first stack of a goroutine.
 func (m *Manager) run(t *Task) {
-	m.mu.Lock()
-	admitted := t.admitted
-	m.mu.Unlock()
-
 	out := outcome{status: StatusFailed, err: "bgtask: task function called runtime.Goexit"}
 	defer func() {
 		// Deferred so that a function calling runtime.Goexit still ends.
 		m.finish(t, &out)
-		m.exit()
+		m.wg.Done()
 	}()
-	if !admitted { // cancelled while queued: the function never runs
+	// admitted is read without the lock: it was settled, under the lock,
+	// before this goroutine was started, and never changes afterwards.
+	if !t.admitted { // cancelled while queued: the function never runs
 		out = outcome{status: StatusCancelled, err: context.Cause(&t.ctx).Error()}
 		return
 	}
@@ -123,7 +121,7 @@ func (m *Manager) finish(t *Task, out *outcome) {
 		m.reportCommitFailure(&u, commitErr)
 	}
 	m.deliverTerminal(&u)
-	m.ownerDone(t) // closes t.done
+	m.retire(t)
 }
 
 // reportCommitFailure tells the owner that the terminal record of a task
@@ -154,7 +152,7 @@ func terminalEvent(meta *TaskMeta) Event {
 }
 
 // unregister removes t from every index but its owner's count (see
-// ownerDone): it is no longer live, its name is free and its slot released.
+// retire): it is no longer live, its name is free and its slot released.
 // It returns the queued tasks to start. An ended task with live attached
 // children stays in m.nodes so that CancelTree still reaches them. Called
 // with m.mu held.
@@ -185,32 +183,29 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 	return starts
 }
 
-// ownerDone is the last step of a task's end, after its events were
-// delivered. When the owner has no task left its state goes, and so does its
-// inbox if closed: until then the owner's inbox stays bound, so a closed
-// inbox's fallback sees every late event instead of a fresh inbox. Last, the
-// task leaves the lineage index and its waiters are released, so whoever
-// Waits sees all of this done.
-func (m *Manager) ownerDone(t *Task) {
+// retire is the last step of a task's end, after its events were
+// delivered, in one critical section. When the owner has no task left its
+// state goes, and so does its inbox if closed: until then the owner's inbox
+// stays bound, so a closed inbox's fallback sees every late event instead of
+// a fresh inbox. Then the task leaves the lineage index, its waiters are
+// released (seeing all of this done) and it no longer counts for Shutdown.
+// The caller's m.wg.Done follows.
+func (m *Manager) retire(t *Task) {
 	owner := t.rec.Owner
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	os := m.owners[owner]
-	os.live--
-	gone := os.live == 0
-	if gone {
+	if os.live--; os.live == 0 {
 		delete(m.owners, owner)
+		m.forgetClosedInbox(owner) // lock order: m.mu, then inboxMu
 	}
-	m.mu.Unlock()
-	if gone {
-		m.forgetClosedInbox(owner)
-	}
-	m.mu.Lock()
 	t.gone = true
 	if t.done != nil {
 		close(t.done)
 	}
 	m.pruneNode(t)
-	m.mu.Unlock()
+	m.active--
+	m.checkIdle()
 }
 
 // pruneNode drops finished nodes without children, walking up the lineage.
@@ -241,15 +236,6 @@ func (m *Manager) retireRun(run string, rs *runState) {
 			delete(m.runs, old)
 		}
 	}
-}
-
-// exit marks a task goroutine (or an abandoned spawn) as done.
-func (m *Manager) exit() {
-	m.mu.Lock()
-	m.active--
-	m.checkIdle()
-	m.mu.Unlock()
-	m.wg.Done()
 }
 
 // checkIdle closes m.idle once shutdown began and no task is active. Called

@@ -149,7 +149,7 @@ func (m *Manager) register(t *Task) error {
 
 	// Nothing can fail from here on.
 	m.owners[meta.Owner] = os
-	os.live++ // decremented by ownerDone
+	os.live++ // decremented by retire
 	os.head = linkFront(os.head, t, ownerLinks)
 	if meta.Name != "" {
 		if os.names == nil {
@@ -192,8 +192,8 @@ func (m *Manager) abandon(t *Task) {
 	if t.inbox != nil {
 		t.inbox.Close()
 	}
-	m.ownerDone(t)
-	m.exit()
+	m.retire(t)
+	m.wg.Done()
 }
 
 // checkStoredParent checks an explicit parent that this Manager does not run
