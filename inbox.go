@@ -20,7 +20,9 @@ const DefaultHighWater = 256
 //   - Close and Send are mutually exclusive: the events left undrained at
 //     Close, and every event sent after it, go to the OnClosed fallback
 //     exactly once each, so a completion that races the end of a run is
-//     never lost. Without a fallback they are logged and dropped.
+//     never lost. Without a fallback they are logged and dropped. The
+//     undrained events reach the fallback in order; an event sent during
+//     Close may reach it before them.
 //   - Custom events whose type was given to CoalesceEventTypes replace the
 //     undrained event of the same task and type in place (the latest payload
 //     wins); terminal events are never coalesced.
