@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Runs every test of every module in this repository, with the race detector.
-# Nested modules (go.work) are walked one by one so none is forgotten.
+# Runs every test of every module in this repository (the root module and any
+# nested one, such as the durable stores), with vet and the race detector.
 set -euo pipefail
 cd "$(dirname "$0")"
 export GOFLAGS="${GOFLAGS:-} -count=1"
-go vet ./...
-go test -race -timeout 15m ./...
+find . -name go.mod -not -path './.git/*' -print | sort | while read -r mod; do
+	dir=$(dirname "$mod")
+	echo "== $dir"
+	(cd "$dir" && go vet ./... && go test -race -timeout 15m ./...)
+done
