@@ -46,7 +46,9 @@
 // ([ApplyAction], under the state key [TaskState]) that every [Store]
 // applies: terminal is final, stamps are written once, writes fenced on an
 // older attempt are dropped. The default store is in memory
-// ([NewMemoryStore]) with bounded retention; closures are never re-run.
+// ([NewMemoryStore]) with bounded retention. After a restart,
+// [Manager.Restore] turns what a gone process left running into interrupted
+// records and tells their owners; closures are never re-run.
 //
 // # Shutdown
 //

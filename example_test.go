@@ -307,3 +307,29 @@ func ExampleOwner_Send() {
 	// sub_agent completed "done: write the summary"
 	// true
 }
+
+// After a restart, Restore turns what the previous process left running into
+// interrupted records, each reported to its owner once. Closures are never
+// re-run.
+func ExampleManager_Restore() {
+	ctx := context.Background()
+	store := bgtask.NewMemoryStore()
+	// What a process that died left behind.
+	_ = store.Commit(ctx, "thread-1", bgtask.Upsert(bgtask.TaskMeta{
+		ID: "task_00000000000070008000000000000001", Owner: "thread-1", Status: bgtask.StatusRunning, Instance: "inst_gone",
+	}))
+
+	m, _ := bgtask.New(bgtask.WithStore(store))
+	defer m.Shutdown(ctx)
+	interrupted, _ := m.Restore(ctx, "thread-1")
+	for _, meta := range interrupted {
+		fmt.Println(meta.Status, meta.Attempt)
+	}
+	inbox, _ := m.Inbox("thread-1")
+	for _, ev := range inbox.Drain() {
+		fmt.Println(ev.Kind)
+	}
+	// Output:
+	// interrupted 1
+	// interrupted
+}

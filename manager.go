@@ -21,13 +21,14 @@ import (
 // ErrClosed once Shutdown has begun. Reads (Get, List, Wait, Inbox) keep
 // working, so a host can collect the final records and events.
 type Manager struct {
-	cfg      config
-	store    Store
-	mem      *MemoryStore // store, when it is exactly a MemoryStore: records are shared (record.go)
-	log      *slog.Logger
-	closed   atomic.Bool
-	wg       sync.WaitGroup // every task goroutine
-	counters counters
+	cfg       config
+	store     Store
+	mem       *MemoryStore // store, when it is exactly a MemoryStore: records are shared (record.go)
+	log       *slog.Logger
+	closed    atomic.Bool
+	wg        sync.WaitGroup // every task goroutine
+	restoreMu sync.Mutex     // serialises Restore
+	counters  counters
 
 	mu       sync.Mutex       // guards the fields below and the m.mu fields of Task
 	nodes    map[string]*Task // live tasks, and ended ones with live attached children

@@ -14,12 +14,13 @@ type Stats struct {
 	Failed         uint64 // panics included
 	Cancelled      uint64
 	Panicked       uint64
+	Interrupted    uint64 // records found stale and interrupted by Restore
 	CommitFailures uint64 // terminal records that could not be committed (see EventCommitFailed)
 }
 
 // counters are the cumulative Stats, updated without the Manager's lock.
 type counters struct {
-	spawned, completed, failed, cancelled, panicked, commitFailures atomic.Uint64
+	spawned, completed, failed, cancelled, panicked, interrupted, commitFailures atomic.Uint64
 }
 
 // Stats returns the Manager's counters. Safe to call at any time, also after
@@ -31,6 +32,7 @@ func (m *Manager) Stats() Stats {
 	c := &m.counters
 	s.Spawned, s.Completed, s.Failed = c.spawned.Load(), c.completed.Load(), c.failed.Load()
 	s.Cancelled, s.Panicked, s.CommitFailures = c.cancelled.Load(), c.panicked.Load(), c.commitFailures.Load()
+	s.Interrupted = c.interrupted.Load()
 	return s
 }
 

@@ -1,0 +1,131 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// Restore (D11): what a gone runtime left queued or running becomes
+// interrupted, fenced on a new attempt, with one event each in creation
+// order; terminal records, other owners and what this Manager runs are left
+// alone; a second Restore finds nothing.
+func TestRestoreInterruptsWhatNoOneRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := NewMemoryStore()
+		at := now()
+		old := func(id, owner string, st TaskStatus, created time.Time) TaskMeta {
+			m := TaskMeta{ID: id, Owner: owner, Type: TypeTask, Status: st, CreatedAt: created, Instance: "inst_old", Attempt: 2}
+			if st.IsTerminal() {
+				m.FinishedAt = created
+			}
+			return m
+		}
+		for _, m := range []TaskMeta{
+			old("task_b_running", "a", StatusRunning, at.Add(-time.Minute)),
+			old("task_a_queued", "a", StatusQueued, at.Add(-2*time.Minute)),
+			old("task_c_done", "a", StatusCompleted, at.Add(-3*time.Minute)),
+			old("task_d_other", "b", StatusRunning, at.Add(-4*time.Minute)),
+		} {
+			if err := store.Commit(t.Context(), m.Owner, Upsert(m)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var seen []Transition
+		m := mtNew(t, WithStore(store), WithObserver(func(tr Transition) { seen = append(seen, tr) }))
+		release := make(chan struct{})
+		liveID, err := m.Owner("a").Spawn(t.Context(), func(ctx context.Context, _ *Task) (any, error) {
+			<-release
+			return nil, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = nil
+
+		got, err := m.Restore(t.Context(), "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, meta := range got {
+			ids = append(ids, meta.ID)
+			want := `bgtask: interrupted: the runtime that ran it (instance "inst_old") is gone; it will not be re-run`
+			if meta.Status != StatusInterrupted || meta.Attempt != 3 || meta.Error != want || meta.FinishedAt.IsZero() {
+				t.Fatalf("restored %+v: want interrupted, attempt 3, error %q, a finish time", meta, want)
+			}
+		}
+		if want := []string{"task_a_queued", "task_b_running"}; !slices.Equal(ids, want) {
+			t.Fatalf("Restore interrupted %v, want %v (creation order)", ids, want)
+		}
+		ib, _ := m.Inbox("a")
+		var evs []string
+		for _, ev := range ib.Drain() {
+			evs = append(evs, string(ev.Kind)+" "+ev.TaskID)
+		}
+		if want := []string{"interrupted task_a_queued", "interrupted task_b_running"}; !slices.Equal(evs, want) {
+			t.Fatalf("owner events %v, want %v", evs, want)
+		}
+		if len(seen) != 2 || seen[0].From != StatusQueued || seen[1].From != StatusRunning || seen[1].To != StatusInterrupted {
+			t.Fatalf("observer saw %+v", seen)
+		}
+		for id, want := range map[string]TaskStatus{"task_c_done": StatusCompleted, "task_d_other": StatusRunning, liveID: StatusRunning} {
+			if meta, err := m.Get(t.Context(), id); err != nil || meta.Status != want {
+				t.Fatalf("%s: %q, %v; want %q, untouched", id, meta.Status, err, want)
+			}
+		}
+		// A late write from the old runner, fenced on its attempt, changes nothing.
+		late := old("task_b_running", "a", StatusCompleted, at)
+		if err := store.Commit(t.Context(), "a", Upsert(late)); err != nil {
+			t.Fatal(err)
+		}
+		if meta, _ := m.Get(t.Context(), "task_b_running"); meta.Status != StatusInterrupted {
+			t.Fatalf("late write of the old runner changed the record to %q", meta.Status)
+		}
+		if again, err := m.Restore(t.Context(), "a"); err != nil || len(again) != 0 {
+			t.Fatalf("second Restore = %v, %v; want nothing", again, err)
+		}
+		if got := m.Stats().Interrupted; got != 2 {
+			t.Fatalf("Stats().Interrupted = %d, want 2", got)
+		}
+		close(release)
+		mtShutdown(t, m)
+		if _, err := m.Restore(t.Context(), "a"); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Restore after Shutdown = %v, want ErrClosed", err)
+		}
+	})
+}
+
+// Bad input and a failing store: a clear error, nothing reported twice.
+func TestRestoreErrors(t *testing.T) {
+	m := mtNew(t)
+	if _, err := m.Restore(t.Context(), " "); !errors.Is(err, ErrInvalidOwner) {
+		t.Fatalf("Restore(blank) = %v, want ErrInvalidOwner", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := m.Restore(ctx, "a"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Restore(cancelled ctx) = %v, want context.Canceled", err)
+	}
+
+	store := newFailingStore()
+	if err := store.MemoryStore.Commit(t.Context(), "a", Upsert(TaskMeta{ID: "task_x", Owner: "a", Status: StatusRunning})); err != nil {
+		t.Fatal(err)
+	}
+	store.fail(1, StatusInterrupted)
+	m2 := mtNew(t, WithStore(store))
+	if got, err := m2.Restore(t.Context(), "a"); !errors.Is(err, errInjected) || len(got) != 0 {
+		t.Fatalf("Restore with a failing store = %v, %v; want the store's error and nothing", got, err)
+	}
+	got, err := m2.Restore(t.Context(), "a")
+	if err != nil || len(got) != 1 || got[0].ID != "task_x" {
+		t.Fatalf("Restore once the store works = %v, %v; want task_x", got, err)
+	}
+	ib, _ := m2.Inbox("a")
+	if evs := ib.Drain(); len(evs) != 1 || evs[0].Kind != EventInterrupted {
+		t.Fatalf("events %+v, want one interrupted", evs)
+	}
+}
