@@ -1166,6 +1166,13 @@ func TestManagerCompletionAfterRunEndReachesFallback(t *testing.T) {
 				t.Fatalf("the last task's completion after the run closed its inbox must reach OnClosed: "+
 					"fallback got %v, want %v; events in a fresh owner inbox: %v", gotIDs, want, stuck)
 			}
+			// The closed inbox is forgotten once the owner has no task left.
+			m.inboxMu.RLock()
+			_, bound := m.inboxes["thread-1"]
+			m.inboxMu.RUnlock()
+			if bound {
+				t.Fatal("the closed inbox of an idle owner is still bound")
+			}
 			mtShutdown(t, m)
 		})
 	}
