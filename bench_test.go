@@ -8,7 +8,7 @@ package bgtask_test
 //
 // BenchmarkCancelTree* build and wait for a 100-task subtree outside the
 // timer in every iteration, so the untimed work is far larger than the timed
-// one; run them with a fixed count (-benchtime=2000x) when time matters.
+// one; run them with a fixed count (-benchtime=3000x) when time matters.
 
 import (
 	"context"

@@ -181,22 +181,21 @@ func (m *Manager) watchInbox(owner string, ib *Inbox) {
 func (m *Manager) forgetInbox(owner string, ib *Inbox) {
 	m.mu.Lock() // held throughout, so no spawn for owner slips in between
 	defer m.mu.Unlock()
-	if m.owners[owner] != nil {
-		return // retire forgets it when the last task ends
+	if m.owners[owner] == nil { // otherwise retire forgets it when the last task ends
+		m.unbindInbox(owner, func(cur *Inbox) bool { return cur == ib })
 	}
-	m.inboxMu.Lock()
-	if m.inboxes[owner] == ib {
-		delete(m.inboxes, owner)
-		m.inboxGen.Add(1)
-	}
-	m.inboxMu.Unlock()
 }
 
 // forgetClosedInbox drops the owner's inbox if it is closed; called with
 // m.mu held when the owner's last task retires.
 func (m *Manager) forgetClosedInbox(owner string) {
+	m.unbindInbox(owner, (*Inbox).Closed)
+}
+
+// unbindInbox removes the owner's inbox if drop says so.
+func (m *Manager) unbindInbox(owner string, drop func(*Inbox) bool) {
 	m.inboxMu.Lock()
-	if ib := m.inboxes[owner]; ib != nil && ib.Closed() {
+	if ib := m.inboxes[owner]; ib != nil && drop(ib) {
 		delete(m.inboxes, owner)
 		m.inboxGen.Add(1)
 	}
