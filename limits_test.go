@@ -525,7 +525,7 @@ func TestLimitPanickingTaskFreesSlot(t *testing.T) {
 	})
 }
 
-func TestLimitOptionsRejectNegative(t *testing.T) {
+func TestOptionsRejectBadValues(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		opt  Option
@@ -536,6 +536,10 @@ func TestLimitOptionsRejectNegative(t *testing.T) {
 		{WithCancelledRunsKept(-3), "bgtask: WithCancelledRunsKept(-3): negative count"},
 		{WithCommitRetry(0, time.Millisecond), "bgtask: WithCommitRetry(0, 1ms): need attempts >= 1 and backoff >= 0"},
 		{WithCommitRetry(1, -time.Millisecond), "bgtask: WithCommitRetry(1, -1ms): need attempts >= 1 and backoff >= 0"},
+		{WithMaxDepth(-1), "bgtask: WithMaxDepth(-1): negative limit"},
+		{WithMaxChildren(-2), "bgtask: WithMaxChildren(-2): negative limit"},
+		{WithStore(nil), "bgtask: WithStore: nil store"},
+		{WithInstance(""), "bgtask: WithInstance: empty id"},
 	}
 	for i, tc := range tests {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {

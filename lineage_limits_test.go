@@ -63,25 +63,6 @@ func TestLineageMaxChildren(t *testing.T) {
 	mtShutdown(t, m)
 }
 
-// Limits must not be negative: New reports which option is wrong.
-func TestLimitOptionsAreValidated(t *testing.T) {
-	for _, tc := range []struct {
-		opt  Option
-		want string
-	}{
-		{WithMaxDepth(-1), "bgtask: WithMaxDepth(-1): negative limit"},
-		{WithMaxChildren(-2), "bgtask: WithMaxChildren(-2): negative limit"},
-		{WithCancelledRunsKept(-1), "bgtask: WithCancelledRunsKept(-1): negative count"},
-		{WithCommitRetry(0, 0), "bgtask: WithCommitRetry(0, 0s): need attempts >= 1 and backoff >= 0"},
-		{WithStore(nil), "bgtask: WithStore: nil store"},
-		{WithInstance(""), "bgtask: WithInstance: empty id"},
-	} {
-		if m, err := New(tc.opt); m != nil || err == nil || err.Error() != tc.want {
-			t.Errorf("New = %v, %v; want nil, %q", m, err, tc.want)
-		}
-	}
-}
-
 // mtGet reads one of o's tasks and fails the test on error.
 func mtGet(t testing.TB, o Owner, id string) TaskMeta {
 	t.Helper()
