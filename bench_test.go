@@ -119,7 +119,7 @@ func emitTask(b *testing.B) (*bgtask.Task, *bgtask.Inbox, func()) {
 		handle <- t
 		<-ctx.Done()
 		return nil, ctx.Err()
-	}); err != nil {
+	}, bgtask.WithWake(bgtask.WakeOnActivity)); err != nil {
 		b.Fatal(err)
 	}
 	return <-handle, ib, func() { shutdownBench(b, m) }

@@ -7,6 +7,8 @@ import (
 
 // Cancel asks one task to stop, whoever owns it, and returns 1 if it
 // signalled a live task, 0 if the task had ended or was already signalled.
+// With a SharedStore, a task that another instance runs is reached through
+// SharedStore.RequestCancel, and counts 1 once the request is recorded.
 // The task's context is cancelled with cause ErrCancelled; its descendants
 // are not (see CancelTree). ErrNotFound for an unknown id.
 func (m *Manager) Cancel(ctx context.Context, id string) (int, error) {
@@ -61,7 +63,40 @@ func (m *Manager) cancelTask(ctx context.Context, owner, id string, tree bool) (
 	if owner != "" && meta.Owner != owner {
 		return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
+	if shared, ok := m.store.(SharedStore); ok && !meta.Status.IsTerminal() && meta.Instance != m.cfg.instance {
+		// Another instance runs it: the store carries the request there.
+		if err := shared.RequestCancel(ctx, id, tree); err != nil {
+			return 0, fmt.Errorf("bgtask: cancel %s on instance %q: %w", id, meta.Instance, err)
+		}
+		return 1, nil
+	}
 	return 0, nil
+}
+
+// CancelAll cancels every live task of this Manager, whoever owns it,
+// detached ones included, with cause (ErrCancelled when nil), and returns
+// how many it signalled. Unlike Shutdown it does not close the Manager. A
+// shared store calls it with ErrInstanceLost when this instance lost its
+// registration, so that no task goes on writing what another instance has
+// already reaped.
+func (m *Manager) CancelAll(cause error) int {
+	if cause == nil {
+		cause = ErrCancelled
+	}
+	var (
+		n      int
+		starts []*Task
+	)
+	m.mu.Lock()
+	for _, t := range m.nodes {
+		var ok bool
+		if ok, starts = m.signal(t, cause, starts); ok {
+			n++
+		}
+	}
+	m.mu.Unlock()
+	m.startAll(starts)
+	return n
 }
 
 // CancelOwner cancels every live task of owner, detached ones included, with

@@ -589,7 +589,7 @@ func TestCancelAllDuringEmits(t *testing.T) {
 				}
 			}
 			return nil, ctx.Err()
-		})
+		}, WithWake(WakeOnActivity))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -103,7 +103,7 @@ func TestCommitRetryOfTerminalRecord(t *testing.T) {
 					}
 					returned = time.Now()
 					return "done", nil
-				})
+				}, WithWake(WakeOnActivity))
 				meta := limWait(t, m, id, StatusCompleted)
 				if d := time.Since(returned); d != tc.wantElapsed {
 					t.Fatalf("terminal record settled %v after the function returned, want %v", d, tc.wantElapsed)

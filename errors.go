@@ -66,6 +66,16 @@ var (
 	ErrInvalidRun = errors.New("bgtask: run id is empty")
 	// ErrCorrupt is returned when stored or decoded metadata is not valid.
 	ErrCorrupt = errors.New("bgtask: corrupt task metadata")
+	// ErrInvalidWake is returned by a spawn given an unknown WakePolicy.
+	ErrInvalidWake = errors.New("bgtask: invalid wake policy")
+	// ErrInvalidInput is returned by Task.RequestInput for a blank prompt.
+	ErrInvalidInput = errors.New("bgtask: input request prompt is empty")
+	// ErrInputPending is returned by Task.RequestInput while an earlier
+	// request of the same task waits for its answer.
+	ErrInputPending = errors.New("bgtask: task already awaits input")
+	// ErrNoInputRequest is returned when a Message answers (InReplyTo) a
+	// request the task does not have open.
+	ErrNoInputRequest = errors.New("bgtask: task has no such open input request")
 )
 
 // Cancellation causes, read with [context.Cause] inside a task.
@@ -79,6 +89,10 @@ var (
 	ErrRunCancelled = errors.New("bgtask: run cancelled")
 	// ErrShutdown is the cause when the Manager shuts down.
 	ErrShutdown = errors.New("bgtask: manager shut down")
+	// ErrInstanceLost is the cause when a shared store finds that this
+	// runtime instance lost its registration (its heartbeat lapsed and
+	// another instance reaped its tasks): see Manager.CancelAll.
+	ErrInstanceLost = errors.New("bgtask: runtime instance lost its registration")
 )
 
 // StatusError reports that a task has already reached a terminal status.

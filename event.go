@@ -25,6 +25,9 @@ const (
 	// could not be committed to the Store; Error holds the store's error.
 	// The terminal event follows it.
 	EventCommitFailed EventKind = "commit_failed"
+	// EventInputRequested: the task asked its owner for input
+	// (Task.RequestInput); Input holds the request to answer.
+	EventInputRequested EventKind = "input_requested"
 )
 
 // EventTypeMessage is the EventType of a message sent to a sub-agent.
@@ -48,6 +51,7 @@ func (k EventKind) IsTerminal() bool {
 //	{"kind":"interrupted","task_id":"task_…","error":"…"}
 //	{"kind":"custom","task_id":"task_…","event_type":"progress","payload":…}
 //	{"kind":"commit_failed","task_id":"task_…","status":"completed","error":"…"}
+//	{"kind":"input_requested","task_id":"task_…","input_request":{"id":"input_…","prompt":"…"}}
 //
 // Payload and Result are JSON, encoded when the event was made, so the task
 // may change its values afterwards.
@@ -59,6 +63,7 @@ type Event struct {
 	Status    TaskStatus      // commit_failed: the status that was not committed
 	EventType string          // custom
 	Payload   json.RawMessage // custom
+	Input     *InputRequest   // input_requested
 }
 
 type eventJSON struct {
@@ -69,6 +74,7 @@ type eventJSON struct {
 	Result    *json.RawMessage `json:"result,omitempty"`
 	Status    TaskStatus       `json:"status,omitempty"`
 	Error     *string          `json:"error,omitempty"`
+	Input     *InputRequest    `json:"input_request,omitempty"`
 }
 
 var jsonNull = json.RawMessage("null")
@@ -95,6 +101,11 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	case EventCommitFailed:
 		j.Status = e.Status
 		j.Error = &e.Error
+	case EventInputRequested:
+		if e.Input == nil {
+			return nil, fmt.Errorf("%w: input_requested event without a request", ErrInvalidEvent)
+		}
+		j.Input = e.Input
 	default:
 		return nil, fmt.Errorf("%w: unknown kind %q", ErrInvalidEvent, e.Kind)
 	}
@@ -109,7 +120,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("%w: %v", ErrInvalidEvent, err)
 	}
 	switch j.Kind {
-	case EventCompleted, EventFailed, EventCancelled, EventInterrupted, EventCustom, EventCommitFailed:
+	case EventCompleted, EventFailed, EventCancelled, EventInterrupted, EventCustom, EventCommitFailed, EventInputRequested:
 	default:
 		return fmt.Errorf("%w: unknown kind %q", ErrInvalidEvent, j.Kind)
 	}
@@ -119,7 +130,10 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	if j.Kind == EventCustom && j.EventType == "" {
 		return fmt.Errorf("%w: custom event without event_type", ErrInvalidEvent)
 	}
-	*e = Event{Kind: j.Kind, TaskID: j.TaskID, EventType: j.EventType, Status: j.Status}
+	if j.Kind == EventInputRequested && (j.Input == nil || j.Input.ID == "") {
+		return fmt.Errorf("%w: input_requested event without a request id", ErrInvalidEvent)
+	}
+	*e = Event{Kind: j.Kind, TaskID: j.TaskID, EventType: j.EventType, Status: j.Status, Input: j.Input}
 	if j.Payload != nil {
 		e.Payload = *j.Payload
 	}
@@ -132,10 +146,12 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Message is the payload of a message sent to a sub-agent.
+// Message is the payload of a message sent to a sub-agent, by its owner or
+// to its owner, or the answer to an input request.
 type Message struct {
-	From    string `json:"from"`
-	Content string `json:"content"`
+	From      string `json:"from"`
+	Content   string `json:"content"`
+	InReplyTo string `json:"in_reply_to,omitempty"` // the InputRequest.ID it answers
 }
 
 // Message decodes a custom event of type EventTypeMessage. ok is false for

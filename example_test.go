@@ -48,7 +48,7 @@ func Example() {
 			}
 		}
 		return map[string]string{"summary": "three sources agree"}, nil
-	}, bgtask.WithName("research"))
+	}, bgtask.WithName("research"), bgtask.WithWake(bgtask.WakeOnActivity))
 	if err != nil {
 		log.Fatal(err)
 	}

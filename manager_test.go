@@ -914,7 +914,7 @@ func TestManagerEventsRapidEmits(t *testing.T) {
 			}
 		}
 		return map[string]string{"final": "answer"}, nil
-	})
+	}, WithWake(WakeOnActivity))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -960,7 +960,7 @@ func TestManagerEventsManyTasksShareInbox(t *testing.T) {
 				return nil, fmt.Errorf("task %d failed", k)
 			}
 			return k, nil
-		})
+		}, WithWake(WakeOnActivity))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1033,7 +1033,7 @@ func TestManagerEmitErrors(t *testing.T) {
 		payload["n"] = 2 // encoded at Emit: the event keeps 1
 		res <- r
 		return nil, nil
-	})
+	}, WithWake(WakeOnActivity))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1078,7 +1078,7 @@ func TestManagerEmitAfterCancelDelivers(t *testing.T) {
 		<-ctx.Done()
 		emitErr <- tk.Emit("final_words", "bye")
 		return nil, context.Cause(ctx)
-	})
+	}, WithWake(WakeOnActivity))
 	if err != nil {
 		t.Fatal(err)
 	}

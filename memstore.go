@@ -182,8 +182,7 @@ func (s *MemoryStore) upsert(o *memOwner, u, own *TaskMeta) {
 			cur = own
 		} else {
 			cur = new(TaskMeta)
-			*cur = *u
-			cur.Result = cloneRaw(u.Result)
+			*cur = cloneMeta(*u)
 		}
 		o.tasks[u.ID] = cur
 		s.byID[u.ID] = cur
@@ -307,11 +306,16 @@ func setMutable(cur, next *TaskMeta) bool {
 	if cur.Description == next.Description && cur.Status == next.Status && cur.Error == next.Error &&
 		cur.Stack == next.Stack && bytes.Equal(cur.Result, next.Result) && cur.Instance == next.Instance &&
 		cur.Attempt == next.Attempt && cur.CreatedAt.Equal(next.CreatedAt) &&
-		cur.StartedAt.Equal(next.StartedAt) && cur.FinishedAt.Equal(next.FinishedAt) {
+		cur.StartedAt.Equal(next.StartedAt) && cur.FinishedAt.Equal(next.FinishedAt) && sameInput(cur.Input, next.Input) {
 		return false
 	}
 	cur.Description, cur.Status, cur.Error, cur.Stack = next.Description, next.Status, next.Error, next.Stack
 	cur.Result, cur.Instance, cur.Attempt = next.Result, next.Instance, next.Attempt
 	cur.CreatedAt, cur.StartedAt, cur.FinishedAt = next.CreatedAt, next.StartedAt, next.FinishedAt
+	cur.Input = next.Input
 	return true
+}
+
+func sameInput(a, b *InputRequest) bool {
+	return a == b || a != nil && b != nil && *a == *b
 }

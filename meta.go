@@ -44,12 +44,21 @@ type TaskMeta struct {
 	Detached    bool            `json:"detached,omitempty"`
 	Instance    string          `json:"instance,omitempty"` // runtime instance that ran it
 	Attempt     int64           `json:"attempt,omitempty"`  // fence: writes on an older attempt are dropped
+	Wake        WakePolicy      `json:"wake,omitempty"`     // what reaches the owner's inbox; "" is WakeOnTerminal
+	Input       *InputRequest   `json:"input_request,omitempty"` // set while awaiting_input
+}
+
+// InputRequest is a question a task asked its owner (Task.RequestInput). The
+// owner answers with a Message whose InReplyTo is ID.
+type InputRequest struct {
+	ID     string `json:"id"`
+	Prompt string `json:"prompt"`
 }
 
 // validate reports why m cannot be stored, naming the task. It runs on every
 // commit, on the task's goroutine, so the error is built out of line.
 func (m *TaskMeta) validate() error {
-	if m.ID == "" || m.Owner == "" || !m.Status.Valid() || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) {
+	if m.ID == "" || m.Owner == "" || !m.Status.Valid() || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) || !m.Wake.Valid() {
 		return m.invalid()
 	}
 	return nil
@@ -66,6 +75,8 @@ func (m *TaskMeta) invalid() error {
 		return fmt.Errorf("%w: task %s: unknown status %q", ErrCorrupt, m.ID, m.Status)
 	case m.Attempt < 0:
 		return fmt.Errorf("%w: task %s: negative attempt %d", ErrCorrupt, m.ID, m.Attempt)
+	case !m.Wake.Valid():
+		return fmt.Errorf("%w: task %s: unknown wake policy %q", ErrCorrupt, m.ID, m.Wake)
 	}
 	return fmt.Errorf("%w: task %s: result is not valid JSON", ErrCorrupt, m.ID)
 }

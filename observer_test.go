@@ -126,7 +126,7 @@ func TestObserverPanicIsIsolatedAndLogged(t *testing.T) {
 		first := limSpawn(t, m, "a", func(ctx context.Context, tk *Task) (any, error) {
 			<-release
 			return "one", tk.Emit("progress", 1)
-		})
+		}, WithWake(WakeOnActivity))
 		second := limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { return "two", nil })
 		close(release)
 		if meta := limWait(t, m, first, StatusCompleted); string(meta.Result) != `"one"` {

@@ -180,6 +180,7 @@ type spawnConfig struct {
 	name, typ, description string
 	parent                 Parent
 	detached               bool
+	wake                   WakePolicy
 }
 
 // WithName gives the task a short name, unique among the owner's

@@ -1,7 +1,6 @@
 package bgtask
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,24 +69,16 @@ func (o Owner) List(ctx context.Context, statuses ...TaskStatus) (iter.Seq[TaskM
 	if !validOwner(o.id) {
 		return nil, ErrInvalidOwner
 	}
-	for _, s := range statuses {
-		if !s.Valid() {
-			return nil, fmt.Errorf("%w: unknown status %q", ErrInvalidStatus, s)
-		}
-	}
-	snap, err := o.m.store.Load(ctx, o.id)
-	if err != nil {
+	if err := checkStatuses(statuses); err != nil {
 		return nil, err
 	}
-	tasks := make([]TaskMeta, 0, len(snap.Tasks))
-	for _, t := range snap.Tasks {
-		if len(statuses) == 0 || slices.Contains(statuses, t.Status) {
-			tasks = append(tasks, t)
+	var tasks []TaskMeta
+	for meta, err := range o.m.store.List(ctx, o.id, statuses...) {
+		if err != nil {
+			return nil, err
 		}
+		tasks = append(tasks, meta)
 	}
-	slices.SortFunc(tasks, func(a, b TaskMeta) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
-	})
 	return slices.Values(tasks), nil
 }
 

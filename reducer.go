@@ -120,7 +120,9 @@ func otherOwner(t *TaskMeta, owner string) error {
 //   - a terminal record is final: any later upsert of it is dropped whole;
 //   - an upsert that asks for an earlier status (running back to queued), or
 //     for another owner, or fenced on an older Attempt, is dropped whole;
-//   - identity fields (Owner, Type, Name, Parent, Detached, CreatedAt) and
+//   - running and awaiting_input may follow each other; the input request is
+//     kept only while the status is awaiting_input;
+//   - identity fields (Owner, Type, Name, Parent, Detached, Wake, CreatedAt) and
 //     the StartedAt and FinishedAt stamps are kept once set;
 //   - Remove forgets terminal records only.
 //
@@ -188,6 +190,11 @@ func mergeUpsert(cur, u *TaskMeta) bool {
 	cur.Description, cur.Status, cur.Error, cur.Stack = u.Description, u.Status, u.Error, u.Stack
 	cur.Result = cloneRaw(u.Result)
 	cur.Instance, cur.Attempt = u.Instance, u.Attempt
+	cur.Input = nil // leaving awaiting_input clears the request
+	if u.Input != nil && u.Status == StatusAwaitingInput {
+		in := *u.Input
+		cur.Input = &in
+	}
 	if cur.CreatedAt.IsZero() {
 		cur.CreatedAt = u.CreatedAt
 	}
@@ -203,6 +210,10 @@ func mergeUpsert(cur, u *TaskMeta) bool {
 // cloneMeta copies m so the stored record shares no bytes with the caller.
 func cloneMeta(m TaskMeta) TaskMeta {
 	m.Result = cloneRaw(m.Result)
+	if m.Input != nil {
+		in := *m.Input
+		m.Input = &in
+	}
 	return m
 }
 

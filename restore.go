@@ -1,10 +1,8 @@
 package bgtask
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 )
 
 // Restore reconciles the owner's records after a restart (D11): every
@@ -15,10 +13,10 @@ import (
 // in creation order. Closures are never re-run. It returns the records it
 // interrupted.
 //
-// An agent loop calls it at run start. With a store that several live
-// processes share, interrupting what another live process runs would be
-// wrong: there, the store's reaper does this job for processes whose
-// heartbeat stopped.
+// An agent loop calls it at run start. With a SharedStore, only records of
+// this Manager's own instance are considered: interrupting what another live
+// process runs would be wrong, and the store's reaper does that job for
+// processes whose heartbeat stopped.
 //
 // Errors: ErrClosed, ErrInvalidOwner, or the Store's. Records committed
 // before an error stay interrupted, with their events sent.
@@ -35,15 +33,17 @@ func (m *Manager) Restore(ctx context.Context, owner string) ([]TaskMeta, error)
 	if err != nil {
 		return nil, err
 	}
+	_, shared := m.store.(SharedStore)
 	stale := make([]TaskMeta, 0, len(snap.Tasks))
 	for _, meta := range snap.Tasks {
+		if shared && meta.Instance != m.cfg.instance {
+			continue // another instance's: its reaper's job, not ours
+		}
 		if !meta.Status.IsTerminal() {
 			stale = append(stale, meta)
 		}
 	}
-	slices.SortFunc(stale, func(a, b TaskMeta) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
-	})
+	SortMetas(stale)
 	var done []TaskMeta
 	at := now()
 	for _, meta := range stale {
@@ -69,7 +69,7 @@ func (m *Manager) Restore(ctx context.Context, owner string) ([]TaskMeta, error)
 		}
 		m.notify(from, &got)
 		m.counters.interrupted.Add(1)
-		_ = m.deliver(owner, terminalEvent(&got))
+		m.deliverTerminal(&got)
 		done = append(done, got)
 	}
 	return done, nil

@@ -136,7 +136,9 @@ func (m *Manager) reportCommitFailure(meta *TaskMeta, err error) {
 
 // deliverTerminal sends the event that reports a terminal record.
 func (m *Manager) deliverTerminal(meta *TaskMeta) {
-	_ = m.deliver(meta.Owner, terminalEvent(meta))
+	if meta.Wake != WakeSilent {
+		_ = m.deliver(meta.Owner, terminalEvent(meta))
+	}
 }
 
 // terminalEvent is the event that reports a terminal record.

@@ -9,7 +9,9 @@ import (
 // Send delivers a message to a live sub-agent on behalf of owner, the agent
 // that claims to own it. Errors, in the order they are checked: ErrClosed,
 // ErrInvalidOwner, ErrNotFound, ErrNotOwner, ErrTerminal (a *StatusError),
-// ErrNotSubAgent, ErrInboxClosed. Owner.Send is the same call as seen by one
+// ErrNotSubAgent, ErrInboxClosed. A message whose InReplyTo names the
+// task's open input request (Task.RequestInput) answers it instead, for a
+// plain task too; ErrNoInputRequest if there is no such request. Owner.Send is the same call as seen by one
 // owner, which reports another owner's task as not found.
 func (m *Manager) Send(ctx context.Context, owner, id string, msg Message) error {
 	return m.send(ctx, owner, id, msg)
@@ -45,6 +47,8 @@ func (m *Manager) send(ctx context.Context, owner, id string, msg Message) error
 	switch {
 	case t.rec.Owner != owner:
 		return ErrNotOwner
+	case msg.InReplyTo != "":
+		return t.answer(msg)
 	case t.inbox == nil:
 		return fmt.Errorf("%w: %s", ErrNotSubAgent, id)
 	}

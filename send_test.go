@@ -295,7 +295,7 @@ func TestSubAgentReceivesItsTasksEvents(t *testing.T) {
 				return nil, err
 			}
 			return map[string]int{"rows": 10}, nil
-		})
+		}, WithWake(WakeOnActivity))
 		if err != nil {
 			return nil, err
 		}
@@ -386,7 +386,7 @@ func TestSubAgentOrphanedTaskEvents(t *testing.T) {
 			<-gate
 			emitErr <- c.Emit("late", 1)
 			return "child done", nil
-		})
+		}, WithWake(WakeOnActivity))
 		childID <- id
 		return "agent done", err
 	})

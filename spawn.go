@@ -31,6 +31,9 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	if err := checkName(sc.name); err != nil {
 		return "", err
 	}
+	if !sc.wake.Valid() {
+		return "", fmt.Errorf("%w: %q", ErrInvalidWake, sc.wake)
+	}
 	if sc.typ == "" {
 		sc.typ = TypeTask
 		if agent {
@@ -55,6 +58,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		Parent:      parent,
 		Detached:    sc.detached,
 		Instance:    m.cfg.instance,
+		Wake:        sc.wake,
 	}
 	if agent {
 		t.inbox = m.newInbox(OnClosed(m.forwardOrphanEvent(owner)))

@@ -8,9 +8,10 @@ import (
 // TaskStatus is where a task is in its life. The zero value is not a valid
 // status. Statuses only move forward:
 //
-//	queued ──► running ──► completed | failed | cancelled
-//	   │          │
-//	   └──────────┴──────► cancelled | interrupted
+//	queued ──► running ◄──► awaiting_input
+//	   │          │               │
+//	   │          └───────────────┴──► completed | failed | cancelled | interrupted
+//	   └──────────────────────────────► cancelled | interrupted
 //
 // Terminal statuses are final: the reducer drops any later update that asks
 // for another status (see [ApplyAction]).
@@ -26,6 +27,11 @@ const (
 	// when the function returns (completed, failed or cancelled), or when
 	// another runtime instance finds its process gone (interrupted).
 	StatusRunning TaskStatus = "running"
+	// StatusAwaitingInput: the running function asked its owner for input
+	// (Task.RequestInput) and waits for the answer; the record's Input holds
+	// the request. The answer (a Message whose InReplyTo is the request id)
+	// moves it back to running. It ends like a running task.
+	StatusAwaitingInput TaskStatus = "awaiting_input"
 	// StatusCompleted (terminal): the function returned a nil error. The
 	// record's Result holds the JSON of the returned value.
 	StatusCompleted TaskStatus = "completed"
@@ -44,7 +50,7 @@ const (
 
 // Statuses returns every status in lifecycle order.
 func Statuses() []TaskStatus {
-	return []TaskStatus{StatusQueued, StatusRunning, StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted}
+	return []TaskStatus{StatusQueued, StatusRunning, StatusAwaitingInput, StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted}
 }
 
 // String returns the lowercase name.
@@ -67,7 +73,7 @@ func (s TaskStatus) rank() int {
 	switch s {
 	case StatusQueued:
 		return 0
-	case StatusRunning:
+	case StatusRunning, StatusAwaitingInput:
 		return 1
 	case StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted:
 		return 2

@@ -1,6 +1,9 @@
 package bgtask
 
-import "context"
+import (
+	"context"
+	"iter"
+)
 
 // Store persists task metadata. Every implementation applies actions with
 // [ApplyAction] inside one atomic commit, so every store keeps the same
@@ -21,4 +24,29 @@ type Store interface {
 	// are not errors. Commit must not keep the actions or their slices
 	// after it returns: the Manager reuses them.
 	Commit(ctx context.Context, owner string, actions ...Action) error
+	// List yields the owner's records whose status is one of statuses (all
+	// of them when none is given), oldest first (CreatedAt, then ID). A
+	// failure is yielded once, as the last pair, with a zero TaskMeta; an
+	// unknown status yields an error matching ErrInvalidStatus.
+	List(ctx context.Context, owner string, statuses ...TaskStatus) iter.Seq2[TaskMeta, error]
+	// Children yields the records whose Parent.TaskID is id, whatever their
+	// owner, oldest first. An unknown id yields nothing.
+	Children(ctx context.Context, id string) iter.Seq2[TaskMeta, error]
+}
+
+// SharedStore is a Store that several runtime instances (processes) share,
+// such as a database. The Manager uses it for what one process cannot do
+// alone: reach a task that another instance runs, and hear of tasks that
+// a reaper interrupted. Restore leaves other instances' records to the
+// store's reaper.
+type SharedStore interface {
+	Store
+	// RequestCancel asks the instance that runs task id to cancel it, with
+	// its attached descendants there when tree is true. It returns once the
+	// request is recorded, not when the task stops.
+	RequestCancel(ctx context.Context, id string, tree bool) error
+	// TakeNotices claims the owner's undelivered notices (events the store
+	// made itself, such as EventInterrupted for a reaped task), oldest
+	// first, and marks them delivered, so each is returned once.
+	TakeNotices(ctx context.Context, owner string) ([]Event, error)
 }

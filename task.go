@@ -36,6 +36,7 @@ type Task struct {
 	emitMu   sync.Mutex // serialises Emit with the end of the task; guards ended, inboxGen, ownerBox
 	inboxGen uint64     // m.inboxGen when ownerBox was looked up
 	ownerBox *Inbox     // the owner's inbox, cached for Emit
+	input    *inputWait // the open input request; guarded by emitMu
 
 	// Small fields together, so the struct stays in a smaller size class.
 	returned atomic.Bool // the function has returned (or never will run)
@@ -76,7 +77,9 @@ func (t *Task) Inbox() *Inbox { return t.inbox }
 // their owner is this task's id, so their events reach this task's Inbox.
 func (t *Task) Agent() Owner { return t.m.Owner(t.rec.ID) }
 
-// Emit sends a custom event to the owner's inbox. The payload is encoded as
+// Emit sends a custom event to the owner's inbox if the task's wake policy
+// lets it through (WakeOnActivity, or an EventTypeMessage addressed to the
+// owner); otherwise it checks the event and drops it. The payload is encoded as
 // JSON now, so the caller may change it afterwards; a payload that cannot be
 // encoded returns an error matching ErrInvalidPayload and sends nothing. An
 // empty eventType returns ErrInvalidEvent. Once the function has returned,
@@ -95,6 +98,9 @@ func (t *Task) Emit(eventType string, payload any) error {
 	defer t.emitMu.Unlock()
 	if t.ended {
 		return ErrTaskEnded
+	}
+	if !t.rec.Wake.delivers(EventCustom, eventType) {
+		return nil
 	}
 	if gen := t.m.inboxGen.Load(); t.ownerBox == nil || gen != t.inboxGen {
 		t.ownerBox, t.inboxGen = t.m.inboxFor(t.rec.Owner), gen

@@ -1,0 +1,82 @@
+package bgtask
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"iter"
+	"slices"
+)
+
+// List implements Store.
+func (s *MemoryStore) List(ctx context.Context, owner string, statuses ...TaskStatus) iter.Seq2[TaskMeta, error] {
+	return func(yield func(TaskMeta, error) bool) {
+		if err := checkStatuses(statuses); err != nil {
+			yield(TaskMeta{}, err)
+			return
+		}
+		if err := ctx.Err(); err != nil {
+			yield(TaskMeta{}, err)
+			return
+		}
+		s.mu.RLock()
+		var out []TaskMeta
+		if o := s.owners[owner]; o != nil {
+			for _, m := range o.tasks {
+				if len(statuses) == 0 || slices.Contains(statuses, m.Status) {
+					out = append(out, cloneMeta(*m))
+				}
+			}
+		}
+		s.mu.RUnlock()
+		yieldSorted(out, yield)
+	}
+}
+
+// Children implements Store. It walks every record: the MemoryStore keeps
+// no parent index, since the Manager answers lineage questions from its
+// own live index.
+func (s *MemoryStore) Children(ctx context.Context, id string) iter.Seq2[TaskMeta, error] {
+	return func(yield func(TaskMeta, error) bool) {
+		if err := ctx.Err(); err != nil {
+			yield(TaskMeta{}, err)
+			return
+		}
+		s.mu.RLock()
+		var out []TaskMeta
+		for _, m := range s.byID {
+			if id != "" && m.Parent.TaskID == id {
+				out = append(out, cloneMeta(*m))
+			}
+		}
+		s.mu.RUnlock()
+		yieldSorted(out, yield)
+	}
+}
+
+// checkStatuses reports the first status of a filter this package does not know.
+func checkStatuses(statuses []TaskStatus) error {
+	for _, st := range statuses {
+		if !st.Valid() {
+			return fmt.Errorf("%w: %q", ErrInvalidStatus, st)
+		}
+	}
+	return nil
+}
+
+// SortMetas orders records oldest first: by CreatedAt, then by ID. It is
+// the order of Store.List and Store.Children.
+func SortMetas(ms []TaskMeta) {
+	slices.SortFunc(ms, func(a, b TaskMeta) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+}
+
+func yieldSorted(ms []TaskMeta, yield func(TaskMeta, error) bool) {
+	SortMetas(ms)
+	for _, m := range ms {
+		if !yield(m, nil) {
+			return
+		}
+	}
+}
