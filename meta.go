@@ -42,9 +42,9 @@ type TaskMeta struct {
 	FinishedAt  time.Time       `json:"finished_at,omitzero"`
 	Parent      Parent          `json:"parent,omitzero"`
 	Detached    bool            `json:"detached,omitempty"`
-	Instance    string          `json:"instance,omitempty"` // runtime instance that ran it
-	Attempt     int64           `json:"attempt,omitempty"`  // fence: writes on an older attempt are dropped
-	Wake        WakePolicy      `json:"wake,omitempty"`     // what reaches the owner's inbox; "" is WakeOnTerminal
+	Instance    string          `json:"instance,omitempty"`      // runtime instance that ran it
+	Attempt     int64           `json:"attempt,omitempty"`       // fence: writes on an older attempt are dropped
+	Wake        WakePolicy      `json:"wake,omitempty"`          // what reaches the owner's inbox; "" is WakeOnTerminal
 	Input       *InputRequest   `json:"input_request,omitempty"` // set while awaiting_input
 }
 

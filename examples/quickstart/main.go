@@ -28,7 +28,8 @@ func main() {
 			}
 		}
 		return map[string]int{"files": 42}, nil
-	}, bgtask.WithName("indexer"), bgtask.WithDescription("index the repository"))
+	}, bgtask.WithName("indexer"), bgtask.WithDescription("index the repository"),
+		bgtask.WithWake(bgtask.WakeOnActivity)) // progress events reach the inbox too
 	if err != nil {
 		log.Fatal(err)
 	}
