@@ -21,7 +21,9 @@ func ttSend(t testing.TB, ctx context.Context, tool Tool, to map[string]string, 
 	return r
 }
 
-func child(name string) map[string]string { return map[string]string{"relation": "child", "name": name} }
+func child(name string) map[string]string {
+	return map[string]string{"relation": "child", "name": name}
+}
 
 var parentRel = map[string]string{"relation": "parent"}
 
