@@ -21,7 +21,7 @@ func ttSend(t testing.TB, ctx context.Context, tool Tool, to map[string]string, 
 	return r
 }
 
-func child(name string) map[string]string {
+func ttChild(name string) map[string]string {
 	return map[string]string{"relation": "child", "name": name}
 }
 
@@ -40,7 +40,7 @@ func TestSendMessageToChild(t *testing.T) {
 				target = id
 			}
 			ctx := WithToolCall(t.Context(), ToolCall{RunID: "run-1", AgentID: "parent"})
-			r := ttSend(t, ctx, ttTool(t, o, "send_message"), child(target), "hi", "")
+			r := ttSend(t, ctx, ttTool(t, o, "send_message"), ttChild(target), "hi", "")
 			if r.Status != "delivered" || !strings.HasPrefix(r.MessageID, "msg_") || r.Error != "" {
 				t.Fatalf("send_message = %+v", r)
 			}
@@ -83,7 +83,7 @@ func TestSendMessageNotFound(t *testing.T) {
 		{"thread-1", ended},
 	}
 	for _, tc := range cases {
-		r := ttSend(t, t.Context(), ttTool(t, m.Owner(tc.owner), "send_message"), child(tc.target), "hi", "")
+		r := ttSend(t, t.Context(), ttTool(t, m.Owner(tc.owner), "send_message"), ttChild(tc.target), "hi", "")
 		if r != (sendReceipt{Status: "failed", Error: "recipient_not_found"}) {
 			t.Errorf("%s → %s: %+v", tc.owner, tc.target, r)
 		}
@@ -106,10 +106,10 @@ func TestSendMessagePlainTask(t *testing.T) {
 	o := m.Owner("thread-1")
 	_, p := mtSpawnProbe(t, t.Context(), o, WithName("plain"))
 	tool := ttTool(t, o, "send_message")
-	if r := ttSend(t, t.Context(), tool, child("plain"), "hi", ""); r != (sendReceipt{Status: "failed", Error: "recipient_unavailable"}) {
+	if r := ttSend(t, t.Context(), tool, ttChild("plain"), "hi", ""); r != (sendReceipt{Status: "failed", Error: "recipient_unavailable"}) {
 		t.Fatalf("message to a plain task: %+v", r)
 	}
-	if r := ttSend(t, t.Context(), tool, child("plain"), "yes", "input_nope"); r != (sendReceipt{Status: "failed", Error: "no_input_request"}) {
+	if r := ttSend(t, t.Context(), tool, ttChild("plain"), "yes", "input_nope"); r != (sendReceipt{Status: "failed", Error: "no_input_request"}) {
 		t.Fatalf("answer without a request: %+v", r)
 	}
 	if err := p.ctxErr(t); err != nil {
@@ -193,11 +193,11 @@ func TestSendMessageAnswersInputRequest(t *testing.T) {
 	}
 	req := w.Task.InputRequest.ID
 	tool := ttTool(t, o, "send_message")
-	if r := ttSend(t, t.Context(), tool, child("deployer"), "yes", "input_wrong"); r != (sendReceipt{Status: "failed", Error: "no_input_request"}) {
+	if r := ttSend(t, t.Context(), tool, ttChild("deployer"), "yes", "input_wrong"); r != (sendReceipt{Status: "failed", Error: "no_input_request"}) {
 		t.Fatalf("wrong in_reply_to: %+v", r)
 	}
 	ctx := WithToolCall(t.Context(), ToolCall{AgentID: "ops"})
-	r := ttSend(t, ctx, tool, child("deployer"), "yes", req)
+	r := ttSend(t, ctx, tool, ttChild("deployer"), "yes", req)
 	if r.Status != "delivered" {
 		t.Fatalf("answer: %+v", r)
 	}
@@ -207,7 +207,7 @@ func TestSendMessageAnswersInputRequest(t *testing.T) {
 	if got := mtGet(t, o, id); got.Status != StatusRunning || got.Input != nil {
 		t.Fatalf("after the answer: %s %+v", got.Status, got.Input)
 	}
-	if r := ttSend(t, ctx, tool, child("deployer"), "yes again", req); r != (sendReceipt{Status: "failed", Error: "no_input_request"}) {
+	if r := ttSend(t, ctx, tool, ttChild("deployer"), "yes again", req); r != (sendReceipt{Status: "failed", Error: "no_input_request"}) {
 		t.Fatalf("second answer: %+v", r)
 	}
 	close(release)
@@ -236,7 +236,7 @@ func TestSendMessageConcurrentSubAgents(t *testing.T) {
 	for _, name := range names {
 		wg.Go(func() {
 			for i := range n {
-				args := ttArgs(map[string]any{"to": child(name), "message": fmt.Sprintf("%s %d", name, i)})
+				args := ttArgs(map[string]any{"to": ttChild(name), "message": fmt.Sprintf("%s %d", name, i)})
 				if res, err := tool.Call(t.Context(), json.RawMessage(args)); err != nil || !strings.Contains(string(res), `"status":"delivered"`) {
 					t.Errorf("%s %d: %s, %v", name, i, res, err)
 					return
