@@ -1,0 +1,185 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestRequestInputAnswered: the record is awaiting_input with the request,
+// an on_activity owner gets the event, a wrong answer is refused, the right
+// one resumes the task.
+func TestRequestInputAnswered(t *testing.T) {
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	got := make(chan Message, 1)
+	release := make(chan struct{})
+	id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+		msg, err := tk.RequestInput(ctx, "Which region?")
+		if err != nil {
+			return nil, err
+		}
+		got <- msg
+		<-release
+		return msg.Content, nil
+	}, WithWake(WakeOnActivity))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := m.waitSettled(t.Context(), "thread-1", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := meta.Input
+	if meta.Status != StatusAwaitingInput || req == nil || !strings.HasPrefix(req.ID, "input_") || len(req.ID) != len("input_")+32 || req.Prompt != "Which region?" {
+		t.Fatalf("record %s, request %+v", meta.Status, req)
+	}
+	evs := mtDrain(t, o)
+	if len(evs) != 1 || evs[0].Kind != EventInputRequested || evs[0].TaskID != id || *evs[0].Input != *req {
+		t.Fatalf("events %+v", evs)
+	}
+	for _, bad := range []string{"input_other", strings.ToUpper(req.ID)} {
+		err := o.Send(t.Context(), id, Message{Content: "eu", InReplyTo: bad})
+		if !errors.Is(err, ErrNoInputRequest) {
+			t.Fatalf("answer to %s: %v", bad, err)
+		}
+	}
+	if got := mtGet(t, o, id); got.Status != StatusAwaitingInput || got.Input.ID != req.ID {
+		t.Fatalf("after a wrong answer: %s %+v", got.Status, got.Input)
+	}
+	answer := Message{From: "user", Content: "eu-west", InReplyTo: req.ID}
+	if err := o.Send(t.Context(), id, answer); err != nil {
+		t.Fatal(err)
+	}
+	if msg := <-got; msg != answer {
+		t.Fatalf("task got %+v", msg)
+	}
+	if got := mtGet(t, o, id); got.Status != StatusRunning || got.Input != nil {
+		t.Fatalf("after the answer: %s %+v", got.Status, got.Input)
+	}
+	if err := o.Send(t.Context(), id, answer); !errors.Is(err, ErrNoInputRequest) {
+		t.Fatalf("second answer: %v", err)
+	}
+	close(release)
+	if got := mtWait(t, o, id); got.Status != StatusCompleted || string(got.Result) != `"eu-west"` {
+		t.Fatalf("end %s %s", got.Status, got.Result)
+	}
+}
+
+// TestRequestInputCtxEnds: when ctx ends first the record is running again
+// and RequestInput returns ctx's cause; a late answer is refused.
+func TestRequestInputCtxEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mtNew(t)
+		o := m.Owner("thread-1")
+		cause := errors.New("nobody answered")
+		res := make(chan error, 1)
+		release := make(chan struct{})
+		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+			rctx, cancel := context.WithTimeoutCause(ctx, time.Minute, cause)
+			defer cancel()
+			_, err := tk.RequestInput(rctx, "still there?")
+			res <- err
+			<-release
+			return nil, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, err := m.waitSettled(t.Context(), "thread-1", id)
+		if err != nil || meta.Status != StatusAwaitingInput {
+			t.Fatalf("%+v, %v", meta, err)
+		}
+		start := time.Now()
+		if err := <-res; err != cause || time.Since(start) != time.Minute {
+			t.Fatalf("RequestInput = %v after %v", err, time.Since(start))
+		}
+		if got := mtGet(t, o, id); got.Status != StatusRunning || got.Input != nil {
+			t.Fatalf("after ctx ended: %s %+v", got.Status, got.Input)
+		}
+		if err := o.Send(t.Context(), id, Message{InReplyTo: meta.Input.ID}); !errors.Is(err, ErrNoInputRequest) {
+			t.Fatalf("late answer: %v", err)
+		}
+		close(release)
+		mtWait(t, o, id)
+	})
+}
+
+// TestRequestInputTaskCancelled: cancelling the task ends the request with
+// the cancel cause, and the task ends cancelled.
+func TestRequestInputTaskCancelled(t *testing.T) {
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+		return tk.RequestInput(ctx, "waiting")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.waitSettled(t.Context(), "thread-1", id); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := o.Cancel(t.Context(), id); n != 1 || err != nil {
+		t.Fatalf("Cancel = %d, %v", n, err)
+	}
+	if got := mtWait(t, o, id); got.Status != StatusCancelled || got.Input != nil {
+		t.Fatalf("end %s %+v", got.Status, got.Input)
+	}
+}
+
+func TestRequestInputErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mtNew(t)
+		o := m.Owner("thread-1")
+		type result struct {
+			msg Message
+			err error
+		}
+		first := make(chan result, 1)
+		second := make(chan error, 1)
+		proceed := make(chan struct{})
+		var handle *Task
+		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+			handle = tk
+			if _, err := tk.RequestInput(ctx, " \t"); !errors.Is(err, ErrInvalidInput) {
+				return nil, err
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				msg, err := tk.RequestInput(ctx, "first")
+				first <- result{msg, err}
+			}()
+			<-proceed
+			_, err := tk.RequestInput(ctx, "second")
+			second <- err
+			<-done
+			return nil, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the first request is open, the function waits for proceed
+		meta := mtGet(t, o, id)
+		if meta.Status != StatusAwaitingInput || meta.Input.Prompt != "first" {
+			t.Fatalf("record %s %+v", meta.Status, meta.Input)
+		}
+		close(proceed)
+		if err := <-second; !errors.Is(err, ErrInputPending) {
+			t.Fatalf("second request: %v", err)
+		}
+		if err := o.Send(t.Context(), id, Message{Content: "ok", InReplyTo: meta.Input.ID}); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-first; r.err != nil || r.msg.Content != "ok" {
+			t.Fatalf("first request: %+v", r)
+		}
+		mtWait(t, o, id)
+		if _, err := handle.RequestInput(t.Context(), "too late"); !errors.Is(err, ErrTaskEnded) {
+			t.Fatalf("after the end: %v", err)
+		}
+	})
+}
