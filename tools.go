@@ -94,8 +94,10 @@ func OnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	  child is one of the owner's non-terminal tasks, by id, then by name: a
 //	  sub-agent gets the message in its inbox; with in_reply_to, the message
 //	  answers the task's open input request (a plain task too), which then
-//	  runs again. parent needs a current task: the task sends the message
-//	  to its owner (EventTypeMessage, which every wake policy delivers).
+//	  runs again. The message is from the current task, else the call's
+//	  AgentID, else the owner. parent needs a current task: the task sends
+//	  the message to its owner (EventTypeMessage, which every wake policy
+//	  delivers). Both directions are kept in the task's history.
 //	wait_task    {task_id, timeout_seconds?: 1..300, default 30}
 //	  → {"task":{…},"timed_out":false} when the task is terminal or awaiting input;
 //	    {"task":{…},"timed_out":true,"message":"task <id> still <status> after <n>s"}
@@ -110,8 +112,9 @@ func OnSelfCancel(f func(ctx context.Context)) ToolOption {
 // no error:
 //
 //	cancel_task  {"status":"failed","root_task_id":<name given>,"cancelled_count":0,"error":"task_not_found"}
-//	             no such child: unknown, another owner's, not a child of the current scope;
-//	             "error":"task_not_running": the child has already ended.
+//	                 no such child: unknown, another owner's, or not a direct child of the current scope
+//	             {"status":"failed","root_task_id":<its id>,"cancelled_count":0,"error":"task_not_running"}
+//	                 the child has already ended (completed, failed, cancelled or interrupted)
 //	send_message {"status":"failed","error":"recipient_not_found"}    no such non-terminal task of the owner
 //	             {"status":"failed","error":"recipient_unavailable"}  a plain task without in_reply_to; a
 //	                 sub-agent not run by this process or whose inbox has closed; parent without a
@@ -140,7 +143,9 @@ func OnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	invalid arguments: "timeout_seconds" must be from 1 to <max>
 //
 // Ids and names are trimmed of surrounding spaces; a message's content is
-// kept as given. Execution errors:
+// kept as given. The arguments are checked before anything else, in this
+// order: syntax, trailing data, unknown and repeated keys, then each field
+// in the schema's order. Execution errors:
 //
 //	task not found: <id>          get_task, wait_task: unknown id or another owner's (matches ErrNotFound)
 //	current_task_unavailable      cancel_task without a current task or run (matches ErrNoCurrentTask)
