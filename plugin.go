@@ -33,13 +33,13 @@ type Plugin struct {
 	fixed  *Inbox // a sub-agent's own inbox (PluginInbox); never bound or closed here
 	onWake func(Event)
 
-	run        RunInfo
-	inbox      *Inbox   // the inbox of the current run
-	older      []*Inbox // inboxes replaced at RunStart that may still receive a send in flight
-	viewStale  bool
-	view       []TaskMeta
-	running    bool
-	shared     SharedStore
+	run       RunInfo
+	inbox     *Inbox   // the inbox of the current run
+	older     []*Inbox // inboxes replaced at RunStart that may still receive a send in flight
+	viewStale bool
+	view      []TaskMeta
+	running   bool
+	shared    SharedStore
 
 	mu   sync.Mutex // guards late
 	late []Event    // events that reached a closed inbox of this owner
