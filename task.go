@@ -84,8 +84,9 @@ func (t *Task) Agent() Owner { return t.m.Owner(t.rec.ID) }
 // encoded returns an error matching ErrInvalidPayload and sends nothing. An
 // empty eventType returns ErrInvalidEvent. Once the function has returned,
 // Emit returns ErrTaskEnded, so every custom event precedes the terminal one.
-// If the owner's inbox is closed the event goes to its fallback and Emit
-// returns ErrInboxClosed.
+// If the owner's inbox is closed the event goes to its OnClosed fallback
+// (a Plugin keeps it for the owner's next run) and Emit returns nil; an
+// inbox without a fallback drops it and Emit returns ErrInboxClosed.
 func (t *Task) Emit(eventType string, payload any) error {
 	if eventType == "" {
 		return fmt.Errorf("%w: empty event type", ErrInvalidEvent)
@@ -105,5 +106,9 @@ func (t *Task) Emit(eventType string, payload any) error {
 	if gen := t.m.inboxGen.Load(); t.ownerBox == nil || gen != t.inboxGen {
 		t.ownerBox, t.inboxGen = t.m.inboxFor(t.rec.Owner), gen
 	}
-	return t.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.ID, EventType: eventType, Payload: p})
+	err = t.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.ID, EventType: eventType, Payload: p})
+	if err != nil && t.ownerBox.onClosed != nil {
+		return nil // the fallback took it (a Plugin keeps it for the owner's next run): not lost
+	}
+	return err
 }
