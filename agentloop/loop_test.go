@@ -325,3 +325,39 @@ func TestCancelRunCancelsDescendants(t *testing.T) {
 		}
 	})
 }
+
+// Awaken #109, #204: cancel_task "self" in a run cancels the run's tasks
+// and, through CancelRun, the run itself.
+func TestSelfCancelEndsTheRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		cfg := e.config(agentloop.NewScriptedModel(
+			call("spawn_task"),
+			agentloop.Call(agentloop.CallSpec{Name: "cancel_task", Args: map[string]any{"target": map[string]string{"relation": "self"}}}),
+			agentloop.Say("never asked"),
+		), "run-1")
+		for _, tool := range e.owner.Tools(bgtask.OnSelfCancel(agentloop.CancelRun)) {
+			cfg.Tools = append(cfg.Tools, agentloop.Tool(tool))
+		}
+		res := runLoop(t, cfg, "go")
+		if res.Reason != agentloop.ReasonCancelled || res.Steps != 2 {
+			t.Fatalf("result %s after %d steps, want cancelled after 2", res.Reason, res.Steps)
+		}
+		last := res.Conversation[len(res.Conversation)-1]
+		if last.Role != "tool" || !strings.Contains(last.Content, `"status":"accepted"`) || !strings.Contains(last.Content, `"cancelled_count":2`) {
+			t.Fatalf("cancel_task answered %+v, want accepted with 2 (the task and the run)", last)
+		}
+		synctest.Wait()
+		seq, err := e.owner.List(t.Context(), bgtask.StatusCancelled)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for range seq {
+			n++
+		}
+		if n != 1 {
+			t.Fatalf("%d cancelled tasks, want the spawned one", n)
+		}
+	})
+}
