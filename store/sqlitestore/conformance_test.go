@@ -41,9 +41,9 @@ func corrupt(t testing.TB, path, id string, kind storetest.CorruptKind) {
 	db := rawDB(t, path)
 	switch kind {
 	case storetest.CorruptStatus:
-		exec(t, db, "UPDATE tasks SET status = 'paused' WHERE id = ?", id)
+		execSQL(t, db, "UPDATE tasks SET status = 'paused' WHERE id = ?", id)
 	case storetest.CorruptResult:
-		exec(t, db, `UPDATE tasks SET result = '{"a":' WHERE id = ?`, id)
+		execSQL(t, db, `UPDATE tasks SET result = '{"a":' WHERE id = ?`, id)
 	default:
 		t.Fatalf("corrupt: unknown kind %v", kind)
 	}

@@ -118,7 +118,7 @@ func rawDB(t testing.TB, path string) *sql.DB {
 	return db
 }
 
-func exec(t testing.TB, db *sql.DB, query string, args ...any) {
+func execSQL(t testing.TB, db *sql.DB, query string, args ...any) {
 	t.Helper()
 	if _, err := db.ExecContext(t.Context(), query, args...); err != nil {
 		t.Fatalf("%s: %v", query, err)
