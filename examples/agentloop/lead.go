@@ -98,14 +98,21 @@ func viewOf(msgs []agentloop.Message) string {
 
 func (l *leadModel) summary() string {
 	var parts []string
-	cancelled := 0
+	ended := map[string]int{}
 	for _, r := range l.results {
-		if r == string(bgtask.EventCancelled) {
-			cancelled++
+		if r == string(bgtask.EventCancelled) || r == string(bgtask.EventInterrupted) || r == string(bgtask.EventFailed) {
+			ended[r]++
 			continue
 		}
 		parts = append(parts, r)
 	}
 	sort.Strings(parts)
-	return fmt.Sprintf("%s. Cancelled: %d task(s).", strings.Join(parts, "; "), cancelled)
+	text := fmt.Sprintf("%s. Cancelled: %d task(s).", strings.Join(parts, "; "), ended["cancelled"])
+	if n := ended["interrupted"]; n > 0 {
+		text += fmt.Sprintf(" Interrupted by a restart: %d.", n)
+	}
+	if n := ended["failed"]; n > 0 {
+		text += fmt.Sprintf(" Failed: %d.", n)
+	}
+	return text
 }

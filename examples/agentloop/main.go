@@ -5,7 +5,11 @@
 // sub-agent cancelled together with the tasks it started, and at the end a
 // summary and the task table with its lineage drawn as a tree.
 //
-//	go run ./examples/agentloop [-agents 3] [-speed 1]
+// Task metadata is kept in a SQLite file (-db), the embedded default
+// store: start the demo, kill it while tasks run, start it again, and the
+// second run reports the first run's tasks as interrupted, one event each.
+//
+//	go run ./examples/agentloop [-agents 3] [-speed 1] [-db path]
 package main
 
 import (
@@ -16,22 +20,26 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"time"
 
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/agentloop"
+	"github.com/bgtask/bgtask/store/sqlitestore"
 )
 
 // config is what the flags choose.
 type config struct {
 	agents int     // research sub-agents to start
 	speed  float64 // >1 runs faster
+	db     string  // the SQLite file
 }
 
 func main() {
 	var cfg config
 	flag.IntVar(&cfg.agents, "agents", 3, "number of research sub-agents (1 to 9)")
 	flag.Float64Var(&cfg.speed, "speed", 1, "speed factor: 2 runs twice as fast")
+	flag.StringVar(&cfg.db, "db", filepath.Join(os.TempDir(), "bgtask-agentloop.db"), "SQLite file that keeps the task metadata")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -51,7 +59,12 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		return fmt.Errorf("-speed %v: want more than 0", cfg.speed)
 	}
 	ui := newScreen(out)
-	m, err := bgtask.New(bgtask.WithObserver(ui.transition))
+	store, err := sqlitestore.Open(ctx, cfg.db)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, store.Close()) }()
+	m, err := bgtask.New(bgtask.WithStore(store), bgtask.WithObserver(ui.transition))
 	if err != nil {
 		return err
 	}
@@ -60,6 +73,8 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		defer cancel()
 		err = errors.Join(err, m.Shutdown(sctx))
 	}()
+	ui.printf("task metadata in %s\n", cfg.db)
+	started := time.Now()
 
 	const owner = "thread-lead"
 	wake := make(chan struct{}, 1)
@@ -104,5 +119,5 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 			return context.Cause(ctx)
 		}
 	}
-	return ui.taskTree(ctx, m, owner)
+	return ui.taskTree(ctx, m, owner, started)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"os/exec"
@@ -29,7 +30,7 @@ func buildDemo(t *testing.T) string {
 // started.
 func TestDemoRuns(t *testing.T) {
 	bin := buildDemo(t)
-	cmd := exec.Command(bin, "-agents", "3", "-speed", "4")
+	cmd := exec.Command(bin, "-agents", "3", "-speed", "4", "-db", filepath.Join(t.TempDir(), "tasks.db"))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -84,7 +85,7 @@ func TestDemoRejectsBadFlags(t *testing.T) {
 		{[]string{"-agents", "10"}, "agentloop: -agents 10: want 1 to 9\n"},
 		{[]string{"-speed", "0"}, "agentloop: -speed 0: want more than 0\n"},
 	} {
-		cmd := exec.Command(bin, tc.args...)
+		cmd := exec.Command(bin, append(tc.args, "-db", filepath.Join(t.TempDir(), "tasks.db"))...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err := cmd.Run()
@@ -92,5 +93,51 @@ func TestDemoRejectsBadFlags(t *testing.T) {
 		if !errors.As(err, &exit) || exit.ExitCode() != 1 || stderr.String() != tc.want {
 			t.Errorf("%v: exit %v, stderr %q; want exit 1 and %q", tc.args, err, stderr.String(), tc.want)
 		}
+	}
+}
+
+// Issue 5: a demo killed while its tasks run leaves them recorded; the next
+// start reports them interrupted, one event each, and nothing of the first
+// process stays running among the lead's tasks.
+func TestDemoRestartAfterKill(t *testing.T) {
+	bin := buildDemo(t)
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	first := exec.Command(bin, "-speed", "0.25", "-db", db)
+	stdout, err := first.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Kill it once the first run has ended waiting: its tasks are running.
+	lines := bufio.NewScanner(stdout)
+	for lines.Scan() && !strings.HasPrefix(lines.Text(), "run-1 ended waiting") {
+	}
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	if lines.Err() != nil {
+		t.Fatal(lines.Err())
+	}
+
+	out, err := exec.Command(bin, "-speed", "4", "-db", db).CombinedOutput()
+	if err != nil {
+		t.Fatalf("second start: %v\n%s", err, out)
+	}
+	text := string(out)
+	_, afterRestart, _ := strings.Cut(text, "\nstep 1: ")
+	step1, _, _ := strings.Cut(afterRestart, "\nstep 2")
+	// The lead had three researchers (one being cancelled) and the indexer.
+	if n := strings.Count(step1, "<- interrupted"); n < 3 || n > 4 {
+		t.Fatalf("first step after the restart delivered %d interrupted events, want 3 or 4:\n%s", n, text)
+	}
+	earlier := regexp.MustCompile(`from earlier runs of the demo: map\[(.*)\]`).FindStringSubmatch(text)
+	if earlier == nil || strings.Contains(earlier[1], "running:") || strings.Contains(earlier[1], "queued:") {
+		t.Fatalf("the lead's earlier tasks should all have ended:\n%s", text)
+	}
+	if !strings.Contains(text, "Interrupted by a restart: ") {
+		t.Fatalf("summary does not mention the interrupted tasks:\n%s", text)
 	}
 }

@@ -68,17 +68,25 @@ func (s *screen) step(st agentloop.Step) {
 	}
 }
 
-// taskTree prints every task of owner, and the tasks they started, as a
-// tree in creation order, from the Store.
-func (s *screen) taskTree(ctx context.Context, m *bgtask.Manager, owner string) error {
+// taskTree prints the tasks of owner created since, and the tasks they
+// started, as a tree in creation order, from the Store. Tasks of earlier
+// runs of the demo are counted, not shown.
+func (s *screen) taskTree(ctx context.Context, m *bgtask.Manager, owner string, since time.Time) error {
 	var roots []bgtask.TaskMeta
+	older := map[bgtask.TaskStatus]int{}
 	for meta, err := range m.Store().List(ctx, owner) {
 		if err != nil {
 			return err
 		}
-		if meta.Parent.TaskID == "" {
+		switch {
+		case meta.CreatedAt.Before(since):
+			older[meta.Status]++
+		case meta.Parent.TaskID == "":
 			roots = append(roots, meta)
 		}
+	}
+	if len(older) > 0 {
+		s.printf("\nfrom earlier runs of the demo: %v\n", older)
 	}
 	s.printf("\n%-26s %-10s %-10s %6s  %s\n", "TASK", "TYPE", "STATUS", "TIME", "RESULT")
 	for i, meta := range roots {
