@@ -50,7 +50,7 @@
 // Every check makes its own store, so New must return an empty one each
 // time (a new file, schema or database). The checks run one after another;
 // run the tests with -race. -short makes ConcurrentWriters shorter. The
-// whole suite commits about two thousand small records. A failure names
+// whole suite makes about 750 small commits. A failure names
 // the check, the step and every field that differs.
 //
 // What the suite requires beyond the [bgtask.Store] doc, so that every
