@@ -85,9 +85,11 @@ func (t *Task) Agent() Owner { return t.m.Owner(t.rec.ID) }
 // encoded returns an error matching ErrInvalidPayload and sends nothing. An
 // empty eventType returns ErrInvalidEvent. Once the function has returned,
 // Emit returns ErrTaskEnded, so every custom event precedes the terminal one.
-// If the owner's inbox is closed the event goes to its fallback and Emit
-// returns ErrInboxClosed. A delivered EventTypeMessage (best a Message) is
-// also kept in the task's message history (Owner.Messages).
+// If the owner's inbox is closed the event goes to its OnClosed fallback
+// (a Plugin keeps it for the owner's next run) and Emit returns nil; an
+// inbox without a fallback drops it and Emit returns ErrInboxClosed. A
+// delivered EventTypeMessage (best a Message) is also kept in the task's
+// message history (Owner.Messages).
 func (t *Task) Emit(eventType string, payload any) error {
 	_, err := t.emit(eventType, payload)
 	return err
@@ -114,8 +116,9 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	if gen := t.m.inboxGen.Load(); t.ownerBox == nil || gen != t.inboxGen {
 		t.ownerBox, t.inboxGen = t.m.inboxFor(t.rec.Owner), gen
 	}
-	if err := t.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.ID, EventType: eventType, Payload: p}); err != nil {
-		return "", err
+	err = t.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.ID, EventType: eventType, Payload: p})
+	if err != nil && t.ownerBox.onClosed == nil {
+		return "", err // dropped; with a fallback it was taken (a Plugin keeps it for the next run): not lost
 	}
 	if eventType == EventTypeMessage {
 		return t.m.msgs.emitted(t, p), nil

@@ -1,0 +1,260 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/bgtask/bgtask"
+)
+
+// writeTx is one batch's transaction.
+type writeTx struct {
+	s   *Store
+	ctx context.Context
+	tx  *sql.Tx
+	now int64 // the store's clock for this batch, in microseconds
+
+	get, ownerOf, byOwner, upsert, del, retainCount *sql.Stmt // bound to tx when first used
+}
+
+func (w *writeTx) stmt(p **sql.Stmt, shared *sql.Stmt) *sql.Stmt {
+	if *p == nil {
+		*p = w.tx.StmtContext(w.ctx, shared)
+	}
+	return *p
+}
+
+// write applies every request of the batch in one transaction, each under
+// its own savepoint when there are several, and returns each one's error.
+// If the transaction itself fails, every request gets that error and
+// nothing is written.
+func (s *Store) write(ctx context.Context, batch []*request) []error {
+	errs := make([]error, len(batch))
+	failAll := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return failAll(fmt.Errorf("sqlitestore: begin: %w", err))
+	}
+	w := &writeTx{s: s, ctx: ctx, tx: tx, now: s.cfg.now().UnixMicro()}
+	seq := s.nextSeq
+	single := len(batch) == 1
+	ended := false // some record became terminal: check the age limit
+	for i, r := range batch {
+		if !single {
+			if _, err := tx.ExecContext(ctx, "SAVEPOINT c"); err != nil {
+				tx.Rollback()
+				return failAll(fmt.Errorf("sqlitestore: savepoint: %w", err))
+			}
+		}
+		e, err := w.apply(r)
+		if err != nil {
+			if single {
+				tx.Rollback()
+				s.nextSeq = seq
+				errs[0] = err
+				return errs
+			}
+			if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO c"); rerr != nil {
+				tx.Rollback()
+				s.nextSeq = seq
+				return failAll(fmt.Errorf("sqlitestore: rollback to savepoint: %w", errors.Join(rerr, err)))
+			}
+			errs[i] = err
+		} else {
+			ended = ended || e
+		}
+		if !single {
+			if _, err := tx.ExecContext(ctx, "RELEASE c"); err != nil {
+				tx.Rollback()
+				s.nextSeq = seq
+				return failAll(fmt.Errorf("sqlitestore: release savepoint: %w", err))
+			}
+		}
+	}
+	if ended && s.cfg.retainFor > 0 {
+		cutoff := w.now - s.cfg.retainFor.Microseconds()
+		if _, err := tx.StmtContext(ctx, s.st.retainAge).ExecContext(ctx, cutoff); err != nil {
+			tx.Rollback()
+			s.nextSeq = seq
+			return failAll(fmt.Errorf("sqlitestore: age retention: %w", err))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		s.nextSeq = seq
+		return failAll(fmt.Errorf("sqlitestore: commit: %w", err))
+	}
+	return errs
+}
+
+// apply runs one Commit call's actions: it reads the rows they touch (all
+// the owner's rows for ReplaceAll), reduces a Snapshot of them with
+// bgtask.ApplyAction, and writes back only the rows that changed. It
+// reports whether a record became terminal.
+func (w *writeTx) apply(r *request) (ended bool, err error) {
+	owner := r.owner
+	var (
+		cur     map[string]bgtask.TaskMeta // the owner's rows as read
+		foreign map[string]bool            // ids that belong to another owner: never moved
+		order   []string                   // ids in the order the actions name them
+		seen    = make(map[string]bool)
+	)
+	full := false
+	for _, a := range r.actions {
+		full = full || a.Op == bgtask.OpReplaceAll
+		for i := range a.Tasks {
+			if id := a.Tasks[i].ID; !seen[id] {
+				seen[id] = true
+				order = append(order, id)
+			}
+		}
+	}
+	if full {
+		if cur, err = w.loadOwner(owner); err != nil {
+			return false, err
+		}
+		for _, id := range order {
+			if _, ok := cur[id]; ok {
+				continue
+			}
+			var other string
+			switch err := w.stmt(&w.ownerOf, w.s.st.ownerOf).QueryRowContext(w.ctx, id).Scan(&other); {
+			case errors.Is(err, sql.ErrNoRows):
+			case err != nil:
+				return false, fmt.Errorf("sqlitestore: read task %s: %w", id, err)
+			default:
+				foreign = addTo(foreign, id)
+			}
+		}
+	} else {
+		cur = make(map[string]bgtask.TaskMeta, len(order))
+		ids := slices.Clone(order)
+		for _, a := range r.actions {
+			ids = append(ids, a.IDs...) // Remove's ids: read so the reducer sees them
+		}
+		for _, id := range ids {
+			if _, ok := cur[id]; ok || foreign[id] {
+				continue
+			}
+			m, mine, err := w.read(id, owner)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+			case err != nil:
+				return false, err
+			case mine:
+				cur[id] = m
+			default:
+				foreign = addTo(foreign, id)
+			}
+		}
+	}
+
+	snap := bgtask.Snapshot{Tasks: maps.Clone(cur)}
+	for _, a := range r.actions {
+		bgtask.ApplyAction(&snap, withoutForeign(a, foreign))
+	}
+
+	for id := range cur {
+		if _, ok := snap.Tasks[id]; !ok {
+			if _, err := w.stmt(&w.del, w.s.st.del).ExecContext(w.ctx, id); err != nil {
+				return false, fmt.Errorf("sqlitestore: delete task %s: %w", id, err)
+			}
+		}
+	}
+	for _, id := range order {
+		m, ok := snap.Tasks[id]
+		if !ok {
+			continue
+		}
+		old, had := cur[id]
+		if had && sameMeta(&old, &m) {
+			continue // dropped by the reducer, or a same-state re-mirror
+		}
+		var seq, at any // NULL: keep the row's own
+		if m.Status.IsTerminal() && !(had && old.Status.IsTerminal()) {
+			w.s.nextSeq++
+			seq, at = w.s.nextSeq, w.now
+			ended = true
+		}
+		args := append(rowArgs(&m), seq, at)
+		if _, err := w.stmt(&w.upsert, w.s.st.upsert).ExecContext(w.ctx, args...); err != nil {
+			return false, fmt.Errorf("sqlitestore: write task %s: %w", id, err)
+		}
+	}
+	if ended {
+		if _, err := w.stmt(&w.retainCount, w.s.st.retainCount).ExecContext(w.ctx, owner, w.s.cfg.retainPerOwner); err != nil {
+			return false, fmt.Errorf("sqlitestore: count retention for owner %q: %w", owner, err)
+		}
+	}
+	return ended, nil
+}
+
+// read reads task id and reports whether it belongs to owner. A row of
+// another owner is not decoded, so its corruption cannot fail this owner's
+// commit. sql.ErrNoRows when there is none.
+func (w *writeTx) read(id, owner string) (bgtask.TaskMeta, bool, error) {
+	var rw row
+	if err := rw.scan(w.stmt(&w.get, w.s.st.get).QueryRowContext(w.ctx, id)); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return bgtask.TaskMeta{}, false, sql.ErrNoRows
+		}
+		return bgtask.TaskMeta{}, false, err
+	}
+	if rw.owner != owner {
+		return bgtask.TaskMeta{}, false, nil
+	}
+	m, err := rw.decode()
+	return m, true, err
+}
+
+func (w *writeTx) loadOwner(owner string) (map[string]bgtask.TaskMeta, error) {
+	rows, err := w.stmt(&w.byOwner, w.s.st.byOwner).QueryContext(w.ctx, owner)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: read owner %q: %w", owner, err)
+	}
+	ms, err := collect(rows)
+	if err != nil {
+		return nil, err
+	}
+	cur := make(map[string]bgtask.TaskMeta, len(ms))
+	for _, m := range ms {
+		cur[m.ID] = m
+	}
+	return cur, nil
+}
+
+func addTo(set map[string]bool, id string) map[string]bool {
+	if set == nil {
+		set = make(map[string]bool)
+	}
+	set[id] = true
+	return set
+}
+
+// withoutForeign returns a without the tasks whose ids belong to another
+// owner, copying only when there are some: the caller's action is not
+// changed.
+func withoutForeign(a bgtask.Action, foreign map[string]bool) bgtask.Action {
+	if len(foreign) == 0 {
+		return a
+	}
+	kept := make([]bgtask.TaskMeta, 0, len(a.Tasks))
+	for _, t := range a.Tasks {
+		if !foreign[t.ID] {
+			kept = append(kept, t)
+		}
+	}
+	a.Tasks = kept
+	if a.Op == bgtask.OpUpsert && len(kept) == 0 {
+		return bgtask.Action{} // an unknown op: ApplyAction ignores it
+	}
+	return a
+}

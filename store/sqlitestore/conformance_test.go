@@ -1,0 +1,50 @@
+package sqlitestore_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store/sqlitestore"
+	"github.com/bgtask/bgtask/storetest"
+)
+
+// paths remembers each store's file, so Corrupt can reach it with SQL that
+// bypasses the store.
+type paths map[bgtask.Store]string
+
+func (p paths) open(t *testing.T, opts ...sqlitestore.Option) bgtask.Store {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s := openAt(t, path, opts...)
+	p[s] = path
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	p := paths{} // checks run one after another: no lock needed
+	storetest.Run(t, storetest.Config{
+		New: func(t *testing.T) bgtask.Store { return p.open(t, sqlitestore.WithRetainFor(0)) },
+		NewRetaining: func(t *testing.T, perOwner int) bgtask.Store {
+			return p.open(t, sqlitestore.WithRetainPerOwner(perOwner), sqlitestore.WithRetainFor(0))
+		},
+		Corrupt: func(t *testing.T, s bgtask.Store, id string, kind storetest.CorruptKind) {
+			corrupt(t, p[s], id, kind)
+		},
+	})
+}
+
+// corrupt damages task id's row in the file at path, as a bug or another
+// program could.
+func corrupt(t testing.TB, path, id string, kind storetest.CorruptKind) {
+	t.Helper()
+	db := rawDB(t, path)
+	switch kind {
+	case storetest.CorruptStatus:
+		execSQL(t, db, "UPDATE tasks SET status = 'paused' WHERE id = ?", id)
+	case storetest.CorruptResult:
+		execSQL(t, db, `UPDATE tasks SET result = '{"a":' WHERE id = ?`, id)
+	default:
+		t.Fatalf("corrupt: unknown kind %v", kind)
+	}
+}

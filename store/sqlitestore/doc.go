@@ -1,0 +1,48 @@
+// Package sqlitestore is a durable [bgtask.Store] in one SQLite file, for
+// an agent runtime that is one process: task metadata survives a restart or
+// a crash, and [bgtask.Manager.Restore] then turns what the dead process left
+// running into interrupted records, with an event each.
+//
+//	st, err := sqlitestore.Open(ctx, "tasks.db")
+//	...
+//	defer st.Close() // after the Manager's Shutdown
+//	m, err := bgtask.New(bgtask.WithStore(st))
+//
+// It uses modernc.org/sqlite (pure Go, no cgo).
+//
+// # Schema
+//
+// A row per task in table tasks, with a column per TaskMeta field (the
+// result as JSON text, times as UTC microseconds), indexed by (owner,
+// status), by parent task and by the order records became terminal. The
+// schema version is PRAGMA user_version; Open applies the missing
+// migrations in one transaction and refuses a database written by a newer
+// version (ErrSchemaTooNew) without touching it.
+//
+// # Writes
+//
+// The database runs in WAL mode. One writer goroutine, owned by the Store
+// and stopped by Close, takes every Commit call queued while the previous
+// transaction ran (at most WithMaxBatch, optionally waiting WithBatchDelay
+// for more) and writes them in one transaction, each under its own
+// savepoint, so a burst of spawns and completions costs one transaction and
+// each caller still gets its own outcome. Inside the transaction the
+// writer reads the rows the actions touch (all of the owner's for
+// ReplaceAll), reduces them with [bgtask.ApplyAction], and writes back only
+// the rows that changed: the lifecycle invariants are the reducer's, as in
+// every store. Retention (WithRetainPerOwner, WithRetainFor) runs in the
+// same transaction.
+//
+// # Durability
+//
+// synchronous=NORMAL by default: a committed record survives the process
+// being killed at any moment, and the database is never corrupted; a power
+// loss may lose the last transactions. WithFullSync makes every
+// transaction reach the disk before Commit returns.
+//
+// # Corrupt data
+//
+// A row the code cannot read (an unknown status, a result that is not
+// JSON) is reported as an error matching [bgtask.ErrCorrupt] that names the
+// task; other tasks are read as usual.
+package sqlitestore

@@ -1,0 +1,5 @@
+//go:build !race
+
+package sqlitestore_test
+
+const raceEnabled = false

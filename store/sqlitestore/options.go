@@ -1,0 +1,125 @@
+package sqlitestore
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/bgtask/bgtask"
+)
+
+// Defaults of the options.
+const (
+	// DefaultMaxBatch is how many Commit calls one write transaction takes
+	// at most.
+	DefaultMaxBatch = 256
+	// DefaultBusyTimeout is how long a statement waits for a lock held by
+	// another connection (another process) before failing with SQLITE_BUSY.
+	DefaultBusyTimeout = 5 * time.Second
+)
+
+// Option configures Open. An option given an invalid value makes Open fail
+// with an error that names it.
+type Option func(*config) error
+
+type config struct {
+	retainPerOwner int
+	retainFor      time.Duration
+	logger         *slog.Logger
+	maxBatch       int
+	batchDelay     time.Duration
+	busyTimeout    time.Duration
+	fullSync       bool
+	now            func() time.Time // the store's clock, for age retention; tests replace it
+	hookTaken      func(n int)      // tests: called by the writer with each batch's size before writing it
+}
+
+func defaultConfig() config {
+	return config{
+		retainPerOwner: bgtask.DefaultRetainPerOwner,
+		retainFor:      bgtask.DefaultRetainFor,
+		logger:         slog.New(slog.DiscardHandler),
+		maxBatch:       DefaultMaxBatch,
+		busyTimeout:    DefaultBusyTimeout,
+		now:            time.Now,
+	}
+}
+
+// WithRetainPerOwner keeps at most n terminal records per owner; the first
+// to have been committed terminal are deleted first, in the transaction
+// that goes over the limit. n <= 0 keeps none. Live records are never
+// deleted. Default bgtask.DefaultRetainPerOwner, as the MemoryStore.
+func WithRetainPerOwner(n int) Option {
+	return func(c *config) error { c.retainPerOwner = max(n, 0); return nil }
+}
+
+// WithRetainFor deletes terminal records committed terminal longer ago than
+// d, by the store's clock (a record's own finish time may be missing or come
+// from another clock). The age is checked by every write transaction that
+// records a terminal status. d <= 0 disables the age limit. Default
+// bgtask.DefaultRetainFor.
+func WithRetainFor(d time.Duration) Option {
+	return func(c *config) error { c.retainFor = d; return nil }
+}
+
+// WithLogger sets the logger for migrations and failed write transactions.
+// Default: discard (the store is silent). nil keeps the default.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l != nil {
+			c.logger = l
+		}
+		return nil
+	}
+}
+
+// WithMaxBatch bounds how many concurrent Commit calls the writer merges
+// into one transaction. n must be at least 1; 1 disables batching. Default
+// DefaultMaxBatch.
+func WithMaxBatch(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("sqlitestore: WithMaxBatch(%d): want at least 1", n)
+		}
+		c.maxBatch = n
+		return nil
+	}
+}
+
+// WithBatchDelay makes the writer wait up to d for more Commit calls before
+// it writes a batch that is not full, trading that much latency for fewer
+// transactions. Default 0: the writer takes what has queued while the
+// previous transaction ran, which already merges a burst. d must not be
+// negative.
+func WithBatchDelay(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("sqlitestore: WithBatchDelay(%v): negative", d)
+		}
+		c.batchDelay = d
+		return nil
+	}
+}
+
+// WithBusyTimeout sets SQLite's busy_timeout: how long a statement waits
+// for a lock that another process holds. Default DefaultBusyTimeout. d must
+// not be negative; it is rounded down to milliseconds.
+func WithBusyTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("sqlitestore: WithBusyTimeout(%v): negative", d)
+		}
+		c.busyTimeout = d
+		return nil
+	}
+}
+
+// WithFullSync sets synchronous=FULL: every transaction is fsynced to the
+// write-ahead log before Commit returns, so it survives a power loss or an
+// operating-system crash, not only the process's. The default,
+// synchronous=NORMAL, survives the process being killed at any point and
+// never corrupts the database, but the last transactions before a power
+// loss may be lost; a restored task would then be missing, not wrong.
+func WithFullSync() Option {
+	return func(c *config) error { c.fullSync = true; return nil }
+}

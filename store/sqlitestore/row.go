@@ -1,0 +1,142 @@
+package sqlitestore
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/bgtask/bgtask"
+)
+
+// columns are the tasks table's columns that hold a TaskMeta, in the order
+// of scanRow and rowArgs.
+const columns = `id, owner, task_type, name, description, status, error, stack, result,
+	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
+	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt`
+
+// row is a tasks row as scanned, before it is checked. The table is STRICT
+// and its columns NOT NULL where a TaskMeta needs a value, so a scan cannot
+// fail on types; what can be wrong is the meaning (decode).
+type row struct {
+	id, owner, typ, name, description, status, errText, stack string
+	result                                                    sql.NullString
+	created, started, finished                                sql.NullInt64
+	parentTask, parentRun, parentCall, parentAgent            string
+	detached                                                  int64
+	instance                                                  string
+	attempt                                                   int64
+	wake                                                      string
+	inputID, inputPrompt                                      sql.NullString
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func (r *row) scan(s scanner) error {
+	err := s.Scan(&r.id, &r.owner, &r.typ, &r.name, &r.description, &r.status, &r.errText, &r.stack, &r.result,
+		&r.created, &r.started, &r.finished, &r.parentTask, &r.parentRun, &r.parentCall,
+		&r.parentAgent, &r.detached, &r.instance, &r.attempt, &r.wake, &r.inputID, &r.inputPrompt)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: read task row: %w", err)
+	}
+	return nil
+}
+
+// decode checks the row and makes it a record. A value no code could
+// handle (an unknown status or wake policy, a result that is not JSON, no
+// owner, a negative attempt) is an error matching bgtask.ErrCorrupt that
+// names the task.
+func (r *row) decode() (bgtask.TaskMeta, error) {
+	m := bgtask.TaskMeta{
+		ID:          r.id,
+		Owner:       r.owner,
+		Type:        r.typ,
+		Name:        r.name,
+		Description: r.description,
+		Status:      bgtask.TaskStatus(r.status),
+		Error:       r.errText,
+		Stack:       r.stack,
+		CreatedAt:   fromMicros(r.created),
+		StartedAt:   fromMicros(r.started),
+		FinishedAt:  fromMicros(r.finished),
+		Parent:      bgtask.Parent{TaskID: r.parentTask, RunID: r.parentRun, CallID: r.parentCall, AgentID: r.parentAgent},
+		Detached:    r.detached != 0,
+		Instance:    r.instance,
+		Attempt:     r.attempt,
+		Wake:        bgtask.WakePolicy(r.wake),
+	}
+	if r.result.Valid {
+		m.Result = json.RawMessage(r.result.String)
+	}
+	if r.inputID.Valid {
+		m.Input = &bgtask.InputRequest{ID: r.inputID.String, Prompt: r.inputPrompt.String}
+	}
+	var why string
+	switch {
+	case m.ID == "":
+		return bgtask.TaskMeta{}, fmt.Errorf("sqlitestore: %w: a row has an empty id", bgtask.ErrCorrupt)
+	case m.Owner == "":
+		why = "empty owner"
+	case !m.Status.Valid():
+		why = fmt.Sprintf("unknown status %q", r.status)
+	case !m.Wake.Valid():
+		why = fmt.Sprintf("unknown wake policy %q", r.wake)
+	case m.Attempt < 0:
+		why = fmt.Sprintf("negative attempt %d", m.Attempt)
+	case m.Result != nil && !json.Valid(m.Result):
+		why = "result is not valid JSON"
+	default:
+		return m, nil
+	}
+	return bgtask.TaskMeta{}, fmt.Errorf("sqlitestore: task %s: %w: %s", m.ID, bgtask.ErrCorrupt, why)
+}
+
+// rowArgs are m's values for the columns, in order.
+func rowArgs(m *bgtask.TaskMeta) []any {
+	var result, inputID, inputPrompt any
+	if m.Result != nil {
+		result = string(m.Result)
+	}
+	if m.Input != nil {
+		inputID, inputPrompt = m.Input.ID, m.Input.Prompt
+	}
+	detached := 0
+	if m.Detached {
+		detached = 1
+	}
+	return []any{m.ID, m.Owner, m.Type, m.Name, m.Description, string(m.Status), m.Error, m.Stack, result,
+		toMicros(m.CreatedAt), toMicros(m.StartedAt), toMicros(m.FinishedAt),
+		m.Parent.TaskID, m.Parent.RunID, m.Parent.CallID, m.Parent.AgentID,
+		detached, m.Instance, m.Attempt, string(m.Wake), inputID, inputPrompt}
+}
+
+// toMicros stores a time as UTC microseconds (decision 14: stamps have
+// microsecond precision), NULL for the zero time.
+func toMicros(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return time.UnixMicro(v.Int64).UTC()
+}
+
+// sameMeta reports whether a and b would be stored as the same row, so an
+// update that the reducer left unchanged is not written.
+func sameMeta(a, b *bgtask.TaskMeta) bool {
+	return a.ID == b.ID && a.Owner == b.Owner && a.Type == b.Type && a.Name == b.Name &&
+		a.Description == b.Description && a.Status == b.Status && a.Error == b.Error && a.Stack == b.Stack &&
+		bytes.Equal(a.Result, b.Result) && (a.Result == nil) == (b.Result == nil) &&
+		a.CreatedAt.UnixMicro() == b.CreatedAt.UnixMicro() && a.CreatedAt.IsZero() == b.CreatedAt.IsZero() &&
+		a.StartedAt.UnixMicro() == b.StartedAt.UnixMicro() && a.StartedAt.IsZero() == b.StartedAt.IsZero() &&
+		a.FinishedAt.UnixMicro() == b.FinishedAt.UnixMicro() && a.FinishedAt.IsZero() == b.FinishedAt.IsZero() &&
+		a.Parent == b.Parent && a.Detached == b.Detached && a.Instance == b.Instance &&
+		a.Attempt == b.Attempt && a.Wake == b.Wake &&
+		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input)
+}

@@ -1,0 +1,105 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+)
+
+// SchemaVersion is the schema version this code writes and reads, kept in
+// the database's PRAGMA user_version. Open migrates an older database up to
+// it and refuses a newer one (ErrSchemaTooNew).
+const SchemaVersion = len(migrations)
+
+// migrations[i] moves the schema from version i to i+1. Append only: a
+// released step is never edited.
+var migrations = [...]string{
+	// 1: a row per task. Times are UTC microseconds since the Unix epoch,
+	// NULL when unset. terminal_seq orders records by when they were
+	// committed terminal (count retention) and terminal_at is the store's
+	// clock then (age retention); both are NULL while the task is live.
+	// Status is not constrained by a CHECK, so that a newer version's
+	// status is reported as a corrupt row naming the task, not refused
+	// for the whole table.
+	`CREATE TABLE tasks (
+		id              TEXT    NOT NULL PRIMARY KEY,
+		owner           TEXT    NOT NULL,
+		task_type       TEXT    NOT NULL DEFAULT '',
+		name            TEXT    NOT NULL DEFAULT '',
+		description     TEXT    NOT NULL DEFAULT '',
+		status          TEXT    NOT NULL,
+		error           TEXT    NOT NULL DEFAULT '',
+		stack           TEXT    NOT NULL DEFAULT '',
+		result          TEXT,
+		created_at      INTEGER,
+		started_at      INTEGER,
+		finished_at     INTEGER,
+		parent_task_id  TEXT    NOT NULL DEFAULT '',
+		parent_run_id   TEXT    NOT NULL DEFAULT '',
+		parent_call_id  TEXT    NOT NULL DEFAULT '',
+		parent_agent_id TEXT    NOT NULL DEFAULT '',
+		detached        INTEGER NOT NULL DEFAULT 0,
+		instance        TEXT    NOT NULL DEFAULT '',
+		attempt         INTEGER NOT NULL DEFAULT 0,
+		wake            TEXT    NOT NULL DEFAULT '',
+		input_id        TEXT,
+		input_prompt    TEXT,
+		terminal_seq    INTEGER,
+		terminal_at     INTEGER
+	) STRICT;
+	CREATE INDEX tasks_owner_status ON tasks (owner, status);
+	CREATE INDEX tasks_parent ON tasks (parent_task_id, created_at) WHERE parent_task_id <> '';
+	CREATE INDEX tasks_owner_terminal ON tasks (owner, terminal_seq) WHERE terminal_seq IS NOT NULL;
+	CREATE INDEX tasks_terminal_at ON tasks (terminal_at) WHERE terminal_at IS NOT NULL;`,
+}
+
+// userVersion reads the schema version.
+func userVersion(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (int, error) {
+	var v int
+	if err := q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return 0, fmt.Errorf("sqlitestore: read schema version: %w", err)
+	}
+	return v, nil
+}
+
+func tooNew(v int) error {
+	return fmt.Errorf("%w: database schema version %d, this code knows up to %d", ErrSchemaTooNew, v, SchemaVersion)
+}
+
+// migrate brings the schema up to SchemaVersion in one immediate
+// transaction, so two processes opening one file at once migrate it once.
+// v is the version read before; it is read again under the lock.
+func migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
+	tx, err := db.BeginTx(ctx, nil) // _txlock=immediate: takes the write lock now
+	if err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	defer tx.Rollback()
+	v, err := userVersion(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if v > SchemaVersion {
+		return tooNew(v)
+	}
+	if v == SchemaVersion {
+		return nil
+	}
+	for i := v; i < SchemaVersion; i++ {
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			return fmt.Errorf("sqlitestore: migrate schema %d to %d: %w", i, i+1, err)
+		}
+	}
+	// PRAGMA takes no parameters; SchemaVersion is a constant.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
+		return fmt.Errorf("sqlitestore: set schema version: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	log.Info("sqlitestore: migrated schema", "from", v, "to", SchemaVersion)
+	return nil
+}

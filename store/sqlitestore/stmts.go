@@ -1,0 +1,69 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+)
+
+// stmts are the statements prepared once at Open. A transaction uses them
+// through Tx.StmtContext, which reuses the preparation on its connection.
+type stmts struct {
+	get, ownerOf, byOwner, children     *sql.Stmt
+	upsert, del, retainCount, retainAge *sql.Stmt
+}
+
+var updateSet = func() string {
+	var b strings.Builder
+	for i, c := range strings.Split(columns, ",") {
+		c = strings.TrimSpace(c)
+		if c == "id" {
+			continue
+		}
+		if i > 1 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s = excluded.%s", c, c)
+	}
+	return b.String()
+}()
+
+func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
+	for _, p := range []struct {
+		dst   **sql.Stmt
+		query string
+	}{
+		{&st.get, "SELECT " + columns + " FROM tasks WHERE id = ?"},
+		{&st.ownerOf, "SELECT owner FROM tasks WHERE id = ?"},
+		{&st.byOwner, "SELECT " + columns + " FROM tasks WHERE owner = ?"},
+		{&st.children, "SELECT " + columns + " FROM tasks WHERE parent_task_id = ? AND parent_task_id <> '' ORDER BY created_at, id"},
+		// A record keeps the terminal_seq and terminal_at of the commit
+		// that first made it terminal.
+		{&st.upsert, "INSERT INTO tasks (" + columns + ", terminal_seq, terminal_at) VALUES (" +
+			strings.Repeat("?, ", strings.Count(columns, ",")+2) + "?) ON CONFLICT (id) DO UPDATE SET " + updateSet +
+			", terminal_seq = coalesce(tasks.terminal_seq, excluded.terminal_seq)" +
+			", terminal_at = coalesce(tasks.terminal_at, excluded.terminal_at)"},
+		{&st.del, "DELETE FROM tasks WHERE id = ?"},
+		// Keep the owner's ?2 most recent terminal records (by terminal_seq).
+		{&st.retainCount, `DELETE FROM tasks WHERE owner = ?1 AND terminal_seq IS NOT NULL AND terminal_seq <= (
+			SELECT terminal_seq FROM tasks WHERE owner = ?1 AND terminal_seq IS NOT NULL
+			ORDER BY terminal_seq DESC LIMIT 1 OFFSET ?2)`},
+		{&st.retainAge, "DELETE FROM tasks WHERE terminal_at IS NOT NULL AND terminal_at < ?"},
+	} {
+		s, err := db.PrepareContext(ctx, p.query)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: prepare %q: %w", p.query, err)
+		}
+		*p.dst = s
+	}
+	return nil
+}
+
+func (st *stmts) close() {
+	for _, s := range []*sql.Stmt{st.get, st.ownerOf, st.byOwner, st.children, st.upsert, st.del, st.retainCount, st.retainAge} {
+		if s != nil {
+			s.Close()
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/bgtask/bgtask"
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
+)
+
+// Store is a bgtask.Store that keeps task metadata in one SQLite database
+// file, for one process: records survive a restart or a crash of that
+// process, and Manager.Restore then interrupts what was left running.
+//
+// Writes go through one writer goroutine that merges concurrent Commit
+// calls into one transaction (group commit); reads run on their own
+// connections, concurrently with writes (WAL mode).
+//
+// Use Open; the zero value is not usable. Methods are safe for concurrent
+// use. Close stops the writer and closes the database; the Store must not be
+// used afterwards (its methods return ErrClosed). Do not copy a Store.
+type Store struct {
+	cfg    config
+	db     *sql.DB
+	st     stmts
+	memory bool
+
+	mu     sync.Mutex // guards the fields below
+	closed bool
+	queue  []*request // Commit calls waiting for the writer, in arrival order
+
+	wake    chan struct{} // capacity 1: the queue grew, or Close was called
+	writer  sync.WaitGroup
+	nextSeq int64 // the writer's: last terminal_seq given out
+}
+
+// Open opens (creating it if needed) the SQLite database at path, brings
+// its schema up to SchemaVersion, and returns a Store writing to it. The
+// defaults suit most uses: Open(ctx, "tasks.db") is enough.
+//
+// path is a file name; ":memory:" gives a private in-memory database (one
+// connection, so reads wait for writes; gone at Close: for tests and
+// examples). A path holding '?' is refused, since the driver would read
+// what follows as parameters.
+//
+// The database is put in WAL mode with synchronous=NORMAL (see
+// WithFullSync) and a busy timeout (WithBusyTimeout). A database whose
+// schema version is newer than this code's gives an error matching
+// ErrSchemaTooNew, and is left as it was. ctx bounds the opening and the
+// migration only.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case path == "":
+		return nil, errors.New("sqlitestore: Open: empty path")
+	case strings.ContainsRune(path, '?'):
+		return nil, fmt.Errorf("sqlitestore: Open: path %q contains '?'", path)
+	}
+	sync := "NORMAL"
+	if cfg.fullSync {
+		sync = "FULL"
+	}
+	// busy_timeout and synchronous are per connection, so they go in the
+	// DSN that every new connection runs; journal_mode=WAL is a property of
+	// the file, set once below, after the version check.
+	dsn := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=synchronous(%s)&_txlock=immediate",
+		path, cfg.busyTimeout.Milliseconds(), sync)
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	s := &Store{cfg: cfg, db: db, memory: path == ":memory:", wake: make(chan struct{}, 1)}
+	if err := s.setup(ctx, path); err != nil {
+		s.st.close()
+		db.Close()
+		return nil, err
+	}
+	s.writer.Go(s.run)
+	return s, nil
+}
+
+// setup checks the schema version, turns on WAL, migrates and prepares the
+// statements.
+func (s *Store) setup(ctx context.Context, path string) error {
+	conns := max(4, runtime.GOMAXPROCS(0)) // one writer, the rest for reads
+	if s.memory {
+		conns = 1 // every connection to ":memory:" is a database of its own
+	}
+	s.db.SetMaxOpenConns(conns)
+	s.db.SetMaxIdleConns(conns)
+	v, err := userVersion(ctx, s.db)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	if v > SchemaVersion {
+		return tooNew(v) // before anything writes to the file
+	}
+	if !s.memory {
+		var mode string
+		if err := s.db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+			return fmt.Errorf("sqlitestore: open %s: set WAL mode: %w", path, err)
+		}
+		if !strings.EqualFold(mode, "wal") {
+			return fmt.Errorf("sqlitestore: open %s: journal mode is %q, want wal", path, mode)
+		}
+	}
+	if err := migrate(ctx, s.db, s.cfg.logger); err != nil {
+		return err
+	}
+	if err := s.db.QueryRowContext(ctx, "SELECT coalesce(max(terminal_seq), 0) FROM tasks").Scan(&s.nextSeq); err != nil {
+		return fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	return s.st.prepare(ctx, s.db)
+}
+
+// Close waits for the Commit calls already accepted to be written, stops
+// the writer goroutine and closes the database. Later calls of any method
+// return ErrClosed. Close is idempotent: a second call returns nil.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.signal()
+	s.writer.Wait()
+	s.st.close()
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("sqlitestore: close: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// readErr turns the error of a read that raced with Close into ErrClosed.
+func (s *Store) readErr(err error) error {
+	if s.isClosed() {
+		return ErrClosed
+	}
+	return err
+}
+
+var _ bgtask.Store = (*Store)(nil)
