@@ -118,7 +118,8 @@ func OnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	send_message {"status":"failed","error":"recipient_not_found"}    no such non-terminal task of the owner
 //	             {"status":"failed","error":"recipient_unavailable"}  a plain task without in_reply_to; a
 //	                 sub-agent not run by this process or whose inbox has closed; parent without a
-//	                 current task, or whose owner's inbox has closed (its run ended)
+//	                 current task, a parent sub-agent that has ended, or an owner's inbox that
+//	                 closed without a fallback (a closed inbox with one, such as a Plugin's, takes it)
 //	             {"status":"failed","error":"no_input_request"}       in_reply_to names no open request of the task
 //
 // # Errors

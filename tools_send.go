@@ -40,7 +40,7 @@ func (o Owner) sendMessageTool() Tool {
 			s := o.scope(ctx)
 			var r sendReceipt
 			if args.To.Relation == relParent {
-				r, err = o.sendToParent(s, args.Message)
+				r, err = o.sendToParent(ctx, s, args.Message)
 			} else {
 				r, err = o.sendToChild(ctx, s, args)
 			}
@@ -55,13 +55,17 @@ func (o Owner) sendMessageTool() Tool {
 func sendFailed(code string) sendReceipt { return sendReceipt{Status: "failed", Error: code} }
 
 // sendToParent makes the current task send a message to its owner.
-func (o Owner) sendToParent(s toolScope, content string) (sendReceipt, error) {
+func (o Owner) sendToParent(ctx context.Context, s toolScope, content string) (sendReceipt, error) {
 	if s.task == nil {
+		return sendFailed("recipient_unavailable"), nil
+	}
+	// A sub-agent that has ended drops what reaches its closed inbox.
+	if owner, err := o.m.store.Get(ctx, s.task.rec.Owner); err == nil && owner.Status.IsTerminal() {
 		return sendFailed("recipient_unavailable"), nil
 	}
 	id, err := s.task.emit(EventTypeMessage, Message{From: s.task.rec.ID, Content: content})
 	switch {
-	case errors.Is(err, ErrTaskEnded), errors.Is(err, ErrInboxClosed):
+	case errors.Is(err, ErrTaskEnded), errors.Is(err, ErrInboxClosed): // ErrInboxClosed: no fallback took it
 		return sendFailed("recipient_unavailable"), nil
 	case err != nil:
 		return sendReceipt{}, err

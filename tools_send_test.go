@@ -272,3 +272,36 @@ func TestSendMessageAfterShutdown(t *testing.T) {
 		t.Fatalf("send_message after Shutdown: %v", err)
 	}
 }
+
+// TestSendMessageToEndedParent: a task whose owner is a sub-agent that has
+// ended cannot reach it.
+func TestSendMessageToEndedParent(t *testing.T) {
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	gate := make(chan struct{})
+	res := make(chan string, 1)
+	childID := make(chan string, 1)
+	agent, err := o.SpawnAgent(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+		id, err := tk.Agent().Spawn(ctx, func(ctx context.Context, c *Task) (any, error) {
+			<-gate
+			out, err := c.Agent().Tools()[3].Call(ctx, json.RawMessage(`{"to":{"relation":"parent"},"message":"late"}`))
+			res <- fmt.Sprint(string(out), err)
+			return nil, nil
+		})
+		childID <- id
+		return nil, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := <-childID
+	mtWait(t, o, agent)
+	close(gate)
+	if got := <-res; got != `{"status":"failed","error":"recipient_unavailable"}<nil>` {
+		t.Fatalf("send to an ended parent: %s", got)
+	}
+	mtWait(t, m.Owner(agent), id)
+	if msgs, _ := m.Owner(agent).Messages(t.Context(), id); len(msgs) != 0 {
+		t.Fatalf("history %+v", msgs)
+	}
+}
