@@ -71,3 +71,21 @@ func TestRetainPerOwnerAcrossReopen(t *testing.T) {
 	commit(t, none, "a", bgtask.Upsert(rec("a", 1, bgtask.StatusRunning)), bgtask.Upsert(rec("a", 2, bgtask.StatusCompleted)))
 	wantIDs(t, "List(a) keeping none", ids(t, none, "a"), idsOf("a", 1))
 }
+
+// Records removed or replaced away are no longer counted: the limit keeps
+// exactly WithRetainPerOwner terminal records.
+func TestRetainPerOwnerCountsRemovals(t *testing.T) {
+	t.Parallel()
+	s, _ := open(t, sqlitestore.WithRetainPerOwner(3))
+	for n := 1; n <= 3; n++ {
+		commit(t, s, "a", bgtask.Upsert(rec("a", n, bgtask.StatusCompleted)))
+	}
+	commit(t, s, "a", bgtask.Remove(rec("a", 1, "").ID))
+	commit(t, s, "a", bgtask.Upsert(rec("a", 4, bgtask.StatusCompleted)))
+	wantIDs(t, "List(a) after Remove", ids(t, s, "a"), idsOf("a", 2, 3, 4))
+	commit(t, s, "a", bgtask.ReplaceAll(rec("a", 3, bgtask.StatusCompleted), rec("a", 4, bgtask.StatusCompleted), rec("a", 5, bgtask.StatusRunning)))
+	commit(t, s, "a", bgtask.Upsert(rec("a", 6, bgtask.StatusFailed)))
+	wantIDs(t, "List(a) after ReplaceAll", ids(t, s, "a"), idsOf("a", 3, 4, 5, 6))
+	commit(t, s, "a", bgtask.Upsert(rec("a", 5, bgtask.StatusFailed)))
+	wantIDs(t, "List(a) at the limit", ids(t, s, "a"), idsOf("a", 4, 5, 6))
+}

@@ -34,9 +34,11 @@ type Store struct {
 	closed bool
 	queue  []*request // Commit calls waiting for the writer, in arrival order
 
-	wake    chan struct{} // capacity 1: the queue grew, or Close was called
-	writer  sync.WaitGroup
-	nextSeq int64 // the writer's: last terminal_seq given out
+	wake   chan struct{} // capacity 1: the queue grew, or Close was called
+	writer sync.WaitGroup
+	// The writer's own state.
+	nextSeq   int64          // last terminal_seq given out
+	terminals map[string]int // owner → number of terminal records, for owners counted so far
 }
 
 // Open opens (creating it if needed) the SQLite database at path, brings
@@ -79,7 +81,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{cfg: cfg, db: db, memory: path == ":memory:", wake: make(chan struct{}, 1)}
+	s := &Store{cfg: cfg, db: db, memory: path == ":memory:", wake: make(chan struct{}, 1), terminals: make(map[string]int)}
 	if err := s.setup(ctx, path); err != nil {
 		s.st.close()
 		db.Close()
