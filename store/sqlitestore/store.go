@@ -22,8 +22,14 @@ import (
 // connections, concurrently with writes (WAL mode).
 //
 // Use Open; the zero value is not usable. Methods are safe for concurrent
-// use. Close stops the writer and closes the database; the Store must not be
-// used afterwards (its methods return ErrClosed). Do not copy a Store.
+// use; a method whose ctx ends returns ctx's error (see Commit for what is
+// then written). Close stops the writer and closes the database; later
+// calls return ErrClosed. Close the Store after the Manager's Shutdown, so
+// that the tasks' last records are written. No caller code runs on the
+// writer goroutine. Do not copy a Store.
+//
+// The Store is for one process at a time: it is not a bgtask.SharedStore
+// (use pgstore for several). Another process may read the file meanwhile.
 type Store struct {
 	cfg    config
 	db     *sql.DB
