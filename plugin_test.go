@@ -258,3 +258,58 @@ func TestPluginSubAgentInboxDirectMessage(t *testing.T) {
 		}
 	})
 }
+
+// Cancelling a run while a task of it is spawning nested children: every
+// child that got in is cancelled, and every later spawn is refused; none is
+// left running.
+func TestPluginCancelledRunRacesNestedSpawns(t *testing.T) {
+	for range 20 {
+		pr := newPluginRun(t)
+		var (
+			mu       sync.Mutex
+			children []string
+			refused  error
+		)
+		ctx := WithToolCall(t.Context(), ToolCall{RunID: "run-1", CallID: "call-1"})
+		started := make(chan struct{})
+		parent, err := pr.o.Spawn(ctx, func(ctx context.Context, tk *Task) (any, error) {
+			close(started)
+			for {
+				id, err := pr.o.Spawn(ctx, func(ctx context.Context, _ *Task) (any, error) {
+					<-ctx.Done()
+					return nil, ctx.Err()
+				})
+				mu.Lock()
+				if err != nil {
+					refused = err
+					mu.Unlock()
+					return nil, ctx.Err()
+				}
+				children = append(children, id)
+				mu.Unlock()
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		if err := pr.p.RunEnd(t.Context(), RunOutcome{Cancelled: true}); err != nil {
+			t.Fatal(err)
+		}
+		meta, err := pr.m.Wait(t.Context(), parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if meta.Status != StatusCancelled {
+			t.Fatalf("spawning task ended %s, want cancelled", meta.Status)
+		}
+		if !errors.Is(refused, ErrRunCancelled) && !errors.Is(refused, ErrParentCancelled) {
+			t.Fatalf("the spawn after the cancel failed with %v, want ErrRunCancelled or ErrParentCancelled", refused)
+		}
+		for _, id := range children {
+			if meta, err := pr.m.Wait(t.Context(), id); err != nil || meta.Status != StatusCancelled {
+				t.Fatalf("nested child %s: %s, %v; want cancelled", id, meta.Status, err)
+			}
+		}
+	}
+}

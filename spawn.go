@@ -87,6 +87,9 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	}
 	if err := m.commitFirst(ctx, t); err != nil {
 		m.abandon(t)
+		if ctx.Err() != nil { // say why the caller's context ended: a cancelled run, say
+			return "", fmt.Errorf("bgtask: spawn: %w", context.Cause(ctx))
+		}
 		return "", fmt.Errorf("bgtask: spawn: commit: %w", err)
 	}
 	m.counters.spawned.Add(1)

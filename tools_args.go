@@ -66,14 +66,14 @@ type argObject map[string]json.RawMessage
 func readTop(raw []byte, known ...string) (argObject, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	obj, err := readObject(dec, "", known)
+	obj, fieldErr, err := readObject(dec, "", known)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, argError("trailing data after the JSON object")
 	}
-	return obj, nil
+	return obj, fieldErr
 }
 
 // readNested reads the object held by field path of an object already read.
@@ -81,37 +81,44 @@ func readNested(raw json.RawMessage, path string, known ...string) (argObject, e
 	if raw[0] != '{' {
 		return nil, argError("%q must be an object", path)
 	}
-	return readObject(json.NewDecoder(bytes.NewReader(raw)), path+".", known)
+	obj, fieldErr, err := readObject(json.NewDecoder(bytes.NewReader(raw)), path+".", known)
+	if err != nil {
+		return nil, err
+	}
+	return obj, fieldErr
 }
 
 // readObject reads one object from dec; prefix names its fields in errors.
-func readObject(dec *json.Decoder, prefix string, known []string) (argObject, error) {
+// A syntax error is err; the first unknown or repeated key is fieldErr,
+// reported only once the input is known to be well formed.
+func readObject(dec *json.Decoder, prefix string, known []string) (obj argObject, fieldErr, err error) {
 	tok, err := dec.Token()
 	switch {
 	case errors.Is(err, io.EOF):
-		return nil, argError("not a JSON object")
+		return nil, nil, argError("not a JSON object")
 	case err != nil:
-		return nil, argError("malformed JSON")
+		return nil, nil, argError("malformed JSON")
 	case tok != json.Delim('{'):
-		return nil, argError("not a JSON object")
+		return nil, nil, argError("not a JSON object")
 	}
-	obj := argObject{}
+	obj = argObject{}
 	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, argError("malformed JSON")
+			return nil, nil, argError("malformed JSON")
 		}
 		key, _ := tok.(string) // a key is always a string
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return nil, argError("malformed JSON")
+			return nil, nil, argError("malformed JSON")
 		}
 		switch {
+		case fieldErr != nil:
 		case !contains(known, key):
-			return nil, argError("unknown field %q", prefix+key)
+			fieldErr = argError("unknown field %q", prefix+key)
 		case seen[key]:
-			return nil, argError("duplicate field %q", prefix+key)
+			fieldErr = argError("duplicate field %q", prefix+key)
 		}
 		seen[key] = true
 		if string(v) != "null" {
@@ -119,9 +126,9 @@ func readObject(dec *json.Decoder, prefix string, known []string) (argObject, er
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, argError("malformed JSON")
+		return nil, nil, argError("malformed JSON")
 	}
-	return obj, nil
+	return obj, fieldErr, nil
 }
 
 func contains(list []string, s string) bool {

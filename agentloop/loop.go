@@ -72,6 +72,9 @@ func Run(ctx context.Context, cfg Config, conv []Message) (Result, error) {
 	if cfg.Hooks != nil && cfg.RunID == "" {
 		return Result{}, errors.New("agentloop: a run with hooks needs a RunID")
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ctx = context.WithValue(ctx, runCancelKey{}, cancel)
 	r := &run{cfg: cfg, conv: conv, tools: make(map[string]Tool, len(cfg.Tools))}
 	for _, t := range cfg.Tools {
 		r.tools[t.Name] = t
@@ -94,6 +97,21 @@ func Run(ctx context.Context, cfg Config, conv []Message) (Result, error) {
 		err = errors.Join(err, endErr)
 	}
 	return res, err
+}
+
+type runCancelKey struct{}
+
+// ErrRunCancelled is the cause of a run cancelled by CancelRun.
+var ErrRunCancelled = errors.New("agentloop: run cancelled by a tool")
+
+// CancelRun cancels the run whose tool call ctx belongs to: the run ends
+// "cancelled" once the call returns. It does nothing for a ctx that is not
+// a tool call of Run. Wire it to the task tools' cancel_task "self":
+// owner.Tools(bgtask.OnSelfCancel(agentloop.CancelRun)).
+func CancelRun(ctx context.Context) {
+	if cancel, ok := ctx.Value(runCancelKey{}).(context.CancelCauseFunc); ok {
+		cancel(ErrRunCancelled)
+	}
 }
 
 // run is the state of one Run.

@@ -325,3 +325,97 @@ func TestCancelRunCancelsDescendants(t *testing.T) {
 		}
 	})
 }
+
+// Awaken #109, #204: cancel_task "self" in a run cancels the run's tasks
+// and, through CancelRun, the run itself.
+func TestSelfCancelEndsTheRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		cfg := e.config(agentloop.NewScriptedModel(
+			call("spawn_task"),
+			agentloop.Call(agentloop.CallSpec{Name: "cancel_task", Args: map[string]any{"target": map[string]string{"relation": "self"}}}),
+			agentloop.Say("never asked"),
+		), "run-1")
+		for _, tool := range e.owner.Tools(bgtask.OnSelfCancel(agentloop.CancelRun)) {
+			cfg.Tools = append(cfg.Tools, agentloop.Tool(tool))
+		}
+		res := runLoop(t, cfg, "go")
+		if res.Reason != agentloop.ReasonCancelled || res.Steps != 2 {
+			t.Fatalf("result %s after %d steps, want cancelled after 2", res.Reason, res.Steps)
+		}
+		last := res.Conversation[len(res.Conversation)-1]
+		if last.Role != "tool" || !strings.Contains(last.Content, `"status":"accepted"`) || !strings.Contains(last.Content, `"cancelled_count":2`) {
+			t.Fatalf("cancel_task answered %+v, want accepted with 2 (the task and the run)", last)
+		}
+		synctest.Wait()
+		seq, err := e.owner.List(t.Context(), bgtask.StatusCancelled)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for range seq {
+			n++
+		}
+		if n != 1 {
+			t.Fatalf("%d cancelled tasks, want the spawned one", n)
+		}
+	})
+}
+
+// Awaken #169, #170: the parent's model messages two sub-agents in one step
+// (send_message, concurrently delivered); each sub-agent's own loop sees
+// the message as a direct user message, answers it, and the parent gets one
+// completion from each.
+func TestParentMessagesTwoSubAgents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		echo := func(ctx context.Context, tk *bgtask.Task) (any, error) {
+			if err := tk.Inbox().Wait(ctx); err != nil { // instructions first
+				return nil, err
+			}
+			p, err := bgtask.NewPlugin(e.m, tk.ID(), bgtask.PluginInbox(tk.Inbox()))
+			if err != nil {
+				return nil, err
+			}
+			model := agentloop.NewScriptedModel(func(req agentloop.Request) agentloop.Response {
+				for _, m := range req.Messages {
+					if m.Role == "user" && !m.Internal && m.From != "" {
+						return agentloop.Response{Text: tk.Name() + " got: " + m.Content}
+					}
+				}
+				return agentloop.Response{Text: "no instructions"}
+			})
+			res, err := agentloop.Run(ctx, agentloop.Config{Model: model, Hooks: p, RunID: "run-" + tk.Name(), SubAgent: true}, nil)
+			return res.Response, err
+		}
+		for _, name := range []string{"alpha", "beta"} {
+			if _, err := e.owner.SpawnAgent(t.Context(), echo, bgtask.WithName(name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		send := func(to string) agentloop.CallSpec {
+			return agentloop.CallSpec{Name: "send_message", Args: map[string]any{
+				"to": map[string]string{"relation": "child", "name": to}, "message": "task for " + to,
+			}}
+		}
+		model := agentloop.NewScriptedModel(agentloop.Call(send("alpha"), send("beta")), agentloop.Say("sent"))
+		cfg := e.config(model, "run-1")
+		for _, tool := range e.owner.Tools() {
+			cfg.Tools = append(cfg.Tools, agentloop.Tool(tool))
+		}
+		first := runLoop(t, cfg, "delegate")
+		synctest.Wait()
+		// The completions reach the first run or, if they raced its end, the next.
+		second := runLoop(t, e.config(agentloop.NewScriptedModel(), "run-2"), "results?")
+		var got []string
+		for _, content := range eventMessages(append(first.Conversation, second.Conversation...)) {
+			if strings.Contains(content, `kind="completed"`) {
+				got = append(got, content[strings.Index(content, `"result":`):])
+			}
+		}
+		want := []string{`"result":"alpha got: task for alpha"}</background-task-event>`, `"result":"beta got: task for beta"}</background-task-event>`}
+		if len(got) != 2 || !(got[0] == want[0] && got[1] == want[1] || got[0] == want[1] && got[1] == want[0]) {
+			t.Fatalf("parent got %q, want one completion from each sub-agent echoing its own message", got)
+		}
+	})
+}

@@ -182,3 +182,18 @@ func testInvalidActions(t *testing.T, c Config) {
 		})
 	}
 }
+
+// testBlankOwner: Commit for an empty or blank owner returns an error
+// matching ErrInvalidOwner and changes nothing.
+func testBlankOwner(t *testing.T, c Config) {
+	s := c.New(t)
+	for _, owner := range []string{"", " \t\n"} {
+		m := rec("task_blank", owner, bgtask.StatusRunning, 1)
+		for _, actions := range [][]bgtask.Action{nil, {bgtask.Upsert(m)}, {bgtask.ReplaceAll()}} {
+			err := s.Commit(t.Context(), owner, actions...)
+			wantErr(t, fmt.Sprintf("Commit(%q, %s)", owner, describe(actions)), err, bgtask.ErrInvalidOwner)
+		}
+	}
+	_, err := s.Get(t.Context(), "task_blank")
+	wantErr(t, "Get(task_blank) after refused commits", err, bgtask.ErrNotFound)
+}

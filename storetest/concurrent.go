@@ -73,9 +73,10 @@ func concWrite(base bgtask.TaskMeta, g, r, rounds int) (u bgtask.TaskMeta, termi
 
 // testConcurrentWriters runs concWriters goroutines that commit updates of
 // the same tasks at once, each reading the task back after each commit.
-// Every reader must see the status and attempt never go back, a terminal
-// record never change and StartedAt stamped once; in the end each task
-// must hold exactly one writer's terminal update, unmixed.
+// No reader may see less than any reader saw before its commit began: the
+// status and attempt never go back, a terminal record never changes and
+// StartedAt is stamped once. In the end each task must hold exactly one
+// writer's terminal update, unmixed.
 func testConcurrentWriters(t *testing.T, c Config) {
 	s := c.New(t)
 	const owner = "owner-conc"
@@ -92,9 +93,10 @@ func testConcurrentWriters(t *testing.T, c Config) {
 		commit(t, s, owner, bgtask.Upsert(bases[i]))
 	}
 
+	seens := make([]seen, len(bases))
 	var wg sync.WaitGroup
 	for g := range concWriters {
-		wg.Go(func() { concWriter(t, s, owner, bases, g, rounds) })
+		wg.Go(func() { concWriter(t, s, owner, bases, seens, g, rounds) })
 	}
 	wg.Wait()
 
@@ -130,13 +132,47 @@ func testConcurrentWriters(t *testing.T, c Config) {
 	}
 }
 
+// seen is what any writer has read of one task so far. A linearizable
+// store must show every later reader at least as much: an observation made
+// before a Commit begins happened before it.
+type seen struct {
+	mu sync.Mutex
+	st seenState
+}
+
+type seenState struct {
+	rank     int              // highest status rank read
+	attempt  int64            // highest attempt read
+	started  bgtask.TaskMeta  // the first record read with a StartedAt
+	terminal *bgtask.TaskMeta // the terminal record, once read
+}
+
+func (s *seen) get() seenState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st
+}
+
+func (s *seen) add(m bgtask.TaskMeta) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := &s.st
+	st.rank, st.attempt = max(st.rank, rank(m.Status)), max(st.attempt, m.Attempt)
+	if st.started.StartedAt.IsZero() {
+		st.started = m
+	}
+	if st.terminal == nil && m.Status.IsTerminal() {
+		st.terminal = &m
+	}
+}
+
 // concWriter is writer g: for each round and task, commit an update, then
-// check the record read back against what this writer saw before.
-func concWriter(t *testing.T, s bgtask.Store, owner string, bases []bgtask.TaskMeta, g, rounds int) {
-	seen := make([]bgtask.TaskMeta, len(bases)) // last record read per task
+// check the record read back against what every writer read before.
+func concWriter(t *testing.T, s bgtask.Store, owner string, bases []bgtask.TaskMeta, seens []seen, g, rounds int) {
 	for r := range rounds {
 		for i, base := range bases {
 			u, _ := concWrite(base, g, r, rounds)
+			before := seens[i].get()
 			if err := s.Commit(t.Context(), owner, bgtask.Upsert(u)); err != nil {
 				t.Errorf("writer %d: Commit(%s %s): %v", g, u.ID, u.Status, err)
 				return
@@ -146,30 +182,31 @@ func concWriter(t *testing.T, s bgtask.Store, owner string, bases []bgtask.TaskM
 				t.Errorf("writer %d: Get(%s): %v", g, u.ID, err)
 				return
 			}
-			if msg := concCheck(seen[i], got, u); msg != "" {
+			if msg := concCheck(before, got, u); msg != "" {
 				t.Errorf("writer %d round %d, %s: %s", g, r, u.ID, msg)
 				return
 			}
-			seen[i] = got
+			seens[i].add(got)
 		}
 	}
 }
 
-// concCheck compares the record read after committing u with the one the
-// same goroutine read before (prev, zero at first).
-func concCheck(prev, got, u bgtask.TaskMeta) string {
+// concCheck compares the record read after committing u with what the
+// writers had read before the commit began.
+func concCheck(before seenState, got, u bgtask.TaskMeta) string {
 	switch {
-	case prev.Status.IsTerminal():
-		if d := diffMeta(prev, got); d != "" {
+	case before.terminal != nil:
+		if d := diffMeta(*before.terminal, got); d != "" {
 			return "terminal record changed:\n" + d
 		}
 		return ""
-	case rank(got.Status) < rank(prev.Status):
-		return fmt.Sprintf("status went back from %s to %s", prev.Status, got.Status)
-	case got.Attempt < prev.Attempt:
-		return fmt.Sprintf("attempt went back from %d to %d", prev.Attempt, got.Attempt)
-	case !prev.StartedAt.IsZero() && !got.StartedAt.Equal(prev.StartedAt):
-		return fmt.Sprintf("StartedAt stamped twice: %s then %s", fmtTime(prev.StartedAt), fmtTime(got.StartedAt))
+	case rank(got.Status) < before.rank:
+		return fmt.Sprintf("status went back to %s after a reader saw rank %d", got.Status, before.rank)
+	case got.Attempt < before.attempt:
+		return fmt.Sprintf("attempt went back to %d after a reader saw %d", got.Attempt, before.attempt)
+	case !before.started.StartedAt.IsZero() && !got.StartedAt.Equal(before.started.StartedAt):
+		return fmt.Sprintf("StartedAt stamped twice: %s (%q) then %s (%q)", fmtTime(before.started.StartedAt),
+			before.started.Description, fmtTime(got.StartedAt), got.Description)
 	case got.StartedAt.IsZero():
 		return "StartedAt not stamped by a write that set it"
 	case got.Attempt == u.Attempt && rank(got.Status) < rank(u.Status):

@@ -59,17 +59,29 @@ func testRoundTrip(t *testing.T, c Config) {
 	for _, m := range recs {
 		commit(t, s, owner, bgtask.Upsert(m))
 	}
+	utc := func(what string, m bgtask.TaskMeta) {
+		t.Helper()
+		if d := notUTC(m); d != "" {
+			t.Errorf("%s returns %s with stamps not in UTC:%s", what, m.ID, d)
+		}
+	}
 	want := bgtask.Snapshot{Tasks: map[string]bgtask.TaskMeta{}}
 	for _, m := range recs {
 		want.Tasks[m.ID] = m
 		t.Run(m.ID, func(t *testing.T) {
-			if d := diffMeta(m, get(t, s, m.ID)); d != "" {
+			got := get(t, s, m.ID)
+			if d := diffMeta(m, got); d != "" {
 				t.Errorf("Get(%q) differs from the committed record:\n%s", m.ID, d)
 			}
+			utc("Get", got)
 		})
 	}
-	if d := diffSnap(want, load(t, s, owner)); d != "" {
+	snap := load(t, s, owner)
+	if d := diffSnap(want, snap); d != "" {
 		t.Errorf("Load(%q) differs from the committed records:\n%s", owner, d)
+	}
+	for _, id := range snapIDs(snap) {
+		utc("Load", snap.Tasks[id])
 	}
 	ms := list(t, "List", s.List(t.Context(), owner))
 	bgtask.SortMetas(recs)
@@ -78,6 +90,7 @@ func testRoundTrip(t *testing.T, c Config) {
 		if d := diffMeta(recs[i], ms[i]); ms[i].ID == recs[i].ID && d != "" {
 			t.Errorf("List record %s differs from the committed record:\n%s", ms[i].ID, d)
 		}
+		utc("List", ms[i])
 	}
 	kids := list(t, "Children", s.Children(t.Context(), "task_parent"))
 	wantIDs(t, "Children(task_parent) ids", idsOf(kids), []string{"task_awaiting", "task_completed", "task_null_result"})
@@ -85,6 +98,7 @@ func testRoundTrip(t *testing.T, c Config) {
 		if d := diffMeta(want.Tasks[k.ID], k); d != "" {
 			t.Errorf("Children record %s differs from the committed record:\n%s", k.ID, d)
 		}
+		utc("Children", k)
 	}
 }
 
@@ -107,8 +121,8 @@ func testLoadUnknownOwner(t *testing.T, c Config) {
 	if err != nil {
 		t.Fatalf("Load(owner-nobody): %v", err)
 	}
-	if len(snap.Tasks) != 0 {
-		t.Errorf("Load(owner-nobody) = %q, want no tasks", snapIDs(snap))
+	if snap.Tasks == nil || len(snap.Tasks) != 0 {
+		t.Errorf("Load(owner-nobody) = %#v, want an empty, non-nil Tasks map", snap.Tasks)
 	}
 	ms := list(t, "List(owner-nobody)", s.List(t.Context(), "owner-nobody"))
 	wantIDs(t, "List(owner-nobody)", idsOf(ms), []string{})

@@ -67,6 +67,7 @@ var checks = []check{
 	{"ReplaceAll", testReplaceAll},
 	{"Remove", testRemove},
 	{"InvalidActions", testInvalidActions},
+	{"BlankOwner", testBlankOwner},
 	{"Invariants", testInvariants},
 	{"ConcurrentWriters", testConcurrentWriters},
 	{"OwnerIsolation", testOwnerIsolation},

@@ -1,0 +1,330 @@
+package storetest_test
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/storetest"
+)
+
+// jsonStore is a second, independent Store for the suite's own tests: it
+// keeps each record as JSON, as a database store keeps a row, so it can be
+// corrupted; and each flaw turns off one thing a store must do, so the
+// tests can show which check catches it.
+type jsonStore struct {
+	flaws    flaws
+	perOwner int // count retention; 0 keeps every record
+
+	mu       sync.Mutex
+	rows     map[string]row      // by task id
+	terminal map[string][]string // per owner (or "" with flaws.globalRetention), ids in the order they ended
+}
+
+// row is a record as a database keeps it: indexed columns, the rest as
+// JSON, and the result in a column of its own.
+type row struct {
+	owner, parent string
+	raw, result   []byte
+}
+
+// flaws are the ways a jsonStore can be broken.
+type flaws struct {
+	gap             bool // Commit reads, lets others run, then writes: lost updates
+	lastWriteWins   bool // upserts bypass the reducer
+	notAtomic       bool // Commit applies the actions before an invalid one
+	moveID          bool // an upsert of another owner's id takes it over
+	skipCorrupt     bool // Load and List leave out records they cannot decode
+	globalRetention bool // the retention count spans owners
+	childrenOfEmpty bool // Children("") yields the records without a parent
+	localTime       bool // times come back in a zone other than UTC
+	ignoreCtx       bool // a cancelled context is not an error
+	unsorted        bool // List yields newest first
+}
+
+func newJSONStore(f flaws, perOwner int) *jsonStore {
+	return &jsonStore{flaws: f, perOwner: perOwner, rows: map[string]row{}, terminal: map[string][]string{}}
+}
+
+func (s *jsonStore) ctxErr(ctx context.Context) error {
+	if s.flaws.ignoreCtx {
+		return nil
+	}
+	return ctx.Err()
+}
+
+// decode reads a row with bgtask's own decoder, which names the task in
+// its ErrCorrupt error.
+func (s *jsonStore) decode(r row) (bgtask.TaskMeta, error) {
+	var m bgtask.TaskMeta
+	if err := json.Unmarshal(r.raw, &m); err != nil {
+		return bgtask.TaskMeta{}, err
+	}
+	if r.result != nil {
+		if !json.Valid(r.result) {
+			return bgtask.TaskMeta{}, fmt.Errorf("%w: task %s: result is not valid JSON", bgtask.ErrCorrupt, m.ID)
+		}
+		m.Result = bytes.Clone(r.result)
+	}
+	if s.flaws.localTime {
+		zone := time.FixedZone("UTC+1", 3600)
+		m.CreatedAt, m.StartedAt, m.FinishedAt = m.CreatedAt.In(zone), m.StartedAt.In(zone), m.FinishedAt.In(zone)
+	}
+	return m, nil
+}
+
+func (s *jsonStore) Get(ctx context.Context, id string) (bgtask.TaskMeta, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return bgtask.TaskMeta{}, err
+	}
+	s.mu.Lock()
+	r, ok := s.rows[id]
+	s.mu.Unlock()
+	if !ok {
+		return bgtask.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
+	}
+	return s.decode(r)
+}
+
+// owned decodes the owner's records, or those whose parent is id when owner
+// is "". It sorts them oldest first.
+func (s *jsonStore) owned(owner, parent string) ([]bgtask.TaskMeta, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []bgtask.TaskMeta
+	for _, r := range s.rows {
+		if owner != "" && r.owner != owner ||
+			owner == "" && (r.parent != parent || parent == "" && !s.flaws.childrenOfEmpty) {
+			continue
+		}
+		m, err := s.decode(r)
+		if err != nil {
+			if s.flaws.skipCorrupt {
+				continue
+			}
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	bgtask.SortMetas(out)
+	if s.flaws.unsorted {
+		slices.Reverse(out)
+	}
+	return out, nil
+}
+
+func (s *jsonStore) Load(ctx context.Context, owner string) (bgtask.Snapshot, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return bgtask.Snapshot{}, err
+	}
+	snap := bgtask.Snapshot{Tasks: map[string]bgtask.TaskMeta{}}
+	if owner == "" {
+		return snap, nil
+	}
+	ms, err := s.owned(owner, "")
+	for _, m := range ms {
+		snap.Tasks[m.ID] = m
+	}
+	return snap, err
+}
+
+func (s *jsonStore) List(ctx context.Context, owner string, statuses ...bgtask.TaskStatus) iter.Seq2[bgtask.TaskMeta, error] {
+	return func(yield func(bgtask.TaskMeta, error) bool) {
+		for _, st := range statuses {
+			if !st.Valid() {
+				yield(bgtask.TaskMeta{}, fmt.Errorf("%w: %q", bgtask.ErrInvalidStatus, st))
+				return
+			}
+		}
+		if err := s.ctxErr(ctx); err != nil {
+			yield(bgtask.TaskMeta{}, err)
+			return
+		}
+		var ms []bgtask.TaskMeta
+		var err error
+		if owner != "" {
+			ms, err = s.owned(owner, "")
+		}
+		if err != nil {
+			yield(bgtask.TaskMeta{}, err)
+			return
+		}
+		for _, m := range ms {
+			if len(statuses) == 0 || slices.Contains(statuses, m.Status) {
+				if !yield(m, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+func (s *jsonStore) Children(ctx context.Context, id string) iter.Seq2[bgtask.TaskMeta, error] {
+	return func(yield func(bgtask.TaskMeta, error) bool) {
+		if err := s.ctxErr(ctx); err != nil {
+			yield(bgtask.TaskMeta{}, err)
+			return
+		}
+		ms, err := s.owned("", id)
+		if err != nil {
+			yield(bgtask.TaskMeta{}, err)
+			return
+		}
+		for _, m := range ms {
+			if !yield(m, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Commit validates with a scratch MemoryStore (bgtask exports no
+// validator), then reduces the owner's snapshot with bgtask.ApplyAction.
+func (s *jsonStore) Commit(ctx context.Context, owner string, actions ...bgtask.Action) error {
+	if err := s.ctxErr(ctx); err != nil {
+		return err
+	}
+	if s.flaws.notAtomic {
+		for _, a := range actions {
+			if err := s.commit(owner, a); err != nil {
+				return err
+			}
+		}
+		return s.commit(owner) // validates the owner
+	}
+	return s.commit(owner, actions...)
+}
+
+func (s *jsonStore) commit(owner string, actions ...bgtask.Action) error {
+	if err := bgtask.NewMemoryStore().Commit(context.Background(), owner, actions...); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before := bgtask.Snapshot{Tasks: map[string]bgtask.TaskMeta{}}
+	for id, r := range s.rows {
+		if r.owner == owner {
+			m, err := s.decode(r)
+			if err != nil {
+				return err
+			}
+			before.Tasks[id] = m
+		}
+	}
+	if s.flaws.gap {
+		s.mu.Unlock()
+		runtime.Gosched()
+		s.mu.Lock()
+	}
+	after := bgtask.Snapshot{Tasks: maps(before.Tasks)}
+	for _, a := range actions {
+		a.Tasks = slices.DeleteFunc(slices.Clone(a.Tasks), func(m bgtask.TaskMeta) bool {
+			r, ok := s.rows[m.ID]
+			return ok && r.owner != owner && !s.flaws.moveID
+		})
+		if s.flaws.lastWriteWins && a.Op == bgtask.OpUpsert && len(a.Tasks) == 1 {
+			after.Tasks[a.Tasks[0].ID] = a.Tasks[0]
+			continue
+		}
+		bgtask.ApplyAction(&after, a)
+	}
+	for id := range before.Tasks {
+		if _, ok := after.Tasks[id]; !ok {
+			delete(s.rows, id)
+		}
+	}
+	var ended []bgtask.TaskMeta
+	for id, m := range after.Tasks {
+		result := m.Result
+		m.Result = nil
+		raw, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		s.rows[id] = row{owner: owner, parent: m.Parent.TaskID, raw: raw, result: bytes.Clone(result)}
+		if m.Status.IsTerminal() && !before.Tasks[id].Status.IsTerminal() {
+			ended = append(ended, m)
+		}
+	}
+	slices.SortFunc(ended, func(a, b bgtask.TaskMeta) int { return cmp.Compare(a.ID, b.ID) })
+	s.retain(owner, ended)
+	return nil
+}
+
+// retain queues the records that ended and forgets the oldest terminal
+// ones beyond the count.
+func (s *jsonStore) retain(owner string, ended []bgtask.TaskMeta) {
+	if s.perOwner == 0 {
+		return
+	}
+	key := owner
+	if s.flaws.globalRetention {
+		key = ""
+	}
+	q := s.terminal[key]
+	for _, m := range ended {
+		q = append(q, m.ID)
+	}
+	q = slices.DeleteFunc(q, func(id string) bool { _, ok := s.rows[id]; return !ok })
+	for len(q) > s.perOwner {
+		delete(s.rows, q[0])
+		q = q[1:]
+	}
+	s.terminal[key] = q
+}
+
+func maps(m map[string]bgtask.TaskMeta) map[string]bgtask.TaskMeta {
+	out := make(map[string]bgtask.TaskMeta, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// corrupt damages the row of id as storetest.Config.Corrupt asks.
+func (s *jsonStore) corrupt(t *testing.T, id string, kind storetest.CorruptKind) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[id]
+	if !ok {
+		t.Fatalf("corrupt: no row %s", id)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(r.raw, &fields); err != nil {
+		t.Fatal(err)
+	}
+	switch kind {
+	case storetest.CorruptStatus:
+		fields["status"] = json.RawMessage(`"paused"`)
+	case storetest.CorruptResult:
+		r.result = []byte(`{"a":`)
+	}
+	raw, err := json.Marshal(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.raw = raw
+	s.rows[id] = r
+}
+
+// jsonConfig is the suite's Config for a jsonStore with flaws f.
+func jsonConfig(f flaws) storetest.Config {
+	return storetest.Config{
+		New: func(*testing.T) bgtask.Store { return newJSONStore(f, 0) },
+		NewRetaining: func(_ *testing.T, perOwner int) bgtask.Store {
+			return newJSONStore(f, perOwner)
+		},
+		Corrupt: func(t *testing.T, s bgtask.Store, id string, kind storetest.CorruptKind) {
+			s.(*jsonStore).corrupt(t, id, kind)
+		},
+	}
+}

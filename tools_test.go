@@ -1,0 +1,293 @@
+package bgtask
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// ttTool returns the owner's tool called name.
+func ttTool(t testing.TB, o Owner, name string, opts ...ToolOption) Tool {
+	t.Helper()
+	for _, tool := range o.Tools(opts...) {
+		if tool.Name == name {
+			return tool
+		}
+	}
+	t.Fatalf("no tool %q", name)
+	return Tool{}
+}
+
+// ttCall calls a tool that must succeed and decodes its result into out.
+func ttCall(t testing.TB, ctx context.Context, tool Tool, args string, out any) json.RawMessage {
+	t.Helper()
+	res, err := tool.Call(ctx, json.RawMessage(args))
+	if err != nil {
+		t.Fatalf("%s(%s): %v", tool.Name, args, err)
+	}
+	if !json.Valid(res) {
+		t.Fatalf("%s(%s) = %s: not JSON", tool.Name, args, res)
+	}
+	if out != nil {
+		dec := json.NewDecoder(strings.NewReader(string(res)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(out); err != nil {
+			t.Fatalf("%s(%s) = %s: %v", tool.Name, args, res, err)
+		}
+	}
+	return res
+}
+
+// ttCallErr calls a tool that must fail and returns its error.
+func ttCallErr(t testing.TB, ctx context.Context, tool Tool, args string) error {
+	t.Helper()
+	res, err := tool.Call(ctx, json.RawMessage(args))
+	if err == nil {
+		t.Fatalf("%s(%s) = %s, want an error", tool.Name, args, res)
+	}
+	if res != nil {
+		t.Fatalf("%s(%s) returned %s with error %v", tool.Name, args, res, err)
+	}
+	return err
+}
+
+type ttList struct {
+	Tasks []toolTask `json:"tasks"`
+	Count int        `json:"count"`
+}
+
+type ttGet struct {
+	Task     toolTask        `json:"task"`
+	Messages []MessageRecord `json:"messages"`
+}
+
+// jsonEqual reports whether raw and want encode the same value.
+func jsonEqual(raw json.RawMessage, want string) bool {
+	var a, b any
+	return json.Unmarshal(raw, &a) == nil && json.Unmarshal([]byte(want), &b) == nil && reflect.DeepEqual(a, b)
+}
+
+func ttArgs(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// runCtx is the context of a tool call in run run of agent "agent-1".
+func runCtx(ctx context.Context, run string) context.Context {
+	return WithToolCall(ctx, ToolCall{RunID: run, CallID: "call-1", AgentID: "agent-1"})
+}
+
+func TestToolsOrderAndSchemas(t *testing.T) {
+	m := mtNew(t)
+	var names []string
+	for _, tool := range m.Owner("thread-1").Tools() {
+		names = append(names, tool.Name)
+		if tool.Description == "" || tool.Call == nil {
+			t.Errorf("%s: no description or call", tool.Name)
+		}
+		var schema any
+		if err := json.Unmarshal(tool.Schema, &schema); err != nil {
+			t.Fatalf("%s: schema: %v", tool.Name, err)
+		}
+		var objects int
+		var walk func(path string, v any)
+		walk = func(path string, v any) {
+			switch v := v.(type) {
+			case map[string]any:
+				if _, ok := v["properties"]; ok {
+					objects++
+					if v["type"] != "object" || v["additionalProperties"] != false {
+						t.Errorf("%s: object at %s: type %v, additionalProperties %v", tool.Name, path, v["type"], v["additionalProperties"])
+					}
+				}
+				for k, e := range v {
+					walk(path+"/"+k, e)
+				}
+			case []any:
+				for _, e := range v {
+					walk(path+"/[]", e)
+				}
+			}
+		}
+		walk("", schema)
+		if objects == 0 {
+			t.Errorf("%s: schema has no object", tool.Name)
+		}
+	}
+	if got := strings.Join(names, ","); got != "list_tasks,get_task,cancel_task,send_message,wait_task" {
+		t.Fatalf("tools %s", got)
+	}
+}
+
+func TestWaitLimitInSchema(t *testing.T) {
+	m := mtNew(t)
+	for _, tc := range []struct {
+		opts []ToolOption
+		want string
+	}{
+		{nil, `"maximum":300,"description":"How long to wait at most; default 30."`},
+		{[]ToolOption{WithWaitLimit(0)}, `"maximum":1,"description":"How long to wait at most; default 1."`},
+		{[]ToolOption{WithWaitLimit(10_500_000_000)}, `"maximum":10,"description":"How long to wait at most; default 10."`},
+		{[]ToolOption{WithWaitLimit(1 << 62)}, `"maximum":300,`},
+	} {
+		if s := string(ttTool(t, m.Owner("o"), "wait_task", tc.opts...).Schema); !strings.Contains(s, tc.want) {
+			t.Errorf("schema %s, want %s", s, tc.want)
+		}
+	}
+}
+
+// ---- list_tasks and get_task (Appendix A)
+
+func TestListTasksEmpty(t *testing.T) {
+	m := mtNew(t)
+	res := ttCall(t, t.Context(), ttTool(t, m.Owner("thread-1"), "list_tasks"), `{}`, nil)
+	if string(res) != `{"tasks":[],"count":0}` {
+		t.Fatalf("list_tasks = %s", res)
+	}
+}
+
+func TestListTasksRunningAndCompleted(t *testing.T) {
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	running, _ := mtSpawnProbe(t, t.Context(), o, WithName("watcher"), WithDescription("watch the build"))
+	done, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return 7, nil }, WithType("report"), WithParent(Parent{TaskID: running}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtWait(t, o, done)
+	other, _ := mtSpawnProbe(t, t.Context(), m.Owner("thread-2"))
+	list := ttTool(t, o, "list_tasks")
+
+	var all ttList
+	ttCall(t, t.Context(), list, `{}`, &all)
+	if all.Count != 2 || len(all.Tasks) != 2 {
+		t.Fatalf("list_tasks: %+v", all)
+	}
+	w, r := all.Tasks[0], all.Tasks[1]
+	if w.TaskID != running || w.Name != "watcher" || w.TaskType != TypeTask || w.Status != StatusRunning ||
+		w.Description != "watch the build" || w.ParentTaskID != "" || w.CreatedAt.IsZero() || !w.FinishedAt.IsZero() ||
+		w.StartedAt != nil || w.Result != nil || w.Error != "" {
+		t.Errorf("running task %+v", w)
+	}
+	if r.TaskID != done || r.TaskType != "report" || r.Status != StatusCompleted || r.ParentTaskID != running ||
+		r.FinishedAt.IsZero() || r.Result != nil {
+		t.Errorf("completed task %+v", r)
+	}
+	for _, tc := range []struct {
+		args string
+		want []string
+	}{
+		{`{"status":"running"}`, []string{running}},
+		{`{"status":"completed"}`, []string{done}},
+		{`{"status":"failed"}`, nil},
+		{`{"type":"report"}`, []string{done}},
+		{`{"type":" report "}`, []string{done}},
+		{`{"type":"task","status":"running"}`, []string{running}},
+		{`{"type":"task","status":"completed"}`, nil},
+		{`{"status":null,"type":null}`, []string{running, done}},
+	} {
+		var got ttList
+		ttCall(t, t.Context(), list, tc.args, &got)
+		var ids []string
+		for _, tk := range got.Tasks {
+			ids = append(ids, tk.TaskID)
+		}
+		if strings.Join(ids, ",") != strings.Join(tc.want, ",") || got.Count != len(tc.want) {
+			t.Errorf("list_tasks(%s) = %v (count %d), want %v", tc.args, ids, got.Count, tc.want)
+		}
+	}
+	var theirs ttList
+	ttCall(t, t.Context(), ttTool(t, m.Owner("thread-2"), "list_tasks"), `{}`, &theirs)
+	if theirs.Count != 1 || theirs.Tasks[0].TaskID != other {
+		t.Errorf("thread-2 sees %+v", theirs)
+	}
+}
+
+func TestGetTaskCompletedResult(t *testing.T) {
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) {
+		return map[string]any{"summary": "a < b & c"}, nil
+	}, WithName("research"), WithDescription("compare <a> & <b>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := mtWait(t, o, id)
+	var got ttGet
+	res := ttCall(t, t.Context(), ttTool(t, o, "get_task"), ttArgs(map[string]string{"task_id": " " + id + "\n"}), &got)
+	if got.Task.TaskID != id || got.Task.Status != StatusCompleted || !jsonEqual(got.Task.Result, `{"summary":"a < b & c"}`) ||
+		got.Task.Name != "research" || got.Task.StartedAt == nil || !got.Task.StartedAt.Equal(meta.StartedAt) ||
+		!got.Task.FinishedAt.Equal(meta.FinishedAt) || got.Task.Error != "" || got.Task.InputRequest != nil || len(got.Messages) != 0 {
+		t.Fatalf("get_task = %s", res)
+	}
+	if !strings.Contains(string(res), `"messages":[]`) || !strings.Contains(string(res), `"description":"compare <a> & <b>"`) {
+		t.Fatalf("get_task = %s: want an empty messages array and unescaped text", res)
+	}
+}
+
+func TestGetTaskFailedHidesStack(t *testing.T) {
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	id, err := o.Spawn(t.Context(), mtPanickingTask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtWait(t, o, id)
+	var got ttGet
+	res := ttCall(t, t.Context(), ttTool(t, o, "get_task"), `{"task_id":"`+id+`"}`, &got)
+	if got.Task.Status != StatusFailed || got.Task.Error != "panic: boom" || got.Task.Result != nil || strings.Contains(string(res), "goroutine") {
+		t.Fatalf("get_task = %s", res)
+	}
+}
+
+func TestGetTaskNotFound(t *testing.T) {
+	m := mtNew(t)
+	mine, _ := mtSpawnProbe(t, t.Context(), m.Owner("thread-1"))
+	get := ttTool(t, m.Owner("thread-2"), "get_task")
+	for _, id := range []string{"task_nope", mine} {
+		err := ttCallErr(t, t.Context(), get, `{"task_id":"`+id+`"}`)
+		if err.Error() != "task not found: "+id || !errors.Is(err, ErrNotFound) || errors.Is(err, ErrToolArguments) {
+			t.Errorf("get_task(%s): %v", id, err)
+		}
+	}
+}
+
+// TestToolCallLineageFlowsIntoSpawn: a host's own tool spawns with the
+// call's ctx; the task carries the call's run, call and agent ids, and
+// cancel_task finds it as a child of the run.
+func TestToolCallLineageFlowsIntoSpawn(t *testing.T) {
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	startExport := Tool{Name: "start_export", Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+		p := newProbe()
+		id, err := o.Spawn(ctx, p.fn, WithName("export"))
+		if err != nil {
+			return nil, err
+		}
+		<-p.started
+		return toolJSON(map[string]string{"task_id": id})
+	}}
+	ctx := WithToolCall(t.Context(), ToolCall{RunID: "run-7", CallID: "call-3", AgentID: "planner"})
+	var started struct {
+		TaskID string `json:"task_id"`
+	}
+	ttCall(t, ctx, startExport, `{}`, &started)
+	meta := mtGet(t, o, started.TaskID)
+	if meta.Parent != (Parent{RunID: "run-7", CallID: "call-3", AgentID: "planner"}) {
+		t.Fatalf("lineage %+v", meta.Parent)
+	}
+	var r cancelReceipt
+	ttCall(t, WithToolCall(t.Context(), ToolCall{RunID: "run-7"}), ttTool(t, o, "cancel_task"), `{"target":{"relation":"child","name":"export"}}`, &r)
+	if r != (cancelReceipt{Status: "accepted", RootTaskID: started.TaskID, CancelledCount: 1}) {
+		t.Fatalf("cancel_task = %+v", r)
+	}
+	if got := mtWait(t, o, started.TaskID); got.Status != StatusCancelled {
+		t.Fatalf("export %s", got.Status)
+	}
+}

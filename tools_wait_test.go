@@ -1,0 +1,167 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// ttWaitAfter calls wait_task on id with args and returns its result and
+// how long it took on the bubble's clock.
+func ttWaitAfter(t *testing.T, ctx context.Context, tool Tool, args string) (waitResult, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	var w waitResult
+	ttCall(t, ctx, tool, args, &w)
+	return w, time.Since(start)
+}
+
+func TestWaitTaskTimesOut(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []ToolOption
+		args string
+		want time.Duration
+	}{
+		{"given", nil, `{"task_id":"%s","timeout_seconds":5}`, 5 * time.Second},
+		{"float", nil, `{"task_id":"%s","timeout_seconds":5.0}`, 5 * time.Second},
+		{"default", nil, `{"task_id":"%s"}`, 30 * time.Second},
+		{"maximum", nil, `{"task_id":"%s","timeout_seconds":300}`, 300 * time.Second},
+		{"limited default", []ToolOption{WithWaitLimit(10 * time.Second)}, `{"task_id":"%s"}`, 10 * time.Second},
+		{"limited maximum", []ToolOption{WithWaitLimit(10 * time.Second)}, `{"task_id":"%s","timeout_seconds":10}`, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := mtNew(t)
+				o := m.Owner("thread-1")
+				id, _ := mtSpawnProbe(t, t.Context(), o)
+				w, took := ttWaitAfter(t, t.Context(), ttTool(t, o, "wait_task", tc.opts...), fmt.Sprintf(tc.args, id))
+				secs := int(tc.want / time.Second)
+				if took != tc.want || !w.TimedOut || w.Task.TaskID != id || w.Task.Status != StatusRunning ||
+					w.Message != fmt.Sprintf("task %s still running after %ds", id, secs) {
+					t.Fatalf("wait_task after %v: %+v", took, w)
+				}
+			})
+		})
+	}
+}
+
+func TestWaitTaskReturnsWhenSettled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mtNew(t)
+		o := m.Owner("thread-1")
+		release := make(chan struct{})
+		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+			time.Sleep(2 * time.Second)
+			msg, err := tk.RequestInput(ctx, "which region?")
+			if err != nil {
+				return nil, err
+			}
+			<-release
+			time.Sleep(3 * time.Second)
+			return msg.Content, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tool := ttTool(t, o, "wait_task")
+		args := `{"task_id":"` + id + `","timeout_seconds":60}`
+		w, took := ttWaitAfter(t, t.Context(), tool, args)
+		if took != 2*time.Second || w.TimedOut || w.Message != "" || w.Task.Status != StatusAwaitingInput ||
+			w.Task.InputRequest == nil || w.Task.InputRequest.Prompt != "which region?" {
+			t.Fatalf("wait_task after %v: %+v", took, w)
+		}
+		// Still awaiting: returns at once.
+		if w2, took := ttWaitAfter(t, t.Context(), tool, args); took != 0 || w2.Task.Status != StatusAwaitingInput || w2.Task.InputRequest.ID != w.Task.InputRequest.ID {
+			t.Fatalf("second wait_task after %v: %+v", took, w2)
+		}
+		if err := o.Send(t.Context(), id, Message{Content: "eu-west", InReplyTo: w.Task.InputRequest.ID}); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		w, took = ttWaitAfter(t, t.Context(), tool, args)
+		if took != 3*time.Second || w.TimedOut || w.Task.Status != StatusCompleted || !jsonEqual(w.Task.Result, `"eu-west"`) || w.Task.InputRequest != nil {
+			t.Fatalf("wait_task after %v: %+v", took, w)
+		}
+		// Terminal: returns at once, after the task is gone too.
+		if w, took := ttWaitAfter(t, t.Context(), tool, args); took != 0 || w.Task.Status != StatusCompleted || w.TimedOut {
+			t.Fatalf("wait_task on a completed task after %v: %+v", took, w)
+		}
+	})
+}
+
+// TestWaitTaskAnsweredUnseen: a request answered before the waiter saw it
+// does not end the wait.
+func TestWaitTaskAnsweredUnseen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mtNew(t)
+		o := m.Owner("thread-1")
+		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+			time.Sleep(time.Second)
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			if _, err := tk.RequestInput(rctx, "anyone?"); !errors.Is(err, context.DeadlineExceeded) {
+				return nil, err
+			}
+			time.Sleep(10 * time.Second)
+			return "alone", nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The request is open from 1 s to 2 s; the wait starts after that.
+		time.Sleep(2500 * time.Millisecond)
+		if got := mtGet(t, o, id); got.Status != StatusRunning {
+			t.Fatalf("status %s", got.Status)
+		}
+		w, took := ttWaitAfter(t, t.Context(), ttTool(t, o, "wait_task"), `{"task_id":"`+id+`"}`)
+		if w.TimedOut || w.Task.Status != StatusCompleted || took != 9500*time.Millisecond {
+			t.Fatalf("wait_task after %v: %+v", took, w)
+		}
+	})
+}
+
+func TestWaitTaskErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mtNew(t)
+		o := m.Owner("thread-1")
+		theirs, _ := mtSpawnProbe(t, t.Context(), m.Owner("thread-2"))
+		tool := ttTool(t, o, "wait_task")
+		for _, id := range []string{"task_nope", theirs} {
+			err := ttCallErr(t, t.Context(), tool, `{"task_id":"`+id+`"}`)
+			if err.Error() != "task not found: "+id || !errors.Is(err, ErrNotFound) {
+				t.Errorf("wait_task(%s): %v", id, err)
+			}
+		}
+		// The call's ctx ends first: its error, not a timeout.
+		mine, _ := mtSpawnProbe(t, t.Context(), o)
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		err := ttCallErr(t, ctx, tool, `{"task_id":"`+mine+`","timeout_seconds":10}`)
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 3*time.Second {
+			t.Fatalf("wait_task with a short ctx: %v after %v", err, time.Since(start))
+		}
+	})
+}
+
+// TestWaitTaskNotLive: a non-terminal record that this process does not run
+// is returned at once.
+func TestWaitTaskNotLive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := NewMemoryStore()
+		rec := TaskMeta{ID: newTaskID(now()), Owner: "thread-1", Type: TypeTask, Status: StatusRunning, CreatedAt: now(), Instance: "inst_gone"}
+		if err := store.Commit(t.Context(), "thread-1", Upsert(rec)); err != nil {
+			t.Fatal(err)
+		}
+		m := mtNew(t, WithStore(store))
+		w, took := ttWaitAfter(t, t.Context(), ttTool(t, m.Owner("thread-1"), "wait_task"), `{"task_id":"`+rec.ID+`"}`)
+		if took != 0 || w.TimedOut || w.Task.Status != StatusRunning ||
+			w.Message != "task "+rec.ID+" is running but not run by this process: wait_task cannot wait for it" {
+			t.Fatalf("wait_task after %v: %+v", took, w)
+		}
+	})
+}
