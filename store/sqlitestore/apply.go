@@ -18,7 +18,18 @@ type writeTx struct {
 	tx  *sql.Tx
 	now int64 // the store's clock for this batch, in microseconds
 
-	get, ownerOf, byOwner, upsert, del, retainCount *sql.Stmt // bound to tx when first used
+	get, ownerOf, byOwner, upsert, del, countTerminal, dropOldest *sql.Stmt // bound to tx when first used
+
+	counted counted // the current request's owner's terminal count, kept if it succeeds
+}
+
+// maxCounted bounds how many owners' terminal counts the writer keeps.
+const maxCounted = 4096
+
+// counted is an owner's number of terminal records.
+type counted struct {
+	owner string
+	n     int
 }
 
 func (w *writeTx) stmt(p **sql.Stmt, shared *sql.Stmt) *sql.Stmt {
@@ -34,7 +45,14 @@ func (w *writeTx) stmt(p **sql.Stmt, shared *sql.Stmt) *sql.Stmt {
 // nothing is written.
 func (s *Store) write(ctx context.Context, batch []*request) []error {
 	errs := make([]error, len(batch))
-	failAll := func(err error) []error {
+	seq := s.nextSeq
+	var tx *sql.Tx
+	abort := func(err error) []error {
+		if tx != nil {
+			tx.Rollback()
+		}
+		s.nextSeq = seq
+		clear(s.terminals) // counts merged by earlier requests were rolled back too
 		for i := range errs {
 			errs[i] = err
 		}
@@ -42,55 +60,56 @@ func (s *Store) write(ctx context.Context, batch []*request) []error {
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return failAll(fmt.Errorf("sqlitestore: begin: %w", err))
+		return abort(fmt.Errorf("sqlitestore: begin: %w", err))
 	}
 	w := &writeTx{s: s, ctx: ctx, tx: tx, now: s.cfg.now().UnixMicro()}
-	seq := s.nextSeq
 	single := len(batch) == 1
 	ended := false // some record became terminal: check the age limit
 	for i, r := range batch {
 		if !single {
 			if _, err := tx.ExecContext(ctx, "SAVEPOINT c"); err != nil {
-				tx.Rollback()
-				return failAll(fmt.Errorf("sqlitestore: savepoint: %w", err))
+				return abort(fmt.Errorf("sqlitestore: savepoint: %w", err))
 			}
 		}
+		w.counted = counted{}
 		e, err := w.apply(r)
-		if err != nil {
-			if single {
-				tx.Rollback()
-				s.nextSeq = seq
-				errs[0] = err
-				return errs
-			}
+		switch {
+		case err != nil && single:
+			abort(err)
+			return errs
+		case err != nil:
 			if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO c"); rerr != nil {
-				tx.Rollback()
-				s.nextSeq = seq
-				return failAll(fmt.Errorf("sqlitestore: rollback to savepoint: %w", errors.Join(rerr, err)))
+				return abort(fmt.Errorf("sqlitestore: rollback to savepoint: %w", errors.Join(rerr, err)))
 			}
 			errs[i] = err
-		} else {
+		default:
 			ended = ended || e
+			if c := w.counted; c.owner != "" {
+				if _, ok := s.terminals[c.owner]; !ok && len(s.terminals) >= maxCounted {
+					clear(s.terminals) // bounded: counting again costs one query per owner
+				}
+				s.terminals[c.owner] = c.n
+			}
 		}
 		if !single {
 			if _, err := tx.ExecContext(ctx, "RELEASE c"); err != nil {
-				tx.Rollback()
-				s.nextSeq = seq
-				return failAll(fmt.Errorf("sqlitestore: release savepoint: %w", err))
+				return abort(fmt.Errorf("sqlitestore: release savepoint: %w", err))
 			}
 		}
 	}
 	if ended && s.cfg.retainFor > 0 {
 		cutoff := w.now - s.cfg.retainFor.Microseconds()
-		if _, err := tx.StmtContext(ctx, s.st.retainAge).ExecContext(ctx, cutoff); err != nil {
-			tx.Rollback()
-			s.nextSeq = seq
-			return failAll(fmt.Errorf("sqlitestore: age retention: %w", err))
+		res, err := tx.StmtContext(ctx, s.st.retainAge).ExecContext(ctx, cutoff)
+		if err != nil {
+			return abort(fmt.Errorf("sqlitestore: age retention: %w", err))
+		}
+		if n, err := res.RowsAffected(); err != nil || n > 0 {
+			clear(s.terminals) // owners unknown: count again when needed
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		s.nextSeq = seq
-		return failAll(fmt.Errorf("sqlitestore: commit: %w", err))
+		tx = nil
+		return abort(fmt.Errorf("sqlitestore: commit: %w", err))
 	}
 	return errs
 }
@@ -162,10 +181,14 @@ func (w *writeTx) apply(r *request) (ended bool, err error) {
 		bgtask.ApplyAction(&snap, withoutForeign(a, foreign))
 	}
 
-	for id := range cur {
+	delta := 0 // change in the owner's number of terminal records
+	for id, old := range cur {
 		if _, ok := snap.Tasks[id]; !ok {
 			if _, err := w.stmt(&w.del, w.s.st.del).ExecContext(w.ctx, id); err != nil {
 				return false, fmt.Errorf("sqlitestore: delete task %s: %w", id, err)
+			}
+			if old.Status.IsTerminal() {
+				delta--
 			}
 		}
 	}
@@ -183,18 +206,44 @@ func (w *writeTx) apply(r *request) (ended bool, err error) {
 			w.s.nextSeq++
 			seq, at = w.s.nextSeq, w.now
 			ended = true
+			delta++
 		}
 		args := append(rowArgs(&m), seq, at)
 		if _, err := w.stmt(&w.upsert, w.s.st.upsert).ExecContext(w.ctx, args...); err != nil {
 			return false, fmt.Errorf("sqlitestore: write task %s: %w", id, err)
 		}
 	}
-	if ended {
-		if _, err := w.stmt(&w.retainCount, w.s.st.retainCount).ExecContext(w.ctx, owner, w.s.cfg.retainPerOwner); err != nil {
-			return false, fmt.Errorf("sqlitestore: count retention for owner %q: %w", owner, err)
-		}
+	if err := w.retain(owner, delta, ended); err != nil {
+		return false, err
 	}
 	return ended, nil
+}
+
+// retain applies the count limit to owner after a commit that changed its
+// number of terminal records by delta. The writer keeps each owner's count
+// once it has counted it, so that a commit under the limit costs no query
+// and one over it deletes the oldest records by index, not by a scan.
+func (w *writeTx) retain(owner string, delta int, ended bool) error {
+	counts := w.s.terminals
+	n, known := counts[owner]
+	switch {
+	case known:
+		n += delta
+	case !ended:
+		return nil // nothing new to keep: count it when it matters
+	default:
+		if err := w.stmt(&w.countTerminal, w.s.st.countTerminal).QueryRowContext(w.ctx, owner).Scan(&n); err != nil {
+			return fmt.Errorf("sqlitestore: count terminal records of owner %q: %w", owner, err)
+		}
+	}
+	if over := n - w.s.cfg.retainPerOwner; over > 0 {
+		if _, err := w.stmt(&w.dropOldest, w.s.st.dropOldest).ExecContext(w.ctx, owner, over); err != nil {
+			return fmt.Errorf("sqlitestore: count retention for owner %q: %w", owner, err)
+		}
+		n -= over
+	}
+	w.counted = counted{owner, n}
+	return nil
 }
 
 // read reads task id and reports whether it belongs to owner. A row of

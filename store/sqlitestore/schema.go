@@ -47,7 +47,7 @@ var migrations = [...]string{
 		input_prompt    TEXT,
 		terminal_seq    INTEGER,
 		terminal_at     INTEGER
-	) STRICT;
+	) STRICT, WITHOUT ROWID;
 	CREATE INDEX tasks_owner_status ON tasks (owner, status);
 	CREATE INDEX tasks_parent ON tasks (parent_task_id, created_at) WHERE parent_task_id <> '';
 	CREATE INDEX tasks_owner_terminal ON tasks (owner, terminal_seq) WHERE terminal_seq IS NOT NULL;

@@ -10,8 +10,8 @@ import (
 // stmts are the statements prepared once at Open. A transaction uses them
 // through Tx.StmtContext, which reuses the preparation on its connection.
 type stmts struct {
-	get, ownerOf, byOwner, children     *sql.Stmt
-	upsert, del, retainCount, retainAge *sql.Stmt
+	get, ownerOf, byOwner, children                   *sql.Stmt
+	upsert, del, countTerminal, dropOldest, retainAge *sql.Stmt
 }
 
 var updateSet = func() string {
@@ -45,10 +45,10 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 			", terminal_seq = coalesce(tasks.terminal_seq, excluded.terminal_seq)" +
 			", terminal_at = coalesce(tasks.terminal_at, excluded.terminal_at)"},
 		{&st.del, "DELETE FROM tasks WHERE id = ?"},
-		// Keep the owner's ?2 most recent terminal records (by terminal_seq).
-		{&st.retainCount, `DELETE FROM tasks WHERE owner = ?1 AND terminal_seq IS NOT NULL AND terminal_seq <= (
-			SELECT terminal_seq FROM tasks WHERE owner = ?1 AND terminal_seq IS NOT NULL
-			ORDER BY terminal_seq DESC LIMIT 1 OFFSET ?2)`},
+		{&st.countTerminal, "SELECT count(*) FROM tasks WHERE owner = ? AND terminal_seq IS NOT NULL"},
+		// Delete the owner's ?2 records that became terminal first.
+		{&st.dropOldest, `DELETE FROM tasks WHERE id IN (
+			SELECT id FROM tasks WHERE owner = ?1 AND terminal_seq IS NOT NULL ORDER BY terminal_seq LIMIT ?2)`},
 		{&st.retainAge, "DELETE FROM tasks WHERE terminal_at IS NOT NULL AND terminal_at < ?"},
 	} {
 		s, err := db.PrepareContext(ctx, p.query)
@@ -61,7 +61,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (st *stmts) close() {
-	for _, s := range []*sql.Stmt{st.get, st.ownerOf, st.byOwner, st.children, st.upsert, st.del, st.retainCount, st.retainAge} {
+	for _, s := range []*sql.Stmt{st.get, st.ownerOf, st.byOwner, st.children, st.upsert, st.del, st.countTerminal, st.dropOldest, st.retainAge} {
 		if s != nil {
 			s.Close()
 		}

@@ -22,8 +22,14 @@ import (
 // connections, concurrently with writes (WAL mode).
 //
 // Use Open; the zero value is not usable. Methods are safe for concurrent
-// use. Close stops the writer and closes the database; the Store must not be
-// used afterwards (its methods return ErrClosed). Do not copy a Store.
+// use; a method whose ctx ends returns ctx's error (see Commit for what is
+// then written). Close stops the writer and closes the database; later
+// calls return ErrClosed. Close the Store after the Manager's Shutdown, so
+// that the tasks' last records are written. No caller code runs on the
+// writer goroutine. Do not copy a Store.
+//
+// The Store is for one process at a time: it is not a bgtask.SharedStore
+// (use pgstore for several). Another process may read the file meanwhile.
 type Store struct {
 	cfg    config
 	db     *sql.DB
@@ -34,9 +40,11 @@ type Store struct {
 	closed bool
 	queue  []*request // Commit calls waiting for the writer, in arrival order
 
-	wake    chan struct{} // capacity 1: the queue grew, or Close was called
-	writer  sync.WaitGroup
-	nextSeq int64 // the writer's: last terminal_seq given out
+	wake   chan struct{} // capacity 1: the queue grew, or Close was called
+	writer sync.WaitGroup
+	// The writer's own state.
+	nextSeq   int64          // last terminal_seq given out
+	terminals map[string]int // owner → number of terminal records, for owners counted so far
 }
 
 // Open opens (creating it if needed) the SQLite database at path, brings
@@ -79,7 +87,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{cfg: cfg, db: db, memory: path == ":memory:", wake: make(chan struct{}, 1)}
+	s := &Store{cfg: cfg, db: db, memory: path == ":memory:", wake: make(chan struct{}, 1), terminals: make(map[string]int)}
 	if err := s.setup(ctx, path); err != nil {
 		s.st.close()
 		db.Close()

@@ -1,0 +1,42 @@
+package sqlitestore
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/bgtask/bgtask"
+)
+
+// FuzzDecodeRow: whatever a row holds, decode returns a record that passes
+// the core's own validation, or an error matching bgtask.ErrCorrupt that
+// names the task; it never panics.
+func FuzzDecodeRow(f *testing.F) {
+	f.Add("task_1", "thread-1", "completed", `{"n":1}`, true, "", int64(0), "input_1")
+	f.Add("task_2", "thread-1", "paused", "", false, "on_activity", int64(2), "")
+	f.Add("task_3", "", "running", "", false, "", int64(0), "")
+	f.Add("task_4", "thread-1", "failed", `{"a":`, true, "", int64(-1), "")
+	f.Add("", "thread-1", "queued", "null", true, "never", int64(1), "")
+	f.Fuzz(func(t *testing.T, id, owner, status, result string, hasResult bool, wake string, attempt int64, inputID string) {
+		r := row{id: id, owner: owner, status: status, wake: wake, attempt: attempt,
+			result: sql.NullString{String: result, Valid: hasResult}, inputID: sql.NullString{String: inputID, Valid: inputID != ""}}
+		m, err := r.decode()
+		if err != nil {
+			if !errors.Is(err, bgtask.ErrCorrupt) || id != "" && !strings.Contains(err.Error(), "task "+id+":") {
+				t.Fatalf("decode error %q does not match ErrCorrupt or name task %q", err, id)
+			}
+			return
+		}
+		// A decoded record is one the core accepts: its JSON decodes.
+		b, merr := json.Marshal(m)
+		if merr != nil {
+			t.Fatalf("marshal %+v: %v", m, merr)
+		}
+		var back bgtask.TaskMeta
+		if err := back.UnmarshalJSON(b); err != nil {
+			t.Fatalf("decode accepted a record the core refuses: %v (%s)", err, b)
+		}
+	})
+}
