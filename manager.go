@@ -50,7 +50,8 @@ type Manager struct {
 }
 
 type ownerState struct {
-	live    int
+	live      int // tasks not yet retired: their terminal event may still be on its way
+	reporting int // those of them whose terminal event reaches the inbox (not silent)
 	running int
 	head    *Task // intrusive list of live tasks
 	names   map[string]*Task

@@ -213,19 +213,18 @@ func (p *Plugin) AfterToolCall(ctx context.Context, call ToolCall) error {
 	return nil
 }
 
-// StepEnd reports whether work is pending: whether the owner has a
-// non-terminal task whose wake policy is not silent, so that an event will
-// come. At a natural end with work pending, a top-level run ends waiting
-// (reason "awaiting_tasks") and a sub-agent waits with WaitEvent.
+// StepEnd reports whether work is pending: whether a task of the owner that
+// this Manager runs will still report its end to the inbox (it is not
+// silent, and its terminal event has not been delivered yet, even if its
+// record is already terminal). At a natural end with work pending, a
+// top-level run ends waiting (reason "awaiting_tasks") and a sub-agent waits
+// with WaitEvent. Tasks of other instances of a SharedStore report through
+// notices, not through this.
 func (p *Plugin) StepEnd(ctx context.Context) (pending bool, err error) {
 	if !p.running {
 		return false, ErrNoRun
 	}
-	tasks, err := p.liveTasks(ctx)
-	if err != nil {
-		return false, err
-	}
-	return slices.ContainsFunc(tasks, func(t TaskMeta) bool { return t.Wake != WakeSilent }), nil
+	return p.m.reporting(p.owner.id), nil
 }
 
 // WaitEvent blocks until Deliver has something, or ctx ends (it returns

@@ -313,3 +313,37 @@ func TestPluginCancelledRunRacesNestedSpawns(t *testing.T) {
 		}
 	}
 }
+
+// A task whose terminal record is committed but whose event is still on its
+// way is pending work: the run must not end "done" and leave the event for
+// nobody (commit, then notify, leaves that window).
+func TestPluginPendingUntilTerminalEventDelivered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inWindow, release := make(chan struct{}), make(chan struct{})
+		pr := newPluginRun(t, WithObserver(func(tr Transition) {
+			if tr.To.IsTerminal() {
+				close(inWindow) // committed, not yet delivered
+				<-release
+			}
+		}))
+		id, err := pr.o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return "ok", nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-inWindow
+		if meta, err := pr.o.Get(t.Context(), id); err != nil || meta.Status != StatusCompleted {
+			t.Fatalf("record in the window: %s, %v; want completed", meta.Status, err)
+		}
+		if pending, err := pr.p.StepEnd(t.Context()); err != nil || !pending {
+			t.Fatalf("StepEnd with the event on its way: %v, %v; want pending", pending, err)
+		}
+		close(release)
+		synctest.Wait()
+		if pending, _ := pr.p.StepEnd(t.Context()); pending {
+			t.Fatal("still pending after the event was delivered")
+		}
+		if msgs, _ := pr.p.Deliver(t.Context()); len(msgs) != 1 || msgs[0].Event.Kind != EventCompleted {
+			t.Fatalf("delivered %v, want the completion", messageKinds(msgs))
+		}
+	})
+}

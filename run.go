@@ -197,6 +197,9 @@ func (m *Manager) retire(t *Task) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	os := m.owners[owner]
+	if t.rec.Wake != WakeSilent {
+		os.reporting--
+	}
 	if os.live--; os.live == 0 {
 		delete(m.owners, owner)
 		m.forgetClosedInbox(owner) // lock order: m.mu, then inboxMu
@@ -208,6 +211,16 @@ func (m *Manager) retire(t *Task) {
 	m.pruneNode(t)
 	m.active--
 	m.checkIdle()
+}
+
+// reporting reports whether the owner has a task whose terminal event has
+// not reached its inbox yet and will (not silent): running, queued, or
+// ended a moment ago with its event on the way.
+func (m *Manager) reporting(owner string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	os := m.owners[owner]
+	return os != nil && os.reporting > 0
 }
 
 // pruneNode drops finished nodes without children, walking up the lineage.

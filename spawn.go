@@ -157,6 +157,9 @@ func (m *Manager) register(t *Task) error {
 	// Nothing can fail from here on.
 	m.owners[meta.Owner] = os
 	os.live++ // decremented by retire
+	if t.rec.Wake != WakeSilent {
+		os.reporting++ // decremented by retire
+	}
 	os.head = linkFront(os.head, t, ownerLinks)
 	if meta.Name != "" {
 		if os.names == nil {
