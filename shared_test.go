@@ -1,0 +1,117 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// fakeShared is a MemoryStore that plays a SharedStore: it records cancel
+// requests and hands out notices once.
+type fakeShared struct {
+	*MemoryStore
+	mu       sync.Mutex
+	requests []string
+	notices  map[string][]Event
+	fail     error
+}
+
+func (f *fakeShared) RequestCancel(ctx context.Context, id string, tree bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != nil {
+		return f.fail
+	}
+	suffix := ""
+	if tree {
+		suffix = "+tree"
+	}
+	f.requests = append(f.requests, id+suffix)
+	return nil
+}
+
+func (f *fakeShared) TakeNotices(ctx context.Context, owner string) ([]Event, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	evs := f.notices[owner]
+	delete(f.notices, owner)
+	return evs, nil
+}
+
+// remoteRecord is a running task of another instance, in the store.
+func remoteRecord(t *testing.T, f *fakeShared, id string) TaskMeta {
+	t.Helper()
+	meta := TaskMeta{ID: id, Owner: "thread-1", Type: TypeTask, Status: StatusRunning, Instance: "other-instance", Attempt: 1}
+	if err := f.Commit(t.Context(), "thread-1", Upsert(meta)); err != nil {
+		t.Fatal(err)
+	}
+	return meta
+}
+
+func TestSharedStoreCancelReachesTheOtherInstance(t *testing.T) {
+	f := &fakeShared{MemoryStore: NewMemoryStore()}
+	m := mtNew(t, WithStore(f), WithInstance("this-instance"))
+	remote := remoteRecord(t, f, "task_0190d5f4c5a87000a000000000000001")
+	o := m.Owner("thread-1")
+	if n, err := o.Cancel(t.Context(), remote.ID); err != nil || n != 1 {
+		t.Fatalf("Cancel of a remote task: %d, %v; want 1, nil", n, err)
+	}
+	if n, err := m.CancelTree(t.Context(), remote.ID); err != nil || n != 1 {
+		t.Fatalf("CancelTree of a remote task: %d, %v; want 1, nil", n, err)
+	}
+	if want := []string{remote.ID, remote.ID + "+tree"}; !slices.Equal(f.requests, want) {
+		t.Fatalf("requests %v, want %v", f.requests, want)
+	}
+	// Another owner's view never reaches it; a terminal record needs no request.
+	if _, err := m.Owner("thread-2").Cancel(t.Context(), remote.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another owner's cancel: %v, want ErrNotFound", err)
+	}
+	f.fail = errors.New("db down")
+	if _, err := o.Cancel(t.Context(), remote.ID); err == nil || err.Error() != `bgtask: cancel `+remote.ID+` on instance "other-instance": db down` {
+		t.Fatalf("failing request: %v", err)
+	}
+	if len(f.requests) != 2 {
+		t.Fatalf("requests %v after the refused ones, want 2", f.requests)
+	}
+}
+
+func TestSharedStoreRestoreLeavesOtherInstancesToTheReaper(t *testing.T) {
+	f := &fakeShared{MemoryStore: NewMemoryStore()}
+	m := mtNew(t, WithStore(f), WithInstance("this-instance"))
+	remote := remoteRecord(t, f, "task_0190d5f4c5a87000a000000000000001")
+	mine := TaskMeta{ID: "task_0190d5f4c5a87000a000000000000002", Owner: "thread-1", Type: TypeTask, Status: StatusRunning, Instance: "this-instance", Attempt: 1}
+	if err := f.Commit(t.Context(), "thread-1", Upsert(mine)); err != nil {
+		t.Fatal(err)
+	}
+	done, err := m.Restore(t.Context(), "thread-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(done) != 1 || done[0].ID != mine.ID || done[0].Status != StatusInterrupted {
+		t.Fatalf("Restore interrupted %+v, want only this instance's own stale record", done)
+	}
+	if got, _ := f.Get(t.Context(), remote.ID); got.Status != StatusRunning {
+		t.Fatalf("the other instance's task is %s, want still running", got.Status)
+	}
+}
+
+func TestPluginDeliversSharedStoreNotices(t *testing.T) {
+	f := &fakeShared{MemoryStore: NewMemoryStore(), notices: map[string][]Event{
+		"thread-1": {{Kind: EventInterrupted, TaskID: "task_0190d5f4c5a87000a000000000000001", Error: "reaped"}},
+		"thread-2": {{Kind: EventInterrupted, TaskID: "task_0190d5f4c5a87000a000000000000002", Error: "reaped"}},
+	}}
+	pr := newPluginRun(t, WithStore(f))
+	msgs, err := pr.p.Deliver(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `<background-task-event kind="interrupted" task_id="task_0190d5f4c5a87000a000000000000001">{"kind":"interrupted","task_id":"task_0190d5f4c5a87000a000000000000001","error":"reaped"}</background-task-event>`
+	if len(msgs) != 1 || msgs[0].Content != want {
+		t.Fatalf("delivered %+v, want the owner's one notice", msgs)
+	}
+	if msgs, _ := pr.p.Deliver(t.Context()); len(msgs) != 0 {
+		t.Fatalf("notice delivered twice: %+v", msgs)
+	}
+}
