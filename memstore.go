@@ -107,13 +107,8 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if !validOwner(owner) {
-		return ErrInvalidOwner
-	}
-	for i := range actions {
-		if err := actions[i].validate(owner); err != nil {
-			return err
-		}
+	if err := ValidateCommit(owner, actions...); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -81,6 +81,23 @@ func ReplaceAll(tasks ...TaskMeta) Action { return Action{Op: OpReplaceAll, Task
 // a live task is never forgotten.
 func Remove(ids ...string) Action { return Action{Op: OpRemove, IDs: ids} }
 
+// ValidateCommit reports why a Store must refuse Commit(ctx, owner,
+// actions...): ErrInvalidOwner for a blank owner, or an error matching
+// ErrInvalidAction (and ErrCorrupt, for a record no code could handle) that
+// names the task. Every Store calls it before it applies anything, so all
+// of them refuse the same input with the same error.
+func ValidateCommit(owner string, actions ...Action) error {
+	if !validOwner(owner) {
+		return ErrInvalidOwner
+	}
+	for i := range actions {
+		if err := actions[i].validate(owner); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // validate reports why a Store must refuse a, for the given owner.
 func (a *Action) validate(owner string) error {
 	if a.Op != OpUpsert && a.Op != OpReplaceAll && a.Op != OpRemove || a.Op == OpUpsert && len(a.Tasks) != 1 {

@@ -37,7 +37,7 @@ func (s *Store) Commit(ctx context.Context, owner string, actions ...bgtask.Acti
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validate(owner, actions); err != nil {
+	if err := bgtask.ValidateCommit(owner, actions...); err != nil {
 		return err
 	}
 	if len(actions) == 0 {
