@@ -61,6 +61,10 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 		return fmt.Errorf("bgtask: request input: %w", err)
 	}
 	t.input = w
+	if t.inputSig != nil { // wake the waiters of waitSettled
+		close(t.inputSig)
+		t.inputSig = nil
+	}
 	m.notify(from, &u)
 	if u.Wake.delivers(EventInputRequested, "") {
 		req := w.req
@@ -93,16 +97,17 @@ func (m *Manager) closeInput(t *Task, w *inputWait) error {
 	return nil
 }
 
-// answer hands msg to the open request it replies to. Only one answer is
-// taken per request.
-func (t *Task) answer(msg Message) error {
+// answer hands msg to the open request it replies to, records it in the
+// task's message history and returns its id there. Only one answer is taken
+// per request.
+func (t *Task) answer(msg Message) (string, error) {
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
 	w := t.input
 	if w == nil || w.req.ID != msg.InReplyTo {
-		return fmt.Errorf("%w: task %s, request %q", ErrNoInputRequest, t.rec.ID, msg.InReplyTo)
+		return "", fmt.Errorf("%w: task %s, request %q", ErrNoInputRequest, t.rec.ID, msg.InReplyTo)
 	}
 	t.input = nil
 	w.answer <- msg
-	return nil
+	return t.m.msgs.add(t.rec.ID, MessageIn, msg), nil
 }

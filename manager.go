@@ -45,6 +45,8 @@ type Manager struct {
 	inboxMu  sync.RWMutex // guards inboxes
 	inboxes  map[string]*Inbox
 	inboxGen atomic.Uint64 // bumped on every change of inboxes, to invalidate Task caches
+
+	msgs messageLog // recent messages per task, for Owner.Messages (messages.go)
 }
 
 type ownerState struct {

@@ -18,11 +18,19 @@ func (m *Manager) Send(ctx context.Context, owner, id string, msg Message) error
 }
 
 func (m *Manager) send(ctx context.Context, owner, id string, msg Message) error {
+	_, err := m.sendMessage(ctx, owner, id, msg)
+	return err
+}
+
+// sendMessage is send that also returns the id of the message in the task's
+// history (Owner.Messages). A delivered message is recorded there under the
+// task's emitMu, so it keeps its place among the messages the task sends.
+func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg Message) (string, error) {
 	switch {
 	case m.closed.Load():
-		return ErrClosed
+		return "", ErrClosed
 	case !validOwner(owner):
-		return ErrInvalidOwner
+		return "", ErrInvalidOwner
 	}
 	m.mu.Lock()
 	t := m.nodes[id]
@@ -34,27 +42,32 @@ func (m *Manager) send(ctx context.Context, owner, id string, msg Message) error
 		meta, err := m.store.Get(ctx, id)
 		switch {
 		case err != nil:
-			return err
+			return "", err
 		case meta.Owner != owner:
-			return ErrNotOwner
+			return "", ErrNotOwner
 		case meta.Status.IsTerminal():
-			return &StatusError{TaskID: id, Status: meta.Status}
+			return "", &StatusError{TaskID: id, Status: meta.Status}
 		case meta.Type != TypeSubAgent:
-			return fmt.Errorf("%w: %s", ErrNotSubAgent, id)
+			return "", fmt.Errorf("%w: %s", ErrNotSubAgent, id)
 		}
-		return fmt.Errorf("%w: %s is not running in this manager", ErrInboxClosed, id)
+		return "", fmt.Errorf("%w: %s is not running in this manager", ErrInboxClosed, id)
 	}
 	switch {
 	case t.rec.Owner != owner:
-		return ErrNotOwner
+		return "", ErrNotOwner
 	case msg.InReplyTo != "":
 		return t.answer(msg)
 	case t.inbox == nil:
-		return fmt.Errorf("%w: %s", ErrNotSubAgent, id)
+		return "", fmt.Errorf("%w: %s", ErrNotSubAgent, id)
 	}
 	payload, err := json.Marshal(msg)
 	if err != nil {
-		return err
+		return "", err
 	}
-	return t.inbox.Send(Event{Kind: EventCustom, TaskID: id, EventType: EventTypeMessage, Payload: payload})
+	t.emitMu.Lock()
+	defer t.emitMu.Unlock()
+	if err := t.inbox.Send(Event{Kind: EventCustom, TaskID: id, EventType: EventTypeMessage, Payload: payload}); err != nil {
+		return "", err
+	}
+	return m.msgs.add(id, MessageIn, msg), nil
 }

@@ -33,10 +33,11 @@ type Task struct {
 	inbox *Inbox        // a sub-agent's own inbox; nil for a plain task
 	done  chan struct{} // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
 
-	emitMu   sync.Mutex // serialises Emit with the end of the task; guards ended, inboxGen, ownerBox
-	inboxGen uint64     // m.inboxGen when ownerBox was looked up
-	ownerBox *Inbox     // the owner's inbox, cached for Emit
-	input    *inputWait // the open input request; guarded by emitMu
+	emitMu   sync.Mutex    // serialises Emit with the end of the task; guards ended, inboxGen, ownerBox
+	inboxGen uint64        // m.inboxGen when ownerBox was looked up
+	ownerBox *Inbox        // the owner's inbox, cached for Emit
+	input    *inputWait    // the open input request; guarded by emitMu
+	inputSig chan struct{} // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
 
 	// Small fields together, so the struct stays in a smaller size class.
 	returned atomic.Bool // the function has returned (or never will run)
@@ -84,26 +85,43 @@ func (t *Task) Agent() Owner { return t.m.Owner(t.rec.ID) }
 // encoded returns an error matching ErrInvalidPayload and sends nothing. An
 // empty eventType returns ErrInvalidEvent. Once the function has returned,
 // Emit returns ErrTaskEnded, so every custom event precedes the terminal one.
-// If the owner's inbox is closed the event goes to its fallback and Emit
-// returns ErrInboxClosed.
+// If the owner's inbox is closed the event goes to its OnClosed fallback
+// (a Plugin keeps it for the owner's next run) and Emit returns nil; an
+// inbox without a fallback drops it and Emit returns ErrInboxClosed. A
+// delivered EventTypeMessage (best a Message) is also kept in the task's
+// message history (Owner.Messages).
 func (t *Task) Emit(eventType string, payload any) error {
+	_, err := t.emit(eventType, payload)
+	return err
+}
+
+// emit is Emit that also returns the id of a delivered message in the
+// task's history ("" for other events).
+func (t *Task) emit(eventType string, payload any) (string, error) {
 	if eventType == "" {
-		return fmt.Errorf("%w: empty event type", ErrInvalidEvent)
+		return "", fmt.Errorf("%w: empty event type", ErrInvalidEvent)
 	}
 	p, err := encodeJSON(payload)
 	if err != nil {
-		return fmt.Errorf("%w: event %q: %w", ErrInvalidPayload, eventType, err)
+		return "", fmt.Errorf("%w: event %q: %w", ErrInvalidPayload, eventType, err)
 	}
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
 	if t.ended {
-		return ErrTaskEnded
+		return "", ErrTaskEnded
 	}
 	if !t.rec.Wake.delivers(EventCustom, eventType) {
-		return nil
+		return "", nil
 	}
 	if gen := t.m.inboxGen.Load(); t.ownerBox == nil || gen != t.inboxGen {
 		t.ownerBox, t.inboxGen = t.m.inboxFor(t.rec.Owner), gen
 	}
-	return t.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.ID, EventType: eventType, Payload: p})
+	err = t.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.ID, EventType: eventType, Payload: p})
+	if err != nil && t.ownerBox.onClosed == nil {
+		return "", err // dropped; with a fallback it was taken (a Plugin keeps it for the next run): not lost
+	}
+	if eventType == EventTypeMessage {
+		return t.m.msgs.emitted(t, p), nil
+	}
+	return "", nil
 }

@@ -15,40 +15,95 @@ func (m *Manager) Wait(ctx context.Context, id string) (TaskMeta, error) {
 }
 
 func (m *Manager) wait(ctx context.Context, owner, id string) (TaskMeta, error) {
-	m.mu.Lock()
-	t := m.nodes[id] // still there until its terminal event is delivered
-	var done chan struct{}
-	if t != nil {
-		if t.done == nil {
-			t.done = make(chan struct{}) // most tasks are never waited for
-			if t.gone {
-				close(t.done)
-			}
-		}
-		done = t.done
-	}
-	m.mu.Unlock()
+	t, done := m.waitable(id)
 	if t != nil {
 		if owner != "" && t.rec.Owner != owner {
 			return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		select {
 		case <-done:
-			var meta TaskMeta
-			m.readRecord(t, &meta)
-			return cloneMeta(meta), nil
+			return m.record(t), nil
 		case <-ctx.Done():
 			return TaskMeta{}, ctx.Err()
 		}
 	}
+	return m.storedForWait(ctx, owner, id, false)
+}
+
+// waitable returns the task id if this Manager still holds it, with the
+// channel closed once its terminal event is delivered.
+func (m *Manager) waitable(id string) (*Task, chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.nodes[id] // still there until its terminal event is delivered
+	if t == nil {
+		return nil, nil
+	}
+	if t.done == nil {
+		t.done = make(chan struct{}) // most tasks are never waited for
+		if t.gone {
+			close(t.done)
+		}
+	}
+	return t, t.done
+}
+
+// record returns a copy of the task's current record.
+func (m *Manager) record(t *Task) TaskMeta {
+	var meta TaskMeta
+	m.readRecord(t, &meta)
+	return cloneMeta(meta)
+}
+
+// storedForWait answers a wait for a task this Manager does not hold: its
+// record if terminal (or awaiting input, when that settles the wait),
+// otherwise the record with ErrNotLive.
+func (m *Manager) storedForWait(ctx context.Context, owner, id string, inputSettles bool) (TaskMeta, error) {
 	meta, err := m.store.Get(ctx, id)
 	switch {
 	case err != nil:
 		return TaskMeta{}, err
 	case owner != "" && meta.Owner != owner:
 		return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
-	case !meta.Status.IsTerminal():
-		return meta, fmt.Errorf("%w: %s is %s", ErrNotLive, id, meta.Status)
+	case meta.Status.IsTerminal(), inputSettles && meta.Status == StatusAwaitingInput:
+		return meta, nil
 	}
-	return meta, nil
+	return meta, fmt.Errorf("%w: %s is %s", ErrNotLive, id, meta.Status)
+}
+
+// waitSettled is wait that also returns when the task opens an input
+// request (awaiting_input): what the wait_task tool waits for. The returned
+// record is terminal or awaiting_input. A request answered before this call
+// saw it does not end the wait.
+func (m *Manager) waitSettled(ctx context.Context, owner, id string) (TaskMeta, error) {
+	t, done := m.waitable(id)
+	if t == nil {
+		return m.storedForWait(ctx, owner, id, true)
+	}
+	if owner != "" && t.rec.Owner != owner {
+		return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	for {
+		t.emitMu.Lock()
+		if t.input != nil { // the record is awaiting_input while emitMu is held
+			meta := m.record(t)
+			t.emitMu.Unlock()
+			return meta, nil
+		}
+		var sig chan struct{}
+		if !t.ended {
+			if t.inputSig == nil {
+				t.inputSig = make(chan struct{})
+			}
+			sig = t.inputSig
+		}
+		t.emitMu.Unlock()
+		select {
+		case <-done:
+			return m.record(t), nil
+		case <-sig: // nil once the function has returned: only done is left
+		case <-ctx.Done():
+			return TaskMeta{}, ctx.Err()
+		}
+	}
 }

@@ -1,0 +1,22 @@
+// Package agentloop is a small, readable agent loop that shows bgtask's
+// semantics end to end: a Model proposes tool calls or an answer, tools
+// run with the call's lineage on their context (so the tasks they spawn
+// link to the run and the call), background events reach the model at
+// step boundaries through a bgtask.Plugin, and a run ends in one of the
+// ways the reference systems define:
+//
+//   - "done"/"natural": the model answered and nothing is pending;
+//   - "waiting"/"awaiting_tasks": a top-level run answered while tasks were
+//     still running; a later run (or the plugin's OnWake callback) picks up
+//     their events;
+//   - a sub-agent run (Config.SubAgent) instead waits on its inbox and goes
+//     on when its tasks report, so its parent gets one final answer;
+//   - "waiting"/"suspended": a tool asked for a human decision
+//     (ErrSuspend) and no Decisions channel was given; with one, the run
+//     buffers background events without calling the model until the
+//     decision arrives;
+//   - "done"/"cancelled": ctx was cancelled; the run's tasks and their
+//     descendants are cancelled with it.
+//
+// ScriptedModel plays a fixed script, for tests and demos without a network.
+package agentloop

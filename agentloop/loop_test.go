@@ -1,0 +1,363 @@
+package agentloop_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agentloop"
+)
+
+// env is a Manager, the plugin of thread-1 and a few host-written tools,
+// as in awaken's background_task_lifecycle tests.
+type env struct {
+	m      *bgtask.Manager
+	p      *bgtask.Plugin
+	owner  bgtask.Owner
+	tools  []agentloop.Tool
+	wakes  atomic.Int32
+	finish chan struct{} // closing it lets blocking tasks complete
+}
+
+func newEnv(t *testing.T, opts ...bgtask.PluginOption) *env {
+	t.Helper()
+	m, err := bgtask.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{m: m, owner: m.Owner("thread-1"), finish: make(chan struct{})}
+	opts = append([]bgtask.PluginOption{bgtask.OnWake(func(bgtask.Event) { e.wakes.Add(1) })}, opts...)
+	if e.p, err = bgtask.NewPlugin(m, "thread-1", opts...); err != nil {
+		t.Fatal(err)
+	}
+	e.tools = []agentloop.Tool{
+		e.spawnTool("spawn_task", func(ctx context.Context, tk *bgtask.Task) (any, error) {
+			select {
+			case <-e.finish:
+				return map[string]bool{"done": true}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}),
+		e.spawnTool("spawn_quick", func(ctx context.Context, tk *bgtask.Task) (any, error) {
+			return map[string]any{"done": true, "source": "background"}, nil
+		}),
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return e
+}
+
+// spawnTool is a tool that starts fn for the owner and returns its id.
+func (e *env) spawnTool(name string, fn bgtask.Func, opts ...bgtask.SpawnOption) agentloop.Tool {
+	return agentloop.Tool{
+		Name:   name,
+		Schema: json.RawMessage(`{"type":"object","additionalProperties":false}`),
+		Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+			id, err := e.owner.Spawn(ctx, fn, opts...)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(map[string]string{"task_id": id})
+		},
+	}
+}
+
+func (e *env) config(model agentloop.Model, run string) agentloop.Config {
+	return agentloop.Config{Model: model, Tools: e.tools, Hooks: e.p, RunID: run, AgentID: "agent-1"}
+}
+
+func runLoop(t *testing.T, cfg agentloop.Config, prompt string) agentloop.Result {
+	t.Helper()
+	res, err := agentloop.Run(t.Context(), cfg, []agentloop.Message{{Role: "user", Content: prompt}})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return res
+}
+
+func call(name string) agentloop.ScriptStep {
+	return agentloop.Call(agentloop.CallSpec{Name: name, Args: map[string]any{}})
+}
+
+// eventMessages returns the contents of the internal background-event
+// messages of a conversation.
+func eventMessages(msgs []agentloop.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		if m.Internal && strings.HasPrefix(m.Content, "<background-task-event") {
+			out = append(out, m.Content)
+		}
+	}
+	return out
+}
+
+// Awaken #166, #177: a natural end with a task running ends the top-level
+// run waiting, reason awaiting_tasks.
+func TestNaturalEndWithRunningTaskWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		model := agentloop.NewScriptedModel(call("spawn_task"), agentloop.Say("started it"))
+		res := runLoop(t, e.config(model, "run-1"), "go")
+		if res.Status != agentloop.StatusWaiting || res.Reason != agentloop.ReasonAwaitingTasks {
+			t.Fatalf("result %s/%s, want waiting/awaiting_tasks", res.Status, res.Reason)
+		}
+		if res.Steps != 2 || res.Response != "started it" {
+			t.Fatalf("steps %d response %q, want 2 and %q", res.Steps, res.Response, "started it")
+		}
+		close(e.finish)
+		synctest.Wait()
+		if got := e.wakes.Load(); got != 1 {
+			t.Fatalf("OnWake called %d times after the run ended, want 1", got)
+		}
+		// The next run picks the completion up at its first step.
+		model2 := agentloop.NewScriptedModel()
+		res = runLoop(t, e.config(model2, "run-2"), "anything new?")
+		if res.Status != agentloop.StatusDone || res.Reason != agentloop.ReasonNatural {
+			t.Fatalf("second run %s/%s, want done/natural", res.Status, res.Reason)
+		}
+		evs := eventMessages(model2.Requests()[0].Messages)
+		if len(evs) != 1 || !strings.Contains(evs[0], `kind="completed"`) || !strings.Contains(evs[0], `"result":{"done":true}`) {
+			t.Fatalf("first request of the second run has events %q, want the one completion", evs)
+		}
+	})
+}
+
+// Awaken #167, #178.
+func TestNoTasksEndsDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		res := runLoop(t, e.config(agentloop.NewScriptedModel(agentloop.Say("hi")), "run-1"), "hello")
+		if res.Status != agentloop.StatusDone || res.Reason != agentloop.ReasonNatural || res.Steps != 1 {
+			t.Fatalf("result %+v, want done/natural in 1 step", res)
+		}
+	})
+}
+
+// Awaken #168, #175, #196: an event is one internal user message with the
+// tag, the kind and the task id; progress events (on_activity) come before
+// the completion.
+func TestEventsRenderedAtStepBoundary(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		emitter := e.spawnTool("spawn_emitter", func(ctx context.Context, tk *bgtask.Task) (any, error) {
+			if err := tk.Emit("data_ready", map[string]int{"rows": 42}); err != nil {
+				return nil, err
+			}
+			return "ok", nil
+		}, bgtask.WithWake(bgtask.WakeOnActivity))
+		cfg := e.config(agentloop.NewScriptedModel(call("spawn_emitter"), func(agentloop.Request) agentloop.Response {
+			synctest.Wait() // the task has finished before the next inference
+			return agentloop.Response{Calls: []agentloop.ToolCall{{ID: "noop", Name: "spawn_quick", Args: json.RawMessage(`{}`)}}}
+		}), "run-1")
+		cfg.Tools = append(cfg.Tools, emitter)
+		res := runLoop(t, cfg, "go")
+		evs := eventMessages(res.Conversation)
+		if len(evs) < 2 {
+			t.Fatalf("events in conversation: %q, want the custom and the completed one first", evs)
+		}
+		wantCustom := `<background-task-event kind="custom" task_id="`
+		if !strings.HasPrefix(evs[0], wantCustom) || !strings.Contains(evs[0], `"event_type":"data_ready","payload":{"rows":42}}</background-task-event>`) {
+			t.Fatalf("first event %q, want the data_ready custom event", evs[0])
+		}
+		if !strings.Contains(evs[1], `kind="completed"`) || !strings.Contains(evs[1], `"result":"ok"`) {
+			t.Fatalf("second event %q, want the completion", evs[1])
+		}
+	})
+}
+
+// Awaken #174: a sub-agent run waits for its task and summarises it, so its
+// parent gets one final answer.
+func TestSubAgentWaitsForItsTasks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		model := agentloop.NewScriptedModel(call("spawn_slow"), agentloop.Say("waiting for it"), func(req agentloop.Request) agentloop.Response {
+			evs := eventMessages(req.Messages)
+			if len(evs) == 1 && strings.Contains(evs[0], "task finished") {
+				return agentloop.Response{Text: "final summary: task finished"}
+			}
+			return agentloop.Response{Text: "no event seen"}
+		})
+		id, err := e.owner.SpawnAgent(t.Context(), func(ctx context.Context, tk *bgtask.Task) (any, error) {
+			p, err := bgtask.NewPlugin(e.m, tk.ID(), bgtask.PluginInbox(tk.Inbox()))
+			if err != nil {
+				return nil, err
+			}
+			slow := agentloop.Tool{Name: "spawn_slow", Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+				id, err := tk.Agent().Spawn(ctx, func(ctx context.Context, _ *bgtask.Task) (any, error) {
+					time.Sleep(100 * time.Millisecond) // fake time in the bubble
+					return map[string]string{"data": "task finished"}, nil
+				})
+				return agentloop.Text(id), err
+			}}
+			res, err := agentloop.Run(ctx, agentloop.Config{Model: model, Tools: []agentloop.Tool{slow}, Hooks: p, RunID: "run-sub", SubAgent: true},
+				[]agentloop.Message{{Role: "user", Content: "research"}})
+			if err != nil {
+				return nil, err
+			}
+			return res.Response, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, err := e.owner.Wait(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if meta.Status != bgtask.StatusCompleted || string(meta.Result) != `"final summary: task finished"` {
+			t.Fatalf("sub-agent %s with %s, want completed with the summary", meta.Status, meta.Result)
+		}
+		if n := len(model.Requests()); n != 3 {
+			t.Fatalf("model called %d times, want 3 (tool, natural end, summary)", n)
+		}
+	})
+}
+
+// Awaken #197: a suspended run buffers background events and does not call
+// the model until the decision arrives; the next request carries them.
+func TestSuspendedRunBuffersEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		decisions := make(chan agentloop.Decision)
+		dangerous := agentloop.Tool{Name: "dangerous", Call: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return nil, agentloop.ErrSuspend
+		}}
+		model := agentloop.NewScriptedModel(agentloop.Call(
+			agentloop.CallSpec{Name: "spawn_quick", Args: map[string]any{}},
+			agentloop.CallSpec{Name: "dangerous", Args: map[string]any{}},
+		))
+		cfg := e.config(model, "run-1")
+		cfg.Tools = append(cfg.Tools, dangerous)
+		cfg.Decisions = decisions
+		done := make(chan agentloop.Result)
+		go func() {
+			res, err := agentloop.Run(t.Context(), cfg, []agentloop.Message{{Role: "user", Content: "go"}})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- res
+		}()
+		time.Sleep(80 * time.Millisecond)
+		synctest.Wait()
+		if n := len(model.Requests()); n != 1 {
+			t.Fatalf("model called %d times while suspended, want 1", n)
+		}
+		decisions <- agentloop.Decision{CallID: "call-1-1", Result: "approved"} // the second call of the first step
+		reqs := model.Requests()
+		res := <-done
+		if res.Status != agentloop.StatusDone || res.Reason != agentloop.ReasonNatural {
+			t.Fatalf("result %s/%s, want done/natural", res.Status, res.Reason)
+		}
+		reqs = model.Requests()
+		if len(reqs) != 2 {
+			t.Fatalf("model called %d times, want 2", len(reqs))
+		}
+		evs := eventMessages(reqs[1].Messages)
+		if len(evs) != 1 || !strings.Contains(evs[0], `"done":true`) {
+			t.Fatalf("second request events %q, want the completion", evs)
+		}
+	})
+}
+
+// Awaken #203 (ported): cancelling a top-level run cancels its task and the
+// task's nested child.
+func TestCancelRunCancelsDescendants(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		var parentID, childID atomic.Value
+		nested := e.spawnTool("spawn_nested", func(ctx context.Context, tk *bgtask.Task) (any, error) {
+			parentID.Store(tk.ID())
+			id, err := e.owner.Spawn(ctx, func(ctx context.Context, _ *bgtask.Task) (any, error) {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			})
+			if err != nil {
+				return nil, err
+			}
+			childID.Store(id)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		ctx, cancel := context.WithCancel(t.Context())
+		wait := agentloop.Tool{Name: "wait", Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+			synctest.Wait() // both tasks have started
+			cancel()
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}}
+		cfg := e.config(agentloop.NewScriptedModel(agentloop.Call(
+			agentloop.CallSpec{Name: "spawn_nested", Args: map[string]any{}},
+			agentloop.CallSpec{Name: "wait", Args: map[string]any{}},
+		)), "run-1")
+		cfg.Tools = append(cfg.Tools, nested, wait)
+		res, err := agentloop.Run(ctx, cfg, []agentloop.Message{{Role: "user", Content: "go"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Reason != agentloop.ReasonCancelled {
+			t.Fatalf("reason %q, want cancelled", res.Reason)
+		}
+		for _, v := range []*atomic.Value{&parentID, &childID} {
+			id, _ := v.Load().(string)
+			meta, err := e.m.Wait(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if meta.Status != bgtask.StatusCancelled || meta.Error != bgtask.ErrRunCancelled.Error() {
+				t.Fatalf("task %s is %s (%q), want cancelled by the run", id, meta.Status, meta.Error)
+			}
+		}
+		// The run is cancelled for good: a late spawn into it is refused.
+		_, err = e.owner.Spawn(bgtask.WithToolCall(t.Context(), bgtask.ToolCall{RunID: "run-1"}), func(context.Context, *bgtask.Task) (any, error) { return nil, nil })
+		if !errors.Is(err, bgtask.ErrRunCancelled) {
+			t.Fatalf("spawn into the cancelled run: %v, want ErrRunCancelled", err)
+		}
+	})
+}
+
+// Awaken #109, #204: cancel_task "self" in a run cancels the run's tasks
+// and, through CancelRun, the run itself.
+func TestSelfCancelEndsTheRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		cfg := e.config(agentloop.NewScriptedModel(
+			call("spawn_task"),
+			agentloop.Call(agentloop.CallSpec{Name: "cancel_task", Args: map[string]any{"target": map[string]string{"relation": "self"}}}),
+			agentloop.Say("never asked"),
+		), "run-1")
+		for _, tool := range e.owner.Tools(bgtask.OnSelfCancel(agentloop.CancelRun)) {
+			cfg.Tools = append(cfg.Tools, agentloop.Tool(tool))
+		}
+		res := runLoop(t, cfg, "go")
+		if res.Reason != agentloop.ReasonCancelled || res.Steps != 2 {
+			t.Fatalf("result %s after %d steps, want cancelled after 2", res.Reason, res.Steps)
+		}
+		last := res.Conversation[len(res.Conversation)-1]
+		if last.Role != "tool" || !strings.Contains(last.Content, `"status":"accepted"`) || !strings.Contains(last.Content, `"cancelled_count":2`) {
+			t.Fatalf("cancel_task answered %+v, want accepted with 2 (the task and the run)", last)
+		}
+		synctest.Wait()
+		seq, err := e.owner.List(t.Context(), bgtask.StatusCancelled)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for range seq {
+			n++
+		}
+		if n != 1 {
+			t.Fatalf("%d cancelled tasks, want the spawned one", n)
+		}
+	})
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agentloop"
+)
+
+// demo holds what the host's tools share.
+type demo struct {
+	m   *bgtask.Manager
+	ui  *screen
+	cfg config
+}
+
+// pause waits d, scaled by the speed flag, or until ctx ends.
+func (d *demo) pause(ctx context.Context, dur time.Duration) error {
+	t := time.NewTimer(time.Duration(float64(dur) / d.cfg.speed))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// hostTools are the tools this host writes itself: they start background
+// work and return at once with the task id (awaken's start_export).
+func (d *demo) hostTools() []agentloop.Tool {
+	return []agentloop.Tool{
+		{
+			Name:        "research",
+			Description: "Start a research sub-agent on a topic. Returns its task id; its answer arrives later.",
+			Schema:      json.RawMessage(`{"type":"object","additionalProperties":false,"required":["topic","name"],"properties":{"topic":{"type":"string"},"name":{"type":"string"}}}`),
+			Call:        d.research,
+		},
+		{
+			Name:        "index_repo",
+			Description: "Index the repository in the background, reporting progress.",
+			Schema:      json.RawMessage(`{"type":"object","additionalProperties":false,"required":["files"],"properties":{"files":{"type":"integer","minimum":1}}}`),
+			Call:        d.indexRepo,
+		},
+	}
+}
+
+// research starts a sub-agent: an agent loop of its own with its own inbox.
+func (d *demo) research(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+	var in struct{ Topic, Name string }
+	if err := strictDecode(args, &in); err != nil {
+		return nil, err
+	}
+	owner, err := d.ownerOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	searching := make(chan struct{})
+	id, err := owner.SpawnAgent(ctx, func(ctx context.Context, t *bgtask.Task) (any, error) {
+		return d.runResearcher(ctx, t, in.Topic, searching)
+	}, bgtask.WithName(in.Name), bgtask.WithDescription("research "+in.Topic))
+	if err != nil {
+		return nil, err
+	}
+	// Return once the sub-agent has started its own tasks, so the table
+	// shows what a cancel of it reaches.
+	select {
+	case <-searching:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return json.Marshal(map[string]string{"task_id": id, "status": "started"})
+}
+
+// indexRepo starts a slow task that reports progress. Its wake policy is
+// on_activity, so its progress events reach the model too.
+func (d *demo) indexRepo(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+	var in struct{ Files int }
+	if err := strictDecode(args, &in); err != nil {
+		return nil, err
+	}
+	if in.Files < 1 {
+		return nil, fmt.Errorf("files must be at least 1, got %d", in.Files)
+	}
+	owner, err := d.ownerOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := owner.Spawn(ctx, func(ctx context.Context, t *bgtask.Task) (any, error) {
+		for done := 0; done < in.Files; {
+			if err := d.pause(ctx, 200*time.Millisecond); err != nil {
+				return nil, err
+			}
+			done = min(done+in.Files/10, in.Files)
+			d.ui.progress(t.ID(), "index_repo", done, in.Files)
+			if done%(in.Files/4+1) < in.Files/10 || done == in.Files {
+				if err := t.Emit("progress", map[string]int{"done": done, "total": in.Files}); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return fmt.Sprintf("indexed %d files", in.Files), nil
+	}, bgtask.WithName("indexer"), bgtask.WithDescription("index the repository"), bgtask.WithWake(bgtask.WakeOnActivity))
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]string{"task_id": id, "status": "started"})
+}
+
+// ownerOf is the agent a tool call works for: the sub-agent whose loop
+// runs it, or the lead.
+func (d *demo) ownerOf(ctx context.Context) (bgtask.Owner, error) {
+	if t, ok := bgtask.TaskFromContext(ctx); ok {
+		return t.Agent(), nil
+	}
+	return d.m.Owner("thread-lead"), nil
+}
+
+// taskTools are bgtask's model-facing tools, scoped to the owner, in the
+// loop's tool shape.
+func taskTools(o bgtask.Owner) []agentloop.Tool {
+	var out []agentloop.Tool
+	for _, t := range o.Tools(bgtask.OnSelfCancel(agentloop.CancelRun)) {
+		out = append(out, agentloop.Tool(t))
+	}
+	return out
+}
+
+// strictDecode decodes a tool's arguments, refusing unknown fields.
+func strictDecode(args json.RawMessage, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid arguments: %v", err)
+	}
+	return nil
+}

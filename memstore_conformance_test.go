@@ -1,0 +1,20 @@
+package bgtask_test
+
+import (
+	"testing"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/storetest"
+)
+
+// TestMemoryStoreConformance runs the Store conformance suite on the
+// in-memory store. Its records are typed, so it has no corrupt form.
+func TestMemoryStoreConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, storetest.Config{
+		New: func(*testing.T) bgtask.Store { return bgtask.NewMemoryStore() },
+		NewRetaining: func(_ *testing.T, perOwner int) bgtask.Store {
+			return bgtask.NewMemoryStore(bgtask.RetainPerOwner(perOwner))
+		},
+	})
+}

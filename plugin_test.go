@@ -1,0 +1,260 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+)
+
+// pluginRun makes a Manager and the plugin of thread-1 with a run started,
+// and records the events OnWake hears of.
+type pluginRun struct {
+	m     *Manager
+	p     *Plugin
+	o     Owner
+	mu    sync.Mutex
+	woken []Event
+}
+
+func newPluginRun(t *testing.T, opts ...Option) *pluginRun {
+	t.Helper()
+	pr := &pluginRun{m: mtNew(t, opts...)}
+	pr.o = pr.m.Owner("thread-1")
+	var err error
+	pr.p, err = NewPlugin(pr.m, "thread-1", OnWake(func(ev Event) {
+		pr.mu.Lock()
+		pr.woken = append(pr.woken, ev)
+		pr.mu.Unlock()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.p.RunStart(t.Context(), RunInfo{RunID: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	return pr
+}
+
+func (pr *pluginRun) wokenKinds() []string {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	var out []string
+	for _, ev := range pr.woken {
+		out = append(out, string(ev.Kind))
+	}
+	return out
+}
+
+func messageKinds(msgs []PromptMessage) []string {
+	var out []string
+	for _, m := range msgs {
+		if m.Event != nil {
+			out = append(out, string(m.Event.Kind))
+		} else {
+			out = append(out, "view")
+		}
+	}
+	return out
+}
+
+func TestPluginPhasesOutsideARun(t *testing.T) {
+	m := mtNew(t)
+	p, err := NewPlugin(m, "thread-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	_, deliverErr := p.Deliver(ctx)
+	_, beforeErr := p.BeforeInference(ctx)
+	_, stepErr := p.StepEnd(ctx)
+	for name, err := range map[string]error{
+		"Deliver":         deliverErr,
+		"BeforeInference": beforeErr,
+		"StepEnd":         stepErr,
+		"AfterToolCall":   p.AfterToolCall(ctx, ToolCall{}),
+		"WaitEvent":       p.WaitEvent(ctx),
+		"RunEnd":          p.RunEnd(ctx, RunOutcome{}),
+		"RunStart(empty)": p.RunStart(ctx, RunInfo{}),
+	} {
+		if !errors.Is(err, ErrNoRun) {
+			t.Errorf("%s outside a run: %v, want ErrNoRun", name, err)
+		}
+	}
+	if _, err := NewPlugin(m, " "); !errors.Is(err, ErrInvalidOwner) {
+		t.Errorf("NewPlugin with a blank owner: %v, want ErrInvalidOwner", err)
+	}
+}
+
+// A task that completes while a step is in progress is delivered at the
+// next boundary, not lost and not early.
+func TestPluginCompletionDuringStepIsDeliveredNextStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pr := newPluginRun(t)
+		release := make(chan struct{})
+		id, err := pr.o.Spawn(t.Context(), func(ctx context.Context, _ *Task) (any, error) {
+			<-release
+			return 7, nil
+		}, WithName("worker"), WithDescription(`counts "things" <fast>`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := pr.p.BeforeInference(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != 1 || !msgs[0].Ephemeral || msgs[0].Role != "system" {
+			t.Fatalf("before the completion: %+v, want the prompt view only", msgs)
+		}
+		wantLine := `<task id="` + id + `" type="task" name="worker" status="running" description="counts &quot;things&quot; &lt;fast&gt;"/>`
+		if !strings.Contains(msgs[0].Content, wantLine) {
+			t.Fatalf("view %q lacks %q", msgs[0].Content, wantLine)
+		}
+		close(release) // completes "during the step"
+		synctest.Wait()
+		if pending, err := pr.p.StepEnd(t.Context()); err != nil || pending {
+			t.Fatalf("StepEnd after the completion: %v, %v; want not pending", pending, err)
+		}
+		msgs, err = pr.p.BeforeInference(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `<background-task-event kind="completed" task_id="` + id + `">{"kind":"completed","task_id":"` + id + `","result":7}</background-task-event>`
+		if len(msgs) != 1 || msgs[0].Content != want || !msgs[0].Internal || msgs[0].Role != "user" {
+			t.Fatalf("next step: %+v, want exactly %q and no view", msgs, want)
+		}
+		if msgs, _ := pr.p.Deliver(t.Context()); len(msgs) != 0 {
+			t.Fatalf("delivered twice: %+v", msgs)
+		}
+	})
+}
+
+// A completion racing the end of a run, on either side of the last drain,
+// reaches the model exactly once: in this run or, through OnWake, in the
+// next one.
+func TestPluginCompletionRacingRunEndIsDeliveredOnce(t *testing.T) {
+	for range 50 {
+		pr := newPluginRun(t)
+		start := make(chan struct{})
+		id, err := pr.o.Spawn(t.Context(), func(ctx context.Context, _ *Task) (any, error) {
+			<-start
+			return "late", nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		close(start)
+		first, err := pr.p.Deliver(t.Context()) // the last drain
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pr.p.RunEnd(t.Context(), RunOutcome{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pr.m.Wait(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+		if err := pr.p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
+			t.Fatal(err)
+		}
+		second, err := pr.p.Deliver(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := append(messageKinds(first), messageKinds(second)...)
+		if len(got) != 1 || got[0] != "completed" {
+			t.Fatalf("delivered %v over two runs, want one completed", got)
+		}
+		if len(second) == 1 && len(pr.wokenKinds()) != 1 {
+			t.Fatalf("a completion after the run woke the owner %d times, want 1", len(pr.wokenKinds()))
+		}
+		if len(first) == 1 && len(pr.wokenKinds()) != 0 {
+			t.Fatalf("a completion delivered in the run also woke the owner: %v", pr.wokenKinds())
+		}
+		if err := pr.p.RunEnd(t.Context(), RunOutcome{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// D11: at run start, what a gone runtime left running is interrupted and
+// reported at the first step, once.
+func TestPluginRunStartRestores(t *testing.T) {
+	store := NewMemoryStore()
+	stale := TaskMeta{ID: "task_0190d5f4c5a87000a000000000000001", Owner: "thread-1", Type: TypeTask, Status: StatusRunning, Instance: "gone", Attempt: 1}
+	if err := store.Commit(t.Context(), "thread-1", Upsert(stale)); err != nil {
+		t.Fatal(err)
+	}
+	pr := newPluginRun(t, WithStore(store))
+	msgs, err := pr.p.BeforeInference(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := messageKinds(msgs); len(got) != 1 || got[0] != "interrupted" {
+		t.Fatalf("first step delivered %v, want one interrupted event and no view", got)
+	}
+	meta, err := pr.o.Get(t.Context(), stale.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta.Status != StatusInterrupted || meta.Attempt != 2 {
+		t.Fatalf("restored record %s attempt %d, want interrupted attempt 2", meta.Status, meta.Attempt)
+	}
+}
+
+// Pending work counts tasks that will report: not silent ones.
+func TestPluginPendingIgnoresSilentTasks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pr := newPluginRun(t)
+		block := func(ctx context.Context, _ *Task) (any, error) { <-ctx.Done(); return nil, ctx.Err() }
+		if _, err := pr.o.Spawn(t.Context(), block, WithWake(WakeSilent)); err != nil {
+			t.Fatal(err)
+		}
+		if pending, err := pr.p.StepEnd(t.Context()); err != nil || pending {
+			t.Fatalf("with a silent task: pending %v, %v; want false", pending, err)
+		}
+		if _, err := pr.o.Spawn(t.Context(), block); err != nil {
+			t.Fatal(err)
+		}
+		if pending, err := pr.p.StepEnd(t.Context()); err != nil || !pending {
+			t.Fatalf("with an on_terminal task: pending %v, %v; want true", pending, err)
+		}
+	})
+}
+
+// A sub-agent's plugin reads its own inbox: its parent's message arrives as
+// a direct message that keeps its role and sender.
+func TestPluginSubAgentInboxDirectMessage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mtNew(t)
+		o := m.Owner("thread-1")
+		got := make(chan []PromptMessage, 1)
+		id, err := o.SpawnAgent(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+			p, err := NewPlugin(m, tk.ID(), PluginInbox(tk.Inbox()))
+			if err != nil {
+				return nil, err
+			}
+			if err := p.RunStart(ctx, RunInfo{RunID: "sub-run"}); err != nil {
+				return nil, err
+			}
+			if err := p.WaitEvent(ctx); err != nil {
+				return nil, err
+			}
+			msgs, err := p.Deliver(ctx)
+			got <- msgs
+			return nil, errors.Join(err, p.RunEnd(ctx, RunOutcome{}))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Send(t.Context(), id, Message{From: "parent-agent", Content: "analyze schema drift"}); err != nil {
+			t.Fatal(err)
+		}
+		msgs := <-got
+		if len(msgs) != 1 || msgs[0].Role != "user" || msgs[0].Internal || msgs[0].Content != "analyze schema drift" || msgs[0].From != "parent-agent" {
+			t.Fatalf("sub-agent got %+v, want the parent's direct message", msgs)
+		}
+	})
+}

@@ -1,0 +1,184 @@
+package storetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/bgtask/bgtask"
+)
+
+// step is one Commit of a sequence compared with the reducer.
+type step struct {
+	name    string
+	actions []bgtask.Action
+}
+
+// runSteps commits each step to a new store and to the oracle, and checks
+// after each that the store holds what the reducer computes.
+func runSteps(t *testing.T, c Config, owner string, steps []step) bgtask.Store {
+	t.Helper()
+	s := c.New(t)
+	o := oracle{}
+	for _, st := range steps {
+		o.commitBoth(t, s, owner, st.actions...)
+		o.check(t, s, owner, st.name)
+	}
+	return s
+}
+
+// testUpsert: inserts and updates, one action per commit and several in
+// one commit, agree with the reducer.
+func testUpsert(t *testing.T, c Config) {
+	const owner = "owner-upsert"
+	a := rec("task_a", owner, bgtask.StatusQueued, 1)
+	a.Name, a.Description = "a", "first"
+	aRun := a
+	aRun.Status, aRun.StartedAt, aRun.Description, aRun.Instance = bgtask.StatusRunning, at(2), "running now", "inst-1"
+	aDone := ended(aRun, bgtask.StatusCompleted, 3)
+	aDone.Result = json.RawMessage(`"done"`)
+	b := rec("task_b", owner, bgtask.StatusRunning, 2)
+	bAwait := b
+	bAwait.Status, bAwait.Input = bgtask.StatusAwaitingInput, &bgtask.InputRequest{ID: "r1", Prompt: "yes?"}
+	bBack := b
+	bBack.Description = "answered"
+	s := runSteps(t, c, owner, []step{
+		{"insert queued", []bgtask.Action{bgtask.Upsert(a)}},
+		{"queued to running", []bgtask.Action{bgtask.Upsert(aRun)}},
+		{"two upserts in one commit", []bgtask.Action{bgtask.Upsert(b), bgtask.Upsert(bAwait)}},
+		{"awaiting_input back to running", []bgtask.Action{bgtask.Upsert(bBack)}},
+		{"complete", []bgtask.Action{bgtask.Upsert(aDone)}},
+		{"same record again", []bgtask.Action{bgtask.Upsert(aDone)}},
+	})
+	// The reducer is the oracle; these pin what it must have computed.
+	if got := get(t, s, "task_a"); got.Status != bgtask.StatusCompleted || string(got.Result) != `"done"` ||
+		got.Description != "running now" || !got.StartedAt.Equal(at(2)) || !got.FinishedAt.Equal(at(3)) {
+		t.Errorf("task_a = %s %s %q started %s finished %s, want completed \"done\" %q started %s finished %s",
+			got.Status, got.Result, got.Description, fmtTime(got.StartedAt), fmtTime(got.FinishedAt),
+			"running now", fmtTime(at(2)), fmtTime(at(3)))
+	}
+	if got := get(t, s, "task_b"); got.Status != bgtask.StatusRunning || got.Input != nil || got.Description != "answered" {
+		t.Errorf("task_b = %s input %v %q, want running, no input, %q", got.Status, got.Input, got.Description, "answered")
+	}
+}
+
+// testReplaceAll: ReplaceAll leaves exactly the given ids, merging each
+// with its stored record, so a terminal record stays as it was.
+func testReplaceAll(t *testing.T, c Config) {
+	const owner = "owner-replace"
+	done := ended(rec("task_done", owner, bgtask.StatusRunning, 1), bgtask.StatusCompleted, 5)
+	done.Result = json.RawMessage(`{"n":1}`)
+	live := rec("task_live", owner, bgtask.StatusRunning, 2)
+	gone := rec("task_gone", owner, bgtask.StatusRunning, 3)
+	doneAgain := done
+	doneAgain.Status, doneAgain.FinishedAt, doneAgain.Result, doneAgain.Error = bgtask.StatusRunning, at(0), nil, "rewound"
+	liveEnds := ended(live, bgtask.StatusFailed, 6)
+	liveEnds.Error = "boom"
+	fresh := rec("task_fresh", owner, bgtask.StatusQueued, 4)
+	runSteps(t, c, owner, []step{
+		{"seed", []bgtask.Action{bgtask.Upsert(done), bgtask.Upsert(live), bgtask.Upsert(gone)}},
+		{"replace all", []bgtask.Action{bgtask.ReplaceAll(doneAgain, liveEnds, fresh)}},
+		{"replace all with a duplicate id", []bgtask.Action{bgtask.ReplaceAll(fresh, fresh, liveEnds)}},
+		{"replace all with nothing", []bgtask.Action{bgtask.ReplaceAll()}},
+		{"insert after empty", []bgtask.Action{bgtask.Upsert(fresh)}},
+	})
+	// Pin the reducer's outcome of the second step on a fresh store.
+	s2 := c.New(t)
+	commit(t, s2, owner, bgtask.Upsert(done), bgtask.Upsert(live), bgtask.Upsert(gone))
+	commit(t, s2, owner, bgtask.ReplaceAll(doneAgain, liveEnds, fresh))
+	wantIDs(t, "ids after ReplaceAll", snapIDs(load(t, s2, owner)), []string{"task_done", "task_fresh", "task_live"})
+	if d := diffMeta(done, get(t, s2, "task_done")); d != "" {
+		t.Errorf("terminal task_done changed by ReplaceAll:\n%s", d)
+	}
+	if got := get(t, s2, "task_live"); got.Status != bgtask.StatusFailed || got.Error != "boom" {
+		t.Errorf("task_live = %s %q, want failed \"boom\"", got.Status, got.Error)
+	}
+	_, err := s2.Get(t.Context(), "task_gone")
+	wantErr(t, "Get(task_gone) after ReplaceAll without it", err, bgtask.ErrNotFound)
+}
+
+// testRemove: Remove forgets terminal records only; unknown ids are
+// ignored.
+func testRemove(t *testing.T, c Config) {
+	const owner = "owner-remove"
+	done := ended(rec("task_done", owner, bgtask.StatusRunning, 1), bgtask.StatusCancelled, 4)
+	failed := ended(rec("task_failed", owner, bgtask.StatusRunning, 2), bgtask.StatusFailed, 5)
+	live := rec("task_live", owner, bgtask.StatusRunning, 3)
+	queued := rec("task_queued", owner, bgtask.StatusQueued, 4)
+	s := runSteps(t, c, owner, []step{
+		{"seed", []bgtask.Action{bgtask.Upsert(done), bgtask.Upsert(failed), bgtask.Upsert(live), bgtask.Upsert(queued)}},
+		{"remove", []bgtask.Action{bgtask.Remove("task_done", "task_live", "task_queued", "task_unknown")}},
+		{"remove nothing", []bgtask.Action{bgtask.Remove()}},
+	})
+	wantIDs(t, "ids after Remove", snapIDs(load(t, s, owner)), []string{"task_failed", "task_live", "task_queued"})
+	_, err := s.Get(t.Context(), "task_done")
+	wantErr(t, "Get(task_done) after Remove", err, bgtask.ErrNotFound)
+	if got := get(t, s, "task_live"); got.Status != bgtask.StatusRunning {
+		t.Errorf("task_live = %s after Remove, want running", got.Status)
+	}
+}
+
+// testInvalidActions: a Commit with an invalid action returns an error
+// matching ErrInvalidAction and changes nothing, even when a valid action
+// comes before it.
+func testInvalidActions(t *testing.T, c Config) {
+	const owner = "owner-invalid"
+	ok := func(id string) bgtask.TaskMeta { return rec(id, owner, bgtask.StatusRunning, 1) }
+	with := func(f func(*bgtask.TaskMeta)) bgtask.TaskMeta {
+		m := ok("task_bad")
+		f(&m)
+		return m
+	}
+	cases := []struct {
+		name string
+		bad  bgtask.Action
+	}{
+		{"unknown op", bgtask.Action{Op: "merge", Tasks: []bgtask.TaskMeta{ok("task_bad")}}},
+		{"empty op", bgtask.Action{Tasks: []bgtask.TaskMeta{ok("task_bad")}}},
+		{"upsert of no task", bgtask.Action{Op: bgtask.OpUpsert}},
+		{"upsert of two tasks", bgtask.Action{Op: bgtask.OpUpsert, Tasks: []bgtask.TaskMeta{ok("task_bad"), ok("task_bad2")}}},
+		{"task of another owner", bgtask.Upsert(with(func(m *bgtask.TaskMeta) { m.Owner = "owner-other" }))},
+		{"task without owner", bgtask.Upsert(with(func(m *bgtask.TaskMeta) { m.Owner = "" }))},
+		{"empty id", bgtask.Upsert(with(func(m *bgtask.TaskMeta) { m.ID = "" }))},
+		{"unknown status", bgtask.Upsert(with(func(m *bgtask.TaskMeta) { m.Status = "paused" }))},
+		{"empty status", bgtask.Upsert(with(func(m *bgtask.TaskMeta) { m.Status = "" }))},
+		{"result not JSON", bgtask.Upsert(with(func(m *bgtask.TaskMeta) { m.Result = json.RawMessage(`{"a":`) }))},
+		{"negative attempt", bgtask.Upsert(with(func(m *bgtask.TaskMeta) { m.Attempt = -1 }))},
+		{"unknown wake policy", bgtask.Upsert(with(func(m *bgtask.TaskMeta) { m.Wake = "loud" }))},
+		{"replace all with a task of another owner", bgtask.ReplaceAll(ok("task_bad"), with(func(m *bgtask.TaskMeta) {
+			m.ID, m.Owner = "task_bad2", "owner-other"
+		}))},
+		{"replace all with an unknown status", bgtask.ReplaceAll(with(func(m *bgtask.TaskMeta) { m.Status = "paused" }))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := c.New(t)
+			seed := ok("task_seed")
+			commit(t, s, owner, bgtask.Upsert(seed))
+			before := load(t, s, owner)
+			changed := seed
+			changed.Status, changed.Description = bgtask.StatusCompleted, "should not be stored"
+			orders := map[string][]bgtask.Action{
+				"alone":              {tc.bad},
+				"after a valid one":  {bgtask.Upsert(changed), bgtask.Upsert(ok("task_new")), tc.bad},
+				"before a valid one": {tc.bad, bgtask.Upsert(changed)},
+			}
+			for _, order := range []string{"alone", "after a valid one", "before a valid one"} {
+				err := s.Commit(t.Context(), owner, orders[order]...)
+				wantErr(t, fmt.Sprintf("Commit(%s) %s", tc.name, order), err, bgtask.ErrInvalidAction)
+				if d := diffSnap(before, load(t, s, owner)); d != "" {
+					t.Errorf("Commit(%s) %s changed the store:\n%s", tc.name, order, d)
+				}
+				for _, id := range []string{"task_bad", "task_bad2", "task_new"} {
+					if _, err := s.Get(t.Context(), id); err == nil {
+						t.Errorf("Commit(%s) %s stored %s", tc.name, order, id)
+					}
+				}
+				other := load(t, s, "owner-other")
+				if len(other.Tasks) != 0 {
+					t.Errorf("Commit(%s) %s stored %q under owner-other", tc.name, order, snapIDs(other))
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,258 @@
+package bgtask
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Tool is one model-facing tool, independent of any agent framework: a
+// host wraps each one in its framework's tool type, passing the model's
+// arguments to Call as they came and the result back as it is.
+//
+// Call is safe for concurrent use. Its ctx is the tool call's: it carries
+// the scope (see Owner.Tools) and, when it ends, stops a wait_task wait.
+type Tool struct {
+	Name        string
+	Description string
+	// Schema is the JSON Schema of the arguments; every object in it has
+	// "additionalProperties": false.
+	Schema json.RawMessage
+	// Call runs the tool. A result is JSON; an error is either a bad
+	// argument (matching ErrToolArguments, nothing happened) or the call
+	// could not run (ErrNotFound, ErrClosed, a Store error...).
+	Call func(ctx context.Context, args json.RawMessage) (json.RawMessage, error)
+}
+
+// ToolOption configures Owner.Tools.
+type ToolOption func(*toolConfig)
+
+type toolConfig struct {
+	waitMax      int // seconds
+	onSelfCancel func(ctx context.Context)
+}
+
+// WithWaitLimit caps wait_task's timeout_seconds at limit, rounded down to
+// whole seconds, between 1 s and the default cap of 300 s; the schema shows
+// the cap, and the default timeout (30 s) is lowered to it if needed.
+func WithWaitLimit(limit time.Duration) ToolOption {
+	return func(c *toolConfig) { c.waitMax = min(max(1, int(limit/time.Second)), waitMaxSeconds) }
+}
+
+// OnSelfCancel sets the function cancel_task calls after it cancelled the
+// current run (relation "self" in a run scope): the agent loop cancels the
+// run's context there. It runs on the tool call's goroutine with the call's
+// ctx, after the run's tasks were signalled; a panic in it is recovered and
+// logged. It is not called in a task scope, where the task's own context is
+// cancelled with its tree.
+func OnSelfCancel(f func(ctx context.Context)) ToolOption {
+	return func(c *toolConfig) { c.onSelfCancel = f }
+}
+
+// Tools returns the model-facing tools of the owner, in this order:
+// list_tasks, get_task, cancel_task, send_message, wait_task. They see and
+// act on the owner's tasks only: another owner's task is "not found",
+// never revealed (D9).
+//
+// # Scope
+//
+// cancel_task and send_message act relative to the caller, read from the
+// call's ctx:
+//
+//   - the current task is TaskFromContext(ctx), if it is the owner itself
+//     (a sub-agent's loop runs its tools, Task.Agent().Tools(), with the
+//     sub-agent's context) or one of the owner's tasks; any other task in
+//     ctx is ignored;
+//   - otherwise the current run is ToolCallFromContext(ctx).RunID.
+//
+// Tasks that a host's own tools spawn with the call's ctx (WithToolCall)
+// carry the call's run, call and agent ids, so cancel_task finds them as
+// children of the run.
+//
+// # Tools
+//
+//	list_tasks   {status?, type?}
+//	  → {"tasks":[{task_id,name,task_type,status,description,parent_task_id?,created_at,finished_at?}],"count":n}
+//	  The owner's tasks in creation order; status is one of the 7 statuses.
+//	get_task     {task_id}
+//	  → {"task":{…,started_at?,result?,error?,input_request?},"messages":[{id,direction,from,content,in_reply_to?,at}]}
+//	  The record (result when completed, error when failed, cancelled or
+//	  interrupted, the open input request) and the last 20 messages sent to
+//	  the task or by it, oldest first (Owner.Messages).
+//	cancel_task  {"target":{"relation":"self"}} | {"target":{"relation":"child","name":n}}
+//	  → {"status":"accepted","root_task_id":id,"cancelled_count":n}
+//	  self in a task scope cancels the task and its descendants; self in a
+//	  run scope cancels the run's tasks and their descendants
+//	  (Manager.CancelRun), counts the run as one, and calls OnSelfCancel.
+//	  child is a direct child of the current task (or, in a run scope, a
+//	  task of the run without a parent task), by id, then by name; it is
+//	  cancelled with its descendants. A child still winding down from an
+//	  earlier cancel is accepted with cancelled_count 0.
+//	send_message {"to":{"relation":"child","name":n}|{"relation":"parent"},"message":s,"in_reply_to"?:id}
+//	  → {"status":"delivered","message_id":id}
+//	  child is one of the owner's non-terminal tasks, by id, then by name: a
+//	  sub-agent gets the message in its inbox; with in_reply_to, the message
+//	  answers the task's open input request (a plain task too), which then
+//	  runs again. parent needs a current task: the task sends the message
+//	  to its owner (EventTypeMessage, which every wake policy delivers).
+//	wait_task    {task_id, timeout_seconds?: 1..300, default 30}
+//	  → {"task":{…},"timed_out":false} when the task is terminal or awaiting input;
+//	    {"task":{…},"timed_out":true,"message":"task <id> still <status> after <n>s"}
+//	  A task that this process does not run and that is neither terminal
+//	  nor awaiting input is returned at once, timed_out false, with the
+//	  message "task <id> is <status> but not run by this process: wait_task
+//	  cannot wait for it".
+//
+// # Soft failures
+//
+// A valid call that could not act returns JSON with "status":"failed" and
+// no error:
+//
+//	cancel_task  {"status":"failed","root_task_id":<name given>,"cancelled_count":0,"error":"task_not_found"}
+//	             no such child: unknown, another owner's, not a child of the current scope;
+//	             "error":"task_not_running": the child has already ended.
+//	send_message {"status":"failed","error":"recipient_not_found"}    no such non-terminal task of the owner
+//	             {"status":"failed","error":"recipient_unavailable"}  a plain task without in_reply_to; a
+//	                 sub-agent not run by this process or whose inbox has closed; parent without a
+//	                 current task, or whose owner's inbox has closed (its run ended)
+//	             {"status":"failed","error":"no_input_request"}       in_reply_to names no open request of the task
+//
+// # Errors
+//
+// Bad arguments give an error that matches ErrToolArguments, has no effect,
+// and reads exactly (paths name nested fields, as in "target.name"):
+//
+//	invalid arguments: not a JSON object                  empty, null, an array, a string, a number
+//	invalid arguments: malformed JSON                     a syntax error
+//	invalid arguments: trailing data after the JSON object
+//	invalid arguments: unknown field "<path>"             a key the schema does not have (keys match exactly)
+//	invalid arguments: duplicate field "<path>"
+//	invalid arguments: missing "<path>"                   a required field absent or null (null is absent)
+//	invalid arguments: "<path>" must be a string          (or "an object", "an integer")
+//	invalid arguments: "<path>" is blank                  an id, name, type or message that is empty or spaces
+//	invalid arguments: unknown status "<s>"; valid: queued, running, awaiting_input, completed, failed, cancelled, interrupted
+//	invalid arguments: unknown relation "<r>" in "target.relation"; valid: self, child
+//	invalid arguments: unknown relation "<r>" in "to.relation"; valid: child, parent
+//	invalid arguments: "target.name" is not allowed with relation "self"
+//	invalid arguments: "to.name" is not allowed with relation "parent"
+//	invalid arguments: "in_reply_to" is not allowed with relation "parent"
+//	invalid arguments: "timeout_seconds" must be from 1 to <max>
+//
+// Ids and names are trimmed of surrounding spaces; a message's content is
+// kept as given. Execution errors:
+//
+//	task not found: <id>          get_task, wait_task: unknown id or another owner's (matches ErrNotFound)
+//	current_task_unavailable      cancel_task without a current task or run (matches ErrNoCurrentTask)
+//	bgtask: manager closed        cancel_task, send_message after Shutdown (ErrClosed); reads go on working
+//
+// and the Store's errors, or ctx's when a wait_task call's ctx ends.
+func (o Owner) Tools(opts ...ToolOption) []Tool {
+	cfg := toolConfig{waitMax: waitMaxSeconds}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	return []Tool{
+		o.listTasksTool(),
+		o.getTaskTool(),
+		o.cancelTaskTool(cfg),
+		o.sendMessageTool(),
+		o.waitTaskTool(cfg),
+	}
+}
+
+// toolScope is who calls a tool, read from the call's ctx.
+type toolScope struct {
+	task *Task    // the current task, or nil
+	run  string   // the current run when there is no current task
+	call ToolCall // the call's lineage, if any
+}
+
+func (o Owner) scope(ctx context.Context) toolScope {
+	var s toolScope
+	if t, ok := TaskFromContext(ctx); ok && t.m == o.m && (t.rec.ID == o.id || t.rec.Owner == o.id) {
+		s.task = t
+	}
+	if c, ok := ToolCallFromContext(ctx); ok {
+		s.call = c
+		if s.task == nil && validOwner(c.RunID) {
+			s.run = c.RunID
+		}
+	}
+	return s
+}
+
+// sender is the From of a message the caller sends: the current task, else
+// the calling agent, else the owner.
+func (s toolScope) sender(owner string) string {
+	switch {
+	case s.task != nil:
+		return s.task.rec.ID
+	case s.call.AgentID != "":
+		return s.call.AgentID
+	}
+	return owner
+}
+
+// toolTask is a task as the tools show it: no owner, stack, instance or
+// attempt (the model has no use for them; a stack trace would only distract
+// it).
+type toolTask struct {
+	TaskID       string          `json:"task_id"`
+	Name         string          `json:"name"`
+	TaskType     string          `json:"task_type"`
+	Status       TaskStatus      `json:"status"`
+	Description  string          `json:"description"`
+	ParentTaskID string          `json:"parent_task_id,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	StartedAt    *time.Time      `json:"started_at,omitempty"` // get_task and wait_task only
+	FinishedAt   time.Time       `json:"finished_at,omitzero"`
+	Result       json.RawMessage `json:"result,omitempty"`
+	Error        string          `json:"error,omitempty"`
+	InputRequest *InputRequest   `json:"input_request,omitempty"`
+}
+
+// listView is the short form list_tasks shows.
+func listView(m TaskMeta) toolTask {
+	return toolTask{
+		TaskID:       m.ID,
+		Name:         m.Name,
+		TaskType:     m.Type,
+		Status:       m.Status,
+		Description:  m.Description,
+		ParentTaskID: m.Parent.TaskID,
+		CreatedAt:    m.CreatedAt,
+		FinishedAt:   m.FinishedAt,
+	}
+}
+
+// fullView is the form get_task and wait_task show.
+func fullView(m TaskMeta) toolTask {
+	v := listView(m)
+	if !m.StartedAt.IsZero() {
+		v.StartedAt = &m.StartedAt
+	}
+	switch m.Status {
+	case StatusCompleted:
+		v.Result = m.Result
+		if len(v.Result) == 0 {
+			v.Result = json.RawMessage("null")
+		}
+	case StatusFailed, StatusCancelled, StatusInterrupted:
+		v.Error = m.Error
+	}
+	v.InputRequest = m.Input
+	return v
+}
+
+// toolJSON encodes a tool's result without HTML escaping (the model reads
+// "<" better than "\u003c").
+func toolJSON(v any) (json.RawMessage, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

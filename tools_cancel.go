@@ -1,0 +1,151 @@
+package bgtask
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
+
+// ErrNoCurrentTask is returned by cancel_task when the call's ctx carries
+// neither a current task nor a current run (see Owner.Tools). Its text is
+// the code the model sees.
+var ErrNoCurrentTask = errors.New("current_task_unavailable")
+
+// liveStatuses are the statuses of a task that has not ended.
+var liveStatuses = []TaskStatus{StatusQueued, StatusRunning, StatusAwaitingInput}
+
+var cancelTaskSchema = json.RawMessage(`{"type":"object","properties":{"target":{"oneOf":[` +
+	`{"type":"object","properties":{"relation":{"const":"self"}},"required":["relation"],"additionalProperties":false},` +
+	`{"type":"object","properties":{"relation":{"const":"child"},"name":{"type":"string","description":"The child task's name or task_id."}},"required":["relation","name"],"additionalProperties":false}` +
+	`]}},"required":["target"],"additionalProperties":false}`)
+
+// cancelReceipt is cancel_task's result.
+type cancelReceipt struct {
+	Status         string `json:"status"` // "accepted" or "failed"
+	RootTaskID     string `json:"root_task_id"`
+	CancelledCount int    `json:"cancelled_count"`
+	Error          string `json:"error,omitempty"` // "task_not_found", "task_not_running"
+}
+
+func (o Owner) cancelTaskTool(cfg toolConfig) Tool {
+	return Tool{
+		Name: "cancel_task",
+		Description: "Cancel the current background task or run (relation \"self\"), or one of its child tasks " +
+			"(relation \"child\", by name or task_id). Descendant tasks are cancelled together.",
+		Schema: cancelTaskSchema,
+		Call: func(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
+			args, err := decodeCancelArgs(raw)
+			if err != nil {
+				return nil, err
+			}
+			if o.m.closed.Load() {
+				return nil, ErrClosed
+			}
+			s := o.scope(ctx)
+			if s.task == nil && s.run == "" {
+				return nil, ErrNoCurrentTask
+			}
+			var r cancelReceipt
+			if args.Target.Relation == relSelf {
+				r, err = o.cancelSelf(ctx, s, cfg)
+			} else {
+				r, err = o.cancelChild(ctx, s, args.Target.Name)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return toolJSON(r)
+		},
+	}
+}
+
+// cancelSelf cancels the current task with its tree, or the current run.
+func (o Owner) cancelSelf(ctx context.Context, s toolScope, cfg toolConfig) (cancelReceipt, error) {
+	if s.task != nil {
+		n, err := o.m.CancelTree(ctx, s.task.rec.ID)
+		if err != nil {
+			return cancelReceipt{}, err
+		}
+		return cancelReceipt{Status: "accepted", RootTaskID: s.task.rec.ID, CancelledCount: n}, nil
+	}
+	n, err := o.m.CancelRun(s.run)
+	if err != nil {
+		return cancelReceipt{}, err
+	}
+	if cfg.onSelfCancel != nil {
+		o.callSelfCancel(ctx, cfg.onSelfCancel)
+	}
+	return cancelReceipt{Status: "accepted", RootTaskID: s.run, CancelledCount: n + 1}, nil
+}
+
+func (o Owner) callSelfCancel(ctx context.Context, f func(context.Context)) {
+	defer func() {
+		if r := recover(); r != nil {
+			o.m.log.Error("bgtask: OnSelfCancel panicked", "panic", r, "owner", o.id)
+		}
+	}()
+	f(ctx)
+}
+
+// cancelChild cancels a child of the scope, with its descendants.
+func (o Owner) cancelChild(ctx context.Context, s toolScope, name string) (cancelReceipt, error) {
+	meta, found, err := o.findChild(ctx, s, name)
+	switch {
+	case err != nil:
+		return cancelReceipt{}, err
+	case !found:
+		return cancelReceipt{Status: "failed", RootTaskID: name, Error: "task_not_found"}, nil
+	case meta.Status.IsTerminal():
+		return cancelReceipt{Status: "failed", RootTaskID: meta.ID, Error: "task_not_running"}, nil
+	}
+	n, err := o.CancelTree(ctx, meta.ID)
+	if err != nil {
+		return cancelReceipt{}, err
+	}
+	if n == 0 { // it may have ended since it was found
+		if now, err := o.Get(ctx, meta.ID); err == nil && now.Status.IsTerminal() {
+			return cancelReceipt{Status: "failed", RootTaskID: meta.ID, Error: "task_not_running"}, nil
+		}
+	}
+	return cancelReceipt{Status: "accepted", RootTaskID: meta.ID, CancelledCount: n}, nil
+}
+
+// isChild reports whether meta is a direct child of the scope: of the
+// current task, or of the current run without a parent task.
+func (s toolScope) isChild(meta TaskMeta) bool {
+	if s.task != nil {
+		return meta.Parent.TaskID == s.task.rec.ID
+	}
+	return meta.Parent.TaskID == "" && meta.Parent.RunID == s.run
+}
+
+// findChild finds the owner's direct child of the scope whose id, else
+// whose name, is name: a non-terminal one if there is one, else an ended
+// one (terminal status). found is false when there is none.
+func (o Owner) findChild(ctx context.Context, s toolScope, name string) (TaskMeta, bool, error) {
+	meta, err := o.Get(ctx, name)
+	switch {
+	case err == nil:
+		return meta, s.isChild(meta), nil
+	case !errors.Is(err, ErrNotFound):
+		return TaskMeta{}, false, err
+	}
+	var ended *TaskMeta
+	seq, err := o.List(ctx)
+	if err != nil {
+		return TaskMeta{}, false, err
+	}
+	for m := range seq {
+		if m.Name != name || !s.isChild(m) {
+			continue
+		}
+		if !m.Status.IsTerminal() {
+			return m, true, nil
+		}
+		ended = &m
+	}
+	if ended != nil {
+		return *ended, true, nil
+	}
+	return TaskMeta{}, false, nil
+}

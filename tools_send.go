@@ -1,0 +1,116 @@
+package bgtask
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
+
+var sendMessageSchema = json.RawMessage(`{"type":"object","properties":{` +
+	`"to":{"oneOf":[` +
+	`{"type":"object","properties":{"relation":{"const":"child"},"name":{"type":"string","description":"The task's name or task_id."}},"required":["relation","name"],"additionalProperties":false},` +
+	`{"type":"object","properties":{"relation":{"const":"parent"}},"required":["relation"],"additionalProperties":false}]},` +
+	`"message":{"type":"string","description":"The message text."},` +
+	`"in_reply_to":{"type":"string","description":"The id of the task's input request (input_...) this message answers."}},` +
+	`"required":["to","message"],"additionalProperties":false}`)
+
+// sendReceipt is send_message's result.
+type sendReceipt struct {
+	Status    string `json:"status"` // "delivered" or "failed"
+	MessageID string `json:"message_id,omitempty"`
+	Error     string `json:"error,omitempty"` // "recipient_not_found", "recipient_unavailable", "no_input_request"
+}
+
+func (o Owner) sendMessageTool() Tool {
+	return Tool{
+		Name: "send_message",
+		Description: "Send a message to one of your running sub-agents (relation \"child\", by name or task_id), " +
+			"or, from inside a background task, to the agent that started it (relation \"parent\"). " +
+			"To answer a task that is awaiting_input, send to it with in_reply_to set to its input request id; " +
+			"that works for any task, and the task then runs again.",
+		Schema: sendMessageSchema,
+		Call: func(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
+			args, err := decodeSendArgs(raw)
+			if err != nil {
+				return nil, err
+			}
+			if o.m.closed.Load() {
+				return nil, ErrClosed
+			}
+			s := o.scope(ctx)
+			var r sendReceipt
+			if args.To.Relation == relParent {
+				r, err = o.sendToParent(s, args.Message)
+			} else {
+				r, err = o.sendToChild(ctx, s, args)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return toolJSON(r)
+		},
+	}
+}
+
+func sendFailed(code string) sendReceipt { return sendReceipt{Status: "failed", Error: code} }
+
+// sendToParent makes the current task send a message to its owner.
+func (o Owner) sendToParent(s toolScope, content string) (sendReceipt, error) {
+	if s.task == nil {
+		return sendFailed("recipient_unavailable"), nil
+	}
+	id, err := s.task.emit(EventTypeMessage, Message{From: s.task.rec.ID, Content: content})
+	switch {
+	case errors.Is(err, ErrTaskEnded), errors.Is(err, ErrInboxClosed):
+		return sendFailed("recipient_unavailable"), nil
+	case err != nil:
+		return sendReceipt{}, err
+	}
+	return sendReceipt{Status: "delivered", MessageID: id}, nil
+}
+
+// sendToChild delivers to one of the owner's non-terminal tasks, by id then
+// by name.
+func (o Owner) sendToChild(ctx context.Context, s toolScope, args sendArgs) (sendReceipt, error) {
+	id, err := o.findLive(ctx, args.To.Name)
+	switch {
+	case err != nil:
+		return sendReceipt{}, err
+	case id == "":
+		return sendFailed("recipient_not_found"), nil
+	}
+	msgID, err := o.m.sendMessage(ctx, o.id, id, Message{From: s.sender(o.id), Content: args.Message, InReplyTo: args.InReplyTo})
+	switch {
+	case err == nil:
+		return sendReceipt{Status: "delivered", MessageID: msgID}, nil
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrNotOwner), errors.Is(err, ErrTerminal):
+		return sendFailed("recipient_not_found"), nil // ended since it was found
+	case errors.Is(err, ErrNotSubAgent), errors.Is(err, ErrInboxClosed):
+		return sendFailed("recipient_unavailable"), nil
+	case errors.Is(err, ErrNoInputRequest):
+		return sendFailed("no_input_request"), nil
+	}
+	return sendReceipt{}, err
+}
+
+// findLive returns the id of the owner's non-terminal task whose id, else
+// whose name, is name; "" if there is none.
+func (o Owner) findLive(ctx context.Context, name string) (string, error) {
+	meta, err := o.Get(ctx, name)
+	switch {
+	case err == nil && !meta.Status.IsTerminal():
+		return meta.ID, nil
+	case err != nil && !errors.Is(err, ErrNotFound):
+		return "", err
+	}
+	seq, err := o.List(ctx, liveStatuses...)
+	if err != nil {
+		return "", err
+	}
+	for m := range seq {
+		if m.Name == name {
+			return m.ID, nil
+		}
+	}
+	return "", nil
+}
