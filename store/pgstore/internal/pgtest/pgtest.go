@@ -208,7 +208,7 @@ func NewDatabase(tb testing.TB) string {
 // function that drops it.
 func (s *Server) CreateDatabase(ctx context.Context) (dsn string, drop func() error, err error) {
 	name := fmt.Sprintf("bgtask_%d_%d", os.Getpid(), dbSeq.Add(1))
-	if err := s.exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if err := s.exec(ctx, "CREATE DATABASE "+name+" STRATEGY FILE_COPY"); err != nil {
 		return "", nil, fmt.Errorf("create database %s: %w", name, err)
 	}
 	u, err := url.Parse(s.DSN)
