@@ -91,7 +91,7 @@ func TestSchemaTooNew(t *testing.T) {
 
 // Two processes opening a fresh database at once migrate it once.
 func TestConcurrentOpenMigratesOnce(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
+	dsn := pgtest.NewDSN(t)
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {

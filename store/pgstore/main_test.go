@@ -12,14 +12,14 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(pgtest.Wrap(m))
+	goleak.VerifyTestMain(cleanup{pgtest.Wrap(m)})
 }
 
 // openStore opens a Store on a fresh database and closes it when the test
 // ends. It returns the database's DSN too.
 func openStore(t *testing.T, opts ...pgstore.Option) (*pgstore.Store, string) {
 	t.Helper()
-	dsn := pgtest.NewDatabase(t)
+	dsn := pgtest.NewDSN(t)
 	s, err := pgstore.Open(t.Context(), dsn, opts...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -63,4 +63,12 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 		case <-tick.C:
 		}
 	}
+}
+
+// cleanup removes the built helper after the tests.
+type cleanup struct{ m interface{ Run() int } }
+
+func (c cleanup) Run() int {
+	defer removeHelper()
+	return c.m.Run()
 }

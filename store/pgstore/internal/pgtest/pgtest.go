@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // EnvDSN names the environment variable that points the tests at an
@@ -44,6 +45,9 @@ type Server struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
 	log  *syncBuffer
+
+	dbOnce sync.Once
+	dbErr  error
 }
 
 var (
@@ -187,12 +191,12 @@ func (s *Server) Stop() error {
 	}
 }
 
-// NewDatabase creates an empty database and returns its DSN. With a
-// testing.TB it is dropped when the test ends (its connections must be
-// closed by then; leftovers are terminated).
-func NewDatabase(tb testing.TB) string {
+// NewDSN returns the DSN of a fresh, empty schema, dropped when the test
+// ends. Each schema is its own namespace (the DSN sets search_path), in one
+// shared test database: much cheaper than a database per test.
+func NewDSN(tb testing.TB) string {
 	tb.Helper()
-	dsn, drop, err := current.CreateDatabase(context.Background())
+	dsn, drop, err := current.CreateSchema(context.Background())
 	if err != nil {
 		tb.Fatalf("pgtest: %v", err)
 	}
@@ -204,31 +208,50 @@ func NewDatabase(tb testing.TB) string {
 	return dsn
 }
 
-// CreateDatabase creates an empty database and returns its DSN and a
-// function that drops it.
-func (s *Server) CreateDatabase(ctx context.Context) (dsn string, drop func() error, err error) {
-	name := fmt.Sprintf("bgtask_%d_%d", os.Getpid(), dbSeq.Add(1))
-	if err := s.exec(ctx, "CREATE DATABASE "+name+" STRATEGY FILE_COPY"); err != nil {
-		return "", nil, fmt.Errorf("create database %s: %w", name, err)
-	}
+// testDB is the database every schema of this process lives in.
+const testDB = "bgtask_test"
+
+// CreateSchema creates an empty schema and returns a DSN whose search_path
+// is that schema, and a function that drops it. The first call creates
+// the test database.
+func (s *Server) CreateSchema(ctx context.Context) (dsn string, drop func() error, err error) {
 	u, err := url.Parse(s.DSN)
 	if err != nil {
 		return "", nil, fmt.Errorf("parse %s: %w", EnvDSN, err)
 	}
-	u.Path = "/" + name
+	s.dbOnce.Do(func() {
+		err := s.exec(ctx, s.DSN, "CREATE DATABASE "+testDB)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P04" { // duplicate_database: an earlier run's, or another package's
+			err = nil
+		}
+		s.dbErr = err
+	})
+	if s.dbErr != nil {
+		return "", nil, fmt.Errorf("create database %s: %w", testDB, s.dbErr)
+	}
+	u.Path = "/" + testDB
+	base := u.String()
+	name := fmt.Sprintf("t_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6, dbSeq.Add(1))
+	if err := s.exec(ctx, base, "CREATE SCHEMA "+name); err != nil {
+		return "", nil, fmt.Errorf("create schema %s: %w", name, err)
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
 	drop = func() error {
-		if err := s.exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			return fmt.Errorf("drop database %s: %w", name, err)
+		if err := s.exec(context.Background(), base, "DROP SCHEMA IF EXISTS "+name+" CASCADE"); err != nil {
+			return fmt.Errorf("drop schema %s: %w", name, err)
 		}
 		return nil
 	}
 	return u.String(), drop, nil
 }
 
-func (s *Server) exec(ctx context.Context, sql string) error {
+func (s *Server) exec(ctx context.Context, dsn, sql string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, s.DSN)
+	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
 	}
