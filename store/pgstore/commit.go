@@ -81,12 +81,32 @@ func (s *Store) commitOnce(ctx context.Context, owner string, actions []bgtask.A
 		return fmt.Errorf("pgstore: commit: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	rs, err := tx.Query(ctx, `SELECT `+taskCols+` FROM bgtask_tasks
-		WHERE id = ANY($1) OR ($2 AND owner = $3) FOR UPDATE`, ids, replace, owner)
+	// Every statement of a commit reads rows by key, but a table that grew
+	// since the last ANALYZE looks small to the planner, which then scans
+	// all of it: seq scans are turned off for this transaction. Two
+	// statements rather than one with "OR ($2 AND owner = $3)", which no
+	// index serves.
+	lockSQL, args := `SELECT `+taskCols+` FROM bgtask_tasks WHERE id = ANY($1) FOR UPDATE`, []any{ids}
+	if replace {
+		lockSQL, args = `SELECT `+taskCols+` FROM bgtask_tasks WHERE id = ANY($1) OR owner = $2 FOR UPDATE`, []any{ids, owner}
+	}
+	var b pgx.Batch
+	b.Queue(`SET LOCAL enable_seqscan = off`)
+	b.Queue(lockSQL, args...)
+	br := tx.SendBatch(ctx, &b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return fmt.Errorf("pgstore: commit: %w", err)
+	}
+	rs, err := br.Query()
 	if err != nil {
+		br.Close()
 		return fmt.Errorf("pgstore: commit: %w", err)
 	}
 	rows, err := collect(rs)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("pgstore: commit: %w", cerr)
+	}
 	if err != nil {
 		return err
 	}
@@ -145,13 +165,39 @@ func (s *Store) commitOnce(ctx context.Context, owner string, actions []bgtask.A
 	return nil
 }
 
-// execWrites runs writeSQL and checks that every row was written.
+// execWrites sends the inserts, updates and deletes in one round trip
+// and checks that every row was written.
 func execWrites(ctx context.Context, tx pgx.Tx, w *writes) error {
-	var dels, upds, ins int
-	if err := tx.QueryRow(ctx, writeSQL, w.args()...).Scan(&dels, &upds, &ins); err != nil {
+	var (
+		b    pgx.Batch
+		want []int
+	)
+	if n := len(w.ins.id); n > 0 {
+		b.Queue(insertSQL, w.ins.args()...)
+		want = append(want, n)
+	}
+	if n := len(w.upd.id); n > 0 {
+		b.Queue(updateSQL, w.upd.args()...)
+		want = append(want, n)
+	}
+	if n := len(w.delID); n > 0 {
+		b.Queue(deleteSQL, w.delID, w.delVersion)
+		want = append(want, n)
+	}
+	br := tx.SendBatch(ctx, &b)
+	race := false
+	for _, n := range want {
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return fmt.Errorf("pgstore: commit: %w", err)
+		}
+		race = race || tag.RowsAffected() != int64(n)
+	}
+	if err := br.Close(); err != nil {
 		return fmt.Errorf("pgstore: commit: %w", err)
 	}
-	if dels != len(w.delID) || upds != w.updates || ins != w.inserts {
+	if race {
 		return errRace
 	}
 	return nil

@@ -93,9 +93,8 @@ func sameMeta(a, b *bgtask.TaskMeta) bool {
 		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input)
 }
 
-// writes are the rows one statement writes: inserts (version 0), updates
-// compared-and-set on their version, and deletes.
-type writes struct {
+// cols holds records column by column, the arguments of an unnest.
+type cols struct {
 	id, owner, typ, name, desc, status, errText, stack []string
 	result                                             []pgtype.Text
 	created, started, finished                         []pgtype.Timestamptz
@@ -105,50 +104,62 @@ type writes struct {
 	attempt                                            []int64
 	wake                                               []string
 	inID, inPrompt                                     []pgtype.Text
-	version                                            []int64 // 0: insert
-
-	delID      []string
-	delVersion []int64
-
-	inserts, updates int
+	version                                            []int64
 }
 
-func (w *writes) empty() bool { return len(w.id) == 0 && len(w.delID) == 0 }
+func (c *cols) add(m *bgtask.TaskMeta, version int64) {
+	c.id = append(c.id, m.ID)
+	c.owner = append(c.owner, m.Owner)
+	c.typ = append(c.typ, m.Type)
+	c.name = append(c.name, m.Name)
+	c.desc = append(c.desc, m.Description)
+	c.status = append(c.status, string(m.Status))
+	c.errText = append(c.errText, m.Error)
+	c.stack = append(c.stack, m.Stack)
+	c.result = append(c.result, pgtype.Text{String: string(m.Result), Valid: m.Result != nil})
+	c.created = append(c.created, toTS(m.CreatedAt))
+	c.started = append(c.started, toTS(m.StartedAt))
+	c.finished = append(c.finished, toTS(m.FinishedAt))
+	c.pTask = append(c.pTask, m.Parent.TaskID)
+	c.pRun = append(c.pRun, m.Parent.RunID)
+	c.pCall = append(c.pCall, m.Parent.CallID)
+	c.pAgent = append(c.pAgent, m.Parent.AgentID)
+	c.detached = append(c.detached, m.Detached)
+	c.instance = append(c.instance, m.Instance)
+	c.attempt = append(c.attempt, m.Attempt)
+	c.wake = append(c.wake, string(m.Wake))
+	if m.Input != nil {
+		c.inID = append(c.inID, pgtype.Text{String: m.Input.ID, Valid: true})
+		c.inPrompt = append(c.inPrompt, pgtype.Text{String: m.Input.Prompt, Valid: true})
+	} else {
+		c.inID = append(c.inID, pgtype.Text{})
+		c.inPrompt = append(c.inPrompt, pgtype.Text{})
+	}
+	c.version = append(c.version, version)
+}
+
+func (c *cols) args() []any {
+	return []any{c.id, c.owner, c.typ, c.name, c.desc, c.status, c.errText, c.stack, c.result,
+		c.created, c.started, c.finished, c.pTask, c.pRun, c.pCall, c.pAgent, c.detached, c.instance,
+		c.attempt, c.wake, c.inID, c.inPrompt, c.version}
+}
+
+// writes are the rows a commit writes: inserts, updates compared-and-set
+// on the version that was read, and deletes likewise.
+type writes struct {
+	ins, upd   cols
+	delID      []string
+	delVersion []int64
+}
+
+func (w *writes) empty() bool { return len(w.ins.id) == 0 && len(w.upd.id) == 0 && len(w.delID) == 0 }
 
 // put adds m, an insert when version is 0, else an update of that version.
 func (w *writes) put(m *bgtask.TaskMeta, version int64) {
-	w.id = append(w.id, m.ID)
-	w.owner = append(w.owner, m.Owner)
-	w.typ = append(w.typ, m.Type)
-	w.name = append(w.name, m.Name)
-	w.desc = append(w.desc, m.Description)
-	w.status = append(w.status, string(m.Status))
-	w.errText = append(w.errText, m.Error)
-	w.stack = append(w.stack, m.Stack)
-	w.result = append(w.result, pgtype.Text{String: string(m.Result), Valid: m.Result != nil})
-	w.created = append(w.created, toTS(m.CreatedAt))
-	w.started = append(w.started, toTS(m.StartedAt))
-	w.finished = append(w.finished, toTS(m.FinishedAt))
-	w.pTask = append(w.pTask, m.Parent.TaskID)
-	w.pRun = append(w.pRun, m.Parent.RunID)
-	w.pCall = append(w.pCall, m.Parent.CallID)
-	w.pAgent = append(w.pAgent, m.Parent.AgentID)
-	w.detached = append(w.detached, m.Detached)
-	w.instance = append(w.instance, m.Instance)
-	w.attempt = append(w.attempt, m.Attempt)
-	w.wake = append(w.wake, string(m.Wake))
-	if m.Input != nil {
-		w.inID = append(w.inID, pgtype.Text{String: m.Input.ID, Valid: true})
-		w.inPrompt = append(w.inPrompt, pgtype.Text{String: m.Input.Prompt, Valid: true})
-	} else {
-		w.inID = append(w.inID, pgtype.Text{})
-		w.inPrompt = append(w.inPrompt, pgtype.Text{})
-	}
-	w.version = append(w.version, version)
 	if version == 0 {
-		w.inserts++
+		w.ins.add(m, 0)
 	} else {
-		w.updates++
+		w.upd.add(m, version)
 	}
 }
 
@@ -157,49 +168,44 @@ func (w *writes) del(id string, version int64) {
 	w.delVersion = append(w.delVersion, version)
 }
 
-// writeSQL writes every row of a writes in one statement. An update or a
-// delete applies only if the row still has the version that was read (a
-// compare-and-set), an insert only if the id is free; the counts tell the
-// caller whether every row was written. terminal_at, the clock of
-// retention, is stamped by the database when a row first turns terminal.
-const writeSQL = `WITH x AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+// unnestSQL turns the arguments of cols.args into rows named like the
+// table's columns.
+const unnestSQL = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
 		$8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::text[],
 		$14::text[], $15::text[], $16::text[], $17::boolean[], $18::text[], $19::bigint[], $20::text[],
 		$21::text[], $22::text[], $23::bigint[])
 	AS x(id, owner, task_type, name, description, status, error, stack, result, created_at, started_at,
 		finished_at, parent_task_id, parent_run_id, parent_call_id, parent_agent_id, detached, instance,
-		attempt, wake, input_id, input_prompt, version)
-), d AS (
-	DELETE FROM bgtask_tasks t USING unnest($24::text[], $25::bigint[]) AS y(id, version)
-	WHERE t.id = y.id AND t.version = y.version
-	RETURNING 1
-), u AS (
-	UPDATE bgtask_tasks t SET description = x.description, status = x.status, error = x.error,
-		stack = x.stack, result = x.result, created_at = x.created_at, started_at = x.started_at,
-		finished_at = x.finished_at, instance = x.instance, attempt = x.attempt,
-		input_id = x.input_id, input_prompt = x.input_prompt,
-		terminal_at = CASE WHEN t.terminal_at IS NULL AND x.status IN ('completed', 'failed', 'cancelled', 'interrupted')
-			THEN clock_timestamp() ELSE t.terminal_at END,
-		version = t.version + 1
-	FROM x WHERE x.version > 0 AND t.id = x.id AND t.version = x.version
-	RETURNING 1
-), i AS (
-	INSERT INTO bgtask_tasks (id, owner, task_type, name, description, status, error, stack, result,
+		attempt, wake, input_id, input_prompt, version)`
+
+// terminalSQL is true for a row of x whose status is terminal.
+const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupted')`
+
+// insertSQL inserts new rows; an id taken meanwhile is not inserted (the
+// caller sees the count and starts over). terminal_at, the clock of
+// retention, is stamped by the database when a row first turns terminal.
+const insertSQL = `INSERT INTO bgtask_tasks (id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, terminal_at)
 	SELECT id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt,
-		CASE WHEN status IN ('completed', 'failed', 'cancelled', 'interrupted') THEN clock_timestamp() END
-	FROM x WHERE x.version = 0
-	ON CONFLICT (id) DO NOTHING
-	RETURNING 1
-)
-SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM u), (SELECT count(*) FROM i)`
+		CASE WHEN ` + terminalSQL + ` THEN clock_timestamp() END
+	FROM ` + unnestSQL + `
+	ON CONFLICT (id) DO NOTHING`
 
-func (w *writes) args() []any {
-	return []any{w.id, w.owner, w.typ, w.name, w.desc, w.status, w.errText, w.stack, w.result,
-		w.created, w.started, w.finished, w.pTask, w.pRun, w.pCall, w.pAgent, w.detached, w.instance,
-		w.attempt, w.wake, w.inID, w.inPrompt, w.version, w.delID, w.delVersion}
-}
+// updateSQL writes the fields the reducer may change, each row only if it
+// still has the version that was read (a compare-and-set), and bumps it.
+// Identity fields are never written after the insert.
+const updateSQL = `UPDATE bgtask_tasks t SET description = x.description, status = x.status, error = x.error,
+		stack = x.stack, result = x.result, created_at = x.created_at, started_at = x.started_at,
+		finished_at = x.finished_at, instance = x.instance, attempt = x.attempt,
+		input_id = x.input_id, input_prompt = x.input_prompt,
+		terminal_at = CASE WHEN t.terminal_at IS NULL AND ` + terminalSQL + ` THEN clock_timestamp() ELSE t.terminal_at END,
+		version = t.version + 1
+	FROM ` + unnestSQL + `
+	WHERE t.id = x.id AND t.version = x.version`
+
+// deleteSQL deletes rows compared-and-set on their version.
+const deleteSQL = `DELETE FROM bgtask_tasks t USING unnest($1::text[], $2::bigint[]) AS y(id, version)
+	WHERE t.id = y.id AND t.version = y.version`
