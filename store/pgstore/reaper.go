@@ -152,7 +152,8 @@ func (s *Store) reapOnce(ctx context.Context) (int, error) {
 }
 
 // cleanUp deletes what the age limit lets go: terminal tasks, delivered
-// notices and handled cancel requests older than it, and gone instances
+// notices and cancel requests older than it (handled, or addressed to an
+// instance that never handled them), and gone instances
 // that no live task names.
 func (s *Store) cleanUp(ctx context.Context) error {
 	if s.cfg.retainFor <= 0 {
@@ -163,7 +164,7 @@ func (s *Store) cleanUp(ctx context.Context) error {
 		WITH cut AS (SELECT now() - make_interval(secs => $1::bigint / 1e6) AS t),
 		a AS (DELETE FROM bgtask_tasks WHERE terminal_at < (SELECT t FROM cut)),
 		b AS (DELETE FROM bgtask_notices WHERE delivered_at < (SELECT t FROM cut)),
-		c AS (DELETE FROM bgtask_cancel_requests WHERE handled_at < (SELECT t FROM cut))
+		c AS (DELETE FROM bgtask_cancel_requests WHERE coalesce(handled_at, requested_at) < (SELECT t FROM cut))
 		DELETE FROM bgtask_instances i WHERE state <> 'alive' AND heartbeat_at < (SELECT t FROM cut)
 			AND NOT EXISTS (SELECT 1 FROM bgtask_tasks t WHERE t.instance = i.id AND t.status = ANY($2))`,
 		age, liveStatuses)
