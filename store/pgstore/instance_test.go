@@ -297,3 +297,42 @@ func TestCancelReachesOtherInstance(t *testing.T) {
 		})
 	}
 }
+
+// A started store's reaper drops what the age limit lets go, and keeps
+// what is younger.
+func TestAgeCleanUp(t *testing.T) {
+	s, dsn := openStore(t, pgstore.WithHeartbeatInterval(50*time.Millisecond), pgstore.WithGrace(time.Second), pgstore.WithRetainFor(time.Minute))
+	old := rec("task_old", "alice", bgtask.StatusCompleted)
+	young := rec("task_young", "alice", bgtask.StatusCompleted)
+	if err := s.Commit(t.Context(), "alice", bgtask.Upsert(old), bgtask.Upsert(young)); err != nil {
+		t.Fatal(err)
+	}
+	sqlExec(t, dsn, `UPDATE bgtask_tasks SET terminal_at = now() - interval '1 hour' WHERE id = 'task_old';
+		INSERT INTO bgtask_instances VALUES ('gone', now() - interval '1 hour', now() - interval '2 hours', 'stopped');
+		INSERT INTO bgtask_notices (owner, event, delivered_at) VALUES
+			('alice', '{"kind":"cancelled","task_id":"task_x"}', now() - interval '1 hour'),
+			('alice', '{"kind":"cancelled","task_id":"task_y"}', now());
+		INSERT INTO bgtask_cancel_requests (task_id, instance, tree, requested_at, handled_at) VALUES
+			('task_x', 'gone', false, now() - interval '2 hours', now() - interval '1 hour'),
+			('task_x', 'gone', false, now() - interval '2 hours', NULL),
+			('task_y', 'inst_clean', false, now(), now())`)
+	startManager(t, s, "inst_clean")
+	count := func(sql string) int64 { return sqlExec(t, dsn, sql) }
+	waitFor(t, 10*time.Second, "clean-up", func() bool {
+		return count(`SELECT 1 FROM bgtask_tasks WHERE id = 'task_old'`) == 0
+	})
+	for _, c := range []struct {
+		sql  string
+		want int64
+	}{
+		{`SELECT 1 FROM bgtask_tasks`, 1},
+		{`SELECT 1 FROM bgtask_notices`, 1},
+		{`SELECT 1 FROM bgtask_cancel_requests`, 1},
+		{`SELECT 1 FROM bgtask_instances WHERE id = 'gone'`, 0},
+		{`SELECT 1 FROM bgtask_instances WHERE id = 'inst_clean'`, 1},
+	} {
+		if got := count(c.sql); got != c.want {
+			t.Errorf("%s: %d rows, want %d", c.sql, got, c.want)
+		}
+	}
+}
