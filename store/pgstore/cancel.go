@@ -1,0 +1,170 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/bgtask/bgtask"
+	"github.com/jackc/pgx/v5"
+)
+
+// cancelChannel is the NOTIFY channel of cancel requests; the payload is
+// the id of the instance that runs the task.
+const cancelChannel = "bgtask_cancel"
+
+// ListenerAppName prefixes the application_name of the listening
+// connection, followed by the instance id, so an operator (or a test) can
+// find it in pg_stat_activity.
+const ListenerAppName = "bgtask-listener "
+
+// RequestCancel implements bgtask.SharedStore: it records a cancel request
+// addressed to the instance recorded as running task id, and notifies that
+// instance (NOTIFY, delivered when the request is committed). A task that
+// has already ended needs nothing: RequestCancel returns nil. An unknown id
+// is an error matching bgtask.ErrNotFound.
+func (s *Store) RequestCancel(ctx context.Context, id string, tree bool) error {
+	if s.isClosed() {
+		return ErrClosed
+	}
+	rs, err := s.pool.Query(ctx, `WITH r AS (
+			INSERT INTO bgtask_cancel_requests (task_id, instance, tree)
+			SELECT id, instance, $2 FROM bgtask_tasks WHERE id = $1 AND status = ANY($3)
+			RETURNING instance)
+		SELECT pg_notify($4, instance) FROM r`, id, tree, liveStatuses, cancelChannel)
+	if err != nil {
+		return fmt.Errorf("pgstore: request cancel of %s: %w", id, err)
+	}
+	n := 0
+	for rs.Next() {
+		n++
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return fmt.Errorf("pgstore: request cancel of %s: %w", id, err)
+	}
+	if n == 0 {
+		if _, err := s.Get(ctx, id); err != nil {
+			return err // not found, or the database's error
+		}
+	}
+	return nil
+}
+
+// listenLoop keeps a dedicated connection LISTENing for cancel requests
+// addressed to instance id and wakes the poller for each. When the
+// connection drops it reconnects with backoff; the poller covers the gap.
+func (s *Store) listenLoop(ctx context.Context, id string, wake chan<- struct{}) {
+	backoff := s.cfg.backoffMin
+	for {
+		err := s.listen(ctx, id, wake, func() { backoff = s.cfg.backoffMin })
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("pgstore: cancel listener lost its connection; reconnecting", "instance", id, "err", err, "backoff", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, s.cfg.backoffMax)
+	}
+}
+
+func (s *Store) listen(ctx context.Context, id string, wake chan<- struct{}, connected func()) error {
+	cfg := s.pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = ListenerAppName + id
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+cancelChannel); err != nil {
+		return err
+	}
+	connected()
+	signal(wake) // requests sent while no one listened
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if n.Payload == id {
+			signal(wake)
+		}
+	}
+}
+
+func signal(c chan<- struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// pollLoop handles the cancel requests addressed to instance id every poll
+// interval, and at once when the listener hears of one.
+func (s *Store) pollLoop(ctx context.Context, m *bgtask.Manager, id string, wake <-chan struct{}) {
+	t := time.NewTicker(s.cfg.poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-wake:
+		}
+		if err := s.handleCancels(ctx, m, id); err != nil && ctx.Err() == nil {
+			s.log.Warn("pgstore: reading cancel requests failed", "instance", id, "err", err)
+		}
+	}
+}
+
+// handleCancels claims the instance's pending cancel requests, marks them
+// handled, and cancels the tasks in m.
+func (s *Store) handleCancels(ctx context.Context, m *bgtask.Manager, id string) error {
+	rs, err := s.pool.Query(ctx, `UPDATE bgtask_cancel_requests SET handled_at = now() WHERE id IN (
+			SELECT id FROM bgtask_cancel_requests WHERE instance = $1 AND handled_at IS NULL
+			ORDER BY id FOR UPDATE SKIP LOCKED)
+		RETURNING id, task_id, tree`, id)
+	if err != nil {
+		return err
+	}
+	type req struct {
+		seq  int64
+		task string
+		tree bool
+	}
+	var reqs []req
+	for rs.Next() {
+		var r req
+		if err := rs.Scan(&r.seq, &r.task, &r.tree); err != nil {
+			rs.Close()
+			return err
+		}
+		reqs = append(reqs, r)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return err
+	}
+	slices.SortFunc(reqs, func(a, b req) int { return cmp.Compare(a.seq, b.seq) })
+	for _, r := range reqs {
+		var n int
+		if r.tree {
+			n, err = m.CancelTree(ctx, r.task)
+		} else {
+			n, err = m.Cancel(ctx, r.task)
+		}
+		if err != nil {
+			s.log.Warn("pgstore: cancel request failed", "task", r.task, "err", err)
+			continue
+		}
+		s.log.Debug("pgstore: cancel request handled", "task", r.task, "tree", r.tree, "signalled", n)
+	}
+	return nil
+}

@@ -1,0 +1,251 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bgtask/bgtask"
+	"github.com/jackc/pgx/v5"
+)
+
+// errRace means a row changed between the locking read and the write (only
+// a concurrent insert of the same new id can do that): the commit is run
+// again from the start.
+var errRace = errors.New("pgstore: concurrent write")
+
+// maxRetries bounds how often Commit starts over after a race.
+const maxRetries = 8
+
+// Commit implements bgtask.Store. It is one transaction: the rows the
+// actions touch are locked (SELECT ... FOR UPDATE), bgtask.ApplyAction runs
+// on them, and the rows that changed are written in one statement, each a
+// compare-and-set on its version, then retention runs if a record turned
+// terminal. A row of another owner with the same id is left alone (that
+// task is dropped from the actions).
+//
+// After the started instance lost its registration, Commit returns
+// ErrInstanceLost and writes nothing.
+func (s *Store) Commit(ctx context.Context, owner string, actions ...bgtask.Action) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if strings.TrimSpace(owner) == "" {
+		return bgtask.ErrInvalidOwner
+	}
+	for i := range actions {
+		if err := checkAction(&actions[i], owner); err != nil {
+			return err
+		}
+	}
+	if s.isClosed() {
+		return ErrClosed
+	}
+	if s.lost.Load() {
+		return ErrInstanceLost
+	}
+	for try := 0; ; try++ {
+		err := s.commitOnce(ctx, owner, actions)
+		if !errors.Is(err, errRace) || try == maxRetries {
+			return err
+		}
+	}
+}
+
+// checkAction reports why a Store must refuse a, as bgtask.ErrInvalidAction.
+func checkAction(a *bgtask.Action, owner string) error {
+	switch {
+	case a.Op == bgtask.OpUpsert && len(a.Tasks) != 1:
+		return fmt.Errorf("%w: upsert carries %d tasks, want 1", bgtask.ErrInvalidAction, len(a.Tasks))
+	case a.Op != bgtask.OpUpsert && a.Op != bgtask.OpReplaceAll && a.Op != bgtask.OpRemove:
+		return fmt.Errorf("%w: unknown op %q", bgtask.ErrInvalidAction, a.Op)
+	}
+	for i := range a.Tasks {
+		t := &a.Tasks[i]
+		if err := checkMeta(t); err != nil {
+			return fmt.Errorf("%w: %w", bgtask.ErrInvalidAction, err)
+		}
+		if t.Owner != owner {
+			return fmt.Errorf("%w: task %s belongs to owner %q, not %q", bgtask.ErrInvalidAction, t.ID, t.Owner, owner)
+		}
+	}
+	return nil
+}
+
+func (s *Store) commitOnce(ctx context.Context, owner string, actions []bgtask.Action) error {
+	ids, replace := touched(actions)
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: commit: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	// Every statement of a commit reads rows by key, but a table that grew
+	// since the last ANALYZE looks small to the planner, which then scans
+	// all of it: seq scans are turned off for this transaction. Two
+	// statements rather than one with "OR ($2 AND owner = $3)", which no
+	// index serves.
+	lockSQL, args := `SELECT `+taskCols+` FROM bgtask_tasks WHERE id = ANY($1) FOR UPDATE`, []any{ids}
+	if replace {
+		lockSQL, args = `SELECT `+taskCols+` FROM bgtask_tasks WHERE id = ANY($1) OR owner = $2 FOR UPDATE`, []any{ids, owner}
+	}
+	var b pgx.Batch
+	b.Queue(`SET LOCAL enable_seqscan = off`)
+	b.Queue(lockSQL, args...)
+	br := tx.SendBatch(ctx, &b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return fmt.Errorf("pgstore: commit: %w", err)
+	}
+	rs, err := br.Query()
+	if err != nil {
+		br.Close()
+		return fmt.Errorf("pgstore: commit: %w", err)
+	}
+	rows, err := collect(rs)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("pgstore: commit: %w", cerr)
+	}
+	if err != nil {
+		return err
+	}
+	snap := bgtask.Snapshot{Tasks: make(map[string]bgtask.TaskMeta, len(rows))}
+	before := make(map[string]row, len(rows))
+	var foreign map[string]bool
+	for _, r := range rows {
+		if r.meta.Owner != owner {
+			if foreign == nil {
+				foreign = make(map[string]bool)
+			}
+			foreign[r.meta.ID] = true
+			continue
+		}
+		snap.Tasks[r.meta.ID] = r.meta
+		before[r.meta.ID] = r
+	}
+	for _, a := range actions {
+		if foreign != nil {
+			a = withoutForeign(a, foreign)
+		}
+		bgtask.ApplyAction(&snap, a)
+	}
+	var w writes
+	turnedTerminal := false
+	for id, next := range snap.Tasks {
+		old, ok := before[id]
+		switch {
+		case !ok:
+			w.put(&next, 0)
+			turnedTerminal = turnedTerminal || next.Status.IsTerminal()
+		case !sameMeta(&old.meta, &next):
+			w.put(&next, old.version)
+			turnedTerminal = turnedTerminal || next.Status.IsTerminal() && !old.meta.Status.IsTerminal()
+		}
+	}
+	for id, old := range before {
+		if _, ok := snap.Tasks[id]; !ok {
+			w.del(id, old.version)
+		}
+	}
+	if w.empty() {
+		return nil // nothing changed: the rollback releases the locks
+	}
+	if err := execWrites(ctx, tx, &w); err != nil {
+		return err
+	}
+	if turnedTerminal {
+		if err := s.retain(ctx, tx, owner); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgstore: commit: %w", err)
+	}
+	return nil
+}
+
+// execWrites sends the inserts, updates and deletes in one round trip
+// and checks that every row was written.
+func execWrites(ctx context.Context, tx pgx.Tx, w *writes) error {
+	var (
+		b    pgx.Batch
+		want []int
+	)
+	if n := len(w.ins.id); n > 0 {
+		b.Queue(insertSQL, w.ins.args()...)
+		want = append(want, n)
+	}
+	if n := len(w.upd.id); n > 0 {
+		b.Queue(updateSQL, w.upd.args()...)
+		want = append(want, n)
+	}
+	if n := len(w.delID); n > 0 {
+		b.Queue(deleteSQL, w.delID, w.delVersion)
+		want = append(want, n)
+	}
+	br := tx.SendBatch(ctx, &b)
+	race := false
+	for _, n := range want {
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return fmt.Errorf("pgstore: commit: %w", err)
+		}
+		race = race || tag.RowsAffected() != int64(n)
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("pgstore: commit: %w", err)
+	}
+	if race {
+		return errRace
+	}
+	return nil
+}
+
+// touched returns the ids the actions name, and whether one of them is a
+// ReplaceAll (which touches every row of the owner).
+func touched(actions []bgtask.Action) (ids []string, replace bool) {
+	for _, a := range actions {
+		replace = replace || a.Op == bgtask.OpReplaceAll
+		for i := range a.Tasks {
+			ids = append(ids, a.Tasks[i].ID)
+		}
+		ids = append(ids, a.IDs...)
+	}
+	return ids, replace
+}
+
+// withoutForeign returns a without the tasks whose id belongs to another
+// owner: a record never moves between owners. a's slices are not changed.
+func withoutForeign(a bgtask.Action, foreign map[string]bool) bgtask.Action {
+	kept := make([]bgtask.TaskMeta, 0, len(a.Tasks))
+	for _, t := range a.Tasks {
+		if !foreign[t.ID] {
+			kept = append(kept, t)
+		}
+	}
+	if a.Op == bgtask.OpUpsert && len(kept) == 0 {
+		return bgtask.Action{Op: bgtask.OpRemove} // nothing left to do
+	}
+	a.Tasks = kept
+	return a
+}
+
+// retain deletes the owner's terminal rows beyond the count limit, and
+// every terminal row older than the age limit.
+func (s *Store) retain(ctx context.Context, tx pgx.Tx, owner string) error {
+	age := time.Duration(-1)
+	if s.cfg.retainFor > 0 {
+		age = s.cfg.retainFor
+	}
+	_, err := tx.Exec(ctx, `DELETE FROM bgtask_tasks WHERE id IN (
+			SELECT id FROM bgtask_tasks WHERE owner = $1 AND terminal_at IS NOT NULL
+			ORDER BY terminal_at DESC, id DESC OFFSET $2)
+		OR ($3::bigint >= 0 AND terminal_at < now() - make_interval(secs => $3::bigint / 1e6))`,
+		owner, s.cfg.retainPerOwner, age.Microseconds())
+	if err != nil {
+		return fmt.Errorf("pgstore: retention: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,305 @@
+package pgstore_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store/pgstore"
+	"github.com/bgtask/bgtask/store/pgstore/internal/pgtest"
+)
+
+var (
+	helperOnce sync.Once
+	helperBin  string
+	helperErr  error
+)
+
+// buildHelper builds internal/instancehelper once per test binary.
+func buildHelper(t *testing.T) string {
+	t.Helper()
+	helperOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "bgtask-helper-")
+		if err != nil {
+			helperErr = err
+			return
+		}
+		helperBin = filepath.Join(dir, "instancehelper")
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		out, err := exec.Command(goBin, "build", "-o", helperBin, "./internal/instancehelper").CombinedOutput()
+		if err != nil {
+			helperErr = fmt.Errorf("go build ./internal/instancehelper: %v\n%s", err, out)
+		}
+	})
+	if helperErr != nil {
+		t.Fatal(helperErr)
+	}
+	return helperBin
+}
+
+func removeHelper() {
+	if helperBin != "" {
+		os.RemoveAll(filepath.Dir(helperBin))
+	}
+}
+
+// instance is a running instancehelper process.
+type instance struct {
+	t     *testing.T
+	id    string
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines chan string
+	tasks []string
+}
+
+// startInstance runs the helper as runtime instance id with n tasks of
+// owner, and waits until it is ready. It is killed at the end of the test
+// if it still runs.
+func startInstance(t *testing.T, dsn, id, owner string, n int, extra ...string) *instance {
+	t.Helper()
+	args := append([]string{"-dsn", dsn, "-instance", id, "-owner", owner, "-tasks", fmt.Sprint(n)}, extra...)
+	cmd := exec.Command(buildHelper(t), args...)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &instance{t: t, id: id, cmd: cmd, in: in, lines: make(chan string, 64)}
+	go func() { // ends when the process's stdout closes
+		defer close(p.lines)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(p.kill)
+	for {
+		line := p.next()
+		if line == "ready" {
+			break
+		}
+		id, ok := strings.CutPrefix(line, "task ")
+		if !ok {
+			t.Fatalf("%s: unexpected %q", p.id, line)
+		}
+		p.tasks = append(p.tasks, id)
+	}
+	return p
+}
+
+// next returns the process's next output line, failing after 20s.
+func (p *instance) next() string {
+	p.t.Helper()
+	timer := time.NewTimer(20 * time.Second)
+	defer timer.Stop()
+	select {
+	case line, ok := <-p.lines:
+		if !ok {
+			p.t.Fatalf("%s exited: %v", p.id, p.cmd.Wait())
+		}
+		return line
+	case <-timer.C:
+		p.t.Fatalf("%s: no output within 20s", p.id)
+	}
+	return ""
+}
+
+func (p *instance) send(cmd string) {
+	p.t.Helper()
+	if _, err := fmt.Fprintln(p.in, cmd); err != nil {
+		p.t.Fatalf("%s: %v", p.id, err)
+	}
+}
+
+// kill sends SIGKILL, waits for the process and drains its output.
+func (p *instance) kill() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	for range p.lines {
+	}
+	p.cmd.Wait()
+}
+
+// quit asks for a clean shutdown and waits for it.
+func (p *instance) quit() {
+	p.t.Helper()
+	p.send("quit")
+	if line := p.next(); line != "bye" {
+		p.t.Fatalf("%s: quit answered %q", p.id, line)
+	}
+	for range p.lines {
+	}
+	if err := p.cmd.Wait(); err != nil {
+		p.t.Fatalf("%s: %v", p.id, err)
+	}
+}
+
+// Two instance processes: one is killed with SIGKILL, the other reaps its
+// tasks within the grace period; the owner gets exactly one
+// EventInterrupted per task; a fresh process finds every task recorded,
+// none left running.
+func TestCrashOtherInstanceReaps(t *testing.T) {
+	dsn := pgtest.NewDSN(t)
+	s, err := pgstore.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a := startInstance(t, dsn, "inst_crash_a", "alice", 4, "-grace", "1s", "-heartbeat", "100ms")
+	b := startInstance(t, dsn, "inst_crash_b", "bob", 2, "-grace", "1s", "-heartbeat", "100ms")
+	statusOf := func(id string) bgtask.TaskStatus {
+		m, err := s.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Status
+	}
+	for _, id := range append(slices.Clone(a.tasks), b.tasks...) {
+		if st := statusOf(id); st != bgtask.StatusRunning {
+			t.Fatalf("%s is %s before the crash", id, st)
+		}
+	}
+	killed := time.Now()
+	a.kill()
+	waitFor(t, 20*time.Second, "B reaps A's tasks", func() bool {
+		for _, id := range a.tasks {
+			if statusOf(id) != bgtask.StatusInterrupted {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("A's %d tasks interrupted %v after SIGKILL (grace 1s, heartbeat 100ms)", len(a.tasks), time.Since(killed).Round(10*time.Millisecond))
+	for _, id := range a.tasks {
+		m, _ := s.Get(t.Context(), id)
+		if m.Attempt != 1 || !strings.Contains(m.Error, `runtime instance "inst_crash_a" is gone`) || m.FinishedAt.IsZero() {
+			t.Fatalf("reaped record %+v", m)
+		}
+	}
+	for _, id := range b.tasks {
+		if st := statusOf(id); st != bgtask.StatusRunning {
+			t.Fatalf("B's task %s is %s, want running", id, st)
+		}
+	}
+	evs, err := s.TakeNotices(t.Context(), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range evs {
+		if ev.Kind != bgtask.EventInterrupted || !strings.Contains(ev.Error, "inst_crash_a") {
+			t.Fatalf("notice %+v", ev)
+		}
+		got = append(got, ev.TaskID)
+	}
+	if !slices.Equal(got, a.tasks) { // spawn order is creation order
+		t.Fatalf("notices for %v, want one each for %v in order", got, a.tasks)
+	}
+	if evs, err := s.TakeNotices(t.Context(), "alice"); err != nil || len(evs) != 0 {
+		t.Fatalf("second TakeNotices = %v, %v", evs, err)
+	}
+	if evs, err := s.TakeNotices(t.Context(), "bob"); err != nil || len(evs) != 0 {
+		t.Fatalf("bob's notices = %v, %v; want none", evs, err)
+	}
+
+	// A fresh process finds every spawned task recorded, none running.
+	c := startInstance(t, dsn, "inst_crash_c", "carol", 0)
+	c.send("list alice")
+	var seen []string
+	for line := c.next(); line != "end"; line = c.next() {
+		raw, ok := strings.CutPrefix(line, "meta ")
+		if !ok {
+			t.Fatalf("list: %q", line)
+		}
+		var m bgtask.TaskMeta
+		if err := json.Unmarshal([]byte(raw), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Status != bgtask.StatusInterrupted {
+			t.Fatalf("fresh process sees %s %s", m.ID, m.Status)
+		}
+		seen = append(seen, m.ID)
+	}
+	if !slices.Equal(seen, a.tasks) {
+		t.Fatalf("fresh process lists %v, want %v", seen, a.tasks)
+	}
+	c.quit()
+	b.quit()
+	for _, id := range b.tasks {
+		if st := statusOf(id); st != bgtask.StatusCancelled {
+			t.Fatalf("B's task %s after B's shutdown: %s", id, st)
+		}
+	}
+}
+
+// A cancel sent from instance B (Manager.Cancel there) stops a task that
+// runs in process A, through NOTIFY, and through the poller while A's
+// listening connection is down.
+func TestCrashCancelAcrossProcesses(t *testing.T) {
+	for _, killListener := range []bool{false, true} {
+		t.Run(fmt.Sprintf("killListener=%v", killListener), func(t *testing.T) {
+			dsn := pgtest.NewDSN(t)
+			s, err := pgstore.Open(t.Context(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			poll := "1h" // NOTIFY must do it
+			if killListener {
+				poll = "100ms"
+			}
+			a := startInstance(t, dsn, "inst_pa", "alice", 1, "-poll", poll, "-backoff", "1h")
+			b := startInstance(t, dsn, "inst_pb", "bob", 0)
+			listener := func() int64 {
+				return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_pa")
+			}
+			waitFor(t, 10*time.Second, "A listens", func() bool { return listener() == 1 })
+			if killListener {
+				if n := sqlExec(t, dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_pa"); n != 1 {
+					t.Fatalf("terminated %d listeners", n)
+				}
+				waitFor(t, 10*time.Second, "A's listener gone", func() bool { return listener() == 0 })
+			}
+			id := a.tasks[0]
+			b.send("cancel " + id)
+			if line := b.next(); line != "cancelled 1 ok" {
+				t.Fatalf("B: %q", line)
+			}
+			waitFor(t, 10*time.Second, "A's task cancelled", func() bool {
+				m, err := s.Get(t.Context(), id)
+				return err == nil && m.Status == bgtask.StatusCancelled
+			})
+			if killListener && listener() != 0 {
+				t.Fatal("A's listener came back: the poller was not what delivered the request")
+			}
+			a.quit()
+			b.quit()
+		})
+	}
+}

@@ -1,0 +1,29 @@
+// Package pgstore is a bgtask.SharedStore kept in PostgreSQL, so that
+// several processes (runtime instances, each with its own bgtask.Manager)
+// share one task registry.
+//
+// Open connects and migrates the schema (tables bgtask_tasks,
+// bgtask_instances, bgtask_notices, bgtask_cancel_requests and
+// bgtask_schema_migrations). Every Commit is one transaction in which the
+// shared reducer bgtask.ApplyAction runs on locked rows, and every write is
+// a compare-and-set on a version, so the lifecycle invariants hold across
+// processes.
+//
+// Start registers a Manager's runtime instance and runs, until Close:
+//
+//   - a heartbeat that stamps the instance's row with the database clock
+//     every heartbeat interval;
+//   - a reaper that declares dead every instance whose heartbeat is older
+//     than the grace period, turns its non-terminal tasks interrupted (on a
+//     new attempt, so a late write of the dead instance changes nothing),
+//     and records one EventInterrupted notice per task for its owner, which
+//     the owner's agent loop claims with TakeNotices;
+//   - a listener (LISTEN on a dedicated connection, reconnecting with
+//     backoff) and a poller that carry cancel requests made on any instance
+//     (Manager.Cancel of a task run elsewhere calls RequestCancel) to the
+//     Manager that runs the task.
+//
+// An instance that cannot heartbeat within the grace period, or finds
+// itself declared dead, stops writing (Commit returns ErrInstanceLost) and
+// cancels its tasks with cause bgtask.ErrInstanceLost.
+package pgstore

@@ -1,0 +1,74 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/bgtask/bgtask/store/pgstore"
+	"github.com/bgtask/bgtask/store/pgstore/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(cleanup{pgtest.Wrap(m)})
+}
+
+// openStore opens a Store on a fresh database and closes it when the test
+// ends. It returns the database's DSN too.
+func openStore(t *testing.T, opts ...pgstore.Option) (*pgstore.Store, string) {
+	t.Helper()
+	dsn := pgtest.NewDSN(t)
+	s, err := pgstore.Open(t.Context(), dsn, opts...)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s, dsn
+}
+
+// sqlExec runs statements on a connection of its own.
+func sqlExec(t *testing.T, dsn, sql string, args ...any) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	tag, err := conn.Exec(ctx, sql, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return tag.RowsAffected()
+}
+
+// waitFor checks cond on every tick until it holds or the deadline passes.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("not within %v: %s", limit, what)
+		case <-tick.C:
+		}
+	}
+}
+
+// cleanup removes the built helper after the tests.
+type cleanup struct{ m interface{ Run() int } }
+
+func (c cleanup) Run() int {
+	defer removeHelper()
+	return c.m.Run()
+}

@@ -1,0 +1,124 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrSchemaTooNew is returned by Open when the database was migrated by a
+// newer version of this package than the running one. Open then changes
+// nothing.
+var ErrSchemaTooNew = errors.New("pgstore: database schema is newer than this code")
+
+// migrationLock is the advisory lock key that serialises migrations, so two
+// processes opening one database at once migrate it once.
+const migrationLock = 0x62677461736b // "bgtask"
+
+// migrations are applied in order; migration i brings the schema to version
+// i+1. Never edit one that has shipped: append.
+var migrations = []string{
+	// 1: tasks, instances, notices, cancel requests.
+	`CREATE TABLE bgtask_tasks (
+		id              text PRIMARY KEY,
+		owner           text NOT NULL,
+		task_type       text NOT NULL DEFAULT '',
+		name            text NOT NULL DEFAULT '',
+		description     text NOT NULL DEFAULT '',
+		status          text NOT NULL,
+		error           text NOT NULL DEFAULT '',
+		stack           text NOT NULL DEFAULT '',
+		result          text,
+		created_at      timestamptz,
+		started_at      timestamptz,
+		finished_at     timestamptz,
+		parent_task_id  text NOT NULL DEFAULT '',
+		parent_run_id   text NOT NULL DEFAULT '',
+		parent_call_id  text NOT NULL DEFAULT '',
+		parent_agent_id text NOT NULL DEFAULT '',
+		detached        boolean NOT NULL DEFAULT false,
+		instance        text NOT NULL DEFAULT '',
+		attempt         bigint NOT NULL DEFAULT 0,
+		wake            text NOT NULL DEFAULT '',
+		input_id        text,
+		input_prompt    text,
+		terminal_at     timestamptz,
+		version         bigint NOT NULL DEFAULT 1
+	);
+	CREATE INDEX bgtask_tasks_owner ON bgtask_tasks (owner, created_at, id);
+	CREATE INDEX bgtask_tasks_owner_status ON bgtask_tasks (owner, status);
+	CREATE INDEX bgtask_tasks_parent ON bgtask_tasks (parent_task_id) WHERE parent_task_id <> '';
+	CREATE INDEX bgtask_tasks_live ON bgtask_tasks (instance) WHERE status IN ('queued', 'running', 'awaiting_input');
+	CREATE INDEX bgtask_tasks_terminal ON bgtask_tasks (owner, terminal_at) WHERE terminal_at IS NOT NULL;
+	CREATE INDEX bgtask_tasks_aged ON bgtask_tasks (terminal_at) WHERE terminal_at IS NOT NULL;
+	CREATE TABLE bgtask_instances (
+		id           text PRIMARY KEY,
+		heartbeat_at timestamptz NOT NULL,
+		started_at   timestamptz NOT NULL,
+		state        text NOT NULL
+	);
+	CREATE TABLE bgtask_notices (
+		id           bigserial PRIMARY KEY,
+		owner        text NOT NULL,
+		event        jsonb NOT NULL,
+		created_at   timestamptz NOT NULL DEFAULT now(),
+		delivered_at timestamptz
+	);
+	CREATE INDEX bgtask_notices_pending ON bgtask_notices (owner, id) WHERE delivered_at IS NULL;
+	CREATE TABLE bgtask_cancel_requests (
+		id           bigserial PRIMARY KEY,
+		task_id      text NOT NULL,
+		instance     text NOT NULL,
+		tree         boolean NOT NULL,
+		requested_at timestamptz NOT NULL DEFAULT now(),
+		handled_at   timestamptz
+	);
+	CREATE INDEX bgtask_cancel_pending ON bgtask_cancel_requests (instance, id) WHERE handled_at IS NULL;`,
+}
+
+// SchemaVersion is the schema version this code migrates databases to.
+var SchemaVersion = len(migrations)
+
+// migrate brings the database to SchemaVersion in one transaction, under an
+// advisory lock. A database at a newer version is left untouched.
+func migrate(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
+		return fmt.Errorf("pgstore: migrate: lock: %w", err)
+	}
+	// The version table is the one thing made before the version is known:
+	// a database that has it (any version, newer ones too) is not changed.
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS bgtask_schema_migrations (
+		version    integer PRIMARY KEY,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	var have int
+	err = tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM bgtask_schema_migrations`).Scan(&have)
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate: read schema version: %w", err)
+	}
+	if have > SchemaVersion {
+		return fmt.Errorf("%w: database is at schema version %d, this code knows versions up to %d; upgrade the code (nothing was changed)", ErrSchemaTooNew, have, SchemaVersion)
+	}
+	for v := have + 1; v <= SchemaVersion; v++ {
+		if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
+			return fmt.Errorf("pgstore: migrate to version %d: %w", v, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO bgtask_schema_migrations (version) VALUES ($1)`, v); err != nil {
+			return fmt.Errorf("pgstore: migrate to version %d: %w", v, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/bgtask/bgtask"
+)
+
+// TakeNotices implements bgtask.SharedStore: it claims the owner's
+// undelivered notices, oldest first, and marks them delivered in the same
+// statement. Concurrent callers never get the same notice (rows another
+// caller holds are skipped). A notice that cannot be decoded makes the
+// call fail with an error naming it, and no notice is marked delivered.
+func (s *Store) TakeNotices(ctx context.Context, owner string) ([]bgtask.Event, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: take notices: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rs, err := tx.Query(ctx, `UPDATE bgtask_notices SET delivered_at = now() WHERE id IN (
+			SELECT id FROM bgtask_notices WHERE owner = $1 AND delivered_at IS NULL
+			ORDER BY id FOR UPDATE SKIP LOCKED)
+		RETURNING id, event`, owner)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: take notices: %w", err)
+	}
+	type notice struct {
+		id int64
+		ev bgtask.Event
+	}
+	var out []notice
+	for rs.Next() {
+		var (
+			n   notice
+			raw []byte
+		)
+		if err := rs.Scan(&n.id, &raw); err != nil {
+			rs.Close()
+			return nil, fmt.Errorf("pgstore: take notices: %w", err)
+		}
+		if err := json.Unmarshal(raw, &n.ev); err != nil {
+			rs.Close()
+			return nil, fmt.Errorf("pgstore: notice %d of owner %q: %w", n.id, owner, err)
+		}
+		out = append(out, n)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: take notices: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("pgstore: take notices: %w", err)
+	}
+	slices.SortFunc(out, func(a, b notice) int { return cmp.Compare(a.id, b.id) })
+	evs := make([]bgtask.Event, len(out))
+	for i, n := range out {
+		evs[i] = n.ev
+	}
+	return evs, nil
+}

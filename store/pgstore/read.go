@@ -1,0 +1,108 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"iter"
+
+	"github.com/bgtask/bgtask"
+	"github.com/jackc/pgx/v5"
+)
+
+// Load implements bgtask.Store. A row that cannot be decoded makes Load
+// fail with an error matching bgtask.ErrCorrupt that names the task.
+func (s *Store) Load(ctx context.Context, owner string) (bgtask.Snapshot, error) {
+	rows, err := s.query(ctx, `SELECT `+taskCols+` FROM bgtask_tasks WHERE owner = $1`, owner)
+	if err != nil {
+		return bgtask.Snapshot{}, err
+	}
+	snap := bgtask.Snapshot{Tasks: make(map[string]bgtask.TaskMeta, len(rows))}
+	for _, r := range rows {
+		snap.Tasks[r.meta.ID] = r.meta
+	}
+	return snap, nil
+}
+
+// Get implements bgtask.Store.
+func (s *Store) Get(ctx context.Context, id string) (bgtask.TaskMeta, error) {
+	rows, err := s.query(ctx, `SELECT `+taskCols+` FROM bgtask_tasks WHERE id = $1`, id)
+	if err != nil {
+		return bgtask.TaskMeta{}, err
+	}
+	if len(rows) == 0 {
+		return bgtask.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
+	}
+	return rows[0].meta, nil
+}
+
+// List implements bgtask.Store. The rows are read before the first yield,
+// so the loop body may call the Store.
+func (s *Store) List(ctx context.Context, owner string, statuses ...bgtask.TaskStatus) iter.Seq2[bgtask.TaskMeta, error] {
+	return func(yield func(bgtask.TaskMeta, error) bool) {
+		filter := make([]string, len(statuses))
+		for i, st := range statuses {
+			if !st.Valid() {
+				yield(bgtask.TaskMeta{}, fmt.Errorf("%w: %q", bgtask.ErrInvalidStatus, st))
+				return
+			}
+			filter[i] = string(st)
+		}
+		rows, err := s.query(ctx, `SELECT `+taskCols+` FROM bgtask_tasks
+			WHERE owner = $1 AND (cardinality($2::text[]) = 0 OR status = ANY($2))
+			ORDER BY created_at NULLS FIRST, id COLLATE "C"`, owner, filter)
+		yieldRows(rows, err, yield)
+	}
+}
+
+// Children implements bgtask.Store.
+func (s *Store) Children(ctx context.Context, id string) iter.Seq2[bgtask.TaskMeta, error] {
+	return func(yield func(bgtask.TaskMeta, error) bool) {
+		if id == "" {
+			return
+		}
+		rows, err := s.query(ctx, `SELECT `+taskCols+` FROM bgtask_tasks
+			WHERE parent_task_id = $1 ORDER BY created_at NULLS FIRST, id COLLATE "C"`, id)
+		yieldRows(rows, err, yield)
+	}
+}
+
+func yieldRows(rows []row, err error, yield func(bgtask.TaskMeta, error) bool) {
+	if err != nil {
+		yield(bgtask.TaskMeta{}, err)
+		return
+	}
+	for i := range rows {
+		if !yield(rows[i].meta, nil) {
+			return
+		}
+	}
+}
+
+// query reads task rows. Every row is checked: the first that cannot be
+// decoded is the error.
+func (s *Store) query(ctx context.Context, sql string, args ...any) ([]row, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	rs, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	return collect(rs)
+}
+
+func collect(rs pgx.Rows) ([]row, error) {
+	defer rs.Close()
+	var out []row
+	for rs.Next() {
+		r, err := scanRow(rs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,172 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/bgtask/bgtask"
+)
+
+// reapBatch bounds the tasks one reaper transaction interrupts.
+const reapBatch = 500
+
+// liveStatuses are the non-terminal statuses, as stored.
+var liveStatuses = []string{string(bgtask.StatusQueued), string(bgtask.StatusRunning), string(bgtask.StatusAwaitingInput)}
+
+// reaperLoop runs a reaper pass every heartbeat interval, and the age
+// clean-up about once a minute.
+func (s *Store) reaperLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.heartbeat)
+	defer t.Stop()
+	var lastClean time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := s.Reap(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("pgstore: reaper pass failed", "err", err)
+		} else if n > 0 {
+			s.log.Info("pgstore: reaped tasks of gone instances", "tasks", n)
+		}
+		if time.Since(lastClean) >= time.Minute {
+			lastClean = time.Now()
+			if err := s.cleanUp(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("pgstore: clean-up failed", "err", err)
+			}
+		}
+	}
+}
+
+// Reap runs one reaper pass now and returns how many tasks it interrupted.
+// Instances whose heartbeat is older than the grace period (by the
+// database clock) are declared dead; then every non-terminal task of a
+// dead or stopped instance becomes interrupted on a new attempt, and its
+// owner gets one EventInterrupted notice, in the same transaction. Rows
+// another reaper holds are skipped (FOR UPDATE SKIP LOCKED), so two reapers
+// never report one task twice. A started Store calls it every heartbeat
+// interval; calling it directly is safe.
+func (s *Store) Reap(ctx context.Context) (int, error) {
+	if s.isClosed() {
+		return 0, ErrClosed
+	}
+	total := 0
+	for {
+		n, err := s.reapOnce(ctx)
+		total += n
+		if err != nil || n < reapBatch {
+			return total, err
+		}
+	}
+}
+
+func (s *Store) reapOnce(ctx context.Context) (int, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: reap: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	dead, err := tx.Query(ctx, `UPDATE bgtask_instances SET state = 'dead' WHERE id IN (
+			SELECT id FROM bgtask_instances
+			WHERE state = 'alive' AND heartbeat_at < now() - make_interval(secs => $1::bigint / 1e6)
+			FOR UPDATE SKIP LOCKED)
+		RETURNING id, heartbeat_at`, s.cfg.grace.Microseconds())
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: reap: %w", err)
+	}
+	for dead.Next() {
+		var id string
+		var hb time.Time
+		if err := dead.Scan(&id, &hb); err == nil {
+			s.log.Warn("pgstore: runtime instance declared dead", "instance", id, "last_heartbeat", hb)
+		}
+	}
+	if err := dead.Err(); err != nil {
+		return 0, fmt.Errorf("pgstore: reap: %w", err)
+	}
+	rs, err := tx.Query(ctx, `SELECT `+taskCols+` FROM bgtask_tasks
+		WHERE status = ANY($1) AND instance IN (SELECT id FROM bgtask_instances WHERE state <> 'alive')
+		ORDER BY created_at NULLS FIRST, id COLLATE "C" LIMIT $2
+		FOR UPDATE OF bgtask_tasks SKIP LOCKED`, liveStatuses, reapBatch)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: reap: %w", err)
+	}
+	var rows []row
+	for rs.Next() {
+		r, err := scanRow(rs)
+		if err != nil { // not ours to fix: leave it, report it
+			s.log.Error("pgstore: reaper skips a corrupt row", "err", err)
+			continue
+		}
+		rows = append(rows, r)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return 0, fmt.Errorf("pgstore: reap: %w", err)
+	}
+	if len(rows) == 0 {
+		return 0, tx.Commit(ctx)
+	}
+	var now time.Time
+	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return 0, fmt.Errorf("pgstore: reap: %w", err)
+	}
+	now = now.UTC().Truncate(time.Microsecond)
+	var (
+		w       writes
+		owners  []string
+		notices []string
+	)
+	for _, r := range rows {
+		next := r.meta
+		next.Status, next.Attempt, next.FinishedAt = bgtask.StatusInterrupted, r.meta.Attempt+1, now
+		next.Error = fmt.Sprintf("pgstore: interrupted: runtime instance %q is gone (no heartbeat within the grace period, or closed with the task running); the task will not be re-run", r.meta.Instance)
+		snap := bgtask.Snapshot{Tasks: map[string]bgtask.TaskMeta{r.meta.ID: r.meta}}
+		bgtask.ApplyAction(&snap, bgtask.Upsert(next))
+		got := snap.Tasks[r.meta.ID]
+		if got.Status != bgtask.StatusInterrupted {
+			continue // the reducer refused it; cannot happen for a live row
+		}
+		w.put(&got, r.version)
+		ev, err := json.Marshal(bgtask.Event{Kind: bgtask.EventInterrupted, TaskID: got.ID, Error: got.Error})
+		if err != nil {
+			return 0, fmt.Errorf("pgstore: reap: %w", err)
+		}
+		owners, notices = append(owners, got.Owner), append(notices, string(ev))
+	}
+	if err := execWrites(ctx, tx, &w); err != nil {
+		return 0, fmt.Errorf("pgstore: reap: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO bgtask_notices (owner, event)
+		SELECT owner, event::jsonb FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS n(owner, event, ord) ORDER BY ord`,
+		owners, notices); err != nil {
+		return 0, fmt.Errorf("pgstore: reap: notices: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("pgstore: reap: %w", err)
+	}
+	return len(notices), nil
+}
+
+// cleanUp deletes what the age limit lets go: terminal tasks, delivered
+// notices and cancel requests older than it (handled, or addressed to an
+// instance that never handled them), and gone instances
+// that no live task names.
+func (s *Store) cleanUp(ctx context.Context) error {
+	if s.cfg.retainFor <= 0 {
+		return nil
+	}
+	age := s.cfg.retainFor.Microseconds()
+	_, err := s.pool.Exec(ctx, `
+		WITH cut AS (SELECT now() - make_interval(secs => $1::bigint / 1e6) AS t),
+		a AS (DELETE FROM bgtask_tasks WHERE terminal_at < (SELECT t FROM cut)),
+		b AS (DELETE FROM bgtask_notices WHERE delivered_at < (SELECT t FROM cut)),
+		c AS (DELETE FROM bgtask_cancel_requests WHERE coalesce(handled_at, requested_at) < (SELECT t FROM cut))
+		DELETE FROM bgtask_instances i WHERE state <> 'alive' AND heartbeat_at < (SELECT t FROM cut)
+			AND NOT EXISTS (SELECT 1 FROM bgtask_tasks t WHERE t.instance = i.id AND t.status = ANY($2))`,
+		age, liveStatuses)
+	return err
+}

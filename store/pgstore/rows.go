@@ -1,0 +1,211 @@
+package pgstore
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/bgtask/bgtask"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// taskCols are the columns every task query reads, in scanRow's order.
+const taskCols = `id, owner, task_type, name, description, status, error, stack, result,
+	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
+	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, version`
+
+// row is a task row as stored: a record and its version.
+type row struct {
+	meta    bgtask.TaskMeta
+	version int64
+}
+
+// scanRow reads one row of taskCols and checks it, so a row no code could
+// handle is an error that names the task rather than a record in a state
+// nothing handles.
+func scanRow(rows pgx.Rows) (row, error) {
+	var (
+		r                         row
+		m                         = &r.meta
+		status, wake              string
+		result, inID, inPrompt    pgtype.Text
+		created, started, finshed pgtype.Timestamptz
+	)
+	if err := rows.Scan(&m.ID, &m.Owner, &m.Type, &m.Name, &m.Description, &status, &m.Error, &m.Stack, &result,
+		&created, &started, &finshed, &m.Parent.TaskID, &m.Parent.RunID, &m.Parent.CallID,
+		&m.Parent.AgentID, &m.Detached, &m.Instance, &m.Attempt, &wake, &inID, &inPrompt, &r.version); err != nil {
+		if m.ID != "" {
+			return r, fmt.Errorf("%w: task %s: %v", bgtask.ErrCorrupt, m.ID, err)
+		}
+		return r, fmt.Errorf("pgstore: read task row: %w", err)
+	}
+	m.Status, m.Wake = bgtask.TaskStatus(status), bgtask.WakePolicy(wake)
+	m.CreatedAt, m.StartedAt, m.FinishedAt = fromTS(created), fromTS(started), fromTS(finshed)
+	if result.Valid {
+		m.Result = json.RawMessage(result.String)
+	}
+	if inID.Valid {
+		m.Input = &bgtask.InputRequest{ID: inID.String, Prompt: inPrompt.String}
+	}
+	return r, checkMeta(m)
+}
+
+// checkMeta reports why a record cannot be stored or was stored corrupt,
+// naming the task, as an error matching bgtask.ErrCorrupt.
+func checkMeta(m *bgtask.TaskMeta) error {
+	switch {
+	case m.ID == "":
+		return fmt.Errorf("%w: task without id", bgtask.ErrCorrupt)
+	case m.Owner == "":
+		return fmt.Errorf("%w: task %s: empty owner", bgtask.ErrCorrupt, m.ID)
+	case !m.Status.Valid():
+		return fmt.Errorf("%w: task %s: unknown status %q", bgtask.ErrCorrupt, m.ID, m.Status)
+	case m.Attempt < 0:
+		return fmt.Errorf("%w: task %s: negative attempt %d", bgtask.ErrCorrupt, m.ID, m.Attempt)
+	case !m.Wake.Valid():
+		return fmt.Errorf("%w: task %s: unknown wake policy %q", bgtask.ErrCorrupt, m.ID, m.Wake)
+	case m.Result != nil && !json.Valid(m.Result):
+		return fmt.Errorf("%w: task %s: result is not valid JSON", bgtask.ErrCorrupt, m.ID)
+	}
+	return nil
+}
+
+func fromTS(t pgtype.Timestamptz) time.Time {
+	if !t.Valid {
+		return time.Time{}
+	}
+	return t.Time.UTC()
+}
+
+func toTS(t time.Time) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()}
+}
+
+// sameMeta reports whether two records hold the same values, so an update
+// that changes nothing writes nothing.
+func sameMeta(a, b *bgtask.TaskMeta) bool {
+	return a.Description == b.Description && a.Status == b.Status && a.Error == b.Error && a.Stack == b.Stack &&
+		bytes.Equal(a.Result, b.Result) && (a.Result == nil) == (b.Result == nil) &&
+		a.Instance == b.Instance && a.Attempt == b.Attempt &&
+		a.CreatedAt.Equal(b.CreatedAt) && a.StartedAt.Equal(b.StartedAt) && a.FinishedAt.Equal(b.FinishedAt) &&
+		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input)
+}
+
+// cols holds records column by column, the arguments of an unnest.
+type cols struct {
+	id, owner, typ, name, desc, status, errText, stack []string
+	result                                             []pgtype.Text
+	created, started, finished                         []pgtype.Timestamptz
+	pTask, pRun, pCall, pAgent                         []string
+	detached                                           []bool
+	instance                                           []string
+	attempt                                            []int64
+	wake                                               []string
+	inID, inPrompt                                     []pgtype.Text
+	version                                            []int64
+}
+
+func (c *cols) add(m *bgtask.TaskMeta, version int64) {
+	c.id = append(c.id, m.ID)
+	c.owner = append(c.owner, m.Owner)
+	c.typ = append(c.typ, m.Type)
+	c.name = append(c.name, m.Name)
+	c.desc = append(c.desc, m.Description)
+	c.status = append(c.status, string(m.Status))
+	c.errText = append(c.errText, m.Error)
+	c.stack = append(c.stack, m.Stack)
+	c.result = append(c.result, pgtype.Text{String: string(m.Result), Valid: m.Result != nil})
+	c.created = append(c.created, toTS(m.CreatedAt))
+	c.started = append(c.started, toTS(m.StartedAt))
+	c.finished = append(c.finished, toTS(m.FinishedAt))
+	c.pTask = append(c.pTask, m.Parent.TaskID)
+	c.pRun = append(c.pRun, m.Parent.RunID)
+	c.pCall = append(c.pCall, m.Parent.CallID)
+	c.pAgent = append(c.pAgent, m.Parent.AgentID)
+	c.detached = append(c.detached, m.Detached)
+	c.instance = append(c.instance, m.Instance)
+	c.attempt = append(c.attempt, m.Attempt)
+	c.wake = append(c.wake, string(m.Wake))
+	if m.Input != nil {
+		c.inID = append(c.inID, pgtype.Text{String: m.Input.ID, Valid: true})
+		c.inPrompt = append(c.inPrompt, pgtype.Text{String: m.Input.Prompt, Valid: true})
+	} else {
+		c.inID = append(c.inID, pgtype.Text{})
+		c.inPrompt = append(c.inPrompt, pgtype.Text{})
+	}
+	c.version = append(c.version, version)
+}
+
+func (c *cols) args() []any {
+	return []any{c.id, c.owner, c.typ, c.name, c.desc, c.status, c.errText, c.stack, c.result,
+		c.created, c.started, c.finished, c.pTask, c.pRun, c.pCall, c.pAgent, c.detached, c.instance,
+		c.attempt, c.wake, c.inID, c.inPrompt, c.version}
+}
+
+// writes are the rows a commit writes: inserts, updates compared-and-set
+// on the version that was read, and deletes likewise.
+type writes struct {
+	ins, upd   cols
+	delID      []string
+	delVersion []int64
+}
+
+func (w *writes) empty() bool { return len(w.ins.id) == 0 && len(w.upd.id) == 0 && len(w.delID) == 0 }
+
+// put adds m, an insert when version is 0, else an update of that version.
+func (w *writes) put(m *bgtask.TaskMeta, version int64) {
+	if version == 0 {
+		w.ins.add(m, 0)
+	} else {
+		w.upd.add(m, version)
+	}
+}
+
+func (w *writes) del(id string, version int64) {
+	w.delID = append(w.delID, id)
+	w.delVersion = append(w.delVersion, version)
+}
+
+// unnestSQL turns the arguments of cols.args into rows named like the
+// table's columns.
+const unnestSQL = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+		$8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::text[],
+		$14::text[], $15::text[], $16::text[], $17::boolean[], $18::text[], $19::bigint[], $20::text[],
+		$21::text[], $22::text[], $23::bigint[])
+	AS x(id, owner, task_type, name, description, status, error, stack, result, created_at, started_at,
+		finished_at, parent_task_id, parent_run_id, parent_call_id, parent_agent_id, detached, instance,
+		attempt, wake, input_id, input_prompt, version)`
+
+// terminalSQL is true for a row of x whose status is terminal.
+const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupted')`
+
+// insertSQL inserts new rows; an id taken meanwhile is not inserted (the
+// caller sees the count and starts over). terminal_at, the clock of
+// retention, is stamped by the database when a row first turns terminal.
+const insertSQL = `INSERT INTO bgtask_tasks (id, owner, task_type, name, description, status, error, stack, result,
+		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
+		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, terminal_at)
+	SELECT id, owner, task_type, name, description, status, error, stack, result,
+		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
+		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt,
+		CASE WHEN ` + terminalSQL + ` THEN clock_timestamp() END
+	FROM ` + unnestSQL + `
+	ON CONFLICT (id) DO NOTHING`
+
+// updateSQL writes the fields the reducer may change, each row only if it
+// still has the version that was read (a compare-and-set), and bumps it.
+// Identity fields are never written after the insert.
+const updateSQL = `UPDATE bgtask_tasks t SET description = x.description, status = x.status, error = x.error,
+		stack = x.stack, result = x.result, created_at = x.created_at, started_at = x.started_at,
+		finished_at = x.finished_at, instance = x.instance, attempt = x.attempt,
+		input_id = x.input_id, input_prompt = x.input_prompt,
+		terminal_at = CASE WHEN t.terminal_at IS NULL AND ` + terminalSQL + ` THEN clock_timestamp() ELSE t.terminal_at END,
+		version = t.version + 1
+	FROM ` + unnestSQL + `
+	WHERE t.id = x.id AND t.version = x.version`
+
+// deleteSQL deletes rows compared-and-set on their version.
+const deleteSQL = `DELETE FROM bgtask_tasks t USING unnest($1::text[], $2::bigint[]) AS y(id, version)
+	WHERE t.id = y.id AND t.version = y.version`

@@ -1,0 +1,117 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/bgtask/bgtask"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrClosed is returned by calls on a Store after Close.
+var ErrClosed = errors.New("pgstore: store closed")
+
+// ErrInstanceLost is returned by Commit once the instance this Store was
+// started for lost its registration: it could not heartbeat within the
+// grace period, or another instance declared it dead and reaped its tasks.
+// It matches bgtask.ErrInstanceLost. The Store stays lost; start a new
+// instance (a new Manager and Store) to go on.
+var ErrInstanceLost = fmt.Errorf("pgstore: %w", bgtask.ErrInstanceLost)
+
+// Store is a bgtask.SharedStore kept in PostgreSQL: a row per task, shared
+// by every runtime instance (process) that opens the same database. Each
+// Commit is one transaction in which bgtask.ApplyAction runs on the rows it
+// locks, and every write is a compare-and-set on the row's version.
+//
+// Without Start, a Store is a plain durable Store. Start registers a
+// Manager's runtime instance and runs its heartbeat, the reaper and the
+// cancel listener until Close.
+//
+// Create it with Open; the zero value is not usable. A Store is safe for
+// concurrent use. Methods return ctx's error when ctx ends first; the
+// transaction in flight is then rolled back.
+type Store struct {
+	pool *pgxpool.Pool
+	cfg  config
+	log  *slog.Logger
+
+	lost atomic.Bool // the started instance lost its registration: refuse writes
+
+	mu       sync.Mutex // guards the fields below
+	closed   bool
+	started  bool
+	instance string
+	stop     context.CancelFunc
+	wg       sync.WaitGroup // the background goroutines of Start
+}
+
+// Open connects to the database named by dsn (a PostgreSQL URL or
+// key=value string, as pgxpool.ParseConfig reads it, pool settings such as
+// pool_max_conns included), applies the schema migrations the database
+// lacks, and returns a Store. A database migrated by a newer version of
+// this package is left untouched and Open returns an error matching
+// ErrSchemaTooNew.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	cfg := defaults()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Store{pool: pool, cfg: cfg, log: cfg.logger}, nil
+}
+
+// Close stops what Start started, marks the instance stopped (so any
+// reaper interrupts the tasks it still has as running), and closes the
+// connections. Shut the Manager down first: Close does not wait for its
+// tasks. Close is idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	stop, instance := s.stop, s.instance
+	s.mu.Unlock()
+	var err error
+	if stop != nil {
+		stop()
+		s.wg.Wait()
+		if !s.lost.Load() {
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.grace)
+			_, err = s.pool.Exec(ctx, `UPDATE bgtask_instances SET state = 'stopped' WHERE id = $1 AND state = 'alive'`, instance)
+			cancel()
+			if err != nil {
+				err = fmt.Errorf("pgstore: close: mark instance %q stopped: %w", instance, err)
+			}
+		}
+	}
+	s.pool.Close()
+	return err
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+var _ bgtask.SharedStore = (*Store)(nil)
