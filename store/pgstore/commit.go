@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/bgtask/bgtask"
@@ -32,13 +31,8 @@ func (s *Store) Commit(ctx context.Context, owner string, actions ...bgtask.Acti
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if strings.TrimSpace(owner) == "" {
-		return bgtask.ErrInvalidOwner
-	}
-	for i := range actions {
-		if err := checkAction(&actions[i], owner); err != nil {
-			return err
-		}
+	if err := bgtask.ValidateCommit(owner, actions...); err != nil {
+		return err
 	}
 	if s.isClosed() {
 		return ErrClosed
@@ -52,26 +46,6 @@ func (s *Store) Commit(ctx context.Context, owner string, actions ...bgtask.Acti
 			return err
 		}
 	}
-}
-
-// checkAction reports why a Store must refuse a, as bgtask.ErrInvalidAction.
-func checkAction(a *bgtask.Action, owner string) error {
-	switch {
-	case a.Op == bgtask.OpUpsert && len(a.Tasks) != 1:
-		return fmt.Errorf("%w: upsert carries %d tasks, want 1", bgtask.ErrInvalidAction, len(a.Tasks))
-	case a.Op != bgtask.OpUpsert && a.Op != bgtask.OpReplaceAll && a.Op != bgtask.OpRemove:
-		return fmt.Errorf("%w: unknown op %q", bgtask.ErrInvalidAction, a.Op)
-	}
-	for i := range a.Tasks {
-		t := &a.Tasks[i]
-		if err := checkMeta(t); err != nil {
-			return fmt.Errorf("%w: %w", bgtask.ErrInvalidAction, err)
-		}
-		if t.Owner != owner {
-			return fmt.Errorf("%w: task %s belongs to owner %q, not %q", bgtask.ErrInvalidAction, t.ID, t.Owner, owner)
-		}
-	}
-	return nil
 }
 
 func (s *Store) commitOnce(ctx context.Context, owner string, actions []bgtask.Action) error {
