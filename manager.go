@@ -52,9 +52,9 @@ type Manager struct {
 type ownerState struct {
 	live      int // tasks not yet retired: their terminal event may still be on its way
 	reporting int // those of them whose terminal event reaches the inbox (not silent)
-	running int
-	head    *Task // intrusive list of live tasks
-	names   map[string]*Task
+	running   int
+	head      *Task // intrusive list of live tasks
+	names     map[string]*Task
 }
 
 type runState struct {
