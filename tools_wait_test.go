@@ -55,13 +55,13 @@ func TestWaitTaskReturnsWhenSettled(t *testing.T) {
 		o := m.Owner("thread-1")
 		release := make(chan struct{})
 		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
-			time.Sleep(2 * time.Second)
+			<-time.After(2 * time.Second) // the bubble's fake time
 			msg, err := tk.RequestInput(ctx, "which region?")
 			if err != nil {
 				return nil, err
 			}
 			<-release
-			time.Sleep(3 * time.Second)
+			<-time.After(3 * time.Second) // the bubble's fake time
 			return msg.Content, nil
 		})
 		if err != nil {
@@ -100,20 +100,20 @@ func TestWaitTaskAnsweredUnseen(t *testing.T) {
 		m := mtNew(t)
 		o := m.Owner("thread-1")
 		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
-			time.Sleep(time.Second)
+			<-time.After(time.Second) // the bubble's fake time
 			rctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
 			if _, err := tk.RequestInput(rctx, "anyone?"); !errors.Is(err, context.DeadlineExceeded) {
 				return nil, err
 			}
-			time.Sleep(10 * time.Second)
+			<-time.After(10 * time.Second) // the bubble's fake time
 			return "alone", nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		// The request is open from 1 s to 2 s; the wait starts after that.
-		time.Sleep(2500 * time.Millisecond)
+		<-time.After(2500 * time.Millisecond) // the bubble's fake time
 		if got := mtGet(t, o, id); got.Status != StatusRunning {
 			t.Fatalf("status %s", got.Status)
 		}

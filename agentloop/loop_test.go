@@ -196,7 +196,11 @@ func TestSubAgentWaitsForItsTasks(t *testing.T) {
 			}
 			slow := agentloop.Tool{Name: "spawn_slow", Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
 				id, err := tk.Agent().Spawn(ctx, func(ctx context.Context, _ *bgtask.Task) (any, error) {
-					time.Sleep(100 * time.Millisecond) // fake time in the bubble
+					select { // 100 ms of the bubble's fake time
+					case <-time.After(100 * time.Millisecond):
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
 					return map[string]string{"data": "task finished"}, nil
 				})
 				return agentloop.Text(id), err
@@ -248,8 +252,7 @@ func TestSuspendedRunBuffersEvents(t *testing.T) {
 			}
 			done <- res
 		}()
-		time.Sleep(80 * time.Millisecond)
-		synctest.Wait()
+		synctest.Wait() // the quick task has completed; the run waits for the decision
 		if n := len(model.Requests()); n != 1 {
 			t.Fatalf("model called %d times while suspended, want 1", n)
 		}
