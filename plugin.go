@@ -157,17 +157,17 @@ func (p *Plugin) Deliver(ctx context.Context) ([]PromptMessage, error) {
 	if !p.running {
 		return nil, ErrNoRun
 	}
+	var notices []Event
+	if p.shared != nil {
+		var err error
+		if notices, err = p.shared.TakeNotices(ctx, p.owner.id); err != nil {
+			return nil, fmt.Errorf("bgtask: plugin: notices: %w", err) // nothing claimed: all stays for the next call
+		}
+	}
 	p.mu.Lock()
-	evs := p.late
+	evs := append(p.late, notices...)
 	p.late = nil
 	p.mu.Unlock()
-	if p.shared != nil {
-		notices, err := p.shared.TakeNotices(ctx, p.owner.id)
-		if err != nil {
-			return nil, fmt.Errorf("bgtask: plugin: notices: %w", err)
-		}
-		evs = append(evs, notices...)
-	}
 	for _, ib := range p.older {
 		evs = ib.AppendDrain(evs)
 	}

@@ -12,10 +12,11 @@ import (
 // requests and hands out notices once.
 type fakeShared struct {
 	*MemoryStore
-	mu       sync.Mutex
-	requests []string
-	notices  map[string][]Event
-	fail     error
+	mu        sync.Mutex
+	requests  []string
+	notices   map[string][]Event
+	fail      error
+	noticeErr error
 }
 
 func (f *fakeShared) RequestCancel(ctx context.Context, id string, tree bool) error {
@@ -35,6 +36,9 @@ func (f *fakeShared) RequestCancel(ctx context.Context, id string, tree bool) er
 func (f *fakeShared) TakeNotices(ctx context.Context, owner string) ([]Event, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.noticeErr != nil {
+		return nil, f.noticeErr
+	}
 	evs := f.notices[owner]
 	delete(f.notices, owner)
 	return evs, nil
@@ -113,5 +117,23 @@ func TestPluginDeliversSharedStoreNotices(t *testing.T) {
 	}
 	if msgs, _ := pr.p.Deliver(t.Context()); len(msgs) != 0 {
 		t.Fatalf("notice delivered twice: %+v", msgs)
+	}
+}
+
+// A store that cannot give its notices makes Deliver fail without losing
+// what else was waiting: the next call delivers it.
+func TestPluginNoticeFailureKeepsEvents(t *testing.T) {
+	f := &fakeShared{MemoryStore: NewMemoryStore(), noticeErr: errors.New("db down")}
+	pr := newPluginRun(t, WithStore(f))
+	pr.p.keepLate(Event{Kind: EventCancelled, TaskID: "task_0190d5f4c5a87000a000000000000003"})
+	if _, err := pr.p.Deliver(t.Context()); err == nil || err.Error() != "bgtask: plugin: notices: db down" {
+		t.Fatalf("Deliver with the store down: %v", err)
+	}
+	f.mu.Lock()
+	f.noticeErr = nil
+	f.mu.Unlock()
+	msgs, err := pr.p.Deliver(t.Context())
+	if err != nil || len(msgs) != 1 || msgs[0].Event.Kind != EventCancelled {
+		t.Fatalf("Deliver after the store came back: %v, %v; want the kept event", messageKinds(msgs), err)
 	}
 }
