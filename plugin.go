@@ -40,6 +40,7 @@ type Plugin struct {
 	view      []TaskMeta
 	running   bool
 	shared    SharedStore
+	drained   map[string]struct{} // tasks whose terminal event Deliver handed out, until they retire
 
 	mu   sync.Mutex // guards late
 	late []Event    // events that reached a closed inbox of this owner
@@ -96,7 +97,7 @@ func NewPlugin(m *Manager, owner string, opts ...PluginOption) (*Plugin, error) 
 	case !validOwner(owner):
 		return nil, ErrInvalidOwner
 	}
-	p := &Plugin{m: m, owner: m.Owner(owner), viewStale: true}
+	p := &Plugin{m: m, owner: m.Owner(owner), viewStale: true, drained: make(map[string]struct{})}
 	for _, o := range opts {
 		o(p)
 	}
@@ -178,6 +179,9 @@ func (p *Plugin) Deliver(ctx context.Context) ([]PromptMessage, error) {
 	p.viewStale = true
 	msgs := make([]PromptMessage, 0, len(evs))
 	for i := range evs {
+		if evs[i].Kind.IsTerminal() {
+			p.drained[evs[i].TaskID] = struct{}{}
+		}
 		msgs = append(msgs, renderEvent(&evs[i]))
 	}
 	return msgs, nil
@@ -215,7 +219,7 @@ func (p *Plugin) AfterToolCall(ctx context.Context, call ToolCall) error {
 
 // StepEnd reports whether work is pending: whether a task of the owner that
 // this Manager runs will still report its end to the inbox (it is not
-// silent, and its terminal event has not been delivered yet, even if its
+// silent, and Deliver has not handed out its terminal event yet, even if its
 // record is already terminal). At a natural end with work pending, a
 // top-level run ends waiting (reason "awaiting_tasks") and a sub-agent waits
 // with WaitEvent. Tasks of other instances of a SharedStore report through
@@ -224,7 +228,7 @@ func (p *Plugin) StepEnd(ctx context.Context) (pending bool, err error) {
 	if !p.running {
 		return false, ErrNoRun
 	}
-	return p.m.reporting(p.owner.id), nil
+	return p.m.reporting(p.owner.id, p.drained), nil
 }
 
 // WaitEvent blocks until Deliver has something, or ctx ends (it returns

@@ -167,6 +167,12 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 	meta := t.rec
 	os := m.owners[meta.Owner]
 	os.head = unlink(os.head, t, ownerLinks)
+	if meta.Wake != WakeSilent {
+		if os.ending == nil {
+			os.ending = make(map[string]struct{})
+		}
+		os.ending[meta.ID] = struct{}{}
+	}
 	if meta.Name != "" && os.names[meta.Name] == t {
 		delete(os.names, meta.Name)
 	}
@@ -199,6 +205,7 @@ func (m *Manager) retire(t *Task) {
 	os := m.owners[owner]
 	if t.rec.Wake != WakeSilent {
 		os.reporting--
+		delete(os.ending, t.rec.ID)
 	}
 	if os.live--; os.live == 0 {
 		delete(m.owners, owner)
@@ -213,14 +220,32 @@ func (m *Manager) retire(t *Task) {
 	m.checkIdle()
 }
 
-// reporting reports whether the owner has a task whose terminal event has
-// not reached its inbox yet and will (not silent): running, queued, or
-// ended a moment ago with its event on the way.
-func (m *Manager) reporting(owner string) bool {
+// reporting reports whether a task of owner will still put its terminal
+// event in the inbox for the caller to drain: it is not silent, and either
+// it is live (its event comes after it unregisters) or it is ending and its
+// event is not among those the caller has drained (seen, by task id). The
+// ids in seen of tasks that have retired are forgotten, so seen stays small.
+func (m *Manager) reporting(owner string, seen map[string]struct{}) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	os := m.owners[owner]
-	return os != nil && os.reporting > 0
+	for id := range seen {
+		if _, ok := os.endingOrNil()[id]; !ok {
+			delete(seen, id)
+		}
+	}
+	if os == nil {
+		return false
+	}
+	if os.reporting > len(os.ending) {
+		return true // a live task's event is yet to come
+	}
+	for id := range os.ending {
+		if _, drained := seen[id]; !drained {
+			return true
+		}
+	}
+	return false
 }
 
 // pruneNode drops finished nodes without children, walking up the lineage.
