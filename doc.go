@@ -16,7 +16,7 @@
 //	id, err := agent.Spawn(ctx, func(ctx context.Context, t *bgtask.Task) (any, error) {
 //		t.Emit("progress", map[string]int{"percent": 50})
 //		return "done", nil
-//	}, bgtask.WithName("research"))
+//	}, bgtask.WithName("research"), bgtask.WithWake(bgtask.WakeOnActivity))
 //
 // What the function returns decides the terminal status (completed, failed,
 // cancelled); a panic becomes failed with the stack. A sub-agent, started
@@ -40,13 +40,32 @@
 // run is never lost. A task's custom events arrive before its terminal
 // event, and the terminal record is committed before that event is sent.
 //
+// What reaches the inbox is the task's [WakePolicy]: the terminal event by
+// default, also custom events and input requests ([Task.RequestInput]) with
+// [WakeOnActivity], nothing with [WakeSilent]. Messages to the owner always
+// arrive.
+//
+// # Agent loops
+//
+// A [Plugin] connects one owner's tasks to an agent loop's phases (D7):
+// [Plugin.RunStart] restores what a gone process left running,
+// [Plugin.BeforeInference] turns events into prompt messages and adds the
+// view of the running tasks, [Plugin.StepEnd] says whether work is pending,
+// and [Plugin.RunEnd] keeps what arrives after the run for the next one
+// ([OnWake]). [Owner.Tools] are the model-facing tools (list_tasks,
+// get_task, cancel_task, send_message, wait_task). Package agentloop is a
+// small reference loop built on both.
+//
 // # Metadata
 //
 // Only metadata ([TaskMeta]) is persisted, through one reducer
 // ([ApplyAction], under the state key [TaskState]) that every [Store]
 // applies: terminal is final, stamps are written once, writes fenced on an
 // older attempt are dropped. The default store is in memory
-// ([NewMemoryStore]) with bounded retention. After a restart,
+// ([NewMemoryStore]) with bounded retention; the nested modules
+// store/sqlitestore and store/pgstore keep it in SQLite or, shared by
+// several processes ([SharedStore]), in PostgreSQL, and package storetest is
+// the conformance suite they pass. After a restart,
 // [Manager.Restore] turns what a gone process left running into interrupted
 // records and tells their owners; closures are never re-run.
 //
