@@ -264,7 +264,9 @@ func TestPluginSubAgentInboxDirectMessage(t *testing.T) {
 // left running.
 func TestPluginCancelledRunRacesNestedSpawns(t *testing.T) {
 	for range 20 {
-		pr := newPluginRun(t)
+		// The spawning loop may make thousands of children before the cancel
+		// lands: keep every record, so each can be checked.
+		pr := newPluginRun(t, WithStore(NewMemoryStore(RetainPerOwner(1<<20))))
 		var (
 			mu       sync.Mutex
 			children []string
