@@ -11,7 +11,9 @@ import (
 // interrupted, fenced on a new attempt so that a late write from the old
 // runner changes nothing, and the owner gets an EventInterrupted for each,
 // in creation order. Closures are never re-run. It returns the records it
-// interrupted.
+// interrupted. The tasks that an interrupted task owned (a sub-agent's) are
+// restored the same way, after it, and reported to owner: the sub-agent
+// will never hear of them.
 //
 // An agent loop calls it at run start. With a SharedStore, only records of
 // this Manager's own instance are considered: interrupting what another live
@@ -29,6 +31,26 @@ func (m *Manager) Restore(ctx context.Context, owner string) ([]TaskMeta, error)
 	}
 	m.restoreMu.Lock() // two Restores must not both report one record
 	defer m.restoreMu.Unlock()
+	var done []TaskMeta
+	// An interrupted task will never tell the tasks it owned as an agent
+	// (a sub-agent's) to anyone: restore them too, reporting to owner
+	// (decision 5 forwards a gone sub-agent's events to its owner the same way).
+	for queue := []string{owner}; len(queue) > 0; queue = queue[1:] {
+		got, err := m.restoreOwner(ctx, queue[0], owner)
+		done = append(done, got...)
+		if err != nil {
+			return done, err
+		}
+		for _, meta := range got {
+			queue = append(queue, meta.ID) // the tasks it owned, if it was an agent
+		}
+	}
+	return done, nil
+}
+
+// restoreOwner interrupts the stale records of one owner and reports each to
+// report, in creation order.
+func (m *Manager) restoreOwner(ctx context.Context, owner, report string) ([]TaskMeta, error) {
 	snap, err := m.store.Load(ctx, owner)
 	if err != nil {
 		return nil, err
@@ -69,7 +91,9 @@ func (m *Manager) Restore(ctx context.Context, owner string) ([]TaskMeta, error)
 		}
 		m.notify(from, &got)
 		m.counters.interrupted.Add(1)
-		m.deliverTerminal(&got)
+		if got.Wake != WakeSilent {
+			_ = m.deliver(report, terminalEvent(&got))
+		}
 		done = append(done, got)
 	}
 	return done, nil

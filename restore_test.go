@@ -129,3 +129,45 @@ func TestRestoreErrors(t *testing.T) {
 		t.Fatalf("events %+v, want one interrupted", evs)
 	}
 }
+
+// The tasks an interrupted task owned (a sub-agent's, and theirs) are
+// interrupted too, after it, and reported to the top owner: their own
+// owners will never hear of them, and no inbox is made for those.
+func TestRestoreFollowsInterruptedSubAgents(t *testing.T) {
+	store := NewMemoryStore()
+	at := now()
+	records := []TaskMeta{
+		{ID: "task_1_agent", Owner: "thread-1", Type: TypeSubAgent, Status: StatusRunning, CreatedAt: at.Add(-3 * time.Second), Instance: "gone", Attempt: 1},
+		{ID: "task_2_fetch", Owner: "task_1_agent", Type: TypeTask, Status: StatusRunning, CreatedAt: at.Add(-2 * time.Second), Parent: Parent{TaskID: "task_1_agent"}, Instance: "gone", Attempt: 1},
+		{ID: "task_3_grand", Owner: "task_2_fetch", Type: TypeTask, Status: StatusRunning, CreatedAt: at.Add(-time.Second), Instance: "gone", Attempt: 1},
+	}
+	for _, r := range records {
+		if err := store.Commit(t.Context(), r.Owner, Upsert(r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := mtNew(t, WithStore(store))
+	done, err := m.Restore(t.Context(), "thread-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, d := range done {
+		ids = append(ids, d.ID)
+	}
+	if want := []string{"task_1_agent", "task_2_fetch", "task_3_grand"}; !slices.Equal(ids, want) {
+		t.Fatalf("Restore interrupted %v, want %v", ids, want)
+	}
+	evs := mtDrain(t, m.Owner("thread-1"))
+	if ks := mtKinds(evs); len(evs) != 3 || evs[0].TaskID != "task_1_agent" || evs[1].TaskID != "task_2_fetch" || evs[2].TaskID != "task_3_grand" ||
+		!slices.Equal(ks, []EventKind{EventInterrupted, EventInterrupted, EventInterrupted}) {
+		t.Fatalf("owner got %v, want the sub-agent's, then its task's, then that one's interrupted event", evs)
+	}
+	m.inboxMu.RLock()
+	_, made1 := m.inboxes["task_1_agent"]
+	_, made2 := m.inboxes["task_2_fetch"]
+	m.inboxMu.RUnlock()
+	if made1 || made2 {
+		t.Fatal("Restore made an inbox for a gone owner")
+	}
+}
