@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -419,6 +420,62 @@ func TestParentMessagesTwoSubAgents(t *testing.T) {
 		want := []string{`"result":"alpha got: task for alpha"}</background-task-event>`, `"result":"beta got: task for beta"}</background-task-event>`}
 		if len(got) != 2 || !(got[0] == want[0] && got[1] == want[1] || got[0] == want[1] && got[1] == want[0]) {
 			t.Fatalf("parent got %q, want one completion from each sub-agent echoing its own message", got)
+		}
+	})
+}
+
+type failingModel struct{}
+
+func (failingModel) Next(context.Context, agentloop.Request) (agentloop.Response, error) {
+	return agentloop.Response{}, errors.New("rate limited")
+}
+
+// The loop's own edges: bad configs, an unknown tool, a failing model, the
+// step bound.
+func TestRunEdges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		loopForever := func(agentloop.Request) agentloop.Response {
+			return agentloop.Response{Calls: []agentloop.ToolCall{{ID: "c", Name: "nope", Args: json.RawMessage(`{}`)}}}
+		}
+		for _, tc := range []struct {
+			name       string
+			cfg        agentloop.Config
+			wantErr    string
+			wantReason string
+			check      func(agentloop.Result) string
+		}{
+			{name: "no model", cfg: agentloop.Config{}, wantErr: "agentloop: no model"},
+			{name: "hooks without run", cfg: agentloop.Config{Model: agentloop.NewScriptedModel(), Hooks: e.p}, wantErr: "agentloop: a run with hooks needs a RunID"},
+			{name: "model fails", cfg: agentloop.Config{Model: failingModel{}}, wantErr: "agentloop: model: rate limited"},
+			{
+				name:       "unknown tool, then the step bound",
+				cfg:        agentloop.Config{Model: agentloop.NewScriptedModel(loopForever, loopForever, loopForever), MaxSteps: 3},
+				wantReason: agentloop.ReasonMaxSteps,
+				check: func(res agentloop.Result) string {
+					if res.Steps != 3 {
+						return fmt.Sprintf("steps %d, want 3", res.Steps)
+					}
+					if last := res.Conversation[len(res.Conversation)-1]; last.Role != "tool" || last.Content != `error: unknown tool "nope"` {
+						return fmt.Sprintf("last message %+v, want the unknown-tool error", last)
+					}
+					return ""
+				},
+			},
+		} {
+			res, err := agentloop.Run(t.Context(), tc.cfg, nil)
+			switch {
+			case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr):
+				t.Errorf("%s: error %v, want %q", tc.name, err, tc.wantErr)
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("%s: %v", tc.name, err)
+			case tc.wantReason != "" && res.Reason != tc.wantReason:
+				t.Errorf("%s: reason %q, want %q", tc.name, res.Reason, tc.wantReason)
+			case tc.check != nil:
+				if msg := tc.check(res); msg != "" {
+					t.Errorf("%s: %s", tc.name, msg)
+				}
+			}
 		}
 	})
 }
