@@ -67,3 +67,19 @@ var attrEscaper = strings.NewReplacer(`&`, "&amp;", `<`, "&lt;", `>`, "&gt;", `"
 // xmlAttr escapes s for a double-quoted XML attribute, so a task's name or
 // description cannot break out of the view.
 func xmlAttr(s string) string { return attrEscaper.Replace(s) }
+
+// ParseEventMessage reads back the event of a message the Plugin rendered
+// (<background-task-event …>{json}</background-task-event>), for a host or
+// a model stand-in that needs the structured event again. ok is false for
+// any other text.
+func ParseEventMessage(content string) (ev Event, ok bool) {
+	const open, end = `<background-task-event `, `</background-task-event>`
+	if !strings.HasPrefix(content, open) || !strings.HasSuffix(content, end) {
+		return Event{}, false
+	}
+	_, body, found := strings.Cut(content[:len(content)-len(end)], `">`)
+	if !found || json.Unmarshal([]byte(body), &ev) != nil {
+		return Event{}, false
+	}
+	return ev, true
+}

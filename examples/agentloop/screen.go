@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -163,11 +162,5 @@ func parseEvent(msg agentloop.Message) (bgtask.Event, bool) {
 	if !msg.Internal {
 		return bgtask.Event{}, false
 	}
-	_, rest, ok := strings.Cut(msg.Content, `">`)
-	body, _, ok2 := strings.Cut(rest, "</background-task-event>")
-	var ev bgtask.Event
-	if !ok || !ok2 || json.Unmarshal([]byte(body), &ev) != nil {
-		return bgtask.Event{}, false
-	}
-	return ev, true
+	return bgtask.ParseEventMessage(msg.Content)
 }
