@@ -50,7 +50,7 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 	switch {
 	case t.ended:
 		return ErrTaskEnded
-	case t.input != nil:
+	case t.openInputWait() != nil:
 		return ErrInputPending
 	}
 	var u TaskMeta
@@ -60,10 +60,11 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 	if err := m.commitUpdate(t, &u); err != nil {
 		return fmt.Errorf("bgtask: request input: %w", err)
 	}
-	t.input = w
-	if t.inputSig != nil { // wake the waiters of waitSettled
-		close(t.inputSig)
-		t.inputSig = nil
+	r := t.rareState()
+	r.input = w
+	if r.inputSig != nil { // wake the waiters of waitSettled
+		close(r.inputSig)
+		r.inputSig = nil
 	}
 	m.notify(from, &u)
 	if u.Wake.delivers(EventInputRequested, "") {
@@ -78,8 +79,8 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 func (m *Manager) closeInput(t *Task, w *inputWait) error {
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
-	if t.input == w {
-		t.input = nil
+	if r := t.rare.Load(); r != nil && r.input == w {
+		r.input = nil
 	}
 	if t.ended {
 		return nil
@@ -103,11 +104,11 @@ func (m *Manager) closeInput(t *Task, w *inputWait) error {
 func (t *Task) answer(msg Message) (string, error) {
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
-	w := t.input
+	w := t.openInputWait()
 	if w == nil || w.req.ID != msg.InReplyTo {
 		return "", fmt.Errorf("%w: task %s, request %q", ErrNoInputRequest, t.rec.ID, msg.InReplyTo)
 	}
-	t.input = nil
+	t.rare.Load().input = nil // w != nil: the state exists
 	w.answer <- msg
 	return t.m.msgs.add(t.rec.ID, MessageIn, msg), nil
 }

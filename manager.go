@@ -50,20 +50,13 @@ type Manager struct {
 }
 
 type ownerState struct {
-	live      int                 // tasks not yet retired: their terminal event may still be on its way
-	reporting int                 // those of them whose terminal event reaches the inbox (not silent)
-	ending    map[string]struct{} // reporting tasks unregistered, not yet retired: their event may be sent
+	live      int   // tasks not yet retired: their terminal event may still be on its way
+	reporting int   // those of them whose terminal event reaches the inbox (not silent)
+	ending    *Task // reporting tasks unregistered, not yet retired, linked by their owner links
+	endingN   int
 	running   int
 	head      *Task // intrusive list of live tasks
 	names     map[string]*Task
-}
-
-// endingOrNil is os.ending, nil for no owner state.
-func (os *ownerState) endingOrNil() map[string]struct{} {
-	if os == nil {
-		return nil
-	}
-	return os.ending
 }
 
 type runState struct {

@@ -167,11 +167,9 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 	meta := t.rec
 	os := m.owners[meta.Owner]
 	os.head = unlink(os.head, t, ownerLinks)
-	if meta.Wake != WakeSilent {
-		if os.ending == nil {
-			os.ending = make(map[string]struct{})
-		}
-		os.ending[meta.ID] = struct{}{}
+	if meta.Wake != WakeSilent { // the owner links are free now: keep it on the ending list
+		os.ending = linkFront(os.ending, t, ownerLinks)
+		os.endingN++
 	}
 	if meta.Name != "" && os.names[meta.Name] == t {
 		delete(os.names, meta.Name)
@@ -205,15 +203,16 @@ func (m *Manager) retire(t *Task) {
 	os := m.owners[owner]
 	if t.rec.Wake != WakeSilent {
 		os.reporting--
-		delete(os.ending, t.rec.ID)
+		os.ending = unlink(os.ending, t, ownerLinks) // unregister put it there
+		os.endingN--
 	}
 	if os.live--; os.live == 0 {
 		delete(m.owners, owner)
 		m.forgetClosedInbox(owner) // lock order: m.mu, then inboxMu
 	}
 	t.gone = true
-	if t.done != nil {
-		close(t.done)
+	if r := t.rare.Load(); r != nil && r.done != nil {
+		close(r.done)
 	}
 	m.pruneNode(t)
 	m.active--
@@ -229,19 +228,33 @@ func (m *Manager) reporting(owner string, seen map[string]struct{}) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	os := m.owners[owner]
-	for id := range seen {
-		if _, ok := os.endingOrNil()[id]; !ok {
-			delete(seen, id)
-		}
-	}
 	if os == nil {
+		clear(seen)
 		return false
 	}
-	if os.reporting > len(os.ending) {
-		return true // a live task's event is yet to come
+	pending := os.reporting > os.endingN // a live task's event is yet to come
+	kept := 0
+	for t := os.ending; t != nil; t = t.ownerNext {
+		if _, drained := seen[t.rec.ID]; drained {
+			kept++
+		} else {
+			pending = true
+		}
 	}
-	for id := range os.ending {
-		if _, drained := seen[id]; !drained {
+	if kept < len(seen) { // forget the ids of tasks that have retired
+		for id := range seen {
+			if !os.isEnding(id) {
+				delete(seen, id)
+			}
+		}
+	}
+	return pending
+}
+
+// isEnding reports whether task id is on the ending list.
+func (os *ownerState) isEnding(id string) bool {
+	for t := os.ending; t != nil; t = t.ownerNext {
+		if t.rec.ID == id {
 			return true
 		}
 	}

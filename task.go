@@ -30,14 +30,12 @@ type Task struct {
 	fn    Func
 	ctx   taskContext
 	stop  context.CancelCauseFunc
-	inbox *Inbox        // a sub-agent's own inbox; nil for a plain task
-	done  chan struct{} // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
+	inbox *Inbox                   // a sub-agent's own inbox; nil for a plain task
+	rare  atomic.Pointer[taskRare] // what few tasks need, made on first use (see rare)
 
-	emitMu   sync.Mutex    // serialises Emit with the end of the task; guards ended, inboxGen, ownerBox
-	inboxGen uint64        // m.inboxGen when ownerBox was looked up
-	ownerBox *Inbox        // the owner's inbox, cached for Emit
-	input    *inputWait    // the open input request; guarded by emitMu
-	inputSig chan struct{} // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
+	emitMu   sync.Mutex // serialises Emit with the end of the task; guards ended, inboxGen, ownerBox
+	inboxGen uint64     // m.inboxGen when ownerBox was looked up
+	ownerBox *Inbox     // the owner's inbox, cached for Emit
 
 	// Small fields together, so the struct stays in a smaller size class.
 	returned atomic.Bool // the function has returned (or never will run)
@@ -55,6 +53,33 @@ type Task struct {
 	children             map[*Task]struct{} // attached live children
 	ownerPrev, ownerNext *Task
 	runPrev, runNext     *Task
+}
+
+// taskRare holds the state that only a waited-for task, or one that asks
+// for input, needs. Keeping it out of Task keeps every parked task in a
+// smaller size class; each field keeps its own lock.
+type taskRare struct {
+	done     chan struct{} // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
+	input    *inputWait    // the open input request; guarded by emitMu
+	inputSig chan struct{} // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
+}
+
+// rareState returns t's taskRare, making it on first use.
+func (t *Task) rareState() *taskRare {
+	if r := t.rare.Load(); r != nil {
+		return r
+	}
+	t.rare.CompareAndSwap(nil, new(taskRare))
+	return t.rare.Load()
+}
+
+// openInputWait returns the task's open input request, or nil. Called with
+// emitMu held.
+func (t *Task) openInputWait() *inputWait {
+	if r := t.rare.Load(); r != nil {
+		return r.input
+	}
+	return nil
 }
 
 // ID returns the task id ("task_" and 32 hex digits).

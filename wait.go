@@ -39,13 +39,14 @@ func (m *Manager) waitable(id string) (*Task, chan struct{}) {
 	if t == nil {
 		return nil, nil
 	}
-	if t.done == nil {
-		t.done = make(chan struct{}) // most tasks are never waited for
+	r := t.rareState()
+	if r.done == nil {
+		r.done = make(chan struct{}) // most tasks are never waited for
 		if t.gone {
-			close(t.done)
+			close(r.done)
 		}
 	}
-	return t, t.done
+	return t, r.done
 }
 
 // record returns a copy of the task's current record.
@@ -85,17 +86,18 @@ func (m *Manager) waitSettled(ctx context.Context, owner, id string) (TaskMeta, 
 	}
 	for {
 		t.emitMu.Lock()
-		if t.input != nil { // the record is awaiting_input while emitMu is held
+		if t.openInputWait() != nil { // the record is awaiting_input while emitMu is held
 			meta := m.record(t)
 			t.emitMu.Unlock()
 			return meta, nil
 		}
 		var sig chan struct{}
 		if !t.ended {
-			if t.inputSig == nil {
-				t.inputSig = make(chan struct{})
+			r := t.rareState()
+			if r.inputSig == nil {
+				r.inputSig = make(chan struct{})
 			}
-			sig = t.inputSig
+			sig = r.inputSig
 		}
 		t.emitMu.Unlock()
 		select {
