@@ -112,7 +112,8 @@ func (p *Plugin) Owner() Owner { return p.owner }
 // RunStart opens a run: it binds a fresh inbox (unless the plugin reads a
 // sub-agent's own), then restores the owner's records, so the events of
 // tasks that a gone runtime left running reach this run. Errors: ErrNoRun
-// for an empty RunID, ErrClosed, or the Store's.
+// for an empty RunID, ErrClosed, or the Store's; after an error no run is
+// open, and events are kept for the next RunStart.
 func (p *Plugin) RunStart(ctx context.Context, run RunInfo) error {
 	if run.RunID == "" {
 		return fmt.Errorf("%w: empty run id", ErrNoRun)
@@ -132,6 +133,7 @@ func (p *Plugin) RunStart(ctx context.Context, run RunInfo) error {
 		}
 	}
 	if _, err := p.m.Restore(ctx, p.owner.id); err != nil {
+		_ = p.RunEnd(ctx, RunOutcome{}) // no run: what arrives is kept for the next one
 		return fmt.Errorf("bgtask: plugin: restore: %w", err)
 	}
 	return nil

@@ -137,3 +137,47 @@ func TestPluginNoticeFailureKeepsEvents(t *testing.T) {
 		t.Fatalf("Deliver after the store came back: %v, %v; want the kept event", messageKinds(msgs), err)
 	}
 }
+
+// A run whose restore fails is not open: its phases say ErrNoRun, and what
+// arrives meanwhile waits for the next run.
+func TestPluginRunStartRestoreFailure(t *testing.T) {
+	store := &failingLoad{MemoryStore: NewMemoryStore(), err: errors.New("disk gone")}
+	m := mtNew(t, WithStore(store))
+	p, err := NewPlugin(m, "thread-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.RunStart(t.Context(), RunInfo{RunID: "run-1"}); err == nil || err.Error() != "bgtask: plugin: restore: disk gone" {
+		t.Fatalf("RunStart: %v", err)
+	}
+	if _, err := p.Deliver(t.Context()); !errors.Is(err, ErrNoRun) {
+		t.Fatalf("Deliver after a failed start: %v, want ErrNoRun", err)
+	}
+	id, err := m.Owner("thread-1").Spawn(t.Context(), func(context.Context, *Task) (any, error) { return 1, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Wait(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	store.err = nil
+	if err := p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if msgs, err := p.Deliver(t.Context()); err != nil || len(msgs) != 1 || msgs[0].Event.TaskID != id {
+		t.Fatalf("next run delivered %v, %v; want the completion", messageKinds(msgs), err)
+	}
+}
+
+// failingLoad is a MemoryStore whose Load fails while err is set.
+type failingLoad struct {
+	*MemoryStore
+	err error
+}
+
+func (f *failingLoad) Load(ctx context.Context, owner string) (Snapshot, error) {
+	if f.err != nil {
+		return Snapshot{}, f.err
+	}
+	return f.MemoryStore.Load(ctx, owner)
+}
