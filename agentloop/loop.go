@@ -168,26 +168,37 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 		case len(resp.Calls) > 0:
 			continue
 		}
-		// Natural end: deliver what came meanwhile; if anything did, the
-		// model gets another turn.
+		if res, end, err := r.naturalEnd(ctx, pending); end {
+			return res, err
+		}
+	}
+}
+
+// naturalEnd handles an answer without tool calls. What came meanwhile is
+// delivered and gives the model another turn (end false). Otherwise the run
+// ends done, or waiting for its tasks, or, for a sub-agent, waits for
+// something to deliver; a wake-up with nothing new does not call the model.
+func (r *run) naturalEnd(ctx context.Context, pending bool) (res Result, end bool, err error) {
+	for {
 		got, err := r.deliver(ctx)
-		if err != nil {
-			return r.end(StatusDone, ""), err
-		}
-		if got {
-			continue
-		}
-		if !pending {
-			return r.end(StatusDone, ReasonNatural), nil
-		}
-		if !r.cfg.SubAgent {
-			return r.end(StatusWaiting, ReasonAwaitingTasks), nil
+		switch {
+		case err != nil:
+			return r.end(StatusDone, ""), true, err
+		case got:
+			return Result{}, false, nil
+		case !pending:
+			return r.end(StatusDone, ReasonNatural), true, nil
+		case !r.cfg.SubAgent:
+			return r.end(StatusWaiting, ReasonAwaitingTasks), true, nil
 		}
 		if err := r.cfg.Hooks.WaitEvent(ctx); err != nil {
 			if ctx.Err() != nil {
-				return r.end(StatusDone, ReasonCancelled), nil
+				return r.end(StatusDone, ReasonCancelled), true, nil
 			}
-			return r.end(StatusDone, ""), err
+			return r.end(StatusDone, ""), true, err
+		}
+		if pending, err = r.stepEnd(ctx); err != nil {
+			return r.end(StatusDone, ""), true, err
 		}
 	}
 }
