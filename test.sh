@@ -1,12 +1,31 @@
 #!/usr/bin/env bash
 # Runs every test of every module in this repository (the root module and any
 # nested one, such as the durable stores), with vet and the race detector.
-set -euo pipefail
+#
+# Every module runs even after one fails, so one failure never hides the
+# rest; a summary line per module comes at the end, and the exit status is
+# non-zero if any module failed. Extra arguments go to `go test` (say
+# `./test.sh -count=20`).
+set -uo pipefail
 cd "$(dirname "$0")"
 export GOWORK=off # each module on its own, through its replace directives (go.work is for `go run` from the root)
 export GOFLAGS="${GOFLAGS:-} -count=1"
-find . -name go.mod -not -path './.git/*' -print | sort | while read -r mod; do
+
+summary=()
+failed=0
+while read -r mod; do
 	dir=$(dirname "$mod")
 	echo "== $dir"
-	(cd "$dir" && go vet ./... && go test -race -timeout 15m ./...)
-done
+	start=$SECONDS
+	if (cd "$dir" && go vet ./... && go test -race -timeout 25m "$@" ./...); then
+		summary+=("ok    $dir ($((SECONDS - start)) s)")
+	else
+		summary+=("FAIL  $dir ($((SECONDS - start)) s)")
+		failed=1
+	fi
+done < <(find . -name go.mod -not -path './.git/*' -not -path '*/node_modules/*' -print | sort)
+
+echo
+echo "== summary"
+printf '%s\n' "${summary[@]}"
+exit "$failed"
