@@ -17,10 +17,10 @@ const (
 // cancel or a shutdown either sees the new task or refuses it: no window.
 func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, opts []SpawnOption) (string, error) {
 	switch {
-	case m.closed.Load():
-		return "", ErrClosed
 	case !validOwner(owner):
 		return "", ErrInvalidOwner
+	case m.closed.Load():
+		return "", ErrClosed
 	case fn == nil:
 		return "", ErrNilFunc
 	}
@@ -123,7 +123,11 @@ func (m *Manager) register(t *Task) error {
 		meta.Parent.RunID = p.rec.Parent.RunID // a child belongs to its parent's run
 	}
 	if run := meta.Parent.RunID; run != "" {
-		if rs := m.runs[run]; rs != nil && rs.cancelled {
+		// The owner's run of that id; and a parent cancelled with its run
+		// (a sub-agent's task runs under its own owner id) refuses the
+		// same way.
+		rs := m.runs[runKey{owner: meta.Owner, run: run}]
+		if rs != nil && rs.cancelled || p != nil && p.signalled && p.live && context.Cause(p.ctx.Context) == ErrRunCancelled {
 			return fmt.Errorf("%w: %q", ErrRunCancelled, run)
 		}
 	}
@@ -138,7 +142,9 @@ func (m *Manager) register(t *Task) error {
 				return fmt.Errorf("%w: %s", ErrParentCancelled, p.rec.ID)
 			}
 			if m.cfg.maxChildren > 0 && len(p.children) >= m.cfg.maxChildren {
-				return fmt.Errorf("%w: task %s has %d live children", ErrFanOutLimit, p.rec.ID, len(p.children))
+				// The limit, not the count: a sub-agent's children are
+				// another owner's tasks.
+				return fmt.Errorf("%w: task %s already has %d live children (WithMaxChildren)", ErrFanOutLimit, p.rec.ID, m.cfg.maxChildren)
 			}
 		}
 	} else if meta.Parent.TaskID != "" {
@@ -167,11 +173,11 @@ func (m *Manager) register(t *Task) error {
 		}
 		os.names[meta.Name] = t
 	}
-	if run := meta.Parent.RunID; run != "" && !meta.Detached {
-		rs := m.runs[run]
+	if key, ok := taskRun(meta); ok {
+		rs := m.runs[key]
 		if rs == nil {
 			rs = &runState{}
-			m.runs[run] = rs
+			m.runs[key] = rs
 		}
 		rs.live++
 		rs.head = linkFront(rs.head, t, runLinks)
