@@ -3,7 +3,6 @@ package bgtask
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"testing"
 )
@@ -102,29 +101,4 @@ func TestValidOwner(t *testing.T) {
 			t.Errorf("validOwner(%q) = false, want true", ok)
 		}
 	}
-}
-
-// TestManagerAdminCallsReachEveryOwner: the Manager's own calls are the
-// administrator's path and reach any owner's task; the Owner view's reach
-// only its own.
-func TestManagerAdminCallsReachEveryOwner(t *testing.T) {
-	m := mtNew(t)
-	a, b := m.Owner("thread-1"), m.Owner("thread-2")
-	ida, ap := mtSpawnProbe(t, t.Context(), a)
-	if n, err := b.Cancel(t.Context(), ida); n != 0 || !errors.Is(err, ErrNotFound) {
-		t.Fatalf("thread-2 cancels thread-1's task: %d, %v; want 0, ErrNotFound", n, err)
-	}
-	if n, err := b.CancelTree(t.Context(), ida); n != 0 || !errors.Is(err, ErrNotFound) {
-		t.Fatalf("thread-2 cancels thread-1's tree: %d, %v; want 0, ErrNotFound", n, err)
-	}
-	if err := ap.ctxErr(t); err != nil {
-		t.Fatalf("thread-1's task was cancelled: %v", err)
-	}
-	if n, err := m.Cancel(t.Context(), ida); n != 1 || err != nil {
-		t.Fatalf("Manager.Cancel = %d, %v; want 1", n, err)
-	}
-	if cause := <-ap.cause; !errors.Is(cause, ErrCancelled) {
-		t.Fatalf("cause %v, want ErrCancelled", cause)
-	}
-	mtWait(t, a, ida)
 }
