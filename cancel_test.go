@@ -3,6 +3,7 @@ package bgtask
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -420,39 +421,53 @@ func TestCancelRun(t *testing.T) {
 
 // TestCancelRunNestedSpawnRace is awaken test 12: a task of the run spawns
 // after the run was cancelled; its nested spawn inherits the run and fails.
+// A sub-agent's own tasks run under its id, not its owner's: their spawn
+// fails the same way, since the sub-agent was cancelled with the run.
 func TestCancelRunNestedSpawnRace(t *testing.T) {
-	m := mtNew(t)
-	o := m.Owner("thread-1")
-	started, gate := make(chan struct{}), make(chan struct{})
-	nested := make(chan error, 1)
-	var ran atomic.Bool
-	root, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
-		close(started)
-		<-gate
-		_, err := o.Spawn(ctx, func(context.Context, *Task) (any, error) { ran.Store(true); return nil, nil })
-		nested <- err
-		return nil, err
-	}, WithParent(Parent{RunID: "run-cancelled"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-started
-	if n, err := m.CancelRun("thread-1", "run-cancelled"); n != 1 || err != nil {
-		t.Fatalf("CancelRun = %d, %v; want 1", n, err)
-	}
-	close(gate)
-	if err := <-nested; !errors.Is(err, ErrRunCancelled) {
-		t.Fatalf("nested spawn: %v, want ErrRunCancelled", err)
-	}
-	if got := mtWait(t, o, root); got.Status != StatusCancelled {
-		t.Fatalf("root %q (%q), want cancelled", got.Status, got.Error)
-	}
-	if got := mtList(t, o); len(got) != 1 {
-		t.Fatalf("List has %d tasks, want 1", len(got))
-	}
-	mtShutdown(t, m)
-	if ran.Load() {
-		t.Fatal("the refused nested task ran")
+	for _, subAgent := range []bool{false, true} {
+		t.Run(fmt.Sprint("subAgent=", subAgent), func(t *testing.T) {
+			m := mtNew(t)
+			o := m.Owner("thread-1")
+			started, gate := make(chan struct{}), make(chan struct{})
+			nested := make(chan error, 1)
+			var ran atomic.Bool
+			spawn := o.Spawn
+			if subAgent {
+				spawn = o.SpawnAgent
+			}
+			root, err := spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+				close(started)
+				<-gate
+				spawner := o
+				if subAgent {
+					spawner = tk.Agent()
+				}
+				_, err := spawner.Spawn(ctx, func(context.Context, *Task) (any, error) { ran.Store(true); return nil, nil })
+				nested <- err
+				return nil, err
+			}, WithParent(Parent{RunID: "run-cancelled"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-started
+			if n, err := m.CancelRun("thread-1", "run-cancelled"); n != 1 || err != nil {
+				t.Fatalf("CancelRun = %d, %v; want 1", n, err)
+			}
+			close(gate)
+			if err, want := <-nested, `bgtask: run cancelled: "run-cancelled"`; !errors.Is(err, ErrRunCancelled) || err.Error() != want {
+				t.Fatalf("nested spawn: %v, want %s", err, want)
+			}
+			if got := mtWait(t, o, root); got.Status != StatusCancelled {
+				t.Fatalf("root %q (%q), want cancelled", got.Status, got.Error)
+			}
+			if got := mtList(t, o); len(got) != 1 {
+				t.Fatalf("List has %d tasks, want 1", len(got))
+			}
+			mtShutdown(t, m)
+			if ran.Load() {
+				t.Fatal("the refused nested task ran")
+			}
+		})
 	}
 }
 

@@ -142,9 +142,7 @@ func (m *Manager) register(t *Task) error {
 				return fmt.Errorf("%w: %s", ErrParentCancelled, p.rec.ID)
 			}
 			if m.cfg.maxChildren > 0 && len(p.children) >= m.cfg.maxChildren {
-				// The limit, not the count: a sub-agent's children are
-				// another owner's tasks.
-				return fmt.Errorf("%w: task %s already has %d live children (WithMaxChildren)", ErrFanOutLimit, p.rec.ID, m.cfg.maxChildren)
+				return fmt.Errorf("%w: task %s has %d live children", ErrFanOutLimit, p.rec.ID, len(p.children))
 			}
 		}
 	} else if meta.Parent.TaskID != "" {
