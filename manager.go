@@ -22,6 +22,13 @@ import (
 // Calls that change something (spawn, cancel, send, bind an inbox) return
 // ErrClosed once Shutdown has begun. Reads (Get, List, Wait, Inbox) keep
 // working, so a host can collect the final records and events.
+//
+// The Manager's own calls that take a task id (Get, Cancel, CancelTree,
+// Wait) and CancelAll and Stats reach every owner's tasks: they are for the
+// host. Code that acts for one owner, a model's tools above all, gets an
+// Owner view (Manager.Owner), which reaches only that owner's tasks and
+// runs. No owner id means "every owner": an empty or blank one is refused
+// with ErrInvalidOwner.
 type Manager struct {
 	cfg       config
 	store     Store
