@@ -123,11 +123,15 @@ func (m *Manager) register(t *Task) error {
 		meta.Parent.RunID = p.rec.Parent.RunID // a child belongs to its parent's run
 	}
 	if run := meta.Parent.RunID; run != "" {
-		// The owner's run of that id; and a parent cancelled with its run
-		// (a sub-agent's task runs under its own owner id) refuses the
-		// same way.
+		// The owner's run of that id is cancelled; or the parent was
+		// cancelled with its run (a sub-agent's own tasks run under its id,
+		// so their run key is not their parent's).
 		rs := m.runs[runKey{owner: meta.Owner, run: run}]
-		if rs != nil && rs.cancelled || p != nil && p.signalled && p.live && context.Cause(p.ctx.Context) == ErrRunCancelled {
+		cancelled := rs != nil && rs.cancelled
+		if !cancelled && p != nil && p.live && p.signalled && p.rec.Parent.RunID == run {
+			cancelled = context.Cause(p.ctx.Context) == ErrRunCancelled
+		}
+		if cancelled {
 			return fmt.Errorf("%w: %q", ErrRunCancelled, run)
 		}
 	}
