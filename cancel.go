@@ -7,29 +7,30 @@ import (
 
 // Cancel asks one task to stop, whoever owns it, and returns 1 if it
 // signalled a live task, 0 if the task had ended or was already signalled.
+// It is an administrator's call: code acting for one owner uses
+// Owner.Cancel, which never reaches another owner's task.
 // With a SharedStore, a task that another instance runs is reached through
 // SharedStore.RequestCancel, and counts 1 once the request is recorded.
 // The task's context is cancelled with cause ErrCancelled; its descendants
 // are not (see CancelTree). ErrNotFound for an unknown id.
 func (m *Manager) Cancel(ctx context.Context, id string) (int, error) {
-	return m.cancelTask(ctx, "", id, false)
+	return m.cancelTask(ctx, everyOwner, id, false)
 }
 
 // CancelTree cancels a task (cause ErrCancelled) and its attached
-// descendants (cause ErrParentCancelled), and returns how many live tasks it
-// signalled. Detached descendants are left running. Its cost is the size of
-// the subtree, not of the Manager. ErrNotFound for an unknown id.
+// descendants (cause ErrParentCancelled), whoever owns them, and returns how
+// many live tasks it signalled. Detached descendants are left running. Its
+// cost is the size of the subtree, not of the Manager. ErrNotFound for an
+// unknown id. It is an administrator's call, like Cancel.
 func (m *Manager) CancelTree(ctx context.Context, id string) (int, error) {
-	return m.cancelTask(ctx, "", id, true)
+	return m.cancelTask(ctx, everyOwner, id, true)
 }
 
-// cancelTask cancels id, or its tree; owner "" means any owner.
-func (m *Manager) cancelTask(ctx context.Context, owner, id string, tree bool) (int, error) {
+// cancelTask cancels id, or its tree, if r covers its owner; a task r does
+// not cover is reported as not found.
+func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool) (int, error) {
 	if m.closed.Load() {
 		return 0, ErrClosed
-	}
-	if owner != "" && !validOwner(owner) {
-		return 0, ErrInvalidOwner
 	}
 	var (
 		n      int
@@ -37,7 +38,7 @@ func (m *Manager) cancelTask(ctx context.Context, owner, id string, tree bool) (
 	)
 	m.mu.Lock()
 	t := m.nodes[id]
-	if t != nil && (owner == "" || t.rec.Owner == owner) {
+	if t != nil && r.covers(t.rec.Owner) {
 		if tree {
 			n, starts = m.cancelSubtree(t, ErrCancelled, ErrParentCancelled, nil)
 		} else {
@@ -50,7 +51,7 @@ func (m *Manager) cancelTask(ctx context.Context, owner, id string, tree bool) (
 	m.mu.Unlock()
 	m.startAll(starts)
 	if t != nil {
-		if owner != "" && t.rec.Owner != owner {
+		if !r.covers(t.rec.Owner) {
 			return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		return n, nil
@@ -60,7 +61,7 @@ func (m *Manager) cancelTask(ctx context.Context, owner, id string, tree bool) (
 	if err != nil {
 		return 0, err
 	}
-	if owner != "" && meta.Owner != owner {
+	if !r.covers(meta.Owner) {
 		return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if shared, ok := m.store.(SharedStore); ok && !meta.Status.IsTerminal() && meta.Instance != m.cfg.instance {
@@ -78,7 +79,8 @@ func (m *Manager) cancelTask(ctx context.Context, owner, id string, tree bool) (
 // how many it signalled. Unlike Shutdown it does not close the Manager. A
 // shared store calls it with ErrInstanceLost when this instance lost its
 // registration, so that no task goes on writing what another instance has
-// already reaped.
+// already reaped. It is an administrator's call: Owner.CancelAll cancels one
+// owner's tasks.
 func (m *Manager) CancelAll(cause error) int {
 	if cause == nil {
 		cause = ErrCancelled
@@ -100,13 +102,15 @@ func (m *Manager) CancelAll(cause error) int {
 }
 
 // CancelOwner cancels every live task of owner, detached ones included, with
-// cause ErrCancelled, and returns how many it signalled.
+// cause ErrCancelled, and returns how many it signalled; the same as
+// m.Owner(owner).CancelAll(). Errors, in this order: ErrInvalidOwner for an
+// empty or blank owner, ErrClosed.
 func (m *Manager) CancelOwner(owner string) (int, error) {
-	if m.closed.Load() {
-		return 0, ErrClosed
-	}
 	if !validOwner(owner) {
 		return 0, ErrInvalidOwner
+	}
+	if m.closed.Load() {
+		return 0, ErrClosed
 	}
 	var (
 		n      int
@@ -126,32 +130,30 @@ func (m *Manager) CancelOwner(owner string) (int, error) {
 	return n, nil
 }
 
-// CancelRun cancels every attached task of the run and their attached
-// descendants, with cause ErrRunCancelled, and returns how many live tasks it
-// signalled. From then on a spawn into the run, a nested one included, fails
-// with ErrRunCancelled; the check is made under the same lock as the
-// registration, so no spawn slips through. ErrInvalidRun for an empty id.
-func (m *Manager) CancelRun(runID string) (int, error) {
-	if m.closed.Load() {
-		return 0, ErrClosed
-	}
-	if runID == "" {
-		return 0, ErrInvalidRun
-	}
-	var (
-		n      int
-		starts []*Task
-	)
+// CancelRun is m.Owner(owner).CancelRun(runID): it cancels the owner's run
+// of that id, and no other owner's run of the same id.
+func (m *Manager) CancelRun(owner, runID string) (int, error) {
+	return m.Owner(owner).CancelRun(runID)
+}
+
+// cancelRun cancels the run key: it marks it cancelled, then signals every
+// attached task of the run and their attached descendants with cause
+// ErrRunCancelled. It returns how many live tasks it signalled, and whether
+// the run was already cancelled before. Its cost is the size of the run's
+// trees.
+func (m *Manager) cancelRun(key runKey) (n int, already bool) {
+	var starts []*Task
 	m.mu.Lock()
-	rs := m.runs[runID]
+	rs := m.runs[key]
 	if rs == nil {
 		rs = &runState{}
-		m.runs[runID] = rs
+		m.runs[key] = rs
 	}
+	already = rs.cancelled
 	if !rs.cancelled {
 		rs.cancelled = true
 		if rs.live == 0 {
-			m.retireRun(runID, rs)
+			m.retireRun(key, rs)
 		}
 	}
 	for t := rs.head; t != nil; t = t.runNext {
@@ -161,5 +163,18 @@ func (m *Manager) CancelRun(runID string) (int, error) {
 	}
 	m.mu.Unlock()
 	m.startAll(starts)
-	return n, nil
+	return n, already
+}
+
+// cancelTree cancels t and its attached descendants, as CancelTree does, and
+// returns how many it signalled and whether t had been signalled before. It
+// is for a caller that holds t already (a tool's current task), so no
+// lookup by id and no owner check is needed.
+func (m *Manager) cancelTree(t *Task) (n int, before bool) {
+	m.mu.Lock()
+	before = t.signalled
+	n, starts := m.cancelSubtree(t, ErrCancelled, ErrParentCancelled, nil)
+	m.mu.Unlock()
+	m.startAll(starts)
+	return n, before
 }

@@ -3,6 +3,7 @@ package bgtask
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -186,7 +187,7 @@ func TestCancelDetached(t *testing.T) {
 				if how == "tree" {
 					n, err = o.CancelTree(t.Context(), root)
 				} else {
-					n, err = m.CancelRun("run-1")
+					n, err = m.CancelRun("thread-1", "run-1")
 				}
 				if n != 2 || err != nil {
 					t.Fatalf("cancel %s = %d, %v; want 2 (root and attached child)", how, n, err)
@@ -343,7 +344,7 @@ func TestCancelRun(t *testing.T) {
 		b, bp := mtSpawnProbe(t, WithToolCall(t.Context(), ToolCall{RunID: "run-1", CallID: "call-1"}), o)
 		// A child of a run task, named without the run id: it joins its parent's run.
 		c, cp := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: a}))
-		// Another owner's task in the same run.
+		// Another owner's task in its own run of the same id: untouched.
 		e, ep := mtSpawnProbe(t, t.Context(), other, WithParent(Parent{RunID: "run-1"}))
 		// Another run.
 		d, dp := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{RunID: "run-2"}))
@@ -351,13 +352,13 @@ func TestCancelRun(t *testing.T) {
 		if got, _ := o.Get(t.Context(), c); got.Parent.RunID != "run-1" {
 			t.Fatalf("child's run %q, want run-1 (its parent's)", got.Parent.RunID)
 		}
-		if n, err := m.CancelRun("run-1"); n != 4 || err != nil {
-			t.Fatalf("CancelRun(run-1) = %d, %v; want 4", n, err)
+		if n, err := o.CancelRun("run-1"); n != 3 || err != nil {
+			t.Fatalf("CancelRun(run-1) = %d, %v; want 3", n, err)
 		}
-		if n, err := m.CancelRun("run-1"); n != 0 || err != nil {
+		if n, err := m.CancelRun("thread-1", "run-1"); n != 0 || err != nil {
 			t.Fatalf("second CancelRun(run-1) = %d, %v; want 0", n, err)
 		}
-		for _, p := range []*mtProbe{ap, bp, cp, ep} {
+		for _, p := range []*mtProbe{ap, bp, cp} {
 			if cause := <-p.cause; !errors.Is(cause, ErrRunCancelled) {
 				t.Fatalf("cause %v, want ErrRunCancelled", cause)
 			}
@@ -365,7 +366,7 @@ func TestCancelRun(t *testing.T) {
 		for _, x := range []struct {
 			o  Owner
 			id string
-		}{{o, a}, {o, b}, {o, c}, {other, e}} {
+		}{{o, a}, {o, b}, {o, c}} {
 			if got := mtWait(t, x.o, x.id); got.Status != StatusCancelled || got.Error != ErrRunCancelled.Error() {
 				t.Fatalf("%s: %q %q, want cancelled by the run", x.id, got.Status, got.Error)
 			}
@@ -373,6 +374,13 @@ func TestCancelRun(t *testing.T) {
 		synctest.Wait()
 		if err := dp.ctxErr(t); err != nil {
 			t.Fatalf("CancelRun(run-1) reached run-2: %v", err)
+		}
+		if err := ep.ctxErr(t); err != nil {
+			t.Fatalf("thread-1's CancelRun(run-1) reached thread-2's run-1: %v", err)
+		}
+		// thread-2 still spawns into its run-1.
+		if _, err := other.Spawn(WithToolCall(t.Context(), ToolCall{RunID: "run-1"}), func(context.Context, *Task) (any, error) { return nil, nil }); err != nil {
+			t.Fatalf("thread-2's spawn into its run-1: %v", err)
 		}
 		// Later spawns into the run are refused, however the run is named,
 		// after its tasks all ended.
@@ -386,13 +394,13 @@ func TestCancelRun(t *testing.T) {
 			t.Fatalf("thread-1 has %d tasks, want 4", got)
 		}
 		// A run that never had tasks.
-		if n, err := m.CancelRun("run-empty"); n != 0 || err != nil {
+		if n, err := m.CancelRun("thread-1", "run-empty"); n != 0 || err != nil {
 			t.Fatalf("CancelRun(run-empty) = %d, %v", n, err)
 		}
-		if _, err := other.Spawn(t.Context(), newProbe().fn, WithParent(Parent{RunID: "run-empty"})); !errors.Is(err, ErrRunCancelled) {
+		if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(Parent{RunID: "run-empty"})); !errors.Is(err, ErrRunCancelled) {
 			t.Fatalf("spawn into run-empty: %v", err)
 		}
-		if _, err := m.CancelRun(""); !errors.Is(err, ErrInvalidRun) {
+		if _, err := m.CancelRun("thread-1", ""); !errors.Is(err, ErrInvalidRun) {
 			t.Fatalf("CancelRun(\"\") = %v, want ErrInvalidRun", err)
 		}
 		// Run-2 still accepts spawns.
@@ -403,45 +411,63 @@ func TestCancelRun(t *testing.T) {
 		}
 		close(dp.release)
 		mtWait(t, o, d)
+		close(ep.release)
+		if got := mtWait(t, other, e); got.Status != StatusCompleted {
+			t.Fatalf("thread-2's run-1 task %s, want completed", got.Status)
+		}
 		mtShutdown(t, m)
 	})
 }
 
 // TestCancelRunNestedSpawnRace is awaken test 12: a task of the run spawns
 // after the run was cancelled; its nested spawn inherits the run and fails.
+// A sub-agent's own tasks run under its id, not its owner's: their spawn
+// fails the same way, since the sub-agent was cancelled with the run.
 func TestCancelRunNestedSpawnRace(t *testing.T) {
-	m := mtNew(t)
-	o := m.Owner("thread-1")
-	started, gate := make(chan struct{}), make(chan struct{})
-	nested := make(chan error, 1)
-	var ran atomic.Bool
-	root, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
-		close(started)
-		<-gate
-		_, err := o.Spawn(ctx, func(context.Context, *Task) (any, error) { ran.Store(true); return nil, nil })
-		nested <- err
-		return nil, err
-	}, WithParent(Parent{RunID: "run-cancelled"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-started
-	if n, err := m.CancelRun("run-cancelled"); n != 1 || err != nil {
-		t.Fatalf("CancelRun = %d, %v; want 1", n, err)
-	}
-	close(gate)
-	if err := <-nested; !errors.Is(err, ErrRunCancelled) {
-		t.Fatalf("nested spawn: %v, want ErrRunCancelled", err)
-	}
-	if got := mtWait(t, o, root); got.Status != StatusCancelled {
-		t.Fatalf("root %q (%q), want cancelled", got.Status, got.Error)
-	}
-	if got := mtList(t, o); len(got) != 1 {
-		t.Fatalf("List has %d tasks, want 1", len(got))
-	}
-	mtShutdown(t, m)
-	if ran.Load() {
-		t.Fatal("the refused nested task ran")
+	for _, subAgent := range []bool{false, true} {
+		t.Run(fmt.Sprint("subAgent=", subAgent), func(t *testing.T) {
+			m := mtNew(t)
+			o := m.Owner("thread-1")
+			started, gate := make(chan struct{}), make(chan struct{})
+			nested := make(chan error, 1)
+			var ran atomic.Bool
+			spawn := o.Spawn
+			if subAgent {
+				spawn = o.SpawnAgent
+			}
+			root, err := spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+				close(started)
+				<-gate
+				spawner := o
+				if subAgent {
+					spawner = tk.Agent()
+				}
+				_, err := spawner.Spawn(ctx, func(context.Context, *Task) (any, error) { ran.Store(true); return nil, nil })
+				nested <- err
+				return nil, err
+			}, WithParent(Parent{RunID: "run-cancelled"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-started
+			if n, err := m.CancelRun("thread-1", "run-cancelled"); n != 1 || err != nil {
+				t.Fatalf("CancelRun = %d, %v; want 1", n, err)
+			}
+			close(gate)
+			if err, want := <-nested, `bgtask: run cancelled: "run-cancelled"`; !errors.Is(err, ErrRunCancelled) || err.Error() != want {
+				t.Fatalf("nested spawn: %v, want %s", err, want)
+			}
+			if got := mtWait(t, o, root); got.Status != StatusCancelled {
+				t.Fatalf("root %q (%q), want cancelled", got.Status, got.Error)
+			}
+			if got := mtList(t, o); len(got) != 1 {
+				t.Fatalf("List has %d tasks, want 1", len(got))
+			}
+			mtShutdown(t, m)
+			if ran.Load() {
+				t.Fatal("the refused nested task ran")
+			}
+		})
 	}
 }
 

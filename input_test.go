@@ -29,7 +29,7 @@ func TestRequestInputAnswered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta, err := m.waitSettled(t.Context(), "thread-1", id)
+	meta, err := m.waitSettled(t.Context(), ownerReach("thread-1"), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestRequestInputCtxEnds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		meta, err := m.waitSettled(t.Context(), "thread-1", id)
+		meta, err := m.waitSettled(t.Context(), ownerReach("thread-1"), id)
 		if err != nil || meta.Status != StatusAwaitingInput {
 			t.Fatalf("%+v, %v", meta, err)
 		}
@@ -119,7 +119,7 @@ func TestRequestInputTaskCancelled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.waitSettled(t.Context(), "thread-1", id); err != nil {
+	if _, err := m.waitSettled(t.Context(), ownerReach("thread-1"), id); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := o.Cancel(t.Context(), id); n != 1 || err != nil {

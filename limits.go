@@ -24,10 +24,11 @@ func (m *Manager) admit(t *Task, os *ownerState) error {
 		return nil
 	}
 	if !m.cfg.queueWhenFull {
+		// Neither text says how many tasks other owners run.
 		if m.cfg.maxRunning > 0 && m.running >= m.cfg.maxRunning {
-			return fmt.Errorf("%w: %d tasks running (WithMaxConcurrent)", ErrLimit, m.running)
+			return fmt.Errorf("%w (WithMaxConcurrent)", ErrLimit)
 		}
-		return fmt.Errorf("%w: owner %q has %d tasks running (WithMaxConcurrentPerOwner)", ErrLimit, t.rec.Owner, os.running)
+		return fmt.Errorf("%w: %d of this owner's tasks running (WithMaxConcurrentPerOwner)", ErrLimit, os.running)
 	}
 	m.queue = append(m.queue, t)
 	return nil

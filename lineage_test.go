@@ -191,7 +191,7 @@ func TestLineageOtherManager(t *testing.T) {
 		t.Fatal("TaskFromContext in the other manager's task")
 	}
 	// Cancelling on m1 does not reach m2's task.
-	if n, err := m1.CancelRun("run-m1"); n != 1 || err != nil {
+	if n, err := m1.CancelRun("thread-1", "run-m1"); n != 1 || err != nil {
 		t.Fatalf("CancelRun on m1 = %d, %v; want 1", n, err)
 	}
 	if n, err := m1.CancelTree(t.Context(), id1); n != 0 || err != nil {
@@ -350,7 +350,7 @@ func TestLineageExplicitTaskKeepsAmbientRun(t *testing.T) {
 	if r.ambient != want {
 		t.Fatalf("ambient nested spawn: parent %+v, want %+v", r.ambient, want)
 	}
-	if _, err := m.CancelRun("run-1"); err != nil {
+	if _, err := m.CancelRun("thread-1", "run-1"); err != nil {
 		t.Fatal(err)
 	}
 	close(gate)

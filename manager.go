@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 )
 
 // Manager runs background tasks for agents and keeps their metadata in a
@@ -20,6 +22,13 @@ import (
 // Calls that change something (spawn, cancel, send, bind an inbox) return
 // ErrClosed once Shutdown has begun. Reads (Get, List, Wait, Inbox) keep
 // working, so a host can collect the final records and events.
+//
+// The Manager's own calls that take a task id (Get, Cancel, CancelTree,
+// Wait) and CancelAll and Stats reach every owner's tasks: they are for the
+// host. Code that acts for one owner, a model's tools above all, gets an
+// Owner view (Manager.Owner), which reaches only that owner's tasks and
+// runs. No owner id means "every owner": an empty or blank one is refused
+// with ErrInvalidOwner.
 type Manager struct {
 	cfg       config
 	store     Store
@@ -33,8 +42,8 @@ type Manager struct {
 	mu       sync.Mutex       // guards the fields below and the m.mu fields of Task
 	nodes    map[string]*Task // live tasks, and ended ones with live attached children
 	owners   map[string]*ownerState
-	runs     map[string]*runState
-	deadRuns fifo[string] // cancelled runs without live tasks, oldest first
+	runs     map[runKey]*runState
+	deadRuns fifo[runKey] // cancelled runs without live tasks, oldest first
 	queue    []*Task      // queued tasks waiting for a slot, first in first out
 	running  int          // tasks holding a slot
 	active   int          // registered tasks whose goroutine has not exited
@@ -57,12 +66,6 @@ type ownerState struct {
 	running   int
 	head      *Task // intrusive list of live tasks
 	names     map[string]*Task
-}
-
-type runState struct {
-	cancelled bool
-	live      int
-	head      *Task // intrusive list of live tasks of the run
 }
 
 // Transition reports a committed status change to the WithObserver
@@ -95,7 +98,7 @@ func New(opts ...Option) (*Manager, error) {
 		log:     cfg.logger,
 		nodes:   make(map[string]*Task),
 		owners:  make(map[string]*ownerState),
-		runs:    make(map[string]*runState),
+		runs:    make(map[runKey]*runState),
 		idle:    make(chan struct{}),
 		inboxes: make(map[string]*Inbox),
 	}, nil
@@ -108,14 +111,16 @@ func (m *Manager) Store() Store { return m.store }
 func (m *Manager) Instance() string { return m.cfg.instance }
 
 // Get returns a task's record, whoever owns it; ErrNotFound if the Store
-// has none. Use an Owner view to read only one owner's tasks.
+// has none. It is an administrator's call: code acting for one owner (a
+// model's tools, a plugin) uses an Owner view, which sees only that owner's
+// tasks.
 func (m *Manager) Get(ctx context.Context, id string) (TaskMeta, error) {
 	return m.store.Get(ctx, id)
 }
 
 // Inbox returns the owner's inbox, making an open one the first time. Task
 // events for the owner are delivered to whatever inbox is bound at the time
-// they are sent. It returns ErrInvalidOwner for an empty owner.
+// they are sent. It returns ErrInvalidOwner for an empty or blank owner.
 func (m *Manager) Inbox(owner string) (*Inbox, error) {
 	if !validOwner(owner) {
 		return nil, ErrInvalidOwner
@@ -125,13 +130,14 @@ func (m *Manager) Inbox(owner string) (*Inbox, error) {
 
 // BindInbox makes ib the owner's inbox (an agent run binds a fresh one with
 // its OnClosed fallback at start) and returns the one it replaces, or nil.
-// Events already queued in the previous inbox stay there.
+// Events already queued in the previous inbox stay there. Errors, in this
+// order: ErrInvalidOwner, ErrClosed, a nil inbox.
 func (m *Manager) BindInbox(owner string, ib *Inbox) (*Inbox, error) {
 	switch {
-	case m.closed.Load():
-		return nil, ErrClosed
 	case !validOwner(owner):
 		return nil, ErrInvalidOwner
+	case m.closed.Load():
+		return nil, ErrClosed
 	case ib == nil:
 		return nil, fmt.Errorf("bgtask: BindInbox: nil inbox")
 	}
@@ -240,11 +246,11 @@ func (m *Manager) logCommitFailure(meta *TaskMeta, attempt int, err error) {
 	m.log.Warn("bgtask: commit failed", "task_id", meta.ID, "status", meta.Status, "attempt", attempt+1, "err", err)
 }
 
+// validOwner reports whether owner is a usable owner id: not empty, and not
+// only white space (any Unicode space, such as U+00A0 or U+2003). No owner
+// id means "every owner": the Manager's own calls are that path.
 func validOwner(owner string) bool {
-	for i := 0; i < len(owner); i++ {
-		if c := owner[i]; c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return true
-		}
-	}
-	return false
+	return strings.IndexFunc(owner, isNotSpace) >= 0
 }
+
+func isNotSpace(r rune) bool { return !unicode.IsSpace(r) }

@@ -452,21 +452,21 @@ func TestManagerSpawnRefused(t *testing.T) {
 			}},
 		{name: "cancelled run, explicit parent", want: ErrRunCancelled,
 			setup: func(t *testing.T, m *Manager) (Owner, context.Context, []SpawnOption) {
-				if n, err := m.CancelRun("run-cancelled"); n != 0 || err != nil {
+				if n, err := m.CancelRun("thread-1", "run-cancelled"); n != 0 || err != nil {
 					t.Fatalf("CancelRun = %d, %v", n, err)
 				}
 				return m.Owner("thread-1"), t.Context(), []SpawnOption{WithParent(Parent{RunID: "run-cancelled"})}
 			}},
 		{name: "cancelled run, ambient tool call", want: ErrRunCancelled,
 			setup: func(t *testing.T, m *Manager) (Owner, context.Context, []SpawnOption) {
-				if _, err := m.CancelRun("run-cancelled"); err != nil {
+				if _, err := m.CancelRun("thread-1", "run-cancelled"); err != nil {
 					t.Fatal(err)
 				}
 				return m.Owner("thread-1"), WithToolCall(t.Context(), ToolCall{RunID: "run-cancelled", CallID: "c1"}), nil
 			}},
 		{name: "cancelled run, detached", want: ErrRunCancelled,
 			setup: func(t *testing.T, m *Manager) (Owner, context.Context, []SpawnOption) {
-				if _, err := m.CancelRun("run-cancelled"); err != nil {
+				if _, err := m.CancelRun("thread-1", "run-cancelled"); err != nil {
 					t.Fatal(err)
 				}
 				return m.Owner("thread-1"), t.Context(), []SpawnOption{WithParent(Parent{RunID: "run-cancelled"}), Detached()}
@@ -848,7 +848,7 @@ func TestManagerClosed(t *testing.T) {
 	if _, err := o.CancelAll(); !errors.Is(err, ErrClosed) {
 		t.Errorf("CancelAll: %v", err)
 	}
-	if _, err := m.CancelRun("run-1"); !errors.Is(err, ErrClosed) {
+	if _, err := m.CancelRun("thread-1", "run-1"); !errors.Is(err, ErrClosed) {
 		t.Errorf("CancelRun: %v", err)
 	}
 	if err := m.Send(t.Context(), "thread-1", agentID, Message{Content: "x"}); !errors.Is(err, ErrClosed) {

@@ -169,7 +169,7 @@ func TestMemoryCancelledRunsKept(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
-					n, err := m.CancelRun(fmt.Sprint("r-", i))
+					n, err := m.CancelRun("a", fmt.Sprint("r-", i))
 					if err != nil || n != 1-i%2 {
 						t.Fatalf("CancelRun(r-%d) = (%d, %v), want (%d, nil)", i, n, err, 1-i%2)
 					}

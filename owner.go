@@ -13,7 +13,11 @@ import (
 // not found, never revealed. Model-facing tools use an Owner.
 //
 // Get it with Manager.Owner; it is a small value, cheap to copy. The zero
-// value is not usable. Methods with an empty owner id return ErrInvalidOwner.
+// value is not usable. Every method of a view whose owner id is empty or
+// blank (only white space) returns ErrInvalidOwner before anything else: no
+// owner id means "every owner". The Manager's own calls that reach every
+// owner (Manager.Get, Cancel, CancelTree, CancelAll, Wait) are an
+// administrator's; an Owner cannot reach them.
 type Owner struct {
 	m  *Manager
 	id string
@@ -84,22 +88,57 @@ func (o Owner) List(ctx context.Context, statuses ...TaskStatus) (iter.Seq[TaskM
 
 // Cancel asks one of the owner's tasks to stop (not its descendants) and
 // returns 1 if it signalled a live task, 0 if the task had already ended or
-// was already signalled. ErrNotFound for an unknown id.
+// was already signalled. ErrNotFound for an unknown id or another owner's.
 func (o Owner) Cancel(ctx context.Context, id string) (int, error) {
-	return o.m.cancelTask(ctx, o.id, id, false)
+	if !validOwner(o.id) {
+		return 0, ErrInvalidOwner
+	}
+	return o.m.cancelTask(ctx, ownerReach(o.id), id, false)
 }
 
 // CancelTree cancels one of the owner's tasks and its attached descendants
 // (whoever owns them: a sub-agent's own tasks are its descendants), and
 // returns how many live tasks it signalled. Its cost is the size of the
-// subtree.
+// subtree. ErrNotFound for an unknown id or another owner's.
 func (o Owner) CancelTree(ctx context.Context, id string) (int, error) {
-	return o.m.cancelTask(ctx, o.id, id, true)
+	if !validOwner(o.id) {
+		return 0, ErrInvalidOwner
+	}
+	return o.m.cancelTask(ctx, ownerReach(o.id), id, true)
 }
 
 // CancelAll cancels every live task of the owner, detached ones included, and
 // returns how many it signalled.
 func (o Owner) CancelAll() (int, error) { return o.m.CancelOwner(o.id) }
+
+// CancelRun cancels the owner's run runID: every attached task of this
+// owner's run, and their attached descendants, with cause ErrRunCancelled.
+// It returns how many live tasks it signalled: 0 when the run has none, or
+// when it was already cancelled. From then on a spawn of this owner into the
+// run, a nested one included, fails with ErrRunCancelled; the check is made
+// under the same lock as the registration, so no spawn slips through.
+// Another owner's run of the same id is untouched. A cancelled run is
+// remembered for WithCancelledRunsKept runs. Errors, in this order:
+// ErrInvalidOwner, ErrClosed, ErrInvalidRun for an empty run id.
+func (o Owner) CancelRun(runID string) (int, error) {
+	n, _, err := o.cancelRun(runID)
+	return n, err
+}
+
+// cancelRun is CancelRun that also reports whether the run was already
+// cancelled.
+func (o Owner) cancelRun(runID string) (n int, already bool, err error) {
+	switch {
+	case !validOwner(o.id):
+		return 0, false, ErrInvalidOwner
+	case o.m.closed.Load():
+		return 0, false, ErrClosed
+	case runID == "":
+		return 0, false, ErrInvalidRun
+	}
+	n, already = o.m.cancelRun(runKey{owner: o.id, run: runID})
+	return n, already, nil
+}
 
 // Send delivers a message to one of the owner's live sub-agents, as a custom
 // event of type EventTypeMessage in the sub-agent's inbox. Errors, in the
@@ -107,6 +146,9 @@ func (o Owner) CancelAll() (int, error) { return o.m.CancelOwner(o.id) }
 // ErrTerminal (a *StatusError with the status), ErrNotSubAgent,
 // ErrInboxClosed. An empty content is allowed.
 func (o Owner) Send(ctx context.Context, id string, msg Message) error {
+	if !validOwner(o.id) {
+		return ErrInvalidOwner
+	}
 	err := o.m.send(ctx, o.id, id, msg)
 	if errors.Is(err, ErrNotOwner) {
 		return fmt.Errorf("%w: %s", ErrNotFound, id)
@@ -120,7 +162,7 @@ func (o Owner) Wait(ctx context.Context, id string) (TaskMeta, error) {
 	if !validOwner(o.id) {
 		return TaskMeta{}, ErrInvalidOwner
 	}
-	return o.m.wait(ctx, o.id, id)
+	return o.m.wait(ctx, ownerReach(o.id), id)
 }
 
 // Inbox returns the owner's inbox; see Manager.Inbox.

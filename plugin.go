@@ -283,7 +283,7 @@ func (p *Plugin) RunEnd(ctx context.Context, out RunOutcome) error {
 	p.running = false
 	var err error
 	if out.Cancelled {
-		if _, cerr := p.m.CancelRun(p.run.RunID); cerr != nil && !errors.Is(cerr, ErrClosed) {
+		if _, cerr := p.owner.CancelRun(p.run.RunID); cerr != nil && !errors.Is(cerr, ErrClosed) {
 			err = cerr
 		}
 	}

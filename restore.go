@@ -20,14 +20,14 @@ import (
 // process runs would be wrong, and the store's reaper does that job for
 // processes whose heartbeat stopped.
 //
-// Errors: ErrClosed, ErrInvalidOwner, or the Store's. Records committed
+// Errors: ErrInvalidOwner, ErrClosed, or the Store's. Records committed
 // before an error stay interrupted, with their events sent.
 func (m *Manager) Restore(ctx context.Context, owner string) ([]TaskMeta, error) {
 	switch {
-	case m.closed.Load():
-		return nil, ErrClosed
 	case !validOwner(owner):
 		return nil, ErrInvalidOwner
+	case m.closed.Load():
+		return nil, ErrClosed
 	}
 	m.restoreMu.Lock() // two Restores must not both report one record
 	defer m.restoreMu.Unlock()

@@ -178,12 +178,12 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 		m.dequeue(t)
 	}
 	starts = m.release(t, os, nil)
-	if run := meta.Parent.RunID; run != "" && !meta.Detached {
-		rs := m.runs[run]
+	if key, ok := taskRun(meta); ok {
+		rs := m.runs[key]
 		rs.live--
 		rs.head = unlink(rs.head, t, runLinks)
 		if rs.live == 0 {
-			m.retireRun(run, rs)
+			m.retireRun(key, rs)
 		}
 	}
 	return starts
@@ -277,12 +277,12 @@ func (m *Manager) pruneNode(t *Task) {
 // retireRun forgets a run without live tasks, unless it was cancelled: a
 // cancelled run is remembered (up to WithCancelledRunsKept of them) so late
 // spawns into it are refused. Called with m.mu held.
-func (m *Manager) retireRun(run string, rs *runState) {
+func (m *Manager) retireRun(key runKey, rs *runState) {
 	if !rs.cancelled {
-		delete(m.runs, run)
+		delete(m.runs, key)
 		return
 	}
-	m.deadRuns.push(run)
+	m.deadRuns.push(key)
 	for m.deadRuns.len() > m.cfg.runMemory {
 		old := m.deadRuns.pop()
 		if rs := m.runs[old]; rs != nil && rs.live == 0 {

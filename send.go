@@ -7,8 +7,8 @@ import (
 )
 
 // Send delivers a message to a live sub-agent on behalf of owner, the agent
-// that claims to own it. Errors, in the order they are checked: ErrClosed,
-// ErrInvalidOwner, ErrNotFound, ErrNotOwner, ErrTerminal (a *StatusError),
+// that claims to own it. Errors, in the order they are checked: ErrInvalidOwner,
+// ErrClosed, ErrNotFound, ErrNotOwner, ErrTerminal (a *StatusError),
 // ErrNotSubAgent, ErrInboxClosed. A message whose InReplyTo names the
 // task's open input request (Task.RequestInput) answers it instead, for a
 // plain task too; ErrNoInputRequest if there is no such request. Owner.Send is the same call as seen by one
@@ -27,10 +27,10 @@ func (m *Manager) send(ctx context.Context, owner, id string, msg Message) error
 // task's emitMu, so it keeps its place among the messages the task sends.
 func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg Message) (string, error) {
 	switch {
-	case m.closed.Load():
-		return "", ErrClosed
 	case !validOwner(owner):
 		return "", ErrInvalidOwner
+	case m.closed.Load():
+		return "", ErrClosed
 	}
 	m.mu.Lock()
 	t := m.nodes[id]

@@ -314,7 +314,7 @@ func TestShutdownClosedManager(t *testing.T) {
 			{"Owner.CancelTree", func() error { _, err := o.CancelTree(bg, agent); return err }},
 			{"Manager.CancelOwner", func() error { _, err := m.CancelOwner("a"); return err }},
 			{"Owner.CancelAll", func() error { _, err := o.CancelAll(); return err }},
-			{"Manager.CancelRun", func() error { _, err := m.CancelRun("r1"); return err }},
+			{"Manager.CancelRun", func() error { _, err := m.CancelRun("a", "r1"); return err }},
 			{"Manager.Send", func() error { return m.Send(bg, "a", agent, msg) }},
 			{"Owner.Send", func() error { return o.Send(bg, agent, msg) }},
 			{"Manager.BindInbox", func() error { _, err := m.BindInbox("a", NewInbox()); return err }},

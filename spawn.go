@@ -17,10 +17,10 @@ const (
 // cancel or a shutdown either sees the new task or refuses it: no window.
 func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, opts []SpawnOption) (string, error) {
 	switch {
-	case m.closed.Load():
-		return "", ErrClosed
 	case !validOwner(owner):
 		return "", ErrInvalidOwner
+	case m.closed.Load():
+		return "", ErrClosed
 	case fn == nil:
 		return "", ErrNilFunc
 	}
@@ -123,7 +123,15 @@ func (m *Manager) register(t *Task) error {
 		meta.Parent.RunID = p.rec.Parent.RunID // a child belongs to its parent's run
 	}
 	if run := meta.Parent.RunID; run != "" {
-		if rs := m.runs[run]; rs != nil && rs.cancelled {
+		// The owner's run of that id is cancelled; or the parent was
+		// cancelled with its run (a sub-agent's own tasks run under its id,
+		// so their run key is not their parent's).
+		rs := m.runs[runKey{owner: meta.Owner, run: run}]
+		cancelled := rs != nil && rs.cancelled
+		if !cancelled && p != nil && p.live && p.signalled && p.rec.Parent.RunID == run {
+			cancelled = context.Cause(p.ctx.Context) == ErrRunCancelled
+		}
+		if cancelled {
 			return fmt.Errorf("%w: %q", ErrRunCancelled, run)
 		}
 	}
@@ -167,11 +175,11 @@ func (m *Manager) register(t *Task) error {
 		}
 		os.names[meta.Name] = t
 	}
-	if run := meta.Parent.RunID; run != "" && !meta.Detached {
-		rs := m.runs[run]
+	if key, ok := taskRun(meta); ok {
+		rs := m.runs[key]
 		if rs == nil {
 			rs = &runState{}
-			m.runs[run] = rs
+			m.runs[key] = rs
 		}
 		rs.live++
 		rs.head = linkFront(rs.head, t, runLinks)

@@ -3,7 +3,8 @@ package bgtask
 import "sync/atomic"
 
 // Stats are the Manager's counters, for metrics. Counts since New, except
-// Live, Queued and Running, which are the current values.
+// Live, Queued and Running, which are the current values. They add up every
+// owner's tasks: they are for the host, never for a model.
 type Stats struct {
 	Live    int // tasks registered and not ended: queued, running, or recording their end
 	Queued  int // tasks waiting for a concurrency slot

@@ -82,13 +82,22 @@ func OnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	  the task or by it, oldest first (Owner.Messages).
 //	cancel_task  {"target":{"relation":"self"}} | {"target":{"relation":"child","name":n}}
 //	  → {"status":"accepted","root_task_id":id,"cancelled_count":n}
-//	  self in a task scope cancels the task and its descendants; self in a
-//	  run scope cancels the run's tasks and their descendants
-//	  (Manager.CancelRun), counts the run as one, and calls OnSelfCancel.
-//	  child is a direct child of the current task (or, in a run scope, a
-//	  task of the run without a parent task), by id, then by name; it is
-//	  cancelled with its descendants. A child still winding down from an
-//	  earlier cancel is accepted with cancelled_count 0.
+//	  cancelled_count is the number of tasks this call signalled, nothing
+//	  else (not the run, not a task signalled before). self in a task scope
+//	  cancels the task and its descendants; self in a run scope cancels the
+//	  owner's run (Owner.CancelRun: its tasks and their descendants, never
+//	  another owner's run of the same id) and calls OnSelfCancel. A self
+//	  that signals nothing says why, with cancelled_count 0:
+//	    {"status":"already_cancelled","root_task_id":id,"cancelled_count":0}  the task or run was cancelled before
+//	    {"status":"nothing_to_cancel","root_task_id":id,"cancelled_count":0}  the run has no live task (it is
+//	        cancelled now all the same), or the task has ended
+//	  child by task_id is any of the owner's tasks, as list_tasks shows them,
+//	  whichever run or task started it (one that another instance runs,
+//	  with a SharedStore, included); otherwise child by name is a direct
+//	  child of the current task (or, in a run scope, a task of the run
+//	  without a parent task). It is cancelled with its descendants. A task
+//	  still winding down from an earlier cancel is accepted with
+//	  cancelled_count 0.
 //	send_message {"to":{"relation":"child","name":n}|{"relation":"parent"},"message":s,"in_reply_to"?:id}
 //	  → {"status":"delivered","message_id":id}
 //	  child is one of the owner's non-terminal tasks, by id, then by name: a
@@ -112,7 +121,7 @@ func OnSelfCancel(f func(ctx context.Context)) ToolOption {
 // no error:
 //
 //	cancel_task  {"status":"failed","root_task_id":<name given>,"cancelled_count":0,"error":"task_not_found"}
-//	                 no such child: unknown, another owner's, or not a direct child of the current scope
+//	                 no such task: an unknown id or another owner's, a name of no direct child of the current scope
 //	             {"status":"failed","root_task_id":<its id>,"cancelled_count":0,"error":"task_not_running"}
 //	                 the child has already ended (completed, failed, cancelled or interrupted)
 //	send_message {"status":"failed","error":"recipient_not_found"}    no such non-terminal task of the owner
@@ -150,6 +159,7 @@ func OnSelfCancel(f func(ctx context.Context)) ToolOption {
 //
 //	task not found: <id>          get_task, wait_task: unknown id or another owner's (matches ErrNotFound)
 //	current_task_unavailable      cancel_task without a current task or run (matches ErrNoCurrentTask)
+//	bgtask: owner id is empty     every tool of an Owner whose id is empty or blank (ErrInvalidOwner)
 //	bgtask: manager closed        cancel_task, send_message after Shutdown (ErrClosed); reads go on working
 //
 // and the Store's errors, or ctx's when a wait_task call's ctx ends.
@@ -158,13 +168,19 @@ func (o Owner) Tools(opts ...ToolOption) []Tool {
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	return []Tool{
+	tools := []Tool{
 		o.listTasksTool(),
 		o.getTaskTool(),
 		o.cancelTaskTool(cfg),
 		o.sendMessageTool(),
 		o.waitTaskTool(cfg),
 	}
+	if !validOwner(o.id) { // refused before the arguments are even read
+		for i := range tools {
+			tools[i].Call = func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, ErrInvalidOwner }
+		}
+	}
+	return tools
 }
 
 // toolScope is who calls a tool, read from the call's ctx.

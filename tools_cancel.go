@@ -16,12 +16,23 @@ var liveStatuses = []TaskStatus{StatusQueued, StatusRunning, StatusAwaitingInput
 
 var cancelTaskSchema = json.RawMessage(`{"type":"object","properties":{"target":{"oneOf":[` +
 	`{"type":"object","properties":{"relation":{"const":"self"}},"required":["relation"],"additionalProperties":false},` +
-	`{"type":"object","properties":{"relation":{"const":"child"},"name":{"type":"string","description":"The child task's name or task_id."}},"required":["relation","name"],"additionalProperties":false}` +
+	`{"type":"object","properties":{"relation":{"const":"child"},"name":{"type":"string","description":"A child task's name, or the task_id of any of your tasks."}},"required":["relation","name"],"additionalProperties":false}` +
 	`]}},"required":["target"],"additionalProperties":false}`)
 
-// cancelReceipt is cancel_task's result.
+// cancel_task's receipt statuses.
+const (
+	cancelAccepted         = "accepted"          // it signalled cancelled_count tasks (a child winding down: 0)
+	cancelAlreadyCancelled = "already_cancelled" // self: the task or run had been cancelled before; count 0
+	cancelNothing          = "nothing_to_cancel" // self: nothing live to signal; count 0
+	cancelFailed           = "failed"            // child: see Error
+)
+
+// cancelReceipt is cancel_task's result. CancelledCount is the number of
+// tasks the call itself signalled (a task run by another instance counts
+// once its cancel request is recorded), never a run or a task signalled
+// before.
 type cancelReceipt struct {
-	Status         string `json:"status"` // "accepted" or "failed"
+	Status         string `json:"status"`
 	RootTaskID     string `json:"root_task_id"`
 	CancelledCount int    `json:"cancelled_count"`
 	Error          string `json:"error,omitempty"` // "task_not_found", "task_not_running"
@@ -30,8 +41,9 @@ type cancelReceipt struct {
 func (o Owner) cancelTaskTool(cfg toolConfig) Tool {
 	return Tool{
 		Name: "cancel_task",
-		Description: "Cancel the current background task or run (relation \"self\"), or one of its child tasks " +
-			"(relation \"child\", by name or task_id). Descendant tasks are cancelled together.",
+		Description: "Cancel the current background task or run (relation \"self\"), or a task (relation \"child\": " +
+			"a child task's name, or the task_id of any of your tasks as list_tasks shows them). " +
+			"Descendant tasks are cancelled together.",
 		Schema: cancelTaskSchema,
 		Call: func(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
 			args, err := decodeCancelArgs(raw)
@@ -59,23 +71,36 @@ func (o Owner) cancelTaskTool(cfg toolConfig) Tool {
 	}
 }
 
-// cancelSelf cancels the current task with its tree, or the current run.
+// cancelSelf cancels the current task with its tree, or the owner's
+// current run. Its receipt counts what this call signalled: a task or run
+// cancelled before is "already_cancelled", a run without live tasks (or a
+// task that has ended) "nothing_to_cancel". A run scope's OnSelfCancel is
+// called in every case: the run is cancelled now.
 func (o Owner) cancelSelf(ctx context.Context, s toolScope, cfg toolConfig) (cancelReceipt, error) {
 	if s.task != nil {
-		n, err := o.m.CancelTree(ctx, s.task.rec.ID)
-		if err != nil {
-			return cancelReceipt{}, err
-		}
-		return cancelReceipt{Status: "accepted", RootTaskID: s.task.rec.ID, CancelledCount: n}, nil
+		n, before := o.m.cancelTree(s.task)
+		return selfReceipt(s.task.rec.ID, n, before), nil
 	}
-	n, err := o.m.CancelRun(s.run)
+	n, already, err := o.cancelRun(s.run)
 	if err != nil {
 		return cancelReceipt{}, err
 	}
 	if cfg.onSelfCancel != nil {
 		o.callSelfCancel(ctx, cfg.onSelfCancel)
 	}
-	return cancelReceipt{Status: "accepted", RootTaskID: s.run, CancelledCount: n + 1}, nil
+	return selfReceipt(s.run, n, already), nil
+}
+
+// selfReceipt is the receipt of a self-cancel of root that signalled n
+// tasks; before tells that root had been cancelled already.
+func selfReceipt(root string, n int, before bool) cancelReceipt {
+	switch {
+	case n > 0:
+		return cancelReceipt{Status: cancelAccepted, RootTaskID: root, CancelledCount: n}
+	case before:
+		return cancelReceipt{Status: cancelAlreadyCancelled, RootTaskID: root}
+	}
+	return cancelReceipt{Status: cancelNothing, RootTaskID: root}
 }
 
 func (o Owner) callSelfCancel(ctx context.Context, f func(context.Context)) {
@@ -87,16 +112,17 @@ func (o Owner) callSelfCancel(ctx context.Context, f func(context.Context)) {
 	f(ctx)
 }
 
-// cancelChild cancels a child of the scope, with its descendants.
+// cancelChild cancels a task the model names, with its descendants: by id
+// any of the owner's tasks, by name a child of the scope.
 func (o Owner) cancelChild(ctx context.Context, s toolScope, name string) (cancelReceipt, error) {
 	meta, found, err := o.findChild(ctx, s, name)
 	switch {
 	case err != nil:
 		return cancelReceipt{}, err
 	case !found:
-		return cancelReceipt{Status: "failed", RootTaskID: name, Error: "task_not_found"}, nil
+		return cancelReceipt{Status: cancelFailed, RootTaskID: name, Error: "task_not_found"}, nil
 	case meta.Status.IsTerminal():
-		return cancelReceipt{Status: "failed", RootTaskID: meta.ID, Error: "task_not_running"}, nil
+		return cancelReceipt{Status: cancelFailed, RootTaskID: meta.ID, Error: "task_not_running"}, nil
 	}
 	n, err := o.CancelTree(ctx, meta.ID)
 	if err != nil {
@@ -104,10 +130,10 @@ func (o Owner) cancelChild(ctx context.Context, s toolScope, name string) (cance
 	}
 	if n == 0 { // it may have ended since it was found
 		if now, err := o.Get(ctx, meta.ID); err == nil && now.Status.IsTerminal() {
-			return cancelReceipt{Status: "failed", RootTaskID: meta.ID, Error: "task_not_running"}, nil
+			return cancelReceipt{Status: cancelFailed, RootTaskID: meta.ID, Error: "task_not_running"}, nil
 		}
 	}
-	return cancelReceipt{Status: "accepted", RootTaskID: meta.ID, CancelledCount: n}, nil
+	return cancelReceipt{Status: cancelAccepted, RootTaskID: meta.ID, CancelledCount: n}, nil
 }
 
 // isChild reports whether meta is a direct child of the scope: of the
@@ -119,14 +145,17 @@ func (s toolScope) isChild(meta TaskMeta) bool {
 	return meta.Parent.TaskID == "" && meta.Parent.RunID == s.run
 }
 
-// findChild finds the owner's direct child of the scope whose id, else
-// whose name, is name: a non-terminal one if there is one, else an ended
-// one (terminal status). found is false when there is none.
+// findChild finds the task the model names: the owner's task whose id is
+// name, whichever run or task started it (every task list_tasks shows,
+// including one that another instance runs with a SharedStore); else the
+// owner's direct child of the scope whose name is name, a non-terminal one
+// if there is one, else an ended one (terminal status). found is false
+// when there is none.
 func (o Owner) findChild(ctx context.Context, s toolScope, name string) (TaskMeta, bool, error) {
 	meta, err := o.Get(ctx, name)
 	switch {
 	case err == nil:
-		return meta, s.isChild(meta), nil
+		return meta, true, nil
 	case !errors.Is(err, ErrNotFound):
 		return TaskMeta{}, false, err
 	}

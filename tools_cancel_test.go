@@ -3,6 +3,7 @@ package bgtask
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 )
@@ -51,7 +52,8 @@ func TestCancelSelfTaskScopeCascades(t *testing.T) {
 }
 
 // TestCancelSelfRunScope is awaken #109: self in a run scope cancels the
-// run's tasks and their descendants, counts the run, and calls OnSelfCancel.
+// run's tasks and their descendants, counts only them, and calls
+// OnSelfCancel; a second self-cancel says the run was already cancelled.
 func TestCancelSelfRunScope(t *testing.T) {
 	m := mtNew(t)
 	o := m.Owner("thread-1")
@@ -65,7 +67,7 @@ func TestCancelSelfRunScope(t *testing.T) {
 	tool := ttTool(t, o, "cancel_task", OnSelfCancel(func(ctx context.Context) { hooked = ctx; cancelRun() }))
 	var r cancelReceipt
 	ttCall(t, runCtx, tool, `{"target":{"relation":"self"}}`, &r)
-	if r != (cancelReceipt{Status: "accepted", RootTaskID: "run-1", CancelledCount: 3}) {
+	if r != (cancelReceipt{Status: "accepted", RootTaskID: "run-1", CancelledCount: 2}) {
 		t.Fatalf("cancel_task = %+v", r)
 	}
 	if hooked != runCtx || runCtx.Err() == nil {
@@ -86,11 +88,11 @@ func TestCancelSelfRunScope(t *testing.T) {
 	if _, err := o.Spawn(ctx, func(context.Context, *Task) (any, error) { return nil, nil }); !errors.Is(err, ErrRunCancelled) {
 		t.Fatalf("spawn into the cancelled run: %v", err)
 	}
-	// A second self-cancel still counts the run; a panicking hook is contained.
+	// A second self-cancel signals nothing and says so; a panicking hook is
+	// contained.
 	panicky := ttTool(t, o, "cancel_task", OnSelfCancel(func(context.Context) { panic("hook") }))
-	ttCall(t, ctx, panicky, `{"target":{"relation":"self"}}`, &r)
-	if r != (cancelReceipt{Status: "accepted", RootTaskID: "run-1", CancelledCount: 1}) {
-		t.Fatalf("second cancel_task = %+v", r)
+	if got := string(ttCall(t, ctx, panicky, `{"target":{"relation":"self"}}`, nil)); got != `{"status":"already_cancelled","root_task_id":"run-1","cancelled_count":0}` {
+		t.Fatalf("second cancel_task = %s", got)
 	}
 	_ = other
 }
@@ -123,7 +125,7 @@ func TestCancelSelfWithoutScope(t *testing.T) {
 func TestCancelChild(t *testing.T) {
 	m := mtNew(t)
 	o := m.Owner("thread-1")
-	rootID, root := mtSpawnProbe(t, runCtx(t.Context(), "run-1"), o)
+	_, root := mtSpawnProbe(t, runCtx(t.Context(), "run-1"), o)
 	byName, bp := mtSpawnProbe(t, root.ctx, o, WithName("crawler"))
 	_, bgp := mtSpawnProbe(t, bp.ctx, o) // its child: a descendant of the root's child
 	byID, ip := mtSpawnProbe(t, root.ctx, o)
@@ -141,8 +143,8 @@ func TestCancelChild(t *testing.T) {
 		return r
 	}
 
-	// Not children of the root: unknown, a sibling (by name and id), another owner's.
-	for _, name := range []string{"nope", "task_0000", "sibling", sibling, theirs, "crawler2", rootID} {
+	// Unknown, not a child of the root by name, another owner's by id or name.
+	for _, name := range []string{"nope", "task_0000", "sibling", theirs, "crawler2"} {
 		if r := call(root.ctx, name); r != (cancelReceipt{Status: "failed", RootTaskID: name, Error: "task_not_found"}) {
 			t.Errorf("cancel child %q = %+v", name, r)
 		}
@@ -172,9 +174,9 @@ func TestCancelChild(t *testing.T) {
 		t.Fatalf("cancel by id = %+v", r)
 	}
 	<-ip.cause
-	// In the run scope, the run's top-level tasks are its children.
-	if r := call(runCtx(t.Context(), "run-1"), byName); r != (cancelReceipt{Status: "failed", RootTaskID: byName, Error: "task_not_found"}) {
-		t.Fatalf("a nested task as a child of the run = %+v", r)
+	// In the run scope, the run's top-level tasks are its children by name.
+	if r := call(runCtx(t.Context(), "run-1"), "crawler"); r != (cancelReceipt{Status: "failed", RootTaskID: "crawler", Error: "task_not_found"}) {
+		t.Fatalf("a nested task by name as a child of the run = %+v", r)
 	}
 	if r := call(runCtx(t.Context(), "run-2"), "sibling"); r != (cancelReceipt{Status: "failed", RootTaskID: "sibling", Error: "task_not_found"}) {
 		t.Fatalf("a task of another run = %+v", r)
@@ -218,4 +220,166 @@ func TestCancelAfterShutdown(t *testing.T) {
 	}
 	// Reads go on working.
 	ttCall(t, t.Context(), ttTool(t, o, "list_tasks"), `{}`, nil)
+}
+
+// TestCancelSelfTwoOwnersSameRunID: two threads whose loops both call their
+// run "run-1". Thread A's self-cancel, through cancel_task or through its
+// plugin's RunEnd, cancels only A's tasks and refuses only A's later spawns;
+// its receipt counts only A's tasks. It used to cancel B's tasks, block B's
+// next spawn, and count B's task and the run.
+func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
+	for _, how := range []string{"cancel_task", "RunEnd"} {
+		t.Run(how, func(t *testing.T) {
+			m := mtNew(t)
+			plugins := map[string]*Plugin{}
+			for _, owner := range []string{"thread-A", "thread-B"} {
+				p, err := NewPlugin(m, owner)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := p.RunStart(t.Context(), RunInfo{RunID: "run-1"}); err != nil {
+					t.Fatal(err)
+				}
+				plugins[owner] = p
+			}
+			a, b := plugins["thread-A"].Owner(), plugins["thread-B"].Owner()
+			ctx := runCtx(t.Context(), "run-1")
+			aid, ap := mtSpawnProbe(t, ctx, a)
+			bid, bp := mtSpawnProbe(t, ctx, b)
+			_, bchild := mtSpawnProbe(t, bp.ctx, b)
+
+			if how == "cancel_task" {
+				got := string(ttCall(t, ctx, ttTool(t, a, "cancel_task"), `{"target":{"relation":"self"}}`, nil))
+				if want := `{"status":"accepted","root_task_id":"run-1","cancelled_count":1}`; got != want {
+					t.Fatalf("A's cancel_task = %s, want %s", got, want)
+				}
+			} else if err := plugins["thread-A"].RunEnd(t.Context(), RunOutcome{Cancelled: true}); err != nil {
+				t.Fatal(err)
+			}
+			if cause := <-ap.cause; !errors.Is(cause, ErrRunCancelled) {
+				t.Fatalf("A's task: cause %v, want ErrRunCancelled", cause)
+			}
+			if got := mtWait(t, a, aid); got.Status != StatusCancelled {
+				t.Fatalf("A's task %s, want cancelled", got.Status)
+			}
+			for _, p := range []*mtProbe{bp, bchild} {
+				if err := p.ctxErr(t); err != nil {
+					t.Fatalf("B's task was cancelled: %v", err)
+				}
+			}
+			fn := func(context.Context, *Task) (any, error) { return nil, nil }
+			if _, err := a.Spawn(ctx, fn); !errors.Is(err, ErrRunCancelled) {
+				t.Fatalf("A's spawn into its cancelled run-1: %v, want ErrRunCancelled", err)
+			}
+			id, err := b.Spawn(ctx, fn)
+			if err != nil {
+				t.Fatalf("B's spawn into its run-1: %v", err)
+			}
+			if got := mtWait(t, b, id); got.Status != StatusCompleted || got.Parent.RunID != "run-1" {
+				t.Fatalf("B's new task %s in run %q, want completed in run-1", got.Status, got.Parent.RunID)
+			}
+			// B's own self-cancel still finds its run live.
+			got := string(ttCall(t, ctx, ttTool(t, b, "cancel_task"), `{"target":{"relation":"self"}}`, nil))
+			if want := `{"status":"accepted","root_task_id":"run-1","cancelled_count":2}`; got != want {
+				t.Fatalf("B's cancel_task = %s, want %s", got, want)
+			}
+			if got := mtWait(t, b, bid); got.Status != StatusCancelled {
+				t.Fatalf("B's task %s, want cancelled", got.Status)
+			}
+		})
+	}
+}
+
+// TestCancelSelfReceipts: a self-cancel that signals nothing says why, in
+// a run scope and in a task scope, and a run's OnSelfCancel is called every
+// time. It used to answer "accepted" with cancelled_count 1.
+func TestCancelSelfReceipts(t *testing.T) {
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	hooked := 0
+	tool := ttTool(t, o, "cancel_task", OnSelfCancel(func(context.Context) { hooked++ }))
+	self := `{"target":{"relation":"self"}}`
+	_, tp := mtSpawnProbe(t, t.Context(), o)
+	taskID := tp.task.ID()
+	steps := []struct {
+		name       string
+		ctx        context.Context
+		want       string
+		wantHooked int
+	}{
+		{"run without tasks", runCtx(t.Context(), "run-empty"), `{"status":"nothing_to_cancel","root_task_id":"run-empty","cancelled_count":0}`, 1},
+		{"run again", runCtx(t.Context(), "run-empty"), `{"status":"already_cancelled","root_task_id":"run-empty","cancelled_count":0}`, 2},
+		{"task", tp.ctx, `{"status":"accepted","root_task_id":"` + taskID + `","cancelled_count":1}`, 2},
+		{"task again", tp.ctx, `{"status":"already_cancelled","root_task_id":"` + taskID + `","cancelled_count":0}`, 2},
+	}
+	for _, s := range steps {
+		if got := string(ttCall(t, s.ctx, tool, self, nil)); got != s.want {
+			t.Errorf("%s: cancel_task = %s, want %s", s.name, got, s.want)
+		}
+		if hooked != s.wantHooked {
+			t.Errorf("%s: OnSelfCancel called %d times, want %d", s.name, hooked, s.wantHooked)
+		}
+	}
+	mtWait(t, o, taskID)
+	// The task has ended; a goroutine it left behind asks again.
+	if got, want := string(ttCall(t, tp.ctx, tool, self, nil)), `{"status":"already_cancelled","root_task_id":"`+taskID+`","cancelled_count":0}`; got != want {
+		t.Errorf("ended task: cancel_task = %s, want %s", got, want)
+	}
+}
+
+// TestCancelByIDAnyLiveTask: by task_id, cancel_task reaches any of the
+// owner's tasks that list_tasks shows, whatever run or task started it,
+// and one another instance runs with a SharedStore; by name, only a child
+// of the scope. It used to find only children of the current task or run.
+func TestCancelByIDAnyLiveTask(t *testing.T) {
+	f := &fakeShared{MemoryStore: NewMemoryStore()}
+	m := mtNew(t, WithStore(f), WithInstance("this-instance"))
+	o := m.Owner("thread-1")
+	earlier, ep := mtSpawnProbe(t, runCtx(t.Context(), "run-0"), o, WithName("old"))
+	_, root := mtSpawnProbe(t, runCtx(t.Context(), "run-1"), o)
+	nested, np := mtSpawnProbe(t, root.ctx, o)
+	_, caller := mtSpawnProbe(t, runCtx(t.Context(), "run-1"), o)
+	remote := remoteRecord(t, f, "task_0190d5f4c5a87000a000000000000001")
+	tool := ttTool(t, o, "cancel_task")
+	call := func(ctx context.Context, name string) string {
+		return string(ttCall(t, ctx, tool, ttArgs(map[string]any{"target": map[string]string{"relation": "child", "name": name}}), nil))
+	}
+	run1 := runCtx(t.Context(), "run-1")
+	// By name, the task of run-0 is no child of run-1.
+	if got, want := call(run1, "old"), `{"status":"failed","root_task_id":"old","cancelled_count":0,"error":"task_not_found"}`; got != want {
+		t.Fatalf("by name from run-1 = %s, want %s", got, want)
+	}
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		id   string
+		p    *mtProbe
+	}{
+		{"a task of an earlier run, from the run", run1, earlier, ep},
+		{"a nested task, from another task", caller.ctx, nested, np},
+	} {
+		want := `{"status":"accepted","root_task_id":"` + c.id + `","cancelled_count":1}`
+		if got := call(c.ctx, c.id); got != want {
+			t.Fatalf("%s: %s, want %s", c.name, got, want)
+		}
+		if cause := <-c.p.cause; !errors.Is(cause, ErrCancelled) {
+			t.Fatalf("%s: cause %v, want ErrCancelled", c.name, cause)
+		}
+	}
+	want := `{"status":"accepted","root_task_id":"` + remote.ID + `","cancelled_count":1}`
+	if got := call(run1, remote.ID); got != want {
+		t.Fatalf("a task of another instance: %s, want %s", got, want)
+	}
+	f.mu.Lock()
+	requests := slices.Clone(f.requests)
+	f.mu.Unlock()
+	if !slices.Equal(requests, []string{remote.ID + "+tree"}) {
+		t.Fatalf("cancel requests %v, want the remote task's tree", requests)
+	}
+	for _, p := range []*mtProbe{root, caller} {
+		if err := p.ctxErr(t); err != nil {
+			t.Fatalf("a task not asked for was cancelled: %v", err)
+		}
+	}
+	mtShutdown(t, m)
 }

@@ -120,7 +120,8 @@ func ExampleOwner_Tools_getTask() {
 }
 
 // cancel_task cancels a child of the current run (or task) by name, with
-// its descendants; "self" cancels the current run.
+// its descendants; "self" cancels the current run (here it has no live task
+// left, and the receipt says so).
 func ExampleOwner_Tools_cancelTask() {
 	ctx := context.Background()
 	m, err := bgtask.New()
@@ -165,7 +166,7 @@ func ExampleOwner_Tools_cancelTask() {
 	// accepted true 1
 	// cancelled
 	// failed task_not_running
-	// accepted run-1 1 context canceled
+	// nothing_to_cancel run-1 0 context canceled
 }
 
 // send_message talks to a running sub-agent; from inside a task, "parent"

@@ -42,7 +42,7 @@ func (o Owner) waitTaskTool(cfg toolConfig) Tool {
 			d := time.Duration(args.TimeoutSeconds) * time.Second
 			wctx, cancel := context.WithTimeout(ctx, d)
 			defer cancel()
-			meta, err := o.m.waitSettled(wctx, o.id, args.TaskID)
+			meta, err := o.m.waitSettled(wctx, ownerReach(o.id), args.TaskID)
 			switch {
 			case err == nil:
 				return toolJSON(waitResult{Task: fullView(meta)})

@@ -11,13 +11,13 @@ import (
 // returns the record at once: terminal, or with ErrNotLive when nothing here
 // will ever finish it. If ctx ends first it returns ctx's error.
 func (m *Manager) Wait(ctx context.Context, id string) (TaskMeta, error) {
-	return m.wait(ctx, "", id)
+	return m.wait(ctx, everyOwner, id)
 }
 
-func (m *Manager) wait(ctx context.Context, owner, id string) (TaskMeta, error) {
+func (m *Manager) wait(ctx context.Context, r reach, id string) (TaskMeta, error) {
 	t, done := m.waitable(id)
 	if t != nil {
-		if owner != "" && t.rec.Owner != owner {
+		if !r.covers(t.rec.Owner) {
 			return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		select {
@@ -27,7 +27,7 @@ func (m *Manager) wait(ctx context.Context, owner, id string) (TaskMeta, error) 
 			return TaskMeta{}, ctx.Err()
 		}
 	}
-	return m.storedForWait(ctx, owner, id, false)
+	return m.storedForWait(ctx, r, id, false)
 }
 
 // waitable returns the task id if this Manager still holds it, with the
@@ -59,12 +59,12 @@ func (m *Manager) record(t *Task) TaskMeta {
 // storedForWait answers a wait for a task this Manager does not hold: its
 // record if terminal (or awaiting input, when that settles the wait),
 // otherwise the record with ErrNotLive.
-func (m *Manager) storedForWait(ctx context.Context, owner, id string, inputSettles bool) (TaskMeta, error) {
+func (m *Manager) storedForWait(ctx context.Context, r reach, id string, inputSettles bool) (TaskMeta, error) {
 	meta, err := m.store.Get(ctx, id)
 	switch {
 	case err != nil:
 		return TaskMeta{}, err
-	case owner != "" && meta.Owner != owner:
+	case !r.covers(meta.Owner):
 		return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	case meta.Status.IsTerminal(), inputSettles && meta.Status == StatusAwaitingInput:
 		return meta, nil
@@ -76,12 +76,12 @@ func (m *Manager) storedForWait(ctx context.Context, owner, id string, inputSett
 // request (awaiting_input): what the wait_task tool waits for. The returned
 // record is terminal or awaiting_input. A request answered before this call
 // saw it does not end the wait.
-func (m *Manager) waitSettled(ctx context.Context, owner, id string) (TaskMeta, error) {
+func (m *Manager) waitSettled(ctx context.Context, r reach, id string) (TaskMeta, error) {
 	t, done := m.waitable(id)
 	if t == nil {
-		return m.storedForWait(ctx, owner, id, true)
+		return m.storedForWait(ctx, r, id, true)
 	}
-	if owner != "" && t.rec.Owner != owner {
+	if !r.covers(t.rec.Owner) {
 		return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	for {

@@ -37,7 +37,7 @@ func TestWakePolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			meta, err := m.waitSettled(t.Context(), "thread-1", id)
+			meta, err := m.waitSettled(t.Context(), ownerReach("thread-1"), id)
 			if err != nil || meta.Status != StatusAwaitingInput {
 				t.Fatalf("waitSettled: %+v, %v", meta, err)
 			}
