@@ -45,8 +45,8 @@ func (s *MemoryStore) Children(ctx context.Context, id string) iter.Seq2[TaskMet
 		s.mu.RLock()
 		var out []TaskMeta
 		for _, e := range s.byID {
-			if id != "" && e.rec.Parent.TaskID == id {
-				out = append(out, cloneMeta(*e.rec))
+			if id != "" && e.meta.Parent.TaskID == id {
+				out = append(out, cloneMeta(e.meta))
 			}
 		}
 		s.mu.RUnlock()

@@ -3,9 +3,10 @@ package bgtask
 // memEntry is one record of a MemoryStore and its places in the store's
 // intrusive lists: linking and unlinking allocate nothing and cost O(1),
 // and a forgotten record is unlinked from everything at once, so nothing
-// keeps it reachable.
+// keeps it reachable. Record and links are one allocation (384 bytes, a
+// size class of its own); the Manager makes it at spawn (newRecord).
 type memEntry struct {
-	rec   *TaskMeta
+	meta  TaskMeta
 	at    int64    // Unix nanoseconds of the commit that made it terminal, by the store's clock; 0 while live
 	store memLinks // in MemoryStore.done while terminal
 	owner memLinks // in its owner's live or done list

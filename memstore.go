@@ -53,7 +53,7 @@ func (o *memOwner) empty() bool { return o.live.n == 0 && o.done.n == 0 }
 func (o *memOwner) each(f func(*TaskMeta)) {
 	for _, l := range [2]*memList{&o.live, &o.done} {
 		for e := l.head; e != nil; e = e.owner.next {
-			f(e.rec)
+			f(&e.meta)
 		}
 	}
 }
@@ -116,7 +116,7 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (TaskMeta, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if e := s.byID[id]; e != nil {
-		return cloneMeta(*e.rec), nil
+		return cloneMeta(e.meta), nil
 	}
 	return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 }
@@ -145,11 +145,11 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 }
 
 // commitOne is Commit of one upsert without the Action around it: the
-// Manager's path. A new record is kept as own, when given (own == u),
-// rather than a copy; the caller then reads it only through read, or its
-// identity fields, which never change. u itself is not kept, so it may live
-// on the caller's stack.
-func (s *MemoryStore) commitOne(ctx context.Context, u, own *TaskMeta) error {
+// Manager's path. A new record is kept in own, when given (u ==
+// &own.meta), rather than in a copy; the caller then reads it only through
+// read, or its identity fields, which never change. u itself is not kept,
+// so it may live on the caller's stack.
+func (s *MemoryStore) commitOne(ctx context.Context, u *TaskMeta, own *memEntry) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -185,31 +185,28 @@ func (s *MemoryStore) read(rec, dst *TaskMeta) {
 
 // upsert is the hot path: one record, changed in place. A new record is own
 // when given, else a copy of u.
-func (s *MemoryStore) upsert(o *memOwner, u, own *TaskMeta) {
+func (s *MemoryStore) upsert(o *memOwner, u *TaskMeta, own *memEntry) {
 	e := s.byID[u.ID]
 	if e == nil {
-		rec := own
-		if rec == nil {
-			rec = new(TaskMeta)
-			*rec = cloneMeta(*u)
+		if own == nil {
+			own = &memEntry{meta: cloneMeta(*u)}
 		}
-		s.add(o, rec)
+		s.add(o, own)
 		return
 	}
-	if e.rec.Owner != u.Owner || e.rec.Status.IsTerminal() || !mergeUpsert(e.rec, u) {
+	if e.meta.Owner != u.Owner || e.meta.Status.IsTerminal() || !mergeUpsert(&e.meta, u) {
 		return // another owner's id is never moved; a terminal record never changes
 	}
-	if e.rec.Status.IsTerminal() {
+	if e.meta.Status.IsTerminal() {
 		o.live.remove(e, ownLinks)
 		s.markTerminal(o, e)
 	}
 }
 
-// add keeps rec, a record new to the store, as one of o's.
-func (s *MemoryStore) add(o *memOwner, rec *TaskMeta) {
-	e := &memEntry{rec: rec}
-	s.byID[rec.ID] = e
-	if rec.Status.IsTerminal() {
+// add keeps e, a record new to the store, as one of o's.
+func (s *MemoryStore) add(o *memOwner, e *memEntry) {
+	s.byID[e.meta.ID] = e
+	if e.meta.Status.IsTerminal() {
 		s.markTerminal(o, e)
 	} else {
 		o.live.pushBack(e, ownLinks)
@@ -234,7 +231,7 @@ func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
 	if a.Op == OpReplaceAll {
 		kept := make([]TaskMeta, 0, len(a.Tasks))
 		for _, t := range a.Tasks {
-			if other := s.byID[t.ID]; other == nil || other.rec.Owner == owner {
+			if other := s.byID[t.ID]; other == nil || other.meta.Owner == owner {
 				kept = append(kept, t)
 			}
 		}
@@ -248,12 +245,12 @@ func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
 		}
 	}
 	for _, e := range entries {
-		next, ok := snap.Tasks[e.rec.ID]
-		delete(snap.Tasks, e.rec.ID)
+		next, ok := snap.Tasks[e.meta.ID]
+		delete(snap.Tasks, e.meta.ID)
 		switch {
 		case !ok:
 			s.drop(o, e)
-		case setMutable(e.rec, &next) && !e.terminal() && e.rec.Status.IsTerminal():
+		case setMutable(&e.meta, &next) && !e.terminal() && e.meta.Status.IsTerminal():
 			o.live.remove(e, ownLinks)
 			s.markTerminal(o, e)
 		}
@@ -264,9 +261,7 @@ func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
 	}
 	SortMetas(added) // new terminal records queue in a stable order
 	for i := range added {
-		rec := new(TaskMeta)
-		*rec = added[i]
-		s.add(o, rec)
+		s.add(o, &memEntry{meta: added[i]})
 	}
 }
 
@@ -278,8 +273,7 @@ func (s *MemoryStore) drop(o *memOwner, e *memEntry) {
 	} else {
 		o.live.remove(e, ownLinks)
 	}
-	delete(s.byID, e.rec.ID)
-	e.rec = nil
+	delete(s.byID, e.meta.ID)
 }
 
 // retain forgets terminal records beyond the count limit of owner, then,
@@ -295,7 +289,7 @@ func (s *MemoryStore) retain(owner string, o *memOwner) {
 	}
 	for e := s.done.head; e != nil && (s.done.n > s.retainTotal || e.at < cutoff); e = s.done.head {
 		// The oldest terminal record of all is the oldest of its owner.
-		name := e.rec.Owner
+		name := e.meta.Owner
 		eo := s.owners[name]
 		s.drop(eo, e)
 		if eo.empty() {

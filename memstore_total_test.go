@@ -20,7 +20,7 @@ func storeState(s *MemoryStore) (terminal, all, owners []string) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for e := s.done.head; e != nil; e = e.store.next {
-		terminal = append(terminal, e.rec.ID)
+		terminal = append(terminal, e.meta.ID)
 	}
 	for id := range s.byID {
 		all = append(all, id)
@@ -173,11 +173,11 @@ func TestMemoryStoreForgottenRecordReleased(t *testing.T) {
 //go:noinline
 func commitOwned(t *testing.T, s *MemoryStore, owner, id string) weak.Pointer[TaskMeta] {
 	t.Helper()
-	rec := &TaskMeta{ID: id, Owner: owner, Status: StatusCompleted, FinishedAt: time.Now()}
-	if err := s.commitOne(t.Context(), rec, rec); err != nil {
+	e := &memEntry{meta: TaskMeta{ID: id, Owner: owner, Status: StatusCompleted, FinishedAt: time.Now()}}
+	if err := s.commitOne(t.Context(), &e.meta, e); err != nil {
 		t.Fatal(err)
 	}
-	return weak.Make(rec)
+	return weak.Make(&e.meta)
 }
 
 // Through a Manager, tasks of many owners: the store keeps what its limits
