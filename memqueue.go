@@ -7,15 +7,12 @@ package bgtask
 // size class of its own); the Manager makes it at spawn (newRecord).
 type memEntry struct {
 	meta  TaskMeta
-	at    int64    // Unix nanoseconds of the commit that made it terminal, by the store's clock; 0 while live
+	at    int64    // Unix nanoseconds of the commit that made it terminal, by the store's clock
 	store memLinks // in MemoryStore.done while terminal
 	owner memLinks // in its owner's live or done list
 }
 
 type memLinks struct{ prev, next *memEntry }
-
-// terminal reports whether e is on the lists of terminal records.
-func (e *memEntry) terminal() bool { return e.at != 0 }
 
 func storeLinks(e *memEntry) *memLinks { return &e.store }
 func ownLinks(e *memEntry) *memLinks   { return &e.owner }

@@ -247,10 +247,11 @@ func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
 	for _, e := range entries {
 		next, ok := snap.Tasks[e.meta.ID]
 		delete(snap.Tasks, e.meta.ID)
+		wasTerminal := e.meta.Status.IsTerminal()
 		switch {
 		case !ok:
 			s.drop(o, e)
-		case setMutable(&e.meta, &next) && !e.terminal() && e.meta.Status.IsTerminal():
+		case setMutable(&e.meta, &next) && !wasTerminal && e.meta.Status.IsTerminal():
 			o.live.remove(e, ownLinks)
 			s.markTerminal(o, e)
 		}
@@ -267,7 +268,7 @@ func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
 
 // drop forgets e, one of o's records, and unlinks it from every list.
 func (s *MemoryStore) drop(o *memOwner, e *memEntry) {
-	if e.terminal() {
+	if e.meta.Status.IsTerminal() { // a terminal record stays terminal
 		o.done.remove(e, ownLinks)
 		s.done.remove(e, storeLinks)
 	} else {
