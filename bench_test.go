@@ -324,3 +324,80 @@ func BenchmarkParkedRawGoroutineMemory(b *testing.B) {
 	}
 	b.ReportMetric(total/runs/parkedK, "B/goroutine")
 }
+
+// heapBytes returns the heap in use after a full collection: what is
+// reachable, without the goroutine stacks the runtime keeps cached.
+func heapBytes() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkMemoryStoreHeap reports the heap a Manager with default options
+// keeps after n short tasks across 1,000 owners have ended and their events
+// were drained: in all (heap-MB), per task run (B/task) and per record the
+// store still holds (B/record). Retention bounds it, so the heap after 1M
+// tasks stays near the heap after 100k. Each run is long: use
+// -benchtime=1x.
+//
+//	go test -run='^$' -bench=MemoryStoreHeap -benchtime=1x -count=5 .
+func BenchmarkMemoryStoreHeap(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprint("tasks=", n), func(b *testing.B) {
+			const owners, perOwner = 1000, 10 // a batch is perOwner tasks of every owner
+			var heap, records float64
+			for b.Loop() {
+				before := heapBytes()
+				m := newBenchManager(b)
+				ctx := context.Background()
+				fn := func(context.Context, *bgtask.Task) (any, error) { return nil, nil }
+				views := make([]bgtask.Owner, owners)
+				inboxes := make([]*bgtask.Inbox, owners)
+				for i := range owners {
+					views[i] = m.Owner(fmt.Sprint("owner-", i))
+					ib, err := views[i].Inbox()
+					if err != nil {
+						b.Fatal(err)
+					}
+					inboxes[i] = ib
+				}
+				var evs []bgtask.Event
+				for range n / (owners * perOwner) {
+					for range perOwner {
+						for _, o := range views {
+							if _, err := o.Spawn(ctx, fn); err != nil {
+								b.Fatalf("Spawn: %v", err)
+							}
+						}
+					}
+					for _, ib := range inboxes {
+						for got := 0; got < perOwner; {
+							if err := ib.Wait(ctx); err != nil {
+								b.Fatal(err)
+							}
+							evs = ib.AppendDrain(evs[:0])
+							got += len(evs)
+						}
+					}
+				}
+				evs = nil
+				heap = float64(int64(heapBytes()) - int64(before))
+				records = 0
+				for _, o := range views {
+					snap, err := m.Store().Load(ctx, o.ID())
+					if err != nil {
+						b.Fatal(err)
+					}
+					records += float64(len(snap.Tasks))
+				}
+				shutdownBench(b, m)
+			}
+			b.ReportMetric(heap/(1<<20), "heap-MB")
+			b.ReportMetric(heap/float64(n), "B/task")
+			b.ReportMetric(heap/records, "B/record")
+			b.ReportMetric(records, "records")
+		})
+	}
+}

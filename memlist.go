@@ -22,11 +22,11 @@ func (s *MemoryStore) List(ctx context.Context, owner string, statuses ...TaskSt
 		s.mu.RLock()
 		var out []TaskMeta
 		if o := s.owners[owner]; o != nil {
-			for _, m := range o.tasks {
+			o.each(func(m *TaskMeta) {
 				if len(statuses) == 0 || slices.Contains(statuses, m.Status) {
 					out = append(out, cloneMeta(*m))
 				}
-			}
+			})
 		}
 		s.mu.RUnlock()
 		yieldSorted(out, yield)
@@ -44,9 +44,9 @@ func (s *MemoryStore) Children(ctx context.Context, id string) iter.Seq2[TaskMet
 		}
 		s.mu.RLock()
 		var out []TaskMeta
-		for _, m := range s.byID {
-			if id != "" && m.Parent.TaskID == id {
-				out = append(out, cloneMeta(*m))
+		for _, e := range s.byID {
+			if id != "" && e.meta.Parent.TaskID == id {
+				out = append(out, cloneMeta(e.meta))
 			}
 		}
 		s.mu.RUnlock()

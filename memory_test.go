@@ -15,7 +15,7 @@ import (
 // their locks.
 type memInternals struct {
 	nodes, owners, runs, deadRuns, queue, active, running, inboxes int
-	storeOwners, storeIDs, storeAged                               int
+	storeOwners, storeIDs, storeDone                               int
 }
 
 func readInternals(m *Manager, s *MemoryStore) memInternals {
@@ -29,7 +29,7 @@ func readInternals(m *Manager, s *MemoryStore) memInternals {
 	m.inboxMu.RUnlock()
 	if s != nil {
 		s.mu.RLock()
-		in.storeOwners, in.storeIDs, in.storeAged = len(s.owners), len(s.byID), s.aged.len()
+		in.storeOwners, in.storeIDs, in.storeDone = len(s.owners), len(s.byID), s.done.n
 		s.mu.RUnlock()
 	}
 	return in
@@ -117,9 +117,9 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 	if got.nodes != 0 || got.owners != 0 || got.runs != 0 || got.deadRuns != 0 || got.queue != 0 {
 		t.Fatalf("after %d tasks the Manager still indexes: %+v", total, got)
 	}
-	if got.inboxes != 1 || got.storeOwners != 1 || got.storeIDs != 100 || got.storeAged > 2*100 {
-		t.Fatalf("after %d tasks: %d inboxes, store: %d owners, %d ids, %d aged; want 1, 1, 100, <= 200",
-			total, got.inboxes, got.storeOwners, got.storeIDs, got.storeAged)
+	if got.inboxes != 1 || got.storeOwners != 1 || got.storeIDs != 100 || got.storeDone != 100 {
+		t.Fatalf("after %d tasks: %d inboxes, store: %d owners, %d ids, %d terminal; want 1, 1, 100, 100",
+			total, got.inboxes, got.storeOwners, got.storeIDs, got.storeDone)
 	}
 	snap, err := store.Load(t.Context(), "a")
 	if err != nil {
@@ -273,10 +273,10 @@ func TestMemoryStoreRetainForAgesEveryOwner(t *testing.T) {
 		commit(rec("task_y4", "b", StatusCompleted))
 		has("task_q", "task_x")
 		s.mu.RLock()
-		aged := s.aged.len()
+		terminal := s.done.n
 		s.mu.RUnlock()
-		if aged != 1 {
-			t.Fatalf("age queue holds %d entries, want 1 (task_y4)", aged)
+		if terminal != 1 {
+			t.Fatalf("terminal list holds %d entries, want 1 (task_y4)", terminal)
 		}
 	})
 }

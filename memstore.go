@@ -11,37 +11,51 @@ import (
 // Default retention of a MemoryStore.
 const (
 	DefaultRetainPerOwner = 1000
+	DefaultRetainTotal    = 100_000
 	DefaultRetainFor      = 24 * time.Hour
 )
 
 // MemoryStore is the in-memory Store, the default of a Manager. It keeps
-// every non-terminal record and, per owner, the most recently finished
-// terminal records under a retention policy, so its memory is bounded by
-// that policy and by the number of live tasks, not by the history.
+// every non-terminal record and, of the terminal ones, the most recently
+// finished under a retention policy: at most DefaultRetainPerOwner (1000)
+// per owner, at most DefaultRetainTotal (100,000) across all owners, and
+// none committed terminal more than DefaultRetainFor (24h) ago; see
+// RetainPerOwner, RetainTotal and RetainFor. The oldest terminal records go
+// first, and a forgotten record is released at once: the store keeps no
+// reference to it. So its memory is bounded by that policy and by the
+// number of live tasks, not by the history or the number of owners (an
+// owner without records costs nothing).
 //
-// Use NewMemoryStore; the zero value is not usable. Safe for concurrent use.
+// Use NewMemoryStore; the zero value is not usable. Safe for concurrent
+// use; retention runs inside Commit, under the store's lock, and costs in
+// proportion to the records it forgets.
 type MemoryStore struct {
 	retainPerOwner int
+	retainTotal    int
 	retainFor      time.Duration
 
 	mu     sync.RWMutex // guards the fields below
 	clock  time.Time    // the time of the current commit, read once when a record turns terminal
 	owners map[string]*memOwner
-	byID   map[string]*TaskMeta
-	aged   fifo[agedRef] // terminal records in finish order, for the age limit
+	byID   map[string]*memEntry
+	done   memList // every terminal record, in the order it was committed terminal (storeLinks)
 }
 
+// memOwner is an owner's records: live ones, and terminal ones in the order
+// they were committed terminal (ownLinks).
 type memOwner struct {
-	tasks    map[string]*TaskMeta
-	terminal fifo[string] // terminal ids in finish order, for the count limit
+	live, done memList
 }
 
-// agedRef points at a record that became terminal at a time, for the age
-// limit; rec identifies the record instance, so a forgotten one is skipped.
-type agedRef struct {
-	id  string
-	rec *TaskMeta
-	at  time.Time
+func (o *memOwner) empty() bool { return o.live.n == 0 && o.done.n == 0 }
+
+// each calls f with every record of the owner.
+func (o *memOwner) each(f func(*TaskMeta)) {
+	for _, l := range [2]*memList{&o.live, &o.done} {
+		for e := l.head; e != nil; e = e.owner.next {
+			f(&e.meta)
+		}
+	}
 }
 
 // MemoryOption configures a MemoryStore.
@@ -49,23 +63,30 @@ type MemoryOption func(*MemoryStore)
 
 // RetainPerOwner keeps at most n terminal records per owner; the first to
 // have been committed terminal go first. n <= 0 keeps none. Default
-// DefaultRetainPerOwner.
+// DefaultRetainPerOwner (1000).
 func RetainPerOwner(n int) MemoryOption { return func(s *MemoryStore) { s.retainPerOwner = max(n, 0) } }
+
+// RetainTotal keeps at most n terminal records across all owners; the first
+// to have been committed terminal, whatever their owner, go first. It
+// applies on top of RetainPerOwner and RetainFor. n <= 0 keeps none.
+// Default DefaultRetainTotal (100,000).
+func RetainTotal(n int) MemoryOption { return func(s *MemoryStore) { s.retainTotal = max(n, 0) } }
 
 // RetainFor forgets terminal records committed terminal longer ago than d
 // (by the store's clock, so a record without a finish time or with a skewed
 // one is kept as long as any other). The age is checked on each commit that
 // records a terminal status. d <= 0 disables the age limit. Default
-// DefaultRetainFor.
+// DefaultRetainFor (24h).
 func RetainFor(d time.Duration) MemoryOption { return func(s *MemoryStore) { s.retainFor = d } }
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 	s := &MemoryStore{
 		retainPerOwner: DefaultRetainPerOwner,
+		retainTotal:    DefaultRetainTotal,
 		retainFor:      DefaultRetainFor,
 		owners:         make(map[string]*memOwner),
-		byID:           make(map[string]*TaskMeta),
+		byID:           make(map[string]*memEntry),
 	}
 	for _, o := range opts {
 		o(s)
@@ -82,9 +103,7 @@ func (s *MemoryStore) Load(ctx context.Context, owner string) (Snapshot, error) 
 	defer s.mu.RUnlock()
 	snap := Snapshot{Tasks: make(map[string]TaskMeta)}
 	if o := s.owners[owner]; o != nil {
-		for id, m := range o.tasks {
-			snap.Tasks[id] = cloneMeta(*m)
-		}
+		o.each(func(m *TaskMeta) { snap.Tasks[m.ID] = cloneMeta(*m) })
 	}
 	return snap, nil
 }
@@ -96,8 +115,8 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (TaskMeta, error) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if m := s.byID[id]; m != nil {
-		return cloneMeta(*m), nil
+	if e := s.byID[id]; e != nil {
+		return cloneMeta(e.meta), nil
 	}
 	return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 }
@@ -112,11 +131,7 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	o := s.owners[owner]
-	if o == nil {
-		o = &memOwner{tasks: make(map[string]*TaskMeta)}
-		s.owners[owner] = o
-	}
+	o := s.owner(owner)
 	for _, a := range actions {
 		if a.Op == OpUpsert {
 			s.upsert(o, &a.Tasks[0], nil)
@@ -126,18 +141,15 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 	}
 	s.retain(owner, o)
 	s.clock = time.Time{}
-	if len(o.tasks) == 0 {
-		delete(s.owners, owner)
-	}
 	return nil
 }
 
 // commitOne is Commit of one upsert without the Action around it: the
-// Manager's path. A new record is kept as own, when given (own == u),
-// rather than a copy; the caller then reads it only through read, or its
-// identity fields, which never change. u itself is not kept, so it may live
-// on the caller's stack.
-func (s *MemoryStore) commitOne(ctx context.Context, u, own *TaskMeta) error {
+// Manager's path. A new record is kept in own, when given (u ==
+// &own.meta), rather than in a copy; the caller then reads it only through
+// read, or its identity fields, which never change. u itself is not kept,
+// so it may live on the caller's stack.
+func (s *MemoryStore) commitOne(ctx context.Context, u *TaskMeta, own *memEntry) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -147,15 +159,21 @@ func (s *MemoryStore) commitOne(ctx context.Context, u, own *TaskMeta) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.clock = u.FinishedAt // the Manager's clock, read moments ago; zero until the task ends
-	o := s.owners[u.Owner]
-	if o == nil {
-		o = &memOwner{tasks: make(map[string]*TaskMeta)}
-		s.owners[u.Owner] = o
-	}
+	o := s.owner(u.Owner)
 	s.upsert(o, u, own)
 	s.retain(u.Owner, o)
 	s.clock = time.Time{}
 	return nil
+}
+
+// owner returns the records of owner, making them the first time.
+func (s *MemoryStore) owner(owner string) *memOwner {
+	o := s.owners[owner]
+	if o == nil {
+		o = new(memOwner)
+		s.owners[owner] = o
+	}
+	return o
 }
 
 // read copies a record kept by commitOne into dst, under the lock.
@@ -167,130 +185,120 @@ func (s *MemoryStore) read(rec, dst *TaskMeta) {
 
 // upsert is the hot path: one record, changed in place. A new record is own
 // when given, else a copy of u.
-func (s *MemoryStore) upsert(o *memOwner, u, own *TaskMeta) {
-	cur := o.tasks[u.ID]
-	if cur == nil {
-		if s.byID[u.ID] != nil {
-			return // the id belongs to another owner: never move it
+func (s *MemoryStore) upsert(o *memOwner, u *TaskMeta, own *memEntry) {
+	e := s.byID[u.ID]
+	if e == nil {
+		if own == nil {
+			own = &memEntry{meta: cloneMeta(*u)}
 		}
-		if own != nil {
-			cur = own
-		} else {
-			cur = new(TaskMeta)
-			*cur = cloneMeta(*u)
-		}
-		o.tasks[u.ID] = cur
-		s.byID[u.ID] = cur
-	} else if cur.Status.IsTerminal() || !mergeUpsert(cur, u) {
+		s.add(o, own)
 		return
 	}
-	s.queueIfTerminal(o, cur)
+	if e.meta.Owner != u.Owner || e.meta.Status.IsTerminal() || !mergeUpsert(&e.meta, u) {
+		return // another owner's id is never moved; a terminal record never changes
+	}
+	if e.meta.Status.IsTerminal() {
+		o.live.remove(e, ownLinks)
+		s.markTerminal(o, e)
+	}
+}
+
+// add keeps e, a record new to the store, as one of o's.
+func (s *MemoryStore) add(o *memOwner, e *memEntry) {
+	s.byID[e.meta.ID] = e
+	if e.meta.Status.IsTerminal() {
+		s.markTerminal(o, e)
+	} else {
+		o.live.pushBack(e, ownLinks)
+	}
+}
+
+// markTerminal puts e, on no list, at the end of the terminal lists.
+func (s *MemoryStore) markTerminal(o *memOwner, e *memEntry) {
+	if s.clock.IsZero() {
+		s.clock = time.Now()
+	}
+	e.at = s.clock.UnixNano()
+	o.done.pushBack(e, ownLinks)
+	s.done.pushBack(e, storeLinks)
 }
 
 // applySlow runs ReplaceAll and Remove through ApplyAction on a copy of the
 // owner's records and puts the result back.
 func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
-	snap := Snapshot{Tasks: make(map[string]TaskMeta, len(o.tasks))}
-	for id, m := range o.tasks {
-		snap.Tasks[id] = *m
-	}
+	snap := Snapshot{Tasks: make(map[string]TaskMeta, o.live.n+o.done.n)}
+	o.each(func(m *TaskMeta) { snap.Tasks[m.ID] = *m })
 	if a.Op == OpReplaceAll {
 		kept := make([]TaskMeta, 0, len(a.Tasks))
 		for _, t := range a.Tasks {
-			if other := s.byID[t.ID]; other == nil || other.Owner == owner {
+			if other := s.byID[t.ID]; other == nil || other.meta.Owner == owner {
 				kept = append(kept, t)
 			}
 		}
 		a.Tasks = kept
 	}
 	ApplyAction(&snap, a)
-	for id, old := range o.tasks {
-		next, ok := snap.Tasks[id]
-		if !ok {
-			delete(o.tasks, id)
-			delete(s.byID, id)
-			continue
-		}
-		wasTerminal := old.Status.IsTerminal()
-		if setMutable(old, &next) && !wasTerminal {
-			s.queueIfTerminal(o, old)
+	var entries []*memEntry
+	for _, l := range [2]*memList{&o.live, &o.done} {
+		for e := l.head; e != nil; e = e.owner.next {
+			entries = append(entries, e)
 		}
 	}
-	for id, next := range snap.Tasks {
-		if o.tasks[id] == nil {
-			c := next
-			o.tasks[id] = &c
-			s.byID[id] = &c
-			s.queueIfTerminal(o, &c)
+	for _, e := range entries {
+		next, ok := snap.Tasks[e.meta.ID]
+		delete(snap.Tasks, e.meta.ID)
+		wasTerminal := e.meta.Status.IsTerminal()
+		switch {
+		case !ok:
+			s.drop(o, e)
+		case setMutable(&e.meta, &next) && !wasTerminal && e.meta.Status.IsTerminal():
+			o.live.remove(e, ownLinks)
+			s.markTerminal(o, e)
 		}
 	}
-	o.terminal = fifo[string]{}
-	for _, r := range s.aged.all() {
-		if r.rec.Owner == owner && s.isAged(r) {
-			o.terminal.push(r.id)
-		}
+	added := make([]TaskMeta, 0, len(snap.Tasks))
+	for _, m := range snap.Tasks {
+		added = append(added, m)
 	}
-}
-
-// queueIfTerminal queues a record that has just become terminal for
-// retention.
-func (s *MemoryStore) queueIfTerminal(o *memOwner, m *TaskMeta) {
-	if m.Status.IsTerminal() {
-		o.terminal.push(m.ID)
-		if s.clock.IsZero() {
-			s.clock = time.Now()
-		}
-		s.aged.push(agedRef{id: m.ID, rec: m, at: s.clock})
+	SortMetas(added) // new terminal records queue in a stable order
+	for i := range added {
+		s.add(o, &memEntry{meta: added[i]})
 	}
 }
 
-// isAged reports whether r still refers to a retained terminal record.
-func (s *MemoryStore) isAged(r agedRef) bool {
-	return s.byID[r.id] == r.rec
+// drop forgets e, one of o's records, and unlinks it from every list.
+func (s *MemoryStore) drop(o *memOwner, e *memEntry) {
+	if e.meta.Status.IsTerminal() { // a terminal record stays terminal
+		o.done.remove(e, ownLinks)
+		s.done.remove(e, storeLinks)
+	} else {
+		o.live.remove(e, ownLinks)
+	}
+	delete(s.byID, e.meta.ID)
 }
 
-// retain forgets terminal records beyond the count limit of owner, and those
-// of any owner beyond the age limit.
+// retain forgets terminal records beyond the count limit of owner, then,
+// across all owners, those beyond the age limit and the total limit, oldest
+// first; an owner left without records is forgotten too.
 func (s *MemoryStore) retain(owner string, o *memOwner) {
-	for o.terminal.len() > s.retainPerOwner {
-		id := o.terminal.pop()
-		if s.aged.len() > 0 && s.aged.front().id == id {
-			s.aged.pop() // the usual case, one owner at a time: keep the age queue short
-		}
-		s.forget(o, id)
+	for o.done.n > s.retainPerOwner {
+		s.drop(o, o.done.head)
 	}
+	var cutoff int64
 	if s.retainFor > 0 && !s.clock.IsZero() { // only commits that end tasks read the clock
-		cutoff := s.clock.Add(-s.retainFor)
-		for s.aged.len() > 0 && s.aged.front().at.Before(cutoff) {
-			r := s.aged.pop()
-			if !s.isAged(r) {
-				continue
-			}
-			ro := s.owners[r.rec.Owner]
-			s.forget(ro, r.id)
-			if ro.terminal.len() > 0 && ro.terminal.front() == r.id {
-				ro.terminal.pop() // the usual case: both queues are in commit order
-			} else {
-				ro.terminal.filter(func(id string) bool { return id != r.id })
-			}
-			if len(ro.tasks) == 0 && r.rec.Owner != owner {
-				delete(s.owners, r.rec.Owner)
-			}
+		cutoff = s.clock.Add(-s.retainFor).UnixNano()
+	}
+	for e := s.done.head; e != nil && (s.done.n > s.retainTotal || e.at < cutoff); e = s.done.head {
+		// The oldest terminal record of all is the oldest of its owner.
+		name := e.meta.Owner
+		eo := s.owners[name]
+		s.drop(eo, e)
+		if eo.empty() {
+			delete(s.owners, name)
 		}
 	}
-	s.compactAged()
-}
-
-func (s *MemoryStore) forget(o *memOwner, id string) {
-	delete(o.tasks, id)
-	delete(s.byID, id)
-}
-
-// compactAged drops references to records already forgotten, so the age
-// queue stays proportional to what is retained.
-func (s *MemoryStore) compactAged() {
-	if s.aged.len() >= 64 && s.aged.len() > 2*len(s.byID) {
-		s.aged.filter(s.isAged)
+	if o.empty() {
+		delete(s.owners, owner)
 	}
 }
 

@@ -6,16 +6,29 @@ import (
 )
 
 // A task's record lives in one place when it can. With the default
-// MemoryStore, the store keeps the very TaskMeta the spawn made (t.rec) and
-// changes it under its own lock; the Task reads its identity fields, which
-// never change, and reads the rest through readRecord. With any other Store,
+// MemoryStore, the store keeps the very TaskMeta the spawn made (t.rec),
+// inside the entry that links it into the store's lists, and changes it
+// under its own lock; the Task reads its identity fields, which never
+// change, and reads the rest through readRecord. With any other Store,
 // t.rec is the Task's private copy, updated after each commit. Sharing saves
-// a copy of every live record and a 320-byte allocation per spawn.
+// a copy of every live record and an allocation per spawn.
 
-// commitFirst commits the task's first record.
-func (m *Manager) commitFirst(ctx context.Context, t *Task) error {
+// newRecord makes t.rec, in the entry the MemoryStore will keep it in when
+// the store is one (returned, for commitFirst), else on its own.
+func (m *Manager) newRecord(t *Task) *memEntry {
+	if m.mem == nil {
+		t.rec = new(TaskMeta)
+		return nil
+	}
+	e := new(memEntry)
+	t.rec = &e.meta
+	return e
+}
+
+// commitFirst commits the task's first record; e is what newRecord returned.
+func (m *Manager) commitFirst(ctx context.Context, t *Task, e *memEntry) error {
 	if m.mem != nil {
-		return m.mem.commitOne(ctx, t.rec, t.rec)
+		return m.mem.commitOne(ctx, t.rec, e)
 	}
 	return m.store.Commit(ctx, t.rec.Owner, Upsert(*t.rec))
 }

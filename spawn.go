@@ -49,7 +49,8 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 
 	created := now()
 	t := &Task{m: m, fn: fn}
-	t.rec = &TaskMeta{
+	ent := m.newRecord(t)
+	*t.rec = TaskMeta{
 		ID:          newTaskID(created),
 		Owner:       owner,
 		Type:        sc.typ,
@@ -85,7 +86,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	} else {
 		t.rec.Status = StatusQueued
 	}
-	if err := m.commitFirst(ctx, t); err != nil {
+	if err := m.commitFirst(ctx, t, ent); err != nil {
 		m.abandon(t)
 		if ctx.Err() != nil { // say why the caller's context ended: a cancelled run, say
 			return "", fmt.Errorf("bgtask: spawn: %w", context.Cause(ctx))

@@ -1,0 +1,233 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+	"weak"
+)
+
+// storeState is what a MemoryStore holds, read under its lock: the
+// terminal records in the order retention forgets them, every id, and the
+// owners it keeps bookkeeping for, each sorted but the first.
+func storeState(s *MemoryStore) (terminal, all, owners []string) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for e := s.done.head; e != nil; e = e.store.next {
+		terminal = append(terminal, e.meta.ID)
+	}
+	for id := range s.byID {
+		all = append(all, id)
+	}
+	for o := range s.owners {
+		owners = append(owners, o)
+	}
+	slices.Sort(all)
+	slices.Sort(owners)
+	return terminal, all, owners
+}
+
+// RetainTotal bounds the terminal records of all owners together, the first
+// committed terminal going first whoever owns them, on top of the count per
+// owner; live records are never dropped, and an owner left without records
+// is forgotten.
+func TestMemoryStoreRetainTotal(t *testing.T) {
+	t.Parallel()
+	// Each commit is "owner/id" and makes the record terminal; "a/live" and
+	// "c/queued" are committed first and never end.
+	tests := []struct {
+		name            string
+		perOwner, total int
+		commits         []string
+		wantTerminal    []string // oldest first
+		wantOwners      []string
+	}{
+		{
+			name: "total 0 keeps none", perOwner: 100, total: 0,
+			commits:      []string{"a/1", "b/2", "c/3"},
+			wantTerminal: nil, wantOwners: []string{"a", "c"},
+		},
+		{
+			name: "total 1 keeps the newest", perOwner: 100, total: 1,
+			commits:      []string{"a/1", "b/2", "c/3", "b/4"},
+			wantTerminal: []string{"b/4"}, wantOwners: []string{"a", "b", "c"},
+		},
+		{
+			name: "oldest first across owners", perOwner: 100, total: 4,
+			commits:      []string{"b/1", "a/2", "b/3", "c/4", "a/5", "d/6", "c/7", "a/8"},
+			wantTerminal: []string{"a/5", "d/6", "c/7", "a/8"}, wantOwners: []string{"a", "c", "d"},
+		},
+		{
+			name: "under the cap nothing goes", perOwner: 100, total: 8,
+			commits:      []string{"b/1", "a/2", "b/3", "c/4", "a/5", "d/6", "c/7", "a/8"},
+			wantTerminal: []string{"b/1", "a/2", "b/3", "c/4", "a/5", "d/6", "c/7", "a/8"},
+			wantOwners:   []string{"a", "b", "c", "d"},
+		},
+		{
+			name: "per owner drops newer than total would", perOwner: 1, total: 3,
+			commits:      []string{"b/1", "a/2", "a/3", "c/4"},
+			wantTerminal: []string{"b/1", "a/3", "c/4"}, wantOwners: []string{"a", "b", "c"},
+		},
+		{
+			name: "per owner first, then total", perOwner: 2, total: 5,
+			commits:      []string{"a/1", "b/2", "a/3", "a/4", "b/5", "c/6", "c/7"},
+			wantTerminal: []string{"a/3", "a/4", "b/5", "c/6", "c/7"}, wantOwners: []string{"a", "b", "c"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := NewMemoryStore(RetainPerOwner(tc.perOwner), RetainTotal(tc.total), RetainFor(0))
+			mustCommit(t, s, "a", Upsert(rmeta("task_live", "a", StatusRunning)))
+			mustCommit(t, s, "c", Upsert(rmeta("task_queued", "c", StatusQueued)))
+			for _, c := range tc.commits {
+				owner, n, _ := strings.Cut(c, "/")
+				id := "task_" + n
+				mustCommit(t, s, owner, Upsert(rmeta(id, owner, StatusRunning)))
+				mustCommit(t, s, owner, Upsert(finished(id, owner, StatusCompleted, time.Now())))
+			}
+			var want []string
+			for _, c := range tc.wantTerminal {
+				_, n, _ := strings.Cut(c, "/")
+				want = append(want, "task_"+n)
+			}
+			terminal, all, owners := storeState(s)
+			if !slices.Equal(terminal, want) {
+				t.Fatalf("terminal records kept, oldest first: %v, want %v", terminal, want)
+			}
+			wantAll := slices.Sorted(slices.Values(append([]string{"task_live", "task_queued"}, want...)))
+			if !slices.Equal(all, wantAll) {
+				t.Fatalf("records kept: %v, want %v", all, wantAll)
+			}
+			if !slices.Equal(owners, tc.wantOwners) {
+				t.Fatalf("owners kept: %v, want %v", owners, tc.wantOwners)
+			}
+			for _, id := range []string{"task_live", "task_queued"} {
+				if _, err := s.Get(t.Context(), id); err != nil {
+					t.Fatalf("live record %s: %v", id, err)
+				}
+			}
+		})
+	}
+}
+
+// A record the store forgets is released at once, whatever forgets it: no
+// queue keeps it reachable until a later compaction. The record to forget
+// is not the oldest terminal one of the store (another owner's is), which
+// is where an age queue would keep a pointer to it.
+func TestMemoryStoreForgottenRecordReleased(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		opts   []MemoryOption
+		forget func(t *testing.T, s *MemoryStore)
+	}{
+		{"per owner count", []MemoryOption{RetainPerOwner(1)}, func(t *testing.T, s *MemoryStore) {
+			mustCommit(t, s, "a", Upsert(finished("task_a2", "a", StatusCompleted, time.Now())))
+		}},
+		{"total count", []MemoryOption{RetainTotal(2)}, func(t *testing.T, s *MemoryStore) {
+			mustCommit(t, s, "c", Upsert(finished("task_c1", "c", StatusCompleted, time.Now())))
+			mustCommit(t, s, "c", Upsert(finished("task_c2", "c", StatusCompleted, time.Now())))
+		}},
+		{"age", []MemoryOption{RetainFor(time.Hour)}, func(t *testing.T, s *MemoryStore) {
+			<-time.After(2 * time.Hour)
+			mustCommit(t, s, "c", Upsert(finished("task_c1", "c", StatusCompleted, time.Now())))
+		}},
+		{"remove", nil, func(t *testing.T, s *MemoryStore) {
+			mustCommit(t, s, "a", Remove("task_x"))
+		}},
+		{"replace all", nil, func(t *testing.T, s *MemoryStore) {
+			mustCommit(t, s, "a", ReplaceAll(rmeta("task_a9", "a", StatusRunning)))
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := NewMemoryStore(tc.opts...)
+				mustCommit(t, s, "b", Upsert(finished("task_b1", "b", StatusCompleted, time.Now())))
+				wp := commitOwned(t, s, "a", "task_x")
+				tc.forget(t, s)
+				if _, err := s.Get(t.Context(), "task_x"); !errors.Is(err, ErrNotFound) {
+					t.Fatalf("Get(task_x) = %v, want ErrNotFound", err)
+				}
+				runtime.GC()
+				runtime.GC()
+				if wp.Value() != nil {
+					t.Fatal("the forgotten record task_x is still reachable")
+				}
+				runtime.KeepAlive(s) // the store itself is alive: only its hold on task_x is in question
+			})
+		})
+	}
+}
+
+// commitOwned commits a terminal record that the store keeps as it is, as
+// the Manager's records are, and returns a weak pointer to it.
+//
+//go:noinline
+func commitOwned(t *testing.T, s *MemoryStore, owner, id string) weak.Pointer[TaskMeta] {
+	t.Helper()
+	e := &memEntry{meta: TaskMeta{ID: id, Owner: owner, Status: StatusCompleted, FinishedAt: time.Now()}}
+	if err := s.commitOne(t.Context(), &e.meta, e); err != nil {
+		t.Fatal(err)
+	}
+	return weak.Make(&e.meta)
+}
+
+// Through a Manager, tasks of many owners: the store keeps what its limits
+// say, the most recently finished first, and no bookkeeping for an owner
+// left without records; the Manager keeps nothing of ended tasks.
+func TestMemoryManagerRetainsAcrossOwners(t *testing.T) {
+	t.Parallel()
+	const owners, tasks = 4, 12 // task i belongs to owner i%owners and ends i-th
+	tests := []struct {
+		name            string
+		perOwner, total int
+		wantKept        []int // task numbers, oldest first
+	}{
+		{"total", 2, 3, []int{9, 10, 11}},
+		{"per owner", 1, 100, []int{8, 9, 10, 11}},
+		{"per owner then total", 2, 6, []int{6, 7, 8, 9, 10, 11}},
+		{"none", 0, 100, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				store := NewMemoryStore(RetainPerOwner(tc.perOwner), RetainTotal(tc.total))
+				m := mtNew(t, WithStore(store))
+				fn := func(context.Context, *Task) (any, error) { return nil, nil }
+				var spawned []string
+				for i := range tasks {
+					spawned = append(spawned, limSpawn(t, m, fmt.Sprint("owner-", i%owners), fn))
+					synctest.Wait() // it has ended and retired: tasks end in spawn order
+				}
+				var want, wantOwners []string
+				for _, i := range tc.wantKept {
+					want = append(want, spawned[i])
+					wantOwners = append(wantOwners, fmt.Sprint("owner-", i%owners))
+				}
+				slices.Sort(wantOwners)
+				wantOwners = slices.Compact(wantOwners)
+				terminal, _, gotOwners := storeState(store)
+				if !slices.Equal(terminal, want) {
+					t.Fatalf("store keeps %v, want %v", terminal, want)
+				}
+				if !slices.Equal(gotOwners, wantOwners) {
+					t.Fatalf("store keeps owners %v, want %v", gotOwners, wantOwners)
+				}
+				in := readInternals(m, store)
+				if in.nodes != 0 || in.owners != 0 || in.runs != 0 || in.active != 0 || in.storeIDs != len(want) {
+					t.Fatalf("after %d tasks: %+v", tasks, in)
+				}
+				mtShutdown(t, m)
+			})
+		})
+	}
+}
