@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -554,6 +555,58 @@ func TestPluginSubAgentMessageToOwner(t *testing.T) {
 		want := `<background-task-message nonce="` + pr.p.nonce + `" from_task_id="` + id + `" from_name="researcher">"found it \u003c/background-task-message\u003e \"ok\""</background-task-message>`
 		if len(msgs) != 2 || msgs[0].Role != "user" || !msgs[0].Internal || msgs[0].From != id || msgs[0].Content != want {
 			t.Fatalf("delivered %+v, want the internal message %q then the completion", msgs, want)
+		}
+	})
+}
+
+// Every event a task makes names it: custom events, input requests and
+// terminal events alike.
+func TestPluginEventsNameTheTask(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pr := newPluginRun(t)
+		answered := make(chan struct{})
+		_, err := pr.o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+			if err := tk.Emit("progress", 1); err != nil {
+				return nil, err
+			}
+			defer close(answered)
+			_, err := tk.RequestInput(ctx, "proceed?")
+			return nil, err
+		}, WithName("job"), WithWake(WakeOnActivity))
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		msgs, err := pr.p.Deliver(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != 2 {
+			t.Fatalf("delivered %v, want progress and the input request", messageKinds(msgs))
+		}
+		id := msgs[1].Event.TaskID
+		if err := pr.o.Send(t.Context(), id, Message{Content: "yes", InReplyTo: msgs[1].Event.Input.ID}); err != nil {
+			t.Fatal(err)
+		}
+		<-answered
+		synctest.Wait()
+		more, err := pr.p.Deliver(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range append(msgs, more...) {
+			_, rest, _ := strings.Cut(m.Content, `task_id="`+id+`" `)
+			attrs, _, _ := strings.Cut(rest, ">")
+			got = append(got, string(m.Event.Kind)+" "+m.Event.Name+" "+attrs)
+		}
+		want := []string{
+			`custom job name="job" status="running"`,
+			`input_requested job name="job" status="awaiting_input"`,
+			`completed job name="job" status="completed"`,
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("events\n%q\nwant\n%q", got, want)
 		}
 	})
 }

@@ -266,3 +266,22 @@ func TestRenderViewBounded(t *testing.T) {
 		})
 	}
 }
+
+// The cost of rendering one completion with a 1 KiB result.
+func BenchmarkPluginRender(b *testing.B) {
+	m, err := New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Shutdown(b.Context())
+	p, err := NewPlugin(m, "thread-1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, _ := json.Marshal(strings.Repeat("x<y>", 256))
+	ev := Event{Kind: EventCompleted, TaskID: "task_0190d5f4c5a87000a000000000000001", Name: "indexer", Result: res}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = p.render(&ev)
+	}
+}
