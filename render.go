@@ -9,6 +9,7 @@ import (
 	"iter"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // The envelopes the Plugin renders around what tasks report.
@@ -196,8 +197,22 @@ func viewLine(b *strings.Builder, t *TaskMeta) {
 var attrEscaper = strings.NewReplacer(`&`, "&amp;", `<`, "&lt;", `>`, "&gt;", `"`, "&quot;", `'`, "&#39;", "\n", "&#10;", "\r", "&#13;", "\t", "&#9;")
 
 // xmlAttr escapes s for a double-quoted XML attribute, so a task's name or
-// description cannot break out of it.
-func xmlAttr(s string) string { return attrEscaper.Replace(s) }
+// description cannot break out of it. Invalid UTF-8 becomes U+FFFD, as in
+// the JSON bodies.
+func xmlAttr(s string) string { return attrEscaper.Replace(validUTF8(s)) }
+
+// validUTF8 replaces each byte of s that is not UTF-8 with U+FFFD, as
+// encoding/json does.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteRune(r) // an invalid byte ranges as utf8.RuneError
+	}
+	return b.String()
+}
 
 // ParseEvent reads back the event of a message this Plugin rendered (an
 // event or a task's message to its owner), for a host or a model stand-in

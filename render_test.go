@@ -1,6 +1,7 @@
 package bgtask
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -284,4 +285,44 @@ func BenchmarkPluginRender(b *testing.B) {
 	for b.Loop() {
 		_ = p.render(&ev)
 	}
+}
+
+// Whatever text a task controls, the rendering has exactly its envelope's
+// two tags and reads back as the same task's event.
+func FuzzRenderIsInert(f *testing.F) {
+	for _, s := range forgeries("NONCE") {
+		f.Add(s, s, s)
+	}
+	f.Add("\xff<", "é", "&lt;")
+	f.Add("\xff\xfe", "\xff\xfe<", "\xc3")
+	m, err := New()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	p, err := NewPlugin(m, "thread-1", WithDisplayLimit(64))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, name, text, id string) {
+		js, _ := json.Marshal(text)
+		msg, _ := json.Marshal(Message{Content: text})
+		for _, ev := range []Event{
+			{Kind: EventFailed, TaskID: id, Name: name, Error: text},
+			{Kind: EventCompleted, TaskID: id, Name: name, Result: js},
+			{Kind: EventCustom, TaskID: id, Name: name, EventType: EventTypeMessage, Payload: msg},
+		} {
+			c := p.render(&ev).Content
+			if strings.Count(c, "<") != 2 || strings.Count(c, ">") != 2 {
+				t.Fatalf("rendered %q", c)
+			}
+			if id == "" {
+				continue // not an event: no task
+			}
+			got, ok := p.ParseEvent(c)
+			if !ok || got.Kind != ev.Kind || got.TaskID != validUTF8(ev.TaskID) || got.Name != validUTF8(ev.Name) {
+				t.Fatalf("ParseEvent(%q) = %+v, %v", c, got, ok)
+			}
+		}
+	})
 }
