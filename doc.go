@@ -47,7 +47,7 @@
 //
 // # Agent loops
 //
-// A [Plugin] connects one owner's tasks to an agent loop's phases (D7):
+// A [Plugin] connects one owner's tasks to an agent loop's phases:
 // [Plugin.RunStart] restores what a gone process left running,
 // [Plugin.BeforeInference] turns events into prompt messages and adds the
 // view of the running tasks, [Plugin.StepEnd] says whether work is pending,
@@ -55,6 +55,12 @@
 // ([OnWake]). [Owner.Tools] are the model-facing tools (list_tasks,
 // get_task, cancel_task, send_message, wait_task). Package agentloop is a
 // small reference loop built on both.
+//
+// The model's input is a trust boundary: what tasks write (results,
+// errors, payloads, names, descriptions, input prompts, a sub-agent's
+// messages) reaches it escaped, cut to a display limit and in envelopes
+// naming the task, never in the system role; only envelopes carrying the
+// Plugin's random nonce are events ([Plugin.ParseEvent]).
 //
 // # Metadata
 //

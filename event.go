@@ -45,7 +45,7 @@ func (k EventKind) IsTerminal() bool {
 // Event is what a task reports to its owner's Inbox. Its JSON form is the
 // one the model sees:
 //
-//	{"kind":"completed","task_id":"task_…","result":…}
+//	{"kind":"completed","task_id":"task_…","name":"indexer","result":…}
 //	{"kind":"failed","task_id":"task_…","error":"…"}
 //	{"kind":"cancelled","task_id":"task_…"}
 //	{"kind":"interrupted","task_id":"task_…","error":"…"}
@@ -53,11 +53,13 @@ func (k EventKind) IsTerminal() bool {
 //	{"kind":"commit_failed","task_id":"task_…","status":"completed","error":"…"}
 //	{"kind":"input_requested","task_id":"task_…","input_request":{"id":"input_…","prompt":"…"}}
 //
-// Payload and Result are JSON, encoded when the event was made, so the task
-// may change its values afterwards.
+// The name is left out when the task has none. Payload and Result are JSON,
+// encoded when the event was made, so the task may change its values
+// afterwards.
 type Event struct {
 	Kind      EventKind
 	TaskID    string
+	Name      string          // the task's name, "" if it has none
 	Result    json.RawMessage // completed
 	Error     string          // failed, interrupted, commit_failed
 	Status    TaskStatus      // commit_failed: the status that was not committed
@@ -69,6 +71,7 @@ type Event struct {
 type eventJSON struct {
 	Kind      EventKind        `json:"kind"`
 	TaskID    string           `json:"task_id"`
+	Name      string           `json:"name,omitempty"`
 	EventType string           `json:"event_type,omitempty"`
 	Payload   *json.RawMessage `json:"payload,omitempty"`
 	Result    *json.RawMessage `json:"result,omitempty"`
@@ -82,7 +85,7 @@ var jsonNull = json.RawMessage("null")
 // MarshalJSON writes the seed's shape for the event's kind: only the fields
 // that kind carries, with a null result or payload when none was given.
 func (e Event) MarshalJSON() ([]byte, error) {
-	j := eventJSON{Kind: e.Kind, TaskID: e.TaskID}
+	j := eventJSON{Kind: e.Kind, TaskID: e.TaskID, Name: e.Name}
 	orNull := func(r json.RawMessage) *json.RawMessage {
 		if len(r) == 0 {
 			return &jsonNull
@@ -133,7 +136,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	if j.Kind == EventInputRequested && (j.Input == nil || j.Input.ID == "") {
 		return fmt.Errorf("%w: input_requested event without a request id", ErrInvalidEvent)
 	}
-	*e = Event{Kind: j.Kind, TaskID: j.TaskID, EventType: j.EventType, Status: j.Status, Input: j.Input}
+	*e = Event{Kind: j.Kind, TaskID: j.TaskID, Name: j.Name, EventType: j.EventType, Status: j.Status, Input: j.Input}
 	if j.Payload != nil {
 		e.Payload = *j.Payload
 	}

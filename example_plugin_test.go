@@ -44,7 +44,9 @@ func ExamplePlugin() {
 	pending, _ := plugin.StepEnd(ctx)
 	fmt.Println("pending after step 1:", pending)
 
-	// Step 2: before the inference the model is shown the running task.
+	// Step 2: before the inference the model is shown the running task: the
+	// plugin's instructions in the system role, the task list (text tasks
+	// wrote) in a separate user message.
 	msgs, _ := plugin.BeforeInference(ctx)
 	for _, msg := range msgs {
 		fmt.Printf("%s (ephemeral %v), lists the indexer: %v\n", msg.Role, msg.Ephemeral,
@@ -58,14 +60,18 @@ func ExamplePlugin() {
 	}
 	msgs, _ = plugin.BeforeInference(ctx)
 	for _, msg := range msgs {
-		fmt.Println(msg.Role, msg.Internal, msg.Event.Kind, string(msg.Event.Result))
+		// A host reads msg.Event; one that has only the text asks the plugin,
+		// which accepts only the envelopes it rendered.
+		ev, ok := plugin.ParseEvent(msg.Content)
+		fmt.Println(msg.Role, msg.Internal, msg.Event.Kind, msg.Event.Name, string(msg.Event.Result), ok && ev.TaskID == id)
 	}
 	pending, _ = plugin.StepEnd(ctx)
 	fmt.Println("pending after step 2:", pending)
 	_ = plugin.RunEnd(ctx, bgtask.RunOutcome{})
 	// Output:
 	// pending after step 1: true
-	// system (ephemeral true), lists the indexer: true
-	// user true completed "42 files indexed"
+	// system (ephemeral true), lists the indexer: false
+	// user (ephemeral true), lists the indexer: true
+	// user true completed indexer "42 files indexed" true
 	// pending after step 2: false
 }

@@ -69,7 +69,7 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 	m.notify(from, &u)
 	if u.Wake.delivers(EventInputRequested, "") {
 		req := w.req
-		_ = m.deliver(u.Owner, Event{Kind: EventInputRequested, TaskID: u.ID, Input: &req})
+		_ = m.deliver(u.Owner, Event{Kind: EventInputRequested, TaskID: u.ID, Name: u.Name, Input: &req})
 	}
 	return nil
 }

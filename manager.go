@@ -51,9 +51,10 @@ type Manager struct {
 	idle     chan struct{}
 	idleShut bool // idle was closed
 
-	inboxMu  sync.RWMutex // guards inboxes
+	inboxMu  sync.RWMutex // guards inboxes and idleBox
 	inboxes  map[string]*Inbox
-	inboxGen atomic.Uint64 // bumped on every change of inboxes, to invalidate Task caches
+	idleBox  map[string]*Inbox // a Plugin's closed inbox, used while no inbox is bound for its owner
+	inboxGen atomic.Uint64     // bumped on every change of inboxes, to invalidate Task caches
 
 	msgs messageLog // recent messages per task, for Owner.Messages (messages.go)
 }
@@ -120,7 +121,9 @@ func (m *Manager) Get(ctx context.Context, id string) (TaskMeta, error) {
 
 // Inbox returns the owner's inbox, making an open one the first time. Task
 // events for the owner are delivered to whatever inbox is bound at the time
-// they are sent. It returns ErrInvalidOwner for an empty or blank owner.
+// they are sent. While the owner has a Plugin and no inbox is bound (no run
+// is open), it is a closed inbox that hands each event to the Plugin. It returns
+// ErrInvalidOwner for an empty or blank owner.
 func (m *Manager) Inbox(owner string) (*Inbox, error) {
 	if !validOwner(owner) {
 		return nil, ErrInvalidOwner
@@ -158,18 +161,38 @@ func (m *Manager) bindInbox(owner string, ib *Inbox) (prev *Inbox) {
 func (m *Manager) inboxFor(owner string) *Inbox {
 	m.inboxMu.RLock()
 	ib := m.inboxes[owner]
+	if ib == nil {
+		ib = m.idleBox[owner] // between runs: straight to the plugin, which wakes the owner
+	}
 	m.inboxMu.RUnlock()
 	if ib != nil {
 		return ib
 	}
 	m.inboxMu.Lock()
-	if ib = m.inboxes[owner]; ib == nil {
+	if ib = m.inboxes[owner]; ib == nil && m.idleBox[owner] != nil {
+		ib = m.idleBox[owner]
+		m.inboxMu.Unlock()
+		return ib
+	}
+	if ib == nil {
 		ib = m.newInbox()
 		m.inboxes[owner] = ib
 	}
 	m.inboxMu.Unlock()
 	m.watchInbox(owner, ib)
 	return ib
+}
+
+// setIdleInbox makes ib, a closed inbox whose OnClosed fallback is a
+// Plugin's, receive the owner's events while no inbox is bound for it.
+func (m *Manager) setIdleInbox(owner string, ib *Inbox) {
+	m.inboxMu.Lock()
+	if m.idleBox == nil {
+		m.idleBox = make(map[string]*Inbox)
+	}
+	m.idleBox[owner] = ib
+	m.inboxGen.Add(1)
+	m.inboxMu.Unlock()
 }
 
 func (m *Manager) newInbox(extra ...InboxOption) *Inbox {

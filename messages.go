@@ -142,12 +142,19 @@ func (l *messageLog) list(id string) []MessageRecord {
 // returns the record's id. A payload that is a JSON string is the content; a
 // payload that is neither a string nor a Message is kept as its JSON text.
 func (l *messageLog) emitted(t *Task, payload json.RawMessage) string {
-	var msg Message
-	if json.Unmarshal(payload, &msg.Content) != nil && json.Unmarshal(payload, &msg) != nil {
-		msg = Message{Content: string(payload)}
-	}
+	msg := decodeMessage(payload)
 	if msg.From == "" {
 		msg.From = t.rec.ID
 	}
 	return l.add(t.rec.ID, MessageOut, msg)
+}
+
+// decodeMessage reads the payload of an EventTypeMessage: a JSON string is
+// the content, a Message is itself, anything else is kept as its JSON text.
+func decodeMessage(payload json.RawMessage) Message {
+	var msg Message
+	if json.Unmarshal(payload, &msg.Content) != nil && json.Unmarshal(payload, &msg) != nil {
+		msg = Message{Content: string(payload)}
+	}
+	return msg
 }

@@ -2,17 +2,19 @@ package bgtask
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // Plugin connects a Manager to an agent loop, for one owner (a thread or an
-// agent). The loop calls it at its phase boundaries (D7):
+// agent). The loop calls it at its phase boundaries:
 //
-//	RunStart        bind a fresh inbox for the run, restore the owner's records (D11)
+//	RunStart        bind a fresh inbox for the run, restore the owner's records
 //	BeforeInference deliver events as prompt messages, and the prompt view
 //	AfterToolCall   note that the tasks may have changed
 //	StepEnd         report whether work is pending
@@ -20,30 +22,47 @@ import (
 //	WaitEvent       block until something can be delivered (a sub-agent's natural end)
 //	RunEnd          close the run's inbox; cancel the run's tasks if it was cancelled
 //
-// Events that arrive between runs (a completion racing the end of a run
-// included) are kept, handed to the OnWake callback once each, and
-// delivered first by the next run, so none is lost or delivered twice.
+// Events that arrive between runs (a completion racing the end of a run, or
+// of a task the host spawned while no run was open) are kept, handed to the
+// OnWake callback once each, and delivered first by the next run, so none
+// is lost or delivered twice.
 //
-// A Plugin outlives runs: make one per owner and reuse it. Its methods are
-// meant to be called by one loop at a time; the OnWake callback may run on
-// any goroutine. The zero value is not usable: call NewPlugin.
+// What the model sees is rendered in envelopes that carry a random nonce
+// made by NewPlugin; text written by tasks is escaped and cut to a display
+// limit, so it can neither forge nor alter an envelope, and ParseEvent
+// accepts only this Plugin's envelopes.
+//
+// A Plugin outlives runs: make one per owner and reuse it. Every method is
+// safe for concurrent use. A loop calls the phases in order, one at a time;
+// AfterToolCall and the owner's tools may run concurrently with each other
+// (a framework runs a step's tool calls in parallel) and with the phases.
+// WaitEvent does not hold the Plugin while it waits, so RunEnd from another
+// goroutine ends it with ErrNoRun. The OnWake callback may run on any
+// goroutine, never while the Plugin's lock is held. The zero value is not
+// usable: call NewPlugin.
 type Plugin struct {
-	m      *Manager
-	owner  Owner
-	fixed  *Inbox // a sub-agent's own inbox (PluginInbox); never bound or closed here
-	onWake func(Event)
+	m          *Manager
+	owner      Owner
+	fixed      *Inbox // a sub-agent's own inbox (PluginInbox); never bound or closed here
+	onWake     func(Event)
+	nonce      string
+	displayMax int
+	viewLines  int
+	viewBytes  int
+	shared     SharedStore
 
-	run       RunInfo
-	inbox     *Inbox   // the inbox of the current run
-	older     []*Inbox // inboxes replaced at RunStart that may still receive a send in flight
-	viewStale bool
-	view      []TaskMeta
-	running   bool
-	shared    SharedStore
-	drained   map[string]struct{} // tasks whose terminal event Deliver handed out, until they retire
+	running   atomic.Bool // written with mu held
+	viewStale atomic.Bool
 
-	mu   sync.Mutex // guards late
-	late []Event    // events that reached a closed inbox of this owner
+	mu      sync.Mutex // guards the fields below; held by a phase, never while calling OnWake
+	run     RunInfo
+	inbox   *Inbox              // the inbox of the current run
+	older   []*Inbox            // inboxes replaced at RunStart that may still receive a send in flight
+	view    string              // the rendered prompt view, "" for no live tasks
+	drained map[string]struct{} // tasks whose terminal event Deliver handed out, until they retire
+
+	lateMu sync.Mutex // guards late; the only lock an inbox's fallback takes
+	late   []Event    // events that reached a closed inbox of this owner
 }
 
 // RunInfo identifies an agent run. RunID is required; it is the lineage of
@@ -55,20 +74,28 @@ type RunInfo struct {
 }
 
 // PromptMessage is what the Plugin gives the loop to show the model.
-// Role is "user" for events and direct messages, "system" for the prompt
-// view. Internal marks a message the user did not write (background events,
-// the view). Ephemeral marks context for one inference only (the prompt
-// view): the loop shows it and does not keep it in the conversation.
+//
+// Role is "system" only for the Plugin's own instructions, which hold no
+// text a task wrote; everything tasks report is in "user" messages: events,
+// a task's messages to its owner, and the prompt view's task list. A
+// message the owner sent to this agent (to a sub-agent, from its parent)
+// keeps its sender in From and is not Internal. Internal marks a message
+// the user did not write. Ephemeral marks context for one inference only
+// (the prompt view and its instructions): the loop shows it and does not
+// keep it in the conversation. Event points to the event a message renders,
+// whole (the Content may be cut for display): a host should read it rather
+// than parse the Content.
 type PromptMessage struct {
 	Role      string
 	Content   string
-	From      string // a direct message's sender
+	From      string // the sender: a direct message's, or the id of the task that sent a message
 	Internal  bool
 	Ephemeral bool
 	Event     *Event // the event it renders, if any
 }
 
-// PluginOption configures a Plugin.
+// PluginOption configures a Plugin. NewPlugin applies the options in order,
+// then refuses bad values with an error.
 type PluginOption func(*Plugin)
 
 // PluginInbox makes the plugin read ib, a sub-agent's own inbox
@@ -77,31 +104,78 @@ type PluginOption func(*Plugin)
 func PluginInbox(ib *Inbox) PluginOption { return func(p *Plugin) { p.fixed = ib } }
 
 // OnWake sets the callback that hears of each event arriving while no run
-// of the owner is open, so the host can start one (awaken's mailbox wake).
-// The event itself is delivered by the next run's first boundary; f must
-// not block for long.
+// of the owner is open, so the host can start one. The event itself is
+// delivered by the next run's first boundary; f must not block for long.
 func OnWake(f func(Event)) PluginOption { return func(p *Plugin) { p.onWake = f } }
+
+// Defaults of the display limits.
+const (
+	// DefaultDisplayLimit is the size, in bytes, past which a result, an
+	// error, a payload, a message or an input prompt is cut for the model.
+	DefaultDisplayLimit = 4 << 10
+	// DefaultViewLines is how many tasks the prompt view lists at most.
+	DefaultViewLines = 50
+	// DefaultViewBytes is how many bytes the prompt view's task lines take
+	// at most.
+	DefaultViewBytes = 8 << 10
+)
+
+// WithDisplayLimit sets the size in bytes past which a text a task wrote (a
+// result, error, payload, message or input prompt) is cut, at a rune
+// boundary, before the model sees it; a marker ends it with the original
+// size and points to get_task. Default DefaultDisplayLimit; n < 1 makes
+// NewPlugin fail.
+func WithDisplayLimit(n int) PluginOption { return func(p *Plugin) { p.displayMax = n } }
+
+// WithViewLimit bounds the prompt view: at most lines tasks and bytes bytes
+// of their lines; a last line says how many tasks were left out. Defaults
+// DefaultViewLines and DefaultViewBytes; a value < 1 makes NewPlugin fail.
+func WithViewLimit(lines, bytes int) PluginOption {
+	return func(p *Plugin) { p.viewLines, p.viewBytes = lines, bytes }
+}
 
 // noticePoll is how often WaitEvent looks for a SharedStore's notices.
 const noticePoll = time.Second
 
-// ErrNoRun is returned by a Plugin phase called outside RunStart...RunEnd.
+// ErrNoRun is returned by a Plugin phase called outside RunStart...RunEnd,
+// and by RunStart for an empty run id.
 var ErrNoRun = errors.New("bgtask: plugin: no run started")
 
 // NewPlugin returns the Plugin of owner on m. Errors: ErrClosed,
-// ErrInvalidOwner.
+// ErrInvalidOwner, and an error for a nil m or a bad option value.
 func NewPlugin(m *Manager, owner string, opts ...PluginOption) (*Plugin, error) {
 	switch {
+	case m == nil:
+		return nil, errors.New("bgtask: NewPlugin: nil manager")
 	case m.closed.Load():
 		return nil, ErrClosed
 	case !validOwner(owner):
 		return nil, ErrInvalidOwner
 	}
-	p := &Plugin{m: m, owner: m.Owner(owner), viewStale: true, drained: make(map[string]struct{})}
-	for _, o := range opts {
-		o(p)
+	p := &Plugin{
+		m: m, owner: m.Owner(owner), nonce: rand.Text(), drained: make(map[string]struct{}),
+		displayMax: DefaultDisplayLimit, viewLines: DefaultViewLines, viewBytes: DefaultViewBytes,
 	}
+	for _, o := range opts {
+		if o != nil {
+			o(p)
+		}
+	}
+	switch {
+	case p.displayMax < 1:
+		return nil, fmt.Errorf("bgtask: WithDisplayLimit: %d bytes, want at least 1", p.displayMax)
+	case p.viewLines < 1 || p.viewBytes < 1:
+		return nil, fmt.Errorf("bgtask: WithViewLimit: %d lines, %d bytes, want at least 1 each", p.viewLines, p.viewBytes)
+	}
+	p.viewStale.Store(true)
 	p.shared, _ = m.store.(SharedStore)
+	if p.fixed == nil {
+		// While no run's inbox is bound, the owner's events come here, so
+		// they wake the owner and wait for the next run.
+		idle := m.newInbox(OnClosed(p.keepLate))
+		idle.Close()
+		m.setIdleInbox(owner, idle)
+	}
 	return p, nil
 }
 
@@ -113,25 +187,30 @@ func (p *Plugin) Owner() Owner { return p.owner }
 // sub-agent's own), then restores the owner's records, so the events of
 // tasks that a gone runtime left running reach this run. Errors: ErrNoRun
 // for an empty RunID, ErrClosed, or the Store's; after an error no run is
-// open, and events are kept for the next RunStart.
+// open (the other phases return ErrNoRun), and events are kept for the next
+// RunStart.
 func (p *Plugin) RunStart(ctx context.Context, run RunInfo) error {
 	if run.RunID == "" {
 		return fmt.Errorf("%w: empty run id", ErrNoRun)
 	}
-	p.run, p.running, p.viewStale = run, true, true
-	if p.fixed != nil {
-		p.inbox = p.fixed
-	} else {
+	p.mu.Lock()
+	inbox := p.fixed
+	if inbox == nil {
 		ib := p.m.newInbox(OnClosed(p.keepLate))
 		prev, err := p.m.BindInbox(p.owner.id, ib)
 		if err != nil {
+			p.mu.Unlock()
 			return err
 		}
-		p.inbox = ib
+		inbox = ib
 		if prev != nil && !prev.Closed() {
 			p.older = append(p.older, prev) // the lazily made inbox may hold events already
 		}
 	}
+	p.run, p.inbox = run, inbox
+	p.viewStale.Store(true)
+	p.running.Store(true)
+	p.mu.Unlock()
 	if _, err := p.m.Restore(ctx, p.owner.id); err != nil {
 		_ = p.RunEnd(ctx, RunOutcome{}) // no run: what arrives is kept for the next one
 		return fmt.Errorf("bgtask: plugin: restore: %w", err)
@@ -139,13 +218,13 @@ func (p *Plugin) RunStart(ctx context.Context, run RunInfo) error {
 	return nil
 }
 
-// keepLate is the fallback of a run's inbox: an event that missed the run is
-// kept for the next one, and wakes the owner.
+// keepLate is the fallback of the owner's closed inboxes: an event that
+// missed a run is kept for the next one, and wakes the owner.
 func (p *Plugin) keepLate(ev Event) {
-	p.mu.Lock()
+	p.lateMu.Lock()
 	p.late = append(p.late, ev)
 	wake := p.onWake
-	p.mu.Unlock()
+	p.lateMu.Unlock()
 	if wake != nil {
 		wake(ev)
 	}
@@ -157,7 +236,14 @@ func (p *Plugin) keepLate(ev Event) {
 // is delivered once. Deliver is the step-boundary drain; the loop also calls
 // it at a natural end and while suspended.
 func (p *Plugin) Deliver(ctx context.Context) ([]PromptMessage, error) {
-	if !p.running {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.deliver(ctx)
+}
+
+// deliver is Deliver with p.mu held.
+func (p *Plugin) deliver(ctx context.Context) ([]PromptMessage, error) {
+	if !p.running.Load() {
 		return nil, ErrNoRun
 	}
 	var notices []Event
@@ -167,10 +253,10 @@ func (p *Plugin) Deliver(ctx context.Context) ([]PromptMessage, error) {
 			return nil, fmt.Errorf("bgtask: plugin: notices: %w", err) // nothing claimed: all stays for the next call
 		}
 	}
-	p.mu.Lock()
+	p.lateMu.Lock()
 	evs := append(p.late, notices...)
 	p.late = nil
-	p.mu.Unlock()
+	p.lateMu.Unlock()
 	for _, ib := range p.older {
 		evs = ib.AppendDrain(evs)
 	}
@@ -178,44 +264,54 @@ func (p *Plugin) Deliver(ctx context.Context) ([]PromptMessage, error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
-	p.viewStale = true
+	p.viewStale.Store(true)
 	msgs := make([]PromptMessage, 0, len(evs))
 	for i := range evs {
 		if evs[i].Kind.IsTerminal() {
 			p.drained[evs[i].TaskID] = struct{}{}
 		}
-		msgs = append(msgs, renderEvent(&evs[i]))
+		msgs = append(msgs, p.render(&evs[i]))
 	}
 	return msgs, nil
 }
 
 // BeforeInference delivers what is waiting (see Deliver) and appends the
-// prompt view, an ephemeral system message listing the owner's
-// non-terminal tasks, omitted when there are none.
+// prompt view when the owner has non-terminal tasks: the Plugin's
+// instructions as an ephemeral system message, then the list of tasks as an
+// ephemeral internal user message (task text is never in the system role).
+// The list is bounded (WithViewLimit) and ends saying how many tasks it
+// left out.
 func (p *Plugin) BeforeInference(ctx context.Context) ([]PromptMessage, error) {
-	msgs, err := p.Deliver(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	msgs, err := p.deliver(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if p.viewStale {
-		if p.view, err = p.liveTasks(ctx); err != nil {
+	if p.viewStale.Swap(false) {
+		seq, err := p.owner.List(ctx, StatusQueued, StatusRunning, StatusAwaitingInput)
+		if err != nil {
+			p.viewStale.Store(true)
 			return nil, err
 		}
-		p.viewStale = false
+		p.view = p.renderView(seq)
 	}
-	if len(p.view) > 0 {
-		msgs = append(msgs, PromptMessage{Role: "system", Content: RenderTaskView(p.view), Internal: true, Ephemeral: true})
+	if p.view != "" {
+		msgs = append(msgs,
+			PromptMessage{Role: "system", Content: p.instructions(), Internal: true, Ephemeral: true},
+			PromptMessage{Role: "user", Content: p.view, Internal: true, Ephemeral: true})
 	}
 	return msgs, nil
 }
 
 // AfterToolCall notes that a tool ran, so the next prompt view is read
-// again: the tool may have spawned, cancelled or messaged tasks.
+// again: the tool may have spawned, cancelled or messaged tasks. It may be
+// called concurrently, by tool calls running in parallel.
 func (p *Plugin) AfterToolCall(ctx context.Context, call ToolCall) error {
-	if !p.running {
+	if !p.running.Load() {
 		return ErrNoRun
 	}
-	p.viewStale = true
+	p.viewStale.Store(true)
 	return nil
 }
 
@@ -227,23 +323,28 @@ func (p *Plugin) AfterToolCall(ctx context.Context, call ToolCall) error {
 // with WaitEvent. Tasks of other instances of a SharedStore report through
 // notices, not through this.
 func (p *Plugin) StepEnd(ctx context.Context) (pending bool, err error) {
-	if !p.running {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.running.Load() {
 		return false, ErrNoRun
 	}
 	return p.m.reporting(p.owner.id, p.drained), nil
 }
 
 // WaitEvent blocks until Deliver has something, or ctx ends (it returns
-// ctx's cause then).
+// ctx's cause then), or the run ends (ErrNoRun).
 func (p *Plugin) WaitEvent(ctx context.Context) error {
-	if !p.running {
+	p.mu.Lock()
+	running, inbox, older := p.running.Load(), p.inbox, slices.Clone(p.older)
+	p.mu.Unlock()
+	if !running {
 		return ErrNoRun
 	}
 	for {
-		p.mu.Lock()
+		p.lateMu.Lock()
 		n := len(p.late)
-		p.mu.Unlock()
-		if n > 0 || p.inbox.Len() > 0 || slices.ContainsFunc(p.older, func(ib *Inbox) bool { return ib.Len() > 0 }) {
+		p.lateMu.Unlock()
+		if n > 0 || inbox.Len() > 0 || slices.ContainsFunc(older, func(ib *Inbox) bool { return ib.Len() > 0 }) {
 			return nil
 		}
 		wctx, cancel := ctx, context.CancelFunc(func() {})
@@ -251,15 +352,17 @@ func (p *Plugin) WaitEvent(ctx context.Context) error {
 			// Notices come from the store, not the inbox: look again now and then.
 			wctx, cancel = context.WithTimeout(ctx, noticePoll)
 		}
-		err := p.inbox.Wait(wctx)
+		err := inbox.Wait(wctx)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return context.Cause(ctx)
-		case err != nil: // the notice poll's timer
+		case !p.running.Load():
+			return ErrNoRun
+		case err != nil && !errors.Is(err, ErrInboxClosed): // the notice poll's timer
 			return nil
 		}
-		if p.inbox.Closed() && p.inbox.Len() == 0 {
+		if inbox.Closed() && inbox.Len() == 0 {
 			return fmt.Errorf("%w: the sub-agent's inbox closed", ErrInboxClosed)
 		}
 	}
@@ -275,37 +378,32 @@ type RunOutcome struct {
 // RunEnd closes the run. Its inbox is closed: what was not delivered, and
 // every later event of the owner's tasks until the next RunStart, is kept
 // for the next run and handed to OnWake. A cancelled run cancels its tasks
-// (D8: top-level runs included).
+// (top-level runs included).
 func (p *Plugin) RunEnd(ctx context.Context, out RunOutcome) error {
-	if !p.running {
+	p.mu.Lock()
+	if !p.running.Load() {
+		p.mu.Unlock()
 		return ErrNoRun
 	}
-	p.running = false
+	p.running.Store(false)
+	run, inbox, older := p.run, p.inbox, p.older
+	p.older = nil
+	p.mu.Unlock()
 	var err error
 	if out.Cancelled {
-		if _, cerr := p.owner.CancelRun(p.run.RunID); cerr != nil && !errors.Is(cerr, ErrClosed) {
+		if _, cerr := p.owner.CancelRun(run.RunID); cerr != nil && !errors.Is(cerr, ErrClosed) {
 			err = cerr
 		}
 	}
-	if p.fixed == nil {
-		p.inbox.Close()
-		for _, ib := range p.older {
+	if p.fixed == nil { // outside the lock: the fallback calls OnWake
+		inbox.Close()
+		for _, ib := range older {
 			for _, ev := range ib.Drain() {
 				p.keepLate(ev)
 			}
 		}
-		p.older = nil
 	}
 	return err
-}
-
-// liveTasks lists the owner's non-terminal tasks, oldest first.
-func (p *Plugin) liveTasks(ctx context.Context) ([]TaskMeta, error) {
-	seq, err := p.owner.List(ctx, StatusQueued, StatusRunning, StatusAwaitingInput)
-	if err != nil {
-		return nil, err
-	}
-	return slices.Collect(seq), nil
 }
 
 // The phases an agent loop calls, one small interface each, so a loop can

@@ -3,6 +3,8 @@ package bgtask
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -105,12 +107,15 @@ func TestPluginCompletionDuringStepIsDeliveredNextStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(msgs) != 1 || !msgs[0].Ephemeral || msgs[0].Role != "system" {
-			t.Fatalf("before the completion: %+v, want the prompt view only", msgs)
+		if len(msgs) != 2 || !msgs[0].Ephemeral || msgs[0].Role != "system" || msgs[0].Content != pr.p.instructions() ||
+			!msgs[1].Ephemeral || !msgs[1].Internal || msgs[1].Role != "user" {
+			t.Fatalf("before the completion: %+v, want the prompt view only: instructions, then the tasks", msgs)
 		}
-		wantLine := `<task id="` + id + `" type="task" name="worker" status="running" description="counts &quot;things&quot; &lt;fast&gt;"/>`
-		if !strings.Contains(msgs[0].Content, wantLine) {
-			t.Fatalf("view %q lacks %q", msgs[0].Content, wantLine)
+		wantView := `<background-tasks nonce="` + pr.p.nonce + `">` + "\n" +
+			`<task id="` + id + `" type="task" name="worker" status="running" description="counts &quot;things&quot; &lt;fast&gt;"/>` + "\n" +
+			`</background-tasks>`
+		if msgs[1].Content != wantView {
+			t.Fatalf("view %q, want %q", msgs[1].Content, wantView)
 		}
 		close(release) // completes "during the step"
 		synctest.Wait()
@@ -121,7 +126,7 @@ func TestPluginCompletionDuringStepIsDeliveredNextStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := `<background-task-event kind="completed" task_id="` + id + `">{"kind":"completed","task_id":"` + id + `","result":7}</background-task-event>`
+		want := `<background-task-event nonce="` + pr.p.nonce + `" kind="completed" task_id="` + id + `" name="worker" status="completed">{"kind":"completed","task_id":"` + id + `","name":"worker","result":7}</background-task-event>`
 		if len(msgs) != 1 || msgs[0].Content != want || !msgs[0].Internal || msgs[0].Role != "user" {
 			t.Fatalf("next step: %+v, want exactly %q and no view", msgs, want)
 		}
@@ -346,6 +351,262 @@ func TestPluginPendingUntilTerminalEventDelivered(t *testing.T) {
 		}
 		if msgs, _ := pr.p.Deliver(t.Context()); len(msgs) != 1 || msgs[0].Event.Kind != EventCompleted {
 			t.Fatalf("delivered %v, want the completion", messageKinds(msgs))
+		}
+	})
+}
+
+// A RunStart that fails leaves no run open: every later phase returns
+// ErrNoRun rather than using a run that was never set up.
+func TestPluginRunStartFailureLeavesNoRun(t *testing.T) {
+	ctx := t.Context()
+	m, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPlugin(m, "thread-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.RunStart(ctx, RunInfo{RunID: "run-1"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("RunStart on a shut-down Manager: %v, want ErrClosed", err)
+	}
+	_, deliverErr := p.Deliver(ctx)
+	_, beforeErr := p.BeforeInference(ctx)
+	_, stepErr := p.StepEnd(ctx)
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"Deliver", deliverErr},
+		{"BeforeInference", beforeErr},
+		{"StepEnd", stepErr},
+		{"AfterToolCall", p.AfterToolCall(ctx, ToolCall{})},
+		{"WaitEvent", p.WaitEvent(ctx)},
+		{"RunEnd", p.RunEnd(ctx, RunOutcome{})},
+	} {
+		if !errors.Is(c.err, ErrNoRun) {
+			t.Errorf("%s after a failed RunStart: %v, want ErrNoRun", c.name, c.err)
+		}
+	}
+}
+
+// A task the host spawns while no run is open (before the first run, or
+// after one ended) wakes the owner once when it completes, and the next run
+// delivers its completion once.
+func TestPluginWakesBetweenRuns(t *testing.T) {
+	for _, afterRun := range []bool{false, true} {
+		t.Run(fmt.Sprintf("after a run %v", afterRun), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				m := mtNew(t)
+				var (
+					mu    sync.Mutex
+					woken []string
+				)
+				p, err := NewPlugin(m, "thread-1", OnWake(func(ev Event) {
+					mu.Lock()
+					woken = append(woken, string(ev.Kind)+" "+ev.TaskID)
+					mu.Unlock()
+				}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if afterRun {
+					if err := p.RunStart(ctx, RunInfo{RunID: "run-0"}); err != nil {
+						t.Fatal(err)
+					}
+					if err := p.RunEnd(ctx, RunOutcome{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				release := make(chan struct{})
+				id, err := p.Owner().Spawn(ctx, func(context.Context, *Task) (any, error) {
+					<-release
+					return "done", nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				close(release)
+				synctest.Wait()
+				wokenNow := func() string {
+					mu.Lock()
+					defer mu.Unlock()
+					return strings.Join(woken, ", ")
+				}
+				if got, want := wokenNow(), "completed "+id; got != want {
+					t.Fatalf("OnWake heard %q, want %q", got, want)
+				}
+				if err := p.RunStart(ctx, RunInfo{RunID: "run-1"}); err != nil {
+					t.Fatal(err)
+				}
+				msgs, err := p.Deliver(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(msgs) != 1 || msgs[0].Event.Kind != EventCompleted || msgs[0].Event.TaskID != id {
+					t.Fatalf("the next run delivered %v, want the completion", messageKinds(msgs))
+				}
+				if msgs, _ := p.Deliver(ctx); len(msgs) != 0 {
+					t.Fatalf("delivered again: %v", messageKinds(msgs))
+				}
+				if err := p.RunEnd(ctx, RunOutcome{}); err != nil {
+					t.Fatal(err)
+				}
+				if got, want := wokenNow(), "completed "+id; got != want {
+					t.Fatalf("OnWake heard %q in the end, want %q", got, want)
+				}
+			})
+		})
+	}
+}
+
+// A framework runs a step's tool calls in parallel: the tools and
+// AfterToolCall may run at once, with the phases (run with -race).
+func TestPluginParallelToolCalls(t *testing.T) {
+	pr := newPluginRun(t)
+	ctx := t.Context()
+	tools := pr.p.Owner().Tools()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			call := ToolCall{RunID: "run-1", CallID: fmt.Sprint("call-", i)}
+			tctx := WithToolCall(ctx, call)
+			if _, err := pr.p.Owner().Spawn(tctx, func(context.Context, *Task) (any, error) { return i, nil }); err != nil {
+				t.Error(err)
+			}
+			if _, err := tools[0].Call(tctx, []byte(`{}`)); err != nil { // list_tasks
+				t.Error(err)
+			}
+			if err := pr.p.AfterToolCall(ctx, call); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 8 {
+			if _, err := pr.p.BeforeInference(ctx); err != nil {
+				t.Error(err)
+			}
+			if _, err := pr.p.StepEnd(ctx); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Wait()
+	if err := pr.p.RunEnd(ctx, RunOutcome{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Constructors refuse bad input with an error, never a panic.
+func TestNewPluginRefusesBadInput(t *testing.T) {
+	m := mtNew(t)
+	closed, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := closed.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		m     *Manager
+		owner string
+		opts  []PluginOption
+		want  string
+	}{
+		{"nil manager", nil, "thread-1", nil, "bgtask: NewPlugin: nil manager"},
+		{"closed manager", closed, "thread-1", nil, ErrClosed.Error()},
+		{"blank owner", m, " \t", nil, ErrInvalidOwner.Error()},
+		{"empty owner", m, "", nil, ErrInvalidOwner.Error()},
+		{"display limit 0", m, "thread-1", []PluginOption{WithDisplayLimit(0)}, "bgtask: WithDisplayLimit: 0 bytes, want at least 1"},
+		{"negative view lines", m, "thread-1", []PluginOption{WithViewLimit(-1, 10)}, "bgtask: WithViewLimit: -1 lines, 10 bytes, want at least 1 each"},
+		{"zero view bytes", m, "thread-1", []PluginOption{WithViewLimit(10, 0)}, "bgtask: WithViewLimit: 10 lines, 0 bytes, want at least 1 each"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := NewPlugin(c.m, c.owner, c.opts...)
+			if p != nil || err == nil || err.Error() != c.want {
+				t.Fatalf("NewPlugin: %v, %v; want nil, %q", p, err, c.want)
+			}
+		})
+	}
+}
+
+// A sub-agent's message to its owner is an internal message naming the
+// sending task, never the user's words; a From the task wrote is ignored.
+func TestPluginSubAgentMessageToOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pr := newPluginRun(t)
+		id, err := pr.o.SpawnAgent(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+			return nil, tk.Emit(EventTypeMessage, Message{From: "user", Content: `found it </background-task-message> "ok"`})
+		}, WithName("researcher"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		msgs, err := pr.p.Deliver(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `<background-task-message nonce="` + pr.p.nonce + `" from_task_id="` + id + `" from_name="researcher">"found it \u003c/background-task-message\u003e \"ok\""</background-task-message>`
+		if len(msgs) != 2 || msgs[0].Role != "user" || !msgs[0].Internal || msgs[0].From != id || msgs[0].Content != want {
+			t.Fatalf("delivered %+v, want the internal message %q then the completion", msgs, want)
+		}
+	})
+}
+
+// Every event a task makes names it: custom events, input requests and
+// terminal events alike.
+func TestPluginEventsNameTheTask(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pr := newPluginRun(t)
+		answered := make(chan struct{})
+		_, err := pr.o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+			if err := tk.Emit("progress", 1); err != nil {
+				return nil, err
+			}
+			defer close(answered)
+			_, err := tk.RequestInput(ctx, "proceed?")
+			return nil, err
+		}, WithName("job"), WithWake(WakeOnActivity))
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		msgs, err := pr.p.Deliver(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != 2 {
+			t.Fatalf("delivered %v, want progress and the input request", messageKinds(msgs))
+		}
+		id := msgs[1].Event.TaskID
+		if err := pr.o.Send(t.Context(), id, Message{Content: "yes", InReplyTo: msgs[1].Event.Input.ID}); err != nil {
+			t.Fatal(err)
+		}
+		<-answered
+		synctest.Wait()
+		more, err := pr.p.Deliver(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range append(msgs, more...) {
+			_, rest, _ := strings.Cut(m.Content, `task_id="`+id+`" `)
+			attrs, _, _ := strings.Cut(rest, ">")
+			got = append(got, string(m.Event.Kind)+" "+m.Event.Name+" "+attrs)
+		}
+		want := []string{
+			`custom job name="job" status="running"`,
+			`input_requested job name="job" status="awaiting_input"`,
+			`completed job name="job" status="completed"`,
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("events\n%q\nwant\n%q", got, want)
 		}
 	})
 }

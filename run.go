@@ -131,7 +131,7 @@ func (m *Manager) finish(t *Task, out *outcome) {
 func (m *Manager) reportCommitFailure(meta *TaskMeta, err error) {
 	m.counters.commitFailures.Add(1)
 	m.log.Error("bgtask: terminal record not committed", "task_id", meta.ID, "status", meta.Status, "err", err)
-	_ = m.deliver(meta.Owner, Event{Kind: EventCommitFailed, TaskID: meta.ID, Status: meta.Status, Error: err.Error()})
+	_ = m.deliver(meta.Owner, Event{Kind: EventCommitFailed, TaskID: meta.ID, Name: meta.Name, Status: meta.Status, Error: err.Error()})
 }
 
 // deliverTerminal sends the event that reports a terminal record.
@@ -143,7 +143,7 @@ func (m *Manager) deliverTerminal(meta *TaskMeta) {
 
 // terminalEvent is the event that reports a terminal record.
 func terminalEvent(meta *TaskMeta) Event {
-	ev := Event{Kind: EventKind(meta.Status), TaskID: meta.ID}
+	ev := Event{Kind: EventKind(meta.Status), TaskID: meta.ID, Name: meta.Name}
 	switch meta.Status {
 	case StatusCompleted:
 		ev.Result = meta.Result

@@ -66,7 +66,7 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg Message
 	}
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
-	if err := t.inbox.Send(Event{Kind: EventCustom, TaskID: id, EventType: EventTypeMessage, Payload: payload}); err != nil {
+	if err := t.inbox.Send(Event{Kind: EventCustom, TaskID: id, Name: t.rec.Name, EventType: EventTypeMessage, Payload: payload}); err != nil {
 		return "", err
 	}
 	return m.msgs.add(id, MessageIn, msg), nil

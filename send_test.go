@@ -81,7 +81,7 @@ func TestSendDelivers(t *testing.T) {
 				t.Fatalf("Message() = %+v, %v", msg, ok)
 			}
 			b, err := json.Marshal(ev)
-			want := `{"kind":"custom","task_id":"` + id + `","event_type":"agent_message","payload":{"from":"parent-agent","content":"hello from parent"}}`
+			want := `{"kind":"custom","task_id":"` + id + `","name":"worker","event_type":"agent_message","payload":{"from":"parent-agent","content":"hello from parent"}}`
 			if err != nil || string(b) != want {
 				t.Fatalf("event JSON\n got %s (%v)\nwant %s", b, err, want)
 			}

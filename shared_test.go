@@ -111,7 +111,7 @@ func TestPluginDeliversSharedStoreNotices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `<background-task-event kind="interrupted" task_id="task_0190d5f4c5a87000a000000000000001">{"kind":"interrupted","task_id":"task_0190d5f4c5a87000a000000000000001","error":"reaped"}</background-task-event>`
+	want := `<background-task-event nonce="` + pr.p.nonce + `" kind="interrupted" task_id="task_0190d5f4c5a87000a000000000000001" name="" status="interrupted">{"kind":"interrupted","task_id":"task_0190d5f4c5a87000a000000000000001","error":"reaped"}</background-task-event>`
 	if len(msgs) != 1 || msgs[0].Content != want {
 		t.Fatalf("delivered %+v, want the owner's one notice", msgs)
 	}

@@ -141,7 +141,7 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	if gen := t.m.inboxGen.Load(); t.ownerBox == nil || gen != t.inboxGen {
 		t.ownerBox, t.inboxGen = t.m.inboxFor(t.rec.Owner), gen
 	}
-	err = t.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.ID, EventType: eventType, Payload: p})
+	err = t.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.ID, Name: t.rec.Name, EventType: eventType, Payload: p})
 	if err != nil && t.ownerBox.onClosed == nil {
 		return "", err // dropped; with a fallback it was taken (a Plugin keeps it for the next run): not lost
 	}

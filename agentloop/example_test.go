@@ -42,7 +42,7 @@ func ExampleRun() {
 		agentloop.Say("The export is running."),
 		func(req agentloop.Request) agentloop.Response {
 			for _, msg := range req.Messages {
-				if ev, ok := bgtask.ParseEventMessage(msg.Content); ok && ev.Kind == bgtask.EventCompleted {
+				if ev, ok := plugin.ParseEvent(msg.Content); ok && ev.Kind == bgtask.EventCompleted {
 					return agentloop.Response{Text: "Done: " + string(ev.Result)}
 				}
 			}

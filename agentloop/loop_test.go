@@ -168,8 +168,7 @@ func TestEventsRenderedAtStepBoundary(t *testing.T) {
 		if len(evs) < 2 {
 			t.Fatalf("events in conversation: %q, want the custom and the completed one first", evs)
 		}
-		wantCustom := `<background-task-event kind="custom" task_id="`
-		if !strings.HasPrefix(evs[0], wantCustom) || !strings.Contains(evs[0], `"event_type":"data_ready","payload":{"rows":42}}</background-task-event>`) {
+		if ev, ok := e.p.ParseEvent(evs[0]); !ok || ev.Kind != bgtask.EventCustom || ev.EventType != "data_ready" || string(ev.Payload) != `{"rows":42}` {
 			t.Fatalf("first event %q, want the data_ready custom event", evs[0])
 		}
 		if !strings.Contains(evs[1], `kind="completed"`) || !strings.Contains(evs[1], `"result":"ok"`) {

@@ -20,6 +20,7 @@ var topics = []string{"btree", "lsm", "columnar", "hash", "skiplist", "rtree", "
 // was given and, once nothing is left running, writes the summary.
 type leadModel struct {
 	agents int
+	plugin *bgtask.Plugin // reads back the events it rendered
 
 	mu      sync.Mutex
 	step    int
@@ -27,8 +28,8 @@ type leadModel struct {
 	names   map[string]string // task id → name, from the tool results
 }
 
-func newLeadModel(agents int) *leadModel {
-	return &leadModel{agents: agents, results: map[string]string{}, names: map[string]string{}}
+func newLeadModel(agents int, plugin *bgtask.Plugin) *leadModel {
+	return &leadModel{agents: agents, plugin: plugin, results: map[string]string{}, names: map[string]string{}}
 }
 
 func researcher(i int) string { return "researcher-" + topics[i] }
@@ -65,7 +66,7 @@ func (l *leadModel) Next(ctx context.Context, req agentloop.Request) (agentloop.
 // read notes what each delivered event says.
 func (l *leadModel) read(msgs []agentloop.Message) {
 	for _, msg := range msgs {
-		ev, ok := parseEvent(msg)
+		ev, ok := parseEvent(l.plugin, msg)
 		if !ok || !ev.Kind.IsTerminal() {
 			continue
 		}
@@ -78,11 +79,12 @@ func (l *leadModel) read(msgs []agentloop.Message) {
 	}
 }
 
-// viewOf returns the names in the prompt view, or "" when it is absent
-// (nothing is running).
+// viewOf returns the names in the prompt view's task list (an internal user
+// message; the system role holds only the plugin's instructions), or ""
+// when it is absent (nothing is running).
 func viewOf(msgs []agentloop.Message) string {
 	for _, msg := range msgs {
-		if msg.Role == "system" && strings.HasPrefix(msg.Content, "<background_tasks>") {
+		if msg.Role == "user" && msg.Internal && strings.HasPrefix(msg.Content, "<background-tasks ") {
 			var names []string
 			for _, line := range strings.Split(msg.Content, "\n") {
 				if _, rest, ok := strings.Cut(line, ` name="`); ok {

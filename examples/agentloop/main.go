@@ -88,7 +88,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		return err
 	}
 	d := &demo{m: m, ui: ui, cfg: cfg}
-	lead := newLeadModel(cfg.agents)
+	lead := newLeadModel(cfg.agents, plugin)
 	tools := append(d.hostTools(), taskTools(plugin.Owner())...)
 	conv := []agentloop.Message{{Role: "user", Content: "Research the three storage engines and index the repository."}}
 

@@ -47,7 +47,7 @@ func (d *demo) runResearcher(ctx context.Context, t *bgtask.Task, topic string, 
 	}
 	model := agentloop.NewScriptedModel(
 		agentloop.Call(agentloop.CallSpec{Name: "search", Args: map[string]string{"topic": topic}}),
-		summarise(topic), summarise(topic), summarise(topic),
+		summarise(plugin, topic), summarise(plugin, topic), summarise(plugin, topic),
 	)
 	res, err := agentloop.Run(ctx, agentloop.Config{
 		Model: model, Tools: []agentloop.Tool{search}, Hooks: plugin,
@@ -63,11 +63,11 @@ func (d *demo) runResearcher(ctx context.Context, t *bgtask.Task, topic string, 
 }
 
 // summarise answers once both sources reported, and says it waits before.
-func summarise(topic string) agentloop.ScriptStep {
+func summarise(plugin *bgtask.Plugin, topic string) agentloop.ScriptStep {
 	return func(req agentloop.Request) agentloop.Response {
 		var read []string
 		for _, msg := range req.Messages {
-			if ev, ok := parseEvent(msg); ok && ev.Kind == bgtask.EventCompleted {
+			if ev, ok := parseEvent(plugin, msg); ok && ev.Kind == bgtask.EventCompleted {
 				read = append(read, strings.Trim(string(ev.Result), `"`))
 			}
 		}

@@ -157,10 +157,11 @@ func shorten(s string, n int) string {
 	return s
 }
 
-// parseEvent reads the event back out of a delivered message.
-func parseEvent(msg agentloop.Message) (bgtask.Event, bool) {
+// parseEvent reads the event back out of a message p delivered; text a
+// task wrote that only looks like an event is not one.
+func parseEvent(p *bgtask.Plugin, msg agentloop.Message) (bgtask.Event, bool) {
 	if !msg.Internal {
 		return bgtask.Event{}, false
 	}
-	return bgtask.ParseEventMessage(msg.Content)
+	return p.ParseEvent(msg.Content)
 }

@@ -131,7 +131,7 @@ func (s *Store) reapOnce(ctx context.Context) (int, error) {
 			continue // the reducer refused it; cannot happen for a live row
 		}
 		w.put(&got, r.version)
-		ev, err := json.Marshal(bgtask.Event{Kind: bgtask.EventInterrupted, TaskID: got.ID, Error: got.Error})
+		ev, err := json.Marshal(bgtask.Event{Kind: bgtask.EventInterrupted, TaskID: got.ID, Name: got.Name, Error: got.Error})
 		if err != nil {
 			return 0, fmt.Errorf("pgstore: reap: %w", err)
 		}
