@@ -93,7 +93,7 @@ func TestShutdownRefusesSpawnsOnceBegun(t *testing.T) {
 		nested := make(chan error, 1)
 		id := limSpawn(t, m, "a", func(ctx context.Context, tk *Task) (any, error) {
 			<-ctx.Done()
-			_, err := tk.Agent().Spawn(ctx, func(context.Context, *Task) (any, error) { return nil, nil })
+			_, err := m.Owner(tk.Owner()).Spawn(ctx, func(context.Context, *Task) (any, error) { return nil, nil })
 			nested <- err
 			<-release
 			return nil, ctx.Err()

@@ -99,9 +99,18 @@ func (t *Task) Parent() Parent { return t.rec.Parent }
 // task. The Manager closes it when the task ends.
 func (t *Task) Inbox() *Inbox { return t.inbox }
 
-// Agent returns the Owner view of the tasks this task starts as an agent:
-// their owner is this task's id, so their events reach this task's Inbox.
-func (t *Task) Agent() Owner { return t.m.Owner(t.rec.ID) }
+// Agent returns the Owner view of the tasks a sub-agent starts as an
+// agent: their owner is the sub-agent's id, so their events reach its
+// Inbox. A plain task has no inbox to read those events, so for it Agent
+// returns an error matching ErrNotSubAgent and a zero Owner; a plain task
+// starts subtasks for its own owner instead (Manager.Owner(t.Owner())),
+// linked to it as their parent.
+func (t *Task) Agent() (Owner, error) {
+	if t.inbox == nil {
+		return Owner{}, fmt.Errorf("%w: %s cannot own tasks", ErrNotSubAgent, t.rec.ID)
+	}
+	return t.m.Owner(t.rec.ID), nil
+}
 
 // Emit sends a custom event to the owner's inbox if the task's wake policy
 // lets it through (WakeOnActivity, or an EventTypeMessage addressed to the

@@ -61,7 +61,7 @@ func OnSelfCancel(f func(ctx context.Context)) ToolOption {
 // call's ctx:
 //
 //   - the current task is TaskFromContext(ctx), if it is the owner itself
-//     (a sub-agent's loop runs its tools, Task.Agent().Tools(), with the
+//     (a sub-agent's loop runs its tools, from Task.Agent, with the
 //     sub-agent's context) or one of the owner's tasks; any other task in
 //     ctx is ignored;
 //   - otherwise the current run is ToolCallFromContext(ctx).RunID.

@@ -196,7 +196,11 @@ func TestSubAgentWaitsForItsTasks(t *testing.T) {
 				return nil, err
 			}
 			slow := agentloop.Tool{Name: "spawn_slow", Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
-				id, err := tk.Agent().Spawn(ctx, func(ctx context.Context, _ *bgtask.Task) (any, error) {
+				ag, err := tk.Agent()
+				if err != nil {
+					return nil, err
+				}
+				id, err := ag.Spawn(ctx, func(ctx context.Context, _ *bgtask.Task) (any, error) {
 					select { // 100 ms of the bubble's fake time
 					case <-time.After(100 * time.Millisecond):
 					case <-ctx.Done():
