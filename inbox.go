@@ -42,7 +42,8 @@ type Inbox struct {
 	pending  map[coalesceKey]int
 	nextWarn int
 	stats    InboxStats
-	onClose  func(*Inbox) // set by the Manager to forget a closed owner inbox
+	onClose  func(*Inbox)    // set by the Manager to forget a closed owner inbox
+	stopped  <-chan struct{} // set by the Manager that made or bound it; closed when it has shut down
 }
 
 type coalesceKey struct{ taskID, eventType string }
@@ -161,9 +162,12 @@ func (ib *Inbox) AppendDrain(dst []Event) []Event {
 	return dst
 }
 
-// Wait blocks until an event is queued, the inbox is closed, or ctx ends. It
-// returns nil when there is something to drain (another drainer may still
-// take it first), ErrInboxClosed once closed, or ctx's error.
+// Wait blocks until an event is queued, the inbox is closed, the Manager
+// that made or bound it has shut down, or ctx ends. It returns nil when
+// there is something to drain (another drainer may still take it first),
+// ErrInboxClosed once closed, ErrClosed once that Manager's Shutdown has
+// returned and nothing is left to drain (no event can arrive any more), or
+// ctx's error.
 func (ib *Inbox) Wait(ctx context.Context) error {
 	for {
 		ib.mu.Lock()
@@ -175,6 +179,13 @@ func (ib *Inbox) Wait(ctx context.Context) error {
 			ib.mu.Unlock()
 			return ErrInboxClosed
 		}
+		stopped := ib.stopped
+		select {
+		case <-stopped: // a nil channel (no Manager) never is
+			ib.mu.Unlock()
+			return ErrClosed
+		default:
+		}
 		if ib.wake == nil {
 			ib.wake = make(chan struct{})
 		}
@@ -182,6 +193,7 @@ func (ib *Inbox) Wait(ctx context.Context) error {
 		ib.mu.Unlock()
 		select {
 		case <-wake:
+		case <-stopped:
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -42,6 +42,9 @@ type Manager struct {
 	idle     chan struct{}
 	idleShut bool // idle was closed
 
+	stopped  chan struct{} // closed once Shutdown saw every task end: inbox waiters return ErrClosed
+	stopOnce sync.Once
+
 	inboxMu  sync.RWMutex // guards inboxes
 	inboxes  map[string]*Inbox
 	inboxGen atomic.Uint64 // bumped on every change of inboxes, to invalidate Task caches
@@ -97,6 +100,7 @@ func New(opts ...Option) (*Manager, error) {
 		owners:  make(map[string]*ownerState),
 		runs:    make(map[string]*runState),
 		idle:    make(chan struct{}),
+		stopped: make(chan struct{}),
 		inboxes: make(map[string]*Inbox),
 	}, nil
 }
@@ -168,7 +172,9 @@ func (m *Manager) inboxFor(owner string) *Inbox {
 
 func (m *Manager) newInbox(extra ...InboxOption) *Inbox {
 	opts := append([]InboxOption{InboxLogger(m.log)}, m.cfg.inboxOpts...)
-	return NewInbox(append(opts, extra...)...)
+	ib := NewInbox(append(opts, extra...)...)
+	ib.stopped = m.stopped
+	return ib
 }
 
 // watchInbox makes a closed owner inbox forgotten once the owner has no live
@@ -176,6 +182,7 @@ func (m *Manager) newInbox(extra ...InboxOption) *Inbox {
 func (m *Manager) watchInbox(owner string, ib *Inbox) {
 	ib.mu.Lock()
 	ib.onClose = func(ib *Inbox) { m.forgetInbox(owner, ib) }
+	ib.stopped = m.stopped
 	closed := ib.closed
 	ib.mu.Unlock()
 	if closed {

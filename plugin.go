@@ -234,17 +234,21 @@ func (p *Plugin) StepEnd(ctx context.Context) (pending bool, err error) {
 }
 
 // WaitEvent blocks until Deliver has something, or ctx ends (it returns
-// ctx's cause then).
+// ctx's cause then). Once the Manager has shut down and nothing is left to
+// deliver, it returns ErrClosed.
 func (p *Plugin) WaitEvent(ctx context.Context) error {
 	if !p.running {
 		return ErrNoRun
 	}
-	for {
+	for stopped := false; ; {
 		p.mu.Lock()
 		n := len(p.late)
 		p.mu.Unlock()
 		if n > 0 || p.inbox.Len() > 0 || slices.ContainsFunc(p.older, func(ib *Inbox) bool { return ib.Len() > 0 }) {
 			return nil
+		}
+		if stopped {
+			return ErrClosed
 		}
 		wctx, cancel := ctx, context.CancelFunc(func() {})
 		if p.shared != nil {
@@ -256,6 +260,9 @@ func (p *Plugin) WaitEvent(ctx context.Context) error {
 		switch {
 		case ctx.Err() != nil:
 			return context.Cause(ctx)
+		case errors.Is(err, ErrClosed): // look once more at what arrived elsewhere
+			stopped = true
+			continue
 		case err != nil: // the notice poll's timer
 			return nil
 		}
