@@ -14,9 +14,8 @@ type inputWait struct {
 
 // RequestInput asks the task's owner a question and waits for the answer
 // (everruns' input requests). The record becomes awaiting_input with the
-// request, the owner gets an EventInputRequested if the wake policy lets it
-// through (WakeOnActivity), and the prompt view and tools show the request
-// either way. The owner answers with a Message whose InReplyTo is the
+// request, the owner gets an EventInputRequested unless the wake policy is
+// WakeSilent, and the prompt view and tools show the request either way. The owner answers with a Message whose InReplyTo is the
 // request id (Owner.Send); the record then goes back to running and the
 // message is returned.
 //
@@ -67,7 +66,7 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 		r.inputSig = nil
 	}
 	m.notify(from, &u)
-	if u.Wake.delivers(EventInputRequested, "") {
+	if send, _ := u.Wake.route(EventInputRequested, ""); send {
 		req := w.req
 		_ = m.deliver(u.Owner, Event{Kind: EventInputRequested, TaskID: u.ID, Input: &req})
 	}

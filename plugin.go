@@ -78,6 +78,7 @@ func PluginInbox(ib *Inbox) PluginOption { return func(p *Plugin) { p.fixed = ib
 
 // OnWake sets the callback that hears of each event arriving while no run
 // of the owner is open, so the host can start one (awaken's mailbox wake).
+// Quiet events (Event.Quiet) are kept for the next run without waking it.
 // The event itself is delivered by the next run's first boundary; f must
 // not block for long.
 func OnWake(f func(Event)) PluginOption { return func(p *Plugin) { p.onWake = f } }
@@ -140,13 +141,13 @@ func (p *Plugin) RunStart(ctx context.Context, run RunInfo) error {
 }
 
 // keepLate is the fallback of a run's inbox: an event that missed the run is
-// kept for the next one, and wakes the owner.
+// kept for the next one, and wakes the owner unless it is quiet.
 func (p *Plugin) keepLate(ev Event) {
 	p.mu.Lock()
 	p.late = append(p.late, ev)
 	wake := p.onWake
 	p.mu.Unlock()
-	if wake != nil {
+	if wake != nil && !ev.Quiet {
 		wake(ev)
 	}
 }
@@ -233,18 +234,23 @@ func (p *Plugin) StepEnd(ctx context.Context) (pending bool, err error) {
 	return p.m.reporting(p.owner.id, p.drained), nil
 }
 
-// WaitEvent blocks until Deliver has something, or ctx ends (it returns
-// ctx's cause then). Once the Manager has shut down and nothing is left to
-// deliver, it returns ErrClosed.
+// WaitEvent blocks until Deliver has something that wakes (quiet progress
+// alone does not: see Event.Quiet), or ctx ends (it returns ctx's cause
+// then). Once the Manager has shut down it returns nil while anything is
+// left to deliver, then ErrClosed.
 func (p *Plugin) WaitEvent(ctx context.Context) error {
 	if !p.running {
 		return ErrNoRun
 	}
 	for stopped := false; ; {
+		size := (*Inbox).loudLen
+		if stopped {
+			size = (*Inbox).Len
+		}
 		p.mu.Lock()
-		n := len(p.late)
+		late := slices.ContainsFunc(p.late, func(ev Event) bool { return stopped || !ev.Quiet })
 		p.mu.Unlock()
-		if n > 0 || p.inbox.Len() > 0 || slices.ContainsFunc(p.older, func(ib *Inbox) bool { return ib.Len() > 0 }) {
+		if late || size(p.inbox) > 0 || slices.ContainsFunc(p.older, func(ib *Inbox) bool { return size(ib) > 0 }) {
 			return nil
 		}
 		if stopped {

@@ -62,6 +62,7 @@ type taskRare struct {
 	done     chan struct{} // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
 	input    *inputWait    // the open input request; guarded by emitMu
 	inputSig chan struct{} // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
+	progress Progress      // the latest custom event (Owner.Progress); guarded by emitMu
 }
 
 // rareState returns t's taskRare, making it on first use.
@@ -112,18 +113,29 @@ func (t *Task) Agent() (Owner, error) {
 	return t.m.Owner(t.rec.ID), nil
 }
 
-// Emit sends a custom event to the owner's inbox if the task's wake policy
-// lets it through (WakeOnActivity, or an EventTypeMessage addressed to the
-// owner); otherwise it checks the event and drops it. The payload is encoded as
-// JSON now, so the caller may change it afterwards; a payload that cannot be
-// encoded returns an error matching ErrInvalidPayload and sends nothing. An
-// empty eventType returns ErrInvalidEvent. Once the function has returned,
-// Emit returns ErrTaskEnded, so every custom event precedes the terminal one.
-// If the owner's inbox is closed the event goes to its OnClosed fallback
-// (a Plugin keeps it for the owner's next run) and Emit returns nil; an
-// inbox without a fallback drops it and Emit returns ErrInboxClosed. A
-// delivered EventTypeMessage (best a Message) is also kept in the task's
-// message history (Owner.Messages).
+// Emit reports a custom event to the task's owner. No event is dropped
+// silently: every one but a message is kept as the task's latest progress
+// (Owner.Progress), and the wake policy decides whether it also goes to the
+// owner's inbox and whether it wakes the owner there:
+//
+//   - WakeOnTerminal (the default): to the inbox, quiet (Event.Quiet), so
+//     it waits for the owner's next drain without waking it, and replaces
+//     an undrained event of the same type from this task;
+//   - WakeOnActivity: to the inbox, waking the owner;
+//   - WakeSilent: kept as progress only.
+//
+// An EventTypeMessage (best a Message) always goes to the inbox and wakes
+// the owner, and is kept in the task's message history (Owner.Messages).
+//
+// The payload is encoded as JSON now, so the caller may change it
+// afterwards; a payload that cannot be encoded returns an error matching
+// ErrInvalidPayload and sends nothing. An empty eventType returns
+// ErrInvalidEvent. Once the function has returned, Emit returns
+// ErrTaskEnded, so every custom event precedes the terminal one. If the
+// owner's inbox is closed the event goes to its OnClosed fallback (a Plugin
+// keeps it for the owner's next run) and Emit returns nil; an inbox without
+// a fallback refuses it and Emit returns ErrInboxClosed (a progress event
+// is still kept as progress then).
 func (t *Task) Emit(eventType string, payload any) error {
 	_, err := t.emit(eventType, payload)
 	return err
@@ -144,13 +156,18 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	if t.ended {
 		return "", ErrTaskEnded
 	}
-	if !t.rec.Wake.delivers(EventCustom, eventType) {
-		return "", nil
+	if eventType != EventTypeMessage {
+		r := t.rareState()
+		r.progress = Progress{EventType: eventType, Payload: p, At: now(), Count: r.progress.Count + 1}
+	}
+	send, quiet := t.rec.Wake.route(EventCustom, eventType)
+	if !send {
+		return "", nil // kept as progress
 	}
 	if gen := t.m.inboxGen.Load(); t.ownerBox == nil || gen != t.inboxGen {
 		t.ownerBox, t.inboxGen = t.m.inboxFor(t.rec.Owner), gen
 	}
-	err = t.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.ID, EventType: eventType, Payload: p})
+	err = t.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.ID, EventType: eventType, Payload: p, Quiet: quiet})
 	if err != nil && t.ownerBox.onClosed == nil {
 		return "", err // dropped; with a fallback it was taken (a Plugin keeps it for the next run): not lost
 	}
