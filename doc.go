@@ -60,6 +60,17 @@
 // When an event cannot go where its policy sends it (an inbox closed
 // without a fallback), Emit returns an error instead of nil.
 //
+// # Sizes
+//
+// What a task hands its owner is capped where it enters, in the record and
+// the events alike: results ([WithMaxResultBytes]), error texts and stacks
+// ([WithMaxErrorBytes]), event payloads ([WithMaxPayloadBytes]), input
+// prompts ([WithMaxPromptBytes]) and messages ([WithMaxMessageBytes]), each
+// with a default. Something larger is cut with a marker that gives its
+// original size: a JSON value becomes
+// {"truncated":true,"original_bytes":N,"preview":"…"}, a text ends with
+// "…[truncated: N bytes total]".
+//
 // # Agent loops
 //
 // A [Plugin] connects one owner's tasks to an agent loop's phases (D7):

@@ -15,9 +15,11 @@ type inputWait struct {
 // RequestInput asks the task's owner a question and waits for the answer
 // (everruns' input requests). The record becomes awaiting_input with the
 // request, the owner gets an EventInputRequested unless the wake policy is
-// WakeSilent, and the prompt view and tools show the request either way. The owner answers with a Message whose InReplyTo is the
-// request id (Owner.Send); the record then goes back to running and the
-// message is returned.
+// WakeSilent, and the prompt view and tools show the request either way.
+// The owner answers with a Message whose InReplyTo is the request id
+// (Owner.Send); the record then goes back to running and the message is
+// returned. A prompt longer than WithMaxPromptBytes is cut, with a marker
+// that gives its length.
 //
 // If ctx ends first, the record goes back to running and RequestInput
 // returns ctx's cause. Errors: ErrInvalidInput for a blank prompt,
@@ -27,6 +29,7 @@ func (t *Task) RequestInput(ctx context.Context, prompt string) (Message, error)
 	if strings.TrimSpace(prompt) == "" {
 		return Message{}, ErrInvalidInput
 	}
+	prompt, _ = truncateText(prompt, t.m.cfg.caps.prompt)
 	w := &inputWait{req: InputRequest{ID: "input_" + newTaskID(now())[len(IDPrefix):], Prompt: prompt}, answer: make(chan Message, 1)}
 	if err := t.m.openInput(t, w); err != nil {
 		return Message{}, err

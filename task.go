@@ -12,10 +12,11 @@ import (
 // ErrRunCancelled, ErrShutdown; read it with context.Cause). The returned
 // values decide the terminal status:
 //
-//   - (v, nil): completed, with v encoded as JSON as the result;
+//   - (v, nil): completed, with v encoded as JSON as the result (cut to
+//     WithMaxResultBytes);
 //   - (_, err) after ctx was cancelled, with err matching context.Canceled
 //     or the cause: cancelled;
-//   - (_, err) otherwise: failed, with err's text.
+//   - (_, err) otherwise: failed, with err's text (cut to WithMaxErrorBytes).
 //
 // A cancel asks, it does not force: a function that returns a value after
 // being cancelled completes. A panic is recovered: the task fails with the
@@ -128,7 +129,9 @@ func (t *Task) Agent() (Owner, error) {
 // the owner, and is kept in the task's message history (Owner.Messages).
 //
 // The payload is encoded as JSON now, so the caller may change it
-// afterwards; a payload that cannot be encoded returns an error matching
+// afterwards; one larger than WithMaxPayloadBytes is replaced by an object
+// that says so (a Message's fields are cut to WithMaxMessageBytes instead).
+// A payload that cannot be encoded returns an error matching
 // ErrInvalidPayload and sends nothing. An empty eventType returns
 // ErrInvalidEvent. Once the function has returned, Emit returns
 // ErrTaskEnded, so every custom event precedes the terminal one. If the
@@ -147,9 +150,24 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	if eventType == "" {
 		return "", fmt.Errorf("%w: empty event type", ErrInvalidEvent)
 	}
+	limit := t.m.cfg.caps.payload
+	if eventType == EventTypeMessage {
+		limit = t.m.cfg.caps.message
+		switch msg := payload.(type) {
+		case Message:
+			payload, limit = t.m.capMessage(msg), -1 // its fields are capped
+		case *Message:
+			if msg != nil {
+				payload, limit = t.m.capMessage(*msg), -1
+			}
+		}
+	}
 	p, err := encodeJSON(payload)
 	if err != nil {
 		return "", fmt.Errorf("%w: event %q: %w", ErrInvalidPayload, eventType, err)
+	}
+	if limit >= 0 {
+		p, _ = truncateJSON(p, limit)
 	}
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
