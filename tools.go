@@ -216,6 +216,23 @@ type toolTask struct {
 	Result       json.RawMessage `json:"result,omitempty"`
 	Error        string          `json:"error,omitempty"`
 	InputRequest *InputRequest   `json:"input_request,omitempty"`
+	Progress     *toolProgress   `json:"progress,omitempty"` // a live task's latest custom event
+}
+
+// toolProgress is how the tools show Owner.Progress.
+type toolProgress struct {
+	EventType string          `json:"event_type"`
+	Payload   json.RawMessage `json:"payload"`
+	At        time.Time       `json:"at"`
+	Count     int             `json:"count"`
+}
+
+// withProgress adds the task's latest progress to v, if it has any.
+func (o Owner) withProgress(v toolTask) toolTask {
+	if p, ok := o.Progress(v.TaskID); ok {
+		v.Progress = &toolProgress{p.EventType, p.Payload, p.At, p.Count}
+	}
+	return v
 }
 
 // listView is the short form list_tasks shows.
