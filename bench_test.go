@@ -104,9 +104,15 @@ func BenchmarkRawGoCtxResultChan(b *testing.B) {
 	}
 }
 
-// emitTask starts a long-lived task and returns its handle, the owner's
-// inbox and a function that ends the task and shuts the manager down.
+// emitTask starts a long-lived task with WakeOnActivity and returns its
+// handle, the owner's inbox and a function that ends the task and shuts the
+// manager down.
 func emitTask(b *testing.B) (*bgtask.Task, *bgtask.Inbox, func()) {
+	return emitTaskWake(b, bgtask.WakeOnActivity)
+}
+
+// emitTaskWake is emitTask with the given wake policy.
+func emitTaskWake(b *testing.B, wake bgtask.WakePolicy) (*bgtask.Task, *bgtask.Inbox, func()) {
 	b.Helper()
 	m := newBenchManager(b)
 	o := m.Owner(benchOwner)
@@ -119,7 +125,7 @@ func emitTask(b *testing.B) (*bgtask.Task, *bgtask.Inbox, func()) {
 		handle <- t
 		<-ctx.Done()
 		return nil, ctx.Err()
-	}, bgtask.WithWake(bgtask.WakeOnActivity)); err != nil {
+	}, bgtask.WithWake(wake)); err != nil {
 		b.Fatal(err)
 	}
 	return <-handle, ib, func() { shutdownBench(b, m) }
@@ -141,6 +147,26 @@ func BenchmarkEmitDrain(b *testing.B) {
 		buf = ib.AppendDrain(buf[:0])
 		if len(buf) != 1 || buf[0].Kind != bgtask.EventCustom {
 			b.Fatalf("drained %+v, want one custom event", buf)
+		}
+	}
+}
+
+// BenchmarkEmitQuietDrain is BenchmarkEmitDrain under the default wake
+// policy: the event is quiet and coalesced, and kept as the task's progress.
+func BenchmarkEmitQuietDrain(b *testing.B) {
+	t, ib, stop := emitTaskWake(b, bgtask.WakeOnTerminal)
+	defer stop()
+	buf := make([]bgtask.Event, 0, 4)
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		i++
+		if err := t.Emit("progress", i); err != nil {
+			b.Fatalf("Emit: %v", err)
+		}
+		buf = ib.AppendDrain(buf[:0])
+		if len(buf) != 1 || !buf[0].Quiet {
+			b.Fatalf("drained %+v, want one quiet custom event", buf)
 		}
 	}
 }

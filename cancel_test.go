@@ -440,7 +440,10 @@ func TestCancelRunNestedSpawnRace(t *testing.T) {
 				<-gate
 				spawner := o
 				if subAgent {
-					spawner = tk.Agent()
+					var err error
+					if spawner, err = tk.Agent(); err != nil {
+						return nil, err
+					}
 				}
 				_, err := spawner.Spawn(ctx, func(context.Context, *Task) (any, error) { ran.Store(true); return nil, nil })
 				nested <- err

@@ -40,10 +40,36 @@
 // run is never lost. A task's custom events arrive before its terminal
 // event, and the terminal record is committed before that event is sent.
 //
-// What reaches the inbox is the task's [WakePolicy]: the terminal event by
-// default, also custom events and input requests ([Task.RequestInput]) with
-// [WakeOnActivity], nothing with [WakeSilent]. Messages to the owner always
-// arrive.
+// # Events and waking
+//
+// An event exists whatever the task's [WakePolicy]; the policy only decides
+// whether it wakes the owner. [Task.Emit] never drops an event silently:
+//
+//   - every custom event but a message is kept as the task's latest
+//     progress while it runs ([Owner.Progress]);
+//   - by default ([WakeOnTerminal]) custom events also reach the inbox, but
+//     quiet ([Event.Quiet]): coalesced per task and type, delivered with the
+//     next drain, and never waking a waiting owner ([Inbox.Wait],
+//     [Plugin.WaitEvent], [OnWake]), so a model call is never spent on
+//     progress alone; the terminal event, input requests
+//     ([Task.RequestInput]) and messages wake it;
+//   - with [WakeOnActivity] every event reaches the inbox and wakes;
+//   - with [WakeSilent] nothing reaches the inbox but messages and commit
+//     failures: progress is kept on the task only, and the model polls.
+//
+// When an event cannot go where its policy sends it (an inbox closed
+// without a fallback), Emit returns an error instead of nil.
+//
+// # Sizes
+//
+// What a task hands its owner is capped where it enters, in the record and
+// the events alike: results ([WithMaxResultBytes]), error texts and stacks
+// ([WithMaxErrorBytes]), event payloads ([WithMaxPayloadBytes]), input
+// prompts ([WithMaxPromptBytes]) and messages ([WithMaxMessageBytes]), each
+// with a default. Something larger is cut with a marker that gives its
+// original size: a JSON value becomes
+// {"truncated":true,"original_bytes":N,"preview":"…"}, a text ends with
+// "…[truncated: N bytes total]".
 //
 // # Agent loops
 //

@@ -66,6 +66,13 @@ type Event struct {
 	EventType string          // custom
 	Payload   json.RawMessage // custom
 	Input     *InputRequest   // input_requested
+
+	// Quiet marks a custom event that must not wake an idle owner: progress
+	// under the default wake policy. It reaches the inbox and is delivered
+	// with the next drain, but Inbox.Wait and Plugin.WaitEvent do not
+	// return for it. The zero value, false, wakes. It is not part of the
+	// JSON form.
+	Quiet bool
 }
 
 type eventJSON struct {

@@ -23,9 +23,12 @@ const DefaultHighWater = 256
 //     never lost. Without a fallback they are logged and dropped. The
 //     undrained events reach the fallback in order; an event sent during
 //     Close may reach it before them.
-//   - Custom events whose type was given to CoalesceEventTypes replace the
-//     undrained event of the same task and type in place (the latest payload
-//     wins); terminal events are never coalesced.
+//   - Quiet custom events (Event.Quiet: progress under the default wake
+//     policy), and custom events whose type was given to CoalesceEventTypes,
+//     replace the undrained event of the same task and type in place (the
+//     latest payload wins); terminal events are never coalesced.
+//   - Quiet events are queued and drained like any other, but do not wake
+//     Wait: an idle owner is not woken by progress alone.
 //
 // The zero value is not usable: call NewInbox, or let the Manager make one
 // per owner (Manager.Inbox). Safe for concurrent use.
@@ -37,12 +40,14 @@ type Inbox struct {
 
 	mu       sync.Mutex // guards the fields below
 	events   []Event
+	loud     int // queued events that are not Quiet: what Wait waits for
 	closed   bool
 	wake     chan struct{} // closed when events arrive or the inbox closes; nil without waiters
 	pending  map[coalesceKey]int
 	nextWarn int
 	stats    InboxStats
-	onClose  func(*Inbox) // set by the Manager to forget a closed owner inbox
+	onClose  func(*Inbox)    // set by the Manager to forget a closed owner inbox
+	stopped  <-chan struct{} // set by the Manager that made or bound it; closed when it has shut down
 }
 
 type coalesceKey struct{ taskID, eventType string }
@@ -110,11 +115,16 @@ func (ib *Inbox) Send(ev Event) error {
 		ib.fallback(ev)
 		return ErrInboxClosed
 	}
-	if ev.Kind == EventCustom && ib.coalesce[ev.EventType] {
+	if ev.Kind == EventCustom && (ev.Quiet || ib.coalesce[ev.EventType]) {
 		k := coalesceKey{ev.TaskID, ev.EventType}
 		if i, ok := ib.pending[k]; ok {
-			ib.events[i].Payload = ev.Payload
+			old := &ib.events[i]
+			old.Payload = ev.Payload
 			ib.stats.Coalesced++
+			if old.Quiet && !ev.Quiet { // the merged event now wakes
+				old.Quiet = false
+				ib.wakeLocked()
+			}
 			ib.mu.Unlock()
 			return nil
 		}
@@ -131,15 +141,31 @@ func (ib *Inbox) Send(ev Event) error {
 	if warn {
 		ib.nextWarn *= 2
 	}
-	if ib.wake != nil {
-		close(ib.wake)
-		ib.wake = nil
+	if !ev.Quiet {
+		ib.wakeLocked()
 	}
 	ib.mu.Unlock()
 	if warn {
 		ib.logger.Warn("bgtask: inbox depth is high", "len", n, "high_water", ib.highWater)
 	}
 	return nil
+}
+
+// wakeLocked counts one more event that wakes, and wakes the waiters.
+// Called with ib.mu held.
+func (ib *Inbox) wakeLocked() {
+	ib.loud++
+	if ib.wake != nil {
+		close(ib.wake)
+		ib.wake = nil
+	}
+}
+
+// loudLen returns how many queued events would wake Wait.
+func (ib *Inbox) loudLen() int {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	return ib.loud
 }
 
 // Drain removes and returns every queued event, oldest first; nil when
@@ -156,24 +182,41 @@ func (ib *Inbox) AppendDrain(dst []Event) []Event {
 	dst = append(dst, ib.events...)
 	clear(ib.events)
 	ib.events = ib.events[:0]
+	ib.loud = 0
 	clear(ib.pending)
 	ib.nextWarn = ib.highWater
 	return dst
 }
 
-// Wait blocks until an event is queued, the inbox is closed, or ctx ends. It
-// returns nil when there is something to drain (another drainer may still
-// take it first), ErrInboxClosed once closed, or ctx's error.
+// Wait blocks until an event that wakes is queued (one that is not
+// Event.Quiet), the inbox is closed, the Manager that made or bound it has
+// shut down, or ctx ends. Quiet events alone do not end it: they wait in
+// the queue for the next drain. It returns nil when there is something to
+// drain (another drainer may still take it first), ErrInboxClosed once
+// closed, or ctx's error. Once that Manager's Shutdown has returned no event
+// can arrive any more: Wait returns nil while anything, quiet or not, is
+// left to drain, then ErrClosed.
 func (ib *Inbox) Wait(ctx context.Context) error {
 	for {
 		ib.mu.Lock()
 		switch {
-		case len(ib.events) > 0:
+		case ib.loud > 0:
 			ib.mu.Unlock()
 			return nil
 		case ib.closed:
 			ib.mu.Unlock()
 			return ErrInboxClosed
+		}
+		stopped := ib.stopped
+		select {
+		case <-stopped: // a nil channel (no Manager) never is
+			n := len(ib.events)
+			ib.mu.Unlock()
+			if n > 0 {
+				return nil
+			}
+			return ErrClosed
+		default:
 		}
 		if ib.wake == nil {
 			ib.wake = make(chan struct{})
@@ -182,6 +225,7 @@ func (ib *Inbox) Wait(ctx context.Context) error {
 		ib.mu.Unlock()
 		select {
 		case <-wake:
+		case <-stopped:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -200,6 +244,7 @@ func (ib *Inbox) Close() {
 	ib.closed = true
 	left := ib.events
 	ib.events = nil
+	ib.loud = 0
 	ib.pending = nil
 	ib.stats.Fallback += int64(len(left))
 	if ib.wake != nil {

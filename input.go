@@ -14,11 +14,12 @@ type inputWait struct {
 
 // RequestInput asks the task's owner a question and waits for the answer
 // (everruns' input requests). The record becomes awaiting_input with the
-// request, the owner gets an EventInputRequested if the wake policy lets it
-// through (WakeOnActivity), and the prompt view and tools show the request
-// either way. The owner answers with a Message whose InReplyTo is the
-// request id (Owner.Send); the record then goes back to running and the
-// message is returned.
+// request, the owner gets an EventInputRequested unless the wake policy is
+// WakeSilent, and the prompt view and tools show the request either way.
+// The owner answers with a Message whose InReplyTo is the request id
+// (Owner.Send); the record then goes back to running and the message is
+// returned. A prompt longer than WithMaxPromptBytes is cut, with a marker
+// that gives its length.
 //
 // If ctx ends first, the record goes back to running and RequestInput
 // returns ctx's cause. Errors: ErrInvalidInput for a blank prompt,
@@ -28,6 +29,7 @@ func (t *Task) RequestInput(ctx context.Context, prompt string) (Message, error)
 	if strings.TrimSpace(prompt) == "" {
 		return Message{}, ErrInvalidInput
 	}
+	prompt, _ = truncateText(prompt, t.m.cfg.caps.prompt)
 	w := &inputWait{req: InputRequest{ID: "input_" + newTaskID(now())[len(IDPrefix):], Prompt: prompt}, answer: make(chan Message, 1)}
 	if err := t.m.openInput(t, w); err != nil {
 		return Message{}, err
@@ -67,7 +69,7 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 		r.inputSig = nil
 	}
 	m.notify(from, &u)
-	if u.Wake.delivers(EventInputRequested, "") {
+	if send, _ := u.Wake.route(EventInputRequested, ""); send {
 		req := w.req
 		_ = m.deliver(u.Owner, Event{Kind: EventInputRequested, TaskID: u.ID, Name: u.Name, Input: &req})
 	}

@@ -254,7 +254,11 @@ func TestLineageSubAgentChildren(t *testing.T) {
 	leaf := newProbe()
 	agentID, err := o.SpawnAgent(WithToolCall(t.Context(), ToolCall{RunID: "run-1", CallID: "call-1"}),
 		func(ctx context.Context, tk *Task) (any, error) {
-			id, err := tk.Agent().Spawn(ctx, leaf.fn, WithName("leaf"))
+			ag, err := tk.Agent()
+			if err != nil {
+				return nil, err
+			}
+			id, err := ag.Spawn(ctx, leaf.fn, WithName("leaf"))
 			res <- out{id, err}
 			<-ctx.Done()
 			return nil, ctx.Err()

@@ -51,6 +51,9 @@ type Manager struct {
 	idle     chan struct{}
 	idleShut bool // idle was closed
 
+	stopped  chan struct{} // closed once Shutdown saw every task end: inbox waiters return ErrClosed
+	stopOnce sync.Once
+
 	inboxMu  sync.RWMutex // guards inboxes and idleBox
 	inboxes  map[string]*Inbox
 	idleBox  map[string]*Inbox // a Plugin's closed inbox, used while no inbox is bound for its owner
@@ -101,6 +104,7 @@ func New(opts ...Option) (*Manager, error) {
 		owners:  make(map[string]*ownerState),
 		runs:    make(map[runKey]*runState),
 		idle:    make(chan struct{}),
+		stopped: make(chan struct{}),
 		inboxes: make(map[string]*Inbox),
 	}, nil
 }
@@ -197,7 +201,9 @@ func (m *Manager) setIdleInbox(owner string, ib *Inbox) {
 
 func (m *Manager) newInbox(extra ...InboxOption) *Inbox {
 	opts := append([]InboxOption{InboxLogger(m.log)}, m.cfg.inboxOpts...)
-	return NewInbox(append(opts, extra...)...)
+	ib := NewInbox(append(opts, extra...)...)
+	ib.stopped = m.stopped
+	return ib
 }
 
 // watchInbox makes a closed owner inbox forgotten once the owner has no live
@@ -205,6 +211,7 @@ func (m *Manager) newInbox(extra ...InboxOption) *Inbox {
 func (m *Manager) watchInbox(owner string, ib *Inbox) {
 	ib.mu.Lock()
 	ib.onClose = func(ib *Inbox) { m.forgetInbox(owner, ib) }
+	ib.stopped = m.stopped
 	closed := ib.closed
 	ib.mu.Unlock()
 	if closed {

@@ -23,6 +23,13 @@ type config struct {
 	commitBackoff  time.Duration
 	runMemory      int
 	inboxOpts      []InboxOption
+	caps           sizeCaps
+}
+
+// sizeCaps are the record caps, in bytes (see WithMaxResultBytes and the
+// options after it).
+type sizeCaps struct {
+	result, err, payload, prompt, message int
 }
 
 // Defaults for the options below.
@@ -30,6 +37,15 @@ const (
 	DefaultCommitAttempts    = 3
 	DefaultCommitBackoff     = 50 * time.Millisecond
 	DefaultCancelledRunsKept = 4096
+
+	// Size caps on what a task hands to its owner, as kept in the record
+	// and in events. Something larger is cut, with a marker that says so and
+	// gives the original size (see each option).
+	DefaultMaxResultBytes  = 64 << 10 // a completed task's JSON result
+	DefaultMaxErrorBytes   = 16 << 10 // a failed task's error text, and its panic stack
+	DefaultMaxPayloadBytes = 16 << 10 // a custom event's JSON payload (Task.Emit)
+	DefaultMaxPromptBytes  = 4 << 10  // an input request's prompt (Task.RequestInput)
+	DefaultMaxMessageBytes = 16 << 10 // a Message's Content (and From), either way
 )
 
 func defaultConfig() config {
@@ -38,6 +54,13 @@ func defaultConfig() config {
 		commitAttempts: DefaultCommitAttempts,
 		commitBackoff:  DefaultCommitBackoff,
 		runMemory:      DefaultCancelledRunsKept,
+		caps: sizeCaps{
+			result:  DefaultMaxResultBytes,
+			err:     DefaultMaxErrorBytes,
+			payload: DefaultMaxPayloadBytes,
+			prompt:  DefaultMaxPromptBytes,
+			message: DefaultMaxMessageBytes,
+		},
 	}
 }
 
@@ -171,6 +194,69 @@ func WithCancelledRunsKept(n int) Option {
 // owners and sub-agents (high-water mark, coalescing, fallback).
 func WithInboxOptions(opts ...InboxOption) Option {
 	return func(c *config) error { c.inboxOpts = append(c.inboxOpts, opts...); return nil }
+}
+
+// WithMaxResultBytes caps a completed task's result, as JSON, in its record
+// and its completion event. A larger result is replaced by the JSON object
+//
+//	{"truncated":true,"original_bytes":N,"preview":"<the start of the result's JSON text>"}
+//
+// of at most n bytes. Default DefaultMaxResultBytes; 0 means the default, and
+// a negative n makes New fail.
+func WithMaxResultBytes(n int) Option {
+	return withCap("WithMaxResultBytes", n, DefaultMaxResultBytes, func(c *sizeCaps) *int { return &c.result })
+}
+
+// WithMaxErrorBytes caps a failed task's error text, and its panic stack, in
+// its record and its events. A longer text keeps its start, cut at a rune
+// boundary, and ends with "…[truncated: N bytes total]", in at most n bytes.
+// Default DefaultMaxErrorBytes; 0 means the default, and a negative n makes
+// New fail.
+func WithMaxErrorBytes(n int) Option {
+	return withCap("WithMaxErrorBytes", n, DefaultMaxErrorBytes, func(c *sizeCaps) *int { return &c.err })
+}
+
+// WithMaxPayloadBytes caps a custom event's payload, as JSON (Task.Emit),
+// in the event and the task's progress. A larger payload is replaced by a
+// JSON object like the one of WithMaxResultBytes, of at most n bytes.
+// Messages are capped by WithMaxMessageBytes instead. Default
+// DefaultMaxPayloadBytes; 0 means the default, and a negative n makes New
+// fail.
+func WithMaxPayloadBytes(n int) Option {
+	return withCap("WithMaxPayloadBytes", n, DefaultMaxPayloadBytes, func(c *sizeCaps) *int { return &c.payload })
+}
+
+// WithMaxPromptBytes caps an input request's prompt (Task.RequestInput) in
+// the record and the event, cut like an error text (WithMaxErrorBytes).
+// Default DefaultMaxPromptBytes; 0 means the default, and a negative n makes
+// New fail.
+func WithMaxPromptBytes(n int) Option {
+	return withCap("WithMaxPromptBytes", n, DefaultMaxPromptBytes, func(c *sizeCaps) *int { return &c.prompt })
+}
+
+// WithMaxMessageBytes caps the Content and the From of a Message, sent to a
+// sub-agent (Owner.Send, including an answer to an input request) or by a
+// task to its owner (Task.Emit of a Message), each cut like an error text
+// (WithMaxErrorBytes). A message payload that is not a Message is capped as
+// a payload of WithMaxMessageBytes. Default DefaultMaxMessageBytes; 0 means
+// the default, and a negative n makes New fail.
+func WithMaxMessageBytes(n int) Option {
+	return withCap("WithMaxMessageBytes", n, DefaultMaxMessageBytes, func(c *sizeCaps) *int { return &c.message })
+}
+
+// withCap is the shape of the size cap options: negative is refused, 0 is
+// the default.
+func withCap(name string, n, def int, field func(*sizeCaps) *int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("bgtask: %s(%d): negative size", name, n)
+		}
+		if n == 0 {
+			n = def
+		}
+		*field(&c.caps) = n
+		return nil
+	}
 }
 
 // SpawnOption configures one spawn.

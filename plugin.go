@@ -104,8 +104,10 @@ type PluginOption func(*Plugin)
 func PluginInbox(ib *Inbox) PluginOption { return func(p *Plugin) { p.fixed = ib } }
 
 // OnWake sets the callback that hears of each event arriving while no run
-// of the owner is open, so the host can start one. The event itself is
-// delivered by the next run's first boundary; f must not block for long.
+// of the owner is open, so the host can start one. Quiet events
+// (Event.Quiet) are kept for the next run without waking it. The event
+// itself is delivered by the next run's first boundary; f must not block
+// for long.
 func OnWake(f func(Event)) PluginOption { return func(p *Plugin) { p.onWake = f } }
 
 // Defaults of the display limits.
@@ -219,13 +221,14 @@ func (p *Plugin) RunStart(ctx context.Context, run RunInfo) error {
 }
 
 // keepLate is the fallback of the owner's closed inboxes: an event that
-// missed a run is kept for the next one, and wakes the owner.
+// missed a run is kept for the next one, and wakes the owner unless it is
+// quiet.
 func (p *Plugin) keepLate(ev Event) {
 	p.lateMu.Lock()
 	p.late = append(p.late, ev)
 	wake := p.onWake
 	p.lateMu.Unlock()
-	if wake != nil {
+	if wake != nil && !ev.Quiet {
 		wake(ev)
 	}
 }
@@ -331,8 +334,10 @@ func (p *Plugin) StepEnd(ctx context.Context) (pending bool, err error) {
 	return p.m.reporting(p.owner.id, p.drained), nil
 }
 
-// WaitEvent blocks until Deliver has something, or ctx ends (it returns
-// ctx's cause then), or the run ends (ErrNoRun).
+// WaitEvent blocks until Deliver has something that wakes (quiet progress
+// alone does not: see Event.Quiet), or ctx ends (it returns ctx's cause
+// then), or the run ends (ErrNoRun). Once the Manager has shut down it
+// returns nil while anything is left to deliver, then ErrClosed.
 func (p *Plugin) WaitEvent(ctx context.Context) error {
 	p.mu.Lock()
 	running, inbox, older := p.running.Load(), p.inbox, slices.Clone(p.older)
@@ -340,12 +345,19 @@ func (p *Plugin) WaitEvent(ctx context.Context) error {
 	if !running {
 		return ErrNoRun
 	}
-	for {
+	for stopped := false; ; {
+		size := (*Inbox).loudLen
+		if stopped {
+			size = (*Inbox).Len
+		}
 		p.lateMu.Lock()
-		n := len(p.late)
+		late := slices.ContainsFunc(p.late, func(ev Event) bool { return stopped || !ev.Quiet })
 		p.lateMu.Unlock()
-		if n > 0 || inbox.Len() > 0 || slices.ContainsFunc(older, func(ib *Inbox) bool { return ib.Len() > 0 }) {
+		if late || size(inbox) > 0 || slices.ContainsFunc(older, func(ib *Inbox) bool { return size(ib) > 0 }) {
 			return nil
+		}
+		if stopped {
+			return ErrClosed
 		}
 		wctx, cancel := ctx, context.CancelFunc(func() {})
 		if p.shared != nil {
@@ -359,10 +371,16 @@ func (p *Plugin) WaitEvent(ctx context.Context) error {
 			return context.Cause(ctx)
 		case !p.running.Load():
 			return ErrNoRun
+		case errors.Is(err, ErrClosed): // look once more at what arrived elsewhere
+			stopped = true
+			continue
 		case err != nil && !errors.Is(err, ErrInboxClosed): // the notice poll's timer
 			return nil
 		}
-		if inbox.Closed() && inbox.Len() == 0 {
+		if inbox.Closed() { // nothing more will arrive: hand over what is left, quiet or not
+			if inbox.Len() > 0 {
+				return nil
+			}
 			return fmt.Errorf("%w: the sub-agent's inbox closed", ErrInboxClosed)
 		}
 	}

@@ -30,11 +30,10 @@ func truncated(total int) string {
 
 // capText cuts s to limit bytes for display, with the marker naming its size.
 func capText(s string, limit int) string {
-	cut, ok := truncateText(s, limit)
-	if !ok {
+	if len(s) <= limit {
 		return s
 	}
-	return cut + truncated(len(s))
+	return cutRunes(s, limit) + truncated(len(s))
 }
 
 // capJSON cuts a JSON value longer than limit bytes for display: it becomes

@@ -199,23 +199,22 @@ func TestRenderCapsLongText(t *testing.T) {
 	}
 }
 
-func TestTruncateText(t *testing.T) {
+func TestCutRunes(t *testing.T) {
 	for _, c := range []struct {
 		s     string
 		limit int
 		want  string
-		cut   bool
 	}{
-		{"abc", 3, "abc", false},
-		{"abcd", 3, "abc", true},
-		{"aé", 2, "a", true},
-		{"éé", 3, "é", true},
-		{"", 0, "", false},
-		{"a", 0, "", true},
-		{"a", -1, "", true},
+		{"abc", 3, "abc"},
+		{"abcd", 3, "abc"},
+		{"aé", 2, "a"},
+		{"éé", 3, "é"},
+		{"", 0, ""},
+		{"a", 0, ""},
+		{"a", -1, ""},
 	} {
-		if got, cut := truncateText(c.s, c.limit); got != c.want || cut != c.cut {
-			t.Errorf("truncateText(%q, %d) = %q, %v; want %q, %v", c.s, c.limit, got, cut, c.want, c.cut)
+		if got := cutRunes(c.s, c.limit); got != c.want {
+			t.Errorf("cutRunes(%q, %d) = %q; want %q", c.s, c.limit, got, c.want)
 		}
 	}
 }

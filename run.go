@@ -80,6 +80,7 @@ func (m *Manager) call(t *Task, out *outcome) {
 			*out = outcome{status: StatusFailed, err: fmt.Sprintf("bgtask: result is not JSON-encodable: %v", encErr)}
 			return
 		}
+		res, _ = truncateJSON(res, m.cfg.caps.result)
 		*out = outcome{status: StatusCompleted, result: res}
 	case t.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.Cause(&t.ctx))):
 		*out = outcome{status: StatusCancelled, err: context.Cause(&t.ctx).Error()}
@@ -105,7 +106,9 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	var u TaskMeta
 	m.readRecord(t, &u)
 	from := u.Status
-	u.Status, u.Error, u.Stack, u.Result, u.FinishedAt = out.status, out.err, out.stack, out.result, now()
+	u.Status, u.Result, u.FinishedAt = out.status, out.result, now()
+	u.Error, _ = truncateText(out.err, m.cfg.caps.err)
+	u.Stack, _ = truncateText(out.stack, m.cfg.caps.err)
 	commitErr := m.commitUpdate(t, &u)
 	if commitErr == nil {
 		m.notify(from, &u)
@@ -131,7 +134,8 @@ func (m *Manager) finish(t *Task, out *outcome) {
 func (m *Manager) reportCommitFailure(meta *TaskMeta, err error) {
 	m.counters.commitFailures.Add(1)
 	m.log.Error("bgtask: terminal record not committed", "task_id", meta.ID, "status", meta.Status, "err", err)
-	_ = m.deliver(meta.Owner, Event{Kind: EventCommitFailed, TaskID: meta.ID, Name: meta.Name, Status: meta.Status, Error: err.Error()})
+	text, _ := truncateText(err.Error(), m.cfg.caps.err)
+	_ = m.deliver(meta.Owner, Event{Kind: EventCommitFailed, TaskID: meta.ID, Name: meta.Name, Status: meta.Status, Error: text})
 }
 
 // deliverTerminal sends the event that reports a terminal record.

@@ -52,6 +52,7 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg Message
 		}
 		return "", fmt.Errorf("%w: %s is not running in this manager", ErrInboxClosed, id)
 	}
+	msg = m.capMessage(msg)
 	switch {
 	case t.rec.Owner != owner:
 		return "", ErrNotOwner
@@ -70,4 +71,11 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg Message
 		return "", err
 	}
 	return m.msgs.add(id, MessageIn, msg), nil
+}
+
+// capMessage cuts a message's Content and From to WithMaxMessageBytes.
+func (m *Manager) capMessage(msg Message) Message {
+	msg.Content, _ = truncateText(msg.Content, m.cfg.caps.message)
+	msg.From, _ = truncateText(msg.From, m.cfg.caps.message)
+	return msg
 }

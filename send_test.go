@@ -290,7 +290,11 @@ func TestSubAgentReceivesItsTasksEvents(t *testing.T) {
 	}
 	res := make(chan out, 1)
 	agentID, err := o.SpawnAgent(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
-		child, err := tk.Agent().Spawn(ctx, func(ctx context.Context, c *Task) (any, error) {
+		ag, err := tk.Agent()
+		if err != nil {
+			return nil, err
+		}
+		child, err := ag.Spawn(ctx, func(ctx context.Context, c *Task) (any, error) {
 			if err := c.Emit("data_ready", map[string]int{"rows": 10}); err != nil {
 				return nil, err
 			}
@@ -382,7 +386,11 @@ func TestSubAgentOrphanedTaskEvents(t *testing.T) {
 	childID := make(chan string, 1)
 	emitErr := make(chan error, 1)
 	agentID, err := o.SpawnAgent(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
-		id, err := tk.Agent().Spawn(ctx, func(ctx context.Context, c *Task) (any, error) {
+		ag, err := tk.Agent()
+		if err != nil {
+			return nil, err
+		}
+		id, err := ag.Spawn(ctx, func(ctx context.Context, c *Task) (any, error) {
 			<-gate
 			emitErr <- c.Emit("late", 1)
 			return "child done", nil
@@ -427,4 +435,38 @@ func TestSubAgentOrphanedTaskEvents(t *testing.T) {
 		}(), want, stuck)
 	}
 	mtShutdown(t, m)
+}
+
+// A plain task has no inbox, so it cannot act as an agent: tasks it started
+// through Agent would report to an inbox nobody reads. A sub-agent can.
+func TestTaskAgentRefusedForPlainTask(t *testing.T) {
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	type res struct {
+		owner string
+		err   error
+	}
+	got := make(chan res, 2)
+	body := func(ctx context.Context, tk *Task) (any, error) {
+		ag, err := tk.Agent()
+		got <- res{ag.ID(), err}
+		return nil, nil
+	}
+	plain, err := o.Spawn(t.Context(), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if !errors.Is(r.err, ErrNotSubAgent) || r.err.Error() != "bgtask: task has no inbox (not a sub-agent): "+plain+" cannot own tasks" || r.owner != "" {
+		t.Fatalf("plain task Agent() = %q, %v", r.owner, r.err)
+	}
+	agent, err := o.SpawnAgent(t.Context(), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := <-got; r.err != nil || r.owner != agent {
+		t.Fatalf("sub-agent Agent() = %q, %v; want %q, nil", r.owner, r.err, agent)
+	}
+	mtWait(t, o, plain)
+	mtWait(t, o, agent)
 }

@@ -11,7 +11,10 @@ import (
 // spawns (ErrClosed), cancels every task with cause ErrShutdown (queued ones
 // end cancelled without running), and waits until every task goroutine has
 // returned, its terminal record committed and its event delivered. Then it
-// returns nil, and no goroutine of the Manager is left.
+// returns nil, and no goroutine of the Manager is left. From then on,
+// Inbox.Wait on every inbox the Manager made or bound (and Plugin.WaitEvent)
+// returns ErrClosed once its events are drained, so a host's consumer
+// goroutine blocked there ends instead of waiting forever.
 //
 // If ctx ends first, Shutdown returns a *ShutdownError that names the tasks
 // still running and wraps ctx's error; those tasks keep their cancelled
@@ -30,13 +33,13 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 
 	select {
 	case <-m.idle: // checked first: a stopped Manager returns nil even with a done ctx
-		m.wg.Wait()
+		m.stop()
 		return nil
 	default:
 	}
 	select {
 	case <-m.idle:
-		m.wg.Wait()
+		m.stop()
 		return nil
 	case <-ctx.Done():
 	}
@@ -51,6 +54,13 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Unlock()
 	slices.Sort(ids)
 	return &ShutdownError{Running: ids, Finishing: active - len(ids), Err: ctx.Err()}
+}
+
+// stop waits for the last task goroutines, then releases the inbox waiters:
+// every final event is delivered by now.
+func (m *Manager) stop() {
+	m.wg.Wait()
+	m.stopOnce.Do(func() { close(m.stopped) })
 }
 
 // ShutdownError is returned by Shutdown when its context ends before every

@@ -93,7 +93,7 @@ func TestShutdownRefusesSpawnsOnceBegun(t *testing.T) {
 		nested := make(chan error, 1)
 		id := limSpawn(t, m, "a", func(ctx context.Context, tk *Task) (any, error) {
 			<-ctx.Done()
-			_, err := tk.Agent().Spawn(ctx, func(context.Context, *Task) (any, error) { return nil, nil })
+			_, err := m.Owner(tk.Owner()).Spawn(ctx, func(context.Context, *Task) (any, error) { return nil, nil })
 			nested <- err
 			<-release
 			return nil, ctx.Err()
@@ -481,6 +481,75 @@ func TestShutdownRacesSpawns(t *testing.T) {
 			if !seen[id] || meta.Status != StatusCancelled || meta.Error != ErrShutdown.Error() {
 				t.Fatalf("%s: event %v, status %q error %q, want cancelled by shutdown", id, seen[id], meta.Status, meta.Error)
 			}
+		}
+	})
+}
+
+// Shutdown releases everyone blocked on the Manager: a consumer in
+// Inbox.Wait gets the final events, then ErrClosed; Plugin.WaitEvent returns
+// ErrClosed; a waiter that comes later returns at once.
+func TestShutdownReleasesInboxWaiters(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		m := mtNew(t)
+		o := m.Owner("thread-1")
+		ib, err := o.Inbox()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := o.Spawn(t.Context(), func(ctx context.Context, _ *Task) (any, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		type consumed struct {
+			evs []Event
+			err error
+		}
+		consumer := make(chan consumed, 1)
+		go func() {
+			var evs []Event
+			for {
+				if err := ib.Wait(context.Background()); err != nil {
+					consumer <- consumed{evs, err}
+					return
+				}
+				evs = ib.AppendDrain(evs)
+			}
+		}()
+		p, err := NewPlugin(m, "thread-2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.RunStart(t.Context(), RunInfo{RunID: "run-1"}); err != nil {
+			t.Fatal(err)
+		}
+		waited := make(chan error, 1)
+		go func() { waited <- p.WaitEvent(context.Background()) }()
+		synctest.Wait()
+
+		mtShutdown(t, m)
+		got := <-consumer
+		if !errors.Is(got.err, ErrClosed) || len(got.evs) != 1 || got.evs[0].Kind != EventCancelled || got.evs[0].TaskID != id {
+			t.Fatalf("consumer got %+v, %v; want the cancelled event, then ErrClosed", got.evs, got.err)
+		}
+		if err := <-waited; !errors.Is(err, ErrClosed) {
+			t.Fatalf("Plugin.WaitEvent after Shutdown: %v, want ErrClosed", err)
+		}
+		if err := ib.Wait(context.Background()); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Inbox.Wait after Shutdown: %v, want ErrClosed", err)
+		}
+		later, err := m.Inbox("thread-3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := later.Wait(context.Background()); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Wait on an inbox made after Shutdown: %v, want ErrClosed", err)
+		}
+		if err := p.RunEnd(t.Context(), RunOutcome{}); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

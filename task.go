@@ -12,10 +12,11 @@ import (
 // ErrRunCancelled, ErrShutdown; read it with context.Cause). The returned
 // values decide the terminal status:
 //
-//   - (v, nil): completed, with v encoded as JSON as the result;
+//   - (v, nil): completed, with v encoded as JSON as the result (cut to
+//     WithMaxResultBytes);
 //   - (_, err) after ctx was cancelled, with err matching context.Canceled
 //     or the cause: cancelled;
-//   - (_, err) otherwise: failed, with err's text.
+//   - (_, err) otherwise: failed, with err's text (cut to WithMaxErrorBytes).
 //
 // A cancel asks, it does not force: a function that returns a value after
 // being cancelled completes. A panic is recovered: the task fails with the
@@ -62,6 +63,7 @@ type taskRare struct {
 	done     chan struct{} // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
 	input    *inputWait    // the open input request; guarded by emitMu
 	inputSig chan struct{} // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
+	progress Progress      // the latest custom event (Owner.Progress); guarded by emitMu
 }
 
 // rareState returns t's taskRare, making it on first use.
@@ -99,22 +101,44 @@ func (t *Task) Parent() Parent { return t.rec.Parent }
 // task. The Manager closes it when the task ends.
 func (t *Task) Inbox() *Inbox { return t.inbox }
 
-// Agent returns the Owner view of the tasks this task starts as an agent:
-// their owner is this task's id, so their events reach this task's Inbox.
-func (t *Task) Agent() Owner { return t.m.Owner(t.rec.ID) }
+// Agent returns the Owner view of the tasks a sub-agent starts as an
+// agent: their owner is the sub-agent's id, so their events reach its
+// Inbox. A plain task has no inbox to read those events, so for it Agent
+// returns an error matching ErrNotSubAgent and a zero Owner; a plain task
+// starts subtasks for its own owner instead (Manager.Owner(t.Owner())),
+// linked to it as their parent.
+func (t *Task) Agent() (Owner, error) {
+	if t.inbox == nil {
+		return Owner{}, fmt.Errorf("%w: %s cannot own tasks", ErrNotSubAgent, t.rec.ID)
+	}
+	return t.m.Owner(t.rec.ID), nil
+}
 
-// Emit sends a custom event to the owner's inbox if the task's wake policy
-// lets it through (WakeOnActivity, or an EventTypeMessage addressed to the
-// owner); otherwise it checks the event and drops it. The payload is encoded as
-// JSON now, so the caller may change it afterwards; a payload that cannot be
-// encoded returns an error matching ErrInvalidPayload and sends nothing. An
-// empty eventType returns ErrInvalidEvent. Once the function has returned,
-// Emit returns ErrTaskEnded, so every custom event precedes the terminal one.
-// If the owner's inbox is closed the event goes to its OnClosed fallback
-// (a Plugin keeps it for the owner's next run) and Emit returns nil; an
-// inbox without a fallback drops it and Emit returns ErrInboxClosed. A
-// delivered EventTypeMessage (best a Message) is also kept in the task's
-// message history (Owner.Messages).
+// Emit reports a custom event to the task's owner. No event is dropped
+// silently: every one but a message is kept as the task's latest progress
+// (Owner.Progress), and the wake policy decides whether it also goes to the
+// owner's inbox and whether it wakes the owner there:
+//
+//   - WakeOnTerminal (the default): to the inbox, quiet (Event.Quiet), so
+//     it waits for the owner's next drain without waking it, and replaces
+//     an undrained event of the same type from this task;
+//   - WakeOnActivity: to the inbox, waking the owner;
+//   - WakeSilent: kept as progress only.
+//
+// An EventTypeMessage (best a Message) always goes to the inbox and wakes
+// the owner, and is kept in the task's message history (Owner.Messages).
+//
+// The payload is encoded as JSON now, so the caller may change it
+// afterwards; one larger than WithMaxPayloadBytes is replaced by an object
+// that says so (a Message's fields are cut to WithMaxMessageBytes instead).
+// A payload that cannot be encoded returns an error matching
+// ErrInvalidPayload and sends nothing. An empty eventType returns
+// ErrInvalidEvent. Once the function has returned, Emit returns
+// ErrTaskEnded, so every custom event precedes the terminal one. If the
+// owner's inbox is closed the event goes to its OnClosed fallback (a Plugin
+// keeps it for the owner's next run) and Emit returns nil; an inbox without
+// a fallback refuses it and Emit returns ErrInboxClosed (a progress event
+// is still kept as progress then).
 func (t *Task) Emit(eventType string, payload any) error {
 	_, err := t.emit(eventType, payload)
 	return err
@@ -126,22 +150,42 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	if eventType == "" {
 		return "", fmt.Errorf("%w: empty event type", ErrInvalidEvent)
 	}
+	limit := t.m.cfg.caps.payload
+	if eventType == EventTypeMessage {
+		limit = t.m.cfg.caps.message
+		switch msg := payload.(type) {
+		case Message:
+			payload, limit = t.m.capMessage(msg), -1 // its fields are capped
+		case *Message:
+			if msg != nil {
+				payload, limit = t.m.capMessage(*msg), -1
+			}
+		}
+	}
 	p, err := encodeJSON(payload)
 	if err != nil {
 		return "", fmt.Errorf("%w: event %q: %w", ErrInvalidPayload, eventType, err)
+	}
+	if limit >= 0 {
+		p, _ = truncateJSON(p, limit)
 	}
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
 	if t.ended {
 		return "", ErrTaskEnded
 	}
-	if !t.rec.Wake.delivers(EventCustom, eventType) {
-		return "", nil
+	if eventType != EventTypeMessage {
+		r := t.rareState()
+		r.progress = Progress{EventType: eventType, Payload: p, At: now(), Count: r.progress.Count + 1}
+	}
+	send, quiet := t.rec.Wake.route(EventCustom, eventType)
+	if !send {
+		return "", nil // kept as progress
 	}
 	if gen := t.m.inboxGen.Load(); t.ownerBox == nil || gen != t.inboxGen {
 		t.ownerBox, t.inboxGen = t.m.inboxFor(t.rec.Owner), gen
 	}
-	err = t.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.ID, Name: t.rec.Name, EventType: eventType, Payload: p})
+	err = t.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.ID, Name: t.rec.Name, EventType: eventType, Payload: p, Quiet: quiet})
 	if err != nil && t.ownerBox.onClosed == nil {
 		return "", err // dropped; with a fallback it was taken (a Plugin keeps it for the next run): not lost
 	}

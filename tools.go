@@ -61,7 +61,7 @@ func OnSelfCancel(f func(ctx context.Context)) ToolOption {
 // call's ctx:
 //
 //   - the current task is TaskFromContext(ctx), if it is the owner itself
-//     (a sub-agent's loop runs its tools, Task.Agent().Tools(), with the
+//     (a sub-agent's loop runs its tools, from Task.Agent, with the
 //     sub-agent's context) or one of the owner's tasks; any other task in
 //     ctx is ignored;
 //   - otherwise the current run is ToolCallFromContext(ctx).RunID.
@@ -232,6 +232,23 @@ type toolTask struct {
 	Result       json.RawMessage `json:"result,omitempty"`
 	Error        string          `json:"error,omitempty"`
 	InputRequest *InputRequest   `json:"input_request,omitempty"`
+	Progress     *toolProgress   `json:"progress,omitempty"` // a live task's latest custom event
+}
+
+// toolProgress is how the tools show Owner.Progress.
+type toolProgress struct {
+	EventType string          `json:"event_type"`
+	Payload   json.RawMessage `json:"payload"`
+	At        time.Time       `json:"at"`
+	Count     int             `json:"count"`
+}
+
+// withProgress adds the task's latest progress to v, if it has any.
+func (o Owner) withProgress(v toolTask) toolTask {
+	if p, ok := o.Progress(v.TaskID); ok {
+		v.Progress = &toolProgress{p.EventType, p.Payload, p.At, p.Count}
+	}
+	return v
 }
 
 // listView is the short form list_tasks shows.

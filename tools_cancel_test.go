@@ -16,11 +16,23 @@ func TestCancelSelfTaskScopeCascades(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := mtNew(t)
 			o := m.Owner("thread-1")
-			root, rp := mtSpawnProbe(t, runCtx(t.Context(), "run-1"), o)
+			spawn, rp := o.Spawn, newProbe()
+			if subAgent { // only a sub-agent owns tasks as an agent
+				spawn = o.SpawnAgent
+			}
+			root, err := spawn(runCtx(t.Context(), "run-1"), rp.fn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-rp.started
 			// Children spawned inside the root's context link to it.
 			kids, tools := o, o
 			if subAgent {
-				kids, tools = rp.task.Agent(), rp.task.Agent()
+				ag, err := rp.task.Agent()
+				if err != nil {
+					t.Fatal(err)
+				}
+				kids, tools = ag, ag
 			}
 			child, cp := mtSpawnProbe(t, rp.ctx, kids)
 			grand, gp := mtSpawnProbe(t, cp.ctx, kids)

@@ -186,7 +186,11 @@ func ExampleOwner_Tools_sendMessage() {
 		msg, _ := t.Inbox().Drain()[0].Message()
 		// The sub-agent's own loop uses its own tools, with its own ctx.
 		reply := fmt.Sprintf(`{"to":{"relation":"parent"},"message":%q}`, "on it: "+msg.Content)
-		if _, err := t.Agent().Tools()[3].Call(ctx, json.RawMessage(reply)); err != nil {
+		own, err := t.Agent()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := own.Tools()[3].Call(ctx, json.RawMessage(reply)); err != nil {
 			return nil, err
 		}
 		return "done", nil

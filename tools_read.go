@@ -30,7 +30,7 @@ var listTasksSchema = json.RawMessage(`{"type":"object","properties":{` +
 func (o Owner) listTasksTool() Tool {
 	return Tool{
 		Name: "list_tasks",
-		Description: "List your background tasks (sub-agents, long tool calls) oldest first, with their status. " +
+		Description: "List your background tasks (sub-agents, long tool calls) oldest first, with their status and latest progress. " +
 			"Filter by status or type. Use get_task for a task's result, error and messages.",
 		Schema: listTasksSchema,
 		Call: func(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
@@ -49,7 +49,7 @@ func (o Owner) listTasksTool() Tool {
 			tasks := []toolTask{}
 			for meta := range seq {
 				if args.Type == "" || meta.Type == args.Type {
-					tasks = append(tasks, listView(meta))
+					tasks = append(tasks, o.withProgress(listView(meta)))
 				}
 			}
 			return toolJSON(struct {
@@ -67,8 +67,8 @@ var getTaskSchema = json.RawMessage(`{"type":"object","properties":{` +
 func (o Owner) getTaskTool() Tool {
 	return Tool{
 		Name: "get_task",
-		Description: "Get one of your background tasks: its status, its result when completed, its error when failed, " +
-			"the question it asks when awaiting_input, and the last messages sent to it or by it.",
+		Description: "Get one of your background tasks: its status, its latest progress while it runs, its result when completed, " +
+			"its error when failed, the question it asks when awaiting_input, and the last messages sent to it or by it.",
 		Schema: getTaskSchema,
 		Call: func(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
 			args, err := decodeGetArgs(raw)
@@ -82,7 +82,7 @@ func (o Owner) getTaskTool() Tool {
 			return toolJSON(struct {
 				Task     toolTask        `json:"task"`
 				Messages []MessageRecord `json:"messages"`
-			}{fullView(meta), o.m.msgs.list(meta.ID)})
+			}{o.withProgress(fullView(meta)), o.m.msgs.list(meta.ID)})
 		},
 	}
 }

@@ -134,7 +134,11 @@ func TestSendMessageToParent(t *testing.T) {
 	release := make(chan struct{})
 	receipt := make(chan string, 1)
 	id, err := o.SpawnAgent(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
-		res, err := tk.Agent().Tools()[3].Call(ctx, json.RawMessage(`{"to":{"relation":"parent"},"message":"analysis complete"}`))
+		ag, err := tk.Agent()
+		if err != nil {
+			return nil, err
+		}
+		res, err := ag.Tools()[3].Call(ctx, json.RawMessage(`{"to":{"relation":"parent"},"message":"analysis complete"}`))
 		receipt <- fmt.Sprint(string(res), err)
 		<-release
 		return nil, nil
@@ -282,9 +286,13 @@ func TestSendMessageToEndedParent(t *testing.T) {
 	res := make(chan string, 1)
 	childID := make(chan string, 1)
 	agent, err := o.SpawnAgent(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
-		id, err := tk.Agent().Spawn(ctx, func(ctx context.Context, c *Task) (any, error) {
+		ag, err := tk.Agent()
+		if err != nil {
+			return nil, err
+		}
+		id, err := ag.Spawn(ctx, func(ctx context.Context, c *Task) (any, error) {
 			<-gate
-			out, err := c.Agent().Tools()[3].Call(ctx, json.RawMessage(`{"to":{"relation":"parent"},"message":"late"}`))
+			out, err := m.Owner(c.Owner()).Tools()[3].Call(ctx, json.RawMessage(`{"to":{"relation":"parent"},"message":"late"}`))
 			res <- fmt.Sprint(string(out), err)
 			return nil, nil
 		})

@@ -1,17 +1,72 @@
 package bgtask
 
-import "unicode/utf8"
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+)
 
-// truncateText cuts s to at most limit bytes, at a rune boundary, and
-// reports whether it cut anything. A limit below 1 keeps nothing of a
-// non-empty s.
-func truncateText(s string, limit int) (string, bool) {
-	if len(s) <= limit {
+// truncateText returns s unchanged if it is at most max bytes. Otherwise it
+// returns the first bytes of s, cut at a rune boundary, followed by the
+// marker "…[truncated: N bytes total]" (N is len(s)), at most max bytes in
+// all; when max is too small even for the marker, the marker alone. ok
+// reports whether s was cut.
+func truncateText(s string, max int) (string, bool) {
+	if len(s) <= max {
 		return s, false
 	}
-	cut := max(0, limit)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	marker := "…[truncated: " + strconv.Itoa(len(s)) + " bytes total]"
+	return cutRunes(s, max-len(marker)) + marker, true
+}
+
+// cutRunes returns the longest prefix of s of at most n bytes that does not
+// split a rune.
+func cutRunes(s string, n int) string {
+	if n <= 0 {
+		return ""
 	}
-	return s[:cut], true
+	if n >= len(s) {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// truncateJSON returns raw unchanged if it is at most max bytes. Otherwise
+// it returns a JSON object that says so and keeps the start:
+//
+//	{"truncated":true,"original_bytes":N,"preview":"<the first bytes of raw, as a string>"}
+//
+// at most max bytes in all; when max is too small even for the object
+// around it, the preview is empty. The preview is cut at a rune boundary.
+// ok reports whether raw was replaced.
+func truncateJSON(raw json.RawMessage, max int) (json.RawMessage, bool) {
+	if len(raw) <= max {
+		return raw, false
+	}
+	head := `{"truncated":true,"original_bytes":` + strconv.Itoa(len(raw)) + `,"preview":`
+	budget := max - len(head) - 1 // the closing brace
+	n := budget - 2               // the preview's quotes
+	for {
+		p := quoteJSON(cutRunes(string(raw), n))
+		if len(p) <= budget || n <= 0 {
+			out := make([]byte, 0, len(head)+len(p)+1)
+			out = append(append(append(out, head...), p...), '}')
+			return out, true
+		}
+		n -= len(p) - budget // each byte left out shortens the quoted text by at least one byte
+	}
+}
+
+// quoteJSON encodes s as a JSON string, without the HTML escapes of
+// json.Marshal, so that a preview of JSON stays readable.
+func quoteJSON(s string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }

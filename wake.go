@@ -1,19 +1,25 @@
 package bgtask
 
-// WakePolicy says which of a task's events reach its owner's inbox, and so
-// can wake the owner (everruns' wake policy). Observers see every transition
-// whatever the policy. The zero value "" means WakeOnTerminal.
+// WakePolicy says which of a task's events wake its owner. It decides
+// waking, not whether an event exists: every custom event (Task.Emit) is
+// kept as the task's latest progress (Owner.Progress) whatever the policy,
+// and reaches the inbox unless the policy is WakeSilent. Observers see every
+// transition whatever the policy. The zero value "" means WakeOnTerminal.
 type WakePolicy string
 
 const (
 	// WakeSilent: nothing reaches the inbox but commit failures and
-	// messages addressed to the owner; the model polls with the tools.
+	// messages addressed to the owner; custom events are kept as the
+	// task's latest progress only, and the model polls with the tools.
 	WakeSilent WakePolicy = "silent"
-	// WakeOnTerminal (the default): the terminal event, commit failures and
-	// addressed messages. Progress events and input requests are dropped.
+	// WakeOnTerminal (the default): the terminal event, commit failures,
+	// addressed messages and input requests wake the owner. Other custom
+	// events reach the inbox quiet (Event.Quiet): they do not wake a
+	// waiting owner, and an undrained one is replaced by the next of the
+	// same task and type, so a chatty task keeps one pending event per type.
 	WakeOnTerminal WakePolicy = "on_terminal"
-	// WakeOnActivity: every event: terminal, custom (Task.Emit) and input
-	// requests.
+	// WakeOnActivity: every event wakes the owner: terminal, custom
+	// (Task.Emit) and input requests.
 	WakeOnActivity WakePolicy = "on_activity"
 )
 
@@ -34,18 +40,19 @@ func (p WakePolicy) String() string {
 	return string(p)
 }
 
-// delivers reports whether an event of kind k (and custom type typ) from a
-// task with policy p goes to the owner's inbox.
-func (p WakePolicy) delivers(k EventKind, typ string) bool {
+// route reports whether an event of kind k (and custom type typ) from a
+// task with policy p goes to the owner's inbox, and if so whether it goes
+// quiet (it does not wake the owner).
+func (p WakePolicy) route(k EventKind, typ string) (send, quiet bool) {
 	switch {
 	case k == EventCommitFailed, k == EventCustom && typ == EventTypeMessage:
-		return true // the owner must hear of these whatever the policy
+		return true, false // the owner must hear of these whatever the policy
 	case p == WakeSilent:
-		return false
-	case k.IsTerminal():
-		return true
+		return false, false
+	case k == EventCustom:
+		return true, p != WakeOnActivity
 	}
-	return p == WakeOnActivity
+	return true, false // terminal events and input requests
 }
 
 // WithWake sets the task's wake policy. Default WakeOnTerminal. An unknown

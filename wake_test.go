@@ -3,19 +3,22 @@ package bgtask
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
+	"testing/synctest"
 )
 
 // TestWakePolicies: which of a task's events reach its owner's inbox under
-// each policy. Messages addressed to the owner always do.
+// each policy, and which of them are quiet. Messages addressed to the owner
+// always arrive; progress is kept on the task whatever the policy.
 func TestWakePolicies(t *testing.T) {
 	for _, tc := range []struct {
 		wake WakePolicy
 		want []string
 	}{
-		{"", []string{"custom:agent_message", "completed"}},
-		{WakeOnTerminal, []string{"custom:agent_message", "completed"}},
+		{"", []string{"custom:progress quiet", "custom:agent_message", "input_requested", "completed"}},
+		{WakeOnTerminal, []string{"custom:progress quiet", "custom:agent_message", "input_requested", "completed"}},
 		{WakeSilent, []string{"custom:agent_message"}},
 		{WakeOnActivity, []string{"custom:progress", "custom:agent_message", "input_requested", "completed"}},
 	} {
@@ -41,6 +44,9 @@ func TestWakePolicies(t *testing.T) {
 			if err != nil || meta.Status != StatusAwaitingInput {
 				t.Fatalf("waitSettled: %+v, %v", meta, err)
 			}
+			if p, ok := o.Progress(id); !ok || p.EventType != "progress" || string(p.Payload) != "50" || p.Count != 1 || p.At.IsZero() {
+				t.Fatalf("Progress = %+v, %v", p, ok)
+			}
 			if err := o.Send(t.Context(), id, Message{Content: "yes", InReplyTo: meta.Input.ID}); err != nil {
 				t.Fatal(err)
 			}
@@ -52,6 +58,9 @@ func TestWakePolicies(t *testing.T) {
 				k := string(ev.Kind)
 				if ev.Kind == EventCustom {
 					k += ":" + ev.EventType
+				}
+				if ev.Quiet {
+					k += " quiet"
 				}
 				if ev.TaskID != id {
 					t.Fatalf("event of %s", ev.TaskID)
@@ -115,5 +124,174 @@ func TestWakeInvalid(t *testing.T) {
 		if p.Valid() != want {
 			t.Errorf("%q.Valid() = %v", p, !want)
 		}
+	}
+}
+
+// TestProgressDoesNotWake: under the default policy a chatty task's
+// progress reaches the inbox as one quiet event per type, kept up to date,
+// without waking a waiting owner (Inbox.Wait, Plugin.WaitEvent, OnWake); a
+// message does wake it, and the drain has both.
+func TestProgressDoesNotWake(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mtNew(t)
+		o := m.Owner("thread-1")
+		ib, err := o.Inbox()
+		if err != nil {
+			t.Fatal(err)
+		}
+		step, speak := make(chan struct{}), make(chan struct{})
+		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+			for i := 1; i <= 3; i++ {
+				if err := tk.Emit("progress", i); err != nil {
+					return nil, err
+				}
+				if err := tk.Emit("log", "line"); err != nil {
+					return nil, err
+				}
+			}
+			close(step)
+			<-speak
+			return nil, tk.Emit(EventTypeMessage, Message{From: tk.ID(), Content: "look"})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		woke := make(chan error, 1)
+		go func() { woke <- ib.Wait(context.Background()) }()
+		<-step
+		synctest.Wait()
+		select {
+		case err := <-woke:
+			t.Fatalf("Inbox.Wait returned %v for progress alone", err)
+		default:
+		}
+		if n := ib.Len(); n != 2 {
+			t.Fatalf("inbox holds %d events, want 2 (one per type)", n)
+		}
+		if p, ok := o.Progress(id); !ok || p.EventType != "log" || string(p.Payload) != `"line"` || p.Count != 6 {
+			t.Fatalf("Progress = %+v, %v", p, ok)
+		}
+		close(speak)
+		if err := <-woke; err != nil {
+			t.Fatal(err)
+		}
+		mtWait(t, o, id)
+		var got []string
+		for _, ev := range ib.Drain() {
+			got = append(got, fmt.Sprintf("%s:%s:%s:%v", ev.Kind, ev.EventType, ev.Payload, ev.Quiet))
+		}
+		want := []string{"custom:progress:3:true", `custom:log:"line":true`, `custom:agent_message:{"from":"` + id + `","content":"look"}:false`, "completed:::false"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("drained %q\nwant %q", got, want)
+		}
+		if _, ok := o.Progress(id); ok {
+			t.Fatal("Progress of an ended task")
+		}
+	})
+}
+
+// TestProgressDoesNotWakePlugin: a Plugin's WaitEvent and OnWake ignore
+// quiet progress; the next delivery still has it.
+func TestProgressDoesNotWakePlugin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mtNew(t)
+		var wakes []EventKind
+		p, err := NewPlugin(m, "thread-1", OnWake(func(ev Event) { wakes = append(wakes, ev.Kind) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := t.Context()
+		if err := p.RunStart(ctx, RunInfo{RunID: "run-1"}); err != nil {
+			t.Fatal(err)
+		}
+		emit, finish := make(chan struct{}), make(chan struct{})
+		progressed := make(chan error, 1)
+		id, err := p.Owner().Spawn(ctx, func(ctx context.Context, tk *Task) (any, error) {
+			<-emit
+			progressed <- tk.Emit("progress", 1)
+			<-finish
+			return "ok", nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waited := make(chan error, 1)
+		go func() { waited <- p.WaitEvent(ctx) }()
+		close(emit)
+		if err := <-progressed; err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		select {
+		case err := <-waited:
+			t.Fatalf("WaitEvent returned %v for progress alone", err)
+		default:
+		}
+		close(finish)
+		if err := <-waited; err != nil {
+			t.Fatal(err)
+		}
+		mtWait(t, p.Owner(), id)
+		msgs, err := p.Deliver(ctx)
+		if err != nil || len(msgs) != 2 || msgs[0].Event.Kind != EventCustom || !msgs[0].Event.Quiet || msgs[1].Event.Kind != EventCompleted {
+			t.Fatalf("Deliver = %+v, %v", msgs, err)
+		}
+		// Between runs, progress is kept for the next run without waking.
+		later := make(chan struct{})
+		id, err = p.Owner().Spawn(ctx, func(ctx context.Context, tk *Task) (any, error) {
+			<-later
+			return nil, tk.Emit("progress", 2)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.RunEnd(ctx, RunOutcome{}); err != nil {
+			t.Fatal(err)
+		}
+		close(later)
+		mtWait(t, p.Owner(), id)
+		if !slices.Equal(wakes, []EventKind{EventCompleted}) {
+			t.Fatalf("OnWake heard %v, want only the completion", wakes)
+		}
+		if err := p.RunStart(ctx, RunInfo{RunID: "run-2"}); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err = p.Deliver(ctx)
+		if err != nil || len(msgs) != 2 || !msgs[0].Event.Quiet || string(msgs[0].Event.Payload) != "2" || msgs[1].Event.Kind != EventCompleted {
+			t.Fatalf("next run's Deliver = %+v, %v", msgs, err)
+		}
+		if err := p.RunEnd(ctx, RunOutcome{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestWakeSilentKeepsProgress: a silent task's progress is not in the inbox
+// but is kept, and Emit reports success.
+func TestWakeSilentKeepsProgress(t *testing.T) {
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	emitted, release := make(chan error, 1), make(chan struct{})
+	id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+		emitted <- tk.Emit("progress", map[string]int{"percent": 40})
+		<-release
+		return nil, nil
+	}, WithWake(WakeSilent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-emitted; err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := o.Progress(id); !ok || p.EventType != "progress" || string(p.Payload) != `{"percent":40}` || p.Count != 1 {
+		t.Fatalf("Progress = %+v, %v", p, ok)
+	}
+	if _, ok := m.Owner("thread-2").Progress(id); ok {
+		t.Fatal("another owner sees the progress")
+	}
+	close(release)
+	mtWait(t, o, id)
+	if evs := mtDrain(t, o); len(evs) != 0 {
+		t.Fatalf("silent task delivered %v", mtKinds(evs))
 	}
 }

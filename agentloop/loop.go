@@ -285,17 +285,19 @@ func (r *run) stepEnd(ctx context.Context) (bool, error) {
 	return r.cfg.Hooks.StepEnd(ctx)
 }
 
-// deliver appends what the hooks have waiting and reports whether there was
-// anything.
+// deliver appends what the hooks have waiting and reports whether any of it
+// wakes the model: quiet progress (bgtask.Event.Quiet) alone does not.
 func (r *run) deliver(ctx context.Context) (bool, error) {
 	if r.cfg.Hooks == nil {
 		return false, nil
 	}
 	got, err := r.cfg.Hooks.Deliver(ctx)
+	woke := false
 	for _, pm := range got {
 		r.conv = append(r.conv, fromPrompt(pm))
+		woke = woke || pm.Event == nil || !pm.Event.Quiet // progress alone is no reason to call the model
 	}
-	return len(got) > 0, err
+	return woke, err
 }
 
 // suspend waits for the decision on call. Meanwhile background events are

@@ -195,7 +195,11 @@ func TestSubAgentWaitsForItsTasks(t *testing.T) {
 				return nil, err
 			}
 			slow := agentloop.Tool{Name: "spawn_slow", Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
-				id, err := tk.Agent().Spawn(ctx, func(ctx context.Context, _ *bgtask.Task) (any, error) {
+				ag, err := tk.Agent()
+				if err != nil {
+					return nil, err
+				}
+				id, err := ag.Spawn(ctx, func(ctx context.Context, _ *bgtask.Task) (any, error) {
 					select { // 100 ms of the bubble's fake time
 					case <-time.After(100 * time.Millisecond):
 					case <-ctx.Done():
@@ -475,6 +479,70 @@ func TestRunEdges(t *testing.T) {
 					t.Errorf("%s: %s", tc.name, msg)
 				}
 			}
+		}
+	})
+}
+
+// A sub-agent waiting for its task is not woken by the task's progress
+// (default wake policy), neither at its natural end nor while it waits: the
+// model is called once more, with the progress and the completion together.
+func TestSubAgentNotWokenByProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		model := agentloop.NewScriptedModel(call("spawn_slow"), func(agentloop.Request) agentloop.Response {
+			time.Sleep(60 * time.Millisecond) // of the bubble's fake time: the first progress is queued at the natural end
+			return agentloop.Response{Text: "waiting for it"}
+		}, func(req agentloop.Request) agentloop.Response {
+			evs := eventMessages(req.Messages)
+			if len(evs) == 3 && strings.Contains(evs[0], `"payload":1`) && strings.Contains(evs[1], `"payload":2`) && strings.Contains(evs[2], "task finished") {
+				return agentloop.Response{Text: "final summary"}
+			}
+			return agentloop.Response{Text: fmt.Sprintf("woken with %q", evs)}
+		})
+		id, err := e.owner.SpawnAgent(t.Context(), func(ctx context.Context, tk *bgtask.Task) (any, error) {
+			p, err := bgtask.NewPlugin(e.m, tk.ID(), bgtask.PluginInbox(tk.Inbox()))
+			if err != nil {
+				return nil, err
+			}
+			slow := agentloop.Tool{Name: "spawn_slow", Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+				ag, err := tk.Agent()
+				if err != nil {
+					return nil, err
+				}
+				id, err := ag.Spawn(ctx, func(ctx context.Context, c *bgtask.Task) (any, error) {
+					for i := 1; i <= 2; i++ {
+						select { // 50 ms of the bubble's fake time
+						case <-time.After(50 * time.Millisecond):
+						case <-ctx.Done():
+							return nil, ctx.Err()
+						}
+						if err := c.Emit("progress", i); err != nil {
+							return nil, err
+						}
+					}
+					return "task finished", nil
+				})
+				return agentloop.Text(id), err
+			}}
+			res, err := agentloop.Run(ctx, agentloop.Config{Model: model, Tools: []agentloop.Tool{slow}, Hooks: p, RunID: "run-sub", SubAgent: true},
+				[]agentloop.Message{{Role: "user", Content: "research"}})
+			if err != nil {
+				return nil, err
+			}
+			return res.Response, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, err := e.owner.Wait(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if meta.Status != bgtask.StatusCompleted || string(meta.Result) != `"final summary"` {
+			t.Fatalf("sub-agent %s with %s, want completed with the summary", meta.Status, meta.Result)
+		}
+		if n := len(model.Requests()); n != 3 {
+			t.Fatalf("model called %d times, want 3 (tool, natural end, summary)", n)
 		}
 	})
 }

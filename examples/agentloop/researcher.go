@@ -26,7 +26,11 @@ func (d *demo) runResearcher(ctx context.Context, t *bgtask.Task, topic string, 
 		Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
 			var ids []string
 			for i, source := range []string{"paper", "blog"} {
-				id, err := t.Agent().Spawn(ctx, func(ctx context.Context, page *bgtask.Task) (any, error) {
+				ag, err := t.Agent()
+				if err != nil {
+					return nil, err
+				}
+				id, err := ag.Spawn(ctx, func(ctx context.Context, page *bgtask.Task) (any, error) {
 					steps := 4 + 2*i
 					for s := 1; s <= steps; s++ {
 						if err := d.pause(ctx, 250*time.Millisecond); err != nil {

@@ -115,7 +115,7 @@ func (d *demo) indexRepo(ctx context.Context, args json.RawMessage) (json.RawMes
 // runs it, or the lead.
 func (d *demo) ownerOf(ctx context.Context) (bgtask.Owner, error) {
 	if t, ok := bgtask.TaskFromContext(ctx); ok {
-		return t.Agent(), nil
+		return t.Agent()
 	}
 	return d.m.Owner("thread-lead"), nil
 }

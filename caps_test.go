@@ -1,0 +1,177 @@
+package bgtask
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestSizeCapOptions: a negative cap is refused by New, 0 is the default.
+func TestSizeCapOptions(t *testing.T) {
+	t.Parallel()
+	def := defaultConfig().caps
+	if def != (sizeCaps{result: 64 << 10, err: 16 << 10, payload: 16 << 10, prompt: 4 << 10, message: 16 << 10}) {
+		t.Fatalf("defaults %+v", def)
+	}
+	for _, tc := range []struct {
+		opt  Option
+		want string
+	}{
+		{WithMaxResultBytes(-1), "bgtask: WithMaxResultBytes(-1): negative size"},
+		{WithMaxErrorBytes(-2), "bgtask: WithMaxErrorBytes(-2): negative size"},
+		{WithMaxPayloadBytes(-3), "bgtask: WithMaxPayloadBytes(-3): negative size"},
+		{WithMaxPromptBytes(-4), "bgtask: WithMaxPromptBytes(-4): negative size"},
+		{WithMaxMessageBytes(-5), "bgtask: WithMaxMessageBytes(-5): negative size"},
+	} {
+		if m, err := New(tc.opt); m != nil || err == nil || err.Error() != tc.want {
+			t.Errorf("New = %v, %v; want %q", m, err, tc.want)
+		}
+	}
+	m := mtNew(t, WithMaxResultBytes(10), WithMaxResultBytes(0), WithMaxErrorBytes(0), WithMaxPayloadBytes(1),
+		WithMaxPromptBytes(2), WithMaxMessageBytes(3))
+	if got := m.cfg.caps; got != (sizeCaps{result: def.result, err: def.err, payload: 1, prompt: 2, message: 3}) {
+		t.Fatalf("caps %+v", got)
+	}
+}
+
+// TestSizeCaps: results, error texts and stacks, payloads (and the kept
+// progress), prompts and messages are cut to their caps, in the record and
+// the events, with a marker and the original size.
+func TestSizeCaps(t *testing.T) {
+	t.Parallel()
+	m := mtNew(t, WithMaxResultBytes(80), WithMaxErrorBytes(40), WithMaxPayloadBytes(80), WithMaxPromptBytes(40), WithMaxMessageBytes(40))
+	o := m.Owner("thread-1")
+	ctx := t.Context()
+	long := func(c string) string { return strings.Repeat(c, 100) }
+	wantJSON := `{"truncated":true,"original_bytes":102,"preview":"\"` + strings.Repeat("a", 26) + `"}`
+	cut := func(c string) string { return strings.Repeat(c, 9) + "…[truncated: 100 bytes total]" }
+
+	// Result, payload and kept progress, prompt.
+	asked := make(chan struct{})
+	resID, err := o.Spawn(ctx, func(ctx context.Context, tk *Task) (any, error) {
+		if err := tk.Emit("progress", long("a")); err != nil {
+			return nil, err
+		}
+		close(asked)
+		if _, err := tk.RequestInput(ctx, long("p")); err != nil {
+			return nil, err
+		}
+		return long("a"), nil
+	}, WithWake(WakeOnActivity))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-asked
+	meta, err := m.waitSettled(ctx, ownerReach("thread-1"), resID)
+	if err != nil || meta.Input == nil || meta.Input.Prompt != cut("p") {
+		t.Fatalf("awaiting input: %+v, %v", meta.Input, err)
+	}
+	if p, ok := o.Progress(resID); !ok || string(p.Payload) != wantJSON {
+		t.Fatalf("Progress = %s, %v", p.Payload, ok)
+	}
+	if err := o.Send(ctx, resID, Message{InReplyTo: meta.Input.ID, Content: "go"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := mtWait(t, o, resID); string(got.Result) != wantJSON {
+		t.Fatalf("record result %s\nwant %s", got.Result, wantJSON)
+	}
+
+	// Error text and stack.
+	errID, err := o.Spawn(ctx, func(context.Context, *Task) (any, error) { return nil, errors.New(long("e")) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mtWait(t, o, errID); got.Error != cut("e") {
+		t.Fatalf("record error %q", got.Error)
+	}
+	panicID, err := o.Spawn(ctx, func(context.Context, *Task) (any, error) { panic(long("x")) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mtWait(t, o, panicID); len(got.Error) > 40 || !strings.HasPrefix(got.Error, "panic: xx") ||
+		!strings.HasSuffix(got.Error, "…[truncated: 107 bytes total]") || len(got.Stack) > 40 || !strings.Contains(got.Stack, "…[truncated: ") {
+		t.Fatalf("record of a panic: error %q, stack %q", got.Error, got.Stack)
+	}
+
+	// Messages both ways: the owner's to a sub-agent, the sub-agent's to its owner.
+	heard := make(chan Message, 1)
+	agentID, err := o.SpawnAgent(ctx, func(ctx context.Context, tk *Task) (any, error) {
+		if err := tk.Inbox().Wait(ctx); err != nil {
+			return nil, err
+		}
+		msg, _ := tk.Inbox().Drain()[0].Message()
+		heard <- msg
+		if err := tk.Emit(EventTypeMessage, Message{From: long("f"), Content: long("r")}); err != nil {
+			return nil, err
+		}
+		return nil, tk.Emit(EventTypeMessage, map[string]string{"note": long("n")})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Send(ctx, agentID, Message{From: "lead", Content: long("m")}); err != nil {
+		t.Fatal(err)
+	}
+	if msg := <-heard; msg != (Message{From: "lead", Content: cut("m")}) {
+		t.Fatalf("sub-agent heard %+v", msg)
+	}
+	mtWait(t, o, agentID)
+
+	var got []string
+	for _, ev := range mtDrain(t, o) {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(b))
+	}
+	ev := func(id, rest string) string {
+		return `{"kind":` + rest[:strings.Index(rest, ",")] + `,"task_id":"` + id + `"` + rest[strings.Index(rest, ","):]
+	}
+	want := []string{
+		ev(resID, `"custom","event_type":"progress","payload":`+wantJSON+`}`),
+		ev(resID, `"input_requested","input_request":{"id":"`+meta.Input.ID+`","prompt":"`+cut("p")+`"}}`),
+		ev(resID, `"completed","result":`+wantJSON+`}`),
+		ev(errID, `"failed","error":"`+cut("e")+`"}`),
+		"", // the panic, checked above
+		ev(agentID, `"custom","event_type":"agent_message","payload":{"from":"`+cut("f")+`","content":"`+cut("r")+`"}}`),
+		ev(agentID, `"custom","event_type":"agent_message","payload":{"truncated":true,"original_bytes":111,"preview":""}}`),
+		ev(agentID, `"completed","result":null}`),
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d events, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		if want[i] != "" && got[i] != want[i] {
+			t.Errorf("event %d:\n got %s\nwant %s", i, got[i], want[i])
+		}
+	}
+}
+
+// TestSizeCapDefaultResult: with the defaults a 2 MiB result is kept as a
+// preview of at most 64 KiB that gives the original size.
+func TestSizeCapDefaultResult(t *testing.T) {
+	t.Parallel()
+	m := mtNew(t)
+	o := m.Owner("thread-1")
+	id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return strings.Repeat("a", 2<<20), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := mtWait(t, o, id)
+	var r struct {
+		Truncated     bool   `json:"truncated"`
+		OriginalBytes int    `json:"original_bytes"`
+		Preview       string `json:"preview"`
+	}
+	if err := json.Unmarshal(meta.Result, &r); err != nil || len(meta.Result) > 64<<10 || !r.Truncated || r.OriginalBytes != 2<<20+2 ||
+		r.Preview != `"`+strings.Repeat("a", len(r.Preview)-1) || len(r.Preview) < 60<<10 {
+		t.Fatalf("result of %d bytes: truncated %v, original %d, preview of %d bytes, %v", len(meta.Result), r.Truncated, r.OriginalBytes, len(r.Preview), err)
+	}
+	evs := mtDrain(t, o)
+	if len(evs) != 1 || string(evs[0].Result) != string(meta.Result) {
+		t.Fatalf("event result differs from the record's")
+	}
+}

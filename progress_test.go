@@ -1,0 +1,50 @@
+package bgtask
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+)
+
+// TestProgressInTools: list_tasks and get_task show a live task's latest
+// progress, whatever its wake policy, and not once it has ended.
+func TestProgressInTools(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mtNew(t)
+		o := m.Owner("thread-1")
+		emitted, release := make(chan error, 1), make(chan struct{})
+		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+			_ = tk.Emit("progress", map[string]int{"percent": 10})
+			emitted <- tk.Emit("progress", map[string]int{"percent": 40})
+			<-release
+			return "done", nil
+		}, WithWake(WakeSilent), WithName("indexer"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-emitted; err != nil {
+			t.Fatal(err)
+		}
+		progress := `"progress":{"event_type":"progress","payload":{"percent":40},"at":"2000-01-01T00:00:00Z","count":2}`
+		list := ttCall(t, t.Context(), ttTool(t, o, "list_tasks"), `{}`, nil)
+		want := `{"tasks":[{"task_id":"` + id + `","name":"indexer","task_type":"task","status":"running","description":"",` +
+			`"created_at":"2000-01-01T00:00:00Z",` + progress + `}],"count":1}`
+		if string(list) != want {
+			t.Fatalf("list_tasks = %s\nwant %s", list, want)
+		}
+		get := ttCall(t, t.Context(), ttTool(t, o, "get_task"), `{"task_id":"`+id+`"}`, nil)
+		want = `{"task":{"task_id":"` + id + `","name":"indexer","task_type":"task","status":"running","description":"",` +
+			`"created_at":"2000-01-01T00:00:00Z","started_at":"2000-01-01T00:00:00Z",` + progress + `},"messages":[]}`
+		if string(get) != want {
+			t.Fatalf("get_task = %s\nwant %s", get, want)
+		}
+		close(release)
+		mtWait(t, o, id)
+		get = ttCall(t, t.Context(), ttTool(t, o, "get_task"), `{"task_id":"`+id+`"}`, nil)
+		want = `{"task":{"task_id":"` + id + `","name":"indexer","task_type":"task","status":"completed","description":"",` +
+			`"created_at":"2000-01-01T00:00:00Z","started_at":"2000-01-01T00:00:00Z","finished_at":"2000-01-01T00:00:00Z","result":"done"},"messages":[]}`
+		if string(get) != want {
+			t.Fatalf("get_task after the end = %s\nwant %s", get, want)
+		}
+	})
+}
