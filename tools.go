@@ -218,8 +218,17 @@ type toolTask struct {
 	InputRequest *InputRequest   `json:"input_request,omitempty"`
 }
 
-// listView is the short form list_tasks shows.
+// listView is the short form list_tasks shows, its description and type
+// capped.
 func listView(m TaskMeta) toolTask {
+	v := taskView(m)
+	v.Description = cutText(v.Description, listDescriptionMax)
+	v.TaskType = cutText(v.TaskType, argTextMax)
+	return v
+}
+
+// taskView is the fields every tool shows.
+func taskView(m TaskMeta) toolTask {
 	return toolTask{
 		TaskID:       m.ID,
 		Name:         m.Name,
@@ -234,7 +243,7 @@ func listView(m TaskMeta) toolTask {
 
 // fullView is the form get_task and wait_task show.
 func fullView(m TaskMeta) toolTask {
-	v := listView(m)
+	v := taskView(m)
 	if !m.StartedAt.IsZero() {
 		v.StartedAt = &m.StartedAt
 	}

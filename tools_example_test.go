@@ -58,20 +58,20 @@ func ExampleOwner_Tools_listTasks() {
 	}
 	var list struct {
 		Tasks []struct{ Name, Status, Description string }
-		Count int
+		Total int
 	}
-	call(ctx, tool(agent, "list_tasks"), `{"status":"completed"}`, &list)
+	call(ctx, tool(agent, "list_tasks"), `{"status":["completed"]}`, &list)
 	for _, t := range list.Tasks {
 		fmt.Println(t.Name, t.Status, t.Description)
 	}
-	fmt.Println("count", list.Count)
+	fmt.Println("total", list.Total)
 
 	_, err = tool(agent, "list_tasks").Call(ctx, json.RawMessage(`{"state":"completed"}`))
 	fmt.Println(err, errors.Is(err, bgtask.ErrToolArguments))
 	// Output:
 	// list_tasks get_task cancel_task send_message wait_task
 	// fetch completed fetch the feed
-	// count 1
+	// total 1
 	// invalid arguments: unknown field "state" true
 }
 
