@@ -1,11 +1,12 @@
 package bgtask
 
 import (
-	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -13,7 +14,7 @@ import (
 // ttCompile compiles a tool's schema, as the tool exposes it, with a real
 // JSON Schema (2020-12) validator; compiling also checks it against the
 // meta-schema.
-func ttCompile(t *testing.T, tool Tool) *jsonschema.Schema {
+func ttCompile(t testing.TB, tool Tool) *jsonschema.Schema {
 	t.Helper()
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(tool.Schema)))
 	if err != nil {
@@ -317,5 +318,49 @@ func ttShort(s string) string {
 	return fmt.Sprintf("%s…(%d bytes)", s[:120], len(s))
 }
 
-// keep json imported for rows built with it
-var _ = json.Valid
+// TestNotBlankPattern: the schemas' pattern matches a string exactly when
+// the decoder finds it not blank, for every character up to U+FFFF (the
+// spaces are all below U+3001) and a few above.
+func TestNotBlankPattern(t *testing.T) {
+	re := regexp.MustCompile(notBlankPattern)
+	for r := rune(0); r <= 0x10ffff; r++ {
+		if r > 0xffff && r%0x1000 != 0 && r != 0x10ffff {
+			continue
+		}
+		if r >= 0xd800 && r <= 0xdfff {
+			continue // surrogates are not characters
+		}
+		s := string(r)
+		if match, _ := nonBlank(s, "x"); re.MatchString(s) != (match != "") {
+			t.Errorf("U+%04X: pattern matches %v, unicode.IsSpace %v", r, re.MatchString(s), unicode.IsSpace(r))
+		}
+	}
+}
+
+// FuzzToolSchemas: on any input, every tool's schema and decoder give the
+// same verdict. (Inputs with exponents of five digits or more are skipped:
+// the validator computes such numbers exactly, which takes long.)
+func FuzzToolSchemas(f *testing.F) {
+	m := mtNew(f)
+	tools := m.Owner("thread-1").Tools()
+	schemas := make([]*jsonschema.Schema, len(tools))
+	for i, tool := range tools {
+		schemas[i] = ttCompile(f, tool)
+		for _, row := range ttSchemaRows[tool.Name] {
+			f.Add(row.args)
+		}
+	}
+	hugeExp := regexp.MustCompile(`[eE][+-]?[0-9]{5}`)
+	f.Fuzz(func(t *testing.T, args string) {
+		if hugeExp.MatchString(args) {
+			t.Skip()
+		}
+		for i, tool := range tools {
+			schemaOK, schemaErr := ttSchemaAccepts(schemas[i], args)
+			decErr := ttDecoders[tool.Name]([]byte(args))
+			if schemaOK != (decErr == nil) {
+				t.Errorf("%s(%q): schema accepts %v (%v), decoder accepts %v (%v)", tool.Name, args, schemaOK, schemaErr, decErr == nil, decErr)
+			}
+		}
+	})
+}
