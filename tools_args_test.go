@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +198,57 @@ func TestWaitTaskBadArgumentsWithLimit(t *testing.T) {
 	}
 	if !strings.HasPrefix(ErrToolArguments.Error(), "invalid arguments") {
 		t.Fatal(ErrToolArguments)
+	}
+}
+
+// TestToolErrorsDocumented: every bad-arguments error the tests expect
+// reads as one of the texts listed in Owner.Tools' doc comment, and each
+// listed text is expected by some test.
+func TestToolErrorsDocumented(t *testing.T) {
+	src, err := os.ReadFile("tools.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []string
+	var res []*regexp.Regexp
+	for line := range strings.Lines(string(src)) {
+		text, ok := strings.CutPrefix(line, "//\tinvalid arguments: ")
+		if !ok {
+			continue
+		}
+		text, _, _ = strings.Cut(strings.TrimSpace(text), "   ") // drop the comment column
+		docs = append(docs, text)
+		pat := regexp.QuoteMeta("invalid arguments: " + text)
+		pat = regexp.MustCompile(`<[a-z]+>`).ReplaceAllString(pat, `.*`)
+		res = append(res, regexp.MustCompile(`^`+pat+`$`))
+	}
+	if len(docs) < 10 {
+		t.Fatalf("found %d documented errors in tools.go", len(docs))
+	}
+	used := make([]bool, len(res))
+	var wants []string
+	for _, tc := range ttBadArgs {
+		wants = append(wants, tc.want)
+	}
+	for _, rows := range ttToolBadArgs {
+		for _, tc := range rows {
+			wants = append(wants, tc.want)
+		}
+	}
+	for _, want := range wants {
+		found := false
+		for i, re := range res {
+			if re.MatchString(want) {
+				used[i], found = true, true
+			}
+		}
+		if !found {
+			t.Errorf("%q is not among the errors tools.go lists", want)
+		}
+	}
+	for i, u := range used {
+		if !u {
+			t.Errorf("tools.go lists %q, which no test expects", docs[i])
+		}
 	}
 }
