@@ -79,20 +79,22 @@ func (o Owner) listPage(ctx context.Context, args listArgs) (listPage, error) {
 	}
 	page := listPage{Tasks: []toolTask{}}
 	var last TaskMeta
+	more := false // a task matches after the page
 	for meta := range seq {
-		if args.Type != "" && meta.Type != args.Type {
+		switch {
+		case args.Type != "" && meta.Type != args.Type:
 			continue
+		case args.Cursor != "" && !args.after.before(meta):
+		case len(page.Tasks) == args.Limit:
+			more = true
+		default:
+			page.Tasks = append(page.Tasks, listView(meta))
+			last = meta
 		}
 		page.Total++
-		if args.Cursor != "" && !args.after.before(meta) {
-			continue
-		}
-		if len(page.Tasks) == args.Limit {
-			page.NextCursor = newListCursor(last).String()
-			continue
-		}
-		page.Tasks = append(page.Tasks, listView(meta))
-		last = meta
+	}
+	if more {
+		page.NextCursor = newListCursor(last).String()
 	}
 	return page, nil
 }
