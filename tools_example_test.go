@@ -75,6 +75,45 @@ func ExampleOwner_Tools_listTasks() {
 	// invalid arguments: unknown field "state" true
 }
 
+// list_tasks returns a page at a time: total counts every task that
+// matches, and next_cursor, passed back as cursor, gets the next page.
+func ExampleOwner_Tools_listTasksPages() {
+	ctx := context.Background()
+	m, err := bgtask.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Shutdown(ctx)
+	agent := m.Owner("thread-1")
+	for _, name := range []string{"fetch-a", "fetch-b", "fetch-c"} {
+		id, err := agent.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "ok", nil }, bgtask.WithName(name))
+		if err != nil {
+			log.Fatal(err)
+		}
+		if _, err := agent.Wait(ctx, id); err != nil {
+			log.Fatal(err)
+		}
+	}
+	args := map[string]any{"status": []string{"completed"}, "limit": 2}
+	for {
+		var page struct {
+			Tasks      []struct{ Name string }
+			Total      int
+			NextCursor string `json:"next_cursor"`
+		}
+		b, _ := json.Marshal(args)
+		call(ctx, tool(agent, "list_tasks"), string(b), &page)
+		fmt.Println(len(page.Tasks), "of", page.Total, page.Tasks, page.NextCursor != "")
+		if page.NextCursor == "" {
+			break
+		}
+		args["cursor"] = page.NextCursor
+	}
+	// Output:
+	// 2 of 3 [{fetch-a} {fetch-b}] true
+	// 1 of 3 [{fetch-c}] false
+}
+
 // get_task shows a task's result, or its error, and its recent messages.
 func ExampleOwner_Tools_getTask() {
 	ctx := context.Background()
