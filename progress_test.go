@@ -28,7 +28,7 @@ func TestProgressInTools(t *testing.T) {
 		progress := `"progress":{"event_type":"progress","payload":{"percent":40},"at":"2000-01-01T00:00:00Z","count":2}`
 		list := ttCall(t, t.Context(), ttTool(t, o, "list_tasks"), `{}`, nil)
 		want := `{"tasks":[{"task_id":"` + id + `","name":"indexer","task_type":"task","status":"running","description":"",` +
-			`"created_at":"2000-01-01T00:00:00Z",` + progress + `}],"count":1}`
+			`"created_at":"2000-01-01T00:00:00Z",` + progress + `}],"total":1}`
 		if string(list) != want {
 			t.Fatalf("list_tasks = %s\nwant %s", list, want)
 		}

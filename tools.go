@@ -16,8 +16,11 @@ import (
 type Tool struct {
 	Name        string
 	Description string
-	// Schema is the JSON Schema of the arguments; every object in it has
-	// "additionalProperties": false.
+	// Schema is the JSON Schema (2020-12) of the arguments; every object in
+	// it has "additionalProperties": false. It accepts exactly the arguments
+	// Call accepts: a host that validates a call against it gets the same
+	// verdict as Call, save for JSON that is not one object, which Call
+	// refuses too.
 	Schema json.RawMessage
 	// Call runs the tool. A result is JSON; an error is either a bad
 	// argument (matching ErrToolArguments, nothing happened) or the call
@@ -53,7 +56,7 @@ func OnSelfCancel(f func(ctx context.Context)) ToolOption {
 // Tools returns the model-facing tools of the owner, in this order:
 // list_tasks, get_task, cancel_task, send_message, wait_task. They see and
 // act on the owner's tasks only: another owner's task is "not found",
-// never revealed (D9).
+// never revealed.
 //
 // # Scope
 //
@@ -72,9 +75,18 @@ func OnSelfCancel(f func(ctx context.Context)) ToolOption {
 //
 // # Tools
 //
-//	list_tasks   {status?, type?}
-//	  → {"tasks":[{task_id,name,task_type,status,description,parent_task_id?,created_at,finished_at?}],"count":n}
-//	  The owner's tasks in creation order; status is one of the 7 statuses.
+//	list_tasks   {status?: [s,...], type?, limit?: 1..200, default 50, cursor?}
+//	  → {"tasks":[{task_id,name,task_type,status,description,parent_task_id?,created_at,finished_at?}],"total":n,"next_cursor"?:c}
+//	  A page of the owner's tasks in creation order (then by id), at most
+//	  limit of them: those with one of the statuses (distinct, at least
+//	  one) and of the type, when given. total counts all the owner's tasks
+//	  that match; next_cursor, absent on the last page, gets the next
+//	  page when passed as cursor with the same filter. A cursor is a
+//	  position (a creation time and an id), not a task: tasks spawned or
+//	  forgotten between two pages neither repeat nor skip one, and it only
+//	  ever positions a page within the owner's own tasks. A description is
+//	  cut to 200 bytes and a type to 128, with "…" (get_task shows them
+//	  whole).
 //	get_task     {task_id}
 //	  → {"task":{…,started_at?,result?,error?,input_request?},"messages":[{id,direction,from,content,in_reply_to?,at}]}
 //	  The record (result when completed, error when failed, cancelled or
@@ -140,11 +152,19 @@ func OnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	invalid arguments: malformed JSON                     a syntax error
 //	invalid arguments: trailing data after the JSON object
 //	invalid arguments: unknown field "<path>"             a key the schema does not have (keys match exactly)
-//	invalid arguments: duplicate field "<path>"
 //	invalid arguments: missing "<path>"                   a required field absent or null (null is absent)
-//	invalid arguments: "<path>" must be a string          (or "an object", "an integer")
+//	invalid arguments: "<path>" must be <kind>            a string, an object, an array or an integer;
+//	                                                      "status[<i>]" names an element of "status"
 //	invalid arguments: "<path>" is blank                  an id, name, type or message that is empty or spaces
+//	                                                      (unicode.IsSpace; the schema's "pattern" says the same)
+//	invalid arguments: "<path>" is longer than <n> characters
+//	                                                      128 for an id, name or type, 16384 for a message, 272
+//	                                                      for a cursor (characters as JSON Schema's maxLength counts)
 //	invalid arguments: unknown status "<s>"; valid: queued, running, awaiting_input, completed, failed, cancelled, interrupted
+//	invalid arguments: "status" is empty
+//	invalid arguments: "status" lists "<s>" twice
+//	invalid arguments: "limit" must be from 1 to 200
+//	invalid arguments: "cursor" is not a next_cursor of list_tasks
 //	invalid arguments: unknown relation "<r>" in "target.relation"; valid: self, child
 //	invalid arguments: unknown relation "<r>" in "to.relation"; valid: child, parent
 //	invalid arguments: "target.name" is not allowed with relation "self"
@@ -153,9 +173,13 @@ func OnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	invalid arguments: "timeout_seconds" must be from 1 to <max>
 //
 // Ids and names are trimmed of surrounding spaces; a message's content is
-// kept as given. The arguments are checked before anything else, in this
-// order: syntax, trailing data, unknown and repeated keys, then each field
-// in the schema's order. Execution errors:
+// kept as given. A number is an integer when its value is one, however it
+// is written (30, 30.0, 3e1), and exactly (1.0000000000000001 is not). A
+// key given twice counts once, with its last value, as JSON Schema
+// validators read it. Each tool's Schema accepts exactly the arguments its
+// decoding accepts. The arguments are checked before anything else, in
+// this order: syntax, trailing data, unknown keys, then each field in the
+// schema's order. Execution errors:
 //
 //	task not found: <id>          get_task, wait_task: unknown id or another owner's (matches ErrNotFound)
 //	current_task_unavailable      cancel_task without a current task or run (matches ErrNoCurrentTask)
@@ -251,8 +275,17 @@ func (o Owner) withProgress(v toolTask) toolTask {
 	return v
 }
 
-// listView is the short form list_tasks shows.
+// listView is the short form list_tasks shows, its description and type
+// capped.
 func listView(m TaskMeta) toolTask {
+	v := taskView(m)
+	v.Description = cutText(v.Description, listDescriptionMax)
+	v.TaskType = cutText(v.TaskType, argTextMax)
+	return v
+}
+
+// taskView is the fields every tool shows.
+func taskView(m TaskMeta) toolTask {
 	return toolTask{
 		TaskID:       m.ID,
 		Name:         m.Name,
@@ -267,7 +300,7 @@ func listView(m TaskMeta) toolTask {
 
 // fullView is the form get_task and wait_task show.
 func fullView(m TaskMeta) toolTask {
-	v := listView(m)
+	v := taskView(m)
 	if !m.StartedAt.IsZero() {
 		v.StartedAt = &m.StartedAt
 	}

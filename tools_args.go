@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
+	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // ErrToolArguments is wrapped by every error a tool returns for bad
@@ -29,12 +32,22 @@ const (
 	relParent = "parent"
 )
 
+// Caps of the tools' string arguments, in characters (Unicode code points,
+// as JSON Schema's maxLength counts them).
+const (
+	argTextMax    = 128    // an id, a name, a type
+	argMessageMax = 16_384 // send_message's message
+)
+
 // Arguments of each tool, as decoded. Their JSON encoding is an accepted
 // input that decodes to the same value (the fuzz tests check it).
 type (
 	listArgs struct {
-		Status TaskStatus `json:"status,omitempty"`
-		Type   string     `json:"type,omitempty"`
+		Status []TaskStatus `json:"status,omitempty"`
+		Type   string       `json:"type,omitempty"`
+		Limit  int          `json:"limit"`
+		Cursor string       `json:"cursor,omitempty"`
+		after  listCursor   // Cursor decoded; zero without one
 	}
 	getArgs struct {
 		TaskID string `json:"task_id"`
@@ -62,7 +75,7 @@ type (
 type argObject map[string]json.RawMessage
 
 // readTop reads the arguments of a call: exactly one JSON object, with only
-// the known keys, each at most once.
+// the known keys. A repeated key counts once, with its last value.
 func readTop(raw []byte, known ...string) (argObject, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -89,8 +102,14 @@ func readNested(raw json.RawMessage, path string, known ...string) (argObject, e
 }
 
 // readObject reads one object from dec; prefix names its fields in errors.
-// A syntax error is err; the first unknown or repeated key is fieldErr,
-// reported only once the input is known to be well formed.
+// A syntax error is err; the first unknown key is fieldErr, reported only
+// once the input is known to be well formed.
+//
+// A repeated key keeps its last value (null included, which removes it), as
+// JSON Schema validators and most JSON parsers read it: a host that checked
+// the arguments against the schema saw the same call the tool runs. JSON
+// Schema cannot refuse a repeated key, so refusing it here would make the
+// schema promise a call the tool then rejects.
 func readObject(dec *json.Decoder, prefix string, known []string) (obj argObject, fieldErr, err error) {
 	tok, err := dec.Token()
 	switch {
@@ -102,7 +121,6 @@ func readObject(dec *json.Decoder, prefix string, known []string) (obj argObject
 		return nil, nil, argError("not a JSON object")
 	}
 	obj = argObject{}
-	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -113,15 +131,12 @@ func readObject(dec *json.Decoder, prefix string, known []string) (obj argObject
 		if err := dec.Decode(&v); err != nil {
 			return nil, nil, argError("malformed JSON")
 		}
-		switch {
-		case fieldErr != nil:
-		case !contains(known, key):
+		if fieldErr == nil && !slices.Contains(known, key) {
 			fieldErr = argError("unknown field %q", prefix+key)
-		case seen[key]:
-			fieldErr = argError("duplicate field %q", prefix+key)
 		}
-		seen[key] = true
-		if string(v) != "null" {
+		if string(v) == "null" {
+			delete(obj, key)
+		} else {
 			obj[key] = v
 		}
 	}
@@ -131,33 +146,33 @@ func readObject(dec *json.Decoder, prefix string, known []string) (obj argObject
 	return obj, fieldErr, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // str returns the string field key (path names it in errors) and whether it
-// was given.
-func (o argObject) str(key, path string) (string, bool, error) {
+// was given; a string longer than maxLen characters is an error.
+func (o argObject) str(key, path string, maxLen int) (string, bool, error) {
 	raw, ok := o[key]
 	if !ok {
 		return "", false, nil
 	}
+	s, err := argString(raw, path)
+	if err == nil && utf8.RuneCountInString(s) > maxLen {
+		err = argError("%q is longer than %d characters", path, maxLen)
+	}
+	return s, err == nil, err
+}
+
+// argString decodes a JSON string value; path names it in errors.
+func argString(raw json.RawMessage, path string) (string, error) {
 	var s string
 	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", false, argError("%q must be a string", path)
+		return "", argError("%q must be a string", path)
 	}
-	return s, true, nil
+	return s, nil
 }
 
 // id returns a required identifier field, trimmed: missing and blank are
 // errors.
 func (o argObject) id(key, path string) (string, error) {
-	s, ok, err := o.str(key, path)
+	s, ok, err := o.str(key, path, argTextMax)
 	switch {
 	case err != nil:
 		return "", err
@@ -170,13 +185,15 @@ func (o argObject) id(key, path string) (string, error) {
 // optID returns an optional identifier field, trimmed; given blank is an
 // error (leave it out instead).
 func (o argObject) optID(key, path string) (string, error) {
-	s, ok, err := o.str(key, path)
+	s, ok, err := o.str(key, path, argTextMax)
 	if err != nil || !ok {
 		return "", err
 	}
 	return nonBlank(s, path)
 }
 
+// nonBlank returns s trimmed, or an error if nothing is left: blank is
+// every character a space by unicode.IsSpace, as notBlankPattern says.
 func nonBlank(s, path string) (string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -186,7 +203,9 @@ func nonBlank(s, path string) (string, error) {
 }
 
 // integer returns the integer field key within [lo, hi], or def when it is
-// absent. An integral number written as a float (30.0, 3e1) is accepted.
+// absent. An integral number written as a float (30.0, 3e1) is accepted; a
+// number that is not integral is refused however close it is (1.0000000000000001),
+// as JSON Schema's "integer" does.
 func (o argObject) integer(key string, lo, hi, def int) (int, error) {
 	raw, ok := o[key]
 	if !ok {
@@ -196,14 +215,54 @@ func (o argObject) integer(key string, lo, hi, def int) (int, error) {
 	if c := raw[0]; (c != '-' && (c < '0' || c > '9')) || json.Unmarshal(raw, &n) != nil {
 		return 0, argError("%q must be an integer", key)
 	}
-	f, err := n.Float64()
+	v, integral, fits := exactInt(string(n))
 	switch {
-	case err == nil && f != math.Trunc(f):
+	case !integral:
 		return 0, argError("%q must be an integer", key)
-	case err != nil || f < float64(lo) || f > float64(hi):
+	case !fits || v < int64(lo) || v > int64(hi):
 		return 0, argError("%q must be from %d to %d", key, lo, hi)
 	}
-	return int(f), nil
+	return int(v), nil
+}
+
+// exactInt reads a JSON number literal exactly, without rounding it to a
+// float: whether it is an integer, and if so whether its magnitude is below
+// 10^18, and then its value.
+func exactInt(lit string) (v int64, integral, fits bool) {
+	neg := strings.HasPrefix(lit, "-")
+	lit = strings.TrimPrefix(lit, "-")
+	mant, expText := lit, ""
+	if i := strings.IndexAny(lit, "eE"); i >= 0 {
+		mant, expText = lit[:i], lit[i+1:]
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(whole+frac, "0")
+	exp := int64(0)
+	if expText != "" {
+		var err error
+		if exp, err = strconv.ParseInt(expText, 10, 64); err != nil { // out of range: huge either way
+			exp = 1 << 40
+			if strings.HasPrefix(expText, "-") {
+				exp = -exp
+			}
+		}
+		exp = min(max(exp, -1<<40), 1<<40)
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	scale := exp - int64(len(frac)) + int64(len(digits)-len(trimmed)) // value = trimmed × 10^scale
+	switch {
+	case trimmed == "":
+		return 0, true, true
+	case scale < 0: // the last digit is not 0, so a fraction is left
+		return 0, false, false
+	case int64(len(trimmed))+scale > 18:
+		return 0, true, false
+	}
+	v, _ = strconv.ParseInt(trimmed+strings.Repeat("0", int(scale)), 10, 64)
+	if neg {
+		v = -v
+	}
+	return v, true, true
 }
 
 // statusNames lists the statuses for the error of an unknown one.
@@ -218,24 +277,66 @@ func statusNames() string {
 	return b.String()
 }
 
+// Bounds of list_tasks' limit.
+const (
+	listDefaultLimit = 50
+	listMaxLimit     = 200
+)
+
 func decodeListArgs(raw []byte) (listArgs, error) {
-	obj, err := readTop(raw, "status", "type")
+	obj, err := readTop(raw, "status", "type", "limit", "cursor")
 	if err != nil {
 		return listArgs{}, err
 	}
 	var a listArgs
-	st, ok, err := obj.str("status", "status")
-	switch {
-	case err != nil:
+	if a.Status, err = obj.statuses("status"); err != nil {
 		return listArgs{}, err
-	case ok && !TaskStatus(st).Valid():
-		return listArgs{}, argError("unknown status %q; valid: %s", st, statusNames())
 	}
-	a.Status = TaskStatus(st)
 	if a.Type, err = obj.optID("type", "type"); err != nil {
 		return listArgs{}, err
 	}
+	if a.Limit, err = obj.integer("limit", 1, listMaxLimit, listDefaultLimit); err != nil {
+		return listArgs{}, err
+	}
+	cur, ok, err := obj.str("cursor", "cursor", listCursorMax)
+	if err != nil || !ok {
+		return a, err
+	}
+	if a.after, ok = parseListCursor(cur); !ok {
+		return listArgs{}, argError("%q is not a next_cursor of list_tasks", "cursor")
+	}
+	a.Cursor = cur
 	return a, nil
+}
+
+// statuses returns the optional status filter in field key: an array of
+// distinct statuses, at least one.
+func (o argObject) statuses(key string) ([]TaskStatus, error) {
+	raw, ok := o[key]
+	if !ok {
+		return nil, nil
+	}
+	var elems []json.RawMessage
+	if raw[0] != '[' || json.Unmarshal(raw, &elems) != nil {
+		return nil, argError("%q must be an array", key)
+	}
+	if len(elems) == 0 {
+		return nil, argError("%q is empty", key)
+	}
+	out := make([]TaskStatus, 0, len(elems))
+	for i, e := range elems {
+		s, err := argString(e, fmt.Sprintf("%s[%d]", key, i))
+		switch st := TaskStatus(s); {
+		case err != nil:
+			return nil, err
+		case !st.Valid():
+			return nil, argError("unknown status %q; valid: %s", s, statusNames())
+		case slices.Contains(out, st):
+			return nil, argError("%q lists %q twice", key, s)
+		}
+		out = append(out, TaskStatus(s))
+	}
+	return out, nil
 }
 
 func decodeGetArgs(raw []byte) (getArgs, error) {
@@ -259,13 +360,13 @@ func decodeTarget(obj argObject, key string, rels ...string) (relTarget, error) 
 		return relTarget{}, err
 	}
 	relPath, namePath := key+".relation", key+".name"
-	rel, ok, err := t.str("relation", relPath)
+	rel, ok, err := t.str("relation", relPath, argTextMax)
 	switch {
 	case err != nil:
 		return relTarget{}, err
 	case !ok:
 		return relTarget{}, argError("missing %q", relPath)
-	case !contains(rels, rel):
+	case !slices.Contains(rels, rel):
 		return relTarget{}, argError("unknown relation %q in %q; valid: %s", rel, relPath, strings.Join(rels, ", "))
 	}
 	if rel != relChild {
@@ -299,7 +400,7 @@ func decodeSendArgs(raw []byte) (sendArgs, error) {
 	if err != nil {
 		return sendArgs{}, err
 	}
-	msg, ok, err := obj.str("message", "message")
+	msg, ok, err := obj.str("message", "message", argMessageMax)
 	switch {
 	case err != nil:
 		return sendArgs{}, err
@@ -338,4 +439,42 @@ func decodeWaitArgs(raw []byte, maxSeconds int) (waitArgs, error) {
 		return waitArgs{}, err
 	}
 	return waitArgs{TaskID: id, TimeoutSeconds: secs}, nil
+}
+
+// notBlankPattern is the JSON Schema pattern of a string that is not
+// blank: it has a character that unicode.IsSpace does not call a space. It
+// lists those spaces, the ASCII ones as escapes and the others as
+// characters, which every regexp dialect reads alike (JSON Schema's
+// ECMA-262 and Go's RE2 disagree on what \s and \S mean).
+const notBlankPattern = `[^\t\n\v\f\r \x85\xa0` + "\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000" + `]`
+
+// jsonString is s as a JSON string in ASCII: other characters are \u
+// escapes, so a schema reads the same wherever it is shown.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s) // a string always encodes
+	var out strings.Builder
+	for _, r := range string(b) {
+		switch {
+		case r < utf8.RuneSelf:
+			out.WriteRune(r)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&out, `\u%04x\u%04x`, r1, r2)
+		default:
+			fmt.Fprintf(&out, `\u%04x`, r)
+		}
+	}
+	return out.String()
+}
+
+// textSchema is the schema of a string argument the decoder reads with a
+// cap of maxLen characters and refuses when blank; an optional one may be
+// null, which means absent.
+func textSchema(maxLen int, optional bool, desc string) string {
+	typ := `"string"`
+	if optional {
+		typ = `["string","null"]`
+	}
+	return `{"type":` + typ + `,"pattern":` + jsonString(notBlankPattern) + `,"maxLength":` + strconv.Itoa(maxLen) +
+		`,"description":` + jsonString(desc) + `}`
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -35,16 +37,35 @@ var ttBadArgs = []struct{ args, want string }{
 // ttToolBadArgs are each tool's own bad inputs.
 var ttToolBadArgs = map[string][]struct{ args, want string }{
 	"list_tasks": {
-		{`{"status":"done"}`, `invalid arguments: unknown status "done"; valid: queued, running, awaiting_input, completed, failed, cancelled, interrupted`},
-		{`{"status":"Running"}`, `invalid arguments: unknown status "Running"; valid: queued, running, awaiting_input, completed, failed, cancelled, interrupted`},
-		{`{"status":""}`, `invalid arguments: unknown status ""; valid: queued, running, awaiting_input, completed, failed, cancelled, interrupted`},
-		{`{"status":1}`, `invalid arguments: "status" must be a string`},
-		{`{"status":["running"]}`, `invalid arguments: "status" must be a string`},
+		{`{"status":["done"]}`, `invalid arguments: unknown status "done"; valid: queued, running, awaiting_input, completed, failed, cancelled, interrupted`},
+		{`{"status":["Running"]}`, `invalid arguments: unknown status "Running"; valid: queued, running, awaiting_input, completed, failed, cancelled, interrupted`},
+		{`{"status":[""]}`, `invalid arguments: unknown status ""; valid: queued, running, awaiting_input, completed, failed, cancelled, interrupted`},
+		{`{"status":"running"}`, `invalid arguments: "status" must be an array`},
+		{`{"status":1}`, `invalid arguments: "status" must be an array`},
+		{`{"status":{}}`, `invalid arguments: "status" must be an array`},
+		{`{"status":[]}`, `invalid arguments: "status" is empty`},
+		{`{"status":["running",1]}`, `invalid arguments: "status[1]" must be a string`},
+		{`{"status":[null]}`, `invalid arguments: "status[0]" must be a string`},
+		{`{"status":["running","failed","running"]}`, `invalid arguments: "status" lists "running" twice`},
 		{`{"type":" "}`, `invalid arguments: "type" is blank`},
+		{`{"type":" 　"}`, `invalid arguments: "type" is blank`},
 		{`{"type":{}}`, `invalid arguments: "type" must be a string`},
-		{`{"Status":"running"}`, `invalid arguments: unknown field "Status"`},
-		{`{"status":"running","status":"failed"}`, `invalid arguments: duplicate field "status"`},
-		{`{"status":"running","kind":"x"}`, `invalid arguments: unknown field "kind"`},
+		{`{"type":` + ttString("é", 129) + `}`, `invalid arguments: "type" is longer than 128 characters`},
+		{`{"limit":0}`, `invalid arguments: "limit" must be from 1 to 200`},
+		{`{"limit":201}`, `invalid arguments: "limit" must be from 1 to 200`},
+		{`{"limit":-1e400}`, `invalid arguments: "limit" must be from 1 to 200`},
+		{`{"limit":2.5}`, `invalid arguments: "limit" must be an integer`},
+		{`{"limit":10.000000000000000001}`, `invalid arguments: "limit" must be an integer`},
+		{`{"limit":"10"}`, `invalid arguments: "limit" must be an integer`},
+		{`{"cursor":""}`, `invalid arguments: "cursor" is not a next_cursor of list_tasks`},
+		{`{"cursor":"00000000000000017461736B5F78"}`, `invalid arguments: "cursor" is not a next_cursor of list_tasks`},
+		{`{"cursor":"0000000000000001"}`, `invalid arguments: "cursor" is not a next_cursor of list_tasks`},
+		{`{"cursor":"task_x"}`, `invalid arguments: "cursor" is not a next_cursor of list_tasks`},
+		{`{"cursor":"` + strings.Repeat("a", 274) + `"}`, `invalid arguments: "cursor" is longer than 272 characters`},
+		{`{"cursor":7}`, `invalid arguments: "cursor" must be a string`},
+		{`{"Status":["running"]}`, `invalid arguments: unknown field "Status"`},
+		{`{"status":["running"],"kind":"x"}`, `invalid arguments: unknown field "kind"`},
+		{`{"status":["bogus"],"kind":"x"}`, `invalid arguments: unknown field "kind"`},
 	},
 	"get_task": {
 		{`{}`, `invalid arguments: missing "task_id"`},
@@ -54,7 +75,8 @@ var ttToolBadArgs = map[string][]struct{ args, want string }{
 		{`{"task_id":42}`, `invalid arguments: "task_id" must be a string`},
 		{`{"task_id":true}`, `invalid arguments: "task_id" must be a string`},
 		{`{"Task_ID":"task_x"}`, `invalid arguments: unknown field "Task_ID"`},
-		{`{"task_id":"task_x","task_id":"task_y"}`, `invalid arguments: duplicate field "task_id"`},
+		{`{"task_id":` + ttString("x", 129) + `}`, `invalid arguments: "task_id" is longer than 128 characters`},
+		{`{"task_id":"task_x","task_id":null}`, `invalid arguments: missing "task_id"`},
 		{`{"task_id":"task_x","foo":null}`, `invalid arguments: unknown field "foo"`},
 	},
 	"cancel_task": {
@@ -73,8 +95,9 @@ var ttToolBadArgs = map[string][]struct{ args, want string }{
 		{`{"target":{"relation":"child","name":7}}`, `invalid arguments: "target.name" must be a string`},
 		{`{"target":{"relation":"self","name":"x"}}`, `invalid arguments: "target.name" is not allowed with relation "self"`},
 		{`{"target":{"relation":"self","extra":1}}`, `invalid arguments: unknown field "target.extra"`},
-		{`{"target":{"relation":"self","relation":"self"}}`, `invalid arguments: duplicate field "target.relation"`},
-		{`{"target":{"relation":"self"},"target":{"relation":"self"}}`, `invalid arguments: duplicate field "target"`},
+		{`{"target":{"relation":"child","name":` + ttString("n", 129) + `}}`, `invalid arguments: "target.name" is longer than 128 characters`},
+		{`{"target":{"relation":"self","name":""}}`, `invalid arguments: "target.name" is not allowed with relation "self"`},
+		{`{"target":{"relation":"child","name":"w","relation":"self"}}`, `invalid arguments: "target.name" is not allowed with relation "self"`},
 		{`{"target":{"relation":"self"},"task_id":"task_x"}`, `invalid arguments: unknown field "task_id"`},
 	},
 	"send_message": {
@@ -96,7 +119,9 @@ var ttToolBadArgs = map[string][]struct{ args, want string }{
 		{`{"to":{"relation":"child","name":"worker"},"message":"hi","in_reply_to":1}`, `invalid arguments: "in_reply_to" must be a string`},
 		{`{"to":{"relation":"parent"},"message":"hi","in_reply_to":"input_1"}`, `invalid arguments: "in_reply_to" is not allowed with relation "parent"`},
 		{`{"to":{"relation":"child","name":"worker"},"message":"hi","content":"hi"}`, `invalid arguments: unknown field "content"`},
-		{`{"to":{"relation":"child","name":"worker"},"message":"hi","message":"ho"}`, `invalid arguments: duplicate field "message"`},
+		{`{"to":{"relation":"child","name":"worker"},"message":` + ttString("m", 16385) + `}`, `invalid arguments: "message" is longer than 16384 characters`},
+		{`{"to":{"relation":"child","name":"worker"},"message":"hi","in_reply_to":` + ttString("i", 129) + `}`, `invalid arguments: "in_reply_to" is longer than 128 characters`},
+		{`{"to":{"relation":"child","name":"worker"},"message":"hi","message":""}`, `invalid arguments: "message" is blank`},
 	},
 	"wait_task": {
 		{`{}`, `invalid arguments: missing "task_id"`},
@@ -108,6 +133,8 @@ var ttToolBadArgs = map[string][]struct{ args, want string }{
 		{`{"task_id":"task_x","timeout_seconds":1e400}`, `invalid arguments: "timeout_seconds" must be from 1 to 300`},
 		{`{"task_id":"task_x","timeout_seconds":99999999999999999999}`, `invalid arguments: "timeout_seconds" must be from 1 to 300`},
 		{`{"task_id":"task_x","timeout_seconds":1.5}`, `invalid arguments: "timeout_seconds" must be an integer`},
+		{`{"task_id":"task_x","timeout_seconds":1.0000000000000001}`, `invalid arguments: "timeout_seconds" must be an integer`},
+		{`{"task_id":"task_x","timeout_seconds":300.00000000000001}`, `invalid arguments: "timeout_seconds" must be an integer`},
 		{`{"task_id":"task_x","timeout_seconds":"30"}`, `invalid arguments: "timeout_seconds" must be an integer`},
 		{`{"task_id":"task_x","timeout_seconds":true}`, `invalid arguments: "timeout_seconds" must be an integer`},
 		{`{"task_id":"task_x","timeout":30}`, `invalid arguments: unknown field "timeout"`},
@@ -171,5 +198,57 @@ func TestWaitTaskBadArgumentsWithLimit(t *testing.T) {
 	}
 	if !strings.HasPrefix(ErrToolArguments.Error(), "invalid arguments") {
 		t.Fatal(ErrToolArguments)
+	}
+}
+
+// TestToolErrorsDocumented: every bad-arguments error the tests expect
+// reads as one of the texts listed in Owner.Tools' doc comment, and each
+// listed text is expected by some test.
+func TestToolErrorsDocumented(t *testing.T) {
+	src, err := os.ReadFile("tools.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []string
+	var res []*regexp.Regexp
+	for line := range strings.Lines(string(src)) {
+		text, ok := strings.CutPrefix(line, "//\tinvalid arguments: ")
+		if !ok {
+			continue
+		}
+		text, _, _ = strings.Cut(strings.TrimSpace(text), "   ") // drop the comment column
+		docs = append(docs, text)
+		pat := regexp.QuoteMeta("invalid arguments: " + text)
+		pat = regexp.MustCompile(`<[a-z]+>`).ReplaceAllString(pat, `.*`)
+		res = append(res, regexp.MustCompile(`^`+pat+`$`))
+	}
+	if len(docs) < 10 {
+		t.Fatalf("found %d documented errors in tools.go", len(docs))
+	}
+	used := make([]bool, len(res))
+	var wants []string
+	for _, tc := range ttBadArgs {
+		wants = append(wants, tc.want)
+	}
+	for _, rows := range ttToolBadArgs {
+		for _, tc := range rows {
+			wants = append(wants, tc.want)
+		}
+	}
+	for _, want := range wants {
+		found := false
+		for i, re := range res {
+			if re.MatchString(want) {
+				used[i], found = true, true
+			}
+		}
+		if !found {
+			t.Errorf("%q is not among the errors tools.go lists", want)
+		}
+	}
+	for i, u := range used {
+		if !u {
+			t.Errorf("tools.go lists %q, which no test expects", docs[i])
+		}
 	}
 }

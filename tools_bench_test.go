@@ -3,7 +3,9 @@ package bgtask
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
+	"time"
 )
 
 // BenchmarkToolDecodeSendArgs is the strict decoding of a typical
@@ -43,4 +45,32 @@ func BenchmarkToolGetTask(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkToolListTasks is a list_tasks call without arguments (the
+// default page) for an owner with 5,000 tasks; bytes/call is the size of
+// the result the model reads.
+func BenchmarkToolListTasks(b *testing.B) {
+	s := NewMemoryStore()
+	m := mtNew(b, WithStore(s))
+	for i := range 5000 {
+		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Add(time.Duration(i) * time.Second)
+		meta := TaskMeta{ID: newTaskID(at), Owner: "thread-1", Name: fmt.Sprintf("crawler-%d", i), Type: TypeSubAgent,
+			Description: "crawl the pages of one site and summarise what changed since the last visit", Status: StatusCompleted,
+			CreatedAt: at, StartedAt: at, FinishedAt: at.Add(time.Second), Attempt: 1}
+		if err := s.Commit(b.Context(), "thread-1", Upsert(meta)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	list := ttTool(b, m.Owner("thread-1"), "list_tasks")
+	var size int
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := list.Call(b.Context(), json.RawMessage(`{}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(res)
+	}
+	b.ReportMetric(float64(size), "bytes/call")
 }

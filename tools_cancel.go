@@ -15,8 +15,9 @@ var ErrNoCurrentTask = errors.New("current_task_unavailable")
 var liveStatuses = []TaskStatus{StatusQueued, StatusRunning, StatusAwaitingInput}
 
 var cancelTaskSchema = json.RawMessage(`{"type":"object","properties":{"target":{"oneOf":[` +
-	`{"type":"object","properties":{"relation":{"const":"self"}},"required":["relation"],"additionalProperties":false},` +
-	`{"type":"object","properties":{"relation":{"const":"child"},"name":{"type":"string","description":"A child task's name, or the task_id of any of your tasks."}},"required":["relation","name"],"additionalProperties":false}` +
+	`{"type":"object","properties":{"relation":{"const":"self"},"name":{"type":"null"}},"required":["relation"],"additionalProperties":false},` +
+	`{"type":"object","properties":{"relation":{"const":"child"},"name":` + textSchema(argTextMax, false, "A child task's name, or the task_id of any of your tasks.") + `},` +
+	`"required":["relation","name"],"additionalProperties":false}` +
 	`]}},"required":["target"],"additionalProperties":false}`)
 
 // cancel_task's receipt statuses.

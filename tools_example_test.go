@@ -58,21 +58,60 @@ func ExampleOwner_Tools_listTasks() {
 	}
 	var list struct {
 		Tasks []struct{ Name, Status, Description string }
-		Count int
+		Total int
 	}
-	call(ctx, tool(agent, "list_tasks"), `{"status":"completed"}`, &list)
+	call(ctx, tool(agent, "list_tasks"), `{"status":["completed"]}`, &list)
 	for _, t := range list.Tasks {
 		fmt.Println(t.Name, t.Status, t.Description)
 	}
-	fmt.Println("count", list.Count)
+	fmt.Println("total", list.Total)
 
 	_, err = tool(agent, "list_tasks").Call(ctx, json.RawMessage(`{"state":"completed"}`))
 	fmt.Println(err, errors.Is(err, bgtask.ErrToolArguments))
 	// Output:
 	// list_tasks get_task cancel_task send_message wait_task
 	// fetch completed fetch the feed
-	// count 1
+	// total 1
 	// invalid arguments: unknown field "state" true
+}
+
+// list_tasks returns a page at a time: total counts every task that
+// matches, and next_cursor, passed back as cursor, gets the next page.
+func ExampleOwner_Tools_listTasksPages() {
+	ctx := context.Background()
+	m, err := bgtask.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Shutdown(ctx)
+	agent := m.Owner("thread-1")
+	for _, name := range []string{"fetch-a", "fetch-b", "fetch-c"} {
+		id, err := agent.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "ok", nil }, bgtask.WithName(name))
+		if err != nil {
+			log.Fatal(err)
+		}
+		if _, err := agent.Wait(ctx, id); err != nil {
+			log.Fatal(err)
+		}
+	}
+	args := map[string]any{"status": []string{"completed"}, "limit": 2}
+	for {
+		var page struct {
+			Tasks      []struct{ Name string }
+			Total      int
+			NextCursor string `json:"next_cursor"`
+		}
+		b, _ := json.Marshal(args)
+		call(ctx, tool(agent, "list_tasks"), string(b), &page)
+		fmt.Println(len(page.Tasks), "of", page.Total, page.Tasks, page.NextCursor != "")
+		if page.NextCursor == "" {
+			break
+		}
+		args["cursor"] = page.NextCursor
+	}
+	// Output:
+	// 2 of 3 [{fetch-a} {fetch-b}] true
+	// 1 of 3 [{fetch-c}] false
 }
 
 // get_task shows a task's result, or its error, and its recent messages.

@@ -36,7 +36,8 @@ func fuzzArgs[T any](f *testing.F, decode func([]byte) (T, error), seeds ...stri
 }
 
 func FuzzListTasksArgs(f *testing.F) {
-	fuzzArgs(f, decodeListArgs, `{}`, `{"status":"running","type":"sub_agent"}`, `{"status":null}`, `{"type":" x "}`)
+	fuzzArgs(f, decodeListArgs, `{}`, `{"status":["running"],"type":"sub_agent"}`, `{"status":null}`, `{"type":" x "}`,
+		`{"status":["queued","awaiting_input"],"limit":10,"cursor":"00000000000000017461736b5f78"}`, `{"limit":5e1}`, `{"cursor":"0000000000000001"}`)
 }
 
 func FuzzGetTaskArgs(f *testing.F) {

@@ -1,9 +1,13 @@
 package bgtask
 
 import (
+	"cmp"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -23,14 +27,31 @@ func notFoundAs(err error, id string) error {
 }
 
 var listTasksSchema = json.RawMessage(`{"type":"object","properties":{` +
-	`"status":{"type":"string","enum":["` + strings.ReplaceAll(statusNames(), ", ", `","`) + `"],"description":"Only tasks with this status."},` +
-	`"type":{"type":"string","description":"Only tasks of this type, such as \"sub_agent\" or \"task\"."}},` +
+	`"status":{"type":["array","null"],"items":{"type":"string","enum":["` + strings.ReplaceAll(statusNames(), ", ", `","`) + `"]},` +
+	`"minItems":1,"uniqueItems":true,"description":"Only tasks with one of these statuses, such as [\"running\",\"awaiting_input\"]; every status when left out."},` +
+	`"type":` + textSchema(argTextMax, true, `Only tasks of this type, such as "sub_agent" or "task".`) + `,` +
+	`"limit":{"type":["integer","null"],"minimum":1,"maximum":` + strconv.Itoa(listMaxLimit) +
+	`,"description":"How many tasks at most to return; default ` + strconv.Itoa(listDefaultLimit) + `."},` +
+	`"cursor":{"type":["string","null"],"pattern":"^[0-9a-f]{16}(?:[0-9a-f]{2})+$","maxLength":` + strconv.Itoa(listCursorMax) +
+	`,"description":"The next_cursor of the previous page, as given, for the tasks after it; keep the same status and type."}},` +
 	`"additionalProperties":false}`)
+
+// listDescriptionMax caps the description list_tasks shows of each task, in
+// bytes (get_task shows it whole).
+const listDescriptionMax = 200
+
+// listPage is list_tasks' result.
+type listPage struct {
+	Tasks      []toolTask `json:"tasks"`
+	Total      int        `json:"total"`                 // the owner's tasks that match the filter
+	NextCursor string     `json:"next_cursor,omitempty"` // none on the last page
+}
 
 func (o Owner) listTasksTool() Tool {
 	return Tool{
 		Name: "list_tasks",
-		Description: "List your background tasks (sub-agents, long tool calls) oldest first, with their status and latest progress. " +
+		Description: "List your background tasks (sub-agents, long tool calls) oldest first, with their status and latest progress, " +
+			"a page at a time: total counts every task that matches, and next_cursor, when present, gets the next page. " +
 			"Filter by status or type. Use get_task for a task's result, error and messages.",
 		Schema: listTasksSchema,
 		Call: func(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
@@ -38,30 +59,101 @@ func (o Owner) listTasksTool() Tool {
 			if err != nil {
 				return nil, err
 			}
-			var statuses []TaskStatus
-			if args.Status != "" {
-				statuses = append(statuses, args.Status)
-			}
-			seq, err := o.List(ctx, statuses...)
+			page, err := o.listPage(ctx, args)
 			if err != nil {
 				return nil, err
 			}
-			tasks := []toolTask{}
-			for meta := range seq {
-				if args.Type == "" || meta.Type == args.Type {
-					tasks = append(tasks, o.withProgress(listView(meta)))
-				}
-			}
-			return toolJSON(struct {
-				Tasks []toolTask `json:"tasks"`
-				Count int        `json:"count"`
-			}{tasks, len(tasks)})
+			return toolJSON(page)
 		},
 	}
 }
 
+// listPage returns the page of the owner's tasks that args asks for. The
+// cursor only positions the page within the owner's own list: whatever it
+// holds, the page has the owner's tasks only.
+func (o Owner) listPage(ctx context.Context, args listArgs) (listPage, error) {
+	seq, err := o.List(ctx, args.Status...)
+	if err != nil {
+		return listPage{}, err
+	}
+	page := listPage{Tasks: []toolTask{}}
+	var last TaskMeta
+	more := false // a task matches after the page
+	for meta := range seq {
+		switch {
+		case args.Type != "" && meta.Type != args.Type:
+			continue
+		case args.Cursor != "" && !args.after.before(meta):
+		case len(page.Tasks) == args.Limit:
+			more = true
+		default:
+			page.Tasks = append(page.Tasks, o.withProgress(listView(meta)))
+			last = meta
+		}
+		page.Total++
+	}
+	if more {
+		page.NextCursor = newListCursor(last).String()
+	}
+	return page, nil
+}
+
+// listCursor is where a list_tasks page ends: the creation time and id of
+// its last task, the key the Store orders tasks by (oldest first). It names
+// a position, not a task: a task that is forgotten or spawned between two
+// calls neither breaks the next page nor repeats one (a new task is created
+// after every task listed so far, so it comes at the end).
+type listCursor struct {
+	at int64  // CreatedAt, Unix nanoseconds
+	id string // at most listCursorIDMax bytes of the id
+}
+
+// The cursor's text is 16 hex digits of at, then the id's bytes in hex.
+const (
+	listCursorIDMax = 128 // a task id is 37 bytes
+	listCursorMax   = 16 + 2*listCursorIDMax
+)
+
+func newListCursor(m TaskMeta) listCursor {
+	// A longer id is cut (ids are 37 bytes): the cut id sorts before the
+	// whole one, so the next page would repeat that task, never skip one.
+	return listCursor{at: m.CreatedAt.UnixNano(), id: m.ID[:min(len(m.ID), listCursorIDMax)]}
+}
+
+func (c listCursor) String() string {
+	return fmt.Sprintf("%016x", uint64(c.at)) + hex.EncodeToString([]byte(c.id))
+}
+
+// parseListCursor reads a cursor's text; ok is false unless it is the text
+// of one, as the schema's pattern says.
+func parseListCursor(s string) (c listCursor, ok bool) {
+	if len(s) < 18 || len(s)%2 != 0 || len(s) > listCursorMax ||
+		strings.ContainsFunc(s, func(r rune) bool { return (r < '0' || r > '9') && (r < 'a' || r > 'f') }) {
+		return listCursor{}, false
+	}
+	at, _ := strconv.ParseUint(s[:16], 16, 64) // 16 hex digits always fit
+	id, _ := hex.DecodeString(s[16:])          // an even count of hex digits
+	return listCursor{at: int64(at), id: string(id)}, true
+}
+
+// cutText returns s, or its first bytes cut at a character boundary and
+// "…" when it is longer than maxBytes; the result is at most maxBytes long.
+func cutText(s string, maxBytes int) string {
+	if len(s) <= maxBytes {
+		return s
+	}
+	const mark = "…"
+	return cutRunes(s, maxBytes-len(mark)) + mark
+}
+
+// before reports whether the cursor's position comes before m in the order
+// of Store.List.
+func (c listCursor) before(m TaskMeta) bool {
+	return cmp.Or(cmp.Compare(c.at, m.CreatedAt.UnixNano()), cmp.Compare(c.id, m.ID)) < 0
+}
+
 var getTaskSchema = json.RawMessage(`{"type":"object","properties":{` +
-	`"task_id":{"type":"string","description":"The task's id (task_...)."}},` +
+	`"task_id":` + textSchema(argTextMax, false, "The task's id (task_...).") + `},` +
 	`"required":["task_id"],"additionalProperties":false}`)
 
 func (o Owner) getTaskTool() Tool {

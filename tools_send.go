@@ -6,13 +6,17 @@ import (
 	"errors"
 )
 
+// sendMessageSchema: "in_reply_to" is refused with relation "parent" (the
+// "if"/"then" at the end), as the decoder does.
 var sendMessageSchema = json.RawMessage(`{"type":"object","properties":{` +
 	`"to":{"oneOf":[` +
-	`{"type":"object","properties":{"relation":{"const":"child"},"name":{"type":"string","description":"The task's name or task_id."}},"required":["relation","name"],"additionalProperties":false},` +
-	`{"type":"object","properties":{"relation":{"const":"parent"}},"required":["relation"],"additionalProperties":false}]},` +
-	`"message":{"type":"string","description":"The message text."},` +
-	`"in_reply_to":{"type":"string","description":"The id of the task's input request (input_...) this message answers."}},` +
-	`"required":["to","message"],"additionalProperties":false}`)
+	`{"type":"object","properties":{"relation":{"const":"child"},"name":` + textSchema(argTextMax, false, "The task's name or task_id.") + `},` +
+	`"required":["relation","name"],"additionalProperties":false},` +
+	`{"type":"object","properties":{"relation":{"const":"parent"},"name":{"type":"null"}},"required":["relation"],"additionalProperties":false}]},` +
+	`"message":` + textSchema(argMessageMax, false, "The message text.") + `,` +
+	`"in_reply_to":` + textSchema(argTextMax, true, `The id of the task's input request (input_...) this message answers; only with relation "child".`) + `},` +
+	`"required":["to","message"],"additionalProperties":false,` +
+	`"if":{"properties":{"to":{"properties":{"relation":{"const":"parent"}}}}},"then":{"properties":{"in_reply_to":{"type":"null"}}}}`)
 
 // sendReceipt is send_message's result.
 type sendReceipt struct {

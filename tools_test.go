@@ -55,8 +55,9 @@ func ttCallErr(t testing.TB, ctx context.Context, tool Tool, args string) error 
 }
 
 type ttList struct {
-	Tasks []toolTask `json:"tasks"`
-	Count int        `json:"count"`
+	Tasks      []toolTask `json:"tasks"`
+	Total      int        `json:"total"`
+	NextCursor string     `json:"next_cursor"`
 }
 
 type ttGet struct {
@@ -107,7 +108,9 @@ func TestToolsOrderAndSchemas(t *testing.T) {
 					}
 				}
 				for k, e := range v {
-					walk(path+"/"+k, e)
+					if k != "if" && k != "then" { // conditions on the object, not objects
+						walk(path+"/"+k, e)
+					}
 				}
 			case []any:
 				for _, e := range v {
@@ -147,7 +150,7 @@ func TestWaitLimitInSchema(t *testing.T) {
 func TestListTasksEmpty(t *testing.T) {
 	m := mtNew(t)
 	res := ttCall(t, t.Context(), ttTool(t, m.Owner("thread-1"), "list_tasks"), `{}`, nil)
-	if string(res) != `{"tasks":[],"count":0}` {
+	if string(res) != `{"tasks":[],"total":0}` {
 		t.Fatalf("list_tasks = %s", res)
 	}
 }
@@ -166,7 +169,7 @@ func TestListTasksRunningAndCompleted(t *testing.T) {
 
 	var all ttList
 	ttCall(t, t.Context(), list, `{}`, &all)
-	if all.Count != 2 || len(all.Tasks) != 2 {
+	if all.Total != 2 || len(all.Tasks) != 2 || all.NextCursor != "" {
 		t.Fatalf("list_tasks: %+v", all)
 	}
 	w, r := all.Tasks[0], all.Tasks[1]
@@ -183,14 +186,16 @@ func TestListTasksRunningAndCompleted(t *testing.T) {
 		args string
 		want []string
 	}{
-		{`{"status":"running"}`, []string{running}},
-		{`{"status":"completed"}`, []string{done}},
-		{`{"status":"failed"}`, nil},
+		{`{"status":["running"]}`, []string{running}},
+		{`{"status":["completed"]}`, []string{done}},
+		{`{"status":["completed","running"]}`, []string{running, done}},
+		{`{"status":["failed"]}`, nil},
 		{`{"type":"report"}`, []string{done}},
 		{`{"type":" report "}`, []string{done}},
-		{`{"type":"task","status":"running"}`, []string{running}},
-		{`{"type":"task","status":"completed"}`, nil},
-		{`{"status":null,"type":null}`, []string{running, done}},
+		{`{"type":"task","status":["running"]}`, []string{running}},
+		{`{"type":"task","status":["completed"]}`, nil},
+		{`{"status":null,"type":null,"limit":null,"cursor":null}`, []string{running, done}},
+		{`{"status":["failed"],"status":["completed"]}`, []string{done}},
 	} {
 		var got ttList
 		ttCall(t, t.Context(), list, tc.args, &got)
@@ -198,13 +203,13 @@ func TestListTasksRunningAndCompleted(t *testing.T) {
 		for _, tk := range got.Tasks {
 			ids = append(ids, tk.TaskID)
 		}
-		if strings.Join(ids, ",") != strings.Join(tc.want, ",") || got.Count != len(tc.want) {
-			t.Errorf("list_tasks(%s) = %v (count %d), want %v", tc.args, ids, got.Count, tc.want)
+		if strings.Join(ids, ",") != strings.Join(tc.want, ",") || got.Total != len(tc.want) || got.NextCursor != "" {
+			t.Errorf("list_tasks(%s) = %v (total %d, next %q), want %v", tc.args, ids, got.Total, got.NextCursor, tc.want)
 		}
 	}
 	var theirs ttList
 	ttCall(t, t.Context(), ttTool(t, m.Owner("thread-2"), "list_tasks"), `{}`, &theirs)
-	if theirs.Count != 1 || theirs.Tasks[0].TaskID != other {
+	if theirs.Total != 1 || theirs.Tasks[0].TaskID != other {
 		t.Errorf("thread-2 sees %+v", theirs)
 	}
 }

@@ -11,8 +11,8 @@ import (
 
 func waitTaskSchema(maxSeconds int) json.RawMessage {
 	return json.RawMessage(`{"type":"object","properties":{` +
-		`"task_id":{"type":"string","description":"The task's id (task_...)."},` +
-		`"timeout_seconds":{"type":"integer","minimum":1,"maximum":` + strconv.Itoa(maxSeconds) +
+		`"task_id":` + textSchema(argTextMax, false, "The task's id (task_...).") + `,` +
+		`"timeout_seconds":{"type":["integer","null"],"minimum":1,"maximum":` + strconv.Itoa(maxSeconds) +
 		`,"description":"How long to wait at most; default ` + strconv.Itoa(min(waitDefaultSeconds, maxSeconds)) + `."}},` +
 		`"required":["task_id"],"additionalProperties":false}`)
 }
