@@ -2,6 +2,7 @@ package bgtask
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 )
@@ -47,4 +48,51 @@ func TestProgressInTools(t *testing.T) {
 			t.Fatalf("get_task after the end = %s\nwant %s", get, want)
 		}
 	})
+}
+
+// TestProgressInPromptView: the prompt view shows a live task's latest
+// progress, escaped, under every wake policy, silent included.
+func TestProgressInPromptView(t *testing.T) {
+	for _, wake := range []WakePolicy{WakeOnTerminal, WakeOnActivity, WakeSilent} {
+		t.Run(string(wake), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := mtNew(t)
+				p, err := NewPlugin(m, "thread-1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := p.RunStart(t.Context(), RunInfo{RunID: "run-1"}); err != nil {
+					t.Fatal(err)
+				}
+				emitted, release := make(chan error, 1), make(chan struct{})
+				id, err := p.Owner().Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+					_ = tk.Emit("progress", map[string]int{"percent": 10})
+					emitted <- tk.Emit("progress", map[string]string{"step": "<b>"})
+					<-release
+					return nil, nil
+				}, WithWake(wake), WithName("indexer"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer close(release)
+				if err := <-emitted; err != nil {
+					t.Fatal(err)
+				}
+				msgs, err := p.BeforeInference(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := `<task id="` + id + `" type="task" name="indexer" status="running" progress_type="progress" progress="{&quot;step&quot;:&quot;\u003cb\u003e&quot;}"/>`
+				var view string
+				for _, msg := range msgs {
+					if msg.Role == "user" && msg.Ephemeral {
+						view = msg.Content
+					}
+				}
+				if !strings.Contains(view, want) {
+					t.Fatalf("view = %s\nwant a line %s", view, want)
+				}
+			})
+		})
+	}
 }

@@ -134,8 +134,8 @@ func (p *Plugin) instructions() string {
 }
 
 // renderView renders the prompt view of the owner's live tasks, oldest
-// first: one line each with its id, type, name, status, description, parent
-// and open input request, at most p.viewLines lines and p.viewBytes bytes of
+// first: one line each with its id, type, name, status, description, parent,
+// open input request and latest progress, at most p.viewLines lines and p.viewBytes bytes of
 // them, then a note of how many were left out. It returns "" for no tasks.
 func (p *Plugin) renderView(tasks iter.Seq[TaskMeta]) string {
 	var b, line strings.Builder
@@ -146,7 +146,8 @@ func (p *Plugin) renderView(tasks iter.Seq[TaskMeta]) string {
 			continue
 		}
 		line.Reset()
-		viewLine(&line, &t)
+		prog, _ := p.owner.Progress(t.ID)
+		viewLine(&line, &t, prog)
 		if size+line.Len() > p.viewBytes {
 			left++
 			continue
@@ -173,9 +174,9 @@ func (p *Plugin) renderView(tasks iter.Seq[TaskMeta]) string {
 	return b.String()
 }
 
-// viewLine writes the view's line of t, every value escaped and the long
-// ones cut.
-func viewLine(b *strings.Builder, t *TaskMeta) {
+// viewLine writes the view's line of t with its latest progress (none when
+// prog.Count is 0), every value escaped and the long ones cut.
+func viewLine(b *strings.Builder, t *TaskMeta, prog Progress) {
 	attr := func(name, v string) {
 		if v != "" {
 			b.WriteString(" " + name + `="` + xmlAttr(v) + `"`)
@@ -189,6 +190,10 @@ func viewLine(b *strings.Builder, t *TaskMeta) {
 	if t.Input != nil {
 		attr("input_request_id", t.Input.ID)
 		attr("input_prompt", capText(t.Input.Prompt, viewFieldMax))
+	}
+	if prog.Count > 0 {
+		attr("progress_type", capText(prog.EventType, viewFieldMax))
+		attr("progress", capText(string(prog.Payload), viewFieldMax))
 	}
 	b.WriteString("/>\n")
 }
