@@ -26,10 +26,11 @@
 // # Lineage and cancellation
 //
 // A spawn inside a task links to it; a spawn inside a tool call
-// ([WithToolCall]) links to the call and its run. [Manager.CancelTree]
-// cancels a task with its attached descendants, [Manager.CancelRun] a whole
-// run and refuses later spawns into it, [Manager.CancelOwner] an agent's
-// tasks. The cause ([ErrCancelled], [ErrParentCancelled], [ErrRunCancelled],
+// ([WithToolCall]) links to the call and its run. [Owner.CancelTree]
+// cancels a task with its attached descendants, [Owner.CancelRun] one of the
+// owner's runs (a run is the pair of owner and run id: another owner's run
+// with the same id is untouched) and refuses later spawns into it,
+// [Owner.CancelAll] an agent's tasks. The cause ([ErrCancelled], [ErrParentCancelled], [ErrRunCancelled],
 // [ErrShutdown]) is read with [context.Cause].
 //
 // # Inbox
