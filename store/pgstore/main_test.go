@@ -49,17 +49,23 @@ func sqlExec(t *testing.T, dsn, sql string, args ...any) int64 {
 	return tag.RowsAffected()
 }
 
-// waitFor checks cond on every tick until it holds or the deadline passes.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+// hangGuard bounds every wait of the tests. It only turns a hang into a
+// failure: no outcome depends on it, so it is far longer than any wait a
+// loaded machine can need.
+const hangGuard = 2 * time.Minute
+
+// waitFor checks cond on every tick until it holds, failing after
+// hangGuard.
+func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(limit)
+	deadline := time.NewTimer(hangGuard)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
 		select {
 		case <-deadline.C:
-			t.Fatalf("not within %v: %s", limit, what)
+			t.Fatalf("not within %v: %s", hangGuard, what)
 		case <-tick.C:
 		}
 	}

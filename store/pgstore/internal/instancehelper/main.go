@@ -38,7 +38,7 @@ func run() error {
 		owner     = flag.String("owner", "alice", "owner of the spawned tasks")
 		tasks     = flag.Int("tasks", 0, "tasks to spawn")
 		heartbeat = flag.Duration("heartbeat", 100*time.Millisecond, "heartbeat interval")
-		grace     = flag.Duration("grace", time.Second, "grace period")
+		grace     = flag.Duration("grace", time.Hour, "grace period (long: the tests date heartbeats back rather than wait)")
 		poll      = flag.Duration("poll", 100*time.Millisecond, "cancel poll interval")
 		backoff   = flag.Duration("backoff", 100*time.Millisecond, "listener reconnect backoff (min and max)")
 	)
