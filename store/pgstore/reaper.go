@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/bgtask/bgtask"
@@ -14,6 +15,18 @@ const reapBatch = 500
 
 // liveStatuses are the non-terminal statuses, as stored.
 var liveStatuses = []string{string(bgtask.StatusQueued), string(bgtask.StatusRunning), string(bgtask.StatusAwaitingInput)}
+
+// liveSQL is liveStatuses as an SQL list. Written into the statements
+// rather than passed as a parameter: only a literal list lets the planner
+// use the partial index bgtask_tasks_live, whatever plan it caches.
+var liveSQL = "('" + strings.Join(liveStatuses, "', '") + "')"
+
+// reapTasksSQL locks a batch of the non-terminal tasks of instances that
+// are not alive, oldest first.
+var reapTasksSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks
+	WHERE status IN ` + liveSQL + ` AND instance IN (SELECT id FROM bgtask_instances WHERE state <> 'alive')
+	ORDER BY created_at NULLS FIRST, id COLLATE "C" LIMIT $1
+	FOR UPDATE OF bgtask_tasks SKIP LOCKED`
 
 // reaperLoop runs a reaper pass every heartbeat interval, and the age
 // clean-up about once a minute.
@@ -87,10 +100,7 @@ func (s *Store) reapOnce(ctx context.Context) (int, error) {
 	if err := dead.Err(); err != nil {
 		return 0, fmt.Errorf("pgstore: reap: %w", err)
 	}
-	rs, err := tx.Query(ctx, `SELECT `+taskCols+` FROM bgtask_tasks
-		WHERE status = ANY($1) AND instance IN (SELECT id FROM bgtask_instances WHERE state <> 'alive')
-		ORDER BY created_at NULLS FIRST, id COLLATE "C" LIMIT $2
-		FOR UPDATE OF bgtask_tasks SKIP LOCKED`, liveStatuses, reapBatch)
+	rs, err := tx.Query(ctx, reapTasksSQL, reapBatch)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: reap: %w", err)
 	}
@@ -166,7 +176,7 @@ func (s *Store) cleanUp(ctx context.Context) error {
 		b AS (DELETE FROM bgtask_notices WHERE delivered_at < (SELECT t FROM cut)),
 		c AS (DELETE FROM bgtask_cancel_requests WHERE coalesce(handled_at, requested_at) < (SELECT t FROM cut))
 		DELETE FROM bgtask_instances i WHERE state <> 'alive' AND heartbeat_at < (SELECT t FROM cut)
-			AND NOT EXISTS (SELECT 1 FROM bgtask_tasks t WHERE t.instance = i.id AND t.status = ANY($2))`,
-		age, liveStatuses)
+			AND NOT EXISTS (SELECT 1 FROM bgtask_tasks t WHERE t.instance = i.id AND t.status IN `+liveSQL+`)`,
+		age)
 	return err
 }
