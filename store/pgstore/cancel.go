@@ -127,7 +127,7 @@ func (s *Store) pollLoop(ctx context.Context, m *bgtask.Manager, id string, wake
 // handleCancels claims the instance's pending cancel requests, marks them
 // handled, and cancels the tasks in m.
 func (s *Store) handleCancels(ctx context.Context, m *bgtask.Manager, id string) error {
-	rs, err := s.pool.Query(ctx, `UPDATE bgtask_cancel_requests SET handled_at = now() WHERE id IN (
+	rs, err := s.bg.Query(ctx, `UPDATE bgtask_cancel_requests SET handled_at = now() WHERE id IN (
 			SELECT id FROM bgtask_cancel_requests WHERE instance = $1 AND handled_at IS NULL
 			ORDER BY id FOR UPDATE SKIP LOCKED)
 		RETURNING id, task_id, tree`, id)

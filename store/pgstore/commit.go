@@ -24,8 +24,14 @@ const maxRetries = 8
 // terminal. A row of another owner with the same id is left alone (that
 // task is dropped from the actions).
 //
-// After the started instance lost its registration, Commit returns
-// ErrInstanceLost and writes nothing.
+// On a started Store every Commit is fenced. It returns an error matching
+// ErrInstanceLost, and writes nothing, once the instance lost its
+// registration, and also, before sending anything to the database, when
+// its last successful heartbeat was sent more than nine tenths of the
+// grace period ago (by this process's clock): by then a reaper may have
+// declared it dead. In the database, the transaction locks the instance's
+// registration and writes only while it is alive, so an instance a reaper
+// declared dead never writes again, whatever its clock says.
 func (s *Store) Commit(ctx context.Context, owner string, actions ...bgtask.Action) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -36,8 +42,8 @@ func (s *Store) Commit(ctx context.Context, owner string, actions ...bgtask.Acti
 	if s.isClosed() {
 		return ErrClosed
 	}
-	if s.lost.Load() {
-		return ErrInstanceLost
+	if err := s.checkFence(); err != nil {
+		return err
 	}
 	for try := 0; ; try++ {
 		err := s.commitOnce(ctx, owner, actions)
@@ -54,7 +60,7 @@ func (s *Store) commitOnce(ctx context.Context, owner string, actions []bgtask.A
 		return fmt.Errorf("pgstore: commit: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, err := lockRows(ctx, tx, owner, ids, replace)
+	rows, err := s.lockRows(ctx, tx, owner, ids, replace)
 	if err != nil {
 		return err
 	}
@@ -207,20 +213,28 @@ const (
 // a long pause does not pay for the whole backlog.
 const retainAgeBatch = 100
 
-// lockRows reads and locks the rows a commit touches: those the actions
-// name, and with replace every row of the owner. Two statements rather
+// lockRows checks the fence of a started Store (see Commit) and reads and
+// locks the rows a commit touches: those the actions name, and with
+// replace every row of the owner, in one round trip. Two statements rather
 // than one with "OR owner = $2", which no single index serves.
-func lockRows(ctx context.Context, tx pgx.Tx, owner string, ids []string, replace bool) ([]row, error) {
+func (s *Store) lockRows(ctx context.Context, tx pgx.Tx, owner string, ids []string, replace bool) ([]row, error) {
 	var b pgx.Batch
+	fence := s.queueFence(&b)
+	first := b.Len()
 	b.Queue(lockByIDSQL, ids)
 	if replace {
 		b.Queue(lockByOwnerSQL, owner)
 	}
 	br := tx.SendBatch(ctx, &b)
 	defer br.Close()
+	if fence != nil {
+		if err := fence(br); err != nil {
+			return nil, err
+		}
+	}
 	var rows []row
 	seen := make(map[string]bool)
-	for range b.Len() {
+	for range b.Len() - first {
 		rs, err := br.Query()
 		if err != nil {
 			return nil, fmt.Errorf("pgstore: commit: %w", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // reapBatch bounds the tasks one reaper transaction interrupts.
@@ -40,7 +41,7 @@ func (s *Store) reaperLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if n, err := s.Reap(ctx); err != nil && ctx.Err() == nil {
+		if n, err := s.reap(ctx, s.bg); err != nil && ctx.Err() == nil {
 			s.log.Warn("pgstore: reaper pass failed", "err", err)
 		} else if n > 0 {
 			s.log.Info("pgstore: reaped tasks of gone instances", "tasks", n)
@@ -61,14 +62,18 @@ func (s *Store) reaperLoop(ctx context.Context) {
 // owner gets one EventInterrupted notice, in the same transaction. Rows
 // another reaper holds are skipped (FOR UPDATE SKIP LOCKED), so two reapers
 // never report one task twice. A started Store calls it every heartbeat
-// interval; calling it directly is safe.
+// interval (on a connection of its own); calling it directly is safe.
 func (s *Store) Reap(ctx context.Context) (int, error) {
+	return s.reap(ctx, s.pool)
+}
+
+func (s *Store) reap(ctx context.Context, db *pgxpool.Pool) (int, error) {
 	if s.isClosed() {
 		return 0, ErrClosed
 	}
 	total := 0
 	for {
-		n, err := s.reapOnce(ctx)
+		n, err := s.reapOnce(ctx, db)
 		total += n
 		if err != nil || n < reapBatch {
 			return total, err
@@ -76,8 +81,8 @@ func (s *Store) Reap(ctx context.Context) (int, error) {
 	}
 }
 
-func (s *Store) reapOnce(ctx context.Context) (int, error) {
-	tx, err := s.pool.Begin(ctx)
+func (s *Store) reapOnce(ctx context.Context, db *pgxpool.Pool) (int, error) {
+	tx, err := db.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: reap: %w", err)
 	}
@@ -170,7 +175,7 @@ func (s *Store) cleanUp(ctx context.Context) error {
 		return nil
 	}
 	age := s.cfg.retainFor.Microseconds()
-	_, err := s.pool.Exec(ctx, `
+	_, err := s.bg.Exec(ctx, `
 		WITH cut AS (SELECT now() - make_interval(secs => $1::bigint / 1e6) AS t),
 		a AS (DELETE FROM bgtask_tasks WHERE terminal_at < (SELECT t FROM cut)),
 		b AS (DELETE FROM bgtask_notices WHERE delivered_at < (SELECT t FROM cut)),
