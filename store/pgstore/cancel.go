@@ -107,7 +107,8 @@ func signal(c chan<- struct{}) {
 }
 
 // pollLoop handles the cancel requests addressed to instance id every poll
-// interval, and at once when the listener hears of one.
+// interval, and at once when the listener hears of one, until the
+// instance is lost.
 func (s *Store) pollLoop(ctx context.Context, m *bgtask.Manager, id string, wake <-chan struct{}) {
 	t := time.NewTicker(s.cfg.poll)
 	defer t.Stop()
@@ -117,6 +118,9 @@ func (s *Store) pollLoop(ctx context.Context, m *bgtask.Manager, id string, wake
 			return
 		case <-t.C:
 		case <-wake:
+		}
+		if s.checkFence() != nil {
+			return // a lost instance's tasks are cancelled already; it writes nothing
 		}
 		if err := s.handleCancels(ctx, m, id); err != nil && ctx.Err() == nil {
 			s.log.Warn("pgstore: reading cancel requests failed", "instance", id, "err", err)

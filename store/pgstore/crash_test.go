@@ -306,3 +306,69 @@ func TestCrashCancelAcrossProcesses(t *testing.T) {
 		})
 	}
 }
+
+// An instance stopped (SIGSTOP) until another instance declared it dead
+// writes nothing once it runs again (SIGCONT): the spawn it was asked for
+// while stopped fails with ErrInstanceLost, no record of it appears, and
+// its reaped tasks stay interrupted. The stop lasts far less than the
+// grace (an hour): the test dates the heartbeat back instead, so what
+// refuses the write is the check in the database, not the local clock.
+func TestCrashPausedInstanceWritesNothing(t *testing.T) {
+	dsn := pgtest.NewDSN(t)
+	s, err := pgstore.Open(t.Context(), dsn, pgstore.WithGrace(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a := startInstance(t, dsn, "inst_pause", "alice", 2)
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "A stopped", func() bool { return procState(a.cmd.Process.Pid) == 'T' })
+	waitFor(t, "another instance reaps A", func() bool {
+		// Again on every check: a heartbeat A sent just before the stop
+		// may still land after the first update.
+		// Two hours: past the grace, not yet old enough for the clean-up.
+		sqlExec(t, dsn, `UPDATE bgtask_instances SET heartbeat_at = now() - interval '2 hours' WHERE id = 'inst_pause' AND state = 'alive'`)
+		if _, err := s.Reap(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE instance = 'inst_pause' AND status = 'interrupted'`) == 2
+	})
+	a.send("spawn") // read by A when it runs again, maybe before its heartbeat
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	line := a.next()
+	if !strings.HasPrefix(line, "spawn failed ") || !strings.Contains(line, bgtask.ErrInstanceLost.Error()) {
+		t.Fatalf("A after SIGCONT: %q, want the spawn refused with ErrInstanceLost", line)
+	}
+	a.quit()
+	for _, id := range a.tasks {
+		m, err := s.Get(t.Context(), id)
+		if err != nil || m.Status != bgtask.StatusInterrupted || m.Attempt != 1 {
+			t.Fatalf("A's task after it ran again: %+v, %v; want interrupted by the reaper", m, err)
+		}
+	}
+	if n := sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks`); n != 2 {
+		t.Fatalf("%d task rows, want A's 2 only", n)
+	}
+	if n := sqlExec(t, dsn, `SELECT 1 FROM bgtask_instances WHERE id = 'inst_pause' AND state = 'dead'`); n != 1 {
+		var state string
+		sqlScan(t, dsn, `SELECT coalesce((SELECT state FROM bgtask_instances WHERE id = 'inst_pause'), 'missing')`, &state)
+		t.Fatalf("A's registration is %s, want dead", state)
+	}
+}
+
+// procState returns the state letter of process pid (R, S, T, ...).
+func procState(pid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
+}

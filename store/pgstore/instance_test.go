@@ -241,9 +241,20 @@ func TestLostInstanceStopsWriting(t *testing.T) {
 	if !errors.Is(err, bgtask.ErrInstanceLost) || !errors.Is(err, pgstore.ErrInstanceLost) {
 		t.Fatalf("Commit after loss = %v", err)
 	}
-	// The task's own end (cancelled) is refused; a reaper (this store's
-	// own counts) turns the record interrupted instead.
+	// The task's own end (cancelled) is refused, and the lost store's
+	// reaper stops; another instance's reaper turns the record interrupted.
+	if _, err := s.Reap(t.Context()); !errors.Is(err, bgtask.ErrInstanceLost) {
+		t.Fatalf("Reap on the lost store = %v, want ErrInstanceLost", err)
+	}
+	other, err := pgstore.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
 	waitFor(t, "the lost instance's task reaped", func() bool {
+		if _, err := other.Reap(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 		got, err := s.Get(t.Context(), id)
 		if err != nil || got.Status == bgtask.StatusCancelled {
 			t.Fatalf("the lost instance's record = %+v, %v", got, err)

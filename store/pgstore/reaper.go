@@ -30,7 +30,8 @@ var reapTasksSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks
 	FOR UPDATE OF bgtask_tasks SKIP LOCKED`
 
 // reaperLoop runs a reaper pass every heartbeat interval, and the age
-// clean-up about once a minute.
+// clean-up about once a minute, until the instance is lost: a lost
+// instance writes nothing.
 func (s *Store) reaperLoop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.heartbeat)
 	defer t.Stop()
@@ -40,6 +41,9 @@ func (s *Store) reaperLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if s.checkFence() != nil {
+			return
 		}
 		if n, err := s.reap(ctx, s.bg); err != nil && ctx.Err() == nil {
 			s.log.Warn("pgstore: reaper pass failed", "err", err)
@@ -62,7 +66,9 @@ func (s *Store) reaperLoop(ctx context.Context) {
 // owner gets one EventInterrupted notice, in the same transaction. Rows
 // another reaper holds are skipped (FOR UPDATE SKIP LOCKED), so two reapers
 // never report one task twice. A started Store calls it every heartbeat
-// interval (on a connection of its own); calling it directly is safe.
+// interval (on a connection of its own); calling it directly is safe. A
+// started Store whose instance is lost reaps nothing and returns
+// ErrInstanceLost.
 func (s *Store) Reap(ctx context.Context) (int, error) {
 	return s.reap(ctx, s.pool)
 }
@@ -70,6 +76,9 @@ func (s *Store) Reap(ctx context.Context) (int, error) {
 func (s *Store) reap(ctx context.Context, db *pgxpool.Pool) (int, error) {
 	if s.isClosed() {
 		return 0, ErrClosed
+	}
+	if err := s.checkFence(); err != nil {
+		return 0, err
 	}
 	total := 0
 	for {
