@@ -233,8 +233,8 @@ func (s *Store) lockRows(ctx context.Context, tx pgx.Tx, owner string, ids []str
 		}
 	}
 	var rows []row
-	seen := make(map[string]bool)
-	for range b.Len() - first {
+	var seen map[string]bool // only a ReplaceAll reads a row twice
+	for i := range b.Len() - first {
 		rs, err := br.Query()
 		if err != nil {
 			return nil, fmt.Errorf("pgstore: commit: %w", err)
@@ -243,9 +243,18 @@ func (s *Store) lockRows(ctx context.Context, tx pgx.Tx, owner string, ids []str
 		if err != nil {
 			return nil, err
 		}
+		if i == 0 {
+			rows = got
+			continue
+		}
+		if seen == nil {
+			seen = make(map[string]bool, len(rows))
+			for _, r := range rows {
+				seen[r.meta.ID] = true
+			}
+		}
 		for _, r := range got {
 			if !seen[r.meta.ID] {
-				seen[r.meta.ID] = true
 				rows = append(rows, r)
 			}
 		}
