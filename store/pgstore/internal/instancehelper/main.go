@@ -116,7 +116,8 @@ func run() error {
 }
 
 func quit(m *bgtask.Manager, s *pgstore.Store) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A hang guard only, as long as the tests' own.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := m.Shutdown(ctx); err != nil {
 		return err
