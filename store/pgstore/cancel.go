@@ -107,7 +107,8 @@ func signal(c chan<- struct{}) {
 }
 
 // pollLoop handles the cancel requests addressed to instance id every poll
-// interval, and at once when the listener hears of one.
+// interval, and at once when the listener hears of one, until the
+// instance is lost.
 func (s *Store) pollLoop(ctx context.Context, m *bgtask.Manager, id string, wake <-chan struct{}) {
 	t := time.NewTicker(s.cfg.poll)
 	defer t.Stop()
@@ -118,6 +119,9 @@ func (s *Store) pollLoop(ctx context.Context, m *bgtask.Manager, id string, wake
 		case <-t.C:
 		case <-wake:
 		}
+		if s.checkFence() != nil {
+			return // a lost instance's tasks are cancelled already; it writes nothing
+		}
 		if err := s.handleCancels(ctx, m, id); err != nil && ctx.Err() == nil {
 			s.log.Warn("pgstore: reading cancel requests failed", "instance", id, "err", err)
 		}
@@ -127,7 +131,7 @@ func (s *Store) pollLoop(ctx context.Context, m *bgtask.Manager, id string, wake
 // handleCancels claims the instance's pending cancel requests, marks them
 // handled, and cancels the tasks in m.
 func (s *Store) handleCancels(ctx context.Context, m *bgtask.Manager, id string) error {
-	rs, err := s.pool.Query(ctx, `UPDATE bgtask_cancel_requests SET handled_at = now() WHERE id IN (
+	rs, err := s.bg.Query(ctx, `UPDATE bgtask_cancel_requests SET handled_at = now() WHERE id IN (
 			SELECT id FROM bgtask_cancel_requests WHERE instance = $1 AND handled_at IS NULL
 			ORDER BY id FOR UPDATE SKIP LOCKED)
 		RETURNING id, task_id, tree`, id)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/bgtask/bgtask"
 	"github.com/jackc/pgx/v5"
@@ -25,8 +24,14 @@ const maxRetries = 8
 // terminal. A row of another owner with the same id is left alone (that
 // task is dropped from the actions).
 //
-// After the started instance lost its registration, Commit returns
-// ErrInstanceLost and writes nothing.
+// On a started Store every Commit is fenced. It returns an error matching
+// ErrInstanceLost, and writes nothing, once the instance lost its
+// registration, and also, before sending anything to the database, when
+// its last successful heartbeat was sent more than nine tenths of the
+// grace period ago (by this process's clock): by then a reaper may have
+// declared it dead. In the database, the transaction locks the instance's
+// registration and writes only while it is alive, so an instance a reaper
+// declared dead never writes again, whatever its clock says.
 func (s *Store) Commit(ctx context.Context, owner string, actions ...bgtask.Action) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -37,8 +42,8 @@ func (s *Store) Commit(ctx context.Context, owner string, actions ...bgtask.Acti
 	if s.isClosed() {
 		return ErrClosed
 	}
-	if s.lost.Load() {
-		return ErrInstanceLost
+	if err := s.checkFence(); err != nil {
+		return err
 	}
 	for try := 0; ; try++ {
 		err := s.commitOnce(ctx, owner, actions)
@@ -55,32 +60,7 @@ func (s *Store) commitOnce(ctx context.Context, owner string, actions []bgtask.A
 		return fmt.Errorf("pgstore: commit: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	// Every statement of a commit reads rows by key, but a table that grew
-	// since the last ANALYZE looks small to the planner, which then scans
-	// all of it: seq scans are turned off for this transaction. Two
-	// statements rather than one with "OR ($2 AND owner = $3)", which no
-	// index serves.
-	lockSQL, args := `SELECT `+taskCols+` FROM bgtask_tasks WHERE id = ANY($1) FOR UPDATE`, []any{ids}
-	if replace {
-		lockSQL, args = `SELECT `+taskCols+` FROM bgtask_tasks WHERE id = ANY($1) OR owner = $2 FOR UPDATE`, []any{ids, owner}
-	}
-	var b pgx.Batch
-	b.Queue(`SET LOCAL enable_seqscan = off`)
-	b.Queue(lockSQL, args...)
-	br := tx.SendBatch(ctx, &b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return fmt.Errorf("pgstore: commit: %w", err)
-	}
-	rs, err := br.Query()
-	if err != nil {
-		br.Close()
-		return fmt.Errorf("pgstore: commit: %w", err)
-	}
-	rows, err := collect(rs)
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("pgstore: commit: %w", cerr)
-	}
+	rows, err := s.lockRows(ctx, tx, owner, ids, replace)
 	if err != nil {
 		return err
 	}
@@ -206,19 +186,94 @@ func withoutForeign(a bgtask.Action, foreign map[string]bool) bgtask.Action {
 	return a
 }
 
-// retain deletes the owner's terminal rows beyond the count limit, and
-// every terminal row older than the age limit.
-func (s *Store) retain(ctx context.Context, tx pgx.Tx, owner string) error {
-	age := time.Duration(-1)
-	if s.cfg.retainFor > 0 {
-		age = s.cfg.retainFor
+// Every statement of a commit is served by an index whatever the
+// planner's settings and statistics: rows are found by primary key
+// (id = ANY of an array) or by an index whose leading column the statement
+// fixes, and no statement ORs two conditions that different indexes serve.
+// Its cost then stays far below the JIT thresholds on any table size.
+const (
+	// lockByIDSQL locks the rows the actions name.
+	lockByIDSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks WHERE id = ANY($1) FOR UPDATE`
+	// lockByOwnerSQL locks every row of the owner, for a ReplaceAll.
+	lockByOwnerSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks WHERE owner = $1 FOR UPDATE`
+	// retainCountSQL deletes the owner's terminal rows beyond the newest $2
+	// (index bgtask_tasks_retain, read backwards).
+	retainCountSQL = `DELETE FROM bgtask_tasks WHERE id = ANY(ARRAY(
+		SELECT id FROM bgtask_tasks WHERE owner = $1 AND terminal_at IS NOT NULL
+		ORDER BY terminal_at DESC, id DESC OFFSET $2))`
+	// retainAgeSQL deletes up to $2 terminal rows older than $1
+	// microseconds (index bgtask_tasks_aged), skipping rows another commit
+	// is deleting; the reaper's clean-up takes the rest.
+	retainAgeSQL = `DELETE FROM bgtask_tasks WHERE id = ANY(ARRAY(
+		SELECT id FROM bgtask_tasks WHERE terminal_at < now() - make_interval(secs => $1::bigint / 1e6)
+		ORDER BY terminal_at LIMIT $2 FOR UPDATE SKIP LOCKED))`
+)
+
+// retainAgeBatch bounds the aged rows one commit deletes, so a commit after
+// a long pause does not pay for the whole backlog.
+const retainAgeBatch = 100
+
+// lockRows checks the fence of a started Store (see Commit) and reads and
+// locks the rows a commit touches: those the actions name, and with
+// replace every row of the owner, in one round trip. Two statements rather
+// than one with "OR owner = $2", which no single index serves.
+func (s *Store) lockRows(ctx context.Context, tx pgx.Tx, owner string, ids []string, replace bool) ([]row, error) {
+	var b pgx.Batch
+	fence := s.queueFence(&b)
+	first := b.Len()
+	b.Queue(lockByIDSQL, ids)
+	if replace {
+		b.Queue(lockByOwnerSQL, owner)
 	}
-	_, err := tx.Exec(ctx, `DELETE FROM bgtask_tasks WHERE id IN (
-			SELECT id FROM bgtask_tasks WHERE owner = $1 AND terminal_at IS NOT NULL
-			ORDER BY terminal_at DESC, id DESC OFFSET $2)
-		OR ($3::bigint >= 0 AND terminal_at < now() - make_interval(secs => $3::bigint / 1e6))`,
-		owner, s.cfg.retainPerOwner, age.Microseconds())
-	if err != nil {
+	br := tx.SendBatch(ctx, &b)
+	defer br.Close()
+	if fence != nil {
+		if err := fence(br); err != nil {
+			return nil, err
+		}
+	}
+	var rows []row
+	var seen map[string]bool // only a ReplaceAll reads a row twice
+	for i := range b.Len() - first {
+		rs, err := br.Query()
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: commit: %w", err)
+		}
+		got, err := collect(rs)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			rows = got
+			continue
+		}
+		if seen == nil {
+			seen = make(map[string]bool, len(rows))
+			for _, r := range rows {
+				seen[r.meta.ID] = true
+			}
+		}
+		for _, r := range got {
+			if !seen[r.meta.ID] {
+				rows = append(rows, r)
+			}
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("pgstore: commit: %w", err)
+	}
+	return rows, nil
+}
+
+// retain deletes the owner's terminal rows beyond the count limit, and
+// terminal rows older than the age limit.
+func (s *Store) retain(ctx context.Context, tx pgx.Tx, owner string) error {
+	var b pgx.Batch
+	b.Queue(retainCountSQL, owner, s.cfg.retainPerOwner)
+	if s.cfg.retainFor > 0 {
+		b.Queue(retainAgeSQL, s.cfg.retainFor.Microseconds(), retainAgeBatch)
+	}
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("pgstore: retention: %w", err)
 	}
 	return nil

@@ -23,7 +23,14 @@
 //     (Manager.Cancel of a task run elsewhere calls RequestCancel) to the
 //     Manager that runs the task.
 //
-// An instance that cannot heartbeat within the grace period, or finds
-// itself declared dead, stops writing (Commit returns ErrInstanceLost) and
-// cancels its tasks with cause bgtask.ErrInstanceLost.
+// The heartbeat, the reaper and the cancel poller use a small pool of
+// their own, and the listener its own connection, so commit traffic never
+// delays them.
+//
+// An instance whose last successful heartbeat is older than nine tenths of
+// the grace period (by its own clock, checked before every write), or that
+// finds itself declared dead (checked in the transaction of every write),
+// stops writing (Commit returns ErrInstanceLost) and cancels its tasks with
+// cause bgtask.ErrInstanceLost. No statement depends on the server's
+// planner or JIT settings: each is served by an index.
 package pgstore

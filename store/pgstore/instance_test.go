@@ -27,7 +27,7 @@ func startManager(t *testing.T, s *pgstore.Store, id string) *bgtask.Manager {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 		defer cancel()
 		if err := m.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)
@@ -54,9 +54,12 @@ func onInstance(m bgtask.TaskMeta, inst string) bgtask.TaskMeta {
 }
 
 func TestReapGoneInstance(t *testing.T) {
-	s, dsn := openStore(t, pgstore.WithGrace(time.Second), pgstore.WithHeartbeatInterval(100*time.Millisecond))
+	// The fixture is dated against a grace of an hour: "ghost" stopped
+	// heartbeating a day ago, "alive2" now. However slow the machine, the
+	// test cannot last an hour, so no real time is measured.
+	s, dsn := openStore(t, pgstore.WithGrace(time.Hour))
 	ctx := t.Context()
-	sqlExec(t, dsn, `INSERT INTO bgtask_instances VALUES ('ghost', now() - interval '1 hour', now() - interval '2 hours', 'alive'),
+	sqlExec(t, dsn, `INSERT INTO bgtask_instances VALUES ('ghost', now() - interval '1 day', now() - interval '2 days', 'alive'),
 		('alive2', now(), now(), 'alive')`)
 	g1 := onInstance(rec("task_g1", "alice", bgtask.StatusRunning), "ghost")
 	g2 := onInstance(rec("task_g2", "alice", bgtask.StatusAwaitingInput), "ghost")
@@ -212,7 +215,9 @@ func TestConcurrentReapersAndClaimers(t *testing.T) {
 }
 
 func TestLostInstanceStopsWriting(t *testing.T) {
-	s, dsn := openStore(t, pgstore.WithHeartbeatInterval(50*time.Millisecond), pgstore.WithGrace(time.Second))
+	// A grace of an hour: only the state the test writes can make the
+	// instance lost, never a slow heartbeat.
+	s, dsn := openStore(t, pgstore.WithHeartbeatInterval(50*time.Millisecond), pgstore.WithGrace(time.Hour))
 	m := startManager(t, s, "inst_lost")
 	causes := make(chan error, 1)
 	id, err := m.Owner("alice").Spawn(t.Context(), blockUntilCancelled(causes))
@@ -226,7 +231,7 @@ func TestLostInstanceStopsWriting(t *testing.T) {
 		if !errors.Is(cause, bgtask.ErrInstanceLost) {
 			t.Fatalf("task cancelled with cause %v, want ErrInstanceLost", cause)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("task not cancelled after the instance was declared dead")
 	}
 	if !s.Lost() {
@@ -236,9 +241,20 @@ func TestLostInstanceStopsWriting(t *testing.T) {
 	if !errors.Is(err, bgtask.ErrInstanceLost) || !errors.Is(err, pgstore.ErrInstanceLost) {
 		t.Fatalf("Commit after loss = %v", err)
 	}
-	// The task's own end (cancelled) is refused; a reaper (this store's
-	// own counts) turns the record interrupted instead.
-	waitFor(t, 10*time.Second, "the lost instance's task reaped", func() bool {
+	// The task's own end (cancelled) is refused, and the lost store's
+	// reaper stops; another instance's reaper turns the record interrupted.
+	if _, err := s.Reap(t.Context()); !errors.Is(err, bgtask.ErrInstanceLost) {
+		t.Fatalf("Reap on the lost store = %v, want ErrInstanceLost", err)
+	}
+	other, err := pgstore.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	waitFor(t, "the lost instance's task reaped", func() bool {
+		if _, err := other.Reap(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 		got, err := s.Get(t.Context(), id)
 		if err != nil || got.Status == bgtask.StatusCancelled {
 			t.Fatalf("the lost instance's record = %+v, %v", got, err)
@@ -268,12 +284,12 @@ func TestCancelReachesOtherInstance(t *testing.T) {
 			listener := func() int64 {
 				return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_a")
 			}
-			waitFor(t, 10*time.Second, "A listens", func() bool { return listener() == 1 })
+			waitFor(t, "A listens", func() bool { return listener() == 1 })
 			if killListener {
 				if n := sqlExec(t, dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_a"); n != 1 {
 					t.Fatalf("terminated %d listeners", n)
 				}
-				waitFor(t, 10*time.Second, "A's listener gone", func() bool { return listener() == 0 })
+				waitFor(t, "A's listener gone", func() bool { return listener() == 0 })
 			}
 			id, err := ma.Owner("alice").Spawn(t.Context(), blockUntilCancelled(nil))
 			if err != nil {
@@ -282,7 +298,7 @@ func TestCancelReachesOtherInstance(t *testing.T) {
 			if n, err := mb.Cancel(t.Context(), id); err != nil || n != 1 {
 				t.Fatalf("B cancels A's task: %d, %v", n, err)
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
 			defer cancel()
 			got, err := ma.Wait(ctx, id)
 			if err != nil || got.Status != bgtask.StatusCancelled {
@@ -301,24 +317,24 @@ func TestCancelReachesOtherInstance(t *testing.T) {
 // A started store's reaper drops what the age limit lets go, and keeps
 // what is younger.
 func TestAgeCleanUp(t *testing.T) {
-	s, dsn := openStore(t, pgstore.WithHeartbeatInterval(50*time.Millisecond), pgstore.WithGrace(time.Second), pgstore.WithRetainFor(time.Minute))
+	s, dsn := openStore(t, pgstore.WithHeartbeatInterval(50*time.Millisecond), pgstore.WithGrace(time.Hour), pgstore.WithRetainFor(time.Hour))
 	old := rec("task_old", "alice", bgtask.StatusCompleted)
 	young := rec("task_young", "alice", bgtask.StatusCompleted)
 	if err := s.Commit(t.Context(), "alice", bgtask.Upsert(old), bgtask.Upsert(young)); err != nil {
 		t.Fatal(err)
 	}
-	sqlExec(t, dsn, `UPDATE bgtask_tasks SET terminal_at = now() - interval '1 hour' WHERE id = 'task_old';
-		INSERT INTO bgtask_instances VALUES ('gone', now() - interval '1 hour', now() - interval '2 hours', 'stopped');
+	sqlExec(t, dsn, `UPDATE bgtask_tasks SET terminal_at = now() - interval '1 day' WHERE id = 'task_old';
+		INSERT INTO bgtask_instances VALUES ('gone', now() - interval '1 day', now() - interval '2 days', 'stopped');
 		INSERT INTO bgtask_notices (owner, event, delivered_at) VALUES
-			('alice', '{"kind":"cancelled","task_id":"task_x"}', now() - interval '1 hour'),
+			('alice', '{"kind":"cancelled","task_id":"task_x"}', now() - interval '1 day'),
 			('alice', '{"kind":"cancelled","task_id":"task_y"}', now());
 		INSERT INTO bgtask_cancel_requests (task_id, instance, tree, requested_at, handled_at) VALUES
-			('task_x', 'gone', false, now() - interval '2 hours', now() - interval '1 hour'),
-			('task_x', 'gone', false, now() - interval '2 hours', NULL),
+			('task_x', 'gone', false, now() - interval '2 days', now() - interval '1 day'),
+			('task_x', 'gone', false, now() - interval '2 days', NULL),
 			('task_y', 'inst_clean', false, now(), now())`)
 	startManager(t, s, "inst_clean")
 	count := func(sql string) int64 { return sqlExec(t, dsn, sql) }
-	waitFor(t, 10*time.Second, "clean-up", func() bool {
+	waitFor(t, "clean-up", func() bool {
 		return count(`SELECT 1 FROM bgtask_tasks WHERE id = 'task_old'`) == 0
 	})
 	for _, c := range []struct {

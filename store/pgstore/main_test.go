@@ -19,8 +19,19 @@ func TestMain(m *testing.M) {
 // ends. It returns the database's DSN too.
 func openStore(t *testing.T, opts ...pgstore.Option) (*pgstore.Store, string) {
 	t.Helper()
+	return openStoreDSN(t, "", opts...)
+}
+
+// openStoreDSN is openStore with params (such as "pool_max_conns=2")
+// added to the Store's DSN; the DSN returned has none.
+func openStoreDSN(t *testing.T, params string, opts ...pgstore.Option) (*pgstore.Store, string) {
+	t.Helper()
 	dsn := pgtest.NewDSN(t)
-	s, err := pgstore.Open(t.Context(), dsn, opts...)
+	open := dsn
+	if params != "" {
+		open += "&" + params
+	}
+	s, err := pgstore.Open(t.Context(), open, opts...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -49,17 +60,52 @@ func sqlExec(t *testing.T, dsn, sql string, args ...any) int64 {
 	return tag.RowsAffected()
 }
 
-// waitFor checks cond on every tick until it holds or the deadline passes.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+// hangGuard bounds every wait of the tests. It only turns a hang into a
+// failure: no outcome depends on it, so it is far longer than any wait a
+// loaded machine can need.
+const hangGuard = 2 * time.Minute
+
+// sqlConn opens a connection closed when the test ends.
+func sqlConn(t *testing.T, dsn string) *pgx.Conn {
 	t.Helper()
-	deadline := time.NewTimer(limit)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// sqlScan runs a query that returns one row on a connection of its own
+// and scans the row into dest.
+func sqlScan(t *testing.T, dsn, sql string, dest ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	if err := conn.QueryRow(ctx, sql).Scan(dest...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// waitFor checks cond on every tick until it holds, failing after
+// hangGuard.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(hangGuard)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
 		select {
 		case <-deadline.C:
-			t.Fatalf("not within %v: %s", limit, what)
+			t.Fatalf("not within %v: %s", hangGuard, what)
 		case <-tick.C:
 		}
 	}

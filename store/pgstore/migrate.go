@@ -76,6 +76,14 @@ var migrations = []string{
 		handled_at   timestamptz
 	);
 	CREATE INDEX bgtask_cancel_pending ON bgtask_cancel_requests (instance, id) WHERE handled_at IS NULL;`,
+	// 2: indexes for retention and clean-up, so that no statement needs a
+	// scan of a whole table or a planner setting: the count limit reads an
+	// owner's terminal rows newest first without a sort, the clean-up
+	// finds old notices and cancel requests by age.
+	`CREATE INDEX bgtask_tasks_retain ON bgtask_tasks (owner, terminal_at, id) WHERE terminal_at IS NOT NULL;
+	DROP INDEX bgtask_tasks_terminal;
+	CREATE INDEX bgtask_notices_delivered ON bgtask_notices (delivered_at) WHERE delivered_at IS NOT NULL;
+	CREATE INDEX bgtask_cancel_done ON bgtask_cancel_requests ((coalesce(handled_at, requested_at)));`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/bgtask/bgtask"
+	"github.com/jackc/pgx/v5"
 )
 
 // TakeNotices implements bgtask.SharedStore: it claims the owner's
@@ -15,15 +16,31 @@ import (
 // statement. Concurrent callers never get the same notice (rows another
 // caller holds are skipped). A notice that cannot be decoded makes the
 // call fail with an error naming it, and no notice is marked delivered.
+// On a started Store it is fenced like Commit: a lost instance claims
+// nothing it could no longer deliver.
 func (s *Store) TakeNotices(ctx context.Context, owner string) ([]bgtask.Event, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
+	}
+	if err := s.checkFence(); err != nil {
+		return nil, err
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: take notices: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	var b pgx.Batch
+	if fence := s.queueFence(&b); fence != nil {
+		br := tx.SendBatch(ctx, &b)
+		err := fence(br)
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("pgstore: take notices: %w", cerr)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	rs, err := tx.Query(ctx, `UPDATE bgtask_notices SET delivered_at = now() WHERE id IN (
 			SELECT id FROM bgtask_notices WHERE owner = $1 AND delivered_at IS NULL
 			ORDER BY id FOR UPDATE SKIP LOCKED)

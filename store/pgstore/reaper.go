@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/bgtask/bgtask"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // reapBatch bounds the tasks one reaper transaction interrupts.
@@ -15,8 +17,21 @@ const reapBatch = 500
 // liveStatuses are the non-terminal statuses, as stored.
 var liveStatuses = []string{string(bgtask.StatusQueued), string(bgtask.StatusRunning), string(bgtask.StatusAwaitingInput)}
 
+// liveSQL is liveStatuses as an SQL list. Written into the statements
+// rather than passed as a parameter: only a literal list lets the planner
+// use the partial index bgtask_tasks_live, whatever plan it caches.
+var liveSQL = "('" + strings.Join(liveStatuses, "', '") + "')"
+
+// reapTasksSQL locks a batch of the non-terminal tasks of instances that
+// are not alive, oldest first.
+var reapTasksSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks
+	WHERE status IN ` + liveSQL + ` AND instance IN (SELECT id FROM bgtask_instances WHERE state <> 'alive')
+	ORDER BY created_at NULLS FIRST, id COLLATE "C" LIMIT $1
+	FOR UPDATE OF bgtask_tasks SKIP LOCKED`
+
 // reaperLoop runs a reaper pass every heartbeat interval, and the age
-// clean-up about once a minute.
+// clean-up about once a minute, until the instance is lost: a lost
+// instance writes nothing.
 func (s *Store) reaperLoop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.heartbeat)
 	defer t.Stop()
@@ -27,7 +42,10 @@ func (s *Store) reaperLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if n, err := s.Reap(ctx); err != nil && ctx.Err() == nil {
+		if s.checkFence() != nil {
+			return
+		}
+		if n, err := s.reap(ctx, s.bg); err != nil && ctx.Err() == nil {
 			s.log.Warn("pgstore: reaper pass failed", "err", err)
 		} else if n > 0 {
 			s.log.Info("pgstore: reaped tasks of gone instances", "tasks", n)
@@ -48,14 +66,23 @@ func (s *Store) reaperLoop(ctx context.Context) {
 // owner gets one EventInterrupted notice, in the same transaction. Rows
 // another reaper holds are skipped (FOR UPDATE SKIP LOCKED), so two reapers
 // never report one task twice. A started Store calls it every heartbeat
-// interval; calling it directly is safe.
+// interval (on a connection of its own); calling it directly is safe. A
+// started Store whose instance is lost reaps nothing and returns
+// ErrInstanceLost.
 func (s *Store) Reap(ctx context.Context) (int, error) {
+	return s.reap(ctx, s.pool)
+}
+
+func (s *Store) reap(ctx context.Context, db *pgxpool.Pool) (int, error) {
 	if s.isClosed() {
 		return 0, ErrClosed
 	}
+	if err := s.checkFence(); err != nil {
+		return 0, err
+	}
 	total := 0
 	for {
-		n, err := s.reapOnce(ctx)
+		n, err := s.reapOnce(ctx, db)
 		total += n
 		if err != nil || n < reapBatch {
 			return total, err
@@ -63,8 +90,8 @@ func (s *Store) Reap(ctx context.Context) (int, error) {
 	}
 }
 
-func (s *Store) reapOnce(ctx context.Context) (int, error) {
-	tx, err := s.pool.Begin(ctx)
+func (s *Store) reapOnce(ctx context.Context, db *pgxpool.Pool) (int, error) {
+	tx, err := db.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: reap: %w", err)
 	}
@@ -87,10 +114,7 @@ func (s *Store) reapOnce(ctx context.Context) (int, error) {
 	if err := dead.Err(); err != nil {
 		return 0, fmt.Errorf("pgstore: reap: %w", err)
 	}
-	rs, err := tx.Query(ctx, `SELECT `+taskCols+` FROM bgtask_tasks
-		WHERE status = ANY($1) AND instance IN (SELECT id FROM bgtask_instances WHERE state <> 'alive')
-		ORDER BY created_at NULLS FIRST, id COLLATE "C" LIMIT $2
-		FOR UPDATE OF bgtask_tasks SKIP LOCKED`, liveStatuses, reapBatch)
+	rs, err := tx.Query(ctx, reapTasksSQL, reapBatch)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: reap: %w", err)
 	}
@@ -160,13 +184,13 @@ func (s *Store) cleanUp(ctx context.Context) error {
 		return nil
 	}
 	age := s.cfg.retainFor.Microseconds()
-	_, err := s.pool.Exec(ctx, `
+	_, err := s.bg.Exec(ctx, `
 		WITH cut AS (SELECT now() - make_interval(secs => $1::bigint / 1e6) AS t),
 		a AS (DELETE FROM bgtask_tasks WHERE terminal_at < (SELECT t FROM cut)),
 		b AS (DELETE FROM bgtask_notices WHERE delivered_at < (SELECT t FROM cut)),
 		c AS (DELETE FROM bgtask_cancel_requests WHERE coalesce(handled_at, requested_at) < (SELECT t FROM cut))
 		DELETE FROM bgtask_instances i WHERE state <> 'alive' AND heartbeat_at < (SELECT t FROM cut)
-			AND NOT EXISTS (SELECT 1 FROM bgtask_tasks t WHERE t.instance = i.id AND t.status = ANY($2))`,
-		age, liveStatuses)
+			AND NOT EXISTS (SELECT 1 FROM bgtask_tasks t WHERE t.instance = i.id AND t.status IN `+liveSQL+`)`,
+		age)
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/bgtask/bgtask"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,9 +16,10 @@ import (
 // ErrClosed is returned by calls on a Store after Close.
 var ErrClosed = errors.New("pgstore: store closed")
 
-// ErrInstanceLost is returned by Commit once the instance this Store was
-// started for lost its registration: it could not heartbeat within the
-// grace period, or another instance declared it dead and reaped its tasks.
+// ErrInstanceLost is returned by Commit and TakeNotices once the instance
+// this Store was started for lost its registration: its last successful
+// heartbeat is older than nine tenths of the grace period, or another
+// instance declared it dead and reaped its tasks.
 // It matches bgtask.ErrInstanceLost. The Store stays lost; start a new
 // instance (a new Manager and Store) to go on.
 var ErrInstanceLost = fmt.Errorf("pgstore: %w", bgtask.ErrInstanceLost)
@@ -35,24 +37,49 @@ var ErrInstanceLost = fmt.Errorf("pgstore: %w", bgtask.ErrInstanceLost)
 // concurrent use. Methods return ctx's error when ctx ends first; the
 // transaction in flight is then rolled back.
 type Store struct {
-	pool *pgxpool.Pool
-	cfg  config
-	log  *slog.Logger
+	pool *pgxpool.Pool // commits and reads
+	// bg serves the heartbeat, the reaper and the cancel poller, one
+	// connection each at most, so none of them waits behind commits.
+	bg  *pgxpool.Pool
+	cfg config
+	log *slog.Logger
 
-	lost atomic.Bool // the started instance lost its registration: refuse writes
+	// clock is time.Now; readings are taken relative to base so that they
+	// keep the monotonic clock. Tests replace it.
+	clock func() time.Time
+	base  time.Time
+	// lastBeat is when the last successful heartbeat (or the registration)
+	// was sent, in nanoseconds since base.
+	lastBeat atomic.Int64
+	// instance is the started instance's id; nil before Start.
+	instance atomic.Pointer[string]
+	lost     atomic.Bool   // the started instance lost its registration: refuse writes
+	lostWake chan struct{} // tells the heartbeat loop that a write found the instance lost
 
-	mu       sync.Mutex // guards the fields below
-	closed   bool
-	started  bool
-	instance string
-	stop     context.CancelFunc
-	wg       sync.WaitGroup // the background goroutines of Start
+	mu      sync.Mutex // guards the fields below
+	closed  bool
+	started bool
+	stop    context.CancelFunc
+	wg      sync.WaitGroup // the background goroutines of Start
 }
+
+// BackgroundAppName is the application_name of the connections of the
+// heartbeat, the reaper and the cancel poller, followed by nothing: an
+// operator can tell them from commit traffic in pg_stat_activity.
+const BackgroundAppName = "bgtask-background"
+
+// bgConns is the size of the background pool: one connection for each of
+// the heartbeat, the reaper and the cancel poller, which each hold at most
+// one at a time.
+const bgConns = 3
 
 // Open connects to the database named by dsn (a PostgreSQL URL or
 // key=value string, as pgxpool.ParseConfig reads it, pool settings such as
 // pool_max_conns included), applies the schema migrations the database
-// lacks, and returns a Store. A database migrated by a newer version of
+// lacks, and returns a Store. The pool dsn describes serves commits and
+// reads; the heartbeat, the reaper and the cancel poller of a started
+// Store use three more connections of their own, and the cancel listener
+// one more, so they never wait behind commits. A database migrated by a newer version of
 // this package is left untouched and Open returns an error matching
 // ErrSchemaTooNew.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
@@ -67,15 +94,26 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
+	bc := pc.Copy()
+	bc.MaxConns, bc.MinConns = bgConns, 0
+	bc.ConnConfig.RuntimeParams["application_name"] = BackgroundAppName
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
+	bg, err := pgxpool.NewWithConfig(ctx, bc)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()
+		bg.Close()
 		return nil, err
 	}
-	return &Store{pool: pool, cfg: cfg, log: cfg.logger}, nil
+	now := time.Now()
+	return &Store{pool: pool, bg: bg, cfg: cfg, log: cfg.logger, clock: time.Now, base: now,
+		lostWake: make(chan struct{}, 1)}, nil
 }
 
 // Close stops what Start started, marks the instance stopped (so any
@@ -89,15 +127,15 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	stop, instance := s.stop, s.instance
+	stop := s.stop
 	s.mu.Unlock()
 	var err error
 	if stop != nil {
 		stop()
 		s.wg.Wait()
-		if !s.lost.Load() {
+		if instance := *s.instance.Load(); !s.lost.Load() {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.grace)
-			_, err = s.pool.Exec(ctx, `UPDATE bgtask_instances SET state = 'stopped' WHERE id = $1 AND state = 'alive'`, instance)
+			_, err = s.bg.Exec(ctx, `UPDATE bgtask_instances SET state = 'stopped' WHERE id = $1 AND state = 'alive'`, instance)
 			cancel()
 			if err != nil {
 				err = fmt.Errorf("pgstore: close: mark instance %q stopped: %w", instance, err)
@@ -105,6 +143,7 @@ func (s *Store) Close() error {
 		}
 	}
 	s.pool.Close()
+	s.bg.Close()
 	return err
 }
 

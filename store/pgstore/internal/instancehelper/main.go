@@ -5,6 +5,9 @@
 //
 //	cancel <id>   Manager.Cancel; prints "cancelled <n> <error or ok>"
 //	list <owner>  prints "meta <json>" for each of the owner's records, then "end"
+//	spawn         spawns one more task like the first; prints "spawned <id>" or "spawn failed <error>"
+//	load <n> <w>  spawns n tasks of -owner that return at once, w at a time, each
+//	              waited for; prints "load <completed> <other ends> <spawn errors> <first problem or ok>"
 //	quit          shuts the Manager down, closes the Store, prints "bye", exits
 //
 // EOF on stdin is quit. The tests kill it with SIGKILL to simulate a crash.
@@ -18,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bgtask/bgtask"
@@ -38,7 +42,7 @@ func run() error {
 		owner     = flag.String("owner", "alice", "owner of the spawned tasks")
 		tasks     = flag.Int("tasks", 0, "tasks to spawn")
 		heartbeat = flag.Duration("heartbeat", 100*time.Millisecond, "heartbeat interval")
-		grace     = flag.Duration("grace", time.Second, "grace period")
+		grace     = flag.Duration("grace", time.Hour, "grace period (long: the tests date heartbeats back rather than wait)")
 		poll      = flag.Duration("poll", 100*time.Millisecond, "cancel poll interval")
 		backoff   = flag.Duration("backoff", 100*time.Millisecond, "listener reconnect backoff (min and max)")
 	)
@@ -57,11 +61,12 @@ func run() error {
 	if err := s.Start(ctx, m); err != nil {
 		return err
 	}
+	block := func(ctx context.Context, _ *bgtask.Task) (any, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	for range *tasks {
-		id, err := m.Owner(*owner).Spawn(ctx, func(ctx context.Context, _ *bgtask.Task) (any, error) {
-			<-ctx.Done()
-			return nil, ctx.Err()
-		})
+		id, err := m.Owner(*owner).Spawn(ctx, block)
 		if err != nil {
 			return err
 		}
@@ -88,6 +93,19 @@ func run() error {
 				fmt.Println("meta", string(b))
 			}
 			fmt.Println("end")
+		case "spawn":
+			id, err := m.Owner(*owner).Spawn(ctx, block)
+			if err != nil {
+				fmt.Println("spawn failed", err)
+			} else {
+				fmt.Println("spawned", id)
+			}
+		case "load":
+			var n, w int
+			if _, err := fmt.Sscan(arg, &n, &w); err != nil {
+				return err
+			}
+			fmt.Println(load(ctx, m.Owner(*owner), n, w))
 		case "quit":
 			return quit(m, s)
 		default:
@@ -98,7 +116,8 @@ func run() error {
 }
 
 func quit(m *bgtask.Manager, s *pgstore.Store) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A hang guard only, as long as the tests' own.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := m.Shutdown(ctx); err != nil {
 		return err
@@ -108,4 +127,57 @@ func quit(m *bgtask.Manager, s *pgstore.Store) error {
 	}
 	fmt.Println("bye")
 	return nil
+}
+
+// load spawns n quick tasks, w at a time, waits for each, and reports how
+// they ended.
+func load(ctx context.Context, o bgtask.Owner, n, w int) string {
+	var (
+		mu                       sync.Mutex
+		next, done, other, spawn int
+		problem                  = "ok"
+	)
+	note := func(msg string) {
+		if problem == "ok" {
+			problem = msg
+		}
+	}
+	var wg sync.WaitGroup
+	for range w {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				if next == n {
+					mu.Unlock()
+					return
+				}
+				next++
+				i := next
+				mu.Unlock()
+				id, err := o.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return i, nil })
+				if err != nil {
+					mu.Lock()
+					spawn++
+					note("spawn: " + err.Error())
+					mu.Unlock()
+					continue
+				}
+				meta, err := o.Wait(ctx, id)
+				mu.Lock()
+				switch {
+				case err != nil:
+					other++
+					note("wait: " + err.Error())
+				case meta.Status == bgtask.StatusCompleted:
+					done++
+				default:
+					other++
+					note(fmt.Sprintf("%s ended %s: %s", id, meta.Status, meta.Error))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return fmt.Sprintf("load %d %d %d %s", done, other, spawn, problem)
 }

@@ -120,6 +120,9 @@ func Start() (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	// Durability is traded for speed (a throw-away server). The planner
+	// and JIT settings stay PostgreSQL's defaults on purpose: the store
+	// must not depend on them, and the plan test checks them.
 	s.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", dir,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "log_min_messages=warning")

@@ -1,0 +1,101 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/bgtask/bgtask/store/pgstore"
+	"github.com/jackc/pgx/v5"
+)
+
+// The statements of a commit and of the reaper are served by indexes on a
+// server with PostgreSQL's default planner and JIT settings, with or
+// without statistics: no sequential scan of the tasks table, and a cost
+// below the JIT threshold, so no commit pays for JIT compilation.
+func TestPlansUseIndexes(t *testing.T) {
+	_, dsn := openStore(t)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var jit, jitAvail, seqscan string
+	var jitAbove float64
+	if err := conn.QueryRow(ctx, `SELECT current_setting('jit'), pg_jit_available()::text,
+		current_setting('enable_seqscan'), current_setting('jit_above_cost')::float8`).Scan(&jit, &jitAvail, &seqscan, &jitAbove); err != nil {
+		t.Fatal(err)
+	}
+	if jit != "on" || jitAvail != "true" || seqscan != "on" {
+		t.Fatalf("server settings jit=%s (available %s), enable_seqscan=%s; want the defaults on, on, on", jit, jitAvail, seqscan)
+	}
+	// 40 owners with 500 terminal rows each, and 4000 running rows.
+	if _, err := conn.Exec(ctx, `INSERT INTO bgtask_tasks (id, owner, status, instance, created_at, terminal_at)
+		SELECT 'task_' || i, 'owner_' || (i % 40), 'completed', 'inst_' || (i % 4), now(), now() - i * interval '1 second'
+		FROM generate_series(1, 20000) i;
+		INSERT INTO bgtask_tasks (id, owner, status, instance, created_at)
+		SELECT 'task_live_' || i, 'owner_' || (i % 40), 'running', 'inst_' || (i % 4), now()
+		FROM generate_series(1, 4000) i;
+		INSERT INTO bgtask_instances VALUES ('inst_0', now(), now(), 'alive'), ('inst_1', now(), now(), 'dead')`); err != nil {
+		t.Fatal(err)
+	}
+	stmts := []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"lock by id", pgstore.LockByIDSQL, []any{[]string{"task_7", "task_live_9", "task_new"}}},
+		{"lock by owner", pgstore.LockByOwnerSQL, []any{"owner_3"}},
+		{"retain count", pgstore.RetainCountSQL, []any{"owner_3", 100}},
+		{"retain age", pgstore.RetainAgeSQL, []any{int64(3600e6), 100}},
+		{"reap tasks", pgstore.ReapTasksSQL, []any{500}},
+	}
+	for _, stats := range []string{"none", "analyzed"} {
+		if stats == "analyzed" {
+			if _, err := conn.Exec(ctx, `ANALYZE bgtask_tasks; ANALYZE bgtask_instances`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, st := range stmts {
+			t.Run(stats+"/"+st.name, func(t *testing.T) {
+				var out []byte
+				if err := conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+st.sql, st.args...).Scan(&out); err != nil {
+					t.Fatal(err)
+				}
+				var plans []struct {
+					Plan map[string]any
+					JIT  any
+				}
+				if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
+					t.Fatalf("EXPLAIN output %s: %v", out, err)
+				}
+				if scans := seqScans(plans[0].Plan); len(scans) > 0 {
+					t.Errorf("sequential scan of %v:\n%s", scans, out)
+				}
+				if cost := plans[0].Plan["Total Cost"].(float64); cost >= jitAbove || plans[0].JIT != nil {
+					t.Errorf("cost %.0f (JIT above %.0f), JIT %v:\n%s", cost, jitAbove, plans[0].JIT, out)
+				}
+			})
+		}
+	}
+}
+
+// seqScans returns the tables a plan scans sequentially, except the small
+// instances table.
+func seqScans(plan map[string]any) []string {
+	var out []string
+	if plan["Node Type"] == "Seq Scan" {
+		if rel, _ := plan["Relation Name"].(string); !strings.HasPrefix(rel, "bgtask_instances") {
+			out = append(out, rel)
+		}
+	}
+	kids, _ := plan["Plans"].([]any)
+	for _, k := range kids {
+		if m, ok := k.(map[string]any); ok {
+			out = append(out, seqScans(m)...)
+		}
+	}
+	return out
+}
