@@ -1,7 +1,6 @@
 package bgtask
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"time"
@@ -317,14 +316,9 @@ func fullView(m TaskMeta) toolTask {
 	return v
 }
 
-// toolJSON encodes a tool's result without HTML escaping (the model reads
-// "<" better than "\u003c").
+// toolJSON encodes a tool's result with <, > and & escaped (\u003c …), as
+// the plugin's envelopes are: whatever a task wrote, a tool result never
+// holds a raw tag the model could take for the plugin's own.
 func toolJSON(v any) (json.RawMessage, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+	return json.Marshal(v)
 }
