@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/bgtask/bgtask"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -93,6 +95,12 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	if !strings.Contains(dsn, "default_query_exec_mode") {
+		// Statements are planned for the values of each call (unnamed
+		// statements, described once), so no plan cached while the table
+		// was small keeps scanning it whole after it grew.
+		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
 	bc := pc.Copy()
 	bc.MaxConns, bc.MinConns = bgConns, 0
