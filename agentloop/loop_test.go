@@ -490,7 +490,7 @@ func TestSubAgentNotWokenByProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
 		model := agentloop.NewScriptedModel(call("spawn_slow"), func(agentloop.Request) agentloop.Response {
-			time.Sleep(60 * time.Millisecond) // of the bubble's fake time: the first progress is queued at the natural end
+			<-time.After(60 * time.Millisecond) // of the bubble's fake time: the first progress is queued at the natural end
 			return agentloop.Response{Text: "waiting for it"}
 		}, func(req agentloop.Request) agentloop.Response {
 			evs := eventMessages(req.Messages)
