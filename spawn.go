@@ -130,7 +130,7 @@ func (m *Manager) register(t *Task) error {
 		rs := m.runs[runKey{owner: meta.Owner, run: run}]
 		cancelled := rs != nil && rs.cancelled
 		if !cancelled && p != nil && p.live && p.signalled && p.rec.Parent.RunID == run {
-			cancelled = context.Cause(p.ctx.Context) == ErrRunCancelled
+			cancelled = errors.Is(context.Cause(p.ctx.Context), ErrRunCancelled)
 		}
 		if cancelled {
 			return fmt.Errorf("%w: %q", ErrRunCancelled, run)
