@@ -89,7 +89,7 @@ type eventJSON struct {
 
 var jsonNull = json.RawMessage("null")
 
-// MarshalJSON writes the seed's shape for the event's kind: only the fields
+// MarshalJSON writes the shape of the event's kind: only the fields
 // that kind carries, with a null result or payload when none was given.
 func (e Event) MarshalJSON() ([]byte, error) {
 	j := eventJSON{Kind: e.Kind, TaskID: e.TaskID, Name: e.Name}

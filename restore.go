@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Restore reconciles the owner's records after a restart (D11): every
+// Restore reconciles the owner's records after a restart: every
 // record that is still queued or running but that this Manager does not run
 // (a process that is gone ran it, or its end could not be committed) becomes
 // interrupted, fenced on a new attempt so that a late write from the old

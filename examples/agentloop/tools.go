@@ -31,7 +31,7 @@ func (d *demo) pause(ctx context.Context, dur time.Duration) error {
 }
 
 // hostTools are the tools this host writes itself: they start background
-// work and return at once with the task id (awaken's start_export).
+// work and return at once with the task id, as an export or a crawl would.
 func (d *demo) hostTools() []agentloop.Tool {
 	return []agentloop.Tool{
 		{
