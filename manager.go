@@ -59,7 +59,7 @@ type Manager struct {
 	idleBox  map[string]*Inbox // a Plugin's closed inbox, used while no inbox is bound for its owner
 	inboxGen atomic.Uint64     // bumped on every change of inboxes, to invalidate Task caches
 
-	msgs messageLog // recent messages per task, for Owner.Messages (messages.go)
+	msgs messageLog // recent messages per task, for Owner.Messages (history.go)
 }
 
 type ownerState struct {

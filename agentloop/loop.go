@@ -18,7 +18,7 @@ type Config struct {
 	Tools []Tool // what the model may call
 	// Hooks connects background tasks, usually a *bgtask.Plugin. Nil runs
 	// a plain loop.
-	Hooks   bgtask.LoopHooks
+	Hooks   LoopHooks
 	RunID   string // required with Hooks: the run's lineage and CancelRun key
 	AgentID string
 	// SubAgent: at a natural end with work pending, wait for it on the

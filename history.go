@@ -1,3 +1,6 @@
+// The message history is a runtime concept: the Manager records every
+// message sent to or by a task, and Owner.Messages (and so get_task) reads it.
+
 package bgtask
 
 import (
