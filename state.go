@@ -1,0 +1,444 @@
+// The state of a task as it is kept: its status, its metadata record and
+// the one reducer (ApplyAction) through which every store changes records.
+
+package bgtask
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// TaskStatus is where a task is in its life. The zero value is not a valid
+// status. Statuses only move forward:
+//
+//	queued ──► running ◄──► awaiting_input
+//	   │          │               │
+//	   │          └───────────────┴──► completed | failed | cancelled | interrupted
+//	   └──────────────────────────────► cancelled | interrupted
+//
+// Terminal statuses are final: the reducer drops any later update that asks
+// for another status (see [ApplyAction]).
+type TaskStatus string
+
+const (
+	// StatusQueued: spawned while a concurrency limit was full and the Manager
+	// queues (WithQueueWhenFull). The task function has not started. The
+	// Manager moves it to running when a slot frees, or to cancelled when it
+	// is cancelled first.
+	StatusQueued TaskStatus = "queued"
+	// StatusRunning: the task function is running. It leaves this status
+	// when the function returns (completed, failed or cancelled), or when
+	// another runtime instance finds its process gone (interrupted).
+	StatusRunning TaskStatus = "running"
+	// StatusAwaitingInput: the running function asked its owner for input
+	// (Task.RequestInput) and waits for the answer; the record's Input holds
+	// the request. The answer (a Message whose InReplyTo is the request id)
+	// moves it back to running. It ends like a running task.
+	StatusAwaitingInput TaskStatus = "awaiting_input"
+	// StatusCompleted (terminal): the function returned a nil error. The
+	// record's Result holds the JSON of the returned value.
+	StatusCompleted TaskStatus = "completed"
+	// StatusFailed (terminal): the function returned an error that is not a
+	// cancellation, or panicked. The record's Error holds the text.
+	StatusFailed TaskStatus = "failed"
+	// StatusCancelled (terminal): the task was cancelled and its function
+	// returned an error matching context.Canceled or the cancel cause, or it
+	// was cancelled while queued.
+	StatusCancelled TaskStatus = "cancelled"
+	// StatusInterrupted (terminal): the runtime instance that ran the task is
+	// gone, so the function will never report. Set at restore or by a reaper;
+	// closures are never re-run.
+	StatusInterrupted TaskStatus = "interrupted"
+)
+
+// Statuses returns every status in lifecycle order.
+func Statuses() []TaskStatus {
+	return []TaskStatus{StatusQueued, StatusRunning, StatusAwaitingInput, StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted}
+}
+
+// String returns the lowercase name.
+func (s TaskStatus) String() string { return string(s) }
+
+// IsTerminal reports whether s is completed, failed, cancelled or interrupted.
+func (s TaskStatus) IsTerminal() bool {
+	switch s {
+	case StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the statuses this package defines.
+func (s TaskStatus) Valid() bool { return s.rank() >= 0 }
+
+// rank orders statuses so the reducer can refuse moves backwards.
+func (s TaskStatus) rank() int {
+	switch s {
+	case StatusQueued:
+		return 0
+	case StatusRunning, StatusAwaitingInput:
+		return 1
+	case StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted:
+		return 2
+	}
+	return -1
+}
+
+// UnmarshalJSON accepts only known statuses, so a corrupt stored row is an
+// error rather than a task in a state nothing handles.
+func (s *TaskStatus) UnmarshalJSON(b []byte) error {
+	var str string
+	if err := json.Unmarshal(b, &str); err != nil {
+		return statusError{fmt.Sprintf("status: %v", err)}
+	}
+	if !TaskStatus(str).Valid() {
+		return statusError{fmt.Sprintf("unknown status %q", str)}
+	}
+	*s = TaskStatus(str)
+	return nil
+}
+
+// statusError is a status that cannot be decoded. It matches ErrCorrupt
+// without repeating its text, since callers add the task it belongs to.
+type statusError struct{ msg string }
+
+func (e statusError) Error() string        { return e.msg }
+func (e statusError) Is(target error) bool { return target == ErrCorrupt }
+
+// Parent is a task's lineage: what it was spawned from. Every field is
+// optional. TaskID is the task that spawned it (a nested spawn), RunID the
+// agent run, CallID the tool call and AgentID the agent. Spawn fills the
+// fields left empty from the context (see WithToolCall and TaskFromContext).
+type Parent struct {
+	TaskID  string `json:"task_id,omitempty"`
+	RunID   string `json:"run_id,omitempty"`
+	CallID  string `json:"call_id,omitempty"`
+	AgentID string `json:"agent_id,omitempty"`
+}
+
+// IsZero reports whether no lineage field is set.
+func (p Parent) IsZero() bool { return p == Parent{} }
+
+// TaskMeta is the persisted record of a task: metadata only. The function,
+// its goroutine and its inbox are never persisted, and a restored task is
+// never re-run. The zero value is not a valid record (it has no ID).
+//
+// Identity fields (ID, Owner, Type, Name, Parent, CreatedAt) are set once at
+// spawn. Status, Error, Result and the stamps change through [ApplyAction]
+// only, which keeps the lifecycle invariants.
+type TaskMeta struct {
+	ID          string          `json:"task_id"`
+	Owner       string          `json:"owner"`
+	Type        string          `json:"task_type,omitempty"`
+	Name        string          `json:"name,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Status      TaskStatus      `json:"status"`
+	Error       string          `json:"error,omitempty"`
+	Stack       string          `json:"stack,omitempty"` // set when the function panicked
+	Result      json.RawMessage `json:"result,omitempty"`
+	CreatedAt   time.Time       `json:"created_at,omitzero"`
+	StartedAt   time.Time       `json:"started_at,omitzero"`
+	FinishedAt  time.Time       `json:"finished_at,omitzero"`
+	Parent      Parent          `json:"parent,omitzero"`
+	Detached    bool            `json:"detached,omitempty"`
+	Instance    string          `json:"instance,omitempty"`      // runtime instance that ran it
+	Attempt     int64           `json:"attempt,omitempty"`       // fence: writes on an older attempt are dropped
+	Wake        WakePolicy      `json:"wake,omitempty"`          // what reaches the owner's inbox; "" is WakeOnTerminal
+	Input       *InputRequest   `json:"input_request,omitempty"` // set while awaiting_input
+}
+
+// InputRequest is a question a task asked its owner (Task.RequestInput). The
+// owner answers with a Message whose InReplyTo is ID.
+type InputRequest struct {
+	ID     string `json:"id"`
+	Prompt string `json:"prompt"`
+}
+
+// validate reports why m cannot be stored, naming the task. It runs on every
+// commit, on the task's goroutine, so the error is built out of line.
+func (m *TaskMeta) validate() error {
+	if m.ID == "" || m.Owner == "" || !m.Status.Valid() || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) || !m.Wake.Valid() {
+		return m.invalid()
+	}
+	return nil
+}
+
+//go:noinline
+func (m *TaskMeta) invalid() error {
+	switch {
+	case m.ID == "":
+		return fmt.Errorf("%w: task without id", ErrCorrupt)
+	case m.Owner == "":
+		return fmt.Errorf("%w: task %s: empty owner", ErrCorrupt, m.ID)
+	case !m.Status.Valid():
+		return fmt.Errorf("%w: task %s: unknown status %q", ErrCorrupt, m.ID, m.Status)
+	case m.Attempt < 0:
+		return fmt.Errorf("%w: task %s: negative attempt %d", ErrCorrupt, m.ID, m.Attempt)
+	case !m.Wake.Valid():
+		return fmt.Errorf("%w: task %s: unknown wake policy %q", ErrCorrupt, m.ID, m.Wake)
+	}
+	return fmt.Errorf("%w: task %s: result is not valid JSON", ErrCorrupt, m.ID)
+}
+
+// UnmarshalJSON decodes a record, tolerating missing optional fields and
+// rejecting one that no code could handle (no id, no owner, unknown status).
+func (m *TaskMeta) UnmarshalJSON(b []byte) error {
+	type plain TaskMeta // drops the method set, so no recursion
+	p := plain(*m)      // like encoding/json, keep what the input does not set (a snapshot pre-fills the id)
+	if err := json.Unmarshal(b, &p); err != nil {
+		id := m.ID
+		if id == "" {
+			var probe struct {
+				ID string `json:"task_id"`
+			}
+			_ = json.Unmarshal(b, &probe)
+			id = probe.ID
+		}
+		if id != "" {
+			return fmt.Errorf("%w: task %s: %v", ErrCorrupt, id, err)
+		}
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if err := (*TaskMeta)(&p).validate(); err != nil {
+		return err
+	}
+	*m = TaskMeta(p)
+	return nil
+}
+
+// StateKey names a piece of agent state and the pure function that updates
+// it, like a state key in an agent framework's checkpoint. Apply must not
+// fail, block or keep references to its arguments: invalid or conflicting
+// updates are dropped, not reported.
+type StateKey[V, A any] struct {
+	Key   string
+	Apply func(v *V, a A)
+}
+
+// TaskState is the state key under which task metadata is kept. A host that
+// already checkpoints its agent's state can keep a Snapshot under
+// TaskState.Key and reduce it with TaskState.Apply; every Store applies the
+// same function, so the lifecycle invariants hold everywhere.
+var TaskState = StateKey[Snapshot, Action]{Key: "background_task_state", Apply: ApplyAction}
+
+// Snapshot is the metadata of an owner's tasks, keyed by task id. The zero
+// value is an empty snapshot ready to use.
+type Snapshot struct {
+	Tasks map[string]TaskMeta `json:"tasks"`
+}
+
+// UnmarshalJSON decodes a snapshot and rejects corrupt records with an error
+// that names the task. A record without an id takes its key.
+func (s *Snapshot) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Tasks map[string]json.RawMessage `json:"tasks"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("%w: snapshot: %v", ErrCorrupt, err)
+	}
+	tasks := make(map[string]TaskMeta, len(raw.Tasks))
+	for id, rec := range raw.Tasks {
+		m := TaskMeta{ID: id}
+		if err := m.UnmarshalJSON(rec); err != nil {
+			return err
+		}
+		if m.ID != id {
+			return fmt.Errorf("%w: task %s stored under key %q", ErrCorrupt, m.ID, id)
+		}
+		tasks[id] = m
+	}
+	s.Tasks = tasks
+	return nil
+}
+
+// ActionOp says what an Action does.
+type ActionOp string
+
+// The actions of the task state reducer.
+const (
+	OpUpsert     ActionOp = "upsert"      // insert or update one task
+	OpReplaceAll ActionOp = "replace_all" // make the snapshot hold exactly these tasks
+	OpRemove     ActionOp = "remove"      // forget terminal tasks (retention)
+)
+
+// Action is one update of a Snapshot. Build it with Upsert, ReplaceAll or
+// Remove. It marshals to JSON so a host can log or replay it.
+type Action struct {
+	Op    ActionOp   `json:"op"`
+	Tasks []TaskMeta `json:"tasks,omitempty"`
+	IDs   []string   `json:"ids,omitempty"`
+}
+
+// Upsert inserts m, or updates the record with the same id under the
+// invariants of ApplyAction.
+func Upsert(m TaskMeta) Action { return Action{Op: OpUpsert, Tasks: []TaskMeta{m}} }
+
+// ReplaceAll makes the snapshot hold exactly tasks. A task that is also
+// present already is merged under the invariants of ApplyAction, so a
+// terminal record stays as it is.
+func ReplaceAll(tasks ...TaskMeta) Action { return Action{Op: OpReplaceAll, Tasks: tasks} }
+
+// Remove forgets the terminal tasks among ids. Non-terminal tasks are kept:
+// a live task is never forgotten.
+func Remove(ids ...string) Action { return Action{Op: OpRemove, IDs: ids} }
+
+// ValidateCommit reports why a Store must refuse Commit(ctx, owner,
+// actions...): ErrInvalidOwner for a blank owner, or an error matching
+// ErrInvalidAction (and ErrCorrupt, for a record no code could handle) that
+// names the task. Every Store calls it before it applies anything, so all
+// of them refuse the same input with the same error.
+func ValidateCommit(owner string, actions ...Action) error {
+	if !validOwner(owner) {
+		return ErrInvalidOwner
+	}
+	for i := range actions {
+		if err := actions[i].validate(owner); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validate reports why a Store must refuse a, for the given owner.
+func (a *Action) validate(owner string) error {
+	if a.Op != OpUpsert && a.Op != OpReplaceAll && a.Op != OpRemove || a.Op == OpUpsert && len(a.Tasks) != 1 {
+		return a.invalid()
+	}
+	for i := range a.Tasks {
+		t := &a.Tasks[i]
+		if err := t.validate(); err != nil {
+			return wrapInvalid(err)
+		}
+		if t.Owner != owner {
+			return otherOwner(t, owner)
+		}
+	}
+	return nil
+}
+
+//go:noinline
+func (a *Action) invalid() error {
+	if a.Op == OpUpsert {
+		return fmt.Errorf("%w: upsert carries %d tasks, want 1", ErrInvalidAction, len(a.Tasks))
+	}
+	return fmt.Errorf("%w: unknown op %q", ErrInvalidAction, a.Op)
+}
+
+//go:noinline
+func wrapInvalid(err error) error { return fmt.Errorf("%w: %w", ErrInvalidAction, err) }
+
+//go:noinline
+func otherOwner(t *TaskMeta, owner string) error {
+	return fmt.Errorf("%w: task %s belongs to owner %q, not %q", ErrInvalidAction, t.ID, t.Owner, owner)
+}
+
+// ApplyAction is the task state reducer, the one place where the lifecycle
+// invariants live:
+//
+//   - a terminal record is final: any later upsert of it is dropped whole;
+//   - an upsert that asks for an earlier status (running back to queued), or
+//     for another owner, or fenced on an older Attempt, is dropped whole;
+//   - running and awaiting_input may follow each other; the input request is
+//     kept only while the status is awaiting_input;
+//   - identity fields (Owner, Type, Name, Parent, Detached, Wake, CreatedAt) and
+//     the StartedAt and FinishedAt stamps are kept once set;
+//   - Remove forgets terminal records only.
+//
+// Invalid records (no id, unknown status) are dropped. ApplyAction never
+// panics and never keeps a reference to a.
+func ApplyAction(s *Snapshot, a Action) {
+	switch a.Op {
+	case OpUpsert:
+		if s.Tasks == nil {
+			s.Tasks = make(map[string]TaskMeta)
+		}
+		for i := range a.Tasks {
+			upsertInto(s.Tasks, &a.Tasks[i])
+		}
+	case OpReplaceAll:
+		next := make(map[string]TaskMeta, len(a.Tasks))
+		for i := range a.Tasks {
+			u := &a.Tasks[i]
+			if old, ok := s.Tasks[u.ID]; ok {
+				if _, seen := next[u.ID]; !seen {
+					next[u.ID] = old
+				}
+			}
+			upsertInto(next, u)
+		}
+		s.Tasks = next
+	case OpRemove:
+		for _, id := range a.IDs {
+			if m, ok := s.Tasks[id]; ok && m.Status.IsTerminal() {
+				delete(s.Tasks, id)
+			}
+		}
+	}
+}
+
+// upsertInto applies one upsert to a snapshot's map.
+func upsertInto(tasks map[string]TaskMeta, u *TaskMeta) {
+	if u.validate() != nil {
+		return
+	}
+	cur, ok := tasks[u.ID]
+	if !ok {
+		tasks[u.ID] = cloneMeta(*u)
+		return
+	}
+	if mergeUpsert(&cur, u) {
+		tasks[u.ID] = cur
+	}
+}
+
+// mergeUpsert applies a valid update u to the stored record cur, in place,
+// and reports whether it did; a dropped update leaves cur as it was. This is
+// where the lifecycle invariants live. Records travel by pointer: they are
+// large, and this runs on every task's goroutine, whose stack starts small.
+func mergeUpsert(cur, u *TaskMeta) bool {
+	if cur.Status.IsTerminal() ||
+		u.Owner != cur.Owner ||
+		u.Attempt < cur.Attempt ||
+		u.Status.rank() < cur.Status.rank() {
+		return false
+	}
+	// Identity fields (Owner, Type, Name, Parent, Detached) are not copied:
+	// they are set once, at insert. Assigning field by field keeps this
+	// frame small; it runs on every task's goroutine.
+	cur.Description, cur.Status, cur.Error, cur.Stack = u.Description, u.Status, u.Error, u.Stack
+	cur.Result = cloneRaw(u.Result)
+	cur.Instance, cur.Attempt = u.Instance, u.Attempt
+	cur.Input = nil // leaving awaiting_input clears the request
+	if u.Input != nil && u.Status == StatusAwaitingInput {
+		in := *u.Input
+		cur.Input = &in
+	}
+	if cur.CreatedAt.IsZero() {
+		cur.CreatedAt = u.CreatedAt
+	}
+	if cur.StartedAt.IsZero() {
+		cur.StartedAt = u.StartedAt
+	}
+	if cur.Status.IsTerminal() && cur.FinishedAt.IsZero() {
+		cur.FinishedAt = u.FinishedAt
+	}
+	return true
+}
+
+// cloneMeta copies m so the stored record shares no bytes with the caller.
+func cloneMeta(m TaskMeta) TaskMeta {
+	m.Result = cloneRaw(m.Result)
+	if m.Input != nil {
+		in := *m.Input
+		m.Input = &in
+	}
+	return m
+}
+
+func cloneRaw(r json.RawMessage) json.RawMessage {
+	if r == nil {
+		return nil
+	}
+	return append(json.RawMessage(nil), r...)
+}
