@@ -249,8 +249,7 @@ func (m *Manager) deliver(owner string, ev Event) error {
 }
 
 // notify reports a committed transition to the log and the observer. It is
-// on every task's path, so the work lives in notifySlow and this frame stays
-// small.
+// on every task's path, so the work lives in notifySlow (docs/internals.md).
 func (m *Manager) notify(from TaskStatus, meta *TaskMeta) {
 	if m.cfg.observer != nil || m.log.Enabled(context.Background(), slog.LevelDebug) {
 		m.notifySlow(from, meta)

@@ -40,8 +40,8 @@ func (m *Manager) run(t *Task) {
 	m.call(t, &out)
 }
 
-// promote records a task admitted from the queue as running. Out of line so
-// that its copy of the record is not on the stack while the function runs.
+// promote records a task admitted from the queue as running. Out of line
+// (docs/internals.md).
 //
 //go:noinline
 func (m *Manager) promote(t *Task) error {
@@ -128,7 +128,8 @@ func (m *Manager) finish(t *Task, out *outcome) {
 }
 
 // reportCommitFailure tells the owner that the terminal record of a task
-// could not be committed, so it does not stay silently running.
+// could not be committed, so it does not stay silently running. Out of line
+// (docs/internals.md).
 //
 //go:noinline
 func (m *Manager) reportCommitFailure(meta *TaskMeta, err error) {

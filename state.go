@@ -156,7 +156,7 @@ type InputRequest struct {
 }
 
 // validate reports why m cannot be stored, naming the task. It runs on every
-// commit, on the task's goroutine, so the error is built out of line.
+// commit, so the error is built out of line (docs/internals.md).
 func (m *TaskMeta) validate() error {
 	if m.ID == "" || m.Owner == "" || !m.Status.Valid() || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) || !m.Wake.Valid() {
 		return m.invalid()
