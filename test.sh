@@ -11,6 +11,21 @@ cd "$(dirname "$0")"
 export GOWORK=off # each module on its own, through its replace directives (go.work is for `go run` from the root)
 export GOFLAGS="${GOFLAGS:-} -count=1"
 
+# The pgstore tests (and the protocol servers' tests on PostgreSQL) start a
+# throw-away server from the postgresql package's binaries: install them when
+# they are missing and we may (root, as on CI). Without them the PostgreSQL
+# tests say in one line that they are skipped, outside CI; under CI they fail.
+if ! command -v initdb >/dev/null && ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		echo "== installing postgresql (apt-get install -y postgresql)"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null ||
+			{ DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null; } ||
+			echo "== apt-get install postgresql failed: the PostgreSQL tests cannot run"
+	else
+		echo "== no PostgreSQL server binaries and not root: the PostgreSQL tests will be skipped (outside CI)"
+	fi
+fi
+
 summary=()
 failed=0
 while read -r mod; do

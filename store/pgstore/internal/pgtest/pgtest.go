@@ -5,8 +5,8 @@
 //
 // PostgreSQL refuses to run as root, so when the tests run as root the
 // server runs as the "postgres" user (its temporary directory is given to
-// that user). When no server binaries are found and the tests run as root,
-// the postgresql package is installed with apt-get.
+// that user). It installs nothing: ./test.sh installs the postgresql package
+// when the server binaries are missing.
 package pgtest
 
 import (
@@ -61,14 +61,21 @@ var (
 //
 //	func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(m)) }
 //
-// A server that cannot start fails the binary with the reason: tests are
-// never skipped.
+// A server that cannot start fails the binary with the reason. The one
+// exception is a machine with no server binaries and no BGTASK_PG_DSN
+// outside CI (CI is not "true"): then one line says the tests are skipped,
+// and none runs. Under CI that fails too, so a CI run never passes by
+// skipping them.
 func Wrap(m interface{ Run() int }) interface{ Run() int } { return wrapped{m} }
 
 type wrapped struct{ m interface{ Run() int } }
 
 func (w wrapped) Run() int {
 	srv, err := Start()
+	if errors.Is(err, errNoServer) && os.Getenv("CI") != "true" {
+		fmt.Fprintln(os.Stderr, "pgtest: tests skipped:", err)
+		return 0
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pgtest:", err)
 		return 1
@@ -263,9 +270,11 @@ func (s *Server) exec(ctx context.Context, dsn, sql string) error {
 	return err
 }
 
+// errNoServer: no PostgreSQL server binaries here and no EnvDSN.
+var errNoServer = errors.New("no PostgreSQL server binaries (initdb, postgres) in PATH or /usr/lib/postgresql/*/bin, and " + EnvDSN + " is not set; ./test.sh installs the postgresql package")
+
 // findBin returns the directory holding initdb and postgres: from PATH, then
-// the newest /usr/lib/postgresql/*/bin, installing the package with apt-get
-// when running as root and none is found.
+// the newest /usr/lib/postgresql/*/bin. It installs nothing: ./test.sh does.
 func findBin() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
 		if _, err := exec.LookPath("postgres"); err == nil {
@@ -275,20 +284,7 @@ func findBin() (string, error) {
 	if dir := libBin(); dir != "" {
 		return dir, nil
 	}
-	if os.Geteuid() != 0 {
-		return "", errors.New("no PostgreSQL server binaries (initdb, postgres) in PATH or /usr/lib/postgresql/*/bin; install the postgresql package or set " + EnvDSN)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "apt-get", "install", "-y", "postgresql")
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("apt-get install -y postgresql: %v\n%s", err, out)
-	}
-	if dir := libBin(); dir != "" {
-		return dir, nil
-	}
-	return "", errors.New("postgresql installed but no /usr/lib/postgresql/*/bin/initdb found")
+	return "", errNoServer
 }
 
 func libBin() string {
