@@ -165,7 +165,7 @@ func TestCancelDetached(t *testing.T) {
 				errc := make(chan error, 1)
 				root, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
 					a, err1 := o.Spawn(ctx, attached.fn)
-					d, err2 := o.Spawn(ctx, detached.fn, Detached())
+					d, err2 := o.Spawn(ctx, detached.fn, WithDetached())
 					out <- ids{a, d}
 					errc <- errors.Join(err1, err2)
 					<-ctx.Done()
@@ -495,7 +495,7 @@ func TestCancelParentSignalledRefusesAttachedChild(t *testing.T) {
 			WithParent(Parent{TaskID: tk.ID()}))
 		// ctx is cancelled and Spawn commits with it: keep its values
 		// (the lineage) without its cancellation.
-		r.detachedID, r.detached = o.Spawn(context.WithoutCancel(ctx), detached.fn, Detached())
+		r.detachedID, r.detached = o.Spawn(context.WithoutCancel(ctx), detached.fn, WithDetached())
 		out <- r
 		return nil, context.Cause(ctx)
 	})
@@ -544,7 +544,7 @@ func TestCancelParentSignalledRefusesAttachedChild(t *testing.T) {
 func TestCancelTreeRacesChildSpawns(t *testing.T) {
 	for range 20 {
 		// The loop may spawn thousands of children: keep all their records.
-		m := mtNew(t, WithStore(NewMemoryStore(RetainPerOwner(1<<20))))
+		m := mtNew(t, WithStore(NewMemoryStore(WithRetainPerOwner(1<<20))))
 		o := m.Owner("thread-1")
 		type out struct {
 			ids []string

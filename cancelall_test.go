@@ -21,7 +21,7 @@ func TestCancelAll(t *testing.T) {
 			m := mtNew(t, WithMaxConcurrent(4), WithQueueWhenFull())
 			a, b := m.Owner("thread-1"), m.Owner("thread-2")
 			root, rp := mtSpawnProbe(t, t.Context(), a)
-			detached, dp := mtSpawnProbe(t, rp.ctx, a, Detached())
+			detached, dp := mtSpawnProbe(t, rp.ctx, a, WithDetached())
 			other, op := mtSpawnProbe(t, t.Context(), b)
 			agent, ap := mtSpawnProbe(t, t.Context(), b)
 			ran := make(chan struct{}, 1)

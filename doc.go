@@ -37,7 +37,7 @@
 //
 // An [Inbox] is an unbounded FIFO: sending never blocks, [Inbox.Drain] takes
 // everything at once, and a closed inbox hands every later or undrained
-// event to its [OnClosed] fallback, so a completion that races the end of a
+// event to its [WithOnClosed] fallback, so a completion that races the end of a
 // run is never lost. A task's custom events arrive before its terminal
 // event, and the terminal record is committed before that event is sent.
 //
@@ -51,7 +51,7 @@
 //   - by default ([WakeOnTerminal]) custom events also reach the inbox, but
 //     quiet ([Event.Quiet]): coalesced per task and type, delivered with the
 //     next drain, and never waking a waiting owner ([Inbox.Wait],
-//     [Plugin.WaitEvent], [OnWake]), so a model call is never spent on
+//     [Plugin.WaitEvent], [WithOnWake]), so a model call is never spent on
 //     progress alone; the terminal event, input requests
 //     ([Task.RequestInput]) and messages wake it;
 //   - with [WakeOnActivity] every event reaches the inbox and wakes;
@@ -79,7 +79,7 @@
 // [Plugin.BeforeInference] turns events into prompt messages and adds the
 // view of the running tasks, [Plugin.StepEnd] says whether work is pending,
 // and [Plugin.RunEnd] keeps what arrives after the run for the next one
-// ([OnWake]). [Owner.Tools] are the model-facing tools (list_tasks,
+// ([WithOnWake]). [Owner.Tools] are the model-facing tools (list_tasks,
 // get_task, cancel_task, send_message, wait_task). Package agentloop is a
 // small reference loop built on both.
 //

@@ -212,10 +212,10 @@ func ExampleManager_Shutdown() {
 	// bgtask: manager closed
 }
 
-// An Inbox hands the events it can no longer deliver to its OnClosed
+// An Inbox hands the events it can no longer deliver to its WithOnClosed
 // fallback: those left undrained at Close and those sent afterwards.
 func ExampleInbox() {
-	ib := bgtask.NewInbox(bgtask.OnClosed(func(ev bgtask.Event) {
+	ib := bgtask.NewInbox(bgtask.WithOnClosed(func(ev bgtask.Event) {
 		fmt.Println("fallback:", ev.Kind, ev.TaskID)
 	}))
 	progress := bgtask.Event{Kind: bgtask.EventCustom, TaskID: "task_a", EventType: "progress", Payload: []byte(`1`)}

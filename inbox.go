@@ -18,13 +18,13 @@ const DefaultHighWater = 256
 //   - Events of one task arrive in the order the task produced them, and its
 //     custom events before its terminal event.
 //   - Close and Send are mutually exclusive: the events left undrained at
-//     Close, and every event sent after it, go to the OnClosed fallback
+//     Close, and every event sent after it, go to the WithOnClosed fallback
 //     exactly once each, so a completion that races the end of a run is
 //     never lost. Without a fallback they are logged and dropped. The
 //     undrained events reach the fallback in order; an event sent during
 //     Close may reach it before them.
 //   - Quiet custom events (Event.Quiet: progress under the default wake
-//     policy), and custom events whose type was given to CoalesceEventTypes,
+//     policy), and custom events whose type was given to WithCoalesce,
 //     replace the undrained event of the same task and type in place (the
 //     latest payload wins); terminal events are never coalesced.
 //   - Quiet events are queued and drained like any other, but do not wake
@@ -58,26 +58,26 @@ type InboxStats struct {
 	MaxLen    int   // high-water mark: the most events ever queued at once
 	Sent      int64 // events accepted while open
 	Coalesced int64 // events merged into an undrained one
-	Fallback  int64 // events handed to OnClosed (or dropped) after Close
+	Fallback  int64 // events handed to WithOnClosed (or dropped) after Close
 }
 
 // InboxOption configures an Inbox.
 type InboxOption func(*Inbox)
 
-// OnClosed sets the fallback that receives, exactly once each, the events
+// WithOnClosed sets the fallback that receives, exactly once each, the events
 // left undrained at Close and those sent afterwards. It runs in the goroutine
 // of Close or of the sender, outside the inbox's lock; it must not block for
 // long. A panic in it is recovered and logged.
-func OnClosed(f func(Event)) InboxOption { return func(ib *Inbox) { ib.onClosed = f } }
+func WithOnClosed(f func(Event)) InboxOption { return func(ib *Inbox) { ib.onClosed = f } }
 
-// HighWater sets the depth at which a warning is logged; it is logged again
+// WithHighWater sets the depth at which a warning is logged; it is logged again
 // each time the depth doubles, until the inbox is drained. Default
 // DefaultHighWater; n <= 0 disables the warning.
-func HighWater(n int) InboxOption { return func(ib *Inbox) { ib.highWater = n } }
+func WithHighWater(n int) InboxOption { return func(ib *Inbox) { ib.highWater = n } }
 
-// CoalesceEventTypes makes custom events of these types (progress, say)
+// WithCoalesce makes custom events of these types (progress, say)
 // replace an undrained event of the same task and type.
-func CoalesceEventTypes(eventTypes ...string) InboxOption {
+func WithCoalesce(eventTypes ...string) InboxOption {
 	return func(ib *Inbox) {
 		if ib.coalesce == nil {
 			ib.coalesce = make(map[string]bool, len(eventTypes))
@@ -88,9 +88,9 @@ func CoalesceEventTypes(eventTypes ...string) InboxOption {
 	}
 }
 
-// InboxLogger sets the logger for high-water warnings and fallback panics.
+// WithInboxLogger sets the logger for high-water warnings and fallback panics.
 // Default: discard.
-func InboxLogger(l *slog.Logger) InboxOption { return func(ib *Inbox) { ib.logger = l } }
+func WithInboxLogger(l *slog.Logger) InboxOption { return func(ib *Inbox) { ib.logger = l } }
 
 // NewInbox returns an open, empty Inbox.
 func NewInbox(opts ...InboxOption) *Inbox {
@@ -106,7 +106,7 @@ func NewInbox(opts ...InboxOption) *Inbox {
 }
 
 // Send queues ev. It never blocks. On a closed inbox it hands ev to the
-// OnClosed fallback and returns ErrInboxClosed.
+// WithOnClosed fallback and returns ErrInboxClosed.
 func (ib *Inbox) Send(ev Event) error {
 	ib.mu.Lock()
 	if ib.closed {
@@ -232,7 +232,7 @@ func (ib *Inbox) Wait(ctx context.Context) error {
 	}
 }
 
-// Close closes the inbox and hands every undrained event to the OnClosed
+// Close closes the inbox and hands every undrained event to the WithOnClosed
 // fallback, in order, in the caller's goroutine. Waiters return
 // ErrInboxClosed. Close is idempotent.
 func (ib *Inbox) Close() {
@@ -291,7 +291,7 @@ func (ib *Inbox) fallback(ev Event) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			ib.logger.Error("bgtask: inbox OnClosed fallback panicked", "panic", r, "task_id", ev.TaskID)
+			ib.logger.Error("bgtask: inbox WithOnClosed fallback panicked", "panic", r, "task_id", ev.TaskID)
 		}
 	}()
 	ib.onClosed(ev)

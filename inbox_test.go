@@ -125,7 +125,7 @@ func TestInboxConcurrentDrainers(t *testing.T) {
 	t.Parallel()
 	const senders, perSender, drainers = 4, 500, 3
 	var fallback []Event
-	ib := NewInbox(OnClosed(func(ev Event) { fallback = append(fallback, ev) }))
+	ib := NewInbox(WithOnClosed(func(ev Event) { fallback = append(fallback, ev) }))
 
 	batches := make([][][]Event, drainers) // per drainer, its batches in order
 	var dwg, swg sync.WaitGroup
@@ -382,7 +382,7 @@ func TestInboxWait(t *testing.T) {
 func TestInboxClose(t *testing.T) {
 	t.Parallel()
 	var got []Event
-	ib := NewInbox(OnClosed(func(ev Event) { got = append(got, ev) }))
+	ib := NewInbox(WithOnClosed(func(ev Event) { got = append(got, ev) }))
 	left := []Event{
 		custom("task_1", "a", `1`),
 		{Kind: EventCompleted, TaskID: "task_1", Result: json.RawMessage(`{"r":1}`)},
@@ -434,7 +434,7 @@ func TestInboxCloseRacesSends(t *testing.T) {
 		const senders, perSender = 4, 200
 		var fbMu sync.Mutex
 		var fallback []Event
-		ib := NewInbox(OnClosed(func(ev Event) {
+		ib := NewInbox(WithOnClosed(func(ev Event) {
 			fbMu.Lock()
 			fallback = append(fallback, ev)
 			fbMu.Unlock()
@@ -505,7 +505,7 @@ func TestInboxPanickingFallback(t *testing.T) {
 	t.Parallel()
 	h, log := newCapture()
 	var calls []string
-	ib := NewInbox(InboxLogger(log), OnClosed(func(ev Event) {
+	ib := NewInbox(WithInboxLogger(log), WithOnClosed(func(ev Event) {
 		calls = append(calls, ev.TaskID)
 		panic("fallback exploded")
 	}))
@@ -522,7 +522,7 @@ func TestInboxPanickingFallback(t *testing.T) {
 		t.Fatalf("logged %d records, want 3: %+v", len(recs), recs)
 	}
 	for i, r := range recs {
-		if r.Level != slog.LevelError || r.Msg != "bgtask: inbox OnClosed fallback panicked" ||
+		if r.Level != slog.LevelError || r.Msg != "bgtask: inbox WithOnClosed fallback panicked" ||
 			r.Attrs["panic"] != "fallback exploded" || r.Attrs["task_id"] != calls[i] {
 			t.Fatalf("record %d: %+v", i, r)
 		}
@@ -535,7 +535,7 @@ func TestInboxPanickingFallback(t *testing.T) {
 func TestInboxNoFallback(t *testing.T) {
 	t.Parallel()
 	h, log := newCapture()
-	ib := NewInbox(InboxLogger(log))
+	ib := NewInbox(WithInboxLogger(log))
 	mustSend(t, ib, custom("task_1", "a", `1`), Event{Kind: EventCompleted, TaskID: "task_1"})
 	ib.Close()
 	if err := ib.Send(Event{Kind: EventCancelled, TaskID: "task_2"}); !errors.Is(err, ErrInboxClosed) {
@@ -556,7 +556,7 @@ func TestInboxNoFallback(t *testing.T) {
 		}
 	}
 	// The default logger discards: no panic without a logger either.
-	ib2 := NewInbox(InboxLogger(nil))
+	ib2 := NewInbox(WithInboxLogger(nil))
 	mustSend(t, ib2, custom("task_1", "a", `1`))
 	ib2.Close()
 	if err := ib2.Send(custom("task_1", "a", `2`)); err != ErrInboxClosed {
@@ -567,7 +567,7 @@ func TestInboxNoFallback(t *testing.T) {
 func TestInboxHighWater(t *testing.T) {
 	t.Parallel()
 	h, log := newCapture()
-	ib := NewInbox(HighWater(4), InboxLogger(log))
+	ib := NewInbox(WithHighWater(4), WithInboxLogger(log))
 	warnLens := func() []string {
 		var out []string
 		for _, r := range h.records() {
@@ -621,11 +621,11 @@ func TestInboxHighWaterDefaultAndDisabled(t *testing.T) {
 		want int
 	}{
 		{"default 256", nil, 1},
-		{"disabled 0", []InboxOption{HighWater(0)}, 0},
-		{"disabled negative", []InboxOption{HighWater(-1)}, 0},
+		{"disabled 0", []InboxOption{WithHighWater(0)}, 0},
+		{"disabled negative", []InboxOption{WithHighWater(-1)}, 0},
 	} {
 		h, log := newCapture()
-		ib := NewInbox(append(tc.opts, InboxLogger(log))...)
+		ib := NewInbox(append(tc.opts, WithInboxLogger(log))...)
 		for i := range DefaultHighWater + 1 {
 			mustSend(t, ib, custom("task_1", "x", strconv.Itoa(i)))
 		}
@@ -641,7 +641,7 @@ func TestInboxHighWaterDefaultAndDisabled(t *testing.T) {
 
 func TestInboxStats(t *testing.T) {
 	t.Parallel()
-	ib := NewInbox(CoalesceEventTypes("progress"))
+	ib := NewInbox(WithCoalesce("progress"))
 	if st := ib.Stats(); st != (InboxStats{}) {
 		t.Fatalf("new inbox: %+v", st)
 	}
@@ -662,7 +662,7 @@ func TestInboxStats(t *testing.T) {
 
 func TestInboxCoalescing(t *testing.T) {
 	t.Parallel()
-	ib := NewInbox(CoalesceEventTypes("progress"), CoalesceEventTypes("heartbeat"))
+	ib := NewInbox(WithCoalesce("progress"), WithCoalesce("heartbeat"))
 	mustSend(t, ib,
 		custom("task_a", "progress", `{"pct":10}`), // 0
 		custom("task_b", "progress", `{"pct":1}`),  // 1
@@ -707,7 +707,7 @@ func TestInboxCoalescing(t *testing.T) {
 	// A coalesced event left at Close reaches the fallback once, with the
 	// latest payload.
 	var fb []Event
-	ib2 := NewInbox(CoalesceEventTypes("progress"), OnClosed(func(ev Event) { fb = append(fb, ev) }))
+	ib2 := NewInbox(WithCoalesce("progress"), WithOnClosed(func(ev Event) { fb = append(fb, ev) }))
 	mustSend(t, ib2, custom("task_a", "progress", `1`), custom("task_a", "progress", `2`))
 	ib2.Close()
 	if want := []Event{custom("task_a", "progress", `2`)}; !reflect.DeepEqual(fb, want) {

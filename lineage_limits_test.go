@@ -23,7 +23,7 @@ func TestLineageMaxDepth(t *testing.T) {
 		t.Fatalf("spawn at depth 3 = %v, want ErrDepthLimit with the depths", err)
 	}
 	// Detached children are not cascaded but still count for depth.
-	if _, err := o.Spawn(gp.ctx, (newProbe()).fn, Detached()); !errors.Is(err, ErrDepthLimit) {
+	if _, err := o.Spawn(gp.ctx, (newProbe()).fn, WithDetached()); !errors.Is(err, ErrDepthLimit) {
 		t.Fatalf("detached spawn at depth 3 = %v, want ErrDepthLimit", err)
 	}
 	if n := len(mtList(t, o)); n != 3 {
@@ -49,7 +49,7 @@ func TestLineageMaxChildren(t *testing.T) {
 	if !errors.Is(err, ErrFanOutLimit) {
 		t.Fatalf("third child = %v, want ErrFanOutLimit", err)
 	}
-	if _, err := o.Spawn(rp.ctx, (newProbe()).fn, Detached()); err != nil {
+	if _, err := o.Spawn(rp.ctx, (newProbe()).fn, WithDetached()); err != nil {
 		t.Fatalf("detached third child = %v, want accepted", err)
 	}
 	if _, err := o.Spawn(other.ctx, (newProbe()).fn); err != nil {

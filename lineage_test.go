@@ -337,8 +337,8 @@ func TestLineageExplicitTaskKeepsAmbientRun(t *testing.T) {
 		// the commit does not fail on ctx.
 		c := context.WithoutCancel(ctx)
 		var after out
-		_, after.errA = o.Spawn(c, func(context.Context, *Task) (any, error) { return nil, nil }, Detached())
-		_, after.errE = o.Spawn(c, func(context.Context, *Task) (any, error) { return nil, nil }, Detached(),
+		_, after.errA = o.Spawn(c, func(context.Context, *Task) (any, error) { return nil, nil }, WithDetached())
+		_, after.errE = o.Spawn(c, func(context.Context, *Task) (any, error) { return nil, nil }, WithDetached(),
 			WithParent(Parent{TaskID: tk.ID()}))
 		cancelled <- after
 		return nil, context.Cause(ctx)

@@ -80,13 +80,15 @@ type Transition struct {
 	Task TaskMeta
 }
 
-// New returns a Manager configured by opts, or the first option's error.
+// New returns a Manager configured by opts, or an error naming the first
+// invalid option.
 func New(opts ...Option) (*Manager, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	if cfg.store == nil {
 		cfg.store = NewMemoryStore()
@@ -136,7 +138,7 @@ func (m *Manager) Inbox(owner string) (*Inbox, error) {
 }
 
 // BindInbox makes ib the owner's inbox (an agent run binds a fresh one with
-// its OnClosed fallback at start) and returns the one it replaces, or nil.
+// its WithOnClosed fallback at start) and returns the one it replaces, or nil.
 // Events already queued in the previous inbox stay there. Errors, in this
 // order: ErrInvalidOwner, ErrClosed, a nil inbox.
 func (m *Manager) BindInbox(owner string, ib *Inbox) (*Inbox, error) {
@@ -187,7 +189,7 @@ func (m *Manager) inboxFor(owner string) *Inbox {
 	return ib
 }
 
-// setIdleInbox makes ib, a closed inbox whose OnClosed fallback is a
+// setIdleInbox makes ib, a closed inbox whose WithOnClosed fallback is a
 // Plugin's, receive the owner's events while no inbox is bound for it.
 func (m *Manager) setIdleInbox(owner string, ib *Inbox) {
 	m.inboxMu.Lock()
@@ -200,7 +202,7 @@ func (m *Manager) setIdleInbox(owner string, ib *Inbox) {
 }
 
 func (m *Manager) newInbox(extra ...InboxOption) *Inbox {
-	opts := append([]InboxOption{InboxLogger(m.log)}, m.cfg.inboxOpts...)
+	opts := append([]InboxOption{WithInboxLogger(m.log)}, m.cfg.inboxOpts...)
 	ib := NewInbox(append(opts, extra...)...)
 	ib.stopped = m.stopped
 	return ib

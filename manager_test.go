@@ -469,7 +469,7 @@ func TestManagerSpawnRefused(t *testing.T) {
 				if _, err := m.CancelRun("thread-1", "run-cancelled"); err != nil {
 					t.Fatal(err)
 				}
-				return m.Owner("thread-1"), t.Context(), []SpawnOption{WithParent(Parent{RunID: "run-cancelled"}), Detached()}
+				return m.Owner("thread-1"), t.Context(), []SpawnOption{WithParent(Parent{RunID: "run-cancelled"}), WithDetached()}
 			}},
 		{name: "spawn context already cancelled", want: context.Canceled,
 			setup: func(t *testing.T, m *Manager) (Owner, context.Context, []SpawnOption) {
@@ -1115,7 +1115,7 @@ func TestManagerEmitAfterCancelDelivers(t *testing.T) {
 }
 
 // TestManagerCompletionAfterRunEndReachesFallback is the lost-wakeup case of
-// D6: a run binds an inbox with an OnClosed fallback, the run ends (closes
+// D6: a run binds an inbox with an WithOnClosed fallback, the run ends (closes
 // the inbox) while a task still runs, and the task's events must reach the
 // fallback exactly once each.
 func TestManagerCompletionAfterRunEndReachesFallback(t *testing.T) {
@@ -1127,7 +1127,7 @@ func TestManagerCompletionAfterRunEndReachesFallback(t *testing.T) {
 				mu       sync.Mutex
 				fallback []Event
 			)
-			ib := NewInbox(OnClosed(func(ev Event) {
+			ib := NewInbox(WithOnClosed(func(ev Event) {
 				mu.Lock()
 				fallback = append(fallback, ev)
 				mu.Unlock()
@@ -1163,7 +1163,7 @@ func TestManagerCompletionAfterRunEndReachesFallback(t *testing.T) {
 				if cur, err := m.Inbox("thread-1"); err == nil && cur != ib {
 					stuck = mtKinds(cur.Drain())
 				}
-				t.Fatalf("the last task's completion after the run closed its inbox must reach OnClosed: "+
+				t.Fatalf("the last task's completion after the run closed its inbox must reach WithOnClosed: "+
 					"fallback got %v, want %v; events in a fresh owner inbox: %v", gotIDs, want, stuck)
 			}
 			// The closed inbox is forgotten once the owner has no task left.

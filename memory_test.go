@@ -60,7 +60,7 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 	case raceEnabled():
 		total = 100_000 // the race detector makes a task ~5x dearer; stay near 5s
 	}
-	store := NewMemoryStore(RetainPerOwner(100))
+	store := NewMemoryStore(WithRetainPerOwner(100))
 	m := mtNew(t, WithStore(store))
 	o := m.Owner("a")
 	ib, err := o.Inbox()
@@ -208,13 +208,13 @@ func TestMemoryCancelledRunsKept(t *testing.T) {
 	}
 }
 
-// RetainFor forgets terminal records once they finished longer ago than the
+// WithRetainFor forgets terminal records once they finished longer ago than the
 // age, on a later commit of any owner; non-terminal records stay.
 func TestMemoryStoreRetainForAgesEveryOwner(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		s := NewMemoryStore(RetainFor(time.Hour))
+		s := NewMemoryStore(WithRetainFor(time.Hour))
 		rec := func(id, owner string, st TaskStatus) TaskMeta {
 			m := TaskMeta{ID: id, Owner: owner, Status: st, CreatedAt: now()}
 			if st.IsTerminal() {
@@ -281,7 +281,7 @@ func TestMemoryStoreRetainForAgesEveryOwner(t *testing.T) {
 	})
 }
 
-// RetainPerOwner keeps the most recently finished terminal records of each
+// WithRetainPerOwner keeps the most recently finished terminal records of each
 // owner; running and queued ones are never counted or dropped.
 func TestMemoryStoreRetainPerOwnerCounts(t *testing.T) {
 	t.Parallel()
@@ -299,7 +299,7 @@ func TestMemoryStoreRetainPerOwnerCounts(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				ctx := t.Context()
-				s := NewMemoryStore(RetainPerOwner(tc.keep))
+				s := NewMemoryStore(WithRetainPerOwner(tc.keep))
 				ids := []string{"task_a", "task_b", "task_c"}
 				for _, id := range append(ids, "task_q", "task_r") {
 					st := StatusRunning
@@ -357,7 +357,7 @@ func TestMemoryStoreRetainPerOwnerCounts(t *testing.T) {
 func TestMemoryRetentionThroughManager(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := NewMemoryStore(RetainFor(time.Hour), RetainPerOwner(2))
+		store := NewMemoryStore(WithRetainFor(time.Hour), WithRetainPerOwner(2))
 		m := mtNew(t, WithStore(store))
 		long := limSpawn(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
 			<-ctx.Done()
@@ -372,7 +372,7 @@ func TestMemoryRetentionThroughManager(t *testing.T) {
 		}
 		// The count limit already dropped the first.
 		if _, err := m.Get(t.Context(), done[0]); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("Get(oldest of 3 with RetainPerOwner(2)) = %v, want ErrNotFound", err)
+			t.Fatalf("Get(oldest of 3 with WithRetainPerOwner(2)) = %v, want ErrNotFound", err)
 		}
 		for _, id := range done[1:] {
 			limGet(t, m, id)
@@ -407,13 +407,13 @@ func TestMemoryRetentionThroughManager(t *testing.T) {
 }
 
 // A terminal record without a finish stamp (written by a host, or restored
-// from an older store) has no known age; RetainFor must not take it for
+// from an older store) has no known age; WithRetainFor must not take it for
 // infinitely old and forget it in the very commit that wrote it.
 func TestMemoryStoreRetainForUnstampedRecord(t *testing.T) {
 	t.Parallel()
 	var bug string
 	synctest.Test(t, func(t *testing.T) {
-		s := NewMemoryStore(RetainFor(time.Hour))
+		s := NewMemoryStore(WithRetainFor(time.Hour))
 		rec := TaskMeta{ID: "task_i", Owner: "a", Status: StatusInterrupted, Error: "process gone"}
 		if err := s.Commit(t.Context(), "a", Upsert(rec)); err != nil {
 			t.Fatal(err)

@@ -20,7 +20,7 @@ const (
 // finished under a retention policy: at most DefaultRetainPerOwner (1000)
 // per owner, at most DefaultRetainTotal (100,000) across all owners, and
 // none committed terminal more than DefaultRetainFor (24h) ago; see
-// RetainPerOwner, RetainTotal and RetainFor. The oldest terminal records go
+// WithRetainPerOwner, WithRetainTotal and WithRetainFor. The oldest terminal records go
 // first, and a forgotten record is released at once: the store keeps no
 // reference to it. So its memory is bounded by that policy and by the
 // number of live tasks, not by the history or the number of owners (an
@@ -61,23 +61,25 @@ func (o *memOwner) each(f func(*TaskMeta)) {
 // MemoryOption configures a MemoryStore.
 type MemoryOption func(*MemoryStore)
 
-// RetainPerOwner keeps at most n terminal records per owner; the first to
+// WithRetainPerOwner keeps at most n terminal records per owner; the first to
 // have been committed terminal go first. n <= 0 keeps none. Default
 // DefaultRetainPerOwner (1000).
-func RetainPerOwner(n int) MemoryOption { return func(s *MemoryStore) { s.retainPerOwner = max(n, 0) } }
+func WithRetainPerOwner(n int) MemoryOption {
+	return func(s *MemoryStore) { s.retainPerOwner = max(n, 0) }
+}
 
-// RetainTotal keeps at most n terminal records across all owners; the first
+// WithRetainTotal keeps at most n terminal records across all owners; the first
 // to have been committed terminal, whatever their owner, go first. It
-// applies on top of RetainPerOwner and RetainFor. n <= 0 keeps none.
+// applies on top of WithRetainPerOwner and WithRetainFor. n <= 0 keeps none.
 // Default DefaultRetainTotal (100,000).
-func RetainTotal(n int) MemoryOption { return func(s *MemoryStore) { s.retainTotal = max(n, 0) } }
+func WithRetainTotal(n int) MemoryOption { return func(s *MemoryStore) { s.retainTotal = max(n, 0) } }
 
-// RetainFor forgets terminal records committed terminal longer ago than d
+// WithRetainFor forgets terminal records committed terminal longer ago than d
 // (by the store's clock, so a record without a finish time or with a skewed
 // one is kept as long as any other). The age is checked on each commit that
 // records a terminal status. d <= 0 disables the age limit. Default
 // DefaultRetainFor (24h).
-func RetainFor(d time.Duration) MemoryOption { return func(s *MemoryStore) { s.retainFor = d } }
+func WithRetainFor(d time.Duration) MemoryOption { return func(s *MemoryStore) { s.retainFor = d } }
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore(opts ...MemoryOption) *MemoryStore {

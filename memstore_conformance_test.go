@@ -14,7 +14,7 @@ func TestMemoryStoreConformance(t *testing.T) {
 	storetest.Run(t, storetest.Config{
 		New: func(*testing.T) bgtask.Store { return bgtask.NewMemoryStore() },
 		NewRetaining: func(_ *testing.T, perOwner int) bgtask.Store {
-			return bgtask.NewMemoryStore(bgtask.RetainPerOwner(perOwner))
+			return bgtask.NewMemoryStore(bgtask.WithRetainPerOwner(perOwner))
 		},
 	})
 }

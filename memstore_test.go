@@ -232,7 +232,7 @@ func TestMemoryStoreLoadIsACopy(t *testing.T) {
 func TestMemoryStoreRetainPerOwner(t *testing.T) {
 	t.Parallel()
 	base := time.Now().UTC().Add(-time.Minute)
-	s := NewMemoryStore(RetainPerOwner(2))
+	s := NewMemoryStore(WithRetainPerOwner(2))
 	mustCommit(t, s, "o", Upsert(rmeta("task_live", "o", StatusRunning)), Upsert(rmeta("task_q", "o", StatusQueued)))
 	for i := range 5 {
 		id := fmt.Sprintf("task_%d", i)
@@ -268,24 +268,24 @@ func TestMemoryStoreRetainPerOwner(t *testing.T) {
 func TestMemoryStoreRetainNone(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{0, -3} {
-		s := NewMemoryStore(RetainPerOwner(n))
+		s := NewMemoryStore(WithRetainPerOwner(n))
 		now := time.Now().UTC()
 		mustCommit(t, s, "o", Upsert(rmeta("task_a", "o", StatusRunning)), Upsert(rmeta("task_b", "o", StatusQueued)))
 		mustCommit(t, s, "o", Upsert(finished("task_a", "o", StatusCompleted, now)))
 		if got, want := ids(mustLoad(t, s, "o")), []string{"task_b"}; !reflect.DeepEqual(got, want) {
-			t.Fatalf("RetainPerOwner(%d): o holds %v, want %v", n, got, want)
+			t.Fatalf("WithRetainPerOwner(%d): o holds %v, want %v", n, got, want)
 		}
 		// The id is free again: a new record may take it.
 		mustCommit(t, s, "o", Upsert(rmeta("task_a", "o", StatusRunning)))
 		if got, err := s.Get(context.Background(), "task_a"); err != nil || got.Status != StatusRunning {
-			t.Fatalf("RetainPerOwner(%d): %+v %v", n, got, err)
+			t.Fatalf("WithRetainPerOwner(%d): %+v %v", n, got, err)
 		}
 	}
 }
 
 func TestMemoryStoreRetainFor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewMemoryStore(RetainFor(time.Hour))
+		s := NewMemoryStore(WithRetainFor(time.Hour))
 		mustCommit(t, s, "p", Upsert(finished("task_p_old", "p", StatusCompleted, time.Now())))
 		mustCommit(t, s, "o", Upsert(finished("task_old", "o", StatusCompleted, time.Now())))
 		<-time.After(50 * time.Minute)
@@ -307,23 +307,23 @@ func TestMemoryStoreRetainFor(t *testing.T) {
 		if got := ids(mustLoad(t, s, "p")); len(got) != 0 {
 			t.Fatalf("p holds %v, want nothing", got)
 		}
-		// RetainFor(0) disables the age limit.
-		s2 := NewMemoryStore(RetainFor(0))
+		// WithRetainFor(0) disables the age limit.
+		s2 := NewMemoryStore(WithRetainFor(0))
 		mustCommit(t, s2, "o", Upsert(finished("task_old", "o", StatusCompleted, time.Now())))
 		<-time.After(1000 * time.Hour)
 		mustCommit(t, s2, "o", Upsert(rmeta("task_b", "o", StatusRunning)))
 		if got := ids(mustLoad(t, s2, "o")); !reflect.DeepEqual(got, []string{"task_b", "task_old"}) {
-			t.Fatalf("RetainFor(0): o holds %v", got)
+			t.Fatalf("WithRetainFor(0): o holds %v", got)
 		}
 	})
 }
 
-// RetainPerOwner drops the records first committed terminal, whatever their
+// WithRetainPerOwner drops the records first committed terminal, whatever their
 // finish times say (a restore may bring records out of finish order).
 func TestMemoryStoreRetainOrderIsCommitOrder(t *testing.T) {
 	t.Parallel()
 	now := time.Now().UTC()
-	s := NewMemoryStore(RetainPerOwner(1), RetainFor(0))
+	s := NewMemoryStore(WithRetainPerOwner(1), WithRetainFor(0))
 	mustCommit(t, s, "o", Upsert(finished("task_late", "o", StatusCompleted, now)))
 	mustCommit(t, s, "o", Upsert(finished("task_early", "o", StatusCompleted, now.Add(-time.Second))))
 	if got := ids(mustLoad(t, s, "o")); !reflect.DeepEqual(got, []string{"task_early"}) {
@@ -336,7 +336,7 @@ func TestMemoryStoreRetainOrderIsCommitOrder(t *testing.T) {
 // accepts it, so a Get right after should find it.
 func TestMemoryStoreTerminalWithoutFinishedAt(t *testing.T) {
 	t.Parallel()
-	s := NewMemoryStore() // default RetainFor 24h
+	s := NewMemoryStore() // default WithRetainFor 24h
 	mustCommit(t, s, "o", Upsert(rmeta("task_a", "o", StatusRunning)))
 	mustCommit(t, s, "o", Upsert(rmeta("task_a", "o", StatusCompleted)))
 	if _, err := s.Get(context.Background(), "task_a"); err != nil {
@@ -492,7 +492,7 @@ func TestMemoryStoreContextDone(t *testing.T) {
 // full period, then dropped like any other.
 func TestMemoryStoreRetainForCountsFromCommit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewMemoryStore(RetainFor(time.Hour))
+		s := NewMemoryStore(WithRetainFor(time.Hour))
 		mustCommit(t, s, "o", Upsert(finished("task_old", "o", StatusCompleted, time.Now().Add(-3*time.Hour))))
 		<-time.After(30 * time.Minute)
 		mustCommit(t, s, "o", Upsert(finished("task_recent", "o", StatusCompleted, time.Now())))

@@ -33,7 +33,7 @@ func storeState(s *MemoryStore) (terminal, all, owners []string) {
 	return terminal, all, owners
 }
 
-// RetainTotal bounds the terminal records of all owners together, the first
+// WithRetainTotal bounds the terminal records of all owners together, the first
 // committed terminal going first whoever owns them, on top of the count per
 // owner; live records are never dropped, and an owner left without records
 // is forgotten.
@@ -83,7 +83,7 @@ func TestMemoryStoreRetainTotal(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := NewMemoryStore(RetainPerOwner(tc.perOwner), RetainTotal(tc.total), RetainFor(0))
+			s := NewMemoryStore(WithRetainPerOwner(tc.perOwner), WithRetainTotal(tc.total), WithRetainFor(0))
 			mustCommit(t, s, "a", Upsert(rmeta("task_live", "a", StatusRunning)))
 			mustCommit(t, s, "c", Upsert(rmeta("task_queued", "c", StatusQueued)))
 			for _, c := range tc.commits {
@@ -128,14 +128,14 @@ func TestMemoryStoreForgottenRecordReleased(t *testing.T) {
 		opts   []MemoryOption
 		forget func(t *testing.T, s *MemoryStore)
 	}{
-		{"per owner count", []MemoryOption{RetainPerOwner(1)}, func(t *testing.T, s *MemoryStore) {
+		{"per owner count", []MemoryOption{WithRetainPerOwner(1)}, func(t *testing.T, s *MemoryStore) {
 			mustCommit(t, s, "a", Upsert(finished("task_a2", "a", StatusCompleted, time.Now())))
 		}},
-		{"total count", []MemoryOption{RetainTotal(2)}, func(t *testing.T, s *MemoryStore) {
+		{"total count", []MemoryOption{WithRetainTotal(2)}, func(t *testing.T, s *MemoryStore) {
 			mustCommit(t, s, "c", Upsert(finished("task_c1", "c", StatusCompleted, time.Now())))
 			mustCommit(t, s, "c", Upsert(finished("task_c2", "c", StatusCompleted, time.Now())))
 		}},
-		{"age", []MemoryOption{RetainFor(time.Hour)}, func(t *testing.T, s *MemoryStore) {
+		{"age", []MemoryOption{WithRetainFor(time.Hour)}, func(t *testing.T, s *MemoryStore) {
 			<-time.After(2 * time.Hour)
 			mustCommit(t, s, "c", Upsert(finished("task_c1", "c", StatusCompleted, time.Now())))
 		}},
@@ -200,7 +200,7 @@ func TestMemoryManagerRetainsAcrossOwners(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				store := NewMemoryStore(RetainPerOwner(tc.perOwner), RetainTotal(tc.total))
+				store := NewMemoryStore(WithRetainPerOwner(tc.perOwner), WithRetainTotal(tc.total))
 				m := mtNew(t, WithStore(store))
 				fn := func(context.Context, *Task) (any, error) { return nil, nil }
 				var spawned []string

@@ -6,8 +6,13 @@ import (
 	"time"
 )
 
-// Option configures a Manager. Options are applied in order by New.
-type Option func(*config) error
+// Option configures a Manager. New applies the options in order (a later
+// one wins) and then checks the result once: an invalid value makes New fail
+// with an error naming the option.
+//
+// Every option type of this package has this shape: a function that sets
+// a field, named With..., checked by the constructor that takes it.
+type Option func(*config)
 
 type config struct {
 	store          Store
@@ -24,6 +29,9 @@ type config struct {
 	runMemory      int
 	inboxOpts      []InboxOption
 	caps           sizeCaps
+
+	// Set by an option, to tell an explicit bad value from the default.
+	storeSet, instanceSet bool
 }
 
 // sizeCaps are the record caps, in bytes (see WithMaxResultBytes and the
@@ -67,22 +75,15 @@ func defaultConfig() config {
 // WithStore sets where task metadata is committed. Default: a new
 // NewMemoryStore().
 func WithStore(s Store) Option {
-	return func(c *config) error {
-		if s == nil {
-			return fmt.Errorf("bgtask: WithStore: nil store")
-		}
-		c.store = s
-		return nil
-	}
+	return func(c *config) { c.store, c.storeSet = s, true }
 }
 
 // WithLogger sets the logger. Default: discard (the library is silent).
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
+	return func(c *config) {
 		if l != nil {
 			c.logger = l
 		}
-		return nil
 	}
 }
 
@@ -91,76 +92,46 @@ func WithLogger(l *slog.Logger) Option {
 // goroutine). It must be fast and must not call back into the Manager in a
 // way that waits for the task. A panic in it is recovered and logged.
 func WithObserver(f func(Transition)) Option {
-	return func(c *config) error { c.observer = f; return nil }
+	return func(c *config) { c.observer = f }
 }
 
 // WithInstance names this runtime instance; records carry it so a restart
 // can tell its own tasks from those of a process that is gone. Default: a
 // new random id per Manager.
 func WithInstance(id string) Option {
-	return func(c *config) error {
-		if id == "" {
-			return fmt.Errorf("bgtask: WithInstance: empty id")
-		}
-		c.instance = id
-		return nil
-	}
+	return func(c *config) { c.instance, c.instanceSet = id, true }
 }
 
 // WithMaxConcurrent limits how many tasks run at once across all owners.
 // 0, the default, means no limit.
 func WithMaxConcurrent(n int) Option {
-	return func(c *config) error {
-		if n < 0 {
-			return fmt.Errorf("bgtask: WithMaxConcurrent(%d): negative limit", n)
-		}
-		c.maxRunning = n
-		return nil
-	}
+	return func(c *config) { c.maxRunning = n }
 }
 
 // WithMaxConcurrentPerOwner limits how many tasks of one owner run at once.
 // 0, the default, means no limit.
 func WithMaxConcurrentPerOwner(n int) Option {
-	return func(c *config) error {
-		if n < 0 {
-			return fmt.Errorf("bgtask: WithMaxConcurrentPerOwner(%d): negative limit", n)
-		}
-		c.maxOwner = n
-		return nil
-	}
+	return func(c *config) { c.maxOwner = n }
 }
 
 // WithQueueWhenFull makes a spawn over a concurrency limit wait as queued,
 // first in first out, instead of failing with ErrLimit.
 func WithQueueWhenFull() Option {
-	return func(c *config) error { c.queueWhenFull = true; return nil }
+	return func(c *config) { c.queueWhenFull = true }
 }
 
 // WithMaxDepth limits lineage depth: a task spawned inside a task is at
 // depth 1, and so on. A spawn deeper than n fails with ErrDepthLimit.
 // 0, the default, means no limit.
 func WithMaxDepth(n int) Option {
-	return func(c *config) error {
-		if n < 0 {
-			return fmt.Errorf("bgtask: WithMaxDepth(%d): negative limit", n)
-		}
-		c.maxDepth = n
-		return nil
-	}
+	return func(c *config) { c.maxDepth = n }
 }
 
 // WithMaxChildren limits how many live, attached children one task may
 // have. A spawn over it fails with ErrFanOutLimit. 0, the default, means no
 // limit.
 func WithMaxChildren(n int) Option {
-	return func(c *config) error {
-		if n < 0 {
-			return fmt.Errorf("bgtask: WithMaxChildren(%d): negative limit", n)
-		}
-		c.maxChildren = n
-		return nil
-	}
+	return func(c *config) { c.maxChildren = n }
 }
 
 // WithCommitRetry sets how many times a task's terminal record is tried
@@ -168,32 +139,20 @@ func WithMaxChildren(n int) Option {
 // gets an EventCommitFailed. Defaults DefaultCommitAttempts and
 // DefaultCommitBackoff.
 func WithCommitRetry(attempts int, backoff time.Duration) Option {
-	return func(c *config) error {
-		if attempts < 1 || backoff < 0 {
-			return fmt.Errorf("bgtask: WithCommitRetry(%d, %v): need attempts >= 1 and backoff >= 0", attempts, backoff)
-		}
-		c.commitAttempts, c.commitBackoff = attempts, backoff
-		return nil
-	}
+	return func(c *config) { c.commitAttempts, c.commitBackoff = attempts, backoff }
 }
 
 // WithCancelledRunsKept sets how many cancelled run ids without live tasks
 // are remembered, so that late spawns into them are still refused. The
 // oldest are forgotten first. Default DefaultCancelledRunsKept.
 func WithCancelledRunsKept(n int) Option {
-	return func(c *config) error {
-		if n < 0 {
-			return fmt.Errorf("bgtask: WithCancelledRunsKept(%d): negative count", n)
-		}
-		c.runMemory = n
-		return nil
-	}
+	return func(c *config) { c.runMemory = n }
 }
 
 // WithInboxOptions sets the options of the inboxes the Manager makes for
 // owners and sub-agents (high-water mark, coalescing, fallback).
 func WithInboxOptions(opts ...InboxOption) Option {
-	return func(c *config) error { c.inboxOpts = append(c.inboxOpts, opts...); return nil }
+	return func(c *config) { c.inboxOpts = append(c.inboxOpts, opts...) }
 }
 
 // WithMaxResultBytes caps a completed task's result, as JSON, in its record
@@ -204,7 +163,7 @@ func WithInboxOptions(opts ...InboxOption) Option {
 // of at most n bytes. Default DefaultMaxResultBytes; 0 means the default, and
 // a negative n makes New fail.
 func WithMaxResultBytes(n int) Option {
-	return withCap("WithMaxResultBytes", n, DefaultMaxResultBytes, func(c *sizeCaps) *int { return &c.result })
+	return func(c *config) { c.caps.result = n }
 }
 
 // WithMaxErrorBytes caps a failed task's error text, and its panic stack, in
@@ -213,7 +172,7 @@ func WithMaxResultBytes(n int) Option {
 // Default DefaultMaxErrorBytes; 0 means the default, and a negative n makes
 // New fail.
 func WithMaxErrorBytes(n int) Option {
-	return withCap("WithMaxErrorBytes", n, DefaultMaxErrorBytes, func(c *sizeCaps) *int { return &c.err })
+	return func(c *config) { c.caps.err = n }
 }
 
 // WithMaxPayloadBytes caps a custom event's payload, as JSON (Task.Emit),
@@ -223,7 +182,7 @@ func WithMaxErrorBytes(n int) Option {
 // DefaultMaxPayloadBytes; 0 means the default, and a negative n makes New
 // fail.
 func WithMaxPayloadBytes(n int) Option {
-	return withCap("WithMaxPayloadBytes", n, DefaultMaxPayloadBytes, func(c *sizeCaps) *int { return &c.payload })
+	return func(c *config) { c.caps.payload = n }
 }
 
 // WithMaxPromptBytes caps an input request's prompt (Task.RequestInput) in
@@ -231,7 +190,7 @@ func WithMaxPayloadBytes(n int) Option {
 // Default DefaultMaxPromptBytes; 0 means the default, and a negative n makes
 // New fail.
 func WithMaxPromptBytes(n int) Option {
-	return withCap("WithMaxPromptBytes", n, DefaultMaxPromptBytes, func(c *sizeCaps) *int { return &c.prompt })
+	return func(c *config) { c.caps.prompt = n }
 }
 
 // WithMaxMessageBytes caps the Content and the From of a Message, sent to a
@@ -241,22 +200,56 @@ func WithMaxPromptBytes(n int) Option {
 // a payload of WithMaxMessageBytes. Default DefaultMaxMessageBytes; 0 means
 // the default, and a negative n makes New fail.
 func WithMaxMessageBytes(n int) Option {
-	return withCap("WithMaxMessageBytes", n, DefaultMaxMessageBytes, func(c *sizeCaps) *int { return &c.message })
+	return func(c *config) { c.caps.message = n }
 }
 
-// withCap is the shape of the size cap options: negative is refused, 0 is
-// the default.
-func withCap(name string, n, def int, field func(*sizeCaps) *int) Option {
-	return func(c *config) error {
-		if n < 0 {
-			return fmt.Errorf("bgtask: %s(%d): negative size", name, n)
-		}
-		if n == 0 {
-			n = def
-		}
-		*field(&c.caps) = n
-		return nil
+// validate checks the options once they are all applied, and fills in the
+// defaults that depend on them. The first invalid value found, in the order
+// of the checks below, is the error.
+func (c *config) validate() error {
+	if c.storeSet && c.store == nil {
+		return fmt.Errorf("bgtask: WithStore: nil store")
 	}
+	if c.instanceSet && c.instance == "" {
+		return fmt.Errorf("bgtask: WithInstance: empty id")
+	}
+	for _, l := range []struct {
+		name string
+		n    int
+		what string
+	}{
+		{"WithMaxConcurrent", c.maxRunning, "limit"},
+		{"WithMaxConcurrentPerOwner", c.maxOwner, "limit"},
+		{"WithMaxDepth", c.maxDepth, "limit"},
+		{"WithMaxChildren", c.maxChildren, "limit"},
+		{"WithCancelledRunsKept", c.runMemory, "count"},
+	} {
+		if l.n < 0 {
+			return fmt.Errorf("bgtask: %s(%d): negative %s", l.name, l.n, l.what)
+		}
+	}
+	if c.commitAttempts < 1 || c.commitBackoff < 0 {
+		return fmt.Errorf("bgtask: WithCommitRetry(%d, %v): need attempts >= 1 and backoff >= 0", c.commitAttempts, c.commitBackoff)
+	}
+	for _, sc := range []struct {
+		name string
+		n    *int
+		def  int
+	}{
+		{"WithMaxResultBytes", &c.caps.result, DefaultMaxResultBytes},
+		{"WithMaxErrorBytes", &c.caps.err, DefaultMaxErrorBytes},
+		{"WithMaxPayloadBytes", &c.caps.payload, DefaultMaxPayloadBytes},
+		{"WithMaxPromptBytes", &c.caps.prompt, DefaultMaxPromptBytes},
+		{"WithMaxMessageBytes", &c.caps.message, DefaultMaxMessageBytes},
+	} {
+		if *sc.n < 0 {
+			return fmt.Errorf("bgtask: %s(%d): negative size", sc.name, *sc.n)
+		}
+		if *sc.n == 0 {
+			*sc.n = sc.def
+		}
+	}
+	return nil
 }
 
 // SpawnOption configures one spawn.
@@ -287,4 +280,4 @@ func WithParent(p Parent) SpawnOption { return func(c *spawnConfig) { c.parent =
 // Detached keeps the task out of cascades: cancelling its parent task or its
 // run does not cancel it (Temporal's abandon policy). Its lineage is still
 // recorded. CancelOwner and Shutdown still cancel it.
-func Detached() SpawnOption { return func(c *spawnConfig) { c.detached = true } }
+func WithDetached() SpawnOption { return func(c *spawnConfig) { c.detached = true } }

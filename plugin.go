@@ -24,7 +24,7 @@ import (
 //
 // Events that arrive between runs (a completion racing the end of a run, or
 // of a task the host spawned while no run was open) are kept, handed to the
-// OnWake callback once each, and delivered first by the next run, so none
+// WithOnWake callback once each, and delivered first by the next run, so none
 // is lost or delivered twice.
 //
 // What the model sees is rendered in envelopes that carry a random nonce
@@ -37,13 +37,13 @@ import (
 // AfterToolCall and the owner's tools may run concurrently with each other
 // (a framework runs a step's tool calls in parallel) and with the phases.
 // WaitEvent does not hold the Plugin while it waits, so RunEnd from another
-// goroutine ends it with ErrNoRun. The OnWake callback may run on any
+// goroutine ends it with ErrNoRun. The WithOnWake callback may run on any
 // goroutine, never while the Plugin's lock is held. The zero value is not
 // usable: call NewPlugin.
 type Plugin struct {
 	m          *Manager
 	owner      Owner
-	fixed      *Inbox // a sub-agent's own inbox (PluginInbox); never bound or closed here
+	fixed      *Inbox // a sub-agent's own inbox (WithInbox); never bound or closed here
 	onWake     func(Event)
 	nonce      string
 	displayMax int
@@ -54,7 +54,7 @@ type Plugin struct {
 	running   atomic.Bool // written with mu held
 	viewStale atomic.Bool
 
-	mu      sync.Mutex // guards the fields below; held by a phase, never while calling OnWake
+	mu      sync.Mutex // guards the fields below; held by a phase, never while calling WithOnWake
 	run     RunInfo
 	inbox   *Inbox              // the inbox of the current run
 	older   []*Inbox            // inboxes replaced at RunStart that may still receive a send in flight
@@ -98,17 +98,17 @@ type PromptMessage struct {
 // then refuses bad values with an error.
 type PluginOption func(*Plugin)
 
-// PluginInbox makes the plugin read ib, a sub-agent's own inbox
+// WithInbox makes the plugin read ib, a sub-agent's own inbox
 // (Task.Inbox), instead of binding one per run. The Manager closes it when
 // the sub-agent ends.
-func PluginInbox(ib *Inbox) PluginOption { return func(p *Plugin) { p.fixed = ib } }
+func WithInbox(ib *Inbox) PluginOption { return func(p *Plugin) { p.fixed = ib } }
 
-// OnWake sets the callback that hears of each event arriving while no run
+// WithOnWake sets the callback that hears of each event arriving while no run
 // of the owner is open, so the host can start one. Quiet events
 // (Event.Quiet) are kept for the next run without waking it. The event
 // itself is delivered by the next run's first boundary; f must not block
 // for long.
-func OnWake(f func(Event)) PluginOption { return func(p *Plugin) { p.onWake = f } }
+func WithOnWake(f func(Event)) PluginOption { return func(p *Plugin) { p.onWake = f } }
 
 // Defaults of the display limits.
 const (
@@ -174,7 +174,7 @@ func NewPlugin(m *Manager, owner string, opts ...PluginOption) (*Plugin, error) 
 	if p.fixed == nil {
 		// While no run's inbox is bound, the owner's events come here, so
 		// they wake the owner and wait for the next run.
-		idle := m.newInbox(OnClosed(p.keepLate))
+		idle := m.newInbox(WithOnClosed(p.keepLate))
 		idle.Close()
 		m.setIdleInbox(owner, idle)
 	}
@@ -198,7 +198,7 @@ func (p *Plugin) RunStart(ctx context.Context, run RunInfo) error {
 	p.mu.Lock()
 	inbox := p.fixed
 	if inbox == nil {
-		ib := p.m.newInbox(OnClosed(p.keepLate))
+		ib := p.m.newInbox(WithOnClosed(p.keepLate))
 		prev, err := p.m.BindInbox(p.owner.id, ib)
 		if err != nil {
 			p.mu.Unlock()
@@ -395,7 +395,7 @@ type RunOutcome struct {
 
 // RunEnd closes the run. Its inbox is closed: what was not delivered, and
 // every later event of the owner's tasks until the next RunStart, is kept
-// for the next run and handed to OnWake. A cancelled run cancels its tasks
+// for the next run and handed to WithOnWake. A cancelled run cancels its tasks
 // (top-level runs included).
 func (p *Plugin) RunEnd(ctx context.Context, out RunOutcome) error {
 	p.mu.Lock()
@@ -413,7 +413,7 @@ func (p *Plugin) RunEnd(ctx context.Context, out RunOutcome) error {
 			err = cerr
 		}
 	}
-	if p.fixed == nil { // outside the lock: the fallback calls OnWake
+	if p.fixed == nil { // outside the lock: the fallback calls WithOnWake
 		inbox.Close()
 		for _, ib := range older {
 			for _, ev := range ib.Drain() {

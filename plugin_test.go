@@ -12,7 +12,7 @@ import (
 )
 
 // pluginRun makes a Manager and the plugin of thread-1 with a run started,
-// and records the events OnWake hears of.
+// and records the events WithOnWake hears of.
 type pluginRun struct {
 	m     *Manager
 	p     *Plugin
@@ -26,7 +26,7 @@ func newPluginRun(t *testing.T, opts ...Option) *pluginRun {
 	pr := &pluginRun{m: mtNew(t, opts...)}
 	pr.o = pr.m.Owner("thread-1")
 	var err error
-	pr.p, err = NewPlugin(pr.m, "thread-1", OnWake(func(ev Event) {
+	pr.p, err = NewPlugin(pr.m, "thread-1", WithOnWake(func(ev Event) {
 		pr.mu.Lock()
 		pr.woken = append(pr.woken, ev)
 		pr.mu.Unlock()
@@ -137,7 +137,7 @@ func TestPluginCompletionDuringStepIsDeliveredNextStep(t *testing.T) {
 }
 
 // A completion racing the end of a run, on either side of the last drain,
-// reaches the model exactly once: in this run or, through OnWake, in the
+// reaches the model exactly once: in this run or, through WithOnWake, in the
 // next one.
 func TestPluginCompletionRacingRunEndIsDeliveredOnce(t *testing.T) {
 	for range 50 {
@@ -237,7 +237,7 @@ func TestPluginSubAgentInboxDirectMessage(t *testing.T) {
 		o := m.Owner("thread-1")
 		got := make(chan []PromptMessage, 1)
 		id, err := o.SpawnAgent(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
-			p, err := NewPlugin(m, tk.ID(), PluginInbox(tk.Inbox()))
+			p, err := NewPlugin(m, tk.ID(), WithInbox(tk.Inbox()))
 			if err != nil {
 				return nil, err
 			}
@@ -271,7 +271,7 @@ func TestPluginCancelledRunRacesNestedSpawns(t *testing.T) {
 	for range 20 {
 		// The spawning loop may make thousands of children before the cancel
 		// lands: keep every record, so each can be checked.
-		pr := newPluginRun(t, WithStore(NewMemoryStore(RetainPerOwner(1<<20))))
+		pr := newPluginRun(t, WithStore(NewMemoryStore(WithRetainPerOwner(1<<20))))
 		var (
 			mu       sync.Mutex
 			children []string
@@ -406,7 +406,7 @@ func TestPluginWakesBetweenRuns(t *testing.T) {
 					mu    sync.Mutex
 					woken []string
 				)
-				p, err := NewPlugin(m, "thread-1", OnWake(func(ev Event) {
+				p, err := NewPlugin(m, "thread-1", WithOnWake(func(ev Event) {
 					mu.Lock()
 					woken = append(woken, string(ev.Kind)+" "+ev.TaskID)
 					mu.Unlock()
@@ -438,7 +438,7 @@ func TestPluginWakesBetweenRuns(t *testing.T) {
 					return strings.Join(woken, ", ")
 				}
 				if got, want := wokenNow(), "completed "+id; got != want {
-					t.Fatalf("OnWake heard %q, want %q", got, want)
+					t.Fatalf("WithOnWake heard %q, want %q", got, want)
 				}
 				if err := p.RunStart(ctx, RunInfo{RunID: "run-1"}); err != nil {
 					t.Fatal(err)
@@ -457,7 +457,7 @@ func TestPluginWakesBetweenRuns(t *testing.T) {
 					t.Fatal(err)
 				}
 				if got, want := wokenNow(), "completed "+id; got != want {
-					t.Fatalf("OnWake heard %q in the end, want %q", got, want)
+					t.Fatalf("WithOnWake heard %q in the end, want %q", got, want)
 				}
 			})
 		})

@@ -62,7 +62,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		Wake:        sc.wake,
 	}
 	if agent {
-		t.inbox = m.newInbox(OnClosed(m.forwardOrphanEvent(owner)))
+		t.inbox = m.newInbox(WithOnClosed(m.forwardOrphanEvent(owner)))
 	}
 	cctx, stop := context.WithCancelCause(context.Background())
 	t.ctx = taskContext{Context: cctx, t: t}
@@ -247,7 +247,7 @@ func visibleParent(p *Task, owner string) bool {
 	return p.rec.Owner == owner || p.rec.ID == owner
 }
 
-// forwardOrphanEvent is the OnClosed fallback of a sub-agent's inbox: events
+// forwardOrphanEvent is the WithOnClosed fallback of a sub-agent's inbox: events
 // of its own tasks that arrive after it ended go up to its owner, so they are
 // not lost; messages sent to it that it never read are dropped and logged
 // (the sender's Send reported ErrInboxClosed or the task ended first).

@@ -135,7 +135,7 @@ func (t *Task) Agent() (Owner, error) {
 // ErrInvalidPayload and sends nothing. An empty eventType returns
 // ErrInvalidEvent. Once the function has returned, Emit returns
 // ErrTaskEnded, so every custom event precedes the terminal one. If the
-// owner's inbox is closed the event goes to its OnClosed fallback (a Plugin
+// owner's inbox is closed the event goes to its WithOnClosed fallback (a Plugin
 // keeps it for the owner's next run) and Emit returns nil; an inbox without
 // a fallback refuses it and Emit returns ErrInboxClosed (a progress event
 // is still kept as progress then).

@@ -42,13 +42,13 @@ func WithWaitLimit(limit time.Duration) ToolOption {
 	return func(c *toolConfig) { c.waitMax = min(max(1, int(limit/time.Second)), waitMaxSeconds) }
 }
 
-// OnSelfCancel sets the function cancel_task calls after it cancelled the
+// WithOnSelfCancel sets the function cancel_task calls after it cancelled the
 // current run (relation "self" in a run scope): the agent loop cancels the
 // run's context there. It runs on the tool call's goroutine with the call's
 // ctx, after the run's tasks were signalled; a panic in it is recovered and
 // logged. It is not called in a task scope, where the task's own context is
 // cancelled with its tree.
-func OnSelfCancel(f func(ctx context.Context)) ToolOption {
+func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 	return func(c *toolConfig) { c.onSelfCancel = f }
 }
 
@@ -97,7 +97,7 @@ func OnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	  else (not the run, not a task signalled before). self in a task scope
 //	  cancels the task and its descendants; self in a run scope cancels the
 //	  owner's run (Owner.CancelRun: its tasks and their descendants, never
-//	  another owner's run of the same id) and calls OnSelfCancel. A self
+//	  another owner's run of the same id) and calls WithOnSelfCancel. A self
 //	  that signals nothing says why, with cancelled_count 0:
 //	    {"status":"already_cancelled","root_task_id":id,"cancelled_count":0}  the task or run was cancelled before
 //	    {"status":"nothing_to_cancel","root_task_id":id,"cancelled_count":0}  the run has no live task (it is

@@ -75,7 +75,7 @@ func (o Owner) cancelTaskTool(cfg toolConfig) Tool {
 // cancelSelf cancels the current task with its tree, or the owner's
 // current run. Its receipt counts what this call signalled: a task or run
 // cancelled before is "already_cancelled", a run without live tasks (or a
-// task that has ended) "nothing_to_cancel". A run scope's OnSelfCancel is
+// task that has ended) "nothing_to_cancel". A run scope's WithOnSelfCancel is
 // called in every case: the run is cancelled now.
 func (o Owner) cancelSelf(ctx context.Context, s toolScope, cfg toolConfig) (cancelReceipt, error) {
 	if s.task != nil {
@@ -107,7 +107,7 @@ func selfReceipt(root string, n int, before bool) cancelReceipt {
 func (o Owner) callSelfCancel(ctx context.Context, f func(context.Context)) {
 	defer func() {
 		if r := recover(); r != nil {
-			o.m.log.Error("bgtask: OnSelfCancel panicked", "panic", r, "owner", o.id)
+			o.m.log.Error("bgtask: WithOnSelfCancel panicked", "panic", r, "owner", o.id)
 		}
 	}()
 	f(ctx)

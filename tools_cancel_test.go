@@ -38,7 +38,7 @@ func TestCancelSelfTaskScopeCascades(t *testing.T) {
 			grand, gp := mtSpawnProbe(t, cp.ctx, kids)
 			var hook atomic.Int32
 			var r cancelReceipt
-			ttCall(t, rp.ctx, ttTool(t, tools, "cancel_task", OnSelfCancel(func(context.Context) { hook.Add(1) })), `{"target":{"relation":"self"}}`, &r)
+			ttCall(t, rp.ctx, ttTool(t, tools, "cancel_task", WithOnSelfCancel(func(context.Context) { hook.Add(1) })), `{"target":{"relation":"self"}}`, &r)
 			if r != (cancelReceipt{Status: "accepted", RootTaskID: root, CancelledCount: 3}) {
 				t.Fatalf("cancel_task = %+v", r)
 			}
@@ -57,7 +57,7 @@ func TestCancelSelfTaskScopeCascades(t *testing.T) {
 				t.Errorf("root %s", got)
 			}
 			if hook.Load() != 0 {
-				t.Error("OnSelfCancel called in a task scope")
+				t.Error("WithOnSelfCancel called in a task scope")
 			}
 		})
 	}
@@ -65,7 +65,7 @@ func TestCancelSelfTaskScopeCascades(t *testing.T) {
 
 // TestCancelSelfRunScope is awaken #109: self in a run scope cancels the
 // run's tasks and their descendants, counts only them, and calls
-// OnSelfCancel; a second self-cancel says the run was already cancelled.
+// WithOnSelfCancel; a second self-cancel says the run was already cancelled.
 func TestCancelSelfRunScope(t *testing.T) {
 	m := mtNew(t)
 	o := m.Owner("thread-1")
@@ -76,14 +76,14 @@ func TestCancelSelfRunScope(t *testing.T) {
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
 	var hooked context.Context
-	tool := ttTool(t, o, "cancel_task", OnSelfCancel(func(ctx context.Context) { hooked = ctx; cancelRun() }))
+	tool := ttTool(t, o, "cancel_task", WithOnSelfCancel(func(ctx context.Context) { hooked = ctx; cancelRun() }))
 	var r cancelReceipt
 	ttCall(t, runCtx, tool, `{"target":{"relation":"self"}}`, &r)
 	if r != (cancelReceipt{Status: "accepted", RootTaskID: "run-1", CancelledCount: 2}) {
 		t.Fatalf("cancel_task = %+v", r)
 	}
 	if hooked != runCtx || runCtx.Err() == nil {
-		t.Fatalf("OnSelfCancel got %v; run ctx err %v", hooked, runCtx.Err())
+		t.Fatalf("WithOnSelfCancel got %v; run ctx err %v", hooked, runCtx.Err())
 	}
 	for id, p := range map[string]*mtProbe{child: cp, grand: gp} {
 		if cause := <-p.cause; !errors.Is(cause, ErrRunCancelled) {
@@ -102,7 +102,7 @@ func TestCancelSelfRunScope(t *testing.T) {
 	}
 	// A second self-cancel signals nothing and says so; a panicking hook is
 	// contained.
-	panicky := ttTool(t, o, "cancel_task", OnSelfCancel(func(context.Context) { panic("hook") }))
+	panicky := ttTool(t, o, "cancel_task", WithOnSelfCancel(func(context.Context) { panic("hook") }))
 	if got := string(ttCall(t, ctx, panicky, `{"target":{"relation":"self"}}`, nil)); got != `{"status":"already_cancelled","root_task_id":"run-1","cancelled_count":0}` {
 		t.Fatalf("second cancel_task = %s", got)
 	}
@@ -303,13 +303,13 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 }
 
 // TestCancelSelfReceipts: a self-cancel that signals nothing says why, in
-// a run scope and in a task scope, and a run's OnSelfCancel is called every
+// a run scope and in a task scope, and a run's WithOnSelfCancel is called every
 // time. It used to answer "accepted" with cancelled_count 1.
 func TestCancelSelfReceipts(t *testing.T) {
 	m := mtNew(t)
 	o := m.Owner("thread-1")
 	hooked := 0
-	tool := ttTool(t, o, "cancel_task", OnSelfCancel(func(context.Context) { hooked++ }))
+	tool := ttTool(t, o, "cancel_task", WithOnSelfCancel(func(context.Context) { hooked++ }))
 	self := `{"target":{"relation":"self"}}`
 	_, tp := mtSpawnProbe(t, t.Context(), o)
 	taskID := tp.task.ID()
@@ -329,7 +329,7 @@ func TestCancelSelfReceipts(t *testing.T) {
 			t.Errorf("%s: cancel_task = %s, want %s", s.name, got, s.want)
 		}
 		if hooked != s.wantHooked {
-			t.Errorf("%s: OnSelfCancel called %d times, want %d", s.name, hooked, s.wantHooked)
+			t.Errorf("%s: WithOnSelfCancel called %d times, want %d", s.name, hooked, s.wantHooked)
 		}
 	}
 	mtWait(t, o, taskID)

@@ -183,7 +183,7 @@ func ExampleOwner_Tools_cancelTask() {
 	<-started
 
 	runCtx, cancelRun := context.WithCancel(callCtx)
-	tools := agent.Tools(bgtask.OnSelfCancel(func(context.Context) { cancelRun() }))
+	tools := agent.Tools(bgtask.WithOnSelfCancel(func(context.Context) { cancelRun() }))
 	cancelTool := tools[2]
 	var receipt struct {
 		Status         string

@@ -129,7 +129,7 @@ func TestWakeInvalid(t *testing.T) {
 
 // TestProgressDoesNotWake: under the default policy a chatty task's
 // progress reaches the inbox as one quiet event per type, kept up to date,
-// without waking a waiting owner (Inbox.Wait, Plugin.WaitEvent, OnWake); a
+// without waking a waiting owner (Inbox.Wait, Plugin.WaitEvent, WithOnWake); a
 // message does wake it, and the drain has both.
 func TestProgressDoesNotWake(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -190,13 +190,13 @@ func TestProgressDoesNotWake(t *testing.T) {
 	})
 }
 
-// TestProgressDoesNotWakePlugin: a Plugin's WaitEvent and OnWake ignore
+// TestProgressDoesNotWakePlugin: a Plugin's WaitEvent and WithOnWake ignore
 // quiet progress; the next delivery still has it.
 func TestProgressDoesNotWakePlugin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mtNew(t)
 		var wakes []EventKind
-		p, err := NewPlugin(m, "thread-1", OnWake(func(ev Event) { wakes = append(wakes, ev.Kind) }))
+		p, err := NewPlugin(m, "thread-1", WithOnWake(func(ev Event) { wakes = append(wakes, ev.Kind) }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,7 +251,7 @@ func TestProgressDoesNotWakePlugin(t *testing.T) {
 		close(later)
 		mtWait(t, p.Owner(), id)
 		if !slices.Equal(wakes, []EventKind{EventCompleted}) {
-			t.Fatalf("OnWake heard %v, want only the completion", wakes)
+			t.Fatalf("WithOnWake heard %v, want only the completion", wakes)
 		}
 		if err := p.RunStart(ctx, RunInfo{RunID: "run-2"}); err != nil {
 			t.Fatal(err)

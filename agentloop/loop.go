@@ -107,7 +107,7 @@ var ErrRunCancelled = errors.New("agentloop: run cancelled by a tool")
 // CancelRun cancels the run whose tool call ctx belongs to: the run ends
 // "cancelled" once the call returns. It does nothing for a ctx that is not
 // a tool call of Run. Wire it to the task tools' cancel_task "self":
-// owner.Tools(bgtask.OnSelfCancel(agentloop.CancelRun)).
+// owner.Tools(bgtask.WithOnSelfCancel(agentloop.CancelRun)).
 func CancelRun(ctx context.Context) {
 	if cancel, ok := ctx.Value(runCancelKey{}).(context.CancelCauseFunc); ok {
 		cancel(ErrRunCancelled)

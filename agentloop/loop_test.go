@@ -33,7 +33,7 @@ func newEnv(t *testing.T, opts ...bgtask.PluginOption) *env {
 		t.Fatal(err)
 	}
 	e := &env{m: m, owner: m.Owner("thread-1"), finish: make(chan struct{})}
-	opts = append([]bgtask.PluginOption{bgtask.OnWake(func(bgtask.Event) { e.wakes.Add(1) })}, opts...)
+	opts = append([]bgtask.PluginOption{bgtask.WithOnWake(func(bgtask.Event) { e.wakes.Add(1) })}, opts...)
 	if e.p, err = bgtask.NewPlugin(m, "thread-1", opts...); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestNaturalEndWithRunningTaskWaits(t *testing.T) {
 		close(e.finish)
 		synctest.Wait()
 		if got := e.wakes.Load(); got != 1 {
-			t.Fatalf("OnWake called %d times after the run ended, want 1", got)
+			t.Fatalf("WithOnWake called %d times after the run ended, want 1", got)
 		}
 		// The next run picks the completion up at its first step.
 		model2 := agentloop.NewScriptedModel()
@@ -190,7 +190,7 @@ func TestSubAgentWaitsForItsTasks(t *testing.T) {
 			return agentloop.Response{Text: "no event seen"}
 		})
 		id, err := e.owner.SpawnAgent(t.Context(), func(ctx context.Context, tk *bgtask.Task) (any, error) {
-			p, err := bgtask.NewPlugin(e.m, tk.ID(), bgtask.PluginInbox(tk.Inbox()))
+			p, err := bgtask.NewPlugin(e.m, tk.ID(), bgtask.WithInbox(tk.Inbox()))
 			if err != nil {
 				return nil, err
 			}
@@ -343,7 +343,7 @@ func TestSelfCancelEndsTheRun(t *testing.T) {
 			agentloop.Call(agentloop.CallSpec{Name: "cancel_task", Args: map[string]any{"target": map[string]string{"relation": "self"}}}),
 			agentloop.Say("never asked"),
 		), "run-1")
-		for _, tool := range e.owner.Tools(bgtask.OnSelfCancel(agentloop.CancelRun)) {
+		for _, tool := range e.owner.Tools(bgtask.WithOnSelfCancel(agentloop.CancelRun)) {
 			cfg.Tools = append(cfg.Tools, agentloop.Tool(tool))
 		}
 		res := runLoop(t, cfg, "go")
@@ -380,7 +380,7 @@ func TestParentMessagesTwoSubAgents(t *testing.T) {
 			if err := tk.Inbox().Wait(ctx); err != nil { // instructions first
 				return nil, err
 			}
-			p, err := bgtask.NewPlugin(e.m, tk.ID(), bgtask.PluginInbox(tk.Inbox()))
+			p, err := bgtask.NewPlugin(e.m, tk.ID(), bgtask.WithInbox(tk.Inbox()))
 			if err != nil {
 				return nil, err
 			}
@@ -500,7 +500,7 @@ func TestSubAgentNotWokenByProgress(t *testing.T) {
 			return agentloop.Response{Text: fmt.Sprintf("woken with %q", evs)}
 		})
 		id, err := e.owner.SpawnAgent(t.Context(), func(ctx context.Context, tk *bgtask.Task) (any, error) {
-			p, err := bgtask.NewPlugin(e.m, tk.ID(), bgtask.PluginInbox(tk.Inbox()))
+			p, err := bgtask.NewPlugin(e.m, tk.ID(), bgtask.WithInbox(tk.Inbox()))
 			if err != nil {
 				return nil, err
 			}

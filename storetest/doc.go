@@ -39,7 +39,7 @@
 //				t.Cleanup(func() { s.Close() })
 //				return s
 //			},
-//			NewRetaining: func(t *testing.T, perOwner int) bgtask.Store { … RetainPerOwner(perOwner) … },
+//			NewRetaining: func(t *testing.T, perOwner int) bgtask.Store { … WithRetainPerOwner(perOwner) … },
 //			Corrupt: func(t *testing.T, s bgtask.Store, id string, kind storetest.CorruptKind) {
 //				// write a row that no code can read, with SQL that bypasses the store:
 //				// CorruptStatus: status = 'paused'; CorruptResult: result = '{"a":'.

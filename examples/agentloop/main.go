@@ -78,7 +78,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 
 	const owner = "thread-lead"
 	wake := make(chan struct{}, 1)
-	plugin, err := bgtask.NewPlugin(m, owner, bgtask.OnWake(func(bgtask.Event) {
+	plugin, err := bgtask.NewPlugin(m, owner, bgtask.WithOnWake(func(bgtask.Event) {
 		select {
 		case wake <- struct{}{}:
 		default:
@@ -93,7 +93,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	conv := []agentloop.Message{{Role: "user", Content: "Research the three storage engines and index the repository."}}
 
 	// The host's loop of runs: a run that ends waiting for tasks is
-	// continued when one of them reports (the plugin's OnWake).
+	// continued when one of them reports (the plugin's WithOnWake).
 	for i := 1; ; i++ {
 		select { // this run delivers whatever woke the host
 		case <-wake:

@@ -16,7 +16,7 @@ import (
 // end it waits for them (a sub-agent run), then answers once.
 // It closes searching once its sources are being fetched.
 func (d *demo) runResearcher(ctx context.Context, t *bgtask.Task, topic string, searching chan<- struct{}) (any, error) {
-	plugin, err := bgtask.NewPlugin(d.m, t.ID(), bgtask.PluginInbox(t.Inbox()))
+	plugin, err := bgtask.NewPlugin(d.m, t.ID(), bgtask.WithInbox(t.Inbox()))
 	if err != nil {
 		return nil, err
 	}

@@ -124,7 +124,7 @@ func (d *demo) ownerOf(ctx context.Context) (bgtask.Owner, error) {
 // loop's tool shape.
 func taskTools(o bgtask.Owner) []agentloop.Tool {
 	var out []agentloop.Tool
-	for _, t := range o.Tools(bgtask.OnSelfCancel(agentloop.CancelRun)) {
+	for _, t := range o.Tools(bgtask.WithOnSelfCancel(agentloop.CancelRun)) {
 		out = append(out, agentloop.Tool(t))
 	}
 	return out

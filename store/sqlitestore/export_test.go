@@ -4,11 +4,11 @@ import "time"
 
 // WithClock replaces the store's clock (age retention).
 func WithClock(now func() time.Time) Option {
-	return func(c *config) error { c.now = now; return nil }
+	return func(c *config) { c.now = now }
 }
 
 // WithHookTaken makes the writer call f with each batch's size once it has
 // taken the batch and before it writes it; f may block to hold the writer.
 func WithHookTaken(f func(n int)) Option {
-	return func(c *config) error { c.hookTaken = f; return nil }
+	return func(c *config) { c.hookTaken = f }
 }

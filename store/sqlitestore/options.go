@@ -18,9 +18,10 @@ const (
 	DefaultBusyTimeout = 5 * time.Second
 )
 
-// Option configures Open. An option given an invalid value makes Open fail
-// with an error that names it.
-type Option func(*config) error
+// Option configures Open. Open applies the options in order (a later one
+// wins) and then checks the result once: an invalid value makes Open fail
+// with an error that names the option.
+type Option func(*config)
 
 type config struct {
 	retainPerOwner int
@@ -50,7 +51,7 @@ func defaultConfig() config {
 // that goes over the limit. n <= 0 keeps none. Live records are never
 // deleted. Default bgtask.DefaultRetainPerOwner, as the MemoryStore.
 func WithRetainPerOwner(n int) Option {
-	return func(c *config) error { c.retainPerOwner = max(n, 0); return nil }
+	return func(c *config) { c.retainPerOwner = max(n, 0) }
 }
 
 // WithRetainFor deletes terminal records committed terminal longer ago than
@@ -59,17 +60,16 @@ func WithRetainPerOwner(n int) Option {
 // records a terminal status. d <= 0 disables the age limit. Default
 // bgtask.DefaultRetainFor.
 func WithRetainFor(d time.Duration) Option {
-	return func(c *config) error { c.retainFor = d; return nil }
+	return func(c *config) { c.retainFor = d }
 }
 
 // WithLogger sets the logger for migrations and failed write transactions.
 // Default: discard (the store is silent). nil keeps the default.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
+	return func(c *config) {
 		if l != nil {
 			c.logger = l
 		}
-		return nil
 	}
 }
 
@@ -77,13 +77,7 @@ func WithLogger(l *slog.Logger) Option {
 // into one transaction. n must be at least 1; 1 disables batching. Default
 // DefaultMaxBatch.
 func WithMaxBatch(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return fmt.Errorf("sqlitestore: WithMaxBatch(%d): want at least 1", n)
-		}
-		c.maxBatch = n
-		return nil
-	}
+	return func(c *config) { c.maxBatch = n }
 }
 
 // WithBatchDelay makes the writer wait up to d for more Commit calls before
@@ -92,26 +86,14 @@ func WithMaxBatch(n int) Option {
 // previous transaction ran, which already merges a burst. d must not be
 // negative.
 func WithBatchDelay(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("sqlitestore: WithBatchDelay(%v): negative", d)
-		}
-		c.batchDelay = d
-		return nil
-	}
+	return func(c *config) { c.batchDelay = d }
 }
 
 // WithBusyTimeout sets SQLite's busy_timeout: how long a statement waits
 // for a lock that another process holds. Default DefaultBusyTimeout. d must
 // not be negative; it is rounded down to milliseconds.
 func WithBusyTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("sqlitestore: WithBusyTimeout(%v): negative", d)
-		}
-		c.busyTimeout = d
-		return nil
-	}
+	return func(c *config) { c.busyTimeout = d }
 }
 
 // WithFullSync sets synchronous=FULL: every transaction is fsynced to the
@@ -121,5 +103,18 @@ func WithBusyTimeout(d time.Duration) Option {
 // never corrupts the database, but the last transactions before a power
 // loss may be lost; a restored task would then be missing, not wrong.
 func WithFullSync() Option {
-	return func(c *config) error { c.fullSync = true; return nil }
+	return func(c *config) { c.fullSync = true }
+}
+
+// check reports the first invalid option value, once all are applied.
+func (c *config) check() error {
+	switch {
+	case c.maxBatch < 1:
+		return fmt.Errorf("sqlitestore: WithMaxBatch(%d): want at least 1", c.maxBatch)
+	case c.batchDelay < 0:
+		return fmt.Errorf("sqlitestore: WithBatchDelay(%v): negative", c.batchDelay)
+	case c.busyTimeout < 0:
+		return fmt.Errorf("sqlitestore: WithBusyTimeout(%v): negative", c.busyTimeout)
+	}
+	return nil
 }

@@ -64,9 +64,10 @@ type Store struct {
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+		o(&cfg)
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	switch {
 	case path == "":
