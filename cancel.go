@@ -101,11 +101,9 @@ func (m *Manager) CancelAll(cause error) int {
 	return n
 }
 
-// CancelOwner cancels every live task of owner, detached ones included, with
-// cause ErrCancelled, and returns how many it signalled; the same as
-// m.Owner(owner).CancelAll(). Errors, in this order: ErrInvalidOwner for an
-// empty or blank owner, ErrClosed.
-func (m *Manager) CancelOwner(owner string) (int, error) {
+// cancelOwner cancels every live task of owner, detached ones included, with
+// cause ErrCancelled, and returns how many it signalled (Owner.CancelAll).
+func (m *Manager) cancelOwner(owner string) (int, error) {
 	if !validOwner(owner) {
 		return 0, ErrInvalidOwner
 	}

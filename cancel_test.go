@@ -152,7 +152,7 @@ func TestCancelTreeFromTheMiddle(t *testing.T) {
 }
 
 // TestCancelDetached: a detached child is left out of CancelTree and
-// CancelRun, and included in CancelOwner.
+// CancelRun, and included in CancelAll.
 func TestCancelDetached(t *testing.T) {
 	for _, how := range []string{"tree", "run"} {
 		t.Run(how, func(t *testing.T) {
@@ -201,14 +201,14 @@ func TestCancelDetached(t *testing.T) {
 				if got, _ := o.Get(t.Context(), c.d); got.Status != StatusRunning {
 					t.Fatalf("detached child %q, want running", got.Status)
 				}
-				if n, err := m.CancelOwner("thread-1"); n != 1 || err != nil {
-					t.Fatalf("CancelOwner = %d, %v; want 1 (the detached child)", n, err)
+				if n, err := m.Owner("thread-1").CancelAll(); n != 1 || err != nil {
+					t.Fatalf("CancelAll = %d, %v; want 1 (the detached child)", n, err)
 				}
 				if cause := <-detached.cause; !errors.Is(cause, ErrCancelled) {
 					t.Fatalf("detached cause %v, want ErrCancelled", cause)
 				}
 				if got := mtWait(t, o, c.d); got.Status != StatusCancelled {
-					t.Fatalf("detached child %q after CancelOwner", got.Status)
+					t.Fatalf("detached child %q after CancelAll", got.Status)
 				}
 				mtShutdown(t, m)
 			})
@@ -272,7 +272,7 @@ func TestCancelTreeEndedParent(t *testing.T) {
 	mtShutdown(t, m)
 }
 
-func TestCancelOwner(t *testing.T) {
+func TestOwnerCancelAll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := mtNew(t)
 		a, b := m.Owner("thread-A"), m.Owner("thread-B")
@@ -287,11 +287,11 @@ func TestCancelOwner(t *testing.T) {
 			id, p := mtSpawnProbe(t, t.Context(), b)
 			bIDs, bProbes = append(bIDs, id), append(bProbes, p)
 		}
-		if n, err := m.CancelOwner("thread-A"); n != 3 || err != nil {
-			t.Fatalf("CancelOwner(A) = %d, %v; want 3", n, err)
+		if n, err := m.Owner("thread-A").CancelAll(); n != 3 || err != nil {
+			t.Fatalf("CancelAll(A) = %d, %v; want 3", n, err)
 		}
-		if n, err := m.CancelOwner("thread-A"); n != 0 || err != nil {
-			t.Fatalf("second CancelOwner(A) = %d, %v; want 0", n, err)
+		if n, err := m.Owner("thread-A").CancelAll(); n != 0 || err != nil {
+			t.Fatalf("second CancelAll(A) = %d, %v; want 0", n, err)
 		}
 		for i, id := range aIDs {
 			if c := <-aProbes[i].cause; !errors.Is(c, ErrCancelled) {
@@ -304,19 +304,16 @@ func TestCancelOwner(t *testing.T) {
 		synctest.Wait()
 		for _, p := range bProbes {
 			if err := p.ctxErr(t); err != nil {
-				t.Fatalf("CancelOwner(A) reached B: %v", err)
+				t.Fatalf("CancelAll(A) reached B: %v", err)
 			}
 		}
 		if got := mtList(t, b, StatusRunning); len(got) != 2 {
 			t.Fatalf("B running: %v", mtIDs(got))
 		}
-		if n, err := m.CancelOwner("nobody"); n != 0 || err != nil {
-			t.Fatalf("CancelOwner(nobody) = %d, %v", n, err)
+		if n, err := m.Owner("nobody").CancelAll(); n != 0 || err != nil {
+			t.Fatalf("CancelAll(nobody) = %d, %v", n, err)
 		}
 		for _, bad := range []string{"", "  "} {
-			if _, err := m.CancelOwner(bad); !errors.Is(err, ErrInvalidOwner) {
-				t.Fatalf("CancelOwner(%q) = %v, want ErrInvalidOwner", bad, err)
-			}
 			if _, err := m.Owner(bad).CancelAll(); !errors.Is(err, ErrInvalidOwner) {
 				t.Fatalf("Owner(%q).CancelAll = %v, want ErrInvalidOwner", bad, err)
 			}

@@ -842,8 +842,8 @@ func TestManagerClosed(t *testing.T) {
 	if _, err := o.Cancel(t.Context(), id); !errors.Is(err, ErrClosed) {
 		t.Errorf("Owner.Cancel: %v", err)
 	}
-	if _, err := m.CancelOwner("thread-1"); !errors.Is(err, ErrClosed) {
-		t.Errorf("CancelOwner: %v", err)
+	if _, err := m.Owner("thread-1").CancelAll(); !errors.Is(err, ErrClosed) {
+		t.Errorf("CancelAll: %v", err)
 	}
 	if _, err := o.CancelAll(); !errors.Is(err, ErrClosed) {
 		t.Errorf("CancelAll: %v", err)

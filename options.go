@@ -279,5 +279,5 @@ func WithParent(p Parent) SpawnOption { return func(c *spawnConfig) { c.parent =
 
 // Detached keeps the task out of cascades: cancelling its parent task or its
 // run does not cancel it (Temporal's abandon policy). Its lineage is still
-// recorded. CancelOwner and Shutdown still cancel it.
+// recorded. Owner.CancelAll and Shutdown still cancel it.
 func WithDetached() SpawnOption { return func(c *spawnConfig) { c.detached = true } }

@@ -107,9 +107,10 @@ func (o Owner) CancelTree(ctx context.Context, id string) (int, error) {
 	return o.m.cancelTask(ctx, ownerReach(o.id), id, true)
 }
 
-// CancelAll cancels every live task of the owner, detached ones included, and
-// returns how many it signalled.
-func (o Owner) CancelAll() (int, error) { return o.m.CancelOwner(o.id) }
+// CancelAll cancels every live task of the owner, detached ones included,
+// with cause ErrCancelled, and returns how many it signalled. Errors, in this
+// order: ErrInvalidOwner for an empty or blank owner, ErrClosed.
+func (o Owner) CancelAll() (int, error) { return o.m.cancelOwner(o.id) }
 
 // CancelRun cancels the owner's run runID: every attached task of this
 // owner's run, and their attached descendants, with cause ErrRunCancelled.

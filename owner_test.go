@@ -45,7 +45,7 @@ func TestOwnerBlankRefusedEverywhere(t *testing.T) {
 					{"Owner.Messages", func() error { _, err := o.Messages(ctx, theirs); return err }},
 					{"Manager.Inbox", func() error { _, err := m.Inbox(blank); return err }},
 					{"Manager.BindInbox", func() error { _, err := m.BindInbox(blank, NewInbox()); return err }},
-					{"Manager.CancelOwner", func() error { _, err := m.CancelOwner(blank); return err }},
+					{"Owner.CancelAll", func() error { _, err := m.Owner(blank).CancelAll(); return err }},
 					{"Manager.CancelRun", func() error { _, err := m.CancelRun(blank, "run-1"); return err }},
 					{"Manager.Send", func() error { return m.Send(ctx, blank, theirs, Message{Content: "hi"}) }},
 					{"Manager.Restore", func() error { _, err := m.Restore(ctx, blank); return err }},

@@ -312,7 +312,7 @@ func TestShutdownClosedManager(t *testing.T) {
 			{"Manager.CancelTree", func() error { _, err := m.CancelTree(bg, agent); return err }},
 			{"Owner.Cancel", func() error { _, err := o.Cancel(bg, done); return err }},
 			{"Owner.CancelTree", func() error { _, err := o.CancelTree(bg, agent); return err }},
-			{"Manager.CancelOwner", func() error { _, err := m.CancelOwner("a"); return err }},
+			{"Owner.CancelAll", func() error { _, err := m.Owner("a").CancelAll(); return err }},
 			{"Owner.CancelAll", func() error { _, err := o.CancelAll(); return err }},
 			{"Manager.CancelRun", func() error { _, err := m.CancelRun("a", "r1"); return err }},
 			{"Manager.Send", func() error { return m.Send(bg, "a", agent, msg) }},
