@@ -397,8 +397,8 @@ func TestCancelRun(t *testing.T) {
 		if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(Parent{RunID: "run-empty"})); !errors.Is(err, ErrRunCancelled) {
 			t.Fatalf("spawn into run-empty: %v", err)
 		}
-		if _, err := m.CancelRun("thread-1", ""); !errors.Is(err, ErrInvalidRun) {
-			t.Fatalf("CancelRun(\"\") = %v, want ErrInvalidRun", err)
+		if _, err := m.CancelRun("thread-1", ""); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("CancelRun(\"\") = %v, want ErrInvalidArgument", err)
 		}
 		// Run-2 still accepts spawns.
 		if id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil }, WithParent(Parent{RunID: "run-2"})); err != nil {

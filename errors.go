@@ -10,16 +10,17 @@ import (
 var (
 	// ErrClosed is returned by every call on a Manager after Shutdown began.
 	ErrClosed = errors.New("bgtask: manager closed")
+	// ErrInvalidArgument is matched by the error of a call given a value it
+	// cannot take: a nil task function, a task name that is blank, too long,
+	// reserved (parent, self, all, broadcast), has surrounding spaces or
+	// control characters, or starts with the id prefix "task_"; an unknown
+	// wake policy; an empty event type or a payload that cannot be encoded
+	// as JSON (Task.Emit); a blank input prompt; an empty run id. The text
+	// after "bgtask: invalid argument: " says which and why. Nothing was
+	// changed.
+	ErrInvalidArgument = errors.New("bgtask: invalid argument")
 	// ErrInvalidOwner is returned when an owner id is empty or blank.
 	ErrInvalidOwner = errors.New("bgtask: owner id is empty")
-	// ErrNilFunc is returned when Spawn is given a nil function.
-	ErrNilFunc = errors.New("bgtask: task function is nil")
-	// ErrInvalidName is returned for a task name that is blank, too long,
-	// has surrounding spaces or control characters, or starts with the id
-	// prefix "task_".
-	ErrInvalidName = errors.New("bgtask: invalid task name")
-	// ErrReservedName is returned for the names parent, self, all and broadcast.
-	ErrReservedName = errors.New("bgtask: reserved task name")
 	// ErrDuplicateName is returned when the owner already has a non-terminal
 	// task with the same name.
 	ErrDuplicateName = errors.New("bgtask: a non-terminal task with this name already exists")
@@ -50,11 +51,9 @@ var (
 	// ErrNotLive is returned by Wait for a non-terminal task that this
 	// Manager does not run (restored from a store, or run by another process).
 	ErrNotLive = errors.New("bgtask: task is not running in this manager")
-	// ErrInvalidEvent is returned by Emit for an empty event type.
+	// ErrInvalidEvent is returned when an Event cannot be encoded or decoded
+	// as JSON (an unknown kind, a missing task id).
 	ErrInvalidEvent = errors.New("bgtask: invalid event")
-	// ErrInvalidPayload is returned by Emit when the payload cannot be
-	// encoded as JSON.
-	ErrInvalidPayload = errors.New("bgtask: payload is not JSON-encodable")
 	// ErrTaskEnded is returned by Emit once the task function has returned.
 	ErrTaskEnded = errors.New("bgtask: task has ended")
 	// ErrInvalidAction is returned by a Store for an action it cannot apply:
@@ -62,14 +61,8 @@ var (
 	ErrInvalidAction = errors.New("bgtask: invalid state action")
 	// ErrInvalidStatus is returned for a status filter this package does not know.
 	ErrInvalidStatus = errors.New("bgtask: invalid task status")
-	// ErrInvalidRun is returned by CancelRun for an empty run id.
-	ErrInvalidRun = errors.New("bgtask: run id is empty")
 	// ErrCorrupt is returned when stored or decoded metadata is not valid.
 	ErrCorrupt = errors.New("bgtask: corrupt task metadata")
-	// ErrInvalidWake is returned by a spawn given an unknown WakePolicy.
-	ErrInvalidWake = errors.New("bgtask: invalid wake policy")
-	// ErrInvalidInput is returned by Task.RequestInput for a blank prompt.
-	ErrInvalidInput = errors.New("bgtask: input request prompt is empty")
 	// ErrInputPending is returned by Task.RequestInput while an earlier
 	// request of the same task waits for its answer.
 	ErrInputPending = errors.New("bgtask: task already awaits input")
@@ -108,3 +101,17 @@ func (e *StatusError) Error() string {
 
 // Is reports whether target is ErrTerminal.
 func (e *StatusError) Is(target error) bool { return target == ErrTerminal }
+
+// invalidArgument returns an error matching ErrInvalidArgument that says
+// what was wrong.
+func invalidArgument(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}
+
+// Argument errors made once, for the calls that return them without a value.
+var (
+	errNilFunc     = invalidArgument("task function is nil")
+	errEmptyRun    = invalidArgument("run id is empty")
+	errBlankPrompt = invalidArgument("input request prompt is blank")
+	errEmptyEvent  = invalidArgument("empty event type")
+)

@@ -22,12 +22,12 @@ type inputWait struct {
 // that gives its length.
 //
 // If ctx ends first, the record goes back to running and RequestInput
-// returns ctx's cause. Errors: ErrInvalidInput for a blank prompt,
+// returns ctx's cause. Errors: ErrInvalidArgument for a blank prompt,
 // ErrInputPending while another request of the task is open, ErrTaskEnded
 // after the function returned, or the Store's error.
 func (t *Task) RequestInput(ctx context.Context, prompt string) (Message, error) {
 	if strings.TrimSpace(prompt) == "" {
-		return Message{}, ErrInvalidInput
+		return Message{}, errBlankPrompt
 	}
 	prompt, _ = truncateText(prompt, t.m.cfg.caps.prompt)
 	w := &inputWait{req: InputRequest{ID: "input_" + newTaskID(now())[len(IDPrefix):], Prompt: prompt}, answer: make(chan Message, 1)}

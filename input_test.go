@@ -144,7 +144,7 @@ func TestRequestInputErrors(t *testing.T) {
 		var handle *Task
 		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
 			handle = tk
-			if _, err := tk.RequestInput(ctx, " \t"); !errors.Is(err, ErrInvalidInput) {
+			if _, err := tk.RequestInput(ctx, " \t"); !errors.Is(err, ErrInvalidArgument) {
 				return nil, err
 			}
 			done := make(chan struct{})

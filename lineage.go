@@ -2,7 +2,6 @@ package bgtask
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"unicode"
 )
@@ -19,15 +18,15 @@ func checkName(name string) error {
 	case name == "":
 		return nil
 	case reservedNames[name]:
-		return fmt.Errorf("%w: %q", ErrReservedName, name)
+		return invalidArgument("task name %q is reserved", name)
 	case len(name) > maxNameLen:
-		return fmt.Errorf("%w: longer than %d bytes", ErrInvalidName, maxNameLen)
+		return invalidArgument("task name longer than %d bytes", maxNameLen)
 	case strings.TrimSpace(name) != name:
-		return fmt.Errorf("%w: %q has surrounding spaces", ErrInvalidName, name)
+		return invalidArgument("task name %q has surrounding spaces", name)
 	case strings.HasPrefix(name, IDPrefix):
-		return fmt.Errorf("%w: %q starts with the id prefix %q", ErrInvalidName, name, IDPrefix)
+		return invalidArgument("task name %q starts with the id prefix %q", name, IDPrefix)
 	case strings.IndexFunc(name, unicode.IsControl) >= 0:
-		return fmt.Errorf("%w: %q has control characters", ErrInvalidName, name)
+		return invalidArgument("task name %q has control characters", name)
 	}
 	return nil
 }

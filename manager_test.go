@@ -406,18 +406,18 @@ func TestManagerSpawnRefused(t *testing.T) {
 	}{
 		{name: "empty owner", setup: plain(""), want: ErrInvalidOwner},
 		{name: "blank owner", setup: plain(" \t\n"), want: ErrInvalidOwner},
-		{name: "nil func", setup: plain("thread-1"), nilFn: true, want: ErrNilFunc},
-		{name: "reserved parent", setup: plain("thread-1", WithName("parent")), want: ErrReservedName},
-		{name: "reserved self", setup: plain("thread-1", WithName("self")), want: ErrReservedName},
-		{name: "reserved all", setup: plain("thread-1", WithName("all")), want: ErrReservedName},
-		{name: "reserved broadcast", setup: plain("thread-1", WithName("broadcast")), want: ErrReservedName},
-		{name: "blank name", setup: plain("thread-1", WithName("   ")), want: ErrInvalidName},
-		{name: "leading space", setup: plain("thread-1", WithName(" worker")), want: ErrInvalidName},
-		{name: "trailing space", setup: plain("thread-1", WithName("worker ")), want: ErrInvalidName},
-		{name: "id prefix", setup: plain("thread-1", WithName("task_0123")), want: ErrInvalidName},
-		{name: "control char", setup: plain("thread-1", WithName("a\x00b")), want: ErrInvalidName},
-		{name: "newline", setup: plain("thread-1", WithName("a\nb")), want: ErrInvalidName},
-		{name: "too long", setup: plain("thread-1", WithName(strings.Repeat("a", 129))), want: ErrInvalidName},
+		{name: "nil func", setup: plain("thread-1"), nilFn: true, want: ErrInvalidArgument},
+		{name: "reserved parent", setup: plain("thread-1", WithName("parent")), want: ErrInvalidArgument},
+		{name: "reserved self", setup: plain("thread-1", WithName("self")), want: ErrInvalidArgument},
+		{name: "reserved all", setup: plain("thread-1", WithName("all")), want: ErrInvalidArgument},
+		{name: "reserved broadcast", setup: plain("thread-1", WithName("broadcast")), want: ErrInvalidArgument},
+		{name: "blank name", setup: plain("thread-1", WithName("   ")), want: ErrInvalidArgument},
+		{name: "leading space", setup: plain("thread-1", WithName(" worker")), want: ErrInvalidArgument},
+		{name: "trailing space", setup: plain("thread-1", WithName("worker ")), want: ErrInvalidArgument},
+		{name: "id prefix", setup: plain("thread-1", WithName("task_0123")), want: ErrInvalidArgument},
+		{name: "control char", setup: plain("thread-1", WithName("a\x00b")), want: ErrInvalidArgument},
+		{name: "newline", setup: plain("thread-1", WithName("a\nb")), want: ErrInvalidArgument},
+		{name: "too long", setup: plain("thread-1", WithName(strings.Repeat("a", 129))), want: ErrInvalidArgument},
 		{name: "duplicate name", want: ErrDuplicateName,
 			setup: func(t *testing.T, m *Manager) (Owner, context.Context, []SpawnOption) {
 				o := m.Owner("thread-1")
@@ -1038,14 +1038,14 @@ func TestManagerEmitErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := <-res
-	if !errors.Is(r.empty, ErrInvalidEvent) {
-		t.Errorf("Emit(\"\") = %v, want ErrInvalidEvent", r.empty)
+	if !errors.Is(r.empty, ErrInvalidArgument) {
+		t.Errorf("Emit(\"\") = %v, want ErrInvalidArgument", r.empty)
 	}
-	if !errors.Is(r.fn, ErrInvalidPayload) {
-		t.Errorf("Emit(func) = %v, want ErrInvalidPayload", r.fn)
+	if !errors.Is(r.fn, ErrInvalidArgument) {
+		t.Errorf("Emit(func) = %v, want ErrInvalidArgument", r.fn)
 	}
-	if !errors.Is(r.ch, ErrInvalidPayload) {
-		t.Errorf("Emit(chan) = %v, want ErrInvalidPayload", r.ch)
+	if !errors.Is(r.ch, ErrInvalidArgument) {
+		t.Errorf("Emit(chan) = %v, want ErrInvalidArgument", r.ch)
 	}
 	if r.ok != nil {
 		t.Errorf("Emit(good) = %v", r.ok)
@@ -1055,8 +1055,8 @@ func TestManagerEmitErrors(t *testing.T) {
 	if err := tk.Emit("late", 1); !errors.Is(err, ErrTaskEnded) {
 		t.Errorf("Emit after return = %v, want ErrTaskEnded", err)
 	}
-	if err := tk.Emit("", 1); !errors.Is(err, ErrInvalidEvent) {
-		t.Errorf("Emit(\"\") after return = %v, want ErrInvalidEvent", err)
+	if err := tk.Emit("", 1); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Emit(\"\") after return = %v, want ErrInvalidArgument", err)
 	}
 	evs := mtDrain(t, o)
 	if len(evs) != 2 || evs[0].EventType != "good" || string(evs[0].Payload) != `{"n":1}` || evs[1].Kind != EventCompleted {

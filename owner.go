@@ -36,8 +36,8 @@ func (o Owner) ID() string { return o.id }
 // context, cancelled only through the Manager.
 //
 // Errors, each matched with errors.Is, leave nothing persisted and nothing
-// started: ErrClosed, ErrInvalidOwner, ErrNilFunc, ErrInvalidName,
-// ErrReservedName, ErrDuplicateName, ErrParentNotFound, ErrParentCancelled,
+// started: ErrClosed, ErrInvalidOwner, ErrInvalidArgument (a nil fn, a bad
+// name or wake policy), ErrDuplicateName, ErrParentNotFound, ErrParentCancelled,
 // ErrRunCancelled, ErrDepthLimit, ErrFanOutLimit, ErrLimit, or the Store's
 // commit error.
 func (o Owner) Spawn(ctx context.Context, fn Func, opts ...SpawnOption) (string, error) {
@@ -120,7 +120,7 @@ func (o Owner) CancelAll() (int, error) { return o.m.cancelOwner(o.id) }
 // under the same lock as the registration, so no spawn slips through.
 // Another owner's run of the same id is untouched. A cancelled run is
 // remembered for WithCancelledRunsKept runs. Errors, in this order:
-// ErrInvalidOwner, ErrClosed, ErrInvalidRun for an empty run id.
+// ErrInvalidOwner, ErrClosed, ErrInvalidArgument for an empty run id.
 func (o Owner) CancelRun(runID string) (int, error) {
 	n, _, err := o.cancelRun(runID)
 	return n, err
@@ -135,7 +135,7 @@ func (o Owner) cancelRun(runID string) (n int, already bool, err error) {
 	case o.m.closed.Load():
 		return 0, false, ErrClosed
 	case runID == "":
-		return 0, false, ErrInvalidRun
+		return 0, false, errEmptyRun
 	}
 	n, already = o.m.cancelRun(runKey{owner: o.id, run: runID})
 	return n, already, nil

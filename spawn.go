@@ -22,7 +22,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	case m.closed.Load():
 		return "", ErrClosed
 	case fn == nil:
-		return "", ErrNilFunc
+		return "", errNilFunc
 	}
 	var sc spawnConfig
 	for _, o := range opts {
@@ -32,7 +32,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		return "", err
 	}
 	if !sc.wake.Valid() {
-		return "", fmt.Errorf("%w: %q", ErrInvalidWake, sc.wake)
+		return "", invalidArgument("unknown wake policy %q", sc.wake)
 	}
 	if sc.typ == "" {
 		sc.typ = TypeTask

@@ -132,8 +132,8 @@ func (t *Task) Agent() (Owner, error) {
 // afterwards; one larger than WithMaxPayloadBytes is replaced by an object
 // that says so (a Message's fields are cut to WithMaxMessageBytes instead).
 // A payload that cannot be encoded returns an error matching
-// ErrInvalidPayload and sends nothing. An empty eventType returns
-// ErrInvalidEvent. Once the function has returned, Emit returns
+// ErrInvalidArgument and sends nothing. An empty eventType returns
+// ErrInvalidArgument. Once the function has returned, Emit returns
 // ErrTaskEnded, so every custom event precedes the terminal one. If the
 // owner's inbox is closed the event goes to its WithOnClosed fallback (a Plugin
 // keeps it for the owner's next run) and Emit returns nil; an inbox without
@@ -148,7 +148,7 @@ func (t *Task) Emit(eventType string, payload any) error {
 // task's history ("" for other events).
 func (t *Task) emit(eventType string, payload any) (string, error) {
 	if eventType == "" {
-		return "", fmt.Errorf("%w: empty event type", ErrInvalidEvent)
+		return "", errEmptyEvent
 	}
 	limit := t.m.cfg.caps.payload
 	if eventType == EventTypeMessage {
@@ -164,7 +164,7 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	}
 	p, err := encodeJSON(payload)
 	if err != nil {
-		return "", fmt.Errorf("%w: event %q: %w", ErrInvalidPayload, eventType, err)
+		return "", fmt.Errorf("%w: event %q: payload is not JSON-encodable: %w", ErrInvalidArgument, eventType, err)
 	}
 	if limit >= 0 {
 		p, _ = truncateJSON(p, limit)

@@ -56,5 +56,5 @@ func (p WakePolicy) route(k EventKind, typ string) (send, quiet bool) {
 }
 
 // WithWake sets the task's wake policy. Default WakeOnTerminal. An unknown
-// policy makes the spawn fail with ErrInvalidWake.
+// policy makes the spawn fail with ErrInvalidArgument.
 func WithWake(p WakePolicy) SpawnOption { return func(c *spawnConfig) { c.wake = p } }

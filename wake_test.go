@@ -114,7 +114,7 @@ func (s *mtFailTerminalStore) Commit(ctx context.Context, owner string, actions 
 func TestWakeInvalid(t *testing.T) {
 	m := mtNew(t)
 	_, err := m.Owner("thread-1").Spawn(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil }, WithWake("loud"))
-	if !errors.Is(err, ErrInvalidWake) || err.Error() != `bgtask: invalid wake policy: "loud"` {
+	if !errors.Is(err, ErrInvalidArgument) || err.Error() != `bgtask: invalid argument: unknown wake policy "loud"` {
 		t.Fatalf("spawn with an unknown policy: %v", err)
 	}
 	if n := len(mtList(t, m.Owner("thread-1"))); n != 0 {
