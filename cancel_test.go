@@ -9,14 +9,14 @@ import (
 	"testing/synctest"
 )
 
-// mtCancelVia is how a test cancels: through the Manager or an Owner view.
-type mtCancelVia struct {
+// cancelVia is how a test cancels: through the Manager or an Owner view.
+type cancelVia struct {
 	name   string
 	cancel func(ctx context.Context, m *Manager, owner, id string) (int, error)
 	tree   func(ctx context.Context, m *Manager, owner, id string) (int, error)
 }
 
-var mtCancelVias = []mtCancelVia{
+var cancelVias = []cancelVia{
 	{"manager",
 		func(ctx context.Context, m *Manager, _, id string) (int, error) { return m.Cancel(ctx, id) },
 		func(ctx context.Context, m *Manager, _, id string) (int, error) { return m.CancelTree(ctx, id) }},
@@ -30,12 +30,12 @@ var mtCancelVias = []mtCancelVia{
 }
 
 func TestCancelOne(t *testing.T) {
-	for _, via := range mtCancelVias {
+	for _, via := range cancelVias {
 		t.Run(via.name, func(t *testing.T) {
-			m := mtNew(t)
+			m := newTestManager(t)
 			o := m.Owner("thread-1")
-			id, p := mtSpawnProbe(t, t.Context(), o)
-			childID, child := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: id}))
+			id, p := spawnProbe(t, t.Context(), o)
+			childID, child := spawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: id}))
 
 			if n, err := via.cancel(t.Context(), m, "thread-1", id); n != 1 || err != nil {
 				t.Fatalf("first Cancel = %d, %v; want 1, nil", n, err)
@@ -46,7 +46,7 @@ func TestCancelOne(t *testing.T) {
 			if cause := <-p.cause; !errors.Is(cause, ErrCancelled) {
 				t.Fatalf("cause %v, want ErrCancelled", cause)
 			}
-			if got := mtWait(t, o, id); got.Status != StatusCancelled || got.Error != ErrCancelled.Error() {
+			if got := waitTask(t, o, id); got.Status != StatusCancelled || got.Error != ErrCancelled.Error() {
 				t.Fatalf("after cancel: status %q error %q", got.Status, got.Error)
 			}
 			// Cancel is not a tree cancel: the child goes on.
@@ -61,7 +61,7 @@ func TestCancelOne(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mtWait(t, o, done)
+			waitTask(t, o, done)
 			if n, err := via.cancel(t.Context(), m, "thread-1", done); n != 0 || err != nil {
 				t.Fatalf("Cancel of a completed task = %d, %v; want 0, nil", n, err)
 			}
@@ -78,21 +78,21 @@ func TestCancelOne(t *testing.T) {
 			if n, err := via.cancel(t.Context(), m, "thread-1", childID); n != 1 || err != nil {
 				t.Fatalf("Cancel(child) = %d, %v", n, err)
 			}
-			mtWait(t, o, childID)
-			mtShutdown(t, m)
+			waitTask(t, o, childID)
+			shutdownManager(t, m)
 		})
 	}
 }
 
 func TestCancelTree(t *testing.T) {
-	for _, via := range mtCancelVias {
+	for _, via := range cancelVias {
 		t.Run(via.name, func(t *testing.T) {
-			m := mtNew(t)
+			m := newTestManager(t)
 			o := m.Owner("thread-1")
-			root, rp := mtSpawnProbe(t, t.Context(), o, WithName("root-task"))
-			child, cp := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: root}))
-			grand, gp := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: child}))
-			sibling, sp := mtSpawnProbe(t, t.Context(), o)
+			root, rp := spawnProbe(t, t.Context(), o, WithName("root-task"))
+			child, cp := spawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: root}))
+			grand, gp := spawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: child}))
+			sibling, sp := spawnProbe(t, t.Context(), o)
 
 			if n, err := via.tree(t.Context(), m, "thread-1", root); n != 3 || err != nil {
 				t.Fatalf("CancelTree(root) = %d, %v; want 3", n, err)
@@ -102,7 +102,7 @@ func TestCancelTree(t *testing.T) {
 			}
 			for _, c := range []struct {
 				name  string
-				p     *mtProbe
+				p     *probeTask
 				cause error
 			}{{"root", rp, ErrCancelled}, {"child", cp, ErrParentCancelled}, {"grandchild", gp, ErrParentCancelled}} {
 				if got := <-c.p.cause; !errors.Is(got, c.cause) {
@@ -110,7 +110,7 @@ func TestCancelTree(t *testing.T) {
 				}
 			}
 			for _, id := range []string{root, child, grand} {
-				if got := mtWait(t, o, id); got.Status != StatusCancelled {
+				if got := waitTask(t, o, id); got.Status != StatusCancelled {
 					t.Fatalf("%s: %q, want cancelled", id, got.Status)
 				}
 			}
@@ -118,18 +118,18 @@ func TestCancelTree(t *testing.T) {
 				t.Fatalf("CancelTree reached an unrelated task: %v", err)
 			}
 			close(sp.release)
-			mtWait(t, o, sibling)
-			mtShutdown(t, m)
+			waitTask(t, o, sibling)
+			shutdownManager(t, m)
 		})
 	}
 }
 
 func TestCancelTreeFromTheMiddle(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
-	root, rp := mtSpawnProbe(t, t.Context(), o)
-	child, cp := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: root}))
-	grand, gp := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: child}))
+	root, rp := spawnProbe(t, t.Context(), o)
+	child, cp := spawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: root}))
+	grand, gp := spawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: child}))
 	if n, err := o.CancelTree(t.Context(), child); n != 2 || err != nil {
 		t.Fatalf("CancelTree(child) = %d, %v; want 2", n, err)
 	}
@@ -142,13 +142,13 @@ func TestCancelTreeFromTheMiddle(t *testing.T) {
 	if err := rp.ctxErr(t); err != nil {
 		t.Fatalf("CancelTree(child) reached the root: %v", err)
 	}
-	mtWait(t, o, child)
-	mtWait(t, o, grand)
+	waitTask(t, o, child)
+	waitTask(t, o, grand)
 	if n, err := o.CancelTree(t.Context(), root); n != 1 || err != nil {
 		t.Fatalf("CancelTree(root) = %d, %v; want 1", n, err)
 	}
-	mtWait(t, o, root)
-	mtShutdown(t, m)
+	waitTask(t, o, root)
+	shutdownManager(t, m)
 }
 
 // TestCancelDetached: a detached child is left out of CancelTree and
@@ -157,7 +157,7 @@ func TestCancelDetached(t *testing.T) {
 	for _, how := range []string{"tree", "run"} {
 		t.Run(how, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				m := mtNew(t)
+				m := newTestManager(t)
 				o := m.Owner("thread-1")
 				attached, detached := newProbe(), newProbe()
 				type ids struct{ a, d string }
@@ -192,8 +192,8 @@ func TestCancelDetached(t *testing.T) {
 				if n != 2 || err != nil {
 					t.Fatalf("cancel %s = %d, %v; want 2 (root and attached child)", how, n, err)
 				}
-				mtWait(t, o, root)
-				mtWait(t, o, c.a)
+				waitTask(t, o, root)
+				waitTask(t, o, c.a)
 				synctest.Wait()
 				if err := detached.ctxErr(t); err != nil {
 					t.Fatalf("the detached child was cancelled: %v", err)
@@ -207,10 +207,10 @@ func TestCancelDetached(t *testing.T) {
 				if cause := <-detached.cause; !errors.Is(cause, ErrCancelled) {
 					t.Fatalf("detached cause %v, want ErrCancelled", cause)
 				}
-				if got := mtWait(t, o, c.d); got.Status != StatusCancelled {
+				if got := waitTask(t, o, c.d); got.Status != StatusCancelled {
 					t.Fatalf("detached child %q after CancelAll", got.Status)
 				}
-				mtShutdown(t, m)
+				shutdownManager(t, m)
 			})
 		})
 	}
@@ -219,7 +219,7 @@ func TestCancelDetached(t *testing.T) {
 // TestCancelTreeEndedParent: a parent that already ended still leads
 // CancelTree to its live descendants.
 func TestCancelTreeEndedParent(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	grand := newProbe()
 	childReady := make(chan string, 1)
@@ -245,7 +245,7 @@ func TestCancelTreeEndedParent(t *testing.T) {
 	}
 	childID := <-childReady
 	<-grand.started
-	if got := mtWait(t, o, parent); got.Status != StatusCompleted {
+	if got := waitTask(t, o, parent); got.Status != StatusCompleted {
 		t.Fatalf("parent: %+v", got)
 	}
 	if n, err := o.CancelTree(t.Context(), parent); n != 2 || err != nil {
@@ -257,10 +257,10 @@ func TestCancelTreeEndedParent(t *testing.T) {
 	if c := <-grand.cause; !errors.Is(c, ErrParentCancelled) {
 		t.Fatalf("grandchild cause %v", c)
 	}
-	if got := mtWait(t, o, childID); got.Status != StatusCancelled {
+	if got := waitTask(t, o, childID); got.Status != StatusCancelled {
 		t.Fatalf("child %q", got.Status)
 	}
-	if got := mtWait(t, o, grand.task.ID()); got.Status != StatusCancelled {
+	if got := waitTask(t, o, grand.task.ID()); got.Status != StatusCancelled {
 		t.Fatalf("grandchild %q", got.Status)
 	}
 	if got, _ := o.Get(t.Context(), parent); got.Status != StatusCompleted {
@@ -269,22 +269,22 @@ func TestCancelTreeEndedParent(t *testing.T) {
 	if n, err := o.CancelTree(t.Context(), parent); n != 0 || err != nil {
 		t.Fatalf("CancelTree after all ended = %d, %v; want 0", n, err)
 	}
-	mtShutdown(t, m)
+	shutdownManager(t, m)
 }
 
 func TestOwnerCancelAll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		a, b := m.Owner("thread-A"), m.Owner("thread-B")
 		var aIDs []string
-		var aProbes, bProbes []*mtProbe
+		var aProbes, bProbes []*probeTask
 		for range 3 {
-			id, p := mtSpawnProbe(t, t.Context(), a)
+			id, p := spawnProbe(t, t.Context(), a)
 			aIDs, aProbes = append(aIDs, id), append(aProbes, p)
 		}
 		var bIDs []string
 		for range 2 {
-			id, p := mtSpawnProbe(t, t.Context(), b)
+			id, p := spawnProbe(t, t.Context(), b)
 			bIDs, bProbes = append(bIDs, id), append(bProbes, p)
 		}
 		if n, err := m.Owner("thread-A").CancelAll(); n != 3 || err != nil {
@@ -297,7 +297,7 @@ func TestOwnerCancelAll(t *testing.T) {
 			if c := <-aProbes[i].cause; !errors.Is(c, ErrCancelled) {
 				t.Fatalf("A task cause %v", c)
 			}
-			if got := mtWait(t, a, id); got.Status != StatusCancelled {
+			if got := waitTask(t, a, id); got.Status != StatusCancelled {
 				t.Fatalf("A task %q", got.Status)
 			}
 		}
@@ -307,8 +307,8 @@ func TestOwnerCancelAll(t *testing.T) {
 				t.Fatalf("CancelAll(A) reached B: %v", err)
 			}
 		}
-		if got := mtList(t, b, StatusRunning); len(got) != 2 {
-			t.Fatalf("B running: %v", mtIDs(got))
+		if got := listTasks(t, b, StatusRunning); len(got) != 2 {
+			t.Fatalf("B running: %v", taskIDs(got))
 		}
 		if n, err := m.Owner("nobody").CancelAll(); n != 0 || err != nil {
 			t.Fatalf("CancelAll(nobody) = %d, %v", n, err)
@@ -322,29 +322,29 @@ func TestOwnerCancelAll(t *testing.T) {
 			t.Fatalf("B.CancelAll = %d, %v; want 2", n, err)
 		}
 		for _, id := range bIDs {
-			if got := mtWait(t, b, id); got.Status != StatusCancelled {
+			if got := waitTask(t, b, id); got.Status != StatusCancelled {
 				t.Fatalf("B task %q", got.Status)
 			}
 		}
-		if got := mtList(t, b, StatusRunning, StatusQueued); len(got) != 0 {
-			t.Fatalf("B still has %v", mtIDs(got))
+		if got := listTasks(t, b, StatusRunning, StatusQueued); len(got) != 0 {
+			t.Fatalf("B still has %v", taskIDs(got))
 		}
-		mtShutdown(t, m)
+		shutdownManager(t, m)
 	})
 }
 
 func TestCancelRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		o, other := m.Owner("thread-1"), m.Owner("thread-2")
-		a, ap := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{RunID: "run-1"}))
-		b, bp := mtSpawnProbe(t, WithToolCall(t.Context(), ToolCall{RunID: "run-1", CallID: "call-1"}), o)
+		a, ap := spawnProbe(t, t.Context(), o, WithParent(Parent{RunID: "run-1"}))
+		b, bp := spawnProbe(t, WithToolCall(t.Context(), ToolCall{RunID: "run-1", CallID: "call-1"}), o)
 		// A child of a run task, named without the run id: it joins its parent's run.
-		c, cp := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: a}))
+		c, cp := spawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: a}))
 		// Another owner's task in its own run of the same id: untouched.
-		e, ep := mtSpawnProbe(t, t.Context(), other, WithParent(Parent{RunID: "run-1"}))
+		e, ep := spawnProbe(t, t.Context(), other, WithParent(Parent{RunID: "run-1"}))
 		// Another run.
-		d, dp := mtSpawnProbe(t, t.Context(), o, WithParent(Parent{RunID: "run-2"}))
+		d, dp := spawnProbe(t, t.Context(), o, WithParent(Parent{RunID: "run-2"}))
 
 		if got, _ := o.Get(t.Context(), c); got.Parent.RunID != "run-1" {
 			t.Fatalf("child's run %q, want run-1 (its parent's)", got.Parent.RunID)
@@ -355,7 +355,7 @@ func TestCancelRun(t *testing.T) {
 		if n, err := m.CancelRun("thread-1", "run-1"); n != 0 || err != nil {
 			t.Fatalf("second CancelRun(run-1) = %d, %v; want 0", n, err)
 		}
-		for _, p := range []*mtProbe{ap, bp, cp} {
+		for _, p := range []*probeTask{ap, bp, cp} {
 			if cause := <-p.cause; !errors.Is(cause, ErrRunCancelled) {
 				t.Fatalf("cause %v, want ErrRunCancelled", cause)
 			}
@@ -364,7 +364,7 @@ func TestCancelRun(t *testing.T) {
 			o  Owner
 			id string
 		}{{o, a}, {o, b}, {o, c}} {
-			if got := mtWait(t, x.o, x.id); got.Status != StatusCancelled || got.Error != ErrRunCancelled.Error() {
+			if got := waitTask(t, x.o, x.id); got.Status != StatusCancelled || got.Error != ErrRunCancelled.Error() {
 				t.Fatalf("%s: %q %q, want cancelled by the run", x.id, got.Status, got.Error)
 			}
 		}
@@ -387,7 +387,7 @@ func TestCancelRun(t *testing.T) {
 		if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(Parent{RunID: "run-1"})); !errors.Is(err, ErrRunCancelled) {
 			t.Fatalf("spawn into the cancelled run by parent: %v, want ErrRunCancelled", err)
 		}
-		if got := len(mtList(t, o)); got != 4 {
+		if got := len(listTasks(t, o)); got != 4 {
 			t.Fatalf("thread-1 has %d tasks, want 4", got)
 		}
 		// A run that never had tasks.
@@ -404,15 +404,15 @@ func TestCancelRun(t *testing.T) {
 		if id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil }, WithParent(Parent{RunID: "run-2"})); err != nil {
 			t.Fatalf("spawn into run-2: %v", err)
 		} else {
-			mtWait(t, o, id)
+			waitTask(t, o, id)
 		}
 		close(dp.release)
-		mtWait(t, o, d)
+		waitTask(t, o, d)
 		close(ep.release)
-		if got := mtWait(t, other, e); got.Status != StatusCompleted {
+		if got := waitTask(t, other, e); got.Status != StatusCompleted {
 			t.Fatalf("thread-2's run-1 task %s, want completed", got.Status)
 		}
-		mtShutdown(t, m)
+		shutdownManager(t, m)
 	})
 }
 
@@ -423,7 +423,7 @@ func TestCancelRun(t *testing.T) {
 func TestCancelRunNestedSpawnRace(t *testing.T) {
 	for _, subAgent := range []bool{false, true} {
 		t.Run(fmt.Sprint("subAgent=", subAgent), func(t *testing.T) {
-			m := mtNew(t)
+			m := newTestManager(t)
 			o := m.Owner("thread-1")
 			started, gate := make(chan struct{}), make(chan struct{})
 			nested := make(chan error, 1)
@@ -457,13 +457,13 @@ func TestCancelRunNestedSpawnRace(t *testing.T) {
 			if err, want := <-nested, `bgtask: run cancelled: "run-cancelled"`; !errors.Is(err, ErrRunCancelled) || err.Error() != want {
 				t.Fatalf("nested spawn: %v, want %s", err, want)
 			}
-			if got := mtWait(t, o, root); got.Status != StatusCancelled {
+			if got := waitTask(t, o, root); got.Status != StatusCancelled {
 				t.Fatalf("root %q (%q), want cancelled", got.Status, got.Error)
 			}
-			if got := mtList(t, o); len(got) != 1 {
+			if got := listTasks(t, o); len(got) != 1 {
 				t.Fatalf("List has %d tasks, want 1", len(got))
 			}
-			mtShutdown(t, m)
+			shutdownManager(t, m)
 			if ran.Load() {
 				t.Fatal("the refused nested task ran")
 			}
@@ -474,7 +474,7 @@ func TestCancelRunNestedSpawnRace(t *testing.T) {
 // TestCancelParentSignalledRefusesAttachedChild: once a parent was asked to
 // stop, a new attached child of it is refused; a detached one is allowed.
 func TestCancelParentSignalledRefusesAttachedChild(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	started, gate := make(chan struct{}), make(chan struct{})
 	type res struct {
@@ -518,10 +518,10 @@ func TestCancelParentSignalledRefusesAttachedChild(t *testing.T) {
 	if r.detached != nil {
 		t.Fatalf("detached child: %v, want allowed", r.detached)
 	}
-	if got := mtWait(t, o, parent); got.Status != StatusCancelled {
+	if got := waitTask(t, o, parent); got.Status != StatusCancelled {
 		t.Fatalf("parent %q", got.Status)
 	}
-	if ids := mtIDs(mtList(t, o)); len(ids) != 2 {
+	if ids := taskIDs(listTasks(t, o)); len(ids) != 2 {
 		t.Fatalf("List = %v, want the parent and the detached child", ids)
 	}
 	if err := detached.ctxErr(t); err != nil {
@@ -531,8 +531,8 @@ func TestCancelParentSignalledRefusesAttachedChild(t *testing.T) {
 		t.Fatalf("detached child record %+v", got)
 	}
 	close(detached.release)
-	mtWait(t, o, r.detachedID)
-	mtShutdown(t, m)
+	waitTask(t, o, r.detachedID)
+	shutdownManager(t, m)
 }
 
 // TestCancelTreeRacesChildSpawns: a parent keeps spawning attached children
@@ -541,7 +541,7 @@ func TestCancelParentSignalledRefusesAttachedChild(t *testing.T) {
 func TestCancelTreeRacesChildSpawns(t *testing.T) {
 	for range 20 {
 		// The loop may spawn thousands of children: keep all their records.
-		m := mtNew(t, WithStore(NewMemoryStore(WithRetainPerOwner(1<<20))))
+		m := newTestManager(t, WithStore(NewMemoryStore(WithRetainPerOwner(1<<20))))
 		o := m.Owner("thread-1")
 		type out struct {
 			ids []string
@@ -586,12 +586,12 @@ func TestCancelTreeRacesChildSpawns(t *testing.T) {
 			t.Fatalf("CancelTree = %d, want %d (parent and %d children)", n, len(r.ids)+1, len(r.ids))
 		}
 		for _, id := range r.ids {
-			if got := mtWait(t, o, id); got.Status != StatusCancelled || got.Error != ErrParentCancelled.Error() {
+			if got := waitTask(t, o, id); got.Status != StatusCancelled || got.Error != ErrParentCancelled.Error() {
 				t.Fatalf("child %s: %q %q, want cancelled by the parent", id, got.Status, got.Error)
 			}
 		}
-		mtWait(t, o, parent)
-		mtShutdown(t, m)
+		waitTask(t, o, parent)
+		shutdownManager(t, m)
 	}
 }
 
@@ -599,7 +599,7 @@ func TestCancelTreeRacesChildSpawns(t *testing.T) {
 // all cancelled at once; each ends with one cancelled event after its
 // heartbeats.
 func TestCancelAllDuringEmits(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	ib, err := o.Inbox()
 	if err != nil {
@@ -636,7 +636,7 @@ func TestCancelAllDuringEmits(t *testing.T) {
 		t.Fatalf("CancelAll = %d, %v; want %d", c, err, n)
 	}
 	for id := range ids {
-		if got := mtWait(t, o, id); got.Status != StatusCancelled {
+		if got := waitTask(t, o, id); got.Status != StatusCancelled {
 			t.Fatalf("%s: %q", id, got.Status)
 		}
 	}
@@ -660,8 +660,8 @@ func TestCancelAllDuringEmits(t *testing.T) {
 	if len(ended) != n {
 		t.Fatalf("%d cancelled events, want %d", len(ended), n)
 	}
-	if got := mtList(t, o, StatusRunning); len(got) != 0 {
-		t.Fatalf("still running: %v", mtIDs(got))
+	if got := listTasks(t, o, StatusRunning); len(got) != 0 {
+		t.Fatalf("still running: %v", taskIDs(got))
 	}
-	mtShutdown(t, m)
+	shutdownManager(t, m)
 }

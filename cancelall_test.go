@@ -18,18 +18,18 @@ func TestCancelAll(t *testing.T) {
 		{"instance lost", ErrInstanceLost, ErrInstanceLost},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := mtNew(t, WithMaxConcurrent(4), WithQueueWhenFull())
+			m := newTestManager(t, WithMaxConcurrent(4), WithQueueWhenFull())
 			a, b := m.Owner("thread-1"), m.Owner("thread-2")
-			root, rp := mtSpawnProbe(t, t.Context(), a)
-			detached, dp := mtSpawnProbe(t, rp.ctx, a, WithDetached())
-			other, op := mtSpawnProbe(t, t.Context(), b)
-			agent, ap := mtSpawnProbe(t, t.Context(), b)
+			root, rp := spawnProbe(t, t.Context(), a)
+			detached, dp := spawnProbe(t, rp.ctx, a, WithDetached())
+			other, op := spawnProbe(t, t.Context(), b)
+			agent, ap := spawnProbe(t, t.Context(), b)
 			ran := make(chan struct{}, 1)
 			queued, err := a.Spawn(t.Context(), func(context.Context, *Task) (any, error) { ran <- struct{}{}; return nil, nil })
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := mtGet(t, a, queued).Status; got != StatusQueued {
+			if got := getTask(t, a, queued).Status; got != StatusQueued {
 				t.Fatalf("fifth task %s", got)
 			}
 			queued2, err := a.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil })
@@ -40,7 +40,7 @@ func TestCancelAll(t *testing.T) {
 			if n := m.CancelAll(tc.cause); n != 6 {
 				t.Fatalf("CancelAll = %d, want 6", n)
 			}
-			for id, p := range map[string]*mtProbe{root: rp, detached: dp, other: op, agent: ap} {
+			for id, p := range map[string]*probeTask{root: rp, detached: dp, other: op, agent: ap} {
 				if cause := <-p.cause; !errors.Is(cause, tc.want) {
 					t.Errorf("%s: cause %v, want %v", id, cause, tc.want)
 				}
@@ -49,7 +49,7 @@ func TestCancelAll(t *testing.T) {
 				o  Owner
 				id string
 			}{{a, root}, {a, detached}, {b, other}, {b, agent}, {a, queued}, {a, queued2}} {
-				if got := mtWait(t, w.o, w.id); got.Status != StatusCancelled || got.Error != tc.want.Error() {
+				if got := waitTask(t, w.o, w.id); got.Status != StatusCancelled || got.Error != tc.want.Error() {
 					t.Errorf("%s: %s %q", w.id, got.Status, got.Error)
 				}
 			}
@@ -62,9 +62,9 @@ func TestCancelAll(t *testing.T) {
 				t.Fatalf("second CancelAll = %d", n)
 			}
 			// Still open.
-			id, p := mtSpawnProbe(t, t.Context(), a)
+			id, p := spawnProbe(t, t.Context(), a)
 			close(p.release)
-			if got := mtWait(t, a, id); got.Status != StatusCompleted {
+			if got := waitTask(t, a, id); got.Status != StatusCompleted {
 				t.Fatalf("spawn after CancelAll: %s", got.Status)
 			}
 		})
@@ -72,11 +72,11 @@ func TestCancelAll(t *testing.T) {
 }
 
 func TestCancelAllEmptyAndClosed(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	if n := m.CancelAll(nil); n != 0 {
 		t.Fatalf("CancelAll on an empty Manager = %d", n)
 	}
-	mtShutdown(t, m)
+	shutdownManager(t, m)
 	if n := m.CancelAll(nil); n != 0 {
 		t.Fatalf("CancelAll after Shutdown = %d", n)
 	}

@@ -29,7 +29,7 @@ func TestSizeCapOptions(t *testing.T) {
 			t.Errorf("New = %v, %v; want %q", m, err, tc.want)
 		}
 	}
-	m := mtNew(t, WithMaxResultBytes(10), WithMaxResultBytes(0), WithMaxErrorBytes(0), WithMaxPayloadBytes(1),
+	m := newTestManager(t, WithMaxResultBytes(10), WithMaxResultBytes(0), WithMaxErrorBytes(0), WithMaxPayloadBytes(1),
 		WithMaxPromptBytes(2), WithMaxMessageBytes(3))
 	if got := m.cfg.caps; got != (sizeCaps{result: def.result, err: def.err, payload: 1, prompt: 2, message: 3}) {
 		t.Fatalf("caps %+v", got)
@@ -41,7 +41,7 @@ func TestSizeCapOptions(t *testing.T) {
 // the events, with a marker and the original size.
 func TestSizeCaps(t *testing.T) {
 	t.Parallel()
-	m := mtNew(t, WithMaxResultBytes(80), WithMaxErrorBytes(40), WithMaxPayloadBytes(80), WithMaxPromptBytes(40), WithMaxMessageBytes(40))
+	m := newTestManager(t, WithMaxResultBytes(80), WithMaxErrorBytes(40), WithMaxPayloadBytes(80), WithMaxPromptBytes(40), WithMaxMessageBytes(40))
 	o := m.Owner("thread-1")
 	ctx := t.Context()
 	long := func(c string) string { return strings.Repeat(c, 100) }
@@ -74,7 +74,7 @@ func TestSizeCaps(t *testing.T) {
 	if err := o.Send(ctx, resID, Message{InReplyTo: meta.Input.ID, Content: "go"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := mtWait(t, o, resID); string(got.Result) != wantJSON {
+	if got := waitTask(t, o, resID); string(got.Result) != wantJSON {
 		t.Fatalf("record result %s\nwant %s", got.Result, wantJSON)
 	}
 
@@ -83,14 +83,14 @@ func TestSizeCaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := mtWait(t, o, errID); got.Error != cut("e") {
+	if got := waitTask(t, o, errID); got.Error != cut("e") {
 		t.Fatalf("record error %q", got.Error)
 	}
 	panicID, err := o.Spawn(ctx, func(context.Context, *Task) (any, error) { panic(long("x")) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := mtWait(t, o, panicID); len(got.Error) > 40 || !strings.HasPrefix(got.Error, "panic: xx") ||
+	if got := waitTask(t, o, panicID); len(got.Error) > 40 || !strings.HasPrefix(got.Error, "panic: xx") ||
 		!strings.HasSuffix(got.Error, "…[truncated: 107 bytes total]") || len(got.Stack) > 40 || !strings.Contains(got.Stack, "…[truncated: ") {
 		t.Fatalf("record of a panic: error %q, stack %q", got.Error, got.Stack)
 	}
@@ -117,10 +117,10 @@ func TestSizeCaps(t *testing.T) {
 	if msg := <-heard; msg != (Message{From: "lead", Content: cut("m")}) {
 		t.Fatalf("sub-agent heard %+v", msg)
 	}
-	mtWait(t, o, agentID)
+	waitTask(t, o, agentID)
 
 	var got []string
-	for _, ev := range mtDrain(t, o) {
+	for _, ev := range drainOwner(t, o) {
 		b, err := json.Marshal(ev)
 		if err != nil {
 			t.Fatal(err)
@@ -154,13 +154,13 @@ func TestSizeCaps(t *testing.T) {
 // preview of at most 64 KiB that gives the original size.
 func TestSizeCapDefaultResult(t *testing.T) {
 	t.Parallel()
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return strings.Repeat("a", 2<<20), nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := mtWait(t, o, id)
+	meta := waitTask(t, o, id)
 	var r struct {
 		Truncated     bool   `json:"truncated"`
 		OriginalBytes int    `json:"original_bytes"`
@@ -170,7 +170,7 @@ func TestSizeCapDefaultResult(t *testing.T) {
 		r.Preview != `"`+strings.Repeat("a", len(r.Preview)-1) || len(r.Preview) < 60<<10 {
 		t.Fatalf("result of %d bytes: truncated %v, original %d, preview of %d bytes, %v", len(meta.Result), r.Truncated, r.OriginalBytes, len(r.Preview), err)
 	}
-	evs := mtDrain(t, o)
+	evs := drainOwner(t, o)
 	if len(evs) != 1 || string(evs[0].Result) != string(meta.Result) {
 		t.Fatalf("event result differs from the record's")
 	}

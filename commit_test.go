@@ -94,17 +94,17 @@ func TestCommitRetryOfTerminalRecord(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				st := newFailingStore()
-				m := mtNew(t, WithStore(st), WithCommitRetry(3, 10*time.Millisecond))
+				m := newTestManager(t, WithStore(st), WithCommitRetry(3, 10*time.Millisecond))
 				st.failTerminal(tc.fails)
 				var returned time.Time
-				id := limSpawn(t, m, "a", func(ctx context.Context, tk *Task) (any, error) {
+				id := spawnFor(t, m, "a", func(ctx context.Context, tk *Task) (any, error) {
 					if err := tk.Emit("progress", 1); err != nil {
 						return nil, err
 					}
 					returned = time.Now()
 					return "done", nil
 				}, WithWake(WakeOnActivity))
-				meta := limWait(t, m, id, StatusCompleted)
+				meta := waitStatus(t, m, id, StatusCompleted)
 				if d := time.Since(returned); d != tc.wantElapsed {
 					t.Fatalf("terminal record settled %v after the function returned, want %v", d, tc.wantElapsed)
 				}
@@ -133,7 +133,7 @@ func TestCommitRetryOfTerminalRecord(t *testing.T) {
 					t.Fatalf("completed event result %s, want \"done\"", last.Result)
 				}
 
-				stored := limGet(t, m, id)
+				stored := getTask(t, m, id)
 				if tc.fails >= 0 {
 					if stored.Status != StatusCompleted || string(stored.Result) != `"done"` {
 						t.Fatalf("stored: status %q result %s, want completed \"done\"", stored.Status, stored.Result)
@@ -167,7 +167,7 @@ func TestCommitRetryOfTerminalRecord(t *testing.T) {
 				if nodes != 0 || owners != 0 {
 					t.Fatalf("after the task ended: %d nodes, %d owners, want 0 and 0", nodes, owners)
 				}
-				mtShutdown(t, m)
+				shutdownManager(t, m)
 			})
 		})
 	}
@@ -194,9 +194,9 @@ func TestCommitFailedEventCarriesStatus(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				st := newFailingStore()
-				m := mtNew(t, WithStore(st), WithCommitRetry(2, time.Second))
+				m := newTestManager(t, WithStore(st), WithCommitRetry(2, time.Second))
 				st.failTerminal(-1)
-				id := limSpawn(t, m, "a", tc.fn)
+				id := spawnFor(t, m, "a", tc.fn)
 				if tc.cancel {
 					synctest.Wait()
 					if _, err := m.Cancel(t.Context(), id); err != nil {
@@ -204,7 +204,7 @@ func TestCommitFailedEventCarriesStatus(t *testing.T) {
 					}
 				}
 				start := time.Now()
-				limWait(t, m, id, tc.status)
+				waitStatus(t, m, id, tc.status)
 				if d := time.Since(start); d != time.Second {
 					t.Fatalf("two tries took %v, want 1s of backoff", d)
 				}
@@ -220,7 +220,7 @@ func TestCommitFailedEventCarriesStatus(t *testing.T) {
 				if evs[1].Kind != tc.kind || evs[1].Error != tc.errText {
 					t.Fatalf("second event %+v, want %s %q", evs[1], tc.kind, tc.errText)
 				}
-				mtShutdown(t, m)
+				shutdownManager(t, m)
 			})
 		})
 	}
@@ -244,13 +244,13 @@ func TestCommitSpawnFailure(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				st := newFailingStore()
-				m := mtNew(t, WithStore(st), WithMaxConcurrent(1), WithQueueWhenFull())
+				m := newTestManager(t, WithStore(st), WithMaxConcurrent(1), WithQueueWhenFull())
 				o := m.Owner("a")
 				var log startLog
 				var blocker string
 				relBlock := gate(t)
 				if tc.queue {
-					blocker = limSpawn(t, m, "a", gated(&log, "blocker", relBlock))
+					blocker = spawnFor(t, m, "a", gated(&log, "blocker", relBlock))
 				}
 				spawn := o.Spawn
 				if tc.agent {
@@ -280,7 +280,7 @@ func TestCommitSpawnFailure(t *testing.T) {
 				if got := log.get(); !slices.Equal(got, wantLog) {
 					t.Fatalf("started %v, want %v: the failed spawn must not run", got, wantLog)
 				}
-				if n := limCount(t, m, "a"); n != wantCount {
+				if n := countRecords(t, m, "a"); n != wantCount {
 					t.Fatalf("store holds %d records, want %d", n, wantCount)
 				}
 				m.mu.Lock()
@@ -295,7 +295,7 @@ func TestCommitSpawnFailure(t *testing.T) {
 				if inboxes != 0 {
 					t.Fatalf("%d inboxes kept after the failed spawn, want 0", inboxes)
 				}
-				if got := limDrain(t, m, "a"); len(got) != 0 {
+				if got := drainKindIDs(t, m, "a"); len(got) != 0 {
 					t.Fatalf("events after the failed spawn: %v, want none", got)
 				}
 
@@ -306,17 +306,17 @@ func TestCommitSpawnFailure(t *testing.T) {
 				}
 				close(relBlock)
 				if tc.queue {
-					limWait(t, m, blocker, StatusCompleted)
+					waitStatus(t, m, blocker, StatusCompleted)
 				}
 				close(rel)
-				meta := limWait(t, m, id, StatusCompleted)
+				meta := waitStatus(t, m, id, StatusCompleted)
 				if meta.Name != "job" {
 					t.Fatalf("name %q, want job", meta.Name)
 				}
 				if got, want := log.get(), append(wantLog, "job2"); !slices.Equal(got, want) {
 					t.Fatalf("started %v, want %v", got, want)
 				}
-				mtShutdown(t, m)
+				shutdownManager(t, m)
 			})
 		})
 	}
@@ -328,21 +328,21 @@ func TestCommitStartFailure(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		st := newFailingStore()
-		m := mtNew(t, WithStore(st), WithMaxConcurrent(1), WithQueueWhenFull(), WithCommitRetry(2, 5*time.Millisecond))
+		m := newTestManager(t, WithStore(st), WithMaxConcurrent(1), WithQueueWhenFull(), WithCommitRetry(2, 5*time.Millisecond))
 		var log startLog
 		rel0, rel1, rel2 := gate(t), gate(t), gate(t)
-		id0 := limSpawn(t, m, "a", gated(&log, "r0", rel0))
-		id1 := limSpawn(t, m, "a", gated(&log, "q1", rel1))
-		id2 := limSpawn(t, m, "a", gated(&log, "q2", rel2))
+		id0 := spawnFor(t, m, "a", gated(&log, "r0", rel0))
+		id1 := spawnFor(t, m, "a", gated(&log, "q1", rel1))
+		id2 := spawnFor(t, m, "a", gated(&log, "q2", rel2))
 		st.fail(2, StatusRunning) // both tries of q1's start
 		close(rel0)
-		limWait(t, m, id0, StatusCompleted)
-		meta := limWait(t, m, id1, StatusFailed)
+		waitStatus(t, m, id0, StatusCompleted)
+		meta := waitStatus(t, m, id1, StatusFailed)
 		wantErr := "bgtask: could not record the start: commit running: injected store failure"
 		if meta.Error != wantErr || !meta.StartedAt.IsZero() {
 			t.Fatalf("q1: error %q started %v, want %q and no start stamp", meta.Error, meta.StartedAt, wantErr)
 		}
-		if stored := limGet(t, m, id1); stored.Status != StatusFailed || stored.Error != wantErr {
+		if stored := getTask(t, m, id1); stored.Status != StatusFailed || stored.Error != wantErr {
 			t.Fatalf("stored q1: status %q error %q, want failed %q", stored.Status, stored.Error, wantErr)
 		}
 		synctest.Wait()
@@ -351,12 +351,12 @@ func TestCommitStartFailure(t *testing.T) {
 		}
 		close(rel1)
 		close(rel2)
-		limWait(t, m, id2, StatusCompleted)
+		waitStatus(t, m, id2, StatusCompleted)
 		want := []kindID{{EventCompleted, id0}, {EventFailed, id1}, {EventCompleted, id2}}
-		if got := limDrain(t, m, "a"); !slices.Equal(got, want) {
+		if got := drainKindIDs(t, m, "a"); !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
-		mtShutdown(t, m)
+		shutdownManager(t, m)
 	})
 }
 
@@ -394,7 +394,7 @@ func TestCommitWaitReturnsAfterTerminalEvent(t *testing.T) {
 			entered: make(chan struct{}),
 			resume:  make(chan struct{}),
 		}
-		m := mtNew(t, WithLogger(slog.New(h)))
+		m := newTestManager(t, WithLogger(slog.New(h)))
 		o := m.Owner("a")
 		proceed := make(chan struct{})
 		id, err := o.SpawnAgent(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
@@ -421,12 +421,12 @@ func TestCommitWaitReturnsAfterTerminalEvent(t *testing.T) {
 			t.Fatalf("Wait before the terminal event: (%q, %v), want it to wait", meta.Status, err)
 		}
 		close(h.resume)
-		limWait(t, m, id, StatusCompleted)
+		waitStatus(t, m, id, StatusCompleted)
 		synctest.Wait()
-		if got, want := limDrain(t, m, "a"), []kindID{{EventCompleted, id}}; !slices.Equal(got, want) {
+		if got, want := drainKindIDs(t, m, "a"), []kindID{{EventCompleted, id}}; !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
-		mtShutdown(t, m)
+		shutdownManager(t, m)
 	})
 	if bug != "" {
 		t.Fatal(bug)

@@ -84,7 +84,7 @@ func TestMessageLogBounded(t *testing.T) {
 // TestMessagesInAndOut: a sub-agent's history has the messages sent to it
 // and its replies, in order, as Owner.Messages and get_task show them.
 func TestMessagesInAndOut(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	id, err := o.SpawnAgent(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
 		for range 3 {
@@ -113,7 +113,7 @@ func TestMessagesInAndOut(t *testing.T) {
 		}
 		ib.Drain()
 	}
-	mtWait(t, o, id)
+	waitTask(t, o, id)
 	msgs, err := o.Messages(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 // an on_activity owner gets the event, a wrong answer is refused, the right
 // one resumes the task.
 func TestRequestInputAnswered(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	got := make(chan Message, 1)
 	release := make(chan struct{})
@@ -37,7 +37,7 @@ func TestRequestInputAnswered(t *testing.T) {
 	if meta.Status != StatusAwaitingInput || req == nil || !strings.HasPrefix(req.ID, "input_") || len(req.ID) != len("input_")+32 || req.Prompt != "Which region?" {
 		t.Fatalf("record %s, request %+v", meta.Status, req)
 	}
-	evs := mtDrain(t, o)
+	evs := drainOwner(t, o)
 	if len(evs) != 1 || evs[0].Kind != EventInputRequested || evs[0].TaskID != id || *evs[0].Input != *req {
 		t.Fatalf("events %+v", evs)
 	}
@@ -47,7 +47,7 @@ func TestRequestInputAnswered(t *testing.T) {
 			t.Fatalf("answer to %s: %v", bad, err)
 		}
 	}
-	if got := mtGet(t, o, id); got.Status != StatusAwaitingInput || got.Input.ID != req.ID {
+	if got := getTask(t, o, id); got.Status != StatusAwaitingInput || got.Input.ID != req.ID {
 		t.Fatalf("after a wrong answer: %s %+v", got.Status, got.Input)
 	}
 	answer := Message{From: "user", Content: "eu-west", InReplyTo: req.ID}
@@ -57,14 +57,14 @@ func TestRequestInputAnswered(t *testing.T) {
 	if msg := <-got; msg != answer {
 		t.Fatalf("task got %+v", msg)
 	}
-	if got := mtGet(t, o, id); got.Status != StatusRunning || got.Input != nil {
+	if got := getTask(t, o, id); got.Status != StatusRunning || got.Input != nil {
 		t.Fatalf("after the answer: %s %+v", got.Status, got.Input)
 	}
 	if err := o.Send(t.Context(), id, answer); !errors.Is(err, ErrNoInputRequest) {
 		t.Fatalf("second answer: %v", err)
 	}
 	close(release)
-	if got := mtWait(t, o, id); got.Status != StatusCompleted || string(got.Result) != `"eu-west"` {
+	if got := waitTask(t, o, id); got.Status != StatusCompleted || string(got.Result) != `"eu-west"` {
 		t.Fatalf("end %s %s", got.Status, got.Result)
 	}
 }
@@ -73,7 +73,7 @@ func TestRequestInputAnswered(t *testing.T) {
 // and RequestInput returns ctx's cause; a late answer is refused.
 func TestRequestInputCtxEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		o := m.Owner("thread-1")
 		cause := errors.New("nobody answered")
 		res := make(chan error, 1)
@@ -97,21 +97,21 @@ func TestRequestInputCtxEnds(t *testing.T) {
 		if err := <-res; err != cause || time.Since(start) != time.Minute {
 			t.Fatalf("RequestInput = %v after %v", err, time.Since(start))
 		}
-		if got := mtGet(t, o, id); got.Status != StatusRunning || got.Input != nil {
+		if got := getTask(t, o, id); got.Status != StatusRunning || got.Input != nil {
 			t.Fatalf("after ctx ended: %s %+v", got.Status, got.Input)
 		}
 		if err := o.Send(t.Context(), id, Message{InReplyTo: meta.Input.ID}); !errors.Is(err, ErrNoInputRequest) {
 			t.Fatalf("late answer: %v", err)
 		}
 		close(release)
-		mtWait(t, o, id)
+		waitTask(t, o, id)
 	})
 }
 
 // TestRequestInputTaskCancelled: cancelling the task ends the request with
 // the cancel cause, and the task ends cancelled.
 func TestRequestInputTaskCancelled(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
 		return tk.RequestInput(ctx, "waiting")
@@ -125,14 +125,14 @@ func TestRequestInputTaskCancelled(t *testing.T) {
 	if n, err := o.Cancel(t.Context(), id); n != 1 || err != nil {
 		t.Fatalf("Cancel = %d, %v", n, err)
 	}
-	if got := mtWait(t, o, id); got.Status != StatusCancelled || got.Input != nil {
+	if got := waitTask(t, o, id); got.Status != StatusCancelled || got.Input != nil {
 		t.Fatalf("end %s %+v", got.Status, got.Input)
 	}
 }
 
 func TestRequestInputErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		o := m.Owner("thread-1")
 		type result struct {
 			msg Message
@@ -163,7 +163,7 @@ func TestRequestInputErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait() // the first request is open, the function waits for proceed
-		meta := mtGet(t, o, id)
+		meta := getTask(t, o, id)
 		if meta.Status != StatusAwaitingInput || meta.Input.Prompt != "first" {
 			t.Fatalf("record %s %+v", meta.Status, meta.Input)
 		}
@@ -177,7 +177,7 @@ func TestRequestInputErrors(t *testing.T) {
 		if r := <-first; r.err != nil || r.msg.Content != "ok" {
 			t.Fatalf("first request: %+v", r)
 		}
-		mtWait(t, o, id)
+		waitTask(t, o, id)
 		if _, err := handle.RequestInput(t.Context(), "too late"); !errors.Is(err, ErrTaskEnded) {
 			t.Fatalf("after the end: %v", err)
 		}

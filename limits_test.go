@@ -63,68 +63,6 @@ func sortedPrefix(names []string, n int) []string {
 	return names
 }
 
-// limSpawn spawns fn for owner or fails the test.
-func limSpawn(t *testing.T, m *Manager, owner string, fn Func, opts ...SpawnOption) string {
-	t.Helper()
-	id, err := m.Owner(owner).Spawn(context.Background(), fn, opts...)
-	if err != nil {
-		t.Fatalf("Spawn for %q: %v", owner, err)
-	}
-	return id
-}
-
-// limGet returns the stored record of id or fails the test.
-func limGet(t *testing.T, m *Manager, id string) TaskMeta {
-	t.Helper()
-	meta, err := m.Get(context.Background(), id)
-	if err != nil {
-		t.Fatalf("Get(%s): %v", id, err)
-	}
-	return meta
-}
-
-// limWait waits for id and checks its terminal status.
-func limWait(t *testing.T, m *Manager, id string, want TaskStatus) TaskMeta {
-	t.Helper()
-	meta, err := m.Wait(context.Background(), id)
-	if err != nil {
-		t.Fatalf("Wait(%s): %v", id, err)
-	}
-	if meta.Status != want {
-		t.Fatalf("Wait(%s): status %q (error %q), want %q", id, meta.Status, meta.Error, want)
-	}
-	return meta
-}
-
-// limCount returns how many records the store keeps for owner.
-func limCount(t *testing.T, m *Manager, owner string) int {
-	t.Helper()
-	snap, err := m.Store().Load(context.Background(), owner)
-	if err != nil {
-		t.Fatalf("Load(%q): %v", owner, err)
-	}
-	return len(snap.Tasks)
-}
-
-// kindID is an event reduced to what the tests compare.
-type kindID struct {
-	Kind EventKind
-	ID   string
-}
-
-func limDrain(t *testing.T, m *Manager, owner string) []kindID {
-	t.Helper()
-	ib, err := m.Inbox(owner)
-	if err != nil {
-		t.Fatalf("Inbox(%q): %v", owner, err)
-	}
-	var out []kindID
-	for _, ev := range ib.Drain() {
-		out = append(out, kindID{ev.Kind, ev.TaskID})
-	}
-	return out
-}
-
 func TestLimitRefusesWhenFullWithoutQueue(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -153,11 +91,11 @@ func TestLimitRefusesWhenFullWithoutQueue(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				m := mtNew(t, tc.opt)
+				m := newTestManager(t, tc.opt)
 				var log startLog
 				rel0, rel1 := gate(t), gate(t)
-				id0 := limSpawn(t, m, "a", gated(&log, "w0", rel0))
-				id1 := limSpawn(t, m, "a", gated(&log, "w1", rel1))
+				id0 := spawnFor(t, m, "a", gated(&log, "w0", rel0))
+				id1 := spawnFor(t, m, "a", gated(&log, "w1", rel1))
 				synctest.Wait()
 
 				ran := false
@@ -190,7 +128,7 @@ func TestLimitRefusesWhenFullWithoutQueue(t *testing.T) {
 				if tc.fullOwner == "a" {
 					wantCount = 2
 				}
-				if n := limCount(t, m, tc.fullOwner); n != wantCount {
+				if n := countRecords(t, m, tc.fullOwner); n != wantCount {
 					t.Fatalf("store holds %d records for %q after refused spawns, want %d", n, tc.fullOwner, wantCount)
 				}
 				if got := sortedPrefix(log.get(), 2); !slices.Equal(got, []string{"w0", "w1"}) {
@@ -205,20 +143,20 @@ func TestLimitRefusesWhenFullWithoutQueue(t *testing.T) {
 
 				if tc.freeOwner != "" {
 					relB := gate(t)
-					idB := limSpawn(t, m, tc.freeOwner, gated(&log, "b0", relB))
+					idB := spawnFor(t, m, tc.freeOwner, gated(&log, "b0", relB))
 					close(relB)
-					limWait(t, m, idB, StatusCompleted)
+					waitStatus(t, m, idB, StatusCompleted)
 				}
 
 				// A slot frees when a task ends; the refused name is free too.
 				close(rel0)
-				limWait(t, m, id0, StatusCompleted)
+				waitStatus(t, m, id0, StatusCompleted)
 				relX := gate(t)
 				idX, err := o.Spawn(t.Context(), gated(&log, "extra", relX), WithName("extra"))
 				if err != nil {
 					t.Fatalf("Spawn after a slot freed: %v", err)
 				}
-				if meta := limGet(t, m, idX); meta.Status != StatusRunning || meta.Name != "extra" {
+				if meta := getTask(t, m, idX); meta.Status != StatusRunning || meta.Name != "extra" {
 					t.Fatalf("spawn after a slot freed: status %q name %q, want running extra", meta.Status, meta.Name)
 				}
 				if _, err := o.Spawn(t.Context(), never); !errors.Is(err, ErrLimit) {
@@ -226,9 +164,9 @@ func TestLimitRefusesWhenFullWithoutQueue(t *testing.T) {
 				}
 				close(rel1)
 				close(relX)
-				limWait(t, m, id1, StatusCompleted)
-				limWait(t, m, idX, StatusCompleted)
-				mtShutdown(t, m)
+				waitStatus(t, m, id1, StatusCompleted)
+				waitStatus(t, m, idX, StatusCompleted)
+				shutdownManager(t, m)
 				if ran {
 					t.Fatal("a refused task's function ran")
 				}
@@ -240,24 +178,24 @@ func TestLimitRefusesWhenFullWithoutQueue(t *testing.T) {
 func TestLimitQueueStartsInFIFOOrder(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t, WithMaxConcurrent(1), WithQueueWhenFull())
+		m := newTestManager(t, WithMaxConcurrent(1), WithQueueWhenFull())
 		var log startLog
 		names := []string{"q0", "q1", "q2", "q3", "q4"}
 		rel := make([]chan struct{}, len(names))
 		ids := make([]string, len(names))
 		for i, n := range names {
 			rel[i] = gate(t)
-			ids[i] = limSpawn(t, m, "a", gated(&log, n, rel[i]), WithName(n))
+			ids[i] = spawnFor(t, m, "a", gated(&log, n, rel[i]), WithName(n))
 		}
 		synctest.Wait()
 		if got := log.get(); !slices.Equal(got, names[:1]) {
 			t.Fatalf("started %v, want [q0]", got)
 		}
-		if meta := limGet(t, m, ids[0]); meta.Status != StatusRunning || !meta.StartedAt.Equal(meta.CreatedAt) {
+		if meta := getTask(t, m, ids[0]); meta.Status != StatusRunning || !meta.StartedAt.Equal(meta.CreatedAt) {
 			t.Fatalf("q0: status %q started %v created %v, want running, started at creation", meta.Status, meta.StartedAt, meta.CreatedAt)
 		}
 		for i := 1; i < len(names); i++ {
-			meta := limGet(t, m, ids[i])
+			meta := getTask(t, m, ids[i])
 			if meta.Status != StatusQueued || !meta.StartedAt.IsZero() || meta.CreatedAt.IsZero() {
 				t.Fatalf("%s: status %q started %v created %v, want queued, no start stamp", names[i], meta.Status, meta.StartedAt, meta.CreatedAt)
 			}
@@ -273,21 +211,21 @@ func TestLimitQueueStartsInFIFOOrder(t *testing.T) {
 		for i := range names {
 			<-time.After(time.Second) // fake time, so start stamps are exact
 			close(rel[i])
-			limWait(t, m, ids[i], StatusCompleted)
+			waitStatus(t, m, ids[i], StatusCompleted)
 			synctest.Wait()
 			want := names[:min(i+2, len(names))]
 			if got := log.get(); !slices.Equal(got, want) {
 				t.Fatalf("after releasing %s started %v, want %v", names[i], got, want)
 			}
 			if i+1 < len(names) {
-				next := limGet(t, m, ids[i+1])
+				next := getTask(t, m, ids[i+1])
 				wantStart := next.CreatedAt.Add(time.Duration(i+1) * time.Second)
 				if next.Status != StatusRunning || !next.StartedAt.Equal(wantStart) {
 					t.Fatalf("%s: status %q started %v, want running started %v", names[i+1], next.Status, next.StartedAt, wantStart)
 				}
 			}
 		}
-		mtShutdown(t, m)
+		shutdownManager(t, m)
 	})
 }
 
@@ -307,25 +245,25 @@ func TestLimitQueuedTaskCancelled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				m := mtNew(t, WithMaxConcurrent(1), WithQueueWhenFull())
+				m := newTestManager(t, WithMaxConcurrent(1), WithQueueWhenFull())
 				var log startLog
 				rel0, rel1, rel2 := gate(t), gate(t), gate(t)
-				id0 := limSpawn(t, m, "a", gated(&log, "r0", rel0))
-				id1 := limSpawn(t, m, "a", gated(&log, "q1", rel1), WithName("q1"))
-				id2 := limSpawn(t, m, "a", gated(&log, "q2", rel2))
+				id0 := spawnFor(t, m, "a", gated(&log, "r0", rel0))
+				id1 := spawnFor(t, m, "a", gated(&log, "q1", rel1), WithName("q1"))
+				id2 := spawnFor(t, m, "a", gated(&log, "q2", rel2))
 
 				n, err := tc.cancel(m, id1)
 				if err != nil || n != 1 {
 					t.Fatalf("cancel queued: (%d, %v), want (1, nil)", n, err)
 				}
-				meta := limWait(t, m, id1, StatusCancelled)
+				meta := waitStatus(t, m, id1, StatusCancelled)
 				if meta.Error != ErrCancelled.Error() || !meta.StartedAt.IsZero() || meta.FinishedAt.IsZero() {
 					t.Fatalf("cancelled queued task: error %q started %v finished %v", meta.Error, meta.StartedAt, meta.FinishedAt)
 				}
-				if stored := limGet(t, m, id1); stored.Status != StatusCancelled || !stored.StartedAt.IsZero() {
+				if stored := getTask(t, m, id1); stored.Status != StatusCancelled || !stored.StartedAt.IsZero() {
 					t.Fatalf("stored: status %q started %v, want cancelled, never started", stored.Status, stored.StartedAt)
 				}
-				if got, want := limDrain(t, m, "a"), []kindID{{EventCancelled, id1}}; !slices.Equal(got, want) {
+				if got, want := drainKindIDs(t, m, "a"), []kindID{{EventCancelled, id1}}; !slices.Equal(got, want) {
 					t.Fatalf("events %v, want %v", got, want)
 				}
 				if n, err := tc.cancel(m, id1); err != nil || n != 0 {
@@ -336,15 +274,15 @@ func TestLimitQueuedTaskCancelled(t *testing.T) {
 					t.Fatalf("reusing the cancelled task's name: %v", err)
 				}
 				close(rel0)
-				limWait(t, m, id0, StatusCompleted)
+				waitStatus(t, m, id0, StatusCompleted)
 				synctest.Wait()
 				if got := log.get(); !slices.Equal(got, []string{"r0", "q2"}) {
 					t.Fatalf("started %v, want [r0 q2]: the cancelled task must not run", got)
 				}
 				close(rel1)
 				close(rel2)
-				limWait(t, m, id2, StatusCompleted)
-				mtShutdown(t, m)
+				waitStatus(t, m, id2, StatusCompleted)
+				shutdownManager(t, m)
 				if got := log.get(); slices.Contains(got, "q1") {
 					t.Fatalf("started %v: the cancelled queued task ran", got)
 				}
@@ -356,15 +294,15 @@ func TestLimitQueuedTaskCancelled(t *testing.T) {
 func TestLimitPerOwnerDoesNotBlockOtherOwners(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t, WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
+		m := newTestManager(t, WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
 		var log startLog
 		relA0, relA1, relB0 := gate(t), gate(t), gate(t)
-		a0 := limSpawn(t, m, "a", gated(&log, "a0", relA0))
-		a1 := limSpawn(t, m, "a", gated(&log, "a1", relA1))
-		b0 := limSpawn(t, m, "b", gated(&log, "b0", relB0))
+		a0 := spawnFor(t, m, "a", gated(&log, "a0", relA0))
+		a1 := spawnFor(t, m, "a", gated(&log, "a1", relA1))
+		b0 := spawnFor(t, m, "b", gated(&log, "b0", relB0))
 		synctest.Wait()
 		for id, want := range map[string]TaskStatus{a0: StatusRunning, a1: StatusQueued, b0: StatusRunning} {
-			if got := limGet(t, m, id).Status; got != want {
+			if got := getTask(t, m, id).Status; got != want {
 				t.Fatalf("%s: status %q, want %q", id, got, want)
 			}
 		}
@@ -372,20 +310,20 @@ func TestLimitPerOwnerDoesNotBlockOtherOwners(t *testing.T) {
 			t.Fatalf("started %v, want [a0 b0]", got)
 		}
 		close(relB0) // b's slot frees: a1 must still wait for a's
-		limWait(t, m, b0, StatusCompleted)
+		waitStatus(t, m, b0, StatusCompleted)
 		synctest.Wait()
-		if got := limGet(t, m, a1).Status; got != StatusQueued {
+		if got := getTask(t, m, a1).Status; got != StatusQueued {
 			t.Fatalf("a1 after b0 ended: status %q, want queued", got)
 		}
 		close(relA0)
-		limWait(t, m, a0, StatusCompleted)
+		waitStatus(t, m, a0, StatusCompleted)
 		synctest.Wait()
 		if got := sortedPrefix(log.get(), 2); !slices.Equal(got, []string{"a0", "b0", "a1"}) {
 			t.Fatalf("started %v, want [a0 b0 a1]", got)
 		}
 		close(relA1)
-		limWait(t, m, a1, StatusCompleted)
-		mtShutdown(t, m)
+		waitStatus(t, m, a1, StatusCompleted)
+		shutdownManager(t, m)
 	})
 }
 
@@ -394,13 +332,13 @@ func TestLimitPerOwnerDoesNotBlockOtherOwners(t *testing.T) {
 func TestLimitQueueSkipsOwnerAtLimit(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t, WithMaxConcurrent(2), WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
+		m := newTestManager(t, WithMaxConcurrent(2), WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
 		var log startLog
 		rel := map[string]chan struct{}{}
 		ids := map[string]string{}
 		for _, s := range []struct{ owner, name string }{{"a", "a1"}, {"a", "a2"}, {"b", "b1"}, {"c", "c1"}, {"b", "b2"}} {
 			rel[s.name] = gate(t)
-			ids[s.name] = limSpawn(t, m, s.owner, gated(&log, s.name, rel[s.name]))
+			ids[s.name] = spawnFor(t, m, s.owner, gated(&log, s.name, rel[s.name]))
 		}
 		check := func(wantStarted []string, want map[string]TaskStatus) {
 			t.Helper()
@@ -409,7 +347,7 @@ func TestLimitQueueSkipsOwnerAtLimit(t *testing.T) {
 				t.Fatalf("started %v, want %v", got, wantStarted)
 			}
 			for name, st := range want {
-				if got := limGet(t, m, ids[name]).Status; got != st {
+				if got := getTask(t, m, ids[name]).Status; got != st {
 					t.Fatalf("%s: status %q, want %q", name, got, st)
 				}
 			}
@@ -419,22 +357,22 @@ func TestLimitQueueSkipsOwnerAtLimit(t *testing.T) {
 		// b1 ends: a2 (owner a still at its limit) is skipped, c1 starts,
 		// and b2 waits for the global slot c1 took.
 		close(rel["b1"])
-		limWait(t, m, ids["b1"], StatusCompleted)
+		waitStatus(t, m, ids["b1"], StatusCompleted)
 		check([]string{"a1", "b1", "c1"}, map[string]TaskStatus{"a2": StatusQueued, "c1": StatusRunning, "b2": StatusQueued})
 
 		close(rel["a1"])
-		limWait(t, m, ids["a1"], StatusCompleted)
+		waitStatus(t, m, ids["a1"], StatusCompleted)
 		check([]string{"a1", "b1", "c1", "a2"}, map[string]TaskStatus{"a2": StatusRunning, "b2": StatusQueued})
 
 		close(rel["c1"])
-		limWait(t, m, ids["c1"], StatusCompleted)
+		waitStatus(t, m, ids["c1"], StatusCompleted)
 		check([]string{"a1", "b1", "c1", "a2", "b2"}, map[string]TaskStatus{"b2": StatusRunning})
 
 		close(rel["a2"])
 		close(rel["b2"])
-		limWait(t, m, ids["a2"], StatusCompleted)
-		limWait(t, m, ids["b2"], StatusCompleted)
-		mtShutdown(t, m)
+		waitStatus(t, m, ids["a2"], StatusCompleted)
+		waitStatus(t, m, ids["b2"], StatusCompleted)
+		shutdownManager(t, m)
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.running != 0 || len(m.queue) != 0 {
@@ -446,20 +384,20 @@ func TestLimitQueueSkipsOwnerAtLimit(t *testing.T) {
 func TestLimitShutdownCancelsQueued(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t, WithMaxConcurrent(1), WithQueueWhenFull())
+		m := newTestManager(t, WithMaxConcurrent(1), WithQueueWhenFull())
 		var log startLog
-		running := limSpawn(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
+		running := spawnFor(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
 			log.add("r")
 			<-ctx.Done()
 			return nil, context.Cause(ctx)
 		})
 		never := gate(t)
-		q1 := limSpawn(t, m, "a", gated(&log, "q1", never))
-		q2 := limSpawn(t, m, "b", gated(&log, "q2", never))
+		q1 := spawnFor(t, m, "a", gated(&log, "q1", never))
+		q2 := spawnFor(t, m, "b", gated(&log, "q2", never))
 		synctest.Wait()
 
 		start := time.Now()
-		mtShutdown(t, m)
+		shutdownManager(t, m)
 		if d := time.Since(start); d != 0 {
 			t.Fatalf("Shutdown took %v of fake time, want 0", d)
 		}
@@ -467,7 +405,7 @@ func TestLimitShutdownCancelsQueued(t *testing.T) {
 			t.Fatalf("started %v, want [r]: queued tasks must not run", got)
 		}
 		for _, id := range []string{running, q1, q2} {
-			meta := limGet(t, m, id)
+			meta := getTask(t, m, id)
 			if meta.Status != StatusCancelled || meta.Error != ErrShutdown.Error() {
 				t.Fatalf("%s: status %q error %q, want cancelled %q", id, meta.Status, meta.Error, ErrShutdown.Error())
 			}
@@ -475,14 +413,14 @@ func TestLimitShutdownCancelsQueued(t *testing.T) {
 				t.Fatalf("%s: queued task has a start stamp %v", id, meta.StartedAt)
 			}
 		}
-		gotA := limDrain(t, m, "a")
+		gotA := drainKindIDs(t, m, "a")
 		slices.SortFunc(gotA, func(x, y kindID) int { return cmp.Compare(x.ID, y.ID) })
 		wantA := []kindID{{EventCancelled, running}, {EventCancelled, q1}}
 		slices.SortFunc(wantA, func(x, y kindID) int { return cmp.Compare(x.ID, y.ID) })
 		if !slices.Equal(gotA, wantA) {
 			t.Fatalf("owner a events %v, want %v", gotA, wantA)
 		}
-		if got, want := limDrain(t, m, "b"), []kindID{{EventCancelled, q2}}; !slices.Equal(got, want) {
+		if got, want := drainKindIDs(t, m, "b"), []kindID{{EventCancelled, q2}}; !slices.Equal(got, want) {
 			t.Fatalf("owner b events %v, want %v", got, want)
 		}
 	})
@@ -491,22 +429,22 @@ func TestLimitShutdownCancelsQueued(t *testing.T) {
 func TestLimitPanickingTaskFreesSlot(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t, WithMaxConcurrent(1), WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
+		m := newTestManager(t, WithMaxConcurrent(1), WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
 		var log startLog
 		boom := gate(t)
-		p := limSpawn(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
+		p := spawnFor(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
 			log.add("p")
 			<-boom
 			panic("boom")
 		})
 		rel := gate(t)
-		q := limSpawn(t, m, "a", gated(&log, "q", rel))
+		q := spawnFor(t, m, "a", gated(&log, "q", rel))
 		synctest.Wait()
-		if got := limGet(t, m, q).Status; got != StatusQueued {
+		if got := getTask(t, m, q).Status; got != StatusQueued {
 			t.Fatalf("q: status %q, want queued", got)
 		}
 		close(boom)
-		meta := limWait(t, m, p, StatusFailed)
+		meta := waitStatus(t, m, p, StatusFailed)
 		if meta.Error != "panic: boom" || meta.Stack == "" {
 			t.Fatalf("panicked task: error %q, stack %d bytes; want %q and a stack", meta.Error, len(meta.Stack), "panic: boom")
 		}
@@ -514,15 +452,15 @@ func TestLimitPanickingTaskFreesSlot(t *testing.T) {
 		if got := log.get(); !slices.Equal(got, []string{"p", "q"}) {
 			t.Fatalf("started %v, want [p q]", got)
 		}
-		if got := limGet(t, m, q).Status; got != StatusRunning {
+		if got := getTask(t, m, q).Status; got != StatusRunning {
 			t.Fatalf("q after the panic: status %q, want running", got)
 		}
 		close(rel)
-		limWait(t, m, q, StatusCompleted)
-		if got, want := limDrain(t, m, "a"), []kindID{{EventFailed, p}, {EventCompleted, q}}; !slices.Equal(got, want) {
+		waitStatus(t, m, q, StatusCompleted)
+		if got, want := drainKindIDs(t, m, "a"), []kindID{{EventFailed, p}, {EventCompleted, q}}; !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
-		mtShutdown(t, m)
+		shutdownManager(t, m)
 	})
 }
 

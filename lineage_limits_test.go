@@ -8,13 +8,13 @@ import (
 // WithMaxDepth: a root is at depth 0, its child at 1, and so on; a spawn
 // deeper than the limit is refused and leaves nothing behind.
 func TestLineageMaxDepth(t *testing.T) {
-	m := mtNew(t, WithMaxDepth(2))
+	m := newTestManager(t, WithMaxDepth(2))
 	o := m.Owner("thread-1")
-	root, rp := mtSpawnProbe(t, t.Context(), o)
-	child, cp := mtSpawnProbe(t, rp.ctx, o)
-	grandchild, gp := mtSpawnProbe(t, cp.ctx, o)
+	root, rp := spawnProbe(t, t.Context(), o)
+	child, cp := spawnProbe(t, rp.ctx, o)
+	grandchild, gp := spawnProbe(t, cp.ctx, o)
 	for id, want := range map[string]string{child: root, grandchild: child} {
-		if got := mtGet(t, o, id).Parent.TaskID; got != want {
+		if got := getTask(t, o, id).Parent.TaskID; got != want {
 			t.Fatalf("parent of %s = %s, want %s", id, got, want)
 		}
 	}
@@ -26,25 +26,25 @@ func TestLineageMaxDepth(t *testing.T) {
 	if _, err := o.Spawn(gp.ctx, (newProbe()).fn, WithDetached()); !errors.Is(err, ErrDepthLimit) {
 		t.Fatalf("detached spawn at depth 3 = %v, want ErrDepthLimit", err)
 	}
-	if n := len(mtList(t, o)); n != 3 {
+	if n := len(listTasks(t, o)); n != 3 {
 		t.Fatalf("owner has %d tasks, want the 3 accepted ones", n)
 	}
 	if n, err := m.CancelTree(t.Context(), root); n != 3 || err != nil {
 		t.Fatalf("CancelTree = %d, %v; want 3", n, err)
 	}
-	mtShutdown(t, m)
+	shutdownManager(t, m)
 }
 
 // WithMaxChildren counts live attached children of one parent: the next one
 // is refused until a child ends; detached children and other parents are
 // not counted.
 func TestLineageMaxChildren(t *testing.T) {
-	m := mtNew(t, WithMaxChildren(2))
+	m := newTestManager(t, WithMaxChildren(2))
 	o := m.Owner("thread-1")
-	_, rp := mtSpawnProbe(t, t.Context(), o)
-	_, other := mtSpawnProbe(t, t.Context(), o)
-	first, fp := mtSpawnProbe(t, rp.ctx, o)
-	mtSpawnProbe(t, rp.ctx, o)
+	_, rp := spawnProbe(t, t.Context(), o)
+	_, other := spawnProbe(t, t.Context(), o)
+	first, fp := spawnProbe(t, rp.ctx, o)
+	spawnProbe(t, rp.ctx, o)
 	_, err := o.Spawn(rp.ctx, (newProbe()).fn)
 	if !errors.Is(err, ErrFanOutLimit) {
 		t.Fatalf("third child = %v, want ErrFanOutLimit", err)
@@ -56,19 +56,9 @@ func TestLineageMaxChildren(t *testing.T) {
 		t.Fatalf("child of another parent = %v, want accepted", err)
 	}
 	close(fp.release)
-	mtWait(t, o, first)
+	waitTask(t, o, first)
 	if _, err := o.Spawn(rp.ctx, (newProbe()).fn); err != nil {
 		t.Fatalf("child after one ended = %v, want accepted", err)
 	}
-	mtShutdown(t, m)
-}
-
-// mtGet reads one of o's tasks and fails the test on error.
-func mtGet(t testing.TB, o Owner, id string) TaskMeta {
-	t.Helper()
-	meta, err := o.Get(t.Context(), id)
-	if err != nil {
-		t.Fatalf("Get(%s): %v", id, err)
-	}
-	return meta
+	shutdownManager(t, m)
 }

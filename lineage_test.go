@@ -33,7 +33,7 @@ func TestLineageExplicitAndAmbient(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m := mtNew(t)
+			m := newTestManager(t)
 			o := m.Owner("thread-1")
 			ctx := t.Context()
 			if tc.toolCall != nil {
@@ -54,7 +54,7 @@ func TestLineageExplicitAndAmbient(t *testing.T) {
 			if got := <-seen; got != tc.want {
 				t.Fatalf("Task.Parent() = %+v, want %+v", got, tc.want)
 			}
-			final := mtWait(t, o, id)
+			final := waitTask(t, o, id)
 			if final.Status != StatusCompleted {
 				t.Fatalf("task: %+v", final)
 			}
@@ -65,14 +65,14 @@ func TestLineageExplicitAndAmbient(t *testing.T) {
 			if err != nil || got.Parent != tc.want {
 				t.Fatalf("Get: parent %+v (%v), want %+v", got.Parent, err, tc.want)
 			}
-			list := mtList(t, o)
+			list := listTasks(t, o)
 			if len(list) != 1 || list[0].Parent != tc.want {
 				t.Fatalf("List: %+v, want one task with parent %+v", list, tc.want)
 			}
 			if got.Parent.IsZero() != (tc.want == Parent{}) {
 				t.Fatalf("IsZero = %v for %+v", got.Parent.IsZero(), got.Parent)
 			}
-			mtShutdown(t, m)
+			shutdownManager(t, m)
 		})
 	}
 }
@@ -80,7 +80,7 @@ func TestLineageExplicitAndAmbient(t *testing.T) {
 // TestLineageNestedSpawn: a spawn inside a task links to it and inherits its
 // run; TaskFromContext gives the task (awaken tests 39 and 13).
 func TestLineageNestedSpawn(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	if _, ok := TaskFromContext(t.Context()); ok {
 		t.Fatal("TaskFromContext outside a task reported a task")
@@ -143,27 +143,27 @@ func TestLineageNestedSpawn(t *testing.T) {
 			t.Fatalf("Get(%s): %+v, %v; want running with parent %+v", id, got, err, p)
 		}
 	}
-	if got := mtIDs(mtList(t, o)); !slices.Equal(got, []string{rootID, r.child, c.child}) {
+	if got := taskIDs(listTasks(t, o)); !slices.Equal(got, []string{rootID, r.child, c.child}) {
 		t.Fatalf("List = %v, want root, child, grandchild", got)
 	}
 	if n, err := o.CancelTree(t.Context(), rootID); n != 3 || err != nil {
 		t.Fatalf("CancelTree(root) = %d, %v; want 3", n, err)
 	}
 	for id := range want {
-		if got := mtWait(t, o, id); got.Status != StatusCancelled {
+		if got := waitTask(t, o, id); got.Status != StatusCancelled {
 			t.Fatalf("%s: %q, want cancelled", id, got.Status)
 		}
 	}
 	if cause := <-grandchild.cause; !errors.Is(cause, ErrParentCancelled) {
 		t.Fatalf("grandchild cause %v, want ErrParentCancelled", cause)
 	}
-	mtShutdown(t, m)
+	shutdownManager(t, m)
 }
 
 // TestLineageOtherManager: a task of one Manager is not the ambient parent
 // of a spawn on another Manager, and does not pass its run on.
 func TestLineageOtherManager(t *testing.T) {
-	m1, m2 := mtNew(t), mtNew(t)
+	m1, m2 := newTestManager(t), newTestManager(t)
 	o1, o2 := m1.Owner("thread-1"), m2.Owner("thread-1")
 	out := make(chan string, 1)
 	errc := make(chan error, 1)
@@ -197,28 +197,28 @@ func TestLineageOtherManager(t *testing.T) {
 	if n, err := m1.CancelTree(t.Context(), id1); n != 0 || err != nil {
 		t.Fatalf("CancelTree on m1 = %d, %v; want 0 (already signalled)", n, err)
 	}
-	mtWait(t, o1, id1)
+	waitTask(t, o1, id1)
 	if err := other.ctxErr(t); err != nil {
 		t.Fatalf("m2's task was cancelled by m1: %v", err)
 	}
 	if _, err := m1.Get(t.Context(), id2); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("m1 knows m2's task: %v", err)
 	}
-	mtShutdown(t, m1)
+	shutdownManager(t, m1)
 	if err := other.ctxErr(t); err != nil {
 		t.Fatalf("m1's shutdown cancelled m2's task: %v", err)
 	}
 	close(other.release)
-	if got := mtWait(t, o2, id2); got.Status != StatusCompleted {
+	if got := waitTask(t, o2, id2); got.Status != StatusCompleted {
 		t.Fatalf("m2's task: %+v", got)
 	}
-	mtShutdown(t, m2)
+	shutdownManager(t, m2)
 }
 
 // TestLineageSpawnIntoAnotherOwnerFromTask: a task of owner A spawning a task
 // for owner B (not its own sub-agent) with its context.
 func TestLineageSpawnIntoAnotherOwnerFromTask(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	a, b := m.Owner("thread-A"), m.Owner("thread-B")
 	errc := make(chan error, 1)
 	id, err := a.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
@@ -234,17 +234,17 @@ func TestLineageSpawnIntoAnotherOwnerFromTask(t *testing.T) {
 	if err := <-errc; !errors.Is(err, ErrParentNotFound) {
 		t.Fatalf("cross-owner nested spawn: %v, want ErrParentNotFound", err)
 	}
-	mtWait(t, a, id)
-	if got := mtList(t, b); len(got) != 0 {
-		t.Fatalf("thread-B has %v", mtIDs(got))
+	waitTask(t, a, id)
+	if got := listTasks(t, b); len(got) != 0 {
+		t.Fatalf("thread-B has %v", taskIDs(got))
 	}
-	mtShutdown(t, m)
+	shutdownManager(t, m)
 }
 
 // TestLineageSubAgentChildren: a sub-agent's own tasks (Task.Agent) are
 // owned by the sub-agent and linked to it.
 func TestLineageSubAgentChildren(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	type out struct {
 		id  string
@@ -279,7 +279,7 @@ func TestLineageSubAgentChildren(t *testing.T) {
 	if _, err := o.Get(t.Context(), r.id); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("the parent owner sees the sub-agent's task: %v", err)
 	}
-	if ids := mtIDs(mtList(t, o)); !slices.Equal(ids, []string{agentID}) {
+	if ids := taskIDs(listTasks(t, o)); !slices.Equal(ids, []string{agentID}) {
 		t.Fatalf("thread-1 lists %v", ids)
 	}
 	agent, _ := o.Get(t.Context(), agentID)
@@ -293,13 +293,13 @@ func TestLineageSubAgentChildren(t *testing.T) {
 	if cause := <-leaf.cause; !errors.Is(cause, ErrParentCancelled) {
 		t.Fatalf("leaf cause %v", cause)
 	}
-	if got := mtWait(t, sub, r.id); got.Status != StatusCancelled {
+	if got := waitTask(t, sub, r.id); got.Status != StatusCancelled {
 		t.Fatalf("leaf %q", got.Status)
 	}
-	if got := mtWait(t, o, agentID); got.Status != StatusCancelled {
+	if got := waitTask(t, o, agentID); got.Status != StatusCancelled {
 		t.Fatalf("sub-agent %q", got.Status)
 	}
-	mtShutdown(t, m)
+	shutdownManager(t, m)
 }
 
 // TestLineageExplicitTaskKeepsAmbientRun: WithParent fills the fields left
@@ -307,7 +307,7 @@ func TestLineageSubAgentChildren(t *testing.T) {
 // leaves RunID empty, so it must still come from that task, and a spawn into
 // a cancelled run must be refused exactly as the ambient spawn is.
 func TestLineageExplicitTaskKeepsAmbientRun(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	type out struct {
 		ambient, explicit Parent
@@ -359,7 +359,7 @@ func TestLineageExplicitTaskKeepsAmbientRun(t *testing.T) {
 	}
 	close(gate)
 	after := <-cancelled
-	mtWait(t, o, root)
+	waitTask(t, o, root)
 	if !errors.Is(after.errA, ErrRunCancelled) {
 		t.Fatalf("ambient detached spawn into the cancelled run: %v, want ErrRunCancelled", after.errA)
 	}
@@ -367,7 +367,7 @@ func TestLineageExplicitTaskKeepsAmbientRun(t *testing.T) {
 		t.Fatalf("WithParent(Parent{TaskID: self}) inside a task must keep the task's run: "+
 			"parent %+v, want %+v; spawn into the cancelled run: %v, want ErrRunCancelled", r.explicit, want, after.errE)
 	}
-	mtShutdown(t, m)
+	shutdownManager(t, m)
 }
 
 // otherKey is an unrelated context key, to derive a context with more values.

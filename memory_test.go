@@ -61,7 +61,7 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 		total = 100_000 // the race detector makes a task ~5x dearer; stay near 5s
 	}
 	store := NewMemoryStore(WithRetainPerOwner(100))
-	m := mtNew(t, WithStore(store))
+	m := newTestManager(t, WithStore(store))
 	o := m.Owner("a")
 	ib, err := o.Inbox()
 	if err != nil {
@@ -137,7 +137,7 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 			t.Fatalf("kept %s (%q), want only completed tasks of the last batch", id, meta.Status)
 		}
 	}
-	mtShutdown(t, m)
+	shutdownManager(t, m)
 	if got := readInternals(m, store); got.nodes+got.owners+got.runs+got.active+got.running != 0 {
 		t.Fatalf("after Shutdown: %+v", got)
 	}
@@ -151,7 +151,7 @@ func TestMemoryCancelledRunsKept(t *testing.T) {
 		t.Run(fmt.Sprint("kept=", kept), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				m := mtNew(t, WithCancelledRunsKept(kept))
+				m := newTestManager(t, WithCancelledRunsKept(kept))
 				o := m.Owner("a")
 				const runs = 20
 				runCtx := func(i int) context.Context {
@@ -174,7 +174,7 @@ func TestMemoryCancelledRunsKept(t *testing.T) {
 						t.Fatalf("CancelRun(r-%d) = (%d, %v), want (%d, nil)", i, n, err, 1-i%2)
 					}
 					if id != "" {
-						meta := limWait(t, m, id, StatusCancelled)
+						meta := waitStatus(t, m, id, StatusCancelled)
 						if meta.Error != ErrRunCancelled.Error() {
 							t.Fatalf("run task error %q, want %q", meta.Error, ErrRunCancelled.Error())
 						}
@@ -197,9 +197,9 @@ func TestMemoryCancelledRunsKept(t *testing.T) {
 					if err != nil {
 						t.Fatalf("spawn into forgotten run r-%d: %v", i, err)
 					}
-					limWait(t, m, id, StatusCompleted)
+					waitStatus(t, m, id, StatusCompleted)
 				}
-				mtShutdown(t, m)
+				shutdownManager(t, m)
 				if in := readInternals(m, nil); in.runs != kept || in.nodes != 0 {
 					t.Fatalf("after Shutdown: %+v", in)
 				}
@@ -358,15 +358,15 @@ func TestMemoryRetentionThroughManager(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		store := NewMemoryStore(WithRetainFor(time.Hour), WithRetainPerOwner(2))
-		m := mtNew(t, WithStore(store))
-		long := limSpawn(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
+		m := newTestManager(t, WithStore(store))
+		long := spawnFor(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
 		var done []string
 		for range 3 {
-			id := limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { return "ok", nil })
-			limWait(t, m, id, StatusCompleted)
+			id := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { return "ok", nil })
+			waitStatus(t, m, id, StatusCompleted)
 			done = append(done, id)
 			<-time.After(time.Minute)
 		}
@@ -375,11 +375,11 @@ func TestMemoryRetentionThroughManager(t *testing.T) {
 			t.Fatalf("Get(oldest of 3 with WithRetainPerOwner(2)) = %v, want ErrNotFound", err)
 		}
 		for _, id := range done[1:] {
-			limGet(t, m, id)
+			getTask(t, m, id)
 		}
 		<-time.After(2 * time.Hour)
-		fresh := limSpawn(t, m, "b", func(context.Context, *Task) (any, error) { return nil, nil })
-		limWait(t, m, fresh, StatusCompleted)
+		fresh := spawnFor(t, m, "b", func(context.Context, *Task) (any, error) { return nil, nil })
+		waitStatus(t, m, fresh, StatusCompleted)
 		for _, id := range done {
 			if _, err := m.Get(t.Context(), id); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("Get(%s) two hours after it finished: %v, want ErrNotFound", id, err)
@@ -388,7 +388,7 @@ func TestMemoryRetentionThroughManager(t *testing.T) {
 		if _, err := m.Owner("a").Wait(t.Context(), done[2]); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("Wait on a forgotten task: %v, want ErrNotFound", err)
 		}
-		if meta := limGet(t, m, long); meta.Status != StatusRunning {
+		if meta := getTask(t, m, long); meta.Status != StatusRunning {
 			t.Fatalf("long task: %q, want running (never dropped)", meta.Status)
 		}
 		seq, err := m.Owner("a").List(t.Context())
@@ -402,7 +402,7 @@ func TestMemoryRetentionThroughManager(t *testing.T) {
 		if !slices.Equal(listed, []string{long}) {
 			t.Fatalf("List(a) = %v, want only the running task %s", listed, long)
 		}
-		mtShutdown(t, m)
+		shutdownManager(t, m)
 	})
 }
 

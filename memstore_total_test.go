@@ -201,11 +201,11 @@ func TestMemoryManagerRetainsAcrossOwners(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				store := NewMemoryStore(WithRetainPerOwner(tc.perOwner), WithRetainTotal(tc.total))
-				m := mtNew(t, WithStore(store))
+				m := newTestManager(t, WithStore(store))
 				fn := func(context.Context, *Task) (any, error) { return nil, nil }
 				var spawned []string
 				for i := range tasks {
-					spawned = append(spawned, limSpawn(t, m, fmt.Sprint("owner-", i%owners), fn))
+					spawned = append(spawned, spawnFor(t, m, fmt.Sprint("owner-", i%owners), fn))
 					synctest.Wait() // it has ended and retired: tasks end in spawn order
 				}
 				var want, wantOwners []string
@@ -226,7 +226,7 @@ func TestMemoryManagerRetainsAcrossOwners(t *testing.T) {
 				if in.nodes != 0 || in.owners != 0 || in.runs != 0 || in.active != 0 || in.storeIDs != len(want) {
 					t.Fatalf("after %d tasks: %+v", tasks, in)
 				}
-				mtShutdown(t, m)
+				shutdownManager(t, m)
 			})
 		})
 	}

@@ -71,13 +71,13 @@ func TestObserverTransitions(t *testing.T) {
 				store := NewMemoryStore()
 				log := newTransitionLog()
 				log.store = store
-				m := mtNew(t, WithStore(store), WithObserver(log.observe), WithMaxConcurrent(1), WithQueueWhenFull())
+				m := newTestManager(t, WithStore(store), WithObserver(log.observe), WithMaxConcurrent(1), WithQueueWhenFull())
 				var blocker string
 				release := gate(t)
 				if tc.queued {
-					blocker = limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { <-release; return nil, nil })
+					blocker = spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { <-release; return nil, nil })
 				}
-				id := limSpawn(t, m, "a", tc.fn)
+				id := spawnFor(t, m, "a", tc.fn)
 				synctest.Wait()
 				if tc.cancel {
 					if n, err := m.Cancel(t.Context(), id); n != 1 || err != nil {
@@ -90,7 +90,7 @@ func TestObserverTransitions(t *testing.T) {
 					t.Fatal(err)
 				}
 				if blocker != "" {
-					limWait(t, m, blocker, StatusCompleted)
+					waitStatus(t, m, blocker, StatusCompleted)
 				}
 				if got := log.get(id); !slices.Equal(got, tc.want) {
 					t.Fatalf("transitions %q, want %q (final status %q)", got, tc.want, meta.Status)
@@ -101,7 +101,7 @@ func TestObserverTransitions(t *testing.T) {
 				if len(bad) > 0 {
 					t.Fatalf("observer saw: %v", bad)
 				}
-				mtShutdown(t, m)
+				shutdownManager(t, m)
 			})
 		})
 	}
@@ -115,7 +115,7 @@ func TestObserverPanicIsIsolatedAndLogged(t *testing.T) {
 		h := &captureHandler{}
 		calls := 0
 		var mu sync.Mutex
-		m := mtNew(t, WithLogger(slog.New(h)), WithMaxConcurrent(1), WithQueueWhenFull(),
+		m := newTestManager(t, WithLogger(slog.New(h)), WithMaxConcurrent(1), WithQueueWhenFull(),
 			WithObserver(func(tr Transition) {
 				mu.Lock()
 				calls++
@@ -123,23 +123,23 @@ func TestObserverPanicIsIsolatedAndLogged(t *testing.T) {
 				panic("observer boom")
 			}))
 		release := gate(t)
-		first := limSpawn(t, m, "a", func(ctx context.Context, tk *Task) (any, error) {
+		first := spawnFor(t, m, "a", func(ctx context.Context, tk *Task) (any, error) {
 			<-release
 			return "one", tk.Emit("progress", 1)
 		}, WithWake(WakeOnActivity))
-		second := limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { return "two", nil })
+		second := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { return "two", nil })
 		close(release)
-		if meta := limWait(t, m, first, StatusCompleted); string(meta.Result) != `"one"` {
+		if meta := waitStatus(t, m, first, StatusCompleted); string(meta.Result) != `"one"` {
 			t.Fatalf("first result %s", meta.Result)
 		}
-		if meta := limWait(t, m, second, StatusCompleted); string(meta.Result) != `"two"` {
+		if meta := waitStatus(t, m, second, StatusCompleted); string(meta.Result) != `"two"` {
 			t.Fatalf("second result %s", meta.Result)
 		}
 		want := []kindID{{EventCustom, first}, {EventCompleted, first}, {EventCompleted, second}}
-		if got := limDrain(t, m, "a"); !slices.Equal(got, want) {
+		if got := drainKindIDs(t, m, "a"); !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
-		mtShutdown(t, m)
+		shutdownManager(t, m)
 
 		// first: ""->running, running->completed; second: ""->queued,
 		// queued->running, running->completed.
@@ -171,13 +171,13 @@ func TestLoggerRecordsFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &captureHandler{}
 		st := newFailingStore()
-		m := mtNew(t, WithLogger(slog.New(h)), WithStore(st), WithCommitRetry(2, time.Millisecond))
-		p := limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { panic("task boom") })
-		limWait(t, m, p, StatusFailed)
+		m := newTestManager(t, WithLogger(slog.New(h)), WithStore(st), WithCommitRetry(2, time.Millisecond))
+		p := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { panic("task boom") })
+		waitStatus(t, m, p, StatusFailed)
 		st.failTerminal(-1)
-		c := limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { return nil, nil })
-		limWait(t, m, c, StatusCompleted)
-		mtShutdown(t, m)
+		c := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { return nil, nil })
+		waitStatus(t, m, c, StatusCompleted)
+		shutdownManager(t, m)
 
 		panics := h.find(slog.LevelError, "bgtask: task panicked")
 		if len(panics) != 1 || panics[0].Attrs["task_id"] != p || panics[0].Attrs["panic"] != "task boom" {

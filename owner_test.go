@@ -18,10 +18,10 @@ var blankOwners = []string{"", " ", "\t\n", "\u00a0", "\u2003", "\u00a0\u2003"}
 func TestOwnerBlankRefusedEverywhere(t *testing.T) {
 	for _, closed := range []bool{false, true} {
 		t.Run(fmt.Sprint("closed=", closed), func(t *testing.T) {
-			m := mtNew(t)
-			theirs, tp := mtSpawnProbe(t, runCtx(t.Context(), "run-1"), m.Owner("thread-2"), WithName("job"))
+			m := newTestManager(t)
+			theirs, tp := spawnProbe(t, runCtx(t.Context(), "run-1"), m.Owner("thread-2"), WithName("job"))
 			if closed {
-				mtShutdown(t, m)
+				shutdownManager(t, m)
 			}
 			fn := func(context.Context, *Task) (any, error) { return nil, nil }
 			ctx := runCtx(t.Context(), "run-1")
@@ -80,7 +80,7 @@ func TestOwnerBlankRefusedEverywhere(t *testing.T) {
 					t.Fatalf("thread-2's task was cancelled: %v", err)
 				}
 				close(tp.release)
-				if got := mtWait(t, m.Owner("thread-2"), theirs); got.Status != StatusCompleted {
+				if got := waitTask(t, m.Owner("thread-2"), theirs); got.Status != StatusCompleted {
 					t.Fatalf("thread-2's task %s, want completed", got.Status)
 				}
 			}

@@ -23,7 +23,7 @@ type pluginRun struct {
 
 func newPluginRun(t *testing.T, opts ...Option) *pluginRun {
 	t.Helper()
-	pr := &pluginRun{m: mtNew(t, opts...)}
+	pr := &pluginRun{m: newTestManager(t, opts...)}
 	pr.o = pr.m.Owner("thread-1")
 	var err error
 	pr.p, err = NewPlugin(pr.m, "thread-1", WithOnWake(func(ev Event) {
@@ -63,7 +63,7 @@ func messageKinds(msgs []PromptMessage) []string {
 }
 
 func TestPluginPhasesOutsideARun(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	p, err := NewPlugin(m, "thread-1")
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +233,7 @@ func TestPluginPendingIgnoresSilentTasks(t *testing.T) {
 // a direct message that keeps its role and sender.
 func TestPluginSubAgentInboxDirectMessage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		o := m.Owner("thread-1")
 		got := make(chan []PromptMessage, 1)
 		id, err := o.SpawnAgent(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
@@ -401,7 +401,7 @@ func TestPluginWakesBetweenRuns(t *testing.T) {
 		t.Run(fmt.Sprintf("after a run %v", afterRun), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := t.Context()
-				m := mtNew(t)
+				m := newTestManager(t)
 				var (
 					mu    sync.Mutex
 					woken []string
@@ -504,7 +504,7 @@ func TestPluginParallelToolCalls(t *testing.T) {
 
 // Constructors refuse bad input with an error, never a panic.
 func TestNewPluginRefusesBadInput(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	closed, err := New()
 	if err != nil {
 		t.Fatal(err)

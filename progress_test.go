@@ -11,7 +11,7 @@ import (
 // progress, whatever its wake policy, and not once it has ended.
 func TestProgressInTools(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		o := m.Owner("thread-1")
 		emitted, release := make(chan error, 1), make(chan struct{})
 		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
@@ -40,7 +40,7 @@ func TestProgressInTools(t *testing.T) {
 			t.Fatalf("get_task = %s\nwant %s", get, want)
 		}
 		close(release)
-		mtWait(t, o, id)
+		waitTask(t, o, id)
 		get = ttCall(t, t.Context(), ttTool(t, o, "get_task"), `{"task_id":"`+id+`"}`, nil)
 		want = `{"task":{"task_id":"` + id + `","name":"indexer","task_type":"task","status":"completed","description":"",` +
 			`"created_at":"2000-01-01T00:00:00Z","started_at":"2000-01-01T00:00:00Z","finished_at":"2000-01-01T00:00:00Z","result":"done"},"messages":[]}`
@@ -56,7 +56,7 @@ func TestProgressInPromptView(t *testing.T) {
 	for _, wake := range []WakePolicy{WakeOnTerminal, WakeOnActivity, WakeSilent} {
 		t.Run(string(wake), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				m := mtNew(t)
+				m := newTestManager(t)
 				p, err := NewPlugin(m, "thread-1")
 				if err != nil {
 					t.Fatal(err)

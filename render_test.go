@@ -13,7 +13,7 @@ import (
 // newTestPlugin returns a Plugin of thread-1 on a fresh Manager, with no run.
 func newTestPlugin(t *testing.T, opts ...PluginOption) *Plugin {
 	t.Helper()
-	p, err := NewPlugin(mtNew(t), "thread-1", opts...)
+	p, err := NewPlugin(newTestManager(t), "thread-1", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

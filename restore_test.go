@@ -35,7 +35,7 @@ func TestRestoreInterruptsWhatNoOneRuns(t *testing.T) {
 			}
 		}
 		var seen []Transition
-		m := mtNew(t, WithStore(store), WithObserver(func(tr Transition) { seen = append(seen, tr) }))
+		m := newTestManager(t, WithStore(store), WithObserver(func(tr Transition) { seen = append(seen, tr) }))
 		release := make(chan struct{})
 		liveID, err := m.Owner("a").Spawn(t.Context(), func(ctx context.Context, _ *Task) (any, error) {
 			<-release
@@ -92,7 +92,7 @@ func TestRestoreInterruptsWhatNoOneRuns(t *testing.T) {
 			t.Fatalf("Stats().Interrupted = %d, want 2", got)
 		}
 		close(release)
-		mtShutdown(t, m)
+		shutdownManager(t, m)
 		if _, err := m.Restore(t.Context(), "a"); !errors.Is(err, ErrClosed) {
 			t.Fatalf("Restore after Shutdown = %v, want ErrClosed", err)
 		}
@@ -101,7 +101,7 @@ func TestRestoreInterruptsWhatNoOneRuns(t *testing.T) {
 
 // Bad input and a failing store: a clear error, nothing reported twice.
 func TestRestoreErrors(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	if _, err := m.Restore(t.Context(), " "); !errors.Is(err, ErrInvalidOwner) {
 		t.Fatalf("Restore(blank) = %v, want ErrInvalidOwner", err)
 	}
@@ -116,7 +116,7 @@ func TestRestoreErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	store.fail(1, StatusInterrupted)
-	m2 := mtNew(t, WithStore(store))
+	m2 := newTestManager(t, WithStore(store))
 	if got, err := m2.Restore(t.Context(), "a"); !errors.Is(err, errInjected) || len(got) != 0 {
 		t.Fatalf("Restore with a failing store = %v, %v; want the store's error and nothing", got, err)
 	}
@@ -146,7 +146,7 @@ func TestRestoreFollowsInterruptedSubAgents(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m := mtNew(t, WithStore(store))
+	m := newTestManager(t, WithStore(store))
 	done, err := m.Restore(t.Context(), "thread-1")
 	if err != nil {
 		t.Fatal(err)
@@ -158,8 +158,8 @@ func TestRestoreFollowsInterruptedSubAgents(t *testing.T) {
 	if want := []string{"task_1_agent", "task_2_fetch", "task_3_grand"}; !slices.Equal(ids, want) {
 		t.Fatalf("Restore interrupted %v, want %v", ids, want)
 	}
-	evs := mtDrain(t, m.Owner("thread-1"))
-	if ks := mtKinds(evs); len(evs) != 3 || evs[0].TaskID != "task_1_agent" || evs[1].TaskID != "task_2_fetch" || evs[2].TaskID != "task_3_grand" ||
+	evs := drainOwner(t, m.Owner("thread-1"))
+	if ks := eventKinds(evs); len(evs) != 3 || evs[0].TaskID != "task_1_agent" || evs[1].TaskID != "task_2_fetch" || evs[2].TaskID != "task_3_grand" ||
 		!slices.Equal(ks, []EventKind{EventInterrupted, EventInterrupted, EventInterrupted}) {
 		t.Fatalf("owner got %v, want the sub-agent's, then its task's, then that one's interrupted event", evs)
 	}

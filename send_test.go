@@ -10,41 +10,6 @@ import (
 	"testing"
 )
 
-// mtReceiver is a sub-agent body that waits for n events in its own inbox
-// and returns them; it fails if the inbox closes or ctx ends first.
-func mtReceiver(n int, got chan<- []Event) Func {
-	return func(ctx context.Context, tk *Task) (any, error) {
-		ib := tk.Inbox()
-		if ib == nil {
-			return nil, errors.New("sub-agent without inbox")
-		}
-		var evs []Event
-		for len(evs) < n {
-			if err := ib.Wait(ctx); err != nil {
-				return nil, err
-			}
-			evs = ib.AppendDrain(evs)
-		}
-		got <- evs
-		return len(evs), nil
-	}
-}
-
-func mtSpawnReceiver(t testing.TB, o Owner, n int, opts ...SpawnOption) (string, <-chan []Event, *Task) {
-	t.Helper()
-	got := make(chan []Event, 1)
-	handle := make(chan *Task, 1)
-	recv := mtReceiver(n, got)
-	id, err := o.SpawnAgent(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
-		handle <- tk
-		return recv(ctx, tk)
-	}, opts...)
-	if err != nil {
-		t.Fatalf("SpawnAgent: %v", err)
-	}
-	return id, got, <-handle
-}
-
 func TestSendDelivers(t *testing.T) {
 	vias := []struct {
 		name string
@@ -59,9 +24,9 @@ func TestSendDelivers(t *testing.T) {
 	}
 	for _, via := range vias {
 		t.Run(via.name, func(t *testing.T) {
-			m := mtNew(t)
+			m := newTestManager(t)
 			o := m.Owner("thread-1")
-			id, got, tk := mtSpawnReceiver(t, o, 1, WithName("worker"))
+			id, got, tk := spawnReceiver(t, o, 1, WithName("worker"))
 			if tk.Inbox() == nil || tk.ID() != id {
 				t.Fatalf("sub-agent handle: id %q inbox %v", tk.ID(), tk.Inbox())
 			}
@@ -85,22 +50,22 @@ func TestSendDelivers(t *testing.T) {
 			if err != nil || string(b) != want {
 				t.Fatalf("event JSON\n got %s (%v)\nwant %s", b, err, want)
 			}
-			if final := mtWait(t, o, id); final.Status != StatusCompleted || string(final.Result) != "1" {
+			if final := waitTask(t, o, id); final.Status != StatusCompleted || string(final.Result) != "1" {
 				t.Fatalf("sub-agent: %+v", final)
 			}
 			// The message went to the sub-agent only, not to the owner.
-			if ks := mtKinds(mtDrain(t, o)); !slices.Equal(ks, []EventKind{EventCompleted}) {
+			if ks := eventKinds(drainOwner(t, o)); !slices.Equal(ks, []EventKind{EventCompleted}) {
 				t.Fatalf("owner's events %v, want only completed", ks)
 			}
-			mtShutdown(t, m)
+			shutdownManager(t, m)
 		})
 	}
 }
 
 func TestSendEmptyContent(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
-	id, got, _ := mtSpawnReceiver(t, o, 1)
+	id, got, _ := spawnReceiver(t, o, 1)
 	if err := o.Send(t.Context(), id, Message{}); err != nil {
 		t.Fatalf("Send empty: %v", err)
 	}
@@ -111,12 +76,12 @@ func TestSendEmptyContent(t *testing.T) {
 	if string(evs[0].Payload) != `{"from":"","content":""}` {
 		t.Fatalf("payload %s", evs[0].Payload)
 	}
-	mtWait(t, o, id)
-	mtShutdown(t, m)
+	waitTask(t, o, id)
+	shutdownManager(t, m)
 }
 
 func TestSendErrors(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	ctx := t.Context()
 
@@ -126,7 +91,7 @@ func TestSendErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-liveAgent.started
-	livePlainID, livePlain := mtSpawnProbe(t, ctx, o)
+	livePlainID, livePlain := spawnProbe(t, ctx, o)
 	ended := func(agent bool, fn Func) string {
 		spawn := o.Spawn
 		if agent {
@@ -136,13 +101,13 @@ func TestSendErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mtWait(t, o, id)
+		waitTask(t, o, id)
 		return id
 	}
 	completedAgent := ended(true, func(context.Context, *Task) (any, error) { return nil, nil })
 	failedAgent := ended(true, func(context.Context, *Task) (any, error) { return nil, errors.New("x") })
 	cancelledAgent := func() string {
-		id, p := func() (string, *mtProbe) {
+		id, p := func() (string, *probeTask) {
 			p := newProbe()
 			id, err := o.SpawnAgent(ctx, p.fn)
 			if err != nil {
@@ -155,7 +120,7 @@ func TestSendErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-p.cause
-		mtWait(t, o, id)
+		waitTask(t, o, id)
 		return id
 	}()
 	completedPlain := ended(false, func(context.Context, *Task) (any, error) { return nil, nil })
@@ -225,22 +190,22 @@ func TestSendErrors(t *testing.T) {
 	}
 	close(livePlain.release)
 	close(liveAgent.release)
-	mtWait(t, o, livePlainID)
-	mtWait(t, o, liveAgentID)
-	mtShutdown(t, m)
+	waitTask(t, o, livePlainID)
+	waitTask(t, o, liveAgentID)
+	shutdownManager(t, m)
 }
 
 // TestSendConcurrentSubAgents: two sub-agents messaged at once each get
 // exactly their own messages, in order.
 func TestSendConcurrentSubAgents(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	const n = 50
 	names := []string{"alpha", "beta"}
 	ids := make([]string, len(names))
 	gots := make([]<-chan []Event, len(names))
 	for i, name := range names {
-		ids[i], gots[i], _ = mtSpawnReceiver(t, o, n, WithName(name))
+		ids[i], gots[i], _ = spawnReceiver(t, o, n, WithName(name))
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(names)*n)
@@ -272,17 +237,17 @@ func TestSendConcurrentSubAgents(t *testing.T) {
 				t.Fatalf("%s event %d: %+v (%q), want %q", name, k, ev, msg.Content, want)
 			}
 		}
-		if got := mtWait(t, o, ids[i]); got.Status != StatusCompleted {
+		if got := waitTask(t, o, ids[i]); got.Status != StatusCompleted {
 			t.Fatalf("%s: %+v", name, got)
 		}
 	}
-	mtShutdown(t, m)
+	shutdownManager(t, m)
 }
 
 // TestSubAgentReceivesItsTasksEvents: tasks a sub-agent starts through
 // Task.Agent report to the sub-agent's inbox, not to its owner's.
 func TestSubAgentReceivesItsTasksEvents(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	type out struct {
 		child string
@@ -322,10 +287,10 @@ func TestSubAgentReceivesItsTasksEvents(t *testing.T) {
 		r.evs[1].Kind != EventCompleted || r.evs[1].TaskID != r.child || string(r.evs[1].Result) != `{"rows":10}` {
 		t.Fatalf("sub-agent's inbox: %+v", r.evs)
 	}
-	if got := mtWait(t, o, agentID); got.Status != StatusCompleted || string(got.Result) != `"summary"` {
+	if got := waitTask(t, o, agentID); got.Status != StatusCompleted || string(got.Result) != `"summary"` {
 		t.Fatalf("sub-agent: %+v", got)
 	}
-	evs := mtDrain(t, o)
+	evs := drainOwner(t, o)
 	if len(evs) != 1 || evs[0].Kind != EventCompleted || evs[0].TaskID != agentID {
 		t.Fatalf("owner's inbox %+v, want only the sub-agent's completed event", evs)
 	}
@@ -333,14 +298,14 @@ func TestSubAgentReceivesItsTasksEvents(t *testing.T) {
 	if err != nil || child.Owner != agentID || child.Parent.TaskID != agentID || child.Status != StatusCompleted {
 		t.Fatalf("child record %+v, %v", child, err)
 	}
-	mtShutdown(t, m)
+	shutdownManager(t, m)
 }
 
 // TestSubAgentInboxAfterEnd: the sub-agent's inbox closes when it ends; a
 // later Send is ErrTerminal; a message it never read is not passed to its
 // owner as if it were the owner's event.
 func TestSubAgentInboxAfterEnd(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	started, gate := make(chan struct{}), make(chan struct{})
 	handle := make(chan *Task, 1)
@@ -362,25 +327,25 @@ func TestSubAgentInboxAfterEnd(t *testing.T) {
 		t.Fatalf("sub-agent inbox len %d, want 1", tk.Inbox().Len())
 	}
 	close(gate)
-	mtWait(t, o, id)
+	waitTask(t, o, id)
 	if !tk.Inbox().Closed() {
 		t.Fatal("the sub-agent's inbox is open after it ended")
 	}
 	if err := o.Send(t.Context(), id, Message{Content: "late"}); !errors.Is(err, ErrTerminal) {
 		t.Fatalf("Send after end: %v, want ErrTerminal", err)
 	}
-	evs := mtDrain(t, o)
+	evs := drainOwner(t, o)
 	if len(evs) != 1 || evs[0].Kind != EventCompleted || evs[0].TaskID != id {
 		t.Fatalf("owner's inbox %+v, want only the completed event", evs)
 	}
-	mtShutdown(t, m)
+	shutdownManager(t, m)
 }
 
 // TestSubAgentOrphanedTaskEvents: a task that a sub-agent started and that
 // outlives it reports to the sub-agent's owner (the sub-agent's inbox is
 // closed and its fallback forwards upward), so no event is lost (D6).
 func TestSubAgentOrphanedTaskEvents(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	gate := make(chan struct{})
 	childID := make(chan string, 1)
@@ -402,7 +367,7 @@ func TestSubAgentOrphanedTaskEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	cid := <-childID
-	if got := mtWait(t, o, agentID); got.Status != StatusCompleted {
+	if got := waitTask(t, o, agentID); got.Status != StatusCompleted {
 		t.Fatalf("sub-agent: %+v", got)
 	}
 	close(gate)
@@ -412,16 +377,16 @@ func TestSubAgentOrphanedTaskEvents(t *testing.T) {
 		t.Fatalf("Emit after the sub-agent ended: %v, want nil (forwarded)", err)
 	}
 	sub := m.Owner(agentID)
-	if got := mtWait(t, sub, cid); got.Status != StatusCompleted {
+	if got := waitTask(t, sub, cid); got.Status != StatusCompleted {
 		t.Fatalf("orphaned child: %+v", got)
 	}
-	evs := mtDrain(t, o)
+	evs := drainOwner(t, o)
 	want := []EventKind{EventCompleted, EventCustom, EventCompleted}
-	if ks := mtKinds(evs); !slices.Equal(ks, want) || evs[0].TaskID != agentID || evs[1].TaskID != cid || evs[2].TaskID != cid {
+	if ks := eventKinds(evs); !slices.Equal(ks, want) || evs[0].TaskID != agentID || evs[1].TaskID != cid || evs[2].TaskID != cid {
 		var stuck []EventKind
 		m.inboxMu.RLock()
 		if ib := m.inboxes[agentID]; ib != nil {
-			stuck = mtKinds(ib.Drain())
+			stuck = eventKinds(ib.Drain())
 		}
 		m.inboxMu.RUnlock()
 		t.Fatalf("terminal event of a task outliving its sub-agent owner must reach the sub-agent's owner. "+
@@ -434,13 +399,13 @@ func TestSubAgentOrphanedTaskEvents(t *testing.T) {
 			return ids
 		}(), want, stuck)
 	}
-	mtShutdown(t, m)
+	shutdownManager(t, m)
 }
 
 // A plain task has no inbox, so it cannot act as an agent: tasks it started
 // through Agent would report to an inbox nobody reads. A sub-agent can.
 func TestTaskAgentRefusedForPlainTask(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	type res struct {
 		owner string
@@ -467,6 +432,6 @@ func TestTaskAgentRefusedForPlainTask(t *testing.T) {
 	if r := <-got; r.err != nil || r.owner != agent {
 		t.Fatalf("sub-agent Agent() = %q, %v; want %q, nil", r.owner, r.err, agent)
 	}
-	mtWait(t, o, plain)
-	mtWait(t, o, agent)
+	waitTask(t, o, plain)
+	waitTask(t, o, agent)
 }

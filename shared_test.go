@@ -56,7 +56,7 @@ func remoteRecord(t *testing.T, f *fakeShared, id string) TaskMeta {
 
 func TestSharedStoreCancelReachesTheOtherInstance(t *testing.T) {
 	f := &fakeShared{MemoryStore: NewMemoryStore()}
-	m := mtNew(t, WithStore(f), WithInstance("this-instance"))
+	m := newTestManager(t, WithStore(f), WithInstance("this-instance"))
 	remote := remoteRecord(t, f, "task_0190d5f4c5a87000a000000000000001")
 	o := m.Owner("thread-1")
 	if n, err := o.Cancel(t.Context(), remote.ID); err != nil || n != 1 {
@@ -83,7 +83,7 @@ func TestSharedStoreCancelReachesTheOtherInstance(t *testing.T) {
 
 func TestSharedStoreRestoreLeavesOtherInstancesToTheReaper(t *testing.T) {
 	f := &fakeShared{MemoryStore: NewMemoryStore()}
-	m := mtNew(t, WithStore(f), WithInstance("this-instance"))
+	m := newTestManager(t, WithStore(f), WithInstance("this-instance"))
 	remote := remoteRecord(t, f, "task_0190d5f4c5a87000a000000000000001")
 	mine := TaskMeta{ID: "task_0190d5f4c5a87000a000000000000002", Owner: "thread-1", Type: TypeTask, Status: StatusRunning, Instance: "this-instance", Attempt: 1}
 	if err := f.Commit(t.Context(), "thread-1", Upsert(mine)); err != nil {
@@ -142,7 +142,7 @@ func TestPluginNoticeFailureKeepsEvents(t *testing.T) {
 // arrives meanwhile waits for the next run.
 func TestPluginRunStartRestoreFailure(t *testing.T) {
 	store := &failingLoad{MemoryStore: NewMemoryStore(), err: errors.New("disk gone")}
-	m := mtNew(t, WithStore(store))
+	m := newTestManager(t, WithStore(store))
 	p, err := NewPlugin(m, "thread-1")
 	if err != nil {
 		t.Fatal(err)

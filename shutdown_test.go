@@ -18,7 +18,7 @@ import (
 func TestShutdownCancelsTasksWithCause(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		tests := []struct {
 			name    string
 			ret     func(ctx context.Context) (any, error)
@@ -35,7 +35,7 @@ func TestShutdownCancelsTasksWithCause(t *testing.T) {
 		causes := make(chan error, len(tests))
 		ids := make([]string, len(tests))
 		for i, tc := range tests {
-			ids[i] = limSpawn(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
+			ids[i] = spawnFor(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
 				<-ctx.Done()
 				causes <- context.Cause(ctx)
 				return tc.ret(ctx)
@@ -55,7 +55,7 @@ func TestShutdownCancelsTasksWithCause(t *testing.T) {
 			}
 		}
 		for i, tc := range tests {
-			meta := limGet(t, m, ids[i])
+			meta := getTask(t, m, ids[i])
 			if meta.Status != tc.status || meta.Error != tc.errText || string(meta.Result) != tc.result {
 				t.Fatalf("%s: (%q, %q, %s), want (%q, %q, %s)", tc.name, meta.Status, meta.Error, meta.Result, tc.status, tc.errText, tc.result)
 			}
@@ -64,7 +64,7 @@ func TestShutdownCancelsTasksWithCause(t *testing.T) {
 			}
 		}
 		// Every terminal event is in the owner's inbox once Shutdown returned.
-		got := limDrain(t, m, "a")
+		got := drainKindIDs(t, m, "a")
 		want := make([]kindID, len(tests))
 		for i, tc := range tests {
 			want[i] = kindID{EventKind(tc.status), ids[i]}
@@ -88,10 +88,10 @@ func TestShutdownCancelsTasksWithCause(t *testing.T) {
 func TestShutdownRefusesSpawnsOnceBegun(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		release := gate(t)
 		nested := make(chan error, 1)
-		id := limSpawn(t, m, "a", func(ctx context.Context, tk *Task) (any, error) {
+		id := spawnFor(t, m, "a", func(ctx context.Context, tk *Task) (any, error) {
 			<-ctx.Done()
 			_, err := m.Owner(tk.Owner()).Spawn(ctx, func(context.Context, *Task) (any, error) { return nil, nil })
 			nested <- err
@@ -117,7 +117,7 @@ func TestShutdownRefusesSpawnsOnceBegun(t *testing.T) {
 		if _, err := m.Owner("b").SpawnAgent(t.Context(), fn); !errors.Is(err, ErrClosed) {
 			t.Fatalf("SpawnAgent during Shutdown: %v, want ErrClosed", err)
 		}
-		if got := limGet(t, m, id).Status; got != StatusRunning {
+		if got := getTask(t, m, id).Status; got != StatusRunning {
 			t.Fatalf("status while Shutdown waits: %q, want running", got)
 		}
 		close(release)
@@ -127,13 +127,13 @@ func TestShutdownRefusesSpawnsOnceBegun(t *testing.T) {
 		if ran {
 			t.Fatal("a refused task ran")
 		}
-		if n := limCount(t, m, "a"); n != 1 {
+		if n := countRecords(t, m, "a"); n != 1 {
 			t.Fatalf("store holds %d records for a, want 1", n)
 		}
-		if n := limCount(t, m, "b"); n != 0 {
+		if n := countRecords(t, m, "b"); n != 0 {
 			t.Fatalf("store holds %d records for b, want 0", n)
 		}
-		if got := limGet(t, m, id); got.Status != StatusCancelled || got.Error != ErrShutdown.Error() {
+		if got := getTask(t, m, id); got.Status != StatusCancelled || got.Error != ErrShutdown.Error() {
 			t.Fatalf("final: %q %q, want cancelled %q", got.Status, got.Error, ErrShutdown.Error())
 		}
 	})
@@ -144,13 +144,13 @@ func TestShutdownRefusesSpawnsOnceBegun(t *testing.T) {
 func TestShutdownDeadlineNamesStubbornTask(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		release := gate(t)
-		stubborn := limSpawn(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
+		stubborn := spawnFor(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
 			<-release // ignores ctx on purpose
 			return "late", nil
 		})
-		polite := limSpawn(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
+		polite := spawnFor(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
 			<-ctx.Done()
 			return nil, context.Cause(ctx)
 		})
@@ -177,8 +177,8 @@ func TestShutdownDeadlineNamesStubbornTask(t *testing.T) {
 		if err.Error() != wantText {
 			t.Fatalf("error text %q, want %q", err.Error(), wantText)
 		}
-		limWait(t, m, polite, StatusCancelled)
-		if got := limGet(t, m, stubborn).Status; got != StatusRunning {
+		waitStatus(t, m, polite, StatusCancelled)
+		if got := getTask(t, m, stubborn).Status; got != StatusRunning {
 			t.Fatalf("stubborn task after the failed Shutdown: %q, want running", got)
 		}
 		if _, err := m.Owner("a").Spawn(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil }); !errors.Is(err, ErrClosed) {
@@ -194,7 +194,7 @@ func TestShutdownDeadlineNamesStubbornTask(t *testing.T) {
 			t.Fatalf("second Shutdown took %v, want 0", d)
 		}
 		// A cancel asks, it does not force: the value it returned stands.
-		meta := limGet(t, m, stubborn)
+		meta := getTask(t, m, stubborn)
 		if meta.Status != StatusCompleted || string(meta.Result) != `"late"` {
 			t.Fatalf("stubborn task: %q %s, want completed \"late\"", meta.Status, meta.Result)
 		}
@@ -204,11 +204,11 @@ func TestShutdownDeadlineNamesStubbornTask(t *testing.T) {
 func TestShutdownErrorShowsTenIDs(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		release := gate(t)
 		var ids []string
 		for range 12 {
-			ids = append(ids, limSpawn(t, m, "a", func(context.Context, *Task) (any, error) {
+			ids = append(ids, spawnFor(t, m, "a", func(context.Context, *Task) (any, error) {
 				<-release
 				return nil, nil
 			}))
@@ -230,7 +230,7 @@ func TestShutdownErrorShowsTenIDs(t *testing.T) {
 			t.Fatalf("error text\n%q, want\n%q", err.Error(), want)
 		}
 		close(release)
-		mtShutdown(t, m)
+		shutdownManager(t, m)
 	})
 }
 
@@ -241,10 +241,10 @@ func TestShutdownErrorCountsFinishingTasks(t *testing.T) {
 	var bug string
 	synctest.Test(t, func(t *testing.T) {
 		st := newFailingStore()
-		m := mtNew(t, WithStore(st), WithCommitRetry(3, time.Minute))
+		m := newTestManager(t, WithStore(st), WithCommitRetry(3, time.Minute))
 		st.failTerminal(-1)
 		returned := make(chan struct{})
-		id := limSpawn(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
+		id := spawnFor(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
 			<-ctx.Done()
 			close(returned)
 			return nil, ctx.Err()
@@ -269,7 +269,7 @@ func TestShutdownErrorCountsFinishingTasks(t *testing.T) {
 		if d := time.Since(start); d != 3*time.Minute-2*time.Second {
 			t.Fatalf("second Shutdown took %v, want the rest of the backoff", d)
 		}
-		evs := limDrain(t, m, "a")
+		evs := drainKindIDs(t, m, "a")
 		if want := []kindID{{EventCommitFailed, id}, {EventCancelled, id}}; !slices.Equal(evs, want) {
 			t.Fatalf("events %v, want %v", evs, want)
 		}
@@ -284,10 +284,10 @@ func TestShutdownErrorCountsFinishingTasks(t *testing.T) {
 func TestShutdownClosedManager(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		o := m.Owner("a")
-		done := limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { return 1, nil })
-		limWait(t, m, done, StatusCompleted)
+		done := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { return 1, nil })
+		waitStatus(t, m, done, StatusCompleted)
 		agent, err := o.SpawnAgent(WithToolCall(t.Context(), ToolCall{RunID: "r1"}), func(ctx context.Context, tk *Task) (any, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
@@ -295,7 +295,7 @@ func TestShutdownClosedManager(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mtShutdown(t, m)
+		shutdownManager(t, m)
 
 		fn := func(context.Context, *Task) (any, error) { return nil, nil }
 		msg := Message{From: "a", Content: "hi"}
@@ -353,7 +353,7 @@ func TestShutdownClosedManager(t *testing.T) {
 			t.Fatalf("Owner.Inbox: (%v, %v)", ib, err)
 		}
 		want := []kindID{{EventCompleted, done}, {EventCancelled, agent}}
-		if got := limDrain(t, m, "a"); !slices.Equal(got, want) {
+		if got := drainKindIDs(t, m, "a"); !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
 		if _, err := m.Inbox("fresh-owner"); err != nil {
@@ -365,10 +365,10 @@ func TestShutdownClosedManager(t *testing.T) {
 func TestShutdownConcurrentCalls(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		var ids []string
 		for i := range 5 {
-			ids = append(ids, limSpawn(t, m, fmt.Sprint("owner-", i%2), func(ctx context.Context, _ *Task) (any, error) {
+			ids = append(ids, spawnFor(t, m, fmt.Sprint("owner-", i%2), func(ctx context.Context, _ *Task) (any, error) {
 				<-ctx.Done()
 				return nil, ctx.Err()
 			}))
@@ -388,7 +388,7 @@ func TestShutdownConcurrentCalls(t *testing.T) {
 			}
 		}
 		for _, id := range ids {
-			if got := limGet(t, m, id).Status; got != StatusCancelled {
+			if got := getTask(t, m, id).Status; got != StatusCancelled {
 				t.Fatalf("%s: %q, want cancelled", id, got)
 			}
 		}
@@ -404,10 +404,10 @@ func TestShutdownStoppedManagerWithDoneContext(t *testing.T) {
 	t.Parallel()
 	var bug string
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
-		id := limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { return nil, nil })
-		limWait(t, m, id, StatusCompleted)
-		mtShutdown(t, m)
+		m := newTestManager(t)
+		id := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { return nil, nil })
+		waitStatus(t, m, id, StatusCompleted)
+		shutdownManager(t, m)
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		bad := 0
@@ -433,7 +433,7 @@ func TestShutdownStoppedManagerWithDoneContext(t *testing.T) {
 func TestShutdownRacesSpawns(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		var (
 			mu  sync.Mutex
 			ids []string
@@ -465,7 +465,7 @@ func TestShutdownRacesSpawns(t *testing.T) {
 			t.Fatalf("Shutdown: %v", err)
 		}
 		wg.Wait()
-		got := limDrain(t, m, "a")
+		got := drainKindIDs(t, m, "a")
 		if len(got) != len(ids) {
 			t.Fatalf("%d events for %d accepted spawns", len(got), len(ids))
 		}
@@ -477,7 +477,7 @@ func TestShutdownRacesSpawns(t *testing.T) {
 			seen[ev.ID] = true
 		}
 		for _, id := range ids {
-			meta := limGet(t, m, id)
+			meta := getTask(t, m, id)
 			if !seen[id] || meta.Status != StatusCancelled || meta.Error != ErrShutdown.Error() {
 				t.Fatalf("%s: event %v, status %q error %q, want cancelled by shutdown", id, seen[id], meta.Status, meta.Error)
 			}
@@ -491,7 +491,7 @@ func TestShutdownRacesSpawns(t *testing.T) {
 func TestShutdownReleasesInboxWaiters(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		o := m.Owner("thread-1")
 		ib, err := o.Inbox()
 		if err != nil {
@@ -530,7 +530,7 @@ func TestShutdownReleasesInboxWaiters(t *testing.T) {
 		go func() { waited <- p.WaitEvent(context.Background()) }()
 		synctest.Wait()
 
-		mtShutdown(t, m)
+		shutdownManager(t, m)
 		got := <-consumer
 		if !errors.Is(got.err, ErrClosed) || len(got.evs) != 1 || got.evs[0].Kind != EventCancelled || got.evs[0].TaskID != id {
 			t.Fatalf("consumer got %+v, %v; want the cancelled event, then ErrClosed", got.evs, got.err)

@@ -154,9 +154,9 @@ type ttState struct {
 // ErrToolArguments, and changes nothing, in a scope where a valid call
 // would act (a run with a live sub-agent named "worker").
 func TestToolBadArguments(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
-	worker, _, tk := mtSpawnReceiver(t, o, 1, WithName("worker"))
+	worker, _, tk := spawnReceiver(t, o, 1, WithName("worker"))
 	ctx := runCtx(t.Context(), "run-1")
 	if _, err := o.Spawn(ctx, func(ctx context.Context, _ *Task) (any, error) { <-ctx.Done(); return nil, ctx.Err() }); err != nil {
 		t.Fatal(err)
@@ -167,7 +167,7 @@ func TestToolBadArguments(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ttState{mtList(t, o), tk.Inbox().Len(), ownerBox.Len(), msgs, m.Stats()}
+		return ttState{listTasks(t, o), tk.Inbox().Len(), ownerBox.Len(), msgs, m.Stats()}
 	}
 	before := state()
 	for _, tool := range o.Tools() {
@@ -189,7 +189,7 @@ func TestToolBadArguments(t *testing.T) {
 }
 
 func TestWaitTaskBadArgumentsWithLimit(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	tool := ttTool(t, m.Owner("thread-1"), "wait_task", WithWaitLimit(10*time.Second))
 	for _, args := range []string{`{"task_id":"task_x","timeout_seconds":11}`, `{"task_id":"task_x","timeout_seconds":300}`} {
 		if err := ttCallErr(t, t.Context(), tool, args); err.Error() != `invalid arguments: "timeout_seconds" must be from 1 to 10` {

@@ -23,7 +23,7 @@ func BenchmarkToolDecodeSendArgs(b *testing.B) {
 // BenchmarkToolGetTask is a get_task call on a completed task with a full
 // message history.
 func BenchmarkToolGetTask(b *testing.B) {
-	m := mtNew(b)
+	m := newTestManager(b)
 	o := m.Owner("thread-1")
 	id, err := o.Spawn(b.Context(), func(ctx context.Context, tk *Task) (any, error) {
 		for range messagesPerTask {
@@ -36,7 +36,7 @@ func BenchmarkToolGetTask(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mtWait(b, o, id)
+	waitTask(b, o, id)
 	get := ttTool(b, o, "get_task")
 	args := json.RawMessage(`{"task_id":"` + id + `"}`)
 	b.ReportAllocs()
@@ -52,7 +52,7 @@ func BenchmarkToolGetTask(b *testing.B) {
 // the result the model reads.
 func BenchmarkToolListTasks(b *testing.B) {
 	s := NewMemoryStore()
-	m := mtNew(b, WithStore(s))
+	m := newTestManager(b, WithStore(s))
 	for i := range 5000 {
 		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Add(time.Duration(i) * time.Second)
 		meta := TaskMeta{ID: newTaskID(at), Owner: "thread-1", Name: fmt.Sprintf("crawler-%d", i), Type: TypeSubAgent,

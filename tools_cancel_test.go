@@ -14,7 +14,7 @@ func TestCancelSelfTaskScopeCascades(t *testing.T) {
 	for _, subAgent := range []bool{false, true} {
 		name := map[bool]string{false: "owner tools", true: "sub-agent's own tools"}[subAgent]
 		t.Run(name, func(t *testing.T) {
-			m := mtNew(t)
+			m := newTestManager(t)
 			o := m.Owner("thread-1")
 			spawn, rp := o.Spawn, newProbe()
 			if subAgent { // only a sub-agent owns tasks as an agent
@@ -34,26 +34,26 @@ func TestCancelSelfTaskScopeCascades(t *testing.T) {
 				}
 				kids, tools = ag, ag
 			}
-			child, cp := mtSpawnProbe(t, rp.ctx, kids)
-			grand, gp := mtSpawnProbe(t, cp.ctx, kids)
+			child, cp := spawnProbe(t, rp.ctx, kids)
+			grand, gp := spawnProbe(t, cp.ctx, kids)
 			var hook atomic.Int32
 			var r cancelReceipt
 			ttCall(t, rp.ctx, ttTool(t, tools, "cancel_task", WithOnSelfCancel(func(context.Context) { hook.Add(1) })), `{"target":{"relation":"self"}}`, &r)
 			if r != (cancelReceipt{Status: "accepted", RootTaskID: root, CancelledCount: 3}) {
 				t.Fatalf("cancel_task = %+v", r)
 			}
-			for _, p := range []*mtProbe{rp, cp, gp} {
+			for _, p := range []*probeTask{rp, cp, gp} {
 				if cause := <-p.cause; cause == nil {
 					t.Fatal("a task of the tree was not cancelled")
 				}
 			}
-			if got := mtWait(t, kids, child).Status; got != StatusCancelled {
+			if got := waitTask(t, kids, child).Status; got != StatusCancelled {
 				t.Errorf("child %s", got)
 			}
-			if got := mtWait(t, kids, grand).Status; got != StatusCancelled {
+			if got := waitTask(t, kids, grand).Status; got != StatusCancelled {
 				t.Errorf("grandchild %s", got)
 			}
-			if got := mtWait(t, o, root).Status; got != StatusCancelled {
+			if got := waitTask(t, o, root).Status; got != StatusCancelled {
 				t.Errorf("root %s", got)
 			}
 			if hook.Load() != 0 {
@@ -67,12 +67,12 @@ func TestCancelSelfTaskScopeCascades(t *testing.T) {
 // run's tasks and their descendants, counts only them, and calls
 // WithOnSelfCancel; a second self-cancel says the run was already cancelled.
 func TestCancelSelfRunScope(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	ctx := runCtx(t.Context(), "run-1")
-	child, cp := mtSpawnProbe(t, ctx, o)
-	grand, gp := mtSpawnProbe(t, cp.ctx, o)
-	other, op := mtSpawnProbe(t, runCtx(t.Context(), "run-2"), o)
+	child, cp := spawnProbe(t, ctx, o)
+	grand, gp := spawnProbe(t, cp.ctx, o)
+	other, op := spawnProbe(t, runCtx(t.Context(), "run-2"), o)
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
 	var hooked context.Context
@@ -85,11 +85,11 @@ func TestCancelSelfRunScope(t *testing.T) {
 	if hooked != runCtx || runCtx.Err() == nil {
 		t.Fatalf("WithOnSelfCancel got %v; run ctx err %v", hooked, runCtx.Err())
 	}
-	for id, p := range map[string]*mtProbe{child: cp, grand: gp} {
+	for id, p := range map[string]*probeTask{child: cp, grand: gp} {
 		if cause := <-p.cause; !errors.Is(cause, ErrRunCancelled) {
 			t.Errorf("%s: cause %v", id, cause)
 		}
-		if got := mtWait(t, o, id).Status; got != StatusCancelled {
+		if got := waitTask(t, o, id).Status; got != StatusCancelled {
 			t.Errorf("%s: %s", id, got)
 		}
 	}
@@ -111,16 +111,19 @@ func TestCancelSelfRunScope(t *testing.T) {
 
 // TestCancelSelfWithoutScope is awaken #110.
 func TestCancelSelfWithoutScope(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
-	_, p := mtSpawnProbe(t, t.Context(), o)
-	_, foreign := mtSpawnProbe(t, t.Context(), m.Owner("thread-2"))
+	_, p := spawnProbe(t, t.Context(), o)
+	_, foreign := spawnProbe(t, t.Context(), m.Owner("thread-2"))
 	tool := ttTool(t, o, "cancel_task")
 	for name, ctx := range map[string]context.Context{
-		"no scope":               t.Context(),
-		"blank run":              WithToolCall(t.Context(), ToolCall{RunID: " ", AgentID: "a"}),
-		"another owner's task":   foreign.ctx,
-		"another manager's task": func() context.Context { _, q := mtSpawnProbe(t, t.Context(), mtNew(t).Owner("thread-1")); return q.ctx }(),
+		"no scope":             t.Context(),
+		"blank run":            WithToolCall(t.Context(), ToolCall{RunID: " ", AgentID: "a"}),
+		"another owner's task": foreign.ctx,
+		"another manager's task": func() context.Context {
+			_, q := spawnProbe(t, t.Context(), newTestManager(t).Owner("thread-1"))
+			return q.ctx
+		}(),
 	} {
 		for _, args := range []string{`{"target":{"relation":"self"}}`, `{"target":{"relation":"child","name":"x"}}`} {
 			err := ttCallErr(t, ctx, tool, args)
@@ -135,19 +138,19 @@ func TestCancelSelfWithoutScope(t *testing.T) {
 }
 
 func TestCancelChild(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
-	_, root := mtSpawnProbe(t, runCtx(t.Context(), "run-1"), o)
-	byName, bp := mtSpawnProbe(t, root.ctx, o, WithName("crawler"))
-	_, bgp := mtSpawnProbe(t, bp.ctx, o) // its child: a descendant of the root's child
-	byID, ip := mtSpawnProbe(t, root.ctx, o)
-	sibling, sp := mtSpawnProbe(t, runCtx(t.Context(), "run-1"), o, WithName("sibling"))
+	_, root := spawnProbe(t, runCtx(t.Context(), "run-1"), o)
+	byName, bp := spawnProbe(t, root.ctx, o, WithName("crawler"))
+	_, bgp := spawnProbe(t, bp.ctx, o) // its child: a descendant of the root's child
+	byID, ip := spawnProbe(t, root.ctx, o)
+	sibling, sp := spawnProbe(t, runCtx(t.Context(), "run-1"), o, WithName("sibling"))
 	done, err := o.Spawn(root.ctx, func(context.Context, *Task) (any, error) { return 1, nil }, WithName("finished"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mtWait(t, o, done)
-	theirs, tp := mtSpawnProbe(t, t.Context(), m.Owner("thread-2"), WithName("crawler2"))
+	waitTask(t, o, done)
+	theirs, tp := spawnProbe(t, t.Context(), m.Owner("thread-2"), WithName("crawler2"))
 	tool := ttTool(t, o, "cancel_task")
 	call := func(ctx context.Context, name string) cancelReceipt {
 		var r cancelReceipt
@@ -177,7 +180,7 @@ func TestCancelChild(t *testing.T) {
 	if r := call(root.ctx, byName); r.CancelledCount != 0 || (r.Status == "failed" && r.Error != "task_not_running") {
 		t.Fatalf("second cancel = %+v", r)
 	}
-	mtWait(t, o, byName)
+	waitTask(t, o, byName)
 	if r := call(root.ctx, "crawler"); r != (cancelReceipt{Status: "failed", RootTaskID: byName, Error: "task_not_running"}) {
 		t.Fatalf("cancel ended crawler = %+v", r)
 	}
@@ -197,7 +200,7 @@ func TestCancelChild(t *testing.T) {
 		t.Fatalf("cancel sibling in the run = %+v", r)
 	}
 	<-sp.cause
-	for _, p := range []*mtProbe{root, tp} {
+	for _, p := range []*probeTask{root, tp} {
 		if err := p.ctxErr(t); err != nil {
 			t.Fatalf("cancelled a task not asked for: %v", err)
 		}
@@ -207,8 +210,8 @@ func TestCancelChild(t *testing.T) {
 // TestCancelThreadIsolation: another owner's tools cannot cancel a task,
 // even in the same run.
 func TestCancelThreadIsolation(t *testing.T) {
-	m := mtNew(t)
-	id, p := mtSpawnProbe(t, runCtx(t.Context(), "run-1"), m.Owner("thread-1"), WithName("job"))
+	m := newTestManager(t)
+	id, p := spawnProbe(t, runCtx(t.Context(), "run-1"), m.Owner("thread-1"), WithName("job"))
 	tool := ttTool(t, m.Owner("thread-2"), "cancel_task")
 	for _, name := range []string{id, "job"} {
 		var r cancelReceipt
@@ -223,9 +226,9 @@ func TestCancelThreadIsolation(t *testing.T) {
 }
 
 func TestCancelAfterShutdown(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
-	mtShutdown(t, m)
+	shutdownManager(t, m)
 	err := ttCallErr(t, runCtx(t.Context(), "run-1"), ttTool(t, o, "cancel_task"), `{"target":{"relation":"self"}}`)
 	if !errors.Is(err, ErrClosed) {
 		t.Fatalf("cancel_task after Shutdown: %v", err)
@@ -242,7 +245,7 @@ func TestCancelAfterShutdown(t *testing.T) {
 func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 	for _, how := range []string{"cancel_task", "RunEnd"} {
 		t.Run(how, func(t *testing.T) {
-			m := mtNew(t)
+			m := newTestManager(t)
 			plugins := map[string]*Plugin{}
 			for _, owner := range []string{"thread-A", "thread-B"} {
 				p, err := NewPlugin(m, owner)
@@ -256,9 +259,9 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 			}
 			a, b := plugins["thread-A"].Owner(), plugins["thread-B"].Owner()
 			ctx := runCtx(t.Context(), "run-1")
-			aid, ap := mtSpawnProbe(t, ctx, a)
-			bid, bp := mtSpawnProbe(t, ctx, b)
-			_, bchild := mtSpawnProbe(t, bp.ctx, b)
+			aid, ap := spawnProbe(t, ctx, a)
+			bid, bp := spawnProbe(t, ctx, b)
+			_, bchild := spawnProbe(t, bp.ctx, b)
 
 			if how == "cancel_task" {
 				got := string(ttCall(t, ctx, ttTool(t, a, "cancel_task"), `{"target":{"relation":"self"}}`, nil))
@@ -271,10 +274,10 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 			if cause := <-ap.cause; !errors.Is(cause, ErrRunCancelled) {
 				t.Fatalf("A's task: cause %v, want ErrRunCancelled", cause)
 			}
-			if got := mtWait(t, a, aid); got.Status != StatusCancelled {
+			if got := waitTask(t, a, aid); got.Status != StatusCancelled {
 				t.Fatalf("A's task %s, want cancelled", got.Status)
 			}
-			for _, p := range []*mtProbe{bp, bchild} {
+			for _, p := range []*probeTask{bp, bchild} {
 				if err := p.ctxErr(t); err != nil {
 					t.Fatalf("B's task was cancelled: %v", err)
 				}
@@ -287,7 +290,7 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 			if err != nil {
 				t.Fatalf("B's spawn into its run-1: %v", err)
 			}
-			if got := mtWait(t, b, id); got.Status != StatusCompleted || got.Parent.RunID != "run-1" {
+			if got := waitTask(t, b, id); got.Status != StatusCompleted || got.Parent.RunID != "run-1" {
 				t.Fatalf("B's new task %s in run %q, want completed in run-1", got.Status, got.Parent.RunID)
 			}
 			// B's own self-cancel still finds its run live.
@@ -295,7 +298,7 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 			if want := `{"status":"accepted","root_task_id":"run-1","cancelled_count":2}`; got != want {
 				t.Fatalf("B's cancel_task = %s, want %s", got, want)
 			}
-			if got := mtWait(t, b, bid); got.Status != StatusCancelled {
+			if got := waitTask(t, b, bid); got.Status != StatusCancelled {
 				t.Fatalf("B's task %s, want cancelled", got.Status)
 			}
 		})
@@ -306,12 +309,12 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 // a run scope and in a task scope, and a run's WithOnSelfCancel is called every
 // time. It used to answer "accepted" with cancelled_count 1.
 func TestCancelSelfReceipts(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	hooked := 0
 	tool := ttTool(t, o, "cancel_task", WithOnSelfCancel(func(context.Context) { hooked++ }))
 	self := `{"target":{"relation":"self"}}`
-	_, tp := mtSpawnProbe(t, t.Context(), o)
+	_, tp := spawnProbe(t, t.Context(), o)
 	taskID := tp.task.ID()
 	steps := []struct {
 		name       string
@@ -332,7 +335,7 @@ func TestCancelSelfReceipts(t *testing.T) {
 			t.Errorf("%s: WithOnSelfCancel called %d times, want %d", s.name, hooked, s.wantHooked)
 		}
 	}
-	mtWait(t, o, taskID)
+	waitTask(t, o, taskID)
 	// The task has ended; a goroutine it left behind asks again.
 	if got, want := string(ttCall(t, tp.ctx, tool, self, nil)), `{"status":"already_cancelled","root_task_id":"`+taskID+`","cancelled_count":0}`; got != want {
 		t.Errorf("ended task: cancel_task = %s, want %s", got, want)
@@ -345,12 +348,12 @@ func TestCancelSelfReceipts(t *testing.T) {
 // of the scope. It used to find only children of the current task or run.
 func TestCancelByIDAnyLiveTask(t *testing.T) {
 	f := &fakeShared{MemoryStore: NewMemoryStore()}
-	m := mtNew(t, WithStore(f), WithInstance("this-instance"))
+	m := newTestManager(t, WithStore(f), WithInstance("this-instance"))
 	o := m.Owner("thread-1")
-	earlier, ep := mtSpawnProbe(t, runCtx(t.Context(), "run-0"), o, WithName("old"))
-	_, root := mtSpawnProbe(t, runCtx(t.Context(), "run-1"), o)
-	nested, np := mtSpawnProbe(t, root.ctx, o)
-	_, caller := mtSpawnProbe(t, runCtx(t.Context(), "run-1"), o)
+	earlier, ep := spawnProbe(t, runCtx(t.Context(), "run-0"), o, WithName("old"))
+	_, root := spawnProbe(t, runCtx(t.Context(), "run-1"), o)
+	nested, np := spawnProbe(t, root.ctx, o)
+	_, caller := spawnProbe(t, runCtx(t.Context(), "run-1"), o)
 	remote := remoteRecord(t, f, "task_0190d5f4c5a87000a000000000000001")
 	tool := ttTool(t, o, "cancel_task")
 	call := func(ctx context.Context, name string) string {
@@ -365,7 +368,7 @@ func TestCancelByIDAnyLiveTask(t *testing.T) {
 		name string
 		ctx  context.Context
 		id   string
-		p    *mtProbe
+		p    *probeTask
 	}{
 		{"a task of an earlier run, from the run", run1, earlier, ep},
 		{"a nested task, from another task", caller.ctx, nested, np},
@@ -388,10 +391,10 @@ func TestCancelByIDAnyLiveTask(t *testing.T) {
 	if !slices.Equal(requests, []string{remote.ID + "+tree"}) {
 		t.Fatalf("cancel requests %v, want the remote task's tree", requests)
 	}
-	for _, p := range []*mtProbe{root, caller} {
+	for _, p := range []*probeTask{root, caller} {
 		if err := p.ctxErr(t); err != nil {
 			t.Fatalf("a task not asked for was cancelled: %v", err)
 		}
 	}
-	mtShutdown(t, m)
+	shutdownManager(t, m)
 }

@@ -52,7 +52,7 @@ func ttPages(t *testing.T, tool Tool, args map[string]any) (pages [][]string, to
 // last; another owner's tasks never appear nor count.
 func TestListTasksPages(t *testing.T) {
 	s := NewMemoryStore()
-	m := mtNew(t, WithStore(s))
+	m := newTestManager(t, WithStore(s))
 	ttPut(t, s, "thread-2", "task_0", 0)
 	a := ttPut(t, s, "thread-1", "task_a", 1)
 	c := ttPut(t, s, "thread-1", "task_c", 2) // c and b: same time, ordered by id
@@ -101,7 +101,7 @@ func TestListTasksPages(t *testing.T) {
 // goes up to 200.
 func TestListTasksDefaultLimit(t *testing.T) {
 	s := NewMemoryStore()
-	m := mtNew(t, WithStore(s))
+	m := newTestManager(t, WithStore(s))
 	for i := range 230 {
 		ttPut(t, s, "thread-1", fmt.Sprintf("task_%03d", i), i)
 	}
@@ -132,7 +132,7 @@ func TestListTasksDefaultLimit(t *testing.T) {
 // task shown, even once that task is forgotten.
 func TestListTasksCursorStable(t *testing.T) {
 	s := NewMemoryStore()
-	m := mtNew(t, WithStore(s))
+	m := newTestManager(t, WithStore(s))
 	o := m.Owner("thread-1")
 	list := ttTool(t, o, "list_tasks")
 	a := ttPut(t, s, "thread-1", "task_a", 1)
@@ -148,7 +148,7 @@ func TestListTasksCursorStable(t *testing.T) {
 	if err := s.Commit(t.Context(), "thread-1", Remove(b)); err != nil {
 		t.Fatal(err)
 	}
-	live, _ := mtSpawnProbe(t, t.Context(), o)
+	live, _ := spawnProbe(t, t.Context(), o)
 	var p2 ttList
 	ttCall(t, t.Context(), list, ttArgs(map[string]any{"limit": 2, "cursor": p1.NextCursor}), &p2)
 	if len(p2.Tasks) != 2 || p2.Tasks[0].TaskID != c || p2.Tasks[1].TaskID != live || p2.Total != 3 || p2.NextCursor != "" {
@@ -162,7 +162,7 @@ func TestListTasksCursorStable(t *testing.T) {
 // the other owner's.
 func TestListTasksCursorOfAnotherOwner(t *testing.T) {
 	s := NewMemoryStore()
-	m := mtNew(t, WithStore(s))
+	m := newTestManager(t, WithStore(s))
 	ttPut(t, s, "thread-2", "task_secret1", 1)
 	ttPut(t, s, "thread-2", "task_secret2", 2)
 	mine := ttPut(t, s, "thread-1", "task_mine", 3)
@@ -184,7 +184,7 @@ func TestListTasksCursorOfAnotherOwner(t *testing.T) {
 // get_task shows them whole.
 func TestListTasksEntryCaps(t *testing.T) {
 	s := NewMemoryStore()
-	m := mtNew(t, WithStore(s))
+	m := newTestManager(t, WithStore(s))
 	for i, tc := range []struct {
 		desc, typ         string
 		wantDesc, wantTyp string

@@ -274,7 +274,7 @@ var ttSchemaRows = map[string][]ttVerdict{
 // validator over the tool's schema and the tool's decoder give the same
 // verdict on every row, and it is the row's.
 func TestToolSchemasMatchDecoders(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	for _, tool := range m.Owner("thread-1").Tools() {
 		t.Run(tool.Name, func(t *testing.T) {
 			s, decode := ttCompile(t, tool), ttDecoders[tool.Name]
@@ -293,7 +293,7 @@ func TestToolSchemasMatchDecoders(t *testing.T) {
 
 // TestWaitTaskSchemaWithLimit: the schema follows WithWaitLimit.
 func TestWaitTaskSchemaWithLimit(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	tool := ttTool(t, m.Owner("thread-1"), "wait_task", WithWaitLimit(10*time.Second))
 	s := ttCompile(t, tool)
 	for _, row := range []ttVerdict{
@@ -341,7 +341,7 @@ func TestNotBlankPattern(t *testing.T) {
 // same verdict. (Inputs with exponents of five digits or more are skipped:
 // the validator computes such numbers exactly, which takes long.)
 func FuzzToolSchemas(f *testing.F) {
-	m := mtNew(f)
+	m := newTestManager(f)
 	tools := m.Owner("thread-1").Tools()
 	schemas := make([]*jsonschema.Schema, len(tools))
 	for i, tool := range tools {

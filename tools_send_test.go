@@ -30,11 +30,11 @@ var parentRel = map[string]string{"relation": "parent"}
 // TestSendMessageToChild is awaken #111: the child route delivers to the
 // sub-agent's inbox, from the calling agent, and get_task shows it.
 func TestSendMessageToChild(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	for _, by := range []string{"name", "id"} {
 		t.Run(by, func(t *testing.T) {
-			id, got, _ := mtSpawnReceiver(t, o, 1, WithName("researcher-"+by))
+			id, got, _ := spawnReceiver(t, o, 1, WithName("researcher-"+by))
 			target := "researcher-" + by
 			if by == "id" {
 				target = id
@@ -49,7 +49,7 @@ func TestSendMessageToChild(t *testing.T) {
 			if !ok || msg != (Message{From: "parent", Content: "hi"}) || evs[0].TaskID != id {
 				t.Fatalf("sub-agent got %+v", evs)
 			}
-			mtWait(t, o, id)
+			waitTask(t, o, id)
 			var g ttGet
 			ttCall(t, t.Context(), ttTool(t, o, "get_task"), `{"task_id":"`+id+`"}`, &g)
 			if len(g.Messages) != 1 || g.Messages[0].ID != r.MessageID || g.Messages[0].Direction != MessageIn ||
@@ -64,14 +64,14 @@ func TestSendMessageToChild(t *testing.T) {
 // sub-agent, an unknown one and an ended one are not found, and nothing is
 // delivered.
 func TestSendMessageNotFound(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
-	id, _, tk := mtSpawnReceiver(t, o, 1, WithName("researcher"))
+	id, _, tk := spawnReceiver(t, o, 1, WithName("researcher"))
 	ended, err := o.SpawnAgent(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil }, WithName("gone"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mtWait(t, o, ended)
+	waitTask(t, o, ended)
 	cases := []struct {
 		owner, target string
 	}{
@@ -102,9 +102,9 @@ func TestSendMessageNotFound(t *testing.T) {
 // TestSendMessagePlainTask: a plain task has no inbox; only an answer to
 // its input request reaches it.
 func TestSendMessagePlainTask(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
-	_, p := mtSpawnProbe(t, t.Context(), o, WithName("plain"))
+	_, p := spawnProbe(t, t.Context(), o, WithName("plain"))
 	tool := ttTool(t, o, "send_message")
 	if r := ttSend(t, t.Context(), tool, ttChild("plain"), "hi", ""); r != (sendReceipt{Status: "failed", Error: "recipient_unavailable"}) {
 		t.Fatalf("message to a plain task: %+v", r)
@@ -120,7 +120,7 @@ func TestSendMessagePlainTask(t *testing.T) {
 // TestSendMessageToParent: from inside a task, "parent" is its owner;
 // without a current task it is unavailable (awaken #116).
 func TestSendMessageToParent(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	ib, err := o.Inbox()
 	if err != nil {
@@ -165,7 +165,7 @@ func TestSendMessageToParent(t *testing.T) {
 		t.Fatalf("history %+v, %v", msgs, err)
 	}
 	close(release)
-	mtWait(t, o, id)
+	waitTask(t, o, id)
 	if evs := ib.Drain(); len(evs) != 0 {
 		t.Fatalf("a silent task delivered %+v", evs)
 	}
@@ -174,7 +174,7 @@ func TestSendMessageToParent(t *testing.T) {
 // TestSendMessageAnswersInputRequest: send_message with in_reply_to
 // answers the task's input request and the task runs again.
 func TestSendMessageAnswersInputRequest(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	answered := make(chan Message, 1)
 	release := make(chan struct{})
@@ -208,14 +208,14 @@ func TestSendMessageAnswersInputRequest(t *testing.T) {
 	if msg := <-answered; msg != (Message{From: "ops", Content: "yes", InReplyTo: req}) {
 		t.Fatalf("task got %+v", msg)
 	}
-	if got := mtGet(t, o, id); got.Status != StatusRunning || got.Input != nil {
+	if got := getTask(t, o, id); got.Status != StatusRunning || got.Input != nil {
 		t.Fatalf("after the answer: %s %+v", got.Status, got.Input)
 	}
 	if r := ttSend(t, ctx, tool, ttChild("deployer"), "yes again", req); r != (sendReceipt{Status: "failed", Error: "no_input_request"}) {
 		t.Fatalf("second answer: %+v", r)
 	}
 	close(release)
-	mtWait(t, o, id)
+	waitTask(t, o, id)
 	var g ttGet
 	ttCall(t, t.Context(), ttTool(t, o, "get_task"), `{"task_id":"`+id+`"}`, &g)
 	if len(g.Messages) != 1 || g.Messages[0].ID != r.MessageID || g.Messages[0].InReplyTo != req || g.Task.InputRequest != nil || !jsonEqual(g.Task.Result, `"yes"`) {
@@ -227,14 +227,14 @@ func TestSendMessageAnswersInputRequest(t *testing.T) {
 // get their own messages, in order.
 func TestSendMessageConcurrentSubAgents(t *testing.T) {
 	const n = 50
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	tool := ttTool(t, o, "send_message")
 	names := []string{"alpha", "beta"}
 	gots := make([]<-chan []Event, len(names))
 	ids := make([]string, len(names))
 	for i, name := range names {
-		ids[i], gots[i], _ = mtSpawnReceiver(t, o, n, WithName(name))
+		ids[i], gots[i], _ = spawnReceiver(t, o, n, WithName(name))
 	}
 	var wg sync.WaitGroup
 	for _, name := range names {
@@ -259,7 +259,7 @@ func TestSendMessageConcurrentSubAgents(t *testing.T) {
 				t.Fatalf("%s event %d: %+v", name, i, ev)
 			}
 		}
-		mtWait(t, o, ids[k])
+		waitTask(t, o, ids[k])
 		msgs, err := o.Messages(t.Context(), ids[k])
 		if err != nil || len(msgs) != messagesPerTask || msgs[0].Content != fmt.Sprintf("%s %d", name, n-messagesPerTask) || msgs[messagesPerTask-1].Content != fmt.Sprintf("%s %d", name, n-1) {
 			t.Fatalf("%s history: %d messages, %v", name, len(msgs), err)
@@ -268,9 +268,9 @@ func TestSendMessageConcurrentSubAgents(t *testing.T) {
 }
 
 func TestSendMessageAfterShutdown(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
-	mtShutdown(t, m)
+	shutdownManager(t, m)
 	err := ttCallErr(t, t.Context(), ttTool(t, o, "send_message"), `{"to":{"relation":"child","name":"x"},"message":"hi"}`)
 	if !errors.Is(err, ErrClosed) {
 		t.Fatalf("send_message after Shutdown: %v", err)
@@ -280,7 +280,7 @@ func TestSendMessageAfterShutdown(t *testing.T) {
 // TestSendMessageToEndedParent: a task whose owner is a sub-agent that has
 // ended cannot reach it.
 func TestSendMessageToEndedParent(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	gate := make(chan struct{})
 	res := make(chan string, 1)
@@ -303,12 +303,12 @@ func TestSendMessageToEndedParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := <-childID
-	mtWait(t, o, agent)
+	waitTask(t, o, agent)
 	close(gate)
 	if got := <-res; got != `{"status":"failed","error":"recipient_unavailable"}<nil>` {
 		t.Fatalf("send to an ended parent: %s", got)
 	}
-	mtWait(t, m.Owner(agent), id)
+	waitTask(t, m.Owner(agent), id)
 	if msgs, _ := m.Owner(agent).Messages(t.Context(), id); len(msgs) != 0 {
 		t.Fatalf("history %+v", msgs)
 	}

@@ -85,7 +85,7 @@ func runCtx(ctx context.Context, run string) context.Context {
 }
 
 func TestToolsOrderAndSchemas(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	var names []string
 	for _, tool := range m.Owner("thread-1").Tools() {
 		names = append(names, tool.Name)
@@ -129,7 +129,7 @@ func TestToolsOrderAndSchemas(t *testing.T) {
 }
 
 func TestWaitLimitInSchema(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	for _, tc := range []struct {
 		opts []ToolOption
 		want string
@@ -148,7 +148,7 @@ func TestWaitLimitInSchema(t *testing.T) {
 // ---- list_tasks and get_task (Appendix A)
 
 func TestListTasksEmpty(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	res := ttCall(t, t.Context(), ttTool(t, m.Owner("thread-1"), "list_tasks"), `{}`, nil)
 	if string(res) != `{"tasks":[],"total":0}` {
 		t.Fatalf("list_tasks = %s", res)
@@ -156,15 +156,15 @@ func TestListTasksEmpty(t *testing.T) {
 }
 
 func TestListTasksRunningAndCompleted(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
-	running, _ := mtSpawnProbe(t, t.Context(), o, WithName("watcher"), WithDescription("watch the build"))
+	running, _ := spawnProbe(t, t.Context(), o, WithName("watcher"), WithDescription("watch the build"))
 	done, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return 7, nil }, WithType("report"), WithParent(Parent{TaskID: running}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mtWait(t, o, done)
-	other, _ := mtSpawnProbe(t, t.Context(), m.Owner("thread-2"))
+	waitTask(t, o, done)
+	other, _ := spawnProbe(t, t.Context(), m.Owner("thread-2"))
 	list := ttTool(t, o, "list_tasks")
 
 	var all ttList
@@ -215,7 +215,7 @@ func TestListTasksRunningAndCompleted(t *testing.T) {
 }
 
 func TestGetTaskCompletedResult(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) {
 		return map[string]any{"summary": "a < b & c"}, nil
@@ -223,7 +223,7 @@ func TestGetTaskCompletedResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := mtWait(t, o, id)
+	meta := waitTask(t, o, id)
 	var got ttGet
 	res := ttCall(t, t.Context(), ttTool(t, o, "get_task"), ttArgs(map[string]string{"task_id": " " + id + "\n"}), &got)
 	if got.Task.TaskID != id || got.Task.Status != StatusCompleted || !jsonEqual(got.Task.Result, `{"summary":"a < b & c"}`) ||
@@ -240,13 +240,13 @@ func TestGetTaskCompletedResult(t *testing.T) {
 }
 
 func TestGetTaskFailedHidesStack(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
-	id, err := o.Spawn(t.Context(), mtPanickingTask)
+	id, err := o.Spawn(t.Context(), panickingTask)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mtWait(t, o, id)
+	waitTask(t, o, id)
 	var got ttGet
 	res := ttCall(t, t.Context(), ttTool(t, o, "get_task"), `{"task_id":"`+id+`"}`, &got)
 	if got.Task.Status != StatusFailed || got.Task.Error != "panic: boom" || got.Task.Result != nil || strings.Contains(string(res), "goroutine") {
@@ -255,8 +255,8 @@ func TestGetTaskFailedHidesStack(t *testing.T) {
 }
 
 func TestGetTaskNotFound(t *testing.T) {
-	m := mtNew(t)
-	mine, _ := mtSpawnProbe(t, t.Context(), m.Owner("thread-1"))
+	m := newTestManager(t)
+	mine, _ := spawnProbe(t, t.Context(), m.Owner("thread-1"))
 	get := ttTool(t, m.Owner("thread-2"), "get_task")
 	for _, id := range []string{"task_nope", mine} {
 		err := ttCallErr(t, t.Context(), get, `{"task_id":"`+id+`"}`)
@@ -270,7 +270,7 @@ func TestGetTaskNotFound(t *testing.T) {
 // call's ctx; the task carries the call's run, call and agent ids, and
 // cancel_task finds it as a child of the run.
 func TestToolCallLineageFlowsIntoSpawn(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	startExport := Tool{Name: "start_export", Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
 		p := newProbe()
@@ -286,7 +286,7 @@ func TestToolCallLineageFlowsIntoSpawn(t *testing.T) {
 		TaskID string `json:"task_id"`
 	}
 	ttCall(t, ctx, startExport, `{}`, &started)
-	meta := mtGet(t, o, started.TaskID)
+	meta := getTask(t, o, started.TaskID)
 	if meta.Parent != (Parent{RunID: "run-7", CallID: "call-3", AgentID: "planner"}) {
 		t.Fatalf("lineage %+v", meta.Parent)
 	}
@@ -295,7 +295,7 @@ func TestToolCallLineageFlowsIntoSpawn(t *testing.T) {
 	if r != (cancelReceipt{Status: "accepted", RootTaskID: started.TaskID, CancelledCount: 1}) {
 		t.Fatalf("cancel_task = %+v", r)
 	}
-	if got := mtWait(t, o, started.TaskID); got.Status != StatusCancelled {
+	if got := waitTask(t, o, started.TaskID); got.Status != StatusCancelled {
 		t.Fatalf("export %s", got.Status)
 	}
 }

@@ -35,9 +35,9 @@ func TestWaitTaskTimesOut(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				m := mtNew(t)
+				m := newTestManager(t)
 				o := m.Owner("thread-1")
-				id, _ := mtSpawnProbe(t, t.Context(), o)
+				id, _ := spawnProbe(t, t.Context(), o)
 				w, took := ttWaitAfter(t, t.Context(), ttTool(t, o, "wait_task", tc.opts...), fmt.Sprintf(tc.args, id))
 				secs := int(tc.want / time.Second)
 				if took != tc.want || !w.TimedOut || w.Task.TaskID != id || w.Task.Status != StatusRunning ||
@@ -51,7 +51,7 @@ func TestWaitTaskTimesOut(t *testing.T) {
 
 func TestWaitTaskReturnsWhenSettled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		o := m.Owner("thread-1")
 		release := make(chan struct{})
 		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
@@ -97,7 +97,7 @@ func TestWaitTaskReturnsWhenSettled(t *testing.T) {
 // does not end the wait.
 func TestWaitTaskAnsweredUnseen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		o := m.Owner("thread-1")
 		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
 			<-time.After(time.Second) // the bubble's fake time
@@ -114,7 +114,7 @@ func TestWaitTaskAnsweredUnseen(t *testing.T) {
 		}
 		// The request is open from 1 s to 2 s; the wait starts after that.
 		<-time.After(2500 * time.Millisecond) // the bubble's fake time
-		if got := mtGet(t, o, id); got.Status != StatusRunning {
+		if got := getTask(t, o, id); got.Status != StatusRunning {
 			t.Fatalf("status %s", got.Status)
 		}
 		w, took := ttWaitAfter(t, t.Context(), ttTool(t, o, "wait_task"), `{"task_id":"`+id+`"}`)
@@ -126,9 +126,9 @@ func TestWaitTaskAnsweredUnseen(t *testing.T) {
 
 func TestWaitTaskErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		o := m.Owner("thread-1")
-		theirs, _ := mtSpawnProbe(t, t.Context(), m.Owner("thread-2"))
+		theirs, _ := spawnProbe(t, t.Context(), m.Owner("thread-2"))
 		tool := ttTool(t, o, "wait_task")
 		for _, id := range []string{"task_nope", theirs} {
 			err := ttCallErr(t, t.Context(), tool, `{"task_id":"`+id+`"}`)
@@ -137,7 +137,7 @@ func TestWaitTaskErrors(t *testing.T) {
 			}
 		}
 		// The call's ctx ends first: its error, not a timeout.
-		mine, _ := mtSpawnProbe(t, t.Context(), o)
+		mine, _ := spawnProbe(t, t.Context(), o)
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 		defer cancel()
 		start := time.Now()
@@ -157,7 +157,7 @@ func TestWaitTaskNotLive(t *testing.T) {
 		if err := store.Commit(t.Context(), "thread-1", Upsert(rec)); err != nil {
 			t.Fatal(err)
 		}
-		m := mtNew(t, WithStore(store))
+		m := newTestManager(t, WithStore(store))
 		w, took := ttWaitAfter(t, t.Context(), ttTool(t, m.Owner("thread-1"), "wait_task"), `{"task_id":"`+rec.ID+`"}`)
 		if took != 0 || w.TimedOut || w.Task.Status != StatusRunning ||
 			w.Message != "task "+rec.ID+" is running but not run by this process: wait_task cannot wait for it" {

@@ -23,7 +23,7 @@ func TestWakePolicies(t *testing.T) {
 		{WakeOnActivity, []string{"custom:progress", "custom:agent_message", "input_requested", "completed"}},
 	} {
 		t.Run(tc.wake.String(), func(t *testing.T) {
-			m := mtNew(t)
+			m := newTestManager(t)
 			o := m.Owner("thread-1")
 			id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
 				if err := tk.Emit("progress", 50); err != nil {
@@ -50,11 +50,11 @@ func TestWakePolicies(t *testing.T) {
 			if err := o.Send(t.Context(), id, Message{Content: "yes", InReplyTo: meta.Input.ID}); err != nil {
 				t.Fatal(err)
 			}
-			if got := mtWait(t, o, id); got.Status != StatusCompleted || got.Wake != tc.wake {
+			if got := waitTask(t, o, id); got.Status != StatusCompleted || got.Wake != tc.wake {
 				t.Fatalf("record %s, wake %q", got.Status, got.Wake)
 			}
 			var got []string
-			for _, ev := range mtDrain(t, o) {
+			for _, ev := range drainOwner(t, o) {
 				k := string(ev.Kind)
 				if ev.Kind == EventCustom {
 					k += ":" + ev.EventType
@@ -77,8 +77,8 @@ func TestWakePolicies(t *testing.T) {
 // TestWakeSilentCommitFailure: even a silent task reports a terminal record
 // that could not be committed.
 func TestWakeSilentCommitFailure(t *testing.T) {
-	store := &mtFailTerminalStore{Store: NewMemoryStore()}
-	m := mtNew(t, WithStore(store), WithCommitRetry(1, 0))
+	store := &failTerminalStore{Store: NewMemoryStore()}
+	m := newTestManager(t, WithStore(store), WithCommitRetry(1, 0))
 	o := m.Owner("thread-1")
 	id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return 1, nil }, WithWake(WakeSilent))
 	if err != nil {
@@ -92,15 +92,15 @@ func TestWakeSilentCommitFailure(t *testing.T) {
 	if _, err := o.Wait(t.Context(), id); err != nil && !errors.Is(err, ErrNotLive) {
 		t.Fatal(err)
 	}
-	if got := mtKinds(ib.Drain()); !slices.Equal(got, []EventKind{EventCommitFailed}) {
+	if got := eventKinds(ib.Drain()); !slices.Equal(got, []EventKind{EventCommitFailed}) {
 		t.Fatalf("events %v", got)
 	}
 }
 
-// mtFailTerminalStore refuses to commit terminal records.
-type mtFailTerminalStore struct{ Store }
+// failTerminalStore refuses to commit terminal records.
+type failTerminalStore struct{ Store }
 
-func (s *mtFailTerminalStore) Commit(ctx context.Context, owner string, actions ...Action) error {
+func (s *failTerminalStore) Commit(ctx context.Context, owner string, actions ...Action) error {
 	for _, a := range actions {
 		for _, tk := range a.Tasks {
 			if tk.Status.IsTerminal() {
@@ -112,12 +112,12 @@ func (s *mtFailTerminalStore) Commit(ctx context.Context, owner string, actions 
 }
 
 func TestWakeInvalid(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	_, err := m.Owner("thread-1").Spawn(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil }, WithWake("loud"))
 	if !errors.Is(err, ErrInvalidArgument) || err.Error() != `bgtask: invalid argument: unknown wake policy "loud"` {
 		t.Fatalf("spawn with an unknown policy: %v", err)
 	}
-	if n := len(mtList(t, m.Owner("thread-1"))); n != 0 {
+	if n := len(listTasks(t, m.Owner("thread-1"))); n != 0 {
 		t.Fatalf("%d records", n)
 	}
 	for p, want := range map[WakePolicy]bool{"": true, WakeSilent: true, WakeOnTerminal: true, WakeOnActivity: true, "loud": false, "Silent": false} {
@@ -133,7 +133,7 @@ func TestWakeInvalid(t *testing.T) {
 // message does wake it, and the drain has both.
 func TestProgressDoesNotWake(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		o := m.Owner("thread-1")
 		ib, err := o.Inbox()
 		if err != nil {
@@ -175,7 +175,7 @@ func TestProgressDoesNotWake(t *testing.T) {
 		if err := <-woke; err != nil {
 			t.Fatal(err)
 		}
-		mtWait(t, o, id)
+		waitTask(t, o, id)
 		var got []string
 		for _, ev := range ib.Drain() {
 			got = append(got, fmt.Sprintf("%s:%s:%s:%v", ev.Kind, ev.EventType, ev.Payload, ev.Quiet))
@@ -194,7 +194,7 @@ func TestProgressDoesNotWake(t *testing.T) {
 // quiet progress; the next delivery still has it.
 func TestProgressDoesNotWakePlugin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mtNew(t)
+		m := newTestManager(t)
 		var wakes []EventKind
 		p, err := NewPlugin(m, "thread-1", WithOnWake(func(ev Event) { wakes = append(wakes, ev.Kind) }))
 		if err != nil {
@@ -231,7 +231,7 @@ func TestProgressDoesNotWakePlugin(t *testing.T) {
 		if err := <-waited; err != nil {
 			t.Fatal(err)
 		}
-		mtWait(t, p.Owner(), id)
+		waitTask(t, p.Owner(), id)
 		msgs, err := p.Deliver(ctx)
 		if err != nil || len(msgs) != 2 || msgs[0].Event.Kind != EventCustom || !msgs[0].Event.Quiet || msgs[1].Event.Kind != EventCompleted {
 			t.Fatalf("Deliver = %+v, %v", msgs, err)
@@ -249,7 +249,7 @@ func TestProgressDoesNotWakePlugin(t *testing.T) {
 			t.Fatal(err)
 		}
 		close(later)
-		mtWait(t, p.Owner(), id)
+		waitTask(t, p.Owner(), id)
 		if !slices.Equal(wakes, []EventKind{EventCompleted}) {
 			t.Fatalf("WithOnWake heard %v, want only the completion", wakes)
 		}
@@ -269,7 +269,7 @@ func TestProgressDoesNotWakePlugin(t *testing.T) {
 // TestWakeSilentKeepsProgress: a silent task's progress is not in the inbox
 // but is kept, and Emit reports success.
 func TestWakeSilentKeepsProgress(t *testing.T) {
-	m := mtNew(t)
+	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	emitted, release := make(chan error, 1), make(chan struct{})
 	id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
@@ -290,8 +290,8 @@ func TestWakeSilentKeepsProgress(t *testing.T) {
 		t.Fatal("another owner sees the progress")
 	}
 	close(release)
-	mtWait(t, o, id)
-	if evs := mtDrain(t, o); len(evs) != 0 {
-		t.Fatalf("silent task delivered %v", mtKinds(evs))
+	waitTask(t, o, id)
+	if evs := drainOwner(t, o); len(evs) != 0 {
+		t.Fatalf("silent task delivered %v", eventKinds(evs))
 	}
 }
