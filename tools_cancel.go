@@ -17,7 +17,7 @@ var liveStatuses = []TaskStatus{StatusQueued, StatusRunning, StatusAwaitingInput
 // cancelTaskSchema: "name" is required with relation "child" and refused
 // with "self"; the decoder says so (strict mode has no oneOf).
 var cancelTaskSchema = json.RawMessage(`{"type":"object","properties":{"target":{"type":"object","properties":{` +
-	`"relation":{"type":"string","enum":["self","child"],"description":"self: the current task or run; child: the task that name names."},` +
+	`"relation":{"type":"string","enum":["self","child"],"description":"self: the current task or run; child: the task given in name."},` +
 	`"name":` + textSchema(argTextMax, true, `With relation "child": a child task's name, or the task_id of any of your tasks; null with "self".`) + `},` +
 	`"required":["relation","name"],"additionalProperties":false}},"required":["target"],"additionalProperties":false}`)
 
