@@ -15,11 +15,22 @@ import (
 type Tool struct {
 	Name        string
 	Description string
-	// Schema is the JSON Schema (2020-12) of the arguments; every object in
-	// it has "additionalProperties": false. It accepts exactly the arguments
-	// Call accepts: a host that validates a call against it gets the same
-	// verdict as Call, save for JSON that is not one object, which Call
-	// refuses too.
+	// Schema is the JSON Schema (2020-12) of the arguments, in the subset
+	// that OpenAI's strict mode, Anthropic's input_schema (with strict
+	// tool use too) and Gemini take as it is (Gemini's "parameters" take
+	// the form GeminiParameters returns): every object has
+	// "additionalProperties": false and lists every key as required; a key
+	// that may be unset is nullable ("type": ["string","null"]) and null
+	// means unset. It has no oneOf, anyOf, allOf, if/then, maxLength,
+	// uniqueItems, minimum or maximum.
+	//
+	// A call the schema accepts, Call accepts too, save for the rules the
+	// subset cannot say, which Call refuses with the errors Owner.Tools
+	// lists: a text longer than its cap, a status listed twice, an integer
+	// out of range, and a "name" or "in_reply_to" that the relation needs
+	// or refuses. The descriptions in the schema tell the model these
+	// rules. Call also reads a key left out as null, where the schema
+	// wants every key written (strict mode makes the model write them).
 	Schema json.RawMessage
 	// Call runs the tool. A result is JSON; an error is either a bad
 	// argument (matching ErrToolArguments, nothing happened) or the call
@@ -74,7 +85,7 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //
 // # Tools
 //
-//	list_tasks   {status?: [s,...], type?, limit?: 1..200, default 50, cursor?}
+//	list_tasks   {"status":[s,...]|null, "type":t|null, "limit":1..200|null (50), "cursor":c|null}
 //	  → {"tasks":[{task_id,name,task_type,status,description,parent_task_id?,created_at,finished_at?}],"total":n,"next_cursor"?:c}
 //	  A page of the owner's tasks in creation order (then by id), at most
 //	  limit of them: those with one of the statuses (distinct, at least
@@ -86,12 +97,12 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	  ever positions a page within the owner's own tasks. A description is
 //	  cut to 200 bytes and a type to 128, with "…" (get_task shows them
 //	  whole).
-//	get_task     {task_id}
+//	get_task     {"task_id":id}
 //	  → {"task":{…,started_at?,result?,error?,input_request?},"messages":[{id,direction,from,content,in_reply_to?,at}]}
 //	  The record (result when completed, error when failed, cancelled or
 //	  interrupted, the open input request) and the last 20 messages sent to
 //	  the task or by it, oldest first (Owner.Messages).
-//	cancel_task  {"target":{"relation":"self"}} | {"target":{"relation":"child","name":n}}
+//	cancel_task  {"target":{"relation":"self","name":null}} | {"target":{"relation":"child","name":n}}
 //	  → {"status":"accepted","root_task_id":id,"cancelled_count":n}
 //	  cancelled_count is the number of tasks this call signalled, nothing
 //	  else (not the run, not a task signalled before). self in a task scope
@@ -109,7 +120,7 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	  without a parent task). It is cancelled with its descendants. A task
 //	  still winding down from an earlier cancel is accepted with
 //	  cancelled_count 0.
-//	send_message {"to":{"relation":"child","name":n}|{"relation":"parent"},"message":s,"in_reply_to"?:id}
+//	send_message {"to":{"relation":"child","name":n}|{"relation":"parent","name":null},"message":s,"in_reply_to":id|null}
 //	  → {"status":"delivered","message_id":id}
 //	  child is one of the owner's non-terminal tasks, by id, then by name: a
 //	  sub-agent gets the message in its inbox; with in_reply_to, the message
@@ -118,7 +129,7 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	  AgentID, else the owner. parent needs a current task: the task sends
 //	  the message to its owner (EventTypeMessage, which every wake policy
 //	  delivers). Both directions are kept in the task's history.
-//	wait_task    {task_id, timeout_seconds?: 1..300, default 30}
+//	wait_task    {"task_id":id, "timeout_seconds":1..300|null (30)}
 //	  → {"task":{…},"timed_out":false} when the task is terminal or awaiting input;
 //	    {"task":{…},"timed_out":true,"message":"task <id> still <status> after <n>s"}
 //	  A task that this process does not run and that is neither terminal
@@ -145,38 +156,43 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 // # Errors
 //
 // Bad arguments give an error that matches ErrToolArguments, has no effect,
-// and reads exactly (paths name nested fields, as in "target.name"):
+// and reads exactly (paths name nested fields, as in "target.name"). The
+// ones marked * are rules the Schema cannot say (see Tool.Schema): a host
+// that validates a call against the Schema may still get them.
 //
 //	invalid arguments: not a JSON object                  empty, null, an array, a string, a number
 //	invalid arguments: malformed JSON                     a syntax error
 //	invalid arguments: trailing data after the JSON object
 //	invalid arguments: unknown field "<path>"             a key the schema does not have (keys match exactly)
-//	invalid arguments: missing "<path>"                   a required field absent or null (null is absent)
+//	invalid arguments: missing "<path>"                   a field that cannot be unset is absent or null
+//	                                                      (null is absent)
+//	invalid arguments: missing "target.name"            * relation "child" with name null or absent
+//	invalid arguments: missing "to.name"                * relation "child" with name null or absent
 //	invalid arguments: "<path>" must be <kind>            a string, an object, an array or an integer;
 //	                                                      "status[<i>]" names an element of "status"
 //	invalid arguments: "<path>" is blank                  an id, name, type or message that is empty or spaces
 //	                                                      (unicode.IsSpace; the schema's "pattern" says the same)
 //	invalid arguments: "<path>" is longer than <n> characters
-//	                                                      128 for an id, name or type, 16384 for a message, 272
-//	                                                      for a cursor (characters as JSON Schema's maxLength counts)
+//	                                                    * 128 for an id, name or type, 16384 for a message, 272
+//	                                                      for a cursor (characters: Unicode code points)
 //	invalid arguments: unknown status "<s>"; valid: queued, running, awaiting_input, completed, failed, cancelled, interrupted
 //	invalid arguments: "status" is empty
-//	invalid arguments: "status" lists "<s>" twice
-//	invalid arguments: "limit" must be from 1 to 200
+//	invalid arguments: "status" lists "<s>" twice       *
+//	invalid arguments: "limit" must be from 1 to 200    * an integer out of range (a huge one too)
 //	invalid arguments: "cursor" is not a next_cursor of list_tasks
 //	invalid arguments: unknown relation "<r>" in "target.relation"; valid: self, child
 //	invalid arguments: unknown relation "<r>" in "to.relation"; valid: child, parent
-//	invalid arguments: "target.name" is not allowed with relation "self"
-//	invalid arguments: "to.name" is not allowed with relation "parent"
-//	invalid arguments: "in_reply_to" is not allowed with relation "parent"
-//	invalid arguments: "timeout_seconds" must be from 1 to <max>
+//	invalid arguments: "target.name" is not allowed with relation "self"       *
+//	invalid arguments: "to.name" is not allowed with relation "parent"         *
+//	invalid arguments: "in_reply_to" is not allowed with relation "parent"     *
+//	invalid arguments: "timeout_seconds" must be from 1 to <max>             *
 //
 // Ids and names are trimmed of surrounding spaces; a message's content is
 // kept as given. A number is an integer when its value is one, however it
 // is written (30, 30.0, 3e1), and exactly (1.0000000000000001 is not). A
 // key given twice counts once, with its last value, as JSON Schema
-// validators read it. Each tool's Schema accepts exactly the arguments its
-// decoding accepts. The arguments are checked before anything else, in
+// validators read it. A key left out reads as null, so the optional ones
+// may be left out. The arguments are checked before anything else, in
 // this order: syntax, trailing data, unknown keys, then each field in the
 // schema's order. Execution errors:
 //

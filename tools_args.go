@@ -441,12 +441,18 @@ func decodeWaitArgs(raw []byte, maxSeconds int) (waitArgs, error) {
 	return waitArgs{TaskID: id, TimeoutSeconds: secs}, nil
 }
 
-// notBlankPattern is the JSON Schema pattern of a string that is not
-// blank: it has a character that unicode.IsSpace does not call a space. It
-// lists those spaces, the ASCII ones as escapes and the others as
+// spaceChars is a regexp character class body of the characters
+// unicode.IsSpace calls spaces: the ASCII ones as escapes, the others as
 // characters, which every regexp dialect reads alike (JSON Schema's
 // ECMA-262 and Go's RE2 disagree on what \s and \S mean).
-const notBlankPattern = `[^\t\n\v\f\r \x85\xa0` + "\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000" + `]`
+const spaceChars = `\t\n\v\f\r ` + "\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+
+// notBlankPattern is the JSON Schema pattern of a string that is not
+// blank: it has a character that unicode.IsSpace does not call a space. It
+// is anchored at both ends, so it means the same to a validator that
+// searches (JSON Schema) and to a constrained decoder that matches the
+// whole string; [\s\S] is every character in both dialects.
+const notBlankPattern = `^[` + spaceChars + `]*[^` + spaceChars + `][\s\S]*$`
 
 // jsonString is s as a JSON string in ASCII: other characters are \u
 // escapes, so a schema reads the same wherever it is shown.
@@ -467,14 +473,19 @@ func jsonString(s string) string {
 	return out.String()
 }
 
-// textSchema is the schema of a string argument the decoder reads with a
-// cap of maxLen characters and refuses when blank; an optional one may be
-// null, which means absent.
-func textSchema(maxLen int, optional bool, desc string) string {
-	typ := `"string"`
-	if optional {
-		typ = `["string","null"]`
+// textSchema is the schema of a string argument that the decoder refuses
+// when blank (the pattern says so too) or longer than maxLen characters
+// (the description says so: strict mode has no maxLength). A nullable one
+// may be null, which means left out.
+func textSchema(maxLen int, nullable bool, desc string) string {
+	return `{"type":` + nullableType("string", nullable) + `,"pattern":` + jsonString(notBlankPattern) +
+		`,"description":` + jsonString(desc+" At most "+strconv.Itoa(maxLen)+" characters.") + `}`
+}
+
+// nullableType is the "type" of a schema: typ, or typ or null.
+func nullableType(typ string, nullable bool) string {
+	if nullable {
+		return `["` + typ + `","null"]`
 	}
-	return `{"type":` + typ + `,"pattern":` + jsonString(notBlankPattern) + `,"maxLength":` + strconv.Itoa(maxLen) +
-		`,"description":` + jsonString(desc) + `}`
+	return `"` + typ + `"`
 }

@@ -14,11 +14,12 @@ var ErrNoCurrentTask = errors.New("current_task_unavailable")
 // liveStatuses are the statuses of a task that has not ended.
 var liveStatuses = []TaskStatus{StatusQueued, StatusRunning, StatusAwaitingInput}
 
-var cancelTaskSchema = json.RawMessage(`{"type":"object","properties":{"target":{"oneOf":[` +
-	`{"type":"object","properties":{"relation":{"const":"self"},"name":{"type":"null"}},"required":["relation"],"additionalProperties":false},` +
-	`{"type":"object","properties":{"relation":{"const":"child"},"name":` + textSchema(argTextMax, false, "A child task's name, or the task_id of any of your tasks.") + `},` +
-	`"required":["relation","name"],"additionalProperties":false}` +
-	`]}},"required":["target"],"additionalProperties":false}`)
+// cancelTaskSchema: "name" is required with relation "child" and refused
+// with "self"; the decoder says so (strict mode has no oneOf).
+var cancelTaskSchema = json.RawMessage(`{"type":"object","properties":{"target":{"type":"object","properties":{` +
+	`"relation":{"type":"string","enum":["self","child"],"description":"self: the current task or run; child: the task given in name."},` +
+	`"name":` + textSchema(argTextMax, true, `With relation "child": a child task's name, or the task_id of any of your tasks; null with "self".`) + `},` +
+	`"required":["relation","name"],"additionalProperties":false}},"required":["target"],"additionalProperties":false}`)
 
 // cancel_task's receipt statuses.
 const (

@@ -312,3 +312,33 @@ func ExampleOwner_Tools_waitTask() {
 	// delivered
 	// completed "deployed: yes" false
 }
+
+// The same tools declared to Gemini: GeminiParameters gives each schema in
+// the form a function declaration's "parameters" takes.
+func ExampleTool_GeminiParameters() {
+	m, err := bgtask.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Shutdown(context.Background())
+	for _, t := range m.Owner("thread-1").Tools() {
+		params, err := t.GeminiParameters()
+		if err != nil {
+			log.Fatal(err)
+		}
+		var p struct {
+			Type     string   `json:"type"`
+			Required []string `json:"required"`
+		}
+		if err := json.Unmarshal(params, &p); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(t.Name, p.Type, p.Required)
+	}
+	// Output:
+	// list_tasks OBJECT [status type limit cursor]
+	// get_task OBJECT [task_id]
+	// cancel_task OBJECT [target]
+	// send_message OBJECT [to message in_reply_to]
+	// wait_task OBJECT [task_id timeout_seconds]
+}

@@ -28,13 +28,13 @@ func notFoundAs(err error, id string) error {
 
 var listTasksSchema = json.RawMessage(`{"type":"object","properties":{` +
 	`"status":{"type":["array","null"],"items":{"type":"string","enum":["` + strings.ReplaceAll(statusNames(), ", ", `","`) + `"]},` +
-	`"minItems":1,"uniqueItems":true,"description":"Only tasks with one of these statuses, such as [\"running\",\"awaiting_input\"]; every status when left out."},` +
-	`"type":` + textSchema(argTextMax, true, `Only tasks of this type, such as "sub_agent" or "task".`) + `,` +
-	`"limit":{"type":["integer","null"],"minimum":1,"maximum":` + strconv.Itoa(listMaxLimit) +
-	`,"description":"How many tasks at most to return; default ` + strconv.Itoa(listDefaultLimit) + `."},` +
-	`"cursor":{"type":["string","null"],"pattern":"^[0-9a-f]{16}(?:[0-9a-f]{2})+$","maxLength":` + strconv.Itoa(listCursorMax) +
-	`,"description":"The next_cursor of the previous page, as given, for the tasks after it; keep the same status and type."}},` +
-	`"additionalProperties":false}`)
+	`"minItems":1,"description":"Only tasks with one of these statuses, each listed once, such as [\"running\",\"awaiting_input\"]; null for every status."},` +
+	`"type":` + textSchema(argTextMax, true, `Only tasks of this type, such as "sub_agent" or "task"; null for every type.`) + `,` +
+	`"limit":{"type":["integer","null"],"description":"How many tasks at most to return, from 1 to ` + strconv.Itoa(listMaxLimit) +
+	`; null for the default, ` + strconv.Itoa(listDefaultLimit) + `."},` +
+	`"cursor":{"type":["string","null"],"pattern":"^[0-9a-f]{16}(?:[0-9a-f]{2})+$"` +
+	`,"description":"The next_cursor of the previous page, as given, for the tasks after it (keep the same status and type); null for the first page."}},` +
+	`"required":["status","type","limit","cursor"],"additionalProperties":false}`)
 
 // listDescriptionMax caps the description list_tasks shows of each task, in
 // bytes (get_task shows it whole).

@@ -6,17 +6,17 @@ import (
 	"errors"
 )
 
-// sendMessageSchema: "in_reply_to" is refused with relation "parent" (the
-// "if"/"then" at the end), as the decoder does.
+// sendMessageSchema: "to.name" is required with relation "child" and
+// refused with "parent", and so is "in_reply_to" with "parent"; the decoder
+// says so (strict mode has no oneOf, no if/then).
 var sendMessageSchema = json.RawMessage(`{"type":"object","properties":{` +
-	`"to":{"oneOf":[` +
-	`{"type":"object","properties":{"relation":{"const":"child"},"name":` + textSchema(argTextMax, false, "The task's name or task_id.") + `},` +
+	`"to":{"type":"object","properties":{` +
+	`"relation":{"type":"string","enum":["child","parent"],"description":"child: one of your tasks, by name; parent: the agent that started the current task."},` +
+	`"name":` + textSchema(argTextMax, true, `With relation "child": the task's name or task_id; null with "parent".`) + `},` +
 	`"required":["relation","name"],"additionalProperties":false},` +
-	`{"type":"object","properties":{"relation":{"const":"parent"},"name":{"type":"null"}},"required":["relation"],"additionalProperties":false}]},` +
 	`"message":` + textSchema(argMessageMax, false, "The message text.") + `,` +
-	`"in_reply_to":` + textSchema(argTextMax, true, `The id of the task's input request (input_...) this message answers; only with relation "child".`) + `},` +
-	`"required":["to","message"],"additionalProperties":false,` +
-	`"if":{"properties":{"to":{"properties":{"relation":{"const":"parent"}}}}},"then":{"properties":{"in_reply_to":{"type":"null"}}}}`)
+	`"in_reply_to":` + textSchema(argTextMax, true, `With relation "child": the id of the task's input request (input_...) this message answers, or null; null with "parent".`) + `},` +
+	`"required":["to","message","in_reply_to"],"additionalProperties":false}`)
 
 // sendReceipt is send_message's result.
 type sendReceipt struct {

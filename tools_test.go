@@ -108,9 +108,7 @@ func TestToolsOrderAndSchemas(t *testing.T) {
 					}
 				}
 				for k, e := range v {
-					if k != "if" && k != "then" { // conditions on the object, not objects
-						walk(path+"/"+k, e)
-					}
+					walk(path+"/"+k, e)
 				}
 			case []any:
 				for _, e := range v {
@@ -134,10 +132,10 @@ func TestWaitLimitInSchema(t *testing.T) {
 		opts []ToolOption
 		want string
 	}{
-		{nil, `"maximum":300,"description":"How long to wait at most; default 30."`},
-		{[]ToolOption{WithWaitLimit(0)}, `"maximum":1,"description":"How long to wait at most; default 1."`},
-		{[]ToolOption{WithWaitLimit(10_500_000_000)}, `"maximum":10,"description":"How long to wait at most; default 10."`},
-		{[]ToolOption{WithWaitLimit(1 << 62)}, `"maximum":300,`},
+		{nil, `"description":"How long to wait at most, in seconds, from 1 to 300; null for the default, 30."`},
+		{[]ToolOption{WithWaitLimit(0)}, `"description":"How long to wait at most, in seconds, from 1 to 1; null for the default, 1."`},
+		{[]ToolOption{WithWaitLimit(10_500_000_000)}, `"description":"How long to wait at most, in seconds, from 1 to 10; null for the default, 10."`},
+		{[]ToolOption{WithWaitLimit(1 << 62)}, `from 1 to 300;`},
 	} {
 		if s := string(ttTool(t, m.Owner("o"), "wait_task", tc.opts...).Schema); !strings.Contains(s, tc.want) {
 			t.Errorf("schema %s, want %s", s, tc.want)

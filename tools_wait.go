@@ -12,9 +12,9 @@ import (
 func waitTaskSchema(maxSeconds int) json.RawMessage {
 	return json.RawMessage(`{"type":"object","properties":{` +
 		`"task_id":` + textSchema(argTextMax, false, "The task's id (task_...).") + `,` +
-		`"timeout_seconds":{"type":["integer","null"],"minimum":1,"maximum":` + strconv.Itoa(maxSeconds) +
-		`,"description":"How long to wait at most; default ` + strconv.Itoa(min(waitDefaultSeconds, maxSeconds)) + `."}},` +
-		`"required":["task_id"],"additionalProperties":false}`)
+		`"timeout_seconds":{"type":["integer","null"],"description":"How long to wait at most, in seconds, from 1 to ` + strconv.Itoa(maxSeconds) +
+		`; null for the default, ` + strconv.Itoa(min(waitDefaultSeconds, maxSeconds)) + `."}},` +
+		`"required":["task_id","timeout_seconds"],"additionalProperties":false}`)
 }
 
 // waitResult is wait_task's result.
