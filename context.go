@@ -24,7 +24,9 @@ func WithToolCall(ctx context.Context, call ToolCall) context.Context {
 	return context.WithValue(ctx, toolCallKey{}, call)
 }
 
-// ToolCallFromContext returns the tool call carried by ctx, if any.
+// ToolCallFromContext returns the tool call carried by ctx, if any. A task's
+// context does not carry the call that spawned the task (the task's Parent
+// records it), only a call set on a context derived from it.
 func ToolCallFromContext(ctx context.Context) (ToolCall, bool) {
 	c, ok := ctx.Value(toolCallKey{}).(ToolCall)
 	return c, ok
@@ -40,15 +42,21 @@ func TaskFromContext(ctx context.Context) (*Task, bool) {
 
 // taskContext is the context given to a task function: the task's
 // cancellable context plus the task itself as a value, in one allocation
-// with the Task.
+// with the Task. It carries the spawner's other values, except its tool
+// call: the task is not that call, so its own spawns and tool calls must not
+// be taken for the call's (a sub-agent's loop sets its own calls with
+// WithToolCall on a context derived from this one).
 type taskContext struct {
 	context.Context
 	t *Task
 }
 
 func (c *taskContext) Value(key any) any {
-	if _, ok := key.(taskKey); ok {
+	switch key.(type) {
+	case taskKey:
 		return c.t
+	case toolCallKey:
+		return nil
 	}
 	return c.Context.Value(key)
 }

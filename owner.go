@@ -33,7 +33,10 @@ func (o Owner) ID() string { return o.id }
 // running (or queued) record is committed. ctx is used for that commit and
 // for lineage: a spawn inside a task links to it, a spawn inside a tool call
 // (WithToolCall) links to the call. fn does not run with ctx: it gets its own
-// context, cancelled only through the Manager.
+// context, cancelled only through the Manager, that keeps ctx's values (a
+// trace span, a logger, credentials) but not its deadline, its cancellation
+// or its tool call (ToolCallFromContext is false in the task; the task's
+// Parent holds the call).
 //
 // Errors, each matched with errors.Is, leave nothing persisted and nothing
 // started: ErrClosed, ErrInvalidOwner, ErrNilFunc, ErrInvalidName,

@@ -64,7 +64,9 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	if agent {
 		t.inbox = m.newInbox(OnClosed(m.forwardOrphanEvent(owner)))
 	}
-	cctx, stop := context.WithCancelCause(context.Background())
+	// The task keeps the spawner's values (trace span, logger, auth), not
+	// its cancellation or deadline; taskContext hides the spawner's tool call.
+	cctx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
 	t.ctx = taskContext{Context: cctx, t: t}
 	t.stop = stop
 
