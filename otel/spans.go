@@ -68,13 +68,14 @@ func (st *taskState) attach(s *taskSpan) {
 	}
 }
 
-// event adds a span event now, or keeps it for the span to come.
+// event adds a span event, if the task has a span. Only the start of a
+// queued task can come before the span is attached; the events of the
+// running function come after (Spawn's wrapper attaches it first), so
+// without a span they are those of a task spawned without one.
 func (st *taskState) event(name string, attrs ...attribute.KeyValue) {
 	if st.span != nil {
 		st.span.span.AddEvent(name, trace.WithAttributes(attrs...))
-		return
 	}
-	st.pending = append(st.pending, spanEvent{name, time.Now(), attrs})
 }
 
 // transition records a non-terminal transition.
@@ -89,6 +90,10 @@ func (st *taskState) transition(tr bgtask.Transition) {
 		st.event(EventInputClosed, KeyInputID.String(st.input))
 		st.input = ""
 	case tr.From == bgtask.StatusQueued && tr.To == bgtask.StatusRunning:
+		if st.span == nil {
+			st.pending = append(st.pending, spanEvent{EventRunning, time.Now(), nil})
+			return
+		}
 		st.event(EventRunning)
 	}
 }

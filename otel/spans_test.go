@@ -285,3 +285,44 @@ func TestSpanSettleAfterEnd(t *testing.T) {
 		}
 	})
 }
+
+// A task spawned without a span keeps nothing for one: its events are not
+// held for a span that never comes.
+func TestNoSpanKeepsNoEvents(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := newBundle(t)
+		release := make(chan struct{})
+		id, err := b.m.Owner("alice").Spawn(context.Background(), func(ctx context.Context, tk *bgtask.Task) (any, error) {
+			for range 3 {
+				if err := tk.Emit("step", 1); err != nil {
+					return nil, err
+				}
+			}
+			select { // a failed check leaves it to Shutdown
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		st := b.tel.task(id)
+		if st == nil {
+			t.Fatal("no state for a live task")
+		}
+		st.mu.Lock()
+		n, span := len(st.pending), st.span
+		st.mu.Unlock()
+		if n != 0 || span != nil {
+			t.Fatalf("%d pending events, span %v; want none", n, span)
+		}
+		close(release)
+		b.wait(t, id)
+		if st := b.tel.task(id); st != nil || len(b.spans.Ended()) != 0 {
+			t.Fatalf("after the end: state %v, %d spans; want none", st, len(b.spans.Ended()))
+		}
+	})
+}
