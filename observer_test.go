@@ -252,3 +252,27 @@ func TestEventObserverSeesEveryCustomEvent(t *testing.T) {
 		})
 	}
 }
+
+// The event observer hears of an end that could not be committed, which no
+// transition reports.
+func TestEventObserverSeesCommitFailure(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		st := newFailingStore()
+		var mu sync.Mutex
+		var got []string
+		m := mtNew(t, WithStore(st), WithCommitRetry(2, time.Millisecond), WithEventObserver(func(ev Event) {
+			mu.Lock()
+			got = append(got, fmt.Sprintf("%s %s %s %s", ev.Kind, ev.TaskID, ev.Status, ev.Error))
+			mu.Unlock()
+		}))
+		st.failTerminal(-1)
+		id := limSpawn(t, m, "a", func(context.Context, *Task) (any, error) { return nil, nil }, WithWake(WakeSilent))
+		synctest.Wait()
+		mtShutdown(t, m)
+		want := []string{"commit_failed " + id + " completed commit completed: injected store failure"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("observed %q, want %q", got, want)
+		}
+	})
+}

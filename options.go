@@ -100,7 +100,9 @@ func WithObserver(f func(Transition)) Option {
 // whether or not the event reaches an inbox. It runs in the task's
 // goroutine, after the event was kept as the task's progress and before it
 // is sent, so one task's events reach it in order; input requests and the
-// end of a task are transitions (WithObserver). It must be fast and must
+// end of a task are transitions (WithObserver). It is also called with each
+// EventCommitFailed: the end of a task whose terminal record could not be
+// committed, which no transition reports. It must be fast and must
 // not call back into the task. The event's Payload is shared with the
 // inbox: read it, never modify it. A panic in it is recovered and logged.
 func WithEventObserver(f func(Event)) Option {
