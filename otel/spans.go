@@ -32,6 +32,9 @@ type taskState struct {
 	input   string          // the open input request's id
 	final   bgtask.TaskMeta // the terminal record, once done
 	done    bool
+	// uncommitted is the error of a terminal record that could not be
+	// committed, once done.
+	uncommitted string
 }
 
 type spanEvent struct {
@@ -64,7 +67,7 @@ func (st *taskState) attach(s *taskSpan) {
 	}
 	st.pending = nil
 	if st.done {
-		s.end(st.final)
+		s.end(st.final, st.uncommitted)
 	}
 }
 
@@ -110,22 +113,26 @@ func (st *taskState) custom(ev bgtask.Event) {
 }
 
 // end records the terminal record, and ends the span if there is one.
-func (st *taskState) end(meta bgtask.TaskMeta) {
+// uncommitted is the error of a terminal record that could not be
+// committed, or "".
+func (st *taskState) end(meta bgtask.TaskMeta, uncommitted string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.done, st.final = true, meta
+	st.done, st.final, st.uncommitted = true, meta, uncommitted
 	if st.span != nil {
-		st.span.end(meta)
+		st.span.end(meta, uncommitted)
 	}
 }
 
 // end sets the span's end attributes and status from the terminal record
 // and ends it. Only the first call counts.
-func (s *taskSpan) end(meta bgtask.TaskMeta) {
+func (s *taskSpan) end(meta bgtask.TaskMeta, uncommitted string) {
 	s.ended.Do(func() {
 		s.span.SetAttributes(endAttrs(meta, false)...)
-		switch meta.Status {
-		case bgtask.StatusFailed, bgtask.StatusInterrupted:
+		switch {
+		case uncommitted != "":
+			s.span.SetStatus(codes.Error, cut(uncommitted, maxStatusDescription))
+		case meta.Status == bgtask.StatusFailed, meta.Status == bgtask.StatusInterrupted:
 			s.span.SetStatus(codes.Error, cut(meta.Error, maxStatusDescription))
 		}
 		s.span.End()

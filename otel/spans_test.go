@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/bgtask/bgtask"
 	"go.opentelemetry.io/otel/codes"
@@ -324,5 +325,46 @@ func TestNoSpanKeepsNoEvents(t *testing.T) {
 		if st := b.tel.task(id); st != nil || len(b.spans.Ended()) != 0 {
 			t.Fatalf("after the end: state %v, %d spans; want none", st, len(b.spans.Ended()))
 		}
+	})
+}
+
+// failingStore fails every commit of a terminal record.
+type failingStore struct{ *bgtask.MemoryStore }
+
+func (s failingStore) Commit(ctx context.Context, owner string, actions ...bgtask.Action) error {
+	for _, a := range actions {
+		for _, meta := range a.Tasks {
+			if meta.Status.IsTerminal() {
+				return errors.New("disk full")
+			}
+		}
+	}
+	return s.MemoryStore.Commit(ctx, owner, actions...)
+}
+
+// A task whose terminal record cannot be committed still ends its span,
+// with the commit's error, and is counted as finished; nothing is kept.
+func TestSpanEndNotCommitted(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := newBundle(t, bgtask.WithStore(failingStore{bgtask.NewMemoryStore()}), bgtask.WithCommitRetry(1, time.Millisecond))
+		id := b.spawn(t, context.Background(), "alice", func(context.Context, *bgtask.Task) (any, error) {
+			time.Sleep(time.Second)
+			return "done", nil
+		}, bgtask.WithWake(bgtask.WakeSilent))
+		synctest.Wait()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		s := b.span(t, id)
+		const desc = "bgtask: terminal record not committed: disk full"
+		if got := attrOf(s.Attributes(), KeyTaskStatus); got != "completed" || s.Status().Code != codes.Error || s.Status().Description != desc {
+			t.Fatalf("status attribute %q, span status %+v; want completed, error %q", got, s.Status(), desc)
+		}
+		if st := b.tel.task(id); st != nil {
+			t.Fatalf("state kept after the end: %+v", st)
+		}
+		got := b.collect(t)
+		checkPoints(t, MetricFinished, intPoints(t, got[MetricFinished]), []string{"bgtask.task.status=completed bgtask.task.type=task: 1"})
+		checkPoints(t, MetricDuration, histPoints(t, got[MetricDuration]), []string{"bgtask.task.status=completed bgtask.task.type=task: count=1 sum=1"})
 	})
 }

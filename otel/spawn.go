@@ -80,6 +80,6 @@ func (tel *Telemetry) settle(ctx context.Context, o bgtask.Owner, id string, s *
 	default:
 		span.SetName(spanName(meta.Type))
 		span.SetAttributes(identity(meta)...)
-		s.end(meta)
+		s.end(meta, "")
 	}
 }

@@ -3,6 +3,7 @@ package bgotel
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/bgtask/bgtask"
 	"go.opentelemetry.io/otel"
@@ -82,12 +83,8 @@ func (tel *Telemetry) Observe(tr bgtask.Transition) {
 		tel.mu.Unlock()
 	case tr.To.IsTerminal():
 		tel.inst.finish(meta)
-		tel.mu.Lock()
-		st := tel.tasks[meta.ID]
-		delete(tel.tasks, meta.ID)
-		tel.mu.Unlock()
-		if st != nil {
-			st.end(meta)
+		if st := tel.forget(meta.ID); st != nil {
+			st.end(meta, "")
 		}
 	default:
 		if st := tel.task(meta.ID); st != nil {
@@ -96,14 +93,25 @@ func (tel *Telemetry) Observe(tr bgtask.Transition) {
 	}
 }
 
-// ObserveEvent records a custom event of a task as an event of its span.
-// It is the Manager's event observer (see ManagerOptions).
+// ObserveEvent records a custom event of a task as an event of its span,
+// and the end of a task whose terminal record could not be committed
+// (EventCommitFailed) like any end, with the commit's error as the span's
+// status. It is the Manager's event observer (see ManagerOptions).
 func (tel *Telemetry) ObserveEvent(ev bgtask.Event) {
-	if ev.Kind != bgtask.EventCustom {
-		return
-	}
-	if st := tel.task(ev.TaskID); st != nil {
-		st.custom(ev)
+	switch ev.Kind {
+	case bgtask.EventCustom:
+		if st := tel.task(ev.TaskID); st != nil {
+			st.custom(ev)
+		}
+	case bgtask.EventCommitFailed:
+		st := tel.forget(ev.TaskID)
+		if st == nil {
+			return
+		}
+		meta := st.meta // the first record, with the end that was not committed
+		meta.Status, meta.FinishedAt = ev.Status, time.Now()
+		tel.inst.finish(meta)
+		st.end(meta, "bgtask: terminal record not committed: "+ev.Error)
 	}
 }
 
@@ -112,6 +120,15 @@ func (tel *Telemetry) task(id string) *taskState {
 	tel.mu.Lock()
 	defer tel.mu.Unlock()
 	return tel.tasks[id]
+}
+
+// forget removes and returns the state of a task that ended, or nil.
+func (tel *Telemetry) forget(id string) *taskState {
+	tel.mu.Lock()
+	defer tel.mu.Unlock()
+	st := tel.tasks[id]
+	delete(tel.tasks, id)
+	return st
 }
 
 // Close unregisters the gauges' callback: running, queued and inbox depth
