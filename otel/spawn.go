@@ -16,6 +16,10 @@ import (
 // are its children. The Manager must report to tel (ManagerOptions),
 // otherwise the span ends at once with an error status saying so. If the
 // spawn fails, the span ends with the error as its status.
+//
+// ctx is what o.Spawn gets; its end does not end the span, since the task
+// outlives the call. A panic in fn is the task's, recovered by the Manager
+// as always: the span ends with error.type "panic". Safe for concurrent use.
 func (tel *Telemetry) Spawn(ctx context.Context, o bgtask.Owner, fn bgtask.Func, opts ...bgtask.SpawnOption) (string, error) {
 	return tel.spawn(ctx, o, fn, false, opts)
 }
