@@ -3,6 +3,7 @@ package bgotel
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/bgtask/bgtask"
 	"go.opentelemetry.io/otel/attribute"
@@ -27,7 +28,14 @@ type instruments struct {
 	started, finished           metric.Int64Counter
 	duration                    metric.Float64Histogram
 	running, queued, inboxDepth metric.Int64ObservableUpDownCounter
+
+	// The attribute sets of the counts, made once per type, status and
+	// kind: there are few, and a set costs allocations to build.
+	startAttrs sync.Map // task type -> metric.MeasurementOption
+	endAttrs   sync.Map // endKey -> metric.MeasurementOption
 }
+
+type endKey struct{ typ, status, kind string }
 
 // make creates the instruments on meter.
 func (in *instruments) make(meter metric.Meter) error {
@@ -48,9 +56,23 @@ func (in *instruments) make(meter metric.Meter) error {
 	return errors.Join(errs[:]...)
 }
 
+// start counts a task's spawn.
+func (in *instruments) start(meta bgtask.TaskMeta) {
+	attrs, ok := in.startAttrs.Load(meta.Type)
+	if !ok {
+		attrs, _ = in.startAttrs.LoadOrStore(meta.Type, metric.WithAttributeSet(attribute.NewSet(KeyTaskType.String(meta.Type))))
+	}
+	in.started.Add(context.Background(), 1, attrs.(metric.MeasurementOption))
+}
+
 // finish counts a task's end and records its duration.
 func (in *instruments) finish(meta bgtask.TaskMeta) {
-	attrs := metric.WithAttributeSet(attribute.NewSet(endAttrs(meta, true)...))
+	k := endKey{meta.Type, string(meta.Status), errorKind(meta)}
+	v, ok := in.endAttrs.Load(k)
+	if !ok {
+		v, _ = in.endAttrs.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(endAttrs(meta, true)...)))
+	}
+	attrs := v.(metric.MeasurementOption)
 	in.finished.Add(context.Background(), 1, attrs)
 	if !meta.CreatedAt.IsZero() && !meta.FinishedAt.IsZero() {
 		in.duration.Record(context.Background(), meta.FinishedAt.Sub(meta.CreatedAt).Seconds(), attrs)

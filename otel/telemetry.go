@@ -1,7 +1,6 @@
 package bgotel
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -77,7 +76,7 @@ func (tel *Telemetry) Observe(tr bgtask.Transition) {
 	meta := tr.Task
 	switch {
 	case tr.From == "":
-		tel.inst.started.Add(context.Background(), 1, metric.WithAttributes(KeyTaskType.String(meta.Type)))
+		tel.inst.start(meta)
 		tel.mu.Lock()
 		tel.tasks[meta.ID] = &taskState{meta: meta}
 		tel.mu.Unlock()
