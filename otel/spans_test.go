@@ -220,8 +220,9 @@ func TestSpanSpawnFailure(t *testing.T) {
 		}
 		s := ended[0]
 		if s.Name() != "bgtask spawn" || s.Parent().SpanID() != call.SpanContext().SpanID() ||
-			s.Status().Code != codes.Error || s.Status().Description != err.Error() || len(s.Attributes()) != 0 {
-			t.Fatalf("span %q parent %v status %+v attrs %v; want \"bgtask spawn\", child of the call, error %q, no attributes",
+			s.Status().Code != codes.Error || s.Status().Description != err.Error() ||
+			!slices.Equal(attrs(s.Attributes()), []string{"bgtask.task.owner=alice"}) {
+			t.Fatalf("span %q parent %v status %+v attrs %v; want \"bgtask spawn\", child of the call, error %q, the owner",
 				s.Name(), s.Parent().SpanID(), s.Status(), s.Attributes(), err)
 		}
 	})
@@ -366,5 +367,42 @@ func TestSpanEndNotCommitted(t *testing.T) {
 		got := b.collect(t)
 		checkPoints(t, MetricFinished, intPoints(t, got[MetricFinished]), []string{"bgtask.task.status=completed bgtask.task.type=task: 1"})
 		checkPoints(t, MetricDuration, histPoints(t, got[MetricDuration]), []string{"bgtask.task.status=completed bgtask.task.type=task: count=1 sum=1"})
+	})
+}
+
+// A sub-agent's span is named for its type, and the tasks it starts as an
+// agent through Spawn are children of it, owned by it.
+func TestSpanSubAgent(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := newBundle(t)
+		var childID string
+		agent, err := b.tel.SpawnAgent(context.Background(), b.m.Owner("alice"), func(ctx context.Context, tk *bgtask.Task) (any, error) {
+			o, err := tk.Agent()
+			if err != nil {
+				return nil, err
+			}
+			if childID, err = b.tel.Spawn(ctx, o, func(context.Context, *bgtask.Task) (any, error) { return nil, nil }); err != nil {
+				return nil, err
+			}
+			_, err = o.Wait(ctx, childID)
+			return nil, err
+		}, bgtask.WithName("helper"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.wait(t, agent)
+		as, cs := b.span(t, agent), b.span(t, childID)
+		if as.Name() != "bgtask sub_agent" || cs.Name() != "bgtask task" {
+			t.Fatalf("span names %q, %q; want \"bgtask sub_agent\", \"bgtask task\"", as.Name(), cs.Name())
+		}
+		if cs.Parent().SpanID() != as.SpanContext().SpanID() {
+			t.Fatalf("child span parent %v, want the sub-agent's span %v", cs.Parent(), as.SpanContext())
+		}
+		want := []string{"bgtask.parent.task.id=" + agent, "bgtask.task.id=" + childID, "bgtask.task.owner=" + agent,
+			"bgtask.task.status=completed", "bgtask.task.type=task"}
+		if got := attrs(cs.Attributes()); !slices.Equal(got, want) {
+			t.Fatalf("child attributes\n%q\nwant\n%q", got, want)
+		}
 	})
 }

@@ -15,7 +15,8 @@ import (
 // terminal status; fn's context carries it, so spans started in the task
 // are its children. The Manager must report to tel (ManagerOptions),
 // otherwise the span ends at once with an error status saying so. If the
-// spawn fails, the span ends with the error as its status.
+// spawn fails, the span, named "bgtask spawn", ends with the owner as its
+// only attribute and the error as its status.
 //
 // ctx is what o.Spawn gets; its end does not end the span, since the task
 // outlives the call. A panic in fn is the task's, recovered by the Manager
@@ -50,6 +51,7 @@ func (tel *Telemetry) spawn(ctx context.Context, o bgtask.Owner, fn bgtask.Func,
 	}
 	id, err := spawn(ctx, wrapped, opts...)
 	if err != nil {
+		span.SetAttributes(KeyTaskOwner.String(o.ID()))
 		span.SetStatus(codes.Error, cut(err.Error(), maxStatusDescription))
 		span.End()
 		return id, err
