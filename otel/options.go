@@ -17,7 +17,7 @@ type config struct {
 }
 
 // WithTracerProvider sets where spans go. Default: the global provider
-// (otel.GetTracerProvider) at the time New is called.
+// (otel.GetTracerProvider) when New is called.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) error {
 		if tp == nil {
@@ -29,7 +29,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 }
 
 // WithMeterProvider sets where metrics go. Default: the global provider
-// (otel.GetMeterProvider) at the time New is called.
+// (otel.GetMeterProvider) when New is called.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) error {
 		if mp == nil {
