@@ -169,3 +169,34 @@ func TestCloseStopsGauges(t *testing.T) {
 		checkPoints(t, MetricStarted, intPoints(t, got[MetricStarted]), []string{"bgtask.task.type=task: 1"})
 	})
 }
+
+// A record that a gone process ran, interrupted by Restore, counts as
+// finished with its kind; it was not started here and has no span.
+func TestMetricsInterrupted(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := bgtask.NewMemoryStore()
+		stale := bgtask.TaskMeta{ID: "task_0123456789abcdef0123456789abcdef", Owner: "alice", Type: "fetch",
+			Status: bgtask.StatusRunning, CreatedAt: time.Now().UTC(), StartedAt: time.Now().UTC(), Instance: "gone"}
+		if err := store.Commit(ctx, "alice", bgtask.Upsert(stale)); err != nil {
+			t.Fatal(err)
+		}
+		b := newBundle(t, bgtask.WithStore(store))
+		time.Sleep(5 * time.Second)
+		if got, err := b.m.Restore(ctx, "alice"); len(got) != 1 || err != nil {
+			t.Fatalf("Restore: %d records, %v; want 1", len(got), err)
+		}
+		got := b.collect(t)
+		checkPoints(t, MetricFinished, intPoints(t, got[MetricFinished]), []string{
+			"bgtask.task.status=interrupted bgtask.task.type=fetch error.type=interrupted: 1"})
+		checkPoints(t, MetricDuration, histPoints(t, got[MetricDuration]), []string{
+			"bgtask.task.status=interrupted bgtask.task.type=fetch error.type=interrupted: count=1 sum=5"})
+		if _, ok := got[MetricStarted]; ok {
+			t.Fatalf("%s reported for a task started elsewhere", MetricStarted)
+		}
+		if n := len(b.spans.Ended()); n != 0 {
+			t.Fatalf("%d spans, want none", n)
+		}
+	})
+}
