@@ -71,7 +71,9 @@ func (tel *Telemetry) ManagerOptions() []bgtask.Option {
 
 // Observe records a committed transition: a started task, its span's
 // events, its end. It is the Manager's observer (see ManagerOptions); it
-// never blocks on a task.
+// never waits for a task. Ending a span runs the tracer provider's span
+// processors in the goroutine of the transition (the task's, mostly): give
+// the provider a batching processor (sdktrace.WithBatcher), as usual.
 func (tel *Telemetry) Observe(tr bgtask.Transition) {
 	meta := tr.Task
 	switch {
