@@ -272,6 +272,19 @@ func (m *Manager) notifySlow(from TaskStatus, meta *TaskMeta) {
 	m.cfg.observer(Transition{From: from, To: meta.Status, Task: cloneMeta(*meta)})
 }
 
+// observeEvent hands ev to the WithEventObserver function, recovering a
+// panic in it. Out of line: few Managers have one.
+//
+//go:noinline
+func (m *Manager) observeEvent(ev Event) {
+	defer func() {
+		if r := recover(); r != nil {
+			m.log.Error("bgtask: event observer panicked", "panic", r, "task_id", ev.TaskID)
+		}
+	}()
+	m.cfg.eventObserver(ev)
+}
+
 //go:noinline
 func (m *Manager) logCommitFailure(meta *TaskMeta, attempt int, err error) {
 	m.log.Warn("bgtask: commit failed", "task_id", meta.ID, "status", meta.Status, "attempt", attempt+1, "err", err)

@@ -204,3 +204,75 @@ func TestLoggerRecordsFailures(t *testing.T) {
 		}
 	})
 }
+
+// The event observer sees every custom event, in order, whatever the wake
+// policy, messages included; a panic in it is logged and changes nothing.
+func TestEventObserverSeesEveryCustomEvent(t *testing.T) {
+	t.Parallel()
+	for _, wake := range []WakePolicy{WakeSilent, WakeOnTerminal, WakeOnActivity} {
+		t.Run(string(wake), func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				h := &captureHandler{}
+				var mu sync.Mutex
+				var got []string
+				m := newTestManager(t, WithLogger(slog.New(h)), WithEventObserver(func(ev Event) {
+					mu.Lock()
+					got = append(got, fmt.Sprintf("%s %s %s %s quiet=%v", ev.Kind, ev.Name, ev.EventType, ev.Payload, ev.Quiet))
+					mu.Unlock()
+					if ev.EventType == "boom" {
+						panic("event observer boom")
+					}
+				}))
+				id := spawnFor(t, m, "a", func(ctx context.Context, tk *Task) (any, error) {
+					for _, typ := range []string{"progress", "boom", "progress"} {
+						if err := tk.Emit(typ, len(typ)); err != nil {
+							return nil, err
+						}
+					}
+					return nil, tk.Emit(EventTypeMessage, Message{Content: "hi"})
+				}, WithName("w"), WithWake(wake))
+				waitStatus(t, m, id, StatusCompleted)
+				shutdownManager(t, m)
+				quiet := wake == WakeOnTerminal
+				want := []string{
+					fmt.Sprintf("custom w progress 8 quiet=%v", quiet),
+					fmt.Sprintf("custom w boom 4 quiet=%v", quiet),
+					fmt.Sprintf("custom w progress 8 quiet=%v", quiet),
+					`custom w agent_message {"from":"","content":"hi"} quiet=false`,
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("observed\n%q\nwant\n%q", got, want)
+				}
+				recs := h.find(slog.LevelError, "bgtask: event observer panicked")
+				if len(recs) != 1 || recs[0].Attrs["task_id"] != id || recs[0].Attrs["panic"] != "event observer boom" {
+					t.Fatalf("panic records %+v, want one for %s", recs, id)
+				}
+			})
+		})
+	}
+}
+
+// The event observer hears of an end that could not be committed, which no
+// transition reports.
+func TestEventObserverSeesCommitFailure(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		st := newFailingStore()
+		var mu sync.Mutex
+		var got []string
+		m := newTestManager(t, WithStore(st), WithCommitRetry(2, time.Millisecond), WithEventObserver(func(ev Event) {
+			mu.Lock()
+			got = append(got, fmt.Sprintf("%s %s %s %s", ev.Kind, ev.TaskID, ev.Status, ev.Error))
+			mu.Unlock()
+		}))
+		st.failTerminal(-1)
+		id := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { return nil, nil }, WithWake(WakeSilent))
+		synctest.Wait()
+		shutdownManager(t, m)
+		want := []string{"commit_failed " + id + " completed commit completed: injected store failure"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("observed %q, want %q", got, want)
+		}
+	})
+}

@@ -18,6 +18,7 @@ type config struct {
 	store          Store
 	logger         *slog.Logger
 	observer       func(Transition)
+	eventObserver  func(Event)
 	instance       string
 	maxRunning     int
 	maxOwner       int
@@ -93,6 +94,20 @@ func WithLogger(l *slog.Logger) Option {
 // way that waits for the task. A panic in it is recovered and logged.
 func WithObserver(f func(Transition)) Option {
 	return func(c *config) { c.observer = f }
+}
+
+// WithEventObserver sets a function called with every custom event a task
+// emits (Task.Emit, messages included), whatever the task's wake policy and
+// whether or not the event reaches an inbox. It runs in the task's
+// goroutine, after the event was kept as the task's progress and before it
+// is sent, so one task's events reach it in order; input requests and the
+// end of a task are transitions (WithObserver). It is also called with each
+// EventCommitFailed: the end of a task whose terminal record could not be
+// committed, which no transition reports. It must be fast and must
+// not call back into the task. The event's Payload is shared with the
+// inbox: read it, never modify it. A panic in it is recovered and logged.
+func WithEventObserver(f func(Event)) Option {
+	return func(c *config) { c.eventObserver = f }
 }
 
 // WithInstance names this runtime instance; records carry it so a restart

@@ -136,7 +136,11 @@ func (m *Manager) reportCommitFailure(meta *TaskMeta, err error) {
 	m.counters.commitFailures.Add(1)
 	m.log.Error("bgtask: terminal record not committed", "task_id", meta.ID, "status", meta.Status, "err", err)
 	text, _ := truncateText(err.Error(), m.cfg.caps.err)
-	_ = m.deliver(meta.Owner, Event{Kind: EventCommitFailed, TaskID: meta.ID, Name: meta.Name, Status: meta.Status, Error: text})
+	ev := Event{Kind: EventCommitFailed, TaskID: meta.ID, Name: meta.Name, Status: meta.Status, Error: text}
+	if m.cfg.eventObserver != nil {
+		m.observeEvent(ev) // no transition reports this end
+	}
+	_ = m.deliver(meta.Owner, ev)
 }
 
 // deliverTerminal sends the event that reports a terminal record.

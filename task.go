@@ -179,6 +179,9 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 		r.progress = Progress{EventType: eventType, Payload: p, At: now(), Count: r.progress.Count + 1}
 	}
 	send, quiet := t.rec.Wake.route(EventCustom, eventType)
+	if t.m.cfg.eventObserver != nil {
+		t.m.observeEvent(Event{Kind: EventCustom, TaskID: t.rec.ID, Name: t.rec.Name, EventType: eventType, Payload: p, Quiet: quiet})
+	}
 	if !send {
 		return "", nil // kept as progress
 	}
