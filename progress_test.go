@@ -27,13 +27,13 @@ func TestProgressInTools(t *testing.T) {
 			t.Fatal(err)
 		}
 		progress := `"progress":{"event_type":"progress","payload":{"percent":40},"at":"2000-01-01T00:00:00Z","count":2}`
-		list := ttCall(t, t.Context(), ttTool(t, o, "list_tasks"), `{}`, nil)
+		list := callTool(t, t.Context(), toolNamed(t, o, "list_tasks"), `{}`, nil)
 		want := `{"tasks":[{"task_id":"` + id + `","name":"indexer","task_type":"task","status":"running","description":"",` +
 			`"created_at":"2000-01-01T00:00:00Z",` + progress + `}],"total":1}`
 		if string(list) != want {
 			t.Fatalf("list_tasks = %s\nwant %s", list, want)
 		}
-		get := ttCall(t, t.Context(), ttTool(t, o, "get_task"), `{"task_id":"`+id+`"}`, nil)
+		get := callTool(t, t.Context(), toolNamed(t, o, "get_task"), `{"task_id":"`+id+`"}`, nil)
 		want = `{"task":{"task_id":"` + id + `","name":"indexer","task_type":"task","status":"running","description":"",` +
 			`"created_at":"2000-01-01T00:00:00Z","started_at":"2000-01-01T00:00:00Z",` + progress + `},"messages":[]}`
 		if string(get) != want {
@@ -41,7 +41,7 @@ func TestProgressInTools(t *testing.T) {
 		}
 		close(release)
 		waitTask(t, o, id)
-		get = ttCall(t, t.Context(), ttTool(t, o, "get_task"), `{"task_id":"`+id+`"}`, nil)
+		get = callTool(t, t.Context(), toolNamed(t, o, "get_task"), `{"task_id":"`+id+`"}`, nil)
 		want = `{"task":{"task_id":"` + id + `","name":"indexer","task_type":"task","status":"completed","description":"",` +
 			`"created_at":"2000-01-01T00:00:00Z","started_at":"2000-01-01T00:00:00Z","finished_at":"2000-01-01T00:00:00Z","result":"done"},"messages":[]}`
 		if string(get) != want {

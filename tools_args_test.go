@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// ttBadArgs are inputs every tool refuses the same way.
-var ttBadArgs = []struct{ args, want string }{
+// commonBadArgs are inputs every tool refuses the same way.
+var commonBadArgs = []struct{ args, want string }{
 	{``, `invalid arguments: not a JSON object`},
 	{" \t\n ", `invalid arguments: not a JSON object`},
 	{` \n `, `invalid arguments: malformed JSON`},
@@ -34,8 +34,8 @@ var ttBadArgs = []struct{ args, want string }{
 	{`{"":null}`, `invalid arguments: unknown field ""`},
 }
 
-// ttToolBadArgs are each tool's own bad inputs.
-var ttToolBadArgs = map[string][]struct{ args, want string }{
+// perToolBadArgs are each tool's own bad inputs.
+var perToolBadArgs = map[string][]struct{ args, want string }{
 	"list_tasks": {
 		{`{"status":["done"]}`, `invalid arguments: unknown status "done"; valid: queued, running, awaiting_input, completed, failed, cancelled, interrupted`},
 		{`{"status":["Running"]}`, `invalid arguments: unknown status "Running"; valid: queued, running, awaiting_input, completed, failed, cancelled, interrupted`},
@@ -50,7 +50,7 @@ var ttToolBadArgs = map[string][]struct{ args, want string }{
 		{`{"type":" "}`, `invalid arguments: "type" is blank`},
 		{`{"type":" 　"}`, `invalid arguments: "type" is blank`},
 		{`{"type":{}}`, `invalid arguments: "type" must be a string`},
-		{`{"type":` + ttString("é", 129) + `}`, `invalid arguments: "type" is longer than 128 characters`},
+		{`{"type":` + repeatedArg("é", 129) + `}`, `invalid arguments: "type" is longer than 128 characters`},
 		{`{"limit":0}`, `invalid arguments: "limit" must be from 1 to 200`},
 		{`{"limit":201}`, `invalid arguments: "limit" must be from 1 to 200`},
 		{`{"limit":-1e400}`, `invalid arguments: "limit" must be from 1 to 200`},
@@ -75,7 +75,7 @@ var ttToolBadArgs = map[string][]struct{ args, want string }{
 		{`{"task_id":42}`, `invalid arguments: "task_id" must be a string`},
 		{`{"task_id":true}`, `invalid arguments: "task_id" must be a string`},
 		{`{"Task_ID":"task_x"}`, `invalid arguments: unknown field "Task_ID"`},
-		{`{"task_id":` + ttString("x", 129) + `}`, `invalid arguments: "task_id" is longer than 128 characters`},
+		{`{"task_id":` + repeatedArg("x", 129) + `}`, `invalid arguments: "task_id" is longer than 128 characters`},
 		{`{"task_id":"task_x","task_id":null}`, `invalid arguments: missing "task_id"`},
 		{`{"task_id":"task_x","foo":null}`, `invalid arguments: unknown field "foo"`},
 	},
@@ -95,7 +95,7 @@ var ttToolBadArgs = map[string][]struct{ args, want string }{
 		{`{"target":{"relation":"child","name":7}}`, `invalid arguments: "target.name" must be a string`},
 		{`{"target":{"relation":"self","name":"x"}}`, `invalid arguments: "target.name" is not allowed with relation "self"`},
 		{`{"target":{"relation":"self","extra":1}}`, `invalid arguments: unknown field "target.extra"`},
-		{`{"target":{"relation":"child","name":` + ttString("n", 129) + `}}`, `invalid arguments: "target.name" is longer than 128 characters`},
+		{`{"target":{"relation":"child","name":` + repeatedArg("n", 129) + `}}`, `invalid arguments: "target.name" is longer than 128 characters`},
 		{`{"target":{"relation":"self","name":""}}`, `invalid arguments: "target.name" is not allowed with relation "self"`},
 		{`{"target":{"relation":"child","name":"w","relation":"self"}}`, `invalid arguments: "target.name" is not allowed with relation "self"`},
 		{`{"target":{"relation":"self"},"task_id":"task_x"}`, `invalid arguments: unknown field "task_id"`},
@@ -119,8 +119,8 @@ var ttToolBadArgs = map[string][]struct{ args, want string }{
 		{`{"to":{"relation":"child","name":"worker"},"message":"hi","in_reply_to":1}`, `invalid arguments: "in_reply_to" must be a string`},
 		{`{"to":{"relation":"parent"},"message":"hi","in_reply_to":"input_1"}`, `invalid arguments: "in_reply_to" is not allowed with relation "parent"`},
 		{`{"to":{"relation":"child","name":"worker"},"message":"hi","content":"hi"}`, `invalid arguments: unknown field "content"`},
-		{`{"to":{"relation":"child","name":"worker"},"message":` + ttString("m", 16385) + `}`, `invalid arguments: "message" is longer than 16384 characters`},
-		{`{"to":{"relation":"child","name":"worker"},"message":"hi","in_reply_to":` + ttString("i", 129) + `}`, `invalid arguments: "in_reply_to" is longer than 128 characters`},
+		{`{"to":{"relation":"child","name":"worker"},"message":` + repeatedArg("m", 16385) + `}`, `invalid arguments: "message" is longer than 16384 characters`},
+		{`{"to":{"relation":"child","name":"worker"},"message":"hi","in_reply_to":` + repeatedArg("i", 129) + `}`, `invalid arguments: "in_reply_to" is longer than 128 characters`},
 		{`{"to":{"relation":"child","name":"worker"},"message":"hi","message":""}`, `invalid arguments: "message" is blank`},
 	},
 	"wait_task": {
@@ -141,8 +141,8 @@ var ttToolBadArgs = map[string][]struct{ args, want string }{
 	},
 }
 
-// ttState is everything a tool call could change.
-type ttState struct {
+// argState is everything a tool call could change.
+type argState struct {
 	records  []TaskMeta
 	inbox    int
 	ownerBox int
@@ -162,16 +162,16 @@ func TestToolBadArguments(t *testing.T) {
 		t.Fatal(err)
 	}
 	ownerBox, _ := o.Inbox()
-	state := func() ttState {
+	state := func() argState {
 		msgs, err := o.Messages(t.Context(), worker)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ttState{listTasks(t, o), tk.Inbox().Len(), ownerBox.Len(), msgs, m.Stats()}
+		return argState{listTasks(t, o), tk.Inbox().Len(), ownerBox.Len(), msgs, m.Stats()}
 	}
 	before := state()
 	for _, tool := range o.Tools() {
-		for _, tc := range append(ttBadArgs, ttToolBadArgs[tool.Name]...) {
+		for _, tc := range append(commonBadArgs, perToolBadArgs[tool.Name]...) {
 			for _, scope := range []context.Context{ctx, context.Context(&tk.ctx)} {
 				res, err := tool.Call(scope, json.RawMessage(tc.args))
 				if res != nil || err == nil || err.Error() != tc.want || !errors.Is(err, ErrToolArguments) {
@@ -190,9 +190,9 @@ func TestToolBadArguments(t *testing.T) {
 
 func TestWaitTaskBadArgumentsWithLimit(t *testing.T) {
 	m := newTestManager(t)
-	tool := ttTool(t, m.Owner("thread-1"), "wait_task", WithWaitLimit(10*time.Second))
+	tool := toolNamed(t, m.Owner("thread-1"), "wait_task", WithWaitLimit(10*time.Second))
 	for _, args := range []string{`{"task_id":"task_x","timeout_seconds":11}`, `{"task_id":"task_x","timeout_seconds":300}`} {
-		if err := ttCallErr(t, t.Context(), tool, args); err.Error() != `invalid arguments: "timeout_seconds" must be from 1 to 10` {
+		if err := callToolErr(t, t.Context(), tool, args); err.Error() != `invalid arguments: "timeout_seconds" must be from 1 to 10` {
 			t.Errorf("wait_task(%s): %v", args, err)
 		}
 	}
@@ -227,10 +227,10 @@ func TestToolErrorsDocumented(t *testing.T) {
 	}
 	used := make([]bool, len(res))
 	var wants []string
-	for _, tc := range ttBadArgs {
+	for _, tc := range commonBadArgs {
 		wants = append(wants, tc.want)
 	}
-	for _, rows := range ttToolBadArgs {
+	for _, rows := range perToolBadArgs {
 		for _, tc := range rows {
 			wants = append(wants, tc.want)
 		}

@@ -37,7 +37,7 @@ func BenchmarkToolGetTask(b *testing.B) {
 		b.Fatal(err)
 	}
 	waitTask(b, o, id)
-	get := ttTool(b, o, "get_task")
+	get := toolNamed(b, o, "get_task")
 	args := json.RawMessage(`{"task_id":"` + id + `"}`)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -62,7 +62,7 @@ func BenchmarkToolListTasks(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	list := ttTool(b, m.Owner("thread-1"), "list_tasks")
+	list := toolNamed(b, m.Owner("thread-1"), "list_tasks")
 	var size int
 	b.ReportAllocs()
 	for b.Loop() {

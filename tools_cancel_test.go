@@ -38,7 +38,7 @@ func TestCancelSelfTaskScopeCascades(t *testing.T) {
 			grand, gp := spawnProbe(t, cp.ctx, kids)
 			var hook atomic.Int32
 			var r cancelReceipt
-			ttCall(t, rp.ctx, ttTool(t, tools, "cancel_task", WithOnSelfCancel(func(context.Context) { hook.Add(1) })), `{"target":{"relation":"self"}}`, &r)
+			callTool(t, rp.ctx, toolNamed(t, tools, "cancel_task", WithOnSelfCancel(func(context.Context) { hook.Add(1) })), `{"target":{"relation":"self"}}`, &r)
 			if r != (cancelReceipt{Status: "accepted", RootTaskID: root, CancelledCount: 3}) {
 				t.Fatalf("cancel_task = %+v", r)
 			}
@@ -76,9 +76,9 @@ func TestCancelSelfRunScope(t *testing.T) {
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
 	var hooked context.Context
-	tool := ttTool(t, o, "cancel_task", WithOnSelfCancel(func(ctx context.Context) { hooked = ctx; cancelRun() }))
+	tool := toolNamed(t, o, "cancel_task", WithOnSelfCancel(func(ctx context.Context) { hooked = ctx; cancelRun() }))
 	var r cancelReceipt
-	ttCall(t, runCtx, tool, `{"target":{"relation":"self"}}`, &r)
+	callTool(t, runCtx, tool, `{"target":{"relation":"self"}}`, &r)
 	if r != (cancelReceipt{Status: "accepted", RootTaskID: "run-1", CancelledCount: 2}) {
 		t.Fatalf("cancel_task = %+v", r)
 	}
@@ -102,8 +102,8 @@ func TestCancelSelfRunScope(t *testing.T) {
 	}
 	// A second self-cancel signals nothing and says so; a panicking hook is
 	// contained.
-	panicky := ttTool(t, o, "cancel_task", WithOnSelfCancel(func(context.Context) { panic("hook") }))
-	if got := string(ttCall(t, ctx, panicky, `{"target":{"relation":"self"}}`, nil)); got != `{"status":"already_cancelled","root_task_id":"run-1","cancelled_count":0}` {
+	panicky := toolNamed(t, o, "cancel_task", WithOnSelfCancel(func(context.Context) { panic("hook") }))
+	if got := string(callTool(t, ctx, panicky, `{"target":{"relation":"self"}}`, nil)); got != `{"status":"already_cancelled","root_task_id":"run-1","cancelled_count":0}` {
 		t.Fatalf("second cancel_task = %s", got)
 	}
 	_ = other
@@ -115,7 +115,7 @@ func TestCancelSelfWithoutScope(t *testing.T) {
 	o := m.Owner("thread-1")
 	_, p := spawnProbe(t, t.Context(), o)
 	_, foreign := spawnProbe(t, t.Context(), m.Owner("thread-2"))
-	tool := ttTool(t, o, "cancel_task")
+	tool := toolNamed(t, o, "cancel_task")
 	for name, ctx := range map[string]context.Context{
 		"no scope":             t.Context(),
 		"blank run":            WithToolCall(t.Context(), ToolCall{RunID: " ", AgentID: "a"}),
@@ -126,7 +126,7 @@ func TestCancelSelfWithoutScope(t *testing.T) {
 		}(),
 	} {
 		for _, args := range []string{`{"target":{"relation":"self"}}`, `{"target":{"relation":"child","name":"x"}}`} {
-			err := ttCallErr(t, ctx, tool, args)
+			err := callToolErr(t, ctx, tool, args)
 			if err.Error() != "current_task_unavailable" || !errors.Is(err, ErrNoCurrentTask) {
 				t.Errorf("%s: %s: %v", name, args, err)
 			}
@@ -151,10 +151,10 @@ func TestCancelChild(t *testing.T) {
 	}
 	waitTask(t, o, done)
 	theirs, tp := spawnProbe(t, t.Context(), m.Owner("thread-2"), WithName("crawler2"))
-	tool := ttTool(t, o, "cancel_task")
+	tool := toolNamed(t, o, "cancel_task")
 	call := func(ctx context.Context, name string) cancelReceipt {
 		var r cancelReceipt
-		ttCall(t, ctx, tool, ttArgs(map[string]any{"target": map[string]string{"relation": "child", "name": name}}), &r)
+		callTool(t, ctx, tool, toJSON(map[string]any{"target": map[string]string{"relation": "child", "name": name}}), &r)
 		return r
 	}
 
@@ -212,10 +212,10 @@ func TestCancelChild(t *testing.T) {
 func TestCancelThreadIsolation(t *testing.T) {
 	m := newTestManager(t)
 	id, p := spawnProbe(t, runCtx(t.Context(), "run-1"), m.Owner("thread-1"), WithName("job"))
-	tool := ttTool(t, m.Owner("thread-2"), "cancel_task")
+	tool := toolNamed(t, m.Owner("thread-2"), "cancel_task")
 	for _, name := range []string{id, "job"} {
 		var r cancelReceipt
-		ttCall(t, runCtx(t.Context(), "run-1"), tool, `{"target":{"relation":"child","name":"`+name+`"}}`, &r)
+		callTool(t, runCtx(t.Context(), "run-1"), tool, `{"target":{"relation":"child","name":"`+name+`"}}`, &r)
 		if r != (cancelReceipt{Status: "failed", RootTaskID: name, Error: "task_not_found"}) {
 			t.Fatalf("thread-2 cancels %s: %+v", name, r)
 		}
@@ -229,12 +229,12 @@ func TestCancelAfterShutdown(t *testing.T) {
 	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	shutdownManager(t, m)
-	err := ttCallErr(t, runCtx(t.Context(), "run-1"), ttTool(t, o, "cancel_task"), `{"target":{"relation":"self"}}`)
+	err := callToolErr(t, runCtx(t.Context(), "run-1"), toolNamed(t, o, "cancel_task"), `{"target":{"relation":"self"}}`)
 	if !errors.Is(err, ErrClosed) {
 		t.Fatalf("cancel_task after Shutdown: %v", err)
 	}
 	// Reads go on working.
-	ttCall(t, t.Context(), ttTool(t, o, "list_tasks"), `{}`, nil)
+	callTool(t, t.Context(), toolNamed(t, o, "list_tasks"), `{}`, nil)
 }
 
 // TestCancelSelfTwoOwnersSameRunID: two threads whose loops both call their
@@ -264,7 +264,7 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 			_, bchild := spawnProbe(t, bp.ctx, b)
 
 			if how == "cancel_task" {
-				got := string(ttCall(t, ctx, ttTool(t, a, "cancel_task"), `{"target":{"relation":"self"}}`, nil))
+				got := string(callTool(t, ctx, toolNamed(t, a, "cancel_task"), `{"target":{"relation":"self"}}`, nil))
 				if want := `{"status":"accepted","root_task_id":"run-1","cancelled_count":1}`; got != want {
 					t.Fatalf("A's cancel_task = %s, want %s", got, want)
 				}
@@ -294,7 +294,7 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 				t.Fatalf("B's new task %s in run %q, want completed in run-1", got.Status, got.Parent.RunID)
 			}
 			// B's own self-cancel still finds its run live.
-			got := string(ttCall(t, ctx, ttTool(t, b, "cancel_task"), `{"target":{"relation":"self"}}`, nil))
+			got := string(callTool(t, ctx, toolNamed(t, b, "cancel_task"), `{"target":{"relation":"self"}}`, nil))
 			if want := `{"status":"accepted","root_task_id":"run-1","cancelled_count":2}`; got != want {
 				t.Fatalf("B's cancel_task = %s, want %s", got, want)
 			}
@@ -312,7 +312,7 @@ func TestCancelSelfReceipts(t *testing.T) {
 	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	hooked := 0
-	tool := ttTool(t, o, "cancel_task", WithOnSelfCancel(func(context.Context) { hooked++ }))
+	tool := toolNamed(t, o, "cancel_task", WithOnSelfCancel(func(context.Context) { hooked++ }))
 	self := `{"target":{"relation":"self"}}`
 	_, tp := spawnProbe(t, t.Context(), o)
 	taskID := tp.task.ID()
@@ -328,7 +328,7 @@ func TestCancelSelfReceipts(t *testing.T) {
 		{"task again", tp.ctx, `{"status":"already_cancelled","root_task_id":"` + taskID + `","cancelled_count":0}`, 2},
 	}
 	for _, s := range steps {
-		if got := string(ttCall(t, s.ctx, tool, self, nil)); got != s.want {
+		if got := string(callTool(t, s.ctx, tool, self, nil)); got != s.want {
 			t.Errorf("%s: cancel_task = %s, want %s", s.name, got, s.want)
 		}
 		if hooked != s.wantHooked {
@@ -337,7 +337,7 @@ func TestCancelSelfReceipts(t *testing.T) {
 	}
 	waitTask(t, o, taskID)
 	// The task has ended; a goroutine it left behind asks again.
-	if got, want := string(ttCall(t, tp.ctx, tool, self, nil)), `{"status":"already_cancelled","root_task_id":"`+taskID+`","cancelled_count":0}`; got != want {
+	if got, want := string(callTool(t, tp.ctx, tool, self, nil)), `{"status":"already_cancelled","root_task_id":"`+taskID+`","cancelled_count":0}`; got != want {
 		t.Errorf("ended task: cancel_task = %s, want %s", got, want)
 	}
 }
@@ -355,9 +355,9 @@ func TestCancelByIDAnyLiveTask(t *testing.T) {
 	nested, np := spawnProbe(t, root.ctx, o)
 	_, caller := spawnProbe(t, runCtx(t.Context(), "run-1"), o)
 	remote := remoteRecord(t, f, "task_0190d5f4c5a87000a000000000000001")
-	tool := ttTool(t, o, "cancel_task")
+	tool := toolNamed(t, o, "cancel_task")
 	call := func(ctx context.Context, name string) string {
-		return string(ttCall(t, ctx, tool, ttArgs(map[string]any{"target": map[string]string{"relation": "child", "name": name}}), nil))
+		return string(callTool(t, ctx, tool, toJSON(map[string]any{"target": map[string]string{"relation": "child", "name": name}}), nil))
 	}
 	run1 := runCtx(t.Context(), "run-1")
 	// By name, the task of run-0 is no child of run-1.

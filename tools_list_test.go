@@ -7,14 +7,14 @@ import (
 	"time"
 )
 
-// ttT0 is the creation time of the first record ttPut makes.
-var ttT0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+// listT0 is the creation time of the first record putRecord makes.
+var listT0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// ttPut commits a completed record of owner to s, created sec seconds after
-// ttT0, and returns its id.
-func ttPut(t *testing.T, s Store, owner, id string, sec int, opts ...func(*TaskMeta)) string {
+// putRecord commits a completed record of owner to s, created sec seconds after
+// listT0, and returns its id.
+func putRecord(t *testing.T, s Store, owner, id string, sec int, opts ...func(*TaskMeta)) string {
 	t.Helper()
-	at := ttT0.Add(time.Duration(sec) * time.Second)
+	at := listT0.Add(time.Duration(sec) * time.Second)
 	m := TaskMeta{ID: id, Owner: owner, Type: TypeTask, Status: StatusCompleted, CreatedAt: at, StartedAt: at, FinishedAt: at, Attempt: 1}
 	for _, o := range opts {
 		o(&m)
@@ -25,13 +25,13 @@ func ttPut(t *testing.T, s Store, owner, id string, sec int, opts ...func(*TaskM
 	return id
 }
 
-// ttPages calls list_tasks with args and then with each next_cursor, and
+// pagesOf calls list_tasks with args and then with each next_cursor, and
 // returns the ids of each page, each page's total, and the cursors given.
-func ttPages(t *testing.T, tool Tool, args map[string]any) (pages [][]string, totals []int, cursors []string) {
+func pagesOf(t *testing.T, tool Tool, args map[string]any) (pages [][]string, totals []int, cursors []string) {
 	t.Helper()
 	for range 100 {
-		var page ttList
-		ttCall(t, t.Context(), tool, ttArgs(args), &page)
+		var page listResult
+		callTool(t, t.Context(), tool, toJSON(args), &page)
 		var ids []string
 		for _, tk := range page.Tasks {
 			ids = append(ids, tk.TaskID)
@@ -53,19 +53,19 @@ func ttPages(t *testing.T, tool Tool, args map[string]any) (pages [][]string, to
 func TestListTasksPages(t *testing.T) {
 	s := NewMemoryStore()
 	m := newTestManager(t, WithStore(s))
-	ttPut(t, s, "thread-2", "task_0", 0)
-	a := ttPut(t, s, "thread-1", "task_a", 1)
-	c := ttPut(t, s, "thread-1", "task_c", 2) // c and b: same time, ordered by id
-	b := ttPut(t, s, "thread-1", "task_b", 2, func(m *TaskMeta) { m.Type = "report" })
-	ttPut(t, s, "thread-2", "task_bb", 2)
-	d := ttPut(t, s, "thread-1", "task_d", 3, func(m *TaskMeta) { m.Status, m.FinishedAt = StatusFailed, m.CreatedAt })
-	e := ttPut(t, s, "thread-1", "task_e", 4, func(m *TaskMeta) { m.Type = "report" })
-	f := ttPut(t, s, "thread-1", "task_f", 5)
-	g := ttPut(t, s, "thread-1", "task_g", 6, func(m *TaskMeta) { m.Status, m.FinishedAt = StatusFailed, m.CreatedAt })
-	ttPut(t, s, "thread-2", "task_z", 7)
-	list := ttTool(t, m.Owner("thread-1"), "list_tasks")
+	putRecord(t, s, "thread-2", "task_0", 0)
+	a := putRecord(t, s, "thread-1", "task_a", 1)
+	c := putRecord(t, s, "thread-1", "task_c", 2) // c and b: same time, ordered by id
+	b := putRecord(t, s, "thread-1", "task_b", 2, func(m *TaskMeta) { m.Type = "report" })
+	putRecord(t, s, "thread-2", "task_bb", 2)
+	d := putRecord(t, s, "thread-1", "task_d", 3, func(m *TaskMeta) { m.Status, m.FinishedAt = StatusFailed, m.CreatedAt })
+	e := putRecord(t, s, "thread-1", "task_e", 4, func(m *TaskMeta) { m.Type = "report" })
+	f := putRecord(t, s, "thread-1", "task_f", 5)
+	g := putRecord(t, s, "thread-1", "task_g", 6, func(m *TaskMeta) { m.Status, m.FinishedAt = StatusFailed, m.CreatedAt })
+	putRecord(t, s, "thread-2", "task_z", 7)
+	list := toolNamed(t, m.Owner("thread-1"), "list_tasks")
 	cur := func(sec int, id string) string {
-		return fmt.Sprintf("%016x", ttT0.Add(time.Duration(sec)*time.Second).UnixNano()) + fmt.Sprintf("%x", id)
+		return fmt.Sprintf("%016x", listT0.Add(time.Duration(sec)*time.Second).UnixNano()) + fmt.Sprintf("%x", id)
 	}
 	for _, tc := range []struct {
 		args    map[string]any
@@ -84,7 +84,7 @@ func TestListTasksPages(t *testing.T) {
 		{map[string]any{"cursor": cur(6, g)}, [][]string{nil}, 7, nil},
 		{map[string]any{"cursor": cur(-1, "task_a")}, [][]string{{a, b, c, d, e, f, g}}, 7, nil},
 	} {
-		pages, totals, cursors := ttPages(t, list, tc.args)
+		pages, totals, cursors := pagesOf(t, list, tc.args)
 		if fmt.Sprint(pages) != fmt.Sprint(tc.pages) || fmt.Sprint(cursors) != fmt.Sprint(tc.cursors) {
 			t.Errorf("list_tasks(%v): pages %v, cursors %v; want %v, %v", tc.args, pages, cursors, tc.pages, tc.cursors)
 		}
@@ -103,9 +103,9 @@ func TestListTasksDefaultLimit(t *testing.T) {
 	s := NewMemoryStore()
 	m := newTestManager(t, WithStore(s))
 	for i := range 230 {
-		ttPut(t, s, "thread-1", fmt.Sprintf("task_%03d", i), i)
+		putRecord(t, s, "thread-1", fmt.Sprintf("task_%03d", i), i)
 	}
-	list := ttTool(t, m.Owner("thread-1"), "list_tasks")
+	list := toolNamed(t, m.Owner("thread-1"), "list_tasks")
 	for _, tc := range []struct {
 		args  map[string]any
 		sizes string
@@ -114,7 +114,7 @@ func TestListTasksDefaultLimit(t *testing.T) {
 		{map[string]any{"limit": 200}, "[200 30]"},
 		{map[string]any{"limit": 2e2, "status": []string{"completed"}}, "[200 30]"},
 	} {
-		pages, totals, _ := ttPages(t, list, tc.args)
+		pages, totals, _ := pagesOf(t, list, tc.args)
 		var sizes []int
 		var ids []string
 		for _, p := range pages {
@@ -134,12 +134,12 @@ func TestListTasksCursorStable(t *testing.T) {
 	s := NewMemoryStore()
 	m := newTestManager(t, WithStore(s))
 	o := m.Owner("thread-1")
-	list := ttTool(t, o, "list_tasks")
-	a := ttPut(t, s, "thread-1", "task_a", 1)
-	b := ttPut(t, s, "thread-1", "task_b", 2)
-	c := ttPut(t, s, "thread-1", "task_c", 3)
-	var p1 ttList
-	ttCall(t, t.Context(), list, `{"limit":2}`, &p1)
+	list := toolNamed(t, o, "list_tasks")
+	a := putRecord(t, s, "thread-1", "task_a", 1)
+	b := putRecord(t, s, "thread-1", "task_b", 2)
+	c := putRecord(t, s, "thread-1", "task_c", 3)
+	var p1 listResult
+	callTool(t, t.Context(), list, `{"limit":2}`, &p1)
 	if len(p1.Tasks) != 2 || p1.Tasks[1].TaskID != b || p1.Total != 3 || p1.NextCursor == "" {
 		t.Fatalf("page 1: %+v", p1)
 	}
@@ -149,8 +149,8 @@ func TestListTasksCursorStable(t *testing.T) {
 		t.Fatal(err)
 	}
 	live, _ := spawnProbe(t, t.Context(), o)
-	var p2 ttList
-	ttCall(t, t.Context(), list, ttArgs(map[string]any{"limit": 2, "cursor": p1.NextCursor}), &p2)
+	var p2 listResult
+	callTool(t, t.Context(), list, toJSON(map[string]any{"limit": 2, "cursor": p1.NextCursor}), &p2)
 	if len(p2.Tasks) != 2 || p2.Tasks[0].TaskID != c || p2.Tasks[1].TaskID != live || p2.Total != 3 || p2.NextCursor != "" {
 		t.Fatalf("page 2 after %s: %+v; want %s, %s of 3 (%s gone)", p1.NextCursor, p2, c, live, a)
 	}
@@ -163,16 +163,16 @@ func TestListTasksCursorStable(t *testing.T) {
 func TestListTasksCursorOfAnotherOwner(t *testing.T) {
 	s := NewMemoryStore()
 	m := newTestManager(t, WithStore(s))
-	ttPut(t, s, "thread-2", "task_secret1", 1)
-	ttPut(t, s, "thread-2", "task_secret2", 2)
-	mine := ttPut(t, s, "thread-1", "task_mine", 3)
-	ttPut(t, s, "thread-2", "task_secret3", 4)
-	var theirs ttList
-	ttCall(t, t.Context(), ttTool(t, m.Owner("thread-2"), "list_tasks"), `{"limit":1}`, &theirs)
-	list := ttTool(t, m.Owner("thread-1"), "list_tasks")
-	for _, cursor := range []string{theirs.NextCursor, newListCursor(TaskMeta{ID: "task_secret3", CreatedAt: ttT0}).String()} {
-		var got ttList
-		res := ttCall(t, t.Context(), list, ttArgs(map[string]any{"cursor": cursor}), &got)
+	putRecord(t, s, "thread-2", "task_secret1", 1)
+	putRecord(t, s, "thread-2", "task_secret2", 2)
+	mine := putRecord(t, s, "thread-1", "task_mine", 3)
+	putRecord(t, s, "thread-2", "task_secret3", 4)
+	var theirs listResult
+	callTool(t, t.Context(), toolNamed(t, m.Owner("thread-2"), "list_tasks"), `{"limit":1}`, &theirs)
+	list := toolNamed(t, m.Owner("thread-1"), "list_tasks")
+	for _, cursor := range []string{theirs.NextCursor, newListCursor(TaskMeta{ID: "task_secret3", CreatedAt: listT0}).String()} {
+		var got listResult
+		res := callTool(t, t.Context(), list, toJSON(map[string]any{"cursor": cursor}), &got)
 		if len(got.Tasks) != 1 || got.Tasks[0].TaskID != mine || got.Total != 1 || got.NextCursor != "" || strings.Contains(string(res), "secret") {
 			t.Errorf("list_tasks(cursor %s) = %s; want only %s, total 1", cursor, res, mine)
 		}
@@ -196,14 +196,14 @@ func TestListTasksEntryCaps(t *testing.T) {
 	} {
 		owner := fmt.Sprintf("thread-%d", i)
 		o := m.Owner(owner)
-		id := ttPut(t, s, owner, fmt.Sprintf("task_%d", i), 1, func(m *TaskMeta) { m.Description, m.Type = tc.desc, tc.typ })
-		var list ttList
-		ttCall(t, t.Context(), ttTool(t, o, "list_tasks"), `{}`, &list)
+		id := putRecord(t, s, owner, fmt.Sprintf("task_%d", i), 1, func(m *TaskMeta) { m.Description, m.Type = tc.desc, tc.typ })
+		var list listResult
+		callTool(t, t.Context(), toolNamed(t, o, "list_tasks"), `{}`, &list)
 		if got := list.Tasks[0]; got.Description != tc.wantDesc || got.TaskType != tc.wantTyp {
 			t.Errorf("list_tasks shows %q, %q; want %q, %q", got.Description, got.TaskType, tc.wantDesc, tc.wantTyp)
 		}
-		var full ttGet
-		ttCall(t, t.Context(), ttTool(t, o, "get_task"), ttArgs(map[string]string{"task_id": id}), &full)
+		var full getResult
+		callTool(t, t.Context(), toolNamed(t, o, "get_task"), toJSON(map[string]string{"task_id": id}), &full)
 		if full.Task.Description != tc.desc || full.Task.TaskType != tc.typ {
 			t.Errorf("get_task shows %q, %q; want them whole", full.Task.Description, full.Task.TaskType)
 		}

@@ -17,55 +17,55 @@ import (
 // checks one subschema at a time; a failure names the tool, the rule and
 // the path ("#/properties/target/properties/name").
 
-// ttNode is one subschema met by ttWalk.
-type ttNode struct {
+// schemaNode is one subschema met by walkSchema.
+type schemaNode struct {
 	path  string
 	root  bool
 	depth int // objects enclosing it, itself included
 	s     map[string]any
 }
 
-// ttRule is one rule of a provider: check returns what is wrong with the
+// schemaRule is one rule of a provider: check returns what is wrong with the
 // node, or "" when it follows the rule.
-type ttRule struct {
+type schemaRule struct {
 	name  string
-	check func(n ttNode) string
+	check func(n schemaNode) string
 }
 
-// ttWalk calls f on the schema and each of its subschemas (properties,
+// walkSchema calls f on the schema and each of its subschemas (properties,
 // items, anyOf, $defs), in a fixed order.
-func ttWalk(s map[string]any, path string, depth int, f func(ttNode)) {
+func walkSchema(s map[string]any, path string, depth int, f func(schemaNode)) {
 	if s["properties"] != nil || s["type"] == "object" || s["type"] == "OBJECT" {
 		depth++
 	}
-	f(ttNode{path: path, root: path == "#", depth: depth, s: s})
+	f(schemaNode{path: path, root: path == "#", depth: depth, s: s})
 	for _, key := range []string{"properties", "$defs"} {
 		sub, _ := s[key].(map[string]any)
 		for _, name := range slices.Sorted(maps.Keys(sub)) {
 			if c, ok := sub[name].(map[string]any); ok {
-				ttWalk(c, path+"/"+key+"/"+name, depth, f)
+				walkSchema(c, path+"/"+key+"/"+name, depth, f)
 			}
 		}
 	}
 	if c, ok := s["items"].(map[string]any); ok {
-		ttWalk(c, path+"/items", depth, f)
+		walkSchema(c, path+"/items", depth, f)
 	}
 	alts, _ := s["anyOf"].([]any)
 	for i, a := range alts {
 		if c, ok := a.(map[string]any); ok {
-			ttWalk(c, fmt.Sprintf("%s/anyOf/%d", path, i), depth, f)
+			walkSchema(c, fmt.Sprintf("%s/anyOf/%d", path, i), depth, f)
 		}
 	}
 }
 
-// ttCheckRules walks schema and reports every node that breaks a rule.
-func ttCheckRules(t *testing.T, tool string, schema json.RawMessage, rules []ttRule) {
+// checkRules walks schema and reports every node that breaks a rule.
+func checkRules(t *testing.T, tool string, schema json.RawMessage, rules []schemaRule) {
 	t.Helper()
 	var s map[string]any
 	if err := json.Unmarshal(schema, &s); err != nil {
 		t.Fatalf("%s: schema: %v", tool, err)
 	}
-	ttWalk(s, "#", 0, func(n ttNode) {
+	walkSchema(s, "#", 0, func(n schemaNode) {
 		for _, r := range rules {
 			if msg := r.check(n); msg != "" {
 				t.Errorf("%s: %s: rule %q: %s", tool, n.path, r.name, msg)
@@ -74,8 +74,8 @@ func ttCheckRules(t *testing.T, tool string, schema json.RawMessage, rules []ttR
 	})
 }
 
-// ttKeywords returns the node's keywords that are not in allowed.
-func ttKeywords(n ttNode, allowed ...string) string {
+// nodeKeywords returns the node's keywords that are not in allowed.
+func nodeKeywords(n schemaNode, allowed ...string) string {
 	var bad []string
 	for _, k := range slices.Sorted(maps.Keys(n.s)) {
 		if !slices.Contains(allowed, k) {
@@ -88,8 +88,8 @@ func ttKeywords(n ttNode, allowed ...string) string {
 	return "has " + strings.Join(bad, ", ")
 }
 
-// ttTypes returns the node's type names: one, or a list.
-func ttTypes(n ttNode) []string {
+// nodeTypes returns the node's type names: one, or a list.
+func nodeTypes(n schemaNode) []string {
 	switch typ := n.s["type"].(type) {
 	case string:
 		return []string{typ}
@@ -104,21 +104,21 @@ func ttTypes(n ttNode) []string {
 	return nil
 }
 
-func ttIsObject(n ttNode) bool {
-	return slices.Contains(ttTypes(n), "object") || n.s["properties"] != nil
+func isObjectNode(n schemaNode) bool {
+	return slices.Contains(nodeTypes(n), "object") || n.s["properties"] != nil
 }
 
-// ttPropertyNames returns the node's property names, sorted.
-func ttPropertyNames(n ttNode) []string {
+// nodePropertyNames returns the node's property names, sorted.
+func nodePropertyNames(n schemaNode) []string {
 	props, _ := n.s["properties"].(map[string]any)
 	return slices.Sorted(maps.Keys(props))
 }
 
-// ttStringSize is the size OpenAI counts against its limit: property
+// stringSize is the size OpenAI counts against its limit: property
 // names, enum values and const values.
-func ttStringSize(n ttNode) int {
+func stringSize(n schemaNode) int {
 	size := 0
-	for _, name := range ttPropertyNames(n) {
+	for _, name := range nodePropertyNames(n) {
 		size += len(name)
 	}
 	enum, _ := n.s["enum"].([]any)
@@ -130,10 +130,10 @@ func ttStringSize(n ttNode) int {
 	return size
 }
 
-// ttOpenAIStrict are the rules of OpenAI's strict mode ("strict": true on a
+// openAIStrictRules are the rules of OpenAI's strict mode ("strict": true on a
 // function tool; Structured Outputs' supported schemas).
-var ttOpenAIStrict = []ttRule{
-	{"the root is an object, not anyOf", func(n ttNode) string {
+var openAIStrictRules = []schemaRule{
+	{"the root is an object, not anyOf", func(n schemaNode) string {
 		if n.root && (n.s["type"] != "object" || n.s["anyOf"] != nil) {
 			return fmt.Sprintf("type %v, anyOf %v", n.s["type"], n.s["anyOf"] != nil)
 		}
@@ -144,18 +144,18 @@ var ttOpenAIStrict = []ttRule{
 	// patternProperties, unevaluatedProperties, propertyNames,
 	// minProperties, maxProperties; for arrays unevaluatedItems, contains,
 	// minContains, maxContains, uniqueItems.
-	{"only keywords of the strict subset", func(n ttNode) string {
-		return ttKeywords(n, "type", "description", "title", "properties", "required", "additionalProperties",
+	{"only keywords of the strict subset", func(n schemaNode) string {
+		return nodeKeywords(n, "type", "description", "title", "properties", "required", "additionalProperties",
 			"items", "enum", "const", "anyOf", "$ref", "$defs", "pattern", "format",
 			"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems")
 	}},
-	{"additionalProperties is false on every object", func(n ttNode) string {
-		if ttIsObject(n) && n.s["additionalProperties"] != false {
+	{"additionalProperties is false on every object", func(n schemaNode) string {
+		if isObjectNode(n) && n.s["additionalProperties"] != false {
 			return fmt.Sprintf("additionalProperties %v", n.s["additionalProperties"])
 		}
 		return ""
 	}},
-	{"every property is required (an optional one is nullable)", func(n ttNode) string {
+	{"every property is required (an optional one is nullable)", func(n schemaNode) string {
 		var required []string
 		req, _ := n.s["required"].([]any)
 		for _, r := range req {
@@ -163,13 +163,13 @@ var ttOpenAIStrict = []ttRule{
 			required = append(required, s)
 		}
 		slices.Sort(required)
-		if props := ttPropertyNames(n); ttIsObject(n) && !slices.Equal(props, required) {
+		if props := nodePropertyNames(n); isObjectNode(n) && !slices.Equal(props, required) {
 			return fmt.Sprintf("properties %v, required %v", props, required)
 		}
 		return ""
 	}},
-	{"a type is one JSON type, or one and null", func(n ttNode) string {
-		types := ttTypes(n)
+	{"a type is one JSON type, or one and null", func(n schemaNode) string {
+		types := nodeTypes(n)
 		valid := []string{"string", "number", "integer", "boolean", "object", "array", "null"}
 		switch {
 		case n.s["type"] == nil && n.s["anyOf"] == nil && n.s["enum"] == nil && n.s["const"] == nil && n.s["$ref"] == nil:
@@ -181,7 +181,7 @@ var ttOpenAIStrict = []ttRule{
 		}
 		return ""
 	}},
-	{"a format is one of the supported ones", func(n ttNode) string {
+	{"a format is one of the supported ones", func(n schemaNode) string {
 		if f, ok := n.s["format"]; ok && !slices.Contains([]any{"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}, f) {
 			return fmt.Sprintf("format %v", f)
 		}
@@ -189,22 +189,22 @@ var ttOpenAIStrict = []ttRule{
 	}},
 	// The limits as first published, below the current ones (10 levels,
 	// 5000 properties, 1000 enum values, 120,000 characters).
-	{"at most 5 levels of nested objects", func(n ttNode) string {
+	{"at most 5 levels of nested objects", func(n schemaNode) string {
 		if n.depth > 5 {
 			return fmt.Sprintf("level %d", n.depth)
 		}
 		return ""
 	}},
-	{"at most 100 properties and 500 enum values, 15,000 characters of names and values", func(n ttNode) string {
+	{"at most 100 properties and 500 enum values, 15,000 characters of names and values", func(n schemaNode) string {
 		if !n.root {
 			return ""
 		}
 		props, enums, size := 0, 0, 0
-		ttWalk(n.s, "#", 0, func(c ttNode) {
-			props += len(ttPropertyNames(c))
+		walkSchema(n.s, "#", 0, func(c schemaNode) {
+			props += len(nodePropertyNames(c))
 			enum, _ := c.s["enum"].([]any)
 			enums += len(enum)
-			size += ttStringSize(c)
+			size += stringSize(c)
 		})
 		if props > 100 || enums > 500 || size > 15_000 {
 			return fmt.Sprintf("%d properties, %d enum values, %d characters", props, enums, size)
@@ -213,70 +213,70 @@ var ttOpenAIStrict = []ttRule{
 	}},
 }
 
-// ttAnthropic are the rules of Anthropic's tool input_schema.
-var ttAnthropic = []ttRule{
-	{"input_schema is an object schema", func(n ttNode) string {
+// anthropic are the rules of Anthropic's tool input_schema.
+var anthropicRules = []schemaRule{
+	{"input_schema is an object schema", func(n schemaNode) string {
 		if n.root && n.s["type"] != "object" {
 			return fmt.Sprintf("type %v", n.s["type"])
 		}
 		return ""
 	}},
-	{"no oneOf, allOf or anyOf at the top level", func(n ttNode) string {
+	{"no oneOf, allOf or anyOf at the top level", func(n schemaNode) string {
 		if n.root {
-			return ttKeywordsPresent(n, "oneOf", "allOf", "anyOf")
+			return keywordsPresent(n, "oneOf", "allOf", "anyOf")
 		}
 		return ""
 	}},
-	{"property keys match ^[a-zA-Z0-9_.-]{1,64}$", func(n ttNode) string {
-		for _, name := range ttPropertyNames(n) {
-			if !ttAnthropicKey.MatchString(name) {
+	{"property keys match ^[a-zA-Z0-9_.-]{1,64}$", func(n schemaNode) string {
+		for _, name := range nodePropertyNames(n) {
+			if !anthropicKey.MatchString(name) {
 				return fmt.Sprintf("key %q", name)
 			}
 		}
 		return ""
 	}},
-	// And it is JSON Schema draft 2020-12: ttCompile checks the schema
+	// And it is JSON Schema draft 2020-12: compileSchema checks the schema
 	// against the meta-schema.
 
 	// With strict tool use ("strict": true on the tool):
-	{"strict: only supported keywords", func(n ttNode) string {
-		return ttKeywords(n, "$ref", "$defs", "type", "anyOf", "oneOf", "allOf", "description", "title",
+	{"strict: only supported keywords", func(n schemaNode) string {
+		return nodeKeywords(n, "$ref", "$defs", "type", "anyOf", "oneOf", "allOf", "description", "title",
 			"enum", "const", "properties", "additionalProperties", "required", "items", "minItems", "format", "pattern")
 	}},
-	{"strict: additionalProperties is false on every object", func(n ttNode) string {
-		if ttIsObject(n) && n.s["additionalProperties"] != false {
+	{"strict: additionalProperties is false on every object", func(n schemaNode) string {
+		if isObjectNode(n) && n.s["additionalProperties"] != false {
 			return fmt.Sprintf("additionalProperties %v", n.s["additionalProperties"])
 		}
 		return ""
 	}},
-	{"strict: minItems is 0 or 1", func(n ttNode) string {
+	{"strict: minItems is 0 or 1", func(n schemaNode) string {
 		if v, ok := n.s["minItems"]; ok && v != 0.0 && v != 1.0 {
 			return fmt.Sprintf("minItems %v", v)
 		}
 		return ""
 	}},
-	{"strict: a format is one of the supported ones", func(n ttNode) string {
+	{"strict: a format is one of the supported ones", func(n schemaNode) string {
 		if f, ok := n.s["format"]; ok && !slices.Contains([]any{"date-time", "time", "date", "duration", "email", "hostname", "uri", "ipv4", "ipv6", "uuid"}, f) {
 			return fmt.Sprintf("format %v", f)
 		}
 		return ""
 	}},
-	{"strict: a pattern has no lookaround, backreference or word boundary", func(n ttNode) string {
-		if p, ok := n.s["pattern"].(string); ok && ttUnsupportedRegexp.MatchString(p) {
+	{"strict: a pattern has no lookaround, backreference or word boundary", func(n schemaNode) string {
+		if p, ok := n.s["pattern"].(string); ok && unsupportedRegexp.MatchString(p) {
 			return fmt.Sprintf("pattern %q", p)
 		}
 		return ""
 	}},
 }
 
-// ttUnsupportedRegexp finds what Anthropic's strict mode refuses in a
+// unsupportedRegexp finds what Anthropic's strict mode refuses in a
 // pattern: (?= (?! (?<= (?<! \1 \b \B.
-var ttUnsupportedRegexp = regexp.MustCompile(`\(\?<?[=!]|\\[1-9bB]`)
+var unsupportedRegexp = regexp.MustCompile(`\(\?<?[=!]|\\[1-9bB]`)
 
-var ttAnthropicKey = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+var anthropicKey = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
 
-// ttKeywordsPresent returns which of keys the node has.
-func ttKeywordsPresent(n ttNode, keys ...string) string {
+// keywordsPresent returns which of keys the node has.
+func keywordsPresent(n schemaNode, keys ...string) string {
 	var has []string
 	for _, k := range keys {
 		if _, ok := n.s[k]; ok {
@@ -289,33 +289,33 @@ func ttKeywordsPresent(n ttNode, keys ...string) string {
 	return "has " + strings.Join(has, ", ")
 }
 
-// ttGemini are the rules of a Gemini function declaration's "parameters":
+// gemini are the rules of a Gemini function declaration's "parameters":
 // its subset of the OpenAPI 3.0 schema object.
-var ttGemini = []ttRule{
-	{"only fields of Gemini's Schema", func(n ttNode) string {
-		return ttKeywords(n, "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems",
+var geminiRules = []schemaRule{
+	{"only fields of Gemini's Schema", func(n schemaNode) string {
+		return nodeKeywords(n, "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems",
 			"properties", "required", "minProperties", "maxProperties", "minLength", "maxLength", "pattern",
 			"example", "anyOf", "propertyOrdering", "default", "items", "minimum", "maximum")
 	}},
-	{"type is one of STRING, NUMBER, INTEGER, BOOLEAN, ARRAY, OBJECT", func(n ttNode) string {
+	{"type is one of STRING, NUMBER, INTEGER, BOOLEAN, ARRAY, OBJECT", func(n schemaNode) string {
 		if !slices.Contains([]any{"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT"}, n.s["type"]) {
 			return fmt.Sprintf("type %v", n.s["type"])
 		}
 		return ""
 	}},
-	{"the parameters are an OBJECT", func(n ttNode) string {
+	{"the parameters are an OBJECT", func(n schemaNode) string {
 		if n.root && n.s["type"] != "OBJECT" {
 			return fmt.Sprintf("type %v", n.s["type"])
 		}
 		return ""
 	}},
-	{"nullable is true or absent", func(n ttNode) string {
+	{"nullable is true or absent", func(n schemaNode) string {
 		if v, ok := n.s["nullable"]; ok && v != true {
 			return fmt.Sprintf("nullable %v", v)
 		}
 		return ""
 	}},
-	{"enum lists strings of a STRING", func(n ttNode) string {
+	{"enum lists strings of a STRING", func(n schemaNode) string {
 		enum, ok := n.s["enum"].([]any)
 		if !ok {
 			return ""
@@ -330,13 +330,13 @@ var ttGemini = []ttRule{
 		}
 		return ""
 	}},
-	{"an ARRAY has items", func(n ttNode) string {
+	{"an ARRAY has items", func(n schemaNode) string {
 		if n.s["type"] == "ARRAY" && n.s["items"] == nil {
 			return "no items"
 		}
 		return ""
 	}},
-	{"required names properties", func(n ttNode) string {
+	{"required names properties", func(n schemaNode) string {
 		req, _ := n.s["required"].([]any)
 		props, _ := n.s["properties"].(map[string]any)
 		for _, r := range req {
@@ -348,44 +348,44 @@ var ttGemini = []ttRule{
 	}},
 }
 
-// ttFunctionNames are the providers' rules for a tool's name.
-var ttFunctionNames = map[string]*regexp.Regexp{
+// functionNames are the providers' rules for a tool's name.
+var functionNames = map[string]*regexp.Regexp{
 	"OpenAI":    regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`),
 	"Anthropic": regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`),
 	"Gemini":    regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$`),
 }
 
-// ttProviderTools are the tools the rules are checked on: the defaults,
+// providerTools are the tools the rules are checked on: the defaults,
 // and wait_task with the smallest limit.
-func ttProviderTools(t *testing.T) []Tool {
+func providerTools(t *testing.T) []Tool {
 	m := newTestManager(t)
 	tools := m.Owner("thread-1").Tools()
-	return append(tools, ttTool(t, m.Owner("thread-1"), "wait_task", WithWaitLimit(time.Second)))
+	return append(tools, toolNamed(t, m.Owner("thread-1"), "wait_task", WithWaitLimit(time.Second)))
 }
 
-func ttCheckName(t *testing.T, provider, name string) {
+func checkToolName(t *testing.T, provider, name string) {
 	t.Helper()
-	if !ttFunctionNames[provider].MatchString(name) {
-		t.Errorf("%s: rule %q: name %q", name, provider+" function name "+ttFunctionNames[provider].String(), name)
+	if !functionNames[provider].MatchString(name) {
+		t.Errorf("%s: rule %q: name %q", name, provider+" function name "+functionNames[provider].String(), name)
 	}
 }
 
 // TestToolSchemasOpenAIStrict: every tool's Schema is accepted as it is
 // by OpenAI's strict mode.
 func TestToolSchemasOpenAIStrict(t *testing.T) {
-	for _, tool := range ttProviderTools(t) {
-		ttCheckName(t, "OpenAI", tool.Name)
-		ttCheckRules(t, tool.Name, tool.Schema, ttOpenAIStrict)
+	for _, tool := range providerTools(t) {
+		checkToolName(t, "OpenAI", tool.Name)
+		checkRules(t, tool.Name, tool.Schema, openAIStrictRules)
 	}
 }
 
 // TestToolSchemasAnthropic: every tool's Schema is accepted as it is as
 // Anthropic's input_schema, with strict tool use too.
 func TestToolSchemasAnthropic(t *testing.T) {
-	for _, tool := range ttProviderTools(t) {
-		ttCheckName(t, "Anthropic", tool.Name)
-		ttCompile(t, tool) // JSON Schema 2020-12
-		ttCheckRules(t, tool.Name, tool.Schema, ttAnthropic)
+	for _, tool := range providerTools(t) {
+		checkToolName(t, "Anthropic", tool.Name)
+		compileSchema(t, tool) // JSON Schema 2020-12
+		checkRules(t, tool.Name, tool.Schema, anthropicRules)
 	}
 }
 
@@ -393,13 +393,13 @@ func TestToolSchemasAnthropic(t *testing.T) {
 // Gemini function declaration's parameters, and says what Schema says but
 // additionalProperties.
 func TestToolSchemasGemini(t *testing.T) {
-	for _, tool := range ttProviderTools(t) {
-		ttCheckName(t, "Gemini", tool.Name)
+	for _, tool := range providerTools(t) {
+		checkToolName(t, "Gemini", tool.Name)
 		params, err := tool.GeminiParameters()
 		if err != nil {
 			t.Fatalf("%s: GeminiParameters: %v", tool.Name, err)
 		}
-		ttCheckRules(t, tool.Name, params, ttGemini)
+		checkRules(t, tool.Name, params, geminiRules)
 
 		var back, want map[string]any
 		if err := json.Unmarshal(params, &back); err != nil {
@@ -408,7 +408,7 @@ func TestToolSchemasGemini(t *testing.T) {
 		if err := json.Unmarshal(tool.Schema, &want); err != nil {
 			t.Fatalf("%s: %v", tool.Name, err)
 		}
-		ttWalk(back, "#", 0, func(n ttNode) { // back to JSON Schema
+		walkSchema(back, "#", 0, func(n schemaNode) { // back to JSON Schema
 			typ := strings.ToLower(n.s["type"].(string))
 			n.s["type"] = any(typ)
 			if n.s["nullable"] == true {

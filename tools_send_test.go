@@ -10,18 +10,18 @@ import (
 	"testing"
 )
 
-func ttSend(t testing.TB, ctx context.Context, tool Tool, to map[string]string, msg, replyTo string) sendReceipt {
+func sendVia(t testing.TB, ctx context.Context, tool Tool, to map[string]string, msg, replyTo string) sendReceipt {
 	t.Helper()
 	args := map[string]any{"to": to, "message": msg}
 	if replyTo != "" {
 		args["in_reply_to"] = replyTo
 	}
 	var r sendReceipt
-	ttCall(t, ctx, tool, ttArgs(args), &r)
+	callTool(t, ctx, tool, toJSON(args), &r)
 	return r
 }
 
-func ttChild(name string) map[string]string {
+func childTarget(name string) map[string]string {
 	return map[string]string{"relation": "child", "name": name}
 }
 
@@ -40,7 +40,7 @@ func TestSendMessageToChild(t *testing.T) {
 				target = id
 			}
 			ctx := WithToolCall(t.Context(), ToolCall{RunID: "run-1", AgentID: "parent"})
-			r := ttSend(t, ctx, ttTool(t, o, "send_message"), ttChild(target), "hi", "")
+			r := sendVia(t, ctx, toolNamed(t, o, "send_message"), childTarget(target), "hi", "")
 			if r.Status != "delivered" || !strings.HasPrefix(r.MessageID, "msg_") || r.Error != "" {
 				t.Fatalf("send_message = %+v", r)
 			}
@@ -50,8 +50,8 @@ func TestSendMessageToChild(t *testing.T) {
 				t.Fatalf("sub-agent got %+v", evs)
 			}
 			waitTask(t, o, id)
-			var g ttGet
-			ttCall(t, t.Context(), ttTool(t, o, "get_task"), `{"task_id":"`+id+`"}`, &g)
+			var g getResult
+			callTool(t, t.Context(), toolNamed(t, o, "get_task"), `{"task_id":"`+id+`"}`, &g)
 			if len(g.Messages) != 1 || g.Messages[0].ID != r.MessageID || g.Messages[0].Direction != MessageIn ||
 				g.Messages[0].From != "parent" || g.Messages[0].Content != "hi" || g.Messages[0].At.IsZero() {
 				t.Fatalf("messages %+v", g.Messages)
@@ -83,7 +83,7 @@ func TestSendMessageNotFound(t *testing.T) {
 		{"thread-1", ended},
 	}
 	for _, tc := range cases {
-		r := ttSend(t, t.Context(), ttTool(t, m.Owner(tc.owner), "send_message"), ttChild(tc.target), "hi", "")
+		r := sendVia(t, t.Context(), toolNamed(t, m.Owner(tc.owner), "send_message"), childTarget(tc.target), "hi", "")
 		if r != (sendReceipt{Status: "failed", Error: "recipient_not_found"}) {
 			t.Errorf("%s → %s: %+v", tc.owner, tc.target, r)
 		}
@@ -105,11 +105,11 @@ func TestSendMessagePlainTask(t *testing.T) {
 	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	_, p := spawnProbe(t, t.Context(), o, WithName("plain"))
-	tool := ttTool(t, o, "send_message")
-	if r := ttSend(t, t.Context(), tool, ttChild("plain"), "hi", ""); r != (sendReceipt{Status: "failed", Error: "recipient_unavailable"}) {
+	tool := toolNamed(t, o, "send_message")
+	if r := sendVia(t, t.Context(), tool, childTarget("plain"), "hi", ""); r != (sendReceipt{Status: "failed", Error: "recipient_unavailable"}) {
 		t.Fatalf("message to a plain task: %+v", r)
 	}
-	if r := ttSend(t, t.Context(), tool, ttChild("plain"), "yes", "input_nope"); r != (sendReceipt{Status: "failed", Error: "no_input_request"}) {
+	if r := sendVia(t, t.Context(), tool, childTarget("plain"), "yes", "input_nope"); r != (sendReceipt{Status: "failed", Error: "no_input_request"}) {
 		t.Fatalf("answer without a request: %+v", r)
 	}
 	if err := p.ctxErr(t); err != nil {
@@ -127,7 +127,7 @@ func TestSendMessageToParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No task in ctx, only a run.
-	if r := ttSend(t, runCtx(t.Context(), "run-1"), ttTool(t, o, "send_message"), parentRel, "hello?", ""); r != (sendReceipt{Status: "failed", Error: "recipient_unavailable"}) {
+	if r := sendVia(t, runCtx(t.Context(), "run-1"), toolNamed(t, o, "send_message"), parentRel, "hello?", ""); r != (sendReceipt{Status: "failed", Error: "recipient_unavailable"}) {
 		t.Fatalf("parent without a task: %+v", r)
 	}
 	// A silent sub-agent still reaches its owner with a message.
@@ -191,17 +191,17 @@ func TestSendMessageAnswersInputRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	var w waitResult
-	ttCall(t, t.Context(), ttTool(t, o, "wait_task"), `{"task_id":"`+id+`"}`, &w)
+	callTool(t, t.Context(), toolNamed(t, o, "wait_task"), `{"task_id":"`+id+`"}`, &w)
 	if w.TimedOut || w.Task.Status != StatusAwaitingInput || w.Task.InputRequest == nil || w.Task.InputRequest.Prompt != "Deploy to production?" {
 		t.Fatalf("wait_task = %+v", w)
 	}
 	req := w.Task.InputRequest.ID
-	tool := ttTool(t, o, "send_message")
-	if r := ttSend(t, t.Context(), tool, ttChild("deployer"), "yes", "input_wrong"); r != (sendReceipt{Status: "failed", Error: "no_input_request"}) {
+	tool := toolNamed(t, o, "send_message")
+	if r := sendVia(t, t.Context(), tool, childTarget("deployer"), "yes", "input_wrong"); r != (sendReceipt{Status: "failed", Error: "no_input_request"}) {
 		t.Fatalf("wrong in_reply_to: %+v", r)
 	}
 	ctx := WithToolCall(t.Context(), ToolCall{AgentID: "ops"})
-	r := ttSend(t, ctx, tool, ttChild("deployer"), "yes", req)
+	r := sendVia(t, ctx, tool, childTarget("deployer"), "yes", req)
 	if r.Status != "delivered" {
 		t.Fatalf("answer: %+v", r)
 	}
@@ -211,13 +211,13 @@ func TestSendMessageAnswersInputRequest(t *testing.T) {
 	if got := getTask(t, o, id); got.Status != StatusRunning || got.Input != nil {
 		t.Fatalf("after the answer: %s %+v", got.Status, got.Input)
 	}
-	if r := ttSend(t, ctx, tool, ttChild("deployer"), "yes again", req); r != (sendReceipt{Status: "failed", Error: "no_input_request"}) {
+	if r := sendVia(t, ctx, tool, childTarget("deployer"), "yes again", req); r != (sendReceipt{Status: "failed", Error: "no_input_request"}) {
 		t.Fatalf("second answer: %+v", r)
 	}
 	close(release)
 	waitTask(t, o, id)
-	var g ttGet
-	ttCall(t, t.Context(), ttTool(t, o, "get_task"), `{"task_id":"`+id+`"}`, &g)
+	var g getResult
+	callTool(t, t.Context(), toolNamed(t, o, "get_task"), `{"task_id":"`+id+`"}`, &g)
 	if len(g.Messages) != 1 || g.Messages[0].ID != r.MessageID || g.Messages[0].InReplyTo != req || g.Task.InputRequest != nil || !jsonEqual(g.Task.Result, `"yes"`) {
 		t.Fatalf("get_task %+v", g)
 	}
@@ -229,7 +229,7 @@ func TestSendMessageConcurrentSubAgents(t *testing.T) {
 	const n = 50
 	m := newTestManager(t)
 	o := m.Owner("thread-1")
-	tool := ttTool(t, o, "send_message")
+	tool := toolNamed(t, o, "send_message")
 	names := []string{"alpha", "beta"}
 	gots := make([]<-chan []Event, len(names))
 	ids := make([]string, len(names))
@@ -240,7 +240,7 @@ func TestSendMessageConcurrentSubAgents(t *testing.T) {
 	for _, name := range names {
 		wg.Go(func() {
 			for i := range n {
-				args := ttArgs(map[string]any{"to": ttChild(name), "message": fmt.Sprintf("%s %d", name, i)})
+				args := toJSON(map[string]any{"to": childTarget(name), "message": fmt.Sprintf("%s %d", name, i)})
 				if res, err := tool.Call(t.Context(), json.RawMessage(args)); err != nil || !strings.Contains(string(res), `"status":"delivered"`) {
 					t.Errorf("%s %d: %s, %v", name, i, res, err)
 					return
@@ -271,7 +271,7 @@ func TestSendMessageAfterShutdown(t *testing.T) {
 	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	shutdownManager(t, m)
-	err := ttCallErr(t, t.Context(), ttTool(t, o, "send_message"), `{"to":{"relation":"child","name":"x"},"message":"hi"}`)
+	err := callToolErr(t, t.Context(), toolNamed(t, o, "send_message"), `{"to":{"relation":"child","name":"x"},"message":"hi"}`)
 	if !errors.Is(err, ErrClosed) {
 		t.Fatalf("send_message after Shutdown: %v", err)
 	}

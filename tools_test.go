@@ -4,80 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"reflect"
 	"strings"
 	"testing"
 )
-
-// ttTool returns the owner's tool called name.
-func ttTool(t testing.TB, o Owner, name string, opts ...ToolOption) Tool {
-	t.Helper()
-	for _, tool := range o.Tools(opts...) {
-		if tool.Name == name {
-			return tool
-		}
-	}
-	t.Fatalf("no tool %q", name)
-	return Tool{}
-}
-
-// ttCall calls a tool that must succeed and decodes its result into out.
-func ttCall(t testing.TB, ctx context.Context, tool Tool, args string, out any) json.RawMessage {
-	t.Helper()
-	res, err := tool.Call(ctx, json.RawMessage(args))
-	if err != nil {
-		t.Fatalf("%s(%s): %v", tool.Name, args, err)
-	}
-	if !json.Valid(res) {
-		t.Fatalf("%s(%s) = %s: not JSON", tool.Name, args, res)
-	}
-	if out != nil {
-		dec := json.NewDecoder(strings.NewReader(string(res)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(out); err != nil {
-			t.Fatalf("%s(%s) = %s: %v", tool.Name, args, res, err)
-		}
-	}
-	return res
-}
-
-// ttCallErr calls a tool that must fail and returns its error.
-func ttCallErr(t testing.TB, ctx context.Context, tool Tool, args string) error {
-	t.Helper()
-	res, err := tool.Call(ctx, json.RawMessage(args))
-	if err == nil {
-		t.Fatalf("%s(%s) = %s, want an error", tool.Name, args, res)
-	}
-	if res != nil {
-		t.Fatalf("%s(%s) returned %s with error %v", tool.Name, args, res, err)
-	}
-	return err
-}
-
-type ttList struct {
-	Tasks      []toolTask `json:"tasks"`
-	Total      int        `json:"total"`
-	NextCursor string     `json:"next_cursor"`
-}
-
-type ttGet struct {
-	Task     toolTask        `json:"task"`
-	Messages []MessageRecord `json:"messages"`
-}
-
-// jsonEqual reports whether raw and want encode the same value.
-func jsonEqual(raw json.RawMessage, want string) bool {
-	var a, b any
-	return json.Unmarshal(raw, &a) == nil && json.Unmarshal([]byte(want), &b) == nil && reflect.DeepEqual(a, b)
-}
-
-func ttArgs(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}
 
 // runCtx is the context of a tool call in run run of agent "agent-1".
 func runCtx(ctx context.Context, run string) context.Context {
@@ -137,7 +66,7 @@ func TestWaitLimitInSchema(t *testing.T) {
 		{[]ToolOption{WithWaitLimit(10_500_000_000)}, `"description":"How long to wait at most, in seconds, from 1 to 10; null for the default, 10."`},
 		{[]ToolOption{WithWaitLimit(1 << 62)}, `from 1 to 300;`},
 	} {
-		if s := string(ttTool(t, m.Owner("o"), "wait_task", tc.opts...).Schema); !strings.Contains(s, tc.want) {
+		if s := string(toolNamed(t, m.Owner("o"), "wait_task", tc.opts...).Schema); !strings.Contains(s, tc.want) {
 			t.Errorf("schema %s, want %s", s, tc.want)
 		}
 	}
@@ -147,7 +76,7 @@ func TestWaitLimitInSchema(t *testing.T) {
 
 func TestListTasksEmpty(t *testing.T) {
 	m := newTestManager(t)
-	res := ttCall(t, t.Context(), ttTool(t, m.Owner("thread-1"), "list_tasks"), `{}`, nil)
+	res := callTool(t, t.Context(), toolNamed(t, m.Owner("thread-1"), "list_tasks"), `{}`, nil)
 	if string(res) != `{"tasks":[],"total":0}` {
 		t.Fatalf("list_tasks = %s", res)
 	}
@@ -163,10 +92,10 @@ func TestListTasksRunningAndCompleted(t *testing.T) {
 	}
 	waitTask(t, o, done)
 	other, _ := spawnProbe(t, t.Context(), m.Owner("thread-2"))
-	list := ttTool(t, o, "list_tasks")
+	list := toolNamed(t, o, "list_tasks")
 
-	var all ttList
-	ttCall(t, t.Context(), list, `{}`, &all)
+	var all listResult
+	callTool(t, t.Context(), list, `{}`, &all)
 	if all.Total != 2 || len(all.Tasks) != 2 || all.NextCursor != "" {
 		t.Fatalf("list_tasks: %+v", all)
 	}
@@ -195,8 +124,8 @@ func TestListTasksRunningAndCompleted(t *testing.T) {
 		{`{"status":null,"type":null,"limit":null,"cursor":null}`, []string{running, done}},
 		{`{"status":["failed"],"status":["completed"]}`, []string{done}},
 	} {
-		var got ttList
-		ttCall(t, t.Context(), list, tc.args, &got)
+		var got listResult
+		callTool(t, t.Context(), list, tc.args, &got)
 		var ids []string
 		for _, tk := range got.Tasks {
 			ids = append(ids, tk.TaskID)
@@ -205,8 +134,8 @@ func TestListTasksRunningAndCompleted(t *testing.T) {
 			t.Errorf("list_tasks(%s) = %v (total %d, next %q), want %v", tc.args, ids, got.Total, got.NextCursor, tc.want)
 		}
 	}
-	var theirs ttList
-	ttCall(t, t.Context(), ttTool(t, m.Owner("thread-2"), "list_tasks"), `{}`, &theirs)
+	var theirs listResult
+	callTool(t, t.Context(), toolNamed(t, m.Owner("thread-2"), "list_tasks"), `{}`, &theirs)
 	if theirs.Total != 1 || theirs.Tasks[0].TaskID != other {
 		t.Errorf("thread-2 sees %+v", theirs)
 	}
@@ -222,8 +151,8 @@ func TestGetTaskCompletedResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta := waitTask(t, o, id)
-	var got ttGet
-	res := ttCall(t, t.Context(), ttTool(t, o, "get_task"), ttArgs(map[string]string{"task_id": " " + id + "\n"}), &got)
+	var got getResult
+	res := callTool(t, t.Context(), toolNamed(t, o, "get_task"), toJSON(map[string]string{"task_id": " " + id + "\n"}), &got)
 	if got.Task.TaskID != id || got.Task.Status != StatusCompleted || !jsonEqual(got.Task.Result, `{"summary":"a < b & c"}`) ||
 		got.Task.Name != "research" || got.Task.StartedAt == nil || !got.Task.StartedAt.Equal(meta.StartedAt) ||
 		!got.Task.FinishedAt.Equal(meta.FinishedAt) || got.Task.Error != "" || got.Task.InputRequest != nil || len(got.Messages) != 0 {
@@ -245,8 +174,8 @@ func TestGetTaskFailedHidesStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitTask(t, o, id)
-	var got ttGet
-	res := ttCall(t, t.Context(), ttTool(t, o, "get_task"), `{"task_id":"`+id+`"}`, &got)
+	var got getResult
+	res := callTool(t, t.Context(), toolNamed(t, o, "get_task"), `{"task_id":"`+id+`"}`, &got)
 	if got.Task.Status != StatusFailed || got.Task.Error != "panic: boom" || got.Task.Result != nil || strings.Contains(string(res), "goroutine") {
 		t.Fatalf("get_task = %s", res)
 	}
@@ -255,9 +184,9 @@ func TestGetTaskFailedHidesStack(t *testing.T) {
 func TestGetTaskNotFound(t *testing.T) {
 	m := newTestManager(t)
 	mine, _ := spawnProbe(t, t.Context(), m.Owner("thread-1"))
-	get := ttTool(t, m.Owner("thread-2"), "get_task")
+	get := toolNamed(t, m.Owner("thread-2"), "get_task")
 	for _, id := range []string{"task_nope", mine} {
-		err := ttCallErr(t, t.Context(), get, `{"task_id":"`+id+`"}`)
+		err := callToolErr(t, t.Context(), get, `{"task_id":"`+id+`"}`)
 		if err.Error() != "task not found: "+id || !errors.Is(err, ErrNotFound) || errors.Is(err, ErrToolArguments) {
 			t.Errorf("get_task(%s): %v", id, err)
 		}
@@ -283,13 +212,13 @@ func TestToolCallLineageFlowsIntoSpawn(t *testing.T) {
 	var started struct {
 		TaskID string `json:"task_id"`
 	}
-	ttCall(t, ctx, startExport, `{}`, &started)
+	callTool(t, ctx, startExport, `{}`, &started)
 	meta := getTask(t, o, started.TaskID)
 	if meta.Parent != (Parent{RunID: "run-7", CallID: "call-3", AgentID: "planner"}) {
 		t.Fatalf("lineage %+v", meta.Parent)
 	}
 	var r cancelReceipt
-	ttCall(t, WithToolCall(t.Context(), ToolCall{RunID: "run-7"}), ttTool(t, o, "cancel_task"), `{"target":{"relation":"child","name":"export"}}`, &r)
+	callTool(t, WithToolCall(t.Context(), ToolCall{RunID: "run-7"}), toolNamed(t, o, "cancel_task"), `{"target":{"relation":"child","name":"export"}}`, &r)
 	if r != (cancelReceipt{Status: "accepted", RootTaskID: started.TaskID, CancelledCount: 1}) {
 		t.Fatalf("cancel_task = %+v", r)
 	}

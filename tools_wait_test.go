@@ -9,13 +9,13 @@ import (
 	"time"
 )
 
-// ttWaitAfter calls wait_task on id with args and returns its result and
+// waitAfter calls wait_task on id with args and returns its result and
 // how long it took on the bubble's clock.
-func ttWaitAfter(t *testing.T, ctx context.Context, tool Tool, args string) (waitResult, time.Duration) {
+func waitAfter(t *testing.T, ctx context.Context, tool Tool, args string) (waitResult, time.Duration) {
 	t.Helper()
 	start := time.Now()
 	var w waitResult
-	ttCall(t, ctx, tool, args, &w)
+	callTool(t, ctx, tool, args, &w)
 	return w, time.Since(start)
 }
 
@@ -38,7 +38,7 @@ func TestWaitTaskTimesOut(t *testing.T) {
 				m := newTestManager(t)
 				o := m.Owner("thread-1")
 				id, _ := spawnProbe(t, t.Context(), o)
-				w, took := ttWaitAfter(t, t.Context(), ttTool(t, o, "wait_task", tc.opts...), fmt.Sprintf(tc.args, id))
+				w, took := waitAfter(t, t.Context(), toolNamed(t, o, "wait_task", tc.opts...), fmt.Sprintf(tc.args, id))
 				secs := int(tc.want / time.Second)
 				if took != tc.want || !w.TimedOut || w.Task.TaskID != id || w.Task.Status != StatusRunning ||
 					w.Message != fmt.Sprintf("task %s still running after %ds", id, secs) {
@@ -67,27 +67,27 @@ func TestWaitTaskReturnsWhenSettled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tool := ttTool(t, o, "wait_task")
+		tool := toolNamed(t, o, "wait_task")
 		args := `{"task_id":"` + id + `","timeout_seconds":60}`
-		w, took := ttWaitAfter(t, t.Context(), tool, args)
+		w, took := waitAfter(t, t.Context(), tool, args)
 		if took != 2*time.Second || w.TimedOut || w.Message != "" || w.Task.Status != StatusAwaitingInput ||
 			w.Task.InputRequest == nil || w.Task.InputRequest.Prompt != "which region?" {
 			t.Fatalf("wait_task after %v: %+v", took, w)
 		}
 		// Still awaiting: returns at once.
-		if w2, took := ttWaitAfter(t, t.Context(), tool, args); took != 0 || w2.Task.Status != StatusAwaitingInput || w2.Task.InputRequest.ID != w.Task.InputRequest.ID {
+		if w2, took := waitAfter(t, t.Context(), tool, args); took != 0 || w2.Task.Status != StatusAwaitingInput || w2.Task.InputRequest.ID != w.Task.InputRequest.ID {
 			t.Fatalf("second wait_task after %v: %+v", took, w2)
 		}
 		if err := o.Send(t.Context(), id, Message{Content: "eu-west", InReplyTo: w.Task.InputRequest.ID}); err != nil {
 			t.Fatal(err)
 		}
 		close(release)
-		w, took = ttWaitAfter(t, t.Context(), tool, args)
+		w, took = waitAfter(t, t.Context(), tool, args)
 		if took != 3*time.Second || w.TimedOut || w.Task.Status != StatusCompleted || !jsonEqual(w.Task.Result, `"eu-west"`) || w.Task.InputRequest != nil {
 			t.Fatalf("wait_task after %v: %+v", took, w)
 		}
 		// Terminal: returns at once, after the task is gone too.
-		if w, took := ttWaitAfter(t, t.Context(), tool, args); took != 0 || w.Task.Status != StatusCompleted || w.TimedOut {
+		if w, took := waitAfter(t, t.Context(), tool, args); took != 0 || w.Task.Status != StatusCompleted || w.TimedOut {
 			t.Fatalf("wait_task on a completed task after %v: %+v", took, w)
 		}
 	})
@@ -117,7 +117,7 @@ func TestWaitTaskAnsweredUnseen(t *testing.T) {
 		if got := getTask(t, o, id); got.Status != StatusRunning {
 			t.Fatalf("status %s", got.Status)
 		}
-		w, took := ttWaitAfter(t, t.Context(), ttTool(t, o, "wait_task"), `{"task_id":"`+id+`"}`)
+		w, took := waitAfter(t, t.Context(), toolNamed(t, o, "wait_task"), `{"task_id":"`+id+`"}`)
 		if w.TimedOut || w.Task.Status != StatusCompleted || took != 9500*time.Millisecond {
 			t.Fatalf("wait_task after %v: %+v", took, w)
 		}
@@ -129,9 +129,9 @@ func TestWaitTaskErrors(t *testing.T) {
 		m := newTestManager(t)
 		o := m.Owner("thread-1")
 		theirs, _ := spawnProbe(t, t.Context(), m.Owner("thread-2"))
-		tool := ttTool(t, o, "wait_task")
+		tool := toolNamed(t, o, "wait_task")
 		for _, id := range []string{"task_nope", theirs} {
-			err := ttCallErr(t, t.Context(), tool, `{"task_id":"`+id+`"}`)
+			err := callToolErr(t, t.Context(), tool, `{"task_id":"`+id+`"}`)
 			if err.Error() != "task not found: "+id || !errors.Is(err, ErrNotFound) {
 				t.Errorf("wait_task(%s): %v", id, err)
 			}
@@ -141,7 +141,7 @@ func TestWaitTaskErrors(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 		defer cancel()
 		start := time.Now()
-		err := ttCallErr(t, ctx, tool, `{"task_id":"`+mine+`","timeout_seconds":10}`)
+		err := callToolErr(t, ctx, tool, `{"task_id":"`+mine+`","timeout_seconds":10}`)
 		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 3*time.Second {
 			t.Fatalf("wait_task with a short ctx: %v after %v", err, time.Since(start))
 		}
@@ -158,7 +158,7 @@ func TestWaitTaskNotLive(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := newTestManager(t, WithStore(store))
-		w, took := ttWaitAfter(t, t.Context(), ttTool(t, m.Owner("thread-1"), "wait_task"), `{"task_id":"`+rec.ID+`"}`)
+		w, took := waitAfter(t, t.Context(), toolNamed(t, m.Owner("thread-1"), "wait_task"), `{"task_id":"`+rec.ID+`"}`)
 		if took != 0 || w.TimedOut || w.Task.Status != StatusRunning ||
 			w.Message != "task "+rec.ID+" is running but not run by this process: wait_task cannot wait for it" {
 			t.Fatalf("wait_task after %v: %+v", took, w)
