@@ -1,0 +1,2 @@
+// Package bga2a serves a bgtask sub-agent as an A2A agent.
+package bga2a

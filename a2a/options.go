@@ -1,0 +1,128 @@
+package bga2a
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode"
+
+	"github.com/bgtask/bgtask"
+)
+
+// Defaults of the size caps.
+const (
+	// DefaultMaxMessageBytes caps the text of a message a client sends (its
+	// text parts together), and the text of each status message the server
+	// streams (a sub-agent's message, an input prompt, an error, a progress
+	// payload). It is bgtask's own default for messages.
+	DefaultMaxMessageBytes = bgtask.DefaultMaxMessageBytes
+	// DefaultMaxParts caps how many parts a client's message may have.
+	DefaultMaxParts = 16
+	// DefaultMaxArtifactBytes caps the result artifact of a completed task.
+	DefaultMaxArtifactBytes = bgtask.DefaultMaxResultBytes
+)
+
+// Option configures a Server. New applies the options in order and returns
+// the first error.
+type Option func(*config) error
+
+type config struct {
+	owner       func(*http.Request) (string, error)
+	maxMessage  int
+	maxParts    int
+	maxArtifact int
+	spawnOpts   []bgtask.SpawnOption
+}
+
+func defaultConfig() config {
+	return config{
+		maxMessage:  DefaultMaxMessageBytes,
+		maxParts:    DefaultMaxParts,
+		maxArtifact: DefaultMaxArtifactBytes,
+	}
+}
+
+// WithOwner makes every request act for the one owner id: a server for a
+// single user, or a test. An empty or blank id makes New fail.
+func WithOwner(id string) Option {
+	return func(c *config) error {
+		if blank(id) {
+			return fmt.Errorf("bga2a: WithOwner: %w", bgtask.ErrInvalidOwner)
+		}
+		c.owner = func(*http.Request) (string, error) { return id, nil }
+		return nil
+	}
+}
+
+// WithOwnerFunc sets the function that names the owner of an HTTP request,
+// from its authentication (a verified token, a session, a client
+// certificate). It is never read from the message: a client acts for the
+// owner its request authenticates as, and sees only that owner's tasks.
+// An error or a blank owner refuses the request with HTTP 401 and no
+// detail. f is called once per request, on the request's goroutine.
+func WithOwnerFunc(f func(r *http.Request) (string, error)) Option {
+	return func(c *config) error {
+		if f == nil {
+			return errors.New("bga2a: WithOwnerFunc: nil function")
+		}
+		c.owner = f
+		return nil
+	}
+}
+
+// WithMaxMessageBytes caps the text of a client's message (a longer one is
+// refused with an invalid-params error, nothing started or sent) and of each
+// status message the server sends (cut, with a marker that gives the
+// original size). Default DefaultMaxMessageBytes; n < 1 makes New fail.
+func WithMaxMessageBytes(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("bga2a: WithMaxMessageBytes(%d): must be at least 1", n)
+		}
+		c.maxMessage = n
+		return nil
+	}
+}
+
+// WithMaxParts caps how many parts a client's message may have; more are
+// refused with an invalid-params error. Default DefaultMaxParts; n < 1 makes
+// New fail.
+func WithMaxParts(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("bga2a: WithMaxParts(%d): must be at least 1", n)
+		}
+		c.maxParts = n
+		return nil
+	}
+}
+
+// WithMaxArtifactBytes caps the result artifact of a completed task, as
+// text or JSON: a larger one becomes a text part cut with a marker that gives
+// the original size. The Manager's WithMaxResultBytes caps the record
+// already; this cap is for what crosses the wire. Default
+// DefaultMaxArtifactBytes; n < 1 makes New fail.
+func WithMaxArtifactBytes(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("bga2a: WithMaxArtifactBytes(%d): must be at least 1", n)
+		}
+		c.maxArtifact = n
+		return nil
+	}
+}
+
+// WithSpawnOptions adds options to every spawn of the sub-agent (a type, a
+// description). The server sets the wake policy itself: every event of the
+// sub-agent is streamed.
+func WithSpawnOptions(opts ...bgtask.SpawnOption) Option {
+	return func(c *config) error {
+		c.spawnOpts = append(c.spawnOpts, opts...)
+		return nil
+	}
+}
+
+func blank(s string) bool {
+	return strings.TrimFunc(s, unicode.IsSpace) == ""
+}
