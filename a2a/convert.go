@@ -151,7 +151,11 @@ func (s *Server) historyOf(id string, recs []bgtask.MessageRecord) []*a2a.Messag
 		if r.Direction == bgtask.MessageOut {
 			role = a2a.MessageRoleAgent
 		}
-		m := &a2a.Message{ID: r.ID, Role: role, TaskID: a2a.TaskID(id), ContextID: id,
+		mid := r.ID
+		if mid == "" {
+			mid = a2a.NewMessageID()
+		}
+		m := &a2a.Message{ID: mid, Role: role, TaskID: a2a.TaskID(id), ContextID: id,
 			Parts: a2a.ContentParts{a2a.TextPart{Text: cut(r.Content, s.cfg.maxMessage)}}}
 		out = append(out, m)
 	}

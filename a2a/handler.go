@@ -194,15 +194,20 @@ func (s *Server) spawn(ctx context.Context, o bgtask.Owner, msg bgtask.Message) 
 		_, _ = o.CancelTree(context.WithoutCancel(ctx), id)
 		return o, nil, nil, err
 	}
-	// A sub-agent that ended before reading its inbox is reported as ended.
-	if err := o.Send(ctx, id, msg); err != nil && !errors.Is(err, bgtask.ErrTerminal) && !errors.Is(err, bgtask.ErrInboxClosed) {
-		f.stopFollowing()
-		_, _ = o.CancelTree(context.WithoutCancel(ctx), id)
-		return o, nil, nil, err
-	}
+	// The task as it is before its first message: a sub-agent that waits for
+	// its input is still working, so a stream starts with the task, and every
+	// event of the run follows it.
 	first, err := s.snapshot(ctx, o, id, "")
+	if err == nil {
+		first.History = append(first.History, s.historyOf(id, []bgtask.MessageRecord{{Direction: bgtask.MessageIn, Content: msg.Content}})...)
+		// A sub-agent that ended before reading its inbox is reported as ended.
+		if err = o.Send(ctx, id, msg); errors.Is(err, bgtask.ErrTerminal) || errors.Is(err, bgtask.ErrInboxClosed) {
+			err = nil
+		}
+	}
 	if err != nil {
 		f.stopFollowing()
+		_, _ = o.CancelTree(context.WithoutCancel(ctx), id)
 		return o, nil, nil, err
 	}
 	return o, f, first, nil
