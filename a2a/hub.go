@@ -3,7 +3,10 @@ package bga2a
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+
+	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/bgtask/bgtask"
 )
@@ -12,6 +15,9 @@ import (
 // dropped (it then reads the task's record instead), so a client that does
 // not read its stream cannot make the server hold events without bound.
 const maxQueued = 1024
+
+// errClosed is ErrClosed as a client sees it: a server error.
+var errClosed = fmt.Errorf("%w: %w", a2a.ErrServerError, ErrClosed)
 
 // hub reads each owner's inbox, while that owner has a task started here
 // that has not ended or a request that follows a task, and hands each task's
@@ -66,7 +72,7 @@ func (h *hub) lock(owner string) (*pump, error) {
 		h.mu.Lock()
 		if h.closed {
 			h.mu.Unlock()
-			return nil, ErrClosed
+			return nil, errClosed
 		}
 		p := h.owners[owner]
 		if p == nil {
@@ -110,7 +116,7 @@ func (h *hub) unlock(p *pump) error {
 	h.startMu.Lock()
 	defer h.startMu.Unlock()
 	if h.stopped {
-		return ErrClosed
+		return errClosed
 	}
 	p.running = true
 	h.wg.Add(1)
