@@ -371,11 +371,11 @@ func taskErr(id string, err error) error {
 	return err
 }
 
-// terminalErr is the error of a message to an ended task: a task in a
-// terminal state takes no more messages (invalid params, as a2a-go's own
-// handler answers).
+// terminalErr is the error of a message to an ended task: an
+// unsupported operation, as the A2A specification names it (a task in a
+// terminal state cannot be restarted) and the A2A JavaScript SDK answers.
 func terminalErr(id string, st bgtask.TaskStatus) error {
-	return fmt.Errorf("task %s is in a terminal state %q: %w", id, State(st), a2a.ErrInvalidParams)
+	return fmt.Errorf("task %s is in a terminal state %q and takes no more messages: %w", id, State(st), a2a.ErrUnsupportedOperation)
 }
 
 // spawnErr maps a spawn's error: a full concurrency limit or a closed

@@ -148,8 +148,8 @@ func TestContinueLiveTask(t *testing.T) {
 	}
 	// The task has ended: a further message is refused as for a terminal task.
 	_, err = b.client(t, "alice").SendMessage(t.Context(), userText(id, "again"))
-	if !errors.Is(err, a2a.ErrInvalidParams) || !strings.Contains(err.Error(), `is in a terminal state "completed"`) {
-		t.Errorf("message to an ended task: %v, want invalid params for a terminal state", err)
+	if !errors.Is(err, a2a.ErrUnsupportedOperation) || !strings.Contains(err.Error(), `is in a terminal state "completed"`) {
+		t.Errorf("message to an ended task: %v, want an unsupported operation for a terminal state", err)
 	}
 }
 
@@ -339,7 +339,8 @@ func TestBadRequestErrorCodes(t *testing.T) {
 		{"not text", "message/send", msg("", map[string]any{"kind": "data", "data": map[string]any{"a": 1}}), -32005,
 			"part 0 is not text: only text parts are accepted: incompatible content types"},
 		{"unknown task", "message/send", msg(unknown, text("hi")), -32001, "task " + unknown + ": task not found"},
-		{"ended task", "message/send", msg(done, text("hi")), -32602, "task " + done + ` is in a terminal state "completed": invalid params`},
+		{"ended task", "message/send", msg(done, text("hi")), -32004,
+			"task " + done + ` is in a terminal state "completed" and takes no more messages: this operation is not supported`},
 		{"get unknown", "tasks/get", map[string]any{"id": unknown}, -32001, "task " + unknown + ": task not found"},
 		{"get no id", "tasks/get", map[string]any{}, -32602, "task id is required: invalid params"},
 		{"cancel ended", "tasks/cancel", map[string]any{"id": done}, -32002, "task " + done + " is completed: task cannot be canceled"},

@@ -139,6 +139,12 @@ const scenarios = [
     const done = await alice.sendMessage(send('bye', first.id));
     expectEqual(stateName(done.status?.state), 'TASK_STATE_COMPLETED', 'state after bye');
     expectEqual(done.artifacts[0].parts[0].content, { $case: 'data', value: { messages: 3 } }, 'result artifact');
+    // The task has ended: a further message is refused.
+    const refused = await alice.sendMessage(send('again', first.id)).then(() => null, (e) => e);
+    expect(refused, 'a message to an ended task was accepted');
+    expectEqual([refused.constructor.name, refused.data?.error],
+      ['JsonRpcUnsupportedOperationError', `task ${first.id} is in a terminal state "completed" and takes no more messages: this operation is not supported`],
+      'message to an ended task');
   }],
   ['input-required', async () => {
     const asked = await alice.sendMessage(send('ask'));
