@@ -21,6 +21,8 @@ const (
 	DefaultMaxParts = 16
 	// DefaultMaxArtifactBytes caps the result artifact of a completed task.
 	DefaultMaxArtifactBytes = bgtask.DefaultMaxResultBytes
+	// DefaultMaxRequestBytes caps the body of a JSON-RPC request.
+	DefaultMaxRequestBytes = 1 << 20
 )
 
 // Option configures a Server. New applies the options in order and returns
@@ -32,6 +34,7 @@ type config struct {
 	maxMessage  int
 	maxParts    int
 	maxArtifact int
+	maxRequest  int64
 	spawnOpts   []bgtask.SpawnOption
 }
 
@@ -40,6 +43,7 @@ func defaultConfig() config {
 		maxMessage:  DefaultMaxMessageBytes,
 		maxParts:    DefaultMaxParts,
 		maxArtifact: DefaultMaxArtifactBytes,
+		maxRequest:  DefaultMaxRequestBytes,
 	}
 }
 
@@ -113,8 +117,22 @@ func WithMaxArtifactBytes(n int) Option {
 	}
 }
 
+// WithMaxRequestBytes caps the body of a JSON-RPC request: a larger one is
+// refused with a parse error before anything else is read. Default
+// DefaultMaxRequestBytes; n < 1 makes New fail.
+func WithMaxRequestBytes(n int64) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("bga2a: WithMaxRequestBytes(%d): must be at least 1", n)
+		}
+		c.maxRequest = n
+		return nil
+	}
+}
+
 // WithSpawnOptions adds options to every spawn of the sub-agent (a type, a
-// description). The server sets the wake policy itself: every event of the
+// description; not a name, which must be unique among the owner's live
+// tasks). The server sets the wake policy itself: every event of the
 // sub-agent is streamed.
 func WithSpawnOptions(opts ...bgtask.SpawnOption) Option {
 	return func(c *config) error {

@@ -20,6 +20,12 @@ import (
 // host's: Manager.Shutdown ends them (and the server's streams, which then
 // report each task's final state).
 //
+// The agent function runs as a bgtask task: a panic in it fails the task,
+// with the panic value as the error the client sees. A request's context
+// bounds its own wait (a blocking send, a stream, a cancel waiting for the
+// task to stop), never the task: a client that goes away leaves its task
+// running, to be read, continued or cancelled later.
+//
 // The server reads the inbox of each owner it serves (that is where the
 // sub-agents' events arrive), so an owner id it serves must not also be used
 // by a Plugin or another reader of the same Manager.
@@ -87,6 +93,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.maxRequest)
 	s.rpc.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ownerKey{}, owner)))
 }
 

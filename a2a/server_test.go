@@ -310,7 +310,7 @@ func rpc(t *testing.T, b *bundle, owner, method string, params any) (int, []byte
 
 func TestBadRequestErrorCodes(t *testing.T) {
 	t.Parallel()
-	b := setup(t, echoAgent, WithMaxParts(2), WithMaxMessageBytes(10))
+	b := setup(t, echoAgent, WithMaxParts(2), WithMaxMessageBytes(10), WithMaxRequestBytes(1024))
 	res, err := b.client(t, "alice").SendMessage(t.Context(), userText("", "done"))
 	if err != nil {
 		t.Fatal(err)
@@ -345,6 +345,8 @@ func TestBadRequestErrorCodes(t *testing.T) {
 		{"get no id", "tasks/get", map[string]any{}, -32602, "task id is required: invalid params"},
 		{"cancel ended", "tasks/cancel", map[string]any{"id": done}, -32002, "task " + done + " is completed: task cannot be canceled"},
 		{"stream no parts", "message/stream", msg(""), -32602, "message has no parts: invalid params"},
+		{"request too large", "message/send", msg("", text(strings.Repeat("x", 1024))), -32700,
+			"parse error: http: request body too large"},
 		{"push config", "tasks/pushNotificationConfig/get", map[string]any{"id": done}, -32003, "push notification not supported"},
 	}
 	for _, tt := range tests {
