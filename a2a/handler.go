@@ -153,8 +153,9 @@ func (handler) OnGetExtendedAgentCard(context.Context) (*a2a.AgentCard, error) {
 }
 
 // begin starts a task (a message without a task id) or continues one, and
-// returns a follower of the task registered before the message was
-// delivered, with the task as it is after the delivery.
+// returns a follower of the task, registered before the message was
+// delivered, and the task to send first: for a new task as it was before its
+// first message, for a continued one as it is after the delivery.
 func (s *Server) begin(ctx context.Context, params *a2a.MessageSendParams) (bgtask.Owner, *follower, *a2a.Task, error) {
 	o, err := s.ownerOf(ctx)
 	if err != nil {
