@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/a2aproject/a2a-go v0.3.3
-	github.com/bgtask/bgtask v0.0.0-00010101000000-000000000000
+	github.com/bgtask/bgtask v0.0.0
 	go.uber.org/goleak v1.3.0
 )
 
