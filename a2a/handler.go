@@ -330,7 +330,7 @@ func (s *Server) follow(ctx context.Context, o bgtask.Owner, f *follower, first 
 				return
 			}
 		}
-		yield(nil, fmt.Errorf("events of task %s are no longer available (%w): %w", id, ErrClosed, a2a.ErrServerError))
+		yield(nil, fmt.Errorf("events of task %s: %w", id, err))
 		return
 	}
 }

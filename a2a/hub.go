@@ -16,8 +16,12 @@ import (
 // not read its stream cannot make the server hold events without bound.
 const maxQueued = 1024
 
-// errClosed is ErrClosed as a client sees it: a server error.
-var errClosed = fmt.Errorf("%w: %w", a2a.ErrServerError, ErrClosed)
+// Why a follower was dropped, as a client sees it: server errors.
+var (
+	errClosed = fmt.Errorf("%w: %w", a2a.ErrServerError, ErrClosed)
+	errBehind = fmt.Errorf("%w: the client fell more than %d events behind the task", a2a.ErrServerError, maxQueued)
+	errEnded  = fmt.Errorf("%w: the owner's events ended (the Manager shut down, or another reader took the inbox)", a2a.ErrServerError)
+)
 
 // hub reads each owner's inbox, while that owner has a task started here
 // that has not ended or a request that follows a task, and hands each task's
@@ -58,6 +62,7 @@ type follower struct {
 	p      *pump
 	taskID string
 	q      *bgtask.Inbox
+	reason error // why it was dropped; written before q is closed
 }
 
 func newHub(m *bgtask.Manager) *hub {
@@ -129,15 +134,15 @@ func (h *hub) unlock(p *pump) error {
 func (f *follower) stopFollowing() {
 	p := f.p
 	p.mu.Lock()
-	p.drop(f)
+	p.drop(f, nil)
 	if p.nsubs == 0 && len(p.live) == 0 && p.kick != nil {
 		p.kick()
 	}
 	p.mu.Unlock()
 }
 
-// drop removes f and closes its queue. p.mu is held.
-func (p *pump) drop(f *follower) {
+// drop removes f and closes its queue, saying why. p.mu is held.
+func (p *pump) drop(f *follower, reason error) {
 	set := p.subs[f.taskID]
 	if _, ok := set[f]; !ok {
 		return
@@ -147,6 +152,7 @@ func (p *pump) drop(f *follower) {
 		delete(p.subs, f.taskID)
 	}
 	p.nsubs--
+	f.reason = reason
 	f.q.Close()
 }
 
@@ -179,9 +185,13 @@ func (h *hub) run(p *pump, ib *bgtask.Inbox) {
 		if err != nil && !kicked && len(evs) == 0 {
 			// The hub closed, or the inbox ended: the followers read the
 			// records instead.
+			reason := errEnded
+			if h.ctx.Err() != nil {
+				reason = errClosed
+			}
 			for _, set := range p.subs {
 				for f := range set {
-					p.drop(f)
+					p.drop(f, reason)
 				}
 			}
 			clear(p.live)
@@ -198,7 +208,7 @@ func (h *hub) run(p *pump, ib *bgtask.Inbox) {
 func (p *pump) dispatch(ev bgtask.Event) {
 	for f := range p.subs[ev.TaskID] {
 		if f.q.Len() >= maxQueued {
-			p.drop(f)
+			p.drop(f, errBehind)
 			continue
 		}
 		_ = f.q.Send(ev)
@@ -235,15 +245,20 @@ func (h *hub) close() {
 }
 
 // next returns the follower's next events, waiting for them. A nil slice
-// with an error means no event will come: ctx ended, or the follower was
-// dropped (the pump ended, or the follower fell too far behind).
+// with an error means no event will come: ctx's error, or why the follower
+// was dropped (the server closed, the owner's events ended, the follower
+// fell too far behind).
 func (f *follower) next(ctx context.Context) ([]bgtask.Event, error) {
-	err := f.q.Wait(ctx)
-	if evs := f.q.Drain(); len(evs) > 0 {
-		return evs, nil
+	for {
+		err := f.q.Wait(ctx)
+		if evs := f.q.Drain(); len(evs) > 0 {
+			return evs, nil
+		}
+		switch {
+		case errors.Is(err, bgtask.ErrInboxClosed) && f.reason != nil:
+			return nil, f.reason
+		case err != nil:
+			return nil, err
+		}
 	}
-	if err == nil {
-		err = errors.New("bga2a: no event")
-	}
-	return nil, err
 }

@@ -54,8 +54,8 @@ func TestCloseEndsStreamsAndRequests(t *testing.T) {
 	if want := []string{"task:working"}; !slices.Equal(statesOf(got), want) {
 		t.Errorf("events = %v, want %v", statesOf(got), want)
 	}
-	if !errors.Is(streamErr, a2a.ErrServerError) {
-		t.Errorf("stream error after Close = %v, want a server error", streamErr)
+	if !errors.Is(streamErr, a2a.ErrServerError) || streamErr.Error() != ("events of task "+string(got[0].(*a2a.Task).ID)+": server error: bga2a: server closed: server error") {
+		t.Errorf("stream error after Close = %v, want a server error saying the server closed", streamErr)
 	}
 	_, err := c.SendMessage(t.Context(), userText("", "wait"))
 	if !errors.Is(err, a2a.ErrServerError) {
@@ -127,8 +127,8 @@ func TestSlowFollowerIsDropped(t *testing.T) {
 			slow.q.Closed(), fast.q.Closed(), p.nsubs, fast.q.Len())
 	}
 	p.mu.Unlock()
-	if _, err := slow.next(t.Context()); !errors.Is(err, bgtask.ErrInboxClosed) {
-		t.Errorf("dropped follower's next: %v, want ErrInboxClosed", err)
+	if _, err := slow.next(t.Context()); err != errBehind {
+		t.Errorf("dropped follower's next: %v, want %v", err, errBehind)
 	}
 	h.close()
 }
