@@ -163,6 +163,15 @@ const scenarios = [
     const got = await alice.getTask({ tenant: '', id: started.id, historyLength: undefined });
     expectEqual(stateName(got.status?.state), 'TASK_STATE_CANCELED', 'state read back');
   }],
+  ['cancel-cascade', async () => {
+    // The sub-agent starts a child task of its own and says its id.
+    const { id, text } = await streamUntilAgentMessage(alice, send('wait'));
+    expect(text.startsWith('child task_'), `agent message ${JSON.stringify(text)}, want "child <id>"`);
+    const cancelled = await alice.cancelTask({ tenant: '', id, metadata: undefined });
+    expectEqual(stateName(cancelled.status?.state), 'TASK_STATE_CANCELED', 'after cancel');
+    const child = await (await fetch(new URL(`/debug/wait/${text.slice('child '.length)}`, base))).json();
+    expectEqual([child.status, child.parent?.task_id], ['cancelled', id], "the sub-agent's child");
+  }],
   ['get', async () => {
     const task = await alice.getTask({ tenant: '', id: taskOfAlice, historyLength: undefined });
     expectEqual([task.id, stateName(task.status?.state), textOf(task.history[0]?.parts)],

@@ -8,17 +8,24 @@
 // authentication a real host reads the owner from. A request without it is
 // refused (HTTP 401).
 //
+// For the suite only, GET /debug/wait/<task id> waits until any owner's task
+// (a sub-agent's child too) has ended and returns its record: how the suite
+// sees that a cancel reached the sub-agent's own tasks. A real server has no
+// such endpoint.
+//
 // The sub-agent does what its first message says:
 //
 //	echo <text>  emits a progress event, then completes with "echo: <text>"
 //	chat         answers every message "got: <text>" until "bye", then
 //	             completes with {"messages": n}
-//	wait         starts a child task and waits, with it, until cancelled
+//	wait         starts a child task, sends the message "child <id>", and
+//	             waits, with the child, until cancelled
 //	ask          asks "What is your name?" and completes with "hello <answer>"
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -65,7 +72,18 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler()}
+	mux := http.NewServeMux()
+	mux.Handle("/", srv.Handler())
+	mux.HandleFunc("GET /debug/wait/{id}", func(w http.ResponseWriter, r *http.Request) {
+		rec, err := m.Wait(r.Context(), r.PathValue("id"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(rec)
+	})
+	hs := &http.Server{Handler: mux}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	fmt.Printf("http://%s\n", ln.Addr())
@@ -117,10 +135,14 @@ func agent(ctx context.Context, t *bgtask.Task) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := self.Spawn(ctx, func(ctx context.Context, _ *bgtask.Task) (any, error) {
+		child, err := self.Spawn(ctx, func(ctx context.Context, _ *bgtask.Task) (any, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
-		}, bgtask.WithName("child")); err != nil {
+		}, bgtask.WithName("child"))
+		if err != nil {
+			return nil, err
+		}
+		if err := t.Emit(bgtask.EventTypeMessage, bgtask.Message{From: t.ID(), Content: "child " + child}); err != nil {
 			return nil, err
 		}
 		<-ctx.Done()
