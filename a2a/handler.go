@@ -215,21 +215,37 @@ func (s *Server) spawn(ctx context.Context, o bgtask.Owner, msg bgtask.Message) 
 }
 
 // resume delivers a message to a live task of the owner: the answer to its
-// open input request, if it has one, or else a message in its inbox.
+// open input request, if it has one, or else a message in its inbox. The
+// follower is registered and the task read before the delivery, so a stream
+// starts with the task and every event the message causes follows it.
 func (s *Server) resume(ctx context.Context, o bgtask.Owner, id, contextID string, msg bgtask.Message) (bgtask.Owner, *follower, *a2a.Task, error) {
-	rec, err := o.Get(ctx, id)
-	if err != nil {
-		return o, nil, nil, taskErr(id, err)
-	}
-	if rec.Status.IsTerminal() {
-		return o, nil, nil, terminalErr(id, rec.Status)
-	}
-	if contextID != "" && contextID != id {
-		return o, nil, nil, fmt.Errorf("contextId %q is not the task's: %w", contextID, a2a.ErrInvalidParams)
-	}
 	f, err := s.followTask(o, id)
 	if err != nil {
 		return o, nil, nil, err
+	}
+	first, err := s.deliver(ctx, o, id, contextID, msg)
+	if err != nil {
+		f.stopFollowing()
+		return o, nil, nil, err
+	}
+	return o, f, first, nil
+}
+
+// deliver is resume once the follower is registered.
+func (s *Server) deliver(ctx context.Context, o bgtask.Owner, id, contextID string, msg bgtask.Message) (*a2a.Task, error) {
+	rec, err := o.Get(ctx, id)
+	if err != nil {
+		return nil, taskErr(id, err)
+	}
+	if rec.Status.IsTerminal() {
+		return nil, terminalErr(id, rec.Status)
+	}
+	if contextID != "" && contextID != id {
+		return nil, fmt.Errorf("contextId %q is not the task's: %w", contextID, a2a.ErrInvalidParams)
+	}
+	history, err := o.Messages(ctx, id)
+	if err != nil {
+		return nil, taskErr(id, err)
 	}
 	answered := ""
 	if rec.Status == bgtask.StatusAwaitingInput && rec.Input != nil {
@@ -240,26 +256,23 @@ func (s *Server) resume(ctx context.Context, o bgtask.Owner, id, contextID strin
 		msg.InReplyTo, answered = "", ""
 		err = o.Send(ctx, id, msg)
 	}
-	if err != nil {
-		f.stopFollowing()
-		switch {
-		case errors.Is(err, bgtask.ErrTerminal), errors.Is(err, bgtask.ErrInboxClosed):
-			st := bgtask.StatusCompleted
-			if rec, gerr := o.Get(ctx, id); gerr == nil {
-				st = rec.Status
-			}
-			return o, nil, nil, terminalErr(id, st)
-		case errors.Is(err, bgtask.ErrNotSubAgent):
-			return o, nil, nil, fmt.Errorf("task %s takes no messages: %w", id, a2a.ErrUnsupportedOperation)
+	switch {
+	case errors.Is(err, bgtask.ErrTerminal), errors.Is(err, bgtask.ErrInboxClosed):
+		st := bgtask.StatusCompleted
+		if rec, gerr := o.Get(ctx, id); gerr == nil {
+			st = rec.Status
 		}
-		return o, nil, nil, taskErr(id, err)
+		return nil, terminalErr(id, st)
+	case errors.Is(err, bgtask.ErrNotSubAgent):
+		return nil, fmt.Errorf("task %s takes no messages: %w", id, a2a.ErrUnsupportedOperation)
+	case err != nil:
+		return nil, taskErr(id, err)
 	}
-	first, err := s.snapshot(ctx, o, id, answered)
-	if err != nil {
-		f.stopFollowing()
-		return o, nil, nil, err
+	history = append(history, bgtask.MessageRecord{Direction: bgtask.MessageIn, Content: msg.Content})
+	if answered == "" && rec.Status == bgtask.StatusAwaitingInput {
+		rec.Status = bgtask.StatusRunning // the request was answered meanwhile
 	}
-	return o, f, first, nil
+	return s.taskOf(rec, history, answered), nil
 }
 
 // followTask registers a follower of one of the owner's tasks.

@@ -378,3 +378,43 @@ func TestBadRequestErrorCodes(t *testing.T) {
 		t.Errorf("no owner: HTTP %d, want 401", status)
 	}
 }
+
+func TestInputRequiredOverStreams(t *testing.T) {
+	t.Parallel()
+	agent := func(ctx context.Context, tk *bgtask.Task) (any, error) {
+		if _, err := (&messages{t: tk}).next(ctx); err != nil {
+			return nil, err
+		}
+		answer, err := tk.RequestInput(ctx, "Which file?")
+		if err != nil {
+			return nil, err
+		}
+		return "read " + answer.Content, nil
+	}
+	b := setup(t, agent)
+	c := b.client(t, "alice")
+	stream := func(params *a2a.MessageSendParams) []a2a.Event {
+		var evs []a2a.Event
+		for ev, err := range c.SendStreamingMessage(t.Context(), params) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs = append(evs, ev)
+		}
+		return evs
+	}
+	asked := stream(userText("", "read a file"))
+	if want := []string{"task:working", "status:input-required:final"}; !slices.Equal(statesOf(asked), want) {
+		t.Fatalf("first stream = %v, want %v", statesOf(asked), want)
+	}
+	if got := textOf(asked[1].(*a2a.TaskStatusUpdateEvent).Status.Message.Parts); got != "Which file?" {
+		t.Errorf("prompt = %q, want %q", got, "Which file?")
+	}
+	answered := stream(userText(asked[0].(*a2a.Task).ID, "notes.txt"))
+	if want := []string{"task:working", "artifact:result", "status:completed:final"}; !slices.Equal(statesOf(answered), want) {
+		t.Fatalf("second stream = %v, want %v", statesOf(answered), want)
+	}
+	if got := textOf(answered[1].(*a2a.TaskArtifactUpdateEvent).Artifact.Parts); got != "read notes.txt" {
+		t.Errorf("result = %q, want %q", got, "read notes.txt")
+	}
+}
