@@ -107,8 +107,8 @@ func (p *pump) follow(taskID string) *follower {
 }
 
 // unlock starts the pump's goroutine if it has something to do and none
-// runs, and releases p.mu. An error means the owner's inbox could not be had;
-// the registrations stay, and fail over to the records.
+// runs, and releases p.mu. An error (the hub closed) means no goroutine will
+// hand events out: the caller drops the followers it registered.
 func (h *hub) unlock(p *pump) error {
 	defer p.mu.Unlock()
 	if p.running || (p.nsubs == 0 && len(p.live) == 0) {
