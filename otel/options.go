@@ -7,11 +7,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Option configures New. Options are applied in order; New returns the
-// first option's error.
-type Option func(*config) error
+// Option configures New. Options are applied in order; New reports the
+// first invalid one.
+type Option func(*config)
 
 type config struct {
+	err            error // the first invalid option's, reported by New
 	tracerProvider trace.TracerProvider
 	meterProvider  metric.MeterProvider
 }
@@ -19,23 +20,30 @@ type config struct {
 // WithTracerProvider sets where spans go. Default: the global provider
 // (otel.GetTracerProvider) when New is called.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(c *config) error {
+	return func(c *config) {
 		if tp == nil {
-			return errors.New("bgotel: WithTracerProvider: nil provider")
+			c.fail(errors.New("bgotel: WithTracerProvider: nil provider"))
+			return
 		}
 		c.tracerProvider = tp
-		return nil
 	}
 }
 
 // WithMeterProvider sets where metrics go. Default: the global provider
 // (otel.GetMeterProvider) when New is called.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(c *config) error {
+	return func(c *config) {
 		if mp == nil {
-			return errors.New("bgotel: WithMeterProvider: nil provider")
+			c.fail(errors.New("bgotel: WithMeterProvider: nil provider"))
+			return
 		}
 		c.meterProvider = mp
-		return nil
+	}
+}
+
+// fail records the error of an invalid option; New reports the first.
+func (c *config) fail(err error) {
+	if c.err == nil {
+		c.err = err
 	}
 }

@@ -33,9 +33,10 @@ type Telemetry struct {
 func New(opts ...Option) (*Telemetry, error) {
 	var c config
 	for _, o := range opts {
-		if err := o(&c); err != nil {
-			return nil, err
-		}
+		o(&c)
+	}
+	if c.err != nil {
+		return nil, c.err
 	}
 	if c.tracerProvider == nil {
 		c.tracerProvider = otel.GetTracerProvider()

@@ -1,0 +1,162 @@
+package bga2a
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/bgtask/bgtask"
+)
+
+// begin starts a task (a message without a task id) or continues one, and
+// returns a follower of the task, registered before the message was
+// delivered, and the task to send first: for a new task as it was before its
+// first message, for a continued one as it is after the delivery.
+func (s *Server) begin(ctx context.Context, params *a2a.MessageSendParams) (bgtask.Owner, *follower, *a2a.Task, error) {
+	o, err := s.ownerOf(ctx)
+	if err != nil {
+		return o, nil, nil, err
+	}
+	if params == nil {
+		return o, nil, nil, fmt.Errorf("message is required: %w", a2a.ErrInvalidParams)
+	}
+	text, err := s.messageText(params.Message)
+	if err != nil {
+		return o, nil, nil, err
+	}
+	msg := bgtask.Message{From: messageFrom, Content: text}
+	if id := string(params.Message.TaskID); id != "" {
+		return s.resume(ctx, o, id, params.Message.ContextID, msg)
+	}
+	return s.spawn(ctx, o, msg)
+}
+
+// spawn starts the sub-agent and puts the message in its inbox, as its
+// first message.
+func (s *Server) spawn(ctx context.Context, o bgtask.Owner, msg bgtask.Message) (bgtask.Owner, *follower, *a2a.Task, error) {
+	p, err := s.hub.lock(o.ID())
+	if err != nil {
+		return o, nil, nil, err
+	}
+	opts := append(slices.Clone(s.cfg.spawnOpts), bgtask.WithWake(bgtask.WakeOnActivity))
+	id, err := o.SpawnAgent(ctx, s.agent, opts...)
+	if err != nil {
+		p.mu.Unlock()
+		return o, nil, nil, spawnErr(err)
+	}
+	p.live[id] = struct{}{}
+	f := p.follow(id)
+	if err := s.hub.unlock(p); err != nil {
+		f.stopFollowing()
+		_, _ = o.CancelTree(context.WithoutCancel(ctx), id)
+		return o, nil, nil, err
+	}
+	// The task as it is before its first message: a sub-agent that waits for
+	// its input is still working, so a stream starts with the task, and every
+	// event of the run follows it.
+	first, err := s.snapshot(ctx, o, id, "")
+	if err == nil {
+		first.History = append(first.History, s.historyOf(id, []bgtask.MessageRecord{{Direction: bgtask.MessageIn, Content: msg.Content}})...)
+		// A sub-agent that ended before reading its inbox is reported as ended.
+		if err = o.Send(ctx, id, msg); errors.Is(err, bgtask.ErrTerminal) || errors.Is(err, bgtask.ErrInboxClosed) {
+			err = nil
+		}
+	}
+	if err != nil {
+		f.stopFollowing()
+		_, _ = o.CancelTree(context.WithoutCancel(ctx), id)
+		return o, nil, nil, err
+	}
+	return o, f, first, nil
+}
+
+// resume delivers a message to a live task of the owner: the answer to its
+// open input request, if it has one, or else a message in its inbox. The
+// follower is registered and the task read before the delivery, so a stream
+// starts with the task and every event the message causes follows it.
+func (s *Server) resume(ctx context.Context, o bgtask.Owner, id, contextID string, msg bgtask.Message) (bgtask.Owner, *follower, *a2a.Task, error) {
+	f, err := s.followTask(o, id)
+	if err != nil {
+		return o, nil, nil, err
+	}
+	first, err := s.deliver(ctx, o, id, contextID, msg)
+	if err != nil {
+		f.stopFollowing()
+		return o, nil, nil, err
+	}
+	return o, f, first, nil
+}
+
+// deliver is resume once the follower is registered.
+func (s *Server) deliver(ctx context.Context, o bgtask.Owner, id, contextID string, msg bgtask.Message) (*a2a.Task, error) {
+	rec, err := o.Get(ctx, id)
+	if err != nil {
+		return nil, taskErr(id, err)
+	}
+	if rec.Status.IsTerminal() {
+		return nil, terminalErr(id, rec.Status)
+	}
+	if contextID != "" && contextID != id {
+		return nil, fmt.Errorf("contextId %q is not the task's: %w", contextID, a2a.ErrInvalidParams)
+	}
+	history, err := o.Messages(ctx, id)
+	if err != nil {
+		return nil, taskErr(id, err)
+	}
+	answered := ""
+	if rec.Status == bgtask.StatusAwaitingInput && rec.Input != nil {
+		msg.InReplyTo, answered = rec.Input.ID, rec.Input.ID
+	}
+	err = o.Send(ctx, id, msg)
+	if errors.Is(err, bgtask.ErrNoInputRequest) { // answered or withdrawn meanwhile
+		msg.InReplyTo, answered = "", ""
+		err = o.Send(ctx, id, msg)
+	}
+	switch {
+	case errors.Is(err, bgtask.ErrTerminal), errors.Is(err, bgtask.ErrInboxClosed):
+		st := bgtask.StatusCompleted
+		if rec, gerr := o.Get(ctx, id); gerr == nil {
+			st = rec.Status
+		}
+		return nil, terminalErr(id, st)
+	case errors.Is(err, bgtask.ErrNotSubAgent):
+		return nil, fmt.Errorf("task %s takes no messages: %w", id, a2a.ErrUnsupportedOperation)
+	case err != nil:
+		return nil, taskErr(id, err)
+	}
+	history = append(history, bgtask.MessageRecord{Direction: bgtask.MessageIn, Content: msg.Content})
+	if answered == "" && rec.Status == bgtask.StatusAwaitingInput {
+		rec.Status = bgtask.StatusRunning // the request was answered meanwhile
+	}
+	return s.taskOf(rec, history, answered), nil
+}
+
+// followTask registers a follower of one of the owner's tasks.
+func (s *Server) followTask(o bgtask.Owner, id string) (*follower, error) {
+	p, err := s.hub.lock(o.ID())
+	if err != nil {
+		return nil, err
+	}
+	f := p.follow(id)
+	if err := s.hub.unlock(p); err != nil {
+		f.stopFollowing()
+		return nil, err
+	}
+	return f, nil
+}
+
+// snapshot reads the task as the owner sees it.
+func (s *Server) snapshot(ctx context.Context, o bgtask.Owner, id, answered string) (*a2a.Task, error) {
+	rec, err := o.Get(ctx, id)
+	if err != nil {
+		return nil, taskErr(id, err)
+	}
+	msgs, err := o.Messages(ctx, id)
+	if err != nil {
+		return nil, taskErr(id, err)
+	}
+	return s.taskOf(rec, msgs, answered), nil
+}

@@ -1,0 +1,109 @@
+package bga2a
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/a2aproject/a2a-go/a2asrv"
+
+	"github.com/bgtask/bgtask"
+)
+
+// Server serves one sub-agent as an A2A agent over JSON-RPC: each task a
+// client starts is a run of the agent function, spawned with
+// Owner.SpawnAgent for the owner the request authenticates as.
+//
+// Create it with New; the zero value is not usable, and a Server must not be
+// copied. Its methods and its handler are safe for concurrent use. Close
+// stops the goroutines it started; the Manager, and so the tasks, stay the
+// host's: Manager.Shutdown ends them (and the server's streams, which then
+// report each task's final state).
+//
+// The agent function runs as a bgtask task: a panic in it fails the task,
+// with the panic value as the error the client sees. A request's context
+// bounds its own wait (a blocking send, a stream, a cancel waiting for the
+// task to stop), never the task: a client that goes away leaves its task
+// running, to be read, continued or cancelled later.
+//
+// The server reads the inbox of each owner it serves (that is where the
+// sub-agents' events arrive), so an owner id it serves must not also be used
+// by a Plugin or another reader of the same Manager.
+type Server struct {
+	m     *bgtask.Manager
+	agent bgtask.Func
+	card  Card
+	cfg   config
+	hub   *hub
+	rpc   http.Handler
+}
+
+// New returns a Server that runs agent on m for each new A2A task. card
+// describes the agent; one of WithOwner or WithOwnerFunc says whom each
+// request acts for (ErrNoOwner without either). Errors: a nil m or agent, a
+// card without a name, ErrNoOwner, or an option's error.
+func New(m *bgtask.Manager, agent bgtask.Func, card Card, opts ...Option) (*Server, error) {
+	if m == nil {
+		return nil, errors.New("bga2a: nil Manager")
+	}
+	if agent == nil {
+		return nil, fmt.Errorf("%w: nil agent function", bgtask.ErrInvalidArgument)
+	}
+	if err := card.validate(); err != nil {
+		return nil, err
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
+	if cfg.owner == nil {
+		return nil, ErrNoOwner
+	}
+	s := &Server{m: m, agent: agent, card: card, cfg: cfg, hub: newHub(m)}
+	s.rpc = a2asrv.NewJSONRPCHandler(handler{s})
+	return s, nil
+}
+
+// Handler returns the HTTP handler of the agent: the agent card at
+// AgentCardPath (GET, public), and the JSON-RPC endpoint (POST) at every
+// other path. Mount it at the root of the card's URL.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc(AgentCardPath, s.serveCard)
+	mux.HandleFunc("/", s.serveRPC)
+	return mux
+}
+
+// Close stops the goroutines the server started to read the owners' inboxes
+// and waits for them. Open streams end (a stream whose task has not ended
+// reports an error); later requests fail with ErrClosed. It leaves the
+// Manager and its tasks alone. Close is idempotent.
+func (s *Server) Close() {
+	s.hub.close()
+}
+
+type ownerKey struct{}
+
+// serveRPC names the request's owner, then hands it to the JSON-RPC handler.
+func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
+	owner, err := s.cfg.owner(r)
+	if err != nil || blank(owner) {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.maxRequest)
+	s.rpc.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ownerKey{}, owner)))
+}
+
+// ownerOf returns the Owner view of the request in ctx.
+func (s *Server) ownerOf(ctx context.Context) (bgtask.Owner, error) {
+	id, ok := ctx.Value(ownerKey{}).(string)
+	if !ok || blank(id) {
+		return bgtask.Owner{}, bgtask.ErrInvalidOwner
+	}
+	return s.m.Owner(id), nil
+}
