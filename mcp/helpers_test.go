@@ -46,10 +46,10 @@ func newServer(t *testing.T, m *bgtask.Manager, tools *testTools, opts ...bgmcp.
 // testTools are the host tools of the tests: "echo" answers at once,
 // "slow" runs until released or cancelled and reports progress first.
 type testTools struct {
-	release chan struct{}        // closed: slow returns
-	started chan string          // slow sends its message when it runs
-	ended   chan error           // slow sends its ctx's error when ctx ended
-	steps   int                  // progress reports slow makes before waiting
+	release chan struct{} // closed: slow returns
+	started chan string   // slow sends its message when it runs
+	ended   chan error    // slow sends its ctx's error when ctx ended
+	steps   int           // progress reports slow makes before waiting
 }
 
 func newTestTools() *testTools {
