@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/bgtask/bgtask v0.0.0
-	github.com/bgtask/bgtask/store/sqlitestore v0.0.0-00010101000000-000000000000
+	github.com/bgtask/bgtask/store/sqlitestore v0.0.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	go.uber.org/goleak v1.3.0
 )
