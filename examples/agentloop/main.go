@@ -124,9 +124,11 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		w.reset() // this run delivers whatever woke the host
 		run := fmt.Sprintf("run-%d", i)
 		ui.printf("\n== %s ==\n", run)
+		ui.runOpen(true)
 		res, err := agentloop.Run(ctx, agentloop.Config{
 			Model: lead, Tools: tools, Hooks: plugin, RunID: run, AgentID: "lead", OnStep: ui.step,
 		}, conv)
+		ui.runOpen(false)
 		if err != nil {
 			return err
 		}

@@ -87,6 +87,24 @@ func TestDemoRuns(t *testing.T) {
 	}
 }
 
+// A task's end is told after the step that caused it, and a sub-agent's
+// task is named after the sub-agent, in the end line and in the event.
+func TestDemoTellsCancelInOrder(t *testing.T) {
+	text := runDemo(t, config{agents: 3, speed: 1, db: filepath.Join(t.TempDir(), "tasks.db")})
+	call := strings.Index(text, "    model calls cancel_task ")
+	for _, line := range []string{
+		"\n  * researcher-columnar cancelled (sub_agent)\n",
+		"\n  * researcher-columnar/paper cancelled (fetch)\n",
+		"\n  * researcher-columnar/blog cancelled (fetch)\n",
+		"\n    <- cancelled   researcher-columnar/paper\n",
+		"\n    <- cancelled   researcher-columnar/blog\n",
+	} {
+		if at := strings.Index(text, line); call < 0 || at < call {
+			t.Errorf("%q at %d, the cancel_task call at %d; want it after:\n%s", line, at, call, text)
+		}
+	}
+}
+
 func TestDemoRejectsBadFlags(t *testing.T) {
 	bin := buildDemo(t)
 	for _, tc := range []struct {

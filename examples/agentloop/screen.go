@@ -18,15 +18,18 @@ import (
 // are redrawn in place below the text, which mpb prints above them; on
 // anything else the output is plain lines without escape codes.
 type screen struct {
-	mu    sync.Mutex
-	out   io.Writer
-	bars  *mpb.Progress       // nil when not live, or once closeBars ran
-	bar   map[string]*mpb.Bar // task id → its bar, while the task runs
-	shown map[string]int      // task id → last progress quarter printed (plain)
+	mu     sync.Mutex
+	out    io.Writer
+	bars   *mpb.Progress       // nil when not live, or once closeBars ran
+	bar    map[string]*mpb.Bar // task id → its bar, while the task runs
+	shown  map[string]int      // task id → last progress quarter printed (plain)
+	labels map[string]string   // task id → its label: its name, after its parent's
+	inRun  bool                // a run is open: task ends are told after its step
+	held   []string            // task ends waiting for the step's lines
 }
 
 func newScreen(out io.Writer, live bool) *screen {
-	s := &screen{out: out, bar: map[string]*mpb.Bar{}, shown: map[string]int{}}
+	s := &screen{out: out, bar: map[string]*mpb.Bar{}, shown: map[string]int{}, labels: map[string]string{}}
 	if live {
 		s.bars = mpb.New(mpb.WithOutput(out), mpb.WithWidth(32), mpb.WithAutoRefresh())
 	}
@@ -48,13 +51,59 @@ func (s *screen) writef(format string, args ...any) {
 	fmt.Fprintf(s.out, format, args...)
 }
 
-// transition is the Manager's observer: a line when a task ends, naming it.
+// transition is the Manager's observer. It learns each task's label when
+// the task starts, and prints a line naming the task when it ends. During
+// a run the line waits for the step that caused it (a cancel), so that it
+// follows the model's call rather than precede it.
 func (s *screen) transition(tr bgtask.Transition) {
 	if !tr.To.IsTerminal() {
+		s.mu.Lock()
+		if _, ok := s.labels[tr.Task.ID]; !ok {
+			label := tr.Task.Name
+			if parent, ok := s.labels[tr.Task.Parent.TaskID]; ok {
+				label = parent + "/" + label
+			}
+			s.labels[tr.Task.ID] = label
+		}
+		s.mu.Unlock()
 		return
 	}
 	s.endBar(tr.Task.ID, tr.To)
-	s.printf("  * %s %s (%s)\n", tr.Task.Name, tr.To, tr.Task.Type)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	line := fmt.Sprintf("  * %s %s (%s)\n", s.labelLocked(tr.Task.Name, tr.Task.ID), tr.To, tr.Task.Type)
+	if s.inRun {
+		s.held = append(s.held, line)
+		return
+	}
+	s.writef("%s", line)
+}
+
+// labelLocked names a task for a reader: its label, else its name, else a
+// short form of its id. s.mu is held.
+func (s *screen) labelLocked(name, id string) string {
+	if l, ok := s.labels[id]; ok {
+		return l
+	}
+	return taskLabel(name, id)
+}
+
+// runOpen says whether a run is open; when it closes, the task ends held
+// for a step are printed.
+func (s *screen) runOpen(open bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inRun = open
+	if !open {
+		s.flushLocked()
+	}
+}
+
+func (s *screen) flushLocked() {
+	for _, line := range s.held {
+		s.writef("%s", line)
+	}
+	s.held = nil
 }
 
 // step prints what a step of the lead delivered to the model and what the
@@ -64,7 +113,7 @@ func (s *screen) step(st agentloop.Step) {
 	defer s.mu.Unlock()
 	s.writef("step %d: %d event(s) delivered\n", st.Index, len(st.Delivered))
 	for _, pm := range st.Delivered {
-		s.writef("    <- %s\n", describe(pm))
+		s.writef("    <- %s\n", s.describeLocked(pm))
 	}
 	for _, c := range st.Response.Calls {
 		s.writef("    model calls %s %s\n", c.Name, c.Args)
@@ -72,6 +121,7 @@ func (s *screen) step(st agentloop.Step) {
 	if st.Response.Text != "" {
 		s.writef("    model says %q\n", st.Response.Text)
 	}
+	s.flushLocked()
 }
 
 // taskTree prints the tasks of owner created since, and the tasks they
@@ -128,9 +178,9 @@ func (s *screen) treeRow(ctx context.Context, m *bgtask.Manager, meta bgtask.Tas
 	return nil
 }
 
-// describe says in one line what a delivered message carries: what
-// happened, to which task (by name), and what it reported.
-func describe(pm bgtask.PromptMessage) string {
+// describeLocked says in one line what a delivered message carries: what
+// happened, to which task (by its label), and what it reported.
+func (s *screen) describeLocked(pm bgtask.PromptMessage) string {
 	if pm.Event == nil {
 		return shorten(pm.Content, 100)
 	}
@@ -146,7 +196,7 @@ func describe(pm bgtask.PromptMessage) string {
 	case len(ev.Result) > 0:
 		detail = string(ev.Result)
 	}
-	line := fmt.Sprintf("%-11s %s", what, taskLabel(ev.Name, ev.TaskID))
+	line := fmt.Sprintf("%-11s %s", what, s.labelLocked(ev.Name, ev.TaskID))
 	if detail != "" {
 		line += ": " + detail
 	}
