@@ -17,6 +17,16 @@ import (
 // process that is gone (this one has not started any yet): it was killed
 // while running, and the first run reports it interrupted.
 func lastRun(ctx context.Context, m *bgtask.Manager, owner string) (string, error) {
+	tasks, err := storedTasks(ctx, m, owner)
+	if err != nil {
+		return "", err
+	}
+	return summarizeLast(tasks), nil
+}
+
+// storedTasks returns the Store's records of owner's tasks and of the tasks
+// they started, each after its parent.
+func storedTasks(ctx context.Context, m *bgtask.Manager, owner string) ([]bgtask.TaskMeta, error) {
 	var tasks []bgtask.TaskMeta
 	var walk func(bgtask.TaskMeta) error
 	walk = func(meta bgtask.TaskMeta) error {
@@ -33,16 +43,21 @@ func lastRun(ctx context.Context, m *bgtask.Manager, owner string) (string, erro
 	}
 	for meta, err := range m.Store().List(ctx, owner) {
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		if meta.Parent.TaskID == "" {
 			if err := walk(meta); err != nil {
-				return "", err
+				return nil, err
 			}
 		}
 	}
+	return tasks, nil
+}
+
+// summarizeLast is lastRun's line for the stored tasks.
+func summarizeLast(tasks []bgtask.TaskMeta) string {
 	if len(tasks) == 0 {
-		return "", nil
+		return ""
 	}
 	latest := tasks[0]
 	for _, t := range tasks[1:] {
@@ -63,7 +78,7 @@ func lastRun(ctx context.Context, m *bgtask.Manager, owner string) (string, erro
 		}
 		counts[status]++
 	}
-	return summarize(total, counts), nil
+	return summarize(total, counts)
 }
 
 // summarize writes "last run: 7 tasks: 5 completed, 1 cancelled, 1

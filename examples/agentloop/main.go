@@ -98,13 +98,14 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	if cfg.reset {
 		ui.printf("(deleted by -reset: no earlier runs)\n")
 	}
-	last, err := lastRun(ctx, m, owner)
+	earlier, err := storedTasks(ctx, m, owner)
 	if err != nil {
 		return err
 	}
-	if last != "" {
+	if last := summarizeLast(earlier); last != "" {
 		ui.printf("%s\n", last)
 	}
+	ui.learnLabels(earlier) // the first run reports the killed ones by name
 	started := time.Now()
 
 	w := newWaker(m.Owner(owner), time.Duration(float64(50*time.Millisecond)/cfg.speed))

@@ -164,6 +164,10 @@ func TestDemoRestartAfterKill(t *testing.T) {
 	if n := strings.Count(step1, "<- interrupted"); n < 3 || n > 10 {
 		t.Fatalf("first step after the restart delivered %d interrupted events, want 3 to 10:\n%s", n, text)
 	}
+	// A sub-agent's task is named after the sub-agent, also after a restart.
+	if !strings.Contains(step1, "\n    <- interrupted researcher-btree/paper: ") {
+		t.Errorf("the interrupted fetch is not named after its researcher:\n%s", step1)
+	}
 	// The killed run's tasks that were running are summarized as such.
 	if !regexp.MustCompile(`(?m)^last run: 10 tasks: (\d+ completed, )?(\d+ cancelled, )?\d+ interrupted \(killed while running\)$`).MatchString(text) {
 		t.Fatalf("no summary of the killed run:\n%s", text)

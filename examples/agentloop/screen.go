@@ -58,13 +58,7 @@ func (s *screen) writef(format string, args ...any) {
 func (s *screen) transition(tr bgtask.Transition) {
 	if !tr.To.IsTerminal() {
 		s.mu.Lock()
-		if _, ok := s.labels[tr.Task.ID]; !ok {
-			label := tr.Task.Name
-			if parent, ok := s.labels[tr.Task.Parent.TaskID]; ok {
-				label = parent + "/" + label
-			}
-			s.labels[tr.Task.ID] = label
-		}
+		s.learnLocked(tr.Task)
 		s.mu.Unlock()
 		return
 	}
@@ -77,6 +71,28 @@ func (s *screen) transition(tr bgtask.Transition) {
 		return
 	}
 	s.writef("%s", line)
+}
+
+// learnLabels learns the labels of tasks, each listed after its parent.
+func (s *screen) learnLabels(tasks []bgtask.TaskMeta) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range tasks {
+		s.learnLocked(t)
+	}
+}
+
+// learnLocked learns a task's label, its name after its parent's label
+// when the parent is known. s.mu is held.
+func (s *screen) learnLocked(t bgtask.TaskMeta) {
+	if _, ok := s.labels[t.ID]; ok {
+		return
+	}
+	label := t.Name
+	if parent, ok := s.labels[t.Parent.TaskID]; ok {
+		label = parent + "/" + label
+	}
+	s.labels[t.ID] = label
 }
 
 // labelLocked names a task for a reader: its label, else its name, else a
