@@ -8,22 +8,6 @@ import (
 	"github.com/bgtask/bgtask"
 )
 
-// lastRun summarizes in one line what the previous run of the demo left in
-// the Store: the tasks of owner, and those they started, that the runtime
-// instance of the most recently created one ran. It returns "" when the
-// Store holds no task of owner.
-//
-// A task still recorded queued, running or awaiting input belongs to a
-// process that is gone (this one has not started any yet): it was killed
-// while running, and the first run reports it interrupted.
-func lastRun(ctx context.Context, m *bgtask.Manager, owner string) (string, error) {
-	tasks, err := storedTasks(ctx, m, owner)
-	if err != nil {
-		return "", err
-	}
-	return summarizeLast(tasks), nil
-}
-
 // storedTasks returns the Store's records of owner's tasks and of the tasks
 // they started, each after its parent.
 func storedTasks(ctx context.Context, m *bgtask.Manager, owner string) ([]bgtask.TaskMeta, error) {
@@ -54,7 +38,13 @@ func storedTasks(ctx context.Context, m *bgtask.Manager, owner string) ([]bgtask
 	return tasks, nil
 }
 
-// summarizeLast is lastRun's line for the stored tasks.
+// summarizeLast says in one line what the previous run of the demo left:
+// of tasks (storedTasks), those that the runtime instance of the most
+// recently created one ran. It returns "" for no tasks.
+//
+// A task still recorded queued, running or awaiting input belongs to a
+// process that is gone (this one has not started any yet): it was killed
+// while running, and the first run reports it interrupted.
 func summarizeLast(tasks []bgtask.TaskMeta) string {
 	if len(tasks) == 0 {
 		return ""

@@ -8,10 +8,10 @@ import (
 	"github.com/bgtask/bgtask"
 )
 
-// lastRun counts the tasks of the latest runtime instance only, the
+// The summary counts the tasks of the latest runtime instance only, the
 // descendants of the owner's tasks included, and calls a task still
 // recorded running (its process is gone) interrupted.
-func TestLastRun(t *testing.T) {
+func TestLastRunSummary(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
 	rec := func(id, owner, parent, instance string, status bgtask.TaskStatus, minute int) bgtask.TaskMeta {
 		return bgtask.TaskMeta{ID: id, Owner: owner, Name: id, Status: status, Instance: instance,
@@ -57,9 +57,12 @@ func TestLastRun(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := lastRun(t.Context(), m, "lead")
-			if err != nil || got != tc.want {
-				t.Fatalf("lastRun = %q, %v; want %q", got, err, tc.want)
+			tasks, err := storedTasks(t.Context(), m, "lead")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := summarizeLast(tasks); got != tc.want {
+				t.Fatalf("summary %q, want %q", got, tc.want)
 			}
 		})
 	}

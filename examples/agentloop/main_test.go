@@ -183,7 +183,7 @@ func TestDemoRestartAfterKill(t *testing.T) {
 }
 
 // storedStatuses lists the status of every task the demo's lead and its
-// tasks left in the SQLite file db, in creation order.
+// tasks left in the SQLite file db, each after its parent.
 func storedStatuses(t *testing.T, db string) string {
 	t.Helper()
 	ctx := context.Background()
@@ -192,24 +192,18 @@ func storedStatuses(t *testing.T, db string) string {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	var out []string
-	var walk func(meta bgtask.TaskMeta)
-	walk = func(meta bgtask.TaskMeta) {
-		out = append(out, meta.Name+":"+string(meta.Status))
-		for kid, err := range store.Children(ctx, meta.ID) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			walk(kid)
-		}
+	m, err := bgtask.New(bgtask.WithStore(store))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for meta, err := range store.List(ctx, "thread-lead") {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if meta.Parent.TaskID == "" {
-			walk(meta)
-		}
+	defer m.Shutdown(ctx)
+	tasks, err := storedTasks(ctx, m, "thread-lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, meta := range tasks {
+		out = append(out, meta.Name+":"+string(meta.Status))
 	}
 	return strings.Join(out, " ")
 }

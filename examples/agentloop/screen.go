@@ -142,7 +142,7 @@ func (s *screen) step(st agentloop.Step) {
 
 // taskTree prints the tasks of owner created since, and the tasks they
 // started, as a tree in creation order, from the Store. Tasks of earlier
-// runs of the demo are left out (lastRun summarized them at the start).
+// runs of the demo are left out (summarizeLast told of the previous one at the start).
 func (s *screen) taskTree(ctx context.Context, m *bgtask.Manager, owner string, since time.Time) error {
 	var roots []bgtask.TaskMeta
 	for meta, err := range m.Store().List(ctx, owner) {
