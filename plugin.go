@@ -25,7 +25,8 @@ import (
 // Events that arrive between runs (a completion racing the end of a run, or
 // of a task the host spawned while no run was open) are kept, handed to the
 // WithOnWake callback once each, and delivered first by the next run, so none
-// is lost or delivered twice.
+// is lost or delivered twice. Quiet progress kept between runs is coalesced
+// as in an inbox: one event per task and type, with the latest payload.
 //
 // What the model sees is rendered in envelopes that carry a random nonce
 // made by NewPlugin; text written by tasks is escaped and cut to a display
@@ -222,10 +223,22 @@ func (p *Plugin) RunStart(ctx context.Context, run RunInfo) error {
 
 // keepLate is the fallback of the owner's closed inboxes: an event that
 // missed a run is kept for the next one, and wakes the owner unless it is
-// quiet.
+// quiet; quiet progress replaces the kept one of its task and type.
 func (p *Plugin) keepLate(ev Event) {
 	p.lateMu.Lock()
-	p.late = append(p.late, ev)
+	// Quiet progress is coalesced as an inbox does: the kept event of the
+	// same task and type takes the latest payload, in place.
+	i := -1
+	if ev.Kind == EventCustom && ev.Quiet {
+		i = slices.IndexFunc(p.late, func(old Event) bool {
+			return old.Kind == EventCustom && old.Quiet && old.TaskID == ev.TaskID && old.EventType == ev.EventType
+		})
+	}
+	if i >= 0 {
+		p.late[i].Payload = ev.Payload
+	} else {
+		p.late = append(p.late, ev)
+	}
 	wake := p.onWake
 	p.lateMu.Unlock()
 	if wake != nil && !ev.Quiet {

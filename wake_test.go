@@ -295,3 +295,54 @@ func TestWakeSilentKeepsProgress(t *testing.T) {
 		t.Fatalf("silent task delivered %v", eventKinds(evs))
 	}
 }
+
+// TestProgressCoalescedBetweenRuns: progress that arrives while no run of
+// the owner is open is coalesced like in an inbox: the next run gets one
+// event per task and type, with the latest payload, in the place of the
+// first, and the kept events stay bounded however chatty the task.
+func TestProgressCoalescedBetweenRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newTestManager(t)
+		p, err := NewPlugin(m, "thread-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := t.Context()
+		if err := p.RunStart(ctx, RunInfo{RunID: "run-1"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.RunEnd(ctx, RunOutcome{}); err != nil {
+			t.Fatal(err)
+		}
+		id, err := p.Owner().Spawn(ctx, func(ctx context.Context, tk *Task) (any, error) {
+			for i := 1; i <= 5; i++ {
+				if err := tk.Emit("progress", i); err != nil {
+					return nil, err
+				}
+				if err := tk.Emit("phase", i*10); err != nil {
+					return nil, err
+				}
+			}
+			return "ok", nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitTask(t, p.Owner(), id)
+		if err := p.RunStart(ctx, RunInfo{RunID: "run-2"}); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := p.Deliver(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, pm := range msgs {
+			got = append(got, fmt.Sprintf("%s:%s:%s%s", pm.Event.Kind, pm.Event.EventType, pm.Event.Payload, pm.Event.Result))
+		}
+		want := []string{"custom:progress:5", "custom:phase:50", `completed::"ok"`}
+		if !slices.Equal(got, want) {
+			t.Fatalf("run-2 delivered %q, want %q", got, want)
+		}
+	})
+}

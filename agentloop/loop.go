@@ -36,7 +36,7 @@ type Config struct {
 // Step is what happened in one step, for OnStep.
 type Step struct {
 	Index     int
-	Delivered []bgtask.PromptMessage // background events delivered before the inference
+	Delivered []bgtask.PromptMessage // background events delivered since the previous inference
 	Response  Response
 }
 
@@ -122,6 +122,7 @@ type run struct {
 	specs []ToolSpec
 	steps int
 	last  string
+	held  []bgtask.PromptMessage // delivered at a boundary, reported with the next step
 }
 
 func (r *run) loop(ctx context.Context) (Result, error) {
@@ -210,7 +211,8 @@ func (r *run) end(status, reason string) Result {
 // infer delivers background events, shows the model the conversation and
 // the prompt view, and records its answer.
 func (r *run) infer(ctx context.Context) (Response, []bgtask.PromptMessage, error) {
-	var delivered []bgtask.PromptMessage
+	delivered := r.held
+	r.held = nil
 	msgs := r.conv
 	if h := r.cfg.Hooks; h != nil {
 		got, err := h.BeforeInference(ctx)
@@ -295,6 +297,7 @@ func (r *run) deliver(ctx context.Context) (bool, error) {
 	woke := false
 	for _, pm := range got {
 		r.conv = append(r.conv, fromPrompt(pm))
+		r.held = append(r.held, pm)
 		woke = woke || pm.Event == nil || !pm.Event.Quiet // progress alone is no reason to call the model
 	}
 	return woke, err

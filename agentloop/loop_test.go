@@ -546,3 +546,55 @@ func TestSubAgentNotWokenByProgress(t *testing.T) {
 		}
 	})
 }
+
+// Events delivered at a natural end (here a sub-agent's wait for its
+// task) are reported in the Step of the inference that reads them, as the
+// step-start deliveries are, so OnStep shows every event the model got.
+func TestStepReportsNaturalEndDeliveries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		model := agentloop.NewScriptedModel(call("spawn_slow"), agentloop.Say("waiting for it"), agentloop.Say("done"))
+		var delivered []string // per step: the kinds of the events it reports
+		id, err := e.owner.SpawnAgent(t.Context(), func(ctx context.Context, tk *bgtask.Task) (any, error) {
+			p, err := bgtask.NewPlugin(e.m, tk.ID(), bgtask.WithInbox(tk.Inbox()))
+			if err != nil {
+				return nil, err
+			}
+			slow := agentloop.Tool{Name: "spawn_slow", Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+				ag, err := tk.Agent()
+				if err != nil {
+					return nil, err
+				}
+				id, err := ag.Spawn(ctx, func(ctx context.Context, _ *bgtask.Task) (any, error) {
+					select { // fake time of the bubble
+					case <-time.After(100 * time.Millisecond):
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
+					return "finished", nil
+				})
+				return agentloop.Text(id), err
+			}}
+			onStep := func(st agentloop.Step) {
+				var kinds []string
+				for _, pm := range st.Delivered {
+					kinds = append(kinds, string(pm.Event.Kind))
+				}
+				delivered = append(delivered, fmt.Sprintf("step %d: %s", st.Index, strings.Join(kinds, ",")))
+			}
+			_, err = agentloop.Run(ctx, agentloop.Config{Model: model, Tools: []agentloop.Tool{slow}, Hooks: p, RunID: "run-sub", SubAgent: true, OnStep: onStep},
+				[]agentloop.Message{{Role: "user", Content: "research"}})
+			return nil, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.owner.Wait(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+		want := "step 1: |step 2: |step 3: completed"
+		if got := strings.Join(delivered, "|"); got != want {
+			t.Fatalf("steps reported %q, want %q", got, want)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -16,20 +17,24 @@ var topics = []string{"btree", "lsm", "columnar", "hash", "skiplist", "rtree", "
 
 // leadModel plays the lead agent. Its first step starts the work, the
 // second cancels one researcher (and so everything it started), the third
-// ends the turn while the rest runs; every later step reads the events it
-// was given and, once nothing is left running, writes the summary.
+// says what the cancel did and ends the turn while the rest runs; every
+// later step reads the events it was given and, once nothing is left
+// running, writes the summary. What it says follows what it was told: a
+// task it cancelled is never "still running".
 type leadModel struct {
 	agents int
 	plugin *bgtask.Plugin // reads back the events it rendered
 
-	mu      sync.Mutex
-	step    int
-	results map[string]string // task id → what it reported
-	names   map[string]string // task id → name, from the tool results
+	mu        sync.Mutex
+	step      int
+	results   map[string]string // task id → what it reported
+	finished  []string          // names of tasks that completed since the last answer
+	stopped   []string          // names of tasks the lead cancelled that ended since the last answer
+	cancelled map[string]bool   // names of tasks the lead cancelled
 }
 
 func newLeadModel(agents int, plugin *bgtask.Plugin) *leadModel {
-	return &leadModel{agents: agents, plugin: plugin, results: map[string]string{}, names: map[string]string{}}
+	return &leadModel{agents: agents, plugin: plugin, results: map[string]string{}, cancelled: map[string]bool{}}
 }
 
 func researcher(i int) string { return "researcher-" + topics[i] }
@@ -42,6 +47,7 @@ func (l *leadModel) Next(ctx context.Context, req agentloop.Request) (agentloop.
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.step++
+	done := l.cancelResult(req.Messages) // first: read sees which tasks the lead cancelled
 	l.read(req.Messages)
 	switch l.step {
 	case 1:
@@ -57,10 +63,79 @@ func (l *leadModel) Next(ctx context.Context, req agentloop.Request) (agentloop.
 			"target": map[string]string{"relation": "child", "name": victim},
 		}})(req), nil
 	}
-	if view := viewOf(req.Messages); view != "" {
-		return agentloop.Response{Text: fmt.Sprintf("Still running: %s. I'll report when they finish.", view)}, nil
+	var said []string
+	if done != "" {
+		said = append(said, done)
 	}
-	return agentloop.Response{Text: l.summary()}, nil
+	if done != "" { // what the cancel's result said covers them
+		l.stopped = nil
+	}
+	if len(l.stopped) > 0 {
+		said = append(said, fmt.Sprintf("Stopped: %s.", strings.Join(l.stopped, ", ")))
+		l.stopped = nil
+	}
+	if len(l.finished) > 0 {
+		said = append(said, fmt.Sprintf("Finished: %s.", strings.Join(l.finished, ", ")))
+		l.finished = nil
+	}
+	var running []string
+	for _, name := range viewOf(req.Messages) {
+		if !l.cancelled[name] {
+			running = append(running, name)
+		}
+	}
+	if len(running) == 0 {
+		return agentloop.Response{Text: l.summary()}, nil
+	}
+	said = append(said, fmt.Sprintf("Still running: %s. I'll report when they finish.", strings.Join(running, ", ")))
+	return agentloop.Response{Text: strings.Join(said, " ")}, nil
+}
+
+// cancelResult says what the lead's last cancel_task call did, read from
+// its tool result, when the model's last answer was that call; "" otherwise.
+// It notes the cancelled task's name, so that it is not said to run.
+func (l *leadModel) cancelResult(msgs []agentloop.Message) string {
+	last := -1
+	for i, msg := range msgs {
+		if msg.Role == "assistant" {
+			last = i
+		}
+	}
+	if last < 0 {
+		return ""
+	}
+	for _, call := range msgs[last].Calls {
+		if call.Name != "cancel_task" {
+			continue
+		}
+		var args struct {
+			Target struct{ Name string } `json:"target"`
+		}
+		var res struct {
+			Status         string `json:"status"`
+			CancelledCount int    `json:"cancelled_count"`
+			Error          string `json:"error"`
+		}
+		for _, msg := range msgs[last+1:] {
+			if msg.Role == "tool" && msg.ToolCallID == call.ID {
+				_ = json.Unmarshal(call.Args, &args)
+				if err := json.Unmarshal([]byte(msg.Content), &res); err != nil {
+					return fmt.Sprintf("Could not cancel %s: %s.", args.Target.Name, msg.Content)
+				}
+			}
+		}
+		switch res.Status {
+		case "accepted":
+			l.cancelled[args.Target.Name] = true
+			return fmt.Sprintf("Cancelled %s and the %d task(s) it started.", args.Target.Name, res.CancelledCount-1)
+		case "already_cancelled":
+			l.cancelled[args.Target.Name] = true
+			return fmt.Sprintf("%s was already cancelled.", args.Target.Name)
+		default:
+			return fmt.Sprintf("Could not cancel %s: %s.", args.Target.Name, res.Error)
+		}
+	}
+	return ""
 }
 
 // read notes what each delivered event says.
@@ -70,9 +145,18 @@ func (l *leadModel) read(msgs []agentloop.Message) {
 		if !ok || !ev.Kind.IsTerminal() {
 			continue
 		}
+		if _, seen := l.results[ev.TaskID]; seen {
+			continue // the conversation holds every event delivered so far
+		}
 		switch ev.Kind {
 		case bgtask.EventCompleted:
 			l.results[ev.TaskID] = strings.Trim(string(ev.Result), `"`)
+			l.finished = append(l.finished, ev.Name)
+		case bgtask.EventCancelled:
+			l.results[ev.TaskID] = string(ev.Kind)
+			if l.cancelled[ev.Name] {
+				l.stopped = append(l.stopped, ev.Name)
+			}
 		default:
 			l.results[ev.TaskID] = string(ev.Kind)
 		}
@@ -80,9 +164,9 @@ func (l *leadModel) read(msgs []agentloop.Message) {
 }
 
 // viewOf returns the names in the prompt view's task list (an internal user
-// message; the system role holds only the plugin's instructions), or ""
+// message; the system role holds only the plugin's instructions), none
 // when it is absent (nothing is running).
-func viewOf(msgs []agentloop.Message) string {
+func viewOf(msgs []agentloop.Message) []string {
 	for _, msg := range msgs {
 		if msg.Role == "user" && msg.Internal && strings.HasPrefix(msg.Content, "<background-tasks ") {
 			var names []string
@@ -92,10 +176,10 @@ func viewOf(msgs []agentloop.Message) string {
 					names = append(names, name)
 				}
 			}
-			return strings.Join(names, ", ")
+			return names
 		}
 	}
-	return ""
+	return nil
 }
 
 func (l *leadModel) summary() string {

@@ -5,11 +5,16 @@
 // sub-agent cancelled together with the tasks it started, and at the end a
 // summary and the task table with its lineage drawn as a tree.
 //
-// Task metadata is kept in a SQLite file (-db), the embedded default
-// store: start the demo, kill it while tasks run, start it again, and the
+// Task metadata is kept in a SQLite file, the embedded default store, in
+// the user's cache directory (-db chooses another file, -reset deletes it
+// first): start the demo, kill it while tasks run, start it again, and the
 // second run reports the first run's tasks as interrupted, one event each.
+// Each start summarizes in one line what the previous one left.
 //
-//	go run ./examples/agentloop [-agents 3] [-speed 1] [-db path]
+// On a terminal the tasks' progress is drawn as bars redrawn in place;
+// piped or redirected, the output is plain lines.
+//
+//	go run ./examples/agentloop [-agents 3] [-speed 1] [-db path] [-reset]
 package main
 
 import (
@@ -18,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,6 +32,7 @@ import (
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/agentloop"
 	"github.com/bgtask/bgtask/store/sqlitestore"
+	"github.com/vbauerster/mpb/v8/cwriter"
 )
 
 // config is what the flags choose.
@@ -33,14 +40,18 @@ type config struct {
 	agents int     // research sub-agents to start
 	speed  float64 // >1 runs faster
 	db     string  // the SQLite file
+	reset  bool    // delete db first
+	live   bool    // out is a terminal: draw progress bars in place
 }
 
 func main() {
 	var cfg config
 	flag.IntVar(&cfg.agents, "agents", 3, "number of research sub-agents (1 to 9)")
 	flag.Float64Var(&cfg.speed, "speed", 1, "speed factor: 2 runs twice as fast")
-	flag.StringVar(&cfg.db, "db", filepath.Join(os.TempDir(), "bgtask-agentloop.db"), "SQLite file that keeps the task metadata")
+	flag.StringVar(&cfg.db, "db", defaultDB(), "SQLite file that keeps the task metadata")
+	flag.BoolVar(&cfg.reset, "reset", false, "delete the SQLite file first, forgetting earlier runs")
 	flag.Parse()
+	cfg.live = cwriter.IsTerminal(int(os.Stdout.Fd()))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, cfg, os.Stdout); err != nil {
@@ -58,7 +69,16 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	if cfg.speed <= 0 {
 		return fmt.Errorf("-speed %v: want more than 0", cfg.speed)
 	}
-	ui := newScreen(out)
+	if cfg.reset {
+		if err := removeDB(cfg.db); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.db), 0o755); err != nil {
+		return err
+	}
+	ui := newScreen(out, cfg.live)
+	defer ui.closeBars()
 	store, err := sqlitestore.Open(ctx, cfg.db)
 	if err != nil {
 		return err
@@ -73,37 +93,43 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		defer cancel()
 		err = errors.Join(err, m.Shutdown(sctx))
 	}()
+	const owner = "thread-lead"
 	ui.printf("task metadata in %s\n", cfg.db)
+	if cfg.reset {
+		ui.printf("(deleted by -reset: no earlier runs)\n")
+	}
+	earlier, err := storedTasks(ctx, m, owner)
+	if err != nil {
+		return err
+	}
+	if last := summarizeLast(earlier); last != "" {
+		ui.printf("%s\n", last)
+	}
+	ui.learnLabels(earlier) // the first run reports the killed ones by name
 	started := time.Now()
 
-	const owner = "thread-lead"
-	wake := make(chan struct{}, 1)
-	plugin, err := bgtask.NewPlugin(m, owner, bgtask.WithOnWake(func(bgtask.Event) {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}))
+	w := newWaker(m.Owner(owner), time.Duration(float64(50*time.Millisecond)/cfg.speed))
+	plugin, err := bgtask.NewPlugin(m, owner, bgtask.WithOnWake(w.onWake))
 	if err != nil {
 		return err
 	}
 	d := &demo{m: m, ui: ui, cfg: cfg}
 	lead := newLeadModel(cfg.agents, plugin)
-	tools := append(d.hostTools(), taskTools(plugin.Owner())...)
+	tools := append(d.hostTools(), d.taskTools(plugin.Owner())...)
 	conv := []agentloop.Message{{Role: "user", Content: "Research the three storage engines and index the repository."}}
 
 	// The host's loop of runs: a run that ends waiting for tasks is
-	// continued when one of them reports (the plugin's WithOnWake).
+	// continued when one of them reports something worth a model call
+	// (the plugin's WithOnWake, filtered by the waker).
 	for i := 1; ; i++ {
-		select { // this run delivers whatever woke the host
-		case <-wake:
-		default:
-		}
+		w.reset() // this run delivers whatever woke the host
 		run := fmt.Sprintf("run-%d", i)
 		ui.printf("\n== %s ==\n", run)
+		ui.runOpen(true)
 		res, err := agentloop.Run(ctx, agentloop.Config{
 			Model: lead, Tools: tools, Hooks: plugin, RunID: run, AgentID: "lead", OnStep: ui.step,
 		}, conv)
+		ui.runOpen(false)
 		if err != nil {
 			return err
 		}
@@ -113,11 +139,32 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 			ui.printf("\nSummary: %s\n", res.Response)
 			break
 		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return context.Cause(ctx)
+		if err := w.wait(ctx); err != nil {
+			return err
 		}
 	}
+	ui.closeBars()
 	return ui.taskTree(ctx, m, owner, started)
+}
+
+// defaultDB is the demo's database in the user's cache directory, or in
+// the temporary directory when there is none.
+func defaultDB() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "bgtask", "agentloop.db")
+}
+
+// removeDB deletes the SQLite file and its write-ahead log; a file that is
+// not there is not an error.
+func removeDB(path string) error {
+	var errs []error
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store/sqlitestore"
 	"go.uber.org/goleak"
 )
 
@@ -72,11 +75,32 @@ func TestDemoRuns(t *testing.T) {
 		"model calls cancel_task",
 		"run-1 ended waiting (awaiting_tasks)",
 		"ended done (natural)",
-		"index_repo         [####################] 100%",
+		"  indexer                      [####################] 100%\n",
+		"  researcher-btree/paper       [####################] 100%\n",
+		"model says \"Cancelled researcher-columnar and the 2 task(s) it started. Still running: researcher-btree, researcher-lsm, indexer. I'll report when they finish.\"\n",
+		"model says \"Finished: researcher-",
 		"\nSummary: btree: read paper on btree and blog on btree; indexed 120 files; lsm: read paper on lsm and blog on lsm. Cancelled: 3 task(s).\n",
 	} {
 		if !strings.Contains(text, line) {
 			t.Errorf("output lacks %q", line)
+		}
+	}
+}
+
+// A task's end is told after the step that caused it, and a sub-agent's
+// task is named after the sub-agent, in the end line and in the event.
+func TestDemoTellsCancelInOrder(t *testing.T) {
+	text := runDemo(t, config{agents: 3, speed: 1, db: filepath.Join(t.TempDir(), "tasks.db")})
+	call := strings.Index(text, "    model calls cancel_task ")
+	for _, line := range []string{
+		"\n  * researcher-columnar cancelled (sub_agent)\n",
+		"\n  * researcher-columnar/paper cancelled (fetch)\n",
+		"\n  * researcher-columnar/blog cancelled (fetch)\n",
+		"\n    <- cancelled   researcher-columnar/paper\n",
+		"\n    <- cancelled   researcher-columnar/blog\n",
+	} {
+		if at := strings.Index(text, line); call < 0 || at < call {
+			t.Errorf("%q at %d, the cancel_task call at %d; want it after:\n%s", line, at, call, text)
 		}
 	}
 }
@@ -140,11 +164,184 @@ func TestDemoRestartAfterKill(t *testing.T) {
 	if n := strings.Count(step1, "<- interrupted"); n < 3 || n > 10 {
 		t.Fatalf("first step after the restart delivered %d interrupted events, want 3 to 10:\n%s", n, text)
 	}
-	earlier := regexp.MustCompile(`from earlier runs of the demo: map\[(.*)\]`).FindStringSubmatch(text)
-	if earlier == nil || strings.Contains(earlier[1], "running:") || strings.Contains(earlier[1], "queued:") {
-		t.Fatalf("the lead's earlier tasks should all have ended:\n%s", text)
+	// A sub-agent's task is named after the sub-agent, also after a restart.
+	if !strings.Contains(step1, "\n    <- interrupted researcher-btree/paper: ") {
+		t.Errorf("the interrupted fetch is not named after its researcher:\n%s", step1)
+	}
+	// The killed run's tasks that were running are summarized as such.
+	if !regexp.MustCompile(`(?m)^last run: 10 tasks: (\d+ completed, )?(\d+ cancelled, )?\d+ interrupted \(killed while running\)$`).MatchString(text) {
+		t.Fatalf("no summary of the killed run:\n%s", text)
+	}
+	// Nothing of the killed run is still running after the restart.
+	second := storedStatuses(t, db)
+	if strings.Contains(second, "running") || strings.Contains(second, "queued") {
+		t.Fatalf("the killed run's tasks should all have ended:\n%s", second)
 	}
 	if !strings.Contains(text, "Interrupted by a restart: ") {
 		t.Fatalf("summary does not mention the interrupted tasks:\n%s", text)
+	}
+}
+
+// storedStatuses lists the status of every task the demo's lead and its
+// tasks left in the SQLite file db, each after its parent.
+func storedStatuses(t *testing.T, db string) string {
+	t.Helper()
+	ctx := context.Background()
+	store, err := sqlitestore.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	m, err := bgtask.New(bgtask.WithStore(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(ctx)
+	tasks, err := storedTasks(ctx, m, "thread-lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, meta := range tasks {
+		out = append(out, meta.Name+":"+string(meta.Status))
+	}
+	return strings.Join(out, " ")
+}
+
+// runDemo runs the demo in a synctest bubble (fake time: which researcher is
+// cancelled, and when, never depends on the machine's load) and returns
+// its output.
+func runDemo(t *testing.T, cfg config) string {
+	t.Helper()
+	var out bytes.Buffer
+	synctest.Test(t, func(t *testing.T) {
+		if err := run(context.Background(), cfg, &out); err != nil {
+			t.Fatalf("demo: %v\n%s", err, out.String())
+		}
+	})
+	return out.String()
+}
+
+// Piped, the demo prints plain lines (no terminal escape codes) and every
+// line about a task names it: progress, transitions and the events the
+// model is given.
+func TestDemoPlainOutputNamesTasks(t *testing.T) {
+	bin := buildDemo(t)
+	out, err := exec.Command(bin, "-speed", "8", "-db", filepath.Join(t.TempDir(), "tasks.db")).Output()
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	text := string(out)
+	if strings.ContainsAny(text, "\x1b\r") {
+		t.Fatalf("piped output has escape codes or carriage returns:\n%q", text)
+	}
+	for _, re := range []string{
+		`(?m)^  researcher-btree/paper +\[#{20}\] 100%$`,
+		`(?m)^  indexer +\[#{20}\] 100%$`,
+		`(?m)^  \* researcher-btree completed \(sub_agent\)$`,
+		`(?m)^    <- completed +researcher-btree: "btree: read paper on btree and blog on btree"$`,
+		`(?m)^    <- completed +indexer: "indexed 120 files"$`,
+		`(?m)^    <- cancelled +researcher-columnar$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(text) {
+			t.Errorf("output lacks a line matching %s", re)
+		}
+	}
+	if strings.Contains(text, "<- custom") || regexp.MustCompile(`<- \w+ +task_`).MatchString(text) {
+		t.Errorf("an event line names a task by id only:\n%s", text)
+	}
+}
+
+// The model is never called for progress alone: progress is quiet and
+// coalesced, and reaches the lead with the next event that wakes it. The
+// story takes three runs: start and cancel, the researchers' answers, the
+// indexer's result.
+func TestDemoProgressDoesNotCallModel(t *testing.T) {
+	text := runDemo(t, config{agents: 3, speed: 1, db: filepath.Join(t.TempDir(), "tasks.db")})
+	calls, progressOnly := 0, 0
+	for _, step := range strings.Split(text, "\nstep ")[1:] {
+		calls++
+		var delivered, progress int
+		for _, line := range strings.Split(step, "\n") {
+			if strings.HasPrefix(line, "    <- ") {
+				delivered++
+				if regexp.MustCompile(`progress\b.*\{"done"`).MatchString(line) {
+					progress++
+				}
+			}
+		}
+		if delivered > 0 && delivered == progress {
+			progressOnly++
+		}
+	}
+	if progressOnly != 0 {
+		t.Errorf("%d of %d model calls were for progress alone, want 0:\n%s", progressOnly, calls, text)
+	}
+	if runs := strings.Count(text, "\n== run-"); runs != 3 || calls != 5 {
+		t.Errorf("%d runs, %d model calls; want 3 runs, 5 calls:\n%s", runs, calls, text)
+	}
+	// The lead never says a task it cancelled is still running.
+	for _, line := range regexp.MustCompile(`Still running: [^.]*\.`).FindAllString(text, -1) {
+		if strings.Contains(line, "researcher-columnar") {
+			t.Errorf("the lead says %q after cancelling researcher-columnar", line)
+		}
+	}
+	for _, step := range strings.Split(text, "\nstep ")[1:] {
+		if n := strings.Count(step, `<- progress    indexer: {"done":`); n > 1 {
+			t.Errorf("a step delivered %d progress events of the indexer, want them coalesced into one:\n%s", n, step)
+		}
+	}
+}
+
+// Each start summarizes the previous run in one line; -reset deletes the
+// database first, so nothing earlier is left to summarize.
+func TestDemoLastRunAndReset(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	cfg := config{agents: 3, speed: 1, db: db}
+	first := runDemo(t, cfg)
+	if strings.Contains(first, "last run:") {
+		t.Fatalf("first start summarizes a last run:\n%s", first)
+	}
+	second := runDemo(t, cfg)
+	wantHead := "task metadata in " + db + "\nlast run: 10 tasks: 7 completed, 3 cancelled\n\n== run-1 ==\n"
+	if !strings.HasPrefix(second, wantHead) {
+		t.Fatalf("second start begins\n%s\nwant\n%s", shortHead(second), wantHead)
+	}
+	if got := strings.Count(second, "last run:"); got != 1 {
+		t.Fatalf("%d summary lines, want 1", got)
+	}
+	cfg.reset = true
+	third := runDemo(t, cfg)
+	wantHead = "task metadata in " + db + "\n(deleted by -reset: no earlier runs)\n\n== run-1 ==\n"
+	if !strings.HasPrefix(third, wantHead) {
+		t.Fatalf("start with -reset begins\n%s\nwant\n%s", shortHead(third), wantHead)
+	}
+	if got := strings.Count(storedStatuses(t, db), ":"); got != 10 {
+		t.Fatalf("after -reset the database holds %d tasks, want the 10 of one run", got)
+	}
+}
+
+func shortHead(s string) string {
+	lines := strings.SplitN(s, "\n", 5)
+	return strings.Join(lines[:min(4, len(lines))], "\n")
+}
+
+// Without -db the database is in the user's cache directory; the demo
+// says where, once.
+func TestDemoDatabaseInCacheDir(t *testing.T) {
+	bin := buildDemo(t)
+	home := t.TempDir()
+	cmd := exec.Command(bin, "-speed", "8")
+	cmd.Env = append(cmd.Environ(), "XDG_CACHE_HOME="+filepath.Join(home, "cache"), "HOME="+home)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	want := filepath.Join(home, "cache", "bgtask", "agentloop.db")
+	if got := strings.Count(string(out), "task metadata in "); got != 1 || !strings.HasPrefix(string(out), "task metadata in "+want+"\n") {
+		t.Fatalf("output begins %q, want the path %s once", shortHead(string(out)), want)
+	}
+	if _, err := os.Stat(want); err != nil {
+		t.Fatal(err)
 	}
 }

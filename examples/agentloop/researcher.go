@@ -36,7 +36,7 @@ func (d *demo) runResearcher(ctx context.Context, t *bgtask.Task, topic string, 
 						if err := d.pause(ctx, 250*time.Millisecond); err != nil {
 							return nil, err
 						}
-						d.ui.progress(page.ID(), topic+"/"+source, s, steps)
+						d.ui.progress(page.ID(), t.Name()+"/"+page.Name(), s, steps)
 					}
 					return fmt.Sprintf("%s on %s", source, topic), nil
 				}, bgtask.WithName(source), bgtask.WithType("fetch"), bgtask.WithDescription("fetch a "+source+" on "+topic))

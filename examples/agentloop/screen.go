@@ -10,44 +10,116 @@ import (
 
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/agentloop"
+	"github.com/vbauerster/mpb/v8"
 )
 
 // screen writes the demo's output. Tasks write progress from their own
-// goroutines, so every write holds mu.
+// goroutines, so every write holds mu. On a terminal (live) progress bars
+// are redrawn in place below the text, which mpb prints above them; on
+// anything else the output is plain lines without escape codes.
 type screen struct {
-	mu    sync.Mutex
-	out   io.Writer
-	shown map[string]int // task id → last progress quarter printed
+	mu     sync.Mutex
+	out    io.Writer
+	bars   *mpb.Progress       // nil when not live, or once closeBars ran
+	bar    map[string]*mpb.Bar // task id → its bar, while the task runs
+	shown  map[string]int      // task id → last progress quarter printed (plain)
+	labels map[string]string   // task id → its label: its name, after its parent's
+	inRun  bool                // a run is open: task ends are told after its step
+	held   []string            // task ends waiting for the step's lines
 }
 
-func newScreen(out io.Writer) *screen { return &screen{out: out, shown: map[string]int{}} }
+func newScreen(out io.Writer, live bool) *screen {
+	s := &screen{out: out, bar: map[string]*mpb.Bar{}, shown: map[string]int{}, labels: map[string]string{}}
+	if live {
+		s.bars = mpb.New(mpb.WithOutput(out), mpb.WithWidth(32), mpb.WithAutoRefresh())
+	}
+	return s
+}
 
 func (s *screen) printf(format string, args ...any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.writef(format, args...)
+}
+
+// writef writes above the bars when they are drawn; s.mu is held.
+func (s *screen) writef(format string, args ...any) {
+	if s.bars != nil {
+		fmt.Fprintf(s.bars, format, args...)
+		return
+	}
 	fmt.Fprintf(s.out, format, args...)
 }
 
-// progress draws a task's bar each time it crosses a quarter.
-func (s *screen) progress(id, label string, done, total int) {
-	quarter := 4 * done / total
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if last, ok := s.shown[id]; ok && quarter <= last {
-		return
-	}
-	s.shown[id] = quarter
-	const width = 20
-	filled := width * done / total
-	fmt.Fprintf(s.out, "  %-18s [%s%s] %3d%%\n", label, strings.Repeat("#", filled), strings.Repeat(".", width-filled), 100*done/total)
-}
-
-// transition is the Manager's observer: a line when a task ends.
+// transition is the Manager's observer. It learns each task's label when
+// the task starts, and prints a line naming the task when it ends. During
+// a run the line waits for the step that caused it (a cancel), so that it
+// follows the model's call rather than precede it.
 func (s *screen) transition(tr bgtask.Transition) {
 	if !tr.To.IsTerminal() {
+		s.mu.Lock()
+		s.learnLocked(tr.Task)
+		s.mu.Unlock()
 		return
 	}
-	s.printf("  * %s %s (%s)\n", tr.Task.Name, tr.To, tr.Task.Type)
+	s.endBar(tr.Task.ID, tr.To)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	line := fmt.Sprintf("  * %s %s (%s)\n", s.labelLocked(tr.Task.Name, tr.Task.ID), tr.To, tr.Task.Type)
+	if s.inRun {
+		s.held = append(s.held, line)
+		return
+	}
+	s.writef("%s", line)
+}
+
+// learnLabels learns the labels of tasks, each listed after its parent.
+func (s *screen) learnLabels(tasks []bgtask.TaskMeta) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range tasks {
+		s.learnLocked(t)
+	}
+}
+
+// learnLocked learns a task's label, its name after its parent's label
+// when the parent is known. s.mu is held.
+func (s *screen) learnLocked(t bgtask.TaskMeta) {
+	if _, ok := s.labels[t.ID]; ok {
+		return
+	}
+	label := t.Name
+	if parent, ok := s.labels[t.Parent.TaskID]; ok {
+		label = parent + "/" + label
+	}
+	s.labels[t.ID] = label
+}
+
+// labelLocked names a task for a reader: its label, else its name, else a
+// short form of its id. s.mu is held.
+func (s *screen) labelLocked(name, id string) string {
+	if l, ok := s.labels[id]; ok {
+		return l
+	}
+	return taskLabel(name, id)
+}
+
+// runOpen says whether a run is open; when it closes, the task ends held
+// for a step are printed.
+func (s *screen) runOpen(open bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inRun = open
+	if !open {
+		s.flushLocked()
+	}
+}
+
+func (s *screen) flushLocked() {
+	for _, line := range s.held {
+		s.writef("%s", line)
+	}
+	s.held = nil
 }
 
 // step prints what a step of the lead delivered to the model and what the
@@ -55,37 +127,31 @@ func (s *screen) transition(tr bgtask.Transition) {
 func (s *screen) step(st agentloop.Step) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fmt.Fprintf(s.out, "step %d: %d event(s) delivered\n", st.Index, len(st.Delivered))
+	s.writef("step %d: %d event(s) delivered\n", st.Index, len(st.Delivered))
 	for _, pm := range st.Delivered {
-		fmt.Fprintf(s.out, "    <- %s\n", describe(pm))
+		s.writef("    <- %s\n", s.describeLocked(pm))
 	}
 	for _, c := range st.Response.Calls {
-		fmt.Fprintf(s.out, "    model calls %s %s\n", c.Name, c.Args)
+		s.writef("    model calls %s %s\n", c.Name, c.Args)
 	}
 	if st.Response.Text != "" {
-		fmt.Fprintf(s.out, "    model says %q\n", st.Response.Text)
+		s.writef("    model says %q\n", st.Response.Text)
 	}
+	s.flushLocked()
 }
 
 // taskTree prints the tasks of owner created since, and the tasks they
 // started, as a tree in creation order, from the Store. Tasks of earlier
-// runs of the demo are counted, not shown.
+// runs of the demo are left out (summarizeLast told of the previous one at the start).
 func (s *screen) taskTree(ctx context.Context, m *bgtask.Manager, owner string, since time.Time) error {
 	var roots []bgtask.TaskMeta
-	older := map[bgtask.TaskStatus]int{}
 	for meta, err := range m.Store().List(ctx, owner) {
 		if err != nil {
 			return err
 		}
-		switch {
-		case meta.CreatedAt.Before(since):
-			older[meta.Status]++
-		case meta.Parent.TaskID == "":
+		if !meta.CreatedAt.Before(since) && meta.Parent.TaskID == "" {
 			roots = append(roots, meta)
 		}
-	}
-	if len(older) > 0 {
-		s.printf("\nfrom earlier runs of the demo: %v\n", older)
 	}
 	s.printf("\n%-26s %-10s %-10s %6s  %s\n", "TASK", "TYPE", "STATUS", "TIME", "RESULT")
 	for i, meta := range roots {
@@ -128,26 +194,40 @@ func (s *screen) treeRow(ctx context.Context, m *bgtask.Manager, meta bgtask.Tas
 	return nil
 }
 
-// describe says in one line what a delivered message carries.
-func describe(pm bgtask.PromptMessage) string {
+// describeLocked says in one line what a delivered message carries: what
+// happened, to which task (by its label), and what it reported.
+func (s *screen) describeLocked(pm bgtask.PromptMessage) string {
 	if pm.Event == nil {
 		return shorten(pm.Content, 100)
 	}
 	ev := pm.Event
-	id := ev.TaskID
-	if len(id) > 10 {
-		id = "task_…" + id[len(id)-4:]
+	what := string(ev.Kind)
+	if ev.Kind == bgtask.EventCustom {
+		what = ev.EventType // "progress", rather than "custom"
 	}
-	detail := ""
+	detail := ev.Error
 	switch {
 	case len(ev.Payload) > 0:
-		detail = ev.EventType + " " + string(ev.Payload)
+		detail = string(ev.Payload)
 	case len(ev.Result) > 0:
 		detail = string(ev.Result)
-	default:
-		detail = ev.Error
 	}
-	return shorten(fmt.Sprintf("%-9s %s %s", ev.Kind, id, detail), 100)
+	line := fmt.Sprintf("%-11s %s", what, s.labelLocked(ev.Name, ev.TaskID))
+	if detail != "" {
+		line += ": " + detail
+	}
+	return shorten(line, 100)
+}
+
+// taskLabel names a task for a reader: its name, else a short form of its id.
+func taskLabel(name, id string) string {
+	if name != "" {
+		return name
+	}
+	if len(id) > 10 {
+		return "task_…" + id[len(id)-4:]
+	}
+	return id
 }
 
 func shorten(s string, n int) string {

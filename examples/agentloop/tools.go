@@ -77,7 +77,9 @@ func (d *demo) research(ctx context.Context, args json.RawMessage) (json.RawMess
 }
 
 // indexRepo starts a slow task that reports progress. Its wake policy is
-// on_activity, so its progress events reach the model too.
+// the default: progress is quiet (each report replaces the one the lead has
+// not seen yet) and reaches the model with the next event that wakes it,
+// never on its own.
 func (d *demo) indexRepo(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
 	var in struct{ Files int }
 	if err := strictDecode(args, &in); err != nil {
@@ -91,20 +93,19 @@ func (d *demo) indexRepo(ctx context.Context, args json.RawMessage) (json.RawMes
 		return nil, err
 	}
 	id, err := owner.Spawn(ctx, func(ctx context.Context, t *bgtask.Task) (any, error) {
+		step := max(in.Files/10, 1)
 		for done := 0; done < in.Files; {
 			if err := d.pause(ctx, 200*time.Millisecond); err != nil {
 				return nil, err
 			}
-			done = min(done+in.Files/10, in.Files)
-			d.ui.progress(t.ID(), "index_repo", done, in.Files)
-			if done%(in.Files/4+1) < in.Files/10 || done == in.Files {
-				if err := t.Emit("progress", map[string]int{"done": done, "total": in.Files}); err != nil {
-					return nil, err
-				}
+			done = min(done+step, in.Files)
+			d.ui.progress(t.ID(), t.Name(), done, in.Files)
+			if err := t.Emit("progress", map[string]int{"done": done, "total": in.Files}); err != nil {
+				return nil, err
 			}
 		}
 		return fmt.Sprintf("indexed %d files", in.Files), nil
-	}, bgtask.WithName("indexer"), bgtask.WithDescription("index the repository"), bgtask.WithWake(bgtask.WakeOnActivity))
+	}, bgtask.WithName("indexer"), bgtask.WithDescription("index the repository"))
 	if err != nil {
 		return nil, err
 	}
@@ -121,13 +122,52 @@ func (d *demo) ownerOf(ctx context.Context) (bgtask.Owner, error) {
 }
 
 // taskTools are bgtask's model-facing tools, scoped to the owner, in the
-// loop's tool shape.
-func taskTools(o bgtask.Owner) []agentloop.Tool {
+// loop's tool shape. cancel_task returns once the tasks it cancelled have
+// stopped (see settled), so the model's next step sees them stopped.
+func (d *demo) taskTools(o bgtask.Owner) []agentloop.Tool {
 	var out []agentloop.Tool
 	for _, t := range o.Tools(bgtask.WithOnSelfCancel(agentloop.CancelRun)) {
+		if t.Name == "cancel_task" {
+			cancel := t.Call
+			t.Call = func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+				res, err := cancel(ctx, args)
+				if err != nil {
+					return res, err
+				}
+				var r struct {
+					Status string `json:"status"`
+					Root   string `json:"root_task_id"`
+				}
+				if json.Unmarshal(res, &r) == nil && r.Status == "accepted" {
+					if err := d.settled(ctx, o, r.Root); err != nil {
+						return nil, err
+					}
+				}
+				return res, nil
+			}
+		}
 		out = append(out, agentloop.Tool(t))
 	}
 	return out
+}
+
+// settled waits until the task id of o and every task under it have ended
+// and their terminal events were delivered. A cancel only signals the
+// tasks; they stop on their own goroutines, and the lead would otherwise
+// hear of them at a moment that depends on the machine's load.
+func (d *demo) settled(ctx context.Context, o bgtask.Owner, id string) error {
+	if _, err := o.Wait(ctx, id); err != nil {
+		return err
+	}
+	for kid, err := range d.m.Store().Children(ctx, id) {
+		if err != nil {
+			return err
+		}
+		if err := d.settled(ctx, d.m.Owner(kid.Owner), kid.ID); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // strictDecode decodes a tool's arguments, refusing unknown fields.

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/bgtask/bgtask"
+)
+
+// storedTasks returns the Store's records of owner's tasks and of the tasks
+// they started, each after its parent.
+func storedTasks(ctx context.Context, m *bgtask.Manager, owner string) ([]bgtask.TaskMeta, error) {
+	var tasks []bgtask.TaskMeta
+	var walk func(bgtask.TaskMeta) error
+	walk = func(meta bgtask.TaskMeta) error {
+		tasks = append(tasks, meta)
+		for kid, err := range m.Store().Children(ctx, meta.ID) {
+			if err != nil {
+				return err
+			}
+			if err := walk(kid); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for meta, err := range m.Store().List(ctx, owner) {
+		if err != nil {
+			return nil, err
+		}
+		if meta.Parent.TaskID == "" {
+			if err := walk(meta); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return tasks, nil
+}
+
+// summarizeLast says in one line what the previous run of the demo left:
+// of tasks (storedTasks), those that the runtime instance of the most
+// recently created one ran. It returns "" for no tasks.
+//
+// A task still recorded queued, running or awaiting input belongs to a
+// process that is gone (this one has not started any yet): it was killed
+// while running, and the first run reports it interrupted.
+func summarizeLast(tasks []bgtask.TaskMeta) string {
+	if len(tasks) == 0 {
+		return ""
+	}
+	latest := tasks[0]
+	for _, t := range tasks[1:] {
+		if t.CreatedAt.After(latest.CreatedAt) {
+			latest = t
+		}
+	}
+	counts := map[bgtask.TaskStatus]int{}
+	total := 0
+	for _, t := range tasks {
+		if t.Instance != latest.Instance {
+			continue
+		}
+		total++
+		status := t.Status
+		if !status.IsTerminal() {
+			status = bgtask.StatusInterrupted
+		}
+		counts[status]++
+	}
+	return summarize(total, counts)
+}
+
+// summarize writes "last run: 7 tasks: 5 completed, 1 cancelled, 1
+// interrupted (killed while running)", statuses in a fixed order.
+func summarize(total int, counts map[bgtask.TaskStatus]int) string {
+	labels := []struct {
+		status bgtask.TaskStatus
+		label  string
+	}{
+		{bgtask.StatusCompleted, "completed"},
+		{bgtask.StatusFailed, "failed"},
+		{bgtask.StatusCancelled, "cancelled"},
+		{bgtask.StatusInterrupted, "interrupted (killed while running)"},
+	}
+	var parts []string
+	for _, l := range labels {
+		if n := counts[l.status]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, l.label))
+		}
+	}
+	noun := "tasks"
+	if total == 1 {
+		noun = "task"
+	}
+	return fmt.Sprintf("last run: %d %s: %s", total, noun, strings.Join(parts, ", "))
+}
