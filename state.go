@@ -281,6 +281,37 @@ type Action struct {
 	At    time.Time  `json:"at,omitzero"`
 }
 
+// UnmarshalJSON decodes an action, rejecting a record no code could handle
+// with an error matching ErrCorrupt that names the task; an upsert's record
+// may have no status (a content-only update).
+func (a *Action) UnmarshalJSON(b []byte) error {
+	type plainMeta TaskMeta // drops TaskMeta's decoder, which requires a status
+	type record struct {
+		plainMeta
+		Status string `json:"status"` // checked below: may be empty in an upsert
+	}
+	var raw struct {
+		Op    ActionOp  `json:"op"`
+		Tasks []record  `json:"tasks"`
+		IDs   []string  `json:"ids"`
+		At    time.Time `json:"at"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("%w: action: %v", ErrCorrupt, err)
+	}
+	var tasks []TaskMeta
+	for i := range raw.Tasks {
+		m := TaskMeta(raw.Tasks[i].plainMeta)
+		m.Status = TaskStatus(raw.Tasks[i].Status)
+		if err := m.check(raw.Op == OpUpsert); err != nil {
+			return err
+		}
+		tasks = append(tasks, m)
+	}
+	*a = Action{Op: raw.Op, Tasks: tasks, IDs: raw.IDs, At: raw.At}
+	return nil
+}
+
 // Upsert inserts m, or updates the record with the same id under the
 // invariants of ApplyAction. An update may leave m.Status empty to keep the
 // record's status and change only its content; an insert without a status

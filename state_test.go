@@ -93,7 +93,7 @@ func TestApplyAction(t *testing.T) {
 			want: snapOf(completed),
 		},
 		{
-			name:  "completed then completed with another result is dropped",
+			name:  "completed then completed with another result keeps what was set",
 			prior: []Action{Upsert(running), Upsert(completed)},
 			act: Upsert(with(completed, func(m *TaskMeta) {
 				m.Result, m.FinishedAt, m.Attempt = json.RawMessage(`{"x":2}`), rt3, 5
@@ -303,6 +303,8 @@ func TestActionJSON(t *testing.T) {
 		{Upsert(rmeta("task_a", "o", StatusRunning)), `{"op":"upsert","tasks":[{"task_id":"task_a","owner":"o","status":"running"}]}`},
 		{ReplaceAll(), `{"op":"replace_all"}`},
 		{Remove("task_a", "task_b"), `{"op":"remove","ids":["task_a","task_b"]}`},
+		{Action{Op: OpUpsert, Tasks: []TaskMeta{rmeta("task_a", "o", "")}, At: rt0},
+			`{"op":"upsert","tasks":[{"task_id":"task_a","owner":"o","status":""}],"at":"2025-01-02T03:04:05Z"}`},
 	}
 	for _, tc := range tests {
 		if got := mustJSON(t, tc.a); got != tc.want {
@@ -788,6 +790,29 @@ func TestApplyActionSeedInvariants(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("snapshot:\n got  %s\n want %s", mustJSON(t, got), mustJSON(t, tc.want))
+			}
+		})
+	}
+}
+
+func TestActionUnmarshalCorrupt(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in, want string
+	}{
+		{"unknown status", `{"op":"upsert","tasks":[{"task_id":"task_a","owner":"o","status":"paused"}]}`,
+			`bgtask: corrupt task metadata: task task_a: unknown status "paused"`},
+		{"replace_all without a status", `{"op":"replace_all","tasks":[{"task_id":"task_a","owner":"o"}]}`,
+			`bgtask: corrupt task metadata: task task_a: unknown status ""`},
+		{"upsert without an owner", `{"op":"upsert","tasks":[{"task_id":"task_a"}]}`,
+			`bgtask: corrupt task metadata: task task_a: empty owner`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var a Action
+			err := json.Unmarshal([]byte(tc.in), &a)
+			if !errors.Is(err, ErrCorrupt) || err.Error() != tc.want {
+				t.Fatalf("err = %v, want %s (matching ErrCorrupt)", err, tc.want)
 			}
 		})
 	}
