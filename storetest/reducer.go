@@ -61,6 +61,12 @@ func testReducerRules(t *testing.T, c Config) {
 			[]bgtask.Action{bgtask.Upsert(running), bgtask.Upsert(completed),
 				bgtask.Upsert(noStatus(running, func(m *bgtask.TaskMeta) { m.Description = "enriched" }))},
 			mod(completed, func(m *bgtask.TaskMeta) { m.Description = "enriched" })},
+		{"a terminal record takes the error text, stack and instance it lacks",
+			[]bgtask.Action{bgtask.Upsert(mod(running, func(m *bgtask.TaskMeta) { m.Status, m.FinishedAt, m.Instance = bgtask.StatusFailed, at(3), "" })),
+				bgtask.Upsert(noStatus(running, func(m *bgtask.TaskMeta) { m.Error, m.Stack, m.Instance = "boom", "goroutine 1", "inst-2" }))},
+			mod(running, func(m *bgtask.TaskMeta) {
+				m.Status, m.FinishedAt, m.Error, m.Stack, m.Instance = bgtask.StatusFailed, at(3), "boom", "goroutine 1", "inst-2"
+			})},
 		{"another terminal status on a terminal record is dropped whole",
 			[]bgtask.Action{bgtask.Upsert(running), bgtask.Upsert(completed),
 				bgtask.Upsert(mod(completed, func(m *bgtask.TaskMeta) { m.Status, m.Error = bgtask.StatusFailed, "orphaned" }))},
