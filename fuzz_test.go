@@ -409,7 +409,14 @@ func TestCheckStepDetectsViolations(t *testing.T) {
 		prev, next Snapshot
 		a          Action
 	}{
-		{"terminal changed", snap(done), snap(with(done, func(m *TaskMeta) { m.Error = "x" })), up},
+		{"terminal error rewritten", snap(with(done, func(m *TaskMeta) { m.Error = "x" })), snap(with(done, func(m *TaskMeta) { m.Error = "y" })), up},
+		{"terminal result rewritten", snap(with(done, func(m *TaskMeta) { m.Result = json.RawMessage(`1`) })),
+			snap(with(done, func(m *TaskMeta) { m.Result = json.RawMessage(`2`) })), up},
+		{"terminal status changed", snap(done), snap(with(done, func(m *TaskMeta) { m.Status = StatusFailed })), up},
+		{"terminal attempt raised", snap(done), snap(with(done, func(m *TaskMeta) { m.Attempt = 3 })), up},
+		{"request kept while running", snap(run), snap(with(run, func(m *TaskMeta) { m.Input = &InputRequest{ID: "r"} })), up},
+		{"stamp left zero under a commit time", snap(), snap(with(done, func(m *TaskMeta) { m.FinishedAt = time.Time{} })),
+			Action{Op: OpUpsert, Tasks: []TaskMeta{done}, At: rt3}},
 		{"status back", snap(run), snap(with(run, func(m *TaskMeta) { m.Status = StatusQueued })), up},
 		{"attempt down", snap(run), snap(with(run, func(m *TaskMeta) { m.Attempt = 1 })), up},
 		{"owner changed", snap(run), snap(with(run, func(m *TaskMeta) { m.Owner = "p" })), up},
@@ -433,6 +440,9 @@ func TestCheckStepDetectsViolations(t *testing.T) {
 	}
 	if msg := checkStep(snap(run), snap(done), Upsert(done)); msg != "" {
 		t.Errorf("a legal step flagged: %s", msg)
+	}
+	if msg := checkStep(snap(done), snap(with(done, func(m *TaskMeta) { m.Result = json.RawMessage(`1`) })), up); msg != "" {
+		t.Errorf("an enrichment flagged: %s", msg)
 	}
 }
 
