@@ -3,6 +3,7 @@ package bgtask
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -816,4 +817,27 @@ func TestActionUnmarshalCorrupt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A late re-mirror or content-only update fills what a terminal record
+// lacks, never what it has; the action's At stamps the times it lacks.
+func ExampleApplyAction_enrich() {
+	var snap Snapshot
+	now := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
+	done := TaskMeta{ID: "task_a", Owner: "thread-1", Status: StatusCompleted}
+	end := Upsert(done)
+	end.At = now // the reducer reads no clock: the commit's time comes with the action
+	ApplyAction(&snap, end)
+
+	late := done
+	late.Status, late.Result = "", json.RawMessage(`{"path":"/r.json"}`) // no status: content only
+	ApplyAction(&snap, Upsert(late))
+
+	lost := done
+	lost.Status, lost.Error = StatusFailed, "orphaned" // another terminal status: dropped whole
+	ApplyAction(&snap, Upsert(lost))
+
+	m := snap.Tasks["task_a"]
+	fmt.Println(m.Status, string(m.Result), m.FinishedAt.Format(time.RFC3339), m.Error == "")
+	// Output: completed {"path":"/r.json"} 2026-11-23T01:00:00Z true
 }
