@@ -268,7 +268,8 @@ const (
 )
 
 // Action is one update of a Snapshot. Build it with Upsert, ReplaceAll or
-// Remove. It marshals to JSON so a host can log or replay it.
+// Remove. It marshals to JSON so a host can log or replay it. The zero
+// value has no op: ApplyAction ignores it and ValidateCommit refuses it.
 //
 // At is the time of the commit that carries the action, for the stamps a
 // record lacks (see [ApplyAction]): the reducer reads no clock, so whoever
