@@ -93,8 +93,9 @@
 //
 // Only metadata ([TaskMeta]) is persisted, through one reducer
 // ([ApplyAction], under the state key [TaskState]) that every [Store]
-// applies: terminal is final, stamps are written once, writes fenced on an
-// older attempt are dropped. The default store is in memory
+// applies: terminal is final (a late update may only fill what a terminal
+// record lacks), stamps are written once, writes fenced on an older attempt
+// are dropped. The default store is in memory
 // ([NewMemoryStore]) with bounded retention; the nested modules
 // store/sqlitestore and store/pgstore keep it in SQLite or, shared by
 // several processes ([SharedStore]), in PostgreSQL, and package storetest is

@@ -17,6 +17,8 @@ import (
 //	op&3      0,1 upsert; 2 replace_all; 3 remove
 //	op>>2&1   replace_all: add a second task; remove: add a second id
 //	op>>3&1   replace_all: with no task at all
+//	op>>4&1   the action's At is rt3 (else zero)
+//	op>>5&1   the (first) task carries an input request
 //	b1        id fzIDs[b1&3], owner fzOwners[(b1>>2)%3]
 //	b2        status fzStatuses[b2&7], attempt (b2>>3&3)-1; remove: second id fzIDs[b2>>5&3]
 //	b3        result fzResults[b3&7], CreatedAt fzTimes[b3>>3&3]
@@ -78,6 +80,17 @@ func fzTask(b []byte) TaskMeta {
 }
 
 func fzAction(b []byte) Action {
+	a := fzOp(b)
+	if b[0]>>4&1 == 1 {
+		a.At = rt3
+	}
+	if b[0]>>5&1 == 1 && len(a.Tasks) > 0 {
+		a.Tasks[0].Input = &InputRequest{ID: "req", Prompt: "?"}
+	}
+	return a
+}
+
+func fzOp(b []byte) Action {
 	switch b[0] & 3 {
 	case 0, 1:
 		return Upsert(fzTask(b))
@@ -129,8 +142,8 @@ func checkStep(prev, next Snapshot, a Action) string {
 			continue
 		}
 		switch {
-		case p.Status.IsTerminal() && !reflect.DeepEqual(p, n):
-			return "terminal record " + id + " changed"
+		case p.Status.IsTerminal() && !terminalKept(p, n):
+			return "terminal record " + id + " changed what was set"
 		case n.Status.rank() < p.Status.rank():
 			return "status of " + id + " went back from " + string(p.Status) + " to " + string(n.Status)
 		case n.Attempt < p.Attempt:
@@ -147,6 +160,16 @@ func checkStep(prev, next Snapshot, a Action) string {
 			return "identity of " + id + " changed"
 		case !n.Status.IsTerminal() && !n.FinishedAt.IsZero() && p.FinishedAt.IsZero():
 			return "non-terminal " + id + " got a FinishedAt"
+		}
+	}
+	for id, n := range next.Tasks {
+		switch {
+		case n.Input != nil && n.Status != StatusAwaitingInput:
+			return "record " + id + " keeps an input request while " + string(n.Status)
+		case a.At.IsZero() || a.Op != OpUpsert || id != a.Tasks[0].ID:
+		case reflect.DeepEqual(prev.Tasks[id], n):
+		case n.CreatedAt.IsZero(), n.Status != StatusQueued && n.StartedAt.IsZero(), n.Status.IsTerminal() && n.FinishedAt.IsZero():
+			return "upsert at " + a.At.String() + " left a stamp of " + id + " zero"
 		}
 	}
 	switch a.Op {
@@ -175,6 +198,15 @@ func checkStep(prev, next Snapshot, a Action) string {
 		}
 	}
 	return ""
+}
+
+// terminalKept reports whether n, the record after an action, keeps every
+// field that the terminal record p had set.
+func terminalKept(p, n TaskMeta) bool {
+	kept := func(was, is string) bool { return was == "" || was == is }
+	return n.Status == p.Status && n.Attempt == p.Attempt && n.Input == nil &&
+		kept(p.Description, n.Description) && kept(p.Error, n.Error) && kept(p.Stack, n.Stack) &&
+		kept(p.Instance, n.Instance) && (p.Result == nil || bytes.Equal(p.Result, n.Result))
 }
 
 func FuzzApplyAction(f *testing.F) {
@@ -377,7 +409,14 @@ func TestCheckStepDetectsViolations(t *testing.T) {
 		prev, next Snapshot
 		a          Action
 	}{
-		{"terminal changed", snap(done), snap(with(done, func(m *TaskMeta) { m.Error = "x" })), up},
+		{"terminal error rewritten", snap(with(done, func(m *TaskMeta) { m.Error = "x" })), snap(with(done, func(m *TaskMeta) { m.Error = "y" })), up},
+		{"terminal result rewritten", snap(with(done, func(m *TaskMeta) { m.Result = json.RawMessage(`1`) })),
+			snap(with(done, func(m *TaskMeta) { m.Result = json.RawMessage(`2`) })), up},
+		{"terminal status changed", snap(done), snap(with(done, func(m *TaskMeta) { m.Status = StatusFailed })), up},
+		{"terminal attempt raised", snap(done), snap(with(done, func(m *TaskMeta) { m.Attempt = 3 })), up},
+		{"request kept while running", snap(run), snap(with(run, func(m *TaskMeta) { m.Input = &InputRequest{ID: "r"} })), up},
+		{"stamp left zero under a commit time", snap(), snap(with(done, func(m *TaskMeta) { m.FinishedAt = time.Time{} })),
+			Action{Op: OpUpsert, Tasks: []TaskMeta{done}, At: rt3}},
 		{"status back", snap(run), snap(with(run, func(m *TaskMeta) { m.Status = StatusQueued })), up},
 		{"attempt down", snap(run), snap(with(run, func(m *TaskMeta) { m.Attempt = 1 })), up},
 		{"owner changed", snap(run), snap(with(run, func(m *TaskMeta) { m.Owner = "p" })), up},
@@ -401,6 +440,9 @@ func TestCheckStepDetectsViolations(t *testing.T) {
 	}
 	if msg := checkStep(snap(run), snap(done), Upsert(done)); msg != "" {
 		t.Errorf("a legal step flagged: %s", msg)
+	}
+	if msg := checkStep(snap(done), snap(with(done, func(m *TaskMeta) { m.Result = json.RawMessage(`1`) })), up); msg != "" {
+		t.Errorf("an enrichment flagged: %s", msg)
 	}
 }
 

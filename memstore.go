@@ -136,7 +136,7 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 	o := s.owner(owner)
 	for _, a := range actions {
 		if a.Op == OpUpsert {
-			s.upsert(o, &a.Tasks[0], nil)
+			s.upsert(o, &a.Tasks[0], nil, a.At)
 		} else {
 			s.applySlow(owner, o, a)
 		}
@@ -156,13 +156,13 @@ func (s *MemoryStore) commitOne(ctx context.Context, u *TaskMeta, own *memEntry)
 		return err
 	}
 	if u.ID == "" || u.Owner == "" || !u.Status.Valid() { // the Manager's records; Result is JSON it encoded
-		return wrapInvalid(u.invalid())
+		return wrapInvalid(u.invalid(false))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.clock = u.FinishedAt // the Manager's clock, read moments ago; zero until the task ends
 	o := s.owner(u.Owner)
-	s.upsert(o, u, own)
+	s.upsert(o, u, own, time.Time{})
 	s.retain(u.Owner, o)
 	s.clock = time.Time{}
 	return nil
@@ -186,18 +186,26 @@ func (s *MemoryStore) read(rec, dst *TaskMeta) {
 }
 
 // upsert is the hot path: one record, changed in place. A new record is own
-// when given, else a copy of u.
-func (s *MemoryStore) upsert(o *memOwner, u *TaskMeta, own *memEntry) {
+// when given, else a copy of u. at is the action's commit time.
+func (s *MemoryStore) upsert(o *memOwner, u *TaskMeta, own *memEntry, at time.Time) {
 	e := s.byID[u.ID]
 	if e == nil {
+		if u.Status == "" {
+			return // an update without a status has nothing to enrich
+		}
 		if own == nil {
 			own = &memEntry{meta: cloneMeta(*u)}
 		}
+		settleNew(&own.meta, at)
 		s.add(o, own)
 		return
 	}
-	if e.meta.Owner != u.Owner || e.meta.Status.IsTerminal() || !mergeUpsert(&e.meta, u) {
-		return // another owner's id is never moved; a terminal record never changes
+	if e.meta.Owner != u.Owner {
+		return // another owner's id is never moved
+	}
+	wasTerminal := e.meta.Status.IsTerminal()
+	if !mergeUpsert(&e.meta, u, at) || wasTerminal {
+		return // dropped, or a terminal record enriched: it stays where it is
 	}
 	if e.meta.Status.IsTerminal() {
 		o.live.remove(e, ownLinks)

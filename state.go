@@ -18,7 +18,8 @@ import (
 //	   └──────────────────────────────► cancelled | interrupted
 //
 // Terminal statuses are final: the reducer drops any later update that asks
-// for another status (see [ApplyAction]).
+// for another status, and lets one with the same status or none only fill
+// what the record lacks (see [ApplyAction]).
 type TaskStatus string
 
 const (
@@ -33,7 +34,7 @@ const (
 	StatusRunning TaskStatus = "running"
 	// StatusAwaitingInput: the running function asked its owner for input
 	// (Task.RequestInput) and waits for the answer; the record's Input holds
-	// the request. The answer (a Message whose InReplyTo is the request id)
+	// the request (an update that carries a request implies this status). The answer (a Message whose InReplyTo is the request id)
 	// moves it back to running. It ends like a running task.
 	StatusAwaitingInput TaskStatus = "awaiting_input"
 	// StatusCompleted (terminal): the function returned a nil error. The
@@ -157,21 +158,25 @@ type InputRequest struct {
 
 // validate reports why m cannot be stored, naming the task. It runs on every
 // commit, so the error is built out of line (docs/internals.md).
-func (m *TaskMeta) validate() error {
-	if m.ID == "" || m.Owner == "" || !m.Status.Valid() || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) || !m.Wake.Valid() {
-		return m.invalid()
+func (m *TaskMeta) validate() error { return m.check(false) }
+
+// check is validate, except that noStatus also accepts an empty status: an
+// Upsert without one updates a record and keeps its status.
+func (m *TaskMeta) check(noStatus bool) error {
+	if m.ID == "" || m.Owner == "" || !m.Status.Valid() && !(noStatus && m.Status == "") || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) || !m.Wake.Valid() {
+		return m.invalid(noStatus)
 	}
 	return nil
 }
 
 //go:noinline
-func (m *TaskMeta) invalid() error {
+func (m *TaskMeta) invalid(noStatus bool) error {
 	switch {
 	case m.ID == "":
 		return fmt.Errorf("%w: task without id", ErrCorrupt)
 	case m.Owner == "":
 		return fmt.Errorf("%w: task %s: empty owner", ErrCorrupt, m.ID)
-	case !m.Status.Valid():
+	case !m.Status.Valid() && !(noStatus && m.Status == ""):
 		return fmt.Errorf("%w: task %s: unknown status %q", ErrCorrupt, m.ID, m.Status)
 	case m.Attempt < 0:
 		return fmt.Errorf("%w: task %s: negative attempt %d", ErrCorrupt, m.ID, m.Attempt)
@@ -263,15 +268,55 @@ const (
 )
 
 // Action is one update of a Snapshot. Build it with Upsert, ReplaceAll or
-// Remove. It marshals to JSON so a host can log or replay it.
+// Remove. It marshals to JSON so a host can log or replay it. The zero
+// value has no op: ApplyAction ignores it and ValidateCommit refuses it.
+//
+// At is the time of the commit that carries the action, for the stamps a
+// record lacks (see [ApplyAction]): the reducer reads no clock, so whoever
+// builds the action sets it (the Manager stamps its records itself). Zero
+// stamps nothing.
 type Action struct {
 	Op    ActionOp   `json:"op"`
 	Tasks []TaskMeta `json:"tasks,omitempty"`
 	IDs   []string   `json:"ids,omitempty"`
+	At    time.Time  `json:"at,omitzero"`
+}
+
+// UnmarshalJSON decodes an action, rejecting a record no code could handle
+// with an error matching ErrCorrupt that names the task; an upsert's record
+// may have no status (a content-only update).
+func (a *Action) UnmarshalJSON(b []byte) error {
+	type plainMeta TaskMeta // drops TaskMeta's decoder, which requires a status
+	type record struct {
+		plainMeta
+		Status string `json:"status"` // checked below: may be empty in an upsert
+	}
+	var raw struct {
+		Op    ActionOp  `json:"op"`
+		Tasks []record  `json:"tasks"`
+		IDs   []string  `json:"ids"`
+		At    time.Time `json:"at"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("%w: action: %v", ErrCorrupt, err)
+	}
+	var tasks []TaskMeta
+	for i := range raw.Tasks {
+		m := TaskMeta(raw.Tasks[i].plainMeta)
+		m.Status = TaskStatus(raw.Tasks[i].Status)
+		if err := m.check(raw.Op == OpUpsert); err != nil {
+			return err
+		}
+		tasks = append(tasks, m)
+	}
+	*a = Action{Op: raw.Op, Tasks: tasks, IDs: raw.IDs, At: raw.At}
+	return nil
 }
 
 // Upsert inserts m, or updates the record with the same id under the
-// invariants of ApplyAction.
+// invariants of ApplyAction. An update may leave m.Status empty to keep the
+// record's status and change only its content; an insert without a status
+// is dropped.
 func Upsert(m TaskMeta) Action { return Action{Op: OpUpsert, Tasks: []TaskMeta{m}} }
 
 // ReplaceAll makes the snapshot hold exactly tasks. A task that is also
@@ -307,7 +352,7 @@ func (a *Action) validate(owner string) error {
 	}
 	for i := range a.Tasks {
 		t := &a.Tasks[i]
-		if err := t.validate(); err != nil {
+		if err := t.check(a.Op == OpUpsert); err != nil {
 			return wrapInvalid(err)
 		}
 		if t.Owner != owner {
@@ -334,19 +379,47 @@ func otherOwner(t *TaskMeta, owner string) error {
 }
 
 // ApplyAction is the task state reducer, the one place where the lifecycle
-// invariants live:
+// invariants live. An Upsert of an id the snapshot does not hold inserts the
+// record (one without a status is dropped: there is nothing to enrich). An
+// Upsert of a held id is dropped whole when it is for another owner, when it
+// is fenced on an older Attempt, or when it asks for an earlier status
+// (running back to queued) or, on a terminal record, for another status.
+// Otherwise it merges field by field:
 //
-//   - a terminal record is final: any later upsert of it is dropped whole;
-//   - an upsert that asks for an earlier status (running back to queued), or
-//     for another owner, or fenced on an older Attempt, is dropped whole;
-//   - running and awaiting_input may follow each other; the input request is
-//     kept only while the status is awaiting_input;
-//   - identity fields (Owner, Type, Name, Parent, Detached, Wake, CreatedAt) and
-//     the StartedAt and FinishedAt stamps are kept once set;
-//   - Remove forgets terminal records only.
+//	field              live record, update       live record, update   terminal record, update
+//	                   with a status             without a status      with its status or none
+//	Status             the update's; an input    kept; an input        kept
+//	                   request makes it          request makes it
+//	                   awaiting_input            awaiting_input
+//	Description        the update's              the update's if set   the update's if the record has none
+//	Error and Stack    the update's              the update's if set   the update's if the record has neither
+//	Result             the update's              the update's if set   the update's if the record has none
+//	Instance           the update's              the update's if set   the update's if the record has none
+//	Attempt            the update's (never lower: a lower one is fenced)                 kept
+//	Input              the update's request if it has one, else kept while awaiting_input; none otherwise
+//	CreatedAt          kept once set; else the update's, else the action's At
+//	StartedAt          kept once set; else the update's, else At once the status is past queued
+//	FinishedAt         kept once set; else the update's, else At, but only once terminal
+//	Owner, Type, Name, Parent, Detached, Wake: set at insert, never changed
 //
-// Invalid records (no id, unknown status) are dropped. ApplyAction never
-// panics and never keeps a reference to a.
+// So a terminal record is final: nothing that is set in it ever changes
+// (what its owner was told stays true), yet a same-status re-mirror or a
+// content-only update still fills what it lacks. The Attempt in an
+// update is absolute: a reaper that supersedes an executor writes the next
+// attempt with its terminal status, and when that write is dropped (the task
+// ended first) the attempt does not move either.
+//
+// The reducer has no clock: At is the commit's time, set by whoever builds
+// the action; a zero At stamps nothing, so replaying the same actions gives
+// the same snapshot. An insert follows the same rules as an update of an
+// empty record (an input request on a live status makes it awaiting_input; a
+// terminal record keeps no request).
+//
+// ReplaceAll merges the given records that are already present under the
+// same rules; its records must carry a status. Remove forgets terminal
+// records only. Invalid records (no id, no owner, unknown status, a result
+// that is not JSON) are dropped. ApplyAction never panics, blocks or keeps a
+// reference to a; it is not safe for concurrent use on one snapshot.
 func ApplyAction(s *Snapshot, a Action) {
 	switch a.Op {
 	case OpUpsert:
@@ -354,7 +427,7 @@ func ApplyAction(s *Snapshot, a Action) {
 			s.Tasks = make(map[string]TaskMeta)
 		}
 		for i := range a.Tasks {
-			upsertInto(s.Tasks, &a.Tasks[i])
+			upsertInto(s.Tasks, &a.Tasks[i], a.At, true)
 		}
 	case OpReplaceAll:
 		next := make(map[string]TaskMeta, len(a.Tasks))
@@ -365,7 +438,7 @@ func ApplyAction(s *Snapshot, a Action) {
 					next[u.ID] = old
 				}
 			}
-			upsertInto(next, u)
+			upsertInto(next, u, a.At, false)
 		}
 		s.Tasks = next
 	case OpRemove:
@@ -377,53 +450,140 @@ func ApplyAction(s *Snapshot, a Action) {
 	}
 }
 
-// upsertInto applies one upsert to a snapshot's map.
-func upsertInto(tasks map[string]TaskMeta, u *TaskMeta) {
-	if u.validate() != nil {
+// upsertInto applies one upsert to a snapshot's map. noStatus allows an
+// update without a status (Upsert's, not ReplaceAll's).
+func upsertInto(tasks map[string]TaskMeta, u *TaskMeta, at time.Time, noStatus bool) {
+	if u.check(noStatus) != nil {
 		return
 	}
 	cur, ok := tasks[u.ID]
 	if !ok {
-		tasks[u.ID] = cloneMeta(*u)
+		if u.Status == "" {
+			return // nothing to enrich
+		}
+		m := cloneMeta(*u)
+		settleNew(&m, at)
+		tasks[u.ID] = m
 		return
 	}
-	if mergeUpsert(&cur, u) {
+	if mergeUpsert(&cur, u, at) {
 		tasks[u.ID] = cur
 	}
 }
 
+// settleNew makes a record new to a store follow the rules of ApplyAction:
+// an input request only while awaiting_input, and the stamps its status
+// calls for taken from at when it has none.
+func settleNew(m *TaskMeta, at time.Time) {
+	switch {
+	case m.Input == nil:
+	case m.Status.IsTerminal():
+		m.Input = nil
+	default:
+		m.Status = StatusAwaitingInput
+	}
+	stamp(m, m, at)
+}
+
 // mergeUpsert applies a valid update u to the stored record cur, in place,
-// and reports whether it did; a dropped update leaves cur as it was. This is
-// where the lifecycle invariants live. Records travel by pointer: they are
+// and reports whether it did; a dropped update leaves cur as it was. The
+// rules are the table of ApplyAction. Records travel by pointer: they are
 // large, and this runs on every task's goroutine, whose stack starts small.
-func mergeUpsert(cur, u *TaskMeta) bool {
-	if cur.Status.IsTerminal() ||
-		u.Owner != cur.Owner ||
-		u.Attempt < cur.Attempt ||
-		u.Status.rank() < cur.Status.rank() {
+func mergeUpsert(cur, u *TaskMeta, at time.Time) bool {
+	if u.Owner != cur.Owner || u.Attempt < cur.Attempt ||
+		u.Status != "" && u.Status.rank() < cur.Status.rank() {
 		return false
 	}
-	// Identity fields (Owner, Type, Name, Parent, Detached) are not copied:
-	// they are set once, at insert. Assigning field by field keeps this
-	// frame small; it runs on every task's goroutine.
-	cur.Description, cur.Status, cur.Error, cur.Stack = u.Description, u.Status, u.Error, u.Stack
-	cur.Result = cloneRaw(u.Result)
-	cur.Instance, cur.Attempt = u.Instance, u.Attempt
-	cur.Input = nil // leaving awaiting_input clears the request
-	if u.Input != nil && u.Status == StatusAwaitingInput {
+	if cur.Status.IsTerminal() {
+		if u.Status != "" && u.Status != cur.Status {
+			return false // lost a race against the end: its content must not land
+		}
+		enrich(cur, u)
+		stamp(cur, u, at)
+		return true
+	}
+	// Identity fields (Owner, Type, Name, Parent, Detached, Wake) are not
+	// copied: they are set once, at insert. Assigning field by field keeps
+	// this frame small; it runs on every task's goroutine.
+	next := u.Status
+	if u.Status == "" {
+		next = cur.Status
+		setIf(&cur.Description, u.Description)
+		setIf(&cur.Error, u.Error)
+		setIf(&cur.Stack, u.Stack)
+		setIf(&cur.Instance, u.Instance)
+		if u.Result != nil {
+			cur.Result = cloneRaw(u.Result)
+		}
+	} else {
+		cur.Description, cur.Error, cur.Stack = u.Description, u.Error, u.Stack
+		cur.Result = cloneRaw(u.Result)
+		cur.Instance = u.Instance
+	}
+	if u.Input != nil && !next.IsTerminal() {
+		next = StatusAwaitingInput // asking for input is waiting for it
+	}
+	cur.Status, cur.Attempt = next, u.Attempt
+	switch {
+	case next != StatusAwaitingInput:
+		cur.Input = nil // leaving awaiting_input clears the request
+	case u.Input != nil:
 		in := *u.Input
 		cur.Input = &in
 	}
-	if cur.CreatedAt.IsZero() {
-		cur.CreatedAt = u.CreatedAt
-	}
-	if cur.StartedAt.IsZero() {
-		cur.StartedAt = u.StartedAt
-	}
-	if cur.Status.IsTerminal() && cur.FinishedAt.IsZero() {
-		cur.FinishedAt = u.FinishedAt
-	}
+	stamp(cur, u, at)
 	return true
+}
+
+// enrich fills a terminal record cur from a same-status or status-less
+// update u: only what the record lacks is filled.
+func enrich(cur, u *TaskMeta) {
+	if cur.Description == "" {
+		cur.Description = u.Description
+	}
+	if cur.Error == "" && cur.Stack == "" {
+		cur.Error, cur.Stack = u.Error, u.Stack
+	}
+	if cur.Result == nil {
+		cur.Result = cloneRaw(u.Result)
+	}
+	if cur.Instance == "" {
+		cur.Instance = u.Instance
+	}
+}
+
+// stamp fills the times cur lacks from u, else from at where cur's status
+// calls for them. A time once set is never changed.
+func stamp(cur, u *TaskMeta, at time.Time) {
+	fill(&cur.CreatedAt, u.CreatedAt, at)
+	switch {
+	case !cur.StartedAt.IsZero():
+	case cur.Status == StatusQueued:
+		cur.StartedAt = u.StartedAt
+	default:
+		fill(&cur.StartedAt, u.StartedAt, at)
+	}
+	if cur.Status.IsTerminal() {
+		fill(&cur.FinishedAt, u.FinishedAt, at)
+	}
+}
+
+// fill sets a zero *t to the first non-zero of from and at.
+func fill(t *time.Time, from, at time.Time) {
+	switch {
+	case !t.IsZero():
+	case !from.IsZero():
+		*t = from
+	default:
+		*t = at
+	}
+}
+
+// setIf sets *dst to v when v is not empty.
+func setIf(dst *string, v string) {
+	if v != "" {
+		*dst = v
+	}
 }
 
 // cloneMeta copies m so the stored record shares no bytes with the caller.

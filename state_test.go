@@ -3,6 +3,7 @@ package bgtask
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -93,7 +94,7 @@ func TestApplyAction(t *testing.T) {
 			want: snapOf(completed),
 		},
 		{
-			name:  "completed then completed with another result is dropped",
+			name:  "completed then completed with another result keeps what was set",
 			prior: []Action{Upsert(running), Upsert(completed)},
 			act: Upsert(with(completed, func(m *TaskMeta) {
 				m.Result, m.FinishedAt, m.Attempt = json.RawMessage(`{"x":2}`), rt3, 5
@@ -303,6 +304,8 @@ func TestActionJSON(t *testing.T) {
 		{Upsert(rmeta("task_a", "o", StatusRunning)), `{"op":"upsert","tasks":[{"task_id":"task_a","owner":"o","status":"running"}]}`},
 		{ReplaceAll(), `{"op":"replace_all"}`},
 		{Remove("task_a", "task_b"), `{"op":"remove","ids":["task_a","task_b"]}`},
+		{Action{Op: OpUpsert, Tasks: []TaskMeta{rmeta("task_a", "o", "")}, At: rt0},
+			`{"op":"upsert","tasks":[{"task_id":"task_a","owner":"o","status":""}],"at":"2025-01-02T03:04:05Z"}`},
 	}
 	for _, tc := range tests {
 		if got := mustJSON(t, tc.a); got != tc.want {
@@ -531,4 +534,310 @@ func TestStatusJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(`"Running"`), &s); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Running: got %v, want ErrCorrupt", err)
 	}
+}
+
+// TestApplyActionSeedInvariants holds one case per invariant of the update
+// function bgtask's reducer was modelled on (seed 004), in our own terms,
+// plus the rules that replace the seed's partial updates with our whole
+// records (see the table in ApplyAction's doc comment).
+func TestApplyActionSeedInvariants(t *testing.T) {
+	t.Parallel()
+	queued := TaskMeta{ID: "task_a", Owner: "o", Type: "tool", Name: "n", Status: StatusQueued, CreatedAt: rt0, Attempt: 1,
+		Parent: Parent{TaskID: "task_p", RunID: "run-1"}}
+	running := with(queued, func(m *TaskMeta) { m.Status, m.StartedAt, m.Instance = StatusRunning, rt1, "inst-1" })
+	completed := with(running, func(m *TaskMeta) { m.Status, m.FinishedAt, m.Description = StatusCompleted, rt2, "done" })
+	req := &InputRequest{ID: "req_1", Prompt: "Approve?"}
+	at := func(a Action, t time.Time) Action { a.At = t; return a }
+	// noStatus is an update without a status: content only.
+	noStatus := func(m TaskMeta, edits ...func(*TaskMeta)) TaskMeta {
+		m.Status = ""
+		return with(m, edits...)
+	}
+	tests := []struct {
+		name  string
+		prior []Action
+		act   Action
+		want  map[string]TaskMeta
+	}{
+		// A new record takes the stamps its status calls for from the commit time.
+		{
+			name: "an insert of a queued task is stamped created, not started",
+			act:  at(Upsert(with(queued, func(m *TaskMeta) { m.CreatedAt = time.Time{} })), rt3),
+			want: snapOf(with(queued, func(m *TaskMeta) { m.CreatedAt = rt3 })),
+		},
+		{
+			name: "an insert of a terminal task without times is stamped created, started and finished",
+			act:  at(Upsert(rmeta("task_b", "o", StatusFailed)), rt3),
+			want: snapOf(with(rmeta("task_b", "o", StatusFailed), func(m *TaskMeta) { m.CreatedAt, m.StartedAt, m.FinishedAt = rt3, rt3, rt3 })),
+		},
+		{
+			name: "an insert without a commit time stamps nothing",
+			act:  Upsert(rmeta("task_b", "o", StatusFailed)),
+			want: snapOf(rmeta("task_b", "o", StatusFailed)),
+		},
+		// Leaving queued stamps the start once; it does not finish the task.
+		{
+			name:  "leaving queued stamps StartedAt with the commit time",
+			prior: []Action{Upsert(queued)},
+			act:   at(Upsert(with(queued, func(m *TaskMeta) { m.Status = StatusRunning })), rt3),
+			want:  snapOf(with(queued, func(m *TaskMeta) { m.Status, m.StartedAt = StatusRunning, rt3 })),
+		},
+		{
+			name:  "a start the update carries wins over the commit time",
+			prior: []Action{Upsert(queued)},
+			act:   at(Upsert(running), rt3),
+			want:  snapOf(running),
+		},
+		{
+			name:  "a start once stamped never moves",
+			prior: []Action{Upsert(running)},
+			act:   at(Upsert(with(running, func(m *TaskMeta) { m.StartedAt = rt2 })), rt3),
+			want:  snapOf(running),
+		},
+		// Ending stamps the finish; a terminal record is final.
+		{
+			name:  "a terminal update without a finish time is stamped with the commit time",
+			prior: []Action{Upsert(running)},
+			act:   at(Upsert(with(completed, func(m *TaskMeta) { m.FinishedAt = time.Time{} })), rt3),
+			want:  snapOf(with(completed, func(m *TaskMeta) { m.FinishedAt = rt3 })),
+		},
+		{
+			name:  "a terminal update without a finish time or commit time leaves it zero",
+			prior: []Action{Upsert(running)},
+			act:   Upsert(with(completed, func(m *TaskMeta) { m.FinishedAt = time.Time{} })),
+			want:  snapOf(with(completed, func(m *TaskMeta) { m.FinishedAt = time.Time{} })),
+		},
+		{
+			name:  "another terminal status on a terminal record is dropped whole, error text included",
+			prior: []Action{Upsert(running), Upsert(completed)},
+			act: at(Upsert(with(completed, func(m *TaskMeta) {
+				m.Status, m.Error, m.Instance = StatusFailed, "orphaned: stale", "reaper"
+			})), rt3),
+			want: snapOf(completed),
+		},
+		{
+			name:  "a same-status re-mirror fills the result the record lacks",
+			prior: []Action{Upsert(running), Upsert(completed)},
+			act:   Upsert(with(completed, func(m *TaskMeta) { m.Result = json.RawMessage(`{"path":"/r.json"}`) })),
+			want:  snapOf(with(completed, func(m *TaskMeta) { m.Result = json.RawMessage(`{"path":"/r.json"}`) })),
+		},
+		{
+			name:  "a same-status re-mirror rewrites nothing that is set",
+			prior: []Action{Upsert(running), Upsert(with(completed, func(m *TaskMeta) { m.Result = json.RawMessage(`1`) }))},
+			act: at(Upsert(with(completed, func(m *TaskMeta) {
+				m.Result, m.Description, m.Instance, m.FinishedAt, m.Attempt = json.RawMessage(`2`), "rewritten", "inst-9", rt3, 4
+			})), rt3),
+			want: snapOf(with(completed, func(m *TaskMeta) { m.Result = json.RawMessage(`1`) })),
+		},
+		{
+			name:  "an update without a status enriches a terminal record",
+			prior: []Action{Upsert(running), Upsert(with(completed, func(m *TaskMeta) { m.Description = "" }))},
+			act:   Upsert(noStatus(running, func(m *TaskMeta) { m.Description = "enriched" })),
+			want:  snapOf(with(completed, func(m *TaskMeta) { m.Description = "enriched" })),
+		},
+		{
+			name: "an update without a status stamps the finish a terminal record lacks",
+			prior: []Action{Upsert(with(running, func(m *TaskMeta) {
+				m.Status, m.Error = StatusCancelled, "cancelled"
+			}))},
+			act: at(Upsert(noStatus(running, func(m *TaskMeta) { m.Error = "other" })), rt3),
+			want: snapOf(with(running, func(m *TaskMeta) {
+				m.Status, m.Error, m.FinishedAt = StatusCancelled, "cancelled", rt3
+			})),
+		},
+		{
+			name:  "a failed record takes an error text and stack it lacks, both or neither",
+			prior: []Action{Upsert(with(running, func(m *TaskMeta) { m.Status = StatusFailed }))},
+			act:   Upsert(with(running, func(m *TaskMeta) { m.Status, m.Error, m.Stack = StatusFailed, "boom", "goroutine 1" })),
+			want:  snapOf(with(running, func(m *TaskMeta) { m.Status, m.Error, m.Stack = StatusFailed, "boom", "goroutine 1" })),
+		},
+		// An update without a status on a live record keeps its status.
+		{
+			name:  "an update without a status keeps a live status and replaces only what it sets",
+			prior: []Action{Upsert(with(running, func(m *TaskMeta) { m.Description, m.Error = "d1", "transient" }))},
+			act:   Upsert(noStatus(running, func(m *TaskMeta) { m.Description, m.Instance = "step 2", "" })),
+			want:  snapOf(with(running, func(m *TaskMeta) { m.Description, m.Error = "step 2", "transient" })),
+		},
+		{
+			name: "an update without a status for an unknown id is dropped",
+			act:  at(Upsert(noStatus(running)), rt3),
+			want: map[string]TaskMeta{},
+		},
+		// An input request means awaiting_input; an answer means running again.
+		{
+			name:  "an input request on a queued task moves it to awaiting_input and stamps the start",
+			prior: []Action{Upsert(queued)},
+			act:   at(Upsert(noStatus(queued, func(m *TaskMeta) { m.Input = req })), rt3),
+			want:  snapOf(with(queued, func(m *TaskMeta) { m.Status, m.Input, m.StartedAt = StatusAwaitingInput, req, rt3 })),
+		},
+		{
+			name:  "an input request on a running update means awaiting_input",
+			prior: []Action{Upsert(running)},
+			act:   Upsert(with(running, func(m *TaskMeta) { m.Input = req })),
+			want:  snapOf(with(running, func(m *TaskMeta) { m.Status, m.Input = StatusAwaitingInput, req })),
+		},
+		{
+			name: "an insert of a running task with an input request is awaiting_input",
+			act:  Upsert(with(running, func(m *TaskMeta) { m.Input = req })),
+			want: snapOf(with(running, func(m *TaskMeta) { m.Status, m.Input = StatusAwaitingInput, req })),
+		},
+		{
+			name:  "resuming clears the request",
+			prior: []Action{Upsert(with(running, func(m *TaskMeta) { m.Status, m.Input = StatusAwaitingInput, req }))},
+			act:   Upsert(running),
+			want:  snapOf(running),
+		},
+		{
+			name:  "an awaiting_input update without a request keeps the open one",
+			prior: []Action{Upsert(with(running, func(m *TaskMeta) { m.Status, m.Input = StatusAwaitingInput, req }))},
+			act:   Upsert(with(running, func(m *TaskMeta) { m.Status, m.Description = StatusAwaitingInput, "still asking" })),
+			want:  snapOf(with(running, func(m *TaskMeta) { m.Status, m.Input, m.Description = StatusAwaitingInput, req, "still asking" })),
+		},
+		{
+			name:  "a terminal update ends the wait and drops the request it carries",
+			prior: []Action{Upsert(with(running, func(m *TaskMeta) { m.Status, m.Input = StatusAwaitingInput, req }))},
+			act:   Upsert(with(completed, func(m *TaskMeta) { m.Input = req })),
+			want:  snapOf(completed),
+		},
+		{
+			name:  "an input request does not reach a terminal record",
+			prior: []Action{Upsert(running), Upsert(completed)},
+			act:   Upsert(noStatus(completed, func(m *TaskMeta) { m.Input = req })),
+			want:  snapOf(completed),
+		},
+		{
+			name:  "an input request does not undo a move backwards",
+			prior: []Action{Upsert(running)},
+			act:   Upsert(with(queued, func(m *TaskMeta) { m.Input = req })),
+			want:  snapOf(running),
+		},
+		// Lineage (our counterpart of the seed's links) is set at insert.
+		{
+			name:  "lineage is kept, never cleared or rewritten by an update",
+			prior: []Action{Upsert(running)},
+			act:   Upsert(with(running, func(m *TaskMeta) { m.Parent = Parent{CallID: "call_9"} })),
+			want:  snapOf(running),
+		},
+		// The attempt fences superseded writers.
+		{
+			name:  "an update on the record's attempt applies",
+			prior: []Action{Upsert(queued)},
+			act:   Upsert(with(running, func(m *TaskMeta) { m.Description = "step 1" })),
+			want:  snapOf(with(running, func(m *TaskMeta) { m.Description = "step 1" })),
+		},
+		{
+			name:  "an update on an older attempt is dropped whole, stamps included",
+			prior: []Action{Upsert(with(queued, func(m *TaskMeta) { m.Attempt = 2 }))},
+			act:   at(Upsert(with(queued, func(m *TaskMeta) { m.Status, m.Description = StatusRunning, "superseded" })), rt3),
+			want:  snapOf(with(queued, func(m *TaskMeta) { m.Attempt = 2 })),
+		},
+		{
+			name:  "an update without a status on a high attempt applies when it names that attempt",
+			prior: []Action{Upsert(with(running, func(m *TaskMeta) { m.Attempt = 99 }))},
+			act:   Upsert(noStatus(running, func(m *TaskMeta) { m.Attempt, m.Description = 99, "cancel from API" })),
+			want:  snapOf(with(running, func(m *TaskMeta) { m.Attempt, m.Description = 99, "cancel from API" })),
+		},
+		{
+			name:  "an update on attempt 0 does not bypass the fence",
+			prior: []Action{Upsert(with(running, func(m *TaskMeta) { m.Attempt = 99 }))},
+			act:   Upsert(noStatus(running, func(m *TaskMeta) { m.Attempt, m.Description = 0, "cancel from API" })),
+			want:  snapOf(with(running, func(m *TaskMeta) { m.Attempt = 99 })),
+		},
+		{
+			name:  "a reaper's next attempt supersedes the executor",
+			prior: []Action{Upsert(running)},
+			act: Upsert(with(running, func(m *TaskMeta) {
+				m.Status, m.Error, m.Attempt, m.FinishedAt = StatusInterrupted, "worker heartbeat stopped", 2, rt2
+			})),
+			want: snapOf(with(running, func(m *TaskMeta) {
+				m.Status, m.Error, m.Attempt, m.FinishedAt = StatusInterrupted, "worker heartbeat stopped", 2, rt2
+			})),
+		},
+		{
+			name: "after a reaper's next attempt the old executor cannot even enrich",
+			prior: []Action{Upsert(running), Upsert(with(running, func(m *TaskMeta) {
+				m.Status, m.Error, m.Attempt, m.FinishedAt = StatusInterrupted, "worker heartbeat stopped", 2, rt2
+			}))},
+			act: Upsert(noStatus(running, func(m *TaskMeta) { m.Result, m.Description = json.RawMessage(`1`), "late heartbeat" })),
+			want: snapOf(with(running, func(m *TaskMeta) {
+				m.Status, m.Error, m.Attempt, m.FinishedAt = StatusInterrupted, "worker heartbeat stopped", 2, rt2
+			})),
+		},
+		{
+			name:  "a reaper's next attempt is inert when the task ended first",
+			prior: []Action{Upsert(running), Upsert(completed)},
+			act: Upsert(with(running, func(m *TaskMeta) {
+				m.Status, m.Error, m.Attempt, m.FinishedAt = StatusInterrupted, "worker heartbeat stopped", 2, rt3
+			})),
+			want: snapOf(completed),
+		},
+		{
+			name:  "a same-status re-mirror on a higher attempt keeps the terminal attempt",
+			prior: []Action{Upsert(running), Upsert(completed)},
+			act:   Upsert(with(completed, func(m *TaskMeta) { m.Attempt = 2 })),
+			want:  snapOf(completed),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Snapshot
+			for _, a := range tc.prior {
+				ApplyAction(&s, a)
+			}
+			ApplyAction(&s, tc.act)
+			got := s.Tasks
+			if got == nil {
+				got = map[string]TaskMeta{}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("snapshot:\n got  %s\n want %s", mustJSON(t, got), mustJSON(t, tc.want))
+			}
+		})
+	}
+}
+
+func TestActionUnmarshalCorrupt(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in, want string
+	}{
+		{"unknown status", `{"op":"upsert","tasks":[{"task_id":"task_a","owner":"o","status":"paused"}]}`,
+			`bgtask: corrupt task metadata: task task_a: unknown status "paused"`},
+		{"replace_all without a status", `{"op":"replace_all","tasks":[{"task_id":"task_a","owner":"o"}]}`,
+			`bgtask: corrupt task metadata: task task_a: unknown status ""`},
+		{"upsert without an owner", `{"op":"upsert","tasks":[{"task_id":"task_a"}]}`,
+			`bgtask: corrupt task metadata: task task_a: empty owner`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var a Action
+			err := json.Unmarshal([]byte(tc.in), &a)
+			if !errors.Is(err, ErrCorrupt) || err.Error() != tc.want {
+				t.Fatalf("err = %v, want %s (matching ErrCorrupt)", err, tc.want)
+			}
+		})
+	}
+}
+
+// A late re-mirror or content-only update fills what a terminal record
+// lacks, never what it has; the action's At stamps the times it lacks.
+func ExampleApplyAction_enrich() {
+	var snap Snapshot
+	now := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
+	done := TaskMeta{ID: "task_a", Owner: "thread-1", Status: StatusCompleted}
+	end := Upsert(done)
+	end.At = now // the reducer reads no clock: the commit's time comes with the action
+	ApplyAction(&snap, end)
+
+	late := done
+	late.Status, late.Result = "", json.RawMessage(`{"path":"/r.json"}`) // no status: content only
+	ApplyAction(&snap, Upsert(late))
+
+	lost := done
+	lost.Status, lost.Error = StatusFailed, "orphaned" // another terminal status: dropped whole
+	ApplyAction(&snap, Upsert(lost))
+
+	m := snap.Tasks["task_a"]
+	fmt.Println(m.Status, string(m.Result), m.FinishedAt.Format(time.RFC3339), m.Error == "")
+	// Output: completed {"path":"/r.json"} 2026-11-23T01:00:00Z true
 }

@@ -21,7 +21,8 @@ type Store interface {
 	// Commit applies actions to the owner's snapshot, all or none. An
 	// action that fails validation (see ErrInvalidAction) makes Commit
 	// change nothing and return that error. Updates that ApplyAction drops
-	// are not errors. Commit must not keep the actions or their slices
+	// are not errors. An action's At is applied as given: a Store never
+	// sets it. Commit must not keep the actions or their slices
 	// after it returns: the Manager reuses them.
 	Commit(ctx context.Context, owner string, actions ...Action) error
 	// List yields the owner's records whose status is one of statuses (all

@@ -141,7 +141,6 @@ func testInvalidActions(t *testing.T, c Config) {
 		{"task without owner", bgtask.Upsert(with(func(m *bgtask.TaskMeta) { m.Owner = "" }))},
 		{"empty id", bgtask.Upsert(with(func(m *bgtask.TaskMeta) { m.ID = "" }))},
 		{"unknown status", bgtask.Upsert(with(func(m *bgtask.TaskMeta) { m.Status = "paused" }))},
-		{"empty status", bgtask.Upsert(with(func(m *bgtask.TaskMeta) { m.Status = "" }))},
 		{"result not JSON", bgtask.Upsert(with(func(m *bgtask.TaskMeta) { m.Result = json.RawMessage(`{"a":`) }))},
 		{"negative attempt", bgtask.Upsert(with(func(m *bgtask.TaskMeta) { m.Attempt = -1 }))},
 		{"unknown wake policy", bgtask.Upsert(with(func(m *bgtask.TaskMeta) { m.Wake = "loud" }))},
@@ -149,6 +148,7 @@ func testInvalidActions(t *testing.T, c Config) {
 			m.ID, m.Owner = "task_bad2", "owner-other"
 		}))},
 		{"replace all with an unknown status", bgtask.ReplaceAll(with(func(m *bgtask.TaskMeta) { m.Status = "paused" }))},
+		{"replace all with an empty status", bgtask.ReplaceAll(with(func(m *bgtask.TaskMeta) { m.Status = "" }))},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

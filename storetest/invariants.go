@@ -46,7 +46,7 @@ func testInvariants(t *testing.T, c Config) {
 			[]bgtask.TaskMeta{queued, running, completed, failed}, completed},
 		{"terminal is final: later running dropped",
 			[]bgtask.TaskMeta{running, completed, mod(running, func(m *bgtask.TaskMeta) { m.Description = "again" })}, completed},
-		{"terminal is final: same status with another result dropped",
+		{"terminal is final: a same-status re-mirror rewrites nothing that is set",
 			[]bgtask.TaskMeta{running, completed, mod(completed, func(m *bgtask.TaskMeta) {
 				m.Result, m.FinishedAt, m.Description = json.RawMessage(`{"ok":2}`), at(8), "rewritten"
 			})}, completed},
@@ -85,7 +85,9 @@ func testInvariants(t *testing.T, c Config) {
 			})},
 			mod(running, func(m *bgtask.TaskMeta) { m.Description = "identity changed" })},
 		{"input request kept only while awaiting_input",
-			[]bgtask.TaskMeta{awaiting, mod(awaiting, func(m *bgtask.TaskMeta) { m.Status = bgtask.StatusRunning })}, running},
+			[]bgtask.TaskMeta{awaiting, running}, running},
+		{"input request kept only while awaiting_input: a terminal update drops it",
+			[]bgtask.TaskMeta{awaiting, mod(completed, func(m *bgtask.TaskMeta) { m.Input = awaiting.Input })}, completed},
 		{"running and awaiting_input follow each other",
 			[]bgtask.TaskMeta{running, awaiting, running, awaiting}, awaiting},
 		{"mutable fields replaced whole",

@@ -49,6 +49,8 @@ type flaws struct {
 	localTime       bool // times come back in a zone other than UTC
 	ignoreCtx       bool // a cancelled context is not an error
 	unsorted        bool // List yields newest first
+	terminalFrozen  bool // every upsert of a terminal record is dropped
+	ignoreAt        bool // the actions' commit time is not passed to the reducer
 }
 
 func newJSONStore(f flaws, perOwner int) *jsonStore {
@@ -231,6 +233,12 @@ func (s *jsonStore) commit(owner string, actions ...bgtask.Action) error {
 			r, ok := s.rows[m.ID]
 			return ok && r.owner != owner && !s.flaws.moveID
 		})
+		if s.flaws.ignoreAt {
+			a.At = time.Time{}
+		}
+		if s.flaws.terminalFrozen && a.Op == bgtask.OpUpsert && len(a.Tasks) == 1 && after.Tasks[a.Tasks[0].ID].Status.IsTerminal() {
+			continue
+		}
 		if s.flaws.lastWriteWins && a.Op == bgtask.OpUpsert && len(a.Tasks) == 1 {
 			after.Tasks[a.Tasks[0].ID] = a.Tasks[0]
 			continue

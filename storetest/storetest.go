@@ -69,6 +69,7 @@ var checks = []check{
 	{"InvalidActions", testInvalidActions},
 	{"BlankOwner", testBlankOwner},
 	{"Invariants", testInvariants},
+	{"ReducerRules", testReducerRules},
 	{"ConcurrentWriters", testConcurrentWriters},
 	{"OwnerIsolation", testOwnerIsolation},
 	{"List", testList},

@@ -32,7 +32,9 @@ var flawCases = map[string]struct {
 	fail  []string
 }{
 	"gap":             {flaws{gap: true}, []string{"ConcurrentWriters"}},
-	"lastWriteWins":   {flaws{lastWriteWins: true}, []string{"ConcurrentWriters", "Invariants"}},
+	"lastWriteWins":   {flaws{lastWriteWins: true}, []string{"ConcurrentWriters", "Invariants", "ReducerRules"}},
+	"terminalFrozen":  {flaws{terminalFrozen: true}, []string{"ReducerRules"}},
+	"ignoreAt":        {flaws{ignoreAt: true}, []string{"ReducerRules"}},
 	"notAtomic":       {flaws{notAtomic: true}, []string{"InvalidActions"}},
 	"moveID":          {flaws{moveID: true}, []string{"OwnerIsolation"}},
 	"skipCorrupt":     {flaws{skipCorrupt: true}, []string{"Corrupt"}},

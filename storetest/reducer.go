@@ -1,0 +1,125 @@
+package storetest
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/bgtask/bgtask"
+)
+
+// testReducerRules: the rules of bgtask.ApplyAction beyond "terminal is
+// final" hold in the store exactly as in the reducer: a terminal record
+// takes a same-status or status-less update only to fill what it lacks; an
+// update without a status keeps a live status; an input request means
+// awaiting_input; the action's commit time (At) stamps what a record lacks;
+// a reaper's next attempt is inert when the task ended first. Each case
+// runs once with one commit per action and once with every action in one
+// commit.
+func testReducerRules(t *testing.T, c Config) {
+	const owner = "owner-rules"
+	queued := bgtask.TaskMeta{
+		ID: "task_rules", Owner: owner, Type: "tool", Name: "rules", Status: bgtask.StatusQueued,
+		CreatedAt: at(1), Parent: bgtask.Parent{RunID: "run_1"}, Attempt: 1,
+	}
+	mod := func(m bgtask.TaskMeta, f func(*bgtask.TaskMeta)) bgtask.TaskMeta {
+		f(&m)
+		return m
+	}
+	running := mod(queued, func(m *bgtask.TaskMeta) { m.Status, m.StartedAt, m.Instance = bgtask.StatusRunning, at(2), "inst-1" })
+	completed := mod(running, func(m *bgtask.TaskMeta) { m.Status, m.FinishedAt = bgtask.StatusCompleted, at(3) })
+	noStatus := func(m bgtask.TaskMeta, f func(*bgtask.TaskMeta)) bgtask.TaskMeta {
+		m.Status = ""
+		return mod(m, f)
+	}
+	upsertAt := func(m bgtask.TaskMeta, n int) bgtask.Action {
+		a := bgtask.Upsert(m)
+		a.At = at(n)
+		return a
+	}
+	req := &bgtask.InputRequest{ID: "req_1", Prompt: "Approve?"}
+	interrupted := func(m *bgtask.TaskMeta) {
+		m.Status, m.Error, m.Attempt, m.FinishedAt = bgtask.StatusInterrupted, "instance gone", 2, at(9)
+	}
+
+	cases := []struct {
+		name    string
+		actions []bgtask.Action
+		want    bgtask.TaskMeta
+	}{
+		{"a same-status re-mirror fills the result a terminal record lacks",
+			[]bgtask.Action{bgtask.Upsert(running), bgtask.Upsert(completed),
+				bgtask.Upsert(mod(completed, func(m *bgtask.TaskMeta) { m.Result = json.RawMessage(`{"path":"/r.json"}`) }))},
+			mod(completed, func(m *bgtask.TaskMeta) { m.Result = json.RawMessage(`{"path":"/r.json"}`) })},
+		{"a same-status re-mirror rewrites nothing that is set",
+			[]bgtask.Action{bgtask.Upsert(running), bgtask.Upsert(mod(completed, func(m *bgtask.TaskMeta) { m.Result, m.Description = json.RawMessage(`1`), "done" })),
+				upsertAt(mod(completed, func(m *bgtask.TaskMeta) {
+					m.Result, m.Description, m.Instance, m.FinishedAt, m.Attempt = json.RawMessage(`2`), "rewritten", "inst-9", at(8), 3
+				}), 8)},
+			mod(completed, func(m *bgtask.TaskMeta) { m.Result, m.Description = json.RawMessage(`1`), "done" })},
+		{"an update without a status enriches a terminal record",
+			[]bgtask.Action{bgtask.Upsert(running), bgtask.Upsert(completed),
+				bgtask.Upsert(noStatus(running, func(m *bgtask.TaskMeta) { m.Description = "enriched" }))},
+			mod(completed, func(m *bgtask.TaskMeta) { m.Description = "enriched" })},
+		{"a terminal record takes the error text, stack and instance it lacks",
+			[]bgtask.Action{bgtask.Upsert(mod(running, func(m *bgtask.TaskMeta) { m.Status, m.FinishedAt, m.Instance = bgtask.StatusFailed, at(3), "" })),
+				bgtask.Upsert(noStatus(running, func(m *bgtask.TaskMeta) { m.Error, m.Stack, m.Instance = "boom", "goroutine 1", "inst-2" }))},
+			mod(running, func(m *bgtask.TaskMeta) {
+				m.Status, m.FinishedAt, m.Error, m.Stack, m.Instance = bgtask.StatusFailed, at(3), "boom", "goroutine 1", "inst-2"
+			})},
+		{"another terminal status on a terminal record is dropped whole",
+			[]bgtask.Action{bgtask.Upsert(running), bgtask.Upsert(completed),
+				bgtask.Upsert(mod(completed, func(m *bgtask.TaskMeta) { m.Status, m.Error = bgtask.StatusFailed, "orphaned" }))},
+			completed},
+		{"an update without a status keeps a live status and replaces only what it sets",
+			[]bgtask.Action{bgtask.Upsert(mod(running, func(m *bgtask.TaskMeta) { m.Description, m.Error = "d1", "transient" })),
+				bgtask.Upsert(noStatus(running, func(m *bgtask.TaskMeta) { m.Description, m.Instance = "step 2", "" }))},
+			mod(running, func(m *bgtask.TaskMeta) { m.Description, m.Error = "step 2", "transient" })},
+		{"the commit time stamps the start when leaving queued and the finish when ending",
+			[]bgtask.Action{bgtask.Upsert(queued), upsertAt(mod(queued, func(m *bgtask.TaskMeta) { m.Status = bgtask.StatusRunning }), 4),
+				upsertAt(mod(queued, func(m *bgtask.TaskMeta) { m.Status = bgtask.StatusFailed }), 5)},
+			mod(queued, func(m *bgtask.TaskMeta) { m.Status, m.StartedAt, m.FinishedAt = bgtask.StatusFailed, at(4), at(5) })},
+		{"the commit time stamps an insert of a terminal record without times",
+			[]bgtask.Action{upsertAt(mod(queued, func(m *bgtask.TaskMeta) { m.Status, m.CreatedAt = bgtask.StatusCancelled, time.Time{} }), 6)},
+			mod(queued, func(m *bgtask.TaskMeta) {
+				m.Status, m.CreatedAt, m.StartedAt, m.FinishedAt = bgtask.StatusCancelled, at(6), at(6), at(6)
+			})},
+		{"an input request on a running task means awaiting_input",
+			[]bgtask.Action{bgtask.Upsert(running), bgtask.Upsert(noStatus(running, func(m *bgtask.TaskMeta) { m.Input = req }))},
+			mod(running, func(m *bgtask.TaskMeta) { m.Status, m.Input = bgtask.StatusAwaitingInput, req })},
+		{"an inserted record with an input request is awaiting_input",
+			[]bgtask.Action{bgtask.Upsert(mod(running, func(m *bgtask.TaskMeta) { m.Input = req }))},
+			mod(running, func(m *bgtask.TaskMeta) { m.Status, m.Input = bgtask.StatusAwaitingInput, req })},
+		{"an awaiting_input update without a request keeps the open one",
+			[]bgtask.Action{bgtask.Upsert(mod(running, func(m *bgtask.TaskMeta) { m.Input = req })),
+				bgtask.Upsert(mod(running, func(m *bgtask.TaskMeta) { m.Status, m.Description = bgtask.StatusAwaitingInput, "asking" }))},
+			mod(running, func(m *bgtask.TaskMeta) { m.Status, m.Input, m.Description = bgtask.StatusAwaitingInput, req, "asking" })},
+		{"a reaper's next attempt supersedes the executor, which cannot even enrich",
+			[]bgtask.Action{bgtask.Upsert(running), bgtask.Upsert(mod(running, interrupted)),
+				bgtask.Upsert(noStatus(running, func(m *bgtask.TaskMeta) { m.Result = json.RawMessage(`1`) }))},
+			mod(running, interrupted)},
+		{"a reaper's next attempt is inert when the task ended first",
+			[]bgtask.Action{bgtask.Upsert(running), bgtask.Upsert(completed), bgtask.Upsert(mod(running, interrupted))},
+			completed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			steps := make([]step, len(tc.actions))
+			for i, a := range tc.actions {
+				steps[i] = step{name: "commit " + describe([]bgtask.Action{a}), actions: []bgtask.Action{a}}
+			}
+			for _, run := range []struct {
+				how   string
+				steps []step
+			}{
+				{"one commit per action", steps},
+				{"one commit", []step{{name: "commit " + describe(tc.actions), actions: tc.actions}}},
+			} {
+				s := runSteps(t, c, owner, run.steps)
+				if d := diffMeta(tc.want, get(t, s, tc.want.ID)); d != "" {
+					t.Errorf("%s: stored record differs from the one the rules require:\n%s", run.how, d)
+				}
+			}
+		})
+	}
+}
