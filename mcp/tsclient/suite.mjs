@@ -1,0 +1,523 @@
+// The MCP TypeScript client suite: drives the bgtask MCP server (the
+// tsserver command, mcp/internal/tsserver) with the official TypeScript SDK
+// client over stdio and checks the exact outcome of each scenario itself.
+//
+//   node suite.mjs <tsserver binary> <work dir>
+//
+// It prints one line per scenario, "ok <name>" or "FAIL <name>: <detail>"
+// (lines starting with "# " are information, such as the MCP revision
+// negotiated), and exits 1 if any scenario failed. TestTypeScriptClient
+// (mcp/tsclient_test.go) runs it after `npm ci`.
+//
+// Every server process opens the SQLite file <work dir>/tasks.db with its
+// own owner (-owner): "alice" is the main session, "bob" the other session,
+// "carol" the one whose server is killed and restarted.
+//
+// Nothing here measures time: requests carry a timeout of minutes only as a
+// hang guard, and every wait is on a condition (a probe call that returns
+// when the server-side hold started or stopped, a progress count reached,
+// a task status polled at the server's pollInterval).
+//
+// What the server must do, scenario by scenario (T is a Task object:
+// {taskId, status, statusMessage?, createdAt, lastUpdatedAt, ttl, pollInterval?},
+// times ISO 8601, ttl a number or null; R is the related-task meta key
+// "io.modelcontextprotocol/related-task"):
+//
+// initialize     protocolVersion "2025-11-25"; serverInfo {name "bgtask-tsserver",
+//                version "test"}; capabilities.tasks exactly
+//                {list:{}, cancel:{}, requests:{tools:{call:{}}}}; capabilities.tools.
+// list_tools     tools/list names exactly the five model-facing tools and the
+//                suite's four (cancel_task echo get_task hold list_tasks probe release
+//                send_message wait_task); hold has execution {taskSupport "optional"},
+//                echo {taskSupport "forbidden"}; echo's inputSchema as declared.
+// plain_tool     tools/call echo {text:"hello"} -> content [{type text, text
+//                '{"text":"hello"}'}], structuredContent {text "hello"}, no isError;
+//                list_tasks {} for a new owner -> {"tasks":[],"total":0}.
+// task_poll      tools/call hold {label} with task {ttl} (callToolStream) -> CreateTaskResult
+//                {task: T working}; tasks/get -> T working while held; after release,
+//                tasks/get reaches completed; tasks/result -> {content [{type text,
+//                text '{"label":"poll","steps":0}'}], structuredContent {label, steps 0},
+//                _meta {R: {taskId}}}.
+// task_result    tasks/result again returns the same result; tasks/result on a held
+//                task blocks until the task ends, then returns its result; tasks/list
+//                (following nextCursor) holds both tasks, completed.
+// cancel         tasks/cancel on a running task -> T cancelled; the tool's ctx ended
+//                ("context canceled") and its function returned; tasks/get -> cancelled;
+//                a second tasks/cancel -> error -32602; tasks/list shows it cancelled.
+// bad_arguments  echo {text:""} -> isError, content [{type text, text
+//                "text must not be empty"}]; the same tool error in task mode (hold
+//                with steps 101) -> tasks/get failed, tasks/result isError with the
+//                text "steps must be between 0 and 100, got 101".
+// progress       hold {steps 5} as a task with a progress token -> exactly 5
+//                notifications/progress, progress 1..5, total 5, message "step i of 5",
+//                in order; the same in the foreground (no task): 3 of 3, all before
+//                the result.
+// other_session  a second process for owner bob on the same file: tasks/list has
+//                none of alice's tasks; tasks/get, tasks/result, tasks/cancel of alice's
+//                running task id fail exactly like an unknown id (code -32602, same
+//                message with the id in place); get_task and cancel_task (model tools)
+//                answer the same as for an unknown id; alice's task is still working
+//                afterwards, then completes; bob got no notification about it.
+// restart        carol's server is killed (SIGKILL) while her task runs; a new server
+//                for carol on the same file: tasks/get -> failed with a non-empty
+//                statusMessage; tasks/result -> isError with a text; tasks/cancel -> -32602.
+// client_errors  the SDK client reported no protocol error (e.g. a progress
+//                notification with an unknown token) on any session.
+
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import {
+    CallToolResultSchema,
+    CreateTaskResultSchema,
+    ErrorCode,
+    LATEST_PROTOCOL_VERSION,
+    McpError,
+    RELATED_TASK_META_KEY
+} from '@modelcontextprotocol/sdk/types.js';
+
+const [serverBin, workDir] = process.argv.slice(2);
+if (!serverBin || !workDir) {
+    console.error('usage: node suite.mjs <tsserver binary> <work dir>');
+    process.exit(2);
+}
+const db = join(workDir, 'tasks.db');
+
+// HANG is every request's timeout: a hang guard, never a measure.
+const HANG = 5 * 60 * 1000;
+const opts = { timeout: HANG };
+const TTL = 60 * 60 * 1000;
+const WANT_PROTOCOL = '2025-11-25';
+
+// Tap wraps a transport to record the protocol version the client
+// negotiated and every message the server sent.
+class Tap {
+    constructor(inner) {
+        this.inner = inner;
+        this.received = [];
+        this.closed = new Promise(resolve => (this._closed = resolve));
+    }
+    async start() {
+        this.inner.onmessage = (msg, extra) => {
+            this.received.push(msg);
+            this.onmessage?.(msg, extra);
+        };
+        this.inner.onerror = err => this.onerror?.(err);
+        this.inner.onclose = () => {
+            this._closed();
+            this.onclose?.();
+        };
+        return this.inner.start();
+    }
+    send(msg, options) {
+        return this.inner.send(msg, options);
+    }
+    close() {
+        return this.inner.close();
+    }
+    setProtocolVersion(v) {
+        this.protocolVersion = v;
+    }
+    get pid() {
+        return this.inner.pid;
+    }
+    notifications(method) {
+        return this.received.filter(m => m.method === method);
+    }
+}
+
+const clientErrors = [];
+
+// start runs a server process for owner and connects a client to it.
+async function start(owner) {
+    const tap = new Tap(
+        new StdioClientTransport({ command: serverBin, args: ['-db', db, '-owner', owner], stderr: 'inherit' })
+    );
+    const client = new Client({ name: 'bgtask-ts-suite', version: '1.0.0' }, { capabilities: {} });
+    client.onerror = err => clientErrors.push(`${owner}: ${err?.message ?? err}`);
+    await client.connect(tap, opts);
+    return { owner, client, tap };
+}
+
+// ---- checks
+
+function rawMessage(err) {
+    return String(err?.message ?? err).replace(/^MCP error -?\d+: /, '');
+}
+
+// expectError awaits p, which must fail with an McpError of code; it
+// returns the error's message without the SDK's "MCP error N: " prefix.
+async function expectError(p, code, what) {
+    let res;
+    try {
+        res = await p;
+    } catch (err) {
+        assert.ok(err instanceof McpError, `${what}: want an McpError, got ${err}`);
+        assert.equal(err.code, code, `${what}: error code (message ${rawMessage(err)})`);
+        return rawMessage(err);
+    }
+    assert.fail(`${what}: want error ${code}, got result ${JSON.stringify(res)}`);
+}
+
+function checkTime(s, what) {
+    assert.equal(typeof s, 'string', what);
+    assert.match(s, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d/, what);
+    assert.ok(!Number.isNaN(Date.parse(s)), `${what}: ${s} does not parse`);
+}
+
+// checkTask checks a Task object's shape and its id and status.
+function checkTask(t, taskId, status, what) {
+    assert.equal(t.taskId, taskId, `${what}: taskId`);
+    assert.equal(t.status, status, `${what}: status (statusMessage ${JSON.stringify(t.statusMessage)})`);
+    checkTime(t.createdAt, `${what}: createdAt`);
+    checkTime(t.lastUpdatedAt, `${what}: lastUpdatedAt`);
+    assert.ok(t.ttl === null || (typeof t.ttl === 'number' && t.ttl > 0), `${what}: ttl ${t.ttl}`);
+    if (t.pollInterval !== undefined) {
+        assert.ok(typeof t.pollInterval === 'number' && t.pollInterval > 0, `${what}: pollInterval ${t.pollInterval}`);
+    }
+}
+
+// toolText returns the one text content of a tool result.
+function toolText(res, what) {
+    assert.equal(res.content?.length, 1, `${what}: content ${JSON.stringify(res.content)}`);
+    assert.equal(res.content[0].type, 'text', `${what}: content type`);
+    return res.content[0].text;
+}
+
+function checkToolResult(res, structured, what) {
+    assert.ok(!res.isError, `${what}: isError (${JSON.stringify(res.content)})`);
+    assert.equal(toolText(res, what), JSON.stringify(structured), `${what}: text`);
+    assert.deepEqual(res.structuredContent, structured, `${what}: structuredContent`);
+}
+
+function checkToolError(res, text, what) {
+    assert.equal(res.isError, true, `${what}: isError (${JSON.stringify(res)})`);
+    assert.equal(toolText(res, what), text, `${what}: error text`);
+}
+
+function checkRelated(res, taskId, what) {
+    assert.deepEqual(res._meta?.[RELATED_TASK_META_KEY], { taskId }, `${what}: _meta related-task`);
+}
+
+// ---- calls
+
+const call = (s, name, args, extra = {}) =>
+    s.client.callTool({ name, arguments: args }, CallToolResultSchema, { ...opts, ...extra });
+
+// createTask calls a tool as a task and returns the CreateTaskResult's task.
+async function createTask(s, name, args, extra = {}) {
+    const res = await s.client.request(
+        { method: 'tools/call', params: { name, arguments: args } },
+        CreateTaskResultSchema,
+        { ...opts, task: { ttl: TTL }, ...extra }
+    );
+    checkTask(res.task, res.task.taskId, 'working', `${name} task created`);
+    assert.ok(res.task.taskId.length > 0, 'taskId not empty');
+    return res.task;
+}
+
+const tasks = s => s.client.experimental.tasks;
+const getTask = (s, id) => tasks(s).getTask(id, opts);
+const taskResult = (s, id) => tasks(s).getTaskResult(id, CallToolResultSchema, opts);
+const cancelTask = (s, id) => tasks(s).cancelTask(id, opts);
+
+// listAll follows tasks/list's cursor to the end.
+async function listAll(s) {
+    const all = [];
+    let cursor;
+    for (let page = 0; ; page++) {
+        assert.ok(page < 1000, 'tasks/list: too many pages');
+        const res = await tasks(s).listTasks(cursor, opts);
+        all.push(...res.tasks);
+        if (!res.nextCursor) return all;
+        cursor = res.nextCursor;
+    }
+}
+
+// pollUntilTerminal polls tasks/get at the server's pollInterval until the
+// task is terminal, and returns it.
+async function pollUntilTerminal(s, id) {
+    for (;;) {
+        const t = await getTask(s, id);
+        if (['completed', 'failed', 'cancelled'].includes(t.status)) return t;
+        assert.ok(['working', 'input_required'].includes(t.status), `tasks/get: status ${t.status}`);
+        await new Promise(r => setTimeout(r, t.pollInterval ?? 50));
+    }
+}
+
+// probe waits (server side) until the hold of label started or stopped.
+async function probe(s, label, until) {
+    const res = await call(s, 'probe', { label, until });
+    assert.ok(!res.isError, `probe ${label} ${until}: ${JSON.stringify(res.content)}`);
+    return res.structuredContent;
+}
+
+async function release(s, label) {
+    checkToolResult(await call(s, 'release', { label }), { released: label }, `release ${label}`);
+}
+
+// ---- scenarios
+
+const scenarios = [];
+const scenario = (name, fn) => scenarios.push({ name, fn });
+let alice;
+
+scenario('initialize', async () => {
+    alice = await start('alice');
+    console.log(`# protocol ${alice.tap.protocolVersion} (client's latest ${LATEST_PROTOCOL_VERSION})`);
+    assert.equal(alice.tap.protocolVersion, WANT_PROTOCOL, 'negotiated protocol version');
+    const info = alice.client.getServerVersion();
+    assert.equal(info?.name, 'bgtask-tsserver', 'serverInfo.name');
+    assert.equal(info?.version, 'test', 'serverInfo.version');
+    const caps = alice.client.getServerCapabilities();
+    console.log(`# server capabilities ${JSON.stringify(caps)}`);
+    assert.deepEqual(caps?.tasks, { list: {}, cancel: {}, requests: { tools: { call: {} } } }, 'capabilities.tasks');
+    assert.ok(caps?.tools, 'capabilities.tools');
+});
+
+scenario('list_tools', async () => {
+    const { tools } = await alice.client.listTools({}, opts);
+    const names = tools.map(t => t.name);
+    console.log(`# tools ${names.join(' ')}`);
+    assert.deepEqual(
+        [...names].sort(),
+        ['cancel_task', 'echo', 'get_task', 'hold', 'list_tasks', 'probe', 'release', 'send_message', 'wait_task'],
+        'tool names'
+    );
+    const byName = Object.fromEntries(tools.map(t => [t.name, t]));
+    assert.deepEqual(byName.hold.execution, { taskSupport: 'optional' }, 'hold execution');
+    assert.deepEqual(byName.echo.execution, { taskSupport: 'forbidden' }, 'echo execution');
+    assert.deepEqual(
+        byName.echo.inputSchema,
+        { type: 'object', properties: { text: { type: 'string' } }, required: ['text'], additionalProperties: false },
+        'echo inputSchema'
+    );
+    for (const n of ['list_tasks', 'get_task', 'cancel_task', 'send_message', 'wait_task']) {
+        assert.equal(byName[n].inputSchema?.type, 'object', `${n} inputSchema.type`);
+        assert.ok(byName[n].description, `${n} description`);
+    }
+    // The SDK read the execution field: it would augment hold, not echo.
+    assert.equal(alice.client.isToolTask('hold'), true, 'client.isToolTask(hold)');
+    assert.equal(alice.client.isToolTask('echo'), false, 'client.isToolTask(echo)');
+});
+
+scenario('plain_tool', async () => {
+    checkToolResult(await call(alice, 'echo', { text: 'hello' }), { text: 'hello' }, 'echo');
+    const res = await call(alice, 'list_tasks', {});
+    assert.ok(!res.isError, `list_tasks: ${JSON.stringify(res.content)}`);
+    assert.deepEqual(JSON.parse(toolText(res, 'list_tasks')), { tasks: [], total: 0 }, 'list_tasks of a new owner');
+});
+
+let pollTask, pollResult;
+
+scenario('task_poll', async () => {
+    const seen = [];
+    let released = false;
+    const stream = tasks(alice).callToolStream({ name: 'hold', arguments: { label: 'poll' } }, CallToolResultSchema, {
+        ...opts,
+        task: { ttl: TTL }
+    });
+    for await (const msg of stream) {
+        switch (msg.type) {
+            case 'taskCreated':
+                checkTask(msg.task, msg.task.taskId, 'working', 'taskCreated');
+                pollTask = msg.task.taskId;
+                seen.push('created');
+                break;
+            case 'taskStatus':
+                checkTask(msg.task, pollTask, msg.task.status, 'taskStatus');
+                seen.push(msg.task.status);
+                if (!released) {
+                    // Still held: it must be working.
+                    assert.equal(msg.task.status, 'working', 'status while held');
+                    released = true;
+                    await release(alice, 'poll');
+                }
+                break;
+            case 'result':
+                pollResult = msg.result;
+                seen.push('result');
+                break;
+            case 'error':
+                assert.fail(`stream error: ${msg.error?.message}`);
+        }
+    }
+    console.log(`# task_poll stream: ${seen.join(' ')}`);
+    assert.match(seen.join(' '), /^created (working )+completed result$/, 'stream messages');
+    checkToolResult(pollResult, { label: 'poll', steps: 0 }, 'tasks/result');
+    checkRelated(pollResult, pollTask, 'tasks/result');
+    checkTask(await getTask(alice, pollTask), pollTask, 'completed', 'tasks/get after');
+});
+
+scenario('task_result', async () => {
+    assert.ok(pollTask, 'needs task_poll');
+    assert.deepEqual(await taskResult(alice, pollTask), pollResult, 'tasks/result again');
+
+    const t = await createTask(alice, 'hold', { label: 'result' });
+    const pending = taskResult(alice, t.taskId); // sent while the task is held
+    let settled = false;
+    pending.then(
+        () => (settled = true),
+        () => (settled = true)
+    );
+    await probe(alice, 'result', 'started');
+    checkTask(await getTask(alice, t.taskId), t.taskId, 'working', 'tasks/get while held');
+    assert.equal(settled, false, 'tasks/result returned before the task ended');
+    await release(alice, 'result');
+    const res = await pending;
+    checkToolResult(res, { label: 'result', steps: 0 }, 'blocking tasks/result');
+    checkRelated(res, t.taskId, 'blocking tasks/result');
+    checkTask(await getTask(alice, t.taskId), t.taskId, 'completed', 'tasks/get after');
+
+    const listed = await listAll(alice);
+    const byId = Object.fromEntries(listed.map(x => [x.taskId, x]));
+    checkTask(byId[pollTask] ?? {}, pollTask, 'completed', 'tasks/list poll task');
+    checkTask(byId[t.taskId] ?? {}, t.taskId, 'completed', 'tasks/list result task');
+    assert.equal(listed.length, 2, `tasks/list: ${JSON.stringify(listed.map(x => x.taskId))}`);
+});
+
+scenario('cancel', async () => {
+    const t = await createTask(alice, 'hold', { label: 'cancel' });
+    assert.deepEqual(
+        await probe(alice, 'cancel', 'started'),
+        { label: 'cancel', started: true, stopped: false, ctx_err: '', cause: '' },
+        'probe started'
+    );
+    checkTask(await cancelTask(alice, t.taskId), t.taskId, 'cancelled', 'tasks/cancel');
+    const stopped = await probe(alice, 'cancel', 'stopped');
+    console.log(`# cancel: the task's ctx ended with cause ${JSON.stringify(stopped.cause)}`);
+    assert.equal(stopped.stopped, true, 'goroutine returned');
+    assert.equal(stopped.ctx_err, 'context canceled', 'task ctx error');
+    assert.ok(stopped.cause, 'task ctx cause');
+    checkTask(await getTask(alice, t.taskId), t.taskId, 'cancelled', 'tasks/get');
+    await expectError(cancelTask(alice, t.taskId), ErrorCode.InvalidParams, 'second tasks/cancel');
+    const listed = (await listAll(alice)).find(x => x.taskId === t.taskId);
+    checkTask(listed ?? {}, t.taskId, 'cancelled', 'tasks/list');
+    checkTask(await getTask(alice, t.taskId), t.taskId, 'cancelled', 'tasks/get after a refused cancel');
+});
+
+scenario('bad_arguments', async () => {
+    checkToolError(await call(alice, 'echo', { text: '' }), 'text must not be empty', 'echo ""');
+    const want = 'steps must be between 0 and 100, got 101';
+    checkToolError(await call(alice, 'hold', { label: 'bad-fg', steps: 101 }), want, 'hold foreground');
+    const t = await createTask(alice, 'hold', { label: 'bad', steps: 101 });
+    const end = await pollUntilTerminal(alice, t.taskId);
+    console.log(`# bad_arguments: task statusMessage ${JSON.stringify(end.statusMessage)}`);
+    checkTask(end, t.taskId, 'failed', 'tasks/get');
+    const res = await taskResult(alice, t.taskId);
+    checkToolError(res, want, 'tasks/result');
+    checkRelated(res, t.taskId, 'tasks/result');
+});
+
+scenario('progress', async () => {
+    const got = [];
+    let reached;
+    const five = new Promise(r => (reached = r));
+    const t = await createTask(
+        alice,
+        'hold',
+        { label: 'progress', steps: 5 },
+        {
+            onprogress: p => {
+                got.push(p);
+                if (got.length === 5) reached();
+            }
+        }
+    );
+    await five;
+    const want = n => Array.from({ length: n }, (_, i) => ({ progress: i + 1, total: n, message: `step ${i + 1} of ${n}` }));
+    assert.deepEqual(got, want(5), 'task progress');
+    await release(alice, 'progress');
+    checkTask(await pollUntilTerminal(alice, t.taskId), t.taskId, 'completed', 'tasks/get');
+    assert.deepEqual(got, want(5), 'task progress after the end');
+
+    const fg = [];
+    await release(alice, 'progress-fg'); // before the hold: it returns at once
+    const res = await call(alice, 'hold', { label: 'progress-fg', steps: 3 }, { onprogress: p => fg.push(p) });
+    checkToolResult(res, { label: 'progress-fg', steps: 3 }, 'foreground hold');
+    assert.deepEqual(fg, want(3), 'foreground progress, before the result');
+});
+
+scenario('other_session', async () => {
+    const t = await createTask(alice, 'hold', { label: 'private' });
+    await probe(alice, 'private', 'started');
+    const bob = await start('bob');
+    try {
+        assert.deepEqual(await listAll(bob), [], "bob's tasks/list");
+        const unknown = 'no-such-task';
+        const same = async (what, f) => {
+            const theirs = await expectError(f(t.taskId), ErrorCode.InvalidParams, `${what} of alice's task`);
+            const none = await expectError(f(unknown), ErrorCode.InvalidParams, `${what} of an unknown id`);
+            assert.equal(theirs.replaceAll(t.taskId, '<id>'), none.replaceAll(unknown, '<id>'), `${what}: messages`);
+            return theirs;
+        };
+        console.log(`# other_session: tasks/get says ${JSON.stringify(await same('tasks/get', id => getTask(bob, id)))}`);
+        await same('tasks/result', id => taskResult(bob, id));
+        await same('tasks/cancel', id => cancelTask(bob, id));
+        const tool = async (name, args) => {
+            const theirs = await call(bob, name, args(t.taskId));
+            const none = await call(bob, name, args(unknown));
+            assert.equal(!!theirs.isError, !!none.isError, `${name}: isError`);
+            assert.equal(
+                toolText(theirs, name).replaceAll(t.taskId, '<id>'),
+                toolText(none, name).replaceAll(unknown, '<id>'),
+                `${name}: text`
+            );
+        };
+        await tool('get_task', id => ({ task_id: id }));
+        await tool('cancel_task', id => ({ target: { relation: 'child', task_id: id } }));
+        const lt = await call(bob, 'list_tasks', {});
+        assert.deepEqual(JSON.parse(toolText(lt, 'list_tasks')), { tasks: [], total: 0 }, "bob's list_tasks");
+
+        checkTask(await getTask(alice, t.taskId), t.taskId, 'working', "alice's task after bob's calls");
+        await release(alice, 'private');
+        checkTask(await pollUntilTerminal(alice, t.taskId), t.taskId, 'completed', "alice's task");
+        const leaked = bob.tap.received.filter(m => m.method && JSON.stringify(m).includes(t.taskId));
+        assert.deepEqual(leaked, [], "bob's notifications about alice's task");
+    } finally {
+        await bob.client.close();
+    }
+});
+
+scenario('restart', async () => {
+    const first = await start('carol');
+    const t = await createTask(first, 'hold', { label: 'doomed' });
+    await probe(first, 'doomed', 'started');
+    process.kill(first.tap.pid, 'SIGKILL');
+    await first.tap.closed;
+    const second = await start('carol');
+    try {
+        const got = await getTask(second, t.taskId);
+        console.log(`# restart: tasks/get after the restart: ${got.status} ${JSON.stringify(got.statusMessage)}`);
+        checkTask(got, t.taskId, 'failed', 'tasks/get');
+        assert.ok(got.statusMessage, 'statusMessage');
+        const listed = (await listAll(second)).find(x => x.taskId === t.taskId);
+        checkTask(listed ?? {}, t.taskId, 'failed', 'tasks/list');
+        const res = await taskResult(second, t.taskId);
+        assert.equal(res.isError, true, `tasks/result isError: ${JSON.stringify(res)}`);
+        assert.ok(toolText(res, 'tasks/result'), 'tasks/result text');
+        checkRelated(res, t.taskId, 'tasks/result');
+        await expectError(cancelTask(second, t.taskId), ErrorCode.InvalidParams, 'tasks/cancel');
+    } finally {
+        await second.client.close();
+    }
+});
+
+scenario('client_errors', async () => {
+    assert.deepEqual(clientErrors, [], 'errors the SDK client reported');
+});
+
+let failed = 0;
+for (const { name, fn } of scenarios) {
+    try {
+        await fn();
+        console.log(`ok ${name}`);
+    } catch (err) {
+        failed++;
+        const detail = String(err?.message ?? err).replace(/\s*\n\s*/g, ' ');
+        console.log(`FAIL ${name}: ${detail}`);
+    }
+}
+await alice?.client.close();
+process.exit(failed ? 1 : 0);
