@@ -2,85 +2,109 @@ package bgmcp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/bgtask/bgtask"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-var errTODO = errors.New("bgmcp: not implemented yet")
+// ProtocolVersion is the newest MCP revision served: the one whose tasks
+// protocol the Server speaks.
+const ProtocolVersion = "2025-11-25"
 
-// Option configures a Server. Options are applied in order by NewServer.
-type Option func(*config) error
+// ErrNoOwner refuses a request whose owner could not be found: the owner
+// function returned an error (wrapped with it) or a blank id.
+var ErrNoOwner = errors.New("bgmcp: no owner for this request")
 
-type config struct {
-	ownerFunc func(ctx context.Context, session *mcp.ServerSession) (string, error)
-	impl      *mcp.Implementation
-}
-
-// WithOwnerFunc sets how a call's owner is found. Default: one owner per
-// MCP session, named after the session id.
-func WithOwnerFunc(f func(ctx context.Context, session *mcp.ServerSession) (string, error)) Option {
-	return func(c *config) error {
-		if f == nil {
-			return errors.New("bgmcp: WithOwnerFunc: nil function")
-		}
-		c.ownerFunc = f
-		return nil
-	}
-}
-
-// WithImplementation sets the name and version the server reports in
-// initialize. Default: name "bgtask", version "v0".
-func WithImplementation(impl *mcp.Implementation) Option {
-	return func(c *config) error {
-		if impl == nil {
-			return errors.New("bgmcp: WithImplementation: nil implementation")
-		}
-		c.impl = impl
-		return nil
-	}
-}
-
-// Tool is a host tool: a Go function plus the JSON Schema of its arguments.
-type Tool struct {
-	Name, Description string
-	InputSchema       json.RawMessage // JSON Schema of the arguments
-	TaskSupport       string          // "optional" (default), "required" or "forbidden"
-	// Run runs the tool; its result is JSON-encoded as text and
-	// structuredContent.
-	Run func(ctx context.Context, call *Call) (any, error)
-}
-
-// Call is one call of a host tool.
-type Call struct {
-	Arguments json.RawMessage
-}
-
-// Progress reports progress.
-func (c *Call) Progress(progress, total float64, message string) {}
-
-// Server serves a Manager over MCP.
+// Server serves one Manager over MCP: the five model-facing task tools of
+// bgtask, the host's own tools (AddTool), and the tasks protocol for them.
+// Every request acts for one owner (see WithOwnerFunc) and sees that
+// owner's tasks only.
+//
+// A Server is safe for concurrent use and serves any number of sessions.
+// It has no zero value: use NewServer. Tasks outlive the session that
+// started them; the Manager's Shutdown ends them.
 type Server struct {
-	m   *bgtask.Manager
-	cfg config
+	m       *bgtask.Manager
+	cfg     config
+	sdk     *mcp.Server
+	handler http.Handler
+
+	mu       sync.Mutex
+	tools    map[string]*hostTool // the host's tools, by name
+	restored map[string]bool      // owners Restore has run for
 }
 
-// NewServer returns a Server for m.
+// NewServer returns a Server for m, with the five task tools registered.
+// Errors: a nil Manager, or an Option's.
 func NewServer(m *bgtask.Manager, opts ...Option) (*Server, error) {
-	return nil, errTODO
+	if m == nil {
+		return nil, errors.New("bgmcp: NewServer: nil Manager")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	s := &Server{
+		m:        m,
+		cfg:      cfg,
+		tools:    make(map[string]*hostTool),
+		restored: make(map[string]bool),
+	}
+	// The tasks protocol is that of 2025-11-25: later revisions are not
+	// offered.
+	versions := slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v > ProtocolVersion })
+	s.sdk = mcp.NewServer(cfg.impl, &mcp.ServerOptions{HasTools: true, SupportedProtocolVersions: versions})
+	for _, t := range m.Owner("schema").Tools() {
+		s.sdk.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Schema}, s.taskTool(t.Name))
+	}
+	if err := s.addTaskMethods(); err != nil {
+		return nil, err
+	}
+	s.sdk.AddReceivingMiddleware(s.middleware)
+	sdkHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk }, nil)
+	s.handler = taskBodyHandler(sdkHandler)
+	return s, nil
 }
 
-// AddTool adds a host tool.
-func (s *Server) AddTool(t Tool) error { return errTODO }
+// Run serves one session over t (for example &mcp.StdioTransport{}) until
+// the client ends it or ctx ends, and returns why. The session's tasks go
+// on running after it ends.
+func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
+	return s.sdk.Run(ctx, &taskTransport{inner: t})
+}
 
-// Run serves one session over t until it ends.
-func (s *Server) Run(ctx context.Context, t mcp.Transport) error { return errTODO }
+// Handler returns the streamable HTTP handler serving this Server: one
+// session per client, as the MCP streamable HTTP transport defines. The
+// same handler is returned on every call. Mount it behind the host's
+// authentication and read the caller in WithOwnerFunc.
+func (s *Server) Handler() http.Handler { return s.handler }
 
-// Handler serves streamable HTTP.
-func (s *Server) Handler() http.Handler { return http.NotFoundHandler() }
-
-// StatusOf maps a bgtask status to an MCP task status.
-func StatusOf(st bgtask.TaskStatus, isError bool) string { return "" }
+// owner finds the owner of a request. The first time the Server sees an
+// owner it restores the owner's records: a task that a stopped process ran
+// becomes interrupted (failed to the client).
+func (s *Server) owner(ctx context.Context, ss *mcp.ServerSession) (bgtask.Owner, error) {
+	id, err := s.cfg.ownerFunc(ctx, ss)
+	if err != nil {
+		return bgtask.Owner{}, fmt.Errorf("%w: %w", ErrNoOwner, err)
+	}
+	if strings.TrimSpace(id) == "" {
+		return bgtask.Owner{}, ErrNoOwner
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.restored[id] {
+		if _, err := s.m.Restore(ctx, id); err != nil {
+			return bgtask.Owner{}, fmt.Errorf("bgmcp: restoring the owner's tasks: %w", err)
+		}
+		s.restored[id] = true
+	}
+	return s.m.Owner(id), nil
+}

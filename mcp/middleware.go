@@ -1,0 +1,167 @@
+package bgmcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/bgtask/bgtask"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// middleware adds the tasks protocol to the SDK's handling: the tasks
+// capability in initialize, each host tool's execution.taskSupport in
+// tools/list, and task-augmented tools/call.
+func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "tools/call":
+			if r, ok := req.(*mcp.CallToolRequest); ok {
+				if task, ok := takeTaskRequest(r.Params); ok {
+					return s.spawnCall(ctx, r, task)
+				}
+			}
+		case "initialize":
+			res, err := next(ctx, method, req)
+			if r, ok := res.(*mcp.InitializeResult); ok && err == nil {
+				return &initResult{r}, nil
+			}
+			return res, err
+		case "tools/list":
+			res, err := next(ctx, method, req)
+			if r, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+				return &toolsResult{ListToolsResult: r, support: s.taskSupport}, nil
+			}
+			return res, err
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// taskSupport is the execution.taskSupport of a tool: its own for a host
+// tool, forbidden for the task tools.
+func (s *Server) taskSupport(name string) string {
+	if t, ok := s.hostTool(name); ok {
+		return t.TaskSupport
+	}
+	return TaskForbidden
+}
+
+// taskRequest is the "task" of a task-augmented request.
+type taskRequest struct {
+	TTL *int64 `json:"ttl,omitempty"`
+}
+
+// takeTaskRequest removes the task request that taskTransport or
+// taskBodyHandler moved into p's _meta, and returns it.
+func takeTaskRequest(p *mcp.CallToolParamsRaw) (taskRequest, bool) {
+	var tr taskRequest
+	if p == nil || p.Meta == nil {
+		return tr, false
+	}
+	v, ok := p.Meta[taskMetaKey]
+	if !ok {
+		return tr, false
+	}
+	delete(p.Meta, taskMetaKey)
+	if b, err := json.Marshal(v); err == nil {
+		_ = json.Unmarshal(b, &tr)
+	}
+	return tr, true
+}
+
+// spawnCall serves a task-augmented tools/call: the call becomes a task of
+// the caller's owner at once, and the answer is its handle.
+func (s *Server) spawnCall(ctx context.Context, req *mcp.CallToolRequest, _ taskRequest) (mcp.Result, error) {
+	name := req.Params.Name
+	t, ok := s.hostTool(name)
+	switch {
+	case !ok && slices.Contains(taskToolNames, name), ok && t.TaskSupport == TaskForbidden:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("Tool %s does not support task augmentation (taskSupport: 'forbidden')", name)}
+	case !ok:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
+	}
+	o, err := s.owner(ctx, req.Session)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
+	}
+	args, session, token := req.Params.Arguments, req.Session, req.Params.GetProgressToken()
+	id, err := o.Spawn(ctx, func(ctx context.Context, task *bgtask.Task) (any, error) {
+		v, err := t.Run(ctx, &Call{Arguments: args, ctx: ctx, session: session, token: token, task: task})
+		if err != nil {
+			return nil, err
+		}
+		return toolResult(v)
+	}, bgtask.WithType(name), bgtask.WithDescription(t.Description))
+	if err != nil {
+		return nil, err
+	}
+	m, err := o.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &createTaskResult{Task: infoOf(m)}, nil
+}
+
+// initResult is an initialize result with the tasks capability.
+type initResult struct{ *mcp.InitializeResult }
+
+func (r *initResult) MarshalJSON() ([]byte, error) {
+	return addFields(r.InitializeResult, func(obj map[string]json.RawMessage) error {
+		caps := map[string]json.RawMessage{}
+		if c, ok := obj["capabilities"]; ok {
+			if err := json.Unmarshal(c, &caps); err != nil {
+				return err
+			}
+		}
+		caps["tasks"] = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
+		b, err := json.Marshal(caps)
+		obj["capabilities"] = b
+		return err
+	})
+}
+
+// toolsResult is a tools/list result with each tool's execution.taskSupport.
+type toolsResult struct {
+	*mcp.ListToolsResult
+	support func(name string) string
+}
+
+func (r *toolsResult) MarshalJSON() ([]byte, error) {
+	return addFields(r.ListToolsResult, func(obj map[string]json.RawMessage) error {
+		var tools []map[string]json.RawMessage
+		if err := json.Unmarshal(obj["tools"], &tools); err != nil {
+			return err
+		}
+		for _, t := range tools {
+			var name string
+			_ = json.Unmarshal(t["name"], &name)
+			b, err := json.Marshal(map[string]string{"taskSupport": r.support(name)})
+			if err != nil {
+				return err
+			}
+			t["execution"] = b
+		}
+		b, err := json.Marshal(tools)
+		obj["tools"] = b
+		return err
+	})
+}
+
+// addFields marshals v as a JSON object, edited by edit.
+func addFields(v any, edit func(map[string]json.RawMessage) error) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return nil, err
+	}
+	if err := edit(obj); err != nil {
+		return nil, err
+	}
+	return json.Marshal(obj)
+}

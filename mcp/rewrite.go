@@ -1,0 +1,148 @@
+package bgmcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The SDK decodes tools/call params into a struct without the tasks
+// protocol's "task" field, so the request would reach the server without
+// it. Before the SDK reads a message, taskTransport (stdio, in-memory) and
+// taskBodyHandler (streamable HTTP) move "task" into the params' _meta
+// under taskMetaKey, where the middleware finds it. A client's own
+// taskMetaKey entry is always removed first: only "task" sets it.
+const taskMetaKey = "io.github.bgtask/task-request"
+
+// moveTaskParam moves a tools/call's "task" into _meta. It returns params
+// unchanged when there is nothing to do or they are not an object.
+func moveTaskParam(params json.RawMessage) json.RawMessage {
+	if !bytes.Contains(params, []byte(`"task"`)) && !bytes.Contains(params, []byte(taskMetaKey)) {
+		return params
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(params, &obj) != nil {
+		return params
+	}
+	meta := map[string]json.RawMessage{}
+	if m, ok := obj["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
+		return params
+	}
+	delete(meta, taskMetaKey)
+	if task, ok := obj["task"]; ok && !bytes.Equal(bytes.TrimSpace(task), []byte("null")) {
+		meta[taskMetaKey] = task
+	}
+	delete(obj, "task")
+	if len(meta) > 0 {
+		b, err := json.Marshal(meta)
+		if err != nil {
+			return params
+		}
+		obj["_meta"] = b
+	} else {
+		delete(obj, "_meta")
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return params
+	}
+	return b
+}
+
+// taskTransport is a transport whose connection moves the "task" of every
+// incoming tools/call into _meta. Its session id is the inner one, or a
+// random one when the inner transport has none (stdio, in-memory).
+type taskTransport struct{ inner mcp.Transport }
+
+func (t *taskTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id := c.SessionID()
+	if id == "" {
+		id = rand.Text()
+	}
+	return &taskConn{Connection: c, id: id}, nil
+}
+
+type taskConn struct {
+	mcp.Connection
+	id string
+}
+
+func (c *taskConn) SessionID() string { return c.id }
+
+func (c *taskConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.Method == "tools/call" {
+		req.Params = moveTaskParam(req.Params)
+	}
+	return msg, err
+}
+
+// maxBody caps a POST body the HTTP handler reads to move "task".
+const maxBody = 8 << 20
+
+// taskBodyHandler moves the "task" of a tools/call in a POST body (one
+// message or a batch) into _meta, then calls next.
+func taskBodyHandler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			http.Error(w, "request body too large or unreadable", http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(rewriteBody(body)))
+		r.ContentLength = -1
+		next.ServeHTTP(w, r)
+	})
+}
+
+// rewriteBody applies moveTaskParam to each tools/call of a body.
+func rewriteBody(body []byte) []byte {
+	if !bytes.Contains(body, []byte("tools/call")) {
+		return body
+	}
+	trimmed := bytes.TrimSpace(body)
+	var msgs []map[string]json.RawMessage
+	batch := len(trimmed) > 0 && trimmed[0] == '['
+	if batch {
+		if json.Unmarshal(trimmed, &msgs) != nil {
+			return body
+		}
+	} else {
+		var one map[string]json.RawMessage
+		if json.Unmarshal(trimmed, &one) != nil {
+			return body
+		}
+		msgs = append(msgs, one)
+	}
+	for _, m := range msgs {
+		var method string
+		if json.Unmarshal(m["method"], &method) == nil && method == "tools/call" && m["params"] != nil {
+			m["params"] = moveTaskParam(m["params"])
+		}
+	}
+	var out []byte
+	var err error
+	if batch {
+		out, err = json.Marshal(msgs)
+	} else {
+		out, err = json.Marshal(msgs[0])
+	}
+	if err != nil {
+		return body
+	}
+	return out
+}

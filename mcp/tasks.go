@@ -1,0 +1,242 @@
+package bgmcp
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bgtask/bgtask"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// relatedTaskKey is the _meta key of the task a tasks/result belongs to.
+const relatedTaskKey = "io.modelcontextprotocol/related-task"
+
+// pollInterval is the polling interval suggested to clients, in ms.
+const pollInterval = 1000
+
+// listPageSize is how many tasks a tasks/list page holds (a variable for
+// tests).
+var listPageSize = 50
+
+// taskInfo is a task as the tasks protocol shows it.
+type taskInfo struct {
+	TaskID        string `json:"taskId"`
+	Status        string `json:"status"`
+	StatusMessage string `json:"statusMessage,omitempty"`
+	CreatedAt     string `json:"createdAt"`
+	LastUpdatedAt string `json:"lastUpdatedAt"`
+	TTL           *int64 `json:"ttl"` // always null: records are kept until the store's retention drops them
+	PollInterval  int64  `json:"pollInterval,omitempty"`
+}
+
+// infoOf is the protocol view of a record.
+func infoOf(m bgtask.TaskMeta) taskInfo {
+	st := StatusOf(m.Status, resultIsError(m))
+	v := taskInfo{
+		TaskID:        m.ID,
+		Status:        st,
+		CreatedAt:     m.CreatedAt.UTC().Format(time.RFC3339Nano),
+		LastUpdatedAt: lastUpdate(m).UTC().Format(time.RFC3339Nano),
+	}
+	switch {
+	case m.Status == bgtask.StatusAwaitingInput && m.Input != nil:
+		v.StatusMessage = m.Input.Prompt
+	case m.Status.IsTerminal():
+		v.StatusMessage = m.Error
+	}
+	if !m.Status.IsTerminal() {
+		v.PollInterval = pollInterval
+	}
+	return v
+}
+
+func lastUpdate(m bgtask.TaskMeta) time.Time {
+	t := m.CreatedAt
+	for _, u := range []time.Time{m.StartedAt, m.FinishedAt} {
+		if u.After(t) {
+			t = u
+		}
+	}
+	return t
+}
+
+// resultIsError reports whether a completed task's result is a tool result
+// with isError.
+func resultIsError(m bgtask.TaskMeta) bool {
+	if m.Status != bgtask.StatusCompleted || len(m.Result) == 0 {
+		return false
+	}
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	return json.Unmarshal(m.Result, &r) == nil && r.IsError
+}
+
+// taskIDParams are the params of tasks/get, tasks/result and tasks/cancel.
+type taskIDParams struct {
+	mcp.ParamsBase
+	TaskID string `json:"taskId"`
+}
+
+// listParams are the params of tasks/list.
+type listParams struct {
+	mcp.ParamsBase
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// taskResult is the result of tasks/get and tasks/cancel: the task itself.
+type taskResult struct {
+	mcp.ResultBase
+	taskInfo
+}
+
+// createTaskResult answers a task-augmented tools/call.
+type createTaskResult struct {
+	mcp.ResultBase
+	Task taskInfo `json:"task"`
+}
+
+// listResult is the result of tasks/list.
+type listResult struct {
+	mcp.ResultBase
+	Tasks      []taskInfo `json:"tasks"`
+	NextCursor string     `json:"nextCursor,omitempty"`
+}
+
+// payloadResult is the result of tasks/result: the tool's result, with
+// the related task in its _meta.
+type payloadResult struct {
+	mcp.ResultBase
+	body *mcp.CallToolResult
+}
+
+func (r *payloadResult) MarshalJSON() ([]byte, error) { return json.Marshal(r.body) }
+
+// invalidParams is the protocol error for a bad task id or cursor.
+func invalidParams(format string, args ...any) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
+}
+
+// addTaskMethods registers tasks/get, tasks/list, tasks/result and
+// tasks/cancel.
+func (s *Server) addTaskMethods() error {
+	return errors.Join(
+		mcp.AddReceivingCustomMethod(s.sdk, "tasks/get", func(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (*taskResult, error) {
+			_, m, err := s.ownedTask(ctx, ss, p)
+			if err != nil {
+				return nil, err
+			}
+			return &taskResult{taskInfo: infoOf(m)}, nil
+		}),
+		mcp.AddReceivingCustomMethod(s.sdk, "tasks/list", s.listTasks),
+		mcp.AddReceivingCustomMethod(s.sdk, "tasks/result", s.taskPayload),
+		mcp.AddReceivingCustomMethod(s.sdk, "tasks/cancel", s.cancelTask),
+	)
+}
+
+// ownedTask finds the caller's owner and one of its tasks; another owner's
+// task is not found, exactly like an unknown id.
+func (s *Server) ownedTask(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (bgtask.Owner, bgtask.TaskMeta, error) {
+	o, err := s.owner(ctx, ss)
+	if err != nil {
+		return o, bgtask.TaskMeta{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
+	}
+	if p == nil || p.TaskID == "" {
+		return o, bgtask.TaskMeta{}, invalidParams("missing taskId")
+	}
+	m, err := o.Get(ctx, p.TaskID)
+	if errors.Is(err, bgtask.ErrNotFound) {
+		return o, m, invalidParams("Task not found: %s", p.TaskID)
+	}
+	return o, m, err
+}
+
+// listTasks serves tasks/list: the owner's tasks in creation order, a page
+// at a time; the cursor is the last task of the previous page.
+func (s *Server) listTasks(ctx context.Context, ss *mcp.ServerSession, p *listParams) (*listResult, error) {
+	o, err := s.owner(ctx, ss)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
+	}
+	seq, err := o.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var all []bgtask.TaskMeta
+	for m := range seq {
+		all = append(all, m)
+	}
+	bgtask.SortMetas(all)
+	start := 0
+	if p != nil && p.Cursor != "" {
+		after, err := base64.RawURLEncoding.DecodeString(p.Cursor)
+		start = -1
+		for i, m := range all {
+			if err == nil && m.ID == string(after) {
+				start = i + 1
+				break
+			}
+		}
+		if start < 0 {
+			return nil, invalidParams("Invalid cursor: %s", p.Cursor)
+		}
+	}
+	res := &listResult{Tasks: []taskInfo{}}
+	end := min(len(all), start+listPageSize)
+	for _, m := range all[start:end] {
+		res.Tasks = append(res.Tasks, infoOf(m))
+	}
+	if end < len(all) {
+		res.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(all[end-1].ID))
+	}
+	return res, nil
+}
+
+// taskPayload serves tasks/result: it waits until the task is terminal and
+// returns the tool's result; a task that did not complete gives a result
+// with isError and the task's error text.
+func (s *Server) taskPayload(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (*payloadResult, error) {
+	o, _, err := s.ownedTask(ctx, ss, p)
+	if err != nil {
+		return nil, err
+	}
+	m, err := o.Wait(ctx, p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	body := &mcp.CallToolResult{}
+	if m.Status == bgtask.StatusCompleted && json.Unmarshal(m.Result, body) == nil && body.Content != nil {
+		// the tool's own result, as it was recorded
+	} else if m.Status == bgtask.StatusCompleted {
+		body = rawResult(m.Result)
+	} else {
+		body = errorResult(errors.New(m.Error))
+	}
+	body.Meta = mcp.Meta{relatedTaskKey: map[string]any{"taskId": m.ID}}
+	return &payloadResult{body: body}, nil
+}
+
+// cancelTask serves tasks/cancel: it cancels the task (its ctx ends) and
+// waits until the task has stopped, so the answer shows it cancelled.
+func (s *Server) cancelTask(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (*taskResult, error) {
+	o, m, err := s.ownedTask(ctx, ss, p)
+	if err != nil {
+		return nil, err
+	}
+	if m.Status.IsTerminal() {
+		return nil, invalidParams("Cannot cancel task in terminal status: %s", infoOf(m).Status)
+	}
+	if _, err := o.Cancel(ctx, m.ID); err != nil {
+		return nil, err
+	}
+	m, err = o.Wait(ctx, m.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &taskResult{taskInfo: infoOf(m)}, nil
+}
