@@ -41,26 +41,36 @@
 // task_result    tasks/result again returns the same result; tasks/result on a held
 //                task blocks until the task ends, then returns its result; tasks/list
 //                (following nextCursor) holds both tasks, completed.
-// cancel         tasks/cancel on a running task -> T cancelled; the tool's ctx ended
-//                ("context canceled") and its function returned; tasks/get -> cancelled;
-//                a second tasks/cancel -> error -32602; tasks/list shows it cancelled.
+// cancel         tasks/cancel on a running task -> T cancelled, statusMessage
+//                "bgtask: task cancelled"; the tool's ctx ended ("context canceled",
+//                that cause) and its function returned; tasks/get -> the same;
+//                tasks/result -> isError with that text and _meta {R}; a second
+//                tasks/cancel -> error -32602 "Cannot cancel task in terminal status:
+//                cancelled"; tasks/list shows it cancelled.
 // bad_arguments  echo {text:""} -> isError, content [{type text, text
-//                "text must not be empty"}]; the same tool error in task mode (hold
-//                with steps 101) -> tasks/get failed, tasks/result isError with the
-//                text "steps must be between 0 and 100, got 101".
+//                "text must not be empty"}]; hold {steps 101} -> isError "steps must be
+//                between 0 and 100, got 101"; get_task {} -> isError 'invalid arguments:
+//                missing "task_id"'; hold {steps 101} as a task -> tasks/get failed with
+//                that text as statusMessage, tasks/result isError with it; echo as a
+//                task (taskSupport forbidden) -> error -32601.
 // progress       hold {steps 5} as a task with a progress token -> exactly 5
 //                notifications/progress, progress 1..5, total 5, message "step i of 5",
 //                in order; the same in the foreground (no task): 3 of 3 while the
 //                call still runs (its result comes after a release).
 // other_session  a second process for owner bob on the same file: tasks/list has
 //                none of alice's tasks; tasks/get, tasks/result, tasks/cancel of alice's
-//                running task id fail exactly like an unknown id (code -32602, same
-//                message with the id in place); get_task and cancel_task (model tools)
-//                answer the same as for an unknown id; alice's task is still working
-//                afterwards, then completes; bob got no notification about it.
+//                running task id fail exactly like an unknown id: -32602 "Task not
+//                found: <id>"; the model tools get_task (isError "task not found: <id>")
+//                and send_message ({"status":"failed","error":"recipient_not_found"})
+//                answer the same as for an unknown id; bob's list_tasks is empty;
+//                alice's task is still working afterwards, then completes; bob got no
+//                notification naming it.
 // restart        carol's server is killed (SIGKILL) while her task runs; a new server
-//                for carol on the same file: tasks/get -> failed with a non-empty
-//                statusMessage; tasks/result -> isError with a text; tasks/cancel -> -32602.
+//                for carol on the same file: tasks/get -> failed, statusMessage
+//                'bgtask: interrupted: the runtime that ran it (instance "inst_…") is
+//                gone; it will not be re-run'; tasks/list -> that one task, the same;
+//                tasks/result -> isError with that text; tasks/cancel -> -32602
+//                "Cannot cancel task in terminal status: failed".
 // client_errors  the SDK client reported no protocol error (e.g. a progress
 //                notification with an unknown token) on any session.
 
@@ -89,6 +99,13 @@ const HANG = 5 * 60 * 1000;
 const opts = { timeout: HANG };
 const TTL = 60 * 60 * 1000;
 const WANT_PROTOCOL = '2025-11-25';
+// CANCELLED is the text of a task cancelled through tasks/cancel: its
+// statusMessage, its ctx's cause and its tasks/result error.
+const CANCELLED = 'bgtask: task cancelled';
+// INTERRUPTED matches the statusMessage (and tasks/result text) of a task
+// whose server process died while it ran.
+const INTERRUPTED =
+    /^bgtask: interrupted: the runtime that ran it \(instance "inst_[0-9a-f]+"\) is gone; it will not be re-run$/;
 
 // Tap wraps a transport to record the protocol version the client
 // negotiated and every message the server sent.
@@ -404,14 +421,25 @@ scenario('cancel', async () => {
         { label: 'cancel', started: true, stopped: false, ctx_err: '', cause: '' },
         'probe started'
     );
-    checkTask(await cancelTask(alice, t.taskId), t.taskId, 'cancelled', 'tasks/cancel');
-    const stopped = await probe(alice, 'cancel', 'stopped');
-    console.log(`# cancel: the task's ctx ended with cause ${JSON.stringify(stopped.cause)}`);
-    assert.equal(stopped.stopped, true, 'goroutine returned');
-    assert.equal(stopped.ctx_err, 'context canceled', 'task ctx error');
-    assert.ok(stopped.cause, 'task ctx cause');
-    checkTask(await getTask(alice, t.taskId), t.taskId, 'cancelled', 'tasks/get');
-    await expectError(cancelTask(alice, t.taskId), ErrorCode.InvalidParams, 'second tasks/cancel');
+    const cancelled = await cancelTask(alice, t.taskId);
+    checkTask(cancelled, t.taskId, 'cancelled', 'tasks/cancel');
+    assert.equal(cancelled.statusMessage, CANCELLED, 'tasks/cancel statusMessage');
+    assert.deepEqual(
+        await probe(alice, 'cancel', 'stopped'),
+        { label: 'cancel', started: true, stopped: true, ctx_err: 'context canceled', cause: CANCELLED },
+        'probe stopped: the goroutine returned after its ctx ended'
+    );
+    const got = await getTask(alice, t.taskId);
+    checkTask(got, t.taskId, 'cancelled', 'tasks/get');
+    assert.equal(got.statusMessage, CANCELLED, 'tasks/get statusMessage');
+    const res = await taskResult(alice, t.taskId);
+    checkToolError(res, CANCELLED, 'tasks/result');
+    checkRelated(res, t.taskId, 'tasks/result');
+    assert.equal(
+        await expectError(cancelTask(alice, t.taskId), ErrorCode.InvalidParams, 'second tasks/cancel'),
+        'Cannot cancel task in terminal status: cancelled',
+        'second tasks/cancel message'
+    );
     const listed = (await listAll(alice)).find(x => x.taskId === t.taskId);
     checkTask(listed ?? {}, t.taskId, 'cancelled', 'tasks/list');
     checkTask(await getTask(alice, t.taskId), t.taskId, 'cancelled', 'tasks/get after a refused cancel');
@@ -422,13 +450,21 @@ scenario('bad_arguments', async () => {
     checkToolError(await call(alice, 'echo', { text: '' }), 'text must not be empty', 'echo ""');
     const want = 'steps must be between 0 and 100, got 101';
     checkToolError(await call(alice, 'hold', { label: 'bad-fg', steps: 101 }), want, 'hold foreground');
+    checkToolError(await call(alice, 'get_task', {}), 'invalid arguments: missing "task_id"', 'get_task {}');
     const t = await createTask(alice, 'hold', { label: 'bad', steps: 101 });
     const end = await pollUntilTerminal(alice, t.taskId);
-    console.log(`# bad_arguments: task statusMessage ${JSON.stringify(end.statusMessage)}`);
     checkTask(end, t.taskId, 'failed', 'tasks/get');
+    assert.equal(end.statusMessage, want, 'tasks/get statusMessage');
     const res = await taskResult(alice, t.taskId);
     checkToolError(res, want, 'tasks/result');
     checkRelated(res, t.taskId, 'tasks/result');
+    // A task request for a tool that forbids it: -32601, as the spec says.
+    const refused = await expectError(
+        createTask(alice, 'echo', { text: 'x' }),
+        ErrorCode.MethodNotFound,
+        'echo (taskSupport forbidden) as a task'
+    );
+    console.log(`# bad_arguments: a task request for echo says ${JSON.stringify(refused)}`);
 });
 
 scenario('progress', async () => {
@@ -488,27 +524,31 @@ scenario('other_session', async () => {
     try {
         assert.deepEqual(await listAll(bob), [], "bob's tasks/list");
         const unknown = 'no-such-task';
+        // Each answer for alice's task is exactly the answer for an unknown id.
         const same = async (what, f) => {
-            const theirs = await expectError(f(t.taskId), ErrorCode.InvalidParams, `${what} of alice's task`);
-            const none = await expectError(f(unknown), ErrorCode.InvalidParams, `${what} of an unknown id`);
-            assert.equal(theirs.replaceAll(t.taskId, '<id>'), none.replaceAll(unknown, '<id>'), `${what}: messages`);
-            return theirs;
+            for (const id of [t.taskId, unknown]) {
+                assert.equal(
+                    await expectError(f(id), ErrorCode.InvalidParams, `${what} of ${id}`),
+                    `Task not found: ${id}`,
+                    `${what} of ${id}: message`
+                );
+            }
         };
-        console.log(`# other_session: tasks/get says ${JSON.stringify(await same('tasks/get', id => getTask(bob, id)))}`);
+        await same('tasks/get', id => getTask(bob, id));
         await same('tasks/result', id => taskResult(bob, id));
         await same('tasks/cancel', id => cancelTask(bob, id));
-        const tool = async (name, args) => {
-            const theirs = await call(bob, name, args(t.taskId));
-            const none = await call(bob, name, args(unknown));
-            assert.equal(!!theirs.isError, !!none.isError, `${name}: isError`);
-            assert.equal(
-                toolText(theirs, name).replaceAll(t.taskId, '<id>'),
-                toolText(none, name).replaceAll(unknown, '<id>'),
-                `${name}: text`
-            );
+        const tool = async (name, args, want) => {
+            for (const id of [t.taskId, unknown]) {
+                const res = await call(bob, name, args(id));
+                assert.equal(!!res.isError, want.isError, `${name} of ${id}: isError`);
+                assert.equal(toolText(res, name), want.text(id), `${name} of ${id}: text`);
+            }
         };
-        await tool('get_task', id => ({ task_id: id }));
-        await tool('cancel_task', id => ({ target: { relation: 'child', task_id: id } }));
+        await tool('get_task', id => ({ task_id: id }), { isError: true, text: id => `task not found: ${id}` });
+        await tool('send_message', id => ({ to: { relation: 'child', name: id }, message: 'hi' }), {
+            isError: false,
+            text: () => '{"status":"failed","error":"recipient_not_found"}'
+        });
         const lt = await call(bob, 'list_tasks', {});
         assert.deepEqual(JSON.parse(toolText(lt, 'list_tasks')), { tasks: [], total: 0 }, "bob's list_tasks");
 
@@ -533,14 +573,18 @@ scenario('restart', async () => {
         const got = await getTask(second, t.taskId);
         console.log(`# restart: tasks/get after the restart: ${got.status} ${JSON.stringify(got.statusMessage)}`);
         checkTask(got, t.taskId, 'failed', 'tasks/get');
-        assert.ok(got.statusMessage, 'statusMessage');
-        const listed = (await listAll(second)).find(x => x.taskId === t.taskId);
-        checkTask(listed ?? {}, t.taskId, 'failed', 'tasks/list');
+        assert.match(got.statusMessage ?? '', INTERRUPTED, 'tasks/get statusMessage');
+        const listed = await listAll(second);
+        assert.equal(listed.length, 1, `tasks/list: ${JSON.stringify(listed)}`);
+        assert.deepEqual(listed[0], got, 'tasks/list entry');
         const res = await taskResult(second, t.taskId);
-        assert.equal(res.isError, true, `tasks/result isError: ${JSON.stringify(res)}`);
-        assert.ok(toolText(res, 'tasks/result'), 'tasks/result text');
+        checkToolError(res, got.statusMessage, 'tasks/result');
         checkRelated(res, t.taskId, 'tasks/result');
-        await expectError(cancelTask(second, t.taskId), ErrorCode.InvalidParams, 'tasks/cancel');
+        assert.equal(
+            await expectError(cancelTask(second, t.taskId), ErrorCode.InvalidParams, 'tasks/cancel'),
+            'Cannot cancel task in terminal status: failed',
+            'tasks/cancel message'
+        );
     } finally {
         await second.client.close();
     }
