@@ -27,8 +27,9 @@ const tsHangGuard = 10 * time.Minute
 // client: it builds the tsserver command, installs tsclient's locked
 // dependencies with npm ci into a copy of tsclient in a temporary
 // directory (the checkout is left untouched), and runs suite.mjs, whose
-// scenario lines become subtests. Without node or npm it is skipped with
-// one line, unless CI=true, where it fails.
+// scenario lines become subtests. Without node or npm, or when npm ci
+// fails (no registry), it is skipped with one line, unless CI=true, where
+// it fails.
 func TestTypeScriptClient(t *testing.T) {
 	t.Parallel()
 	node, npm := lookNode(t)
@@ -141,7 +142,12 @@ func installTSClient(t *testing.T, npm, dir string) string {
 		}
 	}
 	if _, stderr, err := runCommand(t, suite, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"); err != nil {
-		t.Fatalf("npm ci: %v\n%s", err, stderr)
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("npm ci: %v\n%s", err, stderr)
+		}
+		// Outside CI, a machine without the registry skips the suite.
+		first, _, _ := strings.Cut(strings.TrimSpace(string(stderr)), "\n")
+		t.Skipf("npm ci failed (%v: %s): TypeScript client suite skipped", err, first)
 	}
 	return suite
 }
