@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"sync"
 	"testing"
 
 	bgmcp "github.com/bgtask/bgtask/mcp"
@@ -138,13 +137,10 @@ func TestBadArguments(t *testing.T) {
 func TestProgressForeground(t *testing.T) {
 	tools := newTestTools()
 	close(tools.release)
-	var mu sync.Mutex
-	var got []string
+	got := make(chan string, 10)
 	cs := dialSDK(t, newServer(t, newManager(t), tools), &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
-			mu.Lock()
-			defer mu.Unlock()
-			got = append(got, r.Params.Message)
+			got <- r.Params.Message // the client calls it for one notification at a time, in order
 		},
 	})
 	params := &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"text": "p"}}
@@ -152,9 +148,7 @@ func TestProgressForeground(t *testing.T) {
 	if _, err := cs.CallTool(context.Background(), params); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if want := []string{"step 1", "step 2", "step 3"}; !slices.Equal(got, want) {
+	if got, want := []string{<-got, <-got, <-got}, []string{"step 1", "step 2", "step 3"}; !slices.Equal(got, want) {
 		t.Errorf("progress %v, want %v", got, want)
 	}
 }

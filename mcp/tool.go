@@ -100,6 +100,7 @@ func (s *Server) taskTool(name string) mcp.ToolHandler {
 		if err != nil {
 			return errorResult(err), nil
 		}
+		ctx = runContext(ctx, req.Session)
 		for _, t := range o.Tools() {
 			if t.Name == name {
 				out, err := t.Call(ctx, req.Params.Arguments)
@@ -202,4 +203,14 @@ func (c *Call) Progress(progress, total float64, message string) {
 	_ = c.session.NotifyProgress(c.ctx, &mcp.ProgressNotificationParams{
 		ProgressToken: c.token, Progress: progress, Total: total, Message: message,
 	})
+}
+
+// runContext puts the session on ctx as the bgtask run of the call: the
+// tasks a session starts belong to its run, and cancel_task with relation
+// "self" cancels them.
+func runContext(ctx context.Context, ss *mcp.ServerSession) context.Context {
+	if id := ss.ID(); id != "" {
+		return bgtask.WithToolCall(ctx, bgtask.ToolCall{RunID: id})
+	}
+	return ctx
 }

@@ -1,0 +1,48 @@
+package bgmcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/bgtask/bgtask"
+	bgmcp "github.com/bgtask/bgtask/mcp"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A host serves its long-running tool over streamable HTTP, each caller
+// acting as the user its authentication found.
+func Example() {
+	m, err := bgtask.New() // bgtask.WithStore(...) for durable records
+	if err != nil {
+		panic(err)
+	}
+	defer m.Shutdown(context.Background())
+	s, err := bgmcp.NewServer(m, bgmcp.WithOwnerFunc(func(ctx context.Context, _ *mcp.ServerSession) (string, error) {
+		if info := auth.TokenInfoFromContext(ctx); info != nil {
+			return info.UserID, nil
+		}
+		return "", errors.New("not signed in")
+	}))
+	if err != nil {
+		panic(err)
+	}
+	err = s.AddTool(bgmcp.Tool{
+		Name:        "build",
+		Description: "Builds the project.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"target":{"type":"string"}},"required":["target"]}`),
+		Run: func(ctx context.Context, call *bgmcp.Call) (any, error) {
+			call.Progress(1, 2, "compiling")
+			// ... work, stopping when ctx ends ...
+			call.Progress(2, 2, "linking")
+			return map[string]string{"artifact": "out/app"}, nil
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	http.Handle("/mcp", s.Handler()) // behind the host's authentication middleware
+	// http.ListenAndServe(addr, nil)
+}
