@@ -60,8 +60,10 @@
 // other_session  a second process for owner bob on the same file: tasks/list has
 //                none of alice's tasks; tasks/get, tasks/result, tasks/cancel of alice's
 //                running task id fail exactly like an unknown id: -32602 "Task not
-//                found: <id>"; the model tools get_task (isError "task not found: <id>")
-//                and send_message ({"status":"failed","error":"recipient_not_found"})
+//                found: <id>"; the model tools get_task (isError "task not found: <id>"),
+//                cancel_task ({"status":"failed","root_task_id":<id>,"cancelled_count":0,
+//                "error":"task_not_found"}) and send_message ({"status":"failed",
+//                "error":"recipient_not_found"})
 //                answer the same as for an unknown id; bob's list_tasks is empty;
 //                alice's task is still working afterwards, then completes; bob got no
 //                notification naming it.
@@ -545,6 +547,10 @@ scenario('other_session', async () => {
             }
         };
         await tool('get_task', id => ({ task_id: id }), { isError: true, text: id => `task not found: ${id}` });
+        await tool('cancel_task', id => ({ target: { relation: 'child', name: id } }), {
+            isError: false,
+            text: id => JSON.stringify({ status: 'failed', root_task_id: id, cancelled_count: 0, error: 'task_not_found' })
+        });
         await tool('send_message', id => ({ to: { relation: 'child', name: id }, message: 'hi' }), {
             isError: false,
             text: () => '{"status":"failed","error":"recipient_not_found"}'
