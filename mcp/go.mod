@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/bgtask/bgtask v0.0.0
+	github.com/bgtask/bgtask/store/pgstore v0.0.0
 	github.com/bgtask/bgtask/store/sqlitestore v0.0.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	go.uber.org/goleak v1.3.0
@@ -13,6 +14,10 @@ require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
@@ -22,6 +27,7 @@ require (
 	golang.org/x/oauth2 v0.35.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
@@ -31,5 +37,6 @@ require (
 
 replace (
 	github.com/bgtask/bgtask => ../
+	github.com/bgtask/bgtask/store/pgstore => ../store/pgstore
 	github.com/bgtask/bgtask/store/sqlitestore => ../store/sqlitestore
 )

@@ -205,7 +205,7 @@ func (s *Server) taskPayload(ctx context.Context, ss *mcp.ServerSession, p *task
 	if err != nil {
 		return nil, err
 	}
-	m, err := o.Wait(ctx, p.TaskID)
+	m, err := waitTerminal(ctx, o, p.TaskID)
 	if err != nil {
 		return nil, err
 	}
@@ -234,9 +234,36 @@ func (s *Server) cancelTask(ctx context.Context, ss *mcp.ServerSession, p *taskI
 	if _, err := o.Cancel(ctx, m.ID); err != nil {
 		return nil, err
 	}
-	m, err = o.Wait(ctx, m.ID)
+	m, err = waitTerminal(ctx, o, m.ID)
 	if err != nil {
 		return nil, err
 	}
 	return &taskResult{taskInfo: infoOf(m)}, nil
+}
+
+// remotePoll is how often waitTerminal reads the record of a task that
+// another instance runs (a shared store).
+const remotePoll = 250 * time.Millisecond
+
+// waitTerminal waits until one of the owner's tasks is terminal: through
+// the Manager when it runs here, else by reading the store every
+// remotePoll (another instance runs it, and its end reaches this one
+// through the store only). It returns ctx's error if ctx ends first.
+func waitTerminal(ctx context.Context, o bgtask.Owner, id string) (bgtask.TaskMeta, error) {
+	var tick *time.Ticker
+	for {
+		m, err := o.Wait(ctx, id)
+		if !errors.Is(err, bgtask.ErrNotLive) {
+			return m, err
+		}
+		if tick == nil {
+			tick = time.NewTicker(remotePoll)
+			defer tick.Stop()
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return bgtask.TaskMeta{}, ctx.Err()
+		}
+	}
 }

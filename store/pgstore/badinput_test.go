@@ -9,7 +9,7 @@ import (
 
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/pgstore"
-	"github.com/bgtask/bgtask/store/pgstore/internal/pgtest"
+	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
 
 func TestCorruptRows(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bgtask/bgtask/store/pgstore/internal/pgtest"
+	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
 
 // loadGrace is the grace and heartbeat of the load test's instances.

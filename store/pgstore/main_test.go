@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/store/pgstore"
-	"github.com/bgtask/bgtask/store/pgstore/internal/pgtest"
+	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 )

@@ -1,7 +1,8 @@
-// Package pgtest runs a throw-away PostgreSQL server for tests: initdb in a
-// temporary directory, a postgres process on a free 127.0.0.1 port, and a
-// fresh database per test. When BGTASK_PG_DSN is set, that server is used
-// instead and nothing is started.
+// Package pgtest is a test helper, not part of the store: it runs a
+// throw-away PostgreSQL server for tests, this module's and those of the
+// modules built on pgstore: initdb in a temporary directory, a postgres
+// process on a free 127.0.0.1 port, and a fresh database per test. When
+// BGTASK_PG_DSN is set, that server is used instead and nothing is started.
 //
 // PostgreSQL refuses to run as root, so when the tests run as root the
 // server runs as the "postgres" user (its temporary directory is given to
