@@ -15,7 +15,7 @@ import (
 
 // tsScenarios are the scenarios tsclient/suite.mjs reports, in its order.
 var tsScenarios = []string{
-	"initialize", "list_tools", "plain_tool", "task_poll", "task_result", "cancel",
+	"initialize", "list_tools", "plain_tool", "task_poll", "task_result", "list_pages", "cancel",
 	"bad_arguments", "progress", "other_session", "restart", "client_errors",
 }
 

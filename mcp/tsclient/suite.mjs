@@ -41,6 +41,9 @@
 // task_result    tasks/result again returns the same result; tasks/result on a held
 //                task blocks until the task ends, then returns its result; tasks/list
 //                (following nextCursor) holds both tasks, completed.
+// list_pages     55 more tasks: tasks/list pages of 50 and 7, every task once, in creation
+//                order, completed; a cursor the server did not give -> -32602
+//                "Invalid cursor: garbage".
 // cancel         tasks/cancel on a running task -> T cancelled, statusMessage
 //                "bgtask: task cancelled"; the tool's ctx ended ("context canceled",
 //                that cause) and its function returned; tasks/get -> the same;
@@ -413,6 +416,46 @@ scenario('task_result', async () => {
     checkTask(byId[pollTask] ?? {}, pollTask, 'completed', 'tasks/list poll task');
     checkTask(byId[t.taskId] ?? {}, t.taskId, 'completed', 'tasks/list result task');
     assert.equal(listed.length, 2, `tasks/list: ${JSON.stringify(listed.map(x => x.taskId))}`);
+});
+
+scenario('list_pages', async () => {
+    const alice = mainSession();
+    const before = (await listAll(alice)).map(x => x.taskId);
+    assert.equal(before.length, 2, 'tasks before');
+    const n = 55;
+    const ids = [];
+    for (let i = 0; i < n; i++) {
+        await release(alice, `page-${i}`); // before the hold: it returns at once
+        ids.push((await createTask(alice, 'hold', { label: `page-${i}` })).taskId);
+    }
+    for (const [i, id] of ids.entries()) {
+        checkToolResult(await taskResult(alice, id), { label: `page-${i}`, steps: 0 }, `tasks/result ${i}`);
+    }
+    const pages = [];
+    let cursor;
+    do {
+        const res = await tasks(alice).listTasks(cursor, opts);
+        pages.push(res.tasks);
+        cursor = res.nextCursor;
+        assert.ok(pages.length <= 10, 'too many pages');
+    } while (cursor);
+    assert.deepEqual(
+        pages.map(p => p.length),
+        [50, before.length + n - 50],
+        'page sizes'
+    );
+    const listed = pages.flat();
+    assert.deepEqual(
+        listed.map(x => x.taskId),
+        [...before, ...ids],
+        'tasks/list: every task once, in creation order'
+    );
+    for (const t of listed) checkTask(t, t.taskId, 'completed', 'tasks/list entry');
+    assert.equal(
+        await expectError(tasks(alice).listTasks('garbage', opts), ErrorCode.InvalidParams, 'tasks/list of a bad cursor'),
+        'Invalid cursor: garbage',
+        'tasks/list of a bad cursor: message'
+    );
 });
 
 scenario('cancel', async () => {
