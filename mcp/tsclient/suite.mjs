@@ -76,13 +76,22 @@
 //                gone; it will not be re-run'; tasks/list -> that one task, the same;
 //                tasks/result -> isError with that text; tasks/cancel -> -32602
 //                "Cannot cancel task in terminal status: failed".
+// http_sessions  one server over streamable HTTP (StreamableHTTPClientTransport), each
+//                session its own owner (the default): two clients get two sessions;
+//                a's task (with progress 1, 2 of 2 over HTTP) is invisible to b exactly
+//                like an unknown id; a's tasks/cancel stops its goroutine; a long call
+//                is polled to completion with callToolStream; the server exits 0.
 // client_errors  the SDK client reported no protocol error (e.g. a progress
 //                notification with an unknown token) on any session.
 
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
     CallToolResultSchema,
     CreateTaskResultSchema,
@@ -140,6 +149,10 @@ class Tap {
     }
     setProtocolVersion(v) {
         this.protocolVersion = v;
+        this.inner.setProtocolVersion?.(v);
+    }
+    get sessionId() {
+        return this.inner.sessionId;
     }
     get pid() {
         return this.inner.pid;
@@ -153,13 +166,44 @@ const clientErrors = [];
 
 // start runs a server process for owner and connects a client to it.
 async function start(owner) {
-    const tap = new Tap(
-        new StdioClientTransport({ command: serverBin, args: ['-db', db, '-owner', owner], stderr: 'inherit' })
-    );
+    return connect(owner, new StdioClientTransport({ command: serverBin, args: ['-db', db, '-owner', owner], stderr: 'inherit' }));
+}
+
+// connect connects a client named after owner through transport.
+async function connect(owner, transport) {
+    const tap = new Tap(transport);
     const client = new Client({ name: 'bgtask-ts-suite', version: '1.0.0' }, { capabilities: {} });
-    client.onerror = err => clientErrors.push(`${owner}: ${err?.message ?? err}`);
+    const session = { owner, client, tap, closing: false };
+    client.onerror = err => {
+        // Closing aborts the HTTP transport's event streams: not an error.
+        if (!session.closing) clientErrors.push(`${owner}: ${err?.message ?? err}`);
+    };
     await client.connect(tap, opts);
-    return { owner, client, tap };
+    return session;
+}
+
+// close ends a session: the HTTP transport ends it on the server too.
+async function close(s) {
+    s.closing = true;
+    await s.tap.inner.terminateSession?.();
+    await s.client.close();
+}
+
+// startHTTP runs a server process serving streamable HTTP, one owner per
+// session, and returns it with the URL it printed. Closing its stdin ends it.
+async function startHTTP() {
+    const proc = spawn(serverBin, ['-db', join(workDir, 'http.db'), '-http', '127.0.0.1:0'], {
+        stdio: ['pipe', 'pipe', 'inherit']
+    });
+    const exited = once(proc, 'exit');
+    const lines = createInterface({ input: proc.stdout });
+    const [first] = await within(
+        Promise.race([once(lines, 'line'), exited.then(([code]) => assert.fail(`tsserver -http exited: ${code}`))]),
+        () => 'tsserver -http printed no URL'
+    );
+    const m = /^listening (http:\/\/\S+)$/.exec(first);
+    assert.ok(m, `tsserver -http said ${JSON.stringify(first)}`);
+    return { url: new URL(m[1]), proc, exited };
 }
 
 // ---- checks
@@ -607,7 +651,7 @@ scenario('other_session', async () => {
         const leaked = bob.tap.received.filter(m => m.method && JSON.stringify(m).includes(t.taskId));
         assert.deepEqual(leaked, [], "bob's notifications about alice's task");
     } finally {
-        await bob.client.close();
+        await close(bob);
     }
 });
 
@@ -635,7 +679,98 @@ scenario('restart', async () => {
             'tasks/cancel message'
         );
     } finally {
-        await second.client.close();
+        await close(second);
+    }
+});
+
+scenario('http_sessions', async () => {
+    const server = await startHTTP();
+    const sessions = [];
+    try {
+        const a = await connect('http-a', new StreamableHTTPClientTransport(server.url));
+        sessions.push(a);
+        const b = await connect('http-b', new StreamableHTTPClientTransport(server.url));
+        sessions.push(b);
+        assert.equal(a.tap.protocolVersion, WANT_PROTOCOL, 'negotiated protocol version');
+        assert.ok(a.tap.sessionId && b.tap.sessionId && a.tap.sessionId !== b.tap.sessionId, 'two sessions');
+        assert.deepEqual(
+            a.client.getServerCapabilities()?.tasks,
+            { list: {}, cancel: {}, requests: { tools: { call: {} } } },
+            'capabilities.tasks'
+        );
+
+        // A task of a's, with progress, seen by a only.
+        const got = [];
+        let reached;
+        const two = new Promise(r => (reached = r));
+        const t = await createTask(
+            a,
+            'hold',
+            { label: 'http-cancel', steps: 2 },
+            {
+                onprogress: p => {
+                    got.push(p);
+                    if (got.length === 2) reached();
+                }
+            }
+        );
+        await probe(a, 'http-cancel', 'started');
+        await within(two, () => `${got.length} of 2 progress notifications over HTTP: ${JSON.stringify(got)}`);
+        assert.deepEqual(
+            got,
+            [1, 2].map(i => ({ progress: i, total: 2, message: `step ${i} of 2` })),
+            'task progress over HTTP'
+        );
+        checkTask(await getTask(a, t.taskId), t.taskId, 'working', "a's tasks/get");
+        assert.deepEqual(
+            (await listAll(a)).map(x => x.taskId),
+            [t.taskId],
+            "a's tasks/list"
+        );
+        assert.deepEqual(await listAll(b), [], "b's tasks/list");
+        for (const [what, f] of [
+            ['tasks/get', id => getTask(b, id)],
+            ['tasks/result', id => taskResult(b, id)],
+            ['tasks/cancel', id => cancelTask(b, id)]
+        ]) {
+            assert.equal(
+                await expectError(f(t.taskId), ErrorCode.InvalidParams, `b's ${what}`),
+                `Task not found: ${t.taskId}`,
+                `b's ${what}: message`
+            );
+        }
+        checkToolError(await call(b, 'get_task', { task_id: t.taskId }), `task not found: ${t.taskId}`, "b's get_task");
+
+        // a cancels it: the goroutine stops.
+        checkTask(await cancelTask(a, t.taskId), t.taskId, 'cancelled', "a's tasks/cancel");
+        assert.deepEqual(
+            await probe(a, 'http-cancel', 'stopped'),
+            { label: 'http-cancel', started: true, stopped: true, ctx_err: 'context canceled', cause: CANCELLED },
+            'probe stopped'
+        );
+
+        // A long call polled to completion through callToolStream.
+        const seen = [];
+        let released = false;
+        for await (const msg of tasks(a).callToolStream({ name: 'hold', arguments: { label: 'http-poll' } }, CallToolResultSchema, {
+            ...opts,
+            task: { ttl: TTL }
+        })) {
+            seen.push(msg.type === 'taskStatus' ? msg.task.status : msg.type);
+            if (msg.type === 'error') assert.fail(`stream error: ${msg.error?.message}`);
+            if (msg.type === 'taskStatus' && !released) {
+                assert.equal(msg.task.status, 'working', 'status while held');
+                released = true;
+                await release(a, 'http-poll');
+            }
+            if (msg.type === 'result') checkToolResult(msg.result, { label: 'http-poll', steps: 0 }, 'tasks/result');
+        }
+        assert.match(seen.join(' '), /^taskCreated (working )+completed result$/, 'stream messages');
+    } finally {
+        for (const s of sessions) await close(s);
+        server.proc.stdin.end();
+        const [code, signal] = await server.exited;
+        assert.equal(code, 0, `tsserver -http exit (signal ${signal})`);
     }
 });
 
@@ -654,5 +789,5 @@ for (const { name, fn } of scenarios) {
         console.log(`FAIL ${name}: ${detail}`);
     }
 }
-await aliceSession?.client.close();
+if (aliceSession) await close(aliceSession);
 process.exit(failed ? 1 : 0);
