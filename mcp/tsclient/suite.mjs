@@ -1,6 +1,7 @@
 // The MCP TypeScript client suite: drives the bgtask MCP server (the
 // tsserver command, mcp/internal/tsserver) with the official TypeScript SDK
-// client over stdio and checks the exact outcome of each scenario itself.
+// client, over stdio (and streamable HTTP in http_sessions), and checks the
+// exact outcome of each scenario itself.
 //
 //   node suite.mjs <tsserver binary> <work dir>
 //
@@ -11,7 +12,8 @@
 //
 // Every server process opens the SQLite file <work dir>/tasks.db with its
 // own owner (-owner): "alice" is the main session, "bob" the other session,
-// "carol" the one whose server is killed and restarted.
+// "carol" the one whose server is killed and restarted. http_sessions runs
+// one more server, over HTTP on <work dir>/http.db, one owner per session.
 //
 // Nothing here measures time: requests carry a timeout of minutes only as a
 // hang guard, and every wait is on a condition (a probe call that returns
@@ -156,9 +158,6 @@ class Tap {
     }
     get pid() {
         return this.inner.pid;
-    }
-    notifications(method) {
-        return this.received.filter(m => m.method === method);
     }
 }
 
