@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"slices"
 	"testing"
 
@@ -238,5 +239,24 @@ func TestCancelTaskTool(t *testing.T) {
 	}
 	if err := <-tools.ended; !errors.Is(err, context.Canceled) {
 		t.Errorf("the task's ctx ended with %v", err)
+	}
+}
+
+// Only "task" makes a call a task: a client's own entry under the private
+// _meta key the server uses for it is dropped, over both transports.
+func TestPrivateTaskKeyIgnored(t *testing.T) {
+	s := newServer(t, newManager(t), newTestTools())
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	params := map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}, "_meta": map[string]any{"io.github.bgtask/task-request": map[string]any{}}}
+	for name, c := range map[string]*rawClient{"in-memory": dialRaw(t, s), "http": dialHTTP(t, srv.URL)} {
+		var res struct {
+			Content []struct{ Text string } `json:"content"`
+			Task    *task                   `json:"task"`
+		}
+		decode(t, c.call("tools/call", params), &res)
+		if res.Task != nil || len(res.Content) != 1 || res.Content[0].Text != `{"echo":"x"}` {
+			t.Errorf("%s: %+v, want a plain result", name, res)
+		}
 	}
 }

@@ -31,7 +31,8 @@ const (
 // is its structuredContent too when it encodes as a JSON object; a
 // *mcp.CallToolResult is sent as it is. An error becomes a tool result with
 // isError and the error's text. A panic in a task is the task's failure; in
-// the foreground it is a tool result with isError.
+// the foreground it is a tool result with isError. Run is called once per
+// call, concurrently with other calls.
 type Tool struct {
 	Name, Description string
 	InputSchema       json.RawMessage // JSON Schema of the arguments; its type must be "object"
@@ -191,8 +192,9 @@ type progressPayload struct {
 // token, it becomes a notifications/progress to the calling session, in the
 // order of the calls (make progress grow with each call, as MCP requires).
 // In a task, it is also recorded as the task's latest progress (a custom
-// event of type "progress"), which get_task shows. It never blocks on the
-// client for long and never fails: a closed session is ignored.
+// event of type "progress"), which get_task shows. The notification is
+// written before Progress returns; a session that has closed meanwhile is
+// ignored, so Progress never fails.
 func (c *Call) Progress(progress, total float64, message string) {
 	if c.task != nil {
 		_ = c.task.Emit(progressEvent, progressPayload{progress, total, message})
