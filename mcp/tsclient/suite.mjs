@@ -188,6 +188,25 @@ async function close(s) {
     await s.client.close();
 }
 
+// httpConnect connects a client over streamable HTTP and waits until its
+// standalone event stream (the GET the client opens after initialize) is
+// open: the server drops what it sends for no request (a task's progress)
+// while no such stream is open.
+async function httpConnect(owner, url) {
+    let opened;
+    const sse = new Promise(resolve => (opened = resolve));
+    const transport = new StreamableHTTPClientTransport(url, {
+        fetch: async (input, init) => {
+            const res = await fetch(input, init);
+            if (init?.method === 'GET' && res.ok) opened();
+            return res;
+        }
+    });
+    const session = await connect(owner, transport);
+    await within(sse, () => `${owner}: the standalone event stream did not open`);
+    return session;
+}
+
 // startHTTP runs a server process serving streamable HTTP, one owner per
 // session, and returns it with the URL it printed. Closing its stdin ends it.
 async function startHTTP() {
@@ -686,9 +705,9 @@ scenario('http_sessions', async () => {
     const server = await startHTTP();
     const sessions = [];
     try {
-        const a = await connect('http-a', new StreamableHTTPClientTransport(server.url));
+        const a = await httpConnect('http-a', server.url);
         sessions.push(a);
-        const b = await connect('http-b', new StreamableHTTPClientTransport(server.url));
+        const b = await httpConnect('http-b', server.url);
         sessions.push(b);
         assert.equal(a.tap.protocolVersion, WANT_PROTOCOL, 'negotiated protocol version');
         assert.ok(a.tap.sessionId && b.tap.sessionId && a.tap.sessionId !== b.tap.sessionId, 'two sessions');
