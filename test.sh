@@ -26,6 +26,13 @@ if ! command -v initdb >/dev/null && ! compgen -G '/usr/lib/postgresql/*/bin/ini
 	fi
 fi
 
+# The official clients' suites (MCP: TypeScript, A2A: JavaScript) need node
+# and npm; without them they are skipped (they fail under CI=true), and go
+# test would not say so.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+	echo "node or npm not found: the TypeScript/JavaScript client suites are skipped (the Go suites still run)"
+fi
+
 summary=()
 failed=0
 while read -r mod; do

@@ -102,7 +102,11 @@ func (s *Server) spawnCall(ctx context.Context, req *mcp.CallToolRequest, _ task
 	if err != nil {
 		return nil, err
 	}
-	return &createTaskResult{Task: infoOf(m)}, nil
+	// A task begins working (the revision's rule), even one that has
+	// ended already: tasks/get tells its end.
+	info := infoOf(m)
+	info.Status, info.StatusMessage, info.LastUpdatedAt, info.PollInterval = statusWorking, "", info.CreatedAt, pollInterval
+	return &createTaskResult{Task: info}, nil
 }
 
 // initResult is an initialize result with the tasks capability.

@@ -202,7 +202,15 @@ func (c *Call) Progress(progress, total float64, message string) {
 	if c.token == nil || c.session == nil {
 		return
 	}
-	_ = c.session.NotifyProgress(c.ctx, &mcp.ProgressNotificationParams{
+	ctx := c.ctx
+	if c.task != nil {
+		// A task outlives its tools/call: a ctx carrying that request's
+		// values (a task keeps its spawner's) would route the notification,
+		// over streamable HTTP, to the request's finished stream, which drops
+		// it. Unrelated to any request, it goes to the session's own stream.
+		ctx = context.Background()
+	}
+	_ = c.session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 		ProgressToken: c.token, Progress: progress, Total: total, Message: message,
 	})
 }

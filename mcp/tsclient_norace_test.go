@@ -1,0 +1,6 @@
+//go:build !race
+
+package bgmcp_test
+
+// raceEnabled says the test binary was built with the race detector.
+const raceEnabled = false
