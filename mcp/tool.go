@@ -224,3 +224,11 @@ func runContext(ctx context.Context, ss *mcp.ServerSession) context.Context {
 	}
 	return ctx
 }
+
+// Task returns the bgtask task that runs the call when the client asked for
+// task execution, and false for a call in the foreground. Through it a long
+// tool can ask its client a question (Task.RequestInput): the task reads as
+// input_required, with the prompt as its statusMessage, until the client
+// answers with the send_message tool (to the task by id, in_reply_to the
+// request id that get_task shows).
+func (c *Call) Task() (*bgtask.Task, bool) { return c.task, c.task != nil }
