@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/packages/param"
 	"github.com/bgtask/bgtask"
 	bganthropic "github.com/bgtask/bgtask/adapters/anthropic"
 )
@@ -153,5 +154,22 @@ func TestAnswerOtherToolsAndClosed(t *testing.T) {
 	if want := "bganthropic: cancel_task (tool_use toolu_9): bgtask: manager closed"; err == nil || err.Error() != want ||
 		!errors.Is(err, bgtask.ErrClosed) || results != nil {
 		t.Errorf("after shutdown: %d results, %v; want none, %s", len(results), err, want)
+	}
+}
+
+// Each Tools call returns new definitions: a host that marks the last one
+// for caching does not change the next request's.
+func TestToolsAreCopies(t *testing.T) {
+	f := newFixture(t)
+	ts, err := bganthropic.New(f.owner.Tools())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := ts.Tools()
+	first[len(first)-1].OfTool.CacheControl = anthropic.NewCacheControlEphemeralParam()
+	first[0].OfTool.Name = "renamed"
+	second := ts.Tools()
+	if second[0].OfTool.Name != "list_tasks" || !param.IsOmitted(second[len(second)-1].OfTool.CacheControl) {
+		t.Errorf("the second Tools call sees the first one's changes: %s, %v", second[0].OfTool.Name, second[len(second)-1].OfTool.CacheControl)
 	}
 }

@@ -14,7 +14,8 @@ import (
 
 // Toolset is a list of bgtask tools ready for the Anthropic SDK. Make one
 // with New; the zero Toolset has no tools and answers no call. It is safe
-// for concurrent use and may be reused for any number of requests.
+// for concurrent use and may be reused for any number of requests. A panic
+// in a tool's Call is not recovered (bgtask's own tools do not panic).
 type Toolset struct {
 	tools  []bgtask.Tool
 	params []anthropic.ToolUnionParam
@@ -77,12 +78,19 @@ func inputSchema(raw json.RawMessage) (anthropic.ToolInputSchemaParam, error) {
 }
 
 // Tools returns the tool definitions, for MessageNewParams.Tools, in the
-// Toolset's order.
+// Toolset's order. Each call returns new definitions: a host may set a
+// field of one (say CacheControl on the last) without touching the
+// Toolset.
 func (s *Toolset) Tools() []anthropic.ToolUnionParam {
 	if s == nil {
 		return nil
 	}
-	return append([]anthropic.ToolUnionParam(nil), s.params...)
+	out := make([]anthropic.ToolUnionParam, len(s.params))
+	for i, p := range s.params {
+		def := *p.OfTool
+		out[i] = anthropic.ToolUnionParam{OfTool: &def}
+	}
+	return out
 }
 
 // Answer runs the tool_use blocks of msg that name one of the Toolset's
@@ -93,9 +101,10 @@ func (s *Toolset) Tools() []anthropic.ToolUnionParam {
 // are left for the host to answer.
 //
 // ctx is every call's ctx: it carries the caller's scope (the run of
-// bgtask.WithToolCall, or the current task). A model's mistake is answered
-// with is_error set and the error's text; any other error stops at that
-// call and is returned with no blocks (see the package doc).
+// bgtask.WithToolCall, or the current task), and when it ends a wait_task
+// call returns. A model's mistake is answered with is_error set and the
+// error's text; any other error, ctx's included, stops at that call and is
+// returned with no blocks (see the package doc).
 func (s *Toolset) Answer(ctx context.Context, msg *anthropic.Message) ([]anthropic.ContentBlockParamUnion, error) {
 	if msg == nil {
 		return nil, nil

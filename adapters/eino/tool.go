@@ -21,7 +21,8 @@ type invokable struct {
 // New returns t as an Eino InvokableTool whose Info has t's name,
 // description and schema. It fails if t's Schema is not a JSON Schema
 // object. The tool is safe for concurrent use, as ToolsNode runs the calls
-// of one message in parallel.
+// of one message in parallel. A panic in t's Call is not recovered here
+// (bgtask's own tools do not panic).
 func New(t bgtask.Tool) (tool.InvokableTool, error) {
 	var params jsonschema.Schema
 	if err := json.Unmarshal(t.Schema, &params); err != nil {
@@ -55,9 +56,10 @@ func (it *invokable) Info(context.Context) (*schema.ToolInfo, error) {
 
 // InvokableRun calls the tool with the model's arguments, with ctx (which
 // carries the caller's scope: the run of bgtask.WithToolCall, or the
-// current task). It returns the result, or the error's text when the error
-// is the model's mistake; any other error is returned (see the package
-// doc). Eino's call options are ignored.
+// current task; when it ends, a wait_task call returns). It returns the
+// result, or the error's text when the error is the model's mistake; any
+// other error, ctx's included, is returned (see the package doc). Eino's
+// call options are ignored.
 func (it *invokable) InvokableRun(ctx context.Context, args string, _ ...tool.Option) (string, error) {
 	res, err := it.t.Call(ctx, json.RawMessage(args))
 	switch {

@@ -20,7 +20,8 @@ var _ tools.Tool = tool{}
 
 // New returns t as a LangChainGo tool: its name, its description followed
 // by the JSON Schema of its input, and a Call that passes the input to t as
-// its JSON arguments. The tool is safe for concurrent use.
+// its JSON arguments. The tool is safe for concurrent use. A panic in t's
+// Call is not recovered here (bgtask's own tools do not panic).
 func New(t bgtask.Tool) tools.Tool {
 	return tool{t: t, desc: t.Description + "\n\nInput: one JSON object with this JSON Schema: " + string(t.Schema)}
 }
@@ -43,9 +44,9 @@ func (lt tool) Description() string { return lt.desc }
 
 // Call runs the tool with input as its JSON arguments, with ctx (which
 // carries the caller's scope: the run of bgtask.WithToolCall, or the
-// current task). It returns the result, or the error's text when the error
-// is the model's mistake; any other error is returned (see the package
-// doc).
+// current task; when it ends, a wait_task call returns). It returns the
+// result, or the error's text when the error is the model's mistake; any
+// other error, ctx's included, is returned (see the package doc).
 func (lt tool) Call(ctx context.Context, input string) (string, error) {
 	res, err := lt.t.Call(ctx, json.RawMessage(input))
 	switch {

@@ -31,9 +31,10 @@ func (s *Toolset) ChatTools() []openai.ChatCompletionToolUnionParam {
 // the conversation. Calls of other tools are left for the host to answer.
 //
 // ctx is every call's ctx: it carries the caller's scope (the run of
-// bgtask.WithToolCall, or the current task). A model's mistake is answered
-// with the error's text; any other error stops at that call and is
-// returned with no messages (see the package doc).
+// bgtask.WithToolCall, or the current task), and when it ends a wait_task
+// call returns. A model's mistake is answered with the error's text; any
+// other error, ctx's included, stops at that call and is returned with no
+// messages (see the package doc).
 func (s *Toolset) AnswerChat(ctx context.Context, msg openai.ChatCompletionMessage) ([]openai.ChatCompletionMessageParamUnion, error) {
 	var out []openai.ChatCompletionMessageParamUnion
 	for _, call := range msg.ToolCalls {

@@ -11,7 +11,8 @@ import (
 
 // Toolset is a list of bgtask tools ready for the OpenAI SDK. Make one with
 // New; the zero Toolset has no tools and answers no call. It is safe for
-// concurrent use and may be reused for any number of requests.
+// concurrent use and may be reused for any number of requests. A panic in
+// a tool's Call is not recovered (bgtask's own tools do not panic).
 type Toolset struct {
 	tools  []bgtask.Tool
 	params []map[string]any // each tool's Schema, decoded once
