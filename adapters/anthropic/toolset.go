@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/packages/param"
@@ -25,7 +26,7 @@ type Toolset struct {
 // tool's Schema is not a JSON object of type "object" or two tools have one
 // name.
 func New(tools []bgtask.Tool) (*Toolset, error) {
-	s := &Toolset{tools: tools, params: make([]anthropic.ToolUnionParam, len(tools))}
+	s := &Toolset{tools: slices.Clone(tools), params: make([]anthropic.ToolUnionParam, len(tools))}
 	seen := make(map[string]bool, len(tools))
 	for i, t := range tools {
 		if seen[t.Name] {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/bgtask/bgtask"
 )
@@ -42,7 +43,7 @@ func New(tools []bgtask.Tool, opts ...Option) (*Toolset, error) {
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	s := &Toolset{tools: tools, params: make([]map[string]any, len(tools)), strict: cfg.strict}
+	s := &Toolset{tools: slices.Clone(tools), params: make([]map[string]any, len(tools)), strict: cfg.strict}
 	seen := make(map[string]bool, len(tools))
 	for i, t := range tools {
 		if seen[t.Name] {
