@@ -1,0 +1,175 @@
+package bganthropic_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/packages/param"
+	"github.com/bgtask/bgtask"
+	bganthropic "github.com/bgtask/bgtask/adapters/anthropic"
+)
+
+// toolUse is one tool_use block a scripted model sends.
+type toolUse struct{ id, name, input string }
+
+func messageReply(uses []toolUse, text string) string {
+	var content []any
+	if text != "" {
+		content = append(content, map[string]any{"type": "text", "text": text})
+	}
+	for _, u := range uses {
+		content = append(content, map[string]any{"type": "tool_use", "id": u.id, "name": u.name, "input": json.RawMessage(u.input)})
+	}
+	stop := "end_turn"
+	if len(uses) > 0 {
+		stop = "tool_use"
+	}
+	b, _ := json.Marshal(map[string]any{"id": "msg_1", "type": "message", "role": "assistant", "model": "scripted",
+		"content": content, "stop_reason": stop, "usage": map[string]any{"input_tokens": 1, "output_tokens": 1}})
+	return string(b)
+}
+
+// A host's Messages loop with the Toolset: the SDK sends the tool
+// definitions, the model's tool_use blocks run on real tasks, and the next
+// request carries one tool_result per block with the exact results; a bad
+// argument's error text comes back with is_error.
+func TestMessagesLoop(t *testing.T) {
+	f := newFixture(t)
+	uses := []toolUse{
+		{"toolu_1", "list_tasks", `{"status":["completed"]}`},
+		{"toolu_2", "get_task", `{"task_id":"` + f.fetch + `"}`},
+		{"toolu_3", "cancel_task", `{"target":{"relation":"child","name":"crawler"}}`},
+		{"toolu_4", "list_tasks", `{"state":"completed"}`},
+	}
+	model, client := newScriptedModel(t, "/v1/messages", messageReply(uses, "Let me look."), messageReply(nil, "The crawler is cancelled."))
+	ts, err := bganthropic.New(f.owner.Tools())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	params := anthropic.MessageNewParams{
+		Model:     "scripted",
+		MaxTokens: 1024,
+		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Stop the crawler."))},
+		Tools:     ts.Tools(),
+	}
+	var final string
+	for turn := 0; ; turn++ {
+		if turn == 3 {
+			t.Fatal("the loop did not end")
+		}
+		msg, err := client.Messages.New(t.Context(), params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.StopReason != anthropic.StopReasonToolUse {
+			final = msg.Content[0].Text
+			break
+		}
+		results, err := ts.Answer(f.callCtx, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		params.Messages = append(params.Messages, msg.ToParam(), anthropic.NewUserMessage(results...))
+	}
+	if final != "The crawler is cancelled." {
+		t.Errorf("final answer %q", final)
+	}
+	f.checkCrawlerCancelled(t)
+
+	defs := model.request(0)["tools"].([]any)
+	tools := f.owner.Tools()
+	if len(defs) != len(tools) {
+		t.Fatalf("%d tool definitions sent, want %d", len(defs), len(tools))
+	}
+	for i, tool := range tools {
+		def := defs[i].(map[string]any)
+		var want any
+		if err := json.Unmarshal(tool.Schema, &want); err != nil {
+			t.Fatal(err)
+		}
+		if def["name"] != tool.Name || def["description"] != tool.Description || !jsonEqual(def["input_schema"], want) {
+			t.Errorf("definition %d: %v\nwant %s with its description and schema", i, def, tool.Name)
+		}
+	}
+
+	msgs := model.request(1)["messages"].([]any)
+	if len(msgs) != 3 {
+		t.Fatalf("second request has %d messages, want 3", len(msgs))
+	}
+	results := msgs[2].(map[string]any)["content"].([]any)
+	want := []struct {
+		text    string
+		isError bool
+	}{
+		{f.direct(t, "list_tasks", `{"status":["completed"]}`), false},
+		{f.direct(t, "get_task", `{"task_id":"`+f.fetch+`"}`), false},
+		{`{"status":"accepted","root_task_id":"` + f.crawler + `","cancelled_count":1}`, false},
+		{`invalid arguments: unknown field "state"`, true},
+	}
+	if len(results) != len(want) {
+		t.Fatalf("%d tool results, want %d", len(results), len(want))
+	}
+	for i, w := range want {
+		got := results[i].(map[string]any)
+		wantBlock := map[string]any{"type": "tool_result", "tool_use_id": uses[i].id, "is_error": w.isError,
+			"content": []any{map[string]any{"type": "text", "text": w.text}}}
+		if !jsonEqual(got, wantBlock) {
+			t.Errorf("result %d: %v\nwant %v", i, got, wantBlock)
+		}
+	}
+}
+
+// tool_use blocks of other tools are left to the host; a closed Manager is
+// the host's error, not the model's.
+func TestAnswerOtherToolsAndClosed(t *testing.T) {
+	f := newFixture(t)
+	ts, err := bganthropic.New(f.owner.Tools())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg anthropic.Message
+	reply := messageReply([]toolUse{{"toolu_1", "web_search", `{"q":"go"}`}, {"toolu_2", "get_task", `{"task_id":"task_unknown"}`}}, "")
+	if err := json.Unmarshal([]byte(reply), &msg); err != nil {
+		t.Fatal(err)
+	}
+	results, err := ts.Answer(f.callCtx, &msg)
+	if err != nil || len(results) != 1 {
+		t.Fatalf("%d results, %v; want 1", len(results), err)
+	}
+	got := results[0].OfToolResult
+	if got.ToolUseID != "toolu_2" || got.Content[0].OfText.Text != "task not found: task_unknown" || !got.IsError.Value {
+		t.Errorf("result %s %q is_error %v", got.ToolUseID, got.Content[0].OfText.Text, got.IsError.Value)
+	}
+
+	if err := f.m.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(messageReply([]toolUse{{"toolu_9", "cancel_task", `{"target":{"relation":"self"}}`}}, "")), &msg); err != nil {
+		t.Fatal(err)
+	}
+	results, err = ts.Answer(f.callCtx, &msg)
+	if want := "bganthropic: cancel_task (tool_use toolu_9): bgtask: manager closed"; err == nil || err.Error() != want ||
+		!errors.Is(err, bgtask.ErrClosed) || results != nil {
+		t.Errorf("after shutdown: %d results, %v; want none, %s", len(results), err, want)
+	}
+}
+
+// Each Tools call returns new definitions: a host that marks the last one
+// for caching does not change the next request's.
+func TestToolsAreCopies(t *testing.T) {
+	f := newFixture(t)
+	ts, err := bganthropic.New(f.owner.Tools())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := ts.Tools()
+	first[len(first)-1].OfTool.CacheControl = anthropic.NewCacheControlEphemeralParam()
+	first[0].OfTool.Name = "renamed"
+	second := ts.Tools()
+	if second[0].OfTool.Name != "list_tasks" || !param.IsOmitted(second[len(second)-1].OfTool.CacheControl) {
+		t.Errorf("the second Tools call sees the first one's changes: %s, %v", second[0].OfTool.Name, second[len(second)-1].OfTool.CacheControl)
+	}
+}

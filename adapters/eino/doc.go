@@ -1,0 +1,12 @@
+// Package bgeino hands bgtask's model-facing tools to CloudWeGo's Eino
+// (github.com/cloudwego/eino) as tool.InvokableTool values, for a
+// compose.ToolsNode, a ReAct agent or any graph that runs Eino tools.
+//
+// A tool's error that is the model's own mistake (bad arguments, an
+// unknown task id, no current task to cancel) is the tool's result: its
+// text becomes the tool message the model reads next, and the node goes
+// on. Any other error (the Manager was shut down, the store failed, the
+// owner id is blank, the call's ctx ended) is returned as InvokableRun's
+// error, which ends the ToolsNode and the graph's run with it, as Eino
+// does for any tool that cannot run.
+package bgeino

@@ -1,0 +1,165 @@
+package bgopenai_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/bgtask/bgtask"
+	bgopenai "github.com/bgtask/bgtask/adapters/openai"
+	"github.com/openai/openai-go/v3"
+)
+
+// scriptedCall is one tool call a scripted model makes.
+type scriptedCall struct{ id, name, args string }
+
+// modelCalls returns the calls the scripted model makes in its first turn,
+// on the fixture's tasks: a list, a read, a cancel, and a call with a bad
+// argument.
+func modelCalls(f fixture) []scriptedCall {
+	return []scriptedCall{
+		{"call_1", "list_tasks", `{"status":["completed"]}`},
+		{"call_2", "get_task", `{"task_id":"` + f.fetch + `"}`},
+		{"call_3", "cancel_task", `{"target":{"relation":"child","name":"crawler"}}`},
+		{"call_4", "list_tasks", `{"state":"completed"}`},
+	}
+}
+
+// wantAnswers returns what the model must get back for modelCalls, read
+// after the loop (the list and the read do not change with the cancel).
+func wantAnswers(t *testing.T, f fixture) []string {
+	return []string{
+		f.direct(t, "list_tasks", `{"status":["completed"]}`),
+		f.direct(t, "get_task", `{"task_id":"`+f.fetch+`"}`),
+		`{"status":"accepted","root_task_id":"` + f.crawler + `","cancelled_count":1}`,
+		`invalid arguments: unknown field "state"`,
+	}
+}
+
+func chatReply(calls []scriptedCall, content string) string {
+	type fn struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	}
+	type toolCall struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function fn     `json:"function"`
+	}
+	msg := map[string]any{"role": "assistant", "content": content}
+	finish := "stop"
+	if len(calls) > 0 {
+		tcs := make([]toolCall, len(calls))
+		for i, c := range calls {
+			tcs[i] = toolCall{c.id, "function", fn{c.name, c.args}}
+		}
+		msg["tool_calls"], msg["content"], finish = tcs, nil, "tool_calls"
+	}
+	b, _ := json.Marshal(map[string]any{
+		"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "scripted",
+		"choices": []any{map[string]any{"index": 0, "finish_reason": finish, "message": msg}},
+	})
+	return string(b)
+}
+
+// A host's Chat Completions loop with the Toolset: the SDK sends the tool
+// definitions, the model's tool calls run on real tasks, and the next
+// request carries one tool message per call with the exact results, a bad
+// argument's error text included.
+func TestChatCompletionsLoop(t *testing.T) {
+	f := newFixture(t)
+	calls := modelCalls(f)
+	model, client := newScriptedModel(t, "/chat/completions", chatReply(calls, ""), chatReply(nil, "The crawler is cancelled."))
+	ts, err := bgopenai.New(f.owner.Tools())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	params := openai.ChatCompletionNewParams{
+		Model:    "scripted",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Stop the crawler.")},
+		Tools:    ts.ChatTools(),
+	}
+	var final string
+	for turn := 0; ; turn++ {
+		if turn == 3 {
+			t.Fatal("the loop did not end")
+		}
+		resp, err := client.Chat.Completions.New(t.Context(), params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := resp.Choices[0].Message
+		if len(msg.ToolCalls) == 0 {
+			final = msg.Content
+			break
+		}
+		answers, err := ts.AnswerChat(f.callCtx, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		params.Messages = append(append(params.Messages, msg.ToParam()), answers...)
+	}
+	if final != "The crawler is cancelled." {
+		t.Errorf("final answer %q", final)
+	}
+	f.checkCrawlerCancelled(t)
+
+	checkDefinitions(t, f.owner, false, model.request(0)["tools"].([]any), func(def map[string]any) (string, string, any, any) {
+		if def["type"] != "function" {
+			t.Errorf("tool type %v", def["type"])
+		}
+		fn, _ := def["function"].(map[string]any)
+		name, _ := fn["name"].(string)
+		desc, _ := fn["description"].(string)
+		return name, desc, fn["parameters"], fn["strict"]
+	})
+	msgs := model.request(1)["messages"].([]any)
+	if len(msgs) != 2+len(calls) {
+		t.Fatalf("second request has %d messages, want %d", len(msgs), 2+len(calls))
+	}
+	for i, want := range wantAnswers(t, f) {
+		got := msgs[2+i].(map[string]any)
+		if got["role"] != "tool" || got["tool_call_id"] != calls[i].id || got["content"] != want {
+			t.Errorf("answer %d: %v\nwant role tool, tool_call_id %s, content %s", i, got, calls[i].id, want)
+		}
+	}
+}
+
+// A call of a tool the Toolset does not have is left to the host; a
+// closed Manager is the host's error, not the model's.
+func TestAnswerChatOtherToolsAndClosed(t *testing.T) {
+	f := newFixture(t)
+	ts, err := bgopenai.New(f.owner.Tools())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply := chatReply([]scriptedCall{
+		{"call_1", "web_search", `{"q":"go"}`},
+		{"call_2", "get_task", `{"task_id":"task_unknown"}`},
+	}, "")
+	var resp openai.ChatCompletion
+	if err := json.Unmarshal([]byte(reply), &resp); err != nil {
+		t.Fatal(err)
+	}
+	answers, err := ts.AnswerChat(f.callCtx, resp.Choices[0].Message)
+	if err != nil || len(answers) != 1 {
+		t.Fatalf("%d answers, %v; want 1", len(answers), err)
+	}
+	got := answers[0].OfTool
+	if got.ToolCallID != "call_2" || got.Content.OfString.Value != "task not found: task_unknown" {
+		t.Errorf("answer %s %q", got.ToolCallID, got.Content.OfString.Value)
+	}
+
+	if err := f.m.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(chatReply([]scriptedCall{{"call_9", "cancel_task", `{"target":{"relation":"self"}}`}}, "")), &resp); err != nil {
+		t.Fatal(err)
+	}
+	answers, err = ts.AnswerChat(f.callCtx, resp.Choices[0].Message)
+	if want := "bgopenai: cancel_task (call call_9): bgtask: manager closed"; err == nil || err.Error() != want ||
+		!errors.Is(err, bgtask.ErrClosed) || answers != nil {
+		t.Errorf("after shutdown: %d answers, %v; want none, %s", len(answers), err, want)
+	}
+}

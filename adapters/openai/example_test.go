@@ -1,0 +1,71 @@
+package bgopenai_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"strings"
+
+	"github.com/bgtask/bgtask"
+	bgopenai "github.com/bgtask/bgtask/adapters/openai"
+	"github.com/openai/openai-go/v3"
+)
+
+// The Toolset gives the tool definitions for a request and answers the tool
+// calls of the model's reply; a bad argument is answered with its error
+// text, for the model to correct.
+func Example() {
+	ctx := context.Background()
+	m, err := bgtask.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Shutdown(ctx)
+	agent := m.Owner("thread-1")
+	id, err := agent.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "ok", nil }, bgtask.WithName("fetch"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := agent.Wait(ctx, id); err != nil {
+		log.Fatal(err)
+	}
+
+	ts, err := bgopenai.New(agent.Tools())
+	if err != nil {
+		log.Fatal(err)
+	}
+	params := openai.ChatCompletionNewParams{Model: openai.ChatModelGPT5, Tools: ts.ChatTools()}
+	var names []string
+	for _, tool := range params.Tools {
+		names = append(names, tool.GetFunction().Name)
+	}
+	fmt.Println(strings.Join(names, " "))
+
+	// The assistant message of a reply (resp.Choices[0].Message).
+	var msg openai.ChatCompletionMessage
+	if err := json.Unmarshal([]byte(`{"role":"assistant","tool_calls":[
+		{"id":"call_1","type":"function","function":{"name":"get_task","arguments":"{\"task_id\":\"`+id+`\"}"}},
+		{"id":"call_2","type":"function","function":{"name":"list_tasks","arguments":"{\"state\":\"done\"}"}}]}`), &msg); err != nil {
+		log.Fatal(err)
+	}
+	answers, err := ts.AnswerChat(ctx, msg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, a := range answers {
+		var got struct {
+			Task struct{ Name, Status string }
+		}
+		content := a.OfTool.Content.OfString.Value
+		if json.Unmarshal([]byte(content), &got) == nil {
+			content = got.Task.Name + " " + got.Task.Status
+		}
+		fmt.Println(a.OfTool.ToolCallID, content)
+	}
+	params.Messages = append(append(params.Messages, msg.ToParam()), answers...)
+	// Output:
+	// list_tasks get_task cancel_task send_message wait_task
+	// call_1 fetch completed
+	// call_2 invalid arguments: unknown field "state"
+}

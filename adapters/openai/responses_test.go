@@ -1,0 +1,88 @@
+package bgopenai_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	bgopenai "github.com/bgtask/bgtask/adapters/openai"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/responses"
+)
+
+func responsesReply(id string, calls []scriptedCall, text string) string {
+	var output []any
+	for _, c := range calls {
+		output = append(output, map[string]any{"type": "function_call", "id": "fc_" + c.id, "call_id": c.id,
+			"name": c.name, "arguments": c.args, "status": "completed"})
+	}
+	if text != "" {
+		output = append(output, map[string]any{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+			"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}})
+	}
+	b, _ := json.Marshal(map[string]any{"id": id, "object": "response", "created_at": 0, "model": "scripted",
+		"status": "completed", "output": output})
+	return string(b)
+}
+
+// The same loop on the Responses API, strict: function_call items are
+// answered with function_call_output items carrying the exact results.
+func TestResponsesLoop(t *testing.T) {
+	f := newFixture(t)
+	calls := modelCalls(f)
+	model, client := newScriptedModel(t, "/responses", responsesReply("resp_1", calls, ""),
+		responsesReply("resp_2", nil, "The crawler is cancelled."))
+	ts, err := bgopenai.New(f.owner.Tools(), bgopenai.WithStrict(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	params := responses.ResponseNewParams{
+		Model: "scripted",
+		Input: responses.ResponseNewParamsInputUnion{OfString: param.NewOpt("Stop the crawler.")},
+		Tools: ts.ResponseTools(),
+	}
+	var final string
+	for turn := 0; ; turn++ {
+		if turn == 3 {
+			t.Fatal("the loop did not end")
+		}
+		resp, err := client.Responses.New(t.Context(), params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers, err := ts.AnswerResponse(f.callCtx, resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(answers) == 0 {
+			final = resp.OutputText()
+			break
+		}
+		params.PreviousResponseID = param.NewOpt(resp.ID)
+		params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: answers}
+	}
+	if final != "The crawler is cancelled." {
+		t.Errorf("final answer %q", final)
+	}
+	f.checkCrawlerCancelled(t)
+
+	checkDefinitions(t, f.owner, true, model.request(0)["tools"].([]any), func(def map[string]any) (string, string, any, any) {
+		if def["type"] != "function" {
+			t.Errorf("tool type %v", def["type"])
+		}
+		name, _ := def["name"].(string)
+		desc, _ := def["description"].(string)
+		return name, desc, def["parameters"], def["strict"]
+	})
+	req := model.request(1)
+	input := req["input"].([]any)
+	if req["previous_response_id"] != "resp_1" || len(input) != len(calls) {
+		t.Fatalf("second request: previous_response_id %v, %d input items; want resp_1, %d", req["previous_response_id"], len(input), len(calls))
+	}
+	for i, want := range wantAnswers(t, f) {
+		got := input[i].(map[string]any)
+		if got["type"] != "function_call_output" || got["call_id"] != calls[i].id || got["output"] != want {
+			t.Errorf("answer %d: %v\nwant type function_call_output, call_id %s, output %s", i, got, calls[i].id, want)
+		}
+	}
+}

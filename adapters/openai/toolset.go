@@ -1,0 +1,92 @@
+package bgopenai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/bgtask/bgtask"
+)
+
+// Toolset is a list of bgtask tools ready for the OpenAI SDK. Make one with
+// New; the zero Toolset has no tools and answers no call. It is safe for
+// concurrent use and may be reused for any number of requests. A panic in
+// a tool's Call is not recovered (bgtask's own tools do not panic).
+type Toolset struct {
+	tools  []bgtask.Tool
+	params []map[string]any // each tool's Schema, decoded once
+	strict bool
+}
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	strict bool
+}
+
+// WithStrict sets the definitions' strict flag, with which OpenAI's models
+// follow each schema exactly. Default: off. Strict mode accepts only
+// schemas where every property is required (optional ones nullable) and
+// every object closed; turn it on when the tools' schemas are written that
+// way.
+func WithStrict(strict bool) Option {
+	return func(c *config) { c.strict = strict }
+}
+
+// New returns a Toolset of tools, usually an Owner's Tools. It fails if a
+// tool's Schema is not a JSON object or two tools have one name.
+func New(tools []bgtask.Tool, opts ...Option) (*Toolset, error) {
+	var cfg config
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	s := &Toolset{tools: slices.Clone(tools), params: make([]map[string]any, len(tools)), strict: cfg.strict}
+	seen := make(map[string]bool, len(tools))
+	for i, t := range tools {
+		if seen[t.Name] {
+			return nil, fmt.Errorf("bgopenai: two tools named %q", t.Name)
+		}
+		seen[t.Name] = true
+		if err := json.Unmarshal(t.Schema, &s.params[i]); err != nil || s.params[i] == nil {
+			return nil, fmt.Errorf("bgopenai: tool %q: schema is not a JSON object", t.Name)
+		}
+	}
+	return s, nil
+}
+
+// lookup returns the tool called name, if the Toolset has it.
+func (s *Toolset) lookup(name string) (bgtask.Tool, bool) {
+	if s == nil {
+		return bgtask.Tool{}, false
+	}
+	for _, t := range s.tools {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return bgtask.Tool{}, false
+}
+
+// run calls t with the model's arguments and returns the text the model
+// gets back: the result, or the error's text when the error is the model's
+// own mistake. Any other error is returned, naming the tool and the call.
+func run(ctx context.Context, t bgtask.Tool, callID, args string) (string, error) {
+	res, err := t.Call(ctx, json.RawMessage(args))
+	switch {
+	case err == nil:
+		return string(res), nil
+	case modelMistake(err):
+		return err.Error(), nil
+	}
+	return "", fmt.Errorf("bgopenai: %s (call %s): %w", t.Name, callID, err)
+}
+
+// modelMistake reports whether err is one the model made and can mend: bad
+// arguments, a task id it does not own, a cancel with no current task.
+func modelMistake(err error) bool {
+	return errors.Is(err, bgtask.ErrToolArguments) || errors.Is(err, bgtask.ErrNotFound) ||
+		errors.Is(err, bgtask.ErrNoCurrentTask)
+}
