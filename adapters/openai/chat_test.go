@@ -105,7 +105,7 @@ func TestChatCompletionsLoop(t *testing.T) {
 	}
 	f.checkCrawlerCancelled(t)
 
-	checkDefinitions(t, f.owner, false, model.request(0)["tools"].([]any), func(def map[string]any) (string, string, any, any) {
+	checkDefinitions(t, f.owner, true, model.request(0)["tools"].([]any), func(def map[string]any) (string, string, any, any) {
 		if def["type"] != "function" {
 			t.Errorf("tool type %v", def["type"])
 		}

@@ -28,10 +28,10 @@ type config struct {
 }
 
 // WithStrict sets the definitions' strict flag, with which OpenAI's models
-// follow each schema exactly. Default: off. Strict mode accepts only
-// schemas where every property is required (optional ones nullable) and
-// every object closed; turn it on when the tools' schemas are written that
-// way.
+// follow each schema exactly. Default: on, since bgtask's tool schemas are
+// in strict mode's subset (every property required, optional ones
+// nullable, every object closed); turn it off for tools of your own whose
+// schemas are not.
 func WithStrict(strict bool) Option {
 	return func(c *config) { c.strict = strict }
 }
@@ -39,7 +39,7 @@ func WithStrict(strict bool) Option {
 // New returns a Toolset of tools, usually an Owner's Tools. It fails if a
 // tool's Schema is not a JSON object or two tools have one name.
 func New(tools []bgtask.Tool, opts ...Option) (*Toolset, error) {
-	var cfg config
+	cfg := config{strict: true}
 	for _, opt := range opts {
 		opt(&cfg)
 	}
