@@ -12,8 +12,8 @@ type inputWait struct {
 	answer chan Message // buffered: the answer never blocks the sender
 }
 
-// RequestInput asks the task's owner a question and waits for the answer
-// (everruns' input requests). The record becomes awaiting_input with the
+// RequestInput asks the task's owner a question and waits for the answer.
+// The record becomes awaiting_input with the
 // request, the owner gets an EventInputRequested unless the wake policy is
 // WakeSilent, and the prompt view and tools show the request either way.
 // The owner answers with a Message whose InReplyTo is the request id

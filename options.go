@@ -292,7 +292,7 @@ func WithDescription(d string) SpawnOption { return func(c *spawnConfig) { c.des
 // the context (the running task and the tool call).
 func WithParent(p Parent) SpawnOption { return func(c *spawnConfig) { c.parent = p } }
 
-// Detached keeps the task out of cascades: cancelling its parent task or its
-// run does not cancel it (Temporal's abandon policy). Its lineage is still
+// WithDetached keeps the task out of cascades: cancelling its parent task or
+// its run does not cancel it. Its lineage is still
 // recorded. Owner.CancelAll and Shutdown still cancel it.
 func WithDetached() SpawnOption { return func(c *spawnConfig) { c.detached = true } }
