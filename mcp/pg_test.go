@@ -3,6 +3,7 @@ package bgmcp_test
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/bgtask/bgtask"
@@ -30,6 +31,9 @@ func pgManager(t *testing.T, dsn, name string) *bgtask.Manager {
 // on B cancels it, and the task's goroutine on A stops.
 func TestCrossInstanceCancelPostgres(t *testing.T) {
 	srv, err := pgtest.Start()
+	if errors.Is(err, pgtest.ErrNoServer) && os.Getenv("CI") != "true" {
+		t.Skip("pgtest:", err) // ./test.sh installs the server; under CI this fails instead
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

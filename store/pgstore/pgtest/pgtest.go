@@ -73,7 +73,7 @@ type wrapped struct{ m interface{ Run() int } }
 
 func (w wrapped) Run() int {
 	srv, err := Start()
-	if errors.Is(err, errNoServer) && os.Getenv("CI") != "true" {
+	if errors.Is(err, ErrNoServer) && os.Getenv("CI") != "true" {
 		fmt.Fprintln(os.Stderr, "pgtest: tests skipped:", err)
 		return 0
 	}
@@ -271,8 +271,9 @@ func (s *Server) exec(ctx context.Context, dsn, sql string) error {
 	return err
 }
 
-// errNoServer: no PostgreSQL server binaries here and no EnvDSN.
-var errNoServer = errors.New("no PostgreSQL server binaries (initdb, postgres) in PATH or /usr/lib/postgresql/*/bin, and " + EnvDSN + " is not set; ./test.sh installs the postgresql package")
+// ErrNoServer is returned by Start when there are no PostgreSQL server
+// binaries here and EnvDSN is not set.
+var ErrNoServer = errors.New("no PostgreSQL server binaries (initdb, postgres) in PATH or /usr/lib/postgresql/*/bin, and " + EnvDSN + " is not set; ./test.sh installs the postgresql package")
 
 // findBin returns the directory holding initdb and postgres: from PATH, then
 // the newest /usr/lib/postgresql/*/bin. It installs nothing: ./test.sh does.
@@ -285,7 +286,7 @@ func findBin() (string, error) {
 	if dir := libBin(); dir != "" {
 		return dir, nil
 	}
-	return "", errNoServer
+	return "", ErrNoServer
 }
 
 func libBin() string {
