@@ -73,6 +73,12 @@ func (o Owner) Get(ctx context.Context, id string) (TaskMeta, error) {
 // the given statuses when any is given. The records are read from the Store
 // when List is called.
 func (o Owner) List(ctx context.Context, statuses ...TaskStatus) (iter.Seq[TaskMeta], error) {
+	return o.ListTagged(ctx, "", statuses...)
+}
+
+// ListTagged is List restricted to the tasks that carry tag (WithTags); an
+// empty tag restricts nothing.
+func (o Owner) ListTagged(ctx context.Context, tag string, statuses ...TaskStatus) (iter.Seq[TaskMeta], error) {
 	if !validOwner(o.id) {
 		return nil, ErrInvalidOwner
 	}
@@ -80,7 +86,7 @@ func (o Owner) List(ctx context.Context, statuses ...TaskStatus) (iter.Seq[TaskM
 		return nil, err
 	}
 	var tasks []TaskMeta
-	for meta, err := range o.m.store.List(ctx, o.id, statuses...) {
+	for meta, err := range ListTagged(ctx, o.m.store, o.id, tag, statuses...) {
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Default task types.
@@ -29,6 +30,9 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		o(&sc)
 	}
 	if err := checkName(sc.name); err != nil {
+		return "", err
+	}
+	if err := m.cfg.checkTags(sc.tags); err != nil {
 		return "", err
 	}
 	if !sc.wake.Valid() {
@@ -60,6 +64,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		Detached:    sc.detached,
 		Instance:    m.cfg.instance,
 		Wake:        sc.wake,
+		Tags:        slices.Clone(sc.tags),
 	}
 	if agent {
 		t.inbox = m.newInbox(WithOnClosed(m.forwardOrphanEvent(owner)))

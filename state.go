@@ -6,6 +6,7 @@ package bgtask
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -125,7 +126,7 @@ func (p Parent) IsZero() bool { return p == Parent{} }
 // its goroutine and its inbox are never persisted, and a restored task is
 // never re-run. The zero value is not a valid record (it has no ID).
 //
-// Identity fields (ID, Owner, Type, Name, Parent, CreatedAt) are set once at
+// Identity fields (ID, Owner, Type, Name, Parent, Tags, CreatedAt) are set once at
 // spawn. Status, Error, Result and the stamps change through [ApplyAction]
 // only, which keeps the lifecycle invariants.
 type TaskMeta struct {
@@ -147,6 +148,7 @@ type TaskMeta struct {
 	Attempt     int64           `json:"attempt,omitempty"`       // fence: writes on an older attempt are dropped
 	Wake        WakePolicy      `json:"wake,omitempty"`          // what reaches the owner's inbox; "" is WakeOnTerminal
 	Input       *InputRequest   `json:"input_request,omitempty"` // set while awaiting_input
+	Tags        []string        `json:"tags,omitempty"`          // set at spawn (WithTags), never changed
 }
 
 // InputRequest is a question a task asked its owner (Task.RequestInput). The
@@ -400,7 +402,7 @@ func otherOwner(t *TaskMeta, owner string) error {
 //	CreatedAt          kept once set; else the update's, else the action's At
 //	StartedAt          kept once set; else the update's, else At once the status is past queued
 //	FinishedAt         kept once set; else the update's, else At, but only once terminal
-//	Owner, Type, Name, Parent, Detached, Wake: set at insert, never changed
+//	Owner, Type, Name, Parent, Detached, Wake, Tags: set at insert, never changed
 //
 // So a terminal record is final: nothing that is set in it ever changes
 // (what its owner was told stays true), yet a same-status re-mirror or a
@@ -502,7 +504,7 @@ func mergeUpsert(cur, u *TaskMeta, at time.Time) bool {
 		stamp(cur, u, at)
 		return true
 	}
-	// Identity fields (Owner, Type, Name, Parent, Detached, Wake) are not
+	// Identity fields (Owner, Type, Name, Parent, Detached, Wake, Tags) are not
 	// copied: they are set once, at insert. Assigning field by field keeps
 	// this frame small; it runs on every task's goroutine.
 	next := u.Status
@@ -589,6 +591,7 @@ func setIf(dst *string, v string) {
 // cloneMeta copies m so the stored record shares no bytes with the caller.
 func cloneMeta(m TaskMeta) TaskMeta {
 	m.Result = cloneRaw(m.Result)
+	m.Tags = slices.Clone(m.Tags)
 	if m.Input != nil {
 		in := *m.Input
 		m.Input = &in

@@ -85,12 +85,12 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //
 // # Tools
 //
-//	list_tasks   {"status":[s,...]|null, "type":t|null, "limit":1..200|null (50), "cursor":c|null}
-//	  → {"tasks":[{task_id,name,task_type,status,description,parent_task_id?,created_at,finished_at?}],"total":n,"next_cursor"?:c}
+//	list_tasks   {"status":[s,...]|null, "type":t|null, "tag":g|null, "limit":1..200|null (50), "cursor":c|null}
+//	  → {"tasks":[{task_id,name,task_type,status,description,tags?,parent_task_id?,created_at,finished_at?}],"total":n,"next_cursor"?:c}
 //	  A page of the owner's tasks in creation order (then by id), at most
 //	  limit of them: those with one of the statuses (distinct, at least
-//	  one) and of the type, when given. total counts all the owner's tasks
-//	  that match; next_cursor, absent on the last page, gets the next
+//	  one), of the type and carrying the tag (WithTags), when given.
+//	  total counts all the owner's tasks that match; next_cursor, absent on the last page, gets the next
 //	  page when passed as cursor with the same filter. A cursor is a
 //	  position (a creation time and an id), not a task: tasks spawned or
 //	  forgotten between two pages neither repeat nor skip one, and it only
@@ -264,6 +264,7 @@ type toolTask struct {
 	TaskType     string          `json:"task_type"`
 	Status       TaskStatus      `json:"status"`
 	Description  string          `json:"description"`
+	Tags         []string        `json:"tags,omitempty"`
 	ParentTaskID string          `json:"parent_task_id,omitempty"`
 	CreatedAt    time.Time       `json:"created_at"`
 	StartedAt    *time.Time      `json:"started_at,omitempty"` // get_task and wait_task only
@@ -307,6 +308,7 @@ func taskView(m TaskMeta) toolTask {
 		TaskType:     m.Type,
 		Status:       m.Status,
 		Description:  m.Description,
+		Tags:         m.Tags,
 		ParentTaskID: m.Parent.TaskID,
 		CreatedAt:    m.CreatedAt,
 		FinishedAt:   m.FinishedAt,

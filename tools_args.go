@@ -45,6 +45,7 @@ type (
 	listArgs struct {
 		Status []TaskStatus `json:"status,omitempty"`
 		Type   string       `json:"type,omitempty"`
+		Tag    string       `json:"tag,omitempty"`
 		Limit  int          `json:"limit"`
 		Cursor string       `json:"cursor,omitempty"`
 		after  listCursor   // Cursor decoded; zero without one
@@ -284,7 +285,7 @@ const (
 )
 
 func decodeListArgs(raw []byte) (listArgs, error) {
-	obj, err := readTop(raw, "status", "type", "limit", "cursor")
+	obj, err := readTop(raw, "status", "type", "tag", "limit", "cursor")
 	if err != nil {
 		return listArgs{}, err
 	}
@@ -293,6 +294,9 @@ func decodeListArgs(raw []byte) (listArgs, error) {
 		return listArgs{}, err
 	}
 	if a.Type, err = obj.optID("type", "type"); err != nil {
+		return listArgs{}, err
+	}
+	if a.Tag, err = obj.optID("tag", "tag"); err != nil {
 		return listArgs{}, err
 	}
 	if a.Limit, err = obj.integer("limit", 1, listMaxLimit, listDefaultLimit); err != nil {

@@ -336,7 +336,7 @@ func ExampleTool_GeminiParameters() {
 		fmt.Println(t.Name, p.Type, p.Required)
 	}
 	// Output:
-	// list_tasks OBJECT [status type limit cursor]
+	// list_tasks OBJECT [status type tag limit cursor]
 	// get_task OBJECT [task_id]
 	// cancel_task OBJECT [target]
 	// send_message OBJECT [to message in_reply_to]

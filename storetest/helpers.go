@@ -225,6 +225,9 @@ func diffMeta(want, got bgtask.TaskMeta) string {
 	field("Attempt", want.Attempt, got.Attempt)
 	field("Wake", want.Wake, got.Wake)
 	field("Input", want.Input, got.Input)
+	if !slices.Equal(want.Tags, got.Tags) {
+		fmt.Fprintf(&b, "    Tags = %q, want %q\n", got.Tags, want.Tags)
+	}
 	return b.String()
 }
 

@@ -22,6 +22,7 @@ func fullRecords(owner string) []bgtask.TaskMeta {
 		Instance:    "instance-a",
 		Attempt:     3,
 		Wake:        bgtask.WakeOnActivity,
+		Tags:        []string{"deploy", "ünïcode <tag> & \"quotes\""},
 	}
 	awaiting := base
 	awaiting.ID, awaiting.Status = "task_awaiting", bgtask.StatusAwaitingInput
