@@ -84,6 +84,10 @@ var migrations = []string{
 	DROP INDEX bgtask_tasks_terminal;
 	CREATE INDEX bgtask_notices_delivered ON bgtask_notices (delivered_at) WHERE delivered_at IS NOT NULL;
 	CREATE INDEX bgtask_cancel_done ON bgtask_cancel_requests ((coalesce(handled_at, requested_at)));`,
+	// 3: tags, set at insert and never changed; a GIN index serves the
+	// tag filter (tags @> ARRAY[tag]). Rows of an older version get none.
+	`ALTER TABLE bgtask_tasks ADD COLUMN tags text[] NOT NULL DEFAULT '{}';
+	CREATE INDEX bgtask_tasks_tags ON bgtask_tasks USING gin (tags);`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.

@@ -14,7 +14,7 @@ import (
 // taskCols are the columns every task query reads, in scanRow's order.
 const taskCols = `id, owner, task_type, name, description, status, error, stack, result,
 	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
-	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, version`
+	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, version, tags`
 
 // row is a task row as stored: a record and its version.
 type row struct {
@@ -35,13 +35,16 @@ func scanRow(rows pgx.Rows) (row, error) {
 	)
 	if err := rows.Scan(&m.ID, &m.Owner, &m.Type, &m.Name, &m.Description, &status, &m.Error, &m.Stack, &result,
 		&created, &started, &finshed, &m.Parent.TaskID, &m.Parent.RunID, &m.Parent.CallID,
-		&m.Parent.AgentID, &m.Detached, &m.Instance, &m.Attempt, &wake, &inID, &inPrompt, &r.version); err != nil {
+		&m.Parent.AgentID, &m.Detached, &m.Instance, &m.Attempt, &wake, &inID, &inPrompt, &r.version, &m.Tags); err != nil {
 		if m.ID != "" {
 			return r, fmt.Errorf("%w: task %s: %v", bgtask.ErrCorrupt, m.ID, err)
 		}
 		return r, fmt.Errorf("pgstore: read task row: %w", err)
 	}
 	m.Status, m.Wake = bgtask.TaskStatus(status), bgtask.WakePolicy(wake)
+	if len(m.Tags) == 0 {
+		m.Tags = nil
+	}
 	m.CreatedAt, m.StartedAt, m.FinishedAt = fromTS(created), fromTS(started), fromTS(finshed)
 	if result.Valid {
 		m.Result = json.RawMessage(result.String)
@@ -105,6 +108,7 @@ type cols struct {
 	wake                                               []string
 	inID, inPrompt                                     []pgtype.Text
 	version                                            []int64
+	tags                                               []string // each a JSON array: unnest cannot take an array of arrays
 }
 
 func (c *cols) add(m *bgtask.TaskMeta, version int64) {
@@ -136,12 +140,18 @@ func (c *cols) add(m *bgtask.TaskMeta, version int64) {
 		c.inPrompt = append(c.inPrompt, pgtype.Text{})
 	}
 	c.version = append(c.version, version)
+	tags := "[]"
+	if len(m.Tags) > 0 {
+		b, _ := json.Marshal(m.Tags) // strings always encode
+		tags = string(b)
+	}
+	c.tags = append(c.tags, tags)
 }
 
 func (c *cols) args() []any {
 	return []any{c.id, c.owner, c.typ, c.name, c.desc, c.status, c.errText, c.stack, c.result,
 		c.created, c.started, c.finished, c.pTask, c.pRun, c.pCall, c.pAgent, c.detached, c.instance,
-		c.attempt, c.wake, c.inID, c.inPrompt, c.version}
+		c.attempt, c.wake, c.inID, c.inPrompt, c.version, c.tags}
 }
 
 // writes are the rows a commit writes: inserts, updates compared-and-set
@@ -173,10 +183,10 @@ func (w *writes) del(id string, version int64) {
 const unnestSQL = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
 		$8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::text[],
 		$14::text[], $15::text[], $16::text[], $17::boolean[], $18::text[], $19::bigint[], $20::text[],
-		$21::text[], $22::text[], $23::bigint[])
+		$21::text[], $22::text[], $23::bigint[], $24::text[])
 	AS x(id, owner, task_type, name, description, status, error, stack, result, created_at, started_at,
 		finished_at, parent_task_id, parent_run_id, parent_call_id, parent_agent_id, detached, instance,
-		attempt, wake, input_id, input_prompt, version)`
+		attempt, wake, input_id, input_prompt, version, tags)`
 
 // terminalSQL is true for a row of x whose status is terminal.
 const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupted')`
@@ -186,10 +196,11 @@ const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupt
 // retention, is stamped by the database when a row first turns terminal.
 const insertSQL = `INSERT INTO bgtask_tasks (id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
-		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, terminal_at)
+		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, terminal_at)
 	SELECT id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt,
+		ARRAY(SELECT jsonb_array_elements_text(x.tags::jsonb)),
 		CASE WHEN ` + terminalSQL + ` THEN clock_timestamp() END
 	FROM ` + unnestSQL + `
 	ON CONFLICT (id) DO NOTHING`
