@@ -62,6 +62,7 @@ type Event struct {
 	Name      string          // the task's name, "" if it has none
 	Result    json.RawMessage // completed
 	Error     string          // failed, interrupted, commit_failed
+	ErrorKind ErrorKind       // failed, interrupted: why it ended (see TaskMeta.ErrorKind)
 	Status    TaskStatus      // commit_failed: the status that was not committed
 	EventType string          // custom
 	Payload   json.RawMessage // custom
@@ -84,6 +85,7 @@ type eventJSON struct {
 	Result    *json.RawMessage `json:"result,omitempty"`
 	Status    TaskStatus       `json:"status,omitempty"`
 	Error     *string          `json:"error,omitempty"`
+	ErrorKind ErrorKind        `json:"error_kind,omitempty"`
 	Input     *InputRequest    `json:"input_request,omitempty"`
 }
 
@@ -103,7 +105,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	case EventCompleted:
 		j.Result = orNull(e.Result)
 	case EventFailed, EventInterrupted:
-		j.Error = &e.Error
+		j.Error, j.ErrorKind = &e.Error, e.ErrorKind
 	case EventCancelled:
 	case EventCustom:
 		j.EventType = e.EventType
@@ -143,7 +145,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	if j.Kind == EventInputRequested && (j.Input == nil || j.Input.ID == "") {
 		return fmt.Errorf("%w: input_requested event without a request id", ErrInvalidEvent)
 	}
-	*e = Event{Kind: j.Kind, TaskID: j.TaskID, Name: j.Name, EventType: j.EventType, Status: j.Status, Input: j.Input}
+	*e = Event{Kind: j.Kind, TaskID: j.TaskID, Name: j.Name, EventType: j.EventType, Status: j.Status, Input: j.Input, ErrorKind: j.ErrorKind}
 	if j.Payload != nil {
 		e.Payload = *j.Payload
 	}

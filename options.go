@@ -280,6 +280,9 @@ type spawnConfig struct {
 	detached               bool
 	wake                   WakePolicy
 	tags                   []string
+	timeout                time.Duration // WithTimeout
+	deadline               time.Time     // WithDeadline
+	timed                  timedBy
 }
 
 // WithName gives the task a short name, unique among the owner's

@@ -172,7 +172,7 @@ func (o Owner) Wait(ctx context.Context, id string) (TaskMeta, error) {
 	if !validOwner(o.id) {
 		return TaskMeta{}, ErrInvalidOwner
 	}
-	return o.m.wait(ctx, ownerReach(o.id), id)
+	return withTaskError(o.m.wait(ctx, ownerReach(o.id), id))
 }
 
 // Inbox returns the owner's inbox; see Manager.Inbox.

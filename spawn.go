@@ -44,6 +44,11 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 			sc.typ = TypeSubAgent
 		}
 	}
+	created := now()
+	deadline, timeoutCause, err := sc.deadlineOf(created)
+	if err != nil {
+		return "", err
+	}
 	parent := m.lineage(ctx, sc.parent)
 	storedRun, err := m.checkStoredParent(ctx, owner, parent.TaskID)
 	if err != nil {
@@ -51,7 +56,6 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	}
 	parent.RunID = firstNonEmpty(parent.RunID, storedRun)
 
-	created := now()
 	t := &Task{m: m, fn: fn}
 	ent := m.newRecord(t)
 	*t.rec = TaskMeta{
@@ -72,6 +76,14 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	// The task keeps the spawner's values (trace span, logger, auth), not
 	// its cancellation or deadline; taskContext hides the spawner's tool call.
 	cctx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	if timeoutCause != nil {
+		// A child of cctx: a cancel (cctx's cause) that came first stays
+		// the cause; stopping cctx also stops the timer.
+		dctx, release := context.WithDeadlineCause(cctx, deadline, timeoutCause)
+		cancel := stop
+		stop = func(cause error) { cancel(cause); release() }
+		cctx = dctx
+	}
 	t.ctx = taskContext{Context: cctx, t: t}
 	t.stop = stop
 

@@ -137,7 +137,8 @@ type TaskMeta struct {
 	Description string          `json:"description,omitempty"`
 	Status      TaskStatus      `json:"status"`
 	Error       string          `json:"error,omitempty"`
-	Stack       string          `json:"stack,omitempty"` // set when the function panicked
+	ErrorKind   ErrorKind       `json:"error_kind,omitempty"` // why a failed or interrupted task ended
+	Stack       string          `json:"stack,omitempty"`      // set when the function panicked
 	Result      json.RawMessage `json:"result,omitempty"`
 	CreatedAt   time.Time       `json:"created_at,omitzero"`
 	StartedAt   time.Time       `json:"started_at,omitzero"`
@@ -395,6 +396,7 @@ func otherOwner(t *TaskMeta, owner string) error {
 //	                   awaiting_input            awaiting_input
 //	Description        the update's              the update's if set   the update's if the record has none
 //	Error and Stack    the update's              the update's if set   the update's if the record has neither
+//	ErrorKind          the update's              the update's if set   the update's if the record has none
 //	Result             the update's              the update's if set   the update's if the record has none
 //	Instance           the update's              the update's if set   the update's if the record has none
 //	Attempt            the update's (never lower: a lower one is fenced)                 kept
@@ -513,12 +515,13 @@ func mergeUpsert(cur, u *TaskMeta, at time.Time) bool {
 		setIf(&cur.Description, u.Description)
 		setIf(&cur.Error, u.Error)
 		setIf(&cur.Stack, u.Stack)
+		setIf((*string)(&cur.ErrorKind), string(u.ErrorKind))
 		setIf(&cur.Instance, u.Instance)
 		if u.Result != nil {
 			cur.Result = cloneRaw(u.Result)
 		}
 	} else {
-		cur.Description, cur.Error, cur.Stack = u.Description, u.Error, u.Stack
+		cur.Description, cur.Error, cur.Stack, cur.ErrorKind = u.Description, u.Error, u.Stack, u.ErrorKind
 		cur.Result = cloneRaw(u.Result)
 		cur.Instance = u.Instance
 	}
@@ -545,6 +548,9 @@ func enrich(cur, u *TaskMeta) {
 	}
 	if cur.Error == "" && cur.Stack == "" {
 		cur.Error, cur.Stack = u.Error, u.Stack
+	}
+	if cur.ErrorKind == "" {
+		cur.ErrorKind = u.ErrorKind
 	}
 	if cur.Result == nil {
 		cur.Result = cloneRaw(u.Result)

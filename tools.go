@@ -271,6 +271,7 @@ type toolTask struct {
 	FinishedAt   time.Time       `json:"finished_at,omitzero"`
 	Result       json.RawMessage `json:"result,omitempty"`
 	Error        string          `json:"error,omitempty"`
+	ErrorKind    ErrorKind       `json:"error_kind,omitempty"` // failed and interrupted tasks
 	InputRequest *InputRequest   `json:"input_request,omitempty"`
 	Progress     *toolProgress   `json:"progress,omitempty"` // a live task's latest custom event
 }
@@ -312,6 +313,7 @@ func taskView(m TaskMeta) toolTask {
 		ParentTaskID: m.Parent.TaskID,
 		CreatedAt:    m.CreatedAt,
 		FinishedAt:   m.FinishedAt,
+		ErrorKind:    m.ErrorKind,
 	}
 }
 

@@ -136,8 +136,11 @@ func ExampleOwner_Tools_getTask() {
 		log.Fatal(err)
 	}
 	for _, id := range []string{ok, bad} {
+		// A failed task's Wait returns its *bgtask.TaskError.
 		if _, err := agent.Wait(ctx, id); err != nil {
-			log.Fatal(err)
+			if _, failed := errors.AsType[*bgtask.TaskError](err); !failed {
+				log.Fatal(err)
+			}
 		}
 		var got struct {
 			Task struct {

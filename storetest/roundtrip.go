@@ -36,7 +36,7 @@ func fullRecords(owner string) []bgtask.TaskMeta {
 
 	failed := base
 	failed.ID, failed.Name, failed.Status = "task_failed", "", bgtask.StatusFailed
-	failed.Error = "panic: boom"
+	failed.Error, failed.ErrorKind = "panic: boom", bgtask.KindPanic
 	failed.Stack = "goroutine 7 [running]:\nmain.f()\n\t/src/main.go:12 +0x1d\n"
 	failed.FinishedAt = at(4)
 	failed.Parent = bgtask.Parent{RunID: "run_1"}

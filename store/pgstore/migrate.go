@@ -84,9 +84,12 @@ var migrations = []string{
 	DROP INDEX bgtask_tasks_terminal;
 	CREATE INDEX bgtask_notices_delivered ON bgtask_notices (delivered_at) WHERE delivered_at IS NOT NULL;
 	CREATE INDEX bgtask_cancel_done ON bgtask_cancel_requests ((coalesce(handled_at, requested_at)));`,
-	// 3: tags, set at insert and never changed; a GIN index serves the
-	// tag filter (tags @> ARRAY[tag]). Rows of an older version get none.
-	`ALTER TABLE bgtask_tasks ADD COLUMN tags text[] NOT NULL DEFAULT '{}';
+	// 3: error kinds and tags. error_kind is why a failed or interrupted
+	// task ended. Tags are set at insert and never changed; a GIN index
+	// serves the tag filter (tags @> ARRAY[tag]). Rows of an older version
+	// get neither.
+	`ALTER TABLE bgtask_tasks ADD COLUMN error_kind text NOT NULL DEFAULT '';
+	ALTER TABLE bgtask_tasks ADD COLUMN tags text[] NOT NULL DEFAULT '{}';
 	CREATE INDEX bgtask_tasks_tags ON bgtask_tasks USING gin (tags);`,
 }
 
