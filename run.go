@@ -115,6 +115,9 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	m.readRecord(t, &u)
 	from := u.Status
 	u.Status, u.Result, u.FinishedAt, u.ErrorKind = out.status, out.result, now(), out.kind
+	if out.status == StatusCancelled {
+		u.CancelReason = reasonOf(context.Cause(&t.ctx))
+	}
 	u.Error, _ = truncateText(out.err, m.cfg.caps.err)
 	u.Stack, _ = truncateText(out.stack, m.cfg.caps.err)
 	commitErr := m.commitUpdate(t, &u)
@@ -166,6 +169,8 @@ func terminalEvent(meta *TaskMeta) Event {
 		ev.Result = meta.Result
 	case StatusFailed, StatusInterrupted:
 		ev.Error, ev.ErrorKind = meta.Error, meta.ErrorKind
+	case StatusCancelled:
+		ev.CancelReason = meta.CancelReason
 	}
 	return ev
 }

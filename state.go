@@ -130,26 +130,27 @@ func (p Parent) IsZero() bool { return p == Parent{} }
 // spawn. Status, Error, Result and the stamps change through [ApplyAction]
 // only, which keeps the lifecycle invariants.
 type TaskMeta struct {
-	ID          string          `json:"task_id"`
-	Owner       string          `json:"owner"`
-	Type        string          `json:"task_type,omitempty"`
-	Name        string          `json:"name,omitempty"`
-	Description string          `json:"description,omitempty"`
-	Status      TaskStatus      `json:"status"`
-	Error       string          `json:"error,omitempty"`
-	ErrorKind   ErrorKind       `json:"error_kind,omitempty"` // why a failed or interrupted task ended
-	Stack       string          `json:"stack,omitempty"`      // set when the function panicked
-	Result      json.RawMessage `json:"result,omitempty"`
-	CreatedAt   time.Time       `json:"created_at,omitzero"`
-	StartedAt   time.Time       `json:"started_at,omitzero"`
-	FinishedAt  time.Time       `json:"finished_at,omitzero"`
-	Parent      Parent          `json:"parent,omitzero"`
-	Detached    bool            `json:"detached,omitempty"`
-	Instance    string          `json:"instance,omitempty"`      // runtime instance that ran it
-	Attempt     int64           `json:"attempt,omitempty"`       // fence: writes on an older attempt are dropped
-	Wake        WakePolicy      `json:"wake,omitempty"`          // what reaches the owner's inbox; "" is WakeOnTerminal
-	Input       *InputRequest   `json:"input_request,omitempty"` // set while awaiting_input
-	Tags        []string        `json:"tags,omitempty"`          // set at spawn (WithTags), never changed
+	ID           string          `json:"task_id"`
+	Owner        string          `json:"owner"`
+	Type         string          `json:"task_type,omitempty"`
+	Name         string          `json:"name,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	Status       TaskStatus      `json:"status"`
+	Error        string          `json:"error,omitempty"`
+	ErrorKind    ErrorKind       `json:"error_kind,omitempty"`    // why a failed or interrupted task ended
+	CancelReason string          `json:"cancel_reason,omitempty"` // why a cancelled task was cancelled (WithReason)
+	Stack        string          `json:"stack,omitempty"`         // set when the function panicked
+	Result       json.RawMessage `json:"result,omitempty"`
+	CreatedAt    time.Time       `json:"created_at,omitzero"`
+	StartedAt    time.Time       `json:"started_at,omitzero"`
+	FinishedAt   time.Time       `json:"finished_at,omitzero"`
+	Parent       Parent          `json:"parent,omitzero"`
+	Detached     bool            `json:"detached,omitempty"`
+	Instance     string          `json:"instance,omitempty"`      // runtime instance that ran it
+	Attempt      int64           `json:"attempt,omitempty"`       // fence: writes on an older attempt are dropped
+	Wake         WakePolicy      `json:"wake,omitempty"`          // what reaches the owner's inbox; "" is WakeOnTerminal
+	Input        *InputRequest   `json:"input_request,omitempty"` // set while awaiting_input
+	Tags         []string        `json:"tags,omitempty"`          // set at spawn (WithTags), never changed
 }
 
 // InputRequest is a question a task asked its owner (Task.RequestInput). The
@@ -397,6 +398,7 @@ func otherOwner(t *TaskMeta, owner string) error {
 //	Description        the update's              the update's if set   the update's if the record has none
 //	Error and Stack    the update's              the update's if set   the update's if the record has neither
 //	ErrorKind          the update's              the update's if set   the update's if the record has none
+//	CancelReason       the update's              the update's if set   the update's if the record has none
 //	Result             the update's              the update's if set   the update's if the record has none
 //	Instance           the update's              the update's if set   the update's if the record has none
 //	Attempt            the update's (never lower: a lower one is fenced)                 kept
@@ -516,12 +518,14 @@ func mergeUpsert(cur, u *TaskMeta, at time.Time) bool {
 		setIf(&cur.Error, u.Error)
 		setIf(&cur.Stack, u.Stack)
 		setIf((*string)(&cur.ErrorKind), string(u.ErrorKind))
+		setIf(&cur.CancelReason, u.CancelReason)
 		setIf(&cur.Instance, u.Instance)
 		if u.Result != nil {
 			cur.Result = cloneRaw(u.Result)
 		}
 	} else {
 		cur.Description, cur.Error, cur.Stack, cur.ErrorKind = u.Description, u.Error, u.Stack, u.ErrorKind
+		cur.CancelReason = u.CancelReason
 		cur.Result = cloneRaw(u.Result)
 		cur.Instance = u.Instance
 	}
@@ -551,6 +555,9 @@ func enrich(cur, u *TaskMeta) {
 	}
 	if cur.ErrorKind == "" {
 		cur.ErrorKind = u.ErrorKind
+	}
+	if cur.CancelReason == "" {
+		cur.CancelReason = u.CancelReason
 	}
 	if cur.Result == nil {
 		cur.Result = cloneRaw(u.Result)

@@ -98,11 +98,11 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	  cut to 200 bytes and a type to 128, with "…" (get_task shows them
 //	  whole).
 //	get_task     {"task_id":id}
-//	  → {"task":{…,started_at?,result?,error?,input_request?},"messages":[{id,direction,from,content,in_reply_to?,at}]}
+//	  → {"task":{…,started_at?,result?,error?,error_kind?,cancel_reason?,input_request?},"messages":[{id,direction,from,content,in_reply_to?,at}]}
 //	  The record (result when completed, error when failed, cancelled or
 //	  interrupted, the open input request) and the last 20 messages sent to
 //	  the task or by it, oldest first (Owner.Messages).
-//	cancel_task  {"target":{"relation":"self","name":null}} | {"target":{"relation":"child","name":n}}
+//	cancel_task  {"target":{"relation":"self","name":null}|{"relation":"child","name":n}, "reason":r|null}
 //	  → {"status":"accepted","root_task_id":id,"cancelled_count":n}
 //	  cancelled_count is the number of tasks this call signalled, nothing
 //	  else (not the run, not a task signalled before). self in a task scope
@@ -271,7 +271,8 @@ type toolTask struct {
 	FinishedAt   time.Time       `json:"finished_at,omitzero"`
 	Result       json.RawMessage `json:"result,omitempty"`
 	Error        string          `json:"error,omitempty"`
-	ErrorKind    ErrorKind       `json:"error_kind,omitempty"` // failed and interrupted tasks
+	ErrorKind    ErrorKind       `json:"error_kind,omitempty"`    // failed and interrupted tasks
+	CancelReason string          `json:"cancel_reason,omitempty"` // get_task and wait_task only
 	InputRequest *InputRequest   `json:"input_request,omitempty"`
 	Progress     *toolProgress   `json:"progress,omitempty"` // a live task's latest custom event
 }
@@ -332,6 +333,7 @@ func fullView(m TaskMeta) toolTask {
 	case StatusFailed, StatusCancelled, StatusInterrupted:
 		v.Error = m.Error
 	}
+	v.CancelReason = m.CancelReason
 	v.InputRequest = m.Input
 	return v
 }

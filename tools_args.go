@@ -59,6 +59,7 @@ type (
 	}
 	cancelArgs struct {
 		Target relTarget `json:"target"`
+		Reason string    `json:"reason,omitempty"`
 	}
 	sendArgs struct {
 		To        relTarget `json:"to"`
@@ -387,12 +388,19 @@ func decodeTarget(obj argObject, key string, rels ...string) (relTarget, error) 
 }
 
 func decodeCancelArgs(raw []byte) (cancelArgs, error) {
-	obj, err := readTop(raw, "target")
+	obj, err := readTop(raw, "target", "reason")
 	if err != nil {
 		return cancelArgs{}, err
 	}
 	t, err := decodeTarget(obj, "target", relSelf, relChild)
-	return cancelArgs{Target: t}, err
+	if err != nil {
+		return cancelArgs{}, err
+	}
+	reason, _, err := obj.str("reason", "reason", argReasonMax)
+	if err != nil {
+		return cancelArgs{}, err
+	}
+	return cancelArgs{Target: t, Reason: strings.TrimSpace(reason)}, nil
 }
 
 func decodeSendArgs(raw []byte) (sendArgs, error) {

@@ -341,7 +341,7 @@ func ExampleTool_GeminiParameters() {
 	// Output:
 	// list_tasks OBJECT [status type tag limit cursor]
 	// get_task OBJECT [task_id]
-	// cancel_task OBJECT [target]
+	// cancel_task OBJECT [target reason]
 	// send_message OBJECT [to message in_reply_to]
 	// wait_task OBJECT [task_id timeout_seconds]
 }

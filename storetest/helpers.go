@@ -213,6 +213,7 @@ func diffMeta(want, got bgtask.TaskMeta) string {
 	field("Status", want.Status, got.Status)
 	field("Error", want.Error, got.Error)
 	field("ErrorKind", want.ErrorKind, got.ErrorKind)
+	field("CancelReason", want.CancelReason, got.CancelReason)
 	field("Stack", want.Stack, got.Stack)
 	if !sameJSON(want.Result, got.Result) {
 		fmt.Fprintf(&b, "    Result = %s, want %s\n", showRaw(got.Result), showRaw(want.Result))

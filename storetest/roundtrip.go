@@ -47,8 +47,14 @@ func fullRecords(owner string) []bgtask.TaskMeta {
 	nullResult.ID = "task_null_result"
 	nullResult.Result = json.RawMessage(`null`)
 
+	cancelled := base
+	cancelled.ID, cancelled.Name, cancelled.Status = "task_cancelled", "", bgtask.StatusCancelled
+	cancelled.Error = "bgtask: task cancelled: the user changed plans <now> & \"then\""
+	cancelled.CancelReason = "the user changed plans <now> & \"then\""
+	cancelled.FinishedAt = at(5)
+
 	minimal := bgtask.TaskMeta{ID: "task_minimal", Owner: owner, Status: bgtask.StatusQueued}
-	return []bgtask.TaskMeta{awaiting, completed, failed, nullResult, minimal}
+	return []bgtask.TaskMeta{awaiting, completed, failed, nullResult, cancelled, minimal}
 }
 
 // testRoundTrip commits records that set every field and reads them back
@@ -94,7 +100,7 @@ func testRoundTrip(t *testing.T, c Config) {
 		utc("List", ms[i])
 	}
 	kids := list(t, "Children", s.Children(t.Context(), "task_parent"))
-	wantIDs(t, "Children(task_parent) ids", idsOf(kids), []string{"task_awaiting", "task_completed", "task_null_result"})
+	wantIDs(t, "Children(task_parent) ids", idsOf(kids), []string{"task_awaiting", "task_cancelled", "task_completed", "task_null_result"})
 	for _, k := range kids {
 		if d := diffMeta(want.Tasks[k.ID], k); d != "" {
 			t.Errorf("Children record %s differs from the committed record:\n%s", k.ID, d)

@@ -15,7 +15,7 @@ import (
 // of scanRow and rowArgs.
 const columns = `id, owner, task_type, name, description, status, error, stack, result,
 	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
-	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind`
+	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason`
 
 // row is a tasks row as scanned, before it is checked. The table is STRICT
 // and its columns NOT NULL where a TaskMeta needs a value, so a scan cannot
@@ -30,7 +30,7 @@ type row struct {
 	attempt                                                   int64
 	wake                                                      string
 	inputID, inputPrompt                                      sql.NullString
-	tags, errorKind                                           string
+	tags, errorKind, cancelReason                             string
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -38,7 +38,7 @@ type scanner interface{ Scan(dest ...any) error }
 func (r *row) scan(s scanner) error {
 	err := s.Scan(&r.id, &r.owner, &r.typ, &r.name, &r.description, &r.status, &r.errText, &r.stack, &r.result,
 		&r.created, &r.started, &r.finished, &r.parentTask, &r.parentRun, &r.parentCall,
-		&r.parentAgent, &r.detached, &r.instance, &r.attempt, &r.wake, &r.inputID, &r.inputPrompt, &r.tags, &r.errorKind)
+		&r.parentAgent, &r.detached, &r.instance, &r.attempt, &r.wake, &r.inputID, &r.inputPrompt, &r.tags, &r.errorKind, &r.cancelReason)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: read task row: %w", err)
 	}
@@ -51,23 +51,24 @@ func (r *row) scan(s scanner) error {
 // names the task.
 func (r *row) decode() (bgtask.TaskMeta, error) {
 	m := bgtask.TaskMeta{
-		ID:          r.id,
-		Owner:       r.owner,
-		Type:        r.typ,
-		Name:        r.name,
-		Description: r.description,
-		Status:      bgtask.TaskStatus(r.status),
-		Error:       r.errText,
-		ErrorKind:   bgtask.ErrorKind(r.errorKind),
-		Stack:       r.stack,
-		CreatedAt:   fromMicros(r.created),
-		StartedAt:   fromMicros(r.started),
-		FinishedAt:  fromMicros(r.finished),
-		Parent:      bgtask.Parent{TaskID: r.parentTask, RunID: r.parentRun, CallID: r.parentCall, AgentID: r.parentAgent},
-		Detached:    r.detached != 0,
-		Instance:    r.instance,
-		Attempt:     r.attempt,
-		Wake:        bgtask.WakePolicy(r.wake),
+		ID:           r.id,
+		Owner:        r.owner,
+		Type:         r.typ,
+		Name:         r.name,
+		Description:  r.description,
+		Status:       bgtask.TaskStatus(r.status),
+		Error:        r.errText,
+		ErrorKind:    bgtask.ErrorKind(r.errorKind),
+		CancelReason: r.cancelReason,
+		Stack:        r.stack,
+		CreatedAt:    fromMicros(r.created),
+		StartedAt:    fromMicros(r.started),
+		FinishedAt:   fromMicros(r.finished),
+		Parent:       bgtask.Parent{TaskID: r.parentTask, RunID: r.parentRun, CallID: r.parentCall, AgentID: r.parentAgent},
+		Detached:     r.detached != 0,
+		Instance:     r.instance,
+		Attempt:      r.attempt,
+		Wake:         bgtask.WakePolicy(r.wake),
 	}
 	if r.result.Valid {
 		m.Result = json.RawMessage(r.result.String)
@@ -131,7 +132,7 @@ func rowArgs(m *bgtask.TaskMeta) []any {
 	return []any{m.ID, m.Owner, m.Type, m.Name, m.Description, string(m.Status), m.Error, m.Stack, result,
 		toMicros(m.CreatedAt), toMicros(m.StartedAt), toMicros(m.FinishedAt),
 		m.Parent.TaskID, m.Parent.RunID, m.Parent.CallID, m.Parent.AgentID,
-		detached, m.Instance, m.Attempt, string(m.Wake), inputID, inputPrompt, tagsArg(m), string(m.ErrorKind)}
+		detached, m.Instance, m.Attempt, string(m.Wake), inputID, inputPrompt, tagsArg(m), string(m.ErrorKind), m.CancelReason}
 }
 
 // toMicros stores a time as UTC microseconds (decision 14: stamps have
@@ -154,7 +155,7 @@ func fromMicros(v sql.NullInt64) time.Time {
 // update that the reducer left unchanged is not written.
 func sameMeta(a, b *bgtask.TaskMeta) bool {
 	return a.ID == b.ID && a.Owner == b.Owner && a.Type == b.Type && a.Name == b.Name &&
-		a.Description == b.Description && a.Status == b.Status && a.Error == b.Error && a.ErrorKind == b.ErrorKind && a.Stack == b.Stack &&
+		a.Description == b.Description && a.Status == b.Status && a.Error == b.Error && a.ErrorKind == b.ErrorKind && a.CancelReason == b.CancelReason && a.Stack == b.Stack &&
 		bytes.Equal(a.Result, b.Result) && (a.Result == nil) == (b.Result == nil) &&
 		a.CreatedAt.UnixMicro() == b.CreatedAt.UnixMicro() && a.CreatedAt.IsZero() == b.CreatedAt.IsZero() &&
 		a.StartedAt.UnixMicro() == b.StartedAt.UnixMicro() && a.StartedAt.IsZero() == b.StartedAt.IsZero() &&

@@ -52,13 +52,15 @@ var migrations = [...]string{
 	CREATE INDEX tasks_parent ON tasks (parent_task_id, created_at) WHERE parent_task_id <> '';
 	CREATE INDEX tasks_owner_terminal ON tasks (owner, terminal_seq) WHERE terminal_seq IS NOT NULL;
 	CREATE INDEX tasks_terminal_at ON tasks (terminal_at) WHERE terminal_at IS NOT NULL;`,
-	// 2: tags and error kinds. error_kind is why a failed or interrupted
-	// task ended ('' for rows of version 1). The record's tags are a JSON array of strings in tasks.tags
+	// 2: tags, error kinds and cancel reasons. error_kind is why a failed
+	// or interrupted task ended, cancel_reason why a cancelled one was
+	// cancelled ('' for rows of version 1). The record's tags are a JSON array of strings in tasks.tags
 	// (set at insert, never changed by the reducer); task_tags indexes
 	// them for the tag filter, one row per (owner, tag, task), kept by
 	// triggers so that every write path (upserts, retention deletes,
 	// removes) keeps it in step. Rows of an older version get no tags.
 	`ALTER TABLE tasks ADD COLUMN error_kind TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN cancel_reason TEXT NOT NULL DEFAULT '';
 	ALTER TABLE tasks ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
 	CREATE TABLE task_tags (
 		owner   TEXT NOT NULL,
