@@ -12,23 +12,25 @@ import (
 // With a SharedStore, a task that another instance runs is reached through
 // SharedStore.RequestCancel, and counts 1 once the request is recorded.
 // The task's context is cancelled with cause ErrCancelled; its descendants
-// are not (see CancelTree). ErrNotFound for an unknown id.
-func (m *Manager) Cancel(ctx context.Context, id string) (int, error) {
-	return m.cancelTask(ctx, everyOwner, id, false)
+// are not (see CancelTree). ErrNotFound for an unknown id. WithReason says
+// why.
+func (m *Manager) Cancel(ctx context.Context, id string, opts ...CancelOption) (int, error) {
+	return m.cancelTask(ctx, everyOwner, id, false, cancelReason(opts))
 }
 
 // CancelTree cancels a task (cause ErrCancelled) and its attached
 // descendants (cause ErrParentCancelled), whoever owns them, and returns how
 // many live tasks it signalled. Detached descendants are left running. Its
 // cost is the size of the subtree, not of the Manager. ErrNotFound for an
-// unknown id. It is an administrator's call, like Cancel.
-func (m *Manager) CancelTree(ctx context.Context, id string) (int, error) {
-	return m.cancelTask(ctx, everyOwner, id, true)
+// unknown id. It is an administrator's call, like Cancel. WithReason says
+// why, to every task it cancels.
+func (m *Manager) CancelTree(ctx context.Context, id string, opts ...CancelOption) (int, error) {
+	return m.cancelTask(ctx, everyOwner, id, true, cancelReason(opts))
 }
 
 // cancelTask cancels id, or its tree, if r covers its owner; a task r does
 // not cover is reported as not found.
-func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool) (int, error) {
+func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool, reason string) (int, error) {
 	if m.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -40,10 +42,10 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool)
 	t := m.nodes[id]
 	if t != nil && r.covers(t.rec.Owner) {
 		if tree {
-			n, starts = m.cancelSubtree(t, ErrCancelled, ErrParentCancelled, nil)
+			n, starts = m.cancelSubtree(t, withReason(ErrCancelled, reason), withReason(ErrParentCancelled, reason), nil)
 		} else {
 			var ok bool
-			if ok, starts = m.signal(t, ErrCancelled, nil); ok {
+			if ok, starts = m.signal(t, withReason(ErrCancelled, reason), nil); ok {
 				n = 1
 			}
 		}
@@ -130,8 +132,8 @@ func (m *Manager) cancelOwner(owner string) (int, error) {
 
 // CancelRun is m.Owner(owner).CancelRun(runID): it cancels the owner's run
 // of that id, and no other owner's run of the same id.
-func (m *Manager) CancelRun(owner, runID string) (int, error) {
-	return m.Owner(owner).CancelRun(runID)
+func (m *Manager) CancelRun(owner, runID string, opts ...CancelOption) (int, error) {
+	return m.Owner(owner).CancelRun(runID, opts...)
 }
 
 // cancelRun cancels the run key: it marks it cancelled, then signals every
@@ -139,7 +141,7 @@ func (m *Manager) CancelRun(owner, runID string) (int, error) {
 // ErrRunCancelled. It returns how many live tasks it signalled, and whether
 // the run was already cancelled before. Its cost is the size of the run's
 // trees.
-func (m *Manager) cancelRun(key runKey) (n int, already bool) {
+func (m *Manager) cancelRun(key runKey, reason string) (n int, already bool) {
 	var starts []*Task
 	m.mu.Lock()
 	rs := m.runs[key]
@@ -156,7 +158,8 @@ func (m *Manager) cancelRun(key runKey) (n int, already bool) {
 	}
 	for t := rs.head; t != nil; t = t.runNext {
 		var k int
-		k, starts = m.cancelSubtree(t, ErrRunCancelled, ErrRunCancelled, starts)
+		cause := withReason(ErrRunCancelled, reason)
+		k, starts = m.cancelSubtree(t, cause, cause, starts)
 		n += k
 	}
 	m.mu.Unlock()
@@ -168,10 +171,10 @@ func (m *Manager) cancelRun(key runKey) (n int, already bool) {
 // returns how many it signalled and whether t had been signalled before. It
 // is for a caller that holds t already (a tool's current task), so no
 // lookup by id and no owner check is needed.
-func (m *Manager) cancelTree(t *Task) (n int, before bool) {
+func (m *Manager) cancelTree(t *Task, reason string) (n int, before bool) {
 	m.mu.Lock()
 	before = t.signalled
-	n, starts := m.cancelSubtree(t, ErrCancelled, ErrParentCancelled, nil)
+	n, starts := m.cancelSubtree(t, withReason(ErrCancelled, reason), withReason(ErrParentCancelled, reason), nil)
 	m.mu.Unlock()
 	m.startAll(starts)
 	return n, before

@@ -134,7 +134,7 @@ func TestSizeCaps(t *testing.T) {
 		ev(resID, `"custom","event_type":"progress","payload":`+wantJSON+`}`),
 		ev(resID, `"input_requested","input_request":{"id":"`+meta.Input.ID+`","prompt":"`+cut("p")+`"}}`),
 		ev(resID, `"completed","result":`+wantJSON+`}`),
-		ev(errID, `"failed","error":"`+cut("e")+`"}`),
+		ev(errID, `"failed","error":"`+cut("e")+`","error_kind":"error"}`),
 		"", // the panic, checked above
 		ev(agentID, `"custom","event_type":"agent_message","payload":{"from":"`+cut("f")+`","content":"`+cut("r")+`"}}`),
 		ev(agentID, `"custom","event_type":"agent_message","payload":{"truncated":true,"original_bytes":111,"preview":""}}`),

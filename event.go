@@ -62,10 +62,13 @@ type Event struct {
 	Name      string          // the task's name, "" if it has none
 	Result    json.RawMessage // completed
 	Error     string          // failed, interrupted, commit_failed
-	Status    TaskStatus      // commit_failed: the status that was not committed
-	EventType string          // custom
-	Payload   json.RawMessage // custom
-	Input     *InputRequest   // input_requested
+	ErrorKind ErrorKind       // failed, interrupted: why it ended (see TaskMeta.ErrorKind)
+	// CancelReason is the reason a cancelled task was given (WithReason).
+	CancelReason string
+	Status       TaskStatus      // commit_failed: the status that was not committed
+	EventType    string          // custom
+	Payload      json.RawMessage // custom
+	Input        *InputRequest   // input_requested
 
 	// Quiet marks a custom event that must not wake an idle owner: progress
 	// under the default wake policy. It reaches the inbox and is delivered
@@ -84,6 +87,8 @@ type eventJSON struct {
 	Result    *json.RawMessage `json:"result,omitempty"`
 	Status    TaskStatus       `json:"status,omitempty"`
 	Error     *string          `json:"error,omitempty"`
+	ErrorKind ErrorKind        `json:"error_kind,omitempty"`
+	Reason    string           `json:"reason,omitempty"`
 	Input     *InputRequest    `json:"input_request,omitempty"`
 }
 
@@ -103,8 +108,9 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	case EventCompleted:
 		j.Result = orNull(e.Result)
 	case EventFailed, EventInterrupted:
-		j.Error = &e.Error
+		j.Error, j.ErrorKind = &e.Error, e.ErrorKind
 	case EventCancelled:
+		j.Reason = e.CancelReason
 	case EventCustom:
 		j.EventType = e.EventType
 		j.Payload = orNull(e.Payload)
@@ -143,7 +149,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	if j.Kind == EventInputRequested && (j.Input == nil || j.Input.ID == "") {
 		return fmt.Errorf("%w: input_requested event without a request id", ErrInvalidEvent)
 	}
-	*e = Event{Kind: j.Kind, TaskID: j.TaskID, Name: j.Name, EventType: j.EventType, Status: j.Status, Input: j.Input}
+	*e = Event{Kind: j.Kind, TaskID: j.TaskID, Name: j.Name, EventType: j.EventType, Status: j.Status, Input: j.Input, ErrorKind: j.ErrorKind, CancelReason: j.Reason}
 	if j.Payload != nil {
 		e.Payload = *j.Payload
 	}

@@ -171,14 +171,30 @@ func getTask(t testing.TB, g getter, id string) TaskMeta {
 }
 
 // waitTask waits for id through w (a Manager or an Owner view) and fails
-// the test on error.
+// the test on error, except the *TaskError of a failed task, which must
+// say what its record says.
 func waitTask(t testing.TB, w waiter, id string) TaskMeta {
 	t.Helper()
 	meta, err := w.Wait(context.Background(), id)
+	if te, ok := errors.AsType[*TaskError](err); ok && meta.Status == StatusFailed {
+		if *te != (TaskError{TaskID: id, Kind: meta.ErrorKind, Message: meta.Error}) || meta.ErrorKind == "" {
+			t.Fatalf("Wait(%s): %#v for the record %+v", id, te, meta)
+		}
+		return meta
+	}
 	if err != nil {
 		t.Fatalf("Wait(%s): %v", id, err)
 	}
+	if meta.Status == StatusFailed {
+		t.Fatalf("Wait(%s): no error for a failed task", id)
+	}
 	return meta
+}
+
+// isTaskError reports whether err is a failed task's *TaskError.
+func isTaskError(err error) bool {
+	_, ok := errors.AsType[*TaskError](err)
+	return ok
 }
 
 // waitStatus waits for id and checks its terminal status.

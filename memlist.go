@@ -10,6 +10,11 @@ import (
 
 // List implements Store.
 func (s *MemoryStore) List(ctx context.Context, owner string, statuses ...TaskStatus) iter.Seq2[TaskMeta, error] {
+	return s.ListTagged(ctx, owner, "", statuses...)
+}
+
+// ListTagged implements TagLister. It walks the owner's records.
+func (s *MemoryStore) ListTagged(ctx context.Context, owner, tag string, statuses ...TaskStatus) iter.Seq2[TaskMeta, error] {
 	return func(yield func(TaskMeta, error) bool) {
 		if err := checkStatuses(statuses); err != nil {
 			yield(TaskMeta{}, err)
@@ -23,7 +28,7 @@ func (s *MemoryStore) List(ctx context.Context, owner string, statuses ...TaskSt
 		var out []TaskMeta
 		if o := s.owners[owner]; o != nil {
 			o.each(func(m *TaskMeta) {
-				if len(statuses) == 0 || slices.Contains(statuses, m.Status) {
+				if (len(statuses) == 0 || slices.Contains(statuses, m.Status)) && (tag == "" || slices.Contains(m.Tags, tag)) {
 					out = append(out, cloneMeta(*m))
 				}
 			})

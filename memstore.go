@@ -317,12 +317,13 @@ func (s *MemoryStore) retain(owner string, o *memOwner) {
 // written: a Manager reads them without the store's lock.
 func setMutable(cur, next *TaskMeta) bool {
 	if cur.Description == next.Description && cur.Status == next.Status && cur.Error == next.Error &&
-		cur.Stack == next.Stack && bytes.Equal(cur.Result, next.Result) && cur.Instance == next.Instance &&
+		cur.ErrorKind == next.ErrorKind && cur.CancelReason == next.CancelReason && cur.Stack == next.Stack && bytes.Equal(cur.Result, next.Result) && cur.Instance == next.Instance &&
 		cur.Attempt == next.Attempt && cur.CreatedAt.Equal(next.CreatedAt) &&
 		cur.StartedAt.Equal(next.StartedAt) && cur.FinishedAt.Equal(next.FinishedAt) && sameInput(cur.Input, next.Input) {
 		return false
 	}
 	cur.Description, cur.Status, cur.Error, cur.Stack = next.Description, next.Status, next.Error, next.Stack
+	cur.ErrorKind, cur.CancelReason = next.ErrorKind, next.CancelReason
 	cur.Result, cur.Instance, cur.Attempt = next.Result, next.Instance, next.Attempt
 	cur.CreatedAt, cur.StartedAt, cur.FinishedAt = next.CreatedAt, next.StartedAt, next.FinishedAt
 	cur.Input = next.Input

@@ -85,10 +85,7 @@ func TestObserverTransitions(t *testing.T) {
 					}
 				}
 				close(release)
-				meta, err := m.Wait(t.Context(), id)
-				if err != nil {
-					t.Fatal(err)
-				}
+				meta := waitTask(t, m, id)
 				if blocker != "" {
 					waitStatus(t, m, blocker, StatusCompleted)
 				}

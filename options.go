@@ -30,6 +30,8 @@ type config struct {
 	runMemory      int
 	inboxOpts      []InboxOption
 	caps           sizeCaps
+	tagCount       int // WithTagCaps
+	tagBytes       int
 
 	// Set by an option, to tell an explicit bad value from the default.
 	storeSet, instanceSet bool
@@ -256,6 +258,8 @@ func (c *config) validate() error {
 		{"WithMaxPayloadBytes", &c.caps.payload, DefaultMaxPayloadBytes},
 		{"WithMaxPromptBytes", &c.caps.prompt, DefaultMaxPromptBytes},
 		{"WithMaxMessageBytes", &c.caps.message, DefaultMaxMessageBytes},
+		{"WithTagCaps", &c.tagCount, DefaultMaxTags},
+		{"WithTagCaps", &c.tagBytes, DefaultMaxTagBytes},
 	} {
 		if *sc.n < 0 {
 			return fmt.Errorf("bgtask: %s(%d): negative size", sc.name, *sc.n)
@@ -275,6 +279,10 @@ type spawnConfig struct {
 	parent                 Parent
 	detached               bool
 	wake                   WakePolicy
+	tags                   []string
+	timeout                time.Duration // WithTimeout
+	deadline               time.Time     // WithDeadline
+	timed                  timedBy
 }
 
 // WithName gives the task a short name, unique among the owner's

@@ -73,6 +73,12 @@ func (o Owner) Get(ctx context.Context, id string) (TaskMeta, error) {
 // the given statuses when any is given. The records are read from the Store
 // when List is called.
 func (o Owner) List(ctx context.Context, statuses ...TaskStatus) (iter.Seq[TaskMeta], error) {
+	return o.ListTagged(ctx, "", statuses...)
+}
+
+// ListTagged is List restricted to the tasks that carry tag (WithTags); an
+// empty tag restricts nothing.
+func (o Owner) ListTagged(ctx context.Context, tag string, statuses ...TaskStatus) (iter.Seq[TaskMeta], error) {
 	if !validOwner(o.id) {
 		return nil, ErrInvalidOwner
 	}
@@ -80,7 +86,7 @@ func (o Owner) List(ctx context.Context, statuses ...TaskStatus) (iter.Seq[TaskM
 		return nil, err
 	}
 	var tasks []TaskMeta
-	for meta, err := range o.m.store.List(ctx, o.id, statuses...) {
+	for meta, err := range ListTagged(ctx, o.m.store, o.id, tag, statuses...) {
 		if err != nil {
 			return nil, err
 		}
@@ -92,22 +98,24 @@ func (o Owner) List(ctx context.Context, statuses ...TaskStatus) (iter.Seq[TaskM
 // Cancel asks one of the owner's tasks to stop (not its descendants) and
 // returns 1 if it signalled a live task, 0 if the task had already ended or
 // was already signalled. ErrNotFound for an unknown id or another owner's.
-func (o Owner) Cancel(ctx context.Context, id string) (int, error) {
+// WithReason says why (see Manager.Cancel).
+func (o Owner) Cancel(ctx context.Context, id string, opts ...CancelOption) (int, error) {
 	if !validOwner(o.id) {
 		return 0, ErrInvalidOwner
 	}
-	return o.m.cancelTask(ctx, ownerReach(o.id), id, false)
+	return o.m.cancelTask(ctx, ownerReach(o.id), id, false, cancelReason(opts))
 }
 
 // CancelTree cancels one of the owner's tasks and its attached descendants
 // (whoever owns them: a sub-agent's own tasks are its descendants), and
 // returns how many live tasks it signalled. Its cost is the size of the
-// subtree. ErrNotFound for an unknown id or another owner's.
-func (o Owner) CancelTree(ctx context.Context, id string) (int, error) {
+// subtree. ErrNotFound for an unknown id or another owner's. WithReason
+// says why, to every task it cancels.
+func (o Owner) CancelTree(ctx context.Context, id string, opts ...CancelOption) (int, error) {
 	if !validOwner(o.id) {
 		return 0, ErrInvalidOwner
 	}
-	return o.m.cancelTask(ctx, ownerReach(o.id), id, true)
+	return o.m.cancelTask(ctx, ownerReach(o.id), id, true, cancelReason(opts))
 }
 
 // CancelAll cancels every live task of the owner, detached ones included,
@@ -124,14 +132,16 @@ func (o Owner) CancelAll() (int, error) { return o.m.cancelOwner(o.id) }
 // Another owner's run of the same id is untouched. A cancelled run is
 // remembered for WithCancelledRunsKept runs. Errors, in this order:
 // ErrInvalidOwner, ErrClosed, ErrInvalidArgument for an empty run id.
-func (o Owner) CancelRun(runID string) (int, error) {
-	n, _, err := o.cancelRun(runID)
+// WithReason says why, to every task it cancels (the cause then matches
+// ErrRunCancelled and ErrCancelled).
+func (o Owner) CancelRun(runID string, opts ...CancelOption) (int, error) {
+	n, _, err := o.cancelRun(runID, cancelReason(opts))
 	return n, err
 }
 
 // cancelRun is CancelRun that also reports whether the run was already
 // cancelled.
-func (o Owner) cancelRun(runID string) (n int, already bool, err error) {
+func (o Owner) cancelRun(runID, reason string) (n int, already bool, err error) {
 	switch {
 	case !validOwner(o.id):
 		return 0, false, ErrInvalidOwner
@@ -140,7 +150,7 @@ func (o Owner) cancelRun(runID string) (n int, already bool, err error) {
 	case runID == "":
 		return 0, false, errEmptyRun
 	}
-	n, already = o.m.cancelRun(runKey{owner: o.id, run: runID})
+	n, already = o.m.cancelRun(runKey{owner: o.id, run: runID}, reason)
 	return n, already, nil
 }
 
@@ -166,7 +176,7 @@ func (o Owner) Wait(ctx context.Context, id string) (TaskMeta, error) {
 	if !validOwner(o.id) {
 		return TaskMeta{}, ErrInvalidOwner
 	}
-	return o.m.wait(ctx, ownerReach(o.id), id)
+	return withTaskError(o.m.wait(ctx, ownerReach(o.id), id))
 }
 
 // Inbox returns the owner's inbox; see Manager.Inbox.

@@ -75,6 +75,7 @@ func (p *Plugin) render(ev *Event) PromptMessage {
 	shown.Result = capJSON(ev.Result, p.displayMax)
 	shown.Payload = capJSON(ev.Payload, p.displayMax)
 	shown.Error = capText(ev.Error, p.displayMax)
+	shown.CancelReason = capText(ev.CancelReason, p.displayMax)
 	if ev.Input != nil {
 		in := *ev.Input
 		in.Prompt = capText(in.Prompt, p.displayMax)

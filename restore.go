@@ -78,6 +78,7 @@ func (m *Manager) restoreOwner(ctx context.Context, owner, report string) ([]Tas
 		}
 		from := meta.Status
 		meta.Status, meta.FinishedAt, meta.Attempt = StatusInterrupted, at, meta.Attempt+1
+		meta.ErrorKind = KindInterrupted
 		meta.Error = fmt.Sprintf("bgtask: interrupted: the runtime that ran it (instance %q) is gone; it will not be re-run", meta.Instance)
 		if err := m.store.Commit(ctx, owner, Upsert(meta)); err != nil {
 			return done, fmt.Errorf("bgtask: restore %s: %w", meta.ID, err)

@@ -12,6 +12,7 @@ import (
 // outcome is what a task's function came to, before it is recorded.
 type outcome struct {
 	status     TaskStatus
+	kind       ErrorKind
 	err, stack string
 	result     json.RawMessage
 }
@@ -21,7 +22,7 @@ type outcome struct {
 // large is kept in its frame while the function runs, so a parked task keeps
 // the small first stack of a goroutine.
 func (m *Manager) run(t *Task) {
-	out := outcome{status: StatusFailed, err: "bgtask: task function called runtime.Goexit"}
+	out := outcome{status: StatusFailed, kind: KindError, err: "bgtask: task function called runtime.Goexit"}
 	defer func() {
 		// Deferred so that a function calling runtime.Goexit still ends.
 		m.finish(t, &out)
@@ -34,7 +35,7 @@ func (m *Manager) run(t *Task) {
 		return
 	}
 	if err := m.promote(t); err != nil {
-		out = outcome{status: StatusFailed, err: fmt.Sprintf("bgtask: could not record the start: %v", err)}
+		out = outcome{status: StatusFailed, kind: KindError, err: fmt.Sprintf("bgtask: could not record the start: %v", err)}
 		return
 	}
 	m.call(t, &out)
@@ -67,7 +68,7 @@ func (m *Manager) promote(t *Task) error {
 func (m *Manager) call(t *Task, out *outcome) {
 	defer func() {
 		if r := recover(); r != nil {
-			*out = outcome{status: StatusFailed, err: fmt.Sprintf("panic: %v", r), stack: string(debug.Stack())}
+			*out = outcome{status: StatusFailed, kind: KindPanic, err: fmt.Sprintf("panic: %v", r), stack: string(debug.Stack())}
 			m.counters.panicked.Add(1)
 			m.log.Error("bgtask: task panicked", "task_id", t.rec.ID, "panic", r)
 		}
@@ -77,15 +78,22 @@ func (m *Manager) call(t *Task, out *outcome) {
 	case err == nil:
 		res, encErr := encodeJSON(v)
 		if encErr != nil {
-			*out = outcome{status: StatusFailed, err: fmt.Sprintf("bgtask: result is not JSON-encodable: %v", encErr)}
+			*out = outcome{status: StatusFailed, kind: KindError, err: fmt.Sprintf("bgtask: result is not JSON-encodable: %v", encErr)}
 			return
 		}
 		res, _ = truncateJSON(res, m.cfg.caps.result)
 		*out = outcome{status: StatusCompleted, result: res}
+	case t.ctx.Err() != nil && errors.Is(context.Cause(&t.ctx), ErrTimeout):
+		// Its time ran out (not a cancel: a cancel's cause stays the cause).
+		text := err.Error()
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrTimeout) {
+			text = context.Cause(&t.ctx).Error()
+		}
+		*out = outcome{status: StatusFailed, kind: KindTimeout, err: text}
 	case t.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.Cause(&t.ctx))):
 		*out = outcome{status: StatusCancelled, err: context.Cause(&t.ctx).Error()}
 	default:
-		*out = outcome{status: StatusFailed, err: err.Error()}
+		*out = outcome{status: StatusFailed, kind: KindError, err: err.Error()}
 	}
 }
 
@@ -106,7 +114,10 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	var u TaskMeta
 	m.readRecord(t, &u)
 	from := u.Status
-	u.Status, u.Result, u.FinishedAt = out.status, out.result, now()
+	u.Status, u.Result, u.FinishedAt, u.ErrorKind = out.status, out.result, now(), out.kind
+	if out.status == StatusCancelled {
+		u.CancelReason = reasonOf(context.Cause(&t.ctx))
+	}
 	u.Error, _ = truncateText(out.err, m.cfg.caps.err)
 	u.Stack, _ = truncateText(out.stack, m.cfg.caps.err)
 	commitErr := m.commitUpdate(t, &u)
@@ -157,7 +168,9 @@ func terminalEvent(meta *TaskMeta) Event {
 	case StatusCompleted:
 		ev.Result = meta.Result
 	case StatusFailed, StatusInterrupted:
-		ev.Error = meta.Error
+		ev.Error, ev.ErrorKind = meta.Error, meta.ErrorKind
+	case StatusCancelled:
+		ev.CancelReason = meta.CancelReason
 	}
 	return ev
 }

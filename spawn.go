@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Default task types.
@@ -31,6 +32,9 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	if err := checkName(sc.name); err != nil {
 		return "", err
 	}
+	if err := m.cfg.checkTags(sc.tags); err != nil {
+		return "", err
+	}
 	if !sc.wake.Valid() {
 		return "", invalidArgument("unknown wake policy %q", sc.wake)
 	}
@@ -40,6 +44,11 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 			sc.typ = TypeSubAgent
 		}
 	}
+	created := now()
+	deadline, timeoutCause, err := sc.deadlineOf(created)
+	if err != nil {
+		return "", err
+	}
 	parent := m.lineage(ctx, sc.parent)
 	storedRun, err := m.checkStoredParent(ctx, owner, parent.TaskID)
 	if err != nil {
@@ -47,7 +56,6 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	}
 	parent.RunID = firstNonEmpty(parent.RunID, storedRun)
 
-	created := now()
 	t := &Task{m: m, fn: fn}
 	ent := m.newRecord(t)
 	*t.rec = TaskMeta{
@@ -60,6 +68,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		Detached:    sc.detached,
 		Instance:    m.cfg.instance,
 		Wake:        sc.wake,
+		Tags:        slices.Clone(sc.tags),
 	}
 	if agent {
 		t.inbox = m.newInbox(WithOnClosed(m.forwardOrphanEvent(owner)))
@@ -67,6 +76,14 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	// The task keeps the spawner's values (trace span, logger, auth), not
 	// its cancellation or deadline; taskContext hides the spawner's tool call.
 	cctx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	if timeoutCause != nil {
+		// A child of cctx: a cancel (cctx's cause) that came first stays
+		// the cause; stopping cctx also stops the timer.
+		dctx, release := context.WithDeadlineCause(cctx, deadline, timeoutCause)
+		cancel := stop
+		stop = func(cause error) { cancel(cause); release() }
+		cctx = dctx
+	}
 	t.ctx = taskContext{Context: cctx, t: t}
 	t.stop = stop
 

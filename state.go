@@ -6,6 +6,7 @@ package bgtask
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -125,28 +126,31 @@ func (p Parent) IsZero() bool { return p == Parent{} }
 // its goroutine and its inbox are never persisted, and a restored task is
 // never re-run. The zero value is not a valid record (it has no ID).
 //
-// Identity fields (ID, Owner, Type, Name, Parent, CreatedAt) are set once at
+// Identity fields (ID, Owner, Type, Name, Parent, Tags, CreatedAt) are set once at
 // spawn. Status, Error, Result and the stamps change through [ApplyAction]
 // only, which keeps the lifecycle invariants.
 type TaskMeta struct {
-	ID          string          `json:"task_id"`
-	Owner       string          `json:"owner"`
-	Type        string          `json:"task_type,omitempty"`
-	Name        string          `json:"name,omitempty"`
-	Description string          `json:"description,omitempty"`
-	Status      TaskStatus      `json:"status"`
-	Error       string          `json:"error,omitempty"`
-	Stack       string          `json:"stack,omitempty"` // set when the function panicked
-	Result      json.RawMessage `json:"result,omitempty"`
-	CreatedAt   time.Time       `json:"created_at,omitzero"`
-	StartedAt   time.Time       `json:"started_at,omitzero"`
-	FinishedAt  time.Time       `json:"finished_at,omitzero"`
-	Parent      Parent          `json:"parent,omitzero"`
-	Detached    bool            `json:"detached,omitempty"`
-	Instance    string          `json:"instance,omitempty"`      // runtime instance that ran it
-	Attempt     int64           `json:"attempt,omitempty"`       // fence: writes on an older attempt are dropped
-	Wake        WakePolicy      `json:"wake,omitempty"`          // what reaches the owner's inbox; "" is WakeOnTerminal
-	Input       *InputRequest   `json:"input_request,omitempty"` // set while awaiting_input
+	ID           string          `json:"task_id"`
+	Owner        string          `json:"owner"`
+	Type         string          `json:"task_type,omitempty"`
+	Name         string          `json:"name,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	Status       TaskStatus      `json:"status"`
+	Error        string          `json:"error,omitempty"`
+	ErrorKind    ErrorKind       `json:"error_kind,omitempty"`    // why a failed or interrupted task ended
+	CancelReason string          `json:"cancel_reason,omitempty"` // why a cancelled task was cancelled (WithReason)
+	Stack        string          `json:"stack,omitempty"`         // set when the function panicked
+	Result       json.RawMessage `json:"result,omitempty"`
+	CreatedAt    time.Time       `json:"created_at,omitzero"`
+	StartedAt    time.Time       `json:"started_at,omitzero"`
+	FinishedAt   time.Time       `json:"finished_at,omitzero"`
+	Parent       Parent          `json:"parent,omitzero"`
+	Detached     bool            `json:"detached,omitempty"`
+	Instance     string          `json:"instance,omitempty"`      // runtime instance that ran it
+	Attempt      int64           `json:"attempt,omitempty"`       // fence: writes on an older attempt are dropped
+	Wake         WakePolicy      `json:"wake,omitempty"`          // what reaches the owner's inbox; "" is WakeOnTerminal
+	Input        *InputRequest   `json:"input_request,omitempty"` // set while awaiting_input
+	Tags         []string        `json:"tags,omitempty"`          // set at spawn (WithTags), never changed
 }
 
 // InputRequest is a question a task asked its owner (Task.RequestInput). The
@@ -393,6 +397,8 @@ func otherOwner(t *TaskMeta, owner string) error {
 //	                   awaiting_input            awaiting_input
 //	Description        the update's              the update's if set   the update's if the record has none
 //	Error and Stack    the update's              the update's if set   the update's if the record has neither
+//	ErrorKind          the update's              the update's if set   the update's if the record has none
+//	CancelReason       the update's              the update's if set   the update's if the record has none
 //	Result             the update's              the update's if set   the update's if the record has none
 //	Instance           the update's              the update's if set   the update's if the record has none
 //	Attempt            the update's (never lower: a lower one is fenced)                 kept
@@ -400,7 +406,7 @@ func otherOwner(t *TaskMeta, owner string) error {
 //	CreatedAt          kept once set; else the update's, else the action's At
 //	StartedAt          kept once set; else the update's, else At once the status is past queued
 //	FinishedAt         kept once set; else the update's, else At, but only once terminal
-//	Owner, Type, Name, Parent, Detached, Wake: set at insert, never changed
+//	Owner, Type, Name, Parent, Detached, Wake, Tags: set at insert, never changed
 //
 // So a terminal record is final: nothing that is set in it ever changes
 // (what its owner was told stays true), yet a same-status re-mirror or a
@@ -502,7 +508,7 @@ func mergeUpsert(cur, u *TaskMeta, at time.Time) bool {
 		stamp(cur, u, at)
 		return true
 	}
-	// Identity fields (Owner, Type, Name, Parent, Detached, Wake) are not
+	// Identity fields (Owner, Type, Name, Parent, Detached, Wake, Tags) are not
 	// copied: they are set once, at insert. Assigning field by field keeps
 	// this frame small; it runs on every task's goroutine.
 	next := u.Status
@@ -511,12 +517,15 @@ func mergeUpsert(cur, u *TaskMeta, at time.Time) bool {
 		setIf(&cur.Description, u.Description)
 		setIf(&cur.Error, u.Error)
 		setIf(&cur.Stack, u.Stack)
+		setIf((*string)(&cur.ErrorKind), string(u.ErrorKind))
+		setIf(&cur.CancelReason, u.CancelReason)
 		setIf(&cur.Instance, u.Instance)
 		if u.Result != nil {
 			cur.Result = cloneRaw(u.Result)
 		}
 	} else {
-		cur.Description, cur.Error, cur.Stack = u.Description, u.Error, u.Stack
+		cur.Description, cur.Error, cur.Stack, cur.ErrorKind = u.Description, u.Error, u.Stack, u.ErrorKind
+		cur.CancelReason = u.CancelReason
 		cur.Result = cloneRaw(u.Result)
 		cur.Instance = u.Instance
 	}
@@ -543,6 +552,12 @@ func enrich(cur, u *TaskMeta) {
 	}
 	if cur.Error == "" && cur.Stack == "" {
 		cur.Error, cur.Stack = u.Error, u.Stack
+	}
+	if cur.ErrorKind == "" {
+		cur.ErrorKind = u.ErrorKind
+	}
+	if cur.CancelReason == "" {
+		cur.CancelReason = u.CancelReason
 	}
 	if cur.Result == nil {
 		cur.Result = cloneRaw(u.Result)
@@ -589,6 +604,7 @@ func setIf(dst *string, v string) {
 // cloneMeta copies m so the stored record shares no bytes with the caller.
 func cloneMeta(m TaskMeta) TaskMeta {
 	m.Result = cloneRaw(m.Result)
+	m.Tags = slices.Clone(m.Tags)
 	if m.Input != nil {
 		in := *m.Input
 		m.Input = &in

@@ -85,12 +85,12 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //
 // # Tools
 //
-//	list_tasks   {"status":[s,...]|null, "type":t|null, "limit":1..200|null (50), "cursor":c|null}
-//	  → {"tasks":[{task_id,name,task_type,status,description,parent_task_id?,created_at,finished_at?}],"total":n,"next_cursor"?:c}
+//	list_tasks   {"status":[s,...]|null, "type":t|null, "tag":g|null, "limit":1..200|null (50), "cursor":c|null}
+//	  → {"tasks":[{task_id,name,task_type,status,description,tags?,parent_task_id?,created_at,finished_at?}],"total":n,"next_cursor"?:c}
 //	  A page of the owner's tasks in creation order (then by id), at most
 //	  limit of them: those with one of the statuses (distinct, at least
-//	  one) and of the type, when given. total counts all the owner's tasks
-//	  that match; next_cursor, absent on the last page, gets the next
+//	  one), of the type and carrying the tag (WithTags), when given.
+//	  total counts all the owner's tasks that match; next_cursor, absent on the last page, gets the next
 //	  page when passed as cursor with the same filter. A cursor is a
 //	  position (a creation time and an id), not a task: tasks spawned or
 //	  forgotten between two pages neither repeat nor skip one, and it only
@@ -98,11 +98,11 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	  cut to 200 bytes and a type to 128, with "…" (get_task shows them
 //	  whole).
 //	get_task     {"task_id":id}
-//	  → {"task":{…,started_at?,result?,error?,input_request?},"messages":[{id,direction,from,content,in_reply_to?,at}]}
+//	  → {"task":{…,started_at?,result?,error?,error_kind?,cancel_reason?,input_request?},"messages":[{id,direction,from,content,in_reply_to?,at}]}
 //	  The record (result when completed, error when failed, cancelled or
 //	  interrupted, the open input request) and the last 20 messages sent to
 //	  the task or by it, oldest first (Owner.Messages).
-//	cancel_task  {"target":{"relation":"self","name":null}} | {"target":{"relation":"child","name":n}}
+//	cancel_task  {"target":{"relation":"self","name":null}|{"relation":"child","name":n}, "reason":r|null}
 //	  → {"status":"accepted","root_task_id":id,"cancelled_count":n}
 //	  cancelled_count is the number of tasks this call signalled, nothing
 //	  else (not the run, not a task signalled before). self in a task scope
@@ -264,12 +264,15 @@ type toolTask struct {
 	TaskType     string          `json:"task_type"`
 	Status       TaskStatus      `json:"status"`
 	Description  string          `json:"description"`
+	Tags         []string        `json:"tags,omitempty"`
 	ParentTaskID string          `json:"parent_task_id,omitempty"`
 	CreatedAt    time.Time       `json:"created_at"`
 	StartedAt    *time.Time      `json:"started_at,omitempty"` // get_task and wait_task only
 	FinishedAt   time.Time       `json:"finished_at,omitzero"`
 	Result       json.RawMessage `json:"result,omitempty"`
 	Error        string          `json:"error,omitempty"`
+	ErrorKind    ErrorKind       `json:"error_kind,omitempty"`    // failed and interrupted tasks
+	CancelReason string          `json:"cancel_reason,omitempty"` // get_task and wait_task only
 	InputRequest *InputRequest   `json:"input_request,omitempty"`
 	Progress     *toolProgress   `json:"progress,omitempty"` // a live task's latest custom event
 }
@@ -307,9 +310,11 @@ func taskView(m TaskMeta) toolTask {
 		TaskType:     m.Type,
 		Status:       m.Status,
 		Description:  m.Description,
+		Tags:         m.Tags,
 		ParentTaskID: m.Parent.TaskID,
 		CreatedAt:    m.CreatedAt,
 		FinishedAt:   m.FinishedAt,
+		ErrorKind:    m.ErrorKind,
 	}
 }
 
@@ -328,6 +333,7 @@ func fullView(m TaskMeta) toolTask {
 	case StatusFailed, StatusCancelled, StatusInterrupted:
 		v.Error = m.Error
 	}
+	v.CancelReason = m.CancelReason
 	v.InputRequest = m.Input
 	return v
 }

@@ -45,6 +45,7 @@ type (
 	listArgs struct {
 		Status []TaskStatus `json:"status,omitempty"`
 		Type   string       `json:"type,omitempty"`
+		Tag    string       `json:"tag,omitempty"`
 		Limit  int          `json:"limit"`
 		Cursor string       `json:"cursor,omitempty"`
 		after  listCursor   // Cursor decoded; zero without one
@@ -58,6 +59,7 @@ type (
 	}
 	cancelArgs struct {
 		Target relTarget `json:"target"`
+		Reason string    `json:"reason,omitempty"`
 	}
 	sendArgs struct {
 		To        relTarget `json:"to"`
@@ -284,7 +286,7 @@ const (
 )
 
 func decodeListArgs(raw []byte) (listArgs, error) {
-	obj, err := readTop(raw, "status", "type", "limit", "cursor")
+	obj, err := readTop(raw, "status", "type", "tag", "limit", "cursor")
 	if err != nil {
 		return listArgs{}, err
 	}
@@ -293,6 +295,9 @@ func decodeListArgs(raw []byte) (listArgs, error) {
 		return listArgs{}, err
 	}
 	if a.Type, err = obj.optID("type", "type"); err != nil {
+		return listArgs{}, err
+	}
+	if a.Tag, err = obj.optID("tag", "tag"); err != nil {
 		return listArgs{}, err
 	}
 	if a.Limit, err = obj.integer("limit", 1, listMaxLimit, listDefaultLimit); err != nil {
@@ -383,12 +388,19 @@ func decodeTarget(obj argObject, key string, rels ...string) (relTarget, error) 
 }
 
 func decodeCancelArgs(raw []byte) (cancelArgs, error) {
-	obj, err := readTop(raw, "target")
+	obj, err := readTop(raw, "target", "reason")
 	if err != nil {
 		return cancelArgs{}, err
 	}
 	t, err := decodeTarget(obj, "target", relSelf, relChild)
-	return cancelArgs{Target: t}, err
+	if err != nil {
+		return cancelArgs{}, err
+	}
+	reason, _, err := obj.str("reason", "reason", argReasonMax)
+	if err != nil {
+		return cancelArgs{}, err
+	}
+	return cancelArgs{Target: t, Reason: strings.TrimSpace(reason)}, nil
 }
 
 func decodeSendArgs(raw []byte) (sendArgs, error) {

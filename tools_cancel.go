@@ -19,7 +19,12 @@ var liveStatuses = []TaskStatus{StatusQueued, StatusRunning, StatusAwaitingInput
 var cancelTaskSchema = json.RawMessage(`{"type":"object","properties":{"target":{"type":"object","properties":{` +
 	`"relation":{"type":"string","enum":["self","child"],"description":"self: the current task or run; child: the task given in name."},` +
 	`"name":` + textSchema(argTextMax, true, `With relation "child": a child task's name, or the task_id of any of your tasks; null with "self".`) + `},` +
-	`"required":["relation","name"],"additionalProperties":false}},"required":["target"],"additionalProperties":false}`)
+	`"required":["relation","name"],"additionalProperties":false},` +
+	`"reason":` + textSchema(argReasonMax, true, `Why you cancel, kept on each cancelled task and shown with it; null for no reason.`) + `},` +
+	`"required":["target","reason"],"additionalProperties":false}`)
+
+// argReasonMax caps cancel_task's reason, in characters.
+const argReasonMax = 512
 
 // cancel_task's receipt statuses.
 const (
@@ -61,9 +66,9 @@ func (o Owner) cancelTaskTool(cfg toolConfig) Tool {
 			}
 			var r cancelReceipt
 			if args.Target.Relation == relSelf {
-				r, err = o.cancelSelf(ctx, s, cfg)
+				r, err = o.cancelSelf(ctx, s, cfg, args.Reason)
 			} else {
-				r, err = o.cancelChild(ctx, s, args.Target.Name)
+				r, err = o.cancelChild(ctx, s, args.Target.Name, args.Reason)
 			}
 			if err != nil {
 				return nil, err
@@ -78,12 +83,12 @@ func (o Owner) cancelTaskTool(cfg toolConfig) Tool {
 // cancelled before is "already_cancelled", a run without live tasks (or a
 // task that has ended) "nothing_to_cancel". A run scope's WithOnSelfCancel is
 // called in every case: the run is cancelled now.
-func (o Owner) cancelSelf(ctx context.Context, s toolScope, cfg toolConfig) (cancelReceipt, error) {
+func (o Owner) cancelSelf(ctx context.Context, s toolScope, cfg toolConfig, reason string) (cancelReceipt, error) {
 	if s.task != nil {
-		n, before := o.m.cancelTree(s.task)
+		n, before := o.m.cancelTree(s.task, reason)
 		return selfReceipt(s.task.rec.ID, n, before), nil
 	}
-	n, already, err := o.cancelRun(s.run)
+	n, already, err := o.cancelRun(s.run, reason)
 	if err != nil {
 		return cancelReceipt{}, err
 	}
@@ -116,7 +121,7 @@ func (o Owner) callSelfCancel(ctx context.Context, f func(context.Context)) {
 
 // cancelChild cancels a task the model names, with its descendants: by id
 // any of the owner's tasks, by name a child of the scope.
-func (o Owner) cancelChild(ctx context.Context, s toolScope, name string) (cancelReceipt, error) {
+func (o Owner) cancelChild(ctx context.Context, s toolScope, name, reason string) (cancelReceipt, error) {
 	meta, found, err := o.findChild(ctx, s, name)
 	switch {
 	case err != nil:
@@ -126,7 +131,7 @@ func (o Owner) cancelChild(ctx context.Context, s toolScope, name string) (cance
 	case meta.Status.IsTerminal():
 		return cancelReceipt{Status: cancelFailed, RootTaskID: meta.ID, Error: "task_not_running"}, nil
 	}
-	n, err := o.CancelTree(ctx, meta.ID)
+	n, err := o.CancelTree(ctx, meta.ID, WithReason(reason))
 	if err != nil {
 		return cancelReceipt{}, err
 	}

@@ -136,8 +136,11 @@ func ExampleOwner_Tools_getTask() {
 		log.Fatal(err)
 	}
 	for _, id := range []string{ok, bad} {
+		// A failed task's Wait returns its *bgtask.TaskError.
 		if _, err := agent.Wait(ctx, id); err != nil {
-			log.Fatal(err)
+			if _, failed := errors.AsType[*bgtask.TaskError](err); !failed {
+				log.Fatal(err)
+			}
 		}
 		var got struct {
 			Task struct {
@@ -336,9 +339,9 @@ func ExampleTool_GeminiParameters() {
 		fmt.Println(t.Name, p.Type, p.Required)
 	}
 	// Output:
-	// list_tasks OBJECT [status type limit cursor]
+	// list_tasks OBJECT [status type tag limit cursor]
 	// get_task OBJECT [task_id]
-	// cancel_task OBJECT [target]
+	// cancel_task OBJECT [target reason]
 	// send_message OBJECT [to message in_reply_to]
 	// wait_task OBJECT [task_id timeout_seconds]
 }

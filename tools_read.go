@@ -30,11 +30,12 @@ var listTasksSchema = json.RawMessage(`{"type":"object","properties":{` +
 	`"status":{"type":["array","null"],"items":{"type":"string","enum":["` + strings.ReplaceAll(statusNames(), ", ", `","`) + `"]},` +
 	`"minItems":1,"description":"Only tasks with one of these statuses, each listed once, such as [\"running\",\"awaiting_input\"]; null for every status."},` +
 	`"type":` + textSchema(argTextMax, true, `Only tasks of this type, such as "sub_agent" or "task"; null for every type.`) + `,` +
+	`"tag":` + textSchema(argTextMax, true, `Only tasks that carry this tag (tags are shown with each task); null for every task.`) + `,` +
 	`"limit":{"type":["integer","null"],"description":"How many tasks at most to return, from 1 to ` + strconv.Itoa(listMaxLimit) +
 	`; null for the default, ` + strconv.Itoa(listDefaultLimit) + `."},` +
 	`"cursor":{"type":["string","null"],"pattern":"^[0-9a-f]{16}(?:[0-9a-f]{2})+$"` +
-	`,"description":"The next_cursor of the previous page, as given, for the tasks after it (keep the same status and type); null for the first page."}},` +
-	`"required":["status","type","limit","cursor"],"additionalProperties":false}`)
+	`,"description":"The next_cursor of the previous page, as given, for the tasks after it (keep the same status, type and tag); null for the first page."}},` +
+	`"required":["status","type","tag","limit","cursor"],"additionalProperties":false}`)
 
 // listDescriptionMax caps the description list_tasks shows of each task, in
 // bytes (get_task shows it whole).
@@ -52,7 +53,7 @@ func (o Owner) listTasksTool() Tool {
 		Name: "list_tasks",
 		Description: "List your background tasks (sub-agents, long tool calls) oldest first, with their status and latest progress, " +
 			"a page at a time: total counts every task that matches, and next_cursor, when present, gets the next page. " +
-			"Filter by status or type. Use get_task for a task's result, error and messages.",
+			"Filter by status, type or tag. Use get_task for a task's result, error and messages.",
 		Schema: listTasksSchema,
 		Call: func(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
 			args, err := decodeListArgs(raw)
@@ -72,7 +73,7 @@ func (o Owner) listTasksTool() Tool {
 // cursor only positions the page within the owner's own list: whatever it
 // holds, the page has the owner's tasks only.
 func (o Owner) listPage(ctx context.Context, args listArgs) (listPage, error) {
-	seq, err := o.List(ctx, args.Status...)
+	seq, err := o.ListTagged(ctx, args.Tag, args.Status...)
 	if err != nil {
 		return listPage{}, err
 	}

@@ -10,8 +10,21 @@ import (
 // and the terminal event delivered. For a task that is only in the Store it
 // returns the record at once: terminal, or with ErrNotLive when nothing here
 // will ever finish it. If ctx ends first it returns ctx's error.
+//
+// For a failed task it returns the record and a *TaskError (its kind and
+// text; errors.Is(err, ErrTimeout) when its time ran out), as a function
+// that waits for work expects; every other terminal status gives a nil
+// error.
 func (m *Manager) Wait(ctx context.Context, id string) (TaskMeta, error) {
-	return m.wait(ctx, everyOwner, id)
+	return withTaskError(m.wait(ctx, everyOwner, id))
+}
+
+// withTaskError adds the *TaskError of a failed record to a wait's result.
+func withTaskError(meta TaskMeta, err error) (TaskMeta, error) {
+	if err == nil {
+		err = failedError(&meta)
+	}
+	return meta, err
 }
 
 func (m *Manager) wait(ctx context.Context, r reach, id string) (TaskMeta, error) {

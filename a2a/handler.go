@@ -125,10 +125,17 @@ func (h handler) OnCancelTask(ctx context.Context, params *a2a.TaskIDParams) (*a
 	if _, err := o.CancelTree(ctx, id); err != nil {
 		return nil, taskErr(id, err)
 	}
-	if _, err := o.Wait(ctx, id); err != nil && !errors.Is(err, bgtask.ErrNotLive) {
+	if _, err := o.Wait(ctx, id); err != nil && !errors.Is(err, bgtask.ErrNotLive) && !failedTask(err) {
 		return nil, taskErr(id, err)
 	}
 	return s.snapshot(ctx, o, id, "")
+}
+
+// failedTask reports whether err is the *bgtask.TaskError of a task that
+// ended failed: it ended, which is what a wait for its end asks.
+func failedTask(err error) bool {
+	_, ok := errors.AsType[*bgtask.TaskError](err)
+	return ok
 }
 
 func (handler) OnGetTaskPushConfig(context.Context, *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {

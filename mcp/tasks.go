@@ -253,6 +253,9 @@ func waitTerminal(ctx context.Context, o bgtask.Owner, id string) (bgtask.TaskMe
 	var tick *time.Ticker
 	for {
 		m, err := o.Wait(ctx, id)
+		if _, failed := errors.AsType[*bgtask.TaskError](err); failed {
+			return m, nil // terminal: the record says how it failed
+		}
 		if !errors.Is(err, bgtask.ErrNotLive) {
 			return m, err
 		}

@@ -2,6 +2,7 @@ package bgotel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -67,6 +68,9 @@ func (b *bundle) spawn(t *testing.T, ctx context.Context, owner string, fn bgtas
 func (b *bundle) wait(t *testing.T, id string) bgtask.TaskMeta {
 	t.Helper()
 	meta, err := b.m.Wait(context.Background(), id)
+	if _, failed := errors.AsType[*bgtask.TaskError](err); failed && meta.Status == bgtask.StatusFailed {
+		err = nil // a failed task's Wait says how it failed
+	}
 	if err != nil {
 		t.Fatalf("Wait %s: %v", id, err)
 	}

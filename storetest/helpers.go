@@ -212,6 +212,8 @@ func diffMeta(want, got bgtask.TaskMeta) string {
 	field("Description", want.Description, got.Description)
 	field("Status", want.Status, got.Status)
 	field("Error", want.Error, got.Error)
+	field("ErrorKind", want.ErrorKind, got.ErrorKind)
+	field("CancelReason", want.CancelReason, got.CancelReason)
 	field("Stack", want.Stack, got.Stack)
 	if !sameJSON(want.Result, got.Result) {
 		fmt.Fprintf(&b, "    Result = %s, want %s\n", showRaw(got.Result), showRaw(want.Result))
@@ -225,6 +227,9 @@ func diffMeta(want, got bgtask.TaskMeta) string {
 	field("Attempt", want.Attempt, got.Attempt)
 	field("Wake", want.Wake, got.Wake)
 	field("Input", want.Input, got.Input)
+	if !slices.Equal(want.Tags, got.Tags) {
+		fmt.Fprintf(&b, "    Tags = %q, want %q\n", got.Tags, want.Tags)
+	}
 	return b.String()
 }
 

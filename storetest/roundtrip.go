@@ -22,6 +22,7 @@ func fullRecords(owner string) []bgtask.TaskMeta {
 		Instance:    "instance-a",
 		Attempt:     3,
 		Wake:        bgtask.WakeOnActivity,
+		Tags:        []string{"deploy", "ünïcode <tag> & \"quotes\""},
 	}
 	awaiting := base
 	awaiting.ID, awaiting.Status = "task_awaiting", bgtask.StatusAwaitingInput
@@ -35,7 +36,7 @@ func fullRecords(owner string) []bgtask.TaskMeta {
 
 	failed := base
 	failed.ID, failed.Name, failed.Status = "task_failed", "", bgtask.StatusFailed
-	failed.Error = "panic: boom"
+	failed.Error, failed.ErrorKind = "panic: boom", bgtask.KindPanic
 	failed.Stack = "goroutine 7 [running]:\nmain.f()\n\t/src/main.go:12 +0x1d\n"
 	failed.FinishedAt = at(4)
 	failed.Parent = bgtask.Parent{RunID: "run_1"}
@@ -46,8 +47,14 @@ func fullRecords(owner string) []bgtask.TaskMeta {
 	nullResult.ID = "task_null_result"
 	nullResult.Result = json.RawMessage(`null`)
 
+	cancelled := base
+	cancelled.ID, cancelled.Name, cancelled.Status = "task_cancelled", "", bgtask.StatusCancelled
+	cancelled.Error = "bgtask: task cancelled: the user changed plans <now> & \"then\""
+	cancelled.CancelReason = "the user changed plans <now> & \"then\""
+	cancelled.FinishedAt = at(5)
+
 	minimal := bgtask.TaskMeta{ID: "task_minimal", Owner: owner, Status: bgtask.StatusQueued}
-	return []bgtask.TaskMeta{awaiting, completed, failed, nullResult, minimal}
+	return []bgtask.TaskMeta{awaiting, completed, failed, nullResult, cancelled, minimal}
 }
 
 // testRoundTrip commits records that set every field and reads them back
@@ -93,7 +100,7 @@ func testRoundTrip(t *testing.T, c Config) {
 		utc("List", ms[i])
 	}
 	kids := list(t, "Children", s.Children(t.Context(), "task_parent"))
-	wantIDs(t, "Children(task_parent) ids", idsOf(kids), []string{"task_awaiting", "task_completed", "task_null_result"})
+	wantIDs(t, "Children(task_parent) ids", idsOf(kids), []string{"task_awaiting", "task_cancelled", "task_completed", "task_null_result"})
 	for _, k := range kids {
 		if d := diffMeta(want.Tasks[k.ID], k); d != "" {
 			t.Errorf("Children record %s differs from the committed record:\n%s", k.ID, d)

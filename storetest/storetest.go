@@ -74,6 +74,7 @@ var checks = []check{
 	{"OwnerIsolation", testOwnerIsolation},
 	{"List", testList},
 	{"ListEarlyBreak", testListEarlyBreak},
+	{"Tags", testTags},
 	{"Children", testChildren},
 	{"Retention", testRetention},
 	{"Corrupt", testCorrupt},

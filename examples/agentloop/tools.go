@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -157,7 +158,9 @@ func (d *demo) taskTools(o bgtask.Owner) []agentloop.Tool {
 // hear of them at a moment that depends on the machine's load.
 func (d *demo) settled(ctx context.Context, o bgtask.Owner, id string) error {
 	if _, err := o.Wait(ctx, id); err != nil {
-		return err
+		if _, failed := errors.AsType[*bgtask.TaskError](err); !failed { // a failed task has ended too
+			return err
+		}
 	}
 	for kid, err := range d.m.Store().Children(ctx, id) {
 		if err != nil {

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 
@@ -80,7 +81,9 @@ func main() {
 	// Final records, in creation order.
 	for _, id := range []string{indexer, writer} {
 		if _, err := agent.Wait(ctx, id); err != nil {
-			log.Fatal(err)
+			if _, failed := errors.AsType[*bgtask.TaskError](err); !failed { // listed below
+				log.Fatal(err)
+			}
 		}
 	}
 	tasks, err := agent.List(ctx)

@@ -11,7 +11,11 @@ const (
 	LockByOwnerSQL = lockByOwnerSQL
 	RetainCountSQL = retainCountSQL
 	RetainAgeSQL   = retainAgeSQL
+	ListTaggedSQL  = listTaggedSQL
 )
+
+// MigrationSQL is the statement that moves the schema from version v-1 to v.
+func MigrationSQL(v int) string { return migrations[v-1] }
 
 // ReapTasksSQL is the reaper's task query, for plan_test.go.
 var ReapTasksSQL = reapTasksSQL

@@ -99,7 +99,7 @@ func TestReapGoneInstance(t *testing.T) {
 	}
 	var ids []string
 	for _, ev := range evs {
-		if ev.Kind != bgtask.EventInterrupted || !strings.Contains(ev.Error, `"ghost"`) {
+		if ev.Kind != bgtask.EventInterrupted || ev.ErrorKind != bgtask.KindInterrupted || !strings.Contains(ev.Error, `"ghost"`) {
 			t.Fatalf("notice %+v", ev)
 		}
 		ids = append(ids, ev.TaskID)

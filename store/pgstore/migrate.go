@@ -84,6 +84,15 @@ var migrations = []string{
 	DROP INDEX bgtask_tasks_terminal;
 	CREATE INDEX bgtask_notices_delivered ON bgtask_notices (delivered_at) WHERE delivered_at IS NOT NULL;
 	CREATE INDEX bgtask_cancel_done ON bgtask_cancel_requests ((coalesce(handled_at, requested_at)));`,
+	// 3: error kinds, cancel reasons and tags. error_kind is why a failed
+	// or interrupted task ended, cancel_reason why a cancelled one was
+	// cancelled. Tags are set at insert and never changed; a GIN index
+	// serves the tag filter (tags @> ARRAY[tag]). Rows of an older version
+	// get neither.
+	`ALTER TABLE bgtask_tasks ADD COLUMN error_kind text NOT NULL DEFAULT '';
+	ALTER TABLE bgtask_tasks ADD COLUMN cancel_reason text NOT NULL DEFAULT '';
+	ALTER TABLE bgtask_tasks ADD COLUMN tags text[] NOT NULL DEFAULT '{}';
+	CREATE INDEX bgtask_tasks_tags ON bgtask_tasks USING gin (tags);`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.

@@ -51,6 +51,7 @@ func TestPlansUseIndexes(t *testing.T) {
 		{"retain count", pgstore.RetainCountSQL, []any{"owner_3", 100}},
 		{"retain age", pgstore.RetainAgeSQL, []any{int64(3600e6), 100}},
 		{"reap tasks", pgstore.ReapTasksSQL, []any{500}},
+		{"list tagged", pgstore.ListTaggedSQL, []any{"owner_3", []string{}, "t"}},
 	}
 	for _, stats := range []string{"none", "analyzed"} {
 		if stats == "analyzed" {

@@ -38,6 +38,17 @@ func (s *Store) Get(ctx context.Context, id string) (bgtask.TaskMeta, error) {
 // List implements bgtask.Store. The rows are read before the first yield,
 // so the loop body may call the Store.
 func (s *Store) List(ctx context.Context, owner string, statuses ...bgtask.TaskStatus) iter.Seq2[bgtask.TaskMeta, error] {
+	return s.ListTagged(ctx, owner, "", statuses...)
+}
+
+// listTaggedSQL is ListTagged's query with a tag (index bgtask_tasks_tags
+// or bgtask_tasks_owner, as the planner finds cheaper).
+const listTaggedSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks
+	WHERE owner = $1 AND (cardinality($2::text[]) = 0 OR status = ANY($2)) AND tags @> ARRAY[$3::text]
+	ORDER BY created_at NULLS FIRST, id COLLATE "C"`
+
+// ListTagged implements bgtask.TagLister, like List.
+func (s *Store) ListTagged(ctx context.Context, owner, tag string, statuses ...bgtask.TaskStatus) iter.Seq2[bgtask.TaskMeta, error] {
 	return func(yield func(bgtask.TaskMeta, error) bool) {
 		filter := make([]string, len(statuses))
 		for i, st := range statuses {
@@ -46,6 +57,11 @@ func (s *Store) List(ctx context.Context, owner string, statuses ...bgtask.TaskS
 				return
 			}
 			filter[i] = string(st)
+		}
+		if tag != "" {
+			rows, err := s.query(ctx, listTaggedSQL, owner, filter, tag)
+			yieldRows(rows, err, yield)
+			return
 		}
 		rows, err := s.query(ctx, `SELECT `+taskCols+` FROM bgtask_tasks
 			WHERE owner = $1 AND (cardinality($2::text[]) = 0 OR status = ANY($2))

@@ -147,6 +147,7 @@ func (s *Store) reapOnce(ctx context.Context, db *pgxpool.Pool) (int, error) {
 	for _, r := range rows {
 		next := r.meta
 		next.Status, next.Attempt, next.FinishedAt = bgtask.StatusInterrupted, r.meta.Attempt+1, now
+		next.ErrorKind = bgtask.KindInterrupted
 		next.Error = fmt.Sprintf("pgstore: interrupted: runtime instance %q is gone (no heartbeat within the grace period, or closed with the task running); the task will not be re-run", r.meta.Instance)
 		snap := bgtask.Snapshot{Tasks: map[string]bgtask.TaskMeta{r.meta.ID: r.meta}}
 		bgtask.ApplyAction(&snap, bgtask.Upsert(next))
@@ -155,7 +156,7 @@ func (s *Store) reapOnce(ctx context.Context, db *pgxpool.Pool) (int, error) {
 			continue // the reducer refused it; cannot happen for a live row
 		}
 		w.put(&got, r.version)
-		ev, err := json.Marshal(bgtask.Event{Kind: bgtask.EventInterrupted, TaskID: got.ID, Name: got.Name, Error: got.Error})
+		ev, err := json.Marshal(bgtask.Event{Kind: bgtask.EventInterrupted, TaskID: got.ID, Name: got.Name, Error: got.Error, ErrorKind: got.ErrorKind})
 		if err != nil {
 			return 0, fmt.Errorf("pgstore: reap: %w", err)
 		}

@@ -14,7 +14,7 @@ import (
 // taskCols are the columns every task query reads, in scanRow's order.
 const taskCols = `id, owner, task_type, name, description, status, error, stack, result,
 	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
-	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, version`
+	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason`
 
 // row is a task row as stored: a record and its version.
 type row struct {
@@ -29,19 +29,22 @@ func scanRow(rows pgx.Rows) (row, error) {
 	var (
 		r                         row
 		m                         = &r.meta
-		status, wake              string
+		status, wake, errorKind   string
 		result, inID, inPrompt    pgtype.Text
 		created, started, finshed pgtype.Timestamptz
 	)
 	if err := rows.Scan(&m.ID, &m.Owner, &m.Type, &m.Name, &m.Description, &status, &m.Error, &m.Stack, &result,
 		&created, &started, &finshed, &m.Parent.TaskID, &m.Parent.RunID, &m.Parent.CallID,
-		&m.Parent.AgentID, &m.Detached, &m.Instance, &m.Attempt, &wake, &inID, &inPrompt, &r.version); err != nil {
+		&m.Parent.AgentID, &m.Detached, &m.Instance, &m.Attempt, &wake, &inID, &inPrompt, &r.version, &m.Tags, &errorKind, &m.CancelReason); err != nil {
 		if m.ID != "" {
 			return r, fmt.Errorf("%w: task %s: %v", bgtask.ErrCorrupt, m.ID, err)
 		}
 		return r, fmt.Errorf("pgstore: read task row: %w", err)
 	}
-	m.Status, m.Wake = bgtask.TaskStatus(status), bgtask.WakePolicy(wake)
+	m.Status, m.Wake, m.ErrorKind = bgtask.TaskStatus(status), bgtask.WakePolicy(wake), bgtask.ErrorKind(errorKind)
+	if len(m.Tags) == 0 {
+		m.Tags = nil
+	}
 	m.CreatedAt, m.StartedAt, m.FinishedAt = fromTS(created), fromTS(started), fromTS(finshed)
 	if result.Valid {
 		m.Result = json.RawMessage(result.String)
@@ -86,7 +89,7 @@ func toTS(t time.Time) pgtype.Timestamptz {
 // sameMeta reports whether two records hold the same values, so an update
 // that changes nothing writes nothing.
 func sameMeta(a, b *bgtask.TaskMeta) bool {
-	return a.Description == b.Description && a.Status == b.Status && a.Error == b.Error && a.Stack == b.Stack &&
+	return a.Description == b.Description && a.Status == b.Status && a.Error == b.Error && a.ErrorKind == b.ErrorKind && a.CancelReason == b.CancelReason && a.Stack == b.Stack &&
 		bytes.Equal(a.Result, b.Result) && (a.Result == nil) == (b.Result == nil) &&
 		a.Instance == b.Instance && a.Attempt == b.Attempt &&
 		a.CreatedAt.Equal(b.CreatedAt) && a.StartedAt.Equal(b.StartedAt) && a.FinishedAt.Equal(b.FinishedAt) &&
@@ -105,6 +108,8 @@ type cols struct {
 	wake                                               []string
 	inID, inPrompt                                     []pgtype.Text
 	version                                            []int64
+	tags                                               []string // each a JSON array: unnest cannot take an array of arrays
+	errorKind, cancelReason                            []string
 }
 
 func (c *cols) add(m *bgtask.TaskMeta, version int64) {
@@ -136,12 +141,20 @@ func (c *cols) add(m *bgtask.TaskMeta, version int64) {
 		c.inPrompt = append(c.inPrompt, pgtype.Text{})
 	}
 	c.version = append(c.version, version)
+	tags := "[]"
+	if len(m.Tags) > 0 {
+		b, _ := json.Marshal(m.Tags) // strings always encode
+		tags = string(b)
+	}
+	c.tags = append(c.tags, tags)
+	c.errorKind = append(c.errorKind, string(m.ErrorKind))
+	c.cancelReason = append(c.cancelReason, m.CancelReason)
 }
 
 func (c *cols) args() []any {
 	return []any{c.id, c.owner, c.typ, c.name, c.desc, c.status, c.errText, c.stack, c.result,
 		c.created, c.started, c.finished, c.pTask, c.pRun, c.pCall, c.pAgent, c.detached, c.instance,
-		c.attempt, c.wake, c.inID, c.inPrompt, c.version}
+		c.attempt, c.wake, c.inID, c.inPrompt, c.version, c.tags, c.errorKind, c.cancelReason}
 }
 
 // writes are the rows a commit writes: inserts, updates compared-and-set
@@ -173,10 +186,10 @@ func (w *writes) del(id string, version int64) {
 const unnestSQL = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
 		$8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::text[],
 		$14::text[], $15::text[], $16::text[], $17::boolean[], $18::text[], $19::bigint[], $20::text[],
-		$21::text[], $22::text[], $23::bigint[])
+		$21::text[], $22::text[], $23::bigint[], $24::text[], $25::text[], $26::text[])
 	AS x(id, owner, task_type, name, description, status, error, stack, result, created_at, started_at,
 		finished_at, parent_task_id, parent_run_id, parent_call_id, parent_agent_id, detached, instance,
-		attempt, wake, input_id, input_prompt, version)`
+		attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason)`
 
 // terminalSQL is true for a row of x whose status is terminal.
 const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupted')`
@@ -186,10 +199,11 @@ const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupt
 // retention, is stamped by the database when a row first turns terminal.
 const insertSQL = `INSERT INTO bgtask_tasks (id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
-		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, terminal_at)
+		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason, terminal_at)
 	SELECT id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt,
+		ARRAY(SELECT jsonb_array_elements_text(x.tags::jsonb)), error_kind, cancel_reason,
 		CASE WHEN ` + terminalSQL + ` THEN clock_timestamp() END
 	FROM ` + unnestSQL + `
 	ON CONFLICT (id) DO NOTHING`
@@ -197,7 +211,7 @@ const insertSQL = `INSERT INTO bgtask_tasks (id, owner, task_type, name, descrip
 // updateSQL writes the fields the reducer may change, each row only if it
 // still has the version that was read (a compare-and-set), and bumps it.
 // Identity fields are never written after the insert.
-const updateSQL = `UPDATE bgtask_tasks t SET description = x.description, status = x.status, error = x.error,
+const updateSQL = `UPDATE bgtask_tasks t SET description = x.description, status = x.status, error = x.error, error_kind = x.error_kind, cancel_reason = x.cancel_reason,
 		stack = x.stack, result = x.result, created_at = x.created_at, started_at = x.started_at,
 		finished_at = x.finished_at, instance = x.instance, attempt = x.attempt,
 		input_id = x.input_id, input_prompt = x.input_prompt,

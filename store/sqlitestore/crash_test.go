@@ -118,7 +118,7 @@ func TestCrashRecovery(t *testing.T) {
 		}
 		got := get(t, st, id)
 		want := before[id]
-		want.Status, want.Error, want.Attempt, want.FinishedAt = bgtask.StatusInterrupted, wantErr, before[id].Attempt+1, got.FinishedAt
+		want.Status, want.Error, want.ErrorKind, want.Attempt, want.FinishedAt = bgtask.StatusInterrupted, wantErr, bgtask.KindInterrupted, before[id].Attempt+1, got.FinishedAt
 		if got.FinishedAt.IsZero() || !reflect.DeepEqual(got, want) {
 			t.Errorf("after Restore %s =\n %+v\nwant\n %+v", id, got, want)
 		}

@@ -12,3 +12,6 @@ func WithClock(now func() time.Time) Option {
 func WithHookTaken(f func(n int)) Option {
 	return func(c *config) { c.hookTaken = f }
 }
+
+// MigrationSQL is the statement that moves the schema from version v-1 to v.
+func MigrationSQL(v int) string { return migrations[v-1] }

@@ -53,9 +53,20 @@ func (s *Store) Get(ctx context.Context, id string) (bgtask.TaskMeta, error) {
 // and reported together in the last pair, as an error matching
 // bgtask.ErrCorrupt naming each.
 func (s *Store) List(ctx context.Context, owner string, statuses ...bgtask.TaskStatus) iter.Seq2[bgtask.TaskMeta, error] {
+	return s.ListTagged(ctx, owner, "", statuses...)
+}
+
+// ListTagged implements bgtask.TagLister, like List; the tag is looked up
+// in the task_tags index.
+func (s *Store) ListTagged(ctx context.Context, owner, tag string, statuses ...bgtask.TaskStatus) iter.Seq2[bgtask.TaskMeta, error] {
 	return func(yield func(bgtask.TaskMeta, error) bool) {
-		args := make([]any, 0, 1+len(statuses))
+		args := make([]any, 0, 2+len(statuses))
 		args = append(args, owner)
+		query := "SELECT " + columns + " FROM tasks WHERE owner = ?"
+		if tag != "" {
+			query += " AND id IN (SELECT task_id FROM task_tags WHERE owner = ?1 AND tag = ?)"
+			args = append(args, tag)
+		}
 		for _, st := range statuses {
 			if !st.Valid() {
 				yield(bgtask.TaskMeta{}, fmt.Errorf("%w: %q", bgtask.ErrInvalidStatus, st))
@@ -63,7 +74,6 @@ func (s *Store) List(ctx context.Context, owner string, statuses ...bgtask.TaskS
 			}
 			args = append(args, string(st))
 		}
-		query := "SELECT " + columns + " FROM tasks WHERE owner = ?"
 		if len(statuses) > 0 {
 			query += " AND status IN (?" + strings.Repeat(", ?", len(statuses)-1) + ")"
 		}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/bgtask/bgtask"
@@ -14,7 +15,7 @@ import (
 // of scanRow and rowArgs.
 const columns = `id, owner, task_type, name, description, status, error, stack, result,
 	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
-	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt`
+	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason`
 
 // row is a tasks row as scanned, before it is checked. The table is STRICT
 // and its columns NOT NULL where a TaskMeta needs a value, so a scan cannot
@@ -29,6 +30,7 @@ type row struct {
 	attempt                                                   int64
 	wake                                                      string
 	inputID, inputPrompt                                      sql.NullString
+	tags, errorKind, cancelReason                             string
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -36,7 +38,7 @@ type scanner interface{ Scan(dest ...any) error }
 func (r *row) scan(s scanner) error {
 	err := s.Scan(&r.id, &r.owner, &r.typ, &r.name, &r.description, &r.status, &r.errText, &r.stack, &r.result,
 		&r.created, &r.started, &r.finished, &r.parentTask, &r.parentRun, &r.parentCall,
-		&r.parentAgent, &r.detached, &r.instance, &r.attempt, &r.wake, &r.inputID, &r.inputPrompt)
+		&r.parentAgent, &r.detached, &r.instance, &r.attempt, &r.wake, &r.inputID, &r.inputPrompt, &r.tags, &r.errorKind, &r.cancelReason)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: read task row: %w", err)
 	}
@@ -49,22 +51,24 @@ func (r *row) scan(s scanner) error {
 // names the task.
 func (r *row) decode() (bgtask.TaskMeta, error) {
 	m := bgtask.TaskMeta{
-		ID:          r.id,
-		Owner:       r.owner,
-		Type:        r.typ,
-		Name:        r.name,
-		Description: r.description,
-		Status:      bgtask.TaskStatus(r.status),
-		Error:       r.errText,
-		Stack:       r.stack,
-		CreatedAt:   fromMicros(r.created),
-		StartedAt:   fromMicros(r.started),
-		FinishedAt:  fromMicros(r.finished),
-		Parent:      bgtask.Parent{TaskID: r.parentTask, RunID: r.parentRun, CallID: r.parentCall, AgentID: r.parentAgent},
-		Detached:    r.detached != 0,
-		Instance:    r.instance,
-		Attempt:     r.attempt,
-		Wake:        bgtask.WakePolicy(r.wake),
+		ID:           r.id,
+		Owner:        r.owner,
+		Type:         r.typ,
+		Name:         r.name,
+		Description:  r.description,
+		Status:       bgtask.TaskStatus(r.status),
+		Error:        r.errText,
+		ErrorKind:    bgtask.ErrorKind(r.errorKind),
+		CancelReason: r.cancelReason,
+		Stack:        r.stack,
+		CreatedAt:    fromMicros(r.created),
+		StartedAt:    fromMicros(r.started),
+		FinishedAt:   fromMicros(r.finished),
+		Parent:       bgtask.Parent{TaskID: r.parentTask, RunID: r.parentRun, CallID: r.parentCall, AgentID: r.parentAgent},
+		Detached:     r.detached != 0,
+		Instance:     r.instance,
+		Attempt:      r.attempt,
+		Wake:         bgtask.WakePolicy(r.wake),
 	}
 	if r.result.Valid {
 		m.Result = json.RawMessage(r.result.String)
@@ -73,6 +77,7 @@ func (r *row) decode() (bgtask.TaskMeta, error) {
 		m.Input = &bgtask.InputRequest{ID: r.inputID.String, Prompt: r.inputPrompt.String}
 	}
 	var why string
+	tagsErr := r.decodeTags(&m)
 	switch {
 	case m.ID == "":
 		return bgtask.TaskMeta{}, fmt.Errorf("sqlitestore: %w: a row has an empty id", bgtask.ErrCorrupt)
@@ -86,10 +91,29 @@ func (r *row) decode() (bgtask.TaskMeta, error) {
 		why = fmt.Sprintf("negative attempt %d", m.Attempt)
 	case m.Result != nil && !json.Valid(m.Result):
 		why = "result is not valid JSON"
+	case tagsErr != nil:
+		why = "tags are not a JSON array of strings"
 	default:
 		return m, nil
 	}
 	return bgtask.TaskMeta{}, fmt.Errorf("sqlitestore: task %s: %w: %s", m.ID, bgtask.ErrCorrupt, why)
+}
+
+// decodeTags reads the tags column into m.Tags (nil for none).
+func (r *row) decodeTags(m *bgtask.TaskMeta) error {
+	if r.tags == "[]" || r.tags == "" {
+		return nil
+	}
+	return json.Unmarshal([]byte(r.tags), &m.Tags)
+}
+
+// tagsArg is the tags column's value for m: a JSON array, "[]" for none.
+func tagsArg(m *bgtask.TaskMeta) string {
+	if len(m.Tags) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(m.Tags) // strings always encode
+	return string(b)
 }
 
 // rowArgs are m's values for the columns, in order.
@@ -108,7 +132,7 @@ func rowArgs(m *bgtask.TaskMeta) []any {
 	return []any{m.ID, m.Owner, m.Type, m.Name, m.Description, string(m.Status), m.Error, m.Stack, result,
 		toMicros(m.CreatedAt), toMicros(m.StartedAt), toMicros(m.FinishedAt),
 		m.Parent.TaskID, m.Parent.RunID, m.Parent.CallID, m.Parent.AgentID,
-		detached, m.Instance, m.Attempt, string(m.Wake), inputID, inputPrompt}
+		detached, m.Instance, m.Attempt, string(m.Wake), inputID, inputPrompt, tagsArg(m), string(m.ErrorKind), m.CancelReason}
 }
 
 // toMicros stores a time as UTC microseconds (decision 14: stamps have
@@ -131,12 +155,12 @@ func fromMicros(v sql.NullInt64) time.Time {
 // update that the reducer left unchanged is not written.
 func sameMeta(a, b *bgtask.TaskMeta) bool {
 	return a.ID == b.ID && a.Owner == b.Owner && a.Type == b.Type && a.Name == b.Name &&
-		a.Description == b.Description && a.Status == b.Status && a.Error == b.Error && a.Stack == b.Stack &&
+		a.Description == b.Description && a.Status == b.Status && a.Error == b.Error && a.ErrorKind == b.ErrorKind && a.CancelReason == b.CancelReason && a.Stack == b.Stack &&
 		bytes.Equal(a.Result, b.Result) && (a.Result == nil) == (b.Result == nil) &&
 		a.CreatedAt.UnixMicro() == b.CreatedAt.UnixMicro() && a.CreatedAt.IsZero() == b.CreatedAt.IsZero() &&
 		a.StartedAt.UnixMicro() == b.StartedAt.UnixMicro() && a.StartedAt.IsZero() == b.StartedAt.IsZero() &&
 		a.FinishedAt.UnixMicro() == b.FinishedAt.UnixMicro() && a.FinishedAt.IsZero() == b.FinishedAt.IsZero() &&
 		a.Parent == b.Parent && a.Detached == b.Detached && a.Instance == b.Instance &&
-		a.Attempt == b.Attempt && a.Wake == b.Wake &&
+		a.Attempt == b.Attempt && a.Wake == b.Wake && slices.Equal(a.Tags, b.Tags) &&
 		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input)
 }

@@ -52,6 +52,32 @@ var migrations = [...]string{
 	CREATE INDEX tasks_parent ON tasks (parent_task_id, created_at) WHERE parent_task_id <> '';
 	CREATE INDEX tasks_owner_terminal ON tasks (owner, terminal_seq) WHERE terminal_seq IS NOT NULL;
 	CREATE INDEX tasks_terminal_at ON tasks (terminal_at) WHERE terminal_at IS NOT NULL;`,
+	// 2: tags, error kinds and cancel reasons. error_kind is why a failed
+	// or interrupted task ended, cancel_reason why a cancelled one was
+	// cancelled ('' for rows of version 1). The record's tags are a JSON array of strings in tasks.tags
+	// (set at insert, never changed by the reducer); task_tags indexes
+	// them for the tag filter, one row per (owner, tag, task), kept by
+	// triggers so that every write path (upserts, retention deletes,
+	// removes) keeps it in step. Rows of an older version get no tags.
+	`ALTER TABLE tasks ADD COLUMN error_kind TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN cancel_reason TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
+	CREATE TABLE task_tags (
+		owner   TEXT NOT NULL,
+		tag     TEXT NOT NULL,
+		task_id TEXT NOT NULL,
+		PRIMARY KEY (owner, tag, task_id)
+	) STRICT, WITHOUT ROWID;
+	CREATE TRIGGER tasks_tags_insert AFTER INSERT ON tasks BEGIN
+		INSERT OR IGNORE INTO task_tags (owner, tag, task_id) SELECT new.owner, value, new.id FROM json_each(new.tags);
+	END;
+	CREATE TRIGGER tasks_tags_update AFTER UPDATE OF tags, owner ON tasks WHEN old.tags IS NOT new.tags OR old.owner IS NOT new.owner BEGIN
+		DELETE FROM task_tags WHERE owner = old.owner AND task_id = old.id AND tag IN (SELECT value FROM json_each(old.tags));
+		INSERT OR IGNORE INTO task_tags (owner, tag, task_id) SELECT new.owner, value, new.id FROM json_each(new.tags);
+	END;
+	CREATE TRIGGER tasks_tags_delete AFTER DELETE ON tasks BEGIN
+		DELETE FROM task_tags WHERE owner = old.owner AND task_id = old.id AND tag IN (SELECT value FROM json_each(old.tags));
+	END;`,
 }
 
 // userVersion reads the schema version.

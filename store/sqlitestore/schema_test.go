@@ -3,6 +3,7 @@ package sqlitestore_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,7 +71,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	if s != nil {
 		s.Close()
 	}
-	wantErr(t, "Open", err, "sqlitestore: database schema is newer than this code: database schema version 7, this code knows up to 1", sqlitestore.ErrSchemaTooNew)
+	wantErr(t, "Open", err, fmt.Sprintf("sqlitestore: database schema is newer than this code: database schema version 7, this code knows up to %d", sqlitestore.SchemaVersion), sqlitestore.ErrSchemaTooNew)
 
 	after, err := os.ReadFile(path)
 	if err != nil {

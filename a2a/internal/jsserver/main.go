@@ -76,6 +76,9 @@ func run() error {
 	mux.Handle("/", srv.Handler())
 	mux.HandleFunc("GET /debug/wait/{id}", func(w http.ResponseWriter, r *http.Request) {
 		rec, err := m.Wait(r.Context(), r.PathValue("id"))
+		if _, failed := errors.AsType[*bgtask.TaskError](err); failed {
+			err = nil // the record says how it failed
+		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return

@@ -1,0 +1,161 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func doneTask(context.Context, *Task) (any, error) { return "ok", nil }
+
+func TestWithTagsRefusesBadTags(t *testing.T) {
+	m := newTestManager(t, WithTagCaps(3, 8))
+	o := m.Owner("alice")
+	for _, tc := range []struct {
+		tags []string
+		want string
+	}{
+		{[]string{"a", "b", "c", "d"}, "bgtask: invalid argument: 4 tags, at most 3"},
+		{[]string{"a", ""}, "bgtask: invalid argument: tag 1 is empty"},
+		{[]string{"123456789"}, "bgtask: invalid argument: tag 0 longer than 8 bytes"},
+		{[]string{"\xff"}, "bgtask: invalid argument: tag 0 is not UTF-8"},
+		{[]string{" a"}, `bgtask: invalid argument: tag " a" has surrounding spaces`},
+		{[]string{"a\nb"}, `bgtask: invalid argument: tag "a\nb" has control characters`},
+		{[]string{"x", "x"}, `bgtask: invalid argument: tag "x" given twice`},
+	} {
+		_, err := o.Spawn(t.Context(), doneTask, WithTags(tc.tags...))
+		if !errors.Is(err, ErrInvalidArgument) || err.Error() != tc.want {
+			t.Errorf("Spawn(WithTags(%q)) = %v, want %q", tc.tags, err, tc.want)
+		}
+	}
+	if n := countRecords(t, m, "alice"); n != 0 {
+		t.Errorf("%d records after refused spawns, want 0", n)
+	}
+	if _, err := New(WithTagCaps(-1, 0)); err == nil || err.Error() != "bgtask: WithTagCaps(-1): negative size" {
+		t.Errorf("New(WithTagCaps(-1, 0)) = %v", err)
+	}
+}
+
+func TestWithTagsDefaultCaps(t *testing.T) {
+	m := newTestManager(t)
+	o := m.Owner("alice")
+	many := make([]string, DefaultMaxTags)
+	for i := range many {
+		many[i] = strings.Repeat("x", DefaultMaxTagBytes-2) + string(rune('a'+i/26)) + string(rune('a'+i%26))
+	}
+	id := spawnFor(t, m, "alice", doneTask, WithTags(many...))
+	if got := waitTask(t, o, id).Tags; !slices.Equal(got, many) {
+		t.Errorf("Tags = %q, want %q", got, many)
+	}
+	if _, err := o.Spawn(t.Context(), doneTask, WithTags(append(many, "one-more")...)); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Spawn with %d tags = %v, want ErrInvalidArgument", DefaultMaxTags+1, err)
+	}
+}
+
+func TestTagsFilterListsAndTools(t *testing.T) {
+	m := newTestManager(t)
+	alice, bob := m.Owner("alice"), m.Owner("bob")
+	a := spawnFor(t, m, "alice", doneTask, WithTags("deploy", "eu"))
+	b := spawnFor(t, m, "alice", doneTask, WithTags("eu"))
+	c := spawnFor(t, m, "alice", doneTask)
+	spawnFor(t, m, "bob", doneTask, WithTags("deploy"))
+	for _, id := range []string{a, b, c} {
+		waitTask(t, alice, id)
+	}
+	for _, tc := range []struct {
+		tag  string
+		want []string
+	}{
+		{"deploy", []string{a}},
+		{"eu", []string{a, b}},
+		{"", []string{a, b, c}},
+		{"none", []string{}},
+	} {
+		seq, err := alice.ListTagged(t.Context(), tc.tag, StatusCompleted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := taskIDs(slices.Collect(seq)); !slices.Equal(got, tc.want) {
+			t.Errorf("ListTagged(%q) = %v, want %v", tc.tag, got, tc.want)
+		}
+		var page listResult
+		args := `{"tag":null}`
+		if tc.tag != "" {
+			args = `{"tag":"` + tc.tag + `"}`
+		}
+		callTool(t, t.Context(), toolNamed(t, alice, "list_tasks"), args, &page)
+		if got := taskIDs(toolMetas(page.Tasks)); !slices.Equal(got, tc.want) || page.Total != len(tc.want) {
+			t.Errorf("list_tasks(%s) = %v total %d, want %v", args, got, page.Total, tc.want)
+		}
+	}
+	seq, err := bob.ListTagged(t.Context(), "eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Collect(seq); len(got) != 0 {
+		t.Errorf("bob's ListTagged(eu) = %v, want none (alice's tasks)", taskIDs(got))
+	}
+	var got getResult
+	callTool(t, t.Context(), toolNamed(t, alice, "get_task"), `{"task_id":"`+a+`"}`, &got)
+	if !slices.Equal(got.Task.Tags, []string{"deploy", "eu"}) {
+		t.Errorf("get_task tags = %q", got.Task.Tags)
+	}
+	raw := callTool(t, t.Context(), toolNamed(t, alice, "list_tasks"), `{"tag":"deploy"}`, nil)
+	if !strings.Contains(string(raw), `"tags":["deploy","eu"]`) {
+		t.Errorf("list_tasks = %s, want the tags shown", raw)
+	}
+	if err := callToolErr(t, t.Context(), toolNamed(t, alice, "list_tasks"), `{"tag":" "}`); err.Error() != `invalid arguments: "tag" is blank` {
+		t.Errorf("list_tasks blank tag: %v", err)
+	}
+}
+
+func toolMetas(ts []toolTask) []TaskMeta {
+	out := make([]TaskMeta, len(ts))
+	for i, v := range ts {
+		out[i].ID = v.TaskID
+	}
+	return out
+}
+
+// A store that is not a TagLister is filtered by ListTagged itself.
+func TestListTaggedFiltersAPlainStore(t *testing.T) {
+	plain := struct{ Store }{NewMemoryStore()}
+	m := newTestManager(t, WithStore(plain))
+	a := spawnFor(t, m, "alice", doneTask, WithTags("x"))
+	b := spawnFor(t, m, "alice", doneTask)
+	waitTask(t, m.Owner("alice"), a)
+	waitTask(t, m.Owner("alice"), b)
+	var got []string
+	for meta, err := range ListTagged(t.Context(), plain, "alice", "x") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, meta.ID)
+	}
+	if !slices.Equal(got, []string{a}) {
+		t.Errorf("ListTagged = %v, want [%s]", got, a)
+	}
+}
+
+func TestApplyActionKeepsTags(t *testing.T) {
+	var s Snapshot
+	base := TaskMeta{ID: "task_1", Owner: "o", Status: StatusRunning, Tags: []string{"a"}}
+	ApplyAction(&s, Upsert(base))
+	for _, u := range []TaskMeta{
+		{ID: "task_1", Owner: "o", Status: StatusRunning, Tags: []string{"b"}},
+		{ID: "task_1", Owner: "o", Tags: nil},
+		{ID: "task_1", Owner: "o", Status: StatusCompleted, Tags: []string{"c"}},
+		{ID: "task_1", Owner: "o", Status: StatusCompleted, Tags: []string{"d"}},
+	} {
+		ApplyAction(&s, Upsert(u))
+		if got := s.Tasks["task_1"].Tags; !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("after upsert %+v: Tags = %q, want [a]", u, got)
+		}
+	}
+	base.Tags[0] = "changed"
+	if got := s.Tasks["task_1"].Tags; !slices.Equal(got, []string{"a"}) {
+		t.Errorf("the snapshot shares the caller's slice: Tags = %q", got)
+	}
+}

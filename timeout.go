@@ -1,0 +1,106 @@
+package bgtask
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrTimeout is the cause of a task's context when its time ran out
+// (WithTimeout, WithDeadline), and is matched by the *TaskError that Wait
+// returns for a task that failed that way.
+var ErrTimeout = errors.New("bgtask: task timed out")
+
+// ErrorKind says why a task ended failed or interrupted; it is empty for
+// every other status (cancelled is a status, not a kind). A kind read from
+// a Store that this version does not know is kept as it is.
+type ErrorKind string
+
+// The error kinds.
+const (
+	// KindError: the function returned an error (or its result could not
+	// be encoded, or its start could not be recorded).
+	KindError ErrorKind = "error"
+	// KindTimeout: the task's time ran out (WithTimeout, WithDeadline) and
+	// its function returned an error.
+	KindTimeout ErrorKind = "timeout"
+	// KindPanic: the function panicked; the record's Stack holds the trace.
+	KindPanic ErrorKind = "panic"
+	// KindInterrupted: the runtime instance that ran the task is gone.
+	KindInterrupted ErrorKind = "interrupted"
+)
+
+// TaskError is the error Wait returns for a failed task, beside its
+// record: the task's id, its error kind and the text of its error. It
+// matches ErrTimeout (errors.Is) when Kind is KindTimeout.
+type TaskError struct {
+	TaskID  string
+	Kind    ErrorKind
+	Message string
+}
+
+// Error returns "bgtask: task <id> failed (<kind>): <message>".
+func (e *TaskError) Error() string {
+	return fmt.Sprintf("bgtask: task %s failed (%s): %s", e.TaskID, e.Kind, e.Message)
+}
+
+// Is reports whether target is ErrTimeout and the task timed out.
+func (e *TaskError) Is(target error) bool { return target == ErrTimeout && e.Kind == KindTimeout }
+
+// failedError returns meta's *TaskError when it is a failed record.
+func failedError(meta *TaskMeta) error {
+	if meta.Status != StatusFailed {
+		return nil
+	}
+	return &TaskError{TaskID: meta.ID, Kind: meta.ErrorKind, Message: meta.Error}
+}
+
+// WithTimeout ends the task's time d after its spawn (time spent queued
+// counts): its context then ends with a cause matching ErrTimeout, and if
+// its function returns an error, the task ends failed with the error kind
+// KindTimeout. A function that returns a value anyway completes. A later
+// WithTimeout or WithDeadline replaces an earlier one; d <= 0 makes the
+// spawn fail with an error matching ErrInvalidArgument.
+func WithTimeout(d time.Duration) SpawnOption {
+	return func(c *spawnConfig) { c.timeout, c.deadline, c.timed = d, time.Time{}, timedBy(1) }
+}
+
+// WithDeadline is WithTimeout with the time at which the task's time ends.
+// A zero t makes the spawn fail with an error matching ErrInvalidArgument;
+// a t already past starts the task with its context ended.
+func WithDeadline(t time.Time) SpawnOption {
+	return func(c *spawnConfig) { c.timeout, c.deadline, c.timed = 0, t, timedBy(2) }
+}
+
+// timedBy says which of WithTimeout (1) and WithDeadline (2) was given last.
+type timedBy uint8
+
+// deadlineOf returns the task's deadline (zero for none) and the cause its
+// context ends with then, or why the options are invalid.
+func (c *spawnConfig) deadlineOf(created time.Time) (time.Time, error, error) {
+	switch c.timed {
+	case 1:
+		if c.timeout <= 0 {
+			return time.Time{}, nil, invalidArgument("timeout %v is not positive", c.timeout)
+		}
+		return created.Add(c.timeout), &timeoutError{c.timeout}, nil
+	case 2:
+		if c.deadline.IsZero() {
+			return time.Time{}, nil, invalidArgument("deadline is zero")
+		}
+		return c.deadline, &timeoutError{}, nil
+	}
+	return time.Time{}, nil, nil
+}
+
+// timeoutError is the cause of a task context whose time ran out.
+type timeoutError struct{ timeout time.Duration }
+
+func (e *timeoutError) Error() string {
+	if e.timeout > 0 {
+		return fmt.Sprintf("bgtask: task timed out after %v", e.timeout)
+	}
+	return "bgtask: task timed out: its deadline passed"
+}
+
+func (e *timeoutError) Is(target error) bool { return target == ErrTimeout }

@@ -1,0 +1,180 @@
+package bgtask
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// A task whose time runs out sees a cause matching ErrTimeout and ends
+// failed with the kind "timeout", after exactly its timeout of fake time;
+// Wait returns a *TaskError that matches ErrTimeout; the event, its JSON,
+// get_task and list_tasks carry the kind.
+func TestWithTimeoutEndsFailedWithKindTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newTestManager(t)
+		o := m.Owner("alice")
+		inbox, err := o.Inbox()
+		if err != nil {
+			t.Fatal(err)
+		}
+		causes := make(chan error, 1)
+		id, err := o.Spawn(t.Context(), func(ctx context.Context, _ *Task) (any, error) {
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return nil, ctx.Err()
+		}, WithTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, err := o.Wait(t.Context(), id)
+		if cause := <-causes; !errors.Is(cause, ErrTimeout) || cause.Error() != "bgtask: task timed out after 5s" {
+			t.Errorf("the task's cause = %v, want ErrTimeout", cause)
+		}
+		te, ok := errors.AsType[*TaskError](err)
+		if !ok || !errors.Is(err, ErrTimeout) || *te != (TaskError{TaskID: id, Kind: KindTimeout, Message: "bgtask: task timed out after 5s"}) {
+			t.Fatalf("Wait error = %#v, want a timeout *TaskError", err)
+		}
+		if err.Error() != "bgtask: task "+id+" failed (timeout): bgtask: task timed out after 5s" {
+			t.Errorf("Wait error text = %q", err)
+		}
+		if meta.Status != StatusFailed || meta.ErrorKind != KindTimeout || meta.FinishedAt.Sub(meta.CreatedAt) != 5*time.Second {
+			t.Errorf("record = %s/%s after %v, want failed/timeout after 5s", meta.Status, meta.ErrorKind, meta.FinishedAt.Sub(meta.CreatedAt))
+		}
+		evs := inbox.Drain()
+		if len(evs) != 1 || evs[0].Kind != EventFailed || evs[0].ErrorKind != KindTimeout {
+			t.Fatalf("events = %+v, want one failed event of kind timeout", evs)
+		}
+		b, err := json.Marshal(evs[0])
+		if err != nil || string(b) != `{"kind":"failed","task_id":"`+id+`","error":"bgtask: task timed out after 5s","error_kind":"timeout"}` {
+			t.Errorf("event JSON = %s, %v", b, err)
+		}
+		var back Event
+		if err := json.Unmarshal(b, &back); err != nil || back.ErrorKind != KindTimeout {
+			t.Errorf("event read back = %+v, %v", back, err)
+		}
+		var got getResult
+		callTool(t, t.Context(), toolNamed(t, o, "get_task"), `{"task_id":"`+id+`"}`, &got)
+		if got.Task.ErrorKind != KindTimeout {
+			t.Errorf("get_task error_kind = %q", got.Task.ErrorKind)
+		}
+		raw := callTool(t, t.Context(), toolNamed(t, o, "list_tasks"), `{}`, nil)
+		if !strings.Contains(string(raw), `"error_kind":"timeout"`) {
+			t.Errorf("list_tasks = %s, want the kind", raw)
+		}
+	})
+}
+
+// Each way a task ends gives its status and kind (none for completed and
+// cancelled: cancelled is a status, not a kind).
+func TestErrorKinds(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		opts      []SpawnOption
+		fn        Func
+		cancelAt  time.Duration // cancel the task after this much fake time; 0 never
+		status    TaskStatus
+		kind      ErrorKind
+		errText   string
+		took      time.Duration
+		waitIsErr bool
+	}{
+		{"function error", nil, func(context.Context, *Task) (any, error) { return nil, errors.New("disk full") },
+			0, StatusFailed, KindError, "disk full", 0, true},
+		{"panic", nil, func(context.Context, *Task) (any, error) { panic("boom") },
+			0, StatusFailed, KindPanic, "panic: boom", 0, true},
+		{"deadline", nil, blockOnCtx, // WithDeadline(3s after the bubble's start), set below
+			0, StatusFailed, KindTimeout, "bgtask: task timed out: its deadline passed", 3 * time.Second, true},
+		{"own error after the timeout", []SpawnOption{WithTimeout(2 * time.Second)}, func(ctx context.Context, _ *Task) (any, error) {
+			<-ctx.Done()
+			return nil, errors.New("gave up")
+		}, 0, StatusFailed, KindTimeout, "gave up", 2 * time.Second, true},
+		{"a value after the timeout", []SpawnOption{WithTimeout(2 * time.Second)}, func(ctx context.Context, _ *Task) (any, error) {
+			<-ctx.Done()
+			return "partial", nil
+		}, 0, StatusCompleted, "", "", 2 * time.Second, false},
+		{"cancelled before the timeout", []SpawnOption{WithTimeout(time.Hour)}, blockOnCtx,
+			time.Second, StatusCancelled, "", "bgtask: task cancelled", time.Second, false},
+		{"done before the timeout", []SpawnOption{WithTimeout(time.Hour)}, func(context.Context, *Task) (any, error) { return 1, nil },
+			0, StatusCompleted, "", "", 0, false},
+		{"a later WithTimeout wins", []SpawnOption{WithDeadline(time.Now().Add(time.Hour)), WithTimeout(time.Second)}, blockOnCtx,
+			0, StatusFailed, KindTimeout, "bgtask: task timed out after 1s", time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				opts := tc.opts // a deadline is a time in the bubble
+				if tc.name == "deadline" {
+					opts = []SpawnOption{WithDeadline(time.Now().Add(3 * time.Second))}
+				}
+				m := newTestManager(t)
+				o := m.Owner("alice")
+				id, err := o.Spawn(t.Context(), tc.fn, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.cancelAt > 0 {
+					time.Sleep(tc.cancelAt) // fake time, in the bubble
+					if n, err := o.Cancel(t.Context(), id); n != 1 || err != nil {
+						t.Fatalf("Cancel = %d, %v", n, err)
+					}
+				}
+				meta, err := o.Wait(t.Context(), id)
+				if (err != nil) != tc.waitIsErr || err != nil && !isTaskError(err) {
+					t.Fatalf("Wait error = %v, want a *TaskError: %v", err, tc.waitIsErr)
+				}
+				if meta.Status != tc.status || meta.ErrorKind != tc.kind || meta.Error != tc.errText {
+					t.Errorf("record = %s/%q/%q, want %s/%q/%q", meta.Status, meta.ErrorKind, meta.Error, tc.status, tc.kind, tc.errText)
+				}
+				if took := meta.FinishedAt.Sub(meta.CreatedAt); took != tc.took {
+					t.Errorf("ended after %v, want %v", took, tc.took)
+				}
+				if errors.Is(err, ErrTimeout) != (tc.kind == KindTimeout) {
+					t.Errorf("errors.Is(%v, ErrTimeout) = %v", err, !(tc.kind == KindTimeout))
+				}
+			})
+		})
+	}
+}
+
+func blockOnCtx(ctx context.Context, _ *Task) (any, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func TestTimeoutOptionsRefuseBadValues(t *testing.T) {
+	m := newTestManager(t)
+	o := m.Owner("alice")
+	for _, tc := range []struct {
+		opt  SpawnOption
+		want string
+	}{
+		{WithTimeout(0), "bgtask: invalid argument: timeout 0s is not positive"},
+		{WithTimeout(-time.Second), "bgtask: invalid argument: timeout -1s is not positive"},
+		{WithDeadline(time.Time{}), "bgtask: invalid argument: deadline is zero"},
+	} {
+		if _, err := o.Spawn(t.Context(), doneTask, tc.opt); !errors.Is(err, ErrInvalidArgument) || err.Error() != tc.want {
+			t.Errorf("Spawn = %v, want %q", err, tc.want)
+		}
+	}
+}
+
+// Restore marks what it interrupts with the kind "interrupted".
+func TestRestoreSetsKindInterrupted(t *testing.T) {
+	store := NewMemoryStore()
+	old := TaskMeta{ID: "task_old", Owner: "a", Type: TypeTask, Status: StatusRunning, CreatedAt: now(), Instance: "inst_old"}
+	if err := store.Commit(t.Context(), "a", Upsert(old)); err != nil {
+		t.Fatal(err)
+	}
+	m := newTestManager(t, WithStore(store))
+	if _, err := m.Restore(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := m.Wait(t.Context(), "task_old")
+	if err != nil || meta.Status != StatusInterrupted || meta.ErrorKind != KindInterrupted {
+		t.Fatalf("Wait = %s/%q, %v; want interrupted/interrupted with no error", meta.Status, meta.ErrorKind, err)
+	}
+}
