@@ -117,7 +117,7 @@ func TestErrorKinds(t *testing.T) {
 					t.Fatal(err)
 				}
 				if tc.cancelAt > 0 {
-					time.Sleep(tc.cancelAt) // fake time, in the bubble
+					<-time.After(tc.cancelAt) // fake time, in the bubble
 					if n, err := o.Cancel(t.Context(), id); n != 1 || err != nil {
 						t.Fatalf("Cancel = %d, %v", n, err)
 					}

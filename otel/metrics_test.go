@@ -59,7 +59,7 @@ func TestMetricsExact(t *testing.T) {
 		fetch := bgtask.WithType("fetch")
 		blocker := b.spawn(t, ctx, "alice", func(context.Context, *bgtask.Task) (any, error) { <-release; return "ok", nil }, fetch)
 		failing := b.spawn(t, ctx, "alice", func(context.Context, *bgtask.Task) (any, error) {
-			time.Sleep(time.Second)
+			<-time.After(time.Second)
 			return nil, errors.New("no")
 		})
 		panicking := b.spawn(t, ctx, "alice", func(context.Context, *bgtask.Task) (any, error) { panic("kaput") })
@@ -74,7 +74,7 @@ func TestMetricsExact(t *testing.T) {
 		if n, err := b.m.Owner("bob").Cancel(ctx, cancelled); n != 1 || err != nil {
 			t.Fatalf("Cancel: (%d, %v)", n, err)
 		}
-		time.Sleep(2 * time.Second)
+		<-time.After(2 * time.Second)
 		close(release)
 		for _, id := range []string{blocker, failing, panicking, cancelled} {
 			b.wait(t, id)
@@ -183,7 +183,7 @@ func TestMetricsInterrupted(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := newBundle(t, bgtask.WithStore(store))
-		time.Sleep(5 * time.Second)
+		<-time.After(5 * time.Second)
 		if got, err := b.m.Restore(ctx, "alice"); len(got) != 1 || err != nil {
 			t.Fatalf("Restore: %d records, %v; want 1", len(got), err)
 		}

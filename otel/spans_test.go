@@ -350,11 +350,11 @@ func TestSpanEndNotCommitted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBundle(t, bgtask.WithStore(failingStore{bgtask.NewMemoryStore()}), bgtask.WithCommitRetry(1, time.Millisecond))
 		id := b.spawn(t, context.Background(), "alice", func(context.Context, *bgtask.Task) (any, error) {
-			time.Sleep(time.Second)
+			<-time.After(time.Second)
 			return "done", nil
 		}, bgtask.WithWake(bgtask.WakeSilent))
 		synctest.Wait()
-		time.Sleep(time.Second)
+		<-time.After(time.Second)
 		synctest.Wait()
 		s := b.span(t, id)
 		const desc = "bgtask: terminal record not committed: disk full"
