@@ -27,10 +27,11 @@ const (
 )
 
 // Error kinds: the value of error.type on a task that did not complete.
-// More kinds may be added (a task that timed out, say); a consumer should
-// treat an unknown kind as a failure.
+// More kinds may be added; a consumer should treat an unknown kind as a
+// failure.
 const (
 	KindError       = "error"       // the function returned an error
+	KindTimeout     = "timeout"     // its WithTimeout or WithDeadline passed
 	KindPanic       = "panic"       // the function panicked
 	KindCancelled   = "cancelled"   // the task was cancelled
 	KindInterrupted = "interrupted" // the process that ran it is gone
@@ -41,6 +42,9 @@ const (
 func errorKind(m bgtask.TaskMeta) string {
 	switch m.Status {
 	case bgtask.StatusFailed:
+		if m.ErrorKind != "" {
+			return string(m.ErrorKind) // error, timeout, panic
+		}
 		if m.Stack != "" {
 			return KindPanic
 		}

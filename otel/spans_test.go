@@ -95,6 +95,7 @@ func TestSpanEnd(t *testing.T) {
 	tests := []struct {
 		name       string
 		fn         bgtask.Func
+		opts       []bgtask.SpawnOption
 		cancel     bool // cancel it once it runs
 		queued     bool // behind a blocker with one slot, cancelled before it runs
 		wantStatus bgtask.TaskStatus
@@ -106,6 +107,9 @@ func TestSpanEnd(t *testing.T) {
 			wantStatus: bgtask.StatusCompleted, wantCode: codes.Unset},
 		{name: "failed", fn: func(context.Context, *bgtask.Task) (any, error) { return nil, boom },
 			wantStatus: bgtask.StatusFailed, wantKind: "error", wantCode: codes.Error, wantDesc: "boom"},
+		{name: "timeout", opts: []bgtask.SpawnOption{bgtask.WithTimeout(time.Minute)},
+			fn:         func(ctx context.Context, _ *bgtask.Task) (any, error) { <-ctx.Done(); return nil, context.Cause(ctx) },
+			wantStatus: bgtask.StatusFailed, wantKind: "timeout", wantCode: codes.Error, wantDesc: "bgtask: task timed out after 1m0s"},
 		{name: "panic", fn: func(context.Context, *bgtask.Task) (any, error) { panic("kaput") },
 			wantStatus: bgtask.StatusFailed, wantKind: "panic", wantCode: codes.Error, wantDesc: "panic: kaput"},
 		{name: "cancelled", cancel: true,
@@ -125,7 +129,7 @@ func TestSpanEnd(t *testing.T) {
 				if tc.queued {
 					blocker = b.spawn(t, context.Background(), "alice", func(context.Context, *bgtask.Task) (any, error) { <-release; return nil, nil })
 				}
-				id := b.spawn(t, context.Background(), "alice", tc.fn)
+				id := b.spawn(t, context.Background(), "alice", tc.fn, tc.opts...)
 				synctest.Wait()
 				if tc.cancel || tc.queued {
 					if n, err := b.m.Owner("alice").Cancel(context.Background(), id); n != 1 || err != nil {
