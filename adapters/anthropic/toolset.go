@@ -123,7 +123,7 @@ func (s *Toolset) Answer(ctx context.Context, msg *anthropic.Message) ([]anthrop
 		switch {
 		case err == nil:
 			out = append(out, anthropic.NewToolResultBlock(block.ID, string(res), false))
-		case modelMistake(err):
+		case bgtask.IsModelMistake(err):
 			out = append(out, anthropic.NewToolResultBlock(block.ID, err.Error(), true))
 		default:
 			return nil, fmt.Errorf("bganthropic: %s (tool_use %s): %w", t.Name, block.ID, err)
@@ -143,11 +143,4 @@ func (s *Toolset) lookup(name string) (bgtask.Tool, bool) {
 		}
 	}
 	return bgtask.Tool{}, false
-}
-
-// modelMistake reports whether err is one the model made and can mend: bad
-// arguments, a task id it does not own, a cancel with no current task.
-func modelMistake(err error) bool {
-	return errors.Is(err, bgtask.ErrToolArguments) || errors.Is(err, bgtask.ErrNotFound) ||
-		errors.Is(err, bgtask.ErrNoCurrentTask)
 }

@@ -3,7 +3,6 @@ package bgeino
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/bgtask/bgtask"
@@ -65,15 +64,8 @@ func (it *invokable) InvokableRun(ctx context.Context, args string, _ ...tool.Op
 	switch {
 	case err == nil:
 		return string(res), nil
-	case modelMistake(err):
+	case bgtask.IsModelMistake(err):
 		return err.Error(), nil
 	}
 	return "", fmt.Errorf("bgeino: %s: %w", it.t.Name, err)
-}
-
-// modelMistake reports whether err is one the model made and can mend: bad
-// arguments, a task id it does not own, a cancel with no current task.
-func modelMistake(err error) bool {
-	return errors.Is(err, bgtask.ErrToolArguments) || errors.Is(err, bgtask.ErrNotFound) ||
-		errors.Is(err, bgtask.ErrNoCurrentTask)
 }

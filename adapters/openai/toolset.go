@@ -3,7 +3,6 @@ package bgopenai
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -78,15 +77,8 @@ func run(ctx context.Context, t bgtask.Tool, callID, args string) (string, error
 	switch {
 	case err == nil:
 		return string(res), nil
-	case modelMistake(err):
+	case bgtask.IsModelMistake(err):
 		return err.Error(), nil
 	}
 	return "", fmt.Errorf("bgopenai: %s (call %s): %w", t.Name, callID, err)
-}
-
-// modelMistake reports whether err is one the model made and can mend: bad
-// arguments, a task id it does not own, a cancel with no current task.
-func modelMistake(err error) bool {
-	return errors.Is(err, bgtask.ErrToolArguments) || errors.Is(err, bgtask.ErrNotFound) ||
-		errors.Is(err, bgtask.ErrNoCurrentTask)
 }
