@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/adaptertest"
+
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/packages/param"
 	"github.com/bgtask/bgtask"
@@ -36,15 +38,15 @@ func messageReply(uses []toolUse, text string) string {
 // request carries one tool_result per block with the exact results; a bad
 // argument's error text comes back with is_error.
 func TestMessagesLoop(t *testing.T) {
-	f := newFixture(t)
+	f := adaptertest.NewFixture(t)
 	uses := []toolUse{
 		{"toolu_1", "list_tasks", `{"status":["completed"]}`},
-		{"toolu_2", "get_task", `{"task_id":"` + f.fetch + `"}`},
+		{"toolu_2", "get_task", `{"task_id":"` + f.Fetch + `"}`},
 		{"toolu_3", "cancel_task", `{"target":{"relation":"child","name":"crawler"}}`},
 		{"toolu_4", "list_tasks", `{"state":"completed"}`},
 	}
 	model, client := newScriptedModel(t, "/v1/messages", messageReply(uses, "Let me look."), messageReply(nil, "The crawler is cancelled."))
-	ts, err := bganthropic.New(f.owner.Tools())
+	ts, err := bganthropic.New(f.Owner.Tools())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestMessagesLoop(t *testing.T) {
 			final = msg.Content[0].Text
 			break
 		}
-		results, err := ts.Answer(f.callCtx, msg)
+		results, err := ts.Answer(f.CallCtx, msg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,10 +79,10 @@ func TestMessagesLoop(t *testing.T) {
 	if final != "The crawler is cancelled." {
 		t.Errorf("final answer %q", final)
 	}
-	f.checkCrawlerCancelled(t)
+	f.CheckCrawlerCancelled(t)
 
-	defs := model.request(0)["tools"].([]any)
-	tools := f.owner.Tools()
+	defs := model.Request(0)["tools"].([]any)
+	tools := f.Owner.Tools()
 	if len(defs) != len(tools) {
 		t.Fatalf("%d tool definitions sent, want %d", len(defs), len(tools))
 	}
@@ -90,12 +92,12 @@ func TestMessagesLoop(t *testing.T) {
 		if err := json.Unmarshal(tool.Schema, &want); err != nil {
 			t.Fatal(err)
 		}
-		if def["name"] != tool.Name || def["description"] != tool.Description || !jsonEqual(def["input_schema"], want) {
+		if def["name"] != tool.Name || def["description"] != tool.Description || !adaptertest.JSONEqual(def["input_schema"], want) {
 			t.Errorf("definition %d: %v\nwant %s with its description and schema", i, def, tool.Name)
 		}
 	}
 
-	msgs := model.request(1)["messages"].([]any)
+	msgs := model.Request(1)["messages"].([]any)
 	if len(msgs) != 3 {
 		t.Fatalf("second request has %d messages, want 3", len(msgs))
 	}
@@ -104,9 +106,9 @@ func TestMessagesLoop(t *testing.T) {
 		text    string
 		isError bool
 	}{
-		{f.direct(t, "list_tasks", `{"status":["completed"]}`), false},
-		{f.direct(t, "get_task", `{"task_id":"`+f.fetch+`"}`), false},
-		{`{"status":"accepted","root_task_id":"` + f.crawler + `","cancelled_count":1}`, false},
+		{f.Direct(t, "list_tasks", `{"status":["completed"]}`), false},
+		{f.Direct(t, "get_task", `{"task_id":"`+f.Fetch+`"}`), false},
+		{`{"status":"accepted","root_task_id":"` + f.Crawler + `","cancelled_count":1}`, false},
 		{`invalid arguments: unknown field "state"`, true},
 	}
 	if len(results) != len(want) {
@@ -116,7 +118,7 @@ func TestMessagesLoop(t *testing.T) {
 		got := results[i].(map[string]any)
 		wantBlock := map[string]any{"type": "tool_result", "tool_use_id": uses[i].id, "is_error": w.isError,
 			"content": []any{map[string]any{"type": "text", "text": w.text}}}
-		if !jsonEqual(got, wantBlock) {
+		if !adaptertest.JSONEqual(got, wantBlock) {
 			t.Errorf("result %d: %v\nwant %v", i, got, wantBlock)
 		}
 	}
@@ -125,8 +127,8 @@ func TestMessagesLoop(t *testing.T) {
 // tool_use blocks of other tools are left to the host; a closed Manager is
 // the host's error, not the model's.
 func TestAnswerOtherToolsAndClosed(t *testing.T) {
-	f := newFixture(t)
-	ts, err := bganthropic.New(f.owner.Tools())
+	f := adaptertest.NewFixture(t)
+	ts, err := bganthropic.New(f.Owner.Tools())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +137,7 @@ func TestAnswerOtherToolsAndClosed(t *testing.T) {
 	if err := json.Unmarshal([]byte(reply), &msg); err != nil {
 		t.Fatal(err)
 	}
-	results, err := ts.Answer(f.callCtx, &msg)
+	results, err := ts.Answer(f.CallCtx, &msg)
 	if err != nil || len(results) != 1 {
 		t.Fatalf("%d results, %v; want 1", len(results), err)
 	}
@@ -144,13 +146,13 @@ func TestAnswerOtherToolsAndClosed(t *testing.T) {
 		t.Errorf("result %s %q is_error %v", got.ToolUseID, got.Content[0].OfText.Text, got.IsError.Value)
 	}
 
-	if err := f.m.Shutdown(t.Context()); err != nil {
+	if err := f.M.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal([]byte(messageReply([]toolUse{{"toolu_9", "cancel_task", `{"target":{"relation":"self"}}`}}, "")), &msg); err != nil {
 		t.Fatal(err)
 	}
-	results, err = ts.Answer(f.callCtx, &msg)
+	results, err = ts.Answer(f.CallCtx, &msg)
 	if want := "bganthropic: cancel_task (tool_use toolu_9): bgtask: manager closed"; err == nil || err.Error() != want ||
 		!errors.Is(err, bgtask.ErrClosed) || results != nil {
 		t.Errorf("after shutdown: %d results, %v; want none, %s", len(results), err, want)
@@ -160,8 +162,8 @@ func TestAnswerOtherToolsAndClosed(t *testing.T) {
 // Each Tools call returns new definitions: a host that marks the last one
 // for caching does not change the next request's.
 func TestToolsAreCopies(t *testing.T) {
-	f := newFixture(t)
-	ts, err := bganthropic.New(f.owner.Tools())
+	f := adaptertest.NewFixture(t)
+	ts, err := bganthropic.New(f.Owner.Tools())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/adaptertest"
+
 	"github.com/bgtask/bgtask"
 	bgeino "github.com/bgtask/bgtask/adapters/eino"
 	"github.com/cloudwego/eino/components/model"
@@ -73,10 +75,10 @@ func newAgent(t *testing.T, owner bgtask.Owner, sm *scriptedModel) *react.Agent 
 // has one tool message per call with the exact results; a bad argument's
 // error text is a result, and the run goes on.
 func TestReactAgent(t *testing.T) {
-	f := newFixture(t)
+	f := adaptertest.NewFixture(t)
 	calls := []schema.ToolCall{
 		toolCall("call_1", "list_tasks", `{"status":["completed"]}`),
-		toolCall("call_2", "get_task", `{"task_id":"`+f.fetch+`"}`),
+		toolCall("call_2", "get_task", `{"task_id":"`+f.Fetch+`"}`),
 		toolCall("call_3", "cancel_task", `{"target":{"relation":"child","name":"crawler"}}`),
 		toolCall("call_4", "list_tasks", `{"state":"completed"}`),
 	}
@@ -84,18 +86,18 @@ func TestReactAgent(t *testing.T) {
 		schema.AssistantMessage("", calls),
 		schema.AssistantMessage("The crawler is cancelled.", nil),
 	}}
-	agent := newAgent(t, f.owner, sm)
+	agent := newAgent(t, f.Owner, sm)
 
-	out, err := agent.Generate(f.callCtx, []*schema.Message{schema.UserMessage("Stop the crawler.")})
+	out, err := agent.Generate(f.CallCtx, []*schema.Message{schema.UserMessage("Stop the crawler.")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if out.Content != "The crawler is cancelled." {
 		t.Errorf("final answer %q", out.Content)
 	}
-	f.checkCrawlerCancelled(t)
+	f.CheckCrawlerCancelled(t)
 
-	tools := f.owner.Tools()
+	tools := f.Owner.Tools()
 	if len(sm.tools) != len(tools) {
 		t.Fatalf("%d tools bound, want %d", len(sm.tools), len(tools))
 	}
@@ -110,7 +112,7 @@ func TestReactAgent(t *testing.T) {
 		if err := errors.Join(json.Unmarshal(b, &got), json.Unmarshal(tool.Schema, &want)); err != nil {
 			t.Fatal(err)
 		}
-		if info.Name != tool.Name || info.Desc != tool.Description || !jsonEqual(got, want) {
+		if info.Name != tool.Name || info.Desc != tool.Description || !adaptertest.JSONEqual(got, want) {
 			t.Errorf("tool %d: %s, description equal %v, schema %s; want %s with its description and schema %s",
 				i, info.Name, info.Desc == tool.Description, b, tool.Name, tool.Schema)
 		}
@@ -120,9 +122,9 @@ func TestReactAgent(t *testing.T) {
 		t.Fatalf("model inputs %v", sm.inputs)
 	}
 	want := []string{
-		f.direct(t, "list_tasks", `{"status":["completed"]}`),
-		f.direct(t, "get_task", `{"task_id":"`+f.fetch+`"}`),
-		`{"status":"accepted","root_task_id":"` + f.crawler + `","cancelled_count":1}`,
+		f.Direct(t, "list_tasks", `{"status":["completed"]}`),
+		f.Direct(t, "get_task", `{"task_id":"`+f.Fetch+`"}`),
+		`{"status":"accepted","root_task_id":"` + f.Crawler + `","cancelled_count":1}`,
 		`invalid arguments: unknown field "state"`,
 	}
 	for i, w := range want {
@@ -136,16 +138,16 @@ func TestReactAgent(t *testing.T) {
 // A closed Manager is not the model's mistake: the tool's error ends the
 // agent's run, and the caller can match it.
 func TestReactAgentClosed(t *testing.T) {
-	f := newFixture(t)
+	f := adaptertest.NewFixture(t)
 	sm := &scriptedModel{replies: []*schema.Message{
 		schema.AssistantMessage("", []schema.ToolCall{toolCall("call_1", "cancel_task", `{"target":{"relation":"self"}}`)}),
 		schema.AssistantMessage("unreachable", nil),
 	}}
-	agent := newAgent(t, f.owner, sm)
-	if err := f.m.Shutdown(t.Context()); err != nil {
+	agent := newAgent(t, f.Owner, sm)
+	if err := f.M.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	out, err := agent.Generate(f.callCtx, []*schema.Message{schema.UserMessage("Stop everything.")})
+	out, err := agent.Generate(f.CallCtx, []*schema.Message{schema.UserMessage("Stop everything.")})
 	if !errors.Is(err, bgtask.ErrClosed) || out != nil || len(sm.inputs) != 1 {
 		t.Fatalf("after shutdown: %v, %v, %d model calls; want ErrClosed, no message, 1 call", out, err, len(sm.inputs))
 	}

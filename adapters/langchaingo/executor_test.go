@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/adaptertest"
+
 	"github.com/bgtask/bgtask"
 	bglangchain "github.com/bgtask/bgtask/adapters/langchaingo"
 	"github.com/tmc/langchaingo/agents"
@@ -59,10 +61,10 @@ func newExecutor(owner bgtask.Owner, sm *scriptedModel) *agents.Executor {
 // shows each tool with its schema, each observation is the exact result,
 // and a bad argument's error text is an observation, the run going on.
 func TestOneShotAgentExecutor(t *testing.T) {
-	f := newFixture(t)
+	f := adaptertest.NewFixture(t)
 	inputs := []struct{ tool, input string }{
 		{"list_tasks", `{"status":["completed"]}`},
-		{"get_task", `{"task_id":"` + f.fetch + `"}`},
+		{"get_task", `{"task_id":"` + f.Fetch + `"}`},
 		{"cancel_task", `{"target":{"relation":"child","name":"crawler"}}`},
 		{"list_tasks", `{"state":"completed"}`},
 	}
@@ -72,16 +74,16 @@ func TestOneShotAgentExecutor(t *testing.T) {
 	}
 	sm.replies = append(sm.replies, "Thought: I now know the final answer\nFinal Answer: The crawler is cancelled.")
 
-	out, err := chains.Call(f.callCtx, newExecutor(f.owner, sm), map[string]any{"input": "Stop the crawler."})
+	out, err := chains.Call(f.CallCtx, newExecutor(f.Owner, sm), map[string]any{"input": "Stop the crawler."})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if out["output"] != "The crawler is cancelled." {
 		t.Errorf("final answer %q", out["output"])
 	}
-	f.checkCrawlerCancelled(t)
+	f.CheckCrawlerCancelled(t)
 
-	for _, tool := range f.owner.Tools() {
+	for _, tool := range f.Owner.Tools() {
 		line := "- " + tool.Name + ": " + tool.Description + "\n\nInput: one JSON object with this JSON Schema: " + string(tool.Schema) + "\n"
 		if !strings.Contains(sm.prompts[0], line) {
 			t.Errorf("the prompt does not describe %s with its schema:\n%s", tool.Name, sm.prompts[0])
@@ -89,9 +91,9 @@ func TestOneShotAgentExecutor(t *testing.T) {
 	}
 
 	want := []string{
-		f.direct(t, "list_tasks", `{"status":["completed"]}`),
-		f.direct(t, "get_task", `{"task_id":"`+f.fetch+`"}`),
-		`{"status":"accepted","root_task_id":"` + f.crawler + `","cancelled_count":1}`,
+		f.Direct(t, "list_tasks", `{"status":["completed"]}`),
+		f.Direct(t, "get_task", `{"task_id":"`+f.Fetch+`"}`),
+		`{"status":"accepted","root_task_id":"` + f.Crawler + `","cancelled_count":1}`,
 		`invalid arguments: unknown field "state"`,
 	}
 	steps, _ := out["intermediateSteps"].([]schema.AgentStep)
@@ -111,12 +113,12 @@ func TestOneShotAgentExecutor(t *testing.T) {
 // A closed Manager is not the model's mistake: the tool's error ends the
 // executor's run, and the caller can match it.
 func TestOneShotAgentExecutorClosed(t *testing.T) {
-	f := newFixture(t)
+	f := adaptertest.NewFixture(t)
 	sm := &scriptedModel{replies: []string{action("cancel_task", `{"target":{"relation":"self"}}`), "Final Answer: unreachable"}}
-	if err := f.m.Shutdown(t.Context()); err != nil {
+	if err := f.M.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	out, err := chains.Call(f.callCtx, newExecutor(f.owner, sm), map[string]any{"input": "Stop everything."})
+	out, err := chains.Call(f.CallCtx, newExecutor(f.Owner, sm), map[string]any{"input": "Stop everything."})
 	if want := "bglangchain: cancel_task: bgtask: manager closed"; err == nil || err.Error() != want ||
 		!errors.Is(err, bgtask.ErrClosed) || out != nil || len(sm.prompts) != 1 {
 		t.Fatalf("after shutdown: %v, %v, %d model calls; want %s, no output, 1 call", out, err, len(sm.prompts), want)

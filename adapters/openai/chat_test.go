@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/adaptertest"
+
 	"github.com/bgtask/bgtask"
 	bgopenai "github.com/bgtask/bgtask/adapters/openai"
 	"github.com/openai/openai-go/v3"
@@ -16,10 +18,10 @@ type scriptedCall struct{ id, name, args string }
 // modelCalls returns the calls the scripted model makes in its first turn,
 // on the fixture's tasks: a list, a read, a cancel, and a call with a bad
 // argument.
-func modelCalls(f fixture) []scriptedCall {
+func modelCalls(f adaptertest.Fixture) []scriptedCall {
 	return []scriptedCall{
 		{"call_1", "list_tasks", `{"status":["completed"]}`},
-		{"call_2", "get_task", `{"task_id":"` + f.fetch + `"}`},
+		{"call_2", "get_task", `{"task_id":"` + f.Fetch + `"}`},
 		{"call_3", "cancel_task", `{"target":{"relation":"child","name":"crawler"}}`},
 		{"call_4", "list_tasks", `{"state":"completed"}`},
 	}
@@ -27,11 +29,11 @@ func modelCalls(f fixture) []scriptedCall {
 
 // wantAnswers returns what the model must get back for modelCalls, read
 // after the loop (the list and the read do not change with the cancel).
-func wantAnswers(t *testing.T, f fixture) []string {
+func wantAnswers(t *testing.T, f adaptertest.Fixture) []string {
 	return []string{
-		f.direct(t, "list_tasks", `{"status":["completed"]}`),
-		f.direct(t, "get_task", `{"task_id":"`+f.fetch+`"}`),
-		`{"status":"accepted","root_task_id":"` + f.crawler + `","cancelled_count":1}`,
+		f.Direct(t, "list_tasks", `{"status":["completed"]}`),
+		f.Direct(t, "get_task", `{"task_id":"`+f.Fetch+`"}`),
+		`{"status":"accepted","root_task_id":"` + f.Crawler + `","cancelled_count":1}`,
 		`invalid arguments: unknown field "state"`,
 	}
 }
@@ -67,10 +69,10 @@ func chatReply(calls []scriptedCall, content string) string {
 // request carries one tool message per call with the exact results, a bad
 // argument's error text included.
 func TestChatCompletionsLoop(t *testing.T) {
-	f := newFixture(t)
+	f := adaptertest.NewFixture(t)
 	calls := modelCalls(f)
 	model, client := newScriptedModel(t, "/chat/completions", chatReply(calls, ""), chatReply(nil, "The crawler is cancelled."))
-	ts, err := bgopenai.New(f.owner.Tools())
+	ts, err := bgopenai.New(f.Owner.Tools())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +96,7 @@ func TestChatCompletionsLoop(t *testing.T) {
 			final = msg.Content
 			break
 		}
-		answers, err := ts.AnswerChat(f.callCtx, msg)
+		answers, err := ts.AnswerChat(f.CallCtx, msg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,9 +105,9 @@ func TestChatCompletionsLoop(t *testing.T) {
 	if final != "The crawler is cancelled." {
 		t.Errorf("final answer %q", final)
 	}
-	f.checkCrawlerCancelled(t)
+	f.CheckCrawlerCancelled(t)
 
-	checkDefinitions(t, f.owner, true, model.request(0)["tools"].([]any), func(def map[string]any) (string, string, any, any) {
+	checkDefinitions(t, f.Owner, true, model.Request(0)["tools"].([]any), func(def map[string]any) (string, string, any, any) {
 		if def["type"] != "function" {
 			t.Errorf("tool type %v", def["type"])
 		}
@@ -114,7 +116,7 @@ func TestChatCompletionsLoop(t *testing.T) {
 		desc, _ := fn["description"].(string)
 		return name, desc, fn["parameters"], fn["strict"]
 	})
-	msgs := model.request(1)["messages"].([]any)
+	msgs := model.Request(1)["messages"].([]any)
 	if len(msgs) != 2+len(calls) {
 		t.Fatalf("second request has %d messages, want %d", len(msgs), 2+len(calls))
 	}
@@ -129,8 +131,8 @@ func TestChatCompletionsLoop(t *testing.T) {
 // A call of a tool the Toolset does not have is left to the host; a
 // closed Manager is the host's error, not the model's.
 func TestAnswerChatOtherToolsAndClosed(t *testing.T) {
-	f := newFixture(t)
-	ts, err := bgopenai.New(f.owner.Tools())
+	f := adaptertest.NewFixture(t)
+	ts, err := bgopenai.New(f.Owner.Tools())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +144,7 @@ func TestAnswerChatOtherToolsAndClosed(t *testing.T) {
 	if err := json.Unmarshal([]byte(reply), &resp); err != nil {
 		t.Fatal(err)
 	}
-	answers, err := ts.AnswerChat(f.callCtx, resp.Choices[0].Message)
+	answers, err := ts.AnswerChat(f.CallCtx, resp.Choices[0].Message)
 	if err != nil || len(answers) != 1 {
 		t.Fatalf("%d answers, %v; want 1", len(answers), err)
 	}
@@ -151,13 +153,13 @@ func TestAnswerChatOtherToolsAndClosed(t *testing.T) {
 		t.Errorf("answer %s %q", got.ToolCallID, got.Content.OfString.Value)
 	}
 
-	if err := f.m.Shutdown(t.Context()); err != nil {
+	if err := f.M.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal([]byte(chatReply([]scriptedCall{{"call_9", "cancel_task", `{"target":{"relation":"self"}}`}}, "")), &resp); err != nil {
 		t.Fatal(err)
 	}
-	answers, err = ts.AnswerChat(f.callCtx, resp.Choices[0].Message)
+	answers, err = ts.AnswerChat(f.CallCtx, resp.Choices[0].Message)
 	if want := "bgopenai: cancel_task (call call_9): bgtask: manager closed"; err == nil || err.Error() != want ||
 		!errors.Is(err, bgtask.ErrClosed) || answers != nil {
 		t.Errorf("after shutdown: %d answers, %v; want none, %s", len(answers), err, want)

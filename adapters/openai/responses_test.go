@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/adaptertest"
+
 	bgopenai "github.com/bgtask/bgtask/adapters/openai"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
@@ -27,11 +29,11 @@ func responsesReply(id string, calls []scriptedCall, text string) string {
 // The same loop on the Responses API, strict off: function_call items are
 // answered with function_call_output items carrying the exact results.
 func TestResponsesLoop(t *testing.T) {
-	f := newFixture(t)
+	f := adaptertest.NewFixture(t)
 	calls := modelCalls(f)
 	model, client := newScriptedModel(t, "/responses", responsesReply("resp_1", calls, ""),
 		responsesReply("resp_2", nil, "The crawler is cancelled."))
-	ts, err := bgopenai.New(f.owner.Tools(), bgopenai.WithStrict(false))
+	ts, err := bgopenai.New(f.Owner.Tools(), bgopenai.WithStrict(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +52,7 @@ func TestResponsesLoop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		answers, err := ts.AnswerResponse(f.callCtx, resp)
+		answers, err := ts.AnswerResponse(f.CallCtx, resp)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,9 +66,9 @@ func TestResponsesLoop(t *testing.T) {
 	if final != "The crawler is cancelled." {
 		t.Errorf("final answer %q", final)
 	}
-	f.checkCrawlerCancelled(t)
+	f.CheckCrawlerCancelled(t)
 
-	checkDefinitions(t, f.owner, false, model.request(0)["tools"].([]any), func(def map[string]any) (string, string, any, any) {
+	checkDefinitions(t, f.Owner, false, model.Request(0)["tools"].([]any), func(def map[string]any) (string, string, any, any) {
 		if def["type"] != "function" {
 			t.Errorf("tool type %v", def["type"])
 		}
@@ -74,7 +76,7 @@ func TestResponsesLoop(t *testing.T) {
 		desc, _ := def["description"].(string)
 		return name, desc, def["parameters"], def["strict"]
 	})
-	req := model.request(1)
+	req := model.Request(1)
 	input := req["input"].([]any)
 	if req["previous_response_id"] != "resp_1" || len(input) != len(calls) {
 		t.Fatalf("second request: previous_response_id %v, %d input items; want resp_1, %d", req["previous_response_id"], len(input), len(calls))
