@@ -2,7 +2,9 @@ package bgtask
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 )
 
 // Restore reconciles the owner's records after a restart: every
@@ -48,6 +50,10 @@ func (m *Manager) Restore(ctx context.Context, owner string) ([]TaskMeta, error)
 	return done, nil
 }
 
+// restoreBatch is how many records Restore commits at once: one Commit and
+// one read back per batch instead of per record.
+const restoreBatch = 500
+
 // restoreOwner interrupts the stale records of one owner and reports each to
 // report, in creation order.
 func (m *Manager) restoreOwner(ctx context.Context, owner, report string) ([]TaskMeta, error) {
@@ -65,32 +71,68 @@ func (m *Manager) restoreOwner(ctx context.Context, owner, report string) ([]Tas
 			stale = append(stale, meta)
 		}
 	}
+	if len(stale) == 0 {
+		return nil, nil
+	}
 	SortMetas(stale)
-	var done []TaskMeta
+	done := make([]TaskMeta, 0, len(stale))
 	at := now()
-	for _, meta := range stale {
-		m.mu.Lock()
-		t := m.nodes[meta.ID]
-		runsHere := t != nil && t.live
-		m.mu.Unlock()
-		if runsHere {
-			continue
+	for len(stale) > 0 {
+		n := min(len(stale), restoreBatch)
+		got, err := m.restoreBatch(ctx, owner, report, stale[:n], at)
+		done = append(done, got...)
+		if err != nil {
+			return done, err
 		}
-		from := meta.Status
+		stale = stale[n:]
+	}
+	return done, nil
+}
+
+// restoreBatch interrupts the records of batch (stale records of owner, in
+// creation order) that this Manager does not run, in one Commit, reads
+// back which of them it won, and reports those to report. It changes the
+// records of batch in place.
+func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch []TaskMeta, at time.Time) ([]TaskMeta, error) {
+	from := make(map[string]TaskStatus, len(batch))
+	m.mu.Lock()
+	kept := batch[:0]
+	for _, meta := range batch {
+		if t := m.nodes[meta.ID]; t != nil && t.live {
+			continue // it runs here
+		}
+		kept = append(kept, meta)
+	}
+	m.mu.Unlock()
+	if len(kept) == 0 {
+		return nil, nil
+	}
+	actions := make([]Action, len(kept))
+	for i := range kept {
+		meta := &kept[i]
+		from[meta.ID] = meta.Status
 		meta.Status, meta.FinishedAt, meta.Attempt = StatusInterrupted, at, meta.Attempt+1
 		meta.ErrorKind = KindInterrupted
 		meta.Error = fmt.Sprintf("bgtask: interrupted: the runtime that ran it (instance %q) is gone; it will not be re-run", meta.Instance)
-		if err := m.store.Commit(ctx, owner, Upsert(meta)); err != nil {
-			return done, fmt.Errorf("bgtask: restore %s: %w", meta.ID, err)
+		actions[i] = Action{Op: OpUpsert, Tasks: kept[i : i+1 : i+1]}
+	}
+	if err := m.store.Commit(ctx, owner, actions...); err != nil {
+		if len(kept) == 1 {
+			return nil, fmt.Errorf("bgtask: restore %s: %w", kept[0].ID, err)
 		}
-		got, err := m.store.Get(ctx, meta.ID)
-		if err != nil {
-			return done, fmt.Errorf("bgtask: restore %s: %w", meta.ID, err)
-		}
-		if got.Status != StatusInterrupted || got.Attempt != meta.Attempt {
+		return nil, fmt.Errorf("bgtask: restore %s and %d more: %w", kept[0].ID, len(kept)-1, err)
+	}
+	won, err := m.restoredRecords(ctx, owner, kept)
+	if err != nil {
+		return nil, err
+	}
+	var done []TaskMeta
+	for i := range kept {
+		got, ok := won[kept[i].ID]
+		if !ok {
 			continue // it ended meanwhile: its own record won
 		}
-		m.notify(from, &got)
+		m.notify(from[got.ID], &got)
 		m.counters.interrupted.Add(1)
 		if got.Wake != WakeSilent {
 			_ = m.deliver(report, terminalEvent(&got))
@@ -98,4 +140,39 @@ func (m *Manager) restoreOwner(ctx context.Context, owner, report string) ([]Tas
 		done = append(done, got)
 	}
 	return done, nil
+}
+
+// restoredRecords reads back the records of owner that the Commit of
+// interrupted (fenced on their new Attempt) won, by id: one List of the
+// owner's interrupted records, and a Get for each record not in it.
+func (m *Manager) restoredRecords(ctx context.Context, owner string, interrupted []TaskMeta) (map[string]TaskMeta, error) {
+	want := make(map[string]int64, len(interrupted))
+	for i := range interrupted {
+		want[interrupted[i].ID] = interrupted[i].Attempt
+	}
+	won := make(map[string]TaskMeta, len(interrupted))
+	for got, err := range m.store.List(ctx, owner, StatusInterrupted) {
+		if err != nil {
+			return nil, fmt.Errorf("bgtask: restore: read back: %w", err)
+		}
+		if a, ok := want[got.ID]; ok && got.Attempt == a {
+			won[got.ID] = got
+		}
+	}
+	for i := range interrupted {
+		meta := &interrupted[i]
+		if _, ok := won[meta.ID]; ok {
+			continue
+		}
+		got, err := m.store.Get(ctx, meta.ID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			won[meta.ID] = *meta // ours, dropped by retention right after the Commit
+		case err != nil:
+			return nil, fmt.Errorf("bgtask: restore %s: %w", meta.ID, err)
+		case got.Status == StatusInterrupted && got.Attempt == meta.Attempt:
+			won[meta.ID] = got
+		}
+	}
+	return won, nil
 }
