@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -18,7 +19,7 @@ type writeTx struct {
 	tx  *sql.Tx
 	now int64 // the store's clock for this batch, in microseconds
 
-	get, ownerOf, byOwner, upsert, del, countTerminal, dropOldest *sql.Stmt // bound to tx when first used
+	get, getMany, ownerOf, byOwner, upsert, del, countTerminal, dropOldest *sql.Stmt // bound to tx when first used
 
 	counted counted // the current request's owner's terminal count, kept if it succeeds
 }
@@ -154,25 +155,12 @@ func (w *writeTx) apply(r *request) (ended bool, err error) {
 			}
 		}
 	} else {
-		cur = make(map[string]bgtask.TaskMeta, len(order))
 		ids := slices.Clone(order)
 		for _, a := range r.actions {
 			ids = append(ids, a.IDs...) // Remove's ids: read so the reducer sees them
 		}
-		for _, id := range ids {
-			if _, ok := cur[id]; ok || foreign[id] {
-				continue
-			}
-			m, mine, err := w.read(id, owner)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-			case err != nil:
-				return false, err
-			case mine:
-				cur[id] = m
-			default:
-				foreign = addTo(foreign, id)
-			}
+		if cur, foreign, err = w.readAll(ids, owner); err != nil {
+			return false, err
 		}
 	}
 
@@ -262,6 +250,54 @@ func (w *writeTx) read(id, owner string) (bgtask.TaskMeta, bool, error) {
 	}
 	m, err := rw.decode()
 	return m, true, err
+}
+
+// readAll reads the rows of ids: owner's, decoded by id, and the ids that
+// belong to another owner. One id is read with a point query, several
+// with one query.
+func (w *writeTx) readAll(ids []string, owner string) (cur map[string]bgtask.TaskMeta, foreign map[string]bool, err error) {
+	cur = make(map[string]bgtask.TaskMeta, len(ids))
+	if len(ids) == 1 {
+		m, mine, err := w.read(ids[0], owner)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return nil, nil, err
+		case mine:
+			cur[m.ID] = m
+		default:
+			foreign = addTo(foreign, ids[0])
+		}
+		return cur, foreign, nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqlitestore: read tasks: %w", err)
+	}
+	rows, err := w.stmt(&w.getMany, w.s.st.getMany).QueryContext(w.ctx, list)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqlitestore: read tasks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var rw row
+		if err := rw.scan(rows); err != nil {
+			return nil, nil, err
+		}
+		if rw.owner != owner {
+			foreign = addTo(foreign, rw.id) // not decoded: its corruption is not this owner's
+			continue
+		}
+		m, err := rw.decode()
+		if err != nil {
+			return nil, nil, err
+		}
+		cur[m.ID] = m
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("sqlitestore: read tasks: %w", err)
+	}
+	return cur, foreign, nil
 }
 
 func (w *writeTx) loadOwner(owner string) (map[string]bgtask.TaskMeta, error) {

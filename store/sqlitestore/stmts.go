@@ -10,7 +10,7 @@ import (
 // stmts are the statements prepared once at Open. A transaction uses them
 // through Tx.StmtContext, which reuses the preparation on its connection.
 type stmts struct {
-	get, ownerOf, byOwner, children                   *sql.Stmt
+	get, getMany, ownerOf, byOwner, children          *sql.Stmt
 	upsert, del, countTerminal, dropOldest, retainAge *sql.Stmt
 }
 
@@ -35,6 +35,8 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		query string
 	}{
 		{&st.get, "SELECT " + columns + " FROM tasks WHERE id = ?"},
+		// The rows whose ids are in ?, a JSON array of strings.
+		{&st.getMany, "SELECT " + columns + " FROM tasks WHERE id IN (SELECT value FROM json_each(?))"},
 		{&st.ownerOf, "SELECT owner FROM tasks WHERE id = ?"},
 		{&st.byOwner, "SELECT " + columns + " FROM tasks WHERE owner = ?"},
 		{&st.children, "SELECT " + columns + " FROM tasks WHERE parent_task_id = ? AND parent_task_id <> '' ORDER BY created_at, id"},
@@ -61,7 +63,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (st *stmts) close() {
-	for _, s := range []*sql.Stmt{st.get, st.ownerOf, st.byOwner, st.children, st.upsert, st.del, st.countTerminal, st.dropOldest, st.retainAge} {
+	for _, s := range []*sql.Stmt{st.get, st.getMany, st.ownerOf, st.byOwner, st.children, st.upsert, st.del, st.countTerminal, st.dropOldest, st.retainAge} {
 		if s != nil {
 			s.Close()
 		}

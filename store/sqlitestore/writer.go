@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -95,6 +96,17 @@ func (s *Store) run() {
 				s.cfg.hookTaken(len(batch))
 			}
 			s.flush(batch)
+			if len(batch) > 1 {
+				// Concurrent callers: let the ones just answered run and
+				// queue their next Commit, so that the next batch takes them
+				// together instead of one now and the rest after it.
+				for range 8 {
+					runtime.Gosched()
+					if s.queued() >= len(batch) {
+						break
+					}
+				}
+			}
 			clear(batch) // let the requests go
 		}
 	}
@@ -151,4 +163,11 @@ func (s *Store) flush(batch []*request) {
 		}
 		r.done <- errs[i]
 	}
+}
+
+// queued is the number of Commit calls waiting for the writer.
+func (s *Store) queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
 }
