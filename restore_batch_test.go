@@ -192,3 +192,72 @@ func TestRestoreRecordsDroppedByRetention(t *testing.T) {
 		})
 	}
 }
+
+// liveOwnerStore is a MemoryStore that implements LiveOwnerFinder and
+// counts the Loads and the LiveOwners calls.
+type liveOwnerStore struct {
+	*MemoryStore
+	mu    sync.Mutex
+	loads []string
+	asked [][]string
+}
+
+func (s *liveOwnerStore) Load(ctx context.Context, owner string) (Snapshot, error) {
+	s.mu.Lock()
+	s.loads = append(s.loads, owner)
+	s.mu.Unlock()
+	return s.MemoryStore.Load(ctx, owner)
+}
+
+func (s *liveOwnerStore) LiveOwners(ctx context.Context, owners []string) ([]string, error) {
+	s.mu.Lock()
+	s.asked = append(s.asked, slices.Clone(owners))
+	s.mu.Unlock()
+	var live []string
+	for _, o := range owners {
+		for _, err := range s.MemoryStore.List(ctx, o, StatusQueued, StatusRunning, StatusAwaitingInput) {
+			if err != nil {
+				return nil, err
+			}
+			live = append(live, o)
+			break
+		}
+	}
+	return live, nil
+}
+
+// With a LiveOwnerFinder, Restore follows the interrupted tasks only to
+// those that own live tasks: one question per batch, one Load per owner
+// named, and the same records and events as loading each.
+func TestRestoreAsksTheStoreWhichTasksOwnTasks(t *testing.T) {
+	store := &liveOwnerStore{MemoryStore: NewMemoryStore()}
+	at := now()
+	for _, r := range []TaskMeta{
+		{ID: "task_1_agent", Owner: "thread-1", Type: TypeSubAgent, Status: StatusRunning, CreatedAt: at.Add(-4 * time.Second), Instance: "gone", Attempt: 1},
+		{ID: "task_2_plain", Owner: "thread-1", Type: TypeTask, Status: StatusRunning, CreatedAt: at.Add(-3 * time.Second), Instance: "gone", Attempt: 1},
+		{ID: "task_3_fetch", Owner: "task_1_agent", Type: TypeTask, Status: StatusQueued, CreatedAt: at.Add(-2 * time.Second), Instance: "gone", Attempt: 1},
+		{ID: "task_4_done", Owner: "task_2_plain", Type: TypeTask, Status: StatusCompleted, CreatedAt: at.Add(-time.Second), FinishedAt: at, Instance: "gone", Attempt: 1},
+	} {
+		if err := store.MemoryStore.Commit(t.Context(), r.Owner, Upsert(r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := newTestManager(t, WithStore(store))
+	got, err := m.Restore(t.Context(), "thread-1")
+	if want := []string{"task_1_agent", "task_2_plain", "task_3_fetch"}; err != nil || !slices.Equal(restoredIDs(got), want) {
+		t.Fatalf("Restore = %v, %v; want %v", restoredIDs(got), err, want)
+	}
+	if want := []string{"thread-1", "task_1_agent"}; !slices.Equal(store.loads, want) {
+		t.Fatalf("Restore loaded %v, want %v (task_2_plain owns nothing live)", store.loads, want)
+	}
+	if len(store.asked) != 2 || !slices.Equal(store.asked[0], []string{"task_1_agent", "task_2_plain"}) || !slices.Equal(store.asked[1], []string{"task_3_fetch"}) {
+		t.Fatalf("LiveOwners asked %v, want [[task_1_agent task_2_plain] [task_3_fetch]]", store.asked)
+	}
+	var evs []string
+	for _, ev := range drainOwner(t, m.Owner("thread-1")) {
+		evs = append(evs, string(ev.Kind)+" "+ev.TaskID)
+	}
+	if want := []string{"interrupted task_1_agent", "interrupted task_2_plain", "interrupted task_3_fetch"}; !slices.Equal(evs, want) {
+		t.Fatalf("events %v, want %v", evs, want)
+	}
+}
