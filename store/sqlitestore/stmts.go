@@ -5,13 +5,15 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+
+	"github.com/bgtask/bgtask"
 )
 
 // stmts are the statements prepared once at Open. A transaction uses them
 // through Tx.StmtContext, which reuses the preparation on its connection.
 type stmts struct {
-	get, getMany, ownerOf, byOwner, children          *sql.Stmt
-	upsert, del, countTerminal, dropOldest, retainAge *sql.Stmt
+	get, getMany, ownerOf, byOwner, children, liveOwners *sql.Stmt
+	upsert, del, countTerminal, dropOldest, retainAge    *sql.Stmt
 }
 
 var updateSet = func() string {
@@ -29,6 +31,15 @@ var updateSet = func() string {
 	return b.String()
 }()
 
+// terminalStatuses is the terminal statuses as a list of SQL literals.
+var terminalStatuses = func() string {
+	var q []string
+	for _, st := range []bgtask.TaskStatus{bgtask.StatusCompleted, bgtask.StatusFailed, bgtask.StatusCancelled, bgtask.StatusInterrupted} {
+		q = append(q, "'"+string(st)+"'")
+	}
+	return strings.Join(q, ", ")
+}()
+
 func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	for _, p := range []struct {
 		dst   **sql.Stmt
@@ -38,6 +49,8 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		// The rows whose ids are in ?, a JSON array of strings.
 		{&st.getMany, "SELECT " + columns + " FROM tasks WHERE id IN (SELECT value FROM json_each(?))"},
 		{&st.ownerOf, "SELECT owner FROM tasks WHERE id = ?"},
+		// Those of the owners in ?, a JSON array of strings, with a live record.
+		{&st.liveOwners, "SELECT DISTINCT owner FROM tasks WHERE owner IN (SELECT value FROM json_each(?)) AND status NOT IN (" + terminalStatuses + ")"},
 		{&st.byOwner, "SELECT " + columns + " FROM tasks WHERE owner = ?"},
 		{&st.children, "SELECT " + columns + " FROM tasks WHERE parent_task_id = ? AND parent_task_id <> '' ORDER BY created_at, id"},
 		// A record keeps the terminal_seq and terminal_at of the commit
@@ -63,7 +76,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (st *stmts) close() {
-	for _, s := range []*sql.Stmt{st.get, st.getMany, st.ownerOf, st.byOwner, st.children, st.upsert, st.del, st.countTerminal, st.dropOldest, st.retainAge} {
+	for _, s := range []*sql.Stmt{st.get, st.getMany, st.liveOwners, st.ownerOf, st.byOwner, st.children, st.upsert, st.del, st.countTerminal, st.dropOldest, st.retainAge} {
 		if s != nil {
 			s.Close()
 		}
