@@ -12,8 +12,9 @@ import (
 // stmts are the statements prepared once at Open. A transaction uses them
 // through Tx.StmtContext, which reuses the preparation on its connection.
 type stmts struct {
-	get, getMany, ownerOf, byOwner, children, liveOwners *sql.Stmt
-	upsert, del, countTerminal, dropOldest, retainAge    *sql.Stmt
+	get, getMany, ownerOf, byOwner, children, liveOwners         *sql.Stmt
+	upsert, del, countTerminal, dropOldest, retainAge, oldestEnd *sql.Stmt
+	savepoint, rollbackTo, release                               *sql.Stmt // one Commit call's savepoint in a batch
 }
 
 var updateSet = func() string {
@@ -65,6 +66,10 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		{&st.dropOldest, `DELETE FROM tasks WHERE id IN (
 			SELECT id FROM tasks WHERE owner = ?1 AND terminal_seq IS NOT NULL ORDER BY terminal_seq LIMIT ?2)`},
 		{&st.retainAge, "DELETE FROM tasks WHERE terminal_at IS NOT NULL AND terminal_at < ?"},
+		{&st.oldestEnd, "SELECT min(terminal_at) FROM tasks WHERE terminal_at IS NOT NULL"},
+		{&st.savepoint, "SAVEPOINT c"},
+		{&st.rollbackTo, "ROLLBACK TO c"},
+		{&st.release, "RELEASE c"},
 	} {
 		s, err := db.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -76,7 +81,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (st *stmts) close() {
-	for _, s := range []*sql.Stmt{st.get, st.getMany, st.liveOwners, st.ownerOf, st.byOwner, st.children, st.upsert, st.del, st.countTerminal, st.dropOldest, st.retainAge} {
+	for _, s := range []*sql.Stmt{st.get, st.getMany, st.liveOwners, st.ownerOf, st.byOwner, st.children, st.upsert, st.del, st.countTerminal, st.dropOldest, st.retainAge, st.oldestEnd, st.savepoint, st.rollbackTo, st.release} {
 		if s != nil {
 			s.Close()
 		}

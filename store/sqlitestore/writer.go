@@ -156,7 +156,10 @@ func (s *Store) fill(batch []*request) []*request {
 
 // flush writes a batch in one transaction and answers each request.
 func (s *Store) flush(batch []*request) {
-	errs := s.write(context.Background(), batch)
+	errs, retry := s.write(context.Background(), batch, false)
+	if retry {
+		errs, _ = s.write(context.Background(), batch, true)
+	}
 	for i, r := range batch {
 		if errs[i] != nil {
 			s.cfg.logger.Warn("sqlitestore: commit failed", "owner", r.owner, "err", errs[i])
