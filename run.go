@@ -107,6 +107,7 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	t.emitMu.Lock()
 	t.ended = true
 	t.emitMu.Unlock()
+	prog := t.settleProgress()
 	if t.inbox != nil {
 		t.inbox.Close() // nobody reads it any more: later sends fail with ErrInboxClosed
 	}
@@ -117,6 +118,9 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	u.Status, u.Result, u.FinishedAt, u.ErrorKind = out.status, out.result, now(), out.kind
 	if out.status == StatusCancelled {
 		u.CancelReason = reasonOf(context.Cause(&t.ctx))
+	}
+	if prog != nil {
+		u.Progress = prog // the latest report is never lost to the throttle
 	}
 	u.Error, _ = truncateText(out.err, m.cfg.caps.err)
 	u.Stack, _ = truncateText(out.stack, m.cfg.caps.err)
@@ -196,6 +200,7 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 	if meta.Name != "" && os.names[meta.Name] == t {
 		delete(os.names, meta.Name)
 	}
+	m.releaseKey(t)
 	if !t.admitted {
 		m.dequeue(t)
 	}

@@ -60,10 +60,11 @@ type Task struct {
 // for input, needs. Keeping it out of Task keeps every parked task in a
 // smaller size class; each field keeps its own lock.
 type taskRare struct {
-	done     chan struct{} // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
-	input    *inputWait    // the open input request; guarded by emitMu
-	inputSig chan struct{} // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
-	progress Progress      // the latest custom event (Owner.Progress); guarded by emitMu
+	done     chan struct{}  // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
+	input    *inputWait     // the open input request; guarded by emitMu
+	inputSig chan struct{}  // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
+	progress Progress       // the latest custom event (Owner.Progress); guarded by emitMu
+	prog     *progressState // the progress writer (ReportProgress); guarded by emitMu
 }
 
 // rareState returns t's taskRare, making it on first use.
