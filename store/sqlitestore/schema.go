@@ -78,6 +78,16 @@ var migrations = [...]string{
 	CREATE TRIGGER tasks_tags_delete AFTER DELETE ON tasks BEGIN
 		DELETE FROM task_tags WHERE owner = old.owner AND task_id = old.id AND tag IN (SELECT value FROM json_each(old.tags));
 	END;`,
+	// 3: cancel requests from another process (ReadOnly.RequestCancel),
+	// taken and deleted by the poller of the process that runs the task
+	// (Store.Start). requested_at is UTC microseconds.
+	`CREATE TABLE cancel_requests (
+		seq          INTEGER PRIMARY KEY,
+		task_id      TEXT    NOT NULL,
+		tree         INTEGER NOT NULL DEFAULT 0,
+		reason       TEXT    NOT NULL DEFAULT '',
+		requested_at INTEGER NOT NULL
+	) STRICT;`,
 }
 
 // userVersion reads the schema version.
