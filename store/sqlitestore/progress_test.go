@@ -64,7 +64,7 @@ func TestProgressSurvivesReopen(t *testing.T) {
 	}
 }
 
-// A database at schema version 2 (before progress and keys) opens, keeps
+// A database at schema version 3 (before progress and keys) opens, keeps
 // its rows (with neither), and refuses a second record with a key.
 func TestMigrationAddsProgressAndKeys(t *testing.T) {
 	t.Parallel()
@@ -72,7 +72,8 @@ func TestMigrationAddsProgressAndKeys(t *testing.T) {
 	db := rawDB(t, path)
 	execSQL(t, db, sqlitestore.MigrationSQL(1))
 	execSQL(t, db, sqlitestore.MigrationSQL(2))
-	execSQL(t, db, "PRAGMA user_version = 2")
+	execSQL(t, db, sqlitestore.MigrationSQL(3))
+	execSQL(t, db, "PRAGMA user_version = 3")
 	execSQL(t, db, "INSERT INTO tasks (id, owner, status, created_at) VALUES ('task_old', 'alice', 'running', 1)")
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
