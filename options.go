@@ -34,7 +34,6 @@ type config struct {
 	tagBytes       int
 	// WithProgressInterval
 	progressInterval time.Duration
-	progressSet      bool
 
 	// Set by an option, to tell an explicit bad value from the default.
 	storeSet, instanceSet bool

@@ -42,7 +42,7 @@ func (p *TaskProgress) valid() bool {
 // every report, though still never more than one write per task at a time.
 // A negative d makes New fail. Default DefaultProgressInterval.
 func WithProgressInterval(d time.Duration) Option {
-	return func(c *config) { c.progressInterval, c.progressSet = d, true }
+	return func(c *config) { c.progressInterval = d }
 }
 
 // progressState is a task's throttled progress writer. Guarded by the

@@ -222,3 +222,16 @@ func TestProgressThrottle(t *testing.T) {
 		})
 	}
 }
+
+// A negative progress interval makes New fail; 0 is allowed.
+func TestWithProgressIntervalInvalid(t *testing.T) {
+	t.Parallel()
+	if _, err := New(WithProgressInterval(-time.Second)); err == nil || err.Error() != "bgtask: WithProgressInterval(-1s): negative interval" {
+		t.Fatalf("New(WithProgressInterval(-1s)): %v", err)
+	}
+	m, err := New(WithProgressInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shutdownManager(t, m)
+}
