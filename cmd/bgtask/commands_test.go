@@ -32,6 +32,7 @@ func TestReadCommands(t *testing.T) {
 		{"tree_single", []string{"tree", "task_bob1"}, nil},
 		{"show_failed", []string{"show", "task_child1"}, nil},
 		{"show_input", []string{"show", "task_grand2"}, nil},
+		{"show_progress", []string{"show", "task_child2"}, nil},
 		{"show_json", []string{"show", "--json", "task_bob2"}, nil},
 		{"watch_plain", []string{"watch", "--count", "3", "--status", "running,queued"}, watchEnv(false, 2, 2*time.Second)},
 		{"watch_terminal", []string{"watch", "--count", "2", "--owner", "bob", "--interval", "5s"}, watchEnv(true, 1, 5*time.Second)},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -92,7 +93,20 @@ func fmtDuration(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
-// progressText is the task's progress for tree and show ("" when the
-// record carries none). Records do not carry progress yet: this is the one
-// place to fill when they do.
-func progressText(bgtask.TaskMeta) string { return "" }
+// progressText is the progress the task last reported (Task.ReportProgress),
+// "" when the record carries none: "3/8 (37%) message" with a known total,
+// "3 message" without one.
+func progressText(m bgtask.TaskMeta) string {
+	p := m.Progress
+	if p == nil {
+		return ""
+	}
+	s := strconv.FormatInt(p.Done, 10)
+	if p.Total > 0 {
+		s = fmt.Sprintf("%d/%d (%d%%)", p.Done, p.Total, p.Done*100/p.Total)
+	}
+	if p.Message != "" {
+		s += " " + clean(p.Message)
+	}
+	return s
+}

@@ -88,6 +88,7 @@ func fields(m bgtask.TaskMeta, e *env) [][2]string {
 		{"parent call", orDash(m.Parent.CallID)},
 		{"parent agent", orDash(m.Parent.AgentID)},
 		{"detached", yesNo[m.Detached]},
+		{"idempotency key", orDash(m.IdempotencyKey)},
 		{"instance", orDash(m.Instance)},
 		{"attempt", fmt.Sprint(m.Attempt)},
 		{"wake", clean(wake)},
