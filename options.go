@@ -283,6 +283,7 @@ type spawnConfig struct {
 	timeout                time.Duration // WithTimeout
 	deadline               time.Time     // WithDeadline
 	timed                  timedBy
+	foreground             bool // Owner.Foreground: held in the foreground until promoted
 }
 
 // WithName gives the task a short name, unique among the owner's
