@@ -48,7 +48,10 @@ func ExampleOwner_Foreground() {
 		log.Fatal(err)
 	}
 	var notice struct {
-		Status, TaskID, TaskStatus, Message string
+		Status     string `json:"status"`
+		TaskID     string `json:"task_id"`
+		TaskStatus string `json:"task_status"`
+		Message    string `json:"message"`
 	}
 	if err := json.Unmarshal(slow, &notice); err != nil {
 		log.Fatal(err)
