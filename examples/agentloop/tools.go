@@ -88,7 +88,7 @@ func (d *demo) runTests(ctx context.Context, args json.RawMessage) (json.RawMess
 		return nil, err
 	}
 	if res.Promoted {
-		d.ui.printf("  * tests promoted to the background: run_tests still running after %v\n", foregroundTime)
+		d.ui.note("  * tests promoted to the background: run_tests still running after %v\n", foregroundTime)
 	}
 	return res.Result, nil
 }
