@@ -39,10 +39,10 @@ type Task struct {
 	ownerBox *Inbox     // the owner's inbox, cached for Emit
 
 	// Small fields together, so the struct stays in a smaller size class.
-	returned atomic.Bool // the function has returned (or never will run)
+	returned atomic.Bool  // the function has returned (or never will run)
 	fg       atomic.Int32 // fgBackground, fgHeld or fgEnded (promote.go); written with m.mu held
-	depth    int32       // lineage depth; guarded by m.mu
-	ended    bool        // the function has returned; guarded by emitMu
+	depth    int32        // lineage depth; guarded by m.mu
+	ended    bool         // the function has returned; guarded by emitMu
 
 	// Guarded by m.mu.
 	live      bool // registered, not yet unregistered: counts for names, limits, cancels
