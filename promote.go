@@ -16,7 +16,9 @@ const (
 	fgEnded                   // ended in the foreground: its end went back as the call's result
 )
 
-// ForegroundResult is what Owner.Foreground came to.
+// ForegroundResult is what Owner.Foreground came to. The zero value is
+// the result of a call that started no task (Foreground returned an error
+// before spawning).
 type ForegroundResult struct {
 	// TaskID is the task that ran the function.
 	TaskID string
@@ -60,8 +62,9 @@ func inForeground(c *spawnConfig) { c.foreground = true }
 // (Task.RequestInput) is promoted at once: the model must answer it. A
 // spawn that waits for a concurrency slot (WithQueueWhenFull) counts its
 // time queued within d; promoted while queued, it starts when a slot frees.
-// Until it is promoted, events fn emits are kept as its progress only
-// (Owner.Progress), not sent to the inbox.
+// Until it is promoted, the events fn emits are kept as its progress only
+// (Owner.Progress), not sent to the inbox; messages it sends its owner
+// still are.
 //
 // If ctx ends first, the call is abandoned: the task is cancelled with the
 // reason "foreground call abandoned", Foreground returns ctx's cause at
@@ -70,7 +73,7 @@ func inForeground(c *spawnConfig) { c.foreground = true }
 //
 // Exactly one of the function's outcome and the promotion is returned,
 // whatever the timing: the decision is taken once, under the Manager's
-// lock. Errors: Spawn's (nothing was started), ErrInvalidArgument for a
+// lock. Foreground is safe for concurrent use. Errors: Spawn's (nothing was started), ErrInvalidArgument for a
 // negative d, ctx's cause, a *TaskError for a failed fn, and an error
 // matching ErrCancelled when the task was cancelled in the foreground (by
 // Shutdown, CancelRun or a cancel of its id).
