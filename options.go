@@ -291,6 +291,7 @@ type spawnConfig struct {
 	timed                  timedBy
 	key                    string // WithIdempotencyKey
 	keySet                 bool
+	foreground             bool // Owner.Foreground: held in the foreground until promoted
 }
 
 // WithName gives the task a short name, unique among the owner's

@@ -112,6 +112,7 @@ func (m *Manager) finish(t *Task, out *outcome) {
 		t.inbox.Close() // nobody reads it any more: later sends fail with ErrInboxClosed
 	}
 
+	fg := t.fg.Load() != fgBackground && m.endForeground(t)
 	var u TaskMeta
 	m.readRecord(t, &u)
 	from := u.Status
@@ -124,6 +125,9 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	}
 	u.Error, _ = truncateText(out.err, m.cfg.caps.err)
 	u.Stack, _ = truncateText(out.stack, m.cfg.caps.err)
+	if fg {
+		m.answeredInForeground(&u)
+	}
 	commitErr := m.commitUpdate(t, &u)
 	if commitErr == nil {
 		m.notify(from, &u)
@@ -138,7 +142,9 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	if commitErr != nil {
 		m.reportCommitFailure(&u, commitErr)
 	}
-	m.deliverTerminal(&u)
+	if !fg {
+		m.deliverTerminal(&u)
+	}
 	m.retire(t)
 }
 
@@ -193,7 +199,7 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 	meta := t.rec
 	os := m.owners[meta.Owner]
 	os.head = unlink(os.head, t, ownerLinks)
-	if meta.Wake != WakeSilent { // the owner links are free now: keep it on the ending list
+	if t.reports() { // the owner links are free now: keep it on the ending list
 		os.ending = linkFront(os.ending, t, ownerLinks)
 		os.endingN++
 	}
@@ -228,7 +234,7 @@ func (m *Manager) retire(t *Task) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	os := m.owners[owner]
-	if t.rec.Wake != WakeSilent {
+	if t.reports() {
 		os.reporting--
 		os.ending = unlink(os.ending, t, ownerLinks) // unregister put it there
 		os.endingN--

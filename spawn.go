@@ -62,6 +62,9 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	parent.RunID = firstNonEmpty(parent.RunID, storedRun)
 
 	t := &Task{m: m, fn: fn}
+	if sc.foreground {
+		t.fg.Store(fgHeld)
+	}
 	ent := m.newRecord(t)
 	*t.rec = TaskMeta{
 		ID:          newTaskID(created),
@@ -214,8 +217,8 @@ func (m *Manager) register(t *Task) error {
 	// Nothing can fail from here on.
 	m.owners[meta.Owner] = os
 	os.live++ // decremented by retire
-	if t.rec.Wake != WakeSilent {
-		os.reporting++ // decremented by retire
+	if t.reports() {
+		os.reporting++ // decremented by retire, or added by toBackground
 	}
 	os.head = linkFront(os.head, t, ownerLinks)
 	if meta.Name != "" {
