@@ -230,6 +230,7 @@ func diffMeta(want, got bgtask.TaskMeta) string {
 	if !slices.Equal(want.Tags, got.Tags) {
 		fmt.Fprintf(&b, "    Tags = %q, want %q\n", got.Tags, want.Tags)
 	}
+	field("Announced", want.Announced, got.Announced) // durable announcements
 	return b.String()
 }
 
