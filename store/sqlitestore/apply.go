@@ -135,6 +135,14 @@ func (w *writeTx) apply(r *request) (ended bool, err error) {
 				order = append(order, id)
 			}
 		}
+		if a.Op == bgtask.OpAnnounce { // its ids are written like an upsert's
+			for _, id := range a.IDs {
+				if !seen[id] {
+					seen[id] = true
+					order = append(order, id)
+				}
+			}
+		}
 	}
 	if full {
 		if cur, err = w.loadOwner(owner); err != nil {

@@ -78,6 +78,12 @@ var migrations = [...]string{
 	CREATE TRIGGER tasks_tags_delete AFTER DELETE ON tasks BEGIN
 		DELETE FROM task_tags WHERE owner = old.owner AND task_id = old.id AND tag IN (SELECT value FROM json_each(old.tags));
 	END;`,
+	// 3 (durable announcements): announced is 1 once the owner's loop has
+	// taken the terminal event of the record (bgtask.Announce). Rows of an
+	// older version are not announced, so a restart announces them once.
+	// tasks_unannounced finds an owner's terminal records still to announce.
+	`ALTER TABLE tasks ADD COLUMN announced INTEGER NOT NULL DEFAULT 0;
+	CREATE INDEX tasks_unannounced ON tasks (owner, created_at) WHERE announced = 0 AND terminal_seq IS NOT NULL;`,
 }
 
 // userVersion reads the schema version.
