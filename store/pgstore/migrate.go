@@ -93,6 +93,12 @@ var migrations = []string{
 	ALTER TABLE bgtask_tasks ADD COLUMN cancel_reason text NOT NULL DEFAULT '';
 	ALTER TABLE bgtask_tasks ADD COLUMN tags text[] NOT NULL DEFAULT '{}';
 	CREATE INDEX bgtask_tasks_tags ON bgtask_tasks USING gin (tags);`,
+	// 4 (durable announcements): announced is true once the owner's loop
+	// has taken the record's terminal event (bgtask.Announce). Rows of an
+	// older version are not announced, so they are announced once more.
+	// bgtask_tasks_unannounced finds an owner's terminal rows to announce.
+	`ALTER TABLE bgtask_tasks ADD COLUMN announced boolean NOT NULL DEFAULT false;
+	CREATE INDEX bgtask_tasks_unannounced ON bgtask_tasks (owner, created_at, id) WHERE NOT announced AND terminal_at IS NOT NULL;`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.

@@ -14,7 +14,8 @@ import (
 // taskCols are the columns every task query reads, in scanRow's order.
 const taskCols = `id, owner, task_type, name, description, status, error, stack, result,
 	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
-	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason`
+	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason,
+	announced`
 
 // row is a task row as stored: a record and its version.
 type row struct {
@@ -35,7 +36,8 @@ func scanRow(rows pgx.Rows) (row, error) {
 	)
 	if err := rows.Scan(&m.ID, &m.Owner, &m.Type, &m.Name, &m.Description, &status, &m.Error, &m.Stack, &result,
 		&created, &started, &finshed, &m.Parent.TaskID, &m.Parent.RunID, &m.Parent.CallID,
-		&m.Parent.AgentID, &m.Detached, &m.Instance, &m.Attempt, &wake, &inID, &inPrompt, &r.version, &m.Tags, &errorKind, &m.CancelReason); err != nil {
+		&m.Parent.AgentID, &m.Detached, &m.Instance, &m.Attempt, &wake, &inID, &inPrompt, &r.version, &m.Tags, &errorKind, &m.CancelReason,
+		&m.Announced); err != nil {
 		if m.ID != "" {
 			return r, fmt.Errorf("%w: task %s: %v", bgtask.ErrCorrupt, m.ID, err)
 		}
@@ -93,7 +95,8 @@ func sameMeta(a, b *bgtask.TaskMeta) bool {
 		bytes.Equal(a.Result, b.Result) && (a.Result == nil) == (b.Result == nil) &&
 		a.Instance == b.Instance && a.Attempt == b.Attempt &&
 		a.CreatedAt.Equal(b.CreatedAt) && a.StartedAt.Equal(b.StartedAt) && a.FinishedAt.Equal(b.FinishedAt) &&
-		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input)
+		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input) &&
+		a.Announced == b.Announced
 }
 
 // cols holds records column by column, the arguments of an unnest.
@@ -110,6 +113,7 @@ type cols struct {
 	version                                            []int64
 	tags                                               []string // each a JSON array: unnest cannot take an array of arrays
 	errorKind, cancelReason                            []string
+	announced                                          []bool // durable announcements
 }
 
 func (c *cols) add(m *bgtask.TaskMeta, version int64) {
@@ -149,12 +153,14 @@ func (c *cols) add(m *bgtask.TaskMeta, version int64) {
 	c.tags = append(c.tags, tags)
 	c.errorKind = append(c.errorKind, string(m.ErrorKind))
 	c.cancelReason = append(c.cancelReason, m.CancelReason)
+	c.announced = append(c.announced, m.Announced)
 }
 
 func (c *cols) args() []any {
 	return []any{c.id, c.owner, c.typ, c.name, c.desc, c.status, c.errText, c.stack, c.result,
 		c.created, c.started, c.finished, c.pTask, c.pRun, c.pCall, c.pAgent, c.detached, c.instance,
-		c.attempt, c.wake, c.inID, c.inPrompt, c.version, c.tags, c.errorKind, c.cancelReason}
+		c.attempt, c.wake, c.inID, c.inPrompt, c.version, c.tags, c.errorKind, c.cancelReason,
+		c.announced}
 }
 
 // writes are the rows a commit writes: inserts, updates compared-and-set
@@ -186,10 +192,12 @@ func (w *writes) del(id string, version int64) {
 const unnestSQL = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
 		$8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::text[],
 		$14::text[], $15::text[], $16::text[], $17::boolean[], $18::text[], $19::bigint[], $20::text[],
-		$21::text[], $22::text[], $23::bigint[], $24::text[], $25::text[], $26::text[])
+		$21::text[], $22::text[], $23::bigint[], $24::text[], $25::text[], $26::text[],
+		$27::boolean[])
 	AS x(id, owner, task_type, name, description, status, error, stack, result, created_at, started_at,
 		finished_at, parent_task_id, parent_run_id, parent_call_id, parent_agent_id, detached, instance,
-		attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason)`
+		attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason,
+		announced)`
 
 // terminalSQL is true for a row of x whose status is terminal.
 const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupted')`
@@ -199,11 +207,11 @@ const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupt
 // retention, is stamped by the database when a row first turns terminal.
 const insertSQL = `INSERT INTO bgtask_tasks (id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
-		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason, terminal_at)
+		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason, announced, terminal_at)
 	SELECT id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt,
-		ARRAY(SELECT jsonb_array_elements_text(x.tags::jsonb)), error_kind, cancel_reason,
+		ARRAY(SELECT jsonb_array_elements_text(x.tags::jsonb)), error_kind, cancel_reason, announced,
 		CASE WHEN ` + terminalSQL + ` THEN clock_timestamp() END
 	FROM ` + unnestSQL + `
 	ON CONFLICT (id) DO NOTHING`
@@ -214,7 +222,7 @@ const insertSQL = `INSERT INTO bgtask_tasks (id, owner, task_type, name, descrip
 const updateSQL = `UPDATE bgtask_tasks t SET description = x.description, status = x.status, error = x.error, error_kind = x.error_kind, cancel_reason = x.cancel_reason,
 		stack = x.stack, result = x.result, created_at = x.created_at, started_at = x.started_at,
 		finished_at = x.finished_at, instance = x.instance, attempt = x.attempt,
-		input_id = x.input_id, input_prompt = x.input_prompt,
+		input_id = x.input_id, input_prompt = x.input_prompt, announced = x.announced,
 		terminal_at = CASE WHEN t.terminal_at IS NULL AND ` + terminalSQL + ` THEN clock_timestamp() ELSE t.terminal_at END,
 		version = t.version + 1
 	FROM ` + unnestSQL + `
