@@ -60,6 +60,8 @@ type Manager struct {
 	inboxGen atomic.Uint64     // bumped on every change of inboxes, to invalidate Task caches
 
 	msgs messageLog // recent messages per task, for Owner.Messages (history.go)
+
+	sent announced // terminal events delivered and not yet marked announced (announce.go)
 }
 
 type ownerState struct {

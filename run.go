@@ -120,6 +120,9 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	}
 	u.Error, _ = truncateText(out.err, m.cfg.caps.err)
 	u.Stack, _ = truncateText(out.stack, m.cfg.caps.err)
+	if u.Wake != WakeSilent && m.durable() {
+		m.sent.add(u.ID) // before the commit: a Restore meanwhile must not announce it too
+	}
 	commitErr := m.commitUpdate(t, &u)
 	if commitErr == nil {
 		m.notify(from, &u)
