@@ -255,3 +255,36 @@ func TestRestoreSkipsCorruptRecord(t *testing.T) {
 		t.Fatalf("Deliver = %q, %v; want task_good's interruption once", eventIDs(msgs), err)
 	}
 }
+
+// recovering is a store whose Recover reports n and err.
+type recovering struct {
+	*MemoryStore
+	n     int
+	err   error
+	calls int
+}
+
+func (r *recovering) Recover(context.Context) (int, error) { r.calls++; return r.n, r.err }
+
+// Manager.Recover hands the work to a Recoverer store and wraps its error;
+// with any other store it recovers nothing.
+func TestManagerRecover(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		store   Store
+		n       int
+		errText string
+	}{
+		{"memory store", NewMemoryStore(), 0, ""},
+		{"recoverer", &recovering{MemoryStore: NewMemoryStore(), n: 3}, 3, ""},
+		{"recoverer fails", &recovering{MemoryStore: NewMemoryStore(), n: 1, err: errors.New("disk gone")}, 1, "bgtask: recover: disk gone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newTestManager(t, WithStore(tc.store))
+			n, err := m.Recover(t.Context())
+			if n != tc.n || (err == nil) != (tc.errText == "") || err != nil && err.Error() != tc.errText {
+				t.Fatalf("Recover = %d, %v; want %d, %q", n, err, tc.n, tc.errText)
+			}
+		})
+	}
+}

@@ -110,9 +110,7 @@ func (m *Manager) interrupt(ctx context.Context, owner, report string, stale []T
 			continue
 		}
 		from := meta.Status
-		meta.Status, meta.FinishedAt, meta.Attempt = StatusInterrupted, at, meta.Attempt+1
-		meta.ErrorKind = KindInterrupted
-		meta.Error = fmt.Sprintf("bgtask: interrupted: the runtime that ran it (instance %q) is gone; it will not be re-run", meta.Instance)
+		meta = Interrupted(meta, at)
 		if err := m.store.Commit(ctx, owner, Upsert(meta)); err != nil {
 			return done, fmt.Errorf("bgtask: restore %s: %w", meta.ID, err)
 		}

@@ -2,6 +2,7 @@ package sqlitestore_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
@@ -21,13 +22,14 @@ func TestMigrationAddsAnnounced(t *testing.T) {
 		execSQL(t, db, sqlitestore.MigrationSQL(v))
 	}
 	execSQL(t, db, "PRAGMA user_version = 2")
+	now := time.Now().UnixMicro() // age retention keeps it
 	execSQL(t, db, `INSERT INTO tasks (id, owner, status, created_at, finished_at, terminal_seq, terminal_at)
-		VALUES ('task_old', 'alice', 'completed', 1, 2, 1, 2), ('task_live', 'alice', 'running', 3, NULL, NULL, NULL)`)
+		VALUES ('task_old', 'alice', 'completed', ?1, ?1, 1, ?1), ('task_live', 'alice', 'running', ?1, NULL, NULL, NULL)`, now)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	s := openAt(t, path)
+	s := openAt(t, path, sqlitestore.WithoutRecovery())
 	if got := get(t, s, "task_old"); got.Status != bgtask.StatusCompleted || got.Announced {
 		t.Fatalf("old record = %s announced=%v, want completed, not announced", got.Status, got.Announced)
 	}
@@ -35,7 +37,7 @@ func TestMigrationAddsAnnounced(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = openAt(t, path)
+	s = openAt(t, path, sqlitestore.WithoutRecovery())
 	if got := get(t, s, "task_old"); !got.Announced {
 		t.Errorf("task_old not announced after Announce and a reopen")
 	}

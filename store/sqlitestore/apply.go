@@ -216,6 +216,9 @@ func (w *writeTx) apply(r *request) (ended bool, err error) {
 			ended = true
 			delta++
 		}
+		if !m.Status.IsTerminal() && m.Instance != "" {
+			w.s.noteInstance(m.Instance) // recovery leaves this instance's records alone
+		}
 		args := append(rowArgs(&m), seq, at)
 		if _, err := w.stmt(&w.upsert, w.s.st.upsert).ExecContext(w.ctx, args...); err != nil {
 			return false, fmt.Errorf("sqlitestore: write task %s: %w", id, err)
