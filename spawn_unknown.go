@@ -1,0 +1,45 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// settleTimeout bounds each attempt of the write that ends the record of a
+// spawn whose first commit failed.
+const settleTimeout = 5 * time.Second
+
+// settleFailedSpawn makes sure that the record of a spawn whose first
+// commit failed ends: the store may have committed it all the same (the
+// context or the connection ended after the statement was sent), and then
+// nobody would ever end it. It writes the record failed (and announced:
+// the spawn's error already told the caller), on a fresh context bounded
+// by settleTimeout, retried like every commit (WithCommitRetry); if the
+// first commit did not land, this writes a failed record that says so. An
+// invalid record, refused before anything was written, needs nothing; nor
+// does the MemoryStore, which applies nothing once it has failed.
+func (m *Manager) settleFailedSpawn(rec TaskMeta, cause error) {
+	if !m.durable() || errors.Is(cause, ErrInvalidAction) || errors.Is(cause, ErrInvalidOwner) {
+		return
+	}
+	rec.Status, rec.ErrorKind, rec.FinishedAt, rec.Announced = StatusFailed, KindError, now(), true
+	rec.Error, _ = truncateText(fmt.Sprintf("bgtask: spawn failed: the commit of its first record returned: %v; the task never ran", cause), m.cfg.caps.err)
+	backoff := m.cfg.commitBackoff
+	var err error
+	for attempt := range m.cfg.commitAttempts {
+		if attempt > 0 {
+			time.Sleep(backoff)
+			backoff *= 2
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		err = m.store.Commit(ctx, rec.Owner, Upsert(rec), Announce(rec.ID))
+		cancel()
+		if err == nil {
+			return
+		}
+		m.logCommitFailure(&rec, attempt, err)
+	}
+	m.log.Error("bgtask: the record of a failed spawn could not be ended; recovery will interrupt it", "task_id", rec.ID, "err", err)
+}
