@@ -107,7 +107,8 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	}
 	if err := m.commitFirst(ctx, t, ent); err != nil {
 		m.abandon(t)
-		m.settleFailedSpawn(*t.rec, err) // it may have been committed all the same
+		// It may have been committed all the same: end the record.
+		m.settleFailedSpawn(*t.rec, err)
 		if ctx.Err() != nil { // say why the caller's context ended: a cancelled run, say
 			return "", fmt.Errorf("bgtask: spawn: %w", context.Cause(ctx))
 		}
