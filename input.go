@@ -69,7 +69,7 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 		r.inputSig = nil
 	}
 	m.notify(from, &u)
-	if send, _ := u.Wake.route(EventInputRequested, ""); send {
+	if send, _ := t.wake().route(EventInputRequested, ""); send {
 		req := w.req
 		_ = m.deliver(u.Owner, Event{Kind: EventInputRequested, TaskID: u.ID, Name: u.Name, Input: &req})
 	}

@@ -61,7 +61,8 @@ type Manager struct {
 
 	msgs messageLog // recent messages per task, for Owner.Messages (history.go)
 
-	sent announced // terminal events delivered and not yet marked announced (announce.go)
+	keys map[keyRef]*keyClaim // live keyed spawns (WithIdempotencyKey); guarded by mu
+	sent announced            // terminal events delivered and not yet marked announced (announce.go)
 }
 
 type ownerState struct {
@@ -110,6 +111,7 @@ func New(opts ...Option) (*Manager, error) {
 		idle:    make(chan struct{}),
 		stopped: make(chan struct{}),
 		inboxes: make(map[string]*Inbox),
+		keys:    make(map[keyRef]*keyClaim),
 	}, nil
 }
 

@@ -107,10 +107,12 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	t.emitMu.Lock()
 	t.ended = true
 	t.emitMu.Unlock()
+	prog := t.settleProgress()
 	if t.inbox != nil {
 		t.inbox.Close() // nobody reads it any more: later sends fail with ErrInboxClosed
 	}
 
+	fg := t.fg.Load() != fgBackground && m.endForeground(t)
 	var u TaskMeta
 	m.readRecord(t, &u)
 	from := u.Status
@@ -118,9 +120,15 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	if out.status == StatusCancelled {
 		u.CancelReason = reasonOf(context.Cause(&t.ctx))
 	}
+	if prog != nil {
+		u.Progress = prog // the latest report is never lost to the throttle
+	}
 	u.Error, _ = truncateText(out.err, m.cfg.caps.err)
 	u.Stack, _ = truncateText(out.stack, m.cfg.caps.err)
-	if u.Wake != WakeSilent && m.durable() {
+	if fg {
+		m.answeredInForeground(&u)
+		u.Announced = true // the foreground call returned it: a restart must not announce it
+	} else if u.Wake != WakeSilent && m.durable() {
 		m.sent.add(u.ID) // before the commit: a Restore meanwhile must not announce it too
 	}
 	commitErr := m.commitUpdate(t, &u)
@@ -137,7 +145,9 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	if commitErr != nil {
 		m.reportCommitFailure(&u, commitErr)
 	}
-	m.deliverTerminal(&u)
+	if !fg {
+		m.deliverTerminal(&u)
+	}
 	m.retire(t)
 }
 
@@ -192,13 +202,14 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 	meta := t.rec
 	os := m.owners[meta.Owner]
 	os.head = unlink(os.head, t, ownerLinks)
-	if meta.Wake != WakeSilent { // the owner links are free now: keep it on the ending list
+	if t.reports() { // the owner links are free now: keep it on the ending list
 		os.ending = linkFront(os.ending, t, ownerLinks)
 		os.endingN++
 	}
 	if meta.Name != "" && os.names[meta.Name] == t {
 		delete(os.names, meta.Name)
 	}
+	m.releaseKey(t)
 	if !t.admitted {
 		m.dequeue(t)
 	}
@@ -226,7 +237,7 @@ func (m *Manager) retire(t *Task) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	os := m.owners[owner]
-	if t.rec.Wake != WakeSilent {
+	if t.reports() {
 		os.reporting--
 		os.ending = unlink(os.ending, t, ownerLinks) // unregister put it there
 		os.endingN--

@@ -14,14 +14,15 @@ const settleTimeout = 5 * time.Second
 // settleFailedSpawn makes sure that the record of a spawn whose first
 // commit failed ends: the store may have committed it all the same (the
 // context or the connection ended after the statement was sent), and then
-// nobody would ever end it. It writes the record failed (and announced:
-// the spawn's error already told the caller), on a fresh context bounded
-// by settleTimeout, retried like every commit (WithCommitRetry); if the
-// first commit did not land, this writes a failed record that says so. An
-// invalid record, refused before anything was written, needs nothing; nor
-// does the MemoryStore, which applies nothing once it has failed.
-func (m *Manager) settleFailedSpawn(rec TaskMeta, cause error) {
-	if !m.durable() || errors.Is(cause, ErrInvalidAction) || errors.Is(cause, ErrInvalidOwner) {
+// nobody would ever end it. It reads the record back and, if it is there
+// and live, writes it failed (and announced: the spawn's error already told
+// the caller); each try on a fresh context bounded by settleTimeout,
+// retried like every commit (WithCommitRetry). A record that is not there
+// did not land: nothing is written. An invalid record, or a commit called
+// with a context that had ended already, was refused before anything was
+// written; the MemoryStore applies nothing once it has failed.
+func (m *Manager) settleFailedSpawn(rec TaskMeta, cause error, ctxDoneBefore bool) {
+	if !m.durable() || ctxDoneBefore || errors.Is(cause, ErrInvalidAction) || errors.Is(cause, ErrInvalidOwner) {
 		return
 	}
 	rec.Status, rec.ErrorKind, rec.FinishedAt, rec.Announced = StatusFailed, KindError, now(), true
@@ -34,7 +35,18 @@ func (m *Manager) settleFailedSpawn(rec TaskMeta, cause error) {
 			backoff *= 2
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-		err = m.store.Commit(ctx, rec.Owner, Upsert(rec), Announce(rec.ID))
+		var got TaskMeta
+		got, err = m.store.Get(ctx, rec.ID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			cancel()
+			return // it did not land
+		case err == nil && got.Status.IsTerminal():
+			cancel()
+			return
+		case err == nil:
+			err = m.store.Commit(ctx, rec.Owner, Upsert(rec), Announce(rec.ID))
+		}
 		cancel()
 		if err == nil {
 			return

@@ -54,6 +54,12 @@ func TestSpawnUnknownOutcomeEndsTheRecord(t *testing.T) {
 				}
 				got = append(got, meta)
 			}
+			if !committed { // it did not land: nothing to end
+				if len(got) != 0 {
+					t.Fatalf("store holds %d records, want none", len(got))
+				}
+				return
+			}
 			if len(got) != 1 {
 				t.Fatalf("store holds %d records, want 1", len(got))
 			}

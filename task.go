@@ -39,9 +39,10 @@ type Task struct {
 	ownerBox *Inbox     // the owner's inbox, cached for Emit
 
 	// Small fields together, so the struct stays in a smaller size class.
-	returned atomic.Bool // the function has returned (or never will run)
-	depth    int32       // lineage depth; guarded by m.mu
-	ended    bool        // the function has returned; guarded by emitMu
+	returned atomic.Bool  // the function has returned (or never will run)
+	fg       atomic.Int32 // fgBackground, fgHeld or fgEnded (promote.go); written with m.mu held
+	depth    int32        // lineage depth; guarded by m.mu
+	ended    bool         // the function has returned; guarded by emitMu
 
 	// Guarded by m.mu.
 	live      bool // registered, not yet unregistered: counts for names, limits, cancels
@@ -60,10 +61,11 @@ type Task struct {
 // for input, needs. Keeping it out of Task keeps every parked task in a
 // smaller size class; each field keeps its own lock.
 type taskRare struct {
-	done     chan struct{} // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
-	input    *inputWait    // the open input request; guarded by emitMu
-	inputSig chan struct{} // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
-	progress Progress      // the latest custom event (Owner.Progress); guarded by emitMu
+	done     chan struct{}  // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
+	input    *inputWait     // the open input request; guarded by emitMu
+	inputSig chan struct{}  // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
+	progress Progress       // the latest custom event (Owner.Progress); guarded by emitMu
+	prog     *progressState // the progress writer (ReportProgress); guarded by emitMu
 }
 
 // rareState returns t's taskRare, making it on first use.
@@ -178,7 +180,7 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 		r := t.rareState()
 		r.progress = Progress{EventType: eventType, Payload: p, At: now(), Count: r.progress.Count + 1}
 	}
-	send, quiet := t.rec.Wake.route(EventCustom, eventType)
+	send, quiet := t.wake().route(EventCustom, eventType)
 	if t.m.cfg.eventObserver != nil {
 		t.m.observeEvent(Event{Kind: EventCustom, TaskID: t.rec.ID, Name: t.rec.Name, EventType: eventType, Payload: p, Quiet: quiet})
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // announcedVersion is the schema version that added the announced column.
-const announcedVersion = 4
+const announcedVersion = 5
 
 // A database of the version before the announcement marks opens, keeps its
 // terminal rows unannounced, and then stores a mark on terminal rows only.

@@ -9,7 +9,7 @@ import (
 )
 
 // announcedVersion is the schema version that added the announced column.
-const announcedVersion = 3
+const announcedVersion = 5
 
 // A database of the version before the announcement marks opens, keeps its
 // terminal rows unannounced, and then stores and keeps a mark across a
@@ -21,7 +21,7 @@ func TestMigrationAddsAnnounced(t *testing.T) {
 	for v := 1; v < announcedVersion; v++ {
 		execSQL(t, db, sqlitestore.MigrationSQL(v))
 	}
-	execSQL(t, db, "PRAGMA user_version = 2")
+	execSQL(t, db, "PRAGMA user_version = 4")
 	now := time.Now().UnixMicro() // age retention keeps it
 	execSQL(t, db, `INSERT INTO tasks (id, owner, status, created_at, finished_at, terminal_seq, terminal_at)
 		VALUES ('task_old', 'alice', 'completed', ?1, ?1, 1, ?1), ('task_live', 'alice', 'running', ?1, NULL, NULL, NULL)`, now)
