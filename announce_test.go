@@ -288,3 +288,31 @@ func TestManagerRecover(t *testing.T) {
 		})
 	}
 }
+
+// A task another instance's reaper interrupted reaches the owner once:
+// RunStart announces the unannounced record, and the store's notice of it
+// is dropped, in the same batch or a later one; the next run has nothing.
+func TestPluginNoticeOfAnnouncedTaskDropped(t *testing.T) {
+	f := &fakeShared{MemoryStore: NewMemoryStore(), notices: map[string][]Event{}}
+	reaped := TaskMeta{ID: "task_reaped", Owner: "thread-1", Type: TypeTask, Status: StatusInterrupted, Instance: "gone", Attempt: 2,
+		Error: "instance gone", ErrorKind: KindInterrupted, CreatedAt: rt0, FinishedAt: rt1}
+	if err := f.Commit(t.Context(), "thread-1", Upsert(reaped)); err != nil {
+		t.Fatal(err)
+	}
+	notice := Event{Kind: EventInterrupted, TaskID: reaped.ID, Error: reaped.Error, ErrorKind: KindInterrupted}
+	f.notices["thread-1"] = []Event{notice}
+	pr := newPluginRun(t, WithStore(f)) // RunStart announces the record
+	msgs, err := pr.p.Deliver(t.Context())
+	if err != nil || !slices.Equal(eventIDs(msgs), []string{reaped.ID}) {
+		t.Fatalf("Deliver = %q, %v; want the interruption once", eventIDs(msgs), err)
+	}
+	f.mu.Lock()
+	f.notices["thread-1"] = []Event{notice} // a second reaper's late notice
+	f.mu.Unlock()
+	if msgs, err := pr.p.Deliver(t.Context()); err != nil || len(msgs) != 0 {
+		t.Fatalf("Deliver of a late notice = %q, %v; want nothing", eventIDs(msgs), err)
+	}
+	if m, _ := f.Get(t.Context(), reaped.ID); !m.Announced {
+		t.Fatal("reaped record not announced")
+	}
+}
