@@ -85,15 +85,21 @@ func (o Owner) MarkAnnounced(ctx context.Context, ids ...string) error {
 	return nil
 }
 
-// reannounce delivers to owner, once, the terminal event of each of its
-// terminal records that is not announced, is not silent, and whose event
-// this Manager has not delivered already, oldest first. A corrupt record
+// reannounce delivers to report, once, the terminal event of each of
+// owner's terminal records that is not announced, is not silent, and whose
+// event this Manager has not delivered already, oldest first, and returns
+// those records. When report is not owner (the tasks of a gone sub-agent,
+// forwarded to its owner), the records are marked announced first, under
+// their own owner: the gone agent will never take them. A corrupt record
 // is skipped and reported in the returned error; the others are delivered.
-func (m *Manager) reannounce(ctx context.Context, owner string) error {
+func (m *Manager) reannounce(ctx context.Context, owner, report string) ([]TaskMeta, error) {
 	if !m.durable() {
-		return nil // every record is this Manager's, and every event was delivered
+		return nil, nil // every record is this Manager's, and every event was delivered
 	}
-	var errs []error
+	var (
+		errs []error
+		due  []TaskMeta
+	)
 	for meta, err := range m.store.List(ctx, owner, StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted) {
 		if err != nil {
 			errs = append(errs, err)
@@ -102,12 +108,27 @@ func (m *Manager) reannounce(ctx context.Context, owner string) error {
 		if meta.Announced || meta.Wake == WakeSilent || m.sent.has(meta.ID) {
 			continue
 		}
-		m.sent.add(meta.ID)
-		_ = m.deliver(owner, terminalEvent(&meta))
+		due = append(due, meta)
+	}
+	if len(errs) > 0 && !errors.Is(errors.Join(errs...), ErrCorrupt) {
+		return nil, errors.Join(errs...)
+	}
+	if owner != report && len(due) > 0 {
+		ids := make([]string, len(due))
+		for i := range due {
+			ids[i] = due[i].ID
+		}
+		if err := m.store.Commit(ctx, owner, Announce(ids...)); err != nil {
+			return nil, err // nothing delivered: the next Restore tries again
+		}
+	}
+	for i := range due {
+		m.sent.add(due[i].ID)
+		_ = m.deliver(report, terminalEvent(&due[i]))
 	}
 	if err := errors.Join(errs...); err != nil {
 		m.log.Error("bgtask: re-announce skipped records", "owner", owner, "err", err)
-		return fmt.Errorf("bgtask: re-announce: %w", err)
+		return due, fmt.Errorf("bgtask: re-announce: %w", err)
 	}
-	return nil
+	return due, nil
 }

@@ -59,14 +59,21 @@ func (m *Manager) Restore(ctx context.Context, owner string) ([]TaskMeta, error)
 		for _, meta := range got {
 			queue = append(queue, meta.ID) // the tasks it owned, if it was an agent
 		}
-	}
-	// Then what ended before, but its owner's loop never took: a crash
-	// between the end of a task and the next step boundary.
-	if err := m.reannounce(ctx, owner); err != nil {
-		if !errors.Is(err, ErrCorrupt) {
+		// Then what ended before, but its owner's loop never took: a crash
+		// between the end of a task and the next step boundary, or a
+		// record a recovery at open interrupted.
+		ann, err := m.reannounce(ctx, queue[0], owner)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
 			return done, err
 		}
-		corrupt = append(corrupt, err)
+		if err != nil {
+			corrupt = append(corrupt, err)
+		}
+		for _, meta := range ann {
+			if meta.Status == StatusInterrupted {
+				queue = append(queue, meta.ID) // a gone agent: nobody else will tell its tasks
+			}
+		}
 	}
 	if len(corrupt) > 0 {
 		return done, fmt.Errorf("bgtask: restore skipped corrupt records: %w", errors.Join(corrupt...))
@@ -111,7 +118,11 @@ func (m *Manager) interrupt(ctx context.Context, owner, report string, stale []T
 		}
 		from := meta.Status
 		meta = Interrupted(meta, at)
-		if err := m.store.Commit(ctx, owner, Upsert(meta)); err != nil {
+		actions := []Action{Upsert(meta)}
+		if owner != report { // forwarded: the gone agent will never take it
+			actions = append(actions, Announce(meta.ID))
+		}
+		if err := m.store.Commit(ctx, owner, actions...); err != nil {
 			return done, fmt.Errorf("bgtask: restore %s: %w", meta.ID, err)
 		}
 		got, err := m.store.Get(ctx, meta.ID)
