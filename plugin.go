@@ -252,6 +252,13 @@ func (p *Plugin) keepLate(ev Event) {
 // interrupted), then the inbox. Each event becomes one PromptMessage; each
 // is delivered once. Deliver is the step-boundary drain; the loop also calls
 // it at a natural end and while suspended.
+//
+// Before it returns terminal events, Deliver marks them announced in the
+// Store, in one Commit (none when it hands out no terminal event), so that
+// after a crash the next run announces only what was never handed out. If
+// the mark fails, the events are returned all the same and the mark is
+// retried at the next call. A store's notice of a task already handed out
+// is dropped.
 func (p *Plugin) Deliver(ctx context.Context) ([]PromptMessage, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
