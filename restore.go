@@ -23,8 +23,16 @@ import (
 // process runs would be wrong, and the store's reaper does that job for
 // processes whose heartbeat stopped.
 //
-// Errors: ErrInvalidOwner, ErrClosed, or the Store's. Records committed
-// before an error stay interrupted, with their events sent.
+// Then it announces, once, what ended but its owner's loop never took: every
+// terminal record of owner that is not announced (see Owner.MarkAnnounced),
+// is not silent, and whose terminal event this Manager has not delivered
+// itself, oldest first. With the default MemoryStore there is none.
+//
+// A record that cannot be decoded is logged and skipped: the others are
+// restored, and Restore returns an error matching ErrCorrupt that names it
+// (RunStart goes on after such an error). Other errors: ErrInvalidOwner,
+// ErrClosed, or the Store's. Records committed before an error stay
+// interrupted, with their events sent.
 func (m *Manager) Restore(ctx context.Context, owner string) ([]TaskMeta, error) {
 	switch {
 	case !validOwner(owner):
@@ -34,84 +42,77 @@ func (m *Manager) Restore(ctx context.Context, owner string) ([]TaskMeta, error)
 	}
 	m.restoreMu.Lock() // two Restores must not both report one record
 	defer m.restoreMu.Unlock()
-	var done []TaskMeta
+	var (
+		done    []TaskMeta
+		corrupt []error // reported and skipped records: they block none of the others
+	)
 	// An interrupted task will never tell the tasks it owned as an agent
 	// (a sub-agent's) to anyone: restore them too, reporting to owner
 	// (decision 5 forwards a gone sub-agent's events to its owner the same way).
 	for queue := []string{owner}; len(queue) > 0; queue = queue[1:] {
-		got, err := m.restoreOwner(ctx, queue[0], owner)
+		got, bad, err := m.restoreOwner(ctx, queue[0], owner)
 		done = append(done, got...)
+		if bad != nil {
+			corrupt = append(corrupt, bad)
+		}
 		if err != nil {
 			return done, err
 		}
-		next, err := m.liveOwners(ctx, got) // the tasks it owned, if it was an agent
+		next, err := m.pendingOwners(ctx, got) // the tasks it owned, if it was an agent
 		if err != nil {
 			return done, err
 		}
 		queue = append(queue, next...)
+		// Then what ended before, but its owner's loop never took: a crash
+		// between the end of a task and the next step boundary, or a
+		// record a recovery at open interrupted.
+		ann, err := m.reannounce(ctx, queue[0], owner)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			return done, err
+		}
+		if err != nil {
+			corrupt = append(corrupt, err)
+		}
+		for _, meta := range ann {
+			if meta.Status == StatusInterrupted {
+				queue = append(queue, meta.ID) // a gone agent: nobody else will tell its tasks
+			}
+		}
+	}
+	if len(corrupt) > 0 {
+		return done, fmt.Errorf("bgtask: restore skipped corrupt records: %w", errors.Join(corrupt...))
 	}
 	return done, nil
 }
 
-// LiveOwnerFinder is a Store that tells at once which of several owners
-// hold live records. Restore uses it to follow the interrupted tasks to the
-// tasks they owned with one call per batch instead of one Load per task;
-// with a Store that does not implement it, Restore loads each.
-type LiveOwnerFinder interface {
-	// LiveOwners returns those of owners that hold at least one record
-	// that is not terminal, each once, in any order.
-	LiveOwners(ctx context.Context, owners []string) ([]string, error)
-}
-
-// liveOwners returns the ids of metas, in their order, that may own live
-// records: all of them, or those the store's LiveOwnerFinder names.
-func (m *Manager) liveOwners(ctx context.Context, metas []TaskMeta) ([]string, error) {
-	ids := make([]string, len(metas))
-	for i := range metas {
-		ids[i] = metas[i].ID
-	}
-	f, ok := m.store.(LiveOwnerFinder)
-	if !ok || len(ids) == 0 {
-		return ids, nil
-	}
-	live := make(map[string]bool)
-	for chunk := range slices.Chunk(ids, restoreBatch) {
-		owners, err := f.LiveOwners(ctx, chunk)
-		if err != nil {
-			return nil, fmt.Errorf("bgtask: restore: find the tasks the interrupted ones owned: %w", err)
-		}
-		for _, o := range owners {
-			live[o] = true
-		}
-	}
-	return slices.DeleteFunc(ids, func(id string) bool { return !live[id] }), nil
-}
-
-// restoreBatch is how many records Restore commits at once: one Commit and
-// one read back per batch instead of per record.
-const restoreBatch = 500
-
 // restoreOwner interrupts the stale records of one owner and reports each to
-// report, in creation order.
-func (m *Manager) restoreOwner(ctx context.Context, owner, report string) ([]TaskMeta, error) {
-	snap, err := m.store.Load(ctx, owner)
-	if err != nil {
-		return nil, err
-	}
+// report, in creation order. corrupt names the records it skipped.
+func (m *Manager) restoreOwner(ctx context.Context, owner, report string) (done []TaskMeta, corrupt, err error) {
 	_, shared := m.store.(SharedStore)
-	stale := make([]TaskMeta, 0, len(snap.Tasks))
-	for _, meta := range snap.Tasks {
-		if shared && meta.Instance != m.cfg.instance {
-			continue // another instance's: its reaper's job, not ours
-		}
-		if !meta.Status.IsTerminal() {
+	var stale []TaskMeta
+	for meta, err := range m.store.List(ctx, owner, StatusQueued, StatusRunning, StatusAwaitingInput) {
+		switch {
+		case err != nil && errors.Is(err, ErrCorrupt):
+			corrupt = err
+			m.log.Error("bgtask: restore skips corrupt records", "owner", owner, "err", err)
+		case err != nil:
+			return nil, corrupt, err
+		case shared && meta.Instance != m.cfg.instance:
+			// another instance's: its reaper's job, not ours
+		default:
 			stale = append(stale, meta)
 		}
 	}
+	done, err = m.interrupt(ctx, owner, report, stale)
+	return done, corrupt, err
+}
+
+// interrupt makes the stale records of owner interrupted, in batches, and
+// reports each to report, in the given (creation) order.
+func (m *Manager) interrupt(ctx context.Context, owner, report string, stale []TaskMeta) ([]TaskMeta, error) {
 	if len(stale) == 0 {
 		return nil, nil
 	}
-	SortMetas(stale)
 	done := make([]TaskMeta, 0, len(stale))
 	at := now()
 	for len(stale) > 0 {
@@ -126,12 +127,15 @@ func (m *Manager) restoreOwner(ctx context.Context, owner, report string) ([]Tas
 	return done, nil
 }
 
+// restoreBatch is how many records Restore commits at once: one Commit and
+// one read back per batch instead of per record.
+const restoreBatch = 500
+
 // restoreBatch interrupts the records of batch (stale records of owner, in
 // creation order) that this Manager does not run, in one Commit, reads
 // back which of them it won, and reports those to report. It changes the
 // records of batch in place.
 func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch []TaskMeta, at time.Time) ([]TaskMeta, error) {
-	from := make(map[string]TaskStatus, len(batch))
 	m.mu.Lock()
 	kept := batch[:0]
 	for _, meta := range batch {
@@ -144,14 +148,17 @@ func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch 
 	if len(kept) == 0 {
 		return nil, nil
 	}
-	actions := make([]Action, len(kept))
+	from := make(map[string]TaskStatus, len(kept))
+	actions := make([]Action, len(kept), len(kept)+1)
+	ids := make([]string, len(kept))
 	for i := range kept {
-		meta := &kept[i]
-		from[meta.ID] = meta.Status
-		meta.Status, meta.FinishedAt, meta.Attempt = StatusInterrupted, at, meta.Attempt+1
-		meta.ErrorKind = KindInterrupted
-		meta.Error = fmt.Sprintf("bgtask: interrupted: the runtime that ran it (instance %q) is gone; it will not be re-run", meta.Instance)
+		from[kept[i].ID] = kept[i].Status
+		kept[i] = Interrupted(kept[i], at)
 		actions[i] = Action{Op: OpUpsert, Tasks: kept[i : i+1 : i+1]}
+		ids[i] = kept[i].ID
+	}
+	if owner != report { // forwarded: the gone agent will never take them
+		actions = append(actions, Announce(ids...))
 	}
 	if err := m.store.Commit(ctx, owner, actions...); err != nil {
 		if len(kept) == 1 {
@@ -172,6 +179,7 @@ func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch 
 		m.notify(from[got.ID], &got)
 		m.counters.interrupted.Add(1)
 		if got.Wake != WakeSilent {
+			m.noteDelivered(got.ID)
 			_ = m.deliver(report, terminalEvent(&got))
 		}
 		done = append(done, got)
@@ -212,4 +220,41 @@ func (m *Manager) restoredRecords(ctx context.Context, owner string, interrupted
 		}
 	}
 	return won, nil
+}
+
+// PendingOwnerFinder is a Store that tells at once which of several owners
+// hold records that Restore has work for. Restore uses it to follow the
+// interrupted tasks to the tasks they owned with one call per batch instead
+// of reading each one's records; with a Store that does not implement it,
+// Restore reads each.
+type PendingOwnerFinder interface {
+	// PendingOwners returns those of owners that hold at least one record
+	// that is not terminal or not announced, each once, in any order. It
+	// may return more (an owner it is unsure of), never fewer.
+	PendingOwners(ctx context.Context, owners []string) ([]string, error)
+}
+
+// pendingOwners returns the ids of metas, in their order, that may own
+// records Restore has work for: all of them, or those the store's
+// PendingOwnerFinder names.
+func (m *Manager) pendingOwners(ctx context.Context, metas []TaskMeta) ([]string, error) {
+	ids := make([]string, len(metas))
+	for i := range metas {
+		ids[i] = metas[i].ID
+	}
+	f, ok := m.store.(PendingOwnerFinder)
+	if !ok || len(ids) == 0 {
+		return ids, nil
+	}
+	live := make(map[string]bool)
+	for chunk := range slices.Chunk(ids, restoreBatch) {
+		owners, err := f.PendingOwners(ctx, chunk)
+		if err != nil {
+			return nil, fmt.Errorf("bgtask: restore: find the tasks the interrupted ones owned: %w", err)
+		}
+		for _, o := range owners {
+			live[o] = true
+		}
+	}
+	return slices.DeleteFunc(ids, func(id string) bool { return !live[id] }), nil
 }

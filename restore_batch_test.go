@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
 	"testing"
@@ -133,7 +134,9 @@ func TestRestoreBatchRecordEndedMeanwhile(t *testing.T) {
 	for _, ev := range drainOwner(t, m.Owner("a")) {
 		evs = append(evs, string(ev.Kind)+" "+ev.TaskID)
 	}
-	if wantEvs := []string{"interrupted " + ids[0], "interrupted " + ids[1], "interrupted " + ids[3], "interrupted " + ids[4]}; !slices.Equal(evs, wantEvs) {
+	// The record that ended meanwhile was never taken by the owner's loop:
+	// Restore announces it after the interrupted ones.
+	if wantEvs := []string{"interrupted " + ids[0], "interrupted " + ids[1], "interrupted " + ids[3], "interrupted " + ids[4], "completed " + ids[2]}; !slices.Equal(evs, wantEvs) {
 		t.Fatalf("events %v, want %v", evs, wantEvs)
 	}
 	if meta, err := m.Get(t.Context(), ids[2]); err != nil || meta.Status != StatusCompleted || meta.Attempt != 1 {
@@ -193,50 +196,55 @@ func TestRestoreRecordsDroppedByRetention(t *testing.T) {
 	}
 }
 
-// liveOwnerStore is a MemoryStore that implements LiveOwnerFinder and
-// counts the Loads and the LiveOwners calls.
-type liveOwnerStore struct {
+// pendingOwnerStore is a MemoryStore that implements PendingOwnerFinder and
+// records the owners it lists and the PendingOwners calls.
+type pendingOwnerStore struct {
 	*MemoryStore
 	mu    sync.Mutex
 	loads []string
 	asked [][]string
 }
 
-func (s *liveOwnerStore) Load(ctx context.Context, owner string) (Snapshot, error) {
+func (s *pendingOwnerStore) List(ctx context.Context, owner string, statuses ...TaskStatus) iter.Seq2[TaskMeta, error] {
 	s.mu.Lock()
-	s.loads = append(s.loads, owner)
+	if len(s.loads) == 0 || s.loads[len(s.loads)-1] != owner {
+		s.loads = append(s.loads, owner)
+	}
 	s.mu.Unlock()
-	return s.MemoryStore.Load(ctx, owner)
+	return s.MemoryStore.List(ctx, owner, statuses...)
 }
 
-func (s *liveOwnerStore) LiveOwners(ctx context.Context, owners []string) ([]string, error) {
+func (s *pendingOwnerStore) PendingOwners(ctx context.Context, owners []string) ([]string, error) {
 	s.mu.Lock()
 	s.asked = append(s.asked, slices.Clone(owners))
 	s.mu.Unlock()
-	var live []string
+	var pending []string
 	for _, o := range owners {
-		for _, err := range s.MemoryStore.List(ctx, o, StatusQueued, StatusRunning, StatusAwaitingInput) {
+		for meta, err := range s.MemoryStore.List(ctx, o) {
 			if err != nil {
 				return nil, err
 			}
-			live = append(live, o)
-			break
+			if !meta.Status.IsTerminal() || !meta.Announced {
+				pending = append(pending, o)
+				break
+			}
 		}
 	}
-	return live, nil
+	return pending, nil
 }
 
-// With a LiveOwnerFinder, Restore follows the interrupted tasks only to
-// those that own live tasks: one question per batch, one Load per owner
-// named, and the same records and events as loading each.
+// With a PendingOwnerFinder, Restore follows the interrupted tasks only to
+// those that own records it has work for: one question per batch, the
+// records of the owners named only, and the same records and events as
+// reading each.
 func TestRestoreAsksTheStoreWhichTasksOwnTasks(t *testing.T) {
-	store := &liveOwnerStore{MemoryStore: NewMemoryStore()}
+	store := &pendingOwnerStore{MemoryStore: NewMemoryStore()}
 	at := now()
 	for _, r := range []TaskMeta{
 		{ID: "task_1_agent", Owner: "thread-1", Type: TypeSubAgent, Status: StatusRunning, CreatedAt: at.Add(-4 * time.Second), Instance: "gone", Attempt: 1},
 		{ID: "task_2_plain", Owner: "thread-1", Type: TypeTask, Status: StatusRunning, CreatedAt: at.Add(-3 * time.Second), Instance: "gone", Attempt: 1},
 		{ID: "task_3_fetch", Owner: "task_1_agent", Type: TypeTask, Status: StatusQueued, CreatedAt: at.Add(-2 * time.Second), Instance: "gone", Attempt: 1},
-		{ID: "task_4_done", Owner: "task_2_plain", Type: TypeTask, Status: StatusCompleted, CreatedAt: at.Add(-time.Second), FinishedAt: at, Instance: "gone", Attempt: 1},
+		{ID: "task_4_done", Owner: "task_2_plain", Type: TypeTask, Status: StatusCompleted, CreatedAt: at.Add(-time.Second), FinishedAt: at, Instance: "gone", Attempt: 1, Announced: true},
 	} {
 		if err := store.MemoryStore.Commit(t.Context(), r.Owner, Upsert(r)); err != nil {
 			t.Fatal(err)
@@ -248,10 +256,10 @@ func TestRestoreAsksTheStoreWhichTasksOwnTasks(t *testing.T) {
 		t.Fatalf("Restore = %v, %v; want %v", restoredIDs(got), err, want)
 	}
 	if want := []string{"thread-1", "task_1_agent"}; !slices.Equal(store.loads, want) {
-		t.Fatalf("Restore loaded %v, want %v (task_2_plain owns nothing live)", store.loads, want)
+		t.Fatalf("Restore listed the records of %v, want %v (task_2_plain owns nothing pending)", store.loads, want)
 	}
 	if len(store.asked) != 2 || !slices.Equal(store.asked[0], []string{"task_1_agent", "task_2_plain"}) || !slices.Equal(store.asked[1], []string{"task_3_fetch"}) {
-		t.Fatalf("LiveOwners asked %v, want [[task_1_agent task_2_plain] [task_3_fetch]]", store.asked)
+		t.Fatalf("PendingOwners asked %v, want [[task_1_agent task_2_plain] [task_3_fetch]]", store.asked)
 	}
 	var evs []string
 	for _, ev := range drainOwner(t, m.Owner("thread-1")) {

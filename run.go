@@ -127,6 +127,9 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	u.Stack, _ = truncateText(out.stack, m.cfg.caps.err)
 	if fg {
 		m.answeredInForeground(&u)
+		u.Announced = true // the foreground call returned it: a restart must not announce it
+	} else if u.Wake != WakeSilent && m.durable() {
+		m.sent.add(u.ID) // before the commit: a Restore meanwhile must not announce it too
 	}
 	commitErr := m.commitUpdate(t, &u)
 	if commitErr == nil {

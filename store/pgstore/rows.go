@@ -15,7 +15,8 @@ import (
 const taskCols = `id, owner, task_type, name, description, status, error, stack, result,
 	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason,
-	progress, idempotency_key`
+	progress, idempotency_key,
+	announced`
 
 // row is a task row as stored: a record and its version.
 type row struct {
@@ -38,7 +39,8 @@ func scanRow(rows pgx.Rows) (row, error) {
 	if err := rows.Scan(&m.ID, &m.Owner, &m.Type, &m.Name, &m.Description, &status, &m.Error, &m.Stack, &result,
 		&created, &started, &finshed, &m.Parent.TaskID, &m.Parent.RunID, &m.Parent.CallID,
 		&m.Parent.AgentID, &m.Detached, &m.Instance, &m.Attempt, &wake, &inID, &inPrompt, &r.version, &m.Tags, &errorKind, &m.CancelReason,
-		&progress, &m.IdempotencyKey); err != nil {
+		&progress, &m.IdempotencyKey,
+		&m.Announced); err != nil {
 		if m.ID != "" {
 			return r, fmt.Errorf("%w: task %s: %v", bgtask.ErrCorrupt, m.ID, err)
 		}
@@ -106,7 +108,8 @@ func sameMeta(a, b *bgtask.TaskMeta) bool {
 		a.Instance == b.Instance && a.Attempt == b.Attempt &&
 		a.CreatedAt.Equal(b.CreatedAt) && a.StartedAt.Equal(b.StartedAt) && a.FinishedAt.Equal(b.FinishedAt) &&
 		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input) &&
-		sameProgress(a.Progress, b.Progress)
+		sameProgress(a.Progress, b.Progress) &&
+		a.Announced == b.Announced
 }
 
 // sameProgress reports whether two records hold the same progress.
@@ -130,6 +133,7 @@ type cols struct {
 	errorKind, cancelReason                            []string
 	progress                                           []pgtype.Text // JSON of a TaskProgress, NULL for none
 	idemKey                                            []string
+	announced                                          []bool // durable announcements
 }
 
 func (c *cols) add(m *bgtask.TaskMeta, version int64) {
@@ -176,13 +180,15 @@ func (c *cols) add(m *bgtask.TaskMeta, version int64) {
 	}
 	c.progress = append(c.progress, progress)
 	c.idemKey = append(c.idemKey, m.IdempotencyKey)
+	c.announced = append(c.announced, m.Announced)
 }
 
 func (c *cols) args() []any {
 	return []any{c.id, c.owner, c.typ, c.name, c.desc, c.status, c.errText, c.stack, c.result,
 		c.created, c.started, c.finished, c.pTask, c.pRun, c.pCall, c.pAgent, c.detached, c.instance,
 		c.attempt, c.wake, c.inID, c.inPrompt, c.version, c.tags, c.errorKind, c.cancelReason,
-		c.progress, c.idemKey}
+		c.progress, c.idemKey,
+		c.announced}
 }
 
 // writes are the rows a commit writes: inserts, updates compared-and-set
@@ -215,30 +221,41 @@ const unnestSQL = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::te
 		$8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::text[],
 		$14::text[], $15::text[], $16::text[], $17::boolean[], $18::text[], $19::bigint[], $20::text[],
 		$21::text[], $22::text[], $23::bigint[], $24::text[], $25::text[], $26::text[],
-		$27::text[], $28::text[])
+		$27::text[], $28::text[],
+		$29::boolean[])
 	AS x(id, owner, task_type, name, description, status, error, stack, result, created_at, started_at,
 		finished_at, parent_task_id, parent_run_id, parent_call_id, parent_agent_id, detached, instance,
 		attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason,
-		progress, idempotency_key)`
+		progress, idempotency_key,
+		announced)`
 
 // terminalSQL is true for a row of x whose status is terminal.
 const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupted')`
 
-// insertSQL inserts new rows; an id taken meanwhile is not inserted (the
-// caller sees the count and starts over). terminal_at, the clock of
-// retention, is stamped by the database when a row first turns terminal.
+// insertSQL inserts new rows; an id taken meanwhile is a unique violation
+// that aborts the transaction (the caller starts over). terminal_at, the
+// clock of retention, is stamped by the database when a row first turns
+// terminal.
 const insertSQL = `INSERT INTO bgtask_tasks (id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
-		progress, idempotency_key, terminal_at)
+		progress, idempotency_key, announced, terminal_at)
 	SELECT id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt,
 		ARRAY(SELECT jsonb_array_elements_text(x.tags::jsonb)), error_kind, cancel_reason,
-		progress, idempotency_key,
+		progress, idempotency_key, announced,
 		CASE WHEN ` + terminalSQL + ` THEN clock_timestamp() END
-	FROM ` + unnestSQL + `
-	ON CONFLICT (id) DO NOTHING`
+	FROM ` + unnestSQL
+
+// insertFencedSQL is insertSQL as one statement with the fence of a
+// started Store: it locks the registration of instance $29 against being
+// declared dead (as fenceSQL does), inserts nothing unless it is alive,
+// and returns its state and the rows inserted.
+const insertFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $29 FOR KEY SHARE),
+	i AS (` + insertSQL + `
+		WHERE (SELECT state FROM f) = 'alive' RETURNING 1)
+	SELECT coalesce((SELECT state FROM f), 'missing'), (SELECT count(*) FROM i)`
 
 // updateSQL writes the fields the reducer may change, each row only if it
 // still has the version that was read (a compare-and-set), and bumps it.
@@ -247,7 +264,7 @@ const updateSQL = `UPDATE bgtask_tasks t SET description = x.description, status
 		stack = x.stack, result = x.result, created_at = x.created_at, started_at = x.started_at,
 		finished_at = x.finished_at, instance = x.instance, attempt = x.attempt,
 		input_id = x.input_id, input_prompt = x.input_prompt,
-		progress = x.progress,
+		progress = x.progress, announced = x.announced,
 		terminal_at = CASE WHEN t.terminal_at IS NULL AND ` + terminalSQL + ` THEN clock_timestamp() ELSE t.terminal_at END,
 		version = t.version + 1
 	FROM ` + unnestSQL + `
@@ -256,3 +273,49 @@ const updateSQL = `UPDATE bgtask_tasks t SET description = x.description, status
 // deleteSQL deletes rows compared-and-set on their version.
 const deleteSQL = `DELETE FROM bgtask_tasks t USING unnest($1::text[], $2::bigint[]) AS y(id, version)
 	WHERE t.id = y.id AND t.version = y.version`
+
+// insertOneCols are the columns insertOneSQL writes, in oneArgs' order.
+const insertOneCols = `id, owner, task_type, name, description, status, error, stack, result,
+		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
+		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
+		progress, idempotency_key`
+
+// insertOneVals are insertOneSQL's values, typed (a SELECT list does not
+// take its types from the columns it is inserted into).
+const insertOneVals = `$1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text,
+		$10::timestamptz, $11::timestamptz, $12::timestamptz, $13::text, $14::text, $15::text,
+		$16::text, $17::boolean, $18::text, $19::bigint, $20::text, $21::text, $22::text, $23::text[], $24::text, $25::text,
+		$26::text, $27::text`
+
+// insertOneSQL inserts one new record that is not terminal: the common
+// commit of a spawn, without the arrays of insertSQL.
+const insertOneSQL = `INSERT INTO bgtask_tasks (` + insertOneCols + `) VALUES (` + insertOneVals + `)`
+
+// insertOneFencedSQL is insertOneSQL fenced like insertFencedSQL, the
+// instance being $28.
+const insertOneFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $28 FOR KEY SHARE),
+	i AS (INSERT INTO bgtask_tasks (` + insertOneCols + `) SELECT ` + insertOneVals + `
+		WHERE (SELECT state FROM f) = 'alive' RETURNING 1)
+	SELECT coalesce((SELECT state FROM f), 'missing'), (SELECT count(*) FROM i)`
+
+// oneArgs are the arguments of insertOneSQL for m.
+func oneArgs(m *bgtask.TaskMeta) []any {
+	var inID, inPrompt pgtype.Text
+	if m.Input != nil {
+		inID, inPrompt = pgtype.Text{String: m.Input.ID, Valid: true}, pgtype.Text{String: m.Input.Prompt, Valid: true}
+	}
+	tags := m.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	var progress pgtype.Text
+	if m.Progress != nil {
+		b, _ := json.Marshal(m.Progress) // numbers, a string and a time always encode
+		progress = pgtype.Text{String: string(b), Valid: true}
+	}
+	return []any{m.ID, m.Owner, m.Type, m.Name, m.Description, string(m.Status), m.Error, m.Stack,
+		pgtype.Text{String: string(m.Result), Valid: m.Result != nil},
+		toTS(m.CreatedAt), toTS(m.StartedAt), toTS(m.FinishedAt), m.Parent.TaskID, m.Parent.RunID, m.Parent.CallID,
+		m.Parent.AgentID, m.Detached, m.Instance, m.Attempt, string(m.Wake), inID, inPrompt, tags, string(m.ErrorKind), m.CancelReason,
+		progress, m.IdempotencyKey}
+}

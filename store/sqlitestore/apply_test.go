@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store/sqlitestore"
 	"github.com/bgtask/bgtask/storetest"
 )
 
@@ -21,7 +22,7 @@ func TestCommitOfSeveralRecords(t *testing.T) {
 	}
 	corrupt(t, path, rec("b", 1, "").ID, storetest.CorruptStatus)
 	corrupt(t, path, rec("a", 2, "").ID, storetest.CorruptStatus)
-	s = openAt(t, path)
+	s = openAt(t, path, sqlitestore.WithoutRecovery())
 
 	stolen := rec("b", 1, bgtask.StatusCompleted)
 	stolen.Owner = "a"

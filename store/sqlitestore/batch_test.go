@@ -77,7 +77,7 @@ func TestFailingCommitFailsAloneInItsBatch(t *testing.T) {
 	}
 	corrupt(t, path, bad.ID, storetest.CorruptStatus)
 	var sizes batchSizes
-	s := openAt(t, path, sqlitestore.WithMaxBatch(3), sqlitestore.WithBatchDelay(time.Hour), sqlitestore.WithHookTaken(sizes.hook))
+	s := openAt(t, path, sqlitestore.WithMaxBatch(3), sqlitestore.WithBatchDelay(time.Hour), sqlitestore.WithHookTaken(sizes.hook), sqlitestore.WithoutRecovery())
 
 	var wg sync.WaitGroup
 	var badErr, goodA, goodB error
@@ -232,7 +232,7 @@ func TestCommitFailingAfterItWroteFailsAlone(t *testing.T) {
 	}
 	execSQL(t, rawDB(t, path), `CREATE TRIGGER refuse BEFORE INSERT ON tasks WHEN new.id = 'task_a_09' BEGIN SELECT RAISE(ABORT, 'refused'); END`)
 	var sizes batchSizes
-	s := openAt(t, path, sqlitestore.WithMaxBatch(3), sqlitestore.WithBatchDelay(time.Hour), sqlitestore.WithHookTaken(sizes.hook))
+	s := openAt(t, path, sqlitestore.WithMaxBatch(3), sqlitestore.WithBatchDelay(time.Hour), sqlitestore.WithHookTaken(sizes.hook), sqlitestore.WithoutRecovery())
 
 	var wg sync.WaitGroup
 	var badErr, goodA, goodB error

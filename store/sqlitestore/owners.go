@@ -8,10 +8,11 @@ import (
 	"github.com/bgtask/bgtask"
 )
 
-// LiveOwners implements bgtask.LiveOwnerFinder: it returns those of owners
-// that hold at least one record that is not terminal, each once, in no
-// particular order, with one query. After Close it returns ErrClosed.
-func (s *Store) LiveOwners(ctx context.Context, owners []string) ([]string, error) {
+// PendingOwners implements bgtask.PendingOwnerFinder: it returns those of
+// owners that hold at least one record that is not terminal or not
+// announced, each once, in no particular order, with one query. After Close
+// it returns ErrClosed.
+func (s *Store) PendingOwners(ctx context.Context, owners []string) ([]string, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -20,25 +21,25 @@ func (s *Store) LiveOwners(ctx context.Context, owners []string) ([]string, erro
 	}
 	list, err := json.Marshal(owners)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: find live owners: %w", err)
+		return nil, fmt.Errorf("sqlitestore: find pending owners: %w", err)
 	}
-	rows, err := s.st.liveOwners.QueryContext(ctx, list)
+	rows, err := s.st.pendingOwners.QueryContext(ctx, list)
 	if err != nil {
-		return nil, s.readErr(fmt.Errorf("sqlitestore: find live owners: %w", err))
+		return nil, s.readErr(fmt.Errorf("sqlitestore: find pending owners: %w", err))
 	}
 	defer rows.Close()
 	var live []string
 	for rows.Next() {
 		var o string
 		if err := rows.Scan(&o); err != nil {
-			return nil, s.readErr(fmt.Errorf("sqlitestore: find live owners: %w", err))
+			return nil, s.readErr(fmt.Errorf("sqlitestore: find pending owners: %w", err))
 		}
 		live = append(live, o)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.readErr(fmt.Errorf("sqlitestore: find live owners: %w", err))
+		return nil, s.readErr(fmt.Errorf("sqlitestore: find pending owners: %w", err))
 	}
 	return live, nil
 }
 
-var _ bgtask.LiveOwnerFinder = (*Store)(nil)
+var _ bgtask.PendingOwnerFinder = (*Store)(nil)

@@ -12,7 +12,7 @@ import (
 // stmts are the statements prepared once at Open. A transaction uses them
 // through Tx.StmtContext, which reuses the preparation on its connection.
 type stmts struct {
-	get, getMany, ownerOf, byOwner, children, liveOwners         *sql.Stmt
+	get, getMany, ownerOf, byOwner, children, pendingOwners      *sql.Stmt
 	upsert, del, countTerminal, dropOldest, retainAge, oldestEnd *sql.Stmt
 	savepoint, rollbackTo, release                               *sql.Stmt // one Commit call's savepoint in a batch
 }
@@ -50,8 +50,9 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		// The rows whose ids are in ?, a JSON array of strings.
 		{&st.getMany, "SELECT " + columns + " FROM tasks WHERE id IN (SELECT value FROM json_each(?))"},
 		{&st.ownerOf, "SELECT owner FROM tasks WHERE id = ?"},
-		// Those of the owners in ?, a JSON array of strings, with a live record.
-		{&st.liveOwners, "SELECT DISTINCT owner FROM tasks WHERE owner IN (SELECT value FROM json_each(?)) AND status NOT IN (" + terminalStatuses + ")"},
+		// Those of the owners in ?, a JSON array of strings, with a live
+		// record or a terminal one not announced.
+		{&st.pendingOwners, "SELECT DISTINCT owner FROM tasks WHERE owner IN (SELECT value FROM json_each(?)) AND (status NOT IN (" + terminalStatuses + ") OR announced = 0)"},
 		{&st.byOwner, "SELECT " + columns + " FROM tasks WHERE owner = ?"},
 		{&st.children, "SELECT " + columns + " FROM tasks WHERE parent_task_id = ? AND parent_task_id <> '' ORDER BY created_at, id"},
 		// A record keeps the terminal_seq and terminal_at of the commit
@@ -81,7 +82,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (st *stmts) close() {
-	for _, s := range []*sql.Stmt{st.get, st.getMany, st.liveOwners, st.ownerOf, st.byOwner, st.children, st.upsert, st.del, st.countTerminal, st.dropOldest, st.retainAge, st.oldestEnd, st.savepoint, st.rollbackTo, st.release} {
+	for _, s := range []*sql.Stmt{st.get, st.getMany, st.pendingOwners, st.ownerOf, st.byOwner, st.children, st.upsert, st.del, st.countTerminal, st.dropOldest, st.retainAge, st.oldestEnd, st.savepoint, st.rollbackTo, st.release} {
 		if s != nil {
 			s.Close()
 		}

@@ -156,10 +156,7 @@ func (s *Store) fill(batch []*request) []*request {
 
 // flush writes a batch in one transaction and answers each request.
 func (s *Store) flush(batch []*request) {
-	errs, retry := s.write(context.Background(), batch, false)
-	if retry {
-		errs, _ = s.write(context.Background(), batch, true)
-	}
+	errs := s.writeBatch(context.Background(), batch)
 	for i, r := range batch {
 		if errs[i] != nil {
 			s.cfg.logger.Warn("sqlitestore: commit failed", "owner", r.owner, "err", errs[i])
@@ -173,4 +170,15 @@ func (s *Store) queued() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.queue)
+}
+
+// writeBatch writes a batch in one transaction and returns each request's
+// error: without savepoints first, and again with one per request if a
+// request failed after it wrote (see write).
+func (s *Store) writeBatch(ctx context.Context, batch []*request) []error {
+	errs, retry := s.write(ctx, batch, false)
+	if retry {
+		errs, _ = s.write(ctx, batch, true)
+	}
+	return errs
 }
