@@ -106,7 +106,11 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	t.returned.Store(true)
 	t.emitMu.Lock()
 	t.ended = true
+	busy := t.inputCommit()
 	t.emitMu.Unlock()
+	if busy != nil {
+		<-busy // an input request's record and event come before the terminal ones
+	}
 	if t.inbox != nil {
 		t.inbox.Close() // nobody reads it any more: later sends fail with ErrInboxClosed
 	}
@@ -115,6 +119,7 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	m.readRecord(t, &u)
 	from := u.Status
 	u.Status, u.Result, u.FinishedAt, u.ErrorKind = out.status, out.result, now(), out.kind
+	u.Input = nil // an open request ends with the task
 	if out.status == StatusCancelled {
 		u.CancelReason = reasonOf(context.Cause(&t.ctx))
 	}

@@ -64,6 +64,7 @@ type taskRare struct {
 	input    *inputWait    // the open input request; guarded by emitMu
 	inputSig chan struct{} // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
 	progress Progress      // the latest custom event (Owner.Progress); guarded by emitMu
+	busy     chan struct{} // an input-path commit is in flight (beginCommit); closed when it is done; guarded by emitMu
 }
 
 // rareState returns t's taskRare, making it on first use.
