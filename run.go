@@ -74,6 +74,7 @@ func (m *Manager) call(t *Task, out *outcome) {
 		}
 	}()
 	v, err := t.fn(&t.ctx, t)
+	growStack() // before encoding the result: the end needs the bigger stack anyway
 	switch {
 	case err == nil:
 		res, encErr := encodeJSON(v)
@@ -235,6 +236,9 @@ func (m *Manager) retire(t *Task) {
 	}
 	if os.live--; os.live == 0 {
 		delete(m.owners, owner)
+		names := os.names // empty now: every name was freed by unregister
+		*os = ownerState{names: names}
+		m.spareOwner = os // the next owner to start a task takes it
 		m.forgetClosedInbox(owner) // lock order: m.mu, then inboxMu
 	}
 	t.gone = true

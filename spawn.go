@@ -26,8 +26,8 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		return "", errNilFunc
 	}
 	var sc spawnConfig
-	for _, o := range opts {
-		o(&sc)
+	if len(opts) > 0 {
+		sc = spawnConfigOf(opts)
 	}
 	if err := checkName(sc.name); err != nil {
 		return "", err
@@ -125,6 +125,18 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	return t.rec.ID, nil
 }
 
+// spawnConfigOf applies opts. Out of line: the config escapes into the
+// options' closures, so only a spawn with options pays for its allocation.
+//
+//go:noinline
+func spawnConfigOf(opts []SpawnOption) spawnConfig {
+	sc := new(spawnConfig)
+	for _, o := range opts {
+		o(sc)
+	}
+	return *sc
+}
+
 // register checks what must hold at the moment the task becomes visible and
 // links it into every index. Called with m.mu held.
 func (m *Manager) register(t *Task) error {
@@ -176,7 +188,10 @@ func (m *Manager) register(t *Task) error {
 		return fmt.Errorf("%w: depth %d > %d", ErrDepthLimit, t.depth, m.cfg.maxDepth)
 	}
 	if os == nil {
-		os = &ownerState{}
+		os = m.spareOwner
+		if os == nil {
+			os = new(ownerState)
+		}
 	}
 	if err := m.admit(t, os); err != nil {
 		return err
@@ -184,6 +199,9 @@ func (m *Manager) register(t *Task) error {
 
 	// Nothing can fail from here on.
 	m.owners[meta.Owner] = os
+	if os == m.spareOwner {
+		m.spareOwner = nil
+	}
 	os.live++ // decremented by retire
 	if t.rec.Wake != WakeSilent {
 		os.reporting++ // decremented by retire
