@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
 )
 
 // slowStore is a MemoryStore whose commits of awaiting_input records block
@@ -113,30 +114,33 @@ func TestRequestInputSlowStoreDoesNotBlockEmit(t *testing.T) {
 // waits for it and wins, no input_requested event follows the terminal
 // one, and the request returns ErrTaskEnded.
 func TestRequestInputCrossesTheEnd(t *testing.T) {
-	store := newSlowStore()
-	m := newTestManager(t, WithStore(store))
-	o := m.Owner("thread-1")
-	asked := make(chan error, 1)
-	id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
-		go func() {
-			_, err := tk.RequestInput(context.Background(), "Which region?")
-			asked <- err
-		}()
+	synctest.Test(t, func(t *testing.T) {
+		store := newSlowStore()
+		m := newTestManager(t, WithStore(store))
+		o := m.Owner("thread-1")
+		asked := make(chan error, 1)
+		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+			go func() {
+				_, err := tk.RequestInput(ctx, "Which region?")
+				asked <- err
+			}()
+			<-store.entered
+			return "done", nil
+		}, WithWake(WakeOnActivity))
+		if err != nil {
+			t.Fatal(err)
+		}
 		<-store.entered
-		return "done", nil
-	}, WithWake(WakeOnActivity))
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-store.entered
-	close(store.release)
-	if got := waitTask(t, o, id); got.Status != StatusCompleted || string(got.Result) != `"done"` || got.Input != nil {
-		t.Fatalf("end %s %s %+v", got.Status, got.Result, got.Input)
-	}
-	if err := <-asked; !errors.Is(err, ErrTaskEnded) {
-		t.Fatalf("RequestInput: %v, want ErrTaskEnded", err)
-	}
-	if got, want := summarize(drainOwner(t, o)), []eventSummary{{EventCompleted, id, ""}}; !slices.Equal(got, want) {
-		t.Fatalf("events %+v, want %+v", got, want)
-	}
+		synctest.Wait() // the function has returned; its end waits for the request's commit
+		close(store.release)
+		if got := waitTask(t, o, id); got.Status != StatusCompleted || string(got.Result) != `"done"` || got.Input != nil {
+			t.Fatalf("end %s %s %+v", got.Status, got.Result, got.Input)
+		}
+		if err := <-asked; !errors.Is(err, ErrTaskEnded) {
+			t.Fatalf("RequestInput: %v, want ErrTaskEnded", err)
+		}
+		if got, want := summarize(drainOwner(t, o)), []eventSummary{{EventCompleted, id, ""}}; !slices.Equal(got, want) {
+			t.Fatalf("events %+v, want %+v", got, want)
+		}
+	})
 }

@@ -52,6 +52,8 @@ type Manager struct {
 	idle       chan struct{}
 	idleShut   bool // idle was closed
 
+	phaseHook func(t *Task, from, to taskPhase) // tests only: sees every phase move, under m.mu
+
 	stopped  chan struct{} // closed once Shutdown saw every task end: inbox waiters return ErrClosed
 	stopOnce sync.Once
 

@@ -71,7 +71,7 @@ func (m *Manager) restoreOwner(ctx context.Context, owner, report string) ([]Tas
 	for _, meta := range stale {
 		m.mu.Lock()
 		t := m.nodes[meta.ID]
-		runsHere := t != nil && t.live
+		runsHere := t != nil && t.phase.live()
 		m.mu.Unlock()
 		if runsHere {
 			continue

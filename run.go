@@ -28,9 +28,10 @@ func (m *Manager) run(t *Task) {
 		m.finish(t, &out)
 		m.wg.Done()
 	}()
-	// admitted is read without the lock: it was settled, under the lock,
-	// before this goroutine was started, and never changes afterwards.
-	if !t.admitted { // cancelled while queued: the function never runs
+	// The phase is read without the lock: it was settled, under the lock,
+	// before this goroutine was started, and only this goroutine moves it
+	// from here on (phase.go).
+	if t.phase == phaseDropped { // cancelled while queued: the function never runs
 		out = outcome{status: StatusCancelled, err: context.Cause(&t.ctx).Error()}
 		return
 	}
@@ -187,10 +188,11 @@ func terminalEvent(meta *TaskMeta) Event {
 // children stays in m.nodes so that CancelTree still reaches them. Called
 // with m.mu held.
 func (m *Manager) unregister(t *Task) (starts []*Task) {
-	if !t.live {
+	if !t.phase.live() {
 		return nil
 	}
-	t.live = false
+	held, queued := t.phase.holdsSlot(), t.phase == phaseWaiting || t.phase == phaseQueued
+	t.move(phaseEnding)
 	m.live--
 	meta := t.rec
 	os := m.owners[meta.Owner]
@@ -202,10 +204,12 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 	if meta.Name != "" && os.names[meta.Name] == t {
 		delete(os.names, meta.Name)
 	}
-	if !t.admitted {
+	if queued {
 		m.dequeue(t)
 	}
-	starts = m.release(t, os, nil)
+	if held {
+		starts = m.release(os, nil)
+	}
 	if key, ok := taskRun(meta); ok {
 		rs := m.runs[key]
 		rs.live--
@@ -238,10 +242,10 @@ func (m *Manager) retire(t *Task) {
 		delete(m.owners, owner)
 		names := os.names // empty now: every name was freed by unregister
 		*os = ownerState{names: names}
-		m.spareOwner = os // the next owner to start a task takes it
-		m.forgetClosedInbox(owner) // lock order: m.mu, then inboxMu
+		m.spareOwner = os          // the next owner to start a task takes it
+		m.forgetClosedInbox(owner) // m.mu, then inboxMu: the lock order (task.go)
 	}
-	t.gone = true
+	t.move(phaseGone)
 	if r := t.rare.Load(); r != nil && r.done != nil {
 		close(r.done)
 	}
@@ -294,7 +298,7 @@ func (os *ownerState) isEnding(id string) bool {
 
 // pruneNode drops finished nodes without children, walking up the lineage.
 func (m *Manager) pruneNode(t *Task) {
-	for t != nil && t.gone && len(t.children) == 0 {
+	for t != nil && t.phase == phaseGone && len(t.children) == 0 {
 		delete(m.nodes, t.rec.ID)
 		p := t.parent
 		if p != nil {

@@ -89,7 +89,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 
 	m.mu.Lock()
 	err = m.register(t)
-	admitted := t.admitted
+	admitted := t.phase == phaseAdmitted
 	m.mu.Unlock()
 	if err != nil {
 		stop(nil)
@@ -116,8 +116,15 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	m.notify("", t.rec) // safe to read: its goroutine has not started
 
 	m.mu.Lock()
-	t.committed = true
-	start := t.admitted || t.signalled
+	start := true
+	switch t.phase {
+	case phaseAdmitted:
+		t.move(phaseRunning)
+	case phaseWaiting:
+		t.move(phaseQueued) // a released slot starts it
+		start = false
+	}
+	// phaseDropped: cancelled before it had a slot; it ends cancelled
 	m.mu.Unlock()
 	if start {
 		go m.run(t)
@@ -160,7 +167,7 @@ func (m *Manager) register(t *Task) error {
 		// so their run key is not their parent's).
 		rs := m.runs[runKey{owner: meta.Owner, run: run}]
 		cancelled := rs != nil && rs.cancelled
-		if !cancelled && p != nil && p.live && p.signalled && p.rec.Parent.RunID == run {
+		if !cancelled && p != nil && p.phase.live() && p.signalled && p.rec.Parent.RunID == run {
 			cancelled = errors.Is(context.Cause(p.ctx.Context), ErrRunCancelled)
 		}
 		if cancelled {
@@ -174,7 +181,7 @@ func (m *Manager) register(t *Task) error {
 	if p != nil {
 		t.depth = p.depth + 1
 		if !meta.Detached {
-			if p.signalled && p.live {
+			if p.signalled && p.phase.live() {
 				return fmt.Errorf("%w: %s", ErrParentCancelled, p.rec.ID)
 			}
 			if m.cfg.maxChildren > 0 && len(p.children) >= m.cfg.maxChildren {
@@ -230,7 +237,6 @@ func (m *Manager) register(t *Task) error {
 		p.children[t] = struct{}{}
 	}
 	m.nodes[meta.ID] = t
-	t.live = true
 	m.live++
 	m.active++
 	m.wg.Add(1)
