@@ -117,17 +117,24 @@ func (m *Manager) finish(t *Task, out *outcome) {
 		t.inbox.Close() // nobody reads it any more: later sends fail with ErrInboxClosed
 	}
 
-	var u TaskMeta
-	m.readRecord(t, &u)
-	from := u.Status
-	u.Status, u.Result, u.FinishedAt, u.ErrorKind = out.status, out.result, now(), out.kind
-	u.Input = nil // an open request ends with the task
+	var reason string
 	if out.status == StatusCancelled {
-		u.CancelReason = reasonOf(context.Cause(&t.ctx))
+		reason = reasonOf(context.Cause(&t.ctx))
 	}
-	u.Error, _ = truncateText(out.err, m.cfg.caps.err)
-	u.Stack, _ = truncateText(out.stack, m.cfg.caps.err)
-	commitErr := m.commitUpdate(t, &u)
+	errText, _ := truncateText(out.err, m.cfg.caps.err)
+	stack, _ := truncateText(out.stack, m.cfg.caps.err)
+	end := now()
+	var u TaskMeta
+	var from TaskStatus
+	commitErr := m.commitEdit(t, &u, func(u *TaskMeta) {
+		from = u.Status
+		u.Status, u.Result, u.FinishedAt, u.ErrorKind = out.status, out.result, end, out.kind
+		u.Input = nil // an open request ends with the task
+		if out.status == StatusCancelled {
+			u.CancelReason = reason
+		}
+		u.Error, u.Stack = errText, stack
+	})
 	if commitErr == nil {
 		m.notify(from, &u)
 	}
