@@ -19,8 +19,9 @@ type outcome struct {
 
 // run is a task's goroutine: promote from queued if needed, call the
 // function, record the outcome, notify the owner, free everything. Nothing
-// large is kept in its frame while the function runs, so a parked task keeps
-// the small first stack of a goroutine.
+// large is kept in the frames of run and call while the function runs (the
+// rare outcomes are built out of line), so a parked task keeps the small
+// first stack of a goroutine (docs/internals.md).
 func (m *Manager) run(t *Task) {
 	out := outcome{status: StatusFailed, kind: KindError, err: "bgtask: task function called runtime.Goexit"}
 	defer func() {
@@ -32,14 +33,32 @@ func (m *Manager) run(t *Task) {
 	// before this goroutine was started, and only this goroutine moves it
 	// from here on (phase.go).
 	if t.phase == phaseDropped { // cancelled while queued: the function never runs
-		out = outcome{status: StatusCancelled, err: context.Cause(&t.ctx).Error()}
+		droppedOutcome(t, &out)
 		return
 	}
-	if err := m.promote(t); err != nil {
-		out = outcome{status: StatusFailed, kind: KindError, err: fmt.Sprintf("bgtask: could not record the start: %v", err)}
+	if !t.queued {
+		// Recorded running at spawn: nothing to promote.
+	} else if err := m.promote(t); err != nil {
+		startFailedOutcome(err, &out)
 		return
 	}
 	m.call(t, &out)
+}
+
+// droppedOutcome is the outcome of a task cancelled while queued. Out of
+// line (docs/internals.md).
+//
+//go:noinline
+func droppedOutcome(t *Task, out *outcome) {
+	*out = outcome{status: StatusCancelled, err: context.Cause(&t.ctx).Error()}
+}
+
+// startFailedOutcome is the outcome of a task whose start could not be
+// recorded. Out of line (docs/internals.md).
+//
+//go:noinline
+func startFailedOutcome(err error, out *outcome) {
+	*out = outcome{status: StatusFailed, kind: KindError, err: fmt.Sprintf("bgtask: could not record the start: %v", err)}
 }
 
 // promote records a task admitted from the queue as running. Out of line
@@ -67,15 +86,27 @@ func (m *Manager) promote(t *Task) error {
 // call runs the function and sets out from what it returned, recovering a
 // panic.
 func (m *Manager) call(t *Task, out *outcome) {
-	defer func() {
-		if r := recover(); r != nil {
-			*out = outcome{status: StatusFailed, kind: KindPanic, err: fmt.Sprintf("panic: %v", r), stack: string(debug.Stack())}
-			m.counters.panicked.Add(1)
-			m.log.Error("bgtask: task panicked", "task_id", t.rec.ID, "panic", r)
-		}
-	}()
+	defer m.recoverTask(t, out)
 	v, err := t.fn(&t.ctx, t)
 	growStack() // before encoding the result: the end needs the bigger stack anyway
+	m.settle(t, out, v, err)
+}
+
+// recoverTask, deferred by call, turns a panic of the function into a
+// failed outcome with the panic value and the stack.
+func (m *Manager) recoverTask(t *Task, out *outcome) {
+	if r := recover(); r != nil {
+		*out = outcome{status: StatusFailed, kind: KindPanic, err: fmt.Sprintf("panic: %v", r), stack: string(debug.Stack())}
+		m.counters.panicked.Add(1)
+		m.log.Error("bgtask: task panicked", "task_id", t.rec.ID, "panic", r)
+	}
+}
+
+// settle sets out from what the function returned. Out of line, so its
+// frame is not part of call's while the function runs (docs/internals.md).
+//
+//go:noinline
+func (m *Manager) settle(t *Task, out *outcome, v any, err error) {
 	switch {
 	case err == nil:
 		res, encErr := encodeJSON(v)

@@ -103,7 +103,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	if admitted {
 		t.rec.Status, t.rec.StartedAt = StatusRunning, t.rec.CreatedAt
 	} else {
-		t.rec.Status = StatusQueued
+		t.rec.Status, t.queued = StatusQueued, true
 	}
 	if err := m.commitFirst(ctx, t, ent); err != nil {
 		m.abandon(t)

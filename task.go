@@ -30,7 +30,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //
 //	field                        guarded by           written by
 //	m, fn, ctx, stop, inbox      set at spawn         spawn
-//	rec (the pointer)            set at spawn         spawn (newRecord)
+//	rec (the pointer), queued    set at spawn         spawn (newRecord)
 //	rec's identity fields        set at spawn         spawn; never changed (setMutable skips them)
 //	rec's other fields           MemoryStore.mu       the task's commits (promote, finish, the input
 //	                             when shared, else    path), one at a time: before its goroutine, by
@@ -81,6 +81,7 @@ type Task struct {
 	returned atomic.Bool // the function has returned (or never will run)
 	depth    int32       // lineage depth
 	ended    bool        // the function has returned
+	queued   bool        // its first record was queued: run promotes it; set at spawn
 
 	// Guarded by m.mu.
 	phase     taskPhase // where it is in registration, slot, start and end (phase.go)
