@@ -87,7 +87,7 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 		close(r.inputSig)
 		r.inputSig = nil
 	}
-	if send, _ := u.Wake.route(EventInputRequested, ""); send {
+	if send, _ := t.wake().route(EventInputRequested, ""); send {
 		req := w.req
 		_ = m.deliver(u.Owner, Event{Kind: EventInputRequested, TaskID: u.ID, Name: u.Name, Input: &req})
 	}

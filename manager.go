@@ -63,6 +63,8 @@ type Manager struct {
 	inboxGen atomic.Uint64     // bumped on every change of inboxes, to invalidate Task caches
 
 	msgs messageLog // recent messages per task, for Owner.Messages (history.go)
+
+	keys map[keyRef]*keyClaim // live keyed spawns (WithIdempotencyKey); guarded by mu
 }
 
 type ownerState struct {
@@ -111,6 +113,7 @@ func New(opts ...Option) (*Manager, error) {
 		idle:    make(chan struct{}),
 		stopped: make(chan struct{}),
 		inboxes: make(map[string]*Inbox),
+		keys:    make(map[keyRef]*keyClaim),
 	}, nil
 }
 

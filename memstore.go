@@ -38,7 +38,8 @@ type MemoryStore struct {
 	clock  time.Time    // the time of the current commit, read once when a record turns terminal
 	owners map[string]*memOwner
 	byID   map[string]*memEntry
-	done   memList // every terminal record, in the order it was committed terminal (storeLinks)
+	done   memList              // every terminal record, in the order it was committed terminal (storeLinks)
+	keys   map[keyRef]*memEntry // records by owner and idempotency key
 }
 
 // memOwner is an owner's records: live ones, and terminal ones in the order
@@ -89,6 +90,7 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 		retainFor:      DefaultRetainFor,
 		owners:         make(map[string]*memOwner),
 		byID:           make(map[string]*memEntry),
+		keys:           make(map[keyRef]*memEntry),
 	}
 	for _, o := range opts {
 		o(s)
@@ -133,6 +135,9 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.checkKeys(owner, actions); err != nil {
+		return err
+	}
 	o := s.owner(owner)
 	for _, a := range actions {
 		if a.Op == OpUpsert {
@@ -160,6 +165,11 @@ func (s *MemoryStore) commitOne(ctx context.Context, u *TaskMeta, own *memEntry)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if u.IdempotencyKey != "" && s.byID[u.ID] == nil {
+		if e := s.keys[keyRef{u.Owner, u.IdempotencyKey}]; e != nil {
+			return &DuplicateKeyError{Key: u.IdempotencyKey, TaskID: e.meta.ID}
+		}
+	}
 	s.clock = u.FinishedAt // the Manager's clock, read moments ago; zero until the task ends
 	o := s.owner(u.Owner)
 	s.upsert(o, u, own, time.Time{})
@@ -232,6 +242,9 @@ func (s *MemoryStore) upsert(o *memOwner, u *TaskMeta, own *memEntry, at time.Ti
 // add keeps e, a record new to the store, as one of o's.
 func (s *MemoryStore) add(o *memOwner, e *memEntry) {
 	s.byID[e.meta.ID] = e
+	if k := e.meta.IdempotencyKey; k != "" {
+		s.keys[keyRef{e.meta.Owner, k}] = e
+	}
 	if e.meta.Status.IsTerminal() {
 		s.markTerminal(o, e)
 	} else {
@@ -301,6 +314,39 @@ func (s *MemoryStore) drop(o *memOwner, e *memEntry) {
 		o.live.remove(e, ownLinks)
 	}
 	delete(s.byID, e.meta.ID)
+	if k := e.meta.IdempotencyKey; k != "" && s.keys[keyRef{e.meta.Owner, k}] == e {
+		delete(s.keys, keyRef{e.meta.Owner, k})
+	}
+}
+
+// checkKeys reports a *DuplicateKeyError if the actions would insert a
+// record whose idempotency key the owner already has, in the store or
+// earlier in the same actions. Called with s.mu held, before anything is
+// applied, so a Commit that fails changes nothing.
+func (s *MemoryStore) checkKeys(owner string, actions []Action) error {
+	var fresh map[string]string // key -> id, of the records these actions insert
+	for _, a := range actions {
+		if a.Op != OpUpsert && a.Op != OpReplaceAll {
+			continue
+		}
+		for i := range a.Tasks {
+			t := &a.Tasks[i]
+			if t.IdempotencyKey == "" || t.Status == "" || s.byID[t.ID] != nil {
+				continue
+			}
+			if e := s.keys[keyRef{owner, t.IdempotencyKey}]; e != nil {
+				return &DuplicateKeyError{Key: t.IdempotencyKey, TaskID: e.meta.ID}
+			}
+			if id, ok := fresh[t.IdempotencyKey]; ok && id != t.ID {
+				return &DuplicateKeyError{Key: t.IdempotencyKey, TaskID: id}
+			}
+			if fresh == nil {
+				fresh = make(map[string]string)
+			}
+			fresh[t.IdempotencyKey] = t.ID
+		}
+	}
+	return nil
 }
 
 // retain forgets terminal records beyond the count limit of owner, then,
@@ -335,7 +381,8 @@ func setMutable(cur, next *TaskMeta) bool {
 	if cur.Description == next.Description && cur.Status == next.Status && cur.Error == next.Error &&
 		cur.ErrorKind == next.ErrorKind && cur.CancelReason == next.CancelReason && cur.Stack == next.Stack && bytes.Equal(cur.Result, next.Result) && cur.Instance == next.Instance &&
 		cur.Attempt == next.Attempt && cur.CreatedAt.Equal(next.CreatedAt) &&
-		cur.StartedAt.Equal(next.StartedAt) && cur.FinishedAt.Equal(next.FinishedAt) && sameInput(cur.Input, next.Input) {
+		cur.StartedAt.Equal(next.StartedAt) && cur.FinishedAt.Equal(next.FinishedAt) && sameInput(cur.Input, next.Input) &&
+		sameProgress(cur.Progress, next.Progress) {
 		return false
 	}
 	cur.Description, cur.Status, cur.Error, cur.Stack = next.Description, next.Status, next.Error, next.Stack
@@ -343,7 +390,13 @@ func setMutable(cur, next *TaskMeta) bool {
 	cur.Result, cur.Instance, cur.Attempt = next.Result, next.Instance, next.Attempt
 	cur.CreatedAt, cur.StartedAt, cur.FinishedAt = next.CreatedAt, next.StartedAt, next.FinishedAt
 	cur.Input = next.Input
+	cur.Progress = next.Progress
 	return true
+}
+
+// sameProgress reports whether two records hold the same progress.
+func sameProgress(a, b *TaskProgress) bool {
+	return a == b || a != nil && b != nil && a.Done == b.Done && a.Total == b.Total && a.Message == b.Message && a.At.Equal(b.At)
 }
 
 func sameInput(a, b *InputRequest) bool {

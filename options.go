@@ -32,6 +32,8 @@ type config struct {
 	caps           sizeCaps
 	tagCount       int // WithTagCaps
 	tagBytes       int
+	// WithProgressInterval
+	progressInterval time.Duration
 
 	// Set by an option, to tell an explicit bad value from the default.
 	storeSet, instanceSet bool
@@ -61,10 +63,11 @@ const (
 
 func defaultConfig() config {
 	return config{
-		logger:         discardLogger,
-		commitAttempts: DefaultCommitAttempts,
-		commitBackoff:  DefaultCommitBackoff,
-		runMemory:      DefaultCancelledRunsKept,
+		logger:           discardLogger,
+		commitAttempts:   DefaultCommitAttempts,
+		commitBackoff:    DefaultCommitBackoff,
+		runMemory:        DefaultCancelledRunsKept,
+		progressInterval: DefaultProgressInterval,
 		caps: sizeCaps{
 			result:  DefaultMaxResultBytes,
 			err:     DefaultMaxErrorBytes,
@@ -245,6 +248,9 @@ func (c *config) validate() error {
 			return fmt.Errorf("bgtask: %s(%d): negative %s", l.name, l.n, l.what)
 		}
 	}
+	if c.progressInterval < 0 {
+		return fmt.Errorf("bgtask: WithProgressInterval(%v): negative interval", c.progressInterval)
+	}
 	if c.commitAttempts < 1 || c.commitBackoff < 0 {
 		return fmt.Errorf("bgtask: WithCommitRetry(%d, %v): need attempts >= 1 and backoff >= 0", c.commitAttempts, c.commitBackoff)
 	}
@@ -283,6 +289,9 @@ type spawnConfig struct {
 	timeout                time.Duration // WithTimeout
 	deadline               time.Time     // WithDeadline
 	timed                  timedBy
+	key                    string // WithIdempotencyKey
+	keySet                 bool
+	foreground             bool // Owner.Foreground: held in the foreground until promoted
 }
 
 // WithName gives the task a short name, unique among the owner's

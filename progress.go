@@ -21,6 +21,11 @@ type Progress struct {
 // this Manager runs it. ok is false for a task that emitted nothing, has
 // ended, is not run here, or belongs to another owner. Progress is kept in
 // memory only; it never blocks on the task.
+//
+// It is the latest custom event of any type (Task.ReportProgress emits one
+// of type EventTypeProgress too). The typed progress a task reported with
+// ReportProgress is also kept on its record (TaskMeta.Progress, read with
+// Get), which outlives the task and this process.
 func (o Owner) Progress(id string) (p Progress, ok bool) {
 	m := o.m
 	m.mu.Lock()

@@ -192,6 +192,13 @@ func viewLine(b *strings.Builder, t *TaskMeta, prog Progress) {
 		attr("input_request_id", t.Input.ID)
 		attr("input_prompt", capText(t.Input.Prompt, viewFieldMax))
 	}
+	if p := t.Progress; p != nil {
+		attr("progress_done", strconv.FormatInt(p.Done, 10))
+		if p.Total > 0 {
+			attr("progress_total", strconv.FormatInt(p.Total, 10))
+		}
+		attr("progress_message", capText(p.Message, viewFieldMax))
+	}
 	if prog.Count > 0 {
 		attr("progress_type", capText(prog.EventType, viewFieldMax))
 		attr("progress", capText(string(prog.Payload), viewFieldMax))

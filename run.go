@@ -144,10 +144,12 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	if busy != nil {
 		<-busy // an input request's record and event come before the terminal ones
 	}
+	prog := t.settleProgress()
 	if t.inbox != nil {
 		t.inbox.Close() // nobody reads it any more: later sends fail with ErrInboxClosed
 	}
 
+	fg := t.fg.Load() != fgBackground && m.endForeground(t)
 	var reason string
 	if out.status == StatusCancelled {
 		reason = reasonOf(context.Cause(&t.ctx))
@@ -157,15 +159,27 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	end := now()
 	var u TaskMeta
 	var from TaskStatus
-	commitErr := m.commitEdit(t, &u, func(u *TaskMeta) {
+	edit := func(u *TaskMeta) {
 		from = u.Status
 		u.Status, u.Result, u.FinishedAt, u.ErrorKind = out.status, out.result, end, out.kind
 		u.Input = nil // an open request ends with the task
 		if out.status == StatusCancelled {
 			u.CancelReason = reason
 		}
+		if prog != nil {
+			u.Progress = prog // the latest report is never lost to the throttle
+		}
 		u.Error, u.Stack = errText, stack
-	})
+	}
+	var commitErr error
+	if fg { // rare: the record is marked before the commit
+		m.readRecord(t, &u)
+		edit(&u)
+		m.answeredInForeground(&u)
+		commitErr = m.commitUpdate(t, &u)
+	} else {
+		commitErr = m.commitEdit(t, &u, edit)
+	}
 	if commitErr == nil {
 		m.notify(from, &u)
 	}
@@ -179,7 +193,9 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	if commitErr != nil {
 		m.reportCommitFailure(&u, commitErr)
 	}
-	m.deliverTerminal(&u)
+	if !fg {
+		m.deliverTerminal(&u)
+	}
 	m.retire(t)
 }
 
@@ -235,13 +251,14 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 	meta := t.rec
 	os := m.owners[meta.Owner]
 	os.head = unlink(os.head, t, ownerLinks)
-	if meta.Wake != WakeSilent { // the owner links are free now: keep it on the ending list
+	if t.reports() { // the owner links are free now: keep it on the ending list
 		os.ending = linkFront(os.ending, t, ownerLinks)
 		os.endingN++
 	}
 	if meta.Name != "" && os.names[meta.Name] == t {
 		delete(os.names, meta.Name)
 	}
+	m.releaseKey(t)
 	if queued {
 		m.dequeue(t)
 	}
@@ -271,7 +288,7 @@ func (m *Manager) retire(t *Task) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	os := m.owners[owner]
-	if t.rec.Wake != WakeSilent {
+	if t.reports() {
 		os.reporting--
 		os.ending = unlink(os.ending, t, ownerLinks) // unregister put it there
 		os.endingN--

@@ -35,6 +35,11 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	if err := m.cfg.checkTags(sc.tags); err != nil {
 		return "", err
 	}
+	if sc.keySet {
+		if err := checkKey(sc.key); err != nil {
+			return "", err
+		}
+	}
 	if !sc.wake.Valid() {
 		return "", invalidArgument("unknown wake policy %q", sc.wake)
 	}
@@ -57,6 +62,9 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	parent.RunID = firstNonEmpty(parent.RunID, storedRun)
 
 	t := &Task{m: m, fn: fn}
+	if sc.foreground {
+		t.fg.Store(fgHeld)
+	}
 	ent := m.newRecord(t)
 	*t.rec = TaskMeta{
 		ID:          newTaskID(created),
@@ -69,6 +77,8 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		Instance:    m.cfg.instance,
 		Wake:        sc.wake,
 		Tags:        slices.Clone(sc.tags),
+		// Idempotent spawn (WithIdempotencyKey).
+		IdempotencyKey: sc.key,
 	}
 	if agent {
 		t.inbox = m.newInbox(WithOnClosed(m.forwardOrphanEvent(owner)))
@@ -88,7 +98,24 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	t.stop = stop
 
 	m.mu.Lock()
+	ref := keyRef{owner, sc.key}
+	for c := m.keys[ref]; sc.key != "" && c != nil; c = m.keys[ref] {
+		// A spawn of this Manager with the key is live: its task, once
+		// committed, is the answer; if its commit fails, try again.
+		m.mu.Unlock()
+		id, err := awaitClaim(ctx, c)
+		if err != nil || id != "" {
+			stop(nil)
+			return id, err
+		}
+		m.mu.Lock()
+	}
 	err = m.register(t)
+	var claim *keyClaim
+	if err == nil && sc.key != "" {
+		claim = &keyClaim{t: t, done: make(chan struct{})}
+		m.keys[ref] = claim
+	}
 	admitted := t.phase == phaseAdmitted
 	m.mu.Unlock()
 	if err != nil {
@@ -107,6 +134,10 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	}
 	if err := m.commitFirst(ctx, t, ent); err != nil {
 		m.abandon(t)
+		m.settleClaim(t, claim, false)
+		if dup, ok := errors.AsType[*DuplicateKeyError](err); ok && dup.Key == sc.key {
+			return dup.TaskID, nil // the owner has a task with this key: that one is the answer
+		}
 		if ctx.Err() != nil { // say why the caller's context ended: a cancelled run, say
 			return "", fmt.Errorf("bgtask: spawn: %w", context.Cause(ctx))
 		}
@@ -114,6 +145,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	}
 	m.counters.spawned.Add(1)
 	m.notify("", t.rec) // safe to read: its goroutine has not started
+	m.settleClaim(t, claim, true)
 
 	m.mu.Lock()
 	start := true
@@ -210,8 +242,8 @@ func (m *Manager) register(t *Task) error {
 		m.spareOwner = nil
 	}
 	os.live++ // decremented by retire
-	if t.rec.Wake != WakeSilent {
-		os.reporting++ // decremented by retire
+	if t.reports() {
+		os.reporting++ // decremented by retire, or added by toBackground
 	}
 	os.head = linkFront(os.head, t, ownerLinks)
 	if meta.Name != "" {

@@ -126,8 +126,8 @@ func (p Parent) IsZero() bool { return p == Parent{} }
 // its goroutine and its inbox are never persisted, and a restored task is
 // never re-run. The zero value is not a valid record (it has no ID).
 //
-// Identity fields (ID, Owner, Type, Name, Parent, Tags, CreatedAt) are set once at
-// spawn. Status, Error, Result and the stamps change through [ApplyAction]
+// Identity fields (ID, Owner, Type, Name, Parent, Tags, IdempotencyKey,
+// CreatedAt) are set once at spawn. Status, Error, Result and the stamps change through [ApplyAction]
 // only, which keeps the lifecycle invariants.
 type TaskMeta struct {
 	ID           string          `json:"task_id"`
@@ -151,6 +151,9 @@ type TaskMeta struct {
 	Wake         WakePolicy      `json:"wake,omitempty"`          // what reaches the owner's inbox; "" is WakeOnTerminal
 	Input        *InputRequest   `json:"input_request,omitempty"` // set while awaiting_input
 	Tags         []string        `json:"tags,omitempty"`          // set at spawn (WithTags), never changed
+	// Progress and idempotency (Task.ReportProgress, WithIdempotencyKey).
+	Progress       *TaskProgress `json:"progress,omitempty"`        // the latest progress the task reported
+	IdempotencyKey string        `json:"idempotency_key,omitempty"` // set at spawn, never changed
 }
 
 // InputRequest is a question a task asked its owner (Task.RequestInput). The
@@ -167,7 +170,7 @@ func (m *TaskMeta) validate() error { return m.check(false) }
 // check is validate, except that noStatus also accepts an empty status: an
 // Upsert without one updates a record and keeps its status.
 func (m *TaskMeta) check(noStatus bool) error {
-	if m.ID == "" || m.Owner == "" || !m.Status.Valid() && !(noStatus && m.Status == "") || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) || !m.Wake.Valid() {
+	if m.ID == "" || m.Owner == "" || !m.Status.Valid() && !(noStatus && m.Status == "") || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) || !m.Wake.Valid() || !m.Progress.valid() {
 		return m.invalid(noStatus)
 	}
 	return nil
@@ -186,6 +189,8 @@ func (m *TaskMeta) invalid(noStatus bool) error {
 		return fmt.Errorf("%w: task %s: negative attempt %d", ErrCorrupt, m.ID, m.Attempt)
 	case !m.Wake.Valid():
 		return fmt.Errorf("%w: task %s: unknown wake policy %q", ErrCorrupt, m.ID, m.Wake)
+	case !m.Progress.valid():
+		return fmt.Errorf("%w: task %s: invalid progress %d/%d", ErrCorrupt, m.ID, m.Progress.Done, m.Progress.Total)
 	}
 	return fmt.Errorf("%w: task %s: result is not valid JSON", ErrCorrupt, m.ID)
 }
@@ -403,10 +408,11 @@ func otherOwner(t *TaskMeta, owner string) error {
 //	Instance           the update's              the update's if set   the update's if the record has none
 //	Attempt            the update's (never lower: a lower one is fenced)                 kept
 //	Input              the update's request if it has one, else kept while awaiting_input; none otherwise
+//	Progress           the update's if set and not older (by At) than the record's            the update's if the record has none
 //	CreatedAt          kept once set; else the update's, else the action's At
 //	StartedAt          kept once set; else the update's, else At once the status is past queued
 //	FinishedAt         kept once set; else the update's, else At, but only once terminal
-//	Owner, Type, Name, Parent, Detached, Wake, Tags: set at insert, never changed
+//	Owner, Type, Name, Parent, Detached, Wake, Tags, IdempotencyKey: set at insert, never changed
 //
 // So a terminal record is final: nothing that is set in it ever changes
 // (what its owner was told stays true), yet a same-status re-mirror or a
@@ -508,7 +514,7 @@ func mergeUpsert(cur, u *TaskMeta, at time.Time) bool {
 		stamp(cur, u, at)
 		return true
 	}
-	// Identity fields (Owner, Type, Name, Parent, Detached, Wake, Tags) are not
+	// Identity fields (Owner, Type, Name, Parent, Detached, Wake, Tags, IdempotencyKey) are not
 	// copied: they are set once, at insert. Assigning field by field keeps
 	// this frame small; it runs on every task's goroutine.
 	next := u.Status
@@ -532,6 +538,7 @@ func mergeUpsert(cur, u *TaskMeta, at time.Time) bool {
 	if u.Input != nil && !next.IsTerminal() {
 		next = StatusAwaitingInput // asking for input is waiting for it
 	}
+	mergeProgress(cur, u)
 	cur.Status, cur.Attempt = next, u.Attempt
 	switch {
 	case next != StatusAwaitingInput:
@@ -565,6 +572,20 @@ func enrich(cur, u *TaskMeta) {
 	if cur.Instance == "" {
 		cur.Instance = u.Instance
 	}
+	if cur.Progress == nil && u.Progress != nil {
+		p := *u.Progress
+		cur.Progress = &p
+	}
+}
+
+// mergeProgress takes u's progress into the live record cur unless u has
+// none or it is older than cur's: progress never goes back in time.
+func mergeProgress(cur, u *TaskMeta) {
+	if u.Progress == nil || cur.Progress != nil && u.Progress.At.Before(cur.Progress.At) {
+		return
+	}
+	p := *u.Progress
+	cur.Progress = &p
 }
 
 // stamp fills the times cur lacks from u, else from at where cur's status
@@ -608,6 +629,10 @@ func cloneMeta(m TaskMeta) TaskMeta {
 	if m.Input != nil {
 		in := *m.Input
 		m.Input = &in
+	}
+	if m.Progress != nil {
+		p := *m.Progress
+		m.Progress = &p
 	}
 	return m
 }

@@ -24,6 +24,15 @@ type Store interface {
 	// are not errors. An action's At is applied as given: a Store never
 	// sets it. Commit must not keep the actions or their slices
 	// after it returns: the Manager reuses them.
+	//
+	// An owner's idempotency key (TaskMeta.IdempotencyKey, "" is none) is
+	// on one record at a time: a Commit that would insert a record with a
+	// key another record of the owner has (or that another new record of
+	// the same Commit has) changes nothing and returns a
+	// *DuplicateKeyError naming that record, matching ErrDuplicateKey. The
+	// check is atomic with the insert (a unique index, or the store's
+	// lock), so it holds across processes that share the store. Another
+	// owner's keys are separate; removing the record frees its key.
 	Commit(ctx context.Context, owner string, actions ...Action) error
 	// List yields the owner's records whose status is one of statuses (all
 	// of them when none is given), oldest first (CreatedAt, then ID). A

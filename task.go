@@ -33,15 +33,19 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	rec (the pointer), queued    set at spawn         spawn (newRecord)
 //	rec's identity fields        set at spawn         spawn; never changed (setMutable skips them)
 //	rec's other fields           MemoryStore.mu       the task's commits (promote, finish, the input
-//	                             when shared, else    path), one at a time: before its goroutine, by
-//	                             the commit order     it, or by the input path under busy
+//	                             when shared, else    path, the progress writer), one at a time:
+//	                             the commit order     finish waits for the input path's (busy) and
+//	                                                  the progress writer's in-flight commit
 //	rare (the pointer)           atomic               the first user (rareState)
 //	returned                     atomic               finish
+//	fg                           atomic, written      Foreground, endForeground, toBackground
+//	                             with m.mu held       (promote.go)
 //	ended                        emitMu               finish
 //	inboxGen, ownerBox           emitMu               Emit (the cached owner inbox)
 //	rare.input, rare.inputSig    emitMu               openInput, closeInput, answer, waitSettled
 //	rare.progress                emitMu               Emit
 //	rare.busy                    emitMu               openInput, closeInput (beginCommit/endCommit)
+//	rare.prog                    emitMu               ReportProgress and its writer (taskprogress.go)
 //	rare.done                    m.mu                 waitable (made), retire (closed)
 //	phase (phase.go), signalled  m.mu                 register, admit, release, signal, spawn,
 //	                                                  unregister, retire; run reads phase unlocked
@@ -78,10 +82,11 @@ type Task struct {
 	ownerBox *Inbox     // the owner's inbox, cached for Emit
 
 	// Small fields together, so the struct stays in a smaller size class.
-	returned atomic.Bool // the function has returned (or never will run)
-	depth    int32       // lineage depth
-	ended    bool        // the function has returned
-	queued   bool        // its first record was queued: run promotes it; set at spawn
+	returned atomic.Bool  // the function has returned (or never will run)
+	fg       atomic.Int32 // fgBackground, fgHeld or fgEnded (promote.go); written with m.mu held
+	depth    int32        // lineage depth
+	ended    bool         // the function has returned
+	queued   bool         // its first record was queued: run promotes it; set at spawn
 
 	// Guarded by m.mu.
 	phase     taskPhase // where it is in registration, slot, start and end (phase.go)
@@ -97,11 +102,12 @@ type Task struct {
 // for input, needs. Keeping it out of Task keeps every parked task in a
 // smaller size class; each field keeps its own lock.
 type taskRare struct {
-	done     chan struct{} // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
-	input    *inputWait    // the open input request; guarded by emitMu
-	inputSig chan struct{} // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
-	progress Progress      // the latest custom event (Owner.Progress); guarded by emitMu
-	busy     chan struct{} // an input-path commit is in flight (beginCommit); closed when it is done; guarded by emitMu
+	done     chan struct{}  // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
+	input    *inputWait     // the open input request; guarded by emitMu
+	inputSig chan struct{}  // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
+	progress Progress       // the latest custom event (Owner.Progress); guarded by emitMu
+	prog     *progressState // the progress writer (ReportProgress); guarded by emitMu
+	busy     chan struct{}  // an input-path commit is in flight (beginCommit); closed when it is done; guarded by emitMu
 }
 
 // rareState returns t's taskRare, making it on first use.
@@ -216,7 +222,7 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 		r := t.rareState()
 		r.progress = Progress{EventType: eventType, Payload: p, At: now(), Count: r.progress.Count + 1}
 	}
-	send, quiet := t.rec.Wake.route(EventCustom, eventType)
+	send, quiet := t.wake().route(EventCustom, eventType)
 	if t.m.cfg.eventObserver != nil {
 		t.m.observeEvent(Event{Kind: EventCustom, TaskID: t.rec.ID, Name: t.rec.Name, EventType: eventType, Payload: p, Quiet: quiet})
 	}

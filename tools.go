@@ -275,6 +275,9 @@ type toolTask struct {
 	CancelReason string          `json:"cancel_reason,omitempty"` // get_task and wait_task only
 	InputRequest *InputRequest   `json:"input_request,omitempty"`
 	Progress     *toolProgress   `json:"progress,omitempty"` // a live task's latest custom event
+	// The record's progress (Task.ReportProgress) and idempotency key (get_task and wait_task only).
+	ReportedProgress *TaskProgress `json:"reported_progress,omitempty"`
+	IdempotencyKey   string        `json:"idempotency_key,omitempty"`
 }
 
 // toolProgress is how the tools show Owner.Progress.
@@ -299,6 +302,11 @@ func listView(m TaskMeta) toolTask {
 	v := taskView(m)
 	v.Description = cutText(v.Description, listDescriptionMax)
 	v.TaskType = cutText(v.TaskType, argTextMax)
+	if p := v.ReportedProgress; p != nil && len(p.Message) > listDescriptionMax {
+		cut := *p
+		cut.Message = cutText(p.Message, listDescriptionMax)
+		v.ReportedProgress = &cut
+	}
 	return v
 }
 
@@ -315,6 +323,8 @@ func taskView(m TaskMeta) toolTask {
 		CreatedAt:    m.CreatedAt,
 		FinishedAt:   m.FinishedAt,
 		ErrorKind:    m.ErrorKind,
+		// The record's progress: its message is the task's text, escaped like every other (toolJSON).
+		ReportedProgress: m.Progress,
 	}
 }
 
@@ -335,6 +345,7 @@ func fullView(m TaskMeta) toolTask {
 	}
 	v.CancelReason = m.CancelReason
 	v.InputRequest = m.Input
+	v.IdempotencyKey = m.IdempotencyKey
 	return v
 }
 

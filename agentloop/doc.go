@@ -18,5 +18,10 @@
 //   - "done"/"cancelled": ctx was cancelled; the run's tasks and their
 //     descendants are cancelled with it.
 //
+// A tool that cannot know whether its work is fast runs it with bgtask's
+// Owner.Foreground: the result comes back as the tool result when it is
+// quick; otherwise the call is promoted to a background task and reported
+// like one (see the Run example "foreground").
+//
 // ScriptedModel plays a fixed script, for tests and demos without a network.
 package agentloop

@@ -598,3 +598,87 @@ func TestStepReportsNaturalEndDeliveries(t *testing.T) {
 		}
 	})
 }
+
+// foregroundTool is a tool that runs fn for the owner with
+// Owner.Foreground, waiting up to d: its result, or the promotion notice.
+func (e *env) foregroundTool(name string, d time.Duration, fn func(args json.RawMessage) bgtask.Func) agentloop.Tool {
+	return agentloop.Tool{
+		Name:   name,
+		Schema: json.RawMessage(`{"type":"object","additionalProperties":false,"required":["target"],"properties":{"target":{"type":"string"}}}`),
+		Call: func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+			res, err := e.owner.Foreground(ctx, d, fn(args), bgtask.WithDescription(name+" "+string(args)))
+			return res.Result, err
+		},
+	}
+}
+
+// A tool of the loop that uses Owner.Foreground: the quick call's result
+// is its tool result and is never announced; the slow one is promoted with
+// the call's lineage, its notice is the tool result, the run ends waiting
+// for it, and the next run gets its completion, once.
+func TestForegroundToolInTheLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		build := e.foregroundTool("build", time.Second, func(args json.RawMessage) bgtask.Func {
+			return func(ctx context.Context, _ *bgtask.Task) (any, error) {
+				var in struct{ Target string }
+				if err := json.Unmarshal(args, &in); err != nil {
+					return nil, err
+				}
+				if in.Target == "all" {
+					time.Sleep(time.Minute)
+				}
+				return "built " + in.Target, nil
+			}
+		})
+		model := agentloop.NewScriptedModel(
+			agentloop.Call(agentloop.CallSpec{Name: "build", Args: map[string]string{"target": "docs"}},
+				agentloop.CallSpec{Name: "build", Args: map[string]string{"target": "all"}}),
+			agentloop.Say("building"),
+			agentloop.Say("all built"),
+		)
+		cfg := e.config(model, "run-1")
+		cfg.Tools = append(cfg.Tools, build)
+		start := time.Now()
+		res := runLoop(t, cfg, "build everything")
+		if res.Status != agentloop.StatusWaiting || res.Reason != agentloop.ReasonAwaitingTasks || time.Since(start) != time.Second {
+			t.Fatalf("run-1 = %s/%s after %v, want waiting/awaiting_tasks after 1s", res.Status, res.Reason, time.Since(start))
+		}
+		if evs := eventMessages(res.Conversation); len(evs) != 0 {
+			t.Errorf("run-1 delivered %q, want nothing: the quick build answered directly", evs)
+		}
+		var results []string
+		for _, msg := range res.Conversation {
+			if msg.Role == "tool" {
+				results = append(results, msg.ToolCallID+" "+msg.Content)
+			}
+		}
+		if len(results) != 2 || results[0] != `call-1-0 "built docs"` || !strings.HasPrefix(results[1], `call-1-1 {"status":"promoted","task_id":"task_`) {
+			t.Fatalf("tool results = %q", results)
+		}
+		var notice struct {
+			TaskID string `json:"task_id"`
+		}
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(results[1], "call-1-1 ")), &notice); err != nil {
+			t.Fatal(err)
+		}
+		slow, err := e.owner.Get(t.Context(), notice.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (bgtask.Parent{RunID: "run-1", CallID: "call-1-1", AgentID: "agent-1"}); slow.Parent != want || slow.Status != bgtask.StatusRunning {
+			t.Errorf("promoted task: %s with lineage %+v, want running with %+v", slow.Status, slow.Parent, want)
+		}
+		if _, err := e.owner.Wait(t.Context(), notice.TaskID); err != nil {
+			t.Fatal(err)
+		}
+		res = runLoop(t, e.config(model, "run-2"), "done?")
+		events := eventMessages(res.Conversation)
+		if len(events) != 1 || !strings.Contains(events[0], `kind="completed" task_id="`+notice.TaskID+`"`) || !strings.Contains(events[0], `built all`) {
+			t.Errorf("run-2 events = %q, want the promoted build's completion once", events)
+		}
+		if res.Status != agentloop.StatusDone || res.Response != "all built" {
+			t.Errorf("run-2 = %s %q", res.Status, res.Response)
+		}
+	})
+}

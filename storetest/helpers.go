@@ -230,6 +230,11 @@ func diffMeta(want, got bgtask.TaskMeta) string {
 	if !slices.Equal(want.Tags, got.Tags) {
 		fmt.Fprintf(&b, "    Tags = %q, want %q\n", got.Tags, want.Tags)
 	}
+	// Progress and idempotency keys.
+	if !sameProgress(want.Progress, got.Progress) {
+		fmt.Fprintf(&b, "    Progress = %s, want %s\n", fmtProgress(got.Progress), fmtProgress(want.Progress))
+	}
+	field("IdempotencyKey", want.IdempotencyKey, got.IdempotencyKey)
 	return b.String()
 }
 

@@ -51,6 +51,7 @@ type flaws struct {
 	unsorted        bool // List yields newest first
 	terminalFrozen  bool // every upsert of a terminal record is dropped
 	ignoreAt        bool // the actions' commit time is not passed to the reducer
+	noKeys          bool // idempotency keys are not enforced
 }
 
 func newJSONStore(f flaws, perOwner int) *jsonStore {
@@ -245,6 +246,9 @@ func (s *jsonStore) commit(owner string, actions ...bgtask.Action) error {
 		}
 		bgtask.ApplyAction(&after, a)
 	}
+	if err := s.checkKeys(before, after); err != nil {
+		return err
+	}
 	for id := range before.Tasks {
 		if _, ok := after.Tasks[id]; !ok {
 			delete(s.rows, id)
@@ -266,6 +270,41 @@ func (s *jsonStore) commit(owner string, actions ...bgtask.Action) error {
 	slices.SortFunc(ended, func(a, b bgtask.TaskMeta) int { return cmp.Compare(a.ID, b.ID) })
 	s.retain(owner, ended)
 	return nil
+}
+
+// checkKeys refuses a commit that gives a new record an idempotency key
+// that another record of the owner has, as a unique index would.
+func (s *jsonStore) checkKeys(before, after bgtask.Snapshot) error {
+	if s.flaws.noKeys {
+		return nil
+	}
+	keys := map[string]string{}
+	for id, m := range after.Tasks {
+		if _, old := before.Tasks[id]; old && m.IdempotencyKey != "" {
+			keys[m.IdempotencyKey] = id
+		}
+	}
+	for _, id := range slices.Sorted(mapKeys(after.Tasks)) {
+		m := after.Tasks[id]
+		if _, old := before.Tasks[id]; old || m.IdempotencyKey == "" {
+			continue
+		}
+		if other, ok := keys[m.IdempotencyKey]; ok {
+			return &bgtask.DuplicateKeyError{Key: m.IdempotencyKey, TaskID: other}
+		}
+		keys[m.IdempotencyKey] = id
+	}
+	return nil
+}
+
+func mapKeys(m map[string]bgtask.TaskMeta) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
 }
 
 // retain queues the records that ended and forgets the oldest terminal

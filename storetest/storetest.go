@@ -75,6 +75,8 @@ var checks = []check{
 	{"List", testList},
 	{"ListEarlyBreak", testListEarlyBreak},
 	{"Tags", testTags},
+	{"Progress", testProgress},
+	{"IdempotencyKeys", testIdempotencyKeys},
 	{"Children", testChildren},
 	{"Retention", testRetention},
 	{"Corrupt", testCorrupt},

@@ -32,16 +32,17 @@ var flawCases = map[string]struct {
 	fail  []string
 }{
 	"gap":             {flaws{gap: true}, []string{"ConcurrentWriters"}},
-	"lastWriteWins":   {flaws{lastWriteWins: true}, []string{"ConcurrentWriters", "Invariants", "ReducerRules", "Tags"}},
-	"terminalFrozen":  {flaws{terminalFrozen: true}, []string{"ReducerRules"}},
+	"lastWriteWins":   {flaws{lastWriteWins: true}, []string{"ConcurrentWriters", "IdempotencyKeys", "Invariants", "Progress", "ReducerRules", "Tags"}},
+	"terminalFrozen":  {flaws{terminalFrozen: true}, []string{"Progress", "ReducerRules"}},
 	"ignoreAt":        {flaws{ignoreAt: true}, []string{"ReducerRules"}},
-	"notAtomic":       {flaws{notAtomic: true}, []string{"InvalidActions"}},
+	"notAtomic":       {flaws{notAtomic: true}, []string{"IdempotencyKeys", "InvalidActions"}},
 	"moveID":          {flaws{moveID: true}, []string{"OwnerIsolation"}},
 	"skipCorrupt":     {flaws{skipCorrupt: true}, []string{"Corrupt"}},
 	"globalRetention": {flaws{globalRetention: true}, []string{"Retention"}},
 	"childrenOfEmpty": {flaws{childrenOfEmpty: true}, []string{"Children"}},
 	"localTime":       {flaws{localTime: true}, []string{"RoundTrip"}},
 	"ignoreCtx":       {flaws{ignoreCtx: true}, []string{"CancelledContext"}},
+	"noKeys":          {flaws{noKeys: true}, []string{"IdempotencyKeys"}},
 	"unsorted":        {flaws{unsorted: true}, []string{"Children", "List", "ListEarlyBreak", "Remove", "ReplaceAll", "Retention", "RoundTrip", "Tags", "Upsert"}},
 }
 

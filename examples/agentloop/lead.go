@@ -55,7 +55,8 @@ func (l *leadModel) Next(ctx context.Context, req agentloop.Request) (agentloop.
 		for i := range l.agents {
 			calls = append(calls, agentloop.CallSpec{Name: "research", Args: map[string]string{"topic": topics[i], "name": researcher(i)}})
 		}
-		calls = append(calls, agentloop.CallSpec{Name: "index_repo", Args: map[string]int{"files": 120}})
+		calls = append(calls, agentloop.CallSpec{Name: "index_repo", Args: map[string]int{"files": 120}},
+			agentloop.CallSpec{Name: "run_tests", Args: map[string]any{}})
 		return agentloop.Call(calls...)(req), nil
 	case 2:
 		victim := researcher(l.agents - 1)

@@ -1,6 +1,8 @@
 // Command agentloop is bgtask's main demo: a lead agent, played by a
 // scripted model (no network), starts research sub-agents and a slow
-// indexing tool in the background and keeps talking. The terminal shows
+// indexing tool in the background, runs the test suite with a tool that
+// waits for it in the foreground and promotes it to a background task when
+// it is slow (bgtask's Owner.Foreground), and keeps talking. The terminal shows
 // live progress, the events each step delivers to the model, one
 // sub-agent cancelled together with the tasks it started, and at the end a
 // summary and the task table with its lineage drawn as a tree.

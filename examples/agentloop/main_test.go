@@ -62,6 +62,7 @@ func TestDemoRuns(t *testing.T) {
 		`^├─ paper +fetch +cancelled +\S+ +bgtask: parent task cancelled$`,
 		`^└─ blog +fetch +cancelled +\S+ +bgtask: parent task cancelled$`,
 		`^indexer +task +completed +\S+ +indexed 120 files$`,
+		`^tests +task +completed +2s +tests: 10 packages passed$`,
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("table has %d rows, want %d:\n%s", len(rows), len(want), table)
@@ -77,9 +78,12 @@ func TestDemoRuns(t *testing.T) {
 		"ended done (natural)",
 		"  indexer                      [####################] 100%\n",
 		"  researcher-btree/paper       [####################] 100%\n",
-		"model says \"Cancelled researcher-columnar and the 2 task(s) it started. Still running: researcher-btree, researcher-lsm, indexer. I'll report when they finish.\"\n",
+		"model says \"Cancelled researcher-columnar and the 2 task(s) it started. Still running: researcher-btree, researcher-lsm, indexer, tests. I'll report when they finish.\"\n",
+		// run_tests is slow: promoted after its foreground time, it reports later like any task.
+		"    model calls run_tests {}\n  * tests promoted to the background: run_tests still running after 100ms\n",
+		"    <- completed   tests: \"tests: 10 packages passed\"\n",
 		"model says \"Finished: researcher-",
-		"\nSummary: btree: read paper on btree and blog on btree; indexed 120 files; lsm: read paper on lsm and blog on lsm. Cancelled: 3 task(s).\n",
+		"\nSummary: btree: read paper on btree and blog on btree; indexed 120 files; lsm: read paper on lsm and blog on lsm; tests: 10 packages passed. Cancelled: 3 task(s).\n",
 	} {
 		if !strings.Contains(text, line) {
 			t.Errorf("output lacks %q", line)
@@ -159,17 +163,22 @@ func TestDemoRestartAfterKill(t *testing.T) {
 	text := string(out)
 	_, afterRestart, _ := strings.Cut(text, "\nstep 1: ")
 	step1, _, _ := strings.Cut(afterRestart, "\nstep 2")
-	// The lead had three researchers (one being cancelled) and the indexer;
-	// the researchers' own fetches are reported to the lead too.
-	if n := strings.Count(step1, "<- interrupted"); n < 3 || n > 10 {
-		t.Fatalf("first step after the restart delivered %d interrupted events, want 3 to 10:\n%s", n, text)
+	// The lead had three researchers (one being cancelled), the indexer and
+	// the promoted tests; the researchers' own fetches are reported to the
+	// lead too.
+	if n := strings.Count(step1, "<- interrupted"); n < 3 || n > 11 {
+		t.Fatalf("first step after the restart delivered %d interrupted events, want 3 to 11:\n%s", n, text)
+	}
+	// The promoted call was a task like any other: interrupted, and told.
+	if !strings.Contains(step1, "\n    <- interrupted tests: ") {
+		t.Errorf("the promoted tests task is not reported interrupted:\n%s", step1)
 	}
 	// A sub-agent's task is named after the sub-agent, also after a restart.
 	if !strings.Contains(step1, "\n    <- interrupted researcher-btree/paper: ") {
 		t.Errorf("the interrupted fetch is not named after its researcher:\n%s", step1)
 	}
 	// The killed run's tasks that were running are summarized as such.
-	if !regexp.MustCompile(`(?m)^last run: 10 tasks: (\d+ completed, )?(\d+ cancelled, )?\d+ interrupted \(killed while running\)$`).MatchString(text) {
+	if !regexp.MustCompile(`(?m)^last run: 11 tasks: (\d+ completed, )?(\d+ cancelled, )?\d+ interrupted \(killed while running\)$`).MatchString(text) {
 		t.Fatalf("no summary of the killed run:\n%s", text)
 	}
 	// Nothing of the killed run is still running after the restart.
@@ -303,7 +312,7 @@ func TestDemoLastRunAndReset(t *testing.T) {
 		t.Fatalf("first start summarizes a last run:\n%s", first)
 	}
 	second := runDemo(t, cfg)
-	wantHead := "task metadata in " + db + "\nlast run: 10 tasks: 7 completed, 3 cancelled\n\n== run-1 ==\n"
+	wantHead := "task metadata in " + db + "\nlast run: 11 tasks: 8 completed, 3 cancelled\n\n== run-1 ==\n"
 	if !strings.HasPrefix(second, wantHead) {
 		t.Fatalf("second start begins\n%s\nwant\n%s", shortHead(second), wantHead)
 	}
@@ -316,8 +325,8 @@ func TestDemoLastRunAndReset(t *testing.T) {
 	if !strings.HasPrefix(third, wantHead) {
 		t.Fatalf("start with -reset begins\n%s\nwant\n%s", shortHead(third), wantHead)
 	}
-	if got := strings.Count(storedStatuses(t, db), ":"); got != 10 {
-		t.Fatalf("after -reset the database holds %d tasks, want the 10 of one run", got)
+	if got := strings.Count(storedStatuses(t, db), ":"); got != 11 {
+		t.Fatalf("after -reset the database holds %d tasks, want the 11 of one run", got)
 	}
 }
 

@@ -73,6 +73,19 @@ func (s *screen) transition(tr bgtask.Transition) {
 	s.writef("%s", line)
 }
 
+// note prints a line about a tool call; during a run it follows the step
+// that made the call, like the task ends.
+func (s *screen) note(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	line := fmt.Sprintf(format, args...)
+	if s.inRun {
+		s.held = append(s.held, line)
+		return
+	}
+	s.writef("%s", line)
+}
+
 // learnLabels learns the labels of tasks, each listed after its parent.
 func (s *screen) learnLabels(tasks []bgtask.TaskMeta) {
 	s.mu.Lock()

@@ -47,7 +47,50 @@ func (d *demo) hostTools() []agentloop.Tool {
 			Schema:      json.RawMessage(`{"type":"object","additionalProperties":false,"required":["files"],"properties":{"files":{"type":"integer","minimum":1}}}`),
 			Call:        d.indexRepo,
 		},
+		{
+			Name:        "run_tests",
+			Description: "Run the test suite. Returns its result when it is quick; when it is slow, it goes on in the background and the result gives its task id.",
+			Schema:      json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{}}`),
+			Call:        d.runTests,
+		},
 	}
+}
+
+// foregroundTime is how long run_tests waits for the suite before it
+// promotes it to a background task.
+const foregroundTime = 100 * time.Millisecond
+
+// runTests runs the suite in the foreground for up to foregroundTime
+// (scaled by the speed flag) with Owner.Foreground: a quick suite's result
+// is the tool result; a slow one is promoted to a background task, the
+// tool result gives its task id, and its result reaches the lead later, as
+// an event, like any task's. The suite runs once either way.
+func (d *demo) runTests(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+	if err := strictDecode(args, &struct{}{}); err != nil {
+		return nil, err
+	}
+	owner, err := d.ownerOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wait := time.Duration(float64(foregroundTime) / d.cfg.speed)
+	res, err := owner.Foreground(ctx, wait, func(ctx context.Context, t *bgtask.Task) (any, error) {
+		const packages = 10
+		for done := 1; done <= packages; done++ {
+			if err := d.pause(ctx, 200*time.Millisecond); err != nil {
+				return nil, err
+			}
+			d.ui.progress(t.ID(), t.Name(), done, packages)
+		}
+		return fmt.Sprintf("tests: %d packages passed", packages), nil
+	}, bgtask.WithName("tests"), bgtask.WithDescription("run the test suite"))
+	if err != nil {
+		return nil, err
+	}
+	if res.Promoted {
+		d.ui.note("  * tests promoted to the background: run_tests still running after %v\n", foregroundTime)
+	}
+	return res.Result, nil
 }
 
 // research starts a sub-agent: an agent loop of its own with its own inbox.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bgtask/bgtask"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // errRace means a row changed between the locking read and the write (only
@@ -106,6 +107,10 @@ func (s *Store) commitOnce(ctx context.Context, owner string, actions []bgtask.A
 		return nil // nothing changed: the rollback releases the locks
 	}
 	if err := execWrites(ctx, tx, &w); err != nil {
+		if isKeyConflict(err) {
+			tx.Rollback(context.WithoutCancel(ctx))
+			return s.duplicateKey(ctx, owner, &w.ins, err)
+		}
 		return err
 	}
 	if turnedTerminal {
@@ -277,4 +282,47 @@ func (s *Store) retain(ctx context.Context, tx pgx.Tx, owner string) error {
 		return fmt.Errorf("pgstore: retention: %w", err)
 	}
 	return nil
+}
+
+// keyIndex is the unique index on an owner's idempotency keys.
+const keyIndex = "bgtask_tasks_idempotency"
+
+// isKeyConflict reports whether err is the unique index on idempotency
+// keys refusing an insert.
+func isKeyConflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == keyIndex
+}
+
+// duplicateKey reports which record holds a key that one of ins (the
+// refused inserts) asked for, as a *bgtask.DuplicateKeyError. When that
+// record is gone already (removed by retention meanwhile), it is a race:
+// the commit starts over. Two inserts of one commit with the same key
+// name the first.
+func (s *Store) duplicateKey(ctx context.Context, owner string, ins *cols, cause error) error {
+	var keys []string
+	first := map[string]string{} // key -> first id of the commit that asks for it
+	var twice *bgtask.DuplicateKeyError
+	for i, k := range ins.idemKey {
+		if k == "" {
+			continue
+		}
+		if id, ok := first[k]; ok && twice == nil {
+			twice = &bgtask.DuplicateKeyError{Key: k, TaskID: id}
+			continue
+		}
+		first[k] = ins.id[i]
+		keys = append(keys, k)
+	}
+	var id, key string
+	err := s.pool.QueryRow(ctx, `SELECT id, idempotency_key FROM bgtask_tasks WHERE owner = $1 AND idempotency_key = ANY($2) ORDER BY id LIMIT 1`, owner, keys).Scan(&id, &key)
+	switch {
+	case err == nil:
+		return &bgtask.DuplicateKeyError{Key: key, TaskID: id}
+	case !errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("pgstore: commit: %w (and reading the record that has the key: %v)", cause, err)
+	case twice != nil:
+		return twice
+	}
+	return errRace
 }

@@ -33,4 +33,8 @@
 // stops writing (Commit returns ErrInstanceLost) and cancels its tasks with
 // cause bgtask.ErrInstanceLost. No statement depends on the server's
 // planner or JIT settings: each is served by an index.
+//
+// [OpenReadOnly] opens the database for an operator's tool (cmd/bgtask):
+// it reads every owner's tasks on read-only connections, never migrates,
+// registers no instance, and writes nothing but a cancel request.
 package pgstore

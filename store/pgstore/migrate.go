@@ -93,6 +93,14 @@ var migrations = []string{
 	ALTER TABLE bgtask_tasks ADD COLUMN cancel_reason text NOT NULL DEFAULT '';
 	ALTER TABLE bgtask_tasks ADD COLUMN tags text[] NOT NULL DEFAULT '{}';
 	CREATE INDEX bgtask_tasks_tags ON bgtask_tasks USING gin (tags);`,
+	// 4: progress on the record and idempotent spawn. progress is the
+	// record's TaskProgress as JSON text, NULL for none. idempotency_key
+	// is set at insert and never changed; the unique index makes an
+	// owner's key name one record at a time across every instance ('' is
+	// no key). Rows of an older version get neither.
+	`ALTER TABLE bgtask_tasks ADD COLUMN progress text;
+	ALTER TABLE bgtask_tasks ADD COLUMN idempotency_key text NOT NULL DEFAULT '';
+	CREATE UNIQUE INDEX bgtask_tasks_idempotency ON bgtask_tasks (owner, idempotency_key) WHERE idempotency_key <> '';`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.

@@ -14,7 +14,8 @@ import (
 // taskCols are the columns every task query reads, in scanRow's order.
 const taskCols = `id, owner, task_type, name, description, status, error, stack, result,
 	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
-	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason`
+	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason,
+	progress, idempotency_key`
 
 // row is a task row as stored: a record and its version.
 type row struct {
@@ -31,11 +32,13 @@ func scanRow(rows pgx.Rows) (row, error) {
 		m                         = &r.meta
 		status, wake, errorKind   string
 		result, inID, inPrompt    pgtype.Text
+		progress                  pgtype.Text
 		created, started, finshed pgtype.Timestamptz
 	)
 	if err := rows.Scan(&m.ID, &m.Owner, &m.Type, &m.Name, &m.Description, &status, &m.Error, &m.Stack, &result,
 		&created, &started, &finshed, &m.Parent.TaskID, &m.Parent.RunID, &m.Parent.CallID,
-		&m.Parent.AgentID, &m.Detached, &m.Instance, &m.Attempt, &wake, &inID, &inPrompt, &r.version, &m.Tags, &errorKind, &m.CancelReason); err != nil {
+		&m.Parent.AgentID, &m.Detached, &m.Instance, &m.Attempt, &wake, &inID, &inPrompt, &r.version, &m.Tags, &errorKind, &m.CancelReason,
+		&progress, &m.IdempotencyKey); err != nil {
 		if m.ID != "" {
 			return r, fmt.Errorf("%w: task %s: %v", bgtask.ErrCorrupt, m.ID, err)
 		}
@@ -51,6 +54,13 @@ func scanRow(rows pgx.Rows) (row, error) {
 	}
 	if inID.Valid {
 		m.Input = &bgtask.InputRequest{ID: inID.String, Prompt: inPrompt.String}
+	}
+	if progress.Valid {
+		m.Progress = new(bgtask.TaskProgress)
+		if err := json.Unmarshal([]byte(progress.String), m.Progress); err != nil {
+			return r, fmt.Errorf("%w: task %s: progress is not JSON: %v", bgtask.ErrCorrupt, m.ID, err)
+		}
+		m.Progress.At = m.Progress.At.UTC()
 	}
 	return r, checkMeta(m)
 }
@@ -71,6 +81,8 @@ func checkMeta(m *bgtask.TaskMeta) error {
 		return fmt.Errorf("%w: task %s: unknown wake policy %q", bgtask.ErrCorrupt, m.ID, m.Wake)
 	case m.Result != nil && !json.Valid(m.Result):
 		return fmt.Errorf("%w: task %s: result is not valid JSON", bgtask.ErrCorrupt, m.ID)
+	case m.Progress != nil && (m.Progress.Done < 0 || m.Progress.Total < 0 || m.Progress.Total > 0 && m.Progress.Done > m.Progress.Total):
+		return fmt.Errorf("%w: task %s: invalid progress %d/%d", bgtask.ErrCorrupt, m.ID, m.Progress.Done, m.Progress.Total)
 	}
 	return nil
 }
@@ -93,7 +105,13 @@ func sameMeta(a, b *bgtask.TaskMeta) bool {
 		bytes.Equal(a.Result, b.Result) && (a.Result == nil) == (b.Result == nil) &&
 		a.Instance == b.Instance && a.Attempt == b.Attempt &&
 		a.CreatedAt.Equal(b.CreatedAt) && a.StartedAt.Equal(b.StartedAt) && a.FinishedAt.Equal(b.FinishedAt) &&
-		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input)
+		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input) &&
+		sameProgress(a.Progress, b.Progress)
+}
+
+// sameProgress reports whether two records hold the same progress.
+func sameProgress(a, b *bgtask.TaskProgress) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.Done == b.Done && a.Total == b.Total && a.Message == b.Message && a.At.Equal(b.At)
 }
 
 // cols holds records column by column, the arguments of an unnest.
@@ -110,6 +128,8 @@ type cols struct {
 	version                                            []int64
 	tags                                               []string // each a JSON array: unnest cannot take an array of arrays
 	errorKind, cancelReason                            []string
+	progress                                           []pgtype.Text // JSON of a TaskProgress, NULL for none
+	idemKey                                            []string
 }
 
 func (c *cols) add(m *bgtask.TaskMeta, version int64) {
@@ -149,12 +169,20 @@ func (c *cols) add(m *bgtask.TaskMeta, version int64) {
 	c.tags = append(c.tags, tags)
 	c.errorKind = append(c.errorKind, string(m.ErrorKind))
 	c.cancelReason = append(c.cancelReason, m.CancelReason)
+	var progress pgtype.Text
+	if m.Progress != nil {
+		b, _ := json.Marshal(m.Progress) // numbers, a string and a time always encode
+		progress = pgtype.Text{String: string(b), Valid: true}
+	}
+	c.progress = append(c.progress, progress)
+	c.idemKey = append(c.idemKey, m.IdempotencyKey)
 }
 
 func (c *cols) args() []any {
 	return []any{c.id, c.owner, c.typ, c.name, c.desc, c.status, c.errText, c.stack, c.result,
 		c.created, c.started, c.finished, c.pTask, c.pRun, c.pCall, c.pAgent, c.detached, c.instance,
-		c.attempt, c.wake, c.inID, c.inPrompt, c.version, c.tags, c.errorKind, c.cancelReason}
+		c.attempt, c.wake, c.inID, c.inPrompt, c.version, c.tags, c.errorKind, c.cancelReason,
+		c.progress, c.idemKey}
 }
 
 // writes are the rows a commit writes: inserts, updates compared-and-set
@@ -186,10 +214,12 @@ func (w *writes) del(id string, version int64) {
 const unnestSQL = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
 		$8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::text[],
 		$14::text[], $15::text[], $16::text[], $17::boolean[], $18::text[], $19::bigint[], $20::text[],
-		$21::text[], $22::text[], $23::bigint[], $24::text[], $25::text[], $26::text[])
+		$21::text[], $22::text[], $23::bigint[], $24::text[], $25::text[], $26::text[],
+		$27::text[], $28::text[])
 	AS x(id, owner, task_type, name, description, status, error, stack, result, created_at, started_at,
 		finished_at, parent_task_id, parent_run_id, parent_call_id, parent_agent_id, detached, instance,
-		attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason)`
+		attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason,
+		progress, idempotency_key)`
 
 // terminalSQL is true for a row of x whose status is terminal.
 const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupted')`
@@ -199,11 +229,13 @@ const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupt
 // retention, is stamped by the database when a row first turns terminal.
 const insertSQL = `INSERT INTO bgtask_tasks (id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
-		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason, terminal_at)
+		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
+		progress, idempotency_key, terminal_at)
 	SELECT id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt,
 		ARRAY(SELECT jsonb_array_elements_text(x.tags::jsonb)), error_kind, cancel_reason,
+		progress, idempotency_key,
 		CASE WHEN ` + terminalSQL + ` THEN clock_timestamp() END
 	FROM ` + unnestSQL + `
 	ON CONFLICT (id) DO NOTHING`
@@ -215,6 +247,7 @@ const updateSQL = `UPDATE bgtask_tasks t SET description = x.description, status
 		stack = x.stack, result = x.result, created_at = x.created_at, started_at = x.started_at,
 		finished_at = x.finished_at, instance = x.instance, attempt = x.attempt,
 		input_id = x.input_id, input_prompt = x.input_prompt,
+		progress = x.progress,
 		terminal_at = CASE WHEN t.terminal_at IS NULL AND ` + terminalSQL + ` THEN clock_timestamp() ELSE t.terminal_at END,
 		version = t.version + 1
 	FROM ` + unnestSQL + `

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/bgtask/bgtask"
 )
@@ -210,6 +211,9 @@ func (w *writeTx) apply(r *request) (ended bool, err error) {
 		}
 		args := append(rowArgs(&m), seq, at)
 		if _, err := w.stmt(&w.upsert, w.s.st.upsert).ExecContext(w.ctx, args...); err != nil {
+			if m.IdempotencyKey != "" && !had && isKeyConflict(err) {
+				return false, w.duplicateKey(owner, m.IdempotencyKey, err)
+			}
 			return false, fmt.Errorf("sqlitestore: write task %s: %w", id, err)
 		}
 	}
@@ -278,6 +282,24 @@ func (w *writeTx) loadOwner(owner string) (map[string]bgtask.TaskMeta, error) {
 		cur[m.ID] = m
 	}
 	return cur, nil
+}
+
+// isKeyConflict reports whether err is the unique index on idempotency
+// keys refusing a row.
+func isKeyConflict(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "UNIQUE constraint failed") && strings.Contains(s, "idempotency_key")
+}
+
+// duplicateKey reports the record that holds owner's key, which the unique
+// index just found, as a *bgtask.DuplicateKeyError. The failed statement
+// changed nothing; the caller rolls back the request.
+func (w *writeTx) duplicateKey(owner, key string, cause error) error {
+	var id string
+	if err := w.tx.QueryRowContext(w.ctx, "SELECT id FROM tasks WHERE owner = ? AND idempotency_key = ?", owner, key).Scan(&id); err != nil {
+		return fmt.Errorf("sqlitestore: %w (and reading the record that has the key: %v)", cause, err)
+	}
+	return &bgtask.DuplicateKeyError{Key: key, TaskID: id}
 }
 
 func addTo(set map[string]bool, id string) map[string]bool {

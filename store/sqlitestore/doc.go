@@ -40,6 +40,13 @@
 // loss may lose the last transactions. WithFullSync makes every
 // transaction reach the disk before Commit returns.
 //
+// # Operators
+//
+// [OpenReadOnly] opens the file for an operator's tool (cmd/bgtask) while
+// the application runs: it reads every owner's tasks and never migrates or
+// writes, except a cancel request. The application carries such requests
+// out once it has called [Store.Start] with its Manager.
+//
 // # Corrupt data
 //
 // A row the code cannot read (an unknown status, a result that is not

@@ -16,6 +16,9 @@ const (
 	// DefaultBusyTimeout is how long a statement waits for a lock held by
 	// another connection (another process) before failing with SQLITE_BUSY.
 	DefaultBusyTimeout = 5 * time.Second
+	// DefaultPollInterval is how often a started Store reads the cancel
+	// requests that other processes wrote.
+	DefaultPollInterval = 500 * time.Millisecond
 )
 
 // Option configures Open. Open applies the options in order (a later one
@@ -31,6 +34,7 @@ type config struct {
 	batchDelay     time.Duration
 	busyTimeout    time.Duration
 	fullSync       bool
+	poll           time.Duration    // cancel request poll interval (cancelreq.go)
 	now            func() time.Time // the store's clock, for age retention; tests replace it
 	hookTaken      func(n int)      // tests: called by the writer with each batch's size before writing it
 }
@@ -42,6 +46,7 @@ func defaultConfig() config {
 		logger:         slog.New(slog.DiscardHandler),
 		maxBatch:       DefaultMaxBatch,
 		busyTimeout:    DefaultBusyTimeout,
+		poll:           DefaultPollInterval,
 		now:            time.Now,
 	}
 }
@@ -115,6 +120,8 @@ func (c *config) check() error {
 		return fmt.Errorf("sqlitestore: WithBatchDelay(%v): negative", c.batchDelay)
 	case c.busyTimeout < 0:
 		return fmt.Errorf("sqlitestore: WithBusyTimeout(%v): negative", c.busyTimeout)
+	case c.poll <= 0:
+		return fmt.Errorf("sqlitestore: WithPollInterval(%v): want > 0", c.poll)
 	}
 	return nil
 }

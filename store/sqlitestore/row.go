@@ -15,7 +15,8 @@ import (
 // of scanRow and rowArgs.
 const columns = `id, owner, task_type, name, description, status, error, stack, result,
 	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
-	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason`
+	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
+	progress, idempotency_key`
 
 // row is a tasks row as scanned, before it is checked. The table is STRICT
 // and its columns NOT NULL where a TaskMeta needs a value, so a scan cannot
@@ -31,6 +32,8 @@ type row struct {
 	wake                                                      string
 	inputID, inputPrompt                                      sql.NullString
 	tags, errorKind, cancelReason                             string
+	progress                                                  sql.NullString // JSON of a TaskProgress
+	idemKey                                                   string
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -38,7 +41,8 @@ type scanner interface{ Scan(dest ...any) error }
 func (r *row) scan(s scanner) error {
 	err := s.Scan(&r.id, &r.owner, &r.typ, &r.name, &r.description, &r.status, &r.errText, &r.stack, &r.result,
 		&r.created, &r.started, &r.finished, &r.parentTask, &r.parentRun, &r.parentCall,
-		&r.parentAgent, &r.detached, &r.instance, &r.attempt, &r.wake, &r.inputID, &r.inputPrompt, &r.tags, &r.errorKind, &r.cancelReason)
+		&r.parentAgent, &r.detached, &r.instance, &r.attempt, &r.wake, &r.inputID, &r.inputPrompt, &r.tags, &r.errorKind, &r.cancelReason,
+		&r.progress, &r.idemKey)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: read task row: %w", err)
 	}
@@ -69,6 +73,8 @@ func (r *row) decode() (bgtask.TaskMeta, error) {
 		Instance:     r.instance,
 		Attempt:      r.attempt,
 		Wake:         bgtask.WakePolicy(r.wake),
+		// Progress and idempotency.
+		IdempotencyKey: r.idemKey,
 	}
 	if r.result.Valid {
 		m.Result = json.RawMessage(r.result.String)
@@ -78,6 +84,7 @@ func (r *row) decode() (bgtask.TaskMeta, error) {
 	}
 	var why string
 	tagsErr := r.decodeTags(&m)
+	progErr := r.decodeProgress(&m)
 	switch {
 	case m.ID == "":
 		return bgtask.TaskMeta{}, fmt.Errorf("sqlitestore: %w: a row has an empty id", bgtask.ErrCorrupt)
@@ -93,6 +100,8 @@ func (r *row) decode() (bgtask.TaskMeta, error) {
 		why = "result is not valid JSON"
 	case tagsErr != nil:
 		why = "tags are not a JSON array of strings"
+	case progErr != nil:
+		why = progErr.Error()
 	default:
 		return m, nil
 	}
@@ -105,6 +114,32 @@ func (r *row) decodeTags(m *bgtask.TaskMeta) error {
 		return nil
 	}
 	return json.Unmarshal([]byte(r.tags), &m.Tags)
+}
+
+// decodeProgress reads the progress column into m.Progress (nil for NULL).
+func (r *row) decodeProgress(m *bgtask.TaskMeta) error {
+	if !r.progress.Valid {
+		return nil
+	}
+	var p bgtask.TaskProgress
+	if err := json.Unmarshal([]byte(r.progress.String), &p); err != nil {
+		return fmt.Errorf("progress is not JSON: %v", err)
+	}
+	if p.Done < 0 || p.Total < 0 || p.Total > 0 && p.Done > p.Total {
+		return fmt.Errorf("invalid progress %d/%d", p.Done, p.Total)
+	}
+	p.At = p.At.UTC()
+	m.Progress = &p
+	return nil
+}
+
+// progressArg is the progress column's value for m: JSON, NULL for none.
+func progressArg(m *bgtask.TaskMeta) any {
+	if m.Progress == nil {
+		return nil
+	}
+	b, _ := json.Marshal(m.Progress) // numbers, a string and a time always encode
+	return string(b)
 }
 
 // tagsArg is the tags column's value for m: a JSON array, "[]" for none.
@@ -132,7 +167,8 @@ func rowArgs(m *bgtask.TaskMeta) []any {
 	return []any{m.ID, m.Owner, m.Type, m.Name, m.Description, string(m.Status), m.Error, m.Stack, result,
 		toMicros(m.CreatedAt), toMicros(m.StartedAt), toMicros(m.FinishedAt),
 		m.Parent.TaskID, m.Parent.RunID, m.Parent.CallID, m.Parent.AgentID,
-		detached, m.Instance, m.Attempt, string(m.Wake), inputID, inputPrompt, tagsArg(m), string(m.ErrorKind), m.CancelReason}
+		detached, m.Instance, m.Attempt, string(m.Wake), inputID, inputPrompt, tagsArg(m), string(m.ErrorKind), m.CancelReason,
+		progressArg(m), m.IdempotencyKey}
 }
 
 // toMicros stores a time as UTC microseconds (decision 14: stamps have
@@ -151,6 +187,11 @@ func fromMicros(v sql.NullInt64) time.Time {
 	return time.UnixMicro(v.Int64).UTC()
 }
 
+// sameProgress reports whether two records hold the same progress.
+func sameProgress(a, b *bgtask.TaskProgress) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.Done == b.Done && a.Total == b.Total && a.Message == b.Message && a.At.Equal(b.At)
+}
+
 // sameMeta reports whether a and b would be stored as the same row, so an
 // update that the reducer left unchanged is not written.
 func sameMeta(a, b *bgtask.TaskMeta) bool {
@@ -162,5 +203,6 @@ func sameMeta(a, b *bgtask.TaskMeta) bool {
 		a.FinishedAt.UnixMicro() == b.FinishedAt.UnixMicro() && a.FinishedAt.IsZero() == b.FinishedAt.IsZero() &&
 		a.Parent == b.Parent && a.Detached == b.Detached && a.Instance == b.Instance &&
 		a.Attempt == b.Attempt && a.Wake == b.Wake && slices.Equal(a.Tags, b.Tags) &&
+		sameProgress(a.Progress, b.Progress) && a.IdempotencyKey == b.IdempotencyKey &&
 		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input)
 }

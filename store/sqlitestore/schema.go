@@ -78,6 +78,24 @@ var migrations = [...]string{
 	CREATE TRIGGER tasks_tags_delete AFTER DELETE ON tasks BEGIN
 		DELETE FROM task_tags WHERE owner = old.owner AND task_id = old.id AND tag IN (SELECT value FROM json_each(old.tags));
 	END;`,
+	// 3: cancel requests from another process (ReadOnly.RequestCancel),
+	// taken and deleted by the poller of the process that runs the task
+	// (Store.Start). requested_at is UTC microseconds.
+	`CREATE TABLE cancel_requests (
+		seq          INTEGER PRIMARY KEY,
+		task_id      TEXT    NOT NULL,
+		tree         INTEGER NOT NULL DEFAULT 0,
+		reason       TEXT    NOT NULL DEFAULT '',
+		requested_at INTEGER NOT NULL
+	) STRICT;`,
+	// 4: progress on the record and idempotent spawn. progress is the
+	// record's TaskProgress as JSON, NULL for none. idempotency_key is set
+	// at insert and never changed; the unique index makes an owner's key
+	// name one record at a time, whichever process inserts it ('' is no
+	// key). Rows of an older version get neither.
+	`ALTER TABLE tasks ADD COLUMN progress TEXT;
+	ALTER TABLE tasks ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT '';
+	CREATE UNIQUE INDEX tasks_idempotency ON tasks (owner, idempotency_key) WHERE idempotency_key <> '';`,
 }
 
 // userVersion reads the schema version.

@@ -40,6 +40,7 @@ type Store struct {
 	closed bool
 	queue  []*request // Commit calls waiting for the writer, in arrival order
 
+	poll   poller        // the cancel request poller of Start
 	wake   chan struct{} // capacity 1: the queue grew, or Close was called
 	writer sync.WaitGroup
 	// The writer's own state.
@@ -143,6 +144,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	s.poll.halt()
 	s.signal()
 	s.writer.Wait()
 	s.st.close()

@@ -8,6 +8,9 @@
 //	spawn         spawns one more task like the first; prints "spawned <id>" or "spawn failed <error>"
 //	load <n> <w>  spawns n tasks of -owner that return at once, w at a time, each
 //	              waited for; prints "load <completed> <other ends> <spawn errors> <first problem or ok>"
+//	keyed <n> <w> spawns tasks of -owner with idempotency keys key-0 … key-<n-1>, w at a time,
+//	              waits for those it runs, and prints "keyed <json>": the id each spawn
+//	              returned by key, the keys whose function ran here, and spawn errors
 //	quit          shuts the Manager down, closes the Store, prints "bye", exits
 //
 // EOF on stdin is quit. The tests kill it with SIGKILL to simulate a crash.
@@ -106,6 +109,12 @@ func run() error {
 				return err
 			}
 			fmt.Println(load(ctx, m.Owner(*owner), n, w))
+		case "keyed":
+			var n, w int
+			if _, err := fmt.Sscan(arg, &n, &w); err != nil {
+				return err
+			}
+			fmt.Println("keyed", keyed(ctx, m.Owner(*owner), n, w))
 		case "quit":
 			return quit(m, s)
 		default:
@@ -180,4 +189,54 @@ func load(ctx context.Context, o bgtask.Owner, n, w int) string {
 	}
 	wg.Wait()
 	return fmt.Sprintf("load %d %d %d %s", done, other, spawn, problem)
+}
+
+// keyedResult is what the keyed command prints, as JSON.
+type keyedResult struct {
+	IDs     map[string]string `json:"ids"`     // key -> the id its spawn returned
+	Started []string          `json:"started"` // keys whose function ran in this process
+	Errors  []string          `json:"errors"`  // spawn errors
+}
+
+// keyed spawns one task per key, w at a time, each with its idempotency
+// key, then waits for the tasks this process runs, so that every function
+// start here is counted.
+func keyed(ctx context.Context, o bgtask.Owner, n, w int) string {
+	var (
+		mu  sync.Mutex
+		res = keyedResult{IDs: map[string]string{}, Started: []string{}, Errors: []string{}}
+		wg  sync.WaitGroup
+	)
+	keys := make(chan string, n)
+	for i := range n {
+		keys <- fmt.Sprintf("key-%d", i)
+	}
+	close(keys)
+	for range w {
+		wg.Go(func() {
+			for key := range keys {
+				id, err := o.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) {
+					mu.Lock()
+					res.Started = append(res.Started, key)
+					mu.Unlock()
+					return key, nil
+				}, bgtask.WithIdempotencyKey(key))
+				mu.Lock()
+				if err != nil {
+					res.Errors = append(res.Errors, key+": "+err.Error())
+				} else {
+					res.IDs[key] = id
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, id := range res.IDs {
+		_, _ = o.Wait(ctx, id) // ErrNotLive for a task the other process runs: nothing to wait for here
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	b, _ := json.Marshal(res)
+	return string(b)
 }

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/bgtask/bgtask/store/sqlitestore"
+	_ "modernc.org/sqlite" // the driver sqlitestore uses, for the raw rows
+)
+
+func sqliteGroup(sz sizes) *group {
+	return &group{
+		name: "SQLite",
+		rows: []row{
+			{name: "SQLite commit, 1 writer, 1 row per commit", unit: perRow, ratios: true},
+			{name: fmt.Sprintf("SQLite commit, %d writers, per row", sz.writers), unit: perRow, ratios: true},
+		},
+		runs: [nCols]runFunc{colBgtask: bgSQLite, colRaw: rawSQLite},
+		legend: "a new file in a temporary directory each time, WAL, synchronous=NORMAL; rows alternate between new running tasks and their completion; " +
+			"bgtask: sqlitestore's Commit of one Upsert, from 1 goroutine, then from " + fmt.Sprint(sz.writers) + " at once (it merges them into shared transactions); " +
+			"raw: database/sql on the same driver and settings, INSERT ... ON CONFLICT DO UPDATE in a one-row transaction, then " + fmt.Sprint(sz.batch) + " in one transaction",
+	}
+}
+
+// tempDB returns a path for a new database file and a function that
+// removes its directory.
+func tempDB() (string, func(), error) {
+	dir, err := os.MkdirTemp("", "bgtask-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	return filepath.Join(dir, "bench.db"), func() { os.RemoveAll(dir) }, nil
+}
+
+func bgSQLite(ctx context.Context, cfg config) ([]sample, error) {
+	single, err := bgSQLiteRun(ctx, cfg.sz.sqlCommits, 1)
+	if err != nil {
+		return nil, err
+	}
+	many, err := bgSQLiteRun(ctx, batchRows(cfg), cfg.sz.writers)
+	return []sample{single, many}, err
+}
+
+// batchRows is how many rows the batched and concurrent store rows write.
+func batchRows(cfg config) int {
+	return max(1, cfg.sz.sqlCommits*4/cfg.sz.batch) * cfg.sz.batch
+}
+
+// bgSQLiteRun commits rows one-row commits from writers goroutines at once,
+// each for its own owner.
+func bgSQLiteRun(ctx context.Context, rows, writers int) (sample, error) {
+	path, remove, err := tempDB()
+	if err != nil {
+		return sample{}, err
+	}
+	defer remove()
+	st, err := sqlitestore.Open(ctx, path)
+	if err != nil {
+		return sample{}, err
+	}
+	defer st.Close()
+	per := rows / writers
+	return timed(per*writers, func() error {
+		errs := make([]error, writers)
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				gen := newRecordGen(fmt.Sprint("owner-", w))
+				for range per {
+					if err := st.Commit(ctx, gen.owner, upserts(gen.batch(1))...); err != nil {
+						errs[w] = err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+const rawSQLiteSchema = `CREATE TABLE tasks (
+	id          TEXT    NOT NULL PRIMARY KEY,
+	owner       TEXT    NOT NULL,
+	task_type   TEXT    NOT NULL,
+	name        TEXT    NOT NULL,
+	status      TEXT    NOT NULL,
+	result      TEXT,
+	created_at  INTEGER,
+	started_at  INTEGER,
+	finished_at INTEGER,
+	instance    TEXT    NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX tasks_owner_status ON tasks (owner, status);`
+
+const rawSQLiteUpsert = `INSERT INTO tasks (id, owner, task_type, name, status, result, created_at, started_at, finished_at, instance)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET status = excluded.status, result = excluded.result, finished_at = excluded.finished_at`
+
+func rawSQLite(ctx context.Context, cfg config) ([]sample, error) {
+	single, err := rawSQLiteRun(ctx, cfg.sz.sqlCommits, 1)
+	if err != nil {
+		return nil, err
+	}
+	many, err := rawSQLiteRun(ctx, batchRows(cfg), cfg.sz.batch)
+	return []sample{single, many}, err
+}
+
+// rawSQLiteRun writes rows rows in transactions of batch rows each, with
+// the driver and settings sqlitestore uses.
+func rawSQLiteRun(ctx context.Context, rows, batch int) (sample, error) {
+	path, remove, err := tempDB()
+	if err != nil {
+		return sample{}, err
+	}
+	defer remove()
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		return sample{}, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, rawSQLiteSchema); err != nil {
+		return sample{}, err
+	}
+	stmt, err := db.PrepareContext(ctx, rawSQLiteUpsert)
+	if err != nil {
+		return sample{}, err
+	}
+	defer stmt.Close()
+	gen := newRecordGen("owner-0")
+	txs := rows / batch
+	return timed(txs*batch, func() error {
+		for range txs {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			ts := tx.StmtContext(ctx, stmt)
+			for _, m := range gen.batch(batch) {
+				if _, err := ts.ExecContext(ctx, m.ID, m.Owner, m.Type, m.Name, string(m.Status), resultText(m),
+					micros(m.CreatedAt), micros(m.StartedAt), micros(m.FinishedAt), m.Instance); err != nil {
+					tx.Rollback()
+					return err
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,212 @@
+package bgtask
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// A task started by Owner.Foreground is held in the foreground until it is
+// promoted or ends; Task.fg says which, and changes only with m.mu held.
+const (
+	fgBackground int32 = iota // a task like any other (the zero value)
+	fgHeld                    // in the foreground: its events and its end are not announced
+	fgEnded                   // ended in the foreground: its end went back as the call's result
+)
+
+// ForegroundResult is what Owner.Foreground came to. The zero value is
+// the result of a call that started no task (Foreground returned an error
+// before spawning).
+type ForegroundResult struct {
+	// TaskID is the task that ran the function.
+	TaskID string
+	// Promoted reports that the function was still going after the given
+	// time: it goes on as a background task whose end is announced to the
+	// owner like any task's.
+	Promoted bool
+	// Status is the task's status when Foreground returned: completed when
+	// the function returned in time; when promoted, queued, running or
+	// awaiting_input.
+	Status TaskStatus
+	// Result is the tool result to give the model: the function's result
+	// (JSON) when it completed in time, or the promotion notice, a JSON
+	// object that gives the task id and says how to wait for it:
+	//
+	//	{"status":"promoted","task_id":id,"task_status":s,"message":m}
+	Result json.RawMessage
+}
+
+// errForegroundTime ends the foreground wait of Owner.Foreground.
+var errForegroundTime = errors.New("bgtask: foreground time is up")
+
+// inForeground is the spawn option of Owner.Foreground.
+func inForeground(c *spawnConfig) { c.foreground = true }
+
+// Foreground runs fn as a task of this owner and waits up to d for it, for
+// a tool that cannot know in advance whether its work is fast. The task is
+// spawned at once with the call's lineage, like Spawn (opts are Spawn's).
+//
+// If fn returns within d, Foreground returns its result as the tool result
+// (Result, Promoted false). Its end is not announced to the owner (the
+// model got it directly), and its record is kept like any ended task's:
+// list_tasks and get_task show it. An error fn returned, or a panic, is
+// the error, a *TaskError (kind "error" or "panic") as Wait gives it.
+//
+// Otherwise the call is promoted: Foreground returns the promotion notice
+// (Promoted true) and fn goes on, running once and with its context
+// untouched; from then on it is a background task like any other: its end,
+// its progress and its input requests reach the owner as its wake policy
+// says, and a cancel of it cancels fn's context. A task that asks for input
+// (Task.RequestInput) is promoted at once: the model must answer it. A
+// spawn that waits for a concurrency slot (WithQueueWhenFull) counts its
+// time queued within d; promoted while queued, it starts when a slot frees.
+// Until it is promoted, the events fn emits are kept as its progress only
+// (Owner.Progress), not sent to the inbox; messages it sends its owner
+// still are.
+//
+// If ctx ends first, the call is abandoned: the task is cancelled with the
+// reason "foreground call abandoned", Foreground returns ctx's cause at
+// once without waiting for fn (a function that ignores its context runs
+// on until it returns), and the task's end is never announced.
+//
+// Exactly one of the function's outcome and the promotion is returned,
+// whatever the timing: the decision is taken once, under the Manager's
+// lock. Foreground is safe for concurrent use. Errors: Spawn's (nothing was started), ErrInvalidArgument for a
+// negative d, ctx's cause, a *TaskError for a failed fn, and an error
+// matching ErrCancelled when the task was cancelled in the foreground (by
+// Shutdown, CancelRun or a cancel of its id).
+func (o Owner) Foreground(ctx context.Context, d time.Duration, fn Func, opts ...SpawnOption) (ForegroundResult, error) {
+	if d < 0 {
+		return ForegroundResult{}, invalidArgument("negative foreground time %v", d)
+	}
+	id, err := o.m.spawn(ctx, o.id, fn, false, append(opts[:len(opts):len(opts)], inForeground))
+	if err != nil {
+		return ForegroundResult{}, err
+	}
+	wctx, stop := context.WithTimeoutCause(ctx, d, errForegroundTime)
+	meta, err := o.m.waitSettled(wctx, ownerReach(o.id), id)
+	timeUp := errors.Is(context.Cause(wctx), errForegroundTime)
+	stop()
+	switch {
+	case err == nil && meta.Status.IsTerminal(): // it ended in the foreground
+		return foregroundEnd(&meta)
+	case ctx.Err() != nil:
+		_, _ = o.m.cancelTask(context.WithoutCancel(ctx), ownerReach(o.id), id, false, "foreground call abandoned")
+		return ForegroundResult{TaskID: id}, context.Cause(ctx)
+	case err != nil && !timeUp:
+		return ForegroundResult{TaskID: id}, err
+	}
+	// Its time is up, or it asks for input: promote it, unless it ended
+	// meanwhile.
+	if meta, ok := o.m.toBackground(id); ok {
+		return promoted(&meta, d), nil
+	}
+	meta, err = o.m.wait(ctx, ownerReach(o.id), id)
+	if err != nil {
+		return ForegroundResult{TaskID: id}, err
+	}
+	return foregroundEnd(&meta)
+}
+
+// toBackground promotes the task id held in the foreground and returns its
+// record; false if it is not held any more (it has ended, or is ending:
+// its end goes back as the call's result). From then on it reports to its
+// owner like any task.
+func (m *Manager) toBackground(id string) (TaskMeta, bool) {
+	m.mu.Lock()
+	t := m.nodes[id]
+	if t == nil || t.fg.Load() != fgHeld {
+		m.mu.Unlock()
+		return TaskMeta{}, false
+	}
+	t.fg.Store(fgBackground)
+	if t.reports() {
+		m.owners[t.rec.Owner].reporting++ // decremented by retire
+	}
+	m.mu.Unlock()
+	return m.record(t), true
+}
+
+// endForeground settles, when its function has returned, a task held in the
+// foreground: it ends there (true) unless it was promoted first (false).
+func (m *Manager) endForeground(t *Task) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t.fg.Load() != fgHeld {
+		return false
+	}
+	t.fg.Store(fgEnded)
+	return true
+}
+
+// answeredInForeground is where the terminal record u of a task that ended
+// in the foreground is marked as taken by its owner before it is committed:
+// its end went back as the tool call's result, so it is never announced.
+func (m *Manager) answeredInForeground(u *TaskMeta) {
+	m.log.Debug("bgtask: task ended in the foreground, not announced", "task_id", u.ID, "status", u.Status)
+}
+
+// wake is the policy that routes t's events: its own, or silent while it is
+// held in the foreground (or ended there).
+func (t *Task) wake() WakePolicy {
+	if t.fg.Load() != fgBackground {
+		return WakeSilent
+	}
+	return t.rec.Wake
+}
+
+// reports reports whether t's end is announced to its owner.
+func (t *Task) reports() bool { return t.wake() != WakeSilent }
+
+// foregroundEnd is the result of a call whose task ended in the foreground.
+func foregroundEnd(meta *TaskMeta) (ForegroundResult, error) {
+	res := ForegroundResult{TaskID: meta.ID, Status: meta.Status}
+	switch meta.Status {
+	case StatusCompleted:
+		res.Result = meta.Result
+		if res.Result == nil {
+			res.Result = json.RawMessage("null")
+		}
+		return res, nil
+	case StatusCancelled:
+		return res, &cancelledError{id: meta.ID, text: meta.Error}
+	}
+	return res, failedError(meta)
+}
+
+// cancelledError is the error of a call whose task was cancelled in the
+// foreground. It matches ErrCancelled.
+type cancelledError struct{ id, text string }
+
+func (e *cancelledError) Error() string {
+	return fmt.Sprintf("bgtask: task %s cancelled: %s", e.id, e.text)
+}
+
+func (e *cancelledError) Is(target error) bool { return target == ErrCancelled }
+
+// promotionNotice is the tool result of a promoted call.
+type promotionNotice struct {
+	Status     string     `json:"status"` // "promoted"
+	TaskID     string     `json:"task_id"`
+	TaskStatus TaskStatus `json:"task_status"`
+	Message    string     `json:"message"`
+}
+
+// promoted is the result of a call promoted after d.
+func promoted(meta *TaskMeta, d time.Duration) ForegroundResult {
+	var msg string
+	switch meta.Status {
+	case StatusAwaitingInput:
+		msg = fmt.Sprintf("The call goes on in the background as task %s, which asks for input: "+
+			`get_task shows the request; answer it with send_message (in_reply_to the request id). `, meta.ID)
+	case StatusQueued:
+		msg = fmt.Sprintf("The call was still waiting for a free slot after %v: it goes on in the background as task %s. ", d, meta.ID)
+	default:
+		msg = fmt.Sprintf("The call was still running after %v: it goes on in the background as task %s. ", d, meta.ID)
+	}
+	msg += "Its result will be announced when it ends; to wait for it now, call wait_task with this task_id."
+	b, _ := json.Marshal(promotionNotice{Status: "promoted", TaskID: meta.ID, TaskStatus: meta.Status, Message: msg})
+	return ForegroundResult{TaskID: meta.ID, Promoted: true, Status: meta.Status, Result: b}
+}

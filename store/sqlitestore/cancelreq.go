@@ -1,0 +1,168 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/bgtask/bgtask"
+)
+
+// ErrStarted is returned by a second Start: a Store serves one Manager.
+var ErrStarted = errors.New("sqlitestore: store already started")
+
+// poller is the goroutine of Start; halt stops it and waits for it.
+type poller struct {
+	started bool               // guarded by Store.mu
+	stop    context.CancelFunc // set once by Start, under Store.mu
+	wg      sync.WaitGroup
+}
+
+func (p *poller) halt() {
+	if p.stop != nil {
+		p.stop()
+		p.wg.Wait()
+	}
+}
+
+// Start makes the Store carry out the cancel requests that another process
+// (an operator's inspector, through ReadOnly.RequestCancel) writes to the
+// file: a goroutine reads them every poll interval (WithPollInterval) and
+// cancels each task in m, as m.Cancel or m.CancelTree with the request's
+// reason, then deletes the request. A request for a task m does not run
+// (it ended meanwhile) is deleted too. m must use this Store (WithStore).
+//
+// Close stops the goroutine and waits for it. Without Start a Store ignores
+// cancel requests. Start returns ErrStarted if called twice and ErrClosed
+// after Close. ctx is not kept.
+func (s *Store) Start(ctx context.Context, m *bgtask.Manager) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return ErrClosed
+	case s.poll.started:
+		return ErrStarted
+	}
+	s.poll.started = true
+	bg, stop := context.WithCancel(context.Background())
+	s.poll.stop = stop
+	s.poll.wg.Go(func() { s.pollLoop(bg, m) })
+	return nil
+}
+
+func (s *Store) pollLoop(ctx context.Context, m *bgtask.Manager) {
+	t := time.NewTicker(s.cfg.poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.handleCancels(ctx, m); err != nil && ctx.Err() == nil {
+			s.cfg.logger.Warn("sqlitestore: reading cancel requests failed", "err", err)
+		}
+	}
+}
+
+// cancelRequest is a row of cancel_requests.
+type cancelRequest struct {
+	seq    int64
+	task   string
+	tree   bool
+	reason string
+}
+
+// handleCancels carries out the pending requests, oldest first, and
+// deletes them. It reads before it writes, so an idle poll takes no lock.
+func (s *Store) handleCancels(ctx context.Context, m *bgtask.Manager) error {
+	rows, err := s.db.QueryContext(ctx, "SELECT seq, task_id, tree, reason FROM cancel_requests ORDER BY seq LIMIT 256")
+	if err != nil {
+		return err
+	}
+	var reqs []cancelRequest
+	for rows.Next() {
+		var r cancelRequest
+		if err := rows.Scan(&r.seq, &r.task, &r.tree, &r.reason); err != nil {
+			rows.Close()
+			return err
+		}
+		reqs = append(reqs, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(reqs) == 0 {
+		return err
+	}
+	for _, r := range reqs {
+		cancel := m.Cancel
+		if r.tree {
+			cancel = m.CancelTree
+		}
+		n, err := cancel(ctx, r.task, bgtask.WithReason(r.reason))
+		if err != nil && !errors.Is(err, bgtask.ErrNotFound) {
+			s.cfg.logger.Warn("sqlitestore: cancel request failed", "task", r.task, "err", err)
+			continue
+		}
+		s.cfg.logger.Debug("sqlitestore: cancel request handled", "task", r.task, "tree", r.tree, "signalled", n)
+	}
+	_, err = s.db.ExecContext(ctx, "DELETE FROM cancel_requests WHERE seq <= ?", reqs[len(reqs)-1].seq)
+	return err
+}
+
+// RequestCancel records a request that the process running task id (the
+// application that opened the file with Open and called Start) cancel it,
+// with its attached descendants when tree is true, giving reason (may be
+// empty). It is the one write of a ReadOnly, made on a connection of its
+// own in one transaction. It returns the task's record as read in that
+// transaction: if its status is already terminal, nothing was recorded.
+// An unknown id is an error matching bgtask.ErrNotFound. It returns once
+// the request is recorded, not when the task stops.
+func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool, reason string) (bgtask.TaskMeta, error) {
+	if r.closed.Load() {
+		return bgtask.TaskMeta{}, ErrClosed
+	}
+	dsn := fmt.Sprintf("%s?mode=rw&_pragma=busy_timeout(%d)&_txlock=immediate", fileURI(r.path), r.cfg.busyTimeout.Milliseconds())
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return bgtask.TaskMeta{}, fmt.Errorf("sqlitestore: request cancel of %s: %w", id, err)
+	}
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, nil) // immediate: the status read and the insert are one step
+	if err != nil {
+		return bgtask.TaskMeta{}, fmt.Errorf("sqlitestore: request cancel of %s: %w", id, err)
+	}
+	defer tx.Rollback()
+	var rw row
+	if err := rw.scan(tx.QueryRowContext(ctx, "SELECT "+columns+" FROM tasks WHERE id = ?", id)); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return bgtask.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
+		}
+		return bgtask.TaskMeta{}, err
+	}
+	m, err := rw.decode()
+	if err != nil || m.Status.IsTerminal() {
+		return m, err
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO cancel_requests (task_id, tree, reason, requested_at) VALUES (?, ?, ?, ?)",
+		id, tree, reason, time.Now().UnixMicro()); err != nil {
+		return bgtask.TaskMeta{}, fmt.Errorf("sqlitestore: request cancel of %s: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return bgtask.TaskMeta{}, fmt.Errorf("sqlitestore: request cancel of %s: %w", id, err)
+	}
+	return m, nil
+}
+
+// WithPollInterval sets how often a started Store (Start) reads the cancel
+// requests that other processes wrote. Default DefaultPollInterval. d must
+// be positive.
+func WithPollInterval(d time.Duration) Option {
+	return func(c *config) { c.poll = d }
+}

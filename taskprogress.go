@@ -1,0 +1,189 @@
+// Progress on the record: what a task reports with ReportProgress, kept
+// in its TaskMeta and written to the Store at most once per interval.
+
+package bgtask
+
+import (
+	"context"
+	"time"
+)
+
+// EventTypeProgress is the event type of the custom event ReportProgress
+// emits; its payload is the TaskProgress as JSON.
+const EventTypeProgress = "progress"
+
+// DefaultProgressInterval is how often, at most, one task's reported
+// progress is written to the Store (WithProgressInterval).
+const DefaultProgressInterval = time.Second
+
+// TaskProgress is the latest progress a task reported (Task.ReportProgress),
+// as its record keeps it: Done out of Total (Total 0: the total is not
+// known) and a short message. The message was written by the task: it is
+// untrusted text wherever it is shown to a model. At is when it was
+// reported; a store never replaces a record's progress with an older one.
+type TaskProgress struct {
+	Done    int64     `json:"done"`
+	Total   int64     `json:"total,omitempty"`
+	Message string    `json:"message,omitempty"`
+	At      time.Time `json:"at,omitzero"`
+}
+
+// valid reports whether p (nil is valid: no progress) has counts a task
+// could report.
+func (p *TaskProgress) valid() bool {
+	return p == nil || p.Done >= 0 && p.Total >= 0 && (p.Total == 0 || p.Done <= p.Total)
+}
+
+// WithProgressInterval sets how often, at most, one task's progress
+// (Task.ReportProgress) is written to the Store. The first report is
+// written at once; later ones within the interval are folded into one
+// trailing write when it has passed, and the last one also into the task's
+// terminal record, so the latest value always reaches the Store. 0 writes
+// every report, though still never more than one write per task at a time.
+// A negative d makes New fail. Default DefaultProgressInterval.
+func WithProgressInterval(d time.Duration) Option {
+	return func(c *config) { c.progressInterval = d }
+}
+
+// progressState is a task's throttled progress writer. Guarded by the
+// task's emitMu.
+type progressState struct {
+	latest  *TaskProgress // the last report
+	written *TaskProgress // the last one written, or being written
+	last    time.Time     // when the last write started
+	busy    bool          // a write is in flight
+	timer   *time.Timer   // the trailing write, if one is scheduled
+	idle    chan struct{} // made by finish while a write is in flight; closed when it ends
+}
+
+// ReportProgress records how far the task has come: done out of total
+// (total 0 when the total is not known) and a short message, cut to
+// WithMaxMessageBytes. It is the typed form of progress: besides emitting a
+// custom event of type EventTypeProgress whose payload is the TaskProgress
+// (delivered, coalesced and kept as Owner.Progress like every Emit), it
+// keeps the value on the task's record (TaskMeta.Progress), where get_task,
+// list_tasks and the prompt view show it and where it survives a restart.
+// Owner.Progress is the latest custom event of any type, in memory, while
+// the task runs here; TaskMeta.Progress is only what ReportProgress
+// reported, in the Store.
+//
+// The record is written at most once per WithProgressInterval, in another
+// goroutine: ReportProgress never waits for the Store. The latest value
+// always reaches the record, at the latest with the terminal record. A
+// write that fails is logged and superseded by the next.
+//
+// A negative done or total, or done above a non-zero total, returns an
+// error matching ErrInvalidArgument and records nothing. Once the function
+// has returned, it returns ErrTaskEnded. Safe for concurrent use; the
+// latest call wins.
+func (t *Task) ReportProgress(done, total int64, message string) error {
+	if done < 0 || total < 0 || total > 0 && done > total {
+		return invalidArgument("progress %d of %d: need 0 <= done and, with a total, done <= total", done, total)
+	}
+	message, _ = truncateText(message, t.m.cfg.caps.message)
+	p := &TaskProgress{Done: done, Total: total, Message: message, At: now()}
+	if err := t.Emit(EventTypeProgress, p); err != nil {
+		return err
+	}
+	t.emitMu.Lock()
+	defer t.emitMu.Unlock()
+	if t.ended {
+		return ErrTaskEnded
+	}
+	st := t.progressState()
+	if st.latest != nil && p.At.Before(st.latest.At) {
+		return nil // a concurrent later report won
+	}
+	st.latest = p
+	t.m.kickProgress(t, st)
+	return nil
+}
+
+// progressState returns the task's progress writer, made on first use.
+// Called with emitMu held.
+func (t *Task) progressState() *progressState {
+	r := t.rareState()
+	if r.prog == nil {
+		r.prog = new(progressState)
+	}
+	return r.prog
+}
+
+// kickProgress starts a write of the latest progress if none is in flight
+// or scheduled and the interval since the last one has passed, or else
+// schedules one for when it has. Called with t.emitMu held.
+func (m *Manager) kickProgress(t *Task, st *progressState) {
+	if st.busy || st.timer != nil || t.ended || st.latest == st.written {
+		return
+	}
+	if wait := st.last.Add(m.cfg.progressInterval).Sub(time.Now()); wait > 0 && !st.last.IsZero() {
+		st.timer = time.AfterFunc(wait, func() { m.progressDue(t) })
+		return
+	}
+	st.busy, st.last, st.written = true, time.Now(), st.latest
+	go m.writeProgress(t, st.latest)
+}
+
+// progressDue is the trailing write's timer.
+func (m *Manager) progressDue(t *Task) {
+	t.emitMu.Lock()
+	st := t.rare.Load().prog
+	st.timer = nil
+	if t.ended || st.busy || st.latest == st.written {
+		t.emitMu.Unlock()
+		return
+	}
+	st.busy, st.last, st.written = true, time.Now(), st.latest
+	p := st.latest
+	t.emitMu.Unlock()
+	m.writeProgress(t, p)
+}
+
+// writeProgress writes p to the task's record with an update that carries
+// no status, so it changes nothing but the progress, then starts the next
+// write if a newer report came meanwhile.
+func (m *Manager) writeProgress(t *Task, p *TaskProgress) {
+	u := TaskMeta{ID: t.rec.ID, Owner: t.rec.Owner, Progress: p} // attempt 0, the Manager's: a reaper's later attempt fences it out
+	if err := m.store.Commit(context.Background(), u.Owner, Upsert(u)); err != nil {
+		m.log.Warn("bgtask: progress not recorded", "task_id", u.ID, "err", err)
+	}
+	t.emitMu.Lock()
+	defer t.emitMu.Unlock()
+	st := t.rare.Load().prog
+	st.busy = false
+	if st.idle != nil {
+		close(st.idle)
+		st.idle = nil
+	}
+	m.kickProgress(t, st)
+}
+
+// settleProgress stops the task's progress writer once the function has
+// returned (t.ended is set), waiting for a write in flight, and returns the
+// latest progress for the terminal record, or nil.
+func (t *Task) settleProgress() *TaskProgress {
+	r := t.rare.Load()
+	if r == nil {
+		return nil
+	}
+	t.emitMu.Lock()
+	st := r.prog
+	if st == nil {
+		t.emitMu.Unlock()
+		return nil
+	}
+	if st.timer != nil && st.timer.Stop() {
+		st.timer = nil
+	}
+	var idle chan struct{}
+	if st.busy {
+		st.idle = make(chan struct{})
+		idle = st.idle
+	}
+	p := st.latest
+	t.emitMu.Unlock()
+	if idle != nil {
+		<-idle
+	}
+	return p
+}
