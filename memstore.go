@@ -178,15 +178,14 @@ func (s *MemoryStore) commitOne(ctx context.Context, u *TaskMeta, own *memEntry)
 	return nil
 }
 
-// commitEdit copies rec, a record kept by commitOne, into u, changes u
-// with edit and commits it, all under one lock. It is commitOne for the
-// Manager's own records, which are valid by construction (edit sets a
-// known status); edit must not call the store.
-func (s *MemoryStore) commitEdit(rec, u *TaskMeta, edit func(*TaskMeta)) {
+// commitEdit copies rec, a record kept by commitOne, into u, applies edit
+// and commits it, all under one lock. It is commitOne for the Manager's
+// own terminal records, which are valid by construction.
+func (s *MemoryStore) commitEdit(rec, u *TaskMeta, edit *terminalEdit) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	*u = *rec
-	edit(u)
+	edit.apply(u)
 	s.clock = u.FinishedAt
 	o := s.owner(u.Owner)
 	s.upsert(o, u, nil, time.Time{})

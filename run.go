@@ -158,28 +158,17 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	stack, _ := truncateText(out.stack, m.cfg.caps.err)
 	end := now()
 	var u TaskMeta
-	var from TaskStatus
-	edit := func(u *TaskMeta) {
-		from = u.Status
-		u.Status, u.Result, u.FinishedAt, u.ErrorKind = out.status, out.result, end, out.kind
-		u.Input = nil // an open request ends with the task
-		if out.status == StatusCancelled {
-			u.CancelReason = reason
-		}
-		if prog != nil {
-			u.Progress = prog // the latest report is never lost to the throttle
-		}
-		u.Error, u.Stack = errText, stack
-	}
+	edit := terminalEdit{out: *out, end: end, reason: reason, errText: errText, stack: stack, prog: prog}
 	var commitErr error
 	if fg { // rare: the record is marked before the commit
 		m.readRecord(t, &u)
-		edit(&u)
+		edit.apply(&u)
 		m.answeredInForeground(&u)
 		commitErr = m.commitUpdate(t, &u)
 	} else {
-		commitErr = m.commitEdit(t, &u, edit)
+		commitErr = m.commitEdit(t, &u, &edit)
 	}
+	from := edit.from
 	if commitErr == nil {
 		m.notify(from, &u)
 	}
@@ -197,6 +186,29 @@ func (m *Manager) finish(t *Task, out *outcome) {
 		m.deliverTerminal(&u)
 	}
 	m.retire(t)
+}
+
+// terminalEdit is what finish writes on a task's record: its outcome.
+type terminalEdit struct {
+	out                    outcome
+	end                    time.Time
+	reason, errText, stack string
+	prog                   *TaskProgress
+	from                   TaskStatus // set by apply: the status it replaced
+}
+
+// apply writes the outcome on u, a copy of the current record.
+func (e *terminalEdit) apply(u *TaskMeta) {
+	e.from = u.Status
+	u.Status, u.Result, u.FinishedAt, u.ErrorKind = e.out.status, e.out.result, e.end, e.out.kind
+	u.Input = nil // an open request ends with the task
+	if e.out.status == StatusCancelled {
+		u.CancelReason = e.reason
+	}
+	if e.prog != nil {
+		u.Progress = e.prog // the latest report is never lost to the throttle
+	}
+	u.Error, u.Stack = e.errText, e.stack
 }
 
 // reportCommitFailure tells the owner that the terminal record of a task
