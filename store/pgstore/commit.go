@@ -8,6 +8,7 @@ import (
 	"github.com/bgtask/bgtask"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // errRace means a row changed between the locking read and the write (only
@@ -20,10 +21,20 @@ const maxRetries = 8
 
 // Commit implements bgtask.Store. It is one transaction: the rows the
 // actions touch are locked (SELECT ... FOR UPDATE), bgtask.ApplyAction runs
-// on them, and the rows that changed are written in one statement, each a
-// compare-and-set on its version, then retention runs if a record turned
-// terminal. A row of another owner with the same id is left alone (that
-// task is dropped from the actions).
+// on them, and the rows that changed are written, each a compare-and-set
+// on its version, then retention runs if a record turned terminal; two
+// round trips in all. A commit that only adds new queued or running
+// records takes one round trip (its insert fails, and it takes the long
+// way, if one of its ids exists). A row of another owner with the same id
+// is left alone (that task is dropped from the actions).
+//
+// Commits that callers make at the same time are grouped: one transaction
+// writes the actions of several callers, owners and tasks, applied in the
+// order the callers arrived, and each caller gets its own result. When a
+// group fails, each of its callers commits alone, so one caller's bad
+// action fails that caller only. A caller whose ctx ends while it waits
+// for a group returns ctx's error and nothing of it is written; once its
+// group is under way it waits for that group's outcome.
 //
 // On a started Store every Commit is fenced. It returns an error matching
 // ErrInstanceLost, and writes nothing, once the instance lost its
@@ -46,91 +57,79 @@ func (s *Store) Commit(ctx context.Context, owner string, actions ...bgtask.Acti
 	if err := s.checkFence(); err != nil {
 		return err
 	}
+	r := &commitReq{ctx: ctx, owner: owner, actions: actions}
+	r.ids, r.replace = touched(actions)
+	return s.submit(r)
+}
+
+// commitRetry commits reqs in one transaction, starting over after a race.
+func (s *Store) commitRetry(ctx context.Context, reqs []*commitReq) error {
 	for try := 0; ; try++ {
-		err := s.commitOnce(ctx, owner, actions)
+		err := s.commitTx(ctx, reqs)
 		if !errors.Is(err, errRace) || try == maxRetries {
 			return err
 		}
 	}
 }
 
-func (s *Store) commitOnce(ctx context.Context, owner string, actions []bgtask.Action) error {
-	ids, replace := touched(actions)
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("pgstore: commit: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, err := s.lockRows(ctx, tx, owner, ids, replace)
-	if err != nil {
-		return err
-	}
-	snap := bgtask.Snapshot{Tasks: make(map[string]bgtask.TaskMeta, len(rows))}
-	before := make(map[string]row, len(rows))
-	var foreign map[string]bool
-	for _, r := range rows {
-		if r.meta.Owner != owner {
-			if foreign == nil {
-				foreign = make(map[string]bool)
+// commitTx commits reqs in one transaction: the one-round-trip insert when
+// they only add new records, else the lock, apply, write way.
+func (s *Store) commitTx(ctx context.Context, reqs []*commitReq) error {
+	if w, one, ok := s.freshInserts(reqs); ok {
+		err := s.insertFresh(ctx, w, one)
+		if !errors.Is(err, errRace) {
+			if err == nil {
+				s.noteWritten(w)
 			}
-			foreign[r.meta.ID] = true
-			continue
+			return s.keyConflict(ctx, reqs, w, err)
 		}
-		snap.Tasks[r.meta.ID] = r.meta
-		before[r.meta.ID] = r
+		// An id exists: take the long way, which reads it.
 	}
-	for _, a := range actions {
-		if foreign != nil {
-			a = withoutForeign(a, foreign)
-		}
-		bgtask.ApplyAction(&snap, a)
-	}
-	var w writes
-	turnedTerminal := false
-	for id, next := range snap.Tasks {
-		old, ok := before[id]
-		switch {
-		case !ok:
-			w.put(&next, 0)
-			turnedTerminal = turnedTerminal || next.Status.IsTerminal()
-		case !sameMeta(&old.meta, &next):
-			w.put(&next, old.version)
-			turnedTerminal = turnedTerminal || next.Status.IsTerminal() && !old.meta.Status.IsTerminal()
-		}
-	}
-	for id, old := range before {
-		if _, ok := snap.Tasks[id]; !ok {
-			w.del(id, old.version)
-		}
-	}
-	if w.empty() {
-		return nil // nothing changed: the rollback releases the locks
-	}
-	if err := execWrites(ctx, tx, &w); err != nil {
-		if isKeyConflict(err) {
-			tx.Rollback(context.WithoutCancel(ctx))
-			return s.duplicateKey(ctx, owner, &w.ins, err)
-		}
-		return err
-	}
-	if turnedTerminal {
-		if err := s.retain(ctx, tx, owner); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
 		return fmt.Errorf("pgstore: commit: %w", err)
 	}
+	defer conn.Release()
+	locked, err := s.lockRows(ctx, conn, reqs)
+	if err != nil {
+		abort(ctx, conn)
+		return err
+	}
+	w, retain, err := applyAll(locked, reqs)
+	if err != nil || w.empty() {
+		abort(ctx, conn) // nothing changed: the rollback releases the locks
+		return err
+	}
+	if err := s.writeRows(ctx, conn, w, retain); err != nil {
+		abort(ctx, conn)
+		conn.Release()
+		return s.keyConflict(ctx, reqs, w, err)
+	}
+	s.noteWritten(w)
 	return nil
 }
 
-// execWrites sends the inserts, updates and deletes in one round trip
-// and checks that every row was written.
-func execWrites(ctx context.Context, tx pgx.Tx, w *writes) error {
-	var (
-		b    pgx.Batch
-		want []int
-	)
+// keyConflict turns err, when it is the refusal of an idempotency key, into
+// the error that names the record holding the key; for a group, whose
+// callers then commit alone, it stays as it is.
+func (s *Store) keyConflict(ctx context.Context, reqs []*commitReq, w *writes, err error) error {
+	if err == nil || len(reqs) != 1 || !isKeyConflict(err) {
+		return err
+	}
+	return s.duplicateKey(ctx, reqs[0].owner, &w.ins, err)
+}
+
+// abort rolls back the transaction conn is in, if any. A connection the
+// rollback fails on is not idle, and the pool drops it.
+func abort(ctx context.Context, conn *pgxpool.Conn) {
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+}
+
+// queueWrites adds the inserts, updates and deletes of w to b and
+// returns how many rows each must write.
+func queueWrites(b *pgx.Batch, w *writes) (want []int) {
 	if n := len(w.ins.id); n > 0 {
 		b.Queue(insertSQL, w.ins.args()...)
 		want = append(want, n)
@@ -143,23 +142,47 @@ func execWrites(ctx context.Context, tx pgx.Tx, w *writes) error {
 		b.Queue(deleteSQL, w.delID, w.delVersion)
 		want = append(want, n)
 	}
-	br := tx.SendBatch(ctx, &b)
+	return want
+}
+
+// readWrites reads the results of queueWrites: errRace when an insert met
+// an id taken meanwhile or a row was not written.
+func readWrites(br pgx.BatchResults, want []int) error {
 	race := false
 	for _, n := range want {
 		tag, err := br.Exec()
 		if err != nil {
-			br.Close()
-			return fmt.Errorf("pgstore: commit: %w", err)
+			return commitErr(err)
 		}
 		race = race || tag.RowsAffected() != int64(n)
-	}
-	if err := br.Close(); err != nil {
-		return fmt.Errorf("pgstore: commit: %w", err)
 	}
 	if race {
 		return errRace
 	}
 	return nil
+}
+
+// commitErr wraps a database error of a commit; a unique violation of the
+// primary key (a concurrent insert of the same new id) is errRace.
+func commitErr(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "bgtask_tasks_pkey" {
+		return errRace
+	}
+	return fmt.Errorf("pgstore: commit: %w", err)
+}
+
+// execWrites sends the inserts, updates and deletes in one round trip
+// and checks that every row was written.
+func execWrites(ctx context.Context, tx pgx.Tx, w *writes) error {
+	var b pgx.Batch
+	want := queueWrites(&b, w)
+	br := tx.SendBatch(ctx, &b)
+	err := readWrites(br, want)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = commitErr(cerr)
+	}
+	return err
 }
 
 // touched returns the ids the actions name, and whether one of them is a
@@ -217,72 +240,6 @@ const (
 // retainAgeBatch bounds the aged rows one commit deletes, so a commit after
 // a long pause does not pay for the whole backlog.
 const retainAgeBatch = 100
-
-// lockRows checks the fence of a started Store (see Commit) and reads and
-// locks the rows a commit touches: those the actions name, and with
-// replace every row of the owner, in one round trip. Two statements rather
-// than one with "OR owner = $2", which no single index serves.
-func (s *Store) lockRows(ctx context.Context, tx pgx.Tx, owner string, ids []string, replace bool) ([]row, error) {
-	var b pgx.Batch
-	fence := s.queueFence(&b)
-	first := b.Len()
-	b.Queue(lockByIDSQL, ids)
-	if replace {
-		b.Queue(lockByOwnerSQL, owner)
-	}
-	br := tx.SendBatch(ctx, &b)
-	defer br.Close()
-	if fence != nil {
-		if err := fence(br); err != nil {
-			return nil, err
-		}
-	}
-	var rows []row
-	var seen map[string]bool // only a ReplaceAll reads a row twice
-	for i := range b.Len() - first {
-		rs, err := br.Query()
-		if err != nil {
-			return nil, fmt.Errorf("pgstore: commit: %w", err)
-		}
-		got, err := collect(rs)
-		if err != nil {
-			return nil, err
-		}
-		if i == 0 {
-			rows = got
-			continue
-		}
-		if seen == nil {
-			seen = make(map[string]bool, len(rows))
-			for _, r := range rows {
-				seen[r.meta.ID] = true
-			}
-		}
-		for _, r := range got {
-			if !seen[r.meta.ID] {
-				rows = append(rows, r)
-			}
-		}
-	}
-	if err := br.Close(); err != nil {
-		return nil, fmt.Errorf("pgstore: commit: %w", err)
-	}
-	return rows, nil
-}
-
-// retain deletes the owner's terminal rows beyond the count limit, and
-// terminal rows older than the age limit.
-func (s *Store) retain(ctx context.Context, tx pgx.Tx, owner string) error {
-	var b pgx.Batch
-	b.Queue(retainCountSQL, owner, s.cfg.retainPerOwner)
-	if s.cfg.retainFor > 0 {
-		b.Queue(retainAgeSQL, s.cfg.retainFor.Microseconds(), retainAgeBatch)
-	}
-	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-		return fmt.Errorf("pgstore: retention: %w", err)
-	}
-	return nil
-}
 
 // keyIndex is the unique index on an owner's idempotency keys.
 const keyIndex = "bgtask_tasks_idempotency"

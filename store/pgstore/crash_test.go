@@ -28,7 +28,7 @@ var (
 )
 
 // buildHelper builds internal/instancehelper once per test binary.
-func buildHelper(t *testing.T) string {
+func buildHelper(t testing.TB) string {
 	t.Helper()
 	helperOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "bgtask-helper-")
@@ -60,7 +60,7 @@ func removeHelper() {
 
 // instance is a running instancehelper process.
 type instance struct {
-	t     *testing.T
+	t     testing.TB
 	id    string
 	cmd   *exec.Cmd
 	in    io.WriteCloser
@@ -71,7 +71,7 @@ type instance struct {
 // startInstance runs the helper as runtime instance id with n tasks of
 // owner, and waits until it is ready. It is killed at the end of the test
 // if it still runs.
-func startInstance(t *testing.T, dsn, id, owner string, n int, extra ...string) *instance {
+func startInstance(t testing.TB, dsn, id, owner string, n int, extra ...string) *instance {
 	t.Helper()
 	args := append([]string{"-dsn", dsn, "-instance", id, "-owner", owner, "-tasks", fmt.Sprint(n)}, extra...)
 	cmd := exec.Command(buildHelper(t), args...)

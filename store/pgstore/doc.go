@@ -7,7 +7,9 @@
 // bgtask_schema_migrations). Every Commit is one transaction in which the
 // shared reducer bgtask.ApplyAction runs on locked rows, and every write is
 // a compare-and-set on a version, so the lifecycle invariants hold across
-// processes.
+// processes. Commits made at the same time, by any owners, share one
+// transaction (each caller still gets its own result), and a commit that
+// only adds new running or queued records is a single statement.
 //
 // Start registers a Manager's runtime instance and runs, until Close:
 //

@@ -3,6 +3,8 @@ package pgstore
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/bgtask/bgtask"
 )
 
 // The statements a commit and the reaper run, for plan_test.go.
@@ -27,3 +29,23 @@ func FakeClock(s *Store) (advance func(d time.Duration)) {
 	s.clock = func() time.Time { return s.base.Add(time.Duration(offset.Load())) }
 	return func(d time.Duration) { offset.Add(int64(d)) }
 }
+
+// QueuedCommits is how many Commits wait for a group.
+func QueuedCommits(s *Store) int {
+	s.group.mu.Lock()
+	defer s.group.mu.Unlock()
+	return len(s.group.queue)
+}
+
+// Groups is how many groups of more than one Commit were committed in one
+// transaction, and how many Commits they held.
+func Groups(s *Store) (groups, commits int64) { return s.groups.Load(), s.grouped.Load() }
+
+// MaxInFlight is how many commit transactions of a Store run at once.
+const MaxInFlight = maxInFlight
+
+// InsertOneFencedSQL is a started Store's statement for a spawn's commit,
+// and OneArgs its arguments for m, less the instance.
+const InsertOneFencedSQL = insertOneFencedSQL
+
+func OneArgs(m *bgtask.TaskMeta) []any { return oneArgs(m) }

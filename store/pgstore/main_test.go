@@ -44,7 +44,7 @@ func openStoreDSN(t *testing.T, params string, opts ...pgstore.Option) (*pgstore
 }
 
 // sqlExec runs statements on a connection of its own.
-func sqlExec(t *testing.T, dsn, sql string, args ...any) int64 {
+func sqlExec(t testing.TB, dsn, sql string, args ...any) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

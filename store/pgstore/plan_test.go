@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/jackc/pgx/v5"
 )
@@ -41,6 +42,7 @@ func TestPlansUseIndexes(t *testing.T) {
 		INSERT INTO bgtask_instances VALUES ('inst_0', now(), now(), 'alive'), ('inst_1', now(), now(), 'dead')`); err != nil {
 		t.Fatal(err)
 	}
+	spawned := rec("task_spawned", "owner_3", bgtask.StatusRunning)
 	stmts := []struct {
 		name string
 		sql  string
@@ -52,6 +54,7 @@ func TestPlansUseIndexes(t *testing.T) {
 		{"retain age", pgstore.RetainAgeSQL, []any{int64(3600e6), 100}},
 		{"reap tasks", pgstore.ReapTasksSQL, []any{500}},
 		{"list tagged", pgstore.ListTaggedSQL, []any{"owner_3", []string{}, "t"}},
+		{"insert one fenced", pgstore.InsertOneFencedSQL, append(pgstore.OneArgs(&spawned), "inst_0")},
 	}
 	for _, stats := range []string{"none", "analyzed"} {
 		if stats == "analyzed" {

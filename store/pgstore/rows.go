@@ -224,9 +224,10 @@ const unnestSQL = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::te
 // terminalSQL is true for a row of x whose status is terminal.
 const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupted')`
 
-// insertSQL inserts new rows; an id taken meanwhile is not inserted (the
-// caller sees the count and starts over). terminal_at, the clock of
-// retention, is stamped by the database when a row first turns terminal.
+// insertSQL inserts new rows; an id taken meanwhile is a unique violation
+// that aborts the transaction (the caller starts over). terminal_at, the
+// clock of retention, is stamped by the database when a row first turns
+// terminal.
 const insertSQL = `INSERT INTO bgtask_tasks (id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
@@ -237,8 +238,16 @@ const insertSQL = `INSERT INTO bgtask_tasks (id, owner, task_type, name, descrip
 		ARRAY(SELECT jsonb_array_elements_text(x.tags::jsonb)), error_kind, cancel_reason,
 		progress, idempotency_key,
 		CASE WHEN ` + terminalSQL + ` THEN clock_timestamp() END
-	FROM ` + unnestSQL + `
-	ON CONFLICT (id) DO NOTHING`
+	FROM ` + unnestSQL
+
+// insertFencedSQL is insertSQL as one statement with the fence of a
+// started Store: it locks the registration of instance $29 against being
+// declared dead (as fenceSQL does), inserts nothing unless it is alive,
+// and returns its state and the rows inserted.
+const insertFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $29 FOR KEY SHARE),
+	i AS (` + insertSQL + `
+		WHERE (SELECT state FROM f) = 'alive' RETURNING 1)
+	SELECT coalesce((SELECT state FROM f), 'missing'), (SELECT count(*) FROM i)`
 
 // updateSQL writes the fields the reducer may change, each row only if it
 // still has the version that was read (a compare-and-set), and bumps it.
@@ -256,3 +265,49 @@ const updateSQL = `UPDATE bgtask_tasks t SET description = x.description, status
 // deleteSQL deletes rows compared-and-set on their version.
 const deleteSQL = `DELETE FROM bgtask_tasks t USING unnest($1::text[], $2::bigint[]) AS y(id, version)
 	WHERE t.id = y.id AND t.version = y.version`
+
+// insertOneCols are the columns insertOneSQL writes, in oneArgs' order.
+const insertOneCols = `id, owner, task_type, name, description, status, error, stack, result,
+		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
+		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
+		progress, idempotency_key`
+
+// insertOneVals are insertOneSQL's values, typed (a SELECT list does not
+// take its types from the columns it is inserted into).
+const insertOneVals = `$1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text,
+		$10::timestamptz, $11::timestamptz, $12::timestamptz, $13::text, $14::text, $15::text,
+		$16::text, $17::boolean, $18::text, $19::bigint, $20::text, $21::text, $22::text, $23::text[], $24::text, $25::text,
+		$26::text, $27::text`
+
+// insertOneSQL inserts one new record that is not terminal: the common
+// commit of a spawn, without the arrays of insertSQL.
+const insertOneSQL = `INSERT INTO bgtask_tasks (` + insertOneCols + `) VALUES (` + insertOneVals + `)`
+
+// insertOneFencedSQL is insertOneSQL fenced like insertFencedSQL, the
+// instance being $28.
+const insertOneFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $28 FOR KEY SHARE),
+	i AS (INSERT INTO bgtask_tasks (` + insertOneCols + `) SELECT ` + insertOneVals + `
+		WHERE (SELECT state FROM f) = 'alive' RETURNING 1)
+	SELECT coalesce((SELECT state FROM f), 'missing'), (SELECT count(*) FROM i)`
+
+// oneArgs are the arguments of insertOneSQL for m.
+func oneArgs(m *bgtask.TaskMeta) []any {
+	var inID, inPrompt pgtype.Text
+	if m.Input != nil {
+		inID, inPrompt = pgtype.Text{String: m.Input.ID, Valid: true}, pgtype.Text{String: m.Input.Prompt, Valid: true}
+	}
+	tags := m.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	var progress pgtype.Text
+	if m.Progress != nil {
+		b, _ := json.Marshal(m.Progress) // numbers, a string and a time always encode
+		progress = pgtype.Text{String: string(b), Valid: true}
+	}
+	return []any{m.ID, m.Owner, m.Type, m.Name, m.Description, string(m.Status), m.Error, m.Stack,
+		pgtype.Text{String: string(m.Result), Valid: m.Result != nil},
+		toTS(m.CreatedAt), toTS(m.StartedAt), toTS(m.FinishedAt), m.Parent.TaskID, m.Parent.RunID, m.Parent.CallID,
+		m.Parent.AgentID, m.Detached, m.Instance, m.Attempt, string(m.Wake), inID, inPrompt, tags, string(m.ErrorKind), m.CancelReason,
+		progress, m.IdempotencyKey}
+}

@@ -58,6 +58,13 @@ type Store struct {
 	lost     atomic.Bool   // the started instance lost its registration: refuse writes
 	lostWake chan struct{} // tells the heartbeat loop that a write found the instance lost
 
+	group   grouper      // the commits waiting for a transaction
+	groups  atomic.Int64 // groups of several commits committed in one transaction
+	grouped atomic.Int64 // the commits they held
+
+	knownMu sync.Mutex      // guards known
+	known   map[string]bool // ids this Store wrote not terminal: see freshInserts
+
 	mu      sync.Mutex // guards the fields below
 	closed  bool
 	started bool
@@ -120,8 +127,10 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	now := time.Now()
-	return &Store{pool: pool, bg: bg, cfg: cfg, log: cfg.logger, clock: time.Now, base: now,
-		lostWake: make(chan struct{}, 1)}, nil
+	s := &Store{pool: pool, bg: bg, cfg: cfg, log: cfg.logger, clock: time.Now, base: now,
+		lostWake: make(chan struct{}, 1), known: make(map[string]bool)}
+	s.group.limit = int(min(maxInFlight, pc.MaxConns))
+	return s, nil
 }
 
 // Close stops what Start started, marks the instance stopped (so any

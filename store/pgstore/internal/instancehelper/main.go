@@ -8,6 +8,15 @@
 //	spawn         spawns one more task like the first; prints "spawned <id>" or "spawn failed <error>"
 //	load <n> <w>  spawns n tasks of -owner that return at once, w at a time, each
 //	              waited for; prints "load <completed> <other ends> <spawn errors> <first problem or ok>"
+//	cluster <seconds> <owners> <workers>
+//	              for that long, workers goroutines per owner (owners -owner_0,
+//	              -owner_1, ...) each spawn a task and wait for it, again and
+//	              again: mostly short tasks, one in ten long (100ms), one in ten a
+//	              sub-agent that spawns a child and waits for it; prints
+//	              "cluster <tasks> <children> <not completed> <owners' terminal
+//	              notices not exactly one> <commits> <commit p50 µs> <commit p99 µs>
+//	              <elapsed ms> <children's notices in the owners' inboxes>
+//	              <first problem or ok>"
 //	keyed <n> <w> spawns tasks of -owner with idempotency keys key-0 … key-<n-1>, w at a time,
 //	              waits for those it runs, and prints "keyed <json>": the id each spawn
 //	              returned by key, the keys whose function ran here, and spawn errors
@@ -57,7 +66,8 @@ func run() error {
 		return err
 	}
 	defer s.Close()
-	m, err := bgtask.New(bgtask.WithStore(s), bgtask.WithInstance(*instance))
+	ts := &timedStore{Store: s}
+	m, err := bgtask.New(bgtask.WithStore(ts), bgtask.WithInstance(*instance))
 	if err != nil {
 		return err
 	}
@@ -109,6 +119,15 @@ func run() error {
 				return err
 			}
 			fmt.Println(load(ctx, m.Owner(*owner), n, w))
+		case "cluster":
+			var (
+				secs            float64
+				owners, workers int
+			)
+			if _, err := fmt.Sscan(arg, &secs, &owners, &workers); err != nil {
+				return err
+			}
+			fmt.Println(cluster(ctx, m, ts, *owner, time.Duration(secs*float64(time.Second)), owners, workers))
 		case "keyed":
 			var n, w int
 			if _, err := fmt.Sscan(arg, &n, &w); err != nil {

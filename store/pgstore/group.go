@@ -1,0 +1,127 @@
+package pgstore
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/bgtask/bgtask"
+)
+
+// Group commit: concurrent Commits of one Store share transactions. At most
+// maxInFlight transactions of commits run at once (fewer if the pool is
+// smaller); a caller that finds them
+// all busy queues, and the caller whose transaction ends next hands the
+// queue (up to maxGroup callers) to the first caller in it, which commits
+// them as one group and hands on in turn. No goroutine is started.
+const (
+	maxInFlight = 4
+	maxGroup    = 256
+)
+
+// commitReq is one caller's Commit.
+type commitReq struct {
+	ctx     context.Context
+	owner   string
+	actions []bgtask.Action
+	ids     []string // the ids the actions name
+	replace bool     // an action is a ReplaceAll
+	done    chan outcome
+	err     error // the outcome, set by the group's leader
+}
+
+// outcome is what a queued caller is told: its result, or a group to lead.
+type outcome struct {
+	err   error
+	group []*commitReq
+}
+
+// grouper is the queue of a Store's waiting commits.
+type grouper struct {
+	limit   int        // groups in flight at most; set by Open
+	mu      sync.Mutex // guards the fields below
+	running int        // groups in flight
+	queue   []*commitReq
+}
+
+// submit commits r, alone when a transaction slot is free, else in the
+// group it waits for.
+func (s *Store) submit(r *commitReq) error {
+	g := &s.group
+	g.mu.Lock()
+	if g.running < g.limit {
+		g.running++
+		g.mu.Unlock()
+		return s.lead([]*commitReq{r}, r)
+	}
+	r.done = make(chan outcome, 1)
+	g.queue = append(g.queue, r)
+	g.mu.Unlock()
+	var o outcome
+	select {
+	case o = <-r.done:
+	case <-r.ctx.Done():
+		g.mu.Lock()
+		if i := slices.Index(g.queue, r); i >= 0 {
+			g.queue = slices.Delete(g.queue, i, i+1)
+			g.mu.Unlock()
+			return r.ctx.Err()
+		}
+		g.mu.Unlock()
+		o = <-r.done // taken into a group already: its outcome comes
+	}
+	if o.group != nil {
+		return s.lead(o.group, r)
+	}
+	return o.err
+}
+
+// lead commits group (which holds self), tells the others their results,
+// hands the queue on, and returns self's result.
+func (s *Store) lead(group []*commitReq, self *commitReq) error {
+	s.commitGroup(group)
+	for _, r := range group {
+		if r != self {
+			r.done <- outcome{err: r.err}
+		}
+	}
+	g := &s.group
+	g.mu.Lock()
+	if len(g.queue) == 0 {
+		g.running--
+		g.mu.Unlock()
+		return self.err
+	}
+	n := min(len(g.queue), maxGroup)
+	next := slices.Clone(g.queue[:n])
+	g.queue = slices.Delete(g.queue, 0, n)
+	g.mu.Unlock()
+	next[0].done <- outcome{group: next}
+	return self.err
+}
+
+// commitGroup sets each request's err. A lone request runs with its own
+// ctx. A group runs in one transaction that no single caller's ctx
+// cancels; if it fails, each request commits alone, with its own ctx.
+func (s *Store) commitGroup(group []*commitReq) {
+	if len(group) == 1 {
+		group[0].err = s.commitRetry(group[0].ctx, group)
+		return
+	}
+	err := s.commitRetry(context.WithoutCancel(group[0].ctx), group)
+	if err == nil {
+		s.groups.Add(1)
+		s.grouped.Add(int64(len(group)))
+		for _, r := range group {
+			r.err = nil
+		}
+		return
+	}
+	for _, r := range group {
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			continue
+		}
+		r.err = s.commitRetry(r.ctx, []*commitReq{r})
+	}
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store/pgstore"
+)
+
+// timedStore is the Store with every Commit's duration recorded.
+type timedStore struct {
+	*pgstore.Store
+	mu  sync.Mutex
+	lat []time.Duration
+}
+
+func (s *timedStore) Commit(ctx context.Context, owner string, actions ...bgtask.Action) error {
+	start := time.Now()
+	err := s.Store.Commit(ctx, owner, actions...)
+	d := time.Since(start)
+	s.mu.Lock()
+	s.lat = append(s.lat, d)
+	s.mu.Unlock()
+	return err
+}
+
+// take returns the durations recorded since the last take.
+func (s *timedStore) take() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.lat
+	s.lat = nil
+	return out
+}
+
+// cluster runs the load of the "cluster" command and reports it.
+func cluster(ctx context.Context, m *bgtask.Manager, ts *timedStore, prefix string, d time.Duration, owners, workers int) string {
+	ts.take()
+	var (
+		tasks, children, other atomic.Int64
+		seq                    atomic.Int64
+		mu                     sync.Mutex
+		problem                = "ok"
+		spawned                = map[string]bool{}
+		childIDs               = map[string]bool{}
+		notices                = map[string]int{}
+	)
+	note := func(msg string) {
+		mu.Lock()
+		if problem == "ok" {
+			problem = msg
+		}
+		mu.Unlock()
+	}
+	short := func(context.Context, *bgtask.Task) (any, error) { return "ok", nil }
+	long := func(ctx context.Context, _ *bgtask.Task) (any, error) {
+		select {
+		case <-time.After(100 * time.Millisecond):
+			return "ok", nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	agent := func(ctx context.Context, t *bgtask.Task) (any, error) {
+		ag, err := t.Agent()
+		if err != nil {
+			return nil, err
+		}
+		id, err := ag.Spawn(ctx, short)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		childIDs[id] = true
+		mu.Unlock()
+		meta, err := ag.Wait(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if meta.Status != bgtask.StatusCompleted {
+			return nil, fmt.Errorf("child %s ended %s", id, meta.Status)
+		}
+		children.Add(1)
+		return "ok", nil
+	}
+	drainCtx, stopDrain := context.WithCancel(ctx)
+	defer stopDrain()
+	var drainers, wg sync.WaitGroup
+	inboxes := make([]*bgtask.Inbox, owners)
+	count := func(evs []bgtask.Event) {
+		mu.Lock()
+		for _, ev := range evs {
+			if ev.Kind.IsTerminal() {
+				notices[ev.TaskID]++
+			}
+		}
+		mu.Unlock()
+	}
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	for k := range owners {
+		o := m.Owner(fmt.Sprintf("%s_%d", prefix, k))
+		ib, err := o.Inbox()
+		if err != nil {
+			return "cluster inbox: " + err.Error()
+		}
+		inboxes[k] = ib
+		drainers.Go(func() {
+			for ib.Wait(drainCtx) == nil {
+				count(ib.Drain())
+			}
+		})
+		for range workers {
+			wg.Go(func() {
+				for time.Now().Before(deadline) {
+					var (
+						id  string
+						err error
+					)
+					switch seq.Add(1) % 10 {
+					case 7:
+						id, err = o.Spawn(ctx, long)
+					case 9:
+						id, err = o.SpawnAgent(ctx, agent)
+					default:
+						id, err = o.Spawn(ctx, short)
+					}
+					if err != nil {
+						other.Add(1)
+						note("spawn: " + err.Error())
+						continue
+					}
+					mu.Lock()
+					spawned[id] = true
+					mu.Unlock()
+					meta, err := o.Wait(ctx, id)
+					switch {
+					case err != nil:
+						other.Add(1)
+						note("wait: " + err.Error())
+					case meta.Status != bgtask.StatusCompleted:
+						other.Add(1)
+						note(fmt.Sprintf("%s ended %s: %s", id, meta.Status, meta.Error))
+					default:
+						tasks.Add(1)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	// The terminal event follows the terminal record: give the last ones
+	// a moment (a hang guard, not a measure).
+	for range 200 {
+		mu.Lock()
+		n := len(notices)
+		mu.Unlock()
+		if n >= len(spawned) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopDrain()
+	drainers.Wait()
+	for _, ib := range inboxes {
+		count(ib.Drain())
+	}
+	bad := 0
+	for id := range spawned {
+		if notices[id] != 1 {
+			bad++
+		}
+	}
+	strays := 0 // notices of tasks the owners did not spawn: their children's
+	for id := range notices {
+		if !spawned[id] {
+			strays++
+			if !childIDs[id] {
+				bad++
+			}
+		}
+	}
+	lat := ts.take()
+	slices.Sort(lat)
+	q := func(f float64) int64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[int(f*float64(len(lat)-1))].Microseconds()
+	}
+	return fmt.Sprintf("cluster %d %d %d %d %d %d %d %d %d %s", tasks.Load(), children.Load(), other.Load(), bad,
+		len(lat), q(0.5), q(0.99), elapsed.Milliseconds(), strays, problem)
+}
