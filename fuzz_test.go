@@ -6,6 +6,8 @@ import (
 	"errors"
 	"maps"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -16,7 +18,7 @@ import (
 //
 //	op&3      0,1 upsert; 2 replace_all; 3 remove
 //	op>>2&1   replace_all: add a second task; remove: add a second id
-//	op>>3&1   replace_all: with no task at all
+//	op>>3&1   replace_all: with no task at all; remove: announce instead
 //	op>>4&1   the action's At is rt3 (else zero)
 //	op>>5&1   the (first) task carries an input request
 //	b1        id fzIDs[b1&3], owner fzOwners[(b1>>2)%3]
@@ -112,6 +114,9 @@ func fzOp(b []byte) Action {
 		if b[0]>>2&1 == 1 {
 			ids = append(ids, fzIDs[b[2]>>5&3])
 		}
+		if b[0]>>3&1 == 1 {
+			return Announce(ids...)
+		}
 		return Remove(ids...)
 	}
 }
@@ -158,6 +163,10 @@ func checkStep(prev, next Snapshot, a Action) string {
 			return "FinishedAt of " + id + " changed"
 		case n.Type != p.Type || n.Name != p.Name || n.Parent != p.Parent || n.Detached != p.Detached:
 			return "identity of " + id + " changed"
+		case p.Announced && !n.Announced:
+			return "Announced of " + id + " was cleared"
+		case !p.Announced && n.Announced && a.Op == OpUpsert && !a.Tasks[0].Announced:
+			return "an upsert without Announced marked " + id
 		case !n.Status.IsTerminal() && !n.FinishedAt.IsZero() && p.FinishedAt.IsZero():
 			return "non-terminal " + id + " got a FinishedAt"
 		}
@@ -166,6 +175,8 @@ func checkStep(prev, next Snapshot, a Action) string {
 		switch {
 		case n.Input != nil && n.Status != StatusAwaitingInput:
 			return "record " + id + " keeps an input request while " + string(n.Status)
+		case n.Announced && !n.Status.IsTerminal():
+			return "live record " + id + " is announced"
 		case a.At.IsZero() || a.Op != OpUpsert || id != a.Tasks[0].ID:
 		case reflect.DeepEqual(prev.Tasks[id], n):
 		case n.CreatedAt.IsZero(), n.Status != StatusQueued && n.StartedAt.IsZero(), n.Status.IsTerminal() && n.FinishedAt.IsZero():
@@ -184,6 +195,17 @@ func checkStep(prev, next Snapshot, a Action) string {
 		for id, n := range next.Tasks {
 			if p, ok := prev.Tasks[id]; !ok || !reflect.DeepEqual(p, n) {
 				return "remove touched " + id
+			}
+		}
+	case OpAnnounce:
+		if len(next.Tasks) != len(prev.Tasks) {
+			return "announce added or removed a record"
+		}
+		for id, n := range next.Tasks {
+			p, ok := prev.Tasks[id]
+			p.Announced = p.Announced || n.Status.IsTerminal() && slices.Contains(a.IDs, id)
+			if !ok || !reflect.DeepEqual(p, n) {
+				return "announce of " + strings.Join(a.IDs, ",") + " changed " + id + " beyond its mark"
 			}
 		}
 	case OpReplaceAll:
@@ -217,6 +239,8 @@ func FuzzApplyAction(f *testing.F) {
 	f.Add([]byte{0, 0, 25, 0, 1, 0, 0, 0, 10, 2, 5, 0, 0, 0, 26, 2, 5, 0})
 	// two records, replace_all with a merge, then remove both
 	f.Add([]byte{0, 0, 9, 0, 1, 0, 0, 1, 10, 2, 5, 0, 6, 1, 9, 0, 1, 0x10, 7, 0, 0x28, 0, 0, 0})
+	// a completed record announced, then an announce of a live one (dropped)
+	f.Add([]byte{0, 0, 10, 0, 1, 0, 11, 0, 0, 0, 0, 0, 0, 1, 9, 0, 1, 0, 11, 1, 0, 0, 0, 0})
 	// invalid records and another owner's update
 	f.Add([]byte{0, 0, 9, 0, 1, 0, 0, 8, 9, 0, 1, 0, 0, 0, 14, 0, 0, 0, 0, 0, 10, 4, 0, 0, 0, 4, 10, 2, 5, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {

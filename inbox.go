@@ -29,6 +29,10 @@ const DefaultHighWater = 256
 //     latest payload wins); terminal events are never coalesced.
 //   - Quiet events are queued and drained like any other, but do not wake
 //     Wait: an idle owner is not woken by progress alone.
+//   - With a durable Store, a host that drains an owner's inbox itself
+//     calls Owner.MarkAnnounced with the ids of the terminal events it
+//     takes, before it hands them on; otherwise the owner's next run
+//     after a restart announces them again.
 //
 // The zero value is not usable: call NewInbox, or let the Manager make one
 // per owner (Manager.Inbox). Safe for concurrent use.

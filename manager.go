@@ -65,6 +65,7 @@ type Manager struct {
 	msgs messageLog // recent messages per task, for Owner.Messages (history.go)
 
 	keys map[keyRef]*keyClaim // live keyed spawns (WithIdempotencyKey); guarded by mu
+	sent announced            // terminal events delivered and not yet marked announced (announce.go)
 }
 
 type ownerState struct {

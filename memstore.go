@@ -140,15 +140,28 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 	}
 	o := s.owner(owner)
 	for _, a := range actions {
-		if a.Op == OpUpsert {
+		switch a.Op {
+		case OpUpsert:
 			s.upsert(o, &a.Tasks[0], nil, a.At)
-		} else {
+		case OpAnnounce:
+			s.announce(owner, a.IDs)
+		default:
 			s.applySlow(owner, o, a)
 		}
 	}
 	s.retain(owner, o)
 	s.clock = time.Time{}
 	return nil
+}
+
+// announce is ApplyAction's Announce on the records in place: it touches
+// only the owner's terminal records among ids.
+func (s *MemoryStore) announce(owner string, ids []string) {
+	for _, id := range ids {
+		if e := s.byID[id]; e != nil && e.meta.Owner == owner && e.meta.Status.IsTerminal() {
+			e.meta.Announced = true
+		}
+	}
 }
 
 // commitOne is Commit of one upsert without the Action around it: the
@@ -381,7 +394,7 @@ func setMutable(cur, next *TaskMeta) bool {
 		cur.ErrorKind == next.ErrorKind && cur.CancelReason == next.CancelReason && cur.Stack == next.Stack && bytes.Equal(cur.Result, next.Result) && cur.Instance == next.Instance &&
 		cur.Attempt == next.Attempt && cur.CreatedAt.Equal(next.CreatedAt) &&
 		cur.StartedAt.Equal(next.StartedAt) && cur.FinishedAt.Equal(next.FinishedAt) && sameInput(cur.Input, next.Input) &&
-		sameProgress(cur.Progress, next.Progress) {
+		sameProgress(cur.Progress, next.Progress) && cur.Announced == next.Announced {
 		return false
 	}
 	cur.Description, cur.Status, cur.Error, cur.Stack = next.Description, next.Status, next.Error, next.Stack
@@ -390,6 +403,7 @@ func setMutable(cur, next *TaskMeta) bool {
 	cur.CreatedAt, cur.StartedAt, cur.FinishedAt = next.CreatedAt, next.StartedAt, next.FinishedAt
 	cur.Input = next.Input
 	cur.Progress = next.Progress
+	cur.Announced = next.Announced
 	return true
 }
 

@@ -55,12 +55,13 @@ type Plugin struct {
 	running   atomic.Bool // written with mu held
 	viewStale atomic.Bool
 
-	mu      sync.Mutex // guards the fields below; held by a phase, never while calling WithOnWake
-	run     RunInfo
-	inbox   *Inbox              // the inbox of the current run
-	older   []*Inbox            // inboxes replaced at RunStart that may still receive a send in flight
-	view    string              // the rendered prompt view, "" for no live tasks
-	drained map[string]struct{} // tasks whose terminal event Deliver handed out, until they retire
+	mu       sync.Mutex // guards the fields below; held by a phase, never while calling WithOnWake
+	run      RunInfo
+	inbox    *Inbox              // the inbox of the current run
+	older    []*Inbox            // inboxes replaced at RunStart that may still receive a send in flight
+	view     string              // the rendered prompt view, "" for no live tasks
+	drained  map[string]struct{} // tasks whose terminal event Deliver handed out, until they retire
+	unmarked []string            // tasks whose terminal event Deliver handed out but could not mark announced
 
 	lateMu sync.Mutex // guards late; the only lock an inbox's fallback takes
 	late   []Event    // events that reached a closed inbox of this owner
@@ -214,7 +215,7 @@ func (p *Plugin) RunStart(ctx context.Context, run RunInfo) error {
 	p.viewStale.Store(true)
 	p.running.Store(true)
 	p.mu.Unlock()
-	if _, err := p.m.Restore(ctx, p.owner.id); err != nil {
+	if _, err := p.m.Restore(ctx, p.owner.id); err != nil && !errors.Is(err, ErrCorrupt) { // corrupt records are logged and skipped
 		_ = p.RunEnd(ctx, RunOutcome{}) // no run: what arrives is kept for the next one
 		return fmt.Errorf("bgtask: plugin: restore: %w", err)
 	}
@@ -251,6 +252,13 @@ func (p *Plugin) keepLate(ev Event) {
 // interrupted), then the inbox. Each event becomes one PromptMessage; each
 // is delivered once. Deliver is the step-boundary drain; the loop also calls
 // it at a natural end and while suspended.
+//
+// Before it returns terminal events, Deliver marks them announced in the
+// Store, in one Commit (none when it hands out no terminal event), so that
+// after a crash the next run announces only what was never handed out. If
+// the mark fails, the events are returned all the same and the mark is
+// retried at the next call. A store's notice of a task already handed out
+// is dropped.
 func (p *Plugin) Deliver(ctx context.Context) ([]PromptMessage, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -277,6 +285,10 @@ func (p *Plugin) deliver(ctx context.Context) ([]PromptMessage, error) {
 		evs = ib.AppendDrain(evs)
 	}
 	evs = p.inbox.AppendDrain(evs)
+	if len(notices) > 0 {
+		evs = p.dropAnnounced(ctx, evs)
+	}
+	p.markAnnounced(ctx, evs)
 	if len(evs) == 0 {
 		return nil, nil
 	}
@@ -289,6 +301,56 @@ func (p *Plugin) deliver(ctx context.Context) ([]PromptMessage, error) {
 		msgs = append(msgs, p.render(&evs[i]))
 	}
 	return msgs, nil
+}
+
+// markAnnounced commits, before evs are handed out, that the owner took
+// the terminal events among them, with the marks a previous boundary could
+// not commit: one Commit, none when there is nothing to mark. When it
+// fails the events are handed out all the same (losing them would be worse
+// than announcing them again after a crash) and the marks are retried at
+// the next boundary. Called with p.mu held.
+func (p *Plugin) markAnnounced(ctx context.Context, evs []Event) {
+	ids := p.unmarked
+	for i := range evs {
+		if evs[i].Kind.IsTerminal() {
+			ids = append(ids, evs[i].TaskID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	if err := p.owner.MarkAnnounced(ctx, ids...); err != nil {
+		p.m.log.Warn("bgtask: plugin: announcement marks not committed; retried at the next boundary", "owner", p.owner.id, "tasks", len(ids), "err", err)
+		p.unmarked = ids
+		return
+	}
+	p.unmarked = nil
+}
+
+// dropAnnounced removes from evs the terminal events that were handed out
+// already: a SharedStore's notice of a task that Restore announced too, or
+// whose record is marked announced. Notices are rare (a reaper made them),
+// so the Get per notice costs nothing in the common path. Called with p.mu
+// held.
+func (p *Plugin) dropAnnounced(ctx context.Context, evs []Event) []Event {
+	seen := make(map[string]bool)
+	return slices.DeleteFunc(evs, func(ev Event) bool {
+		if !ev.Kind.IsTerminal() {
+			return false
+		}
+		if seen[ev.TaskID] {
+			return true // twice in this batch: a notice and a Restore's event
+		}
+		seen[ev.TaskID] = true
+		if _, handed := p.drained[ev.TaskID]; handed {
+			return true
+		}
+		if slices.Contains(p.unmarked, ev.TaskID) {
+			return true
+		}
+		meta, err := p.m.store.Get(ctx, ev.TaskID)
+		return err == nil && meta.Announced
+	})
 }
 
 // BeforeInference delivers what is waiting (see Deliver) and appends the

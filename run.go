@@ -164,8 +164,12 @@ func (m *Manager) finish(t *Task, out *outcome) {
 		m.readRecord(t, &u)
 		edit.apply(&u)
 		m.answeredInForeground(&u)
+		u.Announced = true // the foreground call returned it: a restart must not announce it
 		commitErr = m.commitUpdate(t, &u)
 	} else {
+		if t.rec.Wake != WakeSilent && m.durable() {
+			m.sent.add(t.rec.ID) // before the commit: a Restore meanwhile must not announce it too
+		}
 		commitErr = m.commitEdit(t, &u, &edit)
 	}
 	from := edit.from

@@ -3,6 +3,7 @@ package bgtask
 import (
 	"context"
 	"errors"
+	"iter"
 	"slices"
 	"sync"
 	"testing"
@@ -169,7 +170,7 @@ func TestPluginRunStartRestoreFailure(t *testing.T) {
 	}
 }
 
-// failingLoad is a MemoryStore whose Load fails while err is set.
+// failingLoad is a MemoryStore whose Load and List fail while err is set.
 type failingLoad struct {
 	*MemoryStore
 	err error
@@ -180,4 +181,11 @@ func (f *failingLoad) Load(ctx context.Context, owner string) (Snapshot, error) 
 		return Snapshot{}, f.err
 	}
 	return f.MemoryStore.Load(ctx, owner)
+}
+
+func (f *failingLoad) List(ctx context.Context, owner string, statuses ...TaskStatus) iter.Seq2[TaskMeta, error] {
+	if f.err != nil {
+		return func(yield func(TaskMeta, error) bool) { yield(TaskMeta{}, f.err) }
+	}
+	return f.MemoryStore.List(ctx, owner, statuses...)
 }

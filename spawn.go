@@ -132,12 +132,15 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	} else {
 		t.rec.Status, t.queued = StatusQueued, true
 	}
+	ctxDone := ctx.Err() != nil // a commit then changes nothing
 	if err := m.commitFirst(ctx, t, ent); err != nil {
 		m.abandon(t)
 		m.settleClaim(t, claim, false)
 		if dup, ok := errors.AsType[*DuplicateKeyError](err); ok && dup.Key == sc.key {
 			return dup.TaskID, nil // the owner has a task with this key: that one is the answer
 		}
+		// It may have been committed all the same: end the record.
+		m.settleFailedSpawn(*t.rec, err, ctxDone)
 		if ctx.Err() != nil { // say why the caller's context ended: a cancelled run, say
 			return "", fmt.Errorf("bgtask: spawn: %w", context.Cause(ctx))
 		}

@@ -154,6 +154,8 @@ type TaskMeta struct {
 	// Progress and idempotency (Task.ReportProgress, WithIdempotencyKey).
 	Progress       *TaskProgress `json:"progress,omitempty"`        // the latest progress the task reported
 	IdempotencyKey string        `json:"idempotency_key,omitempty"` // set at spawn, never changed
+	// durable announcements: set by Announce on a terminal record, never cleared
+	Announced bool `json:"announced,omitempty"` // the owner's loop took its terminal event
 }
 
 // InputRequest is a question a task asked its owner (Task.RequestInput). The
@@ -274,6 +276,7 @@ const (
 	OpUpsert     ActionOp = "upsert"      // insert or update one task
 	OpReplaceAll ActionOp = "replace_all" // make the snapshot hold exactly these tasks
 	OpRemove     ActionOp = "remove"      // forget terminal tasks (retention)
+	OpAnnounce   ActionOp = "announce"    // mark terminal tasks as announced to their owner
 )
 
 // Action is one update of a Snapshot. Build it with Upsert, ReplaceAll or
@@ -337,6 +340,12 @@ func ReplaceAll(tasks ...TaskMeta) Action { return Action{Op: OpReplaceAll, Task
 // a live task is never forgotten.
 func Remove(ids ...string) Action { return Action{Op: OpRemove, IDs: ids} }
 
+// Announce marks the terminal tasks among ids as announced: the owner's
+// loop has taken their terminal event, so a restart does not announce them
+// again. Ids of tasks that are not terminal, unknown, or another owner's
+// are dropped, not errors. The mark is never cleared.
+func Announce(ids ...string) Action { return Action{Op: OpAnnounce, IDs: ids} }
+
 // ValidateCommit reports why a Store must refuse Commit(ctx, owner,
 // actions...): ErrInvalidOwner for a blank owner, or an error matching
 // ErrInvalidAction (and ErrCorrupt, for a record no code could handle) that
@@ -356,7 +365,7 @@ func ValidateCommit(owner string, actions ...Action) error {
 
 // validate reports why a Store must refuse a, for the given owner.
 func (a *Action) validate(owner string) error {
-	if a.Op != OpUpsert && a.Op != OpReplaceAll && a.Op != OpRemove || a.Op == OpUpsert && len(a.Tasks) != 1 {
+	if a.Op != OpUpsert && a.Op != OpReplaceAll && a.Op != OpRemove && a.Op != OpAnnounce || a.Op == OpUpsert && len(a.Tasks) != 1 {
 		return a.invalid()
 	}
 	for i := range a.Tasks {
@@ -413,6 +422,10 @@ func otherOwner(t *TaskMeta, owner string) error {
 //	StartedAt          kept once set; else the update's, else At once the status is past queued
 //	FinishedAt         kept once set; else the update's, else At, but only once terminal
 //	Owner, Type, Name, Parent, Detached, Wake, Tags, IdempotencyKey: set at insert, never changed
+//	Owner, Type, Name, Parent, Detached, Wake, Tags: set at insert, never changed
+//	Announced          set by Announce on a terminal record, or by an update
+//	                   that carries it and leaves the record terminal; never
+//	                   cleared; a live record never has it
 //
 // So a terminal record is final: nothing that is set in it ever changes
 // (what its owner was told stays true), yet a same-status re-mirror or a
@@ -429,7 +442,8 @@ func otherOwner(t *TaskMeta, owner string) error {
 //
 // ReplaceAll merges the given records that are already present under the
 // same rules; its records must carry a status. Remove forgets terminal
-// records only. Invalid records (no id, no owner, unknown status, a result
+// records only. Announce sets Announced on the terminal records among its
+// ids and ignores the others. Invalid records (no id, no owner, unknown status, a result
 // that is not JSON) are dropped. ApplyAction never panics, blocks or keeps a
 // reference to a; it is not safe for concurrent use on one snapshot.
 func ApplyAction(s *Snapshot, a Action) {
@@ -457,6 +471,13 @@ func ApplyAction(s *Snapshot, a Action) {
 		for _, id := range a.IDs {
 			if m, ok := s.Tasks[id]; ok && m.Status.IsTerminal() {
 				delete(s.Tasks, id)
+			}
+		}
+	case OpAnnounce:
+		for _, id := range a.IDs {
+			if m, ok := s.Tasks[id]; ok && m.Status.IsTerminal() && !m.Announced {
+				m.Announced = true
+				s.Tasks[id] = m
 			}
 		}
 	}
@@ -494,6 +515,7 @@ func settleNew(m *TaskMeta, at time.Time) {
 	default:
 		m.Status = StatusAwaitingInput
 	}
+	m.Announced = m.Announced && m.Status.IsTerminal()
 	stamp(m, m, at)
 }
 
@@ -538,6 +560,9 @@ func mergeUpsert(cur, u *TaskMeta, at time.Time) bool {
 	if u.Input != nil && !next.IsTerminal() {
 		next = StatusAwaitingInput // asking for input is waiting for it
 	}
+	if u.Announced && next.IsTerminal() {
+		cur.Announced = true // ended and announced at once (an answer given in the foreground)
+	}
 	mergeProgress(cur, u)
 	cur.Status, cur.Attempt = next, u.Attempt
 	switch {
@@ -576,6 +601,7 @@ func enrich(cur, u *TaskMeta) {
 		p := *u.Progress
 		cur.Progress = &p
 	}
+	cur.Announced = cur.Announced || u.Announced
 }
 
 // mergeProgress takes u's progress into the live record cur unless u has

@@ -204,6 +204,41 @@ func TestApplyAction(t *testing.T) {
 			want: snapOf(running, rmeta("task_c", "o", StatusFailed), rmeta("task_q", "o", StatusQueued)),
 		},
 		{
+			name: "Announce marks only terminal ids",
+			prior: []Action{
+				Upsert(running),
+				Upsert(rmeta("task_b", "o", StatusCompleted)),
+				Upsert(rmeta("task_c", "o", StatusInterrupted)),
+				Upsert(rmeta("task_q", "o", StatusQueued)),
+			},
+			act: Announce("task_a", "task_b", "task_q", "task_unknown", "task_b"),
+			want: snapOf(running, with(rmeta("task_b", "o", StatusCompleted), func(m *TaskMeta) { m.Announced = true }),
+				rmeta("task_c", "o", StatusInterrupted), rmeta("task_q", "o", StatusQueued)),
+		},
+		{
+			name:  "an update never clears Announced",
+			prior: []Action{Upsert(completed), Announce("task_a")},
+			act:   Upsert(with(completed, func(m *TaskMeta) { m.Error = "late" })),
+			want:  snapOf(with(completed, func(m *TaskMeta) { m.Announced, m.Error = true, "late" })),
+		},
+		{
+			name:  "a live record never takes Announced from an update",
+			prior: []Action{Upsert(running)},
+			act:   Upsert(with(running, func(m *TaskMeta) { m.Announced = true })),
+			want:  snapOf(running),
+		},
+		{
+			name: "a live record is inserted without Announced",
+			act:  Upsert(with(running, func(m *TaskMeta) { m.Announced = true })),
+			want: snapOf(running),
+		},
+		{
+			name:  "ReplaceAll carries Announced onto a terminal record",
+			prior: []Action{Upsert(completed)},
+			act:   ReplaceAll(with(completed, func(m *TaskMeta) { m.Announced = true })),
+			want:  snapOf(with(completed, func(m *TaskMeta) { m.Announced = true })),
+		},
+		{
 			name:  "insert without id is dropped",
 			prior: []Action{Upsert(running)},
 			act:   Upsert(rmeta("", "o", StatusRunning)),
@@ -304,6 +339,7 @@ func TestActionJSON(t *testing.T) {
 		{Upsert(rmeta("task_a", "o", StatusRunning)), `{"op":"upsert","tasks":[{"task_id":"task_a","owner":"o","status":"running"}]}`},
 		{ReplaceAll(), `{"op":"replace_all"}`},
 		{Remove("task_a", "task_b"), `{"op":"remove","ids":["task_a","task_b"]}`},
+		{Announce("task_a"), `{"op":"announce","ids":["task_a"]}`},
 		{Action{Op: OpUpsert, Tasks: []TaskMeta{rmeta("task_a", "o", "")}, At: rt0},
 			`{"op":"upsert","tasks":[{"task_id":"task_a","owner":"o","status":""}],"at":"2025-01-02T03:04:05Z"}`},
 	}

@@ -37,7 +37,10 @@ type Store interface {
 	// List yields the owner's records whose status is one of statuses (all
 	// of them when none is given), oldest first (CreatedAt, then ID). A
 	// failure is yielded once, as the last pair, with a zero TaskMeta; an
-	// unknown status yields an error matching ErrInvalidStatus.
+	// unknown status yields an error matching ErrInvalidStatus. A stored
+	// record that cannot be decoded does not end the listing: every good
+	// record is yielded, then one error matching ErrCorrupt that names
+	// each corrupt record's id.
 	List(ctx context.Context, owner string, statuses ...TaskStatus) iter.Seq2[TaskMeta, error]
 	// Children yields the records whose Parent.TaskID is id, whatever their
 	// owner, oldest first. An unknown id yields nothing.

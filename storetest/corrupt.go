@@ -9,8 +9,9 @@ import (
 )
 
 // testCorrupt: a record damaged in storage is reported by Get, Load and
-// List as an error matching ErrCorrupt that names the task; the owner's
-// other records and other owners' data stay readable.
+// List as an error matching ErrCorrupt that names the task; List yields the
+// owner's good records first, then that error; the owner's other records
+// and other owners' data stay readable.
 func testCorrupt(t *testing.T, c Config) {
 	if c.Corrupt == nil {
 		t.Skip("storetest: Config.Corrupt is nil, corrupt data not checked")
@@ -40,11 +41,14 @@ func testCorrupt(t *testing.T, c Config) {
 			named("Get of the corrupt record", err)
 			_, err = s.Load(t.Context(), a)
 			named("Load of the owner of the corrupt record", err)
-			_, err, after := collect(s.List(t.Context(), a))
+			// List yields every good record, then one error naming the
+			// corrupt ones: one bad row hides none of its owner's others.
+			ms, err, after := collect(s.List(t.Context(), a))
 			named("List of the owner of the corrupt record", err)
 			if after != 0 {
 				t.Errorf("List yielded %d pairs after its error, want none", after)
 			}
+			wantIDs(t, "List of the owner of the corrupt record, before its error", idsOf(ms), []string{good.ID, child.ID})
 
 			// Nothing else is lost.
 			for _, m := range []bgtask.TaskMeta{good, other, child} {

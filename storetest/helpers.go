@@ -235,6 +235,7 @@ func diffMeta(want, got bgtask.TaskMeta) string {
 		fmt.Fprintf(&b, "    Progress = %s, want %s\n", fmtProgress(got.Progress), fmtProgress(want.Progress))
 	}
 	field("IdempotencyKey", want.IdempotencyKey, got.IdempotencyKey)
+	field("Announced", want.Announced, got.Announced) // durable announcements
 	return b.String()
 }
 

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"runtime"
@@ -52,6 +53,7 @@ type flaws struct {
 	terminalFrozen  bool // every upsert of a terminal record is dropped
 	ignoreAt        bool // the actions' commit time is not passed to the reducer
 	noKeys          bool // idempotency keys are not enforced
+	noAnnounce      bool // Announce is dropped
 }
 
 func newJSONStore(f flaws, perOwner int) *jsonStore {
@@ -104,6 +106,7 @@ func (s *jsonStore) owned(owner, parent string) ([]bgtask.TaskMeta, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []bgtask.TaskMeta
+	var errs []error // the corrupt records: every good one is still returned
 	for _, r := range s.rows {
 		if owner != "" && r.owner != owner ||
 			owner == "" && (r.parent != parent || parent == "" && !s.flaws.childrenOfEmpty) {
@@ -111,10 +114,10 @@ func (s *jsonStore) owned(owner, parent string) ([]bgtask.TaskMeta, error) {
 		}
 		m, err := s.decode(r)
 		if err != nil {
-			if s.flaws.skipCorrupt {
-				continue
+			if !s.flaws.skipCorrupt {
+				errs = append(errs, err)
 			}
-			return nil, err
+			continue
 		}
 		out = append(out, m)
 	}
@@ -122,7 +125,7 @@ func (s *jsonStore) owned(owner, parent string) ([]bgtask.TaskMeta, error) {
 	if s.flaws.unsorted {
 		slices.Reverse(out)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 func (s *jsonStore) Load(ctx context.Context, owner string) (bgtask.Snapshot, error) {
@@ -157,16 +160,15 @@ func (s *jsonStore) List(ctx context.Context, owner string, statuses ...bgtask.T
 		if owner != "" {
 			ms, err = s.owned(owner, "")
 		}
-		if err != nil {
-			yield(bgtask.TaskMeta{}, err)
-			return
-		}
 		for _, m := range ms {
 			if len(statuses) == 0 || slices.Contains(statuses, m.Status) {
 				if !yield(m, nil) {
 					return
 				}
 			}
+		}
+		if err != nil {
+			yield(bgtask.TaskMeta{}, err) // after every good record
 		}
 	}
 }
@@ -236,6 +238,9 @@ func (s *jsonStore) commit(owner string, actions ...bgtask.Action) error {
 		})
 		if s.flaws.ignoreAt {
 			a.At = time.Time{}
+		}
+		if s.flaws.noAnnounce && a.Op == bgtask.OpAnnounce {
+			continue
 		}
 		if s.flaws.terminalFrozen && a.Op == bgtask.OpUpsert && len(a.Tasks) == 1 && after.Tasks[a.Tasks[0].ID].Status.IsTerminal() {
 			continue

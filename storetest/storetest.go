@@ -66,6 +66,7 @@ var checks = []check{
 	{"Upsert", testUpsert},
 	{"ReplaceAll", testReplaceAll},
 	{"Remove", testRemove},
+	{"Announce", testAnnounce},
 	{"InvalidActions", testInvalidActions},
 	{"BlankOwner", testBlankOwner},
 	{"Invariants", testInvariants},

@@ -32,7 +32,7 @@ var flawCases = map[string]struct {
 	fail  []string
 }{
 	"gap":             {flaws{gap: true}, []string{"ConcurrentWriters"}},
-	"lastWriteWins":   {flaws{lastWriteWins: true}, []string{"ConcurrentWriters", "IdempotencyKeys", "Invariants", "Progress", "ReducerRules", "Tags"}},
+	"lastWriteWins":   {flaws{lastWriteWins: true}, []string{"Announce", "ConcurrentWriters", "IdempotencyKeys", "Invariants", "Progress", "ReducerRules", "Tags"}},
 	"terminalFrozen":  {flaws{terminalFrozen: true}, []string{"Progress", "ReducerRules"}},
 	"ignoreAt":        {flaws{ignoreAt: true}, []string{"ReducerRules"}},
 	"notAtomic":       {flaws{notAtomic: true}, []string{"IdempotencyKeys", "InvalidActions"}},
@@ -43,7 +43,8 @@ var flawCases = map[string]struct {
 	"localTime":       {flaws{localTime: true}, []string{"RoundTrip"}},
 	"ignoreCtx":       {flaws{ignoreCtx: true}, []string{"CancelledContext"}},
 	"noKeys":          {flaws{noKeys: true}, []string{"IdempotencyKeys"}},
-	"unsorted":        {flaws{unsorted: true}, []string{"Children", "List", "ListEarlyBreak", "Remove", "ReplaceAll", "Retention", "RoundTrip", "Tags", "Upsert"}},
+	"noAnnounce":      {flaws{noAnnounce: true}, []string{"Announce"}},
+	"unsorted":        {flaws{unsorted: true}, []string{"Announce", "Children", "Corrupt", "List", "ListEarlyBreak", "Remove", "ReplaceAll", "Retention", "RoundTrip", "Tags", "Upsert"}},
 }
 
 // TestFlawedStore runs the suite on the jsonStore with the flaw named by

@@ -48,10 +48,19 @@ func TestCorruptRows(t *testing.T) {
 	if _, err := s.Load(ctx, "alice"); !errors.Is(err, bgtask.ErrCorrupt) {
 		t.Fatalf("Load = %v, want ErrCorrupt", err)
 	}
-	for _, err := range s.List(ctx, "alice") {
-		if !errors.Is(err, bgtask.ErrCorrupt) {
-			t.Fatalf("List = %v, want ErrCorrupt", err)
+	// List yields the good row, then one error naming both corrupt ones.
+	var listed []string
+	var listErr error
+	for m, err := range s.List(ctx, "alice") {
+		if err != nil {
+			listErr = err
+			continue
 		}
+		listed = append(listed, m.ID)
+	}
+	if !errors.Is(listErr, bgtask.ErrCorrupt) || !strings.Contains(listErr.Error(), "task_status") || !strings.Contains(listErr.Error(), "task_json") ||
+		len(listed) != 1 || listed[0] != "task_good" {
+		t.Fatalf("List = %q, then %v; want task_good, then an error naming task_status and task_json", listed, listErr)
 	}
 	// The other records are intact and still writable.
 	if got, err := s.Get(ctx, "task_other"); err != nil || got.Status != bgtask.StatusRunning {

@@ -101,6 +101,12 @@ var migrations = []string{
 	`ALTER TABLE bgtask_tasks ADD COLUMN progress text;
 	ALTER TABLE bgtask_tasks ADD COLUMN idempotency_key text NOT NULL DEFAULT '';
 	CREATE UNIQUE INDEX bgtask_tasks_idempotency ON bgtask_tasks (owner, idempotency_key) WHERE idempotency_key <> '';`,
+	// 5 (durable announcements): announced is true once the owner's loop
+	// has taken the record's terminal event (bgtask.Announce). Rows of an
+	// older version are not announced, so they are announced once more.
+	// bgtask_tasks_unannounced finds an owner's terminal rows to announce.
+	`ALTER TABLE bgtask_tasks ADD COLUMN announced boolean NOT NULL DEFAULT false;
+	CREATE INDEX bgtask_tasks_unannounced ON bgtask_tasks (owner, created_at, id) WHERE NOT announced AND terminal_at IS NOT NULL;`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.

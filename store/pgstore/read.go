@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 
@@ -82,20 +83,22 @@ func (s *Store) Children(ctx context.Context, id string) iter.Seq2[bgtask.TaskMe
 	}
 }
 
+// yieldRows yields every good row, then err if there is one: a corrupt row
+// hides none of the others (the bgtask.Store contract).
 func yieldRows(rows []row, err error, yield func(bgtask.TaskMeta, error) bool) {
-	if err != nil {
-		yield(bgtask.TaskMeta{}, err)
-		return
-	}
 	for i := range rows {
 		if !yield(rows[i].meta, nil) {
 			return
 		}
 	}
+	if err != nil {
+		yield(bgtask.TaskMeta{}, err)
+	}
 }
 
-// query reads task rows. Every row is checked: the first that cannot be
-// decoded is the error.
+// query reads task rows. Every row is checked: it returns the good ones
+// and, when some cannot be decoded, an error naming each of them (Load and
+// Get fail on it; List yields it after the good rows).
 func (s *Store) query(ctx context.Context, sql string, args ...any) ([]row, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
@@ -109,16 +112,23 @@ func (s *Store) query(ctx context.Context, sql string, args ...any) ([]row, erro
 
 func collect(rs pgx.Rows) ([]row, error) {
 	defer rs.Close()
-	var out []row
+	var (
+		out     []row
+		corrupt []error
+	)
 	for rs.Next() {
 		r, err := scanRow(rs)
-		if err != nil {
-			return nil, err
+		switch {
+		case err == nil:
+			out = append(out, r)
+		case errors.Is(err, bgtask.ErrCorrupt) && rs.Err() == nil: // decoded, but wrong: skip it
+			corrupt = append(corrupt, err)
+		default:
+			return out, err
 		}
-		out = append(out, r)
 	}
 	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("pgstore: %w", err)
+		return out, fmt.Errorf("pgstore: %w", err)
 	}
-	return out, nil
+	return out, errors.Join(corrupt...)
 }

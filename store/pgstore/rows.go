@@ -15,7 +15,8 @@ import (
 const taskCols = `id, owner, task_type, name, description, status, error, stack, result,
 	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason,
-	progress, idempotency_key`
+	progress, idempotency_key,
+	announced`
 
 // row is a task row as stored: a record and its version.
 type row struct {
@@ -38,7 +39,8 @@ func scanRow(rows pgx.Rows) (row, error) {
 	if err := rows.Scan(&m.ID, &m.Owner, &m.Type, &m.Name, &m.Description, &status, &m.Error, &m.Stack, &result,
 		&created, &started, &finshed, &m.Parent.TaskID, &m.Parent.RunID, &m.Parent.CallID,
 		&m.Parent.AgentID, &m.Detached, &m.Instance, &m.Attempt, &wake, &inID, &inPrompt, &r.version, &m.Tags, &errorKind, &m.CancelReason,
-		&progress, &m.IdempotencyKey); err != nil {
+		&progress, &m.IdempotencyKey,
+		&m.Announced); err != nil {
 		if m.ID != "" {
 			return r, fmt.Errorf("%w: task %s: %v", bgtask.ErrCorrupt, m.ID, err)
 		}
@@ -106,7 +108,8 @@ func sameMeta(a, b *bgtask.TaskMeta) bool {
 		a.Instance == b.Instance && a.Attempt == b.Attempt &&
 		a.CreatedAt.Equal(b.CreatedAt) && a.StartedAt.Equal(b.StartedAt) && a.FinishedAt.Equal(b.FinishedAt) &&
 		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input) &&
-		sameProgress(a.Progress, b.Progress)
+		sameProgress(a.Progress, b.Progress) &&
+		a.Announced == b.Announced
 }
 
 // sameProgress reports whether two records hold the same progress.
@@ -130,6 +133,7 @@ type cols struct {
 	errorKind, cancelReason                            []string
 	progress                                           []pgtype.Text // JSON of a TaskProgress, NULL for none
 	idemKey                                            []string
+	announced                                          []bool // durable announcements
 }
 
 func (c *cols) add(m *bgtask.TaskMeta, version int64) {
@@ -176,13 +180,15 @@ func (c *cols) add(m *bgtask.TaskMeta, version int64) {
 	}
 	c.progress = append(c.progress, progress)
 	c.idemKey = append(c.idemKey, m.IdempotencyKey)
+	c.announced = append(c.announced, m.Announced)
 }
 
 func (c *cols) args() []any {
 	return []any{c.id, c.owner, c.typ, c.name, c.desc, c.status, c.errText, c.stack, c.result,
 		c.created, c.started, c.finished, c.pTask, c.pRun, c.pCall, c.pAgent, c.detached, c.instance,
 		c.attempt, c.wake, c.inID, c.inPrompt, c.version, c.tags, c.errorKind, c.cancelReason,
-		c.progress, c.idemKey}
+		c.progress, c.idemKey,
+		c.announced}
 }
 
 // writes are the rows a commit writes: inserts, updates compared-and-set
@@ -215,11 +221,13 @@ const unnestSQL = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::te
 		$8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[], $13::text[],
 		$14::text[], $15::text[], $16::text[], $17::boolean[], $18::text[], $19::bigint[], $20::text[],
 		$21::text[], $22::text[], $23::bigint[], $24::text[], $25::text[], $26::text[],
-		$27::text[], $28::text[])
+		$27::text[], $28::text[],
+		$29::boolean[])
 	AS x(id, owner, task_type, name, description, status, error, stack, result, created_at, started_at,
 		finished_at, parent_task_id, parent_run_id, parent_call_id, parent_agent_id, detached, instance,
 		attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason,
-		progress, idempotency_key)`
+		progress, idempotency_key,
+		announced)`
 
 // terminalSQL is true for a row of x whose status is terminal.
 const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupted')`
@@ -231,12 +239,12 @@ const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupt
 const insertSQL = `INSERT INTO bgtask_tasks (id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
-		progress, idempotency_key, terminal_at)
+		progress, idempotency_key, announced, terminal_at)
 	SELECT id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt,
 		ARRAY(SELECT jsonb_array_elements_text(x.tags::jsonb)), error_kind, cancel_reason,
-		progress, idempotency_key,
+		progress, idempotency_key, announced,
 		CASE WHEN ` + terminalSQL + ` THEN clock_timestamp() END
 	FROM ` + unnestSQL
 
@@ -256,7 +264,7 @@ const updateSQL = `UPDATE bgtask_tasks t SET description = x.description, status
 		stack = x.stack, result = x.result, created_at = x.created_at, started_at = x.started_at,
 		finished_at = x.finished_at, instance = x.instance, attempt = x.attempt,
 		input_id = x.input_id, input_prompt = x.input_prompt,
-		progress = x.progress,
+		progress = x.progress, announced = x.announced,
 		terminal_at = CASE WHEN t.terminal_at IS NULL AND ` + terminalSQL + ` THEN clock_timestamp() ELSE t.terminal_at END,
 		version = t.version + 1
 	FROM ` + unnestSQL + `

@@ -136,6 +136,14 @@ func (w *writeTx) apply(r *request) (ended bool, err error) {
 				order = append(order, id)
 			}
 		}
+		if a.Op == bgtask.OpAnnounce { // its ids are written like an upsert's
+			for _, id := range a.IDs {
+				if !seen[id] {
+					seen[id] = true
+					order = append(order, id)
+				}
+			}
+		}
 	}
 	if full {
 		if cur, err = w.loadOwner(owner); err != nil {
@@ -208,6 +216,9 @@ func (w *writeTx) apply(r *request) (ended bool, err error) {
 			seq, at = w.s.nextSeq, w.now
 			ended = true
 			delta++
+		}
+		if !m.Status.IsTerminal() && m.Instance != "" {
+			w.s.noteInstance(m.Instance) // recovery leaves this instance's records alone
 		}
 		args := append(rowArgs(&m), seq, at)
 		if _, err := w.stmt(&w.upsert, w.s.st.upsert).ExecContext(w.ctx, args...); err != nil {

@@ -77,7 +77,7 @@ func TestFailingCommitFailsAloneInItsBatch(t *testing.T) {
 	}
 	corrupt(t, path, bad.ID, storetest.CorruptStatus)
 	var sizes batchSizes
-	s := openAt(t, path, sqlitestore.WithMaxBatch(3), sqlitestore.WithBatchDelay(time.Hour), sqlitestore.WithHookTaken(sizes.hook))
+	s := openAt(t, path, sqlitestore.WithMaxBatch(3), sqlitestore.WithBatchDelay(time.Hour), sqlitestore.WithHookTaken(sizes.hook), sqlitestore.WithoutRecovery())
 
 	var wg sync.WaitGroup
 	var badErr, goodA, goodB error

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store/sqlitestore"
 )
 
 // A real process runs tasks on a SQLite file and is killed with SIGKILL
@@ -74,7 +75,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatalf("helper ended with %v, want killed by SIGKILL (stderr: %s)", err, stderr.String())
 	}
 
-	st := openAt(t, path)
+	st := openAt(t, path, sqlitestore.WithoutRecovery()) // Restore's job here; recovery at open: recover_test.go
 	before := map[string]bgtask.TaskMeta{}
 	for m, err := range st.List(t.Context(), owner) {
 		if err != nil {
@@ -109,8 +110,15 @@ func TestCrashRecovery(t *testing.T) {
 	events := ib.Drain()
 
 	wantErr := fmt.Sprintf("bgtask: interrupted: the runtime that ran it (instance %q) is gone; it will not be re-run", instance)
-	if len(restored) != len(spawned.Blocked) || len(events) != len(spawned.Blocked) {
-		t.Fatalf("Restore interrupted %d tasks and sent %d events, want %d each", len(restored), len(events), len(spawned.Blocked))
+	// Then the completions the crashed process never handed to its owner
+	// are announced, once, after the interruptions.
+	if len(restored) != len(spawned.Blocked) || len(events) != len(spawned.Blocked)+len(spawned.Completed) {
+		t.Fatalf("Restore interrupted %d tasks and sent %d events, want %d and %d", len(restored), len(events), len(spawned.Blocked), len(spawned.Blocked)+len(spawned.Completed))
+	}
+	for i, id := range spawned.Completed {
+		if ev := events[len(spawned.Blocked)+i]; ev.Kind != bgtask.EventCompleted || ev.TaskID != id {
+			t.Errorf("event %d = %+v, want completed %s", len(spawned.Blocked)+i, ev, id)
+		}
 	}
 	for i, id := range spawned.Blocked { // ids are spawned in creation order
 		if ev := events[i]; ev.Kind != bgtask.EventInterrupted || ev.TaskID != id || ev.Error != wantErr {

@@ -37,6 +37,7 @@ type config struct {
 	poll           time.Duration    // cancel request poll interval (cancelreq.go)
 	now            func() time.Time // the store's clock, for age retention; tests replace it
 	hookTaken      func(n int)      // tests: called by the writer with each batch's size before writing it
+	noRecover      bool             // WithoutRecovery
 }
 
 func defaultConfig() config {
@@ -125,3 +126,9 @@ func (c *config) check() error {
 	}
 	return nil
 }
+
+// WithoutRecovery makes Open leave the records a gone process left queued
+// or running as they are (by default, a Store that finds itself the only
+// one with the database open interrupts them: see Store.Recover). Restore
+// and an explicit Recover still end them.
+func WithoutRecovery() Option { return func(c *config) { c.noRecover = true } }

@@ -16,7 +16,8 @@ import (
 const columns = `id, owner, task_type, name, description, status, error, stack, result,
 	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
-	progress, idempotency_key`
+	progress, idempotency_key,
+	announced`
 
 // row is a tasks row as scanned, before it is checked. The table is STRICT
 // and its columns NOT NULL where a TaskMeta needs a value, so a scan cannot
@@ -34,6 +35,7 @@ type row struct {
 	tags, errorKind, cancelReason                             string
 	progress                                                  sql.NullString // JSON of a TaskProgress
 	idemKey                                                   string
+	announced                                                 int64 // durable announcements
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -42,7 +44,8 @@ func (r *row) scan(s scanner) error {
 	err := s.Scan(&r.id, &r.owner, &r.typ, &r.name, &r.description, &r.status, &r.errText, &r.stack, &r.result,
 		&r.created, &r.started, &r.finished, &r.parentTask, &r.parentRun, &r.parentCall,
 		&r.parentAgent, &r.detached, &r.instance, &r.attempt, &r.wake, &r.inputID, &r.inputPrompt, &r.tags, &r.errorKind, &r.cancelReason,
-		&r.progress, &r.idemKey)
+		&r.progress, &r.idemKey,
+		&r.announced)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: read task row: %w", err)
 	}
@@ -75,6 +78,7 @@ func (r *row) decode() (bgtask.TaskMeta, error) {
 		Wake:         bgtask.WakePolicy(r.wake),
 		// Progress and idempotency.
 		IdempotencyKey: r.idemKey,
+		Announced:      r.announced != 0,
 	}
 	if r.result.Valid {
 		m.Result = json.RawMessage(r.result.String)
@@ -160,15 +164,19 @@ func rowArgs(m *bgtask.TaskMeta) []any {
 	if m.Input != nil {
 		inputID, inputPrompt = m.Input.ID, m.Input.Prompt
 	}
-	detached := 0
+	detached, announced := 0, 0
 	if m.Detached {
 		detached = 1
+	}
+	if m.Announced {
+		announced = 1
 	}
 	return []any{m.ID, m.Owner, m.Type, m.Name, m.Description, string(m.Status), m.Error, m.Stack, result,
 		toMicros(m.CreatedAt), toMicros(m.StartedAt), toMicros(m.FinishedAt),
 		m.Parent.TaskID, m.Parent.RunID, m.Parent.CallID, m.Parent.AgentID,
 		detached, m.Instance, m.Attempt, string(m.Wake), inputID, inputPrompt, tagsArg(m), string(m.ErrorKind), m.CancelReason,
-		progressArg(m), m.IdempotencyKey}
+		progressArg(m), m.IdempotencyKey,
+		announced}
 }
 
 // toMicros stores a time as UTC microseconds (decision 14: stamps have
@@ -204,5 +212,6 @@ func sameMeta(a, b *bgtask.TaskMeta) bool {
 		a.Parent == b.Parent && a.Detached == b.Detached && a.Instance == b.Instance &&
 		a.Attempt == b.Attempt && a.Wake == b.Wake && slices.Equal(a.Tags, b.Tags) &&
 		sameProgress(a.Progress, b.Progress) && a.IdempotencyKey == b.IdempotencyKey &&
-		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input)
+		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input) &&
+		a.Announced == b.Announced
 }

@@ -46,6 +46,12 @@ type Store struct {
 	// The writer's own state.
 	nextSeq   int64          // last terminal_seq given out
 	terminals map[string]int // owner → number of terminal records, for owners counted so far
+
+	// Recovery (recover.go).
+	lockMu sync.Mutex          // serialises Recover
+	lock   *procLock           // the lock file's lock, held shared while open; nil for ":memory:"
+	liveMu sync.Mutex          // guards live
+	live   map[string]struct{} // runtime instances that committed live records through this Store
 }
 
 // Open opens (creating it if needed) the SQLite database at path, brings
@@ -90,13 +96,53 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	s := &Store{cfg: cfg, db: db, memory: path == ":memory:", wake: make(chan struct{}, 1), terminals: make(map[string]int)}
+	alone := s.memory
+	if !s.memory {
+		if s.lock, alone, err = openLock(path); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	if err := s.setup(ctx, path); err != nil {
 		s.st.close()
 		db.Close()
+		s.closeLock()
 		return nil, err
+	}
+	if alone && !s.memory && !s.cfg.noRecover {
+		// The only Store open: what is live in the file, a gone process
+		// left. Written before the writer starts, one transaction a batch.
+		n, err := s.recoverStale(ctx, s.writeNow)
+		if lerr := s.lock.shared(); err == nil {
+			err = lerr
+		}
+		if err != nil && !errors.Is(err, bgtask.ErrCorrupt) {
+			s.st.close()
+			db.Close()
+			s.closeLock()
+			return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+		}
+		if err != nil {
+			s.cfg.logger.Error("sqlitestore: recovery at open skipped corrupt records", "err", err)
+		}
+		if n > 0 {
+			s.cfg.logger.Info("sqlitestore: interrupted the records a gone process left", "records", n)
+		}
+	} else if alone && !s.memory {
+		if err := s.lock.shared(); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	s.writer.Go(s.run)
 	return s, nil
+}
+
+// closeLock lets the lock file go.
+func (s *Store) closeLock() {
+	if s.lock != nil {
+		s.lock.close()
+	}
 }
 
 // setup checks the schema version, turns on WAL, migrates and prepares the
@@ -148,7 +194,9 @@ func (s *Store) Close() error {
 	s.signal()
 	s.writer.Wait()
 	s.st.close()
-	if err := s.db.Close(); err != nil {
+	err := s.db.Close()
+	s.closeLock() // after the database: no write of this Store can follow
+	if err != nil {
 		return fmt.Errorf("sqlitestore: close: %w", err)
 	}
 	return nil

@@ -20,6 +20,9 @@
 //	keyed <n> <w> spawns tasks of -owner with idempotency keys key-0 … key-<n-1>, w at a time,
 //	              waits for those it runs, and prints "keyed <json>": the id each spawn
 //	              returned by key, the keys whose function ran here, and spawn errors
+//	drain <owner> runs one agent-loop run of owner on a Plugin (RunStart, Deliver,
+//	              RunEnd) and prints "took <id>" for each terminal event it hands
+//	              out, then "end"
 //	quit          shuts the Manager down, closes the Store, prints "bye", exits
 //
 // EOF on stdin is quit. The tests kill it with SIGKILL to simulate a crash.
@@ -86,6 +89,7 @@ func run() error {
 		fmt.Println("task", id)
 	}
 	fmt.Println("ready")
+	plugins := map[string]*bgtask.Plugin{}
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		cmd, arg, _ := strings.Cut(in.Text(), " ")
@@ -106,6 +110,10 @@ func run() error {
 				fmt.Println("meta", string(b))
 			}
 			fmt.Println("end")
+		case "drain":
+			if err := drain(ctx, m, plugins, arg); err != nil {
+				return err
+			}
 		case "spawn":
 			id, err := m.Owner(*owner).Spawn(ctx, block)
 			if err != nil {
@@ -258,4 +266,32 @@ func keyed(ctx context.Context, o bgtask.Owner, n, w int) string {
 	defer mu.Unlock()
 	b, _ := json.Marshal(res)
 	return string(b)
+}
+
+// drain runs one run of owner's agent loop: the Plugin (one per owner, made
+// the first time) announces what the owner never took and hands out what
+// waits, marking it.
+func drain(ctx context.Context, m *bgtask.Manager, plugins map[string]*bgtask.Plugin, owner string) error {
+	p := plugins[owner]
+	if p == nil {
+		var err error
+		if p, err = bgtask.NewPlugin(m, owner); err != nil {
+			return err
+		}
+		plugins[owner] = p
+	}
+	if err := p.RunStart(ctx, bgtask.RunInfo{RunID: "drain"}); err != nil {
+		return err
+	}
+	msgs, err := p.Deliver(ctx)
+	if err != nil {
+		return err
+	}
+	for _, msg := range msgs {
+		if msg.Event != nil && msg.Event.Kind.IsTerminal() {
+			fmt.Println("took", msg.Event.TaskID)
+		}
+	}
+	fmt.Println("end")
+	return p.RunEnd(ctx, bgtask.RunOutcome{})
 }

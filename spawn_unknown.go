@@ -1,0 +1,57 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// settleTimeout bounds each attempt of the write that ends the record of a
+// spawn whose first commit failed.
+const settleTimeout = 5 * time.Second
+
+// settleFailedSpawn makes sure that the record of a spawn whose first
+// commit failed ends: the store may have committed it all the same (the
+// context or the connection ended after the statement was sent), and then
+// nobody would ever end it. It reads the record back and, if it is there
+// and live, writes it failed (and announced: the spawn's error already told
+// the caller); each try on a fresh context bounded by settleTimeout,
+// retried like every commit (WithCommitRetry). A record that is not there
+// did not land: nothing is written. An invalid record, or a commit called
+// with a context that had ended already, was refused before anything was
+// written; the MemoryStore applies nothing once it has failed.
+func (m *Manager) settleFailedSpawn(rec TaskMeta, cause error, ctxDoneBefore bool) {
+	if !m.durable() || ctxDoneBefore || errors.Is(cause, ErrInvalidAction) || errors.Is(cause, ErrInvalidOwner) {
+		return
+	}
+	rec.Status, rec.ErrorKind, rec.FinishedAt, rec.Announced = StatusFailed, KindError, now(), true
+	rec.Error, _ = truncateText(fmt.Sprintf("bgtask: spawn failed: the commit of its first record returned: %v; the task never ran", cause), m.cfg.caps.err)
+	backoff := m.cfg.commitBackoff
+	var err error
+	for attempt := range m.cfg.commitAttempts {
+		if attempt > 0 {
+			time.Sleep(backoff)
+			backoff *= 2
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		var got TaskMeta
+		got, err = m.store.Get(ctx, rec.ID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			cancel()
+			return // it did not land
+		case err == nil && got.Status.IsTerminal():
+			cancel()
+			return
+		case err == nil:
+			err = m.store.Commit(ctx, rec.Owner, Upsert(rec), Announce(rec.ID))
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		m.logCommitFailure(&rec, attempt, err)
+	}
+	m.log.Error("bgtask: the record of a failed spawn could not be ended; recovery will interrupt it", "task_id", rec.ID, "err", err)
+}

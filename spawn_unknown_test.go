@@ -1,0 +1,75 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+)
+
+// lostAck is a store whose next insert fails: after committing it (the
+// reply was lost: the outcome is unknown to the caller) or before.
+type lostAck struct {
+	*MemoryStore
+	mu        sync.Mutex
+	fail      bool // the next insert fails
+	committed bool // ... after it was committed
+}
+
+func (l *lostAck) Commit(ctx context.Context, owner string, actions ...Action) error {
+	l.mu.Lock()
+	fail := l.fail && len(actions) == 1 && actions[0].Op == OpUpsert && actions[0].Tasks[0].Status == StatusRunning
+	if fail {
+		l.fail = false
+	}
+	l.mu.Unlock()
+	if !fail {
+		return l.MemoryStore.Commit(ctx, owner, actions...)
+	}
+	if l.committed {
+		if err := l.MemoryStore.Commit(ctx, owner, actions...); err != nil {
+			return err
+		}
+	}
+	return errors.New("connection reset")
+}
+
+// A spawn whose first commit fails, and may have been committed, ends the
+// record before it returns its error: nothing stays running that no one
+// runs, and the end is not announced again (the error told the caller).
+func TestSpawnUnknownOutcomeEndsTheRecord(t *testing.T) {
+	for _, committed := range []bool{true, false} {
+		t.Run(map[bool]string{true: "committed", false: "not committed"}[committed], func(t *testing.T) {
+			ls := &lostAck{MemoryStore: NewMemoryStore(), fail: true, committed: committed}
+			m := newTestManager(t, WithStore(ls))
+			ran := false
+			_, err := m.Owner("thread-1").Spawn(t.Context(), func(context.Context, *Task) (any, error) { ran = true; return nil, nil }, WithName("lost"))
+			if err == nil || err.Error() != "bgtask: spawn: commit: connection reset" {
+				t.Fatalf("Spawn = %v, want the commit's error", err)
+			}
+			var got []TaskMeta
+			for meta, err := range ls.List(t.Context(), "thread-1") {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, meta)
+			}
+			if !committed { // it did not land: nothing to end
+				if len(got) != 0 {
+					t.Fatalf("store holds %d records, want none", len(got))
+				}
+				return
+			}
+			if len(got) != 1 {
+				t.Fatalf("store holds %d records, want 1", len(got))
+			}
+			const want = "bgtask: spawn failed: the commit of its first record returned: connection reset; the task never ran"
+			if r := got[0]; r.Status != StatusFailed || r.ErrorKind != KindError || r.Error != want || !r.Announced || r.Name != "lost" {
+				t.Fatalf("record = %s kind %q announced %v error %q", r.Status, r.ErrorKind, r.Announced, r.Error)
+			}
+			if ran {
+				t.Fatal("the function ran")
+			}
+		})
+	}
+}

@@ -1,0 +1,51 @@
+package pgstore_test
+
+import (
+	"testing"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store/pgstore"
+	"github.com/bgtask/bgtask/store/pgstore/pgtest"
+)
+
+// announcedVersion is the schema version that added the announced column.
+const announcedVersion = 5
+
+// A database of the version before the announcement marks opens, keeps its
+// terminal rows unannounced, and then stores a mark on terminal rows only.
+func TestMigrationAddsAnnounced(t *testing.T) {
+	dsn := pgtest.NewDSN(t)
+	sqlExec(t, dsn, `CREATE TABLE bgtask_schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
+	for v := 1; v < announcedVersion; v++ {
+		sqlExec(t, dsn, pgstore.MigrationSQL(v))
+		sqlExec(t, dsn, `INSERT INTO bgtask_schema_migrations (version) VALUES ($1)`, v)
+	}
+	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at, finished_at, terminal_at)
+		VALUES ('task_old', 'alice', 'completed', now() - interval '1 hour', now(), now()),
+		       ('task_live', 'alice', 'running', now() - interval '1 hour', NULL, NULL)`)
+
+	s, err := pgstore.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	old, err := s.Get(t.Context(), "task_old")
+	if err != nil || old.Status != bgtask.StatusCompleted || old.Announced {
+		t.Fatalf("old record = %+v, %v; want completed, not announced", old, err)
+	}
+	if err := s.Commit(t.Context(), "alice", bgtask.Announce("task_old", "task_live")); err != nil {
+		t.Fatal(err)
+	}
+	var announced []string
+	for m, err := range s.List(t.Context(), "alice") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Announced {
+			announced = append(announced, m.ID)
+		}
+	}
+	if len(announced) != 1 || announced[0] != "task_old" {
+		t.Errorf("announced = %q, want [task_old]", announced)
+	}
+}

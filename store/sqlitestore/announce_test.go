@@ -1,0 +1,47 @@
+package sqlitestore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store/sqlitestore"
+)
+
+// announcedVersion is the schema version that added the announced column.
+const announcedVersion = 5
+
+// A database of the version before the announcement marks opens, keeps its
+// terminal rows unannounced, and then stores and keeps a mark across a
+// reopen.
+func TestMigrationAddsAnnounced(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/tasks.db"
+	db := rawDB(t, path)
+	for v := 1; v < announcedVersion; v++ {
+		execSQL(t, db, sqlitestore.MigrationSQL(v))
+	}
+	execSQL(t, db, "PRAGMA user_version = 4")
+	now := time.Now().UnixMicro() // age retention keeps it
+	execSQL(t, db, `INSERT INTO tasks (id, owner, status, created_at, finished_at, terminal_seq, terminal_at)
+		VALUES ('task_old', 'alice', 'completed', ?1, ?1, 1, ?1), ('task_live', 'alice', 'running', ?1, NULL, NULL, NULL)`, now)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openAt(t, path, sqlitestore.WithoutRecovery())
+	if got := get(t, s, "task_old"); got.Status != bgtask.StatusCompleted || got.Announced {
+		t.Fatalf("old record = %s announced=%v, want completed, not announced", got.Status, got.Announced)
+	}
+	commit(t, s, "alice", bgtask.Announce("task_old", "task_live"))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path, sqlitestore.WithoutRecovery())
+	if got := get(t, s, "task_old"); !got.Announced {
+		t.Errorf("task_old not announced after Announce and a reopen")
+	}
+	if got := get(t, s, "task_live"); got.Announced {
+		t.Errorf("task_live (running) announced")
+	}
+}
