@@ -3,7 +3,7 @@
 
 Runs test binaries built with `go test -c` in rounds: in each round every
 binary runs every benchmark once, in turn, so a loaded machine slows both
-sides of a ratio alike. Prints the median ns/op (and B/op, custom metrics)
+sides of a ratio alike (a benchmark and its reference run back to back). Prints the median ns/op (and B/op, custom metrics)
 per binary and benchmark, and the median of the per-round ratios.
 
     go test -c -o /tmp/before.test . (at the old commit)
@@ -41,8 +41,8 @@ def main():
     results = {}  # (label, bench) -> [dict]
     for r in range(a.rounds):
         for p in a.pair:
-            for bench in p.split("/"):
-                for label, path in bins:
+            for label, path in bins:  # each ratio's two sides back to back
+                for bench in p.split("/"):
                     results.setdefault((label, bench), []).append(run(path, bench, a.benchtime, []))
         print(f"round {r+1}/{a.rounds} done", file=sys.stderr)
     print(f"| binary | benchmark | median {a.metric} | median B/op | median ratio ({a.metric}) over {a.rounds} rounds |")
