@@ -111,7 +111,7 @@ func (m *Manager) interrupt(ctx context.Context, owner, report string, stale []T
 	for _, meta := range stale {
 		m.mu.Lock()
 		t := m.nodes[meta.ID]
-		runsHere := t != nil && t.live
+		runsHere := t != nil && t.phase.live()
 		m.mu.Unlock()
 		if runsHere {
 			continue
