@@ -18,17 +18,34 @@ import (
 // announced tracks the terminal events this Manager delivered to an owner
 // and that are not marked yet: Restore must not deliver them again while
 // they wait in an inbox or a Plugin. Only a Manager whose records outlive
-// it (any Store but the default MemoryStore) keeps it.
+// it (any Store but the default MemoryStore) keeps it. It remembers at most
+// maxUnmarked ids, forgetting the oldest first: a host that drains its
+// inbox and never calls MarkAnnounced cannot make it grow without bound
+// (a forgotten, still unmarked event may then be announced again at the
+// owner's next Restore).
 type announced struct {
-	mu   sync.Mutex
-	sent map[string]struct{}
+	mu    sync.Mutex
+	sent  map[string]struct{}
+	order []string // ids in the order they were added; may hold ids already done
+	head  int      // index of the oldest id in order once it is full
 }
+
+// maxUnmarked bounds announced: far more terminal events than a loop takes
+// between two step boundaries.
+const maxUnmarked = 1 << 16
 
 // add notes that the terminal event of id was delivered.
 func (a *announced) add(id string) {
 	a.mu.Lock()
 	if a.sent == nil {
 		a.sent = make(map[string]struct{})
+	}
+	if len(a.order) < maxUnmarked {
+		a.order = append(a.order, id)
+	} else {
+		delete(a.sent, a.order[a.head])
+		a.order[a.head] = id
+		a.head = (a.head + 1) % maxUnmarked
 	}
 	a.sent[id] = struct{}{}
 	a.mu.Unlock()

@@ -316,3 +316,32 @@ func TestPluginNoticeOfAnnouncedTaskDropped(t *testing.T) {
 		t.Fatal("reaped record not announced")
 	}
 }
+
+// The ids delivered and not marked are bounded: the oldest is forgotten
+// first, so a host that never marks cannot grow the Manager without bound.
+func TestAnnouncedForgetsOldest(t *testing.T) {
+	var a announced
+	for i := range maxUnmarked + 2 {
+		a.add(fmt.Sprint("task_", i))
+	}
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{
+		{"task_0", false},
+		{"task_1", false},
+		{"task_2", true},
+		{fmt.Sprint("task_", maxUnmarked+1), true},
+	} {
+		if got := a.has(tc.id); got != tc.want {
+			t.Errorf("has(%s) = %v, want %v", tc.id, got, tc.want)
+		}
+	}
+	if len(a.sent) != maxUnmarked {
+		t.Errorf("%d ids kept, want %d", len(a.sent), maxUnmarked)
+	}
+	a.done([]string{"task_2"})
+	if a.has("task_2") {
+		t.Error("has(task_2) after done")
+	}
+}

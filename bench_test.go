@@ -427,3 +427,69 @@ func BenchmarkMemoryStoreHeap(b *testing.B) {
 		})
 	}
 }
+
+// burstK is how many tasks the burst benchmarks start before awaiting any.
+const burstK = 10_000
+
+// BenchmarkSpawnBurst10k spawns burstK short tasks for one owner, then
+// awaits every one through the owner's inbox. One iteration is the whole
+// burst; the ns/op divided by burstK is the cost per task.
+func BenchmarkSpawnBurst10k(b *testing.B) {
+	m := newBenchManager(b)
+	defer shutdownBench(b, m)
+	o := m.Owner(benchOwner)
+	ib, err := o.Inbox()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	fn := func(context.Context, *bgtask.Task) (any, error) { return 42, nil }
+	buf := make([]bgtask.Event, 0, burstK)
+	b.ReportAllocs()
+	for b.Loop() {
+		for range burstK {
+			if _, err := o.Spawn(ctx, fn); err != nil {
+				b.Fatalf("Spawn: %v", err)
+			}
+		}
+		for got := 0; got < burstK; {
+			if err := ib.Wait(ctx); err != nil {
+				b.Fatalf("Inbox.Wait: %v", err)
+			}
+			buf = ib.AppendDrain(buf[:0])
+			for i := range buf {
+				if buf[i].Kind != bgtask.EventCompleted {
+					b.Fatalf("event %+v, want completed", buf[i])
+				}
+			}
+			got += len(buf)
+		}
+	}
+}
+
+// BenchmarkRawBurst10k is the reference for BenchmarkSpawnBurst10k:
+// burstK goroutines, each with its own cancellable context, sending their
+// result to one channel that is read burstK times.
+func BenchmarkRawBurst10k(b *testing.B) {
+	bg := context.Background()
+	res := make(chan any, burstK)
+	b.ReportAllocs()
+	for b.Loop() {
+		for range burstK {
+			ctx, cancel := context.WithCancel(bg)
+			go func() {
+				defer cancel()
+				if ctx.Err() != nil {
+					res <- nil
+					return
+				}
+				res <- 42
+			}()
+		}
+		for range burstK {
+			if v := <-res; v != 42 {
+				b.Fatalf("got %v, want 42", v)
+			}
+		}
+	}
+}

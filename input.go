@@ -43,32 +43,50 @@ func (t *Task) RequestInput(ctx context.Context, prompt string) (Message, error)
 	}
 }
 
-// openInput records the request and tells the owner. It holds emitMu so the
-// request cannot cross the task's end, and its event keeps its place among
-// the task's custom events.
+// openInput records the request and tells the owner. The Store commit, its
+// retries and the observer run without emitMu, so a slow Store does not hold
+// up Emit; the task's input-path commits are serialised by beginCommit
+// instead, and the task's end waits for the one in flight, so the request
+// never lands after the terminal record, and its event never after the
+// terminal event.
 func (m *Manager) openInput(t *Task, w *inputWait) error {
 	t.emitMu.Lock()
-	defer t.emitMu.Unlock()
+	r := t.beginCommit()
 	switch {
 	case t.ended:
+		t.endCommit(r)
+		t.emitMu.Unlock()
 		return ErrTaskEnded
-	case t.openInputWait() != nil:
+	case r.input != nil:
+		t.endCommit(r)
+		t.emitMu.Unlock()
 		return ErrInputPending
 	}
+	t.emitMu.Unlock()
+
 	var u TaskMeta
 	m.readRecord(t, &u)
 	from := u.Status
 	u.Status, u.Input = StatusAwaitingInput, &w.req
-	if err := m.commitUpdate(t, &u); err != nil {
-		return fmt.Errorf("bgtask: request input: %w", err)
+	err := m.commitUpdate(t, &u)
+	if err == nil {
+		m.notify(from, &u)
 	}
-	r := t.rareState()
+
+	t.emitMu.Lock()
+	defer t.emitMu.Unlock()
+	defer t.endCommit(r) // after the event: the terminal one waits for it
+	switch {
+	case err != nil:
+		return fmt.Errorf("bgtask: request input: %w", err)
+	case t.ended: // the function returned meanwhile: its terminal record follows
+		return ErrTaskEnded
+	}
 	r.input = w
 	if r.inputSig != nil { // wake the waiters of waitSettled
 		close(r.inputSig)
 		r.inputSig = nil
 	}
-	m.notify(from, &u)
 	if send, _ := t.wake().route(EventInputRequested, ""); send {
 		req := w.req
 		_ = m.deliver(u.Owner, Event{Kind: EventInputRequested, TaskID: u.ID, Name: u.Name, Input: &req})
@@ -77,14 +95,18 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 }
 
 // closeInput forgets the request, if still open, and records the task as
-// running again unless it has ended.
+// running again unless it has ended. Like openInput, it commits without
+// emitMu.
 func (m *Manager) closeInput(t *Task, w *inputWait) error {
 	t.emitMu.Lock()
-	defer t.emitMu.Unlock()
-	if r := t.rare.Load(); r != nil && r.input == w {
+	r := t.beginCommit()
+	if r.input == w {
 		r.input = nil
 	}
-	if t.ended {
+	ended := t.ended
+	t.emitMu.Unlock()
+	defer t.finishCommit(r)
+	if ended {
 		return nil
 	}
 	var u TaskMeta
@@ -97,6 +119,44 @@ func (m *Manager) closeInput(t *Task, w *inputWait) error {
 		return fmt.Errorf("bgtask: resume after input: %w", err)
 	}
 	m.notify(StatusAwaitingInput, &u)
+	return nil
+}
+
+// beginCommit waits until no input-path commit of t is in flight, then
+// marks one, and returns the task's rare state. Called with emitMu held,
+// which it releases while it waits.
+func (t *Task) beginCommit() *taskRare {
+	r := t.rareState()
+	for r.busy != nil {
+		busy := r.busy
+		t.emitMu.Unlock()
+		<-busy
+		t.emitMu.Lock()
+	}
+	r.busy = make(chan struct{})
+	return r
+}
+
+// endCommit ends the input-path commit that beginCommit marked. Called with
+// emitMu held.
+func (t *Task) endCommit(r *taskRare) {
+	close(r.busy)
+	r.busy = nil
+}
+
+// finishCommit is endCommit for a caller that does not hold emitMu.
+func (t *Task) finishCommit(r *taskRare) {
+	t.emitMu.Lock()
+	t.endCommit(r)
+	t.emitMu.Unlock()
+}
+
+// inputCommit returns the input-path commit in flight, or nil. Called with
+// emitMu held.
+func (t *Task) inputCommit() <-chan struct{} {
+	if r := t.rare.Load(); r != nil && r.busy != nil {
+		return r.busy
+	}
 	return nil
 }
 

@@ -18,7 +18,7 @@ func (m *Manager) hasSlot(os *ownerState) bool {
 // admit gives t a slot, queues it, or refuses it. Called with m.mu held.
 func (m *Manager) admit(t *Task, os *ownerState) error {
 	if m.hasSlot(os) {
-		t.admitted = true
+		t.move(phaseAdmitted)
 		m.running++
 		os.running++
 		return nil
@@ -30,18 +30,16 @@ func (m *Manager) admit(t *Task, os *ownerState) error {
 		}
 		return fmt.Errorf("%w: %d of this owner's tasks running (WithMaxConcurrentPerOwner)", ErrLimit, os.running)
 	}
+	t.move(phaseWaiting)
 	m.queue = append(m.queue, t)
 	return nil
 }
 
-// release frees t's slot and admits queued tasks in order, skipping those
-// whose owner is still at its limit. It appends to starts the admitted tasks
-// whose first record is committed (the spawner starts the others). Called
-// with m.mu held.
-func (m *Manager) release(t *Task, os *ownerState, starts []*Task) []*Task {
-	if !t.admitted {
-		return starts
-	}
+// release frees the slot of a task that held one and admits queued tasks
+// in order, skipping those whose owner is still at its limit. It appends to
+// starts the admitted tasks whose first record is committed (the spawner
+// starts the others). Called with m.mu held.
+func (m *Manager) release(os *ownerState, starts []*Task) []*Task {
 	m.running--
 	os.running--
 	if len(m.queue) == 0 {
@@ -54,11 +52,13 @@ func (m *Manager) release(t *Task, os *ownerState, starts []*Task) []*Task {
 			kept = append(kept, q)
 			continue
 		}
-		q.admitted = true
 		m.running++
 		qos.running++
-		if q.committed {
+		if q.phase == phaseQueued {
+			q.move(phaseRunning)
 			starts = append(starts, q)
+		} else {
+			q.move(phaseAdmitted) // phaseWaiting: the spawner starts it
 		}
 	}
 	clear(m.queue[len(kept):])

@@ -120,16 +120,19 @@ func (m *Manager) cancelSubtree(root *Task, cause, descendantCause error, starts
 // A queued task leaves the queue; if its first record is committed its
 // goroutine is started so it ends cancelled. Called with m.mu held.
 func (m *Manager) signal(t *Task, cause error, starts []*Task) (bool, []*Task) {
-	if !t.live || t.signalled {
+	if !t.phase.live() || t.signalled {
 		return false, starts
 	}
 	t.signalled = true
 	t.stop(cause)
-	if !t.admitted {
+	switch t.phase {
+	case phaseQueued:
 		m.dequeue(t)
-		if t.committed {
-			starts = append(starts, t)
-		}
+		t.move(phaseDropped)
+		starts = append(starts, t)
+	case phaseWaiting:
+		m.dequeue(t)
+		t.move(phaseDropped) // the spawner starts it after the commit
 	}
 	return true, starts
 }

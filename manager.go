@@ -39,17 +39,20 @@ type Manager struct {
 	restoreMu sync.Mutex     // serialises Restore
 	counters  counters
 
-	mu       sync.Mutex       // guards the fields below and the m.mu fields of Task
-	nodes    map[string]*Task // live tasks, and ended ones with live attached children
-	owners   map[string]*ownerState
-	runs     map[runKey]*runState
-	deadRuns fifo[runKey] // cancelled runs without live tasks, oldest first
-	queue    []*Task      // queued tasks waiting for a slot, first in first out
-	running  int          // tasks holding a slot
-	active   int          // registered tasks whose goroutine has not exited
-	live     int          // registered tasks not yet unregistered
-	idle     chan struct{}
-	idleShut bool // idle was closed
+	mu         sync.Mutex       // guards the fields below and the m.mu fields of Task
+	nodes      map[string]*Task // live tasks, and ended ones with live attached children
+	owners     map[string]*ownerState
+	spareOwner *ownerState // an owner's state left by its last task, reused by the next new owner
+	runs       map[runKey]*runState
+	deadRuns   fifo[runKey] // cancelled runs without live tasks, oldest first
+	queue      []*Task      // queued tasks waiting for a slot, first in first out
+	running    int          // tasks holding a slot
+	active     int          // registered tasks whose goroutine has not exited
+	live       int          // registered tasks not yet unregistered
+	idle       chan struct{}
+	idleShut   bool // idle was closed
+
+	phaseHook func(t *Task, from, to taskPhase) // tests only: sees every phase move, under m.mu
 
 	stopped  chan struct{} // closed once Shutdown saw every task end: inbox waiters return ErrClosed
 	stopOnce sync.Once

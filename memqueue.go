@@ -3,8 +3,8 @@ package bgtask
 // memEntry is one record of a MemoryStore and its places in the store's
 // intrusive lists: linking and unlinking allocate nothing and cost O(1),
 // and a forgotten record is unlinked from everything at once, so nothing
-// keeps it reachable. Record and links are one allocation (384 bytes, a
-// size class of its own); the Manager makes it at spawn (newRecord).
+// keeps it reachable. Record and links are one allocation (464 bytes,
+// in the 480-byte size class); the Manager makes it at spawn (newRecord).
 type memEntry struct {
 	meta  TaskMeta
 	at    int64    // Unix nanoseconds of the commit that made it terminal, by the store's clock

@@ -191,6 +191,21 @@ func (s *MemoryStore) commitOne(ctx context.Context, u *TaskMeta, own *memEntry)
 	return nil
 }
 
+// commitEdit copies rec, a record kept by commitOne, into u, applies edit
+// and commits it, all under one lock. It is commitOne for the Manager's
+// own terminal records, which are valid by construction.
+func (s *MemoryStore) commitEdit(rec, u *TaskMeta, edit *terminalEdit) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	*u = *rec
+	edit.apply(u)
+	s.clock = u.FinishedAt
+	o := s.owner(u.Owner)
+	s.upsert(o, u, nil, time.Time{})
+	s.retain(u.Owner, o)
+	s.clock = time.Time{}
+}
+
 // owner returns the records of owner, making them the first time.
 func (s *MemoryStore) owner(owner string) *memOwner {
 	o := s.owners[owner]

@@ -30,7 +30,7 @@ func (o Owner) Progress(id string) (p Progress, ok bool) {
 	m := o.m
 	m.mu.Lock()
 	t := m.nodes[id]
-	if t == nil || t.gone || t.rec.Owner != o.id {
+	if t == nil || t.phase == phaseGone || t.rec.Owner != o.id {
 		m.mu.Unlock()
 		return Progress{}, false
 	}

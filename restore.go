@@ -139,7 +139,7 @@ func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch 
 	m.mu.Lock()
 	kept := batch[:0]
 	for _, meta := range batch {
-		if t := m.nodes[meta.ID]; t != nil && t.live {
+		if t := m.nodes[meta.ID]; t != nil && t.phase.live() {
 			continue // it runs here
 		}
 		kept = append(kept, meta)

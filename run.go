@@ -19,8 +19,9 @@ type outcome struct {
 
 // run is a task's goroutine: promote from queued if needed, call the
 // function, record the outcome, notify the owner, free everything. Nothing
-// large is kept in its frame while the function runs, so a parked task keeps
-// the small first stack of a goroutine.
+// large is kept in the frames of run and call while the function runs (the
+// rare outcomes are built out of line), so a parked task keeps the small
+// first stack of a goroutine (docs/internals.md).
 func (m *Manager) run(t *Task) {
 	out := outcome{status: StatusFailed, kind: KindError, err: "bgtask: task function called runtime.Goexit"}
 	defer func() {
@@ -28,17 +29,36 @@ func (m *Manager) run(t *Task) {
 		m.finish(t, &out)
 		m.wg.Done()
 	}()
-	// admitted is read without the lock: it was settled, under the lock,
-	// before this goroutine was started, and never changes afterwards.
-	if !t.admitted { // cancelled while queued: the function never runs
-		out = outcome{status: StatusCancelled, err: context.Cause(&t.ctx).Error()}
+	// The phase is read without the lock: it was settled, under the lock,
+	// before this goroutine was started, and only this goroutine moves it
+	// from here on (phase.go).
+	if t.phase == phaseDropped { // cancelled while queued: the function never runs
+		droppedOutcome(t, &out)
 		return
 	}
-	if err := m.promote(t); err != nil {
-		out = outcome{status: StatusFailed, kind: KindError, err: fmt.Sprintf("bgtask: could not record the start: %v", err)}
+	if !t.queued {
+		// Recorded running at spawn: nothing to promote.
+	} else if err := m.promote(t); err != nil {
+		startFailedOutcome(err, &out)
 		return
 	}
 	m.call(t, &out)
+}
+
+// droppedOutcome is the outcome of a task cancelled while queued. Out of
+// line (docs/internals.md).
+//
+//go:noinline
+func droppedOutcome(t *Task, out *outcome) {
+	*out = outcome{status: StatusCancelled, err: context.Cause(&t.ctx).Error()}
+}
+
+// startFailedOutcome is the outcome of a task whose start could not be
+// recorded. Out of line (docs/internals.md).
+//
+//go:noinline
+func startFailedOutcome(err error, out *outcome) {
+	*out = outcome{status: StatusFailed, kind: KindError, err: fmt.Sprintf("bgtask: could not record the start: %v", err)}
 }
 
 // promote records a task admitted from the queue as running. Out of line
@@ -66,14 +86,27 @@ func (m *Manager) promote(t *Task) error {
 // call runs the function and sets out from what it returned, recovering a
 // panic.
 func (m *Manager) call(t *Task, out *outcome) {
-	defer func() {
-		if r := recover(); r != nil {
-			*out = outcome{status: StatusFailed, kind: KindPanic, err: fmt.Sprintf("panic: %v", r), stack: string(debug.Stack())}
-			m.counters.panicked.Add(1)
-			m.log.Error("bgtask: task panicked", "task_id", t.rec.ID, "panic", r)
-		}
-	}()
+	defer m.recoverTask(t, out)
 	v, err := t.fn(&t.ctx, t)
+	growStack() // before encoding the result: the end needs the bigger stack anyway
+	m.settle(t, out, v, err)
+}
+
+// recoverTask, deferred by call, turns a panic of the function into a
+// failed outcome with the panic value and the stack.
+func (m *Manager) recoverTask(t *Task, out *outcome) {
+	if r := recover(); r != nil {
+		*out = outcome{status: StatusFailed, kind: KindPanic, err: fmt.Sprintf("panic: %v", r), stack: string(debug.Stack())}
+		m.counters.panicked.Add(1)
+		m.log.Error("bgtask: task panicked", "task_id", t.rec.ID, "panic", r)
+	}
+}
+
+// settle sets out from what the function returned. Out of line, so its
+// frame is not part of call's while the function runs (docs/internals.md).
+//
+//go:noinline
+func (m *Manager) settle(t *Task, out *outcome, v any, err error) {
 	switch {
 	case err == nil:
 		res, encErr := encodeJSON(v)
@@ -106,32 +139,40 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	t.returned.Store(true)
 	t.emitMu.Lock()
 	t.ended = true
+	busy := t.inputCommit()
 	t.emitMu.Unlock()
+	if busy != nil {
+		<-busy // an input request's record and event come before the terminal ones
+	}
 	prog := t.settleProgress()
 	if t.inbox != nil {
 		t.inbox.Close() // nobody reads it any more: later sends fail with ErrInboxClosed
 	}
 
 	fg := t.fg.Load() != fgBackground && m.endForeground(t)
-	var u TaskMeta
-	m.readRecord(t, &u)
-	from := u.Status
-	u.Status, u.Result, u.FinishedAt, u.ErrorKind = out.status, out.result, now(), out.kind
+	var reason string
 	if out.status == StatusCancelled {
-		u.CancelReason = reasonOf(context.Cause(&t.ctx))
+		reason = reasonOf(context.Cause(&t.ctx))
 	}
-	if prog != nil {
-		u.Progress = prog // the latest report is never lost to the throttle
-	}
-	u.Error, _ = truncateText(out.err, m.cfg.caps.err)
-	u.Stack, _ = truncateText(out.stack, m.cfg.caps.err)
-	if fg {
+	errText, _ := truncateText(out.err, m.cfg.caps.err)
+	stack, _ := truncateText(out.stack, m.cfg.caps.err)
+	end := now()
+	var u TaskMeta
+	edit := terminalEdit{out: *out, end: end, reason: reason, errText: errText, stack: stack, prog: prog}
+	var commitErr error
+	if fg { // rare: the record is marked before the commit
+		m.readRecord(t, &u)
+		edit.apply(&u)
 		m.answeredInForeground(&u)
 		u.Announced = true // the foreground call returned it: a restart must not announce it
-	} else if u.Wake != WakeSilent && m.durable() {
-		m.sent.add(u.ID) // before the commit: a Restore meanwhile must not announce it too
+		commitErr = m.commitUpdate(t, &u)
+	} else {
+		if t.rec.Wake != WakeSilent && m.durable() {
+			m.sent.add(t.rec.ID) // before the commit: a Restore meanwhile must not announce it too
+		}
+		commitErr = m.commitEdit(t, &u, &edit)
 	}
-	commitErr := m.commitUpdate(t, &u)
+	from := edit.from
 	if commitErr == nil {
 		m.notify(from, &u)
 	}
@@ -149,6 +190,29 @@ func (m *Manager) finish(t *Task, out *outcome) {
 		m.deliverTerminal(&u)
 	}
 	m.retire(t)
+}
+
+// terminalEdit is what finish writes on a task's record: its outcome.
+type terminalEdit struct {
+	out                    outcome
+	end                    time.Time
+	reason, errText, stack string
+	prog                   *TaskProgress
+	from                   TaskStatus // set by apply: the status it replaced
+}
+
+// apply writes the outcome on u, a copy of the current record.
+func (e *terminalEdit) apply(u *TaskMeta) {
+	e.from = u.Status
+	u.Status, u.Result, u.FinishedAt, u.ErrorKind = e.out.status, e.out.result, e.end, e.out.kind
+	u.Input = nil // an open request ends with the task
+	if e.out.status == StatusCancelled {
+		u.CancelReason = e.reason
+	}
+	if e.prog != nil {
+		u.Progress = e.prog // the latest report is never lost to the throttle
+	}
+	u.Error, u.Stack = e.errText, e.stack
 }
 
 // reportCommitFailure tells the owner that the terminal record of a task
@@ -194,10 +258,11 @@ func terminalEvent(meta *TaskMeta) Event {
 // children stays in m.nodes so that CancelTree still reaches them. Called
 // with m.mu held.
 func (m *Manager) unregister(t *Task) (starts []*Task) {
-	if !t.live {
+	if !t.phase.live() {
 		return nil
 	}
-	t.live = false
+	held, queued := t.phase.holdsSlot(), t.phase == phaseWaiting || t.phase == phaseQueued
+	t.move(phaseEnding)
 	m.live--
 	meta := t.rec
 	os := m.owners[meta.Owner]
@@ -210,10 +275,12 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 		delete(os.names, meta.Name)
 	}
 	m.releaseKey(t)
-	if !t.admitted {
+	if queued {
 		m.dequeue(t)
 	}
-	starts = m.release(t, os, nil)
+	if held {
+		starts = m.release(os, nil)
+	}
 	if key, ok := taskRun(meta); ok {
 		rs := m.runs[key]
 		rs.live--
@@ -244,9 +311,12 @@ func (m *Manager) retire(t *Task) {
 	}
 	if os.live--; os.live == 0 {
 		delete(m.owners, owner)
-		m.forgetClosedInbox(owner) // lock order: m.mu, then inboxMu
+		names := os.names // empty now: every name was freed by unregister
+		*os = ownerState{names: names}
+		m.spareOwner = os          // the next owner to start a task takes it
+		m.forgetClosedInbox(owner) // m.mu, then inboxMu: the lock order (task.go)
 	}
-	t.gone = true
+	t.move(phaseGone)
 	if r := t.rare.Load(); r != nil && r.done != nil {
 		close(r.done)
 	}
@@ -299,7 +369,7 @@ func (os *ownerState) isEnding(id string) bool {
 
 // pruneNode drops finished nodes without children, walking up the lineage.
 func (m *Manager) pruneNode(t *Task) {
-	for t != nil && t.gone && len(t.children) == 0 {
+	for t != nil && t.phase == phaseGone && len(t.children) == 0 {
 		delete(m.nodes, t.rec.ID)
 		p := t.parent
 		if p != nil {

@@ -34,7 +34,7 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg Message
 	}
 	m.mu.Lock()
 	t := m.nodes[id]
-	if t != nil && !t.live {
+	if t != nil && !t.phase.live() {
 		t = nil
 	}
 	m.mu.Unlock()

@@ -46,7 +46,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	var ids []string
 	m.mu.Lock()
 	for id, t := range m.nodes {
-		if t.live && !t.returned.Load() {
+		if t.phase.live() && !t.returned.Load() {
 			ids = append(ids, id)
 		}
 	}

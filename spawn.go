@@ -26,8 +26,8 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		return "", errNilFunc
 	}
 	var sc spawnConfig
-	for _, o := range opts {
-		o(&sc)
+	if len(opts) > 0 {
+		sc = spawnConfigOf(opts)
 	}
 	if err := checkName(sc.name); err != nil {
 		return "", err
@@ -116,7 +116,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		claim = &keyClaim{t: t, done: make(chan struct{})}
 		m.keys[ref] = claim
 	}
-	admitted := t.admitted
+	admitted := t.phase == phaseAdmitted
 	m.mu.Unlock()
 	if err != nil {
 		stop(nil)
@@ -130,7 +130,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	if admitted {
 		t.rec.Status, t.rec.StartedAt = StatusRunning, t.rec.CreatedAt
 	} else {
-		t.rec.Status = StatusQueued
+		t.rec.Status, t.queued = StatusQueued, true
 	}
 	ctxDone := ctx.Err() != nil // a commit then changes nothing
 	if err := m.commitFirst(ctx, t, ent); err != nil {
@@ -151,13 +151,32 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	m.settleClaim(t, claim, true)
 
 	m.mu.Lock()
-	t.committed = true
-	start := t.admitted || t.signalled
+	start := true
+	switch t.phase {
+	case phaseAdmitted:
+		t.move(phaseRunning)
+	case phaseWaiting:
+		t.move(phaseQueued) // a released slot starts it
+		start = false
+	}
+	// phaseDropped: cancelled before it had a slot; it ends cancelled
 	m.mu.Unlock()
 	if start {
 		go m.run(t)
 	}
 	return t.rec.ID, nil
+}
+
+// spawnConfigOf applies opts. Out of line: the config escapes into the
+// options' closures, so only a spawn with options pays for its allocation.
+//
+//go:noinline
+func spawnConfigOf(opts []SpawnOption) spawnConfig {
+	sc := new(spawnConfig)
+	for _, o := range opts {
+		o(sc)
+	}
+	return *sc
 }
 
 // register checks what must hold at the moment the task becomes visible and
@@ -183,7 +202,7 @@ func (m *Manager) register(t *Task) error {
 		// so their run key is not their parent's).
 		rs := m.runs[runKey{owner: meta.Owner, run: run}]
 		cancelled := rs != nil && rs.cancelled
-		if !cancelled && p != nil && p.live && p.signalled && p.rec.Parent.RunID == run {
+		if !cancelled && p != nil && p.phase.live() && p.signalled && p.rec.Parent.RunID == run {
 			cancelled = errors.Is(context.Cause(p.ctx.Context), ErrRunCancelled)
 		}
 		if cancelled {
@@ -197,7 +216,7 @@ func (m *Manager) register(t *Task) error {
 	if p != nil {
 		t.depth = p.depth + 1
 		if !meta.Detached {
-			if p.signalled && p.live {
+			if p.signalled && p.phase.live() {
 				return fmt.Errorf("%w: %s", ErrParentCancelled, p.rec.ID)
 			}
 			if m.cfg.maxChildren > 0 && len(p.children) >= m.cfg.maxChildren {
@@ -211,7 +230,10 @@ func (m *Manager) register(t *Task) error {
 		return fmt.Errorf("%w: depth %d > %d", ErrDepthLimit, t.depth, m.cfg.maxDepth)
 	}
 	if os == nil {
-		os = &ownerState{}
+		os = m.spareOwner
+		if os == nil {
+			os = new(ownerState)
+		}
 	}
 	if err := m.admit(t, os); err != nil {
 		return err
@@ -219,6 +241,9 @@ func (m *Manager) register(t *Task) error {
 
 	// Nothing can fail from here on.
 	m.owners[meta.Owner] = os
+	if os == m.spareOwner {
+		m.spareOwner = nil
+	}
 	os.live++ // decremented by retire
 	if t.reports() {
 		os.reporting++ // decremented by retire, or added by toBackground
@@ -247,7 +272,6 @@ func (m *Manager) register(t *Task) error {
 		p.children[t] = struct{}{}
 	}
 	m.nodes[meta.ID] = t
-	t.live = true
 	m.live++
 	m.active++
 	m.wg.Add(1)

@@ -23,6 +23,49 @@ import (
 // panic value and the stack.
 type Func func(ctx context.Context, t *Task) (any, error)
 
+// The concurrency map of a task. Each field of Task (and of taskRare,
+// made on first use) is guarded as below; "set at spawn" fields are
+// written before the task is registered and never again, so they are read
+// without a lock.
+//
+//	field                        guarded by           written by
+//	m, fn, ctx, stop, inbox      set at spawn         spawn
+//	rec (the pointer), queued    set at spawn         spawn (newRecord)
+//	rec's identity fields        set at spawn         spawn; never changed (setMutable skips them)
+//	rec's other fields           MemoryStore.mu       the task's commits (promote, finish, the input
+//	                             when shared, else    path, the progress writer), one at a time:
+//	                             the commit order     finish waits for the input path's (busy) and
+//	                                                  the progress writer's in-flight commit
+//	rare (the pointer)           atomic               the first user (rareState)
+//	returned                     atomic               finish
+//	fg                           atomic, written      Foreground, endForeground, toBackground
+//	                             with m.mu held       (promote.go)
+//	ended                        emitMu               finish
+//	inboxGen, ownerBox           emitMu               Emit (the cached owner inbox)
+//	rare.input, rare.inputSig    emitMu               openInput, closeInput, answer, waitSettled
+//	rare.progress                emitMu               Emit
+//	rare.busy                    emitMu               openInput, closeInput (beginCommit/endCommit)
+//	rare.prog                    emitMu               ReportProgress and its writer (taskprogress.go)
+//	rare.done                    m.mu                 waitable (made), retire (closed)
+//	phase (phase.go), signalled  m.mu                 register, admit, release, signal, spawn,
+//	                                                  unregister, retire; run reads phase unlocked
+//	depth                        m.mu                 register
+//	parent, children             m.mu                 register, pruneNode
+//	ownerPrev/Next, runPrev/Next m.mu                 register, unregister, retire (intrusive lists)
+//
+// Lock order. Where a goroutine holds two of these locks it takes them in
+// this order, and never the other way round; a change that nests locks
+// must keep it so:
+//
+//	Manager.restoreMu → Task.emitMu → Manager.mu → Manager.inboxMu → Inbox.mu
+//
+// MemoryStore.mu and messageLog.mu are leaves: taken alone or under one of
+// the above (waitSettled reads the record under emitMu; Emit records a
+// message under emitMu), and nothing is locked under them. Inbox.mu is
+// released before a WithOnClosed fallback or an onClose hook runs, so those
+// may take the locks above. No lock is held across a Store commit: a slow
+// Store delays only the task that commits.
+
 // Task is the handle a task function receives. Its methods are safe for
 // concurrent use, including after the function has returned.
 type Task struct {
@@ -34,22 +77,20 @@ type Task struct {
 	inbox *Inbox                   // a sub-agent's own inbox; nil for a plain task
 	rare  atomic.Pointer[taskRare] // what few tasks need, made on first use (see rare)
 
-	emitMu   sync.Mutex // serialises Emit with the end of the task; guards ended, inboxGen, ownerBox
+	emitMu   sync.Mutex // serialises Emit with the end of the task; see the map above
 	inboxGen uint64     // m.inboxGen when ownerBox was looked up
 	ownerBox *Inbox     // the owner's inbox, cached for Emit
 
 	// Small fields together, so the struct stays in a smaller size class.
 	returned atomic.Bool  // the function has returned (or never will run)
 	fg       atomic.Int32 // fgBackground, fgHeld or fgEnded (promote.go); written with m.mu held
-	depth    int32        // lineage depth; guarded by m.mu
-	ended    bool         // the function has returned; guarded by emitMu
+	depth    int32        // lineage depth
+	ended    bool         // the function has returned
+	queued   bool         // its first record was queued: run promotes it; set at spawn
 
 	// Guarded by m.mu.
-	live      bool // registered, not yet unregistered: counts for names, limits, cancels
-	gone      bool // its end is fully recorded and delivered
-	signalled bool // cancel was requested
-	admitted  bool // holds a concurrency slot (or no limit applies)
-	committed bool // the initial record is in the store
+	phase     taskPhase // where it is in registration, slot, start and end (phase.go)
+	signalled bool      // cancel was requested
 
 	parent               *Task              // attached parent node, for cascades
 	children             map[*Task]struct{} // attached live children
@@ -66,6 +107,7 @@ type taskRare struct {
 	inputSig chan struct{}  // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
 	progress Progress       // the latest custom event (Owner.Progress); guarded by emitMu
 	prog     *progressState // the progress writer (ReportProgress); guarded by emitMu
+	busy     chan struct{}  // an input-path commit is in flight (beginCommit); closed when it is done; guarded by emitMu
 }
 
 // rareState returns t's taskRare, making it on first use.

@@ -55,7 +55,7 @@ func (m *Manager) waitable(id string) (*Task, chan struct{}) {
 	r := t.rareState()
 	if r.done == nil {
 		r.done = make(chan struct{}) // most tasks are never waited for
-		if t.gone {
+		if t.phase == phaseGone {
 			close(r.done)
 		}
 	}
