@@ -21,10 +21,13 @@ type writeTx struct {
 	tx  *sql.Tx
 	now int64 // the store's clock for this batch, in microseconds
 
-	get, getMany, ownerOf, byOwner, upsert, del, countTerminal, dropOldest *sql.Stmt // bound to tx when first used
+	get, getMany, ownerOf, byOwner, upsert, insertNew, del, countTerminal, dropOldest *sql.Stmt // bound to tx when first used
 
 	counted counted // the current request's owner's terminal count, kept if it succeeds
 	wrote   bool    // the current request has run a write statement
+
+	dirty map[string]bool // ids this transaction wrote: not taken from the cache
+	ops   []cacheOp       // the cache's changes, applied at commit
 }
 
 // maxCounted bounds how many owners' terminal counts the writer keeps.
@@ -69,9 +72,13 @@ func (s *Store) write(ctx context.Context, batch []*request, savepoints bool) (e
 		}
 		return errs, false
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
+		s.releaseConn() // a connection that cannot begin: take another next time
 		return abort(fmt.Errorf("sqlitestore: begin: %w", err))
+	}
+	if err := s.cache.validate(ctx, tx, s.st.dataVersion); err != nil {
+		return abort(err)
 	}
 	w := &writeTx{s: s, ctx: ctx, tx: tx, now: s.cfg.now().UnixMicro()}
 	single := len(batch) == 1
@@ -88,7 +95,11 @@ func (s *Store) write(ctx context.Context, batch []*request, savepoints bool) (e
 			}
 		}
 		w.counted, w.wrote = counted{}, false
+		mark := len(w.ops)
 		e, err := w.apply(r)
+		if err != nil {
+			w.ops = w.ops[:mark] // its changes are not kept
+		}
 		switch {
 		case err != nil && single:
 			return abort(err)
@@ -126,6 +137,7 @@ func (s *Store) write(ctx context.Context, batch []*request, savepoints bool) (e
 		tx = nil
 		return abort(fmt.Errorf("sqlitestore: commit: %w", err))
 	}
+	s.cache.commit(w.ops)
 	return errs, false
 }
 
@@ -157,10 +169,13 @@ func (w *writeTx) retainAge() error {
 	return nil
 }
 
-// apply runs one Commit call's actions: it reads the rows they touch (all
-// the owner's rows for ReplaceAll), reduces a Snapshot of them with
-// bgtask.ApplyAction, and writes back only the rows that changed. It
-// reports whether a record became terminal.
+// apply runs one Commit call's actions: it takes the rows they touch (all
+// the owner's rows for ReplaceAll) from the writer's cache or a read,
+// reduces a Snapshot of them with bgtask.ApplyAction, and writes back only
+// the rows that changed. A call naming one record the cache does not hold
+// is first tried as a new record: the reducer runs on no row, and the row
+// is inserted only if there is none; otherwise the row is read and the
+// call reduced again. It reports whether a record became terminal.
 func (w *writeTx) apply(r *request) (ended bool, err error) {
 	owner := r.owner
 	var (
@@ -169,9 +184,10 @@ func (w *writeTx) apply(r *request) (ended bool, err error) {
 		order   []string                   // ids in the order the actions name them
 		seen    = make(map[string]bool)
 	)
-	full := false
+	full, upserts := false, true
 	for _, a := range r.actions {
 		full = full || a.Op == bgtask.OpReplaceAll
+		upserts = upserts && a.Op == bgtask.OpUpsert
 		for i := range a.Tasks {
 			if id := a.Tasks[i].ID; !seen[id] {
 				seen[id] = true
@@ -204,16 +220,38 @@ func (w *writeTx) apply(r *request) (ended bool, err error) {
 				foreign = addTo(foreign, id)
 			}
 		}
-	} else {
-		ids := slices.Clone(order)
-		for _, a := range r.actions {
-			ids = append(ids, a.IDs...) // Remove's ids: read so the reducer sees them
-		}
-		if cur, foreign, err = w.readAll(ids, owner); err != nil {
-			return false, err
+		return w.put(r, cur, foreign, order, nil, false)
+	}
+	ids := slices.Clone(order)
+	for _, a := range r.actions {
+		ids = append(ids, a.IDs...) // Remove's ids: read so the reducer sees them
+	}
+	if upserts && len(ids) == 1 {
+		if _, ok := w.cached(ids[0]); !ok {
+			ended, err = w.put(r, nil, nil, order, nil, true)
+			if !errors.Is(err, errNotNew) {
+				return ended, err
+			}
 		}
 	}
+	cur, foreign, known, err := w.readCached(ids, owner)
+	if err != nil {
+		return false, err
+	}
+	return w.put(r, cur, foreign, order, known, false)
+}
 
+// errNotNew is put's answer when a record tried as new has a row (or the
+// reducer kept nothing of it): nothing was written, read it and try again.
+var errNotNew = errors.New("sqlitestore: record is not new")
+
+// put reduces the actions over cur and writes the rows that changed. known
+// are the ids of cur whose rows have no terminal_seq (taken from the
+// cache): the cache keeps them while they stay live. With assumeNew, cur is
+// empty and order is one id assumed to have no row: the row is inserted
+// only if there is none, and errNotNew reports that there was.
+func (w *writeTx) put(r *request, cur map[string]bgtask.TaskMeta, foreign map[string]bool, order []string, known map[string]bool, assumeNew bool) (ended bool, err error) {
+	owner := r.owner
 	snap := bgtask.Snapshot{Tasks: maps.Clone(cur)}
 	for _, a := range r.actions {
 		bgtask.ApplyAction(&snap, withoutForeign(a, foreign))
@@ -223,6 +261,7 @@ func (w *writeTx) apply(r *request) (ended bool, err error) {
 	for id, old := range cur {
 		if _, ok := snap.Tasks[id]; !ok {
 			w.wrote = true
+			w.touch(id, nil)
 			if _, err := w.stmt(&w.del, w.s.st.del).ExecContext(w.ctx, id); err != nil {
 				return false, fmt.Errorf("sqlitestore: delete task %s: %w", id, err)
 			}
@@ -234,6 +273,9 @@ func (w *writeTx) apply(r *request) (ended bool, err error) {
 	for _, id := range order {
 		m, ok := snap.Tasks[id]
 		if !ok {
+			if assumeNew {
+				return false, errNotNew // the reducer may keep something of it over a row
+			}
 			continue
 		}
 		old, had := cur[id]
@@ -241,28 +283,114 @@ func (w *writeTx) apply(r *request) (ended bool, err error) {
 			continue // dropped by the reducer, or a same-state re-mirror
 		}
 		var seq, at any // NULL: keep the row's own
-		if m.Status.IsTerminal() && !(had && old.Status.IsTerminal()) {
+		fresh := m.Status.IsTerminal() && !(had && old.Status.IsTerminal())
+		if fresh {
+			seq, at = w.s.nextSeq+1, w.now
+		}
+		args := append(rowArgs(&m), seq, at)
+		if assumeNew {
+			res, err := w.stmt(&w.insertNew, w.s.st.insertNew).ExecContext(w.ctx, args...)
+			if err != nil {
+				return false, errNotNew // the read path runs it again and reports its error
+			}
+			if n, err := res.RowsAffected(); err != nil || n != 1 {
+				return false, errNotNew
+			}
+		} else {
+			w.wrote = true
+			if _, err := w.stmt(&w.upsert, w.s.st.upsert).ExecContext(w.ctx, args...); err != nil {
+				if m.IdempotencyKey != "" && !had && isKeyConflict(err) {
+					return false, w.duplicateKey(owner, m.IdempotencyKey, err)
+				}
+				return false, fmt.Errorf("sqlitestore: write task %s: %w", id, err)
+			}
+		}
+		w.wrote = true
+		if fresh {
 			w.s.nextSeq++
-			seq, at = w.s.nextSeq, w.now
 			ended = true
 			delta++
 		}
 		if !m.Status.IsTerminal() && m.Instance != "" {
 			w.s.noteInstance(m.Instance) // recovery leaves this instance's records alone
 		}
-		args := append(rowArgs(&m), seq, at)
-		w.wrote = true
-		if _, err := w.stmt(&w.upsert, w.s.st.upsert).ExecContext(w.ctx, args...); err != nil {
-			if m.IdempotencyKey != "" && !had && isKeyConflict(err) {
-				return false, w.duplicateKey(owner, m.IdempotencyKey, err)
-			}
-			return false, fmt.Errorf("sqlitestore: write task %s: %w", id, err)
+		// A row with no terminal_seq that stays live may be kept.
+		keep := !m.Status.IsTerminal() && (!had || known[id])
+		if keep {
+			w.touch(id, &m)
+		} else {
+			w.touch(id, nil)
 		}
 	}
 	if err := w.retain(owner, delta, ended); err != nil {
 		return false, err
 	}
 	return ended, nil
+}
+
+// cached is the cache's record of id, unless this transaction has written
+// id already (the cache is as of its start).
+func (w *writeTx) cached(id string) (bgtask.TaskMeta, bool) {
+	if w.dirty[id] {
+		return bgtask.TaskMeta{}, false
+	}
+	m, ok := w.s.cache.rows[id]
+	return m, ok
+}
+
+// touch notes that this transaction writes id: the cache keeps m (nil:
+// forgets id) if the request and the transaction succeed.
+func (w *writeTx) touch(id string, m *bgtask.TaskMeta) {
+	if w.dirty == nil {
+		w.dirty = make(map[string]bool)
+	}
+	w.dirty[id] = true
+	if m == nil {
+		w.ops = append(w.ops, cacheOp{id: id, forget: true})
+		return
+	}
+	sm, err := stored(m)
+	if err != nil {
+		w.ops = append(w.ops, cacheOp{id: id, forget: true})
+		return
+	}
+	w.ops = append(w.ops, cacheOp{id: id, m: sm})
+}
+
+// readCached is readAll, taking the rows the cache holds from it; known
+// are the ids it took.
+func (w *writeTx) readCached(ids []string, owner string) (cur map[string]bgtask.TaskMeta, foreign, known map[string]bool, err error) {
+	var miss []string
+	for _, id := range ids {
+		m, ok := w.cached(id)
+		switch {
+		case !ok:
+			miss = append(miss, id)
+		case m.Owner != owner:
+			foreign = addTo(foreign, id)
+		default:
+			known = addTo(known, id)
+		}
+	}
+	if len(miss) == len(ids) {
+		cur, foreign, err = w.readAll(ids, owner)
+		return cur, foreign, nil, err
+	}
+	cur = make(map[string]bgtask.TaskMeta, len(ids))
+	if len(miss) > 0 {
+		read, other, err := w.readAll(miss, owner)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		maps.Copy(cur, read)
+		for id := range other {
+			foreign = addTo(foreign, id)
+		}
+	}
+	for id := range known {
+		cur[id] = w.s.cache.rows[id]
+	}
+	return cur, foreign, known, nil
 }
 
 // retain applies the count limit to owner after a commit that changed its

@@ -215,3 +215,40 @@ func sameMeta(a, b *bgtask.TaskMeta) bool {
 		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input) &&
 		a.Announced == b.Announced
 }
+
+// stored is m as a read of the row rowArgs(m) writes would decode it:
+// times in UTC microseconds, no empty tags, progress through its JSON.
+func stored(m *bgtask.TaskMeta) (bgtask.TaskMeta, error) {
+	r := row{
+		id: m.ID, owner: m.Owner, typ: m.Type, name: m.Name, description: m.Description, status: string(m.Status),
+		errText: m.Error, stack: m.Stack,
+		parentTask: m.Parent.TaskID, parentRun: m.Parent.RunID, parentCall: m.Parent.CallID, parentAgent: m.Parent.AgentID,
+		instance: m.Instance, attempt: m.Attempt, wake: string(m.Wake), tags: tagsArg(m), errorKind: string(m.ErrorKind),
+		cancelReason: m.CancelReason, idemKey: m.IdempotencyKey,
+	}
+	if m.Result != nil {
+		r.result = sql.NullString{String: string(m.Result), Valid: true}
+	}
+	r.created, r.started, r.finished = nullMicros(m.CreatedAt), nullMicros(m.StartedAt), nullMicros(m.FinishedAt)
+	if m.Detached {
+		r.detached = 1
+	}
+	if m.Input != nil {
+		r.inputID = sql.NullString{String: m.Input.ID, Valid: true}
+		r.inputPrompt = sql.NullString{String: m.Input.Prompt, Valid: true}
+	}
+	if p, ok := progressArg(m).(string); ok {
+		r.progress = sql.NullString{String: p, Valid: true}
+	}
+	if m.Announced {
+		r.announced = 1
+	}
+	return r.decode()
+}
+
+func nullMicros(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMicro(), Valid: true}
+}

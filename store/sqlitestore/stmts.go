@@ -14,6 +14,7 @@ import (
 type stmts struct {
 	get, getMany, ownerOf, byOwner, children, pendingOwners      *sql.Stmt
 	upsert, del, countTerminal, dropOldest, retainAge, oldestEnd *sql.Stmt
+	insertNew, dataVersion                                       *sql.Stmt // the writer's cache (cache.go)
 	savepoint, rollbackTo, release                               *sql.Stmt // one Commit call's savepoint in a batch
 }
 
@@ -61,6 +62,11 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 			strings.Repeat("?, ", strings.Count(columns, ",")+2) + "?) ON CONFLICT (id) DO UPDATE SET " + updateSet +
 			", terminal_seq = coalesce(tasks.terminal_seq, excluded.terminal_seq)" +
 			", terminal_at = coalesce(tasks.terminal_at, excluded.terminal_at)"},
+		// The upsert's row if there is none with its id: no change (and no
+		// error from the id) if there is.
+		{&st.insertNew, "INSERT INTO tasks (" + columns + ", terminal_seq, terminal_at) VALUES (" +
+			strings.Repeat("?, ", strings.Count(columns, ",")+2) + "?) ON CONFLICT (id) DO NOTHING"},
+		{&st.dataVersion, "PRAGMA data_version"},
 		{&st.del, "DELETE FROM tasks WHERE id = ?"},
 		{&st.countTerminal, "SELECT count(*) FROM tasks WHERE owner = ? AND terminal_seq IS NOT NULL"},
 		// Delete the owner's ?2 records that became terminal first.
@@ -82,7 +88,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (st *stmts) close() {
-	for _, s := range []*sql.Stmt{st.get, st.getMany, st.pendingOwners, st.ownerOf, st.byOwner, st.children, st.upsert, st.del, st.countTerminal, st.dropOldest, st.retainAge, st.oldestEnd, st.savepoint, st.rollbackTo, st.release} {
+	for _, s := range []*sql.Stmt{st.get, st.getMany, st.pendingOwners, st.ownerOf, st.byOwner, st.children, st.upsert, st.insertNew, st.dataVersion, st.del, st.countTerminal, st.dropOldest, st.retainAge, st.oldestEnd, st.savepoint, st.rollbackTo, st.release} {
 		if s != nil {
 			s.Close()
 		}

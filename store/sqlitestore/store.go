@@ -48,6 +48,8 @@ type Store struct {
 	terminals map[string]int // owner → number of terminal records, for owners counted so far
 	oldestEnd int64          // no terminal_at is older (microseconds), when oldestSet; math.MaxInt64 for none
 	oldestSet bool
+	cache     rowCache
+	wconn     *sql.Conn // the writer's connection, taken at its first write; nil for ":memory:"
 
 	// Recovery (recover.go).
 	lockMu sync.Mutex          // serialises Recover
@@ -97,7 +99,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{cfg: cfg, db: db, memory: path == ":memory:", wake: make(chan struct{}, 1), terminals: make(map[string]int)}
+	s := &Store{cfg: cfg, db: db, memory: path == ":memory:", wake: make(chan struct{}, 1), terminals: make(map[string]int), cache: rowCache{rows: make(map[string]bgtask.TaskMeta)}}
 	alone := s.memory
 	if !s.memory {
 		if s.lock, alone, err = openLock(path); err != nil {
@@ -119,6 +121,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 			err = lerr
 		}
 		if err != nil && !errors.Is(err, bgtask.ErrCorrupt) {
+			s.releaseConn()
 			s.st.close()
 			db.Close()
 			s.closeLock()
@@ -195,6 +198,7 @@ func (s *Store) Close() error {
 	s.poll.halt()
 	s.signal()
 	s.writer.Wait()
+	s.releaseConn()
 	s.st.close()
 	err := s.db.Close()
 	s.closeLock() // after the database: no write of this Store can follow
@@ -219,3 +223,29 @@ func (s *Store) readErr(err error) error {
 }
 
 var _ bgtask.Store = (*Store)(nil)
+
+// beginWrite starts a write transaction on the writer's own connection, so
+// that PRAGMA data_version there tells the writer's cache whether another
+// connection wrote. ":memory:" has one connection, shared with reads: its
+// transactions take it from the pool each time.
+func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
+	if s.memory {
+		return s.db.BeginTx(ctx, nil)
+	}
+	if s.wconn == nil {
+		c, err := s.db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.wconn = c
+	}
+	return s.wconn.BeginTx(ctx, nil)
+}
+
+// releaseConn returns the writer's connection, once the writer is done.
+func (s *Store) releaseConn() {
+	if s.wconn != nil {
+		s.wconn.Close()
+		s.wconn = nil
+	}
+}
