@@ -425,6 +425,7 @@ func (w *writeTx) retain(owner string, delta int, ended bool) error {
 // another owner is not decoded, so its corruption cannot fail this owner's
 // commit. sql.ErrNoRows when there is none.
 func (w *writeTx) read(id, owner string) (bgtask.TaskMeta, bool, error) {
+	w.s.reads.Add(1)
 	var rw row
 	if err := rw.scan(w.stmt(&w.get, w.s.st.get).QueryRowContext(w.ctx, id)); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -461,6 +462,7 @@ func (w *writeTx) readAll(ids []string, owner string) (cur map[string]bgtask.Tas
 	if err != nil {
 		return nil, nil, fmt.Errorf("sqlitestore: read tasks: %w", err)
 	}
+	w.s.reads.Add(1)
 	rows, err := w.stmt(&w.getMany, w.s.st.getMany).QueryContext(w.ctx, list)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sqlitestore: read tasks: %w", err)
@@ -488,6 +490,7 @@ func (w *writeTx) readAll(ids []string, owner string) (cur map[string]bgtask.Tas
 }
 
 func (w *writeTx) loadOwner(owner string) (map[string]bgtask.TaskMeta, error) {
+	w.s.reads.Add(1)
 	rows, err := w.stmt(&w.byOwner, w.s.st.byOwner).QueryContext(w.ctx, owner)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: read owner %q: %w", owner, err)

@@ -15,3 +15,6 @@ func WithHookTaken(f func(n int)) Option {
 
 // MigrationSQL is the statement that moves the schema from version v-1 to v.
 func MigrationSQL(v int) string { return migrations[v-1] }
+
+// WriterReads is how many read statements the writer has run.
+func WriterReads(s *Store) int64 { return s.reads.Load() }

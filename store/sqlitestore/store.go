@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bgtask/bgtask"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
@@ -49,7 +50,8 @@ type Store struct {
 	oldestEnd int64          // no terminal_at is older (microseconds), when oldestSet; math.MaxInt64 for none
 	oldestSet bool
 	cache     rowCache
-	wconn     *sql.Conn // the writer's connection, taken at its first write; nil for ":memory:"
+	reads     atomic.Int64 // the writer's read statements, for tests
+	wconn     *sql.Conn    // the writer's connection, taken at its first write; nil for ":memory:"
 
 	// Recovery (recover.go).
 	lockMu sync.Mutex          // serialises Recover
