@@ -103,13 +103,18 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
+	var migrated atomic.Bool
 	if !strings.Contains(dsn, "default_query_exec_mode") {
-		// Statements are planned for the values of each call (unnamed
-		// statements, described once), so no plan cached while the table
-		// was small keeps scanning it whole after it grew.
+		// The hot statements are prepared on each connection once the
+		// schema is there; their generic plans use indexes. The others are
+		// planned for the values of each call (unnamed statements,
+		// described once), so no plan cached while the table was small
+		// keeps scanning it whole after it grew.
 		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+		pc.AfterConnect = prepareHot(&migrated)
 	}
 	bc := pc.Copy()
+	bc.AfterConnect = nil
 	bc.MaxConns, bc.MinConns = bgConns, 0
 	bc.ConnConfig.RuntimeParams["application_name"] = BackgroundAppName
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
@@ -125,6 +130,12 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		pool.Close()
 		bg.Close()
 		return nil, err
+	}
+	if pc.AfterConnect != nil {
+		// The connections made before the schema existed go; the new
+		// ones prepare the hot statements.
+		migrated.Store(true)
+		pool.Reset()
 	}
 	now := time.Now()
 	s := &Store{pool: pool, bg: bg, cfg: cfg, log: cfg.logger, clock: time.Now, base: now,
