@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func BenchmarkCluster(b *testing.B) {
 		workers   = 4 // per owner
 		seconds   = 20
 	)
-	dsn := pgtest.NewDSN(b)
+	dsn := benchDSN(b)
 	procs := make([]*instance, instances)
 	for i := range procs {
 		procs[i] = startInstance(b, dsn, fmt.Sprintf("inst_cluster_%d", i), fmt.Sprintf("o%d", i), 0, clusterOpts...)
@@ -126,7 +127,7 @@ func BenchmarkClusterOpenLoop(b *testing.B) {
 		rate      = 250 // tasks/s per instance
 		seconds   = 20
 	)
-	dsn := pgtest.NewDSN(b)
+	dsn := benchDSN(b)
 	procs := make([]*instance, instances)
 	for i := range procs {
 		procs[i] = startInstance(b, dsn, fmt.Sprintf("inst_open_%d", i), fmt.Sprintf("o%d", i), 0, clusterOpts...)
@@ -167,3 +168,9 @@ func BenchmarkClusterOpenLoop(b *testing.B) {
 		p.quit()
 	}
 }
+
+// benchDSN is a new schema's DSN with the parameters in the environment
+// variable PGSTORE_BENCH_PARAMS added (such as
+// "&default_query_exec_mode=cache_describe", which turns off the prepared
+// hot statements, to compare).
+func benchDSN(b *testing.B) string { return pgtest.NewDSN(b) + os.Getenv("PGSTORE_BENCH_PARAMS") }
