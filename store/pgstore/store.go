@@ -88,7 +88,10 @@ const bgConns = 3
 // lacks, and returns a Store. The pool dsn describes serves commits and
 // reads; the heartbeat, the reaper and the cancel poller of a started
 // Store use three more connections of their own, and the cancel listener
-// one more, so they never wait behind commits. A database migrated by a newer version of
+// one more, so they never wait behind commits. Each connection of the
+// commit pool prepares the statements of a commit once; a DSN that names
+// default_query_exec_mode (as for a pooler that does not keep prepared
+// statements) prepares nothing and runs in that mode. A database migrated by a newer version of
 // this package is left untouched and Open returns an error matching
 // ErrSchemaTooNew.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
