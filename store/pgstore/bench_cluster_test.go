@@ -115,10 +115,11 @@ func sqlCount(b *testing.B, dsn, query string) int64 { return sqlExec(b, dsn, qu
 
 // BenchmarkClusterOpenLoop is BenchmarkCluster's four instances at a fixed
 // offered load: 1,000 tasks/s across the four (PGSTORE_BENCH_RATE sets
-// another; a tenth of them sub-agents with one child each) for 20 seconds, whether the earlier
-// tasks finished or not, so the commit latencies it reports (p50 and p99,
-// the worst of the four) are not set by how many callers wait, as in a
-// closed loop. One iteration; run it with -benchtime 1x.
+// another; a tenth of them sub-agents with one child each) for 20
+// seconds, whether the earlier tasks finished or not, so the commit
+// latencies it reports (p50 and p99, the worst of the four) are not set by
+// how many callers wait, as in a closed loop. One iteration; run it with
+// -benchtime 1x.
 //
 //	go test -run '^$' -bench BenchmarkClusterOpenLoop -benchtime 1x ./store/pgstore
 func BenchmarkClusterOpenLoop(b *testing.B) {
