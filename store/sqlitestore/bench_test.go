@@ -85,8 +85,8 @@ func upsertLoop(b *testing.B, s bgtask.Store, owner string, work <-chan struct{}
 // its busy timeout, immediate transactions), the same schema (made by
 // Open), and the same rows, alternately a new running task and its
 // completion, written by one prepared INSERT ... ON CONFLICT DO UPDATE with
-// nothing around it. "tx=1row" is one transaction per row, "tx=64rows" one
-// per 64 rows; each op is one row.
+// nothing around it. "tx=1row" is one transaction per row, "tx=8rows" and
+// "tx=64rows" one per 8 and 64 rows; each op is one row.
 //
 //	cd store/sqlitestore && go test -run '^$' -bench 'SQLiteCommit|SQLiteRaw' -benchtime 3s
 func BenchmarkSQLiteRaw(b *testing.B) {
@@ -96,6 +96,7 @@ func BenchmarkSQLiteRaw(b *testing.B) {
 		fsync string
 	}{
 		{"tx=1row", 1, "NORMAL"},
+		{"tx=8rows", 8, "NORMAL"}, // the most a transaction of 8 writers holds
 		{"tx=64rows", 64, "NORMAL"},
 		{"tx=1row/fullsync", 1, "FULL"},
 		{"tx=64rows/fullsync", 64, "FULL"},
