@@ -1,7 +1,6 @@
 package sqlitestore_test
 
 import (
-	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
+	"github.com/bgtask/bgtask/storetest"
 )
 
 // BenchmarkSQLiteCommit measures metadata upserts per second on a file
@@ -171,49 +171,12 @@ func BenchmarkSQLiteRaw(b *testing.B) {
 //
 //	cd store/sqlitestore && go test -run '^$' -bench Restore10k -benchtime 5x
 func BenchmarkRestore10k(b *testing.B) {
-	const n = 10_000
-	b.ReportAllocs()
-	for b.Loop() {
-		b.StopTimer()
+	storetest.BenchRestore(b, 10_000, func(b *testing.B) bgtask.Store {
 		s, err := sqlitestore.Open(b.Context(), filepath.Join(b.TempDir(), "restore.db"))
 		if err != nil {
 			b.Fatal(err)
 		}
-		fillStale(b, s, "thread-1", n)
-		m, err := bgtask.New(bgtask.WithStore(s), bgtask.WithInstance("new"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		got, err := m.Restore(b.Context(), "thread-1")
-		b.StopTimer()
-		if err != nil || len(got) != n {
-			b.Fatalf("Restore = %d records, %v; want %d", len(got), err, n)
-		}
-		if err := m.Shutdown(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		s.Close()
-		b.StartTimer()
-	}
-}
-
-// fillStale commits n running records of owner, as a process that is gone
-// left them.
-func fillStale(b *testing.B, store bgtask.Store, owner string, n int) {
-	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	actions := make([]bgtask.Action, 0, 500)
-	for i := range n {
-		actions = append(actions, bgtask.Upsert(bgtask.TaskMeta{
-			ID: fmt.Sprintf("task_%08d", i), Owner: owner, Type: bgtask.TypeTask, Name: "research",
-			Status: bgtask.StatusRunning, CreatedAt: at.Add(time.Duration(i) * time.Millisecond), StartedAt: at,
-			Instance: "gone", Attempt: 1,
-		}))
-		if len(actions) == cap(actions) || i == n-1 {
-			if err := store.Commit(b.Context(), owner, actions...); err != nil {
-				b.Fatal(err)
-			}
-			actions = actions[:0]
-		}
-	}
+		b.Cleanup(func() { s.Close() })
+		return s
+	})
 }
