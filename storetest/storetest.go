@@ -28,6 +28,14 @@ type Config struct {
 	// records, which cannot be corrupt). Every store that serialises records
 	// must set it.
 	Corrupt func(t *testing.T, s bgtask.Store, id string, kind CorruptKind)
+	// Stale puts records into store s (made by New) as runtime instances
+	// that are now gone left them (each record names its instance), so
+	// that s does not take them for records of a live instance of its own:
+	// for example through a second connection, or by marking their
+	// instances stopped. Optional: when nil, or when the store is not a
+	// bgtask.Recoverer, the Recover check is skipped. Every store that
+	// implements bgtask.Recoverer must set it.
+	Stale func(t *testing.T, s bgtask.Store, records ...bgtask.TaskMeta)
 }
 
 // CorruptKind says how Config.Corrupt damages a stored record.
@@ -81,6 +89,7 @@ var checks = []check{
 	{"Children", testChildren},
 	{"Retention", testRetention},
 	{"Corrupt", testCorrupt},
+	{"Recover", testRecover},
 	{"CancelledContext", testCancelledContext},
 }
 

@@ -31,7 +31,31 @@ func TestConformance(t *testing.T) {
 		Corrupt: func(t *testing.T, s bgtask.Store, id string, kind storetest.CorruptKind) {
 			corrupt(t, p[s], id, kind)
 		},
+		Stale: func(t *testing.T, s bgtask.Store, records ...bgtask.TaskMeta) {
+			stale(t, p[s], records...)
+		},
 	})
+}
+
+// stale writes records into the file at path through a second Store, one
+// that never recovers and is closed before it returns: as a process that
+// is gone left them. The Store under test did not write them, so it does
+// not take their instances for its own.
+func stale(t *testing.T, path string, records ...bgtask.TaskMeta) {
+	t.Helper()
+	gone, err := sqlitestore.Open(t.Context(), path, sqlitestore.WithoutRecovery(), sqlitestore.WithRetainFor(0))
+	if err != nil {
+		t.Fatalf("Open(%s) of the gone process: %v", path, err)
+	}
+	for _, m := range records {
+		if err := gone.Commit(t.Context(), m.Owner, bgtask.Upsert(m)); err != nil {
+			gone.Close()
+			t.Fatalf("gone process: Commit(%s): %v", m.ID, err)
+		}
+	}
+	if err := gone.Close(); err != nil {
+		t.Fatalf("Close of the gone process: %v", err)
+	}
 }
 
 // corrupt damages task id's row in the file at path, as a bug or another
