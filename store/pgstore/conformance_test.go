@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"slices"
 	"sync"
 	"testing"
 
@@ -34,5 +35,36 @@ func TestConformance(t *testing.T) {
 				t.Fatalf("corrupt %s: %d rows", id, n)
 			}
 		},
+		Stale: func(t *testing.T, s bgtask.Store, records ...bgtask.TaskMeta) {
+			dsn, _ := dsns.Load(s)
+			stale(t, s, dsn.(string), records...)
+		},
 	})
+}
+
+// stale writes records through s, then registers the instances they name
+// as gone, the two ways the reaper knows: the first one named closed (state
+// stopped), the others alive but with a heartbeat a day old, far beyond
+// any grace period.
+func stale(t *testing.T, s bgtask.Store, dsn string, records ...bgtask.TaskMeta) {
+	t.Helper()
+	var instances []string
+	for _, m := range records {
+		if err := s.Commit(t.Context(), m.Owner, bgtask.Upsert(m)); err != nil {
+			t.Fatalf("Commit(%s): %v", m.ID, err)
+		}
+		if !slices.Contains(instances, m.Instance) {
+			instances = append(instances, m.Instance)
+		}
+	}
+	for i, id := range instances {
+		state := "alive"
+		if i == 0 {
+			state = "stopped"
+		}
+		if n := sqlExec(t, dsn, `INSERT INTO bgtask_instances (id, heartbeat_at, started_at, state)
+			VALUES ($1, now() - interval '1 day', now() - interval '2 days', $2)`, id, state); n != 1 {
+			t.Fatalf("register gone instance %q: %d rows", id, n)
+		}
+	}
 }

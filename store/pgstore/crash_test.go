@@ -201,7 +201,7 @@ func TestCrashOtherInstanceReaps(t *testing.T) {
 	})
 	for _, id := range a.tasks {
 		m, _ := s.Get(t.Context(), id)
-		if m.Attempt != 1 || !strings.Contains(m.Error, `runtime instance "inst_crash_a" is gone`) || m.FinishedAt.IsZero() {
+		if m.Attempt != 1 || !strings.Contains(m.Error, `the runtime that ran it (instance "inst_crash_a") is gone`) || m.FinishedAt.IsZero() {
 			t.Fatalf("reaped record %+v", m)
 		}
 	}

@@ -84,7 +84,7 @@ func TestReapGoneInstance(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got.Status != bgtask.StatusInterrupted || got.Attempt != want.Attempt+1 || got.FinishedAt.IsZero() ||
-			!strings.Contains(got.Error, `runtime instance "ghost" is gone`) || got.Input != nil || got.Instance != "ghost" {
+			!strings.Contains(got.Error, `the runtime that ran it (instance "ghost") is gone`) || got.Input != nil || got.Instance != "ghost" {
 			t.Fatalf("%s after reap: %+v", want.ID, got)
 		}
 	}

@@ -145,10 +145,7 @@ func (s *Store) reapOnce(ctx context.Context, db *pgxpool.Pool) (int, error) {
 		notices []string
 	)
 	for _, r := range rows {
-		next := r.meta
-		next.Status, next.Attempt, next.FinishedAt = bgtask.StatusInterrupted, r.meta.Attempt+1, now
-		next.ErrorKind = bgtask.KindInterrupted
-		next.Error = fmt.Sprintf("pgstore: interrupted: runtime instance %q is gone (no heartbeat within the grace period, or closed with the task running); the task will not be re-run", r.meta.Instance)
+		next := bgtask.Interrupted(r.meta, now) // reads the same whichever Recoverer ended it
 		snap := bgtask.Snapshot{Tasks: map[string]bgtask.TaskMeta{r.meta.ID: r.meta}}
 		bgtask.ApplyAction(&snap, bgtask.Upsert(next))
 		got := snap.Tasks[r.meta.ID]
