@@ -41,7 +41,7 @@ func TestForegroundOutcomes(t *testing.T) {
 	const d = 2 * time.Second
 	sleepThen := func(dur time.Duration, v any, err error) Func {
 		return func(ctx context.Context, _ *Task) (any, error) {
-			time.Sleep(dur)
+			<-time.After(dur)
 			return v, err
 		}
 	}
@@ -77,7 +77,7 @@ func TestForegroundOutcomes(t *testing.T) {
 			promoted: true, status: StatusRunning, took: d, final: StatusFailed,
 			events: []EventKind{EventFailed}, finalAfter: 10 * time.Second},
 		{name: "ignores ctx: promoted", fn: func(context.Context, *Task) (any, error) {
-			time.Sleep(time.Hour)
+			<-time.After(time.Hour)
 			return "late", nil
 		}, promoted: true, status: StatusRunning, took: d, final: StatusCompleted,
 			events: []EventKind{EventCompleted}, finalAfter: time.Hour},
@@ -171,7 +171,7 @@ func TestForegroundRaceAtTheLimit(t *testing.T) {
 		for i := range 60 {
 			offset := time.Duration(i%3-1) * time.Nanosecond // d-1ns, d, d+1ns
 			res, err := o.Foreground(t.Context(), d, func(context.Context, *Task) (any, error) {
-				time.Sleep(d + offset)
+				<-time.After(d + offset)
 				return i, nil
 			})
 			if err != nil {
@@ -242,7 +242,7 @@ func TestForegroundCallerCancelled(t *testing.T) {
 						<-ctx.Done()
 						return nil, ctx.Err()
 					}
-					time.Sleep(time.Minute)
+					<-time.After(time.Minute)
 					return "done anyway", nil
 				})
 				if err != errGone || res.Promoted || res.Result != nil || time.Since(start) != time.Second {
@@ -304,7 +304,7 @@ func TestForegroundPromotedOnInputRequest(t *testing.T) {
 		}
 		start := time.Now()
 		res, err := o.Foreground(t.Context(), time.Minute, func(ctx context.Context, tk *Task) (any, error) {
-			time.Sleep(time.Second)
+			<-time.After(time.Second)
 			msg, err := tk.RequestInput(ctx, "which branch?")
 			return msg.Content, err
 		})
@@ -435,7 +435,7 @@ func TestForegroundProgressHeldUntilPromoted(t *testing.T) {
 		}
 		res, err := o.Foreground(t.Context(), 2*time.Second, func(ctx context.Context, tk *Task) (any, error) {
 			for i := range 4 {
-				time.Sleep(time.Second)
+				<-time.After(time.Second)
 				if err := tk.Emit("progress", i); err != nil {
 					return nil, err
 				}

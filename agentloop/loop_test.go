@@ -626,7 +626,7 @@ func TestForegroundToolInTheLoop(t *testing.T) {
 					return nil, err
 				}
 				if in.Target == "all" {
-					time.Sleep(time.Minute)
+					<-time.After(time.Minute)
 				}
 				return "built " + in.Target, nil
 			}

@@ -54,7 +54,7 @@ func BenchmarkCluster(b *testing.B) {
 		}
 		// Under the load: a cancel from instance 0 of a task the victim
 		// runs, then the victim's death.
-		time.Sleep(5 * time.Second)
+		<-time.After(5 * time.Second)
 		start := time.Now()
 		canceller.send("cancel " + victim.tasks[0])
 		waitDB(b, dsn, fmt.Sprintf(`SELECT 1 FROM bgtask_tasks WHERE id = '%s' AND status = 'cancelled'`, victim.tasks[0]), 1)
@@ -106,7 +106,7 @@ func waitDB(b *testing.B, dsn, query string, want int) {
 		if time.Now().After(deadline) {
 			b.Fatalf("not within %v: %s", hangGuard, query)
 		}
-		time.Sleep(5 * time.Millisecond)
+		<-time.After(5 * time.Millisecond)
 	}
 }
 
