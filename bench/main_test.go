@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"io"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -116,23 +114,7 @@ func TestQuickTable(t *testing.T) {
 // TestQuickPostgres measures the PostgreSQL rows against a throw-away
 // server, selected with -only.
 func TestQuickPostgres(t *testing.T) {
-	srv, err := pgtest.Start()
-	if errors.Is(err, pgtest.ErrNoServer) && os.Getenv("CI") != "true" {
-		t.Skip("pgtest:", err) // ./test.sh installs the server; under CI this fails instead
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	dsn, drop, err := srv.CreateSchema(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = drop() })
+	dsn := pgtest.StartDSN(t)
 
 	out := runQuick(t, "-only", "^PostgreSQL", "-dsn", dsn)
 	names, cells := tableRows(t, out)

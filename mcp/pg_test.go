@@ -3,7 +3,6 @@ package bgmcp_test
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/bgtask/bgtask"
@@ -30,23 +29,7 @@ func pgManager(t *testing.T, dsn, name string) *bgtask.Manager {
 // Two instances on one PostgreSQL database: a task runs on A, the server
 // on B cancels it, and the task's goroutine on A stops.
 func TestCrossInstanceCancelPostgres(t *testing.T) {
-	srv, err := pgtest.Start()
-	if errors.Is(err, pgtest.ErrNoServer) && os.Getenv("CI") != "true" {
-		t.Skip("pgtest:", err) // ./test.sh installs the server; under CI this fails instead
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	dsn, drop, err := srv.CreateSchema(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = drop() })
+	dsn := pgtest.StartDSN(t)
 	tools := newTestTools()
 	a := dialRaw(t, newServer(t, pgManager(t, dsn, "instance-a"), tools, bgmcp.WithOwnerFunc(alice)))
 	b := dialRaw(t, newServer(t, pgManager(t, dsn, "instance-b"), tools, bgmcp.WithOwnerFunc(alice)))

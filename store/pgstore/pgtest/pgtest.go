@@ -352,3 +352,29 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// StartDSN is for a test in a package without Wrap: it starts a server of
+// its own for tb (or uses BGTASK_PG_DSN), stopped when tb ends, and returns
+// the DSN of a fresh schema in it. With no server binaries outside CI it
+// skips tb in one line; under CI that fails tb instead.
+func StartDSN(tb testing.TB) string {
+	tb.Helper()
+	srv, err := Start()
+	if errors.Is(err, ErrNoServer) && os.Getenv("CI") != "true" {
+		tb.Skip("pgtest:", err) // ./test.sh installs the server
+	}
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			tb.Errorf("pgtest: %v", err)
+		}
+	})
+	dsn, drop, err := srv.CreateSchema(context.Background())
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(func() { _ = drop() })
+	return dsn
+}
