@@ -8,7 +8,8 @@ package bgtask
 type memEntry struct {
 	meta  TaskMeta
 	at    int64    // Unix nanoseconds of the commit that made it terminal, by the store's clock
-	store memLinks // in MemoryStore.done while terminal
+	seq   int64    // the store's order of the commits that made records terminal
+	store memLinks // in its shard's done list while terminal
 	owner memLinks // in its owner's live or done list
 }
 

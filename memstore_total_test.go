@@ -17,20 +17,15 @@ import (
 // terminal records in the order retention forgets them, every id, and the
 // owners it keeps bookkeeping for, each sorted but the first.
 func storeState(s *MemoryStore) (terminal, all, owners []string) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for e := s.done.head; e != nil; e = e.store.next {
+	st := s.state()
+	for _, e := range st.terminal {
 		terminal = append(terminal, e.meta.ID)
 	}
-	for id := range s.byID {
-		all = append(all, id)
-	}
-	for o := range s.owners {
+	for o := range st.owners {
 		owners = append(owners, o)
 	}
-	slices.Sort(all)
 	slices.Sort(owners)
-	return terminal, all, owners
+	return terminal, st.ids, owners
 }
 
 // WithRetainTotal bounds the terminal records of all owners together, the first
