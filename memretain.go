@@ -1,6 +1,7 @@
 package bgtask
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 )
@@ -72,7 +73,30 @@ func (s *MemoryStore) trimFor(owner string, tx *memTx) {
 	if s.retainFor > 0 && !tx.clock.IsZero() {
 		cutoff = tx.clock.Add(-s.retainFor).UnixNano()
 	}
+	if s.ndone.Load() <= int64(s.retainTotal) && s.oldest.Load() >= cutoff {
+		return // within both limits: no need to look at every shard
+	}
 	s.trim(func(sh *memShard) *memList { return &sh.done }, storeLinks, s.retainTotal, cutoff)
+	s.oldest.Store(math.MaxInt64) // every head is now at or after cutoff
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.RLock()
+		if h := sh.done.head; h != nil {
+			s.noteTerminal(h.at)
+		}
+		sh.mu.RUnlock()
+	}
+}
+
+// noteTerminal lowers the store's bound on the oldest terminal commit time
+// to at, if it is lower.
+func (s *MemoryStore) noteTerminal(at int64) {
+	for {
+		old := s.oldest.Load()
+		if at >= old || s.oldest.CompareAndSwap(old, at) {
+			return
+		}
+	}
 }
 
 // trim forgets the oldest terminal records of the lists that list returns
@@ -114,7 +138,7 @@ again:
 		}
 		e := l.head
 		heads[oldest] = links(e).next
-		sh.drop(e)
+		sh.drop(s, e)
 		n--
 		sh.mu.Unlock()
 	}

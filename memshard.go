@@ -114,18 +114,21 @@ func (sh *memShard) markTerminal(s *MemoryStore, tx *memTx, o *memOwner, e *memE
 	tx.ended = true
 	e.at = tx.clock.UnixNano()
 	e.seq = s.seq.Add(1)
+	s.ndone.Add(1)
+	s.noteTerminal(e.at)
 	o.done.pushBack(e, ownLinks)
 	sh.done.pushBack(e, storeLinks)
 }
 
 // drop forgets e, one of the shard's records, and unlinks it from every
 // list; an owner left without records in the shard is forgotten too.
-func (sh *memShard) drop(e *memEntry) {
+func (sh *memShard) drop(s *MemoryStore, e *memEntry) {
 	name := e.meta.Owner
 	o := sh.owners[name]
 	if e.meta.Status.IsTerminal() { // a terminal record stays terminal
 		o.done.remove(e, ownLinks)
 		sh.done.remove(e, storeLinks)
+		s.ndone.Add(-1)
 	} else {
 		o.live.remove(e, ownLinks)
 	}

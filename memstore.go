@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -40,6 +41,8 @@ type MemoryStore struct {
 	retainFor      time.Duration
 
 	seq    atomic.Int64 // orders terminal records across shards: memEntry.seq
+	ndone  atomic.Int64 // how many terminal records all shards hold
+	oldest atomic.Int64 // at most the lowest memEntry.at of a terminal record (MaxInt64: none)
 	ret    memRetain
 	shards [memShards]memShard
 }
@@ -91,6 +94,7 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 		retainTotal:    DefaultRetainTotal,
 		retainFor:      DefaultRetainFor,
 	}
+	s.oldest.Store(math.MaxInt64)
 	for i := range s.shards {
 		s.shards[i].init()
 	}
@@ -268,7 +272,7 @@ func (s *MemoryStore) applySlow(tx *memTx, owner string, a Action) {
 		wasTerminal := e.meta.Status.IsTerminal()
 		switch {
 		case !ok:
-			sh.drop(e)
+			sh.drop(s, e)
 		case setMutable(&e.meta, &next) && !wasTerminal && e.meta.Status.IsTerminal():
 			o := sh.owners[owner]
 			o.live.remove(e, ownLinks)
