@@ -30,8 +30,8 @@ func (s *MemoryStore) ListTagged(ctx context.Context, owner, tag string, statuse
 			sh.mu.RLock()
 			if o := sh.owners[owner]; o != nil {
 				o.each(func(e *memEntry) {
-					if m := &e.meta; (len(statuses) == 0 || slices.Contains(statuses, m.Status)) && (tag == "" || slices.Contains(m.Tags, tag)) {
-						out = append(out, cloneMeta(*m))
+					if m := e.get(); (len(statuses) == 0 || slices.Contains(statuses, m.Status)) && (tag == "" || slices.Contains(m.Tags, tag)) {
+						out = append(out, m)
 					}
 				})
 			}
@@ -55,8 +55,8 @@ func (s *MemoryStore) Children(ctx context.Context, id string) iter.Seq2[TaskMet
 			sh := &s.shards[i]
 			sh.mu.RLock()
 			for _, e := range sh.byID {
-				if id != "" && e.meta.Parent.TaskID == id {
-					out = append(out, cloneMeta(e.meta))
+				if id != "" && e.parentID() == id {
+					out = append(out, e.get())
 				}
 			}
 			sh.mu.RUnlock()

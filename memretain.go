@@ -82,7 +82,7 @@ func (s *MemoryStore) trimFor(owner string, tx *memTx) {
 		sh := &s.shards[i]
 		sh.mu.RLock()
 		if h := sh.done.head; h != nil {
-			s.noteTerminal(h.at)
+			s.noteTerminal(h.rec.at)
 		}
 		sh.mu.RUnlock()
 	}
@@ -122,11 +122,11 @@ again:
 	for {
 		oldest := -1
 		for i, h := range heads {
-			if h != nil && (oldest < 0 || h.seq < heads[oldest].seq) {
+			if h != nil && (oldest < 0 || h.rec.seq < heads[oldest].rec.seq) {
 				oldest = i
 			}
 		}
-		if oldest < 0 || n <= limit && heads[oldest].at >= cutoff {
+		if oldest < 0 || n <= limit && heads[oldest].rec.at >= cutoff {
 			return
 		}
 		sh := &s.shards[oldest]

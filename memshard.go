@@ -68,54 +68,67 @@ func (sh *memShard) upsert(s *MemoryStore, tx *memTx, u *TaskMeta, own *memEntry
 			return // an update without a status has nothing to enrich
 		}
 		if own == nil {
-			own = &memEntry{meta: cloneMeta(*u)}
+			own = newLive(cloneMeta(*u))
 		}
-		settleNew(&own.meta, at)
+		settleNew(own.meta, at)
 		sh.add(s, tx, own)
 		return
 	}
-	if e.meta.Owner != u.Owner {
+	if e.ownerID() != u.Owner {
 		return // another owner's id is never moved
 	}
-	wasTerminal := e.meta.Status.IsTerminal()
-	if !mergeUpsert(&e.meta, u, at) || wasTerminal {
-		return // dropped, or a terminal record enriched: it stays where it is
+	if e.terminal() { // enriched, in compact form again
+		m := e.rec.expand()
+		if mergeUpsert(&m, u, at) {
+			e.rec.set(&m)
+		}
+		return
 	}
-	if e.meta.Status.IsTerminal() {
+	if mergeUpsert(e.meta, u, at) && e.meta.Status.IsTerminal() {
 		o := sh.owners[u.Owner]
 		o.live.remove(e, ownLinks)
 		sh.markTerminal(s, tx, o, e)
 	}
 }
 
-// add keeps e, a record new to the store, in the shard.
+// add keeps e, a live record new to the store, in the shard (compact, if
+// it is terminal).
 func (sh *memShard) add(s *MemoryStore, tx *memTx, e *memEntry) {
-	sh.byID[e.meta.ID] = e
-	if k := e.meta.IdempotencyKey; k != "" {
-		sh.keys[keyRef{e.meta.Owner, k}] = e
-	}
-	o := sh.owners[e.meta.Owner]
+	id, owner := e.meta.ID, e.meta.Owner
+	o := sh.owners[owner]
 	if o == nil {
 		o = new(memOwner)
-		sh.owners[e.meta.Owner] = o
+		sh.owners[owner] = o
 	}
 	if e.meta.Status.IsTerminal() {
 		sh.markTerminal(s, tx, o, e)
-	} else {
-		o.live.pushBack(e, ownLinks)
+		return
 	}
+	sh.byID[id] = e
+	if k := e.meta.IdempotencyKey; k != "" {
+		sh.keys[keyRef{owner, k}] = e
+	}
+	o.live.pushBack(e, ownLinks)
 }
 
-// markTerminal puts e, on no list, at the end of the terminal lists.
-func (sh *memShard) markTerminal(s *MemoryStore, tx *memTx, o *memOwner, e *memEntry) {
+// markTerminal keeps the compact form of live, a record on no list that
+// just turned terminal, in its place at the end of the terminal lists. live
+// itself is let go: the Task that shares it keeps it while it needs it.
+func (sh *memShard) markTerminal(s *MemoryStore, tx *memTx, o *memOwner, live *memEntry) {
 	if tx.clock.IsZero() {
 		tx.clock = time.Now()
 	}
 	tx.ended = true
-	e.at = tx.clock.UnixNano()
-	e.seq = s.seq.Add(1)
+	id := live.meta.ID
+	e := newDone(id, live.meta)
+	e.rec.at = tx.clock.UnixNano()
+	e.rec.seq = s.seq.Add(1)
 	s.ndone.Add(1)
-	s.noteTerminal(e.at)
+	s.noteTerminal(e.rec.at)
+	sh.byID[id] = e
+	if k := live.meta.IdempotencyKey; k != "" {
+		sh.keys[keyRef{live.meta.Owner, k}] = e
+	}
 	o.done.pushBack(e, ownLinks)
 	sh.done.pushBack(e, storeLinks)
 }
@@ -123,9 +136,9 @@ func (sh *memShard) markTerminal(s *MemoryStore, tx *memTx, o *memOwner, e *memE
 // drop forgets e, one of the shard's records, and unlinks it from every
 // list; an owner left without records in the shard is forgotten too.
 func (sh *memShard) drop(s *MemoryStore, e *memEntry) {
-	name := e.meta.Owner
+	name := e.ownerID()
 	o := sh.owners[name]
-	if e.meta.Status.IsTerminal() { // a terminal record stays terminal
+	if e.terminal() { // a terminal record stays terminal
 		o.done.remove(e, ownLinks)
 		sh.done.remove(e, storeLinks)
 		s.ndone.Add(-1)
@@ -135,8 +148,8 @@ func (sh *memShard) drop(s *MemoryStore, e *memEntry) {
 	if o.empty() {
 		delete(sh.owners, name)
 	}
-	delete(sh.byID, e.meta.ID)
-	if k := e.meta.IdempotencyKey; k != "" && sh.keys[keyRef{name, k}] == e {
+	delete(sh.byID, e.id())
+	if k := e.key(); k != "" && sh.keys[keyRef{name, k}] == e {
 		delete(sh.keys, keyRef{name, k})
 	}
 }

@@ -30,7 +30,7 @@ func (s *MemoryStore) state() memState {
 			st.owners[o] = true
 		}
 	}
-	slices.SortFunc(st.terminal, func(a, b *memEntry) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortFunc(st.terminal, func(a, b *memEntry) int { return cmp.Compare(a.rec.seq, b.rec.seq) })
 	slices.Sort(st.ids)
 	return st
 }

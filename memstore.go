@@ -114,7 +114,7 @@ func (s *MemoryStore) Load(ctx context.Context, owner string) (Snapshot, error) 
 		sh := &s.shards[i]
 		sh.mu.RLock()
 		if o := sh.owners[owner]; o != nil {
-			o.each(func(e *memEntry) { snap.Tasks[e.meta.ID] = cloneMeta(e.meta) })
+			o.each(func(e *memEntry) { snap.Tasks[e.id()] = e.get() })
 		}
 		sh.mu.RUnlock()
 	}
@@ -130,7 +130,7 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (TaskMeta, error) {
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
 	if e := sh.byID[id]; e != nil {
-		return cloneMeta(e.meta), nil
+		return e.get(), nil
 	}
 	return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 }
@@ -169,8 +169,8 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 // only the owner's terminal records among ids. Every shard is locked.
 func (s *MemoryStore) announce(owner string, ids []string) {
 	for _, id := range ids {
-		if e := s.shardOf(id).byID[id]; e != nil && e.meta.Owner == owner && e.meta.Status.IsTerminal() {
-			e.meta.Announced = true
+		if e := s.shardOf(id).byID[id]; e != nil && e.terminal() && e.rec.owner == owner {
+			e.rec.announced = true
 		}
 	}
 }
@@ -210,7 +210,7 @@ func (s *MemoryStore) commitKeyed(u *TaskMeta, own *memEntry) error {
 	if sh.byID[u.ID] == nil {
 		if e := s.keyed(u.Owner, u.IdempotencyKey); e != nil {
 			s.unlockAll()
-			return &DuplicateKeyError{Key: u.IdempotencyKey, TaskID: e.meta.ID}
+			return &DuplicateKeyError{Key: u.IdempotencyKey, TaskID: e.id()}
 		}
 	}
 	tx := memTx{clock: u.FinishedAt}
@@ -253,12 +253,12 @@ func (s *MemoryStore) applySlow(tx *memTx, owner string, a Action) {
 	}
 	snap := Snapshot{Tasks: make(map[string]TaskMeta, len(entries))}
 	for _, e := range entries {
-		snap.Tasks[e.meta.ID] = e.meta
+		snap.Tasks[e.id()] = e.get()
 	}
 	if a.Op == OpReplaceAll {
 		kept := make([]TaskMeta, 0, len(a.Tasks))
 		for _, t := range a.Tasks {
-			if other := s.shardOf(t.ID).byID[t.ID]; other == nil || other.meta.Owner == owner {
+			if other := s.shardOf(t.ID).byID[t.ID]; other == nil || other.ownerID() == owner {
 				kept = append(kept, t)
 			}
 		}
@@ -266,14 +266,18 @@ func (s *MemoryStore) applySlow(tx *memTx, owner string, a Action) {
 	}
 	ApplyAction(&snap, a)
 	for _, e := range entries {
-		sh := s.shardOf(e.meta.ID)
-		next, ok := snap.Tasks[e.meta.ID]
-		delete(snap.Tasks, e.meta.ID)
-		wasTerminal := e.meta.Status.IsTerminal()
+		id := e.id()
+		sh := s.shardOf(id)
+		next, ok := snap.Tasks[id]
+		delete(snap.Tasks, id)
 		switch {
 		case !ok:
 			sh.drop(s, e)
-		case setMutable(&e.meta, &next) && !wasTerminal && e.meta.Status.IsTerminal():
+		case e.terminal(): // a terminal record stays terminal, in its place
+			if cur := e.rec.expand(); setMutable(&cur, &next) {
+				e.rec.set(&cur)
+			}
+		case setMutable(e.meta, &next) && e.meta.Status.IsTerminal():
 			o := sh.owners[owner]
 			o.live.remove(e, ownLinks)
 			sh.markTerminal(s, tx, o, e)
@@ -285,7 +289,7 @@ func (s *MemoryStore) applySlow(tx *memTx, owner string, a Action) {
 	}
 	SortMetas(added) // new terminal records queue in a stable order
 	for i := range added {
-		s.shardOf(added[i].ID).add(s, tx, &memEntry{meta: added[i]})
+		s.shardOf(added[i].ID).add(s, tx, newLive(added[i]))
 	}
 }
 
@@ -305,7 +309,7 @@ func (s *MemoryStore) checkKeys(owner string, actions []Action) error {
 				continue
 			}
 			if e := s.keyed(owner, t.IdempotencyKey); e != nil {
-				return &DuplicateKeyError{Key: t.IdempotencyKey, TaskID: e.meta.ID}
+				return &DuplicateKeyError{Key: t.IdempotencyKey, TaskID: e.id()}
 			}
 			if id, ok := fresh[t.IdempotencyKey]; ok && id != t.ID {
 				return &DuplicateKeyError{Key: t.IdempotencyKey, TaskID: id}

@@ -1,0 +1,129 @@
+package bgtask
+
+import (
+	"encoding/json"
+	"math"
+	"time"
+)
+
+// memRec is a terminal record of a MemoryStore in compact form: what
+// retention keeps of a finished task. Times are Unix nanoseconds, the
+// status a small code, and the fields most records leave empty live in
+// memRare, allocated only when one of them is set. The id string is the
+// one the store's map is keyed by, not a copy. compactMeta and expand
+// convert from and to a TaskMeta; TestMemRecRoundTrip checks, field by
+// field through reflection, that nothing is lost on the way.
+type memRec struct {
+	id, owner, typ             string
+	result                     json.RawMessage
+	created, started, finished int64 // Unix nanoseconds; memNoTime for the zero time
+	at                         int64 // Unix nanoseconds of the commit that made it terminal, by the store's clock
+	seq                        int64 // the store's order of the commits that made records terminal
+	status                     uint8 // an index into memStatuses
+	detached, announced        bool
+	rare                       *memRare
+}
+
+// memRare holds the fields of a terminal record that most records leave
+// empty.
+type memRare struct {
+	name, description, errText, cancelReason, stack, instance, key string
+	errorKind                                                      ErrorKind
+	wake                                                           WakePolicy
+	parent                                                         Parent
+	attempt                                                        int64
+	input                                                          *InputRequest
+	tags                                                           []string
+	progress                                                       *TaskProgress
+}
+
+// memDone is a terminal record and its place in the store's lists: one
+// allocation (176 bytes).
+type memDone struct {
+	e   memEntry
+	rec memRec
+}
+
+// memNoTime stands for the zero time.Time in a memRec.
+const memNoTime = math.MinInt64
+
+// memStatuses are the statuses a memRec codes, by code.
+var memStatuses = [...]TaskStatus{"", StatusQueued, StatusRunning, StatusAwaitingInput,
+	StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted}
+
+func memStatusCode(st TaskStatus) uint8 {
+	for i, s := range memStatuses {
+		if s == st {
+			return uint8(i)
+		}
+	}
+	panic("bgtask: MemoryStore: unknown status " + string(st)) // records are validated before they are stored
+}
+
+func unixNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return memNoTime
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == memNoTime {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// newDone returns the compact form of m, a terminal record, as an entry
+// on no list. id is m.ID, passed separately so that the caller can share
+// the string the store's map holds.
+func newDone(id string, m *TaskMeta) *memEntry {
+	d := new(memDone)
+	d.rec.set(m)
+	d.rec.id = id
+	d.e.rec = &d.rec
+	return &d.e
+}
+
+// set writes m into r, keeping r's place in the store (at, seq). The
+// result and slices are shared with m, not copied.
+func (r *memRec) set(m *TaskMeta) {
+	*r = memRec{
+		id: m.ID, owner: m.Owner, typ: m.Type, result: m.Result,
+		created: unixNanos(m.CreatedAt), started: unixNanos(m.StartedAt), finished: unixNanos(m.FinishedAt),
+		at: r.at, seq: r.seq, status: memStatusCode(m.Status), detached: m.Detached, announced: m.Announced,
+	}
+	rare := memRare{
+		name: m.Name, description: m.Description, errText: m.Error, cancelReason: m.CancelReason,
+		stack: m.Stack, instance: m.Instance, key: m.IdempotencyKey, errorKind: m.ErrorKind, wake: m.Wake,
+		parent: m.Parent, attempt: m.Attempt, input: m.Input, tags: m.Tags, progress: m.Progress,
+	}
+	if rare.name != "" || rare.description != "" || rare.errText != "" || rare.cancelReason != "" ||
+		rare.stack != "" || rare.instance != "" || rare.key != "" || rare.errorKind != "" || rare.wake != "" ||
+		rare.parent != (Parent{}) || rare.attempt != 0 || rare.input != nil || rare.tags != nil || rare.progress != nil {
+		r.rare = &rare
+	}
+}
+
+// expand returns the record r holds, sharing its result and slices (use
+// cloneMeta before handing it out).
+func (r *memRec) expand() TaskMeta {
+	m := TaskMeta{
+		ID: r.id, Owner: r.owner, Type: r.typ, Result: r.result,
+		CreatedAt: fromNanos(r.created), StartedAt: fromNanos(r.started), FinishedAt: fromNanos(r.finished),
+		Status: memStatuses[r.status], Detached: r.detached, Announced: r.announced,
+	}
+	if x := r.rare; x != nil {
+		m.Name, m.Description, m.Error, m.CancelReason = x.name, x.description, x.errText, x.cancelReason
+		m.Stack, m.Instance, m.IdempotencyKey, m.ErrorKind, m.Wake = x.stack, x.instance, x.key, x.errorKind, x.wake
+		m.Parent, m.Attempt, m.Input, m.Tags, m.Progress = x.parent, x.attempt, x.input, x.tags, x.progress
+	}
+	return m
+}
+
+func (r *memRec) key() string {
+	if r.rare == nil {
+		return ""
+	}
+	return r.rare.key
+}
