@@ -6,7 +6,7 @@ package bgtask
 // keeps it reachable. A live record is whole (memLive: the entry and the
 // TaskMeta in one allocation of 472 bytes, in the 480-byte size class; the
 // Manager makes it at spawn, newRecord); a terminal one is compact
-// (memDone, 176 bytes, see memrec.go).
+// (memDone, 192 bytes, see memrec.go).
 type memEntry struct {
 	meta  *TaskMeta // a live record: the whole of it; nil once terminal
 	rec   *memRec   // a terminal record, compact; nil while live

@@ -14,31 +14,33 @@ import (
 // convert from and to a TaskMeta; TestMemRecRoundTrip checks, field by
 // field through reflection, that nothing is lost on the way.
 type memRec struct {
-	id, owner, typ             string
+	id, owner, typ, instance   string // instance: the same string in every record of a Manager
 	result                     json.RawMessage
 	created, started, finished int64 // Unix nanoseconds; memNoTime for the zero time
 	at                         int64 // Unix nanoseconds of the commit that made it terminal, by the store's clock
 	seq                        int64 // the store's order of the commits that made records terminal
 	status                     uint8 // an index into memStatuses
+	wake                       uint8 // an index into memWakes; memOtherWake: in rare
 	detached, announced        bool
+	noTags                     bool // Tags is empty but not nil
 	rare                       *memRare
 }
 
 // memRare holds the fields of a terminal record that most records leave
 // empty.
 type memRare struct {
-	name, description, errText, cancelReason, stack, instance, key string
-	errorKind                                                      ErrorKind
-	wake                                                           WakePolicy
-	parent                                                         Parent
-	attempt                                                        int64
-	input                                                          *InputRequest
-	tags                                                           []string
-	progress                                                       *TaskProgress
+	name, description, errText, cancelReason, stack, key string
+	errorKind                                            ErrorKind
+	wake                                                 WakePolicy // a policy memWakes does not list
+	parent                                               Parent
+	attempt                                              int64
+	input                                                *InputRequest
+	tags                                                 []string
+	progress                                             *TaskProgress
 }
 
 // memDone is a terminal record and its place in the store's lists: one
-// allocation (176 bytes).
+// allocation (192 bytes, a size class).
 type memDone struct {
 	e   memEntry
 	rec memRec
@@ -50,6 +52,21 @@ const memNoTime = math.MinInt64
 // memStatuses are the statuses a memRec codes, by code.
 var memStatuses = [...]TaskStatus{"", StatusQueued, StatusRunning, StatusAwaitingInput,
 	StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted}
+
+// memWakes are the wake policies a memRec codes, by code.
+var memWakes = [...]WakePolicy{"", WakeSilent, WakeOnTerminal, WakeOnActivity}
+
+// memOtherWake is the code of a wake policy memWakes does not list.
+const memOtherWake = 0xff
+
+func memWakeCode(w WakePolicy) uint8 {
+	for i, x := range memWakes {
+		if x == w {
+			return uint8(i)
+		}
+	}
+	return memOtherWake
+}
 
 func memStatusCode(st TaskStatus) uint8 {
 	for i, s := range memStatuses {
@@ -89,19 +106,29 @@ func newDone(id string, m *TaskMeta) *memEntry {
 // result and slices are shared with m, not copied.
 func (r *memRec) set(m *TaskMeta) {
 	*r = memRec{
-		id: m.ID, owner: m.Owner, typ: m.Type, result: m.Result,
+		id: m.ID, owner: m.Owner, typ: m.Type, instance: m.Instance, result: m.Result,
 		created: unixNanos(m.CreatedAt), started: unixNanos(m.StartedAt), finished: unixNanos(m.FinishedAt),
-		at: r.at, seq: r.seq, status: memStatusCode(m.Status), detached: m.Detached, announced: m.Announced,
+		at: r.at, seq: r.seq, status: memStatusCode(m.Status), wake: memWakeCode(m.Wake),
+		detached: m.Detached, announced: m.Announced, noTags: m.Tags != nil && len(m.Tags) == 0,
 	}
-	rare := memRare{
+	tags := m.Tags
+	if r.noTags {
+		tags = nil
+	}
+	var other WakePolicy
+	if r.wake == memOtherWake {
+		other = m.Wake
+	}
+	rare := memRare{wake: other,
 		name: m.Name, description: m.Description, errText: m.Error, cancelReason: m.CancelReason,
-		stack: m.Stack, instance: m.Instance, key: m.IdempotencyKey, errorKind: m.ErrorKind, wake: m.Wake,
-		parent: m.Parent, attempt: m.Attempt, input: m.Input, tags: m.Tags, progress: m.Progress,
+		stack: m.Stack, key: m.IdempotencyKey, errorKind: m.ErrorKind,
+		parent: m.Parent, attempt: m.Attempt, input: m.Input, tags: tags, progress: m.Progress,
 	}
 	if rare.name != "" || rare.description != "" || rare.errText != "" || rare.cancelReason != "" ||
-		rare.stack != "" || rare.instance != "" || rare.key != "" || rare.errorKind != "" || rare.wake != "" ||
+		rare.stack != "" || rare.key != "" || rare.errorKind != "" || rare.wake != "" ||
 		rare.parent != (Parent{}) || rare.attempt != 0 || rare.input != nil || rare.tags != nil || rare.progress != nil {
-		r.rare = &rare
+		r.rare = new(memRare) // only now: rare itself stays on the stack
+		*r.rare = rare
 	}
 }
 
@@ -109,14 +136,26 @@ func (r *memRec) set(m *TaskMeta) {
 // cloneMeta before handing it out).
 func (r *memRec) expand() TaskMeta {
 	m := TaskMeta{
-		ID: r.id, Owner: r.owner, Type: r.typ, Result: r.result,
+		ID: r.id, Owner: r.owner, Type: r.typ, Instance: r.instance, Result: r.result,
 		CreatedAt: fromNanos(r.created), StartedAt: fromNanos(r.started), FinishedAt: fromNanos(r.finished),
 		Status: memStatuses[r.status], Detached: r.detached, Announced: r.announced,
 	}
+	if r.wake != memOtherWake {
+		m.Wake = memWakes[r.wake]
+	}
+	if r.noTags {
+		m.Tags = []string{}
+	}
 	if x := r.rare; x != nil {
 		m.Name, m.Description, m.Error, m.CancelReason = x.name, x.description, x.errText, x.cancelReason
-		m.Stack, m.Instance, m.IdempotencyKey, m.ErrorKind, m.Wake = x.stack, x.instance, x.key, x.errorKind, x.wake
-		m.Parent, m.Attempt, m.Input, m.Tags, m.Progress = x.parent, x.attempt, x.input, x.tags, x.progress
+		m.Stack, m.IdempotencyKey, m.ErrorKind = x.stack, x.key, x.errorKind
+		if r.wake == memOtherWake {
+			m.Wake = x.wake
+		}
+		m.Parent, m.Attempt, m.Input, m.Progress = x.parent, x.attempt, x.input, x.progress
+		if !r.noTags {
+			m.Tags = x.tags
+		}
 	}
 	return m
 }
