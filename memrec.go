@@ -115,20 +115,37 @@ func (r *memRec) set(m *TaskMeta) {
 	if r.noTags {
 		tags = nil
 	}
-	var other WakePolicy
-	if r.wake == memOtherWake {
-		other = m.Wake
+	if m.Name != "" || m.Description != "" || m.Error != "" || m.CancelReason != "" ||
+		m.Stack != "" || m.IdempotencyKey != "" || m.ErrorKind != "" || r.wake == memOtherWake ||
+		m.Parent.TaskID != "" || m.Parent.RunID != "" || m.Parent.CallID != "" || m.Parent.AgentID != "" || m.Attempt != 0 || m.Input != nil || tags != nil || m.Progress != nil {
+		r.setRare(m, tags)
 	}
-	rare := memRare{wake: other,
+}
+
+// setRare keeps the rarely set fields of m in r.rare. Out of line: set runs
+// on the task's goroutine, whose frames stay small (docs/internals.md).
+//
+//go:noinline
+func (r *memRec) setRare(m *TaskMeta, tags []string) {
+	x := &memRare{
 		name: m.Name, description: m.Description, errText: m.Error, cancelReason: m.CancelReason,
 		stack: m.Stack, key: m.IdempotencyKey, errorKind: m.ErrorKind,
 		parent: m.Parent, attempt: m.Attempt, input: m.Input, tags: tags, progress: m.Progress,
 	}
-	if rare.name != "" || rare.description != "" || rare.errText != "" || rare.cancelReason != "" ||
-		rare.stack != "" || rare.key != "" || rare.errorKind != "" || rare.wake != "" ||
-		rare.parent != (Parent{}) || rare.attempt != 0 || rare.input != nil || rare.tags != nil || rare.progress != nil {
-		r.rare = new(memRare) // only now: rare itself stays on the stack
-		*r.rare = rare
+	if r.wake == memOtherWake {
+		x.wake = m.Wake
+	}
+	r.rare = x
+}
+
+// enrich is mergeUpsert of u on the terminal record r, in place. Out of
+// line: its frame holds a whole TaskMeta.
+//
+//go:noinline
+func (r *memRec) enrich(u *TaskMeta, at time.Time) {
+	m := r.expand()
+	if mergeUpsert(&m, u, at) {
+		r.set(&m)
 	}
 }
 

@@ -77,11 +77,8 @@ func (sh *memShard) upsert(s *MemoryStore, tx *memTx, u *TaskMeta, own *memEntry
 	if e.ownerID() != u.Owner {
 		return // another owner's id is never moved
 	}
-	if e.terminal() { // enriched, in compact form again
-		m := e.rec.expand()
-		if mergeUpsert(&m, u, at) {
-			e.rec.set(&m)
-		}
+	if e.terminal() {
+		e.rec.enrich(u, at)
 		return
 	}
 	if mergeUpsert(e.meta, u, at) && e.meta.Status.IsTerminal() {
