@@ -1,6 +1,9 @@
 package bgtask
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 type (
 	taskKey     struct{}
@@ -50,6 +53,17 @@ type taskContext struct {
 	context.Context
 	t *Task
 }
+
+// valuesOnly is the parent of a task's cancellable context: the spawner's
+// values without its cancellation or deadline, like context.WithoutCancel,
+// but kept inside the Task so it costs no allocation of its own.
+type valuesOnly struct{ parent context.Context }
+
+func (valuesOnly) Deadline() (deadline time.Time, ok bool) { return }
+func (valuesOnly) Done() <-chan struct{}                   { return nil }
+func (valuesOnly) Err() error                              { return nil }
+func (c *valuesOnly) Value(key any) any                    { return c.parent.Value(key) }
+func (c *valuesOnly) String() string                       { return "bgtask.valuesOnly" }
 
 func (c *taskContext) Value(key any) any {
 	switch key.(type) {

@@ -47,7 +47,8 @@ type Inbox struct {
 	spare    []Event // an empty buffer for events: AppendDrain copies a batch out without the lock
 	loud     int     // queued events that are not Quiet: what Wait waits for
 	closed   bool
-	wake     chan struct{} // closed when events arrive or the inbox closes; nil without waiters
+	wake     chan struct{} // the waiters' signal (see wakeLocked); nil until the first Wait
+	waiters  int           // Wait calls blocked on wake
 	pending  map[coalesceKey]int
 	nextWarn int
 	stats    InboxStats
@@ -160,10 +161,31 @@ func (ib *Inbox) Send(ev Event) error {
 // Called with ib.mu held.
 func (ib *Inbox) wakeLocked() {
 	ib.loud++
-	if ib.wake != nil {
-		close(ib.wake)
-		ib.wake = nil
+	ib.signalLocked()
+}
+
+// signalLocked wakes every blocked Wait. One waiter (the usual agent loop)
+// gets a token on the reusable channel, so a wait costs no allocation; more
+// than one, or one while an earlier token is still untaken (its waiter has
+// not run yet), are woken by closing the channel, which the next Wait
+// replaces. A token left behind by a waiter that went away wakes a later
+// Wait once, which looks again and waits on: Wait loops anyway. Called with
+// ib.mu held.
+func (ib *Inbox) signalLocked() {
+	n := ib.waiters
+	if n == 0 {
+		return
 	}
+	ib.waiters = 0
+	if n == 1 {
+		select {
+		case ib.wake <- struct{}{}:
+			return
+		default:
+		}
+	}
+	close(ib.wake)
+	ib.wake = nil
 }
 
 // loudLen returns how many queued events would wake Wait.
@@ -231,17 +253,30 @@ func (ib *Inbox) Wait(ctx context.Context) error {
 		default:
 		}
 		if ib.wake == nil {
-			ib.wake = make(chan struct{})
+			ib.wake = make(chan struct{}, 1)
 		}
 		wake := ib.wake
+		ib.waiters++
 		ib.mu.Unlock()
 		select {
 		case <-wake:
 		case <-stopped:
+			ib.leave(wake)
 		case <-ctx.Done():
+			ib.leave(wake)
 			return ctx.Err()
 		}
 	}
+}
+
+// leave uncounts a Wait that stopped waiting on wake without being woken,
+// unless a wake or a close has counted it out already.
+func (ib *Inbox) leave(wake chan struct{}) {
+	ib.mu.Lock()
+	if ib.wake == wake && ib.waiters > 0 {
+		ib.waiters--
+	}
+	ib.mu.Unlock()
 }
 
 // Close closes the inbox and hands every undrained event to the WithOnClosed
@@ -259,9 +294,9 @@ func (ib *Inbox) Close() {
 	ib.loud = 0
 	ib.pending = nil
 	ib.stats.Fallback += int64(len(left))
-	if ib.wake != nil {
+	if ib.wake != nil { // wake every waiter, now and later: Wait sees closed first
 		close(ib.wake)
-		ib.wake = nil
+		ib.wake, ib.waiters = nil, 0
 	}
 	onClose := ib.onClose
 	ib.mu.Unlock()

@@ -358,6 +358,63 @@ func TestInboxWait(t *testing.T) {
 			}
 		})
 	})
+	t.Run("a waiter that left does not hide the others", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ib := NewInbox()
+			ctx, cancel := context.WithCancel(t.Context())
+			left, stayed := make(chan error, 1), make(chan error, 2)
+			go func() { left <- ib.Wait(ctx) }()
+			go func() { stayed <- ib.Wait(t.Context()) }()
+			synctest.Wait()
+			cancel()
+			synctest.Wait()
+			if err := <-left; !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled waiter: got %v, want Canceled", err)
+			}
+			go func() { stayed <- ib.Wait(t.Context()) }() // a third one, after the leave
+			synctest.Wait()
+			mustSend(t, ib, custom("task_1", "x", `1`))
+			synctest.Wait()
+			for i := range 2 {
+				select {
+				case err := <-stayed:
+					if err != nil {
+						t.Fatalf("waiter %d: %v", i, err)
+					}
+				default:
+					t.Fatalf("waiter %d was not woken by the send", i)
+				}
+			}
+		})
+	})
+	t.Run("one waiter woken again and again", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ib := NewInbox()
+			for round := range 3 {
+				done := make(chan error, 1)
+				go func() { done <- ib.Wait(t.Context()) }()
+				synctest.Wait()
+				select {
+				case err := <-done:
+					t.Fatalf("round %d: Wait returned %v on an empty inbox", round, err)
+				default:
+				}
+				mustSend(t, ib, custom("task_1", "x", `1`))
+				synctest.Wait()
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatalf("round %d: Wait: %v", round, err)
+					}
+				default:
+					t.Fatalf("round %d: the waiter was not woken", round)
+				}
+				if got := len(ib.Drain()); got != 1 {
+					t.Fatalf("round %d: drained %d events, want 1", round, got)
+				}
+			}
+		})
+	})
 	t.Run("returns ErrInboxClosed after Close", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			ib := NewInbox()

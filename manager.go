@@ -137,6 +137,12 @@ func (m *Manager) Get(ctx context.Context, id string) (TaskMeta, error) {
 // they are sent. While the owner has a Plugin and no inbox is bound (no run
 // is open), it is a closed inbox that hands each event to the Plugin. It returns
 // ErrInvalidOwner for an empty or blank owner.
+//
+// Inbox reads nothing from the Store. A loop that drains the inbox without a
+// Plugin calls Restore for the owner when it starts: with a durable Store
+// that delivers, once, the ends the owner has not taken yet (those of tasks
+// a dead process ran included); and it marks what it takes with
+// Owner.MarkAnnounced.
 func (m *Manager) Inbox(owner string) (*Inbox, error) {
 	if !validOwner(owner) {
 		return nil, ErrInvalidOwner

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 )
 
 // Restore reconciles the owner's records after a restart: every
@@ -56,9 +58,11 @@ func (m *Manager) Restore(ctx context.Context, owner string) ([]TaskMeta, error)
 		if err != nil {
 			return done, err
 		}
-		for _, meta := range got {
-			queue = append(queue, meta.ID) // the tasks it owned, if it was an agent
+		next, err := m.pendingOwners(ctx, got) // the tasks it owned, if it was an agent
+		if err != nil {
+			return done, err
 		}
+		queue = append(queue, next...)
 		// Then what ended before, but its owner's loop never took: a crash
 		// between the end of a task and the next step boundary, or a
 		// record a recovery at open interrupted.
@@ -103,36 +107,76 @@ func (m *Manager) restoreOwner(ctx context.Context, owner, report string) (done 
 	return done, corrupt, err
 }
 
-// interrupt makes the stale records of owner interrupted, one commit each,
-// and reports each to report, in the given (creation) order.
+// interrupt makes the stale records of owner interrupted, in batches, and
+// reports each to report, in the given (creation) order.
 func (m *Manager) interrupt(ctx context.Context, owner, report string, stale []TaskMeta) ([]TaskMeta, error) {
-	var done []TaskMeta
+	if len(stale) == 0 {
+		return nil, nil
+	}
+	done := make([]TaskMeta, 0, len(stale))
 	at := now()
-	for _, meta := range stale {
-		m.mu.Lock()
-		t := m.nodes[meta.ID]
-		runsHere := t != nil && t.phase.live()
-		m.mu.Unlock()
-		if runsHere {
-			continue
-		}
-		from := meta.Status
-		meta = Interrupted(meta, at)
-		actions := []Action{Upsert(meta)}
-		if owner != report { // forwarded: the gone agent will never take it
-			actions = append(actions, Announce(meta.ID))
-		}
-		if err := m.store.Commit(ctx, owner, actions...); err != nil {
-			return done, fmt.Errorf("bgtask: restore %s: %w", meta.ID, err)
-		}
-		got, err := m.store.Get(ctx, meta.ID)
+	for len(stale) > 0 {
+		n := min(len(stale), restoreBatch)
+		got, err := m.restoreBatch(ctx, owner, report, stale[:n], at)
+		done = append(done, got...)
 		if err != nil {
-			return done, fmt.Errorf("bgtask: restore %s: %w", meta.ID, err)
+			return done, err
 		}
-		if got.Status != StatusInterrupted || got.Attempt != meta.Attempt {
+		stale = stale[n:]
+	}
+	return done, nil
+}
+
+// restoreBatch is how many records Restore commits at once: one Commit and
+// one read back per batch instead of per record.
+const restoreBatch = 500
+
+// restoreBatch interrupts the records of batch (stale records of owner, in
+// creation order) that this Manager does not run, in one Commit, reads
+// back which of them it won, and reports those to report. It changes the
+// records of batch in place.
+func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch []TaskMeta, at time.Time) ([]TaskMeta, error) {
+	m.mu.Lock()
+	kept := batch[:0]
+	for _, meta := range batch {
+		if t := m.nodes[meta.ID]; t != nil && t.phase.live() {
+			continue // it runs here
+		}
+		kept = append(kept, meta)
+	}
+	m.mu.Unlock()
+	if len(kept) == 0 {
+		return nil, nil
+	}
+	from := make(map[string]TaskStatus, len(kept))
+	actions := make([]Action, len(kept), len(kept)+1)
+	ids := make([]string, len(kept))
+	for i := range kept {
+		from[kept[i].ID] = kept[i].Status
+		kept[i] = Interrupted(kept[i], at)
+		actions[i] = Action{Op: OpUpsert, Tasks: kept[i : i+1 : i+1]}
+		ids[i] = kept[i].ID
+	}
+	if owner != report { // forwarded: the gone agent will never take them
+		actions = append(actions, Announce(ids...))
+	}
+	if err := m.store.Commit(ctx, owner, actions...); err != nil {
+		if len(kept) == 1 {
+			return nil, fmt.Errorf("bgtask: restore %s: %w", kept[0].ID, err)
+		}
+		return nil, fmt.Errorf("bgtask: restore %s and %d more: %w", kept[0].ID, len(kept)-1, err)
+	}
+	won, err := m.restoredRecords(ctx, owner, kept)
+	if err != nil {
+		return nil, err
+	}
+	var done []TaskMeta
+	for i := range kept {
+		got, ok := won[kept[i].ID]
+		if !ok {
 			continue // it ended meanwhile: its own record won
 		}
-		m.notify(from, &got)
+		m.notify(from[got.ID], &got)
 		m.counters.interrupted.Add(1)
 		if got.Wake != WakeSilent {
 			m.noteDelivered(got.ID)
@@ -141,4 +185,76 @@ func (m *Manager) interrupt(ctx context.Context, owner, report string, stale []T
 		done = append(done, got)
 	}
 	return done, nil
+}
+
+// restoredRecords reads back the records of owner that the Commit of
+// interrupted (fenced on their new Attempt) won, by id: one List of the
+// owner's interrupted records, and a Get for each record not in it.
+func (m *Manager) restoredRecords(ctx context.Context, owner string, interrupted []TaskMeta) (map[string]TaskMeta, error) {
+	want := make(map[string]int64, len(interrupted))
+	for i := range interrupted {
+		want[interrupted[i].ID] = interrupted[i].Attempt
+	}
+	won := make(map[string]TaskMeta, len(interrupted))
+	for got, err := range m.store.List(ctx, owner, StatusInterrupted) {
+		if err != nil {
+			return nil, fmt.Errorf("bgtask: restore: read back: %w", err)
+		}
+		if a, ok := want[got.ID]; ok && got.Attempt == a {
+			won[got.ID] = got
+		}
+	}
+	for i := range interrupted {
+		meta := &interrupted[i]
+		if _, ok := won[meta.ID]; ok {
+			continue
+		}
+		got, err := m.store.Get(ctx, meta.ID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			won[meta.ID] = *meta // ours, dropped by retention right after the Commit
+		case err != nil:
+			return nil, fmt.Errorf("bgtask: restore %s: %w", meta.ID, err)
+		case got.Status == StatusInterrupted && got.Attempt == meta.Attempt:
+			won[meta.ID] = got
+		}
+	}
+	return won, nil
+}
+
+// PendingOwnerFinder is a Store that tells at once which of several owners
+// hold records that Restore has work for. Restore uses it to follow the
+// interrupted tasks to the tasks they owned with one call per batch instead
+// of reading each one's records; with a Store that does not implement it,
+// Restore reads each.
+type PendingOwnerFinder interface {
+	// PendingOwners returns those of owners that hold at least one record
+	// that is not terminal or not announced, each once, in any order. It
+	// may return more (an owner it is unsure of), never fewer.
+	PendingOwners(ctx context.Context, owners []string) ([]string, error)
+}
+
+// pendingOwners returns the ids of metas, in their order, that may own
+// records Restore has work for: all of them, or those the store's
+// PendingOwnerFinder names.
+func (m *Manager) pendingOwners(ctx context.Context, metas []TaskMeta) ([]string, error) {
+	ids := make([]string, len(metas))
+	for i := range metas {
+		ids[i] = metas[i].ID
+	}
+	f, ok := m.store.(PendingOwnerFinder)
+	if !ok || len(ids) == 0 {
+		return ids, nil
+	}
+	live := make(map[string]bool)
+	for chunk := range slices.Chunk(ids, restoreBatch) {
+		owners, err := f.PendingOwners(ctx, chunk)
+		if err != nil {
+			return nil, fmt.Errorf("bgtask: restore: find the tasks the interrupted ones owned: %w", err)
+		}
+		for _, o := range owners {
+			live[o] = true
+		}
+	}
+	return slices.DeleteFunc(ids, func(id string) bool { return !live[id] }), nil
 }

@@ -85,7 +85,8 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	}
 	// The task keeps the spawner's values (trace span, logger, auth), not
 	// its cancellation or deadline; taskContext hides the spawner's tool call.
-	cctx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	t.vals = valuesOnly{ctx}
+	cctx, stop := context.WithCancelCause(&t.vals)
 	if timeoutCause != nil {
 		// A child of cctx: a cancel (cctx's cause) that came first stays
 		// the cause; stopping cctx also stops the timer.

@@ -29,7 +29,8 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // without a lock.
 //
 //	field                        guarded by           written by
-//	m, fn, ctx, stop, inbox      set at spawn         spawn
+//	m, fn, ctx, vals, stop,      set at spawn         spawn
+//	inbox
 //	rec (the pointer), queued    set at spawn         spawn (newRecord)
 //	rec's identity fields        set at spawn         spawn; never changed (setMutable skips them)
 //	rec's other fields           the lock of its      the task's commits (promote, finish, the input
@@ -80,6 +81,7 @@ type Task struct {
 	rec   *TaskMeta // the record: shared with a MemoryStore, or private (see record.go)
 	fn    Func
 	ctx   taskContext
+	vals  valuesOnly // the parent of ctx: the spawner's values only
 	stop  context.CancelCauseFunc
 	inbox *Inbox                   // a sub-agent's own inbox; nil for a plain task
 	rare  atomic.Pointer[taskRare] // what few tasks need, made on first use (see rare)

@@ -95,6 +95,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		defer cancel()
 		err = errors.Join(err, m.Shutdown(sctx))
 	}()
+	if err := store.Start(ctx, m); err != nil { // `bgtask cancel ID` from another terminal reaches the tasks
+		return err
+	}
 	const owner = "thread-lead"
 	ui.printf("task metadata in %s\n", cfg.db)
 	if cfg.reset {

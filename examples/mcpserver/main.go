@@ -62,6 +62,9 @@ func run(ctx context.Context, args []string, t mcp.Transport) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, m.Shutdown(context.Background())) }()
+	if err := st.Start(ctx, m); err != nil { // `bgtask cancel ID` from another terminal reaches the tasks
+		return err
+	}
 	s, err := bgmcp.NewServer(m,
 		bgmcp.WithImplementation(&mcp.Implementation{Name: "bgtask-mcpserver", Version: "v0"}),
 		bgmcp.WithOwnerFunc(func(context.Context, *mcp.ServerSession) (string, error) { return owner, nil }),

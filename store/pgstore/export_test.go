@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 
@@ -49,3 +50,14 @@ const MaxInFlight = maxInFlight
 const InsertOneFencedSQL = insertOneFencedSQL
 
 func OneArgs(m *bgtask.TaskMeta) []any { return oneArgs(m) }
+
+// HotStatements are the statements each commit connection prepares.
+var HotStatements = hotStatements
+
+// PreparedHot reports how many of HotStatements a connection of s's commit
+// pool has prepared (in the server's pg_prepared_statements).
+func PreparedHot(ctx context.Context, s *Store) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement = ANY($1)`, hotStatements).Scan(&n)
+	return n, err
+}

@@ -32,16 +32,7 @@ func TestPlansUseIndexes(t *testing.T) {
 	if jit != "on" || jitAvail != "true" || seqscan != "on" {
 		t.Fatalf("server settings jit=%s (available %s), enable_seqscan=%s; want the defaults on, on, on", jit, jitAvail, seqscan)
 	}
-	// 40 owners with 500 terminal rows each, and 4000 running rows.
-	if _, err := conn.Exec(ctx, `INSERT INTO bgtask_tasks (id, owner, status, instance, created_at, terminal_at)
-		SELECT 'task_' || i, 'owner_' || (i % 40), 'completed', 'inst_' || (i % 4), now(), now() - i * interval '1 second'
-		FROM generate_series(1, 20000) i;
-		INSERT INTO bgtask_tasks (id, owner, status, instance, created_at)
-		SELECT 'task_live_' || i, 'owner_' || (i % 40), 'running', 'inst_' || (i % 4), now()
-		FROM generate_series(1, 4000) i;
-		INSERT INTO bgtask_instances VALUES ('inst_0', now(), now(), 'alive'), ('inst_1', now(), now(), 'dead')`); err != nil {
-		t.Fatal(err)
-	}
+	fillPlanTables(t, conn)
 	spawned := rec("task_spawned", "owner_3", bgtask.StatusRunning)
 	stmts := []struct {
 		name string
@@ -102,4 +93,19 @@ func seqScans(plan map[string]any) []string {
 		}
 	}
 	return out
+}
+
+// fillPlanTables fills the tables for a plan test: 40 owners with 500
+// terminal rows each, 4000 running rows, and two instances.
+func fillPlanTables(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	if _, err := conn.Exec(t.Context(), `INSERT INTO bgtask_tasks (id, owner, status, instance, created_at, terminal_at)
+		SELECT 'task_' || i, 'owner_' || (i % 40), 'completed', 'inst_' || (i % 4), now(), now() - i * interval '1 second'
+		FROM generate_series(1, 20000) i;
+		INSERT INTO bgtask_tasks (id, owner, status, instance, created_at)
+		SELECT 'task_live_' || i, 'owner_' || (i % 40), 'running', 'inst_' || (i % 4), now()
+		FROM generate_series(1, 4000) i;
+		INSERT INTO bgtask_instances VALUES ('inst_0', now(), now(), 'alive'), ('inst_1', now(), now(), 'dead')`); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -24,9 +24,12 @@ func (s *Store) Load(ctx context.Context, owner string) (bgtask.Snapshot, error)
 	return snap, nil
 }
 
+// getByIDSQL reads one record by id.
+const getByIDSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks WHERE id = $1`
+
 // Get implements bgtask.Store.
 func (s *Store) Get(ctx context.Context, id string) (bgtask.TaskMeta, error) {
-	rows, err := s.query(ctx, `SELECT `+taskCols+` FROM bgtask_tasks WHERE id = $1`, id)
+	rows, err := s.query(ctx, getByIDSQL, id)
 	if err != nil {
 		return bgtask.TaskMeta{}, err
 	}

@@ -88,7 +88,10 @@ const bgConns = 3
 // lacks, and returns a Store. The pool dsn describes serves commits and
 // reads; the heartbeat, the reaper and the cancel poller of a started
 // Store use three more connections of their own, and the cancel listener
-// one more, so they never wait behind commits. A database migrated by a newer version of
+// one more, so they never wait behind commits. Each connection of the
+// commit pool prepares the statements of a commit once; a DSN that names
+// default_query_exec_mode (as for a pooler that does not keep prepared
+// statements) prepares nothing and runs in that mode. A database migrated by a newer version of
 // this package is left untouched and Open returns an error matching
 // ErrSchemaTooNew.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
@@ -103,13 +106,18 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
+	var migrated atomic.Bool
 	if !strings.Contains(dsn, "default_query_exec_mode") {
-		// Statements are planned for the values of each call (unnamed
-		// statements, described once), so no plan cached while the table
-		// was small keeps scanning it whole after it grew.
+		// The hot statements are prepared on each connection once the
+		// schema is there; their generic plans use indexes. The others are
+		// planned for the values of each call (unnamed statements,
+		// described once), so no plan cached while the table was small
+		// keeps scanning it whole after it grew.
 		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+		pc.AfterConnect = prepareHot(&migrated)
 	}
 	bc := pc.Copy()
+	bc.AfterConnect = nil
 	bc.MaxConns, bc.MinConns = bgConns, 0
 	bc.ConnConfig.RuntimeParams["application_name"] = BackgroundAppName
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
@@ -125,6 +133,12 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		pool.Close()
 		bg.Close()
 		return nil, err
+	}
+	if pc.AfterConnect != nil {
+		// The connections made before the schema existed go; the new
+		// ones prepare the hot statements.
+		migrated.Store(true)
+		pool.Reset()
 	}
 	now := time.Now()
 	s := &Store{pool: pool, bg: bg, cfg: cfg, log: cfg.logger, clock: time.Now, base: now,

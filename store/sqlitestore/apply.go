@@ -3,9 +3,11 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -19,9 +21,10 @@ type writeTx struct {
 	tx  *sql.Tx
 	now int64 // the store's clock for this batch, in microseconds
 
-	get, ownerOf, byOwner, upsert, del, countTerminal, dropOldest *sql.Stmt // bound to tx when first used
+	get, getMany, ownerOf, byOwner, upsert, del, countTerminal, dropOldest *sql.Stmt // bound to tx when first used
 
 	counted counted // the current request's owner's terminal count, kept if it succeeds
+	wrote   bool    // the current request has run a write statement
 }
 
 // maxCounted bounds how many owners' terminal counts the writer keeps.
@@ -40,24 +43,31 @@ func (w *writeTx) stmt(p **sql.Stmt, shared *sql.Stmt) *sql.Stmt {
 	return *p
 }
 
-// write applies every request of the batch in one transaction, each under
-// its own savepoint when there are several, and returns each one's error.
-// If the transaction itself fails, every request gets that error and
-// nothing is written.
-func (s *Store) write(ctx context.Context, batch []*request) []error {
-	errs := make([]error, len(batch))
+// write applies every request of the batch in one transaction and returns
+// each one's error. A request that fails before it wrote anything (a
+// corrupt row, a failed read) fails alone. One that fails after it wrote
+// needs a savepoint of its own to be undone alone: without savepoints the
+// whole transaction is rolled back and write reports retry, and the caller
+// writes the batch again with a savepoint per request. If the transaction
+// itself fails, every request gets that error and nothing is written.
+func (s *Store) write(ctx context.Context, batch []*request, savepoints bool) (errs []error, retry bool) {
+	errs = make([]error, len(batch))
 	seq := s.nextSeq
 	var tx *sql.Tx
-	abort := func(err error) []error {
+	undo := func() {
 		if tx != nil {
 			tx.Rollback()
 		}
 		s.nextSeq = seq
 		clear(s.terminals) // counts merged by earlier requests were rolled back too
+		s.oldestSet = false
+	}
+	abort := func(err error) ([]error, bool) {
+		undo()
 		for i := range errs {
 			errs[i] = err
 		}
-		return errs
+		return errs, false
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -65,24 +75,33 @@ func (s *Store) write(ctx context.Context, batch []*request) []error {
 	}
 	w := &writeTx{s: s, ctx: ctx, tx: tx, now: s.cfg.now().UnixMicro()}
 	single := len(batch) == 1
+	savepoints = savepoints && !single
+	var savepoint, rollbackTo, release *sql.Stmt
+	if savepoints {
+		savepoint, rollbackTo, release = tx.StmtContext(ctx, s.st.savepoint), tx.StmtContext(ctx, s.st.rollbackTo), tx.StmtContext(ctx, s.st.release)
+	}
 	ended := false // some record became terminal: check the age limit
 	for i, r := range batch {
-		if !single {
-			if _, err := tx.ExecContext(ctx, "SAVEPOINT c"); err != nil {
+		if savepoints {
+			if _, err := savepoint.ExecContext(ctx); err != nil {
 				return abort(fmt.Errorf("sqlitestore: savepoint: %w", err))
 			}
 		}
-		w.counted = counted{}
+		w.counted, w.wrote = counted{}, false
 		e, err := w.apply(r)
 		switch {
 		case err != nil && single:
-			abort(err)
-			return errs
-		case err != nil:
-			if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO c"); rerr != nil {
+			return abort(err)
+		case err != nil && w.wrote && !savepoints:
+			undo()
+			return nil, true
+		case err != nil && w.wrote:
+			if _, rerr := rollbackTo.ExecContext(ctx); rerr != nil {
 				return abort(fmt.Errorf("sqlitestore: rollback to savepoint: %w", errors.Join(rerr, err)))
 			}
 			errs[i] = err
+		case err != nil:
+			errs[i] = err // it wrote nothing
 		default:
 			ended = ended || e
 			if c := w.counted; c.owner != "" {
@@ -92,27 +111,50 @@ func (s *Store) write(ctx context.Context, batch []*request) []error {
 				s.terminals[c.owner] = c.n
 			}
 		}
-		if !single {
-			if _, err := tx.ExecContext(ctx, "RELEASE c"); err != nil {
+		if savepoints {
+			if _, err := release.ExecContext(ctx); err != nil {
 				return abort(fmt.Errorf("sqlitestore: release savepoint: %w", err))
 			}
 		}
 	}
 	if ended && s.cfg.retainFor > 0 {
-		cutoff := w.now - s.cfg.retainFor.Microseconds()
-		res, err := tx.StmtContext(ctx, s.st.retainAge).ExecContext(ctx, cutoff)
-		if err != nil {
-			return abort(fmt.Errorf("sqlitestore: age retention: %w", err))
-		}
-		if n, err := res.RowsAffected(); err != nil || n > 0 {
-			clear(s.terminals) // owners unknown: count again when needed
+		if err := w.retainAge(); err != nil {
+			return abort(err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		tx = nil
 		return abort(fmt.Errorf("sqlitestore: commit: %w", err))
 	}
-	return errs
+	return errs, false
+}
+
+// retainAge applies the age limit after a batch that ended tasks. The
+// writer keeps the oldest terminal_at once it has read it, so that a batch
+// with nothing old enough to delete costs no statement.
+func (w *writeTx) retainAge() error {
+	s := w.s
+	cutoff := w.now - s.cfg.retainFor.Microseconds()
+	if s.oldestSet && s.oldestEnd >= cutoff {
+		s.oldestEnd = min(s.oldestEnd, w.now) // this batch's records
+		return nil
+	}
+	res, err := w.tx.StmtContext(w.ctx, s.st.retainAge).ExecContext(w.ctx, cutoff)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: age retention: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		clear(s.terminals) // owners unknown: count again when needed
+	}
+	var oldest sql.NullInt64
+	if err := w.tx.StmtContext(w.ctx, s.st.oldestEnd).QueryRowContext(w.ctx).Scan(&oldest); err != nil {
+		return fmt.Errorf("sqlitestore: age retention: %w", err)
+	}
+	s.oldestEnd, s.oldestSet = math.MaxInt64, true
+	if oldest.Valid {
+		s.oldestEnd = oldest.Int64
+	}
+	return nil
 }
 
 // apply runs one Commit call's actions: it reads the rows they touch (all
@@ -163,25 +205,12 @@ func (w *writeTx) apply(r *request) (ended bool, err error) {
 			}
 		}
 	} else {
-		cur = make(map[string]bgtask.TaskMeta, len(order))
 		ids := slices.Clone(order)
 		for _, a := range r.actions {
 			ids = append(ids, a.IDs...) // Remove's ids: read so the reducer sees them
 		}
-		for _, id := range ids {
-			if _, ok := cur[id]; ok || foreign[id] {
-				continue
-			}
-			m, mine, err := w.read(id, owner)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-			case err != nil:
-				return false, err
-			case mine:
-				cur[id] = m
-			default:
-				foreign = addTo(foreign, id)
-			}
+		if cur, foreign, err = w.readAll(ids, owner); err != nil {
+			return false, err
 		}
 	}
 
@@ -193,6 +222,7 @@ func (w *writeTx) apply(r *request) (ended bool, err error) {
 	delta := 0 // change in the owner's number of terminal records
 	for id, old := range cur {
 		if _, ok := snap.Tasks[id]; !ok {
+			w.wrote = true
 			if _, err := w.stmt(&w.del, w.s.st.del).ExecContext(w.ctx, id); err != nil {
 				return false, fmt.Errorf("sqlitestore: delete task %s: %w", id, err)
 			}
@@ -221,6 +251,7 @@ func (w *writeTx) apply(r *request) (ended bool, err error) {
 			w.s.noteInstance(m.Instance) // recovery leaves this instance's records alone
 		}
 		args := append(rowArgs(&m), seq, at)
+		w.wrote = true
 		if _, err := w.stmt(&w.upsert, w.s.st.upsert).ExecContext(w.ctx, args...); err != nil {
 			if m.IdempotencyKey != "" && !had && isKeyConflict(err) {
 				return false, w.duplicateKey(owner, m.IdempotencyKey, err)
@@ -252,6 +283,7 @@ func (w *writeTx) retain(owner string, delta int, ended bool) error {
 		}
 	}
 	if over := n - w.s.cfg.retainPerOwner; over > 0 {
+		w.wrote = true
 		if _, err := w.stmt(&w.dropOldest, w.s.st.dropOldest).ExecContext(w.ctx, owner, over); err != nil {
 			return fmt.Errorf("sqlitestore: count retention for owner %q: %w", owner, err)
 		}
@@ -277,6 +309,54 @@ func (w *writeTx) read(id, owner string) (bgtask.TaskMeta, bool, error) {
 	}
 	m, err := rw.decode()
 	return m, true, err
+}
+
+// readAll reads the rows of ids: owner's, decoded by id, and the ids that
+// belong to another owner. One id is read with a point query, several
+// with one query.
+func (w *writeTx) readAll(ids []string, owner string) (cur map[string]bgtask.TaskMeta, foreign map[string]bool, err error) {
+	cur = make(map[string]bgtask.TaskMeta, len(ids))
+	if len(ids) == 1 {
+		m, mine, err := w.read(ids[0], owner)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return nil, nil, err
+		case mine:
+			cur[m.ID] = m
+		default:
+			foreign = addTo(foreign, ids[0])
+		}
+		return cur, foreign, nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqlitestore: read tasks: %w", err)
+	}
+	rows, err := w.stmt(&w.getMany, w.s.st.getMany).QueryContext(w.ctx, list)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqlitestore: read tasks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var rw row
+		if err := rw.scan(rows); err != nil {
+			return nil, nil, err
+		}
+		if rw.owner != owner {
+			foreign = addTo(foreign, rw.id) // not decoded: its corruption is not this owner's
+			continue
+		}
+		m, err := rw.decode()
+		if err != nil {
+			return nil, nil, err
+		}
+		cur[m.ID] = m
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("sqlitestore: read tasks: %w", err)
+	}
+	return cur, foreign, nil
 }
 
 func (w *writeTx) loadOwner(owner string) (map[string]bgtask.TaskMeta, error) {

@@ -218,3 +218,37 @@ func TestBatchDelayEnds(t *testing.T) {
 	commit(t, s, "a", bgtask.Upsert(rec("a", 1, bgtask.StatusRunning)))
 	sizes.want(t, 1)
 }
+
+// A Commit that fails after it wrote (here: a trigger refuses its second
+// record) is undone alone: the batch is written again with a savepoint per
+// Commit, so its first record is not kept and the others of the batch are
+// written once, each with its own outcome.
+func TestCommitFailingAfterItWroteFailsAlone(t *testing.T) {
+	t.Parallel()
+	seed, path := open(t)
+	commit(t, seed, "b", bgtask.Upsert(rec("b", 5, bgtask.StatusRunning)))
+	if err := seed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, rawDB(t, path), `CREATE TRIGGER refuse BEFORE INSERT ON tasks WHEN new.id = 'task_a_09' BEGIN SELECT RAISE(ABORT, 'refused'); END`)
+	var sizes batchSizes
+	s := openAt(t, path, sqlitestore.WithMaxBatch(3), sqlitestore.WithBatchDelay(time.Hour), sqlitestore.WithHookTaken(sizes.hook), sqlitestore.WithoutRecovery())
+
+	var wg sync.WaitGroup
+	var badErr, goodA, goodB error
+	wg.Go(func() {
+		badErr = s.Commit(t.Context(), "a", bgtask.Upsert(rec("a", 1, bgtask.StatusRunning)), bgtask.Upsert(rec("a", 9, bgtask.StatusRunning)))
+	})
+	wg.Go(func() { goodA = s.Commit(t.Context(), "a", bgtask.Upsert(rec("a", 2, bgtask.StatusCompleted))) })
+	wg.Go(func() { goodB = s.Commit(t.Context(), "b", bgtask.Upsert(rec("b", 5, bgtask.StatusFailed))) })
+	wg.Wait()
+	sizes.want(t, 3)
+	wantErr(t, "Commit refused by the trigger", badErr, "sqlitestore: write task task_a_09: constraint failed: refused (1811)")
+	if goodA != nil || goodB != nil {
+		t.Fatalf("the other commits of the batch: %v, %v", goodA, goodB)
+	}
+	wantIDs(t, "List(a)", ids(t, s, "a"), idsOf("a", 2))
+	if b := get(t, s, rec("b", 5, "").ID); b.Status != bgtask.StatusFailed {
+		t.Fatalf("owner b's record: %s, want failed", b.Status)
+	}
+}

@@ -56,7 +56,7 @@ func (s *Store) Recover(ctx context.Context) (int, error) {
 // writeNow writes reqs in one transaction, without the writer: for Open,
 // before the writer starts.
 func (s *Store) writeNow(ctx context.Context, reqs []*request) error {
-	for i, err := range s.write(ctx, reqs) {
+	for i, err := range s.writeBatch(ctx, reqs) {
 		if err != nil {
 			return fmt.Errorf("sqlitestore: recover owner %q: %w", reqs[i].owner, err)
 		}

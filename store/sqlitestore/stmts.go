@@ -5,13 +5,16 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+
+	"github.com/bgtask/bgtask"
 )
 
 // stmts are the statements prepared once at Open. A transaction uses them
 // through Tx.StmtContext, which reuses the preparation on its connection.
 type stmts struct {
-	get, ownerOf, byOwner, children                   *sql.Stmt
-	upsert, del, countTerminal, dropOldest, retainAge *sql.Stmt
+	get, getMany, ownerOf, byOwner, children, pendingOwners      *sql.Stmt
+	upsert, del, countTerminal, dropOldest, retainAge, oldestEnd *sql.Stmt
+	savepoint, rollbackTo, release                               *sql.Stmt // one Commit call's savepoint in a batch
 }
 
 var updateSet = func() string {
@@ -29,13 +32,27 @@ var updateSet = func() string {
 	return b.String()
 }()
 
+// terminalStatuses is the terminal statuses as a list of SQL literals.
+var terminalStatuses = func() string {
+	var q []string
+	for _, st := range []bgtask.TaskStatus{bgtask.StatusCompleted, bgtask.StatusFailed, bgtask.StatusCancelled, bgtask.StatusInterrupted} {
+		q = append(q, "'"+string(st)+"'")
+	}
+	return strings.Join(q, ", ")
+}()
+
 func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	for _, p := range []struct {
 		dst   **sql.Stmt
 		query string
 	}{
 		{&st.get, "SELECT " + columns + " FROM tasks WHERE id = ?"},
+		// The rows whose ids are in ?, a JSON array of strings.
+		{&st.getMany, "SELECT " + columns + " FROM tasks WHERE id IN (SELECT value FROM json_each(?))"},
 		{&st.ownerOf, "SELECT owner FROM tasks WHERE id = ?"},
+		// Those of the owners in ?, a JSON array of strings, with a live
+		// record or a terminal one not announced.
+		{&st.pendingOwners, "SELECT DISTINCT owner FROM tasks WHERE owner IN (SELECT value FROM json_each(?)) AND (status NOT IN (" + terminalStatuses + ") OR announced = 0)"},
 		{&st.byOwner, "SELECT " + columns + " FROM tasks WHERE owner = ?"},
 		{&st.children, "SELECT " + columns + " FROM tasks WHERE parent_task_id = ? AND parent_task_id <> '' ORDER BY created_at, id"},
 		// A record keeps the terminal_seq and terminal_at of the commit
@@ -50,6 +67,10 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		{&st.dropOldest, `DELETE FROM tasks WHERE id IN (
 			SELECT id FROM tasks WHERE owner = ?1 AND terminal_seq IS NOT NULL ORDER BY terminal_seq LIMIT ?2)`},
 		{&st.retainAge, "DELETE FROM tasks WHERE terminal_at IS NOT NULL AND terminal_at < ?"},
+		{&st.oldestEnd, "SELECT min(terminal_at) FROM tasks WHERE terminal_at IS NOT NULL"},
+		{&st.savepoint, "SAVEPOINT c"},
+		{&st.rollbackTo, "ROLLBACK TO c"},
+		{&st.release, "RELEASE c"},
 	} {
 		s, err := db.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -61,7 +82,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (st *stmts) close() {
-	for _, s := range []*sql.Stmt{st.get, st.ownerOf, st.byOwner, st.children, st.upsert, st.del, st.countTerminal, st.dropOldest, st.retainAge} {
+	for _, s := range []*sql.Stmt{st.get, st.getMany, st.pendingOwners, st.ownerOf, st.byOwner, st.children, st.upsert, st.del, st.countTerminal, st.dropOldest, st.retainAge, st.oldestEnd, st.savepoint, st.rollbackTo, st.release} {
 		if s != nil {
 			s.Close()
 		}

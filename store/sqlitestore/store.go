@@ -46,6 +46,8 @@ type Store struct {
 	// The writer's own state.
 	nextSeq   int64          // last terminal_seq given out
 	terminals map[string]int // owner → number of terminal records, for owners counted so far
+	oldestEnd int64          // no terminal_at is older (microseconds), when oldestSet; math.MaxInt64 for none
+	oldestSet bool
 
 	// Recovery (recover.go).
 	lockMu sync.Mutex          // serialises Recover

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -95,6 +96,17 @@ func (s *Store) run() {
 				s.cfg.hookTaken(len(batch))
 			}
 			s.flush(batch)
+			if len(batch) > 1 {
+				// Concurrent callers: let the ones just answered run and
+				// queue their next Commit, so that the next batch takes them
+				// together instead of one now and the rest after it.
+				for range 8 {
+					runtime.Gosched()
+					if s.queued() >= len(batch) {
+						break
+					}
+				}
+			}
 			clear(batch) // let the requests go
 		}
 	}
@@ -144,11 +156,29 @@ func (s *Store) fill(batch []*request) []*request {
 
 // flush writes a batch in one transaction and answers each request.
 func (s *Store) flush(batch []*request) {
-	errs := s.write(context.Background(), batch)
+	errs := s.writeBatch(context.Background(), batch)
 	for i, r := range batch {
 		if errs[i] != nil {
 			s.cfg.logger.Warn("sqlitestore: commit failed", "owner", r.owner, "err", errs[i])
 		}
 		r.done <- errs[i]
 	}
+}
+
+// queued is the number of Commit calls waiting for the writer.
+func (s *Store) queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
+// writeBatch writes a batch in one transaction and returns each request's
+// error: without savepoints first, and again with one per request if a
+// request failed after it wrote (see write).
+func (s *Store) writeBatch(ctx context.Context, batch []*request) []error {
+	errs, retry := s.write(ctx, batch, false)
+	if retry {
+		errs, _ = s.write(ctx, batch, true)
+	}
+	return errs
 }

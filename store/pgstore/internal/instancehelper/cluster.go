@@ -39,7 +39,9 @@ func (s *timedStore) take() []time.Duration {
 }
 
 // cluster runs the load of the "cluster" command and reports it.
-func cluster(ctx context.Context, m *bgtask.Manager, ts *timedStore, prefix string, d time.Duration, owners, workers int) string {
+// With rate > 0 it offers rate tasks/s (an open loop) instead of running
+// workers loops per owner that each spawn a task and wait for it.
+func cluster(ctx context.Context, m *bgtask.Manager, ts *timedStore, prefix string, d time.Duration, owners, workers int, rate float64) string {
 	ts.take()
 	var (
 		tasks, children, other atomic.Int64
@@ -103,6 +105,7 @@ func cluster(ctx context.Context, m *bgtask.Manager, ts *timedStore, prefix stri
 	}
 	deadline := time.Now().Add(d)
 	start := time.Now()
+	var runs []bgtask.Owner
 	for k := range owners {
 		o := m.Owner(fmt.Sprintf("%s_%d", prefix, k))
 		ib, err := o.Inbox()
@@ -115,42 +118,62 @@ func cluster(ctx context.Context, m *bgtask.Manager, ts *timedStore, prefix stri
 				count(ib.Drain())
 			}
 		})
-		for range workers {
-			wg.Go(func() {
-				for time.Now().Before(deadline) {
-					var (
-						id  string
-						err error
-					)
-					switch seq.Add(1) % 10 {
-					case 7:
-						id, err = o.Spawn(ctx, long)
-					case 9:
-						id, err = o.SpawnAgent(ctx, agent)
-					default:
-						id, err = o.Spawn(ctx, short)
+		runs = append(runs, o)
+	}
+	// one spawns a task of o, waits for it and counts the outcome.
+	one := func(o bgtask.Owner) {
+		var (
+			id  string
+			err error
+		)
+		switch seq.Add(1) % 10 {
+		case 7:
+			id, err = o.Spawn(ctx, long)
+		case 9:
+			id, err = o.SpawnAgent(ctx, agent)
+		default:
+			id, err = o.Spawn(ctx, short)
+		}
+		if err != nil {
+			other.Add(1)
+			note("spawn: " + err.Error())
+			return
+		}
+		mu.Lock()
+		spawned[id] = true
+		mu.Unlock()
+		meta, err := o.Wait(ctx, id)
+		switch {
+		case err != nil:
+			other.Add(1)
+			note("wait: " + err.Error())
+		case meta.Status != bgtask.StatusCompleted:
+			other.Add(1)
+			note(fmt.Sprintf("%s ended %s: %s", id, meta.Status, meta.Error))
+		default:
+			tasks.Add(1)
+		}
+	}
+	if rate > 0 {
+		// Open loop: a task every 1/rate seconds, round robin over the
+		// owners, whether the earlier ones finished or not.
+		every := time.Duration(float64(time.Second) / rate)
+		next := start
+		for k := 0; next.Before(deadline); k++ {
+			time.Sleep(time.Until(next))
+			o := runs[k%len(runs)]
+			wg.Go(func() { one(o) })
+			next = next.Add(every)
+		}
+	} else {
+		for _, o := range runs {
+			for range workers {
+				wg.Go(func() {
+					for time.Now().Before(deadline) {
+						one(o)
 					}
-					if err != nil {
-						other.Add(1)
-						note("spawn: " + err.Error())
-						continue
-					}
-					mu.Lock()
-					spawned[id] = true
-					mu.Unlock()
-					meta, err := o.Wait(ctx, id)
-					switch {
-					case err != nil:
-						other.Add(1)
-						note("wait: " + err.Error())
-					case meta.Status != bgtask.StatusCompleted:
-						other.Add(1)
-						note(fmt.Sprintf("%s ended %s: %s", id, meta.Status, meta.Error))
-					default:
-						tasks.Add(1)
-					}
-				}
-			})
+				})
+			}
 		}
 	}
 	wg.Wait()

@@ -131,11 +131,12 @@ func run() error {
 			var (
 				secs            float64
 				owners, workers int
+				rate            float64 // tasks/s offered; 0: closed loop
 			)
-			if _, err := fmt.Sscan(arg, &secs, &owners, &workers); err != nil {
+			if n, err := fmt.Sscan(arg, &secs, &owners, &workers, &rate); n < 3 {
 				return err
 			}
-			fmt.Println(cluster(ctx, m, ts, *owner, time.Duration(secs*float64(time.Second)), owners, workers))
+			fmt.Println(cluster(ctx, m, ts, *owner, time.Duration(secs*float64(time.Second)), owners, workers, rate))
 		case "keyed":
 			var n, w int
 			if _, err := fmt.Sscan(arg, &n, &w); err != nil {

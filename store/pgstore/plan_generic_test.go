@@ -1,0 +1,72 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/bgtask/bgtask/store/pgstore"
+	"github.com/jackc/pgx/v5"
+)
+
+// The statements a Store prepares are served by indexes in their generic
+// plans (the plans PostgreSQL caches for a prepared statement), on a filled
+// and analyzed table with the default planner and JIT settings: no
+// sequential scan of the tasks table and no JIT.
+func TestGenericPlansUseIndexes(t *testing.T) {
+	_, dsn := openStore(t)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	fillPlanTables(t, conn)
+	if _, err := conn.Exec(ctx, `ANALYZE bgtask_tasks; ANALYZE bgtask_instances; SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	if len(pgstore.HotStatements) != 12 {
+		t.Fatalf("%d hot statements, want 12", len(pgstore.HotStatements))
+	}
+	for i, sql := range pgstore.HotStatements {
+		name := fmt.Sprintf("hot_%d", i)
+		t.Run(name, func(t *testing.T) {
+			sd, err := conn.Prepare(ctx, name, sql)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(sd.ParamOIDs)), ", ")
+			var out []byte
+			if err := conn.QueryRow(ctx, fmt.Sprintf(`EXPLAIN (FORMAT JSON) EXECUTE %s(%s)`, name, nulls)).Scan(&out); err != nil {
+				t.Fatal(err)
+			}
+			var plans []struct {
+				Plan map[string]any
+				JIT  any
+			}
+			if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
+				t.Fatalf("EXPLAIN output %s: %v", out, err)
+			}
+			if scans := seqScans(plans[0].Plan); len(scans) > 0 {
+				t.Errorf("generic plan scans %v sequentially:\n%s\n%s", scans, sql, out)
+			}
+			if plans[0].JIT != nil {
+				t.Errorf("generic plan is JIT-compiled:\n%s\n%s", sql, out)
+			}
+		})
+	}
+}
+
+// A Store's commit connections have the hot statements prepared.
+func TestHotStatementsPrepared(t *testing.T) {
+	s, _ := openStore(t)
+	n, err := pgstore.PreparedHot(t.Context(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(pgstore.HotStatements) {
+		t.Errorf("%d hot statements prepared, want %d", n, len(pgstore.HotStatements))
+	}
+}
