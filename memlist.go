@@ -24,16 +24,19 @@ func (s *MemoryStore) ListTagged(ctx context.Context, owner, tag string, statuse
 			yield(TaskMeta{}, err)
 			return
 		}
-		s.mu.RLock()
 		var out []TaskMeta
-		if o := s.owners[owner]; o != nil {
-			o.each(func(m *TaskMeta) {
-				if (len(statuses) == 0 || slices.Contains(statuses, m.Status)) && (tag == "" || slices.Contains(m.Tags, tag)) {
-					out = append(out, cloneMeta(*m))
-				}
-			})
+		for i := range s.shards {
+			sh := &s.shards[i]
+			sh.mu.RLock()
+			if o := sh.owners[owner]; o != nil {
+				o.each(func(e *memEntry) {
+					if m := e.get(); (len(statuses) == 0 || slices.Contains(statuses, m.Status)) && (tag == "" || slices.Contains(m.Tags, tag)) {
+						out = append(out, m)
+					}
+				})
+			}
+			sh.mu.RUnlock()
 		}
-		s.mu.RUnlock()
 		yieldSorted(out, yield)
 	}
 }
@@ -47,14 +50,17 @@ func (s *MemoryStore) Children(ctx context.Context, id string) iter.Seq2[TaskMet
 			yield(TaskMeta{}, err)
 			return
 		}
-		s.mu.RLock()
 		var out []TaskMeta
-		for _, e := range s.byID {
-			if id != "" && e.meta.Parent.TaskID == id {
-				out = append(out, cloneMeta(e.meta))
+		for i := range s.shards {
+			sh := &s.shards[i]
+			sh.mu.RLock()
+			for _, e := range sh.byID {
+				if id != "" && e.parentID() == id {
+					out = append(out, e.get())
+				}
 			}
+			sh.mu.RUnlock()
 		}
-		s.mu.RUnlock()
 		yieldSorted(out, yield)
 	}
 }

@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"sync"
+	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,23 +28,27 @@ const (
 // owner without records costs nothing).
 //
 // Use NewMemoryStore; the zero value is not usable. Safe for concurrent
-// use; retention runs inside Commit, under the store's lock, and costs in
-// proportion to the records it forgets.
+// use: records are spread over shards by id, each with its own lock, so
+// commits of different tasks rarely wait for each other. Retention runs
+// at the end of a Commit that ends a task, after its shard is unlocked,
+// and costs in proportion to the records it forgets. While commits run
+// concurrently, a limit may be exceeded for a moment and a record or two
+// more than needed may be forgotten; commits that follow each other apply
+// the limits exactly.
 type MemoryStore struct {
 	retainPerOwner int
 	retainTotal    int
 	retainFor      time.Duration
 
-	mu     sync.RWMutex // guards the fields below
-	clock  time.Time    // the time of the current commit, read once when a record turns terminal
-	owners map[string]*memOwner
-	byID   map[string]*memEntry
-	done   memList              // every terminal record, in the order it was committed terminal (storeLinks)
-	keys   map[keyRef]*memEntry // records by owner and idempotency key
+	seq    atomic.Int64 // orders terminal records across shards: memEntry.seq
+	ndone  atomic.Int64 // how many terminal records all shards hold
+	oldest atomic.Int64 // at most the lowest memEntry.at of a terminal record (MaxInt64: none)
+	ret    memRetain
+	shards [memShards]memShard
 }
 
-// memOwner is an owner's records: live ones, and terminal ones in the order
-// they were committed terminal (ownLinks).
+// memOwner is an owner's records in one shard: live ones, and terminal
+// ones in the order they were committed terminal (ownLinks).
 type memOwner struct {
 	live, done memList
 }
@@ -51,10 +56,10 @@ type memOwner struct {
 func (o *memOwner) empty() bool { return o.live.n == 0 && o.done.n == 0 }
 
 // each calls f with every record of the owner.
-func (o *memOwner) each(f func(*TaskMeta)) {
+func (o *memOwner) each(f func(*memEntry)) {
 	for _, l := range [2]*memList{&o.live, &o.done} {
 		for e := l.head; e != nil; e = e.owner.next {
-			f(&e.meta)
+			f(e)
 		}
 	}
 }
@@ -88,9 +93,10 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 		retainPerOwner: DefaultRetainPerOwner,
 		retainTotal:    DefaultRetainTotal,
 		retainFor:      DefaultRetainFor,
-		owners:         make(map[string]*memOwner),
-		byID:           make(map[string]*memEntry),
-		keys:           make(map[keyRef]*memEntry),
+	}
+	s.oldest.Store(math.MaxInt64)
+	for i := range s.shards {
+		s.shards[i].init()
 	}
 	for _, o := range opts {
 		o(s)
@@ -103,11 +109,14 @@ func (s *MemoryStore) Load(ctx context.Context, owner string) (Snapshot, error) 
 	if err := ctx.Err(); err != nil {
 		return Snapshot{}, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
 	snap := Snapshot{Tasks: make(map[string]TaskMeta)}
-	if o := s.owners[owner]; o != nil {
-		o.each(func(m *TaskMeta) { snap.Tasks[m.ID] = cloneMeta(*m) })
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.RLock()
+		if o := sh.owners[owner]; o != nil {
+			o.each(func(e *memEntry) { snap.Tasks[e.id()] = e.get() })
+		}
+		sh.mu.RUnlock()
 	}
 	return snap, nil
 }
@@ -117,15 +126,17 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (TaskMeta, error) {
 	if err := ctx.Err(); err != nil {
 		return TaskMeta{}, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if e := s.byID[id]; e != nil {
-		return cloneMeta(e.meta), nil
+	sh := s.shardOf(id)
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	if e := sh.byID[id]; e != nil {
+		return e.get(), nil
 	}
 	return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 }
 
-// Commit implements Store. Retention is applied after the actions.
+// Commit implements Store. It holds every shard's lock, so its actions
+// apply at once; retention is applied after the actions.
 func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Action) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -133,33 +144,33 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 	if err := ValidateCommit(owner, actions...); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lockAll()
 	if err := s.checkKeys(owner, actions); err != nil {
+		s.unlockAll()
 		return err
 	}
-	o := s.owner(owner)
+	var tx memTx
 	for _, a := range actions {
 		switch a.Op {
 		case OpUpsert:
-			s.upsert(o, &a.Tasks[0], nil, a.At)
+			s.shardOf(a.Tasks[0].ID).upsert(s, &tx, &a.Tasks[0], nil, a.At)
 		case OpAnnounce:
 			s.announce(owner, a.IDs)
 		default:
-			s.applySlow(owner, o, a)
+			s.applySlow(&tx, owner, a)
 		}
 	}
-	s.retain(owner, o)
-	s.clock = time.Time{}
+	s.unlockAll()
+	s.retain(owner, &tx)
 	return nil
 }
 
 // announce is ApplyAction's Announce on the records in place: it touches
-// only the owner's terminal records among ids.
+// only the owner's terminal records among ids. Every shard is locked.
 func (s *MemoryStore) announce(owner string, ids []string) {
 	for _, id := range ids {
-		if e := s.byID[id]; e != nil && e.meta.Owner == owner && e.meta.Status.IsTerminal() {
-			e.meta.Announced = true
+		if e := s.shardOf(id).byID[id]; e != nil && e.terminal() && e.rec.owner == owner {
+			e.rec.announced = true
 		}
 	}
 }
@@ -168,7 +179,9 @@ func (s *MemoryStore) announce(owner string, ids []string) {
 // Manager's path. A new record is kept in own, when given (u ==
 // &own.meta), rather than in a copy; the caller then reads it only through
 // read, or its identity fields, which never change. u itself is not kept,
-// so it may live on the caller's stack.
+// so it may live on the caller's stack. It locks the record's shard only,
+// unless a new record brings an idempotency key: checking that key against
+// the owner's others needs every shard.
 func (s *MemoryStore) commitOne(ctx context.Context, u *TaskMeta, own *memEntry) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -176,18 +189,34 @@ func (s *MemoryStore) commitOne(ctx context.Context, u *TaskMeta, own *memEntry)
 	if u.ID == "" || u.Owner == "" || !u.Status.Valid() { // the Manager's records; Result is JSON it encoded
 		return wrapInvalid(u.invalid(false))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if u.IdempotencyKey != "" && s.byID[u.ID] == nil {
-		if e := s.keys[keyRef{u.Owner, u.IdempotencyKey}]; e != nil {
-			return &DuplicateKeyError{Key: u.IdempotencyKey, TaskID: e.meta.ID}
+	if u.IdempotencyKey != "" {
+		return s.commitKeyed(u, own)
+	}
+	tx := memTx{clock: u.FinishedAt} // the Manager's clock, read moments ago; zero until the task ends
+	sh := s.shardOf(u.ID)
+	sh.mu.Lock()
+	sh.upsert(s, &tx, u, own, time.Time{})
+	sh.mu.Unlock()
+	s.retain(u.Owner, &tx)
+	return nil
+}
+
+// commitKeyed is commitOne of a record with an idempotency key.
+//
+//go:noinline
+func (s *MemoryStore) commitKeyed(u *TaskMeta, own *memEntry) error {
+	s.lockAll()
+	sh := s.shardOf(u.ID)
+	if sh.byID[u.ID] == nil {
+		if e := s.keyed(u.Owner, u.IdempotencyKey); e != nil {
+			s.unlockAll()
+			return &DuplicateKeyError{Key: u.IdempotencyKey, TaskID: e.id()}
 		}
 	}
-	s.clock = u.FinishedAt // the Manager's clock, read moments ago; zero until the task ends
-	o := s.owner(u.Owner)
-	s.upsert(o, u, own, time.Time{})
-	s.retain(u.Owner, o)
-	s.clock = time.Time{}
+	tx := memTx{clock: u.FinishedAt}
+	sh.upsert(s, &tx, u, own, time.Time{})
+	s.unlockAll()
+	s.retain(u.Owner, &tx)
 	return nil
 }
 
@@ -195,116 +224,63 @@ func (s *MemoryStore) commitOne(ctx context.Context, u *TaskMeta, own *memEntry)
 // and commits it, all under one lock. It is commitOne for the Manager's
 // own terminal records, which are valid by construction.
 func (s *MemoryStore) commitEdit(rec, u *TaskMeta, edit *terminalEdit) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	sh := s.shardOf(rec.ID)
+	sh.mu.Lock()
 	*u = *rec
 	edit.apply(u)
-	s.clock = u.FinishedAt
-	o := s.owner(u.Owner)
-	s.upsert(o, u, nil, time.Time{})
-	s.retain(u.Owner, o)
-	s.clock = time.Time{}
+	tx := memTx{clock: u.FinishedAt}
+	sh.upsert(s, &tx, u, nil, time.Time{})
+	sh.mu.Unlock()
+	s.retain(u.Owner, &tx)
 }
 
-// owner returns the records of owner, making them the first time.
-func (s *MemoryStore) owner(owner string) *memOwner {
-	o := s.owners[owner]
-	if o == nil {
-		o = new(memOwner)
-		s.owners[owner] = o
-	}
-	return o
-}
-
-// read copies a record kept by commitOne into dst, under the lock.
+// read copies a record kept by commitOne into dst, under its shard's lock.
 func (s *MemoryStore) read(rec, dst *TaskMeta) {
-	s.mu.RLock()
+	sh := s.shardOf(rec.ID)
+	sh.mu.RLock()
 	*dst = *rec
-	s.mu.RUnlock()
-}
-
-// upsert is the hot path: one record, changed in place. A new record is own
-// when given, else a copy of u. at is the action's commit time.
-func (s *MemoryStore) upsert(o *memOwner, u *TaskMeta, own *memEntry, at time.Time) {
-	e := s.byID[u.ID]
-	if e == nil {
-		if u.Status == "" {
-			return // an update without a status has nothing to enrich
-		}
-		if own == nil {
-			own = &memEntry{meta: cloneMeta(*u)}
-		}
-		settleNew(&own.meta, at)
-		s.add(o, own)
-		return
-	}
-	if e.meta.Owner != u.Owner {
-		return // another owner's id is never moved
-	}
-	wasTerminal := e.meta.Status.IsTerminal()
-	if !mergeUpsert(&e.meta, u, at) || wasTerminal {
-		return // dropped, or a terminal record enriched: it stays where it is
-	}
-	if e.meta.Status.IsTerminal() {
-		o.live.remove(e, ownLinks)
-		s.markTerminal(o, e)
-	}
-}
-
-// add keeps e, a record new to the store, as one of o's.
-func (s *MemoryStore) add(o *memOwner, e *memEntry) {
-	s.byID[e.meta.ID] = e
-	if k := e.meta.IdempotencyKey; k != "" {
-		s.keys[keyRef{e.meta.Owner, k}] = e
-	}
-	if e.meta.Status.IsTerminal() {
-		s.markTerminal(o, e)
-	} else {
-		o.live.pushBack(e, ownLinks)
-	}
-}
-
-// markTerminal puts e, on no list, at the end of the terminal lists.
-func (s *MemoryStore) markTerminal(o *memOwner, e *memEntry) {
-	if s.clock.IsZero() {
-		s.clock = time.Now()
-	}
-	e.at = s.clock.UnixNano()
-	o.done.pushBack(e, ownLinks)
-	s.done.pushBack(e, storeLinks)
+	sh.mu.RUnlock()
 }
 
 // applySlow runs ReplaceAll and Remove through ApplyAction on a copy of the
-// owner's records and puts the result back.
-func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
-	snap := Snapshot{Tasks: make(map[string]TaskMeta, o.live.n+o.done.n)}
-	o.each(func(m *TaskMeta) { snap.Tasks[m.ID] = *m })
+// owner's records and puts the result back. Every shard is locked.
+func (s *MemoryStore) applySlow(tx *memTx, owner string, a Action) {
+	var entries []*memEntry
+	for i := range s.shards {
+		if o := s.shards[i].owners[owner]; o != nil {
+			o.each(func(e *memEntry) { entries = append(entries, e) })
+		}
+	}
+	snap := Snapshot{Tasks: make(map[string]TaskMeta, len(entries))}
+	for _, e := range entries {
+		snap.Tasks[e.id()] = e.get()
+	}
 	if a.Op == OpReplaceAll {
 		kept := make([]TaskMeta, 0, len(a.Tasks))
 		for _, t := range a.Tasks {
-			if other := s.byID[t.ID]; other == nil || other.meta.Owner == owner {
+			if other := s.shardOf(t.ID).byID[t.ID]; other == nil || other.ownerID() == owner {
 				kept = append(kept, t)
 			}
 		}
 		a.Tasks = kept
 	}
 	ApplyAction(&snap, a)
-	var entries []*memEntry
-	for _, l := range [2]*memList{&o.live, &o.done} {
-		for e := l.head; e != nil; e = e.owner.next {
-			entries = append(entries, e)
-		}
-	}
 	for _, e := range entries {
-		next, ok := snap.Tasks[e.meta.ID]
-		delete(snap.Tasks, e.meta.ID)
-		wasTerminal := e.meta.Status.IsTerminal()
+		id := e.id()
+		sh := s.shardOf(id)
+		next, ok := snap.Tasks[id]
+		delete(snap.Tasks, id)
 		switch {
 		case !ok:
-			s.drop(o, e)
-		case setMutable(&e.meta, &next) && !wasTerminal && e.meta.Status.IsTerminal():
+			sh.drop(s, e)
+		case e.terminal(): // a terminal record stays terminal, in its place
+			if cur := e.rec.expand(); setMutable(&cur, &next) {
+				e.rec.set(&cur)
+			}
+		case setMutable(e.meta, &next) && e.meta.Status.IsTerminal():
+			o := sh.owners[owner]
 			o.live.remove(e, ownLinks)
-			s.markTerminal(o, e)
+			sh.markTerminal(s, tx, o, e)
 		}
 	}
 	added := make([]TaskMeta, 0, len(snap.Tasks))
@@ -313,28 +289,14 @@ func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
 	}
 	SortMetas(added) // new terminal records queue in a stable order
 	for i := range added {
-		s.add(o, &memEntry{meta: added[i]})
-	}
-}
-
-// drop forgets e, one of o's records, and unlinks it from every list.
-func (s *MemoryStore) drop(o *memOwner, e *memEntry) {
-	if e.meta.Status.IsTerminal() { // a terminal record stays terminal
-		o.done.remove(e, ownLinks)
-		s.done.remove(e, storeLinks)
-	} else {
-		o.live.remove(e, ownLinks)
-	}
-	delete(s.byID, e.meta.ID)
-	if k := e.meta.IdempotencyKey; k != "" && s.keys[keyRef{e.meta.Owner, k}] == e {
-		delete(s.keys, keyRef{e.meta.Owner, k})
+		s.shardOf(added[i].ID).add(s, tx, newLive(added[i]))
 	}
 }
 
 // checkKeys reports a *DuplicateKeyError if the actions would insert a
 // record whose idempotency key the owner already has, in the store or
-// earlier in the same actions. Called with s.mu held, before anything is
-// applied, so a Commit that fails changes nothing.
+// earlier in the same actions. Called with every shard locked, before
+// anything is applied, so a Commit that fails changes nothing.
 func (s *MemoryStore) checkKeys(owner string, actions []Action) error {
 	var fresh map[string]string // key -> id, of the records these actions insert
 	for _, a := range actions {
@@ -343,11 +305,11 @@ func (s *MemoryStore) checkKeys(owner string, actions []Action) error {
 		}
 		for i := range a.Tasks {
 			t := &a.Tasks[i]
-			if t.IdempotencyKey == "" || t.Status == "" || s.byID[t.ID] != nil {
+			if t.IdempotencyKey == "" || t.Status == "" || s.shardOf(t.ID).byID[t.ID] != nil {
 				continue
 			}
-			if e := s.keys[keyRef{owner, t.IdempotencyKey}]; e != nil {
-				return &DuplicateKeyError{Key: t.IdempotencyKey, TaskID: e.meta.ID}
+			if e := s.keyed(owner, t.IdempotencyKey); e != nil {
+				return &DuplicateKeyError{Key: t.IdempotencyKey, TaskID: e.id()}
 			}
 			if id, ok := fresh[t.IdempotencyKey]; ok && id != t.ID {
 				return &DuplicateKeyError{Key: t.IdempotencyKey, TaskID: id}
@@ -361,29 +323,15 @@ func (s *MemoryStore) checkKeys(owner string, actions []Action) error {
 	return nil
 }
 
-// retain forgets terminal records beyond the count limit of owner, then,
-// across all owners, those beyond the age limit and the total limit, oldest
-// first; an owner left without records is forgotten too.
-func (s *MemoryStore) retain(owner string, o *memOwner) {
-	for o.done.n > s.retainPerOwner {
-		s.drop(o, o.done.head)
-	}
-	var cutoff int64
-	if s.retainFor > 0 && !s.clock.IsZero() { // only commits that end tasks read the clock
-		cutoff = s.clock.Add(-s.retainFor).UnixNano()
-	}
-	for e := s.done.head; e != nil && (s.done.n > s.retainTotal || e.at < cutoff); e = s.done.head {
-		// The oldest terminal record of all is the oldest of its owner.
-		name := e.meta.Owner
-		eo := s.owners[name]
-		s.drop(eo, e)
-		if eo.empty() {
-			delete(s.owners, name)
+// keyed returns the owner's record with the idempotency key, or nil. Every
+// shard is locked: a key is kept in the shard of its record.
+func (s *MemoryStore) keyed(owner, key string) *memEntry {
+	for i := range s.shards {
+		if e := s.shards[i].keys[keyRef{owner, key}]; e != nil {
+			return e
 		}
 	}
-	if o.empty() {
-		delete(s.owners, owner)
-	}
+	return nil
 }
 
 // setMutable writes into cur the fields of next that the reducer may change,

@@ -34,7 +34,10 @@ func spawnCompleteOnce(t *testing.T, o Owner, ib *Inbox, buf []Event) []Event {
 // the inbox cost at most maxSpawnCompleteAllocs heap allocations with the
 // default MemoryStore, counted across every goroutine.
 func TestSpawnCompleteAllocs(t *testing.T) {
-	const maxSpawnCompleteAllocs = 8
+	// 8 on the spawn path, plus the compact copy the MemoryStore keeps of
+	// the finished record (memDone, docs/internals.md): it lets the whole
+	// live record go, so retention keeps ~340 instead of ~620 bytes a record.
+	const maxSpawnCompleteAllocs = 9
 	m, err := New()
 	if err != nil {
 		t.Fatal(err)

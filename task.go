@@ -33,8 +33,9 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	inbox
 //	rec (the pointer), queued    set at spawn         spawn (newRecord)
 //	rec's identity fields        set at spawn         spawn; never changed (setMutable skips them)
-//	rec's other fields           MemoryStore.mu       the task's commits (promote, finish, the input
-//	                             when shared, else    path, the progress writer), one at a time:
+//	rec's other fields           the lock of its      the task's commits (promote, finish, the input
+//	                             MemoryStore shard    path, the progress writer), one at a time:
+//	                             when shared, else
 //	                             the commit order     finish waits for the input path's (busy) and
 //	                                                  the progress writer's in-flight commit
 //	rare (the pointer)           atomic               the first user (rareState)
@@ -60,11 +61,17 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //
 //	Manager.restoreMu → Task.emitMu → Manager.mu → Manager.inboxMu → Inbox.mu
 //
-// MemoryStore.mu and messageLog.mu are leaves: taken alone or under one of
-// the above (waitSettled reads the record under emitMu; Emit records a
-// message under emitMu), and nothing is locked under them. Inbox.mu is
-// released before a WithOnClosed fallback or an onClose hook runs, so those
-// may take the locks above. No lock is held across a Store commit: a slow
+// The MemoryStore's shard locks (memShard.mu) and messageLog.mu are leaves:
+// taken alone or under one of the above (waitSettled reads the record under
+// emitMu; Emit records a message under emitMu), and nothing else is locked
+// under them. A task's commit takes one shard lock; a Commit, or a record
+// with an idempotency key, takes all of them in shard index order; the
+// store's retention takes one at a time, after the commit's are released,
+// and runs in one goroutine at a time (memRetain, only ever TryLocked). A
+// record that turns terminal leaves the shared entry for a compact copy
+// under the same shard lock: the Task keeps reading its identity fields.
+// Inbox.mu is released before a WithOnClosed fallback or an onClose hook
+// runs, so those may take the locks above. No lock is held across a Store commit: a slow
 // Store delays only the task that commits.
 
 // Task is the handle a task function receives. Its methods are safe for

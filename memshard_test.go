@@ -1,0 +1,108 @@
+package bgtask
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// memState is what a MemoryStore holds, read with every shard locked: its
+// terminal records in the order retention forgets them (by seq), every id
+// and every owner it keeps bookkeeping for.
+type memState struct {
+	terminal []*memEntry
+	ids      []string
+	owners   map[string]bool
+}
+
+func (s *MemoryStore) state() memState {
+	st := memState{owners: map[string]bool{}}
+	s.lockAll()
+	defer s.unlockAll()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		for e := sh.done.head; e != nil; e = e.store.next {
+			st.terminal = append(st.terminal, e)
+		}
+		for id := range sh.byID {
+			st.ids = append(st.ids, id)
+		}
+		for o := range sh.owners {
+			st.owners[o] = true
+		}
+	}
+	slices.SortFunc(st.terminal, func(a, b *memEntry) int { return cmp.Compare(a.rec.seq, b.rec.seq) })
+	slices.Sort(st.ids)
+	return st
+}
+
+// A task's commit locks only its record's shard: while another shard is
+// locked, it goes through.
+func TestMemoryStoreShardsDoNotBlockEachOther(t *testing.T) {
+	t.Parallel()
+	s := NewMemoryStore()
+	a, b := "task_a", ""
+	for i := 0; b == ""; i++ {
+		if id := fmt.Sprint("task_b", i); s.shardOf(id) != s.shardOf(a) {
+			b = id
+		}
+	}
+	sh := s.shardOf(a)
+	sh.mu.Lock()
+	u := TaskMeta{ID: b, Owner: "o", Status: StatusRunning}
+	err := s.commitOne(t.Context(), &u, nil) // would wait forever behind one store lock
+	sh.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(t.Context(), b); err != nil || got.Status != StatusRunning {
+		t.Fatalf("Get(%s) = %+v, %v", b, got, err)
+	}
+}
+
+// Commits from many goroutines, each ending tasks: once they have all
+// returned, retention has run for every one of them, exactly: the limits
+// hold, none was forgotten beyond them, and the terminal records keep their
+// commit order across shards.
+func TestMemoryStoreConcurrentRetention(t *testing.T) {
+	t.Parallel()
+	const workers, each, owners, perOwner, total = 8, 200, 4, 50, 120
+	s := NewMemoryStore(WithRetainPerOwner(perOwner), WithRetainTotal(total))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				u := TaskMeta{ID: fmt.Sprintf("task_%d_%d", w, i), Owner: fmt.Sprint("o", i%owners),
+					Status: StatusCompleted, FinishedAt: time.Now()}
+				if err := s.commitOne(context.Background(), &u, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := s.state()
+	if len(st.terminal) != total || len(st.ids) != total {
+		t.Fatalf("kept %d terminal records, %d ids, want %d", len(st.terminal), len(st.ids), total)
+	}
+	per := map[string]int{}
+	for i, e := range st.terminal {
+		per[e.ownerID()]++
+		if i > 0 && e.rec.seq <= st.terminal[i-1].rec.seq {
+			t.Fatalf("terminal order broken at %d", i)
+		}
+	}
+	for o, n := range per {
+		if n > perOwner {
+			t.Errorf("owner %s keeps %d, want at most %d", o, n, perOwner)
+		}
+	}
+	if got := s.ndone.Load(); got != total {
+		t.Errorf("ndone = %d, want %d", got, total)
+	}
+}
