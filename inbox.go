@@ -44,7 +44,8 @@ type Inbox struct {
 
 	mu       sync.Mutex // guards the fields below
 	events   []Event
-	loud     int // queued events that are not Quiet: what Wait waits for
+	spare    []Event // an empty buffer for events: AppendDrain copies a batch out without the lock
+	loud     int     // queued events that are not Quiet: what Wait waits for
 	closed   bool
 	wake     chan struct{} // the waiters' signal (see wakeLocked); nil until the first Wait
 	waiters  int           // Wait calls blocked on wake
@@ -201,16 +202,23 @@ func (ib *Inbox) Drain() []Event { return ib.AppendDrain(nil) }
 // AppendDrain is Drain that appends to dst, so a loop can reuse one buffer.
 func (ib *Inbox) AppendDrain(dst []Event) []Event {
 	ib.mu.Lock()
-	defer ib.mu.Unlock()
-	if len(ib.events) == 0 {
+	batch := ib.events
+	if len(batch) == 0 {
+		ib.mu.Unlock()
 		return dst
 	}
-	dst = append(dst, ib.events...)
-	clear(ib.events)
-	ib.events = ib.events[:0]
+	ib.events, ib.spare = ib.spare[:0], nil // the batch is copied out after the unlock
 	ib.loud = 0
 	clear(ib.pending)
 	ib.nextWarn = ib.highWater
+	ib.mu.Unlock()
+	dst = append(dst, batch...)
+	clear(batch)
+	ib.mu.Lock()
+	if cap(batch) > cap(ib.spare) {
+		ib.spare = batch[:0]
+	}
+	ib.mu.Unlock()
 	return dst
 }
 

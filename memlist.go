@@ -24,18 +24,13 @@ func (s *MemoryStore) ListTagged(ctx context.Context, owner, tag string, statuse
 			yield(TaskMeta{}, err)
 			return
 		}
-		var out []TaskMeta
-		for i := range s.shards {
-			sh := &s.shards[i]
-			sh.mu.RLock()
-			if o := sh.owners[owner]; o != nil {
-				o.each(func(e *memEntry) {
-					if m := e.get(); (len(statuses) == 0 || slices.Contains(statuses, m.Status)) && (tag == "" || slices.Contains(m.Tags, tag)) {
-						out = append(out, m)
-					}
-				})
+		var all []TaskMeta
+		s.each(owner, func(e *memEntry) { all = append(all, e.get()) })
+		out := all[:0]
+		for _, m := range dedupNewest(all) {
+			if (len(statuses) == 0 || slices.Contains(statuses, m.Status)) && (tag == "" || slices.Contains(m.Tags, tag)) {
+				out = append(out, m)
 			}
-			sh.mu.RUnlock()
 		}
 		yieldSorted(out, yield)
 	}
@@ -81,6 +76,25 @@ func SortMetas(ms []TaskMeta) {
 	slices.SortFunc(ms, func(a, b TaskMeta) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
+}
+
+// dedupNewest drops, of two copies of a record (MemoryStore.each may see a
+// record live and then terminal), the first one.
+func dedupNewest(ms []TaskMeta) []TaskMeta {
+	if len(ms) < 2 {
+		return ms
+	}
+	seen := make(map[string]int, len(ms))
+	out := ms[:0]
+	for _, m := range ms {
+		if i, ok := seen[m.ID]; ok {
+			out[i] = m
+			continue
+		}
+		seen[m.ID] = len(out)
+		out = append(out, m)
+	}
+	return out
 }
 
 func yieldSorted(ms []TaskMeta, yield func(TaskMeta, error) bool) {

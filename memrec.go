@@ -18,7 +18,6 @@ type memRec struct {
 	result                     json.RawMessage
 	created, started, finished int64 // Unix nanoseconds; memNoTime for the zero time
 	at                         int64 // Unix nanoseconds of the commit that made it terminal, by the store's clock
-	seq                        int64 // the store's order of the commits that made records terminal
 	status                     uint8 // an index into memStatuses
 	wake                       uint8 // an index into memWakes; memOtherWake: in rare
 	detached, announced        bool
@@ -102,13 +101,13 @@ func newDone(id string, m *TaskMeta) *memEntry {
 	return &d.e
 }
 
-// set writes m into r, keeping r's place in the store (at, seq). The
+// set writes m into r, keeping r's place in the store (at). The
 // result and slices are shared with m, not copied.
 func (r *memRec) set(m *TaskMeta) {
 	*r = memRec{
 		id: m.ID, owner: m.Owner, typ: m.Type, instance: m.Instance, result: m.Result,
 		created: unixNanos(m.CreatedAt), started: unixNanos(m.StartedAt), finished: unixNanos(m.FinishedAt),
-		at: r.at, seq: r.seq, status: memStatusCode(m.Status), wake: memWakeCode(m.Wake),
+		at: r.at, status: memStatusCode(m.Status), wake: memWakeCode(m.Wake),
 		detached: m.Detached, announced: m.Announced, noTags: m.Tags != nil && len(m.Tags) == 0,
 	}
 	tags := m.Tags

@@ -88,8 +88,8 @@ func TestMemRecCompact(t *testing.T) {
 	if got := r.expand(); !reflect.DeepEqual(got, m) {
 		t.Fatalf("round trip: got %+v, want %+v", got, m)
 	}
-	if got := unsafe.Sizeof(memDone{}); got != 192 {
-		t.Fatalf("memDone is %d bytes, want 192 (a size class)", got)
+	if got := unsafe.Sizeof(memDone{}); got > 192 {
+		t.Fatalf("memDone is %d bytes, want at most 192 (a size class)", got)
 	}
 	if got := unsafe.Sizeof(memLive{}); got > 480 {
 		t.Fatalf("memLive is %d bytes, want at most 480 (a size class)", got)

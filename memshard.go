@@ -9,30 +9,54 @@ import (
 const memShards = 16
 
 // memShard is the part of a MemoryStore that holds the records whose id
-// hashes to it, under its own lock: the records by id, by owner and by
-// idempotency key, and its terminal records in the order they were
-// committed terminal. A terminal record's seq, drawn from the store's
-// counter while the shard is locked, orders the shards' terminal lists
-// against each other.
+// hashes to it, under its own lock: the records by id and by idempotency
+// key, and each owner's live records. Terminal records are also in the
+// store's terminal index (memTerm), which orders them across shards.
 type memShard struct {
-	mu     sync.RWMutex // guards the fields below
-	owners map[string]*memOwner
-	byID   map[string]*memEntry
-	done   memList              // the shard's terminal records, oldest first (storeLinks)
+	mu     sync.RWMutex         // guards the fields below
+	owners map[string]*memList  // each owner's live records in this shard (ownLinks)
+	byID   map[string]*memEntry // live and terminal records
 	keys   map[keyRef]*memEntry // records by owner and idempotency key
+	spare  *memList             // an owner's emptied live list, reused by the next (no allocation per task)
 	_      [64]byte             // keeps the next shard's lock off this cache line
 }
 
 func (sh *memShard) init() {
-	sh.owners = make(map[string]*memOwner)
+	sh.owners = make(map[string]*memList)
 	sh.byID = make(map[string]*memEntry)
 	sh.keys = make(map[keyRef]*memEntry)
 }
 
-// memTx is what one commit carries from its actions to retention.
+// memTx is what one commit carries: the records it made terminal, to be
+// put in the terminal index before its shard locks are released, and the
+// records retention forgot, to be removed from their shards after.
 type memTx struct {
-	clock time.Time // the time of the commit, read once when a record turns terminal
-	ended bool      // a record turned terminal (or a terminal one was added)
+	clock  time.Time  // the time of the commit, read once when a record turns terminal
+	ended  memEntries // records made terminal, in order
+	forgot memEntries // records retention took off the terminal index
+}
+
+// memEntries is a short list of entries that allocates only past two.
+type memEntries struct {
+	n    int
+	few  [2]*memEntry
+	more []*memEntry
+}
+
+func (l *memEntries) add(e *memEntry) {
+	if l.n < len(l.few) {
+		l.few[l.n] = e
+	} else {
+		l.more = append(l.more, e)
+	}
+	l.n++
+}
+
+func (l *memEntries) at(i int) *memEntry {
+	if i < len(l.few) {
+		return l.few[i]
+	}
+	return l.more[i-len(l.few)]
 }
 
 // shardOf returns the shard of the record with id (FNV-1a of the id).
@@ -61,7 +85,7 @@ func (s *MemoryStore) unlockAll() {
 
 // upsert is the hot path: one record, changed in place. A new record is own
 // when given, else a copy of u. at is the action's commit time.
-func (sh *memShard) upsert(s *MemoryStore, tx *memTx, u *TaskMeta, own *memEntry, at time.Time) {
+func (sh *memShard) upsert(tx *memTx, u *TaskMeta, own *memEntry, at time.Time) {
 	e := sh.byID[u.ID]
 	if e == nil {
 		if u.Status == "" {
@@ -71,7 +95,7 @@ func (sh *memShard) upsert(s *MemoryStore, tx *memTx, u *TaskMeta, own *memEntry
 			own = newLive(cloneMeta(*u))
 		}
 		settleNew(own.meta, at)
-		sh.add(s, tx, own)
+		sh.add(tx, own)
 		return
 	}
 	if e.ownerID() != u.Owner {
@@ -82,71 +106,74 @@ func (sh *memShard) upsert(s *MemoryStore, tx *memTx, u *TaskMeta, own *memEntry
 		return
 	}
 	if mergeUpsert(e.meta, u, at) && e.meta.Status.IsTerminal() {
-		o := sh.owners[u.Owner]
-		o.live.remove(e, ownLinks)
-		sh.markTerminal(s, tx, o, e)
+		l := sh.owners[u.Owner]
+		sh.unlinkLive(u.Owner, l, e)
+		sh.markTerminal(tx, e)
 	}
 }
 
 // add keeps e, a live record new to the store, in the shard (compact, if
 // it is terminal).
-func (sh *memShard) add(s *MemoryStore, tx *memTx, e *memEntry) {
-	id, owner := e.meta.ID, e.meta.Owner
-	o := sh.owners[owner]
-	if o == nil {
-		o = new(memOwner)
-		sh.owners[owner] = o
-	}
+func (sh *memShard) add(tx *memTx, e *memEntry) {
 	if e.meta.Status.IsTerminal() {
-		sh.markTerminal(s, tx, o, e)
+		sh.markTerminal(tx, e)
 		return
 	}
+	id, owner := e.meta.ID, e.meta.Owner
 	sh.byID[id] = e
 	if k := e.meta.IdempotencyKey; k != "" {
 		sh.keys[keyRef{owner, k}] = e
 	}
-	o.live.pushBack(e, ownLinks)
+	l := sh.owners[owner]
+	if l == nil {
+		if l = sh.spare; l != nil {
+			sh.spare = nil
+		} else {
+			l = new(memList)
+		}
+		sh.owners[owner] = l
+	}
+	l.pushBack(e, ownLinks)
+}
+
+// unlinkLive takes e off owner's live list l in the shard, forgetting the
+// list once empty.
+func (sh *memShard) unlinkLive(owner string, l *memList, e *memEntry) {
+	l.remove(e, ownLinks)
+	if l.n == 0 {
+		delete(sh.owners, owner)
+		sh.spare = l
+	}
 }
 
 // markTerminal keeps the compact form of live, a record on no list that
-// just turned terminal, in its place at the end of the terminal lists. live
-// itself is let go: the Task that shares it keeps it while it needs it.
-func (sh *memShard) markTerminal(s *MemoryStore, tx *memTx, o *memOwner, live *memEntry) {
+// just turned terminal, in the shard; tx puts it in the terminal index.
+// live itself is let go: the Task that shares it keeps it while it needs it.
+func (sh *memShard) markTerminal(tx *memTx, live *memEntry) {
 	if tx.clock.IsZero() {
 		tx.clock = time.Now()
 	}
-	tx.ended = true
 	id := live.meta.ID
 	e := newDone(id, live.meta)
 	e.rec.at = tx.clock.UnixNano()
-	e.rec.seq = s.seq.Add(1)
-	s.ndone.Add(1)
-	s.noteTerminal(e.rec.at)
 	sh.byID[id] = e
 	if k := live.meta.IdempotencyKey; k != "" {
 		sh.keys[keyRef{live.meta.Owner, k}] = e
 	}
-	o.done.pushBack(e, ownLinks)
-	sh.done.pushBack(e, storeLinks)
+	tx.ended.add(e)
 }
 
-// drop forgets e, one of the shard's records, and unlinks it from every
-// list; an owner left without records in the shard is forgotten too.
-func (sh *memShard) drop(s *MemoryStore, e *memEntry) {
-	name := e.ownerID()
-	o := sh.owners[name]
-	if e.terminal() { // a terminal record stays terminal
-		o.done.remove(e, ownLinks)
-		sh.done.remove(e, storeLinks)
-		s.ndone.Add(-1)
-	} else {
-		o.live.remove(e, ownLinks)
+// forget removes e, a record already off every list, from the shard's
+// maps, unless the id now names another record. Called with sh.mu held.
+func (sh *memShard) forget(e *memEntry) {
+	id := e.id()
+	if sh.byID[id] != e {
+		return
 	}
-	if o.empty() {
-		delete(sh.owners, name)
-	}
-	delete(sh.byID, e.id())
-	if k := e.key(); k != "" && sh.keys[keyRef{name, k}] == e {
-		delete(sh.keys, keyRef{name, k})
+	delete(sh.byID, id)
+	if k := e.key(); k != "" {
+		if ref := (keyRef{e.ownerID(), k}); sh.keys[ref] == e {
+			delete(sh.keys, ref)
+		}
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
-	"sync/atomic"
 	"time"
 )
 
@@ -29,35 +27,37 @@ const (
 //
 // Use NewMemoryStore; the zero value is not usable. Safe for concurrent
 // use: records are spread over shards by id, each with its own lock, so
-// commits of different tasks rarely wait for each other. Retention runs
-// at the end of a Commit that ends a task, after its shard is unlocked,
-// and costs in proportion to the records it forgets. While commits run
-// concurrently, a limit may be exceeded for a moment and a record or two
-// more than needed may be forgotten; commits that follow each other apply
-// the limits exactly.
+// commits of different tasks rarely wait for each other. A commit that
+// ends a task also takes, briefly, the lock of the index of terminal
+// records, where retention runs; retention costs in proportion to the
+// records it forgets, and its limits hold whenever a Commit returns.
 type MemoryStore struct {
 	retainPerOwner int
 	retainTotal    int
 	retainFor      time.Duration
 
-	seq    atomic.Int64 // orders terminal records across shards: memEntry.seq
-	ndone  atomic.Int64 // how many terminal records all shards hold
-	oldest atomic.Int64 // at most the lowest memEntry.at of a terminal record (MaxInt64: none)
-	ret    memRetain
+	term   memTerm
 	shards [memShards]memShard
 }
 
-// memOwner is an owner's records in one shard: live ones, and terminal
-// ones in the order they were committed terminal (ownLinks).
-type memOwner struct {
-	live, done memList
-}
-
-func (o *memOwner) empty() bool { return o.live.n == 0 && o.done.n == 0 }
-
-// each calls f with every record of the owner.
-func (o *memOwner) each(f func(*memEntry)) {
-	for _, l := range [2]*memList{&o.live, &o.done} {
+// each calls f with every record of owner: its live records, shard by
+// shard, under each shard's read lock, then its terminal ones under the
+// terminal index's lock. A record that turns terminal meanwhile may be
+// seen twice (live, then terminal), never missed.
+func (s *MemoryStore) each(owner string, f func(*memEntry)) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.RLock()
+		if l := sh.owners[owner]; l != nil {
+			for e := l.head; e != nil; e = e.owner.next {
+				f(e)
+			}
+		}
+		sh.mu.RUnlock()
+	}
+	s.term.mu.Lock()
+	defer s.term.mu.Unlock()
+	if l := s.term.owners[owner]; l != nil {
 		for e := l.head; e != nil; e = e.owner.next {
 			f(e)
 		}
@@ -94,7 +94,7 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 		retainTotal:    DefaultRetainTotal,
 		retainFor:      DefaultRetainFor,
 	}
-	s.oldest.Store(math.MaxInt64)
+	s.term.owners = make(map[string]*memList)
 	for i := range s.shards {
 		s.shards[i].init()
 	}
@@ -110,14 +110,7 @@ func (s *MemoryStore) Load(ctx context.Context, owner string) (Snapshot, error) 
 		return Snapshot{}, err
 	}
 	snap := Snapshot{Tasks: make(map[string]TaskMeta)}
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.RLock()
-		if o := sh.owners[owner]; o != nil {
-			o.each(func(e *memEntry) { snap.Tasks[e.id()] = e.get() })
-		}
-		sh.mu.RUnlock()
-	}
+	s.each(owner, func(e *memEntry) { snap.Tasks[e.id()] = e.get() })
 	return snap, nil
 }
 
@@ -153,15 +146,17 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 	for _, a := range actions {
 		switch a.Op {
 		case OpUpsert:
-			s.shardOf(a.Tasks[0].ID).upsert(s, &tx, &a.Tasks[0], nil, a.At)
+			s.shardOf(a.Tasks[0].ID).upsert(&tx, &a.Tasks[0], nil, a.At)
 		case OpAnnounce:
 			s.announce(owner, a.IDs)
 		default:
+			s.settle(&tx) // the records made terminal so far join the index applySlow reads
 			s.applySlow(&tx, owner, a)
 		}
 	}
+	s.settle(&tx)
 	s.unlockAll()
-	s.retain(owner, &tx)
+	s.forget(&tx)
 	return nil
 }
 
@@ -195,9 +190,10 @@ func (s *MemoryStore) commitOne(ctx context.Context, u *TaskMeta, own *memEntry)
 	tx := memTx{clock: u.FinishedAt} // the Manager's clock, read moments ago; zero until the task ends
 	sh := s.shardOf(u.ID)
 	sh.mu.Lock()
-	sh.upsert(s, &tx, u, own, time.Time{})
+	sh.upsert(&tx, u, own, time.Time{})
+	s.settle(&tx)
 	sh.mu.Unlock()
-	s.retain(u.Owner, &tx)
+	s.forget(&tx)
 	return nil
 }
 
@@ -214,9 +210,10 @@ func (s *MemoryStore) commitKeyed(u *TaskMeta, own *memEntry) error {
 		}
 	}
 	tx := memTx{clock: u.FinishedAt}
-	sh.upsert(s, &tx, u, own, time.Time{})
+	sh.upsert(&tx, u, own, time.Time{})
+	s.settle(&tx)
 	s.unlockAll()
-	s.retain(u.Owner, &tx)
+	s.forget(&tx)
 	return nil
 }
 
@@ -229,9 +226,10 @@ func (s *MemoryStore) commitEdit(rec, u *TaskMeta, edit *terminalEdit) {
 	*u = *rec
 	edit.apply(u)
 	tx := memTx{clock: u.FinishedAt}
-	sh.upsert(s, &tx, u, nil, time.Time{})
+	sh.upsert(&tx, u, nil, time.Time{})
+	s.settle(&tx)
 	sh.mu.Unlock()
-	s.retain(u.Owner, &tx)
+	s.forget(&tx)
 }
 
 // read copies a record kept by commitOne into dst, under its shard's lock.
@@ -243,12 +241,24 @@ func (s *MemoryStore) read(rec, dst *TaskMeta) {
 }
 
 // applySlow runs ReplaceAll and Remove through ApplyAction on a copy of the
-// owner's records and puts the result back. Every shard is locked.
+// owner's records and puts the result back. Every shard is locked; it
+// takes the terminal index's lock while it runs, so the records it makes
+// terminal join the index only in Commit's settle, after it.
 func (s *MemoryStore) applySlow(tx *memTx, owner string, a Action) {
 	var entries []*memEntry
 	for i := range s.shards {
-		if o := s.shards[i].owners[owner]; o != nil {
-			o.each(func(e *memEntry) { entries = append(entries, e) })
+		if l := s.shards[i].owners[owner]; l != nil {
+			for e := l.head; e != nil; e = e.owner.next {
+				entries = append(entries, e)
+			}
+		}
+	}
+	t := &s.term
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if l := t.owners[owner]; l != nil {
+		for e := l.head; e != nil; e = e.owner.next {
+			entries = append(entries, e)
 		}
 	}
 	snap := Snapshot{Tasks: make(map[string]TaskMeta, len(entries))}
@@ -271,16 +281,19 @@ func (s *MemoryStore) applySlow(tx *memTx, owner string, a Action) {
 		next, ok := snap.Tasks[id]
 		delete(snap.Tasks, id)
 		switch {
+		case !ok && e.terminal():
+			t.remove(owner, t.owners[owner], e)
+			sh.forget(e)
 		case !ok:
-			sh.drop(s, e)
+			sh.unlinkLive(owner, sh.owners[owner], e)
+			sh.forget(e)
 		case e.terminal(): // a terminal record stays terminal, in its place
 			if cur := e.rec.expand(); setMutable(&cur, &next) {
 				e.rec.set(&cur)
 			}
 		case setMutable(e.meta, &next) && e.meta.Status.IsTerminal():
-			o := sh.owners[owner]
-			o.live.remove(e, ownLinks)
-			sh.markTerminal(s, tx, o, e)
+			sh.unlinkLive(owner, sh.owners[owner], e)
+			sh.markTerminal(tx, e)
 		}
 	}
 	added := make([]TaskMeta, 0, len(snap.Tasks))
@@ -289,7 +302,7 @@ func (s *MemoryStore) applySlow(tx *memTx, owner string, a Action) {
 	}
 	SortMetas(added) // new terminal records queue in a stable order
 	for i := range added {
-		s.shardOf(added[i].ID).add(s, tx, newLive(added[i]))
+		s.shardOf(added[i].ID).add(tx, newLive(added[i]))
 	}
 }
 
