@@ -91,10 +91,12 @@ func fromNanos(n int64) time.Time {
 }
 
 // newDone returns the compact form of m, a terminal record, as an entry
-// on no list. id is m.ID, passed separately so that the caller can share
+// on no list, in d when given (made before the caller took its lock). id is m.ID, passed separately so that the caller can share
 // the string the store's map holds.
-func newDone(id string, m *TaskMeta) *memEntry {
-	d := new(memDone)
+func newDone(d *memDone, id string, m *TaskMeta) *memEntry {
+	if d == nil {
+		d = new(memDone)
+	}
 	d.rec.set(m)
 	d.rec.id = id
 	d.e.rec = &d.rec

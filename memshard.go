@@ -32,6 +32,7 @@ func (sh *memShard) init() {
 // records retention forgot, to be removed from their shards after.
 type memTx struct {
 	clock  time.Time  // the time of the commit, read once when a record turns terminal
+	spare  *memDone   // made before the lock, for the first record the commit makes terminal
 	ended  memEntries // records made terminal, in order
 	forgot memEntries // records retention took off the terminal index
 }
@@ -92,7 +93,7 @@ func (sh *memShard) upsert(tx *memTx, u *TaskMeta, own *memEntry, at time.Time) 
 			return // an update without a status has nothing to enrich
 		}
 		if own == nil {
-			own = newLive(cloneMeta(*u))
+			own = copyLive(u)
 		}
 		settleNew(own.meta, at)
 		sh.add(tx, own)
@@ -111,6 +112,13 @@ func (sh *memShard) upsert(tx *memTx, u *TaskMeta, own *memEntry, at time.Time) 
 		sh.markTerminal(tx, e)
 	}
 }
+
+// copyLive returns a new entry holding a copy of u. Out of line: its
+// frame holds two TaskMeta copies, and upsert runs at the deep end of a
+// task's goroutine (docs/internals.md).
+//
+//go:noinline
+func copyLive(u *TaskMeta) *memEntry { return newLive(cloneMeta(*u)) }
 
 // add keeps e, a live record new to the store, in the shard (compact, if
 // it is terminal).
@@ -154,7 +162,8 @@ func (sh *memShard) markTerminal(tx *memTx, live *memEntry) {
 		tx.clock = time.Now()
 	}
 	id := live.meta.ID
-	e := newDone(id, live.meta)
+	e := newDone(tx.spare, id, live.meta)
+	tx.spare = nil
 	e.rec.at = tx.clock.UnixNano()
 	sh.byID[id] = e
 	if k := live.meta.IdempotencyKey; k != "" {

@@ -222,10 +222,11 @@ func (s *MemoryStore) commitKeyed(u *TaskMeta, own *memEntry) error {
 // own terminal records, which are valid by construction.
 func (s *MemoryStore) commitEdit(rec, u *TaskMeta, edit *terminalEdit) {
 	sh := s.shardOf(rec.ID)
+	spare := new(memDone) // its compact form, made before the lock: no allocation (or GC assist) under it
 	sh.mu.Lock()
 	*u = *rec
 	edit.apply(u)
-	tx := memTx{clock: u.FinishedAt}
+	tx := memTx{clock: u.FinishedAt, spare: spare}
 	sh.upsert(&tx, u, nil, time.Time{})
 	s.settle(&tx)
 	sh.mu.Unlock()
