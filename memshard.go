@@ -1,6 +1,7 @@
 package bgtask
 
 import (
+	"hash/maphash"
 	"sync"
 	"time"
 )
@@ -60,14 +61,9 @@ func (l *memEntries) at(i int) *memEntry {
 	return l.more[i-len(l.few)]
 }
 
-// shardOf returns the shard of the record with id (FNV-1a of the id).
+// shardOf returns the shard of the record with id.
 func (s *MemoryStore) shardOf(id string) *memShard {
-	h := uint32(2166136261)
-	for i := 0; i < len(id); i++ {
-		h ^= uint32(id[i])
-		h *= 16777619
-	}
-	return &s.shards[h%memShards]
+	return &s.shards[maphash.String(s.seed, id)%memShards]
 }
 
 // lockAll locks every shard, in index order: the order of the shard locks

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/maphash"
 	"time"
 )
 
@@ -36,6 +37,7 @@ type MemoryStore struct {
 	retainTotal    int
 	retainFor      time.Duration
 
+	seed   maphash.Seed // spreads ids over the shards
 	term   memTerm
 	shards [memShards]memShard
 }
@@ -94,6 +96,7 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 		retainTotal:    DefaultRetainTotal,
 		retainFor:      DefaultRetainFor,
 	}
+	s.seed = maphash.MakeSeed()
 	s.term.owners = make(map[string]*memList)
 	for i := range s.shards {
 		s.shards[i].init()
