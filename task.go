@@ -49,8 +49,10 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	rare.busy                    emitMu               openInput, closeInput (beginCommit/endCommit)
 //	rare.prog                    emitMu               ReportProgress and its writer (taskprogress.go)
 //	rare.done                    m.mu                 waitable (made), retire (closed)
-//	phase (phase.go), signalled  m.mu                 register, admit, release, signal, spawn,
-//	                                                  unregister, retire; run reads phase unlocked
+//	phase (phase.go), signalled  m.mu                 register (a task admitted there is running
+//	                                                  at once), admit, release, signal, spawn (a
+//	                                                  waiting task), unregister, retire; run reads
+//	                                                  phase unlocked
 //	depth                        m.mu                 register
 //	parent, children             m.mu                 register, pruneNode
 //	ownerPrev/Next, runPrev/Next m.mu                 register, unregister, retire (intrusive lists)
@@ -61,18 +63,21 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //
 //	Manager.restoreMu → Task.emitMu → Manager.mu → Manager.inboxMu → Inbox.mu
 //
-// The MemoryStore's shard locks (memShard.mu) and messageLog.mu are leaves:
-// taken alone or under one of the above (waitSettled reads the record under
-// emitMu; Emit records a message under emitMu), and nothing else is locked
-// under them. A task's commit takes one shard lock; a Commit, or a record
-// with an idempotency key, takes all of them in shard index order; the
-// store's retention takes one at a time, after the commit's are released,
-// and runs in one goroutine at a time (memRetain, only ever TryLocked). A
-// record that turns terminal leaves the shared entry for a compact copy
-// under the same shard lock: the Task keeps reading its identity fields.
+// The MemoryStore's locks and messageLog.mu are taken alone or under one
+// of the above (waitSettled reads the record under emitMu; Emit records a
+// message under emitMu), and nothing of the above is locked under them.
+// Among themselves: shard locks (memShard.mu; all of them only in shard
+// index order) → the terminal index's lock (memTerm.mu). A task's commit
+// takes its record's shard lock and, if the record turns terminal, the
+// terminal index's lock inside it; a Commit, or a record with an
+// idempotency key, takes every shard lock; the records retention forgot
+// leave their shards after the commit's shard locks are released, one
+// shard lock at a time. A record that turns terminal leaves the shared
+// entry for a compact copy under its shard lock: the Task keeps reading
+// its identity fields.
 // Inbox.mu is released before a WithOnClosed fallback or an onClose hook
-// runs, so those may take the locks above. No lock is held across a Store commit: a slow
-// Store delays only the task that commits.
+// runs, so those may take the locks above. No lock is held across a Store
+// commit: a slow Store delays only the task that commits.
 
 // Task is the handle a task function receives. Its methods are safe for
 // concurrent use, including after the function has returned.
