@@ -215,7 +215,10 @@ func (ib *Inbox) AppendDrain(dst []Event) []Event {
 	dst = append(dst, batch...)
 	clear(batch)
 	ib.mu.Lock()
-	if cap(batch) > cap(ib.spare) {
+	switch {
+	case len(ib.events) == 0 && cap(ib.events) < cap(batch):
+		ib.events = batch[:0] // nothing came meanwhile: an idle inbox keeps one buffer
+	case cap(batch) > cap(ib.spare):
 		ib.spare = batch[:0]
 	}
 	ib.mu.Unlock()

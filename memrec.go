@@ -14,12 +14,13 @@ import (
 // convert from and to a TaskMeta; TestMemRecRoundTrip checks, field by
 // field through reflection, that nothing is lost on the way.
 type memRec struct {
-	id, owner, typ, instance   string // instance: the same string in every record of a Manager
+	id, owner, instance        string // instance: the same string in every record of a Manager
 	result                     json.RawMessage
 	created, started, finished int64 // Unix nanoseconds; memNoTime for the zero time
 	at                         int64 // Unix nanoseconds of the commit that made it terminal, by the store's clock
 	status                     uint8 // an index into memStatuses
 	wake                       uint8 // an index into memWakes; memOtherWake: in rare
+	typ                        uint8 // an index into memTypes; memOtherType: in rare
 	detached, announced        bool
 	noTags                     bool // Tags is empty but not nil
 	rare                       *memRare
@@ -31,6 +32,7 @@ type memRare struct {
 	name, description, errText, cancelReason, stack, key string
 	errorKind                                            ErrorKind
 	wake                                                 WakePolicy // a policy memWakes does not list
+	typ                                                  string     // a type memTypes does not list
 	parent                                               Parent
 	attempt                                              int64
 	input                                                *InputRequest
@@ -39,7 +41,7 @@ type memRare struct {
 }
 
 // memDone is a terminal record and its place in the store's lists: one
-// allocation (192 bytes, a size class).
+// allocation (168 bytes, in the 176-byte size class).
 type memDone struct {
 	e   memEntry
 	rec memRec
@@ -57,6 +59,21 @@ var memWakes = [...]WakePolicy{"", WakeSilent, WakeOnTerminal, WakeOnActivity}
 
 // memOtherWake is the code of a wake policy memWakes does not list.
 const memOtherWake = 0xff
+
+// memTypes are the task types a memRec codes, by code.
+var memTypes = [...]string{"", TypeTask, TypeSubAgent}
+
+// memOtherType is the code of a task type memTypes does not list.
+const memOtherType = 0xff
+
+func memTypeCode(typ string) uint8 {
+	for i, x := range memTypes {
+		if x == typ {
+			return uint8(i)
+		}
+	}
+	return memOtherType
+}
 
 func memWakeCode(w WakePolicy) uint8 {
 	for i, x := range memWakes {
@@ -107,7 +124,7 @@ func newDone(d *memDone, id string, m *TaskMeta) *memEntry {
 // result and slices are shared with m, not copied.
 func (r *memRec) set(m *TaskMeta) {
 	*r = memRec{
-		id: m.ID, owner: m.Owner, typ: m.Type, instance: m.Instance, result: m.Result,
+		id: m.ID, owner: m.Owner, instance: m.Instance, result: m.Result, typ: memTypeCode(m.Type),
 		created: unixNanos(m.CreatedAt), started: unixNanos(m.StartedAt), finished: unixNanos(m.FinishedAt),
 		at: r.at, status: memStatusCode(m.Status), wake: memWakeCode(m.Wake),
 		detached: m.Detached, announced: m.Announced, noTags: m.Tags != nil && len(m.Tags) == 0,
@@ -117,7 +134,7 @@ func (r *memRec) set(m *TaskMeta) {
 		tags = nil
 	}
 	if m.Name != "" || m.Description != "" || m.Error != "" || m.CancelReason != "" ||
-		m.Stack != "" || m.IdempotencyKey != "" || m.ErrorKind != "" || r.wake == memOtherWake ||
+		m.Stack != "" || m.IdempotencyKey != "" || m.ErrorKind != "" || r.wake == memOtherWake || r.typ == memOtherType ||
 		m.Parent.TaskID != "" || m.Parent.RunID != "" || m.Parent.CallID != "" || m.Parent.AgentID != "" || m.Attempt != 0 || m.Input != nil || tags != nil || m.Progress != nil {
 		r.setRare(m, tags)
 	}
@@ -135,6 +152,9 @@ func (r *memRec) setRare(m *TaskMeta, tags []string) {
 	}
 	if r.wake == memOtherWake {
 		x.wake = m.Wake
+	}
+	if r.typ == memOtherType {
+		x.typ = m.Type
 	}
 	r.rare = x
 }
@@ -154,12 +174,15 @@ func (r *memRec) enrich(u *TaskMeta, at time.Time) {
 // cloneMeta before handing it out).
 func (r *memRec) expand() TaskMeta {
 	m := TaskMeta{
-		ID: r.id, Owner: r.owner, Type: r.typ, Instance: r.instance, Result: r.result,
+		ID: r.id, Owner: r.owner, Instance: r.instance, Result: r.result,
 		CreatedAt: fromNanos(r.created), StartedAt: fromNanos(r.started), FinishedAt: fromNanos(r.finished),
 		Status: memStatuses[r.status], Detached: r.detached, Announced: r.announced,
 	}
 	if r.wake != memOtherWake {
 		m.Wake = memWakes[r.wake]
+	}
+	if r.typ != memOtherType {
+		m.Type = memTypes[r.typ]
 	}
 	if r.noTags {
 		m.Tags = []string{}
@@ -169,6 +192,9 @@ func (r *memRec) expand() TaskMeta {
 		m.Stack, m.IdempotencyKey, m.ErrorKind = x.stack, x.key, x.errorKind
 		if r.wake == memOtherWake {
 			m.Wake = x.wake
+		}
+		if r.typ == memOtherType {
+			m.Type = x.typ
 		}
 		m.Parent, m.Attempt, m.Input, m.Progress = x.parent, x.attempt, x.input, x.progress
 		if !r.noTags {

@@ -58,6 +58,7 @@ func TestMemRecRoundTrip(t *testing.T) {
 		m.Status = st
 		if n%2 == 0 {
 			m.Wake = WakeOnActivity // a coded policy; odd rounds keep the filler's, which is not
+			m.Type = TypeSubAgent   // a coded type, likewise
 		}
 		v := reflect.ValueOf(m)
 		for i := range v.NumField() {
@@ -77,7 +78,7 @@ func TestMemRecRoundTrip(t *testing.T) {
 // stays in its size class.
 func TestMemRecCompact(t *testing.T) {
 	t.Parallel()
-	m := TaskMeta{ID: "task_a", Owner: "o", Status: StatusCompleted, Result: json.RawMessage(`42`), Wake: WakeOnTerminal,
+	m := TaskMeta{ID: "task_a", Owner: "o", Type: TypeTask, Status: StatusCompleted, Result: json.RawMessage(`42`), Wake: WakeOnTerminal,
 		Instance: "inst_1", Tags: []string{},
 		CreatedAt: time.Unix(1, 0).UTC(), FinishedAt: time.Unix(2, 0).UTC()}
 	var r memRec
@@ -88,8 +89,8 @@ func TestMemRecCompact(t *testing.T) {
 	if got := r.expand(); !reflect.DeepEqual(got, m) {
 		t.Fatalf("round trip: got %+v, want %+v", got, m)
 	}
-	if got := unsafe.Sizeof(memDone{}); got > 192 {
-		t.Fatalf("memDone is %d bytes, want at most 192 (a size class)", got)
+	if got := unsafe.Sizeof(memDone{}); got > 176 {
+		t.Fatalf("memDone is %d bytes, want at most 176 (a size class)", got)
 	}
 	if got := unsafe.Sizeof(memLive{}); got > 480 {
 		t.Fatalf("memLive is %d bytes, want at most 480 (a size class)", got)
