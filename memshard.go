@@ -19,6 +19,7 @@ type memShard struct {
 	byID   map[string]*memEntry // live and terminal records
 	keys   map[keyRef]*memEntry // records by owner and idempotency key
 	spare  *memList             // an owner's emptied live list, reused by the next (no allocation per task)
+	term   *memTerm             // the store's terminal index: a terminal record changes under both locks
 	_      [64]byte             // keeps the next shard's lock off this cache line
 }
 
@@ -33,7 +34,7 @@ func (sh *memShard) init() {
 // records retention forgot, to be removed from their shards after.
 type memTx struct {
 	clock  time.Time  // the time of the commit, read once when a record turns terminal
-	spare  *memDone   // made before the lock, for the first record the commit makes terminal
+	spare  *memEntry  // a compact entry taken before the lock, for the first record the commit makes terminal
 	ended  memEntries // records made terminal, in order
 	forgot memEntries // records retention took off the terminal index
 }
@@ -99,7 +100,9 @@ func (sh *memShard) upsert(tx *memTx, u *TaskMeta, own *memEntry, at time.Time) 
 		return // another owner's id is never moved
 	}
 	if e.terminal() {
+		sh.term.mu.Lock() // readers of the terminal index read it under that lock alone
 		e.rec.enrich(u, at)
+		sh.term.mu.Unlock()
 		return
 	}
 	if mergeUpsert(e.meta, u, at) && e.meta.Status.IsTerminal() {
@@ -169,13 +172,13 @@ func (sh *memShard) markTerminal(tx *memTx, live *memEntry) {
 }
 
 // forget removes e, a record already off every list, from the shard's
-// maps, unless the id now names another record. Called with sh.mu held.
+// maps, where they still name it (the id may name another record now).
+// Called with sh.mu held.
 func (sh *memShard) forget(e *memEntry) {
 	id := e.id()
-	if sh.byID[id] != e {
-		return
+	if sh.byID[id] == e {
+		delete(sh.byID, id)
 	}
-	delete(sh.byID, id)
 	if k := e.key(); k != "" {
 		if ref := (keyRef{e.ownerID(), k}); sh.keys[ref] == e {
 			delete(sh.keys, ref)

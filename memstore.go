@@ -100,6 +100,7 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 	s.term.owners = make(map[string]*memList)
 	for i := range s.shards {
 		s.shards[i].init()
+		s.shards[i].term = &s.term
 	}
 	for _, o := range opts {
 		o(s)
@@ -166,6 +167,8 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 // announce is ApplyAction's Announce on the records in place: it touches
 // only the owner's terminal records among ids. Every shard is locked.
 func (s *MemoryStore) announce(owner string, ids []string) {
+	s.term.mu.Lock() // a terminal record changes under its shard's lock and the index's
+	defer s.term.mu.Unlock()
 	for _, id := range ids {
 		if e := s.shardOf(id).byID[id]; e != nil && e.terminal() && e.rec.owner == owner {
 			e.rec.announced = true
@@ -225,7 +228,7 @@ func (s *MemoryStore) commitKeyed(u *TaskMeta, own *memEntry) error {
 // own terminal records, which are valid by construction.
 func (s *MemoryStore) commitEdit(rec, u *TaskMeta, edit *terminalEdit) {
 	sh := s.shardOf(rec.ID)
-	spare := new(memDone) // its compact form, made before the lock: no allocation (or GC assist) under it
+	spare := takeDone() // its compact form, taken before the lock: no allocation (or GC assist) under it
 	sh.mu.Lock()
 	*u = *rec
 	edit.apply(u)

@@ -9,7 +9,9 @@ import "sync"
 // inside the lock of the shard it commits to: the lock order is shard
 // locks, then memTerm.mu. Retention only unlinks the records it forgets;
 // the commit removes them from their shards' maps after it has released
-// its own shard locks (MemoryStore.forget).
+// its own shard locks (MemoryStore.forget). A terminal record's content
+// changes only under both its shard's lock and this one, so the index's
+// readers (MemoryStore.each) read it under this lock alone.
 type memTerm struct {
 	mu     sync.Mutex          // guards the fields below
 	owners map[string]*memList // each owner's terminal records (ownLinks)
@@ -80,5 +82,6 @@ func (s *MemoryStore) forget(tx *memTx) {
 		sh.mu.Lock()
 		sh.forget(e)
 		sh.mu.Unlock()
+		recycle(e) // off every list and map: nothing reaches it any more
 	}
 }
