@@ -36,6 +36,7 @@ type Manager struct {
 	log       *slog.Logger
 	closed    atomic.Bool
 	wg        sync.WaitGroup // every task goroutine
+	workers   workerPool     // goroutines of finished tasks, parked for the next (workers.go)
 	restoreMu sync.Mutex     // serialises Restore
 	counters  counters
 
@@ -103,7 +104,7 @@ func New(opts ...Option) (*Manager, error) {
 		cfg.instance = "inst_" + newTaskID(time.Now())[len(IDPrefix):]
 	}
 	mem, _ := cfg.store.(*MemoryStore)
-	return &Manager{
+	m := &Manager{
 		cfg:     cfg,
 		store:   cfg.store,
 		mem:     mem,
@@ -115,7 +116,9 @@ func New(opts ...Option) (*Manager, error) {
 		stopped: make(chan struct{}),
 		inboxes: make(map[string]*Inbox),
 		keys:    make(map[keyRef]*keyClaim),
-	}, nil
+	}
+	m.workers.max = idleWorkersMax()
+	return m, nil
 }
 
 // Store returns the Store the Manager commits to.

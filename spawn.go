@@ -163,7 +163,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	// phaseDropped: cancelled before it had a slot; it ends cancelled
 	m.mu.Unlock()
 	if start {
-		go m.run(t)
+		m.start(t)
 	}
 	return t.rec.ID, nil
 }
