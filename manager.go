@@ -248,7 +248,12 @@ func (m *Manager) forgetInbox(owner string, ib *Inbox) {
 // forgetClosedInbox drops the owner's inbox if it is closed; called with
 // m.mu held when the owner's last task retires.
 func (m *Manager) forgetClosedInbox(owner string) {
-	m.unbindInbox(owner, (*Inbox).Closed)
+	m.inboxMu.RLock()
+	ib := m.inboxes[owner]
+	m.inboxMu.RUnlock()
+	if ib != nil && ib.Closed() { // rare: most owners' inboxes stay open
+		m.unbindInbox(owner, (*Inbox).Closed)
+	}
 }
 
 // unbindInbox removes the owner's inbox if drop says so.
