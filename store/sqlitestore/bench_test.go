@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,7 +36,9 @@ func BenchmarkSQLiteCommit(b *testing.B) {
 		{"writers=8/fullsync", 8, []sqlitestore.Option{sqlitestore.WithFullSync()}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			s, err := sqlitestore.Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"), bc.opts...)
+			var txs atomic.Int64 // the writer's batches: one transaction each
+			opts := append(slices.Clip(bc.opts), sqlitestore.WithHookTaken(func(int) { txs.Add(1) }))
+			s, err := sqlitestore.Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"), opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -52,6 +56,7 @@ func BenchmarkSQLiteCommit(b *testing.B) {
 			close(work)
 			wg.Wait()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "upserts/s")
+			b.ReportMetric(float64(b.N)/float64(max(txs.Load(), 1)), "rows/tx")
 		})
 	}
 }
