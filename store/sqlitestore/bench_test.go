@@ -91,20 +91,31 @@ func upsertLoop(b *testing.B, s bgtask.Store, owner string, work <-chan struct{}
 // Open), and the same rows, alternately a new running task and its
 // completion, written by one prepared INSERT ... ON CONFLICT DO UPDATE with
 // nothing around it. "tx=1row" is one transaction per row, "tx=8rows" and
-// "tx=64rows" one per 8 and 64 rows; each op is one row.
+// "tx=64rows" one per 8 and 64 rows; each op is one row. These rows are of
+// one owner and leave the terminal columns empty, so a transaction touches
+// few pages; "/ended" fills terminal_seq and terminal_at at completion as
+// the store does (and so writes their indexes), and "owners=8" takes the
+// rows of 8 owners in turn, as a transaction of 8 writers holds them.
 //
 //	cd store/sqlitestore && go test -run '^$' -bench 'SQLiteCommit|SQLiteRaw' -benchtime 3s
 func BenchmarkSQLiteRaw(b *testing.B) {
 	for _, bc := range []struct {
-		name  string
-		rows  int
-		fsync string
+		name   string
+		rows   int
+		owners int  // rows of this many owners, in turn, each alternately a new task and its completion
+		ended  bool // a completion sets terminal_seq and terminal_at, as the store's does
+		fsync  string
 	}{
-		{"tx=1row", 1, "NORMAL"},
-		{"tx=8rows", 8, "NORMAL"}, // the most a transaction of 8 writers holds
-		{"tx=64rows", 64, "NORMAL"},
-		{"tx=1row/fullsync", 1, "FULL"},
-		{"tx=64rows/fullsync", 64, "FULL"},
+		{"tx=1row", 1, 1, false, "NORMAL"},
+		{"tx=8rows", 8, 1, false, "NORMAL"}, // the most a transaction of 8 writers holds
+		{"tx=64rows", 64, 1, false, "NORMAL"},
+		{"tx=1row/fullsync", 1, 1, false, "FULL"},
+		{"tx=64rows/fullsync", 64, 1, false, "FULL"},
+		// The rows of BenchmarkSQLiteCommit/writers=8 when each transaction
+		// holds one row of each of the 8 writers: 8 owners, half of them
+		// completions that fill the terminal columns (and so their indexes).
+		{"tx=8rows/owners=8/ended", 8, 8, true, "NORMAL"},
+		{"tx=1row/ended", 1, 1, true, "NORMAL"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "raw.db")
@@ -120,10 +131,18 @@ func BenchmarkSQLiteRaw(b *testing.B) {
 			}
 			defer db.Close()
 			db.SetMaxOpenConns(1)
-			ins, err := db.PrepareContext(b.Context(), `INSERT INTO tasks
+			query := `INSERT INTO tasks
 				(id, owner, task_type, name, status, result, created_at, started_at, finished_at, instance, attempt)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
-				ON CONFLICT (id) DO UPDATE SET status = excluded.status, result = excluded.result, finished_at = excluded.finished_at`)
+				ON CONFLICT (id) DO UPDATE SET status = excluded.status, result = excluded.result, finished_at = excluded.finished_at`
+			if bc.ended {
+				query = `INSERT INTO tasks
+				(id, owner, task_type, name, status, result, created_at, started_at, finished_at, instance, attempt, terminal_seq, terminal_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)
+				ON CONFLICT (id) DO UPDATE SET status = excluded.status, result = excluded.result, finished_at = excluded.finished_at,
+				terminal_seq = excluded.terminal_seq, terminal_at = excluded.terminal_at`
+			}
+			ins, err := db.PrepareContext(b.Context(), query)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -143,12 +162,21 @@ func BenchmarkSQLiteRaw(b *testing.B) {
 					}
 					stmt = tx.StmtContext(b.Context(), ins)
 				}
-				id := fmt.Sprintf("task_raw_%09d", n/2)
-				if n%2 == 0 {
-					_, err = stmt.ExecContext(b.Context(), id, "owner-0", bgtask.TypeTask, "research", "running", nil, now, now, nil, "bench")
-				} else {
-					_, err = stmt.ExecContext(b.Context(), id, "owner-0", bgtask.TypeTask, "research", "completed", result, now, now, now, "bench")
+				w, step := n%bc.owners, n/bc.owners // owner w's step-th row
+				owner := fmt.Sprintf("owner-%d", w)
+				id := fmt.Sprintf("task_%s_%09d", owner, step/2)
+				args := []any{id, owner, bgtask.TypeTask, "research", "running", nil, now, now, nil, "bench"}
+				if step%2 == 1 {
+					args[4], args[5], args[8] = "completed", result, now
 				}
+				if bc.ended {
+					var seq, at any // NULL while running
+					if step%2 == 1 {
+						seq, at = n, now
+					}
+					args = append(args, seq, at)
+				}
+				_, err = stmt.ExecContext(b.Context(), args...)
 				if err != nil {
 					b.Fatal(err)
 				}
