@@ -49,12 +49,13 @@ func BenchmarkSQLiteCommit(b *testing.B) {
 				wg.Go(func() { upsertLoop(b, s, fmt.Sprintf("owner-%d", w), work) })
 			}
 			b.ReportAllocs()
-			b.ResetTimer()
+			cpu := startCPU()
 			for b.Loop() {
 				work <- struct{}{} // one upsert, by whichever writer is free
 			}
 			close(work)
 			wg.Wait()
+			cpu.report(b)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "upserts/s")
 			b.ReportMetric(float64(b.N)/float64(max(txs.Load(), 1)), "rows/tx")
 		})
@@ -155,6 +156,7 @@ func BenchmarkSQLiteRaw(b *testing.B) {
 			)
 			n := 0
 			b.ReportAllocs()
+			cpu := startCPU()
 			for b.Loop() {
 				if tx == nil {
 					if tx, err = db.BeginTx(b.Context(), nil); err != nil {
@@ -193,8 +195,28 @@ func BenchmarkSQLiteRaw(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			cpu.report(b)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 		})
+	}
+}
+
+// cpuSpan is the CPU time at the start of a benchmark's loop.
+type cpuSpan struct {
+	start time.Duration
+	ok    bool
+}
+
+func startCPU() cpuSpan {
+	t, ok := cpuTime()
+	return cpuSpan{t, ok}
+}
+
+// report reports the process's CPU time per op since the span started (all
+// goroutines: the writer's and SQLite's work too).
+func (c cpuSpan) report(b *testing.B) {
+	if t, ok := cpuTime(); ok && c.ok {
+		b.ReportMetric(float64(t-c.start)/float64(b.N), "cpu-ns/op")
 	}
 }
 
