@@ -21,19 +21,24 @@ import (
 // 1000 per owner). Each op is one Commit of one Upsert, alternately a new
 // running task and its completion, as a Manager writes them. "single" is one
 // writer; "writers=8" is 8 goroutines committing at once, which the writer
-// merges into shared transactions.
+// merges into shared transactions. "/announced" adds the third commit a
+// Manager makes of each task, its Announce once the owner's loop took the
+// terminal event: each op is then one of the three.
 //
 //	cd store/sqlitestore && go test -run '^$' -bench SQLiteCommit -benchtime 3s
 func BenchmarkSQLiteCommit(b *testing.B) {
 	for _, bc := range []struct {
-		name    string
-		writers int
-		opts    []sqlitestore.Option
+		name      string
+		writers   int
+		announced bool
+		opts      []sqlitestore.Option
 	}{
-		{"single", 1, nil},
-		{"writers=8", 8, nil},
-		{"single/fullsync", 1, []sqlitestore.Option{sqlitestore.WithFullSync()}},
-		{"writers=8/fullsync", 8, []sqlitestore.Option{sqlitestore.WithFullSync()}},
+		{"single", 1, false, nil},
+		{"writers=8", 8, false, nil},
+		{"single/fullsync", 1, false, []sqlitestore.Option{sqlitestore.WithFullSync()}},
+		{"writers=8/fullsync", 8, false, []sqlitestore.Option{sqlitestore.WithFullSync()}},
+		{"single/announced", 1, true, nil},
+		{"writers=8/announced", 8, true, nil},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var txs atomic.Int64 // the writer's batches: one transaction each
@@ -46,7 +51,7 @@ func BenchmarkSQLiteCommit(b *testing.B) {
 			work := make(chan struct{})
 			var wg sync.WaitGroup
 			for w := range bc.writers {
-				wg.Go(func() { upsertLoop(b, s, fmt.Sprintf("owner-%d", w), work) })
+				wg.Go(func() { upsertLoop(b, s, fmt.Sprintf("owner-%d", w), bc.announced, work) })
 			}
 			b.ReportAllocs()
 			cpu := startCPU()
@@ -62,23 +67,33 @@ func BenchmarkSQLiteCommit(b *testing.B) {
 	}
 }
 
-// upsertLoop commits one upsert per token: a new running task, then its
-// completion.
-func upsertLoop(b *testing.B, s bgtask.Store, owner string, work <-chan struct{}) {
+// upsertLoop commits one action per token: a new running task, then its
+// completion, then (if announced) its Announce.
+func upsertLoop(b *testing.B, s bgtask.Store, owner string, announced bool, work <-chan struct{}) {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	result := json.RawMessage(`{"summary":"three sources agree"}`)
+	steps := 2
+	if announced {
+		steps = 3
+	}
 	var m bgtask.TaskMeta
 	n := 0
 	for range work {
-		if n%2 == 0 {
+		var a bgtask.Action
+		switch n % steps {
+		case 0:
 			m = bgtask.TaskMeta{
 				ID: fmt.Sprintf("task_%s_%09d", owner, n), Owner: owner, Type: bgtask.TypeTask,
 				Name: "research", Status: bgtask.StatusRunning, CreatedAt: now, StartedAt: now, Instance: "bench",
 			}
-		} else {
+			a = bgtask.Upsert(m)
+		case 1:
 			m.Status, m.Result, m.FinishedAt = bgtask.StatusCompleted, result, now
+			a = bgtask.Upsert(m)
+		default:
+			a = bgtask.Announce(m.ID)
 		}
-		if err := s.Commit(b.Context(), owner, bgtask.Upsert(m)); err != nil {
+		if err := s.Commit(b.Context(), owner, a); err != nil {
 			b.Error(err)
 			return
 		}
