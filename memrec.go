@@ -3,7 +3,6 @@ package bgtask
 import (
 	"encoding/json"
 	"math"
-	"sync"
 	"time"
 )
 
@@ -108,16 +107,10 @@ func fromNanos(n int64) time.Time {
 	return time.Unix(0, n).UTC()
 }
 
-// memDonePool keeps the compact entries that retention forgot (memEntry,
-// its rec pointing into the same memDone), cleared, for the next records
-// that turn terminal: once a store is at its retention limits, every
-// ended task forgets one record and reuses its memory, so keeping records
-// compact costs no allocation.
-var memDonePool sync.Pool
-
-// takeDone returns an empty compact entry, reused or new.
-func takeDone() *memEntry {
-	if e, _ := memDonePool.Get().(*memEntry); e != nil {
+// takeDone returns an empty compact entry: one that retention forgot
+// (memTerm.pool), or a new one.
+func (t *memTerm) takeDone() *memEntry {
+	if e, _ := t.pool.Get().(*memEntry); e != nil {
 		return e
 	}
 	d := new(memDone)
@@ -127,18 +120,18 @@ func takeDone() *memEntry {
 
 // recycle hands e, a compact entry the store no longer reaches, to the
 // next record that turns terminal.
-func recycle(e *memEntry) {
+func (t *memTerm) recycle(e *memEntry) {
 	*e.rec = memRec{} // let go of its strings and result now
-	memDonePool.Put(e)
+	t.pool.Put(e)
 }
 
 // newDone returns the compact form of m, a terminal record, as an entry
 // on no list, in e when given (taken before the caller took its lock).
 // id is m.ID, passed separately so that the caller can share the string
 // the store's map holds.
-func newDone(e *memEntry, id string, m *TaskMeta) *memEntry {
+func newDone(t *memTerm, e *memEntry, id string, m *TaskMeta) *memEntry {
 	if e == nil {
-		e = takeDone()
+		e = t.takeDone()
 	}
 	e.rec.set(m)
 	e.rec.id = id

@@ -161,7 +161,7 @@ func (sh *memShard) markTerminal(tx *memTx, live *memEntry) {
 		tx.clock = time.Now()
 	}
 	id := live.meta.ID
-	e := newDone(tx.spare, id, live.meta)
+	e := newDone(sh.term, tx.spare, id, live.meta)
 	tx.spare = nil
 	e.rec.at = tx.clock.UnixNano()
 	sh.byID[id] = e

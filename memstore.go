@@ -228,7 +228,7 @@ func (s *MemoryStore) commitKeyed(u *TaskMeta, own *memEntry) error {
 // own terminal records, which are valid by construction.
 func (s *MemoryStore) commitEdit(rec, u *TaskMeta, edit *terminalEdit) {
 	sh := s.shardOf(rec.ID)
-	spare := takeDone() // its compact form, taken before the lock: no allocation (or GC assist) under it
+	spare := s.term.takeDone() // its compact form, taken before the lock: no allocation (or GC assist) under it
 	sh.mu.Lock()
 	*u = *rec
 	edit.apply(u)

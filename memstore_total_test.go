@@ -113,7 +113,8 @@ func TestMemoryStoreRetainTotal(t *testing.T) {
 }
 
 // A record the store forgets is released at once, whatever forgets it: no
-// queue keeps it reachable until a later compaction. The record to forget
+// queue keeps it reachable until a later compaction (the store's pool of
+// forgotten compact entries is emptied by the two collections below). The record to forget
 // is not the oldest terminal one of the store (another owner's is), which
 // is where an age queue would keep a pointer to it.
 func TestMemoryStoreForgottenRecordReleased(t *testing.T) {

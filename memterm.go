@@ -16,6 +16,13 @@ type memTerm struct {
 	mu     sync.Mutex          // guards the fields below
 	owners map[string]*memList // each owner's terminal records (ownLinks)
 	all    memList             // every terminal record (storeLinks)
+
+	// pool keeps the compact entries (memEntry, its rec pointing into the
+	// same memDone) that retention forgot, cleared, for the next records
+	// that turn terminal: once the store is at its limits, every ended
+	// task forgets one record and reuses its memory, so keeping records
+	// compact costs no allocation. The GC empties it within two cycles.
+	pool sync.Pool
 }
 
 // settle puts the records tx made terminal at the end of the lists, then
@@ -82,6 +89,6 @@ func (s *MemoryStore) forget(tx *memTx) {
 		sh.mu.Lock()
 		sh.forget(e)
 		sh.mu.Unlock()
-		recycle(e) // off every list and map: nothing reaches it any more
+		s.term.recycle(e) // off every list and map: nothing reaches it any more
 	}
 }
