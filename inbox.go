@@ -201,6 +201,12 @@ func (ib *Inbox) loudLen() int {
 // there are none.
 func (ib *Inbox) Drain() []Event { return ib.AppendDrain(nil) }
 
+// drainInLock is the longest batch AppendDrain copies out under the
+// inbox's lock; a longer one is swapped for the spare buffer and copied
+// after the unlock, so Send does not wait for the copy (one lock round
+// more, which a short batch does not pay).
+const drainInLock = 64
+
 // AppendDrain is Drain that appends to dst, so a loop can reuse one buffer.
 func (ib *Inbox) AppendDrain(dst []Event) []Event {
 	ib.mu.Lock()
@@ -209,10 +215,17 @@ func (ib *Inbox) AppendDrain(dst []Event) []Event {
 		ib.mu.Unlock()
 		return dst
 	}
-	ib.events, ib.spare = ib.spare[:0], nil // the batch is copied out after the unlock
 	ib.loud = 0
 	clear(ib.pending)
 	ib.nextWarn = ib.highWater
+	if len(batch) <= drainInLock {
+		dst = append(dst, batch...)
+		clear(batch)
+		ib.events = batch[:0]
+		ib.mu.Unlock()
+		return dst
+	}
+	ib.events, ib.spare = ib.spare[:0], nil // a long batch is copied out after the unlock
 	ib.mu.Unlock()
 	dst = append(dst, batch...)
 	clear(batch)
