@@ -172,12 +172,7 @@ func applyAll(locked map[string]row, reqs []*commitReq) (*writes, []string, erro
 func (s *Store) writeRows(ctx context.Context, conn *pgxpool.Conn, w *writes, retain []string) error {
 	var b pgx.Batch
 	want := queueWrites(&b, w)
-	for _, o := range retain {
-		b.Queue(retainCountSQL, o, s.cfg.retainPerOwner)
-	}
-	if len(retain) > 0 && s.cfg.retainFor > 0 {
-		b.Queue(retainAgeSQL, s.cfg.retainFor.Microseconds(), retainAgeBatch)
-	}
+	s.queueRetention(&b, retain)
 	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, &b)
 	defer br.Close()
@@ -193,4 +188,17 @@ func (s *Store) writeRows(ctx context.Context, conn *pgxpool.Conn, w *writes, re
 		return commitErr(err)
 	}
 	return nil
+}
+
+// queueRetention adds to b the retention of the owners in retain, whose
+// records turned terminal: each keeps its newest terminal records up to
+// the limit, and up to retainAgeBatch terminal records past the age limit
+// go.
+func (s *Store) queueRetention(b *pgx.Batch, retain []string) {
+	for _, o := range retain {
+		b.Queue(retainCountSQL, o, s.cfg.retainPerOwner)
+	}
+	if len(retain) > 0 && s.cfg.retainFor > 0 {
+		b.Queue(retainAgeSQL, s.cfg.retainFor.Microseconds(), retainAgeBatch)
+	}
 }

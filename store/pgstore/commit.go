@@ -85,6 +85,16 @@ func (s *Store) commitTx(ctx context.Context, reqs []*commitReq) error {
 		}
 		// An id exists: take the long way, which reads it.
 	}
+	if w, retain, ok := s.cachedWrites(reqs); ok {
+		err := s.writeCached(ctx, w, retain)
+		if !errors.Is(err, errStale) {
+			if err == nil {
+				s.noteWritten(w)
+			}
+			return err
+		}
+		s.forget(reqs) // a row changed meanwhile: read it
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("pgstore: commit: %w", err)

@@ -107,6 +107,20 @@ var migrations = []string{
 	// bgtask_tasks_unannounced finds an owner's terminal rows to announce.
 	`ALTER TABLE bgtask_tasks ADD COLUMN announced boolean NOT NULL DEFAULT false;
 	CREATE INDEX bgtask_tasks_unannounced ON bgtask_tasks (owner, created_at, id) WHERE NOT announced AND terminal_at IS NOT NULL;`,
+	// 6: every change of a row bumps its version. A Store writes a record
+	// it wrote before compared-and-set on the version it wrote, without
+	// reading the row; an UPDATE made outside the Store (by hand, by a
+	// tool) that leaves the version as it was now changes it too, so the
+	// Store reads the row again instead of writing over the change.
+	`CREATE FUNCTION bgtask_bump_version() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		IF NEW.version = OLD.version THEN
+			NEW.version := OLD.version + 1;
+		END IF;
+		RETURN NEW;
+	END $$;
+	CREATE TRIGGER bgtask_tasks_version BEFORE UPDATE ON bgtask_tasks
+		FOR EACH ROW WHEN (NEW.version = OLD.version) EXECUTE FUNCTION bgtask_bump_version();`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.

@@ -197,6 +197,9 @@ type writes struct {
 	ins, upd   cols
 	delID      []string
 	delVersion []int64
+	// metas are the records of ins and upd, in their order, for the
+	// Store's cache of what it wrote.
+	insMeta, updMeta []*bgtask.TaskMeta
 }
 
 func (w *writes) empty() bool { return len(w.ins.id) == 0 && len(w.upd.id) == 0 && len(w.delID) == 0 }
@@ -205,8 +208,10 @@ func (w *writes) empty() bool { return len(w.ins.id) == 0 && len(w.upd.id) == 0 
 func (w *writes) put(m *bgtask.TaskMeta, version int64) {
 	if version == 0 {
 		w.ins.add(m, 0)
+		w.insMeta = append(w.insMeta, m)
 	} else {
 		w.upd.add(m, version)
+		w.updMeta = append(w.updMeta, m)
 	}
 }
 
