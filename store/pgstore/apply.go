@@ -195,8 +195,8 @@ func (s *Store) writeRows(ctx context.Context, conn *pgxpool.Conn, w *writes, re
 // the limit, and up to retainAgeBatch terminal records past the age limit
 // go.
 func (s *Store) queueRetention(b *pgx.Batch, retain []string) {
-	for _, o := range retain {
-		b.Queue(retainCountSQL, o, s.cfg.retainPerOwner)
+	if len(retain) > 0 {
+		b.Queue(retainCountSQL, retain, s.cfg.retainPerOwner)
 	}
 	if len(retain) > 0 && s.cfg.retainFor > 0 {
 		b.Queue(retainAgeSQL, s.cfg.retainFor.Microseconds(), retainAgeBatch)

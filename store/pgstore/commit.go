@@ -144,7 +144,12 @@ func queueWrites(b *pgx.Batch, w *writes) (want []int) {
 		b.Queue(insertSQL, w.ins.args()...)
 		want = append(want, n)
 	}
-	if n := len(w.upd.id); n > 0 {
+	switch n := len(w.upd.id); n {
+	case 0:
+	case 1:
+		b.Queue(updateOneSQL, updateOneArgs(&w.upd)...)
+		want = append(want, n)
+	default:
 		b.Queue(updateSQL, w.upd.args()...)
 		want = append(want, n)
 	}
@@ -234,11 +239,13 @@ const (
 	lockByIDSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks WHERE id = ANY($1) FOR UPDATE`
 	// lockByOwnerSQL locks every row of the owner, for a ReplaceAll.
 	lockByOwnerSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks WHERE owner = $1 FOR UPDATE`
-	// retainCountSQL deletes the owner's terminal rows beyond the newest $2
-	// (index bgtask_tasks_retain, read backwards).
+	// retainCountSQL deletes, for each owner of $1, its terminal rows
+	// beyond the newest $2 (index bgtask_tasks_retain, read backwards):
+	// one statement for all the owners of a group.
 	retainCountSQL = `DELETE FROM bgtask_tasks WHERE id = ANY(ARRAY(
-		SELECT id FROM bgtask_tasks WHERE owner = $1 AND terminal_at IS NOT NULL
-		ORDER BY terminal_at DESC, id DESC OFFSET $2))`
+		SELECT r.id FROM unnest($1::text[]) AS o(owner), LATERAL (
+			SELECT id FROM bgtask_tasks WHERE owner = o.owner AND terminal_at IS NOT NULL
+			ORDER BY terminal_at DESC, id DESC OFFSET $2) AS r))`
 	// retainAgeSQL deletes up to $2 terminal rows older than $1
 	// microseconds (index bgtask_tasks_aged), skipping rows another commit
 	// is deleting; the reaper's clean-up takes the rest.

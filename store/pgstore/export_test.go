@@ -51,6 +51,17 @@ const InsertOneFencedSQL = insertOneFencedSQL
 
 func OneArgs(m *bgtask.TaskMeta) []any { return oneArgs(m) }
 
+// UpdateOneCheckedFencedSQL is a started Store's statement for the
+// completion of a record it wrote, and UpdateOneArgs its arguments for m
+// at version, less the instance and the count.
+const UpdateOneCheckedFencedSQL = updateOneCheckedFencedSQL
+
+func UpdateOneArgs(m *bgtask.TaskMeta, version int64) []any {
+	var w writes
+	w.put(m, version)
+	return updateOneArgs(&w.upd)
+}
+
 // HotStatements are the statements each commit connection prepares.
 var HotStatements = hotStatements
 

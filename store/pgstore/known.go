@@ -121,10 +121,12 @@ func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) err
 		return commitErr(err)
 	}
 	defer conn.Release()
-	args := w.upd.args()
-	sql := updateCheckedSQL
+	args, sql, fenced := w.upd.args(), updateCheckedSQL, updateCheckedFencedSQL
+	if len(w.upd.id) == 1 {
+		args, sql, fenced = updateOneArgs(&w.upd), updateOneCheckedSQL, updateOneCheckedFencedSQL
+	}
 	if id := s.instance.Load(); id != nil {
-		sql, args = updateCheckedFencedSQL, append(args, *id)
+		sql, args = fenced, append(args, *id)
 	}
 	args = append(args, int64(len(w.upd.id)))
 	var b pgx.Batch
@@ -163,3 +165,14 @@ const updateCheckedSQL = `WITH u AS (` + updateSQL + ` RETURNING 1)
 const updateCheckedFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $30 FOR KEY SHARE),
 	u AS (` + updateSQL + ` AND (SELECT state FROM f) = 'alive' RETURNING 1)
 	SELECT 1 / ((SELECT count(*) FROM u) = $31::bigint)::int`
+
+// updateOneCheckedSQL and updateOneCheckedFencedSQL are the checked
+// statements for one row: updateOneSQL, the instance being $19 and the
+// count $19 or $20.
+const (
+	updateOneCheckedSQL = `WITH u AS (` + updateOneSQL + ` RETURNING 1)
+	SELECT 1 / ((SELECT count(*) FROM u) = $19::bigint)::int`
+	updateOneCheckedFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $19 FOR KEY SHARE),
+	u AS (` + updateOneSQL + ` AND (SELECT state FROM f) = 'alive' RETURNING 1)
+	SELECT 1 / ((SELECT count(*) FROM u) = $20::bigint)::int`
+)

@@ -17,7 +17,7 @@ import (
 var hotStatements = []string{
 	lockByIDSQL, lockByOwnerSQL, retainCountSQL, retainAgeSQL, fenceSQL,
 	insertSQL, insertFencedSQL, insertOneSQL, insertOneFencedSQL, updateSQL, deleteSQL,
-	updateCheckedSQL, updateCheckedFencedSQL,
+	updateCheckedSQL, updateCheckedFencedSQL, updateOneSQL, updateOneCheckedSQL, updateOneCheckedFencedSQL,
 	getByIDSQL,
 }
 
