@@ -89,6 +89,7 @@ func (s *Store) commitTx(ctx context.Context, reqs []*commitReq) error {
 		err := s.writeCached(ctx, w, retain)
 		if !errors.Is(err, errStale) {
 			if err == nil {
+				s.cached.Add(1)
 				s.noteWritten(w)
 			}
 			return err

@@ -72,3 +72,7 @@ func PreparedHot(ctx context.Context, s *Store) (int, error) {
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement = ANY($1)`, hotStatements).Scan(&n)
 	return n, err
 }
+
+// CachedCommits is how many commit transactions s wrote from the records
+// it keeps, without reading their rows.
+func CachedCommits(s *Store) int64 { return s.cached.Load() }

@@ -62,6 +62,7 @@ type Store struct {
 	groups  atomic.Int64 // groups of several commits committed in one transaction
 	grouped atomic.Int64 // the commits they held
 
+	cached  atomic.Int64   // commits written from known records, without a read
 	knownMu sync.Mutex     // guards known
 	known   map[string]row // records this Store wrote not terminal, as written: see known.go
 

@@ -58,4 +58,7 @@ func TestCommitSeesOutsideChange(t *testing.T) {
 	if err != nil || got.Status != bgtask.StatusCancelled || got.Result != nil {
 		t.Fatalf("Get = %+v, %v; want cancelled (by hand), no result", got, err)
 	}
+	if n := pgstore.CachedCommits(s); n != 0 {
+		t.Errorf("%d commits written without a read, want 0", n)
+	}
 }
