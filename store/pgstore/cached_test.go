@@ -39,9 +39,10 @@ func TestCompletionWithoutRead(t *testing.T) {
 	}
 }
 
-// Completions of several owners queued while every transaction slot is
-// busy are written as one group without reading their rows, and retention
-// keeps each owner's limit, in one statement for all of them.
+// Completions of several owners and a spawn queued while every
+// transaction slot is busy are written as one group without reading rows,
+// and retention keeps each owner's limit, in one statement for all of
+// them.
 func TestGroupCompletionsRetained(t *testing.T) {
 	s, dsn := openStore(t, pgstore.WithRetainPerOwner(1))
 	ctx := t.Context()
@@ -93,21 +94,30 @@ func TestGroupCompletionsRetained(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "the completions queue", func() bool { return pgstore.QueuedCommits(s) == len(live) })
+	spawned := rec("task_spawned", "owner_a", bgtask.StatusRunning)
+	wg.Go(func() {
+		if err := s.Commit(ctx, "owner_a", bgtask.Upsert(spawned)); err != nil {
+			t.Error(err)
+		}
+	})
+	waitFor(t, "the completions and the spawn queue", func() bool { return pgstore.QueuedCommits(s) == len(live)+1 })
 	groups0, commits0 := pgstore.Groups(s)
 	tx.Rollback(ctx)
 	wg.Wait()
 	groups, commits := pgstore.Groups(s)
-	if groups-groups0 != 1 || commits-commits0 != int64(len(live)) {
-		t.Errorf("%d groups of %d commits, want 1 of %d", groups-groups0, commits-commits0, len(live))
+	if groups-groups0 != 1 || commits-commits0 != int64(len(live)+1) {
+		t.Errorf("%d groups of %d commits, want 1 of %d", groups-groups0, commits-commits0, len(live)+1)
 	}
 	// The four held commits and the group, all without a read.
 	if n := pgstore.CachedCommits(s) - cached0; n != pgstore.MaxInFlight+1 {
 		t.Errorf("%d commits written without a read, want %d", n, pgstore.MaxInFlight+1)
 	}
 	for _, o := range owners {
-		if n := sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE owner = $1`, o); n != 1 {
-			t.Errorf("%s keeps %d records, want 1", o, n)
+		if n := sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE owner = $1 AND terminal_at IS NOT NULL`, o); n != 1 {
+			t.Errorf("%s keeps %d terminal records, want 1", o, n)
 		}
+	}
+	if got, err := s.Get(ctx, spawned.ID); err != nil || got.Status != bgtask.StatusRunning {
+		t.Errorf("Get(%s) = %+v, %v; want running", spawned.ID, got, err)
 	}
 }

@@ -82,11 +82,16 @@ func stored(m bgtask.TaskMeta) bgtask.TaskMeta {
 	return m
 }
 
-// cachedWrites returns what reqs write when every record they name is
-// cached (and of the request's owner), worked out on the cached records,
-// and whether they may be written that way: only updates, no ReplaceAll.
+// cachedWrites returns what reqs write when no row needs reading: each
+// record they name is cached (and of the request's owner), or new, and
+// then the reducer makes it a record to insert (a spawn). It is worked
+// out on the cached records, and may be written that way when it updates
+// at least one row (its statement carries the fence), deletes none and
+// has no ReplaceAll. An id that is not cached but exists after all makes
+// the insert fail, and the commit takes the long way.
 func (s *Store) cachedWrites(reqs []*commitReq) (*writes, []string, bool) {
 	locked := make(map[string]row)
+	fresh := make(map[string]bool)
 	s.knownMu.Lock()
 	for _, r := range reqs {
 		if r.replace {
@@ -95,26 +100,32 @@ func (s *Store) cachedWrites(reqs []*commitReq) (*writes, []string, bool) {
 		}
 		for _, id := range r.ids {
 			k, ok := s.known[id]
-			if !ok || k.meta.Owner != r.owner {
+			switch {
+			case !ok:
+				fresh[id] = true
+			case k.meta.Owner != r.owner:
 				s.knownMu.Unlock()
 				return nil, nil, false
+			default:
+				locked[id] = k
 			}
-			locked[id] = k
 		}
 	}
 	s.knownMu.Unlock()
 	w, retain, err := applyAll(locked, reqs)
-	if err != nil || len(w.upd.id) == 0 || len(w.ins.id) > 0 || len(w.delID) > 0 {
+	if err != nil || len(w.upd.id) == 0 || len(w.ins.id) != len(fresh) || len(w.delID) > 0 {
 		return nil, nil, false
 	}
 	return w, retain, true
 }
 
-// writeCached writes w's updates, each compared-and-set on the cached
-// version, runs retention for the owners in retain and commits, in one
-// round trip. The update statement fails the transaction (a division by
-// zero) unless it wrote every row and, on a started Store, the instance
-// is alive; then nothing is written and errStale is returned.
+// writeCached writes w in one round trip: its updates, each
+// compared-and-set on the cached version, its inserts, the retention of
+// the owners in retain, and the commit. The update statement fails the
+// transaction (a division by zero) unless it wrote every row and, on a
+// started Store, the instance is alive; an insert fails it when the id or
+// the idempotency key is taken. Then nothing is written and errStale is
+// returned.
 func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -132,6 +143,12 @@ func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) err
 	var b pgx.Batch
 	b.Queue("BEGIN")
 	b.Queue(sql, args...)
+	switch {
+	case len(w.ins.id) == 1 && !w.insMeta[0].Status.IsTerminal():
+		b.Queue(insertOneSQL, oneArgs(w.insMeta[0])...)
+	case len(w.ins.id) > 0:
+		b.Queue(insertSQL, w.ins.args()...)
+	}
 	s.queueRetention(&b, retain)
 	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, &b)
@@ -146,7 +163,7 @@ func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) err
 	if err != nil {
 		abort(ctx, conn)
 		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "22012" { // division_by_zero: the check
+		if errors.As(err, &pe) && (pe.Code == "22012" || pe.Code == "23505") { // the check, or an id or key taken
 			return errStale
 		}
 		return commitErr(err)
