@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // clusterOpts are the cluster benchmark's instance settings: a grace of
@@ -149,11 +151,26 @@ func runCluster(b *testing.B, prefix, cmd string) {
 	}
 }
 
-// waitDB polls query until it returns want rows (a hang guard ends it).
+// waitDB polls query until it returns want rows (a hang guard ends it),
+// on one connection: a connection per poll would load the server it
+// measures.
 func waitDB(b *testing.B, dsn, query string, want int) {
 	b.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
 	deadline := time.Now().Add(hangGuard)
-	for sqlCount(b, dsn, query) != int64(want) {
+	for {
+		tag, err := conn.Exec(ctx, query)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if tag.RowsAffected() == int64(want) {
+			return
+		}
 		if time.Now().After(deadline) {
 			b.Fatalf("not within %v: %s", hangGuard, query)
 		}
