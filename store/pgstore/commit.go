@@ -179,11 +179,13 @@ func readWrites(br pgx.BatchResults, want []int) error {
 }
 
 // commitErr wraps a database error of a commit; a unique violation of the
-// primary key (a concurrent insert of the same new id) is errRace.
+// primary key (a concurrent insert of the same new id) and a deadlock
+// (two writers changing the terminal counts of the same owners in
+// different statements) are errRace.
 func commitErr(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "bgtask_tasks_pkey" {
-		return errRace
+	if errors.As(err, &pgErr) && (pgErr.Code == "23505" && pgErr.ConstraintName == "bgtask_tasks_pkey" || pgErr.Code == "40P01") {
+		return errRace // 40P01: a deadlock with another writer over the owners' counts; start over
 	}
 	return fmt.Errorf("pgstore: commit: %w", err)
 }
@@ -240,13 +242,17 @@ const (
 	lockByIDSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks WHERE id = ANY($1) FOR UPDATE`
 	// lockByOwnerSQL locks every row of the owner, for a ReplaceAll.
 	lockByOwnerSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks WHERE owner = $1 FOR UPDATE`
-	// retainCountSQL deletes, for each owner of $1, its terminal rows
-	// beyond the newest $2 (index bgtask_tasks_retain, read backwards):
-	// one statement for all the owners of a group.
+	// retainCountSQL deletes, for each owner of $1 whose count of terminal
+	// rows (bgtask_owner_terminal, kept by triggers) is above $2, its
+	// oldest terminal rows beyond that many (index bgtask_tasks_retain);
+	// an owner under the limit costs one primary-key lookup. The commit
+	// holds the lock on each of these counts already (its writes made
+	// them terminal), so the count and the rows it reads agree.
 	retainCountSQL = `DELETE FROM bgtask_tasks WHERE id = ANY(ARRAY(
-		SELECT r.id FROM unnest($1::text[]) AS o(owner), LATERAL (
-			SELECT id FROM bgtask_tasks WHERE owner = o.owner AND terminal_at IS NOT NULL
-			ORDER BY terminal_at DESC, id DESC OFFSET $2) AS r))`
+		SELECT r.id FROM bgtask_owner_terminal AS c, LATERAL (
+			SELECT id FROM bgtask_tasks WHERE owner = c.owner AND terminal_at IS NOT NULL
+			ORDER BY terminal_at, id LIMIT c.n - $2) AS r
+		WHERE c.owner = ANY($1) AND c.n > $2))`
 	// retainAgeSQL deletes up to $2 terminal rows older than $1
 	// microseconds (index bgtask_tasks_aged), skipping rows another commit
 	// is deleting; the reaper's clean-up takes the rest.
