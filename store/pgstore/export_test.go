@@ -76,3 +76,10 @@ func PreparedHot(ctx context.Context, s *Store) (int, error) {
 // CachedCommits is how many commit transactions s wrote from the records
 // it keeps, without reading their rows.
 func CachedCommits(s *Store) int64 { return s.cached.Load() }
+
+// PlanCacheMode is plan_cache_mode on a connection of s's commit pool.
+func PlanCacheMode(ctx context.Context, s *Store) (string, error) {
+	var mode string
+	err := s.pool.QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&mode)
+	return mode, err
+}
