@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/bgtask/bgtask"
 	"github.com/jackc/pgx/v5"
@@ -192,13 +193,26 @@ func (s *Store) writeRows(ctx context.Context, conn *pgxpool.Conn, w *writes, re
 
 // queueRetention adds to b the retention of the owners in retain, whose
 // records turned terminal: each keeps its newest terminal records up to
-// the limit, and up to retainAgeBatch terminal records past the age limit
-// go.
+// the limit; and, at most once every ageEvery, up to retainAgeBatch
+// terminal records past the age limit go.
 func (s *Store) queueRetention(b *pgx.Batch, retain []string) {
-	if len(retain) > 0 {
-		b.Queue(retainCountSQL, retain, s.cfg.retainPerOwner)
+	if len(retain) == 0 {
+		return
 	}
-	if len(retain) > 0 && s.cfg.retainFor > 0 {
+	b.Queue(retainCountSQL, retain, s.cfg.retainPerOwner)
+	if s.cfg.retainFor > 0 && s.ageDue() {
 		b.Queue(retainAgeSQL, s.cfg.retainFor.Microseconds(), retainAgeBatch)
 	}
+}
+
+// ageEvery is how often commits check the age limit: a second's delay
+// is nothing against an age limit, and a statement less on most commits.
+const ageEvery = time.Second
+
+// ageDue reports whether this commit checks the age limit: the first
+// commit of a Store does, then one at most every ageEvery.
+func (s *Store) ageDue() bool {
+	now := time.Now().UnixNano()
+	next := s.ageNext.Load()
+	return now >= next && s.ageNext.CompareAndSwap(next, now+int64(ageEvery))
 }

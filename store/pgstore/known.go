@@ -119,9 +119,10 @@ func (s *Store) cachedWrites(reqs []*commitReq) (*writes, []string, bool) {
 	return w, retain, true
 }
 
-// writeCached writes w in one round trip: its updates, each
-// compared-and-set on the cached version, its inserts, the retention of
-// the owners in retain, and the commit. The update statement fails the
+// writeCached writes w in one round trip and one transaction (the
+// implicit transaction of a batch): its updates, each compared-and-set on
+// the cached version, its inserts, and the retention of the owners in
+// retain. The update statement fails the
 // transaction (a division by zero) unless it wrote every row and, on a
 // started Store, the instance is alive; an insert fails it when the id or
 // the idempotency key is taken. Then nothing is written and errStale is
@@ -140,8 +141,7 @@ func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) err
 		sql, args = fenced, append(args, *id)
 	}
 	args = append(args, int64(len(w.upd.id)))
-	var b pgx.Batch
-	b.Queue("BEGIN")
+	var b pgx.Batch // one implicit transaction: a failed statement undoes the others
 	b.Queue(sql, args...)
 	switch {
 	case len(w.ins.id) == 1 && !w.insMeta[0].Status.IsTerminal():
@@ -150,7 +150,6 @@ func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) err
 		b.Queue(insertSQL, w.ins.args()...)
 	}
 	s.queueRetention(&b, retain)
-	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, &b)
 	for range b.Len() {
 		if _, err = br.Exec(); err != nil {

@@ -63,6 +63,7 @@ type Store struct {
 	grouped atomic.Int64 // the commits they held
 
 	cached  atomic.Int64   // commits written from known records, without a read
+	ageNext atomic.Int64   // Unix ns from which a commit checks the age limit again: see ageDue
 	knownMu sync.Mutex     // guards known
 	known   map[string]row // records this Store wrote not terminal, as written: see known.go
 
