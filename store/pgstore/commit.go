@@ -25,8 +25,14 @@ const maxRetries = 8
 // on its version, then retention runs if a record turned terminal; two
 // round trips in all. A commit that only adds new queued or running
 // records takes one round trip (its insert fails, and it takes the long
-// way, if one of its ids exists). A row of another owner with the same id
-// is left alone (that task is dropped from the actions).
+// way, if one of its ids exists). So does a commit whose records this
+// Store wrote last (a completion, a progress report, with spawns beside
+// them): the reducer runs on the records as the Store wrote them, and the
+// rows are written only if their version is still the one it wrote (any
+// change of a row, by another instance or by hand, bumps its version);
+// otherwise nothing is written and the commit takes the long way. A row
+// of another owner with the same id is left alone (that task is dropped
+// from the actions).
 //
 // Commits that callers make at the same time are grouped: one transaction
 // writes the actions of several callers, owners and tasks, applied in the
