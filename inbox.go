@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 )
 
 // DefaultHighWater is the inbox depth at which an Inbox first logs a warning.
@@ -41,6 +42,7 @@ type Inbox struct {
 	highWater int
 	coalesce  map[string]bool
 	logger    *slog.Logger
+	shut      atomic.Bool // closed, for Closed without the lock; set with mu held
 
 	mu       sync.Mutex // guards the fields below
 	events   []Event
@@ -281,6 +283,7 @@ func (ib *Inbox) Close() {
 		return
 	}
 	ib.closed = true
+	ib.shut.Store(true)
 	left := ib.events
 	ib.events = nil
 	ib.loud = 0
@@ -301,11 +304,7 @@ func (ib *Inbox) Close() {
 }
 
 // Closed reports whether Close was called.
-func (ib *Inbox) Closed() bool {
-	ib.mu.Lock()
-	defer ib.mu.Unlock()
-	return ib.closed
-}
+func (ib *Inbox) Closed() bool { return ib.shut.Load() }
 
 // Len returns how many events are queued.
 func (ib *Inbox) Len() int {

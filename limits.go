@@ -77,6 +77,6 @@ func (m *Manager) dequeue(t *Task) {
 // Their WaitGroup count was taken when they registered.
 func (m *Manager) startAll(starts []*Task) {
 	for _, t := range starts {
-		go m.run(t)
+		m.start(t)
 	}
 }

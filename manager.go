@@ -16,8 +16,9 @@ import (
 //
 // Create it with New; the zero value is not usable. A Manager must not be
 // copied. All methods are safe for concurrent use. Every goroutine it starts
-// is a task's, and Shutdown waits for all of them; a Manager is not reused
-// after Shutdown.
+// runs tasks (a finished task's goroutine waits a second or two for the
+// next task before it exits), and Shutdown waits for all of them; a
+// Manager is not reused after Shutdown.
 //
 // Calls that change something (spawn, cancel, send, bind an inbox) return
 // ErrClosed once Shutdown has begun. Reads (Get, List, Wait, Inbox) keep
@@ -36,6 +37,7 @@ type Manager struct {
 	log       *slog.Logger
 	closed    atomic.Bool
 	wg        sync.WaitGroup // every task goroutine
+	workers   workerPool     // goroutines of finished tasks, parked for the next (workers.go)
 	restoreMu sync.Mutex     // serialises Restore
 	counters  counters
 
@@ -103,7 +105,7 @@ func New(opts ...Option) (*Manager, error) {
 		cfg.instance = "inst_" + newTaskID(time.Now())[len(IDPrefix):]
 	}
 	mem, _ := cfg.store.(*MemoryStore)
-	return &Manager{
+	m := &Manager{
 		cfg:     cfg,
 		store:   cfg.store,
 		mem:     mem,
@@ -115,7 +117,9 @@ func New(opts ...Option) (*Manager, error) {
 		stopped: make(chan struct{}),
 		inboxes: make(map[string]*Inbox),
 		keys:    make(map[keyRef]*keyClaim),
-	}, nil
+	}
+	m.workers.max = idleWorkersMax()
+	return m, nil
 }
 
 // Store returns the Store the Manager commits to.
@@ -245,7 +249,12 @@ func (m *Manager) forgetInbox(owner string, ib *Inbox) {
 // forgetClosedInbox drops the owner's inbox if it is closed; called with
 // m.mu held when the owner's last task retires.
 func (m *Manager) forgetClosedInbox(owner string) {
-	m.unbindInbox(owner, (*Inbox).Closed)
+	m.inboxMu.RLock()
+	ib := m.inboxes[owner]
+	m.inboxMu.RUnlock()
+	if ib != nil && ib.Closed() { // rare: most owners' inboxes stay open
+		m.unbindInbox(owner, (*Inbox).Closed)
+	}
 }
 
 // unbindInbox removes the owner's inbox if drop says so.

@@ -60,6 +60,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 // every final event is delivered by now.
 func (m *Manager) stop() {
 	m.wg.Wait()
+	m.workers.close()
 	m.stopOnce.Do(func() { close(m.stopped) })
 }
 

@@ -66,20 +66,15 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		t.fg.Store(fgHeld)
 	}
 	ent := m.newRecord(t)
-	*t.rec = TaskMeta{
-		ID:          newTaskID(created),
-		Owner:       owner,
-		Type:        sc.typ,
-		Name:        sc.name,
-		Description: sc.description,
-		Parent:      parent,
-		Detached:    sc.detached,
-		Instance:    m.cfg.instance,
-		Wake:        sc.wake,
-		Tags:        slices.Clone(sc.tags),
-		// Idempotent spawn (WithIdempotencyKey).
-		IdempotencyKey: sc.key,
+	// Field by field into the zeroed record: a composite literal would be
+	// built on the stack and copied whole.
+	r := t.rec
+	r.ID, r.Owner, r.Type, r.Name, r.Description = newTaskID(created), owner, sc.typ, sc.name, sc.description
+	r.Parent, r.Detached, r.Instance, r.Wake = parent, sc.detached, m.cfg.instance, sc.wake
+	if sc.tags != nil {
+		r.Tags = slices.Clone(sc.tags)
 	}
+	r.IdempotencyKey = sc.key // idempotent spawn (WithIdempotencyKey)
 	if agent {
 		t.inbox = m.newInbox(WithOnClosed(m.forwardOrphanEvent(owner)))
 	}
@@ -163,7 +158,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	// phaseDropped: cancelled before it had a slot; it ends cancelled
 	m.mu.Unlock()
 	if start {
-		go m.run(t)
+		m.start(t)
 	}
 	return t.rec.ID, nil
 }

@@ -34,7 +34,7 @@ func spawnCompleteOnce(t *testing.T, o Owner, ib *Inbox, buf []Event) []Event {
 // the inbox cost at most maxSpawnCompleteAllocs heap allocations with the
 // default MemoryStore, counted across every goroutine.
 func TestSpawnCompleteAllocs(t *testing.T) {
-	const maxSpawnCompleteAllocs = 8
+	const maxSpawnCompleteAllocs = 7
 	m, err := New()
 	if err != nil {
 		t.Fatal(err)

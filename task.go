@@ -21,6 +21,10 @@ import (
 // A cancel asks, it does not force: a function that returns a value after
 // being cancelled completes. A panic is recovered: the task fails with the
 // panic value and the stack.
+//
+// The goroutine that runs the function may run other tasks of the Manager
+// after it returns: a function that locks its OS thread
+// (runtime.LockOSThread) unlocks it before it returns.
 type Func func(ctx context.Context, t *Task) (any, error)
 
 // The concurrency map of a task. Each field of Task (and of taskRare,

@@ -45,3 +45,32 @@ func TestMigrationAddsAnnounced(t *testing.T) {
 		t.Errorf("task_live (running) announced")
 	}
 }
+
+// Version 6 drops tasks_unannounced, which no query used, and keeps the
+// rows and their marks.
+func TestMigrationDropsUnannouncedIndex(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/tasks.db"
+	db := rawDB(t, path)
+	for v := 1; v <= announcedVersion; v++ {
+		execSQL(t, db, sqlitestore.MigrationSQL(v))
+	}
+	execSQL(t, db, "PRAGMA user_version = 5")
+	now := time.Now().UnixMicro()
+	execSQL(t, db, `INSERT INTO tasks (id, owner, status, created_at, finished_at, terminal_seq, terminal_at, announced)
+		VALUES ('task_old', 'alice', 'completed', ?1, ?1, 1, ?1, 1), ('task_new', 'alice', 'failed', ?1, ?1, 2, ?1, 0)`, now)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := openAt(t, path, sqlitestore.WithoutRecovery())
+	if got := get(t, s, "task_old"); !got.Announced {
+		t.Errorf("task_old not announced after the migration")
+	}
+	if got := get(t, s, "task_new"); got.Announced || got.Status != bgtask.StatusFailed {
+		t.Errorf("task_new = %s announced=%v, want failed, not announced", got.Status, got.Announced)
+	}
+	var n int
+	if err := rawDB(t, path).QueryRowContext(t.Context(), "SELECT count(*) FROM sqlite_master WHERE name = 'tasks_unannounced'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("tasks_unannounced: %d (%v), want gone", n, err)
+	}
+}

@@ -22,6 +22,7 @@ type writeTx struct {
 	now int64 // the store's clock for this batch, in microseconds
 
 	get, getMany, ownerOf, byOwner, upsert, insertNew, del, countTerminal, dropOldest *sql.Stmt // bound to tx when first used
+	updateState, updateDetail                                                         *sql.Stmt
 
 	counted counted // the current request's owner's terminal count, kept if it succeeds
 	wrote   bool    // the current request has run a write statement
@@ -287,7 +288,12 @@ func (w *writeTx) put(r *request, cur map[string]bgtask.TaskMeta, foreign map[st
 		if fresh {
 			seq, at = w.s.nextSeq+1, w.now
 		}
-		args := append(rowArgs(&m), seq, at)
+		vals := rowArgs(&m)
+		kind := fullUpsert
+		if had {
+			kind = kindOf(rowArgs(&old), vals, fresh)
+		}
+		args := append(vals, seq, at)
 		if assumeNew {
 			res, err := w.stmt(&w.insertNew, w.s.st.insertNew).ExecContext(w.ctx, args...)
 			if err != nil {
@@ -298,7 +304,16 @@ func (w *writeTx) put(r *request, cur map[string]bgtask.TaskMeta, foreign map[st
 			}
 		} else {
 			w.wrote = true
-			if _, err := w.stmt(&w.upsert, w.s.st.upsert).ExecContext(w.ctx, args...); err != nil {
+			var err error
+			switch kind {
+			case stateUpdate:
+				_, err = w.stmt(&w.updateState, w.s.st.updateState).ExecContext(w.ctx, updateArgs(kind, vals, seq, at)...)
+			case detailUpdate:
+				_, err = w.stmt(&w.updateDetail, w.s.st.updateDetail).ExecContext(w.ctx, updateArgs(kind, vals, seq, at)...)
+			default:
+				_, err = w.stmt(&w.upsert, w.s.st.upsert).ExecContext(w.ctx, args...)
+			}
+			if err != nil {
 				if m.IdempotencyKey != "" && !had && isKeyConflict(err) {
 					return false, w.duplicateKey(owner, m.IdempotencyKey, err)
 				}
@@ -396,7 +411,9 @@ func (w *writeTx) readCached(ids []string, owner string) (cur map[string]bgtask.
 // retain applies the count limit to owner after a commit that changed its
 // number of terminal records by delta. The writer keeps each owner's count
 // once it has counted it, so that a commit under the limit costs no query
-// and one over it deletes the oldest records by index, not by a scan.
+// and one over it deletes the oldest records by index, not by a scan. The
+// limit is exact, as in every store: an owner at it pays one delete per
+// completion (docs/decisions.md says why that stays).
 func (w *writeTx) retain(owner string, delta int, ended bool) error {
 	counts := w.s.terminals
 	n, known := counts[owner]

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,22 +21,29 @@ import (
 // 1000 per owner). Each op is one Commit of one Upsert, alternately a new
 // running task and its completion, as a Manager writes them. "single" is one
 // writer; "writers=8" is 8 goroutines committing at once, which the writer
-// merges into shared transactions.
+// merges into shared transactions. "/announced" adds the third commit a
+// Manager makes of each task, its Announce once the owner's loop took the
+// terminal event: each op is then one of the three.
 //
 //	cd store/sqlitestore && go test -run '^$' -bench SQLiteCommit -benchtime 3s
 func BenchmarkSQLiteCommit(b *testing.B) {
 	for _, bc := range []struct {
-		name    string
-		writers int
-		opts    []sqlitestore.Option
+		name      string
+		writers   int
+		announced bool
+		opts      []sqlitestore.Option
 	}{
-		{"single", 1, nil},
-		{"writers=8", 8, nil},
-		{"single/fullsync", 1, []sqlitestore.Option{sqlitestore.WithFullSync()}},
-		{"writers=8/fullsync", 8, []sqlitestore.Option{sqlitestore.WithFullSync()}},
+		{"single", 1, false, nil},
+		{"writers=8", 8, false, nil},
+		{"single/fullsync", 1, false, []sqlitestore.Option{sqlitestore.WithFullSync()}},
+		{"writers=8/fullsync", 8, false, []sqlitestore.Option{sqlitestore.WithFullSync()}},
+		{"single/announced", 1, true, nil},
+		{"writers=8/announced", 8, true, nil},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			s, err := sqlitestore.Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"), bc.opts...)
+			var txs atomic.Int64 // the writer's batches: one transaction each
+			opts := append(slices.Clip(bc.opts), sqlitestore.WithHookTaken(func(int) { txs.Add(1) }))
+			s, err := sqlitestore.Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"), opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -42,37 +51,49 @@ func BenchmarkSQLiteCommit(b *testing.B) {
 			work := make(chan struct{})
 			var wg sync.WaitGroup
 			for w := range bc.writers {
-				wg.Go(func() { upsertLoop(b, s, fmt.Sprintf("owner-%d", w), work) })
+				wg.Go(func() { upsertLoop(b, s, fmt.Sprintf("owner-%d", w), bc.announced, work) })
 			}
 			b.ReportAllocs()
-			b.ResetTimer()
+			cpu := startCPU()
 			for b.Loop() {
 				work <- struct{}{} // one upsert, by whichever writer is free
 			}
 			close(work)
 			wg.Wait()
+			cpu.report(b)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "upserts/s")
+			b.ReportMetric(float64(b.N)/float64(max(txs.Load(), 1)), "rows/tx")
 		})
 	}
 }
 
-// upsertLoop commits one upsert per token: a new running task, then its
-// completion.
-func upsertLoop(b *testing.B, s bgtask.Store, owner string, work <-chan struct{}) {
+// upsertLoop commits one action per token: a new running task, then its
+// completion, then (if announced) its Announce.
+func upsertLoop(b *testing.B, s bgtask.Store, owner string, announced bool, work <-chan struct{}) {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	result := json.RawMessage(`{"summary":"three sources agree"}`)
+	steps := 2
+	if announced {
+		steps = 3
+	}
 	var m bgtask.TaskMeta
 	n := 0
 	for range work {
-		if n%2 == 0 {
+		var a bgtask.Action
+		switch n % steps {
+		case 0:
 			m = bgtask.TaskMeta{
 				ID: fmt.Sprintf("task_%s_%09d", owner, n), Owner: owner, Type: bgtask.TypeTask,
 				Name: "research", Status: bgtask.StatusRunning, CreatedAt: now, StartedAt: now, Instance: "bench",
 			}
-		} else {
+			a = bgtask.Upsert(m)
+		case 1:
 			m.Status, m.Result, m.FinishedAt = bgtask.StatusCompleted, result, now
+			a = bgtask.Upsert(m)
+		default:
+			a = bgtask.Announce(m.ID)
 		}
-		if err := s.Commit(b.Context(), owner, bgtask.Upsert(m)); err != nil {
+		if err := s.Commit(b.Context(), owner, a); err != nil {
 			b.Error(err)
 			return
 		}
@@ -86,20 +107,31 @@ func upsertLoop(b *testing.B, s bgtask.Store, owner string, work <-chan struct{}
 // Open), and the same rows, alternately a new running task and its
 // completion, written by one prepared INSERT ... ON CONFLICT DO UPDATE with
 // nothing around it. "tx=1row" is one transaction per row, "tx=8rows" and
-// "tx=64rows" one per 8 and 64 rows; each op is one row.
+// "tx=64rows" one per 8 and 64 rows; each op is one row. These rows are of
+// one owner and leave the terminal columns empty, so a transaction touches
+// few pages; "/ended" fills terminal_seq and terminal_at at completion as
+// the store does (and so writes their indexes), and "owners=8" takes the
+// rows of 8 owners in turn, as a transaction of 8 writers holds them.
 //
 //	cd store/sqlitestore && go test -run '^$' -bench 'SQLiteCommit|SQLiteRaw' -benchtime 3s
 func BenchmarkSQLiteRaw(b *testing.B) {
 	for _, bc := range []struct {
-		name  string
-		rows  int
-		fsync string
+		name   string
+		rows   int
+		owners int  // rows of this many owners, in turn, each alternately a new task and its completion
+		ended  bool // a completion sets terminal_seq and terminal_at, as the store's does
+		fsync  string
 	}{
-		{"tx=1row", 1, "NORMAL"},
-		{"tx=8rows", 8, "NORMAL"}, // the most a transaction of 8 writers holds
-		{"tx=64rows", 64, "NORMAL"},
-		{"tx=1row/fullsync", 1, "FULL"},
-		{"tx=64rows/fullsync", 64, "FULL"},
+		{"tx=1row", 1, 1, false, "NORMAL"},
+		{"tx=8rows", 8, 1, false, "NORMAL"}, // the most a transaction of 8 writers holds
+		{"tx=64rows", 64, 1, false, "NORMAL"},
+		{"tx=1row/fullsync", 1, 1, false, "FULL"},
+		{"tx=64rows/fullsync", 64, 1, false, "FULL"},
+		// The rows of BenchmarkSQLiteCommit/writers=8 when each transaction
+		// holds one row of each of the 8 writers: 8 owners, half of them
+		// completions that fill the terminal columns (and so their indexes).
+		{"tx=8rows/owners=8/ended", 8, 8, true, "NORMAL"},
+		{"tx=1row/ended", 1, 1, true, "NORMAL"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "raw.db")
@@ -115,10 +147,18 @@ func BenchmarkSQLiteRaw(b *testing.B) {
 			}
 			defer db.Close()
 			db.SetMaxOpenConns(1)
-			ins, err := db.PrepareContext(b.Context(), `INSERT INTO tasks
+			query := `INSERT INTO tasks
 				(id, owner, task_type, name, status, result, created_at, started_at, finished_at, instance, attempt)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
-				ON CONFLICT (id) DO UPDATE SET status = excluded.status, result = excluded.result, finished_at = excluded.finished_at`)
+				ON CONFLICT (id) DO UPDATE SET status = excluded.status, result = excluded.result, finished_at = excluded.finished_at`
+			if bc.ended {
+				query = `INSERT INTO tasks
+				(id, owner, task_type, name, status, result, created_at, started_at, finished_at, instance, attempt, terminal_seq, terminal_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)
+				ON CONFLICT (id) DO UPDATE SET status = excluded.status, result = excluded.result, finished_at = excluded.finished_at,
+				terminal_seq = excluded.terminal_seq, terminal_at = excluded.terminal_at`
+			}
+			ins, err := db.PrepareContext(b.Context(), query)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -131,6 +171,7 @@ func BenchmarkSQLiteRaw(b *testing.B) {
 			)
 			n := 0
 			b.ReportAllocs()
+			cpu := startCPU()
 			for b.Loop() {
 				if tx == nil {
 					if tx, err = db.BeginTx(b.Context(), nil); err != nil {
@@ -138,12 +179,21 @@ func BenchmarkSQLiteRaw(b *testing.B) {
 					}
 					stmt = tx.StmtContext(b.Context(), ins)
 				}
-				id := fmt.Sprintf("task_raw_%09d", n/2)
-				if n%2 == 0 {
-					_, err = stmt.ExecContext(b.Context(), id, "owner-0", bgtask.TypeTask, "research", "running", nil, now, now, nil, "bench")
-				} else {
-					_, err = stmt.ExecContext(b.Context(), id, "owner-0", bgtask.TypeTask, "research", "completed", result, now, now, now, "bench")
+				w, step := n%bc.owners, n/bc.owners // owner w's step-th row
+				owner := fmt.Sprintf("owner-%d", w)
+				id := fmt.Sprintf("task_%s_%09d", owner, step/2)
+				args := []any{id, owner, bgtask.TypeTask, "research", "running", nil, now, now, nil, "bench"}
+				if step%2 == 1 {
+					args[4], args[5], args[8] = "completed", result, now
 				}
+				if bc.ended {
+					var seq, at any // NULL while running
+					if step%2 == 1 {
+						seq, at = n, now
+					}
+					args = append(args, seq, at)
+				}
+				_, err = stmt.ExecContext(b.Context(), args...)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -160,8 +210,28 @@ func BenchmarkSQLiteRaw(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			cpu.report(b)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 		})
+	}
+}
+
+// cpuSpan is the CPU time at the start of a benchmark's loop.
+type cpuSpan struct {
+	start time.Duration
+	ok    bool
+}
+
+func startCPU() cpuSpan {
+	t, ok := cpuTime()
+	return cpuSpan{t, ok}
+}
+
+// report reports the process's CPU time per op since the span started (all
+// goroutines: the writer's and SQLite's work too).
+func (c cpuSpan) report(b *testing.B) {
+	if t, ok := cpuTime(); ok && c.ok {
+		b.ReportMetric(float64(t-c.start)/float64(b.N), "cpu-ns/op")
 	}
 }
 

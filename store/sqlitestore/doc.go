@@ -31,7 +31,8 @@
 // ReplaceAll), reduces them with [bgtask.ApplyAction], and writes back only
 // the rows that changed: the lifecycle invariants are the reducer's, as in
 // every store. Retention (WithRetainPerOwner, WithRetainFor) runs in the
-// same transaction.
+// same transaction. A change to a row the writer knows sets only the columns a record's life
+// changes, so that its identity columns' indexes are left as they are.
 //
 // # Durability
 //

@@ -52,9 +52,9 @@ func defaultConfig() config {
 	}
 }
 
-// WithRetainPerOwner keeps at most n terminal records per owner; the first
-// to have been committed terminal are deleted first, in the transaction
-// that goes over the limit. n <= 0 keeps none. Live records are never
+// WithRetainPerOwner keeps at most n terminal records per owner: the
+// transaction that takes an owner over n deletes its oldest terminal
+// records (the first to have been committed terminal). n <= 0 keeps none. Live records are never
 // deleted. Default bgtask.DefaultRetainPerOwner, as the MemoryStore.
 func WithRetainPerOwner(n int) Option {
 	return func(c *config) { c.retainPerOwner = max(n, 0) }

@@ -1,6 +1,7 @@
 package sqlitestore_test
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -88,4 +89,24 @@ func TestRetainPerOwnerCountsRemovals(t *testing.T) {
 	wantIDs(t, "List(a) after ReplaceAll", ids(t, s, "a"), idsOf("a", 3, 4, 5, 6))
 	commit(t, s, "a", bgtask.Upsert(rec("a", 5, bgtask.StatusFailed)))
 	wantIDs(t, "List(a) at the limit", ids(t, s, "a"), idsOf("a", 4, 5, 6))
+}
+
+// Over a larger limit, the count stays exact after every completion: the
+// oldest terminal record goes as each new one ends; live records are not
+// counted.
+func TestRetainPerOwnerExactAtLargeLimits(t *testing.T) {
+	t.Parallel()
+	s, _ := open(t, sqlitestore.WithRetainPerOwner(32))
+	commit(t, s, "a", bgtask.Upsert(rec("a", 0, bgtask.StatusRunning)))
+	for n := 1; n <= 32; n++ { // at the limit
+		commit(t, s, "a", bgtask.Upsert(rec("a", n, bgtask.StatusCompleted)))
+	}
+	for end := 33; end <= 40; end++ {
+		commit(t, s, "a", bgtask.Upsert(rec("a", end, bgtask.StatusCompleted)))
+		want := []int{0} // the live one
+		for n := end - 31; n <= end; n++ {
+			want = append(want, n)
+		}
+		wantIDs(t, fmt.Sprintf("List(a) after task %d ends", end), ids(t, s, "a"), idsOf("a", want...))
+	}
 }

@@ -102,6 +102,11 @@ var migrations = [...]string{
 	// tasks_unannounced finds an owner's terminal records still to announce.
 	`ALTER TABLE tasks ADD COLUMN announced INTEGER NOT NULL DEFAULT 0;
 	CREATE INDEX tasks_unannounced ON tasks (owner, created_at) WHERE announced = 0 AND terminal_seq IS NOT NULL;`,
+	// 6: tasks_unannounced goes. No query reads through it (PendingOwners
+	// and Load find an owner's records by tasks_owner_status), while every
+	// completion and every Announce wrote it: one page more per owner in
+	// each write transaction.
+	`DROP INDEX IF EXISTS tasks_unannounced;`,
 }
 
 // userVersion reads the schema version.

@@ -43,7 +43,7 @@ func TestOpenCreatesSchema(t *testing.T) {
 		}
 		indexes = append(indexes, name)
 	}
-	want := []string{"tasks_idempotency", "tasks_owner_status", "tasks_owner_terminal", "tasks_parent", "tasks_terminal_at", "tasks_unannounced"}
+	want := []string{"tasks_idempotency", "tasks_owner_status", "tasks_owner_terminal", "tasks_parent", "tasks_terminal_at"}
 	if !slices.Equal(indexes, want) {
 		t.Fatalf("indexes %q, want %q", indexes, want)
 	}

@@ -15,6 +15,7 @@ type stmts struct {
 	get, getMany, ownerOf, byOwner, children, pendingOwners      *sql.Stmt
 	upsert, del, countTerminal, dropOldest, retainAge, oldestEnd *sql.Stmt
 	insertNew, dataVersion                                       *sql.Stmt // the writer's cache (cache.go)
+	updateState, updateDetail                                    *sql.Stmt // a known row's change (update.go)
 	savepoint, rollbackTo, release                               *sql.Stmt // one Commit call's savepoint in a batch
 }
 
@@ -67,6 +68,8 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		{&st.insertNew, "INSERT INTO tasks (" + columns + ", terminal_seq, terminal_at) VALUES (" +
 			strings.Repeat("?, ", strings.Count(columns, ",")+2) + "?) ON CONFLICT (id) DO NOTHING"},
 		{&st.dataVersion, "PRAGMA data_version"},
+		{&st.updateState, updateStateSQL},
+		{&st.updateDetail, updateDetailSQL},
 		{&st.del, "DELETE FROM tasks WHERE id = ?"},
 		{&st.countTerminal, "SELECT count(*) FROM tasks WHERE owner = ? AND terminal_seq IS NOT NULL"},
 		// Delete the owner's ?2 records that became terminal first.
@@ -88,7 +91,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (st *stmts) close() {
-	for _, s := range []*sql.Stmt{st.get, st.getMany, st.pendingOwners, st.ownerOf, st.byOwner, st.children, st.upsert, st.insertNew, st.dataVersion, st.del, st.countTerminal, st.dropOldest, st.retainAge, st.oldestEnd, st.savepoint, st.rollbackTo, st.release} {
+	for _, s := range []*sql.Stmt{st.get, st.getMany, st.pendingOwners, st.ownerOf, st.byOwner, st.children, st.upsert, st.insertNew, st.dataVersion, st.updateState, st.updateDetail, st.del, st.countTerminal, st.dropOldest, st.retainAge, st.oldestEnd, st.savepoint, st.rollbackTo, st.release} {
 		if s != nil {
 			s.Close()
 		}
