@@ -20,6 +20,8 @@ func postgresGroup(sz sizes) *group {
 		rows: []row{
 			{name: "PostgreSQL commit, 1 row", unit: perRow, ratios: true},
 			{name: fmt.Sprintf("PostgreSQL commit, %d rows, per row", sz.batch), unit: perRow, ratios: true},
+			{name: "PostgreSQL commit, 1 row, vs raw on the store's schema", unit: perRow, ratios: true},
+			{name: fmt.Sprintf("PostgreSQL commit, %d rows, per row, vs raw on the store's schema", sz.batch), unit: perRow, ratios: true},
 		},
 		runs: [nCols]runFunc{colBgtask: bgPostgres, colRaw: rawPostgres},
 		skip: func(cfg config) string {
@@ -29,7 +31,9 @@ func postgresGroup(sz sizes) *group {
 			return ""
 		},
 		legend: "a new schema each time in the database of -dsn (or $" + envDSN + "), dropped afterwards; commits alternate between new running tasks and their completion, one writer; " +
-			"bgtask: pgstore's Commit of 1, then " + fmt.Sprint(sz.batch) + " Upserts; raw: a pgx.Batch of 1, then " + fmt.Sprint(sz.batch) + " INSERT ... ON CONFLICT DO UPDATE on a pgxpool",
+			"bgtask: pgstore's Commit of 1, then " + fmt.Sprint(sz.batch) + " Upserts; raw: a pgx.Batch of 1, then " + fmt.Sprint(sz.batch) + " INSERT ... ON CONFLICT DO UPDATE on a pgxpool, " +
+			"on a table with one index; the last two rows' raw side writes the same upserts into the store's own table (made by pgstore.Open: its indexes and triggers), " +
+			"a completion setting the column retention orders by",
 	}
 }
 
@@ -101,7 +105,7 @@ func bgPostgres(ctx context.Context, cfg config) ([]sample, error) {
 		}
 		ss = append(ss, s)
 	}
-	return ss, nil
+	return append(ss, ss...), nil // the store's side of the rows on its own schema
 }
 
 // pgCommits is how many commits of batch rows a PostgreSQL sample makes.
@@ -163,7 +167,52 @@ func rawPostgres(ctx context.Context, cfg config) ([]sample, error) {
 		}
 		ss = append(ss, s)
 	}
+	for _, batch := range []int{1, cfg.sz.batch} {
+		s, err := inSchema(ctx, cfg, func(dsn string) (sample, error) { return rawPostgresStore(ctx, cfg, dsn, batch) })
+		if err != nil {
+			return nil, err
+		}
+		ss = append(ss, s)
+	}
 	return ss, nil
+}
+
+// rawStorePostgresUpsert writes a row of the store's own table, setting
+// terminal_at (the column retention orders by) when the task ends.
+const rawStorePostgresUpsert = `INSERT INTO bgtask_tasks (id, owner, task_type, name, status, result, created_at, started_at, finished_at, instance, terminal_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, CASE WHEN $5 IN ('completed', 'failed', 'cancelled', 'interrupted') THEN clock_timestamp() END)
+ON CONFLICT (id) DO UPDATE SET status = excluded.status, result = excluded.result, finished_at = excluded.finished_at, terminal_at = excluded.terminal_at`
+
+// rawPostgresStore is rawPostgres's upserts of batch rows a commit into
+// the table pgstore.Open makes in dsn's schema.
+func rawPostgresStore(ctx context.Context, cfg config, dsn string, batch int) (sample, error) {
+	st, err := pgstore.Open(ctx, dsn) // the schema
+	if err != nil {
+		return sample{}, err
+	}
+	if err := st.Close(); err != nil {
+		return sample{}, err
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return sample{}, err
+	}
+	defer pool.Close()
+	gen := newRecordGen("owner-0")
+	commits := pgCommits(cfg, batch)
+	return timed(commits*batch, func() error {
+		for range commits {
+			var b pgx.Batch
+			for _, m := range gen.batch(batch) {
+				b.Queue(rawStorePostgresUpsert, m.ID, m.Owner, string(m.Type), m.Name, string(m.Status), resultText(m),
+					pgTime(m.CreatedAt), pgTime(m.StartedAt), pgTime(m.FinishedAt), m.Instance)
+			}
+			if err := pool.SendBatch(ctx, &b).Close(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // pgTime is t, or NULL when unset.

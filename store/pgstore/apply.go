@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/bgtask/bgtask"
 	"github.com/jackc/pgx/v5"
@@ -172,12 +173,7 @@ func applyAll(locked map[string]row, reqs []*commitReq) (*writes, []string, erro
 func (s *Store) writeRows(ctx context.Context, conn *pgxpool.Conn, w *writes, retain []string) error {
 	var b pgx.Batch
 	want := queueWrites(&b, w)
-	for _, o := range retain {
-		b.Queue(retainCountSQL, o, s.cfg.retainPerOwner)
-	}
-	if len(retain) > 0 && s.cfg.retainFor > 0 {
-		b.Queue(retainAgeSQL, s.cfg.retainFor.Microseconds(), retainAgeBatch)
-	}
+	s.queueRetention(&b, retain)
 	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, &b)
 	defer br.Close()
@@ -193,4 +189,30 @@ func (s *Store) writeRows(ctx context.Context, conn *pgxpool.Conn, w *writes, re
 		return commitErr(err)
 	}
 	return nil
+}
+
+// queueRetention adds to b the retention of the owners in retain, whose
+// records turned terminal: each keeps its newest terminal records up to
+// the limit; and, at most once every ageEvery, up to retainAgeBatch
+// terminal records past the age limit go.
+func (s *Store) queueRetention(b *pgx.Batch, retain []string) {
+	if len(retain) == 0 {
+		return
+	}
+	b.Queue(retainCountSQL, retain, s.cfg.retainPerOwner)
+	if s.cfg.retainFor > 0 && s.ageDue() {
+		b.Queue(retainAgeSQL, s.cfg.retainFor.Microseconds(), retainAgeBatch)
+	}
+}
+
+// ageEvery is how often commits check the age limit: a second's delay
+// is nothing against an age limit, and a statement less on most commits.
+const ageEvery = time.Second
+
+// ageDue reports whether this commit checks the age limit: the first
+// commit of a Store does, then one at most every ageEvery.
+func (s *Store) ageDue() bool {
+	now := time.Now().UnixNano()
+	next := s.ageNext.Load()
+	return now >= next && s.ageNext.CompareAndSwap(next, now+int64(ageEvery))
 }

@@ -38,7 +38,7 @@ func BenchmarkPostgresFilled(b *testing.B) {
 			}
 			defer s.Close()
 			fill(b, dsn, rows)
-			logPlan(b, dsn, pgstore.RetainCountSQL, "owner_7", bgtask.DefaultRetainPerOwner)
+			logPlan(b, dsn, pgstore.RetainCountSQL, []string{"owner_7"}, bgtask.DefaultRetainPerOwner)
 			var spawn, done []time.Duration
 			b.ReportAllocs()
 			i := 0

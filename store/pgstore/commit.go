@@ -25,8 +25,14 @@ const maxRetries = 8
 // on its version, then retention runs if a record turned terminal; two
 // round trips in all. A commit that only adds new queued or running
 // records takes one round trip (its insert fails, and it takes the long
-// way, if one of its ids exists). A row of another owner with the same id
-// is left alone (that task is dropped from the actions).
+// way, if one of its ids exists). So does a commit whose records this
+// Store wrote last (a completion, a progress report, with spawns beside
+// them): the reducer runs on the records as the Store wrote them, and the
+// rows are written only if their version is still the one it wrote (any
+// change of a row, by another instance or by hand, bumps its version);
+// otherwise nothing is written and the commit takes the long way. A row
+// of another owner with the same id is left alone (that task is dropped
+// from the actions).
 //
 // Commits that callers make at the same time are grouped: one transaction
 // writes the actions of several callers, owners and tasks, applied in the
@@ -85,6 +91,17 @@ func (s *Store) commitTx(ctx context.Context, reqs []*commitReq) error {
 		}
 		// An id exists: take the long way, which reads it.
 	}
+	if w, retain, ok := s.cachedWrites(reqs); ok {
+		err := s.writeCached(ctx, w, retain)
+		if !errors.Is(err, errStale) {
+			if err == nil {
+				s.cached.Add(1)
+				s.noteWritten(w)
+			}
+			return err
+		}
+		s.forget(reqs) // a row changed meanwhile: read it
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("pgstore: commit: %w", err)
@@ -134,7 +151,12 @@ func queueWrites(b *pgx.Batch, w *writes) (want []int) {
 		b.Queue(insertSQL, w.ins.args()...)
 		want = append(want, n)
 	}
-	if n := len(w.upd.id); n > 0 {
+	switch n := len(w.upd.id); n {
+	case 0:
+	case 1:
+		b.Queue(updateOneSQL, updateOneArgs(&w.upd)...)
+		want = append(want, n)
+	default:
 		b.Queue(updateSQL, w.upd.args()...)
 		want = append(want, n)
 	}
@@ -163,11 +185,13 @@ func readWrites(br pgx.BatchResults, want []int) error {
 }
 
 // commitErr wraps a database error of a commit; a unique violation of the
-// primary key (a concurrent insert of the same new id) is errRace.
+// primary key (a concurrent insert of the same new id) and a deadlock
+// (two writers changing the terminal counts of the same owners in
+// different statements) are errRace.
 func commitErr(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "bgtask_tasks_pkey" {
-		return errRace
+	if errors.As(err, &pgErr) && (pgErr.Code == "23505" && pgErr.ConstraintName == "bgtask_tasks_pkey" || pgErr.Code == "40P01") {
+		return errRace // 40P01: a deadlock with another writer over the owners' counts; start over
 	}
 	return fmt.Errorf("pgstore: commit: %w", err)
 }
@@ -224,11 +248,17 @@ const (
 	lockByIDSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks WHERE id = ANY($1) FOR UPDATE`
 	// lockByOwnerSQL locks every row of the owner, for a ReplaceAll.
 	lockByOwnerSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks WHERE owner = $1 FOR UPDATE`
-	// retainCountSQL deletes the owner's terminal rows beyond the newest $2
-	// (index bgtask_tasks_retain, read backwards).
+	// retainCountSQL deletes, for each owner of $1 whose count of terminal
+	// rows (bgtask_owner_terminal, kept by triggers) is above $2, its
+	// oldest terminal rows beyond that many (index bgtask_tasks_retain);
+	// an owner under the limit costs one primary-key lookup. The commit
+	// holds the lock on each of these counts already (its writes made
+	// them terminal), so the count and the rows it reads agree.
 	retainCountSQL = `DELETE FROM bgtask_tasks WHERE id = ANY(ARRAY(
-		SELECT id FROM bgtask_tasks WHERE owner = $1 AND terminal_at IS NOT NULL
-		ORDER BY terminal_at DESC, id DESC OFFSET $2))`
+		SELECT r.id FROM bgtask_owner_terminal AS c, LATERAL (
+			SELECT id FROM bgtask_tasks WHERE owner = c.owner AND terminal_at IS NOT NULL
+			ORDER BY terminal_at, id LIMIT c.n - $2) AS r
+		WHERE c.owner = ANY($1) AND c.n > $2))`
 	// retainAgeSQL deletes up to $2 terminal rows older than $1
 	// microseconds (index bgtask_tasks_aged), skipping rows another commit
 	// is deleting; the reaper's clean-up takes the rest.

@@ -51,6 +51,17 @@ const InsertOneFencedSQL = insertOneFencedSQL
 
 func OneArgs(m *bgtask.TaskMeta) []any { return oneArgs(m) }
 
+// UpdateOneCheckedFencedSQL is a started Store's statement for the
+// completion of a record it wrote, and UpdateOneArgs its arguments for m
+// at version, less the instance and the count.
+const UpdateOneCheckedFencedSQL = updateOneCheckedFencedSQL
+
+func UpdateOneArgs(m *bgtask.TaskMeta, version int64) []any {
+	var w writes
+	w.put(m, version)
+	return updateOneArgs(&w.upd)
+}
+
 // HotStatements are the statements each commit connection prepares.
 var HotStatements = hotStatements
 
@@ -60,4 +71,15 @@ func PreparedHot(ctx context.Context, s *Store) (int, error) {
 	var n int
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement = ANY($1)`, hotStatements).Scan(&n)
 	return n, err
+}
+
+// CachedCommits is how many commit transactions s wrote from the records
+// it keeps, without reading their rows.
+func CachedCommits(s *Store) int64 { return s.cached.Load() }
+
+// PlanCacheMode is plan_cache_mode on a connection of s's commit pool.
+func PlanCacheMode(ctx context.Context, s *Store) (string, error) {
+	var mode string
+	err := s.pool.QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&mode)
+	return mode, err
 }

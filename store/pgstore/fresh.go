@@ -32,7 +32,8 @@ func (s *Store) freshInserts(reqs []*commitReq) (w *writes, one *bgtask.TaskMeta
 			}
 			for i := range a.Tasks {
 				t := &a.Tasks[i]
-				if t.Status != bgtask.StatusQueued && t.Status != bgtask.StatusRunning || seen[t.ID] || s.known[t.ID] {
+				_, known := s.known[t.ID]
+				if t.Status != bgtask.StatusQueued && t.Status != bgtask.StatusRunning || seen[t.ID] || known {
 					return nil, nil, false
 				}
 				seen[t.ID] = true
@@ -97,23 +98,4 @@ func checkCount(got int64, want int) error {
 		return fmt.Errorf("pgstore: commit: %d of %d new rows written", got, want)
 	}
 	return nil
-}
-
-// noteWritten remembers the ids w left not terminal, so that their next
-// commit takes the long way at once, and forgets the others.
-func (s *Store) noteWritten(w *writes) {
-	s.knownMu.Lock()
-	defer s.knownMu.Unlock()
-	for _, c := range []*cols{&w.ins, &w.upd} {
-		for i, id := range c.id {
-			if bgtask.TaskStatus(c.status[i]).IsTerminal() {
-				delete(s.known, id)
-			} else if len(s.known) < maxKnown {
-				s.known[id] = true
-			}
-		}
-	}
-	for _, id := range w.delID {
-		delete(s.known, id)
-	}
 }

@@ -107,6 +107,57 @@ var migrations = []string{
 	// bgtask_tasks_unannounced finds an owner's terminal rows to announce.
 	`ALTER TABLE bgtask_tasks ADD COLUMN announced boolean NOT NULL DEFAULT false;
 	CREATE INDEX bgtask_tasks_unannounced ON bgtask_tasks (owner, created_at, id) WHERE NOT announced AND terminal_at IS NOT NULL;`,
+	// 6: every change of a row bumps its version. A Store writes a record
+	// it wrote before compared-and-set on the version it wrote, without
+	// reading the row; an UPDATE made outside the Store (by hand, by a
+	// tool) that leaves the version as it was now changes it too, so the
+	// Store reads the row again instead of writing over the change.
+	`CREATE FUNCTION bgtask_bump_version() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		IF NEW.version = OLD.version THEN
+			NEW.version := OLD.version + 1;
+		END IF;
+		RETURN NEW;
+	END $$;
+	CREATE TRIGGER bgtask_tasks_version BEFORE UPDATE ON bgtask_tasks
+		FOR EACH ROW WHEN (NEW.version = OLD.version) EXECUTE FUNCTION bgtask_bump_version();`,
+	// 7: each owner's count of terminal rows, kept by statement triggers
+	// on every insert, update and delete of task rows (whoever makes it),
+	// so that retention reads the count instead of walking the owner's
+	// terminal rows, and walks only the rows it deletes. A trigger locks
+	// the counts it changes in owner order. Existing rows are counted.
+	`CREATE TABLE bgtask_owner_terminal (
+		owner text PRIMARY KEY,
+		n     bigint NOT NULL
+	);
+	INSERT INTO bgtask_owner_terminal (owner, n)
+		SELECT owner, count(*) FROM bgtask_tasks WHERE terminal_at IS NOT NULL GROUP BY owner;
+	CREATE FUNCTION bgtask_count_terminal() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		IF TG_OP = 'INSERT' THEN
+			INSERT INTO bgtask_owner_terminal AS c (owner, n)
+				SELECT owner, count(*) FROM new_rows WHERE terminal_at IS NOT NULL GROUP BY owner ORDER BY owner
+				ON CONFLICT (owner) DO UPDATE SET n = c.n + excluded.n;
+		ELSIF TG_OP = 'DELETE' THEN
+			INSERT INTO bgtask_owner_terminal AS c (owner, n)
+				SELECT owner, -count(*) FROM old_rows WHERE terminal_at IS NOT NULL GROUP BY owner ORDER BY owner
+				ON CONFLICT (owner) DO UPDATE SET n = c.n + excluded.n;
+		ELSE
+			INSERT INTO bgtask_owner_terminal AS c (owner, n)
+				SELECT owner, sum(d) FROM (
+					SELECT owner, 1 AS d FROM new_rows WHERE terminal_at IS NOT NULL
+					UNION ALL SELECT owner, -1 FROM old_rows WHERE terminal_at IS NOT NULL) AS x
+				GROUP BY owner HAVING sum(d) <> 0 ORDER BY owner
+				ON CONFLICT (owner) DO UPDATE SET n = c.n + excluded.n;
+		END IF;
+		RETURN NULL;
+	END $$;
+	CREATE TRIGGER bgtask_tasks_count_insert AFTER INSERT ON bgtask_tasks
+		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION bgtask_count_terminal();
+	CREATE TRIGGER bgtask_tasks_count_update AFTER UPDATE ON bgtask_tasks
+		REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION bgtask_count_terminal();
+	CREATE TRIGGER bgtask_tasks_count_delete AFTER DELETE ON bgtask_tasks
+		REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION bgtask_count_terminal();`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.

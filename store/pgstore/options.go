@@ -104,7 +104,9 @@ func WithRetainPerOwner(n int) Option { return func(c *config) { c.retainPerOwne
 
 // WithRetainFor deletes terminal records committed terminal longer ago
 // than d by the database clock, and delivered notices and handled cancel
-// requests older than d. It is checked by commits that record a terminal
-// status and by each reaper pass. d <= 0 disables the age limit. Default
+// requests older than d. It is checked by each reaper pass and by
+// commits that record a terminal status (at most one such commit a second
+// per Store checks it, and it deletes at most 100 records; the reaper
+// takes the rest). d <= 0 disables the age limit. Default
 // bgtask.DefaultRetainFor (24h).
 func WithRetainFor(d time.Duration) Option { return func(c *config) { c.retainFor = d } }

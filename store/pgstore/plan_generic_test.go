@@ -27,8 +27,8 @@ func TestGenericPlansUseIndexes(t *testing.T) {
 	if _, err := conn.Exec(ctx, `ANALYZE bgtask_tasks; ANALYZE bgtask_instances; SET plan_cache_mode = force_generic_plan`); err != nil {
 		t.Fatal(err)
 	}
-	if len(pgstore.HotStatements) != 12 {
-		t.Fatalf("%d hot statements, want 12", len(pgstore.HotStatements))
+	if len(pgstore.HotStatements) != 17 {
+		t.Fatalf("%d hot statements, want 17", len(pgstore.HotStatements))
 	}
 	for i, sql := range pgstore.HotStatements {
 		name := fmt.Sprintf("hot_%d", i)
@@ -59,7 +59,8 @@ func TestGenericPlansUseIndexes(t *testing.T) {
 	}
 }
 
-// A Store's commit connections have the hot statements prepared.
+// A Store's commit connections have the hot statements prepared, and run
+// them with their generic plans.
 func TestHotStatementsPrepared(t *testing.T) {
 	s, _ := openStore(t)
 	n, err := pgstore.PreparedHot(t.Context(), s)
@@ -68,5 +69,9 @@ func TestHotStatementsPrepared(t *testing.T) {
 	}
 	if n != len(pgstore.HotStatements) {
 		t.Errorf("%d hot statements prepared, want %d", n, len(pgstore.HotStatements))
+	}
+	mode, err := pgstore.PlanCacheMode(t.Context(), s)
+	if err != nil || mode != "force_generic_plan" {
+		t.Errorf("plan_cache_mode = %q, %v; want force_generic_plan", mode, err)
 	}
 }

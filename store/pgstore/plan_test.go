@@ -41,11 +41,12 @@ func TestPlansUseIndexes(t *testing.T) {
 	}{
 		{"lock by id", pgstore.LockByIDSQL, []any{[]string{"task_7", "task_live_9", "task_new"}}},
 		{"lock by owner", pgstore.LockByOwnerSQL, []any{"owner_3"}},
-		{"retain count", pgstore.RetainCountSQL, []any{"owner_3", 100}},
+		{"retain count", pgstore.RetainCountSQL, []any{[]string{"owner_3", "owner_4"}, 100}},
 		{"retain age", pgstore.RetainAgeSQL, []any{int64(3600e6), 100}},
 		{"reap tasks", pgstore.ReapTasksSQL, []any{500}},
 		{"list tagged", pgstore.ListTaggedSQL, []any{"owner_3", []string{}, "t"}},
 		{"insert one fenced", pgstore.InsertOneFencedSQL, append(pgstore.OneArgs(&spawned), "inst_0")},
+		{"update one checked fenced", pgstore.UpdateOneCheckedFencedSQL, append(pgstore.UpdateOneArgs(&spawned, 1), "inst_0", int64(1))},
 	}
 	for _, stats := range []string{"none", "analyzed"} {
 		if stats == "analyzed" {

@@ -197,6 +197,9 @@ type writes struct {
 	ins, upd   cols
 	delID      []string
 	delVersion []int64
+	// metas are the records of ins and upd, in their order, for the
+	// Store's cache of what it wrote.
+	insMeta, updMeta []*bgtask.TaskMeta
 }
 
 func (w *writes) empty() bool { return len(w.ins.id) == 0 && len(w.upd.id) == 0 && len(w.delID) == 0 }
@@ -205,8 +208,10 @@ func (w *writes) empty() bool { return len(w.ins.id) == 0 && len(w.upd.id) == 0 
 func (w *writes) put(m *bgtask.TaskMeta, version int64) {
 	if version == 0 {
 		w.ins.add(m, 0)
+		w.insMeta = append(w.insMeta, m)
 	} else {
 		w.upd.add(m, version)
+		w.updMeta = append(w.updMeta, m)
 	}
 }
 
@@ -269,6 +274,24 @@ const updateSQL = `UPDATE bgtask_tasks t SET description = x.description, status
 		version = t.version + 1
 	FROM ` + unnestSQL + `
 	WHERE t.id = x.id AND t.version = x.version`
+
+// updateOneSQL is updateSQL for one row, without the arrays: the common
+// write of a task's completion. Its arguments are updateOneArgs'.
+const updateOneSQL = `UPDATE bgtask_tasks t SET description = $3, status = $4, error = $5, error_kind = $6, cancel_reason = $7,
+		stack = $8, result = $9, created_at = $10, started_at = $11,
+		finished_at = $12, instance = $13, attempt = $14,
+		input_id = $15, input_prompt = $16,
+		progress = $17, announced = $18,
+		terminal_at = CASE WHEN t.terminal_at IS NULL AND $4 IN ('completed', 'failed', 'cancelled', 'interrupted') THEN clock_timestamp() ELSE t.terminal_at END,
+		version = t.version + 1
+	WHERE t.id = $1 AND t.version = $2`
+
+// updateOneArgs are the arguments of updateOneSQL for the first row of c.
+func updateOneArgs(c *cols) []any {
+	return []any{c.id[0], c.version[0], c.desc[0], c.status[0], c.errText[0], c.errorKind[0], c.cancelReason[0],
+		c.stack[0], c.result[0], c.created[0], c.started[0], c.finished[0], c.instance[0], c.attempt[0],
+		c.inID[0], c.inPrompt[0], c.progress[0], c.announced[0]}
+}
 
 // deleteSQL deletes rows compared-and-set on their version.
 const deleteSQL = `DELETE FROM bgtask_tasks t USING unnest($1::text[], $2::bigint[]) AS y(id, version)

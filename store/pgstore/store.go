@@ -62,8 +62,10 @@ type Store struct {
 	groups  atomic.Int64 // groups of several commits committed in one transaction
 	grouped atomic.Int64 // the commits they held
 
-	knownMu sync.Mutex      // guards known
-	known   map[string]bool // ids this Store wrote not terminal: see freshInserts
+	cached  atomic.Int64   // commits written from known records, without a read
+	ageNext atomic.Int64   // Unix ns from which a commit checks the age limit again: see ageDue
+	knownMu sync.Mutex     // guards known
+	known   map[string]row // records this Store wrote not terminal, as written: see known.go
 
 	mu      sync.Mutex // guards the fields below
 	closed  bool
@@ -142,7 +144,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	}
 	now := time.Now()
 	s := &Store{pool: pool, bg: bg, cfg: cfg, log: cfg.logger, clock: time.Now, base: now,
-		lostWake: make(chan struct{}, 1), known: make(map[string]bool)}
+		lostWake: make(chan struct{}, 1), known: make(map[string]row)}
 	s.group.limit = int(min(maxInFlight, pc.MaxConns))
 	return s, nil
 }

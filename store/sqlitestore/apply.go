@@ -410,11 +410,10 @@ func (w *writeTx) readCached(ids []string, owner string) (cur map[string]bgtask.
 
 // retain applies the count limit to owner after a commit that changed its
 // number of terminal records by delta. The writer keeps each owner's count
-// once it has counted it, so that a commit under the limit costs no query.
-// An owner over the limit by more than its slack (retainSlack) has its
-// oldest records deleted down to the limit, by index, not by a scan: an
-// owner that stays at the limit costs one DELETE every slack+1 completions,
-// not one each.
+// once it has counted it, so that a commit under the limit costs no query
+// and one over it deletes the oldest records by index, not by a scan. The
+// limit is exact, as in every store: an owner at it pays one delete per
+// completion (docs/decisions.md says why that stays).
 func (w *writeTx) retain(owner string, delta int, ended bool) error {
 	counts := w.s.terminals
 	n, known := counts[owner]
@@ -428,7 +427,7 @@ func (w *writeTx) retain(owner string, delta int, ended bool) error {
 			return fmt.Errorf("sqlitestore: count terminal records of owner %q: %w", owner, err)
 		}
 	}
-	if over := n - w.s.cfg.retainPerOwner; over > retainSlack(w.s.cfg.retainPerOwner) {
+	if over := n - w.s.cfg.retainPerOwner; over > 0 {
 		w.wrote = true
 		if _, err := w.stmt(&w.dropOldest, w.s.st.dropOldest).ExecContext(w.ctx, owner, over); err != nil {
 			return fmt.Errorf("sqlitestore: count retention for owner %q: %w", owner, err)
@@ -438,10 +437,6 @@ func (w *writeTx) retain(owner string, delta int, ended bool) error {
 	w.counted = counted{owner, n}
 	return nil
 }
-
-// retainSlack is how many terminal records over the limit of n an owner
-// may hold before the oldest are deleted: n/16, so none under 16.
-func retainSlack(n int) int { return n / 16 }
 
 // read reads task id and reports whether it belongs to owner. A row of
 // another owner is not decoded, so its corruption cannot fail this owner's

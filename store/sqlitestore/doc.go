@@ -31,9 +31,7 @@
 // ReplaceAll), reduces them with [bgtask.ApplyAction], and writes back only
 // the rows that changed: the lifecycle invariants are the reducer's, as in
 // every store. Retention (WithRetainPerOwner, WithRetainFor) runs in the
-// same transaction; the count limit deletes in chunks, so an owner may hold
-// up to n/16 terminal records over a limit of n before its oldest go. A
-// change to a row the writer knows sets only the columns a record's life
+// same transaction. A change to a row the writer knows sets only the columns a record's life
 // changes, so that its identity columns' indexes are left as they are.
 //
 // # Durability

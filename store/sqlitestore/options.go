@@ -52,12 +52,9 @@ func defaultConfig() config {
 	}
 }
 
-// WithRetainPerOwner keeps at most n terminal records per owner, give or
-// take n/16: the transaction that takes an owner more than n/16 over n
-// deletes its oldest terminal records (the first to have been committed
-// terminal) down to n, so that an owner at the limit pays for one delete
-// every n/16+1 completions rather than one each. Under 16 there is no
-// slack: the limit is exact. n <= 0 keeps none. Live records are never
+// WithRetainPerOwner keeps at most n terminal records per owner: the
+// transaction that takes an owner over n deletes its oldest terminal
+// records (the first to have been committed terminal). n <= 0 keeps none. Live records are never
 // deleted. Default bgtask.DefaultRetainPerOwner, as the MemoryStore.
 func WithRetainPerOwner(n int) Option {
 	return func(c *config) { c.retainPerOwner = max(n, 0) }

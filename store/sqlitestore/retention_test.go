@@ -91,35 +91,22 @@ func TestRetainPerOwnerCountsRemovals(t *testing.T) {
 	wantIDs(t, "List(a) at the limit", ids(t, s, "a"), idsOf("a", 4, 5, 6))
 }
 
-// Over a limit of 16 or more, an owner may hold limit/16 terminal records
-// more before its oldest are deleted, down to the limit, in one statement;
-// live records are not counted.
-func TestRetainPerOwnerSlack(t *testing.T) {
+// Over a larger limit, the count stays exact after every completion: the
+// oldest terminal record goes as each new one ends; live records are not
+// counted.
+func TestRetainPerOwnerExactAtLargeLimits(t *testing.T) {
 	t.Parallel()
-	s, _ := open(t, sqlitestore.WithRetainPerOwner(32)) // slack 2
+	s, _ := open(t, sqlitestore.WithRetainPerOwner(32))
 	commit(t, s, "a", bgtask.Upsert(rec("a", 0, bgtask.StatusRunning)))
 	for n := 1; n <= 32; n++ { // at the limit
 		commit(t, s, "a", bgtask.Upsert(rec("a", n, bgtask.StatusCompleted)))
 	}
-	span := func(from, to int) []int {
-		ns := []int{0} // the live one
-		for n := from; n <= to; n++ {
-			ns = append(ns, n)
+	for end := 33; end <= 40; end++ {
+		commit(t, s, "a", bgtask.Upsert(rec("a", end, bgtask.StatusCompleted)))
+		want := []int{0} // the live one
+		for n := end - 31; n <= end; n++ {
+			want = append(want, n)
 		}
-		return ns
-	}
-	for _, step := range []struct {
-		end      int // the task ended by this step's commit
-		from, to int // the terminal records kept after it
-	}{
-		{33, 1, 33},
-		{34, 1, 34}, // 2 over: within the slack
-		{35, 4, 35}, // 3 over: the oldest 3 go
-		{36, 4, 36},
-		{37, 4, 37},
-		{38, 7, 38},
-	} {
-		commit(t, s, "a", bgtask.Upsert(rec("a", step.end, bgtask.StatusCompleted)))
-		wantIDs(t, fmt.Sprintf("List(a) after task %d ends", step.end), ids(t, s, "a"), idsOf("a", span(step.from, step.to)...))
+		wantIDs(t, fmt.Sprintf("List(a) after task %d ends", end), ids(t, s, "a"), idsOf("a", want...))
 	}
 }

@@ -12,29 +12,58 @@ import (
 	"github.com/bgtask/bgtask/store/pgstore"
 )
 
-// timedStore is the Store with every Commit's duration recorded.
+// timedStore is the Store with every Commit's duration recorded, by
+// kind: spawns (upserts of queued or running records only), completions
+// (an upsert of a terminal record) and the others.
 type timedStore struct {
 	*pgstore.Store
 	mu  sync.Mutex
-	lat []time.Duration
+	lat [kinds][]time.Duration
 }
+
+const (
+	kindSpawn = iota
+	kindComplete
+	kindOther
+	kinds
+)
 
 func (s *timedStore) Commit(ctx context.Context, owner string, actions ...bgtask.Action) error {
 	start := time.Now()
 	err := s.Store.Commit(ctx, owner, actions...)
 	d := time.Since(start)
+	k := commitKind(actions)
 	s.mu.Lock()
-	s.lat = append(s.lat, d)
+	s.lat[k] = append(s.lat[k], d)
 	s.mu.Unlock()
 	return err
 }
 
-// take returns the durations recorded since the last take.
-func (s *timedStore) take() []time.Duration {
+// commitKind tells a spawn's commit from a completion's and the others.
+func commitKind(actions []bgtask.Action) int {
+	k := kindSpawn
+	for _, a := range actions {
+		if a.Op != bgtask.OpUpsert {
+			return kindOther
+		}
+		for _, t := range a.Tasks {
+			switch {
+			case t.Status.IsTerminal():
+				k = kindComplete
+			case t.Status != bgtask.StatusQueued && t.Status != bgtask.StatusRunning:
+				return kindOther
+			}
+		}
+	}
+	return k
+}
+
+// take returns the durations recorded since the last take, by kind.
+func (s *timedStore) take() [kinds][]time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := s.lat
-	s.lat = nil
+	s.lat = [kinds][]time.Duration{}
 	return out
 }
 
@@ -209,14 +238,19 @@ func cluster(ctx context.Context, m *bgtask.Manager, ts *timedStore, prefix stri
 			}
 		}
 	}
-	lat := ts.take()
-	slices.Sort(lat)
-	q := func(f float64) int64 {
+	byKind := ts.take()
+	var lat []time.Duration
+	for _, l := range byKind {
+		lat = append(lat, l...)
+	}
+	q := func(lat []time.Duration, f float64) int64 {
+		slices.Sort(lat)
 		if len(lat) == 0 {
 			return 0
 		}
 		return lat[int(f*float64(len(lat)-1))].Microseconds()
 	}
-	return fmt.Sprintf("cluster %d %d %d %d %d %d %d %d %d %s", tasks.Load(), children.Load(), other.Load(), bad,
-		len(lat), q(0.5), q(0.99), elapsed.Milliseconds(), strays, problem)
+	return fmt.Sprintf("cluster %d %d %d %d %d %d %d %d %d %d %d %d %d %s", tasks.Load(), children.Load(), other.Load(), bad,
+		len(lat), q(lat, 0.5), q(lat, 0.99), elapsed.Milliseconds(), strays,
+		q(byKind[kindSpawn], 0.5), q(byKind[kindSpawn], 0.99), q(byKind[kindComplete], 0.5), q(byKind[kindComplete], 0.99), problem)
 }

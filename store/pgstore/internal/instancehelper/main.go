@@ -8,14 +8,17 @@
 //	spawn         spawns one more task like the first; prints "spawned <id>" or "spawn failed <error>"
 //	load <n> <w>  spawns n tasks of -owner that return at once, w at a time, each
 //	              waited for; prints "load <completed> <other ends> <spawn errors> <first problem or ok>"
-//	cluster <seconds> <owners> <workers>
+//	cluster <seconds> <owners> <workers> [<rate>]
 //	              for that long, workers goroutines per owner (owners -owner_0,
 //	              -owner_1, ...) each spawn a task and wait for it, again and
 //	              again: mostly short tasks, one in ten long (100ms), one in ten a
-//	              sub-agent that spawns a child and waits for it; prints
+//	              sub-agent that spawns a child and waits for it (with a rate,
+//	              rate tasks/s round robin over the owners, started whether the
+//	              earlier ones ended or not: an open loop); prints
 //	              "cluster <tasks> <children> <not completed> <owners' terminal
 //	              notices not exactly one> <commits> <commit p50 µs> <commit p99 µs>
 //	              <elapsed ms> <children's notices in the owners' inboxes>
+//	              <spawn commit p50 µs> <p99 µs> <completion commit p50 µs> <p99 µs>
 //	              <first problem or ok>"
 //	keyed <n> <w> spawns tasks of -owner with idempotency keys key-0 … key-<n-1>, w at a time,
 //	              waits for those it runs, and prints "keyed <json>": the id each spawn

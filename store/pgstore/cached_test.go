@@ -1,0 +1,123 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store/pgstore"
+)
+
+// The completion of a record the Store wrote is written without reading
+// the row first, on a started Store too (the fence is in the statement),
+// and leaves exactly what the long way leaves.
+func TestCompletionWithoutRead(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := t.Context()
+	m := rec("task_a", "alice", bgtask.StatusRunning)
+	if err := s.Commit(ctx, "alice", bgtask.Upsert(m)); err != nil {
+		t.Fatal(err)
+	}
+	p := m
+	p.Progress = &bgtask.TaskProgress{Done: 1, Total: 2, Message: "half", At: t0.Add(1500e6)}
+	done := m
+	done.Status, done.FinishedAt, done.Result = bgtask.StatusCompleted, t0.Add(2e9), []byte(`{"n":1}`)
+	for _, next := range []bgtask.TaskMeta{p, done} {
+		if err := s.Commit(ctx, "alice", bgtask.Upsert(next)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := pgstore.CachedCommits(s); n != 2 {
+		t.Errorf("%d commits written without a read, want 2", n)
+	}
+	got, err := s.Get(ctx, "task_a")
+	if err != nil || got.Status != bgtask.StatusCompleted || string(got.Result) != `{"n":1}` ||
+		got.Progress == nil || got.Progress.Message != "half" || !got.FinishedAt.Equal(done.FinishedAt) {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+}
+
+// Completions of several owners and a spawn queued while every
+// transaction slot is busy are written as one group without reading rows,
+// and retention keeps each owner's limit, in one statement for all of
+// them.
+func TestGroupCompletionsRetained(t *testing.T) {
+	s, dsn := openStore(t, pgstore.WithRetainPerOwner(1))
+	ctx := t.Context()
+	for i := range pgstore.MaxInFlight {
+		id := fmt.Sprintf("task_block_%d", i)
+		if err := s.Commit(ctx, "holder", bgtask.Upsert(rec(id, "holder", bgtask.StatusRunning))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owners := []string{"owner_a", "owner_b", "owner_c"}
+	var live []bgtask.TaskMeta
+	for _, o := range owners {
+		for k := range 2 {
+			m := rec(fmt.Sprintf("task_%s_%d", o, k), o, bgtask.StatusRunning)
+			if err := s.Commit(ctx, o, bgtask.Upsert(m)); err != nil {
+				t.Fatal(err)
+			}
+			live = append(live, m)
+		}
+	}
+	hold := sqlConn(t, dsn)
+	tx, err := hold.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM bgtask_tasks WHERE owner = 'holder' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range pgstore.MaxInFlight {
+		m := rec(fmt.Sprintf("task_block_%d", i), "holder", bgtask.StatusRunning)
+		m.Description = "busy"
+		wg.Go(func() {
+			if err := s.Commit(ctx, "holder", bgtask.Upsert(m)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitFor(t, "the first commits wait for the held rows", func() bool {
+		return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'`) == pgstore.MaxInFlight
+	})
+	cached0 := pgstore.CachedCommits(s)
+	for _, m := range live {
+		m.Status, m.FinishedAt, m.Result = bgtask.StatusCompleted, t0.Add(3e9), []byte(`"ok"`)
+		wg.Go(func() {
+			if err := s.Commit(ctx, m.Owner, bgtask.Upsert(m)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	spawned := rec("task_spawned", "owner_a", bgtask.StatusRunning)
+	wg.Go(func() {
+		if err := s.Commit(ctx, "owner_a", bgtask.Upsert(spawned)); err != nil {
+			t.Error(err)
+		}
+	})
+	waitFor(t, "the completions and the spawn queue", func() bool { return pgstore.QueuedCommits(s) == len(live)+1 })
+	groups0, commits0 := pgstore.Groups(s)
+	tx.Rollback(ctx)
+	wg.Wait()
+	groups, commits := pgstore.Groups(s)
+	if groups-groups0 != 1 || commits-commits0 != int64(len(live)+1) {
+		t.Errorf("%d groups of %d commits, want 1 of %d", groups-groups0, commits-commits0, len(live)+1)
+	}
+	// The four held commits and the group, all without a read.
+	if n := pgstore.CachedCommits(s) - cached0; n != pgstore.MaxInFlight+1 {
+		t.Errorf("%d commits written without a read, want %d", n, pgstore.MaxInFlight+1)
+	}
+	for _, o := range owners {
+		if n := sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE owner = $1 AND terminal_at IS NOT NULL`, o); n != 1 {
+			t.Errorf("%s keeps %d terminal records, want 1", o, n)
+		}
+	}
+	if got, err := s.Get(ctx, spawned.ID); err != nil || got.Status != bgtask.StatusRunning {
+		t.Errorf("Get(%s) = %+v, %v; want running", spawned.ID, got, err)
+	}
+}

@@ -1,0 +1,194 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/bgtask/bgtask"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The Store keeps the records it wrote that are not terminal, with the
+// version it wrote, as a read of their rows would return them. A commit
+// whose actions name only such records (a task's completion, its
+// progress) runs the reducer on them instead of reading and locking the
+// rows first, and writes each row only if it still has that version: one
+// round trip instead of two. When a row changed meanwhile (another
+// instance cancelled or interrupted the task), nothing is written and the
+// commit takes the long way, which reads the rows.
+
+// errStale means a row a cached commit wrote no longer had the version
+// the Store remembered, or the fence refused: nothing was written.
+var errStale = errors.New("pgstore: cached record is stale")
+
+// noteWritten remembers the records w left not terminal, so that their
+// next commit needs no read, and forgets the others.
+func (s *Store) noteWritten(w *writes) {
+	s.knownMu.Lock()
+	defer s.knownMu.Unlock()
+	note := func(m *bgtask.TaskMeta, version int64) {
+		if m.Status.IsTerminal() {
+			delete(s.known, m.ID)
+		} else if _, ok := s.known[m.ID]; ok || len(s.known) < maxKnown {
+			s.known[m.ID] = row{meta: stored(*m), version: version}
+		}
+	}
+	for _, m := range w.insMeta {
+		note(m, 1)
+	}
+	for i, m := range w.updMeta {
+		note(m, w.upd.version[i]+1)
+	}
+	for _, id := range w.delID {
+		delete(s.known, id)
+	}
+}
+
+// forget drops the records reqs name from the cache.
+func (s *Store) forget(reqs []*commitReq) {
+	s.knownMu.Lock()
+	defer s.knownMu.Unlock()
+	for _, r := range reqs {
+		for _, id := range r.ids {
+			delete(s.known, id)
+		}
+	}
+}
+
+// stored returns m as a read of the row written from it returns it:
+// times in UTC to the microsecond, no tags as nil.
+func stored(m bgtask.TaskMeta) bgtask.TaskMeta {
+	ts := func(t time.Time) time.Time {
+		if t.IsZero() {
+			return time.Time{}
+		}
+		return t.Truncate(time.Microsecond).UTC()
+	}
+	m.CreatedAt, m.StartedAt, m.FinishedAt = ts(m.CreatedAt), ts(m.StartedAt), ts(m.FinishedAt)
+	if len(m.Tags) == 0 {
+		m.Tags = nil
+	}
+	if m.Input != nil {
+		in := *m.Input
+		m.Input = &in
+	}
+	if m.Progress != nil {
+		p := *m.Progress
+		p.At = p.At.UTC()
+		m.Progress = &p
+	}
+	return m
+}
+
+// cachedWrites returns what reqs write when no row needs reading: each
+// record they name is cached (and of the request's owner), or new, and
+// then the reducer makes it a record to insert (a spawn). It is worked
+// out on the cached records, and may be written that way when it updates
+// at least one row (its statement carries the fence), deletes none and
+// has no ReplaceAll. An id that is not cached but exists after all makes
+// the insert fail, and the commit takes the long way.
+func (s *Store) cachedWrites(reqs []*commitReq) (*writes, []string, bool) {
+	locked := make(map[string]row)
+	fresh := make(map[string]bool)
+	s.knownMu.Lock()
+	for _, r := range reqs {
+		if r.replace {
+			s.knownMu.Unlock()
+			return nil, nil, false
+		}
+		for _, id := range r.ids {
+			k, ok := s.known[id]
+			switch {
+			case !ok:
+				fresh[id] = true
+			case k.meta.Owner != r.owner:
+				s.knownMu.Unlock()
+				return nil, nil, false
+			default:
+				locked[id] = k
+			}
+		}
+	}
+	s.knownMu.Unlock()
+	w, retain, err := applyAll(locked, reqs)
+	if err != nil || len(w.upd.id) == 0 || len(w.ins.id) != len(fresh) || len(w.delID) > 0 {
+		return nil, nil, false
+	}
+	return w, retain, true
+}
+
+// writeCached writes w in one round trip and one transaction (the
+// implicit transaction of a batch): its updates, each compared-and-set on
+// the cached version, its inserts, and the retention of the owners in
+// retain. The update statement fails the
+// transaction (a division by zero) unless it wrote every row and, on a
+// started Store, the instance is alive; an insert fails it when the id or
+// the idempotency key is taken. Then nothing is written and errStale is
+// returned.
+func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return commitErr(err)
+	}
+	defer conn.Release()
+	args, sql, fenced := w.upd.args(), updateCheckedSQL, updateCheckedFencedSQL
+	if len(w.upd.id) == 1 {
+		args, sql, fenced = updateOneArgs(&w.upd), updateOneCheckedSQL, updateOneCheckedFencedSQL
+	}
+	if id := s.instance.Load(); id != nil {
+		sql, args = fenced, append(args, *id)
+	}
+	args = append(args, int64(len(w.upd.id)))
+	var b pgx.Batch // one implicit transaction: a failed statement undoes the others
+	b.Queue(sql, args...)
+	switch {
+	case len(w.ins.id) == 1 && !w.insMeta[0].Status.IsTerminal():
+		b.Queue(insertOneSQL, oneArgs(w.insMeta[0])...)
+	case len(w.ins.id) > 0:
+		b.Queue(insertSQL, w.ins.args()...)
+	}
+	s.queueRetention(&b, retain)
+	br := conn.SendBatch(ctx, &b)
+	for range b.Len() {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		abort(ctx, conn)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "22012" || pe.Code == "23505") { // the check, or an id or key taken
+			return errStale
+		}
+		return commitErr(err)
+	}
+	return nil
+}
+
+// updateCheckedSQL is updateSQL as one statement that fails with a
+// division by zero unless it wrote $30 rows.
+const updateCheckedSQL = `WITH u AS (` + updateSQL + ` RETURNING 1)
+	SELECT 1 / ((SELECT count(*) FROM u) = $30::bigint)::int`
+
+// updateCheckedFencedSQL is updateCheckedSQL with the fence of a started
+// Store: it locks the registration of instance $30 as fenceSQL does and
+// writes nothing unless it is alive, and fails unless it wrote $31 rows.
+const updateCheckedFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $30 FOR KEY SHARE),
+	u AS (` + updateSQL + ` AND (SELECT state FROM f) = 'alive' RETURNING 1)
+	SELECT 1 / ((SELECT count(*) FROM u) = $31::bigint)::int`
+
+// updateOneCheckedSQL and updateOneCheckedFencedSQL are the checked
+// statements for one row: updateOneSQL, the instance being $19 and the
+// count $19 or $20.
+const (
+	updateOneCheckedSQL = `WITH u AS (` + updateOneSQL + ` RETURNING 1)
+	SELECT 1 / ((SELECT count(*) FROM u) = $19::bigint)::int`
+	updateOneCheckedFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $19 FOR KEY SHARE),
+	u AS (` + updateOneSQL + ` AND (SELECT state FROM f) = 'alive' RETURNING 1)
+	SELECT 1 / ((SELECT count(*) FROM u) = $20::bigint)::int`
+)
