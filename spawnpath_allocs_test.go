@@ -34,7 +34,7 @@ func spawnCompleteOnce(t *testing.T, o Owner, ib *Inbox, buf []Event) []Event {
 // the inbox cost at most the given heap allocations with a MemoryStore,
 // counted across every goroutine. Below its retention limits the store
 // makes the compact copy of each finished record (one allocation more, so
-// that retention keeps ~360 instead of ~620 bytes a record); at its limits
+// that retention keeps ~320 instead of ~630 bytes a record); at its limits
 // every ended task forgets a record and reuses its memory.
 func TestSpawnCompleteAllocs(t *testing.T) {
 	tests := []struct {
