@@ -46,7 +46,8 @@ type Inbox struct {
 
 	mu       sync.Mutex // guards the fields below
 	events   []Event
-	loud     int // queued events that are not Quiet: what Wait waits for
+	spare    []Event // an empty buffer for events: AppendDrain copies a batch out without the lock
+	loud     int     // queued events that are not Quiet: what Wait waits for
 	closed   bool
 	wake     chan struct{} // the waiters' signal (see wakeLocked); nil until the first Wait
 	waiters  int           // Wait calls blocked on wake
@@ -200,19 +201,42 @@ func (ib *Inbox) loudLen() int {
 // there are none.
 func (ib *Inbox) Drain() []Event { return ib.AppendDrain(nil) }
 
+// drainInLock is the longest batch AppendDrain copies out under the
+// inbox's lock; a longer one is swapped for the spare buffer and copied
+// after the unlock, so Send does not wait for the copy (one lock round
+// more, which a short batch does not pay).
+const drainInLock = 64
+
 // AppendDrain is Drain that appends to dst, so a loop can reuse one buffer.
 func (ib *Inbox) AppendDrain(dst []Event) []Event {
 	ib.mu.Lock()
-	defer ib.mu.Unlock()
-	if len(ib.events) == 0 {
+	batch := ib.events
+	if len(batch) == 0 {
+		ib.mu.Unlock()
 		return dst
 	}
-	dst = append(dst, ib.events...)
-	clear(ib.events)
-	ib.events = ib.events[:0]
 	ib.loud = 0
 	clear(ib.pending)
 	ib.nextWarn = ib.highWater
+	if len(batch) <= drainInLock {
+		dst = append(dst, batch...)
+		clear(batch)
+		ib.events = batch[:0]
+		ib.mu.Unlock()
+		return dst
+	}
+	ib.events, ib.spare = ib.spare[:0], nil // a long batch is copied out after the unlock
+	ib.mu.Unlock()
+	dst = append(dst, batch...)
+	clear(batch)
+	ib.mu.Lock()
+	switch {
+	case len(ib.events) == 0 && cap(ib.events) < cap(batch):
+		ib.events = batch[:0] // nothing came meanwhile: an idle inbox keeps one buffer
+	case cap(batch) > cap(ib.spare):
+		ib.spare = batch[:0]
+	}
+	ib.mu.Unlock()
 	return dst
 }
 

@@ -24,16 +24,14 @@ func (s *MemoryStore) ListTagged(ctx context.Context, owner, tag string, statuse
 			yield(TaskMeta{}, err)
 			return
 		}
-		s.mu.RLock()
-		var out []TaskMeta
-		if o := s.owners[owner]; o != nil {
-			o.each(func(m *TaskMeta) {
-				if (len(statuses) == 0 || slices.Contains(statuses, m.Status)) && (tag == "" || slices.Contains(m.Tags, tag)) {
-					out = append(out, cloneMeta(*m))
-				}
-			})
+		var all []TaskMeta
+		s.each(owner, func(e *memEntry) { all = append(all, e.get()) })
+		out := all[:0]
+		for _, m := range dedupNewest(all) {
+			if (len(statuses) == 0 || slices.Contains(statuses, m.Status)) && (tag == "" || slices.Contains(m.Tags, tag)) {
+				out = append(out, m)
+			}
 		}
-		s.mu.RUnlock()
 		yieldSorted(out, yield)
 	}
 }
@@ -47,14 +45,17 @@ func (s *MemoryStore) Children(ctx context.Context, id string) iter.Seq2[TaskMet
 			yield(TaskMeta{}, err)
 			return
 		}
-		s.mu.RLock()
 		var out []TaskMeta
-		for _, e := range s.byID {
-			if id != "" && e.meta.Parent.TaskID == id {
-				out = append(out, cloneMeta(e.meta))
+		for i := range s.shards {
+			sh := &s.shards[i]
+			sh.mu.RLock()
+			for _, e := range sh.byID {
+				if id != "" && e.parentID() == id {
+					out = append(out, e.get())
+				}
 			}
+			sh.mu.RUnlock()
 		}
-		s.mu.RUnlock()
 		yieldSorted(out, yield)
 	}
 }
@@ -75,6 +76,25 @@ func SortMetas(ms []TaskMeta) {
 	slices.SortFunc(ms, func(a, b TaskMeta) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
+}
+
+// dedupNewest drops, of two copies of a record (MemoryStore.each may see a
+// record live and then terminal), the first one.
+func dedupNewest(ms []TaskMeta) []TaskMeta {
+	if len(ms) < 2 {
+		return ms
+	}
+	seen := make(map[string]int, len(ms))
+	out := ms[:0]
+	for _, m := range ms {
+		if i, ok := seen[m.ID]; ok {
+			out[i] = m
+			continue
+		}
+		seen[m.ID] = len(out)
+		out = append(out, m)
+	}
+	return out
 }
 
 func yieldSorted(ms []TaskMeta, yield func(TaskMeta, error) bool) {

@@ -28,9 +28,8 @@ func readInternals(m *Manager, s *MemoryStore) memInternals {
 	in.inboxes = len(m.inboxes)
 	m.inboxMu.RUnlock()
 	if s != nil {
-		s.mu.RLock()
-		in.storeOwners, in.storeIDs, in.storeDone = len(s.owners), len(s.byID), s.done.n
-		s.mu.RUnlock()
+		st := s.state()
+		in.storeOwners, in.storeIDs, in.storeDone = len(st.owners), len(st.ids), len(st.terminal)
 	}
 	return in
 }
@@ -272,9 +271,7 @@ func TestMemoryStoreRetainForAgesEveryOwner(t *testing.T) {
 		<-time.After(25 * time.Hour)
 		commit(rec("task_y4", "b", StatusCompleted))
 		has("task_q", "task_x")
-		s.mu.RLock()
-		terminal := s.done.n
-		s.mu.RUnlock()
+		terminal := len(s.state().terminal)
 		if terminal != 1 {
 			t.Fatalf("terminal list holds %d entries, want 1 (task_y4)", terminal)
 		}

@@ -3,13 +3,68 @@ package bgtask
 // memEntry is one record of a MemoryStore and its places in the store's
 // intrusive lists: linking and unlinking allocate nothing and cost O(1),
 // and a forgotten record is unlinked from everything at once, so nothing
-// keeps it reachable. Record and links are one allocation (464 bytes,
-// in the 480-byte size class); the Manager makes it at spawn (newRecord).
+// keeps it reachable. A live record is whole (memLive: the entry and the
+// TaskMeta in one allocation of 472 bytes, in the 480-byte size class; the
+// Manager makes it at spawn, newRecord); a terminal one is compact
+// (memDone, 192 bytes, see memrec.go).
 type memEntry struct {
-	meta  TaskMeta
-	at    int64    // Unix nanoseconds of the commit that made it terminal, by the store's clock
-	store memLinks // in MemoryStore.done while terminal
-	owner memLinks // in its owner's live or done list
+	meta  *TaskMeta // a live record: the whole of it; nil once terminal
+	rec   *memRec   // a terminal record, compact; nil while live
+	store memLinks  // in its shard's done list while terminal
+	owner memLinks  // in its owner's live or done list
+}
+
+// memLive is a live record and its entry, in one allocation.
+type memLive struct {
+	e    memEntry
+	meta TaskMeta
+}
+
+func newLive(m TaskMeta) *memEntry {
+	l := &memLive{meta: m}
+	l.e.meta = &l.meta
+	return &l.e
+}
+
+func (e *memEntry) id() string {
+	if e.meta != nil {
+		return e.meta.ID
+	}
+	return e.rec.id
+}
+
+func (e *memEntry) ownerID() string {
+	if e.meta != nil {
+		return e.meta.Owner
+	}
+	return e.rec.owner
+}
+
+func (e *memEntry) key() string {
+	if e.meta != nil {
+		return e.meta.IdempotencyKey
+	}
+	return e.rec.key()
+}
+
+func (e *memEntry) parentID() string {
+	if e.meta != nil {
+		return e.meta.Parent.TaskID
+	}
+	if e.rec.rare == nil {
+		return ""
+	}
+	return e.rec.rare.parent.TaskID
+}
+
+func (e *memEntry) terminal() bool { return e.rec != nil }
+
+// get returns a copy of the record that shares nothing with the store.
+func (e *memEntry) get() TaskMeta {
+	if e.meta != nil {
+		return cloneMeta(*e.meta)
+	}
+	return cloneMeta(e.rec.expand())
 }
 
 type memLinks struct{ prev, next *memEntry }

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"sync"
+	"hash/maphash"
 	"time"
 )
 
@@ -27,34 +27,41 @@ const (
 // owner without records costs nothing).
 //
 // Use NewMemoryStore; the zero value is not usable. Safe for concurrent
-// use; retention runs inside Commit, under the store's lock, and costs in
-// proportion to the records it forgets.
+// use: records are spread over shards by id, each with its own lock, so
+// commits of different tasks rarely wait for each other. A commit that
+// ends a task also takes, briefly, the lock of the index of terminal
+// records, where retention runs; retention costs in proportion to the
+// records it forgets, and its limits hold whenever a Commit returns.
 type MemoryStore struct {
 	retainPerOwner int
 	retainTotal    int
 	retainFor      time.Duration
 
-	mu     sync.RWMutex // guards the fields below
-	clock  time.Time    // the time of the current commit, read once when a record turns terminal
-	owners map[string]*memOwner
-	byID   map[string]*memEntry
-	done   memList              // every terminal record, in the order it was committed terminal (storeLinks)
-	keys   map[keyRef]*memEntry // records by owner and idempotency key
+	seed   maphash.Seed // spreads ids over the shards
+	term   memTerm
+	shards [memShards]memShard
 }
 
-// memOwner is an owner's records: live ones, and terminal ones in the order
-// they were committed terminal (ownLinks).
-type memOwner struct {
-	live, done memList
-}
-
-func (o *memOwner) empty() bool { return o.live.n == 0 && o.done.n == 0 }
-
-// each calls f with every record of the owner.
-func (o *memOwner) each(f func(*TaskMeta)) {
-	for _, l := range [2]*memList{&o.live, &o.done} {
+// each calls f with every record of owner: its live records, shard by
+// shard, under each shard's read lock, then its terminal ones under the
+// terminal index's lock. A record that turns terminal meanwhile may be
+// seen twice (live, then terminal), never missed.
+func (s *MemoryStore) each(owner string, f func(*memEntry)) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.RLock()
+		if l := sh.owners[owner]; l != nil {
+			for e := l.head; e != nil; e = e.owner.next {
+				f(e)
+			}
+		}
+		sh.mu.RUnlock()
+	}
+	s.term.mu.Lock()
+	defer s.term.mu.Unlock()
+	if l := s.term.owners[owner]; l != nil {
 		for e := l.head; e != nil; e = e.owner.next {
-			f(&e.meta)
+			f(e)
 		}
 	}
 }
@@ -88,9 +95,12 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 		retainPerOwner: DefaultRetainPerOwner,
 		retainTotal:    DefaultRetainTotal,
 		retainFor:      DefaultRetainFor,
-		owners:         make(map[string]*memOwner),
-		byID:           make(map[string]*memEntry),
-		keys:           make(map[keyRef]*memEntry),
+	}
+	s.seed = maphash.MakeSeed()
+	s.term.owners = make(map[string]*memList)
+	for i := range s.shards {
+		s.shards[i].init()
+		s.shards[i].term = &s.term
 	}
 	for _, o := range opts {
 		o(s)
@@ -103,12 +113,8 @@ func (s *MemoryStore) Load(ctx context.Context, owner string) (Snapshot, error) 
 	if err := ctx.Err(); err != nil {
 		return Snapshot{}, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
 	snap := Snapshot{Tasks: make(map[string]TaskMeta)}
-	if o := s.owners[owner]; o != nil {
-		o.each(func(m *TaskMeta) { snap.Tasks[m.ID] = cloneMeta(*m) })
-	}
+	s.each(owner, func(e *memEntry) { snap.Tasks[e.id()] = e.get() })
 	return snap, nil
 }
 
@@ -117,15 +123,17 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (TaskMeta, error) {
 	if err := ctx.Err(); err != nil {
 		return TaskMeta{}, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if e := s.byID[id]; e != nil {
-		return cloneMeta(e.meta), nil
+	sh := s.shardOf(id)
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	if e := sh.byID[id]; e != nil {
+		return e.get(), nil
 	}
 	return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 }
 
-// Commit implements Store. Retention is applied after the actions.
+// Commit implements Store. It holds every shard's lock, so its actions
+// apply at once; retention is applied after the actions.
 func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Action) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -133,33 +141,37 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 	if err := ValidateCommit(owner, actions...); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lockAll()
 	if err := s.checkKeys(owner, actions); err != nil {
+		s.unlockAll()
 		return err
 	}
-	o := s.owner(owner)
+	var tx memTx
 	for _, a := range actions {
 		switch a.Op {
 		case OpUpsert:
-			s.upsert(o, &a.Tasks[0], nil, a.At)
+			s.shardOf(a.Tasks[0].ID).upsert(&tx, &a.Tasks[0], nil, a.At)
 		case OpAnnounce:
 			s.announce(owner, a.IDs)
 		default:
-			s.applySlow(owner, o, a)
+			s.settle(&tx) // the records made terminal so far join the index applySlow reads
+			s.applySlow(&tx, owner, a)
 		}
 	}
-	s.retain(owner, o)
-	s.clock = time.Time{}
+	s.settle(&tx)
+	s.unlockAll()
+	s.forget(&tx)
 	return nil
 }
 
 // announce is ApplyAction's Announce on the records in place: it touches
-// only the owner's terminal records among ids.
+// only the owner's terminal records among ids. Every shard is locked.
 func (s *MemoryStore) announce(owner string, ids []string) {
+	s.term.mu.Lock() // a terminal record changes under its shard's lock and the index's
+	defer s.term.mu.Unlock()
 	for _, id := range ids {
-		if e := s.byID[id]; e != nil && e.meta.Owner == owner && e.meta.Status.IsTerminal() {
-			e.meta.Announced = true
+		if e := s.shardOf(id).byID[id]; e != nil && e.terminal() && e.rec.owner == owner {
+			e.rec.announced = true
 		}
 	}
 }
@@ -168,7 +180,9 @@ func (s *MemoryStore) announce(owner string, ids []string) {
 // Manager's path. A new record is kept in own, when given (u ==
 // &own.meta), rather than in a copy; the caller then reads it only through
 // read, or its identity fields, which never change. u itself is not kept,
-// so it may live on the caller's stack.
+// so it may live on the caller's stack. It locks the record's shard only,
+// unless a new record brings an idempotency key: checking that key against
+// the owner's others needs every shard.
 func (s *MemoryStore) commitOne(ctx context.Context, u *TaskMeta, own *memEntry) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -176,18 +190,36 @@ func (s *MemoryStore) commitOne(ctx context.Context, u *TaskMeta, own *memEntry)
 	if u.ID == "" || u.Owner == "" || !u.Status.Valid() { // the Manager's records; Result is JSON it encoded
 		return wrapInvalid(u.invalid(false))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if u.IdempotencyKey != "" && s.byID[u.ID] == nil {
-		if e := s.keys[keyRef{u.Owner, u.IdempotencyKey}]; e != nil {
-			return &DuplicateKeyError{Key: u.IdempotencyKey, TaskID: e.meta.ID}
+	if u.IdempotencyKey != "" {
+		return s.commitKeyed(u, own)
+	}
+	tx := memTx{clock: u.FinishedAt} // the Manager's clock, read moments ago; zero until the task ends
+	sh := s.shardOf(u.ID)
+	sh.mu.Lock()
+	sh.upsert(&tx, u, own, time.Time{})
+	s.settle(&tx)
+	sh.mu.Unlock()
+	s.forget(&tx)
+	return nil
+}
+
+// commitKeyed is commitOne of a record with an idempotency key.
+//
+//go:noinline
+func (s *MemoryStore) commitKeyed(u *TaskMeta, own *memEntry) error {
+	s.lockAll()
+	sh := s.shardOf(u.ID)
+	if sh.byID[u.ID] == nil {
+		if e := s.keyed(u.Owner, u.IdempotencyKey); e != nil {
+			s.unlockAll()
+			return &DuplicateKeyError{Key: u.IdempotencyKey, TaskID: e.id()}
 		}
 	}
-	s.clock = u.FinishedAt // the Manager's clock, read moments ago; zero until the task ends
-	o := s.owner(u.Owner)
-	s.upsert(o, u, own, time.Time{})
-	s.retain(u.Owner, o)
-	s.clock = time.Time{}
+	tx := memTx{clock: u.FinishedAt}
+	sh.upsert(&tx, u, own, time.Time{})
+	s.settle(&tx)
+	s.unlockAll()
+	s.forget(&tx)
 	return nil
 }
 
@@ -195,116 +227,80 @@ func (s *MemoryStore) commitOne(ctx context.Context, u *TaskMeta, own *memEntry)
 // and commits it, all under one lock. It is commitOne for the Manager's
 // own terminal records, which are valid by construction.
 func (s *MemoryStore) commitEdit(rec, u *TaskMeta, edit *terminalEdit) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	sh := s.shardOf(rec.ID)
+	spare := s.term.takeDone() // its compact form, taken before the lock: no allocation (or GC assist) under it
+	sh.mu.Lock()
 	*u = *rec
 	edit.apply(u)
-	s.clock = u.FinishedAt
-	o := s.owner(u.Owner)
-	s.upsert(o, u, nil, time.Time{})
-	s.retain(u.Owner, o)
-	s.clock = time.Time{}
+	tx := memTx{clock: u.FinishedAt, spare: spare}
+	sh.upsert(&tx, u, nil, time.Time{})
+	s.settle(&tx)
+	sh.mu.Unlock()
+	s.forget(&tx)
 }
 
-// owner returns the records of owner, making them the first time.
-func (s *MemoryStore) owner(owner string) *memOwner {
-	o := s.owners[owner]
-	if o == nil {
-		o = new(memOwner)
-		s.owners[owner] = o
-	}
-	return o
-}
-
-// read copies a record kept by commitOne into dst, under the lock.
+// read copies a record kept by commitOne into dst, under its shard's lock.
 func (s *MemoryStore) read(rec, dst *TaskMeta) {
-	s.mu.RLock()
+	sh := s.shardOf(rec.ID)
+	sh.mu.RLock()
 	*dst = *rec
-	s.mu.RUnlock()
-}
-
-// upsert is the hot path: one record, changed in place. A new record is own
-// when given, else a copy of u. at is the action's commit time.
-func (s *MemoryStore) upsert(o *memOwner, u *TaskMeta, own *memEntry, at time.Time) {
-	e := s.byID[u.ID]
-	if e == nil {
-		if u.Status == "" {
-			return // an update without a status has nothing to enrich
-		}
-		if own == nil {
-			own = &memEntry{meta: cloneMeta(*u)}
-		}
-		settleNew(&own.meta, at)
-		s.add(o, own)
-		return
-	}
-	if e.meta.Owner != u.Owner {
-		return // another owner's id is never moved
-	}
-	wasTerminal := e.meta.Status.IsTerminal()
-	if !mergeUpsert(&e.meta, u, at) || wasTerminal {
-		return // dropped, or a terminal record enriched: it stays where it is
-	}
-	if e.meta.Status.IsTerminal() {
-		o.live.remove(e, ownLinks)
-		s.markTerminal(o, e)
-	}
-}
-
-// add keeps e, a record new to the store, as one of o's.
-func (s *MemoryStore) add(o *memOwner, e *memEntry) {
-	s.byID[e.meta.ID] = e
-	if k := e.meta.IdempotencyKey; k != "" {
-		s.keys[keyRef{e.meta.Owner, k}] = e
-	}
-	if e.meta.Status.IsTerminal() {
-		s.markTerminal(o, e)
-	} else {
-		o.live.pushBack(e, ownLinks)
-	}
-}
-
-// markTerminal puts e, on no list, at the end of the terminal lists.
-func (s *MemoryStore) markTerminal(o *memOwner, e *memEntry) {
-	if s.clock.IsZero() {
-		s.clock = time.Now()
-	}
-	e.at = s.clock.UnixNano()
-	o.done.pushBack(e, ownLinks)
-	s.done.pushBack(e, storeLinks)
+	sh.mu.RUnlock()
 }
 
 // applySlow runs ReplaceAll and Remove through ApplyAction on a copy of the
-// owner's records and puts the result back.
-func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
-	snap := Snapshot{Tasks: make(map[string]TaskMeta, o.live.n+o.done.n)}
-	o.each(func(m *TaskMeta) { snap.Tasks[m.ID] = *m })
+// owner's records and puts the result back. Every shard is locked; it
+// takes the terminal index's lock while it runs, so the records it makes
+// terminal join the index only in Commit's settle, after it.
+func (s *MemoryStore) applySlow(tx *memTx, owner string, a Action) {
+	var entries []*memEntry
+	for i := range s.shards {
+		if l := s.shards[i].owners[owner]; l != nil {
+			for e := l.head; e != nil; e = e.owner.next {
+				entries = append(entries, e)
+			}
+		}
+	}
+	t := &s.term
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if l := t.owners[owner]; l != nil {
+		for e := l.head; e != nil; e = e.owner.next {
+			entries = append(entries, e)
+		}
+	}
+	snap := Snapshot{Tasks: make(map[string]TaskMeta, len(entries))}
+	for _, e := range entries {
+		snap.Tasks[e.id()] = e.get()
+	}
 	if a.Op == OpReplaceAll {
 		kept := make([]TaskMeta, 0, len(a.Tasks))
 		for _, t := range a.Tasks {
-			if other := s.byID[t.ID]; other == nil || other.meta.Owner == owner {
+			if other := s.shardOf(t.ID).byID[t.ID]; other == nil || other.ownerID() == owner {
 				kept = append(kept, t)
 			}
 		}
 		a.Tasks = kept
 	}
 	ApplyAction(&snap, a)
-	var entries []*memEntry
-	for _, l := range [2]*memList{&o.live, &o.done} {
-		for e := l.head; e != nil; e = e.owner.next {
-			entries = append(entries, e)
-		}
-	}
 	for _, e := range entries {
-		next, ok := snap.Tasks[e.meta.ID]
-		delete(snap.Tasks, e.meta.ID)
-		wasTerminal := e.meta.Status.IsTerminal()
+		id := e.id()
+		sh := s.shardOf(id)
+		next, ok := snap.Tasks[id]
+		delete(snap.Tasks, id)
 		switch {
+		case !ok && e.terminal():
+			t.remove(owner, t.owners[owner], e)
+			sh.forget(e)
 		case !ok:
-			s.drop(o, e)
-		case setMutable(&e.meta, &next) && !wasTerminal && e.meta.Status.IsTerminal():
-			o.live.remove(e, ownLinks)
-			s.markTerminal(o, e)
+			sh.unlinkLive(owner, sh.owners[owner], e)
+			sh.forget(e)
+		case e.terminal(): // a terminal record stays terminal, in its place
+			if cur := e.rec.expand(); setMutable(&cur, &next) {
+				e.rec.set(&cur)
+			}
+		case setMutable(e.meta, &next) && e.meta.Status.IsTerminal():
+			sh.unlinkLive(owner, sh.owners[owner], e)
+			sh.markTerminal(tx, e)
 		}
 	}
 	added := make([]TaskMeta, 0, len(snap.Tasks))
@@ -313,28 +309,14 @@ func (s *MemoryStore) applySlow(owner string, o *memOwner, a Action) {
 	}
 	SortMetas(added) // new terminal records queue in a stable order
 	for i := range added {
-		s.add(o, &memEntry{meta: added[i]})
-	}
-}
-
-// drop forgets e, one of o's records, and unlinks it from every list.
-func (s *MemoryStore) drop(o *memOwner, e *memEntry) {
-	if e.meta.Status.IsTerminal() { // a terminal record stays terminal
-		o.done.remove(e, ownLinks)
-		s.done.remove(e, storeLinks)
-	} else {
-		o.live.remove(e, ownLinks)
-	}
-	delete(s.byID, e.meta.ID)
-	if k := e.meta.IdempotencyKey; k != "" && s.keys[keyRef{e.meta.Owner, k}] == e {
-		delete(s.keys, keyRef{e.meta.Owner, k})
+		s.shardOf(added[i].ID).add(tx, newLive(added[i]))
 	}
 }
 
 // checkKeys reports a *DuplicateKeyError if the actions would insert a
 // record whose idempotency key the owner already has, in the store or
-// earlier in the same actions. Called with s.mu held, before anything is
-// applied, so a Commit that fails changes nothing.
+// earlier in the same actions. Called with every shard locked, before
+// anything is applied, so a Commit that fails changes nothing.
 func (s *MemoryStore) checkKeys(owner string, actions []Action) error {
 	var fresh map[string]string // key -> id, of the records these actions insert
 	for _, a := range actions {
@@ -343,11 +325,11 @@ func (s *MemoryStore) checkKeys(owner string, actions []Action) error {
 		}
 		for i := range a.Tasks {
 			t := &a.Tasks[i]
-			if t.IdempotencyKey == "" || t.Status == "" || s.byID[t.ID] != nil {
+			if t.IdempotencyKey == "" || t.Status == "" || s.shardOf(t.ID).byID[t.ID] != nil {
 				continue
 			}
-			if e := s.keys[keyRef{owner, t.IdempotencyKey}]; e != nil {
-				return &DuplicateKeyError{Key: t.IdempotencyKey, TaskID: e.meta.ID}
+			if e := s.keyed(owner, t.IdempotencyKey); e != nil {
+				return &DuplicateKeyError{Key: t.IdempotencyKey, TaskID: e.id()}
 			}
 			if id, ok := fresh[t.IdempotencyKey]; ok && id != t.ID {
 				return &DuplicateKeyError{Key: t.IdempotencyKey, TaskID: id}
@@ -361,29 +343,15 @@ func (s *MemoryStore) checkKeys(owner string, actions []Action) error {
 	return nil
 }
 
-// retain forgets terminal records beyond the count limit of owner, then,
-// across all owners, those beyond the age limit and the total limit, oldest
-// first; an owner left without records is forgotten too.
-func (s *MemoryStore) retain(owner string, o *memOwner) {
-	for o.done.n > s.retainPerOwner {
-		s.drop(o, o.done.head)
-	}
-	var cutoff int64
-	if s.retainFor > 0 && !s.clock.IsZero() { // only commits that end tasks read the clock
-		cutoff = s.clock.Add(-s.retainFor).UnixNano()
-	}
-	for e := s.done.head; e != nil && (s.done.n > s.retainTotal || e.at < cutoff); e = s.done.head {
-		// The oldest terminal record of all is the oldest of its owner.
-		name := e.meta.Owner
-		eo := s.owners[name]
-		s.drop(eo, e)
-		if eo.empty() {
-			delete(s.owners, name)
+// keyed returns the owner's record with the idempotency key, or nil. Every
+// shard is locked: a key is kept in the shard of its record.
+func (s *MemoryStore) keyed(owner, key string) *memEntry {
+	for i := range s.shards {
+		if e := s.shards[i].keys[keyRef{owner, key}]; e != nil {
+			return e
 		}
 	}
-	if o.empty() {
-		delete(s.owners, owner)
-	}
+	return nil
 }
 
 // setMutable writes into cur the fields of next that the reducer may change,

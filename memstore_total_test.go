@@ -17,20 +17,15 @@ import (
 // terminal records in the order retention forgets them, every id, and the
 // owners it keeps bookkeeping for, each sorted but the first.
 func storeState(s *MemoryStore) (terminal, all, owners []string) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for e := s.done.head; e != nil; e = e.store.next {
-		terminal = append(terminal, e.meta.ID)
+	st := s.state()
+	for _, e := range st.terminal {
+		terminal = append(terminal, e.id())
 	}
-	for id := range s.byID {
-		all = append(all, id)
-	}
-	for o := range s.owners {
+	for o := range st.owners {
 		owners = append(owners, o)
 	}
-	slices.Sort(all)
 	slices.Sort(owners)
-	return terminal, all, owners
+	return terminal, st.ids, owners
 }
 
 // WithRetainTotal bounds the terminal records of all owners together, the first
@@ -118,7 +113,8 @@ func TestMemoryStoreRetainTotal(t *testing.T) {
 }
 
 // A record the store forgets is released at once, whatever forgets it: no
-// queue keeps it reachable until a later compaction. The record to forget
+// queue keeps it reachable until a later compaction (the store's pool of
+// forgotten compact entries is emptied by the two collections below). The record to forget
 // is not the oldest terminal one of the store (another owner's is), which
 // is where an age queue would keep a pointer to it.
 func TestMemoryStoreForgottenRecordReleased(t *testing.T) {
@@ -167,17 +163,20 @@ func TestMemoryStoreForgottenRecordReleased(t *testing.T) {
 	}
 }
 
-// commitOwned commits a terminal record that the store keeps as it is, as
-// the Manager's records are, and returns a weak pointer to it.
+// commitOwned commits a terminal record through the Manager's path and
+// returns a weak pointer to what the store keeps of it.
 //
 //go:noinline
-func commitOwned(t *testing.T, s *MemoryStore, owner, id string) weak.Pointer[TaskMeta] {
+func commitOwned(t *testing.T, s *MemoryStore, owner, id string) weak.Pointer[memRec] {
 	t.Helper()
-	e := &memEntry{meta: TaskMeta{ID: id, Owner: owner, Status: StatusCompleted, FinishedAt: time.Now()}}
-	if err := s.commitOne(t.Context(), &e.meta, e); err != nil {
+	e := newLive(TaskMeta{ID: id, Owner: owner, Status: StatusCompleted, FinishedAt: time.Now()})
+	if err := s.commitOne(t.Context(), e.meta, e); err != nil {
 		t.Fatal(err)
 	}
-	return weak.Make(&e.meta)
+	sh := s.shardOf(id)
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return weak.Make(sh.byID[id].rec)
 }
 
 // Through a Manager, tasks of many owners: the store keeps what its limits

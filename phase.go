@@ -16,8 +16,9 @@ import "fmt"
 //	                  │                │                             ▼
 //	                  └────────────────┴──► phaseDropped ──────► phaseEnding ──► phaseGone
 //
-// phaseAdmitted, phaseWaiting and phaseDropped also go to phaseEnding when
-// the first commit fails (abandon). Whether a cancel was requested is kept
+// A task whose first commit fails goes to phaseEnding from where it is
+// (abandon): phaseRunning if it was admitted at registration, else
+// phaseWaiting, phaseAdmitted or phaseDropped. Whether a cancel was requested is kept
 // apart (Task.signalled): it can happen in every live phase and changes
 // the phase only of a task without a slot (to phaseDropped).
 type taskPhase uint8
@@ -25,8 +26,10 @@ type taskPhase uint8
 const (
 	// phaseNew: made by spawn, in no index yet. The zero value.
 	phaseNew taskPhase = iota
-	// phaseAdmitted: registered with a slot; the first record is being
-	// committed. The spawner starts the goroutine after the commit.
+	// phaseAdmitted: given a slot. A task admitted at registration moves on
+	// to phaseRunning in the same critical section (its first record is
+	// committed after it, then its goroutine started); one admitted from
+	// phaseWaiting is moved on by its spawner after the commit.
 	phaseAdmitted
 	// phaseWaiting: registered without a slot (queued, WithQueueWhenFull);
 	// the first record is being committed. A released slot admits it
@@ -35,8 +38,9 @@ const (
 	// phaseQueued: in m.queue with its queued record committed; a released
 	// slot starts it (phaseRunning).
 	phaseQueued
-	// phaseRunning: holds a slot, its first record is committed and its
-	// goroutine is started (or being started by whoever moved it here).
+	// phaseRunning: holds a slot; its goroutine is started (or being
+	// started by whoever moved it here), after its first record is
+	// committed.
 	phaseRunning
 	// phaseDropped: cancelled before it got a slot. Its goroutine records it
 	// cancelled without calling the function (started at once if its

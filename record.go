@@ -20,9 +20,10 @@ func (m *Manager) newRecord(t *Task) *memEntry {
 		t.rec = new(TaskMeta)
 		return nil
 	}
-	e := new(memEntry)
-	t.rec = &e.meta
-	return e
+	l := new(memLive)
+	l.e.meta = &l.meta
+	t.rec = &l.meta
+	return &l.e
 }
 
 // commitFirst commits the task's first record; e is what newRecord returned.

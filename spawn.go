@@ -113,6 +113,11 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		m.keys[ref] = claim
 	}
 	admitted := t.phase == phaseAdmitted
+	if admitted {
+		// Only the spawner moves a task it admitted, so it is running
+		// from now on: started after the commit without taking m.mu again.
+		t.move(phaseRunning)
+	}
 	m.mu.Unlock()
 	if err != nil {
 		stop(nil)
@@ -146,17 +151,19 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	m.notify("", t.rec) // safe to read: its goroutine has not started
 	m.settleClaim(t, claim, true)
 
-	m.mu.Lock()
 	start := true
-	switch t.phase {
-	case phaseAdmitted:
-		t.move(phaseRunning)
-	case phaseWaiting:
-		t.move(phaseQueued) // a released slot starts it
-		start = false
+	if !admitted {
+		m.mu.Lock()
+		switch t.phase {
+		case phaseAdmitted: // a released slot admitted it meanwhile
+			t.move(phaseRunning)
+		case phaseWaiting:
+			t.move(phaseQueued) // a released slot starts it
+			start = false
+		}
+		// phaseDropped: cancelled before it had a slot; it ends cancelled
+		m.mu.Unlock()
 	}
-	// phaseDropped: cancelled before it had a slot; it ends cancelled
-	m.mu.Unlock()
 	if start {
 		m.start(t)
 	}

@@ -37,8 +37,9 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	inbox
 //	rec (the pointer), queued    set at spawn         spawn (newRecord)
 //	rec's identity fields        set at spawn         spawn; never changed (setMutable skips them)
-//	rec's other fields           MemoryStore.mu       the task's commits (promote, finish, the input
-//	                             when shared, else    path, the progress writer), one at a time:
+//	rec's other fields           the lock of its      the task's commits (promote, finish, the input
+//	                             MemoryStore shard    path, the progress writer), one at a time:
+//	                             when shared, else
 //	                             the commit order     finish waits for the input path's (busy) and
 //	                                                  the progress writer's in-flight commit
 //	rare (the pointer)           atomic               the first user (rareState)
@@ -52,8 +53,10 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	rare.busy                    emitMu               openInput, closeInput (beginCommit/endCommit)
 //	rare.prog                    emitMu               ReportProgress and its writer (taskprogress.go)
 //	rare.done                    m.mu                 waitable (made), retire (closed)
-//	phase (phase.go), signalled  m.mu                 register, admit, release, signal, spawn,
-//	                                                  unregister, retire; run reads phase unlocked
+//	phase (phase.go), signalled  m.mu                 register (a task admitted there is running
+//	                                                  at once), admit, release, signal, spawn (a
+//	                                                  waiting task), unregister, retire; run reads
+//	                                                  phase unlocked
 //	depth                        m.mu                 register
 //	parent, children             m.mu                 register, pruneNode
 //	ownerPrev/Next, runPrev/Next m.mu                 register, unregister, retire (intrusive lists)
@@ -64,12 +67,21 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //
 //	Manager.restoreMu → Task.emitMu → Manager.mu → Manager.inboxMu → Inbox.mu
 //
-// MemoryStore.mu and messageLog.mu are leaves: taken alone or under one of
-// the above (waitSettled reads the record under emitMu; Emit records a
-// message under emitMu), and nothing is locked under them. Inbox.mu is
-// released before a WithOnClosed fallback or an onClose hook runs, so those
-// may take the locks above. No lock is held across a Store commit: a slow
-// Store delays only the task that commits.
+// The MemoryStore's locks and messageLog.mu are taken alone or under one
+// of the above (waitSettled reads the record under emitMu; Emit records a
+// message under emitMu), and nothing of the above is locked under them.
+// Among themselves: shard locks (memShard.mu; all of them only in shard
+// index order) → the terminal index's lock (memTerm.mu). A task's commit
+// takes its record's shard lock and, if the record turns terminal, the
+// terminal index's lock inside it; a Commit, or a record with an
+// idempotency key, takes every shard lock; the records retention forgot
+// leave their shards after the commit's shard locks are released, one
+// shard lock at a time. A record that turns terminal leaves the shared
+// entry for a compact copy under its shard lock: the Task keeps reading
+// its identity fields.
+// Inbox.mu is released before a WithOnClosed fallback or an onClose hook
+// runs, so those may take the locks above. No lock is held across a Store
+// commit: a slow Store delays only the task that commits.
 
 // Task is the handle a task function receives. Its methods are safe for
 // concurrent use, including after the function has returned.

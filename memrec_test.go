@@ -1,0 +1,98 @@
+package bgtask
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// fillNonZero sets every field of the struct v points to, recursively, to a
+// value that is not zero; it fails on a kind it does not know, so a new
+// field of a new kind is noticed here.
+func fillNonZero(t *testing.T, v reflect.Value, n *int64) {
+	t.Helper()
+	*n++
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("s" + string(rune('a'+*n%26)))
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		v.SetInt(*n)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fillNonZero(t, v.Elem(), n)
+	case reflect.Slice:
+		if v.Type() == reflect.TypeFor[json.RawMessage]() {
+			v.SetBytes([]byte(`{"n":1}`))
+			return
+		}
+		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+		for i := range 2 {
+			fillNonZero(t, v.Index(i), n)
+		}
+	case reflect.Struct:
+		if v.Type() == reflect.TypeFor[time.Time]() {
+			v.Set(reflect.ValueOf(time.Unix(1_700_000_000+*n, *n).UTC()))
+			return
+		}
+		for i := range v.NumField() {
+			fillNonZero(t, v.Field(i), n)
+		}
+	default:
+		t.Fatalf("fillNonZero: %s of kind %s: teach the test (and memRec) this kind", v.Type(), v.Kind())
+	}
+}
+
+// Every field of a terminal record survives the compact form: the test
+// fills each field of TaskMeta, whatever fields it has now or later, so a
+// field that memRec forgets fails here.
+func TestMemRecRoundTrip(t *testing.T) {
+	t.Parallel()
+	for i, st := range []TaskStatus{StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted} {
+		var m TaskMeta
+		n := int64(i)
+		fillNonZero(t, reflect.ValueOf(&m).Elem(), &n)
+		m.Status = st
+		if n%2 == 0 {
+			m.Wake = WakeOnActivity // a coded policy; odd rounds keep the filler's, which is not
+			m.Type = TypeSubAgent   // a coded type, likewise
+		}
+		v := reflect.ValueOf(m)
+		for i := range v.NumField() {
+			if v.Field(i).IsZero() {
+				t.Fatalf("field %s left zero", v.Type().Field(i).Name)
+			}
+		}
+		var r memRec
+		r.set(&m)
+		if got := r.expand(); !reflect.DeepEqual(got, m) {
+			t.Fatalf("%s: round trip\n got %+v\nwant %+v", st, got, m)
+		}
+	}
+}
+
+// A plain finished record keeps no side struct, and the compact entry
+// stays in its size class.
+func TestMemRecCompact(t *testing.T) {
+	t.Parallel()
+	m := TaskMeta{ID: "task_a", Owner: "o", Type: TypeTask, Status: StatusCompleted, Result: json.RawMessage(`42`), Wake: WakeOnTerminal,
+		Instance: "inst_1", Tags: []string{},
+		CreatedAt: time.Unix(1, 0).UTC(), FinishedAt: time.Unix(2, 0).UTC()}
+	var r memRec
+	r.set(&m)
+	if r.rare != nil {
+		t.Fatalf("rare = %+v, want nil", *r.rare)
+	}
+	if got := r.expand(); !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip: got %+v, want %+v", got, m)
+	}
+	if got := unsafe.Sizeof(memDone{}); got > 176 {
+		t.Fatalf("memDone is %d bytes, want at most 176 (a size class)", got)
+	}
+	if got := unsafe.Sizeof(memLive{}); got > 480 {
+		t.Fatalf("memLive is %d bytes, want at most 480 (a size class)", got)
+	}
+}

@@ -1,0 +1,187 @@
+package bgtask
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+)
+
+// memShards is how many shards a MemoryStore spreads its records over.
+const memShards = 16
+
+// memShard is the part of a MemoryStore that holds the records whose id
+// hashes to it, under its own lock: the records by id and by idempotency
+// key, and each owner's live records. Terminal records are also in the
+// store's terminal index (memTerm), which orders them across shards.
+type memShard struct {
+	mu     sync.RWMutex         // guards the fields below
+	owners map[string]*memList  // each owner's live records in this shard (ownLinks)
+	byID   map[string]*memEntry // live and terminal records
+	keys   map[keyRef]*memEntry // records by owner and idempotency key
+	spare  *memList             // an owner's emptied live list, reused by the next (no allocation per task)
+	term   *memTerm             // the store's terminal index: a terminal record changes under both locks
+	_      [64]byte             // keeps the next shard's lock off this cache line
+}
+
+func (sh *memShard) init() {
+	sh.owners = make(map[string]*memList)
+	sh.byID = make(map[string]*memEntry)
+	sh.keys = make(map[keyRef]*memEntry)
+}
+
+// memTx is what one commit carries: the records it made terminal, to be
+// put in the terminal index before its shard locks are released, and the
+// records retention forgot, to be removed from their shards after.
+type memTx struct {
+	clock  time.Time  // the time of the commit, read once when a record turns terminal
+	spare  *memEntry  // a compact entry taken before the lock, for the first record the commit makes terminal
+	ended  memEntries // records made terminal, in order
+	forgot memEntries // records retention took off the terminal index
+}
+
+// memEntries is a short list of entries that allocates only past two.
+type memEntries struct {
+	n    int
+	few  [2]*memEntry
+	more []*memEntry
+}
+
+func (l *memEntries) add(e *memEntry) {
+	if l.n < len(l.few) {
+		l.few[l.n] = e
+	} else {
+		l.more = append(l.more, e)
+	}
+	l.n++
+}
+
+func (l *memEntries) at(i int) *memEntry {
+	if i < len(l.few) {
+		return l.few[i]
+	}
+	return l.more[i-len(l.few)]
+}
+
+// shardOf returns the shard of the record with id.
+func (s *MemoryStore) shardOf(id string) *memShard {
+	return &s.shards[maphash.String(s.seed, id)%memShards]
+}
+
+// lockAll locks every shard, in index order: the order of the shard locks
+// wherever more than one is held.
+func (s *MemoryStore) lockAll() {
+	for i := range s.shards {
+		s.shards[i].mu.Lock()
+	}
+}
+
+func (s *MemoryStore) unlockAll() {
+	for i := range s.shards {
+		s.shards[i].mu.Unlock()
+	}
+}
+
+// upsert is the hot path: one record, changed in place. A new record is own
+// when given, else a copy of u. at is the action's commit time.
+func (sh *memShard) upsert(tx *memTx, u *TaskMeta, own *memEntry, at time.Time) {
+	e := sh.byID[u.ID]
+	if e == nil {
+		if u.Status == "" {
+			return // an update without a status has nothing to enrich
+		}
+		if own == nil {
+			own = copyLive(u)
+		}
+		settleNew(own.meta, at)
+		sh.add(tx, own)
+		return
+	}
+	if e.ownerID() != u.Owner {
+		return // another owner's id is never moved
+	}
+	if e.terminal() {
+		sh.term.mu.Lock() // readers of the terminal index read it under that lock alone
+		e.rec.enrich(u, at)
+		sh.term.mu.Unlock()
+		return
+	}
+	if mergeUpsert(e.meta, u, at) && e.meta.Status.IsTerminal() {
+		l := sh.owners[u.Owner]
+		sh.unlinkLive(u.Owner, l, e)
+		sh.markTerminal(tx, e)
+	}
+}
+
+// copyLive returns a new entry holding a copy of u. Out of line: its
+// frame holds two TaskMeta copies, and upsert runs at the deep end of a
+// task's goroutine (docs/internals.md).
+//
+//go:noinline
+func copyLive(u *TaskMeta) *memEntry { return newLive(cloneMeta(*u)) }
+
+// add keeps e, a live record new to the store, in the shard (compact, if
+// it is terminal).
+func (sh *memShard) add(tx *memTx, e *memEntry) {
+	if e.meta.Status.IsTerminal() {
+		sh.markTerminal(tx, e)
+		return
+	}
+	id, owner := e.meta.ID, e.meta.Owner
+	sh.byID[id] = e
+	if k := e.meta.IdempotencyKey; k != "" {
+		sh.keys[keyRef{owner, k}] = e
+	}
+	l := sh.owners[owner]
+	if l == nil {
+		if l = sh.spare; l != nil {
+			sh.spare = nil
+		} else {
+			l = new(memList)
+		}
+		sh.owners[owner] = l
+	}
+	l.pushBack(e, ownLinks)
+}
+
+// unlinkLive takes e off owner's live list l in the shard, forgetting the
+// list once empty.
+func (sh *memShard) unlinkLive(owner string, l *memList, e *memEntry) {
+	l.remove(e, ownLinks)
+	if l.n == 0 {
+		delete(sh.owners, owner)
+		sh.spare = l
+	}
+}
+
+// markTerminal keeps the compact form of live, a record on no list that
+// just turned terminal, in the shard; tx puts it in the terminal index.
+// live itself is let go: the Task that shares it keeps it while it needs it.
+func (sh *memShard) markTerminal(tx *memTx, live *memEntry) {
+	if tx.clock.IsZero() {
+		tx.clock = time.Now()
+	}
+	id := live.meta.ID
+	e := newDone(sh.term, tx.spare, id, live.meta)
+	tx.spare = nil
+	e.rec.at = tx.clock.UnixNano()
+	sh.byID[id] = e
+	if k := live.meta.IdempotencyKey; k != "" {
+		sh.keys[keyRef{live.meta.Owner, k}] = e
+	}
+	tx.ended.add(e)
+}
+
+// forget removes e, a record already off every list, from the shard's
+// maps, where they still name it (the id may name another record now).
+// Called with sh.mu held.
+func (sh *memShard) forget(e *memEntry) {
+	id := e.id()
+	if sh.byID[id] == e {
+		delete(sh.byID, id)
+	}
+	if k := e.key(); k != "" {
+		if ref := (keyRef{e.ownerID(), k}); sh.keys[ref] == e {
+			delete(sh.keys, ref)
+		}
+	}
+}
