@@ -59,12 +59,12 @@ func TestWorkerIdleExpires(t *testing.T) {
 		m := newTestManager(t)
 		completeOne(t, m, 1)
 		w := idleWorkers(m)
-		time.Sleep(workerIdle + workerIdle/2)
+		<-time.After(workerIdle + workerIdle/2) // fake time: the bubble's clock
 		synctest.Wait()
 		if got := idleWorkers(m); len(got) != 1 || got[0] != w[0] {
 			t.Fatalf("idle workers %p after 1.5 periods, want still %p", got, w[0])
 		}
-		time.Sleep(workerIdle)
+		<-time.After(workerIdle)
 		synctest.Wait()
 		if n := len(idleWorkers(m)); n != 0 {
 			t.Fatalf("%d idle workers after 2.5 periods, want 0", n)
