@@ -146,21 +146,7 @@ func rawPostgres(ctx context.Context, cfg config) ([]sample, error) {
 			if _, err := pool.Exec(ctx, rawPostgresSchema); err != nil {
 				return sample{}, err
 			}
-			gen := newRecordGen("owner-0")
-			commits := pgCommits(cfg, batch)
-			return timed(commits*batch, func() error {
-				for range commits {
-					var b pgx.Batch
-					for _, m := range gen.batch(batch) {
-						b.Queue(rawPostgresUpsert, m.ID, m.Owner, string(m.Type), m.Name, string(m.Status), resultText(m),
-							pgTime(m.CreatedAt), pgTime(m.StartedAt), pgTime(m.FinishedAt), m.Instance)
-					}
-					if err := pool.SendBatch(ctx, &b).Close(); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
+			return rawUpserts(ctx, cfg, pool, batch, rawPostgresUpsert)
 		})
 		if err != nil {
 			return nil, err
@@ -198,13 +184,20 @@ func rawPostgresStore(ctx context.Context, cfg config, dsn string, batch int) (s
 		return sample{}, err
 	}
 	defer pool.Close()
+	return rawUpserts(ctx, cfg, pool, batch, rawStorePostgresUpsert)
+}
+
+// rawUpserts times commits of batch rows each, one pgx.Batch of query (an
+// INSERT ... ON CONFLICT DO UPDATE of the ten columns in order) per commit,
+// rows alternately a new running task and its completion.
+func rawUpserts(ctx context.Context, cfg config, pool *pgxpool.Pool, batch int, query string) (sample, error) {
 	gen := newRecordGen("owner-0")
 	commits := pgCommits(cfg, batch)
 	return timed(commits*batch, func() error {
 		for range commits {
 			var b pgx.Batch
 			for _, m := range gen.batch(batch) {
-				b.Queue(rawStorePostgresUpsert, m.ID, m.Owner, string(m.Type), m.Name, string(m.Status), resultText(m),
+				b.Queue(query, m.ID, m.Owner, string(m.Type), m.Name, string(m.Status), resultText(m),
 					pgTime(m.CreatedAt), pgTime(m.StartedAt), pgTime(m.FinishedAt), m.Instance)
 			}
 			if err := pool.SendBatch(ctx, &b).Close(); err != nil {
