@@ -1,7 +1,6 @@
 package pgstore_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -46,12 +45,7 @@ func TestCompletionWithoutRead(t *testing.T) {
 func TestGroupCompletionsRetained(t *testing.T) {
 	s, dsn := openStore(t, pgstore.WithRetainPerOwner(1))
 	ctx := t.Context()
-	for i := range pgstore.MaxInFlight {
-		id := fmt.Sprintf("task_block_%d", i)
-		if err := s.Commit(ctx, "holder", bgtask.Upsert(rec(id, "holder", bgtask.StatusRunning))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seedHolder(t, s)
 	owners := []string{"owner_a", "owner_b", "owner_c"}
 	var live []bgtask.TaskMeta
 	for _, o := range owners {
@@ -63,28 +57,8 @@ func TestGroupCompletionsRetained(t *testing.T) {
 			live = append(live, m)
 		}
 	}
-	hold := sqlConn(t, dsn)
-	tx, err := hold.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM bgtask_tasks WHERE owner = 'holder' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
 	var wg sync.WaitGroup
-	for i := range pgstore.MaxInFlight {
-		m := rec(fmt.Sprintf("task_block_%d", i), "holder", bgtask.StatusRunning)
-		m.Description = "busy"
-		wg.Go(func() {
-			if err := s.Commit(ctx, "holder", bgtask.Upsert(m)); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	waitFor(t, "the first commits wait for the held rows", func() bool {
-		return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'`) == pgstore.MaxInFlight
-	})
+	release := holdSlots(t, s, dsn, "busy", &wg)
 	cached0 := pgstore.CachedCommits(s)
 	for _, m := range live {
 		m.Status, m.FinishedAt, m.Result = bgtask.StatusCompleted, t0.Add(3e9), []byte(`"ok"`)
@@ -102,7 +76,7 @@ func TestGroupCompletionsRetained(t *testing.T) {
 	})
 	waitFor(t, "the completions and the spawn queue", func() bool { return pgstore.QueuedCommits(s) == len(live)+1 })
 	groups0, commits0 := pgstore.Groups(s)
-	tx.Rollback(ctx)
+	release()
 	wg.Wait()
 	groups, commits := pgstore.Groups(s)
 	if groups-groups0 != 1 || commits-commits0 != int64(len(live)+1) {

@@ -19,12 +19,7 @@ import (
 func TestGroupCommit(t *testing.T) {
 	s, dsn := openStore(t)
 	ctx := t.Context()
-	for i := range pgstore.MaxInFlight {
-		id := fmt.Sprintf("task_block_%d", i)
-		if err := s.Commit(ctx, "holder", bgtask.Upsert(rec(id, "holder", bgtask.StatusRunning))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seedHolder(t, s)
 	tests := []struct {
 		name       string
 		bad        int // the caller whose record has a NUL byte, or -1
@@ -35,31 +30,9 @@ func TestGroupCommit(t *testing.T) {
 	}
 	for round, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			// Hold the rows the first commits need, so that they keep
-			// every transaction slot busy while the others queue.
-			hold := sqlConn(t, dsn)
-			tx, err := hold.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback(context.Background())
-			if _, err := tx.Exec(ctx, `SELECT 1 FROM bgtask_tasks WHERE owner = 'holder' FOR UPDATE`); err != nil {
-				t.Fatal(err)
-			}
 			groups0, commits0 := pgstore.Groups(s)
 			var wg sync.WaitGroup
-			for i := range pgstore.MaxInFlight {
-				m := rec(fmt.Sprintf("task_block_%d", i), "holder", bgtask.StatusRunning)
-				m.Description = fmt.Sprintf("round %d", round)
-				wg.Go(func() {
-					if err := s.Commit(ctx, "holder", bgtask.Upsert(m)); err != nil {
-						t.Error(err)
-					}
-				})
-			}
-			waitFor(t, "the first commits wait for the held rows", func() bool {
-				return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'`) == pgstore.MaxInFlight
-			})
+			release := holdSlots(t, s, dsn, fmt.Sprintf("round %d", round), &wg)
 			const callers = 8
 			errs := make([]error, callers)
 			for i := range callers {
@@ -71,7 +44,7 @@ func TestGroupCommit(t *testing.T) {
 				wg.Go(func() { errs[i] = s.Commit(ctx, owner, bgtask.Upsert(m)) })
 			}
 			waitFor(t, "the commits queue", func() bool { return pgstore.QueuedCommits(s) == callers })
-			tx.Rollback(ctx)
+			release()
 			wg.Wait()
 			for i, err := range errs {
 				switch {
@@ -101,34 +74,9 @@ func TestGroupCommit(t *testing.T) {
 func TestGroupCommitCancelledWhileQueued(t *testing.T) {
 	s, dsn := openStore(t)
 	ctx := t.Context()
-	for i := range pgstore.MaxInFlight {
-		id := fmt.Sprintf("task_block_%d", i)
-		if err := s.Commit(ctx, "holder", bgtask.Upsert(rec(id, "holder", bgtask.StatusRunning))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	hold := sqlConn(t, dsn)
-	tx, err := hold.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM bgtask_tasks WHERE owner = 'holder' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	seedHolder(t, s)
 	var wg sync.WaitGroup
-	for i := range pgstore.MaxInFlight {
-		m := rec(fmt.Sprintf("task_block_%d", i), "holder", bgtask.StatusRunning)
-		m.Description = "changed"
-		wg.Go(func() {
-			if err := s.Commit(ctx, "holder", bgtask.Upsert(m)); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	waitFor(t, "the first commits wait for the held rows", func() bool {
-		return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'`) == pgstore.MaxInFlight
-	})
+	release := holdSlots(t, s, dsn, "changed", &wg)
 	qctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -142,7 +90,7 @@ func TestGroupCommitCancelledWhileQueued(t *testing.T) {
 	if n := pgstore.QueuedCommits(s); n != 0 {
 		t.Errorf("%d commits queued after the cancel, want 0", n)
 	}
-	tx.Rollback(ctx)
+	release()
 	wg.Wait()
 	if n := sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE id = 'task_queued'`); n != 0 {
 		t.Errorf("the cancelled commit wrote %d rows", n)
@@ -150,4 +98,48 @@ func TestGroupCommitCancelledWhileQueued(t *testing.T) {
 	if n := sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE owner = 'holder' AND description = 'changed'`); n != int64(pgstore.MaxInFlight) {
 		t.Errorf("%d of the held commits written, want %d", n, pgstore.MaxInFlight)
 	}
+}
+
+// seedHolder commits the running records of owner "holder" that
+// holdSlots' commits change.
+func seedHolder(t *testing.T, s *pgstore.Store) {
+	t.Helper()
+	for i := range pgstore.MaxInFlight {
+		id := fmt.Sprintf("task_block_%d", i)
+		if err := s.Commit(t.Context(), "holder", bgtask.Upsert(rec(id, "holder", bgtask.StatusRunning))); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// holdSlots holds the rows seedHolder wrote in a transaction of its own
+// and starts one commit per transaction slot that changes them (their
+// description set to desc, counted in wg): those commits keep every slot
+// busy, so the next ones queue, until release ends the holding
+// transaction. release is also called at the end of the test.
+func holdSlots(t *testing.T, s *pgstore.Store, dsn, desc string, wg *sync.WaitGroup) (release func()) {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := sqlConn(t, dsn).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release = func() { tx.Rollback(context.Background()) }
+	t.Cleanup(release)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM bgtask_tasks WHERE owner = 'holder' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range pgstore.MaxInFlight {
+		m := rec(fmt.Sprintf("task_block_%d", i), "holder", bgtask.StatusRunning)
+		m.Description = desc
+		wg.Go(func() {
+			if err := s.Commit(ctx, "holder", bgtask.Upsert(m)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitFor(t, "the first commits wait for the held rows", func() bool {
+		return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'`) == pgstore.MaxInFlight
+	})
+	return release
 }
