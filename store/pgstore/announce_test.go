@@ -15,11 +15,7 @@ const announcedVersion = 5
 // terminal rows unannounced, and then stores a mark on terminal rows only.
 func TestMigrationAddsAnnounced(t *testing.T) {
 	dsn := pgtest.NewDSN(t)
-	sqlExec(t, dsn, `CREATE TABLE bgtask_schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
-	for v := 1; v < announcedVersion; v++ {
-		sqlExec(t, dsn, pgstore.MigrationSQL(v))
-		sqlExec(t, dsn, `INSERT INTO bgtask_schema_migrations (version) VALUES ($1)`, v)
-	}
+	migrateTo(t, dsn, announcedVersion-1)
 	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at, finished_at, terminal_at)
 		VALUES ('task_old', 'alice', 'completed', now() - interval '1 hour', now(), now()),
 		       ('task_live', 'alice', 'running', now() - interval '1 hour', NULL, NULL)`)

@@ -28,11 +28,7 @@ func countsMatch(t *testing.T, dsn string) {
 // counted, and retention then keeps each owner's limit.
 func TestMigrationCountsTerminal(t *testing.T) {
 	dsn := pgtest.NewDSN(t)
-	sqlExec(t, dsn, `CREATE TABLE bgtask_schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
-	for v := 1; v < terminalCounts; v++ {
-		sqlExec(t, dsn, pgstore.MigrationSQL(v))
-		sqlExec(t, dsn, `INSERT INTO bgtask_schema_migrations (version) VALUES ($1)`, v)
-	}
+	migrateTo(t, dsn, terminalCounts-1)
 	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at, terminal_at)
 		SELECT 'task_old_' || i, 'alice', 'completed', now(), now() - make_interval(secs => 100 - i) FROM generate_series(1, 3) AS i
 		UNION ALL SELECT 'task_bob', 'bob', 'failed', now(), now()

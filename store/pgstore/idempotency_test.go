@@ -76,11 +76,7 @@ func TestIdempotentSpawnAcrossProcesses(t *testing.T) {
 // with a key through the unique index.
 func TestMigrationAddsProgressAndKeys(t *testing.T) {
 	dsn := pgtest.NewDSN(t)
-	sqlExec(t, dsn, `CREATE TABLE bgtask_schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
-	for v := 1; v <= 3; v++ {
-		sqlExec(t, dsn, pgstore.MigrationSQL(v))
-	}
-	sqlExec(t, dsn, `INSERT INTO bgtask_schema_migrations (version) VALUES (1), (2), (3)`)
+	migrateTo(t, dsn, 3)
 	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at) VALUES ('task_old', 'alice', 'running', now() - interval '1 hour')`)
 
 	s, err := pgstore.Open(t.Context(), dsn)

@@ -118,3 +118,14 @@ func (c cleanup) Run() int {
 	defer removeHelper()
 	return c.m.Run()
 }
+
+// migrateTo makes dsn's schema a database of schema version v, as a Store
+// of that version left it: migrations 1 to v applied and recorded.
+func migrateTo(t *testing.T, dsn string, v int) {
+	t.Helper()
+	sqlExec(t, dsn, `CREATE TABLE bgtask_schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
+	for n := 1; n <= v; n++ {
+		sqlExec(t, dsn, pgstore.MigrationSQL(n))
+		sqlExec(t, dsn, `INSERT INTO bgtask_schema_migrations (version) VALUES ($1)`, n)
+	}
+}

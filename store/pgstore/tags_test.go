@@ -15,10 +15,7 @@ import (
 // records by tag.
 func TestMigrationAddsTags(t *testing.T) {
 	dsn := pgtest.NewDSN(t)
-	sqlExec(t, dsn, `CREATE TABLE bgtask_schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
-	sqlExec(t, dsn, pgstore.MigrationSQL(1))
-	sqlExec(t, dsn, pgstore.MigrationSQL(2))
-	sqlExec(t, dsn, `INSERT INTO bgtask_schema_migrations (version) VALUES (1), (2)`)
+	migrateTo(t, dsn, 2)
 	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at) VALUES ('task_old', 'alice', 'running', now() - interval '1 hour')`)
 
 	s, err := pgstore.Open(t.Context(), dsn)

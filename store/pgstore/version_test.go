@@ -17,11 +17,7 @@ const versionTrigger = 6
 // Store that wrote the record reads the change instead of writing over it.
 func TestMigrationBumpsVersion(t *testing.T) {
 	dsn := pgtest.NewDSN(t)
-	sqlExec(t, dsn, `CREATE TABLE bgtask_schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
-	for v := 1; v < versionTrigger; v++ {
-		sqlExec(t, dsn, pgstore.MigrationSQL(v))
-		sqlExec(t, dsn, `INSERT INTO bgtask_schema_migrations (version) VALUES ($1)`, v)
-	}
+	migrateTo(t, dsn, versionTrigger-1)
 	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at) VALUES ('task_old', 'alice', 'running', now())`)
 	s, err := pgstore.Open(t.Context(), dsn)
 	if err != nil {
