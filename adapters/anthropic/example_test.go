@@ -35,7 +35,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	params := anthropic.MessageNewParams{Model: anthropic.ModelClaudeSonnet4_5, MaxTokens: 1024, Tools: ts.Tools()}
+	params := anthropic.MessageNewParams{Model: anthropic.ModelClaudeSonnet4_5, MaxTokens: 1024, Tools: ts.MessageTools()}
 	var names []string
 	for _, tool := range params.Tools {
 		names = append(names, *tool.GetName())
@@ -49,7 +49,7 @@ func Example() {
 		{"type":"tool_use","id":"toolu_2","name":"list_tasks","input":{"state":"done"}}]}`), &msg); err != nil {
 		log.Fatal(err)
 	}
-	results, err := ts.Answer(ctx, &msg)
+	results, err := ts.AnswerMessage(ctx, &msg)
 	if err != nil {
 		log.Fatal(err)
 	}
