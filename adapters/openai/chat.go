@@ -44,7 +44,7 @@ func (s *Toolset) ChatTools() []openai.ChatCompletionToolUnionParam {
 // Every call gets its tool message, even when AnswerChat returns an error:
 // a model's mistake (see IsModelMistake) is answered with the error's
 // text, for the model to correct; a call that fails with any other error
-// (ErrClosed, a store's error, ctx's) is answered "tool call failed: the
+// (bgtask.ErrClosed, a store's error, ctx's) is answered "tool call failed: the
 // host could not run it" and the calls not started yet "tool call not
 // run: another call of this step failed", and the errors are returned
 // (joined, each naming its tool and call), for the host to end its turn
