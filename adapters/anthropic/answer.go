@@ -25,8 +25,9 @@ const (
 // for an error the model caused with its arguments (a name it chose that
 // is taken, a value out of range). It returns nil for a nil err; the
 // result matches err with errors.Is and errors.As, and has err's text.
-// The OpenAI adapter (bgopenai) recognises it too: any error with a
-// method ModelMistake() bool that returns true is a model's mistake.
+// The other adapters (bgopenai, bgeino, bglangchain) recognise it
+// too: any error with a method ModelMistake() bool that returns true is a
+// model's mistake.
 func ModelError(err error) error {
 	if err == nil {
 		return nil
