@@ -72,13 +72,18 @@ func (s *Toolset) AnswerResponse(ctx context.Context, resp *responses.Response, 
 func ResponsePrompt(msgs []bgtask.PromptMessage) []responses.ResponseInputItemUnionParam {
 	out := make([]responses.ResponseInputItemUnionParam, 0, len(msgs))
 	for _, m := range msgs {
-		switch {
-		case m.Content == "":
-		case instructions(m):
-			out = append(out, responses.ResponseInputItemParamOfMessage(m.Content, responses.EasyInputMessageRoleSystem))
-		default:
-			out = append(out, responses.ResponseInputItemParamOfMessage(m.Content, responses.EasyInputMessageRoleUser))
+		if m.Content == "" {
+			continue
 		}
+		role := responses.EasyInputMessageRoleUser
+		if instructions(m) {
+			role = responses.EasyInputMessageRoleSystem
+		}
+		out = append(out, responses.ResponseInputItemUnionParam{OfMessage: &responses.EasyInputMessageParam{
+			Type:    responses.EasyInputMessageTypeMessage,
+			Role:    role,
+			Content: responses.EasyInputMessageContentUnionParam{OfString: param.NewOpt(m.Content)},
+		}})
 	}
 	return out
 }
