@@ -363,3 +363,54 @@ func TestBadOptions(t *testing.T) {
 		t.Errorf("%d calls ran, want none", ran.Load())
 	}
 }
+
+// A panic in a parallel call reaches the caller of the Answer method, in
+// its goroutine, once the other calls have returned, as a panic in a call
+// one after the other does.
+func TestAnswerPanic(t *testing.T) {
+	t.Parallel()
+	for _, parallel := range []int{1, 3} {
+		t.Run(fmt.Sprintf("parallel %d", parallel), func(t *testing.T) {
+			t.Parallel()
+			started, release := make(chan struct{}, 2), make(chan struct{})
+			var ended atomic.Int32
+			tool := bgtask.Tool{
+				Name:        "step",
+				Description: "A step.",
+				Schema:      json.RawMessage(`{"type":"object","additionalProperties":false,"required":["n"],"properties":{"n":{"type":"integer"}}}`),
+				Call: func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+					defer ended.Add(1)
+					if string(args) == `{"n":1}` {
+						if parallel > 1 { // the others are running
+							<-started
+							<-started
+						}
+						close(release)
+						panic("step 1 broke")
+					}
+					if parallel > 1 {
+						started <- struct{}{}
+						<-release // runs while the panic happens
+					}
+					return json.RawMessage(`"ok"`), nil
+				},
+			}
+			ts, err := bgopenai.New([]bgtask.Tool{tool}, bgopenai.WithParallel(parallel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := chatMessage(t, scriptedCall{"call_0", "step", `{"n":0}`}, scriptedCall{"call_1", "step", `{"n":1}`}, scriptedCall{"call_2", "step", `{"n":2}`})
+			defer func() {
+				want := int32(3) // every call started: the panic is in the second, and ends the third's wait
+				if parallel == 1 {
+					want = 2 // the third never starts
+				}
+				if r := recover(); r != "step 1 broke" || ended.Load() != want {
+					t.Errorf("recovered %v with %d calls ended, want the panic after %d", r, ended.Load(), want)
+				}
+			}()
+			ts.AnswerChat(t.Context(), msg)
+			t.Error("AnswerChat returned")
+		})
+	}
+}
