@@ -67,7 +67,7 @@ func ExamplePlugin() {
 	}
 	pending, _ = plugin.StepEnd(ctx)
 	fmt.Println("pending after step 2:", pending)
-	_ = plugin.RunEnd(ctx, bgtask.RunOutcome{})
+	_ = plugin.RunEnd(ctx, bgtask.RunOutcome{RunID: "run-1"})
 	// Output:
 	// pending after step 1: true
 	// system (ephemeral true), lists the indexer: false

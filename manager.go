@@ -68,6 +68,10 @@ type Manager struct {
 
 	keys map[keyRef]*keyClaim // live keyed spawns (WithIdempotencyKey); guarded by mu
 	sent announced            // terminal events delivered and not yet marked announced (announce.go)
+
+	plugMu sync.Mutex            // guards sinks and kept; taken before a Plugin's lateMu (ownerkeep.go)
+	sinks  map[string]ownerSink  // the one holder (a live Plugin) of each owner's events between runs; nil when none
+	kept   map[string]*eventKeep // events of owners whose holder let go, for the next one; nil when none
 }
 
 type ownerState struct {

@@ -149,16 +149,11 @@ func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch 
 		return nil, nil
 	}
 	from := make(map[string]TaskStatus, len(kept))
-	actions := make([]Action, len(kept), len(kept)+1)
-	ids := make([]string, len(kept))
+	actions := make([]Action, len(kept))
 	for i := range kept {
 		from[kept[i].ID] = kept[i].Status
 		kept[i] = Interrupted(kept[i], at)
 		actions[i] = Action{Op: OpUpsert, Tasks: kept[i : i+1 : i+1]}
-		ids[i] = kept[i].ID
-	}
-	if owner != report { // forwarded: the gone agent will never take them
-		actions = append(actions, Announce(ids...))
 	}
 	if err := m.store.Commit(ctx, owner, actions...); err != nil {
 		if len(kept) == 1 {
@@ -179,7 +174,7 @@ func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch 
 		m.notify(from[got.ID], &got)
 		m.counters.interrupted.Add(1)
 		if got.Wake != WakeSilent {
-			m.noteDelivered(got.ID)
+			m.noteDelivered(report, owner, got.ID)
 			_ = m.deliver(report, terminalEvent(&got))
 		}
 		done = append(done, got)

@@ -168,7 +168,7 @@ func (m *Manager) finish(t *Task, out *outcome) {
 		commitErr = m.commitUpdate(t, &u)
 	} else {
 		if t.rec.Wake != WakeSilent && m.durable() {
-			m.sent.add(t.rec.ID) // before the commit: a Restore meanwhile must not announce it too
+			m.sent.add(t.rec.Owner, t.rec.Owner, t.rec.ID) // before the commit: a Restore meanwhile must not announce it too
 		}
 		commitErr = m.commitEdit(t, &u, &edit)
 	}

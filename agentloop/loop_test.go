@@ -296,10 +296,10 @@ func TestCancelRunCancelsDescendants(t *testing.T) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
-		ctx, cancel := context.WithCancel(t.Context())
+		ctx, cancel := context.WithCancelCause(t.Context())
 		wait := agentloop.Tool{Name: "wait", Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
-			synctest.Wait() // both tasks have started
-			cancel()
+			synctest.Wait()              // both tasks have started
+			cancel(bgtask.ErrRunStopped) // the user stopped the run
 			<-ctx.Done()
 			return nil, ctx.Err()
 		}}
