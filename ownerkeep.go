@@ -186,3 +186,26 @@ func (m *Manager) descendant(ctx context.Context, owner string, meta TaskMeta) b
 // maxForwardHops bounds the walk up a notice's lineage: far deeper than
 // agents nest.
 const maxForwardHops = 64
+
+// deletes counts the deletes from the Manager's per-owner and per-task maps
+// since each was last made: owners, nodes and runs guarded by Manager.mu,
+// inboxes by Manager.inboxMu.
+type deletes struct{ owners, nodes, runs, inboxes int }
+
+// shrinkAfter is how many deletes an emptied map has seen before shrunk
+// makes it anew: enough that a Manager whose only task comes and goes
+// allocates a map once per this many tasks, not per task.
+const shrinkAfter = 1024
+
+// shrunk returns mp after a delete, or a new empty map in its place when mp
+// is empty and has seen shrinkAfter deletes: a Go map keeps the memory of
+// the most entries it ever held, so a server that once had ten thousand
+// threads open would hold their slots for good.
+func shrunk[K comparable, V any](mp map[K]V, deleted *int) map[K]V {
+	*deleted++
+	if len(mp) > 0 || *deleted < shrinkAfter {
+		return mp
+	}
+	*deleted = 0
+	return make(map[K]V)
+}
