@@ -638,3 +638,50 @@ func TestMarkAnnouncedOfAnotherOwnersTasks(t *testing.T) {
 		}
 	}
 }
+
+// Ends that race a Close and the owner's next Plugin are each delivered
+// once, by one of the two Plugins, whichever way the race goes.
+func TestPluginCloseRacingEnds(t *testing.T) {
+	for _, kind := range storeKinds() {
+		t.Run(kind.name, func(t *testing.T) {
+			pr := newPluginRun(t, kind.opts()...)
+			release := make(chan struct{})
+			var ids []string
+			for range 40 {
+				id, err := pr.o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { <-release; return "ok", nil })
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			close(release) // the ends race what follows
+			first, err := pr.p.Deliver(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := pr.p.Close(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			next, err := NewPlugin(pr.m, "thread-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := next.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range ids {
+				waitTask(t, pr.m, id)
+			}
+			second, err := next.Deliver(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := append(eventIDs(first), eventIDs(second)...)
+			slices.Sort(got)
+			want := slices.Sorted(slices.Values(ids))
+			if !slices.Equal(got, want) {
+				t.Fatalf("delivered %d ends over the two Plugins (%d, %d), want each of %d once", len(got), len(first), len(second), len(want))
+			}
+		})
+	}
+}
