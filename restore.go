@@ -16,7 +16,9 @@ import (
 // in creation order. Closures are never re-run. It returns the records it
 // interrupted. The tasks that an interrupted task owned (a sub-agent's) are
 // restored the same way, after it, and reported to owner: the sub-agent
-// will never hear of them.
+// will never hear of them. Their records are marked announced, under their
+// own owner, only when owner's loop takes their events
+// (Owner.MarkAnnounced), so a crash before that reports them again.
 //
 // An agent loop calls it at run start. With a SharedStore, only records of
 // this Manager's own instance are considered: interrupting what another live
