@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -684,4 +685,41 @@ func TestPluginCloseRacingEnds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An emptied map is made anew once it has seen shrinkAfter deletes (a Go
+// map keeps the memory of its largest size), not before, and never while
+// it holds entries.
+func TestShrunk(t *testing.T) {
+	same := func(a, b map[int]bool) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	mp, n := map[int]bool{}, 0
+	for i := range shrinkAfter {
+		mp[i] = true
+	}
+	for i := range shrinkAfter - 1 {
+		delete(mp, i)
+		if got := shrunk(mp, &n); !same(got, mp) {
+			t.Fatalf("made anew after %d deletes with %d entries left", i+1, len(mp))
+		}
+	}
+	delete(mp, shrinkAfter-1)
+	if got := shrunk(mp, &n); same(got, mp) || len(got) != 0 || n != 0 {
+		t.Fatalf("empty after %d deletes: same map %v, %d entries, count %d; want a new empty map, count 0", shrinkAfter, same(got, mp), len(got), n)
+	}
+	small, n := map[int]bool{1: true}, 0
+	for range 2 * shrinkAfter {
+		delete(small, 1)
+		got := shrunk(small, &n)
+		if n == 0 {
+			if same(got, small) {
+				t.Fatal("not made anew at the count")
+			}
+			return
+		}
+		if !same(got, small) {
+			t.Fatalf("made anew after %d deletes, want %d", n, shrinkAfter)
+		}
+		small[1] = true
+	}
+	t.Fatal("a map that comes and goes was never made anew")
 }
