@@ -691,7 +691,9 @@ func TestPluginCloseRacingEnds(t *testing.T) {
 // map keeps the memory of its largest size), not before, and never while
 // it holds entries.
 func TestShrunk(t *testing.T) {
-	same := func(a, b map[int]bool) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	same := func(a, b map[int]bool) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
 	mp, n := map[int]bool{}, 0
 	for i := range shrinkAfter {
 		mp[i] = true
