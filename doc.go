@@ -83,6 +83,26 @@
 // get_task, cancel_task, send_message, wait_task). Package agentloop is a
 // small reference loop built on both.
 //
+// A server, one agent turn per request and many threads, keeps one live
+// Plugin per thread ([NewPlugin] refuses a second: [ErrPluginExists]) and
+// calls [Plugin.Close] when it forgets the thread; the thread's next
+// Plugin delivers, once, what the closed one did not. A run is a value:
+// [Plugin.RunStart] refuses a second open run ([ErrRunOpen]) and
+// [Plugin.RunEnd] ends only the run its [RunOutcome] names. A request's
+// context is not the run's: the host cancels it with the cause
+// [ErrRunStopped] when the user stops the run, and passes
+// [RunStopped](ctx) as RunOutcome.Cancelled, so that a client that hangs
+// up ends the run without cancelling the work it started:
+//
+//	ctx, stop := context.WithCancelCause(r.Context()) // stop(bgtask.ErrRunStopped) on the user's stop
+//	defer stop(nil)
+//	if err := plugin.RunStart(ctx, bgtask.RunInfo{RunID: turnID}); err != nil { ... }
+//	... // the loop's steps
+//	err := plugin.RunEnd(ctx, bgtask.RunOutcome{RunID: turnID, Cancelled: bgtask.RunStopped(ctx)})
+//
+// RunEnd, Close and the announcement marks of a boundary commit even when
+// the request's context has ended.
+//
 // The model's input is a trust boundary: what tasks write (results,
 // errors, payloads, names, descriptions, input prompts, a sub-agent's
 // messages) reaches it escaped, cut to a display limit and in envelopes

@@ -68,6 +68,12 @@ type Manager struct {
 
 	keys map[keyRef]*keyClaim // live keyed spawns (WithIdempotencyKey); guarded by mu
 	sent announced            // terminal events delivered and not yet marked announced (announce.go)
+
+	deletes deletes // deletes from the maps above since each was last made (ownerkeep.go)
+
+	plugMu sync.Mutex            // guards sinks and kept; taken before a Plugin's lateMu (ownerkeep.go)
+	sinks  map[string]ownerSink  // the one holder (a live Plugin) of each owner's events between runs; nil when none
+	kept   map[string]*eventKeep // events of owners whose holder let go, for the next one; nil when none
 }
 
 type ownerState struct {
@@ -262,6 +268,7 @@ func (m *Manager) unbindInbox(owner string, drop func(*Inbox) bool) {
 	m.inboxMu.Lock()
 	if ib := m.inboxes[owner]; ib != nil && drop(ib) {
 		delete(m.inboxes, owner)
+		m.inboxes = shrunk(m.inboxes, &m.deletes.inboxes)
 		m.inboxGen.Add(1)
 	}
 	m.inboxMu.Unlock()

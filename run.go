@@ -168,7 +168,7 @@ func (m *Manager) finish(t *Task, out *outcome) {
 		commitErr = m.commitUpdate(t, &u)
 	} else {
 		if t.rec.Wake != WakeSilent && m.durable() {
-			m.sent.add(t.rec.ID) // before the commit: a Restore meanwhile must not announce it too
+			m.sent.add(t.rec.Owner, t.rec.Owner, t.rec.ID) // before the commit: a Restore meanwhile must not announce it too
 		}
 		commitErr = m.commitEdit(t, &u, &edit)
 	}
@@ -311,6 +311,7 @@ func (m *Manager) retire(t *Task) {
 	}
 	if os.live--; os.live == 0 {
 		delete(m.owners, owner)
+		m.owners = shrunk(m.owners, &m.deletes.owners)
 		names := os.names // empty now: every name was freed by unregister
 		*os = ownerState{names: names}
 		m.spareOwner = os          // the next owner to start a task takes it
@@ -371,6 +372,7 @@ func (os *ownerState) isEnding(id string) bool {
 func (m *Manager) pruneNode(t *Task) {
 	for t != nil && t.phase == phaseGone && len(t.children) == 0 {
 		delete(m.nodes, t.rec.ID)
+		m.nodes = shrunk(m.nodes, &m.deletes.nodes)
 		p := t.parent
 		if p != nil {
 			delete(p.children, t)
@@ -386,6 +388,7 @@ func (m *Manager) pruneNode(t *Task) {
 func (m *Manager) retireRun(key runKey, rs *runState) {
 	if !rs.cancelled {
 		delete(m.runs, key)
+		m.runs = shrunk(m.runs, &m.deletes.runs)
 		return
 	}
 	m.deadRuns.push(key)

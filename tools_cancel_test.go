@@ -268,7 +268,7 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 				if want := `{"status":"accepted","root_task_id":"run-1","cancelled_count":1}`; got != want {
 					t.Fatalf("A's cancel_task = %s, want %s", got, want)
 				}
-			} else if err := plugins["thread-A"].RunEnd(t.Context(), RunOutcome{Cancelled: true}); err != nil {
+			} else if err := plugins["thread-A"].RunEnd(t.Context(), RunOutcome{RunID: "run-1", Cancelled: true}); err != nil {
 				t.Fatal(err)
 			}
 			if cause := <-ap.cause; !errors.Is(cause, ErrRunCancelled) {

@@ -245,7 +245,7 @@ func TestProgressDoesNotWakePlugin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.RunEnd(ctx, RunOutcome{}); err != nil {
+		if err := p.RunEnd(ctx, RunOutcome{RunID: "run-1"}); err != nil {
 			t.Fatal(err)
 		}
 		close(later)
@@ -260,7 +260,7 @@ func TestProgressDoesNotWakePlugin(t *testing.T) {
 		if err != nil || len(msgs) != 2 || !msgs[0].Event.Quiet || string(msgs[0].Event.Payload) != "2" || msgs[1].Event.Kind != EventCompleted {
 			t.Fatalf("next run's Deliver = %+v, %v", msgs, err)
 		}
-		if err := p.RunEnd(ctx, RunOutcome{}); err != nil {
+		if err := p.RunEnd(ctx, RunOutcome{RunID: "run-2"}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -311,7 +311,7 @@ func TestProgressCoalescedBetweenRuns(t *testing.T) {
 		if err := p.RunStart(ctx, RunInfo{RunID: "run-1"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.RunEnd(ctx, RunOutcome{}); err != nil {
+		if err := p.RunEnd(ctx, RunOutcome{RunID: "run-1"}); err != nil {
 			t.Fatal(err)
 		}
 		id, err := p.Owner().Spawn(ctx, func(ctx context.Context, tk *Task) (any, error) {

@@ -297,5 +297,5 @@ func drain(ctx context.Context, m *bgtask.Manager, plugins map[string]*bgtask.Pl
 		}
 	}
 	fmt.Println("end")
-	return p.RunEnd(ctx, bgtask.RunOutcome{})
+	return p.RunEnd(ctx, bgtask.RunOutcome{RunID: "drain"})
 }
