@@ -17,7 +17,8 @@ import (
 // Create it with New; the zero value is not usable. A Manager must not be
 // copied. All methods are safe for concurrent use. Every goroutine it starts
 // runs tasks (a finished task's goroutine waits a second or two for the
-// next task before it exits), and Shutdown waits for all of them; a
+// next task before it exits, and exits at once once Shutdown has begun),
+// and Shutdown waits for all of them; a
 // Manager is not reused after Shutdown.
 //
 // Calls that change something (spawn, cancel, send, bind an inbox) return

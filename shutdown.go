@@ -29,6 +29,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	}
 	m.checkIdle()
 	m.mu.Unlock()
+	m.workers.shut() // a task that ends from now on frees its goroutine
 	m.startAll(starts)
 
 	select {
