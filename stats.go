@@ -46,5 +46,7 @@ func (c *counters) countEnd(s TaskStatus) {
 		c.failed.Add(1)
 	case StatusCancelled:
 		c.cancelled.Add(1)
+	case StatusInterrupted: // Manager.Stop cut it at its deadline
+		c.interrupted.Add(1)
 	}
 }

@@ -91,6 +91,8 @@ var checks = []check{
 	{"Corrupt", testCorrupt},
 	{"Recover", testRecover},
 	{"CancelledContext", testCancelledContext},
+	{"ManagerShutdown", testManagerShutdown},
+	{"ManagerStop", testManagerStop},
 }
 
 // Run runs every check as a subtest of t, each on a new store made by
