@@ -54,6 +54,9 @@ type Manager struct {
 	live       int          // registered tasks not yet unregistered
 	idle       chan struct{}
 	idleShut   bool // idle was closed
+	helpers    int  // goroutines of the Manager's own that Shutdown waits for, besides tasks (WithOnPendingOwner)
+
+	pendingCancel context.CancelFunc // ends the WithOnPendingOwner goroutine's work; nil without one
 
 	phaseHook func(t *Task, from, to taskPhase) // tests only: sees every phase move, under m.mu
 
@@ -120,6 +123,9 @@ func New(opts ...Option) (*Manager, error) {
 		keys:    make(map[keyRef]*keyClaim),
 	}
 	m.workers.max = idleWorkersMax()
+	if cfg.onPendingOwner != nil {
+		m.startPendingOwners()
+	}
 	return m, nil
 }
 

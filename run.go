@@ -406,7 +406,7 @@ func (m *Manager) retireRun(key runKey, rs *runState) {
 // checkIdle closes m.idle once shutdown began and no task is active. Called
 // with m.mu held.
 func (m *Manager) checkIdle() {
-	if m.closed.Load() && m.active == 0 && !m.idleShut {
+	if m.closed.Load() && m.active == 0 && m.helpers == 0 && !m.idleShut {
 		m.idleShut = true
 		close(m.idle)
 	}

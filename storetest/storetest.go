@@ -91,6 +91,7 @@ var checks = []check{
 	{"Corrupt", testCorrupt},
 	{"Recover", testRecover},
 	{"CancelledContext", testCancelledContext},
+	{"UndeliveredOwners", testUndeliveredOwners},
 	{"ManagerShutdown", testManagerShutdown},
 	{"ManagerStop", testManagerStop},
 }
