@@ -56,8 +56,6 @@ type Manager struct {
 	idleShut   bool // idle was closed
 	helpers    int  // goroutines of the Manager's own that Shutdown waits for, besides tasks (WithOnPendingOwner)
 
-	pendingCancel context.CancelFunc // ends the WithOnPendingOwner goroutine's work; nil without one
-
 	phaseHook func(t *Task, from, to taskPhase) // tests only: sees every phase move, under m.mu
 
 	stopped  chan struct{} // closed once Shutdown saw every task end: inbox waiters return ErrClosed

@@ -95,41 +95,39 @@ func (m *Manager) liveOwner(ctx context.Context, owner string) (string, error) {
 // each owner that has something to hear (see Manager.UndeliveredOwners),
 // so a host can wake the threads a restart left with news: start a run for
 // each, whose RunStart delivers it. It runs once, on a goroutine the
-// Manager starts in New and Shutdown (or Stop) waits for: first the
-// Manager recovers what runtime instances that are gone left running
-// (Manager.Recover; a durable store also did so when it opened), then it
-// calls f with each owner in turn. f must not block for long; it may call
-// the Manager. A panic in f is recovered and logged, and the next owner is
-// still called. A failure to list the owners is logged. Once Shutdown has
-// begun no further owner is called. Default: none.
+// Manager starts in New: first the Manager recovers what runtime instances
+// that are gone left running (Manager.Recover; a durable store also did so
+// when it opened), then it calls f with each owner in turn. Shutdown (and
+// Stop) waits for that pass to end and does not cut it short, so a Manager
+// shut down at once still calls f for every owner (whose run start then
+// fails with ErrClosed). f must not block for long; it may call the
+// Manager. A panic in f is recovered and logged, and the next owner is
+// still called. A failure to list the owners is logged. Default: none.
 func WithOnPendingOwner(f func(owner string)) Option {
 	return func(c *config) { c.onPendingOwner = f }
 }
 
 // startPendingOwners starts the goroutine of WithOnPendingOwner. Shutdown
-// cancels its work and waits for it as for a task's.
+// waits for it as for a task's.
 func (m *Manager) startPendingOwners() {
-	ctx, cancel := context.WithCancel(context.Background())
 	m.mu.Lock()
 	m.helpers++
-	m.pendingCancel = cancel
 	m.mu.Unlock()
 	m.wg.Add(1)
 	go func() {
 		defer func() {
-			cancel()
 			m.mu.Lock()
 			m.helpers--
 			m.checkIdle()
 			m.mu.Unlock()
 			m.wg.Done()
 		}()
-		m.callPendingOwners(ctx)
+		m.callPendingOwners(context.Background())
 	}()
 }
 
 // callPendingOwners recovers, lists the owners with news and calls the
-// WithOnPendingOwner function with each, until ctx ends.
+// WithOnPendingOwner function with each.
 func (m *Manager) callPendingOwners(ctx context.Context) {
 	if r, ok := m.store.(Recoverer); ok {
 		if n, err := r.Recover(ctx); err != nil {
@@ -140,12 +138,7 @@ func (m *Manager) callPendingOwners(ctx context.Context) {
 	}
 	for owner, err := range m.UndeliveredOwners(ctx) {
 		if err != nil {
-			if ctx.Err() == nil {
-				m.log.Error("bgtask: listing the owners with undelivered ends", "err", err)
-			}
-			return
-		}
-		if ctx.Err() != nil || m.closed.Load() {
+			m.log.Error("bgtask: listing the owners with undelivered ends", "err", err)
 			return
 		}
 		m.callPendingOwner(owner)

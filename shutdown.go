@@ -27,7 +27,6 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	var starts []*Task
 	m.mu.Lock()
 	m.closed.Store(true)
-	m.stopHelpers()
 	for _, t := range m.nodes {
 		_, starts = m.signal(t, ErrShutdown, starts)
 	}
@@ -83,7 +82,6 @@ func (m *Manager) Stop(ctx context.Context) error {
 	var starts []*Task
 	m.mu.Lock()
 	m.closed.Store(true)
-	m.stopHelpers()
 	for _, t := range m.nodes {
 		if t.phase == phaseQueued || t.phase == phaseWaiting {
 			_, starts = m.signal(t, errStopCut, starts)
@@ -137,14 +135,6 @@ var errStopCut = fmt.Errorf("%w: the stop's deadline passed; the task ends inter
 func (m *Manager) stopOutcome(out *outcome) {
 	*out = outcome{status: StatusInterrupted, kind: KindInterrupted, err: fmt.Sprintf(
 		"bgtask: interrupted: the runtime that ran it (instance %q) shut down before it ended; it will not be re-run", m.cfg.instance)}
-}
-
-// stopHelpers ends the work of the Manager's own goroutines
-// (WithOnPendingOwner). Called with m.mu held.
-func (m *Manager) stopHelpers() {
-	if m.pendingCancel != nil {
-		m.pendingCancel()
-	}
 }
 
 // stop waits for the last task goroutines, then releases the inbox waiters:
