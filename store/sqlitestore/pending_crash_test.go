@@ -127,4 +127,3 @@ func TestCrashPendingOwners(t *testing.T) {
 		t.Fatalf("after thread-1 took its news the callback was called with %q, want nobody", got)
 	}
 }
-
