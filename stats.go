@@ -15,7 +15,7 @@ type Stats struct {
 	Failed         uint64 // panics included
 	Cancelled      uint64
 	Panicked       uint64
-	Interrupted    uint64 // records found stale and interrupted by Restore
+	Interrupted    uint64 // records found stale and interrupted by Restore, and tasks Stop cut
 	CommitFailures uint64 // terminal records that could not be committed (see EventCommitFailed)
 }
 
