@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 
@@ -59,17 +60,18 @@ func endEvents(t *testing.T, m *bgtask.Manager, owner string) map[string]bgtask.
 // testManagerShutdown: Manager.Shutdown, the hard stop, cancels the running
 // task with cause ErrShutdown and drops the queued one; both records and
 // events read cancelled with the reason "shutdown", the error text being
-// ErrShutdown's.
+// ErrShutdown's. Each task has an owner of its own: the Manager commits
+// the ends of tasks concurrently, and commits of different owners do not
+// depend on each other.
 func testManagerShutdown(t *testing.T, c Config) {
 	m, s := newManager(t, c, "inst-hard", 1)
-	o := m.Owner("owner-a")
 	causes := make(chan error, 1)
-	running := spawn(t, o, func(ctx context.Context, _ *bgtask.Task) (any, error) {
+	running := spawn(t, m.Owner("owner-a"), func(ctx context.Context, _ *bgtask.Task) (any, error) {
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
 		return nil, context.Cause(ctx)
 	}, "running")
-	queued := spawn(t, o, func(context.Context, *bgtask.Task) (any, error) {
+	queued := spawn(t, m.Owner("owner-b"), func(context.Context, *bgtask.Task) (any, error) {
 		t.Error("a task queued at Shutdown ran")
 		return nil, nil
 	}, "queued")
@@ -83,6 +85,7 @@ func testManagerShutdown(t *testing.T, c Config) {
 		t.Errorf("context.Cause seen by the task: %v, want ErrShutdown", cause)
 	}
 	evs := endEvents(t, m, "owner-a")
+	maps.Copy(evs, endEvents(t, m, "owner-b"))
 	for _, id := range []string{running, queued} {
 		got := get(t, s, id)
 		if got.Status != bgtask.StatusCancelled || got.Error != bgtask.ErrShutdown.Error() || got.CancelReason != bgtask.ShutdownReason {
@@ -103,23 +106,23 @@ func testManagerShutdown(t *testing.T, c Config) {
 // its own, and at its context's end cuts the task still running: it ends
 // interrupted as after a crash (fenced on a new attempt, KindInterrupted,
 // an error saying the process shut down), its late result discarded, with
-// one interrupted event; the task saw a cause matching ErrShutdown.
+// one interrupted event; the task saw a cause matching ErrShutdown. Each
+// task has an owner of its own, as in testManagerShutdown.
 func testManagerStop(t *testing.T, c Config) {
 	const inst = "inst-soft"
 	m, s := newManager(t, c, inst, 2)
-	o := m.Owner("owner-a")
 	release := make(chan struct{})
-	polite := spawn(t, o, func(context.Context, *bgtask.Task) (any, error) {
+	polite := spawn(t, m.Owner("owner-a"), func(context.Context, *bgtask.Task) (any, error) {
 		<-release
 		return "finished", nil
 	}, "polite")
 	causes := make(chan error, 1)
-	stubborn := spawn(t, o, func(ctx context.Context, _ *bgtask.Task) (any, error) {
+	stubborn := spawn(t, m.Owner("owner-b"), func(ctx context.Context, _ *bgtask.Task) (any, error) {
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
 		return "late result", nil // discarded: the record is interrupted
 	}, "stubborn")
-	queued := spawn(t, o, func(context.Context, *bgtask.Task) (any, error) {
+	queued := spawn(t, m.Owner("owner-c"), func(context.Context, *bgtask.Task) (any, error) {
 		t.Error("a task queued at Stop ran")
 		return nil, nil
 	}, "queued")
@@ -136,7 +139,7 @@ func testManagerStop(t *testing.T, c Config) {
 	if got, err := m.Wait(context.Background(), queued); err != nil || got.Status != bgtask.StatusInterrupted {
 		t.Fatalf("queued task after Stop began: %q, %v; want interrupted", got.Status, err)
 	}
-	if _, err := o.Spawn(context.Background(), func(context.Context, *bgtask.Task) (any, error) { return nil, nil }); !errors.Is(err, bgtask.ErrClosed) {
+	if _, err := m.Owner("owner-a").Spawn(context.Background(), func(context.Context, *bgtask.Task) (any, error) { return nil, nil }); !errors.Is(err, bgtask.ErrClosed) {
 		t.Fatalf("Spawn during Stop: %v, want ErrClosed", err)
 	}
 	close(release)
@@ -163,6 +166,8 @@ func testManagerStop(t *testing.T, c Config) {
 	}
 	wantText := fmt.Sprintf("bgtask: interrupted: the runtime that ran it (instance %q) shut down before it ended; it will not be re-run", inst)
 	evs := endEvents(t, m, "owner-a")
+	maps.Copy(evs, endEvents(t, m, "owner-b"))
+	maps.Copy(evs, endEvents(t, m, "owner-c"))
 	for _, id := range []string{queued, stubborn} {
 		got := get(t, s, id)
 		if got.Status != bgtask.StatusInterrupted || got.ErrorKind != bgtask.KindInterrupted || got.Error != wantText ||
