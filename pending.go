@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strings"
 )
 
 // UndeliveredLister is a Store that can tell, for every owner at once,
@@ -77,6 +78,9 @@ func (m *Manager) UndeliveredOwners(ctx context.Context) iter.Seq2[string, error
 // case the owner of that task, and so on up the lineage.
 func (m *Manager) liveOwner(ctx context.Context, owner string) (string, error) {
 	for range maxOwnerHops {
+		if !strings.HasPrefix(owner, IDPrefix) {
+			return owner, nil // not a task id: no read needed (most owners are threads)
+		}
 		meta, err := m.store.Get(ctx, owner)
 		switch {
 		case errors.Is(err, ErrNotFound):

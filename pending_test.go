@@ -21,6 +21,7 @@ import (
 //	thread-parent owns task_dead, a sub-agent that ended (announced),
 //	              which owns task_deadchild, ended, never announced   -> thread-parent listed, not task_dead
 //	task_live     a running sub-agent (of thread-busy) owning task_livechild, ended, never announced -> task_live listed
+//	task_like-a-thread  an owner id with the task prefix that names no task: a completed task never announced -> listed
 func pendingFixture(t *testing.T) *MemoryStore {
 	t.Helper()
 	s := NewMemoryStore()
@@ -47,7 +48,8 @@ func pendingFixture(t *testing.T) *MemoryStore {
 		rec("thread-failed", StatusCompleted, true, ""), rec("thread-failed", StatusFailed, false, WakeOnTerminal),
 		rec("thread-quiet", StatusCompleted, true, ""), rec("thread-quiet", StatusInterrupted, true, ""),
 		rec("thread-hushed", StatusCompleted, false, WakeSilent),
-		rec("thread-busy", StatusRunning, false, ""))
+		rec("thread-busy", StatusRunning, false, ""),
+		rec("task_like-a-thread", StatusCompleted, false, ""))
 	dead := rec("thread-parent", StatusInterrupted, true, "")
 	dead.ID, dead.Type = "task_dead", TypeSubAgent
 	deadChild := rec("task_dead", StatusInterrupted, false, "")
@@ -61,7 +63,7 @@ func pendingFixture(t *testing.T) *MemoryStore {
 }
 
 // wantPending are the owners pendingFixture has news for, sorted.
-var wantPending = []string{"task_live", "thread-failed", "thread-news", "thread-parent"}
+var wantPending = []string{"task_like-a-thread", "task_live", "thread-failed", "thread-news", "thread-parent"}
 
 // Manager.UndeliveredOwners lists each owner with an undelivered end once,
 // a dead sub-agent's tasks under its nearest live owner.
