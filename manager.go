@@ -22,7 +22,7 @@ import (
 // Manager is not reused after Shutdown.
 //
 // Calls that change something (spawn, cancel, send, bind an inbox) return
-// ErrClosed once Shutdown has begun. Reads (Get, List, Wait, Inbox) keep
+// ErrClosed once Shutdown (or Stop) has begun. Reads (Get, List, Wait, Inbox) keep
 // working, so a host can collect the final records and events.
 //
 // The Manager's own calls that take a task id (Get, Cancel, CancelTree,
