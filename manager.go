@@ -18,12 +18,12 @@ import (
 // copied. All methods are safe for concurrent use. Every goroutine it starts
 // runs tasks (a finished task's goroutine waits a second or two for the
 // next task before it exits, and exits at once once Shutdown has begun),
-// and Shutdown waits for all of them; a
-// Manager is not reused after Shutdown.
+// or, with WithOnPendingOwner, calls that function at start; Shutdown (or
+// Stop) waits for all of them. A Manager is not reused after Shutdown.
 //
 // Calls that change something (spawn, cancel, send, bind an inbox) return
-// ErrClosed once Shutdown (or Stop) has begun. Reads (Get, List, Wait, Inbox) keep
-// working, so a host can collect the final records and events.
+// ErrClosed once Shutdown (or Stop) has begun. Reads (Get, List, Wait,
+// Inbox) keep working, so a host can collect the final records and events.
 //
 // The Manager's own calls that take a task id (Get, Cancel, CancelTree,
 // Wait) and CancelAll and Stats reach every owner's tasks: they are for the
