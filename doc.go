@@ -125,7 +125,15 @@
 //
 // # Shutdown
 //
-// [Manager.Shutdown] refuses new spawns, cancels every task with
-// [ErrShutdown] and waits for every goroutine, or returns a
-// [*ShutdownError] naming the tasks that did not stop.
+// [Manager.Shutdown], the hard stop, refuses new spawns, cancels every
+// task with [ErrShutdown] (the cancel reason [ShutdownReason] on the record
+// and in the event) and waits for every goroutine, or returns a
+// [*ShutdownError] naming the tasks that did not stop. [Manager.Stop], the
+// soft stop for a deploy, refuses new spawns, lets running tasks end on
+// their own until its context ends, then ends what still runs interrupted,
+// as a crash and its recovery would.
+//
+// After a restart, [WithOnPendingOwner] calls the host once for each owner
+// that has ends it never took, so the host can wake that thread;
+// [Manager.UndeliveredOwners] lists them.
 package bgtask

@@ -17,12 +17,13 @@ import (
 // Create it with New; the zero value is not usable. A Manager must not be
 // copied. All methods are safe for concurrent use. Every goroutine it starts
 // runs tasks (a finished task's goroutine waits a second or two for the
-// next task before it exits), and Shutdown waits for all of them; a
-// Manager is not reused after Shutdown.
+// next task before it exits, and exits at once once Shutdown has begun),
+// or, with WithOnPendingOwner, calls that function at start; Shutdown (or
+// Stop) waits for all of them. A Manager is not reused after Shutdown.
 //
 // Calls that change something (spawn, cancel, send, bind an inbox) return
-// ErrClosed once Shutdown has begun. Reads (Get, List, Wait, Inbox) keep
-// working, so a host can collect the final records and events.
+// ErrClosed once Shutdown (or Stop) has begun. Reads (Get, List, Wait,
+// Inbox) keep working, so a host can collect the final records and events.
 //
 // The Manager's own calls that take a task id (Get, Cancel, CancelTree,
 // Wait) and CancelAll and Stats reach every owner's tasks: they are for the
@@ -53,6 +54,7 @@ type Manager struct {
 	live       int          // registered tasks not yet unregistered
 	idle       chan struct{}
 	idleShut   bool // idle was closed
+	helpers    int  // goroutines of the Manager's own that Shutdown waits for, besides tasks (WithOnPendingOwner)
 
 	phaseHook func(t *Task, from, to taskPhase) // tests only: sees every phase move, under m.mu
 
@@ -125,6 +127,9 @@ func New(opts ...Option) (*Manager, error) {
 		keys:    make(map[keyRef]*keyClaim),
 	}
 	m.workers.max = idleWorkersMax()
+	if cfg.onPendingOwner != nil {
+		m.startPendingOwners()
+	}
 	return m, nil
 }
 

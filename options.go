@@ -34,6 +34,7 @@ type config struct {
 	tagBytes       int
 	// WithProgressInterval
 	progressInterval time.Duration
+	onPendingOwner   func(owner string) // WithOnPendingOwner
 
 	// Set by an option, to tell an explicit bad value from the default.
 	storeSet, instanceSet bool

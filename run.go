@@ -137,6 +137,9 @@ func (m *Manager) settle(t *Task, out *outcome, v any, err error) {
 func (m *Manager) finish(t *Task, out *outcome) {
 	growStack()
 	t.returned.Store(true)
+	if t.ctx.Err() != nil && context.Cause(&t.ctx) == errStopCut {
+		m.stopOutcome(out) // Stop's deadline passed first: what it returned is discarded
+	}
 	t.emitMu.Lock()
 	t.ended = true
 	busy := t.inputCommit()
@@ -206,8 +209,11 @@ func (e *terminalEdit) apply(u *TaskMeta) {
 	e.from = u.Status
 	u.Status, u.Result, u.FinishedAt, u.ErrorKind = e.out.status, e.out.result, e.end, e.out.kind
 	u.Input = nil // an open request ends with the task
-	if e.out.status == StatusCancelled {
+	switch e.out.status {
+	case StatusCancelled:
 		u.CancelReason = e.reason
+	case StatusInterrupted: // Stop cut it: it reads as a crash recovery's
+		u.Attempt++
 	}
 	if e.prog != nil {
 		u.Progress = e.prog // the latest report is never lost to the throttle
@@ -403,7 +409,7 @@ func (m *Manager) retireRun(key runKey, rs *runState) {
 // checkIdle closes m.idle once shutdown began and no task is active. Called
 // with m.mu held.
 func (m *Manager) checkIdle() {
-	if m.closed.Load() && m.active == 0 && !m.idleShut {
+	if m.closed.Load() && m.active == 0 && m.helpers == 0 && !m.idleShut {
 		m.idleShut = true
 		close(m.idle)
 	}
