@@ -106,9 +106,10 @@ func (o Owner) MarkAnnounced(ctx context.Context, ids ...string) error {
 // owner's terminal records that is not announced, is not silent, and whose
 // event this Manager has not delivered already, oldest first, and returns
 // those records. When report is not owner (the tasks of a gone sub-agent,
-// forwarded to its owner), the records are marked announced first, under
-// their own owner: the gone agent will never take them. A corrupt record
-// is skipped and reported in the returned error; the others are delivered.
+// forwarded to its owner), nothing is marked here: a record is marked
+// announced only by the loop that hands its event out, so a crash before
+// that hand-out loses nothing. A corrupt record is skipped and reported in
+// the returned error; the others are delivered.
 func (m *Manager) reannounce(ctx context.Context, owner, report string) ([]TaskMeta, error) {
 	if !m.durable() {
 		return nil, nil // every record is this Manager's, and every event was delivered
@@ -129,15 +130,6 @@ func (m *Manager) reannounce(ctx context.Context, owner, report string) ([]TaskM
 	}
 	if len(errs) > 0 && !errors.Is(errors.Join(errs...), ErrCorrupt) {
 		return nil, errors.Join(errs...)
-	}
-	if owner != report && len(due) > 0 {
-		ids := make([]string, len(due))
-		for i := range due {
-			ids[i] = due[i].ID
-		}
-		if err := m.store.Commit(ctx, owner, Announce(ids...)); err != nil {
-			return nil, err // nothing delivered: the next Restore tries again
-		}
 	}
 	for i := range due {
 		m.sent.add(due[i].ID)
