@@ -46,6 +46,7 @@ func TestPlansUseIndexes(t *testing.T) {
 		{"reap tasks", pgstore.ReapTasksSQL, []any{500}},
 		{"insert notices", pgstore.InsertNoticesSQL, []any{[]string{"task_live_9", "task_live_10"}, []string{"task_live_8", "owner_3"}, []string{`{"kind":"interrupted"}`, `{"kind":"interrupted"}`}}},
 		{"readdress notices", pgstore.ReaddressNoticesSQL, []any{int64(0)}},
+		{"readdress reaped", pgstore.ReaddressReapedSQL, []any{[]string{"task_live_1", "task_live_2"}}},
 		{"list tagged", pgstore.ListTaggedSQL, []any{"owner_3", []string{}, "t"}},
 		{"insert one fenced", pgstore.InsertOneFencedSQL, append(pgstore.OneArgs(&spawned), "inst_0")},
 		{"update one checked fenced", pgstore.UpdateOneCheckedFencedSQL, append(pgstore.UpdateOneArgs(&spawned, 1), "inst_0", int64(1))},

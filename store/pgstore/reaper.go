@@ -75,8 +75,9 @@ func (s *Store) reaperLoop(ctx context.Context) {
 // at a sub-agent still running on a live instance; it follows at most 64
 // owners per pass. A notice left addressed to a sub-agent is walked again
 // by every later pass, and moves up once that sub-agent has ended or
-// died without taking it. Each notice is recorded once and moved, never
-// copied, so it is claimed (TakeNotices) once, by one owner.
+// died without taking it; when the pass interrupts that sub-agent, the
+// notice moves in the same transaction. Each notice is recorded once and
+// moved, never copied, so it is claimed (TakeNotices) once, by one owner.
 //
 // A started Store calls Reap every heartbeat interval (on a connection of
 // its own); calling it directly is safe. A started Store whose instance is
@@ -196,6 +197,9 @@ func (s *Store) reapOnce(ctx context.Context, db *pgxpool.Pool) (int, error) {
 	}
 	// After the writes: the walk sees this batch's records interrupted.
 	if _, err := tx.Exec(ctx, insertNoticesSQL, ids, owners, notices); err != nil {
+		return 0, fmt.Errorf("pgstore: reap: notices: %w", err)
+	}
+	if _, err := tx.Exec(ctx, readdressReapedSQL, ids); err != nil {
 		return 0, fmt.Errorf("pgstore: reap: notices: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -58,6 +58,21 @@ var insertNoticesSQL = `WITH RECURSIVE
 	SELECT d.addr, n.event::jsonb, n.task_id, n.owner, d.to_task
 	FROM n JOIN dest d ON d.key = n.key ORDER BY n.key`
 
+// readdressReapedSQL walks again, in the reaper's transaction, the
+// undelivered notices addressed to the tasks it just interrupted ($1, their
+// ids): a sub-agent that was live when its child's notice was addressed to
+// it dies with this pass, and the notice moves up in the same commit, so
+// no one sees the sub-agent interrupted while its child's notice still
+// waits for it. Notices another transaction holds are left to the next
+// pass's readdressNoticesSQL.
+var readdressReapedSQL = `WITH RECURSIVE
+	src AS (SELECT id AS key, owner FROM bgtask_notices
+		WHERE delivered_at IS NULL AND owner = ANY($1::text[]) AND to_task
+		FOR UPDATE SKIP LOCKED),
+	` + routeCTE + `
+	UPDATE bgtask_notices n SET owner = d.addr, to_task = d.to_task
+	FROM dest d WHERE n.id = d.key AND d.hops > 0 AND n.delivered_at IS NULL AND n.to_task`
+
 // readdressBatch bounds the notices one readdressing statement walks.
 const readdressBatch = 500
 
