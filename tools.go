@@ -170,7 +170,7 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	invalid arguments: missing "to.name"                * relation "child" with name null or absent
 //	invalid arguments: "<path>" must be <kind>            a string, an object, an array or an integer;
 //	                                                      "status[<i>]" names an element of "status"
-//	invalid arguments: "<path>" is blank                  an id, name, type or message that is empty or spaces
+//	invalid arguments: "<path>" is blank                  an id, name, type, message or reason that is empty or spaces
 //	                                                      (unicode.IsSpace; the schema's "pattern" says the same)
 //	invalid arguments: "<path>" is longer than <n> characters
 //	                                                    * 128 for an id, name or type, 16384 for a message, 272
