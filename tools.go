@@ -113,16 +113,18 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	    {"status":"already_cancelled","root_task_id":id,"cancelled_count":0}  the task or run was cancelled before
 //	    {"status":"nothing_to_cancel","root_task_id":id,"cancelled_count":0}  the run has no live task (it is
 //	        cancelled now all the same), or the task has ended
-//	  child by task_id is any of the owner's tasks, as list_tasks shows them,
+//	  child is any of the owner's tasks, as list_tasks shows them,
 //	  whichever run or task started it (one that another instance runs,
-//	  with a SharedStore, included); otherwise child by name is a direct
-//	  child of the current task (or, in a run scope, a task of the run
-//	  without a parent task). It is cancelled with its descendants. A task
+//	  with a SharedStore, included): by task_id, else by name the one
+//	  non-terminal task of that name, else the latest ended one of that
+//	  name (task_not_running). It is cancelled with its descendants. A task
 //	  still winding down from an earlier cancel is accepted with
-//	  cancelled_count 0.
+//	  cancelled_count 0. A sub-agent's own tasks are the sub-agent's, not
+//	  the owner's: cancelling the sub-agent cancels them.
 //	send_message {"to":{"relation":"child","name":n}|{"relation":"parent","name":null},"message":s,"in_reply_to":id|null}
 //	  → {"status":"delivered","message_id":id}
-//	  child is one of the owner's non-terminal tasks, by id, then by name: a
+//	  child is one of the owner's non-terminal tasks, by id, then by name
+//	  (whichever run started it, as cancel_task finds it): a
 //	  sub-agent gets the message in its inbox; with in_reply_to, the message
 //	  answers the task's open input request (a plain task too), which then
 //	  runs again. The message is from the current task, else the call's
@@ -143,15 +145,20 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 // no error:
 //
 //	cancel_task  {"status":"failed","root_task_id":<name given>,"cancelled_count":0,"error":"task_not_found"}
-//	                 no such task: an unknown id or another owner's, a name of no direct child of the current scope
+//	                 no such task: an unknown id or another owner's, a name none of the owner's tasks has
 //	             {"status":"failed","root_task_id":<its id>,"cancelled_count":0,"error":"task_not_running"}
 //	                 the child has already ended (completed, failed, cancelled or interrupted)
+//	             {"status":"failed","root_task_id":<name given>,"cancelled_count":0,"error":"task_name_ambiguous","message":m}
+//	                 several non-terminal tasks of the owner have that name (processes sharing a Store
+//	                 keep names unique each for its own tasks only); m names their ids
 //	send_message {"status":"failed","error":"recipient_not_found"}    no such non-terminal task of the owner
 //	             {"status":"failed","error":"recipient_unavailable"}  a plain task without in_reply_to; a
 //	                 sub-agent not run by this process or whose inbox has closed; parent without a
 //	                 current task, a parent sub-agent that has ended, or an owner's inbox that
 //	                 closed without a fallback (a closed inbox with one, such as a Plugin's, takes it)
 //	             {"status":"failed","error":"no_input_request"}       in_reply_to names no open request of the task
+//	             {"status":"failed","error":"recipient_ambiguous","message":m}
+//	                 several non-terminal tasks of the owner have that name; m names their ids
 //
 // # Errors
 //
