@@ -134,7 +134,9 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	wait_task    {"task_id":id, "timeout_seconds":1..300|null (30)}
 //	  → {"task":{…},"timed_out":false} when the task is terminal or awaiting input;
 //	    {"task":{…},"timed_out":true,"message":"task <id> still <status> after <n>s"}
-//	  A task that this process does not run and that is neither terminal
+//	  A terminal task's end is the result: its event is not delivered
+//	  again (the next step does not show it, a restart does not announce
+//	  it). A task that this process does not run and that is neither terminal
 //	  nor awaiting input is returned at once, timed_out false, with the
 //	  message "task <id> is <status> but not run by this process: wait_task
 //	  cannot wait for it".
