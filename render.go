@@ -325,3 +325,49 @@ func (p *Plugin) parseEnvelope(content string) (tag string, attrs map[string]str
 	}
 	return tag, attrs, body, true
 }
+
+// ToolOutput makes what a host's own tool returns safe to show the model,
+// as the Plugin shows what tasks report: text the tool does not control
+// (a search result, a page, a file, the result of Owner.Foreground) can
+// then neither look like the Plugin's envelopes nor flood the context.
+// A tool returns ToolOutput(result, err) instead of (result, err):
+//
+//	res, err := owner.Foreground(ctx, 5*time.Second, fn)
+//	return bgtask.ToolOutput(res.Result, err)
+//
+// The result, when err is nil, is JSON with every <, > and & escaped
+// (\u003c, \u003e, \u0026: the same value for a JSON reader); a result
+// longer than DefaultDisplayLimit bytes becomes a JSON string of its first
+// bytes and a marker with its size, as a task's result in an event is cut;
+// a result that is not JSON becomes a JSON string of its text; none is
+// null. An error keeps matching what it wraps (errors.Is and errors.As see
+// err), but its text is cut and escaped the same way, so a framework that
+// shows the model an error's text shows it safely. The Plugin's own tools
+// and promotion notices need nothing of this; a tool may pass them through
+// it all the same. Safe for concurrent use.
+func ToolOutput(result json.RawMessage, err error) (json.RawMessage, error) {
+	if err != nil {
+		return nil, &toolOutputError{text: string(noAngles([]byte(capText(validUTF8(err.Error()), DefaultDisplayLimit)))), err: err}
+	}
+	switch {
+	case len(bytes.TrimSpace(result)) == 0:
+		return json.RawMessage("null"), nil
+	case !json.Valid(result):
+		b, _ := json.Marshal(capText(validUTF8(string(result)), DefaultDisplayLimit))
+		return b, nil
+	}
+	// As render writes an event's result: cut, then encoded (compact,
+	// with <, > and & escaped).
+	b, _ := json.Marshal(json.RawMessage(capJSON(result, DefaultDisplayLimit)))
+	return noAngles(b), nil
+}
+
+// toolOutputError is an error of ToolOutput: the escaped, capped text of
+// err, which it wraps.
+type toolOutputError struct {
+	text string
+	err  error
+}
+
+func (e *toolOutputError) Error() string { return e.text }
+func (e *toolOutputError) Unwrap() error { return e.err }
