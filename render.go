@@ -154,7 +154,7 @@ func (p *Plugin) instructions() string {
 
 // renderView renders the prompt view of the owner's live tasks, oldest
 // first: one line each with its id, type, name, status, description, parent,
-// open input request and latest progress, at most p.viewLines lines and p.viewBytes bytes of
+// open input request, latest progress and latest custom event, at most p.viewLines lines and p.viewBytes bytes of
 // them, then a note of how many were left out. It returns "" for no tasks.
 func (p *Plugin) renderView(tasks iter.Seq[TaskMeta]) string {
 	var b, line strings.Builder
@@ -165,6 +165,7 @@ func (p *Plugin) renderView(tasks iter.Seq[TaskMeta]) string {
 			continue
 		}
 		line.Reset()
+		t := p.owner.latestProgress(t)
 		prog, _ := p.owner.Progress(t.ID)
 		viewLine(&line, &t, prog)
 		if size+line.Len() > p.viewBytes {
@@ -193,9 +194,10 @@ func (p *Plugin) renderView(tasks iter.Seq[TaskMeta]) string {
 	return b.String()
 }
 
-// viewLine writes the view's line of t with its latest progress (none when
-// prog.Count is 0), every value escaped and the long ones cut.
-func viewLine(b *strings.Builder, t *TaskMeta, prog Progress) {
+// viewLine writes the view's line of t with its progress and its latest
+// custom event ev (none when ev.Count is 0, or when it is the progress
+// shown: see shownEvent), every value escaped and the long ones cut.
+func viewLine(b *strings.Builder, t *TaskMeta, ev Progress) {
 	attr := func(name, v string) {
 		if v != "" {
 			b.WriteString(" " + name + `="` + xmlAttr(v) + `"`)
@@ -217,9 +219,9 @@ func viewLine(b *strings.Builder, t *TaskMeta, prog Progress) {
 		}
 		attr("progress_message", capText(p.Message, viewFieldMax))
 	}
-	if prog.Count > 0 {
-		attr("progress_type", capText(prog.EventType, viewFieldMax))
-		attr("progress", capText(string(prog.Payload), viewFieldMax))
+	if shownEvent(ev, t.Progress) {
+		attr("latest_event_type", capText(ev.EventType, viewFieldMax))
+		attr("latest_event", capText(string(ev.Payload), viewFieldMax))
 	}
 	b.WriteString("/>\n")
 }

@@ -86,7 +86,8 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 // # Tools
 //
 //	list_tasks   {"status":[s,...]|null, "type":t|null, "tag":g|null, "limit":1..200|null (50), "cursor":c|null}
-//	  → {"tasks":[{task_id,name,task_type,status,description,tags?,parent_task_id?,created_at,finished_at?}],"total":n,"next_cursor"?:c}
+//	  → {"tasks":[{task_id,name,task_type,status,description,tags?,parent_task_id?,created_at,finished_at?,error_kind?,
+//	      progress?:{done,total?,message?,at?},latest_event?:{event_type,payload,at,count}}],"total":n,"next_cursor"?:c}
 //	  A page of the owner's tasks in creation order (then by id), at most
 //	  limit of them: those with one of the statuses (distinct, at least
 //	  one), of the type and carrying the tag (WithTags), when given.
@@ -96,12 +97,20 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	  forgotten between two pages neither repeat nor skip one, and it only
 //	  ever positions a page within the owner's own tasks. A description is
 //	  cut to 200 bytes and a type to 128, with "…" (get_task shows them
-//	  whole).
+//	  whole). error_kind says why a failed or interrupted task ended.
+//	  progress is the latest the task reported (Task.ReportProgress: done
+//	  out of total, a message); latest_event is the latest custom event of
+//	  a task this process runs (Owner.Progress), left out when it is that
+//	  progress report itself, so a task shows one progress.
 //	get_task     {"task_id":id}
-//	  → {"task":{…,started_at?,result?,error?,error_kind?,cancel_reason?,input_request?},"messages":[{id,direction,from,content,in_reply_to?,at}]}
-//	  The record (result when completed, error when failed, cancelled or
-//	  interrupted, the open input request) and the last 20 messages sent to
-//	  the task or by it, oldest first (Owner.Messages).
+//	  → {"task":{…,started_at?,result?,error?,cancel_reason?,input_request?:{id,prompt},idempotency_key?},
+//	     "messages":[{id,direction,from,content,truncated?,in_reply_to?,at}]}
+//	  The record, {…} being the fields list_tasks shows (its description
+//	  and type whole), with the result when completed, the error when
+//	  failed, cancelled or interrupted, the open input request and the
+//	  idempotency key (WithIdempotencyKey); and the last 20 messages sent
+//	  to the task or by it, oldest first (Owner.Messages), a content cut to
+//	  4 KiB marked truncated.
 //	cancel_task  {"target":{"relation":"self","name":null}|{"relation":"child","name":n}, "reason":r|null}
 //	  → {"status":"accepted","root_task_id":id,"cancelled_count":n}
 //	  cancelled_count is the number of tasks this call signalled, nothing
@@ -134,6 +143,7 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	wait_task    {"task_id":id, "timeout_seconds":1..300|null (30)}
 //	  → {"task":{…},"timed_out":false} when the task is terminal or awaiting input;
 //	    {"task":{…},"timed_out":true,"message":"task <id> still <status> after <n>s"}
+//	  The task as get_task shows it (without latest_event).
 //	  A terminal task's end is the result: its event is not delivered
 //	  again (the next step does not show it, a restart does not announce
 //	  it). A task that this process does not run and that is neither terminal
@@ -283,24 +293,27 @@ type toolTask struct {
 	ErrorKind    ErrorKind       `json:"error_kind,omitempty"`    // failed and interrupted tasks
 	CancelReason string          `json:"cancel_reason,omitempty"` // get_task and wait_task only
 	InputRequest *InputRequest   `json:"input_request,omitempty"`
-	Progress     *toolProgress   `json:"progress,omitempty"` // a live task's latest custom event
-	// The record's progress (Task.ReportProgress) and idempotency key (get_task and wait_task only).
-	ReportedProgress *TaskProgress `json:"reported_progress,omitempty"`
-	IdempotencyKey   string        `json:"idempotency_key,omitempty"`
+	LatestEvent  *toolEvent      `json:"latest_event,omitempty"` // a live task's latest custom event
+	// The task's progress (Task.ReportProgress), the latest one reported,
+	// and its idempotency key (get_task and wait_task only).
+	Progress       *TaskProgress `json:"progress,omitempty"`
+	IdempotencyKey string        `json:"idempotency_key,omitempty"`
 }
 
-// toolProgress is how the tools show Owner.Progress.
-type toolProgress struct {
+// toolEvent is how the tools show Owner.Progress, a live task's latest
+// custom event.
+type toolEvent struct {
 	EventType string          `json:"event_type"`
 	Payload   json.RawMessage `json:"payload"`
 	At        time.Time       `json:"at"`
 	Count     int             `json:"count"`
 }
 
-// withProgress adds the task's latest progress to v, if it has any.
+// withProgress adds the task's latest custom event to v, if it has one
+// that is not the progress v shows already (see shownEvent).
 func (o Owner) withProgress(v toolTask) toolTask {
-	if p, ok := o.Progress(v.TaskID); ok {
-		v.Progress = &toolProgress{p.EventType, p.Payload, p.At, p.Count}
+	if p, ok := o.Progress(v.TaskID); ok && shownEvent(p, v.Progress) {
+		v.LatestEvent = &toolEvent{p.EventType, p.Payload, p.At, p.Count}
 	}
 	return v
 }
@@ -311,10 +324,10 @@ func listView(m TaskMeta) toolTask {
 	v := taskView(m)
 	v.Description = cutText(v.Description, listDescriptionMax)
 	v.TaskType = cutText(v.TaskType, argTextMax)
-	if p := v.ReportedProgress; p != nil && len(p.Message) > listDescriptionMax {
+	if p := v.Progress; p != nil && len(p.Message) > listDescriptionMax {
 		cut := *p
 		cut.Message = cutText(p.Message, listDescriptionMax)
-		v.ReportedProgress = &cut
+		v.Progress = &cut
 	}
 	return v
 }
@@ -333,7 +346,7 @@ func taskView(m TaskMeta) toolTask {
 		FinishedAt:   m.FinishedAt,
 		ErrorKind:    m.ErrorKind,
 		// The record's progress: its message is the task's text, escaped like every other (toolJSON).
-		ReportedProgress: m.Progress,
+		Progress: m.Progress,
 	}
 }
 
