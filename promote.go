@@ -22,15 +22,18 @@ const (
 // the result of a call that started no task (Foreground returned an error
 // before spawning).
 type ForegroundResult struct {
-	// TaskID is the task that ran the function.
+	// TaskID is the task that ran the function, or the owner's existing
+	// task that the call's idempotency key named.
 	TaskID string
 	// Promoted reports that the function was still going after the given
-	// time: it goes on as a background task whose end is announced to the
-	// owner like any task's.
+	// time, or when the caller's ctx ended first (unless
+	// WithCancelOnAbandon): it goes on as a background task whose end is
+	// announced to the owner like any task's.
 	Promoted bool
-	// Status is the task's status when Foreground returned: completed when
-	// the function returned in time; when promoted, queued, running or
-	// awaiting_input.
+	// Status is the task's status when Foreground returned: its terminal
+	// status when it ended in time (completed, or failed or cancelled with
+	// the error); when promoted, the status it had then: queued, running
+	// or awaiting_input.
 	Status TaskStatus
 	// Result is the tool result to give the model: the function's result
 	// (JSON) when it completed in time, or the promotion notice, a JSON
