@@ -76,7 +76,7 @@ func WithCancelOnAbandon() SpawnOption { return func(c *spawnConfig) { c.cancelO
 // spawn that waits for a concurrency slot (WithQueueWhenFull) counts its
 // time queued within d; promoted while queued, it starts when a slot frees.
 // Until it is promoted, the events fn emits are kept as its progress only
-// (Owner.Progress), not sent to the inbox; messages it sends its owner
+// (Owner.LatestEvent), not sent to the inbox; messages it sends its owner
 // still are. The notice's task_status is the status the task had when it
 // was promoted: queued, running or awaiting_input, never a terminal one.
 //

@@ -166,7 +166,7 @@ func (p *Plugin) renderView(tasks iter.Seq[TaskMeta]) string {
 		}
 		line.Reset()
 		t := p.owner.latestProgress(t)
-		prog, _ := p.owner.Progress(t.ID)
+		prog, _ := p.owner.LatestEvent(t.ID)
 		viewLine(&line, &t, prog)
 		if size+line.Len() > p.viewBytes {
 			left++
@@ -197,7 +197,7 @@ func (p *Plugin) renderView(tasks iter.Seq[TaskMeta]) string {
 // viewLine writes the view's line of t with its progress and its latest
 // custom event ev (none when ev.Count is 0, or when it is the progress
 // shown: see shownEvent), every value escaped and the long ones cut.
-func viewLine(b *strings.Builder, t *TaskMeta, ev Progress) {
+func viewLine(b *strings.Builder, t *TaskMeta, ev LatestEvent) {
 	attr := func(name, v string) {
 		if v != "" {
 			b.WriteString(" " + name + `="` + xmlAttr(v) + `"`)

@@ -60,10 +60,10 @@ type progressState struct {
 // (total 0 when the total is not known) and a short message, cut to
 // WithMaxMessageBytes. It is the typed form of progress: besides emitting a
 // custom event of type EventTypeProgress whose payload is the TaskProgress
-// (delivered, coalesced and kept as Owner.Progress like every Emit), it
+// (delivered, coalesced and kept as Owner.LatestEvent like every Emit), it
 // keeps the value on the task's record (TaskMeta.Progress), where get_task,
 // list_tasks and the prompt view show it and where it survives a restart.
-// Owner.Progress is the latest custom event of any type, in memory, while
+// Owner.LatestEvent is the latest custom event of any type, in memory, while
 // the task runs here; TaskMeta.Progress is only what ReportProgress
 // reported, in the Store.
 //
@@ -229,6 +229,6 @@ func (o Owner) reportedProgress(id string) *TaskProgress {
 // beside its progress reported: not when it is a progress event
 // (EventTypeProgress) and the task reported progress, since ReportProgress
 // emits its report as that very event, and one progress is shown, once.
-func shownEvent(ev Progress, reported *TaskProgress) bool {
+func shownEvent(ev LatestEvent, reported *TaskProgress) bool {
 	return ev.Count > 0 && !(ev.EventType == EventTypeProgress && reported != nil)
 }

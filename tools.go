@@ -100,7 +100,7 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	  whole). error_kind says why a failed or interrupted task ended.
 //	  progress is the latest the task reported (Task.ReportProgress: done
 //	  out of total, a message); latest_event is the latest custom event of
-//	  a task this process runs (Owner.Progress), left out when it is that
+//	  a task this process runs (Owner.LatestEvent), left out when it is that
 //	  progress report itself, so a task shows one progress.
 //	get_task     {"task_id":id}
 //	  → {"task":{…,started_at?,result?,error?,cancel_reason?,input_request?:{id,prompt},idempotency_key?},
@@ -300,7 +300,7 @@ type toolTask struct {
 	IdempotencyKey string        `json:"idempotency_key,omitempty"`
 }
 
-// toolEvent is how the tools show Owner.Progress, a live task's latest
+// toolEvent is how the tools show Owner.LatestEvent, a live task's latest
 // custom event.
 type toolEvent struct {
 	EventType string          `json:"event_type"`
@@ -309,10 +309,10 @@ type toolEvent struct {
 	Count     int             `json:"count"`
 }
 
-// withProgress adds the task's latest custom event to v, if it has one
+// withLatestEvent adds the task's latest custom event to v, if it has one
 // that is not the progress v shows already (see shownEvent).
-func (o Owner) withProgress(v toolTask) toolTask {
-	if p, ok := o.Progress(v.TaskID); ok && shownEvent(p, v.Progress) {
+func (o Owner) withLatestEvent(v toolTask) toolTask {
+	if p, ok := o.LatestEvent(v.TaskID); ok && shownEvent(p, v.Progress) {
 		v.LatestEvent = &toolEvent{p.EventType, p.Payload, p.At, p.Count}
 	}
 	return v
