@@ -47,7 +47,7 @@
 // whether it wakes the owner. [Task.Emit] never drops an event silently:
 //
 //   - every custom event but a message is kept as the task's latest
-//     progress while it runs ([Owner.Progress]);
+//     event while it runs ([Owner.LatestEvent]);
 //   - by default ([WakeOnTerminal]) custom events also reach the inbox, but
 //     quiet ([Event.Quiet]): coalesced per task and type, delivered with the
 //     next drain, and never waking a waiting owner ([Inbox.Wait],

@@ -293,6 +293,7 @@ type spawnConfig struct {
 	key                    string // WithIdempotencyKey
 	keySet                 bool
 	foreground             bool // Owner.Foreground: held in the foreground until promoted
+	cancelOnAbandon        bool // WithCancelOnAbandon
 }
 
 // WithName gives the task a short name, unique among the owner's
