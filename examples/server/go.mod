@@ -8,6 +8,7 @@ require (
 	github.com/bgtask/bgtask/store/pgstore v0.0.0
 	github.com/bgtask/bgtask/store/sqlitestore v0.0.0
 	github.com/openai/openai-go/v3 v3.96.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

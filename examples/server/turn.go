@@ -66,13 +66,11 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 	conv := make([]entry, len(th.history), len(th.history)+16)
 	copy(conv, th.history)
 	th.mu.Unlock()
-	defer func() {
+
+	if err := startRun(turnCtx, th.plugin, runID); err != nil {
 		th.mu.Lock()
 		th.stop = nil
 		th.mu.Unlock()
-	}()
-
-	if err := startRun(turnCtx, th.plugin, runID); err != nil {
 		s.log.Error("run start", "thread", th.id, "err", err)
 		return res, http.StatusInternalServerError, errors.New("cannot start the turn")
 	}
@@ -83,6 +81,9 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 			s.log.Error("run end", "thread", th.id, "run_id", runID, "err", err)
 		}
 		s.keep(th, conv)
+		th.mu.Lock()
+		th.stop = nil
+		th.mu.Unlock()
 		s.log.Info("turn end", "thread", th.id, "run_id", runID, "status", res.Status, "cause", fmt.Sprint(endCause),
 			"events", len(res.Events), "steps", res.Steps)
 	}()
