@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bgtask/bgtask/examples/server/internal/scripted"
 )
@@ -29,6 +30,7 @@ const childEnv = "BGTASK_SERVER_CHILD"
 type script struct {
 	mu       sync.Mutex
 	research map[string]*gate // topic: its steps wait for release
+	lookups  map[string]*gate // query: its call waits for release
 	turns    map[string]*gate // command: its call after the tools answered waits until the server gives up
 }
 
@@ -46,8 +48,8 @@ func (g *gate) arrive() { g.once.Do(func() { close(g.reached) }) }
 
 // newModel serves a scripted model for the servers of one test.
 func newModel(t *testing.T) (*script, string) {
-	s := &script{research: map[string]*gate{}, turns: map[string]*gate{}}
-	srv := httptest.NewServer(&scripted.Model{Hooks: scripted.Hooks{Research: s.onResearch, Turn: s.onTurn}})
+	s := &script{research: map[string]*gate{}, lookups: map[string]*gate{}, turns: map[string]*gate{}}
+	srv := httptest.NewServer(&scripted.Model{Hooks: scripted.Hooks{Research: s.onResearch, Lookup: s.onLookup, Turn: s.onTurn}})
 	t.Cleanup(srv.Close)
 	return s, srv.URL + "/v1"
 }
@@ -59,6 +61,15 @@ func (s *script) holdResearch(topic string) *gate {
 	defer s.mu.Unlock()
 	g := newGate()
 	s.research[topic] = g
+	return g
+}
+
+// holdLookup holds the lookup of query until the gate is released.
+func (s *script) holdLookup(query string) *gate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := newGate()
+	s.lookups[query] = g
 	return g
 }
 
@@ -77,6 +88,19 @@ func (s *script) onResearch(ctx context.Context, topic string, _, _ int) error {
 	s.mu.Lock()
 	g := s.research[topic]
 	s.mu.Unlock()
+	return g.pass(ctx)
+}
+
+func (s *script) onLookup(ctx context.Context, query string) error {
+	s.mu.Lock()
+	g := s.lookups[query]
+	s.mu.Unlock()
+	return g.pass(ctx)
+}
+
+// pass holds a call at g until g is released or the call's ctx ends; a nil
+// g lets it pass at once.
+func (g *gate) pass(ctx context.Context) error {
 	if g == nil {
 		return nil
 	}
@@ -127,6 +151,7 @@ func startServer(t *testing.T, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"-addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
+	dieWithParent(cmd)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -168,8 +193,18 @@ func (p *proc) read(r io.Reader) {
 
 // waitLog waits until cond holds of the log so far (it is called again at
 // each new line), and fails the test if the process exits first.
+//
+// It has no time limit of its own: if the test binary's deadline (go test
+// -timeout) comes near first, it fails with the server's log, rather than
+// leave the binary to panic without it.
 func (p *proc) waitLog(t *testing.T, what string, cond func([]logLine) bool) {
 	t.Helper()
+	var near <-chan time.Time
+	if d, ok := t.Deadline(); ok {
+		tm := time.NewTimer(time.Until(d) - time.Until(d)/10)
+		defer tm.Stop()
+		near = tm.C
+	}
 	for {
 		p.mu.Lock()
 		ok, changed := cond(p.lines), p.changed
@@ -179,6 +214,8 @@ func (p *proc) waitLog(t *testing.T, what string, cond func([]logLine) bool) {
 		}
 		select {
 		case <-changed:
+		case <-near:
+			t.Fatalf("still waiting for %s as the test's deadline nears:\n%s", what, p.tail())
 		case <-p.exited:
 			p.mu.Lock()
 			ok = cond(p.lines)
@@ -209,11 +246,19 @@ func (p *proc) waitLine(t *testing.T, what string, match func(logLine) bool) log
 
 // waitWake waits for the server's wake of thread for the end of task
 // (kind), logged when the event arrived between turns.
+// It fails at once if the task's end woke the thread with another kind.
 func (p *proc) waitWake(t *testing.T, thread, task, kind string) {
 	t.Helper()
-	p.waitLine(t, fmt.Sprintf("the wake of %s for %s %s", thread, task, kind), func(l logLine) bool {
-		return l.str("msg") == "wake" && l.str("thread") == thread && l.str("task_id") == task && l.str("kind") == kind
+	l := p.waitLine(t, fmt.Sprintf("the wake of %s for the end of %s", thread, task), func(l logLine) bool {
+		return l.str("msg") == "wake" && l.str("thread") == thread && l.str("task_id") == task && isEnd(l.str("kind"))
 	})
+	if l.str("kind") != kind {
+		t.Fatalf("%s woke %s with %s, want %s", task, thread, l.str("kind"), kind)
+	}
+}
+
+func isEnd(kind string) bool {
+	return kind == "completed" || kind == "failed" || kind == "cancelled" || kind == "interrupted"
 }
 
 // tail is the end of the server's log, for a failure message.

@@ -16,7 +16,8 @@
 // Without an API key the model is a scripted one served on a loopback
 // port: "research TOPIC [in N steps]" starts a background research task
 // (each step is a call to the model, a few seconds apart, reported as
-// progress), "list", "get ID", "wait ID" and "cancel NAME" call bgtask's
+// progress), "lookup QUERY" looks something up in the foreground (it goes
+// on in the background if it takes longer than -foreground), "list", "get ID", "wait ID" and "cancel NAME" call bgtask's
 // task tools, and commands joined with ";" are called in one step.
 package main
 
@@ -54,6 +55,7 @@ type config struct {
 	apiKey     string        // its key
 	model      string        // the model name
 	fakeStep   time.Duration // the scripted model's time per research step
+	foreground time.Duration // how long lookup waits before it goes on in the background
 	maxThreads int           // live threads at most
 	maxBody    int64         // bytes of a request body at most
 	maxText    int           // bytes of a user message at most
@@ -97,6 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.apiKey, "openai-key", os.Getenv("OPENAI_API_KEY"), "API key (default: $OPENAI_API_KEY)")
 	fs.StringVar(&cfg.model, "model", "", "model name (default gpt-5-mini, or scripted for the scripted model)")
 	fs.DurationVar(&cfg.fakeStep, "fake-step", 2*time.Second, "the scripted model's time per research step")
+	fs.DurationVar(&cfg.foreground, "foreground", 5*time.Second, "how long a lookup runs in the foreground before it goes on in the background")
 	fs.IntVar(&cfg.maxThreads, "max-threads", 1000, "live threads at most; a new thread beyond them is refused (503)")
 	fs.Int64Var(&cfg.maxBody, "max-body", 64<<10, "bytes of a request body at most")
 	fs.IntVar(&cfg.maxText, "max-text", 8<<10, "bytes of a user message at most")
@@ -111,8 +114,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		bad = fmt.Errorf("unexpected arguments %q", fs.Args())
 	case cfg.maxThreads < 1, cfg.maxBody < 1, cfg.maxText < 1, cfg.maxSteps < 1, cfg.maxHistory < 1:
 		bad = errors.New("every -max-* flag must be at least 1")
-	case cfg.fakeStep < 0:
-		bad = errors.New("-fake-step must not be negative")
+	case cfg.fakeStep < 0, cfg.foreground < 0:
+		bad = errors.New("-fake-step and -foreground must not be negative")
 	case cfg.instance == "":
 		bad = errors.New("-instance must not be empty")
 	}

@@ -87,7 +87,8 @@ func (s *server) thread(id string, create bool) (*thread, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts, err := bgopenai.New(append(p.Owner().Tools(), researchTool(p.Owner(), s.client, s.model)))
+	ts, err := bgopenai.New(append(p.Owner().Tools(),
+		researchTool(p.Owner(), s.client, s.model), lookupTool(p.Owner(), s.client, s.model, s.cfg.foreground)))
 	if err != nil {
 		return nil, err
 	}

@@ -148,6 +148,41 @@ func TestHangUpMidTurn(t *testing.T) {
 	}
 }
 
+// A client that hangs up while a tool runs in the foreground does not
+// abandon the call: it finishes in the foreground (it is not announced, and
+// not cancelled), and the turn ends at its next model call.
+func TestHangUpDuringForeground(t *testing.T) {
+	t.Parallel()
+	model, url := newModel(t)
+	srv, _ := sqliteServer(t, url, "-foreground", "1h") // never promoted here: the test decides when it ends
+	lookup := model.holdLookup("slow thing")
+
+	ctx, hangUp := context.WithCancel(t.Context())
+	posted := make(chan error, 1)
+	go func() {
+		_, err := srv.post(ctx, "f", "lookup slow thing")
+		posted <- err
+	}()
+	<-lookup.reached
+	hangUp()
+	if err := <-posted; err == nil {
+		t.Fatal("the hung-up request succeeded")
+	}
+	srv.waitLine(t, "the server noticing the hang-up", func(l logLine) bool { return l.str("msg") == "client gone" && l.str("thread") == "f" })
+	close(lookup.release)
+	end := srv.waitLine(t, "the end of the hung-up turn", func(l logLine) bool { return l.str("msg") == "turn end" && l.str("thread") == "f" })
+	if !strings.Contains(end.str("cause"), "canceled") || end["steps"] != float64(2) {
+		t.Errorf("the hung-up turn ended %v; want the request's cancel as cause, after two model calls", end)
+	}
+	tt := srv.tasks(t, "f")
+	if len(tt.Tasks) != 1 || tt.Tasks[0].Status != "completed" || string(tt.Tasks[0].Result) != `"the answer to slow thing"` || tt.News != 0 {
+		t.Fatalf("after the hang-up: %+v; want the lookup completed with its answer, no news", tt)
+	}
+	if res := srv.mustPost(t, "f", "hello"); len(ends(t, res)) != 0 {
+		t.Errorf("the next turn: ends %q, want none (the lookup answered in the foreground)", ends(t, res))
+	}
+}
+
 // POST /threads/{id}/stop stops the running turn and cancels the tasks it
 // started; the stopped turn answers "stopped" and the cancel is delivered
 // once at the next turn.

@@ -56,7 +56,10 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 	defer stop(nil)
 	modelCtx, cancelModel := context.WithCancelCause(turnCtx)
 	defer cancelModel(nil)
-	unwatch := context.AfterFunc(reqCtx, func() { cancelModel(context.Cause(reqCtx)) })
+	unwatch := context.AfterFunc(reqCtx, func() {
+		s.log.Info("client gone", "thread", th.id)
+		cancelModel(context.Cause(reqCtx))
+	})
 	defer unwatch()
 
 	runID := "run_" + rand.Text()

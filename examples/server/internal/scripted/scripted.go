@@ -5,7 +5,9 @@
 //   - the thread's assistant, whose reply is decided by the user's last
 //     message (see reply for the commands it knows), and
 //   - the research sub-agent's model, asked one step at a time
-//     ("Research step 2 of 3: topic"), which answers with a finding.
+//     ("Research step 2 of 3: topic"), which answers with a finding;
+//   - the lookup tool's model ("Look up: query"), which answers "the
+//     answer to query".
 //
 // Hooks let the caller hold or fail a call (the server's default delay, or a
 // test that decides when a research step may go on).
@@ -29,6 +31,8 @@ import (
 type Hooks struct {
 	// Research is called for step step of steps of the research of topic.
 	Research func(ctx context.Context, topic string, step, steps int) error
+	// Lookup is called for the lookup of query.
+	Lookup func(ctx context.Context, query string) error
 	// Turn is called for a call of the thread's assistant: command is the
 	// user's last message, afterTools is true when the call follows the
 	// answers of the tools the assistant called for it.
@@ -148,6 +152,16 @@ func (m *Model) answer(ctx context.Context, msgs []message) (string, []ToolCall,
 			return fmt.Sprintf("finding %d of %d about %s", step, steps, sm[3]), nil, nil
 		}
 	}
+	if len(msgs) > 0 {
+		if q, ok := strings.CutPrefix(msgs[len(msgs)-1].text(), "Look up: "); ok {
+			if h := m.Hooks.Lookup; h != nil {
+				if err := h(ctx, q); err != nil {
+					return "", nil, err
+				}
+			}
+			return "the answer to " + q, nil, nil
+		}
+	}
 	command, afterTools := lastCommand(msgs)
 	if h := m.Hooks.Turn; h != nil {
 		if err := h(ctx, command, afterTools); err != nil {
@@ -186,7 +200,7 @@ func lastCommand(msgs []message) (command string, afterTools bool) {
 //     and answer (cut to 300 bytes);
 //   - after the user's message: its commands, separated by ";", become
 //     tool calls in one step:
-//     "research TOPIC [in N steps]" calls research,
+//     "research TOPIC [in N steps]" calls research, "lookup QUERY" lookup,
 //     "list" list_tasks, "get ID" get_task, "wait ID" wait_task,
 //     "cancel NAME-OR-ID" cancel_task;
 //     a message with no command gets "ok: " and the number of background
@@ -259,6 +273,8 @@ func commands(text string) []ToolCall {
 				steps, _ = strconv.Atoi(sm[2])
 			}
 			name, args = "research", map[string]any{"topic": sm[1], "steps": steps}
+		case verb == "lookup" && arg != "":
+			name, args = "lookup", map[string]any{"query": arg}
 		case verb == "list" && arg == "":
 			name, args = "list_tasks", map[string]any{"status": nil, "type": nil, "tag": nil, "limit": nil, "cursor": nil}
 		case verb == "get" && arg != "":
