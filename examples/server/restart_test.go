@@ -33,6 +33,7 @@ func testKillRestart(t *testing.T, store ...string) {
 	for _, topic := range []string{"k1-a", "k1-b", "k2-a"} {
 		gates[topic] = model.holdResearch(topic)
 	}
+	k3Gate := model.holdResearch("k3-a")
 	r1 := srv.mustPost(t, "k1", "research k1-a; research k1-b")
 	r2 := srv.mustPost(t, "k2", "research k2-a")
 	r3 := srv.mustPost(t, "k3", "research k3-a in 1 step")
@@ -41,6 +42,7 @@ func testKillRestart(t *testing.T, store ...string) {
 	for _, g := range gates {
 		<-g.reached // running, in its first step
 	}
+	close(k3Gate.release)                   // k3's turn is over: its research ends between turns
 	srv.waitWake(t, "k3", k3a, "completed") // ended, not delivered yet
 	srv.kill(t)
 
