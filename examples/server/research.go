@@ -100,13 +100,14 @@ func slug(topic string) string {
 	dash := false
 	for _, r := range strings.ToLower(topic) {
 		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			if dash && b.Len() > 0 {
+			sep := dash && b.Len() > 0
+			if n := utf8.RuneLen(r); sep && b.Len()+1+n > 48 || b.Len()+n > 48 {
+				break
+			}
+			if sep {
 				b.WriteByte('-')
 			}
 			dash = false
-			if b.Len()+utf8.RuneLen(r) > 48 {
-				break
-			}
 			b.WriteRune(r)
 		} else {
 			dash = true
