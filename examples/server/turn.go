@@ -80,6 +80,9 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 	s.log.Info("turn", "thread", th.id, "run_id", runID)
 	var endCause error // why the turn ended early, nil when it answered
 	defer func() {
+		if errors.Is(context.Cause(turnCtx), errUserStop) { // a stop that came as the turn ended stops it too
+			endCause, res.Status = errUserStop, "stopped"
+		}
 		if err := endRun(context.WithoutCancel(turnCtx), th.plugin, runID, endCause); err != nil {
 			s.log.Error("run end", "thread", th.id, "run_id", runID, "err", err)
 		}
