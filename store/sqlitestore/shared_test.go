@@ -81,6 +81,10 @@ func TestRecoverBesideLiveProcess(t *testing.T) {
 	var ids []string
 	unmarshal(t, "ready", live.expect("ready", nil), &ids)
 
+	// One other process: a second would hold the lock shared through most
+	// of the first's tries and hide the gap a failed try leaves (with one,
+	// the code before the upgrade lock interrupted the live records in 10
+	// runs of 10).
 	const recoverers, loops, recovers = 1, 60, 500
 	var rs []*child
 	for i := range recoverers {
