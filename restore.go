@@ -104,10 +104,11 @@ func (m *Manager) restoreOwner(ctx context.Context, owner, report string) (done 
 		case shared && meta.Instance != m.cfg.instance:
 			// another instance's: its reaper's job, not ours
 		default:
-			// Another instance's that still runs: its process ends it.
-			if alive, err := m.aliveElsewhere(ctx, live, known, &meta); err != nil {
+			alive, err := m.aliveElsewhere(ctx, live, known, &meta)
+			if err != nil {
 				return nil, corrupt, fmt.Errorf("bgtask: restore: is instance %q alive: %w", meta.Instance, err)
-			} else if !alive {
+			}
+			if !alive { // another instance's that still runs: its process ends it
 				stale = append(stale, meta)
 			}
 		}

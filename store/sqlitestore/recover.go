@@ -26,7 +26,10 @@ const recoverBatch = 500
 // per owner of each batch. It returns how many it interrupted, or
 // ErrShared (nothing touched) when another Store has the database open.
 // Open runs it by itself when it finds the database alone. A corrupt
-// record is skipped and named in the returned error.
+// record is skipped and named in the returned error. While another Store
+// (of any process) tries for the lock or recovers, Recover waits for it,
+// whatever ctx says. A Recover that finds the database shared never lets
+// another Store find itself alone meanwhile.
 func (s *Store) Recover(ctx context.Context) (int, error) {
 	if s.isClosed() {
 		return 0, ErrClosed
