@@ -12,9 +12,10 @@ import "context"
 // leaves every other instance's records to it.
 type InstanceLiveness interface {
 	// InstanceAlive reports whether the runtime instance (a Manager's
-	// WithInstance id) still runs in a process that uses the store. It
-	// may report an instance alive that is not (when unsure), never the
-	// reverse. The empty instance is never alive.
+	// WithInstance id) still runs in a process that uses the store.
+	// Restore interrupts the records of an instance reported gone, so a
+	// store reports alive when unsure, and documents any exception (a
+	// platform where it cannot tell). The empty instance is never alive.
 	InstanceAlive(ctx context.Context, instance string) (bool, error)
 }
 

@@ -10,7 +10,7 @@ import (
 // knows alive every instance that committed a live record through it, as
 // long as it is open; Restore would otherwise interrupt that instance's
 // running tasks. (An unknown instance may be reported alive when the store
-// is unsure, so that direction is not checked.)
+// is unsure, so that direction is not checked, but for "".)
 func testInstanceLiveness(t *testing.T, c Config) {
 	s := c.New(t)
 	l, ok := s.(bgtask.InstanceLiveness)
