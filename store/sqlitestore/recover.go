@@ -185,8 +185,11 @@ func (s *Store) dropInstances() {
 // dies). So an instance whose process was killed is known gone at once,
 // and one whose Store was closed too. An empty instance is never alive.
 //
-// On a system without flock (not unix) only this Store's own instances are
-// known alive. Safe for concurrent use; ErrClosed after Close.
+// On a system without flock (not unix) it cannot tell: only this Store's
+// own instances are alive, every other one is reported gone, and Restore
+// interrupts its records as after a restart. Open the file from one
+// process at a time there. Safe for concurrent use; ErrClosed after
+// Close.
 func (s *Store) InstanceAlive(ctx context.Context, instance string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
