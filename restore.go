@@ -23,7 +23,9 @@ import (
 // An agent loop calls it at run start. With a SharedStore, only records of
 // this Manager's own instance are considered: interrupting what another live
 // process runs would be wrong, and the store's reaper does that job for
-// processes whose heartbeat stopped.
+// processes whose heartbeat stopped. With a Store that tells whether an
+// instance still runs (InstanceLiveness), a record of another instance is
+// interrupted only once that instance is gone.
 //
 // Then it announces, once, what ended but its owner's loop never took: every
 // terminal record of owner that is not announced (see Owner.MarkAnnounced),
@@ -91,6 +93,8 @@ func (m *Manager) Restore(ctx context.Context, owner string) ([]TaskMeta, error)
 // report, in creation order. corrupt names the records it skipped.
 func (m *Manager) restoreOwner(ctx context.Context, owner, report string) (done []TaskMeta, corrupt, err error) {
 	_, shared := m.store.(SharedStore)
+	live, _ := m.store.(InstanceLiveness)
+	known := make(map[string]bool)
 	var stale []TaskMeta
 	for meta, err := range m.store.List(ctx, owner, StatusQueued, StatusRunning, StatusAwaitingInput) {
 		switch {
@@ -102,7 +106,13 @@ func (m *Manager) restoreOwner(ctx context.Context, owner, report string) (done 
 		case shared && meta.Instance != m.cfg.instance:
 			// another instance's: its reaper's job, not ours
 		default:
-			stale = append(stale, meta)
+			alive, err := m.aliveElsewhere(ctx, live, known, &meta)
+			if err != nil {
+				return nil, corrupt, fmt.Errorf("bgtask: restore: is instance %q alive: %w", meta.Instance, err)
+			}
+			if !alive { // another instance's that still runs: its process ends it
+				stale = append(stale, meta)
+			}
 		}
 	}
 	done, err = m.interrupt(ctx, owner, report, stale)

@@ -31,11 +31,17 @@ func TestRestartSQLite(t *testing.T) {
 
 	// The old process: its task is running when it "dies" (it is left
 	// running, unseen, until the end of the test; its late end is fenced).
-	old := newManager(t, bgtask.WithStore(openSQLite(t, path)), bgtask.WithInstance("old-process"))
+	// Its store is closed, as a dead process's would be: a store whose
+	// process lives keeps its records from the new one.
+	oldStore := openSQLite(t, path)
+	old := newManager(t, bgtask.WithStore(oldStore), bgtask.WithInstance("old-process"))
 	t.Cleanup(func() { close(tools.release) }) // before old's Shutdown (clean-ups run last first)
 	c1 := dialRaw(t, newServer(t, old, tools, bgmcp.WithOwnerFunc(alice)))
 	tk := c1.callTask("slow", map[string]any{"text": "r"}, nil)
 	<-tools.started
+	if err := oldStore.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	// The new process, on the same database.
 	m := newManager(t, bgtask.WithStore(openSQLite(t, path)), bgtask.WithInstance("new-process"))

@@ -54,6 +54,7 @@ type flaws struct {
 	ignoreAt        bool // the actions' commit time is not passed to the reducer
 	noKeys          bool // idempotency keys are not enforced
 	noAnnounce      bool // Announce is dropped
+	deadInstances   bool // InstanceAlive reports every instance gone
 }
 
 func newJSONStore(f flaws, perOwner int) *jsonStore {
@@ -190,6 +191,25 @@ func (s *jsonStore) Children(ctx context.Context, id string) iter.Seq2[bgtask.Ta
 			}
 		}
 	}
+}
+
+// InstanceAlive knows alive the instances of its live records: it is one
+// process's store, and whoever wrote a live record through it runs.
+func (s *jsonStore) InstanceAlive(ctx context.Context, instance string) (bool, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return false, err
+	}
+	if s.flaws.deadInstances || instance == "" {
+		return false, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.rows {
+		if m, err := s.decode(r); err == nil && m.Instance == instance && !m.Status.IsTerminal() {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Commit validates with a scratch MemoryStore (bgtask exports no

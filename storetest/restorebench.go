@@ -14,11 +14,24 @@ import (
 // interrupts all of them and delivers their events. Making and filling the
 // store is not timed. open may register the store's Close with b.Cleanup.
 func BenchRestore(b *testing.B, n int, open func(b *testing.B) bgtask.Store) {
+	BenchRestoreSeeded(b, n, func(b *testing.B, seed func(bgtask.Store)) bgtask.Store {
+		store := open(b)
+		seed(store)
+		return store
+	})
+}
+
+// BenchRestoreSeeded is BenchRestore for a store that must be filled
+// through another handle than the one Restore uses: open calls seed with a
+// store that writes the records (as the gone process did), and returns the
+// store for the new process. A store that knows the instances whose records
+// it wrote alive (bgtask.InstanceLiveness) needs it: filled through the
+// store Restore uses, the records would belong to a live instance.
+func BenchRestoreSeeded(b *testing.B, n int, open func(b *testing.B, seed func(bgtask.Store)) bgtask.Store) {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		store := open(b)
-		fillStale(b, store, "thread-1", n)
+		store := open(b, func(s bgtask.Store) { fillStale(b, s, "thread-1", n) })
 		m, err := bgtask.New(bgtask.WithStore(store), bgtask.WithInstance("new"))
 		if err != nil {
 			b.Fatal(err)

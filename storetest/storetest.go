@@ -90,6 +90,7 @@ var checks = []check{
 	{"Retention", testRetention},
 	{"Corrupt", testCorrupt},
 	{"Recover", testRecover},
+	{"InstanceLiveness", testInstanceLiveness},
 	{"CancelledContext", testCancelledContext},
 	{"UndeliveredOwners", testUndeliveredOwners},
 	{"ManagerShutdown", testManagerShutdown},

@@ -44,6 +44,7 @@ var flawCases = map[string]struct {
 	"ignoreCtx":       {flaws{ignoreCtx: true}, []string{"CancelledContext"}},
 	"noKeys":          {flaws{noKeys: true}, []string{"IdempotencyKeys"}},
 	"noAnnounce":      {flaws{noAnnounce: true}, []string{"Announce"}},
+	"deadInstances":   {flaws{deadInstances: true}, []string{"InstanceLiveness"}},
 	"unsorted":        {flaws{unsorted: true}, []string{"Announce", "Children", "Corrupt", "List", "ListEarlyBreak", "Remove", "ReplaceAll", "Retention", "RoundTrip", "Tags", "Upsert"}},
 }
 

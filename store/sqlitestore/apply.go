@@ -327,7 +327,11 @@ func (w *writeTx) put(r *request, cur map[string]bgtask.TaskMeta, foreign map[st
 			delta++
 		}
 		if !m.Status.IsTerminal() && m.Instance != "" {
-			w.s.noteInstance(m.Instance) // recovery leaves this instance's records alone
+			// Recovery leaves this instance's records alone, and other
+			// processes know it runs before the record is committed.
+			if err := w.s.noteInstance(m.Instance); err != nil {
+				return false, err
+			}
 		}
 		// A row with no terminal_seq that stays live may be kept.
 		keep := !m.Status.IsTerminal() && (!had || known[id])

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,9 +32,13 @@ func (p *poller) halt() {
 // Start makes the Store carry out the cancel requests that another process
 // (an operator's inspector, through ReadOnly.RequestCancel) writes to the
 // file: a goroutine reads them every poll interval (WithPollInterval) and
-// cancels each task in m, as m.Cancel or m.CancelTree with the request's
-// reason, then deletes the request. A request for a task m does not run
-// (it ended meanwhile) is deleted too. m must use this Store (WithStore).
+// cancels each task that m runs, as m.Cancel or m.CancelTree with the
+// request's reason, then deletes the request. A request is consumed only
+// by the process that runs its task: with several processes on one file,
+// each carries out its own tasks' requests and leaves the others'. A
+// request whose task no process runs any more (it ended, or the process
+// that ran it is gone) expires and is deleted. m must use this Store
+// (WithStore).
 //
 // Close stops the goroutine and waits for it. Without Start a Store ignores
 // cancel requests. Start returns ErrStarted if called twice and ErrClosed
@@ -72,47 +77,113 @@ func (s *Store) pollLoop(ctx context.Context, m *bgtask.Manager) {
 	}
 }
 
-// cancelRequest is a row of cancel_requests.
+// cancelRequest is a row of cancel_requests, with the status and the
+// instance of its task's record ("" for both when the record is gone).
 type cancelRequest struct {
-	seq    int64
-	task   string
-	tree   bool
-	reason string
+	seq      int64
+	task     string
+	tree     bool
+	reason   string
+	status   string
+	instance string
 }
 
-// handleCancels carries out the pending requests, oldest first, and
-// deletes them. It reads before it writes, so an idle poll takes no lock.
+// cancelPage bounds the requests one read of handleCancels takes.
+const cancelPage = 256
+
+// handleCancels carries out the pending requests for the tasks that this
+// Store's instances run, oldest first, and deletes them. A request is
+// consumed only by the process that runs its task: one for a task of
+// another instance that is alive is left for that instance's process; one
+// whose task no process runs any more (its record is terminal or gone, or
+// its instance is gone) expires, and is deleted. It reads before it
+// writes, so an idle poll takes no lock.
 func (s *Store) handleCancels(ctx context.Context, m *bgtask.Manager) error {
-	rows, err := s.db.QueryContext(ctx, "SELECT seq, task_id, tree, reason FROM cancel_requests ORDER BY seq LIMIT 256")
-	if err != nil {
-		return err
+	alive := make(map[string]bool) // other instances' liveness, for this poll
+	for after := int64(0); ; {
+		reqs, err := s.readCancels(ctx, after)
+		if err != nil || len(reqs) == 0 {
+			return err
+		}
+		var done []int64
+		for _, r := range reqs {
+			after = r.seq
+			switch {
+			case r.status == "" || bgtask.TaskStatus(r.status).IsTerminal():
+				s.cfg.logger.Debug("sqlitestore: cancel request expired", "task", r.task, "status", r.status)
+			case s.liveInstance(r.instance):
+				s.carryOut(ctx, m, r)
+			default:
+				live, ok := alive[r.instance]
+				if !ok {
+					if live, err = s.InstanceAlive(ctx, r.instance); err != nil {
+						s.cfg.logger.Warn("sqlitestore: cancel request left: is its instance alive?", "task", r.task, "instance", r.instance, "err", err)
+						live = true // not known gone: leave it
+					}
+					alive[r.instance] = live
+				}
+				if live {
+					continue // its own process carries it out
+				}
+				s.cfg.logger.Debug("sqlitestore: cancel request expired", "task", r.task, "instance", r.instance)
+			}
+			done = append(done, r.seq)
+		}
+		if err := s.deleteCancels(ctx, done); err != nil {
+			return err
+		}
+		if len(reqs) < cancelPage {
+			return nil
+		}
 	}
+}
+
+// readCancels reads a page of pending requests after seq, with their
+// tasks' status and instance.
+func (s *Store) readCancels(ctx context.Context, after int64) ([]cancelRequest, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT c.seq, c.task_id, c.tree, c.reason, coalesce(t.status, ''), coalesce(t.instance, '')
+		FROM cancel_requests c LEFT JOIN tasks t ON t.id = c.task_id
+		WHERE c.seq > ? ORDER BY c.seq LIMIT ?`, after, cancelPage)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
 	var reqs []cancelRequest
 	for rows.Next() {
 		var r cancelRequest
-		if err := rows.Scan(&r.seq, &r.task, &r.tree, &r.reason); err != nil {
-			rows.Close()
-			return err
+		if err := rows.Scan(&r.seq, &r.task, &r.tree, &r.reason, &r.status, &r.instance); err != nil {
+			return nil, err
 		}
 		reqs = append(reqs, r)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(reqs) == 0 {
-		return err
+	return reqs, rows.Err()
+}
+
+// carryOut cancels r's task in m, as m.Cancel or m.CancelTree with the
+// request's reason.
+func (s *Store) carryOut(ctx context.Context, m *bgtask.Manager, r cancelRequest) {
+	cancel := m.Cancel
+	if r.tree {
+		cancel = m.CancelTree
 	}
-	for _, r := range reqs {
-		cancel := m.Cancel
-		if r.tree {
-			cancel = m.CancelTree
-		}
-		n, err := cancel(ctx, r.task, bgtask.WithReason(r.reason))
-		if err != nil && !errors.Is(err, bgtask.ErrNotFound) {
-			s.cfg.logger.Warn("sqlitestore: cancel request failed", "task", r.task, "err", err)
-			continue
-		}
-		s.cfg.logger.Debug("sqlitestore: cancel request handled", "task", r.task, "tree", r.tree, "signalled", n)
+	n, err := cancel(ctx, r.task, bgtask.WithReason(r.reason))
+	if err != nil && !errors.Is(err, bgtask.ErrNotFound) {
+		s.cfg.logger.Warn("sqlitestore: cancel request failed", "task", r.task, "err", err)
+		return
 	}
-	_, err = s.db.ExecContext(ctx, "DELETE FROM cancel_requests WHERE seq <= ?", reqs[len(reqs)-1].seq)
+	s.cfg.logger.Debug("sqlitestore: cancel request handled", "task", r.task, "tree", r.tree, "signalled", n)
+}
+
+// deleteCancels deletes the requests seqs, in one statement.
+func (s *Store) deleteCancels(ctx context.Context, seqs []int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	args := make([]any, len(seqs))
+	for i, seq := range seqs {
+		args[i] = seq
+	}
+	_, err := s.db.ExecContext(ctx, "DELETE FROM cancel_requests WHERE seq IN (?"+strings.Repeat(", ?", len(seqs)-1)+")", args...)
 	return err
 }
 

@@ -48,6 +48,34 @@
 // writes, except a cancel request. The application carries such requests
 // out once it has called [Store.Start] with its Manager.
 //
+// # Several processes on one file
+//
+// Several processes may open one file, each with its own Manager (an
+// overlapping restart, or a second process serving the same threads), and
+// none touches what a live process holds. Recovery at open, and Recover,
+// interrupt records only when no other Store has the file open (Recover
+// returns ErrShared otherwise). [bgtask.Manager.Restore] (a Plugin's
+// RunStart) interrupts a record of another runtime instance only once that
+// instance is gone ([Store.InstanceAlive]). A cancel request is consumed
+// only by the process whose Manager runs its task.
+//
+// Processes tell each other apart by flock locks on files next to the
+// database: every open Store holds <db>.lock shared; one that tries to
+// hold it exclusive first takes <db>.lock.upgrade, so that no other tries
+// meanwhile; and every Store holds, shared, a file per runtime instance
+// that committed live records through it, in the directory <db>.instances.
+// The kernel lets a dead process's locks go, however it died. Where flock
+// is not available (not unix, or a network file system without it),
+// processes cannot tell each other apart: open the file from one process
+// at a time. Give each process its own instance id (the default is
+// random): two processes with one id take each other's records for
+// their own.
+//
+// It is still not a [bgtask.SharedStore]: a Manager cancels and waits for
+// only the tasks it runs itself, and the records a process that died left
+// running, while others stay open, are interrupted by each owner's next
+// Restore.
+//
 // # Corrupt data
 //
 // A row the code cannot read (an unknown status, a result that is not

@@ -26,7 +26,10 @@ const recoverBatch = 500
 // per owner of each batch. It returns how many it interrupted, or
 // ErrShared (nothing touched) when another Store has the database open.
 // Open runs it by itself when it finds the database alone. A corrupt
-// record is skipped and named in the returned error.
+// record is skipped and named in the returned error. While another Store
+// (of any process) tries for the lock or recovers, Recover waits for it,
+// whatever ctx says. A Recover that finds the database shared never lets
+// another Store find itself alone meanwhile.
 func (s *Store) Recover(ctx context.Context) (int, error) {
 	if s.isClosed() {
 		return 0, ErrClosed
@@ -41,7 +44,7 @@ func (s *Store) Recover(ctx context.Context) (int, error) {
 		if !alone {
 			return 0, ErrShared
 		}
-		defer s.lock.shared() // a failure leaves it exclusive: safe, if unfriendly
+		defer s.lock.release() // a failure leaves it exclusive: safe, if unfriendly
 	}
 	return s.recoverStale(ctx, func(ctx context.Context, reqs []*request) error {
 		for _, r := range reqs {
@@ -131,14 +134,29 @@ func (s *Store) recoverStale(ctx context.Context, write func(context.Context, []
 }
 
 // noteInstance records that instance committed a live record through this
-// Store: its records are never recovered by it.
-func (s *Store) noteInstance(instance string) {
+// Store: its records are never recovered by it, and the Store holds the
+// instance's lock (instance locks) until Close, so that other processes
+// know it runs. It is called before the record's transaction commits.
+func (s *Store) noteInstance(instance string) error {
 	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	if _, ok := s.live[instance]; ok {
+		return nil
+	}
+	if !s.memory {
+		f, err := holdInstance(s.path, instance)
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			s.held = append(s.held, f)
+		}
+	}
 	if s.live == nil {
 		s.live = make(map[string]struct{})
 	}
 	s.live[instance] = struct{}{}
-	s.liveMu.Unlock()
+	return nil
 }
 
 func (s *Store) liveInstance(instance string) bool {
@@ -147,5 +165,48 @@ func (s *Store) liveInstance(instance string) bool {
 	_, ok := s.live[instance]
 	return ok
 }
+
+// dropInstances lets the instance locks go, at Close.
+func (s *Store) dropInstances() {
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	for _, f := range s.held {
+		dropInstance(f)
+	}
+	s.held = nil
+}
+
+// InstanceAlive implements bgtask.InstanceLiveness: it reports whether
+// the runtime instance that wrote a record still runs, in this process or
+// another that has the database open. An instance is alive while a Store
+// through which it committed a live record is open (each such Store holds
+// a lock file for it in the directory <db>.instances next to the
+// database; the kernel lets it go when the process dies, however it
+// dies). So an instance whose process was killed is known gone at once,
+// and one whose Store was closed too. An empty instance is never alive.
+//
+// On a system without flock (not unix) it cannot tell: only this Store's
+// own instances are alive, every other one is reported gone, and Restore
+// interrupts its records as after a restart. Open the file from one
+// process at a time there. Safe for concurrent use; ErrClosed after
+// Close.
+func (s *Store) InstanceAlive(ctx context.Context, instance string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	switch {
+	case s.isClosed():
+		return false, ErrClosed
+	case instance == "":
+		return false, nil
+	case s.liveInstance(instance):
+		return true, nil
+	case s.memory:
+		return false, nil
+	}
+	return instanceAlive(s.path, instance)
+}
+
+var _ bgtask.InstanceLiveness = (*Store)(nil)
 
 var _ bgtask.Recoverer = (*Store)(nil)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -29,8 +30,10 @@ import (
 // that the tasks' last records are written. No caller code runs on the
 // writer goroutine. Do not copy a Store.
 //
-// The Store is for one process at a time: it is not a bgtask.SharedStore
-// (use pgstore for several). Another process may read the file meanwhile.
+// Several processes may open one file, each with its own Manager; none
+// touches what a live process holds (see the package doc). It is not a
+// bgtask.SharedStore, though: a Manager reaches only the tasks it runs
+// (use pgstore for one task registry across processes).
 type Store struct {
 	cfg    config
 	db     *sql.DB
@@ -56,8 +59,10 @@ type Store struct {
 	// Recovery (recover.go).
 	lockMu sync.Mutex          // serialises Recover
 	lock   *procLock           // the lock file's lock, held shared while open; nil for ":memory:"
-	liveMu sync.Mutex          // guards live
+	liveMu sync.Mutex          // guards live and held
 	live   map[string]struct{} // runtime instances that committed live records through this Store
+	held   []*os.File          // their instance locks, held shared until Close
+	path   string              // the database file
 }
 
 // Open opens (creating it if needed) the SQLite database at path, brings
@@ -101,7 +106,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{cfg: cfg, db: db, memory: path == ":memory:", wake: make(chan struct{}, 1), terminals: make(map[string]int), cache: rowCache{rows: make(map[string]bgtask.TaskMeta)}}
+	s := &Store{cfg: cfg, db: db, path: path, memory: path == ":memory:", wake: make(chan struct{}, 1), terminals: make(map[string]int), cache: rowCache{rows: make(map[string]bgtask.TaskMeta)}}
 	alone := s.memory
 	if !s.memory {
 		if s.lock, alone, err = openLock(path); err != nil {
@@ -119,7 +124,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		// The only Store open: what is live in the file, a gone process
 		// left. Written before the writer starts, one transaction a batch.
 		n, err := s.recoverStale(ctx, s.writeNow)
-		if lerr := s.lock.shared(); err == nil {
+		if serr := sweepInstances(path); serr != nil { // the instance locks gone processes left
+			s.cfg.logger.Warn("sqlitestore: removing the instance locks of gone processes failed", "err", serr)
+		}
+		if lerr := s.lock.release(); err == nil {
 			err = lerr
 		}
 		if err != nil && !errors.Is(err, bgtask.ErrCorrupt) {
@@ -136,7 +144,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 			s.cfg.logger.Info("sqlitestore: interrupted the records a gone process left", "records", n)
 		}
 	} else if alone && !s.memory {
-		if err := s.lock.shared(); err != nil {
+		if err := s.lock.release(); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -204,6 +212,7 @@ func (s *Store) Close() error {
 	s.st.close()
 	err := s.db.Close()
 	s.closeLock() // after the database: no write of this Store can follow
+	s.dropInstances()
 	if err != nil {
 		return fmt.Errorf("sqlitestore: close: %w", err)
 	}

@@ -1,0 +1,92 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// livenessStore is a MemoryStore that knows which instances are alive.
+type livenessStore struct {
+	*MemoryStore
+	alive map[string]bool
+	err   error
+	asked []string
+}
+
+func (s *livenessStore) InstanceAlive(_ context.Context, instance string) (bool, error) {
+	s.asked = append(s.asked, instance)
+	return s.alive[instance], s.err
+}
+
+// With a Store that tells live instances apart, Restore interrupts the
+// records of gone instances and of its own that it does not run, and leaves
+// those of a live instance running, asking once per instance; an error of
+// the store ends Restore with nothing touched.
+func TestRestoreLeavesLiveInstances(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		alive       map[string]bool
+		err         error
+		interrupted []string
+		wantErr     string
+	}{
+		{name: "all gone", interrupted: []string{"task_1_gone", "task_2_live", "task_3_gone", "task_4_mine"}},
+		{name: "one alive", alive: map[string]bool{"inst_live": true}, interrupted: []string{"task_1_gone", "task_3_gone", "task_4_mine"}},
+		{name: "error", err: errors.New("probe failed"), wantErr: `bgtask: restore: is instance "inst_gone" alive: probe failed`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				store := &livenessStore{MemoryStore: NewMemoryStore(), alive: tc.alive, err: tc.err}
+				at := now()
+				for i, r := range []struct{ id, instance string }{
+					{"task_1_gone", "inst_gone"}, {"task_2_live", "inst_live"}, {"task_3_gone", "inst_gone"}, {"task_4_mine", "inst_me"},
+				} {
+					meta := TaskMeta{ID: r.id, Owner: "a", Type: TypeTask, Status: StatusRunning, CreatedAt: at.Add(time.Duration(i-10) * time.Minute), Instance: r.instance}
+					if err := store.Commit(t.Context(), "a", Upsert(meta)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				m := newTestManager(t, WithStore(store), WithInstance("inst_me"))
+				got, err := m.Restore(t.Context(), "a")
+				if tc.wantErr != "" {
+					if err == nil || err.Error() != tc.wantErr || len(got) != 0 {
+						t.Fatalf("Restore = %v, %v; want nothing and %q", got, err, tc.wantErr)
+					}
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				var ids []string
+				for _, meta := range got {
+					ids = append(ids, meta.ID)
+				}
+				if !slices.Equal(ids, tc.interrupted) {
+					t.Fatalf("Restore interrupted %v, want %v", ids, tc.interrupted)
+				}
+				for _, id := range []string{"task_1_gone", "task_2_live", "task_3_gone", "task_4_mine"} {
+					meta, err := m.Get(t.Context(), id)
+					want := StatusRunning
+					if slices.Contains(tc.interrupted, id) {
+						want = StatusInterrupted
+					}
+					if err != nil || meta.Status != want {
+						t.Fatalf("%s: %q, %v; want %q", id, meta.Status, err, want)
+					}
+				}
+				wantAsked := []string{"inst_gone", "inst_live"}
+				if tc.err != nil {
+					wantAsked = wantAsked[:1]
+				}
+				if !slices.Equal(store.asked, wantAsked) {
+					t.Fatalf("asked about %v, want %v (once each, never its own)", store.asked, wantAsked)
+				}
+				shutdownManager(t, m)
+			})
+		})
+	}
+}
