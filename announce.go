@@ -170,16 +170,20 @@ func (o Owner) MarkAnnounced(ctx context.Context, ids ...string) error {
 // forwarded to its owner), nothing is marked here: the records are marked,
 // under their own owner, by the commit that hands their events to the
 // model (Owner.MarkAnnounced), so a crash before that announces them
-// again. A corrupt record is skipped and reported in the returned error;
-// the others are delivered.
+// again. A record that another live instance of an InstanceLiveness store
+// ended is left to that instance, which delivered its event itself: it is
+// announced here once that instance is gone. A corrupt record is skipped
+// and reported in the returned error; the others are delivered.
 func (m *Manager) reannounce(ctx context.Context, owner, report string) ([]TaskMeta, error) {
 	if !m.durable() {
 		return nil, nil // every record is this Manager's, and every event was delivered
 	}
 	var (
-		errs []error
-		due  []TaskMeta
+		errs  []error
+		due   []TaskMeta
+		known = make(map[string]bool)
 	)
+	live, _ := m.store.(InstanceLiveness)
 	for meta, err := range m.store.List(ctx, owner, StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted) {
 		if err != nil {
 			errs = append(errs, err)
@@ -188,7 +192,13 @@ func (m *Manager) reannounce(ctx context.Context, owner, report string) ([]TaskM
 		if meta.Announced || meta.Wake == WakeSilent || m.sent.has(meta.ID) {
 			continue
 		}
-		due = append(due, meta)
+		alive, err := m.aliveElsewhere(ctx, live, known, &meta)
+		if err != nil {
+			return nil, fmt.Errorf("bgtask: re-announce: is instance %q alive: %w", meta.Instance, err)
+		}
+		if !alive {
+			due = append(due, meta)
+		}
 	}
 	if len(errs) > 0 && !errors.Is(errors.Join(errs...), ErrCorrupt) {
 		return nil, errors.Join(errs...)

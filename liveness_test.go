@@ -90,3 +90,48 @@ func TestRestoreLeavesLiveInstances(t *testing.T) {
 		})
 	}
 }
+
+// An end that another live instance committed is that instance's to
+// announce (it delivered the event itself): Restore leaves it until the
+// store reports the instance gone, then announces it once.
+func TestRestoreLeavesLiveInstancesEnds(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &livenessStore{MemoryStore: NewMemoryStore(), alive: map[string]bool{"inst_live": true}}
+		at := now()
+		for i, r := range []struct{ id, instance string }{{"task_1_live", "inst_live"}, {"task_2_gone", "inst_gone"}} {
+			meta := TaskMeta{ID: r.id, Owner: "a", Type: TypeTask, Status: StatusCompleted, CreatedAt: at.Add(time.Duration(i-10) * time.Minute),
+				StartedAt: at.Add(-time.Minute), FinishedAt: at, Instance: r.instance}
+			if err := store.Commit(t.Context(), "a", Upsert(meta)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := newTestManager(t, WithStore(store), WithInstance("inst_me"))
+		ib, err := m.Owner("a").Inbox()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended := func() (ids []string) {
+			for _, ev := range ib.Drain() {
+				if ev.Kind.IsTerminal() {
+					ids = append(ids, ev.TaskID)
+				}
+			}
+			return ids
+		}
+		if _, err := m.Restore(t.Context(), "a"); err != nil {
+			t.Fatal(err)
+		}
+		if got := ended(); !slices.Equal(got, []string{"task_2_gone"}) {
+			t.Fatalf("first Restore announced %v, want [task_2_gone] (the live instance's end is its own)", got)
+		}
+		store.alive = nil // the other process is gone
+		if _, err := m.Restore(t.Context(), "a"); err != nil {
+			t.Fatal(err)
+		}
+		if got := ended(); !slices.Equal(got, []string{"task_1_live"}) {
+			t.Fatalf("second Restore announced %v, want [task_1_live] once", got)
+		}
+		shutdownManager(t, m)
+	})
+}
