@@ -1,0 +1,162 @@
+package crashloop
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/bgtask/bgtask"
+)
+
+// ProcLog is one process's log, read back after it exited.
+type ProcLog struct {
+	Name   string
+	Lines  []string
+	Killed bool // by SIGKILL: its last batches may be cut
+}
+
+// Task names a record in a verdict.
+type Task struct {
+	ID   string
+	Kind string // KindPlain, KindSubAgent or KindChild
+	N    int    // how many times it was handed out
+}
+
+func (t Task) String() string {
+	if t.N > 1 {
+		return fmt.Sprintf("%s (%s) x%d", t.ID, t.Kind, t.N)
+	}
+	return fmt.Sprintf("%s (%s)", t.ID, t.Kind)
+}
+
+// Verdict is what Judge found.
+type Verdict struct {
+	Kinds     map[string]int // records by kind
+	Took      int            // terminal events handed out, in all
+	Premarked int            // marks committed outside a hand-out ("mark" lines)
+	InFlight  []Task         // marked, never handed out, cut by a kill mid-step: allowed
+
+	Lost     []Task // ended, never handed out, not in a batch cut by a kill
+	Doubled  []Task // handed out more than once
+	Unmarked []Task // handed out once, but not marked: a restart announces it again
+	Live     []Task // not ended once every process is done
+}
+
+// Err lists every problem of v, or returns nil.
+func (v Verdict) Err() error {
+	var errs []error
+	for _, p := range []struct {
+		what  string
+		tasks []Task
+	}{
+		{"lost (ended, never handed to the model, not in a batch in flight at a kill)", v.Lost},
+		{"doubled (handed to the model more than once)", v.Doubled},
+		{"handed out but never marked announced (a restart announces them again)", v.Unmarked},
+		{"not ended after the last process", v.Live},
+	} {
+		if len(p.tasks) > 0 {
+			names := make([]string, len(p.tasks))
+			for i, t := range p.tasks {
+				names[i] = t.String()
+			}
+			errs = append(errs, fmt.Errorf("%d %s: %s", len(p.tasks), p.what, strings.Join(names, ", ")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Summary is one line of counts.
+func (v Verdict) Summary() string {
+	return fmt.Sprintf("%d plain, %d sub-agents, %d children; %d handed out, %d in flight at a kill, %d marked outside a hand-out; lost %d, doubled %d, unmarked %d, live %d",
+		v.Kinds[KindPlain], v.Kinds[KindSubAgent], v.Kinds[KindChild], v.Took, len(v.InFlight), v.Premarked,
+		len(v.Lost), len(v.Doubled), len(v.Unmarked), len(v.Live))
+}
+
+// KindOf names what a record of owner's tree is.
+func KindOf(owner string, m *bgtask.TaskMeta) string {
+	switch {
+	case m.Owner != owner:
+		return KindChild
+	case m.Type == bgtask.TypeSubAgent:
+		return KindSubAgent
+	}
+	return KindPlain
+}
+
+// Judge checks the records of owner's tree, once every process is done,
+// against the logs of every process: each record that ended was handed to
+// the model exactly once, except the records of a batch a kill cut (a
+// "taking" line whose step has no "stepend" line, in a killed process, and
+// whose mark is in); each handed out is marked announced; none is left
+// live.
+func Judge(owner string, records []bgtask.TaskMeta, logs []ProcLog) Verdict {
+	type stepID struct {
+		loop, step string
+	}
+	took := map[string]int{}
+	inFlight := map[string]bool{}
+	v := Verdict{Kinds: map[string]int{}}
+	for _, pl := range logs {
+		ended := map[stepID]bool{}
+		handed := map[stepID]map[string]bool{}
+		type taking struct {
+			at stepID
+			id string
+		}
+		var takings []taking
+		for _, line := range pl.Lines {
+			f := strings.Fields(line)
+			if len(f) < 3 {
+				continue
+			}
+			at := stepID{f[1], f[2]}
+			switch {
+			case f[0] == "took" && len(f) >= 4:
+				took[f[3]]++
+				v.Took++
+				if handed[at] == nil {
+					handed[at] = map[string]bool{}
+				}
+				handed[at][f[3]] = true
+			case f[0] == "taking" && len(f) >= 4:
+				takings = append(takings, taking{at, f[3]})
+			case f[0] == "stepend":
+				ended[at] = true
+			case f[0] == "mark":
+				v.Premarked++
+			}
+		}
+		if !pl.Killed {
+			continue
+		}
+		for _, tk := range takings {
+			if !ended[tk.at] && !handed[tk.at][tk.id] {
+				inFlight[tk.id] = true
+			}
+		}
+	}
+	for i := range records {
+		m := &records[i]
+		t := Task{ID: m.ID, Kind: KindOf(owner, m), N: took[m.ID]}
+		v.Kinds[t.Kind]++
+		switch {
+		case !m.Status.IsTerminal():
+			v.Live = append(v.Live, t)
+		case m.Wake == bgtask.WakeSilent:
+		case t.N > 1:
+			v.Doubled = append(v.Doubled, t)
+		case t.N == 1 && !m.Announced:
+			v.Unmarked = append(v.Unmarked, t)
+		case t.N == 0 && inFlight[m.ID] && m.Announced:
+			v.InFlight = append(v.InFlight, t)
+		case t.N == 0:
+			v.Lost = append(v.Lost, t)
+		}
+	}
+	for _, s := range []*[]Task{&v.InFlight, &v.Lost, &v.Doubled, &v.Unmarked, &v.Live} {
+		slices.SortFunc(*s, func(a, b Task) int { return cmp.Compare(a.ID, b.ID) })
+	}
+	return v
+}
