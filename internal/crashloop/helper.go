@@ -59,7 +59,7 @@ func Helper(o Options, open func(context.Context, *Log) (Opened, error)) error {
 	if err != nil {
 		return err
 	}
-	m, err := bgtask.New(bgtask.WithStore(st.Store), bgtask.WithInstance(o.Instance))
+	m, err := bgtask.New(bgtask.WithStore(st.Store), bgtask.WithInstance(o.Instance), bgtask.WithObserver(log.Observe))
 	if err != nil {
 		return errors.Join(err, st.Close())
 	}

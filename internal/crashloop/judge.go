@@ -22,10 +22,16 @@ type Task struct {
 	ID   string
 	Kind string // KindPlain, KindSubAgent or KindChild
 	N    int    // how many times it was handed out
+	// Ended is, for a record overwritten, the status its live process
+	// committed and the record's.
+	Ended string
 }
 
 func (t Task) String() string {
-	if t.N > 1 {
+	switch {
+	case t.Ended != "":
+		return fmt.Sprintf("%s (%s) %s", t.ID, t.Kind, t.Ended)
+	case t.N > 1:
 		return fmt.Sprintf("%s (%s) x%d", t.ID, t.Kind, t.N)
 	}
 	return fmt.Sprintf("%s (%s)", t.ID, t.Kind)
@@ -42,6 +48,10 @@ type Verdict struct {
 	Doubled  []Task // handed out more than once
 	Unmarked []Task // handed out once, but not marked: a restart announces it again
 	Live     []Task // not ended once every process is done
+	// Overwritten records end with another status than the one the
+	// process that ran them committed: another process ended them while
+	// their own was alive.
+	Overwritten []Task
 }
 
 // Err lists every problem of v, or returns nil.
@@ -55,6 +65,7 @@ func (v Verdict) Err() error {
 		{"doubled (handed to the model more than once)", v.Doubled},
 		{"handed out but never marked announced (a restart announces them again)", v.Unmarked},
 		{"not ended after the last process", v.Live},
+		{"ended by another process while their own was alive (status committed by their process, then the record's)", v.Overwritten},
 	} {
 		if len(p.tasks) > 0 {
 			names := make([]string, len(p.tasks))
@@ -69,9 +80,9 @@ func (v Verdict) Err() error {
 
 // Summary is one line of counts.
 func (v Verdict) Summary() string {
-	return fmt.Sprintf("%d plain, %d sub-agents, %d children; %d handed out, %d in flight at a kill, %d marked outside a hand-out; lost %d, doubled %d, unmarked %d, live %d",
+	return fmt.Sprintf("%d plain, %d sub-agents, %d children; %d handed out, %d in flight at a kill, %d marked outside a hand-out; lost %d, doubled %d, unmarked %d, live %d, overwritten %d",
 		v.Kinds[KindPlain], v.Kinds[KindSubAgent], v.Kinds[KindChild], v.Took, len(v.InFlight), v.Premarked,
-		len(v.Lost), len(v.Doubled), len(v.Unmarked), len(v.Live))
+		len(v.Lost), len(v.Doubled), len(v.Unmarked), len(v.Live), len(v.Overwritten))
 }
 
 // KindOf names what a record of owner's tree is.
@@ -90,16 +101,18 @@ func KindOf(owner string, m *bgtask.TaskMeta) string {
 // the model exactly once, except the records of a batch a kill cut (a
 // "taking" line whose step has no "stepend" line, in a killed process, and
 // whose mark is in); each handed out is marked announced; none is left
-// live.
+// live; and each ends with the status its own process committed, if it
+// committed one ("ended" lines).
 func Judge(owner string, records []bgtask.TaskMeta, logs []ProcLog) Verdict {
 	type stepID struct {
 		loop, step string
 	}
 	took := map[string]int{}
+	ended := map[string][]string{}
 	inFlight := map[string]bool{}
 	v := Verdict{Kinds: map[string]int{}}
 	for _, pl := range logs {
-		ended := map[stepID]bool{}
+		stepEnded := map[stepID]bool{}
 		handed := map[stepID]map[string]bool{}
 		type taking struct {
 			at stepID
@@ -123,7 +136,9 @@ func Judge(owner string, records []bgtask.TaskMeta, logs []ProcLog) Verdict {
 			case f[0] == "taking" && len(f) >= 4:
 				takings = append(takings, taking{at, f[3]})
 			case f[0] == "stepend":
-				ended[at] = true
+				stepEnded[at] = true
+			case f[0] == "ended":
+				ended[f[1]] = append(ended[f[1]], f[2])
 			case f[0] == "mark":
 				v.Premarked++
 			}
@@ -132,7 +147,7 @@ func Judge(owner string, records []bgtask.TaskMeta, logs []ProcLog) Verdict {
 			continue
 		}
 		for _, tk := range takings {
-			if !ended[tk.at] && !handed[tk.at][tk.id] {
+			if !stepEnded[tk.at] && !handed[tk.at][tk.id] {
 				inFlight[tk.id] = true
 			}
 		}
@@ -141,6 +156,14 @@ func Judge(owner string, records []bgtask.TaskMeta, logs []ProcLog) Verdict {
 		m := &records[i]
 		t := Task{ID: m.ID, Kind: KindOf(owner, m), N: took[m.ID]}
 		v.Kinds[t.Kind]++
+		for _, st := range ended[m.ID] {
+			if st != string(m.Status) {
+				o := t
+				o.Ended = st + " then " + string(m.Status)
+				v.Overwritten = append(v.Overwritten, o)
+				break
+			}
+		}
 		switch {
 		case !m.Status.IsTerminal():
 			v.Live = append(v.Live, t)
@@ -155,7 +178,7 @@ func Judge(owner string, records []bgtask.TaskMeta, logs []ProcLog) Verdict {
 			v.Lost = append(v.Lost, t)
 		}
 	}
-	for _, s := range []*[]Task{&v.InFlight, &v.Lost, &v.Doubled, &v.Unmarked, &v.Live} {
+	for _, s := range []*[]Task{&v.InFlight, &v.Lost, &v.Doubled, &v.Unmarked, &v.Live, &v.Overwritten} {
 		slices.SortFunc(*s, func(a, b Task) int { return cmp.Compare(a.ID, b.ID) })
 	}
 	return v

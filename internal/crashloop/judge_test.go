@@ -39,15 +39,20 @@ func TestJudge(t *testing.T) {
 		{"handed out, not marked", rec("a", done, false), []ProcLog{{Lines: []string{"took owner 1 a completed"}}}, "Unmarked", 1},
 		{"live", rec("a", bgtask.StatusRunning, false), nil, "Live", 0},
 		{"silent", bgtask.TaskMeta{ID: "a", Owner: "o", Status: done, Wake: bgtask.WakeSilent}, nil, "", 0},
+		{"ended as its process committed", rec("a", bgtask.StatusInterrupted, true), []ProcLog{{Lines: []string{"ended a interrupted", "took owner 1 a interrupted"}}}, "", 1},
+		{"overwritten", rec("a", bgtask.StatusInterrupted, true), []ProcLog{{Killed: true, Lines: []string{"ended a completed"}}, {Lines: []string{"took owner 1 a interrupted"}}}, "Overwritten", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			v := Judge("o", []bgtask.TaskMeta{tc.rec}, tc.logs)
-			lists := map[string][]Task{"InFlight": v.InFlight, "Lost": v.Lost, "Doubled": v.Doubled, "Unmarked": v.Unmarked, "Live": v.Live}
+			lists := map[string][]Task{"InFlight": v.InFlight, "Lost": v.Lost, "Doubled": v.Doubled, "Unmarked": v.Unmarked, "Live": v.Live, "Overwritten": v.Overwritten}
 			for name, got := range lists {
 				var want []Task
 				if name == tc.field {
 					want = []Task{{ID: "a", Kind: KindPlain, N: tc.handed}}
+					if name == "Overwritten" {
+						want[0].Ended = "completed then interrupted"
+					}
 				}
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("%s = %v, want %v", name, got, want)
@@ -81,7 +86,7 @@ func TestJudgeKindsAndCounts(t *testing.T) {
 	if err := v.Err(); err == nil || err.Error() != want {
 		t.Errorf("Err() = %v, want\n%s", err, want)
 	}
-	if s := v.Summary(); !strings.Contains(s, "lost 1, doubled 1, unmarked 0, live 0") {
+	if s := v.Summary(); !strings.Contains(s, "lost 1, doubled 1, unmarked 0, live 0, overwritten 0") {
 		t.Errorf("Summary() = %q", s)
 	}
 }

@@ -21,11 +21,14 @@
 //	mark - - <id>                   a mark committed outside any step (the Plugin did not hand it out)
 //	took <loop> <step> <id> <event> the step handed the terminal event of id to the model
 //	stepend <loop> <step>           the step returned
+//	ended <id> <status>             this process committed the end of its task id (WithObserver)
 //
 // The owner's loop is named "owner"; a sub-agent's loop is named by its
 // task id. A kill between a "taking" line and its step's "stepend" line cut
 // that batch: its records may be marked and never handed out (the batch in
-// flight). Every other record that ended is handed out exactly once.
+// flight). Every other record that ended is handed out exactly once, and a
+// record's status is the one its process committed ("ended"), if it did:
+// no process ends what a live one runs.
 package crashloop
 
 import (
@@ -170,5 +173,13 @@ func (l *Log) Commit(ctx context.Context, actions []bgtask.Action) func(error) {
 			return
 		}
 		l.write(st.loop, fmt.Sprintf("marked %s %d", st.loop, st.n))
+	}
+}
+
+// Observe logs the end of each task this process commits; a helper's
+// Manager calls it (bgtask.WithObserver).
+func (l *Log) Observe(tr bgtask.Transition) {
+	if tr.To.IsTerminal() {
+		l.write("", fmt.Sprintf("ended %s %s", tr.Task.ID, tr.To))
 	}
 }

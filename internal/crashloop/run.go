@@ -91,7 +91,7 @@ func Run(t *testing.T, sc Scenario) {
 func histories(v Verdict, logs []ProcLog) string {
 	var b strings.Builder
 	n := 0
-	for _, ts := range [][]Task{v.Lost, v.Doubled, v.Unmarked, v.Live} {
+	for _, ts := range [][]Task{v.Lost, v.Doubled, v.Unmarked, v.Live, v.Overwritten} {
 		for _, t := range ts {
 			if n++; n > 4 {
 				return b.String()
