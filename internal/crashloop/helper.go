@@ -16,6 +16,7 @@ type Options struct {
 	Owner    string
 	Seed     uint64
 	Stop     int
+	StopRun  int
 	Plain    int
 	Agents   int
 	Child    int
@@ -28,6 +29,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.Owner, "owner", "thread-1", "the owner whose loop runs here")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of what the loop spawns and how long tasks take")
 	fs.IntVar(&o.Stop, "stop", 0, "the owner loop's write after which it stops for good (0: never)")
+	fs.IntVar(&o.StopRun, "stop-runstart", 0, "the owner loop's RunStart after which it stops for good (0: never)")
 	fs.IntVar(&o.Plain, "plain", 8, "plain tasks to spawn")
 	fs.IntVar(&o.Agents, "agents", 2, "sub-agents to spawn")
 	fs.IntVar(&o.Child, "children", 3, "children per sub-agent")
@@ -68,6 +70,6 @@ func Helper(o Options, open func(context.Context, *Log) (Opened, error)) error {
 			return errors.Join(err, st.Close())
 		}
 	}
-	err = Serve(ctx, Config{Manager: m, Log: log, Owner: o.Owner, Seed: o.Seed, Plain: o.Plain, Agents: o.Agents, Child: o.Child, In: os.Stdin})
+	err = Serve(ctx, Config{Manager: m, Log: log, Owner: o.Owner, Seed: o.Seed, Plain: o.Plain, Agents: o.Agents, Child: o.Child, In: os.Stdin, StopRunStart: o.StopRun})
 	return errors.Join(err, m.Shutdown(ctx), st.Close())
 }

@@ -42,6 +42,7 @@ type Verdict struct {
 	Kinds     map[string]int // records by kind
 	Took      int            // terminal events handed out, in all
 	Premarked int            // marks committed outside a hand-out ("mark" lines)
+	MarkFails int            // hand-out commits that failed ("markfail" lines)
 	InFlight  []Task         // marked, never handed out, cut by a kill mid-step: allowed
 
 	Lost     []Task // ended, never handed out, not in a batch cut by a kill
@@ -80,8 +81,8 @@ func (v Verdict) Err() error {
 
 // Summary is one line of counts.
 func (v Verdict) Summary() string {
-	return fmt.Sprintf("%d plain, %d sub-agents, %d children; %d handed out, %d in flight at a kill, %d marked outside a hand-out; lost %d, doubled %d, unmarked %d, live %d, overwritten %d",
-		v.Kinds[KindPlain], v.Kinds[KindSubAgent], v.Kinds[KindChild], v.Took, len(v.InFlight), v.Premarked,
+	return fmt.Sprintf("%d plain, %d sub-agents, %d children; %d handed out, %d in flight at a kill, %d marked outside a hand-out, %d marks failed; lost %d, doubled %d, unmarked %d, live %d, overwritten %d",
+		v.Kinds[KindPlain], v.Kinds[KindSubAgent], v.Kinds[KindChild], v.Took, len(v.InFlight), v.Premarked, v.MarkFails,
 		len(v.Lost), len(v.Doubled), len(v.Unmarked), len(v.Live), len(v.Overwritten))
 }
 
@@ -141,6 +142,8 @@ func Judge(owner string, records []bgtask.TaskMeta, logs []ProcLog) Verdict {
 				ended[f[1]] = append(ended[f[1]], f[2])
 			case f[0] == "mark":
 				v.Premarked++
+			case f[0] == "markfail":
+				v.MarkFails++
 			}
 		}
 		if !pl.Killed {

@@ -110,13 +110,17 @@ func (l *Log) write(loop string, lines ...string) {
 		l.writes++
 		stop = l.writes == l.stopAt
 	}
-	if stop {
-		fmt.Fprintln(l.echo, "stopped")
-	}
 	l.mu.Unlock()
 	if stop {
-		select {} // the kill comes next
+		l.halt()
 	}
+}
+
+// halt prints "stopped" and blocks the calling goroutine (the owner's
+// loop) for good: the kill comes next.
+func (l *Log) halt() {
+	l.Say("stopped")
+	select {}
 }
 
 // stepKey is the context key of the step a Plugin phase runs for.

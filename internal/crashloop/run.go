@@ -44,7 +44,7 @@ type Scenario struct {
 	Plain   int      // per process: plain tasks,
 	Agents  int      // sub-agents,
 	Child   int      // children per sub-agent
-	MaxStop int      // a killed process's owner loop stops after one of its first MaxStop writes
+	MaxStop int      // a killed process's owner loop stops after one of its first MaxStop writes, or its first or second RunStart
 	Overlap int      // the successor writes up to Overlap lines before its predecessor is killed
 	Owner   string
 	Env     func(t *testing.T) Env
@@ -114,19 +114,28 @@ func runSeed(t *testing.T, sc Scenario, seed uint64) (Verdict, []ProcLog) {
 	env := sc.Env(t)
 	dir := t.TempDir()
 	var procs []*proc
-	start := func(k, stop int) *proc {
+	start := func(k int, stop []string) *proc {
 		p := startProc(t, sc, env, dir, k, seed, stop)
 		procs = append(procs, p)
 		p.waitFor("ready", func() bool { return p.ready })
 		return p
 	}
-	cur := start(0, 1+rng.IntN(sc.MaxStop))
+	// Where a killed process's loop stops: one time in three right after a
+	// RunStart (what a restore hands over waits for the first step), else
+	// after a seeded number of writes.
+	stopAt := func() []string {
+		if rng.IntN(3) == 0 {
+			return []string{"-stop-runstart", fmt.Sprint(1 + rng.IntN(2))}
+		}
+		return []string{"-stop", fmt.Sprint(1 + rng.IntN(sc.MaxStop))}
+	}
+	cur := start(0, stopAt())
 	for k := 1; k <= sc.Kills; k++ {
 		prev := cur
 		prev.waitFor("its loop stopped or idle", func() bool { return prev.stopped || prev.idle })
-		stop := 1 + rng.IntN(sc.MaxStop)
+		stop := stopAt()
 		if k == sc.Kills {
-			stop = 0 // the last one finishes
+			stop = nil // the last one finishes
 		}
 		cur = start(k, stop)
 		overlap := rng.IntN(sc.Overlap + 1)
@@ -177,7 +186,7 @@ type proc struct {
 	done     bool          // "done": it finished
 }
 
-func startProc(t *testing.T, sc Scenario, env Env, dir string, k int, seed uint64, stop int) *proc {
+func startProc(t *testing.T, sc Scenario, env Env, dir string, k int, seed uint64, stop []string) *proc {
 	t.Helper()
 	p := &proc{
 		t: t, instance: fmt.Sprintf("inst_%d", k), log: filepath.Join(dir, fmt.Sprintf("p%d.log", k)),
@@ -185,8 +194,9 @@ func startProc(t *testing.T, sc Scenario, env Env, dir string, k int, seed uint6
 	}
 	args := append([]string{
 		"-instance", p.instance, "-log", p.log, "-owner", sc.Owner, "-seed", fmt.Sprint(seed*1000 + uint64(k)),
-		"-stop", fmt.Sprint(stop), "-plain", fmt.Sprint(sc.Plain), "-agents", fmt.Sprint(sc.Agents), "-children", fmt.Sprint(sc.Child),
-	}, env.Args...)
+		"-plain", fmt.Sprint(sc.Plain), "-agents", fmt.Sprint(sc.Agents), "-children", fmt.Sprint(sc.Child),
+	}, stop...)
+	args = append(args, env.Args...)
 	p.cmd = exec.Command(sc.Helper, args...)
 	p.cmd.Stderr = p.stderr
 	var err error

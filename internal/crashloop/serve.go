@@ -31,6 +31,9 @@ type Config struct {
 	Agents  int       // sub-agents this process's loop spawns
 	Child   int       // children each sub-agent spawns
 	In      io.Reader // the test's commands
+	// StopRunStart, if not 0, stops the owner's loop for good right after
+	// its StopRunStart-th RunStart (before the run's first step).
+	StopRunStart int
 }
 
 // maxFinishTurns bounds the runs of a finishing process.
@@ -142,6 +145,7 @@ type worker struct {
 	plain, agents int        // budget left
 	steps         int        // the owner loop's steps so far
 	spawned       int        // sub-agents spawned so far
+	runStarts     int        // runs started so far
 	poke          chan struct{}
 	finish        chan struct{}
 }
@@ -162,6 +166,9 @@ func (w *worker) turn(ctx context.Context, n int) (bool, error) {
 		return false, fmt.Errorf("RunStart: %w", err)
 	}
 	w.cfg.Log.write(OwnerLoop, fmt.Sprintf("runstart %s %d", OwnerLoop, n))
+	if w.runStarts++; w.runStarts == w.cfg.StopRunStart {
+		w.cfg.Log.halt()
+	}
 	var pending bool
 	for acting := 0; ; {
 		msgs, err := w.step(ctx, w.p.BeforeInference)

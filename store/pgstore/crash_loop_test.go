@@ -26,12 +26,12 @@ import (
 func TestCrashLoopExactlyOnce(t *testing.T) {
 	crashloop.Run(t, crashloop.Scenario{
 		Helper:  buildLoopHelper(t),
-		Seeds:   []uint64{1, 2},
+		Seeds:   []uint64{1, 2, 3, 4},
 		Kills:   10,
-		Plain:   8,
-		Agents:  2,
-		Child:   3,
-		MaxStop: 40,
+		Plain:   30,
+		Agents:  6,
+		Child:   5,
+		MaxStop: 100,
 		Overlap: 12,
 		Owner:   "thread-1",
 		Env: func(t *testing.T) crashloop.Env {
