@@ -25,6 +25,8 @@ type Task struct {
 	// Ended is, for a record overwritten, the status its live process
 	// committed and the record's.
 	Ended string
+	// Parent is a child's sub-agent.
+	Parent string
 }
 
 func (t Task) String() string {
@@ -158,6 +160,9 @@ func Judge(owner string, records []bgtask.TaskMeta, logs []ProcLog) Verdict {
 	for i := range records {
 		m := &records[i]
 		t := Task{ID: m.ID, Kind: KindOf(owner, m), N: took[m.ID]}
+		if t.Kind == KindChild {
+			t.Parent = m.Owner
+		}
 		v.Kinds[t.Kind]++
 		for _, st := range ended[m.ID] {
 			if st != string(m.Status) {
@@ -185,4 +190,20 @@ func Judge(owner string, records []bgtask.TaskMeta, logs []ProcLog) Verdict {
 		slices.SortFunc(*s, func(a, b Task) int { return cmp.Compare(a.ID, b.ID) })
 	}
 	return v
+}
+
+// Subject returns the task a log line is about ("" for none): the spawned,
+// marked, handed out or ended one.
+func Subject(line string) string {
+	f := strings.Fields(line)
+	switch {
+	case len(f) >= 3 && (f[0] == "ended" || f[0] == "spawn"):
+		if f[0] == "ended" {
+			return f[1]
+		}
+		return f[2]
+	case len(f) >= 4 && (f[0] == "taking" || f[0] == "took" || f[0] == "mark"):
+		return f[3]
+	}
+	return ""
 }

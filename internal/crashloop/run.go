@@ -96,10 +96,14 @@ func histories(v Verdict, logs []ProcLog) string {
 			if n++; n > 4 {
 				return b.String()
 			}
-			fmt.Fprintf(&b, "history of %s:\n", t)
+			fmt.Fprintf(&b, "history of %s", t)
+			if t.Parent != "" {
+				fmt.Fprintf(&b, " and of its sub-agent %s", t.Parent)
+			}
+			b.WriteString(":\n")
 			for _, pl := range logs {
 				for _, line := range pl.Lines {
-					if strings.Contains(line, t.ID) {
+					if s := Subject(line); s == t.ID || s != "" && s == t.Parent {
 						fmt.Fprintf(&b, "  %s: %s\n", pl.Name, line)
 					}
 				}
