@@ -27,6 +27,8 @@ type Task struct {
 	Ended string
 	// Parent is a child's sub-agent.
 	Parent string
+	// Status is the record's, at the end.
+	Status bgtask.TaskStatus
 }
 
 func (t Task) String() string {
@@ -159,7 +161,7 @@ func Judge(owner string, records []bgtask.TaskMeta, logs []ProcLog) Verdict {
 	}
 	for i := range records {
 		m := &records[i]
-		t := Task{ID: m.ID, Kind: KindOf(owner, m), N: took[m.ID]}
+		t := Task{ID: m.ID, Kind: KindOf(owner, m), N: took[m.ID], Status: m.Status}
 		if t.Kind == KindChild {
 			t.Parent = m.Owner
 		}

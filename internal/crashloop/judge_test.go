@@ -49,7 +49,7 @@ func TestJudge(t *testing.T) {
 			for name, got := range lists {
 				var want []Task
 				if name == tc.field {
-					want = []Task{{ID: "a", Kind: KindPlain, N: tc.handed}}
+					want = []Task{{ID: "a", Kind: KindPlain, N: tc.handed, Status: tc.rec.Status}}
 					if name == "Overwritten" {
 						want[0].Ended = "completed then interrupted"
 					}

@@ -96,7 +96,7 @@ func histories(v Verdict, logs []ProcLog) string {
 			if n++; n > 4 {
 				return b.String()
 			}
-			fmt.Fprintf(&b, "history of %s", t)
+			fmt.Fprintf(&b, "history of %s, %s at the end", t, t.Status)
 			if t.Parent != "" {
 				fmt.Fprintf(&b, " and of its sub-agent %s", t.Parent)
 			}
