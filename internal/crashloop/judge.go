@@ -31,6 +31,8 @@ type Task struct {
 	Status bgtask.TaskStatus
 }
 
+// String names the task, its kind, and how many times it was handed out
+// (when more than once) or how it was overwritten.
 func (t Task) String() string {
 	switch {
 	case t.Ended != "":

@@ -62,7 +62,9 @@ const hangGuard = 3 * time.Minute
 // treats process 0 as gone (Env.Gone), in a seeded order; and so on, Kills
 // times. The last process then finishes: it runs until every record ended
 // and exits. Judge then checks the records against every process's log;
-// a failure names the seed, which SeedsEnv replays.
+// a failure names the seed, which SeedsEnv replays: the same stop points,
+// spawns and orders (where a kill lands among the tasks' own progress
+// still varies with the scheduler).
 func Run(t *testing.T, sc Scenario) {
 	seeds := sc.Seeds
 	if s := os.Getenv(SeedsEnv); s != "" {
