@@ -38,16 +38,16 @@ type Env struct {
 
 // Scenario is a crash test of one store.
 type Scenario struct {
-	Helper  string   // the helper program (see Serve for what it does)
-	Seeds   []uint64 // fixed seeds; SeedsEnv replaces them
-	Kills   int      // processes killed per seed; one more finishes
-	Plain   int      // per process: plain tasks,
-	Agents  int      // sub-agents,
-	Child   int      // children per sub-agent
-	MaxStop int      // a killed process's owner loop stops after one of its first MaxStop writes, or its first or second RunStart
-	Overlap int      // the successor writes up to Overlap lines before its predecessor is killed
-	Owner   string
-	Env     func(t *testing.T) Env
+	Helper  string                 // the helper program (see Serve for what it does)
+	Seeds   []uint64               // fixed seeds; SeedsEnv replaces them
+	Kills   int                    // processes killed per seed; one more finishes
+	Plain   int                    // per process: plain tasks,
+	Agents  int                    // sub-agents,
+	Child   int                    // children per sub-agent
+	MaxStop int                    // a killed process's owner loop stops after one of its first MaxStop writes, or its first or second RunStart
+	Overlap int                    // the successor writes up to Overlap lines before its predecessor is killed
+	Owner   string                 // the owner whose loop every process runs
+	Env     func(t *testing.T) Env // a fresh store, per seed
 }
 
 // hangGuard bounds every wait on a helper. It only turns a hang into a

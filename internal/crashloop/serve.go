@@ -364,6 +364,21 @@ func (w *worker) treeEnded(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// StoreLister returns Tree's list function for st: every record of an
+// owner, read from the store.
+func StoreLister(st bgtask.Store) func(context.Context, string) ([]bgtask.TaskMeta, error) {
+	return func(ctx context.Context, owner string) ([]bgtask.TaskMeta, error) {
+		var out []bgtask.TaskMeta
+		for m, err := range st.List(ctx, owner) {
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, m)
+		}
+		return out, nil
+	}
+}
+
 // Tree returns every record of owner's tree: owner's records, then, for
 // each sub-agent among them, the records it owns, and so on. list reads
 // one owner's records.

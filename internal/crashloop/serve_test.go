@@ -26,7 +26,8 @@ func TestServeHandsOutEachEndOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Seen through another type, the MemoryStore is "durable": the Plugin marks.
-	m, err := bgtask.New(bgtask.WithStore(&loggedStore{MemoryStore: bgtask.NewMemoryStore(), log: log}))
+	store := &loggedStore{MemoryStore: bgtask.NewMemoryStore(), log: log}
+	m, err := bgtask.New(bgtask.WithStore(store))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,17 +63,7 @@ func TestServeHandsOutEachEndOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	recs, err := Tree(t.Context(), func(ctx context.Context, owner string) ([]bgtask.TaskMeta, error) {
-		seq, err := m.Owner(owner).List(ctx)
-		if err != nil {
-			return nil, err
-		}
-		var out []bgtask.TaskMeta
-		for r := range seq {
-			out = append(out, r)
-		}
-		return out, nil
-	}, "o")
+	recs, err := Tree(t.Context(), StoreLister(store), "o")
 	if err != nil {
 		t.Fatal(err)
 	}

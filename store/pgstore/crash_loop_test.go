@@ -1,7 +1,6 @@
 package pgstore_test
 
 import (
-	"context"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -52,16 +51,7 @@ func TestCrashLoopExactlyOnce(t *testing.T) {
 						t.Fatal(err)
 					}
 					defer st.Close()
-					recs, err := crashloop.Tree(t.Context(), func(ctx context.Context, owner string) ([]bgtask.TaskMeta, error) {
-						var out []bgtask.TaskMeta
-						for m, err := range st.List(ctx, owner) {
-							if err != nil {
-								return nil, err
-							}
-							out = append(out, m)
-						}
-						return out, nil
-					}, owner)
+					recs, err := crashloop.Tree(t.Context(), crashloop.StoreLister(st), owner)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -3,7 +3,6 @@
 package sqlitestore_test
 
 import (
-	"context"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -41,16 +40,7 @@ func TestCrashLoopExactlyOnce(t *testing.T) {
 				Gone: func(*testing.T, string) {}, // its locks died with it
 				Records: func(t *testing.T, owner string) []bgtask.TaskMeta {
 					st := openAt(t, path, sqlitestore.WithoutRecovery())
-					recs, err := crashloop.Tree(t.Context(), func(ctx context.Context, owner string) ([]bgtask.TaskMeta, error) {
-						var out []bgtask.TaskMeta
-						for m, err := range st.List(ctx, owner) {
-							if err != nil {
-								return nil, err
-							}
-							out = append(out, m)
-						}
-						return out, nil
-					}, owner)
+					recs, err := crashloop.Tree(t.Context(), crashloop.StoreLister(st), owner)
 					if err != nil {
 						t.Fatal(err)
 					}
