@@ -100,7 +100,7 @@ func histories(v Verdict, logs []ProcLog) string {
 			}
 			fmt.Fprintf(&b, "history of %s, %s at the end", t, t.Status)
 			if t.Parent != "" {
-				fmt.Fprintf(&b, " and of its sub-agent %s", t.Parent)
+				fmt.Fprintf(&b, "; with the lines of its sub-agent %s", t.Parent)
 			}
 			b.WriteString(":\n")
 			for _, pl := range logs {
