@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/internal/crashloop"
@@ -22,7 +23,9 @@ func main() {
 	path := flag.String("db", "", "SQLite file")
 	flag.Parse()
 	err := crashloop.Helper(o, func(ctx context.Context, log *crashloop.Log) (crashloop.Opened, error) {
-		st, err := sqlitestore.Open(ctx, *path)
+		// A long busy timeout: two processes write the file, and a loaded
+		// machine must not turn a wait for the lock into a failed commit.
+		st, err := sqlitestore.Open(ctx, *path, sqlitestore.WithBusyTimeout(time.Minute))
 		if err != nil {
 			return crashloop.Opened{}, err
 		}
