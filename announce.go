@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 )
 
@@ -17,28 +19,37 @@ import (
 
 // announced tracks the terminal events this Manager delivered to an owner
 // and that are not marked yet: Restore must not deliver them again while
-// they wait in an inbox or a Plugin. Only a Manager whose records outlive
-// it (any Store but the default MemoryStore) keeps it. It remembers at most
-// maxUnmarked ids, forgetting the oldest first: a host that drains its
-// inbox and never calls MarkAnnounced cannot make it grow without bound
-// (a forgotten, still unmarked event may then be announced again at the
-// owner's next Restore).
+// they wait in an inbox or a Plugin. Each id is kept with the owner it was
+// delivered to and the owner of its record (another one for a forwarded
+// event: a gone sub-agent's task reported to the sub-agent's owner), so
+// that an owner's marks forget only what was delivered to it, and mark a
+// forwarded record under its own owner. Only a Manager whose records
+// outlive it (any Store but the default MemoryStore) keeps it. It
+// remembers at most maxUnmarked ids, forgetting the oldest first: a host
+// that drains its inbox and never calls MarkAnnounced cannot make it grow
+// without bound (a forgotten, still unmarked event may then be announced
+// again at the owner's next Restore).
 type announced struct {
 	mu    sync.Mutex
-	sent  map[string]struct{}
+	sent  map[string]sentTo
 	order []string // ids in the order they were added; may hold ids already done
 	head  int      // index of the oldest id in order once it is full
 }
+
+// sentTo says where a delivered terminal event went: to, the owner whose
+// inbox got it, and owner, the owner of its record.
+type sentTo struct{ to, owner string }
 
 // maxUnmarked bounds announced: far more terminal events than a loop takes
 // between two step boundaries.
 const maxUnmarked = 1 << 16
 
-// add notes that the terminal event of id was delivered.
-func (a *announced) add(id string) {
+// add notes that the terminal event of id, a record of owner, was
+// delivered to the owner to.
+func (a *announced) add(to, owner, id string) {
 	a.mu.Lock()
 	if a.sent == nil {
-		a.sent = make(map[string]struct{})
+		a.sent = make(map[string]sentTo)
 	}
 	if len(a.order) < maxUnmarked {
 		a.order = append(a.order, id)
@@ -47,7 +58,7 @@ func (a *announced) add(id string) {
 		a.order[a.head] = id
 		a.head = (a.head + 1) % maxUnmarked
 	}
-	a.sent[id] = struct{}{}
+	a.sent[id] = sentTo{to: to, owner: owner}
 	a.mu.Unlock()
 }
 
@@ -59,11 +70,35 @@ func (a *announced) has(id string) bool {
 	return ok
 }
 
-// done forgets ids, whose mark is committed.
-func (a *announced) done(ids []string) {
+// forwarded returns those of ids whose events were delivered to the owner
+// to but whose records are another owner's, grouped by that owner.
+func (a *announced) forwarded(to string, ids []string) map[string][]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var by map[string][]string
+	for _, id := range ids {
+		if s, ok := a.sent[id]; ok && s.to == to && s.owner != to {
+			if by == nil {
+				by = make(map[string][]string)
+			}
+			by[s.owner] = append(by[s.owner], id)
+		}
+	}
+	return by
+}
+
+// done forgets those of ids that were delivered to the owner to: their
+// mark is committed, or (a Plugin closed before handing them out) the next
+// Restore must announce them again. Ids delivered to another owner stay.
+func (a *announced) done(to string, ids []string) {
 	a.mu.Lock()
 	for _, id := range ids {
-		delete(a.sent, id)
+		if s, ok := a.sent[id]; ok && s.to == to {
+			delete(a.sent, id)
+		}
+	}
+	if len(a.sent) == 0 { // every id is done: drop the ring too
+		a.sent, a.order, a.head = nil, nil, 0
 	}
 	a.mu.Unlock()
 }
@@ -72,10 +107,11 @@ func (a *announced) done(ids []string) {
 // announcements are tracked.
 func (m *Manager) durable() bool { return m.mem == nil }
 
-// noteDelivered records that the terminal event of id reached its owner.
-func (m *Manager) noteDelivered(id string) {
+// noteDelivered records that the terminal event of id, a record of owner,
+// reached the owner to.
+func (m *Manager) noteDelivered(to, owner, id string) {
 	if m.durable() {
-		m.sent.add(id)
+		m.sent.add(to, owner, id)
 	}
 }
 
@@ -83,11 +119,16 @@ func (m *Manager) noteDelivered(id string) {
 // events of the tasks ids, so that a restart does not announce them again.
 // A Plugin does it by itself at each boundary; a host that drains the
 // owner's Inbox itself calls it with the ids of the terminal events
-// (Event.Kind.IsTerminal) it takes, before it hands them to the model. Ids
-// of tasks that are not terminal, unknown, or another owner's are ignored.
-// It is one Commit; nothing is committed for no ids. Errors:
-// ErrInvalidOwner, or the Store's (ctx's error if ctx ends first); after
-// an error nothing is marked and the call may be repeated.
+// (Event.Kind.IsTerminal) it takes, before it hands them to the model.
+//
+// Besides the owner's own records, it marks those that this Manager
+// forwarded to the owner (the tasks of a gone sub-agent of the owner, which
+// Restore reports to it), under their own owner, the sub-agent. Ids of
+// tasks that are not terminal, unknown, or of any other owner are
+// ignored: nothing about them changes, in the Store or in the Manager. It
+// is one Commit per record owner, the forwarded records' first; nothing
+// is committed for no ids. Errors: ErrInvalidOwner, or the Store's (ctx's
+// error if ctx ends first); after an error the call may be repeated.
 func (o Owner) MarkAnnounced(ctx context.Context, ids ...string) error {
 	if !validOwner(o.id) {
 		return ErrInvalidOwner
@@ -95,10 +136,30 @@ func (o Owner) MarkAnnounced(ctx context.Context, ids ...string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if err := o.m.store.Commit(ctx, o.id, Announce(ids...)); err != nil {
-		return fmt.Errorf("bgtask: mark announced: %w", err)
+	own := ids
+	if fwd := o.m.sent.forwarded(o.id, ids); fwd != nil {
+		// The forwarded records first: once the owner's own are marked, a
+		// Restore no longer follows its gone sub-agent to them.
+		for _, owner := range slices.Sorted(maps.Keys(fwd)) {
+			if err := o.m.store.Commit(ctx, owner, Announce(fwd[owner]...)); err != nil {
+				return fmt.Errorf("bgtask: mark announced: %w", err)
+			}
+		}
+		own = slices.DeleteFunc(slices.Clone(ids), func(id string) bool {
+			for _, f := range fwd {
+				if slices.Contains(f, id) {
+					return true
+				}
+			}
+			return false
+		})
 	}
-	o.m.sent.done(ids)
+	if len(own) > 0 {
+		if err := o.m.store.Commit(ctx, o.id, Announce(own...)); err != nil {
+			return fmt.Errorf("bgtask: mark announced: %w", err)
+		}
+	}
+	o.m.sent.done(o.id, ids)
 	return nil
 }
 
@@ -106,9 +167,11 @@ func (o Owner) MarkAnnounced(ctx context.Context, ids ...string) error {
 // owner's terminal records that is not announced, is not silent, and whose
 // event this Manager has not delivered already, oldest first, and returns
 // those records. When report is not owner (the tasks of a gone sub-agent,
-// forwarded to its owner), the records are marked announced first, under
-// their own owner: the gone agent will never take them. A corrupt record
-// is skipped and reported in the returned error; the others are delivered.
+// forwarded to its owner), nothing is marked here: the records are marked,
+// under their own owner, by the commit that hands their events to the
+// model (Owner.MarkAnnounced), so a crash before that announces them
+// again. A corrupt record is skipped and reported in the returned error;
+// the others are delivered.
 func (m *Manager) reannounce(ctx context.Context, owner, report string) ([]TaskMeta, error) {
 	if !m.durable() {
 		return nil, nil // every record is this Manager's, and every event was delivered
@@ -130,17 +193,8 @@ func (m *Manager) reannounce(ctx context.Context, owner, report string) ([]TaskM
 	if len(errs) > 0 && !errors.Is(errors.Join(errs...), ErrCorrupt) {
 		return nil, errors.Join(errs...)
 	}
-	if owner != report && len(due) > 0 {
-		ids := make([]string, len(due))
-		for i := range due {
-			ids[i] = due[i].ID
-		}
-		if err := m.store.Commit(ctx, owner, Announce(ids...)); err != nil {
-			return nil, err // nothing delivered: the next Restore tries again
-		}
-	}
 	for i := range due {
-		m.sent.add(due[i].ID)
+		m.sent.add(report, owner, due[i].ID)
 		_ = m.deliver(report, terminalEvent(&due[i]))
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -143,7 +143,7 @@ func TestPluginMarkFailureRetries(t *testing.T) {
 		t.Fatalf("Announce commits = %q, want one of %q", got, ids)
 	}
 	// The mark is in, so the next run does not announce it again.
-	if err := pr.p.RunEnd(t.Context(), RunOutcome{}); err != nil {
+	if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: "run-1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := pr.p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
@@ -188,7 +188,7 @@ func TestRestoreReannouncesUntaken(t *testing.T) {
 	if got, want := eventIDs(msgs), []string{ids[0], ids[2]}; !slices.Equal(got, want) {
 		t.Fatalf("first run after the restart delivered %q, want %q", got, want)
 	}
-	if err := pr.p.RunEnd(t.Context(), RunOutcome{}); err != nil {
+	if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: "run-1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := pr.p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
@@ -206,7 +206,7 @@ func TestRestoreSkipsEventsStillWaiting(t *testing.T) {
 	ds := &durableMem{MemoryStore: NewMemoryStore()}
 	pr := newPluginRun(t, WithStore(ds))
 	inRun := finishTasks(t, pr.m, "thread-1", nil)
-	if err := pr.p.RunEnd(t.Context(), RunOutcome{}); err != nil {
+	if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: "run-1"}); err != nil {
 		t.Fatal(err)
 	}
 	between := finishTasks(t, pr.m, "thread-1", nil)
@@ -322,7 +322,7 @@ func TestPluginNoticeOfAnnouncedTaskDropped(t *testing.T) {
 func TestAnnouncedForgetsOldest(t *testing.T) {
 	var a announced
 	for i := range maxUnmarked + 2 {
-		a.add(fmt.Sprint("task_", i))
+		a.add("o", "o", fmt.Sprint("task_", i))
 	}
 	for _, tc := range []struct {
 		id   string
@@ -340,7 +340,7 @@ func TestAnnouncedForgetsOldest(t *testing.T) {
 	if len(a.sent) != maxUnmarked {
 		t.Errorf("%d ids kept, want %d", len(a.sent), maxUnmarked)
 	}
-	a.done([]string{"task_2"})
+	a.done("o", []string{"task_2"})
 	if a.has("task_2") {
 		t.Error("has(task_2) after done")
 	}

@@ -49,10 +49,19 @@ func (e *reasonError) Error() string        { return e.base.Error() + ": " + e.r
 func (e *reasonError) Unwrap() error        { return e.base }
 func (e *reasonError) Is(target error) bool { return target == ErrCancelled }
 
-// reasonOf returns the reason a cancel cause carries, if any.
+// ShutdownReason is the cancel reason of the tasks that Manager.Shutdown
+// cancels: it is on their records (TaskMeta.CancelReason) and in their
+// cancelled events, so a shutdown reads differently from a user's cancel.
+const ShutdownReason = "shutdown"
+
+// reasonOf returns the reason a cancel cause carries, if any: its own, or
+// ShutdownReason for a shutdown.
 func reasonOf(cause error) string {
 	if e, ok := errors.AsType[*reasonError](cause); ok {
 		return e.reason
+	}
+	if errors.Is(cause, ErrShutdown) {
+		return ShutdownReason
 	}
 	return ""
 }

@@ -68,7 +68,7 @@ func TestSizeCaps(t *testing.T) {
 	if err != nil || meta.Input == nil || meta.Input.Prompt != cut("p") {
 		t.Fatalf("awaiting input: %+v, %v", meta.Input, err)
 	}
-	if p, ok := o.Progress(resID); !ok || string(p.Payload) != wantJSON {
+	if p, ok := o.LatestEvent(resID); !ok || string(p.Payload) != wantJSON {
 		t.Fatalf("Progress = %s, %v", p.Payload, ok)
 	}
 	if err := o.Send(ctx, resID, Message{InReplyTo: meta.Input.ID, Content: "go"}); err != nil {

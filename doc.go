@@ -47,7 +47,7 @@
 // whether it wakes the owner. [Task.Emit] never drops an event silently:
 //
 //   - every custom event but a message is kept as the task's latest
-//     progress while it runs ([Owner.Progress]);
+//     event while it runs ([Owner.LatestEvent]);
 //   - by default ([WakeOnTerminal]) custom events also reach the inbox, but
 //     quiet ([Event.Quiet]): coalesced per task and type, delivered with the
 //     next drain, and never waking a waiting owner ([Inbox.Wait],
@@ -83,6 +83,26 @@
 // get_task, cancel_task, send_message, wait_task). Package agentloop is a
 // small reference loop built on both.
 //
+// A server, one agent turn per request and many threads, keeps one live
+// Plugin per thread ([NewPlugin] refuses a second: [ErrPluginExists]) and
+// calls [Plugin.Close] when it forgets the thread; the thread's next
+// Plugin delivers, once, what the closed one did not. A run is a value:
+// [Plugin.RunStart] refuses a second open run ([ErrRunOpen]) and
+// [Plugin.RunEnd] ends only the run its [RunOutcome] names. A request's
+// context is not the run's: the host cancels it with the cause
+// [ErrRunStopped] when the user stops the run, and passes
+// [RunStopped](ctx) as RunOutcome.Cancelled, so that a client that hangs
+// up ends the run without cancelling the work it started:
+//
+//	ctx, stop := context.WithCancelCause(r.Context()) // stop(bgtask.ErrRunStopped) on the user's stop
+//	defer stop(nil)
+//	if err := plugin.RunStart(ctx, bgtask.RunInfo{RunID: turnID}); err != nil { ... }
+//	... // the loop's steps
+//	err := plugin.RunEnd(ctx, bgtask.RunOutcome{RunID: turnID, Cancelled: bgtask.RunStopped(ctx)})
+//
+// RunEnd, Close and the announcement marks of a boundary commit even when
+// the request's context has ended.
+//
 // The model's input is a trust boundary: what tasks write (results,
 // errors, payloads, names, descriptions, input prompts, a sub-agent's
 // messages) reaches it escaped, cut to a display limit and in envelopes
@@ -105,7 +125,15 @@
 //
 // # Shutdown
 //
-// [Manager.Shutdown] refuses new spawns, cancels every task with
-// [ErrShutdown] and waits for every goroutine, or returns a
-// [*ShutdownError] naming the tasks that did not stop.
+// [Manager.Shutdown], the hard stop, refuses new spawns, cancels every
+// task with [ErrShutdown] (the cancel reason [ShutdownReason] on the record
+// and in the event) and waits for every goroutine, or returns a
+// [*ShutdownError] naming the tasks that did not stop. [Manager.Stop], the
+// soft stop for a deploy, refuses new spawns, lets running tasks end on
+// their own until its context ends, then ends what still runs interrupted,
+// as a crash and its recovery would.
+//
+// After a restart, [WithOnPendingOwner] calls the host once for each owner
+// that has ends it never took, so the host can wake that thread;
+// [Manager.UndeliveredOwners] lists them.
 package bgtask

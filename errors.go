@@ -8,7 +8,7 @@ import (
 // Errors returned by the Manager and its Owner views. Check them with
 // [errors.Is]: most are returned wrapped with the offending value.
 var (
-	// ErrClosed is returned by every call on a Manager after Shutdown began.
+	// ErrClosed is returned by every call on a Manager after Shutdown (or Stop) began.
 	ErrClosed = errors.New("bgtask: manager closed")
 	// ErrInvalidArgument is matched by the error of a call given a value it
 	// cannot take: a nil task function, a task name that is blank, too long,

@@ -37,7 +37,7 @@ func ExampleOwner_Foreground() {
 			}
 			return []string{query + ".txt"}, nil
 		}, bgtask.WithDescription("search "+query))
-		return res.Result, err
+		return bgtask.ToolOutput(res.Result, err) // escaped and cut, as the model sees task results
 	}
 
 	fast, err := search(ctx, "fast")

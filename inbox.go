@@ -3,6 +3,7 @@ package bgtask
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -188,6 +189,28 @@ func (ib *Inbox) signalLocked() {
 	}
 	close(ib.wake)
 	ib.wake = nil
+}
+
+// takeTerminal removes the queued terminal event of task id, if there is
+// one, and reports whether it did: a tool gave the model that end as its
+// result already (Owner.answered).
+func (ib *Inbox) takeTerminal(id string) bool {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	i := slices.IndexFunc(ib.events, func(ev Event) bool { return ev.TaskID == id && ev.Kind.IsTerminal() })
+	if i < 0 {
+		return false
+	}
+	if !ib.events[i].Quiet {
+		ib.loud--
+	}
+	ib.events = slices.Delete(ib.events, i, i+1)
+	for k, j := range ib.pending { // coalescing indexes past i moved down by one
+		if j > i {
+			ib.pending[k] = j - 1
+		}
+	}
+	return true
 }
 
 // loudLen returns how many queued events would wake Wait.

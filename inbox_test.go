@@ -807,3 +807,34 @@ func TestInboxCloseWakesAllWaiters(t *testing.T) {
 		}
 	})
 }
+
+// takeTerminal removes one task's queued terminal event and keeps the
+// coalescing of the events queued after it.
+func TestInboxTakeTerminal(t *testing.T) {
+	ib := NewInbox(WithCoalesce("step"))
+	for _, ev := range []Event{
+		{Kind: EventCustom, TaskID: "a", EventType: "step", Payload: []byte(`1`)},
+		{Kind: EventCompleted, TaskID: "b"},
+		{Kind: EventCustom, TaskID: "c", EventType: "step", Payload: []byte(`1`)},
+	} {
+		if err := ib.Send(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ib.takeTerminal("a") || ib.takeTerminal("x") {
+		t.Fatal("took an event that is not a queued terminal one")
+	}
+	if !ib.takeTerminal("b") || ib.takeTerminal("b") {
+		t.Fatal("takeTerminal(b): want it taken once")
+	}
+	if err := ib.Send(Event{Kind: EventCustom, TaskID: "c", EventType: "step", Payload: []byte(`2`)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := ib.loudLen(); n != 2 {
+		t.Fatalf("%d events that wake, want 2", n)
+	}
+	got := ib.Drain()
+	if len(got) != 2 || got[0].TaskID != "a" || got[1].TaskID != "c" || string(got[1].Payload) != "2" || string(got[0].Payload) != "1" {
+		t.Fatalf("drained %+v", got)
+	}
+}

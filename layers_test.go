@@ -16,7 +16,7 @@ import (
 // model-facing layer: what the model sees and calls (the plugin, its
 // rendering, the tools). Every other file is the runtime.
 func modelLayer(name string) bool {
-	return name == "plugin.go" || name == "render.go" || name == "tools.go" || strings.HasPrefix(name, "tools_")
+	return name == "plugin.go" || strings.HasPrefix(name, "plugin_") || name == "render.go" || name == "tools.go" || strings.HasPrefix(name, "tools_")
 }
 
 // TestRuntimeDoesNotUseModelLayer keeps the line between the runtime and

@@ -17,12 +17,13 @@ import (
 // Create it with New; the zero value is not usable. A Manager must not be
 // copied. All methods are safe for concurrent use. Every goroutine it starts
 // runs tasks (a finished task's goroutine waits a second or two for the
-// next task before it exits), and Shutdown waits for all of them; a
-// Manager is not reused after Shutdown.
+// next task before it exits, and exits at once once Shutdown has begun),
+// or, with WithOnPendingOwner, calls that function at start; Shutdown (or
+// Stop) waits for all of them. A Manager is not reused after Shutdown.
 //
 // Calls that change something (spawn, cancel, send, bind an inbox) return
-// ErrClosed once Shutdown has begun. Reads (Get, List, Wait, Inbox) keep
-// working, so a host can collect the final records and events.
+// ErrClosed once Shutdown (or Stop) has begun. Reads (Get, List, Wait,
+// Inbox) keep working, so a host can collect the final records and events.
 //
 // The Manager's own calls that take a task id (Get, Cancel, CancelTree,
 // Wait) and CancelAll and Stats reach every owner's tasks: they are for the
@@ -53,6 +54,7 @@ type Manager struct {
 	live       int          // registered tasks not yet unregistered
 	idle       chan struct{}
 	idleShut   bool // idle was closed
+	helpers    int  // goroutines of the Manager's own that Shutdown waits for, besides tasks (WithOnPendingOwner)
 
 	phaseHook func(t *Task, from, to taskPhase) // tests only: sees every phase move, under m.mu
 
@@ -68,6 +70,12 @@ type Manager struct {
 
 	keys map[keyRef]*keyClaim // live keyed spawns (WithIdempotencyKey); guarded by mu
 	sent announced            // terminal events delivered and not yet marked announced (announce.go)
+
+	deletes deletes // deletes from the maps above since each was last made (ownerkeep.go)
+
+	plugMu sync.Mutex            // guards sinks and kept; taken before a Plugin's lateMu (ownerkeep.go)
+	sinks  map[string]ownerSink  // the one holder (a live Plugin) of each owner's events between runs; nil when none
+	kept   map[string]*eventKeep // events of owners whose holder let go, for the next one; nil when none
 }
 
 type ownerState struct {
@@ -119,6 +127,9 @@ func New(opts ...Option) (*Manager, error) {
 		keys:    make(map[keyRef]*keyClaim),
 	}
 	m.workers.max = idleWorkersMax()
+	if cfg.onPendingOwner != nil {
+		m.startPendingOwners()
+	}
 	return m, nil
 }
 
@@ -262,6 +273,7 @@ func (m *Manager) unbindInbox(owner string, drop func(*Inbox) bool) {
 	m.inboxMu.Lock()
 	if ib := m.inboxes[owner]; ib != nil && drop(ib) {
 		delete(m.inboxes, owner)
+		m.inboxes = shrunk(m.inboxes, &m.deletes.inboxes)
 		m.inboxGen.Add(1)
 	}
 	m.inboxMu.Unlock()

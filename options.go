@@ -34,6 +34,7 @@ type config struct {
 	tagBytes       int
 	// WithProgressInterval
 	progressInterval time.Duration
+	onPendingOwner   func(owner string) // WithOnPendingOwner
 
 	// Set by an option, to tell an explicit bad value from the default.
 	storeSet, instanceSet bool
@@ -292,6 +293,7 @@ type spawnConfig struct {
 	key                    string // WithIdempotencyKey
 	keySet                 bool
 	foreground             bool // Owner.Foreground: held in the foreground until promoted
+	cancelOnAbandon        bool // WithCancelOnAbandon
 }
 
 // WithName gives the task a short name, unique among the owner's

@@ -33,7 +33,13 @@ import (
 // limit, so it can neither forge nor alter an envelope, and ParseEvent
 // accepts only this Plugin's envelopes.
 //
-// A Plugin outlives runs: make one per owner and reuse it. Every method is
+// A Plugin outlives runs: make one per owner and reuse it; a Manager has at
+// most one live Plugin per owner (NewPlugin refuses a second with
+// ErrPluginExists). A host that forgets an owner (a server that drops a
+// conversation) calls Close; the owner's next Plugin, made later, gets every
+// event the closed one did not deliver. A run is a value: RunStart refuses
+// to open a second one while one is open (ErrRunOpen), and RunEnd ends only
+// the run it names. Every method is
 // safe for concurrent use. A loop calls the phases in order, one at a time;
 // AfterToolCall and the owner's tools may run concurrently with each other
 // (a framework runs a step's tool calls in parallel) and with the phases.
@@ -51,6 +57,8 @@ type Plugin struct {
 	viewLines  int
 	viewBytes  int
 	shared     SharedStore
+	keepMax    int    // WithKeepLimit
+	idle       *Inbox // the closed inbox that takes the owner's events while no run is open
 
 	running   atomic.Bool // written with mu held
 	viewStale atomic.Bool
@@ -62,9 +70,11 @@ type Plugin struct {
 	view     string              // the rendered prompt view, "" for no live tasks
 	drained  map[string]struct{} // tasks whose terminal event Deliver handed out, until they retire
 	unmarked []string            // tasks whose terminal event Deliver handed out but could not mark announced
+	closed   bool                // Close was called
 
-	lateMu sync.Mutex // guards late; the only lock an inbox's fallback takes
-	late   []Event    // events that reached a closed inbox of this owner
+	lateMu sync.Mutex // guards late and gone; the only lock an inbox's fallback takes
+	late   eventKeep  // events that reached a closed inbox of this owner
+	gone   bool       // Close let go of the owner: late events go to the Manager
 }
 
 // RunInfo identifies an agent run. RunID is required; it is the lineage of
@@ -142,11 +152,15 @@ func WithViewLimit(lines, bytes int) PluginOption {
 const noticePoll = time.Second
 
 // ErrNoRun is returned by a Plugin phase called outside RunStart...RunEnd,
-// and by RunStart for an empty run id.
+// by RunStart for an empty run id, and by RunEnd for a run id that is not
+// the open run's.
 var ErrNoRun = errors.New("bgtask: plugin: no run started")
 
-// NewPlugin returns the Plugin of owner on m. Errors: ErrClosed,
-// ErrInvalidOwner, and an error for a nil m or a bad option value.
+// NewPlugin returns the Plugin of owner on m, the owner's only live one:
+// it gets the events that the owner's previous Plugin, closed, left
+// behind. Errors: ErrClosed, ErrInvalidOwner, ErrPluginExists while
+// another Plugin of owner is live (not closed) on m, and an error for a
+// nil m or a bad option value; after an error nothing changed.
 func NewPlugin(m *Manager, owner string, opts ...PluginOption) (*Plugin, error) {
 	switch {
 	case m == nil:
@@ -159,6 +173,7 @@ func NewPlugin(m *Manager, owner string, opts ...PluginOption) (*Plugin, error) 
 	p := &Plugin{
 		m: m, owner: m.Owner(owner), nonce: rand.Text(), drained: make(map[string]struct{}),
 		displayMax: DefaultDisplayLimit, viewLines: DefaultViewLines, viewBytes: DefaultViewBytes,
+		keepMax: DefaultKeepLimit,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -170,15 +185,28 @@ func NewPlugin(m *Manager, owner string, opts ...PluginOption) (*Plugin, error) 
 		return nil, fmt.Errorf("bgtask: WithDisplayLimit: %d bytes, want at least 1", p.displayMax)
 	case p.viewLines < 1 || p.viewBytes < 1:
 		return nil, fmt.Errorf("bgtask: WithViewLimit: %d lines, %d bytes, want at least 1 each", p.viewLines, p.viewBytes)
+	case p.keepMax < 1:
+		return nil, fmt.Errorf("bgtask: WithKeepLimit: %d events, want at least 1", p.keepMax)
 	}
 	p.viewStale.Store(true)
 	p.shared, _ = m.store.(SharedStore)
+	adopt := func(ev Event) { // no event reaches p yet: only the Manager's lock is held
+		p.lateMu.Lock()
+		dropped, full := p.late.add(ev, p.keepMax)
+		p.lateMu.Unlock()
+		if full {
+			m.dropKept(owner, dropped)
+		}
+	}
+	if !m.claimOwner(owner, p, adopt) {
+		return nil, ErrPluginExists
+	}
 	if p.fixed == nil {
 		// While no run's inbox is bound, the owner's events come here, so
 		// they wake the owner and wait for the next run.
-		idle := m.newInbox(WithOnClosed(p.keepLate))
-		idle.Close()
-		m.setIdleInbox(owner, idle)
+		p.idle = m.newInbox(WithOnClosed(p.keepLate))
+		p.idle.Close()
+		m.setIdleInbox(owner, p.idle)
 	}
 	return p, nil
 }
@@ -190,14 +218,23 @@ func (p *Plugin) Owner() Owner { return p.owner }
 // RunStart opens a run: it binds a fresh inbox (unless the plugin reads a
 // sub-agent's own), then restores the owner's records, so the events of
 // tasks that a gone runtime left running reach this run. Errors: ErrNoRun
-// for an empty RunID, ErrClosed, or the Store's; after an error no run is
-// open (the other phases return ErrNoRun), and events are kept for the next
-// RunStart.
+// for an empty RunID, ErrRunOpen while a run is open (nothing changes: the
+// open run goes on), ErrClosed (the Manager's, or this Plugin's after
+// Close), or the Store's; after another error no run is open (the other
+// phases return ErrNoRun), and events are kept for the next RunStart.
 func (p *Plugin) RunStart(ctx context.Context, run RunInfo) error {
 	if run.RunID == "" {
 		return fmt.Errorf("%w: empty run id", ErrNoRun)
 	}
 	p.mu.Lock()
+	switch {
+	case p.closed:
+		p.mu.Unlock()
+		return fmt.Errorf("bgtask: plugin: closed: %w", ErrClosed)
+	case p.running.Load():
+		p.mu.Unlock()
+		return ErrRunOpen
+	}
 	inbox := p.fixed
 	if inbox == nil {
 		ib := p.m.newInbox(WithOnClosed(p.keepLate))
@@ -216,32 +253,29 @@ func (p *Plugin) RunStart(ctx context.Context, run RunInfo) error {
 	p.running.Store(true)
 	p.mu.Unlock()
 	if _, err := p.m.Restore(ctx, p.owner.id); err != nil && !errors.Is(err, ErrCorrupt) { // corrupt records are logged and skipped
-		_ = p.RunEnd(ctx, RunOutcome{}) // no run: what arrives is kept for the next one
+		_ = p.RunEnd(ctx, RunOutcome{RunID: run.RunID}) // no run: what arrives is kept for the next one
 		return fmt.Errorf("bgtask: plugin: restore: %w", err)
 	}
 	return nil
 }
 
 // keepLate is the fallback of the owner's closed inboxes: an event that
-// missed a run is kept for the next one, and wakes the owner unless it is
-// quiet; quiet progress replaces the kept one of its task and type.
+// missed a run is kept for the next one (see WithKeepLimit), and wakes the
+// owner unless it is quiet; quiet progress replaces the kept one of its
+// task and type. Once the Plugin is closed, the Manager takes it.
 func (p *Plugin) keepLate(ev Event) {
 	p.lateMu.Lock()
-	// Quiet progress is coalesced as an inbox does: the kept event of the
-	// same task and type takes the latest payload, in place.
-	i := -1
-	if ev.Kind == EventCustom && ev.Quiet {
-		i = slices.IndexFunc(p.late, func(old Event) bool {
-			return old.Kind == EventCustom && old.Quiet && old.TaskID == ev.TaskID && old.EventType == ev.EventType
-		})
+	if p.gone {
+		p.lateMu.Unlock()
+		p.m.orphanEvent(p.owner.id, ev, p.keepMax)
+		return
 	}
-	if i >= 0 {
-		p.late[i].Payload = ev.Payload
-	} else {
-		p.late = append(p.late, ev)
-	}
+	dropped, full := p.late.add(ev, p.keepMax)
 	wake := p.onWake
 	p.lateMu.Unlock()
+	if full {
+		p.m.dropKept(p.owner.id, dropped)
+	}
 	if wake != nil && !ev.Quiet {
 		wake(ev)
 	}
@@ -278,15 +312,22 @@ func (p *Plugin) deliver(ctx context.Context) ([]PromptMessage, error) {
 		}
 	}
 	p.lateMu.Lock()
-	evs := append(p.late, notices...)
-	p.late = nil
+	evs := p.late.evs
+	p.late.evs = nil
 	p.lateMu.Unlock()
-	for _, ib := range p.older {
-		evs = ib.AppendDrain(evs)
-	}
-	evs = p.inbox.AppendDrain(evs)
-	if len(notices) > 0 {
-		evs = p.dropAnnounced(ctx, evs)
+	if len(notices) == 0 {
+		for _, ib := range p.older {
+			evs = ib.AppendDrain(evs)
+		}
+		evs = p.inbox.AppendDrain(evs)
+	} else {
+		var rest []Event
+		for _, ib := range p.older {
+			rest = ib.AppendDrain(rest)
+		}
+		rest = p.inbox.AppendDrain(rest)
+		notices = p.newNotices(ctx, notices, evs, rest)
+		evs = append(append(evs, notices...), rest...)
 	}
 	p.markAnnounced(ctx, evs)
 	if len(evs) == 0 {
@@ -305,10 +346,13 @@ func (p *Plugin) deliver(ctx context.Context) ([]PromptMessage, error) {
 
 // markAnnounced commits, before evs are handed out, that the owner took
 // the terminal events among them, with the marks a previous boundary could
-// not commit: one Commit, none when there is nothing to mark. When it
-// fails the events are handed out all the same (losing them would be worse
-// than announcing them again after a crash) and the marks are retried at
-// the next boundary. Called with p.mu held.
+// not commit: one Commit (and one per other owner of forwarded records),
+// none when there is nothing to mark. A forwarded record (a gone
+// sub-agent's task) is marked under its own owner. When it fails the
+// events are handed out all the same (losing them would be worse than
+// announcing them again after a crash) and the marks are retried at the
+// next boundary. The commit does not depend on ctx's end: a request that
+// ended must not leave handed-out events unmarked. Called with p.mu held.
 func (p *Plugin) markAnnounced(ctx context.Context, evs []Event) {
 	ids := p.unmarked
 	for i := range evs {
@@ -319,7 +363,7 @@ func (p *Plugin) markAnnounced(ctx context.Context, evs []Event) {
 	if len(ids) == 0 {
 		return
 	}
-	if err := p.owner.MarkAnnounced(ctx, ids...); err != nil {
+	if err := p.owner.MarkAnnounced(context.WithoutCancel(ctx), ids...); err != nil {
 		p.m.log.Warn("bgtask: plugin: announcement marks not committed; retried at the next boundary", "owner", p.owner.id, "tasks", len(ids), "err", err)
 		p.unmarked = ids
 		return
@@ -327,29 +371,50 @@ func (p *Plugin) markAnnounced(ctx context.Context, evs []Event) {
 	p.unmarked = nil
 }
 
-// dropAnnounced removes from evs the terminal events that were handed out
-// already: a SharedStore's notice of a task that Restore announced too, or
-// whose record is marked announced. Notices are rare (a reaper made them),
-// so the Get per notice costs nothing in the common path. Called with p.mu
-// held.
-func (p *Plugin) dropAnnounced(ctx context.Context, evs []Event) []Event {
+// newNotices returns those of a SharedStore's notices that were not
+// handed out already: a terminal notice is dropped when the same task's
+// end is among the events this Manager delivered (late and rest, a
+// Restore's included), was handed out by this Plugin, or its record is
+// marked announced (an earlier hand-out committed it). A notice of a
+// record of another owner is kept only for a gone descendant of the owner
+// (the store reports a dead sub-agent's tasks to its owner): its mark is
+// then committed under the record's own owner, as for the events Restore
+// forwards. Notices are rare (a reaper made them), so the Get per notice
+// costs nothing in the common path. Called with p.mu held.
+func (p *Plugin) newNotices(ctx context.Context, notices, late, rest []Event) []Event {
 	seen := make(map[string]bool)
-	return slices.DeleteFunc(evs, func(ev Event) bool {
+	for _, evs := range [][]Event{late, rest} {
+		for i := range evs {
+			if evs[i].Kind.IsTerminal() {
+				seen[evs[i].TaskID] = true
+			}
+		}
+	}
+	return slices.DeleteFunc(notices, func(ev Event) bool {
 		if !ev.Kind.IsTerminal() {
 			return false
 		}
 		if seen[ev.TaskID] {
-			return true // twice in this batch: a notice and a Restore's event
+			return true // this Manager delivers it too, in this batch
 		}
 		seen[ev.TaskID] = true
-		if _, handed := p.drained[ev.TaskID]; handed {
-			return true
-		}
-		if slices.Contains(p.unmarked, ev.TaskID) {
+		if _, handed := p.drained[ev.TaskID]; handed || slices.Contains(p.unmarked, ev.TaskID) {
 			return true
 		}
 		meta, err := p.m.store.Get(ctx, ev.TaskID)
-		return err == nil && meta.Announced
+		switch {
+		case err != nil:
+			return false // gone (retention): hand it out, nothing to mark
+		case meta.Announced:
+			return true
+		case meta.Owner != p.owner.id:
+			if !p.m.descendant(ctx, p.owner.id, meta) {
+				p.m.log.Warn("bgtask: plugin: notice of a task the owner does not own dropped", "owner", p.owner.id, "task_id", ev.TaskID)
+				return true
+			}
+			p.m.noteDelivered(p.owner.id, meta.Owner, ev.TaskID) // its mark goes under its own owner
+		}
+		return false
 	})
 }
 
@@ -426,7 +491,7 @@ func (p *Plugin) WaitEvent(ctx context.Context) error {
 			size = (*Inbox).Len
 		}
 		p.lateMu.Lock()
-		late := slices.ContainsFunc(p.late, func(ev Event) bool { return stopped || !ev.Quiet })
+		late := slices.ContainsFunc(p.late.evs, func(ev Event) bool { return stopped || !ev.Quiet })
 		p.lateMu.Unlock()
 		if late || size(inbox) > 0 || slices.ContainsFunc(older, func(ib *Inbox) bool { return size(ib) > 0 }) {
 			return nil
@@ -463,20 +528,34 @@ func (p *Plugin) WaitEvent(ctx context.Context) error {
 
 // RunOutcome is how a run ended, as the loop tells RunEnd.
 type RunOutcome struct {
-	// Cancelled: the run was cancelled; its tasks and their attached
-	// descendants are cancelled too (CancelRun), and later spawns into it fail.
+	// RunID is the run that ends: the RunID given to RunStart. Required: a
+	// RunEnd for another run (an old request's, late) ends nothing.
+	RunID string
+	// Cancelled: the user stopped the run; its tasks and their attached
+	// descendants are cancelled too (CancelRun), and later spawns into it
+	// fail. A server sets it from RunStopped(ctx), never from ctx.Err():
+	// a request context also ends when the client goes away, and that must
+	// not cancel the background work the run started.
 	Cancelled bool
 }
 
-// RunEnd closes the run. Its inbox is closed: what was not delivered, and
-// every later event of the owner's tasks until the next RunStart, is kept
-// for the next run and handed to WithOnWake. A cancelled run cancels its tasks
-// (top-level runs included).
+// RunEnd closes the run out.RunID. Its inbox is closed: what was not
+// delivered, and every later event of the owner's tasks until the next
+// RunStart, is kept for the next run and handed to WithOnWake. A cancelled
+// run cancels its tasks (top-level runs included). RunEnd does not depend
+// on ctx's end: call it with the request's context even after the client
+// went away. Errors: ErrNoRun when no run is open, or (wrapped) when
+// out.RunID is not the open run's: then nothing changes, and the open run
+// goes on; the error of cancelling the run's tasks.
 func (p *Plugin) RunEnd(ctx context.Context, out RunOutcome) error {
 	p.mu.Lock()
 	if !p.running.Load() {
 		p.mu.Unlock()
 		return ErrNoRun
+	}
+	if out.RunID != p.run.RunID {
+		p.mu.Unlock()
+		return fmt.Errorf("%w: the run id is not the open run's", ErrNoRun)
 	}
 	p.running.Store(false)
 	run, inbox, older := p.run, p.inbox, p.older

@@ -78,7 +78,7 @@ func TestPluginPhasesOutsideARun(t *testing.T) {
 		"StepEnd":         stepErr,
 		"AfterToolCall":   p.AfterToolCall(ctx, ToolCall{}),
 		"WaitEvent":       p.WaitEvent(ctx),
-		"RunEnd":          p.RunEnd(ctx, RunOutcome{}),
+		"RunEnd":          p.RunEnd(ctx, RunOutcome{RunID: "run-1"}),
 		"RunStart(empty)": p.RunStart(ctx, RunInfo{}),
 	} {
 		if !errors.Is(err, ErrNoRun) {
@@ -155,7 +155,7 @@ func TestPluginCompletionRacingRunEndIsDeliveredOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := pr.p.RunEnd(t.Context(), RunOutcome{}); err != nil {
+		if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: "run-1"}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := pr.m.Wait(t.Context(), id); err != nil {
@@ -178,7 +178,7 @@ func TestPluginCompletionRacingRunEndIsDeliveredOnce(t *testing.T) {
 		if len(first) == 1 && len(pr.wokenKinds()) != 0 {
 			t.Fatalf("a completion delivered in the run also woke the owner: %v", pr.wokenKinds())
 		}
-		if err := pr.p.RunEnd(t.Context(), RunOutcome{}); err != nil {
+		if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: "run-2"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -249,7 +249,7 @@ func TestPluginSubAgentInboxDirectMessage(t *testing.T) {
 			}
 			msgs, err := p.Deliver(ctx)
 			got <- msgs
-			return nil, errors.Join(err, p.RunEnd(ctx, RunOutcome{}))
+			return nil, errors.Join(err, p.RunEnd(ctx, RunOutcome{RunID: "sub-run"}))
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -300,7 +300,7 @@ func TestPluginCancelledRunRacesNestedSpawns(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-started
-		if err := pr.p.RunEnd(t.Context(), RunOutcome{Cancelled: true}); err != nil {
+		if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: "run-1", Cancelled: true}); err != nil {
 			t.Fatal(err)
 		}
 		meta, err := pr.m.Wait(t.Context(), parent)
@@ -385,7 +385,7 @@ func TestPluginRunStartFailureLeavesNoRun(t *testing.T) {
 		{"StepEnd", stepErr},
 		{"AfterToolCall", p.AfterToolCall(ctx, ToolCall{})},
 		{"WaitEvent", p.WaitEvent(ctx)},
-		{"RunEnd", p.RunEnd(ctx, RunOutcome{})},
+		{"RunEnd", p.RunEnd(ctx, RunOutcome{RunID: "run-1"})},
 	} {
 		if !errors.Is(c.err, ErrNoRun) {
 			t.Errorf("%s after a failed RunStart: %v, want ErrNoRun", c.name, c.err)
@@ -418,7 +418,7 @@ func TestPluginWakesBetweenRuns(t *testing.T) {
 					if err := p.RunStart(ctx, RunInfo{RunID: "run-0"}); err != nil {
 						t.Fatal(err)
 					}
-					if err := p.RunEnd(ctx, RunOutcome{}); err != nil {
+					if err := p.RunEnd(ctx, RunOutcome{RunID: "run-0"}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -453,7 +453,7 @@ func TestPluginWakesBetweenRuns(t *testing.T) {
 				if msgs, _ := p.Deliver(ctx); len(msgs) != 0 {
 					t.Fatalf("delivered again: %v", messageKinds(msgs))
 				}
-				if err := p.RunEnd(ctx, RunOutcome{}); err != nil {
+				if err := p.RunEnd(ctx, RunOutcome{RunID: "run-1"}); err != nil {
 					t.Fatal(err)
 				}
 				if got, want := wokenNow(), "completed "+id; got != want {
@@ -497,7 +497,7 @@ func TestPluginParallelToolCalls(t *testing.T) {
 		}
 	})
 	wg.Wait()
-	if err := pr.p.RunEnd(ctx, RunOutcome{}); err != nil {
+	if err := pr.p.RunEnd(ctx, RunOutcome{RunID: "run-1"}); err != nil {
 		t.Fatal(err)
 	}
 }

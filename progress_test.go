@@ -26,7 +26,7 @@ func TestProgressInTools(t *testing.T) {
 		if err := <-emitted; err != nil {
 			t.Fatal(err)
 		}
-		progress := `"progress":{"event_type":"progress","payload":{"percent":40},"at":"2000-01-01T00:00:00Z","count":2}`
+		progress := `"latest_event":{"event_type":"progress","payload":{"percent":40},"at":"2000-01-01T00:00:00Z","count":2}`
 		list := callTool(t, t.Context(), toolNamed(t, o, "list_tasks"), `{}`, nil)
 		want := `{"tasks":[{"task_id":"` + id + `","name":"indexer","task_type":"task","status":"running","description":"",` +
 			`"created_at":"2000-01-01T00:00:00Z",` + progress + `}],"total":1}`
@@ -82,7 +82,7 @@ func TestProgressInPromptView(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want := `<task id="` + id + `" type="task" name="indexer" status="running" progress_type="progress" progress="{&quot;step&quot;:&quot;\u003cb\u003e&quot;}"/>`
+				want := `<task id="` + id + `" type="task" name="indexer" status="running" latest_event_type="progress" latest_event="{&quot;step&quot;:&quot;\u003cb\u003e&quot;}"/>`
 				var view string
 				for _, msg := range msgs {
 					if msg.Role == "user" && msg.Ephemeral {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,15 +22,18 @@ const (
 // the result of a call that started no task (Foreground returned an error
 // before spawning).
 type ForegroundResult struct {
-	// TaskID is the task that ran the function.
+	// TaskID is the task that ran the function, or the owner's existing
+	// task that the call's idempotency key named.
 	TaskID string
 	// Promoted reports that the function was still going after the given
-	// time: it goes on as a background task whose end is announced to the
-	// owner like any task's.
+	// time, or when the caller's ctx ended first (unless
+	// WithCancelOnAbandon): it goes on as a background task whose end is
+	// announced to the owner like any task's.
 	Promoted bool
-	// Status is the task's status when Foreground returned: completed when
-	// the function returned in time; when promoted, queued, running or
-	// awaiting_input.
+	// Status is the task's status when Foreground returned: its terminal
+	// status when it ended in time (completed, or failed or cancelled with
+	// the error); when promoted, the status it had then: queued, running
+	// or awaiting_input.
 	Status TaskStatus
 	// Result is the tool result to give the model: the function's result
 	// (JSON) when it completed in time, or the promotion notice, a JSON
@@ -43,6 +48,14 @@ var errForegroundTime = errors.New("bgtask: foreground time is up")
 
 // inForeground is the spawn option of Owner.Foreground.
 func inForeground(c *spawnConfig) { c.foreground = true }
+
+// WithCancelOnAbandon makes an Owner.Foreground call cancel its task when
+// the caller's ctx ends while the call is in the foreground, with the
+// reason "foreground call abandoned"; the task's end is then never
+// announced. Without it such a call is promoted: the work goes on as a
+// background task whose end reaches the owner. Use it for work that is of
+// no use without its caller. Spawn and SpawnAgent ignore it.
+func WithCancelOnAbandon() SpawnOption { return func(c *spawnConfig) { c.cancelOnAbandon = true } }
 
 // Foreground runs fn as a task of this owner and waits up to d for it, for
 // a tool that cannot know in advance whether its work is fast. The task is
@@ -63,13 +76,29 @@ func inForeground(c *spawnConfig) { c.foreground = true }
 // spawn that waits for a concurrency slot (WithQueueWhenFull) counts its
 // time queued within d; promoted while queued, it starts when a slot frees.
 // Until it is promoted, the events fn emits are kept as its progress only
-// (Owner.Progress), not sent to the inbox; messages it sends its owner
-// still are.
+// (Owner.LatestEvent), not sent to the inbox; messages it sends its owner
+// still are. The notice's task_status is the status the task had when it
+// was promoted: queued, running or awaiting_input, never a terminal one.
 //
-// If ctx ends first, the call is abandoned: the task is cancelled with the
-// reason "foreground call abandoned", Foreground returns ctx's cause at
-// once without waiting for fn (a function that ignores its context runs
-// on until it returns), and the task's end is never announced.
+// If ctx ends first (in a server, the client hung up), the call is
+// abandoned and Foreground returns ctx's cause at once, without waiting
+// for fn. By default the call is promoted, as if its time were up: the
+// result holds the promotion notice, fn runs on with its context
+// untouched, and its end reaches the owner like any background task's (at
+// the owner's next run if none is open), because a task outlives the
+// request that started it and the work done so far is not lost. If fn
+// returned just then, its end is delivered to the owner as an event
+// instead of as the call's result. With WithCancelOnAbandon the task is
+// cancelled instead, with the reason "foreground call abandoned" (a
+// function that ignores its context runs on until it returns), and its end
+// is never announced.
+//
+// With an idempotency key (WithIdempotencyKey) that the owner's existing
+// task already has, Foreground starts nothing and joins that task for up
+// to d: its end within d is the result (and is then not announced again);
+// otherwise the result is the promotion notice of that task, whose end is
+// announced like any background task's. A joined task is never cancelled
+// by this call, whatever ctx does.
 //
 // Exactly one of the function's outcome and the promotion is returned,
 // whatever the timing: the decision is taken once, under the Manager's
@@ -81,20 +110,23 @@ func (o Owner) Foreground(ctx context.Context, d time.Duration, fn Func, opts ..
 	if d < 0 {
 		return ForegroundResult{}, invalidArgument("negative foreground time %v", d)
 	}
-	id, err := o.m.spawn(ctx, o.id, fn, false, append(opts[:len(opts):len(opts)], inForeground))
-	if err != nil {
+	id, created, err := o.m.spawnTask(ctx, o.id, fn, false, append(opts[:len(opts):len(opts)], inForeground))
+	switch {
+	case err != nil:
 		return ForegroundResult{}, err
+	case !created:
+		return o.joinForeground(ctx, d, id)
 	}
+	start := time.Now()
 	wctx, stop := context.WithTimeoutCause(ctx, d, errForegroundTime)
 	meta, err := o.m.waitSettled(wctx, ownerReach(o.id), id)
 	timeUp := errors.Is(context.Cause(wctx), errForegroundTime)
 	stop()
 	switch {
+	case ctx.Err() != nil:
+		return o.abandonForeground(ctx, id, min(time.Since(start), d), slices.ContainsFunc(opts, cancelsOnAbandon))
 	case err == nil && meta.Status.IsTerminal(): // it ended in the foreground
 		return foregroundEnd(&meta)
-	case ctx.Err() != nil:
-		_, _ = o.m.cancelTask(context.WithoutCancel(ctx), ownerReach(o.id), id, false, "foreground call abandoned")
-		return ForegroundResult{TaskID: id}, context.Cause(ctx)
 	case err != nil && !timeUp:
 		return ForegroundResult{TaskID: id}, err
 	}
@@ -108,6 +140,72 @@ func (o Owner) Foreground(ctx context.Context, d time.Duration, fn Func, opts ..
 		return ForegroundResult{TaskID: id}, err
 	}
 	return foregroundEnd(&meta)
+}
+
+// cancelsOnAbandon reports whether opt is WithCancelOnAbandon's.
+func cancelsOnAbandon(opt SpawnOption) bool {
+	if opt == nil {
+		return false
+	}
+	var c spawnConfig
+	opt(&c)
+	return c.cancelOnAbandon
+}
+
+// abandonForeground settles a call whose caller's ctx ended after d while
+// its task id was in the foreground: cancelled with WithCancelOnAbandon,
+// promoted otherwise. It returns ctx's cause.
+func (o Owner) abandonForeground(ctx context.Context, id string, d time.Duration, cancel bool) (ForegroundResult, error) {
+	cause := context.Cause(ctx)
+	if cancel {
+		_, _ = o.m.cancelTask(context.WithoutCancel(ctx), ownerReach(o.id), id, false, "foreground call abandoned")
+		return ForegroundResult{TaskID: id}, cause
+	}
+	if meta, ok := o.m.toBackground(id); ok {
+		return promoted(&meta, d), cause
+	}
+	// It ended in the foreground just now: nobody takes the call's result
+	// any more, so its end goes to the owner as an event.
+	meta, err := o.m.wait(context.WithoutCancel(ctx), ownerReach(o.id), id)
+	if err != nil {
+		return ForegroundResult{TaskID: id}, cause
+	}
+	o.m.log.Debug("bgtask: task ended as its foreground call was abandoned: its end is announced", "task_id", id, "status", meta.Status)
+	o.m.deliverTerminal(&meta)
+	return ForegroundResult{TaskID: id, Status: meta.Status}, cause
+}
+
+// joinForeground is Foreground for a call whose idempotency key named the
+// owner's existing task id: it waits up to d for that task and returns its
+// end, or the promotion notice of it. It never cancels the task: another
+// call started it.
+func (o Owner) joinForeground(ctx context.Context, d time.Duration, id string) (ForegroundResult, error) {
+	wctx, stop := context.WithTimeoutCause(ctx, d, errForegroundTime)
+	meta, err := o.m.waitSettled(wctx, ownerReach(o.id), id)
+	timeUp := errors.Is(context.Cause(wctx), errForegroundTime)
+	stop()
+	switch {
+	case ctx.Err() != nil:
+		return ForegroundResult{TaskID: id}, context.Cause(ctx)
+	case timeUp:
+		if meta, err = o.Get(ctx, id); err != nil {
+			return ForegroundResult{TaskID: id}, err
+		}
+	case err != nil && !errors.Is(err, ErrNotLive):
+		return ForegroundResult{TaskID: id}, err
+	}
+	if meta.Status.IsTerminal() {
+		// Its end is the call's result: take its event back (it follows
+		// the commit at once) so that it is not announced again.
+		if ended, err := o.m.wait(context.WithoutCancel(ctx), ownerReach(o.id), id); err == nil {
+			meta = ended
+		}
+		o.answered(ctx, &meta)
+		return foregroundEnd(&meta)
+	}
+	// Asking for input, still going, or run by another process: a
+	// background task already, reported to the owner as any other.
+	return promoted(&meta, d), nil
 }
 
 // toBackground promotes the task id held in the foreground and returns its
@@ -125,9 +223,22 @@ func (m *Manager) toBackground(id string) (TaskMeta, bool) {
 	if t.reports() {
 		m.owners[t.rec.Owner].reporting++ // decremented by retire
 	}
+	// Read under the lock: the status the task had when it was promoted.
+	// Once the lock is released its end may be committed at once (a
+	// function returning as its time is up), and a notice that says
+	// "completed" while it tells the model the call goes on is a lie.
+	meta := m.record(t)
 	m.mu.Unlock()
-	return m.record(t), true
+	if h := afterPromote.Load(); h != nil {
+		(*h)(m, id)
+	}
+	return meta, true
 }
+
+// afterPromote, when set (by tests only), runs right after toBackground
+// has promoted task id of m, so a test can end the task at that very
+// moment.
+var afterPromote atomic.Pointer[func(m *Manager, id string)]
 
 // endForeground settles, when its function has returned, a task held in the
 // foreground: it ends there (true) unless it was promoted first (false).

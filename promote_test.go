@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -208,22 +209,28 @@ func TestForegroundRaceAtTheLimit(t *testing.T) {
 	})
 }
 
-// The caller's context ends while the call is in the foreground: the call
-// is abandoned. Foreground returns the context's cause at once, the task is
-// cancelled with the reason "foreground call abandoned" (a function that
-// ignores its context runs on until it returns), and its end is never
-// announced.
+// The caller's context ends while the call is in the foreground (a client
+// that hung up): the call is abandoned and Foreground returns the
+// context's cause at once. By default the call is promoted: the function
+// runs on untouched, and its end reaches the owner once, as a background
+// task's. With WithCancelOnAbandon the task is cancelled with the reason
+// "foreground call abandoned" (a function that ignores its context runs on
+// until it returns), and its end is never announced.
 func TestForegroundCallerCancelled(t *testing.T) {
 	t.Parallel()
 	errGone := errors.New("user pressed stop")
 	for _, tc := range []struct {
 		name      string
+		cancel    bool // WithCancelOnAbandon
 		honours   bool
 		final     TaskStatus
 		endsAfter time.Duration
+		events    []EventKind
 	}{
-		{"function honours ctx", true, StatusCancelled, time.Second},
-		{"function ignores ctx", false, StatusCompleted, time.Minute},
+		{"promoted, function honours ctx", false, true, StatusCompleted, time.Minute, []EventKind{EventCompleted}},
+		{"promoted, function ignores ctx", false, false, StatusCompleted, time.Minute, []EventKind{EventCompleted}},
+		{"cancelled, function honours ctx", true, true, StatusCancelled, time.Second, nil},
+		{"cancelled, function ignores ctx", true, false, StatusCompleted, time.Minute, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -236,28 +243,42 @@ func TestForegroundCallerCancelled(t *testing.T) {
 				}
 				ctx, cancel := context.WithCancelCause(t.Context())
 				time.AfterFunc(time.Second, func() { cancel(errGone) })
+				var opts []SpawnOption
+				if tc.cancel {
+					opts = append(opts, WithCancelOnAbandon())
+				}
 				start := time.Now()
 				res, err := o.Foreground(ctx, 5*time.Second, func(ctx context.Context, _ *Task) (any, error) {
-					if tc.honours {
-						<-ctx.Done()
-						return nil, ctx.Err()
+					select {
+					case <-ctx.Done():
+						if tc.honours {
+							return nil, ctx.Err()
+						}
+					case <-time.After(time.Minute):
 					}
-					<-time.After(time.Minute)
+					<-time.After(time.Minute - time.Since(start))
 					return "done anyway", nil
-				})
-				if err != errGone || res.Promoted || res.Result != nil || time.Since(start) != time.Second {
+				}, opts...)
+				if err != errGone || time.Since(start) != time.Second {
 					t.Fatalf("Foreground = %+v, %v after %v; want %v after 1s", res, err, time.Since(start), errGone)
+				}
+				if tc.cancel {
+					if res.Promoted || res.Result != nil {
+						t.Fatalf("Foreground = %+v, want no result", res)
+					}
+				} else if !res.Promoted || res.Status != StatusRunning || string(res.Result) != notice(res.TaskID, StatusRunning, time.Second) {
+					t.Fatalf("Foreground = %+v (%s), want the promotion notice", res, res.Result)
 				}
 				meta := waitTask(t, o, res.TaskID)
 				synctest.Wait()
 				if meta.Status != tc.final || meta.FinishedAt.Sub(start) != tc.endsAfter {
 					t.Errorf("record %s after %v, want %s after %v", meta.Status, meta.FinishedAt.Sub(start), tc.final, tc.endsAfter)
 				}
-				if tc.honours && meta.CancelReason != "foreground call abandoned" {
+				if tc.cancel && tc.honours && meta.CancelReason != "foreground call abandoned" {
 					t.Errorf("cancel reason %q", meta.CancelReason)
 				}
-				if evs := ib.Drain(); len(evs) != 0 {
-					t.Errorf("events = %+v, want none", evs)
+				if evs := ib.Drain(); !slices.Equal(eventKinds(evs), tc.events) {
+					t.Errorf("events = %+v, want %v", evs, tc.events)
 				}
 			})
 		})
@@ -497,5 +518,133 @@ func TestForegroundNoticeNamesRealTools(t *testing.T) {
 				t.Errorf("%s: message %q and tool %s (a tool: %v)", status, n.Message, name, tools[name])
 			}
 		}
+	}
+}
+
+// A function that returns as its time is up, right after the call was
+// promoted and before Foreground built the notice: the notice says the
+// task goes on, so its status is the one the task had when promoted
+// (running), not the completed that its record says a moment later; the
+// end reaches the owner once, as an event.
+func TestForegroundTieNoticeAgreesWithStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const d = time.Second
+		m := newTestManager(t)
+		o := m.Owner("alice")
+		ib, err := o.Inbox()
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		hook := func(hm *Manager, id string) {
+			if hm != m {
+				return // another test's Manager
+			}
+			close(release)
+			if _, err := m.Wait(context.Background(), id); err != nil { // its end is committed and announced
+				t.Error(err)
+			}
+		}
+		afterPromote.Store(&hook)
+		defer afterPromote.Store(nil)
+		res, err := o.Foreground(t.Context(), d, func(context.Context, *Task) (any, error) {
+			<-release
+			return "late", nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Promoted || res.Status != StatusRunning || string(res.Result) != notice(res.TaskID, StatusRunning, d) {
+			t.Fatalf("Foreground = %+v, notice %s; want promoted with status running", res, res.Result)
+		}
+		if meta := getTask(t, o, res.TaskID); meta.Status != StatusCompleted {
+			t.Fatalf("record %s, want completed", meta.Status)
+		}
+		if evs := ib.Drain(); len(evs) != 1 || evs[0].Kind != EventCompleted || evs[0].TaskID != res.TaskID {
+			t.Fatalf("events %+v, want its completion once", evs)
+		}
+	})
+}
+
+// Foreground with the idempotency key of the owner's live background task
+// joins it for d, no longer: the promotion notice at d (not when the task
+// ends), then the task's end announced once; or, if it ends within d, its
+// end as the result and no event. It never cancels the task, even when the
+// caller's context ends, and the second function never runs.
+func TestForegroundJoinsKeyedTask(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		ends     time.Duration // when the keyed task ends
+		hangUp   bool          // the caller's ctx ends at 20ms
+		took     time.Duration
+		promoted bool
+		err      bool
+		events   []EventKind // after the task ended
+	}{
+		{"ends after d", 10 * time.Second, false, 50 * time.Millisecond, true, false, []EventKind{EventCompleted}},
+		{"ends within d", 30 * time.Millisecond, false, 30 * time.Millisecond, false, false, nil},
+		{"caller gone", 10 * time.Second, true, 20 * time.Millisecond, false, true, []EventKind{EventCompleted}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const d = 50 * time.Millisecond
+				ds := &durableMem{MemoryStore: NewMemoryStore()}
+				m := newTestManager(t, WithStore(ds))
+				o := m.Owner("alice")
+				ib, err := o.Inbox()
+				if err != nil {
+					t.Fatal(err)
+				}
+				id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) {
+					<-time.After(tc.ends)
+					return "first", nil
+				}, WithIdempotencyKey("k"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := t.Context()
+				if tc.hangUp {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, 20*time.Millisecond)
+					defer cancel()
+				}
+				var ran atomic.Bool
+				start := time.Now()
+				res, err := o.Foreground(ctx, d, func(context.Context, *Task) (any, error) {
+					ran.Store(true)
+					return "second", nil
+				}, WithIdempotencyKey("k"))
+				took := time.Since(start)
+				if took != tc.took || res.TaskID != id || res.Promoted != tc.promoted || (err != nil) != tc.err {
+					t.Fatalf("Foreground = %+v, %v after %v; want task %s promoted %v after %v", res, err, took, id, tc.promoted, tc.took)
+				}
+				switch {
+				case tc.promoted:
+					if res.Status != StatusRunning || string(res.Result) != notice(id, StatusRunning, d) {
+						t.Fatalf("notice %s status %s", res.Result, res.Status)
+					}
+				case !tc.err:
+					if res.Status != StatusCompleted || string(res.Result) != `"first"` {
+						t.Fatalf("result %s status %s, want the keyed task's", res.Result, res.Status)
+					}
+				}
+				meta := waitTask(t, o, id)
+				synctest.Wait()
+				if meta.Status != StatusCompleted || meta.FinishedAt.Sub(start) != tc.ends {
+					t.Fatalf("the keyed task %s after %v, want completed after %v", meta.Status, meta.FinishedAt.Sub(start), tc.ends)
+				}
+				if evs := ib.Drain(); !slices.Equal(eventKinds(evs), tc.events) {
+					t.Fatalf("events %+v, want %v", evs, tc.events)
+				}
+				if !tc.promoted && !tc.err {
+					if got := getTask(t, o, id); !got.Announced {
+						t.Fatal("the end given as the result is not marked announced")
+					}
+				}
+				if ran.Load() {
+					t.Fatal("the second function ran")
+				}
+			})
+		})
 	}
 }

@@ -64,32 +64,50 @@ func (p *Plugin) render(ev *Event) PromptMessage {
 		if ev.TaskID == p.owner.id { // sent to this agent by its owner
 			return PromptMessage{Role: "user", Content: capText(msg.Content, p.displayMax), From: msg.From, Event: ev}
 		}
-		body, _ := json.Marshal(capText(msg.Content, p.displayMax))
-		var b strings.Builder
-		p.openTag(&b, messageTag, "from_task_id", ev.TaskID, "from_name", ev.Name)
-		b.Write(noAngles(body))
-		b.WriteString("</" + messageTag + ">")
-		return PromptMessage{Role: "user", Content: b.String(), From: ev.TaskID, Internal: true, Event: ev}
+		content := p.messageEnvelope(ev.TaskID, ev.Name, capText(validUTF8(msg.Content), p.displayMax))
+		return PromptMessage{Role: "user", Content: content, From: ev.TaskID, Internal: true, Event: ev}
 	}
+	// Texts are made valid UTF-8 before they are encoded (encoding/json
+	// would write an invalid byte as \ufffd, which reads back as the rune
+	// itself), so that the rendering of the event it reads back is this
+	// one, byte for byte: ParseEvent checks exactly that.
 	shown := *ev
+	shown.TaskID, shown.Name, shown.EventType = validUTF8(ev.TaskID), validUTF8(ev.Name), validUTF8(ev.EventType)
 	shown.Result = capJSON(ev.Result, p.displayMax)
 	shown.Payload = capJSON(ev.Payload, p.displayMax)
-	shown.Error = capText(ev.Error, p.displayMax)
-	shown.CancelReason = capText(ev.CancelReason, p.displayMax)
+	shown.Error = capText(validUTF8(ev.Error), p.displayMax)
+	shown.CancelReason = capText(validUTF8(ev.CancelReason), p.displayMax)
 	if ev.Input != nil {
 		in := *ev.Input
-		in.Prompt = capText(in.Prompt, p.displayMax)
+		in.ID, in.Prompt = validUTF8(in.ID), capText(validUTF8(in.Prompt), p.displayMax)
 		shown.Input = &in
 	}
 	body, err := json.Marshal(&shown)
 	if err != nil { // an event this package did not make: say so rather than drop it
-		body, _ = json.Marshal(map[string]string{"kind": string(ev.Kind), "task_id": ev.TaskID, "name": ev.Name, "error": err.Error()})
+		body, _ = json.Marshal(map[string]string{"kind": string(ev.Kind), "task_id": shown.TaskID, "name": shown.Name, "error": err.Error()})
 	}
+	return PromptMessage{Role: "user", Content: p.eventEnvelope(&shown, body), Internal: true, Event: ev}
+}
+
+// eventEnvelope is the envelope of the event ev whose JSON body is body.
+// ParseEvent renders it again to check a text, so both read the one form.
+func (p *Plugin) eventEnvelope(ev *Event, body []byte) string {
 	var b strings.Builder
 	p.openTag(&b, eventTag, "kind", string(ev.Kind), "task_id", ev.TaskID, "name", ev.Name, "status", string(eventStatus(ev)))
 	b.Write(noAngles(body))
 	b.WriteString("</" + eventTag + ">")
-	return PromptMessage{Role: "user", Content: b.String(), Internal: true, Event: ev}
+	return b.String()
+}
+
+// messageEnvelope is the envelope of a task's message to its owner, whose
+// text (already cut for display) is content.
+func (p *Plugin) messageEnvelope(taskID, name, content string) string {
+	body, _ := json.Marshal(content)
+	var b strings.Builder
+	p.openTag(&b, messageTag, "from_task_id", taskID, "from_name", name)
+	b.Write(noAngles(body))
+	b.WriteString("</" + messageTag + ">")
+	return b.String()
 }
 
 // openTag writes <tag nonce="…" k="v" …> with every value escaped.
@@ -136,7 +154,7 @@ func (p *Plugin) instructions() string {
 
 // renderView renders the prompt view of the owner's live tasks, oldest
 // first: one line each with its id, type, name, status, description, parent,
-// open input request and latest progress, at most p.viewLines lines and p.viewBytes bytes of
+// open input request, latest progress and latest custom event, at most p.viewLines lines and p.viewBytes bytes of
 // them, then a note of how many were left out. It returns "" for no tasks.
 func (p *Plugin) renderView(tasks iter.Seq[TaskMeta]) string {
 	var b, line strings.Builder
@@ -147,7 +165,8 @@ func (p *Plugin) renderView(tasks iter.Seq[TaskMeta]) string {
 			continue
 		}
 		line.Reset()
-		prog, _ := p.owner.Progress(t.ID)
+		t := p.owner.latestProgress(t)
+		prog, _ := p.owner.LatestEvent(t.ID)
 		viewLine(&line, &t, prog)
 		if size+line.Len() > p.viewBytes {
 			left++
@@ -175,9 +194,10 @@ func (p *Plugin) renderView(tasks iter.Seq[TaskMeta]) string {
 	return b.String()
 }
 
-// viewLine writes the view's line of t with its latest progress (none when
-// prog.Count is 0), every value escaped and the long ones cut.
-func viewLine(b *strings.Builder, t *TaskMeta, prog Progress) {
+// viewLine writes the view's line of t with its progress and its latest
+// custom event ev (none when ev.Count is 0, or when it is the progress
+// shown: see shownEvent), every value escaped and the long ones cut.
+func viewLine(b *strings.Builder, t *TaskMeta, ev LatestEvent) {
 	attr := func(name, v string) {
 		if v != "" {
 			b.WriteString(" " + name + `="` + xmlAttr(v) + `"`)
@@ -199,9 +219,9 @@ func viewLine(b *strings.Builder, t *TaskMeta, prog Progress) {
 		}
 		attr("progress_message", capText(p.Message, viewFieldMax))
 	}
-	if prog.Count > 0 {
-		attr("progress_type", capText(prog.EventType, viewFieldMax))
-		attr("progress", capText(string(prog.Payload), viewFieldMax))
+	if shownEvent(ev, t.Progress) {
+		attr("latest_event_type", capText(ev.EventType, viewFieldMax))
+		attr("latest_event", capText(string(ev.Payload), viewFieldMax))
 	}
 	b.WriteString("/>\n")
 }
@@ -230,9 +250,13 @@ func validUTF8(s string) string {
 // event or a task's message to its owner), for a host or a model stand-in
 // that has only the text. ok is false for any other text: one without this
 // Plugin's nonce (rendered by another Plugin, or written by a task, a tool
-// or a user), or not exactly as rendered. A host that has the PromptMessage
-// should use its Event field instead, which is the whole event; the text
-// may have been cut for display. Safe for concurrent use.
+// or a user), or not exactly as rendered: the event read is rendered again
+// and must give the same text byte for byte, so an envelope whose
+// attributes contradict its body, or that has attributes added, dropped or
+// reordered, or a body spaced or escaped differently, is refused. A host
+// that has the PromptMessage should use its Event field instead, which is
+// the whole event; the text may have been cut for display. Safe for
+// concurrent use.
 func (p *Plugin) ParseEvent(content string) (ev Event, ok bool) {
 	tag, attrs, body, ok := p.parseEnvelope(content)
 	if !ok {
@@ -240,16 +264,21 @@ func (p *Plugin) ParseEvent(content string) (ev Event, ok bool) {
 	}
 	switch tag {
 	case eventTag:
-		if json.Unmarshal([]byte(body), &ev) != nil || string(ev.Kind) != attrs["kind"] || ev.TaskID != attrs["task_id"] || ev.Name != attrs["name"] {
+		if json.Unmarshal([]byte(body), &ev) != nil {
+			return Event{}, false
+		}
+		again, err := json.Marshal(&ev)
+		if err != nil || p.eventEnvelope(&ev, again) != content {
 			return Event{}, false
 		}
 		return ev, true
 	case messageTag:
-		var content string
-		if json.Unmarshal([]byte(body), &content) != nil || attrs["from_task_id"] == "" {
+		var text string
+		if json.Unmarshal([]byte(body), &text) != nil || attrs["from_task_id"] == "" ||
+			p.messageEnvelope(attrs["from_task_id"], attrs["from_name"], text) != content {
 			return Event{}, false
 		}
-		payload, _ := json.Marshal(Message{From: attrs["from_task_id"], Content: content})
+		payload, _ := json.Marshal(Message{From: attrs["from_task_id"], Content: text})
 		return Event{Kind: EventCustom, TaskID: attrs["from_task_id"], Name: attrs["from_name"], EventType: EventTypeMessage, Payload: payload}, true
 	}
 	return Event{}, false
@@ -298,3 +327,49 @@ func (p *Plugin) parseEnvelope(content string) (tag string, attrs map[string]str
 	}
 	return tag, attrs, body, true
 }
+
+// ToolOutput makes what a host's own tool returns safe to show the model,
+// as the Plugin shows what tasks report: text the tool does not control
+// (a search result, a page, a file, the result of Owner.Foreground) can
+// then neither look like the Plugin's envelopes nor flood the context.
+// A tool returns ToolOutput(result, err) instead of (result, err):
+//
+//	res, err := owner.Foreground(ctx, 5*time.Second, fn)
+//	return bgtask.ToolOutput(res.Result, err)
+//
+// The result, when err is nil, is JSON with every <, > and & escaped
+// (\u003c, \u003e, \u0026: the same value for a JSON reader); a result
+// longer than DefaultDisplayLimit bytes becomes a JSON string of its first
+// bytes and a marker with its size, as a task's result in an event is cut;
+// a result that is not JSON becomes a JSON string of its text; none is
+// null. An error keeps matching what it wraps (errors.Is and errors.As see
+// err), but its text is cut and escaped the same way, so a framework that
+// shows the model an error's text shows it safely. The Plugin's own tools
+// and promotion notices need nothing of this; a tool may pass them through
+// it all the same. Safe for concurrent use.
+func ToolOutput(result json.RawMessage, err error) (json.RawMessage, error) {
+	if err != nil {
+		return nil, &toolOutputError{text: string(noAngles([]byte(capText(validUTF8(err.Error()), DefaultDisplayLimit)))), err: err}
+	}
+	switch {
+	case len(bytes.TrimSpace(result)) == 0:
+		return json.RawMessage("null"), nil
+	case !json.Valid(result):
+		b, _ := json.Marshal(capText(validUTF8(string(result)), DefaultDisplayLimit))
+		return b, nil
+	}
+	// As render writes an event's result: cut, then encoded (compact,
+	// with <, > and & escaped).
+	b, _ := json.Marshal(json.RawMessage(capJSON(result, DefaultDisplayLimit)))
+	return noAngles(b), nil
+}
+
+// toolOutputError is an error of ToolOutput: the escaped, capped text of
+// err, which it wraps.
+type toolOutputError struct {
+	text string
+	err  error
+}
+
+func (e *toolOutputError) Error() string { return e.text }
+func (e *toolOutputError) Unwrap() error { return e.err }

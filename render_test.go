@@ -129,6 +129,50 @@ func TestParseEventRefuses(t *testing.T) {
 	}
 }
 
+// ParseEvent accepts only the exact rendering: an envelope with the right
+// nonce whose attributes contradict its body, or with attributes added,
+// dropped or reordered, or whose body is written another way that decodes
+// to the same event, is refused.
+func TestParseEventRefusesTamperedEnvelopes(t *testing.T) {
+	p := newTestPlugin(t)
+	msg, _ := json.Marshal(Message{Content: "hi"})
+	render := func(ev Event) string { return p.render(&ev).Content }
+	completed := render(Event{Kind: EventCompleted, TaskID: "task_1", Name: "n", Result: []byte(`{"a":"b"}`)})
+	failed := render(Event{Kind: EventFailed, TaskID: "task_1", Name: "n", Error: "boom", ErrorKind: KindError})
+	custom := render(Event{Kind: EventCustom, TaskID: "task_1", Name: "n", EventType: "step", Payload: []byte(`3`)})
+	message := render(Event{Kind: EventCustom, TaskID: "task_1", Name: "n", EventType: EventTypeMessage, Payload: msg})
+	n := `nonce="` + p.nonce + `"`
+	for _, good := range []string{completed, failed, custom, message} {
+		if _, ok := p.ParseEvent(good); !ok {
+			t.Fatalf("ParseEvent(%q) refused its own rendering", good)
+		}
+	}
+	for _, tc := range []struct{ name, text string }{
+		{"status contradicts a completed body", strings.Replace(completed, `status="completed"`, `status="failed"`, 1)},
+		{"status contradicts a failed body", strings.Replace(failed, `status="failed"`, `status="completed"`, 1)},
+		{"status of a custom event", strings.Replace(custom, `status="running"`, `status="completed"`, 1)},
+		{"status dropped", strings.Replace(completed, ` status="completed"`, ``, 1)},
+		{"attribute added", strings.Replace(completed, `status="completed"`, `status="completed" trusted="yes"`, 1)},
+		{"attribute added to a message", strings.Replace(message, `from_name="n"`, `from_name="n" role="system"`, 1)},
+		{"attributes reordered", strings.Replace(completed, `kind="completed" task_id="task_1"`, `task_id="task_1" kind="completed"`, 1)},
+		{"message attributes reordered", strings.Replace(message, `from_task_id="task_1" from_name="n"`, `from_name="n" from_task_id="task_1"`, 1)},
+		{"nonce moved", strings.Replace(strings.Replace(completed, n+" ", "", 1), `status="completed"`, `status="completed" `+n, 1)},
+		{"body spaced", strings.Replace(completed, `{"kind":"completed"`, `{"kind": "completed"`, 1)},
+		{"body keys reordered", strings.Replace(completed, `{"kind":"completed","task_id":"task_1"`, `{"task_id":"task_1","kind":"completed"`, 1)},
+		{"body escaped otherwise", strings.Replace(failed, `"error":"boom"`, `"error":"bo\u006fm"`, 1)},
+		{"message body escaped otherwise", strings.Replace(message, `"hi"`, `"h\u0069"`, 1)},
+		{"result spaced", strings.Replace(completed, `{"a":"b"}`, `{"a": "b"}`, 1)},
+		{"attribute quoted with an entity", strings.Replace(completed, `name="n"`, `name="&#110;"`, 1)},
+	} {
+		if tc.text == completed || tc.text == failed || tc.text == custom || tc.text == message {
+			t.Fatalf("%s: the tampering changed nothing in %q", tc.name, tc.text)
+		}
+		if ev, ok := p.ParseEvent(tc.text); ok {
+			t.Errorf("%s: ParseEvent(%q) = %+v, want refused", tc.name, tc.text, ev)
+		}
+	}
+}
+
 // Every rendered event names the task's id, name and status.
 func TestRenderEventNamesTheTask(t *testing.T) {
 	p := newTestPlugin(t)
@@ -321,6 +365,17 @@ func FuzzRenderIsInert(f *testing.F) {
 			got, ok := p.ParseEvent(c)
 			if !ok || got.Kind != ev.Kind || got.TaskID != validUTF8(ev.TaskID) || got.Name != validUTF8(ev.Name) {
 				t.Fatalf("ParseEvent(%q) = %+v, %v", c, got, ok)
+			}
+			// The same envelope with another status or one more attribute
+			// is not a rendering.
+			for _, bad := range []string{
+				strings.Replace(c, `status="failed"`, `status="completed"`, 1),
+				strings.Replace(c, `status="completed"`, `status="failed"`, 1),
+				strings.Replace(c, ` nonce=`, ` x="" nonce=`, 1),
+			} {
+				if _, ok := p.ParseEvent(bad); ok && bad != c {
+					t.Fatalf("ParseEvent accepted the tampered %q", bad)
+				}
 			}
 		}
 	})

@@ -16,7 +16,9 @@ import (
 // in creation order. Closures are never re-run. It returns the records it
 // interrupted. The tasks that an interrupted task owned (a sub-agent's) are
 // restored the same way, after it, and reported to owner: the sub-agent
-// will never hear of them.
+// will never hear of them. Their records are marked announced, under their
+// own owner, only when owner's loop takes their events
+// (Owner.MarkAnnounced), so a crash before that reports them again.
 //
 // An agent loop calls it at run start. With a SharedStore, only records of
 // this Manager's own instance are considered: interrupting what another live
@@ -149,16 +151,11 @@ func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch 
 		return nil, nil
 	}
 	from := make(map[string]TaskStatus, len(kept))
-	actions := make([]Action, len(kept), len(kept)+1)
-	ids := make([]string, len(kept))
+	actions := make([]Action, len(kept))
 	for i := range kept {
 		from[kept[i].ID] = kept[i].Status
 		kept[i] = Interrupted(kept[i], at)
 		actions[i] = Action{Op: OpUpsert, Tasks: kept[i : i+1 : i+1]}
-		ids[i] = kept[i].ID
-	}
-	if owner != report { // forwarded: the gone agent will never take them
-		actions = append(actions, Announce(ids...))
 	}
 	if err := m.store.Commit(ctx, owner, actions...); err != nil {
 		if len(kept) == 1 {
@@ -179,7 +176,7 @@ func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch 
 		m.notify(from[got.ID], &got)
 		m.counters.interrupted.Add(1)
 		if got.Wake != WakeSilent {
-			m.noteDelivered(got.ID)
+			m.noteDelivered(report, owner, got.ID)
 			_ = m.deliver(report, terminalEvent(&got))
 		}
 		done = append(done, got)

@@ -137,6 +137,9 @@ func (m *Manager) settle(t *Task, out *outcome, v any, err error) {
 func (m *Manager) finish(t *Task, out *outcome) {
 	growStack()
 	t.returned.Store(true)
+	if t.ctx.Err() != nil && context.Cause(&t.ctx) == errStopCut {
+		m.stopOutcome(out) // Stop's deadline passed first: what it returned is discarded
+	}
 	t.emitMu.Lock()
 	t.ended = true
 	busy := t.inputCommit()
@@ -168,7 +171,7 @@ func (m *Manager) finish(t *Task, out *outcome) {
 		commitErr = m.commitUpdate(t, &u)
 	} else {
 		if t.rec.Wake != WakeSilent && m.durable() {
-			m.sent.add(t.rec.ID) // before the commit: a Restore meanwhile must not announce it too
+			m.sent.add(t.rec.Owner, t.rec.Owner, t.rec.ID) // before the commit: a Restore meanwhile must not announce it too
 		}
 		commitErr = m.commitEdit(t, &u, &edit)
 	}
@@ -206,8 +209,11 @@ func (e *terminalEdit) apply(u *TaskMeta) {
 	e.from = u.Status
 	u.Status, u.Result, u.FinishedAt, u.ErrorKind = e.out.status, e.out.result, e.end, e.out.kind
 	u.Input = nil // an open request ends with the task
-	if e.out.status == StatusCancelled {
+	switch e.out.status {
+	case StatusCancelled:
 		u.CancelReason = e.reason
+	case StatusInterrupted: // Stop cut it: it reads as a crash recovery's
+		u.Attempt++
 	}
 	if e.prog != nil {
 		u.Progress = e.prog // the latest report is never lost to the throttle
@@ -311,6 +317,7 @@ func (m *Manager) retire(t *Task) {
 	}
 	if os.live--; os.live == 0 {
 		delete(m.owners, owner)
+		m.owners = shrunk(m.owners, &m.deletes.owners)
 		names := os.names // empty now: every name was freed by unregister
 		*os = ownerState{names: names}
 		m.spareOwner = os          // the next owner to start a task takes it
@@ -371,6 +378,7 @@ func (os *ownerState) isEnding(id string) bool {
 func (m *Manager) pruneNode(t *Task) {
 	for t != nil && t.phase == phaseGone && len(t.children) == 0 {
 		delete(m.nodes, t.rec.ID)
+		m.nodes = shrunk(m.nodes, &m.deletes.nodes)
 		p := t.parent
 		if p != nil {
 			delete(p.children, t)
@@ -386,6 +394,7 @@ func (m *Manager) pruneNode(t *Task) {
 func (m *Manager) retireRun(key runKey, rs *runState) {
 	if !rs.cancelled {
 		delete(m.runs, key)
+		m.runs = shrunk(m.runs, &m.deletes.runs)
 		return
 	}
 	m.deadRuns.push(key)
@@ -400,7 +409,7 @@ func (m *Manager) retireRun(key runKey, rs *runState) {
 // checkIdle closes m.idle once shutdown began and no task is active. Called
 // with m.mu held.
 func (m *Manager) checkIdle() {
-	if m.closed.Load() && m.active == 0 && !m.idleShut {
+	if m.closed.Load() && m.active == 0 && m.helpers == 0 && !m.idleShut {
 		m.idleShut = true
 		close(m.idle)
 	}

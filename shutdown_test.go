@@ -548,7 +548,7 @@ func TestShutdownReleasesInboxWaiters(t *testing.T) {
 		if err := later.Wait(context.Background()); !errors.Is(err, ErrClosed) {
 			t.Fatalf("Wait on an inbox made after Shutdown: %v, want ErrClosed", err)
 		}
-		if err := p.RunEnd(t.Context(), RunOutcome{}); err != nil {
+		if err := p.RunEnd(t.Context(), RunOutcome{RunID: "run-1"}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -17,31 +17,39 @@ const (
 // Registration and the closed, run and parent checks happen under m.mu, so a
 // cancel or a shutdown either sees the new task or refuses it: no window.
 func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, opts []SpawnOption) (string, error) {
+	id, _, err := m.spawnTask(ctx, owner, fn, agent, opts)
+	return id, err
+}
+
+// spawnTask is spawn that also reports whether it started the task: false
+// when an idempotency key (WithIdempotencyKey) made it return the id of the
+// owner's task that has the key already.
+func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bool, opts []SpawnOption) (string, bool, error) {
 	switch {
 	case !validOwner(owner):
-		return "", ErrInvalidOwner
+		return "", false, ErrInvalidOwner
 	case m.closed.Load():
-		return "", ErrClosed
+		return "", false, ErrClosed
 	case fn == nil:
-		return "", errNilFunc
+		return "", false, errNilFunc
 	}
 	var sc spawnConfig
 	if len(opts) > 0 {
 		sc = spawnConfigOf(opts)
 	}
 	if err := checkName(sc.name); err != nil {
-		return "", err
+		return "", false, err
 	}
 	if err := m.cfg.checkTags(sc.tags); err != nil {
-		return "", err
+		return "", false, err
 	}
 	if sc.keySet {
 		if err := checkKey(sc.key); err != nil {
-			return "", err
+			return "", false, err
 		}
 	}
 	if !sc.wake.Valid() {
-		return "", invalidArgument("unknown wake policy %q", sc.wake)
+		return "", false, invalidArgument("unknown wake policy %q", sc.wake)
 	}
 	if sc.typ == "" {
 		sc.typ = TypeTask
@@ -52,12 +60,12 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	created := now()
 	deadline, timeoutCause, err := sc.deadlineOf(created)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	parent := m.lineage(ctx, sc.parent)
 	storedRun, err := m.checkStoredParent(ctx, owner, parent.TaskID)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	parent.RunID = firstNonEmpty(parent.RunID, storedRun)
 
@@ -102,7 +110,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		id, err := awaitClaim(ctx, c)
 		if err != nil || id != "" {
 			stop(nil)
-			return id, err
+			return id, false, err
 		}
 		m.mu.Lock()
 	}
@@ -121,7 +129,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	m.mu.Unlock()
 	if err != nil {
 		stop(nil)
-		return "", err
+		return "", false, err
 	}
 	if agent {
 		m.bindInbox(t.rec.ID, t.inbox)
@@ -138,14 +146,14 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 		m.abandon(t)
 		m.settleClaim(t, claim, false)
 		if dup, ok := errors.AsType[*DuplicateKeyError](err); ok && dup.Key == sc.key {
-			return dup.TaskID, nil // the owner has a task with this key: that one is the answer
+			return dup.TaskID, false, nil // the owner has a task with this key: that one is the answer
 		}
 		// It may have been committed all the same: end the record.
 		m.settleFailedSpawn(*t.rec, err, ctxDone)
 		if ctx.Err() != nil { // say why the caller's context ended: a cancelled run, say
-			return "", fmt.Errorf("bgtask: spawn: %w", context.Cause(ctx))
+			return "", false, fmt.Errorf("bgtask: spawn: %w", context.Cause(ctx))
 		}
-		return "", fmt.Errorf("bgtask: spawn: commit: %w", err)
+		return "", false, fmt.Errorf("bgtask: spawn: commit: %w", err)
 	}
 	m.counters.spawned.Add(1)
 	m.notify("", t.rec) // safe to read: its goroutine has not started
@@ -167,7 +175,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 	if start {
 		m.start(t)
 	}
-	return t.rec.ID, nil
+	return t.rec.ID, true, nil
 }
 
 // spawnConfigOf applies opts. Out of line: the config escapes into the

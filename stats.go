@@ -15,7 +15,7 @@ type Stats struct {
 	Failed         uint64 // panics included
 	Cancelled      uint64
 	Panicked       uint64
-	Interrupted    uint64 // records found stale and interrupted by Restore
+	Interrupted    uint64 // records found stale and interrupted by Restore, and tasks Stop cut
 	CommitFailures uint64 // terminal records that could not be committed (see EventCommitFailed)
 }
 
@@ -46,5 +46,7 @@ func (c *counters) countEnd(s TaskStatus) {
 		c.failed.Add(1)
 	case StatusCancelled:
 		c.cancelled.Add(1)
+	case StatusInterrupted: // Manager.Stop cut it at its deadline
+		c.interrupted.Add(1)
 	}
 }

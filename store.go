@@ -60,6 +60,9 @@ type SharedStore interface {
 	RequestCancel(ctx context.Context, id string, tree bool) error
 	// TakeNotices claims the owner's undelivered notices (events the store
 	// made itself, such as EventInterrupted for a reaped task), oldest
-	// first, and marks them delivered, so each is returned once.
+	// first, and marks them delivered, so each is returned once. A notice
+	// goes to the nearest live owner up the task's lineage: the events of
+	// the tasks of a sub-agent that ended or is gone (records whose owner
+	// is that sub-agent's id) come to the sub-agent's own owner.
 	TakeNotices(ctx context.Context, owner string) ([]Event, error)
 }

@@ -120,12 +120,12 @@ type Task struct {
 // for input, needs. Keeping it out of Task keeps every parked task in a
 // smaller size class; each field keeps its own lock.
 type taskRare struct {
-	done     chan struct{}  // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
-	input    *inputWait     // the open input request; guarded by emitMu
-	inputSig chan struct{}  // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
-	progress Progress       // the latest custom event (Owner.Progress); guarded by emitMu
-	prog     *progressState // the progress writer (ReportProgress); guarded by emitMu
-	busy     chan struct{}  // an input-path commit is in flight (beginCommit); closed when it is done; guarded by emitMu
+	done        chan struct{}  // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
+	input       *inputWait     // the open input request; guarded by emitMu
+	inputSig    chan struct{}  // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
+	latestEvent LatestEvent    // the latest custom event (Owner.LatestEvent); guarded by emitMu
+	prog        *progressState // the progress writer (ReportProgress); guarded by emitMu
+	busy        chan struct{}  // an input-path commit is in flight (beginCommit); closed when it is done; guarded by emitMu
 }
 
 // rareState returns t's taskRare, making it on first use.
@@ -177,8 +177,8 @@ func (t *Task) Agent() (Owner, error) {
 }
 
 // Emit reports a custom event to the task's owner. No event is dropped
-// silently: every one but a message is kept as the task's latest progress
-// (Owner.Progress), and the wake policy decides whether it also goes to the
+// silently: every one but a message is kept as the task's latest event
+// (Owner.LatestEvent), and the wake policy decides whether it also goes to the
 // owner's inbox and whether it wakes the owner there:
 //
 //   - WakeOnTerminal (the default): to the inbox, quiet (Event.Quiet), so
@@ -238,7 +238,7 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	}
 	if eventType != EventTypeMessage {
 		r := t.rareState()
-		r.progress = Progress{EventType: eventType, Payload: p, At: now(), Count: r.progress.Count + 1}
+		r.latestEvent = LatestEvent{EventType: eventType, Payload: p, At: now(), Count: r.latestEvent.Count + 1}
 	}
 	send, quiet := t.wake().route(EventCustom, eventType)
 	if t.m.cfg.eventObserver != nil {

@@ -60,10 +60,10 @@ type progressState struct {
 // (total 0 when the total is not known) and a short message, cut to
 // WithMaxMessageBytes. It is the typed form of progress: besides emitting a
 // custom event of type EventTypeProgress whose payload is the TaskProgress
-// (delivered, coalesced and kept as Owner.Progress like every Emit), it
+// (delivered, coalesced and kept as Owner.LatestEvent like every Emit), it
 // keeps the value on the task's record (TaskMeta.Progress), where get_task,
 // list_tasks and the prompt view show it and where it survives a restart.
-// Owner.Progress is the latest custom event of any type, in memory, while
+// Owner.LatestEvent is the latest custom event of any type, in memory, while
 // the task runs here; TaskMeta.Progress is only what ReportProgress
 // reported, in the Store.
 //
@@ -186,4 +186,49 @@ func (t *Task) settleProgress() *TaskProgress {
 		<-idle
 	}
 	return p
+}
+
+// latestProgress returns meta with the latest progress its task reported:
+// the record is written at most once per WithProgressInterval, so while
+// this Manager runs the task, a later report may be in memory only. What
+// the model sees of a task's progress is then one value, the latest,
+// wherever it is shown.
+func (o Owner) latestProgress(meta TaskMeta) TaskMeta {
+	if live := o.reportedProgress(meta.ID); live != nil { // what the record holds, or later
+		meta.Progress = live
+	}
+	return meta
+}
+
+// reportedProgress returns a copy of the latest progress the owner's task
+// id reported (Task.ReportProgress) while this Manager runs it; nil if it
+// reported none, has ended, is not run here or is another owner's.
+func (o Owner) reportedProgress(id string) *TaskProgress {
+	m := o.m
+	m.mu.Lock()
+	t := m.nodes[id]
+	if t == nil || t.phase == phaseGone || t.rec.Owner != o.id {
+		m.mu.Unlock()
+		return nil
+	}
+	m.mu.Unlock()
+	r := t.rare.Load()
+	if r == nil {
+		return nil
+	}
+	t.emitMu.Lock()
+	defer t.emitMu.Unlock()
+	if r.prog == nil || r.prog.latest == nil {
+		return nil
+	}
+	p := *r.prog.latest
+	return &p
+}
+
+// shownEvent reports whether a task's latest custom event ev is shown
+// beside its progress reported: not when it is a progress event
+// (EventTypeProgress) and the task reported progress, since ReportProgress
+// emits its report as that very event, and one progress is shown, once.
+func shownEvent(ev LatestEvent, reported *TaskProgress) bool {
+	return ev.Count > 0 && !(ev.EventType == EventTypeProgress && reported != nil)
 }

@@ -86,7 +86,8 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 // # Tools
 //
 //	list_tasks   {"status":[s,...]|null, "type":t|null, "tag":g|null, "limit":1..200|null (50), "cursor":c|null}
-//	  → {"tasks":[{task_id,name,task_type,status,description,tags?,parent_task_id?,created_at,finished_at?}],"total":n,"next_cursor"?:c}
+//	  → {"tasks":[{task_id,name,task_type,status,description,tags?,parent_task_id?,created_at,finished_at?,error_kind?,
+//	      progress?:{done,total?,message?,at?},latest_event?:{event_type,payload,at,count}}],"total":n,"next_cursor"?:c}
 //	  A page of the owner's tasks in creation order (then by id), at most
 //	  limit of them: those with one of the statuses (distinct, at least
 //	  one), of the type and carrying the tag (WithTags), when given.
@@ -96,12 +97,20 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	  forgotten between two pages neither repeat nor skip one, and it only
 //	  ever positions a page within the owner's own tasks. A description is
 //	  cut to 200 bytes and a type to 128, with "…" (get_task shows them
-//	  whole).
+//	  whole). error_kind says why a failed or interrupted task ended.
+//	  progress is the latest the task reported (Task.ReportProgress: done
+//	  out of total, a message); latest_event is the latest custom event of
+//	  a task this process runs (Owner.LatestEvent), left out when it is that
+//	  progress report itself, so a task shows one progress.
 //	get_task     {"task_id":id}
-//	  → {"task":{…,started_at?,result?,error?,error_kind?,cancel_reason?,input_request?},"messages":[{id,direction,from,content,in_reply_to?,at}]}
-//	  The record (result when completed, error when failed, cancelled or
-//	  interrupted, the open input request) and the last 20 messages sent to
-//	  the task or by it, oldest first (Owner.Messages).
+//	  → {"task":{…,started_at?,result?,error?,cancel_reason?,input_request?:{id,prompt},idempotency_key?},
+//	     "messages":[{id,direction,from,content,truncated?,in_reply_to?,at}]}
+//	  The record, {…} being the fields list_tasks shows (its description
+//	  and type whole), with the result when completed, the error when
+//	  failed, cancelled or interrupted, the open input request and the
+//	  idempotency key (WithIdempotencyKey); and the last 20 messages sent
+//	  to the task or by it, oldest first (Owner.Messages), a content cut to
+//	  4 KiB marked truncated.
 //	cancel_task  {"target":{"relation":"self","name":null}|{"relation":"child","name":n}, "reason":r|null}
 //	  → {"status":"accepted","root_task_id":id,"cancelled_count":n}
 //	  cancelled_count is the number of tasks this call signalled, nothing
@@ -113,16 +122,18 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	    {"status":"already_cancelled","root_task_id":id,"cancelled_count":0}  the task or run was cancelled before
 //	    {"status":"nothing_to_cancel","root_task_id":id,"cancelled_count":0}  the run has no live task (it is
 //	        cancelled now all the same), or the task has ended
-//	  child by task_id is any of the owner's tasks, as list_tasks shows them,
+//	  child is any of the owner's tasks, as list_tasks shows them,
 //	  whichever run or task started it (one that another instance runs,
-//	  with a SharedStore, included); otherwise child by name is a direct
-//	  child of the current task (or, in a run scope, a task of the run
-//	  without a parent task). It is cancelled with its descendants. A task
+//	  with a SharedStore, included): by task_id, else by name the one
+//	  non-terminal task of that name, else the latest ended one of that
+//	  name (task_not_running). It is cancelled with its descendants. A task
 //	  still winding down from an earlier cancel is accepted with
-//	  cancelled_count 0.
+//	  cancelled_count 0. A sub-agent's own tasks are the sub-agent's, not
+//	  the owner's: cancelling the sub-agent cancels them.
 //	send_message {"to":{"relation":"child","name":n}|{"relation":"parent","name":null},"message":s,"in_reply_to":id|null}
 //	  → {"status":"delivered","message_id":id}
-//	  child is one of the owner's non-terminal tasks, by id, then by name: a
+//	  child is one of the owner's non-terminal tasks, by id, then by name
+//	  (whichever run started it, as cancel_task finds it): a
 //	  sub-agent gets the message in its inbox; with in_reply_to, the message
 //	  answers the task's open input request (a plain task too), which then
 //	  runs again. The message is from the current task, else the call's
@@ -132,7 +143,10 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	wait_task    {"task_id":id, "timeout_seconds":1..300|null (30)}
 //	  → {"task":{…},"timed_out":false} when the task is terminal or awaiting input;
 //	    {"task":{…},"timed_out":true,"message":"task <id> still <status> after <n>s"}
-//	  A task that this process does not run and that is neither terminal
+//	  The task as get_task shows it (without latest_event).
+//	  A terminal task's end is the result: its event is not delivered
+//	  again (the next step does not show it, a restart does not announce
+//	  it). A task that this process does not run and that is neither terminal
 //	  nor awaiting input is returned at once, timed_out false, with the
 //	  message "task <id> is <status> but not run by this process: wait_task
 //	  cannot wait for it".
@@ -143,15 +157,20 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 // no error:
 //
 //	cancel_task  {"status":"failed","root_task_id":<name given>,"cancelled_count":0,"error":"task_not_found"}
-//	                 no such task: an unknown id or another owner's, a name of no direct child of the current scope
+//	                 no such task: an unknown id or another owner's, a name none of the owner's tasks has
 //	             {"status":"failed","root_task_id":<its id>,"cancelled_count":0,"error":"task_not_running"}
 //	                 the child has already ended (completed, failed, cancelled or interrupted)
+//	             {"status":"failed","root_task_id":<name given>,"cancelled_count":0,"error":"task_name_ambiguous","message":m}
+//	                 several non-terminal tasks of the owner have that name (processes sharing a Store
+//	                 keep names unique each for its own tasks only); m names their ids
 //	send_message {"status":"failed","error":"recipient_not_found"}    no such non-terminal task of the owner
 //	             {"status":"failed","error":"recipient_unavailable"}  a plain task without in_reply_to; a
 //	                 sub-agent not run by this process or whose inbox has closed; parent without a
 //	                 current task, a parent sub-agent that has ended, or an owner's inbox that
 //	                 closed without a fallback (a closed inbox with one, such as a Plugin's, takes it)
 //	             {"status":"failed","error":"no_input_request"}       in_reply_to names no open request of the task
+//	             {"status":"failed","error":"recipient_ambiguous","message":m}
+//	                 several non-terminal tasks of the owner have that name; m names their ids
 //
 // # Errors
 //
@@ -170,7 +189,7 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	invalid arguments: missing "to.name"                * relation "child" with name null or absent
 //	invalid arguments: "<path>" must be <kind>            a string, an object, an array or an integer;
 //	                                                      "status[<i>]" names an element of "status"
-//	invalid arguments: "<path>" is blank                  an id, name, type or message that is empty or spaces
+//	invalid arguments: "<path>" is blank                  an id, name, type, message or reason that is empty or spaces
 //	                                                      (unicode.IsSpace; the schema's "pattern" says the same)
 //	invalid arguments: "<path>" is longer than <n> characters
 //	                                                    * 128 for an id, name or type, 16384 for a message, 272
@@ -274,24 +293,27 @@ type toolTask struct {
 	ErrorKind    ErrorKind       `json:"error_kind,omitempty"`    // failed and interrupted tasks
 	CancelReason string          `json:"cancel_reason,omitempty"` // get_task and wait_task only
 	InputRequest *InputRequest   `json:"input_request,omitempty"`
-	Progress     *toolProgress   `json:"progress,omitempty"` // a live task's latest custom event
-	// The record's progress (Task.ReportProgress) and idempotency key (get_task and wait_task only).
-	ReportedProgress *TaskProgress `json:"reported_progress,omitempty"`
-	IdempotencyKey   string        `json:"idempotency_key,omitempty"`
+	LatestEvent  *toolEvent      `json:"latest_event,omitempty"` // a live task's latest custom event
+	// The task's progress (Task.ReportProgress), the latest one reported,
+	// and its idempotency key (get_task and wait_task only).
+	Progress       *TaskProgress `json:"progress,omitempty"`
+	IdempotencyKey string        `json:"idempotency_key,omitempty"`
 }
 
-// toolProgress is how the tools show Owner.Progress.
-type toolProgress struct {
+// toolEvent is how the tools show Owner.LatestEvent, a live task's latest
+// custom event.
+type toolEvent struct {
 	EventType string          `json:"event_type"`
 	Payload   json.RawMessage `json:"payload"`
 	At        time.Time       `json:"at"`
 	Count     int             `json:"count"`
 }
 
-// withProgress adds the task's latest progress to v, if it has any.
-func (o Owner) withProgress(v toolTask) toolTask {
-	if p, ok := o.Progress(v.TaskID); ok {
-		v.Progress = &toolProgress{p.EventType, p.Payload, p.At, p.Count}
+// withLatestEvent adds the task's latest custom event to v, if it has one
+// that is not the progress v shows already (see shownEvent).
+func (o Owner) withLatestEvent(v toolTask) toolTask {
+	if p, ok := o.LatestEvent(v.TaskID); ok && shownEvent(p, v.Progress) {
+		v.LatestEvent = &toolEvent{p.EventType, p.Payload, p.At, p.Count}
 	}
 	return v
 }
@@ -302,10 +324,10 @@ func listView(m TaskMeta) toolTask {
 	v := taskView(m)
 	v.Description = cutText(v.Description, listDescriptionMax)
 	v.TaskType = cutText(v.TaskType, argTextMax)
-	if p := v.ReportedProgress; p != nil && len(p.Message) > listDescriptionMax {
+	if p := v.Progress; p != nil && len(p.Message) > listDescriptionMax {
 		cut := *p
 		cut.Message = cutText(p.Message, listDescriptionMax)
-		v.ReportedProgress = &cut
+		v.Progress = &cut
 	}
 	return v
 }
@@ -324,7 +346,7 @@ func taskView(m TaskMeta) toolTask {
 		FinishedAt:   m.FinishedAt,
 		ErrorKind:    m.ErrorKind,
 		// The record's progress: its message is the task's text, escaped like every other (toolJSON).
-		ReportedProgress: m.Progress,
+		Progress: m.Progress,
 	}
 }
 

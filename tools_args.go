@@ -396,11 +396,16 @@ func decodeCancelArgs(raw []byte) (cancelArgs, error) {
 	if err != nil {
 		return cancelArgs{}, err
 	}
-	reason, _, err := obj.str("reason", "reason", argReasonMax)
+	// A reason is optional, but one given must say something: blank is
+	// refused, as the schema's pattern refuses it (null means no reason).
+	reason, given, err := obj.str("reason", "reason", argReasonMax)
+	if err == nil && given {
+		reason, err = nonBlank(reason, "reason")
+	}
 	if err != nil {
 		return cancelArgs{}, err
 	}
-	return cancelArgs{Target: t, Reason: strings.TrimSpace(reason)}, nil
+	return cancelArgs{Target: t, Reason: reason}, nil
 }
 
 func decodeSendArgs(raw []byte) (sendArgs, error) {

@@ -99,6 +99,9 @@ var perToolBadArgs = map[string][]struct{ args, want string }{
 		{`{"target":{"relation":"self","name":""}}`, `invalid arguments: "target.name" is not allowed with relation "self"`},
 		{`{"target":{"relation":"child","name":"w","relation":"self"}}`, `invalid arguments: "target.name" is not allowed with relation "self"`},
 		{`{"target":{"relation":"self"},"task_id":"task_x"}`, `invalid arguments: unknown field "task_id"`},
+		{`{"target":{"relation":"self"},"reason":"  "}`, `invalid arguments: "reason" is blank`},
+		{`{"target":{"relation":"self"},"reason":""}`, `invalid arguments: "reason" is blank`},
+		{`{"target":{"relation":"self"},"reason":"\u3000\t"}`, `invalid arguments: "reason" is blank`},
 	},
 	"send_message": {
 		{`{"message":"hi"}`, `invalid arguments: missing "to"`},

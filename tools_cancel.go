@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 )
 
 // ErrNoCurrentTask is returned by cancel_task when the call's ctx carries
@@ -18,7 +20,7 @@ var liveStatuses = []TaskStatus{StatusQueued, StatusRunning, StatusAwaitingInput
 // with "self"; the decoder says so (strict mode has no oneOf).
 var cancelTaskSchema = json.RawMessage(`{"type":"object","properties":{"target":{"type":"object","properties":{` +
 	`"relation":{"type":"string","enum":["self","child"],"description":"self: the current task or run; child: the task given in name."},` +
-	`"name":` + textSchema(argTextMax, true, `With relation "child": a child task's name, or the task_id of any of your tasks; null with "self".`) + `},` +
+	`"name":` + textSchema(argTextMax, true, `With relation "child": the name or the task_id of any of your tasks; null with "self".`) + `},` +
 	`"required":["relation","name"],"additionalProperties":false},` +
 	`"reason":` + textSchema(argReasonMax, true, `Why you cancel, kept on each cancelled task and shown with it; null for no reason.`) + `},` +
 	`"required":["target","reason"],"additionalProperties":false}`)
@@ -42,14 +44,15 @@ type cancelReceipt struct {
 	Status         string `json:"status"`
 	RootTaskID     string `json:"root_task_id"`
 	CancelledCount int    `json:"cancelled_count"`
-	Error          string `json:"error,omitempty"` // "task_not_found", "task_not_running"
+	Error          string `json:"error,omitempty"`   // "task_not_found", "task_not_running", "task_name_ambiguous"
+	Message        string `json:"message,omitempty"` // task_name_ambiguous: the tasks of that name
 }
 
 func (o Owner) cancelTaskTool(cfg toolConfig) Tool {
 	return Tool{
 		Name: "cancel_task",
 		Description: "Cancel the current background task or run (relation \"self\"), or a task (relation \"child\": " +
-			"a child task's name, or the task_id of any of your tasks as list_tasks shows them). " +
+			"the name or the task_id of any of your tasks as list_tasks shows them, whichever run started it). " +
 			"Descendant tasks are cancelled together.",
 		Schema: cancelTaskSchema,
 		Call: func(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
@@ -68,7 +71,7 @@ func (o Owner) cancelTaskTool(cfg toolConfig) Tool {
 			if args.Target.Relation == relSelf {
 				r, err = o.cancelSelf(ctx, s, cfg, args.Reason)
 			} else {
-				r, err = o.cancelChild(ctx, s, args.Target.Name, args.Reason)
+				r, err = o.cancelChild(ctx, args.Target.Name, args.Reason)
 			}
 			if err != nil {
 				return nil, err
@@ -120,10 +123,13 @@ func (o Owner) callSelfCancel(ctx context.Context, f func(context.Context)) {
 }
 
 // cancelChild cancels a task the model names, with its descendants: by id
-// any of the owner's tasks, by name a child of the scope.
-func (o Owner) cancelChild(ctx context.Context, s toolScope, name, reason string) (cancelReceipt, error) {
-	meta, found, err := o.findChild(ctx, s, name)
+// or by name, any of the owner's tasks (findNamed).
+func (o Owner) cancelChild(ctx context.Context, name, reason string) (cancelReceipt, error) {
+	meta, found, err := o.findNamed(ctx, name)
+	var amb *ambiguousNameError
 	switch {
+	case errors.As(err, &amb):
+		return cancelReceipt{Status: cancelFailed, RootTaskID: name, Error: "task_name_ambiguous", Message: amb.message()}, nil
 	case err != nil:
 		return cancelReceipt{}, err
 	case !found:
@@ -143,22 +149,31 @@ func (o Owner) cancelChild(ctx context.Context, s toolScope, name, reason string
 	return cancelReceipt{Status: cancelAccepted, RootTaskID: meta.ID, CancelledCount: n}, nil
 }
 
-// isChild reports whether meta is a direct child of the scope: of the
-// current task, or of the current run without a parent task.
-func (s toolScope) isChild(meta TaskMeta) bool {
-	if s.task != nil {
-		return meta.Parent.TaskID == s.task.rec.ID
-	}
-	return meta.Parent.TaskID == "" && meta.Parent.RunID == s.run
+// ambiguousNameError is findNamed's answer for a name that more than one of
+// the owner's non-terminal tasks carry. A Manager keeps an owner's names
+// unique among the tasks it runs, but processes sharing a Store each keep
+// their own, so two of them may each run a task of one name.
+type ambiguousNameError struct {
+	name string
+	ids  []string // the owner's non-terminal tasks of that name, oldest first
 }
 
-// findChild finds the task the model names: the owner's task whose id is
-// name, whichever run or task started it (every task list_tasks shows,
+func (e *ambiguousNameError) Error() string { return "bgtask: " + e.message() }
+
+// message is what the tools tell the model: the tasks are the owner's own,
+// so naming them reveals nothing of another owner.
+func (e *ambiguousNameError) message() string {
+	return fmt.Sprintf("%d live tasks are named %q (%s): give the task_id of the one you mean", len(e.ids), e.name, strings.Join(e.ids, ", "))
+}
+
+// findNamed finds the task the model names, whichever run or task started
+// it: the owner's task whose id is name (every task list_tasks shows,
 // including one that another instance runs with a SharedStore); else the
-// owner's direct child of the scope whose name is name, a non-terminal one
-// if there is one, else an ended one (terminal status). found is false
-// when there is none.
-func (o Owner) findChild(ctx context.Context, s toolScope, name string) (TaskMeta, bool, error) {
+// owner's non-terminal task whose name is name, an *ambiguousNameError if
+// there are several; else the owner's latest ended task of that name
+// (terminal status). found is false when there is none. Another owner's
+// tasks, a sub-agent's own tasks among them, are never found.
+func (o Owner) findNamed(ctx context.Context, name string) (TaskMeta, bool, error) {
 	meta, err := o.Get(ctx, name)
 	switch {
 	case err == nil:
@@ -166,21 +181,31 @@ func (o Owner) findChild(ctx context.Context, s toolScope, name string) (TaskMet
 	case !errors.Is(err, ErrNotFound):
 		return TaskMeta{}, false, err
 	}
-	var ended *TaskMeta
 	seq, err := o.List(ctx)
 	if err != nil {
 		return TaskMeta{}, false, err
 	}
-	for m := range seq {
-		if m.Name != name || !s.isChild(m) {
-			continue
+	var live []TaskMeta
+	var ended *TaskMeta
+	for m := range seq { // oldest first
+		switch {
+		case m.Name != name:
+		case !m.Status.IsTerminal():
+			live = append(live, m)
+		default:
+			ended = &m
 		}
-		if !m.Status.IsTerminal() {
-			return m, true, nil
-		}
-		ended = &m
 	}
-	if ended != nil {
+	switch {
+	case len(live) == 1:
+		return live[0], true, nil
+	case len(live) > 1:
+		ids := make([]string, len(live))
+		for i := range live {
+			ids[i] = live[i].ID
+		}
+		return TaskMeta{}, false, &ambiguousNameError{name: name, ids: ids}
+	case ended != nil:
 		return *ended, true, nil
 	}
 	return TaskMeta{}, false, nil

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestCancelSelfTaskScopeCascades is awaken #108: self in a task scope
@@ -158,8 +159,8 @@ func TestCancelChild(t *testing.T) {
 		return r
 	}
 
-	// Unknown, not a child of the root by name, another owner's by id or name.
-	for _, name := range []string{"nope", "task_0000", "sibling", theirs, "crawler2"} {
+	// Unknown, another owner's by id or name.
+	for _, name := range []string{"nope", "task_0000", theirs, "crawler2"} {
 		if r := call(root.ctx, name); r != (cancelReceipt{Status: "failed", RootTaskID: name, Error: "task_not_found"}) {
 			t.Errorf("cancel child %q = %+v", name, r)
 		}
@@ -189,15 +190,13 @@ func TestCancelChild(t *testing.T) {
 		t.Fatalf("cancel by id = %+v", r)
 	}
 	<-ip.cause
-	// In the run scope, the run's top-level tasks are its children by name.
-	if r := call(runCtx(t.Context(), "run-1"), "crawler"); r != (cancelReceipt{Status: "failed", RootTaskID: "crawler", Error: "task_not_found"}) {
-		t.Fatalf("a nested task by name as a child of the run = %+v", r)
+	// Whatever the scope, a name reaches the owner's task: a nested one
+	// from the run, one of run-1 from run-2.
+	if r := call(runCtx(t.Context(), "run-1"), "crawler"); r != (cancelReceipt{Status: "failed", RootTaskID: byName, Error: "task_not_running"}) {
+		t.Fatalf("a nested task by name from the run = %+v", r)
 	}
-	if r := call(runCtx(t.Context(), "run-2"), "sibling"); r != (cancelReceipt{Status: "failed", RootTaskID: "sibling", Error: "task_not_found"}) {
-		t.Fatalf("a task of another run = %+v", r)
-	}
-	if r := call(runCtx(t.Context(), "run-1"), "sibling"); r != (cancelReceipt{Status: "accepted", RootTaskID: sibling, CancelledCount: 1}) {
-		t.Fatalf("cancel sibling in the run = %+v", r)
+	if r := call(runCtx(t.Context(), "run-2"), "sibling"); r != (cancelReceipt{Status: "accepted", RootTaskID: sibling, CancelledCount: 1}) {
+		t.Fatalf("cancel sibling from another run = %+v", r)
 	}
 	<-sp.cause
 	for _, p := range []*probeTask{root, tp} {
@@ -268,7 +267,7 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 				if want := `{"status":"accepted","root_task_id":"run-1","cancelled_count":1}`; got != want {
 					t.Fatalf("A's cancel_task = %s, want %s", got, want)
 				}
-			} else if err := plugins["thread-A"].RunEnd(t.Context(), RunOutcome{Cancelled: true}); err != nil {
+			} else if err := plugins["thread-A"].RunEnd(t.Context(), RunOutcome{RunID: "run-1", Cancelled: true}); err != nil {
 				t.Fatal(err)
 			}
 			if cause := <-ap.cause; !errors.Is(cause, ErrRunCancelled) {
@@ -344,8 +343,8 @@ func TestCancelSelfReceipts(t *testing.T) {
 
 // TestCancelByIDAnyLiveTask: by task_id, cancel_task reaches any of the
 // owner's tasks that list_tasks shows, whatever run or task started it,
-// and one another instance runs with a SharedStore; by name, only a child
-// of the scope. It used to find only children of the current task or run.
+// and one another instance runs with a SharedStore. It used to find only
+// children of the current task or run.
 func TestCancelByIDAnyLiveTask(t *testing.T) {
 	f := &fakeShared{MemoryStore: NewMemoryStore()}
 	m := newTestManager(t, WithStore(f), WithInstance("this-instance"))
@@ -360,10 +359,6 @@ func TestCancelByIDAnyLiveTask(t *testing.T) {
 		return string(callTool(t, ctx, tool, toJSON(map[string]any{"target": map[string]string{"relation": "child", "name": name}}), nil))
 	}
 	run1 := runCtx(t.Context(), "run-1")
-	// By name, the task of run-0 is no child of run-1.
-	if got, want := call(run1, "old"), `{"status":"failed","root_task_id":"old","cancelled_count":0,"error":"task_not_found"}`; got != want {
-		t.Fatalf("by name from run-1 = %s, want %s", got, want)
-	}
 	for _, c := range []struct {
 		name string
 		ctx  context.Context
@@ -397,4 +392,78 @@ func TestCancelByIDAnyLiveTask(t *testing.T) {
 		}
 	}
 	shutdownManager(t, m)
+}
+
+// TestCancelByNameAnyRun: with one run per request, a task one request
+// started is cancelled by name from the next (it answered task_not_found
+// while list_tasks showed it running). A name that two live tasks of the
+// owner carry (processes sharing a Store each keep names unique only for
+// their own tasks) is refused with both ids, by cancel_task and by
+// send_message, and nothing is cancelled or sent. A sub-agent's own task is
+// the sub-agent's, not the owner's: its name is not found.
+func TestCancelByNameAnyRun(t *testing.T) {
+	f := &fakeShared{MemoryStore: NewMemoryStore()}
+	m := newTestManager(t, WithStore(f), WithInstance("this-instance"))
+	o := m.Owner("thread-1")
+	slow, sp := spawnProbe(t, runCtx(t.Context(), "request-1"), o, WithName("research-slow"))
+	request2 := runCtx(t.Context(), "request-2")
+	cancelTool := toolNamed(t, o, "cancel_task")
+	cancel := func(name string) string {
+		return string(callTool(t, request2, cancelTool, `{"target":{"relation":"child","name":"`+name+`"},"reason":null}`, nil))
+	}
+
+	var listed listResult
+	callTool(t, request2, toolNamed(t, o, "list_tasks"), `{}`, &listed)
+	if len(listed.Tasks) != 1 || listed.Tasks[0].TaskID != slow || listed.Tasks[0].Status != StatusRunning {
+		t.Fatalf("list_tasks = %+v, want %s running", listed.Tasks, slow)
+	}
+	if got, want := cancel("research-slow"), `{"status":"accepted","root_task_id":"`+slow+`","cancelled_count":1}`; got != want {
+		t.Fatalf("cancel research-slow from the next request = %s, want %s", got, want)
+	}
+	if cause := <-sp.cause; !errors.Is(cause, ErrCancelled) {
+		t.Fatalf("cause %v, want ErrCancelled", cause)
+	}
+
+	// Two live tasks named "dup": this process's and another's.
+	dup, dp := spawnProbe(t, request2, o, WithName("dup"))
+	remote := TaskMeta{ID: "task_0190d5f4c5a87000a000000000000001", Owner: "thread-1", Type: TypeTask, Name: "dup",
+		Status: StatusRunning, Instance: "other-instance", Attempt: 1, CreatedAt: time.Now().Add(time.Hour)}
+	if err := f.Commit(t.Context(), "thread-1", Upsert(remote)); err != nil {
+		t.Fatal(err)
+	}
+	msg := `"message":"2 live tasks are named \"dup\" (` + dup + `, ` + remote.ID + `): give the task_id of the one you mean"`
+	if got, want := cancel("dup"), `{"status":"failed","root_task_id":"dup","cancelled_count":0,"error":"task_name_ambiguous",`+msg+`}`; got != want {
+		t.Fatalf("cancel dup = %s, want %s", got, want)
+	}
+	sent := string(callTool(t, request2, toolNamed(t, o, "send_message"), `{"to":{"relation":"child","name":"dup"},"message":"hi","in_reply_to":null}`, nil))
+	if want := `{"status":"failed","error":"recipient_ambiguous",` + msg + `}`; sent != want {
+		t.Fatalf("send_message to dup = %s, want %s", sent, want)
+	}
+
+	// A sub-agent's own task, by name.
+	ap := newProbe()
+	agent, err := o.SpawnAgent(request2, ap.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ap.started
+	_, ip := spawnProbe(t, t.Context(), m.Owner(agent), WithName("inner"))
+	if got, want := cancel("inner"), `{"status":"failed","root_task_id":"inner","cancelled_count":0,"error":"task_not_found"}`; got != want {
+		t.Fatalf("cancel inner = %s, want %s", got, want)
+	}
+
+	for _, p := range []*probeTask{dp, ap, ip} {
+		if err := p.ctxErr(t); err != nil {
+			t.Fatalf("a task not asked for was cancelled: %v", err)
+		}
+	}
+	f.mu.Lock()
+	requests := slices.Clone(f.requests)
+	f.mu.Unlock()
+	if len(requests) != 0 {
+		t.Fatalf("cancel requests %v, want none", requests)
+	}
+	if msgs, err := o.Messages(t.Context(), dup); err != nil || len(msgs) != 0 {
+		t.Fatalf("messages of dup = %v, %v; want none", msgs, err)
+	}
 }

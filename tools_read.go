@@ -88,7 +88,7 @@ func (o Owner) listPage(ctx context.Context, args listArgs) (listPage, error) {
 		case len(page.Tasks) == args.Limit:
 			more = true
 		default:
-			page.Tasks = append(page.Tasks, o.withProgress(listView(meta)))
+			page.Tasks = append(page.Tasks, o.withLatestEvent(listView(o.latestProgress(meta))))
 			last = meta
 		}
 		page.Total++
@@ -175,7 +175,7 @@ func (o Owner) getTaskTool() Tool {
 			return toolJSON(struct {
 				Task     toolTask        `json:"task"`
 				Messages []MessageRecord `json:"messages"`
-			}{o.withProgress(fullView(meta)), o.m.msgs.list(meta.ID)})
+			}{o.withLatestEvent(fullView(o.latestProgress(meta))), o.m.msgs.list(meta.ID)})
 		},
 	}
 }

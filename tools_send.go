@@ -22,7 +22,8 @@ var sendMessageSchema = json.RawMessage(`{"type":"object","properties":{` +
 type sendReceipt struct {
 	Status    string `json:"status"` // "delivered" or "failed"
 	MessageID string `json:"message_id,omitempty"`
-	Error     string `json:"error,omitempty"` // "recipient_not_found", "recipient_unavailable", "no_input_request"
+	Error     string `json:"error,omitempty"`   // "recipient_not_found", "recipient_unavailable", "no_input_request", "recipient_ambiguous"
+	Message   string `json:"message,omitempty"` // recipient_ambiguous: the tasks of that name
 }
 
 func (o Owner) sendMessageTool() Tool {
@@ -81,7 +82,10 @@ func (o Owner) sendToParent(ctx context.Context, s toolScope, content string) (s
 // by name.
 func (o Owner) sendToChild(ctx context.Context, s toolScope, args sendArgs) (sendReceipt, error) {
 	id, err := o.findLive(ctx, args.To.Name)
+	var amb *ambiguousNameError
 	switch {
+	case errors.As(err, &amb):
+		return sendReceipt{Status: "failed", Error: "recipient_ambiguous", Message: amb.message()}, nil
 	case err != nil:
 		return sendReceipt{}, err
 	case id == "":
@@ -102,23 +106,11 @@ func (o Owner) sendToChild(ctx context.Context, s toolScope, args sendArgs) (sen
 }
 
 // findLive returns the id of the owner's non-terminal task whose id, else
-// whose name, is name; "" if there is none.
+// whose name, is name (findNamed); "" if there is none.
 func (o Owner) findLive(ctx context.Context, name string) (string, error) {
-	meta, err := o.Get(ctx, name)
-	switch {
-	case err == nil && !meta.Status.IsTerminal():
-		return meta.ID, nil
-	case err != nil && !errors.Is(err, ErrNotFound):
+	meta, found, err := o.findNamed(ctx, name)
+	if err != nil || !found || meta.Status.IsTerminal() {
 		return "", err
 	}
-	seq, err := o.List(ctx, liveStatuses...)
-	if err != nil {
-		return "", err
-	}
-	for m := range seq {
-		if m.Name == name {
-			return m.ID, nil
-		}
-	}
-	return "", nil
+	return meta.ID, nil
 }

@@ -45,6 +45,7 @@ func (o Owner) waitTaskTool(cfg toolConfig) Tool {
 			meta, err := o.m.waitSettled(wctx, ownerReach(o.id), args.TaskID)
 			switch {
 			case err == nil:
+				o.answered(ctx, &meta) // the result is its end: not announced again
 				return toolJSON(waitResult{Task: fullView(meta)})
 			case errors.Is(err, ErrNotLive):
 				return toolJSON(waitResult{Task: fullView(meta),
@@ -55,6 +56,13 @@ func (o Owner) waitTaskTool(cfg toolConfig) Tool {
 					return nil, notFoundAs(err, args.TaskID)
 				}
 				if meta.Status.IsTerminal() || meta.Status == StatusAwaitingInput { // settled just now
+					if meta.Status.IsTerminal() {
+						// Its end is committed; wait for its event, which follows at once, to take it back.
+						if ended, err := o.m.wait(context.WithoutCancel(ctx), ownerReach(o.id), meta.ID); err == nil {
+							meta = ended
+						}
+						o.answered(ctx, &meta)
+					}
 					return toolJSON(waitResult{Task: fullView(meta)})
 				}
 				return toolJSON(waitResult{Task: fullView(meta), TimedOut: true,

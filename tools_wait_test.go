@@ -165,3 +165,64 @@ func TestWaitTaskNotLive(t *testing.T) {
 		}
 	})
 }
+
+// TestWaitTaskDeliversTheEndOnce: the end wait_task returns is not
+// delivered again, through a Plugin: the next BeforeInference does not
+// show it, and the record is marked announced in a durable store, so the
+// next process does not announce it either. It holds whether the task
+// ended before the call or during it.
+func TestWaitTaskDeliversTheEndOnce(t *testing.T) {
+	for _, during := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ends during the call %v", during), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ds := &durableMem{MemoryStore: NewMemoryStore()}
+				pr := newPluginRun(t, WithStore(ds))
+				ctx := runCtx(t.Context(), "run-1")
+				release := make(chan struct{})
+				other, err := pr.o.Spawn(ctx, func(context.Context, *Task) (any, error) { return "other", nil })
+				if err != nil {
+					t.Fatal(err)
+				}
+				id, err := pr.o.Spawn(ctx, func(context.Context, *Task) (any, error) { <-release; return "done", nil }, WithName("slow"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitTask(t, pr.o, other)
+				if !during {
+					close(release)
+					waitTask(t, pr.o, id)
+				}
+				got := make(chan waitResult, 1)
+				go func() {
+					var w waitResult
+					callTool(t, ctx, toolNamed(t, pr.o, "wait_task"), `{"task_id":"`+id+`","timeout_seconds":60}`, &w)
+					got <- w
+				}()
+				if during {
+					synctest.Wait() // the call waits
+					close(release)
+				}
+				w := <-got
+				if w.TimedOut || w.Task.Status != StatusCompleted || string(w.Task.Result) != `"done"` {
+					t.Fatalf("wait_task = %+v", w)
+				}
+				msgs, err := pr.p.BeforeInference(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := eventIDs(msgs); len(got) != 1 || got[0] != other {
+					t.Fatalf("the next step delivered the ends of %q, want only %s (not %s again)", got, other, id)
+				}
+				if m, _ := ds.Get(t.Context(), id); !m.Announced {
+					t.Fatal("the end wait_task returned is not marked announced")
+				}
+				// The next process does not announce it again.
+				shutdownManager(t, pr.m)
+				next := newPluginRun(t, WithStore(ds))
+				if msgs, err := next.p.Deliver(t.Context()); err != nil || len(msgs) != 0 {
+					t.Fatalf("after a restart: %v, %v; want nothing", messageKinds(msgs), err)
+				}
+			})
+		})
+	}
+}

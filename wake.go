@@ -2,7 +2,7 @@ package bgtask
 
 // WakePolicy says which of a task's events wake its owner. It decides
 // waking, not whether an event exists: every custom event (Task.Emit) is
-// kept as the task's latest progress (Owner.Progress) whatever the policy,
+// kept as the task's latest event (Owner.LatestEvent) whatever the policy,
 // and reaches the inbox unless the policy is WakeSilent. Observers see every
 // transition whatever the policy. The zero value "" means WakeOnTerminal.
 type WakePolicy string

@@ -44,7 +44,7 @@ func TestWakePolicies(t *testing.T) {
 			if err != nil || meta.Status != StatusAwaitingInput {
 				t.Fatalf("waitSettled: %+v, %v", meta, err)
 			}
-			if p, ok := o.Progress(id); !ok || p.EventType != "progress" || string(p.Payload) != "50" || p.Count != 1 || p.At.IsZero() {
+			if p, ok := o.LatestEvent(id); !ok || p.EventType != "progress" || string(p.Payload) != "50" || p.Count != 1 || p.At.IsZero() {
 				t.Fatalf("Progress = %+v, %v", p, ok)
 			}
 			if err := o.Send(t.Context(), id, Message{Content: "yes", InReplyTo: meta.Input.ID}); err != nil {
@@ -168,7 +168,7 @@ func TestProgressDoesNotWake(t *testing.T) {
 		if n := ib.Len(); n != 2 {
 			t.Fatalf("inbox holds %d events, want 2 (one per type)", n)
 		}
-		if p, ok := o.Progress(id); !ok || p.EventType != "log" || string(p.Payload) != `"line"` || p.Count != 6 {
+		if p, ok := o.LatestEvent(id); !ok || p.EventType != "log" || string(p.Payload) != `"line"` || p.Count != 6 {
 			t.Fatalf("Progress = %+v, %v", p, ok)
 		}
 		close(speak)
@@ -184,7 +184,7 @@ func TestProgressDoesNotWake(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("drained %q\nwant %q", got, want)
 		}
-		if _, ok := o.Progress(id); ok {
+		if _, ok := o.LatestEvent(id); ok {
 			t.Fatal("Progress of an ended task")
 		}
 	})
@@ -245,7 +245,7 @@ func TestProgressDoesNotWakePlugin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.RunEnd(ctx, RunOutcome{}); err != nil {
+		if err := p.RunEnd(ctx, RunOutcome{RunID: "run-1"}); err != nil {
 			t.Fatal(err)
 		}
 		close(later)
@@ -260,7 +260,7 @@ func TestProgressDoesNotWakePlugin(t *testing.T) {
 		if err != nil || len(msgs) != 2 || !msgs[0].Event.Quiet || string(msgs[0].Event.Payload) != "2" || msgs[1].Event.Kind != EventCompleted {
 			t.Fatalf("next run's Deliver = %+v, %v", msgs, err)
 		}
-		if err := p.RunEnd(ctx, RunOutcome{}); err != nil {
+		if err := p.RunEnd(ctx, RunOutcome{RunID: "run-2"}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -283,10 +283,10 @@ func TestWakeSilentKeepsProgress(t *testing.T) {
 	if err := <-emitted; err != nil {
 		t.Fatal(err)
 	}
-	if p, ok := o.Progress(id); !ok || p.EventType != "progress" || string(p.Payload) != `{"percent":40}` || p.Count != 1 {
+	if p, ok := o.LatestEvent(id); !ok || p.EventType != "progress" || string(p.Payload) != `{"percent":40}` || p.Count != 1 {
 		t.Fatalf("Progress = %+v, %v", p, ok)
 	}
-	if _, ok := m.Owner("thread-2").Progress(id); ok {
+	if _, ok := m.Owner("thread-2").LatestEvent(id); ok {
 		t.Fatal("another owner sees the progress")
 	}
 	close(release)
@@ -311,7 +311,7 @@ func TestProgressCoalescedBetweenRuns(t *testing.T) {
 		if err := p.RunStart(ctx, RunInfo{RunID: "run-1"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.RunEnd(ctx, RunOutcome{}); err != nil {
+		if err := p.RunEnd(ctx, RunOutcome{RunID: "run-1"}); err != nil {
 			t.Fatal(err)
 		}
 		id, err := p.Owner().Spawn(ctx, func(ctx context.Context, tk *Task) (any, error) {

@@ -29,7 +29,7 @@ type workerPool struct {
 
 	mu     sync.Mutex // guards the fields below
 	idle   []*worker  // parked workers, the most recently parked last
-	closed bool       // Shutdown: no worker parks any more
+	closed bool       // Shutdown began: no worker parks any more
 	gen    uint64     // expiry rounds so far
 	timer  *time.Timer
 	armed  bool // timer runs: idle is not empty
@@ -133,22 +133,32 @@ func (p *workerPool) expire() {
 	}
 }
 
-// close tells every parked worker to exit and waits for all workers, parked
-// or not. Called by Shutdown once every task goroutine has returned, so no
-// task starts any more.
-func (p *workerPool) close() {
+// shut tells every parked worker to exit, and makes the goroutine of every
+// task that ends from now on exit instead of parking. Called when Shutdown
+// begins: no new task is accepted any more, so a parked worker could only
+// wait for its idle timer. The tasks still to start (queued ones that end
+// cancelled) get goroutines of their own.
+func (p *workerPool) shut() {
 	p.mu.Lock()
-	if !p.closed {
-		p.closed = true
-		for _, w := range p.idle {
-			w.next <- nil
-		}
-		clear(p.idle)
-		p.idle = nil
-		if p.timer != nil {
-			p.timer.Stop()
-		}
+	defer p.mu.Unlock()
+	if p.closed {
+		return
 	}
-	p.mu.Unlock()
+	p.closed = true
+	for _, w := range p.idle {
+		w.next <- nil
+	}
+	clear(p.idle)
+	p.idle = nil
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+}
+
+// close shuts the pool and waits for all workers, parked or not. Called by
+// Shutdown once every task goroutine has returned, so no task starts any
+// more.
+func (p *workerPool) close() {
+	p.shut()
 	p.wg.Wait()
 }

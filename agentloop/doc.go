@@ -15,8 +15,11 @@
 //     (ErrSuspend) and no Decisions channel was given; with one, the run
 //     buffers background events without calling the model until the
 //     decision arrives;
-//   - "done"/"cancelled": ctx was cancelled; the run's tasks and their
-//     descendants are cancelled with it.
+//   - "done"/"cancelled": ctx was cancelled. When the user stopped the run
+//     (the cause is bgtask.ErrRunStopped) its tasks and their descendants
+//     are cancelled with it; when the context ended for another reason (a
+//     server's request whose client hung up) they go on, and their ends
+//     reach the owner's next run.
 //
 // A tool that cannot know whether its work is fast runs it with bgtask's
 // Owner.Foreground: the result comes back as the tool result when it is

@@ -62,8 +62,13 @@ type Result struct {
 }
 
 // Run runs the loop from conv until it ends, and returns the result with the
-// whole conversation. Cancelling ctx ends the run with reason "cancelled"
-// and, through the hooks, cancels its tasks; that is not an error. Errors
+// whole conversation. Cancelling ctx ends the run with reason "cancelled";
+// that is not an error. Through the hooks, the run's tasks are cancelled
+// too only when the cause (context.Cause) matches bgtask.ErrRunStopped: the
+// user stopped the run (the host cancels with
+// context.CancelCauseFunc(bgtask.ErrRunStopped)), or a tool called
+// CancelRun. Any other end of ctx, such as a server's request whose client
+// hung up, leaves the tasks running; their ends reach the owner's next run. Errors
 // come from the model, the hooks, or a missing Model or RunID.
 func Run(ctx context.Context, cfg Config, conv []Message) (Result, error) {
 	if cfg.Model == nil {
@@ -92,8 +97,12 @@ func Run(ctx context.Context, cfg Config, conv []Message) (Result, error) {
 	res.Steps, res.Conversation = r.steps, r.conv
 	if h := cfg.Hooks; h != nil {
 		// A fresh context: the run's own may be cancelled, and the end must
-		// still be recorded.
-		endErr := h.RunEnd(context.WithoutCancel(ctx), bgtask.RunOutcome{Cancelled: res.Reason == ReasonCancelled})
+		// still be recorded. Only a stop (ErrRunStopped, or a tool's
+		// CancelRun) cancels the run's tasks; a context that ended for
+		// another reason (the request's client went away) leaves them
+		// running, and their ends reach the next run.
+		out := bgtask.RunOutcome{RunID: cfg.RunID, Cancelled: res.Reason == ReasonCancelled && bgtask.RunStopped(ctx)}
+		endErr := h.RunEnd(context.WithoutCancel(ctx), out)
 		err = errors.Join(err, endErr)
 	}
 	return res, err
@@ -101,8 +110,9 @@ func Run(ctx context.Context, cfg Config, conv []Message) (Result, error) {
 
 type runCancelKey struct{}
 
-// ErrRunCancelled is the cause of a run cancelled by CancelRun.
-var ErrRunCancelled = errors.New("agentloop: run cancelled by a tool")
+// ErrRunCancelled is the cause of a run cancelled by CancelRun. It matches
+// bgtask.ErrRunStopped: the run was stopped, so its tasks are cancelled.
+var ErrRunCancelled = fmt.Errorf("agentloop: run cancelled by a tool: %w", bgtask.ErrRunStopped)
 
 // CancelRun cancels the run whose tool call ctx belongs to: the run ends
 // "cancelled" once the call returns. It does nothing for a ctx that is not

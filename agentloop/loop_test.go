@@ -296,10 +296,10 @@ func TestCancelRunCancelsDescendants(t *testing.T) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
-		ctx, cancel := context.WithCancel(t.Context())
+		ctx, cancel := context.WithCancelCause(t.Context())
 		wait := agentloop.Tool{Name: "wait", Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
-			synctest.Wait() // both tasks have started
-			cancel()
+			synctest.Wait()              // both tasks have started
+			cancel(bgtask.ErrRunStopped) // the user stopped the run
 			<-ctx.Done()
 			return nil, ctx.Err()
 		}}
@@ -329,6 +329,47 @@ func TestCancelRunCancelsDescendants(t *testing.T) {
 		_, err = e.owner.Spawn(bgtask.WithToolCall(t.Context(), bgtask.ToolCall{RunID: "run-1"}), func(context.Context, *bgtask.Task) (any, error) { return nil, nil })
 		if !errors.Is(err, bgtask.ErrRunCancelled) {
 			t.Fatalf("spawn into the cancelled run: %v, want ErrRunCancelled", err)
+		}
+	})
+}
+
+// A server's run ends with its request: a client that hangs up (the
+// request's context cancelled without bgtask.ErrRunStopped) ends the run
+// "cancelled" but does not cancel the tasks it started; their ends reach
+// the owner's next run.
+func TestClientHangUpLeavesTasksRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		req, hangUp := context.WithCancel(t.Context())
+		wait := agentloop.Tool{Name: "wait", Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+			synctest.Wait() // the task has started
+			hangUp()        // the HTTP client went away
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}}
+		cfg := e.config(agentloop.NewScriptedModel(call("spawn_task"), call("wait")), "run-1")
+		cfg.Tools = append(cfg.Tools, wait)
+		res, err := agentloop.Run(req, cfg, []agentloop.Message{{Role: "user", Content: "go"}})
+		if err != nil || res.Reason != agentloop.ReasonCancelled {
+			t.Fatalf("Run = %s, %v; want cancelled", res.Reason, err)
+		}
+		synctest.Wait()
+		running := 0
+		seq, err := e.owner.List(t.Context(), bgtask.StatusRunning)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range seq {
+			running++
+		}
+		if running != 1 {
+			t.Fatalf("%d tasks running after the client hung up, want the run's task still running", running)
+		}
+		close(e.finish)
+		synctest.Wait()
+		res = runLoop(t, e.config(agentloop.NewScriptedModel(agentloop.Say("noted")), "run-2"), "next")
+		if got := eventMessages(res.Conversation); len(got) != 1 || !strings.Contains(got[0], `kind="completed"`) {
+			t.Fatalf("the next run delivered %q, want the task's completion once", got)
 		}
 	})
 }

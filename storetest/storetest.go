@@ -91,6 +91,9 @@ var checks = []check{
 	{"Corrupt", testCorrupt},
 	{"Recover", testRecover},
 	{"CancelledContext", testCancelledContext},
+	{"UndeliveredOwners", testUndeliveredOwners},
+	{"ManagerShutdown", testManagerShutdown},
+	{"ManagerStop", testManagerStop},
 }
 
 // Run runs every check as a subtest of t, each on a new store made by

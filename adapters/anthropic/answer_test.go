@@ -55,7 +55,7 @@ func TestMessagesLoop(t *testing.T) {
 		Model:     "scripted",
 		MaxTokens: 1024,
 		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Stop the crawler."))},
-		Tools:     ts.Tools(),
+		Tools:     ts.MessageTools(),
 	}
 	var final string
 	for turn := 0; ; turn++ {
@@ -70,7 +70,7 @@ func TestMessagesLoop(t *testing.T) {
 			final = msg.Content[0].Text
 			break
 		}
-		results, err := ts.Answer(f.CallCtx, msg)
+		results, err := ts.AnswerMessage(f.CallCtx, msg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,8 @@ func TestMessagesLoop(t *testing.T) {
 }
 
 // tool_use blocks of other tools are left to the host; a closed Manager is
-// the host's error, not the model's.
+// the host's error, not the model's: the block is answered that the call
+// failed, and the error returned.
 func TestAnswerOtherToolsAndClosed(t *testing.T) {
 	f := adaptertest.NewFixture(t)
 	ts, err := bganthropic.New(f.Owner.Tools())
@@ -137,7 +138,7 @@ func TestAnswerOtherToolsAndClosed(t *testing.T) {
 	if err := json.Unmarshal([]byte(reply), &msg); err != nil {
 		t.Fatal(err)
 	}
-	results, err := ts.Answer(f.CallCtx, &msg)
+	results, err := ts.AnswerMessage(f.CallCtx, &msg)
 	if err != nil || len(results) != 1 {
 		t.Fatalf("%d results, %v; want 1", len(results), err)
 	}
@@ -152,14 +153,17 @@ func TestAnswerOtherToolsAndClosed(t *testing.T) {
 	if err := json.Unmarshal([]byte(messageReply([]toolUse{{"toolu_9", "cancel_task", `{"target":{"relation":"self"}}`}}, "")), &msg); err != nil {
 		t.Fatal(err)
 	}
-	results, err = ts.Answer(f.CallCtx, &msg)
-	if want := "bganthropic: cancel_task (tool_use toolu_9): bgtask: manager closed"; err == nil || err.Error() != want ||
-		!errors.Is(err, bgtask.ErrClosed) || results != nil {
-		t.Errorf("after shutdown: %d results, %v; want none, %s", len(results), err, want)
+	results, err = ts.AnswerMessage(f.CallCtx, &msg)
+	if want := "bganthropic: cancel_task (tool_use toolu_9): bgtask: manager closed"; err == nil || err.Error() != want || !errors.Is(err, bgtask.ErrClosed) {
+		t.Errorf("after shutdown: %v; want %s", err, want)
+	}
+	if len(results) != 1 || results[0].OfToolResult.ToolUseID != "toolu_9" || !results[0].OfToolResult.IsError.Value ||
+		results[0].OfToolResult.Content[0].OfText.Text != "tool call failed: the host could not run it" {
+		t.Errorf("after shutdown: %d results, want toolu_9 answered that the call failed", len(results))
 	}
 }
 
-// Each Tools call returns new definitions: a host that marks the last one
+// Each MessageTools call returns new definitions: a host that marks the last one
 // for caching does not change the next request's.
 func TestToolsAreCopies(t *testing.T) {
 	f := adaptertest.NewFixture(t)
@@ -167,11 +171,11 @@ func TestToolsAreCopies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := ts.Tools()
+	first := ts.MessageTools()
 	first[len(first)-1].OfTool.CacheControl = anthropic.NewCacheControlEphemeralParam()
 	first[0].OfTool.Name = "renamed"
-	second := ts.Tools()
+	second := ts.MessageTools()
 	if second[0].OfTool.Name != "list_tasks" || !param.IsOmitted(second[len(second)-1].OfTool.CacheControl) {
-		t.Errorf("the second Tools call sees the first one's changes: %s, %v", second[0].OfTool.Name, second[len(second)-1].OfTool.CacheControl)
+		t.Errorf("the second MessageTools call sees the first one's changes: %s, %v", second[0].OfTool.Name, second[len(second)-1].OfTool.CacheControl)
 	}
 }

@@ -35,7 +35,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	params := anthropic.MessageNewParams{Model: anthropic.ModelClaudeSonnet4_5, MaxTokens: 1024, Tools: ts.Tools()}
+	params := anthropic.MessageNewParams{Model: anthropic.ModelClaudeSonnet4_5, MaxTokens: 1024, Tools: ts.MessageTools()}
 	var names []string
 	for _, tool := range params.Tools {
 		names = append(names, *tool.GetName())
@@ -49,7 +49,7 @@ func Example() {
 		{"type":"tool_use","id":"toolu_2","name":"list_tasks","input":{"state":"done"}}]}`), &msg); err != nil {
 		log.Fatal(err)
 	}
-	results, err := ts.Answer(ctx, &msg)
+	results, err := ts.AnswerMessage(ctx, &msg)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -68,4 +68,58 @@ func Example() {
 	// list_tasks get_task cancel_task send_message wait_task
 	// toolu_1 false fetch completed
 	// toolu_2 true invalid arguments: unknown field "state"
+}
+
+// A step's user turn: the tool_result blocks and the events the Plugin
+// delivered join in one user message, results first; the Plugin's
+// instructions go to the system prompt, and the task list to this request
+// only.
+func ExampleAppendUserTurn() {
+	// The model's reply, its results, and what plugin.BeforeInference gave.
+	reply := anthropic.NewAssistantMessage(anthropic.NewToolUseBlock("toolu_1", map[string]any{}, "list_tasks"))
+	results := []anthropic.ContentBlockParamUnion{anthropic.NewToolResultBlock("toolu_1", `{"tasks":[]}`, false)}
+	delivered := []bgtask.PromptMessage{
+		{Role: "user", Content: `<background-task-event …>…</background-task-event>`, Internal: true},
+		{Role: "system", Content: "Background tasks: …", Internal: true, Ephemeral: true},
+		{Role: "user", Content: `<background-tasks …>…</background-tasks>`, Internal: true, Ephemeral: true},
+	}
+	var keep, once []bgtask.PromptMessage
+	for _, m := range delivered {
+		if m.Ephemeral {
+			once = append(once, m)
+		} else {
+			keep = append(keep, m)
+		}
+	}
+
+	history := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("What runs?")), reply}
+	_, events := bganthropic.MessagePrompt(keep)
+	history = bganthropic.AppendUserTurn(history, results...)
+	history = bganthropic.AppendUserTurn(history, events...)
+
+	system, view := bganthropic.MessagePrompt(once)
+	params := anthropic.MessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet4_5,
+		MaxTokens: 1024,
+		System:    append([]anthropic.TextBlockParam{{Text: "You are a helpful agent."}}, system...),
+		Messages:  bganthropic.AppendUserTurn(history, view...), // history keeps no task list
+	}
+	for _, s := range params.System {
+		fmt.Println("system:", s.Text)
+	}
+	for _, m := range params.Messages {
+		var blocks []string
+		for _, b := range m.Content {
+			blocks = append(blocks, *b.GetType())
+		}
+		fmt.Println(m.Role+":", strings.Join(blocks, " "))
+	}
+	fmt.Println("kept:", len(history[len(history)-1].Content), "blocks")
+	// Output:
+	// system: You are a helpful agent.
+	// system: Background tasks: …
+	// user: text
+	// assistant: tool_use
+	// user: tool_result text text
+	// kept: 2 blocks
 }

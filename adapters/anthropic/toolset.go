@@ -1,12 +1,12 @@
 package bganthropic
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/packages/param"
@@ -16,17 +16,93 @@ import (
 // Toolset is a list of bgtask tools ready for the Anthropic SDK. Make one
 // with New; the zero Toolset has no tools and answers no call. It is safe
 // for concurrent use and may be reused for any number of requests. A panic
-// in a tool's Call is not recovered (bgtask's own tools do not panic).
+// in a tool's Call is not recovered: it reaches the caller of
+// AnswerMessage (from the goroutine of a parallel call, it is raised
+// again in the caller's goroutine once the step's other calls have
+// returned).
 type Toolset struct {
 	tools  []bgtask.Tool
 	params []anthropic.ToolUnionParam
+	cfg    config
 }
 
-// New returns a Toolset of tools, usually an Owner's Tools. It fails if a
-// tool's Schema is not a JSON object of type "object" or two tools have one
-// name.
-func New(tools []bgtask.Tool) (*Toolset, error) {
-	s := &Toolset{tools: slices.Clone(tools), params: make([]anthropic.ToolUnionParam, len(tools))}
+// Option configures a Toolset (given to New) or one answer (given to
+// AnswerMessage, over the Toolset's own options, for that call only), as
+// the SDK's request options do for a client and a request.
+type Option func(*config)
+
+type config struct {
+	strict   *bool
+	parallel int
+	runID    *string
+	agentID  *string
+}
+
+// validate refuses the options' bad values, naming the option.
+func (c *config) validate() error {
+	if c.parallel < 1 {
+		return fmt.Errorf("bganthropic: WithParallel(%d): at least one call at a time: %w", c.parallel, bgtask.ErrInvalidArgument)
+	}
+	if c.runID != nil && strings.TrimSpace(*c.runID) == "" {
+		return fmt.Errorf("bganthropic: WithRunID: blank run id: %w", bgtask.ErrInvalidArgument)
+	}
+	if c.agentID != nil && strings.TrimSpace(*c.agentID) == "" {
+		return fmt.Errorf("bganthropic: WithAgentID: blank agent id: %w", bgtask.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// WithStrict sets the definitions' strict flag, with which the model's
+// tool inputs are guaranteed to follow each schema. Default: not sent
+// (the API's default, off); bgtask's tool schemas are in the subset strict
+// tool use takes. It changes only the definitions (MessageTools): given
+// to AnswerMessage, it has no effect.
+func WithStrict(strict bool) Option {
+	return func(c *config) { c.strict = &strict }
+}
+
+// WithParallel lets AnswerMessage run up to n tool_use blocks of one
+// message at once (n >= 1; default 1, one after the other in the
+// message's order). The tool_result blocks keep the order of the calls
+// whatever order the calls end in, so n calls that each wait (a wait_task,
+// a bgtask.Owner.Foreground that is promoted at its deadline) take about
+// one wait, not n. With n > 1 the calls of one message must not depend on
+// each other's effects (a cancel and a list of the same task may run in
+// either order). n < 1 is refused with an error matching
+// bgtask.ErrInvalidArgument.
+func WithParallel(n int) Option {
+	return func(c *config) { c.parallel = n }
+}
+
+// WithRunID sets the run id of the lineage AnswerMessage gives each call:
+// a task the call spawns records it as Parent.RunID, and cancel_task's
+// "self" and child names find the run's tasks. Default: the RunID of the
+// bgtask.ToolCall on AnswerMessage's ctx (see bgtask.WithToolCall), if
+// any. A blank id is refused with an error matching
+// bgtask.ErrInvalidArgument.
+func WithRunID(id string) Option {
+	return func(c *config) { c.runID = &id }
+}
+
+// WithAgentID sets the agent id of the lineage AnswerMessage gives each
+// call (a spawned task's Parent.AgentID). Default: the AgentID of the
+// bgtask.ToolCall on AnswerMessage's ctx, if any. A blank id is refused
+// with an error matching bgtask.ErrInvalidArgument.
+func WithAgentID(id string) Option {
+	return func(c *config) { c.agentID = &id }
+}
+
+// New returns a Toolset of tools, usually an Owner's Tools, perhaps with
+// tools of the host's own. It fails if a tool's Schema is not a JSON
+// object of type "object", two tools have one name, or an option's value
+// is bad.
+func New(tools []bgtask.Tool, opts ...Option) (*Toolset, error) {
+	cfg := config{parallel: 1}
+	apply(&cfg, opts)
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Toolset{tools: slices.Clone(tools), params: make([]anthropic.ToolUnionParam, len(tools)), cfg: cfg}
 	seen := make(map[string]bool, len(tools))
 	for i, t := range tools {
 		if seen[t.Name] {
@@ -37,13 +113,36 @@ func New(tools []bgtask.Tool) (*Toolset, error) {
 		if err != nil {
 			return nil, fmt.Errorf("bganthropic: tool %q: %w", t.Name, err)
 		}
-		s.params[i] = anthropic.ToolUnionParam{OfTool: &anthropic.ToolParam{
+		def := &anthropic.ToolParam{
 			Name:        t.Name,
 			Description: param.NewOpt(t.Description),
 			InputSchema: schema,
-		}}
+		}
+		if cfg.strict != nil {
+			def.Strict = param.NewOpt(*cfg.strict)
+		}
+		s.params[i] = anthropic.ToolUnionParam{OfTool: def}
 	}
 	return s, nil
+}
+
+// apply applies opts to cfg, in order; a nil Option does nothing.
+func apply(cfg *config, opts []Option) {
+	for _, opt := range opts {
+		if opt != nil {
+			opt(cfg)
+		}
+	}
+}
+
+// callConfig returns the options of one answer: the Toolset's, then opts.
+func (s *Toolset) callConfig(opts []Option) (config, error) {
+	cfg := config{parallel: 1}
+	if s != nil && s.cfg.parallel != 0 { // not the zero Toolset
+		cfg = s.cfg
+	}
+	apply(&cfg, opts)
+	return cfg, cfg.validate()
 }
 
 // inputSchema splits a JSON Schema into the SDK's fields: properties,
@@ -78,11 +177,11 @@ func inputSchema(raw json.RawMessage) (anthropic.ToolInputSchemaParam, error) {
 	return s, nil
 }
 
-// Tools returns the tool definitions, for MessageNewParams.Tools, in the
-// Toolset's order. Each call returns new definitions: a host may set a
-// field of one (say CacheControl on the last) without touching the
+// MessageTools returns the tool definitions, for MessageNewParams.Tools,
+// in the Toolset's order. Each call returns new definitions: a host may
+// set a field of one (say CacheControl on the last) without touching the
 // Toolset.
-func (s *Toolset) Tools() []anthropic.ToolUnionParam {
+func (s *Toolset) MessageTools() []anthropic.ToolUnionParam {
 	if s == nil {
 		return nil
 	}
@@ -92,44 +191,6 @@ func (s *Toolset) Tools() []anthropic.ToolUnionParam {
 		out[i] = anthropic.ToolUnionParam{OfTool: &def}
 	}
 	return out
-}
-
-// Answer runs the tool_use blocks of msg that name one of the Toolset's
-// tools, one after the other in msg's order, and returns a tool_result
-// block for each, in that order: append msg.ToParam() and then
-// anthropic.NewUserMessage with these blocks (and the host's own results)
-// to the conversation. tool_use blocks of other tools, or of a toolset,
-// are left for the host to answer.
-//
-// ctx is every call's ctx: it carries the caller's scope (the run of
-// bgtask.WithToolCall, or the current task), and when it ends a wait_task
-// call returns. A model's mistake is answered with is_error set and the
-// error's text; any other error, ctx's included, stops at that call and is
-// returned with no blocks (see the package doc).
-func (s *Toolset) Answer(ctx context.Context, msg *anthropic.Message) ([]anthropic.ContentBlockParamUnion, error) {
-	if msg == nil {
-		return nil, nil
-	}
-	var out []anthropic.ContentBlockParamUnion
-	for _, block := range msg.Content {
-		if block.Type != "tool_use" || block.ToolsetName != "" {
-			continue
-		}
-		t, ok := s.lookup(block.Name)
-		if !ok {
-			continue
-		}
-		res, err := t.Call(ctx, block.Input)
-		switch {
-		case err == nil:
-			out = append(out, anthropic.NewToolResultBlock(block.ID, string(res), false))
-		case bgtask.IsModelMistake(err):
-			out = append(out, anthropic.NewToolResultBlock(block.ID, err.Error(), true))
-		default:
-			return nil, fmt.Errorf("bganthropic: %s (tool_use %s): %w", t.Name, block.ID, err)
-		}
-	}
-	return out, nil
 }
 
 // lookup returns the tool called name, if the Toolset has it.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bgtask/bgtask"
 	"github.com/cloudwego/eino/components/tool"
+	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
 	"github.com/eino-contrib/jsonschema"
 )
@@ -55,16 +56,24 @@ func (it *invokable) Info(context.Context) (*schema.ToolInfo, error) {
 
 // InvokableRun calls the tool with the model's arguments, with ctx (which
 // carries the caller's scope: the run of bgtask.WithToolCall, or the
-// current task; when it ends, a wait_task call returns). It returns the
-// result, or the error's text when the error is the model's mistake; any
-// other error, ctx's included, is returned (see the package doc). Eino's
-// call options are ignored.
+// current task; when it ends, a wait_task call returns). When ctx carries
+// the id of the tool call Eino is running (a ToolsNode sets it), the call
+// runs with a bgtask.ToolCall of that id (with the run and agent of the
+// one on ctx), so a task it spawns records the call in its Parent. It
+// returns the result, or the error's text when the error is the model's
+// mistake (see IsModelMistake); any other error, ctx's included, is
+// returned (see the package doc). Eino's call options are ignored.
 func (it *invokable) InvokableRun(ctx context.Context, args string, _ ...tool.Option) (string, error) {
+	if id := compose.GetToolCallID(ctx); id != "" {
+		call, _ := bgtask.ToolCallFromContext(ctx)
+		call.CallID = id
+		ctx = bgtask.WithToolCall(ctx, call)
+	}
 	res, err := it.t.Call(ctx, json.RawMessage(args))
 	switch {
 	case err == nil:
 		return string(res), nil
-	case bgtask.IsModelMistake(err):
+	case IsModelMistake(err):
 		return err.Error(), nil
 	}
 	return "", fmt.Errorf("bgeino: %s: %w", it.t.Name, err)

@@ -6,10 +6,11 @@
 // tool's arguments, and each tool's description ends with the JSON Schema
 // that object must follow, so the model knows what to write.
 //
-// A tool's error that is the model's own mistake (bad arguments, an
-// unknown task id, no current task to cancel) is the tool's result: its
-// text is the observation the model reads next, and the agent goes on.
-// Any other error (the Manager was shut down, the store failed, the owner
+// A tool's error that is the model's own mistake (see IsModelMistake: bad
+// arguments, an unknown task id, a task name already taken, a limit
+// reached, or an error a host tool marks with ModelError) is the tool's
+// result: its text is the observation the model reads next, and the
+// agent goes on. Any other error (the Manager was shut down, the store failed, the owner
 // id is blank, the call's ctx ended) is returned as Call's error, which
 // ends the Executor's run, as LangChainGo does for any tool that fails.
 package bglangchain

@@ -44,14 +44,15 @@ func (lt tool) Description() string { return lt.desc }
 // Call runs the tool with input as its JSON arguments, with ctx (which
 // carries the caller's scope: the run of bgtask.WithToolCall, or the
 // current task; when it ends, a wait_task call returns). It returns the
-// result, or the error's text when the error is the model's mistake; any
-// other error, ctx's included, is returned (see the package doc).
+// result, or the error's text when the error is the model's mistake (see
+// IsModelMistake); any other error, ctx's included, is returned (see the
+// package doc).
 func (lt tool) Call(ctx context.Context, input string) (string, error) {
 	res, err := lt.t.Call(ctx, json.RawMessage(input))
 	switch {
 	case err == nil:
 		return string(res), nil
-	case bgtask.IsModelMistake(err):
+	case IsModelMistake(err):
 		return err.Error(), nil
 	}
 	return "", fmt.Errorf("bglangchain: %s: %w", lt.t.Name, err)

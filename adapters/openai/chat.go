@@ -2,7 +2,9 @@ package bgopenai
 
 import (
 	"context"
+	"encoding/json"
 
+	"github.com/bgtask/bgtask"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
 )
@@ -19,37 +21,83 @@ func (s *Toolset) ChatTools() []openai.ChatCompletionToolUnionParam {
 			Name:        t.Name,
 			Description: param.NewOpt(t.Description),
 			Parameters:  openai.FunctionParameters(s.params[i]),
-			Strict:      param.NewOpt(s.strict),
+			Strict:      param.NewOpt(s.cfg.strict),
 		})
 	}
 	return out
 }
 
 // AnswerChat runs the function tool calls of msg that name one of the
-// Toolset's tools, one after the other in msg's order, and returns a tool
-// message for each, in that order: append msg.ToParam() and then these to
-// the conversation. Calls of other tools are left for the host to answer.
+// Toolset's tools and returns a tool message for each, in msg's order:
+// append msg.ToParam() and then these to the conversation (then the
+// Plugin's messages, see ChatPrompt). Calls of other tools are left for
+// the host to answer. The calls run one after the other unless
+// WithParallel allows more; opts apply to this call only, over the
+// Toolset's.
 //
-// ctx is every call's ctx: it carries the caller's scope (the run of
-// bgtask.WithToolCall, or the current task), and when it ends a wait_task
-// call returns. A model's mistake is answered with the error's text; any
-// other error, ctx's included, stops at that call and is returned with no
-// messages (see the package doc).
-func (s *Toolset) AnswerChat(ctx context.Context, msg openai.ChatCompletionMessage) ([]openai.ChatCompletionMessageParamUnion, error) {
-	var out []openai.ChatCompletionMessageParamUnion
+// Each call runs with ctx carrying its own bgtask.ToolCall: the run and
+// agent ids of WithRunID and WithAgentID (or of the bgtask.ToolCall on
+// ctx), and the call's id, so a task it spawns records them in its Parent.
+// ctx also carries the caller's scope (the current task, for a sub-agent),
+// and when it ends a wait_task call returns.
+//
+// Every call gets its tool message, even when AnswerChat returns an error:
+// a model's mistake (see IsModelMistake) is answered with the error's
+// text, for the model to correct; a call that fails with any other error
+// (bgtask.ErrClosed, a store's error, ctx's) is answered "tool call failed: the
+// host could not run it" and the calls not started yet "tool call not
+// run: another call of this step failed", and the errors are returned
+// (joined, each naming its tool and call), for the host to end its turn
+// (see the package doc). A bad option is returned with no messages and
+// runs nothing.
+func (s *Toolset) AnswerChat(ctx context.Context, msg openai.ChatCompletionMessage, opts ...Option) ([]openai.ChatCompletionMessageParamUnion, error) {
+	var calls []pending
 	for _, call := range msg.ToolCalls {
 		if call.Type != "function" {
 			continue
 		}
-		t, ok := s.lookup(call.Function.Name)
-		if !ok {
-			continue
+		if t, ok := s.lookup(call.Function.Name); ok {
+			calls = append(calls, pending{call.ID, t, json.RawMessage(call.Function.Arguments)})
 		}
-		text, err := run(ctx, t, call.ID, call.Function.Arguments)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, openai.ToolMessage(text, call.ID))
 	}
-	return out, nil
+	outs, err := s.answer(ctx, calls, opts)
+	if outs == nil {
+		return nil, err
+	}
+	answers := make([]openai.ChatCompletionMessageParamUnion, len(outs))
+	for i, o := range outs {
+		answers[i] = openai.ToolMessage(o.text, calls[i].id)
+	}
+	return answers, err
+}
+
+// ChatPrompt returns msgs, the Plugin's messages (from Deliver or
+// BeforeInference), as Chat Completions messages, in order: the Plugin's
+// own instructions (Role "system", rendering no event) as system
+// messages, and everything else (events, a task's or another agent's
+// messages, the list of running tasks) as user messages, whatever its
+// Role says, since tasks wrote their text. Messages with no content are
+// left out. Append them after the step's tool messages (a tool message
+// must follow the assistant message that called it). Keep in the
+// conversation only the messages that are not Ephemeral: the ephemeral
+// ones (the instructions and the task list) are for the next request only.
+func ChatPrompt(msgs []bgtask.PromptMessage) []openai.ChatCompletionMessageParamUnion {
+	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(msgs))
+	for _, m := range msgs {
+		switch {
+		case m.Content == "":
+		case instructions(m):
+			out = append(out, openai.SystemMessage(m.Content))
+		default:
+			out = append(out, openai.UserMessage(m.Content))
+		}
+	}
+	return out
+}
+
+// instructions reports whether m is the Plugin's own instructions, the
+// only text that may go in the system role: the Plugin gives them as a
+// system message that renders no event.
+func instructions(m bgtask.PromptMessage) bool {
+	return m.Role == "system" && m.Event == nil && m.From == ""
 }

@@ -129,7 +129,8 @@ func TestChatCompletionsLoop(t *testing.T) {
 }
 
 // A call of a tool the Toolset does not have is left to the host; a
-// closed Manager is the host's error, not the model's.
+// closed Manager is the host's error, not the model's: the call is
+// answered that it failed, and the error returned.
 func TestAnswerChatOtherToolsAndClosed(t *testing.T) {
 	f := adaptertest.NewFixture(t)
 	ts, err := bgopenai.New(f.Owner.Tools())
@@ -160,8 +161,10 @@ func TestAnswerChatOtherToolsAndClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	answers, err = ts.AnswerChat(f.CallCtx, resp.Choices[0].Message)
-	if want := "bgopenai: cancel_task (call call_9): bgtask: manager closed"; err == nil || err.Error() != want ||
-		!errors.Is(err, bgtask.ErrClosed) || answers != nil {
-		t.Errorf("after shutdown: %d answers, %v; want none, %s", len(answers), err, want)
+	if want := "bgopenai: cancel_task (call call_9): bgtask: manager closed"; err == nil || err.Error() != want || !errors.Is(err, bgtask.ErrClosed) {
+		t.Errorf("after shutdown: %v; want %s", err, want)
+	}
+	if ids, texts := chatAnswers(answers); len(ids) != 1 || ids[0] != "call_9" || texts[0] != "tool call failed: the host could not run it" {
+		t.Errorf("after shutdown: answers to %q: %q; want call_9 answered that the call failed", ids, texts)
 	}
 }

@@ -69,3 +69,50 @@ func Example() {
 	// call_1 fetch completed
 	// call_2 invalid arguments: unknown field "state"
 }
+
+// A step's messages: the tool messages right after the assistant message
+// that called the tools, then the events the Plugin delivered; the
+// Plugin's instructions are a system message, and they and the task list
+// go in this request only.
+func ExampleChatPrompt() {
+	// The model's reply, its answers, and what plugin.BeforeInference gave.
+	reply := openai.ChatCompletionMessage{Role: "assistant", ToolCalls: []openai.ChatCompletionMessageToolCallUnion{
+		{ID: "call_1", Type: "function", Function: openai.ChatCompletionMessageFunctionToolCallFunction{Name: "list_tasks", Arguments: "{}"}},
+	}}
+	answers := []openai.ChatCompletionMessageParamUnion{openai.ToolMessage(`{"tasks":[]}`, "call_1")}
+	delivered := []bgtask.PromptMessage{
+		{Role: "user", Content: `<background-task-event …>…</background-task-event>`, Internal: true},
+		{Role: "system", Content: "Background tasks: …", Internal: true, Ephemeral: true},
+		{Role: "user", Content: `<background-tasks …>…</background-tasks>`, Internal: true, Ephemeral: true},
+	}
+	var keep, once []bgtask.PromptMessage
+	for _, m := range delivered {
+		if m.Ephemeral {
+			once = append(once, m)
+		} else {
+			keep = append(keep, m)
+		}
+	}
+
+	history := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What runs?"), reply.ToParam()}
+	history = append(append(history, answers...), bgopenai.ChatPrompt(keep)...)
+	params := openai.ChatCompletionNewParams{
+		Model:    openai.ChatModelGPT5,
+		Messages: append(history[:len(history):len(history)], bgopenai.ChatPrompt(once)...), // history keeps no task list
+	}
+	for _, m := range params.Messages {
+		var sent struct{ Role string }
+		b, _ := json.Marshal(m)
+		json.Unmarshal(b, &sent)
+		fmt.Println(sent.Role)
+	}
+	fmt.Println("kept:", len(history), "messages")
+	// Output:
+	// user
+	// assistant
+	// tool
+	// user
+	// system
+	// user
+	// kept: 4 messages
+}

@@ -2,6 +2,12 @@ package bgopenai_test
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 
 	"github.com/bgtask/bgtask"
@@ -43,4 +49,85 @@ func checkDefinitions(t *testing.T, owner bgtask.Owner, wantStrict bool, defs []
 				i, name, desc == tool.Description, adaptertest.JSONEqual(params, want), strict, tool.Name, wantStrict)
 		}
 	}
+}
+
+// newCheckingModel starts a model server answering path with replies, in
+// order, that first checks each request's body with check, as the
+// provider does: a request check refuses gets a 400 with the reason (and
+// uses no reply). It returns a client of the SDK that talks to it.
+func newCheckingModel(t *testing.T, path string, check func(req map[string]any) error, replies ...string) openai.Client {
+	t.Helper()
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || r.Method != http.MethodPost || r.URL.Path != path {
+			http.Error(w, `{"error":{"message":"not a request for `+path+`"}}`, http.StatusNotFound)
+			return
+		}
+		if err := check(req); err != nil {
+			b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": err.Error(), "type": "invalid_request_error"}})
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write(b)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(replies) == 0 {
+			http.Error(w, `{"error":{"message":"no reply left"}}`, http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, replies[0])
+		replies = replies[1:]
+	}))
+	t.Cleanup(srv.Close)
+	return openai.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("test"),
+		option.WithHTTPClient(srv.Client()), option.WithMaxRetries(0))
+}
+
+// checkChat checks a Chat Completions request's messages as the API does:
+// known roles, text content where it is required, and the tool messages
+// that answer an assistant message's tool_calls right after it, one per
+// call id, none elsewhere.
+func checkChat(req map[string]any) error {
+	msgs, _ := req["messages"].([]any)
+	if len(msgs) == 0 {
+		return errors.New("messages: empty")
+	}
+	var open map[string]bool // the tool calls waiting for their tool message
+	for i, raw := range msgs {
+		m, _ := raw.(map[string]any)
+		role, _ := m["role"].(string)
+		if role == "tool" {
+			id, _ := m["tool_call_id"].(string)
+			if !open[id] {
+				return fmt.Errorf("messages[%d]: messages with role 'tool' must be a response to a preceding message with 'tool_calls' (%q)", i, id)
+			}
+			delete(open, id)
+			continue
+		}
+		if len(open) > 0 {
+			return fmt.Errorf("messages[%d]: an assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id' (%d left)", i, len(open))
+		}
+		switch role {
+		case "system", "developer", "user":
+			if s, _ := m["content"].(string); s == "" {
+				return fmt.Errorf("messages[%d]: %s content must be non-empty text", i, role)
+			}
+		case "assistant":
+			calls, _ := m["tool_calls"].([]any)
+			open = make(map[string]bool, len(calls))
+			for _, c := range calls {
+				id, _ := c.(map[string]any)["id"].(string)
+				open[id] = true
+			}
+		default:
+			return fmt.Errorf("messages[%d]: unknown role %q", i, role)
+		}
+	}
+	if len(open) > 0 {
+		return fmt.Errorf("messages: %d tool calls with no tool message", len(open))
+	}
+	return nil
 }

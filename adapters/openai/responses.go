@@ -2,7 +2,9 @@ package bgopenai
 
 import (
 	"context"
+	"encoding/json"
 
+	"github.com/bgtask/bgtask"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
 )
@@ -19,44 +21,69 @@ func (s *Toolset) ResponseTools() []responses.ToolUnionParam {
 			Name:        t.Name,
 			Description: param.NewOpt(t.Description),
 			Parameters:  s.params[i],
-			Strict:      param.NewOpt(s.strict),
+			Strict:      param.NewOpt(s.cfg.strict),
 		}}
 	}
 	return out
 }
 
 // AnswerResponse runs the function_call items of resp's output that name
-// one of the Toolset's tools, one after the other in output order, and
-// returns a function_call_output item for each, in that order: send them
-// as the next request's input (with PreviousResponseID resp.ID, or after
-// resp's output items). Calls of other tools, and calls in a namespace, are
-// left for the host to answer.
+// one of the Toolset's tools and returns a function_call_output item for
+// each, in output order: send them as the next request's input (with
+// PreviousResponseID resp.ID, or after resp's output items), followed by
+// the Plugin's messages (see ResponsePrompt). Calls of other tools, and
+// calls in a namespace, are left for the host to answer.
 //
-// ctx and errors are as for AnswerChat.
-func (s *Toolset) AnswerResponse(ctx context.Context, resp *responses.Response) ([]responses.ResponseInputItemUnionParam, error) {
-	if resp == nil {
-		return nil, nil
+// Options, lineage, ctx and errors are as for AnswerChat: every call gets
+// its output item, even when AnswerResponse returns an error.
+func (s *Toolset) AnswerResponse(ctx context.Context, resp *responses.Response, opts ...Option) ([]responses.ResponseInputItemUnionParam, error) {
+	var calls []pending
+	if resp != nil {
+		for _, item := range resp.Output {
+			if item.Type != "function_call" || item.Namespace != "" {
+				continue
+			}
+			call := item.AsFunctionCall()
+			if t, ok := s.lookup(call.Name); ok {
+				calls = append(calls, pending{call.CallID, t, json.RawMessage(call.Arguments)})
+			}
+		}
 	}
-	var out []responses.ResponseInputItemUnionParam
-	for _, item := range resp.Output {
-		if item.Type != "function_call" || item.Namespace != "" {
-			continue
-		}
-		call := item.AsFunctionCall()
-		t, ok := s.lookup(call.Name)
-		if !ok {
-			continue
-		}
-		text, err := run(ctx, t, call.CallID, call.Arguments)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, responses.ResponseInputItemUnionParam{
+	outs, err := s.answer(ctx, calls, opts)
+	if outs == nil {
+		return nil, err
+	}
+	items := make([]responses.ResponseInputItemUnionParam, len(outs))
+	for i, o := range outs {
+		items[i] = responses.ResponseInputItemUnionParam{
 			OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
-				CallID: param.NewOpt(call.CallID),
-				Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: param.NewOpt(text)},
+				CallID: param.NewOpt(calls[i].id),
+				Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: param.NewOpt(o.text)},
 			},
-		})
+		}
 	}
-	return out, nil
+	return items, err
+}
+
+// ResponsePrompt returns msgs, the Plugin's messages, as Responses input
+// messages, in order: the Plugin's own instructions as system messages,
+// everything else as user messages (see ChatPrompt, whose rules it
+// follows).
+func ResponsePrompt(msgs []bgtask.PromptMessage) []responses.ResponseInputItemUnionParam {
+	out := make([]responses.ResponseInputItemUnionParam, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Content == "" {
+			continue
+		}
+		role := responses.EasyInputMessageRoleUser
+		if instructions(m) {
+			role = responses.EasyInputMessageRoleSystem
+		}
+		out = append(out, responses.ResponseInputItemUnionParam{OfMessage: &responses.EasyInputMessageParam{
+			Type:    responses.EasyInputMessageTypeMessage,
+			Role:    role,
+			Content: responses.EasyInputMessageContentUnionParam{OfString: param.NewOpt(m.Content)},
+		}})
+	}
+	return out
 }

@@ -1,10 +1,10 @@
 package bgopenai
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/bgtask/bgtask"
 )
@@ -12,37 +12,91 @@ import (
 // Toolset is a list of bgtask tools ready for the OpenAI SDK. Make one with
 // New; the zero Toolset has no tools and answers no call. It is safe for
 // concurrent use and may be reused for any number of requests. A panic in
-// a tool's Call is not recovered (bgtask's own tools do not panic).
+// a tool's Call is not recovered: it reaches the caller of the Answer
+// method (from the goroutine of a parallel call, it is raised again in the
+// caller's goroutine once the step's other calls have returned).
 type Toolset struct {
 	tools  []bgtask.Tool
 	params []map[string]any // each tool's Schema, decoded once
-	strict bool
+	cfg    config
 }
 
-// Option configures New.
+// Option configures a Toolset (given to New) or one answer (given to
+// AnswerChat or AnswerResponse, over the Toolset's own options, for that
+// call only), as the SDK's request options do for a client and a request.
 type Option func(*config)
 
 type config struct {
-	strict bool
+	strict   bool
+	parallel int
+	runID    *string
+	agentID  *string
+}
+
+// validate refuses the options' bad values, naming the option.
+func (c *config) validate() error {
+	if c.parallel < 1 {
+		return fmt.Errorf("bgopenai: WithParallel(%d): at least one call at a time: %w", c.parallel, bgtask.ErrInvalidArgument)
+	}
+	if c.runID != nil && strings.TrimSpace(*c.runID) == "" {
+		return fmt.Errorf("bgopenai: WithRunID: blank run id: %w", bgtask.ErrInvalidArgument)
+	}
+	if c.agentID != nil && strings.TrimSpace(*c.agentID) == "" {
+		return fmt.Errorf("bgopenai: WithAgentID: blank agent id: %w", bgtask.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // WithStrict sets the definitions' strict flag, with which OpenAI's models
 // follow each schema exactly. Default: on, since bgtask's tool schemas are
 // in strict mode's subset (every property required, optional ones
 // nullable, every object closed); turn it off for tools of your own whose
-// schemas are not.
+// schemas are not. It changes only the definitions (ChatTools,
+// ResponseTools): given to an Answer method, it has no effect.
 func WithStrict(strict bool) Option {
 	return func(c *config) { c.strict = strict }
 }
 
-// New returns a Toolset of tools, usually an Owner's Tools. It fails if a
-// tool's Schema is not a JSON object or two tools have one name.
+// WithParallel lets the Answer methods run up to n tool calls of one reply
+// at once (n >= 1; default 1, one after the other in the reply's order).
+// The answers keep the order of the calls whatever order the calls end in,
+// so n calls that each wait (a wait_task, a bgtask.Owner.Foreground that
+// is promoted at its deadline) take about one wait, not n. With n > 1 the
+// calls of one reply must not depend on each other's effects (a cancel and
+// a list of the same task may run in either order). n < 1 is refused
+// with an error matching bgtask.ErrInvalidArgument.
+func WithParallel(n int) Option {
+	return func(c *config) { c.parallel = n }
+}
+
+// WithRunID sets the run id of the lineage the Answer methods give each
+// call: a task the call spawns records it as Parent.RunID, and
+// cancel_task's "self" and child names find the run's tasks. Default: the
+// RunID of the bgtask.ToolCall on the Answer method's ctx (see
+// bgtask.WithToolCall), if any. A blank id is refused with an error
+// matching bgtask.ErrInvalidArgument.
+func WithRunID(id string) Option {
+	return func(c *config) { c.runID = &id }
+}
+
+// WithAgentID sets the agent id of the lineage the Answer methods give each
+// call (a spawned task's Parent.AgentID). Default: the AgentID of the
+// bgtask.ToolCall on the Answer method's ctx, if any. A blank id is
+// refused with an error matching bgtask.ErrInvalidArgument.
+func WithAgentID(id string) Option {
+	return func(c *config) { c.agentID = &id }
+}
+
+// New returns a Toolset of tools, usually an Owner's Tools, perhaps with
+// tools of the host's own. It fails if a tool's Schema is not a JSON
+// object, two tools have one name, or an option's value is bad.
 func New(tools []bgtask.Tool, opts ...Option) (*Toolset, error) {
-	cfg := config{strict: true}
-	for _, opt := range opts {
-		opt(&cfg)
+	cfg := config{strict: true, parallel: 1}
+	apply(&cfg, opts)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	s := &Toolset{tools: slices.Clone(tools), params: make([]map[string]any, len(tools)), strict: cfg.strict}
+	s := &Toolset{tools: slices.Clone(tools), params: make([]map[string]any, len(tools)), cfg: cfg}
 	seen := make(map[string]bool, len(tools))
 	for i, t := range tools {
 		if seen[t.Name] {
@@ -69,16 +123,21 @@ func (s *Toolset) lookup(name string) (bgtask.Tool, bool) {
 	return bgtask.Tool{}, false
 }
 
-// run calls t with the model's arguments and returns the text the model
-// gets back: the result, or the error's text when the error is the model's
-// own mistake. Any other error is returned, naming the tool and the call.
-func run(ctx context.Context, t bgtask.Tool, callID, args string) (string, error) {
-	res, err := t.Call(ctx, json.RawMessage(args))
-	switch {
-	case err == nil:
-		return string(res), nil
-	case bgtask.IsModelMistake(err):
-		return err.Error(), nil
+// callConfig returns the options of one answer: the Toolset's, then opts.
+func (s *Toolset) callConfig(opts []Option) (config, error) {
+	cfg := config{strict: true, parallel: 1}
+	if s != nil && s.cfg.parallel != 0 { // not the zero Toolset
+		cfg = s.cfg
 	}
-	return "", fmt.Errorf("bgopenai: %s (call %s): %w", t.Name, callID, err)
+	apply(&cfg, opts)
+	return cfg, cfg.validate()
+}
+
+// apply applies opts to cfg, in order; a nil Option does nothing.
+func apply(cfg *config, opts []Option) {
+	for _, opt := range opts {
+		if opt != nil {
+			opt(cfg)
+		}
+	}
 }

@@ -118,6 +118,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	defer plugin.Close(context.WithoutCancel(ctx)) // the owner's only live Plugin on m
 	d := &demo{m: m, ui: ui, cfg: cfg}
 	lead := newLeadModel(cfg.agents, plugin)
 	tools := append(d.hostTools(), d.taskTools(plugin.Owner())...)

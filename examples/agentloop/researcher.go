@@ -20,6 +20,7 @@ func (d *demo) runResearcher(ctx context.Context, t *bgtask.Task, topic string, 
 	if err != nil {
 		return nil, err
 	}
+	defer plugin.Close(context.WithoutCancel(ctx))
 	search := agentloop.Tool{
 		Name:        "search",
 		Description: "Fetch the two best sources on the topic in the background.",

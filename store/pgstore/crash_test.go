@@ -66,6 +66,9 @@ type instance struct {
 	in    io.WriteCloser
 	lines chan string
 	tasks []string
+	// agents are the sub-agents it started (-agents), and children the
+	// tasks they started, in order.
+	agents, children []string
 }
 
 // startInstance runs the helper as runtime instance id with n tasks of
@@ -102,11 +105,17 @@ func startInstance(t testing.TB, dsn, id, owner string, n int, extra ...string) 
 		if line == "ready" {
 			break
 		}
-		id, ok := strings.CutPrefix(line, "task ")
-		if !ok {
+		kind, id, _ := strings.Cut(line, " ")
+		switch kind {
+		case "task":
+			p.tasks = append(p.tasks, id)
+		case "agent":
+			p.agents = append(p.agents, id)
+		case "child":
+			p.children = append(p.children, id)
+		default:
 			t.Fatalf("%s: unexpected %q", p.id, line)
 		}
-		p.tasks = append(p.tasks, id)
 	}
 	return p
 }

@@ -18,8 +18,13 @@
 //   - a reaper that declares dead every instance whose heartbeat is older
 //     than the grace period, turns its non-terminal tasks interrupted (on a
 //     new attempt, so a late write of the dead instance changes nothing),
-//     and records one EventInterrupted notice per task for its owner, which
-//     the owner's agent loop claims with TakeNotices;
+//     and records one EventInterrupted notice per task, which an agent
+//     loop claims with TakeNotices. The notice goes to the nearest live
+//     owner up the task's lineage: the task's owner, or, when that owner is
+//     a sub-agent that ended or died, the sub-agent's owner, and so on up
+//     (see Store.Reap). A notice row keeps the record's id (task_id) and
+//     the record's own owner (task_owner) beside the owner it is addressed
+//     to (owner);
 //   - a listener (LISTEN on a dedicated connection, reconnecting with
 //     backoff) and a poller that carry cancel requests made on any instance
 //     (Manager.Cancel of a task run elsewhere calls RequestCancel) to the

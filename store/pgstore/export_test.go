@@ -23,6 +23,18 @@ func MigrationSQL(v int) string { return migrations[v-1] }
 // ReapTasksSQL is the reaper's task query, for plan_test.go.
 var ReapTasksSQL = reapTasksSQL
 
+// The reaper's statements that address and readdress notices, for
+// plan_test.go.
+var (
+	InsertNoticesSQL    = insertNoticesSQL
+	ReaddressNoticesSQL = readdressNoticesSQL
+	ReaddressReapedSQL  = readdressReapedSQL
+)
+
+// ReapBatch runs one reaper transaction, without the readdressing pass
+// that Reap runs after the last one.
+func ReapBatch(ctx context.Context, s *Store) (int, error) { return s.reapOnce(ctx, s.pool) }
+
 // FakeClock replaces s's clock with one that stands still until the
 // returned function moves it on by d. Call it before Start.
 func FakeClock(s *Store) (advance func(d time.Duration)) {

@@ -158,6 +158,22 @@ var migrations = []string{
 		REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION bgtask_count_terminal();
 	CREATE TRIGGER bgtask_tasks_count_delete AFTER DELETE ON bgtask_tasks
 		REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION bgtask_count_terminal();`,
+	// 8: a reaper's notice goes to the nearest live owner up the record's
+	// lineage (see route.go), so it names its record apart: task_id is the
+	// record's id, task_owner the record's own owner (under which its mark
+	// is committed); owner stays the address. to_task marks a notice
+	// addressed to a task (a live sub-agent), which every reaper pass walks
+	// again; bgtask_notices_to_task finds those. Undelivered notices of an
+	// older version get their record's id and owner, and to_task when their
+	// owner is a task, so the first reaper pass moves those addressed to a
+	// dead sub-agent up to a live owner. Delivered ones keep ''.
+	`ALTER TABLE bgtask_notices ADD COLUMN task_id text NOT NULL DEFAULT '';
+	ALTER TABLE bgtask_notices ADD COLUMN task_owner text NOT NULL DEFAULT '';
+	ALTER TABLE bgtask_notices ADD COLUMN to_task boolean NOT NULL DEFAULT false;
+	UPDATE bgtask_notices n SET task_id = coalesce(n.event->>'task_id', ''), task_owner = n.owner,
+		to_task = EXISTS (SELECT 1 FROM bgtask_tasks t WHERE t.id = n.owner)
+		WHERE n.delivered_at IS NULL;
+	CREATE INDEX bgtask_notices_to_task ON bgtask_notices (id) WHERE delivered_at IS NULL AND to_task;`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.

@@ -11,9 +11,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TakeNotices implements bgtask.SharedStore: it claims the owner's
-// undelivered notices, oldest first, and marks them delivered in the same
-// statement. Concurrent callers never get the same notice (rows another
+// TakeNotices implements bgtask.SharedStore: it claims the undelivered
+// notices addressed to owner, oldest first, and marks them delivered in the
+// same statement. Besides the owner's own tasks, they may be about tasks of
+// its sub-agents that ended or died (see Reap): Event.TaskID names the
+// record, whose own owner is then the sub-agent's id (the notice row keeps
+// it as task_owner). Concurrent callers never get the same notice (rows another
 // caller holds are skipped). A notice that cannot be decoded makes the
 // call fail with an error naming it, and no notice is marked delivered.
 // On a started Store it is fenced like Commit: a lost instance claims

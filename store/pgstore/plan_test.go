@@ -44,13 +44,16 @@ func TestPlansUseIndexes(t *testing.T) {
 		{"retain count", pgstore.RetainCountSQL, []any{[]string{"owner_3", "owner_4"}, 100}},
 		{"retain age", pgstore.RetainAgeSQL, []any{int64(3600e6), 100}},
 		{"reap tasks", pgstore.ReapTasksSQL, []any{500}},
+		{"insert notices", pgstore.InsertNoticesSQL, []any{[]string{"task_live_9", "task_live_10"}, []string{"task_live_8", "owner_3"}, []string{`{"kind":"interrupted"}`, `{"kind":"interrupted"}`}}},
+		{"readdress notices", pgstore.ReaddressNoticesSQL, []any{int64(0)}},
+		{"readdress reaped", pgstore.ReaddressReapedSQL, []any{[]string{"task_live_1", "task_live_2"}}},
 		{"list tagged", pgstore.ListTaggedSQL, []any{"owner_3", []string{}, "t"}},
 		{"insert one fenced", pgstore.InsertOneFencedSQL, append(pgstore.OneArgs(&spawned), "inst_0")},
 		{"update one checked fenced", pgstore.UpdateOneCheckedFencedSQL, append(pgstore.UpdateOneArgs(&spawned, 1), "inst_0", int64(1))},
 	}
 	for _, stats := range []string{"none", "analyzed"} {
 		if stats == "analyzed" {
-			if _, err := conn.Exec(ctx, `ANALYZE bgtask_tasks; ANALYZE bgtask_instances`); err != nil {
+			if _, err := conn.Exec(ctx, `ANALYZE bgtask_tasks; ANALYZE bgtask_instances; ANALYZE bgtask_notices`); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -97,7 +100,8 @@ func seqScans(plan map[string]any) []string {
 }
 
 // fillPlanTables fills the tables for a plan test: 40 owners with 500
-// terminal rows each, 4000 running rows, and two instances.
+// terminal rows each, 4000 running rows, two instances, and 20000
+// notices, 200 of them undelivered, 20 of those addressed to a task.
 func fillPlanTables(t *testing.T, conn *pgx.Conn) {
 	t.Helper()
 	if _, err := conn.Exec(t.Context(), `INSERT INTO bgtask_tasks (id, owner, status, instance, created_at, terminal_at)
@@ -106,7 +110,11 @@ func fillPlanTables(t *testing.T, conn *pgx.Conn) {
 		INSERT INTO bgtask_tasks (id, owner, status, instance, created_at)
 		SELECT 'task_live_' || i, 'owner_' || (i % 40), 'running', 'inst_' || (i % 4), now()
 		FROM generate_series(1, 4000) i;
-		INSERT INTO bgtask_instances VALUES ('inst_0', now(), now(), 'alive'), ('inst_1', now(), now(), 'dead')`); err != nil {
+		INSERT INTO bgtask_instances VALUES ('inst_0', now(), now(), 'alive'), ('inst_1', now(), now(), 'dead');
+		INSERT INTO bgtask_notices (owner, event, task_id, task_owner, to_task, delivered_at)
+		SELECT CASE WHEN i % 1000 = 0 THEN 'task_live_' || i / 1000 ELSE 'owner_' || (i % 40) END, '{}', 'task_' || i, 'owner_' || (i % 40),
+			i % 1000 = 0, CASE WHEN i % 100 = 0 THEN NULL ELSE now() END
+		FROM generate_series(1, 20000) i`); err != nil {
 		t.Fatal(err)
 	}
 }

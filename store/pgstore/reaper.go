@@ -62,13 +62,26 @@ func (s *Store) reaperLoop(ctx context.Context) {
 // Reap runs one reaper pass now and returns how many tasks it interrupted.
 // Instances whose heartbeat is older than the grace period (by the
 // database clock) are declared dead; then every non-terminal task of a
-// dead or stopped instance becomes interrupted on a new attempt, and its
-// owner gets one EventInterrupted notice, in the same transaction. Rows
-// another reaper holds are skipped (FOR UPDATE SKIP LOCKED), so two reapers
-// never report one task twice. A started Store calls it every heartbeat
-// interval (on a connection of its own); calling it directly is safe. A
-// started Store whose instance is lost reaps nothing and returns
-// ErrInstanceLost.
+// dead or stopped instance becomes interrupted on a new attempt, and one
+// EventInterrupted notice is recorded for it, in the same transaction.
+// Rows another reaper holds are skipped (FOR UPDATE SKIP LOCKED), so two
+// reapers never report one task twice.
+//
+// The notice goes to the nearest live owner up the task's lineage, not
+// always to the task's own owner: the tasks of a sub-agent are owned by
+// the sub-agent's id, and a sub-agent that ended, or that is reaped too,
+// will never take them, so they go to its owner, and so on up. The walk
+// stops at an owner that is not a task (a thread, a top-level agent), or
+// at a sub-agent still running on a live instance; it follows at most 64
+// owners per pass. A notice left addressed to a sub-agent is walked again
+// by every later pass, and moves up once that sub-agent has ended or
+// died without taking it; when the pass interrupts that sub-agent, the
+// notice moves in the same transaction. Each notice is recorded once and
+// moved, never copied, so it is claimed (TakeNotices) once, by one owner.
+//
+// A started Store calls Reap every heartbeat interval (on a connection of
+// its own); calling it directly is safe. A started Store whose instance is
+// lost reaps nothing and returns ErrInstanceLost.
 func (s *Store) Reap(ctx context.Context) (int, error) {
 	return s.reap(ctx, s.pool)
 }
@@ -84,8 +97,27 @@ func (s *Store) reap(ctx context.Context, db *pgxpool.Pool) (int, error) {
 	for {
 		n, err := s.reapOnce(ctx, db)
 		total += n
-		if err != nil || n < reapBatch {
+		if err != nil {
 			return total, err
+		}
+		if n < reapBatch {
+			break
+		}
+	}
+	return total, s.readdressNotices(ctx, db)
+}
+
+// readdressNotices walks again every undelivered notice addressed to a
+// task (see route.go), in batches: a sub-agent that was live when its
+// child's notice was addressed to it may have ended, or died, since.
+func (s *Store) readdressNotices(ctx context.Context, db *pgxpool.Pool) error {
+	for after := int64(0); ; {
+		var n int
+		if err := db.QueryRow(ctx, readdressNoticesSQL, after).Scan(&n, &after); err != nil {
+			return fmt.Errorf("pgstore: reap: readdress notices: %w", err)
+		}
+		if n < readdressBatch {
+			return nil
 		}
 	}
 }
@@ -141,6 +173,7 @@ func (s *Store) reapOnce(ctx context.Context, db *pgxpool.Pool) (int, error) {
 	now = now.UTC().Truncate(time.Microsecond)
 	var (
 		w       writes
+		ids     []string
 		owners  []string
 		notices []string
 	)
@@ -157,14 +190,16 @@ func (s *Store) reapOnce(ctx context.Context, db *pgxpool.Pool) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("pgstore: reap: %w", err)
 		}
-		owners, notices = append(owners, got.Owner), append(notices, string(ev))
+		ids, owners, notices = append(ids, got.ID), append(owners, got.Owner), append(notices, string(ev))
 	}
 	if err := execWrites(ctx, tx, &w); err != nil {
 		return 0, fmt.Errorf("pgstore: reap: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO bgtask_notices (owner, event)
-		SELECT owner, event::jsonb FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS n(owner, event, ord) ORDER BY ord`,
-		owners, notices); err != nil {
+	// After the writes: the walk sees this batch's records interrupted.
+	if _, err := tx.Exec(ctx, insertNoticesSQL, ids, owners, notices); err != nil {
+		return 0, fmt.Errorf("pgstore: reap: notices: %w", err)
+	}
+	if _, err := tx.Exec(ctx, readdressReapedSQL, ids); err != nil {
 		return 0, fmt.Errorf("pgstore: reap: notices: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -195,9 +230,10 @@ func (s *Store) cleanUp(ctx context.Context) error {
 
 // Recover implements bgtask.Recoverer with one reaper pass (see Reap): the
 // non-terminal tasks of instances whose heartbeat stopped, or that closed
-// with tasks running, become interrupted, in batches. Their owners hear of
-// them through a notice, or, if no run takes it, at their next run start
-// (the records are not announced: bgtask's Restore announces them once).
+// with tasks running, become interrupted, in batches. Their nearest live
+// owners hear of them through a notice, or, if no run takes it, at their
+// next run start (the records are not announced: bgtask's Restore
+// announces them once).
 func (s *Store) Recover(ctx context.Context) (int, error) { return s.Reap(ctx) }
 
 var _ bgtask.Recoverer = (*Store)(nil)

@@ -1,7 +1,10 @@
 // Command instancehelper runs one bgtask runtime instance on a pgstore
 // Store, for the crash tests: a Manager with -tasks tasks of -owner that
-// run until cancelled. It prints "task <id>" for each and then "ready", and
-// then obeys lines on stdin:
+// run until cancelled, then -agents sub-agents of -owner that each start
+// -children tasks as an agent, all running until cancelled. It prints
+// "task <id>" for each task, "agent <id>" for each sub-agent followed by
+// "child <id>" for each of its tasks, then "ready", and then obeys lines
+// on stdin:
 //
 //	cancel <id>   Manager.Cancel; prints "cancelled <n> <error or ok>"
 //	list <owner>  prints "meta <json>" for each of the owner's records, then "end"
@@ -59,6 +62,8 @@ func run() error {
 		instance  = flag.String("instance", "", "runtime instance id")
 		owner     = flag.String("owner", "alice", "owner of the spawned tasks")
 		tasks     = flag.Int("tasks", 0, "tasks to spawn")
+		agents    = flag.Int("agents", 0, "sub-agents to spawn, after the tasks")
+		children  = flag.Int("children", 0, "tasks each sub-agent spawns as an agent")
 		heartbeat = flag.Duration("heartbeat", 100*time.Millisecond, "heartbeat interval")
 		grace     = flag.Duration("grace", time.Hour, "grace period (long: the tests date heartbeats back rather than wait)")
 		poll      = flag.Duration("poll", 100*time.Millisecond, "cancel poll interval")
@@ -90,6 +95,28 @@ func run() error {
 			return err
 		}
 		fmt.Println("task", id)
+	}
+	for range *agents {
+		kids := make(chan []string, 1)
+		id, err := m.Owner(*owner).SpawnAgent(ctx, func(ctx context.Context, t *bgtask.Task) (any, error) {
+			ids, err := spawnAll(ctx, t, *children, block)
+			kids <- ids
+			if err != nil {
+				return nil, err
+			}
+			return block(ctx, t)
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Println("agent", id)
+		ids := <-kids
+		if len(ids) != *children {
+			return fmt.Errorf("sub-agent %s started %d of its %d tasks", id, len(ids), *children)
+		}
+		for _, id := range ids {
+			fmt.Println("child", id)
+		}
 	}
 	fmt.Println("ready")
 	plugins := map[string]*bgtask.Plugin{}
@@ -153,6 +180,24 @@ func run() error {
 		}
 	}
 	return quit(m, s)
+}
+
+// spawnAll starts n tasks running fn as sub-agent t's own, and returns
+// their ids, up to the first error.
+func spawnAll(ctx context.Context, t *bgtask.Task, n int, fn bgtask.Func) ([]string, error) {
+	ag, err := t.Agent()
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for range n {
+		id, err := ag.Spawn(ctx, fn)
+		if err != nil {
+			return ids, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
 }
 
 func quit(m *bgtask.Manager, s *pgstore.Store) error {
@@ -297,5 +342,5 @@ func drain(ctx context.Context, m *bgtask.Manager, plugins map[string]*bgtask.Pl
 		}
 	}
 	fmt.Println("end")
-	return p.RunEnd(ctx, bgtask.RunOutcome{})
+	return p.RunEnd(ctx, bgtask.RunOutcome{RunID: "drain"})
 }

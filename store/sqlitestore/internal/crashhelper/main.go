@@ -36,6 +36,8 @@ func run() error {
 		done     = flag.Int("done", 4, "tasks that complete at once")
 		block    = flag.Int("block", 8, "tasks that never return")
 		limit    = flag.Int("limit", 6, "tasks running at once; the rest are queued")
+		quiet    = flag.String("quiet", "", "if set, an owner with one task that completes and is marked announced first")
+		hushed   = flag.String("hushed", "", "if set, an owner with one silent task that completes first")
 	)
 	flag.Parse()
 	ctx := context.Background()
@@ -46,6 +48,9 @@ func run() error {
 	m, err := bgtask.New(bgtask.WithStore(st), bgtask.WithInstance(*instance),
 		bgtask.WithMaxConcurrent(*limit), bgtask.WithQueueWhenFull())
 	if err != nil {
+		return err
+	}
+	if err := quietOwners(ctx, m, *quiet, *hushed); err != nil {
 		return err
 	}
 	agent := m.Owner(*owner)
@@ -83,4 +88,33 @@ func run() error {
 	}
 	_, err = fmt.Printf("ready %s\n", line)
 	return err
+}
+
+// quietOwners gives owner quiet a task whose end its loop took (marked
+// announced) and owner hushed a silent task that ended: neither has
+// anything to hear after the crash.
+func quietOwners(ctx context.Context, m *bgtask.Manager, quiet, hushed string) error {
+	done := func(context.Context, *bgtask.Task) (any, error) { return "done", nil }
+	for _, o := range []struct {
+		owner string
+		opts  []bgtask.SpawnOption
+	}{{quiet, nil}, {hushed, []bgtask.SpawnOption{bgtask.WithWake(bgtask.WakeSilent)}}} {
+		if o.owner == "" {
+			continue
+		}
+		own := m.Owner(o.owner)
+		id, err := own.Spawn(ctx, done, o.opts...)
+		if err != nil {
+			return err
+		}
+		if meta, err := own.Wait(ctx, id); err != nil || meta.Status != bgtask.StatusCompleted {
+			return fmt.Errorf("task %s: %s, %v", id, meta.Status, err)
+		}
+		if o.owner == quiet {
+			if err := own.MarkAnnounced(ctx, id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/bgtask/bgtask"
+	"github.com/openai/openai-go/v3"
+)
+
+// Limits of the research tool's arguments.
+const (
+	maxTopic      = 200 // bytes
+	maxSteps      = 20
+	defaultSteps  = 3
+	researchTagID = "research"
+)
+
+const researchSchema = `{"type":"object","additionalProperties":false,"required":["topic","steps"],"properties":{` +
+	`"topic":{"type":"string","description":"What to research, at most 200 bytes."},` +
+	`"steps":{"type":["integer","null"],"description":"How many steps the research takes, 1 to 20; null for 3."}}}`
+
+// researchTool is the host's own tool: it starts a research as a
+// background task of owner and answers at once with the task's id. The task
+// asks the model one step at a time, reports each step as progress, and
+// ends with the findings, which reach the thread as an event at its next
+// turn. It runs with the call's ctx, so the task belongs to the turn's run:
+// the user's stop cancels it, a client that hangs up does not.
+func researchTool(owner bgtask.Owner, client openai.Client, model string) bgtask.Tool {
+	return bgtask.Tool{
+		Name: "research",
+		Description: "Starts a research on a topic in the background and answers at once with its task id. " +
+			"Its findings are announced when it ends; list_tasks and get_task show its progress.",
+		Schema: json.RawMessage(researchSchema),
+		Call: func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+			topic, steps, err := researchArgs(args)
+			if err != nil {
+				return nil, err
+			}
+			name := "research-" + slug(topic)
+			id, err := owner.Spawn(ctx, func(ctx context.Context, t *bgtask.Task) (any, error) {
+				return research(ctx, t, client, model, topic, steps)
+			}, bgtask.WithName(name), bgtask.WithDescription("research "+topic), bgtask.WithTags(researchTagID))
+			switch {
+			case errors.Is(err, bgtask.ErrDuplicateName):
+				return refused(fmt.Sprintf("a research named %s is still running: wait for it or cancel it", name))
+			case errors.Is(err, bgtask.ErrLimit):
+				return refused("too many tasks are running: wait for one to end")
+			case err != nil:
+				return nil, err
+			}
+			return json.Marshal(map[string]any{"status": "started", "task_id": id, "name": name,
+				"message": "The research runs in the background; its findings are announced when it ends."})
+		},
+	}
+}
+
+// refused is a tool answer for a spawn the model can do something about.
+func refused(text string) (json.RawMessage, error) {
+	return json.Marshal(map[string]string{"status": "refused", "error": text})
+}
+
+// researchArgs decodes and checks the tool's arguments; its errors match
+// bgtask.ErrToolArguments, so the adapter hands them to the model.
+func researchArgs(args json.RawMessage) (topic string, steps int, err error) {
+	var in struct {
+		Topic *string `json:"topic"`
+		Steps *int    `json:"steps"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return "", 0, fmt.Errorf("%w: %v", bgtask.ErrToolArguments, err)
+	}
+	steps = defaultSteps
+	if in.Steps != nil {
+		steps = *in.Steps
+	}
+	switch {
+	case in.Topic == nil || strings.TrimSpace(*in.Topic) == "":
+		return "", 0, fmt.Errorf("%w: topic is missing or blank", bgtask.ErrToolArguments)
+	case len(*in.Topic) > maxTopic || !utf8.ValidString(*in.Topic):
+		return "", 0, fmt.Errorf("%w: topic: want valid UTF-8 of at most %d bytes", bgtask.ErrToolArguments, maxTopic)
+	case steps < 1 || steps > maxSteps:
+		return "", 0, fmt.Errorf("%w: steps %d: want 1 to %d", bgtask.ErrToolArguments, steps, maxSteps)
+	}
+	return strings.TrimSpace(*in.Topic), steps, nil
+}
+
+// slug is topic as a task name: lower case letters and digits, runs of
+// anything else as one '-', at most 48 bytes.
+func slug(topic string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(topic) {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			sep := dash && b.Len() > 0
+			if n := utf8.RuneLen(r); sep && b.Len()+1+n > 48 || b.Len()+n > 48 {
+				break
+			}
+			if sep {
+				b.WriteByte('-')
+			}
+			dash = false
+			b.WriteRune(r)
+		} else {
+			dash = true
+		}
+	}
+	if b.Len() == 0 {
+		return "topic"
+	}
+	return b.String()
+}
+
+// research is the task: one model call per step, each reported as
+// progress; the findings are its result.
+func research(ctx context.Context, t *bgtask.Task, client openai.Client, model, topic string, steps int) (any, error) {
+	findings := make([]string, 0, steps)
+	for i := 1; i <= steps; i++ {
+		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: model, Messages: []openai.ChatCompletionMessageParamUnion{
+			openai.SystemMessage("You are a research sub-agent. Answer with one finding."),
+			openai.UserMessage(fmt.Sprintf("Research step %d of %d: %s", i, steps, topic)),
+		}})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx) // cancelled: the task ends cancelled
+			}
+			return nil, fmt.Errorf("step %d of %d: %w", i, steps, err)
+		}
+		if len(resp.Choices) == 0 {
+			return nil, fmt.Errorf("step %d of %d: the model answered no choice", i, steps)
+		}
+		findings = append(findings, resp.Choices[0].Message.Content)
+		if err := t.ReportProgress(int64(i), int64(steps), fmt.Sprintf("step %d of %d", i, steps)); err != nil {
+			return nil, err
+		}
+	}
+	return map[string]any{"topic": topic, "findings": findings}, nil
+}

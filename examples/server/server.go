@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/bgtask/bgtask"
+	bgopenai "github.com/bgtask/bgtask/adapters/openai"
+	"github.com/openai/openai-go/v3"
+)
+
+// server holds the live threads. Each thread is one bgtask owner, with its
+// one Plugin, its tools and its conversation, made at its first message and
+// kept while the process runs (up to cfg.maxThreads).
+type server struct {
+	m      *bgtask.Manager
+	client openai.Client
+	model  string
+	cfg    config
+	log    *slog.Logger
+
+	mu      sync.Mutex // guards threads
+	threads map[string]*thread
+}
+
+func newServer(m *bgtask.Manager, client openai.Client, model string, cfg config, log *slog.Logger) *server {
+	return &server{m: m, client: client, model: model, cfg: cfg, log: log, threads: make(map[string]*thread)}
+}
+
+// thread is one conversation. Its turns run one at a time (turn is its
+// lock, a channel so that a request waiting for it can give up when its
+// client does).
+type thread struct {
+	id     string
+	plugin *bgtask.Plugin
+	tools  *bgopenai.Toolset
+	turn   chan struct{} // holds a token while a turn runs
+
+	mu      sync.Mutex // guards the fields below
+	history []entry    // the conversation, oldest first; written by the turn holder
+	stop    context.CancelCauseFunc
+	news    int // events that arrived since the last turn began (WithOnWake)
+}
+
+// entry is one message of a thread's conversation; role tells where a
+// turn begins ("user" with plain text) when the history is cut.
+type entry struct {
+	role  string
+	plain bool // a message the user wrote
+	msg   openai.ChatCompletionMessageParamUnion
+}
+
+var threadID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+func (s *server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /threads/{id}/messages", s.postMessage)
+	mux.HandleFunc("GET /threads/{id}/tasks", s.getTasks)
+	mux.HandleFunc("POST /threads/{id}/stop", s.postStop)
+	return mux
+}
+
+// errTooManyThreads refuses a new thread beyond cfg.maxThreads.
+var errTooManyThreads = errors.New("too many live threads")
+
+// thread returns the live thread id, making it (and its Plugin) if create
+// is set; nil if it is not live and create is not set.
+func (s *server) thread(id string, create bool) (*thread, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if th := s.threads[id]; th != nil || !create {
+		return th, nil
+	}
+	if len(s.threads) >= s.cfg.maxThreads {
+		return nil, errTooManyThreads
+	}
+	th := &thread{id: id, turn: make(chan struct{}, 1)}
+	p, err := newPlugin(s.m, id, th.woken(s.log))
+	if err != nil {
+		return nil, err
+	}
+	ts, err := bgopenai.New(append(p.Owner().Tools(),
+		researchTool(p.Owner(), s.client, s.model), lookupTool(p.Owner(), s.client, s.model, s.cfg.foreground)))
+	if err != nil {
+		return nil, err
+	}
+	th.plugin, th.tools = p, ts
+	s.threads[id] = th
+	return th, nil
+}
+
+// woken is the thread's WithOnWake callback: an event arrived while no
+// turn of the thread was open. The server does not run a turn by itself
+// (the user is not there to read it); it counts the news, which GET
+// /threads/{id}/tasks shows, logs it, and the next turn delivers the
+// events.
+func (th *thread) woken(log *slog.Logger) func(bgtask.Event) {
+	return func(ev bgtask.Event) {
+		th.mu.Lock()
+		th.news++
+		th.mu.Unlock()
+		log.Info("wake", "thread", th.id, "task_id", ev.TaskID, "name", ev.Name, "kind", ev.Kind)
+	}
+}
+
+// httpError writes {"error": text} with code.
+func httpError(w http.ResponseWriter, code int, text string) {
+	writeJSON(w, code, map[string]string{"error": text})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// pathThread returns the request's thread id, or writes a 400 and "".
+func pathThread(w http.ResponseWriter, r *http.Request) string {
+	id := r.PathValue("id")
+	if !threadID.MatchString(id) {
+		httpError(w, http.StatusBadRequest, "thread id: want 1 to 64 letters, digits, '.', '_' or '-'")
+		return ""
+	}
+	return id
+}
+
+// postMessage runs one turn of the thread for the user's message.
+func (s *server) postMessage(w http.ResponseWriter, r *http.Request) {
+	id := pathThread(w, r)
+	if id == "" {
+		return
+	}
+	text, err := s.readText(w, r)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	th, err := s.thread(id, true)
+	switch {
+	case errors.Is(err, errTooManyThreads):
+		httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("%v: at most %d", err, s.cfg.maxThreads))
+		return
+	case err != nil:
+		s.log.Error("thread", "thread", id, "err", err)
+		httpError(w, http.StatusInternalServerError, "cannot open the thread")
+		return
+	}
+	select { // one turn at a time; a client that leaves while waiting gives up its place
+	case th.turn <- struct{}{}:
+	case <-r.Context().Done():
+		return
+	}
+	res, code, err := s.runTurn(r.Context(), th, text)
+	<-th.turn
+	if err != nil {
+		httpError(w, code, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// readText reads {"text": "..."}: one JSON object, no other field, a text
+// that is valid UTF-8, not blank and at most cfg.maxText bytes.
+func (s *server) readText(w http.ResponseWriter, r *http.Request) (string, error) {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.maxBody))
+	dec.DisallowUnknownFields()
+	var in struct {
+		Text *string `json:"text"`
+	}
+	if err := dec.Decode(&in); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return "", fmt.Errorf("body over %d bytes", s.cfg.maxBody)
+		}
+		return "", fmt.Errorf(`body: want {"text": "..."}: %v`, err)
+	}
+	if dec.More() {
+		return "", errors.New(`body: want one JSON object {"text": "..."}`)
+	}
+	switch {
+	case in.Text == nil:
+		return "", errors.New(`body: "text" is missing`)
+	case strings.TrimSpace(*in.Text) == "":
+		return "", errors.New(`"text" is blank`)
+	case len(*in.Text) > s.cfg.maxText:
+		return "", fmt.Errorf(`"text" is %d bytes, over %d`, len(*in.Text), s.cfg.maxText)
+	case !utf8.ValidString(*in.Text):
+		return "", errors.New(`"text" is not valid UTF-8`)
+	}
+	return *in.Text, nil
+}
+
+// taskView is a task as GET /threads/{id}/tasks shows it.
+type taskView struct {
+	ID           string               `json:"task_id"`
+	Name         string               `json:"name,omitempty"`
+	Description  string               `json:"description,omitempty"`
+	Status       bgtask.TaskStatus    `json:"status"`
+	Result       json.RawMessage      `json:"result,omitempty"`
+	Error        string               `json:"error,omitempty"`
+	ErrorKind    bgtask.ErrorKind     `json:"error_kind,omitempty"`
+	CancelReason string               `json:"cancel_reason,omitempty"`
+	Progress     *bgtask.TaskProgress `json:"progress,omitempty"`
+	RunID        string               `json:"run_id,omitempty"`
+	Announced    bool                 `json:"announced"`
+}
+
+// maxListed is how many tasks GET /threads/{id}/tasks shows at most.
+const maxListed = 500
+
+// getTasks lists the thread's tasks, oldest first; only that owner's.
+func (s *server) getTasks(w http.ResponseWriter, r *http.Request) {
+	id := pathThread(w, r)
+	if id == "" {
+		return
+	}
+	seq, err := s.m.Owner(id).List(r.Context())
+	if err != nil {
+		s.log.Error("list", "thread", id, "err", err)
+		httpError(w, http.StatusInternalServerError, "cannot list the tasks")
+		return
+	}
+	out := struct {
+		Thread    string     `json:"thread"`
+		Live      bool       `json:"live"`         // the thread has a Plugin in this process
+		News      int        `json:"news"`         // events that arrived since its last turn began
+		Running   bool       `json:"turn_running"` // a turn is running
+		Tasks     []taskView `json:"tasks"`
+		Truncated bool       `json:"truncated,omitempty"`
+	}{Thread: id, Tasks: []taskView{}}
+	for meta := range seq {
+		if len(out.Tasks) == maxListed {
+			out.Truncated = true
+			break
+		}
+		out.Tasks = append(out.Tasks, taskView{ID: meta.ID, Name: meta.Name, Description: meta.Description, Status: meta.Status,
+			Result: meta.Result, Error: meta.Error, ErrorKind: meta.ErrorKind, CancelReason: meta.CancelReason,
+			Progress: meta.Progress, RunID: meta.Parent.RunID, Announced: meta.Announced})
+	}
+	if th, _ := s.thread(id, false); th != nil {
+		th.mu.Lock()
+		out.Live, out.News, out.Running = true, th.news, th.stop != nil
+		th.mu.Unlock()
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// postStop stops the thread's running turn: its model call ends and its
+// run ends cancelled, with the tasks it started. With no turn running it
+// does nothing and says so.
+func (s *server) postStop(w http.ResponseWriter, r *http.Request) {
+	id := pathThread(w, r)
+	if id == "" {
+		return
+	}
+	stopped := false
+	if th, _ := s.thread(id, false); th != nil {
+		th.mu.Lock()
+		if th.stop != nil {
+			th.stop(errUserStop)
+			stopped = true
+		}
+		th.mu.Unlock()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"thread": id, "stopped": stopped})
+}

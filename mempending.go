@@ -1,0 +1,38 @@
+package bgtask
+
+import (
+	"context"
+	"iter"
+)
+
+// UndeliveredOwners implements UndeliveredLister: it yields each owner
+// that holds a terminal record that is neither announced nor silent, from
+// the index of terminal records, in no particular order. The owners are
+// collected under the index's lock, then yielded without it.
+func (s *MemoryStore) UndeliveredOwners(ctx context.Context) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		if err := ctx.Err(); err != nil {
+			yield("", err)
+			return
+		}
+		silent := memWakeCode(WakeSilent)
+		var owners []string
+		s.term.mu.Lock()
+		for owner, l := range s.term.owners {
+			for e := l.head; e != nil; e = e.owner.next {
+				if !e.rec.announced && e.rec.wake != silent {
+					owners = append(owners, owner)
+					break
+				}
+			}
+		}
+		s.term.mu.Unlock()
+		for _, o := range owners {
+			if !yield(o, nil) {
+				return
+			}
+		}
+	}
+}
+
+var _ UndeliveredLister = (*MemoryStore)(nil)

@@ -1,0 +1,211 @@
+package bgtask
+
+import (
+	"context"
+	"slices"
+)
+
+// What the Manager keeps for an owner while no run of it is open: the one
+// holder of the owner's events between runs (a Plugin), and the events an
+// owner's closed holder left behind, for the next one.
+
+// DefaultKeepLimit is how many events are kept for an owner while no run
+// of it is open (see WithKeepLimit).
+const DefaultKeepLimit = 1024
+
+// ownerSink holds an owner's events while no run of it is open: the
+// owner's live Plugin.
+type ownerSink interface{ keepLate(Event) }
+
+// eventKeep holds an owner's events while no run is open.
+type eventKeep struct{ evs []Event }
+
+// add keeps ev under limit events. Quiet progress replaces the kept event
+// of its task and type. At the limit one event goes (see WithKeepLimit),
+// and add returns it.
+func (k *eventKeep) add(ev Event, limit int) (dropped Event, full bool) {
+	if ev.Kind == EventCustom && ev.Quiet {
+		i := slices.IndexFunc(k.evs, func(old Event) bool {
+			return old.Kind == EventCustom && old.Quiet && old.TaskID == ev.TaskID && old.EventType == ev.EventType
+		})
+		if i >= 0 {
+			k.evs[i].Payload = ev.Payload
+			return Event{}, false
+		}
+	}
+	if len(k.evs) >= limit {
+		i := slices.IndexFunc(k.evs, func(old Event) bool { return !old.Kind.IsTerminal() })
+		switch {
+		case i < 0 && !ev.Kind.IsTerminal():
+			return ev, true // the kept ones all end a task: they matter more
+		case i < 0:
+			i = 0
+		}
+		dropped = k.evs[i]
+		k.evs = slices.Delete(k.evs, i, i+1)
+		full = true
+	}
+	k.evs = append(k.evs, ev)
+	return dropped, full
+}
+
+// dropKept reports an event of owner dropped at the keep limit. A durable
+// terminal event is forgotten as delivered, so the next Restore announces
+// its record again.
+func (m *Manager) dropKept(owner string, ev Event) {
+	if !ev.Kind.IsTerminal() {
+		m.log.Warn("bgtask: plugin: keep limit reached: event dropped", "owner", owner, "task_id", ev.TaskID, "kind", ev.Kind)
+		return
+	}
+	if m.durable() {
+		m.sent.done(owner, []string{ev.TaskID})
+		m.log.Error("bgtask: plugin: keep limit reached: terminal event dropped; the next run announces it again", "owner", owner, "task_id", ev.TaskID)
+		return
+	}
+	m.log.Error("bgtask: plugin: keep limit reached: terminal event dropped", "owner", owner, "task_id", ev.TaskID, "kind", ev.Kind)
+}
+
+// claimOwner makes s the one holder of owner's events between runs, and
+// hands adopt, in order and before any later event reaches s, the events
+// the Manager kept since the owner's previous holder let go. It reports
+// false, changing nothing, while another holder has the owner.
+func (m *Manager) claimOwner(owner string, s ownerSink, adopt func(Event)) bool {
+	m.plugMu.Lock()
+	defer m.plugMu.Unlock()
+	if m.sinks[owner] != nil {
+		return false
+	}
+	if m.sinks == nil {
+		m.sinks = make(map[string]ownerSink)
+	}
+	m.sinks[owner] = s
+	if k := m.kept[owner]; k != nil {
+		for _, ev := range k.evs {
+			adopt(ev)
+		}
+		delete(m.kept, owner)
+		if len(m.kept) == 0 {
+			m.kept = nil // a map keeps its memory: let it go with its last owner
+		}
+	}
+	return true
+}
+
+// releaseOwner lets go of owner for s, its holder, and runs done while no
+// other holder can claim the owner, so done can stop s taking events.
+func (m *Manager) releaseOwner(owner string, s ownerSink, done func()) {
+	m.plugMu.Lock()
+	defer m.plugMu.Unlock()
+	if m.sinks[owner] == s {
+		delete(m.sinks, owner)
+		if len(m.sinks) == 0 {
+			m.sinks = nil // a map keeps its memory: let it go with its last owner
+		}
+	}
+	done()
+}
+
+// orphanEvent takes an event of owner that reached a closed Plugin of it
+// (or the closed inbox Close left bound): the owner's live Plugin, if it
+// has one now, keeps it for its next run. Otherwise a terminal event of a
+// durable Store is forgotten as delivered, so that the owner's next
+// RunStart announces its record, still unannounced, once; any other event
+// is kept for the owner's next Plugin, under limit events.
+func (m *Manager) orphanEvent(owner string, ev Event, limit int) {
+	m.plugMu.Lock()
+	if s := m.sinks[owner]; s != nil {
+		m.plugMu.Unlock()
+		s.keepLate(ev) // hands it back here if s is letting go meanwhile
+		return
+	}
+	if m.durable() && ev.Kind.IsTerminal() {
+		m.sent.done(owner, []string{ev.TaskID})
+		m.plugMu.Unlock()
+		return
+	}
+	k := m.kept[owner]
+	if k == nil {
+		if m.kept == nil {
+			m.kept = make(map[string]*eventKeep)
+		}
+		k = &eventKeep{}
+		m.kept[owner] = k
+	}
+	dropped, full := k.add(ev, limit)
+	m.plugMu.Unlock()
+	if full {
+		m.dropKept(owner, dropped)
+	}
+}
+
+// unbindOwnerIdle drops idle, the closed inbox of owner's holder between
+// runs, and leaves a closed inbox whose fallback is orphanEvent bound for
+// owner while its tasks live (unless an open inbox, a host's, is bound):
+// it is forgotten with the owner's last task.
+func (m *Manager) unbindOwnerIdle(owner string, idle *Inbox, limit int) {
+	orphan := m.newInbox(WithOnClosed(func(ev Event) { m.orphanEvent(owner, ev, limit) }))
+	orphan.Close()
+	m.inboxMu.Lock()
+	if m.idleBox[owner] == idle {
+		delete(m.idleBox, owner)
+		if len(m.idleBox) == 0 {
+			m.idleBox = nil
+		}
+	}
+	cur := m.inboxes[owner]
+	bind := cur == nil || cur.Closed()
+	if bind {
+		m.inboxes[owner] = orphan
+	}
+	m.inboxGen.Add(1)
+	m.inboxMu.Unlock()
+	if bind {
+		m.watchInbox(owner, orphan) // forgets it at once if the owner has no live task
+	}
+}
+
+// descendant reports whether meta, a record of another owner than owner,
+// belongs to a gone descendant of owner: its owner is a task that ended,
+// owned by owner or (the same way) by such a task. A store's notice of it
+// is then owner's to hand out and mark.
+func (m *Manager) descendant(ctx context.Context, owner string, meta TaskMeta) bool {
+	cur := meta.Owner
+	for range maxForwardHops {
+		a, err := m.store.Get(ctx, cur)
+		if err != nil || !a.Status.IsTerminal() {
+			return false
+		}
+		if a.Owner == owner {
+			return true
+		}
+		cur = a.Owner
+	}
+	return false
+}
+
+// maxForwardHops bounds the walk up a notice's lineage: far deeper than
+// agents nest.
+const maxForwardHops = 64
+
+// deletes counts the deletes from the Manager's per-owner and per-task maps
+// since each was last made: owners, nodes and runs guarded by Manager.mu,
+// inboxes by Manager.inboxMu.
+type deletes struct{ owners, nodes, runs, inboxes int }
+
+// shrinkAfter is how many deletes an emptied map has seen before shrunk
+// makes it anew: enough that a Manager whose only task comes and goes
+// allocates a map once per this many tasks, not per task.
+const shrinkAfter = 1024
+
+// shrunk returns mp after a delete, or a new empty map in its place when mp
+// is empty and has seen shrinkAfter deletes: a Go map keeps the memory of
+// the most entries it ever held, so a server that once had ten thousand
+// threads open would hold their slots for good.
+func shrunk[K comparable, V any](mp map[K]V, deleted *int) map[K]V {
+	*deleted++
+	if len(mp) > 0 || *deleted < shrinkAfter {
+		return mp
+	}
+	*deleted = 0
+	return make(map[K]V)
+}

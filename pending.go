@@ -1,0 +1,161 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+)
+
+// UndeliveredLister is a Store that can tell, for every owner at once,
+// which owners have something they were never told. Manager.UndeliveredOwners
+// and WithOnPendingOwner use it. Every store of this module implements it
+// (the MemoryStore from its records, the durable stores with an indexed
+// query).
+type UndeliveredLister interface {
+	// UndeliveredOwners yields, each once and in no particular order, every
+	// owner that holds a terminal record that is neither announced (see
+	// Announce) nor silent (WakeSilent), and, for a SharedStore, every
+	// owner with a notice not yet taken (TakeNotices). Owners are yielded
+	// as the records name them: a sub-agent's task id included. It changes
+	// nothing. A failure is yielded once, as the last pair, with "".
+	UndeliveredOwners(ctx context.Context) iter.Seq2[string, error]
+}
+
+// maxOwnerHops bounds the walk up a lineage from a dead sub-agent to the
+// owner that hears of its tasks, against a cycle in corrupt records.
+const maxOwnerHops = 64
+
+// UndeliveredOwners yields, each once, the owners that have something to
+// hear after a restart: a terminal record whose end was never announced
+// to them (a task interrupted by a crash, or that ended after their loop
+// last took its events), or a notice of a SharedStore not yet taken. Their
+// next run start (Plugin.RunStart, or Restore) delivers it. It is an
+// administrator's call, reachable from no Owner view or tool: a host uses
+// it to wake the threads that have news, WithOnPendingOwner does so at
+// start.
+//
+// The tasks of a sub-agent that is gone (its record is terminal) belong
+// to its nearest owner up the lineage that is not such a task: that owner
+// is yielded, never the dead task's id; a live sub-agent's id is yielded as
+// itself. An owner may be yielded whose events this Manager delivered but
+// whose loop has not marked them announced yet.
+//
+// With a Store that is not an UndeliveredLister it yields nothing. A
+// failure (the Store's, or ctx's) is yielded once, as the last pair, with
+// "". It keeps working after Shutdown.
+func (m *Manager) UndeliveredOwners(ctx context.Context) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		l, ok := m.store.(UndeliveredLister)
+		if !ok {
+			return
+		}
+		seen := make(map[string]bool)
+		for raw, err := range l.UndeliveredOwners(ctx) {
+			if err != nil {
+				yield("", fmt.Errorf("bgtask: undelivered owners: %w", err))
+				return
+			}
+			owner, err := m.liveOwner(ctx, raw)
+			if err != nil {
+				yield("", fmt.Errorf("bgtask: undelivered owners: %w", err))
+				return
+			}
+			if seen[owner] {
+				continue
+			}
+			seen[owner] = true
+			if !yield(owner, nil) {
+				return
+			}
+		}
+	}
+}
+
+// liveOwner returns the owner that hears of owner's tasks: owner itself,
+// unless it is the id of a task that has ended (a gone sub-agent), in which
+// case the owner of that task, and so on up the lineage.
+func (m *Manager) liveOwner(ctx context.Context, owner string) (string, error) {
+	for range maxOwnerHops {
+		if !strings.HasPrefix(owner, IDPrefix) {
+			return owner, nil // not a task id: no read needed (most owners are threads)
+		}
+		meta, err := m.store.Get(ctx, owner)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return owner, nil // not a task: a thread or an agent of the host
+		case err != nil:
+			return "", err
+		case !meta.Status.IsTerminal() || meta.Owner == owner:
+			return owner, nil // a live sub-agent hears of its own tasks
+		}
+		owner = meta.Owner
+	}
+	return owner, nil
+}
+
+// WithOnPendingOwner sets a function that New's Manager calls once for
+// each owner that has something to hear (see Manager.UndeliveredOwners),
+// so a host can wake the threads a restart left with news: start a run for
+// each, whose RunStart delivers it. It runs once, on a goroutine the
+// Manager starts in New: first the Manager recovers what runtime instances
+// that are gone left running (Manager.Recover; a durable store also did so
+// when it opened), then it calls f with each owner in turn. Shutdown (and
+// Stop) waits for that pass to end and does not cut it short, so a Manager
+// shut down at once still calls f for every owner (whose run start then
+// fails with ErrClosed). f must not block for long; it may call the
+// Manager. A panic in f is recovered and logged, and the next owner is
+// still called. A failure to list the owners is logged. Default: none.
+func WithOnPendingOwner(f func(owner string)) Option {
+	return func(c *config) { c.onPendingOwner = f }
+}
+
+// startPendingOwners starts the goroutine of WithOnPendingOwner. Shutdown
+// waits for it as for a task's.
+func (m *Manager) startPendingOwners() {
+	m.mu.Lock()
+	m.helpers++
+	m.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer func() {
+			m.mu.Lock()
+			m.helpers--
+			m.checkIdle()
+			m.mu.Unlock()
+			m.wg.Done()
+		}()
+		m.callPendingOwners(context.Background())
+	}()
+}
+
+// callPendingOwners recovers, lists the owners with news and calls the
+// WithOnPendingOwner function with each.
+func (m *Manager) callPendingOwners(ctx context.Context) {
+	if r, ok := m.store.(Recoverer); ok {
+		if n, err := r.Recover(ctx); err != nil {
+			m.log.Debug("bgtask: recovery before listing the pending owners", "err", err)
+		} else if n > 0 {
+			m.log.Info("bgtask: recovered records of gone runtime instances", "interrupted", n)
+		}
+	}
+	for owner, err := range m.UndeliveredOwners(ctx) {
+		if err != nil {
+			m.log.Error("bgtask: listing the owners with undelivered ends", "err", err)
+			return
+		}
+		m.callPendingOwner(owner)
+	}
+}
+
+// callPendingOwner calls the WithOnPendingOwner function, recovering a
+// panic in it.
+func (m *Manager) callPendingOwner(owner string) {
+	defer func() {
+		if r := recover(); r != nil {
+			m.log.Error("bgtask: pending-owner callback panicked", "panic", r, "owner", owner)
+		}
+	}()
+	m.cfg.onPendingOwner(owner)
+}
