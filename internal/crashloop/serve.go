@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"reflect"
 	"sync"
 	"time"
 
@@ -399,13 +398,5 @@ func Tree(ctx context.Context, list func(context.Context, string) ([]bgtask.Task
 	return out, nil
 }
 
-// outcome is the RunOutcome that ends the run runID, not cancelled: with
-// its RunID when the type has that field (RunEnd refuses another run's
-// outcome where it has).
-func outcome(runID string) bgtask.RunOutcome {
-	var out bgtask.RunOutcome
-	if f := reflect.ValueOf(&out).Elem().FieldByName("RunID"); f.IsValid() && f.Kind() == reflect.String {
-		f.SetString(runID)
-	}
-	return out
-}
+// outcome is the RunOutcome that ends the run runID, not cancelled.
+func outcome(runID string) bgtask.RunOutcome { return bgtask.RunOutcome{RunID: runID} }
