@@ -326,7 +326,17 @@ func (p *Plugin) deliver(ctx context.Context) ([]PromptMessage, error) {
 			rest = ib.AppendDrain(rest)
 		}
 		rest = p.inbox.AppendDrain(rest)
-		notices = p.newNotices(ctx, notices, evs, rest)
+		var gone []string
+		notices, gone = p.newNotices(ctx, notices, evs, rest)
+		if len(gone) > 0 {
+			// A gone sub-agent's tasks that ended before it and were never
+			// told: forwarded to this owner, now, as Restore does for the
+			// sub-agents it finds gone itself.
+			if _, err := p.m.restoreTree(ctx, gone, p.owner.id); err != nil {
+				p.m.log.Warn("bgtask: plugin: forwarding a gone sub-agent's tasks; the next RunStart tries again", "owner", p.owner.id, "err", err)
+			}
+			rest = p.inbox.AppendDrain(rest)
+		}
 		evs = append(append(evs, notices...), rest...)
 	}
 	p.markAnnounced(ctx, evs)
@@ -379,9 +389,11 @@ func (p *Plugin) markAnnounced(ctx context.Context, evs []Event) {
 // record of another owner is kept only for a gone descendant of the owner
 // (the store reports a dead sub-agent's tasks to its owner): its mark is
 // then committed under the record's own owner, as for the events Restore
-// forwards. Notices are rare (a reaper made them), so the Get per notice
-// costs nothing in the common path. Called with p.mu held.
-func (p *Plugin) newNotices(ctx context.Context, notices, late, rest []Event) []Event {
+// forwards. gone lists the sub-agents whose notices say they were
+// interrupted: what their tasks ended before them was never told, and the
+// caller forwards it. Notices are rare (a reaper made them), so the Get
+// per notice costs nothing in the common path. Called with p.mu held.
+func (p *Plugin) newNotices(ctx context.Context, notices, late, rest []Event) (_ []Event, gone []string) {
 	seen := make(map[string]bool)
 	for _, evs := range [][]Event{late, rest} {
 		for i := range evs {
@@ -390,7 +402,7 @@ func (p *Plugin) newNotices(ctx context.Context, notices, late, rest []Event) []
 			}
 		}
 	}
-	return slices.DeleteFunc(notices, func(ev Event) bool {
+	notices = slices.DeleteFunc(notices, func(ev Event) bool {
 		if !ev.Kind.IsTerminal() {
 			return false
 		}
@@ -414,8 +426,12 @@ func (p *Plugin) newNotices(ctx context.Context, notices, late, rest []Event) []
 			}
 			p.m.noteDelivered(p.owner.id, meta.Owner, ev.TaskID) // its mark goes under its own owner
 		}
+		if meta.Type == TypeSubAgent && meta.Status == StatusInterrupted {
+			gone = append(gone, meta.ID)
+		}
 		return false
 	})
+	return notices, gone
 }
 
 // BeforeInference delivers what is waiting (see Deliver) and appends the

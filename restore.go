@@ -44,6 +44,14 @@ func (m *Manager) Restore(ctx context.Context, owner string) ([]TaskMeta, error)
 	case m.closed.Load():
 		return nil, ErrClosed
 	}
+	return m.restoreTree(ctx, []string{owner}, owner)
+}
+
+// restoreTree restores the records of the owners in queue, and of every
+// gone agent among their tasks, reporting each to report. Restore starts
+// it at its owner; a Plugin starts it at the sub-agents a store's notice
+// said are gone (their tasks that ended unannounced were never told).
+func (m *Manager) restoreTree(ctx context.Context, queue []string, report string) ([]TaskMeta, error) {
 	m.restoreMu.Lock() // two Restores must not both report one record
 	defer m.restoreMu.Unlock()
 	var (
@@ -51,10 +59,10 @@ func (m *Manager) Restore(ctx context.Context, owner string) ([]TaskMeta, error)
 		corrupt []error // reported and skipped records: they block none of the others
 	)
 	// An interrupted task will never tell the tasks it owned as an agent
-	// (a sub-agent's) to anyone: restore them too, reporting to owner
+	// (a sub-agent's) to anyone: restore them too, reporting to report
 	// (decision 5 forwards a gone sub-agent's events to its owner the same way).
-	for queue := []string{owner}; len(queue) > 0; queue = queue[1:] {
-		got, bad, err := m.restoreOwner(ctx, queue[0], owner)
+	for ; len(queue) > 0; queue = queue[1:] {
+		got, bad, err := m.restoreOwner(ctx, queue[0], report)
 		done = append(done, got...)
 		if bad != nil {
 			corrupt = append(corrupt, bad)
@@ -70,7 +78,7 @@ func (m *Manager) Restore(ctx context.Context, owner string) ([]TaskMeta, error)
 		// Then what ended before, but its owner's loop never took: a crash
 		// between the end of a task and the next step boundary, or a
 		// record a recovery at open interrupted.
-		ann, err := m.reannounce(ctx, queue[0], owner)
+		ann, err := m.reannounce(ctx, queue[0], report)
 		if err != nil && !errors.Is(err, ErrCorrupt) {
 			return done, err
 		}
