@@ -97,11 +97,22 @@ func (l *procLock) release() error {
 
 // close lets the locks go.
 func (l *procLock) close() error {
-	err := l.f.Close()
-	if uerr := l.upgrade.Close(); err == nil {
+	err := unlockClose(l.f)
+	if uerr := unlockClose(l.upgrade); err == nil {
 		err = uerr
 	}
 	return err
+}
+
+// unlockClose lets f's lock go, then closes f. Closing alone is not
+// enough: a child process this process forks holds a copy of every
+// descriptor until it execs, and a flock lives while any copy of its
+// descriptor does, so another Store could see the lock still held (and
+// the instance alive, or itself not alone) after Close returned. An
+// explicit unlock ends the lock for every copy at once.
+func unlockClose(f *os.File) error {
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // on error, Close still lets it go once copies are gone
+	return f.Close()
 }
 
 // flock applies how to f's lock, waiting as long as it takes.
@@ -153,12 +164,12 @@ func holdInstance(path, instance string) (*os.File, error) {
 		}
 		if same, err := isFileAt(f, name); same || err != nil {
 			if err != nil {
-				f.Close()
+				unlockClose(f)
 				return nil, err
 			}
 			return f, nil
 		}
-		f.Close() // it was removed meanwhile: take the new one
+		unlockClose(f) // it was removed meanwhile: take the new one
 	}
 }
 
@@ -168,7 +179,7 @@ func dropInstance(f *os.File) {
 	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
 		os.Remove(f.Name())
 	}
-	f.Close()
+	unlockClose(f)
 }
 
 // instanceAlive reports whether a Store, in any process, holds instance's
@@ -204,7 +215,7 @@ func probeInstance(name string) (bool, error) {
 		if err == nil && same {
 			os.Remove(name) // its process is gone
 		}
-		f.Close()
+		unlockClose(f)
 		if err != nil {
 			return false, err
 		}
