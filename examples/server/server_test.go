@@ -227,10 +227,12 @@ func TestUserStop(t *testing.T) {
 }
 
 // Requests the server refuses, each with its status and error; none makes
-// a thread.
+// a thread. A new thread beyond -max-threads is refused while every live
+// thread has a request in flight, and evicts the least recently used one
+// otherwise.
 func TestBadRequests(t *testing.T) {
 	t.Parallel()
-	_, url := newModel(t)
+	model, url := newModel(t)
 	srv, _ := sqliteServer(t, url, "-max-text", "16", "-max-body", "64", "-max-threads", "1")
 	for _, tc := range []struct {
 		name, method, path, body string
@@ -256,10 +258,32 @@ func TestBadRequests(t *testing.T) {
 	if tt := srv.tasks(t, "t"); tt.Live {
 		t.Errorf("a refused request made thread t live")
 	}
-	srv.mustPost(t, "first", "hello")
+	// At the cap, a new thread is refused only while every live thread is busy.
+	held := model.holdTurn("list")
+	posted := make(chan turnResult, 1)
+	go func() {
+		res, err := srv.post(t.Context(), "first", "list")
+		if err != nil {
+			t.Error(err)
+		}
+		posted <- res
+	}()
+	<-held.reached
 	code, body, _ := srv.do(t.Context(), "POST", "/threads/second/messages", `{"text":"hello"}`)
-	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many live threads: at most 1") {
-		t.Errorf("a thread beyond -max-threads: %d %s; want 503", code, body)
+	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many busy threads: at most 1") {
+		t.Errorf("a thread beyond -max-threads while the only one is busy: %d %s; want 503", code, body)
+	}
+	if code, body, err := srv.do(t.Context(), http.MethodPost, "/threads/first/stop", ""); err != nil || code != http.StatusOK {
+		t.Fatalf("stop: %d %s %v", code, body, err)
+	}
+	if res := <-posted; res.Status != "stopped" {
+		t.Fatalf("the held turn: %+v; want stopped", res)
+	}
+	if res := srv.mustPost(t, "second", "hello"); res.Status != "answered" {
+		t.Errorf("a thread beyond -max-threads with the only one idle: %+v; want answered", res)
+	}
+	if first, second := srv.tasks(t, "first"), srv.tasks(t, "second"); first.Live || !second.Live {
+		t.Errorf("after the second thread's turn: first live %v, second live %v; want the first evicted", first.Live, second.Live)
 	}
 }
 
