@@ -352,3 +352,56 @@ func Test200Threads(t *testing.T) {
 		}
 	}
 }
+
+// The calls of one model reply run in parallel (WithParallel): a quick
+// lookup ends while a slow one of the same reply is held, and the answers
+// keep the calls' order. A spawn the model can fix (a research name still
+// running) is answered with the refusal's text (bgopenai.ModelError), and
+// the turn goes on.
+func TestToolCallsOfOneReply(t *testing.T) {
+	t.Parallel()
+	model, url := newModel(t)
+	srv, _ := sqliteServer(t, url, "-foreground", "1h") // never promoted here: the test decides when it ends
+	slow := model.holdLookup("slow")
+
+	posted := make(chan turnResult, 1)
+	go func() {
+		res, err := srv.post(t.Context(), "par", "lookup slow; lookup quick")
+		if err != nil {
+			t.Error(err)
+		}
+		posted <- res
+	}()
+	<-slow.reached
+	srv.waitLine(t, "the quick lookup's end while the slow one is held", func(l logLine) bool {
+		return l.str("msg") == "task" && l.str("thread") == "par" && l.str("to") == "completed"
+	})
+	close(slow.release)
+	res := <-posted
+	var got []string
+	for _, c := range res.Calls {
+		got = append(got, c.Name+" "+c.Arguments+" "+c.Answer)
+	}
+	want := []string{`lookup {"query":"slow"} "the answer to slow"`, `lookup {"query":"quick"} "the answer to quick"`}
+	if res.Status != "answered" || !slices.Equal(got, want) {
+		t.Errorf("the parallel lookups: %s, calls %q; want answered, calls %q", res.Status, got, want)
+	}
+
+	dup := model.holdResearch("dup")
+	res = srv.mustPost(t, "par", "research dup; research dup")
+	const refusal = "refused: a research named research-dup is still running: wait for it or cancel it: " +
+		"bgtask: a non-terminal task with this name already exists"
+	var started, refused int
+	for _, c := range res.Calls {
+		switch {
+		case c.Answer == refusal:
+			refused++
+		case strings.Contains(c.Answer, `"status":"started"`):
+			started++
+		}
+	}
+	if res.Status != "answered" || len(res.Calls) != 2 || started != 1 || refused != 1 {
+		t.Errorf("two researches of one name: %+v; want answered, one started and one answered %q", res, refusal)
+	}
+	close(dup.release)
+}
