@@ -19,6 +19,11 @@
 // progress), "lookup QUERY" looks something up in the foreground (it goes
 // on in the background if it takes longer than -foreground), "list", "get ID", "wait ID" and "cancel NAME" call bgtask's
 // task tools, and commands joined with ";" are called in one step.
+//
+// Threads beyond -max-threads evict the least recently used idle one (its
+// Plugin closed, its tasks going on); after a restart each thread with
+// ends it never heard is logged as a wake at start; SIGTERM stops within
+// -stop-grace, interrupting the tasks still running.
 package main
 
 import (
