@@ -405,3 +405,46 @@ func TestToolCallsOfOneReply(t *testing.T) {
 	}
 	close(dup.release)
 }
+
+// The user's stop while lookup runs in the foreground: the call is
+// promoted to the background and the run's end cancels it with the run's
+// other tasks; the cancel is delivered once, at the next turn.
+func TestUserStopDuringForeground(t *testing.T) {
+	t.Parallel()
+	model, url := newModel(t)
+	srv, _ := sqliteServer(t, url, "-foreground", "1h")
+	lookup := model.holdLookup("held")
+
+	posted := make(chan turnResult, 1)
+	go func() {
+		res, err := srv.post(t.Context(), "sf", "lookup held")
+		if err != nil {
+			t.Error(err)
+		}
+		posted <- res
+	}()
+	<-lookup.reached
+	code, body, err := srv.do(t.Context(), http.MethodPost, "/threads/sf/stop", "")
+	if err != nil || code != http.StatusOK || !strings.Contains(string(body), `"stopped":true`) {
+		t.Fatalf("stop: %d %s %v", code, body, err)
+	}
+	res := <-posted
+	if res.Status != "stopped" || len(res.Calls) != 1 || res.Calls[0].Answer != "tool call failed: the host could not run it" {
+		t.Fatalf("the stopped turn: %+v; want stopped, the lookup answered as failed", res)
+	}
+	tt := srv.tasks(t, "sf")
+	if len(tt.Tasks) != 1 {
+		t.Fatalf("after the stop: %+v; want the lookup's task", tt)
+	}
+	id := tt.Tasks[0].ID
+	srv.waitWake(t, "sf", id, "cancelled")
+	if got, want := ends(t, srv.mustPost(t, "sf", "hello")), []string{"cancelled " + id}; !slices.Equal(got, want) {
+		t.Errorf("the turn after the stop: ends %q, want %q", got, want)
+	}
+	if got := ends(t, srv.mustPost(t, "sf", "again")); len(got) != 0 {
+		t.Errorf("the next turn: ends %q, want none", got)
+	}
+	if st := statuses(srv.tasks(t, "sf")); !maps1(st, id, "cancelled") {
+		t.Errorf("the lookup's task %v, want %s cancelled", st, id)
+	}
+}
