@@ -24,10 +24,14 @@ const lookupSchema = `{"type":"object","additionalProperties":false,"required":[
 // still running after wait, it is promoted to a background task, and the
 // answer says so (its end then comes as an event, like research's).
 //
+// Its answer goes through bgtask.ToolOutput: what the lookup found (or
+// the error it failed with) is text the tool does not control, escaped and
+// cut for the model as the Plugin shows a task's result.
+//
 // It runs with the call's ctx, which a client that hangs up does not end:
 // the call is not abandoned then, it finishes and its answer stays in the
-// thread's conversation. The user's stop ends ctx, which abandons the call
-// and cancels its task.
+// thread's conversation. The user's stop ends ctx: the call is promoted to
+// the background, and the run's end cancels it with the run's other tasks.
 func lookupTool(owner bgtask.Owner, client openai.Client, model string, wait time.Duration) bgtask.Tool {
 	return bgtask.Tool{
 		Name: "lookup",
@@ -65,12 +69,10 @@ func lookupTool(owner bgtask.Owner, client openai.Client, model string, wait tim
 			}, bgtask.WithDescription("look up "+query))
 			var te *bgtask.TaskError
 			if errors.As(err, &te) { // the lookup failed: the model may try again
-				return json.Marshal(map[string]string{"status": "failed", "task_id": te.TaskID, "error": te.Message})
+				failed, merr := json.Marshal(map[string]string{"status": "failed", "task_id": te.TaskID, "error": te.Message})
+				return bgtask.ToolOutput(failed, merr)
 			}
-			if err != nil {
-				return nil, err
-			}
-			return res.Result, nil
+			return bgtask.ToolOutput(res.Result, err)
 		},
 	}
 }

@@ -19,6 +19,11 @@
 // progress), "lookup QUERY" looks something up in the foreground (it goes
 // on in the background if it takes longer than -foreground), "list", "get ID", "wait ID" and "cancel NAME" call bgtask's
 // task tools, and commands joined with ";" are called in one step.
+//
+// Threads beyond -max-threads evict the least recently used idle one (its
+// Plugin closed, its tasks going on); after a restart each thread with
+// ends it never heard is logged as a wake at start; SIGTERM stops within
+// -stop-grace, interrupting the tasks still running.
 package main
 
 import (
@@ -56,6 +61,7 @@ type config struct {
 	model      string        // the model name
 	fakeStep   time.Duration // the scripted model's time per research step
 	foreground time.Duration // how long lookup waits before it goes on in the background
+	stopGrace  time.Duration // how long a stop lets turns and tasks end before it interrupts them
 	maxThreads int           // live threads at most
 	maxBody    int64         // bytes of a request body at most
 	maxText    int           // bytes of a user message at most
@@ -100,7 +106,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.model, "model", "", "model name (default gpt-5-mini, or scripted for the scripted model)")
 	fs.DurationVar(&cfg.fakeStep, "fake-step", 2*time.Second, "the scripted model's time per research step")
 	fs.DurationVar(&cfg.foreground, "foreground", 5*time.Second, "how long a lookup runs in the foreground before it goes on in the background")
-	fs.IntVar(&cfg.maxThreads, "max-threads", 1000, "live threads at most; a new thread beyond them is refused (503)")
+	fs.DurationVar(&cfg.stopGrace, "stop-grace", 10*time.Second, "on SIGTERM or SIGINT, how long turns and tasks may go on before the tasks still running are interrupted (each thread hears it after the restart)")
+	fs.IntVar(&cfg.maxThreads, "max-threads", 1000, "live threads at most; beyond them the least recently used idle thread is evicted (its tasks go on; its next message reopens it), or a new thread is refused (503) when all are busy")
 	fs.Int64Var(&cfg.maxBody, "max-body", 64<<10, "bytes of a request body at most")
 	fs.IntVar(&cfg.maxText, "max-text", 8<<10, "bytes of a user message at most")
 	fs.IntVar(&cfg.maxSteps, "max-steps", 8, "model calls per turn at most")
@@ -114,8 +121,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		bad = fmt.Errorf("unexpected arguments %q", fs.Args())
 	case cfg.maxThreads < 1, cfg.maxBody < 1, cfg.maxText < 1, cfg.maxSteps < 1, cfg.maxHistory < 1:
 		bad = errors.New("every -max-* flag must be at least 1")
-	case cfg.fakeStep < 0, cfg.foreground < 0:
-		bad = errors.New("-fake-step and -foreground must not be negative")
+	case cfg.fakeStep < 0, cfg.foreground < 0, cfg.stopGrace < 0:
+		bad = errors.New("-fake-step, -foreground and -stop-grace must not be negative")
 	case cfg.instance == "":
 		bad = errors.New("-instance must not be empty")
 	}
@@ -143,9 +150,11 @@ type taskStore interface {
 	Close() error
 }
 
-// run serves until ctx ends, then stops in order: the HTTP server (turns
-// in flight finish), the Manager (its tasks cancelled), the scripted
-// model, the store.
+// run serves until ctx ends, then stops in order, within cfg.stopGrace:
+// the HTTP server (turns in flight finish), the Manager (Stop: running tasks
+// may end on their own until the grace is over, then they are interrupted,
+// and their threads hear it after the restart), the scripted model, the
+// store.
 func run(ctx context.Context, cfg config, log *slog.Logger) (err error) {
 	var st taskStore
 	if cfg.pg != "" {
@@ -167,18 +176,19 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (err error) {
 		if err != nil {
 			return err
 		}
-		defer stopModel() // after the Manager's shutdown: its tasks call the model until they end
+		defer stopModel() // after the Manager's stop: its tasks call the model until they end
 		baseURL, model = url, cmp.Or(cfg.model, "scripted")
 	}
 
 	m, err := bgtask.New(bgtask.WithStore(st), bgtask.WithInstance(cfg.instance), bgtask.WithLogger(log),
 		bgtask.WithObserver(func(tr bgtask.Transition) {
 			log.Info("task", "thread", tr.Task.Owner, "task_id", tr.Task.ID, "name", tr.Task.Name, "from", tr.From, "to", tr.To)
-		}))
+		}),
+		bgtask.WithOnPendingOwner(pendingWake(log)))
 	if err != nil {
 		return err
 	}
-	defer func() {
+	defer func() { // after Stop it cuts nothing; on an early return it cancels the tasks
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		err = errors.Join(err, m.Shutdown(sctx))
@@ -206,13 +216,39 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (err error) {
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	log.Info("stopping", "grace", cfg.stopGrace.String())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.stopGrace)
 	defer cancel()
 	err = hs.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = hs.Close() // turns still running: their model calls end, their tasks live on until the Manager stops
 	}
-	return errors.Join(err, ignoreClosed(<-served))
+	err = errors.Join(err, ignoreClosed(<-served))
+	return errors.Join(err, stopManager(sctx, m, log))
+}
+
+// stopManager stops m softly: the tasks that run may end until ctx ends,
+// then the rest are interrupted. Interrupting them is what the grace is
+// for, not an error.
+func stopManager(ctx context.Context, m *bgtask.Manager, log *slog.Logger) error {
+	err := m.Stop(ctx)
+	var se *bgtask.ShutdownError
+	if errors.As(err, &se) && errors.Is(err, context.DeadlineExceeded) {
+		log.Info("tasks interrupted at the stop", "tasks", se.Interrupted)
+		return nil
+	}
+	return err
+}
+
+// pendingWake is the Manager's WithOnPendingOwner callback: after a
+// restart, a thread whose tasks ended (or were interrupted) without it
+// hearing of it is woken. As between turns (thread.woken), the server runs
+// no turn by itself: it logs a wake line, and the thread's next turn
+// delivers what it missed.
+func pendingWake(log *slog.Logger) func(owner string) {
+	return func(owner string) {
+		log.Info("wake", "thread", owner, "at_start", true)
+	}
 }
 
 func ignoreClosed(err error) error {

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bgtask/bgtask"
+	bgopenai "github.com/bgtask/bgtask/adapters/openai"
 	"github.com/openai/openai-go/v3"
 )
 
@@ -31,7 +32,10 @@ const researchSchema = `{"type":"object","additionalProperties":false,"required"
 // asks the model one step at a time, reports each step as progress, and
 // ends with the findings, which reach the thread as an event at its next
 // turn. It runs with the call's ctx, so the task belongs to the turn's run:
-// the user's stop cancels it, a client that hangs up does not.
+// the user's stop cancels it, a client that hangs up does not. A spawn the
+// model can do something about (a research of that name still running, too
+// many tasks) is refused with bgopenai.ModelError: the adapter answers the
+// call with the error's text.
 func researchTool(owner bgtask.Owner, client openai.Client, model string) bgtask.Tool {
 	return bgtask.Tool{
 		Name: "research",
@@ -47,11 +51,11 @@ func researchTool(owner bgtask.Owner, client openai.Client, model string) bgtask
 			id, err := owner.Spawn(ctx, func(ctx context.Context, t *bgtask.Task) (any, error) {
 				return research(ctx, t, client, model, topic, steps)
 			}, bgtask.WithName(name), bgtask.WithDescription("research "+topic), bgtask.WithTags(researchTagID))
-			switch {
+			switch { // the model's to correct: the adapter answers it with the error's text
 			case errors.Is(err, bgtask.ErrDuplicateName):
-				return refused(fmt.Sprintf("a research named %s is still running: wait for it or cancel it", name))
+				return nil, bgopenai.ModelError(fmt.Errorf("refused: a research named %s is still running: wait for it or cancel it: %w", name, bgtask.ErrDuplicateName))
 			case errors.Is(err, bgtask.ErrLimit):
-				return refused("too many tasks are running: wait for one to end")
+				return nil, bgopenai.ModelError(fmt.Errorf("refused: too many tasks are running: wait for one to end: %w", bgtask.ErrLimit))
 			case err != nil:
 				return nil, err
 			}
@@ -59,11 +63,6 @@ func researchTool(owner bgtask.Owner, client openai.Client, model string) bgtask
 				"message": "The research runs in the background; its findings are announced when it ends."})
 		},
 	}
-}
-
-// refused is a tool answer for a spawn the model can do something about.
-func refused(text string) (json.RawMessage, error) {
-	return json.Marshal(map[string]string{"status": "refused", "error": text})
 }
 
 // researchArgs decodes and checks the tool's arguments; its errors match

@@ -2,6 +2,7 @@ package main
 
 import (
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -10,22 +11,30 @@ import (
 )
 
 // kill -9 of a SQLite server while tasks run, and a restart on the same
-// file: each thread hears "interrupted" once for each task that was
-// running, and the end that had not been delivered yet, once.
+// file: each thread with news is woken once at start (a wake line), a
+// thread without none is not; each thread hears "interrupted" once for each
+// task that was running, and the end that had not been delivered yet, once.
 func TestKillRestartSQLite(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "tasks.db")
-	testKillRestart(t, "-db", db)
+	testKillRestart(t, []string{"k1", "k2", "k3"}, "-db", db)
 }
 
 // The same on PostgreSQL (a throw-away server; skipped without the server
 // binaries, except under CI=true where it fails).
+//
+// Only k3 is woken at start here: the records k1's and k2's tasks left
+// running belong to this same instance ("e2e"), which the pass at start
+// does not list (TestPendingOwnersSameInstancePostgres shows it); their
+// first turns hear them all the same.
 func TestKillRestartPostgres(t *testing.T) {
 	t.Parallel()
-	testKillRestart(t, "-pg", pgtest.StartDSN(t), "-instance", "e2e")
+	testKillRestart(t, []string{"k3"}, "-pg", pgtest.StartDSN(t), "-instance", "e2e")
 }
 
-func testKillRestart(t *testing.T, store ...string) {
+// testKillRestart runs the kill -9 test on store; woken are the threads the
+// restarted server must wake at start, each once (and no other).
+func testKillRestart(t *testing.T, woken []string, store ...string) {
 	model, url := newModel(t)
 	args := append([]string{"-openai-url", url}, store...)
 	srv := startServer(t, args...)
@@ -44,9 +53,20 @@ func testKillRestart(t *testing.T, store ...string) {
 	}
 	close(k3Gate.release)                   // k3's turn is over: its research ends between turns
 	srv.waitWake(t, "k3", k3a, "completed") // ended, not delivered yet
+	// k4's research ends between turns too, and its next turn hears it: no news.
+	k4Gate := model.holdResearch("k4-a")
+	k4a := startedTask(t, srv.mustPost(t, "k4", "research k4-a in 1 step"), "k4-a")
+	close(k4Gate.release)
+	srv.waitWake(t, "k4", k4a, "completed")
+	if got, want := ends(t, srv.mustPost(t, "k4", "what came back?")), []string{"completed " + k4a}; !slices.Equal(got, want) {
+		t.Fatalf("k4 before the kill: ends %q, want %q", got, want)
+	}
 	srv.kill(t)
 
 	srv = startServer(t, args...)
+	for _, thread := range woken {
+		srv.waitWakeAtStart(t, thread) // before its turn takes the news
+	}
 	for _, tc := range []struct {
 		thread string
 		want   []string
@@ -54,17 +74,54 @@ func testKillRestart(t *testing.T, store ...string) {
 		{"k1", []string{"interrupted " + k1a, "interrupted " + k1b}},
 		{"k2", []string{"interrupted " + k2a}},
 		{"k3", []string{"completed " + k3a}},
+		{"k4", nil},
 	} {
 		res := srv.mustPost(t, tc.thread, "after the restart")
-		if got := ends(t, res); !slices.Equal(got, tc.want) {
+		// k1's tasks were spawned by parallel calls: in either order.
+		if got := ends(t, res); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(tc.want))) {
 			t.Errorf("thread %s after the restart: ends %q, want %q", tc.thread, got, tc.want)
 		}
 		if got := ends(t, srv.mustPost(t, tc.thread, "once more")); len(got) != 0 {
 			t.Errorf("thread %s, the turn after: ends %q, want none", tc.thread, got)
 		}
 	}
-	want := map[string]string{k1a: "interrupted", k1b: "interrupted"}
-	if got := statuses(srv.tasks(t, "k1")); !maps.Equal(got, want) {
+	if got, want := statuses(srv.tasks(t, "k1")), map[string]string{k1a: "interrupted", k1b: "interrupted"}; !maps.Equal(got, want) {
 		t.Errorf("thread k1's tasks %v, want %v", got, want)
+	}
+	srv.stop(t) // the pass at start is over: Stop waits for it
+	want := map[string]int{}
+	for _, thread := range woken {
+		want[thread] = 1
+	}
+	if got := wakesAtStart(srv); !maps.Equal(got, want) {
+		t.Errorf("wakes at start %v, want %v", got, want)
+	}
+}
+
+// A root library gap, shown here and skipped unless BGTASK_ROOT_GAPS=1:
+// after kill -9 of a PostgreSQL server that keeps its -instance id (as
+// pgstore's Start asks, so that Restore interrupts its leftovers at once),
+// WithOnPendingOwner is not called for a thread whose task the killed
+// process left running, although the thread's next RunStart delivers its
+// interrupted end: the pass at start lists terminal records and notices
+// only, and the restarted instance is alive, so nothing recovers its
+// running records before the thread's first run.
+func TestPendingOwnersSameInstancePostgres(t *testing.T) {
+	if os.Getenv("BGTASK_ROOT_GAPS") != "1" {
+		t.Skip("a known gap of the root library (see the test's doc); BGTASK_ROOT_GAPS=1 runs it")
+	}
+	t.Parallel()
+	model, url := newModel(t)
+	args := []string{"-openai-url", url, "-pg", pgtest.StartDSN(t), "-instance", "e2e"}
+	srv := startServer(t, args...)
+	gate := model.holdResearch("left")
+	id := startedTask(t, srv.mustPost(t, "p1", "research left"), "left")
+	<-gate.reached
+	srv.kill(t)
+
+	srv = startServer(t, args...)
+	srv.stop(t) // the pass at start is over: Stop waits for it
+	if got := wakesAtStart(srv); got["p1"] != 1 {
+		t.Errorf("wakes at start %v, want p1 once (its task %s was left running)", got, id)
 	}
 }

@@ -19,7 +19,9 @@ import (
 
 // server holds the live threads. Each thread is one bgtask owner, with its
 // one Plugin, its tools and its conversation, made at its first message and
-// kept while the process runs (up to cfg.maxThreads).
+// kept while the process runs, up to cfg.maxThreads: beyond them, the least
+// recently used thread with no request in flight is evicted (its Plugin
+// closed, its conversation dropped) to make room.
 type server struct {
 	m      *bgtask.Manager
 	client openai.Client
@@ -27,12 +29,15 @@ type server struct {
 	cfg    config
 	log    *slog.Logger
 
-	mu      sync.Mutex // guards threads
+	mu      sync.Mutex // guards the fields below and each thread's users and used
 	threads map[string]*thread
+	closing map[string]chan struct{} // evicted threads whose Plugin is being closed: closed when it is
+	clock   uint64                   // the last use stamp given to a thread
 }
 
 func newServer(m *bgtask.Manager, client openai.Client, model string, cfg config, log *slog.Logger) *server {
-	return &server{m: m, client: client, model: model, cfg: cfg, log: log, threads: make(map[string]*thread)}
+	return &server{m: m, client: client, model: model, cfg: cfg, log: log,
+		threads: make(map[string]*thread), closing: make(map[string]chan struct{})}
 }
 
 // thread is one conversation. Its turns run one at a time (turn is its
@@ -43,6 +48,9 @@ type thread struct {
 	plugin *bgtask.Plugin
 	tools  *bgopenai.Toolset
 	turn   chan struct{} // holds a token while a turn runs
+
+	users int    // requests holding the thread (acquire to release); guarded by server.mu
+	used  uint64 // server.clock at its last acquire; guarded by server.mu
 
 	mu      sync.Mutex // guards the fields below
 	history []entry    // the conversation, oldest first; written by the turn holder
@@ -68,34 +76,118 @@ func (s *server) routes() http.Handler {
 	return mux
 }
 
-// errTooManyThreads refuses a new thread beyond cfg.maxThreads.
-var errTooManyThreads = errors.New("too many live threads")
+// errTooManyThreads refuses a new thread when cfg.maxThreads threads are
+// live and every one has a request in flight.
+var errTooManyThreads = errors.New("too many busy threads")
 
-// thread returns the live thread id, making it (and its Plugin) if create
-// is set; nil if it is not live and create is not set.
-func (s *server) thread(id string, create bool) (*thread, error) {
+// live returns the live thread id, or nil.
+func (s *server) live(id string) *thread {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if th := s.threads[id]; th != nil || !create {
-		return th, nil
+	return s.threads[id]
+}
+
+// acquire returns the thread id, made (with its Plugin) if it is not live,
+// and holds it until release: a held thread is never evicted. Making a
+// thread at the cap evicts the least recently used thread nobody holds;
+// if every thread is held it fails with errTooManyThreads. A thread being
+// evicted is made anew once its Plugin is closed (the Manager allows one
+// live Plugin per owner); acquire waits for that, or for ctx.
+func (s *server) acquire(ctx context.Context, id string) (*thread, error) {
+	for {
+		s.mu.Lock()
+		if th := s.threads[id]; th != nil {
+			s.clock++
+			th.users, th.used = th.users+1, s.clock
+			s.mu.Unlock()
+			return th, nil
+		}
+		if closed := s.closing[id]; closed != nil {
+			s.mu.Unlock()
+			select {
+			case <-closed:
+				continue
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}
+		var victim *thread
+		if len(s.threads) >= s.cfg.maxThreads {
+			if victim = s.leastRecentlyUsed(); victim == nil {
+				s.mu.Unlock()
+				return nil, errTooManyThreads
+			}
+			delete(s.threads, victim.id)
+			s.closing[victim.id] = make(chan struct{})
+		}
+		th, err := s.newThread(id)
+		if err == nil {
+			s.clock++
+			th.users, th.used = 1, s.clock
+			s.threads[id] = th
+		}
+		s.mu.Unlock()
+		if victim != nil {
+			s.evict(ctx, victim)
+		}
+		return th, err
 	}
-	if len(s.threads) >= s.cfg.maxThreads {
-		return nil, errTooManyThreads
+}
+
+// release lets go of a thread acquire returned.
+func (s *server) release(th *thread) {
+	s.mu.Lock()
+	th.users--
+	s.mu.Unlock()
+}
+
+// leastRecentlyUsed returns the live thread nobody holds that was used
+// longest ago, or nil. s.mu is held.
+func (s *server) leastRecentlyUsed() *thread {
+	var lru *thread
+	for _, th := range s.threads {
+		if th.users == 0 && (lru == nil || th.used < lru.used) {
+			lru = th
+		}
 	}
+	return lru
+}
+
+// evict closes the Plugin of th, which acquire took out of the live
+// threads: its tasks go on, and what they report goes to the thread's next
+// Plugin, made at its next message. Its conversation is dropped.
+func (s *server) evict(ctx context.Context, th *thread) {
+	if err := closePlugin(context.WithoutCancel(ctx), th.plugin); err != nil {
+		s.log.Error("evict", "thread", th.id, "err", err)
+	} else {
+		s.log.Info("evict", "thread", th.id)
+	}
+	s.mu.Lock()
+	close(s.closing[th.id])
+	delete(s.closing, th.id)
+	s.mu.Unlock()
+}
+
+// newThread makes the thread id, its Plugin and its tools. s.mu is held.
+func (s *server) newThread(id string) (*thread, error) {
 	th := &thread{id: id, turn: make(chan struct{}, 1)}
 	p, err := newPlugin(s.m, id, th.woken(s.log))
 	if err != nil {
 		return nil, err
 	}
 	ts, err := bgopenai.New(append(p.Owner().Tools(),
-		researchTool(p.Owner(), s.client, s.model), lookupTool(p.Owner(), s.client, s.model, s.cfg.foreground)))
+		researchTool(p.Owner(), s.client, s.model), lookupTool(p.Owner(), s.client, s.model, s.cfg.foreground)),
+		bgopenai.WithParallel(toolParallel))
 	if err != nil {
+		_ = closePlugin(context.Background(), p) // nothing to commit: no run was opened
 		return nil, err
 	}
 	th.plugin, th.tools = p, ts
-	s.threads[id] = th
 	return th, nil
 }
+
+// toolParallel is how many tool calls of one model reply run at once.
+const toolParallel = 4
 
 // woken is the thread's WithOnWake callback: an event arrived while no
 // turn of the thread was open. The server does not run a turn by itself
@@ -143,16 +235,19 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	th, err := s.thread(id, true)
+	th, err := s.acquire(r.Context(), id)
 	switch {
 	case errors.Is(err, errTooManyThreads):
 		httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("%v: at most %d", err, s.cfg.maxThreads))
 		return
+	case err != nil && r.Context().Err() != nil:
+		return // the client left while the thread was being evicted
 	case err != nil:
 		s.log.Error("thread", "thread", id, "err", err)
 		httpError(w, http.StatusInternalServerError, "cannot open the thread")
 		return
 	}
+	defer s.release(th)
 	select { // one turn at a time; a client that leaves while waiting gives up its place
 	case th.turn <- struct{}{}:
 	case <-r.Context().Done():
@@ -245,7 +340,7 @@ func (s *server) getTasks(w http.ResponseWriter, r *http.Request) {
 			Result: meta.Result, Error: meta.Error, ErrorKind: meta.ErrorKind, CancelReason: meta.CancelReason,
 			Progress: meta.Progress, RunID: meta.Parent.RunID, Announced: meta.Announced})
 	}
-	if th, _ := s.thread(id, false); th != nil {
+	if th := s.live(id); th != nil {
 		th.mu.Lock()
 		out.Live, out.News, out.Running = true, th.news, th.stop != nil
 		th.mu.Unlock()
@@ -262,10 +357,10 @@ func (s *server) postStop(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stopped := false
-	if th, _ := s.thread(id, false); th != nil {
+	if th := s.live(id); th != nil {
 		th.mu.Lock()
 		if th.stop != nil {
-			th.stop(errUserStop)
+			th.stop(bgtask.ErrRunStopped)
 			stopped = true
 		}
 		th.mu.Unlock()

@@ -227,10 +227,12 @@ func TestUserStop(t *testing.T) {
 }
 
 // Requests the server refuses, each with its status and error; none makes
-// a thread.
+// a thread. A new thread beyond -max-threads is refused while every live
+// thread has a request in flight, and evicts the least recently used one
+// otherwise.
 func TestBadRequests(t *testing.T) {
 	t.Parallel()
-	_, url := newModel(t)
+	model, url := newModel(t)
 	srv, _ := sqliteServer(t, url, "-max-text", "16", "-max-body", "64", "-max-threads", "1")
 	for _, tc := range []struct {
 		name, method, path, body string
@@ -256,10 +258,32 @@ func TestBadRequests(t *testing.T) {
 	if tt := srv.tasks(t, "t"); tt.Live {
 		t.Errorf("a refused request made thread t live")
 	}
-	srv.mustPost(t, "first", "hello")
+	// At the cap, a new thread is refused only while every live thread is busy.
+	held := model.holdTurn("list")
+	posted := make(chan turnResult, 1)
+	go func() {
+		res, err := srv.post(t.Context(), "first", "list")
+		if err != nil {
+			t.Error(err)
+		}
+		posted <- res
+	}()
+	<-held.reached
 	code, body, _ := srv.do(t.Context(), "POST", "/threads/second/messages", `{"text":"hello"}`)
-	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many live threads: at most 1") {
-		t.Errorf("a thread beyond -max-threads: %d %s; want 503", code, body)
+	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many busy threads: at most 1") {
+		t.Errorf("a thread beyond -max-threads while the only one is busy: %d %s; want 503", code, body)
+	}
+	if code, body, err := srv.do(t.Context(), http.MethodPost, "/threads/first/stop", ""); err != nil || code != http.StatusOK {
+		t.Fatalf("stop: %d %s %v", code, body, err)
+	}
+	if res := <-posted; res.Status != "stopped" {
+		t.Fatalf("the held turn: %+v; want stopped", res)
+	}
+	if res := srv.mustPost(t, "second", "hello"); res.Status != "answered" {
+		t.Errorf("a thread beyond -max-threads with the only one idle: %+v; want answered", res)
+	}
+	if first, second := srv.tasks(t, "first"), srv.tasks(t, "second"); first.Live || !second.Live {
+		t.Errorf("after the second thread's turn: first live %v, second live %v; want the first evicted", first.Live, second.Live)
 	}
 }
 
@@ -326,5 +350,101 @@ func Test200Threads(t *testing.T) {
 		if want := map[string]int{"completed " + ids[i]: 1}; fmt.Sprint(seen[i]) != fmt.Sprint(want) {
 			t.Errorf("thread %d was handed %v; want %v", i, seen[i], want)
 		}
+	}
+}
+
+// The calls of one model reply run in parallel (WithParallel): a quick
+// lookup ends while a slow one of the same reply is held, and the answers
+// keep the calls' order. A spawn the model can fix (a research name still
+// running) is answered with the refusal's text (bgopenai.ModelError), and
+// the turn goes on.
+func TestToolCallsOfOneReply(t *testing.T) {
+	t.Parallel()
+	model, url := newModel(t)
+	srv, _ := sqliteServer(t, url, "-foreground", "1h") // never promoted here: the test decides when it ends
+	slow := model.holdLookup("slow")
+
+	posted := make(chan turnResult, 1)
+	go func() {
+		res, err := srv.post(t.Context(), "par", "lookup slow; lookup quick")
+		if err != nil {
+			t.Error(err)
+		}
+		posted <- res
+	}()
+	<-slow.reached
+	srv.waitLine(t, "the quick lookup's end while the slow one is held", func(l logLine) bool {
+		return l.str("msg") == "task" && l.str("thread") == "par" && l.str("to") == "completed"
+	})
+	close(slow.release)
+	res := <-posted
+	var got []string
+	for _, c := range res.Calls {
+		got = append(got, c.Name+" "+c.Arguments+" "+c.Answer)
+	}
+	want := []string{`lookup {"query":"slow"} "the answer to slow"`, `lookup {"query":"quick"} "the answer to quick"`}
+	if res.Status != "answered" || !slices.Equal(got, want) {
+		t.Errorf("the parallel lookups: %s, calls %q; want answered, calls %q", res.Status, got, want)
+	}
+
+	dup := model.holdResearch("dup")
+	res = srv.mustPost(t, "par", "research dup; research dup")
+	const refusal = "refused: a research named research-dup is still running: wait for it or cancel it: " +
+		"bgtask: a non-terminal task with this name already exists"
+	var started, refused int
+	for _, c := range res.Calls {
+		switch {
+		case c.Answer == refusal:
+			refused++
+		case strings.Contains(c.Answer, `"status":"started"`):
+			started++
+		}
+	}
+	if res.Status != "answered" || len(res.Calls) != 2 || started != 1 || refused != 1 {
+		t.Errorf("two researches of one name: %+v; want answered, one started and one answered %q", res, refusal)
+	}
+	close(dup.release)
+}
+
+// The user's stop while lookup runs in the foreground: the call is
+// promoted to the background and the run's end cancels it with the run's
+// other tasks; the cancel is delivered once, at the next turn.
+func TestUserStopDuringForeground(t *testing.T) {
+	t.Parallel()
+	model, url := newModel(t)
+	srv, _ := sqliteServer(t, url, "-foreground", "1h")
+	lookup := model.holdLookup("held")
+
+	posted := make(chan turnResult, 1)
+	go func() {
+		res, err := srv.post(t.Context(), "sf", "lookup held")
+		if err != nil {
+			t.Error(err)
+		}
+		posted <- res
+	}()
+	<-lookup.reached
+	code, body, err := srv.do(t.Context(), http.MethodPost, "/threads/sf/stop", "")
+	if err != nil || code != http.StatusOK || !strings.Contains(string(body), `"stopped":true`) {
+		t.Fatalf("stop: %d %s %v", code, body, err)
+	}
+	res := <-posted
+	if res.Status != "stopped" || len(res.Calls) != 1 || res.Calls[0].Answer != "tool call failed: the host could not run it" {
+		t.Fatalf("the stopped turn: %+v; want stopped, the lookup answered as failed", res)
+	}
+	tt := srv.tasks(t, "sf")
+	if len(tt.Tasks) != 1 {
+		t.Fatalf("after the stop: %+v; want the lookup's task", tt)
+	}
+	id := tt.Tasks[0].ID
+	srv.waitWake(t, "sf", id, "cancelled")
+	if got, want := ends(t, srv.mustPost(t, "sf", "hello")), []string{"cancelled " + id}; !slices.Equal(got, want) {
+		t.Errorf("the turn after the stop: ends %q, want %q", got, want)
+	}
+	if got := ends(t, srv.mustPost(t, "sf", "again")); len(got) != 0 {
+		t.Errorf("the next turn: ends %q, want none", got)
+	}
+	if st := statuses(srv.tasks(t, "sf")); !maps1(st, id, "cancelled") {
+		t.Errorf("the lookup's task %v, want %s cancelled", st, id)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/bgtask/bgtask"
+	bgopenai "github.com/bgtask/bgtask/adapters/openai"
 	"github.com/openai/openai-go/v3"
 )
 
@@ -47,10 +48,10 @@ const systemPrompt = "You are the assistant of one conversation thread. Slow wor
 // the tasks they spawn and the Foreground calls they make) runs on turnCtx,
 // which keeps the request's values but not its cancellation: a client
 // that hangs up does not stop background work, nor abandon a call in the
-// foreground. Only the user's stop (errUserStop) cancels turnCtx. The
-// model calls run on modelCtx, which also ends when the client leaves: a
-// turn nobody waits for stops spending on the model at its next call, and
-// its run ends without cancelling anything.
+// foreground. Only the user's stop (cause bgtask.ErrRunStopped) cancels
+// turnCtx. The model calls run on modelCtx, which also ends when the client
+// leaves: a turn nobody waits for stops spending on the model at its next
+// call, and its run ends without cancelling anything.
 func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res turnResult, code int, err error) {
 	turnCtx, stop := context.WithCancelCause(context.WithoutCancel(reqCtx))
 	defer stop(nil)
@@ -79,11 +80,15 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 	}
 	s.log.Info("turn", "thread", th.id, "run_id", runID)
 	var endCause error // why the turn ended early, nil when it answered
+	stopped := func() (turnResult, int, error) {
+		endCause, res.Status = bgtask.ErrRunStopped, "stopped"
+		return res, http.StatusOK, nil
+	}
 	defer func() {
-		if errors.Is(context.Cause(turnCtx), errUserStop) { // a stop that came as the turn ended stops it too
-			endCause, res.Status = errUserStop, "stopped"
+		if bgtask.RunStopped(turnCtx) { // a stop that came as the turn ended stops it too
+			endCause, res.Status = bgtask.ErrRunStopped, "stopped"
 		}
-		if err := endRun(context.WithoutCancel(turnCtx), th.plugin, runID, endCause); err != nil {
+		if err := endRun(context.WithoutCancel(turnCtx), turnCtx, th.plugin, runID); err != nil {
 			s.log.Error("run end", "thread", th.id, "run_id", runID, "err", err)
 		}
 		s.keep(th, conv)
@@ -95,14 +100,11 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 	}()
 
 	conv = append(conv, entry{role: "user", plain: true, msg: openai.UserMessage(text)})
-	callCtx := bgtask.WithToolCall(turnCtx, bgtask.ToolCall{RunID: runID})
 	for res.Steps < s.cfg.maxSteps {
 		res.Steps++
 		pms, err := th.plugin.BeforeInference(turnCtx)
-		if err != nil && errors.Is(context.Cause(turnCtx), errUserStop) {
-			endCause = errUserStop
-			res.Status = "stopped"
-			return res, http.StatusOK, nil
+		if err != nil && bgtask.RunStopped(turnCtx) {
+			return stopped()
 		}
 		if err != nil {
 			endCause = err
@@ -116,14 +118,13 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 					res.Events = append(res.Events, b)
 				}
 			}
-			msg := openai.UserMessage(pm.Content)
-			if pm.Role == "system" { // only the Plugin's own instructions
-				msg = openai.SystemMessage(pm.Content)
-			}
-			if pm.Ephemeral {
-				ephemeral = append(ephemeral, msg)
-			} else {
-				conv = append(conv, entry{role: pm.Role, msg: msg})
+			// Only the Plugin's own instructions reach the system role.
+			for _, msg := range bgopenai.ChatPrompt([]bgtask.PromptMessage{pm}) {
+				if pm.Ephemeral {
+					ephemeral = append(ephemeral, msg)
+				} else {
+					conv = append(conv, entry{role: pm.Role, msg: msg})
+				}
 			}
 		}
 		msgs := ephemeral[:1:1]
@@ -135,10 +136,8 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 			Model: s.model, Messages: msgs, Tools: th.tools.ChatTools(),
 		})
 		switch {
-		case err != nil && errors.Is(context.Cause(modelCtx), errUserStop):
-			endCause = errUserStop
-			res.Status = "stopped"
-			return res, http.StatusOK, nil
+		case err != nil && bgtask.RunStopped(modelCtx):
+			return stopped()
 		case err != nil && reqCtx.Err() != nil:
 			endCause = context.Cause(reqCtx) // nobody to answer; the tasks go on
 			return res, http.StatusServiceUnavailable, errors.New("client gone")
@@ -157,30 +156,33 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 			res.Pending, _ = th.plugin.StepEnd(turnCtx)
 			return res, http.StatusOK, nil
 		}
-		answers, err := th.tools.AnswerChat(callCtx, msg)
-		switch {
-		case err != nil && errors.Is(context.Cause(turnCtx), errUserStop):
-			conv = conv[:len(conv)-1] // no dangling tool calls in the history
-			endCause = errUserStop
-			res.Status = "stopped"
-			return res, http.StatusOK, nil
-		case err != nil:
+		// The adapter answers every call of its tools, even when it returns
+		// an error (the host's, not the model's); calls of tools it does
+		// not have are the host's to answer.
+		answers, err := th.tools.AnswerChat(turnCtx, msg, bgopenai.WithRunID(runID))
+		if answers == nil && err != nil { // nothing ran: no dangling tool calls in the history
 			conv = conv[:len(conv)-1]
+		} else {
+			byID := make(map[string]openai.ChatCompletionMessageParamUnion, len(answers))
+			for _, a := range answers {
+				byID[a.OfTool.ToolCallID] = a
+			}
+			for _, c := range msg.ToolCalls { // every call gets an answer, in order
+				a, ok := byID[c.ID]
+				if !ok {
+					a = openai.ToolMessage(fmt.Sprintf("no tool named %q", c.Function.Name), c.ID)
+				}
+				conv = append(conv, entry{role: "tool", msg: a})
+				res.Calls = append(res.Calls, callView{Name: c.Function.Name, Arguments: c.Function.Arguments, Answer: a.OfTool.Content.OfString.Value})
+			}
+		}
+		switch {
+		case err != nil && bgtask.RunStopped(turnCtx):
+			return stopped()
+		case err != nil:
 			endCause = err
 			s.log.Error("tools", "thread", th.id, "err", err)
 			return res, http.StatusInternalServerError, errors.New("a tool failed")
-		}
-		byID := make(map[string]openai.ChatCompletionMessageParamUnion, len(answers))
-		for _, a := range answers {
-			byID[a.OfTool.ToolCallID] = a
-		}
-		for _, c := range msg.ToolCalls { // every call gets an answer, in order
-			a, ok := byID[c.ID]
-			if !ok {
-				a = openai.ToolMessage(fmt.Sprintf("no tool named %q", c.Function.Name), c.ID)
-			}
-			conv = append(conv, entry{role: "tool", msg: a})
-			res.Calls = append(res.Calls, callView{Name: c.Function.Name, Arguments: c.Function.Arguments, Answer: a.OfTool.Content.OfString.Value})
 		}
 		_ = th.plugin.AfterToolCall(turnCtx, bgtask.ToolCall{RunID: runID})
 		if res.Pending, err = th.plugin.StepEnd(turnCtx); err != nil {
