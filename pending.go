@@ -101,7 +101,10 @@ func (m *Manager) liveOwner(ctx context.Context, owner string) (string, error) {
 // each, whose RunStart delivers it. It runs once, on a goroutine the
 // Manager starts in New: first the Manager recovers what runtime instances
 // that are gone left running (Manager.Recover; a durable store also did so
-// when it opened), then it calls f with each owner in turn. Shutdown (and
+// when it opened), then it calls f with each owner in turn, and then, once
+// each, with the owners of records that a previous run of this Manager's
+// instance left queued or running (a store that is an InstanceOwnerLister:
+// a process restarted with the same instance id). Shutdown (and
 // Stop) waits for that pass to end and does not cut it short, so a Manager
 // shut down at once still calls f for every owner (whose run start then
 // fails with ErrClosed). f must not block for long; it may call the
@@ -140,12 +143,26 @@ func (m *Manager) callPendingOwners(ctx context.Context) {
 			m.log.Info("bgtask: recovered records of gone runtime instances", "interrupted", n)
 		}
 	}
+	called := make(map[string]bool)
 	for owner, err := range m.UndeliveredOwners(ctx) {
 		if err != nil {
 			m.log.Error("bgtask: listing the owners with undelivered ends", "err", err)
 			return
 		}
+		called[owner] = true
 		m.callPendingOwner(owner)
+	}
+	// Then the owners of what a previous run of this instance left live:
+	// their next Restore interrupts it, and tells them.
+	for owner, err := range m.leftOwners(ctx) {
+		if err != nil {
+			m.log.Error("bgtask: listing the owners of records a previous run left", "err", err)
+			return
+		}
+		if !called[owner] {
+			called[owner] = true
+			m.callPendingOwner(owner)
+		}
 	}
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -21,15 +20,12 @@ func TestKillRestartSQLite(t *testing.T) {
 }
 
 // The same on PostgreSQL (a throw-away server; skipped without the server
-// binaries, except under CI=true where it fails).
-//
-// Only k3 is woken at start here: the records k1's and k2's tasks left
-// running belong to this same instance ("e2e"), which the pass at start
-// does not list (TestPendingOwnersSameInstancePostgres shows it); their
-// first turns hear them all the same.
+// binaries, except under CI=true where it fails). The records k1's and
+// k2's tasks left running belong to this same instance ("e2e"), alive
+// again: the pass at start finds them as what the instance left.
 func TestKillRestartPostgres(t *testing.T) {
 	t.Parallel()
-	testKillRestart(t, []string{"k3"}, "-pg", pgtest.StartDSN(t), "-instance", "e2e")
+	testKillRestart(t, []string{"k1", "k2", "k3"}, "-pg", pgtest.StartDSN(t), "-instance", "e2e")
 }
 
 // testKillRestart runs the kill -9 test on store; woken are the threads the
@@ -98,18 +94,12 @@ func testKillRestart(t *testing.T, woken []string, store ...string) {
 	}
 }
 
-// A root library gap, shown here and skipped unless BGTASK_ROOT_GAPS=1:
-// after kill -9 of a PostgreSQL server that keeps its -instance id (as
+// After kill -9 of a PostgreSQL server that keeps its -instance id (as
 // pgstore's Start asks, so that Restore interrupts its leftovers at once),
-// WithOnPendingOwner is not called for a thread whose task the killed
-// process left running, although the thread's next RunStart delivers its
-// interrupted end: the pass at start lists terminal records and notices
-// only, and the restarted instance is alive, so nothing recovers its
-// running records before the thread's first run.
+// the thread whose task the killed process left running is woken at start,
+// once: the restarted instance is alive, so no reaper ends the record, and
+// the Manager's pass at start lists the owners of what its instance left.
 func TestPendingOwnersSameInstancePostgres(t *testing.T) {
-	if os.Getenv("BGTASK_ROOT_GAPS") != "1" {
-		t.Skip("a known gap of the root library (see the test's doc); BGTASK_ROOT_GAPS=1 runs it")
-	}
 	t.Parallel()
 	model, url := newModel(t)
 	args := []string{"-openai-url", url, "-pg", pgtest.StartDSN(t), "-instance", "e2e"}

@@ -52,3 +52,40 @@ func (s *Store) undeliveredOwners(ctx context.Context) ([]string, error) {
 }
 
 var _ bgtask.UndeliveredLister = (*Store)(nil)
+
+// instanceOwnersSQL finds the owners of an instance's live records
+// (partial index bgtask_tasks_live).
+const instanceOwnersSQL = `SELECT DISTINCT owner FROM bgtask_tasks
+	WHERE instance = $1 AND status IN ('queued', 'running', 'awaiting_input')`
+
+// InstanceOwners implements bgtask.InstanceOwnerLister: it yields, each
+// once, the owners that hold a queued, running or awaiting-input record of
+// instance, with one query; a restarted instance's Manager wakes them
+// (bgtask.WithOnPendingOwner), since no reaper ends what its previous run
+// left. The owners are read before the first is yielded. After Close it
+// yields ErrClosed.
+func (s *Store) InstanceOwners(ctx context.Context, instance string) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		if s.isClosed() {
+			yield("", ErrClosed)
+			return
+		}
+		rs, err := s.pool.Query(ctx, instanceOwnersSQL, instance)
+		if err != nil {
+			yield("", fmt.Errorf("pgstore: instance owners: %w", err))
+			return
+		}
+		owners, err := pgx.CollectRows(rs, pgx.RowTo[string])
+		if err != nil {
+			yield("", fmt.Errorf("pgstore: instance owners: %w", err))
+			return
+		}
+		for _, o := range owners {
+			if !yield(o, nil) {
+				return
+			}
+		}
+	}
+}
+
+var _ bgtask.InstanceOwnerLister = (*Store)(nil)
