@@ -28,6 +28,10 @@ func ModelError(err error) error { return toolcall.MarkModelError(err) }
 // returns true). An error of the call's ctx is never the model's.
 func IsModelMistake(err error) bool { return toolcall.IsModelMistake(err) }
 
+// defaultAnswer is how the Answer methods run calls with no option: one
+// at a time, with the lineage of their ctx.
+var defaultAnswer = toolcall.Config{Parallel: 1, Wrap: wrapHostError}
+
 // answer runs calls with the options of one answer (the Toolset's, then
 // opts) and returns an outcome per call, in the calls' order, and the
 // host's errors (nil if none), as toolcall.Answer does; a bad option is
@@ -37,12 +41,7 @@ func (s *Toolset) answer(ctx context.Context, calls []toolcall.Call, opts []Opti
 	if err != nil {
 		return nil, err
 	}
-	return toolcall.Answer(ctx, calls, toolcall.Config{
-		Parallel: cfg.parallel,
-		RunID:    cfg.runID,
-		AgentID:  cfg.agentID,
-		Wrap:     wrapHostError,
-	})
+	return toolcall.Answer(ctx, calls, cfg.answer)
 }
 
 // wrapHostError names the adapter, the tool and the call in a call's host

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -95,6 +96,24 @@ type Config struct {
 	// the error Answer returns for it, naming the adapter, the tool and
 	// the call. Nil wraps it as "<tool> (call <id>): <err>".
 	Wrap func(c Call, err error) error
+}
+
+// Validate refuses cfg's bad values, as an adapter's options set them,
+// with an error matching bgtask.ErrInvalidArgument that names the option
+// after prefix (the adapter's package name): a Parallel below 1
+// (WithParallel; Answer itself takes 0 as 1), a blank RunID (WithRunID) or
+// AgentID (WithAgentID). It returns nil for good values.
+func (cfg Config) Validate(prefix string) error {
+	if cfg.Parallel < 1 {
+		return fmt.Errorf("%s: WithParallel(%d): at least one call at a time: %w", prefix, cfg.Parallel, bgtask.ErrInvalidArgument)
+	}
+	if cfg.RunID != nil && strings.TrimSpace(*cfg.RunID) == "" {
+		return fmt.Errorf("%s: WithRunID: blank run id: %w", prefix, bgtask.ErrInvalidArgument)
+	}
+	if cfg.AgentID != nil && strings.TrimSpace(*cfg.AgentID) == "" {
+		return fmt.Errorf("%s: WithAgentID: blank agent id: %w", prefix, bgtask.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // Answer runs calls with cfg and returns an outcome per call, in the

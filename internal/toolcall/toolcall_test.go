@@ -407,3 +407,31 @@ func TestAnswerPanic(t *testing.T) {
 		t.Errorf("serial: ran %v, want c0", ran)
 	}
 }
+
+// Validate refuses what an adapter's options may set wrong, naming the
+// option after the prefix.
+func TestConfigValidate(t *testing.T) {
+	blank, tab, ok := " ", "\t", "run-1"
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string // "" for nil
+	}{
+		{"good", Config{Parallel: 1, RunID: &ok, AgentID: &ok}, ""},
+		{"parallel 4", Config{Parallel: 4}, ""},
+		{"parallel 0", Config{}, "bgx: WithParallel(0): at least one call at a time: bgtask: invalid argument"},
+		{"parallel -2", Config{Parallel: -2}, "bgx: WithParallel(-2): at least one call at a time: bgtask: invalid argument"},
+		{"blank run", Config{Parallel: 1, RunID: &tab}, "bgx: WithRunID: blank run id: bgtask: invalid argument"},
+		{"blank agent", Config{Parallel: 1, AgentID: &blank}, "bgx: WithAgentID: blank agent id: bgtask: invalid argument"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate("bgx")
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("err %v, want nil", err)
+			case tc.want != "" && (err == nil || err.Error() != tc.want || !errors.Is(err, bgtask.ErrInvalidArgument)):
+				t.Errorf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
