@@ -156,6 +156,21 @@ func (s *script) free(id string) {
 	}
 }
 
+// endLast checks, in a synctest bubble, that Answer (done closes when it
+// returns) waits for the call id, the last one running, then releases it
+// and waits for Answer.
+func (s *script) endLast(t *testing.T, done <-chan struct{}, id string) {
+	t.Helper()
+	synctest.Wait()
+	select {
+	case <-done:
+		t.Fatalf("Answer returned with %s running", id)
+	default:
+	}
+	s.free(id)
+	<-done
+}
+
 // freeAll releases every "block" call not released yet, so that a failed
 // test leaves no call blocked.
 func (s *script) freeAll() {
@@ -313,14 +328,7 @@ func TestAnswerBoundedParallel(t *testing.T) {
 			t.Fatalf("started %v, want c0..c3", ran)
 		}
 		s.free("c3")
-		synctest.Wait()
-		select {
-		case <-done:
-			t.Fatal("Answer returned with c0 running")
-		default:
-		}
-		s.free("c0")
-		<-done
+		s.endLast(t, done, "c0")
 		want := []Outcome{{`"c0"`, false}, {`"c1"`, false}, {`"c2"`, false}, {`"c3"`, false}}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("outcomes %+v, want %+v", got, want)
@@ -378,14 +386,7 @@ func TestAnswerPanic(t *testing.T) {
 			defer func() { raised = recover() }()
 			Answer(t.Context(), calls, Config{Parallel: 2})
 		}()
-		synctest.Wait()
-		select {
-		case <-done:
-			t.Fatal("Answer returned with c0 running")
-		default:
-		}
-		s.free("c0")
-		<-done
+		s.endLast(t, done, "c0")
 		if raised != "boom c1" {
 			t.Errorf("panic %v, want boom c1", raised)
 		}
