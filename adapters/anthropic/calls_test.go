@@ -17,36 +17,6 @@ import (
 	"github.com/bgtask/bgtask/internal/adaptertest"
 )
 
-// startJob is a host's own tool that spawns a task named by the model:
-// {"name":"..."} starts a task with that name that runs until cancelled,
-// and answers its id. fail, if set, is its error for a name.
-func startJob(owner bgtask.Owner, fail func(name string) error) bgtask.Tool {
-	return bgtask.Tool{
-		Name:        "start_job",
-		Description: "Start a job.",
-		Schema:      json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string"}}}`),
-		Call: func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
-			var in struct{ Name string }
-			if err := json.Unmarshal(args, &in); err != nil {
-				return nil, err
-			}
-			if fail != nil {
-				if err := fail(in.Name); err != nil {
-					return nil, err
-				}
-			}
-			id, err := owner.Spawn(ctx, func(ctx context.Context, _ *bgtask.Task) (any, error) {
-				<-ctx.Done()
-				return nil, context.Cause(ctx)
-			}, bgtask.WithName(in.Name))
-			if err != nil {
-				return nil, err
-			}
-			return json.Marshal(id)
-		},
-	}
-}
-
 // message decodes a reply making uses.
 func message(t *testing.T, uses ...toolUse) *anthropic.Message {
 	t.Helper()
@@ -88,7 +58,7 @@ func TestAnswerLineage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := adaptertest.NewFixture(t)
-			ts, err := bganthropic.New([]bgtask.Tool{startJob(f.Owner, nil)}, append(tc.newOpts, bganthropic.WithParallel(2))...)
+			ts, err := bganthropic.New([]bgtask.Tool{adaptertest.StartJob(f.Owner, nil)}, append(tc.newOpts, bganthropic.WithParallel(2))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -193,7 +163,7 @@ func TestAnswerErrors(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/parallel %d", tc.name, parallel), func(t *testing.T) {
 				t.Parallel()
 				f := adaptertest.NewFixture(t)
-				ts, err := bganthropic.New([]bgtask.Tool{startJob(f.Owner, tc.fail)}, bganthropic.WithParallel(parallel))
+				ts, err := bganthropic.New([]bgtask.Tool{adaptertest.StartJob(f.Owner, tc.fail)}, bganthropic.WithParallel(parallel))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -296,7 +266,7 @@ func TestOptions(t *testing.T) {
 	t.Parallel()
 	f := adaptertest.NewFixture(t)
 	var ran atomic.Int32
-	tool := startJob(f.Owner, func(string) error { ran.Add(1); return nil })
+	tool := adaptertest.StartJob(f.Owner, func(string) error { ran.Add(1); return nil })
 	msg := message(t, toolUse{"toolu_1", "start_job", `{"name":"x"}`})
 	for _, tc := range []struct {
 		opt  bganthropic.Option

@@ -4,10 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
@@ -31,31 +27,10 @@ func newScriptedModel(t *testing.T, path string, replies ...string) (*adaptertes
 // uses no reply). It returns a client of the SDK that talks to it.
 func newCheckingModel(t *testing.T, path string, check func(req map[string]any) error, replies ...string) anthropic.Client {
 	t.Helper()
-	var mu sync.Mutex
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || r.Method != http.MethodPost || r.URL.Path != path {
-			http.Error(w, `{"type":"error","error":{"type":"not_found_error","message":"not a request for `+path+`"}}`, http.StatusNotFound)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		if err := check(req); err != nil {
-			b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": err.Error()}})
-			w.WriteHeader(http.StatusBadRequest)
-			w.Write(b)
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(replies) == 0 {
-			w.WriteHeader(http.StatusInternalServerError)
-			io.WriteString(w, `{"type":"error","error":{"type":"api_error","message":"no reply left"}}`)
-			return
-		}
-		io.WriteString(w, replies[0])
-		replies = replies[1:]
-	}))
-	t.Cleanup(srv.Close)
+	srv := adaptertest.NewCheckingModel(t, path, check, func(typ, message string) string {
+		b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": message}})
+		return string(b)
+	}, replies...)
 	return anthropic.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("test"),
 		option.WithHTTPClient(srv.Client()), option.WithMaxRetries(0))
 }

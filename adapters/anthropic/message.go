@@ -6,6 +6,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/internal/toolcall"
 )
 
 // AnswerMessage runs the tool_use blocks of msg that name one of the
@@ -33,14 +34,14 @@ import (
 // naming its tool and tool_use id), for the host to end its turn (see the
 // package doc). A bad option is returned with no blocks and runs nothing.
 func (s *Toolset) AnswerMessage(ctx context.Context, msg *anthropic.Message, opts ...Option) ([]anthropic.ContentBlockParamUnion, error) {
-	var calls []pending
+	var calls []toolcall.Call
 	if msg != nil {
 		for _, block := range msg.Content {
 			if block.Type != "tool_use" || block.ToolsetName != "" {
 				continue
 			}
 			if t, ok := s.lookup(block.Name); ok {
-				calls = append(calls, pending{block.ID, t, block.Input})
+				calls = append(calls, toolcall.Call{ID: block.ID, Tool: t, Args: block.Input})
 			}
 		}
 	}
@@ -50,7 +51,7 @@ func (s *Toolset) AnswerMessage(ctx context.Context, msg *anthropic.Message, opt
 	}
 	blocks := make([]anthropic.ContentBlockParamUnion, len(outs))
 	for i, o := range outs {
-		blocks[i] = anthropic.NewToolResultBlock(calls[i].id, o.text, o.isError)
+		blocks[i] = anthropic.NewToolResultBlock(calls[i].ID, o.Text, o.IsError)
 	}
 	return blocks, err
 }

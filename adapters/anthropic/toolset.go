@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/packages/param"
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/internal/toolcall"
 )
 
 // Toolset is a list of bgtask tools ready for the Anthropic SDK. Make one
@@ -32,25 +32,12 @@ type Toolset struct {
 type Option func(*config)
 
 type config struct {
-	strict   *bool
-	parallel int
-	runID    *string
-	agentID  *string
+	strict *bool
+	answer toolcall.Config // WithParallel, WithRunID, WithAgentID, and the host errors' wrap
 }
 
 // validate refuses the options' bad values, naming the option.
-func (c *config) validate() error {
-	if c.parallel < 1 {
-		return fmt.Errorf("bganthropic: WithParallel(%d): at least one call at a time: %w", c.parallel, bgtask.ErrInvalidArgument)
-	}
-	if c.runID != nil && strings.TrimSpace(*c.runID) == "" {
-		return fmt.Errorf("bganthropic: WithRunID: blank run id: %w", bgtask.ErrInvalidArgument)
-	}
-	if c.agentID != nil && strings.TrimSpace(*c.agentID) == "" {
-		return fmt.Errorf("bganthropic: WithAgentID: blank agent id: %w", bgtask.ErrInvalidArgument)
-	}
-	return nil
-}
+func (c *config) validate() error { return c.answer.Validate("bganthropic") }
 
 // WithStrict sets the definitions' strict flag, with which the model's
 // tool inputs are guaranteed to follow each schema. Default: not sent
@@ -71,7 +58,7 @@ func WithStrict(strict bool) Option {
 // either order). n < 1 is refused with an error matching
 // bgtask.ErrInvalidArgument.
 func WithParallel(n int) Option {
-	return func(c *config) { c.parallel = n }
+	return func(c *config) { c.answer.Parallel = n }
 }
 
 // WithRunID sets the run id of the lineage AnswerMessage gives each call:
@@ -81,7 +68,7 @@ func WithParallel(n int) Option {
 // any. A blank id is refused with an error matching
 // bgtask.ErrInvalidArgument.
 func WithRunID(id string) Option {
-	return func(c *config) { c.runID = &id }
+	return func(c *config) { c.answer.RunID = &id }
 }
 
 // WithAgentID sets the agent id of the lineage AnswerMessage gives each
@@ -89,7 +76,7 @@ func WithRunID(id string) Option {
 // bgtask.ToolCall on AnswerMessage's ctx, if any. A blank id is refused
 // with an error matching bgtask.ErrInvalidArgument.
 func WithAgentID(id string) Option {
-	return func(c *config) { c.agentID = &id }
+	return func(c *config) { c.answer.AgentID = &id }
 }
 
 // New returns a Toolset of tools, usually an Owner's Tools, perhaps with
@@ -97,7 +84,7 @@ func WithAgentID(id string) Option {
 // object of type "object", two tools have one name, or an option's value
 // is bad.
 func New(tools []bgtask.Tool, opts ...Option) (*Toolset, error) {
-	cfg := config{parallel: 1}
+	cfg := config{answer: defaultAnswer}
 	apply(&cfg, opts)
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -137,8 +124,8 @@ func apply(cfg *config, opts []Option) {
 
 // callConfig returns the options of one answer: the Toolset's, then opts.
 func (s *Toolset) callConfig(opts []Option) (config, error) {
-	cfg := config{parallel: 1}
-	if s != nil && s.cfg.parallel != 0 { // not the zero Toolset
+	cfg := config{answer: defaultAnswer}
+	if s != nil && s.cfg.answer.Parallel != 0 { // not the zero Toolset
 		cfg = s.cfg
 	}
 	apply(&cfg, opts)

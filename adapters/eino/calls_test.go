@@ -1,7 +1,6 @@
 package bgeino_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,33 +14,15 @@ import (
 	"github.com/cloudwego/eino/schema"
 )
 
-// startJob is a host's own tool that spawns a task named by the model:
-// {"name":"..."} starts a task with that name that runs until cancelled,
-// and answers its id; the name "nowhere" is an error it marks as the
-// model's.
+// startJob is adaptertest.StartJob, whose name "nowhere" is an error it
+// marks as the model's.
 func startJob(owner bgtask.Owner) bgtask.Tool {
-	return bgtask.Tool{
-		Name:        "start_job",
-		Description: "Start a job.",
-		Schema:      json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string"}}}`),
-		Call: func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
-			var in struct{ Name string }
-			if err := json.Unmarshal(args, &in); err != nil {
-				return nil, err
-			}
-			if in.Name == "nowhere" {
-				return nil, fmt.Errorf("start_job: %w", bgeino.ModelError(errors.New("no such place: nowhere")))
-			}
-			id, err := owner.Spawn(ctx, func(ctx context.Context, _ *bgtask.Task) (any, error) {
-				<-ctx.Done()
-				return nil, context.Cause(ctx)
-			}, bgtask.WithName(in.Name))
-			if err != nil {
-				return nil, err
-			}
-			return json.Marshal(id)
-		},
-	}
+	return adaptertest.StartJob(owner, func(name string) error {
+		if name == "nowhere" {
+			return fmt.Errorf("start_job: %w", bgeino.ModelError(errors.New("no such place: nowhere")))
+		}
+		return nil
+	})
 }
 
 // A ReAct agent's calls of a host tool that spawns: each task records the

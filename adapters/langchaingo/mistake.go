@@ -1,11 +1,6 @@
 package bglangchain
 
-import (
-	"context"
-	"errors"
-
-	"github.com/bgtask/bgtask"
-)
+import "github.com/bgtask/bgtask/internal/toolcall"
 
 // ModelError marks err, returned by a tool of the host's own, as the
 // model's mistake: Call then returns its text as the call's
@@ -16,19 +11,7 @@ import (
 // The other adapters (bgopenai, bganthropic, bgeino) recognise it
 // too: any error with a method ModelMistake() bool that returns true is a
 // model's mistake.
-func ModelError(err error) error {
-	if err == nil {
-		return nil
-	}
-	return modelError{err}
-}
-
-// modelError is an error marked as the model's mistake by ModelError.
-type modelError struct{ err error }
-
-func (e modelError) Error() string      { return e.err.Error() }
-func (e modelError) Unwrap() error      { return e.err }
-func (e modelError) ModelMistake() bool { return true }
+func ModelError(err error) error { return toolcall.MarkModelError(err) }
 
 // IsModelMistake reports whether err, returned by a tool's Call, is the
 // model's own mistake, given to the model as the call's result rather
@@ -38,19 +21,4 @@ func (e modelError) ModelMistake() bool { return true }
 // bgtask.ErrLimit, bgtask.ErrFanOutLimit, bgtask.ErrDepthLimit), and any
 // error marked with ModelError (or with a method ModelMistake() bool that
 // returns true). An error of the call's ctx is never the model's.
-func IsModelMistake(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var marked interface{ ModelMistake() bool }
-	switch {
-	case bgtask.IsModelMistake(err), errors.As(err, &marked) && marked.ModelMistake():
-		return true
-	}
-	for _, target := range []error{bgtask.ErrDuplicateName, bgtask.ErrInvalidArgument, bgtask.ErrLimit, bgtask.ErrFanOutLimit, bgtask.ErrDepthLimit} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
-}
+func IsModelMistake(err error) bool { return toolcall.IsModelMistake(err) }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/internal/toolcall"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
 )
@@ -51,13 +52,13 @@ func (s *Toolset) ChatTools() []openai.ChatCompletionToolUnionParam {
 // (see the package doc). A bad option is returned with no messages and
 // runs nothing.
 func (s *Toolset) AnswerChat(ctx context.Context, msg openai.ChatCompletionMessage, opts ...Option) ([]openai.ChatCompletionMessageParamUnion, error) {
-	var calls []pending
+	var calls []toolcall.Call
 	for _, call := range msg.ToolCalls {
 		if call.Type != "function" {
 			continue
 		}
 		if t, ok := s.lookup(call.Function.Name); ok {
-			calls = append(calls, pending{call.ID, t, json.RawMessage(call.Function.Arguments)})
+			calls = append(calls, toolcall.Call{ID: call.ID, Tool: t, Args: json.RawMessage(call.Function.Arguments)})
 		}
 	}
 	outs, err := s.answer(ctx, calls, opts)
@@ -66,7 +67,7 @@ func (s *Toolset) AnswerChat(ctx context.Context, msg openai.ChatCompletionMessa
 	}
 	answers := make([]openai.ChatCompletionMessageParamUnion, len(outs))
 	for i, o := range outs {
-		answers[i] = openai.ToolMessage(o.text, calls[i].id)
+		answers[i] = openai.ToolMessage(o.Text, calls[i].ID)
 	}
 	return answers, err
 }

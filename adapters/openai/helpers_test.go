@@ -4,10 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"github.com/bgtask/bgtask"
@@ -57,31 +53,10 @@ func checkDefinitions(t *testing.T, owner bgtask.Owner, wantStrict bool, defs []
 // uses no reply). It returns a client of the SDK that talks to it.
 func newCheckingModel(t *testing.T, path string, check func(req map[string]any) error, replies ...string) openai.Client {
 	t.Helper()
-	var mu sync.Mutex
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || r.Method != http.MethodPost || r.URL.Path != path {
-			http.Error(w, `{"error":{"message":"not a request for `+path+`"}}`, http.StatusNotFound)
-			return
-		}
-		if err := check(req); err != nil {
-			b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": err.Error(), "type": "invalid_request_error"}})
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			w.Write(b)
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(replies) == 0 {
-			http.Error(w, `{"error":{"message":"no reply left"}}`, http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, replies[0])
-		replies = replies[1:]
-	}))
-	t.Cleanup(srv.Close)
+	srv := adaptertest.NewCheckingModel(t, path, check, func(typ, message string) string {
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": message, "type": typ}})
+		return string(b)
+	}, replies...)
 	return openai.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("test"),
 		option.WithHTTPClient(srv.Client()), option.WithMaxRetries(0))
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/internal/toolcall"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
 )
@@ -37,7 +38,7 @@ func (s *Toolset) ResponseTools() []responses.ToolUnionParam {
 // Options, lineage, ctx and errors are as for AnswerChat: every call gets
 // its output item, even when AnswerResponse returns an error.
 func (s *Toolset) AnswerResponse(ctx context.Context, resp *responses.Response, opts ...Option) ([]responses.ResponseInputItemUnionParam, error) {
-	var calls []pending
+	var calls []toolcall.Call
 	if resp != nil {
 		for _, item := range resp.Output {
 			if item.Type != "function_call" || item.Namespace != "" {
@@ -45,7 +46,7 @@ func (s *Toolset) AnswerResponse(ctx context.Context, resp *responses.Response, 
 			}
 			call := item.AsFunctionCall()
 			if t, ok := s.lookup(call.Name); ok {
-				calls = append(calls, pending{call.CallID, t, json.RawMessage(call.Arguments)})
+				calls = append(calls, toolcall.Call{ID: call.CallID, Tool: t, Args: json.RawMessage(call.Arguments)})
 			}
 		}
 	}
@@ -57,8 +58,8 @@ func (s *Toolset) AnswerResponse(ctx context.Context, resp *responses.Response, 
 	for i, o := range outs {
 		items[i] = responses.ResponseInputItemUnionParam{
 			OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
-				CallID: param.NewOpt(calls[i].id),
-				Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: param.NewOpt(o.text)},
+				CallID: param.NewOpt(calls[i].ID),
+				Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: param.NewOpt(o.Text)},
 			},
 		}
 	}

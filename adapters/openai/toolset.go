@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/internal/toolcall"
 )
 
 // Toolset is a list of bgtask tools ready for the OpenAI SDK. Make one with
@@ -27,25 +27,12 @@ type Toolset struct {
 type Option func(*config)
 
 type config struct {
-	strict   bool
-	parallel int
-	runID    *string
-	agentID  *string
+	strict bool
+	answer toolcall.Config // WithParallel, WithRunID, WithAgentID, and the host errors' wrap
 }
 
 // validate refuses the options' bad values, naming the option.
-func (c *config) validate() error {
-	if c.parallel < 1 {
-		return fmt.Errorf("bgopenai: WithParallel(%d): at least one call at a time: %w", c.parallel, bgtask.ErrInvalidArgument)
-	}
-	if c.runID != nil && strings.TrimSpace(*c.runID) == "" {
-		return fmt.Errorf("bgopenai: WithRunID: blank run id: %w", bgtask.ErrInvalidArgument)
-	}
-	if c.agentID != nil && strings.TrimSpace(*c.agentID) == "" {
-		return fmt.Errorf("bgopenai: WithAgentID: blank agent id: %w", bgtask.ErrInvalidArgument)
-	}
-	return nil
-}
+func (c *config) validate() error { return c.answer.Validate("bgopenai") }
 
 // WithStrict sets the definitions' strict flag, with which OpenAI's models
 // follow each schema exactly. Default: on, since bgtask's tool schemas are
@@ -66,7 +53,7 @@ func WithStrict(strict bool) Option {
 // a list of the same task may run in either order). n < 1 is refused
 // with an error matching bgtask.ErrInvalidArgument.
 func WithParallel(n int) Option {
-	return func(c *config) { c.parallel = n }
+	return func(c *config) { c.answer.Parallel = n }
 }
 
 // WithRunID sets the run id of the lineage the Answer methods give each
@@ -76,7 +63,7 @@ func WithParallel(n int) Option {
 // bgtask.WithToolCall), if any. A blank id is refused with an error
 // matching bgtask.ErrInvalidArgument.
 func WithRunID(id string) Option {
-	return func(c *config) { c.runID = &id }
+	return func(c *config) { c.answer.RunID = &id }
 }
 
 // WithAgentID sets the agent id of the lineage the Answer methods give each
@@ -84,14 +71,14 @@ func WithRunID(id string) Option {
 // bgtask.ToolCall on the Answer method's ctx, if any. A blank id is
 // refused with an error matching bgtask.ErrInvalidArgument.
 func WithAgentID(id string) Option {
-	return func(c *config) { c.agentID = &id }
+	return func(c *config) { c.answer.AgentID = &id }
 }
 
 // New returns a Toolset of tools, usually an Owner's Tools, perhaps with
 // tools of the host's own. It fails if a tool's Schema is not a JSON
 // object, two tools have one name, or an option's value is bad.
 func New(tools []bgtask.Tool, opts ...Option) (*Toolset, error) {
-	cfg := config{strict: true, parallel: 1}
+	cfg := config{strict: true, answer: defaultAnswer}
 	apply(&cfg, opts)
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -125,8 +112,8 @@ func (s *Toolset) lookup(name string) (bgtask.Tool, bool) {
 
 // callConfig returns the options of one answer: the Toolset's, then opts.
 func (s *Toolset) callConfig(opts []Option) (config, error) {
-	cfg := config{strict: true, parallel: 1}
-	if s != nil && s.cfg.parallel != 0 { // not the zero Toolset
+	cfg := config{strict: true, answer: defaultAnswer}
+	if s != nil && s.cfg.answer.Parallel != 0 { // not the zero Toolset
 		cfg = s.cfg
 	}
 	apply(&cfg, opts)

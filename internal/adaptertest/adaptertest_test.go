@@ -2,8 +2,15 @@ package adaptertest
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/bgtask/bgtask"
 
 	"go.uber.org/goleak"
 )
@@ -30,5 +37,80 @@ func TestFixtureAndScriptedModel(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !JSONEqual(sm.Request(0), map[string]any{"q": "a"}) {
 		t.Errorf("status %d, request %v", resp.StatusCode, sm.Request(0))
+	}
+}
+
+// The checking model refuses what check refuses and requests to another
+// path, with errorBody's bodies, answers the others in order, and fails
+// when no reply is left.
+func TestCheckingModel(t *testing.T) {
+	check := func(req map[string]any) error {
+		if req["q"] == "bad" {
+			return errors.New("q: bad")
+		}
+		return nil
+	}
+	srv := NewCheckingModel(t, "/v1/x", check, func(typ, message string) string { return typ + "|" + message }, `{"n":1}`, `{"n":2}`)
+	for i, tc := range []struct {
+		path, body string
+		status     int
+		want       string
+	}{
+		{"/v1/y", `{"q":"a"}`, http.StatusNotFound, "not_found_error|not a request for /v1/x"},
+		{"/v1/x", `not json`, http.StatusNotFound, "not_found_error|not a request for /v1/x"},
+		{"/v1/x", `{"q":"bad"}`, http.StatusBadRequest, "invalid_request_error|q: bad"},
+		{"/v1/x", `{"q":"a"}`, http.StatusOK, `{"n":1}`},
+		{"/v1/x", `{"q":"bad"}`, http.StatusBadRequest, "invalid_request_error|q: bad"},
+		{"/v1/x", `{"q":"b"}`, http.StatusOK, `{"n":2}`},
+		{"/v1/x", `{"q":"c"}`, http.StatusInternalServerError, "api_error|no reply left"},
+	} {
+		resp, err := srv.Client().Post(srv.URL+tc.path, "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != tc.status || string(body) != tc.want || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("request %d: %d %q (%s, %v), want %d %q", i, resp.StatusCode, body, resp.Header.Get("Content-Type"), err, tc.status, tc.want)
+		}
+	}
+}
+
+// StartJob spawns a task named by the model, running until cancelled, and
+// answers its id; fail's error is returned and spawns nothing. Durable
+// splits the Plugin's messages into the kept and the ephemeral ones.
+func TestStartJobAndDurable(t *testing.T) {
+	f := NewFixture(t)
+	refused := errors.New("refused")
+	tool := StartJob(f.Owner, func(name string) error {
+		if name == "no" {
+			return refused
+		}
+		return nil
+	})
+	if res, err := tool.Call(f.CallCtx, json.RawMessage(`{"name":"no"}`)); res != nil || err != refused {
+		t.Errorf("refused: %s %v, want nil %v", res, err, refused)
+	}
+	res, err := tool.Call(f.CallCtx, json.RawMessage(`{"name":"job"}`))
+	var id string
+	if err != nil || json.Unmarshal(res, &id) != nil {
+		t.Fatalf("job: %s %v", res, err)
+	}
+	meta, err := f.Owner.Get(t.Context(), id)
+	if err != nil || meta.Name != "job" || meta.Status != bgtask.StatusRunning {
+		t.Errorf("job: %+v %v, want running, named job", meta, err)
+	}
+	seq, err := f.Owner.List(t.Context())
+	if list := slices.Collect(seq); err != nil || len(list) != 3 {
+		t.Errorf("%d tasks (%v), want 3: fetch, crawler, job", len(list), err)
+	}
+
+	keep, once := Durable(PluginMessages())
+	var texts []string
+	for _, m := range slices.Concat(keep, []bgtask.PromptMessage{{Content: "|"}}, once) {
+		texts = append(texts, m.Content)
+	}
+	if got, want := strings.Join(texts, " "), strings.Join([]string{EventText, ForgedText, "", "|", InstructionsText, ViewText}, " "); got != want {
+		t.Errorf("Durable: %s, want %s", got, want)
 	}
 }
