@@ -12,7 +12,8 @@ import (
 
 // A deploy stops the Manager softly: a task that finishes before the
 // deadline keeps its result, one still running at the deadline ends
-// interrupted, as after a crash.
+// interrupted, as after a crash. Stop returns at the deadline; Shutdown
+// then waits for the function it cut.
 func ExampleManager_Stop() {
 	m, err := bgtask.New(bgtask.WithInstance("inst-1"))
 	if err != nil {
@@ -44,8 +45,11 @@ func ExampleManager_Stop() {
 		meta, _ := m.Get(context.Background(), id)
 		fmt.Println(meta.Status, cmp.Or(string(meta.Result), meta.Error))
 	}
+	// Stop did not wait for the cut function to return; Shutdown does.
+	fmt.Println(m.Shutdown(context.Background()))
 	// Output:
 	// true
 	// completed "report written"
 	// interrupted bgtask: interrupted: the runtime that ran it (instance "inst-1") shut down before it ended; it will not be re-run
+	// <nil>
 }

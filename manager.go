@@ -53,8 +53,9 @@ type Manager struct {
 	active     int          // registered tasks whose goroutine has not exited
 	live       int          // registered tasks not yet unregistered
 	idle       chan struct{}
-	idleShut   bool // idle was closed
-	helpers    int  // goroutines of the Manager's own that Shutdown waits for, besides tasks (WithOnPendingOwner)
+	idleShut   bool               // idle was closed
+	helpers    int                // goroutines of the Manager's own that Shutdown waits for, besides tasks (WithOnPendingOwner)
+	cutRunning map[*Task]struct{} // tasks Stop ended whose function has not returned; still counted in active
 
 	phaseHook func(t *Task, from, to taskPhase) // tests only: sees every phase move, under m.mu
 

@@ -42,6 +42,10 @@ func (m *Manager) run(t *Task) {
 		startFailedOutcome(err, &out)
 		return
 	}
+	if !t.end.CompareAndSwap(endOpen, endCalling) { // Stop cut it before its function was called
+		m.stopOutcome(&out)
+		return
+	}
 	m.call(t, &out)
 }
 
@@ -136,10 +140,21 @@ func (m *Manager) settle(t *Task, out *outcome, v any, err error) {
 // before the terminal event, so no record stays silently running.
 func (m *Manager) finish(t *Task, out *outcome) {
 	growStack()
-	t.returned.Store(true)
-	if t.ctx.Err() != nil && context.Cause(&t.ctx) == errStopCut {
-		m.stopOutcome(out) // Stop's deadline passed first: what it returned is discarded
+	if !t.claimEnd() {
+		m.releaseCut(t) // Stop ended it: what the function returned is discarded
+		return
 	}
+	if t.ctx.Err() != nil && context.Cause(&t.ctx) == errStopCut {
+		m.stopOutcome(out) // Stop cut it while queued or before its call: it ends interrupted
+	}
+	m.end(t, out, false)
+}
+
+// end records a task's end: its terminal record committed, the task
+// retired, its owner told. Called by the task's goroutine once it claimed
+// the end (finish), or by Stop for a task it cut (cut), whose context it
+// cancels last: its function may still run, and is not waited for.
+func (m *Manager) end(t *Task, out *outcome, cut bool) {
 	t.emitMu.Lock()
 	t.ended = true
 	busy := t.inputCommit()
@@ -185,7 +200,9 @@ func (m *Manager) finish(t *Task, out *outcome) {
 	starts := m.unregister(t)
 	m.mu.Unlock()
 	m.startAll(starts)
-	t.stop(nil)
+	if !cut {
+		t.stop(nil)
+	}
 	if commitErr != nil {
 		m.reportCommitFailure(&u, commitErr)
 	}
@@ -193,6 +210,9 @@ func (m *Manager) finish(t *Task, out *outcome) {
 		m.deliverTerminal(&u)
 	}
 	m.retire(t)
+	if cut {
+		t.stop(errStopCut) // after its end is recorded and told: whatever it returns now is discarded
+	}
 }
 
 // terminalEdit is what finish writes on a task's record: its outcome.

@@ -47,17 +47,29 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
-	var ids []string
 	m.mu.Lock()
+	ids := m.runningIDs()
+	active := m.active
+	m.mu.Unlock()
+	return &ShutdownError{Running: ids, Finishing: active - len(ids), Err: ctx.Err()}
+}
+
+// runningIDs returns, sorted, the ids of the tasks whose function has not
+// returned: the live ones and those Stop cut. A task cancelled while
+// queued is not among them: its function never runs. Called with m.mu
+// held.
+func (m *Manager) runningIDs() []string {
+	var ids []string
 	for id, t := range m.nodes {
-		if t.phase.live() && !t.returned.Load() {
+		if t.phase.live() && t.phase != phaseDropped && t.calling() {
 			ids = append(ids, id)
 		}
 	}
-	active := m.active
-	m.mu.Unlock()
+	for t := range m.cutRunning {
+		ids = append(ids, t.rec.ID)
+	}
 	slices.Sort(ids)
-	return &ShutdownError{Running: ids, Finishing: active - len(ids), Err: ctx.Err()}
+	return ids
 }
 
 // Stop is the soft stop, like river's Client.Stop, for a deploy: it
@@ -67,17 +79,22 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 // every task still running is cut: it ends interrupted, as after a crash
 // and the recovery of its records, with an error saying that its process
 // shut down (error kind KindInterrupted, the record fenced on a new
-// attempt), and its owner gets an EventInterrupted. Its context is
-// cancelled with a cause that matches ErrShutdown, and whatever its
-// function returns then is discarded: the interrupted record is final.
+// attempt), and its owner gets an EventInterrupted. Stop itself records
+// that end and delivers the event, then cancels the task's context with a
+// cause that matches ErrShutdown; whatever its function returns later is
+// discarded: the interrupted record is final, and no second event follows.
 //
-// Stop returns once every task goroutine has returned and every terminal
-// event is delivered, like Shutdown: nil when every running task ended on
-// its own, else a *ShutdownError whose Interrupted field names the tasks it
-// cut and that wraps ctx's error. A function that ignores its context keeps
-// Stop waiting after the deadline, as it would keep a process from exiting.
+// Stop returns nil once every running task ended on its own and every
+// terminal event is delivered, like Shutdown. If ctx ended first, Stop
+// returns about then, without waiting for the functions it cut to return:
+// a *ShutdownError whose Interrupted field names the tasks it cut and whose
+// Running field names the tasks whose function had not returned when Stop
+// returned (a function that honours its context may still be winding
+// down), wrapping ctx's error. Their goroutines still run: a later Shutdown
+// (or Stop) waits for them, and returns nil once they have returned.
 // Stop is safe to call more than once and concurrently; after Shutdown
-// began it cuts nothing Shutdown already cancelled.
+// began it cuts nothing Shutdown already cancelled, and it does not wait
+// for those tasks either.
 func (m *Manager) Stop(ctx context.Context) error {
 	var starts []*Task
 	m.mu.Lock()
@@ -104,24 +121,113 @@ func (m *Manager) Stop(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
-	var ids []string
-	starts = nil
+	cut, early, ids := m.cut()
+	for _, t := range cut {
+		out := outcome{}
+		m.stopOutcome(&out)
+		m.end(t, &out, true)
+	}
+	for _, done := range early {
+		<-done // its goroutine ends it without calling its function
+	}
+
+	m.mu.Lock()
+	running := m.runningIDs()
+	active := m.active
+	m.mu.Unlock()
+	if len(running) == 0 { // what is left records its end without waiting for a function
+		<-m.idle
+		m.stop()
+		if len(ids) == 0 {
+			return nil
+		}
+	}
+	return &ShutdownError{Interrupted: ids, Running: running, Finishing: active - len(running), Err: ctx.Err()}
+}
+
+// The states of Task.end: who ends the task, and whether its function
+// runs. Only the task's goroutine moves it from endOpen to endCalling and
+// from there to endReturned; only Stop moves it from endOpen to
+// endCutEarly or from endCalling to endCut. Whoever moves it first ends
+// the task; the other records nothing.
+const (
+	endOpen     uint32 = iota // the function has not been called yet
+	endCalling                // the function is running
+	endReturned               // the task's goroutine ends it: its function returned, or never runs
+	endCut                    // Stop ended it while its function ran; the goroutine only releases it
+	endCutEarly               // Stop cut it before its function was called: its goroutine ends it interrupted, without calling it
+)
+
+// claimEnd is called by the task's goroutine once the function returned
+// (or will never run): it reports whether the goroutine ends the task,
+// false if Stop already did.
+func (t *Task) claimEnd() bool {
+	for {
+		s := t.end.Load()
+		if s == endCut {
+			return false
+		}
+		if t.end.CompareAndSwap(s, endReturned) {
+			return true
+		}
+	}
+}
+
+// calling reports whether the task's function has not returned (it may not
+// have been called yet), and Stop has not ended the task.
+func (t *Task) calling() bool {
+	s := t.end.Load()
+	return s != endReturned && s != endCut
+}
+
+// cut claims, at Stop's deadline, the end of every live task that was not
+// cancelled and whose function has not returned. It returns the tasks
+// whose function runs, for Stop to end (each counts twice in m.active from
+// now on: once for that end, once for its goroutine, see releaseCut); the
+// channels closed once the tasks cut before their call have ended; and
+// the sorted ids of all of them.
+func (m *Manager) cut() (cut []*Task, early []chan struct{}, ids []string) {
+	var starts []*Task
 	m.mu.Lock()
 	for id, t := range m.nodes {
-		if t.phase.live() && !t.returned.Load() && !t.signalled {
-			ids = append(ids, id)
-			_, starts = m.signal(t, errStopCut, starts)
+		if !t.phase.live() || t.signalled {
+			continue
 		}
+		switch {
+		case t.end.CompareAndSwap(endCalling, endCut):
+			t.signalled = true // nobody else cancels it: its cause is errStopCut
+			if m.cutRunning == nil {
+				m.cutRunning = make(map[*Task]struct{})
+			}
+			m.cutRunning[t] = struct{}{}
+			m.active++
+			cut = append(cut, t)
+		case t.end.CompareAndSwap(endOpen, endCutEarly):
+			r := t.rareState()
+			if r.done == nil {
+				r.done = make(chan struct{})
+			}
+			early = append(early, r.done)
+			_, starts = m.signal(t, errStopCut, starts)
+		default:
+			continue // its function returned: it ends on its own
+		}
+		ids = append(ids, id)
 	}
 	m.mu.Unlock()
 	m.startAll(starts)
-	<-m.idle
-	m.stop()
-	if len(ids) == 0 {
-		return nil
-	}
 	slices.Sort(ids)
-	return &ShutdownError{Interrupted: ids, Err: ctx.Err()}
+	return cut, early, ids
+}
+
+// releaseCut is what the goroutine of a task that Stop ended does once its
+// function returned: it no longer counts as running nor for Shutdown.
+func (m *Manager) releaseCut(t *Task) {
+	m.mu.Lock()
+	delete(m.cutRunning, t)
+	m.active--
+	m.checkIdle()
+	m.mu.Unlock()
 }
 
 // errStopCut is the cancel cause of the tasks that Stop cuts: they end
@@ -147,11 +253,20 @@ func (m *Manager) stop() {
 
 // ShutdownError is returned by Shutdown when its context ends before every
 // task stopped, and by Stop when its context ended before every running
-// task ended on its own. It wraps the context's error.
+// task ended on its own. It wraps the context's error. The goroutines of
+// the tasks in Running are still running when it is returned: a later
+// Shutdown waits for them.
 type ShutdownError struct {
-	Running     []string // Shutdown: ids of the tasks whose function has not returned
-	Finishing   int      // Shutdown: tasks that returned and are still recording their end
-	Interrupted []string // Stop: ids of the tasks it cut at its deadline, now interrupted
+	// Running: ids of the tasks whose function had not returned, sorted.
+	// For Stop, among them the tasks it cut whose function had not yet
+	// returned (their records are interrupted already).
+	Running []string
+	// Finishing: tasks whose function returned and that were still
+	// recording their end.
+	Finishing int
+	// Interrupted (Stop only): ids of the tasks it cut at its deadline,
+	// sorted; their records are interrupted and their events delivered.
+	Interrupted []string
 	Err         error
 }
 

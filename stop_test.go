@@ -45,7 +45,9 @@ func TestStopCutsAtTheDeadline(t *testing.T) {
 		}
 		want := fmt.Sprintf("bgtask: stop: 1 task(s) still running at the deadline were interrupted (%s): context deadline exceeded", slow)
 		se, ok := errors.AsType[*ShutdownError](err)
-		if !ok || err.Error() != want || !errors.Is(err, context.DeadlineExceeded) || !slices.Equal(se.Interrupted, []string{slow}) || se.Running != nil {
+		// The cut function may or may not have returned yet: Stop does not wait for it.
+		if !ok || err.Error() != want || !errors.Is(err, context.DeadlineExceeded) || !slices.Equal(se.Interrupted, []string{slow}) ||
+			(se.Running != nil && !slices.Equal(se.Running, []string{slow})) {
 			t.Fatalf("Stop: %v, want %q", err, want)
 		}
 		if c := <-causes; !errors.Is(c, ErrShutdown) || c != errStopCut {

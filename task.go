@@ -43,7 +43,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	                             the commit order     finish waits for the input path's (busy) and
 //	                                                  the progress writer's in-flight commit
 //	rare (the pointer)           atomic               the first user (rareState)
-//	returned                     atomic               finish
+//	end                          atomic               run and finish (the task's goroutine), Stop's cut
 //	fg                           atomic, written      Foreground, endForeground, toBackground
 //	                             with m.mu held       (promote.go)
 //	ended                        emitMu               finish
@@ -100,11 +100,11 @@ type Task struct {
 	ownerBox *Inbox     // the owner's inbox, cached for Emit
 
 	// Small fields together, so the struct stays in a smaller size class.
-	returned atomic.Bool  // the function has returned (or never will run)
-	fg       atomic.Int32 // fgBackground, fgHeld or fgEnded (promote.go); written with m.mu held
-	depth    int32        // lineage depth
-	ended    bool         // the function has returned
-	queued   bool         // its first record was queued: run promotes it; set at spawn
+	end    atomic.Uint32 // who ends the task, and whether its function runs: endOpen, ... (shutdown.go)
+	fg     atomic.Int32  // fgBackground, fgHeld or fgEnded (promote.go); written with m.mu held
+	depth  int32         // lineage depth
+	ended  bool          // the function has returned
+	queued bool          // its first record was queued: run promotes it; set at spawn
 
 	// Guarded by m.mu.
 	phase     taskPhase // where it is in registration, slot, start and end (phase.go)
