@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -106,4 +107,167 @@ func TestStopWaitsForTasksToEnd(t *testing.T) {
 			t.Fatalf("Spawn after Stop: %v, want ErrClosed", err)
 		}
 	})
+}
+
+// A task whose function ignores its context does not hold Stop past its
+// deadline: Stop records the cut itself (interrupted, fenced, one event)
+// before it cancels the task's context, and returns at the deadline naming
+// the task as interrupted and still running. When the function returns
+// later, nothing more is recorded or delivered; a Shutdown before that
+// names it as running, one after it returns nil.
+func TestStopDoesNotWaitForAFunctionThatIgnoresItsContext(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		m := newTestManager(t, WithInstance("inst-deploy"))
+		release := make(chan struct{})
+		seen := make(chan TaskStatus, 1)
+		var id string
+		id = spawnFor(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
+			<-ctx.Done()
+			seen <- getTask(t, m, id).Status // the cut is recorded before the cancel
+			<-release                        // and then ignores it
+			return "late result", nil
+		})
+		synctest.Wait()
+		before := getTask(t, m, id)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		err := m.Stop(ctx)
+		if d := time.Since(start); d != 5*time.Second {
+			t.Fatalf("Stop returned after %v, want 5s (its deadline)", d)
+		}
+		want := fmt.Sprintf("bgtask: stop: 1 task(s) still running at the deadline were interrupted (%s): context deadline exceeded", id)
+		se, ok := errors.AsType[*ShutdownError](err)
+		if !ok || err.Error() != want || !errors.Is(err, context.DeadlineExceeded) ||
+			!slices.Equal(se.Interrupted, []string{id}) || !slices.Equal(se.Running, []string{id}) || se.Finishing != 0 {
+			t.Fatalf("Stop: %#v (%v), want %q naming %s interrupted and running", se, err, want, id)
+		}
+		if st := <-seen; st != StatusInterrupted {
+			t.Fatalf("record when the task's context was cancelled: %q, want interrupted", st)
+		}
+		got := getTask(t, m, id)
+		wantErr := `bgtask: interrupted: the runtime that ran it (instance "inst-deploy") shut down before it ended; it will not be re-run`
+		if got.Status != StatusInterrupted || got.Error != wantErr || got.ErrorKind != KindInterrupted || got.Result != nil ||
+			got.Attempt != before.Attempt+1 || got.FinishedAt.IsZero() {
+			t.Fatalf("record after Stop: %+v, want interrupted %q on attempt %d", got, wantErr, before.Attempt+1)
+		}
+		if evs := drainKindIDs(t, m, "a"); !slices.Equal(evs, []kindID{{EventInterrupted, id}}) {
+			t.Fatalf("events after Stop: %v, want one interrupted", evs)
+		}
+
+		// A Shutdown while the function still runs waits for it until its
+		// own deadline, and names it.
+		short, cancelShort := context.WithTimeout(t.Context(), time.Second)
+		defer cancelShort()
+		err = m.Shutdown(short)
+		se, ok = errors.AsType[*ShutdownError](err)
+		if !ok || !slices.Equal(se.Running, []string{id}) || se.Finishing != 0 || se.Interrupted != nil || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Shutdown while the cut function runs: %v, want it named running", err)
+		}
+
+		close(release) // the function returns at last: its result is discarded
+		synctest.Wait()
+		if after := getTask(t, m, id); !reflect.DeepEqual(after, got) {
+			t.Fatalf("record changed after the function returned:\n%+v\nwas\n%+v", after, got)
+		}
+		if evs := drainKindIDs(t, m, "a"); len(evs) != 0 {
+			t.Fatalf("events after the function returned: %v, want none", evs)
+		}
+		if st := m.Stats(); st.Interrupted != 1 || st.Completed != 0 {
+			t.Fatalf("stats: %d interrupted, %d completed; want 1 and 0", st.Interrupted, st.Completed)
+		}
+		shutdownManager(t, m)
+	})
+}
+
+// gateStore is a MemoryStore whose commits of terminal records wait: each
+// sends its status on entered, then waits for release.
+type gateStore struct {
+	*MemoryStore
+	entered chan TaskStatus
+	release chan struct{}
+}
+
+func (s *gateStore) Commit(ctx context.Context, owner string, actions ...Action) error {
+	for _, a := range actions {
+		for _, meta := range a.Tasks {
+			if meta.Status.IsTerminal() {
+				s.entered <- meta.Status
+				<-s.release
+			}
+		}
+	}
+	return s.MemoryStore.Commit(ctx, owner, actions...)
+}
+
+// A task's function returning just as Stop cuts it ends the task once,
+// whoever claims the end first: the task's goroutine (its function
+// returned before the cut: completed, Stop returns nil) or Stop (it cut
+// the task first: interrupted, what the function returned right after is
+// discarded). Each order is forced by holding the first end's commit.
+func TestStopAndAReturnRaceForTheEnd(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		cutFirst   bool
+		wantStatus TaskStatus
+	}{
+		{"function returns first", false, StatusCompleted},
+		{"stop cuts first", true, StatusInterrupted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				store := &gateStore{MemoryStore: NewMemoryStore(), entered: make(chan TaskStatus, 1), release: make(chan struct{})}
+				m := newTestManager(t, WithStore(store))
+				proceed := make(chan struct{})
+				id := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) {
+					<-proceed // ignores its context
+					return "done", nil
+				})
+				synctest.Wait()
+				ctx, cancel := context.WithCancel(t.Context())
+				stopped := make(chan error, 1)
+				go func() { stopped <- m.Stop(ctx) }()
+				synctest.Wait()                                    // Stop waits for the task
+				first, second := func() { close(proceed) }, cancel // the function's end is being committed when Stop cuts
+				if tc.cutFirst {
+					first, second = cancel, func() { close(proceed) } // it returns while Stop commits the cut
+				}
+				first()
+				if st := <-store.entered; st != tc.wantStatus {
+					t.Fatalf("first end committed: %q, want %q", st, tc.wantStatus)
+				}
+				second()
+				synctest.Wait()
+				close(store.release)
+				err := <-stopped
+				if tc.cutFirst {
+					se, ok := errors.AsType[*ShutdownError](err)
+					if !ok || !slices.Equal(se.Interrupted, []string{id}) || se.Running != nil || !errors.Is(err, context.Canceled) {
+						t.Fatalf("Stop: %v, want %s interrupted and nothing running", err, id)
+					}
+				} else if err != nil {
+					t.Fatalf("Stop: %v, want nil", err)
+				}
+				shutdownManager(t, m)
+				select {
+				case st := <-store.entered:
+					t.Fatalf("a second end was committed: %q", st)
+				default:
+				}
+				if got := getTask(t, m, id); got.Status != tc.wantStatus {
+					t.Fatalf("record: %q, want %q", got.Status, tc.wantStatus)
+				}
+				if evs := drainKindIDs(t, m, "a"); !slices.Equal(evs, []kindID{{EventKind(tc.wantStatus), id}}) {
+					t.Fatalf("events: %v, want one %s", evs, tc.wantStatus)
+				}
+				st := m.Stats()
+				if n := st.Completed + st.Interrupted; n != 1 {
+					t.Fatalf("stats: %d ends counted, want 1", n)
+				}
+			})
+		})
+	}
 }
