@@ -131,7 +131,8 @@
 // [*ShutdownError] naming the tasks that did not stop. [Manager.Stop], the
 // soft stop for a deploy, refuses new spawns, lets running tasks end on
 // their own until its context ends, then ends what still runs interrupted,
-// as a crash and its recovery would.
+// as a crash and its recovery would, and returns without waiting for
+// functions that ignore their context (a later Shutdown waits for them).
 //
 // After a restart, [WithOnPendingOwner] calls the host once for each owner
 // that has ends it never took, so the host can wake that thread;
