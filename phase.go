@@ -7,8 +7,11 @@ import "fmt"
 // the record's TaskStatus (what the Store keeps and the owner sees): a task
 // is StatusRunning from its first commit, while its phase moves on from
 // phaseAdmitted to phaseRunning once its goroutine is started. Guarded by
-// m.mu; run reads it without the lock, which is safe because nobody but
-// the task's own goroutine moves it once the goroutine is started.
+// m.mu; run reads it without the lock, before the function is called,
+// which is safe because nobody but the task's own goroutine moves it once
+// the goroutine is started, except Stop, which ends a task it cut (and
+// moves its phase) only after the goroutine marked its function called
+// (Task.end, an atomic: the read happens before).
 //
 //	phaseNew ──► phaseAdmitted ─────────────────────► phaseRunning ──┐
 //	    │             ▲                                              │

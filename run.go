@@ -31,7 +31,7 @@ func (m *Manager) run(t *Task) {
 	}()
 	// The phase is read without the lock: it was settled, under the lock,
 	// before this goroutine was started, and only this goroutine moves it
-	// from here on (phase.go).
+	// from here on, or Stop once the function is called (phase.go).
 	if t.phase == phaseDropped { // cancelled while queued: the function never runs
 		droppedOutcome(t, &out)
 		return
