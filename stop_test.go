@@ -181,18 +181,23 @@ func TestStopDoesNotWaitForAFunctionThatIgnoresItsContext(t *testing.T) {
 	})
 }
 
-// gateStore is a MemoryStore whose commits of terminal records wait: each
-// sends its status on entered, then waits for release.
+// gateStore is a MemoryStore whose commits of the records that block
+// picks wait: each sends its status on entered, then waits for release.
 type gateStore struct {
 	*MemoryStore
+	block   func(TaskStatus) bool
 	entered chan TaskStatus
 	release chan struct{}
+}
+
+func newGateStore(block func(TaskStatus) bool) *gateStore {
+	return &gateStore{MemoryStore: NewMemoryStore(), block: block, entered: make(chan TaskStatus, 1), release: make(chan struct{})}
 }
 
 func (s *gateStore) Commit(ctx context.Context, owner string, actions ...Action) error {
 	for _, a := range actions {
 		for _, meta := range a.Tasks {
-			if meta.Status.IsTerminal() {
+			if s.block(meta.Status) {
 				s.entered <- meta.Status
 				<-s.release
 			}
@@ -219,7 +224,7 @@ func TestStopAndAReturnRaceForTheEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				store := &gateStore{MemoryStore: NewMemoryStore(), entered: make(chan TaskStatus, 1), release: make(chan struct{})}
+				store := newGateStore(TaskStatus.IsTerminal)
 				m := newTestManager(t, WithStore(store))
 				proceed := make(chan struct{})
 				id := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) {
@@ -270,4 +275,52 @@ func TestStopAndAReturnRaceForTheEnd(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A task that Stop cuts before its function was called (here: its first
+// record is still being committed at the deadline) never calls it: its
+// goroutine ends it interrupted, and Stop returns once that end is
+// recorded.
+func TestStopCutBeforeTheCallNeverCallsTheFunction(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := newGateStore(func(st TaskStatus) bool { return st == StatusRunning })
+		m := newTestManager(t, WithStore(store), WithInstance("inst-deploy"))
+		spawned := make(chan string, 1)
+		go func() {
+			spawned <- spawnFor(t, m, "a", func(context.Context, *Task) (any, error) {
+				t.Error("the function of a task cut before its call was called")
+				return nil, nil
+			})
+		}()
+		if st := <-store.entered; st != StatusRunning {
+			t.Fatalf("first commit: %q, want running", st)
+		}
+		done, cancel := context.WithCancel(t.Context())
+		cancel()
+		stopped := make(chan error, 1)
+		go func() { stopped <- m.Stop(done) }()
+		synctest.Wait() // Stop cut it and waits for its end
+		select {
+		case err := <-stopped:
+			t.Fatalf("Stop returned %v before the cut task's end was recorded", err)
+		default:
+		}
+		close(store.release)
+		id := <-spawned
+		err := <-stopped
+		se, ok := errors.AsType[*ShutdownError](err)
+		if !ok || !slices.Equal(se.Interrupted, []string{id}) || se.Running != nil || se.Finishing != 0 || !errors.Is(err, context.Canceled) {
+			t.Fatalf("Stop: %v, want %s interrupted and nothing running", err, id)
+		}
+		got := getTask(t, m, id)
+		wantErr := `bgtask: interrupted: the runtime that ran it (instance "inst-deploy") shut down before it ended; it will not be re-run`
+		if got.Status != StatusInterrupted || got.Error != wantErr || got.ErrorKind != KindInterrupted || got.Attempt != 1 {
+			t.Fatalf("record: %+v, want interrupted %q on attempt 1", got, wantErr)
+		}
+		if evs := drainKindIDs(t, m, "a"); !slices.Equal(evs, []kindID{{EventInterrupted, id}}) {
+			t.Fatalf("events: %v, want one interrupted", evs)
+		}
+		shutdownManager(t, m)
+	})
 }
