@@ -324,3 +324,47 @@ func TestStopCutBeforeTheCallNeverCallsTheFunction(t *testing.T) {
 		shutdownManager(t, m)
 	})
 }
+
+// A task cancelled before Stop's deadline is not cut (its cancel stands),
+// and Stop does not wait for its function either: it returns at the
+// deadline naming it as running. The task ends cancelled when its function
+// returns, with one event, and Shutdown then returns nil.
+func TestStopDoesNotWaitForACancelledTask(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		m := newTestManager(t)
+		release := make(chan struct{})
+		id := spawnFor(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
+			<-ctx.Done()
+			<-release
+			return nil, context.Cause(ctx)
+		})
+		synctest.Wait()
+		if n, err := m.Owner("a").Cancel(t.Context(), id); n != 1 || err != nil {
+			t.Fatalf("Cancel: %d, %v", n, err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		err := m.Stop(ctx)
+		if d := time.Since(start); d != 5*time.Second {
+			t.Fatalf("Stop returned after %v, want 5s (its deadline)", d)
+		}
+		want := fmt.Sprintf("bgtask: shutdown: 1 task(s) did not stop (%s), 0 finishing: context deadline exceeded", id)
+		se, ok := errors.AsType[*ShutdownError](err)
+		if !ok || err.Error() != want || se.Interrupted != nil || !slices.Equal(se.Running, []string{id}) {
+			t.Fatalf("Stop: %v, want %q", err, want)
+		}
+		if got := getTask(t, m, id); got.Status != StatusRunning {
+			t.Fatalf("record at Stop's return: %q, want running", got.Status)
+		}
+		close(release)
+		shutdownManager(t, m)
+		if got := getTask(t, m, id); got.Status != StatusCancelled {
+			t.Fatalf("record: %q, want cancelled", got.Status)
+		}
+		if evs := drainKindIDs(t, m, "a"); !slices.Equal(evs, []kindID{{EventCancelled, id}}) {
+			t.Fatalf("events: %v, want one cancelled", evs)
+		}
+	})
+}
