@@ -117,7 +117,9 @@ func testManagerStop(t *testing.T, c Config) {
 		return "finished", nil
 	}, "polite")
 	causes := make(chan error, 1)
+	called := make(chan struct{})
 	stubborn := spawn(t, m.Owner("owner-b"), func(ctx context.Context, _ *bgtask.Task) (any, error) {
+		close(called)
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
 		return "late result", nil // discarded: the record is interrupted
@@ -154,6 +156,9 @@ func testManagerStop(t *testing.T, c Config) {
 	if got := get(t, s, stubborn); got.Status != bgtask.StatusRunning {
 		t.Fatalf("stubborn task before the deadline: %q, want running", got.Status)
 	}
+	// Its function runs (a task cut before its function is called never
+	// calls it, and would send no cause).
+	<-called
 	cancel() // the deadline
 	err := <-stopped
 	wantErr := fmt.Sprintf("bgtask: stop: 1 task(s) still running at the deadline were interrupted (%s): context canceled", stubborn)
