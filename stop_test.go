@@ -37,13 +37,7 @@ func TestStopCutsAtTheDeadline(t *testing.T) {
 			}
 		})
 		synctest.Wait()
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		defer cancel()
-		start := time.Now()
-		err := m.Stop(ctx)
-		if d := time.Since(start); d != 5*time.Second {
-			t.Fatalf("Stop returned after %v, want 5s", d)
-		}
+		err := stopWithin5s(t, m)
 		want := fmt.Sprintf("bgtask: stop: 1 task(s) still running at the deadline were interrupted (%s): context deadline exceeded", slow)
 		se, ok := errors.AsType[*ShutdownError](err)
 		// The cut function may or may not have returned yet: Stop does not wait for it.
@@ -130,13 +124,7 @@ func TestStopDoesNotWaitForAFunctionThatIgnoresItsContext(t *testing.T) {
 		})
 		synctest.Wait()
 		before := getTask(t, m, id)
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		defer cancel()
-		start := time.Now()
-		err := m.Stop(ctx)
-		if d := time.Since(start); d != 5*time.Second {
-			t.Fatalf("Stop returned after %v, want 5s (its deadline)", d)
-		}
+		err := stopWithin5s(t, m)
 		want := fmt.Sprintf("bgtask: stop: 1 task(s) still running at the deadline were interrupted (%s): context deadline exceeded", id)
 		se, ok := errors.AsType[*ShutdownError](err)
 		if !ok || err.Error() != want || !errors.Is(err, context.DeadlineExceeded) ||
@@ -343,13 +331,7 @@ func TestStopDoesNotWaitForACancelledTask(t *testing.T) {
 		if n, err := m.Owner("a").Cancel(t.Context(), id); n != 1 || err != nil {
 			t.Fatalf("Cancel: %d, %v", n, err)
 		}
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		defer cancel()
-		start := time.Now()
-		err := m.Stop(ctx)
-		if d := time.Since(start); d != 5*time.Second {
-			t.Fatalf("Stop returned after %v, want 5s (its deadline)", d)
-		}
+		err := stopWithin5s(t, m)
 		want := fmt.Sprintf("bgtask: shutdown: 1 task(s) did not stop (%s), 0 finishing: context deadline exceeded", id)
 		se, ok := errors.AsType[*ShutdownError](err)
 		if !ok || err.Error() != want || se.Interrupted != nil || !slices.Equal(se.Running, []string{id}) {
@@ -367,4 +349,18 @@ func TestStopDoesNotWaitForACancelledTask(t *testing.T) {
 			t.Fatalf("events: %v, want one cancelled", evs)
 		}
 	})
+}
+
+// stopWithin5s calls m.Stop with a deadline 5 s ahead (in a synctest
+// bubble) and checks that it returns exactly at that deadline, not later.
+func stopWithin5s(t *testing.T, m *Manager) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := m.Stop(ctx)
+	if d := time.Since(start); d != 5*time.Second {
+		t.Fatalf("Stop returned after %v, want 5s (its deadline)", d)
+	}
+	return err
 }
