@@ -97,7 +97,9 @@ func (s *Server) serveCard(w http.ResponseWriter, r *http.Request) {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	b, err := json.Marshal(s.card.agentCard(scheme + "://" + r.Host + "/"))
+	card := s.card.agentCard(scheme + "://" + r.Host + "/")
+	card.SecuritySchemes, card.Security = s.cfg.schemes, s.cfg.security
+	b, err := json.Marshal(card)
 	if err != nil {
 		http.Error(w, "agent card", http.StatusInternalServerError)
 		return

@@ -83,25 +83,88 @@ func (s *Server) agentMessage(id, text string) *a2a.Message {
 	return m
 }
 
-// resultArtifact turns a completed task's JSON result into the result
-// artifact: a string becomes a text part, an object a data part, anything
-// else (and anything over the cap) the JSON text.
-func (s *Server) resultArtifact(result json.RawMessage) *a2a.Artifact {
+// resultArtifact is the result artifact of completed task id, whose record
+// (or completion event) holds recorded: the whole result if the server
+// kept it or the record holds it whole, or else the record's cut copy,
+// marked as cut (see artifactOf).
+func (s *Server) resultArtifact(id string, recorded json.RawMessage) *a2a.Artifact {
+	if raw, ok := s.results.get(id); ok {
+		return s.artifactOf(raw)
+	}
+	if size, preview, ok := recordCut(recorded); ok {
+		return truncatedArtifact(cut(preview, s.cfg.maxArtifact), size)
+	}
+	return s.artifactOf(recorded)
+}
+
+// artifactOf turns a JSON result into the result artifact: a string
+// becomes a text part, an object a data part, anything else its JSON text.
+// A result over the artifact cap becomes a text part cut with a marker, and
+// the artifact's metadata says so (see truncatedArtifact).
+func (s *Server) artifactOf(result json.RawMessage) *a2a.Artifact {
 	var part a2a.Part
 	var str string
 	var obj map[string]any
 	raw := bytes.TrimSpace(result)
 	switch {
+	case len(raw) > s.cfg.maxArtifact:
+		text := string(raw)
+		if raw[0] == '"' && json.Unmarshal(raw, &str) == nil {
+			text = str
+		}
+		return truncatedArtifact(cut(text, s.cfg.maxArtifact), len(raw))
 	case len(raw) == 0:
 		part = a2a.TextPart{Text: "null"}
 	case raw[0] == '"' && json.Unmarshal(raw, &str) == nil:
-		part = a2a.TextPart{Text: cut(str, s.cfg.maxArtifact)}
-	case raw[0] == '{' && len(raw) <= s.cfg.maxArtifact && json.Unmarshal(raw, &obj) == nil:
+		part = a2a.TextPart{Text: str}
+	case raw[0] == '{' && json.Unmarshal(raw, &obj) == nil:
 		part = a2a.DataPart{Data: obj}
 	default:
-		part = a2a.TextPart{Text: cut(string(raw), s.cfg.maxArtifact)}
+		part = a2a.TextPart{Text: string(raw)}
 	}
 	return &a2a.Artifact{ID: ResultArtifactID, Name: "result", Parts: a2a.ContentParts{part}}
+}
+
+// Metadata keys of a result artifact that does not hold the whole result.
+const (
+	// MetaTruncated is true in the metadata of a result artifact that holds
+	// only the start of the result.
+	MetaTruncated = "truncated"
+	// MetaOriginalBytes is the size of the whole result, as JSON text, in
+	// the metadata of a cut result artifact.
+	MetaOriginalBytes = "original_bytes"
+)
+
+// truncatedArtifact is a result artifact that holds only the start of the
+// result, text (which ends with the marker of cut): its metadata says
+// {"truncated": true, "original_bytes": size}, and so does its description.
+func truncatedArtifact(text string, size int) *a2a.Artifact {
+	return &a2a.Artifact{
+		ID:          ResultArtifactID,
+		Name:        "result",
+		Description: fmt.Sprintf("The result was cut: it was %d bytes of JSON; this is its start.", size),
+		Metadata:    map[string]any{MetaTruncated: true, MetaOriginalBytes: size},
+		Parts:       a2a.ContentParts{a2a.TextPart{Text: text}},
+	}
+}
+
+// recordCut reads the cut copy a record keeps of a result over the
+// Manager's cap, {"truncated":true,"original_bytes":N,"preview":"…"}: the
+// whole result's size and the start of its JSON text. ok is false for any
+// other result.
+func recordCut(recorded json.RawMessage) (size int, preview string, ok bool) {
+	raw := bytes.TrimSpace(recorded)
+	if len(raw) == 0 || raw[0] != '{' {
+		return 0, "", false
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil || len(fields) != 3 || string(fields["truncated"]) != "true" {
+		return 0, "", false
+	}
+	if json.Unmarshal(fields["original_bytes"], &size) != nil || json.Unmarshal(fields["preview"], &preview) != nil {
+		return 0, "", false
+	}
+	return size, preview + fmt.Sprintf("…[truncated: %d bytes total]", size), true
 }
 
 // taskOf builds the A2A task from a record. answered, when not empty, is an
@@ -115,7 +178,7 @@ func (s *Server) taskOf(rec bgtask.TaskMeta, history []bgtask.MessageRecord, ans
 		History:   s.historyOf(rec.ID, history),
 	}
 	if rec.Status == bgtask.StatusCompleted {
-		t.Artifacts = []*a2a.Artifact{s.resultArtifact(rec.Result)}
+		t.Artifacts = []*a2a.Artifact{s.resultArtifact(rec.ID, rec.Result)}
 	}
 	if !rec.FinishedAt.IsZero() {
 		ts := rec.FinishedAt
@@ -140,7 +203,8 @@ func (s *Server) statusOf(rec bgtask.TaskMeta, answered string) a2a.TaskStatus {
 }
 
 // historyOf maps the task's recent messages: those sent to it are the
-// user's, those it sent are the agent's.
+// user's, those it sent are the agent's. A message a client sent keeps the
+// client's messageId.
 func (s *Server) historyOf(id string, recs []bgtask.MessageRecord) []*a2a.Message {
 	if len(recs) == 0 {
 		return nil
@@ -151,15 +215,21 @@ func (s *Server) historyOf(id string, recs []bgtask.MessageRecord) []*a2a.Messag
 		if r.Direction == bgtask.MessageOut {
 			role = a2a.MessageRoleAgent
 		}
-		mid := r.ID
-		if mid == "" {
-			mid = a2a.NewMessageID()
+		m := s.historyMessage(id, role, r.Content)
+		if c, ok := s.msgIDs.get(r.ID); ok {
+			m.ID = c
+		} else if r.ID != "" {
+			m.ID = r.ID
 		}
-		m := &a2a.Message{ID: mid, Role: role, TaskID: a2a.TaskID(id), ContextID: id,
-			Parts: a2a.ContentParts{a2a.TextPart{Text: cut(r.Content, s.cfg.maxMessage)}}}
 		out = append(out, m)
 	}
 	return out
+}
+
+// historyMessage is a message of task id's history, with a new id.
+func (s *Server) historyMessage(id string, role a2a.MessageRole, content string) *a2a.Message {
+	return &a2a.Message{ID: a2a.NewMessageID(), Role: role, TaskID: a2a.TaskID(id), ContextID: id,
+		Parts: a2a.ContentParts{a2a.TextPart{Text: cut(content, s.cfg.maxMessage)}}}
 }
 
 // eventsOf maps one task event to what the stream sends, and reports
@@ -203,7 +273,7 @@ func (s *Server) eventsOf(ev bgtask.Event) (out []a2a.Event, final bool) {
 		return []a2a.Event{status(a2a.TaskStateInputRequired, s.agentMessage(ev.TaskID, prompt))}, true
 	case bgtask.EventCompleted:
 		art := &a2a.TaskArtifactUpdateEvent{TaskID: info.TaskID, ContextID: info.ContextID,
-			Artifact: s.resultArtifact(ev.Result), LastChunk: true}
+			Artifact: s.resultArtifact(ev.TaskID, ev.Result), LastChunk: true}
 		return []a2a.Event{art, status(a2a.TaskStateCompleted, nil)}, true
 	case bgtask.EventFailed, bgtask.EventInterrupted:
 		return []a2a.Event{status(a2a.TaskStateFailed, s.agentMessage(ev.TaskID, ev.Error))}, true

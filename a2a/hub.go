@@ -2,6 +2,7 @@ package bga2a
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -32,6 +33,9 @@ type hub struct {
 	ctx  context.Context // cancelled by close
 	stop context.CancelFunc
 	wg   sync.WaitGroup
+	// ended, if set, is called with each terminal event of a task, after
+	// the event is handed to its followers.
+	ended func(id string, completed bool, result json.RawMessage)
 
 	startMu sync.Mutex // protects stopped; taken last, around wg.Add
 	stopped bool
@@ -181,6 +185,9 @@ func (h *hub) run(p *pump, ib *bgtask.Inbox) {
 		p.kick = nil
 		for _, ev := range evs {
 			p.dispatch(ev)
+			if ev.Kind.IsTerminal() && h.ended != nil {
+				h.ended(ev.TaskID, ev.Kind == bgtask.EventCompleted, ev.Result)
+			}
 		}
 		if err != nil && !kicked && len(evs) == 0 {
 			// The hub closed, or the inbox ended: the followers read the

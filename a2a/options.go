@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/bgtask/bgtask"
 )
@@ -19,8 +22,12 @@ const (
 	DefaultMaxMessageBytes = bgtask.DefaultMaxMessageBytes
 	// DefaultMaxParts caps how many parts a client's message may have.
 	DefaultMaxParts = 16
-	// DefaultMaxArtifactBytes caps the result artifact of a completed task.
-	DefaultMaxArtifactBytes = bgtask.DefaultMaxResultBytes
+	// DefaultMaxArtifactBytes caps the result artifact of a completed task,
+	// as JSON text: a result up to this size reaches the client whole.
+	DefaultMaxArtifactBytes = 4 << 20
+	// DefaultMaxKeptResultBytes caps the memory a server spends on keeping
+	// whole the results the Manager's records keep only cut.
+	DefaultMaxKeptResultBytes = 64 << 20
 	// DefaultMaxRequestBytes caps the body of a JSON-RPC request.
 	DefaultMaxRequestBytes = 1 << 20
 )
@@ -36,7 +43,10 @@ type config struct {
 	maxParts    int
 	maxArtifact int
 	maxRequest  int64
+	maxKept     int
 	spawnOpts   []bgtask.SpawnOption
+	schemes     a2a.NamedSecuritySchemes
+	security    []a2a.SecurityRequirements
 }
 
 func defaultConfig() config {
@@ -45,6 +55,7 @@ func defaultConfig() config {
 		maxParts:    DefaultMaxParts,
 		maxArtifact: DefaultMaxArtifactBytes,
 		maxRequest:  DefaultMaxRequestBytes,
+		maxKept:     DefaultMaxKeptResultBytes,
 	}
 }
 
@@ -104,10 +115,12 @@ func WithMaxParts(n int) Option {
 }
 
 // WithMaxArtifactBytes caps the result artifact of a completed task, as
-// text or JSON: a larger one becomes a text part cut with a marker that gives
-// the original size. The Manager's WithMaxResultBytes caps the record
-// already; this cap is for what crosses the wire. Default
-// DefaultMaxArtifactBytes; n < 1 makes New fail.
+// JSON text. A result up to n bytes reaches the client whole, even when the
+// Manager's record keeps only a cut copy of it (see WithMaxKeptResultBytes).
+// A larger one becomes a text part holding its start, cut with the marker
+// "…[truncated: N bytes total]", and the artifact's metadata says
+// {"truncated": true, "original_bytes": N} (MetaTruncated,
+// MetaOriginalBytes). Default DefaultMaxArtifactBytes; n < 1 makes New fail.
 func WithMaxArtifactBytes(n int) Option {
 	return func(c *config) {
 		if n < 1 {
@@ -118,8 +131,28 @@ func WithMaxArtifactBytes(n int) Option {
 	}
 }
 
-// WithMaxRequestBytes caps the body of a JSON-RPC request: a larger one is
-// refused with a parse error before anything else is read. Default
+// WithMaxKeptResultBytes caps the memory, in bytes of JSON, the server
+// spends on results larger than the Manager's WithMaxResultBytes: the
+// record and the completion event keep only a cut copy of such a result,
+// so the server keeps the whole result of each task it started, in memory,
+// for the artifact. Past the cap the oldest results are forgotten first; a
+// task whose result is forgotten, or that ended before the server started
+// (after a restart), shows the record's cut copy, marked as cut as
+// WithMaxArtifactBytes says. Default DefaultMaxKeptResultBytes; n < 1
+// makes New fail.
+func WithMaxKeptResultBytes(n int) Option {
+	return func(c *config) {
+		if n < 1 {
+			c.fail(fmt.Errorf("bga2a: WithMaxKeptResultBytes(%d): must be at least 1", n))
+			return
+		}
+		c.maxKept = n
+	}
+}
+
+// WithMaxRequestBytes caps the body of a JSON-RPC request: a body of n
+// bytes is read, a longer one is refused with an invalid-request error
+// (-32600) and nothing else is read or done. Default
 // DefaultMaxRequestBytes; n < 1 makes New fail.
 func WithMaxRequestBytes(n int64) Option {
 	return func(c *config) {
@@ -128,6 +161,44 @@ func WithMaxRequestBytes(n int64) Option {
 			return
 		}
 		c.maxRequest = n
+	}
+}
+
+// WithSecurityScheme declares in the agent card a security scheme that the
+// host's authentication enforces: the card's securitySchemes gets scheme
+// under name, and its security list gets {name: scopes}, one more way a
+// client may authenticate (each call adds an alternative). A client reads
+// the card (which stays public) and sends the credential the scheme names.
+//
+// It only describes: the server checks no credential itself. The host
+// provides the check, in its own middleware in front of Server.Handler or
+// in the function of WithOwnerFunc, which names the owner from the
+// verified credential and refuses the rest (HTTP 401). A blank name, a nil
+// scheme, or a name given twice makes New fail.
+func WithSecurityScheme(name string, scheme a2a.SecurityScheme, scopes ...string) Option {
+	return func(c *config) {
+		switch {
+		case blank(name):
+			c.fail(errors.New("bga2a: WithSecurityScheme: blank scheme name"))
+			return
+		case scheme == nil:
+			c.fail(fmt.Errorf("bga2a: WithSecurityScheme(%q): nil scheme", name))
+			return
+		}
+		n := a2a.SecuritySchemeName(name)
+		if _, dup := c.schemes[n]; dup {
+			c.fail(fmt.Errorf("bga2a: WithSecurityScheme(%q): scheme declared twice", name))
+			return
+		}
+		if c.schemes == nil {
+			c.schemes = make(a2a.NamedSecuritySchemes)
+		}
+		c.schemes[n] = scheme
+		sc := a2a.SecuritySchemeScopes(slices.Clone(scopes))
+		if sc == nil {
+			sc = a2a.SecuritySchemeScopes{}
+		}
+		c.security = append(c.security, a2a.SecurityRequirements{n: sc})
 	}
 }
 

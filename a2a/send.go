@@ -27,22 +27,26 @@ func (s *Server) begin(ctx context.Context, params *a2a.MessageSendParams) (bgta
 	if err != nil {
 		return o, nil, nil, err
 	}
+	if len(params.Message.ID) > maxMessageIDBytes {
+		return o, nil, nil, fmt.Errorf("messageId is longer than %d bytes: %w", maxMessageIDBytes, a2a.ErrInvalidParams)
+	}
 	msg := bgtask.Message{From: messageFrom, Content: text}
 	if id := string(params.Message.TaskID); id != "" {
-		return s.resume(ctx, o, id, params.Message.ContextID, msg)
+		return s.resume(ctx, o, id, params.Message.ContextID, msg, params.Message.ID)
 	}
-	return s.spawn(ctx, o, msg)
+	return s.spawn(ctx, o, msg, params.Message.ID)
 }
 
 // spawn starts the sub-agent and puts the message in its inbox, as its
-// first message.
-func (s *Server) spawn(ctx context.Context, o bgtask.Owner, msg bgtask.Message) (bgtask.Owner, *follower, *a2a.Task, error) {
+// first message. clientID is the client's messageId, which the task's
+// history shows.
+func (s *Server) spawn(ctx context.Context, o bgtask.Owner, msg bgtask.Message, clientID string) (bgtask.Owner, *follower, *a2a.Task, error) {
 	p, err := s.hub.lock(o.ID())
 	if err != nil {
 		return o, nil, nil, err
 	}
 	opts := append(slices.Clone(s.cfg.spawnOpts), bgtask.WithWake(bgtask.WakeOnActivity))
-	id, err := o.SpawnAgent(ctx, s.agent, opts...)
+	id, err := o.SpawnAgent(ctx, s.keeping, opts...)
 	if err != nil {
 		p.mu.Unlock()
 		return o, nil, nil, spawnErr(err)
@@ -59,10 +63,12 @@ func (s *Server) spawn(ctx context.Context, o bgtask.Owner, msg bgtask.Message) 
 	// event of the run follows it.
 	first, err := s.snapshot(ctx, o, id, "")
 	if err == nil {
-		first.History = append(first.History, s.historyOf(id, []bgtask.MessageRecord{{Direction: bgtask.MessageIn, Content: msg.Content}})...)
+		first.History = append(first.History, s.sentMessage(id, msg, clientID))
 		// A sub-agent that ended before reading its inbox is reported as ended.
 		if err = o.Send(ctx, id, msg); errors.Is(err, bgtask.ErrTerminal) || errors.Is(err, bgtask.ErrInboxClosed) {
 			err = nil
+		} else if err == nil {
+			s.linkMessage(ctx, o, id, msg, clientID)
 		}
 	}
 	if err != nil {
@@ -77,12 +83,12 @@ func (s *Server) spawn(ctx context.Context, o bgtask.Owner, msg bgtask.Message) 
 // open input request, if it has one, or else a message in its inbox. The
 // follower is registered and the task read before the delivery, so a stream
 // starts with the task and every event the message causes follows it.
-func (s *Server) resume(ctx context.Context, o bgtask.Owner, id, contextID string, msg bgtask.Message) (bgtask.Owner, *follower, *a2a.Task, error) {
+func (s *Server) resume(ctx context.Context, o bgtask.Owner, id, contextID string, msg bgtask.Message, clientID string) (bgtask.Owner, *follower, *a2a.Task, error) {
 	f, err := s.followTask(o, id)
 	if err != nil {
 		return o, nil, nil, err
 	}
-	first, err := s.deliver(ctx, o, id, contextID, msg)
+	first, err := s.deliver(ctx, o, id, contextID, msg, clientID)
 	if err != nil {
 		f.stopFollowing()
 		return o, nil, nil, err
@@ -91,7 +97,7 @@ func (s *Server) resume(ctx context.Context, o bgtask.Owner, id, contextID strin
 }
 
 // deliver is resume once the follower is registered.
-func (s *Server) deliver(ctx context.Context, o bgtask.Owner, id, contextID string, msg bgtask.Message) (*a2a.Task, error) {
+func (s *Server) deliver(ctx context.Context, o bgtask.Owner, id, contextID string, msg bgtask.Message, clientID string) (*a2a.Task, error) {
 	rec, err := o.Get(ctx, id)
 	if err != nil {
 		return nil, taskErr(id, err)
@@ -127,11 +133,13 @@ func (s *Server) deliver(ctx context.Context, o bgtask.Owner, id, contextID stri
 	case err != nil:
 		return nil, taskErr(id, err)
 	}
-	history = append(history, bgtask.MessageRecord{Direction: bgtask.MessageIn, Content: msg.Content})
+	s.linkMessage(ctx, o, id, msg, clientID)
 	if answered == "" && rec.Status == bgtask.StatusAwaitingInput {
 		rec.Status = bgtask.StatusRunning // the request was answered meanwhile
 	}
-	return s.taskOf(rec, history, answered), nil
+	t := s.taskOf(rec, history, answered)
+	t.History = append(t.History, s.sentMessage(id, msg, clientID))
+	return t, nil
 }
 
 // followTask registers a follower of one of the owner's tasks.
@@ -159,4 +167,26 @@ func (s *Server) snapshot(ctx context.Context, o bgtask.Owner, id, answered stri
 		return nil, taskErr(id, err)
 	}
 	return s.taskOf(rec, msgs, answered), nil
+}
+
+// sentMessage is the history entry of a client's message to task id, with
+// the client's messageId (a new one if the client gave none).
+func (s *Server) sentMessage(id string, msg bgtask.Message, clientID string) *a2a.Message {
+	m := s.historyMessage(id, a2a.MessageRoleUser, msg.Content)
+	if clientID != "" {
+		m.ID = clientID
+	}
+	return m
+}
+
+// linkMessage links the history record of a message just delivered to
+// task id to the client's messageId. A history that has forgotten it
+// already links nothing.
+func (s *Server) linkMessage(ctx context.Context, o bgtask.Owner, id string, msg bgtask.Message, clientID string) {
+	if clientID == "" {
+		return
+	}
+	if recs, err := o.Messages(ctx, id); err == nil {
+		s.msgIDs.link(recs, msg, clientID)
+	}
 }

@@ -1,11 +1,15 @@
 package bga2a
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 
+	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 
 	"github.com/bgtask/bgtask"
@@ -35,8 +39,10 @@ type Server struct {
 	agent bgtask.Func
 	card  Card
 	cfg   config
-	hub   *hub
-	rpc   http.Handler
+	hub     *hub
+	rpc     http.Handler
+	results *kept
+	msgIDs  messageIDs
 }
 
 // New returns a Server that runs agent on m for each new A2A task. card
@@ -63,7 +69,8 @@ func New(m *bgtask.Manager, agent bgtask.Func, card Card, opts ...Option) (*Serv
 	if cfg.owner == nil {
 		return nil, ErrNoOwner
 	}
-	s := &Server{m: m, agent: agent, card: card, cfg: cfg, hub: newHub(m)}
+	s := &Server{m: m, agent: agent, card: card, cfg: cfg, hub: newHub(m), results: newKept(cfg.maxKept)}
+	s.hub.ended = s.results.settle
 	s.rpc = a2asrv.NewJSONRPCHandler(handler{s})
 	return s, nil
 }
@@ -88,15 +95,47 @@ func (s *Server) Close() {
 
 type ownerKey struct{}
 
-// serveRPC names the request's owner, then hands it to the JSON-RPC handler.
+// serveRPC names the request's owner, reads the body (up to the cap), then
+// hands the request to the JSON-RPC handler.
 func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	owner, err := s.cfg.owner(r)
 	if err != nil || blank(owner) {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.maxRequest)
+	if r.Method == http.MethodPost {
+		body, err := io.ReadAll(io.LimitReader(r.Body, s.cfg.maxRequest+1))
+		_ = r.Body.Close()
+		switch {
+		case err != nil:
+			writeRPCError(w, -32700, "parse error", fmt.Sprintf("parse error: reading the request body: %v", err))
+			return
+		case int64(len(body)) > s.cfg.maxRequest:
+			writeRPCError(w, -32600, a2a.ErrInvalidRequest.Error(),
+				fmt.Sprintf("the request body is longer than %d bytes: %v", s.cfg.maxRequest, a2a.ErrInvalidRequest))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	s.rpc.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ownerKey{}, owner)))
+}
+
+// writeRPCError answers a request the JSON-RPC handler did not read with a
+// JSON-RPC error, as that handler does: HTTP 200, no id, the detail in
+// data.error.
+func writeRPCError(w http.ResponseWriter, code int, message, detail string) {
+	type rpcError struct {
+		Code    int               `json:"code"`
+		Message string            `json:"message"`
+		Data    map[string]string `json:"data"`
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string   `json:"jsonrpc"`
+		ID      any      `json:"id"`
+		Error   rpcError `json:"error"`
+	}{"2.0", nil, rpcError{code, message, map[string]string{"error": detail}}})
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // ownerOf returns the Owner view of the request in ctx.

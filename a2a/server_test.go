@@ -345,8 +345,8 @@ func TestBadRequestErrorCodes(t *testing.T) {
 		{"get no id", "tasks/get", map[string]any{}, -32602, "task id is required: invalid params"},
 		{"cancel ended", "tasks/cancel", map[string]any{"id": done}, -32002, "task " + done + " is completed: task cannot be canceled"},
 		{"stream no parts", "message/stream", msg(""), -32602, "message has no parts: invalid params"},
-		{"request too large", "message/send", msg("", text(strings.Repeat("x", 1024))), -32700,
-			"parse error: http: request body too large"},
+		{"request too large", "message/send", msg("", text(strings.Repeat("x", 1024))), -32600,
+			"the request body is longer than 1024 bytes: invalid request"},
 		{"push config", "tasks/pushNotificationConfig/get", map[string]any{"id": done}, -32003, "push notification not supported"},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,165 @@
+package bga2a
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+
+	"github.com/bgtask/bgtask"
+)
+
+// kept holds the whole JSON results of the tasks this server started, for
+// those whose record keeps only a cut copy (the Manager's WithMaxResultBytes):
+// the result artifact then carries the whole result. It is bounded in bytes;
+// past the bound the oldest results are forgotten first, and their tasks
+// show the record's cut copy, marked as cut. The zero value is not usable:
+// use newKept.
+type kept struct {
+	max int // bytes of results kept, at most
+
+	mu    sync.Mutex // protects the fields below
+	byID  map[string]json.RawMessage
+	order []string // task ids, oldest first; may name forgotten ones
+	bytes int
+}
+
+func newKept(max int) *kept {
+	return &kept{max: max, byID: make(map[string]json.RawMessage)}
+}
+
+// put keeps raw as the whole result of task id, unless it alone is over
+// the bound.
+func (k *kept) put(id string, raw json.RawMessage) {
+	if len(raw) > k.max {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if old, ok := k.byID[id]; ok {
+		k.bytes -= len(old)
+	}
+	k.byID[id] = raw
+	k.order = append(k.order, id)
+	k.bytes += len(raw)
+	for k.bytes > k.max && len(k.order) > 0 {
+		old := k.order[0]
+		k.order = k.order[1:]
+		if r, ok := k.byID[old]; ok && old != id {
+			k.bytes -= len(r)
+			delete(k.byID, old)
+		}
+	}
+	if len(k.order) > 2*len(k.byID)+16 { // compact the ids of forgotten results
+		order := make([]string, 0, len(k.byID))
+		seen := make(map[string]bool, len(k.byID))
+		for _, id := range k.order {
+			if _, ok := k.byID[id]; ok && !seen[id] {
+				seen[id] = true
+				order = append(order, id)
+			}
+		}
+		k.order = order
+	}
+}
+
+// get returns the whole result of task id, if it is kept.
+func (k *kept) get(id string) (json.RawMessage, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	raw, ok := k.byID[id]
+	return raw, ok
+}
+
+// drop forgets the result of task id.
+func (k *kept) drop(id string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if raw, ok := k.byID[id]; ok {
+		k.bytes -= len(raw)
+		delete(k.byID, id)
+	}
+}
+
+// settle is called with the result a task's record holds once it has
+// ended: a record that holds the whole result needs no kept copy.
+func (k *kept) settle(id string, completed bool, recorded json.RawMessage) {
+	raw, ok := k.get(id)
+	if ok && (!completed || bytes.Equal(raw, recorded)) {
+		k.drop(id)
+	}
+}
+
+// keeping wraps the agent function: a result that encodes to JSON is handed
+// to bgtask already encoded, and kept whole until the task's end shows
+// whether its record holds it whole. A result that does not encode is
+// handed on unchanged, for bgtask to fail the task as it does.
+func (s *Server) keeping(ctx context.Context, t *bgtask.Task) (any, error) {
+	v, err := s.agent(ctx, t)
+	if err != nil {
+		return v, err
+	}
+	raw, merr := json.Marshal(v)
+	if merr != nil {
+		return v, err
+	}
+	if len(raw) <= s.cfg.maxArtifact {
+		s.results.put(t.ID(), raw)
+	}
+	return json.RawMessage(raw), nil
+}
+
+// maxMessageIDs is how many client message ids the server remembers, as
+// many as the Manager's message history can hold (20 messages of 4096
+// tasks); the oldest are forgotten first.
+const maxMessageIDs = 20 * 4096
+
+// maxMessageIDBytes caps the messageId of a client's message.
+const maxMessageIDBytes = 1 << 10
+
+// messageIDs maps the ids the Manager's message history gives the messages
+// clients sent to the messageId each client gave, so the task's history
+// shows the client's own ids. The zero value is ready.
+type messageIDs struct {
+	mu    sync.Mutex // protects the fields below
+	byRec map[string]string
+	order []string
+}
+
+// get returns the client's id of history record rec, if known.
+func (m *messageIDs) get(rec string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id, ok := m.byRec[rec]
+	return id, ok
+}
+
+// link finds, in the task's history recs (oldest first), the newest record
+// of msg not linked yet, and links it to the client's id.
+func (m *messageIDs) link(recs []bgtask.MessageRecord, msg bgtask.Message, clientID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := recs[i]
+		if r.Direction != bgtask.MessageIn || r.From != msg.From || r.InReplyTo != msg.InReplyTo {
+			continue
+		}
+		if r.Content != msg.Content && !(r.Truncated && strings.HasPrefix(msg.Content, r.Content)) {
+			continue
+		}
+		if _, linked := m.byRec[r.ID]; linked {
+			continue
+		}
+		if m.byRec == nil {
+			m.byRec = make(map[string]string)
+		}
+		m.byRec[r.ID] = clientID
+		m.order = append(m.order, r.ID)
+		if len(m.order) > maxMessageIDs {
+			delete(m.byRec, m.order[0])
+			m.order = m.order[1:]
+		}
+		return
+	}
+}
