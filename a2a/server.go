@@ -35,10 +35,10 @@ import (
 // sub-agents' events arrive), so an owner id it serves must not also be used
 // by a Plugin or another reader of the same Manager.
 type Server struct {
-	m     *bgtask.Manager
-	agent bgtask.Func
-	card  Card
-	cfg   config
+	m       *bgtask.Manager
+	agent   bgtask.Func
+	card    Card
+	cfg     config
 	hub     *hub
 	rpc     http.Handler
 	results *kept
