@@ -84,12 +84,15 @@ func (s *Server) agentMessage(id, text string) *a2a.Message {
 }
 
 // resultArtifact is the result artifact of completed task id, whose record
-// (or completion event) holds recorded: the whole result if the server
-// kept it or the record holds it whole, or else the record's cut copy,
-// marked as cut (see artifactOf).
+// (or completion event) holds recorded: made from the result the server
+// kept, if any, or else from the record's, which may be its cut copy,
+// then marked as cut (see truncatedArtifact).
 func (s *Server) resultArtifact(id string, recorded json.RawMessage) *a2a.Artifact {
-	if raw, ok := s.results.get(id); ok {
-		return s.artifactOf(raw)
+	if r, ok := s.results.get(id); ok {
+		if r.raw == nil {
+			return truncatedArtifact(r.text, r.size)
+		}
+		return s.artifactOf(r.raw)
 	}
 	if size, preview, ok := recordCut(recorded); ok {
 		return truncatedArtifact(cut(preview, s.cfg.maxArtifact), size)

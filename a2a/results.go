@@ -1,53 +1,65 @@
 package bga2a
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
 	"sync"
 
+	"github.com/a2aproject/a2a-go/a2a"
+
 	"github.com/bgtask/bgtask"
 )
 
-// kept holds the whole JSON results of the tasks this server started, for
-// those whose record keeps only a cut copy (the Manager's WithMaxResultBytes):
-// the result artifact then carries the whole result. It is bounded in bytes;
-// past the bound the oldest results are forgotten first, and their tasks
-// show the record's cut copy, marked as cut. The zero value is not usable:
-// use newKept.
+// kept holds the results of the tasks this server started, for those
+// whose record keeps only a cut copy (the Manager's WithMaxResultBytes):
+// the whole JSON result when it is within the artifact cap, or else the
+// start of it that the artifact carries. The result artifact is made from
+// it. It is bounded in bytes; past the bound the oldest results are
+// forgotten first, and their tasks show the record's cut copy, marked as
+// cut. The zero value is not usable: use newKept.
 type kept struct {
 	max int // bytes of results kept, at most
 
 	mu    sync.Mutex // protects the fields below
-	byID  map[string]json.RawMessage
+	byID  map[string]keptResult
 	order []string // task ids, oldest first; may name forgotten ones
 	bytes int
 }
 
-func newKept(max int) *kept {
-	return &kept{max: max, byID: make(map[string]json.RawMessage)}
+// keptResult is one kept result: raw, the whole JSON result, or else text,
+// its start as the cut artifact carries it, and size, the whole result's
+// size.
+type keptResult struct {
+	raw  json.RawMessage
+	text string
+	size int
 }
 
-// put keeps raw as the whole result of task id, unless it alone is over
-// the bound.
-func (k *kept) put(id string, raw json.RawMessage) {
-	if len(raw) > k.max {
+func (r keptResult) len() int { return len(r.raw) + len(r.text) }
+
+func newKept(max int) *kept {
+	return &kept{max: max, byID: make(map[string]keptResult)}
+}
+
+// put keeps r as the result of task id, unless it alone is over the bound.
+func (k *kept) put(id string, r keptResult) {
+	if r.len() > k.max {
 		return
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if old, ok := k.byID[id]; ok {
-		k.bytes -= len(old)
+		k.bytes -= old.len()
 	}
-	k.byID[id] = raw
+	k.byID[id] = r
 	k.order = append(k.order, id)
-	k.bytes += len(raw)
+	k.bytes += r.len()
 	for k.bytes > k.max && len(k.order) > 0 {
 		old := k.order[0]
 		k.order = k.order[1:]
 		if r, ok := k.byID[old]; ok && old != id {
-			k.bytes -= len(r)
+			k.bytes -= r.len()
 			delete(k.byID, old)
 		}
 	}
@@ -64,37 +76,37 @@ func (k *kept) put(id string, raw json.RawMessage) {
 	}
 }
 
-// get returns the whole result of task id, if it is kept.
-func (k *kept) get(id string) (json.RawMessage, bool) {
+// get returns the result of task id, if it is kept.
+func (k *kept) get(id string) (keptResult, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	raw, ok := k.byID[id]
-	return raw, ok
+	r, ok := k.byID[id]
+	return r, ok
 }
 
 // drop forgets the result of task id.
 func (k *kept) drop(id string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if raw, ok := k.byID[id]; ok {
-		k.bytes -= len(raw)
+	if r, ok := k.byID[id]; ok {
+		k.bytes -= r.len()
 		delete(k.byID, id)
 	}
 }
 
-// settle is called with the result a task's record holds once it has
-// ended: a record that holds the whole result needs no kept copy.
+// settle is called with the result a task's record holds once the task
+// has ended: a task that did not complete, or whose record holds its
+// result whole (not the record's cut copy), needs no kept result.
 func (k *kept) settle(id string, completed bool, recorded json.RawMessage) {
-	raw, ok := k.get(id)
-	if ok && (!completed || bytes.Equal(raw, recorded)) {
+	if _, _, cut := recordCut(recorded); !completed || !cut {
 		k.drop(id)
 	}
 }
 
 // keeping wraps the agent function: a result that encodes to JSON is handed
-// to bgtask already encoded, and kept whole until the task's end shows
-// whether its record holds it whole. A result that does not encode is
-// handed on unchanged, for bgtask to fail the task as it does.
+// to bgtask already encoded, and kept until the task's end shows whether
+// its record holds it whole. A result that does not encode is handed on
+// unchanged, for bgtask to fail the task as it does.
 func (s *Server) keeping(ctx context.Context, t *bgtask.Task) (any, error) {
 	v, err := s.agent(ctx, t)
 	if err != nil {
@@ -104,9 +116,12 @@ func (s *Server) keeping(ctx context.Context, t *bgtask.Task) (any, error) {
 	if merr != nil {
 		return v, err
 	}
-	if len(raw) <= s.cfg.maxArtifact {
-		s.results.put(t.ID(), raw)
+	r := keptResult{raw: raw}
+	if len(raw) > s.cfg.maxArtifact {
+		a := s.artifactOf(raw)
+		r = keptResult{text: a.Parts[0].(a2a.TextPart).Text, size: len(raw)}
 	}
+	s.results.put(t.ID(), r)
 	return json.RawMessage(raw), nil
 }
 
