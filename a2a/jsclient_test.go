@@ -88,7 +88,8 @@ func TestJavaScriptClient(t *testing.T) {
 	if err != nil {
 		t.Errorf("node suite.mjs: %v", err)
 	}
-	want := []string{"ok card", "ok send", "ok stream", "ok continue", "ok input-required", "ok cancel", "ok cancel-cascade", "ok get", "ok cross-owner"}
+	want := []string{"ok card", "ok no-credential", "ok send", "ok stream", "ok continue", "ok input-required", "ok cancel",
+		"ok cancel-cascade", "ok get", "ok big-result", "ok message-id", "ok cross-owner"}
 	if got := strings.Split(strings.TrimSpace(string(out)), "\n"); !slices.Equal(got, want) {
 		t.Errorf("suite output = %q, want %q", got, want)
 	}

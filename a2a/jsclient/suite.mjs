@@ -60,6 +60,23 @@ const send = (text, taskId, configuration) => ({ tenant: '', message: message(te
 const textOf = (parts) => (parts ?? []).map((p) => (p.content?.$case === 'text' ? p.content.value : JSON.stringify(p.content?.value))).join('');
 const stateName = (s) => TaskState[s] ?? String(s);
 
+// bigText is the text the test server's "big <n>" command completes with:
+// n bytes with characters JSON escapes and non-ASCII ones.
+function bigText(n) {
+  const unit = 'abc<&>"é\n'; // 10 bytes in UTF-8
+  const whole = Math.floor(n / 10);
+  return unit.repeat(whole) + 'x'.repeat(n - whole * 10);
+}
+const utf8 = new TextEncoder();
+// expectSameBytes checks that got is want byte for byte, as UTF-8.
+function expectSameBytes(got, want, what) {
+  const g = utf8.encode(got ?? '');
+  const w = utf8.encode(want);
+  if (g.length !== w.length || g.some((b, i) => b !== w[i])) {
+    throw new Error(`${what}: got ${g.length} bytes, want the result's ${w.length} bytes, equal byte for byte`);
+  }
+}
+
 function expect(cond, detail) {
   if (!cond) throw new Error(detail);
 }
@@ -111,8 +128,20 @@ const scenarios = [
     expectEqual([raw.name, raw.protocolVersion, raw.capabilities?.streaming, raw.preferredTransport],
       ['bgtask test agent', '0.3.0', true, 'JSONRPC'], 'raw card');
     expectEqual(raw.skills.map((s) => s.id), ['demo'], 'skills');
+    expectEqual([raw.securitySchemes, raw.security],
+      [{ owner: { type: 'apiKey', description: 'the owner of the request (a stand-in for a real credential)', in: 'header', name: 'X-Owner' } },
+        [{ owner: [] }]], 'security');
     const card = await alice.getAgentCard();
     expectEqual(card.name, 'bgtask test agent', 'card name via the client');
+  }],
+  ['no-credential', async () => {
+    // Without the credential the card declares, every JSON-RPC call is refused.
+    const res = await fetch(base, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks/get', params: { id: 'task_1' } }),
+    });
+    expectEqual(res.status, 401, 'HTTP status without X-Owner');
   }],
   ['send', async () => {
     const res = await alice.sendMessage(send('echo hello'));
@@ -176,6 +205,36 @@ const scenarios = [
     const task = await alice.getTask({ tenant: '', id: taskOfAlice, historyLength: undefined });
     expectEqual([task.id, stateName(task.status?.state), textOf(task.history[0]?.parts)],
       [taskOfAlice, 'TASK_STATE_COMPLETED', 'echo hello'], 'task');
+  }],
+  ['big-result', async () => {
+    // 200 KiB, over the record's cap of 64 KiB: whole, byte for byte, in
+    // the blocking reply, tasks/get, the stream and a resubscription.
+    const want = bigText(200 * 1024);
+    const sent = await alice.sendMessage(send('big 204800'));
+    expectEqual(stateName(sent.status?.state), 'TASK_STATE_COMPLETED', 'state');
+    expectSameBytes(textOf(sent.artifacts[0]?.parts), want, 'message/send');
+    expectEqual(sent.artifacts[0]?.metadata, undefined, 'metadata of a whole result');
+    const got = await alice.getTask({ tenant: '', id: sent.id, historyLength: undefined });
+    expectSameBytes(textOf(got.artifacts[0]?.parts), want, 'tasks/get');
+    let streamed = null;
+    for await (const ev of alice.sendMessageStream(send('big 204800'))) {
+      if (ev.payload?.$case === 'artifactUpdate') streamed = textOf(ev.payload.value.artifact?.parts);
+    }
+    expectSameBytes(streamed, want, 'message/stream');
+    let resubscribed = null;
+    for await (const ev of alice.resubscribeTask({ tenant: '', id: sent.id })) {
+      const p = ev.payload;
+      if (p?.$case === 'task') resubscribed = textOf(p.value.artifacts?.[0]?.parts);
+      if (p?.$case === 'artifactUpdate') resubscribed = textOf(p.value.artifact?.parts);
+    }
+    expectSameBytes(resubscribed, want, 'tasks/resubscribe');
+  }],
+  ['message-id', async () => {
+    // The client's messageId is the id of its message in the task's history.
+    const req = send('echo mine');
+    const done = await alice.sendMessage(req);
+    const got = await alice.getTask({ tenant: '', id: done.id, historyLength: 1 });
+    expectEqual(got.history.map((m) => [m.messageId, textOf(m.parts)]), [[req.message.messageId, 'echo mine']], 'history');
   }],
   ['cross-owner', async () => {
     for (const [what, call] of [

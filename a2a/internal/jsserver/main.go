@@ -6,7 +6,8 @@
 //
 // The owner of a request is the X-Owner header: a stand-in for the
 // authentication a real host reads the owner from. A request without it is
-// refused (HTTP 401).
+// refused (HTTP 401), and the agent card declares it as an API key
+// security scheme.
 //
 // For the suite only, GET /debug/wait/<task id> waits until any owner's task
 // (a sub-agent's child too) has ended and returns its record: how the suite
@@ -21,6 +22,8 @@
 //	wait         starts a child task, sends the message "child <id>", and
 //	             waits, with the child, until cancelled
 //	ask          asks "What is your name?" and completes with "hello <answer>"
+//	big <n>      completes with a string of n bytes (bigText), over the
+//	             record's cap of 64 KiB for n = 204800
 package main
 
 import (
@@ -33,6 +36,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -64,6 +68,9 @@ func run() error {
 			return o, nil
 		}
 		return "", errors.New("no X-Owner header")
+	}), bga2a.WithSecurityScheme("owner", a2a.APIKeySecurityScheme{
+		In: a2a.APIKeySecuritySchemeInHeader, Name: "X-Owner",
+		Description: "the owner of the request (a stand-in for a real credential)",
 	}))
 	if err != nil {
 		return err
@@ -150,6 +157,12 @@ func agent(ctx context.Context, t *bgtask.Task) (any, error) {
 		}
 		<-ctx.Done()
 		return nil, ctx.Err()
+	case "big":
+		n, err := strconv.Atoi(arg)
+		if err != nil || n < 0 || n > 8<<20 {
+			return nil, fmt.Errorf("big %q: want a size in bytes, at most 8 MiB", arg)
+		}
+		return bigText(n), nil
 	case "ask":
 		answer, err := t.RequestInput(ctx, "What is your name?")
 		if err != nil {
@@ -158,6 +171,14 @@ func agent(ctx context.Context, t *bgtask.Task) (any, error) {
 		return "hello " + answer.Content, nil
 	}
 	return nil, fmt.Errorf("unknown command %q", cmd)
+}
+
+// bigText is n bytes of a text with characters JSON escapes (quotes,
+// HTML, newlines) and non-ASCII ones; suite.mjs builds the same text.
+func bigText(n int) string {
+	const unit = "abc<&>\"é\n" // 10 bytes
+	s := strings.Repeat(unit, n/len(unit)+1)
+	return s[:n-n%len(unit)] + strings.Repeat("x", n%len(unit))
 }
 
 // inbox reads a sub-agent's messages one at a time.
