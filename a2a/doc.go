@@ -14,7 +14,8 @@
 // # What is served
 //
 //   - GET /.well-known/agent-card.json: the agent card (name, description,
-//     skills, url, protocol version 0.3.0, JSON-RPC, streaming).
+//     skills, url, protocol version 0.3.0, JSON-RPC, streaming, and the
+//     security schemes of WithSecurityScheme).
 //   - message/send and message/stream: a message without a taskId starts a
 //     task; its text is the sub-agent's first inbox message (a bgtask.Message
 //     from "user", read with Task.Inbox). A message whose taskId names a live
@@ -44,7 +45,7 @@
 // completed status update; or a failed status update with the error text, or
 // a canceled one. State maps each bgtask status to its A2A state.
 //
-// # Owners
+// # Owners and authentication
 //
 // Every call acts for the owner that WithOwnerFunc names from the request
 // (its authentication), or the fixed owner of WithOwner: never for one
@@ -52,10 +53,35 @@
 // same error as an unknown id. The server reads the inbox of each owner it
 // serves, so those owner ids must not also be used by a Plugin.
 //
+// The server checks no credential itself: the host verifies it, in its own
+// middleware in front of Handler or in the owner function, and the owner
+// function names the owner from it; a request it refuses gets HTTP 401
+// before anything is read. WithSecurityScheme declares the scheme the host
+// enforces in the agent card (securitySchemes and security), so a client
+// knows what credential to send; the card itself is public.
+//
+// A client's messageId is the id of its message in the task's history.
+// Message ids are not checked for uniqueness: the same id from two owners,
+// or twice from one, is two messages.
+//
 // # Sizes
 //
-// A client's message is capped (WithMaxParts, WithMaxMessageBytes; only text
-// parts are accepted), and so are the texts the server sends (status messages
-// by WithMaxMessageBytes, the result artifact by WithMaxArtifactBytes), on top
-// of the Manager's own caps on results, errors, payloads and prompts.
+// A request body is capped (WithMaxRequestBytes, 1 MiB: a longer one is an
+// invalid-request error, -32600, and nothing is done); malformed JSON,
+// or JSON nested deeper than encoding/json reads, is a parse error
+// (-32700). A client's message is capped (WithMaxParts, WithMaxMessageBytes;
+// only text parts are accepted), and so are the texts the server sends
+// (status messages by WithMaxMessageBytes).
+//
+// The result artifact carries the whole result the agent function returned,
+// up to WithMaxArtifactBytes (4 MiB of JSON), even when the Manager's
+// record keeps only a cut copy of it (WithMaxResultBytes, 64 KiB by
+// default): the server keeps such results in memory, up to
+// WithMaxKeptResultBytes (64 MiB) in all, the oldest forgotten first. A
+// result the artifact does not carry whole (over the artifact cap, or
+// forgotten, or of a task that ended before a restart, when only the
+// record's cut copy exists) is cut visibly: a text part with its start,
+// ending with "…[truncated: N bytes total]", and the artifact's metadata
+// {"truncated": true, "original_bytes": N}, N being the size of the whole
+// result as JSON.
 package bga2a
