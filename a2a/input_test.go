@@ -321,3 +321,34 @@ func newManager(t *testing.T) *bgtask.Manager {
 	})
 	return m
 }
+
+// TestAnswerKeepsClientMessageID: the client's answer to an input request
+// keeps its messageId in the history too.
+func TestAnswerKeepsClientMessageID(t *testing.T) {
+	t.Parallel()
+	agent := func(ctx context.Context, tk *bgtask.Task) (any, error) {
+		if _, err := (&messages{t: tk}).next(ctx); err != nil {
+			return nil, err
+		}
+		answer, err := tk.RequestInput(ctx, "Which file?")
+		if err != nil {
+			return nil, err
+		}
+		return "read " + answer.Content, nil
+	}
+	b := setup(t, agent)
+	asked := rpcResult[struct {
+		ID string `json:"id"`
+	}](t, rpcOK(t, b, "alice", "message/send", textMessage("ask-1", "", "read a file")))
+	answered := rpcResult[struct {
+		Status struct {
+			State string `json:"state"`
+		} `json:"status"`
+	}](t, rpcOK(t, b, "alice", "message/send", textMessage("answer-1", asked.ID, "notes.txt")))
+	if answered.Status.State != "completed" {
+		t.Fatalf("state after the answer = %q, want completed", answered.Status.State)
+	}
+	if got, want := historyOfTask(t, b, "alice", asked.ID, 10), []string{"ask-1 user read a file", "answer-1 user notes.txt"}; !slices.Equal(got, want) {
+		t.Errorf("history = %q, want %q", got, want)
+	}
+}

@@ -280,3 +280,58 @@ func jsonSize(t *testing.T, v any) int {
 	}
 	return len(raw)
 }
+
+// TestKeptResultsOldestForgotten: past WithMaxKeptResultBytes the oldest
+// whole result is forgotten first; its task then shows the record's cut
+// copy, marked, and the newer one stays whole.
+func TestKeptResultsOldestForgotten(t *testing.T) {
+	t.Parallel()
+	size := jsonSize(t, bigResult)
+	b := setup(t, resultAgent(bigResult), WithMaxKeptResultBytes(size+size/2))
+	send := func() string {
+		return rpcResult[struct {
+			ID string `json:"id"`
+		}](t, rpcOK(t, b, "alice", "message/send", textMessage("m", "", "go"))).ID
+	}
+	older, newer := send(), send()
+	get := func(id string) []wireArtifact {
+		return rpcResult[struct {
+			Artifacts []wireArtifact `json:"artifacts"`
+		}](t, rpcOK(t, b, "alice", "tasks/get", map[string]any{"id": id})).Artifacts
+	}
+	checkCut(t, get(older), size, `"abc\u003c\u0026\u003e\"é\n`, 64<<10)
+	if arts := get(newer); len(arts) != 1 || arts[0].Parts[0].Text != bigResult || arts[0].Metadata != nil {
+		t.Errorf("the newer task's artifact is not the whole result")
+	}
+}
+
+// TestKeptSettle: a kept result is dropped once the task's end shows the
+// record holds it whole, or that the task did not complete; it stays while
+// the record holds only its cut copy.
+func TestKeptSettle(t *testing.T) {
+	t.Parallel()
+	cutCopy := json.RawMessage(`{"truncated":true,"original_bytes":9,"preview":"\"abc"}`)
+	tests := []struct {
+		name      string
+		completed bool
+		recorded  json.RawMessage
+		kept      bool
+	}{
+		{"record holds it whole", true, json.RawMessage(`"abcdefg"`), false},
+		{"record holds a cut copy", true, cutCopy, true},
+		{"not completed", false, cutCopy, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := newKept(1 << 10)
+			k.put("task_a", keptResult{raw: json.RawMessage(`"abcdefg"`)})
+			k.settle("task_a", tt.completed, tt.recorded)
+			if _, ok := k.get("task_a"); ok != tt.kept {
+				t.Errorf("kept = %v, want %v", ok, tt.kept)
+			}
+			if want := map[bool]int{true: 9, false: 0}[tt.kept]; k.bytes != want {
+				t.Errorf("bytes = %d, want %d", k.bytes, want)
+			}
+		})
+	}
+}
