@@ -34,6 +34,11 @@ import (
 // The server reads the inbox of each owner it serves (that is where the
 // sub-agents' events arrive), so an owner id it serves must not also be used
 // by a Plugin or another reader of the same Manager.
+//
+// Besides the Manager's records, a Server holds in memory the results that
+// the records keep only cut (up to WithMaxKeptResultBytes in all, so that
+// the client gets them whole) and the clients' message ids of the recent
+// history; both go with the Server.
 type Server struct {
 	m       *bgtask.Manager
 	agent   bgtask.Func
