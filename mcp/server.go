@@ -138,6 +138,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			writeHTTPError(w, http.StatusForbidden, err)
 			return
 		}
+		if r.Method == http.MethodDelete {
+			// The session is closed when the SDK answers: its slot is
+			// free at once for the client's next session.
+			sw := &statusWriter{ResponseWriter: w}
+			s.sdkHTTP.ServeHTTP(sw, r)
+			if sw.status == http.StatusNoContent {
+				s.forget(id)
+			}
+			return
+		}
 	} else if r.Method == http.MethodPost {
 		release, err := s.reserveSession()
 		if err != nil {
@@ -160,6 +170,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		r.ContentLength = -1
 	}
 	s.sdkHTTP.ServeHTTP(w, r)
+}
+
+// statusWriter records the status of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
 }
 
 // writeHTTPError answers an HTTP request with a JSON-RPC error response
