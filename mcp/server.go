@@ -106,8 +106,14 @@ func NewServer(m *bgtask.Manager, opts ...Option) (*Server, error) {
 // Run serves one session over t (for example &mcp.StdioTransport{}) until
 // the client ends it or ctx ends, and returns why. The session's tasks go
 // on running after it ends.
+//
+// Over *mcp.StdioTransport and *mcp.IOTransport, each line is one JSON-RPC
+// message: a line that is not (malformed or too deeply nested JSON, a
+// batch, a line longer than the transport's MaxLineLength) is answered
+// with a JSON-RPC error of id null (-32700 parse error, or -32600) and the
+// session goes on.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
-	tt := &taskTransport{inner: t, s: s}
+	tt := &taskTransport{inner: lineTransportFor(t), s: s}
 	err := s.sdk.Run(ctx, tt)
 	if tt.id != "" {
 		s.forget(tt.id)
