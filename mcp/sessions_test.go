@@ -16,7 +16,7 @@ import (
 // handlerClient is a raw JSON-RPC client that calls an http.Handler in
 // process (no network), so that it runs in a synctest bubble.
 type handlerClient struct {
-	t       *testing.T
+	t       testing.TB
 	h       http.Handler
 	session string
 }
