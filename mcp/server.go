@@ -53,12 +53,13 @@ type Server struct {
 	tools    map[string]*hostTool // the host's tools, by name
 	restored map[string]bool      // owners Restore has run for
 	sessions map[string]*session  // open sessions, by id
+	http     int                  // how many of them are HTTP sessions
 	opening  int                  // HTTP requests that may open a session, in flight
 }
 
 // session is an open session: its owner once known.
 type session struct {
-	ss    *mcp.ServerSession // nil for Run's until its first request
+	ss    *mcp.ServerSession // nil for Run's
 	owner string             // "" until the owner function names one
 }
 
@@ -235,7 +236,7 @@ func (s *Server) checkCaller(ctx context.Context, id string) error {
 func (s *Server) reserveSession() (release func(), err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.sessions)+s.opening >= s.cfg.maxSessions {
+	if s.http+s.opening >= s.cfg.maxSessions {
 		return nil, fmt.Errorf("%w (at most %d): end a session or retry later", ErrTooManySessions, s.cfg.maxSessions)
 	}
 	s.opening++
@@ -255,13 +256,11 @@ func (s *Server) track(ss *mcp.ServerSession) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sess, ok := s.sessions[id]; ok {
-		if sess.ss == nil {
-			sess.ss = ss
-		}
+	if _, ok := s.sessions[id]; ok {
 		return
 	}
 	s.sessions[id] = &session{ss: ss}
+	s.http++
 	go func() {
 		// The session's end: its client deleted it, it timed out, or its
 		// connection broke. Nothing else owns this goroutine; it ends with
@@ -283,8 +282,15 @@ func (s *Server) openRun(id string) {
 func (s *Server) forget(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sess, ok := s.sessions[id]; ok && sess.owner == id {
+	sess, ok := s.sessions[id]
+	if !ok {
+		return
+	}
+	if sess.owner == id {
 		delete(s.restored, id)
+	}
+	if sess.ss != nil {
+		s.http--
 	}
 	delete(s.sessions, id)
 }
