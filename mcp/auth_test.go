@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	bgmcp "github.com/bgtask/bgtask/mcp"
@@ -216,4 +218,50 @@ func TestStolenSession(t *testing.T) {
 	if len(list.Tasks) != 0 {
 		t.Errorf("bob lists %d tasks, want 0", len(list.Tasks))
 	}
+}
+
+// A session whose owner could not be found when it opened (the owner
+// function failed once) becomes its next caller's: a thief who takes it
+// acts as himself, never as the user who opened it, and that user is
+// then refused.
+func TestSessionOwnerUnknownAtOpen(t *testing.T) {
+	var failOnce atomic.Bool
+	owner := func(ctx context.Context, ss *mcp.ServerSession) (string, error) {
+		if failOnce.CompareAndSwap(true, false) {
+			return "", errors.New("user directory unavailable")
+		}
+		return userOwner(ctx, ss)
+	}
+	tools := newTestTools()
+	close(tools.release)
+	s := newServer(t, newManager(t), tools, bgmcp.WithOwnerFunc(owner))
+	srv := httptest.NewServer(bearerAuth(map[string]string{"tok-alice": "alice", "tok-bob": "bob"}, s.Handler()))
+	t.Cleanup(srv.Close)
+
+	alice := &httpClient{t: t, url: srv.URL, token: "tok-alice"}
+	alice.open()
+	t.Cleanup(func() { alice.do(http.MethodDelete, nil) })
+	alice.result("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "secret"}, "task": map[string]any{}})
+
+	failOnce.Store(true)
+	second := &httpClient{t: t, url: srv.URL, token: "tok-alice"}
+	second.result("initialize", map[string]any{ // its owner is not known
+		"protocolVersion": "2025-11-25",
+		"capabilities":    map[string]any{},
+		"clientInfo":      map[string]any{"name": "raw-http", "version": "0"},
+	})
+	// The thief is the session's next caller.
+	thief := &httpClient{t: t, url: srv.URL, token: "tok-bob", session: second.session}
+	if r := thief.do(http.MethodPost, map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"}); r.status != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: %d %s", r.status, r.body)
+	}
+	var list struct{ Tasks []task }
+	decode(t, thief.result("tasks/list", map[string]any{}), &list)
+	if len(list.Tasks) != 0 {
+		t.Errorf("the thief lists %d tasks, want his own: 0", len(list.Tasks))
+	}
+	if r := second.post("tasks/list", map[string]any{}); r.status != http.StatusForbidden || r.resp.Error == nil || r.resp.Error.Message != "bgmcp: this session belongs to another caller" {
+		t.Errorf("alice on the taken session: %d %s", r.status, r.body)
+	}
+	thief.do(http.MethodDelete, nil)
 }

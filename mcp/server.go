@@ -203,19 +203,20 @@ func writeHTTPError(w http.ResponseWriter, status int, err error) {
 	_, _ = w.Write(b)
 }
 
-// checkCaller refuses a request for an HTTP session whose owner is known
-// when the owner function, on the request's ctx, names another owner or
-// none. An unknown session passes: the SDK answers 404.
+// checkCaller authorises a request for an HTTP session: the owner
+// function, on the request's ctx, must name the session's owner. A session
+// whose owner is not known yet (the owner function named none when it
+// opened) becomes the caller's. An unknown session passes: the SDK
+// answers 404.
 func (s *Server) checkCaller(ctx context.Context, id string) error {
 	s.mu.Lock()
 	sess := s.sessions[id]
-	var owner string
 	var ss *mcp.ServerSession
 	if sess != nil {
-		owner, ss = sess.owner, sess.ss
+		ss = sess.ss
 	}
 	s.mu.Unlock()
-	if owner == "" || ss == nil {
+	if ss == nil {
 		return nil
 	}
 	caller, err := s.cfg.ownerFunc(ctx, ss)
@@ -224,7 +225,13 @@ func (s *Server) checkCaller(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: %w", ErrNoOwner, err)
 	case strings.TrimSpace(caller) == "":
 		return ErrNoOwner
-	case caller != owner:
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess.owner == "" {
+		sess.owner = caller
+	}
+	if sess.owner != caller {
 		return ErrNotSessionOwner
 	}
 	return nil
