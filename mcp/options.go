@@ -55,10 +55,10 @@ func sessionOwner(_ context.Context, session *mcp.ServerSession) (string, error)
 // for one owner: the first one f names for it. Over streamable HTTP, f is
 // called with the ctx of each HTTP request (it carries what the host's
 // authentication middleware put there) and the session: for the request
-// that opens the session, which names the session's owner, and again for
-// every later request of that session (POST, GET or DELETE), which is
-// refused with 403 Forbidden and ErrNotSessionOwner's text unless f names
-// the same owner. So a caller who holds another caller's Mcp-Session-Id
+// that opens the session, which names the session's owner (if f names none
+// then, the next request that has one does), and again for every later
+// request of that session (POST, GET or DELETE), which is refused with 403
+// Forbidden and ErrNotSessionOwner's text unless f names the same owner. So a caller who holds another caller's Mcp-Session-Id
 // reaches nothing of that session. Over Run (stdio, in-memory) f is called
 // with Run's ctx until it names an owner.
 //
