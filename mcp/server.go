@@ -190,6 +190,9 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap gives http.ResponseController the writer underneath.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // writeHTTPError answers an HTTP request with a JSON-RPC error response
 // (id null: the request was not read) of code -32600 and err's text.
 func writeHTTPError(w http.ResponseWriter, status int, err error) {
