@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	bgmcp "github.com/bgtask/bgtask/mcp"
 )
@@ -36,6 +37,10 @@ func TestAddToolErrors(t *testing.T) {
 	}{
 		{bgmcp.WithOwnerFunc(nil), "bgmcp: WithOwnerFunc: nil function"},
 		{bgmcp.WithImplementation(nil), "bgmcp: WithImplementation: nil implementation"},
+		{bgmcp.WithSessionTimeout(0), "bgmcp: WithSessionTimeout: 0s is not positive"},
+		{bgmcp.WithSessionTimeout(-time.Second), "bgmcp: WithSessionTimeout: -1s is not positive"},
+		{bgmcp.WithMaxSessions(0), "bgmcp: WithMaxSessions: 0 is not positive"},
+		{bgmcp.WithMaxBodyBytes(-1), "bgmcp: WithMaxBodyBytes: -1 is not positive"},
 	} {
 		if _, err := bgmcp.NewServer(newManager(t), tc.opt); err == nil || err.Error() != tc.want {
 			t.Errorf("NewServer: %v, want %q", err, tc.want)

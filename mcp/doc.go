@@ -9,6 +9,14 @@
 // and tasks/cancel are served from the Manager, scoped to the caller's
 // owner. Without that request a tool call runs in the foreground.
 //
+// Over streamable HTTP (Server.Handler) every request is authorised as its
+// own caller: the host's authentication middleware puts the caller on each
+// request's context, WithOwnerFunc reads it there, and a request for a
+// session that another owner opened is refused (403). Idle sessions end
+// (WithSessionTimeout), open sessions are capped (WithMaxSessions) and so
+// are request bodies (WithMaxBodyBytes). Over stdio (Server.Run) a line
+// that is not a JSON-RPC message gets an error and the session goes on.
+//
 // The package is named bgmcp so that it does not clash with the SDK's mcp
 // package.
 package bgmcp

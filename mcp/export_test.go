@@ -7,3 +7,10 @@ func SetListPageSize(n int) (restore func()) {
 	listPageSize = n
 	return func() { listPageSize = old }
 }
+
+// KnownOwners returns how many owners s keeps a restore mark for.
+func KnownOwners(s *Server) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.restored)
+}

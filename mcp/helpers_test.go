@@ -274,7 +274,7 @@ func decode(t *testing.T, b json.RawMessage, v any) {
 	}
 }
 
-func mustJSON(t *testing.T, v any) json.RawMessage {
+func mustJSON(t testing.TB, v any) json.RawMessage {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {

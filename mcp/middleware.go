@@ -16,6 +16,10 @@ import (
 // tools/list, and task-augmented tools/call.
 func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if extra := req.GetExtra(); ss != nil && extra != nil && extra.Header != nil {
+			s.track(ss) // over HTTP
+		}
 		switch method {
 		case "tools/call":
 			if r, ok := req.(*mcp.CallToolRequest); ok {
@@ -26,6 +30,12 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		case "initialize":
 			res, err := next(ctx, method, req)
 			if r, ok := res.(*mcp.InitializeResult); ok && err == nil {
+				if ss != nil {
+					// The session's owner is its opener's: over HTTP, ctx
+					// carries the values of the request that opened it.
+					// Without one yet, a later request names it.
+					_, _ = s.sessionOwner(ctx, ss)
+				}
 				return &initResult{r}, nil
 			}
 			return res, err
@@ -55,7 +65,7 @@ type taskRequest struct {
 }
 
 // takeTaskRequest removes the task request that taskTransport or
-// taskBodyHandler moved into p's _meta, and returns it.
+// Server.serveHTTP moved into p's _meta, and returns it.
 func takeTaskRequest(p *mcp.CallToolParamsRaw) (taskRequest, bool) {
 	var tr taskRequest
 	if p == nil || p.Meta == nil {

@@ -3,8 +3,21 @@ package bgmcp
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Limits of the streamable HTTP handler, unless options change them.
+const (
+	// DefaultSessionTimeout is how long an HTTP session may stay idle (no
+	// request from its client) before it ends.
+	DefaultSessionTimeout = 30 * time.Minute
+	// DefaultMaxSessions is how many HTTP sessions may be open at once.
+	DefaultMaxSessions = 10000
+	// DefaultMaxBodyBytes is the largest HTTP request body read, in bytes.
+	DefaultMaxBodyBytes = 4 << 20
 )
 
 // Option configures a Server. NewServer applies the options in order and
@@ -15,12 +28,20 @@ type config struct {
 	err       error // the first invalid option's, reported by NewServer
 	ownerFunc func(ctx context.Context, session *mcp.ServerSession) (string, error)
 	impl      *mcp.Implementation
+
+	sessionTimeout time.Duration // idle HTTP sessions end after it
+	maxSessions    int           // open HTTP sessions at most
+	maxBody        int64         // largest HTTP request body, in bytes
 }
 
 func defaultConfig() config {
 	return config{
 		ownerFunc: sessionOwner,
 		impl:      &mcp.Implementation{Name: "bgtask", Version: "v0"},
+
+		sessionTimeout: DefaultSessionTimeout,
+		maxSessions:    DefaultMaxSessions,
+		maxBody:        DefaultMaxBodyBytes,
 	}
 }
 
@@ -30,12 +51,25 @@ func sessionOwner(_ context.Context, session *mcp.ServerSession) (string, error)
 	return session.ID(), nil
 }
 
-// WithOwnerFunc sets how the owner of a request is found: f is called for
-// every tool call and tasks/* request, with the request's ctx (over HTTP it
-// carries what the host's authentication middleware put there) and the
-// session. An error or a blank id refuses the request. f must be safe for
-// concurrent use. Default: one owner per MCP session, named after the
-// session id. The owner never comes from a tool's arguments.
+// WithOwnerFunc sets how the owner of a request is found. A session acts
+// for one owner: the first one f names for it. Over streamable HTTP, f is
+// called with the ctx of each HTTP request (it carries what the host's
+// authentication middleware put there) and the session: for the request
+// that opens the session, which names the session's owner (if f names none
+// then, the next request that has one does), and again for every later
+// request of that session (POST, GET or DELETE), which is refused with 403
+// Forbidden and ErrNotSessionOwner's text unless f names the same owner. So a caller who holds another caller's Mcp-Session-Id
+// reaches nothing of that session. Over Run (stdio, in-memory) f is called
+// with Run's ctx until it names an owner.
+//
+// The host must therefore put the caller's identity on every HTTP
+// request's ctx (its authentication middleware, in front of Handler), and
+// f must read it from there, never from the session or a tool's arguments.
+// An error or a blank id refuses the request (ErrNoOwner). f must be safe
+// for concurrent use and quick: it runs on every HTTP request. Default: one
+// owner per MCP session, named after the session id (then the session id
+// is the only credential: use WithOwnerFunc whenever callers are
+// authenticated).
 func WithOwnerFunc(f func(ctx context.Context, session *mcp.ServerSession) (string, error)) Option {
 	return func(c *config) {
 		if f == nil {
@@ -55,6 +89,50 @@ func WithImplementation(impl *mcp.Implementation) Option {
 			return
 		}
 		c.impl = impl
+	}
+}
+
+// WithSessionTimeout sets how long a streamable HTTP session may stay idle
+// before the Server ends it: no request of its client started or running
+// for d (a tasks/result that waits keeps it open). The session's tasks go
+// on; its client must open a new session, and with the default owner (one
+// per session) it no longer reaches them. d must be positive. Default:
+// DefaultSessionTimeout. Run's sessions end with their transport.
+func WithSessionTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.fail(fmt.Errorf("bgmcp: WithSessionTimeout: %v is not positive", d))
+			return
+		}
+		c.sessionTimeout = d
+	}
+}
+
+// WithMaxSessions caps the number of open streamable HTTP sessions: a
+// request that would open one more is refused with 503 Service
+// Unavailable and ErrTooManySessions's text, until a session ends (its
+// client deletes it, or it times out). n must be positive. Default:
+// DefaultMaxSessions.
+func WithMaxSessions(n int) Option {
+	return func(c *config) {
+		if n <= 0 {
+			c.fail(fmt.Errorf("bgmcp: WithMaxSessions: %d is not positive", n))
+			return
+		}
+		c.maxSessions = n
+	}
+}
+
+// WithMaxBodyBytes caps the body of a streamable HTTP request, in bytes: a
+// longer body is refused with 413 Request Entity Too Large and nothing of
+// it is handled. n must be positive. Default: DefaultMaxBodyBytes.
+func WithMaxBodyBytes(n int64) Option {
+	return func(c *config) {
+		if n <= 0 {
+			c.fail(fmt.Errorf("bgmcp: WithMaxBodyBytes: %d is not positive", n))
+			return
+		}
+		c.maxBody = n
 	}
 }
 

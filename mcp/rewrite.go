@@ -5,8 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"io"
-	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -15,7 +13,7 @@ import (
 // The SDK decodes tools/call params into a struct without the tasks
 // protocol's "task" field, so the request would reach the server without
 // it. Before the SDK reads a message, taskTransport (stdio, in-memory) and
-// taskBodyHandler (streamable HTTP) move "task" into the params' _meta
+// Server.serveHTTP (streamable HTTP) move "task" into the params' _meta
 // under taskMetaKey, where the middleware finds it. A client's own
 // taskMetaKey entry is always removed first: only "task" sets it.
 const taskMetaKey = "io.github.bgtask/task-request"
@@ -57,8 +55,13 @@ func moveTaskParam(params json.RawMessage) json.RawMessage {
 
 // taskTransport is a transport whose connection moves the "task" of every
 // incoming tools/call into _meta. Its session id is the inner one, or a
-// random one when the inner transport has none (stdio, in-memory).
-type taskTransport struct{ inner mcp.Transport }
+// random one when the inner transport has none (stdio, in-memory); Connect
+// records the session in s and sets id.
+type taskTransport struct {
+	inner mcp.Transport
+	s     *Server
+	id    string
+}
 
 func (t *taskTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	c, err := t.inner.Connect(ctx)
@@ -69,6 +72,8 @@ func (t *taskTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if id == "" {
 		id = rand.Text()
 	}
+	t.id = id
+	t.s.openRun(id)
 	return &taskConn{Connection: c, id: id}, nil
 }
 
@@ -85,28 +90,6 @@ func (c *taskConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		req.Params = moveTaskParam(req.Params)
 	}
 	return msg, err
-}
-
-// maxBody caps a POST body the HTTP handler reads to move "task".
-const maxBody = 8 << 20
-
-// taskBodyHandler moves the "task" of a tools/call in a POST body (one
-// message or a batch) into _meta, then calls next.
-func taskBodyHandler(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.Body == nil {
-			next.ServeHTTP(w, r)
-			return
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err != nil {
-			http.Error(w, "request body too large or unreadable", http.StatusRequestEntityTooLarge)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(rewriteBody(body)))
-		r.ContentLength = -1
-		next.ServeHTTP(w, r)
-	})
 }
 
 // rewriteBody applies moveTaskParam to each tools/call of a body.

@@ -1,15 +1,19 @@
 package bgmcp
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/bgtask/bgtask"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -21,23 +25,42 @@ const ProtocolVersion = "2025-11-25"
 // function returned an error (wrapped with it) or a blank id.
 var ErrNoOwner = errors.New("bgmcp: no owner for this request")
 
+// ErrNotSessionOwner refuses an HTTP request for a session that another
+// owner opened (see WithOwnerFunc). Its text names neither owner.
+var ErrNotSessionOwner = errors.New("bgmcp: this session belongs to another caller")
+
+// ErrTooManySessions refuses an HTTP request that would open a session
+// past the cap (see WithMaxSessions).
+var ErrTooManySessions = errors.New("bgmcp: too many open sessions")
+
 // Server serves one Manager over MCP: the five model-facing task tools of
 // bgtask, the host's own tools (AddTool), and the tasks protocol for them.
-// Every request acts for one owner (see WithOwnerFunc) and sees that
+// Every session acts for one owner (see WithOwnerFunc) and sees that
 // owner's tasks only.
 //
-// A Server is safe for concurrent use and serves any number of sessions.
-// It has no zero value: use NewServer. Tasks outlive the session that
-// started them; the Manager's Shutdown ends them.
+// A Server is safe for concurrent use and serves any number of sessions
+// (over HTTP, up to WithMaxSessions at once). It has no zero value: use
+// NewServer. Tasks outlive the session that started them; the Manager's
+// Shutdown ends them.
 type Server struct {
 	m       *bgtask.Manager
 	cfg     config
 	sdk     *mcp.Server
+	sdkHTTP http.Handler
 	handler http.Handler
 
 	mu       sync.Mutex
 	tools    map[string]*hostTool // the host's tools, by name
 	restored map[string]bool      // owners Restore has run for
+	sessions map[string]*session  // open sessions, by id
+	http     int                  // how many of them are HTTP sessions
+	opening  int                  // HTTP requests that may open a session, in flight
+}
+
+// session is an open session: its owner once known.
+type session struct {
+	ss    *mcp.ServerSession // nil for Run's
+	owner string             // "" until the owner function names one
 }
 
 // NewServer returns a Server for m, with the five task tools registered.
@@ -58,6 +81,7 @@ func NewServer(m *bgtask.Manager, opts ...Option) (*Server, error) {
 		cfg:      cfg,
 		tools:    make(map[string]*hostTool),
 		restored: make(map[string]bool),
+		sessions: make(map[string]*session),
 	}
 	// The tasks protocol is that of 2025-11-25: later revisions are not
 	// offered.
@@ -70,34 +94,263 @@ func NewServer(m *bgtask.Manager, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.sdk.AddReceivingMiddleware(s.middleware)
-	sdkHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk }, nil)
-	s.handler = taskBodyHandler(sdkHandler)
+	s.sdkHTTP = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk }, &mcp.StreamableHTTPOptions{
+		SessionTimeout: cfg.sessionTimeout,
+		// serveHTTP caps the body the client sent; what reaches the SDK is
+		// that body with "task" moved (rewriteBody), which may be longer.
+		MaxRequestBodyBytes: -1,
+	})
+	s.handler = http.HandlerFunc(s.serveHTTP)
 	return s, nil
 }
 
 // Run serves one session over t (for example &mcp.StdioTransport{}) until
 // the client ends it or ctx ends, and returns why. The session's tasks go
 // on running after it ends.
+//
+// Over *mcp.StdioTransport and *mcp.IOTransport, each line is one JSON-RPC
+// message: a line that is not (malformed or too deeply nested JSON, a
+// batch, a line longer than the transport's MaxLineLength) is answered
+// with a JSON-RPC error of id null (-32700 parse error, or -32600) and the
+// session goes on.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
-	return s.sdk.Run(ctx, &taskTransport{inner: t})
+	tt := &taskTransport{inner: lineTransportFor(t), s: s}
+	err := s.sdk.Run(ctx, tt)
+	if tt.id != "" {
+		s.forget(tt.id)
+	}
+	return err
 }
 
 // Handler returns the streamable HTTP handler serving this Server: one
 // session per client, as the MCP streamable HTTP transport defines. The
 // same handler is returned on every call. Mount it behind the host's
-// authentication and read the caller in WithOwnerFunc.
+// authentication, which puts the caller on each request's ctx, and read
+// the caller there in WithOwnerFunc: every request of a session must come
+// from the caller that opened it.
+//
+// Limits: a session idle for WithSessionTimeout ends; at most
+// WithMaxSessions sessions are open at once (then 503); a request body
+// longer than WithMaxBodyBytes is refused (413). Errors of the handler
+// itself are JSON-RPC error responses with id null.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// owner finds the owner of a request. The first time the Server sees an
-// owner it restores the owner's records: a task that a stopped process ran
-// becomes interrupted (failed to the client).
-func (s *Server) owner(ctx context.Context, ss *mcp.ServerSession) (bgtask.Owner, error) {
-	id, err := s.cfg.ownerFunc(ctx, ss)
-	if err != nil {
-		return bgtask.Owner{}, fmt.Errorf("%w: %w", ErrNoOwner, err)
+// serveHTTP checks a request before the SDK's handler serves it: its caller
+// must be its session's owner, a new session must fit under the cap, and
+// its body must fit under the body cap (then "task" is moved, see
+// rewriteBody).
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+		if err := s.checkCaller(r.Context(), id); err != nil {
+			writeHTTPError(w, http.StatusForbidden, err)
+			return
+		}
+		if r.Method == http.MethodDelete {
+			// The session is closed when the SDK answers: its slot is
+			// free at once for the client's next session.
+			sw := &statusWriter{ResponseWriter: w}
+			s.sdkHTTP.ServeHTTP(sw, r)
+			if sw.status == http.StatusNoContent {
+				s.forget(id)
+			}
+			return
+		}
+	} else if r.Method == http.MethodPost {
+		release, err := s.reserveSession()
+		if err != nil {
+			writeHTTPError(w, http.StatusServiceUnavailable, err)
+			return
+		}
+		defer release()
 	}
-	if strings.TrimSpace(id) == "" {
-		return bgtask.Owner{}, ErrNoOwner
+	if r.Method == http.MethodPost && r.Body != nil {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.maxBody))
+		if err != nil {
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				writeHTTPError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("bgmcp: request body longer than %d bytes", s.cfg.maxBody))
+			} else {
+				writeHTTPError(w, http.StatusBadRequest, errors.New("bgmcp: request body unreadable"))
+			}
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(rewriteBody(body)))
+		r.ContentLength = -1
+	}
+	s.sdkHTTP.ServeHTTP(w, r)
+}
+
+// statusWriter records the status of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap gives http.ResponseController the writer underneath.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// writeHTTPError answers an HTTP request with a JSON-RPC error response
+// (id null: the request was not read) of code -32600 and err's text.
+func writeHTTPError(w http.ResponseWriter, status int, err error) {
+	b, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"id":      nil,
+		"error":   map[string]any{"code": jsonrpc.CodeInvalidRequest, "message": err.Error()},
+	})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// checkCaller authorises a request for an HTTP session: the owner
+// function, on the request's ctx, must name the session's owner. A session
+// whose owner is not known yet (the owner function named none when it
+// opened) becomes the caller's. An unknown session passes: the SDK
+// answers 404.
+func (s *Server) checkCaller(ctx context.Context, id string) error {
+	s.mu.Lock()
+	sess := s.sessions[id]
+	var ss *mcp.ServerSession
+	if sess != nil {
+		ss = sess.ss
+	}
+	s.mu.Unlock()
+	if ss == nil {
+		return nil
+	}
+	caller, err := s.cfg.ownerFunc(ctx, ss)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrNoOwner, err)
+	case strings.TrimSpace(caller) == "":
+		return ErrNoOwner
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess.owner == "" {
+		sess.owner = caller
+	}
+	if sess.owner != caller {
+		return ErrNotSessionOwner
+	}
+	return nil
+}
+
+// reserveSession counts an HTTP request that may open a session (a POST
+// without a session id) until release is called, or refuses it when the
+// open sessions and such requests reach the cap.
+func (s *Server) reserveSession() (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.http+s.opening >= s.cfg.maxSessions {
+		return nil, fmt.Errorf("%w (at most %d): end a session or retry later", ErrTooManySessions, s.cfg.maxSessions)
+	}
+	s.opening++
+	return func() {
+		s.mu.Lock()
+		s.opening--
+		s.mu.Unlock()
+	}, nil
+}
+
+// track records an HTTP session at its first request, and forgets it when
+// it ends. Run's sessions are recorded by their transport instead.
+func (s *Server) track(ss *mcp.ServerSession) {
+	id := ss.ID()
+	if id == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.sessions[id]; ok {
+		return
+	}
+	s.sessions[id] = &session{ss: ss}
+	s.http++
+	go func() {
+		// The session's end: its client deleted it, it timed out, or its
+		// connection broke. Nothing else owns this goroutine; it ends with
+		// the session.
+		_ = ss.Wait()
+		s.forget(id)
+	}()
+}
+
+// openRun records a session of Run before its first request.
+func (s *Server) openRun(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessions[id] = &session{}
+}
+
+// forget drops an ended session. With the default owner (the session's
+// id), the owner can never come back: its restore mark goes too.
+func (s *Server) forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.sessions[id]
+	if !ok {
+		return
+	}
+	if sess.owner == id {
+		delete(s.restored, id)
+	}
+	if sess.ss != nil {
+		s.http--
+	}
+	delete(s.sessions, id)
+}
+
+// OpenSessions returns the number of open sessions: HTTP sessions and
+// sessions served by Run. Safe for concurrent use.
+func (s *Server) OpenSessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+// sessionOwner returns the owner of ss's session: the one the owner
+// function named for it first. Until it names one, each request calls it
+// again with its ctx.
+func (s *Server) sessionOwner(ctx context.Context, ss *mcp.ServerSession) (string, error) {
+	id := ss.ID()
+	s.mu.Lock()
+	if sess := s.sessions[id]; sess != nil && sess.owner != "" {
+		s.mu.Unlock()
+		return sess.owner, nil
+	}
+	s.mu.Unlock()
+	owner, err := s.cfg.ownerFunc(ctx, ss)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrNoOwner, err)
+	}
+	if strings.TrimSpace(owner) == "" {
+		return "", ErrNoOwner
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess := s.sessions[id]; sess != nil {
+		if sess.owner == "" {
+			sess.owner = owner
+		}
+		if sess.owner != owner { // two first requests named two owners
+			return "", ErrNotSessionOwner
+		}
+	}
+	return owner, nil
+}
+
+// owner finds the owner of a request: its session's. The first time the
+// Server sees an owner it restores the owner's records: a task that a
+// stopped process ran becomes interrupted (failed to the client).
+func (s *Server) owner(ctx context.Context, ss *mcp.ServerSession) (bgtask.Owner, error) {
+	id, err := s.sessionOwner(ctx, ss)
+	if err != nil {
+		return bgtask.Owner{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
