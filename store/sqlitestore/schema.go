@@ -107,6 +107,17 @@ var migrations = [...]string{
 	// completion and every Announce wrote it: one page more per owner in
 	// each write transaction.
 	`DROP INDEX IF EXISTS tasks_unannounced;`,
+	// 7: one index of an owner's records, tasks_owner (owner,
+	// terminal_seq), in place of tasks_owner_status and
+	// tasks_owner_terminal. Live records (terminal_seq NULL) sort first in
+	// an owner's range, then terminal ones in the order they ended, so one
+	// index finds an owner's records, counts its terminal ones and finds
+	// its oldest. A completion moved an entry in each of the two indexes
+	// and a retention delete removed one from each, in separate pages;
+	// now each touches one index.
+	`DROP INDEX IF EXISTS tasks_owner_status;
+	DROP INDEX IF EXISTS tasks_owner_terminal;
+	CREATE INDEX tasks_owner ON tasks (owner, terminal_seq);`,
 }
 
 // userVersion reads the schema version.
