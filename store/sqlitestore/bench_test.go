@@ -132,6 +132,9 @@ func BenchmarkSQLiteRaw(b *testing.B) {
 		// holds one row of each of the 8 writers: 8 owners, half of them
 		// completions that fill the terminal columns (and so their indexes).
 		{"tx=8rows/owners=8/ended", 8, 8, true, false, "NORMAL"},
+		// What BenchmarkSQLiteCommit/writers=8 writes, retention included:
+		// the hand-written floor of its transactions.
+		{"tx=8rows/owners=8/ended/retained", 8, 8, true, true, "NORMAL"},
 		{"tx=1row/ended", 1, 1, true, false, "NORMAL"},
 		// What BenchmarkSQLiteCommit/single writes, retention included: at
 		// the default limit, every completion deletes the owner's oldest
