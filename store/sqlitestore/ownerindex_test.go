@@ -10,10 +10,11 @@ import (
 )
 
 // ownerIndexVersion is the schema version that replaced tasks_owner_status
-// and tasks_owner_terminal with tasks_owner.
+// and the partial tasks_owner_terminal with one index of all of an owner's
+// records, under the name tasks_owner_terminal.
 const ownerIndexVersion = 7
 
-// A database of the version before tasks_owner, with live, terminal,
+// A database of the version before the one owner index, with live, terminal,
 // tagged, keyed and unannounced records of two owners, opens, migrates to
 // one owner index, keeps every record as it was, and the store works on
 // it: the owner's records, its tag and status filters, its undelivered
@@ -37,6 +38,15 @@ func TestMigrationOneOwnerIndex(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// A process of the previous version, still open on the file, has
+	// prepared its query of undelivered owners, which forces the index by
+	// name.
+	old, err := rawDB(t, path).PrepareContext(t.Context(), `SELECT DISTINCT owner FROM tasks INDEXED BY tasks_owner_terminal
+		WHERE terminal_seq IS NOT NULL AND announced = 0 AND wake <> 'silent'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
 
 	s := openAt(t, path, sqlitestore.WithoutRecovery(), sqlitestore.WithRetainPerOwner(2))
 	var version int
@@ -44,8 +54,17 @@ func TestMigrationOneOwnerIndex(t *testing.T) {
 	if err := raw.QueryRowContext(t.Context(), "PRAGMA user_version").Scan(&version); err != nil || version != sqlitestore.SchemaVersion {
 		t.Fatalf("user_version = %d (%v), want %d", version, err, sqlitestore.SchemaVersion)
 	}
-	if got, want := taskIndexes(t, path), []string{"tasks_idempotency", "tasks_owner", "tasks_parent", "tasks_terminal_at"}; !slices.Equal(got, want) {
+	if got, want := taskIndexes(t, path), []string{"tasks_idempotency", "tasks_owner_terminal", "tasks_parent", "tasks_terminal_at"}; !slices.Equal(got, want) {
 		t.Fatalf("indexes %q, want %q", got, want)
+	}
+	// All of an owner's records, so that it replaces tasks_owner_status;
+	// the name is the previous version's, whose query forces it.
+	var def string
+	if err := raw.QueryRowContext(t.Context(), "SELECT sql FROM sqlite_master WHERE name = 'tasks_owner_terminal'").Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	if want := "CREATE INDEX tasks_owner_terminal ON tasks (owner, terminal_seq)"; def != want {
+		t.Fatalf("tasks_owner_terminal is %q, want %q", def, want)
 	}
 	wantIDs(t, "List(alice)", ids(t, s, "alice"), []string{"task_a1", "task_a2", "task_a3", "task_a4"})
 	wantIDs(t, "List(alice, completed)", ids(t, s, "alice", bgtask.StatusCompleted), []string{"task_a1", "task_a3"})
@@ -66,6 +85,10 @@ func TestMigrationOneOwnerIndex(t *testing.T) {
 		undelivered = append(undelivered, o)
 	}
 	wantIDs(t, "UndeliveredOwners", undelivered, []string{"bob"})
+	var oldOwner string
+	if err := old.QueryRowContext(t.Context()).Scan(&oldOwner); err != nil || oldOwner != "bob" {
+		t.Fatalf("the previous version's query after the migration: %q (%v), want bob", oldOwner, err)
+	}
 
 	// The live record ends: alice then holds 4 terminal records, over the
 	// limit of 2, and loses exactly her 2 oldest.
@@ -78,7 +101,7 @@ func TestMigrationOneOwnerIndex(t *testing.T) {
 	// The idempotency key still names one record.
 	dup := bgtask.TaskMeta{ID: "task_a5", Owner: "alice", Type: bgtask.TypeTask, Status: bgtask.StatusRunning,
 		CreatedAt: time.Now().UTC().Truncate(time.Microsecond), IdempotencyKey: "key-1"}
-	err := s.Commit(t.Context(), "alice", bgtask.Upsert(dup))
+	err = s.Commit(t.Context(), "alice", bgtask.Upsert(dup))
 	wantErr(t, "Commit of a duplicate key", err, (&bgtask.DuplicateKeyError{Key: "key-1", TaskID: "task_a4"}).Error())
 }
 
