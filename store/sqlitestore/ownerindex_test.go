@@ -1,7 +1,9 @@
 package sqlitestore_test
 
 import (
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,6 +105,52 @@ func TestMigrationOneOwnerIndex(t *testing.T) {
 		CreatedAt: time.Now().UTC().Truncate(time.Microsecond), IdempotencyKey: "key-1"}
 	err = s.Commit(t.Context(), "alice", bgtask.Upsert(dup))
 	wantErr(t, "Commit of a duplicate key", err, (&bgtask.DuplicateKeyError{Key: "key-1", TaskID: "task_a4"}).Error())
+}
+
+// Two Stores opening one file of the previous version at once (two
+// processes of an overlapping restart) both open it: one migrates it, in
+// its immediate transaction, and the other finds it migrated; both then
+// read every record and each other's commits.
+func TestMigrationTwoOpensAtOnce(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/tasks.db"
+	db := rawDB(t, path)
+	for v := 1; v < ownerIndexVersion; v++ {
+		execSQL(t, db, sqlitestore.MigrationSQL(v))
+	}
+	execSQL(t, db, "PRAGMA user_version = 6")
+	now := time.Now().UnixMicro()
+	execSQL(t, db, `INSERT INTO tasks (id, owner, status, created_at, finished_at, terminal_seq, terminal_at, announced) VALUES
+		('task_a1', 'alice', 'completed', ?1, ?1, 1, ?1, 1),
+		('task_a2', 'alice', 'running', ?1 + 1, NULL, NULL, NULL, 0)`, now)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	stores := make([]*sqlitestore.Store, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range stores {
+		wg.Go(func() { stores[i], errs[i] = sqlitestore.Open(t.Context(), path, sqlitestore.WithoutRecovery()) })
+	}
+	wg.Wait()
+	for i, s := range stores {
+		if s != nil {
+			t.Cleanup(func() { s.Close() })
+		}
+		if errs[i] != nil {
+			t.Fatalf("Open %d: %v", i, errs[i])
+		}
+	}
+	if got, want := taskIndexes(t, path), []string{"tasks_idempotency", "tasks_owner_terminal", "tasks_parent", "tasks_terminal_at"}; !slices.Equal(got, want) {
+		t.Fatalf("indexes %q, want %q", got, want)
+	}
+	commit(t, stores[0], "bob", bgtask.Upsert(rec("bob", 1, bgtask.StatusRunning)))
+	commit(t, stores[1], "bob", bgtask.Upsert(rec("bob", 2, bgtask.StatusCompleted)))
+	for i, s := range stores {
+		wantIDs(t, fmt.Sprintf("store %d: List(alice)", i), ids(t, s, "alice"), []string{"task_a1", "task_a2"})
+		wantIDs(t, fmt.Sprintf("store %d: List(bob)", i), ids(t, s, "bob"), idsOf("bob", 1, 2))
+	}
 }
 
 // taskIndexes lists the names of the indexes on tasks that the schema made.
