@@ -23,7 +23,10 @@ import (
 // writer; "writers=8" is 8 goroutines committing at once, which the writer
 // merges into shared transactions. "/announced" adds the third commit a
 // Manager makes of each task, its Announce once the owner's loop took the
-// terminal event: each op is then one of the three.
+// terminal event: each op is then one of the three. "/timeids" gives the
+// tasks ids that grow with time across owners, as a Manager's UUIDv7 ids
+// do, instead of ids grouped by owner: the rows of one transaction then
+// share the table's last pages.
 //
 //	cd store/sqlitestore && go test -run '^$' -bench SQLiteCommit -benchtime 3s
 func BenchmarkSQLiteCommit(b *testing.B) {
@@ -32,13 +35,15 @@ func BenchmarkSQLiteCommit(b *testing.B) {
 		writers   int
 		announced bool
 		opts      []sqlitestore.Option
+		timeIDs   bool
 	}{
-		{"single", 1, false, nil},
-		{"writers=8", 8, false, nil},
-		{"single/fullsync", 1, false, []sqlitestore.Option{sqlitestore.WithFullSync()}},
-		{"writers=8/fullsync", 8, false, []sqlitestore.Option{sqlitestore.WithFullSync()}},
-		{"single/announced", 1, true, nil},
-		{"writers=8/announced", 8, true, nil},
+		{"single", 1, false, nil, false},
+		{"writers=8", 8, false, nil, false},
+		{"single/fullsync", 1, false, []sqlitestore.Option{sqlitestore.WithFullSync()}, false},
+		{"writers=8/fullsync", 8, false, []sqlitestore.Option{sqlitestore.WithFullSync()}, false},
+		{"single/announced", 1, true, nil, false},
+		{"writers=8/announced", 8, true, nil, false},
+		{"writers=8/timeids", 8, false, nil, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var txs atomic.Int64 // the writer's batches: one transaction each
@@ -50,8 +55,14 @@ func BenchmarkSQLiteCommit(b *testing.B) {
 			defer s.Close()
 			work := make(chan struct{})
 			var wg sync.WaitGroup
+			var made atomic.Int64
 			for w := range bc.writers {
-				wg.Go(func() { upsertLoop(b, s, fmt.Sprintf("owner-%d", w), bc.announced, work) })
+				owner := fmt.Sprintf("owner-%d", w)
+				id := func(n int) string { return fmt.Sprintf("task_%s_%09d", owner, n) }
+				if bc.timeIDs {
+					id = func(int) string { return fmt.Sprintf("task_%032x", made.Add(1)) }
+				}
+				wg.Go(func() { upsertLoop(b, s, owner, id, bc.announced, work) })
 			}
 			b.ReportAllocs()
 			cpu := startCPU()
@@ -68,8 +79,9 @@ func BenchmarkSQLiteCommit(b *testing.B) {
 }
 
 // upsertLoop commits one action per token: a new running task, then its
-// completion, then (if announced) its Announce.
-func upsertLoop(b *testing.B, s bgtask.Store, owner string, announced bool, work <-chan struct{}) {
+// completion, then (if announced) its Announce. id(n) is the id of the task
+// made at the n-th token.
+func upsertLoop(b *testing.B, s bgtask.Store, owner string, id func(n int) string, announced bool, work <-chan struct{}) {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	result := json.RawMessage(`{"summary":"three sources agree"}`)
 	steps := 2
@@ -83,7 +95,7 @@ func upsertLoop(b *testing.B, s bgtask.Store, owner string, announced bool, work
 		switch n % steps {
 		case 0:
 			m = bgtask.TaskMeta{
-				ID: fmt.Sprintf("task_%s_%09d", owner, n), Owner: owner, Type: bgtask.TypeTask,
+				ID: id(n), Owner: owner, Type: bgtask.TypeTask,
 				Name: "research", Status: bgtask.StatusRunning, CreatedAt: now, StartedAt: now, Instance: "bench",
 			}
 			a = bgtask.Upsert(m)
@@ -112,31 +124,37 @@ func upsertLoop(b *testing.B, s bgtask.Store, owner string, announced bool, work
 // few pages; "/ended" fills terminal_seq and terminal_at at completion as
 // the store does (and so writes their indexes), and "owners=8" takes the
 // rows of 8 owners in turn, as a transaction of 8 writers holds them.
+// "/timeids" takes the ids of BenchmarkSQLiteCommit/writers=8/timeids.
 //
 //	cd store/sqlitestore && go test -run '^$' -bench 'SQLiteCommit|SQLiteRaw' -benchtime 3s
 func BenchmarkSQLiteRaw(b *testing.B) {
 	for _, bc := range []struct {
-		name   string
-		rows   int
-		owners int  // rows of this many owners, in turn, each alternately a new task and its completion
-		ended  bool // a completion sets terminal_seq and terminal_at, as the store's does
-		retain bool // a completion over the owner's limit deletes its oldest terminal row, as the store's does
-		fsync  string
+		name    string
+		rows    int
+		owners  int  // rows of this many owners, in turn, each alternately a new task and its completion
+		ended   bool // a completion sets terminal_seq and terminal_at, as the store's does
+		retain  bool // a completion over the owner's limit deletes its oldest terminal row, as the store's does
+		fsync   string
+		timeIDs bool // ids that grow with time across owners
 	}{
-		{"tx=1row", 1, 1, false, false, "NORMAL"},
-		{"tx=8rows", 8, 1, false, false, "NORMAL"}, // the most a transaction of 8 writers holds
-		{"tx=64rows", 64, 1, false, false, "NORMAL"},
-		{"tx=1row/fullsync", 1, 1, false, false, "FULL"},
-		{"tx=64rows/fullsync", 64, 1, false, false, "FULL"},
+		{"tx=1row", 1, 1, false, false, "NORMAL", false},
+		{"tx=8rows", 8, 1, false, false, "NORMAL", false}, // the most a transaction of 8 writers holds
+		{"tx=64rows", 64, 1, false, false, "NORMAL", false},
+		{"tx=1row/fullsync", 1, 1, false, false, "FULL", false},
+		{"tx=64rows/fullsync", 64, 1, false, false, "FULL", false},
 		// The rows of BenchmarkSQLiteCommit/writers=8 when each transaction
 		// holds one row of each of the 8 writers: 8 owners, half of them
 		// completions that fill the terminal columns (and so their indexes).
-		{"tx=8rows/owners=8/ended", 8, 8, true, false, "NORMAL"},
-		{"tx=1row/ended", 1, 1, true, false, "NORMAL"},
+		{"tx=8rows/owners=8/ended", 8, 8, true, false, "NORMAL", false},
+		// What BenchmarkSQLiteCommit/writers=8 writes, retention included:
+		// the hand-written floor of its transactions.
+		{"tx=8rows/owners=8/ended/retained", 8, 8, true, true, "NORMAL", false},
+		{"tx=8rows/owners=8/ended/retained/timeids", 8, 8, true, true, "NORMAL", true},
+		{"tx=1row/ended", 1, 1, true, false, "NORMAL", false},
 		// What BenchmarkSQLiteCommit/single writes, retention included: at
 		// the default limit, every completion deletes the owner's oldest
 		// terminal row (the row and its index entries).
-		{"tx=1row/ended/retained", 1, 1, true, true, "NORMAL"},
+		{"tx=1row/ended/retained", 1, 1, true, true, "NORMAL", false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "raw.db")
@@ -194,6 +212,9 @@ func BenchmarkSQLiteRaw(b *testing.B) {
 				w, step := n%bc.owners, n/bc.owners // owner w's step-th row
 				owner := fmt.Sprintf("owner-%d", w)
 				id := fmt.Sprintf("task_%s_%09d", owner, step/2)
+				if bc.timeIDs {
+					id = fmt.Sprintf("task_%032x", n-step%2*bc.owners+1) // the n of the task's first row
+				}
 				args := []any{id, owner, bgtask.TypeTask, "research", "running", nil, now, now, nil, "bench"}
 				if step%2 == 1 {
 					args[4], args[5], args[8] = "completed", result, now

@@ -13,8 +13,9 @@
 // # Schema
 //
 // A row per task in table tasks, with a column per TaskMeta field (the
-// result as JSON text, times as UTC microseconds), indexed by (owner,
-// status), by parent task and by the order records became terminal. The
+// result as JSON text, times as UTC microseconds), indexed by owner and
+// the order its records became terminal (live records first), by parent
+// task and by the time records became terminal. The
 // schema version is PRAGMA user_version; Open applies the missing
 // migrations in one transaction and refuses a database written by a newer
 // version (ErrSchemaTooNew) without touching it.

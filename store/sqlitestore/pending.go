@@ -9,9 +9,10 @@ import (
 )
 
 // undeliveredSQL finds the owners of terminal records that are neither
-// announced nor silent. It reads the partial index of terminal records
+// announced nor silent. It reads the index of owners' records
 // (tasks_owner_terminal), which is in owner order, so DISTINCT needs no
-// sort and live records are never read.
+// sort, and skips live records by the index's terminal_seq without reading
+// their rows.
 const undeliveredSQL = `SELECT DISTINCT owner FROM tasks INDEXED BY tasks_owner_terminal
 	WHERE terminal_seq IS NOT NULL AND announced = 0 AND wake <> 'silent'`
 

@@ -107,6 +107,19 @@ var migrations = [...]string{
 	// completion and every Announce wrote it: one page more per owner in
 	// each write transaction.
 	`DROP INDEX IF EXISTS tasks_unannounced;`,
+	// 7: one index of an owner's records, (owner, terminal_seq), in place
+	// of tasks_owner_status and the partial tasks_owner_terminal. Live
+	// records (terminal_seq NULL) sort first in an owner's range, then
+	// terminal ones in the order they ended, so one index finds an owner's
+	// records, counts its terminal ones and finds its oldest. A completion
+	// moved an entry in each of the two indexes and a retention delete
+	// removed one from each, in pages of their own; now each writes one.
+	// It keeps the name tasks_owner_terminal, so that a process of the
+	// previous version still open on the file (an overlapping restart)
+	// finds the index its queries name.
+	`DROP INDEX IF EXISTS tasks_owner_status;
+	DROP INDEX IF EXISTS tasks_owner_terminal;
+	CREATE INDEX tasks_owner_terminal ON tasks (owner, terminal_seq);`,
 }
 
 // userVersion reads the schema version.
