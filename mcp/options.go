@@ -15,6 +15,7 @@ type config struct {
 	err       error // the first invalid option's, reported by NewServer
 	ownerFunc func(ctx context.Context, session *mcp.ServerSession) (string, error)
 	impl      *mcp.Implementation
+	results   resultConfig // WithResultMemory, WithRetainFor
 }
 
 func defaultConfig() config {

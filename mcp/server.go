@@ -34,6 +34,7 @@ type Server struct {
 	cfg     config
 	sdk     *mcp.Server
 	handler http.Handler
+	whole   *wholeResults // the whole results that task records hold cut
 
 	mu       sync.Mutex
 	tools    map[string]*hostTool // the host's tools, by name
@@ -58,6 +59,7 @@ func NewServer(m *bgtask.Manager, opts ...Option) (*Server, error) {
 		cfg:      cfg,
 		tools:    make(map[string]*hostTool),
 		restored: make(map[string]bool),
+		whole:    newWholeResults(cfg.results.budget()),
 	}
 	// The tasks protocol is that of 2025-11-25: later revisions are not
 	// offered.
