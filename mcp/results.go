@@ -164,15 +164,18 @@ func cutResult(res *mcp.CallToolResult, total, limit int) json.RawMessage {
 		b, _ := json.Marshal(cut) // text and numbers always encode
 		return b
 	}
-	n := len(text)
-	for {
-		b := encode(n)
-		if len(b) <= limit || n == 0 {
-			return b
+	// The longest start that fits: its encoding is at least as long as
+	// itself, and grows with it.
+	lo, hi := 0, min(len(text), limit)
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if len(encode(mid)) <= limit {
+			lo = mid
+		} else {
+			hi = mid - 1
 		}
-		// Each byte left out shortens the encoding by at least one byte.
-		n = max(0, n-(len(b)-limit))
 	}
+	return encode(lo)
 }
 
 // cutRunes returns the longest prefix of s of at most n bytes that does not
