@@ -2,7 +2,6 @@ package bgmcp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/bgtask/bgtask"
@@ -104,15 +103,9 @@ func (s *Server) elicitUntilEnd(ctx context.Context, ss *mcp.ServerSession, o bg
 	}
 }
 
-// answerText is the answer in an accepted elicitation's content: its
-// "answer" string, else the content as JSON.
+// answerText is the answer in an accepted elicitation's content (the SDK
+// checked it against answerSchema).
 func answerText(content map[string]any) string {
-	if a, ok := content[answerField].(string); ok {
-		return a
-	}
-	b, err := json.Marshal(content)
-	if err != nil {
-		return ""
-	}
-	return string(b)
+	a, _ := content[answerField].(string)
+	return a
 }
