@@ -16,7 +16,8 @@ import (
 // tsScenarios are the scenarios tsclient/suite.mjs reports, in its order.
 var tsScenarios = []string{
 	"initialize", "list_tools", "plain_tool", "task_poll", "task_result", "list_pages", "cancel",
-	"bad_arguments", "progress", "other_session", "restart", "http_sessions", "client_errors",
+	"bad_arguments", "progress", "other_session", "restart", "http_sessions", "large_result", "elicitation",
+	"client_errors",
 }
 
 // tsHangGuard bounds each external command (npm ci, the suite): a guard
