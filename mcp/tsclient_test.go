@@ -156,11 +156,17 @@ func installTSClient(t *testing.T, npm, dir string) string {
 // runCommand runs name in dir under the hang guard and returns its output.
 func runCommand(t *testing.T, dir, name string, args ...string) (stdout, stderr []byte, err error) {
 	t.Helper()
+	return runCommandEnv(t, dir, nil, name, args...)
+}
+
+// runCommandEnv is runCommand with env added to the environment.
+func runCommandEnv(t *testing.T, dir string, env []string, name string, args ...string) (stdout, stderr []byte, err error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), tsHangGuard)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off")
+	cmd.Env = append(append(os.Environ(), "GOWORK=off"), env...)
 	// Servers the suite started inherit its stderr: if it is killed, do not
 	// wait for them to close it.
 	cmd.WaitDelay = time.Minute
