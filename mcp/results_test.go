@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -237,5 +238,48 @@ func TestResultOptionsErrors(t *testing.T) {
 		if _, err := bgmcp.NewServer(m, tc.opt); err == nil || err.Error() != tc.want {
 			t.Errorf("NewServer: %v, want %q", err, tc.want)
 		}
+	}
+}
+
+// Over streamable HTTP too: a 200 KiB result is whole through tasks/result,
+// and a task's question reaches a client that waits in tasks/result and
+// declared elicitation.
+func TestTaskResultAndElicitationHTTP(t *testing.T) {
+	a := newAskTool(false)
+	s := newBigServer(t, newManager(t))
+	if err := s.AddTool(a.tool()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	c := dialHTTPCaps(t, srv.URL, map[string]any{"elicitation": map[string]any{}})
+
+	args := map[string]any{"text": "x"}
+	plain := c.call("tools/call", map[string]any{"name": "big", "arguments": args})
+	id := c.callTask("big", args, nil).TaskID
+	checkWhole(t, c.call("tasks/result", map[string]any{"taskId": id}), plain, id)
+
+	tk := c.callTask("ask", map[string]any{"text": "x"}, nil)
+	pending := c.send("tasks/result", map[string]any{"taskId": tk.TaskID})
+	req := <-c.calls
+	var params struct {
+		Message string `json:"message"`
+		Meta    map[string]struct {
+			TaskID string `json:"taskId"`
+		} `json:"_meta"`
+	}
+	decode(t, req.Params, &params)
+	if req.Method != "elicitation/create" || params.Message != "which branch?" || params.Meta["io.modelcontextprotocol/related-task"].TaskID != tk.TaskID {
+		t.Fatalf("request %s %s, want the task's question", req.Method, req.Params)
+	}
+	c.reply(req, map[string]any{"action": "accept", "content": map[string]any{"answer": "main"}}, nil)
+	res, rerr := response(<-pending)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	var p payload
+	decode(t, res, &p)
+	if p.IsError || string(p.StructuredContent) != `{"branch":"main"}` {
+		t.Errorf("tasks/result %s, want the answer", res)
 	}
 }
