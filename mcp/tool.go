@@ -32,7 +32,9 @@ const (
 // *mcp.CallToolResult is sent as it is. An error becomes a tool result with
 // isError and the error's text. A panic in a task is the task's failure; in
 // the foreground it is a tool result with isError. Run is called once per
-// call, concurrently with other calls.
+// call, concurrently with other calls. A task's result longer than the
+// Manager's WithMaxResultBytes is still returned whole by tasks/result while
+// the Server keeps it (see WithResultMemory).
 type Tool struct {
 	Name, Description string
 	InputSchema       json.RawMessage // JSON Schema of the arguments; its type must be "object"
