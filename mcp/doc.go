@@ -17,6 +17,13 @@
 // are request bodies (WithMaxBodyBytes). Over stdio (Server.Run) a line
 // that is not a JSON-RPC message gets an error and the session goes on.
 //
+// tasks/result returns what the plain call would have returned: a result
+// too long for the task's record is kept whole in memory (WithResultMemory),
+// and once it is not, the record's cut copy says so. While it waits, a client
+// that declared the elicitation capability is asked the task's questions
+// (Task.RequestInput) there, as the revision says; any client can answer
+// them with the send_message tool.
+//
 // The package is named bgmcp so that it does not clash with the SDK's mcp
 // package.
 package bgmcp

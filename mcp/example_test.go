@@ -9,6 +9,7 @@ import (
 
 	"github.com/bgtask/bgtask"
 	bgmcp "github.com/bgtask/bgtask/mcp"
+	"github.com/bgtask/bgtask/store/sqlitestore"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -53,4 +54,28 @@ func Example() {
 	}
 	http.Handle("/mcp", s.Handler()) // behind the host's authentication middleware
 	// http.ListenAndServe(addr, nil)
+}
+
+// A host on SQLite that keeps ended records for a week tells the Server,
+// so that each task's ttl says so, and gives whole results more memory than
+// the default: tasks/result returns a result longer than the record's cap
+// whole while the Server keeps it, a cut copy that says so after that.
+func ExampleWithRetainFor() {
+	ctx := context.Background()
+	const week = 7 * 24 * time.Hour
+	st, err := sqlitestore.Open(ctx, "tasks.db", sqlitestore.WithRetainFor(week))
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	m, err := bgtask.New(bgtask.WithStore(st))
+	if err != nil {
+		panic(err)
+	}
+	defer m.Shutdown(ctx)
+	s, err := bgmcp.NewServer(m, bgmcp.WithRetainFor(week), bgmcp.WithResultMemory(256<<20))
+	if err != nil {
+		panic(err)
+	}
+	_ = s.Run(ctx, &mcp.StdioTransport{})
 }

@@ -113,13 +113,20 @@ type rawClient struct {
 	mu      sync.Mutex
 	nextID  int64
 	waiting map[int64]chan *jsonrpc.Response
-	notes   chan *jsonrpc.Request
+	notes   chan *jsonrpc.Request // notifications from the server
+	calls   chan *jsonrpc.Request // requests from the server (answer with reply)
 	done    chan struct{}
 }
 
 // dialRaw connects a raw client to s over an in-memory transport and
 // initializes the session. The session ends at the end of the test.
 func dialRaw(t *testing.T, s *bgmcp.Server) *rawClient {
+	t.Helper()
+	return dialRawCaps(t, s, map[string]any{})
+}
+
+// dialRawCaps is dialRaw for a client that declares caps in initialize.
+func dialRawCaps(t *testing.T, s *bgmcp.Server, caps map[string]any) *rawClient {
 	t.Helper()
 	st, ct := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -129,7 +136,7 @@ func dialRaw(t *testing.T, s *bgmcp.Server) *rawClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newRaw(t, conn)
+	c := newRawCaps(t, conn, caps)
 	t.Cleanup(func() {
 		cancel()
 		<-ran
@@ -138,7 +145,12 @@ func dialRaw(t *testing.T, s *bgmcp.Server) *rawClient {
 }
 
 func newRaw(t *testing.T, conn mcp.Connection) *rawClient {
-	c := &rawClient{t: t, conn: conn, waiting: map[int64]chan *jsonrpc.Response{}, notes: make(chan *jsonrpc.Request, 100), done: make(chan struct{})}
+	return newRawCaps(t, conn, map[string]any{})
+}
+
+func newRawCaps(t *testing.T, conn mcp.Connection, caps map[string]any) *rawClient {
+	c := &rawClient{t: t, conn: conn, waiting: map[int64]chan *jsonrpc.Response{},
+		notes: make(chan *jsonrpc.Request, 100), calls: make(chan *jsonrpc.Request, 100), done: make(chan struct{})}
 	go c.readLoop()
 	t.Cleanup(func() {
 		conn.Close()
@@ -146,7 +158,7 @@ func newRaw(t *testing.T, conn mcp.Connection) *rawClient {
 	})
 	c.init = c.call("initialize", map[string]any{
 		"protocolVersion": "2025-11-25",
-		"capabilities":    map[string]any{},
+		"capabilities":    caps,
 		"clientInfo":      map[string]any{"name": "raw", "version": "0"},
 	})
 	c.notify("notifications/initialized", map[string]any{})
@@ -171,7 +183,9 @@ func (c *rawClient) readLoop() {
 				ch <- msg
 			}
 		case *jsonrpc.Request:
-			if !msg.IsCall() {
+			if msg.IsCall() {
+				c.calls <- msg
+			} else {
 				c.notes <- msg
 			}
 		}
@@ -223,6 +237,21 @@ func response(r *jsonrpc.Response) (json.RawMessage, *jsonrpc.Error) {
 		return nil, &jsonrpc.Error{Message: r.Error.Error()}
 	}
 	return r.Result, nil
+}
+
+// reply answers a request from the server with result, or with a JSON-RPC
+// error when rpcErr is not nil.
+func (c *rawClient) reply(req *jsonrpc.Request, result any, rpcErr *jsonrpc.Error) {
+	c.t.Helper()
+	res := &jsonrpc.Response{ID: req.ID}
+	if rpcErr != nil {
+		res.Error = rpcErr
+	} else {
+		res.Result = mustJSON(c.t, result)
+	}
+	if err := c.conn.Write(context.Background(), res); err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 func (c *rawClient) notify(method string, params any) {

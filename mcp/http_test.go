@@ -83,9 +83,15 @@ func TestStreamableHTTP(t *testing.T) {
 
 func dialHTTP(t *testing.T, url string) *rawClient {
 	t.Helper()
+	return dialHTTPCaps(t, url, map[string]any{})
+}
+
+// dialHTTPCaps is dialHTTP for a client that declares caps in initialize.
+func dialHTTPCaps(t *testing.T, url string, caps map[string]any) *rawClient {
+	t.Helper()
 	conn, err := (&mcp.StreamableClientTransport{Endpoint: url}).Connect(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newRaw(t, conn)
+	return newRawCaps(t, conn, caps)
 }

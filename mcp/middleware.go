@@ -98,13 +98,8 @@ func (s *Server) spawnCall(ctx context.Context, req *mcp.CallToolRequest, _ task
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	}
 	args, session, token := req.Params.Arguments, req.Session, req.Params.GetProgressToken()
-	id, err := o.Spawn(runContext(ctx, session), func(ctx context.Context, task *bgtask.Task) (any, error) {
-		v, err := t.Run(ctx, &Call{Arguments: args, ctx: ctx, session: session, token: token, task: task})
-		if err != nil {
-			return nil, err
-		}
-		return toolResult(v)
-	}, bgtask.WithType(name), bgtask.WithDescription(t.Description))
+	id, err := o.Spawn(runContext(ctx, session), s.taskFunc(t, o, &Call{Arguments: args, session: session, token: token}),
+		bgtask.WithType(name), bgtask.WithDescription(t.Description))
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,7 @@ type config struct {
 	sessionTimeout time.Duration // idle HTTP sessions end after it
 	maxSessions    int           // open HTTP sessions at most
 	maxBody        int64         // largest HTTP request body, in bytes
+	results        resultConfig  // WithResultMemory, WithRetainFor
 }
 
 func defaultConfig() config {

@@ -48,6 +48,7 @@ type Server struct {
 	sdk     *mcp.Server
 	sdkHTTP http.Handler
 	handler http.Handler
+	whole   *wholeResults // the whole results that task records hold cut
 
 	mu       sync.Mutex
 	tools    map[string]*hostTool // the host's tools, by name
@@ -82,6 +83,7 @@ func NewServer(m *bgtask.Manager, opts ...Option) (*Server, error) {
 		tools:    make(map[string]*hostTool),
 		restored: make(map[string]bool),
 		sessions: make(map[string]*session),
+		whole:    newWholeResults(cfg.results.budget()),
 	}
 	// The tasks protocol is that of 2025-11-25: later revisions are not
 	// offered.

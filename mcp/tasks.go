@@ -30,11 +30,12 @@ type taskInfo struct {
 	StatusMessage string `json:"statusMessage,omitempty"`
 	CreatedAt     string `json:"createdAt"`
 	LastUpdatedAt string `json:"lastUpdatedAt"`
-	TTL           *int64 `json:"ttl"` // always null: records are kept until the store's retention drops them
+	TTL           *int64 `json:"ttl"` // ms from creation the store keeps the record; null while the task runs (see WithRetainFor)
 	PollInterval  int64  `json:"pollInterval,omitempty"`
 }
 
-// infoOf is the protocol view of a record.
+// infoOf is the protocol view of a record, without what Server.info adds
+// (the last change of a live task and the ttl of an ended one).
 func infoOf(m bgtask.TaskMeta) taskInfo {
 	st := StatusOf(m.Status, resultIsError(m))
 	v := taskInfo{
@@ -112,10 +113,10 @@ type listResult struct {
 // the related task in its _meta.
 type payloadResult struct {
 	mcp.ResultBase
-	body *mcp.CallToolResult
+	body json.RawMessage
 }
 
-func (r *payloadResult) MarshalJSON() ([]byte, error) { return json.Marshal(r.body) }
+func (r *payloadResult) MarshalJSON() ([]byte, error) { return r.body, nil }
 
 // invalidParams is the protocol error for a bad task id or cursor.
 func invalidParams(format string, args ...any) error {
@@ -127,11 +128,11 @@ func invalidParams(format string, args ...any) error {
 func (s *Server) addTaskMethods() error {
 	return errors.Join(
 		mcp.AddReceivingCustomMethod(s.sdk, "tasks/get", func(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (*taskResult, error) {
-			_, m, err := s.ownedTask(ctx, ss, p)
+			o, m, err := s.ownedTask(ctx, ss, p)
 			if err != nil {
 				return nil, err
 			}
-			return &taskResult{taskInfo: infoOf(m)}, nil
+			return &taskResult{taskInfo: s.info(ctx, o, m)}, nil
 		}),
 		mcp.AddReceivingCustomMethod(s.sdk, "tasks/list", s.listTasks),
 		mcp.AddReceivingCustomMethod(s.sdk, "tasks/result", s.taskPayload),
@@ -189,7 +190,7 @@ func (s *Server) listTasks(ctx context.Context, ss *mcp.ServerSession, p *listPa
 	res := &listResult{Tasks: []taskInfo{}}
 	end := min(len(all), start+listPageSize)
 	for _, m := range all[start:end] {
-		res.Tasks = append(res.Tasks, infoOf(m))
+		res.Tasks = append(res.Tasks, s.info(ctx, o, m))
 	}
 	if end < len(all) {
 		res.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(all[end-1].ID))
@@ -198,27 +199,44 @@ func (s *Server) listTasks(ctx context.Context, ss *mcp.ServerSession, p *listPa
 }
 
 // taskPayload serves tasks/result: it waits until the task is terminal and
-// returns the tool's result; a task that did not complete gives a result
-// with isError and the task's error text.
+// returns the tool's result (see resultOf); a task that did not complete
+// gives a result with isError and the task's error text. While it waits, a
+// client that declared the elicitation capability is asked each question
+// the task asks (elicit).
 func (s *Server) taskPayload(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (*payloadResult, error) {
 	o, _, err := s.ownedTask(ctx, ss, p)
 	if err != nil {
 		return nil, err
 	}
-	m, err := waitTerminal(ctx, o, p.TaskID)
+	var m bgtask.TaskMeta
+	if canElicit(ss) {
+		m, err = s.elicitUntilEnd(ctx, ss, o, p.TaskID)
+	} else {
+		m, err = waitTerminal(ctx, o, p.TaskID)
+	}
 	if err != nil {
 		return nil, err
 	}
-	body := &mcp.CallToolResult{}
-	if m.Status == bgtask.StatusCompleted && json.Unmarshal(m.Result, body) == nil && body.Content != nil {
-		// the tool's own result, as it was recorded
-	} else if m.Status == bgtask.StatusCompleted {
-		body = rawResult(m.Result)
-	} else {
-		body = errorResult(errors.New(m.Error))
+	body, err := withRelatedTask(s.resultOf(o, m), m.ID)
+	if err != nil {
+		return nil, err
 	}
-	body.Meta = mcp.Meta{relatedTaskKey: map[string]any{"taskId": m.ID}}
 	return &payloadResult{body: body}, nil
+}
+
+// resultOf is the tool result of a terminal task, as JSON: the whole result
+// the Server keeps for it, else the one its record holds (a cut copy when
+// the result was too long for the record), else, for a task that did not
+// complete, a result with isError and its error text.
+func (s *Server) resultOf(o bgtask.Owner, m bgtask.TaskMeta) json.RawMessage {
+	if m.Status != bgtask.StatusCompleted {
+		b, _ := json.Marshal(errorResult(errors.New(m.Error))) // a text always encodes
+		return b
+	}
+	if whole, ok := s.whole.get(o.ID(), m.ID); ok {
+		return whole
+	}
+	return recordedResult(m.Result)
 }
 
 // cancelTask serves tasks/cancel: it cancels the task (its ctx ends) and
@@ -238,7 +256,7 @@ func (s *Server) cancelTask(ctx context.Context, ss *mcp.ServerSession, p *taskI
 	if err != nil {
 		return nil, err
 	}
-	return &taskResult{taskInfo: infoOf(m)}, nil
+	return &taskResult{taskInfo: s.info(ctx, o, m)}, nil
 }
 
 // remotePoll is how often waitTerminal reads the record of a task that
@@ -268,5 +286,29 @@ func waitTerminal(ctx context.Context, o bgtask.Owner, id string) (bgtask.TaskMe
 		case <-ctx.Done():
 			return bgtask.TaskMeta{}, ctx.Err()
 		}
+	}
+}
+
+// taskFunc is the function of a task-mode call of t for owner o: it runs t
+// with call (its ctx and task set) and returns what the record keeps, the
+// tool result as JSON, cut when longer than the Manager's result cap, the
+// whole one then kept by the Server (WithResultMemory).
+func (s *Server) taskFunc(t *hostTool, o bgtask.Owner, call *Call) bgtask.Func {
+	return func(ctx context.Context, task *bgtask.Task) (any, error) {
+		c := *call
+		c.ctx, c.task = ctx, task
+		v, err := t.Run(ctx, &c)
+		if err != nil {
+			return nil, err
+		}
+		res, err := toolResult(v)
+		if err != nil {
+			return nil, err
+		}
+		record, whole := recordResult(res, s.m.MaxResultBytes())
+		if whole != nil {
+			s.whole.keep(o.ID(), task.ID(), whole)
+		}
+		return record, nil
 	}
 }

@@ -216,9 +216,14 @@ func TestProgressTask(t *testing.T) {
 			Progress      float64 `json:"progress"`
 			Total         float64 `json:"total"`
 			Message       string  `json:"message"`
+			Meta          map[string]struct {
+				TaskID string `json:"taskId"`
+			} `json:"_meta"`
 		}
 		decode(t, n.Params, &p)
-		if n.Method != "notifications/progress" || p.ProgressToken != "tok-1" || p.Progress != float64(i) || p.Total != 3 || p.Message != fmt.Sprintf("step %d", i) {
+		related, ok := p.Meta["io.modelcontextprotocol/related-task"]
+		if n.Method != "notifications/progress" || p.ProgressToken != "tok-1" || p.Progress != float64(i) || p.Total != 3 || p.Message != fmt.Sprintf("step %d", i) ||
+			!ok || related.TaskID != tk.TaskID || len(p.Meta) != 1 {
 			t.Errorf("notification %d: %s %s", i, n.Method, n.Params)
 		}
 	}

@@ -32,7 +32,9 @@ const (
 // *mcp.CallToolResult is sent as it is. An error becomes a tool result with
 // isError and the error's text. A panic in a task is the task's failure; in
 // the foreground it is a tool result with isError. Run is called once per
-// call, concurrently with other calls.
+// call, concurrently with other calls. A task's result longer than the
+// Manager's WithMaxResultBytes is still returned whole by tasks/result while
+// the Server keeps it (see WithResultMemory).
 type Tool struct {
 	Name, Description string
 	InputSchema       json.RawMessage // JSON Schema of the arguments; its type must be "object"
@@ -192,7 +194,8 @@ type progressPayload struct {
 // token, it becomes a notifications/progress to the calling session, in the
 // order of the calls (make progress grow with each call, as MCP requires).
 // In a task, it is also recorded as the task's latest progress (a custom
-// event of type "progress"), which get_task shows. The notification is
+// event of type "progress"), which get_task shows, and the notification
+// names the task in its _meta ("io.modelcontextprotocol/related-task"). The notification is
 // written before Progress returns; a session that has closed meanwhile is
 // ignored, so Progress never fails.
 func (c *Call) Progress(progress, total float64, message string) {
@@ -203,16 +206,16 @@ func (c *Call) Progress(progress, total float64, message string) {
 		return
 	}
 	ctx := c.ctx
+	params := &mcp.ProgressNotificationParams{ProgressToken: c.token, Progress: progress, Total: total, Message: message}
 	if c.task != nil {
 		// A task outlives its tools/call: a ctx carrying that request's
 		// values (a task keeps its spawner's) would route the notification,
 		// over streamable HTTP, to the request's finished stream, which drops
 		// it. Unrelated to any request, it goes to the session's own stream.
 		ctx = context.Background()
+		params.Meta = mcp.Meta{relatedTaskKey: map[string]any{"taskId": c.task.ID()}}
 	}
-	_ = c.session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-		ProgressToken: c.token, Progress: progress, Total: total, Message: message,
-	})
+	_ = c.session.NotifyProgress(ctx, params)
 }
 
 // runContext puts the session on ctx as the bgtask run of the call: the
@@ -229,6 +232,11 @@ func runContext(ctx context.Context, ss *mcp.ServerSession) context.Context {
 // task execution, and false for a call in the foreground. Through it a long
 // tool can ask its client a question (Task.RequestInput): the task reads as
 // input_required, with the prompt as its statusMessage, until the client
-// answers with the send_message tool (to the task by id, in_reply_to the
-// request id that get_task shows).
+// answers. A client that declared the elicitation capability and waits in
+// tasks/result is sent the question there, as the tasks protocol says: an
+// elicitation/create request naming the task in its _meta, whose form has
+// one string field, "answer"; accepting it answers the task, declining or
+// dismissing it cancels the task. Any client can answer with the
+// send_message tool instead (to the task by id, in_reply_to the request id
+// that get_task shows).
 func (c *Call) Task() (*bgtask.Task, bool) { return c.task, c.task != nil }

@@ -16,7 +16,8 @@ import (
 // tsScenarios are the scenarios tsclient/suite.mjs reports, in its order.
 var tsScenarios = []string{
 	"initialize", "list_tools", "plain_tool", "task_poll", "task_result", "list_pages", "cancel",
-	"bad_arguments", "progress", "other_session", "restart", "http_sessions", "client_errors",
+	"bad_arguments", "progress", "other_session", "restart", "http_sessions", "large_result", "elicitation",
+	"client_errors",
 }
 
 // tsHangGuard bounds each external command (npm ci, the suite): a guard
@@ -155,11 +156,17 @@ func installTSClient(t *testing.T, npm, dir string) string {
 // runCommand runs name in dir under the hang guard and returns its output.
 func runCommand(t *testing.T, dir, name string, args ...string) (stdout, stderr []byte, err error) {
 	t.Helper()
+	return runCommandEnv(t, dir, nil, name, args...)
+}
+
+// runCommandEnv is runCommand with env added to the environment.
+func runCommandEnv(t *testing.T, dir string, env []string, name string, args ...string) (stdout, stderr []byte, err error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), tsHangGuard)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off")
+	cmd.Env = append(append(os.Environ(), "GOWORK=off"), env...)
 	// Servers the suite started inherit its stderr: if it is killed, do not
 	// wait for them to close it.
 	cmd.WaitDelay = time.Minute

@@ -12,7 +12,8 @@
 //
 // Every server process opens the SQLite file <work dir>/tasks.db with its
 // own owner (-owner): "alice" is the main session, "bob" the other session,
-// "carol" the one whose server is killed and restarted. http_sessions runs
+// "carol" the one whose server is killed and restarted, "dave" a client that
+// declares elicitation. http_sessions runs
 // one more server, over HTTP on <work dir>/http.db, one owner per session.
 //
 // Nothing here measures time: requests carry a timeout of minutes only as a
@@ -29,8 +30,8 @@
 //                version "test"}; capabilities.tasks exactly
 //                {list:{}, cancel:{}, requests:{tools:{call:{}}}}; capabilities.tools.
 // list_tools     tools/list names exactly the five model-facing tools and the
-//                suite's four (cancel_task echo get_task hold list_tasks probe release
-//                send_message wait_task); hold has execution {taskSupport "optional"},
+//                suite's six (ask big cancel_task echo get_task hold list_tasks probe
+//                release send_message wait_task); hold has execution {taskSupport "optional"},
 //                echo {taskSupport "forbidden"}; echo's inputSchema as declared.
 // plain_tool     tools/call echo {text:"hello"} -> content [{type text, text
 //                '{"text":"hello"}'}], structuredContent {text "hello"}, no isError;
@@ -60,8 +61,9 @@
 //                task (taskSupport forbidden) -> error -32601.
 // progress       hold {steps 5} as a task with a progress token -> exactly 5
 //                notifications/progress, progress 1..5, total 5, message "step i of 5",
-//                in order; the same in the foreground (no task): 3 of 3 while the
-//                call still runs (its result comes after a release).
+//                _meta {R: {taskId}}, in order; the same in the foreground (no task,
+//                no _meta): 3 of 3 while the call still runs (its result comes after
+//                a release).
 // other_session  a second process for owner bob on the same file: tasks/list has
 //                none of alice's tasks; tasks/get, tasks/result, tasks/cancel of alice's
 //                running task id fail exactly like an unknown id: -32602 "Task not
@@ -83,6 +85,17 @@
 //                a's task (with progress 1, 2 of 2 over HTTP) is invisible to b exactly
 //                like an unknown id; a's tasks/cancel stops its goroutine; a long call
 //                is polled to completion with callToolStream; the server exits 0.
+// large_result   big {kib 200} plain, then as a task: tasks/result is the plain
+//                result byte for byte (text, structuredContent, no isError) plus
+//                _meta {R} only, though the record keeps 64 KiB; tasks/get completed,
+//                ttl = lastUpdatedAt - createdAt + 24 h (to the millisecond).
+// elicitation    dave (capabilities {elicitation: {}}) calls ask {question} as a
+//                task and waits in tasks/result: the server sends one
+//                elicitation/create {_meta {R}, mode form, message the question,
+//                requestedSchema {answer: string}}; meanwhile tasks/get reads
+//                input_required with the question as statusMessage and a
+//                lastUpdatedAt after createdAt; the answer {action accept, content
+//                {answer "main"}} reaches the task: tasks/result {answer "main"}.
 // client_errors  the SDK client reported no protocol error (e.g. a progress
 //                notification with an unknown token) on any session.
 
@@ -97,6 +110,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import {
     CallToolResultSchema,
     CreateTaskResultSchema,
+    ElicitRequestSchema,
     ErrorCode,
     LATEST_PROTOCOL_VERSION,
     McpError,
@@ -163,15 +177,20 @@ class Tap {
 
 const clientErrors = [];
 
-// start runs a server process for owner and connects a client to it.
-async function start(owner) {
-    return connect(owner, new StdioClientTransport({ command: serverBin, args: ['-db', db, '-owner', owner], stderr: 'inherit' }));
+// start runs a server process for owner and connects a client to it,
+// declaring capabilities.
+async function start(owner, capabilities = {}) {
+    return connect(
+        owner,
+        new StdioClientTransport({ command: serverBin, args: ['-db', db, '-owner', owner], stderr: 'inherit' }),
+        capabilities
+    );
 }
 
 // connect connects a client named after owner through transport.
-async function connect(owner, transport) {
+async function connect(owner, transport, capabilities = {}) {
     const tap = new Tap(transport);
-    const client = new Client({ name: 'bgtask-ts-suite', version: '1.0.0' }, { capabilities: {} });
+    const client = new Client({ name: 'bgtask-ts-suite', version: '1.0.0' }, { capabilities });
     const session = { owner, client, tap, closing: false };
     client.onerror = err => {
         // Closing aborts the HTTP transport's event streams: not an error.
@@ -382,7 +401,7 @@ scenario('list_tools', async () => {
     console.log(`# tools ${names.join(' ')}`);
     assert.deepEqual(
         [...names].sort(),
-        ['cancel_task', 'echo', 'get_task', 'hold', 'list_tasks', 'probe', 'release', 'send_message', 'wait_task'],
+        ['ask', 'big', 'cancel_task', 'echo', 'get_task', 'hold', 'list_tasks', 'probe', 'release', 'send_message', 'wait_task'],
         'tool names'
     );
     const byName = Object.fromEntries(tools.map(t => [t.name, t]));
@@ -591,11 +610,18 @@ scenario('progress', async () => {
         }
     );
     await within(five, () => `${got.length} of 5 progress notifications: ${JSON.stringify(got)}`);
-    const want = n => Array.from({ length: n }, (_, i) => ({ progress: i + 1, total: n, message: `step ${i + 1} of ${n}` }));
-    assert.deepEqual(got, want(5), 'task progress');
+    // A task's notifications name it in _meta; a foreground call's do not.
+    const want = (n, taskId) =>
+        Array.from({ length: n }, (_, i) => ({
+            progress: i + 1,
+            total: n,
+            message: `step ${i + 1} of ${n}`,
+            ...(taskId ? { _meta: { [RELATED_TASK_META_KEY]: { taskId } } } : {})
+        }));
+    assert.deepEqual(got, want(5, t.taskId), 'task progress');
     await release(alice, 'progress');
     checkTask(await pollUntilTerminal(alice, t.taskId), t.taskId, 'completed', 'tasks/get');
-    assert.deepEqual(got, want(5), 'task progress after the end');
+    assert.deepEqual(got, want(5, t.taskId), 'task progress after the end');
 
     // In the foreground, the call is held until its 3 notifications came:
     // the SDK drops a progress notification read together with its
@@ -736,7 +762,7 @@ scenario('http_sessions', async () => {
         await within(two, () => `${got.length} of 2 progress notifications over HTTP: ${JSON.stringify(got)}`);
         assert.deepEqual(
             got,
-            [1, 2].map(i => ({ progress: i, total: 2, message: `step ${i} of 2` })),
+            [1, 2].map(i => ({ progress: i, total: 2, message: `step ${i} of 2`, _meta: { [RELATED_TASK_META_KEY]: { taskId: t.taskId } } })),
             'task progress over HTTP'
         );
         checkTask(await getTask(a, t.taskId), t.taskId, 'working', "a's tasks/get");
@@ -789,6 +815,76 @@ scenario('http_sessions', async () => {
         server.proc.stdin.end();
         const [code, signal] = await server.exited;
         assert.equal(code, 0, `tsserver -http exit (signal ${signal})`);
+    }
+});
+
+scenario('large_result', async () => {
+    const alice = mainSession();
+    const args = { kib: 200 };
+    const plain = await call(alice, 'big', args);
+    const text = toolText(plain, 'plain big');
+    assert.ok(text.length >= 200 << 10, `plain big: ${text.length} characters`);
+    const t = await createTask(alice, 'big', args);
+    const res = await taskResult(alice, t.taskId);
+    checkRelated(res, t.taskId, 'tasks/result');
+    // Byte for byte the plain call's result, plus the related task in _meta.
+    assert.equal(toolText(res, 'tasks/result'), text, "tasks/result text: the plain call's");
+    assert.equal(JSON.stringify(res.structuredContent), JSON.stringify(plain.structuredContent), 'structuredContent');
+    assert.equal(!!res.isError, false, 'tasks/result isError');
+    assert.deepEqual(Object.keys(res._meta), [RELATED_TASK_META_KEY], 'tasks/result _meta keys');
+    const { _meta, ...rest } = res;
+    assert.equal(JSON.stringify(rest), JSON.stringify(plain), 'tasks/result without _meta: the plain result');
+    const end = await getTask(alice, t.taskId);
+    checkTask(end, t.taskId, 'completed', 'tasks/get');
+    // ttl: from creation to the end, plus the store's 24 h (to the millisecond).
+    const ttl = Date.parse(end.lastUpdatedAt) - Date.parse(end.createdAt) + 24 * 3600 * 1000;
+    assert.ok(Math.abs(end.ttl - ttl) <= 1, `tasks/get ttl ${end.ttl}, want ${ttl}`);
+    console.log(`# large_result: ${JSON.stringify(plain).length} bytes whole through tasks/result, ttl ${end.ttl}`);
+});
+
+scenario('elicitation', async () => {
+    const dave = await start('dave', { elicitation: {} });
+    try {
+        const asked = [];
+        let taskId;
+        dave.client.setRequestHandler(ElicitRequestSchema, async req => {
+            asked.push(req.params);
+            // While the client is asked, the task reads input_required with the question.
+            asked.push(await getTask(dave, taskId));
+            return { action: 'accept', content: { answer: 'main' } };
+        });
+        const t = await createTask(dave, 'ask', { question: 'which branch?' });
+        taskId = t.taskId;
+        const res = await taskResult(dave, t.taskId); // the spec's way: it is asked meanwhile
+        checkToolResult(res, { answer: 'main' }, 'tasks/result');
+        checkRelated(res, t.taskId, 'tasks/result');
+        assert.equal(asked.length, 2, `elicitations: ${JSON.stringify(asked)}`);
+        const [params, during] = asked;
+        assert.deepEqual(
+            params,
+            {
+                _meta: { [RELATED_TASK_META_KEY]: { taskId: t.taskId } },
+                mode: 'form',
+                message: 'which branch?',
+                requestedSchema: {
+                    type: 'object',
+                    properties: { answer: { type: 'string', title: 'Answer', description: "Your answer to the task's question." } },
+                    required: ['answer']
+                }
+            },
+            'elicitation/create params'
+        );
+        checkTask(during, t.taskId, 'input_required', 'tasks/get while asked');
+        assert.equal(during.statusMessage, 'which branch?', 'statusMessage while asked');
+        assert.ok(
+            Date.parse(during.lastUpdatedAt) > Date.parse(t.createdAt),
+            `lastUpdatedAt ${during.lastUpdatedAt} after createdAt ${t.createdAt}`
+        );
+        const end = await getTask(dave, t.taskId);
+        checkTask(end, t.taskId, 'completed', 'tasks/get after');
+        assert.ok(Date.parse(end.lastUpdatedAt) >= Date.parse(during.lastUpdatedAt), 'lastUpdatedAt at the end');
+    } finally {
+        await close(dave);
     }
 });
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	bgmcp "github.com/bgtask/bgtask/mcp"
 )
@@ -28,6 +29,11 @@ const maxSteps = 100
 //	                          {"label", "started", "stopped", "ctx_err", "cause"}:
 //	                          ctx_err and cause say how a hold that was not released
 //	                          saw its ctx end, so a client sees that a cancel reached it.
+//	big     {kib}             long (task support optional): {"kib", "data"}, data a text
+//	                          of kib KiB (1..1024) with characters JSON escapes, so the
+//	                          result is over the record's 64 KiB cap from kib 32 on.
+//	ask     {question}        long (task support required): asks its client the question
+//	                          (Task.RequestInput) and returns {"answer"}.
 type tools struct {
 	holds holds
 }
@@ -64,7 +70,56 @@ func (ts *tools) list() []bgmcp.Tool {
 			TaskSupport: "forbidden",
 			Run:         ts.probe,
 		},
+		{
+			Name:        "big",
+			Description: "Returns kib KiB of text.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"kib":{"type":"integer"}},"required":["kib"],"additionalProperties":false}`),
+			TaskSupport: "optional",
+			Run:         ts.big,
+		},
+		{
+			Name:        "ask",
+			Description: "Asks its client the question and returns the answer.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string"}},"required":["question"],"additionalProperties":false}`),
+			TaskSupport: "required",
+			Run:         ts.ask,
+		},
 	}
+}
+
+// bigLine is the unit of big's text: 16 bytes, with characters that JSON
+// escapes (<, >, ", a newline) and one of two bytes (é).
+const bigLine = "line <7> \"q\" é\n"
+
+func (ts *tools) big(_ context.Context, call *bgmcp.Call) (any, error) {
+	var args struct {
+		KiB int `json:"kib"`
+	}
+	if err := decode(call.Arguments, &args); err != nil {
+		return nil, err
+	}
+	if args.KiB < 1 || args.KiB > 1024 {
+		return nil, fmt.Errorf("kib must be between 1 and 1024, got %d", args.KiB)
+	}
+	return map[string]any{"kib": args.KiB, "data": strings.Repeat(bigLine, args.KiB<<10/len(bigLine))}, nil
+}
+
+func (ts *tools) ask(ctx context.Context, call *bgmcp.Call) (any, error) {
+	var args struct {
+		Question string `json:"question"`
+	}
+	if err := decode(call.Arguments, &args); err != nil {
+		return nil, err
+	}
+	task, ok := call.Task()
+	if !ok {
+		return nil, errors.New("ask runs as a task only")
+	}
+	msg, err := task.RequestInput(ctx, args.Question)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"answer": msg.Content}, nil
 }
 
 // decode reads a call's arguments strictly into v.

@@ -1,0 +1,116 @@
+package bgtask
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// WaitSettled returns when the task asks for input, at once while the
+// request is open, not for a request answered before it looked, and with
+// the final record when the task ends; another owner's task is not found.
+func TestOwnerWaitSettled(t *testing.T) {
+	m := newTestManager(t)
+	o := m.Owner("thread-1")
+	asked := make(chan struct{})
+	id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+		msg, err := tk.RequestInput(ctx, "which region?")
+		if err != nil {
+			return nil, err
+		}
+		close(asked)
+		msg2, err := tk.RequestInput(ctx, "which zone?")
+		if err != nil {
+			return nil, err
+		}
+		return msg.Content + "/" + msg2.Content, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := func(meta TaskMeta, content string) {
+		t.Helper()
+		if err := o.Send(t.Context(), id, Message{Content: content, InReplyTo: meta.Input.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := o.WaitSettled(t.Context(), id)
+	if err != nil || first.Status != StatusAwaitingInput || first.Input == nil || first.Input.Prompt != "which region?" {
+		t.Fatalf("WaitSettled = %+v, %v; want awaiting_input with the first prompt", first, err)
+	}
+	again, err := o.WaitSettled(t.Context(), id)
+	if err != nil || again.Input == nil || again.Input.ID != first.Input.ID {
+		t.Fatalf("WaitSettled while open = %+v, %v; want the same request", again, err)
+	}
+	answer(first, "eu")
+	<-asked
+	second, err := o.WaitSettled(t.Context(), id)
+	if err != nil || second.Status != StatusAwaitingInput || second.Input == nil || second.Input.Prompt != "which zone?" || second.Input.ID == first.Input.ID {
+		t.Fatalf("WaitSettled after the answer = %+v, %v; want the second request", second, err)
+	}
+	answer(second, "b")
+	end, err := o.WaitSettled(t.Context(), id)
+	if err != nil || end.Status != StatusCompleted || string(end.Result) != `"eu/b"` {
+		t.Fatalf("WaitSettled at the end = %+v, %v; want completed \"eu/b\"", end, err)
+	}
+	if _, err := m.Owner("thread-2").WaitSettled(t.Context(), id); !errors.Is(err, ErrNotFound) {
+		t.Errorf("another owner's WaitSettled: %v, want ErrNotFound", err)
+	}
+	if _, err := m.Owner(" ").WaitSettled(t.Context(), id); !errors.Is(err, ErrInvalidOwner) {
+		t.Errorf("blank owner's WaitSettled: %v, want ErrInvalidOwner", err)
+	}
+}
+
+func TestMaxResultBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		want int
+	}{
+		{"default", nil, DefaultMaxResultBytes},
+		{"zero is the default", []Option{WithMaxResultBytes(0)}, DefaultMaxResultBytes},
+		{"set", []Option{WithMaxResultBytes(1000)}, 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := newTestManager(t, tc.opts...).MaxResultBytes(); got != tc.want {
+				t.Errorf("MaxResultBytes() = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// A result cut by the record cap says so to the model in get_task and
+// wait_task: truncated, its original size, and its start.
+func TestGetTaskShowsTruncatedResult(t *testing.T) {
+	m := newTestManager(t)
+	o := m.Owner("thread-1")
+	big := strings.Repeat("0123456789abcdef", 200<<10/16) // 200 KiB of text
+	id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return big, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Wait(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	var g getResult
+	callTool(t, t.Context(), toolNamed(t, o, "get_task"), `{"task_id":"`+id+`"}`, &g)
+	var w waitResult
+	callTool(t, t.Context(), toolNamed(t, o, "wait_task"), `{"task_id":"`+id+`","timeout_seconds":1}`, &w)
+	for name, res := range map[string]json.RawMessage{"get_task": g.Task.Result, "wait_task": w.Task.Result} {
+		var cut struct {
+			Truncated     bool   `json:"truncated"`
+			OriginalBytes int    `json:"original_bytes"`
+			Preview       string `json:"preview"`
+		}
+		if err := json.Unmarshal(res, &cut); err != nil {
+			t.Fatalf("%s result %.100s: %v", name, res, err)
+		}
+		if !cut.Truncated || cut.OriginalBytes != len(big)+2 || !strings.HasPrefix(`"`+big+`"`, cut.Preview) ||
+			len(cut.Preview) < DefaultMaxResultBytes-100 || len(res) > DefaultMaxResultBytes {
+			t.Errorf("%s result: truncated %v, original_bytes %d (want %d), preview of %d bytes, %d bytes in all",
+				name, cut.Truncated, cut.OriginalBytes, len(big)+2, len(cut.Preview), len(res))
+		}
+	}
+}
