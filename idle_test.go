@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // idleHeld lists what a Plugin holds beyond its fixed fields, and what the
@@ -21,8 +22,8 @@ func idleHeld(m *Manager, p *Plugin) []string {
 	if p.drained != nil {
 		held = append(held, "drained map")
 	}
-	if p.run != (RunInfo{}) {
-		held = append(held, "run info")
+	if p.runID != "" {
+		held = append(held, "run id")
 	}
 	p.mu.Unlock()
 	if p.idle.Load() != nil {
@@ -153,5 +154,21 @@ func TestIdleInboxMadeOnce(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("delivered %q, want each of %q once", got, want)
+	}
+}
+
+// The structs every idle owner and every parked task pay for stay in their
+// size classes: a Plugin in 256 bytes, a Task in 160.
+func TestIdleStructSizes(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		got, max uintptr
+	}{
+		{"Plugin", unsafe.Sizeof(Plugin{}), 256},
+		{"Task", unsafe.Sizeof(Task{}), 160},
+	} {
+		if tc.got > tc.max {
+			t.Errorf("%s is %d bytes, want at most %d", tc.name, tc.got, tc.max)
+		}
 	}
 }

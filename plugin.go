@@ -65,8 +65,8 @@ type Plugin struct {
 	running   atomic.Bool // written with mu held
 	viewStale atomic.Bool
 
-	mu       sync.Mutex // guards the fields below; held by a phase, never while calling WithOnWake
-	run      RunInfo
+	mu       sync.Mutex          // guards the fields below; held by a phase, never while calling WithOnWake
+	runID    string              // the open run's id (RunInfo.RunID)
 	inbox    *Inbox              // the inbox of the current run
 	older    []*Inbox            // inboxes replaced at RunStart that may still receive a send in flight
 	view     string              // the rendered prompt view, "" for no live tasks
@@ -269,7 +269,7 @@ func (p *Plugin) RunStart(ctx context.Context, run RunInfo) error {
 			p.older = append(p.older, prev) // the lazily made inbox may hold events already
 		}
 	}
-	p.run, p.inbox = run, inbox
+	p.runID, p.inbox = run.RunID, inbox
 	p.viewStale.Store(true)
 	p.running.Store(true)
 	p.mu.Unlock()
@@ -597,17 +597,17 @@ func (p *Plugin) RunEnd(ctx context.Context, out RunOutcome) error {
 		p.mu.Unlock()
 		return ErrNoRun
 	}
-	if out.RunID != p.run.RunID {
+	if out.RunID != p.runID {
 		p.mu.Unlock()
 		return fmt.Errorf("%w: the run id is not the open run's", ErrNoRun)
 	}
 	p.running.Store(false)
-	run, inbox, older := p.run, p.inbox, p.older
-	p.run, p.inbox, p.older = RunInfo{}, nil, nil // an idle owner keeps no closed inbox
+	runID, inbox, older := p.runID, p.inbox, p.older
+	p.runID, p.inbox, p.older = "", nil, nil // an idle owner keeps no closed inbox
 	p.mu.Unlock()
 	var err error
 	if out.Cancelled {
-		if _, cerr := p.owner.CancelRun(run.RunID); cerr != nil && !errors.Is(cerr, ErrClosed) {
+		if _, cerr := p.owner.CancelRun(runID); cerr != nil && !errors.Is(cerr, ErrClosed) {
 			err = cerr
 		}
 	}
