@@ -113,8 +113,9 @@ func TestIdlePluginHoldsNothing(t *testing.T) {
 	}
 }
 
-// Concurrent first uses of an idle Plugin's inbox, from the owner's tasks
-// ending together between runs, share one inbox: every event is kept once.
+// Concurrent first uses of an idle Plugin's inbox (Manager.Inbox, the
+// owner's tasks ending together between runs) share one closed inbox:
+// every event is kept once.
 func TestIdleInboxMadeOnce(t *testing.T) {
 	m := newTestManager(t)
 	p, err := NewPlugin(m, "thread-1")
@@ -122,6 +123,26 @@ func TestIdleInboxMadeOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 8
+	got := make([]*Inbox, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range got {
+		wg.Go(func() {
+			<-start
+			ib, err := m.Inbox("thread-1")
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = ib
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, ib := range got {
+		if ib == nil || ib != p.idle.Load() || !ib.Closed() {
+			t.Fatalf("Inbox call %d returned %p (closed %v), want the Plugin's one closed idle inbox %p", i, ib, ib != nil && ib.Closed(), p.idle.Load())
+		}
+	}
 	release := make(chan struct{})
 	ids := make([]string, n)
 	for i := range ids {
@@ -137,9 +158,8 @@ func TestIdleInboxMadeOnce(t *testing.T) {
 	for _, id := range ids {
 		waitTask(t, m, id)
 	}
-	first := p.idle.Load()
-	if first == nil || p.idleInbox() != first {
-		t.Fatalf("idle inbox %p, then %p: want one inbox made", first, p.idleInbox())
+	if ib := p.idle.Load(); ib != got[0] {
+		t.Fatalf("after the ends the idle inbox is %p, want the one made first, %p", ib, got[0])
 	}
 	if err := p.RunStart(t.Context(), RunInfo{RunID: "run-1"}); err != nil {
 		t.Fatal(err)
@@ -148,12 +168,12 @@ func TestIdleInboxMadeOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := eventIDs(msgs)
-	slices.Sort(got)
+	delivered := eventIDs(msgs)
+	slices.Sort(delivered)
 	want := slices.Clone(ids)
 	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Fatalf("delivered %q, want each of %q once", got, want)
+	if !slices.Equal(delivered, want) {
+		t.Fatalf("delivered %q, want each of %q once", delivered, want)
 	}
 }
 
