@@ -493,3 +493,59 @@ func BenchmarkRawBurst10k(b *testing.B) {
 		}
 	}
 }
+
+// idleOwners is how many owners BenchmarkIdlePluginMemory binds a Plugin for.
+const idleOwners = 100_000
+
+// BenchmarkIdlePluginMemory reports the heap one idle owner holds (B/owner):
+// a Plugin bound by NewPlugin, with no task, either before its first run
+// or after one RunStart/RunEnd. The owner ids and the slice that keeps the
+// Plugins are made before the first measure: a host holds them anyway. Each
+// run is long: use -benchtime=1x.
+//
+//	go test -run='^$' -bench=IdlePluginMemory -benchtime=1x -count=5 .
+func BenchmarkIdlePluginMemory(b *testing.B) {
+	ids := make([]string, idleOwners)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("owner-%06d", i)
+	}
+	for _, oneRun := range []bool{false, true} {
+		b.Run(fmt.Sprint("run=", oneRun), func(b *testing.B) {
+			ctx := context.Background()
+			plugins := make([]*bgtask.Plugin, idleOwners)
+			var total, runs float64
+			b.ReportAllocs()
+			for b.Loop() {
+				m := newBenchManager(b)
+				before := heapBytes()
+				for i, id := range ids {
+					p, err := bgtask.NewPlugin(m, id)
+					if err != nil {
+						b.Fatalf("NewPlugin: %v", err)
+					}
+					if oneRun {
+						run := bgtask.RunInfo{RunID: "run-1"}
+						if err := p.RunStart(ctx, run); err != nil {
+							b.Fatalf("RunStart: %v", err)
+						}
+						if err := p.RunEnd(ctx, bgtask.RunOutcome{RunID: run.RunID}); err != nil {
+							b.Fatalf("RunEnd: %v", err)
+						}
+					}
+					plugins[i] = p
+				}
+				after := heapBytes()
+				total += float64(int64(after) - int64(before))
+				runs++
+				for i, p := range plugins {
+					if err := p.Close(ctx); err != nil {
+						b.Fatalf("Close: %v", err)
+					}
+					plugins[i] = nil
+				}
+				shutdownBench(b, m)
+			}
+			b.ReportMetric(total/runs/idleOwners, "B/owner")
+		})
+	}
+}

@@ -64,8 +64,8 @@ type Manager struct {
 
 	inboxMu  sync.RWMutex // guards inboxes and idleBox
 	inboxes  map[string]*Inbox
-	idleBox  map[string]*Inbox // a Plugin's closed inbox, used while no inbox is bound for its owner
-	inboxGen atomic.Uint64     // bumped on every change of inboxes, to invalidate Task caches
+	idleBox  map[string]ownerSink // the Plugin whose idleInbox takes its owner's events while no inbox is bound for it
+	inboxGen atomic.Uint64        // bumped on every change of inboxes, to invalidate Task caches
 
 	msgs messageLog // recent messages per task, for Owner.Messages (history.go)
 
@@ -197,7 +197,9 @@ func (m *Manager) inboxFor(owner string) *Inbox {
 	m.inboxMu.RLock()
 	ib := m.inboxes[owner]
 	if ib == nil {
-		ib = m.idleBox[owner] // between runs: straight to the plugin, which wakes the owner
+		if p := m.idleBox[owner]; p != nil {
+			ib = p.idleInbox() // between runs: straight to the plugin, which wakes the owner
+		}
 	}
 	m.inboxMu.RUnlock()
 	if ib != nil {
@@ -205,7 +207,7 @@ func (m *Manager) inboxFor(owner string) *Inbox {
 	}
 	m.inboxMu.Lock()
 	if ib = m.inboxes[owner]; ib == nil && m.idleBox[owner] != nil {
-		ib = m.idleBox[owner]
+		ib = m.idleBox[owner].idleInbox()
 		m.inboxMu.Unlock()
 		return ib
 	}
@@ -218,14 +220,15 @@ func (m *Manager) inboxFor(owner string) *Inbox {
 	return ib
 }
 
-// setIdleInbox makes ib, a closed inbox whose WithOnClosed fallback is a
-// Plugin's, receive the owner's events while no inbox is bound for it.
-func (m *Manager) setIdleInbox(owner string, ib *Inbox) {
+// setIdlePlugin makes the idleInbox of p (the owner's Plugin), a closed
+// inbox whose WithOnClosed fallback is p's, receive the owner's events
+// while no inbox is bound for it.
+func (m *Manager) setIdlePlugin(owner string, p ownerSink) {
 	m.inboxMu.Lock()
 	if m.idleBox == nil {
-		m.idleBox = make(map[string]*Inbox)
+		m.idleBox = make(map[string]ownerSink)
 	}
-	m.idleBox[owner] = ib
+	m.idleBox[owner] = p
 	m.inboxGen.Add(1)
 	m.inboxMu.Unlock()
 }

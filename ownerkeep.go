@@ -14,8 +14,12 @@ import (
 const DefaultKeepLimit = 1024
 
 // ownerSink holds an owner's events while no run of it is open: the
-// owner's live Plugin.
-type ownerSink interface{ keepLate(Event) }
+// owner's live Plugin. idleInbox returns the closed inbox whose fallback
+// is keepLate, made on first use.
+type ownerSink interface {
+	keepLate(Event)
+	idleInbox() *Inbox
+}
 
 // eventKeep holds an owner's events while no run is open.
 type eventKeep struct{ evs []Event }
@@ -138,11 +142,11 @@ func (m *Manager) orphanEvent(owner string, ev Event, limit int) {
 	}
 }
 
-// unbindOwnerIdle drops idle, the closed inbox of owner's holder between
-// runs, and leaves a closed inbox whose fallback is orphanEvent bound for
+// unbindOwnerIdle drops idle, owner's holder between runs (its
+// idleInbox), and leaves a closed inbox whose fallback is orphanEvent bound for
 // owner while its tasks live (unless an open inbox, a host's, is bound):
 // it is forgotten with the owner's last task.
-func (m *Manager) unbindOwnerIdle(owner string, idle *Inbox, limit int) {
+func (m *Manager) unbindOwnerIdle(owner string, idle ownerSink, limit int) {
 	orphan := m.newInbox(WithOnClosed(func(ev Event) { m.orphanEvent(owner, ev, limit) }))
 	orphan.Close()
 	m.inboxMu.Lock()

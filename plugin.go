@@ -48,27 +48,29 @@ import (
 // goroutine, never while the Plugin's lock is held. The zero value is not
 // usable: call NewPlugin.
 type Plugin struct {
-	m          *Manager
-	owner      Owner
+	// An idle owner's Plugin is most of what the Manager holds for it, so
+	// the struct stays small: the Manager is owner.m, a SharedStore is
+	// looked up when needed (sharedStore), and the closed inbox of idle is
+	// made on first use (idleInbox).
+	owner      Owner  // owner.m is the Manager
 	fixed      *Inbox // a sub-agent's own inbox (WithInbox); never bound or closed here
 	onWake     func(Event)
 	nonce      string
 	displayMax int
 	viewLines  int
 	viewBytes  int
-	shared     SharedStore
-	keepMax    int    // WithKeepLimit
-	idle       *Inbox // the closed inbox that takes the owner's events while no run is open
+	keepMax    int                   // WithKeepLimit
+	idle       atomic.Pointer[Inbox] // the closed inbox that takes the owner's events while no run is open; nil until first needed
 
 	running   atomic.Bool // written with mu held
 	viewStale atomic.Bool
 
-	mu       sync.Mutex // guards the fields below; held by a phase, never while calling WithOnWake
-	run      RunInfo
+	mu       sync.Mutex          // guards the fields below; held by a phase, never while calling WithOnWake
+	runID    string              // the open run's id (RunInfo.RunID)
 	inbox    *Inbox              // the inbox of the current run
 	older    []*Inbox            // inboxes replaced at RunStart that may still receive a send in flight
 	view     string              // the rendered prompt view, "" for no live tasks
-	drained  map[string]struct{} // tasks whose terminal event Deliver handed out, until they retire
+	drained  map[string]struct{} // tasks whose terminal event Deliver handed out, until they retire; nil when none
 	unmarked []string            // tasks whose terminal event Deliver handed out but could not mark announced
 	closed   bool                // Close was called
 
@@ -171,7 +173,7 @@ func NewPlugin(m *Manager, owner string, opts ...PluginOption) (*Plugin, error) 
 		return nil, ErrInvalidOwner
 	}
 	p := &Plugin{
-		m: m, owner: m.Owner(owner), nonce: rand.Text(), drained: make(map[string]struct{}),
+		owner: m.Owner(owner), nonce: rand.Text(),
 		displayMax: DefaultDisplayLimit, viewLines: DefaultViewLines, viewBytes: DefaultViewBytes,
 		keepMax: DefaultKeepLimit,
 	}
@@ -189,7 +191,6 @@ func NewPlugin(m *Manager, owner string, opts ...PluginOption) (*Plugin, error) 
 		return nil, fmt.Errorf("bgtask: WithKeepLimit: %d events, want at least 1", p.keepMax)
 	}
 	p.viewStale.Store(true)
-	p.shared, _ = m.store.(SharedStore)
 	adopt := func(ev Event) { // no event reaches p yet: only the Manager's lock is held
 		p.lateMu.Lock()
 		dropped, full := p.late.add(ev, p.keepMax)
@@ -202,13 +203,33 @@ func NewPlugin(m *Manager, owner string, opts ...PluginOption) (*Plugin, error) 
 		return nil, ErrPluginExists
 	}
 	if p.fixed == nil {
-		// While no run's inbox is bound, the owner's events come here, so
-		// they wake the owner and wait for the next run.
-		p.idle = m.newInbox(WithOnClosed(p.keepLate))
-		p.idle.Close()
-		m.setIdleInbox(owner, p.idle)
+		// While no run's inbox is bound, the owner's events go to
+		// p.idleInbox, so they wake the owner and wait for the next run.
+		m.setIdlePlugin(owner, p)
 	}
 	return p, nil
+}
+
+// idleInbox returns the closed inbox whose fallback is keepLate: the
+// owner's inbox while no run's is bound. It is made on the first call, so
+// an owner that gets no event between runs costs no inbox. Safe for
+// concurrent use: concurrent first calls return the same inbox.
+func (p *Plugin) idleInbox() *Inbox {
+	if ib := p.idle.Load(); ib != nil {
+		return ib
+	}
+	ib := p.owner.m.newInbox(WithOnClosed(p.keepLate))
+	ib.Close()
+	if !p.idle.CompareAndSwap(nil, ib) {
+		return p.idle.Load() // another call made it first
+	}
+	return ib
+}
+
+// sharedStore returns the Manager's Store if it is a SharedStore, else nil.
+func (p *Plugin) sharedStore() SharedStore {
+	s, _ := p.owner.m.store.(SharedStore)
+	return s
 }
 
 // Owner returns the owner view the plugin works for; its Tools are the
@@ -237,8 +258,8 @@ func (p *Plugin) RunStart(ctx context.Context, run RunInfo) error {
 	}
 	inbox := p.fixed
 	if inbox == nil {
-		ib := p.m.newInbox(WithOnClosed(p.keepLate))
-		prev, err := p.m.BindInbox(p.owner.id, ib)
+		ib := p.owner.m.newInbox(WithOnClosed(p.keepLate))
+		prev, err := p.owner.m.BindInbox(p.owner.id, ib)
 		if err != nil {
 			p.mu.Unlock()
 			return err
@@ -248,11 +269,11 @@ func (p *Plugin) RunStart(ctx context.Context, run RunInfo) error {
 			p.older = append(p.older, prev) // the lazily made inbox may hold events already
 		}
 	}
-	p.run, p.inbox = run, inbox
+	p.runID, p.inbox = run.RunID, inbox
 	p.viewStale.Store(true)
 	p.running.Store(true)
 	p.mu.Unlock()
-	if _, err := p.m.Restore(ctx, p.owner.id); err != nil && !errors.Is(err, ErrCorrupt) { // corrupt records are logged and skipped
+	if _, err := p.owner.m.Restore(ctx, p.owner.id); err != nil && !errors.Is(err, ErrCorrupt) { // corrupt records are logged and skipped
 		_ = p.RunEnd(ctx, RunOutcome{RunID: run.RunID}) // no run: what arrives is kept for the next one
 		return fmt.Errorf("bgtask: plugin: restore: %w", err)
 	}
@@ -267,14 +288,14 @@ func (p *Plugin) keepLate(ev Event) {
 	p.lateMu.Lock()
 	if p.gone {
 		p.lateMu.Unlock()
-		p.m.orphanEvent(p.owner.id, ev, p.keepMax)
+		p.owner.m.orphanEvent(p.owner.id, ev, p.keepMax)
 		return
 	}
 	dropped, full := p.late.add(ev, p.keepMax)
 	wake := p.onWake
 	p.lateMu.Unlock()
 	if full {
-		p.m.dropKept(p.owner.id, dropped)
+		p.owner.m.dropKept(p.owner.id, dropped)
 	}
 	if wake != nil && !ev.Quiet {
 		wake(ev)
@@ -305,9 +326,9 @@ func (p *Plugin) deliver(ctx context.Context) ([]PromptMessage, error) {
 		return nil, ErrNoRun
 	}
 	var notices []Event
-	if p.shared != nil {
+	if shared := p.sharedStore(); shared != nil {
 		var err error
-		if notices, err = p.shared.TakeNotices(ctx, p.owner.id); err != nil {
+		if notices, err = shared.TakeNotices(ctx, p.owner.id); err != nil {
 			return nil, fmt.Errorf("bgtask: plugin: notices: %w", err) // nothing claimed: all stays for the next call
 		}
 	}
@@ -332,8 +353,8 @@ func (p *Plugin) deliver(ctx context.Context) ([]PromptMessage, error) {
 			// A gone sub-agent's tasks that ended before it and were never
 			// told: forwarded to this owner, now, as Restore does for the
 			// sub-agents it finds gone itself.
-			if _, err := p.m.restoreTree(ctx, gone, p.owner.id); err != nil {
-				p.m.log.Warn("bgtask: plugin: forwarding a gone sub-agent's tasks; the next RunStart tries again", "owner", p.owner.id, "err", err)
+			if _, err := p.owner.m.restoreTree(ctx, gone, p.owner.id); err != nil {
+				p.owner.m.log.Warn("bgtask: plugin: forwarding a gone sub-agent's tasks; the next RunStart tries again", "owner", p.owner.id, "err", err)
 			}
 			rest = p.inbox.AppendDrain(rest)
 		}
@@ -347,6 +368,9 @@ func (p *Plugin) deliver(ctx context.Context) ([]PromptMessage, error) {
 	msgs := make([]PromptMessage, 0, len(evs))
 	for i := range evs {
 		if evs[i].Kind.IsTerminal() {
+			if p.drained == nil {
+				p.drained = make(map[string]struct{})
+			}
 			p.drained[evs[i].TaskID] = struct{}{}
 		}
 		msgs = append(msgs, p.render(&evs[i]))
@@ -374,7 +398,7 @@ func (p *Plugin) markAnnounced(ctx context.Context, evs []Event) {
 		return
 	}
 	if err := p.owner.MarkAnnounced(context.WithoutCancel(ctx), ids...); err != nil {
-		p.m.log.Warn("bgtask: plugin: announcement marks not committed; retried at the next boundary", "owner", p.owner.id, "tasks", len(ids), "err", err)
+		p.owner.m.log.Warn("bgtask: plugin: announcement marks not committed; retried at the next boundary", "owner", p.owner.id, "tasks", len(ids), "err", err)
 		p.unmarked = ids
 		return
 	}
@@ -413,18 +437,18 @@ func (p *Plugin) newNotices(ctx context.Context, notices, late, rest []Event) (_
 		if _, handed := p.drained[ev.TaskID]; handed || slices.Contains(p.unmarked, ev.TaskID) {
 			return true
 		}
-		meta, err := p.m.store.Get(ctx, ev.TaskID)
+		meta, err := p.owner.m.store.Get(ctx, ev.TaskID)
 		switch {
 		case err != nil:
 			return false // gone (retention): hand it out, nothing to mark
 		case meta.Announced:
 			return true
 		case meta.Owner != p.owner.id:
-			if !p.m.descendant(ctx, p.owner.id, meta) {
-				p.m.log.Warn("bgtask: plugin: notice of a task the owner does not own dropped", "owner", p.owner.id, "task_id", ev.TaskID)
+			if !p.owner.m.descendant(ctx, p.owner.id, meta) {
+				p.owner.m.log.Warn("bgtask: plugin: notice of a task the owner does not own dropped", "owner", p.owner.id, "task_id", ev.TaskID)
 				return true
 			}
-			p.m.noteDelivered(p.owner.id, meta.Owner, ev.TaskID) // its mark goes under its own owner
+			p.owner.m.noteDelivered(p.owner.id, meta.Owner, ev.TaskID) // its mark goes under its own owner
 		}
 		if meta.Type == TypeSubAgent && meta.Status == StatusInterrupted {
 			gone = append(gone, meta.ID)
@@ -487,7 +511,11 @@ func (p *Plugin) StepEnd(ctx context.Context) (pending bool, err error) {
 	if !p.running.Load() {
 		return false, ErrNoRun
 	}
-	return p.m.reporting(p.owner.id, p.drained), nil
+	pending = p.owner.m.reporting(p.owner.id, p.drained)
+	if len(p.drained) == 0 {
+		p.drained = nil // a map keeps its memory: an idle owner holds none
+	}
+	return pending, nil
 }
 
 // WaitEvent blocks until Deliver has something that wakes (quiet progress
@@ -516,7 +544,7 @@ func (p *Plugin) WaitEvent(ctx context.Context) error {
 			return ErrClosed
 		}
 		wctx, cancel := ctx, context.CancelFunc(func() {})
-		if p.shared != nil {
+		if p.sharedStore() != nil {
 			// Notices come from the store, not the inbox: look again now and then.
 			wctx, cancel = context.WithTimeout(ctx, noticePoll)
 		}
@@ -569,17 +597,17 @@ func (p *Plugin) RunEnd(ctx context.Context, out RunOutcome) error {
 		p.mu.Unlock()
 		return ErrNoRun
 	}
-	if out.RunID != p.run.RunID {
+	if out.RunID != p.runID {
 		p.mu.Unlock()
 		return fmt.Errorf("%w: the run id is not the open run's", ErrNoRun)
 	}
 	p.running.Store(false)
-	run, inbox, older := p.run, p.inbox, p.older
-	p.older = nil
+	runID, inbox, older := p.runID, p.inbox, p.older
+	p.runID, p.inbox, p.older = "", nil, nil // an idle owner keeps no closed inbox
 	p.mu.Unlock()
 	var err error
 	if out.Cancelled {
-		if _, cerr := p.owner.CancelRun(run.RunID); cerr != nil && !errors.Is(cerr, ErrClosed) {
+		if _, cerr := p.owner.CancelRun(runID); cerr != nil && !errors.Is(cerr, ErrClosed) {
 			err = cerr
 		}
 	}

@@ -90,7 +90,7 @@ func (p *Plugin) Close(ctx context.Context) error {
 			err = fmt.Errorf("bgtask: plugin: close: %w", merr)
 		}
 	}
-	m, owner := p.m, p.owner.id
+	m, owner := p.owner.m, p.owner.id
 	var late []Event
 	m.releaseOwner(owner, p, func() {
 		p.lateMu.Lock()
@@ -115,6 +115,6 @@ func (p *Plugin) Close(ctx context.Context) error {
 	}
 	// While the owner has live tasks, their events go through a closed
 	// inbox to orphanEvent; it is forgotten with the owner's last task.
-	m.unbindOwnerIdle(owner, p.idle, p.keepMax)
+	m.unbindOwnerIdle(owner, p, p.keepMax)
 	return err
 }

@@ -18,50 +18,103 @@ type outcome struct {
 }
 
 // run is a task's goroutine: promote from queued if needed, call the
-// function, record the outcome, notify the owner, free everything. Nothing
-// large is kept in the frames of run and call while the function runs (the
-// rare outcomes are built out of line), so a parked task keeps the small
-// first stack of a goroutine (docs/internals.md).
+// function, record the outcome, notify the owner, free everything. The
+// frame of run holds no outcome while the function runs: it is built, and
+// the end recorded, in frames made after the function returned or instead
+// of calling it (returned, begin, runEnd), so a parked task keeps the
+// small first stack of a goroutine even when an allocation in it goes deep
+// into the runtime (docs/internals.md).
 func (m *Manager) run(t *Task) {
-	out := outcome{status: StatusFailed, kind: KindError, err: "bgtask: task function called runtime.Goexit"}
-	defer func() {
-		// Deferred so that a function calling runtime.Goexit still ends.
+	stage := stageBegin
+	defer m.runEnd(t, &stage) // deferred so that a panic or runtime.Goexit in the function still ends it
+	if !m.begin(t, &stage) {
+		return
+	}
+	stage = stageCalling
+	v, err := t.fn(&t.ctx, t)
+	m.returned(t, v, err, &stage)
+}
+
+// Where a task's goroutine is, for runEnd.
+const (
+	stageBegin    uint8 = iota // before its function is called
+	stageCalling               // in its function, or encoding its result
+	stageRecorded              // its end is recorded (or Stop cut it)
+)
+
+// runEnd, deferred by run, records the end of a task whose function
+// panicked (a failed outcome with the panic value and the stack) or called
+// runtime.Goexit, unless it is recorded already, then lets Shutdown count
+// the goroutine out. A panic outside the function (in bgtask, or in the
+// Store while recording) is not the task's: it goes on. Out of line
+// (docs/internals.md).
+//
+//go:noinline
+func (m *Manager) runEnd(t *Task, stage *uint8) {
+	if r := recover(); r != nil {
+		if *stage != stageCalling {
+			panic(r)
+		}
+		*stage = stageRecorded
+		out := outcome{status: StatusFailed, kind: KindPanic, err: fmt.Sprintf("panic: %v", r), stack: string(debug.Stack())}
+		m.counters.panicked.Add(1)
+		m.log.Error("bgtask: task panicked", "task_id", t.rec.ID, "panic", r)
 		m.finish(t, &out)
-		m.wg.Done()
-	}()
+	}
+	if *stage != stageRecorded {
+		out := outcome{status: StatusFailed, kind: KindError, err: "bgtask: task function called runtime.Goexit"}
+		m.finish(t, &out)
+	}
+	m.wg.Done()
+}
+
+// begin readies t's function to be called, promoting it from queued if
+// needed; false when the task ended instead (its end is recorded). Out of
+// line (docs/internals.md).
+//
+//go:noinline
+func (m *Manager) begin(t *Task, stage *uint8) bool {
 	// The phase is read without the lock: it was settled, under the lock,
 	// before this goroutine was started, and only this goroutine moves it
 	// from here on, or Stop once the function is called (phase.go).
 	if t.phase == phaseDropped { // cancelled while queued: the function never runs
-		droppedOutcome(t, &out)
-		return
+		m.endEarly(t, droppedOutcome, nil, stage)
+		return false
 	}
 	if !t.queued {
 		// Recorded running at spawn: nothing to promote.
 	} else if err := m.promote(t); err != nil {
-		startFailedOutcome(err, &out)
-		return
+		m.endEarly(t, startFailedOutcome, err, stage)
+		return false
 	}
 	if !t.end.CompareAndSwap(endOpen, endCalling) { // Stop cut it before its function was called
-		m.stopOutcome(&out)
-		return
+		m.endEarly(t, stopCutOutcome, nil, stage)
+		return false
 	}
-	m.call(t, &out)
+	return true
 }
 
-// droppedOutcome is the outcome of a task cancelled while queued. Out of
-// line (docs/internals.md).
-//
-//go:noinline
-func droppedOutcome(t *Task, out *outcome) {
+// endEarly records the end of a task whose function is not called: build
+// makes its outcome (from err, for a start that could not be recorded).
+func (m *Manager) endEarly(t *Task, build func(*Manager, *Task, error, *outcome), err error, stage *uint8) {
+	var out outcome
+	build(m, t, err, &out)
+	*stage = stageRecorded
+	m.finish(t, &out)
+}
+
+// stopCutOutcome is the outcome of a task Stop cut before its function was
+// called.
+func stopCutOutcome(m *Manager, _ *Task, _ error, out *outcome) { m.stopOutcome(out) }
+
+// droppedOutcome is the outcome of a task cancelled while queued.
+func droppedOutcome(_ *Manager, t *Task, _ error, out *outcome) {
 	*out = outcome{status: StatusCancelled, err: context.Cause(&t.ctx).Error()}
 }
 
 // startFailedOutcome is the outcome of a task whose start could not be
-// recorded. Out of line (docs/internals.md).
-//
-//go:noinline
-func startFailedOutcome(err error, out *outcome) {
+// recorded.
+func startFailedOutcome(_ *Manager, _ *Task, err error, out *outcome) {
 	*out = outcome{status: StatusFailed, kind: KindError, err: fmt.Sprintf("bgtask: could not record the start: %v", err)}
 }
 
@@ -87,27 +140,21 @@ func (m *Manager) promote(t *Task) error {
 	return nil
 }
 
-// call runs the function and sets out from what it returned, recovering a
-// panic.
-func (m *Manager) call(t *Task, out *outcome) {
-	defer m.recoverTask(t, out)
-	v, err := t.fn(&t.ctx, t)
+// returned records the end of a task whose function returned v and err.
+// Out of line: its frame, with the outcome, is made only once the function
+// has returned (docs/internals.md).
+//
+//go:noinline
+func (m *Manager) returned(t *Task, v any, err error, stage *uint8) {
 	growStack() // before encoding the result: the end needs the bigger stack anyway
-	m.settle(t, out, v, err)
-}
-
-// recoverTask, deferred by call, turns a panic of the function into a
-// failed outcome with the panic value and the stack.
-func (m *Manager) recoverTask(t *Task, out *outcome) {
-	if r := recover(); r != nil {
-		*out = outcome{status: StatusFailed, kind: KindPanic, err: fmt.Sprintf("panic: %v", r), stack: string(debug.Stack())}
-		m.counters.panicked.Add(1)
-		m.log.Error("bgtask: task panicked", "task_id", t.rec.ID, "panic", r)
-	}
+	var out outcome
+	m.settle(t, &out, v, err)
+	*stage = stageRecorded
+	m.finish(t, &out)
 }
 
 // settle sets out from what the function returned. Out of line, so its
-// frame is not part of call's while the function runs (docs/internals.md).
+// frame is not part of returned's while the result is encoded.
 //
 //go:noinline
 func (m *Manager) settle(t *Task, out *outcome, v any, err error) {

@@ -22,6 +22,7 @@ func TestManagerLifecycle(t *testing.T) {
 		wantError  string // exact, unless wantPrefix
 		wantPrefix bool
 		wantResult string
+		wantStack  string // a function the panic's stack names; "" for no stack
 	}{
 		{name: "completed with JSON result",
 			fn: func(context.Context) (any, error) {
@@ -65,6 +66,9 @@ func TestManagerLifecycle(t *testing.T) {
 		{name: "unencodable result fails",
 			fn:   func(context.Context) (any, error) { return make(chan int), nil },
 			want: StatusFailed, wantError: "bgtask: result is not JSON-encodable: ", wantPrefix: true},
+		{name: "a result whose encoding panics fails as a panic",
+			fn:   func(context.Context) (any, error) { return panickyJSON{}, nil },
+			want: StatusFailed, wantError: "panic: encoding boom", wantStack: "panickyJSON.MarshalJSON"},
 		{name: "runtime.Goexit fails",
 			fn: func(context.Context) (any, error) {
 				runtime.Goexit()
@@ -117,8 +121,11 @@ func TestManagerLifecycle(t *testing.T) {
 			if string(got.Result) != tc.wantResult {
 				t.Fatalf("result %s, want %s", got.Result, tc.wantResult)
 			}
-			if got.Stack != "" {
+			if tc.wantStack == "" && got.Stack != "" {
 				t.Fatalf("stack set without a panic: %q", got.Stack)
+			}
+			if tc.wantStack != "" && !strings.Contains(got.Stack, tc.wantStack) {
+				t.Fatalf("stack does not name %s:\n%s", tc.wantStack, got.Stack)
 			}
 			if got.ID != id || got.Owner != "thread-1" || got.Type != "test" || got.Description != "my task" || got.Instance != m.Instance() {
 				t.Fatalf("identity fields wrong: %+v", got)
@@ -305,3 +312,8 @@ func TestManagerCompletionAfterRunEndReachesFallback(t *testing.T) {
 		})
 	}
 }
+
+// panickyJSON is a result whose encoding panics.
+type panickyJSON struct{}
+
+func (panickyJSON) MarshalJSON() ([]byte, error) { panic("encoding boom") }

@@ -47,7 +47,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	fg                           atomic, written      Foreground, endForeground, toBackground
 //	                             with m.mu held       (promote.go)
 //	ended                        emitMu               finish
-//	inboxGen, ownerBox           emitMu               Emit (the cached owner inbox)
+//	rare.inboxGen, rare.ownerBox emitMu               Emit (the cached owner inbox)
 //	rare.input, rare.inputSig    emitMu               openInput, closeInput, answer, waitSettled
 //	rare.progress                emitMu               Emit
 //	rare.busy                    emitMu               openInput, closeInput (beginCommit/endCommit)
@@ -95,9 +95,7 @@ type Task struct {
 	inbox *Inbox                   // a sub-agent's own inbox; nil for a plain task
 	rare  atomic.Pointer[taskRare] // what few tasks need, made on first use (see rare)
 
-	emitMu   sync.Mutex // serialises Emit with the end of the task; see the map above
-	inboxGen uint64     // m.inboxGen when ownerBox was looked up
-	ownerBox *Inbox     // the owner's inbox, cached for Emit
+	emitMu sync.Mutex // serialises Emit with the end of the task; see the map above
 
 	// Small fields together, so the struct stays in a smaller size class.
 	end    atomic.Uint32 // who ends the task, and whether its function runs: endOpen, ... (shutdown.go)
@@ -126,6 +124,8 @@ type taskRare struct {
 	latestEvent LatestEvent    // the latest custom event (Owner.LatestEvent); guarded by emitMu
 	prog        *progressState // the progress writer (ReportProgress); guarded by emitMu
 	busy        chan struct{}  // an input-path commit is in flight (beginCommit); closed when it is done; guarded by emitMu
+	inboxGen    uint64         // m.inboxGen when ownerBox was looked up; guarded by emitMu
+	ownerBox    *Inbox         // the owner's inbox, cached for Emit; guarded by emitMu
 }
 
 // rareState returns t's taskRare, making it on first use.
@@ -236,8 +236,8 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	if t.ended {
 		return "", ErrTaskEnded
 	}
+	r := t.rareState() // a task that emits has one: its latest event, its cached inbox
 	if eventType != EventTypeMessage {
-		r := t.rareState()
 		r.latestEvent = LatestEvent{EventType: eventType, Payload: p, At: now(), Count: r.latestEvent.Count + 1}
 	}
 	send, quiet := t.wake().route(EventCustom, eventType)
@@ -247,11 +247,11 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	if !send {
 		return "", nil // kept as progress
 	}
-	if gen := t.m.inboxGen.Load(); t.ownerBox == nil || gen != t.inboxGen {
-		t.ownerBox, t.inboxGen = t.m.inboxFor(t.rec.Owner), gen
+	if gen := t.m.inboxGen.Load(); r.ownerBox == nil || gen != r.inboxGen {
+		r.ownerBox, r.inboxGen = t.m.inboxFor(t.rec.Owner), gen
 	}
-	err = t.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.ID, Name: t.rec.Name, EventType: eventType, Payload: p, Quiet: quiet})
-	if err != nil && t.ownerBox.onClosed == nil {
+	err = r.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.ID, Name: t.rec.Name, EventType: eventType, Payload: p, Quiet: quiet})
+	if err != nil && r.ownerBox.onClosed == nil {
 		return "", err // dropped; with a fallback it was taken (a Plugin keeps it for the next run): not lost
 	}
 	if eventType == EventTypeMessage {
