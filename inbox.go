@@ -124,6 +124,38 @@ func (ib *Inbox) Send(ev Event) error {
 		ib.fallback(ev)
 		return ErrInboxClosed
 	}
+	warnAt := ib.queueLocked(&ev)
+	ib.mu.Unlock()
+	if warnAt > 0 {
+		ib.warnDepth(warnAt)
+	}
+	return nil
+}
+
+// sendOpen queues ev if the inbox is open and reports whether it was; a
+// closed inbox is left as it was (its fallback is not called). warnAt, when
+// above zero, is the depth the caller reports with warnDepth once it holds
+// no lock.
+func (ib *Inbox) sendOpen(ev *Event) (ok bool, warnAt int) {
+	ib.mu.Lock()
+	if ib.closed {
+		ib.mu.Unlock()
+		return false, 0
+	}
+	warnAt = ib.queueLocked(ev)
+	ib.mu.Unlock()
+	return true, warnAt
+}
+
+// warnDepth logs that the inbox reached depth n.
+func (ib *Inbox) warnDepth(n int) {
+	ib.logger.Warn("bgtask: inbox depth is high", "len", n, "high_water", ib.highWater)
+}
+
+// queueLocked queues ev in the open inbox, coalescing it or waking the
+// waiters as Send describes. It returns the depth to warn about, or 0.
+// Called with ib.mu held.
+func (ib *Inbox) queueLocked(ev *Event) (warnAt int) {
 	if ev.Kind == EventCustom && (ev.Quiet || ib.coalesce[ev.EventType]) {
 		k := coalesceKey{ev.TaskID, ev.EventType}
 		if i, ok := ib.pending[k]; ok {
@@ -134,30 +166,25 @@ func (ib *Inbox) Send(ev Event) error {
 				old.Quiet = false
 				ib.wakeLocked()
 			}
-			ib.mu.Unlock()
-			return nil
+			return 0
 		}
 		if ib.pending == nil {
 			ib.pending = make(map[coalesceKey]int)
 		}
 		ib.pending[k] = len(ib.events)
 	}
-	ib.events = append(ib.events, ev)
+	ib.events = append(ib.events, *ev)
 	ib.stats.Sent++
 	n := len(ib.events)
 	ib.stats.MaxLen = max(ib.stats.MaxLen, n)
-	warn := ib.highWater > 0 && n == ib.nextWarn
-	if warn {
+	if ib.highWater > 0 && n == ib.nextWarn {
 		ib.nextWarn *= 2
+		warnAt = n
 	}
 	if !ev.Quiet {
 		ib.wakeLocked()
 	}
-	ib.mu.Unlock()
-	if warn {
-		ib.logger.Warn("bgtask: inbox depth is high", "len", n, "high_water", ib.highWater)
-	}
-	return nil
+	return warnAt
 }
 
 // wakeLocked counts one more event that wakes, and wakes the waiters.

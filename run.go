@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"time"
 )
 
@@ -196,6 +197,10 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 	}
 	m.counters.countEnd(u.Status)
 
+	if commitErr == nil && !fg && !cut {
+		m.endBatched(t, &u)
+		return
+	}
 	m.mu.Lock()
 	starts := m.unregister(t)
 	m.mu.Unlock()
@@ -213,6 +218,118 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 	if cut {
 		t.stop(errStopCut) // after its end is recorded and told: whatever it returns now is discarded
 	}
+}
+
+// endNode carries a committed end to the goroutine that retires it.
+type endNode struct {
+	t    *Task
+	ev   Event // the terminal event; unused for a silent task
+	next *endNode
+}
+
+// endNodes keeps endNodes for reuse: an end costs no allocation.
+var endNodes = sync.Pool{New: func() any { return new(endNode) }}
+
+// endBatched is the rest of end for the usual task, whose record was
+// committed and which is neither cut nor answered in the foreground: its
+// end joins the Manager's list of ends, and the goroutine that finds the
+// list empty takes m.mu once for every end on it (retireEnds). The others
+// go on at once: the tasks that end together take m.mu once, not twice
+// each, and never queue on it or on the owner's inbox. Each end is still
+// unregistered, told and retired in that order, under one hold of m.mu.
+func (m *Manager) endBatched(t *Task, u *TaskMeta) {
+	n := endNodes.Get().(*endNode)
+	n.t = t
+	if t.reports() {
+		n.ev = terminalEvent(u)
+	}
+	for {
+		head := m.ends.Load()
+		n.next = head
+		if m.ends.CompareAndSwap(head, n) {
+			if head != nil {
+				return // the goroutine that found the list empty retires this end
+			}
+			break
+		}
+	}
+	m.retireEnds()
+}
+
+// retireEnds takes the list of ends and, under one hold of m.mu,
+// unregisters each task, cancels its context, queues its terminal event in
+// its owner's open inbox (the inbox's lock nests in m.mu: the lock order)
+// and retires it. An end whose owner's inbox is closed or not made yet is
+// told after m.mu is released, since the inbox's fallback (or the making of
+// an inbox) may take m.mu, and retired then. The queued tasks that a
+// released slot admits start after the unlock. Only the goroutine whose end
+// found the list empty calls it, so each list is taken once: an end added
+// after the take finds the list empty and its goroutine takes it.
+func (m *Manager) retireEnds() {
+	var slow []*endNode
+	var starts []*Task
+	var warns []warnAt
+	m.mu.Lock()
+	var batch *endNode
+	for n := m.ends.Swap(nil); n != nil; { // the list is newest first: reverse it
+		next := n.next
+		n.next, batch = batch, n
+		n = next
+	}
+	for n := batch; n != nil; {
+		next := n.next
+		t := n.t
+		starts = append(starts, m.unregister(t)...)
+		if t.reports() {
+			ib := m.openInboxLocked(t.rec.Owner)
+			ok, depth := false, 0
+			if ib != nil {
+				ok, depth = ib.sendOpen(&n.ev)
+			}
+			if !ok {
+				n.next = nil
+				slow = append(slow, n)
+				n = next
+				continue
+			}
+			if depth > 0 {
+				warns = append(warns, warnAt{ib, depth})
+			}
+		}
+		t.stop(nil)
+		m.retireLocked(t)
+		*n = endNode{}
+		endNodes.Put(n)
+		n = next
+	}
+	m.mu.Unlock()
+	for _, w := range warns { // the logger is the host's code: no lock held
+		w.ib.warnDepth(w.depth)
+	}
+	m.startAll(starts)
+	for _, n := range slow {
+		n.t.stop(nil)
+		_ = m.deliver(n.t.rec.Owner, n.ev)
+		m.retire(n.t)
+		*n = endNode{}
+		endNodes.Put(n)
+	}
+}
+
+// warnAt is a depth an inbox reached that retireEnds logs after the unlock.
+type warnAt struct {
+	ib    *Inbox
+	depth int
+}
+
+// openInboxLocked returns the owner's bound inbox without making one, or
+// nil when none is bound. Called with m.mu held (m.mu, then inboxMu: the
+// lock order).
+func (m *Manager) openInboxLocked(owner string) *Inbox {
+	m.inboxMu.RLock()
+	ib := m.inboxes[owner]
+	m.inboxMu.RUnlock()
+	return ib
 }
 
 // terminalEdit is what finish writes on a task's record: its outcome.
@@ -326,9 +443,14 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 // released (seeing all of this done) and it no longer counts for Shutdown.
 // The caller's m.wg.Done follows.
 func (m *Manager) retire(t *Task) {
-	owner := t.rec.Owner
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.retireLocked(t)
+	m.mu.Unlock()
+}
+
+// retireLocked is retire with m.mu held.
+func (m *Manager) retireLocked(t *Task) {
+	owner := t.rec.Owner
 	os := m.owners[owner]
 	if t.reports() {
 		os.reporting--
