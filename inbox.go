@@ -75,8 +75,10 @@ type InboxOption func(*Inbox)
 
 // WithOnClosed sets the fallback that receives, exactly once each, the events
 // left undrained at Close and those sent afterwards. It runs in the goroutine
-// of Close or of the sender, outside the inbox's lock; it must not block for
-// long. A panic in it is recovered and logged.
+// of Close or of the sender, outside the inbox's lock; the sender of a
+// task's terminal event may be the goroutine of another task that ended at
+// the same time, which records the ends of both. So it must not block for
+// long, nor wait for a task to end. A panic in it is recovered and logged.
 func WithOnClosed(f func(Event)) InboxOption { return func(ib *Inbox) { ib.onClosed = f } }
 
 // WithHighWater sets the depth at which a warning is logged; it is logged again

@@ -189,6 +189,13 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 		if t.rec.Wake != WakeSilent && m.durable() {
 			m.sent.add(t.rec.Owner, t.rec.Owner, t.rec.ID) // before the commit: a Restore meanwhile must not announce it too
 		}
+		if m.mem != nil && !cut && m.cfg.observer == nil {
+			// Committed with the other ends of the moment. Not with an
+			// observer: it is called in the task's own goroutine, and may
+			// wait for another task's end.
+			m.endBatched(t, nil, &edit)
+			return
+		}
 		commitErr = m.commitEdit(t, &u, &edit)
 	}
 	from := edit.from
@@ -198,7 +205,7 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 	m.counters.countEnd(u.Status)
 
 	if commitErr == nil && !fg && !cut {
-		m.endBatched(t, &u)
+		m.endBatched(t, &u, nil)
 		return
 	}
 	m.mu.Lock()
@@ -220,62 +227,92 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 	}
 }
 
-// endNode carries a committed end to the goroutine that retires it.
+// endNode carries a task's end to the goroutine that records it.
 type endNode struct {
-	t    *Task
-	ev   Event // the terminal event; unused for a silent task
-	next *endNode
+	t      *Task
+	edit   terminalEdit // the outcome to commit, when commit is set
+	commit bool         // the terminal record is still to be committed (a MemoryStore's)
+	ev     Event        // the terminal event; unused for a silent task
+	next   *endNode
 }
 
 // endNodes keeps endNodes for reuse: an end costs no allocation.
 var endNodes = sync.Pool{New: func() any { return new(endNode) }}
 
-// endBatched is the rest of end for the usual task, whose record was
-// committed and which is neither cut nor answered in the foreground: its
-// end joins the Manager's list of ends, and the goroutine that finds the
-// list empty takes m.mu once for every end on it (retireEnds). The others
-// go on at once: the tasks that end together take m.mu once, not twice
-// each, and never queue on it or on the owner's inbox. Each end is still
-// unregistered, told and retired in that order, under one hold of m.mu.
-func (m *Manager) endBatched(t *Task, u *TaskMeta) {
+// endBatched is the rest of end for the usual task, neither cut nor
+// answered in the foreground: its end joins the Manager's list of ends,
+// and one ending goroutine at a time, the first to find none doing it,
+// records every end on the list (retireEnds) until the list is empty. The
+// others go on at once, so the tasks that end together queue neither on
+// the MemoryStore's locks nor on m.mu nor on the owner's inbox: one
+// goroutine commits their records, one after another, then takes m.mu
+// once for all of them. With edit, the terminal record is still
+// to be committed (a MemoryStore's commit, which cannot fail); otherwise u
+// is the committed record. Each end keeps its order: committed, observed,
+// unregistered, told, retired.
+func (m *Manager) endBatched(t *Task, u *TaskMeta, edit *terminalEdit) {
 	n := endNodes.Get().(*endNode)
 	n.t = t
-	if t.reports() {
+	if edit != nil {
+		n.edit, n.commit = *edit, true
+	} else if t.reports() {
 		n.ev = terminalEvent(u)
 	}
 	for {
 		head := m.ends.Load()
 		n.next = head
 		if m.ends.CompareAndSwap(head, n) {
-			if head != nil {
-				return // the goroutine that found the list empty retires this end
-			}
 			break
 		}
 	}
-	m.retireEnds()
+	// One goroutine at a time records the ends: while one does, the others
+	// leave theirs on the list, which it takes before it stops.
+	for m.endsBusy.CompareAndSwap(false, true) {
+		for m.retireEnds() {
+		}
+		m.endsBusy.Store(false)
+		if m.ends.Load() == nil {
+			return // an end added after the last take is seen by its own goroutine's CompareAndSwap
+		}
+	}
 }
 
-// retireEnds takes the list of ends and, under one hold of m.mu,
+// retireEnds takes the list of ends, commits the terminal records still to
+// be committed (no lock of the Manager held) and, under one hold of m.mu,
 // unregisters each task, cancels its context, queues its terminal event in
 // its owner's open inbox (the inbox's lock nests in m.mu: the lock order)
 // and retires it. An end whose owner's inbox is closed or not made yet is
 // told after m.mu is released, since the inbox's fallback (or the making of
 // an inbox) may take m.mu, and retired then. The queued tasks that a
-// released slot admits start after the unlock. Only the goroutine whose end
-// found the list empty calls it, so each list is taken once: an end added
-// after the take finds the list empty and its goroutine takes it.
-func (m *Manager) retireEnds() {
-	var slow []*endNode
-	var starts []*Task
-	var warns []warnAt
-	m.mu.Lock()
+// released slot admits start after the unlock. It reports false, doing
+// nothing, when the list is empty. Called by one goroutine at a time
+// (m.endsBusy).
+func (m *Manager) retireEnds() bool {
+	if m.ends.Load() == nil {
+		return false
+	}
 	var batch *endNode
 	for n := m.ends.Swap(nil); n != nil; { // the list is newest first: reverse it
 		next := n.next
 		n.next, batch = batch, n
 		n = next
 	}
+	for n := batch; n != nil; n = n.next {
+		if !n.commit {
+			continue
+		}
+		var u TaskMeta
+		m.mem.commitEdit(n.t.rec, &u, &n.edit)
+		m.notify(n.edit.from, &u)
+		m.counters.countEnd(u.Status)
+		if n.t.reports() {
+			n.ev = terminalEvent(&u)
+		}
+	}
+	var slow []*endNode
+	var starts []*Task
+	var warns []warnAt
+	m.mu.Lock()
 	for n := batch; n != nil; {
 		next := n.next
 		t := n.t
@@ -314,6 +351,7 @@ func (m *Manager) retireEnds() {
 		*n = endNode{}
 		endNodes.Put(n)
 	}
+	return true
 }
 
 // warnAt is a depth an inbox reached that retireEnds logs after the unlock.

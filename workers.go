@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,7 +26,8 @@ const idleWorkersPerProc = 4
 // other idle goroutine's. The zero value is an empty, open pool with no
 // idle limit set; the Manager sets max.
 type workerPool struct {
-	max int // idle workers kept at most
+	max   int          // idle workers kept at most
+	idleN atomic.Int32 // len(idle), written with mu held: read without it as a hint
 
 	mu     sync.Mutex // guards the fields below
 	idle   []*worker  // parked workers, the most recently parked last
@@ -50,11 +52,20 @@ func idleWorkersMax() int { return runtime.GOMAXPROCS(0) * idleWorkersPerProc }
 // t's m.wg count was taken when it registered.
 func (m *Manager) start(t *Task) {
 	p := &m.workers
+	if p.idleN.Load() == 0 {
+		// No idle worker (a burst has taken them all): a new goroutine,
+		// without queueing on the lock with the workers that park. A
+		// worker parking meanwhile waits for the next task.
+		p.wg.Add(1)
+		go m.work(t)
+		return
+	}
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
 		w := p.idle[n-1]
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
+		p.idleN.Store(int32(n - 1))
 		p.mu.Unlock()
 		w.next <- t // never blocks: a parked worker's channel is empty
 		return
@@ -81,10 +92,15 @@ func (m *Manager) work(t *Task) {
 }
 
 // park puts the calling worker (*wp, made on first use) on the idle list
-// and waits for its next task; nil means exit: the pool is closed or full,
-// or nothing came for workerIdle.
+// and waits for its next task; nil means exit: the pool is closed, full or
+// busy, or nothing came for workerIdle.
 func (p *workerPool) park(wp **worker) *Task {
-	p.mu.Lock()
+	// Full, or another goroutine parks or takes a worker right now (a
+	// burst of ends): exit rather than queue on the lock with the others.
+	// Parking only saves the next task a goroutine's start.
+	if int(p.idleN.Load()) >= p.max || !p.mu.TryLock() {
+		return nil
+	}
 	if p.closed || len(p.idle) >= p.max {
 		p.mu.Unlock()
 		return nil
@@ -96,6 +112,7 @@ func (p *workerPool) park(wp **worker) *Task {
 	}
 	w.gen = p.gen
 	p.idle = append(p.idle, w)
+	p.idleN.Store(int32(len(p.idle)))
 	if !p.armed {
 		p.armed = true
 		if p.timer == nil {
@@ -127,6 +144,7 @@ func (p *workerPool) expire() {
 	}
 	clear(p.idle[len(kept):])
 	p.idle = kept
+	p.idleN.Store(int32(len(kept)))
 	p.armed = len(kept) > 0
 	if p.armed {
 		p.timer.Reset(workerIdle)
@@ -150,6 +168,7 @@ func (p *workerPool) shut() {
 	}
 	clear(p.idle)
 	p.idle = nil
+	p.idleN.Store(0)
 	if p.timer != nil {
 		p.timer.Stop()
 	}
