@@ -193,7 +193,7 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 			// Committed with the other ends of the moment. Not with an
 			// observer: it is called in the task's own goroutine, and may
 			// wait for another task's end.
-			m.endBatched(t, nil, &edit)
+			m.endBatched(t, &edit)
 			return
 		}
 		commitErr = m.commitEdit(t, &u, &edit)
@@ -204,8 +204,8 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 	}
 	m.counters.countEnd(u.Status)
 
-	if commitErr == nil && !fg && !cut {
-		m.endBatched(t, &u, nil)
+	if commitErr == nil && !fg && !cut && m.mem == nil {
+		m.endBatched(t, nil) // the private t.rec follows u (commitUpdate)
 		return
 	}
 	m.mu.Lock()
@@ -230,10 +230,9 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 // endNode carries a task's end to the goroutine that records it.
 type endNode struct {
 	t      *Task
-	edit   terminalEdit // the outcome to commit, when commit is set
-	commit bool         // the terminal record is still to be committed (a MemoryStore's)
-	ev     Event        // the terminal event; unused for a silent task
 	next   *endNode
+	edit   terminalEdit // the outcome to commit, when commit is set
+	commit bool         // the terminal record is still to be committed (a MemoryStore's); else t.rec is committed
 }
 
 // endNodes keeps endNodes for reuse: an end costs no allocation.
@@ -247,16 +246,14 @@ var endNodes = sync.Pool{New: func() any { return new(endNode) }}
 // the MemoryStore's locks nor on m.mu nor on the owner's inbox: one
 // goroutine commits their records, one after another, then takes m.mu
 // once for all of them. With edit, the terminal record is still
-// to be committed (a MemoryStore's commit, which cannot fail); otherwise u
-// is the committed record. Each end keeps its order: committed, observed,
-// unregistered, told, retired.
-func (m *Manager) endBatched(t *Task, u *TaskMeta, edit *terminalEdit) {
+// to be committed (a MemoryStore's commit, which cannot fail); otherwise
+// t's private record is the committed one. Each end keeps its order:
+// committed, observed, unregistered, told, retired.
+func (m *Manager) endBatched(t *Task, edit *terminalEdit) {
 	n := endNodes.Get().(*endNode)
 	n.t = t
 	if edit != nil {
 		n.edit, n.commit = *edit, true
-	} else if t.reports() {
-		n.ev = terminalEvent(u)
 	}
 	for {
 		head := m.ends.Load()
@@ -297,23 +294,48 @@ func (m *Manager) retireEnds() bool {
 		n.next, batch = batch, n
 		n = next
 	}
-	for n := batch; n != nil; n = n.next {
-		if !n.commit {
-			continue
-		}
-		var u TaskMeta
-		m.mem.commitEdit(n.t.rec, &u, &n.edit)
-		m.notify(n.edit.from, &u)
-		m.counters.countEnd(u.Status)
-		if n.t.reports() {
-			n.ev = terminalEvent(&u)
-		}
+	if m.endEvents == nil {
+		m.endEvents = make([]Event, 0, endChunk)
 	}
-	var slow []*endNode
+	for batch != nil {
+		batch = m.recordEnds(batch)
+	}
+	return true
+}
+
+// endChunk is how many ends retireEnds records per hold of m.mu: a burst's
+// ends take the lock in turns with the spawns, and the buffer of their
+// events stays small.
+const endChunk = 64
+
+// recordEnds records up to endChunk ends of batch, in order, as retireEnds
+// describes, and returns the rest of batch.
+func (m *Manager) recordEnds(batch *endNode) (rest *endNode) {
+	evs := m.endEvents[:0] // the terminal events, in the batch's order
+	for n := batch; n != nil && len(evs) < endChunk; n = n.next {
+		var ev Event
+		switch {
+		case n.commit:
+			var u TaskMeta
+			m.mem.commitEdit(n.t.rec, &u, &n.edit)
+			m.notify(n.edit.from, &u)
+			m.counters.countEnd(u.Status)
+			ev = terminalEvent(&u)
+		default: // another Store's: t.rec is private, committed before the end joined the list
+			ev = terminalEvent(n.t.rec)
+		}
+		evs = append(evs, ev)
+	}
+	type slowEnd struct {
+		n  *endNode
+		ev Event
+	}
+	var slow []slowEnd
 	var starts []*Task
 	var warns []warnAt
+	n := batch
 	m.mu.Lock()
-	for n := batch; n != nil; {
+	for i := range evs {
 		next := n.next
 		t := n.t
 		starts = append(starts, m.unregister(t)...)
@@ -321,11 +343,11 @@ func (m *Manager) retireEnds() bool {
 			ib := m.openInboxLocked(t.rec.Owner)
 			ok, depth := false, 0
 			if ib != nil {
-				ok, depth = ib.sendOpen(&n.ev)
+				ok, depth = ib.sendOpen(&evs[i])
 			}
 			if !ok {
 				n.next = nil
-				slow = append(slow, n)
+				slow = append(slow, slowEnd{n, evs[i]})
 				n = next
 				continue
 			}
@@ -340,18 +362,19 @@ func (m *Manager) retireEnds() bool {
 		n = next
 	}
 	m.mu.Unlock()
+	clear(evs)
 	for _, w := range warns { // the logger is the host's code: no lock held
 		w.ib.warnDepth(w.depth)
 	}
 	m.startAll(starts)
-	for _, n := range slow {
-		n.t.stop(nil)
-		_ = m.deliver(n.t.rec.Owner, n.ev)
-		m.retire(n.t)
-		*n = endNode{}
-		endNodes.Put(n)
+	for _, e := range slow {
+		e.n.t.stop(nil)
+		_ = m.deliver(e.n.t.rec.Owner, e.ev)
+		m.retire(e.n.t)
+		*e.n = endNode{}
+		endNodes.Put(e.n)
 	}
-	return true
+	return n
 }
 
 // warnAt is a depth an inbox reached that retireEnds logs after the unlock.
