@@ -14,6 +14,8 @@ per binary and benchmark, and the median of the per-round ratios.
 """
 import argparse, re, statistics, subprocess, sys
 
+RAW = None  # a file every raw benchmark line is copied to (-raw)
+
 def run(binary, bench, benchtime, extra):
     out = subprocess.run([binary, "-test.run", "^$", "-test.bench", "^Benchmark" + bench + "$",
                           "-test.benchmem", "-test.benchtime", benchtime] + extra,
@@ -22,6 +24,8 @@ def run(binary, bench, benchtime, extra):
     for line in out.splitlines():
         if not line.startswith("Benchmark"):
             continue
+        if RAW:
+            print(f"{binary}\t{line}", file=RAW, flush=True)
         f = line.split()
         for v, unit in zip(f[2::2], f[3::2]):
             res[unit] = float(v)
@@ -35,8 +39,12 @@ def main():
     ap.add_argument("-benchtime", default="1s")
     ap.add_argument("-metric", default="ns/op", help="the unit the ratio is of")
     ap.add_argument("-pair", action="append", required=True, help="Bench/Reference")
+    ap.add_argument("-raw", help="also write every raw benchmark line, after its binary, to this file")
     ap.add_argument("binaries", nargs="+", help="label=path")
     a = ap.parse_args()
+    global RAW
+    if a.raw:
+        RAW = open(a.raw, "w")
     bins = [b.split("=", 1) for b in a.binaries]
     results = {}  # (label, bench) -> [dict]
     for r in range(a.rounds):
