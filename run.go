@@ -245,7 +245,7 @@ var endNodes = sync.Pool{New: func() any { return new(endNode) }}
 // others go on at once, so the tasks that end together queue neither on
 // the MemoryStore's locks nor on m.mu nor on the owner's inbox: one
 // goroutine commits their records, one after another, then takes m.mu
-// once for all of them. With edit, the terminal record is still
+// once per endChunk of them. With edit, the terminal record is still
 // to be committed (a MemoryStore's commit, which cannot fail); otherwise
 // t's private record is the committed one. Each end keeps its order:
 // committed, observed, unregistered, told, retired.
@@ -274,9 +274,10 @@ func (m *Manager) endBatched(t *Task, edit *terminalEdit) {
 	}
 }
 
-// retireEnds takes the list of ends, commits the terminal records still to
-// be committed (no lock of the Manager held) and, under one hold of m.mu,
-// unregisters each task, cancels its context, queues its terminal event in
+// retireEnds takes the list of ends and records them in order, endChunk at
+// a time (recordEnds): it commits the terminal records still to be
+// committed (no lock of the Manager held) and, under one hold of m.mu per
+// chunk, unregisters each task, cancels its context, queues its terminal event in
 // its owner's open inbox (the inbox's lock nests in m.mu: the lock order)
 // and retires it. An end whose owner's inbox is closed or not made yet is
 // told after m.mu is released, since the inbox's fallback (or the making of
