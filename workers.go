@@ -26,8 +26,9 @@ const idleWorkersPerProc = 4
 // other idle goroutine's. The zero value is an empty, open pool with no
 // idle limit set; the Manager sets max.
 type workerPool struct {
-	max   int          // idle workers kept at most
-	idleN atomic.Int32 // len(idle), written with mu held: read without it as a hint
+	max     int          // idle workers kept at most
+	idleN   atomic.Int32 // len(idle), written with mu held: read without it as a hint
+	parking atomic.Int32 // goroutines of park waiting for mu: at most one
 
 	mu     sync.Mutex // guards the fields below
 	idle   []*worker  // parked workers, the most recently parked last
@@ -92,14 +93,24 @@ func (m *Manager) work(t *Task) {
 }
 
 // park puts the calling worker (*wp, made on first use) on the idle list
-// and waits for its next task; nil means exit: the pool is closed, full or
-// busy, or nothing came for workerIdle.
+// and waits for its next task; nil means exit: the pool is closed or full,
+// another finished goroutine waits for its lock already, or nothing came
+// for workerIdle.
 func (p *workerPool) park(wp **worker) *Task {
-	// Full, or another goroutine parks or takes a worker right now (a
-	// burst of ends): exit rather than queue on the lock with the others.
-	// Parking only saves the next task a goroutine's start.
-	if int(p.idleN.Load()) >= p.max || !p.mu.TryLock() {
-		return nil
+	if int(p.idleN.Load()) >= p.max {
+		return nil // full
+	}
+	if !p.mu.TryLock() {
+		// One goroutine at a time waits for the lock (a spawn takes a
+		// worker, or another parks); when one waits already (a burst
+		// of ends), exit rather than queue with it: parking only saves
+		// the next task a goroutine's start.
+		if p.parking.Add(1) > 1 {
+			p.parking.Add(-1)
+			return nil
+		}
+		p.mu.Lock()
+		p.parking.Add(-1)
 	}
 	if p.closed || len(p.idle) >= p.max {
 		p.mu.Unlock()

@@ -186,7 +186,7 @@ func TestWorkerTakesTheSpawnLabels(t *testing.T) {
 }
 
 // TestParkNeverQueuesOnThePoolLock: a finished task's goroutine that finds
-// the pool's lock taken (another goroutine parks or takes a worker: a
+// the pool's lock taken and another goroutine waiting for it already (a
 // burst of ends) exits at once rather than queue for the lock; so does one
 // that finds the pool full.
 func TestParkNeverQueuesOnThePoolLock(t *testing.T) {
@@ -196,7 +196,7 @@ func TestParkNeverQueuesOnThePoolLock(t *testing.T) {
 		locked bool
 		idle   int32
 	}{
-		{"lock taken", true, 0},
+		{"lock taken, one waiting", true, 0},
 		{"full", false, 4},
 	}
 	for _, tc := range tests {
@@ -207,6 +207,7 @@ func TestParkNeverQueuesOnThePoolLock(t *testing.T) {
 			if tc.locked {
 				p.mu.Lock()
 				defer p.mu.Unlock()
+				p.parking.Store(1) // another goroutine waits for the lock
 			}
 			var w *worker
 			if next := p.park(&w); next != nil || w != nil {
