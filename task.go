@@ -74,8 +74,8 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // inbox's queue and waiters; Task.emitMu the emitMu fields above;
 // Manager.plugMu the Plugins' sinks and kept events, taken before a
 // Plugin's lateMu (the lock of the Plugin's inbox fallback);
-// workerPool.mu the parked workers (taken alone; a worker that finds it
-// taken does not wait: it exits). No lock guards the list of ends
+// workerPool.mu the parked workers (taken alone; of the finished
+// goroutines that find it taken, one waits, the others exit). No lock guards the list of ends
 // (Manager.ends, atomic): one goroutine at a time (Manager.endsBusy)
 // takes it and records its ends, committing a MemoryStore's terminal
 // records under the store's locks, then, per 64 ends, taking Manager.mu
