@@ -46,19 +46,19 @@ def main():
     if a.raw:
         RAW = open(a.raw, "w")
     bins = [b.split("=", 1) for b in a.binaries]
-    results = {}  # (label, bench) -> [dict]
+    results = {}  # (label, pair, bench) -> [dict]: a benchmark in two pairs is run for each
     for r in range(a.rounds):
         for p in a.pair:
             for label, path in bins:  # each ratio's two sides back to back
                 for bench in p.split("/"):
-                    results.setdefault((label, bench), []).append(run(path, bench, a.benchtime, []))
+                    results.setdefault((label, p, bench), []).append(run(path, bench, a.benchtime, []))
         print(f"round {r+1}/{a.rounds} done", file=sys.stderr)
     print(f"| binary | benchmark | median {a.metric} | median B/op | median ratio ({a.metric}) over {a.rounds} rounds |")
     print("|---|---|---|---|---|")
     for p in a.pair:
         num, den = p.split("/")
         for label, _ in bins:
-            n, d = results[(label, num)], results[(label, den)]
+            n, d = results[(label, p, num)], results[(label, p, den)]
             ratios = [x[a.metric] / y[a.metric] for x, y in zip(n, d)]
             for bench, rs in ((num, n), (den, d)):
                 med = statistics.median(x[a.metric] for x in rs)
