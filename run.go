@@ -239,7 +239,9 @@ type endNode struct {
 var endNodes = sync.Pool{New: func() any { return new(endNode) }}
 
 // endBatched is the rest of end for the usual task, neither cut nor
-// answered in the foreground: its end joins the Manager's list of ends,
+// answered in the foreground. When no other end waits and no goroutine
+// records, it records its own at once (recordOne). Otherwise its end joins
+// the Manager's list of ends,
 // and one ending goroutine at a time, the first to find none doing it,
 // records every end on the list (retireEnds) until the list is empty. The
 // others go on at once, so the tasks that end together queue neither on
@@ -250,6 +252,14 @@ var endNodes = sync.Pool{New: func() any { return new(endNode) }}
 // t's private record is the committed one. Each end keeps its order:
 // committed, observed, unregistered, told, retired.
 func (m *Manager) endBatched(t *Task, edit *terminalEdit) {
+	if m.ends.Load() == nil && m.endsBusy.CompareAndSwap(false, true) {
+		// No end waits and no goroutine records: record this one at
+		// once, without a node (one task after another), then any that
+		// came meanwhile.
+		m.recordOne(t, edit)
+		m.drainEnds()
+		return
+	}
 	n := endNodes.Get().(*endNode)
 	n.t = t
 	if edit != nil {
@@ -264,13 +274,62 @@ func (m *Manager) endBatched(t *Task, edit *terminalEdit) {
 	}
 	// One goroutine at a time records the ends: while one does, the others
 	// leave theirs on the list, which it takes before it stops.
-	for m.endsBusy.CompareAndSwap(false, true) {
+	if m.endsBusy.CompareAndSwap(false, true) {
+		m.drainEnds()
+	}
+}
+
+// drainEnds records the ends on the list until it is empty, then lets
+// another goroutine record; if an end came after the last take it records
+// again, unless another goroutine does. Called with m.endsBusy taken;
+// returns with it released.
+func (m *Manager) drainEnds() {
+	for {
 		for m.retireEnds() {
 		}
 		m.endsBusy.Store(false)
-		if m.ends.Load() == nil {
+		if m.ends.Load() == nil || !m.endsBusy.CompareAndSwap(false, true) {
 			return // an end added after the last take is seen by its own goroutine's CompareAndSwap
 		}
+	}
+}
+
+// recordOne records t's end as recordEnds does, for an end that no other
+// waits with: with edit, its MemoryStore record is committed first. Called
+// with m.endsBusy taken.
+func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
+	var ev Event
+	if edit != nil {
+		var u TaskMeta
+		m.mem.commitEdit(t.rec, &u, edit)
+		m.notify(edit.from, &u)
+		m.counters.countEnd(u.Status)
+		ev = terminalEvent(&u)
+	} else { // another Store's: t.rec is private, committed by end
+		ev = terminalEvent(t.rec)
+	}
+	told, depth := !t.reports(), 0
+	var ib *Inbox
+	m.mu.Lock()
+	starts := m.unregister(t)
+	if !told {
+		if ib = m.openInboxLocked(t.rec.Owner); ib != nil {
+			told, depth = ib.sendOpen(&ev)
+		}
+	}
+	if told {
+		t.stop(nil)
+		m.retireLocked(t)
+	}
+	m.mu.Unlock()
+	if depth > 0 { // the logger is the host's code: no lock held
+		ib.warnDepth(depth)
+	}
+	m.startAll(starts)
+	if !told { // the inbox is closed or not made yet: its fallback may take m.mu
+		t.stop(nil)
+		_ = m.deliver(t.rec.Owner, ev)
+		m.retire(t)
 	}
 }
 
