@@ -73,7 +73,10 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // Manager.inboxMu the owners' inboxes (bound and idle); Inbox.mu the
 // inbox's queue and waiters; Task.emitMu the emitMu fields above;
 // Manager.plugMu the Plugins' sinks and kept events, taken before a
-// Plugin's lateMu (the lock of the Plugin's inbox fallback);
+// Plugin's lateMu (the lock of the Plugin's inbox fallback); a Plugin's
+// mu its run and view, taken before the Manager's locks (a run's start
+// binds its inbox under it); Manager.sent's lock the delivered, unmarked
+// terminal events (taken alone);
 // workerPool.mu the parked workers (taken alone; of the finished
 // goroutines that find it taken, one waits, the others exit). No lock guards the list of ends
 // (Manager.ends, atomic): one goroutine at a time (Manager.endsBusy)
