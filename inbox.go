@@ -46,9 +46,12 @@ type Inbox struct {
 	shut      atomic.Bool // closed, for Closed without the lock; set with mu held
 
 	mu       sync.Mutex // guards the fields below
-	events   []Event
-	spare    []Event // an empty buffer for events: AppendDrain copies a batch out without the lock
-	loud     int     // queued events that are not Quiet: what Wait waits for
+	events   []Event    // the newest events: the segment being filled
+	full     [][]Event  // the filled segments before events, oldest first (see queueLocked)
+	fullN    int        // events in full
+	freeSegs [][]Event  // emptied segments, kept for the next ones (the high-water mark, as one buffer would be)
+	spare    []Event    // an empty buffer for events: AppendDrain copies a batch out without the lock
+	loud     int        // queued events that are not Quiet: what Wait waits for
 	closed   bool
 	wake     chan struct{} // the waiters' signal (see wakeLocked); nil until the first Wait
 	waiters  int           // Wait calls blocked on wake
@@ -75,8 +78,10 @@ type InboxOption func(*Inbox)
 
 // WithOnClosed sets the fallback that receives, exactly once each, the events
 // left undrained at Close and those sent afterwards. It runs in the goroutine
-// of Close or of the sender, outside the inbox's lock; it must not block for
-// long. A panic in it is recovered and logged.
+// of Close or of the sender, outside the inbox's lock; the sender of a
+// task's terminal event may be the goroutine of another task that ended at
+// the same time, which records the ends of both. So it must not block for
+// long, nor wait for a task to end. A panic in it is recovered and logged.
 func WithOnClosed(f func(Event)) InboxOption { return func(ib *Inbox) { ib.onClosed = f } }
 
 // WithHighWater sets the depth at which a warning is logged; it is logged again
@@ -124,40 +129,116 @@ func (ib *Inbox) Send(ev Event) error {
 		ib.fallback(ev)
 		return ErrInboxClosed
 	}
+	warnAt := ib.queueLocked(&ev)
+	ib.mu.Unlock()
+	if warnAt > 0 {
+		ib.warnDepth(warnAt)
+	}
+	return nil
+}
+
+// sendOpen queues ev if the inbox is open and reports whether it was; a
+// closed inbox is left as it was (its fallback is not called). warnAt, when
+// above zero, is the depth the caller reports with warnDepth once it holds
+// no lock.
+func (ib *Inbox) sendOpen(ev *Event) (ok bool, warnAt int) {
+	ib.mu.Lock()
+	if ib.closed {
+		ib.mu.Unlock()
+		return false, 0
+	}
+	warnAt = ib.queueLocked(ev)
+	ib.mu.Unlock()
+	return true, warnAt
+}
+
+// warnDepth logs that the inbox reached depth n.
+func (ib *Inbox) warnDepth(n int) {
+	ib.logger.Warn("bgtask: inbox depth is high", "len", n, "high_water", ib.highWater)
+}
+
+// queueLocked queues ev in the open inbox, coalescing it or waking the
+// waiters as Send describes. It returns the depth to warn about, or 0.
+// Called with ib.mu held.
+func (ib *Inbox) queueLocked(ev *Event) (warnAt int) {
 	if ev.Kind == EventCustom && (ev.Quiet || ib.coalesce[ev.EventType]) {
 		k := coalesceKey{ev.TaskID, ev.EventType}
 		if i, ok := ib.pending[k]; ok {
-			old := &ib.events[i]
+			old := ib.eventAt(i)
 			old.Payload = ev.Payload
 			ib.stats.Coalesced++
 			if old.Quiet && !ev.Quiet { // the merged event now wakes
 				old.Quiet = false
 				ib.wakeLocked()
 			}
-			ib.mu.Unlock()
-			return nil
+			return 0
 		}
 		if ib.pending == nil {
 			ib.pending = make(map[coalesceKey]int)
 		}
-		ib.pending[k] = len(ib.events)
+		ib.pending[k] = ib.fullN + len(ib.events)
 	}
-	ib.events = append(ib.events, ev)
+	if len(ib.events) == cap(ib.events) && cap(ib.events) >= inboxSegment {
+		// Full: a new segment rather than a copy of everything queued
+		// into a bigger array (under the lock, as long as it is).
+		ib.full = append(ib.full, ib.events)
+		ib.fullN += len(ib.events)
+		ib.events = ib.newSegment()
+	}
+	ib.events = append(ib.events, *ev)
 	ib.stats.Sent++
-	n := len(ib.events)
+	n := ib.fullN + len(ib.events)
 	ib.stats.MaxLen = max(ib.stats.MaxLen, n)
-	warn := ib.highWater > 0 && n == ib.nextWarn
-	if warn {
+	if ib.highWater > 0 && n == ib.nextWarn {
 		ib.nextWarn *= 2
+		warnAt = n
 	}
 	if !ev.Quiet {
 		ib.wakeLocked()
 	}
-	ib.mu.Unlock()
-	if warn {
-		ib.logger.Warn("bgtask: inbox depth is high", "len", n, "high_water", ib.highWater)
+	return warnAt
+}
+
+// inboxSegment is the most events a segment of a long queue holds: past
+// it, the queue grows by a new segment instead of a doubled copy.
+const inboxSegment = 128
+
+// newSegment returns an empty segment, an emptied one if there is one.
+// Called with ib.mu held.
+func (ib *Inbox) newSegment() []Event {
+	if n := len(ib.freeSegs); n > 0 {
+		seg := ib.freeSegs[n-1]
+		ib.freeSegs[n-1] = nil
+		ib.freeSegs = ib.freeSegs[:n-1]
+		return seg
 	}
-	return nil
+	return make([]Event, 0, inboxSegment)
+}
+
+// eventAt returns the queued event at index i, oldest first. Called with
+// ib.mu held.
+func (ib *Inbox) eventAt(i int) *Event {
+	for _, seg := range ib.full {
+		if i < len(seg) {
+			return &seg[i]
+		}
+		i -= len(seg)
+	}
+	return &ib.events[i]
+}
+
+// flattenLocked puts every queued event in ib.events, for the rare calls
+// that work on the whole queue at once. Called with ib.mu held.
+func (ib *Inbox) flattenLocked() {
+	if len(ib.full) == 0 {
+		return
+	}
+	all := make([]Event, 0, ib.fullN+len(ib.events))
+	for _, seg := range ib.full {
+		all = append(all, seg...)
+	}
+	ib.events = append(all, ib.events...)
+	ib.full, ib.fullN = nil, 0
 }
 
 // wakeLocked counts one more event that wakes, and wakes the waiters.
@@ -197,6 +278,7 @@ func (ib *Inbox) signalLocked() {
 func (ib *Inbox) takeTerminal(id string) bool {
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
+	ib.flattenLocked()
 	i := slices.IndexFunc(ib.events, func(ev Event) bool { return ev.TaskID == id && ev.Kind.IsTerminal() })
 	if i < 0 {
 		return false
@@ -233,15 +315,15 @@ const drainInLock = 64
 // AppendDrain is Drain that appends to dst, so a loop can reuse one buffer.
 func (ib *Inbox) AppendDrain(dst []Event) []Event {
 	ib.mu.Lock()
-	batch := ib.events
-	if len(batch) == 0 {
+	batch, full := ib.events, ib.full
+	if len(batch) == 0 && len(full) == 0 {
 		ib.mu.Unlock()
 		return dst
 	}
 	ib.loud = 0
 	clear(ib.pending)
 	ib.nextWarn = ib.highWater
-	if len(batch) <= drainInLock {
+	if len(full) == 0 && len(batch) <= drainInLock {
 		dst = append(dst, batch...)
 		clear(batch)
 		ib.events = batch[:0]
@@ -249,10 +331,20 @@ func (ib *Inbox) AppendDrain(dst []Event) []Event {
 		return dst
 	}
 	ib.events, ib.spare = ib.spare[:0], nil // a long batch is copied out after the unlock
+	total := ib.fullN + len(batch)
+	ib.full, ib.fullN = nil, 0
 	ib.mu.Unlock()
+	dst = slices.Grow(dst, total) // once, not once per segment
+	for _, seg := range full {
+		dst = append(dst, seg...)
+		clear(seg)
+	}
 	dst = append(dst, batch...)
 	clear(batch)
 	ib.mu.Lock()
+	for _, seg := range full {
+		ib.freeSegs = append(ib.freeSegs, seg[:0])
+	}
 	switch {
 	case len(ib.events) == 0 && cap(ib.events) < cap(batch):
 		ib.events = batch[:0] // nothing came meanwhile: an idle inbox keeps one buffer
@@ -285,7 +377,7 @@ func (ib *Inbox) Wait(ctx context.Context) error {
 		stopped := ib.stopped
 		select {
 		case <-stopped: // a nil channel (no Manager) never is
-			n := len(ib.events)
+			n := ib.fullN + len(ib.events)
 			ib.mu.Unlock()
 			if n > 0 {
 				return nil
@@ -331,8 +423,9 @@ func (ib *Inbox) Close() {
 	}
 	ib.closed = true
 	ib.shut.Store(true)
+	ib.flattenLocked()
 	left := ib.events
-	ib.events = nil
+	ib.events, ib.freeSegs, ib.spare = nil, nil, nil
 	ib.loud = 0
 	ib.pending = nil
 	ib.stats.Fallback += int64(len(left))
@@ -357,7 +450,7 @@ func (ib *Inbox) Closed() bool { return ib.shut.Load() }
 func (ib *Inbox) Len() int {
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
-	return len(ib.events)
+	return ib.fullN + len(ib.events)
 }
 
 // Stats returns the inbox's counters.
@@ -365,7 +458,7 @@ func (ib *Inbox) Stats() InboxStats {
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
 	s := ib.stats
-	s.Len = len(ib.events)
+	s.Len = ib.fullN + len(ib.events)
 	return s
 }
 

@@ -838,3 +838,80 @@ func TestInboxTakeTerminal(t *testing.T) {
 		t.Fatalf("drained %+v", got)
 	}
 }
+
+// TestInboxLongQueue: a queue longer than a segment (a burst's events
+// before the owner drains) keeps its order, coalesces into any segment,
+// gives up a terminal event from any segment, hands every undrained event
+// to the fallback at Close in order, and is drained whole: whatever the
+// drain, the events come back exactly once each, oldest first.
+func TestInboxLongQueue(t *testing.T) {
+	t.Parallel()
+	n := 3*inboxSegment + 7
+	tests := []struct {
+		name  string
+		drain func(ib *Inbox) []Event
+	}{
+		{"Drain", (*Inbox).Drain},
+		{"AppendDrain into a short buffer", func(ib *Inbox) []Event { return ib.AppendDrain(make([]Event, 0, 4)) }},
+		{"Close to the fallback", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var fb []Event
+			ib := NewInbox(WithCoalesce("progress"), WithHighWater(0), WithOnClosed(func(ev Event) { fb = append(fb, ev) }))
+			var want []Event
+			for i := range n {
+				ev := Event{Kind: EventCompleted, TaskID: fmt.Sprintf("task_%04d", i)}
+				if i == 5 {
+					ev = custom("task_p", "progress", `1`) // in the first segment
+				}
+				mustSend(t, ib, ev)
+				want = append(want, ev)
+			}
+			mustSend(t, ib, custom("task_p", "progress", `2`)) // coalesced into the first segment
+			want[5] = custom("task_p", "progress", `2`)
+			gone := inboxSegment + 3 // in the second segment
+			if !ib.takeTerminal(want[gone].TaskID) {
+				t.Fatalf("takeTerminal(%s) = false, want true", want[gone].TaskID)
+			}
+			want = append(want[:gone], want[gone+1:]...)
+			mustSend(t, ib, custom("task_p", "progress", `3`)) // still coalesced, after the take
+			want[5] = custom("task_p", "progress", `3`)
+			if got := ib.Len(); got != len(want) {
+				t.Fatalf("Len = %d, want %d", got, len(want))
+			}
+			var got []Event
+			if tc.drain == nil {
+				ib.Close()
+				got = fb
+			} else {
+				got = tc.drain(ib)
+				if again := ib.Drain(); again != nil {
+					t.Fatalf("second drain: %d events, want none", len(again))
+				}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("drained %d events, want %d in order (first difference at %d)", len(got), len(want), firstDiff(got, want))
+			}
+			if tc.drain != nil { // the emptied segments serve the next burst
+				for i := range n {
+					mustSend(t, ib, Event{Kind: EventFailed, TaskID: fmt.Sprint(i)})
+				}
+				if got := ib.Drain(); len(got) != n || got[0].TaskID != "0" || got[n-1].TaskID != fmt.Sprint(n-1) {
+					t.Fatalf("next burst: %d events, want %d in order", len(got), n)
+				}
+			}
+		})
+	}
+}
+
+// firstDiff returns the first index where a and b differ.
+func firstDiff(a, b []Event) int {
+	for i := range min(len(a), len(b)) {
+		if !reflect.DeepEqual(a[i], b[i]) {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}

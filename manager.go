@@ -41,6 +41,9 @@ type Manager struct {
 	workers   workerPool     // goroutines of finished tasks, parked for the next (workers.go)
 	restoreMu sync.Mutex     // serialises Restore
 	counters  counters
+	ends      atomic.Pointer[endNode] // ends waiting to be recorded, newest first (retireEnds)
+	endsBusy  atomic.Bool             // a goroutine is recording the ends
+	endEvents []Event                 // recordEnds' buffer (endChunk events); guarded by endsBusy: its holder alone uses it
 
 	mu         sync.Mutex       // guards the fields below and the m.mu fields of Task
 	nodes      map[string]*Task // live tasks, and ended ones with live attached children

@@ -67,6 +67,25 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //
 //	Manager.restoreMu → Task.emitMu → Manager.mu → Manager.inboxMu → Inbox.mu
 //
+// What each guards besides the fields below it: Manager.mu the m.mu
+// fields of every Task (the map above), the owner, run and lineage
+// indexes, the queue and the counts of live and active tasks;
+// Manager.inboxMu the owners' inboxes (bound and idle); Inbox.mu the
+// inbox's queue and waiters; Task.emitMu the emitMu fields above;
+// Manager.plugMu the Plugins' sinks and kept events, taken before a
+// Plugin's lateMu (the lock of the Plugin's inbox fallback); a Plugin's
+// mu its run and view, taken before the Manager's locks (a run's start
+// binds its inbox under it); Manager.sent's lock the delivered, unmarked
+// terminal events (taken alone);
+// workerPool.mu the parked workers (taken alone; of the finished
+// goroutines that find it taken, one waits, the others exit). No lock guards the list of ends
+// (Manager.ends, atomic): one goroutine at a time (Manager.endsBusy)
+// takes it and records its ends, committing a MemoryStore's terminal
+// records under the store's locks, then, per 64 ends, taking Manager.mu
+// (and under it Manager.inboxMu and Inbox.mu, to queue the events in open
+// inboxes); an end whose inbox is closed is told after Manager.mu is
+// released, its fallback may take any lock above.
+//
 // The MemoryStore's locks and messageLog.mu are taken alone or under one
 // of the above (waitSettled reads the record under emitMu; Emit records a
 // message under emitMu), and nothing of the above is locked under them.

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,7 +26,9 @@ const idleWorkersPerProc = 4
 // other idle goroutine's. The zero value is an empty, open pool with no
 // idle limit set; the Manager sets max.
 type workerPool struct {
-	max int // idle workers kept at most
+	max     int          // idle workers kept at most
+	idleN   atomic.Int32 // len(idle), written with mu held: read without it as a hint
+	parking atomic.Int32 // goroutines of park waiting for mu: at most one
 
 	mu     sync.Mutex // guards the fields below
 	idle   []*worker  // parked workers, the most recently parked last
@@ -50,11 +53,20 @@ func idleWorkersMax() int { return runtime.GOMAXPROCS(0) * idleWorkersPerProc }
 // t's m.wg count was taken when it registered.
 func (m *Manager) start(t *Task) {
 	p := &m.workers
+	if p.idleN.Load() == 0 {
+		// No idle worker (a burst has taken them all): a new goroutine,
+		// without queueing on the lock with the workers that park. A
+		// worker parking meanwhile waits for the next task.
+		p.wg.Add(1)
+		go m.work(t)
+		return
+	}
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
 		w := p.idle[n-1]
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
+		p.idleN.Store(int32(n - 1))
 		p.mu.Unlock()
 		w.next <- t // never blocks: a parked worker's channel is empty
 		return
@@ -82,9 +94,24 @@ func (m *Manager) work(t *Task) {
 
 // park puts the calling worker (*wp, made on first use) on the idle list
 // and waits for its next task; nil means exit: the pool is closed or full,
-// or nothing came for workerIdle.
+// another finished goroutine waits for its lock already, or nothing came
+// for workerIdle.
 func (p *workerPool) park(wp **worker) *Task {
-	p.mu.Lock()
+	if int(p.idleN.Load()) >= p.max {
+		return nil // full
+	}
+	if !p.mu.TryLock() {
+		// One goroutine at a time waits for the lock (a spawn takes a
+		// worker, or another parks); when one waits already (a burst
+		// of ends), exit rather than queue with it: parking only saves
+		// the next task a goroutine's start.
+		if p.parking.Add(1) > 1 {
+			p.parking.Add(-1)
+			return nil
+		}
+		p.mu.Lock()
+		p.parking.Add(-1)
+	}
 	if p.closed || len(p.idle) >= p.max {
 		p.mu.Unlock()
 		return nil
@@ -96,6 +123,7 @@ func (p *workerPool) park(wp **worker) *Task {
 	}
 	w.gen = p.gen
 	p.idle = append(p.idle, w)
+	p.idleN.Store(int32(len(p.idle)))
 	if !p.armed {
 		p.armed = true
 		if p.timer == nil {
@@ -127,6 +155,7 @@ func (p *workerPool) expire() {
 	}
 	clear(p.idle[len(kept):])
 	p.idle = kept
+	p.idleN.Store(int32(len(kept)))
 	p.armed = len(kept) > 0
 	if p.armed {
 		p.timer.Reset(workerIdle)
@@ -150,6 +179,7 @@ func (p *workerPool) shut() {
 	}
 	clear(p.idle)
 	p.idle = nil
+	p.idleN.Store(0)
 	if p.timer != nil {
 		p.timer.Stop()
 	}

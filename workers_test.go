@@ -184,3 +184,38 @@ func TestWorkerTakesTheSpawnLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestParkNeverQueuesOnThePoolLock: a finished task's goroutine that finds
+// the pool's lock taken and another goroutine waiting for it already (a
+// burst of ends) exits at once rather than queue for the lock; so does one
+// that finds the pool full.
+func TestParkNeverQueuesOnThePoolLock(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		locked bool
+		idle   int32
+	}{
+		{"lock taken, one waiting", true, 0},
+		{"full", false, 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := &workerPool{max: 4}
+			p.idleN.Store(tc.idle)
+			if tc.locked {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				p.parking.Store(1) // another goroutine waits for the lock
+			}
+			var w *worker
+			if next := p.park(&w); next != nil || w != nil {
+				t.Fatalf("park = %v, worker %v; want nil, none made", next, w)
+			}
+			if len(p.idle) != 0 {
+				t.Fatalf("%d parked workers, want 0", len(p.idle))
+			}
+		})
+	}
+}

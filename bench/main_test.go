@@ -98,7 +98,7 @@ func TestQuickTable(t *testing.T) {
 	for _, g := range groups {
 		for _, r := range g.rows {
 			if g.name == "PostgreSQL" {
-				if got := strings.Join(cells[r.name], " | "); got != "skipped: no DSN | - | - | - | - | - | -" {
+				if got := strings.Join(cells[r.name], " | "); got != "skipped: no DSN | - | - | - | - | - | - | - | -" {
 					t.Errorf("%s: %q, want skipped: no DSN", r.name, got)
 				}
 				continue
@@ -149,5 +149,24 @@ func TestFlagErrors(t *testing.T) {
 				t.Errorf("run(%q) = %v, want %q", tc.args, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestQuickEino checks that eino's background-task registry is measured,
+// with a ratio, on the shapes it serves (and only there).
+func TestQuickEino(t *testing.T) {
+	out := runQuick(t, "-only", "^(spawn\\+complete|burst|parked memory)$")
+	names, cells := tableRows(t, out)
+	if len(names) != 3 {
+		t.Fatalf("rows %q, want spawn+complete, burst and parked memory", names)
+	}
+	for _, name := range names {
+		c := cells[name]
+		if c[colEino] == "-" || c[int(nCols)+int(colEino)-1] == "-" {
+			t.Errorf("%s: eino cell %q, ratio %q; want a figure and a ratio", name, c[colEino], c[int(nCols)+int(colEino)-1])
+		}
+	}
+	if !strings.Contains(out, "eino: backgroundtask.Manager.Run in the background") {
+		t.Errorf("no eino legend:\n%s", out)
 	}
 }

@@ -19,9 +19,11 @@ func parkedGroup(sz sizes) *group {
 			colRaw:      one(rawParked),
 			colErrgroup: one(errgroupParked),
 			colConc:     one(concParked),
+			colEino:     one(einoParked),
 		},
 		legend: commas(float64(sz.parked)) + " tasks blocked on their context: bgtask tasks of one owner (task, context, goroutine, stored record); " +
-			"raw: goroutines with a context.WithCancel each; errgroup: one group's goroutines; conc: one context pool's goroutines",
+			"raw: goroutines with a context.WithCancel each; errgroup: one group's goroutines; conc: one context pool's goroutines; " +
+			"eino: background tasks of one backgroundtask.Manager (record, context, goroutine)",
 	}
 }
 

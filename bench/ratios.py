@@ -14,6 +14,8 @@ per binary and benchmark, and the median of the per-round ratios.
 """
 import argparse, re, statistics, subprocess, sys
 
+RAW = None  # a file every raw benchmark line is copied to (-raw)
+
 def run(binary, bench, benchtime, extra):
     out = subprocess.run([binary, "-test.run", "^$", "-test.bench", "^Benchmark" + bench + "$",
                           "-test.benchmem", "-test.benchtime", benchtime] + extra,
@@ -22,6 +24,8 @@ def run(binary, bench, benchtime, extra):
     for line in out.splitlines():
         if not line.startswith("Benchmark"):
             continue
+        if RAW:
+            print(f"{binary}\t{line}", file=RAW, flush=True)
         f = line.split()
         for v, unit in zip(f[2::2], f[3::2]):
             res[unit] = float(v)
@@ -35,22 +39,26 @@ def main():
     ap.add_argument("-benchtime", default="1s")
     ap.add_argument("-metric", default="ns/op", help="the unit the ratio is of")
     ap.add_argument("-pair", action="append", required=True, help="Bench/Reference")
+    ap.add_argument("-raw", help="also write every raw benchmark line, after its binary, to this file")
     ap.add_argument("binaries", nargs="+", help="label=path")
     a = ap.parse_args()
+    global RAW
+    if a.raw:
+        RAW = open(a.raw, "w")
     bins = [b.split("=", 1) for b in a.binaries]
-    results = {}  # (label, bench) -> [dict]
+    results = {}  # (label, pair, bench) -> [dict]: a benchmark in two pairs is run for each
     for r in range(a.rounds):
         for p in a.pair:
             for label, path in bins:  # each ratio's two sides back to back
                 for bench in p.split("/"):
-                    results.setdefault((label, bench), []).append(run(path, bench, a.benchtime, []))
+                    results.setdefault((label, p, bench), []).append(run(path, bench, a.benchtime, []))
         print(f"round {r+1}/{a.rounds} done", file=sys.stderr)
     print(f"| binary | benchmark | median {a.metric} | median B/op | median ratio ({a.metric}) over {a.rounds} rounds |")
     print("|---|---|---|---|---|")
     for p in a.pair:
         num, den = p.split("/")
         for label, _ in bins:
-            n, d = results[(label, num)], results[(label, den)]
+            n, d = results[(label, p, num)], results[(label, p, den)]
             ratios = [x[a.metric] / y[a.metric] for x, y in zip(n, d)]
             for bench, rs in ((num, n), (den, d)):
                 med = statistics.median(x[a.metric] for x in rs)

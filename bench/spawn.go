@@ -18,10 +18,12 @@ func spawnGroup(sizes) *group {
 			colRaw:      one(rawSpawnComplete),
 			colErrgroup: one(errgroupSpawnComplete),
 			colConc:     one(concSpawnComplete),
+			colEino:     one(einoSpawnComplete),
 		},
 		legend: "bgtask: Owner.Spawn, then the completed event drained from the owner's inbox; " +
 			"raw: go with its own context.WithCancel, the result on a channel; " +
-			"errgroup: errgroup.WithContext, Go, Wait; conc: pool.NewWithResults().WithContext, Go, Wait",
+			"errgroup: errgroup.WithContext, Go, Wait; conc: pool.NewWithResults().WithContext, Go, Wait; " +
+			"eino: backgroundtask.Manager.Run in the background, then Manager.Wait for its id",
 	}
 }
 
@@ -34,9 +36,11 @@ func burstGroup(sz sizes) *group {
 			colRaw:      one(rawBurst),
 			colErrgroup: one(errgroupBurst),
 			colConc:     one(concBurst),
+			colEino:     one(einoBurst),
 		},
 		legend: "bgtask: one owner spawns them all, then every completed event is drained from its inbox; " +
-			"raw: a goroutine and a context.WithCancel each, results on one channel; errgroup: one group, Wait; conc: one result pool, Wait",
+			"raw: a goroutine and a context.WithCancel each, results on one channel; errgroup: one group, Wait; conc: one result pool, Wait; " +
+			"eino: one backgroundtask.Manager runs them all in the background, then Manager.Wait for each id",
 	}
 }
 

@@ -14,7 +14,8 @@ import (
 	"time"
 )
 
-// column is a contender: bgtask and its peers.
+// column is a contender: bgtask and its peers (eino's background-task
+// registry is the closest Go peer, eino.go).
 type column int
 
 const (
@@ -22,10 +23,11 @@ const (
 	colRaw
 	colErrgroup
 	colConc
+	colEino
 	nCols
 )
 
-var colNames = [nCols]string{"bgtask", "raw", "errgroup", "conc"}
+var colNames = [nCols]string{"bgtask", "raw", "errgroup", "conc", "eino"}
 
 // unit says how a row's figures read.
 type unit int
@@ -116,8 +118,8 @@ func cpuModel() string {
 }
 
 func writeTable(w io.Writer, groups []*group, res results) {
-	fmt.Fprintln(w, "| shape | bgtask | raw | errgroup | conc | vs raw | vs errgroup | vs conc |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| shape | bgtask | raw | errgroup | conc | eino | vs raw | vs errgroup | vs conc | vs eino |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	var notes []string
 	for _, g := range groups {
 		for i, r := range g.rows {
