@@ -40,7 +40,7 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 	)
 	m.mu.Lock()
 	t := m.nodes[id]
-	if t != nil && r.covers(t.rec.Owner) {
+	if t != nil && r.covers(t.rec.owner) {
 		if tree {
 			n, starts = m.cancelSubtree(t, withReason(ErrCancelled, reason), withReason(ErrParentCancelled, reason), nil)
 		} else {
@@ -53,7 +53,7 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 	m.mu.Unlock()
 	m.startAll(starts)
 	if t != nil {
-		if !r.covers(t.rec.Owner) {
+		if !r.covers(t.rec.owner) {
 			return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		return n, nil

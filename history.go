@@ -147,9 +147,9 @@ func (l *messageLog) list(id string) []MessageRecord {
 func (l *messageLog) emitted(t *Task, payload json.RawMessage) string {
 	msg := decodeMessage(payload)
 	if msg.From == "" {
-		msg.From = t.rec.ID
+		msg.From = t.rec.id
 	}
-	return l.add(t.rec.ID, MessageOut, msg)
+	return l.add(t.rec.id, MessageOut, msg)
 }
 
 // decodeMessage reads the payload of an EventTypeMessage: a JSON string is

@@ -90,7 +90,7 @@ func awaitClaim(ctx context.Context, c *keyClaim) (string, error) {
 		return "", fmt.Errorf("bgtask: spawn: %w", context.Cause(ctx))
 	}
 	if c.ok {
-		return c.t.rec.ID, nil
+		return c.t.rec.id, nil
 	}
 	return "", nil
 }
@@ -103,8 +103,8 @@ func (m *Manager) settleClaim(t *Task, c *keyClaim, ok bool) {
 	}
 	m.mu.Lock()
 	c.ok = ok
-	if !ok && m.keys[keyRef{t.rec.Owner, t.rec.IdempotencyKey}] == c {
-		delete(m.keys, keyRef{t.rec.Owner, t.rec.IdempotencyKey})
+	if !ok && m.keys[keyRef{t.rec.owner, t.rec.key()}] == c {
+		delete(m.keys, keyRef{t.rec.owner, t.rec.key()})
 	}
 	m.mu.Unlock()
 	close(c.done)
@@ -113,8 +113,8 @@ func (m *Manager) settleClaim(t *Task, c *keyClaim, ok bool) {
 // releaseKey forgets t's claim when it stops being live: the Store's record
 // keeps the key from then on. Called with m.mu held.
 func (m *Manager) releaseKey(t *Task) {
-	if k := t.rec.IdempotencyKey; k != "" {
-		ref := keyRef{t.rec.Owner, k}
+	if k := t.rec.key(); k != "" {
+		ref := keyRef{t.rec.owner, k}
 		if c := m.keys[ref]; c != nil && c.t == t {
 			delete(m.keys, ref)
 		}

@@ -36,9 +36,9 @@ func checkName(name string) error {
 func (m *Manager) lineage(ctx context.Context, p Parent) Parent {
 	if p.TaskID == "" {
 		if t, ok := TaskFromContext(ctx); ok && t.m == m {
-			p.TaskID = t.rec.ID
+			p.TaskID = t.rec.id
 			if p.RunID == "" {
-				p.RunID = t.rec.Parent.RunID
+				p.RunID = t.rec.parentRun()
 			}
 		}
 	}

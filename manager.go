@@ -299,6 +299,19 @@ func (m *Manager) notify(from TaskStatus, meta *TaskMeta) {
 	}
 }
 
+// notifyRec is notify of a Task's record.
+func (m *Manager) notifyRec(from TaskStatus, r *memRec) {
+	if m.cfg.observer != nil || m.log.Enabled(context.Background(), slog.LevelDebug) {
+		m.notifyRecSlow(from, r)
+	}
+}
+
+//go:noinline
+func (m *Manager) notifyRecSlow(from TaskStatus, r *memRec) {
+	meta := r.expand()
+	m.notifySlow(from, &meta)
+}
+
 //go:noinline
 func (m *Manager) notifySlow(from TaskStatus, meta *TaskMeta) {
 	m.log.Debug("bgtask: task status", "task_id", meta.ID, "owner", meta.Owner, "from", from, "to", meta.Status)

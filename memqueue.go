@@ -3,69 +3,43 @@ package bgtask
 // memEntry is one record of a MemoryStore and its places in the store's
 // intrusive lists: linking and unlinking allocate nothing and cost O(1),
 // and a forgotten record is unlinked from everything at once, so nothing
-// keeps it reachable. A live record is whole (memLive: the entry and the
-// TaskMeta in one allocation of 472 bytes, in the 480-byte size class; the
-// Manager makes it at spawn, newRecord); a terminal one is compact
-// (memDone, 192 bytes, see memrec.go).
+// keeps it reachable. Live and terminal records alike are compact
+// (memDone: the entry and its memRec in one allocation of 168 bytes, in
+// the 176-byte size class, see memrec.go). A live record is the one its
+// Task reads (the Manager makes it at spawn, newRecord); when it turns
+// terminal the store keeps a copy in an entry of its own, which retention
+// recycles, and the Task keeps the live one.
 type memEntry struct {
-	meta  *TaskMeta // a live record: the whole of it; nil once terminal
-	rec   *memRec   // a terminal record, compact; nil while live
-	store memLinks  // in its shard's done list while terminal
-	owner memLinks  // in its owner's live or done list
+	rec   *memRec  // the record
+	store memLinks // in its shard's done list while terminal
+	owner memLinks // in its owner's live or done list
 }
 
-// memLive is a live record and its entry, in one allocation.
-type memLive struct {
-	e    memEntry
-	meta TaskMeta
+// newLive returns a new entry holding m (its result and slices shared).
+func newLive(m *TaskMeta) *memEntry {
+	d := new(memDone)
+	d.e.rec = &d.rec
+	d.rec.set(m)
+	return &d.e
 }
 
-func newLive(m TaskMeta) *memEntry {
-	l := &memLive{meta: m}
-	l.e.meta = &l.meta
-	return &l.e
-}
-
-func (e *memEntry) id() string {
-	if e.meta != nil {
-		return e.meta.ID
-	}
-	return e.rec.id
-}
-
-func (e *memEntry) ownerID() string {
-	if e.meta != nil {
-		return e.meta.Owner
-	}
-	return e.rec.owner
-}
-
-func (e *memEntry) key() string {
-	if e.meta != nil {
-		return e.meta.IdempotencyKey
-	}
-	return e.rec.key()
-}
+func (e *memEntry) id() string      { return e.rec.id }
+func (e *memEntry) ownerID() string { return e.rec.owner }
+func (e *memEntry) key() string     { return e.rec.key() }
 
 func (e *memEntry) parentID() string {
-	if e.meta != nil {
-		return e.meta.Parent.TaskID
-	}
-	if e.rec.rare == nil {
+	if e.rec.ident == nil {
 		return ""
 	}
-	return e.rec.rare.parent.TaskID
+	return e.rec.ident.parent.TaskID
 }
 
-func (e *memEntry) terminal() bool { return e.rec != nil }
+// terminal reports whether e is a terminal record: in the store, a live
+// record that turns terminal is replaced at once by a copy.
+func (e *memEntry) terminal() bool { return e.rec.isTerminal() }
 
 // get returns a copy of the record that shares nothing with the store.
-func (e *memEntry) get() TaskMeta {
-	if e.meta != nil {
-		return cloneMeta(*e.meta)
-	}
-	return cloneMeta(e.rec.expand())
-}
+func (e *memEntry) get() TaskMeta { return cloneMeta(e.rec.expand()) }
 
 type memLinks struct{ prev, next *memEntry }
 

@@ -6,38 +6,50 @@ import (
 	"time"
 )
 
-// memRec is a terminal record of a MemoryStore in compact form: what
-// retention keeps of a finished task. Times are Unix nanoseconds, the
-// status a small code, and the fields most records leave empty live in
-// memRare, allocated only when one of them is set. The id string is the
-// one the store's map is keyed by, not a copy. compactMeta and expand
-// convert from and to a TaskMeta; TestMemRecRoundTrip checks, field by
-// field through reflection, that nothing is lost on the way.
+// memRec is a record of a MemoryStore in compact form, live or terminal
+// (a Task keeps its own record in this form too, see record.go). Times are
+// Unix nanoseconds, the status a small code, and the fields most records
+// leave empty live in two side structs, allocated only when one of their
+// fields is set: ident for the identity fields, set before the record is
+// shared and never changed after (a Manager reads them without a lock, and
+// a record that turns terminal shares them with its live form), rare for
+// the others. The id string is the one the store's map is keyed by, not a
+// copy. set and expand convert from and to a TaskMeta; TestMemRecRoundTrip
+// checks, field by field through reflection, that nothing is lost.
 type memRec struct {
 	id, owner, instance        string // instance: the same string in every record of a Manager
 	result                     json.RawMessage
 	created, started, finished int64 // Unix nanoseconds; memNoTime for the zero time
 	at                         int64 // Unix nanoseconds of the commit that made it terminal, by the store's clock
 	status                     uint8 // an index into memStatuses
-	wake                       uint8 // an index into memWakes; memOtherWake: in rare
-	typ                        uint8 // an index into memTypes; memOtherType: in rare
-	detached, announced        bool
-	noTags                     bool // Tags is empty but not nil
+	wake                       uint8 // an index into memWakes; memOtherWake: in ident (identity)
+	typ                        uint8 // an index into memTypes; memOtherType: in ident (identity)
+	detached                   bool  // identity
+	announced                  bool
+	noTags                     bool // Tags is empty but not nil (identity)
+	ident                      *memIdent
 	rare                       *memRare
 }
 
-// memRare holds the fields of a terminal record that most records leave
-// empty.
+// memIdent holds the identity fields of a record that most records leave
+// empty. It is never changed once its record is shared: a record that
+// changes them (a reducer never does) gets a new one.
+type memIdent struct {
+	name, key string
+	wake      WakePolicy // a policy memWakes does not list
+	typ       string     // a type memTypes does not list
+	parent    Parent
+	tags      []string
+}
+
+// memRare holds the other fields of a record that most records leave
+// empty. It is never changed once set: a change makes a new one.
 type memRare struct {
-	name, description, errText, cancelReason, stack, key string
-	errorKind                                            ErrorKind
-	wake                                                 WakePolicy // a policy memWakes does not list
-	typ                                                  string     // a type memTypes does not list
-	parent                                               Parent
-	attempt                                              int64
-	input                                                *InputRequest
-	tags                                                 []string
-	progress                                             *TaskProgress
+	description, errText, cancelReason, stack string
+	errorKind                                 ErrorKind
+	attempt                                   int64
+	input                                     *InputRequest
+	progress                                  *TaskProgress
 }
 
 // memDone is a terminal record and its place in the store's lists: one
@@ -125,48 +137,42 @@ func (t *memTerm) recycle(e *memEntry) {
 	t.pool.Put(e)
 }
 
-// newDone returns the compact form of m, a terminal record, as an entry
-// on no list, in e when given (taken before the caller took its lock).
-// id is m.ID, passed separately so that the caller can share the string
-// the store's map holds.
-func newDone(t *memTerm, e *memEntry, id string, m *TaskMeta) *memEntry {
+// newDone returns a copy of live, a record that just turned terminal, as
+// an entry on no list, in e when given (taken before the caller took its
+// lock). The copy shares live's strings and side structs, which never
+// change in place.
+func newDone(t *memTerm, e *memEntry, live *memRec) *memEntry {
 	if e == nil {
 		e = t.takeDone()
 	}
-	e.rec.set(m)
-	e.rec.id = id
+	*e.rec = *live
 	return e
 }
 
-// set writes m into r, keeping r's place in the store (at). The
-// result and slices are shared with m, not copied.
+// set writes m into r, a record no other goroutine reads yet, keeping r's
+// place in the store (at). The result and slices are shared with m, not
+// copied.
 func (r *memRec) set(m *TaskMeta) {
 	*r = memRec{
-		id: m.ID, owner: m.Owner, instance: m.Instance, result: m.Result, typ: memTypeCode(m.Type),
-		created: unixNanos(m.CreatedAt), started: unixNanos(m.StartedAt), finished: unixNanos(m.FinishedAt),
-		at: r.at, status: memStatusCode(m.Status), wake: memWakeCode(m.Wake),
-		detached: m.Detached, announced: m.Announced, noTags: m.Tags != nil && len(m.Tags) == 0,
+		id: m.ID, owner: m.Owner, typ: memTypeCode(m.Type), at: r.at, wake: memWakeCode(m.Wake),
+		detached: m.Detached, noTags: m.Tags != nil && len(m.Tags) == 0,
 	}
-	tags := m.Tags
-	if r.noTags {
-		tags = nil
+	if m.Name != "" || m.IdempotencyKey != "" || r.wake == memOtherWake || r.typ == memOtherType ||
+		m.Parent != (Parent{}) || len(m.Tags) > 0 {
+		r.setIdent(m)
 	}
-	if m.Name != "" || m.Description != "" || m.Error != "" || m.CancelReason != "" ||
-		m.Stack != "" || m.IdempotencyKey != "" || m.ErrorKind != "" || r.wake == memOtherWake || r.typ == memOtherType ||
-		m.Parent.TaskID != "" || m.Parent.RunID != "" || m.Parent.CallID != "" || m.Parent.AgentID != "" || m.Attempt != 0 || m.Input != nil || tags != nil || m.Progress != nil {
-		r.setRare(m, tags)
-	}
+	r.setMutable(m)
 }
 
-// setRare keeps the rarely set fields of m in r.rare. Out of line: set runs
-// on the task's goroutine, whose frames stay small (docs/internals.md).
+// setIdent keeps the rarely set identity fields of m in r.ident. Out of
+// line: set runs on the task's goroutine, whose frames stay small
+// (docs/internals.md).
 //
 //go:noinline
-func (r *memRec) setRare(m *TaskMeta, tags []string) {
-	x := &memRare{
-		name: m.Name, description: m.Description, errText: m.Error, cancelReason: m.CancelReason,
-		stack: m.Stack, key: m.IdempotencyKey, errorKind: m.ErrorKind,
-		parent: m.Parent, attempt: m.Attempt, input: m.Input, tags: tags, progress: m.Progress,
+func (r *memRec) setIdent(m *TaskMeta) {
+	x := &memIdent{name: m.Name, key: m.IdempotencyKey, parent: m.Parent}
+	if len(m.Tags) > 0 {
+		x.tags = m.Tags
 	}
 	if r.wake == memOtherWake {
 		x.wake = m.Wake
@@ -174,18 +180,105 @@ func (r *memRec) setRare(m *TaskMeta, tags []string) {
 	if r.typ == memOtherType {
 		x.typ = m.Type
 	}
-	r.rare = x
+	r.ident = x
 }
 
-// enrich is mergeUpsert of u on the terminal record r, in place. Out of
-// line: its frame holds a whole TaskMeta.
+// setMutable writes into r the fields of m that change after a record is
+// inserted (those setMutable of two TaskMetas writes), leaving the
+// identity fields alone: a Task reads them meanwhile without a lock.
+func (r *memRec) setMutable(m *TaskMeta) {
+	r.instance, r.result = m.Instance, m.Result
+	r.created, r.started, r.finished = unixNanos(m.CreatedAt), unixNanos(m.StartedAt), unixNanos(m.FinishedAt)
+	r.status, r.announced = memStatusCode(m.Status), m.Announced
+	if m.Description == "" && m.Error == "" && m.CancelReason == "" && m.Stack == "" && m.ErrorKind == "" &&
+		m.Attempt == 0 && m.Input == nil && m.Progress == nil {
+		r.rare = nil
+		return
+	}
+	if x := r.rare; x != nil && x.description == m.Description && x.errText == m.Error && x.cancelReason == m.CancelReason &&
+		x.stack == m.Stack && x.errorKind == m.ErrorKind && x.attempt == m.Attempt && x.input == m.Input && x.progress == m.Progress {
+		return // unchanged: no allocation
+	}
+	r.setRare(m)
+}
+
+// setRare keeps the rarely set mutable fields of m in a new r.rare. Out of
+// line, as setIdent.
 //
 //go:noinline
-func (r *memRec) enrich(u *TaskMeta, at time.Time) {
-	m := r.expand()
-	if mergeUpsert(&m, u, at) {
-		r.set(&m)
+func (r *memRec) setRare(m *TaskMeta) {
+	r.rare = &memRare{
+		description: m.Description, errText: m.Error, cancelReason: m.CancelReason,
+		stack: m.Stack, errorKind: m.ErrorKind, attempt: m.Attempt, input: m.Input, progress: m.Progress,
 	}
+}
+
+// update is setMutable of two TaskMetas on r: it writes the fields of next
+// a reducer may change, if any differs, and reports whether it wrote. Out
+// of line: its frame holds a whole TaskMeta.
+//
+//go:noinline
+func (r *memRec) update(next *TaskMeta) bool {
+	cur := r.expand()
+	if !setMutable(&cur, next) {
+		return false
+	}
+	r.setMutable(&cur)
+	return true
+}
+
+// merge is mergeUpsert of u on r, in place: it reports whether u landed.
+// Out of line: its frame holds a whole TaskMeta.
+//
+//go:noinline
+func (r *memRec) merge(u *TaskMeta, at time.Time) bool {
+	cur := r.expand()
+	if !mergeUpsert(&cur, u, at) {
+		return false
+	}
+	r.setMutable(&cur) // mergeUpsert changes no identity field
+	return true
+}
+
+// isTerminal reports whether r's status is terminal.
+func (r *memRec) isTerminal() bool { return memStatuses[r.status].IsTerminal() }
+
+// name, parent, wakePolicy and key read identity fields, which never
+// change: no lock is needed.
+func (r *memRec) name() string {
+	if r.ident == nil {
+		return ""
+	}
+	return r.ident.name
+}
+
+func (r *memRec) parent() Parent {
+	if r.ident == nil {
+		return Parent{}
+	}
+	return r.ident.parent
+}
+
+// parentRun returns the run of the record's parent.
+func (r *memRec) parentRun() string {
+	if r.ident == nil {
+		return ""
+	}
+	return r.ident.parent.RunID
+}
+
+func (r *memRec) wakePolicy() WakePolicy {
+	if r.wake == memOtherWake {
+		return r.ident.wake
+	}
+	return memWakes[r.wake]
+}
+
+func (r *memRec) key() string {
+	if r.ident == nil {
+		return ""
+	}
+	return r.ident.key
 }
 
 // expand returns the record r holds, sharing its result and slices (use
@@ -205,26 +298,22 @@ func (r *memRec) expand() TaskMeta {
 	if r.noTags {
 		m.Tags = []string{}
 	}
-	if x := r.rare; x != nil {
-		m.Name, m.Description, m.Error, m.CancelReason = x.name, x.description, x.errText, x.cancelReason
-		m.Stack, m.IdempotencyKey, m.ErrorKind = x.stack, x.key, x.errorKind
+	if x := r.ident; x != nil {
+		m.Name, m.IdempotencyKey, m.Parent = x.name, x.key, x.parent
 		if r.wake == memOtherWake {
 			m.Wake = x.wake
 		}
 		if r.typ == memOtherType {
 			m.Type = x.typ
 		}
-		m.Parent, m.Attempt, m.Input, m.Progress = x.parent, x.attempt, x.input, x.progress
-		if !r.noTags {
+		if x.tags != nil {
 			m.Tags = x.tags
 		}
 	}
-	return m
-}
-
-func (r *memRec) key() string {
-	if r.rare == nil {
-		return ""
+	if x := r.rare; x != nil {
+		m.Description, m.Error, m.CancelReason = x.description, x.errText, x.cancelReason
+		m.Stack, m.ErrorKind, m.Attempt = x.stack, x.errorKind, x.attempt
+		m.Input, m.Progress = x.input, x.progress
 	}
-	return r.rare.key
+	return m
 }

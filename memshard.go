@@ -82,18 +82,15 @@ func (s *MemoryStore) unlockAll() {
 }
 
 // upsert is the hot path: one record, changed in place. A new record is own
-// when given, else a copy of u. at is the action's commit time.
+// when given (its identity fields already set, by the caller), else a copy
+// of u. at is the action's commit time.
 func (sh *memShard) upsert(tx *memTx, u *TaskMeta, own *memEntry, at time.Time) {
 	e := sh.byID[u.ID]
 	if e == nil {
 		if u.Status == "" {
 			return // an update without a status has nothing to enrich
 		}
-		if own == nil {
-			own = copyLive(u)
-		}
-		settleNew(own.meta, at)
-		sh.add(tx, own)
+		sh.add(tx, insertLive(u, own, at))
 		return
 	}
 	if e.ownerID() != u.Owner {
@@ -101,34 +98,45 @@ func (sh *memShard) upsert(tx *memTx, u *TaskMeta, own *memEntry, at time.Time) 
 	}
 	if e.terminal() {
 		sh.term.mu.Lock() // readers of the terminal index read it under that lock alone
-		e.rec.enrich(u, at)
+		e.rec.merge(u, at)
 		sh.term.mu.Unlock()
 		return
 	}
-	if mergeUpsert(e.meta, u, at) && e.meta.Status.IsTerminal() {
+	if e.rec.merge(u, at) && e.rec.isTerminal() {
 		l := sh.owners[u.Owner]
 		sh.unlinkLive(u.Owner, l, e)
 		sh.markTerminal(tx, e)
 	}
 }
 
-// copyLive returns a new entry holding a copy of u. Out of line: its
-// frame holds two TaskMeta copies, and upsert runs at the deep end of a
-// task's goroutine (docs/internals.md).
+// insertLive returns the entry of u, a record new to the store, settled
+// (settleNew): own when given, whose identity fields the caller set and a
+// Task may be reading, else a new entry holding a copy of u. Out of line:
+// its frame holds a TaskMeta, and upsert runs at the deep end of a task's
+// goroutine (docs/internals.md).
 //
 //go:noinline
-func copyLive(u *TaskMeta) *memEntry { return newLive(cloneMeta(*u)) }
+func insertLive(u *TaskMeta, own *memEntry, at time.Time) *memEntry {
+	m := *u
+	settleNew(&m, at)
+	if own == nil {
+		m = cloneMeta(m)
+		return newLive(&m)
+	}
+	own.rec.setMutable(&m)
+	return own
+}
 
 // add keeps e, a live record new to the store, in the shard (compact, if
 // it is terminal).
 func (sh *memShard) add(tx *memTx, e *memEntry) {
-	if e.meta.Status.IsTerminal() {
+	if e.terminal() {
 		sh.markTerminal(tx, e)
 		return
 	}
-	id, owner := e.meta.ID, e.meta.Owner
+	id, owner := e.rec.id, e.rec.owner
 	sh.byID[id] = e
-	if k := e.meta.IdempotencyKey; k != "" {
+	if k := e.key(); k != "" {
 		sh.keys[keyRef{owner, k}] = e
 	}
 	l := sh.owners[owner]
@@ -153,20 +161,19 @@ func (sh *memShard) unlinkLive(owner string, l *memList, e *memEntry) {
 	}
 }
 
-// markTerminal keeps the compact form of live, a record on no list that
-// just turned terminal, in the shard; tx puts it in the terminal index.
-// live itself is let go: the Task that shares it keeps it while it needs it.
+// markTerminal keeps a copy of live, a record on no list that just turned
+// terminal, in the shard; tx puts it in the terminal index. live itself is
+// let go: the Task that shares it keeps it while it needs it.
 func (sh *memShard) markTerminal(tx *memTx, live *memEntry) {
 	if tx.clock.IsZero() {
 		tx.clock = time.Now()
 	}
-	id := live.meta.ID
-	e := newDone(sh.term, tx.spare, id, live.meta)
+	e := newDone(sh.term, tx.spare, live.rec)
 	tx.spare = nil
 	e.rec.at = tx.clock.UnixNano()
-	sh.byID[id] = e
-	if k := live.meta.IdempotencyKey; k != "" {
-		sh.keys[keyRef{live.meta.Owner, k}] = e
+	sh.byID[e.rec.id] = e
+	if k := e.key(); k != "" {
+		sh.keys[keyRef{e.rec.owner, k}] = e
 	}
 	tx.ended.add(e)
 }

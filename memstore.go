@@ -177,9 +177,10 @@ func (s *MemoryStore) announce(owner string, ids []string) {
 }
 
 // commitOne is Commit of one upsert without the Action around it: the
-// Manager's path. A new record is kept in own, when given (u ==
-// &own.meta), rather than in a copy; the caller then reads it only through
-// read, or its identity fields, which never change. u itself is not kept,
+// Manager's path. A new record is kept in own, when given (u is own's
+// record expanded, its identity fields set already), rather than in a copy;
+// the caller then reads it only through read, or its identity fields, which
+// never change. u itself is not kept,
 // so it may live on the caller's stack. It locks the record's shard only,
 // unless a new record brings an idempotency key: checking that key against
 // the owner's others needs every shard.
@@ -223,14 +224,14 @@ func (s *MemoryStore) commitKeyed(u *TaskMeta, own *memEntry) error {
 	return nil
 }
 
-// commitEdit copies rec, a record kept by commitOne, into u, applies edit
+// commitEdit expands rec, a record kept by commitOne, into u, applies edit
 // and commits it, all under one lock. It is commitOne for the Manager's
 // own terminal records, which are valid by construction.
-func (s *MemoryStore) commitEdit(rec, u *TaskMeta, edit *terminalEdit) {
-	sh := s.shardOf(rec.ID)
+func (s *MemoryStore) commitEdit(rec *memRec, u *TaskMeta, edit *terminalEdit) {
+	sh := s.shardOf(rec.id)
 	spare := s.term.takeDone() // its compact form, taken before the lock: no allocation (or GC assist) under it
 	sh.mu.Lock()
-	*u = *rec
+	*u = rec.expand()
 	edit.apply(u)
 	tx := memTx{clock: u.FinishedAt, spare: spare}
 	sh.upsert(&tx, u, nil, time.Time{})
@@ -239,11 +240,11 @@ func (s *MemoryStore) commitEdit(rec, u *TaskMeta, edit *terminalEdit) {
 	s.forget(&tx)
 }
 
-// read copies a record kept by commitOne into dst, under its shard's lock.
-func (s *MemoryStore) read(rec, dst *TaskMeta) {
-	sh := s.shardOf(rec.ID)
+// read expands a record kept by commitOne into dst, under its shard's lock.
+func (s *MemoryStore) read(rec *memRec, dst *TaskMeta) {
+	sh := s.shardOf(rec.id)
 	sh.mu.RLock()
-	*dst = *rec
+	*dst = rec.expand()
 	sh.mu.RUnlock()
 }
 
@@ -295,10 +296,8 @@ func (s *MemoryStore) applySlow(tx *memTx, owner string, a Action) {
 			sh.unlinkLive(owner, sh.owners[owner], e)
 			sh.forget(e)
 		case e.terminal(): // a terminal record stays terminal, in its place
-			if cur := e.rec.expand(); setMutable(&cur, &next) {
-				e.rec.set(&cur)
-			}
-		case setMutable(e.meta, &next) && e.meta.Status.IsTerminal():
+			e.rec.update(&next)
+		case e.rec.update(&next) && e.rec.isTerminal():
 			sh.unlinkLive(owner, sh.owners[owner], e)
 			sh.markTerminal(tx, e)
 		}
@@ -309,7 +308,7 @@ func (s *MemoryStore) applySlow(tx *memTx, owner string, a Action) {
 	}
 	SortMetas(added) // new terminal records queue in a stable order
 	for i := range added {
-		s.shardOf(added[i].ID).add(tx, newLive(added[i]))
+		s.shardOf(added[i].ID).add(tx, newLive(&added[i]))
 	}
 }
 

@@ -169,8 +169,9 @@ func TestMemoryStoreForgottenRecordReleased(t *testing.T) {
 //go:noinline
 func commitOwned(t *testing.T, s *MemoryStore, owner, id string) weak.Pointer[memRec] {
 	t.Helper()
-	e := newLive(TaskMeta{ID: id, Owner: owner, Status: StatusCompleted, FinishedAt: time.Now()})
-	if err := s.commitOne(t.Context(), e.meta, e); err != nil {
+	u := TaskMeta{ID: id, Owner: owner, Status: StatusCompleted, FinishedAt: time.Now()}
+	e := newLive(&u)
+	if err := s.commitOne(t.Context(), &u, e); err != nil {
 		t.Fatal(err)
 	}
 	sh := s.shardOf(id)

@@ -221,7 +221,7 @@ func (m *Manager) toBackground(id string) (TaskMeta, bool) {
 	}
 	t.fg.Store(fgBackground)
 	if t.reports() {
-		m.owners[t.rec.Owner].reporting++ // decremented by retire
+		m.owners[t.rec.owner].reporting++ // decremented by retire
 	}
 	// Read under the lock: the status the task had when it was promoted.
 	// Once the lock is released its end may be committed at once (a
@@ -265,7 +265,7 @@ func (t *Task) wake() WakePolicy {
 	if t.fg.Load() != fgBackground {
 		return WakeSilent
 	}
-	return t.rec.Wake
+	return t.rec.wakePolicy()
 }
 
 // reports reports whether t's end is announced to its owner.

@@ -6,32 +6,34 @@ import (
 )
 
 // A task's record lives in one place when it can. With the default
-// MemoryStore, the store keeps the very TaskMeta the spawn made (t.rec),
-// inside the entry that links it into the store's lists, and changes it
-// under its own lock; the Task reads its identity fields, which never
-// change, and reads the rest through readRecord. With any other Store,
-// t.rec is the Task's private copy, updated after each commit. Sharing saves
-// a copy of every live record and an allocation per spawn.
+// MemoryStore, the store keeps the very record the spawn made (t.rec, in
+// compact form), inside the entry that links it into the store's lists,
+// and changes it under its own lock; the Task reads its identity fields,
+// which never change, and reads the rest through readRecord. With any
+// other Store, t.rec is the Task's private copy, updated after each
+// commit. Sharing saves a copy of every live record and an allocation per
+// spawn.
 
 // newRecord makes t.rec, in the entry the MemoryStore will keep it in when
 // the store is one (returned, for commitFirst), else on its own.
 func (m *Manager) newRecord(t *Task) *memEntry {
 	if m.mem == nil {
-		t.rec = new(TaskMeta)
+		t.rec = new(memRec)
 		return nil
 	}
-	l := new(memLive)
-	l.e.meta = &l.meta
-	t.rec = &l.meta
-	return &l.e
+	d := new(memDone)
+	d.e.rec = &d.rec
+	t.rec = &d.rec
+	return &d.e
 }
 
 // commitFirst commits the task's first record; e is what newRecord returned.
 func (m *Manager) commitFirst(ctx context.Context, t *Task, e *memEntry) error {
+	u := t.rec.expand()
 	if m.mem != nil {
-		return m.mem.commitOne(ctx, t.rec, e)
+		return m.mem.commitOne(ctx, &u, e)
 	}
-	return m.store.Commit(ctx, t.rec.Owner, Upsert(*t.rec))
+	return m.store.Commit(ctx, u.Owner, Upsert(u))
 }
 
 // commitUpdate commits u, a changed copy of the task's record, retrying with
@@ -56,7 +58,7 @@ func (m *Manager) commitUpdate(t *Task, u *TaskMeta) error {
 		m.logCommitFailure(u, attempt, err)
 	}
 	if m.mem == nil {
-		setMutable(t.rec, u) // identity fields stay: others read them without a lock
+		t.rec.setMutable(u) // identity fields stay: others read them without a lock
 	}
 	return err
 }
@@ -81,5 +83,5 @@ func (m *Manager) readRecord(t *Task, dst *TaskMeta) {
 		m.mem.read(t.rec, dst)
 		return
 	}
-	*dst = *t.rec
+	*dst = t.rec.expand()
 }

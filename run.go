@@ -59,7 +59,7 @@ func (m *Manager) runEnd(t *Task, stage *uint8) {
 		*stage = stageRecorded
 		out := outcome{status: StatusFailed, kind: KindPanic, err: fmt.Sprintf("panic: %v", r), stack: string(debug.Stack())}
 		m.counters.panicked.Add(1)
-		m.log.Error("bgtask: task panicked", "task_id", t.rec.ID, "panic", r)
+		m.log.Error("bgtask: task panicked", "task_id", t.rec.id, "panic", r)
 		m.finish(t, &out)
 	}
 	if *stage != stageRecorded {
@@ -133,7 +133,7 @@ func (m *Manager) promote(t *Task) error {
 	if err := m.commitUpdate(t, &u); err != nil {
 		if m.mem == nil {
 			u.Status, u.StartedAt = StatusQueued, time.Time{} // not started after all
-			setMutable(t.rec, &u)
+			t.rec.setMutable(&u)
 		}
 		return err
 	}
@@ -233,8 +233,8 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 		u.Announced = true // the foreground call returned it: a restart must not announce it
 		commitErr = m.commitUpdate(t, &u)
 	} else {
-		if t.rec.Wake != WakeSilent && m.durable() {
-			m.sent.add(t.rec.Owner, t.rec.Owner, t.rec.ID) // before the commit: a Restore meanwhile must not announce it too
+		if t.rec.wakePolicy() != WakeSilent && m.durable() {
+			m.sent.add(t.rec.owner, t.rec.owner, t.rec.id) // before the commit: a Restore meanwhile must not announce it too
 		}
 		if m.mem != nil && !cut && m.cfg.observer == nil {
 			// Committed with the other ends of the moment. Not with an
@@ -353,14 +353,14 @@ func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
 		m.counters.countEnd(u.Status)
 		ev = terminalEvent(&u)
 	} else { // another Store's: t.rec is private, committed by end
-		ev = terminalEvent(t.rec)
+		ev = recEvent(t.rec)
 	}
 	told, depth := !t.reports(), 0
 	var ib *Inbox
 	m.mu.Lock()
 	starts := m.unregister(t)
 	if !told {
-		if ib = m.openInboxLocked(t.rec.Owner); ib != nil {
+		if ib = m.openInboxLocked(t.rec.owner); ib != nil {
 			told, depth = ib.sendOpen(&ev)
 		}
 	}
@@ -375,7 +375,7 @@ func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
 	m.startAll(starts)
 	if !told { // the inbox is closed or not made yet: its fallback may take m.mu
 		t.stop(nil)
-		_ = m.deliver(t.rec.Owner, ev)
+		_ = m.deliver(t.rec.owner, ev)
 		m.retire(t)
 	}
 }
@@ -429,7 +429,7 @@ func (m *Manager) recordEnds(batch *endNode) (rest *endNode) {
 			m.counters.countEnd(u.Status)
 			ev = terminalEvent(&u)
 		default: // another Store's: t.rec is private, committed before the end joined the list
-			ev = terminalEvent(n.t.rec)
+			ev = recEvent(n.t.rec)
 		}
 		evs = append(evs, ev)
 	}
@@ -447,7 +447,7 @@ func (m *Manager) recordEnds(batch *endNode) (rest *endNode) {
 		t := n.t
 		starts = append(starts, m.unregister(t)...)
 		if t.reports() {
-			ib := m.openInboxLocked(t.rec.Owner)
+			ib := m.openInboxLocked(t.rec.owner)
 			ok, depth := false, 0
 			if ib != nil {
 				ok, depth = ib.sendOpen(&evs[i])
@@ -476,7 +476,7 @@ func (m *Manager) recordEnds(batch *endNode) (rest *endNode) {
 	m.startAll(starts)
 	for _, e := range slow {
 		e.n.t.stop(nil)
-		_ = m.deliver(e.n.t.rec.Owner, e.ev)
+		_ = m.deliver(e.n.t.rec.owner, e.ev)
 		m.retire(e.n.t)
 		*e.n = endNode{}
 		endNodes.Put(e.n)
@@ -563,6 +563,15 @@ func terminalEvent(meta *TaskMeta) Event {
 	return ev
 }
 
+// recEvent is terminalEvent of a Task's private record. Out of line: its
+// frame holds a whole TaskMeta.
+//
+//go:noinline
+func recEvent(r *memRec) Event {
+	meta := r.expand()
+	return terminalEvent(&meta)
+}
+
 // unregister removes t from every index but its owner's count (see
 // retire): it is no longer live, its name is free and its slot released.
 // It returns the queued tasks to start. An ended task with live attached
@@ -576,14 +585,14 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 	t.move(phaseEnding)
 	m.live--
 	meta := t.rec
-	os := m.owners[meta.Owner]
+	os := m.owners[meta.owner]
 	os.head = unlink(os.head, t, ownerLinks)
 	if t.reports() { // the owner links are free now: keep it on the ending list
 		os.ending = linkFront(os.ending, t, ownerLinks)
 		os.endingN++
 	}
-	if meta.Name != "" && os.names[meta.Name] == t {
-		delete(os.names, meta.Name)
+	if name := meta.name(); name != "" && os.names[name] == t {
+		delete(os.names, name)
 	}
 	m.releaseKey(t)
 	if queued {
@@ -618,7 +627,7 @@ func (m *Manager) retire(t *Task) {
 
 // retireLocked is retire with m.mu held.
 func (m *Manager) retireLocked(t *Task) {
-	owner := t.rec.Owner
+	owner := t.rec.owner
 	os := m.owners[owner]
 	if t.reports() {
 		os.reporting--
@@ -658,7 +667,7 @@ func (m *Manager) reporting(owner string, seen map[string]struct{}) bool {
 	pending := os.reporting > os.endingN // a live task's event is yet to come
 	kept := 0
 	for t := os.ending; t != nil; t = t.ownerNext {
-		if _, drained := seen[t.rec.ID]; drained {
+		if _, drained := seen[t.rec.id]; drained {
 			kept++
 		} else {
 			pending = true
@@ -677,7 +686,7 @@ func (m *Manager) reporting(owner string, seen map[string]struct{}) bool {
 // isEnding reports whether task id is on the ending list.
 func (os *ownerState) isEnding(id string) bool {
 	for t := os.ending; t != nil; t = t.ownerNext {
-		if t.rec.ID == id {
+		if t.rec.id == id {
 			return true
 		}
 	}
@@ -687,7 +696,7 @@ func (os *ownerState) isEnding(id string) bool {
 // pruneNode drops finished nodes without children, walking up the lineage.
 func (m *Manager) pruneNode(t *Task) {
 	for t != nil && t.phase == phaseGone && len(t.children) == 0 {
-		delete(m.nodes, t.rec.ID)
+		delete(m.nodes, t.rec.id)
 		m.nodes = shrunk(m.nodes, &m.deletes.nodes)
 		p := t.parent
 		if p != nil {

@@ -20,9 +20,9 @@ type runState struct {
 // taskRun returns the key of the run a task belongs to: its owner's run of
 // its run id. ok is false for a task in no run, or a detached one (it
 // outlives its run).
-func taskRun(meta *TaskMeta) (key runKey, ok bool) {
-	if meta.Parent.RunID == "" || meta.Detached {
+func taskRun(r *memRec) (key runKey, ok bool) {
+	if r.parentRun() == "" || r.detached {
 		return runKey{}, false
 	}
-	return runKey{owner: meta.Owner, run: meta.Parent.RunID}, true
+	return runKey{owner: r.owner, run: r.parentRun()}, true
 }

@@ -54,7 +54,7 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg Message
 	}
 	msg = m.capMessage(msg)
 	switch {
-	case t.rec.Owner != owner:
+	case t.rec.owner != owner:
 		return "", ErrNotOwner
 	case msg.InReplyTo != "":
 		return t.answer(msg)
@@ -67,7 +67,7 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg Message
 	}
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
-	if err := t.inbox.Send(Event{Kind: EventCustom, TaskID: id, Name: t.rec.Name, EventType: EventTypeMessage, Payload: payload}); err != nil {
+	if err := t.inbox.Send(Event{Kind: EventCustom, TaskID: id, Name: t.rec.name(), EventType: EventTypeMessage, Payload: payload}); err != nil {
 		return "", err
 	}
 	return m.msgs.add(id, MessageIn, msg), nil

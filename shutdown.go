@@ -66,7 +66,7 @@ func (m *Manager) runningIDs() []string {
 		}
 	}
 	for t := range m.cutRunning {
-		ids = append(ids, t.rec.ID)
+		ids = append(ids, t.rec.id)
 	}
 	slices.Sort(ids)
 	return ids

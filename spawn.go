@@ -74,15 +74,16 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 		t.fg.Store(fgHeld)
 	}
 	ent := m.newRecord(t)
-	// Field by field into the zeroed record: a composite literal would be
-	// built on the stack and copied whole.
-	r := t.rec
-	r.ID, r.Owner, r.Type, r.Name, r.Description = newTaskID(created), owner, sc.typ, sc.name, sc.description
-	r.Parent, r.Detached, r.Instance, r.Wake = parent, sc.detached, m.cfg.instance, sc.wake
-	if sc.tags != nil {
-		r.Tags = slices.Clone(sc.tags)
+	u := TaskMeta{
+		ID: newTaskID(created), Owner: owner, Type: sc.typ, Name: sc.name, Description: sc.description,
+		Parent: parent, Detached: sc.detached, Instance: m.cfg.instance, Wake: sc.wake,
+		IdempotencyKey: sc.key, // idempotent spawn (WithIdempotencyKey)
+		CreatedAt: created,
 	}
-	r.IdempotencyKey = sc.key // idempotent spawn (WithIdempotencyKey)
+	if sc.tags != nil {
+		u.Tags = slices.Clone(sc.tags)
+	}
+	t.rec.set(&u) // the identity fields: never written again
 	if agent {
 		t.inbox = m.newInbox(WithOnClosed(m.forwardOrphanEvent(owner)))
 	}
@@ -132,14 +133,13 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 		return "", false, err
 	}
 	if agent {
-		m.bindInbox(t.rec.ID, t.inbox)
+		m.bindInbox(t.rec.id, t.inbox)
 	}
 
-	t.rec.CreatedAt = created
 	if admitted {
-		t.rec.Status, t.rec.StartedAt = StatusRunning, t.rec.CreatedAt
+		t.rec.status, t.rec.started = memStatusCode(StatusRunning), t.rec.created
 	} else {
-		t.rec.Status, t.queued = StatusQueued, true
+		t.rec.status, t.queued = memStatusCode(StatusQueued), true
 	}
 	ctxDone := ctx.Err() != nil // a commit then changes nothing
 	if err := m.commitFirst(ctx, t, ent); err != nil {
@@ -149,14 +149,14 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 			return dup.TaskID, false, nil // the owner has a task with this key: that one is the answer
 		}
 		// It may have been committed all the same: end the record.
-		m.settleFailedSpawn(*t.rec, err, ctxDone)
+		m.settleFailedSpawn(t.rec.expand(), err, ctxDone)
 		if ctx.Err() != nil { // say why the caller's context ended: a cancelled run, say
 			return "", false, fmt.Errorf("bgtask: spawn: %w", context.Cause(ctx))
 		}
 		return "", false, fmt.Errorf("bgtask: spawn: commit: %w", err)
 	}
 	m.counters.spawned.Add(1)
-	m.notify("", t.rec) // safe to read: its goroutine has not started
+	m.notifyRec("", t.rec) // safe to read: its goroutine has not started
 	m.settleClaim(t, claim, true)
 
 	start := true
@@ -175,7 +175,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 	if start {
 		m.start(t)
 	}
-	return t.rec.ID, true, nil
+	return t.rec.id, true, nil
 }
 
 // spawnConfigOf applies opts. Out of line: the config escapes into the
@@ -198,43 +198,45 @@ func (m *Manager) register(t *Task) error {
 	}
 	meta := t.rec
 	var p *Task
-	if id := meta.Parent.TaskID; id != "" {
+	if id := meta.parent().TaskID; id != "" {
 		p = m.nodes[id]
-		if p != nil && !visibleParent(p, meta.Owner) {
+		if p != nil && !visibleParent(p, meta.owner) {
 			return fmt.Errorf("%w: %s", ErrParentNotFound, id)
 		}
 	}
-	if p != nil && meta.Parent.RunID == "" {
-		meta.Parent.RunID = p.rec.Parent.RunID // a child belongs to its parent's run
+	if p != nil && meta.parentRun() == "" {
+		// A child belongs to its parent's run. meta.ident is set (the
+		// record has a parent) and still private to this spawn.
+		meta.ident.parent.RunID = p.rec.parentRun()
 	}
-	if run := meta.Parent.RunID; run != "" {
+	if run := meta.parentRun(); run != "" {
 		// The owner's run of that id is cancelled; or the parent was
 		// cancelled with its run (a sub-agent's own tasks run under its id,
 		// so their run key is not their parent's).
-		rs := m.runs[runKey{owner: meta.Owner, run: run}]
+		rs := m.runs[runKey{owner: meta.owner, run: run}]
 		cancelled := rs != nil && rs.cancelled
-		if !cancelled && p != nil && p.phase.live() && p.signalled && p.rec.Parent.RunID == run {
+		if !cancelled && p != nil && p.phase.live() && p.signalled && p.rec.parentRun() == run {
 			cancelled = errors.Is(context.Cause(p.ctx.Context), ErrRunCancelled)
 		}
 		if cancelled {
 			return fmt.Errorf("%w: %q", ErrRunCancelled, run)
 		}
 	}
-	os := m.owners[meta.Owner]
-	if meta.Name != "" && os != nil && os.names[meta.Name] != nil {
-		return fmt.Errorf("%w: %q", ErrDuplicateName, meta.Name)
+	os := m.owners[meta.owner]
+	if meta.name() != "" && os != nil && os.names[meta.name()] != nil {
+		return fmt.Errorf("%w: %q", ErrDuplicateName, meta.name())
 	}
 	if p != nil {
 		t.depth = p.depth + 1
-		if !meta.Detached {
+		if !meta.detached {
 			if p.signalled && p.phase.live() {
-				return fmt.Errorf("%w: %s", ErrParentCancelled, p.rec.ID)
+				return fmt.Errorf("%w: %s", ErrParentCancelled, p.rec.id)
 			}
 			if m.cfg.maxChildren > 0 && len(p.children) >= m.cfg.maxChildren {
-				return fmt.Errorf("%w: task %s has %d live children", ErrFanOutLimit, p.rec.ID, len(p.children))
+				return fmt.Errorf("%w: task %s has %d live children", ErrFanOutLimit, p.rec.id, len(p.children))
 			}
 		}
-	} else if meta.Parent.TaskID != "" {
+	} else if meta.parent().TaskID != "" {
 		t.depth = 1
 	}
 	if m.cfg.maxDepth > 0 && int(t.depth) > m.cfg.maxDepth {
@@ -251,7 +253,7 @@ func (m *Manager) register(t *Task) error {
 	}
 
 	// Nothing can fail from here on.
-	m.owners[meta.Owner] = os
+	m.owners[meta.owner] = os
 	if os == m.spareOwner {
 		m.spareOwner = nil
 	}
@@ -260,11 +262,11 @@ func (m *Manager) register(t *Task) error {
 		os.reporting++ // decremented by retire, or added by toBackground
 	}
 	os.head = linkFront(os.head, t, ownerLinks)
-	if meta.Name != "" {
+	if meta.name() != "" {
 		if os.names == nil {
 			os.names = make(map[string]*Task)
 		}
-		os.names[meta.Name] = t
+		os.names[meta.name()] = t
 	}
 	if key, ok := taskRun(meta); ok {
 		rs := m.runs[key]
@@ -275,14 +277,14 @@ func (m *Manager) register(t *Task) error {
 		rs.live++
 		rs.head = linkFront(rs.head, t, runLinks)
 	}
-	if p != nil && !meta.Detached {
+	if p != nil && !meta.detached {
 		t.parent = p
 		if p.children == nil {
 			p.children = make(map[*Task]struct{})
 		}
 		p.children[t] = struct{}{}
 	}
-	m.nodes[meta.ID] = t
+	m.nodes[meta.id] = t
 	m.live++
 	m.active++
 	m.wg.Add(1)
@@ -333,7 +335,7 @@ func (m *Manager) checkStoredParent(ctx context.Context, owner, parentID string)
 // visibleParent reports whether a task of owner may name p as its parent:
 // p has the same owner, or p is the sub-agent that is the owner.
 func visibleParent(p *Task, owner string) bool {
-	return p.rec.Owner == owner || p.rec.ID == owner
+	return p.rec.owner == owner || p.rec.id == owner
 }
 
 // forwardOrphanEvent is the WithOnClosed fallback of a sub-agent's inbox: events

@@ -106,7 +106,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // concurrent use, including after the function has returned.
 type Task struct {
 	m     *Manager
-	rec   *TaskMeta // the record: shared with a MemoryStore, or private (see record.go)
+	rec   *memRec   // the record: shared with a MemoryStore, or private (see record.go)
 	fn    Func
 	ctx   taskContext
 	vals  valuesOnly // the parent of ctx: the spawner's values only
@@ -166,16 +166,16 @@ func (t *Task) openInputWait() *inputWait {
 }
 
 // ID returns the task id ("task_" and 32 hex digits).
-func (t *Task) ID() string { return t.rec.ID }
+func (t *Task) ID() string { return t.rec.id }
 
 // Owner returns the id of the agent that owns the task.
-func (t *Task) Owner() string { return t.rec.Owner }
+func (t *Task) Owner() string { return t.rec.owner }
 
 // Name returns the task's short name, or "".
-func (t *Task) Name() string { return t.rec.Name }
+func (t *Task) Name() string { return t.rec.name() }
 
 // Parent returns the task's lineage.
-func (t *Task) Parent() Parent { return t.rec.Parent }
+func (t *Task) Parent() Parent { return t.rec.parent() }
 
 // Inbox returns a sub-agent's own inbox, where messages sent to it
 // (Owner.Send) and events of the tasks it owns arrive. It is nil for a plain
@@ -190,9 +190,9 @@ func (t *Task) Inbox() *Inbox { return t.inbox }
 // linked to it as their parent.
 func (t *Task) Agent() (Owner, error) {
 	if t.inbox == nil {
-		return Owner{}, fmt.Errorf("%w: %s cannot own tasks", ErrNotSubAgent, t.rec.ID)
+		return Owner{}, fmt.Errorf("%w: %s cannot own tasks", ErrNotSubAgent, t.rec.id)
 	}
-	return t.m.Owner(t.rec.ID), nil
+	return t.m.Owner(t.rec.id), nil
 }
 
 // Emit reports a custom event to the task's owner. No event is dropped
@@ -261,15 +261,15 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	}
 	send, quiet := t.wake().route(EventCustom, eventType)
 	if t.m.cfg.eventObserver != nil {
-		t.m.observeEvent(Event{Kind: EventCustom, TaskID: t.rec.ID, Name: t.rec.Name, EventType: eventType, Payload: p, Quiet: quiet})
+		t.m.observeEvent(Event{Kind: EventCustom, TaskID: t.rec.id, Name: t.rec.name(), EventType: eventType, Payload: p, Quiet: quiet})
 	}
 	if !send {
 		return "", nil // kept as progress
 	}
 	if gen := t.m.inboxGen.Load(); r.ownerBox == nil || gen != r.inboxGen {
-		r.ownerBox, r.inboxGen = t.m.inboxFor(t.rec.Owner), gen
+		r.ownerBox, r.inboxGen = t.m.inboxFor(t.rec.owner), gen
 	}
-	err = r.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.ID, Name: t.rec.Name, EventType: eventType, Payload: p, Quiet: quiet})
+	err = r.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.id, Name: t.rec.name(), EventType: eventType, Payload: p, Quiet: quiet})
 	if err != nil && r.ownerBox.onClosed == nil {
 		return "", err // dropped; with a fallback it was taken (a Plugin keeps it for the next run): not lost
 	}

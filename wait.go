@@ -30,7 +30,7 @@ func withTaskError(meta TaskMeta, err error) (TaskMeta, error) {
 func (m *Manager) wait(ctx context.Context, r reach, id string) (TaskMeta, error) {
 	t, done := m.waitable(id)
 	if t != nil {
-		if !r.covers(t.rec.Owner) {
+		if !r.covers(t.rec.owner) {
 			return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		select {
@@ -94,7 +94,7 @@ func (m *Manager) waitSettled(ctx context.Context, r reach, id string) (TaskMeta
 	if t == nil {
 		return m.storedForWait(ctx, r, id, true)
 	}
-	if !r.covers(t.rec.Owner) {
+	if !r.covers(t.rec.owner) {
 		return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	for {
