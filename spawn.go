@@ -78,7 +78,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 		ID: newTaskID(created), Owner: owner, Type: sc.typ, Name: sc.name, Description: sc.description,
 		Parent: parent, Detached: sc.detached, Instance: m.cfg.instance, Wake: sc.wake,
 		IdempotencyKey: sc.key, // idempotent spawn (WithIdempotencyKey)
-		CreatedAt: created,
+		CreatedAt:      created,
 	}
 	if sc.tags != nil {
 		u.Tags = slices.Clone(sc.tags)

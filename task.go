@@ -106,7 +106,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // concurrent use, including after the function has returned.
 type Task struct {
 	m     *Manager
-	rec   *memRec   // the record: shared with a MemoryStore, or private (see record.go)
+	rec   *memRec // the record: shared with a MemoryStore, or private (see record.go)
 	fn    Func
 	ctx   taskContext
 	vals  valuesOnly // the parent of ctx: the spawner's values only
