@@ -1,6 +1,7 @@
 package bgtask
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -91,5 +92,76 @@ func TestMemRecCompact(t *testing.T) {
 	}
 	if got := unsafe.Sizeof(memDone{}); got > 176 {
 		t.Fatalf("memDone is %d bytes, want at most 176 (a size class)", got)
+	}
+}
+
+// A spawned task's live record is the compact one the MemoryStore keeps
+// (no copy, no side struct for a plain spawn); a named task's identity
+// lives in one side struct that its terminal copy shares, and the live
+// record's mutable part follows the store while the identity stays.
+func TestSpawnedRecordCompact(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		opts      []SpawnOption
+		wantIdent bool
+		wantRare  bool
+	}{
+		{"plain", nil, false, false},
+		{"named", []SpawnOption{WithName("n")}, true, false},
+		{"described", []SpawnOption{WithDescription("d")}, false, true},
+		{"tagged", []SpawnOption{WithTags("a")}, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := newTestManager(t)
+			tasks := make(chan *Task, 1)
+			release := make(chan struct{})
+			id, err := m.Owner("o").Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+				tasks <- tk
+				<-release
+				return 42, nil
+			}, tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk := <-tasks
+			sh := m.mem.shardOf(id)
+			sh.mu.RLock()
+			e := sh.byID[id]
+			shared := e != nil && e.rec == tk.rec
+			sh.mu.RUnlock()
+			if !shared {
+				t.Fatal("the store does not keep the Task's own record")
+			}
+			if got := tk.rec.ident != nil; got != tc.wantIdent {
+				t.Errorf("ident set = %v, want %v", got, tc.wantIdent)
+			}
+			if got := tk.rec.rare != nil; got != tc.wantRare {
+				t.Errorf("rare set = %v, want %v", got, tc.wantRare)
+			}
+			ident := tk.rec.ident
+			close(release)
+			if _, err := m.Owner("o").Wait(t.Context(), id); err != nil {
+				t.Fatal(err)
+			}
+			got, err := m.mem.Get(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status != StatusCompleted || string(got.Result) != "42" || got.ID != id || got.Owner != "o" {
+				t.Fatalf("record %+v, want o's %s completed with 42", got, id)
+			}
+			sh.mu.RLock()
+			done := sh.byID[id]
+			sh.mu.RUnlock()
+			if done.rec == tk.rec || done.rec.ident != ident {
+				t.Fatalf("terminal record: own copy %v, shared ident %v; want a copy sharing the ident", done.rec != tk.rec, done.rec.ident == ident)
+			}
+			if tk.rec.id != id || tk.rec.owner != "o" || tk.rec.name() != map[bool]string{true: "n"}[tc.name == "named"] {
+				t.Fatalf("the Task's identity changed: %q %q %q", tk.rec.id, tk.rec.owner, tk.rec.name())
+			}
+		})
 	}
 }
