@@ -52,8 +52,8 @@ type memRare struct {
 	progress                                  *TaskProgress
 }
 
-// memDone is a terminal record and its place in the store's lists: one
-// allocation (168 bytes, in the 176-byte size class).
+// memDone is a record, live or terminal, and its place in the store's
+// lists: one allocation (168 bytes, in the 176-byte size class).
 type memDone struct {
 	e   memEntry
 	rec memRec
@@ -219,7 +219,8 @@ func (r *memRec) setRare(m *TaskMeta) {
 //
 //go:noinline
 func (r *memRec) update(next *TaskMeta) bool {
-	cur := r.expand()
+	var cur TaskMeta
+	r.expandInto(&cur)
 	if !setMutable(&cur, next) {
 		return false
 	}
@@ -232,7 +233,8 @@ func (r *memRec) update(next *TaskMeta) bool {
 //
 //go:noinline
 func (r *memRec) merge(u *TaskMeta, at time.Time) bool {
-	cur := r.expand()
+	var cur TaskMeta
+	r.expandInto(&cur)
 	if !mergeUpsert(&cur, u, at) {
 		return false
 	}
@@ -284,11 +286,18 @@ func (r *memRec) key() string {
 // expand returns the record r holds, sharing its result and slices (use
 // cloneMeta before handing it out).
 func (r *memRec) expand() TaskMeta {
-	m := TaskMeta{
-		ID: r.id, Owner: r.owner, Instance: r.instance, Result: r.result,
-		CreatedAt: fromNanos(r.created), StartedAt: fromNanos(r.started), FinishedAt: fromNanos(r.finished),
-		Status: memStatuses[r.status], Detached: r.detached, Announced: r.announced,
-	}
+	var m TaskMeta
+	r.expandInto(&m)
+	return m
+}
+
+// expandInto is expand into *m, field by field: no TaskMeta is built on
+// the stack and copied (it runs on a task's goroutine, at the end).
+func (r *memRec) expandInto(m *TaskMeta) {
+	*m = TaskMeta{}
+	m.ID, m.Owner, m.Instance, m.Result = r.id, r.owner, r.instance, r.result
+	m.CreatedAt, m.StartedAt, m.FinishedAt = fromNanos(r.created), fromNanos(r.started), fromNanos(r.finished)
+	m.Status, m.Detached, m.Announced = memStatuses[r.status], r.detached, r.announced
 	if r.wake != memOtherWake {
 		m.Wake = memWakes[r.wake]
 	}
@@ -315,5 +324,4 @@ func (r *memRec) expand() TaskMeta {
 		m.Stack, m.ErrorKind, m.Attempt = x.stack, x.errorKind, x.attempt
 		m.Input, m.Progress = x.input, x.progress
 	}
-	return m
 }

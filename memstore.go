@@ -231,7 +231,7 @@ func (s *MemoryStore) commitEdit(rec *memRec, u *TaskMeta, edit *terminalEdit) {
 	sh := s.shardOf(rec.id)
 	spare := s.term.takeDone() // its compact form, taken before the lock: no allocation (or GC assist) under it
 	sh.mu.Lock()
-	*u = rec.expand()
+	rec.expandInto(u)
 	edit.apply(u)
 	tx := memTx{clock: u.FinishedAt, spare: spare}
 	sh.upsert(&tx, u, nil, time.Time{})
@@ -244,7 +244,7 @@ func (s *MemoryStore) commitEdit(rec *memRec, u *TaskMeta, edit *terminalEdit) {
 func (s *MemoryStore) read(rec *memRec, dst *TaskMeta) {
 	sh := s.shardOf(rec.id)
 	sh.mu.RLock()
-	*dst = rec.expand()
+	rec.expandInto(dst)
 	sh.mu.RUnlock()
 }
 

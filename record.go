@@ -83,5 +83,5 @@ func (m *Manager) readRecord(t *Task, dst *TaskMeta) {
 		m.mem.read(t.rec, dst)
 		return
 	}
-	*dst = t.rec.expand()
+	t.rec.expandInto(dst)
 }

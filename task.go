@@ -36,7 +36,9 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	m, fn, ctx, vals, stop,      set at spawn         spawn
 //	inbox
 //	rec (the pointer), queued    set at spawn         spawn (newRecord)
-//	rec's identity fields        set at spawn         spawn; never changed (setMutable skips them)
+//	rec's identity fields        set at spawn         spawn, register (the parent's run); never
+//	(id, owner, wake, typ,                            changed after (memRec.setMutable skips them,
+//	detached, noTags, ident)                          the terminal copy shares ident)
 //	rec's other fields           the lock of its      the task's commits (promote, finish, the input
 //	                             MemoryStore shard    path, the progress writer), one at a time:
 //	                             when shared, else
