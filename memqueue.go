@@ -3,24 +3,23 @@ package bgtask
 // memEntry is one record of a MemoryStore and its places in the store's
 // intrusive lists: linking and unlinking allocate nothing and cost O(1),
 // and a forgotten record is unlinked from everything at once, so nothing
-// keeps it reachable. Live and terminal records alike are compact
-// (memDone: the entry and its memRec in one allocation of 168 bytes, in
-// the 176-byte size class, see memrec.go). A live record is the one its
+// keeps it reachable. Live and terminal records alike are compact: the
+// entry holds its memRec (one allocation of 160 bytes, a size class, see
+// memrec.go). A live record is the one its
 // Task reads (the Manager makes it at spawn, newRecord); when it turns
 // terminal the store keeps a copy in an entry of its own, which retention
 // recycles, and the Task keeps the live one.
 type memEntry struct {
-	rec   *memRec  // the record
+	rec   memRec   // the record
 	store memLinks // in its shard's done list while terminal
 	owner memLinks // in its owner's live or done list
 }
 
 // newLive returns a new entry holding m (its result and slices shared).
 func newLive(m *TaskMeta) *memEntry {
-	d := new(memDone)
-	d.e.rec = &d.rec
-	d.rec.set(m)
-	return &d.e
+	e := new(memEntry)
+	e.rec.set(m)
+	return e
 }
 
 func (e *memEntry) id() string      { return e.rec.id }

@@ -52,13 +52,6 @@ type memRare struct {
 	progress                                  *TaskProgress
 }
 
-// memDone is a record, live or terminal, and its place in the store's
-// lists: one allocation (168 bytes, in the 176-byte size class).
-type memDone struct {
-	e   memEntry
-	rec memRec
-}
-
 // memNoTime stands for the zero time.Time in a memRec.
 const memNoTime = math.MinInt64
 
@@ -125,15 +118,13 @@ func (t *memTerm) takeDone() *memEntry {
 	if e, _ := t.pool.Get().(*memEntry); e != nil {
 		return e
 	}
-	d := new(memDone)
-	d.e.rec = &d.rec
-	return &d.e
+	return new(memEntry)
 }
 
 // recycle hands e, a compact entry the store no longer reaches, to the
 // next record that turns terminal.
 func (t *memTerm) recycle(e *memEntry) {
-	*e.rec = memRec{} // let go of its strings and result now
+	e.rec = memRec{} // let go of its strings and result now
 	t.pool.Put(e)
 }
 
@@ -145,7 +136,7 @@ func newDone(t *memTerm, e *memEntry, live *memRec) *memEntry {
 	if e == nil {
 		e = t.takeDone()
 	}
-	*e.rec = *live
+	e.rec = *live
 	return e
 }
 

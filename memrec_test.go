@@ -90,8 +90,8 @@ func TestMemRecCompact(t *testing.T) {
 	if got := r.expand(); !reflect.DeepEqual(got, m) {
 		t.Fatalf("round trip: got %+v, want %+v", got, m)
 	}
-	if got := unsafe.Sizeof(memDone{}); got > 176 {
-		t.Fatalf("memDone is %d bytes, want at most 176 (a size class)", got)
+	if got := unsafe.Sizeof(memEntry{}); got > 160 {
+		t.Fatalf("memEntry is %d bytes, want at most 160 (a size class)", got)
 	}
 }
 
@@ -130,7 +130,7 @@ func TestSpawnedRecordCompact(t *testing.T) {
 			sh := m.mem.shardOf(id)
 			sh.mu.RLock()
 			e := sh.byID[id]
-			shared := e != nil && e.rec == tk.rec
+			shared := e != nil && &e.rec == tk.rec
 			sh.mu.RUnlock()
 			if !shared {
 				t.Fatal("the store does not keep the Task's own record")
@@ -156,8 +156,8 @@ func TestSpawnedRecordCompact(t *testing.T) {
 			sh.mu.RLock()
 			done := sh.byID[id]
 			sh.mu.RUnlock()
-			if done.rec == tk.rec || done.rec.ident != ident {
-				t.Fatalf("terminal record: own copy %v, shared ident %v; want a copy sharing the ident", done.rec != tk.rec, done.rec.ident == ident)
+			if &done.rec == tk.rec || done.rec.ident != ident {
+				t.Fatalf("terminal record: own copy %v, shared ident %v; want a copy sharing the ident", &done.rec != tk.rec, done.rec.ident == ident)
 			}
 			if tk.rec.id != id || tk.rec.owner != "o" || tk.rec.name() != map[bool]string{true: "n"}[tc.name == "named"] {
 				t.Fatalf("the Task's identity changed: %q %q %q", tk.rec.id, tk.rec.owner, tk.rec.name())

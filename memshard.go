@@ -168,7 +168,7 @@ func (sh *memShard) markTerminal(tx *memTx, live *memEntry) {
 	if tx.clock.IsZero() {
 		tx.clock = time.Now()
 	}
-	e := newDone(sh.term, tx.spare, live.rec)
+	e := newDone(sh.term, tx.spare, &live.rec)
 	tx.spare = nil
 	e.rec.at = tx.clock.UnixNano()
 	sh.byID[e.rec.id] = e

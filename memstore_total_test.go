@@ -177,7 +177,7 @@ func commitOwned(t *testing.T, s *MemoryStore, owner, id string) weak.Pointer[me
 	sh := s.shardOf(id)
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
-	return weak.Make(sh.byID[id].rec)
+	return weak.Make(&sh.byID[id].rec)
 }
 
 // Through a Manager, tasks of many owners: the store keeps what its limits

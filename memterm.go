@@ -17,8 +17,7 @@ type memTerm struct {
 	owners map[string]*memList // each owner's terminal records (ownLinks)
 	all    memList             // every terminal record (storeLinks)
 
-	// pool keeps the compact entries (memEntry, its rec pointing into the
-	// same memDone) that retention forgot, cleared, for the next records
+	// pool keeps the compact entries (memEntry) that retention forgot, cleared, for the next records
 	// that turn terminal: once the store is at its limits, every ended
 	// task forgets one record and reuses its memory, so keeping records
 	// compact costs no allocation. The GC empties it within two cycles.

@@ -21,10 +21,9 @@ func (m *Manager) newRecord(t *Task) *memEntry {
 		t.rec = new(memRec)
 		return nil
 	}
-	d := new(memDone)
-	d.e.rec = &d.rec
-	t.rec = &d.rec
-	return &d.e
+	e := new(memEntry)
+	t.rec = &e.rec
+	return e
 }
 
 // commitFirst commits the task's first record; e is what newRecord returned.
