@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
+	"time"
 
 	"github.com/bgtask/bgtask"
 	"github.com/sourcegraph/conc/pool"
@@ -53,18 +55,39 @@ func warmGoroutines(k int) {
 
 // parkedBytes measures the live bytes per task that start adds: start must
 // return once all k tasks are running, and leave a function that ends them.
+//
+// A stop may return before the goroutines it ended have exited (eino's
+// Close does; a task's goroutine still runs the library's code after the
+// function returned): parkedBytes then waits until they have, so that they
+// do not exit during the next sample and lower its figure.
 func parkedBytes(k int, start func() (stop func() error, err error)) (sample, error) {
 	warmGoroutines(k)
+	base := runtime.NumGoroutine()
 	before := liveBytes()
 	stop, err := start()
 	if err != nil {
 		return sample{}, err
 	}
 	after := liveBytes()
-	if err := stop(); err != nil {
+	err = stop()
+	awaitGoroutines(base + leftoverGoroutines)
+	if err != nil {
 		return sample{}, err
 	}
 	return sample{v: float64(int64(after)-int64(before)) / float64(k)}, nil
+}
+
+// leftoverGoroutines is how many goroutines a contender may keep after its
+// stop: bgtask's idle workers (at most GOMAXPROCS x 4) wait a second or two
+// for a next task.
+var leftoverGoroutines = 4*runtime.GOMAXPROCS(0) + 8
+
+// awaitGoroutines waits until at most n goroutines run, for up to ten
+// seconds (a leak is the contender's and shows in its next sample).
+func awaitGoroutines(n int) {
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > n && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func bgParked(ctx context.Context, cfg config) (s sample, err error) {
