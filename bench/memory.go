@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -59,8 +60,12 @@ func warmGoroutines(k int) {
 // A stop may return before the goroutines it ended have exited (eino's
 // Close does; a task's goroutine still runs the library's code after the
 // function returned): parkedBytes then waits until they have, so that they
-// do not exit during the next sample and lower its figure.
+// do not exit during the next sample and lower its figure. It also waits,
+// first, for those of an earlier group (a burst's): alive at the first
+// collection, deep in their ends, they would make the runtime start the
+// sample's goroutines with larger stacks (GODEBUG=adaptivestackstart).
 func parkedBytes(k int, start func() (stop func() error, err error)) (sample, error) {
+	awaitGoroutines(idleGoroutines + leftoverGoroutines) // an earlier group's (a burst's) ending goroutines
 	warmGoroutines(k)
 	base := runtime.NumGoroutine()
 	before := liveBytes()
@@ -77,6 +82,9 @@ func parkedBytes(k int, start func() (stop func() error, err error)) (sample, er
 	return sample{v: float64(int64(after)-int64(before)) / float64(k)}, nil
 }
 
+// idleGoroutines is how many goroutines run when the program starts.
+var idleGoroutines = runtime.NumGoroutine()
+
 // leftoverGoroutines is how many goroutines a contender may keep after its
 // stop: bgtask's idle workers (at most GOMAXPROCS x 4) wait a second or two
 // for a next task.
@@ -85,7 +93,12 @@ var leftoverGoroutines = 4*runtime.GOMAXPROCS(0) + 8
 // awaitGoroutines waits until at most n goroutines run, for up to ten
 // seconds (a leak is the contender's and shows in its next sample).
 func awaitGoroutines(n int) {
-	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > n && time.Now().Before(deadline); {
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > n {
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "bench: %d goroutines still run after 10s, want at most %d\n", runtime.NumGoroutine(), n)
+			return
+		}
 		time.Sleep(time.Millisecond)
 	}
 }
