@@ -43,16 +43,15 @@ func TaskFromContext(ctx context.Context) (*Task, bool) {
 	return t, ok
 }
 
-// taskContext is the context given to a task function: the task's
-// cancellable context plus the task itself as a value, in one allocation
-// with the Task. It carries the spawner's other values, except its tool
-// call: the task is not that call, so its own spawns and tool calls must not
-// be taken for the call's (a sub-agent's loop sets its own calls with
-// WithToolCall on a context derived from this one).
-type taskContext struct {
-	context.Context
-	t *Task
-}
+// taskContext is the context given to a task function: the Task itself,
+// seen as a context (a conversion of the pointer, no allocation), whose
+// Done, Err and Deadline are those of the task's cancellable context
+// (Task.cctx) and whose values are the task itself and the spawner's other
+// values, except its tool call: the task is not that call, so its own
+// spawns and tool calls must not be taken for the call's (a sub-agent's
+// loop sets its own calls with WithToolCall on a context derived from this
+// one). context.Cause reads the cause of Task.cctx through Value.
+type taskContext Task
 
 // valuesOnly is the parent of a task's cancellable context: the spawner's
 // values without its cancellation or deadline, like context.WithoutCancel,
@@ -65,12 +64,26 @@ func (valuesOnly) Err() error                              { return nil }
 func (c *valuesOnly) Value(key any) any                    { return c.parent.Value(key) }
 func (c *valuesOnly) String() string                       { return "bgtask.valuesOnly" }
 
+func (c *taskContext) Deadline() (deadline time.Time, ok bool) { return c.cctx.Deadline() }
+func (c *taskContext) Done() <-chan struct{}                   { return c.cctx.Done() }
+func (c *taskContext) Err() error                              { return c.cctx.Err() }
+
 func (c *taskContext) Value(key any) any {
 	switch key.(type) {
 	case taskKey:
-		return c.t
+		return (*Task)(c)
 	case toolCallKey:
 		return nil
 	}
-	return c.Context.Value(key)
+	return c.cctx.Value(key)
 }
+
+func (c *taskContext) String() string {
+	if s, ok := c.cctx.(interface{ String() string }); ok {
+		return s.String()
+	}
+	return "bgtask.taskContext"
+}
+
+// context returns the context given to t's function.
+func (t *Task) context() context.Context { return (*taskContext)(t) }

@@ -32,7 +32,7 @@ func (m *Manager) run(t *Task) {
 		return
 	}
 	stage = stageCalling
-	v, err := t.fn(&t.ctx, t)
+	v, err := t.fn(t.context(), t)
 	m.returned(t, v, err, &stage)
 }
 
@@ -110,7 +110,7 @@ func stopCutOutcome(m *Manager, _ *Task, _ error, out *outcome) { m.stopOutcome(
 
 // droppedOutcome is the outcome of a task cancelled while queued.
 func droppedOutcome(_ *Manager, t *Task, _ error, out *outcome) {
-	*out = outcome{status: StatusCancelled, err: context.Cause(&t.ctx).Error()}
+	*out = outcome{status: StatusCancelled, err: context.Cause(t.context()).Error()}
 }
 
 // startFailedOutcome is the outcome of a task whose start could not be
@@ -168,15 +168,15 @@ func (m *Manager) settle(t *Task, out *outcome, v any, err error) {
 		}
 		res, _ = truncateJSON(res, m.cfg.caps.result)
 		*out = outcome{status: StatusCompleted, result: res}
-	case t.ctx.Err() != nil && errors.Is(context.Cause(&t.ctx), ErrTimeout):
+	case t.cctx.Err() != nil && errors.Is(context.Cause(t.context()), ErrTimeout):
 		// Its time ran out (not a cancel: a cancel's cause stays the cause).
 		text := err.Error()
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrTimeout) {
-			text = context.Cause(&t.ctx).Error()
+			text = context.Cause(t.context()).Error()
 		}
 		*out = outcome{status: StatusFailed, kind: KindTimeout, err: text}
-	case t.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.Cause(&t.ctx))):
-		*out = outcome{status: StatusCancelled, err: context.Cause(&t.ctx).Error()}
+	case t.cctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.Cause(t.context()))):
+		*out = outcome{status: StatusCancelled, err: context.Cause(t.context()).Error()}
 	default:
 		*out = outcome{status: StatusFailed, kind: KindError, err: err.Error()}
 	}
@@ -192,7 +192,7 @@ func (m *Manager) finish(t *Task, out *outcome) {
 		m.releaseCut(t) // Stop ended it: what the function returned is discarded
 		return
 	}
-	if t.ctx.Err() != nil && context.Cause(&t.ctx) == errStopCut {
+	if t.cctx.Err() != nil && context.Cause(t.context()) == errStopCut {
 		m.stopOutcome(out) // Stop cut it while queued or before its call: it ends interrupted
 	}
 	m.end(t, out, false)
@@ -211,14 +211,14 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 		<-busy // an input request's record and event come before the terminal ones
 	}
 	prog := t.settleProgress()
-	if t.inbox != nil {
-		t.inbox.Close() // nobody reads it any more: later sends fail with ErrInboxClosed
+	if ib := t.agentInbox(); ib != nil {
+		ib.Close() // nobody reads it any more: later sends fail with ErrInboxClosed
 	}
 
 	fg := t.fg.Load() != fgBackground && m.endForeground(t)
 	var reason string
 	if out.status == StatusCancelled {
-		reason = reasonOf(context.Cause(&t.ctx))
+		reason = reasonOf(context.Cause(t.context()))
 	}
 	errText, _ := truncateText(out.err, m.cfg.caps.err)
 	stack, _ := truncateText(out.stack, m.cfg.caps.err)

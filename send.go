@@ -58,7 +58,7 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg Message
 		return "", ErrNotOwner
 	case msg.InReplyTo != "":
 		return t.answer(msg)
-	case t.inbox == nil:
+	case t.agentInbox() == nil:
 		return "", fmt.Errorf("%w: %s", ErrNotSubAgent, id)
 	}
 	payload, err := json.Marshal(msg)
@@ -67,7 +67,7 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg Message
 	}
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
-	if err := t.inbox.Send(Event{Kind: EventCustom, TaskID: id, Name: t.rec.name(), EventType: EventTypeMessage, Payload: payload}); err != nil {
+	if err := t.agentInbox().Send(Event{Kind: EventCustom, TaskID: id, Name: t.rec.name(), EventType: EventTypeMessage, Payload: payload}); err != nil {
 		return "", err
 	}
 	return m.msgs.add(id, MessageIn, msg), nil

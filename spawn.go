@@ -85,7 +85,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 	}
 	t.rec.set(&u) // the identity fields: never written again
 	if agent {
-		t.inbox = m.newInbox(WithOnClosed(m.forwardOrphanEvent(owner)))
+		t.rareState().inbox = m.newInbox(WithOnClosed(m.forwardOrphanEvent(owner)))
 	}
 	// The task keeps the spawner's values (trace span, logger, auth), not
 	// its cancellation or deadline; taskContext hides the spawner's tool call.
@@ -99,7 +99,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 		stop = func(cause error) { cancel(cause); release() }
 		cctx = dctx
 	}
-	t.ctx = taskContext{Context: cctx, t: t}
+	t.cctx = cctx
 	t.stop = stop
 
 	m.mu.Lock()
@@ -133,7 +133,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 		return "", false, err
 	}
 	if agent {
-		m.bindInbox(t.rec.id, t.inbox)
+		m.bindInbox(t.rec.id, t.agentInbox())
 	}
 
 	if admitted {
@@ -216,7 +216,7 @@ func (m *Manager) register(t *Task) error {
 		rs := m.runs[runKey{owner: meta.owner, run: run}]
 		cancelled := rs != nil && rs.cancelled
 		if !cancelled && p != nil && p.phase.live() && p.signalled && p.rec.parentRun() == run {
-			cancelled = errors.Is(context.Cause(p.ctx.Context), ErrRunCancelled)
+			cancelled = errors.Is(context.Cause(p.cctx), ErrRunCancelled)
 		}
 		if cancelled {
 			return fmt.Errorf("%w: %q", ErrRunCancelled, run)
@@ -299,8 +299,8 @@ func (m *Manager) abandon(t *Task) {
 	m.mu.Unlock()
 	m.startAll(starts)
 	t.stop(nil)
-	if t.inbox != nil {
-		t.inbox.Close()
+	if ib := t.agentInbox(); ib != nil {
+		ib.Close()
 	}
 	m.retire(t)
 	m.wg.Done()

@@ -33,8 +33,8 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // without a lock.
 //
 //	field                        guarded by           written by
-//	m, fn, ctx, vals, stop,      set at spawn         spawn
-//	inbox
+//	m, fn, cctx, vals, stop      set at spawn         spawn
+//	rare.inbox (a sub-agent's)   set at spawn         spawn (with the taskRare)
 //	rec (the pointer), queued    set at spawn         spawn (newRecord)
 //	rec's identity fields        set at spawn         spawn, register (the parent's run); never
 //	(id, owner, wake, typ,                            changed after (memRec.setMutable skips them,
@@ -107,14 +107,13 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // Task is the handle a task function receives. Its methods are safe for
 // concurrent use, including after the function has returned.
 type Task struct {
-	m     *Manager
-	rec   *memRec // the record: shared with a MemoryStore, or private (see record.go)
-	fn    Func
-	ctx   taskContext
-	vals  valuesOnly // the parent of ctx: the spawner's values only
-	stop  context.CancelCauseFunc
-	inbox *Inbox                   // a sub-agent's own inbox; nil for a plain task
-	rare  atomic.Pointer[taskRare] // what few tasks need, made on first use (see rare)
+	m    *Manager
+	rec  *memRec // the record: shared with a MemoryStore, or private (see record.go)
+	fn   Func
+	cctx context.Context // the task's cancellable context; its function gets the Task as one (taskContext)
+	vals valuesOnly      // the parent of ctx: the spawner's values only
+	stop context.CancelCauseFunc
+	rare atomic.Pointer[taskRare] // what few tasks need, made on first use (see rare)
 
 	emitMu sync.Mutex // serialises Emit with the end of the task; see the map above
 
@@ -147,6 +146,15 @@ type taskRare struct {
 	busy        chan struct{}  // an input-path commit is in flight (beginCommit); closed when it is done; guarded by emitMu
 	inboxGen    uint64         // m.inboxGen when ownerBox was looked up; guarded by emitMu
 	ownerBox    *Inbox         // the owner's inbox, cached for Emit; guarded by emitMu
+	inbox       *Inbox         // a sub-agent's own inbox; set at spawn (with the taskRare), before the task is registered
+}
+
+// agentInbox returns a sub-agent's own inbox; nil for a plain task.
+func (t *Task) agentInbox() *Inbox {
+	if r := t.rare.Load(); r != nil {
+		return r.inbox
+	}
+	return nil
 }
 
 // rareState returns t's taskRare, making it on first use.
@@ -182,7 +190,7 @@ func (t *Task) Parent() Parent { return t.rec.parent() }
 // Inbox returns a sub-agent's own inbox, where messages sent to it
 // (Owner.Send) and events of the tasks it owns arrive. It is nil for a plain
 // task. The Manager closes it when the task ends.
-func (t *Task) Inbox() *Inbox { return t.inbox }
+func (t *Task) Inbox() *Inbox { return t.agentInbox() }
 
 // Agent returns the Owner view of the tasks a sub-agent starts as an
 // agent: their owner is the sub-agent's id, so their events reach its
@@ -191,7 +199,7 @@ func (t *Task) Inbox() *Inbox { return t.inbox }
 // starts subtasks for its own owner instead (Manager.Owner(t.Owner())),
 // linked to it as their parent.
 func (t *Task) Agent() (Owner, error) {
-	if t.inbox == nil {
+	if t.agentInbox() == nil {
 		return Owner{}, fmt.Errorf("%w: %s cannot own tasks", ErrNotSubAgent, t.rec.id)
 	}
 	return t.m.Owner(t.rec.id), nil

@@ -175,7 +175,7 @@ func TestToolBadArguments(t *testing.T) {
 	before := state()
 	for _, tool := range o.Tools() {
 		for _, tc := range append(commonBadArgs, perToolBadArgs[tool.Name]...) {
-			for _, scope := range []context.Context{ctx, context.Context(&tk.ctx)} {
+			for _, scope := range []context.Context{ctx, tk.context()} {
 				res, err := tool.Call(scope, json.RawMessage(tc.args))
 				if res != nil || err == nil || err.Error() != tc.want || !errors.Is(err, ErrToolArguments) {
 					t.Errorf("%s(%q) = %s, %v; want %s", tool.Name, tc.args, res, err, tc.want)

@@ -85,7 +85,7 @@ func (m *Manager) work(t *Task) {
 	defer m.workers.wg.Done()
 	var w *worker
 	for t != nil {
-		pprof.SetGoroutineLabels(&t.ctx)
+		pprof.SetGoroutineLabels(t.context())
 		m.run(t)
 		pprof.SetGoroutineLabels(context.Background())
 		t = m.workers.park(&w)
