@@ -329,8 +329,8 @@ func TestKeptSettle(t *testing.T) {
 			if _, ok := k.get("task_a"); ok != tt.kept {
 				t.Errorf("kept = %v, want %v", ok, tt.kept)
 			}
-			if want := map[bool]int{true: 9, false: 0}[tt.kept]; k.bytes != want {
-				t.Errorf("bytes = %d, want %d", k.bytes, want)
+			if _, bytes := k.c.Len(); bytes != map[bool]int64{true: 9, false: 0}[tt.kept] {
+				t.Errorf("bytes = %d, want %d", bytes, map[bool]int64{true: 9, false: 0}[tt.kept])
 			}
 		})
 	}

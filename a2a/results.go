@@ -9,6 +9,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/internal/bytecache"
 )
 
 // kept holds the results of the tasks this server started, for those
@@ -17,14 +18,9 @@ import (
 // start of it that the artifact carries. The result artifact is made from
 // it. It is bounded in bytes; past the bound the oldest results are
 // forgotten first, and their tasks show the record's cut copy, marked as
-// cut. The zero value is not usable: use newKept.
+// cut. Safe for concurrent use. The zero value is not usable: use newKept.
 type kept struct {
-	max int // bytes of results kept, at most
-
-	mu    sync.Mutex // protects the fields below
-	byID  map[string]keptResult
-	order []string // task ids, oldest first; may name forgotten ones
-	bytes int
+	c *bytecache.Cache[keptResult]
 }
 
 // keptResult is one kept result: raw, the whole JSON result, or else text,
@@ -36,63 +32,20 @@ type keptResult struct {
 	size int
 }
 
-func (r keptResult) len() int { return len(r.raw) + len(r.text) }
+func (r keptResult) len() int64 { return int64(len(r.raw) + len(r.text)) }
 
 func newKept(max int) *kept {
-	return &kept{max: max, byID: make(map[string]keptResult)}
+	return &kept{bytecache.New(int64(max), keptResult.len)}
 }
 
 // put keeps r as the result of task id, unless it alone is over the bound.
-func (k *kept) put(id string, r keptResult) {
-	if r.len() > k.max {
-		return
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if old, ok := k.byID[id]; ok {
-		k.bytes -= old.len()
-	}
-	k.byID[id] = r
-	k.order = append(k.order, id)
-	k.bytes += r.len()
-	for k.bytes > k.max && len(k.order) > 0 {
-		old := k.order[0]
-		k.order = k.order[1:]
-		if r, ok := k.byID[old]; ok && old != id {
-			k.bytes -= r.len()
-			delete(k.byID, old)
-		}
-	}
-	if len(k.order) > 2*len(k.byID)+16 { // compact the ids of forgotten results
-		order := make([]string, 0, len(k.byID))
-		seen := make(map[string]bool, len(k.byID))
-		for _, id := range k.order {
-			if _, ok := k.byID[id]; ok && !seen[id] {
-				seen[id] = true
-				order = append(order, id)
-			}
-		}
-		k.order = order
-	}
-}
+func (k *kept) put(id string, r keptResult) { k.c.Put(id, r) }
 
 // get returns the result of task id, if it is kept.
-func (k *kept) get(id string) (keptResult, bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	r, ok := k.byID[id]
-	return r, ok
-}
+func (k *kept) get(id string) (keptResult, bool) { return k.c.Get(id) }
 
 // drop forgets the result of task id.
-func (k *kept) drop(id string) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if r, ok := k.byID[id]; ok {
-		k.bytes -= r.len()
-		delete(k.byID, id)
-	}
-}
+func (k *kept) drop(id string) { k.c.Delete(id) }
 
 // settle is called with the result a task's record holds once the task
 // has ended: a task that did not complete, or whose record holds its

@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/bgtask/bgtask/internal/bytecache"
 )
 
 // DefaultResultMemory is how many bytes of whole tool results a Server
@@ -58,13 +59,9 @@ func (c resultConfig) budget() int64 {
 }
 
 // wholeResults keeps the whole results that task records hold cut, oldest
-// dropped first past max bytes. Safe for concurrent use.
+// dropped first past its bytes. Safe for concurrent use.
 type wholeResults struct {
-	mu    sync.Mutex
-	max   int64
-	bytes int64
-	byID  map[string]wholeResult
-	order []string // task ids, oldest first; ids no longer in byID are skipped
+	c *bytecache.Cache[wholeResult]
 }
 
 type wholeResult struct {
@@ -73,50 +70,18 @@ type wholeResult struct {
 }
 
 func newWholeResults(max int64) *wholeResults {
-	return &wholeResults{max: max, byID: make(map[string]wholeResult)}
+	return &wholeResults{bytecache.New(max, func(r wholeResult) int64 { return int64(len(r.body)) })}
 }
 
 // keep keeps the whole result of a task; one larger than the budget is not
 // kept.
 func (w *wholeResults) keep(owner, id string, body json.RawMessage) {
-	n := int64(len(body))
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if n > w.max {
-		return
-	}
-	w.dropLocked(id)
-	for w.bytes+n > w.max && len(w.order) > 0 {
-		old := w.order[0]
-		w.order = w.order[1:]
-		w.dropLocked(old)
-	}
-	w.byID[id] = wholeResult{owner, body}
-	w.bytes += n
-	w.order = append(w.order, id)
-	if len(w.order) > 2*len(w.byID)+16 { // compact the ids dropped out of order
-		live := w.order[:0:0]
-		for _, x := range w.order {
-			if _, ok := w.byID[x]; ok {
-				live = append(live, x)
-			}
-		}
-		w.order = live
-	}
-}
-
-func (w *wholeResults) dropLocked(id string) {
-	if r, ok := w.byID[id]; ok {
-		w.bytes -= int64(len(r.body))
-		delete(w.byID, id)
-	}
+	w.c.Put(id, wholeResult{owner, body})
 }
 
 // get returns the whole result of one of owner's tasks, if kept.
 func (w *wholeResults) get(owner, id string) (json.RawMessage, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	r, ok := w.byID[id]
+	r, ok := w.c.Get(id)
 	if !ok || r.owner != owner {
 		return nil, false
 	}
