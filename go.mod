@@ -1,6 +1,6 @@
 module github.com/bgtask/bgtask
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/google/uuid v1.6.0
@@ -8,4 +8,8 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
-require golang.org/x/text v0.14.0 // indirect
+require (
+	github.com/stretchr/testify v1.12.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)

@@ -2,16 +2,10 @@ module github.com/bgtask/bgtask/bench
 
 go 1.26.0
 
-replace (
-	github.com/bgtask/bgtask => ../
-	github.com/bgtask/bgtask/store/pgstore => ../store/pgstore
-	github.com/bgtask/bgtask/store/sqlitestore => ../store/sqlitestore
-)
-
 require (
-	github.com/bgtask/bgtask v0.0.0
-	github.com/bgtask/bgtask/store/pgstore v0.0.0-00010101000000-000000000000
-	github.com/bgtask/bgtask/store/sqlitestore v0.0.0-00010101000000-000000000000
+	github.com/bgtask/bgtask v0.1.0
+	github.com/bgtask/bgtask/store/pgstore v0.1.0
+	github.com/bgtask/bgtask/store/sqlitestore v0.1.0
 	github.com/cloudwego/eino v0.10.0-alpha.12
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/sourcegraph/conc v0.3.0
@@ -55,7 +49,7 @@ require (
 	golang.org/x/arch v0.11.0 // indirect
 	golang.org/x/exp v0.0.0-20230713183714-613f0c0eb8a1 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect

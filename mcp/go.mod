@@ -3,9 +3,9 @@ module github.com/bgtask/bgtask/mcp
 go 1.26.0
 
 require (
-	github.com/bgtask/bgtask v0.0.0
-	github.com/bgtask/bgtask/store/pgstore v0.0.0
-	github.com/bgtask/bgtask/store/sqlitestore v0.0.0
+	github.com/bgtask/bgtask v0.1.0
+	github.com/bgtask/bgtask/store/pgstore v0.1.0
+	github.com/bgtask/bgtask/store/sqlitestore v0.1.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	go.uber.org/goleak v1.3.0
 )
@@ -27,16 +27,10 @@ require (
 	golang.org/x/oauth2 v0.35.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.61.1 // indirect
-)
-
-replace (
-	github.com/bgtask/bgtask => ../
-	github.com/bgtask/bgtask/store/pgstore => ../store/pgstore
-	github.com/bgtask/bgtask/store/sqlitestore => ../store/sqlitestore
 )

@@ -3,7 +3,7 @@ module github.com/bgtask/bgtask/otel
 go 1.26.0
 
 require (
-	github.com/bgtask/bgtask v0.0.0
+	github.com/bgtask/bgtask v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
@@ -19,7 +19,5 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 )
-
-replace github.com/bgtask/bgtask => ../

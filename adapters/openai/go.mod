@@ -2,10 +2,8 @@ module github.com/bgtask/bgtask/adapters/openai
 
 go 1.26.0
 
-replace github.com/bgtask/bgtask => ../..
-
 require (
-	github.com/bgtask/bgtask v0.0.0
+	github.com/bgtask/bgtask v0.1.0
 	github.com/openai/openai-go/v3 v3.96.0
 	go.uber.org/goleak v1.3.0
 )
@@ -16,4 +14,5 @@ require (
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
 	github.com/tidwall/sjson v1.2.5 // indirect
+	golang.org/x/net v0.61.0 // indirect
 )

@@ -3,9 +3,9 @@ module github.com/bgtask/bgtask/cmd/bgtask
 go 1.26.0
 
 require (
-	github.com/bgtask/bgtask v0.0.0
-	github.com/bgtask/bgtask/store/pgstore v0.0.0
-	github.com/bgtask/bgtask/store/sqlitestore v0.0.0
+	github.com/bgtask/bgtask v0.1.0
+	github.com/bgtask/bgtask/store/pgstore v0.1.0
+	github.com/bgtask/bgtask/store/sqlitestore v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	go.uber.org/goleak v1.3.0
 )
@@ -21,15 +21,9 @@ require (
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.61.1 // indirect
-)
-
-replace (
-	github.com/bgtask/bgtask => ../..
-	github.com/bgtask/bgtask/store/pgstore => ../../store/pgstore
-	github.com/bgtask/bgtask/store/sqlitestore => ../../store/sqlitestore
 )

@@ -3,8 +3,8 @@ module github.com/bgtask/bgtask/examples/agentloop
 go 1.26.0
 
 require (
-	github.com/bgtask/bgtask v0.0.0
-	github.com/bgtask/bgtask/store/sqlitestore v0.0.0
+	github.com/bgtask/bgtask v0.1.0
+	github.com/bgtask/bgtask/store/sqlitestore v0.1.0
 	github.com/vbauerster/mpb/v8 v8.9.3
 	go.uber.org/goleak v1.3.0
 )
@@ -24,9 +24,4 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.61.1 // indirect
-)
-
-replace (
-	github.com/bgtask/bgtask => ../..
-	github.com/bgtask/bgtask/store/sqlitestore => ../../store/sqlitestore
 )

@@ -3,9 +3,9 @@ module github.com/bgtask/bgtask/examples/mcpserver
 go 1.26.0
 
 require (
-	github.com/bgtask/bgtask v0.0.0
-	github.com/bgtask/bgtask/mcp v0.0.0
-	github.com/bgtask/bgtask/store/sqlitestore v0.0.0
+	github.com/bgtask/bgtask v0.1.0
+	github.com/bgtask/bgtask/mcp v0.1.0
+	github.com/bgtask/bgtask/store/sqlitestore v0.1.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	go.uber.org/goleak v1.3.0
 )
@@ -28,10 +28,4 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.61.1 // indirect
-)
-
-replace (
-	github.com/bgtask/bgtask => ../..
-	github.com/bgtask/bgtask/mcp => ../../mcp
-	github.com/bgtask/bgtask/store/sqlitestore => ../../store/sqlitestore
 )

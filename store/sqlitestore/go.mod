@@ -2,7 +2,11 @@ module github.com/bgtask/bgtask/store/sqlitestore
 
 go 1.26.0
 
-require github.com/bgtask/bgtask v0.0.0
+require (
+	github.com/bgtask/bgtask v0.1.0
+	go.uber.org/goleak v1.3.0
+	modernc.org/sqlite v1.61.1
+)
 
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
@@ -10,12 +14,8 @@ require (
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.61.1 // indirect
 )
-
-replace github.com/bgtask/bgtask => ../..
