@@ -8,7 +8,11 @@
 # `./test.sh -count=20`).
 set -uo pipefail
 cd "$(dirname "$0")"
-export GOWORK=off # each module on its own, through its replace directives (go.work is for `go run` from the root)
+# Every module runs in workspace mode (the root go.work, so each builds against
+# the tree); internal/modules's TestModulesBuildAlone builds each one on its
+# own (GOWORK=off, -mod=readonly) against the tree's modules at the versions
+# the go.mod files require, as a user's `go get` would.
+export GOWORK="$PWD/go.work"
 export GOFLAGS="${GOFLAGS:-} -count=1"
 
 # The pgstore tests (and the protocol servers' tests on PostgreSQL) start a

@@ -16,9 +16,10 @@
 // committed go.mod and go.sum plus those lines, read-only.
 //
 // `go test ./internal/modules -run TestModulesBuildAlone -tidy` rewrites every
-// module's go.mod and go.sum instead (`go work sync`, then `go mod tidy` in
-// each module against the same local proxy): the step of the release
-// checklist (docs/release.md) that bumps the requirements.
+// module's go.mod and go.sum instead (what `go work sync` does, then `go mod
+// tidy` in each module against the same local proxy) and go.work.sum: the
+// step of the release checklist (docs/release.md) after a change of
+// requirements.
 package modules_test
 
 import (
@@ -133,6 +134,45 @@ func TestWorkspaceHasEveryModule(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "go.work.sum")); err != nil {
 		t.Error(err)
 	}
+}
+
+// Every module requires each third-party module at the version the workspace
+// selects (the highest any module needs), as `go work sync` leaves them: the
+// tests of test.sh, which run in the workspace, build what a user of any one
+// module gets. splitDeps are the exceptions.
+func TestOneVersionPerDependency(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	selected := workspaceSelection(t, root)
+	for _, dir := range workspaceDirs(t, root) {
+		for _, r := range readModFile(t, filepath.Join(root, filepath.FromSlash(dir))).Require {
+			if r.Path == ownPrefix || strings.HasPrefix(r.Path, ownPrefix+"/") {
+				continue // ownVersions checks them
+			}
+			if _, ok := splitDeps[r.Path]; ok {
+				continue
+			}
+			if v := selected[r.Path]; r.Version != v {
+				t.Errorf("%s/go.mod requires %s %s, the workspace selects %s (`go test ./internal/modules -run TestModulesBuildAlone -tidy` syncs them)", dir, r.Path, r.Version, v)
+			}
+		}
+	}
+}
+
+// workspaceSelection is the version of each module the workspace selects.
+func workspaceSelection(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := goCmd(t, root, []string{"GOWORK=" + filepath.Join(root, "go.work"), "GOFLAGS=-mod=readonly"}, "list", "-m", "-json", "all")
+	selected := map[string]string{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var m struct{ Path, Version string }
+		if err := dec.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		selected[m.Path] = m.Version
+	}
+	return selected
 }
 
 // modFile is the part of `go mod edit -json` the test reads.
@@ -504,23 +544,17 @@ var splitDeps = map[string]string{
 	"github.com/cloudwego/eino": "adapters/eino requires a release in the checksum database, which a user's `go get` verifies; bench the pre-release with adk/backgroundtask, which is not in it",
 }
 
-// tidyModules rewrites every module's go.mod and go.sum in root: `go work
-// sync` (one version of each dependency across the workspace, but for
-// splitDeps, which keep each module's version), then `go mod tidy` in each
-// module on its own, then drops the go.sum lines for bgtask's own modules.
-// A module's tidy go.mod depends on the go.mod of the bgtask modules it
-// requires, so it goes round until a round changes nothing, each round
+// tidyModules rewrites every module's go.mod and go.sum in root: each
+// third-party requirement moves to the version the workspace selects (but
+// splitDeps), as `go work sync` would do (which leaves a module alone without a
+// word when it cannot load it, and would move splitDeps too), then `go mod
+// tidy` runs in each module on its own, and the go.sum lines for bgtask's own
+// modules are dropped. A module's tidy go.mod depends on the go.mod of the
+// bgtask modules it requires, and an upgrade can raise the workspace's
+// selection, so it goes round until a round changes nothing, each round
 // against a proxy and a module cache made anew from the tree.
 func tidyModules(t *testing.T, root string, mods []*module, versions []string) {
 	t.Helper()
-	keep := map[string][]string{} // module dir -> its -require flags for splitDeps
-	for _, m := range mods {
-		for _, r := range readModFile(t, filepath.Join(root, filepath.FromSlash(m.dir))).Require {
-			if _, ok := splitDeps[r.Path]; ok {
-				keep[m.dir] = append(keep[m.dir], "-require="+r.Path+"@"+r.Version)
-			}
-		}
-	}
 	// The pre-releases among splitDeps are not in the checksum database:
 	// their hashes come from the go.sum that has them, or from the zip.
 	noSumDB := ownPrefix
@@ -549,12 +583,19 @@ func tidyModules(t *testing.T, root string, mods []*module, versions []string) {
 		proxyDir := filepath.Join(tmp, "proxy")
 		writeProxy(t, root, proxyDir, mods, versions)
 		env := append(proxyEnv(t, proxyDir, filepath.Join(tmp, "modcache")), "GOFLAGS=-modcacherw", "GONOSUMDB="+noSumDB)
-		goCmd(t, root, append(env, "GOWORK="+filepath.Join(root, "go.work")), "work", "sync")
+		selected := workspaceSelection(t, root)
 		for _, m := range mods {
 			dir := filepath.Join(root, filepath.FromSlash(m.dir))
 			env := append(env, "GOWORK=off")
-			if flags := keep[m.dir]; len(flags) > 0 {
-				goCmd(t, dir, env, append([]string{"mod", "edit"}, flags...)...)
+			var up []string
+			for _, r := range readModFile(t, dir).Require {
+				_, split := splitDeps[r.Path]
+				if v := selected[r.Path]; !split && v != "" && v != r.Version && r.Path != ownPrefix && !strings.HasPrefix(r.Path, ownPrefix+"/") {
+					up = append(up, r.Path+"@"+v)
+				}
+			}
+			if len(up) > 0 {
+				goCmd(t, dir, env, append([]string{"get"}, up...)...)
 			}
 			goCmd(t, dir, env, "mod", "tidy")
 			sumFile := filepath.Join(dir, "go.sum")
@@ -576,8 +617,19 @@ func tidyModules(t *testing.T, root string, mods []*module, versions []string) {
 		}
 		if bytes.Equal(read(), before) {
 			t.Logf("round %d changed nothing: every go.mod and go.sum is tidy", round)
-			return
+			break
 		}
 		t.Logf("round %d: go.mod and go.sum files changed", round)
+	}
+	// go.work.sum: the hashes the workspace needs that no module's go.sum
+	// has, written anew by loading every module's packages and tests.
+	if err := os.Remove(filepath.Join(root, "go.work.sum")); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	wsEnv := []string{"GOWORK=" + filepath.Join(root, "go.work"), "GOFLAGS=-mod=readonly"}
+	for _, m := range mods {
+		dir := filepath.Join(root, filepath.FromSlash(m.dir))
+		goCmd(t, dir, wsEnv, "list", "-m", "all")
+		goCmd(t, dir, wsEnv, "list", "-deps", "-test", "./...")
 	}
 }
