@@ -153,7 +153,7 @@ func TestOneVersionPerDependency(t *testing.T) {
 				continue
 			}
 			if v := selected[r.Path]; r.Version != v {
-				t.Errorf("%s/go.mod requires %s %s, the workspace selects %s (`go test ./internal/modules -run TestModulesBuildAlone -tidy` syncs them)", dir, r.Path, r.Version, v)
+				t.Errorf("%s requires %s %s, the workspace selects %s (`go test ./internal/modules -run TestModulesBuildAlone -tidy` syncs them)", goModName(dir, "go.mod"), r.Path, r.Version, v)
 			}
 		}
 	}
@@ -313,7 +313,7 @@ func ownVersions(t *testing.T, root string, mods []*module) []string {
 		mf := readModFile(t, filepath.Join(root, filepath.FromSlash(m.dir)))
 		for _, r := range mf.Replace {
 			if r.Old.Path == ownPrefix || strings.HasPrefix(r.Old.Path, ownPrefix+"/") {
-				t.Errorf("%s/go.mod replaces %s with %s: `go get` and `go install ...@latest` ignore replace directives (go.work builds the modules against the tree)", m.dir, r.Old.Path, strings.TrimSpace(r.New.Path+" "+r.New.Version))
+				t.Errorf("%s replaces %s with %s: `go get` and `go install ...@latest` ignore replace directives (go.work builds the modules against the tree)", goModName(m.dir, "go.mod"), r.Old.Path, strings.TrimSpace(r.New.Path+" "+r.New.Version))
 			}
 		}
 		for _, r := range mf.Require {
@@ -340,6 +340,11 @@ func ownVersions(t *testing.T, root string, mods []*module) []string {
 		}
 	}
 	return versions
+}
+
+// goModName is the path of dir's file name relative to the root, for messages.
+func goModName(dir, name string) string {
+	return path.Join(dir, name)
 }
 
 // isRelease reports whether v is vMAJOR.MINOR.PATCH, without pre-release or
@@ -495,7 +500,7 @@ func checkModule(t *testing.T, m *module, dir string, env []string) bool {
 	}
 	own, committed := splitSum(gosum)
 	if len(own) > 0 {
-		t.Errorf("%s/go.sum lists bgtask's own modules (their hashes change with every commit; the check adds them):\n%s", m.dir, strings.Join(own, "\n"))
+		t.Errorf("%s lists bgtask's own modules (their hashes change with every commit; the check adds them):\n%s", goModName(m.dir, "go.sum"), strings.Join(own, "\n"))
 		return false
 	}
 	if out, err := goCmdErr(dir, env, "mod", "tidy"); err != nil {
@@ -513,11 +518,11 @@ func checkModule(t *testing.T, m *module, dir string, env []string) bool {
 	own, rest := splitSum(tidySum)
 	ok := true
 	if !bytes.Equal(tidyMod, gomod) {
-		t.Errorf("%s/go.mod is not tidy: `go mod tidy` (GOWORK=off) adds (+) and drops (-)%s", m.dir, sumDiff(strings.Split(string(gomod), "\n"), strings.Split(string(tidyMod), "\n")))
+		t.Errorf("%s is not tidy: `go mod tidy` (GOWORK=off) adds (+) and drops (-)%s", goModName(m.dir, "go.mod"), sumDiff(strings.Split(string(gomod), "\n"), strings.Split(string(tidyMod), "\n")))
 		ok = false
 	}
 	if !slices.Equal(rest, committed) {
-		t.Errorf("%s/go.sum is not tidy: `go mod tidy` (GOWORK=off) adds (+) and drops (-)%s", m.dir, sumDiff(committed, rest))
+		t.Errorf("%s is not tidy: `go mod tidy` (GOWORK=off) adds (+) and drops (-)%s", goModName(m.dir, "go.sum"), sumDiff(committed, rest))
 		ok = false
 	}
 	if !ok {
