@@ -415,6 +415,7 @@ func proxyEnv(t *testing.T, proxyDir, modCache string) []string {
 	if len(lines) != 2 {
 		t.Fatalf("go env GOMODCACHE GOPROXY: %q", out)
 	}
+	linkModCache(t, lines[0], modCache)
 	proxies := []string{fileURL(proxyDir), fileURL(filepath.Join(lines[0], "cache", "download"))}
 	if lines[1] != "" {
 		proxies = append(proxies, lines[1])
@@ -426,6 +427,43 @@ func proxyEnv(t *testing.T, proxyDir, modCache string) []string {
 		"GOMODCACHE=" + modCache,
 		"GOTOOLCHAIN=local",
 	}
+}
+
+// linkModCache makes priv a module cache that holds bgtask's own modules
+// alone and links everything else to the shared cache in shared, so that the
+// third-party modules already there are neither copied nor extracted again.
+// What go adds for a linked host or owner goes to the shared cache, as any
+// download would.
+func linkModCache(t *testing.T, shared, priv string) {
+	t.Helper()
+	// link links each entry of from in to, but those in skip.
+	link := func(from, to string, skip ...string) {
+		entries, err := os.ReadDir(from)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(to, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if slices.Contains(skip, e.Name()) {
+				continue
+			}
+			if err := os.Symlink(filepath.Join(from, e.Name()), filepath.Join(to, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// github.com/bgtask (ownPrefix's host and owner) is left out, in the
+	// extracted modules and in cache/download; cache/lock and cache/vcs stay
+	// private.
+	host, rest, _ := strings.Cut(ownPrefix, "/")
+	owner, _, _ := strings.Cut(rest, "/")
+	download := filepath.Join("cache", "download")
+	link(shared, priv, "cache", host)
+	link(filepath.Join(shared, host), filepath.Join(priv, host), owner)
+	link(filepath.Join(shared, download), filepath.Join(priv, download), host)
+	link(filepath.Join(shared, download, host), filepath.Join(priv, download, host), owner)
 }
 
 func fileURL(dir string) string {
