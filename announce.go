@@ -7,6 +7,9 @@ import (
 	"maps"
 	"slices"
 	"sync"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // Durable announcements. A terminal record carries Announced once its
@@ -141,7 +144,7 @@ func (o Owner) MarkAnnounced(ctx context.Context, ids ...string) error {
 		// The forwarded records first: once the owner's own are marked, a
 		// Restore no longer follows its gone sub-agent to them.
 		for _, owner := range slices.Sorted(maps.Keys(fwd)) {
-			if err := o.m.store.Commit(ctx, owner, Announce(fwd[owner]...)); err != nil {
+			if err := o.m.store.Commit(ctx, owner, store.AnnounceAction(fwd[owner]...)); err != nil {
 				return fmt.Errorf("bgtask: mark announced: %w", err)
 			}
 		}
@@ -155,7 +158,7 @@ func (o Owner) MarkAnnounced(ctx context.Context, ids ...string) error {
 		})
 	}
 	if len(own) > 0 {
-		if err := o.m.store.Commit(ctx, o.id, Announce(own...)); err != nil {
+		if err := o.m.store.Commit(ctx, o.id, store.AnnounceAction(own...)); err != nil {
 			return fmt.Errorf("bgtask: mark announced: %w", err)
 		}
 	}
@@ -174,22 +177,22 @@ func (o Owner) MarkAnnounced(ctx context.Context, ids ...string) error {
 // ended is left to that instance, which delivered its event itself: it is
 // announced here once that instance is gone. A corrupt record is skipped
 // and reported in the returned error; the others are delivered.
-func (m *Manager) reannounce(ctx context.Context, owner, report string) ([]TaskMeta, error) {
+func (m *Manager) reannounce(ctx context.Context, owner, report string) ([]bgtype.TaskMeta, error) {
 	if !m.durable() {
 		return nil, nil // every record is this Manager's, and every event was delivered
 	}
 	var (
 		errs  []error
-		due   []TaskMeta
+		due   []bgtype.TaskMeta
 		known = make(map[string]bool)
 	)
-	live, _ := m.store.(InstanceLiveness)
-	for meta, err := range m.store.List(ctx, owner, StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted) {
+	live, _ := m.store.(store.InstanceLiveness)
+	for meta, err := range m.store.List(ctx, owner, bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled, bgtype.StatusInterrupted) {
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if meta.Announced || meta.Wake == WakeSilent || m.sent.has(meta.ID) {
+		if meta.Announced || meta.Wake == bgtype.WakeSilent || m.sent.has(meta.ID) {
 			continue
 		}
 		alive, err := m.aliveElsewhere(ctx, live, known, &meta)
@@ -200,7 +203,7 @@ func (m *Manager) reannounce(ctx context.Context, owner, report string) ([]TaskM
 			due = append(due, meta)
 		}
 	}
-	if len(errs) > 0 && !errors.Is(errors.Join(errs...), ErrCorrupt) {
+	if len(errs) > 0 && !errors.Is(errors.Join(errs...), bgtype.ErrCorrupt) {
 		return nil, errors.Join(errs...)
 	}
 	for i := range due {

@@ -8,6 +8,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // durableMem is a MemoryStore seen through another type, so a Manager
@@ -21,9 +24,9 @@ type durableMem struct {
 	corrupt  string // a task id List reports as corrupt instead of its record
 }
 
-func (d *durableMem) Commit(ctx context.Context, owner string, actions ...Action) error {
+func (d *durableMem) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	for _, a := range actions {
-		if a.Op != OpAnnounce {
+		if a.Op != store.OpAnnounce {
 			continue
 		}
 		d.mu.Lock()
@@ -39,12 +42,12 @@ func (d *durableMem) Commit(ctx context.Context, owner string, actions ...Action
 	return d.MemoryStore.Commit(ctx, owner, actions...)
 }
 
-func (d *durableMem) List(ctx context.Context, owner string, statuses ...TaskStatus) iter.Seq2[TaskMeta, error] {
-	return func(yield func(TaskMeta, error) bool) {
+func (d *durableMem) List(ctx context.Context, owner string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
+	return func(yield func(bgtype.TaskMeta, error) bool) {
 		var bad error
 		for m, err := range d.MemoryStore.List(ctx, owner, statuses...) {
 			if err == nil && m.ID == d.corrupt {
-				bad = fmt.Errorf("%w: task %s: unknown status %q", ErrCorrupt, m.ID, "paused")
+				bad = fmt.Errorf("%w: task %s: unknown status %q", bgtype.ErrCorrupt, m.ID, "paused")
 				continue
 			}
 			if !yield(m, err) {
@@ -52,7 +55,7 @@ func (d *durableMem) List(ctx context.Context, owner string, statuses ...TaskSta
 			}
 		}
 		if bad != nil {
-			yield(TaskMeta{}, bad)
+			yield(bgtype.TaskMeta{}, bad)
 		}
 	}
 }
@@ -166,7 +169,7 @@ func TestRestoreReannouncesUntaken(t *testing.T) {
 	}
 	ids := finishTasks(t, m1, "thread-1", nil, errors.New("boom"), nil)
 	finishTasks(t, m1, "thread-2", nil)
-	silent, err := m1.Owner("thread-1").Spawn(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil }, WithWake(WakeSilent))
+	silent, err := m1.Owner("thread-1").Spawn(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil }, WithWake(bgtype.WakeSilent))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,21 +229,21 @@ func TestRestoreSkipsEventsStillWaiting(t *testing.T) {
 // stale records are still interrupted and announced, and the run starts.
 func TestRestoreSkipsCorruptRecord(t *testing.T) {
 	ds := &durableMem{MemoryStore: NewMemoryStore()}
-	for _, m := range []TaskMeta{
-		{ID: "task_bad", Owner: "thread-1", Status: StatusRunning, CreatedAt: rt0, Instance: "gone"},
-		{ID: "task_good", Owner: "thread-1", Status: StatusRunning, CreatedAt: rt1, Instance: "gone"},
+	for _, m := range []bgtype.TaskMeta{
+		{ID: "task_bad", Owner: "thread-1", Status: bgtype.StatusRunning, CreatedAt: rt0, Instance: "gone"},
+		{ID: "task_good", Owner: "thread-1", Status: bgtype.StatusRunning, CreatedAt: rt1, Instance: "gone"},
 	} {
-		if err := ds.MemoryStore.Commit(t.Context(), "thread-1", Upsert(m)); err != nil {
+		if err := ds.MemoryStore.Commit(t.Context(), "thread-1", store.UpsertAction(m)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ds.corrupt = "task_bad"
 	m := newTestManager(t, WithStore(ds))
 	done, err := m.Restore(t.Context(), "thread-1")
-	if !errors.Is(err, ErrCorrupt) || err.Error() != `bgtask: restore skipped corrupt records: bgtask: corrupt task metadata: task task_bad: unknown status "paused"` {
+	if !errors.Is(err, bgtype.ErrCorrupt) || err.Error() != `bgtask: restore skipped corrupt records: bgtask: corrupt task metadata: task task_bad: unknown status "paused"` {
 		t.Fatalf("Restore error = %v, want one naming task_bad", err)
 	}
-	if len(done) != 1 || done[0].ID != "task_good" || done[0].Status != StatusInterrupted {
+	if len(done) != 1 || done[0].ID != "task_good" || done[0].Status != bgtype.StatusInterrupted {
 		t.Fatalf("Restore interrupted %+v, want task_good", done)
 	}
 	p, err := NewPlugin(m, "thread-1")
@@ -271,7 +274,7 @@ func (r *recovering) Recover(context.Context) (int, error) { r.calls++; return r
 func TestManagerRecover(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		store   Store
+		store   store.Store
 		n       int
 		errText string
 	}{
@@ -293,21 +296,21 @@ func TestManagerRecover(t *testing.T) {
 // RunStart announces the unannounced record, and the store's notice of it
 // is dropped, in the same batch or a later one; the next run has nothing.
 func TestPluginNoticeOfAnnouncedTaskDropped(t *testing.T) {
-	f := &fakeShared{MemoryStore: NewMemoryStore(), notices: map[string][]Event{}}
-	reaped := TaskMeta{ID: "task_reaped", Owner: "thread-1", Type: TypeTask, Status: StatusInterrupted, Instance: "gone", Attempt: 2,
-		Error: "instance gone", ErrorKind: KindInterrupted, CreatedAt: rt0, FinishedAt: rt1}
-	if err := f.Commit(t.Context(), "thread-1", Upsert(reaped)); err != nil {
+	f := &fakeShared{MemoryStore: NewMemoryStore(), notices: map[string][]bgtype.Event{}}
+	reaped := bgtype.TaskMeta{ID: "task_reaped", Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusInterrupted, Instance: "gone", Attempt: 2,
+		Error: "instance gone", ErrorKind: bgtype.KindInterrupted, CreatedAt: rt0, FinishedAt: rt1}
+	if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(reaped)); err != nil {
 		t.Fatal(err)
 	}
-	notice := Event{Kind: EventInterrupted, TaskID: reaped.ID, Error: reaped.Error, ErrorKind: KindInterrupted}
-	f.notices["thread-1"] = []Event{notice}
+	notice := bgtype.Event{Kind: bgtype.EventInterrupted, TaskID: reaped.ID, Error: reaped.Error, ErrorKind: bgtype.KindInterrupted}
+	f.notices["thread-1"] = []bgtype.Event{notice}
 	pr := newPluginRun(t, WithStore(f)) // RunStart announces the record
 	msgs, err := pr.p.Deliver(t.Context())
 	if err != nil || !slices.Equal(eventIDs(msgs), []string{reaped.ID}) {
 		t.Fatalf("Deliver = %q, %v; want the interruption once", eventIDs(msgs), err)
 	}
 	f.mu.Lock()
-	f.notices["thread-1"] = []Event{notice} // a second reaper's late notice
+	f.notices["thread-1"] = []bgtype.Event{notice} // a second reaper's late notice
 	f.mu.Unlock()
 	if msgs, err := pr.p.Deliver(t.Context()); err != nil || len(msgs) != 0 {
 		t.Fatalf("Deliver of a late notice = %q, %v; want nothing", eventIDs(msgs), err)

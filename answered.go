@@ -1,6 +1,10 @@
 package bgtask
 
-import "context"
+import (
+	"context"
+
+	"github.com/bgtask/bgtask/bgtype"
+)
 
 // answered is called when a call returned the terminal record meta to the
 // model as its result (wait_task, or Owner.Foreground joining a task that
@@ -12,8 +16,8 @@ import "context"
 // handed out already, or keeps between runs, is not reached; a mark that
 // cannot be committed is logged, and a restart may then announce the end
 // once more.
-func (o Owner) answered(ctx context.Context, meta *TaskMeta) {
-	if !meta.Status.IsTerminal() || meta.Wake == WakeSilent || meta.Announced {
+func (o Owner) answered(ctx context.Context, meta *bgtype.TaskMeta) {
+	if !meta.Status.IsTerminal() || meta.Wake == bgtype.WakeSilent || meta.Announced {
 		return
 	}
 	o.m.inboxMu.RLock()

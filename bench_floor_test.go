@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -23,15 +25,15 @@ import (
 // bgtask adds on top of the promises.
 type recordedByHand struct {
 	storeMu sync.Mutex
-	store   map[string]*bgtask.TaskMeta
+	store   map[string]*bgtype.TaskMeta
 
 	inboxMu sync.Mutex
-	events  []bgtask.Event
+	events  []bgtype.Event
 	wake    chan struct{}
 }
 
 func newRecordedByHand() *recordedByHand {
-	return &recordedByHand{store: make(map[string]*bgtask.TaskMeta), wake: make(chan struct{}, 1)}
+	return &recordedByHand{store: make(map[string]*bgtype.TaskMeta), wake: make(chan struct{}, 1)}
 }
 
 // spawn records a running task, runs fn on a goroutine and returns its id.
@@ -45,7 +47,7 @@ func (h *recordedByHand) spawn(fn func(context.Context) (any, error)) string {
 	}
 	id := "task_" + hex.EncodeToString(raw[:])
 	now := time.Now().UTC()
-	rec := &bgtask.TaskMeta{ID: id, Owner: benchOwner, Type: bgtask.TypeTask, Status: bgtask.StatusRunning, CreatedAt: now, StartedAt: now}
+	rec := &bgtype.TaskMeta{ID: id, Owner: benchOwner, Type: bgtask.TypeTask, Status: bgtype.StatusRunning, CreatedAt: now, StartedAt: now}
 	h.storeMu.Lock()
 	h.store[id] = rec
 	h.storeMu.Unlock()
@@ -61,10 +63,10 @@ func (h *recordedByHand) spawn(fn func(context.Context) (any, error)) string {
 			panic(err)
 		}
 		h.storeMu.Lock()
-		rec.Status, rec.Result, rec.FinishedAt = bgtask.StatusCompleted, res, time.Now().UTC()
+		rec.Status, rec.Result, rec.FinishedAt = bgtype.StatusCompleted, res, time.Now().UTC()
 		h.storeMu.Unlock()
 		h.inboxMu.Lock()
-		h.events = append(h.events, bgtask.Event{Kind: bgtask.EventCompleted, TaskID: id, Result: res})
+		h.events = append(h.events, bgtype.Event{Kind: bgtype.EventCompleted, TaskID: id, Result: res})
 		h.inboxMu.Unlock()
 		select {
 		case h.wake <- struct{}{}:
@@ -75,7 +77,7 @@ func (h *recordedByHand) spawn(fn func(context.Context) (any, error)) string {
 }
 
 // drain waits for events and appends them to buf.
-func (h *recordedByHand) drain(buf []bgtask.Event) []bgtask.Event {
+func (h *recordedByHand) drain(buf []bgtype.Event) []bgtype.Event {
 	<-h.wake
 	h.inboxMu.Lock()
 	buf = append(buf, h.events...)
@@ -85,7 +87,7 @@ func (h *recordedByHand) drain(buf []bgtask.Event) []bgtask.Event {
 }
 
 // forget drops the records of buf's tasks: retention is not measured here.
-func (h *recordedByHand) forget(buf []bgtask.Event) {
+func (h *recordedByHand) forget(buf []bgtype.Event) {
 	h.storeMu.Lock()
 	for i := range buf {
 		delete(h.store, buf[i].TaskID)
@@ -101,7 +103,7 @@ func answer42(context.Context) (any, error) { return 42, nil }
 //	go test -run '^$' -bench 'SpawnComplete|RawGoCtxResultChan|RawGoRecordedResult' .
 func BenchmarkRawGoRecordedResult(b *testing.B) {
 	h := newRecordedByHand()
-	buf := make([]bgtask.Event, 0, 16)
+	buf := make([]bgtype.Event, 0, 16)
 	b.ReportAllocs()
 	for b.Loop() {
 		id := h.spawn(answer42)
@@ -122,7 +124,7 @@ func BenchmarkRawGoRecordedResult(b *testing.B) {
 // completed event awaited.
 func BenchmarkRawBurst10kRecorded(b *testing.B) {
 	h := newRecordedByHand()
-	buf := make([]bgtask.Event, 0, burstK)
+	buf := make([]bgtype.Event, 0, burstK)
 	b.ReportAllocs()
 	for b.Loop() {
 		for range burstK {
@@ -131,7 +133,7 @@ func BenchmarkRawBurst10kRecorded(b *testing.B) {
 		for got := 0; got < burstK; {
 			buf = h.drain(buf[:0])
 			for i := range buf {
-				if buf[i].Kind != bgtask.EventCompleted || string(buf[i].Result) != "42" {
+				if buf[i].Kind != bgtype.EventCompleted || string(buf[i].Result) != "42" {
 					b.Fatalf("event %+v, want completed with result 42", buf[i])
 				}
 			}

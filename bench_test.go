@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -57,7 +59,7 @@ func BenchmarkSpawnComplete(b *testing.B) {
 	}
 	ctx := context.Background()
 	fn := func(context.Context, *bgtask.Task) (any, error) { return 42, nil }
-	buf := make([]bgtask.Event, 0, 16)
+	buf := make([]bgtype.Event, 0, 16)
 	b.ReportAllocs()
 	for b.Loop() {
 		id, err := o.Spawn(ctx, fn)
@@ -73,7 +75,7 @@ func BenchmarkSpawnComplete(b *testing.B) {
 				if buf[i].TaskID != id {
 					continue
 				}
-				if buf[i].Kind != bgtask.EventCompleted || string(buf[i].Result) != "42" {
+				if buf[i].Kind != bgtype.EventCompleted || string(buf[i].Result) != "42" {
 					b.Fatalf("event %+v, want completed with result 42", buf[i])
 				}
 				done = true
@@ -108,11 +110,11 @@ func BenchmarkRawGoCtxResultChan(b *testing.B) {
 // handle, the owner's inbox and a function that ends the task and shuts the
 // manager down.
 func emitTask(b *testing.B) (*bgtask.Task, *bgtask.Inbox, func()) {
-	return emitTaskWake(b, bgtask.WakeOnActivity)
+	return emitTaskWake(b, bgtype.WakeOnActivity)
 }
 
 // emitTaskWake is emitTask with the given wake policy.
-func emitTaskWake(b *testing.B, wake bgtask.WakePolicy) (*bgtask.Task, *bgtask.Inbox, func()) {
+func emitTaskWake(b *testing.B, wake bgtype.WakePolicy) (*bgtask.Task, *bgtask.Inbox, func()) {
 	b.Helper()
 	m := newBenchManager(b)
 	o := m.Owner(benchOwner)
@@ -136,7 +138,7 @@ func emitTaskWake(b *testing.B, wake bgtask.WakePolicy) (*bgtask.Task, *bgtask.I
 func BenchmarkEmitDrain(b *testing.B) {
 	t, ib, stop := emitTask(b)
 	defer stop()
-	buf := make([]bgtask.Event, 0, 4)
+	buf := make([]bgtype.Event, 0, 4)
 	i := 0
 	b.ReportAllocs()
 	for b.Loop() {
@@ -145,7 +147,7 @@ func BenchmarkEmitDrain(b *testing.B) {
 			b.Fatalf("Emit: %v", err)
 		}
 		buf = ib.AppendDrain(buf[:0])
-		if len(buf) != 1 || buf[0].Kind != bgtask.EventCustom {
+		if len(buf) != 1 || buf[0].Kind != bgtype.EventCustom {
 			b.Fatalf("drained %+v, want one custom event", buf)
 		}
 	}
@@ -154,9 +156,9 @@ func BenchmarkEmitDrain(b *testing.B) {
 // BenchmarkEmitQuietDrain is BenchmarkEmitDrain under the default wake
 // policy: the event is quiet and coalesced, and kept as the task's progress.
 func BenchmarkEmitQuietDrain(b *testing.B) {
-	t, ib, stop := emitTaskWake(b, bgtask.WakeOnTerminal)
+	t, ib, stop := emitTaskWake(b, bgtype.WakeOnTerminal)
 	defer stop()
-	buf := make([]bgtask.Event, 0, 4)
+	buf := make([]bgtype.Event, 0, 4)
 	i := 0
 	b.ReportAllocs()
 	for b.Loop() {
@@ -176,7 +178,7 @@ func BenchmarkEmitQuietDrain(b *testing.B) {
 func BenchmarkEmitDrainMapPayload(b *testing.B) {
 	t, ib, stop := emitTask(b)
 	defer stop()
-	buf := make([]bgtask.Event, 0, 4)
+	buf := make([]bgtype.Event, 0, 4)
 	payload := map[string]int{"percent": 0}
 	i := 0
 	b.ReportAllocs()
@@ -187,7 +189,7 @@ func BenchmarkEmitDrainMapPayload(b *testing.B) {
 			b.Fatalf("Emit: %v", err)
 		}
 		buf = ib.AppendDrain(buf[:0])
-		if len(buf) != 1 || buf[0].Kind != bgtask.EventCustom {
+		if len(buf) != 1 || buf[0].Kind != bgtype.EventCustom {
 			b.Fatalf("drained %+v, want one custom event", buf)
 		}
 	}
@@ -233,7 +235,7 @@ func benchCancelTree(b *testing.B, others int) {
 		}
 		ids = append(ids, root)
 		for range subtree - 1 {
-			id, err := o.Spawn(ctx, parked, bgtask.WithParent(bgtask.Parent{TaskID: root}))
+			id, err := o.Spawn(ctx, parked, bgtask.WithParent(bgtype.Parent{TaskID: root}))
 			if err != nil {
 				b.Fatalf("spawn child: %v", err)
 			}
@@ -249,7 +251,7 @@ func benchCancelTree(b *testing.B, others int) {
 		}
 		for _, id := range ids {
 			meta, err := o.Wait(ctx, id)
-			if err != nil || meta.Status != bgtask.StatusCancelled {
+			if err != nil || meta.Status != bgtype.StatusCancelled {
 				b.Fatalf("Wait(%s) = %s, %v; want cancelled", id, meta.Status, err)
 			}
 		}
@@ -389,7 +391,7 @@ func BenchmarkMemoryStoreHeap(b *testing.B) {
 					}
 					inboxes[i] = ib
 				}
-				var evs []bgtask.Event
+				var evs []bgtype.Event
 				for range n / (owners * perOwner) {
 					for range perOwner {
 						for _, o := range views {
@@ -444,7 +446,7 @@ func BenchmarkSpawnBurst10k(b *testing.B) {
 	}
 	ctx := context.Background()
 	fn := func(context.Context, *bgtask.Task) (any, error) { return 42, nil }
-	buf := make([]bgtask.Event, 0, burstK)
+	buf := make([]bgtype.Event, 0, burstK)
 	b.ReportAllocs()
 	for b.Loop() {
 		for range burstK {
@@ -458,7 +460,7 @@ func BenchmarkSpawnBurst10k(b *testing.B) {
 			}
 			buf = ib.AppendDrain(buf[:0])
 			for i := range buf {
-				if buf[i].Kind != bgtask.EventCompleted {
+				if buf[i].Kind != bgtype.EventCompleted {
 					b.Fatalf("event %+v, want completed", buf[i])
 				}
 			}

@@ -3,6 +3,8 @@ package bgtask
 import (
 	"context"
 	"fmt"
+
+	"github.com/bgtask/bgtask/store"
 )
 
 // Cancel asks one task to stop, whoever owns it, and returns 1 if it
@@ -66,7 +68,7 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 	if !r.covers(meta.Owner) {
 		return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
-	if shared, ok := m.store.(SharedStore); ok && !meta.Status.IsTerminal() && meta.Instance != m.cfg.instance {
+	if shared, ok := m.store.(store.SharedStore); ok && !meta.Status.IsTerminal() && meta.Instance != m.cfg.instance {
 		// Another instance runs it: the store carries the request there.
 		if err := shared.RequestCancel(ctx, id, tree); err != nil {
 			return 0, fmt.Errorf("bgtask: cancel %s on instance %q: %w", id, meta.Instance, err)

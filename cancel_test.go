@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // cancelVia is how a test cancels: through the Manager or an Owner view.
@@ -35,7 +37,7 @@ func TestCancelOne(t *testing.T) {
 			m := newTestManager(t)
 			o := m.Owner("thread-1")
 			id, p := spawnProbe(t, t.Context(), o)
-			childID, child := spawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: id}))
+			childID, child := spawnProbe(t, t.Context(), o, WithParent(bgtype.Parent{TaskID: id}))
 
 			if n, err := via.cancel(t.Context(), m, "thread-1", id); n != 1 || err != nil {
 				t.Fatalf("first Cancel = %d, %v; want 1, nil", n, err)
@@ -46,7 +48,7 @@ func TestCancelOne(t *testing.T) {
 			if cause := <-p.cause; !errors.Is(cause, ErrCancelled) {
 				t.Fatalf("cause %v, want ErrCancelled", cause)
 			}
-			if got := waitTask(t, o, id); got.Status != StatusCancelled || got.Error != ErrCancelled.Error() {
+			if got := waitTask(t, o, id); got.Status != bgtype.StatusCancelled || got.Error != ErrCancelled.Error() {
 				t.Fatalf("after cancel: status %q error %q", got.Status, got.Error)
 			}
 			// Cancel is not a tree cancel: the child goes on.
@@ -65,7 +67,7 @@ func TestCancelOne(t *testing.T) {
 			if n, err := via.cancel(t.Context(), m, "thread-1", done); n != 0 || err != nil {
 				t.Fatalf("Cancel of a completed task = %d, %v; want 0, nil", n, err)
 			}
-			if got, _ := o.Get(t.Context(), done); got.Status != StatusCompleted {
+			if got, _ := o.Get(t.Context(), done); got.Status != bgtype.StatusCompleted {
 				t.Fatalf("a cancel changed a completed task to %q", got.Status)
 			}
 			// Unknown id.
@@ -90,8 +92,8 @@ func TestCancelTree(t *testing.T) {
 			m := newTestManager(t)
 			o := m.Owner("thread-1")
 			root, rp := spawnProbe(t, t.Context(), o, WithName("root-task"))
-			child, cp := spawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: root}))
-			grand, gp := spawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: child}))
+			child, cp := spawnProbe(t, t.Context(), o, WithParent(bgtype.Parent{TaskID: root}))
+			grand, gp := spawnProbe(t, t.Context(), o, WithParent(bgtype.Parent{TaskID: child}))
 			sibling, sp := spawnProbe(t, t.Context(), o)
 
 			if n, err := via.tree(t.Context(), m, "thread-1", root); n != 3 || err != nil {
@@ -110,7 +112,7 @@ func TestCancelTree(t *testing.T) {
 				}
 			}
 			for _, id := range []string{root, child, grand} {
-				if got := waitTask(t, o, id); got.Status != StatusCancelled {
+				if got := waitTask(t, o, id); got.Status != bgtype.StatusCancelled {
 					t.Fatalf("%s: %q, want cancelled", id, got.Status)
 				}
 			}
@@ -128,8 +130,8 @@ func TestCancelTreeFromTheMiddle(t *testing.T) {
 	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	root, rp := spawnProbe(t, t.Context(), o)
-	child, cp := spawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: root}))
-	grand, gp := spawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: child}))
+	child, cp := spawnProbe(t, t.Context(), o, WithParent(bgtype.Parent{TaskID: root}))
+	grand, gp := spawnProbe(t, t.Context(), o, WithParent(bgtype.Parent{TaskID: child}))
 	if n, err := o.CancelTree(t.Context(), child); n != 2 || err != nil {
 		t.Fatalf("CancelTree(child) = %d, %v; want 2", n, err)
 	}
@@ -170,7 +172,7 @@ func TestCancelDetached(t *testing.T) {
 					errc <- errors.Join(err1, err2)
 					<-ctx.Done()
 					return nil, ctx.Err()
-				}, WithParent(Parent{RunID: "run-1"}))
+				}, WithParent(bgtype.Parent{RunID: "run-1"}))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -179,7 +181,7 @@ func TestCancelDetached(t *testing.T) {
 					t.Fatalf("nested spawns: %v", err)
 				}
 				dm, err := o.Get(t.Context(), c.d)
-				if err != nil || !dm.Detached || dm.Parent != (Parent{TaskID: root, RunID: "run-1"}) {
+				if err != nil || !dm.Detached || dm.Parent != (bgtype.Parent{TaskID: root, RunID: "run-1"}) {
 					t.Fatalf("detached record %+v, %v: want Detached with lineage kept", dm, err)
 				}
 
@@ -198,7 +200,7 @@ func TestCancelDetached(t *testing.T) {
 				if err := detached.ctxErr(t); err != nil {
 					t.Fatalf("the detached child was cancelled: %v", err)
 				}
-				if got, _ := o.Get(t.Context(), c.d); got.Status != StatusRunning {
+				if got, _ := o.Get(t.Context(), c.d); got.Status != bgtype.StatusRunning {
 					t.Fatalf("detached child %q, want running", got.Status)
 				}
 				if n, err := m.Owner("thread-1").CancelAll(); n != 1 || err != nil {
@@ -207,7 +209,7 @@ func TestCancelDetached(t *testing.T) {
 				if cause := <-detached.cause; !errors.Is(cause, ErrCancelled) {
 					t.Fatalf("detached cause %v, want ErrCancelled", cause)
 				}
-				if got := waitTask(t, o, c.d); got.Status != StatusCancelled {
+				if got := waitTask(t, o, c.d); got.Status != bgtype.StatusCancelled {
 					t.Fatalf("detached child %q after CancelAll", got.Status)
 				}
 				shutdownManager(t, m)
@@ -245,7 +247,7 @@ func TestCancelTreeEndedParent(t *testing.T) {
 	}
 	childID := <-childReady
 	<-grand.started
-	if got := waitTask(t, o, parent); got.Status != StatusCompleted {
+	if got := waitTask(t, o, parent); got.Status != bgtype.StatusCompleted {
 		t.Fatalf("parent: %+v", got)
 	}
 	if n, err := o.CancelTree(t.Context(), parent); n != 2 || err != nil {
@@ -257,13 +259,13 @@ func TestCancelTreeEndedParent(t *testing.T) {
 	if c := <-grand.cause; !errors.Is(c, ErrParentCancelled) {
 		t.Fatalf("grandchild cause %v", c)
 	}
-	if got := waitTask(t, o, childID); got.Status != StatusCancelled {
+	if got := waitTask(t, o, childID); got.Status != bgtype.StatusCancelled {
 		t.Fatalf("child %q", got.Status)
 	}
-	if got := waitTask(t, o, grand.task.ID()); got.Status != StatusCancelled {
+	if got := waitTask(t, o, grand.task.ID()); got.Status != bgtype.StatusCancelled {
 		t.Fatalf("grandchild %q", got.Status)
 	}
-	if got, _ := o.Get(t.Context(), parent); got.Status != StatusCompleted {
+	if got, _ := o.Get(t.Context(), parent); got.Status != bgtype.StatusCompleted {
 		t.Fatalf("the ended parent became %q", got.Status)
 	}
 	if n, err := o.CancelTree(t.Context(), parent); n != 0 || err != nil {
@@ -297,7 +299,7 @@ func TestOwnerCancelAll(t *testing.T) {
 			if c := <-aProbes[i].cause; !errors.Is(c, ErrCancelled) {
 				t.Fatalf("A task cause %v", c)
 			}
-			if got := waitTask(t, a, id); got.Status != StatusCancelled {
+			if got := waitTask(t, a, id); got.Status != bgtype.StatusCancelled {
 				t.Fatalf("A task %q", got.Status)
 			}
 		}
@@ -307,7 +309,7 @@ func TestOwnerCancelAll(t *testing.T) {
 				t.Fatalf("CancelAll(A) reached B: %v", err)
 			}
 		}
-		if got := listTasks(t, b, StatusRunning); len(got) != 2 {
+		if got := listTasks(t, b, bgtype.StatusRunning); len(got) != 2 {
 			t.Fatalf("B running: %v", taskIDs(got))
 		}
 		if n, err := m.Owner("nobody").CancelAll(); n != 0 || err != nil {
@@ -322,11 +324,11 @@ func TestOwnerCancelAll(t *testing.T) {
 			t.Fatalf("B.CancelAll = %d, %v; want 2", n, err)
 		}
 		for _, id := range bIDs {
-			if got := waitTask(t, b, id); got.Status != StatusCancelled {
+			if got := waitTask(t, b, id); got.Status != bgtype.StatusCancelled {
 				t.Fatalf("B task %q", got.Status)
 			}
 		}
-		if got := listTasks(t, b, StatusRunning, StatusQueued); len(got) != 0 {
+		if got := listTasks(t, b, bgtype.StatusRunning, bgtype.StatusQueued); len(got) != 0 {
 			t.Fatalf("B still has %v", taskIDs(got))
 		}
 		shutdownManager(t, m)
@@ -337,14 +339,14 @@ func TestCancelRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newTestManager(t)
 		o, other := m.Owner("thread-1"), m.Owner("thread-2")
-		a, ap := spawnProbe(t, t.Context(), o, WithParent(Parent{RunID: "run-1"}))
+		a, ap := spawnProbe(t, t.Context(), o, WithParent(bgtype.Parent{RunID: "run-1"}))
 		b, bp := spawnProbe(t, WithToolCall(t.Context(), ToolCall{RunID: "run-1", CallID: "call-1"}), o)
 		// A child of a run task, named without the run id: it joins its parent's run.
-		c, cp := spawnProbe(t, t.Context(), o, WithParent(Parent{TaskID: a}))
+		c, cp := spawnProbe(t, t.Context(), o, WithParent(bgtype.Parent{TaskID: a}))
 		// Another owner's task in its own run of the same id: untouched.
-		e, ep := spawnProbe(t, t.Context(), other, WithParent(Parent{RunID: "run-1"}))
+		e, ep := spawnProbe(t, t.Context(), other, WithParent(bgtype.Parent{RunID: "run-1"}))
 		// Another run.
-		d, dp := spawnProbe(t, t.Context(), o, WithParent(Parent{RunID: "run-2"}))
+		d, dp := spawnProbe(t, t.Context(), o, WithParent(bgtype.Parent{RunID: "run-2"}))
 
 		if got, _ := o.Get(t.Context(), c); got.Parent.RunID != "run-1" {
 			t.Fatalf("child's run %q, want run-1 (its parent's)", got.Parent.RunID)
@@ -364,7 +366,7 @@ func TestCancelRun(t *testing.T) {
 			o  Owner
 			id string
 		}{{o, a}, {o, b}, {o, c}} {
-			if got := waitTask(t, x.o, x.id); got.Status != StatusCancelled || got.Error != ErrRunCancelled.Error() {
+			if got := waitTask(t, x.o, x.id); got.Status != bgtype.StatusCancelled || got.Error != ErrRunCancelled.Error() {
 				t.Fatalf("%s: %q %q, want cancelled by the run", x.id, got.Status, got.Error)
 			}
 		}
@@ -384,7 +386,7 @@ func TestCancelRun(t *testing.T) {
 		if _, err := o.Spawn(WithToolCall(t.Context(), ToolCall{RunID: "run-1"}), newProbe().fn); !errors.Is(err, ErrRunCancelled) {
 			t.Fatalf("spawn into the cancelled run by tool call: %v, want ErrRunCancelled", err)
 		}
-		if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(Parent{RunID: "run-1"})); !errors.Is(err, ErrRunCancelled) {
+		if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(bgtype.Parent{RunID: "run-1"})); !errors.Is(err, ErrRunCancelled) {
 			t.Fatalf("spawn into the cancelled run by parent: %v, want ErrRunCancelled", err)
 		}
 		if got := len(listTasks(t, o)); got != 4 {
@@ -394,14 +396,14 @@ func TestCancelRun(t *testing.T) {
 		if n, err := m.CancelRun("thread-1", "run-empty"); n != 0 || err != nil {
 			t.Fatalf("CancelRun(run-empty) = %d, %v", n, err)
 		}
-		if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(Parent{RunID: "run-empty"})); !errors.Is(err, ErrRunCancelled) {
+		if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(bgtype.Parent{RunID: "run-empty"})); !errors.Is(err, ErrRunCancelled) {
 			t.Fatalf("spawn into run-empty: %v", err)
 		}
 		if _, err := m.CancelRun("thread-1", ""); !errors.Is(err, ErrInvalidArgument) {
 			t.Fatalf("CancelRun(\"\") = %v, want ErrInvalidArgument", err)
 		}
 		// Run-2 still accepts spawns.
-		if id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil }, WithParent(Parent{RunID: "run-2"})); err != nil {
+		if id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil }, WithParent(bgtype.Parent{RunID: "run-2"})); err != nil {
 			t.Fatalf("spawn into run-2: %v", err)
 		} else {
 			waitTask(t, o, id)
@@ -409,7 +411,7 @@ func TestCancelRun(t *testing.T) {
 		close(dp.release)
 		waitTask(t, o, d)
 		close(ep.release)
-		if got := waitTask(t, other, e); got.Status != StatusCompleted {
+		if got := waitTask(t, other, e); got.Status != bgtype.StatusCompleted {
 			t.Fatalf("thread-2's run-1 task %s, want completed", got.Status)
 		}
 		shutdownManager(t, m)
@@ -445,7 +447,7 @@ func TestCancelRunNestedSpawnRace(t *testing.T) {
 				_, err := spawner.Spawn(ctx, func(context.Context, *Task) (any, error) { ran.Store(true); return nil, nil })
 				nested <- err
 				return nil, err
-			}, WithParent(Parent{RunID: "run-cancelled"}))
+			}, WithParent(bgtype.Parent{RunID: "run-cancelled"}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -457,7 +459,7 @@ func TestCancelRunNestedSpawnRace(t *testing.T) {
 			if err, want := <-nested, `bgtask: run cancelled: "run-cancelled"`; !errors.Is(err, ErrRunCancelled) || err.Error() != want {
 				t.Fatalf("nested spawn: %v, want %s", err, want)
 			}
-			if got := waitTask(t, o, root); got.Status != StatusCancelled {
+			if got := waitTask(t, o, root); got.Status != bgtype.StatusCancelled {
 				t.Fatalf("root %q (%q), want cancelled", got.Status, got.Error)
 			}
 			if got := listTasks(t, o); len(got) != 1 {
@@ -489,7 +491,7 @@ func TestCancelParentSignalledRefusesAttachedChild(t *testing.T) {
 		var r res
 		_, r.attached = o.Spawn(ctx, func(context.Context, *Task) (any, error) { return nil, nil })
 		_, r.explicit = o.Spawn(context.Background(), func(context.Context, *Task) (any, error) { return nil, nil },
-			WithParent(Parent{TaskID: tk.ID()}))
+			WithParent(bgtype.Parent{TaskID: tk.ID()}))
 		// ctx is cancelled and Spawn commits with it: keep its values
 		// (the lineage) without its cancellation.
 		r.detachedID, r.detached = o.Spawn(context.WithoutCancel(ctx), detached.fn, WithDetached())
@@ -504,7 +506,7 @@ func TestCancelParentSignalledRefusesAttachedChild(t *testing.T) {
 		t.Fatalf("Cancel = %d, %v", n, err)
 	}
 	// From outside too, while the parent is still live.
-	if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(Parent{TaskID: parent})); !errors.Is(err, ErrParentCancelled) {
+	if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(bgtype.Parent{TaskID: parent})); !errors.Is(err, ErrParentCancelled) {
 		t.Fatalf("outside spawn under the cancelled parent: %v, want ErrParentCancelled", err)
 	}
 	close(gate)
@@ -518,7 +520,7 @@ func TestCancelParentSignalledRefusesAttachedChild(t *testing.T) {
 	if r.detached != nil {
 		t.Fatalf("detached child: %v, want allowed", r.detached)
 	}
-	if got := waitTask(t, o, parent); got.Status != StatusCancelled {
+	if got := waitTask(t, o, parent); got.Status != bgtype.StatusCancelled {
 		t.Fatalf("parent %q", got.Status)
 	}
 	if ids := taskIDs(listTasks(t, o)); len(ids) != 2 {
@@ -586,7 +588,7 @@ func TestCancelTreeRacesChildSpawns(t *testing.T) {
 			t.Fatalf("CancelTree = %d, want %d (parent and %d children)", n, len(r.ids)+1, len(r.ids))
 		}
 		for _, id := range r.ids {
-			if got := waitTask(t, o, id); got.Status != StatusCancelled || got.Error != ErrParentCancelled.Error() {
+			if got := waitTask(t, o, id); got.Status != bgtype.StatusCancelled || got.Error != ErrParentCancelled.Error() {
 				t.Fatalf("child %s: %q %q, want cancelled by the parent", id, got.Status, got.Error)
 			}
 		}
@@ -615,13 +617,13 @@ func TestCancelAllDuringEmits(t *testing.T) {
 				}
 			}
 			return nil, ctx.Err()
-		}, WithWake(WakeOnActivity))
+		}, WithWake(bgtype.WakeOnActivity))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids[id] = true
 	}
-	var evs []Event
+	var evs []bgtype.Event
 	beating := map[string]bool{}
 	for len(beating) < n {
 		if err := ib.Wait(t.Context()); err != nil {
@@ -636,7 +638,7 @@ func TestCancelAllDuringEmits(t *testing.T) {
 		t.Fatalf("CancelAll = %d, %v; want %d", c, err, n)
 	}
 	for id := range ids {
-		if got := waitTask(t, o, id); got.Status != StatusCancelled {
+		if got := waitTask(t, o, id); got.Status != bgtype.StatusCancelled {
 			t.Fatalf("%s: %q", id, got.Status)
 		}
 	}
@@ -650,8 +652,8 @@ func TestCancelAllDuringEmits(t *testing.T) {
 			t.Fatalf("event %+v after its task's terminal event", ev)
 		}
 		switch ev.Kind {
-		case EventCustom:
-		case EventCancelled:
+		case bgtype.EventCustom:
+		case bgtype.EventCancelled:
 			ended[ev.TaskID] = true
 		default:
 			t.Fatalf("unexpected event %+v", ev)
@@ -660,7 +662,7 @@ func TestCancelAllDuringEmits(t *testing.T) {
 	if len(ended) != n {
 		t.Fatalf("%d cancelled events, want %d", len(ended), n)
 	}
-	if got := listTasks(t, o, StatusRunning); len(got) != 0 {
+	if got := listTasks(t, o, bgtype.StatusRunning); len(got) != 0 {
 		t.Fatalf("still running: %v", taskIDs(got))
 	}
 	shutdownManager(t, m)

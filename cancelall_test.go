@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // TestCancelAll: every live task of every owner, detached and queued ones
@@ -29,7 +31,7 @@ func TestCancelAll(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := getTask(t, a, queued).Status; got != StatusQueued {
+			if got := getTask(t, a, queued).Status; got != bgtype.StatusQueued {
 				t.Fatalf("fifth task %s", got)
 			}
 			queued2, err := a.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil })
@@ -49,7 +51,7 @@ func TestCancelAll(t *testing.T) {
 				o  Owner
 				id string
 			}{{a, root}, {a, detached}, {b, other}, {b, agent}, {a, queued}, {a, queued2}} {
-				if got := waitTask(t, w.o, w.id); got.Status != StatusCancelled || got.Error != tc.want.Error() {
+				if got := waitTask(t, w.o, w.id); got.Status != bgtype.StatusCancelled || got.Error != tc.want.Error() {
 					t.Errorf("%s: %s %q", w.id, got.Status, got.Error)
 				}
 			}
@@ -64,7 +66,7 @@ func TestCancelAll(t *testing.T) {
 			// Still open.
 			id, p := spawnProbe(t, t.Context(), a)
 			close(p.release)
-			if got := waitTask(t, a, id); got.Status != StatusCompleted {
+			if got := waitTask(t, a, id); got.Status != bgtype.StatusCompleted {
 				t.Fatalf("spawn after CancelAll: %s", got.Status)
 			}
 		})

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // causeTask records its context's cause and returns the context's error.
@@ -93,18 +95,18 @@ func TestCancelWithReason(t *testing.T) {
 				t.Errorf("cause = %v, want %q matching ErrCancelled and %v", cause, wantText, tc.base)
 			}
 			meta, err := o.Wait(t.Context(), id)
-			if err != nil || meta.Status != StatusCancelled || meta.CancelReason != reason || meta.Error != wantText || meta.ErrorKind != "" {
+			if err != nil || meta.Status != bgtype.StatusCancelled || meta.CancelReason != reason || meta.Error != wantText || meta.ErrorKind != "" {
 				t.Fatalf("Wait = %s/%q/%q/%q, %v", meta.Status, meta.CancelReason, meta.Error, meta.ErrorKind, err)
 			}
 			evs := inbox.Drain()
-			if len(evs) != 1 || evs[0].Kind != EventCancelled || evs[0].CancelReason != reason {
+			if len(evs) != 1 || evs[0].Kind != bgtype.EventCancelled || evs[0].CancelReason != reason {
 				t.Fatalf("events = %+v", evs)
 			}
 			b, err := json.Marshal(evs[0])
 			if err != nil || string(b) != `{"kind":"cancelled","task_id":"`+id+`","reason":"the user changed plans \u003cb\u003e"}` {
 				t.Errorf("event JSON = %s, %v", b, err)
 			}
-			var back Event
+			var back bgtype.Event
 			if err := json.Unmarshal(b, &back); err != nil || back.CancelReason != reason {
 				t.Errorf("event read back = %+v, %v", back, err)
 			}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // TestSizeCapOptions: a negative cap is refused by New, 0 is the default.
@@ -59,7 +61,7 @@ func TestSizeCaps(t *testing.T) {
 			return nil, err
 		}
 		return long("a"), nil
-	}, WithWake(WakeOnActivity))
+	}, WithWake(bgtype.WakeOnActivity))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +73,7 @@ func TestSizeCaps(t *testing.T) {
 	if p, ok := o.LatestEvent(resID); !ok || string(p.Payload) != wantJSON {
 		t.Fatalf("Progress = %s, %v", p.Payload, ok)
 	}
-	if err := o.Send(ctx, resID, Message{InReplyTo: meta.Input.ID, Content: "go"}); err != nil {
+	if err := o.Send(ctx, resID, bgtype.Message{InReplyTo: meta.Input.ID, Content: "go"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := waitTask(t, o, resID); string(got.Result) != wantJSON {
@@ -96,25 +98,25 @@ func TestSizeCaps(t *testing.T) {
 	}
 
 	// Messages both ways: the owner's to a sub-agent, the sub-agent's to its owner.
-	heard := make(chan Message, 1)
+	heard := make(chan bgtype.Message, 1)
 	agentID, err := o.SpawnAgent(ctx, func(ctx context.Context, tk *Task) (any, error) {
 		if err := tk.Inbox().Wait(ctx); err != nil {
 			return nil, err
 		}
 		msg, _ := tk.Inbox().Drain()[0].Message()
 		heard <- msg
-		if err := tk.Emit(EventTypeMessage, Message{From: long("f"), Content: long("r")}); err != nil {
+		if err := tk.Emit(bgtype.EventTypeMessage, bgtype.Message{From: long("f"), Content: long("r")}); err != nil {
 			return nil, err
 		}
-		return nil, tk.Emit(EventTypeMessage, map[string]string{"note": long("n")})
+		return nil, tk.Emit(bgtype.EventTypeMessage, map[string]string{"note": long("n")})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Send(ctx, agentID, Message{From: "lead", Content: long("m")}); err != nil {
+	if err := o.Send(ctx, agentID, bgtype.Message{From: "lead", Content: long("m")}); err != nil {
 		t.Fatal(err)
 	}
-	if msg := <-heard; msg != (Message{From: "lead", Content: cut("m")}) {
+	if msg := <-heard; msg != (bgtype.Message{From: "lead", Content: cut("m")}) {
 		t.Fatalf("sub-agent heard %+v", msg)
 	}
 	waitTask(t, o, agentID)

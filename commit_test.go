@@ -10,6 +10,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // errInjected is the error a failingStore returns.
@@ -21,27 +24,27 @@ type failingStore struct {
 	*MemoryStore
 
 	mu    sync.Mutex
-	fails map[TaskStatus]int // failures left per status; < 0: always
-	calls map[TaskStatus]int // commits tried per status
+	fails map[bgtype.Status]int // failures left per status; < 0: always
+	calls map[bgtype.Status]int // commits tried per status
 }
 
 func newFailingStore() *failingStore {
 	return &failingStore{
 		MemoryStore: NewMemoryStore(),
-		fails:       make(map[TaskStatus]int),
-		calls:       make(map[TaskStatus]int),
+		fails:       make(map[bgtype.Status]int),
+		calls:       make(map[bgtype.Status]int),
 	}
 }
 
 // failTerminal makes the next n commits of terminal records fail (n < 0:
 // all of them).
 func (s *failingStore) failTerminal(n int) {
-	s.fail(n, StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted)
+	s.fail(n, bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled, bgtype.StatusInterrupted)
 }
 
 // fail makes the next n commits of records with one of statuses fail, each
 // status counted on its own (n < 0: all of them; 0: none).
-func (s *failingStore) fail(n int, statuses ...TaskStatus) {
+func (s *failingStore) fail(n int, statuses ...bgtype.Status) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, st := range statuses {
@@ -49,13 +52,13 @@ func (s *failingStore) fail(n int, statuses ...TaskStatus) {
 	}
 }
 
-func (s *failingStore) tried(st TaskStatus) int {
+func (s *failingStore) tried(st bgtype.Status) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls[st]
 }
 
-func (s *failingStore) Commit(ctx context.Context, owner string, actions ...Action) error {
+func (s *failingStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	s.mu.Lock()
 	for _, a := range actions {
 		for _, meta := range a.Tasks {
@@ -82,12 +85,12 @@ func TestCommitRetryOfTerminalRecord(t *testing.T) {
 		fails       int // -1: always
 		wantTries   int
 		wantElapsed time.Duration // from the function's return to Wait's
-		wantEvents  []EventKind
+		wantEvents  []bgtype.EventKind
 	}{
-		{"no failure", 0, 1, 0, []EventKind{EventCompleted}},
-		{"fails once", 1, 2, 10 * time.Millisecond, []EventKind{EventCompleted}},
-		{"fails twice", 2, 3, 30 * time.Millisecond, []EventKind{EventCompleted}},
-		{"fails always", -1, 3, 30 * time.Millisecond, []EventKind{EventCommitFailed, EventCompleted}},
+		{"no failure", 0, 1, 0, []bgtype.EventKind{bgtype.EventCompleted}},
+		{"fails once", 1, 2, 10 * time.Millisecond, []bgtype.EventKind{bgtype.EventCompleted}},
+		{"fails twice", 2, 3, 30 * time.Millisecond, []bgtype.EventKind{bgtype.EventCompleted}},
+		{"fails always", -1, 3, 30 * time.Millisecond, []bgtype.EventKind{bgtype.EventCommitFailed, bgtype.EventCompleted}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,28 +106,28 @@ func TestCommitRetryOfTerminalRecord(t *testing.T) {
 					}
 					returned = time.Now()
 					return "done", nil
-				}, WithWake(WakeOnActivity))
-				meta := waitStatus(t, m, id, StatusCompleted)
+				}, WithWake(bgtype.WakeOnActivity))
+				meta := waitStatus(t, m, id, bgtype.StatusCompleted)
 				if d := time.Since(returned); d != tc.wantElapsed {
 					t.Fatalf("terminal record settled %v after the function returned, want %v", d, tc.wantElapsed)
 				}
 				if string(meta.Result) != `"done"` || meta.Error != "" {
 					t.Fatalf("Wait: result %s error %q, want \"done\" and no error", meta.Result, meta.Error)
 				}
-				if got := st.tried(StatusCompleted); got != tc.wantTries {
+				if got := st.tried(bgtype.StatusCompleted); got != tc.wantTries {
 					t.Fatalf("terminal commit tried %d times, want %d", got, tc.wantTries)
 				}
 
 				ib, _ := m.Inbox("a")
 				evs := ib.Drain()
-				var kinds []EventKind
+				var kinds []bgtype.EventKind
 				for _, ev := range evs {
 					if ev.TaskID != id {
 						t.Fatalf("event for %s, want %s", ev.TaskID, id)
 					}
 					kinds = append(kinds, ev.Kind)
 				}
-				wantKinds := append([]EventKind{EventCustom}, tc.wantEvents...)
+				wantKinds := append([]bgtype.EventKind{bgtype.EventCustom}, tc.wantEvents...)
 				if !slices.Equal(kinds, wantKinds) {
 					t.Fatalf("events %v, want %v", kinds, wantKinds)
 				}
@@ -135,7 +138,7 @@ func TestCommitRetryOfTerminalRecord(t *testing.T) {
 
 				stored := getTask(t, m, id)
 				if tc.fails >= 0 {
-					if stored.Status != StatusCompleted || string(stored.Result) != `"done"` {
+					if stored.Status != bgtype.StatusCompleted || string(stored.Result) != `"done"` {
 						t.Fatalf("stored: status %q result %s, want completed \"done\"", stored.Status, stored.Result)
 					}
 					if !stored.FinishedAt.Equal(returned.UTC()) {
@@ -144,7 +147,7 @@ func TestCommitRetryOfTerminalRecord(t *testing.T) {
 				} else {
 					cf := evs[1]
 					wantErr := "commit completed: injected store failure"
-					if cf.Status != StatusCompleted || cf.Error != wantErr {
+					if cf.Status != bgtype.StatusCompleted || cf.Error != wantErr {
 						t.Fatalf("commit_failed event: status %q error %q, want completed %q", cf.Status, cf.Error, wantErr)
 					}
 					b, err := cf.MarshalJSON()
@@ -157,7 +160,7 @@ func TestCommitRetryOfTerminalRecord(t *testing.T) {
 					}
 					// The store could not be told: it still says running,
 					// and the event is what tells the owner otherwise.
-					if stored.Status != StatusRunning {
+					if stored.Status != bgtype.StatusRunning {
 						t.Fatalf("stored status %q after a failed terminal commit, want running (the last committed)", stored.Status)
 					}
 				}
@@ -181,13 +184,13 @@ func TestCommitFailedEventCarriesStatus(t *testing.T) {
 		name    string
 		fn      Func
 		cancel  bool
-		status  TaskStatus
-		kind    EventKind
+		status  bgtype.Status
+		kind    bgtype.EventKind
 		errText string // of the terminal event
 	}{
-		{"failed", func(ctx context.Context, _ *Task) (any, error) { return nil, errors.New("bad") }, false, StatusFailed, EventFailed, "bad"},
-		{"panicked", func(ctx context.Context, _ *Task) (any, error) { panic("boom") }, false, StatusFailed, EventFailed, "panic: boom"},
-		{"cancelled", func(ctx context.Context, _ *Task) (any, error) { <-ctx.Done(); return nil, ctx.Err() }, true, StatusCancelled, EventCancelled, ""},
+		{"failed", func(ctx context.Context, _ *Task) (any, error) { return nil, errors.New("bad") }, false, bgtype.StatusFailed, bgtype.EventFailed, "bad"},
+		{"panicked", func(ctx context.Context, _ *Task) (any, error) { panic("boom") }, false, bgtype.StatusFailed, bgtype.EventFailed, "panic: boom"},
+		{"cancelled", func(ctx context.Context, _ *Task) (any, error) { <-ctx.Done(); return nil, ctx.Err() }, true, bgtype.StatusCancelled, bgtype.EventCancelled, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -214,7 +217,7 @@ func TestCommitFailedEventCarriesStatus(t *testing.T) {
 					t.Fatalf("events %+v, want commit_failed then %s", evs, tc.kind)
 				}
 				wantErr := fmt.Sprintf("commit %s: injected store failure", tc.status)
-				if evs[0].Kind != EventCommitFailed || evs[0].Status != tc.status || evs[0].Error != wantErr {
+				if evs[0].Kind != bgtype.EventCommitFailed || evs[0].Status != tc.status || evs[0].Error != wantErr {
 					t.Fatalf("first event %+v, want commit_failed %s %q", evs[0], tc.status, wantErr)
 				}
 				if evs[1].Kind != tc.kind || evs[1].Error != tc.errText {
@@ -256,21 +259,21 @@ func TestCommitSpawnFailure(t *testing.T) {
 				if tc.agent {
 					spawn = o.SpawnAgent
 				}
-				st.fail(1, StatusRunning, StatusQueued)
+				st.fail(1, bgtype.StatusRunning, bgtype.StatusQueued)
 				rel := gate(t)
 				id, err := spawn(t.Context(), gated(&log, "job", rel), WithName("job"))
 				if !errors.Is(err, errInjected) || id != "" {
 					t.Fatalf("spawn with a failing commit: (%q, %v), want the store's error", id, err)
 				}
-				wantStatus := StatusRunning
+				wantStatus := bgtype.StatusRunning
 				if tc.queue {
-					wantStatus = StatusQueued
+					wantStatus = bgtype.StatusQueued
 				}
 				wantText := fmt.Sprintf("bgtask: spawn: commit: commit %s: injected store failure", wantStatus)
 				if err.Error() != wantText {
 					t.Fatalf("error text %q, want %q", err.Error(), wantText)
 				}
-				st.fail(0, StatusRunning, StatusQueued)
+				st.fail(0, bgtype.StatusRunning, bgtype.StatusQueued)
 				synctest.Wait()
 				wantLog := []string{}
 				wantCount, wantNodes := 0, 0
@@ -306,10 +309,10 @@ func TestCommitSpawnFailure(t *testing.T) {
 				}
 				close(relBlock)
 				if tc.queue {
-					waitStatus(t, m, blocker, StatusCompleted)
+					waitStatus(t, m, blocker, bgtype.StatusCompleted)
 				}
 				close(rel)
-				meta := waitStatus(t, m, id, StatusCompleted)
+				meta := waitStatus(t, m, id, bgtype.StatusCompleted)
 				if meta.Name != "job" {
 					t.Fatalf("name %q, want job", meta.Name)
 				}
@@ -334,15 +337,15 @@ func TestCommitStartFailure(t *testing.T) {
 		id0 := spawnFor(t, m, "a", gated(&log, "r0", rel0))
 		id1 := spawnFor(t, m, "a", gated(&log, "q1", rel1))
 		id2 := spawnFor(t, m, "a", gated(&log, "q2", rel2))
-		st.fail(2, StatusRunning) // both tries of q1's start
+		st.fail(2, bgtype.StatusRunning) // both tries of q1's start
 		close(rel0)
-		waitStatus(t, m, id0, StatusCompleted)
-		meta := waitStatus(t, m, id1, StatusFailed)
+		waitStatus(t, m, id0, bgtype.StatusCompleted)
+		meta := waitStatus(t, m, id1, bgtype.StatusFailed)
 		wantErr := "bgtask: could not record the start: commit running: injected store failure"
 		if meta.Error != wantErr || !meta.StartedAt.IsZero() {
 			t.Fatalf("q1: error %q started %v, want %q and no start stamp", meta.Error, meta.StartedAt, wantErr)
 		}
-		if stored := getTask(t, m, id1); stored.Status != StatusFailed || stored.Error != wantErr {
+		if stored := getTask(t, m, id1); stored.Status != bgtype.StatusFailed || stored.Error != wantErr {
 			t.Fatalf("stored q1: status %q error %q, want failed %q", stored.Status, stored.Error, wantErr)
 		}
 		synctest.Wait()
@@ -351,8 +354,8 @@ func TestCommitStartFailure(t *testing.T) {
 		}
 		close(rel1)
 		close(rel2)
-		waitStatus(t, m, id2, StatusCompleted)
-		want := []kindID{{EventCompleted, id0}, {EventFailed, id1}, {EventCompleted, id2}}
+		waitStatus(t, m, id2, bgtype.StatusCompleted)
+		want := []kindID{{bgtype.EventCompleted, id0}, {bgtype.EventFailed, id1}, {bgtype.EventCompleted, id2}}
 		if got := drainKindIDs(t, m, "a"); !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
@@ -404,7 +407,7 @@ func TestCommitWaitReturnsAfterTerminalEvent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := o.Send(t.Context(), id, Message{From: "a", Content: "unread"}); err != nil {
+		if err := o.Send(t.Context(), id, bgtype.Message{From: "a", Content: "unread"}); err != nil {
 			t.Fatal(err)
 		}
 		close(proceed)
@@ -421,9 +424,9 @@ func TestCommitWaitReturnsAfterTerminalEvent(t *testing.T) {
 			t.Fatalf("Wait before the terminal event: (%q, %v), want it to wait", meta.Status, err)
 		}
 		close(h.resume)
-		waitStatus(t, m, id, StatusCompleted)
+		waitStatus(t, m, id, bgtype.StatusCompleted)
 		synctest.Wait()
-		if got, want := drainKindIDs(t, m, "a"), []kindID{{EventCompleted, id}}; !slices.Equal(got, want) {
+		if got, want := drainKindIDs(t, m, "a"), []kindID{{bgtype.EventCompleted, id}}; !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
 		shutdownManager(t, m)

@@ -16,7 +16,7 @@
 //	id, err := agent.Spawn(ctx, func(ctx context.Context, t *bgtask.Task) (any, error) {
 //		t.Emit("progress", map[string]int{"percent": 50})
 //		return "done", nil
-//	}, bgtask.WithName("research"), bgtask.WithWake(bgtask.WakeOnActivity))
+//	}, bgtask.WithName("research"), bgtask.WithWake(bgtype.WakeOnActivity))
 //
 // What the function returns decides the terminal status (completed, failed,
 // cancelled); a panic becomes failed with the stack. A sub-agent, started
@@ -43,19 +43,19 @@
 //
 // # Events and waking
 //
-// An event exists whatever the task's [WakePolicy]; the policy only decides
+// An event exists whatever the task's [bgtype.WakePolicy]; the policy only decides
 // whether it wakes the owner. [Task.Emit] never drops an event silently:
 //
 //   - every custom event but a message is kept as the task's latest
 //     event while it runs ([Owner.LatestEvent]);
-//   - by default ([WakeOnTerminal]) custom events also reach the inbox, but
+//   - by default ([bgtype.WakeOnTerminal]) custom events also reach the inbox, but
 //     quiet ([Event.Quiet]): coalesced per task and type, delivered with the
 //     next drain, and never waking a waiting owner ([Inbox.Wait],
 //     [Plugin.WaitEvent], [WithOnWake]), so a model call is never spent on
 //     progress alone; the terminal event, input requests
 //     ([Task.RequestInput]) and messages wake it;
-//   - with [WakeOnActivity] every event reaches the inbox and wakes;
-//   - with [WakeSilent] nothing reaches the inbox but messages and commit
+//   - with [bgtype.WakeOnActivity] every event reaches the inbox and wakes;
+//   - with [bgtype.WakeSilent] nothing reaches the inbox but messages and commit
 //     failures: progress is kept on the task only, and the model polls.
 //
 // When an event cannot go where its policy sends it (an inbox closed
@@ -111,14 +111,14 @@
 //
 // # Metadata
 //
-// Only metadata ([TaskMeta]) is persisted, through one reducer
-// ([ApplyAction], under the state key [TaskState]) that every [Store]
+// Only metadata ([bgtype.TaskMeta]) is persisted, through one reducer
+// ([store.Apply], under the state key [store.TaskStateKey]) that every [store.Store]
 // applies: terminal is final (a late update may only fill what a terminal
 // record lacks), stamps are written once, writes fenced on an older attempt
 // are dropped. The default store is in memory
 // ([NewMemoryStore]) with bounded retention; the nested modules
 // store/sqlitestore and store/pgstore keep it in SQLite or, shared by
-// several processes ([SharedStore]), in PostgreSQL, and package storetest is
+// several processes ([store.SharedStore]), in PostgreSQL, and package storetest is
 // the conformance suite they pass. After a restart,
 // [Manager.Restore] turns what a gone process left running into interrupted
 // records and tells their owners; closures are never re-run.

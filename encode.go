@@ -15,10 +15,10 @@ import (
 func encodeJSON(v any) (json.RawMessage, error) {
 	switch x := v.(type) {
 	case nil:
-		return jsonNull, nil
+		return jsonNullValue, nil
 	case json.RawMessage:
 		if x == nil {
-			return jsonNull, nil
+			return jsonNullValue, nil
 		}
 		var buf bytes.Buffer
 		if json.Compact(&buf, x) == nil {
@@ -59,3 +59,5 @@ func plainASCII(s string) bool {
 	}
 	return true
 }
+
+var jsonNullValue = json.RawMessage("null")

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"testing/synctest"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // TestEndsWaitForTheirRecorder: while one goroutine records the ends of
@@ -19,16 +21,16 @@ func TestEndsWaitForTheirRecorder(t *testing.T) {
 	tests := []struct {
 		name       string
 		opts       func() []Option
-		closed     bool       // the owner's inbox is closed, with a fallback
-		listed     int        // ends left on the list for the recorder
-		beforeRec  TaskStatus // the records before the recorder ran
-		eventsSoon bool       // the events are there before the recorder ran
+		closed     bool          // the owner's inbox is closed, with a fallback
+		listed     int           // ends left on the list for the recorder
+		beforeRec  bgtype.Status // the records before the recorder ran
+		eventsSoon bool          // the events are there before the recorder ran
 	}{
-		{"memory store", func() []Option { return nil }, false, 3, StatusRunning, false},
-		{"memory store, closed inbox", func() []Option { return nil }, true, 3, StatusRunning, false},
-		{"another store", func() []Option { return []Option{WithStore(&countingStore{Store: NewMemoryStore()})} }, false, 3, StatusCompleted, false},
-		{"another store, closed inbox", func() []Option { return []Option{WithStore(&countingStore{Store: NewMemoryStore()})} }, true, 3, StatusCompleted, false},
-		{"memory store with an observer", func() []Option { return []Option{WithObserver(func(Transition) {})} }, false, 0, StatusCompleted, true},
+		{"memory store", func() []Option { return nil }, false, 3, bgtype.StatusRunning, false},
+		{"memory store, closed inbox", func() []Option { return nil }, true, 3, bgtype.StatusRunning, false},
+		{"another store", func() []Option { return []Option{WithStore(&countingStore{Store: NewMemoryStore()})} }, false, 3, bgtype.StatusCompleted, false},
+		{"another store, closed inbox", func() []Option { return []Option{WithStore(&countingStore{Store: NewMemoryStore()})} }, true, 3, bgtype.StatusCompleted, false},
+		{"memory store with an observer", func() []Option { return []Option{WithObserver(func(Transition) {})} }, false, 0, bgtype.StatusCompleted, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -36,8 +38,8 @@ func TestEndsWaitForTheirRecorder(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				m := newTestManager(t, tc.opts()...)
 				o := m.Owner("a")
-				var got []Event // the closed inbox's fallback
-				ib := NewInbox(WithOnClosed(func(ev Event) { got = append(got, ev) }))
+				var got []bgtype.Event // the closed inbox's fallback
+				ib := NewInbox(WithOnClosed(func(ev bgtype.Event) { got = append(got, ev) }))
 				if _, err := m.BindInbox("a", ib); err != nil {
 					t.Fatal(err)
 				}
@@ -90,10 +92,10 @@ func TestEndsWaitForTheirRecorder(t *testing.T) {
 				}
 				for i, ev := range got {
 					want := strconv.Itoa(2 - i) // the tasks ended last first
-					if ev.Kind != EventCompleted || ev.TaskID != ids[i] || string(ev.Result) != want {
+					if ev.Kind != bgtype.EventCompleted || ev.TaskID != ids[i] || string(ev.Result) != want {
 						t.Errorf("event %d = %s %s %s, want completed %s %s", i, ev.Kind, ev.TaskID, ev.Result, ids[i], want)
 					}
-					if rec := waitTask(t, o, ev.TaskID); rec.Status != StatusCompleted || string(rec.Result) != want {
+					if rec := waitTask(t, o, ev.TaskID); rec.Status != bgtype.StatusCompleted || string(rec.Result) != want {
 						t.Errorf("record of %s: %s %s, want completed %s", ev.TaskID, rec.Status, rec.Result, want)
 					}
 				}

@@ -3,11 +3,16 @@ package bgtask
 import (
 	"errors"
 	"fmt"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // Errors returned by the Manager and its Owner views. Check them with
 // [errors.Is]: most are returned wrapped with the offending value.
 var (
+	// ErrNotFound is returned for an unknown task id, and for the task of
+	// another owner when asked through an Owner view.
+	ErrNotFound = bgtype.ErrNotFound
 	// ErrClosed is returned by every call on a Manager after Shutdown (or Stop) began.
 	ErrClosed = errors.New("bgtask: manager closed")
 	// ErrInvalidArgument is matched by the error of a call given a value it
@@ -20,7 +25,7 @@ var (
 	// changed.
 	ErrInvalidArgument = errors.New("bgtask: invalid argument")
 	// ErrInvalidOwner is returned when an owner id is empty or blank.
-	ErrInvalidOwner = errors.New("bgtask: owner id is empty")
+	ErrInvalidOwner = bgtype.ErrInvalidOwner
 	// ErrDuplicateName is returned when the owner already has a non-terminal
 	// task with the same name.
 	ErrDuplicateName = errors.New("bgtask: a non-terminal task with this name already exists")
@@ -35,9 +40,6 @@ var (
 	// ErrLimit is returned when a concurrency limit is full and the Manager
 	// was not configured to queue (see WithQueueWhenFull).
 	ErrLimit = errors.New("bgtask: concurrency limit reached")
-	// ErrNotFound is returned for an unknown task id, and for the task of
-	// another owner when asked through an Owner view.
-	ErrNotFound = errors.New("bgtask: task not found")
 	// ErrNotOwner is returned by Manager.Send when the task belongs to
 	// another owner than the caller claims. Owner views report ErrNotFound
 	// instead, so that another owner's task is never revealed.
@@ -51,18 +53,8 @@ var (
 	// ErrNotLive is returned by Wait for a non-terminal task that this
 	// Manager does not run (restored from a store, or run by another process).
 	ErrNotLive = errors.New("bgtask: task is not running in this manager")
-	// ErrInvalidEvent is returned when an Event cannot be encoded or decoded
-	// as JSON (an unknown kind, a missing task id).
-	ErrInvalidEvent = errors.New("bgtask: invalid event")
 	// ErrTaskEnded is returned by Emit once the task function has returned.
 	ErrTaskEnded = errors.New("bgtask: task has ended")
-	// ErrInvalidAction is returned by a Store for an action it cannot apply:
-	// an unknown op, a task without an id or status, or a task of another owner.
-	ErrInvalidAction = errors.New("bgtask: invalid state action")
-	// ErrInvalidStatus is returned for a status filter this package does not know.
-	ErrInvalidStatus = errors.New("bgtask: invalid task status")
-	// ErrCorrupt is returned when stored or decoded metadata is not valid.
-	ErrCorrupt = errors.New("bgtask: corrupt task metadata")
 	// ErrInputPending is returned by Task.RequestInput while an earlier
 	// request of the same task waits for its answer.
 	ErrInputPending = errors.New("bgtask: task already awaits input")
@@ -92,7 +84,7 @@ var (
 // It matches ErrTerminal with [errors.Is].
 type StatusError struct {
 	TaskID string
-	Status TaskStatus
+	Status bgtype.Status
 }
 
 func (e *StatusError) Error() string {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -24,7 +26,7 @@ func Example_readme() {
 		t.Emit("progress", map[string]int{"percent": 50})
 		return map[string]any{"answer": 42}, nil // completed, with this JSON result
 	}, bgtask.WithName("research"),
-		bgtask.WithWake(bgtask.WakeOnActivity)) // progress wakes the owner too (default: the end only)
+		bgtask.WithWake(bgtype.WakeOnActivity)) // progress wakes the owner too (default: the end only)
 	if err != nil {
 		log.Fatal(err)
 	}

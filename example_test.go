@@ -6,17 +6,20 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 )
 
 // drainUntilEnded drains ib until it has seen the terminal event of every id,
 // and returns every event drained, in order.
-func drainUntilEnded(ctx context.Context, ib *bgtask.Inbox, ids ...string) []bgtask.Event {
+func drainUntilEnded(ctx context.Context, ib *bgtask.Inbox, ids ...string) []bgtype.Event {
 	open := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		open[id] = true
 	}
-	var evs []bgtask.Event
+	var evs []bgtype.Event
 	for len(open) > 0 {
 		if err := ib.Wait(ctx); err != nil {
 			log.Fatal(err)
@@ -48,7 +51,7 @@ func Example() {
 			}
 		}
 		return map[string]string{"summary": "three sources agree"}, nil
-	}, bgtask.WithName("research"), bgtask.WithWake(bgtask.WakeOnActivity))
+	}, bgtask.WithName("research"), bgtask.WithWake(bgtype.WakeOnActivity))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -56,9 +59,9 @@ func Example() {
 	ib, _ := agent.Inbox()
 	for _, ev := range drainUntilEnded(ctx, ib, id) {
 		switch ev.Kind {
-		case bgtask.EventCustom:
+		case bgtype.EventCustom:
 			fmt.Println(ev.Kind, ev.EventType, string(ev.Payload))
-		case bgtask.EventCompleted:
+		case bgtype.EventCompleted:
 			fmt.Println(ev.Kind, string(ev.Result))
 		}
 	}
@@ -215,10 +218,10 @@ func ExampleManager_Shutdown() {
 // An Inbox hands the events it can no longer deliver to its WithOnClosed
 // fallback: those left undrained at Close and those sent afterwards.
 func ExampleInbox() {
-	ib := bgtask.NewInbox(bgtask.WithOnClosed(func(ev bgtask.Event) {
+	ib := bgtask.NewInbox(bgtask.WithOnClosed(func(ev bgtype.Event) {
 		fmt.Println("fallback:", ev.Kind, ev.TaskID)
 	}))
-	progress := bgtask.Event{Kind: bgtask.EventCustom, TaskID: "task_a", EventType: "progress", Payload: []byte(`1`)}
+	progress := bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_a", EventType: "progress", Payload: []byte(`1`)}
 
 	_ = ib.Send(progress)
 	for _, ev := range ib.Drain() {
@@ -227,7 +230,7 @@ func ExampleInbox() {
 
 	_ = ib.Send(progress) // left undrained
 	ib.Close()
-	err := ib.Send(bgtask.Event{Kind: bgtask.EventCompleted, TaskID: "task_a"})
+	err := ib.Send(bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_a"})
 	fmt.Println(errors.Is(err, bgtask.ErrInboxClosed))
 	fmt.Println("fallback count:", ib.Stats().Fallback)
 	// Output:
@@ -236,32 +239,6 @@ func ExampleInbox() {
 	// fallback: completed task_a
 	// true
 	// fallback count: 2
-}
-
-// The reducer keeps the lifecycle invariants: a terminal record is final.
-func ExampleApplyAction() {
-	var snap bgtask.Snapshot
-	running := bgtask.TaskMeta{ID: "task_a", Owner: "thread-1", Status: bgtask.StatusRunning}
-	bgtask.ApplyAction(&snap, bgtask.Upsert(running))
-	fmt.Println(snap.Tasks["task_a"].Status)
-
-	done := running
-	done.Status, done.Result = bgtask.StatusCompleted, []byte(`"ok"`)
-	bgtask.ApplyAction(&snap, bgtask.Upsert(done))
-	fmt.Println(snap.Tasks["task_a"].Status, string(snap.Tasks["task_a"].Result))
-
-	late := running
-	late.Status, late.Error = bgtask.StatusFailed, "too late"
-	bgtask.ApplyAction(&snap, bgtask.Upsert(late)) // dropped whole
-	fmt.Printf("%s %q\n", snap.Tasks["task_a"].Status, snap.Tasks["task_a"].Error)
-
-	bgtask.ApplyAction(&snap, bgtask.Remove("task_a"))
-	fmt.Println(len(snap.Tasks))
-	// Output:
-	// running
-	// completed "ok"
-	// completed ""
-	// 0
 }
 
 // A parent messages a sub-agent, which reads it from its own inbox.
@@ -288,7 +265,7 @@ func ExampleOwner_Send() {
 		log.Fatal(err)
 	}
 
-	if err := parent.Send(ctx, id, bgtask.Message{From: "parent", Content: "write the summary"}); err != nil {
+	if err := parent.Send(ctx, id, bgtype.Message{From: "parent", Content: "write the summary"}); err != nil {
 		log.Fatal(err)
 	}
 	meta, err := parent.Wait(ctx, id)
@@ -297,7 +274,7 @@ func ExampleOwner_Send() {
 	}
 	fmt.Println(meta.Type, meta.Status, string(meta.Result))
 
-	err = parent.Send(ctx, id, bgtask.Message{From: "parent", Content: "again"})
+	err = parent.Send(ctx, id, bgtype.Message{From: "parent", Content: "again"})
 	fmt.Println(errors.Is(err, bgtask.ErrTerminal))
 
 	if err := m.Shutdown(ctx); err != nil {
@@ -313,13 +290,13 @@ func ExampleOwner_Send() {
 // re-run.
 func ExampleManager_Restore() {
 	ctx := context.Background()
-	store := bgtask.NewMemoryStore()
+	st := bgtask.NewMemoryStore()
 	// What a process that died left behind.
-	_ = store.Commit(ctx, "thread-1", bgtask.Upsert(bgtask.TaskMeta{
-		ID: "task_00000000000070008000000000000001", Owner: "thread-1", Status: bgtask.StatusRunning, Instance: "inst_gone",
+	_ = st.Commit(ctx, "thread-1", store.UpsertAction(bgtype.TaskMeta{
+		ID: "task_00000000000070008000000000000001", Owner: "thread-1", Status: bgtype.StatusRunning, Instance: "inst_gone",
 	}))
 
-	m, _ := bgtask.New(bgtask.WithStore(store))
+	m, _ := bgtask.New(bgtask.WithStore(st))
 	defer m.Shutdown(ctx)
 	interrupted, _ := m.Restore(ctx, "thread-1")
 	for _, meta := range interrupted {

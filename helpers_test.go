@@ -9,6 +9,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // Test helpers shared by every test file of the package.
@@ -42,11 +46,11 @@ func shutdownManager(t testing.TB, m *Manager) {
 // countingStore counts successful commits, to prove a refused spawn
 // persisted nothing.
 type countingStore struct {
-	Store
+	store.Store
 	commits atomic.Int64
 }
 
-func (s *countingStore) Commit(ctx context.Context, owner string, actions ...Action) error {
+func (s *countingStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	err := s.Store.Commit(ctx, owner, actions...)
 	if err == nil {
 		s.commits.Add(1)
@@ -103,7 +107,7 @@ func spawnProbe(t testing.TB, ctx context.Context, o Owner, opts ...SpawnOption)
 }
 
 // listTasks collects an owner's List.
-func listTasks(t testing.TB, o Owner, statuses ...TaskStatus) []TaskMeta {
+func listTasks(t testing.TB, o Owner, statuses ...bgtype.Status) []bgtype.TaskMeta {
 	t.Helper()
 	seq, err := o.List(context.Background(), statuses...)
 	if err != nil {
@@ -112,7 +116,7 @@ func listTasks(t testing.TB, o Owner, statuses ...TaskStatus) []TaskMeta {
 	return slices.Collect(seq)
 }
 
-func taskIDs(metas []TaskMeta) []string {
+func taskIDs(metas []bgtype.TaskMeta) []string {
 	ids := make([]string, len(metas))
 	for i, m := range metas {
 		ids[i] = m.ID
@@ -121,7 +125,7 @@ func taskIDs(metas []TaskMeta) []string {
 }
 
 // drainOwner drains the owner's inbox.
-func drainOwner(t testing.TB, o Owner) []Event {
+func drainOwner(t testing.TB, o Owner) []bgtype.Event {
 	t.Helper()
 	ib, err := o.Inbox()
 	if err != nil {
@@ -130,8 +134,8 @@ func drainOwner(t testing.TB, o Owner) []Event {
 	return ib.Drain()
 }
 
-func eventKinds(evs []Event) []EventKind {
-	ks := make([]EventKind, len(evs))
+func eventKinds(evs []bgtype.Event) []bgtype.EventKind {
+	ks := make([]bgtype.EventKind, len(evs))
 	for i, e := range evs {
 		ks[i] = e.Kind
 	}
@@ -142,10 +146,10 @@ func eventKinds(evs []Event) []EventKind {
 // one helper reads or waits through either.
 type (
 	getter interface {
-		Get(ctx context.Context, id string) (TaskMeta, error)
+		Get(ctx context.Context, id string) (bgtype.TaskMeta, error)
 	}
 	waiter interface {
-		Wait(ctx context.Context, id string) (TaskMeta, error)
+		Wait(ctx context.Context, id string) (bgtype.TaskMeta, error)
 	}
 )
 
@@ -161,7 +165,7 @@ func spawnFor(t testing.TB, m *Manager, owner string, fn Func, opts ...SpawnOpti
 
 // getTask reads the record of id through g (a Manager or an Owner view)
 // or fails the test.
-func getTask(t testing.TB, g getter, id string) TaskMeta {
+func getTask(t testing.TB, g getter, id string) bgtype.TaskMeta {
 	t.Helper()
 	meta, err := g.Get(context.Background(), id)
 	if err != nil {
@@ -173,10 +177,10 @@ func getTask(t testing.TB, g getter, id string) TaskMeta {
 // waitTask waits for id through w (a Manager or an Owner view) and fails
 // the test on error, except the *TaskError of a failed task, which must
 // say what its record says.
-func waitTask(t testing.TB, w waiter, id string) TaskMeta {
+func waitTask(t testing.TB, w waiter, id string) bgtype.TaskMeta {
 	t.Helper()
 	meta, err := w.Wait(context.Background(), id)
-	if te, ok := errors.AsType[*TaskError](err); ok && meta.Status == StatusFailed {
+	if te, ok := errors.AsType[*TaskError](err); ok && meta.Status == bgtype.StatusFailed {
 		if *te != (TaskError{TaskID: id, Kind: meta.ErrorKind, Message: meta.Error}) || meta.ErrorKind == "" {
 			t.Fatalf("Wait(%s): %#v for the record %+v", id, te, meta)
 		}
@@ -185,7 +189,7 @@ func waitTask(t testing.TB, w waiter, id string) TaskMeta {
 	if err != nil {
 		t.Fatalf("Wait(%s): %v", id, err)
 	}
-	if meta.Status == StatusFailed {
+	if meta.Status == bgtype.StatusFailed {
 		t.Fatalf("Wait(%s): no error for a failed task", id)
 	}
 	return meta
@@ -198,7 +202,7 @@ func isTaskError(err error) bool {
 }
 
 // waitStatus waits for id and checks its terminal status.
-func waitStatus(t testing.TB, w waiter, id string, want TaskStatus) TaskMeta {
+func waitStatus(t testing.TB, w waiter, id string, want bgtype.Status) bgtype.TaskMeta {
 	t.Helper()
 	meta := waitTask(t, w, id)
 	if meta.Status != want {
@@ -219,7 +223,7 @@ func countRecords(t testing.TB, m *Manager, owner string) int {
 
 // kindID is an event reduced to what the tests compare.
 type kindID struct {
-	Kind EventKind
+	Kind bgtype.EventKind
 	ID   string
 }
 
@@ -239,13 +243,13 @@ func panickingTask(ctx context.Context, tk *Task) (any, error) {
 
 // receiverTask is a sub-agent body that waits for n events in its own inbox
 // and returns them; it fails if the inbox closes or ctx ends first.
-func receiverTask(n int, got chan<- []Event) Func {
+func receiverTask(n int, got chan<- []bgtype.Event) Func {
 	return func(ctx context.Context, tk *Task) (any, error) {
 		ib := tk.Inbox()
 		if ib == nil {
 			return nil, errors.New("sub-agent without inbox")
 		}
-		var evs []Event
+		var evs []bgtype.Event
 		for len(evs) < n {
 			if err := ib.Wait(ctx); err != nil {
 				return nil, err
@@ -257,9 +261,9 @@ func receiverTask(n int, got chan<- []Event) Func {
 	}
 }
 
-func spawnReceiver(t testing.TB, o Owner, n int, opts ...SpawnOption) (string, <-chan []Event, *Task) {
+func spawnReceiver(t testing.TB, o Owner, n int, opts ...SpawnOption) (string, <-chan []bgtype.Event, *Task) {
 	t.Helper()
-	got := make(chan []Event, 1)
+	got := make(chan []bgtype.Event, 1)
 	handle := make(chan *Task, 1)
 	recv := receiverTask(n, got)
 	id, err := o.SpawnAgent(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
@@ -342,4 +346,54 @@ func toJSON(v any) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// Fixed times of the records tests build.
+var (
+	rt0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	rt1 = rt0.Add(time.Second)
+	rt2 = rt0.Add(2 * time.Second)
+	rt3 = rt0.Add(3 * time.Second)
+)
+
+func mustJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("marshal %T: %v", v, err)
+	}
+	return string(b)
+}
+
+// rmeta builds a valid record for the reducer tests.
+func rmeta(id, owner string, st bgtype.Status) bgtype.TaskMeta {
+	return bgtype.TaskMeta{ID: id, Owner: owner, Status: st}
+}
+
+// with applies edits to a copy of m.
+func with(m bgtype.TaskMeta, edits ...func(*bgtype.TaskMeta)) bgtype.TaskMeta {
+	for _, e := range edits {
+		e(&m)
+	}
+	return m
+}
+
+func snapOf(ms ...bgtype.TaskMeta) map[string]bgtype.TaskMeta {
+	out := make(map[string]bgtype.TaskMeta, len(ms))
+	for _, m := range ms {
+		out[m.ID] = m
+	}
+	return out
+}
+
+// fullMeta has every field set.
+func fullMeta() bgtype.TaskMeta {
+	return bgtype.TaskMeta{
+		ID: "task_0190a1b2c3d4e5f60718293a4b5c6d7e", Owner: "thread-1", Type: "agent", Name: "researcher",
+		Description: "looks things up", Status: bgtype.StatusFailed, Error: "panic: boom", Stack: "goroutine 7 [running]:\n...",
+		Result:    json.RawMessage(`{"partial":[1,2,3]}`),
+		CreatedAt: rt0, StartedAt: rt1.Add(1500 * time.Microsecond), FinishedAt: rt2.Add(7 * time.Nanosecond),
+		Parent:   bgtype.Parent{TaskID: "task_parent", RunID: "run-1", CallID: "call-1", AgentID: "agent-1"},
+		Detached: true, Instance: "inst-7", Attempt: 3,
+	}
 }

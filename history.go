@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // Directions of a MessageRecord.
@@ -81,7 +83,7 @@ type messageRing struct {
 func newMessageID() string { return "msg_" + newTaskID(now())[len(IDPrefix):] }
 
 // add records msg in the history of task id and returns the record's id.
-func (l *messageLog) add(id, dir string, msg Message) string {
+func (l *messageLog) add(id, dir string, msg bgtype.Message) string {
 	rec := MessageRecord{ID: newMessageID(), Direction: dir, From: msg.From, Content: msg.Content, InReplyTo: msg.InReplyTo, At: now()}
 	if len(rec.Content) > messageContentMax {
 		cut := messageContentMax
@@ -154,10 +156,10 @@ func (l *messageLog) emitted(t *Task, payload json.RawMessage) string {
 
 // decodeMessage reads the payload of an EventTypeMessage: a JSON string is
 // the content, a Message is itself, anything else is kept as its JSON text.
-func decodeMessage(payload json.RawMessage) Message {
-	var msg Message
+func decodeMessage(payload json.RawMessage) bgtype.Message {
+	var msg bgtype.Message
 	if json.Unmarshal(payload, &msg.Content) != nil && json.Unmarshal(payload, &msg) != nil {
-		msg = Message{Content: string(payload)}
+		msg = bgtype.Message{Content: string(payload)}
 	}
 	return msg
 }

@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 func TestMessageLogKeepsTheLast(t *testing.T) {
 	var l messageLog
 	var ids []string
 	for i := range messagesPerTask + 5 {
-		ids = append(ids, l.add("task_a", MessageIn, Message{From: "o", Content: fmt.Sprint(i)}))
+		ids = append(ids, l.add("task_a", MessageIn, bgtype.Message{From: "o", Content: fmt.Sprint(i)}))
 	}
 	got := l.list("task_a")
 	if len(got) != messagesPerTask {
@@ -37,8 +39,8 @@ func TestMessageLogKeepsTheLast(t *testing.T) {
 func TestMessageLogTruncates(t *testing.T) {
 	var l messageLog
 	long := strings.Repeat("é", messageContentMax) // 2 bytes each
-	l.add("task_a", MessageOut, Message{Content: long})
-	l.add("task_a", MessageOut, Message{Content: long[:messageContentMax]})
+	l.add("task_a", MessageOut, bgtype.Message{Content: long})
+	l.add("task_a", MessageOut, bgtype.Message{Content: long[:messageContentMax]})
 	got := l.list("task_a")
 	if r := got[0]; !r.Truncated || len(r.Content) != messageContentMax || !utf8.ValidString(r.Content) || !strings.HasPrefix(long, r.Content) {
 		t.Fatalf("truncated record: %d bytes, truncated %v", len(r.Content), r.Truncated)
@@ -47,7 +49,7 @@ func TestMessageLogTruncates(t *testing.T) {
 		t.Fatalf("record at the limit: %d bytes, truncated %v", len(r.Content), r.Truncated)
 	}
 	odd := "x" + long
-	l.add("task_b", MessageIn, Message{Content: odd})
+	l.add("task_b", MessageIn, bgtype.Message{Content: odd})
 	if r := l.list("task_b")[0]; len(r.Content) != messageContentMax-1 || !utf8.ValidString(r.Content) {
 		t.Fatalf("cut inside a rune: %d bytes", len(r.Content))
 	}
@@ -57,13 +59,13 @@ func TestMessageLogBounded(t *testing.T) {
 	t.Run("tasks", func(t *testing.T) {
 		var l messageLog
 		for i := range messageTasks + 1 {
-			l.add(fmt.Sprintf("task_%d", i), MessageIn, Message{Content: "x"})
+			l.add(fmt.Sprintf("task_%d", i), MessageIn, bgtype.Message{Content: "x"})
 		}
 		if len(l.byTask) != messageTasks || len(l.list("task_0")) != 0 || len(l.list("task_1")) != 1 || l.bytes != messageTasks {
 			t.Fatalf("%d histories, %d bytes", len(l.byTask), l.bytes)
 		}
 		// A history that keeps growing is never the one evicted for itself.
-		l.add("task_1", MessageIn, Message{Content: "y"})
+		l.add("task_1", MessageIn, bgtype.Message{Content: "y"})
 		if len(l.list("task_1")) != 2 {
 			t.Fatal("task_1 lost its history")
 		}
@@ -73,7 +75,7 @@ func TestMessageLogBounded(t *testing.T) {
 		big := strings.Repeat("b", messageContentMax)
 		n := messageBytesMax / messageContentMax
 		for i := range n + 1 {
-			l.add(fmt.Sprintf("task_%d", i), MessageIn, Message{Content: big})
+			l.add(fmt.Sprintf("task_%d", i), MessageIn, bgtype.Message{Content: big})
 		}
 		if len(l.byTask) != n || len(l.list("task_0")) != 0 || l.bytes != messageBytesMax {
 			t.Fatalf("%d histories, %d bytes", len(l.byTask), l.bytes)
@@ -93,19 +95,19 @@ func TestMessagesInAndOut(t *testing.T) {
 			}
 			for _, ev := range tk.Inbox().Drain() {
 				msg, _ := ev.Message()
-				if err := tk.Emit(EventTypeMessage, Message{From: tk.ID(), Content: "re: " + msg.Content}); err != nil {
+				if err := tk.Emit(bgtype.EventTypeMessage, bgtype.Message{From: tk.ID(), Content: "re: " + msg.Content}); err != nil {
 					return nil, err
 				}
 			}
 		}
-		return nil, tk.Emit(EventTypeMessage, "bye") // a plain string is the content
+		return nil, tk.Emit(bgtype.EventTypeMessage, "bye") // a plain string is the content
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ib, _ := o.Inbox()
 	for i := range 3 {
-		if err := o.Send(t.Context(), id, Message{From: "thread-1", Content: fmt.Sprint(i)}); err != nil {
+		if err := o.Send(t.Context(), id, bgtype.Message{From: "thread-1", Content: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 		if err := ib.Wait(t.Context()); err != nil {

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // Concurrent spawns with one key start the function once and all return
@@ -50,7 +53,7 @@ func TestIdempotentSpawnConcurrent(t *testing.T) {
 			keyed++
 		}
 	}
-	if keyed != 1 || rec.IdempotencyKey != "job-1" || rec.Status != StatusCompleted {
+	if keyed != 1 || rec.IdempotencyKey != "job-1" || rec.Status != bgtype.StatusCompleted {
 		t.Fatalf("%d records with the key; record %+v", keyed, rec)
 	}
 	// The ended task's record still holds the key.
@@ -86,11 +89,11 @@ func TestIdempotentSpawnCases(t *testing.T) {
 	if q2, err := alice.Spawn(ctx, func(context.Context, *Task) (any, error) { return nil, nil }, WithIdempotencyKey("q")); err != nil || q2 != q1 {
 		t.Fatalf("second spawn of a queued key: %q, %v; want %q", q2, err, q1)
 	}
-	if meta, _ := alice.Get(ctx, q1); meta.Status != StatusQueued {
+	if meta, _ := alice.Get(ctx, q1); meta.Status != bgtype.StatusQueued {
 		t.Fatalf("queued task status %s", meta.Status)
 	}
 	// The first commit fails: the spawn fails and the key stays free.
-	st.fail(1, StatusQueued)
+	st.fail(1, bgtype.StatusQueued)
 	if id, err := alice.Spawn(ctx, func(context.Context, *Task) (any, error) { return nil, nil }, WithIdempotencyKey("f")); !errors.Is(err, errInjected) || id != "" {
 		t.Fatalf("spawn with a failing commit: %q, %v", id, err)
 	}
@@ -106,7 +109,7 @@ func TestIdempotentSpawnCases(t *testing.T) {
 		t.Fatalf("spawn of an ended task's key: %q, %v; want %q", id, err, first)
 	}
 	// Retention forgets the record: the key is free.
-	if err := st.Commit(ctx, "alice", Remove(first)); err != nil {
+	if err := st.Commit(ctx, "alice", store.RemoveAction(first)); err != nil {
 		t.Fatal(err)
 	}
 	if id, err := alice.Spawn(ctx, func(context.Context, *Task) (any, error) { return nil, nil }, WithIdempotencyKey("k")); err != nil || id == first || id == "" {

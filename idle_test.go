@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"unsafe"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // idleHeld lists what a Plugin holds beyond its fixed fields, and what the
@@ -54,7 +56,7 @@ func TestIdlePluginHoldsNothing(t *testing.T) {
 			m := newTestManager(t)
 			var mu sync.Mutex
 			var woken []string
-			p, err := NewPlugin(m, "thread-1", WithOnWake(func(ev Event) {
+			p, err := NewPlugin(m, "thread-1", WithOnWake(func(ev bgtype.Event) {
 				mu.Lock()
 				woken = append(woken, ev.TaskID+" "+string(ev.Kind))
 				mu.Unlock()
@@ -91,7 +93,7 @@ func TestIdlePluginHoldsNothing(t *testing.T) {
 			mu.Lock()
 			got := slices.Clone(woken)
 			mu.Unlock()
-			if want := []string{id + " " + string(EventCompleted)}; !slices.Equal(got, want) {
+			if want := []string{id + " " + string(bgtype.EventCompleted)}; !slices.Equal(got, want) {
 				t.Fatalf("WithOnWake heard %q, want %q", got, want)
 			}
 			if err := p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {

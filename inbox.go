@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // DefaultHighWater is the inbox depth at which an Inbox first logs a warning.
@@ -39,19 +41,19 @@ const DefaultHighWater = 256
 // The zero value is not usable: call NewInbox, or let the Manager make one
 // per owner (Manager.Inbox). Safe for concurrent use.
 type Inbox struct {
-	onClosed  func(Event)
+	onClosed  func(bgtype.Event)
 	highWater int
 	coalesce  map[string]bool
 	logger    *slog.Logger
 	shut      atomic.Bool // closed, for Closed without the lock; set with mu held
 
-	mu       sync.Mutex // guards the fields below
-	events   []Event    // the newest events: the segment being filled
-	full     [][]Event  // the filled segments before events, oldest first (see queueLocked)
-	fullN    int        // events in full
-	freeSegs [][]Event  // emptied segments, kept for the next ones (the high-water mark, as one buffer would be)
-	spare    []Event    // an empty buffer for events: AppendDrain copies a batch out without the lock
-	loud     int        // queued events that are not Quiet: what Wait waits for
+	mu       sync.Mutex       // guards the fields below
+	events   []bgtype.Event   // the newest events: the segment being filled
+	full     [][]bgtype.Event // the filled segments before events, oldest first (see queueLocked)
+	fullN    int              // events in full
+	freeSegs [][]bgtype.Event // emptied segments, kept for the next ones (the high-water mark, as one buffer would be)
+	spare    []bgtype.Event   // an empty buffer for events: AppendDrain copies a batch out without the lock
+	loud     int              // queued events that are not Quiet: what Wait waits for
 	closed   bool
 	wake     chan struct{} // the waiters' signal (see wakeLocked); nil until the first Wait
 	waiters  int           // Wait calls blocked on wake
@@ -82,7 +84,7 @@ type InboxOption func(*Inbox)
 // task's terminal event may be the goroutine of another task that ended at
 // the same time, which records the ends of both. So it must not block for
 // long, nor wait for a task to end. A panic in it is recovered and logged.
-func WithOnClosed(f func(Event)) InboxOption { return func(ib *Inbox) { ib.onClosed = f } }
+func WithOnClosed(f func(bgtype.Event)) InboxOption { return func(ib *Inbox) { ib.onClosed = f } }
 
 // WithHighWater sets the depth at which a warning is logged; it is logged again
 // each time the depth doubles, until the inbox is drained. Default
@@ -121,7 +123,7 @@ func NewInbox(opts ...InboxOption) *Inbox {
 
 // Send queues ev. It never blocks. On a closed inbox it hands ev to the
 // WithOnClosed fallback and returns ErrInboxClosed.
-func (ib *Inbox) Send(ev Event) error {
+func (ib *Inbox) Send(ev bgtype.Event) error {
 	ib.mu.Lock()
 	if ib.closed {
 		ib.stats.Fallback++
@@ -141,7 +143,7 @@ func (ib *Inbox) Send(ev Event) error {
 // closed inbox is left as it was (its fallback is not called). warnAt, when
 // above zero, is the depth the caller reports with warnDepth once it holds
 // no lock.
-func (ib *Inbox) sendOpen(ev *Event) (ok bool, warnAt int) {
+func (ib *Inbox) sendOpen(ev *bgtype.Event) (ok bool, warnAt int) {
 	ib.mu.Lock()
 	if ib.closed {
 		ib.mu.Unlock()
@@ -160,8 +162,8 @@ func (ib *Inbox) warnDepth(n int) {
 // queueLocked queues ev in the open inbox, coalescing it or waking the
 // waiters as Send describes. It returns the depth to warn about, or 0.
 // Called with ib.mu held.
-func (ib *Inbox) queueLocked(ev *Event) (warnAt int) {
-	if ev.Kind == EventCustom && (ev.Quiet || ib.coalesce[ev.EventType]) {
+func (ib *Inbox) queueLocked(ev *bgtype.Event) (warnAt int) {
+	if ev.Kind == bgtype.EventCustom && (ev.Quiet || ib.coalesce[ev.EventType]) {
 		k := coalesceKey{ev.TaskID, ev.EventType}
 		if i, ok := ib.pending[k]; ok {
 			old := ib.eventAt(i)
@@ -205,19 +207,19 @@ const inboxSegment = 128
 
 // newSegment returns an empty segment, an emptied one if there is one.
 // Called with ib.mu held.
-func (ib *Inbox) newSegment() []Event {
+func (ib *Inbox) newSegment() []bgtype.Event {
 	if n := len(ib.freeSegs); n > 0 {
 		seg := ib.freeSegs[n-1]
 		ib.freeSegs[n-1] = nil
 		ib.freeSegs = ib.freeSegs[:n-1]
 		return seg
 	}
-	return make([]Event, 0, inboxSegment)
+	return make([]bgtype.Event, 0, inboxSegment)
 }
 
 // eventAt returns the queued event at index i, oldest first. Called with
 // ib.mu held.
-func (ib *Inbox) eventAt(i int) *Event {
+func (ib *Inbox) eventAt(i int) *bgtype.Event {
 	for _, seg := range ib.full {
 		if i < len(seg) {
 			return &seg[i]
@@ -233,7 +235,7 @@ func (ib *Inbox) flattenLocked() {
 	if len(ib.full) == 0 {
 		return
 	}
-	all := make([]Event, 0, ib.fullN+len(ib.events))
+	all := make([]bgtype.Event, 0, ib.fullN+len(ib.events))
 	for _, seg := range ib.full {
 		all = append(all, seg...)
 	}
@@ -279,7 +281,7 @@ func (ib *Inbox) takeTerminal(id string) bool {
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
 	ib.flattenLocked()
-	i := slices.IndexFunc(ib.events, func(ev Event) bool { return ev.TaskID == id && ev.Kind.IsTerminal() })
+	i := slices.IndexFunc(ib.events, func(ev bgtype.Event) bool { return ev.TaskID == id && ev.Kind.IsTerminal() })
 	if i < 0 {
 		return false
 	}
@@ -304,7 +306,7 @@ func (ib *Inbox) loudLen() int {
 
 // Drain removes and returns every queued event, oldest first; nil when
 // there are none.
-func (ib *Inbox) Drain() []Event { return ib.AppendDrain(nil) }
+func (ib *Inbox) Drain() []bgtype.Event { return ib.AppendDrain(nil) }
 
 // drainInLock is the longest batch AppendDrain copies out under the
 // inbox's lock; a longer one is swapped for the spare buffer and copied
@@ -313,7 +315,7 @@ func (ib *Inbox) Drain() []Event { return ib.AppendDrain(nil) }
 const drainInLock = 64
 
 // AppendDrain is Drain that appends to dst, so a loop can reuse one buffer.
-func (ib *Inbox) AppendDrain(dst []Event) []Event {
+func (ib *Inbox) AppendDrain(dst []bgtype.Event) []bgtype.Event {
 	ib.mu.Lock()
 	batch, full := ib.events, ib.full
 	if len(batch) == 0 && len(full) == 0 {
@@ -462,7 +464,7 @@ func (ib *Inbox) Stats() InboxStats {
 	return s
 }
 
-func (ib *Inbox) fallback(ev Event) {
+func (ib *Inbox) fallback(ev bgtype.Event) {
 	if ib.onClosed == nil {
 		ib.logger.Warn("bgtask: event dropped: inbox closed without fallback", "task_id", ev.TaskID, "kind", ev.Kind)
 		return

@@ -13,17 +13,19 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
-func custom(task, typ string, payload string) Event {
-	return Event{Kind: EventCustom, TaskID: task, EventType: typ, Payload: json.RawMessage(payload)}
+func custom(task, typ string, payload string) bgtype.Event {
+	return bgtype.Event{Kind: bgtype.EventCustom, TaskID: task, EventType: typ, Payload: json.RawMessage(payload)}
 }
 
-func seqEvent(sender, seq int) Event {
-	return Event{Kind: EventCustom, TaskID: "task_s" + strconv.Itoa(sender), EventType: "seq", Payload: json.RawMessage(strconv.Itoa(seq))}
+func seqEvent(sender, seq int) bgtype.Event {
+	return bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_s" + strconv.Itoa(sender), EventType: "seq", Payload: json.RawMessage(strconv.Itoa(seq))}
 }
 
-func decodeSeq(t testing.TB, ev Event) (sender, seq int) {
+func decodeSeq(t testing.TB, ev bgtype.Event) (sender, seq int) {
 	t.Helper()
 	s, err := strconv.Atoi(ev.TaskID[len("task_s"):])
 	if err != nil {
@@ -36,7 +38,7 @@ func decodeSeq(t testing.TB, ev Event) (sender, seq int) {
 	return s, q
 }
 
-func mustSend(t testing.TB, ib *Inbox, evs ...Event) {
+func mustSend(t testing.TB, ib *Inbox, evs ...bgtype.Event) {
 	t.Helper()
 	for _, ev := range evs {
 		if err := ib.Send(ev); err != nil {
@@ -48,12 +50,12 @@ func mustSend(t testing.TB, ib *Inbox, evs ...Event) {
 func TestInboxSendDrainFIFO(t *testing.T) {
 	t.Parallel()
 	ib := NewInbox()
-	want := []Event{
+	want := []bgtype.Event{
 		custom("task_1", "progress", `{"type":"progress","pct":50}`),
 		custom("task_2", "note", `"done"`),
-		{Kind: EventCompleted, TaskID: "task_1", Result: json.RawMessage(`1`)},
+		{Kind: bgtype.EventCompleted, TaskID: "task_1", Result: json.RawMessage(`1`)},
 		custom("task_1", "progress", `{"pct":60}`), // not coalesced without the option
-		{Kind: EventFailed, TaskID: "task_2", Error: "x"},
+		{Kind: bgtype.EventFailed, TaskID: "task_2", Error: "x"},
 	}
 	mustSend(t, ib, want...)
 	if got := ib.Len(); got != len(want) {
@@ -94,15 +96,15 @@ func TestInboxAppendDrain(t *testing.T) {
 	t.Parallel()
 	ib := NewInbox()
 	first := custom("task_0", "keep", `0`)
-	buf := make([]Event, 1, 8)
+	buf := make([]bgtype.Event, 1, 8)
 	buf[0] = first
 	if got := ib.AppendDrain(buf); len(got) != 1 || &got[0] != &buf[0] {
 		t.Fatalf("empty AppendDrain: got %+v, want the same buffer", got)
 	}
-	evs := []Event{custom("task_1", "a", `1`), custom("task_2", "b", `2`)}
+	evs := []bgtype.Event{custom("task_1", "a", `1`), custom("task_2", "b", `2`)}
 	mustSend(t, ib, evs...)
 	got := ib.AppendDrain(buf)
-	if want := append([]Event{first}, evs...); !reflect.DeepEqual(got, want) {
+	if want := append([]bgtype.Event{first}, evs...); !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	if &got[0] != &buf[0] {
@@ -124,14 +126,14 @@ func TestInboxAppendDrain(t *testing.T) {
 func TestInboxConcurrentDrainers(t *testing.T) {
 	t.Parallel()
 	const senders, perSender, drainers = 4, 500, 3
-	var fallback []Event
-	ib := NewInbox(WithOnClosed(func(ev Event) { fallback = append(fallback, ev) }))
+	var fallback []bgtype.Event
+	ib := NewInbox(WithOnClosed(func(ev bgtype.Event) { fallback = append(fallback, ev) }))
 
-	batches := make([][][]Event, drainers) // per drainer, its batches in order
+	batches := make([][][]bgtype.Event, drainers) // per drainer, its batches in order
 	var dwg, swg sync.WaitGroup
 	for d := range drainers {
 		dwg.Go(func() {
-			var buf []Event
+			var buf []bgtype.Event
 			for {
 				if err := ib.Wait(context.Background()); err != nil {
 					if !errors.Is(err, ErrInboxClosed) {
@@ -141,7 +143,7 @@ func TestInboxConcurrentDrainers(t *testing.T) {
 				}
 				buf = ib.AppendDrain(buf[:0])
 				if len(buf) > 0 {
-					batches[d] = append(batches[d], append([]Event(nil), buf...))
+					batches[d] = append(batches[d], append([]bgtype.Event(nil), buf...))
 				}
 			}
 		})
@@ -164,7 +166,7 @@ func TestInboxConcurrentDrainers(t *testing.T) {
 	for s := range seen {
 		seen[s] = make([]int, perSender)
 	}
-	checkOrder := func(where string, evs []Event, last []int) {
+	checkOrder := func(where string, evs []bgtype.Event, last []int) {
 		for _, ev := range evs {
 			s, q := decodeSeq(t, ev)
 			seen[s][q]++
@@ -203,7 +205,7 @@ func TestInboxDrainIsAtomic(t *testing.T) {
 	const senders, perSender = 3, 300
 	ib := NewInbox()
 	var mu sync.Mutex // orders drains so their batches can be merged
-	var all []Event
+	var all []bgtype.Event
 	var swg, dwg sync.WaitGroup
 	stop := make(chan struct{})
 	for range 2 {
@@ -438,11 +440,11 @@ func TestInboxWait(t *testing.T) {
 
 func TestInboxClose(t *testing.T) {
 	t.Parallel()
-	var got []Event
-	ib := NewInbox(WithOnClosed(func(ev Event) { got = append(got, ev) }))
-	left := []Event{
+	var got []bgtype.Event
+	ib := NewInbox(WithOnClosed(func(ev bgtype.Event) { got = append(got, ev) }))
+	left := []bgtype.Event{
 		custom("task_1", "a", `1`),
-		{Kind: EventCompleted, TaskID: "task_1", Result: json.RawMessage(`{"r":1}`)},
+		{Kind: bgtype.EventCompleted, TaskID: "task_1", Result: json.RawMessage(`{"r":1}`)},
 		custom("task_2", "b", `2`),
 	}
 	mustSend(t, ib, custom("task_0", "drained", `0`))
@@ -461,11 +463,11 @@ func TestInboxClose(t *testing.T) {
 	if ib.Len() != 0 || ib.Drain() != nil {
 		t.Fatalf("events left after Close")
 	}
-	late := Event{Kind: EventFailed, TaskID: "task_2", Error: "late"}
+	late := bgtype.Event{Kind: bgtype.EventFailed, TaskID: "task_2", Error: "late"}
 	if err := ib.Send(late); err != ErrInboxClosed {
 		t.Fatalf("Send after Close: got %v, want ErrInboxClosed", err)
 	}
-	if want := append(append([]Event(nil), left...), late); !reflect.DeepEqual(got, want) {
+	if want := append(append([]bgtype.Event(nil), left...), late); !reflect.DeepEqual(got, want) {
 		t.Fatalf("fallback after a late send:\n got  %+v\n want %+v", got, want)
 	}
 	ib.Close() // idempotent: nothing is handed over twice
@@ -490,8 +492,8 @@ func TestInboxCloseRacesSends(t *testing.T) {
 	for round := range 20 {
 		const senders, perSender = 4, 200
 		var fbMu sync.Mutex
-		var fallback []Event
-		ib := NewInbox(WithOnClosed(func(ev Event) {
+		var fallback []bgtype.Event
+		ib := NewInbox(WithOnClosed(func(ev bgtype.Event) {
 			fbMu.Lock()
 			fallback = append(fallback, ev)
 			fbMu.Unlock()
@@ -517,7 +519,7 @@ func TestInboxCloseRacesSends(t *testing.T) {
 				}
 			})
 		}
-		var drained []Event
+		var drained []bgtype.Event
 		dwg.Go(func() {
 			for ib.Wait(context.Background()) == nil {
 				drained = ib.AppendDrain(drained)
@@ -562,7 +564,7 @@ func TestInboxPanickingFallback(t *testing.T) {
 	t.Parallel()
 	h, log := newCapture()
 	var calls []string
-	ib := NewInbox(WithInboxLogger(log), WithOnClosed(func(ev Event) {
+	ib := NewInbox(WithInboxLogger(log), WithOnClosed(func(ev bgtype.Event) {
 		calls = append(calls, ev.TaskID)
 		panic("fallback exploded")
 	}))
@@ -593,9 +595,9 @@ func TestInboxNoFallback(t *testing.T) {
 	t.Parallel()
 	h, log := newCapture()
 	ib := NewInbox(WithInboxLogger(log))
-	mustSend(t, ib, custom("task_1", "a", `1`), Event{Kind: EventCompleted, TaskID: "task_1"})
+	mustSend(t, ib, custom("task_1", "a", `1`), bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1"})
 	ib.Close()
-	if err := ib.Send(Event{Kind: EventCancelled, TaskID: "task_2"}); !errors.Is(err, ErrInboxClosed) {
+	if err := ib.Send(bgtype.Event{Kind: bgtype.EventCancelled, TaskID: "task_2"}); !errors.Is(err, ErrInboxClosed) {
 		t.Fatalf("Send after Close: got %v", err)
 	}
 	if got := ib.Stats().Fallback; got != 3 {
@@ -730,19 +732,19 @@ func TestInboxCoalescing(t *testing.T) {
 		custom("task_b", "progress", `{"pct":2}`),  // replaces 1
 		custom("task_a", "heartbeat", `2`),         // replaces 3
 		custom("task_a", "progress", `{"pct":30}`), // replaces 0 again
-		Event{Kind: EventCompleted, TaskID: "task_a", EventType: "progress", Result: json.RawMessage(`1`)}, // 5: terminal
-		Event{Kind: EventCompleted, TaskID: "task_a", EventType: "progress", Result: json.RawMessage(`2`)}, // 6: terminal, never coalesced
-		Event{Kind: EventFailed, TaskID: "task_b", EventType: "progress", Error: "x"},                      // 7
+		bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_a", EventType: "progress", Result: json.RawMessage(`1`)}, // 5: terminal
+		bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_a", EventType: "progress", Result: json.RawMessage(`2`)}, // 6: terminal, never coalesced
+		bgtype.Event{Kind: bgtype.EventFailed, TaskID: "task_b", EventType: "progress", Error: "x"},                      // 7
 	)
-	want := []Event{
+	want := []bgtype.Event{
 		custom("task_a", "progress", `{"pct":30}`),
 		custom("task_b", "progress", `{"pct":2}`),
 		custom("task_a", "log", `"l1"`),
 		custom("task_a", "heartbeat", `2`),
 		custom("task_a", "log", `"l2"`),
-		{Kind: EventCompleted, TaskID: "task_a", EventType: "progress", Result: json.RawMessage(`1`)},
-		{Kind: EventCompleted, TaskID: "task_a", EventType: "progress", Result: json.RawMessage(`2`)},
-		{Kind: EventFailed, TaskID: "task_b", EventType: "progress", Error: "x"},
+		{Kind: bgtype.EventCompleted, TaskID: "task_a", EventType: "progress", Result: json.RawMessage(`1`)},
+		{Kind: bgtype.EventCompleted, TaskID: "task_a", EventType: "progress", Result: json.RawMessage(`2`)},
+		{Kind: bgtype.EventFailed, TaskID: "task_b", EventType: "progress", Error: "x"},
 	}
 	if st := ib.Stats(); st.Coalesced != 4 || st.Sent != 8 || st.Len != 8 {
 		t.Fatalf("stats: %+v", st)
@@ -757,17 +759,17 @@ func TestInboxCoalescing(t *testing.T) {
 		custom("task_a", "progress", `{"pct":40}`),
 		custom("task_a", "progress", `{"pct":50}`),
 	)
-	want = []Event{custom("task_c", "log", `0`), custom("task_a", "progress", `{"pct":50}`)}
+	want = []bgtype.Event{custom("task_c", "log", `0`), custom("task_a", "progress", `{"pct":50}`)}
 	if got := ib.Drain(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("second Drain:\n got  %+v\n want %+v", got, want)
 	}
 	// A coalesced event left at Close reaches the fallback once, with the
 	// latest payload.
-	var fb []Event
-	ib2 := NewInbox(WithCoalesce("progress"), WithOnClosed(func(ev Event) { fb = append(fb, ev) }))
+	var fb []bgtype.Event
+	ib2 := NewInbox(WithCoalesce("progress"), WithOnClosed(func(ev bgtype.Event) { fb = append(fb, ev) }))
 	mustSend(t, ib2, custom("task_a", "progress", `1`), custom("task_a", "progress", `2`))
 	ib2.Close()
-	if want := []Event{custom("task_a", "progress", `2`)}; !reflect.DeepEqual(fb, want) {
+	if want := []bgtype.Event{custom("task_a", "progress", `2`)}; !reflect.DeepEqual(fb, want) {
 		t.Fatalf("fallback: got %+v, want %+v", fb, want)
 	}
 }
@@ -812,10 +814,10 @@ func TestInboxCloseWakesAllWaiters(t *testing.T) {
 // coalescing of the events queued after it.
 func TestInboxTakeTerminal(t *testing.T) {
 	ib := NewInbox(WithCoalesce("step"))
-	for _, ev := range []Event{
-		{Kind: EventCustom, TaskID: "a", EventType: "step", Payload: []byte(`1`)},
-		{Kind: EventCompleted, TaskID: "b"},
-		{Kind: EventCustom, TaskID: "c", EventType: "step", Payload: []byte(`1`)},
+	for _, ev := range []bgtype.Event{
+		{Kind: bgtype.EventCustom, TaskID: "a", EventType: "step", Payload: []byte(`1`)},
+		{Kind: bgtype.EventCompleted, TaskID: "b"},
+		{Kind: bgtype.EventCustom, TaskID: "c", EventType: "step", Payload: []byte(`1`)},
 	} {
 		if err := ib.Send(ev); err != nil {
 			t.Fatal(err)
@@ -827,7 +829,7 @@ func TestInboxTakeTerminal(t *testing.T) {
 	if !ib.takeTerminal("b") || ib.takeTerminal("b") {
 		t.Fatal("takeTerminal(b): want it taken once")
 	}
-	if err := ib.Send(Event{Kind: EventCustom, TaskID: "c", EventType: "step", Payload: []byte(`2`)}); err != nil {
+	if err := ib.Send(bgtype.Event{Kind: bgtype.EventCustom, TaskID: "c", EventType: "step", Payload: []byte(`2`)}); err != nil {
 		t.Fatal(err)
 	}
 	if n := ib.loudLen(); n != 2 {
@@ -849,20 +851,20 @@ func TestInboxLongQueue(t *testing.T) {
 	n := 3*inboxSegment + 7
 	tests := []struct {
 		name  string
-		drain func(ib *Inbox) []Event
+		drain func(ib *Inbox) []bgtype.Event
 	}{
 		{"Drain", (*Inbox).Drain},
-		{"AppendDrain into a short buffer", func(ib *Inbox) []Event { return ib.AppendDrain(make([]Event, 0, 4)) }},
+		{"AppendDrain into a short buffer", func(ib *Inbox) []bgtype.Event { return ib.AppendDrain(make([]bgtype.Event, 0, 4)) }},
 		{"Close to the fallback", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var fb []Event
-			ib := NewInbox(WithCoalesce("progress"), WithHighWater(0), WithOnClosed(func(ev Event) { fb = append(fb, ev) }))
-			var want []Event
+			var fb []bgtype.Event
+			ib := NewInbox(WithCoalesce("progress"), WithHighWater(0), WithOnClosed(func(ev bgtype.Event) { fb = append(fb, ev) }))
+			var want []bgtype.Event
 			for i := range n {
-				ev := Event{Kind: EventCompleted, TaskID: fmt.Sprintf("task_%04d", i)}
+				ev := bgtype.Event{Kind: bgtype.EventCompleted, TaskID: fmt.Sprintf("task_%04d", i)}
 				if i == 5 {
 					ev = custom("task_p", "progress", `1`) // in the first segment
 				}
@@ -881,7 +883,7 @@ func TestInboxLongQueue(t *testing.T) {
 			if got := ib.Len(); got != len(want) {
 				t.Fatalf("Len = %d, want %d", got, len(want))
 			}
-			var got []Event
+			var got []bgtype.Event
 			if tc.drain == nil {
 				ib.Close()
 				got = fb
@@ -896,7 +898,7 @@ func TestInboxLongQueue(t *testing.T) {
 			}
 			if tc.drain != nil { // the emptied segments serve the next burst
 				for i := range n {
-					mustSend(t, ib, Event{Kind: EventFailed, TaskID: fmt.Sprint(i)})
+					mustSend(t, ib, bgtype.Event{Kind: bgtype.EventFailed, TaskID: fmt.Sprint(i)})
 				}
 				if got := ib.Drain(); len(got) != n || got[0].TaskID != "0" || got[n-1].TaskID != fmt.Sprint(n-1) {
 					t.Fatalf("next burst: %d events, want %d in order", len(got), n)
@@ -907,7 +909,7 @@ func TestInboxLongQueue(t *testing.T) {
 }
 
 // firstDiff returns the first index where a and b differ.
-func firstDiff(a, b []Event) int {
+func firstDiff(a, b []bgtype.Event) int {
 	for i := range min(len(a), len(b)) {
 		if !reflect.DeepEqual(a[i], b[i]) {
 			return i

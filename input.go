@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // inputWait is a task's open input request and where its answer goes.
 type inputWait struct {
-	req    InputRequest
-	answer chan Message // buffered: the answer never blocks the sender
+	req    bgtype.InputRequest
+	answer chan bgtype.Message // buffered: the answer never blocks the sender
 }
 
 // RequestInput asks the task's owner a question and waits for the answer.
@@ -25,21 +27,21 @@ type inputWait struct {
 // returns ctx's cause. Errors: ErrInvalidArgument for a blank prompt,
 // ErrInputPending while another request of the task is open, ErrTaskEnded
 // after the function returned, or the Store's error.
-func (t *Task) RequestInput(ctx context.Context, prompt string) (Message, error) {
+func (t *Task) RequestInput(ctx context.Context, prompt string) (bgtype.Message, error) {
 	if strings.TrimSpace(prompt) == "" {
-		return Message{}, errBlankPrompt
+		return bgtype.Message{}, errBlankPrompt
 	}
 	prompt, _ = truncateText(prompt, t.m.cfg.caps.prompt)
-	w := &inputWait{req: InputRequest{ID: "input_" + newTaskID(now())[len(IDPrefix):], Prompt: prompt}, answer: make(chan Message, 1)}
+	w := &inputWait{req: bgtype.InputRequest{ID: "input_" + newTaskID(now())[len(IDPrefix):], Prompt: prompt}, answer: make(chan bgtype.Message, 1)}
 	if err := t.m.openInput(t, w); err != nil {
-		return Message{}, err
+		return bgtype.Message{}, err
 	}
 	select {
 	case msg := <-w.answer:
 		return msg, t.m.closeInput(t, w)
 	case <-ctx.Done():
 		_ = t.m.closeInput(t, w)
-		return Message{}, context.Cause(ctx)
+		return bgtype.Message{}, context.Cause(ctx)
 	}
 }
 
@@ -64,10 +66,10 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 	}
 	t.emitMu.Unlock()
 
-	var u TaskMeta
+	var u bgtype.TaskMeta
 	m.readRecord(t, &u)
 	from := u.Status
-	u.Status, u.Input = StatusAwaitingInput, &w.req
+	u.Status, u.Input = bgtype.StatusAwaitingInput, &w.req
 	err := m.commitUpdate(t, &u)
 	if err == nil {
 		m.notify(from, &u)
@@ -87,9 +89,9 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 		close(r.inputSig)
 		r.inputSig = nil
 	}
-	if send, _ := t.wake().route(EventInputRequested, ""); send {
+	if send, _ := route(t.wake(), bgtype.EventInputRequested, ""); send {
 		req := w.req
-		_ = m.deliver(u.Owner, Event{Kind: EventInputRequested, TaskID: u.ID, Name: u.Name, Input: &req})
+		_ = m.deliver(u.Owner, bgtype.Event{Kind: bgtype.EventInputRequested, TaskID: u.ID, Name: u.Name, Input: &req})
 	}
 	return nil
 }
@@ -109,16 +111,16 @@ func (m *Manager) closeInput(t *Task, w *inputWait) error {
 	if ended {
 		return nil
 	}
-	var u TaskMeta
+	var u bgtype.TaskMeta
 	m.readRecord(t, &u)
-	if u.Status != StatusAwaitingInput || u.Input == nil || u.Input.ID != w.req.ID {
+	if u.Status != bgtype.StatusAwaitingInput || u.Input == nil || u.Input.ID != w.req.ID {
 		return nil
 	}
-	u.Status, u.Input = StatusRunning, nil
+	u.Status, u.Input = bgtype.StatusRunning, nil
 	if err := m.commitUpdate(t, &u); err != nil {
 		return fmt.Errorf("bgtask: resume after input: %w", err)
 	}
-	m.notify(StatusAwaitingInput, &u)
+	m.notify(bgtype.StatusAwaitingInput, &u)
 	return nil
 }
 
@@ -163,7 +165,7 @@ func (t *Task) inputCommit() <-chan struct{} {
 // answer hands msg to the open request it replies to, records it in the
 // task's message history and returns its id there. Only one answer is taken
 // per request.
-func (t *Task) answer(msg Message) (string, error) {
+func (t *Task) answer(msg bgtype.Message) (string, error) {
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
 	w := t.openInputWait()

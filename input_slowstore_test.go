@@ -6,6 +6,9 @@ import (
 	"slices"
 	"testing"
 	"testing/synctest"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // slowStore is a MemoryStore whose commits of awaiting_input records block
@@ -20,10 +23,10 @@ func newSlowStore() *slowStore {
 	return &slowStore{MemoryStore: NewMemoryStore(), entered: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (s *slowStore) Commit(ctx context.Context, owner string, actions ...Action) error {
+func (s *slowStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	for _, a := range actions {
 		for _, meta := range a.Tasks {
-			if meta.Status == StatusAwaitingInput {
+			if meta.Status == bgtype.StatusAwaitingInput {
 				close(s.entered)
 				<-s.release
 			}
@@ -34,12 +37,12 @@ func (s *slowStore) Commit(ctx context.Context, owner string, actions ...Action)
 
 // eventSummary is what the slow-store tests compare of an event.
 type eventSummary struct {
-	kind      EventKind
+	kind      bgtype.EventKind
 	taskID    string
 	eventType string
 }
 
-func summarize(evs []Event) []eventSummary {
+func summarize(evs []bgtype.Event) []eventSummary {
 	out := make([]eventSummary, 0, len(evs))
 	for _, ev := range evs {
 		out = append(out, eventSummary{ev.Kind, ev.TaskID, ev.EventType})
@@ -59,7 +62,7 @@ func TestRequestInputSlowStoreDoesNotBlockEmit(t *testing.T) {
 		handles <- tk
 		msg, err := tk.RequestInput(ctx, "Which region?")
 		return msg.Content, err
-	}, WithWake(WakeOnActivity))
+	}, WithWake(bgtype.WakeOnActivity))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +71,7 @@ func TestRequestInputSlowStoreDoesNotBlockEmit(t *testing.T) {
 		handles <- tk
 		<-ctx.Done()
 		return nil, ctx.Err()
-	}, WithWake(WakeOnActivity))
+	}, WithWake(bgtype.WakeOnActivity))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,30 +84,30 @@ func TestRequestInputSlowStoreDoesNotBlockEmit(t *testing.T) {
 	if err := tkB.Emit("progress", 2); err != nil {
 		t.Fatalf("Emit of another task: %v", err)
 	}
-	want := []eventSummary{{EventCustom, asker, "progress"}, {EventCustom, other, "progress"}}
+	want := []eventSummary{{bgtype.EventCustom, asker, "progress"}, {bgtype.EventCustom, other, "progress"}}
 	if got := summarize(drainOwner(t, o)); !slices.Equal(got, want) {
 		t.Fatalf("events while the commit is stuck: %+v, want %+v", got, want)
 	}
 
 	close(store.release)
 	meta, err := m.waitSettled(t.Context(), ownerReach("thread-1"), asker)
-	if err != nil || meta.Status != StatusAwaitingInput || meta.Input == nil {
+	if err != nil || meta.Status != bgtype.StatusAwaitingInput || meta.Input == nil {
 		t.Fatalf("after the commit: %s %+v, %v", meta.Status, meta.Input, err)
 	}
 	evs := drainOwner(t, o)
-	if got, want := summarize(evs), []eventSummary{{EventInputRequested, asker, ""}}; !slices.Equal(got, want) {
+	if got, want := summarize(evs), []eventSummary{{bgtype.EventInputRequested, asker, ""}}; !slices.Equal(got, want) {
 		t.Fatalf("events after the commit: %+v, want %+v", got, want)
 	}
-	if err := o.Send(t.Context(), asker, Message{From: "user", Content: "eu-west", InReplyTo: evs[0].Input.ID}); err != nil {
+	if err := o.Send(t.Context(), asker, bgtype.Message{From: "user", Content: "eu-west", InReplyTo: evs[0].Input.ID}); err != nil {
 		t.Fatal(err)
 	}
-	if got := waitTask(t, o, asker); got.Status != StatusCompleted || string(got.Result) != `"eu-west"` {
+	if got := waitTask(t, o, asker); got.Status != bgtype.StatusCompleted || string(got.Result) != `"eu-west"` {
 		t.Fatalf("end %s %s", got.Status, got.Result)
 	}
 	if _, err := o.Cancel(t.Context(), other); err != nil {
 		t.Fatal(err)
 	}
-	if got := waitTask(t, o, other); got.Status != StatusCancelled {
+	if got := waitTask(t, o, other); got.Status != bgtype.StatusCancelled {
 		t.Fatalf("other ended %s", got.Status)
 	}
 }
@@ -126,20 +129,20 @@ func TestRequestInputCrossesTheEnd(t *testing.T) {
 			}()
 			<-store.entered
 			return "done", nil
-		}, WithWake(WakeOnActivity))
+		}, WithWake(bgtype.WakeOnActivity))
 		if err != nil {
 			t.Fatal(err)
 		}
 		<-store.entered
 		synctest.Wait() // the function has returned; its end waits for the request's commit
 		close(store.release)
-		if got := waitTask(t, o, id); got.Status != StatusCompleted || string(got.Result) != `"done"` || got.Input != nil {
+		if got := waitTask(t, o, id); got.Status != bgtype.StatusCompleted || string(got.Result) != `"done"` || got.Input != nil {
 			t.Fatalf("end %s %s %+v", got.Status, got.Result, got.Input)
 		}
 		if err := <-asked; !errors.Is(err, ErrTaskEnded) {
 			t.Fatalf("RequestInput: %v, want ErrTaskEnded", err)
 		}
-		if got, want := summarize(drainOwner(t, o)), []eventSummary{{EventCompleted, id, ""}}; !slices.Equal(got, want) {
+		if got, want := summarize(drainOwner(t, o)), []eventSummary{{bgtype.EventCompleted, id, ""}}; !slices.Equal(got, want) {
 			t.Fatalf("events %+v, want %+v", got, want)
 		}
 	})

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // TestRequestInputAnswered: the record is awaiting_input with the request,
@@ -15,7 +17,7 @@ import (
 func TestRequestInputAnswered(t *testing.T) {
 	m := newTestManager(t)
 	o := m.Owner("thread-1")
-	got := make(chan Message, 1)
+	got := make(chan bgtype.Message, 1)
 	release := make(chan struct{})
 	id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
 		msg, err := tk.RequestInput(ctx, "Which region?")
@@ -25,7 +27,7 @@ func TestRequestInputAnswered(t *testing.T) {
 		got <- msg
 		<-release
 		return msg.Content, nil
-	}, WithWake(WakeOnActivity))
+	}, WithWake(bgtype.WakeOnActivity))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,37 +36,37 @@ func TestRequestInputAnswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := meta.Input
-	if meta.Status != StatusAwaitingInput || req == nil || !strings.HasPrefix(req.ID, "input_") || len(req.ID) != len("input_")+32 || req.Prompt != "Which region?" {
+	if meta.Status != bgtype.StatusAwaitingInput || req == nil || !strings.HasPrefix(req.ID, "input_") || len(req.ID) != len("input_")+32 || req.Prompt != "Which region?" {
 		t.Fatalf("record %s, request %+v", meta.Status, req)
 	}
 	evs := drainOwner(t, o)
-	if len(evs) != 1 || evs[0].Kind != EventInputRequested || evs[0].TaskID != id || *evs[0].Input != *req {
+	if len(evs) != 1 || evs[0].Kind != bgtype.EventInputRequested || evs[0].TaskID != id || *evs[0].Input != *req {
 		t.Fatalf("events %+v", evs)
 	}
 	for _, bad := range []string{"input_other", strings.ToUpper(req.ID)} {
-		err := o.Send(t.Context(), id, Message{Content: "eu", InReplyTo: bad})
+		err := o.Send(t.Context(), id, bgtype.Message{Content: "eu", InReplyTo: bad})
 		if !errors.Is(err, ErrNoInputRequest) {
 			t.Fatalf("answer to %s: %v", bad, err)
 		}
 	}
-	if got := getTask(t, o, id); got.Status != StatusAwaitingInput || got.Input.ID != req.ID {
+	if got := getTask(t, o, id); got.Status != bgtype.StatusAwaitingInput || got.Input.ID != req.ID {
 		t.Fatalf("after a wrong answer: %s %+v", got.Status, got.Input)
 	}
-	answer := Message{From: "user", Content: "eu-west", InReplyTo: req.ID}
+	answer := bgtype.Message{From: "user", Content: "eu-west", InReplyTo: req.ID}
 	if err := o.Send(t.Context(), id, answer); err != nil {
 		t.Fatal(err)
 	}
 	if msg := <-got; msg != answer {
 		t.Fatalf("task got %+v", msg)
 	}
-	if got := getTask(t, o, id); got.Status != StatusRunning || got.Input != nil {
+	if got := getTask(t, o, id); got.Status != bgtype.StatusRunning || got.Input != nil {
 		t.Fatalf("after the answer: %s %+v", got.Status, got.Input)
 	}
 	if err := o.Send(t.Context(), id, answer); !errors.Is(err, ErrNoInputRequest) {
 		t.Fatalf("second answer: %v", err)
 	}
 	close(release)
-	if got := waitTask(t, o, id); got.Status != StatusCompleted || string(got.Result) != `"eu-west"` {
+	if got := waitTask(t, o, id); got.Status != bgtype.StatusCompleted || string(got.Result) != `"eu-west"` {
 		t.Fatalf("end %s %s", got.Status, got.Result)
 	}
 }
@@ -90,17 +92,17 @@ func TestRequestInputCtxEnds(t *testing.T) {
 			t.Fatal(err)
 		}
 		meta, err := m.waitSettled(t.Context(), ownerReach("thread-1"), id)
-		if err != nil || meta.Status != StatusAwaitingInput {
+		if err != nil || meta.Status != bgtype.StatusAwaitingInput {
 			t.Fatalf("%+v, %v", meta, err)
 		}
 		start := time.Now()
 		if err := <-res; err != cause || time.Since(start) != time.Minute {
 			t.Fatalf("RequestInput = %v after %v", err, time.Since(start))
 		}
-		if got := getTask(t, o, id); got.Status != StatusRunning || got.Input != nil {
+		if got := getTask(t, o, id); got.Status != bgtype.StatusRunning || got.Input != nil {
 			t.Fatalf("after ctx ended: %s %+v", got.Status, got.Input)
 		}
-		if err := o.Send(t.Context(), id, Message{InReplyTo: meta.Input.ID}); !errors.Is(err, ErrNoInputRequest) {
+		if err := o.Send(t.Context(), id, bgtype.Message{InReplyTo: meta.Input.ID}); !errors.Is(err, ErrNoInputRequest) {
 			t.Fatalf("late answer: %v", err)
 		}
 		close(release)
@@ -125,7 +127,7 @@ func TestRequestInputTaskCancelled(t *testing.T) {
 	if n, err := o.Cancel(t.Context(), id); n != 1 || err != nil {
 		t.Fatalf("Cancel = %d, %v", n, err)
 	}
-	if got := waitTask(t, o, id); got.Status != StatusCancelled || got.Input != nil {
+	if got := waitTask(t, o, id); got.Status != bgtype.StatusCancelled || got.Input != nil {
 		t.Fatalf("end %s %+v", got.Status, got.Input)
 	}
 }
@@ -135,7 +137,7 @@ func TestRequestInputErrors(t *testing.T) {
 		m := newTestManager(t)
 		o := m.Owner("thread-1")
 		type result struct {
-			msg Message
+			msg bgtype.Message
 			err error
 		}
 		first := make(chan result, 1)
@@ -164,14 +166,14 @@ func TestRequestInputErrors(t *testing.T) {
 		}
 		synctest.Wait() // the first request is open, the function waits for proceed
 		meta := getTask(t, o, id)
-		if meta.Status != StatusAwaitingInput || meta.Input.Prompt != "first" {
+		if meta.Status != bgtype.StatusAwaitingInput || meta.Input.Prompt != "first" {
 			t.Fatalf("record %s %+v", meta.Status, meta.Input)
 		}
 		close(proceed)
 		if err := <-second; !errors.Is(err, ErrInputPending) {
 			t.Fatalf("second request: %v", err)
 		}
-		if err := o.Send(t.Context(), id, Message{Content: "ok", InReplyTo: meta.Input.ID}); err != nil {
+		if err := o.Send(t.Context(), id, bgtype.Message{Content: "ok", InReplyTo: meta.Input.ID}); err != nil {
 			t.Fatal(err)
 		}
 		if r := <-first; r.err != nil || r.msg.Content != "ok" {

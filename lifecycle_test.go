@@ -7,6 +7,9 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // perOwnerState counts what the Manager keeps per owner, map by map.
@@ -299,21 +302,23 @@ func TestPluginCloseLeavesNothingPerOwner(t *testing.T) {
 // one that ends a task goes only when all kept events end tasks, and a new
 // event that does not end one is then the one dropped.
 func TestEventKeepLimit(t *testing.T) {
-	term := func(id string) Event { return Event{Kind: EventCompleted, TaskID: id} }
-	msg := func(id string) Event { return Event{Kind: EventCustom, EventType: "note", TaskID: id} }
-	quiet := func(id, payload string) Event {
-		return Event{Kind: EventCustom, EventType: "progress", TaskID: id, Quiet: true, Payload: []byte(payload)}
+	term := func(id string) bgtype.Event { return bgtype.Event{Kind: bgtype.EventCompleted, TaskID: id} }
+	msg := func(id string) bgtype.Event {
+		return bgtype.Event{Kind: bgtype.EventCustom, EventType: "note", TaskID: id}
+	}
+	quiet := func(id, payload string) bgtype.Event {
+		return bgtype.Event{Kind: bgtype.EventCustom, EventType: "progress", TaskID: id, Quiet: true, Payload: []byte(payload)}
 	}
 	for _, tc := range []struct {
 		name    string
-		add     []Event
+		add     []bgtype.Event
 		want    []string // kind:task of the kept events
 		dropped []string
 	}{
-		{"coalesced", []Event{quiet("a", "1"), quiet("a", "2"), term("b")}, []string{"custom:a:2", "completed:b"}, nil},
-		{"non-terminal first", []Event{term("a"), msg("b"), term("c"), term("d")}, []string{"completed:a", "completed:c", "completed:d"}, []string{"custom:b"}},
-		{"all terminal", []Event{term("a"), term("b"), term("c"), term("d")}, []string{"completed:b", "completed:c", "completed:d"}, []string{"completed:a"}},
-		{"new non-terminal", []Event{term("a"), term("b"), term("c"), msg("d")}, []string{"completed:a", "completed:b", "completed:c"}, []string{"custom:d"}},
+		{"coalesced", []bgtype.Event{quiet("a", "1"), quiet("a", "2"), term("b")}, []string{"custom:a:2", "completed:b"}, nil},
+		{"non-terminal first", []bgtype.Event{term("a"), msg("b"), term("c"), term("d")}, []string{"completed:a", "completed:c", "completed:d"}, []string{"custom:b"}},
+		{"all terminal", []bgtype.Event{term("a"), term("b"), term("c"), term("d")}, []string{"completed:b", "completed:c", "completed:d"}, []string{"completed:a"}},
+		{"new non-terminal", []bgtype.Event{term("a"), term("b"), term("c"), msg("d")}, []string{"completed:a", "completed:b", "completed:c"}, []string{"custom:d"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var k eventKeep
@@ -385,19 +390,19 @@ func TestPluginRunIsAValue(t *testing.T) {
 	if cause := <-p2.cause; !errors.Is(cause, ErrRunCancelled) {
 		t.Fatalf("run-2's task ended with cause %v, want ErrRunCancelled", cause)
 	}
-	waitStatus(t, pr.m, id2, StatusCancelled)
+	waitStatus(t, pr.m, id2, bgtype.StatusCancelled)
 	if err := p1.ctxErr(t); err != nil {
 		t.Fatalf("run-1's task was cancelled with run-2: %v", err)
 	}
 	close(p1.release)
-	waitStatus(t, pr.m, id1, StatusCompleted)
+	waitStatus(t, pr.m, id1, bgtype.StatusCompleted)
 }
 
 // ctxStrict is a durable store whose commits fail once their context has
 // ended, as a database driver's do.
 type ctxStrict struct{ *durableMem }
 
-func (s ctxStrict) Commit(ctx context.Context, owner string, actions ...Action) error {
+func (s ctxStrict) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -443,14 +448,14 @@ func TestRunEndOfAnEndedRequest(t *testing.T) {
 				if cause := <-probe.cause; !errors.Is(cause, ErrRunCancelled) {
 					t.Fatalf("the stopped run's task ended with cause %v, want ErrRunCancelled", cause)
 				}
-				waitStatus(t, pr.m, id, StatusCancelled)
+				waitStatus(t, pr.m, id, bgtype.StatusCancelled)
 				return
 			}
 			if err := probe.ctxErr(t); err != nil {
 				t.Fatalf("the task was cancelled by the request's end: %v", err)
 			}
 			close(probe.release)
-			waitStatus(t, pr.m, id, StatusCompleted)
+			waitStatus(t, pr.m, id, bgtype.StatusCompleted)
 			if err := pr.p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
 				t.Fatal(err)
 			}
@@ -489,15 +494,15 @@ func TestPluginCloseCommitsPendingMarks(t *testing.T) {
 // forwardedStore holds a gone sub-agent of thread-1 (left running by a dead
 // process, or interrupted by a reaper: agent is its status) whose two tasks
 // ended but were never announced.
-func forwardedStore(t *testing.T, agent TaskStatus) (*durableMem, []string) {
+func forwardedStore(t *testing.T, agent bgtype.Status) (*durableMem, []string) {
 	t.Helper()
 	ds := &durableMem{MemoryStore: NewMemoryStore()}
-	for _, r := range []TaskMeta{
+	for _, r := range []bgtype.TaskMeta{
 		{ID: "task_1_agent", Owner: "thread-1", Type: TypeSubAgent, Status: agent, CreatedAt: rt0, Instance: "gone", Attempt: 1},
-		{ID: "task_2_child", Owner: "task_1_agent", Type: TypeTask, Status: StatusCompleted, CreatedAt: rt1, FinishedAt: rt1, Instance: "gone", Attempt: 1, Parent: Parent{TaskID: "task_1_agent"}},
-		{ID: "task_3_child", Owner: "task_1_agent", Type: TypeTask, Status: StatusFailed, Error: "boom", CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 1, Parent: Parent{TaskID: "task_1_agent"}},
+		{ID: "task_2_child", Owner: "task_1_agent", Type: TypeTask, Status: bgtype.StatusCompleted, CreatedAt: rt1, FinishedAt: rt1, Instance: "gone", Attempt: 1, Parent: bgtype.Parent{TaskID: "task_1_agent"}},
+		{ID: "task_3_child", Owner: "task_1_agent", Type: TypeTask, Status: bgtype.StatusFailed, Error: "boom", CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 1, Parent: bgtype.Parent{TaskID: "task_1_agent"}},
 	} {
-		if err := ds.MemoryStore.Commit(t.Context(), r.Owner, Upsert(r)); err != nil {
+		if err := ds.MemoryStore.Commit(t.Context(), r.Owner, store.UpsertAction(r)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -507,7 +512,7 @@ func forwardedStore(t *testing.T, agent TaskStatus) (*durableMem, []string) {
 // runOnce starts a run of owner on a new Manager over store, optionally
 // delivers once, and shuts the Manager down without a mark (a crash, for
 // what was not delivered). It returns the terminal events delivered.
-func runOnce(t *testing.T, store Store, owner string, deliver bool) []string {
+func runOnce(t *testing.T, store store.Store, owner string, deliver bool) []string {
 	t.Helper()
 	m, err := New(WithStore(store))
 	if err != nil {
@@ -536,7 +541,7 @@ func runOnce(t *testing.T, store Store, owner string, deliver bool) []string {
 // owner: a crash between RunStart and the first step loses none, and after
 // the step that hands them out no restart announces them again.
 func TestForwardedEventsExactlyOnceAcrossCrashes(t *testing.T) {
-	ds, ids := forwardedStore(t, StatusRunning)
+	ds, ids := forwardedStore(t, bgtype.StatusRunning)
 	if got := runOnce(t, ds, "thread-1", false); len(got) != 0 { // RunStart forwards, then the process dies
 		t.Fatalf("delivered %q before any step", got)
 	}
@@ -565,15 +570,15 @@ func TestForwardedEventsExactlyOnceAcrossCrashes(t *testing.T) {
 // did not forward (its agent was announced already) is delivered and
 // marked under its own owner.
 func TestForwardedEventsWithNotices(t *testing.T) {
-	ds, ids := forwardedStore(t, StatusInterrupted) // a reaper interrupted it; the notice went before
-	f := &fakeShared{MemoryStore: ds.MemoryStore, notices: map[string][]Event{}}
-	other := TaskMeta{ID: "task_9_reaped", Owner: "thread-1", Type: TypeTask, Status: StatusInterrupted, Error: "reaped", ErrorKind: KindInterrupted, CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 2}
-	if err := f.Commit(t.Context(), "thread-1", Upsert(other)); err != nil {
+	ds, ids := forwardedStore(t, bgtype.StatusInterrupted) // a reaper interrupted it; the notice went before
+	f := &fakeShared{MemoryStore: ds.MemoryStore, notices: map[string][]bgtype.Event{}}
+	other := bgtype.TaskMeta{ID: "task_9_reaped", Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusInterrupted, Error: "reaped", ErrorKind: bgtype.KindInterrupted, CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 2}
+	if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(other)); err != nil {
 		t.Fatal(err)
 	}
-	f.notices["thread-1"] = []Event{
-		{Kind: EventInterrupted, TaskID: other.ID, Error: "reaped"},
-		{Kind: EventCompleted, TaskID: "task_2_child"}, // also forwarded by Restore
+	f.notices["thread-1"] = []bgtype.Event{
+		{Kind: bgtype.EventInterrupted, TaskID: other.ID, Error: "reaped"},
+		{Kind: bgtype.EventCompleted, TaskID: "task_2_child"}, // also forwarded by Restore
 	}
 	pr := newPluginRun(t, WithStore(f))
 	msgs, err := pr.p.Deliver(t.Context())
@@ -591,12 +596,12 @@ func TestForwardedEventsWithNotices(t *testing.T) {
 
 	// A reaper's notice, sent to the owner, of a gone sub-agent's task
 	// that no Restore forwarded: the agent's own end was announced.
-	late := TaskMeta{ID: "task_4_child", Owner: "task_1_agent", Type: TypeTask, Status: StatusInterrupted, Error: "reaped", CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 2}
-	if err := f.Commit(t.Context(), "task_1_agent", Upsert(late)); err != nil {
+	late := bgtype.TaskMeta{ID: "task_4_child", Owner: "task_1_agent", Type: TypeTask, Status: bgtype.StatusInterrupted, Error: "reaped", CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 2}
+	if err := f.Commit(t.Context(), "task_1_agent", store.UpsertAction(late)); err != nil {
 		t.Fatal(err)
 	}
 	f.mu.Lock()
-	f.notices["thread-1"] = []Event{{Kind: EventInterrupted, TaskID: late.ID, Error: "reaped"}}
+	f.notices["thread-1"] = []bgtype.Event{{Kind: bgtype.EventInterrupted, TaskID: late.ID, Error: "reaped"}}
 	f.mu.Unlock()
 	if msgs, err := pr.p.Deliver(t.Context()); err != nil || !slices.Equal(eventIDs(msgs), []string{late.ID}) {
 		t.Fatalf("Deliver of the notice = %q, %v; want %s", eventIDs(msgs), err, late.ID)
@@ -611,7 +616,7 @@ func TestForwardedEventsWithNotices(t *testing.T) {
 // delivered, so the victim's next run does not announce them again; a
 // task forwarded to the victim is not the attacker's to mark either.
 func TestMarkAnnouncedOfAnotherOwnersTasks(t *testing.T) {
-	ds, fwd := forwardedStore(t, StatusRunning)
+	ds, fwd := forwardedStore(t, bgtype.StatusRunning)
 	pr := newPluginRun(t, WithStore(ds)) // forwards the gone sub-agent's tasks to thread-1
 	own := finishTasks(t, pr.m, "thread-1", nil)
 	victim := append(slices.Clone(fwd), own...)

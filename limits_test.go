@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // startLog records, in order, the names of the task functions that started.
@@ -145,18 +147,18 @@ func TestLimitRefusesWhenFullWithoutQueue(t *testing.T) {
 					relB := gate(t)
 					idB := spawnFor(t, m, tc.freeOwner, gated(&log, "b0", relB))
 					close(relB)
-					waitStatus(t, m, idB, StatusCompleted)
+					waitStatus(t, m, idB, bgtype.StatusCompleted)
 				}
 
 				// A slot frees when a task ends; the refused name is free too.
 				close(rel0)
-				waitStatus(t, m, id0, StatusCompleted)
+				waitStatus(t, m, id0, bgtype.StatusCompleted)
 				relX := gate(t)
 				idX, err := o.Spawn(t.Context(), gated(&log, "extra", relX), WithName("extra"))
 				if err != nil {
 					t.Fatalf("Spawn after a slot freed: %v", err)
 				}
-				if meta := getTask(t, m, idX); meta.Status != StatusRunning || meta.Name != "extra" {
+				if meta := getTask(t, m, idX); meta.Status != bgtype.StatusRunning || meta.Name != "extra" {
 					t.Fatalf("spawn after a slot freed: status %q name %q, want running extra", meta.Status, meta.Name)
 				}
 				if _, err := o.Spawn(t.Context(), never); !errors.Is(err, ErrLimit) {
@@ -164,8 +166,8 @@ func TestLimitRefusesWhenFullWithoutQueue(t *testing.T) {
 				}
 				close(rel1)
 				close(relX)
-				waitStatus(t, m, id1, StatusCompleted)
-				waitStatus(t, m, idX, StatusCompleted)
+				waitStatus(t, m, id1, bgtype.StatusCompleted)
+				waitStatus(t, m, idX, bgtype.StatusCompleted)
 				shutdownManager(t, m)
 				if ran {
 					t.Fatal("a refused task's function ran")
@@ -191,16 +193,16 @@ func TestLimitQueueStartsInFIFOOrder(t *testing.T) {
 		if got := log.get(); !slices.Equal(got, names[:1]) {
 			t.Fatalf("started %v, want [q0]", got)
 		}
-		if meta := getTask(t, m, ids[0]); meta.Status != StatusRunning || !meta.StartedAt.Equal(meta.CreatedAt) {
+		if meta := getTask(t, m, ids[0]); meta.Status != bgtype.StatusRunning || !meta.StartedAt.Equal(meta.CreatedAt) {
 			t.Fatalf("q0: status %q started %v created %v, want running, started at creation", meta.Status, meta.StartedAt, meta.CreatedAt)
 		}
 		for i := 1; i < len(names); i++ {
 			meta := getTask(t, m, ids[i])
-			if meta.Status != StatusQueued || !meta.StartedAt.IsZero() || meta.CreatedAt.IsZero() {
+			if meta.Status != bgtype.StatusQueued || !meta.StartedAt.IsZero() || meta.CreatedAt.IsZero() {
 				t.Fatalf("%s: status %q started %v created %v, want queued, no start stamp", names[i], meta.Status, meta.StartedAt, meta.CreatedAt)
 			}
 		}
-		queued, err := m.Owner("a").List(t.Context(), StatusQueued)
+		queued, err := m.Owner("a").List(t.Context(), bgtype.StatusQueued)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +213,7 @@ func TestLimitQueueStartsInFIFOOrder(t *testing.T) {
 		for i := range names {
 			<-time.After(time.Second) // fake time, so start stamps are exact
 			close(rel[i])
-			waitStatus(t, m, ids[i], StatusCompleted)
+			waitStatus(t, m, ids[i], bgtype.StatusCompleted)
 			synctest.Wait()
 			want := names[:min(i+2, len(names))]
 			if got := log.get(); !slices.Equal(got, want) {
@@ -220,7 +222,7 @@ func TestLimitQueueStartsInFIFOOrder(t *testing.T) {
 			if i+1 < len(names) {
 				next := getTask(t, m, ids[i+1])
 				wantStart := next.CreatedAt.Add(time.Duration(i+1) * time.Second)
-				if next.Status != StatusRunning || !next.StartedAt.Equal(wantStart) {
+				if next.Status != bgtype.StatusRunning || !next.StartedAt.Equal(wantStart) {
 					t.Fatalf("%s: status %q started %v, want running started %v", names[i+1], next.Status, next.StartedAt, wantStart)
 				}
 			}
@@ -256,14 +258,14 @@ func TestLimitQueuedTaskCancelled(t *testing.T) {
 				if err != nil || n != 1 {
 					t.Fatalf("cancel queued: (%d, %v), want (1, nil)", n, err)
 				}
-				meta := waitStatus(t, m, id1, StatusCancelled)
+				meta := waitStatus(t, m, id1, bgtype.StatusCancelled)
 				if meta.Error != ErrCancelled.Error() || !meta.StartedAt.IsZero() || meta.FinishedAt.IsZero() {
 					t.Fatalf("cancelled queued task: error %q started %v finished %v", meta.Error, meta.StartedAt, meta.FinishedAt)
 				}
-				if stored := getTask(t, m, id1); stored.Status != StatusCancelled || !stored.StartedAt.IsZero() {
+				if stored := getTask(t, m, id1); stored.Status != bgtype.StatusCancelled || !stored.StartedAt.IsZero() {
 					t.Fatalf("stored: status %q started %v, want cancelled, never started", stored.Status, stored.StartedAt)
 				}
-				if got, want := drainKindIDs(t, m, "a"), []kindID{{EventCancelled, id1}}; !slices.Equal(got, want) {
+				if got, want := drainKindIDs(t, m, "a"), []kindID{{bgtype.EventCancelled, id1}}; !slices.Equal(got, want) {
 					t.Fatalf("events %v, want %v", got, want)
 				}
 				if n, err := tc.cancel(m, id1); err != nil || n != 0 {
@@ -274,14 +276,14 @@ func TestLimitQueuedTaskCancelled(t *testing.T) {
 					t.Fatalf("reusing the cancelled task's name: %v", err)
 				}
 				close(rel0)
-				waitStatus(t, m, id0, StatusCompleted)
+				waitStatus(t, m, id0, bgtype.StatusCompleted)
 				synctest.Wait()
 				if got := log.get(); !slices.Equal(got, []string{"r0", "q2"}) {
 					t.Fatalf("started %v, want [r0 q2]: the cancelled task must not run", got)
 				}
 				close(rel1)
 				close(rel2)
-				waitStatus(t, m, id2, StatusCompleted)
+				waitStatus(t, m, id2, bgtype.StatusCompleted)
 				shutdownManager(t, m)
 				if got := log.get(); slices.Contains(got, "q1") {
 					t.Fatalf("started %v: the cancelled queued task ran", got)
@@ -301,7 +303,7 @@ func TestLimitPerOwnerDoesNotBlockOtherOwners(t *testing.T) {
 		a1 := spawnFor(t, m, "a", gated(&log, "a1", relA1))
 		b0 := spawnFor(t, m, "b", gated(&log, "b0", relB0))
 		synctest.Wait()
-		for id, want := range map[string]TaskStatus{a0: StatusRunning, a1: StatusQueued, b0: StatusRunning} {
+		for id, want := range map[string]bgtype.Status{a0: bgtype.StatusRunning, a1: bgtype.StatusQueued, b0: bgtype.StatusRunning} {
 			if got := getTask(t, m, id).Status; got != want {
 				t.Fatalf("%s: status %q, want %q", id, got, want)
 			}
@@ -310,19 +312,19 @@ func TestLimitPerOwnerDoesNotBlockOtherOwners(t *testing.T) {
 			t.Fatalf("started %v, want [a0 b0]", got)
 		}
 		close(relB0) // b's slot frees: a1 must still wait for a's
-		waitStatus(t, m, b0, StatusCompleted)
+		waitStatus(t, m, b0, bgtype.StatusCompleted)
 		synctest.Wait()
-		if got := getTask(t, m, a1).Status; got != StatusQueued {
+		if got := getTask(t, m, a1).Status; got != bgtype.StatusQueued {
 			t.Fatalf("a1 after b0 ended: status %q, want queued", got)
 		}
 		close(relA0)
-		waitStatus(t, m, a0, StatusCompleted)
+		waitStatus(t, m, a0, bgtype.StatusCompleted)
 		synctest.Wait()
 		if got := sortedPrefix(log.get(), 2); !slices.Equal(got, []string{"a0", "b0", "a1"}) {
 			t.Fatalf("started %v, want [a0 b0 a1]", got)
 		}
 		close(relA1)
-		waitStatus(t, m, a1, StatusCompleted)
+		waitStatus(t, m, a1, bgtype.StatusCompleted)
 		shutdownManager(t, m)
 	})
 }
@@ -340,7 +342,7 @@ func TestLimitQueueSkipsOwnerAtLimit(t *testing.T) {
 			rel[s.name] = gate(t)
 			ids[s.name] = spawnFor(t, m, s.owner, gated(&log, s.name, rel[s.name]))
 		}
-		check := func(wantStarted []string, want map[string]TaskStatus) {
+		check := func(wantStarted []string, want map[string]bgtype.Status) {
 			t.Helper()
 			synctest.Wait()
 			if got := sortedPrefix(log.get(), 2); !slices.Equal(got, wantStarted) {
@@ -352,26 +354,26 @@ func TestLimitQueueSkipsOwnerAtLimit(t *testing.T) {
 				}
 			}
 		}
-		check([]string{"a1", "b1"}, map[string]TaskStatus{"a2": StatusQueued, "c1": StatusQueued, "b2": StatusQueued})
+		check([]string{"a1", "b1"}, map[string]bgtype.Status{"a2": bgtype.StatusQueued, "c1": bgtype.StatusQueued, "b2": bgtype.StatusQueued})
 
 		// b1 ends: a2 (owner a still at its limit) is skipped, c1 starts,
 		// and b2 waits for the global slot c1 took.
 		close(rel["b1"])
-		waitStatus(t, m, ids["b1"], StatusCompleted)
-		check([]string{"a1", "b1", "c1"}, map[string]TaskStatus{"a2": StatusQueued, "c1": StatusRunning, "b2": StatusQueued})
+		waitStatus(t, m, ids["b1"], bgtype.StatusCompleted)
+		check([]string{"a1", "b1", "c1"}, map[string]bgtype.Status{"a2": bgtype.StatusQueued, "c1": bgtype.StatusRunning, "b2": bgtype.StatusQueued})
 
 		close(rel["a1"])
-		waitStatus(t, m, ids["a1"], StatusCompleted)
-		check([]string{"a1", "b1", "c1", "a2"}, map[string]TaskStatus{"a2": StatusRunning, "b2": StatusQueued})
+		waitStatus(t, m, ids["a1"], bgtype.StatusCompleted)
+		check([]string{"a1", "b1", "c1", "a2"}, map[string]bgtype.Status{"a2": bgtype.StatusRunning, "b2": bgtype.StatusQueued})
 
 		close(rel["c1"])
-		waitStatus(t, m, ids["c1"], StatusCompleted)
-		check([]string{"a1", "b1", "c1", "a2", "b2"}, map[string]TaskStatus{"b2": StatusRunning})
+		waitStatus(t, m, ids["c1"], bgtype.StatusCompleted)
+		check([]string{"a1", "b1", "c1", "a2", "b2"}, map[string]bgtype.Status{"b2": bgtype.StatusRunning})
 
 		close(rel["a2"])
 		close(rel["b2"])
-		waitStatus(t, m, ids["a2"], StatusCompleted)
-		waitStatus(t, m, ids["b2"], StatusCompleted)
+		waitStatus(t, m, ids["a2"], bgtype.StatusCompleted)
+		waitStatus(t, m, ids["b2"], bgtype.StatusCompleted)
 		shutdownManager(t, m)
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -406,7 +408,7 @@ func TestLimitShutdownCancelsQueued(t *testing.T) {
 		}
 		for _, id := range []string{running, q1, q2} {
 			meta := getTask(t, m, id)
-			if meta.Status != StatusCancelled || meta.Error != ErrShutdown.Error() {
+			if meta.Status != bgtype.StatusCancelled || meta.Error != ErrShutdown.Error() {
 				t.Fatalf("%s: status %q error %q, want cancelled %q", id, meta.Status, meta.Error, ErrShutdown.Error())
 			}
 			if id != running && !meta.StartedAt.IsZero() {
@@ -415,12 +417,12 @@ func TestLimitShutdownCancelsQueued(t *testing.T) {
 		}
 		gotA := drainKindIDs(t, m, "a")
 		slices.SortFunc(gotA, func(x, y kindID) int { return cmp.Compare(x.ID, y.ID) })
-		wantA := []kindID{{EventCancelled, running}, {EventCancelled, q1}}
+		wantA := []kindID{{bgtype.EventCancelled, running}, {bgtype.EventCancelled, q1}}
 		slices.SortFunc(wantA, func(x, y kindID) int { return cmp.Compare(x.ID, y.ID) })
 		if !slices.Equal(gotA, wantA) {
 			t.Fatalf("owner a events %v, want %v", gotA, wantA)
 		}
-		if got, want := drainKindIDs(t, m, "b"), []kindID{{EventCancelled, q2}}; !slices.Equal(got, want) {
+		if got, want := drainKindIDs(t, m, "b"), []kindID{{bgtype.EventCancelled, q2}}; !slices.Equal(got, want) {
 			t.Fatalf("owner b events %v, want %v", got, want)
 		}
 	})
@@ -440,11 +442,11 @@ func TestLimitPanickingTaskFreesSlot(t *testing.T) {
 		rel := gate(t)
 		q := spawnFor(t, m, "a", gated(&log, "q", rel))
 		synctest.Wait()
-		if got := getTask(t, m, q).Status; got != StatusQueued {
+		if got := getTask(t, m, q).Status; got != bgtype.StatusQueued {
 			t.Fatalf("q: status %q, want queued", got)
 		}
 		close(boom)
-		meta := waitStatus(t, m, p, StatusFailed)
+		meta := waitStatus(t, m, p, bgtype.StatusFailed)
 		if meta.Error != "panic: boom" || meta.Stack == "" {
 			t.Fatalf("panicked task: error %q, stack %d bytes; want %q and a stack", meta.Error, len(meta.Stack), "panic: boom")
 		}
@@ -452,12 +454,12 @@ func TestLimitPanickingTaskFreesSlot(t *testing.T) {
 		if got := log.get(); !slices.Equal(got, []string{"p", "q"}) {
 			t.Fatalf("started %v, want [p q]", got)
 		}
-		if got := getTask(t, m, q).Status; got != StatusRunning {
+		if got := getTask(t, m, q).Status; got != bgtype.StatusRunning {
 			t.Fatalf("q after the panic: status %q, want running", got)
 		}
 		close(rel)
-		waitStatus(t, m, q, StatusCompleted)
-		if got, want := drainKindIDs(t, m, "a"), []kindID{{EventFailed, p}, {EventCompleted, q}}; !slices.Equal(got, want) {
+		waitStatus(t, m, q, bgtype.StatusCompleted)
+		if got, want := drainKindIDs(t, m, "a"), []kindID{{bgtype.EventFailed, p}, {bgtype.EventCompleted, q}}; !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
 		shutdownManager(t, m)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"unicode"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // reservedNames are names the tools use to address tasks by relation.
@@ -33,7 +35,7 @@ func checkName(name string) error {
 
 // lineage fills the empty fields of p from ctx: first from the running task
 // of this Manager (its id, and its run), then from the tool call.
-func (m *Manager) lineage(ctx context.Context, p Parent) Parent {
+func (m *Manager) lineage(ctx context.Context, p bgtype.Parent) bgtype.Parent {
 	if p.TaskID == "" {
 		if t, ok := TaskFromContext(ctx); ok && t.m == m {
 			p.TaskID = t.rec.id

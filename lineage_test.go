@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 func TestLineageExplicitAndAmbient(t *testing.T) {
@@ -12,24 +14,24 @@ func TestLineageExplicitAndAmbient(t *testing.T) {
 	cases := []struct {
 		name     string
 		toolCall *ToolCall
-		explicit Parent
-		want     Parent
+		explicit bgtype.Parent
+		want     bgtype.Parent
 	}{
-		{name: "none", want: Parent{}},
+		{name: "none", want: bgtype.Parent{}},
 		{name: "explicit only",
-			explicit: Parent{RunID: "run-abc", CallID: "call-xyz", AgentID: "agent-007"},
-			want:     Parent{RunID: "run-abc", CallID: "call-xyz", AgentID: "agent-007"}},
+			explicit: bgtype.Parent{RunID: "run-abc", CallID: "call-xyz", AgentID: "agent-007"},
+			want:     bgtype.Parent{RunID: "run-abc", CallID: "call-xyz", AgentID: "agent-007"}},
 		{name: "ambient tool call only", toolCall: &ambient,
-			want: Parent{RunID: "run-ambient", CallID: "call-ambient", AgentID: "agent-ambient"}},
+			want: bgtype.Parent{RunID: "run-ambient", CallID: "call-ambient", AgentID: "agent-ambient"}},
 		{name: "explicit fields win, empty ones filled from the tool call", toolCall: &ambient,
-			explicit: Parent{RunID: "run-explicit"},
-			want:     Parent{RunID: "run-explicit", CallID: "call-ambient", AgentID: "agent-ambient"}},
+			explicit: bgtype.Parent{RunID: "run-explicit"},
+			want:     bgtype.Parent{RunID: "run-explicit", CallID: "call-ambient", AgentID: "agent-ambient"}},
 		{name: "explicit all fields win", toolCall: &ambient,
-			explicit: Parent{RunID: "r", CallID: "c", AgentID: "a"},
-			want:     Parent{RunID: "r", CallID: "c", AgentID: "a"}},
+			explicit: bgtype.Parent{RunID: "r", CallID: "c", AgentID: "a"},
+			want:     bgtype.Parent{RunID: "r", CallID: "c", AgentID: "a"}},
 		{name: "partial tool call", toolCall: &ToolCall{CallID: "call-only"},
-			explicit: Parent{AgentID: "agent-x"},
-			want:     Parent{CallID: "call-only", AgentID: "agent-x"}},
+			explicit: bgtype.Parent{AgentID: "agent-x"},
+			want:     bgtype.Parent{CallID: "call-only", AgentID: "agent-x"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,7 +41,7 @@ func TestLineageExplicitAndAmbient(t *testing.T) {
 			if tc.toolCall != nil {
 				ctx = WithToolCall(ctx, *tc.toolCall)
 			}
-			seen := make(chan Parent, 1)
+			seen := make(chan bgtype.Parent, 1)
 			id, err := o.Spawn(ctx, func(ctx context.Context, tk *Task) (any, error) {
 				seen <- tk.Parent()
 				// The tool call of the spawner is not ambient inside the task.
@@ -55,7 +57,7 @@ func TestLineageExplicitAndAmbient(t *testing.T) {
 				t.Fatalf("Task.Parent() = %+v, want %+v", got, tc.want)
 			}
 			final := waitTask(t, o, id)
-			if final.Status != StatusCompleted {
+			if final.Status != bgtype.StatusCompleted {
 				t.Fatalf("task: %+v", final)
 			}
 			if final.Parent != tc.want {
@@ -69,7 +71,7 @@ func TestLineageExplicitAndAmbient(t *testing.T) {
 			if len(list) != 1 || list[0].Parent != tc.want {
 				t.Fatalf("List: %+v, want one task with parent %+v", list, tc.want)
 			}
-			if got.Parent.IsZero() != (tc.want == Parent{}) {
+			if got.Parent.IsZero() != (tc.want == bgtype.Parent{}) {
 				t.Fatalf("IsZero = %v for %+v", got.Parent.IsZero(), got.Parent)
 			}
 			shutdownManager(t, m)
@@ -132,14 +134,14 @@ func TestLineageNestedSpawn(t *testing.T) {
 		t.Fatal("TaskFromContext in the grandchild is not the grandchild")
 	}
 
-	want := map[string]Parent{
+	want := map[string]bgtype.Parent{
 		rootID:  {RunID: "run-1", CallID: "call-1", AgentID: "agent-1"},
 		r.child: {TaskID: rootID, RunID: "run-1"},
 		c.child: {TaskID: r.child, RunID: "run-1"},
 	}
 	for id, p := range want {
 		got, err := o.Get(t.Context(), id)
-		if err != nil || got.Parent != p || got.Status != StatusRunning {
+		if err != nil || got.Parent != p || got.Status != bgtype.StatusRunning {
 			t.Fatalf("Get(%s): %+v, %v; want running with parent %+v", id, got, err, p)
 		}
 	}
@@ -150,7 +152,7 @@ func TestLineageNestedSpawn(t *testing.T) {
 		t.Fatalf("CancelTree(root) = %d, %v; want 3", n, err)
 	}
 	for id := range want {
-		if got := waitTask(t, o, id); got.Status != StatusCancelled {
+		if got := waitTask(t, o, id); got.Status != bgtype.StatusCancelled {
 			t.Fatalf("%s: %q, want cancelled", id, got.Status)
 		}
 	}
@@ -174,7 +176,7 @@ func TestLineageOtherManager(t *testing.T) {
 		errc <- err
 		<-ctx.Done()
 		return nil, ctx.Err()
-	}, WithParent(Parent{RunID: "run-m1"}))
+	}, WithParent(bgtype.Parent{RunID: "run-m1"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +211,7 @@ func TestLineageOtherManager(t *testing.T) {
 		t.Fatalf("m1's shutdown cancelled m2's task: %v", err)
 	}
 	close(other.release)
-	if got := waitTask(t, o2, id2); got.Status != StatusCompleted {
+	if got := waitTask(t, o2, id2); got.Status != bgtype.StatusCompleted {
 		t.Fatalf("m2's task: %+v", got)
 	}
 	shutdownManager(t, m2)
@@ -273,7 +275,7 @@ func TestLineageSubAgentChildren(t *testing.T) {
 	<-leaf.started
 	sub := m.Owner(agentID)
 	got, err := sub.Get(t.Context(), r.id)
-	if err != nil || got.Owner != agentID || got.Parent != (Parent{TaskID: agentID, RunID: "run-1"}) {
+	if err != nil || got.Owner != agentID || got.Parent != (bgtype.Parent{TaskID: agentID, RunID: "run-1"}) {
 		t.Fatalf("leaf: %+v, %v; want owner %s, parent {%s run-1}", got, err, agentID, agentID)
 	}
 	if _, err := o.Get(t.Context(), r.id); !errors.Is(err, ErrNotFound) {
@@ -293,10 +295,10 @@ func TestLineageSubAgentChildren(t *testing.T) {
 	if cause := <-leaf.cause; !errors.Is(cause, ErrParentCancelled) {
 		t.Fatalf("leaf cause %v", cause)
 	}
-	if got := waitTask(t, sub, r.id); got.Status != StatusCancelled {
+	if got := waitTask(t, sub, r.id); got.Status != bgtype.StatusCancelled {
 		t.Fatalf("leaf %q", got.Status)
 	}
-	if got := waitTask(t, o, agentID); got.Status != StatusCancelled {
+	if got := waitTask(t, o, agentID); got.Status != bgtype.StatusCancelled {
 		t.Fatalf("sub-agent %q", got.Status)
 	}
 	shutdownManager(t, m)
@@ -310,7 +312,7 @@ func TestLineageExplicitTaskKeepsAmbientRun(t *testing.T) {
 	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	type out struct {
-		ambient, explicit Parent
+		ambient, explicit bgtype.Parent
 		errA, errE        error
 	}
 	res := make(chan out, 1)
@@ -321,7 +323,7 @@ func TestLineageExplicitTaskKeepsAmbientRun(t *testing.T) {
 		var idA, idE string
 		idA, r.errA = o.Spawn(ctx, func(context.Context, *Task) (any, error) { return nil, nil })
 		idE, r.errE = o.Spawn(ctx, func(context.Context, *Task) (any, error) { return nil, nil },
-			WithParent(Parent{TaskID: tk.ID()}))
+			WithParent(bgtype.Parent{TaskID: tk.ID()}))
 		if r.errA == nil {
 			meta, _ := o.Wait(ctx, idA)
 			r.ambient = meta.Parent
@@ -339,10 +341,10 @@ func TestLineageExplicitTaskKeepsAmbientRun(t *testing.T) {
 		var after out
 		_, after.errA = o.Spawn(c, func(context.Context, *Task) (any, error) { return nil, nil }, WithDetached())
 		_, after.errE = o.Spawn(c, func(context.Context, *Task) (any, error) { return nil, nil }, WithDetached(),
-			WithParent(Parent{TaskID: tk.ID()}))
+			WithParent(bgtype.Parent{TaskID: tk.ID()}))
 		cancelled <- after
 		return nil, context.Cause(ctx)
-	}, WithParent(Parent{RunID: "run-1"}))
+	}, WithParent(bgtype.Parent{RunID: "run-1"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +352,7 @@ func TestLineageExplicitTaskKeepsAmbientRun(t *testing.T) {
 	if r.errA != nil || r.errE != nil {
 		t.Fatalf("nested spawns: %v, %v", r.errA, r.errE)
 	}
-	want := Parent{TaskID: root, RunID: "run-1"}
+	want := bgtype.Parent{TaskID: root, RunID: "run-1"}
 	if r.ambient != want {
 		t.Fatalf("ambient nested spawn: parent %+v, want %+v", r.ambient, want)
 	}

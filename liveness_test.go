@@ -7,6 +7,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // livenessStore is a MemoryStore that knows which instances are alive.
@@ -25,7 +28,7 @@ func (s *livenessStore) InstanceAlive(_ context.Context, instance string) (bool,
 // With a Store that tells live instances apart, Restore interrupts the
 // records of gone instances and of its own that it does not run, and leaves
 // those of a live instance running, asking once per instance; an error of
-// the store ends Restore with nothing touched.
+// the st ends Restore with nothing touched.
 func TestRestoreLeavesLiveInstances(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -42,17 +45,17 @@ func TestRestoreLeavesLiveInstances(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				store := &livenessStore{MemoryStore: NewMemoryStore(), alive: tc.alive, err: tc.err}
+				st := &livenessStore{MemoryStore: NewMemoryStore(), alive: tc.alive, err: tc.err}
 				at := now()
 				for i, r := range []struct{ id, instance string }{
 					{"task_1_gone", "inst_gone"}, {"task_2_live", "inst_live"}, {"task_3_gone", "inst_gone"}, {"task_4_mine", "inst_me"},
 				} {
-					meta := TaskMeta{ID: r.id, Owner: "a", Type: TypeTask, Status: StatusRunning, CreatedAt: at.Add(time.Duration(i-10) * time.Minute), Instance: r.instance}
-					if err := store.Commit(t.Context(), "a", Upsert(meta)); err != nil {
+					meta := bgtype.TaskMeta{ID: r.id, Owner: "a", Type: TypeTask, Status: bgtype.StatusRunning, CreatedAt: at.Add(time.Duration(i-10) * time.Minute), Instance: r.instance}
+					if err := st.Commit(t.Context(), "a", store.UpsertAction(meta)); err != nil {
 						t.Fatal(err)
 					}
 				}
-				m := newTestManager(t, WithStore(store), WithInstance("inst_me"))
+				m := newTestManager(t, WithStore(st), WithInstance("inst_me"))
 				got, err := m.Restore(t.Context(), "a")
 				if tc.wantErr != "" {
 					if err == nil || err.Error() != tc.wantErr || len(got) != 0 {
@@ -70,9 +73,9 @@ func TestRestoreLeavesLiveInstances(t *testing.T) {
 				}
 				for _, id := range []string{"task_1_gone", "task_2_live", "task_3_gone", "task_4_mine"} {
 					meta, err := m.Get(t.Context(), id)
-					want := StatusRunning
+					want := bgtype.StatusRunning
 					if slices.Contains(tc.interrupted, id) {
-						want = StatusInterrupted
+						want = bgtype.StatusInterrupted
 					}
 					if err != nil || meta.Status != want {
 						t.Fatalf("%s: %q, %v; want %q", id, meta.Status, err, want)
@@ -82,8 +85,8 @@ func TestRestoreLeavesLiveInstances(t *testing.T) {
 				if tc.err != nil {
 					wantAsked = wantAsked[:1]
 				}
-				if !slices.Equal(store.asked, wantAsked) {
-					t.Fatalf("asked about %v, want %v (once each, never its own)", store.asked, wantAsked)
+				if !slices.Equal(st.asked, wantAsked) {
+					t.Fatalf("asked about %v, want %v (once each, never its own)", st.asked, wantAsked)
 				}
 				shutdownManager(t, m)
 			})
@@ -93,20 +96,20 @@ func TestRestoreLeavesLiveInstances(t *testing.T) {
 
 // An end that another live instance committed is that instance's to
 // announce (it delivered the event itself): Restore leaves it until the
-// store reports the instance gone, then announces it once.
+// st reports the instance gone, then announces it once.
 func TestRestoreLeavesLiveInstancesEnds(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := &livenessStore{MemoryStore: NewMemoryStore(), alive: map[string]bool{"inst_live": true}}
+		st := &livenessStore{MemoryStore: NewMemoryStore(), alive: map[string]bool{"inst_live": true}}
 		at := now()
 		for i, r := range []struct{ id, instance string }{{"task_1_live", "inst_live"}, {"task_2_gone", "inst_gone"}} {
-			meta := TaskMeta{ID: r.id, Owner: "a", Type: TypeTask, Status: StatusCompleted, CreatedAt: at.Add(time.Duration(i-10) * time.Minute),
+			meta := bgtype.TaskMeta{ID: r.id, Owner: "a", Type: TypeTask, Status: bgtype.StatusCompleted, CreatedAt: at.Add(time.Duration(i-10) * time.Minute),
 				StartedAt: at.Add(-time.Minute), FinishedAt: at, Instance: r.instance}
-			if err := store.Commit(t.Context(), "a", Upsert(meta)); err != nil {
+			if err := st.Commit(t.Context(), "a", store.UpsertAction(meta)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		m := newTestManager(t, WithStore(store), WithInstance("inst_me"))
+		m := newTestManager(t, WithStore(st), WithInstance("inst_me"))
 		ib, err := m.Owner("a").Inbox()
 		if err != nil {
 			t.Fatal(err)
@@ -125,7 +128,7 @@ func TestRestoreLeavesLiveInstancesEnds(t *testing.T) {
 		if got := ended(); !slices.Equal(got, []string{"task_2_gone"}) {
 			t.Fatalf("first Restore announced %v, want [task_2_gone] (the live instance's end is its own)", got)
 		}
-		store.alive = nil // the other process is gone
+		st.alive = nil // the other process is gone
 		if _, err := m.Restore(t.Context(), "a"); err != nil {
 			t.Fatal(err)
 		}

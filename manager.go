@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // Manager runs background tasks for agents and keeps their metadata in a
@@ -33,7 +36,7 @@ import (
 // with ErrInvalidOwner.
 type Manager struct {
 	cfg       config
-	store     Store
+	store     store.Store
 	mem       *MemoryStore // store, when it is exactly a MemoryStore: records are shared (record.go)
 	log       *slog.Logger
 	closed    atomic.Bool
@@ -43,7 +46,7 @@ type Manager struct {
 	counters  counters
 	ends      atomic.Pointer[endNode] // ends waiting to be recorded, newest first (retireEnds)
 	endsBusy  atomic.Bool             // a goroutine is recording the ends
-	endEvents []Event                 // recordEnds' buffer (endChunk events); guarded by endsBusy: its holder alone uses it
+	endEvents []bgtype.Event          // recordEnds' buffer (endChunk events); guarded by endsBusy: its holder alone uses it
 
 	mu         sync.Mutex       // guards the fields below and the m.mu fields of Task
 	nodes      map[string]*Task // live tasks, and ended ones with live attached children
@@ -95,9 +98,9 @@ type ownerState struct {
 // Transition reports a committed status change to the WithObserver
 // function. From is empty for the first record of a task.
 type Transition struct {
-	From TaskStatus
-	To   TaskStatus
-	Task TaskMeta
+	From bgtype.Status
+	To   bgtype.Status
+	Task bgtype.TaskMeta
 }
 
 // New returns a Manager configured by opts, or an error naming the first
@@ -138,7 +141,7 @@ func New(opts ...Option) (*Manager, error) {
 }
 
 // Store returns the Store the Manager commits to.
-func (m *Manager) Store() Store { return m.store }
+func (m *Manager) Store() store.Store { return m.store }
 
 // Instance returns this runtime instance's id, recorded on every task.
 func (m *Manager) Instance() string { return m.cfg.instance }
@@ -147,7 +150,7 @@ func (m *Manager) Instance() string { return m.cfg.instance }
 // has none. It is an administrator's call: code acting for one owner (a
 // model's tools, a plugin) uses an Owner view, which sees only that owner's
 // tasks.
-func (m *Manager) Get(ctx context.Context, id string) (TaskMeta, error) {
+func (m *Manager) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	return m.store.Get(ctx, id)
 }
 
@@ -287,33 +290,33 @@ func (m *Manager) unbindInbox(owner string, drop func(*Inbox) bool) {
 }
 
 // deliver sends ev to the owner's current inbox.
-func (m *Manager) deliver(owner string, ev Event) error {
+func (m *Manager) deliver(owner string, ev bgtype.Event) error {
 	return m.inboxFor(owner).Send(ev)
 }
 
 // notify reports a committed transition to the log and the observer. It is
 // on every task's path, so the work lives in notifySlow (docs/internals.md).
-func (m *Manager) notify(from TaskStatus, meta *TaskMeta) {
+func (m *Manager) notify(from bgtype.Status, meta *bgtype.TaskMeta) {
 	if m.cfg.observer != nil || m.log.Enabled(context.Background(), slog.LevelDebug) {
 		m.notifySlow(from, meta)
 	}
 }
 
 // notifyRec is notify of a Task's record.
-func (m *Manager) notifyRec(from TaskStatus, r *memRec) {
+func (m *Manager) notifyRec(from bgtype.Status, r *memRec) {
 	if m.cfg.observer != nil || m.log.Enabled(context.Background(), slog.LevelDebug) {
 		m.notifyRecSlow(from, r)
 	}
 }
 
 //go:noinline
-func (m *Manager) notifyRecSlow(from TaskStatus, r *memRec) {
+func (m *Manager) notifyRecSlow(from bgtype.Status, r *memRec) {
 	meta := r.expand()
 	m.notifySlow(from, &meta)
 }
 
 //go:noinline
-func (m *Manager) notifySlow(from TaskStatus, meta *TaskMeta) {
+func (m *Manager) notifySlow(from bgtype.Status, meta *bgtype.TaskMeta) {
 	m.log.Debug("bgtask: task status", "task_id", meta.ID, "owner", meta.Owner, "from", from, "to", meta.Status)
 	if m.cfg.observer == nil {
 		return
@@ -323,14 +326,14 @@ func (m *Manager) notifySlow(from TaskStatus, meta *TaskMeta) {
 			m.log.Error("bgtask: observer panicked", "panic", r, "task_id", meta.ID)
 		}
 	}()
-	m.cfg.observer(Transition{From: from, To: meta.Status, Task: cloneMeta(*meta)})
+	m.cfg.observer(Transition{From: from, To: meta.Status, Task: (*meta).Clone()})
 }
 
 // observeEvent hands ev to the WithEventObserver function, recovering a
 // panic in it. Out of line: few Managers have one.
 //
 //go:noinline
-func (m *Manager) observeEvent(ev Event) {
+func (m *Manager) observeEvent(ev bgtype.Event) {
 	defer func() {
 		if r := recover(); r != nil {
 			m.log.Error("bgtask: event observer panicked", "panic", r, "task_id", ev.TaskID)
@@ -340,7 +343,7 @@ func (m *Manager) observeEvent(ev Event) {
 }
 
 //go:noinline
-func (m *Manager) logCommitFailure(meta *TaskMeta, attempt int, err error) {
+func (m *Manager) logCommitFailure(meta *bgtype.TaskMeta, attempt int, err error) {
 	m.log.Warn("bgtask: commit failed", "task_id", meta.ID, "status", meta.Status, "attempt", attempt+1, "err", err)
 }
 

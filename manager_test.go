@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"testing/synctest"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 func TestManagerOwnerViewsHideOtherOwners(t *testing.T) {
@@ -38,7 +40,7 @@ func TestManagerOwnerViewsHideOtherOwners(t *testing.T) {
 			if _, err := a.Wait(t.Context(), id); !errors.Is(err, ErrNotFound) {
 				t.Errorf("Wait(%s) from another owner: %v, want ErrNotFound", id, err)
 			}
-			err := a.Send(t.Context(), id, Message{From: "intruder", Content: "hi"})
+			err := a.Send(t.Context(), id, bgtype.Message{From: "intruder", Content: "hi"})
 			if !errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotOwner) || errors.Is(err, ErrTerminal) {
 				t.Errorf("Send(%s) from another owner: %v, want only ErrNotFound", id, err)
 			}
@@ -54,7 +56,7 @@ func TestManagerOwnerViewsHideOtherOwners(t *testing.T) {
 		if n := agentProbe.task.Inbox().Len(); n != 0 {
 			t.Fatalf("another owner's Send reached the sub-agent: %d event(s)", n)
 		}
-		if got := taskIDs(listTasks(t, b, StatusRunning)); !slices.Equal(got, []string{liveID, agentID}) {
+		if got := taskIDs(listTasks(t, b, bgtype.StatusRunning)); !slices.Equal(got, []string{liveID, agentID}) {
 			t.Fatalf("thread-B running = %v", got)
 		}
 		// The owner itself sees them.
@@ -137,17 +139,17 @@ func TestManagerListOrderAndFilter(t *testing.T) {
 		return out
 	}
 	cases := []struct {
-		statuses []TaskStatus
+		statuses []bgtype.Status
 		want     []string
 	}{
 		{nil, all},
-		{[]TaskStatus{StatusRunning}, running},
-		{[]TaskStatus{StatusCompleted}, completed},
-		{[]TaskStatus{StatusCompleted, StatusFailed}, mergeInOrder(completed, failed)},
-		{[]TaskStatus{StatusFailed, StatusRunning}, mergeInOrder(failed, running)},
-		{[]TaskStatus{StatusQueued}, nil},
-		{[]TaskStatus{StatusCancelled, StatusInterrupted}, nil},
-		{Statuses(), all},
+		{[]bgtype.Status{bgtype.StatusRunning}, running},
+		{[]bgtype.Status{bgtype.StatusCompleted}, completed},
+		{[]bgtype.Status{bgtype.StatusCompleted, bgtype.StatusFailed}, mergeInOrder(completed, failed)},
+		{[]bgtype.Status{bgtype.StatusFailed, bgtype.StatusRunning}, mergeInOrder(failed, running)},
+		{[]bgtype.Status{bgtype.StatusQueued}, nil},
+		{[]bgtype.Status{bgtype.StatusCancelled, bgtype.StatusInterrupted}, nil},
+		{bgtype.Statuses(), all},
 	}
 	for _, tc := range cases {
 		got := listTasks(t, o, tc.statuses...)
@@ -160,8 +162,8 @@ func TestManagerListOrderAndFilter(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []TaskStatus{"bogus", "", "Running"} {
-		if _, err := o.List(t.Context(), StatusRunning, bad); !errors.Is(err, ErrInvalidStatus) {
+	for _, bad := range []bgtype.Status{"bogus", "", "Running"} {
+		if _, err := o.List(t.Context(), bgtype.StatusRunning, bad); !errors.Is(err, bgtype.ErrInvalidStatus) {
 			t.Errorf("List(%q) = %v, want ErrInvalidStatus", bad, err)
 		}
 	}
@@ -191,7 +193,7 @@ func TestManagerClosed(t *testing.T) {
 	if c := <-p.cause; !errors.Is(c, ErrShutdown) {
 		t.Fatalf("cause at shutdown %v, want ErrShutdown", c)
 	}
-	if got := waitTask(t, o, agentID); got.Status != StatusCancelled {
+	if got := waitTask(t, o, agentID); got.Status != bgtype.StatusCancelled {
 		t.Fatalf("sub-agent after shutdown: %+v", got)
 	}
 	if _, err := o.Spawn(t.Context(), newProbe().fn); !errors.Is(err, ErrClosed) {
@@ -218,10 +220,10 @@ func TestManagerClosed(t *testing.T) {
 	if _, err := m.CancelRun("thread-1", "run-1"); !errors.Is(err, ErrClosed) {
 		t.Errorf("CancelRun: %v", err)
 	}
-	if err := m.Send(t.Context(), "thread-1", agentID, Message{Content: "x"}); !errors.Is(err, ErrClosed) {
+	if err := m.Send(t.Context(), "thread-1", agentID, bgtype.Message{Content: "x"}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Send: %v", err)
 	}
-	if err := o.Send(t.Context(), agentID, Message{Content: "x"}); !errors.Is(err, ErrClosed) {
+	if err := o.Send(t.Context(), agentID, bgtype.Message{Content: "x"}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Owner.Send: %v", err)
 	}
 	// Reads still work.
@@ -231,11 +233,11 @@ func TestManagerClosed(t *testing.T) {
 	if got := taskIDs(listTasks(t, o)); !slices.Equal(got, []string{id, agentID}) {
 		t.Errorf("List after shutdown: %v", got)
 	}
-	if got, err := m.Wait(t.Context(), id); err != nil || got.Status != StatusCompleted {
+	if got, err := m.Wait(t.Context(), id); err != nil || got.Status != bgtype.StatusCompleted {
 		t.Errorf("Wait after shutdown: %+v, %v", got, err)
 	}
 	evs := drainOwner(t, o)
-	if ks := eventKinds(evs); !slices.Equal(ks, []EventKind{EventCompleted, EventCancelled}) {
+	if ks := eventKinds(evs); !slices.Equal(ks, []bgtype.EventKind{bgtype.EventCompleted, bgtype.EventCancelled}) {
 		t.Errorf("events after shutdown: %v", ks)
 	}
 	if err := m.Shutdown(t.Context()); err != nil {

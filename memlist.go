@@ -1,30 +1,32 @@
 package bgtask
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"iter"
 	"slices"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // List implements Store.
-func (s *MemoryStore) List(ctx context.Context, owner string, statuses ...TaskStatus) iter.Seq2[TaskMeta, error] {
+func (s *MemoryStore) List(ctx context.Context, owner string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
 	return s.ListTagged(ctx, owner, "", statuses...)
 }
 
 // ListTagged implements TagLister. It walks the owner's records.
-func (s *MemoryStore) ListTagged(ctx context.Context, owner, tag string, statuses ...TaskStatus) iter.Seq2[TaskMeta, error] {
-	return func(yield func(TaskMeta, error) bool) {
+func (s *MemoryStore) ListTagged(ctx context.Context, owner, tag string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
+	return func(yield func(bgtype.TaskMeta, error) bool) {
 		if err := checkStatuses(statuses); err != nil {
-			yield(TaskMeta{}, err)
+			yield(bgtype.TaskMeta{}, err)
 			return
 		}
 		if err := ctx.Err(); err != nil {
-			yield(TaskMeta{}, err)
+			yield(bgtype.TaskMeta{}, err)
 			return
 		}
-		var all []TaskMeta
+		var all []bgtype.TaskMeta
 		s.each(owner, func(e *memEntry) { all = append(all, e.get()) })
 		out := all[:0]
 		for _, m := range dedupNewest(all) {
@@ -39,13 +41,13 @@ func (s *MemoryStore) ListTagged(ctx context.Context, owner, tag string, statuse
 // Children implements Store. It walks every record: the MemoryStore keeps
 // no parent index, since the Manager answers lineage questions from its
 // own live index.
-func (s *MemoryStore) Children(ctx context.Context, id string) iter.Seq2[TaskMeta, error] {
-	return func(yield func(TaskMeta, error) bool) {
+func (s *MemoryStore) Children(ctx context.Context, id string) iter.Seq2[bgtype.TaskMeta, error] {
+	return func(yield func(bgtype.TaskMeta, error) bool) {
 		if err := ctx.Err(); err != nil {
-			yield(TaskMeta{}, err)
+			yield(bgtype.TaskMeta{}, err)
 			return
 		}
-		var out []TaskMeta
+		var out []bgtype.TaskMeta
 		for i := range s.shards {
 			sh := &s.shards[i]
 			sh.mu.RLock()
@@ -61,26 +63,18 @@ func (s *MemoryStore) Children(ctx context.Context, id string) iter.Seq2[TaskMet
 }
 
 // checkStatuses reports the first status of a filter this package does not know.
-func checkStatuses(statuses []TaskStatus) error {
+func checkStatuses(statuses []bgtype.Status) error {
 	for _, st := range statuses {
 		if !st.Valid() {
-			return fmt.Errorf("%w: %q", ErrInvalidStatus, st)
+			return fmt.Errorf("%w: %q", bgtype.ErrInvalidStatus, st)
 		}
 	}
 	return nil
 }
 
-// SortMetas orders records oldest first: by CreatedAt, then by ID. It is
-// the order of Store.List and Store.Children.
-func SortMetas(ms []TaskMeta) {
-	slices.SortFunc(ms, func(a, b TaskMeta) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
-	})
-}
-
 // dedupNewest drops, of two copies of a record (MemoryStore.each may see a
 // record live and then terminal), the first one.
-func dedupNewest(ms []TaskMeta) []TaskMeta {
+func dedupNewest(ms []bgtype.TaskMeta) []bgtype.TaskMeta {
 	if len(ms) < 2 {
 		return ms
 	}
@@ -97,8 +91,8 @@ func dedupNewest(ms []TaskMeta) []TaskMeta {
 	return out
 }
 
-func yieldSorted(ms []TaskMeta, yield func(TaskMeta, error) bool) {
-	SortMetas(ms)
+func yieldSorted(ms []bgtype.TaskMeta, yield func(bgtype.TaskMeta, error) bool) {
+	store.SortMetas(ms)
 	for _, m := range ms {
 		if !yield(m, nil) {
 			return

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // memInternals is what the Manager and the MemoryStore hold, read under
@@ -68,7 +71,7 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 	}
 	fn := func(context.Context, *Task) (any, error) { return nil, nil }
 	ids := make(map[string]bool, batch)
-	var evs []Event
+	var evs []bgtype.Event
 	var last []string // the ids of the last batch
 	for b := range total / batch {
 		// Each batch is a run of its own, so the run index is exercised too.
@@ -95,7 +98,7 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 			t.Fatalf("batch %d: %d events, want %d", b, len(evs), batch)
 		}
 		for _, ev := range evs {
-			if ev.Kind != EventCompleted || !ids[ev.TaskID] {
+			if ev.Kind != bgtype.EventCompleted || !ids[ev.TaskID] {
 				t.Fatalf("batch %d: event %+v, want completed of a task of the batch", b, ev)
 			}
 			delete(ids, ev.TaskID)
@@ -132,7 +135,7 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 		lastBatch[ev.TaskID] = true
 	}
 	for id, meta := range snap.Tasks {
-		if meta.Status != StatusCompleted || !lastBatch[id] {
+		if meta.Status != bgtype.StatusCompleted || !lastBatch[id] {
 			t.Fatalf("kept %s (%q), want only completed tasks of the last batch", id, meta.Status)
 		}
 	}
@@ -173,7 +176,7 @@ func TestMemoryCancelledRunsKept(t *testing.T) {
 						t.Fatalf("CancelRun(r-%d) = (%d, %v), want (%d, nil)", i, n, err, 1-i%2)
 					}
 					if id != "" {
-						meta := waitStatus(t, m, id, StatusCancelled)
+						meta := waitStatus(t, m, id, bgtype.StatusCancelled)
 						if meta.Error != ErrRunCancelled.Error() {
 							t.Fatalf("run task error %q, want %q", meta.Error, ErrRunCancelled.Error())
 						}
@@ -196,7 +199,7 @@ func TestMemoryCancelledRunsKept(t *testing.T) {
 					if err != nil {
 						t.Fatalf("spawn into forgotten run r-%d: %v", i, err)
 					}
-					waitStatus(t, m, id, StatusCompleted)
+					waitStatus(t, m, id, bgtype.StatusCompleted)
 				}
 				shutdownManager(t, m)
 				if in := readInternals(m, nil); in.runs != kept || in.nodes != 0 {
@@ -214,16 +217,16 @@ func TestMemoryStoreRetainForAgesEveryOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		s := NewMemoryStore(WithRetainFor(time.Hour))
-		rec := func(id, owner string, st TaskStatus) TaskMeta {
-			m := TaskMeta{ID: id, Owner: owner, Status: st, CreatedAt: now()}
+		rec := func(id, owner string, st bgtype.Status) bgtype.TaskMeta {
+			m := bgtype.TaskMeta{ID: id, Owner: owner, Status: st, CreatedAt: now()}
 			if st.IsTerminal() {
 				m.FinishedAt = now()
 			}
 			return m
 		}
-		commit := func(m TaskMeta) {
+		commit := func(m bgtype.TaskMeta) {
 			t.Helper()
-			if err := s.Commit(ctx, m.Owner, Upsert(m)); err != nil {
+			if err := s.Commit(ctx, m.Owner, store.UpsertAction(m)); err != nil {
 				t.Fatalf("Commit %s: %v", m.ID, err)
 			}
 		}
@@ -241,35 +244,35 @@ func TestMemoryStoreRetainForAgesEveryOwner(t *testing.T) {
 				t.Fatalf("store keeps %v, want %v", got, want)
 			}
 		}
-		commit(rec("task_run", "a", StatusRunning))
-		commit(rec("task_q", "a", StatusQueued))
-		commit(rec("task_a", "a", StatusCompleted))
+		commit(rec("task_run", "a", bgtype.StatusRunning))
+		commit(rec("task_q", "a", bgtype.StatusQueued))
+		commit(rec("task_a", "a", bgtype.StatusCompleted))
 		<-time.After(40 * time.Minute)
-		commit(rec("task_b", "a", StatusFailed))
+		commit(rec("task_b", "a", bgtype.StatusFailed))
 		<-time.After(20 * time.Minute)
 		// task_a finished exactly an hour ago: not older than the age yet.
 		// Ages are checked by commits that end a task, here of another owner.
-		commit(rec("task_x", "b", StatusRunning))
-		commit(rec("task_y1", "b", StatusCompleted))
+		commit(rec("task_x", "b", bgtype.StatusRunning))
+		commit(rec("task_y1", "b", bgtype.StatusCompleted))
 		has("task_run", "task_q", "task_a", "task_b", "task_x")
 		<-time.After(time.Microsecond)
 		has("task_run", "task_q", "task_a", "task_b", "task_x") // nothing without a commit
-		commit(rec("task_x", "b", StatusRunning))               // does not end a task: no check
+		commit(rec("task_x", "b", bgtype.StatusRunning))        // does not end a task: no check
 		has("task_run", "task_q", "task_a", "task_b", "task_x")
-		commit(rec("task_y2", "b", StatusCompleted))
+		commit(rec("task_y2", "b", bgtype.StatusCompleted))
 		has("task_run", "task_q", "task_b", "task_x")
 		<-time.After(24 * time.Hour)
-		commit(rec("task_y3", "b", StatusCompleted))
+		commit(rec("task_y3", "b", bgtype.StatusCompleted))
 		has("task_run", "task_q", "task_x")
 		snap, err := s.Load(ctx, "a")
 		if err != nil || len(snap.Tasks) != 2 {
 			t.Fatalf("Load(a) = (%d tasks, %v), want the 2 non-terminal ones", len(snap.Tasks), err)
 		}
 		// Terminal now, and forgotten a day later.
-		done := rec("task_run", "a", StatusCompleted)
+		done := rec("task_run", "a", bgtype.StatusCompleted)
 		commit(done)
 		<-time.After(25 * time.Hour)
-		commit(rec("task_y4", "b", StatusCompleted))
+		commit(rec("task_y4", "b", bgtype.StatusCompleted))
 		has("task_q", "task_x")
 		terminal := len(s.state().terminal)
 		if terminal != 1 {
@@ -299,25 +302,25 @@ func TestMemoryStoreRetainPerOwnerCounts(t *testing.T) {
 				s := NewMemoryStore(WithRetainPerOwner(tc.keep))
 				ids := []string{"task_a", "task_b", "task_c"}
 				for _, id := range append(ids, "task_q", "task_r") {
-					st := StatusRunning
+					st := bgtype.StatusRunning
 					if id == "task_q" {
-						st = StatusQueued
+						st = bgtype.StatusQueued
 					}
-					if err := s.Commit(ctx, "o", Upsert(TaskMeta{ID: id, Owner: "o", Status: st})); err != nil {
+					if err := s.Commit(ctx, "o", store.UpsertAction(bgtype.TaskMeta{ID: id, Owner: "o", Status: st})); err != nil {
 						t.Fatal(err)
 					}
 				}
 				// Finish in the order c, a, b (not the creation order).
 				for _, id := range []string{"task_c", "task_a", "task_b"} {
 					<-time.After(time.Second)
-					if err := s.Commit(ctx, "o", Upsert(TaskMeta{ID: id, Owner: "o", Status: StatusCompleted, FinishedAt: now()})); err != nil {
+					if err := s.Commit(ctx, "o", store.UpsertAction(bgtype.TaskMeta{ID: id, Owner: "o", Status: bgtype.StatusCompleted, FinishedAt: now()})); err != nil {
 						t.Fatal(err)
 					}
 				}
 				// Another owner's records do not count against this one.
 				for i := range 3 {
 					id := fmt.Sprint("task_other", i)
-					if err := s.Commit(ctx, "p", Upsert(TaskMeta{ID: id, Owner: "p", Status: StatusCompleted, FinishedAt: now()})); err != nil {
+					if err := s.Commit(ctx, "p", store.UpsertAction(bgtype.TaskMeta{ID: id, Owner: "p", Status: bgtype.StatusCompleted, FinishedAt: now()})); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -363,7 +366,7 @@ func TestMemoryRetentionThroughManager(t *testing.T) {
 		var done []string
 		for range 3 {
 			id := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { return "ok", nil })
-			waitStatus(t, m, id, StatusCompleted)
+			waitStatus(t, m, id, bgtype.StatusCompleted)
 			done = append(done, id)
 			<-time.After(time.Minute)
 		}
@@ -376,7 +379,7 @@ func TestMemoryRetentionThroughManager(t *testing.T) {
 		}
 		<-time.After(2 * time.Hour)
 		fresh := spawnFor(t, m, "b", func(context.Context, *Task) (any, error) { return nil, nil })
-		waitStatus(t, m, fresh, StatusCompleted)
+		waitStatus(t, m, fresh, bgtype.StatusCompleted)
 		for _, id := range done {
 			if _, err := m.Get(t.Context(), id); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("Get(%s) two hours after it finished: %v, want ErrNotFound", id, err)
@@ -385,7 +388,7 @@ func TestMemoryRetentionThroughManager(t *testing.T) {
 		if _, err := m.Owner("a").Wait(t.Context(), done[2]); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("Wait on a forgotten task: %v, want ErrNotFound", err)
 		}
-		if meta := getTask(t, m, long); meta.Status != StatusRunning {
+		if meta := getTask(t, m, long); meta.Status != bgtype.StatusRunning {
 			t.Fatalf("long task: %q, want running (never dropped)", meta.Status)
 		}
 		seq, err := m.Owner("a").List(t.Context())
@@ -411,8 +414,8 @@ func TestMemoryStoreRetainForUnstampedRecord(t *testing.T) {
 	var bug string
 	synctest.Test(t, func(t *testing.T) {
 		s := NewMemoryStore(WithRetainFor(time.Hour))
-		rec := TaskMeta{ID: "task_i", Owner: "a", Status: StatusInterrupted, Error: "process gone"}
-		if err := s.Commit(t.Context(), "a", Upsert(rec)); err != nil {
+		rec := bgtype.TaskMeta{ID: "task_i", Owner: "a", Status: bgtype.StatusInterrupted, Error: "process gone"}
+		if err := s.Commit(t.Context(), "a", store.UpsertAction(rec)); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Get(t.Context(), "task_i")
@@ -420,7 +423,7 @@ func TestMemoryStoreRetainForUnstampedRecord(t *testing.T) {
 		case errors.Is(err, ErrNotFound):
 			bug = "retention must count from the commit: " +
 				"a terminal record committed without FinishedAt is forgotten by the same Commit"
-		case err != nil || got.Status != StatusInterrupted:
+		case err != nil || got.Status != bgtype.StatusInterrupted:
 			t.Fatalf("Get = (%+v, %v), want the interrupted record", got, err)
 		}
 	})

@@ -3,6 +3,9 @@ package bgtask
 import (
 	"context"
 	"iter"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // UndeliveredOwners implements UndeliveredLister: it yields each owner
@@ -15,7 +18,7 @@ func (s *MemoryStore) UndeliveredOwners(ctx context.Context) iter.Seq2[string, e
 			yield("", err)
 			return
 		}
-		silent := memWakeCode(WakeSilent)
+		silent := memWakeCode(bgtype.WakeSilent)
 		var owners []string
 		s.term.mu.Lock()
 		for owner, l := range s.term.owners {
@@ -35,4 +38,4 @@ func (s *MemoryStore) UndeliveredOwners(ctx context.Context) iter.Seq2[string, e
 	}
 }
 
-var _ UndeliveredLister = (*MemoryStore)(nil)
+var _ store.UndeliveredLister = (*MemoryStore)(nil)

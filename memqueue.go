@@ -1,5 +1,7 @@
 package bgtask
 
+import "github.com/bgtask/bgtask/bgtype"
+
 // memEntry is one record of a MemoryStore and its places in the store's
 // intrusive lists: linking and unlinking allocate nothing and cost O(1),
 // and a forgotten record is unlinked from everything at once, so nothing
@@ -16,7 +18,7 @@ type memEntry struct {
 }
 
 // newLive returns a new entry holding m (its result and slices shared).
-func newLive(m *TaskMeta) *memEntry {
+func newLive(m *bgtype.TaskMeta) *memEntry {
 	e := new(memEntry)
 	e.rec.set(m)
 	return e
@@ -38,7 +40,7 @@ func (e *memEntry) parentID() string {
 func (e *memEntry) terminal() bool { return e.rec.isTerminal() }
 
 // get returns a copy of the record that shares nothing with the store.
-func (e *memEntry) get() TaskMeta { return cloneMeta(e.rec.expand()) }
+func (e *memEntry) get() bgtype.TaskMeta { return (e.rec.expand()).Clone() }
 
 type memLinks struct{ prev, next *memEntry }
 

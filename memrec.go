@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"math"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/reduce"
 )
 
 // memRec is a record of a MemoryStore in compact form, live or terminal
@@ -36,9 +39,9 @@ type memRec struct {
 // changes them (a reducer never does) gets a new one.
 type memIdent struct {
 	name, key string
-	wake      WakePolicy // a policy memWakes does not list
-	typ       string     // a type memTypes does not list
-	parent    Parent
+	wake      bgtype.WakePolicy // a policy memWakes does not list
+	typ       string            // a type memTypes does not list
+	parent    bgtype.Parent
 	tags      []string
 }
 
@@ -46,21 +49,21 @@ type memIdent struct {
 // empty. It is never changed once set: a change makes a new one.
 type memRare struct {
 	description, errText, cancelReason, stack string
-	errorKind                                 ErrorKind
+	errorKind                                 bgtype.ErrorKind
 	attempt                                   int64
-	input                                     *InputRequest
-	progress                                  *TaskProgress
+	input                                     *bgtype.InputRequest
+	progress                                  *bgtype.TaskProgress
 }
 
 // memNoTime stands for the zero time.Time in a memRec.
 const memNoTime = math.MinInt64
 
 // memStatuses are the statuses a memRec codes, by code.
-var memStatuses = [...]TaskStatus{"", StatusQueued, StatusRunning, StatusAwaitingInput,
-	StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted}
+var memStatuses = [...]bgtype.Status{"", bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput,
+	bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled, bgtype.StatusInterrupted}
 
 // memWakes are the wake policies a memRec codes, by code.
-var memWakes = [...]WakePolicy{"", WakeSilent, WakeOnTerminal, WakeOnActivity}
+var memWakes = [...]bgtype.WakePolicy{"", bgtype.WakeSilent, bgtype.WakeOnTerminal, bgtype.WakeOnActivity}
 
 // memOtherWake is the code of a wake policy memWakes does not list.
 const memOtherWake = 0xff
@@ -80,7 +83,7 @@ func memTypeCode(typ string) uint8 {
 	return memOtherType
 }
 
-func memWakeCode(w WakePolicy) uint8 {
+func memWakeCode(w bgtype.WakePolicy) uint8 {
 	for i, x := range memWakes {
 		if x == w {
 			return uint8(i)
@@ -89,7 +92,7 @@ func memWakeCode(w WakePolicy) uint8 {
 	return memOtherWake
 }
 
-func memStatusCode(st TaskStatus) uint8 {
+func memStatusCode(st bgtype.Status) uint8 {
 	for i, s := range memStatuses {
 		if s == st {
 			return uint8(i)
@@ -143,13 +146,13 @@ func newDone(t *memTerm, e *memEntry, live *memRec) *memEntry {
 // set writes m into r, a record no other goroutine reads yet, keeping r's
 // place in the store (at). The result and slices are shared with m, not
 // copied.
-func (r *memRec) set(m *TaskMeta) {
+func (r *memRec) set(m *bgtype.TaskMeta) {
 	*r = memRec{
 		id: m.ID, owner: m.Owner, typ: memTypeCode(m.Type), at: r.at, wake: memWakeCode(m.Wake),
 		detached: m.Detached, noTags: m.Tags != nil && len(m.Tags) == 0,
 	}
 	if m.Name != "" || m.IdempotencyKey != "" || r.wake == memOtherWake || r.typ == memOtherType ||
-		m.Parent != (Parent{}) || len(m.Tags) > 0 {
+		m.Parent != (bgtype.Parent{}) || len(m.Tags) > 0 {
 		r.setIdent(m)
 	}
 	r.setMutable(m)
@@ -160,7 +163,7 @@ func (r *memRec) set(m *TaskMeta) {
 // (docs/internals.md).
 //
 //go:noinline
-func (r *memRec) setIdent(m *TaskMeta) {
+func (r *memRec) setIdent(m *bgtype.TaskMeta) {
 	x := &memIdent{name: m.Name, key: m.IdempotencyKey, parent: m.Parent}
 	if len(m.Tags) > 0 {
 		x.tags = m.Tags
@@ -177,7 +180,7 @@ func (r *memRec) setIdent(m *TaskMeta) {
 // setMutable writes into r the fields of m that change after a record is
 // inserted (those setMutable of two TaskMetas writes), leaving the
 // identity fields alone: a Task reads them meanwhile without a lock.
-func (r *memRec) setMutable(m *TaskMeta) {
+func (r *memRec) setMutable(m *bgtype.TaskMeta) {
 	r.instance, r.result = m.Instance, m.Result
 	r.created, r.started, r.finished = unixNanos(m.CreatedAt), unixNanos(m.StartedAt), unixNanos(m.FinishedAt)
 	r.status, r.announced = memStatusCode(m.Status), m.Announced
@@ -197,7 +200,7 @@ func (r *memRec) setMutable(m *TaskMeta) {
 // line, as setIdent.
 //
 //go:noinline
-func (r *memRec) setRare(m *TaskMeta) {
+func (r *memRec) setRare(m *bgtype.TaskMeta) {
 	r.rare = &memRare{
 		description: m.Description, errText: m.Error, cancelReason: m.CancelReason,
 		stack: m.Stack, errorKind: m.ErrorKind, attempt: m.Attempt, input: m.Input, progress: m.Progress,
@@ -209,8 +212,8 @@ func (r *memRec) setRare(m *TaskMeta) {
 // of line: its frame holds a whole TaskMeta.
 //
 //go:noinline
-func (r *memRec) update(next *TaskMeta) bool {
-	var cur TaskMeta
+func (r *memRec) update(next *bgtype.TaskMeta) bool {
+	var cur bgtype.TaskMeta
 	r.expandInto(&cur)
 	if !setMutable(&cur, next) {
 		return false
@@ -223,10 +226,10 @@ func (r *memRec) update(next *TaskMeta) bool {
 // Out of line: its frame holds a whole TaskMeta.
 //
 //go:noinline
-func (r *memRec) merge(u *TaskMeta, at time.Time) bool {
-	var cur TaskMeta
+func (r *memRec) merge(u *bgtype.TaskMeta, at time.Time) bool {
+	var cur bgtype.TaskMeta
 	r.expandInto(&cur)
-	if !mergeUpsert(&cur, u, at) {
+	if !reduce.MergeUpsert(&cur, u, at) {
 		return false
 	}
 	r.setMutable(&cur) // mergeUpsert changes no identity field
@@ -245,9 +248,9 @@ func (r *memRec) name() string {
 	return r.ident.name
 }
 
-func (r *memRec) parent() Parent {
+func (r *memRec) parent() bgtype.Parent {
 	if r.ident == nil {
-		return Parent{}
+		return bgtype.Parent{}
 	}
 	return r.ident.parent
 }
@@ -260,7 +263,7 @@ func (r *memRec) parentRun() string {
 	return r.ident.parent.RunID
 }
 
-func (r *memRec) wakePolicy() WakePolicy {
+func (r *memRec) wakePolicy() bgtype.WakePolicy {
 	if r.wake == memOtherWake {
 		return r.ident.wake
 	}
@@ -276,16 +279,16 @@ func (r *memRec) key() string {
 
 // expand returns the record r holds, sharing its result and slices (use
 // cloneMeta before handing it out).
-func (r *memRec) expand() TaskMeta {
-	var m TaskMeta
+func (r *memRec) expand() bgtype.TaskMeta {
+	var m bgtype.TaskMeta
 	r.expandInto(&m)
 	return m
 }
 
 // expandInto is expand into *m, field by field: no TaskMeta is built on
 // the stack and copied (it runs on a task's goroutine, at the end).
-func (r *memRec) expandInto(m *TaskMeta) {
-	*m = TaskMeta{}
+func (r *memRec) expandInto(m *bgtype.TaskMeta) {
+	*m = bgtype.TaskMeta{}
 	m.ID, m.Owner, m.Instance, m.Result = r.id, r.owner, r.instance, r.result
 	m.CreatedAt, m.StartedAt, m.FinishedAt = fromNanos(r.created), fromNanos(r.started), fromNanos(r.finished)
 	m.Status, m.Detached, m.Announced = memStatuses[r.status], r.detached, r.announced

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // fillNonZero sets every field of the struct v points to, recursively, to a
@@ -52,14 +54,14 @@ func fillNonZero(t *testing.T, v reflect.Value, n *int64) {
 // field that memRec forgets fails here.
 func TestMemRecRoundTrip(t *testing.T) {
 	t.Parallel()
-	for i, st := range []TaskStatus{StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted} {
-		var m TaskMeta
+	for i, st := range []bgtype.Status{bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled, bgtype.StatusInterrupted} {
+		var m bgtype.TaskMeta
 		n := int64(i)
 		fillNonZero(t, reflect.ValueOf(&m).Elem(), &n)
 		m.Status = st
 		if n%2 == 0 {
-			m.Wake = WakeOnActivity // a coded policy; odd rounds keep the filler's, which is not
-			m.Type = TypeSubAgent   // a coded type, likewise
+			m.Wake = bgtype.WakeOnActivity // a coded policy; odd rounds keep the filler's, which is not
+			m.Type = TypeSubAgent          // a coded type, likewise
 		}
 		v := reflect.ValueOf(m)
 		for i := range v.NumField() {
@@ -79,7 +81,7 @@ func TestMemRecRoundTrip(t *testing.T) {
 // stays in its size class.
 func TestMemRecCompact(t *testing.T) {
 	t.Parallel()
-	m := TaskMeta{ID: "task_a", Owner: "o", Type: TypeTask, Status: StatusCompleted, Result: json.RawMessage(`42`), Wake: WakeOnTerminal,
+	m := bgtype.TaskMeta{ID: "task_a", Owner: "o", Type: TypeTask, Status: bgtype.StatusCompleted, Result: json.RawMessage(`42`), Wake: bgtype.WakeOnTerminal,
 		Instance: "inst_1", Tags: []string{},
 		CreatedAt: time.Unix(1, 0).UTC(), FinishedAt: time.Unix(2, 0).UTC()}
 	var r memRec
@@ -150,7 +152,7 @@ func TestSpawnedRecordCompact(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Status != StatusCompleted || string(got.Result) != "42" || got.ID != id || got.Owner != "o" {
+			if got.Status != bgtype.StatusCompleted || string(got.Result) != "42" || got.ID != id || got.Owner != "o" {
 				t.Fatalf("record %+v, want o's %s completed with 42", got, id)
 			}
 			sh.mu.RLock()

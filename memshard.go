@@ -4,6 +4,9 @@ import (
 	"hash/maphash"
 	"sync"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/reduce"
 )
 
 // memShards is how many shards a MemoryStore spreads its records over.
@@ -84,7 +87,7 @@ func (s *MemoryStore) unlockAll() {
 // upsert is the hot path: one record, changed in place. A new record is own
 // when given (its identity fields already set, by the caller), else a copy
 // of u. at is the action's commit time.
-func (sh *memShard) upsert(tx *memTx, u *TaskMeta, own *memEntry, at time.Time) {
+func (sh *memShard) upsert(tx *memTx, u *bgtype.TaskMeta, own *memEntry, at time.Time) {
 	e := sh.byID[u.ID]
 	if e == nil {
 		if u.Status == "" {
@@ -116,11 +119,11 @@ func (sh *memShard) upsert(tx *memTx, u *TaskMeta, own *memEntry, at time.Time) 
 // goroutine (docs/internals.md).
 //
 //go:noinline
-func insertLive(u *TaskMeta, own *memEntry, at time.Time) *memEntry {
+func insertLive(u *bgtype.TaskMeta, own *memEntry, at time.Time) *memEntry {
 	m := *u
-	settleNew(&m, at)
+	reduce.SettleNew(&m, at)
 	if own == nil {
-		m = cloneMeta(m)
+		m = m.Clone()
 		return newLive(&m)
 	}
 	own.rec.setMutable(&m)

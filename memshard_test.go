@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // memState is what a MemoryStore holds, read with every shard locked: its
@@ -56,13 +58,13 @@ func TestMemoryStoreShardsDoNotBlockEachOther(t *testing.T) {
 	}
 	sh := s.shardOf(a)
 	sh.mu.Lock()
-	u := TaskMeta{ID: b, Owner: "o", Status: StatusRunning}
+	u := bgtype.TaskMeta{ID: b, Owner: "o", Status: bgtype.StatusRunning}
 	err := s.commitOne(t.Context(), &u, nil) // would wait forever behind one store lock
 	sh.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Get(t.Context(), b); err != nil || got.Status != StatusRunning {
+	if got, err := s.Get(t.Context(), b); err != nil || got.Status != bgtype.StatusRunning {
 		t.Fatalf("Get(%s) = %+v, %v", b, got, err)
 	}
 }
@@ -79,8 +81,8 @@ func TestMemoryStoreConcurrentRetention(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := range each {
-				u := TaskMeta{ID: fmt.Sprintf("task_%d_%d", w, i), Owner: fmt.Sprint("o", i%owners),
-					Status: StatusCompleted, FinishedAt: time.Now()}
+				u := bgtype.TaskMeta{ID: fmt.Sprintf("task_%d_%d", w, i), Owner: fmt.Sprint("o", i%owners),
+					Status: bgtype.StatusCompleted, FinishedAt: time.Now()}
 				if err := s.commitOne(context.Background(), &u, nil); err != nil {
 					t.Error(err)
 					return
@@ -116,7 +118,7 @@ func TestMemoryStoreReadsDuringTerminalMoves(t *testing.T) {
 	s := NewMemoryStore()
 	ctx := context.Background()
 	for i := range n {
-		u := TaskMeta{ID: fmt.Sprintf("task_%03d", i), Owner: "o", Status: StatusRunning}
+		u := bgtype.TaskMeta{ID: fmt.Sprintf("task_%03d", i), Owner: "o", Status: bgtype.StatusRunning}
 		if err := s.commitOne(ctx, &u, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +126,7 @@ func TestMemoryStoreReadsDuringTerminalMoves(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := range n {
-			u := TaskMeta{ID: fmt.Sprintf("task_%03d", i), Owner: "o", Status: StatusCompleted, FinishedAt: time.Now()}
+			u := bgtype.TaskMeta{ID: fmt.Sprintf("task_%03d", i), Owner: "o", Status: bgtype.StatusCompleted, FinishedAt: time.Now()}
 			if err := s.commitOne(ctx, &u, nil); err != nil {
 				t.Error(err)
 				return

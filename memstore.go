@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"hash/maphash"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // Default retention of a MemoryStore.
@@ -109,19 +112,19 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 }
 
 // Load implements Store.
-func (s *MemoryStore) Load(ctx context.Context, owner string) (Snapshot, error) {
+func (s *MemoryStore) Load(ctx context.Context, owner string) (store.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
-		return Snapshot{}, err
+		return store.Snapshot{}, err
 	}
-	snap := Snapshot{Tasks: make(map[string]TaskMeta)}
+	snap := store.Snapshot{Tasks: make(map[string]bgtype.TaskMeta)}
 	s.each(owner, func(e *memEntry) { snap.Tasks[e.id()] = e.get() })
 	return snap, nil
 }
 
 // Get implements Store.
-func (s *MemoryStore) Get(ctx context.Context, id string) (TaskMeta, error) {
+func (s *MemoryStore) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	if err := ctx.Err(); err != nil {
-		return TaskMeta{}, err
+		return bgtype.TaskMeta{}, err
 	}
 	sh := s.shardOf(id)
 	sh.mu.RLock()
@@ -129,16 +132,16 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (TaskMeta, error) {
 	if e := sh.byID[id]; e != nil {
 		return e.get(), nil
 	}
-	return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 }
 
 // Commit implements Store. It holds every shard's lock, so its actions
 // apply at once; retention is applied after the actions.
-func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Action) error {
+func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := ValidateCommit(owner, actions...); err != nil {
+	if err := store.ValidateCommit(owner, actions...); err != nil {
 		return err
 	}
 	s.lockAll()
@@ -149,9 +152,9 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 	var tx memTx
 	for _, a := range actions {
 		switch a.Op {
-		case OpUpsert:
+		case store.OpUpsert:
 			s.shardOf(a.Tasks[0].ID).upsert(&tx, &a.Tasks[0], nil, a.At)
-		case OpAnnounce:
+		case store.OpAnnounce:
 			s.announce(owner, a.IDs)
 		default:
 			s.settle(&tx) // the records made terminal so far join the index applySlow reads
@@ -164,7 +167,7 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...Actio
 	return nil
 }
 
-// announce is ApplyAction's Announce on the records in place: it touches
+// announce is store.Apply's Announce on the records in place: it touches
 // only the owner's terminal records among ids. Every shard is locked.
 func (s *MemoryStore) announce(owner string, ids []string) {
 	s.term.mu.Lock() // a terminal record changes under its shard's lock and the index's
@@ -184,12 +187,12 @@ func (s *MemoryStore) announce(owner string, ids []string) {
 // so it may live on the caller's stack. It locks the record's shard only,
 // unless a new record brings an idempotency key: checking that key against
 // the owner's others needs every shard.
-func (s *MemoryStore) commitOne(ctx context.Context, u *TaskMeta, own *memEntry) error {
+func (s *MemoryStore) commitOne(ctx context.Context, u *bgtype.TaskMeta, own *memEntry) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if u.ID == "" || u.Owner == "" || !u.Status.Valid() { // the Manager's records; Result is JSON it encoded
-		return wrapInvalid(u.invalid(false))
+		return fmt.Errorf("%w: %w", store.ErrInvalidAction, u.Validate())
 	}
 	if u.IdempotencyKey != "" {
 		return s.commitKeyed(u, own)
@@ -207,13 +210,13 @@ func (s *MemoryStore) commitOne(ctx context.Context, u *TaskMeta, own *memEntry)
 // commitKeyed is commitOne of a record with an idempotency key.
 //
 //go:noinline
-func (s *MemoryStore) commitKeyed(u *TaskMeta, own *memEntry) error {
+func (s *MemoryStore) commitKeyed(u *bgtype.TaskMeta, own *memEntry) error {
 	s.lockAll()
 	sh := s.shardOf(u.ID)
 	if sh.byID[u.ID] == nil {
 		if e := s.keyed(u.Owner, u.IdempotencyKey); e != nil {
 			s.unlockAll()
-			return &DuplicateKeyError{Key: u.IdempotencyKey, TaskID: e.id()}
+			return &bgtype.DuplicateKeyError{Key: u.IdempotencyKey, TaskID: e.id()}
 		}
 	}
 	tx := memTx{clock: u.FinishedAt}
@@ -227,7 +230,7 @@ func (s *MemoryStore) commitKeyed(u *TaskMeta, own *memEntry) error {
 // commitEdit expands rec, a record kept by commitOne, into u, applies edit
 // and commits it, all under one lock. It is commitOne for the Manager's
 // own terminal records, which are valid by construction.
-func (s *MemoryStore) commitEdit(rec *memRec, u *TaskMeta, edit *terminalEdit) {
+func (s *MemoryStore) commitEdit(rec *memRec, u *bgtype.TaskMeta, edit *terminalEdit) {
 	sh := s.shardOf(rec.id)
 	spare := s.term.takeDone() // its compact form, taken before the lock: no allocation (or GC assist) under it
 	sh.mu.Lock()
@@ -241,18 +244,18 @@ func (s *MemoryStore) commitEdit(rec *memRec, u *TaskMeta, edit *terminalEdit) {
 }
 
 // read expands a record kept by commitOne into dst, under its shard's lock.
-func (s *MemoryStore) read(rec *memRec, dst *TaskMeta) {
+func (s *MemoryStore) read(rec *memRec, dst *bgtype.TaskMeta) {
 	sh := s.shardOf(rec.id)
 	sh.mu.RLock()
 	rec.expandInto(dst)
 	sh.mu.RUnlock()
 }
 
-// applySlow runs ReplaceAll and Remove through ApplyAction on a copy of the
+// applySlow runs ReplaceAll and Remove through store.Apply on a copy of the
 // owner's records and puts the result back. Every shard is locked; it
 // takes the terminal index's lock while it runs, so the records it makes
 // terminal join the index only in Commit's settle, after it.
-func (s *MemoryStore) applySlow(tx *memTx, owner string, a Action) {
+func (s *MemoryStore) applySlow(tx *memTx, owner string, a store.Action) {
 	var entries []*memEntry
 	for i := range s.shards {
 		if l := s.shards[i].owners[owner]; l != nil {
@@ -269,12 +272,12 @@ func (s *MemoryStore) applySlow(tx *memTx, owner string, a Action) {
 			entries = append(entries, e)
 		}
 	}
-	snap := Snapshot{Tasks: make(map[string]TaskMeta, len(entries))}
+	snap := store.Snapshot{Tasks: make(map[string]bgtype.TaskMeta, len(entries))}
 	for _, e := range entries {
 		snap.Tasks[e.id()] = e.get()
 	}
-	if a.Op == OpReplaceAll {
-		kept := make([]TaskMeta, 0, len(a.Tasks))
+	if a.Op == store.OpReplaceAll {
+		kept := make([]bgtype.TaskMeta, 0, len(a.Tasks))
 		for _, t := range a.Tasks {
 			if other := s.shardOf(t.ID).byID[t.ID]; other == nil || other.ownerID() == owner {
 				kept = append(kept, t)
@@ -282,7 +285,7 @@ func (s *MemoryStore) applySlow(tx *memTx, owner string, a Action) {
 		}
 		a.Tasks = kept
 	}
-	ApplyAction(&snap, a)
+	store.Apply(&snap, a)
 	for _, e := range entries {
 		id := e.id()
 		sh := s.shardOf(id)
@@ -302,11 +305,11 @@ func (s *MemoryStore) applySlow(tx *memTx, owner string, a Action) {
 			sh.markTerminal(tx, e)
 		}
 	}
-	added := make([]TaskMeta, 0, len(snap.Tasks))
+	added := make([]bgtype.TaskMeta, 0, len(snap.Tasks))
 	for _, m := range snap.Tasks {
 		added = append(added, m)
 	}
-	SortMetas(added) // new terminal records queue in a stable order
+	store.SortMetas(added) // new terminal records queue in a stable order
 	for i := range added {
 		s.shardOf(added[i].ID).add(tx, newLive(&added[i]))
 	}
@@ -316,10 +319,10 @@ func (s *MemoryStore) applySlow(tx *memTx, owner string, a Action) {
 // record whose idempotency key the owner already has, in the store or
 // earlier in the same actions. Called with every shard locked, before
 // anything is applied, so a Commit that fails changes nothing.
-func (s *MemoryStore) checkKeys(owner string, actions []Action) error {
+func (s *MemoryStore) checkKeys(owner string, actions []store.Action) error {
 	var fresh map[string]string // key -> id, of the records these actions insert
 	for _, a := range actions {
-		if a.Op != OpUpsert && a.Op != OpReplaceAll {
+		if a.Op != store.OpUpsert && a.Op != store.OpReplaceAll {
 			continue
 		}
 		for i := range a.Tasks {
@@ -328,10 +331,10 @@ func (s *MemoryStore) checkKeys(owner string, actions []Action) error {
 				continue
 			}
 			if e := s.keyed(owner, t.IdempotencyKey); e != nil {
-				return &DuplicateKeyError{Key: t.IdempotencyKey, TaskID: e.id()}
+				return &bgtype.DuplicateKeyError{Key: t.IdempotencyKey, TaskID: e.id()}
 			}
 			if id, ok := fresh[t.IdempotencyKey]; ok && id != t.ID {
-				return &DuplicateKeyError{Key: t.IdempotencyKey, TaskID: id}
+				return &bgtype.DuplicateKeyError{Key: t.IdempotencyKey, TaskID: id}
 			}
 			if fresh == nil {
 				fresh = make(map[string]string)
@@ -356,7 +359,7 @@ func (s *MemoryStore) keyed(owner, key string) *memEntry {
 // setMutable writes into cur the fields of next that the reducer may change,
 // if any differs, and reports whether it wrote. Identity fields are never
 // written: a Manager reads them without the store's lock.
-func setMutable(cur, next *TaskMeta) bool {
+func setMutable(cur, next *bgtype.TaskMeta) bool {
 	if cur.Description == next.Description && cur.Status == next.Status && cur.Error == next.Error &&
 		cur.ErrorKind == next.ErrorKind && cur.CancelReason == next.CancelReason && cur.Stack == next.Stack && bytes.Equal(cur.Result, next.Result) && cur.Instance == next.Instance &&
 		cur.Attempt == next.Attempt && cur.CreatedAt.Equal(next.CreatedAt) &&
@@ -375,10 +378,10 @@ func setMutable(cur, next *TaskMeta) bool {
 }
 
 // sameProgress reports whether two records hold the same progress.
-func sameProgress(a, b *TaskProgress) bool {
+func sameProgress(a, b *bgtype.TaskProgress) bool {
 	return a == b || a != nil && b != nil && a.Done == b.Done && a.Total == b.Total && a.Message == b.Message && a.At.Equal(b.At)
 }
 
-func sameInput(a, b *InputRequest) bool {
+func sameInput(a, b *bgtype.InputRequest) bool {
 	return a == b || a != nil && b != nil && *a == *b
 }

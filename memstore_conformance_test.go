@@ -3,8 +3,10 @@ package bgtask_test
 import (
 	"testing"
 
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
-	"github.com/bgtask/bgtask/storetest"
+	"github.com/bgtask/bgtask/store/storetest"
 )
 
 // TestMemoryStoreConformance runs the Store conformance suite on the
@@ -12,8 +14,8 @@ import (
 func TestMemoryStoreConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, storetest.Config{
-		New: func(*testing.T) bgtask.Store { return bgtask.NewMemoryStore() },
-		NewRetaining: func(_ *testing.T, perOwner int) bgtask.Store {
+		New: func(*testing.T) store.Store { return bgtask.NewMemoryStore() },
+		NewRetaining: func(_ *testing.T, perOwner int) store.Store {
 			return bgtask.NewMemoryStore(bgtask.WithRetainPerOwner(perOwner))
 		},
 	})

@@ -11,6 +11,9 @@ import (
 	"testing/synctest"
 	"time"
 	"weak"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // storeState is what a MemoryStore holds, read under its lock: the
@@ -79,13 +82,13 @@ func TestMemoryStoreRetainTotal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := NewMemoryStore(WithRetainPerOwner(tc.perOwner), WithRetainTotal(tc.total), WithRetainFor(0))
-			mustCommit(t, s, "a", Upsert(rmeta("task_live", "a", StatusRunning)))
-			mustCommit(t, s, "c", Upsert(rmeta("task_queued", "c", StatusQueued)))
+			mustCommit(t, s, "a", store.UpsertAction(rmeta("task_live", "a", bgtype.StatusRunning)))
+			mustCommit(t, s, "c", store.UpsertAction(rmeta("task_queued", "c", bgtype.StatusQueued)))
 			for _, c := range tc.commits {
 				owner, n, _ := strings.Cut(c, "/")
 				id := "task_" + n
-				mustCommit(t, s, owner, Upsert(rmeta(id, owner, StatusRunning)))
-				mustCommit(t, s, owner, Upsert(finished(id, owner, StatusCompleted, time.Now())))
+				mustCommit(t, s, owner, store.UpsertAction(rmeta(id, owner, bgtype.StatusRunning)))
+				mustCommit(t, s, owner, store.UpsertAction(finished(id, owner, bgtype.StatusCompleted, time.Now())))
 			}
 			var want []string
 			for _, c := range tc.wantTerminal {
@@ -125,28 +128,28 @@ func TestMemoryStoreForgottenRecordReleased(t *testing.T) {
 		forget func(t *testing.T, s *MemoryStore)
 	}{
 		{"per owner count", []MemoryOption{WithRetainPerOwner(1)}, func(t *testing.T, s *MemoryStore) {
-			mustCommit(t, s, "a", Upsert(finished("task_a2", "a", StatusCompleted, time.Now())))
+			mustCommit(t, s, "a", store.UpsertAction(finished("task_a2", "a", bgtype.StatusCompleted, time.Now())))
 		}},
 		{"total count", []MemoryOption{WithRetainTotal(2)}, func(t *testing.T, s *MemoryStore) {
-			mustCommit(t, s, "c", Upsert(finished("task_c1", "c", StatusCompleted, time.Now())))
-			mustCommit(t, s, "c", Upsert(finished("task_c2", "c", StatusCompleted, time.Now())))
+			mustCommit(t, s, "c", store.UpsertAction(finished("task_c1", "c", bgtype.StatusCompleted, time.Now())))
+			mustCommit(t, s, "c", store.UpsertAction(finished("task_c2", "c", bgtype.StatusCompleted, time.Now())))
 		}},
 		{"age", []MemoryOption{WithRetainFor(time.Hour)}, func(t *testing.T, s *MemoryStore) {
 			<-time.After(2 * time.Hour)
-			mustCommit(t, s, "c", Upsert(finished("task_c1", "c", StatusCompleted, time.Now())))
+			mustCommit(t, s, "c", store.UpsertAction(finished("task_c1", "c", bgtype.StatusCompleted, time.Now())))
 		}},
 		{"remove", nil, func(t *testing.T, s *MemoryStore) {
-			mustCommit(t, s, "a", Remove("task_x"))
+			mustCommit(t, s, "a", store.RemoveAction("task_x"))
 		}},
 		{"replace all", nil, func(t *testing.T, s *MemoryStore) {
-			mustCommit(t, s, "a", ReplaceAll(rmeta("task_a9", "a", StatusRunning)))
+			mustCommit(t, s, "a", store.ReplaceAllAction(rmeta("task_a9", "a", bgtype.StatusRunning)))
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := NewMemoryStore(tc.opts...)
-				mustCommit(t, s, "b", Upsert(finished("task_b1", "b", StatusCompleted, time.Now())))
+				mustCommit(t, s, "b", store.UpsertAction(finished("task_b1", "b", bgtype.StatusCompleted, time.Now())))
 				wp := commitOwned(t, s, "a", "task_x")
 				tc.forget(t, s)
 				if _, err := s.Get(t.Context(), "task_x"); !errors.Is(err, ErrNotFound) {
@@ -169,7 +172,7 @@ func TestMemoryStoreForgottenRecordReleased(t *testing.T) {
 //go:noinline
 func commitOwned(t *testing.T, s *MemoryStore, owner, id string) weak.Pointer[memRec] {
 	t.Helper()
-	u := TaskMeta{ID: id, Owner: owner, Status: StatusCompleted, FinishedAt: time.Now()}
+	u := bgtype.TaskMeta{ID: id, Owner: owner, Status: bgtype.StatusCompleted, FinishedAt: time.Now()}
 	e := newLive(&u)
 	if err := s.commitOne(t.Context(), &u, e); err != nil {
 		t.Fatal(err)

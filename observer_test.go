@@ -10,12 +10,15 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // transitionLog records the transitions the observer saw, per task, and
 // whether each was already committed when the observer was called.
 type transitionLog struct {
-	store Store
+	store store.Store
 	mu    sync.Mutex
 	byID  map[string][]string
 	bad   []string
@@ -87,7 +90,7 @@ func TestObserverTransitions(t *testing.T) {
 				close(release)
 				meta := waitTask(t, m, id)
 				if blocker != "" {
-					waitStatus(t, m, blocker, StatusCompleted)
+					waitStatus(t, m, blocker, bgtype.StatusCompleted)
 				}
 				if got := log.get(id); !slices.Equal(got, tc.want) {
 					t.Fatalf("transitions %q, want %q (final status %q)", got, tc.want, meta.Status)
@@ -123,20 +126,20 @@ func TestObserverPanicIsIsolatedAndLogged(t *testing.T) {
 		first := spawnFor(t, m, "a", func(ctx context.Context, tk *Task) (any, error) {
 			<-release
 			return "one", tk.Emit("progress", 1)
-		}, WithWake(WakeOnActivity))
+		}, WithWake(bgtype.WakeOnActivity))
 		second := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { return "two", nil })
 		close(release)
-		if meta := waitStatus(t, m, first, StatusCompleted); string(meta.Result) != `"one"` {
+		if meta := waitStatus(t, m, first, bgtype.StatusCompleted); string(meta.Result) != `"one"` {
 			t.Fatalf("first result %s", meta.Result)
 		}
-		if meta := waitStatus(t, m, second, StatusCompleted); string(meta.Result) != `"two"` {
+		if meta := waitStatus(t, m, second, bgtype.StatusCompleted); string(meta.Result) != `"two"` {
 			t.Fatalf("second result %s", meta.Result)
 		}
 		// The second task starts once the first frees its slot, which may be
 		// before the first's completion reaches the inbox: only each task's
 		// own order is fixed.
 		got := drainKindIDs(t, m, "a")
-		custom, done1, done2 := slices.Index(got, kindID{EventCustom, first}), slices.Index(got, kindID{EventCompleted, first}), slices.Index(got, kindID{EventCompleted, second})
+		custom, done1, done2 := slices.Index(got, kindID{bgtype.EventCustom, first}), slices.Index(got, kindID{bgtype.EventCompleted, first}), slices.Index(got, kindID{bgtype.EventCompleted, second})
 		if len(got) != 3 || custom < 0 || done2 < 0 || done1 < custom {
 			t.Fatalf("events %v, want the first's custom then its completion, and the second's completion", got)
 		}
@@ -174,10 +177,10 @@ func TestLoggerRecordsFailures(t *testing.T) {
 		st := newFailingStore()
 		m := newTestManager(t, WithLogger(slog.New(h)), WithStore(st), WithCommitRetry(2, time.Millisecond))
 		p := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { panic("task boom") })
-		waitStatus(t, m, p, StatusFailed)
+		waitStatus(t, m, p, bgtype.StatusFailed)
 		st.failTerminal(-1)
 		c := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { return nil, nil })
-		waitStatus(t, m, c, StatusCompleted)
+		waitStatus(t, m, c, bgtype.StatusCompleted)
 		shutdownManager(t, m)
 
 		panics := h.find(slog.LevelError, "bgtask: task panicked")
@@ -210,14 +213,14 @@ func TestLoggerRecordsFailures(t *testing.T) {
 // policy, messages included; a panic in it is logged and changes nothing.
 func TestEventObserverSeesEveryCustomEvent(t *testing.T) {
 	t.Parallel()
-	for _, wake := range []WakePolicy{WakeSilent, WakeOnTerminal, WakeOnActivity} {
+	for _, wake := range []bgtype.WakePolicy{bgtype.WakeSilent, bgtype.WakeOnTerminal, bgtype.WakeOnActivity} {
 		t.Run(string(wake), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				h := &captureHandler{}
 				var mu sync.Mutex
 				var got []string
-				m := newTestManager(t, WithLogger(slog.New(h)), WithEventObserver(func(ev Event) {
+				m := newTestManager(t, WithLogger(slog.New(h)), WithEventObserver(func(ev bgtype.Event) {
 					mu.Lock()
 					got = append(got, fmt.Sprintf("%s %s %s %s quiet=%v", ev.Kind, ev.Name, ev.EventType, ev.Payload, ev.Quiet))
 					mu.Unlock()
@@ -231,11 +234,11 @@ func TestEventObserverSeesEveryCustomEvent(t *testing.T) {
 							return nil, err
 						}
 					}
-					return nil, tk.Emit(EventTypeMessage, Message{Content: "hi"})
+					return nil, tk.Emit(bgtype.EventTypeMessage, bgtype.Message{Content: "hi"})
 				}, WithName("w"), WithWake(wake))
-				waitStatus(t, m, id, StatusCompleted)
+				waitStatus(t, m, id, bgtype.StatusCompleted)
 				shutdownManager(t, m)
-				quiet := wake == WakeOnTerminal
+				quiet := wake == bgtype.WakeOnTerminal
 				want := []string{
 					fmt.Sprintf("custom w progress 8 quiet=%v", quiet),
 					fmt.Sprintf("custom w boom 4 quiet=%v", quiet),
@@ -262,13 +265,13 @@ func TestEventObserverSeesCommitFailure(t *testing.T) {
 		st := newFailingStore()
 		var mu sync.Mutex
 		var got []string
-		m := newTestManager(t, WithStore(st), WithCommitRetry(2, time.Millisecond), WithEventObserver(func(ev Event) {
+		m := newTestManager(t, WithStore(st), WithCommitRetry(2, time.Millisecond), WithEventObserver(func(ev bgtype.Event) {
 			mu.Lock()
 			got = append(got, fmt.Sprintf("%s %s %s %s", ev.Kind, ev.TaskID, ev.Status, ev.Error))
 			mu.Unlock()
 		}))
 		st.failTerminal(-1)
-		id := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { return nil, nil }, WithWake(WakeSilent))
+		id := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { return nil, nil }, WithWake(bgtype.WakeSilent))
 		synctest.Wait()
 		shutdownManager(t, m)
 		want := []string{"commit_failed " + id + " completed commit completed: injected store failure"}

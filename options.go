@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // Option configures a Manager. New applies the options in order (a later
@@ -15,10 +18,10 @@ import (
 type Option func(*config)
 
 type config struct {
-	store          Store
+	store          store.Store
 	logger         *slog.Logger
 	observer       func(Transition)
-	eventObserver  func(Event)
+	eventObserver  func(bgtype.Event)
 	instance       string
 	maxRunning     int
 	maxOwner       int
@@ -81,7 +84,7 @@ func defaultConfig() config {
 
 // WithStore sets where task metadata is committed. Default: a new
 // NewMemoryStore().
-func WithStore(s Store) Option {
+func WithStore(s store.Store) Option {
 	return func(c *config) { c.store, c.storeSet = s, true }
 }
 
@@ -112,7 +115,7 @@ func WithObserver(f func(Transition)) Option {
 // committed, which no transition reports. It must be fast and must
 // not call back into the task. The event's Payload is shared with the
 // inbox: read it, never modify it. A panic in it is recovered and logged.
-func WithEventObserver(f func(Event)) Option {
+func WithEventObserver(f func(bgtype.Event)) Option {
 	return func(c *config) { c.eventObserver = f }
 }
 
@@ -283,9 +286,9 @@ type SpawnOption func(*spawnConfig)
 
 type spawnConfig struct {
 	name, typ, description string
-	parent                 Parent
+	parent                 bgtype.Parent
 	detached               bool
-	wake                   WakePolicy
+	wake                   bgtype.WakePolicy
 	tags                   []string
 	timeout                time.Duration // WithTimeout
 	deadline               time.Time     // WithDeadline
@@ -309,7 +312,7 @@ func WithDescription(d string) SpawnOption { return func(c *spawnConfig) { c.des
 
 // WithParent sets the lineage explicitly. Fields left empty are filled from
 // the context (the running task and the tool call).
-func WithParent(p Parent) SpawnOption { return func(c *spawnConfig) { c.parent = p } }
+func WithParent(p bgtype.Parent) SpawnOption { return func(c *spawnConfig) { c.parent = p } }
 
 // WithDetached keeps the task out of cascades: cancelling its parent task or
 // its run does not cancel it. Its lineage is still

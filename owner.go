@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // Owner is a Manager seen by one owner (a thread or agent id): every method
@@ -55,16 +58,16 @@ func (o Owner) SpawnAgent(ctx context.Context, fn Func, opts ...SpawnOption) (st
 }
 
 // Get returns the record of one of the owner's tasks, or ErrNotFound.
-func (o Owner) Get(ctx context.Context, id string) (TaskMeta, error) {
+func (o Owner) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	if !validOwner(o.id) {
-		return TaskMeta{}, ErrInvalidOwner
+		return bgtype.TaskMeta{}, ErrInvalidOwner
 	}
 	meta, err := o.m.store.Get(ctx, id)
 	if err != nil {
-		return TaskMeta{}, err
+		return bgtype.TaskMeta{}, err
 	}
 	if meta.Owner != o.id {
-		return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	return meta, nil
 }
@@ -72,21 +75,21 @@ func (o Owner) Get(ctx context.Context, id string) (TaskMeta, error) {
 // List returns the owner's tasks in creation order, only those with one of
 // the given statuses when any is given. The records are read from the Store
 // when List is called.
-func (o Owner) List(ctx context.Context, statuses ...TaskStatus) (iter.Seq[TaskMeta], error) {
+func (o Owner) List(ctx context.Context, statuses ...bgtype.Status) (iter.Seq[bgtype.TaskMeta], error) {
 	return o.ListTagged(ctx, "", statuses...)
 }
 
 // ListTagged is List restricted to the tasks that carry tag (WithTags); an
 // empty tag restricts nothing.
-func (o Owner) ListTagged(ctx context.Context, tag string, statuses ...TaskStatus) (iter.Seq[TaskMeta], error) {
+func (o Owner) ListTagged(ctx context.Context, tag string, statuses ...bgtype.Status) (iter.Seq[bgtype.TaskMeta], error) {
 	if !validOwner(o.id) {
 		return nil, ErrInvalidOwner
 	}
 	if err := checkStatuses(statuses); err != nil {
 		return nil, err
 	}
-	var tasks []TaskMeta
-	for meta, err := range ListTagged(ctx, o.m.store, o.id, tag, statuses...) {
+	var tasks []bgtype.TaskMeta
+	for meta, err := range store.ListTagged(ctx, o.m.store, o.id, tag, statuses...) {
 		if err != nil {
 			return nil, err
 		}
@@ -159,7 +162,7 @@ func (o Owner) cancelRun(runID, reason string) (n int, already bool, err error) 
 // order they are checked: ErrNotFound (unknown, or another owner's),
 // ErrTerminal (a *StatusError with the status), ErrNotSubAgent,
 // ErrInboxClosed. An empty content is allowed.
-func (o Owner) Send(ctx context.Context, id string, msg Message) error {
+func (o Owner) Send(ctx context.Context, id string, msg bgtype.Message) error {
 	if !validOwner(o.id) {
 		return ErrInvalidOwner
 	}
@@ -172,9 +175,9 @@ func (o Owner) Send(ctx context.Context, id string, msg Message) error {
 
 // Wait blocks until one of the owner's tasks is terminal and returns its
 // final record; see Manager.Wait.
-func (o Owner) Wait(ctx context.Context, id string) (TaskMeta, error) {
+func (o Owner) Wait(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	if !validOwner(o.id) {
-		return TaskMeta{}, ErrInvalidOwner
+		return bgtype.TaskMeta{}, ErrInvalidOwner
 	}
 	return withTaskError(o.m.wait(ctx, ownerReach(o.id), id))
 }

@@ -1,6 +1,10 @@
 package bgtask
 
-import "context"
+import (
+	"context"
+
+	"github.com/bgtask/bgtask/bgtype"
+)
 
 // WaitSettled blocks until one of the owner's tasks is terminal or asks for
 // input (awaiting_input, with its open request in Input), and returns its
@@ -12,9 +16,9 @@ import "context"
 // ends first it returns ctx's error. Like Wait, a failed task gives its
 // record and a *TaskError. ErrNotFound for an unknown task or another
 // owner's. Safe for concurrent use.
-func (o Owner) WaitSettled(ctx context.Context, id string) (TaskMeta, error) {
+func (o Owner) WaitSettled(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	if !validOwner(o.id) {
-		return TaskMeta{}, ErrInvalidOwner
+		return bgtype.TaskMeta{}, ErrInvalidOwner
 	}
 	return withTaskError(o.m.waitSettled(ctx, ownerReach(o.id), id))
 }

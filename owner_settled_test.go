@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // WaitSettled returns when the task asks for input, at once while the
@@ -30,14 +32,14 @@ func TestOwnerWaitSettled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer := func(meta TaskMeta, content string) {
+	answer := func(meta bgtype.TaskMeta, content string) {
 		t.Helper()
-		if err := o.Send(t.Context(), id, Message{Content: content, InReplyTo: meta.Input.ID}); err != nil {
+		if err := o.Send(t.Context(), id, bgtype.Message{Content: content, InReplyTo: meta.Input.ID}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	first, err := o.WaitSettled(t.Context(), id)
-	if err != nil || first.Status != StatusAwaitingInput || first.Input == nil || first.Input.Prompt != "which region?" {
+	if err != nil || first.Status != bgtype.StatusAwaitingInput || first.Input == nil || first.Input.Prompt != "which region?" {
 		t.Fatalf("WaitSettled = %+v, %v; want awaiting_input with the first prompt", first, err)
 	}
 	again, err := o.WaitSettled(t.Context(), id)
@@ -47,12 +49,12 @@ func TestOwnerWaitSettled(t *testing.T) {
 	answer(first, "eu")
 	<-asked
 	second, err := o.WaitSettled(t.Context(), id)
-	if err != nil || second.Status != StatusAwaitingInput || second.Input == nil || second.Input.Prompt != "which zone?" || second.Input.ID == first.Input.ID {
+	if err != nil || second.Status != bgtype.StatusAwaitingInput || second.Input == nil || second.Input.Prompt != "which zone?" || second.Input.ID == first.Input.ID {
 		t.Fatalf("WaitSettled after the answer = %+v, %v; want the second request", second, err)
 	}
 	answer(second, "b")
 	end, err := o.WaitSettled(t.Context(), id)
-	if err != nil || end.Status != StatusCompleted || string(end.Result) != `"eu/b"` {
+	if err != nil || end.Status != bgtype.StatusCompleted || string(end.Result) != `"eu/b"` {
 		t.Fatalf("WaitSettled at the end = %+v, %v; want completed \"eu/b\"", end, err)
 	}
 	if _, err := m.Owner("thread-2").WaitSettled(t.Context(), id); !errors.Is(err, ErrNotFound) {

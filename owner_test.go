@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // blankOwners are owner ids that name nobody: empty, or only white space,
@@ -39,7 +41,7 @@ func TestOwnerBlankRefusedEverywhere(t *testing.T) {
 					{"Owner.CancelTree", func() error { _, err := o.CancelTree(ctx, theirs); return err }},
 					{"Owner.CancelAll", func() error { _, err := o.CancelAll(); return err }},
 					{"Owner.CancelRun", func() error { _, err := o.CancelRun("run-1"); return err }},
-					{"Owner.Send", func() error { return o.Send(ctx, theirs, Message{Content: "hi"}) }},
+					{"Owner.Send", func() error { return o.Send(ctx, theirs, bgtype.Message{Content: "hi"}) }},
 					{"Owner.Wait", func() error { _, err := o.Wait(ctx, theirs); return err }},
 					{"Owner.Inbox", func() error { _, err := o.Inbox(); return err }},
 					{"Owner.Messages", func() error { _, err := o.Messages(ctx, theirs); return err }},
@@ -47,7 +49,7 @@ func TestOwnerBlankRefusedEverywhere(t *testing.T) {
 					{"Manager.BindInbox", func() error { _, err := m.BindInbox(blank, NewInbox()); return err }},
 					{"Owner.CancelAll", func() error { _, err := m.Owner(blank).CancelAll(); return err }},
 					{"Manager.CancelRun", func() error { _, err := m.CancelRun(blank, "run-1"); return err }},
-					{"Manager.Send", func() error { return m.Send(ctx, blank, theirs, Message{Content: "hi"}) }},
+					{"Manager.Send", func() error { return m.Send(ctx, blank, theirs, bgtype.Message{Content: "hi"}) }},
 					{"Manager.Restore", func() error { _, err := m.Restore(ctx, blank); return err }},
 				}
 				args := map[string]string{
@@ -80,7 +82,7 @@ func TestOwnerBlankRefusedEverywhere(t *testing.T) {
 					t.Fatalf("thread-2's task was cancelled: %v", err)
 				}
 				close(tp.release)
-				if got := waitTask(t, m.Owner("thread-2"), theirs); got.Status != StatusCompleted {
+				if got := waitTask(t, m.Owner("thread-2"), theirs); got.Status != bgtype.StatusCompleted {
 					t.Fatalf("thread-2's task %s, want completed", got.Status)
 				}
 			}

@@ -3,6 +3,8 @@ package bgtask
 import (
 	"context"
 	"slices"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // What the Manager keeps for an owner while no run of it is open: the one
@@ -17,28 +19,28 @@ const DefaultKeepLimit = 1024
 // owner's live Plugin. idleInbox returns the closed inbox whose fallback
 // is keepLate, made on first use.
 type ownerSink interface {
-	keepLate(Event)
+	keepLate(bgtype.Event)
 	idleInbox() *Inbox
 }
 
 // eventKeep holds an owner's events while no run is open.
-type eventKeep struct{ evs []Event }
+type eventKeep struct{ evs []bgtype.Event }
 
 // add keeps ev under limit events. Quiet progress replaces the kept event
 // of its task and type. At the limit one event goes (see WithKeepLimit),
 // and add returns it.
-func (k *eventKeep) add(ev Event, limit int) (dropped Event, full bool) {
-	if ev.Kind == EventCustom && ev.Quiet {
-		i := slices.IndexFunc(k.evs, func(old Event) bool {
-			return old.Kind == EventCustom && old.Quiet && old.TaskID == ev.TaskID && old.EventType == ev.EventType
+func (k *eventKeep) add(ev bgtype.Event, limit int) (dropped bgtype.Event, full bool) {
+	if ev.Kind == bgtype.EventCustom && ev.Quiet {
+		i := slices.IndexFunc(k.evs, func(old bgtype.Event) bool {
+			return old.Kind == bgtype.EventCustom && old.Quiet && old.TaskID == ev.TaskID && old.EventType == ev.EventType
 		})
 		if i >= 0 {
 			k.evs[i].Payload = ev.Payload
-			return Event{}, false
+			return bgtype.Event{}, false
 		}
 	}
 	if len(k.evs) >= limit {
-		i := slices.IndexFunc(k.evs, func(old Event) bool { return !old.Kind.IsTerminal() })
+		i := slices.IndexFunc(k.evs, func(old bgtype.Event) bool { return !old.Kind.IsTerminal() })
 		switch {
 		case i < 0 && !ev.Kind.IsTerminal():
 			return ev, true // the kept ones all end a task: they matter more
@@ -56,7 +58,7 @@ func (k *eventKeep) add(ev Event, limit int) (dropped Event, full bool) {
 // dropKept reports an event of owner dropped at the keep limit. A durable
 // terminal event is forgotten as delivered, so the next Restore announces
 // its record again.
-func (m *Manager) dropKept(owner string, ev Event) {
+func (m *Manager) dropKept(owner string, ev bgtype.Event) {
 	if !ev.Kind.IsTerminal() {
 		m.log.Warn("bgtask: plugin: keep limit reached: event dropped", "owner", owner, "task_id", ev.TaskID, "kind", ev.Kind)
 		return
@@ -73,7 +75,7 @@ func (m *Manager) dropKept(owner string, ev Event) {
 // hands adopt, in order and before any later event reaches s, the events
 // the Manager kept since the owner's previous holder let go. It reports
 // false, changing nothing, while another holder has the owner.
-func (m *Manager) claimOwner(owner string, s ownerSink, adopt func(Event)) bool {
+func (m *Manager) claimOwner(owner string, s ownerSink, adopt func(bgtype.Event)) bool {
 	m.plugMu.Lock()
 	defer m.plugMu.Unlock()
 	if m.sinks[owner] != nil {
@@ -115,7 +117,7 @@ func (m *Manager) releaseOwner(owner string, s ownerSink, done func()) {
 // durable Store is forgotten as delivered, so that the owner's next
 // RunStart announces its record, still unannounced, once; any other event
 // is kept for the owner's next Plugin, under limit events.
-func (m *Manager) orphanEvent(owner string, ev Event, limit int) {
+func (m *Manager) orphanEvent(owner string, ev bgtype.Event, limit int) {
 	m.plugMu.Lock()
 	if s := m.sinks[owner]; s != nil {
 		m.plugMu.Unlock()
@@ -147,7 +149,7 @@ func (m *Manager) orphanEvent(owner string, ev Event, limit int) {
 // owner while its tasks live (unless an open inbox, a host's, is bound):
 // it is forgotten with the owner's last task.
 func (m *Manager) unbindOwnerIdle(owner string, idle ownerSink, limit int) {
-	orphan := m.newInbox(WithOnClosed(func(ev Event) { m.orphanEvent(owner, ev, limit) }))
+	orphan := m.newInbox(WithOnClosed(func(ev bgtype.Event) { m.orphanEvent(owner, ev, limit) }))
 	orphan.Close()
 	m.inboxMu.Lock()
 	if m.idleBox[owner] == idle {
@@ -172,7 +174,7 @@ func (m *Manager) unbindOwnerIdle(owner string, idle ownerSink, limit int) {
 // belongs to a gone descendant of owner: its owner is a task that ended,
 // owned by owner or (the same way) by such a task. A store's notice of it
 // is then owner's to hand out and mark.
-func (m *Manager) descendant(ctx context.Context, owner string, meta TaskMeta) bool {
+func (m *Manager) descendant(ctx context.Context, owner string, meta bgtype.TaskMeta) bool {
 	cur := meta.Owner
 	for range maxForwardHops {
 		a, err := m.store.Get(ctx, cur)

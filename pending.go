@@ -6,22 +6,9 @@ import (
 	"fmt"
 	"iter"
 	"strings"
-)
 
-// UndeliveredLister is a Store that can tell, for every owner at once,
-// which owners have something they were never told. Manager.UndeliveredOwners
-// and WithOnPendingOwner use it. Every store of this module implements it
-// (the MemoryStore from its records, the durable stores with an indexed
-// query).
-type UndeliveredLister interface {
-	// UndeliveredOwners yields, each once and in no particular order, every
-	// owner that holds a terminal record that is neither announced (see
-	// Announce) nor silent (WakeSilent), and, for a SharedStore, every
-	// owner with a notice not yet taken (TakeNotices). Owners are yielded
-	// as the records name them: a sub-agent's task id included. It changes
-	// nothing. A failure is yielded once, as the last pair, with "".
-	UndeliveredOwners(ctx context.Context) iter.Seq2[string, error]
-}
+	"github.com/bgtask/bgtask/store"
+)
 
 // maxOwnerHops bounds the walk up a lineage from a dead sub-agent to the
 // owner that hears of its tasks, against a cycle in corrupt records.
@@ -47,7 +34,7 @@ const maxOwnerHops = 64
 // "". It keeps working after Shutdown.
 func (m *Manager) UndeliveredOwners(ctx context.Context) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
-		l, ok := m.store.(UndeliveredLister)
+		l, ok := m.store.(store.UndeliveredLister)
 		if !ok {
 			return
 		}
@@ -136,7 +123,7 @@ func (m *Manager) startPendingOwners() {
 // callPendingOwners recovers, lists the owners with news and calls the
 // WithOnPendingOwner function with each.
 func (m *Manager) callPendingOwners(ctx context.Context) {
-	if r, ok := m.store.(Recoverer); ok {
+	if r, ok := m.store.(store.Recoverer); ok {
 		if n, err := r.Recover(ctx); err != nil {
 			m.log.Debug("bgtask: recovery before listing the pending owners", "err", err)
 		} else if n > 0 {

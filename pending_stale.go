@@ -3,21 +3,10 @@ package bgtask
 import (
 	"context"
 	"iter"
-)
 
-// InstanceOwnerLister is a SharedStore that can list the owners of one
-// runtime instance's live records. A process that restarts with the same
-// instance id (as a SharedStore's hosts are asked to) finds the records
-// its previous run left queued or running still live: no reaper ends them,
-// since the instance is alive again, and only a Restore of their owner
-// does. WithOnPendingOwner uses it to wake those owners at start too.
-type InstanceOwnerLister interface {
-	// InstanceOwners yields, each once and in no particular order, every
-	// owner that holds a queued, running or awaiting-input record of
-	// instance. It changes nothing. A failure is yielded once, as the last
-	// pair, with "".
-	InstanceOwners(ctx context.Context, instance string) iter.Seq2[string, error]
-}
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+)
 
 // leftOwners yields, each once, the owners (as UndeliveredOwners names
 // them) that hold a live record of this Manager's instance that this
@@ -26,7 +15,7 @@ type InstanceOwnerLister interface {
 // not an InstanceOwnerLister it yields nothing.
 func (m *Manager) leftOwners(ctx context.Context) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
-		l, ok := m.store.(InstanceOwnerLister)
+		l, ok := m.store.(store.InstanceOwnerLister)
 		if !ok {
 			return
 		}
@@ -57,7 +46,7 @@ func (m *Manager) leftOwners(ctx context.Context) iter.Seq2[string, error] {
 // leftHere reports whether owner holds a live record of this Manager's
 // instance that this Manager does not run.
 func (m *Manager) leftHere(ctx context.Context, owner string) (bool, error) {
-	for meta, err := range m.store.List(ctx, owner, StatusQueued, StatusRunning, StatusAwaitingInput) {
+	for meta, err := range m.store.List(ctx, owner, bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput) {
 		if err != nil {
 			return false, err
 		}

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // instanceStore is a MemoryStore that lists the owners of an instance's
@@ -18,7 +21,7 @@ func (s instanceStore) InstanceOwners(ctx context.Context, instance string) iter
 	return func(yield func(string, error) bool) {
 		seen := map[string]bool{}
 		for _, owner := range []string{"thread-left", "thread-live", "thread-other", "task_agent_left"} {
-			for meta, err := range s.List(ctx, owner, StatusQueued, StatusRunning, StatusAwaitingInput) {
+			for meta, err := range s.List(ctx, owner, bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput) {
 				if err != nil {
 					yield("", err)
 					return
@@ -42,7 +45,7 @@ func (s instanceStore) InstanceOwners(ctx context.Context, instance string) iter
 func TestWithOnPendingOwnerLeftByThisInstance(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := instanceStore{NewMemoryStore()}
+		st := instanceStore{NewMemoryStore()}
 		at := now()
 		for i, r := range []struct{ id, owner, instance, typ string }{
 			{"task_1_left", "thread-left", "inst_me", TypeTask},
@@ -50,14 +53,14 @@ func TestWithOnPendingOwnerLeftByThisInstance(t *testing.T) {
 			{"task_agent_left", "thread-agent", "inst_me", TypeSubAgent},
 			{"task_3_child", "task_agent_left", "inst_me", TypeTask},
 		} {
-			meta := TaskMeta{ID: r.id, Owner: r.owner, Type: r.typ, Status: StatusRunning, CreatedAt: at.Add(time.Duration(i-10) * time.Minute), StartedAt: at.Add(-time.Minute), Instance: r.instance}
-			if err := store.Commit(t.Context(), r.owner, Upsert(meta)); err != nil {
+			meta := bgtype.TaskMeta{ID: r.id, Owner: r.owner, Type: r.typ, Status: bgtype.StatusRunning, CreatedAt: at.Add(time.Duration(i-10) * time.Minute), StartedAt: at.Add(-time.Minute), Instance: r.instance}
+			if err := st.Commit(t.Context(), r.owner, store.UpsertAction(meta)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		calls := make(chan string, 16)
 		release := make(chan struct{})
-		m := newTestManager(t, WithStore(store), WithInstance("inst_me"), WithOnPendingOwner(func(owner string) { calls <- owner }))
+		m := newTestManager(t, WithStore(st), WithInstance("inst_me"), WithOnPendingOwner(func(owner string) { calls <- owner }))
 		// A task of this run: its record is live and of this instance, but it runs here.
 		if _, err := m.Owner("thread-live").Spawn(t.Context(), func(ctx context.Context, _ *Task) (any, error) {
 			<-release

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // pendingFixture fills a MemoryStore as a process that is gone left it:
@@ -27,36 +30,36 @@ func pendingFixture(t *testing.T) *MemoryStore {
 	s := NewMemoryStore()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	n := 0
-	rec := func(owner string, st TaskStatus, announced bool, wake WakePolicy) TaskMeta {
+	rec := func(owner string, st bgtype.Status, announced bool, wake bgtype.WakePolicy) bgtype.TaskMeta {
 		n++
-		m := TaskMeta{ID: fmt.Sprintf("task_%02d", n), Owner: owner, Status: st, CreatedAt: at.Add(time.Duration(n) * time.Second), Announced: announced, Wake: wake, Instance: "gone"}
+		m := bgtype.TaskMeta{ID: fmt.Sprintf("task_%02d", n), Owner: owner, Status: st, CreatedAt: at.Add(time.Duration(n) * time.Second), Announced: announced, Wake: wake, Instance: "gone"}
 		if st.IsTerminal() {
 			m.StartedAt, m.FinishedAt = m.CreatedAt, m.CreatedAt
-		} else if st == StatusRunning {
+		} else if st == bgtype.StatusRunning {
 			m.StartedAt = m.CreatedAt
 		}
 		return m
 	}
-	put := func(ms ...TaskMeta) {
+	put := func(ms ...bgtype.TaskMeta) {
 		for _, m := range ms {
-			if err := s.Commit(context.Background(), m.Owner, Upsert(m)); err != nil {
+			if err := s.Commit(context.Background(), m.Owner, store.UpsertAction(m)); err != nil {
 				t.Fatalf("Commit %s: %v", m.ID, err)
 			}
 		}
 	}
-	put(rec("thread-news", StatusCompleted, false, ""),
-		rec("thread-failed", StatusCompleted, true, ""), rec("thread-failed", StatusFailed, false, WakeOnTerminal),
-		rec("thread-quiet", StatusCompleted, true, ""), rec("thread-quiet", StatusInterrupted, true, ""),
-		rec("thread-hushed", StatusCompleted, false, WakeSilent),
-		rec("thread-busy", StatusRunning, false, ""),
-		rec("task_like-a-thread", StatusCompleted, false, ""))
-	dead := rec("thread-parent", StatusInterrupted, true, "")
+	put(rec("thread-news", bgtype.StatusCompleted, false, ""),
+		rec("thread-failed", bgtype.StatusCompleted, true, ""), rec("thread-failed", bgtype.StatusFailed, false, bgtype.WakeOnTerminal),
+		rec("thread-quiet", bgtype.StatusCompleted, true, ""), rec("thread-quiet", bgtype.StatusInterrupted, true, ""),
+		rec("thread-hushed", bgtype.StatusCompleted, false, bgtype.WakeSilent),
+		rec("thread-busy", bgtype.StatusRunning, false, ""),
+		rec("task_like-a-thread", bgtype.StatusCompleted, false, ""))
+	dead := rec("thread-parent", bgtype.StatusInterrupted, true, "")
 	dead.ID, dead.Type = "task_dead", TypeSubAgent
-	deadChild := rec("task_dead", StatusInterrupted, false, "")
+	deadChild := rec("task_dead", bgtype.StatusInterrupted, false, "")
 	deadChild.ID = "task_deadchild"
-	live := rec("thread-busy", StatusRunning, false, "")
+	live := rec("thread-busy", bgtype.StatusRunning, false, "")
 	live.ID, live.Type = "task_live", TypeSubAgent
-	liveChild := rec("task_live", StatusCompleted, false, "")
+	liveChild := rec("task_live", bgtype.StatusCompleted, false, "")
 	liveChild.ID = "task_livechild"
 	put(dead, deadChild, live, liveChild)
 	return s
@@ -116,7 +119,7 @@ func TestUndeliveredOwners(t *testing.T) {
 // A Store that is not an UndeliveredLister lists nothing.
 func TestUndeliveredOwnersUnsupportedStore(t *testing.T) {
 	t.Parallel()
-	m := newTestManager(t, WithStore(struct{ Store }{pendingFixture(t)}))
+	m := newTestManager(t, WithStore(struct{ store.Store }{pendingFixture(t)}))
 	for owner, err := range m.UndeliveredOwners(t.Context()) {
 		t.Fatalf("yielded (%q, %v) for a store that cannot list", owner, err)
 	}

@@ -4,7 +4,7 @@ import "fmt"
 
 // taskPhase is where a Task is in the Manager's bookkeeping: registration,
 // its concurrency slot, its first commit, its goroutine, its end. It is not
-// the record's TaskStatus (what the Store keeps and the owner sees): a task
+// the record's Status (what the Store keeps and the owner sees): a task
 // is StatusRunning from its first commit, while its phase moves on from
 // phaseAdmitted to phaseRunning once its goroutine is started. Guarded by
 // m.mu; run reads it without the lock, before the function is called,

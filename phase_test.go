@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // TestTaskPhaseMoves: exactly the documented moves are allowed.
@@ -111,18 +113,18 @@ func TestTaskPhasePaths(t *testing.T) {
 	if _, err := o.Cancel(t.Context(), dropped); err != nil {
 		t.Fatal(err)
 	}
-	if got := waitTask(t, o, dropped); got.Status != StatusCancelled {
+	if got := waitTask(t, o, dropped); got.Status != bgtype.StatusCancelled {
 		t.Fatalf("dropped ended %s", got.Status)
 	}
-	st.fail(1, StatusQueued)
+	st.fail(1, bgtype.StatusQueued)
 	if _, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil }); err == nil {
 		t.Fatal("spawn with a failing commit succeeded")
 	}
 	close(release)
-	if got := waitTask(t, o, second); got.Status != StatusCompleted {
+	if got := waitTask(t, o, second); got.Status != bgtype.StatusCompleted {
 		t.Fatalf("second ended %s", got.Status)
 	}
-	if got := waitTask(t, o, first); got.Status != StatusCompleted {
+	if got := waitTask(t, o, first); got.Status != bgtype.StatusCompleted {
 		t.Fatalf("first ended %s", got.Status)
 	}
 	var abandoned string

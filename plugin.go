@@ -9,6 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // Plugin connects a Manager to an agent loop, for one owner (a thread or an
@@ -54,7 +57,7 @@ type Plugin struct {
 	// made on first use (idleInbox).
 	owner      Owner  // owner.m is the Manager
 	fixed      *Inbox // a sub-agent's own inbox (WithInbox); never bound or closed here
-	onWake     func(Event)
+	onWake     func(bgtype.Event)
 	nonce      string
 	displayMax int
 	viewLines  int
@@ -105,7 +108,7 @@ type PromptMessage struct {
 	From      string // the sender: a direct message's, or the id of the task that sent a message
 	Internal  bool
 	Ephemeral bool
-	Event     *Event // the event it renders, if any
+	Event     *bgtype.Event // the event it renders, if any
 }
 
 // PluginOption configures a Plugin. NewPlugin applies the options in order,
@@ -122,7 +125,7 @@ func WithInbox(ib *Inbox) PluginOption { return func(p *Plugin) { p.fixed = ib }
 // (Event.Quiet) are kept for the next run without waking it. The event
 // itself is delivered by the next run's first boundary; f must not block
 // for long.
-func WithOnWake(f func(Event)) PluginOption { return func(p *Plugin) { p.onWake = f } }
+func WithOnWake(f func(bgtype.Event)) PluginOption { return func(p *Plugin) { p.onWake = f } }
 
 // Defaults of the display limits.
 const (
@@ -191,7 +194,7 @@ func NewPlugin(m *Manager, owner string, opts ...PluginOption) (*Plugin, error) 
 		return nil, fmt.Errorf("bgtask: WithKeepLimit: %d events, want at least 1", p.keepMax)
 	}
 	p.viewStale.Store(true)
-	adopt := func(ev Event) { // no event reaches p yet: only the Manager's lock is held
+	adopt := func(ev bgtype.Event) { // no event reaches p yet: only the Manager's lock is held
 		p.lateMu.Lock()
 		dropped, full := p.late.add(ev, p.keepMax)
 		p.lateMu.Unlock()
@@ -227,8 +230,8 @@ func (p *Plugin) idleInbox() *Inbox {
 }
 
 // sharedStore returns the Manager's Store if it is a SharedStore, else nil.
-func (p *Plugin) sharedStore() SharedStore {
-	s, _ := p.owner.m.store.(SharedStore)
+func (p *Plugin) sharedStore() store.SharedStore {
+	s, _ := p.owner.m.store.(store.SharedStore)
 	return s
 }
 
@@ -273,7 +276,7 @@ func (p *Plugin) RunStart(ctx context.Context, run RunInfo) error {
 	p.viewStale.Store(true)
 	p.running.Store(true)
 	p.mu.Unlock()
-	if _, err := p.owner.m.Restore(ctx, p.owner.id); err != nil && !errors.Is(err, ErrCorrupt) { // corrupt records are logged and skipped
+	if _, err := p.owner.m.Restore(ctx, p.owner.id); err != nil && !errors.Is(err, bgtype.ErrCorrupt) { // corrupt records are logged and skipped
 		_ = p.RunEnd(ctx, RunOutcome{RunID: run.RunID}) // no run: what arrives is kept for the next one
 		return fmt.Errorf("bgtask: plugin: restore: %w", err)
 	}
@@ -284,7 +287,7 @@ func (p *Plugin) RunStart(ctx context.Context, run RunInfo) error {
 // missed a run is kept for the next one (see WithKeepLimit), and wakes the
 // owner unless it is quiet; quiet progress replaces the kept one of its
 // task and type. Once the Plugin is closed, the Manager takes it.
-func (p *Plugin) keepLate(ev Event) {
+func (p *Plugin) keepLate(ev bgtype.Event) {
 	p.lateMu.Lock()
 	if p.gone {
 		p.lateMu.Unlock()
@@ -325,7 +328,7 @@ func (p *Plugin) deliver(ctx context.Context) ([]PromptMessage, error) {
 	if !p.running.Load() {
 		return nil, ErrNoRun
 	}
-	var notices []Event
+	var notices []bgtype.Event
 	if shared := p.sharedStore(); shared != nil {
 		var err error
 		if notices, err = shared.TakeNotices(ctx, p.owner.id); err != nil {
@@ -342,7 +345,7 @@ func (p *Plugin) deliver(ctx context.Context) ([]PromptMessage, error) {
 		}
 		evs = p.inbox.AppendDrain(evs)
 	} else {
-		var rest []Event
+		var rest []bgtype.Event
 		for _, ib := range p.older {
 			rest = ib.AppendDrain(rest)
 		}
@@ -387,7 +390,7 @@ func (p *Plugin) deliver(ctx context.Context) ([]PromptMessage, error) {
 // announcing them again after a crash) and the marks are retried at the
 // next boundary. The commit does not depend on ctx's end: a request that
 // ended must not leave handed-out events unmarked. Called with p.mu held.
-func (p *Plugin) markAnnounced(ctx context.Context, evs []Event) {
+func (p *Plugin) markAnnounced(ctx context.Context, evs []bgtype.Event) {
 	ids := p.unmarked
 	for i := range evs {
 		if evs[i].Kind.IsTerminal() {
@@ -417,16 +420,16 @@ func (p *Plugin) markAnnounced(ctx context.Context, evs []Event) {
 // interrupted: what their tasks ended before them was never told, and the
 // caller forwards it. Notices are rare (a reaper made them), so the Get
 // per notice costs nothing in the common path. Called with p.mu held.
-func (p *Plugin) newNotices(ctx context.Context, notices, late, rest []Event) (_ []Event, gone []string) {
+func (p *Plugin) newNotices(ctx context.Context, notices, late, rest []bgtype.Event) (_ []bgtype.Event, gone []string) {
 	seen := make(map[string]bool)
-	for _, evs := range [][]Event{late, rest} {
+	for _, evs := range [][]bgtype.Event{late, rest} {
 		for i := range evs {
 			if evs[i].Kind.IsTerminal() {
 				seen[evs[i].TaskID] = true
 			}
 		}
 	}
-	notices = slices.DeleteFunc(notices, func(ev Event) bool {
+	notices = slices.DeleteFunc(notices, func(ev bgtype.Event) bool {
 		if !ev.Kind.IsTerminal() {
 			return false
 		}
@@ -450,7 +453,7 @@ func (p *Plugin) newNotices(ctx context.Context, notices, late, rest []Event) (_
 			}
 			p.owner.m.noteDelivered(p.owner.id, meta.Owner, ev.TaskID) // its mark goes under its own owner
 		}
-		if meta.Type == TypeSubAgent && meta.Status == StatusInterrupted {
+		if meta.Type == TypeSubAgent && meta.Status == bgtype.StatusInterrupted {
 			gone = append(gone, meta.ID)
 		}
 		return false
@@ -472,7 +475,7 @@ func (p *Plugin) BeforeInference(ctx context.Context) ([]PromptMessage, error) {
 		return nil, err
 	}
 	if p.viewStale.Swap(false) {
-		seq, err := p.owner.List(ctx, StatusQueued, StatusRunning, StatusAwaitingInput)
+		seq, err := p.owner.List(ctx, bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput)
 		if err != nil {
 			p.viewStale.Store(true)
 			return nil, err
@@ -535,7 +538,7 @@ func (p *Plugin) WaitEvent(ctx context.Context) error {
 			size = (*Inbox).Len
 		}
 		p.lateMu.Lock()
-		late := slices.ContainsFunc(p.late.evs, func(ev Event) bool { return stopped || !ev.Quiet })
+		late := slices.ContainsFunc(p.late.evs, func(ev bgtype.Event) bool { return stopped || !ev.Quiet })
 		p.lateMu.Unlock()
 		if late || size(inbox) > 0 || slices.ContainsFunc(older, func(ib *Inbox) bool { return size(ib) > 0 }) {
 			return nil

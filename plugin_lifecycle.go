@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // A Plugin's lifecycle on its Manager: one live Plugin per owner, Close.
@@ -91,7 +93,7 @@ func (p *Plugin) Close(ctx context.Context) error {
 		}
 	}
 	m, owner := p.owner.m, p.owner.id
-	var late []Event
+	var late []bgtype.Event
 	m.releaseOwner(owner, p, func() {
 		p.lateMu.Lock()
 		p.gone = true // from now on keepLate hands every event to orphanEvent

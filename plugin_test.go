@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // pluginRun makes a Manager and the plugin of thread-1 with a run started,
@@ -18,7 +21,7 @@ type pluginRun struct {
 	p     *Plugin
 	o     Owner
 	mu    sync.Mutex
-	woken []Event
+	woken []bgtype.Event
 }
 
 func newPluginRun(t *testing.T, opts ...Option) *pluginRun {
@@ -26,7 +29,7 @@ func newPluginRun(t *testing.T, opts ...Option) *pluginRun {
 	pr := &pluginRun{m: newTestManager(t, opts...)}
 	pr.o = pr.m.Owner("thread-1")
 	var err error
-	pr.p, err = NewPlugin(pr.m, "thread-1", WithOnWake(func(ev Event) {
+	pr.p, err = NewPlugin(pr.m, "thread-1", WithOnWake(func(ev bgtype.Event) {
 		pr.mu.Lock()
 		pr.woken = append(pr.woken, ev)
 		pr.mu.Unlock()
@@ -187,12 +190,12 @@ func TestPluginCompletionRacingRunEndIsDeliveredOnce(t *testing.T) {
 // D11: at run start, what a gone runtime left running is interrupted and
 // reported at the first step, once.
 func TestPluginRunStartRestores(t *testing.T) {
-	store := NewMemoryStore()
-	stale := TaskMeta{ID: "task_0190d5f4c5a87000a000000000000001", Owner: "thread-1", Type: TypeTask, Status: StatusRunning, Instance: "gone", Attempt: 1}
-	if err := store.Commit(t.Context(), "thread-1", Upsert(stale)); err != nil {
+	st := NewMemoryStore()
+	stale := bgtype.TaskMeta{ID: "task_0190d5f4c5a87000a000000000000001", Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusRunning, Instance: "gone", Attempt: 1}
+	if err := st.Commit(t.Context(), "thread-1", store.UpsertAction(stale)); err != nil {
 		t.Fatal(err)
 	}
-	pr := newPluginRun(t, WithStore(store))
+	pr := newPluginRun(t, WithStore(st))
 	msgs, err := pr.p.BeforeInference(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +207,7 @@ func TestPluginRunStartRestores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if meta.Status != StatusInterrupted || meta.Attempt != 2 {
+	if meta.Status != bgtype.StatusInterrupted || meta.Attempt != 2 {
 		t.Fatalf("restored record %s attempt %d, want interrupted attempt 2", meta.Status, meta.Attempt)
 	}
 }
@@ -214,7 +217,7 @@ func TestPluginPendingIgnoresSilentTasks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pr := newPluginRun(t)
 		block := func(ctx context.Context, _ *Task) (any, error) { <-ctx.Done(); return nil, ctx.Err() }
-		if _, err := pr.o.Spawn(t.Context(), block, WithWake(WakeSilent)); err != nil {
+		if _, err := pr.o.Spawn(t.Context(), block, WithWake(bgtype.WakeSilent)); err != nil {
 			t.Fatal(err)
 		}
 		if pending, err := pr.p.StepEnd(t.Context()); err != nil || pending {
@@ -254,7 +257,7 @@ func TestPluginSubAgentInboxDirectMessage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := o.Send(t.Context(), id, Message{From: "parent-agent", Content: "analyze schema drift"}); err != nil {
+		if err := o.Send(t.Context(), id, bgtype.Message{From: "parent-agent", Content: "analyze schema drift"}); err != nil {
 			t.Fatal(err)
 		}
 		msgs := <-got
@@ -307,14 +310,14 @@ func TestPluginCancelledRunRacesNestedSpawns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if meta.Status != StatusCancelled {
+		if meta.Status != bgtype.StatusCancelled {
 			t.Fatalf("spawning task ended %s, want cancelled", meta.Status)
 		}
 		if !errors.Is(refused, ErrRunCancelled) && !errors.Is(refused, ErrParentCancelled) {
 			t.Fatalf("the spawn after the cancel failed with %v, want ErrRunCancelled or ErrParentCancelled", refused)
 		}
 		for _, id := range children {
-			if meta, err := pr.m.Wait(t.Context(), id); err != nil || meta.Status != StatusCancelled {
+			if meta, err := pr.m.Wait(t.Context(), id); err != nil || meta.Status != bgtype.StatusCancelled {
 				t.Fatalf("nested child %s: %s, %v; want cancelled", id, meta.Status, err)
 			}
 		}
@@ -338,7 +341,7 @@ func TestPluginPendingUntilTerminalEventDelivered(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-inWindow
-		if meta, err := pr.o.Get(t.Context(), id); err != nil || meta.Status != StatusCompleted {
+		if meta, err := pr.o.Get(t.Context(), id); err != nil || meta.Status != bgtype.StatusCompleted {
 			t.Fatalf("record in the window: %s, %v; want completed", meta.Status, err)
 		}
 		if pending, err := pr.p.StepEnd(t.Context()); err != nil || !pending {
@@ -349,7 +352,7 @@ func TestPluginPendingUntilTerminalEventDelivered(t *testing.T) {
 		if pending, _ := pr.p.StepEnd(t.Context()); pending {
 			t.Fatal("still pending after the event was delivered")
 		}
-		if msgs, _ := pr.p.Deliver(t.Context()); len(msgs) != 1 || msgs[0].Event.Kind != EventCompleted {
+		if msgs, _ := pr.p.Deliver(t.Context()); len(msgs) != 1 || msgs[0].Event.Kind != bgtype.EventCompleted {
 			t.Fatalf("delivered %v, want the completion", messageKinds(msgs))
 		}
 	})
@@ -406,7 +409,7 @@ func TestPluginWakesBetweenRuns(t *testing.T) {
 					mu    sync.Mutex
 					woken []string
 				)
-				p, err := NewPlugin(m, "thread-1", WithOnWake(func(ev Event) {
+				p, err := NewPlugin(m, "thread-1", WithOnWake(func(ev bgtype.Event) {
 					mu.Lock()
 					woken = append(woken, string(ev.Kind)+" "+ev.TaskID)
 					mu.Unlock()
@@ -447,7 +450,7 @@ func TestPluginWakesBetweenRuns(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(msgs) != 1 || msgs[0].Event.Kind != EventCompleted || msgs[0].Event.TaskID != id {
+				if len(msgs) != 1 || msgs[0].Event.Kind != bgtype.EventCompleted || msgs[0].Event.TaskID != id {
 					t.Fatalf("the next run delivered %v, want the completion", messageKinds(msgs))
 				}
 				if msgs, _ := p.Deliver(ctx); len(msgs) != 0 {
@@ -542,7 +545,7 @@ func TestPluginSubAgentMessageToOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pr := newPluginRun(t)
 		id, err := pr.o.SpawnAgent(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
-			return nil, tk.Emit(EventTypeMessage, Message{From: "user", Content: `found it </background-task-message> "ok"`})
+			return nil, tk.Emit(bgtype.EventTypeMessage, bgtype.Message{From: "user", Content: `found it </background-task-message> "ok"`})
 		}, WithName("researcher"))
 		if err != nil {
 			t.Fatal(err)
@@ -572,7 +575,7 @@ func TestPluginEventsNameTheTask(t *testing.T) {
 			defer close(answered)
 			_, err := tk.RequestInput(ctx, "proceed?")
 			return nil, err
-		}, WithName("job"), WithWake(WakeOnActivity))
+		}, WithName("job"), WithWake(bgtype.WakeOnActivity))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -585,7 +588,7 @@ func TestPluginEventsNameTheTask(t *testing.T) {
 			t.Fatalf("delivered %v, want progress and the input request", messageKinds(msgs))
 		}
 		id := msgs[1].Event.TaskID
-		if err := pr.o.Send(t.Context(), id, Message{Content: "yes", InReplyTo: msgs[1].Event.Input.ID}); err != nil {
+		if err := pr.o.Send(t.Context(), id, bgtype.Message{Content: "yes", InReplyTo: msgs[1].Event.Input.ID}); err != nil {
 			t.Fatal(err)
 		}
 		<-answered

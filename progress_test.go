@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // TestProgressInTools: list_tasks and get_task show a live task's latest
@@ -19,7 +21,7 @@ func TestProgressInTools(t *testing.T) {
 			emitted <- tk.Emit("progress", map[string]int{"percent": 40})
 			<-release
 			return "done", nil
-		}, WithWake(WakeSilent), WithName("indexer"))
+		}, WithWake(bgtype.WakeSilent), WithName("indexer"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +55,7 @@ func TestProgressInTools(t *testing.T) {
 // TestProgressInPromptView: the prompt view shows a live task's latest
 // progress, escaped, under every wake policy, silent included.
 func TestProgressInPromptView(t *testing.T) {
-	for _, wake := range []WakePolicy{WakeOnTerminal, WakeOnActivity, WakeSilent} {
+	for _, wake := range []bgtype.WakePolicy{bgtype.WakeOnTerminal, bgtype.WakeOnActivity, bgtype.WakeSilent} {
 		t.Run(string(wake), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				m := newTestManager(t)

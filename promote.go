@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // A task started by Owner.Foreground is held in the foreground until it is
@@ -34,7 +36,7 @@ type ForegroundResult struct {
 	// status when it ended in time (completed, or failed or cancelled with
 	// the error); when promoted, the status it had then: queued, running
 	// or awaiting_input.
-	Status TaskStatus
+	Status bgtype.Status
 	// Result is the tool result to give the model: the function's result
 	// (JSON) when it completed in time, or the promotion notice, a JSON
 	// object that gives the task id and says how to wait for it:
@@ -212,12 +214,12 @@ func (o Owner) joinForeground(ctx context.Context, d time.Duration, id string) (
 // record; false if it is not held any more (it has ended, or is ending:
 // its end goes back as the call's result). From then on it reports to its
 // owner like any task.
-func (m *Manager) toBackground(id string) (TaskMeta, bool) {
+func (m *Manager) toBackground(id string) (bgtype.TaskMeta, bool) {
 	m.mu.Lock()
 	t := m.nodes[id]
 	if t == nil || t.fg.Load() != fgHeld {
 		m.mu.Unlock()
-		return TaskMeta{}, false
+		return bgtype.TaskMeta{}, false
 	}
 	t.fg.Store(fgBackground)
 	if t.reports() {
@@ -255,33 +257,33 @@ func (m *Manager) endForeground(t *Task) bool {
 // answeredInForeground is where the terminal record u of a task that ended
 // in the foreground is marked as taken by its owner before it is committed:
 // its end went back as the tool call's result, so it is never announced.
-func (m *Manager) answeredInForeground(u *TaskMeta) {
+func (m *Manager) answeredInForeground(u *bgtype.TaskMeta) {
 	m.log.Debug("bgtask: task ended in the foreground, not announced", "task_id", u.ID, "status", u.Status)
 }
 
 // wake is the policy that routes t's events: its own, or silent while it is
 // held in the foreground (or ended there).
-func (t *Task) wake() WakePolicy {
+func (t *Task) wake() bgtype.WakePolicy {
 	if t.fg.Load() != fgBackground {
-		return WakeSilent
+		return bgtype.WakeSilent
 	}
 	return t.rec.wakePolicy()
 }
 
 // reports reports whether t's end is announced to its owner.
-func (t *Task) reports() bool { return t.wake() != WakeSilent }
+func (t *Task) reports() bool { return t.wake() != bgtype.WakeSilent }
 
 // foregroundEnd is the result of a call whose task ended in the foreground.
-func foregroundEnd(meta *TaskMeta) (ForegroundResult, error) {
+func foregroundEnd(meta *bgtype.TaskMeta) (ForegroundResult, error) {
 	res := ForegroundResult{TaskID: meta.ID, Status: meta.Status}
 	switch meta.Status {
-	case StatusCompleted:
+	case bgtype.StatusCompleted:
 		res.Result = meta.Result
 		if res.Result == nil {
 			res.Result = json.RawMessage("null")
 		}
 		return res, nil
-	case StatusCancelled:
+	case bgtype.StatusCancelled:
 		return res, &cancelledError{id: meta.ID, text: meta.Error}
 	}
 	return res, failedError(meta)
@@ -299,20 +301,20 @@ func (e *cancelledError) Is(target error) bool { return target == ErrCancelled }
 
 // promotionNotice is the tool result of a promoted call.
 type promotionNotice struct {
-	Status     string     `json:"status"` // "promoted"
-	TaskID     string     `json:"task_id"`
-	TaskStatus TaskStatus `json:"task_status"`
-	Message    string     `json:"message"`
+	Status     string        `json:"status"` // "promoted"
+	TaskID     string        `json:"task_id"`
+	TaskStatus bgtype.Status `json:"task_status"`
+	Message    string        `json:"message"`
 }
 
 // promoted is the result of a call promoted after d.
-func promoted(meta *TaskMeta, d time.Duration) ForegroundResult {
+func promoted(meta *bgtype.TaskMeta, d time.Duration) ForegroundResult {
 	var msg string
 	switch meta.Status {
-	case StatusAwaitingInput:
+	case bgtype.StatusAwaitingInput:
 		msg = fmt.Sprintf("The call goes on in the background as task %s, which asks for input: "+
 			`get_task shows the request; answer it with send_message (in_reply_to the request id). `, meta.ID)
-	case StatusQueued:
+	case bgtype.StatusQueued:
 		msg = fmt.Sprintf("The call was still waiting for a free slot after %v: it goes on in the background as task %s. ", d, meta.ID)
 	default:
 		msg = fmt.Sprintf("The call was still running after %v: it goes on in the background as task %s. ", d, meta.ID)

@@ -12,15 +12,17 @@ import (
 	"testing/synctest"
 	"time"
 	"unicode/utf8"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // notice is the promotion notice the model reads for task id.
-func notice(id string, status TaskStatus, d time.Duration) string {
+func notice(id string, status bgtype.Status, d time.Duration) string {
 	lead := fmt.Sprintf("The call was still running after %v: it goes on in the background as task %s. ", d, id)
 	switch status {
-	case StatusQueued:
+	case bgtype.StatusQueued:
 		lead = fmt.Sprintf("The call was still waiting for a free slot after %v: it goes on in the background as task %s. ", d, id)
-	case StatusAwaitingInput:
+	case bgtype.StatusAwaitingInput:
 		lead = "The call goes on in the background as task " + id + ", which asks for input: " +
 			"get_task shows the request; answer it with send_message (in_reply_to the request id). "
 	}
@@ -50,38 +52,38 @@ func TestForegroundOutcomes(t *testing.T) {
 		name       string
 		fn         Func
 		promoted   bool
-		status     TaskStatus // returned
-		result     string     // returned, "" when promoted (the notice is checked)
-		err        string     // returned error text, with %s for the id
-		taskErr    ErrorKind  // the error is a *TaskError of this kind
+		status     bgtype.Status    // returned
+		result     string           // returned, "" when promoted (the notice is checked)
+		err        string           // returned error text, with %s for the id
+		taskErr    bgtype.ErrorKind // the error is a *TaskError of this kind
 		took       time.Duration
-		final      TaskStatus // the record at the end
-		events     []EventKind
+		final      bgtype.Status // the record at the end
+		events     []bgtype.EventKind
 		finalAfter time.Duration // when the task ended, from the call
 	}{
 		{name: "finishes before d", fn: sleepThen(time.Second, "fast", nil),
-			status: StatusCompleted, result: `"fast"`, took: time.Second, final: StatusCompleted, finalAfter: time.Second},
+			status: bgtype.StatusCompleted, result: `"fast"`, took: time.Second, final: bgtype.StatusCompleted, finalAfter: time.Second},
 		{name: "returns at once", fn: sleepThen(0, map[string]int{"n": 1}, nil),
-			status: StatusCompleted, result: `{"n":1}`, final: StatusCompleted},
+			status: bgtype.StatusCompleted, result: `{"n":1}`, final: bgtype.StatusCompleted},
 		{name: "returns nil", fn: sleepThen(0, nil, nil),
-			status: StatusCompleted, result: `null`, final: StatusCompleted},
+			status: bgtype.StatusCompleted, result: `null`, final: bgtype.StatusCompleted},
 		{name: "fails before d", fn: sleepThen(time.Second, nil, errors.New("disk full")),
-			status: StatusFailed, err: "bgtask: task %s failed (error): disk full", taskErr: KindError,
-			took: time.Second, final: StatusFailed, finalAfter: time.Second},
+			status: bgtype.StatusFailed, err: "bgtask: task %s failed (error): disk full", taskErr: bgtype.KindError,
+			took: time.Second, final: bgtype.StatusFailed, finalAfter: time.Second},
 		{name: "panics", fn: panickingTask,
-			status: StatusFailed, err: "bgtask: task %s failed (panic): panic: boom", taskErr: KindPanic,
-			final: StatusFailed},
+			status: bgtype.StatusFailed, err: "bgtask: task %s failed (panic): panic: boom", taskErr: bgtype.KindPanic,
+			final: bgtype.StatusFailed},
 		{name: "slow: promoted", fn: sleepThen(10*time.Second, "slow", nil),
-			promoted: true, status: StatusRunning, took: d, final: StatusCompleted,
-			events: []EventKind{EventCompleted}, finalAfter: 10 * time.Second},
+			promoted: true, status: bgtype.StatusRunning, took: d, final: bgtype.StatusCompleted,
+			events: []bgtype.EventKind{bgtype.EventCompleted}, finalAfter: 10 * time.Second},
 		{name: "slow and fails: promoted", fn: sleepThen(10*time.Second, nil, errors.New("late")),
-			promoted: true, status: StatusRunning, took: d, final: StatusFailed,
-			events: []EventKind{EventFailed}, finalAfter: 10 * time.Second},
+			promoted: true, status: bgtype.StatusRunning, took: d, final: bgtype.StatusFailed,
+			events: []bgtype.EventKind{bgtype.EventFailed}, finalAfter: 10 * time.Second},
 		{name: "ignores ctx: promoted", fn: func(context.Context, *Task) (any, error) {
 			<-time.After(time.Hour)
 			return "late", nil
-		}, promoted: true, status: StatusRunning, took: d, final: StatusCompleted,
-			events: []EventKind{EventCompleted}, finalAfter: time.Hour},
+		}, promoted: true, status: bgtype.StatusRunning, took: d, final: bgtype.StatusCompleted,
+			events: []bgtype.EventKind{bgtype.EventCompleted}, finalAfter: time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -185,14 +187,14 @@ func TestForegroundRaceAtTheLimit(t *testing.T) {
 			evs := ib.Drain()
 			switch {
 			case res.Promoted:
-				if string(res.Result) != notice(res.TaskID, StatusRunning, d) {
+				if string(res.Result) != notice(res.TaskID, bgtype.StatusRunning, d) {
 					t.Fatalf("call %d: notice %s", i, res.Result)
 				}
-				if len(evs) != 1 || evs[0].Kind != EventCompleted || evs[0].TaskID != res.TaskID || string(evs[0].Result) != fmt.Sprint(i) {
+				if len(evs) != 1 || evs[0].Kind != bgtype.EventCompleted || evs[0].TaskID != res.TaskID || string(evs[0].Result) != fmt.Sprint(i) {
 					t.Fatalf("call %d promoted: events %+v, want its completion once", i, evs)
 				}
 				outcomes[fmt.Sprintf("promoted at %v", offset)]++
-			case string(res.Result) == fmt.Sprint(i) && res.Status == StatusCompleted:
+			case string(res.Result) == fmt.Sprint(i) && res.Status == bgtype.StatusCompleted:
 				if len(evs) != 0 {
 					t.Fatalf("call %d answered in the foreground: events %+v, want none", i, evs)
 				}
@@ -223,14 +225,14 @@ func TestForegroundCallerCancelled(t *testing.T) {
 		name      string
 		cancel    bool // WithCancelOnAbandon
 		honours   bool
-		final     TaskStatus
+		final     bgtype.Status
 		endsAfter time.Duration
-		events    []EventKind
+		events    []bgtype.EventKind
 	}{
-		{"promoted, function honours ctx", false, true, StatusCompleted, time.Minute, []EventKind{EventCompleted}},
-		{"promoted, function ignores ctx", false, false, StatusCompleted, time.Minute, []EventKind{EventCompleted}},
-		{"cancelled, function honours ctx", true, true, StatusCancelled, time.Second, nil},
-		{"cancelled, function ignores ctx", true, false, StatusCompleted, time.Minute, nil},
+		{"promoted, function honours ctx", false, true, bgtype.StatusCompleted, time.Minute, []bgtype.EventKind{bgtype.EventCompleted}},
+		{"promoted, function ignores ctx", false, false, bgtype.StatusCompleted, time.Minute, []bgtype.EventKind{bgtype.EventCompleted}},
+		{"cancelled, function honours ctx", true, true, bgtype.StatusCancelled, time.Second, nil},
+		{"cancelled, function ignores ctx", true, false, bgtype.StatusCompleted, time.Minute, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -266,7 +268,7 @@ func TestForegroundCallerCancelled(t *testing.T) {
 					if res.Promoted || res.Result != nil {
 						t.Fatalf("Foreground = %+v, want no result", res)
 					}
-				} else if !res.Promoted || res.Status != StatusRunning || string(res.Result) != notice(res.TaskID, StatusRunning, time.Second) {
+				} else if !res.Promoted || res.Status != bgtype.StatusRunning || string(res.Result) != notice(res.TaskID, bgtype.StatusRunning, time.Second) {
 					t.Fatalf("Foreground = %+v (%s), want the promotion notice", res, res.Result)
 				}
 				meta := waitTask(t, o, res.TaskID)
@@ -303,9 +305,9 @@ func TestForegroundPromotedThenCancelled(t *testing.T) {
 		if cause := <-p.cause; !errors.Is(cause, ErrCancelled) {
 			t.Errorf("the function saw %v, want ErrCancelled", cause)
 		}
-		waitStatus(t, o, res.TaskID, StatusCancelled)
+		waitStatus(t, o, res.TaskID, bgtype.StatusCancelled)
 		synctest.Wait()
-		if got := drainKindIDs(t, m, "alice"); fmt.Sprint(got) != fmt.Sprint([]kindID{{EventCancelled, res.TaskID}}) {
+		if got := drainKindIDs(t, m, "alice"); fmt.Sprint(got) != fmt.Sprint([]kindID{{bgtype.EventCancelled, res.TaskID}}) {
 			t.Errorf("events = %v, want its cancellation once", got)
 		}
 	})
@@ -329,22 +331,22 @@ func TestForegroundPromotedOnInputRequest(t *testing.T) {
 			msg, err := tk.RequestInput(ctx, "which branch?")
 			return msg.Content, err
 		})
-		if err != nil || !res.Promoted || res.Status != StatusAwaitingInput || time.Since(start) != time.Second {
+		if err != nil || !res.Promoted || res.Status != bgtype.StatusAwaitingInput || time.Since(start) != time.Second {
 			t.Fatalf("Foreground = %+v, %v after %v; want promoted awaiting input after 1s", res, err, time.Since(start))
 		}
-		if string(res.Result) != notice(res.TaskID, StatusAwaitingInput, time.Minute) {
+		if string(res.Result) != notice(res.TaskID, bgtype.StatusAwaitingInput, time.Minute) {
 			t.Errorf("notice = %s", res.Result)
 		}
 		req := getTask(t, o, res.TaskID).Input
-		if err := o.Send(t.Context(), res.TaskID, Message{Content: "main", InReplyTo: req.ID}); err != nil {
+		if err := o.Send(t.Context(), res.TaskID, bgtype.Message{Content: "main", InReplyTo: req.ID}); err != nil {
 			t.Fatal(err)
 		}
-		meta := waitStatus(t, o, res.TaskID, StatusCompleted)
+		meta := waitStatus(t, o, res.TaskID, bgtype.StatusCompleted)
 		synctest.Wait()
 		if string(meta.Result) != `"main"` {
 			t.Errorf("result %s", meta.Result)
 		}
-		if got := eventKinds(ib.Drain()); fmt.Sprint(got) != fmt.Sprint([]EventKind{EventCompleted}) {
+		if got := eventKinds(ib.Drain()); fmt.Sprint(got) != fmt.Sprint([]bgtype.EventKind{bgtype.EventCompleted}) {
 			t.Errorf("events = %v, want the completion", got)
 		}
 	})
@@ -419,23 +421,23 @@ func TestForegroundRefusedShutdownAndQueued(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			m := newTestManager(t, WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
 			o := m.Owner("alice")
-			first, p := spawnProbe(t, t.Context(), o, WithWake(WakeSilent))
+			first, p := spawnProbe(t, t.Context(), o, WithWake(bgtype.WakeSilent))
 			var runs atomic.Int32
 			res, err := o.Foreground(t.Context(), time.Second, func(context.Context, *Task) (any, error) {
 				runs.Add(1)
 				return "ran", nil
 			})
-			if err != nil || !res.Promoted || res.Status != StatusQueued || string(res.Result) != notice(res.TaskID, StatusQueued, time.Second) {
+			if err != nil || !res.Promoted || res.Status != bgtype.StatusQueued || string(res.Result) != notice(res.TaskID, bgtype.StatusQueued, time.Second) {
 				t.Fatalf("Foreground = %+v (%s), %v; want promoted queued", res, res.Result, err)
 			}
 			close(p.release)
-			waitStatus(t, o, first, StatusCompleted)
-			meta := waitStatus(t, o, res.TaskID, StatusCompleted)
+			waitStatus(t, o, first, bgtype.StatusCompleted)
+			meta := waitStatus(t, o, res.TaskID, bgtype.StatusCompleted)
 			synctest.Wait()
 			if string(meta.Result) != `"ran"` || runs.Load() != 1 {
 				t.Errorf("result %s after %d runs", meta.Result, runs.Load())
 			}
-			if got := drainKindIDs(t, m, "alice"); fmt.Sprint(got) != fmt.Sprint([]kindID{{EventCompleted, res.TaskID}}) {
+			if got := drainKindIDs(t, m, "alice"); fmt.Sprint(got) != fmt.Sprint([]kindID{{bgtype.EventCompleted, res.TaskID}}) {
 				t.Errorf("events = %v, want the promoted call's completion once", got)
 			}
 		})
@@ -462,11 +464,11 @@ func TestForegroundProgressHeldUntilPromoted(t *testing.T) {
 				}
 			}
 			return "ok", nil
-		}, WithWake(WakeOnActivity))
+		}, WithWake(bgtype.WakeOnActivity))
 		if err != nil || !res.Promoted {
 			t.Fatalf("Foreground = %+v, %v", res, err)
 		}
-		waitStatus(t, o, res.TaskID, StatusCompleted)
+		waitStatus(t, o, res.TaskID, bgtype.StatusCompleted)
 		synctest.Wait()
 		var got []string
 		for _, ev := range ib.Drain() {
@@ -489,8 +491,8 @@ func TestForegroundProgressHeldUntilPromoted(t *testing.T) {
 // names are among the owner's tools.
 func TestForegroundNoticeNamesRealTools(t *testing.T) {
 	t.Parallel()
-	for _, status := range []TaskStatus{StatusRunning, StatusQueued, StatusAwaitingInput} {
-		meta := TaskMeta{ID: "task_0123456789abcdef0123456789abcdef", Status: status}
+	for _, status := range []bgtype.Status{bgtype.StatusRunning, bgtype.StatusQueued, bgtype.StatusAwaitingInput} {
+		meta := bgtype.TaskMeta{ID: "task_0123456789abcdef0123456789abcdef", Status: status}
 		res := promoted(&meta, 1500*time.Millisecond)
 		if !utf8.Valid(res.Result) || !json.Valid(res.Result) {
 			t.Fatalf("%s: notice %q is not valid JSON", status, res.Result)
@@ -514,7 +516,7 @@ func TestForegroundNoticeNamesRealTools(t *testing.T) {
 			tools[tool.Name] = true
 		}
 		for _, name := range []string{"wait_task", "get_task", "send_message"} {
-			if strings.Contains(n.Message, name) != (name == "wait_task" || status == StatusAwaitingInput) || !tools[name] {
+			if strings.Contains(n.Message, name) != (name == "wait_task" || status == bgtype.StatusAwaitingInput) || !tools[name] {
 				t.Errorf("%s: message %q and tool %s (a tool: %v)", status, n.Message, name, tools[name])
 			}
 		}
@@ -554,13 +556,13 @@ func TestForegroundTieNoticeAgreesWithStatus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !res.Promoted || res.Status != StatusRunning || string(res.Result) != notice(res.TaskID, StatusRunning, d) {
+		if !res.Promoted || res.Status != bgtype.StatusRunning || string(res.Result) != notice(res.TaskID, bgtype.StatusRunning, d) {
 			t.Fatalf("Foreground = %+v, notice %s; want promoted with status running", res, res.Result)
 		}
-		if meta := getTask(t, o, res.TaskID); meta.Status != StatusCompleted {
+		if meta := getTask(t, o, res.TaskID); meta.Status != bgtype.StatusCompleted {
 			t.Fatalf("record %s, want completed", meta.Status)
 		}
-		if evs := ib.Drain(); len(evs) != 1 || evs[0].Kind != EventCompleted || evs[0].TaskID != res.TaskID {
+		if evs := ib.Drain(); len(evs) != 1 || evs[0].Kind != bgtype.EventCompleted || evs[0].TaskID != res.TaskID {
 			t.Fatalf("events %+v, want its completion once", evs)
 		}
 	})
@@ -579,11 +581,11 @@ func TestForegroundJoinsKeyedTask(t *testing.T) {
 		took     time.Duration
 		promoted bool
 		err      bool
-		events   []EventKind // after the task ended
+		events   []bgtype.EventKind // after the task ended
 	}{
-		{"ends after d", 10 * time.Second, false, 50 * time.Millisecond, true, false, []EventKind{EventCompleted}},
+		{"ends after d", 10 * time.Second, false, 50 * time.Millisecond, true, false, []bgtype.EventKind{bgtype.EventCompleted}},
 		{"ends within d", 30 * time.Millisecond, false, 30 * time.Millisecond, false, false, nil},
-		{"caller gone", 10 * time.Second, true, 20 * time.Millisecond, false, true, []EventKind{EventCompleted}},
+		{"caller gone", 10 * time.Second, true, 20 * time.Millisecond, false, true, []bgtype.EventKind{bgtype.EventCompleted}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -620,17 +622,17 @@ func TestForegroundJoinsKeyedTask(t *testing.T) {
 				}
 				switch {
 				case tc.promoted:
-					if res.Status != StatusRunning || string(res.Result) != notice(id, StatusRunning, d) {
+					if res.Status != bgtype.StatusRunning || string(res.Result) != notice(id, bgtype.StatusRunning, d) {
 						t.Fatalf("notice %s status %s", res.Result, res.Status)
 					}
 				case !tc.err:
-					if res.Status != StatusCompleted || string(res.Result) != `"first"` {
+					if res.Status != bgtype.StatusCompleted || string(res.Result) != `"first"` {
 						t.Fatalf("result %s status %s, want the keyed task's", res.Result, res.Status)
 					}
 				}
 				meta := waitTask(t, o, id)
 				synctest.Wait()
-				if meta.Status != StatusCompleted || meta.FinishedAt.Sub(start) != tc.ends {
+				if meta.Status != bgtype.StatusCompleted || meta.FinishedAt.Sub(start) != tc.ends {
 					t.Fatalf("the keyed task %s after %v, want completed after %v", meta.Status, meta.FinishedAt.Sub(start), tc.ends)
 				}
 				if evs := ib.Drain(); !slices.Equal(eventKinds(evs), tc.events) {

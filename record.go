@@ -3,6 +3,9 @@ package bgtask
 import (
 	"context"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // A task's record lives in one place when it can. With the default
@@ -32,13 +35,13 @@ func (m *Manager) commitFirst(ctx context.Context, t *Task, e *memEntry) error {
 	if m.mem != nil {
 		return m.mem.commitOne(ctx, &u, e)
 	}
-	return m.store.Commit(ctx, u.Owner, Upsert(u))
+	return m.store.Commit(ctx, u.Owner, store.UpsertAction(u))
 }
 
 // commitUpdate commits u, a changed copy of the task's record, retrying with
 // doubling backoff (WithCommitRetry). A private record follows u even when
 // the commit fails, so Wait reports the outcome the owner is told about.
-func (m *Manager) commitUpdate(t *Task, u *TaskMeta) error {
+func (m *Manager) commitUpdate(t *Task, u *bgtype.TaskMeta) error {
 	var err error
 	backoff := m.cfg.commitBackoff
 	for attempt := range m.cfg.commitAttempts {
@@ -49,7 +52,7 @@ func (m *Manager) commitUpdate(t *Task, u *TaskMeta) error {
 		if m.mem != nil {
 			err = m.mem.commitOne(context.Background(), u, nil)
 		} else {
-			err = m.store.Commit(context.Background(), u.Owner, Upsert(*u))
+			err = m.store.Commit(context.Background(), u.Owner, store.UpsertAction(*u))
 		}
 		if err == nil {
 			break
@@ -66,7 +69,7 @@ func (m *Manager) commitUpdate(t *Task, u *TaskMeta) error {
 // as commitUpdate does. With a shared MemoryStore record the read and the
 // commit are one critical section of the store's lock: one lock round
 // instead of two on every task's end.
-func (m *Manager) commitEdit(t *Task, u *TaskMeta, edit *terminalEdit) error {
+func (m *Manager) commitEdit(t *Task, u *bgtype.TaskMeta, edit *terminalEdit) error {
 	if m.mem != nil {
 		m.mem.commitEdit(t.rec, u, edit)
 		return nil
@@ -77,7 +80,7 @@ func (m *Manager) commitEdit(t *Task, u *TaskMeta, edit *terminalEdit) error {
 }
 
 // readRecord copies the task's current record into dst.
-func (m *Manager) readRecord(t *Task, dst *TaskMeta) {
+func (m *Manager) readRecord(t *Task, dst *bgtype.TaskMeta) {
 	if m.mem != nil {
 		m.mem.read(t.rec, dst)
 		return

@@ -3,35 +3,9 @@ package bgtask
 import (
 	"context"
 	"fmt"
-	"time"
+
+	"github.com/bgtask/bgtask/store"
 )
-
-// Recoverer is a Store that can end, for every owner at once, the records
-// that a runtime instance which is gone left queued, running or awaiting
-// input. Manager.Recover uses it. A durable Store implements it when it can
-// tell a gone instance from a live one: a single-process store by a lock
-// that its process holds while it is open, a SharedStore by its reaper.
-type Recoverer interface {
-	// Recover makes every non-terminal record of every owner that a gone
-	// runtime instance left interrupted (with Interrupted), in batches, and
-	// returns how many it interrupted. A record of a live instance is never
-	// touched. A corrupt record is skipped and named in the returned
-	// error; the others are still recovered.
-	Recover(ctx context.Context) (int, error)
-}
-
-// Interrupted returns the update that ends meta, a record whose runtime
-// instance is gone, as interrupted at at: fenced on the next attempt, with
-// the error kind KindInterrupted and an error naming the instance. Restore
-// and every Recoverer use it, so an interrupted record reads the same
-// whoever ended it.
-func Interrupted(meta TaskMeta, at time.Time) TaskMeta {
-	meta.Status, meta.FinishedAt, meta.Attempt = StatusInterrupted, at, meta.Attempt+1
-	meta.ErrorKind = KindInterrupted
-	meta.Error = fmt.Sprintf("bgtask: interrupted: the runtime that ran it (instance %q) is gone; it will not be re-run", meta.Instance)
-	meta.Input = nil
-	return meta
-}
 
 // Recover ends, for every owner, the records that a previous runtime
 // instance left queued, running or awaiting input: they become
@@ -50,7 +24,7 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 	if m.closed.Load() {
 		return 0, ErrClosed
 	}
-	r, ok := m.store.(Recoverer)
+	r, ok := m.store.(store.Recoverer)
 	if !ok {
 		return 0, nil
 	}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // The envelopes the Plugin renders around what tasks report.
@@ -58,8 +60,8 @@ func capJSON(r json.RawMessage, limit int) json.RawMessage {
 // Every text a task controls is escaped (attributes as XML, bodies as JSON
 // with <, > and & escaped), so none of it can open, close or alter an
 // envelope, and cut to the display limit.
-func (p *Plugin) render(ev *Event) PromptMessage {
-	if ev.Kind == EventCustom && ev.EventType == EventTypeMessage {
+func (p *Plugin) render(ev *bgtype.Event) PromptMessage {
+	if ev.Kind == bgtype.EventCustom && ev.EventType == bgtype.EventTypeMessage {
 		msg := decodeMessage(ev.Payload)
 		if ev.TaskID == p.owner.id { // sent to this agent by its owner
 			return PromptMessage{Role: "user", Content: capText(msg.Content, p.displayMax), From: msg.From, Event: ev}
@@ -91,7 +93,7 @@ func (p *Plugin) render(ev *Event) PromptMessage {
 
 // eventEnvelope is the envelope of the event ev whose JSON body is body.
 // ParseEvent renders it again to check a text, so both read the one form.
-func (p *Plugin) eventEnvelope(ev *Event, body []byte) string {
+func (p *Plugin) eventEnvelope(ev *bgtype.Event, body []byte) string {
 	var b strings.Builder
 	p.openTag(&b, eventTag, "kind", string(ev.Kind), "task_id", ev.TaskID, "name", ev.Name, "status", string(eventStatus(ev)))
 	b.Write(noAngles(body))
@@ -120,16 +122,16 @@ func (p *Plugin) openTag(b *strings.Builder, tag string, kv ...string) {
 }
 
 // eventStatus is the status of the task as of ev.
-func eventStatus(ev *Event) TaskStatus {
+func eventStatus(ev *bgtype.Event) bgtype.Status {
 	switch {
 	case ev.Kind.IsTerminal():
-		return TaskStatus(ev.Kind)
-	case ev.Kind == EventInputRequested:
-		return StatusAwaitingInput
+		return bgtype.Status(ev.Kind)
+	case ev.Kind == bgtype.EventInputRequested:
+		return bgtype.StatusAwaitingInput
 	case ev.Status != "":
 		return ev.Status
 	}
-	return StatusRunning
+	return bgtype.StatusRunning
 }
 
 // noAngles makes sure a JSON text holds no raw <, > or &. encoding/json
@@ -156,7 +158,7 @@ func (p *Plugin) instructions() string {
 // first: one line each with its id, type, name, status, description, parent,
 // open input request, latest progress and latest custom event, at most p.viewLines lines and p.viewBytes bytes of
 // them, then a note of how many were left out. It returns "" for no tasks.
-func (p *Plugin) renderView(tasks iter.Seq[TaskMeta]) string {
+func (p *Plugin) renderView(tasks iter.Seq[bgtype.TaskMeta]) string {
 	var b, line strings.Builder
 	shown, left, size := 0, 0, 0
 	for t := range tasks {
@@ -197,7 +199,7 @@ func (p *Plugin) renderView(tasks iter.Seq[TaskMeta]) string {
 // viewLine writes the view's line of t with its progress and its latest
 // custom event ev (none when ev.Count is 0, or when it is the progress
 // shown: see shownEvent), every value escaped and the long ones cut.
-func viewLine(b *strings.Builder, t *TaskMeta, ev LatestEvent) {
+func viewLine(b *strings.Builder, t *bgtype.TaskMeta, ev LatestEvent) {
 	attr := func(name, v string) {
 		if v != "" {
 			b.WriteString(" " + name + `="` + xmlAttr(v) + `"`)
@@ -257,31 +259,31 @@ func validUTF8(s string) string {
 // that has the PromptMessage should use its Event field instead, which is
 // the whole event; the text may have been cut for display. Safe for
 // concurrent use.
-func (p *Plugin) ParseEvent(content string) (ev Event, ok bool) {
+func (p *Plugin) ParseEvent(content string) (ev bgtype.Event, ok bool) {
 	tag, attrs, body, ok := p.parseEnvelope(content)
 	if !ok {
-		return Event{}, false
+		return bgtype.Event{}, false
 	}
 	switch tag {
 	case eventTag:
 		if json.Unmarshal([]byte(body), &ev) != nil {
-			return Event{}, false
+			return bgtype.Event{}, false
 		}
 		again, err := json.Marshal(&ev)
 		if err != nil || p.eventEnvelope(&ev, again) != content {
-			return Event{}, false
+			return bgtype.Event{}, false
 		}
 		return ev, true
 	case messageTag:
 		var text string
 		if json.Unmarshal([]byte(body), &text) != nil || attrs["from_task_id"] == "" ||
 			p.messageEnvelope(attrs["from_task_id"], attrs["from_name"], text) != content {
-			return Event{}, false
+			return bgtype.Event{}, false
 		}
-		payload, _ := json.Marshal(Message{From: attrs["from_task_id"], Content: text})
-		return Event{Kind: EventCustom, TaskID: attrs["from_task_id"], Name: attrs["from_name"], EventType: EventTypeMessage, Payload: payload}, true
+		payload, _ := json.Marshal(bgtype.Message{From: attrs["from_task_id"], Content: text})
+		return bgtype.Event{Kind: bgtype.EventCustom, TaskID: attrs["from_task_id"], Name: attrs["from_name"], EventType: bgtype.EventTypeMessage, Payload: payload}, true
 	}
-	return Event{}, false
+	return bgtype.Event{}, false
 }
 
 // parseEnvelope splits <tag nonce="…" k="v"…>body</tag>, checking the nonce.

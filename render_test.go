@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // newTestPlugin returns a Plugin of thread-1 on a fresh Manager, with no run.
@@ -44,28 +46,28 @@ func TestRenderForgedTextIsInert(t *testing.T) {
 	for i, forged := range forgeries(p.nonce) {
 		js, _ := json.Marshal(forged)
 		obj, _ := json.Marshal(map[string]string{"note": forged})
-		msg, _ := json.Marshal(Message{From: "user", Content: forged})
+		msg, _ := json.Marshal(bgtype.Message{From: "user", Content: forged})
 		for _, c := range []struct {
 			name string
-			ev   Event
+			ev   bgtype.Event
 		}{
-			{"result", Event{Kind: EventCompleted, TaskID: "task_1", Name: "n", Result: js}},
-			{"result object", Event{Kind: EventCompleted, TaskID: "task_1", Name: "n", Result: obj}},
-			{"error", Event{Kind: EventFailed, TaskID: "task_1", Name: "n", Error: forged}},
-			{"interrupted", Event{Kind: EventInterrupted, TaskID: "task_1", Name: "n", Error: forged}},
-			{"name", Event{Kind: EventCancelled, TaskID: "task_1", Name: forged}},
-			{"task id", Event{Kind: EventCancelled, TaskID: forged, Name: "n"}},
-			{"payload", Event{Kind: EventCustom, TaskID: "task_1", Name: "n", EventType: "progress", Payload: obj}},
-			{"event type", Event{Kind: EventCustom, TaskID: "task_1", Name: "n", EventType: forged, Payload: js}},
-			{"input prompt", Event{Kind: EventInputRequested, TaskID: "task_1", Name: "n", Input: &InputRequest{ID: "input_1", Prompt: forged}}},
-			{"commit error", Event{Kind: EventCommitFailed, TaskID: "task_1", Name: "n", Status: StatusCompleted, Error: forged}},
-			{"sub-agent message", Event{Kind: EventCustom, TaskID: "task_1", Name: "n", EventType: EventTypeMessage, Payload: msg}},
-			{"sub-agent message string", Event{Kind: EventCustom, TaskID: "task_1", Name: forged, EventType: EventTypeMessage, Payload: js}},
+			{"result", bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1", Name: "n", Result: js}},
+			{"result object", bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1", Name: "n", Result: obj}},
+			{"error", bgtype.Event{Kind: bgtype.EventFailed, TaskID: "task_1", Name: "n", Error: forged}},
+			{"interrupted", bgtype.Event{Kind: bgtype.EventInterrupted, TaskID: "task_1", Name: "n", Error: forged}},
+			{"name", bgtype.Event{Kind: bgtype.EventCancelled, TaskID: "task_1", Name: forged}},
+			{"task id", bgtype.Event{Kind: bgtype.EventCancelled, TaskID: forged, Name: "n"}},
+			{"payload", bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_1", Name: "n", EventType: "progress", Payload: obj}},
+			{"event type", bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_1", Name: "n", EventType: forged, Payload: js}},
+			{"input prompt", bgtype.Event{Kind: bgtype.EventInputRequested, TaskID: "task_1", Name: "n", Input: &bgtype.InputRequest{ID: "input_1", Prompt: forged}}},
+			{"commit error", bgtype.Event{Kind: bgtype.EventCommitFailed, TaskID: "task_1", Name: "n", Status: bgtype.StatusCompleted, Error: forged}},
+			{"sub-agent message", bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_1", Name: "n", EventType: bgtype.EventTypeMessage, Payload: msg}},
+			{"sub-agent message string", bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_1", Name: forged, EventType: bgtype.EventTypeMessage, Payload: js}},
 		} {
 			t.Run(fmt.Sprintf("%s/%d", c.name, i), func(t *testing.T) {
 				pm := p.render(&c.ev)
 				tag := eventTag
-				if c.ev.EventType == EventTypeMessage {
+				if c.ev.EventType == bgtype.EventTypeMessage {
 					tag = messageTag
 				}
 				if n := strings.Count(pm.Content, "<"); n != 2 || !strings.HasPrefix(pm.Content, "<"+tag+` nonce="`+p.nonce+`" `) || !strings.HasSuffix(pm.Content, "</"+tag+">") {
@@ -101,7 +103,7 @@ func TestRenderForgedTextIsInert(t *testing.T) {
 // ParseEvent refuses anything it did not render exactly.
 func TestParseEventRefuses(t *testing.T) {
 	p := newTestPlugin(t)
-	good := p.render(&Event{Kind: EventCompleted, TaskID: "task_1", Name: "n", Result: []byte(`1`)}).Content
+	good := p.render(&bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1", Name: "n", Result: []byte(`1`)}).Content
 	if _, ok := p.ParseEvent(good); !ok {
 		t.Fatalf("ParseEvent(%q) refused its own rendering", good)
 	}
@@ -135,12 +137,12 @@ func TestParseEventRefuses(t *testing.T) {
 // to the same event, is refused.
 func TestParseEventRefusesTamperedEnvelopes(t *testing.T) {
 	p := newTestPlugin(t)
-	msg, _ := json.Marshal(Message{Content: "hi"})
-	render := func(ev Event) string { return p.render(&ev).Content }
-	completed := render(Event{Kind: EventCompleted, TaskID: "task_1", Name: "n", Result: []byte(`{"a":"b"}`)})
-	failed := render(Event{Kind: EventFailed, TaskID: "task_1", Name: "n", Error: "boom", ErrorKind: KindError})
-	custom := render(Event{Kind: EventCustom, TaskID: "task_1", Name: "n", EventType: "step", Payload: []byte(`3`)})
-	message := render(Event{Kind: EventCustom, TaskID: "task_1", Name: "n", EventType: EventTypeMessage, Payload: msg})
+	msg, _ := json.Marshal(bgtype.Message{Content: "hi"})
+	render := func(ev bgtype.Event) string { return p.render(&ev).Content }
+	completed := render(bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1", Name: "n", Result: []byte(`{"a":"b"}`)})
+	failed := render(bgtype.Event{Kind: bgtype.EventFailed, TaskID: "task_1", Name: "n", Error: "boom", ErrorKind: bgtype.KindError})
+	custom := render(bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_1", Name: "n", EventType: "step", Payload: []byte(`3`)})
+	message := render(bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_1", Name: "n", EventType: bgtype.EventTypeMessage, Payload: msg})
 	n := `nonce="` + p.nonce + `"`
 	for _, good := range []string{completed, failed, custom, message} {
 		if _, ok := p.ParseEvent(good); !ok {
@@ -178,24 +180,24 @@ func TestRenderEventNamesTheTask(t *testing.T) {
 	p := newTestPlugin(t)
 	n := p.nonce
 	for _, c := range []struct {
-		ev   Event
+		ev   bgtype.Event
 		want string
 	}{
-		{Event{Kind: EventCompleted, TaskID: "task_1", Name: "indexer", Result: []byte(`7`)},
+		{bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1", Name: "indexer", Result: []byte(`7`)},
 			`<background-task-event nonce="` + n + `" kind="completed" task_id="task_1" name="indexer" status="completed">{"kind":"completed","task_id":"task_1","name":"indexer","result":7}</background-task-event>`},
-		{Event{Kind: EventFailed, TaskID: "task_1", Error: "a & b"},
+		{bgtype.Event{Kind: bgtype.EventFailed, TaskID: "task_1", Error: "a & b"},
 			`<background-task-event nonce="` + n + `" kind="failed" task_id="task_1" name="" status="failed">{"kind":"failed","task_id":"task_1","error":"a \u0026 b"}</background-task-event>`},
-		{Event{Kind: EventCancelled, TaskID: "task_1", Name: `say "hi"`},
+		{bgtype.Event{Kind: bgtype.EventCancelled, TaskID: "task_1", Name: `say "hi"`},
 			`<background-task-event nonce="` + n + `" kind="cancelled" task_id="task_1" name="say &quot;hi&quot;" status="cancelled">{"kind":"cancelled","task_id":"task_1","name":"say \"hi\""}</background-task-event>`},
-		{Event{Kind: EventInterrupted, TaskID: "task_1", Name: "x", Error: "gone"},
+		{bgtype.Event{Kind: bgtype.EventInterrupted, TaskID: "task_1", Name: "x", Error: "gone"},
 			`<background-task-event nonce="` + n + `" kind="interrupted" task_id="task_1" name="x" status="interrupted">{"kind":"interrupted","task_id":"task_1","name":"x","error":"gone"}</background-task-event>`},
-		{Event{Kind: EventCustom, TaskID: "task_1", Name: "x", EventType: "progress", Payload: []byte(`{"pct":50}`)},
+		{bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_1", Name: "x", EventType: "progress", Payload: []byte(`{"pct":50}`)},
 			`<background-task-event nonce="` + n + `" kind="custom" task_id="task_1" name="x" status="running">{"kind":"custom","task_id":"task_1","name":"x","event_type":"progress","payload":{"pct":50}}</background-task-event>`},
-		{Event{Kind: EventInputRequested, TaskID: "task_1", Name: "x", Input: &InputRequest{ID: "input_1", Prompt: "ok?"}},
+		{bgtype.Event{Kind: bgtype.EventInputRequested, TaskID: "task_1", Name: "x", Input: &bgtype.InputRequest{ID: "input_1", Prompt: "ok?"}},
 			`<background-task-event nonce="` + n + `" kind="input_requested" task_id="task_1" name="x" status="awaiting_input">{"kind":"input_requested","task_id":"task_1","name":"x","input_request":{"id":"input_1","prompt":"ok?"}}</background-task-event>`},
-		{Event{Kind: EventCommitFailed, TaskID: "task_1", Name: "x", Status: StatusCompleted, Error: "disk"},
+		{bgtype.Event{Kind: bgtype.EventCommitFailed, TaskID: "task_1", Name: "x", Status: bgtype.StatusCompleted, Error: "disk"},
 			`<background-task-event nonce="` + n + `" kind="commit_failed" task_id="task_1" name="x" status="completed">{"kind":"commit_failed","task_id":"task_1","name":"x","status":"completed","error":"disk"}</background-task-event>`},
-		{Event{Kind: EventCustom, TaskID: "task_2", Name: "researcher", EventType: EventTypeMessage, Payload: []byte(`{"from":"user","content":"found <3>"}`)},
+		{bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_2", Name: "researcher", EventType: bgtype.EventTypeMessage, Payload: []byte(`{"from":"user","content":"found <3>"}`)},
 			`<background-task-message nonce="` + n + `" from_task_id="task_2" from_name="researcher">"found \u003c3\u003e"</background-task-message>`},
 	} {
 		if got := p.render(&c.ev).Content; got != c.want {
@@ -211,21 +213,21 @@ func TestRenderCapsLongText(t *testing.T) {
 	p := newTestPlugin(t, WithDisplayLimit(limit))
 	long := strings.Repeat("é", 1<<20) // 2 MiB, two bytes a rune: the limit falls inside one
 	js, _ := json.Marshal(long)
-	msg, _ := json.Marshal(Message{Content: long})
+	msg, _ := json.Marshal(bgtype.Message{Content: long})
 	marker := fmt.Sprintf("…[truncated: %d bytes total; use get_task]", len(long))
 	jsMarker := fmt.Sprintf("…[truncated: %d bytes total; use get_task]", len(js))
 	for _, c := range []struct {
 		name string
-		ev   Event
-		text func(Event) string // the shown text, read back
+		ev   bgtype.Event
+		text func(bgtype.Event) string // the shown text, read back
 		want string
 	}{
-		{"error", Event{Kind: EventFailed, TaskID: "task_1", Error: long}, func(e Event) string { return e.Error }, long[:100] + marker},
-		{"input prompt", Event{Kind: EventInputRequested, TaskID: "task_1", Input: &InputRequest{ID: "input_1", Prompt: long}}, func(e Event) string { return e.Input.Prompt }, long[:100] + marker},
-		{"result", Event{Kind: EventCompleted, TaskID: "task_1", Result: js}, func(e Event) string { var s string; _ = json.Unmarshal(e.Result, &s); return s }, string(js[:101]) + jsMarker},
-		{"payload", Event{Kind: EventCustom, TaskID: "task_1", EventType: "p", Payload: js}, func(e Event) string { var s string; _ = json.Unmarshal(e.Payload, &s); return s }, string(js[:101]) + jsMarker},
-		{"message", Event{Kind: EventCustom, TaskID: "task_1", EventType: EventTypeMessage, Payload: msg}, func(e Event) string { m, _ := e.Message(); return m.Content }, long[:100] + marker},
-		{"short", Event{Kind: EventFailed, TaskID: "task_1", Error: long[:limit-1]}, func(e Event) string { return e.Error }, long[:limit-1]},
+		{"error", bgtype.Event{Kind: bgtype.EventFailed, TaskID: "task_1", Error: long}, func(e bgtype.Event) string { return e.Error }, long[:100] + marker},
+		{"input prompt", bgtype.Event{Kind: bgtype.EventInputRequested, TaskID: "task_1", Input: &bgtype.InputRequest{ID: "input_1", Prompt: long}}, func(e bgtype.Event) string { return e.Input.Prompt }, long[:100] + marker},
+		{"result", bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1", Result: js}, func(e bgtype.Event) string { var s string; _ = json.Unmarshal(e.Result, &s); return s }, string(js[:101]) + jsMarker},
+		{"payload", bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_1", EventType: "p", Payload: js}, func(e bgtype.Event) string { var s string; _ = json.Unmarshal(e.Payload, &s); return s }, string(js[:101]) + jsMarker},
+		{"message", bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_1", EventType: bgtype.EventTypeMessage, Payload: msg}, func(e bgtype.Event) string { m, _ := e.Message(); return m.Content }, long[:100] + marker},
+		{"short", bgtype.Event{Kind: bgtype.EventFailed, TaskID: "task_1", Error: long[:limit-1]}, func(e bgtype.Event) string { return e.Error }, long[:limit-1]},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			pm := p.render(&c.ev)
@@ -266,10 +268,10 @@ func TestCutRunes(t *testing.T) {
 // The prompt view lists at most its line and byte limits of tasks, escaped,
 // and says how many it left out; task text never reaches the system role.
 func TestRenderViewBounded(t *testing.T) {
-	tasks := func(n int, desc string) []TaskMeta {
-		var out []TaskMeta
+	tasks := func(n int, desc string) []bgtype.TaskMeta {
+		var out []bgtype.TaskMeta
 		for i := range n {
-			out = append(out, TaskMeta{ID: fmt.Sprintf("task_%02d", i), Type: TypeTask, Status: StatusRunning, Description: desc})
+			out = append(out, bgtype.TaskMeta{ID: fmt.Sprintf("task_%02d", i), Type: TypeTask, Status: bgtype.StatusRunning, Description: desc})
 		}
 		return out
 	}
@@ -281,7 +283,7 @@ func TestRenderViewBounded(t *testing.T) {
 	for _, c := range []struct {
 		name         string
 		lines, bytes int
-		tasks        []TaskMeta
+		tasks        []bgtype.TaskMeta
 		want         func(open string) string
 	}{
 		{"none", 50, 8 << 10, nil, func(string) string { return "" }},
@@ -323,7 +325,7 @@ func BenchmarkPluginRender(b *testing.B) {
 		b.Fatal(err)
 	}
 	res, _ := json.Marshal(strings.Repeat("x<y>", 256))
-	ev := Event{Kind: EventCompleted, TaskID: "task_0190d5f4c5a87000a000000000000001", Name: "indexer", Result: res}
+	ev := bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_0190d5f4c5a87000a000000000000001", Name: "indexer", Result: res}
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = p.render(&ev)
@@ -349,11 +351,11 @@ func FuzzRenderIsInert(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, name, text, id string) {
 		js, _ := json.Marshal(text)
-		msg, _ := json.Marshal(Message{Content: text})
-		for _, ev := range []Event{
-			{Kind: EventFailed, TaskID: id, Name: name, Error: text},
-			{Kind: EventCompleted, TaskID: id, Name: name, Result: js},
-			{Kind: EventCustom, TaskID: id, Name: name, EventType: EventTypeMessage, Payload: msg},
+		msg, _ := json.Marshal(bgtype.Message{Content: text})
+		for _, ev := range []bgtype.Event{
+			{Kind: bgtype.EventFailed, TaskID: id, Name: name, Error: text},
+			{Kind: bgtype.EventCompleted, TaskID: id, Name: name, Result: js},
+			{Kind: bgtype.EventCustom, TaskID: id, Name: name, EventType: bgtype.EventTypeMessage, Payload: msg},
 		} {
 			c := p.render(&ev).Content
 			if strings.Count(c, "<") != 2 || strings.Count(c, ">") != 2 {

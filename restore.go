@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // Restore reconciles the owner's records after a restart: every
@@ -37,7 +40,7 @@ import (
 // (RunStart goes on after such an error). Other errors: ErrInvalidOwner,
 // ErrClosed, or the Store's. Records committed before an error stay
 // interrupted, with their events sent.
-func (m *Manager) Restore(ctx context.Context, owner string) ([]TaskMeta, error) {
+func (m *Manager) Restore(ctx context.Context, owner string) ([]bgtype.TaskMeta, error) {
 	switch {
 	case !validOwner(owner):
 		return nil, ErrInvalidOwner
@@ -51,11 +54,11 @@ func (m *Manager) Restore(ctx context.Context, owner string) ([]TaskMeta, error)
 // gone agent among their tasks, reporting each to report. Restore starts
 // it at its owner; a Plugin starts it at the sub-agents a store's notice
 // said are gone (their tasks that ended unannounced were never told).
-func (m *Manager) restoreTree(ctx context.Context, queue []string, report string) ([]TaskMeta, error) {
+func (m *Manager) restoreTree(ctx context.Context, queue []string, report string) ([]bgtype.TaskMeta, error) {
 	m.restoreMu.Lock() // two Restores must not both report one record
 	defer m.restoreMu.Unlock()
 	var (
-		done    []TaskMeta
+		done    []bgtype.TaskMeta
 		corrupt []error // reported and skipped records: they block none of the others
 	)
 	// An interrupted task will never tell the tasks it owned as an agent
@@ -79,14 +82,14 @@ func (m *Manager) restoreTree(ctx context.Context, queue []string, report string
 		// between the end of a task and the next step boundary, or a
 		// record a recovery at open interrupted.
 		ann, err := m.reannounce(ctx, queue[0], report)
-		if err != nil && !errors.Is(err, ErrCorrupt) {
+		if err != nil && !errors.Is(err, bgtype.ErrCorrupt) {
 			return done, err
 		}
 		if err != nil {
 			corrupt = append(corrupt, err)
 		}
 		for _, meta := range ann {
-			if meta.Status == StatusInterrupted {
+			if meta.Status == bgtype.StatusInterrupted {
 				queue = append(queue, meta.ID) // a gone agent: nobody else will tell its tasks
 			}
 		}
@@ -99,14 +102,14 @@ func (m *Manager) restoreTree(ctx context.Context, queue []string, report string
 
 // restoreOwner interrupts the stale records of one owner and reports each to
 // report, in creation order. corrupt names the records it skipped.
-func (m *Manager) restoreOwner(ctx context.Context, owner, report string) (done []TaskMeta, corrupt, err error) {
-	_, shared := m.store.(SharedStore)
-	live, _ := m.store.(InstanceLiveness)
+func (m *Manager) restoreOwner(ctx context.Context, owner, report string) (done []bgtype.TaskMeta, corrupt, err error) {
+	_, shared := m.store.(store.SharedStore)
+	live, _ := m.store.(store.InstanceLiveness)
 	known := make(map[string]bool)
-	var stale []TaskMeta
-	for meta, err := range m.store.List(ctx, owner, StatusQueued, StatusRunning, StatusAwaitingInput) {
+	var stale []bgtype.TaskMeta
+	for meta, err := range m.store.List(ctx, owner, bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput) {
 		switch {
-		case err != nil && errors.Is(err, ErrCorrupt):
+		case err != nil && errors.Is(err, bgtype.ErrCorrupt):
 			corrupt = err
 			m.log.Error("bgtask: restore skips corrupt records", "owner", owner, "err", err)
 		case err != nil:
@@ -129,11 +132,11 @@ func (m *Manager) restoreOwner(ctx context.Context, owner, report string) (done 
 
 // interrupt makes the stale records of owner interrupted, in batches, and
 // reports each to report, in the given (creation) order.
-func (m *Manager) interrupt(ctx context.Context, owner, report string, stale []TaskMeta) ([]TaskMeta, error) {
+func (m *Manager) interrupt(ctx context.Context, owner, report string, stale []bgtype.TaskMeta) ([]bgtype.TaskMeta, error) {
 	if len(stale) == 0 {
 		return nil, nil
 	}
-	done := make([]TaskMeta, 0, len(stale))
+	done := make([]bgtype.TaskMeta, 0, len(stale))
 	at := now()
 	for len(stale) > 0 {
 		n := min(len(stale), restoreBatch)
@@ -155,7 +158,7 @@ const restoreBatch = 500
 // creation order) that this Manager does not run, in one Commit, reads
 // back which of them it won, and reports those to report. It changes the
 // records of batch in place.
-func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch []TaskMeta, at time.Time) ([]TaskMeta, error) {
+func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch []bgtype.TaskMeta, at time.Time) ([]bgtype.TaskMeta, error) {
 	m.mu.Lock()
 	kept := batch[:0]
 	for _, meta := range batch {
@@ -168,12 +171,12 @@ func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch 
 	if len(kept) == 0 {
 		return nil, nil
 	}
-	from := make(map[string]TaskStatus, len(kept))
-	actions := make([]Action, len(kept))
+	from := make(map[string]bgtype.Status, len(kept))
+	actions := make([]store.Action, len(kept))
 	for i := range kept {
 		from[kept[i].ID] = kept[i].Status
-		kept[i] = Interrupted(kept[i], at)
-		actions[i] = Action{Op: OpUpsert, Tasks: kept[i : i+1 : i+1]}
+		kept[i] = store.Interrupted(kept[i], at)
+		actions[i] = store.Action{Op: store.OpUpsert, Tasks: kept[i : i+1 : i+1]}
 	}
 	if err := m.store.Commit(ctx, owner, actions...); err != nil {
 		if len(kept) == 1 {
@@ -185,7 +188,7 @@ func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch 
 	if err != nil {
 		return nil, err
 	}
-	var done []TaskMeta
+	var done []bgtype.TaskMeta
 	for i := range kept {
 		got, ok := won[kept[i].ID]
 		if !ok {
@@ -193,7 +196,7 @@ func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch 
 		}
 		m.notify(from[got.ID], &got)
 		m.counters.interrupted.Add(1)
-		if got.Wake != WakeSilent {
+		if got.Wake != bgtype.WakeSilent {
 			m.noteDelivered(report, owner, got.ID)
 			_ = m.deliver(report, terminalEvent(&got))
 		}
@@ -205,13 +208,13 @@ func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch 
 // restoredRecords reads back the records of owner that the Commit of
 // interrupted (fenced on their new Attempt) won, by id: one List of the
 // owner's interrupted records, and a Get for each record not in it.
-func (m *Manager) restoredRecords(ctx context.Context, owner string, interrupted []TaskMeta) (map[string]TaskMeta, error) {
+func (m *Manager) restoredRecords(ctx context.Context, owner string, interrupted []bgtype.TaskMeta) (map[string]bgtype.TaskMeta, error) {
 	want := make(map[string]int64, len(interrupted))
 	for i := range interrupted {
 		want[interrupted[i].ID] = interrupted[i].Attempt
 	}
-	won := make(map[string]TaskMeta, len(interrupted))
-	for got, err := range m.store.List(ctx, owner, StatusInterrupted) {
+	won := make(map[string]bgtype.TaskMeta, len(interrupted))
+	for got, err := range m.store.List(ctx, owner, bgtype.StatusInterrupted) {
 		if err != nil {
 			return nil, fmt.Errorf("bgtask: restore: read back: %w", err)
 		}
@@ -230,34 +233,22 @@ func (m *Manager) restoredRecords(ctx context.Context, owner string, interrupted
 			won[meta.ID] = *meta // ours, dropped by retention right after the Commit
 		case err != nil:
 			return nil, fmt.Errorf("bgtask: restore %s: %w", meta.ID, err)
-		case got.Status == StatusInterrupted && got.Attempt == meta.Attempt:
+		case got.Status == bgtype.StatusInterrupted && got.Attempt == meta.Attempt:
 			won[meta.ID] = got
 		}
 	}
 	return won, nil
 }
 
-// PendingOwnerFinder is a Store that tells at once which of several owners
-// hold records that Restore has work for. Restore uses it to follow the
-// interrupted tasks to the tasks they owned with one call per batch instead
-// of reading each one's records; with a Store that does not implement it,
-// Restore reads each.
-type PendingOwnerFinder interface {
-	// PendingOwners returns those of owners that hold at least one record
-	// that is not terminal or not announced, each once, in any order. It
-	// may return more (an owner it is unsure of), never fewer.
-	PendingOwners(ctx context.Context, owners []string) ([]string, error)
-}
-
 // pendingOwners returns the ids of metas, in their order, that may own
 // records Restore has work for: all of them, or those the store's
 // PendingOwnerFinder names.
-func (m *Manager) pendingOwners(ctx context.Context, metas []TaskMeta) ([]string, error) {
+func (m *Manager) pendingOwners(ctx context.Context, metas []bgtype.TaskMeta) ([]string, error) {
 	ids := make([]string, len(metas))
 	for i := range metas {
 		ids[i] = metas[i].ID
 	}
-	f, ok := m.store.(PendingOwnerFinder)
+	f, ok := m.store.(store.PendingOwnerFinder)
 	if !ok || len(ids) == 0 {
 		return ids, nil
 	}

@@ -9,23 +9,26 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // staleRecords commits n running records of owner, left by instance
 // "gone", created one millisecond apart, and returns their ids in creation
 // order. The ids sort against the creation order, so that an order by id
 // would show.
-func staleRecords(t *testing.T, store Store, owner string, n int) []string {
+func staleRecords(t *testing.T, st store.Store, owner string, n int) []string {
 	t.Helper()
 	at := now().Add(-time.Hour)
 	ids := make([]string, n)
-	var actions []Action
+	var actions []store.Action
 	for i := range n {
 		ids[i] = fmt.Sprintf("task_%06d", n-i)
-		actions = append(actions, Upsert(TaskMeta{ID: ids[i], Owner: owner, Type: TypeTask, Status: StatusRunning,
+		actions = append(actions, store.UpsertAction(bgtype.TaskMeta{ID: ids[i], Owner: owner, Type: TypeTask, Status: bgtype.StatusRunning,
 			CreatedAt: at.Add(time.Duration(i) * time.Millisecond), Instance: "gone", Attempt: 1}))
 	}
-	if err := store.Commit(t.Context(), owner, actions...); err != nil {
+	if err := st.Commit(t.Context(), owner, actions...); err != nil {
 		t.Fatal(err)
 	}
 	return ids
@@ -34,7 +37,7 @@ func staleRecords(t *testing.T, store Store, owner string, n int) []string {
 // batchStore counts the Commit calls that carry interrupted records and
 // can fail one of them, or run a write of its own just before one.
 type batchStore struct {
-	Store
+	store.Store
 	mu      sync.Mutex
 	batches []int // records per Commit of interrupted records
 	failAt  int   // 1-based: that Commit fails
@@ -43,8 +46,8 @@ type batchStore struct {
 
 var errBatch = errors.New("injected batch failure")
 
-func (s *batchStore) Commit(ctx context.Context, owner string, actions ...Action) error {
-	if len(actions) == 0 || len(actions[0].Tasks) == 0 || actions[0].Tasks[0].Status != StatusInterrupted {
+func (s *batchStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
+	if len(actions) == 0 || len(actions[0].Tasks) == 0 || actions[0].Tasks[0].Status != bgtype.StatusInterrupted {
 		return s.Store.Commit(ctx, owner, actions...)
 	}
 	s.mu.Lock()
@@ -62,7 +65,7 @@ func (s *batchStore) Commit(ctx context.Context, owner string, actions ...Action
 	return s.Store.Commit(ctx, owner, actions...)
 }
 
-func restoredIDs(ms []TaskMeta) []string {
+func restoredIDs(ms []bgtype.TaskMeta) []string {
 	ids := make([]string, len(ms))
 	for i, m := range ms {
 		ids[i] = m.ID
@@ -73,11 +76,11 @@ func restoredIDs(ms []TaskMeta) []string {
 // Restore commits the stale records in batches of 500, one Commit each,
 // and still reports every one, in creation order, with one event each.
 func TestRestoreCommitsInBatches(t *testing.T) {
-	store := &batchStore{Store: NewMemoryStore(WithRetainPerOwner(2000))}
-	ids := staleRecords(t, store, "a", 1203)
+	st := &batchStore{Store: NewMemoryStore(WithRetainPerOwner(2000))}
+	ids := staleRecords(t, st, "a", 1203)
 	var seen []string
-	m := newTestManager(t, WithStore(store), WithObserver(func(tr Transition) {
-		if tr.From == StatusRunning && tr.To == StatusInterrupted {
+	m := newTestManager(t, WithStore(st), WithObserver(func(tr Transition) {
+		if tr.From == bgtype.StatusRunning && tr.To == bgtype.StatusInterrupted {
 			seen = append(seen, tr.Task.ID)
 		}
 	}))
@@ -88,12 +91,12 @@ func TestRestoreCommitsInBatches(t *testing.T) {
 	if !slices.Equal(restoredIDs(got), ids) {
 		t.Fatalf("Restore returned %d records, want all %d in creation order", len(got), len(ids))
 	}
-	if want := []int{500, 500, 203}; !slices.Equal(store.batches, want) {
-		t.Fatalf("%d Commits of interrupted records (the first carrying %d), want %v", len(store.batches), store.batches[0], want)
+	if want := []int{500, 500, 203}; !slices.Equal(st.batches, want) {
+		t.Fatalf("%d Commits of interrupted records (the first carrying %d), want %v", len(st.batches), st.batches[0], want)
 	}
 	var evs []string
 	for _, ev := range drainOwner(t, m.Owner("a")) {
-		if ev.Kind != EventInterrupted {
+		if ev.Kind != bgtype.EventInterrupted {
 			t.Fatalf("event %+v, want interrupted", ev)
 		}
 		evs = append(evs, ev.TaskID)
@@ -102,7 +105,7 @@ func TestRestoreCommitsInBatches(t *testing.T) {
 		t.Fatalf("%d events and %d transitions, want %d each, in creation order", len(evs), len(seen), len(ids))
 	}
 	for _, meta := range got {
-		if meta.Status != StatusInterrupted || meta.Attempt != 2 || meta.ErrorKind != KindInterrupted {
+		if meta.Status != bgtype.StatusInterrupted || meta.Attempt != 2 || meta.ErrorKind != bgtype.KindInterrupted {
 			t.Fatalf("restored %+v: want interrupted at attempt 2", meta)
 		}
 	}
@@ -115,13 +118,13 @@ func TestRestoreCommitsInBatches(t *testing.T) {
 // before the batch is committed keeps its own status and gets no
 // interrupted event; the rest of the batch is restored.
 func TestRestoreBatchRecordEndedMeanwhile(t *testing.T) {
-	store := &batchStore{Store: NewMemoryStore()}
-	ids := staleRecords(t, store, "a", 5)
-	store.before = func(int) error {
-		done := TaskMeta{ID: ids[2], Owner: "a", Type: TypeTask, Status: StatusCompleted, Instance: "gone", Attempt: 1}
-		return store.Store.Commit(t.Context(), "a", Upsert(done))
+	st := &batchStore{Store: NewMemoryStore()}
+	ids := staleRecords(t, st, "a", 5)
+	st.before = func(int) error {
+		done := bgtype.TaskMeta{ID: ids[2], Owner: "a", Type: TypeTask, Status: bgtype.StatusCompleted, Instance: "gone", Attempt: 1}
+		return st.Store.Commit(t.Context(), "a", store.UpsertAction(done))
 	}
-	m := newTestManager(t, WithStore(store))
+	m := newTestManager(t, WithStore(st))
 	got, err := m.Restore(t.Context(), "a")
 	if err != nil {
 		t.Fatal(err)
@@ -139,18 +142,18 @@ func TestRestoreBatchRecordEndedMeanwhile(t *testing.T) {
 	if wantEvs := []string{"interrupted " + ids[0], "interrupted " + ids[1], "interrupted " + ids[3], "interrupted " + ids[4], "completed " + ids[2]}; !slices.Equal(evs, wantEvs) {
 		t.Fatalf("events %v, want %v", evs, wantEvs)
 	}
-	if meta, err := m.Get(t.Context(), ids[2]); err != nil || meta.Status != StatusCompleted || meta.Attempt != 1 {
+	if meta, err := m.Get(t.Context(), ids[2]); err != nil || meta.Status != bgtype.StatusCompleted || meta.Attempt != 1 {
 		t.Fatalf("record that ended meanwhile: %q attempt %d, %v; want completed at attempt 1", meta.Status, meta.Attempt, err)
 	}
 }
 
-// A failed batch fails Restore with the store's error; the batches
+// A failed batch fails Restore with the st's error; the batches
 // committed before it stay interrupted with their events sent, and the
 // failed one is left for the next Restore.
 func TestRestoreFailedBatch(t *testing.T) {
-	store := &batchStore{Store: NewMemoryStore(WithRetainPerOwner(2000)), failAt: 2}
-	ids := staleRecords(t, store, "a", 700)
-	m := newTestManager(t, WithStore(store))
+	st := &batchStore{Store: NewMemoryStore(WithRetainPerOwner(2000)), failAt: 2}
+	ids := staleRecords(t, st, "a", 700)
+	m := newTestManager(t, WithStore(st))
 	got, err := m.Restore(t.Context(), "a")
 	wantErr := fmt.Sprintf("bgtask: restore %s and 199 more: %v", ids[500], errBatch)
 	if !errors.Is(err, errBatch) || err.Error() != wantErr {
@@ -162,7 +165,7 @@ func TestRestoreFailedBatch(t *testing.T) {
 	if evs := drainOwner(t, m.Owner("a")); len(evs) != 500 || evs[0].TaskID != ids[0] || evs[499].TaskID != ids[499] {
 		t.Fatalf("%d events, want the first batch's 500", len(evs))
 	}
-	if meta, _ := m.Get(t.Context(), ids[500]); meta.Status != StatusRunning {
+	if meta, _ := m.Get(t.Context(), ids[500]); meta.Status != bgtype.StatusRunning {
 		t.Fatalf("record of the failed batch is %q, want running", meta.Status)
 	}
 	again, err := m.Restore(t.Context(), "a")
@@ -171,21 +174,21 @@ func TestRestoreFailedBatch(t *testing.T) {
 	}
 }
 
-// A store that keeps fewer terminal records than a batch drops some of the
+// A st that keeps fewer terminal records than a batch drops some of the
 // interrupted records in the Commit that wrote them: they were still
 // interrupted by this Restore, so they are reported, in creation order.
 func TestRestoreRecordsDroppedByRetention(t *testing.T) {
 	for _, keep := range []int{0, 2} {
 		t.Run(fmt.Sprintf("keep=%d", keep), func(t *testing.T) {
-			store := NewMemoryStore(WithRetainPerOwner(keep))
-			ids := staleRecords(t, store, "a", 5)
-			m := newTestManager(t, WithStore(store))
+			st := NewMemoryStore(WithRetainPerOwner(keep))
+			ids := staleRecords(t, st, "a", 5)
+			m := newTestManager(t, WithStore(st))
 			got, err := m.Restore(t.Context(), "a")
 			if err != nil || !slices.Equal(restoredIDs(got), ids) {
 				t.Fatalf("Restore = %v, %v; want %v", restoredIDs(got), err, ids)
 			}
 			for _, meta := range got {
-				if meta.Status != StatusInterrupted || meta.Attempt != 2 {
+				if meta.Status != bgtype.StatusInterrupted || meta.Attempt != 2 {
 					t.Fatalf("restored %+v: want interrupted at attempt 2", meta)
 				}
 			}
@@ -205,7 +208,7 @@ type pendingOwnerStore struct {
 	asked [][]string
 }
 
-func (s *pendingOwnerStore) List(ctx context.Context, owner string, statuses ...TaskStatus) iter.Seq2[TaskMeta, error] {
+func (s *pendingOwnerStore) List(ctx context.Context, owner string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
 	s.mu.Lock()
 	if len(s.loads) == 0 || s.loads[len(s.loads)-1] != owner {
 		s.loads = append(s.loads, owner)
@@ -238,28 +241,28 @@ func (s *pendingOwnerStore) PendingOwners(ctx context.Context, owners []string) 
 // records of the owners named only, and the same records and events as
 // reading each.
 func TestRestoreAsksTheStoreWhichTasksOwnTasks(t *testing.T) {
-	store := &pendingOwnerStore{MemoryStore: NewMemoryStore()}
+	st := &pendingOwnerStore{MemoryStore: NewMemoryStore()}
 	at := now()
-	for _, r := range []TaskMeta{
-		{ID: "task_1_agent", Owner: "thread-1", Type: TypeSubAgent, Status: StatusRunning, CreatedAt: at.Add(-4 * time.Second), Instance: "gone", Attempt: 1},
-		{ID: "task_2_plain", Owner: "thread-1", Type: TypeTask, Status: StatusRunning, CreatedAt: at.Add(-3 * time.Second), Instance: "gone", Attempt: 1},
-		{ID: "task_3_fetch", Owner: "task_1_agent", Type: TypeTask, Status: StatusQueued, CreatedAt: at.Add(-2 * time.Second), Instance: "gone", Attempt: 1},
-		{ID: "task_4_done", Owner: "task_2_plain", Type: TypeTask, Status: StatusCompleted, CreatedAt: at.Add(-time.Second), FinishedAt: at, Instance: "gone", Attempt: 1, Announced: true},
+	for _, r := range []bgtype.TaskMeta{
+		{ID: "task_1_agent", Owner: "thread-1", Type: TypeSubAgent, Status: bgtype.StatusRunning, CreatedAt: at.Add(-4 * time.Second), Instance: "gone", Attempt: 1},
+		{ID: "task_2_plain", Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusRunning, CreatedAt: at.Add(-3 * time.Second), Instance: "gone", Attempt: 1},
+		{ID: "task_3_fetch", Owner: "task_1_agent", Type: TypeTask, Status: bgtype.StatusQueued, CreatedAt: at.Add(-2 * time.Second), Instance: "gone", Attempt: 1},
+		{ID: "task_4_done", Owner: "task_2_plain", Type: TypeTask, Status: bgtype.StatusCompleted, CreatedAt: at.Add(-time.Second), FinishedAt: at, Instance: "gone", Attempt: 1, Announced: true},
 	} {
-		if err := store.MemoryStore.Commit(t.Context(), r.Owner, Upsert(r)); err != nil {
+		if err := st.MemoryStore.Commit(t.Context(), r.Owner, store.UpsertAction(r)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	m := newTestManager(t, WithStore(store))
+	m := newTestManager(t, WithStore(st))
 	got, err := m.Restore(t.Context(), "thread-1")
 	if want := []string{"task_1_agent", "task_2_plain", "task_3_fetch"}; err != nil || !slices.Equal(restoredIDs(got), want) {
 		t.Fatalf("Restore = %v, %v; want %v", restoredIDs(got), err, want)
 	}
-	if want := []string{"thread-1", "task_1_agent"}; !slices.Equal(store.loads, want) {
-		t.Fatalf("Restore listed the records of %v, want %v (task_2_plain owns nothing pending)", store.loads, want)
+	if want := []string{"thread-1", "task_1_agent"}; !slices.Equal(st.loads, want) {
+		t.Fatalf("Restore listed the records of %v, want %v (task_2_plain owns nothing pending)", st.loads, want)
 	}
-	if len(store.asked) != 2 || !slices.Equal(store.asked[0], []string{"task_1_agent", "task_2_plain"}) || !slices.Equal(store.asked[1], []string{"task_3_fetch"}) {
-		t.Fatalf("PendingOwners asked %v, want [[task_1_agent task_2_plain] [task_3_fetch]]", store.asked)
+	if len(st.asked) != 2 || !slices.Equal(st.asked[0], []string{"task_1_agent", "task_2_plain"}) || !slices.Equal(st.asked[1], []string{"task_3_fetch"}) {
+		t.Fatalf("PendingOwners asked %v, want [[task_1_agent task_2_plain] [task_3_fetch]]", st.asked)
 	}
 	var evs []string
 	for _, ev := range drainOwner(t, m.Owner("thread-1")) {

@@ -3,8 +3,10 @@ package bgtask_test
 import (
 	"testing"
 
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
-	"github.com/bgtask/bgtask/storetest"
+	"github.com/bgtask/bgtask/store/storetest"
 )
 
 // BenchmarkRestore10k is Restore after a crash that left 10,000 records of
@@ -13,5 +15,5 @@ import (
 //
 //	go test -run '^$' -bench Restore10k -benchtime 5x .
 func BenchmarkRestore10k(b *testing.B) {
-	storetest.BenchRestore(b, 10_000, func(b *testing.B) bgtask.Store { return bgtask.NewMemoryStore() })
+	storetest.BenchRestore(b, 10_000, func(b *testing.B) store.Store { return bgtask.NewMemoryStore() })
 }

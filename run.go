@@ -8,12 +8,14 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // outcome is what a task's function came to, before it is recorded.
 type outcome struct {
-	status     TaskStatus
-	kind       ErrorKind
+	status     bgtype.Status
+	kind       bgtype.ErrorKind
 	err, stack string
 	result     json.RawMessage
 }
@@ -57,13 +59,13 @@ func (m *Manager) runEnd(t *Task, stage *uint8) {
 			panic(r)
 		}
 		*stage = stageRecorded
-		out := outcome{status: StatusFailed, kind: KindPanic, err: fmt.Sprintf("panic: %v", r), stack: string(debug.Stack())}
+		out := outcome{status: bgtype.StatusFailed, kind: bgtype.KindPanic, err: fmt.Sprintf("panic: %v", r), stack: string(debug.Stack())}
 		m.counters.panicked.Add(1)
 		m.log.Error("bgtask: task panicked", "task_id", t.rec.id, "panic", r)
 		m.finish(t, &out)
 	}
 	if *stage != stageRecorded {
-		out := outcome{status: StatusFailed, kind: KindError, err: "bgtask: task function called runtime.Goexit"}
+		out := outcome{status: bgtype.StatusFailed, kind: bgtype.KindError, err: "bgtask: task function called runtime.Goexit"}
 		m.finish(t, &out)
 	}
 	m.wg.Done()
@@ -110,13 +112,13 @@ func stopCutOutcome(m *Manager, _ *Task, _ error, out *outcome) { m.stopOutcome(
 
 // droppedOutcome is the outcome of a task cancelled while queued.
 func droppedOutcome(_ *Manager, t *Task, _ error, out *outcome) {
-	*out = outcome{status: StatusCancelled, err: context.Cause(t.context()).Error()}
+	*out = outcome{status: bgtype.StatusCancelled, err: context.Cause(t.context()).Error()}
 }
 
 // startFailedOutcome is the outcome of a task whose start could not be
 // recorded.
 func startFailedOutcome(_ *Manager, _ *Task, err error, out *outcome) {
-	*out = outcome{status: StatusFailed, kind: KindError, err: fmt.Sprintf("bgtask: could not record the start: %v", err)}
+	*out = outcome{status: bgtype.StatusFailed, kind: bgtype.KindError, err: fmt.Sprintf("bgtask: could not record the start: %v", err)}
 }
 
 // promote records a task admitted from the queue as running. Out of line
@@ -124,20 +126,20 @@ func startFailedOutcome(_ *Manager, _ *Task, err error, out *outcome) {
 //
 //go:noinline
 func (m *Manager) promote(t *Task) error {
-	var u TaskMeta
+	var u bgtype.TaskMeta
 	m.readRecord(t, &u)
-	if u.Status != StatusQueued {
+	if u.Status != bgtype.StatusQueued {
 		return nil
 	}
-	u.Status, u.StartedAt = StatusRunning, now()
+	u.Status, u.StartedAt = bgtype.StatusRunning, now()
 	if err := m.commitUpdate(t, &u); err != nil {
 		if m.mem == nil {
-			u.Status, u.StartedAt = StatusQueued, time.Time{} // not started after all
+			u.Status, u.StartedAt = bgtype.StatusQueued, time.Time{} // not started after all
 			t.rec.setMutable(&u)
 		}
 		return err
 	}
-	m.notify(StatusQueued, &u)
+	m.notify(bgtype.StatusQueued, &u)
 	return nil
 }
 
@@ -163,22 +165,22 @@ func (m *Manager) settle(t *Task, out *outcome, v any, err error) {
 	case err == nil:
 		res, encErr := encodeJSON(v)
 		if encErr != nil {
-			*out = outcome{status: StatusFailed, kind: KindError, err: fmt.Sprintf("bgtask: result is not JSON-encodable: %v", encErr)}
+			*out = outcome{status: bgtype.StatusFailed, kind: bgtype.KindError, err: fmt.Sprintf("bgtask: result is not JSON-encodable: %v", encErr)}
 			return
 		}
 		res, _ = truncateJSON(res, m.cfg.caps.result)
-		*out = outcome{status: StatusCompleted, result: res}
+		*out = outcome{status: bgtype.StatusCompleted, result: res}
 	case t.cctx.Err() != nil && errors.Is(context.Cause(t.context()), ErrTimeout):
 		// Its time ran out (not a cancel: a cancel's cause stays the cause).
 		text := err.Error()
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrTimeout) {
 			text = context.Cause(t.context()).Error()
 		}
-		*out = outcome{status: StatusFailed, kind: KindTimeout, err: text}
+		*out = outcome{status: bgtype.StatusFailed, kind: bgtype.KindTimeout, err: text}
 	case t.cctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.Cause(t.context()))):
-		*out = outcome{status: StatusCancelled, err: context.Cause(t.context()).Error()}
+		*out = outcome{status: bgtype.StatusCancelled, err: context.Cause(t.context()).Error()}
 	default:
-		*out = outcome{status: StatusFailed, kind: KindError, err: err.Error()}
+		*out = outcome{status: bgtype.StatusFailed, kind: bgtype.KindError, err: err.Error()}
 	}
 }
 
@@ -217,13 +219,13 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 
 	fg := t.fg.Load() != fgBackground && m.endForeground(t)
 	var reason string
-	if out.status == StatusCancelled {
+	if out.status == bgtype.StatusCancelled {
 		reason = reasonOf(context.Cause(t.context()))
 	}
 	errText, _ := truncateText(out.err, m.cfg.caps.err)
 	stack, _ := truncateText(out.stack, m.cfg.caps.err)
 	end := now()
-	var u TaskMeta
+	var u bgtype.TaskMeta
 	edit := terminalEdit{out: *out, end: end, reason: reason, errText: errText, stack: stack, prog: prog}
 	var commitErr error
 	if fg { // rare: the record is marked before the commit
@@ -233,7 +235,7 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 		u.Announced = true // the foreground call returned it: a restart must not announce it
 		commitErr = m.commitUpdate(t, &u)
 	} else {
-		if t.rec.wakePolicy() != WakeSilent && m.durable() {
+		if t.rec.wakePolicy() != bgtype.WakeSilent && m.durable() {
 			m.sent.add(t.rec.owner, t.rec.owner, t.rec.id) // before the commit: a Restore meanwhile must not announce it too
 		}
 		if m.mem != nil && !cut && m.cfg.observer == nil {
@@ -345,9 +347,9 @@ func (m *Manager) drainEnds() {
 // waits with: with edit, its MemoryStore record is committed first. Called
 // with m.endsBusy taken.
 func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
-	var ev Event
+	var ev bgtype.Event
 	if edit != nil {
-		var u TaskMeta
+		var u bgtype.TaskMeta
 		m.mem.commitEdit(t.rec, &u, edit)
 		m.notify(edit.from, &u)
 		m.counters.countEnd(u.Status)
@@ -402,7 +404,7 @@ func (m *Manager) retireEnds() bool {
 		n = next
 	}
 	if m.endEvents == nil {
-		m.endEvents = make([]Event, 0, endChunk)
+		m.endEvents = make([]bgtype.Event, 0, endChunk)
 	}
 	for batch != nil {
 		batch = m.recordEnds(batch)
@@ -420,10 +422,10 @@ const endChunk = 64
 func (m *Manager) recordEnds(batch *endNode) (rest *endNode) {
 	evs := m.endEvents[:0] // the terminal events, in the batch's order
 	for n := batch; n != nil && len(evs) < endChunk; n = n.next {
-		var ev Event
+		var ev bgtype.Event
 		switch {
 		case n.commit:
-			var u TaskMeta
+			var u bgtype.TaskMeta
 			m.mem.commitEdit(n.t.rec, &u, &n.edit)
 			m.notify(n.edit.from, &u)
 			m.counters.countEnd(u.Status)
@@ -435,7 +437,7 @@ func (m *Manager) recordEnds(batch *endNode) (rest *endNode) {
 	}
 	type slowEnd struct {
 		n  *endNode
-		ev Event
+		ev bgtype.Event
 	}
 	var slow []slowEnd
 	var starts []*Task
@@ -505,19 +507,19 @@ type terminalEdit struct {
 	out                    outcome
 	end                    time.Time
 	reason, errText, stack string
-	prog                   *TaskProgress
-	from                   TaskStatus // set by apply: the status it replaced
+	prog                   *bgtype.TaskProgress
+	from                   bgtype.Status // set by apply: the status it replaced
 }
 
 // apply writes the outcome on u, a copy of the current record.
-func (e *terminalEdit) apply(u *TaskMeta) {
+func (e *terminalEdit) apply(u *bgtype.TaskMeta) {
 	e.from = u.Status
 	u.Status, u.Result, u.FinishedAt, u.ErrorKind = e.out.status, e.out.result, e.end, e.out.kind
 	u.Input = nil // an open request ends with the task
 	switch e.out.status {
-	case StatusCancelled:
+	case bgtype.StatusCancelled:
 		u.CancelReason = e.reason
-	case StatusInterrupted: // Stop cut it: it reads as a crash recovery's
+	case bgtype.StatusInterrupted: // Stop cut it: it reads as a crash recovery's
 		u.Attempt++
 	}
 	if e.prog != nil {
@@ -531,11 +533,11 @@ func (e *terminalEdit) apply(u *TaskMeta) {
 // (docs/internals.md).
 //
 //go:noinline
-func (m *Manager) reportCommitFailure(meta *TaskMeta, err error) {
+func (m *Manager) reportCommitFailure(meta *bgtype.TaskMeta, err error) {
 	m.counters.commitFailures.Add(1)
 	m.log.Error("bgtask: terminal record not committed", "task_id", meta.ID, "status", meta.Status, "err", err)
 	text, _ := truncateText(err.Error(), m.cfg.caps.err)
-	ev := Event{Kind: EventCommitFailed, TaskID: meta.ID, Name: meta.Name, Status: meta.Status, Error: text}
+	ev := bgtype.Event{Kind: bgtype.EventCommitFailed, TaskID: meta.ID, Name: meta.Name, Status: meta.Status, Error: text}
 	if m.cfg.eventObserver != nil {
 		m.observeEvent(ev) // no transition reports this end
 	}
@@ -543,21 +545,21 @@ func (m *Manager) reportCommitFailure(meta *TaskMeta, err error) {
 }
 
 // deliverTerminal sends the event that reports a terminal record.
-func (m *Manager) deliverTerminal(meta *TaskMeta) {
-	if meta.Wake != WakeSilent {
+func (m *Manager) deliverTerminal(meta *bgtype.TaskMeta) {
+	if meta.Wake != bgtype.WakeSilent {
 		_ = m.deliver(meta.Owner, terminalEvent(meta))
 	}
 }
 
 // terminalEvent is the event that reports a terminal record.
-func terminalEvent(meta *TaskMeta) Event {
-	ev := Event{Kind: EventKind(meta.Status), TaskID: meta.ID, Name: meta.Name}
+func terminalEvent(meta *bgtype.TaskMeta) bgtype.Event {
+	ev := bgtype.Event{Kind: bgtype.EventKind(meta.Status), TaskID: meta.ID, Name: meta.Name}
 	switch meta.Status {
-	case StatusCompleted:
+	case bgtype.StatusCompleted:
 		ev.Result = meta.Result
-	case StatusFailed, StatusInterrupted:
+	case bgtype.StatusFailed, bgtype.StatusInterrupted:
 		ev.Error, ev.ErrorKind = meta.Error, meta.ErrorKind
-	case StatusCancelled:
+	case bgtype.StatusCancelled:
 		ev.CancelReason = meta.CancelReason
 	}
 	return ev
@@ -567,7 +569,7 @@ func terminalEvent(meta *TaskMeta) Event {
 // frame holds a whole TaskMeta.
 //
 //go:noinline
-func recEvent(r *memRec) Event {
+func recEvent(r *memRec) bgtype.Event {
 	meta := r.expand()
 	return terminalEvent(&meta)
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 func TestManagerLifecycle(t *testing.T) {
@@ -18,7 +20,7 @@ func TestManagerLifecycle(t *testing.T) {
 		name       string
 		cancel     bool // cancel the task once it runs, then let it return
 		fn         func(ctx context.Context) (any, error)
-		want       TaskStatus
+		want       bgtype.Status
 		wantError  string // exact, unless wantPrefix
 		wantPrefix bool
 		wantResult string
@@ -28,53 +30,53 @@ func TestManagerLifecycle(t *testing.T) {
 			fn: func(context.Context) (any, error) {
 				return map[string]any{"key": "value", "nested": []int{1, 2, 3}}, nil
 			},
-			want: StatusCompleted, wantResult: `{"key":"value","nested":[1,2,3]}`},
+			want: bgtype.StatusCompleted, wantResult: `{"key":"value","nested":[1,2,3]}`},
 		{name: "completed with nil result",
 			fn:   func(context.Context) (any, error) { return nil, nil },
-			want: StatusCompleted, wantResult: `null`},
+			want: bgtype.StatusCompleted, wantResult: `null`},
 		{name: "completed with raw JSON",
 			fn:   func(context.Context) (any, error) { return json.RawMessage(`{"score":3.125}`), nil },
-			want: StatusCompleted, wantResult: `{"score":3.125}`},
+			want: bgtype.StatusCompleted, wantResult: `{"score":3.125}`},
 		{name: "failed with error text",
 			fn:   func(context.Context) (any, error) { return nil, errors.New("oops") },
-			want: StatusFailed, wantError: "oops"},
+			want: bgtype.StatusFailed, wantError: "oops"},
 		{name: "failed with value and error keeps no result",
 			fn:   func(context.Context) (any, error) { return "partial", errors.New("disk full") },
-			want: StatusFailed, wantError: "disk full"},
+			want: bgtype.StatusFailed, wantError: "disk full"},
 		{name: "context.Canceled without a cancel is a failure",
 			fn: func(context.Context) (any, error) {
 				return nil, fmt.Errorf("inner call: %w", context.Canceled)
 			},
-			want: StatusFailed, wantError: "inner call: context canceled"},
+			want: bgtype.StatusFailed, wantError: "inner call: context canceled"},
 		{name: "cancelled returning ctx.Err", cancel: true,
 			fn:   func(ctx context.Context) (any, error) { return nil, ctx.Err() },
-			want: StatusCancelled, wantError: ErrCancelled.Error()},
+			want: bgtype.StatusCancelled, wantError: ErrCancelled.Error()},
 		{name: "cancelled returning context.Cause", cancel: true,
 			fn:   func(ctx context.Context) (any, error) { return nil, context.Cause(ctx) },
-			want: StatusCancelled, wantError: ErrCancelled.Error()},
+			want: bgtype.StatusCancelled, wantError: ErrCancelled.Error()},
 		{name: "cancelled returning a wrapped ctx.Err", cancel: true,
 			fn: func(ctx context.Context) (any, error) {
 				return nil, fmt.Errorf("stopping: %w", ctx.Err())
 			},
-			want: StatusCancelled, wantError: ErrCancelled.Error()},
+			want: bgtype.StatusCancelled, wantError: ErrCancelled.Error()},
 		{name: "cancel asks, does not force: value after cancel completes", cancel: true,
 			fn:   func(ctx context.Context) (any, error) { return "done anyway", nil },
-			want: StatusCompleted, wantResult: `"done anyway"`},
+			want: bgtype.StatusCompleted, wantResult: `"done anyway"`},
 		{name: "other error after cancel fails", cancel: true,
 			fn:   func(ctx context.Context) (any, error) { return nil, errCleanup },
-			want: StatusFailed, wantError: "cleanup failed"},
+			want: bgtype.StatusFailed, wantError: "cleanup failed"},
 		{name: "unencodable result fails",
 			fn:   func(context.Context) (any, error) { return make(chan int), nil },
-			want: StatusFailed, wantError: "bgtask: result is not JSON-encodable: ", wantPrefix: true},
+			want: bgtype.StatusFailed, wantError: "bgtask: result is not JSON-encodable: ", wantPrefix: true},
 		{name: "a result whose encoding panics fails as a panic",
 			fn:   func(context.Context) (any, error) { return panickyJSON{}, nil },
-			want: StatusFailed, wantError: "panic: encoding boom", wantStack: "panickyJSON.MarshalJSON"},
+			want: bgtype.StatusFailed, wantError: "panic: encoding boom", wantStack: "panickyJSON.MarshalJSON"},
 		{name: "runtime.Goexit fails",
 			fn: func(context.Context) (any, error) {
 				runtime.Goexit()
 				return nil, nil
 			},
-			want: StatusFailed, wantError: "bgtask: task function called runtime.Goexit"},
+			want: bgtype.StatusFailed, wantError: "bgtask: task function called runtime.Goexit"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,7 +99,7 @@ func TestManagerLifecycle(t *testing.T) {
 			}
 			<-running
 			meta, err := o.Get(t.Context(), id)
-			if err != nil || meta.Status != StatusRunning || meta.StartedAt.IsZero() || !meta.FinishedAt.IsZero() {
+			if err != nil || meta.Status != bgtype.StatusRunning || meta.StartedAt.IsZero() || !meta.FinishedAt.IsZero() {
 				t.Fatalf("while running: Get = %+v, %v; want running with StartedAt and no FinishedAt", meta, err)
 			}
 			if tc.cancel {
@@ -148,15 +150,15 @@ func TestManagerLifecycle(t *testing.T) {
 				t.Fatalf("events %v, want exactly the terminal one", evs)
 			}
 			ev := evs[0]
-			if ev.Kind != EventKind(tc.want) || ev.TaskID != id {
+			if ev.Kind != bgtype.EventKind(tc.want) || ev.TaskID != id {
 				t.Fatalf("event %+v, want kind %q for %s", ev, tc.want, id)
 			}
 			switch tc.want {
-			case StatusCompleted:
+			case bgtype.StatusCompleted:
 				if string(ev.Result) != tc.wantResult {
 					t.Fatalf("event result %s, want %s", ev.Result, tc.wantResult)
 				}
-			case StatusFailed:
+			case bgtype.StatusFailed:
 				if ev.Error != got.Error {
 					t.Fatalf("event error %q, want %q", ev.Error, got.Error)
 				}
@@ -174,18 +176,18 @@ func TestManagerPanicFails(t *testing.T) {
 		t.Fatalf("Spawn: %v", err)
 	}
 	got := waitTask(t, o, id)
-	if got.Status != StatusFailed || got.Error != "panic: boom" {
+	if got.Status != bgtype.StatusFailed || got.Error != "panic: boom" {
 		t.Fatalf("got status %q error %q, want failed %q", got.Status, got.Error, "panic: boom")
 	}
 	if !strings.Contains(got.Stack, "panickingTask") {
 		t.Fatalf("stack does not name the function:\n%s", got.Stack)
 	}
 	stored, err := o.Get(t.Context(), id)
-	if err != nil || stored.Stack != got.Stack || stored.Status != StatusFailed || stored.FinishedAt.IsZero() {
+	if err != nil || stored.Stack != got.Stack || stored.Status != bgtype.StatusFailed || stored.FinishedAt.IsZero() {
 		t.Fatalf("stored %+v, %v", stored, err)
 	}
 	evs := drainOwner(t, o)
-	if len(evs) != 1 || evs[0].Kind != EventFailed || evs[0].Error != "panic: boom" || evs[0].TaskID != id {
+	if len(evs) != 1 || evs[0].Kind != bgtype.EventFailed || evs[0].Error != "panic: boom" || evs[0].TaskID != id {
 		t.Fatalf("events %+v, want one failed event with %q", evs, "panic: boom")
 	}
 	// The manager goes on.
@@ -193,7 +195,7 @@ func TestManagerPanicFails(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Spawn after panic: %v", err)
 	}
-	if got := waitTask(t, o, id2); got.Status != StatusCompleted || string(got.Result) != "1" {
+	if got := waitTask(t, o, id2); got.Status != bgtype.StatusCompleted || string(got.Result) != "1" {
 		t.Fatalf("after panic: %+v", got)
 	}
 	shutdownManager(t, m)
@@ -209,13 +211,13 @@ func TestManagerCommitThenNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 50
-	want := map[string]TaskStatus{}
+	want := map[string]bgtype.Status{}
 	for i := range n {
 		fn := func(context.Context, *Task) (any, error) { return i, nil }
-		st := StatusCompleted
+		st := bgtype.StatusCompleted
 		if i%3 == 0 {
 			fn = func(context.Context, *Task) (any, error) { return nil, fmt.Errorf("fail %d", i) }
-			st = StatusFailed
+			st = bgtype.StatusFailed
 		}
 		id, err := o.Spawn(t.Context(), fn)
 		if err != nil {
@@ -236,7 +238,7 @@ func TestManagerCommitThenNotify(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Get(%s) after its event: %v", ev.TaskID, err)
 			}
-			if meta.Status != want[ev.TaskID] || EventKind(meta.Status) != ev.Kind || meta.FinishedAt.IsZero() {
+			if meta.Status != want[ev.TaskID] || bgtype.EventKind(meta.Status) != ev.Kind || meta.FinishedAt.IsZero() {
 				t.Fatalf("Get(%s) after event %q: status %q finished %v, want %q", ev.TaskID, ev.Kind, meta.Status, meta.FinishedAt, want[ev.TaskID])
 			}
 			delete(want, ev.TaskID)
@@ -260,9 +262,9 @@ func TestManagerCompletionAfterRunEndReachesFallback(t *testing.T) {
 			o := m.Owner("thread-1")
 			var (
 				mu       sync.Mutex
-				fallback []Event
+				fallback []bgtype.Event
 			)
-			ib := NewInbox(WithOnClosed(func(ev Event) {
+			ib := NewInbox(WithOnClosed(func(ev bgtype.Event) {
 				mu.Lock()
 				fallback = append(fallback, ev)
 				mu.Unlock()
@@ -288,13 +290,13 @@ func TestManagerCompletionAfterRunEndReachesFallback(t *testing.T) {
 			mu.Unlock()
 			var gotIDs []string
 			for _, ev := range got {
-				if ev.Kind != EventCompleted {
+				if ev.Kind != bgtype.EventCompleted {
 					t.Fatalf("fallback got %+v", ev)
 				}
 				gotIDs = append(gotIDs, ev.TaskID)
 			}
 			if !slices.Equal(gotIDs, want) {
-				var stuck []EventKind
+				var stuck []bgtype.EventKind
 				if cur, err := m.Inbox("thread-1"); err == nil && cur != ib {
 					stuck = eventKinds(cur.Drain())
 				}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // Send delivers a message to a live sub-agent on behalf of owner, the agent
@@ -13,11 +15,11 @@ import (
 // task's open input request (Task.RequestInput) answers it instead, for a
 // plain task too; ErrNoInputRequest if there is no such request. Owner.Send is the same call as seen by one
 // owner, which reports another owner's task as not found.
-func (m *Manager) Send(ctx context.Context, owner, id string, msg Message) error {
+func (m *Manager) Send(ctx context.Context, owner, id string, msg bgtype.Message) error {
 	return m.send(ctx, owner, id, msg)
 }
 
-func (m *Manager) send(ctx context.Context, owner, id string, msg Message) error {
+func (m *Manager) send(ctx context.Context, owner, id string, msg bgtype.Message) error {
 	_, err := m.sendMessage(ctx, owner, id, msg)
 	return err
 }
@@ -25,7 +27,7 @@ func (m *Manager) send(ctx context.Context, owner, id string, msg Message) error
 // sendMessage is send that also returns the id of the message in the task's
 // history (Owner.Messages). A delivered message is recorded there under the
 // task's emitMu, so it keeps its place among the messages the task sends.
-func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg Message) (string, error) {
+func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg bgtype.Message) (string, error) {
 	switch {
 	case !validOwner(owner):
 		return "", ErrInvalidOwner
@@ -67,14 +69,14 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg Message
 	}
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
-	if err := t.agentInbox().Send(Event{Kind: EventCustom, TaskID: id, Name: t.rec.name(), EventType: EventTypeMessage, Payload: payload}); err != nil {
+	if err := t.agentInbox().Send(bgtype.Event{Kind: bgtype.EventCustom, TaskID: id, Name: t.rec.name(), EventType: bgtype.EventTypeMessage, Payload: payload}); err != nil {
 		return "", err
 	}
 	return m.msgs.add(id, MessageIn, msg), nil
 }
 
 // capMessage cuts a message's Content and From to WithMaxMessageBytes.
-func (m *Manager) capMessage(msg Message) Message {
+func (m *Manager) capMessage(msg bgtype.Message) bgtype.Message {
 	msg.Content, _ = truncateText(msg.Content, m.cfg.caps.message)
 	msg.From, _ = truncateText(msg.From, m.cfg.caps.message)
 	return msg

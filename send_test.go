@@ -8,17 +8,19 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 func TestSendDelivers(t *testing.T) {
 	vias := []struct {
 		name string
-		send func(ctx context.Context, m *Manager, owner, id string, msg Message) error
+		send func(ctx context.Context, m *Manager, owner, id string, msg bgtype.Message) error
 	}{
-		{"owner", func(ctx context.Context, m *Manager, owner, id string, msg Message) error {
+		{"owner", func(ctx context.Context, m *Manager, owner, id string, msg bgtype.Message) error {
 			return m.Owner(owner).Send(ctx, id, msg)
 		}},
-		{"manager", func(ctx context.Context, m *Manager, owner, id string, msg Message) error {
+		{"manager", func(ctx context.Context, m *Manager, owner, id string, msg bgtype.Message) error {
 			return m.Send(ctx, owner, id, msg)
 		}},
 	}
@@ -30,7 +32,7 @@ func TestSendDelivers(t *testing.T) {
 			if tk.Inbox() == nil || tk.ID() != id {
 				t.Fatalf("sub-agent handle: id %q inbox %v", tk.ID(), tk.Inbox())
 			}
-			if err := via.send(t.Context(), m, "thread-1", id, Message{From: "parent-agent", Content: "hello from parent"}); err != nil {
+			if err := via.send(t.Context(), m, "thread-1", id, bgtype.Message{From: "parent-agent", Content: "hello from parent"}); err != nil {
 				t.Fatalf("Send: %v", err)
 			}
 			evs := <-got
@@ -38,11 +40,11 @@ func TestSendDelivers(t *testing.T) {
 				t.Fatalf("sub-agent got %+v", evs)
 			}
 			ev := evs[0]
-			if ev.Kind != EventCustom || ev.EventType != EventTypeMessage || ev.TaskID != id {
-				t.Fatalf("event %+v, want custom %q for %s", ev, EventTypeMessage, id)
+			if ev.Kind != bgtype.EventCustom || ev.EventType != bgtype.EventTypeMessage || ev.TaskID != id {
+				t.Fatalf("event %+v, want custom %q for %s", ev, bgtype.EventTypeMessage, id)
 			}
 			msg, ok := ev.Message()
-			if !ok || msg != (Message{From: "parent-agent", Content: "hello from parent"}) {
+			if !ok || msg != (bgtype.Message{From: "parent-agent", Content: "hello from parent"}) {
 				t.Fatalf("Message() = %+v, %v", msg, ok)
 			}
 			b, err := json.Marshal(ev)
@@ -50,11 +52,11 @@ func TestSendDelivers(t *testing.T) {
 			if err != nil || string(b) != want {
 				t.Fatalf("event JSON\n got %s (%v)\nwant %s", b, err, want)
 			}
-			if final := waitTask(t, o, id); final.Status != StatusCompleted || string(final.Result) != "1" {
+			if final := waitTask(t, o, id); final.Status != bgtype.StatusCompleted || string(final.Result) != "1" {
 				t.Fatalf("sub-agent: %+v", final)
 			}
 			// The message went to the sub-agent only, not to the owner.
-			if ks := eventKinds(drainOwner(t, o)); !slices.Equal(ks, []EventKind{EventCompleted}) {
+			if ks := eventKinds(drainOwner(t, o)); !slices.Equal(ks, []bgtype.EventKind{bgtype.EventCompleted}) {
 				t.Fatalf("owner's events %v, want only completed", ks)
 			}
 			shutdownManager(t, m)
@@ -66,11 +68,11 @@ func TestSendEmptyContent(t *testing.T) {
 	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	id, got, _ := spawnReceiver(t, o, 1)
-	if err := o.Send(t.Context(), id, Message{}); err != nil {
+	if err := o.Send(t.Context(), id, bgtype.Message{}); err != nil {
 		t.Fatalf("Send empty: %v", err)
 	}
 	evs := <-got
-	if msg, ok := evs[0].Message(); !ok || msg != (Message{}) {
+	if msg, ok := evs[0].Message(); !ok || msg != (bgtype.Message{}) {
 		t.Fatalf("Message() = %+v, %v; want empty message", msg, ok)
 	}
 	if string(evs[0].Payload) != `{"from":"","content":""}` {
@@ -125,14 +127,14 @@ func TestSendErrors(t *testing.T) {
 	}()
 	completedPlain := ended(false, func(context.Context, *Task) (any, error) { return nil, nil })
 	const unknown = "task_00000000000000000000000000000000"
-	msg := Message{From: "parent", Content: "hi"}
+	msg := bgtype.Message{From: "parent", Content: "hi"}
 
 	cases := []struct {
 		name       string
 		send       func() error
 		want       error
 		not        []error
-		wantStatus TaskStatus // for ErrTerminal: the *StatusError's status
+		wantStatus bgtype.Status // for ErrTerminal: the *StatusError's status
 		id         string
 	}{
 		{name: "owner: unknown", send: func() error { return o.Send(ctx, unknown, msg) }, want: ErrNotFound},
@@ -145,15 +147,15 @@ func TestSendErrors(t *testing.T) {
 			send: func() error { return m.Send(ctx, "thread-WRONG", livePlainID, msg) }},
 		{name: "owner view: another owner's is not found", want: ErrNotFound, not: []error{ErrNotOwner},
 			send: func() error { return m.Owner("thread-WRONG").Send(ctx, liveAgentID, msg) }},
-		{name: "completed sub-agent", want: ErrTerminal, wantStatus: StatusCompleted, id: completedAgent,
+		{name: "completed sub-agent", want: ErrTerminal, wantStatus: bgtype.StatusCompleted, id: completedAgent,
 			send: func() error { return o.Send(ctx, completedAgent, msg) }},
-		{name: "completed sub-agent via manager", want: ErrTerminal, wantStatus: StatusCompleted, id: completedAgent,
+		{name: "completed sub-agent via manager", want: ErrTerminal, wantStatus: bgtype.StatusCompleted, id: completedAgent,
 			send: func() error { return m.Send(ctx, "thread-1", completedAgent, msg) }},
-		{name: "failed sub-agent", want: ErrTerminal, wantStatus: StatusFailed, id: failedAgent,
+		{name: "failed sub-agent", want: ErrTerminal, wantStatus: bgtype.StatusFailed, id: failedAgent,
 			send: func() error { return o.Send(ctx, failedAgent, msg) }},
-		{name: "cancelled sub-agent", want: ErrTerminal, wantStatus: StatusCancelled, id: cancelledAgent,
+		{name: "cancelled sub-agent", want: ErrTerminal, wantStatus: bgtype.StatusCancelled, id: cancelledAgent,
 			send: func() error { return o.Send(ctx, cancelledAgent, msg) }},
-		{name: "terminal comes before not-a-sub-agent", want: ErrTerminal, wantStatus: StatusCompleted, id: completedPlain,
+		{name: "terminal comes before not-a-sub-agent", want: ErrTerminal, wantStatus: bgtype.StatusCompleted, id: completedPlain,
 			not:  []error{ErrNotSubAgent},
 			send: func() error { return o.Send(ctx, completedPlain, msg) }},
 		{name: "live plain task", want: ErrNotSubAgent,
@@ -203,7 +205,7 @@ func TestSendConcurrentSubAgents(t *testing.T) {
 	const n = 50
 	names := []string{"alpha", "beta"}
 	ids := make([]string, len(names))
-	gots := make([]<-chan []Event, len(names))
+	gots := make([]<-chan []bgtype.Event, len(names))
 	for i, name := range names {
 		ids[i], gots[i], _ = spawnReceiver(t, o, n, WithName(name))
 	}
@@ -214,7 +216,7 @@ func TestSendConcurrentSubAgents(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for k := range n {
-				if err := o.Send(context.Background(), ids[i], Message{From: "parent", Content: fmt.Sprintf("%s %d", name, k)}); err != nil {
+				if err := o.Send(context.Background(), ids[i], bgtype.Message{From: "parent", Content: fmt.Sprintf("%s %d", name, k)}); err != nil {
 					errs <- err
 				}
 			}
@@ -237,7 +239,7 @@ func TestSendConcurrentSubAgents(t *testing.T) {
 				t.Fatalf("%s event %d: %+v (%q), want %q", name, k, ev, msg.Content, want)
 			}
 		}
-		if got := waitTask(t, o, ids[i]); got.Status != StatusCompleted {
+		if got := waitTask(t, o, ids[i]); got.Status != bgtype.StatusCompleted {
 			t.Fatalf("%s: %+v", name, got)
 		}
 	}
@@ -251,7 +253,7 @@ func TestSubAgentReceivesItsTasksEvents(t *testing.T) {
 	o := m.Owner("thread-1")
 	type out struct {
 		child string
-		evs   []Event
+		evs   []bgtype.Event
 	}
 	res := make(chan out, 1)
 	agentID, err := o.SpawnAgent(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
@@ -264,11 +266,11 @@ func TestSubAgentReceivesItsTasksEvents(t *testing.T) {
 				return nil, err
 			}
 			return map[string]int{"rows": 10}, nil
-		}, WithWake(WakeOnActivity))
+		}, WithWake(bgtype.WakeOnActivity))
 		if err != nil {
 			return nil, err
 		}
-		var evs []Event
+		var evs []bgtype.Event
 		for len(evs) < 2 {
 			if err := tk.Inbox().Wait(ctx); err != nil {
 				return nil, err
@@ -283,19 +285,19 @@ func TestSubAgentReceivesItsTasksEvents(t *testing.T) {
 	}
 	r := <-res
 	if len(r.evs) != 2 ||
-		r.evs[0].Kind != EventCustom || r.evs[0].EventType != "data_ready" || r.evs[0].TaskID != r.child || string(r.evs[0].Payload) != `{"rows":10}` ||
-		r.evs[1].Kind != EventCompleted || r.evs[1].TaskID != r.child || string(r.evs[1].Result) != `{"rows":10}` {
+		r.evs[0].Kind != bgtype.EventCustom || r.evs[0].EventType != "data_ready" || r.evs[0].TaskID != r.child || string(r.evs[0].Payload) != `{"rows":10}` ||
+		r.evs[1].Kind != bgtype.EventCompleted || r.evs[1].TaskID != r.child || string(r.evs[1].Result) != `{"rows":10}` {
 		t.Fatalf("sub-agent's inbox: %+v", r.evs)
 	}
-	if got := waitTask(t, o, agentID); got.Status != StatusCompleted || string(got.Result) != `"summary"` {
+	if got := waitTask(t, o, agentID); got.Status != bgtype.StatusCompleted || string(got.Result) != `"summary"` {
 		t.Fatalf("sub-agent: %+v", got)
 	}
 	evs := drainOwner(t, o)
-	if len(evs) != 1 || evs[0].Kind != EventCompleted || evs[0].TaskID != agentID {
+	if len(evs) != 1 || evs[0].Kind != bgtype.EventCompleted || evs[0].TaskID != agentID {
 		t.Fatalf("owner's inbox %+v, want only the sub-agent's completed event", evs)
 	}
 	child, err := m.Owner(agentID).Get(t.Context(), r.child)
-	if err != nil || child.Owner != agentID || child.Parent.TaskID != agentID || child.Status != StatusCompleted {
+	if err != nil || child.Owner != agentID || child.Parent.TaskID != agentID || child.Status != bgtype.StatusCompleted {
 		t.Fatalf("child record %+v, %v", child, err)
 	}
 	shutdownManager(t, m)
@@ -320,7 +322,7 @@ func TestSubAgentInboxAfterEnd(t *testing.T) {
 	}
 	<-started
 	tk := <-handle
-	if err := o.Send(t.Context(), id, Message{From: "parent", Content: "unread"}); err != nil {
+	if err := o.Send(t.Context(), id, bgtype.Message{From: "parent", Content: "unread"}); err != nil {
 		t.Fatalf("Send to the live sub-agent: %v", err)
 	}
 	if tk.Inbox().Len() != 1 {
@@ -331,11 +333,11 @@ func TestSubAgentInboxAfterEnd(t *testing.T) {
 	if !tk.Inbox().Closed() {
 		t.Fatal("the sub-agent's inbox is open after it ended")
 	}
-	if err := o.Send(t.Context(), id, Message{Content: "late"}); !errors.Is(err, ErrTerminal) {
+	if err := o.Send(t.Context(), id, bgtype.Message{Content: "late"}); !errors.Is(err, ErrTerminal) {
 		t.Fatalf("Send after end: %v, want ErrTerminal", err)
 	}
 	evs := drainOwner(t, o)
-	if len(evs) != 1 || evs[0].Kind != EventCompleted || evs[0].TaskID != id {
+	if len(evs) != 1 || evs[0].Kind != bgtype.EventCompleted || evs[0].TaskID != id {
 		t.Fatalf("owner's inbox %+v, want only the completed event", evs)
 	}
 	shutdownManager(t, m)
@@ -359,7 +361,7 @@ func TestSubAgentOrphanedTaskEvents(t *testing.T) {
 			<-gate
 			emitErr <- c.Emit("late", 1)
 			return "child done", nil
-		}, WithWake(WakeOnActivity))
+		}, WithWake(bgtype.WakeOnActivity))
 		childID <- id
 		return "agent done", err
 	})
@@ -367,7 +369,7 @@ func TestSubAgentOrphanedTaskEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	cid := <-childID
-	if got := waitTask(t, o, agentID); got.Status != StatusCompleted {
+	if got := waitTask(t, o, agentID); got.Status != bgtype.StatusCompleted {
 		t.Fatalf("sub-agent: %+v", got)
 	}
 	close(gate)
@@ -377,13 +379,13 @@ func TestSubAgentOrphanedTaskEvents(t *testing.T) {
 		t.Fatalf("Emit after the sub-agent ended: %v, want nil (forwarded)", err)
 	}
 	sub := m.Owner(agentID)
-	if got := waitTask(t, sub, cid); got.Status != StatusCompleted {
+	if got := waitTask(t, sub, cid); got.Status != bgtype.StatusCompleted {
 		t.Fatalf("orphaned child: %+v", got)
 	}
 	evs := drainOwner(t, o)
-	want := []EventKind{EventCompleted, EventCustom, EventCompleted}
+	want := []bgtype.EventKind{bgtype.EventCompleted, bgtype.EventCustom, bgtype.EventCompleted}
 	if ks := eventKinds(evs); !slices.Equal(ks, want) || evs[0].TaskID != agentID || evs[1].TaskID != cid || evs[2].TaskID != cid {
-		var stuck []EventKind
+		var stuck []bgtype.EventKind
 		m.inboxMu.RLock()
 		if ib := m.inboxes[agentID]; ib != nil {
 			stuck = eventKinds(ib.Drain())

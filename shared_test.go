@@ -7,6 +7,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // fakeShared is a MemoryStore that plays a SharedStore: it records cancel
@@ -15,7 +18,7 @@ type fakeShared struct {
 	*MemoryStore
 	mu        sync.Mutex
 	requests  []string
-	notices   map[string][]Event
+	notices   map[string][]bgtype.Event
 	fail      error
 	noticeErr error
 }
@@ -34,7 +37,7 @@ func (f *fakeShared) RequestCancel(ctx context.Context, id string, tree bool) er
 	return nil
 }
 
-func (f *fakeShared) TakeNotices(ctx context.Context, owner string) ([]Event, error) {
+func (f *fakeShared) TakeNotices(ctx context.Context, owner string) ([]bgtype.Event, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.noticeErr != nil {
@@ -46,10 +49,10 @@ func (f *fakeShared) TakeNotices(ctx context.Context, owner string) ([]Event, er
 }
 
 // remoteRecord is a running task of another instance, in the store.
-func remoteRecord(t *testing.T, f *fakeShared, id string) TaskMeta {
+func remoteRecord(t *testing.T, f *fakeShared, id string) bgtype.TaskMeta {
 	t.Helper()
-	meta := TaskMeta{ID: id, Owner: "thread-1", Type: TypeTask, Status: StatusRunning, Instance: "other-instance", Attempt: 1}
-	if err := f.Commit(t.Context(), "thread-1", Upsert(meta)); err != nil {
+	meta := bgtype.TaskMeta{ID: id, Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusRunning, Instance: "other-instance", Attempt: 1}
+	if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(meta)); err != nil {
 		t.Fatal(err)
 	}
 	return meta
@@ -86,26 +89,26 @@ func TestSharedStoreRestoreLeavesOtherInstancesToTheReaper(t *testing.T) {
 	f := &fakeShared{MemoryStore: NewMemoryStore()}
 	m := newTestManager(t, WithStore(f), WithInstance("this-instance"))
 	remote := remoteRecord(t, f, "task_0190d5f4c5a87000a000000000000001")
-	mine := TaskMeta{ID: "task_0190d5f4c5a87000a000000000000002", Owner: "thread-1", Type: TypeTask, Status: StatusRunning, Instance: "this-instance", Attempt: 1}
-	if err := f.Commit(t.Context(), "thread-1", Upsert(mine)); err != nil {
+	mine := bgtype.TaskMeta{ID: "task_0190d5f4c5a87000a000000000000002", Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusRunning, Instance: "this-instance", Attempt: 1}
+	if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(mine)); err != nil {
 		t.Fatal(err)
 	}
 	done, err := m.Restore(t.Context(), "thread-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(done) != 1 || done[0].ID != mine.ID || done[0].Status != StatusInterrupted {
+	if len(done) != 1 || done[0].ID != mine.ID || done[0].Status != bgtype.StatusInterrupted {
 		t.Fatalf("Restore interrupted %+v, want only this instance's own stale record", done)
 	}
-	if got, _ := f.Get(t.Context(), remote.ID); got.Status != StatusRunning {
+	if got, _ := f.Get(t.Context(), remote.ID); got.Status != bgtype.StatusRunning {
 		t.Fatalf("the other instance's task is %s, want still running", got.Status)
 	}
 }
 
 func TestPluginDeliversSharedStoreNotices(t *testing.T) {
-	f := &fakeShared{MemoryStore: NewMemoryStore(), notices: map[string][]Event{
-		"thread-1": {{Kind: EventInterrupted, TaskID: "task_0190d5f4c5a87000a000000000000001", Error: "reaped"}},
-		"thread-2": {{Kind: EventInterrupted, TaskID: "task_0190d5f4c5a87000a000000000000002", Error: "reaped"}},
+	f := &fakeShared{MemoryStore: NewMemoryStore(), notices: map[string][]bgtype.Event{
+		"thread-1": {{Kind: bgtype.EventInterrupted, TaskID: "task_0190d5f4c5a87000a000000000000001", Error: "reaped"}},
+		"thread-2": {{Kind: bgtype.EventInterrupted, TaskID: "task_0190d5f4c5a87000a000000000000002", Error: "reaped"}},
 	}}
 	pr := newPluginRun(t, WithStore(f))
 	msgs, err := pr.p.Deliver(t.Context())
@@ -126,7 +129,7 @@ func TestPluginDeliversSharedStoreNotices(t *testing.T) {
 func TestPluginNoticeFailureKeepsEvents(t *testing.T) {
 	f := &fakeShared{MemoryStore: NewMemoryStore(), noticeErr: errors.New("db down")}
 	pr := newPluginRun(t, WithStore(f))
-	pr.p.keepLate(Event{Kind: EventCancelled, TaskID: "task_0190d5f4c5a87000a000000000000003"})
+	pr.p.keepLate(bgtype.Event{Kind: bgtype.EventCancelled, TaskID: "task_0190d5f4c5a87000a000000000000003"})
 	if _, err := pr.p.Deliver(t.Context()); err == nil || err.Error() != "bgtask: plugin: notices: db down" {
 		t.Fatalf("Deliver with the store down: %v", err)
 	}
@@ -134,7 +137,7 @@ func TestPluginNoticeFailureKeepsEvents(t *testing.T) {
 	f.noticeErr = nil
 	f.mu.Unlock()
 	msgs, err := pr.p.Deliver(t.Context())
-	if err != nil || len(msgs) != 1 || msgs[0].Event.Kind != EventCancelled {
+	if err != nil || len(msgs) != 1 || msgs[0].Event.Kind != bgtype.EventCancelled {
 		t.Fatalf("Deliver after the store came back: %v, %v; want the kept event", messageKinds(msgs), err)
 	}
 }
@@ -176,16 +179,16 @@ type failingLoad struct {
 	err error
 }
 
-func (f *failingLoad) Load(ctx context.Context, owner string) (Snapshot, error) {
+func (f *failingLoad) Load(ctx context.Context, owner string) (store.Snapshot, error) {
 	if f.err != nil {
-		return Snapshot{}, f.err
+		return store.Snapshot{}, f.err
 	}
 	return f.MemoryStore.Load(ctx, owner)
 }
 
-func (f *failingLoad) List(ctx context.Context, owner string, statuses ...TaskStatus) iter.Seq2[TaskMeta, error] {
+func (f *failingLoad) List(ctx context.Context, owner string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
 	if f.err != nil {
-		return func(yield func(TaskMeta, error) bool) { yield(TaskMeta{}, f.err) }
+		return func(yield func(bgtype.TaskMeta, error) bool) { yield(bgtype.TaskMeta{}, f.err) }
 	}
 	return f.MemoryStore.List(ctx, owner, statuses...)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // Shutdown is the hard stop, like net/http's Server.Shutdown: it refuses
@@ -239,7 +241,7 @@ var errStopCut = fmt.Errorf("%w: the stop's deadline passed; the task ends inter
 //
 //go:noinline
 func (m *Manager) stopOutcome(out *outcome) {
-	*out = outcome{status: StatusInterrupted, kind: KindInterrupted, err: fmt.Sprintf(
+	*out = outcome{status: bgtype.StatusInterrupted, kind: bgtype.KindInterrupted, err: fmt.Sprintf(
 		"bgtask: interrupted: the runtime that ran it (instance %q) shut down before it ended; it will not be re-run", m.cfg.instance)}
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // Shutdown cancels every task with cause ErrShutdown; what the function
@@ -22,15 +24,15 @@ func TestShutdownCancelsTasksWithCause(t *testing.T) {
 		tests := []struct {
 			name    string
 			ret     func(ctx context.Context) (any, error)
-			status  TaskStatus
+			status  bgtype.Status
 			errText string
 			result  string
 		}{
-			{"returns the cause", func(ctx context.Context) (any, error) { return nil, context.Cause(ctx) }, StatusCancelled, ErrShutdown.Error(), ""},
-			{"returns ctx.Err", func(ctx context.Context) (any, error) { return nil, ctx.Err() }, StatusCancelled, ErrShutdown.Error(), ""},
-			{"wraps ctx.Err", func(ctx context.Context) (any, error) { return nil, fmt.Errorf("stopping: %w", ctx.Err()) }, StatusCancelled, ErrShutdown.Error(), ""},
-			{"returns a value", func(ctx context.Context) (any, error) { return "partial", nil }, StatusCompleted, "", `"partial"`},
-			{"returns another error", func(ctx context.Context) (any, error) { return nil, errors.New("flush failed") }, StatusFailed, "flush failed", ""},
+			{"returns the cause", func(ctx context.Context) (any, error) { return nil, context.Cause(ctx) }, bgtype.StatusCancelled, ErrShutdown.Error(), ""},
+			{"returns ctx.Err", func(ctx context.Context) (any, error) { return nil, ctx.Err() }, bgtype.StatusCancelled, ErrShutdown.Error(), ""},
+			{"wraps ctx.Err", func(ctx context.Context) (any, error) { return nil, fmt.Errorf("stopping: %w", ctx.Err()) }, bgtype.StatusCancelled, ErrShutdown.Error(), ""},
+			{"returns a value", func(ctx context.Context) (any, error) { return "partial", nil }, bgtype.StatusCompleted, "", `"partial"`},
+			{"returns another error", func(ctx context.Context) (any, error) { return nil, errors.New("flush failed") }, bgtype.StatusFailed, "flush failed", ""},
 		}
 		causes := make(chan error, len(tests))
 		ids := make([]string, len(tests))
@@ -67,7 +69,7 @@ func TestShutdownCancelsTasksWithCause(t *testing.T) {
 		got := drainKindIDs(t, m, "a")
 		want := make([]kindID, len(tests))
 		for i, tc := range tests {
-			want[i] = kindID{EventKind(tc.status), ids[i]}
+			want[i] = kindID{bgtype.EventKind(tc.status), ids[i]}
 		}
 		byID := func(x, y kindID) int { return cmp.Compare(x.ID, y.ID) }
 		slices.SortFunc(got, byID)
@@ -117,7 +119,7 @@ func TestShutdownRefusesSpawnsOnceBegun(t *testing.T) {
 		if _, err := m.Owner("b").SpawnAgent(t.Context(), fn); !errors.Is(err, ErrClosed) {
 			t.Fatalf("SpawnAgent during Shutdown: %v, want ErrClosed", err)
 		}
-		if got := getTask(t, m, id).Status; got != StatusRunning {
+		if got := getTask(t, m, id).Status; got != bgtype.StatusRunning {
 			t.Fatalf("status while Shutdown waits: %q, want running", got)
 		}
 		close(release)
@@ -133,7 +135,7 @@ func TestShutdownRefusesSpawnsOnceBegun(t *testing.T) {
 		if n := countRecords(t, m, "b"); n != 0 {
 			t.Fatalf("store holds %d records for b, want 0", n)
 		}
-		if got := getTask(t, m, id); got.Status != StatusCancelled || got.Error != ErrShutdown.Error() {
+		if got := getTask(t, m, id); got.Status != bgtype.StatusCancelled || got.Error != ErrShutdown.Error() {
 			t.Fatalf("final: %q %q, want cancelled %q", got.Status, got.Error, ErrShutdown.Error())
 		}
 	})
@@ -177,8 +179,8 @@ func TestShutdownDeadlineNamesStubbornTask(t *testing.T) {
 		if err.Error() != wantText {
 			t.Fatalf("error text %q, want %q", err.Error(), wantText)
 		}
-		waitStatus(t, m, polite, StatusCancelled)
-		if got := getTask(t, m, stubborn).Status; got != StatusRunning {
+		waitStatus(t, m, polite, bgtype.StatusCancelled)
+		if got := getTask(t, m, stubborn).Status; got != bgtype.StatusRunning {
 			t.Fatalf("stubborn task after the failed Shutdown: %q, want running", got)
 		}
 		if _, err := m.Owner("a").Spawn(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil }); !errors.Is(err, ErrClosed) {
@@ -195,7 +197,7 @@ func TestShutdownDeadlineNamesStubbornTask(t *testing.T) {
 		}
 		// A cancel asks, it does not force: the value it returned stands.
 		meta := getTask(t, m, stubborn)
-		if meta.Status != StatusCompleted || string(meta.Result) != `"late"` {
+		if meta.Status != bgtype.StatusCompleted || string(meta.Result) != `"late"` {
 			t.Fatalf("stubborn task: %q %s, want completed \"late\"", meta.Status, meta.Result)
 		}
 	})
@@ -270,7 +272,7 @@ func TestShutdownErrorCountsFinishingTasks(t *testing.T) {
 			t.Fatalf("second Shutdown took %v, want the rest of the backoff", d)
 		}
 		evs := drainKindIDs(t, m, "a")
-		if want := []kindID{{EventCommitFailed, id}, {EventCancelled, id}}; !slices.Equal(evs, want) {
+		if want := []kindID{{bgtype.EventCommitFailed, id}, {bgtype.EventCancelled, id}}; !slices.Equal(evs, want) {
 			t.Fatalf("events %v, want %v", evs, want)
 		}
 	})
@@ -287,7 +289,7 @@ func TestShutdownClosedManager(t *testing.T) {
 		m := newTestManager(t)
 		o := m.Owner("a")
 		done := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { return 1, nil })
-		waitStatus(t, m, done, StatusCompleted)
+		waitStatus(t, m, done, bgtype.StatusCompleted)
 		agent, err := o.SpawnAgent(WithToolCall(t.Context(), ToolCall{RunID: "r1"}), func(ctx context.Context, tk *Task) (any, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
@@ -298,7 +300,7 @@ func TestShutdownClosedManager(t *testing.T) {
 		shutdownManager(t, m)
 
 		fn := func(context.Context, *Task) (any, error) { return nil, nil }
-		msg := Message{From: "a", Content: "hi"}
+		msg := bgtype.Message{From: "a", Content: "hi"}
 		bg := context.Background()
 		calls := []struct {
 			name string
@@ -325,10 +327,10 @@ func TestShutdownClosedManager(t *testing.T) {
 			}
 		}
 
-		if meta, err := m.Get(bg, done); err != nil || meta.Status != StatusCompleted || string(meta.Result) != "1" {
+		if meta, err := m.Get(bg, done); err != nil || meta.Status != bgtype.StatusCompleted || string(meta.Result) != "1" {
 			t.Fatalf("Manager.Get: (%q %s, %v), want completed 1", meta.Status, meta.Result, err)
 		}
-		if meta, err := o.Get(bg, agent); err != nil || meta.Status != StatusCancelled || meta.Parent.RunID != "r1" {
+		if meta, err := o.Get(bg, agent); err != nil || meta.Status != bgtype.StatusCancelled || meta.Parent.RunID != "r1" {
 			t.Fatalf("Owner.Get: (%+v, %v), want cancelled in run r1", meta, err)
 		}
 		seq, err := o.List(bg)
@@ -342,17 +344,17 @@ func TestShutdownClosedManager(t *testing.T) {
 		if !slices.Equal(listed, []string{done, agent}) {
 			t.Fatalf("Owner.List: %v, want [%s %s]", listed, done, agent)
 		}
-		if meta, err := m.Wait(bg, done); err != nil || meta.Status != StatusCompleted {
+		if meta, err := m.Wait(bg, done); err != nil || meta.Status != bgtype.StatusCompleted {
 			t.Fatalf("Manager.Wait: (%q, %v), want completed", meta.Status, err)
 		}
-		if meta, err := o.Wait(bg, agent); err != nil || meta.Status != StatusCancelled {
+		if meta, err := o.Wait(bg, agent); err != nil || meta.Status != bgtype.StatusCancelled {
 			t.Fatalf("Owner.Wait: (%q, %v), want cancelled", meta.Status, err)
 		}
 		ib, err := o.Inbox()
 		if err != nil || ib == nil {
 			t.Fatalf("Owner.Inbox: (%v, %v)", ib, err)
 		}
-		want := []kindID{{EventCompleted, done}, {EventCancelled, agent}}
+		want := []kindID{{bgtype.EventCompleted, done}, {bgtype.EventCancelled, agent}}
 		if got := drainKindIDs(t, m, "a"); !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
@@ -388,7 +390,7 @@ func TestShutdownConcurrentCalls(t *testing.T) {
 			}
 		}
 		for _, id := range ids {
-			if got := getTask(t, m, id).Status; got != StatusCancelled {
+			if got := getTask(t, m, id).Status; got != bgtype.StatusCancelled {
 				t.Fatalf("%s: %q, want cancelled", id, got)
 			}
 		}
@@ -406,7 +408,7 @@ func TestShutdownStoppedManagerWithDoneContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newTestManager(t)
 		id := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { return nil, nil })
-		waitStatus(t, m, id, StatusCompleted)
+		waitStatus(t, m, id, bgtype.StatusCompleted)
 		shutdownManager(t, m)
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
@@ -471,14 +473,14 @@ func TestShutdownRacesSpawns(t *testing.T) {
 		}
 		seen := make(map[string]bool, len(ids))
 		for _, ev := range got {
-			if ev.Kind != EventCancelled || seen[ev.ID] {
+			if ev.Kind != bgtype.EventCancelled || seen[ev.ID] {
 				t.Fatalf("event %v (seen before: %v), want one cancelled event per task", ev, seen[ev.ID])
 			}
 			seen[ev.ID] = true
 		}
 		for _, id := range ids {
 			meta := getTask(t, m, id)
-			if !seen[id] || meta.Status != StatusCancelled || meta.Error != ErrShutdown.Error() {
+			if !seen[id] || meta.Status != bgtype.StatusCancelled || meta.Error != ErrShutdown.Error() {
 				t.Fatalf("%s: event %v, status %q error %q, want cancelled by shutdown", id, seen[id], meta.Status, meta.Error)
 			}
 		}
@@ -505,12 +507,12 @@ func TestShutdownReleasesInboxWaiters(t *testing.T) {
 			t.Fatal(err)
 		}
 		type consumed struct {
-			evs []Event
+			evs []bgtype.Event
 			err error
 		}
 		consumer := make(chan consumed, 1)
 		go func() {
-			var evs []Event
+			var evs []bgtype.Event
 			for {
 				if err := ib.Wait(context.Background()); err != nil {
 					consumer <- consumed{evs, err}
@@ -532,7 +534,7 @@ func TestShutdownReleasesInboxWaiters(t *testing.T) {
 
 		shutdownManager(t, m)
 		got := <-consumer
-		if !errors.Is(got.err, ErrClosed) || len(got.evs) != 1 || got.evs[0].Kind != EventCancelled || got.evs[0].TaskID != id {
+		if !errors.Is(got.err, ErrClosed) || len(got.evs) != 1 || got.evs[0].Kind != bgtype.EventCancelled || got.evs[0].TaskID != id {
 			t.Fatalf("consumer got %+v, %v; want the cancelled event, then ErrClosed", got.evs, got.err)
 		}
 		if err := <-waited; !errors.Is(err, ErrClosed) {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // Default task types.
@@ -74,7 +76,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 		t.fg.Store(fgHeld)
 	}
 	ent := m.newRecord(t)
-	u := TaskMeta{
+	u := bgtype.TaskMeta{
 		ID: newTaskID(created), Owner: owner, Type: sc.typ, Name: sc.name, Description: sc.description,
 		Parent: parent, Detached: sc.detached, Instance: m.cfg.instance, Wake: sc.wake,
 		IdempotencyKey: sc.key, // idempotent spawn (WithIdempotencyKey)
@@ -137,15 +139,15 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 	}
 
 	if admitted {
-		t.rec.status, t.rec.started = memStatusCode(StatusRunning), t.rec.created
+		t.rec.status, t.rec.started = memStatusCode(bgtype.StatusRunning), t.rec.created
 	} else {
-		t.rec.status, t.queued = memStatusCode(StatusQueued), true
+		t.rec.status, t.queued = memStatusCode(bgtype.StatusQueued), true
 	}
 	ctxDone := ctx.Err() != nil // a commit then changes nothing
 	if err := m.commitFirst(ctx, t, ent); err != nil {
 		m.abandon(t)
 		m.settleClaim(t, claim, false)
-		if dup, ok := errors.AsType[*DuplicateKeyError](err); ok && dup.Key == sc.key {
+		if dup, ok := errors.AsType[*bgtype.DuplicateKeyError](err); ok && dup.Key == sc.key {
 			return dup.TaskID, false, nil // the owner has a task with this key: that one is the answer
 		}
 		// It may have been committed all the same: end the record.
@@ -342,9 +344,9 @@ func visibleParent(p *Task, owner string) bool {
 // of its own tasks that arrive after it ended go up to its owner, so they are
 // not lost; messages sent to it that it never read are dropped and logged
 // (the sender's Send reported ErrInboxClosed or the task ended first).
-func (m *Manager) forwardOrphanEvent(owner string) func(Event) {
-	return func(ev Event) {
-		if ev.Kind == EventCustom && ev.EventType == EventTypeMessage {
+func (m *Manager) forwardOrphanEvent(owner string) func(bgtype.Event) {
+	return func(ev bgtype.Event) {
+		if ev.Kind == bgtype.EventCustom && ev.EventType == bgtype.EventTypeMessage {
 			m.log.Warn("bgtask: message to an ended sub-agent dropped", "task_id", ev.TaskID)
 			return
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // The values a spawner's context carries in these tests: a request-scoped
@@ -91,8 +93,8 @@ func TestTaskContextOutlivesSpawner(t *testing.T) {
 	if cause := <-p.cause; !errors.Is(cause, ErrCancelled) || errors.Is(cause, spawnerGone) {
 		t.Errorf("task's cause = %v, want %v", cause, ErrCancelled)
 	}
-	if meta := waitTask(t, o, id); meta.Status != StatusCancelled {
-		t.Errorf("status = %s, want %s", meta.Status, StatusCancelled)
+	if meta := waitTask(t, o, id); meta.Status != bgtype.StatusCancelled {
+		t.Errorf("status = %s, want %s", meta.Status, bgtype.StatusCancelled)
 	}
 	shutdownManager(t, m)
 }
@@ -105,7 +107,7 @@ func TestTaskContextHidesSpawnersToolCall(t *testing.T) {
 	o := m.Owner("thread-1")
 	call := ToolCall{RunID: "run-1", CallID: "call-1", AgentID: "agent-1"}
 	id, p := spawnProbe(t, WithToolCall(ctxsSpawnerContext(), call), o)
-	if got := getTask(t, o, id).Parent; got != (Parent{RunID: "run-1", CallID: "call-1", AgentID: "agent-1"}) {
+	if got := getTask(t, o, id).Parent; got != (bgtype.Parent{RunID: "run-1", CallID: "call-1", AgentID: "agent-1"}) {
 		t.Errorf("task's Parent = %+v, want the call's lineage", got)
 	}
 	if got, ok := ToolCallFromContext(p.ctx); ok {
@@ -117,10 +119,10 @@ func TestTaskContextHidesSpawnersToolCall(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		ctx  context.Context
-		want Parent
+		want bgtype.Parent
 	}{
-		{"task's ctx", p.ctx, Parent{TaskID: id, RunID: "run-1"}},
-		{"task's own call", WithToolCall(p.ctx, own), Parent{TaskID: id, RunID: "run-1", CallID: "call-2", AgentID: id}},
+		{"task's ctx", p.ctx, bgtype.Parent{TaskID: id, RunID: "run-1"}},
+		{"task's own call", WithToolCall(p.ctx, own), bgtype.Parent{TaskID: id, RunID: "run-1", CallID: "call-2", AgentID: id}},
 	} {
 		childID, child := spawnProbe(t, tc.ctx, o)
 		if got := getTask(t, o, childID).Parent; got != tc.want {

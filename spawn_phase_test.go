@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"testing"
+
+	"github.com/bgtask/bgtask/store"
 )
 
 // phaseAtCommitStore records, at the first commit of each task, the
@@ -15,7 +17,7 @@ type phaseAtCommitStore struct {
 	phases map[string]taskPhase
 }
 
-func (s *phaseAtCommitStore) Commit(ctx context.Context, owner string, actions ...Action) error {
+func (s *phaseAtCommitStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	s.mu.Lock()
 	for _, a := range actions {
 		for _, meta := range a.Tasks {

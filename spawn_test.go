@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 func TestManagerSpawnRefused(t *testing.T) {
@@ -53,11 +55,11 @@ func TestManagerSpawnRefused(t *testing.T) {
 				<-p.started
 				return o, t.Context(), []SpawnOption{WithName("researcher")}
 			}},
-		{name: "unknown parent", setup: plain("thread-1", WithParent(Parent{TaskID: "task_00000000000000000000000000000000"})), want: ErrParentNotFound},
+		{name: "unknown parent", setup: plain("thread-1", WithParent(bgtype.Parent{TaskID: "task_00000000000000000000000000000000"})), want: ErrParentNotFound},
 		{name: "live parent of another owner", want: ErrParentNotFound,
 			setup: func(t *testing.T, m *Manager) (Owner, context.Context, []SpawnOption) {
 				pid, _ := spawnProbe(t, t.Context(), m.Owner("thread-2"))
-				return m.Owner("thread-1"), t.Context(), []SpawnOption{WithParent(Parent{TaskID: pid})}
+				return m.Owner("thread-1"), t.Context(), []SpawnOption{WithParent(bgtype.Parent{TaskID: pid})}
 			}},
 		{name: "ended parent of another owner", want: ErrParentNotFound,
 			setup: func(t *testing.T, m *Manager) (Owner, context.Context, []SpawnOption) {
@@ -67,14 +69,14 @@ func TestManagerSpawnRefused(t *testing.T) {
 					t.Fatal(err)
 				}
 				waitTask(t, o2, pid)
-				return m.Owner("thread-1"), t.Context(), []SpawnOption{WithParent(Parent{TaskID: pid})}
+				return m.Owner("thread-1"), t.Context(), []SpawnOption{WithParent(bgtype.Parent{TaskID: pid})}
 			}},
 		{name: "cancelled run, explicit parent", want: ErrRunCancelled,
 			setup: func(t *testing.T, m *Manager) (Owner, context.Context, []SpawnOption) {
 				if n, err := m.CancelRun("thread-1", "run-cancelled"); n != 0 || err != nil {
 					t.Fatalf("CancelRun = %d, %v", n, err)
 				}
-				return m.Owner("thread-1"), t.Context(), []SpawnOption{WithParent(Parent{RunID: "run-cancelled"})}
+				return m.Owner("thread-1"), t.Context(), []SpawnOption{WithParent(bgtype.Parent{RunID: "run-cancelled"})}
 			}},
 		{name: "cancelled run, ambient tool call", want: ErrRunCancelled,
 			setup: func(t *testing.T, m *Manager) (Owner, context.Context, []SpawnOption) {
@@ -88,7 +90,7 @@ func TestManagerSpawnRefused(t *testing.T) {
 				if _, err := m.CancelRun("thread-1", "run-cancelled"); err != nil {
 					t.Fatal(err)
 				}
-				return m.Owner("thread-1"), t.Context(), []SpawnOption{WithParent(Parent{RunID: "run-cancelled"}), WithDetached()}
+				return m.Owner("thread-1"), t.Context(), []SpawnOption{WithParent(bgtype.Parent{RunID: "run-cancelled"}), WithDetached()}
 			}},
 		{name: "spawn context already cancelled", want: context.Canceled,
 			setup: func(t *testing.T, m *Manager) (Owner, context.Context, []SpawnOption) {
@@ -176,7 +178,7 @@ func TestManagerNameReuse(t *testing.T) {
 	}
 	// Once the first ends, the name is free again.
 	close(p1.release)
-	if got := waitTask(t, o1, id1); got.Status != StatusCompleted {
+	if got := waitTask(t, o1, id1); got.Status != bgtype.StatusCompleted {
 		t.Fatalf("first researcher: %+v", got)
 	}
 	id3, err := o1.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return "again", nil }, WithName("researcher"))
@@ -186,7 +188,7 @@ func TestManagerNameReuse(t *testing.T) {
 	if id3 == id1 {
 		t.Fatal("reused id")
 	}
-	if got := waitTask(t, o1, id3); got.Name != "researcher" || got.Status != StatusCompleted {
+	if got := waitTask(t, o1, id3); got.Name != "researcher" || got.Status != bgtype.StatusCompleted {
 		t.Fatalf("second researcher: %+v", got)
 	}
 	// Also free after a cancel ends the holder.

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // settleTimeout bounds each attempt of the write that ends the record of a
@@ -21,11 +24,11 @@ const settleTimeout = 5 * time.Second
 // did not land: nothing is written. An invalid record, or a commit called
 // with a context that had ended already, was refused before anything was
 // written; the MemoryStore applies nothing once it has failed.
-func (m *Manager) settleFailedSpawn(rec TaskMeta, cause error, ctxDoneBefore bool) {
-	if !m.durable() || ctxDoneBefore || errors.Is(cause, ErrInvalidAction) || errors.Is(cause, ErrInvalidOwner) {
+func (m *Manager) settleFailedSpawn(rec bgtype.TaskMeta, cause error, ctxDoneBefore bool) {
+	if !m.durable() || ctxDoneBefore || errors.Is(cause, store.ErrInvalidAction) || errors.Is(cause, ErrInvalidOwner) {
 		return
 	}
-	rec.Status, rec.ErrorKind, rec.FinishedAt, rec.Announced = StatusFailed, KindError, now(), true
+	rec.Status, rec.ErrorKind, rec.FinishedAt, rec.Announced = bgtype.StatusFailed, bgtype.KindError, now(), true
 	rec.Error, _ = truncateText(fmt.Sprintf("bgtask: spawn failed: the commit of its first record returned: %v; the task never ran", cause), m.cfg.caps.err)
 	backoff := m.cfg.commitBackoff
 	var err error
@@ -35,7 +38,7 @@ func (m *Manager) settleFailedSpawn(rec TaskMeta, cause error, ctxDoneBefore boo
 			backoff *= 2
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-		var got TaskMeta
+		var got bgtype.TaskMeta
 		got, err = m.store.Get(ctx, rec.ID)
 		switch {
 		case errors.Is(err, ErrNotFound):
@@ -45,7 +48,7 @@ func (m *Manager) settleFailedSpawn(rec TaskMeta, cause error, ctxDoneBefore boo
 			cancel()
 			return
 		case err == nil:
-			err = m.store.Commit(ctx, rec.Owner, Upsert(rec), Announce(rec.ID))
+			err = m.store.Commit(ctx, rec.Owner, store.UpsertAction(rec), store.AnnounceAction(rec.ID))
 		}
 		cancel()
 		if err == nil {

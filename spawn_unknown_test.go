@@ -5,6 +5,9 @@ import (
 	"errors"
 	"sync"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // lostAck is a store whose next insert fails: after committing it (the
@@ -16,9 +19,9 @@ type lostAck struct {
 	committed bool // ... after it was committed
 }
 
-func (l *lostAck) Commit(ctx context.Context, owner string, actions ...Action) error {
+func (l *lostAck) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	l.mu.Lock()
-	fail := l.fail && len(actions) == 1 && actions[0].Op == OpUpsert && actions[0].Tasks[0].Status == StatusRunning
+	fail := l.fail && len(actions) == 1 && actions[0].Op == store.OpUpsert && actions[0].Tasks[0].Status == bgtype.StatusRunning
 	if fail {
 		l.fail = false
 	}
@@ -47,7 +50,7 @@ func TestSpawnUnknownOutcomeEndsTheRecord(t *testing.T) {
 			if err == nil || err.Error() != "bgtask: spawn: commit: connection reset" {
 				t.Fatalf("Spawn = %v, want the commit's error", err)
 			}
-			var got []TaskMeta
+			var got []bgtype.TaskMeta
 			for meta, err := range ls.List(t.Context(), "thread-1") {
 				if err != nil {
 					t.Fatal(err)
@@ -64,7 +67,7 @@ func TestSpawnUnknownOutcomeEndsTheRecord(t *testing.T) {
 				t.Fatalf("store holds %d records, want 1", len(got))
 			}
 			const want = "bgtask: spawn failed: the commit of its first record returned: connection reset; the task never ran"
-			if r := got[0]; r.Status != StatusFailed || r.ErrorKind != KindError || r.Error != want || !r.Announced || r.Name != "lost" {
+			if r := got[0]; r.Status != bgtype.StatusFailed || r.ErrorKind != bgtype.KindError || r.Error != want || !r.Announced || r.Name != "lost" {
 				t.Fatalf("record = %s kind %q announced %v error %q", r.Status, r.ErrorKind, r.Announced, r.Error)
 			}
 			if ran {

@@ -3,11 +3,13 @@ package bgtask
 import (
 	"context"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // spawnCompleteOnce spawns a task returning 42 for o and drains o's inbox
 // until its completed event arrives.
-func spawnCompleteOnce(t *testing.T, o Owner, ib *Inbox, buf []Event) []Event {
+func spawnCompleteOnce(t *testing.T, o Owner, ib *Inbox, buf []bgtype.Event) []bgtype.Event {
 	t.Helper()
 	ctx := context.Background()
 	id, err := o.Spawn(ctx, func(context.Context, *Task) (any, error) { return 42, nil })
@@ -21,7 +23,7 @@ func spawnCompleteOnce(t *testing.T, o Owner, ib *Inbox, buf []Event) []Event {
 		buf = ib.AppendDrain(buf[:0])
 		for _, ev := range buf {
 			if ev.TaskID == id {
-				if ev.Kind != EventCompleted || string(ev.Result) != "42" {
+				if ev.Kind != bgtype.EventCompleted || string(ev.Result) != "42" {
 					t.Fatalf("event %+v, want completed with result 42", ev)
 				}
 				return buf
@@ -57,7 +59,7 @@ func TestSpawnCompleteAllocs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			buf := make([]Event, 0, 16)
+			buf := make([]bgtype.Event, 0, 16)
 			for range 20 { // warm up: the owner's state, the inbox's buffer, the store's limit
 				buf = spawnCompleteOnce(t, o, ib, buf)
 			}

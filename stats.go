@@ -1,6 +1,10 @@
 package bgtask
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/bgtask/bgtask/bgtype"
+)
 
 // Stats are the Manager's counters, for metrics. Counts since New, except
 // Live, Queued and Running, which are the current values. They add up every
@@ -38,15 +42,15 @@ func (m *Manager) Stats() Stats {
 }
 
 // countEnd counts a task's terminal status.
-func (c *counters) countEnd(s TaskStatus) {
+func (c *counters) countEnd(s bgtype.Status) {
 	switch s {
-	case StatusCompleted:
+	case bgtype.StatusCompleted:
 		c.completed.Add(1)
-	case StatusFailed:
+	case bgtype.StatusFailed:
 		c.failed.Add(1)
-	case StatusCancelled:
+	case bgtype.StatusCancelled:
 		c.cancelled.Add(1)
-	case StatusInterrupted: // Manager.Stop cut it at its deadline
+	case bgtype.StatusInterrupted: // Manager.Stop cut it at its deadline
 		c.interrupted.Add(1)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // Stats counts every outcome, commit failures included (DESIGN: the failure
@@ -38,7 +40,7 @@ func TestStatsCountsOutcomes(t *testing.T) {
 		if got, want := m.Stats(), (Stats{Live: 4, Queued: 2, Running: 2, Spawned: 4}); got != want {
 			t.Fatalf("while parked: %+v, want %+v", got, want)
 		}
-		store.fail(1, StatusCancelled) // the cancelled record is lost
+		store.fail(1, bgtype.StatusCancelled) // the cancelled record is lost
 		if n, err := m.Cancel(t.Context(), ids[2]); n != 1 || err != nil {
 			t.Fatalf("Cancel = %d, %v", n, err)
 		}

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // Stop waits for running tasks exactly until its context's deadline, then
@@ -48,18 +51,18 @@ func TestStopCutsAtTheDeadline(t *testing.T) {
 		if c := <-causes; !errors.Is(c, ErrShutdown) || c != errStopCut {
 			t.Fatalf("cause seen by the cut task: %v", c)
 		}
-		if got := getTask(t, m, quick); got.Status != StatusCompleted || string(got.Result) != `"in time"` {
+		if got := getTask(t, m, quick); got.Status != bgtype.StatusCompleted || string(got.Result) != `"in time"` {
 			t.Fatalf("quick task: %q %s, want completed", got.Status, got.Result)
 		}
 		got := getTask(t, m, slow)
 		wantErr := `bgtask: interrupted: the runtime that ran it (instance "inst-deploy") shut down before it ended; it will not be re-run`
-		if got.Status != StatusInterrupted || got.Error != wantErr || got.ErrorKind != KindInterrupted || got.Result != nil || got.Attempt != 1 {
+		if got.Status != bgtype.StatusInterrupted || got.Error != wantErr || got.ErrorKind != bgtype.KindInterrupted || got.Result != nil || got.Attempt != 1 {
 			t.Fatalf("slow task: %+v, want interrupted %q on attempt 1", got, wantErr)
 		}
 		if st := m.Stats(); st.Interrupted != 1 || st.Completed != 1 {
 			t.Fatalf("stats: %d interrupted, %d completed; want 1 and 1", st.Interrupted, st.Completed)
 		}
-		if evs := drainKindIDs(t, m, "a"); !slices.Equal(evs, []kindID{{EventCompleted, quick}, {EventInterrupted, slow}}) {
+		if evs := drainKindIDs(t, m, "a"); !slices.Equal(evs, []kindID{{bgtype.EventCompleted, quick}, {bgtype.EventInterrupted, slow}}) {
 			t.Fatalf("events %v", evs)
 		}
 	})
@@ -89,7 +92,7 @@ func TestStopWaitsForTasksToEnd(t *testing.T) {
 		if d := time.Since(start); d != 2*time.Second {
 			t.Fatalf("Stop returned after %v, want 2s (when the task ended)", d)
 		}
-		if got := getTask(t, m, id); got.Status != StatusCompleted {
+		if got := getTask(t, m, id); got.Status != bgtype.StatusCompleted {
 			t.Fatalf("task: %q, want completed", got.Status)
 		}
 		done, stop := context.WithCancel(t.Context())
@@ -114,7 +117,7 @@ func TestStopDoesNotWaitForAFunctionThatIgnoresItsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newTestManager(t, WithInstance("inst-deploy"))
 		release := make(chan struct{})
-		seen := make(chan TaskStatus, 1)
+		seen := make(chan bgtype.Status, 1)
 		var id string
 		id = spawnFor(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
 			<-ctx.Done()
@@ -131,16 +134,16 @@ func TestStopDoesNotWaitForAFunctionThatIgnoresItsContext(t *testing.T) {
 			!slices.Equal(se.Interrupted, []string{id}) || !slices.Equal(se.Running, []string{id}) || se.Finishing != 0 {
 			t.Fatalf("Stop: %#v (%v), want %q naming %s interrupted and running", se, err, want, id)
 		}
-		if st := <-seen; st != StatusInterrupted {
+		if st := <-seen; st != bgtype.StatusInterrupted {
 			t.Fatalf("record when the task's context was cancelled: %q, want interrupted", st)
 		}
 		got := getTask(t, m, id)
 		wantErr := `bgtask: interrupted: the runtime that ran it (instance "inst-deploy") shut down before it ended; it will not be re-run`
-		if got.Status != StatusInterrupted || got.Error != wantErr || got.ErrorKind != KindInterrupted || got.Result != nil ||
+		if got.Status != bgtype.StatusInterrupted || got.Error != wantErr || got.ErrorKind != bgtype.KindInterrupted || got.Result != nil ||
 			got.Attempt != before.Attempt+1 || got.FinishedAt.IsZero() {
 			t.Fatalf("record after Stop: %+v, want interrupted %q on attempt %d", got, wantErr, before.Attempt+1)
 		}
-		if evs := drainKindIDs(t, m, "a"); !slices.Equal(evs, []kindID{{EventInterrupted, id}}) {
+		if evs := drainKindIDs(t, m, "a"); !slices.Equal(evs, []kindID{{bgtype.EventInterrupted, id}}) {
 			t.Fatalf("events after Stop: %v, want one interrupted", evs)
 		}
 
@@ -173,16 +176,16 @@ func TestStopDoesNotWaitForAFunctionThatIgnoresItsContext(t *testing.T) {
 // picks wait: each sends its status on entered, then waits for release.
 type gateStore struct {
 	*MemoryStore
-	block   func(TaskStatus) bool
-	entered chan TaskStatus
+	block   func(bgtype.Status) bool
+	entered chan bgtype.Status
 	release chan struct{}
 }
 
-func newGateStore(block func(TaskStatus) bool) *gateStore {
-	return &gateStore{MemoryStore: NewMemoryStore(), block: block, entered: make(chan TaskStatus, 1), release: make(chan struct{})}
+func newGateStore(block func(bgtype.Status) bool) *gateStore {
+	return &gateStore{MemoryStore: NewMemoryStore(), block: block, entered: make(chan bgtype.Status, 1), release: make(chan struct{})}
 }
 
-func (s *gateStore) Commit(ctx context.Context, owner string, actions ...Action) error {
+func (s *gateStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	for _, a := range actions {
 		for _, meta := range a.Tasks {
 			if s.block(meta.Status) {
@@ -204,15 +207,15 @@ func TestStopAndAReturnRaceForTheEnd(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		cutFirst   bool
-		wantStatus TaskStatus
+		wantStatus bgtype.Status
 	}{
-		{"function returns first", false, StatusCompleted},
-		{"stop cuts first", true, StatusInterrupted},
+		{"function returns first", false, bgtype.StatusCompleted},
+		{"stop cuts first", true, bgtype.StatusInterrupted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				store := newGateStore(TaskStatus.IsTerminal)
+				store := newGateStore(bgtype.Status.IsTerminal)
 				m := newTestManager(t, WithStore(store))
 				proceed := make(chan struct{})
 				id := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) {
@@ -253,7 +256,7 @@ func TestStopAndAReturnRaceForTheEnd(t *testing.T) {
 				if got := getTask(t, m, id); got.Status != tc.wantStatus {
 					t.Fatalf("record: %q, want %q", got.Status, tc.wantStatus)
 				}
-				if evs := drainKindIDs(t, m, "a"); !slices.Equal(evs, []kindID{{EventKind(tc.wantStatus), id}}) {
+				if evs := drainKindIDs(t, m, "a"); !slices.Equal(evs, []kindID{{bgtype.EventKind(tc.wantStatus), id}}) {
 					t.Fatalf("events: %v, want one %s", evs, tc.wantStatus)
 				}
 				st := m.Stats()
@@ -272,7 +275,7 @@ func TestStopAndAReturnRaceForTheEnd(t *testing.T) {
 func TestStopCutBeforeTheCallNeverCallsTheFunction(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := newGateStore(func(st TaskStatus) bool { return st == StatusRunning })
+		store := newGateStore(func(st bgtype.Status) bool { return st == bgtype.StatusRunning })
 		m := newTestManager(t, WithStore(store), WithInstance("inst-deploy"))
 		spawned := make(chan string, 1)
 		go func() {
@@ -281,7 +284,7 @@ func TestStopCutBeforeTheCallNeverCallsTheFunction(t *testing.T) {
 				return nil, nil
 			})
 		}()
-		if st := <-store.entered; st != StatusRunning {
+		if st := <-store.entered; st != bgtype.StatusRunning {
 			t.Fatalf("first commit: %q, want running", st)
 		}
 		done, cancel := context.WithCancel(t.Context())
@@ -303,10 +306,10 @@ func TestStopCutBeforeTheCallNeverCallsTheFunction(t *testing.T) {
 		}
 		got := getTask(t, m, id)
 		wantErr := `bgtask: interrupted: the runtime that ran it (instance "inst-deploy") shut down before it ended; it will not be re-run`
-		if got.Status != StatusInterrupted || got.Error != wantErr || got.ErrorKind != KindInterrupted || got.Attempt != 1 {
+		if got.Status != bgtype.StatusInterrupted || got.Error != wantErr || got.ErrorKind != bgtype.KindInterrupted || got.Attempt != 1 {
 			t.Fatalf("record: %+v, want interrupted %q on attempt 1", got, wantErr)
 		}
-		if evs := drainKindIDs(t, m, "a"); !slices.Equal(evs, []kindID{{EventInterrupted, id}}) {
+		if evs := drainKindIDs(t, m, "a"); !slices.Equal(evs, []kindID{{bgtype.EventInterrupted, id}}) {
 			t.Fatalf("events: %v, want one interrupted", evs)
 		}
 		shutdownManager(t, m)
@@ -337,15 +340,15 @@ func TestStopDoesNotWaitForACancelledTask(t *testing.T) {
 		if !ok || err.Error() != want || se.Interrupted != nil || !slices.Equal(se.Running, []string{id}) {
 			t.Fatalf("Stop: %v, want %q", err, want)
 		}
-		if got := getTask(t, m, id); got.Status != StatusRunning {
+		if got := getTask(t, m, id); got.Status != bgtype.StatusRunning {
 			t.Fatalf("record at Stop's return: %q, want running", got.Status)
 		}
 		close(release)
 		shutdownManager(t, m)
-		if got := getTask(t, m, id); got.Status != StatusCancelled {
+		if got := getTask(t, m, id); got.Status != bgtype.StatusCancelled {
 			t.Fatalf("record: %q, want cancelled", got.Status)
 		}
-		if evs := drainKindIDs(t, m, "a"); !slices.Equal(evs, []kindID{{EventCancelled, id}}) {
+		if evs := drainKindIDs(t, m, "a"); !slices.Equal(evs, []kindID{{bgtype.EventCancelled, id}}) {
 			t.Fatalf("events: %v, want one cancelled", evs)
 		}
 	})

@@ -1,8 +1,6 @@
 package bgtask
 
 import (
-	"context"
-	"iter"
 	"slices"
 	"strings"
 	"unicode"
@@ -55,37 +53,4 @@ func (c *config) checkTags(tags []string) error {
 		}
 	}
 	return nil
-}
-
-// TagLister is a Store that filters by tag itself, with an index. Every
-// Store of this module implements it; for one that does not, ListTagged
-// filters the store's List.
-type TagLister interface {
-	// ListTagged is Store.List restricted to the records whose Tags hold
-	// tag; an empty tag restricts nothing.
-	ListTagged(ctx context.Context, owner, tag string, statuses ...TaskStatus) iter.Seq2[TaskMeta, error]
-}
-
-// ListTagged yields the owner's records that carry tag (every record when
-// tag is empty) and have one of statuses (all when none is given), in the
-// order and with the errors of Store.List. It uses the store's own filter
-// when s is a TagLister.
-func ListTagged(ctx context.Context, s Store, owner, tag string, statuses ...TaskStatus) iter.Seq2[TaskMeta, error] {
-	if tl, ok := s.(TagLister); ok {
-		return tl.ListTagged(ctx, owner, tag, statuses...)
-	}
-	seq := s.List(ctx, owner, statuses...)
-	if tag == "" {
-		return seq
-	}
-	return func(yield func(TaskMeta, error) bool) {
-		for m, err := range seq {
-			if err == nil && !slices.Contains(m.Tags, tag) {
-				continue
-			}
-			if !yield(m, err) {
-				return
-			}
-		}
-	}
 }

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 func doneTask(context.Context, *Task) (any, error) { return "ok", nil }
@@ -73,7 +76,7 @@ func TestTagsFilterListsAndTools(t *testing.T) {
 		{"", []string{a, b, c}},
 		{"none", []string{}},
 	} {
-		seq, err := alice.ListTagged(t.Context(), tc.tag, StatusCompleted)
+		seq, err := alice.ListTagged(t.Context(), tc.tag, bgtype.StatusCompleted)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,8 +114,8 @@ func TestTagsFilterListsAndTools(t *testing.T) {
 	}
 }
 
-func toolMetas(ts []toolTask) []TaskMeta {
-	out := make([]TaskMeta, len(ts))
+func toolMetas(ts []toolTask) []bgtype.TaskMeta {
+	out := make([]bgtype.TaskMeta, len(ts))
 	for i, v := range ts {
 		out[i].ID = v.TaskID
 	}
@@ -121,14 +124,14 @@ func toolMetas(ts []toolTask) []TaskMeta {
 
 // A store that is not a TagLister is filtered by ListTagged itself.
 func TestListTaggedFiltersAPlainStore(t *testing.T) {
-	plain := struct{ Store }{NewMemoryStore()}
+	plain := struct{ store.Store }{NewMemoryStore()}
 	m := newTestManager(t, WithStore(plain))
 	a := spawnFor(t, m, "alice", doneTask, WithTags("x"))
 	b := spawnFor(t, m, "alice", doneTask)
 	waitTask(t, m.Owner("alice"), a)
 	waitTask(t, m.Owner("alice"), b)
 	var got []string
-	for meta, err := range ListTagged(t.Context(), plain, "alice", "x") {
+	for meta, err := range store.ListTagged(t.Context(), plain, "alice", "x") {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,16 +143,16 @@ func TestListTaggedFiltersAPlainStore(t *testing.T) {
 }
 
 func TestApplyActionKeepsTags(t *testing.T) {
-	var s Snapshot
-	base := TaskMeta{ID: "task_1", Owner: "o", Status: StatusRunning, Tags: []string{"a"}}
-	ApplyAction(&s, Upsert(base))
-	for _, u := range []TaskMeta{
-		{ID: "task_1", Owner: "o", Status: StatusRunning, Tags: []string{"b"}},
+	var s store.Snapshot
+	base := bgtype.TaskMeta{ID: "task_1", Owner: "o", Status: bgtype.StatusRunning, Tags: []string{"a"}}
+	store.Apply(&s, store.UpsertAction(base))
+	for _, u := range []bgtype.TaskMeta{
+		{ID: "task_1", Owner: "o", Status: bgtype.StatusRunning, Tags: []string{"b"}},
 		{ID: "task_1", Owner: "o", Tags: nil},
-		{ID: "task_1", Owner: "o", Status: StatusCompleted, Tags: []string{"c"}},
-		{ID: "task_1", Owner: "o", Status: StatusCompleted, Tags: []string{"d"}},
+		{ID: "task_1", Owner: "o", Status: bgtype.StatusCompleted, Tags: []string{"c"}},
+		{ID: "task_1", Owner: "o", Status: bgtype.StatusCompleted, Tags: []string{"d"}},
 	} {
-		ApplyAction(&s, Upsert(u))
+		store.Apply(&s, store.UpsertAction(u))
 		if got := s.Tasks["task_1"].Tags; !slices.Equal(got, []string{"a"}) {
 			t.Fatalf("after upsert %+v: Tags = %q, want [a]", u, got)
 		}

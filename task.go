@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // Func is the work of a task. ctx is cancelled when the task is cancelled,
@@ -185,7 +187,7 @@ func (t *Task) Owner() string { return t.rec.owner }
 func (t *Task) Name() string { return t.rec.name() }
 
 // Parent returns the task's lineage.
-func (t *Task) Parent() Parent { return t.rec.parent() }
+func (t *Task) Parent() bgtype.Parent { return t.rec.parent() }
 
 // Inbox returns a sub-agent's own inbox, where messages sent to it
 // (Owner.Send) and events of the tasks it owns arrive. It is nil for a plain
@@ -242,12 +244,12 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 		return "", errEmptyEvent
 	}
 	limit := t.m.cfg.caps.payload
-	if eventType == EventTypeMessage {
+	if eventType == bgtype.EventTypeMessage {
 		limit = t.m.cfg.caps.message
 		switch msg := payload.(type) {
-		case Message:
+		case bgtype.Message:
 			payload, limit = t.m.capMessage(msg), -1 // its fields are capped
-		case *Message:
+		case *bgtype.Message:
 			if msg != nil {
 				payload, limit = t.m.capMessage(*msg), -1
 			}
@@ -266,12 +268,12 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 		return "", ErrTaskEnded
 	}
 	r := t.rareState() // a task that emits has one: its latest event, its cached inbox
-	if eventType != EventTypeMessage {
+	if eventType != bgtype.EventTypeMessage {
 		r.latestEvent = LatestEvent{EventType: eventType, Payload: p, At: now(), Count: r.latestEvent.Count + 1}
 	}
-	send, quiet := t.wake().route(EventCustom, eventType)
+	send, quiet := route(t.wake(), bgtype.EventCustom, eventType)
 	if t.m.cfg.eventObserver != nil {
-		t.m.observeEvent(Event{Kind: EventCustom, TaskID: t.rec.id, Name: t.rec.name(), EventType: eventType, Payload: p, Quiet: quiet})
+		t.m.observeEvent(bgtype.Event{Kind: bgtype.EventCustom, TaskID: t.rec.id, Name: t.rec.name(), EventType: eventType, Payload: p, Quiet: quiet})
 	}
 	if !send {
 		return "", nil // kept as progress
@@ -279,11 +281,11 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	if gen := t.m.inboxGen.Load(); r.ownerBox == nil || gen != r.inboxGen {
 		r.ownerBox, r.inboxGen = t.m.inboxFor(t.rec.owner), gen
 	}
-	err = r.ownerBox.Send(Event{Kind: EventCustom, TaskID: t.rec.id, Name: t.rec.name(), EventType: eventType, Payload: p, Quiet: quiet})
+	err = r.ownerBox.Send(bgtype.Event{Kind: bgtype.EventCustom, TaskID: t.rec.id, Name: t.rec.name(), EventType: eventType, Payload: p, Quiet: quiet})
 	if err != nil && r.ownerBox.onClosed == nil {
 		return "", err // dropped; with a fallback it was taken (a Plugin keeps it for the next run): not lost
 	}
-	if eventType == EventTypeMessage {
+	if eventType == bgtype.EventTypeMessage {
 		return t.m.msgs.emitted(t, p), nil
 	}
 	return "", nil

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 func TestManagerEventsRapidEmits(t *testing.T) {
@@ -19,12 +21,12 @@ func TestManagerEventsRapidEmits(t *testing.T) {
 			}
 		}
 		return map[string]string{"final": "answer"}, nil
-	}, WithWake(WakeOnActivity))
+	}, WithWake(bgtype.WakeOnActivity))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := waitTask(t, o, id)
-	if got.Status != StatusCompleted || string(got.Result) != `{"final":"answer"}` {
+	if got.Status != bgtype.StatusCompleted || string(got.Result) != `{"final":"answer"}` {
 		t.Fatalf("events changed the result: %+v", got)
 	}
 	evs := drainOwner(t, o)
@@ -33,12 +35,12 @@ func TestManagerEventsRapidEmits(t *testing.T) {
 	}
 	for i, ev := range evs[:n] {
 		want := fmt.Sprintf(`{"i":%d}`, i)
-		if ev.Kind != EventCustom || ev.EventType != "tick" || ev.TaskID != id || string(ev.Payload) != want {
+		if ev.Kind != bgtype.EventCustom || ev.EventType != "tick" || ev.TaskID != id || string(ev.Payload) != want {
 			t.Fatalf("event %d = %+v (payload %s), want tick %s", i, ev, ev.Payload, want)
 		}
 	}
 	last := evs[n]
-	if last.Kind != EventCompleted || last.TaskID != id || string(last.Result) != `{"final":"answer"}` {
+	if last.Kind != bgtype.EventCompleted || last.TaskID != id || string(last.Result) != `{"final":"answer"}` {
 		t.Fatalf("last event %+v", last)
 	}
 	if evs := drainOwner(t, o); len(evs) != 0 {
@@ -65,7 +67,7 @@ func TestManagerEventsManyTasksShareInbox(t *testing.T) {
 				return nil, fmt.Errorf("task %d failed", k)
 			}
 			return k, nil
-		}, WithWake(WakeOnActivity))
+		}, WithWake(bgtype.WakeOnActivity))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,19 +92,19 @@ func TestManagerEventsManyTasksShareInbox(t *testing.T) {
 			t.Fatalf("event %+v after the terminal event of its task", ev)
 		}
 		switch ev.Kind {
-		case EventCustom:
+		case bgtype.EventCustom:
 			want := fmt.Sprintf("[%d,%d]", k, next[ev.TaskID])
 			if string(ev.Payload) != want {
 				t.Fatalf("task %d: payload %s, want %s", k, ev.Payload, want)
 			}
 			next[ev.TaskID]++
-		case EventCompleted, EventFailed:
+		case bgtype.EventCompleted, bgtype.EventFailed:
 			if next[ev.TaskID] != emits {
 				t.Fatalf("task %d: terminal after %d custom events, want %d", k, next[ev.TaskID], emits)
 			}
-			wantKind := EventCompleted
+			wantKind := bgtype.EventCompleted
 			if k%2 == 1 {
-				wantKind = EventFailed
+				wantKind = bgtype.EventFailed
 			}
 			if ev.Kind != wantKind {
 				t.Fatalf("task %d: %q, want %q", k, ev.Kind, wantKind)
@@ -138,7 +140,7 @@ func TestManagerEmitErrors(t *testing.T) {
 		payload["n"] = 2 // encoded at Emit: the event keeps 1
 		res <- r
 		return nil, nil
-	}, WithWake(WakeOnActivity))
+	}, WithWake(bgtype.WakeOnActivity))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +166,7 @@ func TestManagerEmitErrors(t *testing.T) {
 		t.Errorf("Emit(\"\") after return = %v, want ErrInvalidArgument", err)
 	}
 	evs := drainOwner(t, o)
-	if len(evs) != 2 || evs[0].EventType != "good" || string(evs[0].Payload) != `{"n":1}` || evs[1].Kind != EventCompleted {
+	if len(evs) != 2 || evs[0].EventType != "good" || string(evs[0].Payload) != `{"n":1}` || evs[1].Kind != bgtype.EventCompleted {
 		t.Fatalf("events %+v, want good {\"n\":1} then completed", evs)
 	}
 	shutdownManager(t, m)
@@ -183,7 +185,7 @@ func TestManagerEmitAfterCancelDelivers(t *testing.T) {
 		<-ctx.Done()
 		emitErr <- tk.Emit("final_words", "bye")
 		return nil, context.Cause(ctx)
-	}, WithWake(WakeOnActivity))
+	}, WithWake(bgtype.WakeOnActivity))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +197,7 @@ func TestManagerEmitAfterCancelDelivers(t *testing.T) {
 	if evs := ib.Drain(); len(evs) != 1 || evs[0].EventType != "ready" || string(evs[0].Payload) != `{"port":8080}` {
 		t.Fatalf("before cancel: %+v", evs)
 	}
-	if got, _ := o.Get(t.Context(), id); got.Status != StatusRunning {
+	if got, _ := o.Get(t.Context(), id); got.Status != bgtype.StatusRunning {
 		t.Fatalf("status %q before cancel", got.Status)
 	}
 	if n, err := o.Cancel(t.Context(), id); n != 1 || err != nil {
@@ -204,12 +206,12 @@ func TestManagerEmitAfterCancelDelivers(t *testing.T) {
 	if err := <-emitErr; err != nil {
 		t.Fatalf("Emit after cancel: %v", err)
 	}
-	if got := waitTask(t, o, id); got.Status != StatusCancelled {
+	if got := waitTask(t, o, id); got.Status != bgtype.StatusCancelled {
 		t.Fatalf("status %q, want cancelled", got.Status)
 	}
 	evs := ib.Drain()
 	if len(evs) != 2 || evs[0].EventType != "final_words" || string(evs[0].Payload) != `"bye"` ||
-		evs[1].Kind != EventCancelled || evs[1].TaskID != id {
+		evs[1].Kind != bgtype.EventCancelled || evs[1].TaskID != id {
 		t.Fatalf("after cancel: %+v", evs)
 	}
 	b, err := json.Marshal(evs[1])

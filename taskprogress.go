@@ -6,33 +6,14 @@ package bgtask
 import (
 	"context"
 	"time"
-)
 
-// EventTypeProgress is the event type of the custom event ReportProgress
-// emits; its payload is the TaskProgress as JSON.
-const EventTypeProgress = "progress"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+)
 
 // DefaultProgressInterval is how often, at most, one task's reported
 // progress is written to the Store (WithProgressInterval).
 const DefaultProgressInterval = time.Second
-
-// TaskProgress is the latest progress a task reported (Task.ReportProgress),
-// as its record keeps it: Done out of Total (Total 0: the total is not
-// known) and a short message. The message was written by the task: it is
-// untrusted text wherever it is shown to a model. At is when it was
-// reported; a store never replaces a record's progress with an older one.
-type TaskProgress struct {
-	Done    int64     `json:"done"`
-	Total   int64     `json:"total,omitempty"`
-	Message string    `json:"message,omitempty"`
-	At      time.Time `json:"at,omitzero"`
-}
-
-// valid reports whether p (nil is valid: no progress) has counts a task
-// could report.
-func (p *TaskProgress) valid() bool {
-	return p == nil || p.Done >= 0 && p.Total >= 0 && (p.Total == 0 || p.Done <= p.Total)
-}
 
 // WithProgressInterval sets how often, at most, one task's progress
 // (Task.ReportProgress) is written to the Store. The first report is
@@ -48,12 +29,12 @@ func WithProgressInterval(d time.Duration) Option {
 // progressState is a task's throttled progress writer. Guarded by the
 // task's emitMu.
 type progressState struct {
-	latest  *TaskProgress // the last report
-	written *TaskProgress // the last one written, or being written
-	last    time.Time     // when the last write started
-	busy    bool          // a write is in flight
-	timer   *time.Timer   // the trailing write, if one is scheduled
-	idle    chan struct{} // made by finish while a write is in flight; closed when it ends
+	latest  *bgtype.TaskProgress // the last report
+	written *bgtype.TaskProgress // the last one written, or being written
+	last    time.Time            // when the last write started
+	busy    bool                 // a write is in flight
+	timer   *time.Timer          // the trailing write, if one is scheduled
+	idle    chan struct{}        // made by finish while a write is in flight; closed when it ends
 }
 
 // ReportProgress records how far the task has come: done out of total
@@ -81,8 +62,8 @@ func (t *Task) ReportProgress(done, total int64, message string) error {
 		return invalidArgument("progress %d of %d: need 0 <= done and, with a total, done <= total", done, total)
 	}
 	message, _ = truncateText(message, t.m.cfg.caps.message)
-	p := &TaskProgress{Done: done, Total: total, Message: message, At: now()}
-	if err := t.Emit(EventTypeProgress, p); err != nil {
+	p := &bgtype.TaskProgress{Done: done, Total: total, Message: message, At: now()}
+	if err := t.Emit(bgtype.EventTypeProgress, p); err != nil {
 		return err
 	}
 	t.emitMu.Lock()
@@ -142,9 +123,9 @@ func (m *Manager) progressDue(t *Task) {
 // writeProgress writes p to the task's record with an update that carries
 // no status, so it changes nothing but the progress, then starts the next
 // write if a newer report came meanwhile.
-func (m *Manager) writeProgress(t *Task, p *TaskProgress) {
-	u := TaskMeta{ID: t.rec.id, Owner: t.rec.owner, Progress: p} // attempt 0, the Manager's: a reaper's later attempt fences it out
-	if err := m.store.Commit(context.Background(), u.Owner, Upsert(u)); err != nil {
+func (m *Manager) writeProgress(t *Task, p *bgtype.TaskProgress) {
+	u := bgtype.TaskMeta{ID: t.rec.id, Owner: t.rec.owner, Progress: p} // attempt 0, the Manager's: a reaper's later attempt fences it out
+	if err := m.store.Commit(context.Background(), u.Owner, store.UpsertAction(u)); err != nil {
 		m.log.Warn("bgtask: progress not recorded", "task_id", u.ID, "err", err)
 	}
 	t.emitMu.Lock()
@@ -161,7 +142,7 @@ func (m *Manager) writeProgress(t *Task, p *TaskProgress) {
 // settleProgress stops the task's progress writer once the function has
 // returned (t.ended is set), waiting for a write in flight, and returns the
 // latest progress for the terminal record, or nil.
-func (t *Task) settleProgress() *TaskProgress {
+func (t *Task) settleProgress() *bgtype.TaskProgress {
 	r := t.rare.Load()
 	if r == nil {
 		return nil
@@ -193,7 +174,7 @@ func (t *Task) settleProgress() *TaskProgress {
 // this Manager runs the task, a later report may be in memory only. What
 // the model sees of a task's progress is then one value, the latest,
 // wherever it is shown.
-func (o Owner) latestProgress(meta TaskMeta) TaskMeta {
+func (o Owner) latestProgress(meta bgtype.TaskMeta) bgtype.TaskMeta {
 	if live := o.reportedProgress(meta.ID); live != nil { // what the record holds, or later
 		meta.Progress = live
 	}
@@ -203,7 +184,7 @@ func (o Owner) latestProgress(meta TaskMeta) TaskMeta {
 // reportedProgress returns a copy of the latest progress the owner's task
 // id reported (Task.ReportProgress) while this Manager runs it; nil if it
 // reported none, has ended, is not run here or is another owner's.
-func (o Owner) reportedProgress(id string) *TaskProgress {
+func (o Owner) reportedProgress(id string) *bgtype.TaskProgress {
 	m := o.m
 	m.mu.Lock()
 	t := m.nodes[id]
@@ -229,6 +210,6 @@ func (o Owner) reportedProgress(id string) *TaskProgress {
 // beside its progress reported: not when it is a progress event
 // (EventTypeProgress) and the task reported progress, since ReportProgress
 // emits its report as that very event, and one progress is shown, once.
-func shownEvent(ev LatestEvent, reported *TaskProgress) bool {
-	return ev.Count > 0 && !(ev.EventType == EventTypeProgress && reported != nil)
+func shownEvent(ev LatestEvent, reported *bgtype.TaskProgress) bool {
+	return ev.Count > 0 && !(ev.EventType == bgtype.EventTypeProgress && reported != nil)
 }

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // progressStore is a Store that records the progress-only commits (an
@@ -16,10 +19,10 @@ import (
 type progressStore struct {
 	*MemoryStore
 	mu     sync.Mutex
-	writes []TaskProgress
+	writes []bgtype.TaskProgress
 }
 
-func (s *progressStore) Commit(ctx context.Context, owner string, actions ...Action) error {
+func (s *progressStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	s.mu.Lock()
 	for _, a := range actions {
 		for _, m := range a.Tasks {
@@ -32,10 +35,10 @@ func (s *progressStore) Commit(ctx context.Context, owner string, actions ...Act
 	return s.MemoryStore.Commit(ctx, owner, actions...)
 }
 
-func (s *progressStore) written() []TaskProgress {
+func (s *progressStore) written() []bgtype.TaskProgress {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]TaskProgress(nil), s.writes...)
+	return append([]bgtype.TaskProgress(nil), s.writes...)
 }
 
 // The reducer keeps a record's progress: a live record takes a newer one
@@ -45,35 +48,35 @@ func (s *progressStore) written() []TaskProgress {
 func TestApplyActionProgress(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	p := func(done int64, sec int) *TaskProgress {
-		return &TaskProgress{Done: done, Total: 10, Message: "m", At: t0.Add(time.Duration(sec) * time.Second)}
+	p := func(done int64, sec int) *bgtype.TaskProgress {
+		return &bgtype.TaskProgress{Done: done, Total: 10, Message: "m", At: t0.Add(time.Duration(sec) * time.Second)}
 	}
-	rec := func(st TaskStatus, pr *TaskProgress) TaskMeta {
-		return TaskMeta{ID: "task_1", Owner: "o", Status: st, Progress: pr, Description: "d"}
+	rec := func(st bgtype.Status, pr *bgtype.TaskProgress) bgtype.TaskMeta {
+		return bgtype.TaskMeta{ID: "task_1", Owner: "o", Status: st, Progress: pr, Description: "d"}
 	}
 	for _, tc := range []struct {
 		name       string
-		cur, u     TaskMeta
-		wantStatus TaskStatus
-		want       *TaskProgress
+		cur, u     bgtype.TaskMeta
+		wantStatus bgtype.Status
+		want       *bgtype.TaskProgress
 	}{
-		{"live, first progress", rec(StatusRunning, nil), rec("", p(1, 1)), StatusRunning, p(1, 1)},
-		{"live, newer", rec(StatusRunning, p(1, 1)), rec("", p(2, 2)), StatusRunning, p(2, 2)},
-		{"live, older dropped", rec(StatusRunning, p(2, 2)), rec("", p(1, 1)), StatusRunning, p(2, 2)},
-		{"live, same time replaces", rec(StatusRunning, p(2, 2)), rec("", p(3, 2)), StatusRunning, p(3, 2)},
-		{"live, none keeps", rec(StatusRunning, p(2, 2)), rec(StatusRunning, nil), StatusRunning, p(2, 2)},
-		{"queued stays queued", rec(StatusQueued, nil), rec("", p(1, 1)), StatusQueued, p(1, 1)},
-		{"awaiting input stays", TaskMeta{ID: "task_1", Owner: "o", Status: StatusAwaitingInput, Input: &InputRequest{ID: "input_1", Prompt: "?"}}, rec("", p(1, 1)), StatusAwaitingInput, p(1, 1)},
-		{"terminal with the last", rec(StatusRunning, p(1, 1)), rec(StatusCompleted, p(5, 5)), StatusCompleted, p(5, 5)},
-		{"terminal with an older one keeps", rec(StatusRunning, p(5, 5)), rec(StatusCompleted, p(1, 1)), StatusCompleted, p(5, 5)},
-		{"terminal keeps its own", rec(StatusCompleted, p(5, 5)), rec("", p(6, 6)), StatusCompleted, p(5, 5)},
-		{"terminal without is filled", rec(StatusFailed, nil), rec("", p(6, 6)), StatusFailed, p(6, 6)},
-		{"another status on terminal dropped", rec(StatusCancelled, nil), rec(StatusCompleted, p(6, 6)), StatusCancelled, nil},
-		{"fenced attempt dropped", TaskMeta{ID: "task_1", Owner: "o", Status: StatusRunning, Attempt: 2}, TaskMeta{ID: "task_1", Owner: "o", Progress: p(1, 1), Attempt: 1}, StatusRunning, nil},
+		{"live, first progress", rec(bgtype.StatusRunning, nil), rec("", p(1, 1)), bgtype.StatusRunning, p(1, 1)},
+		{"live, newer", rec(bgtype.StatusRunning, p(1, 1)), rec("", p(2, 2)), bgtype.StatusRunning, p(2, 2)},
+		{"live, older dropped", rec(bgtype.StatusRunning, p(2, 2)), rec("", p(1, 1)), bgtype.StatusRunning, p(2, 2)},
+		{"live, same time replaces", rec(bgtype.StatusRunning, p(2, 2)), rec("", p(3, 2)), bgtype.StatusRunning, p(3, 2)},
+		{"live, none keeps", rec(bgtype.StatusRunning, p(2, 2)), rec(bgtype.StatusRunning, nil), bgtype.StatusRunning, p(2, 2)},
+		{"queued stays queued", rec(bgtype.StatusQueued, nil), rec("", p(1, 1)), bgtype.StatusQueued, p(1, 1)},
+		{"awaiting input stays", bgtype.TaskMeta{ID: "task_1", Owner: "o", Status: bgtype.StatusAwaitingInput, Input: &bgtype.InputRequest{ID: "input_1", Prompt: "?"}}, rec("", p(1, 1)), bgtype.StatusAwaitingInput, p(1, 1)},
+		{"terminal with the last", rec(bgtype.StatusRunning, p(1, 1)), rec(bgtype.StatusCompleted, p(5, 5)), bgtype.StatusCompleted, p(5, 5)},
+		{"terminal with an older one keeps", rec(bgtype.StatusRunning, p(5, 5)), rec(bgtype.StatusCompleted, p(1, 1)), bgtype.StatusCompleted, p(5, 5)},
+		{"terminal keeps its own", rec(bgtype.StatusCompleted, p(5, 5)), rec("", p(6, 6)), bgtype.StatusCompleted, p(5, 5)},
+		{"terminal without is filled", rec(bgtype.StatusFailed, nil), rec("", p(6, 6)), bgtype.StatusFailed, p(6, 6)},
+		{"another status on terminal dropped", rec(bgtype.StatusCancelled, nil), rec(bgtype.StatusCompleted, p(6, 6)), bgtype.StatusCancelled, nil},
+		{"fenced attempt dropped", bgtype.TaskMeta{ID: "task_1", Owner: "o", Status: bgtype.StatusRunning, Attempt: 2}, bgtype.TaskMeta{ID: "task_1", Owner: "o", Progress: p(1, 1), Attempt: 1}, bgtype.StatusRunning, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := Snapshot{Tasks: map[string]TaskMeta{"task_1": tc.cur}}
-			ApplyAction(&s, Upsert(tc.u))
+			s := store.Snapshot{Tasks: map[string]bgtype.TaskMeta{"task_1": tc.cur}}
+			store.Apply(&s, store.UpsertAction(tc.u))
 			got := s.Tasks["task_1"]
 			if got.Status != tc.wantStatus || !sameProgress(got.Progress, tc.want) {
 				t.Fatalf("status %s, progress %+v; want %s, %+v", got.Status, got.Progress, tc.wantStatus, tc.want)
@@ -87,9 +90,9 @@ func TestApplyActionProgress(t *testing.T) {
 		})
 	}
 	// A record with impossible progress is refused.
-	for _, bad := range []TaskProgress{{Done: -1}, {Total: -1}, {Done: 3, Total: 2}} {
-		err := ValidateCommit("o", Upsert(TaskMeta{ID: "task_1", Owner: "o", Status: StatusRunning, Progress: &bad}))
-		if !errors.Is(err, ErrInvalidAction) || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "invalid progress") {
+	for _, bad := range []bgtype.TaskProgress{{Done: -1}, {Total: -1}, {Done: 3, Total: 2}} {
+		err := store.ValidateCommit("o", store.UpsertAction(bgtype.TaskMeta{ID: "task_1", Owner: "o", Status: bgtype.StatusRunning, Progress: &bad}))
+		if !errors.Is(err, store.ErrInvalidAction) || !errors.Is(err, bgtype.ErrCorrupt) || !strings.Contains(err.Error(), "invalid progress") {
 			t.Errorf("ValidateCommit with progress %+v: %v", bad, err)
 		}
 	}
@@ -212,7 +215,7 @@ func TestProgressThrottle(t *testing.T) {
 					t.Errorf("progress writes %v, want %v", got, tc.want)
 				}
 				last := tc.reports[len(tc.reports)-1].done
-				if rec.Status != StatusCompleted || rec.Progress == nil || rec.Progress.Done != last {
+				if rec.Status != bgtype.StatusCompleted || rec.Progress == nil || rec.Progress.Done != last {
 					t.Errorf("terminal record: status %s, progress %+v; want completed with %d", rec.Status, rec.Progress, last)
 				}
 				if err := m.Shutdown(t.Context()); err != nil {

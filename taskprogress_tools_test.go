@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // get_task shows the record's progress and idempotency key, list_tasks the
@@ -55,10 +57,10 @@ func TestRenderViewProgress(t *testing.T) {
 	p := newTestPlugin(t)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	long := `"/><x a='1'>` + strings.Repeat("m", 300)
-	tasks := []TaskMeta{
-		{ID: "task_01", Type: TypeTask, Status: StatusRunning, Progress: &TaskProgress{Done: 3, Total: 10, Message: "half & <b>", At: at}},
-		{ID: "task_02", Type: TypeTask, Status: StatusRunning, Progress: &TaskProgress{Done: 7, Message: long, At: at}},
-		{ID: "task_03", Type: TypeTask, Status: StatusQueued},
+	tasks := []bgtype.TaskMeta{
+		{ID: "task_01", Type: TypeTask, Status: bgtype.StatusRunning, Progress: &bgtype.TaskProgress{Done: 3, Total: 10, Message: "half & <b>", At: at}},
+		{ID: "task_02", Type: TypeTask, Status: bgtype.StatusRunning, Progress: &bgtype.TaskProgress{Done: 7, Message: long, At: at}},
+		{ID: "task_03", Type: TypeTask, Status: bgtype.StatusQueued},
 	}
 	open := `<background-tasks nonce="` + p.nonce + `">`
 	want := open + "\n" +

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // ErrTimeout is the cause of a task's context when its time ran out
@@ -11,31 +13,12 @@ import (
 // returns for a task that failed that way.
 var ErrTimeout = errors.New("bgtask: task timed out")
 
-// ErrorKind says why a task ended failed or interrupted; it is empty for
-// every other status (cancelled is a status, not a kind). A kind read from
-// a Store that this version does not know is kept as it is.
-type ErrorKind string
-
-// The error kinds.
-const (
-	// KindError: the function returned an error (or its result could not
-	// be encoded, or its start could not be recorded).
-	KindError ErrorKind = "error"
-	// KindTimeout: the task's time ran out (WithTimeout, WithDeadline) and
-	// its function returned an error.
-	KindTimeout ErrorKind = "timeout"
-	// KindPanic: the function panicked; the record's Stack holds the trace.
-	KindPanic ErrorKind = "panic"
-	// KindInterrupted: the runtime instance that ran the task is gone.
-	KindInterrupted ErrorKind = "interrupted"
-)
-
 // TaskError is the error Wait returns for a failed task, beside its
 // record: the task's id, its error kind and the text of its error. It
 // matches ErrTimeout (errors.Is) when Kind is KindTimeout.
 type TaskError struct {
 	TaskID  string
-	Kind    ErrorKind
+	Kind    bgtype.ErrorKind
 	Message string
 }
 
@@ -45,11 +28,13 @@ func (e *TaskError) Error() string {
 }
 
 // Is reports whether target is ErrTimeout and the task timed out.
-func (e *TaskError) Is(target error) bool { return target == ErrTimeout && e.Kind == KindTimeout }
+func (e *TaskError) Is(target error) bool {
+	return target == ErrTimeout && e.Kind == bgtype.KindTimeout
+}
 
 // failedError returns meta's *TaskError when it is a failed record.
-func failedError(meta *TaskMeta) error {
-	if meta.Status != StatusFailed {
+func failedError(meta *bgtype.TaskMeta) error {
+	if meta.Status != bgtype.StatusFailed {
 		return nil
 	}
 	return &TaskError{TaskID: meta.ID, Kind: meta.ErrorKind, Message: meta.Error}

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // A task whose time runs out sees a cause matching ErrTimeout and ends
@@ -36,30 +39,30 @@ func TestWithTimeoutEndsFailedWithKindTimeout(t *testing.T) {
 			t.Errorf("the task's cause = %v, want ErrTimeout", cause)
 		}
 		te, ok := errors.AsType[*TaskError](err)
-		if !ok || !errors.Is(err, ErrTimeout) || *te != (TaskError{TaskID: id, Kind: KindTimeout, Message: "bgtask: task timed out after 5s"}) {
+		if !ok || !errors.Is(err, ErrTimeout) || *te != (TaskError{TaskID: id, Kind: bgtype.KindTimeout, Message: "bgtask: task timed out after 5s"}) {
 			t.Fatalf("Wait error = %#v, want a timeout *TaskError", err)
 		}
 		if err.Error() != "bgtask: task "+id+" failed (timeout): bgtask: task timed out after 5s" {
 			t.Errorf("Wait error text = %q", err)
 		}
-		if meta.Status != StatusFailed || meta.ErrorKind != KindTimeout || meta.FinishedAt.Sub(meta.CreatedAt) != 5*time.Second {
+		if meta.Status != bgtype.StatusFailed || meta.ErrorKind != bgtype.KindTimeout || meta.FinishedAt.Sub(meta.CreatedAt) != 5*time.Second {
 			t.Errorf("record = %s/%s after %v, want failed/timeout after 5s", meta.Status, meta.ErrorKind, meta.FinishedAt.Sub(meta.CreatedAt))
 		}
 		evs := inbox.Drain()
-		if len(evs) != 1 || evs[0].Kind != EventFailed || evs[0].ErrorKind != KindTimeout {
+		if len(evs) != 1 || evs[0].Kind != bgtype.EventFailed || evs[0].ErrorKind != bgtype.KindTimeout {
 			t.Fatalf("events = %+v, want one failed event of kind timeout", evs)
 		}
 		b, err := json.Marshal(evs[0])
 		if err != nil || string(b) != `{"kind":"failed","task_id":"`+id+`","error":"bgtask: task timed out after 5s","error_kind":"timeout"}` {
 			t.Errorf("event JSON = %s, %v", b, err)
 		}
-		var back Event
-		if err := json.Unmarshal(b, &back); err != nil || back.ErrorKind != KindTimeout {
+		var back bgtype.Event
+		if err := json.Unmarshal(b, &back); err != nil || back.ErrorKind != bgtype.KindTimeout {
 			t.Errorf("event read back = %+v, %v", back, err)
 		}
 		var got getResult
 		callTool(t, t.Context(), toolNamed(t, o, "get_task"), `{"task_id":"`+id+`"}`, &got)
-		if got.Task.ErrorKind != KindTimeout {
+		if got.Task.ErrorKind != bgtype.KindTimeout {
 			t.Errorf("get_task error_kind = %q", got.Task.ErrorKind)
 		}
 		raw := callTool(t, t.Context(), toolNamed(t, o, "list_tasks"), `{}`, nil)
@@ -77,32 +80,32 @@ func TestErrorKinds(t *testing.T) {
 		opts      []SpawnOption
 		fn        Func
 		cancelAt  time.Duration // cancel the task after this much fake time; 0 never
-		status    TaskStatus
-		kind      ErrorKind
+		status    bgtype.Status
+		kind      bgtype.ErrorKind
 		errText   string
 		took      time.Duration
 		waitIsErr bool
 	}{
 		{"function error", nil, func(context.Context, *Task) (any, error) { return nil, errors.New("disk full") },
-			0, StatusFailed, KindError, "disk full", 0, true},
+			0, bgtype.StatusFailed, bgtype.KindError, "disk full", 0, true},
 		{"panic", nil, func(context.Context, *Task) (any, error) { panic("boom") },
-			0, StatusFailed, KindPanic, "panic: boom", 0, true},
+			0, bgtype.StatusFailed, bgtype.KindPanic, "panic: boom", 0, true},
 		{"deadline", nil, blockOnCtx, // WithDeadline(3s after the bubble's start), set below
-			0, StatusFailed, KindTimeout, "bgtask: task timed out: its deadline passed", 3 * time.Second, true},
+			0, bgtype.StatusFailed, bgtype.KindTimeout, "bgtask: task timed out: its deadline passed", 3 * time.Second, true},
 		{"own error after the timeout", []SpawnOption{WithTimeout(2 * time.Second)}, func(ctx context.Context, _ *Task) (any, error) {
 			<-ctx.Done()
 			return nil, errors.New("gave up")
-		}, 0, StatusFailed, KindTimeout, "gave up", 2 * time.Second, true},
+		}, 0, bgtype.StatusFailed, bgtype.KindTimeout, "gave up", 2 * time.Second, true},
 		{"a value after the timeout", []SpawnOption{WithTimeout(2 * time.Second)}, func(ctx context.Context, _ *Task) (any, error) {
 			<-ctx.Done()
 			return "partial", nil
-		}, 0, StatusCompleted, "", "", 2 * time.Second, false},
+		}, 0, bgtype.StatusCompleted, "", "", 2 * time.Second, false},
 		{"cancelled before the timeout", []SpawnOption{WithTimeout(time.Hour)}, blockOnCtx,
-			time.Second, StatusCancelled, "", "bgtask: task cancelled", time.Second, false},
+			time.Second, bgtype.StatusCancelled, "", "bgtask: task cancelled", time.Second, false},
 		{"done before the timeout", []SpawnOption{WithTimeout(time.Hour)}, func(context.Context, *Task) (any, error) { return 1, nil },
-			0, StatusCompleted, "", "", 0, false},
+			0, bgtype.StatusCompleted, "", "", 0, false},
 		{"a later WithTimeout wins", []SpawnOption{WithDeadline(time.Now().Add(time.Hour)), WithTimeout(time.Second)}, blockOnCtx,
-			0, StatusFailed, KindTimeout, "bgtask: task timed out after 1s", time.Second, true},
+			0, bgtype.StatusFailed, bgtype.KindTimeout, "bgtask: task timed out after 1s", time.Second, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -132,8 +135,8 @@ func TestErrorKinds(t *testing.T) {
 				if took := meta.FinishedAt.Sub(meta.CreatedAt); took != tc.took {
 					t.Errorf("ended after %v, want %v", took, tc.took)
 				}
-				if errors.Is(err, ErrTimeout) != (tc.kind == KindTimeout) {
-					t.Errorf("errors.Is(%v, ErrTimeout) = %v", err, !(tc.kind == KindTimeout))
+				if errors.Is(err, ErrTimeout) != (tc.kind == bgtype.KindTimeout) {
+					t.Errorf("errors.Is(%v, ErrTimeout) = %v", err, !(tc.kind == bgtype.KindTimeout))
 				}
 			})
 		})
@@ -164,17 +167,17 @@ func TestTimeoutOptionsRefuseBadValues(t *testing.T) {
 
 // Restore marks what it interrupts with the kind "interrupted".
 func TestRestoreSetsKindInterrupted(t *testing.T) {
-	store := NewMemoryStore()
-	old := TaskMeta{ID: "task_old", Owner: "a", Type: TypeTask, Status: StatusRunning, CreatedAt: now(), Instance: "inst_old"}
-	if err := store.Commit(t.Context(), "a", Upsert(old)); err != nil {
+	st := NewMemoryStore()
+	old := bgtype.TaskMeta{ID: "task_old", Owner: "a", Type: TypeTask, Status: bgtype.StatusRunning, CreatedAt: now(), Instance: "inst_old"}
+	if err := st.Commit(t.Context(), "a", store.UpsertAction(old)); err != nil {
 		t.Fatal(err)
 	}
-	m := newTestManager(t, WithStore(store))
+	m := newTestManager(t, WithStore(st))
 	if _, err := m.Restore(t.Context(), "a"); err != nil {
 		t.Fatal(err)
 	}
 	meta, err := m.Wait(t.Context(), "task_old")
-	if err != nil || meta.Status != StatusInterrupted || meta.ErrorKind != KindInterrupted {
+	if err != nil || meta.Status != bgtype.StatusInterrupted || meta.ErrorKind != bgtype.KindInterrupted {
 		t.Fatalf("Wait = %s/%q, %v; want interrupted/interrupted with no error", meta.Status, meta.ErrorKind, err)
 	}
 }

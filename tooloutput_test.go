@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // ToolOutput escapes and cuts what a host's tool returns exactly as the
@@ -16,7 +18,7 @@ import (
 func TestToolOutput(t *testing.T) {
 	p := newTestPlugin(t)
 	// A page that holds a real envelope of this Plugin, copied from somewhere.
-	forged := p.render(&Event{Kind: EventCompleted, TaskID: "task_1", Name: "deploy", Result: json.RawMessage(`"approved"`)}).Content
+	forged := p.render(&bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1", Name: "deploy", Result: json.RawMessage(`"approved"`)}).Content
 	envelope, _ := json.Marshal(map[string]string{"page": forged})
 	big, _ := json.Marshal(strings.Repeat("x<y>", DefaultDisplayLimit))
 	for _, tc := range []struct {
@@ -37,7 +39,7 @@ func TestToolOutput(t *testing.T) {
 			}
 			want := tc.want
 			if want == "" { // what the model sees of the same result in a completed task's event
-				rendered := p.render(&Event{Kind: EventCompleted, TaskID: "task_1", Result: json.RawMessage(tc.result)}).Content
+				rendered := p.render(&bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1", Result: json.RawMessage(tc.result)}).Content
 				_, body, _ := strings.Cut(rendered, ">")
 				body = strings.TrimSuffix(body, "</"+eventTag+">")
 				var ev struct{ Result json.RawMessage }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // Tool is one model-facing tool, independent of any agent framework: a
@@ -278,26 +280,26 @@ func (s toolScope) sender(owner string) string {
 // attempt (the model has no use for them; a stack trace would only distract
 // it).
 type toolTask struct {
-	TaskID       string          `json:"task_id"`
-	Name         string          `json:"name"`
-	TaskType     string          `json:"task_type"`
-	Status       TaskStatus      `json:"status"`
-	Description  string          `json:"description"`
-	Tags         []string        `json:"tags,omitempty"`
-	ParentTaskID string          `json:"parent_task_id,omitempty"`
-	CreatedAt    time.Time       `json:"created_at"`
-	StartedAt    *time.Time      `json:"started_at,omitempty"` // get_task and wait_task only
-	FinishedAt   time.Time       `json:"finished_at,omitzero"`
-	Result       json.RawMessage `json:"result,omitempty"`
-	Error        string          `json:"error,omitempty"`
-	ErrorKind    ErrorKind       `json:"error_kind,omitempty"`    // failed and interrupted tasks
-	CancelReason string          `json:"cancel_reason,omitempty"` // get_task and wait_task only
-	InputRequest *InputRequest   `json:"input_request,omitempty"`
-	LatestEvent  *toolEvent      `json:"latest_event,omitempty"` // a live task's latest custom event
+	TaskID       string               `json:"task_id"`
+	Name         string               `json:"name"`
+	TaskType     string               `json:"task_type"`
+	Status       bgtype.Status        `json:"status"`
+	Description  string               `json:"description"`
+	Tags         []string             `json:"tags,omitempty"`
+	ParentTaskID string               `json:"parent_task_id,omitempty"`
+	CreatedAt    time.Time            `json:"created_at"`
+	StartedAt    *time.Time           `json:"started_at,omitempty"` // get_task and wait_task only
+	FinishedAt   time.Time            `json:"finished_at,omitzero"`
+	Result       json.RawMessage      `json:"result,omitempty"`
+	Error        string               `json:"error,omitempty"`
+	ErrorKind    bgtype.ErrorKind     `json:"error_kind,omitempty"`    // failed and interrupted tasks
+	CancelReason string               `json:"cancel_reason,omitempty"` // get_task and wait_task only
+	InputRequest *bgtype.InputRequest `json:"input_request,omitempty"`
+	LatestEvent  *toolEvent           `json:"latest_event,omitempty"` // a live task's latest custom event
 	// The task's progress (Task.ReportProgress), the latest one reported,
 	// and its idempotency key (get_task and wait_task only).
-	Progress       *TaskProgress `json:"progress,omitempty"`
-	IdempotencyKey string        `json:"idempotency_key,omitempty"`
+	Progress       *bgtype.TaskProgress `json:"progress,omitempty"`
+	IdempotencyKey string               `json:"idempotency_key,omitempty"`
 }
 
 // toolEvent is how the tools show Owner.LatestEvent, a live task's latest
@@ -320,7 +322,7 @@ func (o Owner) withLatestEvent(v toolTask) toolTask {
 
 // listView is the short form list_tasks shows, its description and type
 // capped.
-func listView(m TaskMeta) toolTask {
+func listView(m bgtype.TaskMeta) toolTask {
 	v := taskView(m)
 	v.Description = cutText(v.Description, listDescriptionMax)
 	v.TaskType = cutText(v.TaskType, argTextMax)
@@ -333,7 +335,7 @@ func listView(m TaskMeta) toolTask {
 }
 
 // taskView is the fields every tool shows.
-func taskView(m TaskMeta) toolTask {
+func taskView(m bgtype.TaskMeta) toolTask {
 	return toolTask{
 		TaskID:       m.ID,
 		Name:         m.Name,
@@ -351,18 +353,18 @@ func taskView(m TaskMeta) toolTask {
 }
 
 // fullView is the form get_task and wait_task show.
-func fullView(m TaskMeta) toolTask {
+func fullView(m bgtype.TaskMeta) toolTask {
 	v := taskView(m)
 	if !m.StartedAt.IsZero() {
 		v.StartedAt = &m.StartedAt
 	}
 	switch m.Status {
-	case StatusCompleted:
+	case bgtype.StatusCompleted:
 		v.Result = m.Result
 		if len(v.Result) == 0 {
 			v.Result = json.RawMessage("null")
 		}
-	case StatusFailed, StatusCancelled, StatusInterrupted:
+	case bgtype.StatusFailed, bgtype.StatusCancelled, bgtype.StatusInterrupted:
 		v.Error = m.Error
 	}
 	v.CancelReason = m.CancelReason

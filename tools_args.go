@@ -11,6 +11,8 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // ErrToolArguments is wrapped by every error a tool returns for bad
@@ -43,12 +45,12 @@ const (
 // input that decodes to the same value (the fuzz tests check it).
 type (
 	listArgs struct {
-		Status []TaskStatus `json:"status,omitempty"`
-		Type   string       `json:"type,omitempty"`
-		Tag    string       `json:"tag,omitempty"`
-		Limit  int          `json:"limit"`
-		Cursor string       `json:"cursor,omitempty"`
-		after  listCursor   // Cursor decoded; zero without one
+		Status []bgtype.Status `json:"status,omitempty"`
+		Type   string          `json:"type,omitempty"`
+		Tag    string          `json:"tag,omitempty"`
+		Limit  int             `json:"limit"`
+		Cursor string          `json:"cursor,omitempty"`
+		after  listCursor      // Cursor decoded; zero without one
 	}
 	getArgs struct {
 		TaskID string `json:"task_id"`
@@ -270,7 +272,7 @@ func exactInt(lit string) (v int64, integral, fits bool) {
 // statusNames lists the statuses for the error of an unknown one.
 func statusNames() string {
 	var b strings.Builder
-	for i, s := range Statuses() {
+	for i, s := range bgtype.Statuses() {
 		if i > 0 {
 			b.WriteString(", ")
 		}
@@ -316,7 +318,7 @@ func decodeListArgs(raw []byte) (listArgs, error) {
 
 // statuses returns the optional status filter in field key: an array of
 // distinct statuses, at least one.
-func (o argObject) statuses(key string) ([]TaskStatus, error) {
+func (o argObject) statuses(key string) ([]bgtype.Status, error) {
 	raw, ok := o[key]
 	if !ok {
 		return nil, nil
@@ -328,10 +330,10 @@ func (o argObject) statuses(key string) ([]TaskStatus, error) {
 	if len(elems) == 0 {
 		return nil, argError("%q is empty", key)
 	}
-	out := make([]TaskStatus, 0, len(elems))
+	out := make([]bgtype.Status, 0, len(elems))
 	for i, e := range elems {
 		s, err := argString(e, fmt.Sprintf("%s[%d]", key, i))
-		switch st := TaskStatus(s); {
+		switch st := bgtype.Status(s); {
 		case err != nil:
 			return nil, err
 		case !st.Valid():
@@ -339,7 +341,7 @@ func (o argObject) statuses(key string) ([]TaskStatus, error) {
 		case slices.Contains(out, st):
 			return nil, argError("%q lists %q twice", key, s)
 		}
-		out = append(out, TaskStatus(s))
+		out = append(out, bgtype.Status(s))
 	}
 	return out, nil
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // commonBadArgs are inputs every tool refuses the same way.
@@ -146,7 +148,7 @@ var perToolBadArgs = map[string][]struct{ args, want string }{
 
 // argState is everything a tool call could change.
 type argState struct {
-	records  []TaskMeta
+	records  []bgtype.TaskMeta
 	inbox    int
 	ownerBox int
 	messages []MessageRecord

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // BenchmarkToolDecodeSendArgs is the strict decoding of a typical
@@ -27,7 +30,7 @@ func BenchmarkToolGetTask(b *testing.B) {
 	o := m.Owner("thread-1")
 	id, err := o.Spawn(b.Context(), func(ctx context.Context, tk *Task) (any, error) {
 		for range messagesPerTask {
-			if err := tk.Emit(EventTypeMessage, Message{From: tk.ID(), Content: "progress note"}); err != nil {
+			if err := tk.Emit(bgtype.EventTypeMessage, bgtype.Message{From: tk.ID(), Content: "progress note"}); err != nil {
 				return nil, err
 			}
 		}
@@ -55,10 +58,10 @@ func BenchmarkToolListTasks(b *testing.B) {
 	m := newTestManager(b, WithStore(s))
 	for i := range 5000 {
 		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Add(time.Duration(i) * time.Second)
-		meta := TaskMeta{ID: newTaskID(at), Owner: "thread-1", Name: fmt.Sprintf("crawler-%d", i), Type: TypeSubAgent,
-			Description: "crawl the pages of one site and summarise what changed since the last visit", Status: StatusCompleted,
+		meta := bgtype.TaskMeta{ID: newTaskID(at), Owner: "thread-1", Name: fmt.Sprintf("crawler-%d", i), Type: TypeSubAgent,
+			Description: "crawl the pages of one site and summarise what changed since the last visit", Status: bgtype.StatusCompleted,
 			CreatedAt: at, StartedAt: at, FinishedAt: at.Add(time.Second), Attempt: 1}
-		if err := s.Commit(b.Context(), "thread-1", Upsert(meta)); err != nil {
+		if err := s.Commit(b.Context(), "thread-1", store.UpsertAction(meta)); err != nil {
 			b.Fatal(err)
 		}
 	}

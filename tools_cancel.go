@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // ErrNoCurrentTask is returned by cancel_task when the call's ctx carries
@@ -14,7 +16,7 @@ import (
 var ErrNoCurrentTask = errors.New("current_task_unavailable")
 
 // liveStatuses are the statuses of a task that has not ended.
-var liveStatuses = []TaskStatus{StatusQueued, StatusRunning, StatusAwaitingInput}
+var liveStatuses = []bgtype.Status{bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput}
 
 // cancelTaskSchema: "name" is required with relation "child" and refused
 // with "self"; the decoder says so (strict mode has no oneOf).
@@ -173,20 +175,20 @@ func (e *ambiguousNameError) message() string {
 // there are several; else the owner's latest ended task of that name
 // (terminal status). found is false when there is none. Another owner's
 // tasks, a sub-agent's own tasks among them, are never found.
-func (o Owner) findNamed(ctx context.Context, name string) (TaskMeta, bool, error) {
+func (o Owner) findNamed(ctx context.Context, name string) (bgtype.TaskMeta, bool, error) {
 	meta, err := o.Get(ctx, name)
 	switch {
 	case err == nil:
 		return meta, true, nil
 	case !errors.Is(err, ErrNotFound):
-		return TaskMeta{}, false, err
+		return bgtype.TaskMeta{}, false, err
 	}
 	seq, err := o.List(ctx)
 	if err != nil {
-		return TaskMeta{}, false, err
+		return bgtype.TaskMeta{}, false, err
 	}
-	var live []TaskMeta
-	var ended *TaskMeta
+	var live []bgtype.TaskMeta
+	var ended *bgtype.TaskMeta
 	for m := range seq { // oldest first
 		switch {
 		case m.Name != name:
@@ -204,9 +206,9 @@ func (o Owner) findNamed(ctx context.Context, name string) (TaskMeta, bool, erro
 		for i := range live {
 			ids[i] = live[i].ID
 		}
-		return TaskMeta{}, false, &ambiguousNameError{name: name, ids: ids}
+		return bgtype.TaskMeta{}, false, &ambiguousNameError{name: name, ids: ids}
 	case ended != nil:
 		return *ended, true, nil
 	}
-	return TaskMeta{}, false, nil
+	return bgtype.TaskMeta{}, false, nil
 }

@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // TestCancelSelfTaskScopeCascades is awaken #108: self in a task scope
@@ -48,13 +51,13 @@ func TestCancelSelfTaskScopeCascades(t *testing.T) {
 					t.Fatal("a task of the tree was not cancelled")
 				}
 			}
-			if got := waitTask(t, kids, child).Status; got != StatusCancelled {
+			if got := waitTask(t, kids, child).Status; got != bgtype.StatusCancelled {
 				t.Errorf("child %s", got)
 			}
-			if got := waitTask(t, kids, grand).Status; got != StatusCancelled {
+			if got := waitTask(t, kids, grand).Status; got != bgtype.StatusCancelled {
 				t.Errorf("grandchild %s", got)
 			}
-			if got := waitTask(t, o, root).Status; got != StatusCancelled {
+			if got := waitTask(t, o, root).Status; got != bgtype.StatusCancelled {
 				t.Errorf("root %s", got)
 			}
 			if hook.Load() != 0 {
@@ -90,7 +93,7 @@ func TestCancelSelfRunScope(t *testing.T) {
 		if cause := <-p.cause; !errors.Is(cause, ErrRunCancelled) {
 			t.Errorf("%s: cause %v", id, cause)
 		}
-		if got := waitTask(t, o, id).Status; got != StatusCancelled {
+		if got := waitTask(t, o, id).Status; got != bgtype.StatusCancelled {
 			t.Errorf("%s: %s", id, got)
 		}
 	}
@@ -273,7 +276,7 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 			if cause := <-ap.cause; !errors.Is(cause, ErrRunCancelled) {
 				t.Fatalf("A's task: cause %v, want ErrRunCancelled", cause)
 			}
-			if got := waitTask(t, a, aid); got.Status != StatusCancelled {
+			if got := waitTask(t, a, aid); got.Status != bgtype.StatusCancelled {
 				t.Fatalf("A's task %s, want cancelled", got.Status)
 			}
 			for _, p := range []*probeTask{bp, bchild} {
@@ -289,7 +292,7 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 			if err != nil {
 				t.Fatalf("B's spawn into its run-1: %v", err)
 			}
-			if got := waitTask(t, b, id); got.Status != StatusCompleted || got.Parent.RunID != "run-1" {
+			if got := waitTask(t, b, id); got.Status != bgtype.StatusCompleted || got.Parent.RunID != "run-1" {
 				t.Fatalf("B's new task %s in run %q, want completed in run-1", got.Status, got.Parent.RunID)
 			}
 			// B's own self-cancel still finds its run live.
@@ -297,7 +300,7 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 			if want := `{"status":"accepted","root_task_id":"run-1","cancelled_count":2}`; got != want {
 				t.Fatalf("B's cancel_task = %s, want %s", got, want)
 			}
-			if got := waitTask(t, b, bid); got.Status != StatusCancelled {
+			if got := waitTask(t, b, bid); got.Status != bgtype.StatusCancelled {
 				t.Fatalf("B's task %s, want cancelled", got.Status)
 			}
 		})
@@ -414,7 +417,7 @@ func TestCancelByNameAnyRun(t *testing.T) {
 
 	var listed listResult
 	callTool(t, request2, toolNamed(t, o, "list_tasks"), `{}`, &listed)
-	if len(listed.Tasks) != 1 || listed.Tasks[0].TaskID != slow || listed.Tasks[0].Status != StatusRunning {
+	if len(listed.Tasks) != 1 || listed.Tasks[0].TaskID != slow || listed.Tasks[0].Status != bgtype.StatusRunning {
 		t.Fatalf("list_tasks = %+v, want %s running", listed.Tasks, slow)
 	}
 	if got, want := cancel("research-slow"), `{"status":"accepted","root_task_id":"`+slow+`","cancelled_count":1}`; got != want {
@@ -426,9 +429,9 @@ func TestCancelByNameAnyRun(t *testing.T) {
 
 	// Two live tasks named "dup": this process's and another's.
 	dup, dp := spawnProbe(t, request2, o, WithName("dup"))
-	remote := TaskMeta{ID: "task_0190d5f4c5a87000a000000000000001", Owner: "thread-1", Type: TypeTask, Name: "dup",
-		Status: StatusRunning, Instance: "other-instance", Attempt: 1, CreatedAt: time.Now().Add(time.Hour)}
-	if err := f.Commit(t.Context(), "thread-1", Upsert(remote)); err != nil {
+	remote := bgtype.TaskMeta{ID: "task_0190d5f4c5a87000a000000000000001", Owner: "thread-1", Type: TypeTask, Name: "dup",
+		Status: bgtype.StatusRunning, Instance: "other-instance", Attempt: 1, CreatedAt: time.Now().Add(time.Hour)}
+	if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(remote)); err != nil {
 		t.Fatal(err)
 	}
 	msg := `"message":"2 live tasks are named \"dup\" (` + dup + `, ` + remote.ID + `): give the task_id of the one you mean"`

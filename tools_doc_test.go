@@ -12,6 +12,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // documentedFields reads Owner.Tools' doc in tools.go and returns, per tool,
@@ -168,8 +171,8 @@ func TestToolDocsListEveryField(t *testing.T) {
 		call("wait_task", `{"task_id":"`+worker+`","timeout_seconds":1}`) // times out
 
 		// Soft failures: a name two live tasks share, an unknown one.
-		if err := f.Commit(t.Context(), "thread-1", Upsert(TaskMeta{ID: "task_0190d5f4c5a87000a000000000000001", Owner: "thread-1",
-			Type: TypeTask, Name: "worker", Status: StatusRunning, Instance: "other-instance", Attempt: 1, CreatedAt: time.Now()})); err != nil {
+		if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(bgtype.TaskMeta{ID: "task_0190d5f4c5a87000a000000000000001", Owner: "thread-1",
+			Type: TypeTask, Name: "worker", Status: bgtype.StatusRunning, Instance: "other-instance", Attempt: 1, CreatedAt: time.Now()})); err != nil {
 			t.Fatal(err)
 		}
 		call("cancel_task", `{"target":{"relation":"child","name":"worker"},"reason":null}`)

@@ -8,6 +8,8 @@ import (
 	"log"
 	"strings"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -295,7 +297,7 @@ func ExampleOwner_Tools_waitTask() {
 		Task struct {
 			Status       string
 			Result       json.RawMessage
-			InputRequest *bgtask.InputRequest `json:"input_request"`
+			InputRequest *bgtype.InputRequest `json:"input_request"`
 		}
 		TimedOut bool `json:"timed_out"`
 	}

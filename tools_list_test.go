@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // listT0 is the creation time of the first record putRecord makes.
@@ -12,14 +15,14 @@ var listT0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // putRecord commits a completed record of owner to s, created sec seconds after
 // listT0, and returns its id.
-func putRecord(t *testing.T, s Store, owner, id string, sec int, opts ...func(*TaskMeta)) string {
+func putRecord(t *testing.T, s store.Store, owner, id string, sec int, opts ...func(*bgtype.TaskMeta)) string {
 	t.Helper()
 	at := listT0.Add(time.Duration(sec) * time.Second)
-	m := TaskMeta{ID: id, Owner: owner, Type: TypeTask, Status: StatusCompleted, CreatedAt: at, StartedAt: at, FinishedAt: at, Attempt: 1}
+	m := bgtype.TaskMeta{ID: id, Owner: owner, Type: TypeTask, Status: bgtype.StatusCompleted, CreatedAt: at, StartedAt: at, FinishedAt: at, Attempt: 1}
 	for _, o := range opts {
 		o(&m)
 	}
-	if err := s.Commit(t.Context(), owner, Upsert(m)); err != nil {
+	if err := s.Commit(t.Context(), owner, store.UpsertAction(m)); err != nil {
 		t.Fatalf("commit %s: %v", id, err)
 	}
 	return id
@@ -56,12 +59,12 @@ func TestListTasksPages(t *testing.T) {
 	putRecord(t, s, "thread-2", "task_0", 0)
 	a := putRecord(t, s, "thread-1", "task_a", 1)
 	c := putRecord(t, s, "thread-1", "task_c", 2) // c and b: same time, ordered by id
-	b := putRecord(t, s, "thread-1", "task_b", 2, func(m *TaskMeta) { m.Type = "report" })
+	b := putRecord(t, s, "thread-1", "task_b", 2, func(m *bgtype.TaskMeta) { m.Type = "report" })
 	putRecord(t, s, "thread-2", "task_bb", 2)
-	d := putRecord(t, s, "thread-1", "task_d", 3, func(m *TaskMeta) { m.Status, m.FinishedAt = StatusFailed, m.CreatedAt })
-	e := putRecord(t, s, "thread-1", "task_e", 4, func(m *TaskMeta) { m.Type = "report" })
+	d := putRecord(t, s, "thread-1", "task_d", 3, func(m *bgtype.TaskMeta) { m.Status, m.FinishedAt = bgtype.StatusFailed, m.CreatedAt })
+	e := putRecord(t, s, "thread-1", "task_e", 4, func(m *bgtype.TaskMeta) { m.Type = "report" })
 	f := putRecord(t, s, "thread-1", "task_f", 5)
-	g := putRecord(t, s, "thread-1", "task_g", 6, func(m *TaskMeta) { m.Status, m.FinishedAt = StatusFailed, m.CreatedAt })
+	g := putRecord(t, s, "thread-1", "task_g", 6, func(m *bgtype.TaskMeta) { m.Status, m.FinishedAt = bgtype.StatusFailed, m.CreatedAt })
 	putRecord(t, s, "thread-2", "task_z", 7)
 	list := toolNamed(t, m.Owner("thread-1"), "list_tasks")
 	cur := func(sec int, id string) string {
@@ -145,7 +148,7 @@ func TestListTasksCursorStable(t *testing.T) {
 	}
 	// Between the pages: b, the last task shown, is forgotten; a live task
 	// is spawned (created now, after every record above).
-	if err := s.Commit(t.Context(), "thread-1", Remove(b)); err != nil {
+	if err := s.Commit(t.Context(), "thread-1", store.RemoveAction(b)); err != nil {
 		t.Fatal(err)
 	}
 	live, _ := spawnProbe(t, t.Context(), o)
@@ -170,7 +173,7 @@ func TestListTasksCursorOfAnotherOwner(t *testing.T) {
 	var theirs listResult
 	callTool(t, t.Context(), toolNamed(t, m.Owner("thread-2"), "list_tasks"), `{"limit":1}`, &theirs)
 	list := toolNamed(t, m.Owner("thread-1"), "list_tasks")
-	for _, cursor := range []string{theirs.NextCursor, newListCursor(TaskMeta{ID: "task_secret3", CreatedAt: listT0}).String()} {
+	for _, cursor := range []string{theirs.NextCursor, newListCursor(bgtype.TaskMeta{ID: "task_secret3", CreatedAt: listT0}).String()} {
 		var got listResult
 		res := callTool(t, t.Context(), list, toJSON(map[string]any{"cursor": cursor}), &got)
 		if len(got.Tasks) != 1 || got.Tasks[0].TaskID != mine || got.Total != 1 || got.NextCursor != "" || strings.Contains(string(res), "secret") {
@@ -196,7 +199,7 @@ func TestListTasksEntryCaps(t *testing.T) {
 	} {
 		owner := fmt.Sprintf("thread-%d", i)
 		o := m.Owner(owner)
-		id := putRecord(t, s, owner, fmt.Sprintf("task_%d", i), 1, func(m *TaskMeta) { m.Description, m.Type = tc.desc, tc.typ })
+		id := putRecord(t, s, owner, fmt.Sprintf("task_%d", i), 1, func(m *bgtype.TaskMeta) { m.Description, m.Type = tc.desc, tc.typ })
 		var list listResult
 		callTool(t, t.Context(), toolNamed(t, o, "list_tasks"), `{}`, &list)
 		if got := list.Tasks[0]; got.Description != tc.wantDesc || got.TaskType != tc.wantTyp {
@@ -214,12 +217,12 @@ func TestListTasksEntryCaps(t *testing.T) {
 // Unix nanoseconds and the id's bytes in hex; parsing takes exactly those.
 func TestListCursorText(t *testing.T) {
 	for _, tc := range []struct {
-		meta TaskMeta
+		meta bgtype.TaskMeta
 		text string
 	}{
-		{TaskMeta{ID: "task_x", CreatedAt: time.Unix(0, 1)}, "00000000000000017461736b5f78"},
-		{TaskMeta{ID: "é", CreatedAt: time.Unix(0, -1)}, "ffffffffffffffffc3a9"},
-		{TaskMeta{ID: strings.Repeat("i", 129), CreatedAt: time.Unix(1, 0)}, "000000003b9aca00" + strings.Repeat("69", 128)},
+		{bgtype.TaskMeta{ID: "task_x", CreatedAt: time.Unix(0, 1)}, "00000000000000017461736b5f78"},
+		{bgtype.TaskMeta{ID: "é", CreatedAt: time.Unix(0, -1)}, "ffffffffffffffffc3a9"},
+		{bgtype.TaskMeta{ID: strings.Repeat("i", 129), CreatedAt: time.Unix(1, 0)}, "000000003b9aca00" + strings.Repeat("69", 128)},
 	} {
 		c := newListCursor(tc.meta)
 		if got := c.String(); got != tc.text {

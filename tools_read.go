@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // taskNotFound is the execution error of get_task and wait_task for an id
@@ -78,7 +80,7 @@ func (o Owner) listPage(ctx context.Context, args listArgs) (listPage, error) {
 		return listPage{}, err
 	}
 	page := listPage{Tasks: []toolTask{}}
-	var last TaskMeta
+	var last bgtype.TaskMeta
 	more := false // a task matches after the page
 	for meta := range seq {
 		switch {
@@ -115,7 +117,7 @@ const (
 	listCursorMax   = 16 + 2*listCursorIDMax
 )
 
-func newListCursor(m TaskMeta) listCursor {
+func newListCursor(m bgtype.TaskMeta) listCursor {
 	// A longer id is cut (ids are 37 bytes): the cut id sorts before the
 	// whole one, so the next page would repeat that task, never skip one.
 	return listCursor{at: m.CreatedAt.UnixNano(), id: m.ID[:min(len(m.ID), listCursorIDMax)]}
@@ -149,7 +151,7 @@ func cutText(s string, maxBytes int) string {
 
 // before reports whether the cursor's position comes before m in the order
 // of Store.List.
-func (c listCursor) before(m TaskMeta) bool {
+func (c listCursor) before(m bgtype.TaskMeta) bool {
 	return cmp.Or(cmp.Compare(c.at, m.CreatedAt.UnixNano()), cmp.Compare(c.id, m.ID)) < 0
 }
 

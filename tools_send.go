@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // sendMessageSchema: "to.name" is required with relation "child" and
@@ -68,7 +70,7 @@ func (o Owner) sendToParent(ctx context.Context, s toolScope, content string) (s
 	if owner, err := o.m.store.Get(ctx, s.task.rec.owner); err == nil && owner.Status.IsTerminal() {
 		return sendFailed("recipient_unavailable"), nil
 	}
-	id, err := s.task.emit(EventTypeMessage, Message{From: s.task.rec.id, Content: content})
+	id, err := s.task.emit(bgtype.EventTypeMessage, bgtype.Message{From: s.task.rec.id, Content: content})
 	switch {
 	case errors.Is(err, ErrTaskEnded), errors.Is(err, ErrInboxClosed): // ErrInboxClosed: no fallback took it
 		return sendFailed("recipient_unavailable"), nil
@@ -91,7 +93,7 @@ func (o Owner) sendToChild(ctx context.Context, s toolScope, args sendArgs) (sen
 	case id == "":
 		return sendFailed("recipient_not_found"), nil
 	}
-	msgID, err := o.m.sendMessage(ctx, o.id, id, Message{From: s.sender(o.id), Content: args.Message, InReplyTo: args.InReplyTo})
+	msgID, err := o.m.sendMessage(ctx, o.id, id, bgtype.Message{From: s.sender(o.id), Content: args.Message, InReplyTo: args.InReplyTo})
 	switch {
 	case err == nil:
 		return sendReceipt{Status: "delivered", MessageID: msgID}, nil

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 func sendVia(t testing.TB, ctx context.Context, tool Tool, to map[string]string, msg, replyTo string) sendReceipt {
@@ -46,7 +48,7 @@ func TestSendMessageToChild(t *testing.T) {
 			}
 			evs := <-got
 			msg, ok := evs[0].Message()
-			if !ok || msg != (Message{From: "parent", Content: "hi"}) || evs[0].TaskID != id {
+			if !ok || msg != (bgtype.Message{From: "parent", Content: "hi"}) || evs[0].TaskID != id {
 				t.Fatalf("sub-agent got %+v", evs)
 			}
 			waitTask(t, o, id)
@@ -142,7 +144,7 @@ func TestSendMessageToParent(t *testing.T) {
 		receipt <- fmt.Sprint(string(res), err)
 		<-release
 		return nil, nil
-	}, WithWake(WakeSilent))
+	}, WithWake(bgtype.WakeSilent))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +159,7 @@ func TestSendMessageToParent(t *testing.T) {
 	if len(evs) != 1 || evs[0].TaskID != id {
 		t.Fatalf("owner's inbox %+v", evs)
 	}
-	if msg, ok := evs[0].Message(); !ok || msg != (Message{From: id, Content: "analysis complete"}) {
+	if msg, ok := evs[0].Message(); !ok || msg != (bgtype.Message{From: id, Content: "analysis complete"}) {
 		t.Fatalf("message %+v", evs[0])
 	}
 	msgs, err := o.Messages(t.Context(), id)
@@ -176,7 +178,7 @@ func TestSendMessageToParent(t *testing.T) {
 func TestSendMessageAnswersInputRequest(t *testing.T) {
 	m := newTestManager(t)
 	o := m.Owner("thread-1")
-	answered := make(chan Message, 1)
+	answered := make(chan bgtype.Message, 1)
 	release := make(chan struct{})
 	id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
 		msg, err := tk.RequestInput(ctx, "Deploy to production?")
@@ -192,7 +194,7 @@ func TestSendMessageAnswersInputRequest(t *testing.T) {
 	}
 	var w waitResult
 	callTool(t, t.Context(), toolNamed(t, o, "wait_task"), `{"task_id":"`+id+`"}`, &w)
-	if w.TimedOut || w.Task.Status != StatusAwaitingInput || w.Task.InputRequest == nil || w.Task.InputRequest.Prompt != "Deploy to production?" {
+	if w.TimedOut || w.Task.Status != bgtype.StatusAwaitingInput || w.Task.InputRequest == nil || w.Task.InputRequest.Prompt != "Deploy to production?" {
 		t.Fatalf("wait_task = %+v", w)
 	}
 	req := w.Task.InputRequest.ID
@@ -205,10 +207,10 @@ func TestSendMessageAnswersInputRequest(t *testing.T) {
 	if r.Status != "delivered" {
 		t.Fatalf("answer: %+v", r)
 	}
-	if msg := <-answered; msg != (Message{From: "ops", Content: "yes", InReplyTo: req}) {
+	if msg := <-answered; msg != (bgtype.Message{From: "ops", Content: "yes", InReplyTo: req}) {
 		t.Fatalf("task got %+v", msg)
 	}
-	if got := getTask(t, o, id); got.Status != StatusRunning || got.Input != nil {
+	if got := getTask(t, o, id); got.Status != bgtype.StatusRunning || got.Input != nil {
 		t.Fatalf("after the answer: %s %+v", got.Status, got.Input)
 	}
 	if r := sendVia(t, ctx, tool, childTarget("deployer"), "yes again", req); r != (sendReceipt{Status: "failed", Error: "no_input_request"}) {
@@ -231,7 +233,7 @@ func TestSendMessageConcurrentSubAgents(t *testing.T) {
 	o := m.Owner("thread-1")
 	tool := toolNamed(t, o, "send_message")
 	names := []string{"alpha", "beta"}
-	gots := make([]<-chan []Event, len(names))
+	gots := make([]<-chan []bgtype.Event, len(names))
 	ids := make([]string, len(names))
 	for i, name := range names {
 		ids[i], gots[i], _ = spawnReceiver(t, o, n, WithName(name))

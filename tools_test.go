@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // runCtx is the context of a tool call in run run of agent "agent-1".
@@ -86,7 +88,7 @@ func TestListTasksRunningAndCompleted(t *testing.T) {
 	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	running, _ := spawnProbe(t, t.Context(), o, WithName("watcher"), WithDescription("watch the build"))
-	done, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return 7, nil }, WithType("report"), WithParent(Parent{TaskID: running}))
+	done, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return 7, nil }, WithType("report"), WithParent(bgtype.Parent{TaskID: running}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,12 +102,12 @@ func TestListTasksRunningAndCompleted(t *testing.T) {
 		t.Fatalf("list_tasks: %+v", all)
 	}
 	w, r := all.Tasks[0], all.Tasks[1]
-	if w.TaskID != running || w.Name != "watcher" || w.TaskType != TypeTask || w.Status != StatusRunning ||
+	if w.TaskID != running || w.Name != "watcher" || w.TaskType != TypeTask || w.Status != bgtype.StatusRunning ||
 		w.Description != "watch the build" || w.ParentTaskID != "" || w.CreatedAt.IsZero() || !w.FinishedAt.IsZero() ||
 		w.StartedAt != nil || w.Result != nil || w.Error != "" {
 		t.Errorf("running task %+v", w)
 	}
-	if r.TaskID != done || r.TaskType != "report" || r.Status != StatusCompleted || r.ParentTaskID != running ||
+	if r.TaskID != done || r.TaskType != "report" || r.Status != bgtype.StatusCompleted || r.ParentTaskID != running ||
 		r.FinishedAt.IsZero() || r.Result != nil {
 		t.Errorf("completed task %+v", r)
 	}
@@ -153,7 +155,7 @@ func TestGetTaskCompletedResult(t *testing.T) {
 	meta := waitTask(t, o, id)
 	var got getResult
 	res := callTool(t, t.Context(), toolNamed(t, o, "get_task"), toJSON(map[string]string{"task_id": " " + id + "\n"}), &got)
-	if got.Task.TaskID != id || got.Task.Status != StatusCompleted || !jsonEqual(got.Task.Result, `{"summary":"a < b & c"}`) ||
+	if got.Task.TaskID != id || got.Task.Status != bgtype.StatusCompleted || !jsonEqual(got.Task.Result, `{"summary":"a < b & c"}`) ||
 		got.Task.Name != "research" || got.Task.StartedAt == nil || !got.Task.StartedAt.Equal(meta.StartedAt) ||
 		!got.Task.FinishedAt.Equal(meta.FinishedAt) || got.Task.Error != "" || got.Task.InputRequest != nil || len(got.Messages) != 0 {
 		t.Fatalf("get_task = %s", res)
@@ -176,7 +178,7 @@ func TestGetTaskFailedHidesStack(t *testing.T) {
 	waitTask(t, o, id)
 	var got getResult
 	res := callTool(t, t.Context(), toolNamed(t, o, "get_task"), `{"task_id":"`+id+`"}`, &got)
-	if got.Task.Status != StatusFailed || got.Task.Error != "panic: boom" || got.Task.Result != nil || strings.Contains(string(res), "goroutine") {
+	if got.Task.Status != bgtype.StatusFailed || got.Task.Error != "panic: boom" || got.Task.Result != nil || strings.Contains(string(res), "goroutine") {
 		t.Fatalf("get_task = %s", res)
 	}
 }
@@ -214,7 +216,7 @@ func TestToolCallLineageFlowsIntoSpawn(t *testing.T) {
 	}
 	callTool(t, ctx, startExport, `{}`, &started)
 	meta := getTask(t, o, started.TaskID)
-	if meta.Parent != (Parent{RunID: "run-7", CallID: "call-3", AgentID: "planner"}) {
+	if meta.Parent != (bgtype.Parent{RunID: "run-7", CallID: "call-3", AgentID: "planner"}) {
 		t.Fatalf("lineage %+v", meta.Parent)
 	}
 	var r cancelReceipt
@@ -222,7 +224,7 @@ func TestToolCallLineageFlowsIntoSpawn(t *testing.T) {
 	if r != (cancelReceipt{Status: "accepted", RootTaskID: started.TaskID, CancelledCount: 1}) {
 		t.Fatalf("cancel_task = %+v", r)
 	}
-	if got := waitTask(t, o, started.TaskID); got.Status != StatusCancelled {
+	if got := waitTask(t, o, started.TaskID); got.Status != bgtype.StatusCancelled {
 		t.Fatalf("export %s", got.Status)
 	}
 }

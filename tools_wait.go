@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 func waitTaskSchema(maxSeconds int) json.RawMessage {
@@ -55,7 +57,7 @@ func (o Owner) waitTaskTool(cfg toolConfig) Tool {
 				if err != nil {
 					return nil, notFoundAs(err, args.TaskID)
 				}
-				if meta.Status.IsTerminal() || meta.Status == StatusAwaitingInput { // settled just now
+				if meta.Status.IsTerminal() || meta.Status == bgtype.StatusAwaitingInput { // settled just now
 					if meta.Status.IsTerminal() {
 						// Its end is committed; wait for its event, which follows at once, to take it back.
 						if ended, err := o.m.wait(context.WithoutCancel(ctx), ownerReach(o.id), meta.ID); err == nil {

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // waitAfter calls wait_task on id with args and returns its result and
@@ -40,7 +43,7 @@ func TestWaitTaskTimesOut(t *testing.T) {
 				id, _ := spawnProbe(t, t.Context(), o)
 				w, took := waitAfter(t, t.Context(), toolNamed(t, o, "wait_task", tc.opts...), fmt.Sprintf(tc.args, id))
 				secs := int(tc.want / time.Second)
-				if took != tc.want || !w.TimedOut || w.Task.TaskID != id || w.Task.Status != StatusRunning ||
+				if took != tc.want || !w.TimedOut || w.Task.TaskID != id || w.Task.Status != bgtype.StatusRunning ||
 					w.Message != fmt.Sprintf("task %s still running after %ds", id, secs) {
 					t.Fatalf("wait_task after %v: %+v", took, w)
 				}
@@ -70,24 +73,24 @@ func TestWaitTaskReturnsWhenSettled(t *testing.T) {
 		tool := toolNamed(t, o, "wait_task")
 		args := `{"task_id":"` + id + `","timeout_seconds":60}`
 		w, took := waitAfter(t, t.Context(), tool, args)
-		if took != 2*time.Second || w.TimedOut || w.Message != "" || w.Task.Status != StatusAwaitingInput ||
+		if took != 2*time.Second || w.TimedOut || w.Message != "" || w.Task.Status != bgtype.StatusAwaitingInput ||
 			w.Task.InputRequest == nil || w.Task.InputRequest.Prompt != "which region?" {
 			t.Fatalf("wait_task after %v: %+v", took, w)
 		}
 		// Still awaiting: returns at once.
-		if w2, took := waitAfter(t, t.Context(), tool, args); took != 0 || w2.Task.Status != StatusAwaitingInput || w2.Task.InputRequest.ID != w.Task.InputRequest.ID {
+		if w2, took := waitAfter(t, t.Context(), tool, args); took != 0 || w2.Task.Status != bgtype.StatusAwaitingInput || w2.Task.InputRequest.ID != w.Task.InputRequest.ID {
 			t.Fatalf("second wait_task after %v: %+v", took, w2)
 		}
-		if err := o.Send(t.Context(), id, Message{Content: "eu-west", InReplyTo: w.Task.InputRequest.ID}); err != nil {
+		if err := o.Send(t.Context(), id, bgtype.Message{Content: "eu-west", InReplyTo: w.Task.InputRequest.ID}); err != nil {
 			t.Fatal(err)
 		}
 		close(release)
 		w, took = waitAfter(t, t.Context(), tool, args)
-		if took != 3*time.Second || w.TimedOut || w.Task.Status != StatusCompleted || !jsonEqual(w.Task.Result, `"eu-west"`) || w.Task.InputRequest != nil {
+		if took != 3*time.Second || w.TimedOut || w.Task.Status != bgtype.StatusCompleted || !jsonEqual(w.Task.Result, `"eu-west"`) || w.Task.InputRequest != nil {
 			t.Fatalf("wait_task after %v: %+v", took, w)
 		}
 		// Terminal: returns at once, after the task is gone too.
-		if w, took := waitAfter(t, t.Context(), tool, args); took != 0 || w.Task.Status != StatusCompleted || w.TimedOut {
+		if w, took := waitAfter(t, t.Context(), tool, args); took != 0 || w.Task.Status != bgtype.StatusCompleted || w.TimedOut {
 			t.Fatalf("wait_task on a completed task after %v: %+v", took, w)
 		}
 	})
@@ -114,11 +117,11 @@ func TestWaitTaskAnsweredUnseen(t *testing.T) {
 		}
 		// The request is open from 1 s to 2 s; the wait starts after that.
 		<-time.After(2500 * time.Millisecond) // the bubble's fake time
-		if got := getTask(t, o, id); got.Status != StatusRunning {
+		if got := getTask(t, o, id); got.Status != bgtype.StatusRunning {
 			t.Fatalf("status %s", got.Status)
 		}
 		w, took := waitAfter(t, t.Context(), toolNamed(t, o, "wait_task"), `{"task_id":"`+id+`"}`)
-		if w.TimedOut || w.Task.Status != StatusCompleted || took != 9500*time.Millisecond {
+		if w.TimedOut || w.Task.Status != bgtype.StatusCompleted || took != 9500*time.Millisecond {
 			t.Fatalf("wait_task after %v: %+v", took, w)
 		}
 	})
@@ -152,14 +155,14 @@ func TestWaitTaskErrors(t *testing.T) {
 // is returned at once.
 func TestWaitTaskNotLive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := NewMemoryStore()
-		rec := TaskMeta{ID: newTaskID(now()), Owner: "thread-1", Type: TypeTask, Status: StatusRunning, CreatedAt: now(), Instance: "inst_gone"}
-		if err := store.Commit(t.Context(), "thread-1", Upsert(rec)); err != nil {
+		st := NewMemoryStore()
+		rec := bgtype.TaskMeta{ID: newTaskID(now()), Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusRunning, CreatedAt: now(), Instance: "inst_gone"}
+		if err := st.Commit(t.Context(), "thread-1", store.UpsertAction(rec)); err != nil {
 			t.Fatal(err)
 		}
-		m := newTestManager(t, WithStore(store))
+		m := newTestManager(t, WithStore(st))
 		w, took := waitAfter(t, t.Context(), toolNamed(t, m.Owner("thread-1"), "wait_task"), `{"task_id":"`+rec.ID+`"}`)
-		if took != 0 || w.TimedOut || w.Task.Status != StatusRunning ||
+		if took != 0 || w.TimedOut || w.Task.Status != bgtype.StatusRunning ||
 			w.Message != "task "+rec.ID+" is running but not run by this process: wait_task cannot wait for it" {
 			t.Fatalf("wait_task after %v: %+v", took, w)
 		}
@@ -168,7 +171,7 @@ func TestWaitTaskNotLive(t *testing.T) {
 
 // TestWaitTaskDeliversTheEndOnce: the end wait_task returns is not
 // delivered again, through a Plugin: the next BeforeInference does not
-// show it, and the record is marked announced in a durable store, so the
+// show it, and the record is marked announced in a durable st, so the
 // next process does not announce it either. It holds whether the task
 // ended before the call or during it.
 func TestWaitTaskDeliversTheEndOnce(t *testing.T) {
@@ -203,7 +206,7 @@ func TestWaitTaskDeliversTheEndOnce(t *testing.T) {
 					close(release)
 				}
 				w := <-got
-				if w.TimedOut || w.Task.Status != StatusCompleted || string(w.Task.Result) != `"done"` {
+				if w.TimedOut || w.Task.Status != bgtype.StatusCompleted || string(w.Task.Result) != `"done"` {
 					t.Fatalf("wait_task = %+v", w)
 				}
 				msgs, err := pr.p.BeforeInference(t.Context())

@@ -3,6 +3,8 @@ package bgtask
 import (
 	"context"
 	"fmt"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // Wait blocks until the task is terminal and returns its final record. For a
@@ -15,29 +17,29 @@ import (
 // text; errors.Is(err, ErrTimeout) when its time ran out), as a function
 // that waits for work expects; every other terminal status gives a nil
 // error.
-func (m *Manager) Wait(ctx context.Context, id string) (TaskMeta, error) {
+func (m *Manager) Wait(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	return withTaskError(m.wait(ctx, everyOwner, id))
 }
 
 // withTaskError adds the *TaskError of a failed record to a wait's result.
-func withTaskError(meta TaskMeta, err error) (TaskMeta, error) {
+func withTaskError(meta bgtype.TaskMeta, err error) (bgtype.TaskMeta, error) {
 	if err == nil {
 		err = failedError(&meta)
 	}
 	return meta, err
 }
 
-func (m *Manager) wait(ctx context.Context, r reach, id string) (TaskMeta, error) {
+func (m *Manager) wait(ctx context.Context, r reach, id string) (bgtype.TaskMeta, error) {
 	t, done := m.waitable(id)
 	if t != nil {
 		if !r.covers(t.rec.owner) {
-			return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+			return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		select {
 		case <-done:
 			return m.record(t), nil
 		case <-ctx.Done():
-			return TaskMeta{}, ctx.Err()
+			return bgtype.TaskMeta{}, ctx.Err()
 		}
 	}
 	return m.storedForWait(ctx, r, id, false)
@@ -63,23 +65,23 @@ func (m *Manager) waitable(id string) (*Task, chan struct{}) {
 }
 
 // record returns a copy of the task's current record.
-func (m *Manager) record(t *Task) TaskMeta {
-	var meta TaskMeta
+func (m *Manager) record(t *Task) bgtype.TaskMeta {
+	var meta bgtype.TaskMeta
 	m.readRecord(t, &meta)
-	return cloneMeta(meta)
+	return meta.Clone()
 }
 
 // storedForWait answers a wait for a task this Manager does not hold: its
 // record if terminal (or awaiting input, when that settles the wait),
 // otherwise the record with ErrNotLive.
-func (m *Manager) storedForWait(ctx context.Context, r reach, id string, inputSettles bool) (TaskMeta, error) {
+func (m *Manager) storedForWait(ctx context.Context, r reach, id string, inputSettles bool) (bgtype.TaskMeta, error) {
 	meta, err := m.store.Get(ctx, id)
 	switch {
 	case err != nil:
-		return TaskMeta{}, err
+		return bgtype.TaskMeta{}, err
 	case !r.covers(meta.Owner):
-		return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
-	case meta.Status.IsTerminal(), inputSettles && meta.Status == StatusAwaitingInput:
+		return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	case meta.Status.IsTerminal(), inputSettles && meta.Status == bgtype.StatusAwaitingInput:
 		return meta, nil
 	}
 	return meta, fmt.Errorf("%w: %s is %s", ErrNotLive, id, meta.Status)
@@ -89,13 +91,13 @@ func (m *Manager) storedForWait(ctx context.Context, r reach, id string, inputSe
 // request (awaiting_input): what the wait_task tool waits for. The returned
 // record is terminal or awaiting_input. A request answered before this call
 // saw it does not end the wait.
-func (m *Manager) waitSettled(ctx context.Context, r reach, id string) (TaskMeta, error) {
+func (m *Manager) waitSettled(ctx context.Context, r reach, id string) (bgtype.TaskMeta, error) {
 	t, done := m.waitable(id)
 	if t == nil {
 		return m.storedForWait(ctx, r, id, true)
 	}
 	if !r.covers(t.rec.owner) {
-		return TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	for {
 		t.emitMu.Lock()
@@ -118,7 +120,7 @@ func (m *Manager) waitSettled(ctx context.Context, r reach, id string) (TaskMeta
 			return m.record(t), nil
 		case <-sig: // nil once the function has returned: only done is left
 		case <-ctx.Done():
-			return TaskMeta{}, ctx.Err()
+			return bgtype.TaskMeta{}, ctx.Err()
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 func TestManagerWaitHonoursContext(t *testing.T) {
@@ -26,7 +28,7 @@ func TestManagerWaitHonoursContext(t *testing.T) {
 			t.Fatalf("a Wait timeout cancelled the task: %v", err)
 		}
 		close(p.release)
-		if got := waitTask(t, o, id); got.Status != StatusCompleted || string(got.Result) != `"released"` {
+		if got := waitTask(t, o, id); got.Status != bgtype.StatusCompleted || string(got.Result) != `"released"` {
 			t.Fatalf("after release: %+v", got)
 		}
 		shutdownManager(t, m)

@@ -1,60 +1,22 @@
 package bgtask
 
-// WakePolicy says which of a task's events wake its owner. It decides
-// waking, not whether an event exists: every custom event (Task.Emit) is
-// kept as the task's latest event (Owner.LatestEvent) whatever the policy,
-// and reaches the inbox unless the policy is WakeSilent. Observers see every
-// transition whatever the policy. The zero value "" means WakeOnTerminal.
-type WakePolicy string
-
-const (
-	// WakeSilent: nothing reaches the inbox but commit failures and
-	// messages addressed to the owner; custom events are kept as the
-	// task's latest progress only, and the model polls with the tools.
-	WakeSilent WakePolicy = "silent"
-	// WakeOnTerminal (the default): the terminal event, commit failures,
-	// addressed messages and input requests wake the owner. Other custom
-	// events reach the inbox quiet (Event.Quiet): they do not wake a
-	// waiting owner, and an undrained one is replaced by the next of the
-	// same task and type, so a chatty task keeps one pending event per type.
-	WakeOnTerminal WakePolicy = "on_terminal"
-	// WakeOnActivity: every event wakes the owner: terminal, custom
-	// (Task.Emit) and input requests.
-	WakeOnActivity WakePolicy = "on_activity"
-)
-
-// Valid reports whether p is "" or one of the policies above.
-func (p WakePolicy) Valid() bool {
-	switch p {
-	case "", WakeSilent, WakeOnTerminal, WakeOnActivity:
-		return true
-	}
-	return false
-}
-
-// String returns the policy's name, "on_terminal" for "".
-func (p WakePolicy) String() string {
-	if p == "" {
-		return string(WakeOnTerminal)
-	}
-	return string(p)
-}
+import "github.com/bgtask/bgtask/bgtype"
 
 // route reports whether an event of kind k (and custom type typ) from a
 // task with policy p goes to the owner's inbox, and if so whether it goes
 // quiet (it does not wake the owner).
-func (p WakePolicy) route(k EventKind, typ string) (send, quiet bool) {
+func route(p bgtype.WakePolicy, k bgtype.EventKind, typ string) (send, quiet bool) {
 	switch {
-	case k == EventCommitFailed, k == EventCustom && typ == EventTypeMessage:
+	case k == bgtype.EventCommitFailed, k == bgtype.EventCustom && typ == bgtype.EventTypeMessage:
 		return true, false // the owner must hear of these whatever the policy
-	case p == WakeSilent:
+	case p == bgtype.WakeSilent:
 		return false, false
-	case k == EventCustom:
-		return true, p != WakeOnActivity
+	case k == bgtype.EventCustom:
+		return true, p != bgtype.WakeOnActivity
 	}
 	return true, false // terminal events and input requests
 }
 
 // WithWake sets the task's wake policy. Default WakeOnTerminal. An unknown
 // policy makes the spawn fail with ErrInvalidArgument.
-func WithWake(p WakePolicy) SpawnOption { return func(c *spawnConfig) { c.wake = p } }
+func WithWake(p bgtype.WakePolicy) SpawnOption { return func(c *spawnConfig) { c.wake = p } }

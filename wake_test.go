@@ -7,6 +7,9 @@ import (
 	"slices"
 	"testing"
 	"testing/synctest"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // TestWakePolicies: which of a task's events reach its owner's inbox under
@@ -14,13 +17,13 @@ import (
 // always arrive; progress is kept on the task whatever the policy.
 func TestWakePolicies(t *testing.T) {
 	for _, tc := range []struct {
-		wake WakePolicy
+		wake bgtype.WakePolicy
 		want []string
 	}{
 		{"", []string{"custom:progress quiet", "custom:agent_message", "input_requested", "completed"}},
-		{WakeOnTerminal, []string{"custom:progress quiet", "custom:agent_message", "input_requested", "completed"}},
-		{WakeSilent, []string{"custom:agent_message"}},
-		{WakeOnActivity, []string{"custom:progress", "custom:agent_message", "input_requested", "completed"}},
+		{bgtype.WakeOnTerminal, []string{"custom:progress quiet", "custom:agent_message", "input_requested", "completed"}},
+		{bgtype.WakeSilent, []string{"custom:agent_message"}},
+		{bgtype.WakeOnActivity, []string{"custom:progress", "custom:agent_message", "input_requested", "completed"}},
 	} {
 		t.Run(tc.wake.String(), func(t *testing.T) {
 			m := newTestManager(t)
@@ -29,7 +32,7 @@ func TestWakePolicies(t *testing.T) {
 				if err := tk.Emit("progress", 50); err != nil {
 					return nil, err
 				}
-				if err := tk.Emit(EventTypeMessage, Message{From: tk.ID(), Content: "half way"}); err != nil {
+				if err := tk.Emit(bgtype.EventTypeMessage, bgtype.Message{From: tk.ID(), Content: "half way"}); err != nil {
 					return nil, err
 				}
 				if _, err := tk.RequestInput(ctx, "go on?"); err != nil {
@@ -41,22 +44,22 @@ func TestWakePolicies(t *testing.T) {
 				t.Fatal(err)
 			}
 			meta, err := m.waitSettled(t.Context(), ownerReach("thread-1"), id)
-			if err != nil || meta.Status != StatusAwaitingInput {
+			if err != nil || meta.Status != bgtype.StatusAwaitingInput {
 				t.Fatalf("waitSettled: %+v, %v", meta, err)
 			}
 			if p, ok := o.LatestEvent(id); !ok || p.EventType != "progress" || string(p.Payload) != "50" || p.Count != 1 || p.At.IsZero() {
 				t.Fatalf("Progress = %+v, %v", p, ok)
 			}
-			if err := o.Send(t.Context(), id, Message{Content: "yes", InReplyTo: meta.Input.ID}); err != nil {
+			if err := o.Send(t.Context(), id, bgtype.Message{Content: "yes", InReplyTo: meta.Input.ID}); err != nil {
 				t.Fatal(err)
 			}
-			if got := waitTask(t, o, id); got.Status != StatusCompleted || got.Wake != tc.wake {
+			if got := waitTask(t, o, id); got.Status != bgtype.StatusCompleted || got.Wake != tc.wake {
 				t.Fatalf("record %s, wake %q", got.Status, got.Wake)
 			}
 			var got []string
 			for _, ev := range drainOwner(t, o) {
 				k := string(ev.Kind)
-				if ev.Kind == EventCustom {
+				if ev.Kind == bgtype.EventCustom {
 					k += ":" + ev.EventType
 				}
 				if ev.Quiet {
@@ -80,7 +83,7 @@ func TestWakeSilentCommitFailure(t *testing.T) {
 	store := &failTerminalStore{Store: NewMemoryStore()}
 	m := newTestManager(t, WithStore(store), WithCommitRetry(1, 0))
 	o := m.Owner("thread-1")
-	id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return 1, nil }, WithWake(WakeSilent))
+	id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return 1, nil }, WithWake(bgtype.WakeSilent))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,15 +95,15 @@ func TestWakeSilentCommitFailure(t *testing.T) {
 	if _, err := o.Wait(t.Context(), id); err != nil && !errors.Is(err, ErrNotLive) {
 		t.Fatal(err)
 	}
-	if got := eventKinds(ib.Drain()); !slices.Equal(got, []EventKind{EventCommitFailed}) {
+	if got := eventKinds(ib.Drain()); !slices.Equal(got, []bgtype.EventKind{bgtype.EventCommitFailed}) {
 		t.Fatalf("events %v", got)
 	}
 }
 
 // failTerminalStore refuses to commit terminal records.
-type failTerminalStore struct{ Store }
+type failTerminalStore struct{ store.Store }
 
-func (s *failTerminalStore) Commit(ctx context.Context, owner string, actions ...Action) error {
+func (s *failTerminalStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	for _, a := range actions {
 		for _, tk := range a.Tasks {
 			if tk.Status.IsTerminal() {
@@ -120,7 +123,7 @@ func TestWakeInvalid(t *testing.T) {
 	if n := len(listTasks(t, m.Owner("thread-1"))); n != 0 {
 		t.Fatalf("%d records", n)
 	}
-	for p, want := range map[WakePolicy]bool{"": true, WakeSilent: true, WakeOnTerminal: true, WakeOnActivity: true, "loud": false, "Silent": false} {
+	for p, want := range map[bgtype.WakePolicy]bool{"": true, bgtype.WakeSilent: true, bgtype.WakeOnTerminal: true, bgtype.WakeOnActivity: true, "loud": false, "Silent": false} {
 		if p.Valid() != want {
 			t.Errorf("%q.Valid() = %v", p, !want)
 		}
@@ -151,7 +154,7 @@ func TestProgressDoesNotWake(t *testing.T) {
 			}
 			close(step)
 			<-speak
-			return nil, tk.Emit(EventTypeMessage, Message{From: tk.ID(), Content: "look"})
+			return nil, tk.Emit(bgtype.EventTypeMessage, bgtype.Message{From: tk.ID(), Content: "look"})
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -195,8 +198,8 @@ func TestProgressDoesNotWake(t *testing.T) {
 func TestProgressDoesNotWakePlugin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newTestManager(t)
-		var wakes []EventKind
-		p, err := NewPlugin(m, "thread-1", WithOnWake(func(ev Event) { wakes = append(wakes, ev.Kind) }))
+		var wakes []bgtype.EventKind
+		p, err := NewPlugin(m, "thread-1", WithOnWake(func(ev bgtype.Event) { wakes = append(wakes, ev.Kind) }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +236,7 @@ func TestProgressDoesNotWakePlugin(t *testing.T) {
 		}
 		waitTask(t, p.Owner(), id)
 		msgs, err := p.Deliver(ctx)
-		if err != nil || len(msgs) != 2 || msgs[0].Event.Kind != EventCustom || !msgs[0].Event.Quiet || msgs[1].Event.Kind != EventCompleted {
+		if err != nil || len(msgs) != 2 || msgs[0].Event.Kind != bgtype.EventCustom || !msgs[0].Event.Quiet || msgs[1].Event.Kind != bgtype.EventCompleted {
 			t.Fatalf("Deliver = %+v, %v", msgs, err)
 		}
 		// Between runs, progress is kept for the next run without waking.
@@ -250,14 +253,14 @@ func TestProgressDoesNotWakePlugin(t *testing.T) {
 		}
 		close(later)
 		waitTask(t, p.Owner(), id)
-		if !slices.Equal(wakes, []EventKind{EventCompleted}) {
+		if !slices.Equal(wakes, []bgtype.EventKind{bgtype.EventCompleted}) {
 			t.Fatalf("WithOnWake heard %v, want only the completion", wakes)
 		}
 		if err := p.RunStart(ctx, RunInfo{RunID: "run-2"}); err != nil {
 			t.Fatal(err)
 		}
 		msgs, err = p.Deliver(ctx)
-		if err != nil || len(msgs) != 2 || !msgs[0].Event.Quiet || string(msgs[0].Event.Payload) != "2" || msgs[1].Event.Kind != EventCompleted {
+		if err != nil || len(msgs) != 2 || !msgs[0].Event.Quiet || string(msgs[0].Event.Payload) != "2" || msgs[1].Event.Kind != bgtype.EventCompleted {
 			t.Fatalf("next run's Deliver = %+v, %v", msgs, err)
 		}
 		if err := p.RunEnd(ctx, RunOutcome{RunID: "run-2"}); err != nil {
@@ -276,7 +279,7 @@ func TestWakeSilentKeepsProgress(t *testing.T) {
 		emitted <- tk.Emit("progress", map[string]int{"percent": 40})
 		<-release
 		return nil, nil
-	}, WithWake(WakeSilent))
+	}, WithWake(bgtype.WakeSilent))
 	if err != nil {
 		t.Fatal(err)
 	}

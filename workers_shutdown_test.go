@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // TestWorkerExitsAfterTimedOutShutdown: after a Shutdown that timed out,
@@ -36,7 +38,7 @@ func TestWorkerExitsAfterTimedOutShutdown(t *testing.T) {
 			t.Fatalf("%d idle workers after Shutdown began, want 0", n)
 		}
 		close(release)
-		waitStatus(t, m, id, StatusCompleted)
+		waitStatus(t, m, id, bgtype.StatusCompleted)
 		start := time.Now()
 		synctest.Wait()
 		if n := len(idleWorkers(m)); n != 0 {

@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 	"weak"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // idleWorkers returns the parked workers of m, most recently parked last.
@@ -24,7 +26,7 @@ func idleWorkers(m *Manager) []*worker {
 func completeOne(t *testing.T, m *Manager, v any) {
 	t.Helper()
 	id := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { return v, nil })
-	if got := waitTask(t, m, id); got.Status != StatusCompleted {
+	if got := waitTask(t, m, id); got.Status != bgtype.StatusCompleted {
 		t.Fatalf("task %s: status %s, want completed", id, got.Status)
 	}
 	synctest.Wait()
@@ -120,7 +122,7 @@ func TestParkedWorkerKeepsNoTask(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := waitTask(t, m, id); got.Status != StatusCompleted || string(got.Result) != "4096" {
+		if got := waitTask(t, m, id); got.Status != bgtype.StatusCompleted || string(got.Result) != "4096" {
 			t.Fatalf("task: %s %s, want completed 4096", got.Status, got.Result)
 		}
 		ctx, v = nil, nil

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/bgtask/bgtask"
@@ -173,14 +175,14 @@ func recordCut(recorded json.RawMessage) (size int, preview string, ok bool) {
 // taskOf builds the A2A task from a record. answered, when not empty, is an
 // input request the caller has just answered: a record still awaiting it
 // reads as working.
-func (s *Server) taskOf(rec bgtask.TaskMeta, history []bgtask.MessageRecord, answered string) *a2a.Task {
+func (s *Server) taskOf(rec bgtype.TaskMeta, history []bgtask.MessageRecord, answered string) *a2a.Task {
 	t := &a2a.Task{
 		ID:        a2a.TaskID(rec.ID),
 		ContextID: rec.ID,
 		Status:    s.statusOf(rec, answered),
 		History:   s.historyOf(rec.ID, history),
 	}
-	if rec.Status == bgtask.StatusCompleted {
+	if rec.Status == bgtype.StatusCompleted {
 		t.Artifacts = []*a2a.Artifact{s.resultArtifact(rec.ID, rec.Result)}
 	}
 	if !rec.FinishedAt.IsZero() {
@@ -190,16 +192,16 @@ func (s *Server) taskOf(rec bgtask.TaskMeta, history []bgtask.MessageRecord, ans
 	return t
 }
 
-func (s *Server) statusOf(rec bgtask.TaskMeta, answered string) a2a.TaskStatus {
+func (s *Server) statusOf(rec bgtype.TaskMeta, answered string) a2a.TaskStatus {
 	st := a2a.TaskStatus{State: State(rec.Status)}
 	switch rec.Status {
-	case bgtask.StatusAwaitingInput:
+	case bgtype.StatusAwaitingInput:
 		if rec.Input != nil && rec.Input.ID == answered {
 			st.State = a2a.TaskStateWorking
 		} else if rec.Input != nil {
 			st.Message = s.agentMessage(rec.ID, rec.Input.Prompt)
 		}
-	case bgtask.StatusFailed, bgtask.StatusInterrupted:
+	case bgtype.StatusFailed, bgtype.StatusInterrupted:
 		st.Message = s.agentMessage(rec.ID, rec.Error)
 	}
 	return st
@@ -246,7 +248,7 @@ func (s *Server) historyMessage(id string, role a2a.MessageRole, content string)
 //   - completed: the result artifact, then a completed status update;
 //   - failed, interrupted: a failed status update with the error text;
 //   - cancelled: a canceled status update.
-func (s *Server) eventsOf(ev bgtask.Event) (out []a2a.Event, final bool) {
+func (s *Server) eventsOf(ev bgtype.Event) (out []a2a.Event, final bool) {
 	info := a2a.TaskInfo{TaskID: a2a.TaskID(ev.TaskID), ContextID: ev.TaskID}
 	status := func(state a2a.TaskState, msg *a2a.Message) *a2a.TaskStatusUpdateEvent {
 		now := time.Now()
@@ -257,7 +259,7 @@ func (s *Server) eventsOf(ev bgtask.Event) (out []a2a.Event, final bool) {
 		}
 	}
 	switch ev.Kind {
-	case bgtask.EventCustom:
+	case bgtype.EventCustom:
 		if m, ok := ev.Message(); ok {
 			return []a2a.Event{status(a2a.TaskStateWorking, s.agentMessage(ev.TaskID, m.Content))}, false
 		}
@@ -268,19 +270,19 @@ func (s *Server) eventsOf(ev bgtask.Event) (out []a2a.Event, final bool) {
 		m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.DataPart{Data: map[string]any{"event_type": ev.EventType, "payload": payload}})
 		m.TaskID, m.ContextID = info.TaskID, info.ContextID
 		return []a2a.Event{status(a2a.TaskStateWorking, m)}, false
-	case bgtask.EventInputRequested:
+	case bgtype.EventInputRequested:
 		prompt := ""
 		if ev.Input != nil {
 			prompt = ev.Input.Prompt
 		}
 		return []a2a.Event{status(a2a.TaskStateInputRequired, s.agentMessage(ev.TaskID, prompt))}, true
-	case bgtask.EventCompleted:
+	case bgtype.EventCompleted:
 		art := &a2a.TaskArtifactUpdateEvent{TaskID: info.TaskID, ContextID: info.ContextID,
 			Artifact: s.resultArtifact(ev.TaskID, ev.Result), LastChunk: true}
 		return []a2a.Event{art, status(a2a.TaskStateCompleted, nil)}, true
-	case bgtask.EventFailed, bgtask.EventInterrupted:
+	case bgtype.EventFailed, bgtype.EventInterrupted:
 		return []a2a.Event{status(a2a.TaskStateFailed, s.agentMessage(ev.TaskID, ev.Error))}, true
-	case bgtask.EventCancelled:
+	case bgtype.EventCancelled:
 		return []a2a.Event{status(a2a.TaskStateCanceled, nil)}, true
 	}
 	return nil, false // commit_failed: the terminal event follows

@@ -17,7 +17,7 @@
 //     skills, url, protocol version 0.3.0, JSON-RPC, streaming, and the
 //     security schemes of WithSecurityScheme).
 //   - message/send and message/stream: a message without a taskId starts a
-//     task; its text is the sub-agent's first inbox message (a bgtask.Message
+//     task; its text is the sub-agent's first inbox message (a bgtype.Message
 //     from "user", read with Task.Inbox). A message whose taskId names a live
 //     task of the same owner continues it: it answers the task's open input
 //     request (Task.RequestInput) if it has one, and otherwise goes to the
@@ -35,7 +35,7 @@
 //
 // A stream starts with the task, then sends the task's events in order:
 // a message the sub-agent sends its owner (Task.Emit of
-// bgtask.EventTypeMessage) becomes a working status update with that
+// bgtype.EventTypeMessage) becomes a working status update with that
 // message; any other custom event (progress) a working status update whose
 // message holds a data part {"event_type": …, "payload": …}; an input request
 // an input-required status update with the prompt, which ends the stream

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/bgtask/bgtask"
@@ -32,7 +34,7 @@ func taskErr(id string, err error) error {
 // terminalErr is the error of a message to an ended task: an
 // unsupported operation, as the A2A specification names it (a task in a
 // terminal state cannot be restarted) and the A2A JavaScript SDK answers.
-func terminalErr(id string, st bgtask.TaskStatus) error {
+func terminalErr(id string, st bgtype.Status) error {
 	return fmt.Errorf("task %s is in a terminal state %q and takes no more messages: %w", id, State(st), a2a.ErrUnsupportedOperation)
 }
 

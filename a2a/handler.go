@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"iter"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/bgtask/bgtask"
@@ -116,7 +118,7 @@ func (h handler) OnCancelTask(ctx context.Context, params *a2a.TaskIDParams) (*a
 		return nil, taskErr(id, err)
 	}
 	if rec.Status.IsTerminal() {
-		if rec.Status == bgtask.StatusCancelled {
+		if rec.Status == bgtype.StatusCancelled {
 			return s.snapshot(ctx, o, id, "")
 		}
 		return nil, fmt.Errorf("task %s is %s: %w", id, State(rec.Status), a2a.ErrTaskNotCancelable)

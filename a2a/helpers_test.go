@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
@@ -90,13 +92,13 @@ func userText(id a2a.TaskID, text string) *a2a.MessageSendParams {
 // messages reads a sub-agent's inbox one message at a time.
 type messages struct {
 	t   *bgtask.Task
-	buf []bgtask.Message
+	buf []bgtype.Message
 }
 
-func (r *messages) next(ctx context.Context) (bgtask.Message, error) {
+func (r *messages) next(ctx context.Context) (bgtype.Message, error) {
 	for len(r.buf) == 0 {
 		if err := r.t.Inbox().Wait(ctx); err != nil {
-			return bgtask.Message{}, err
+			return bgtype.Message{}, err
 		}
 		for _, ev := range r.t.Inbox().Drain() {
 			if m, ok := ev.Message(); ok {
@@ -134,7 +136,7 @@ func chatAgent(ctx context.Context, t *bgtask.Task) (any, error) {
 		if m.Content == "bye" {
 			return map[string]any{"messages": n}, nil
 		}
-		if err := t.Emit(bgtask.EventTypeMessage, bgtask.Message{From: t.ID(), Content: "got: " + m.Content}); err != nil {
+		if err := t.Emit(bgtype.EventTypeMessage, bgtype.Message{From: t.ID(), Content: "got: " + m.Content}); err != nil {
 			return nil, err
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/bgtask/bgtask"
@@ -186,7 +188,7 @@ func (h *hub) run(p *pump, ib *bgtask.Inbox) {
 		for _, ev := range evs {
 			p.dispatch(ev)
 			if ev.Kind.IsTerminal() && h.ended != nil {
-				h.ended(ev.TaskID, ev.Kind == bgtask.EventCompleted, ev.Result)
+				h.ended(ev.TaskID, ev.Kind == bgtype.EventCompleted, ev.Result)
 			}
 		}
 		if err != nil && !kicked && len(evs) == 0 {
@@ -212,7 +214,7 @@ func (h *hub) run(p *pump, ib *bgtask.Inbox) {
 }
 
 // dispatch hands ev to the followers of its task. p.mu is held.
-func (p *pump) dispatch(ev bgtask.Event) {
+func (p *pump) dispatch(ev bgtype.Event) {
 	for f := range p.subs[ev.TaskID] {
 		if f.q.Len() >= maxQueued {
 			p.drop(f, errBehind)
@@ -255,7 +257,7 @@ func (h *hub) close() {
 // with an error means no event will come: ctx's error, or why the follower
 // was dropped (the server closed, the owner's events ended, the follower
 // fell too far behind).
-func (f *follower) next(ctx context.Context) ([]bgtask.Event, error) {
+func (f *follower) next(ctx context.Context) ([]bgtype.Event, error) {
 	for {
 		err := f.q.Wait(ctx)
 		if evs := f.q.Drain(); len(evs) > 0 {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/bgtask/bgtask"
@@ -118,10 +120,10 @@ func TestSlowFollowerIsDropped(t *testing.T) {
 	}
 	slow, fast := p.follow("task_a"), p.follow("task_a")
 	for range maxQueued {
-		p.dispatch(bgtask.Event{Kind: bgtask.EventCustom, TaskID: "task_a", EventType: "progress"})
+		p.dispatch(bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_a", EventType: "progress"})
 	}
 	fast.q.Drain()
-	p.dispatch(bgtask.Event{Kind: bgtask.EventCustom, TaskID: "task_a", EventType: "progress"})
+	p.dispatch(bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_a", EventType: "progress"})
 	if !slow.q.Closed() || fast.q.Closed() || p.nsubs != 1 || fast.q.Len() != 1 {
 		t.Errorf("slow closed %v, fast closed %v, followers %d, fast queue %d; want only the slow one dropped",
 			slow.q.Closed(), fast.q.Closed(), p.nsubs, fast.q.Len())

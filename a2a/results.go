@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/bgtask/bgtask"
@@ -105,7 +107,7 @@ func (m *messageIDs) get(rec string) (string, bool) {
 
 // link finds, in the task's history recs (oldest first), the newest record
 // of msg not linked yet, and links it to the client's id.
-func (m *messageIDs) link(recs []bgtask.MessageRecord, msg bgtask.Message, clientID string) {
+func (m *messageIDs) link(recs []bgtask.MessageRecord, msg bgtype.Message, clientID string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i := len(recs) - 1; i >= 0; i-- {

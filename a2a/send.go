@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/bgtask/bgtask"
@@ -30,7 +32,7 @@ func (s *Server) begin(ctx context.Context, params *a2a.MessageSendParams) (bgta
 	if len(params.Message.ID) > maxMessageIDBytes {
 		return o, nil, nil, fmt.Errorf("messageId is longer than %d bytes: %w", maxMessageIDBytes, a2a.ErrInvalidParams)
 	}
-	msg := bgtask.Message{From: messageFrom, Content: text}
+	msg := bgtype.Message{From: messageFrom, Content: text}
 	if id := string(params.Message.TaskID); id != "" {
 		return s.resume(ctx, o, id, params.Message.ContextID, msg, params.Message.ID)
 	}
@@ -40,12 +42,12 @@ func (s *Server) begin(ctx context.Context, params *a2a.MessageSendParams) (bgta
 // spawn starts the sub-agent and puts the message in its inbox, as its
 // first message. clientID is the client's messageId, which the task's
 // history shows.
-func (s *Server) spawn(ctx context.Context, o bgtask.Owner, msg bgtask.Message, clientID string) (bgtask.Owner, *follower, *a2a.Task, error) {
+func (s *Server) spawn(ctx context.Context, o bgtask.Owner, msg bgtype.Message, clientID string) (bgtask.Owner, *follower, *a2a.Task, error) {
 	p, err := s.hub.lock(o.ID())
 	if err != nil {
 		return o, nil, nil, err
 	}
-	opts := append(slices.Clone(s.cfg.spawnOpts), bgtask.WithWake(bgtask.WakeOnActivity))
+	opts := append(slices.Clone(s.cfg.spawnOpts), bgtask.WithWake(bgtype.WakeOnActivity))
 	id, err := o.SpawnAgent(ctx, s.keeping, opts...)
 	if err != nil {
 		p.mu.Unlock()
@@ -83,7 +85,7 @@ func (s *Server) spawn(ctx context.Context, o bgtask.Owner, msg bgtask.Message, 
 // open input request, if it has one, or else a message in its inbox. The
 // follower is registered and the task read before the delivery, so a stream
 // starts with the task and every event the message causes follows it.
-func (s *Server) resume(ctx context.Context, o bgtask.Owner, id, contextID string, msg bgtask.Message, clientID string) (bgtask.Owner, *follower, *a2a.Task, error) {
+func (s *Server) resume(ctx context.Context, o bgtask.Owner, id, contextID string, msg bgtype.Message, clientID string) (bgtask.Owner, *follower, *a2a.Task, error) {
 	f, err := s.followTask(o, id)
 	if err != nil {
 		return o, nil, nil, err
@@ -97,7 +99,7 @@ func (s *Server) resume(ctx context.Context, o bgtask.Owner, id, contextID strin
 }
 
 // deliver is resume once the follower is registered.
-func (s *Server) deliver(ctx context.Context, o bgtask.Owner, id, contextID string, msg bgtask.Message, clientID string) (*a2a.Task, error) {
+func (s *Server) deliver(ctx context.Context, o bgtask.Owner, id, contextID string, msg bgtype.Message, clientID string) (*a2a.Task, error) {
 	rec, err := o.Get(ctx, id)
 	if err != nil {
 		return nil, taskErr(id, err)
@@ -113,7 +115,7 @@ func (s *Server) deliver(ctx context.Context, o bgtask.Owner, id, contextID stri
 		return nil, taskErr(id, err)
 	}
 	answered := ""
-	if rec.Status == bgtask.StatusAwaitingInput && rec.Input != nil {
+	if rec.Status == bgtype.StatusAwaitingInput && rec.Input != nil {
 		msg.InReplyTo, answered = rec.Input.ID, rec.Input.ID
 	}
 	err = o.Send(ctx, id, msg)
@@ -123,7 +125,7 @@ func (s *Server) deliver(ctx context.Context, o bgtask.Owner, id, contextID stri
 	}
 	switch {
 	case errors.Is(err, bgtask.ErrTerminal), errors.Is(err, bgtask.ErrInboxClosed):
-		st := bgtask.StatusCompleted
+		st := bgtype.StatusCompleted
 		if rec, gerr := o.Get(ctx, id); gerr == nil {
 			st = rec.Status
 		}
@@ -134,8 +136,8 @@ func (s *Server) deliver(ctx context.Context, o bgtask.Owner, id, contextID stri
 		return nil, taskErr(id, err)
 	}
 	s.linkMessage(ctx, o, id, msg, clientID)
-	if answered == "" && rec.Status == bgtask.StatusAwaitingInput {
-		rec.Status = bgtask.StatusRunning // the request was answered meanwhile
+	if answered == "" && rec.Status == bgtype.StatusAwaitingInput {
+		rec.Status = bgtype.StatusRunning // the request was answered meanwhile
 	}
 	t := s.taskOf(rec, history, answered)
 	t.History = append(t.History, s.sentMessage(id, msg, clientID))
@@ -171,7 +173,7 @@ func (s *Server) snapshot(ctx context.Context, o bgtask.Owner, id, answered stri
 
 // sentMessage is the history entry of a client's message to task id, with
 // the client's messageId (a new one if the client gave none).
-func (s *Server) sentMessage(id string, msg bgtask.Message, clientID string) *a2a.Message {
+func (s *Server) sentMessage(id string, msg bgtype.Message, clientID string) *a2a.Message {
 	m := s.historyMessage(id, a2a.MessageRoleUser, msg.Content)
 	if clientID != "" {
 		m.ID = clientID
@@ -182,7 +184,7 @@ func (s *Server) sentMessage(id string, msg bgtask.Message, clientID string) *a2
 // linkMessage links the history record of a message just delivered to
 // task id to the client's messageId. A history that has forgotten it
 // already links nothing.
-func (s *Server) linkMessage(ctx context.Context, o bgtask.Owner, id string, msg bgtask.Message, clientID string) {
+func (s *Server) linkMessage(ctx context.Context, o bgtask.Owner, id string, msg bgtype.Message, clientID string) {
 	if clientID == "" {
 		return
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/bgtask/bgtask"
@@ -43,7 +45,7 @@ func TestSendCompletesWithArtifact(t *testing.T) {
 	}
 	// The task is a bgtask sub-agent of the request's owner.
 	rec, err := b.m.Owner("alice").Get(t.Context(), string(task.ID))
-	if err != nil || rec.Type != bgtask.TypeSubAgent || rec.Status != bgtask.StatusCompleted {
+	if err != nil || rec.Type != bgtask.TypeSubAgent || rec.Status != bgtype.StatusCompleted {
 		t.Errorf("record = %+v, %v; want a completed sub_agent of alice", rec, err)
 	}
 }
@@ -200,7 +202,7 @@ func TestCancelCascadesToChildren(t *testing.T) {
 		t.Errorf("child's cancel cause = %v, want ErrParentCancelled", cause)
 	}
 	rec, err := b.m.Wait(t.Context(), child)
-	if err != nil || rec.Status != bgtask.StatusCancelled {
+	if err != nil || rec.Status != bgtype.StatusCancelled {
 		t.Errorf("child record = %s, %v; want cancelled", rec.Status, err)
 	}
 	// Cancelling again returns the cancelled task.

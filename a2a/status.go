@@ -3,7 +3,7 @@ package bga2a
 import (
 	"github.com/a2aproject/a2a-go/a2a"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // State maps a bgtask status to the A2A task state a client sees:
@@ -17,19 +17,19 @@ import (
 //	cancelled       canceled
 //
 // Any other value maps to "unknown".
-func State(s bgtask.TaskStatus) a2a.TaskState {
+func State(s bgtype.Status) a2a.TaskState {
 	switch s {
-	case bgtask.StatusQueued:
+	case bgtype.StatusQueued:
 		return a2a.TaskStateSubmitted
-	case bgtask.StatusRunning:
+	case bgtype.StatusRunning:
 		return a2a.TaskStateWorking
-	case bgtask.StatusAwaitingInput:
+	case bgtype.StatusAwaitingInput:
 		return a2a.TaskStateInputRequired
-	case bgtask.StatusCompleted:
+	case bgtype.StatusCompleted:
 		return a2a.TaskStateCompleted
-	case bgtask.StatusFailed, bgtask.StatusInterrupted:
+	case bgtype.StatusFailed, bgtype.StatusInterrupted:
 		return a2a.TaskStateFailed
-	case bgtask.StatusCancelled:
+	case bgtype.StatusCancelled:
 		return a2a.TaskStateCanceled
 	}
 	return a2a.TaskStateUnknown

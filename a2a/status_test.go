@@ -3,24 +3,24 @@ package bga2a
 import (
 	"testing"
 
-	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/bgtask/bgtask/bgtype"
 
-	"github.com/bgtask/bgtask"
+	"github.com/a2aproject/a2a-go/a2a"
 )
 
 func TestState(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		in   bgtask.TaskStatus
+		in   bgtype.Status
 		want a2a.TaskState
 	}{
-		{bgtask.StatusQueued, "submitted"},
-		{bgtask.StatusRunning, "working"},
-		{bgtask.StatusAwaitingInput, "input-required"},
-		{bgtask.StatusCompleted, "completed"},
-		{bgtask.StatusFailed, "failed"},
-		{bgtask.StatusInterrupted, "failed"},
-		{bgtask.StatusCancelled, "canceled"},
+		{bgtype.StatusQueued, "submitted"},
+		{bgtype.StatusRunning, "working"},
+		{bgtype.StatusAwaitingInput, "input-required"},
+		{bgtype.StatusCompleted, "completed"},
+		{bgtype.StatusFailed, "failed"},
+		{bgtype.StatusInterrupted, "failed"},
+		{bgtype.StatusCancelled, "canceled"},
 		{"", "unknown"},
 		{"bogus", "unknown"},
 	}
@@ -30,7 +30,7 @@ func TestState(t *testing.T) {
 		}
 	}
 	// Every status bgtask defines has a known state.
-	for _, s := range bgtask.Statuses() {
+	for _, s := range bgtype.Statuses() {
 		if State(s) == a2a.TaskStateUnknown {
 			t.Errorf("State(%q) is unknown", s)
 		}

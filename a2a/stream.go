@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/bgtask/bgtask"
@@ -56,19 +58,19 @@ func (s *Server) follow(ctx context.Context, o bgtask.Owner, f *follower, first 
 }
 
 // endOf is the event that a record in a final state would have sent.
-func endOf(rec bgtask.TaskMeta) (bgtask.Event, bool) {
-	ev := bgtask.Event{TaskID: rec.ID, Result: rec.Result, Error: rec.Error, Input: rec.Input}
+func endOf(rec bgtype.TaskMeta) (bgtype.Event, bool) {
+	ev := bgtype.Event{TaskID: rec.ID, Result: rec.Result, Error: rec.Error, Input: rec.Input}
 	switch rec.Status {
-	case bgtask.StatusCompleted:
-		ev.Kind = bgtask.EventCompleted
-	case bgtask.StatusFailed:
-		ev.Kind = bgtask.EventFailed
-	case bgtask.StatusInterrupted:
-		ev.Kind = bgtask.EventInterrupted
-	case bgtask.StatusCancelled:
-		ev.Kind = bgtask.EventCancelled
-	case bgtask.StatusAwaitingInput:
-		ev.Kind = bgtask.EventInputRequested
+	case bgtype.StatusCompleted:
+		ev.Kind = bgtype.EventCompleted
+	case bgtype.StatusFailed:
+		ev.Kind = bgtype.EventFailed
+	case bgtype.StatusInterrupted:
+		ev.Kind = bgtype.EventInterrupted
+	case bgtype.StatusCancelled:
+		ev.Kind = bgtype.EventCancelled
+	case bgtype.StatusAwaitingInput:
+		ev.Kind = bgtype.EventInputRequested
 	default:
 		return ev, false
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/agentloop"
 )
@@ -44,7 +46,7 @@ func ExampleRun() {
 		agentloop.Say("The export is running."),
 		func(req agentloop.Request) agentloop.Response {
 			for _, msg := range req.Messages {
-				if ev, ok := plugin.ParseEvent(msg.Content); ok && ev.Kind == bgtask.EventCompleted {
+				if ev, ok := plugin.ParseEvent(msg.Content); ok && ev.Kind == bgtype.EventCompleted {
 					return agentloop.Response{Text: "Done: " + string(ev.Result)}
 				}
 			}

@@ -298,7 +298,7 @@ func (r *run) stepEnd(ctx context.Context) (bool, error) {
 }
 
 // deliver appends what the hooks have waiting and reports whether any of it
-// wakes the model: quiet progress (bgtask.Event.Quiet) alone does not.
+// wakes the model: quiet progress (bgtype.Event.Quiet) alone does not.
 func (r *run) deliver(ctx context.Context) (bool, error) {
 	if r.cfg.Hooks == nil {
 		return false, nil

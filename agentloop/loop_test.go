@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/agentloop"
 )
@@ -33,7 +35,7 @@ func newEnv(t *testing.T, opts ...bgtask.PluginOption) *env {
 		t.Fatal(err)
 	}
 	e := &env{m: m, owner: m.Owner("thread-1"), finish: make(chan struct{})}
-	opts = append([]bgtask.PluginOption{bgtask.WithOnWake(func(bgtask.Event) { e.wakes.Add(1) })}, opts...)
+	opts = append([]bgtask.PluginOption{bgtask.WithOnWake(func(bgtype.Event) { e.wakes.Add(1) })}, opts...)
 	if e.p, err = bgtask.NewPlugin(m, "thread-1", opts...); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +159,7 @@ func TestEventsRenderedAtStepBoundary(t *testing.T) {
 				return nil, err
 			}
 			return "ok", nil
-		}, bgtask.WithWake(bgtask.WakeOnActivity))
+		}, bgtask.WithWake(bgtype.WakeOnActivity))
 		cfg := e.config(agentloop.NewScriptedModel(call("spawn_emitter"), func(agentloop.Request) agentloop.Response {
 			synctest.Wait() // the task has finished before the next inference
 			return agentloop.Response{Calls: []agentloop.ToolCall{{ID: "noop", Name: "spawn_quick", Args: json.RawMessage(`{}`)}}}
@@ -168,7 +170,7 @@ func TestEventsRenderedAtStepBoundary(t *testing.T) {
 		if len(evs) < 2 {
 			t.Fatalf("events in conversation: %q, want the custom and the completed one first", evs)
 		}
-		if ev, ok := e.p.ParseEvent(evs[0]); !ok || ev.Kind != bgtask.EventCustom || ev.EventType != "data_ready" || string(ev.Payload) != `{"rows":42}` {
+		if ev, ok := e.p.ParseEvent(evs[0]); !ok || ev.Kind != bgtype.EventCustom || ev.EventType != "data_ready" || string(ev.Payload) != `{"rows":42}` {
 			t.Fatalf("first event %q, want the data_ready custom event", evs[0])
 		}
 		if !strings.Contains(evs[1], `kind="completed"`) || !strings.Contains(evs[1], `"result":"ok"`) {
@@ -223,7 +225,7 @@ func TestSubAgentWaitsForItsTasks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if meta.Status != bgtask.StatusCompleted || string(meta.Result) != `"final summary: task finished"` {
+		if meta.Status != bgtype.StatusCompleted || string(meta.Result) != `"final summary: task finished"` {
 			t.Fatalf("sub-agent %s with %s, want completed with the summary", meta.Status, meta.Result)
 		}
 		if n := len(model.Requests()); n != 3 {
@@ -321,7 +323,7 @@ func TestCancelRunCancelsDescendants(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if meta.Status != bgtask.StatusCancelled || meta.Error != bgtask.ErrRunCancelled.Error() {
+			if meta.Status != bgtype.StatusCancelled || meta.Error != bgtask.ErrRunCancelled.Error() {
 				t.Fatalf("task %s is %s (%q), want cancelled by the run", id, meta.Status, meta.Error)
 			}
 		}
@@ -355,7 +357,7 @@ func TestClientHangUpLeavesTasksRunning(t *testing.T) {
 		}
 		synctest.Wait()
 		running := 0
-		seq, err := e.owner.List(t.Context(), bgtask.StatusRunning)
+		seq, err := e.owner.List(t.Context(), bgtype.StatusRunning)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -396,7 +398,7 @@ func TestSelfCancelEndsTheRun(t *testing.T) {
 			t.Fatalf("cancel_task answered %+v, want accepted with 1 (the task, not the run)", last)
 		}
 		synctest.Wait()
-		seq, err := e.owner.List(t.Context(), bgtask.StatusCancelled)
+		seq, err := e.owner.List(t.Context(), bgtype.StatusCancelled)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -579,7 +581,7 @@ func TestSubAgentNotWokenByProgress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if meta.Status != bgtask.StatusCompleted || string(meta.Result) != `"final summary"` {
+		if meta.Status != bgtype.StatusCompleted || string(meta.Result) != `"final summary"` {
 			t.Fatalf("sub-agent %s with %s, want completed with the summary", meta.Status, meta.Result)
 		}
 		if n := len(model.Requests()); n != 3 {
@@ -707,7 +709,7 @@ func TestForegroundToolInTheLoop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := (bgtask.Parent{RunID: "run-1", CallID: "call-1-1", AgentID: "agent-1"}); slow.Parent != want || slow.Status != bgtask.StatusRunning {
+		if want := (bgtype.Parent{RunID: "run-1", CallID: "call-1-1", AgentID: "agent-1"}); slow.Parent != want || slow.Status != bgtype.StatusRunning {
 			t.Errorf("promoted task: %s with lineage %+v, want running with %+v", slow.Status, slow.Parent, want)
 		}
 		if _, err := e.owner.Wait(t.Context(), notice.TaskID); err != nil {

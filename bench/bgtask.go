@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -26,7 +28,7 @@ func withManager(ctx context.Context, f func(m *bgtask.Manager) error, opts ...b
 
 // awaitKind waits on ib until n events of kind have arrived, reusing buf,
 // and returns buf. Other events are skipped.
-func awaitKind(ctx context.Context, ib *bgtask.Inbox, kind bgtask.EventKind, n int, buf []bgtask.Event) ([]bgtask.Event, error) {
+func awaitKind(ctx context.Context, ib *bgtask.Inbox, kind bgtype.EventKind, n int, buf []bgtype.Event) ([]bgtype.Event, error) {
 	for got := 0; got < n; {
 		if err := ib.Wait(ctx); err != nil {
 			return buf, err

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/sourcegraph/conc/pool"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/bgtask/bgtask"
 )
 
 func cancelGroup(sz sizes) *group {
@@ -58,7 +61,7 @@ func bgCancelTree(ctx context.Context, cfg config) (s sample, err error) {
 		if err != nil {
 			return err
 		}
-		var buf []bgtask.Event
+		var buf []bgtype.Event
 		var started sync.WaitGroup
 		fn := func(ctx context.Context, _ *bgtask.Task) (any, error) {
 			started.Done()
@@ -72,7 +75,7 @@ func bgCancelTree(ctx context.Context, cfg config) (s sample, err error) {
 				return nil, err
 			}
 			for range cfg.sz.subtree - 1 {
-				if _, err := o.Spawn(ctx, fn, bgtask.WithParent(bgtask.Parent{TaskID: root})); err != nil {
+				if _, err := o.Spawn(ctx, fn, bgtask.WithParent(bgtype.Parent{TaskID: root})); err != nil {
 					return nil, err
 				}
 			}
@@ -82,7 +85,7 @@ func bgCancelTree(ctx context.Context, cfg config) (s sample, err error) {
 				if err != nil || n != cfg.sz.subtree {
 					return fmt.Errorf("CancelTree = %d, %v; want %d", n, err, cfg.sz.subtree)
 				}
-				buf, err = awaitKind(ctx, ib, bgtask.EventCancelled, cfg.sz.subtree, buf)
+				buf, err = awaitKind(ctx, ib, bgtype.EventCancelled, cfg.sz.subtree, buf)
 				return err
 			}, nil
 		})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -46,13 +48,13 @@ func bgEmitDrain(ctx context.Context, cfg config) (s sample, err error) {
 			emitted <- err
 			<-ctx.Done()
 			return nil, ctx.Err()
-		}, bgtask.WithWake(bgtask.WakeOnActivity)); err != nil {
+		}, bgtask.WithWake(bgtype.WakeOnActivity)); err != nil {
 			return err
 		}
-		buf := make([]bgtask.Event, 0, 1024)
+		buf := make([]bgtype.Event, 0, 1024)
 		s, err = timed(n, func() error {
 			close(start)
-			_, err := awaitKind(dctx, ib, bgtask.EventCustom, n, buf)
+			_, err := awaitKind(dctx, ib, bgtype.EventCustom, n, buf)
 			return err
 		})
 		if eerr := <-emitted; eerr != nil {

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/cloudwego/eino/adk/backgroundtask"
+
+	"github.com/bgtask/bgtask"
 )
 
 // The benchmarks below put bgtask, eino's background-task registry and the
@@ -31,15 +34,15 @@ const floorBurst = 10_000
 
 type recordedByHand struct {
 	storeMu sync.Mutex
-	store   map[string]*bgtask.TaskMeta
+	store   map[string]*bgtype.TaskMeta
 
 	inboxMu sync.Mutex
-	events  []bgtask.Event
+	events  []bgtype.Event
 	wake    chan struct{}
 }
 
 func newRecordedByHand() *recordedByHand {
-	return &recordedByHand{store: make(map[string]*bgtask.TaskMeta), wake: make(chan struct{}, 1)}
+	return &recordedByHand{store: make(map[string]*bgtype.TaskMeta), wake: make(chan struct{}, 1)}
 }
 
 func (h *recordedByHand) spawn(fn func(context.Context) (any, error)) string {
@@ -52,7 +55,7 @@ func (h *recordedByHand) spawn(fn func(context.Context) (any, error)) string {
 	}
 	id := "task_" + hex.EncodeToString(raw[:])
 	now := time.Now().UTC()
-	rec := &bgtask.TaskMeta{ID: id, Owner: benchOwner, Type: bgtask.TypeTask, Status: bgtask.StatusRunning, CreatedAt: now, StartedAt: now}
+	rec := &bgtype.TaskMeta{ID: id, Owner: benchOwner, Type: bgtask.TypeTask, Status: bgtype.StatusRunning, CreatedAt: now, StartedAt: now}
 	h.storeMu.Lock()
 	h.store[id] = rec
 	h.storeMu.Unlock()
@@ -68,10 +71,10 @@ func (h *recordedByHand) spawn(fn func(context.Context) (any, error)) string {
 			panic(err)
 		}
 		h.storeMu.Lock()
-		rec.Status, rec.Result, rec.FinishedAt = bgtask.StatusCompleted, res, time.Now().UTC()
+		rec.Status, rec.Result, rec.FinishedAt = bgtype.StatusCompleted, res, time.Now().UTC()
 		h.storeMu.Unlock()
 		h.inboxMu.Lock()
-		h.events = append(h.events, bgtask.Event{Kind: bgtask.EventCompleted, TaskID: id, Result: res})
+		h.events = append(h.events, bgtype.Event{Kind: bgtype.EventCompleted, TaskID: id, Result: res})
 		h.inboxMu.Unlock()
 		select {
 		case h.wake <- struct{}{}:
@@ -81,7 +84,7 @@ func (h *recordedByHand) spawn(fn func(context.Context) (any, error)) string {
 	return id
 }
 
-func (h *recordedByHand) drain(buf []bgtask.Event) []bgtask.Event {
+func (h *recordedByHand) drain(buf []bgtype.Event) []bgtype.Event {
 	<-h.wake
 	h.inboxMu.Lock()
 	buf = append(buf, h.events...)
@@ -96,14 +99,14 @@ func BenchmarkFloorBurst10k(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		h := newRecordedByHand()
-		buf := make([]bgtask.Event, 0, 1024)
+		buf := make([]bgtype.Event, 0, 1024)
 		for range floorBurst {
 			h.spawn(floorAnswer)
 		}
 		for got := 0; got < floorBurst; {
 			buf = h.drain(buf[:0])
 			for i := range buf {
-				if buf[i].Kind != bgtask.EventCompleted || string(buf[i].Result) != "42" {
+				if buf[i].Kind != bgtype.EventCompleted || string(buf[i].Result) != "42" {
 					b.Fatalf("event %+v, want completed with 42", buf[i])
 				}
 			}
@@ -127,7 +130,7 @@ func BenchmarkBgtaskBurst10k(b *testing.B) {
 					return err
 				}
 			}
-			_, err = awaitKind(ctx, ib, bgtask.EventCompleted, floorBurst, make([]bgtask.Event, 0, 1024))
+			_, err = awaitKind(ctx, ib, bgtype.EventCompleted, floorBurst, make([]bgtype.Event, 0, 1024))
 			return err
 		})
 		if err != nil {
@@ -164,7 +167,7 @@ func BenchmarkEinoBurst10k(b *testing.B) {
 
 func BenchmarkFloorSpawnComplete(b *testing.B) {
 	h := newRecordedByHand()
-	buf := make([]bgtask.Event, 0, 16)
+	buf := make([]bgtype.Event, 0, 16)
 	b.ReportAllocs()
 	for b.Loop() {
 		id := h.spawn(floorAnswer)
@@ -190,7 +193,7 @@ func BenchmarkBgtaskSpawnComplete(b *testing.B) {
 		if err != nil {
 			return err
 		}
-		buf := make([]bgtask.Event, 0, 16)
+		buf := make([]bgtype.Event, 0, 16)
 		b.ReportAllocs()
 		for b.Loop() {
 			id, err := o.Spawn(ctx, answer)

@@ -8,9 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/sourcegraph/conc/pool"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/bgtask/bgtask"
 )
 
 func parkedGroup(sz sizes) *group {
@@ -213,7 +216,7 @@ func bgRetained(ctx context.Context, cfg config) (s sample, err error) {
 		}
 		// Batches of 10 tasks per owner, so that no inbox grows large.
 		const batch = 10
-		var buf []bgtask.Event
+		var buf []bgtype.Event
 		for done := 0; done < perOwner; done += batch {
 			n := min(batch, perOwner-done)
 			for _, o := range views {
@@ -225,7 +228,7 @@ func bgRetained(ctx context.Context, cfg config) (s sample, err error) {
 			}
 			for _, ib := range inboxes {
 				var err error
-				if buf, err = awaitKind(ctx, ib, bgtask.EventCompleted, n, buf); err != nil {
+				if buf, err = awaitKind(ctx, ib, bgtype.EventCompleted, n, buf); err != nil {
 					return err
 				}
 			}

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/sourcegraph/conc/pool"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/bgtask/bgtask"
 )
 
 func millionGroup(sz sizes) *group {
@@ -81,7 +84,7 @@ func bgMillion(ctx context.Context, cfg config) (ss []sample, err error) {
 			}
 			inboxes[i] = ib
 		}
-		var buf []bgtask.Event
+		var buf []bgtype.Event
 		ss, err = manyOwners(cfg, func(o, n int) error {
 			for range n {
 				if _, err := views[o].Spawn(ctx, answer); err != nil {
@@ -90,7 +93,7 @@ func bgMillion(ctx context.Context, cfg config) (ss []sample, err error) {
 			}
 			return nil
 		}, func(o, n int) (err error) {
-			buf, err = awaitKind(ctx, inboxes[o], bgtask.EventCompleted, n, buf)
+			buf, err = awaitKind(ctx, inboxes[o], bgtype.EventCompleted, n, buf)
 			return err
 		})
 		return err

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -15,7 +18,7 @@ type recordGen struct {
 	owner string
 	seq   int
 	now   time.Time
-	cur   []bgtask.TaskMeta // the running batch awaiting completion
+	cur   []bgtype.TaskMeta // the running batch awaiting completion
 }
 
 var benchResult = json.RawMessage(`{"summary":"three sources agree"}`)
@@ -26,36 +29,36 @@ func newRecordGen(owner string) *recordGen {
 
 // batch returns the next k records: k new running tasks, or the k
 // previous ones completed. The slice is reused by the next call.
-func (g *recordGen) batch(k int) []bgtask.TaskMeta {
-	if len(g.cur) == k && g.cur[0].Status == bgtask.StatusRunning {
+func (g *recordGen) batch(k int) []bgtype.TaskMeta {
+	if len(g.cur) == k && g.cur[0].Status == bgtype.StatusRunning {
 		for i := range g.cur {
-			g.cur[i].Status, g.cur[i].Result, g.cur[i].FinishedAt = bgtask.StatusCompleted, benchResult, g.now
+			g.cur[i].Status, g.cur[i].Result, g.cur[i].FinishedAt = bgtype.StatusCompleted, benchResult, g.now
 		}
 		return g.cur
 	}
 	g.cur = g.cur[:0]
 	for range k {
 		g.seq++
-		g.cur = append(g.cur, bgtask.TaskMeta{
+		g.cur = append(g.cur, bgtype.TaskMeta{
 			ID: fmt.Sprintf("task_%s_%09d", g.owner, g.seq), Owner: g.owner, Type: bgtask.TypeTask,
-			Name: "research", Status: bgtask.StatusRunning, CreatedAt: g.now, StartedAt: g.now, Instance: "bench",
+			Name: "research", Status: bgtype.StatusRunning, CreatedAt: g.now, StartedAt: g.now, Instance: "bench",
 		})
 	}
 	return g.cur
 }
 
 // upserts returns one Upsert action per record.
-func upserts(ms []bgtask.TaskMeta) []bgtask.Action {
-	acts := make([]bgtask.Action, len(ms))
+func upserts(ms []bgtype.TaskMeta) []store.Action {
+	acts := make([]store.Action, len(ms))
 	for i, m := range ms {
-		acts[i] = bgtask.Upsert(m)
+		acts[i] = store.UpsertAction(m)
 	}
 	return acts
 }
 
 // resultText is the record's result as the raw tables keep it: JSON text,
 // or NULL.
-func resultText(m bgtask.TaskMeta) any {
+func resultText(m bgtype.TaskMeta) any {
 	if m.Result == nil {
 		return nil
 	}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/sourcegraph/conc/pool"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/bgtask/bgtask"
 )
 
 func spawnGroup(sizes) *group {
@@ -59,7 +62,7 @@ func bgSpawnComplete(ctx context.Context, cfg config) (s sample, err error) {
 		if err != nil {
 			return err
 		}
-		buf := make([]bgtask.Event, 0, 16)
+		buf := make([]bgtype.Event, 0, 16)
 		s, err = timed(cfg.sz.spawns, func() error {
 			for range cfg.sz.spawns {
 				id, err := o.Spawn(ctx, answer)
@@ -75,7 +78,7 @@ func bgSpawnComplete(ctx context.Context, cfg config) (s sample, err error) {
 						if buf[i].TaskID != id {
 							continue
 						}
-						if buf[i].Kind != bgtask.EventCompleted || string(buf[i].Result) != "42" {
+						if buf[i].Kind != bgtype.EventCompleted || string(buf[i].Result) != "42" {
 							return fmt.Errorf("event %+v, want completed with result 42", buf[i])
 						}
 						done = true
@@ -153,14 +156,14 @@ func bgBurst(ctx context.Context, cfg config) (s sample, err error) {
 		if err != nil {
 			return err
 		}
-		buf := make([]bgtask.Event, 0, 1024)
+		buf := make([]bgtype.Event, 0, 1024)
 		s, err = timed(n, func() error {
 			for range n {
 				if _, err := o.Spawn(ctx, answer); err != nil {
 					return err
 				}
 			}
-			_, err := awaitKind(ctx, ib, bgtask.EventCompleted, n, buf)
+			_, err := awaitKind(ctx, ib, bgtype.EventCompleted, n, buf)
 			return err
 		})
 		return err

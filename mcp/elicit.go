@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/bgtask/bgtask"
 )
 
 // The tasks protocol's input path: a task in input_required is answered by
@@ -53,7 +56,7 @@ func canElicit(ss *mcp.ServerSession) bool {
 // in another instance, it waits for the end without asking (the
 // send_message tool still answers a task that runs here). It returns ctx's
 // error if ctx ends first.
-func (s *Server) elicitUntilEnd(ctx context.Context, ss *mcp.ServerSession, o bgtask.Owner, id string) (bgtask.TaskMeta, error) {
+func (s *Server) elicitUntilEnd(ctx context.Context, ss *mcp.ServerSession, o bgtask.Owner, id string) (bgtype.TaskMeta, error) {
 	for {
 		m, err := o.WaitSettled(ctx, id)
 		if _, failed := errors.AsType[*bgtask.TaskError](err); failed {
@@ -78,13 +81,13 @@ func (s *Server) elicitUntilEnd(ctx context.Context, ss *mcp.ServerSession, o bg
 		})
 		switch {
 		case ctx.Err() != nil:
-			return bgtask.TaskMeta{}, ctx.Err()
+			return bgtype.TaskMeta{}, ctx.Err()
 		case err != nil:
 			return waitTerminal(ctx, o, id)
 		case res.Action == "accept":
 			// An answer that comes after another one (send_message, or a
 			// second tasks/result) finds no open request: the first counts.
-			err := o.Send(ctx, m.ID, bgtask.Message{From: o.ID(), Content: answerText(res.Content), InReplyTo: m.Input.ID})
+			err := o.Send(ctx, m.ID, bgtype.Message{From: o.ID(), Content: answerText(res.Content), InReplyTo: m.Input.ID})
 			if err != nil && !errors.Is(err, bgtask.ErrNoInputRequest) {
 				return waitTerminal(ctx, o, id) // it ended meanwhile, or cannot be answered here
 			}
@@ -94,7 +97,7 @@ func (s *Server) elicitUntilEnd(ctx context.Context, ss *mcp.ServerSession, o bg
 				reason = reasonDeclined
 			}
 			if _, err := o.Cancel(ctx, m.ID, bgtask.WithReason(reason)); err != nil && !errors.Is(err, bgtask.ErrTerminal) {
-				return bgtask.TaskMeta{}, err
+				return bgtype.TaskMeta{}, err
 			}
 			// Its request stays open until the task sees its cancel: do not
 			// ask it again.

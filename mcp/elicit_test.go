@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask"
-	bgmcp "github.com/bgtask/bgtask/mcp"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	bgmcp "github.com/bgtask/bgtask/mcp"
 )
 
 // askTool asks "which branch?" in a task and returns the answer; between
@@ -254,7 +256,7 @@ func TestLastUpdatedAtAndTTL(t *testing.T) {
 			}
 			check("asked", asked, "input_required", stamp(askedAt))
 
-			if err := o.Send(t.Context(), tk.TaskID, bgtask.Message{Content: "main", InReplyTo: rec.Input.ID}); err != nil {
+			if err := o.Send(t.Context(), tk.TaskID, bgtype.Message{Content: "main", InReplyTo: rec.Input.ID}); err != nil {
 				t.Fatal(err)
 			}
 			answered := c.getTask(tk.TaskID)

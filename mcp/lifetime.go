@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -40,7 +42,7 @@ func (c resultConfig) retention() time.Duration {
 
 // info is the protocol view of one of o's tasks: infoOf, with the time of
 // its last status change and its ttl.
-func (s *Server) info(ctx context.Context, o bgtask.Owner, m bgtask.TaskMeta) taskInfo {
+func (s *Server) info(ctx context.Context, o bgtask.Owner, m bgtype.TaskMeta) taskInfo {
 	v := infoOf(m)
 	if m.Status.IsTerminal() {
 		ttl := (m.FinishedAt.Sub(m.CreatedAt) + s.cfg.results.retention()).Milliseconds()
@@ -56,12 +58,12 @@ func (s *Server) info(ctx context.Context, o bgtask.Owner, m bgtask.TaskMeta) ta
 // which is always after the others (its request's time is known to the
 // millisecond only: a request made within the millisecond of the last
 // change counts one microsecond after it).
-func liveUpdate(m bgtask.TaskMeta, answeredAt time.Time) time.Time {
+func liveUpdate(m bgtype.TaskMeta, answeredAt time.Time) time.Time {
 	t := lastUpdate(m)
 	if answeredAt.After(t) {
 		t = answeredAt
 	}
-	if m.Status == bgtask.StatusAwaitingInput && m.Input != nil {
+	if m.Status == bgtype.StatusAwaitingInput && m.Input != nil {
 		asked, ok := inputTime(m.Input.ID)
 		if !ok || !asked.After(t) {
 			asked = t.Add(time.Microsecond)

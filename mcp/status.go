@@ -1,6 +1,6 @@
 package bgmcp
 
-import "github.com/bgtask/bgtask"
+import "github.com/bgtask/bgtask/bgtype"
 
 // MCP task statuses (revision 2025-11-25).
 const (
@@ -21,18 +21,18 @@ const (
 //	cancelled        -> cancelled
 //
 // An unknown status maps to failed. It is a pure function.
-func StatusOf(st bgtask.TaskStatus, isError bool) string {
+func StatusOf(st bgtype.Status, isError bool) string {
 	switch st {
-	case bgtask.StatusQueued, bgtask.StatusRunning:
+	case bgtype.StatusQueued, bgtype.StatusRunning:
 		return statusWorking
-	case bgtask.StatusAwaitingInput:
+	case bgtype.StatusAwaitingInput:
 		return statusInputRequired
-	case bgtask.StatusCompleted:
+	case bgtype.StatusCompleted:
 		if isError {
 			return statusFailed
 		}
 		return statusCompleted
-	case bgtask.StatusCancelled:
+	case bgtype.StatusCancelled:
 		return statusCancelled
 	}
 	return statusFailed

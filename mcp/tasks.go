@@ -8,9 +8,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/bgtask/bgtask"
 )
 
 // relatedTaskKey is the _meta key of the task a tasks/result belongs to.
@@ -36,7 +40,7 @@ type taskInfo struct {
 
 // infoOf is the protocol view of a record, without what Server.info adds
 // (the last change of a live task and the ttl of an ended one).
-func infoOf(m bgtask.TaskMeta) taskInfo {
+func infoOf(m bgtype.TaskMeta) taskInfo {
 	st := StatusOf(m.Status, resultIsError(m))
 	v := taskInfo{
 		TaskID:        m.ID,
@@ -45,7 +49,7 @@ func infoOf(m bgtask.TaskMeta) taskInfo {
 		LastUpdatedAt: lastUpdate(m).UTC().Format(time.RFC3339Nano),
 	}
 	switch {
-	case m.Status == bgtask.StatusAwaitingInput && m.Input != nil:
+	case m.Status == bgtype.StatusAwaitingInput && m.Input != nil:
 		v.StatusMessage = m.Input.Prompt
 	case m.Status.IsTerminal():
 		v.StatusMessage = m.Error
@@ -56,7 +60,7 @@ func infoOf(m bgtask.TaskMeta) taskInfo {
 	return v
 }
 
-func lastUpdate(m bgtask.TaskMeta) time.Time {
+func lastUpdate(m bgtype.TaskMeta) time.Time {
 	t := m.CreatedAt
 	for _, u := range []time.Time{m.StartedAt, m.FinishedAt} {
 		if u.After(t) {
@@ -68,8 +72,8 @@ func lastUpdate(m bgtask.TaskMeta) time.Time {
 
 // resultIsError reports whether a completed task's result is a tool result
 // with isError.
-func resultIsError(m bgtask.TaskMeta) bool {
-	if m.Status != bgtask.StatusCompleted || len(m.Result) == 0 {
+func resultIsError(m bgtype.TaskMeta) bool {
+	if m.Status != bgtype.StatusCompleted || len(m.Result) == 0 {
 		return false
 	}
 	var r struct {
@@ -142,13 +146,13 @@ func (s *Server) addTaskMethods() error {
 
 // ownedTask finds the caller's owner and one of its tasks; another owner's
 // task is not found, exactly like an unknown id.
-func (s *Server) ownedTask(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (bgtask.Owner, bgtask.TaskMeta, error) {
+func (s *Server) ownedTask(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (bgtask.Owner, bgtype.TaskMeta, error) {
 	o, err := s.owner(ctx, ss)
 	if err != nil {
-		return o, bgtask.TaskMeta{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
+		return o, bgtype.TaskMeta{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	}
 	if p == nil || p.TaskID == "" {
-		return o, bgtask.TaskMeta{}, invalidParams("missing taskId")
+		return o, bgtype.TaskMeta{}, invalidParams("missing taskId")
 	}
 	m, err := o.Get(ctx, p.TaskID)
 	if errors.Is(err, bgtask.ErrNotFound) {
@@ -168,11 +172,11 @@ func (s *Server) listTasks(ctx context.Context, ss *mcp.ServerSession, p *listPa
 	if err != nil {
 		return nil, err
 	}
-	var all []bgtask.TaskMeta
+	var all []bgtype.TaskMeta
 	for m := range seq {
 		all = append(all, m)
 	}
-	bgtask.SortMetas(all)
+	store.SortMetas(all)
 	start := 0
 	if p != nil && p.Cursor != "" {
 		after, err := base64.RawURLEncoding.DecodeString(p.Cursor)
@@ -208,7 +212,7 @@ func (s *Server) taskPayload(ctx context.Context, ss *mcp.ServerSession, p *task
 	if err != nil {
 		return nil, err
 	}
-	var m bgtask.TaskMeta
+	var m bgtype.TaskMeta
 	if canElicit(ss) {
 		m, err = s.elicitUntilEnd(ctx, ss, o, p.TaskID)
 	} else {
@@ -228,8 +232,8 @@ func (s *Server) taskPayload(ctx context.Context, ss *mcp.ServerSession, p *task
 // the Server keeps for it, else the one its record holds (a cut copy when
 // the result was too long for the record), else, for a task that did not
 // complete, a result with isError and its error text.
-func (s *Server) resultOf(o bgtask.Owner, m bgtask.TaskMeta) json.RawMessage {
-	if m.Status != bgtask.StatusCompleted {
+func (s *Server) resultOf(o bgtask.Owner, m bgtype.TaskMeta) json.RawMessage {
+	if m.Status != bgtype.StatusCompleted {
 		b, _ := json.Marshal(errorResult(errors.New(m.Error))) // a text always encodes
 		return b
 	}
@@ -267,7 +271,7 @@ const remotePoll = 250 * time.Millisecond
 // the Manager when it runs here, else by reading the store every
 // remotePoll (another instance runs it, and its end reaches this one
 // through the store only). It returns ctx's error if ctx ends first.
-func waitTerminal(ctx context.Context, o bgtask.Owner, id string) (bgtask.TaskMeta, error) {
+func waitTerminal(ctx context.Context, o bgtask.Owner, id string) (bgtype.TaskMeta, error) {
 	var tick *time.Ticker
 	for {
 		m, err := o.Wait(ctx, id)
@@ -284,7 +288,7 @@ func waitTerminal(ctx context.Context, o bgtask.Owner, id string) (bgtask.TaskMe
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			return bgtask.TaskMeta{}, ctx.Err()
+			return bgtype.TaskMeta{}, ctx.Err()
 		}
 	}
 }

@@ -3,7 +3,8 @@ package bgotel
 import (
 	"unicode/utf8"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"go.opentelemetry.io/otel/attribute"
 )
 
@@ -39,9 +40,9 @@ const (
 
 // errorKind returns the kind of a terminal record's end, "" for a completed
 // task.
-func errorKind(m bgtask.TaskMeta) string {
+func errorKind(m bgtype.TaskMeta) string {
 	switch m.Status {
-	case bgtask.StatusFailed:
+	case bgtype.StatusFailed:
 		if m.ErrorKind != "" {
 			return string(m.ErrorKind) // error, timeout, panic
 		}
@@ -49,9 +50,9 @@ func errorKind(m bgtask.TaskMeta) string {
 			return KindPanic
 		}
 		return KindError
-	case bgtask.StatusCancelled:
+	case bgtype.StatusCancelled:
 		return KindCancelled
-	case bgtask.StatusInterrupted:
+	case bgtype.StatusInterrupted:
 		return KindInterrupted
 	}
 	return ""
@@ -59,7 +60,7 @@ func errorKind(m bgtask.TaskMeta) string {
 
 // identity returns the span attributes of a task's identity and lineage;
 // empty optional fields are left out.
-func identity(m bgtask.TaskMeta) []attribute.KeyValue {
+func identity(m bgtype.TaskMeta) []attribute.KeyValue {
 	kv := []attribute.KeyValue{KeyTaskID.String(m.ID), KeyTaskOwner.String(m.Owner), KeyTaskType.String(m.Type)}
 	for _, f := range []struct {
 		k attribute.Key
@@ -78,7 +79,7 @@ func identity(m bgtask.TaskMeta) []attribute.KeyValue {
 // endAttrs returns the attributes of a task's end: its status and, unless
 // it completed, its error kind. Also the attributes of the finished count
 // and the duration, with the type.
-func endAttrs(m bgtask.TaskMeta, withType bool) []attribute.KeyValue {
+func endAttrs(m bgtype.TaskMeta, withType bool) []attribute.KeyValue {
 	kv := make([]attribute.KeyValue, 0, 3)
 	if withType {
 		kv = append(kv, KeyTaskType.String(m.Type))

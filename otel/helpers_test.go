@@ -8,13 +8,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/bgtask/bgtask"
 )
 
 // bundle is one test's telemetry pipeline and Manager.
@@ -65,10 +68,10 @@ func (b *bundle) spawn(t *testing.T, ctx context.Context, owner string, fn bgtas
 }
 
 // wait waits for id's terminal record or fails the test.
-func (b *bundle) wait(t *testing.T, id string) bgtask.TaskMeta {
+func (b *bundle) wait(t *testing.T, id string) bgtype.TaskMeta {
 	t.Helper()
 	meta, err := b.m.Wait(context.Background(), id)
-	if _, failed := errors.AsType[*bgtask.TaskError](err); failed && meta.Status == bgtask.StatusFailed {
+	if _, failed := errors.AsType[*bgtask.TaskError](err); failed && meta.Status == bgtype.StatusFailed {
 		err = nil // a failed task's Wait says how it failed
 	}
 	if err != nil {

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/bgtask/bgtask"
 )
 
 // Metric names.
@@ -57,7 +60,7 @@ func (in *instruments) make(meter metric.Meter) error {
 }
 
 // start counts a task's spawn.
-func (in *instruments) start(meta bgtask.TaskMeta) {
+func (in *instruments) start(meta bgtype.TaskMeta) {
 	attrs, ok := in.startAttrs.Load(meta.Type)
 	if !ok {
 		attrs, _ = in.startAttrs.LoadOrStore(meta.Type, metric.WithAttributeSet(attribute.NewSet(KeyTaskType.String(meta.Type))))
@@ -66,7 +69,7 @@ func (in *instruments) start(meta bgtask.TaskMeta) {
 }
 
 // finish counts a task's end and records its duration.
-func (in *instruments) finish(meta bgtask.TaskMeta) {
+func (in *instruments) finish(meta bgtype.TaskMeta) {
 	k := endKey{meta.Type, string(meta.Status), errorKind(meta)}
 	v, ok := in.endAttrs.Load(k)
 	if !ok {

@@ -10,8 +10,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/bgtask/bgtask"
 )
 
 // histPoints renders a histogram's points as sorted "attrs: count=N sum=S".
@@ -176,13 +180,13 @@ func TestMetricsInterrupted(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store := bgtask.NewMemoryStore()
-		stale := bgtask.TaskMeta{ID: "task_0123456789abcdef0123456789abcdef", Owner: "alice", Type: "fetch",
-			Status: bgtask.StatusRunning, CreatedAt: time.Now().UTC(), StartedAt: time.Now().UTC(), Instance: "gone"}
-		if err := store.Commit(ctx, "alice", bgtask.Upsert(stale)); err != nil {
+		st := bgtask.NewMemoryStore()
+		stale := bgtype.TaskMeta{ID: "task_0123456789abcdef0123456789abcdef", Owner: "alice", Type: "fetch",
+			Status: bgtype.StatusRunning, CreatedAt: time.Now().UTC(), StartedAt: time.Now().UTC(), Instance: "gone"}
+		if err := st.Commit(ctx, "alice", store.UpsertAction(stale)); err != nil {
 			t.Fatal(err)
 		}
-		b := newBundle(t, bgtask.WithStore(store))
+		b := newBundle(t, bgtask.WithStore(st))
 		<-time.After(5 * time.Second)
 		if got, err := b.m.Restore(ctx, "alice"); len(got) != 1 || err != nil {
 			t.Fatalf("Restore: %d records, %v; want 1", len(got), err)

@@ -5,10 +5,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/bgtask/bgtask"
 )
 
 // Span event names.
@@ -26,11 +29,11 @@ const (
 // pending. The fields are guarded by mu, which also orders the span calls.
 type taskState struct {
 	mu      sync.Mutex
-	meta    bgtask.TaskMeta // the first record: identity and lineage
+	meta    bgtype.TaskMeta // the first record: identity and lineage
 	span    *taskSpan
 	pending []spanEvent
 	input   string          // the open input request's id
-	final   bgtask.TaskMeta // the terminal record, once done
+	final   bgtype.TaskMeta // the terminal record, once done
 	done    bool
 	// uncommitted is the error of a terminal record that could not be
 	// committed, once done.
@@ -86,13 +89,13 @@ func (st *taskState) transition(tr bgtask.Transition) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	switch {
-	case tr.To == bgtask.StatusAwaitingInput && tr.Task.Input != nil:
+	case tr.To == bgtype.StatusAwaitingInput && tr.Task.Input != nil:
 		st.input = tr.Task.Input.ID
 		st.event(EventInputRequested, KeyInputID.String(st.input))
-	case tr.From == bgtask.StatusAwaitingInput:
+	case tr.From == bgtype.StatusAwaitingInput:
 		st.event(EventInputClosed, KeyInputID.String(st.input))
 		st.input = ""
-	case tr.From == bgtask.StatusQueued && tr.To == bgtask.StatusRunning:
+	case tr.From == bgtype.StatusQueued && tr.To == bgtype.StatusRunning:
 		if st.span == nil {
 			st.pending = append(st.pending, spanEvent{EventRunning, time.Now(), nil})
 			return
@@ -102,10 +105,10 @@ func (st *taskState) transition(tr bgtask.Transition) {
 }
 
 // custom records a custom event. Its payload stays out of the trace.
-func (st *taskState) custom(ev bgtask.Event) {
+func (st *taskState) custom(ev bgtype.Event) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if ev.EventType == bgtask.EventTypeMessage {
+	if ev.EventType == bgtype.EventTypeMessage {
 		st.event(EventMessage)
 		return
 	}
@@ -115,7 +118,7 @@ func (st *taskState) custom(ev bgtask.Event) {
 // end records the terminal record, and ends the span if there is one.
 // uncommitted is the error of a terminal record that could not be
 // committed, or "".
-func (st *taskState) end(meta bgtask.TaskMeta, uncommitted string) {
+func (st *taskState) end(meta bgtype.TaskMeta, uncommitted string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.done, st.final, st.uncommitted = true, meta, uncommitted
@@ -126,13 +129,13 @@ func (st *taskState) end(meta bgtask.TaskMeta, uncommitted string) {
 
 // end sets the span's end attributes and status from the terminal record
 // and ends it. Only the first call counts.
-func (s *taskSpan) end(meta bgtask.TaskMeta, uncommitted string) {
+func (s *taskSpan) end(meta bgtype.TaskMeta, uncommitted string) {
 	s.ended.Do(func() {
 		s.span.SetAttributes(endAttrs(meta, false)...)
 		switch {
 		case uncommitted != "":
 			s.span.SetStatus(codes.Error, cut(uncommitted, maxStatusDescription))
-		case meta.Status == bgtask.StatusFailed, meta.Status == bgtask.StatusInterrupted:
+		case meta.Status == bgtype.StatusFailed, meta.Status == bgtype.StatusInterrupted:
 			s.span.SetStatus(codes.Error, cut(meta.Error, maxStatusDescription))
 		}
 		s.span.End()

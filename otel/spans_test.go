@@ -8,9 +8,13 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/bgtask/bgtask"
 )
 
 // A task's span is a child of the span on the spawner's context, carries
@@ -98,26 +102,26 @@ func TestSpanEnd(t *testing.T) {
 		opts       []bgtask.SpawnOption
 		cancel     bool // cancel it once it runs
 		queued     bool // behind a blocker with one slot, cancelled before it runs
-		wantStatus bgtask.TaskStatus
+		wantStatus bgtype.Status
 		wantKind   string
 		wantCode   codes.Code
 		wantDesc   string
 	}{
 		{name: "completed", fn: func(context.Context, *bgtask.Task) (any, error) { return 1, nil },
-			wantStatus: bgtask.StatusCompleted, wantCode: codes.Unset},
+			wantStatus: bgtype.StatusCompleted, wantCode: codes.Unset},
 		{name: "failed", fn: func(context.Context, *bgtask.Task) (any, error) { return nil, boom },
-			wantStatus: bgtask.StatusFailed, wantKind: "error", wantCode: codes.Error, wantDesc: "boom"},
+			wantStatus: bgtype.StatusFailed, wantKind: "error", wantCode: codes.Error, wantDesc: "boom"},
 		{name: "timeout", opts: []bgtask.SpawnOption{bgtask.WithTimeout(time.Minute)},
 			fn:         func(ctx context.Context, _ *bgtask.Task) (any, error) { <-ctx.Done(); return nil, context.Cause(ctx) },
-			wantStatus: bgtask.StatusFailed, wantKind: "timeout", wantCode: codes.Error, wantDesc: "bgtask: task timed out after 1m0s"},
+			wantStatus: bgtype.StatusFailed, wantKind: "timeout", wantCode: codes.Error, wantDesc: "bgtask: task timed out after 1m0s"},
 		{name: "panic", fn: func(context.Context, *bgtask.Task) (any, error) { panic("kaput") },
-			wantStatus: bgtask.StatusFailed, wantKind: "panic", wantCode: codes.Error, wantDesc: "panic: kaput"},
+			wantStatus: bgtype.StatusFailed, wantKind: "panic", wantCode: codes.Error, wantDesc: "panic: kaput"},
 		{name: "cancelled", cancel: true,
 			fn:         func(ctx context.Context, _ *bgtask.Task) (any, error) { <-ctx.Done(); return nil, ctx.Err() },
-			wantStatus: bgtask.StatusCancelled, wantKind: "cancelled", wantCode: codes.Unset},
+			wantStatus: bgtype.StatusCancelled, wantKind: "cancelled", wantCode: codes.Unset},
 		{name: "cancelled while queued", queued: true,
 			fn:         func(context.Context, *bgtask.Task) (any, error) { return 1, nil },
-			wantStatus: bgtask.StatusCancelled, wantKind: "cancelled", wantCode: codes.Unset},
+			wantStatus: bgtype.StatusCancelled, wantKind: "cancelled", wantCode: codes.Unset},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -179,15 +183,15 @@ func TestSpanEventsInOrder(t *testing.T) {
 			if err := tk.Emit("fetch", "secret payload"); err != nil {
 				return nil, err
 			}
-			return nil, tk.Emit(bgtask.EventTypeMessage, bgtask.Message{Content: "done"})
-		}, bgtask.WithWake(bgtask.WakeSilent))
+			return nil, tk.Emit(bgtype.EventTypeMessage, bgtype.Message{Content: "done"})
+		}, bgtask.WithWake(bgtype.WakeSilent))
 		close(release)
 		synctest.Wait() // the task waits for the answer
 		meta, err := b.m.Owner("alice").Get(context.Background(), id)
 		if err != nil || meta.Input == nil {
 			t.Fatalf("Get: %+v, %v; want an input request", meta, err)
 		}
-		if err := b.m.Owner("alice").Send(context.Background(), id, bgtask.Message{Content: "the first", InReplyTo: meta.Input.ID}); err != nil {
+		if err := b.m.Owner("alice").Send(context.Background(), id, bgtype.Message{Content: "the first", InReplyTo: meta.Input.ID}); err != nil {
 			t.Fatal(err)
 		}
 		b.wait(t, id)
@@ -336,7 +340,7 @@ func TestNoSpanKeepsNoEvents(t *testing.T) {
 // failingStore fails every commit of a terminal record.
 type failingStore struct{ *bgtask.MemoryStore }
 
-func (s failingStore) Commit(ctx context.Context, owner string, actions ...bgtask.Action) error {
+func (s failingStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	for _, a := range actions {
 		for _, meta := range a.Tasks {
 			if meta.Status.IsTerminal() {
@@ -356,7 +360,7 @@ func TestSpanEndNotCommitted(t *testing.T) {
 		id := b.spawn(t, context.Background(), "alice", func(context.Context, *bgtask.Task) (any, error) {
 			<-time.After(time.Second)
 			return "done", nil
-		}, bgtask.WithWake(bgtask.WakeSilent))
+		}, bgtask.WithWake(bgtype.WakeSilent))
 		synctest.Wait()
 		<-time.After(time.Second)
 		synctest.Wait()

@@ -4,10 +4,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/bgtask/bgtask"
 )
 
 // ScopeName is the instrumentation scope of the tracer and the meter.
@@ -99,13 +102,13 @@ func (tel *Telemetry) Observe(tr bgtask.Transition) {
 // and the end of a task whose terminal record could not be committed
 // (EventCommitFailed) like any end, with the commit's error as the span's
 // status. It is the Manager's event observer (see ManagerOptions).
-func (tel *Telemetry) ObserveEvent(ev bgtask.Event) {
+func (tel *Telemetry) ObserveEvent(ev bgtype.Event) {
 	switch ev.Kind {
-	case bgtask.EventCustom:
+	case bgtype.EventCustom:
 		if st := tel.task(ev.TaskID); st != nil {
 			st.custom(ev)
 		}
-	case bgtask.EventCommitFailed:
+	case bgtype.EventCommitFailed:
 		st := tel.forget(ev.TaskID)
 		if st == nil {
 			return

@@ -11,7 +11,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/anthropics/anthropic-sdk-go"
+
 	"github.com/bgtask/bgtask"
 	bganthropic "github.com/bgtask/bgtask/adapters/anthropic"
 	"github.com/bgtask/bgtask/internal/adaptertest"
@@ -46,14 +49,14 @@ func TestAnswerLineage(t *testing.T) {
 		ctxCall  *bgtask.ToolCall
 		newOpts  []bganthropic.Option
 		callOpts []bganthropic.Option
-		want     bgtask.Parent // CallID aside
+		want     bgtype.Parent // CallID aside
 	}{
-		{name: "ctx", ctxCall: &bgtask.ToolCall{RunID: "run-1", AgentID: "lead"}, want: bgtask.Parent{RunID: "run-1", AgentID: "lead"}},
-		{name: "toolset option", newOpts: []bganthropic.Option{bganthropic.WithRunID("run-2")}, want: bgtask.Parent{RunID: "run-2"}},
+		{name: "ctx", ctxCall: &bgtask.ToolCall{RunID: "run-1", AgentID: "lead"}, want: bgtype.Parent{RunID: "run-1", AgentID: "lead"}},
+		{name: "toolset option", newOpts: []bganthropic.Option{bganthropic.WithRunID("run-2")}, want: bgtype.Parent{RunID: "run-2"}},
 		{name: "call option over ctx", ctxCall: &bgtask.ToolCall{RunID: "run-1", AgentID: "lead"},
-			callOpts: []bganthropic.Option{bganthropic.WithRunID("run-3"), bganthropic.WithAgentID("helper")}, want: bgtask.Parent{RunID: "run-3", AgentID: "helper"}},
+			callOpts: []bganthropic.Option{bganthropic.WithRunID("run-3"), bganthropic.WithAgentID("helper")}, want: bgtype.Parent{RunID: "run-3", AgentID: "helper"}},
 		{name: "call option over toolset option", newOpts: []bganthropic.Option{bganthropic.WithRunID("run-2")},
-			callOpts: []bganthropic.Option{bganthropic.WithRunID("run-3")}, want: bgtask.Parent{RunID: "run-3"}},
+			callOpts: []bganthropic.Option{bganthropic.WithRunID("run-3")}, want: bgtype.Parent{RunID: "run-3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/bgtask/bgtask"
-	bgeino "github.com/bgtask/bgtask/adapters/eino"
-	"github.com/bgtask/bgtask/internal/adaptertest"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/flow/agent/react"
 	"github.com/cloudwego/eino/schema"
+
+	"github.com/bgtask/bgtask"
+	bgeino "github.com/bgtask/bgtask/adapters/eino"
+	"github.com/bgtask/bgtask/internal/adaptertest"
 )
 
 // startJob is adaptertest.StartJob, whose name "nowhere" is an error it
@@ -72,7 +75,7 @@ func TestReactAgentHostTool(t *testing.T) {
 			t.Fatalf("tool message %d: %q, want a task id", i, got.Content)
 		}
 		meta, err := f.Owner.Get(t.Context(), id)
-		if want := (bgtask.Parent{RunID: "run-7", CallID: calls[i].ID, AgentID: "lead"}); err != nil || meta.Parent != want {
+		if want := (bgtype.Parent{RunID: "run-7", CallID: calls[i].ID, AgentID: "lead"}); err != nil || meta.Parent != want {
 			t.Errorf("task of %s: Parent %+v (%v), want %+v", calls[i].ID, meta.Parent, err, want)
 		}
 	}

@@ -11,11 +11,14 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+
 	"github.com/bgtask/bgtask"
 	bgopenai "github.com/bgtask/bgtask/adapters/openai"
 	"github.com/bgtask/bgtask/internal/adaptertest"
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/responses"
 )
 
 // chatMessage decodes the assistant message of a reply making calls.
@@ -57,15 +60,15 @@ func TestAnswerLineage(t *testing.T) {
 		newOpts   []bgopenai.Option
 		callOpts  []bgopenai.Option
 		responses bool
-		want      bgtask.Parent // CallID aside
+		want      bgtype.Parent // CallID aside
 	}{
-		{name: "ctx", ctxCall: &bgtask.ToolCall{RunID: "run-1", AgentID: "lead"}, want: bgtask.Parent{RunID: "run-1", AgentID: "lead"}},
-		{name: "toolset option", newOpts: []bgopenai.Option{bgopenai.WithRunID("run-2")}, want: bgtask.Parent{RunID: "run-2"}},
+		{name: "ctx", ctxCall: &bgtask.ToolCall{RunID: "run-1", AgentID: "lead"}, want: bgtype.Parent{RunID: "run-1", AgentID: "lead"}},
+		{name: "toolset option", newOpts: []bgopenai.Option{bgopenai.WithRunID("run-2")}, want: bgtype.Parent{RunID: "run-2"}},
 		{name: "call option over ctx", ctxCall: &bgtask.ToolCall{RunID: "run-1", AgentID: "lead"},
-			callOpts: []bgopenai.Option{bgopenai.WithRunID("run-3"), bgopenai.WithAgentID("helper")}, want: bgtask.Parent{RunID: "run-3", AgentID: "helper"}},
+			callOpts: []bgopenai.Option{bgopenai.WithRunID("run-3"), bgopenai.WithAgentID("helper")}, want: bgtype.Parent{RunID: "run-3", AgentID: "helper"}},
 		{name: "call option over toolset option", newOpts: []bgopenai.Option{bgopenai.WithRunID("run-2")},
-			callOpts: []bgopenai.Option{bgopenai.WithRunID("run-3")}, want: bgtask.Parent{RunID: "run-3"}},
-		{name: "responses", callOpts: []bgopenai.Option{bgopenai.WithRunID("run-4")}, responses: true, want: bgtask.Parent{RunID: "run-4"}},
+			callOpts: []bgopenai.Option{bgopenai.WithRunID("run-3")}, want: bgtype.Parent{RunID: "run-3"}},
+		{name: "responses", callOpts: []bgopenai.Option{bgopenai.WithRunID("run-4")}, responses: true, want: bgtype.Parent{RunID: "run-4"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -203,7 +206,7 @@ func TestAnswerErrors(t *testing.T) {
 						t.Errorf("answer %d: %q, want %q", i, text, tc.want[i])
 					}
 				}
-				running, err := f.Owner.List(t.Context(), bgtask.StatusRunning)
+				running, err := f.Owner.List(t.Context(), bgtype.StatusRunning)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -289,7 +292,7 @@ func TestAnswerParallelForeground(t *testing.T) {
 						t.Fatalf("answer %d: %s, want a promotion notice", i, text)
 					}
 					meta, err := owner.Get(t.Context(), notice.TaskID)
-					if err != nil || meta.Parent.CallID != calls[i].id || meta.Status != bgtask.StatusRunning {
+					if err != nil || meta.Parent.CallID != calls[i].id || meta.Status != bgtype.StatusRunning {
 						t.Errorf("answer %d: task of call %q (%s, %v), want call %s, running", i, meta.Parent.CallID, meta.Status, err, calls[i].id)
 					}
 				}

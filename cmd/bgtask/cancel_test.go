@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
@@ -25,7 +28,7 @@ type running struct {
 
 // startTasks makes the Manager on st (started with start) and its tasks,
 // and returns once both run and their records say so.
-func startTasks(t *testing.T, st bgtask.Store, start func(*bgtask.Manager) error) running {
+func startTasks(t *testing.T, st store.Store, start func(*bgtask.Manager) error) running {
 	t.Helper()
 	m, err := bgtask.New(bgtask.WithStore(st), bgtask.WithInstance("inst-test"))
 	if err != nil {
@@ -46,7 +49,7 @@ func startTasks(t *testing.T, st bgtask.Store, start func(*bgtask.Manager) error
 	if err != nil {
 		t.Fatal(err)
 	}
-	child, err := o.Spawn(t.Context(), block, bgtask.WithName("inner"), bgtask.WithParent(bgtask.Parent{TaskID: parent}))
+	child, err := o.Spawn(t.Context(), block, bgtask.WithName("inner"), bgtask.WithParent(bgtype.Parent{TaskID: parent}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +62,7 @@ func startTasks(t *testing.T, st bgtask.Store, start func(*bgtask.Manager) error
 func (r running) wait(t *testing.T, id string, reason string) {
 	t.Helper()
 	meta, _ := r.m.Wait(t.Context(), id)
-	if meta.Status != bgtask.StatusCancelled || meta.CancelReason != reason {
+	if meta.Status != bgtype.StatusCancelled || meta.CancelReason != reason {
 		t.Fatalf("%s ended %s with reason %q; want cancelled with %q", id, meta.Status, meta.CancelReason, reason)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // errHelp is -h: the command's usage was printed; exit status 0.
@@ -79,7 +79,7 @@ func addFilterFlags(fs *flag.FlagSet) *filterFlags {
 // filter is a selection of tasks, as both stores take it.
 type filter struct {
 	owner, tag, run string
-	statuses        []bgtask.TaskStatus
+	statuses        []bgtype.Status
 }
 
 // filter checks the flags; an unknown status is a usage error.
@@ -89,7 +89,7 @@ func (f *filterFlags) filter(e *env, fs *flag.FlagSet) (filter, error) {
 		return out, nil
 	}
 	for s := range strings.SplitSeq(f.status, ",") {
-		st := bgtask.TaskStatus(strings.TrimSpace(s))
+		st := bgtype.Status(strings.TrimSpace(s))
 		if !st.Valid() {
 			fmt.Fprintf(e.stderr, "%s: unknown status %q (want queued, running, awaiting_input, completed, failed, cancelled, interrupted)\n", fs.Name(), st)
 			fs.Usage()

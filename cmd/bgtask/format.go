@@ -8,7 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // clean makes task-controlled text safe to print on a terminal and in a
@@ -72,7 +72,7 @@ func stamp(t time.Time) string {
 
 // duration is how long m ran: from its start to its end, or to now while
 // it is live; "-" when it never started or its end is unknown.
-func duration(m bgtask.TaskMeta, now time.Time) string {
+func duration(m bgtype.TaskMeta, now time.Time) string {
 	end := m.FinishedAt
 	if !m.Status.IsTerminal() {
 		end = now
@@ -96,7 +96,7 @@ func fmtDuration(d time.Duration) string {
 // progressText is the progress the task last reported (Task.ReportProgress),
 // "" when the record carries none: "3/8 (37%) message" with a known total,
 // "3 message" without one.
-func progressText(m bgtask.TaskMeta) string {
+func progressText(m bgtype.TaskMeta) string {
 	p := m.Progress
 	if p == nil {
 		return ""

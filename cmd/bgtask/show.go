@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // show writes every field of one task, one per line, or its JSON.
@@ -45,7 +45,7 @@ func (e *env) show(ctx context.Context, args []string) error {
 
 // fields are the record's fields as (name, value) pairs, in the order of
 // TaskMeta, values cleaned for the terminal.
-func fields(m bgtask.TaskMeta, e *env) [][2]string {
+func fields(m bgtype.TaskMeta, e *env) [][2]string {
 	yesNo := map[bool]string{true: "yes", false: "no"}
 	tags := make([]string, len(m.Tags))
 	for i, t := range m.Tags {
@@ -61,7 +61,7 @@ func fields(m bgtask.TaskMeta, e *env) [][2]string {
 	}
 	wake := string(m.Wake)
 	if wake == "" {
-		wake = string(bgtask.WakeOnTerminal)
+		wake = string(bgtype.WakeOnTerminal)
 	}
 	fs := [][2]string{
 		{"id", clean(m.ID)},

@@ -6,19 +6,20 @@ import (
 	"fmt"
 	"iter"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
 
 // source is a store's read-only handle, as the commands use it.
 type source interface {
-	list(ctx context.Context, f filter) iter.Seq2[bgtask.TaskMeta, error]
-	get(ctx context.Context, id string) (bgtask.TaskMeta, error)
-	children(ctx context.Context, id string) iter.Seq2[bgtask.TaskMeta, error]
+	list(ctx context.Context, f filter) iter.Seq2[bgtype.TaskMeta, error]
+	get(ctx context.Context, id string) (bgtype.TaskMeta, error)
+	children(ctx context.Context, id string) iter.Seq2[bgtype.TaskMeta, error]
 	// cancel records a cancel request and returns the task's record as
 	// read then; a terminal status means nothing was recorded.
-	cancel(ctx context.Context, id string, tree bool, reason string) (bgtask.TaskMeta, error)
+	cancel(ctx context.Context, id string, tree bool, reason string) (bgtype.TaskMeta, error)
 	// carriesReason reports whether cancel passes its reason on.
 	carriesReason() bool
 	close() error
@@ -55,16 +56,16 @@ func (e *env) open(ctx context.Context, fs *flag.FlagSet, sf *storeFlags) (sourc
 
 type sqliteSource struct{ r *sqlitestore.ReadOnly }
 
-func (s sqliteSource) list(ctx context.Context, f filter) iter.Seq2[bgtask.TaskMeta, error] {
+func (s sqliteSource) list(ctx context.Context, f filter) iter.Seq2[bgtype.TaskMeta, error] {
 	return s.r.List(ctx, sqlitestore.Filter{Owner: f.owner, Statuses: f.statuses, Tag: f.tag, RunID: f.run})
 }
-func (s sqliteSource) get(ctx context.Context, id string) (bgtask.TaskMeta, error) {
+func (s sqliteSource) get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	return s.r.Get(ctx, id)
 }
-func (s sqliteSource) children(ctx context.Context, id string) iter.Seq2[bgtask.TaskMeta, error] {
+func (s sqliteSource) children(ctx context.Context, id string) iter.Seq2[bgtype.TaskMeta, error] {
 	return s.r.Children(ctx, id)
 }
-func (s sqliteSource) cancel(ctx context.Context, id string, tree bool, reason string) (bgtask.TaskMeta, error) {
+func (s sqliteSource) cancel(ctx context.Context, id string, tree bool, reason string) (bgtype.TaskMeta, error) {
 	return s.r.RequestCancel(ctx, id, tree, reason)
 }
 func (sqliteSource) carriesReason() bool { return true }
@@ -72,16 +73,16 @@ func (s sqliteSource) close() error      { return s.r.Close() }
 
 type pgSource struct{ r *pgstore.ReadOnly }
 
-func (s pgSource) list(ctx context.Context, f filter) iter.Seq2[bgtask.TaskMeta, error] {
+func (s pgSource) list(ctx context.Context, f filter) iter.Seq2[bgtype.TaskMeta, error] {
 	return s.r.List(ctx, pgstore.Filter{Owner: f.owner, Statuses: f.statuses, Tag: f.tag, RunID: f.run})
 }
-func (s pgSource) get(ctx context.Context, id string) (bgtask.TaskMeta, error) {
+func (s pgSource) get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	return s.r.Get(ctx, id)
 }
-func (s pgSource) children(ctx context.Context, id string) iter.Seq2[bgtask.TaskMeta, error] {
+func (s pgSource) children(ctx context.Context, id string) iter.Seq2[bgtype.TaskMeta, error] {
 	return s.r.Children(ctx, id)
 }
-func (s pgSource) cancel(ctx context.Context, id string, tree bool, _ string) (bgtask.TaskMeta, error) {
+func (s pgSource) cancel(ctx context.Context, id string, tree bool, _ string) (bgtype.TaskMeta, error) {
 	return s.r.RequestCancel(ctx, id, tree)
 }
 func (pgSource) carriesReason() bool { return false }

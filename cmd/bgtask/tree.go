@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -62,7 +64,7 @@ func (e *env) tree(ctx context.Context, args []string) error {
 }
 
 // getTask reads a task; an unknown id is "no task ID".
-func getTask(ctx context.Context, src source, id string) (bgtask.TaskMeta, error) {
+func getTask(ctx context.Context, src source, id string) (bgtype.TaskMeta, error) {
 	m, err := src.get(ctx, id)
 	if errors.Is(err, bgtask.ErrNotFound) {
 		return m, fmt.Errorf("no task %s", clean(id))
@@ -81,7 +83,7 @@ type drawer struct {
 
 // draw writes m's line, first prefixed by lead, and its children's under
 // it, each prefixed by indent and a branch.
-func (d *drawer) draw(m bgtask.TaskMeta, lead, indent string) error {
+func (d *drawer) draw(m bgtype.TaskMeta, lead, indent string) error {
 	d.drawn++
 	id := clean(m.ID)
 	if m.ID == d.mark {
@@ -96,7 +98,7 @@ func (d *drawer) draw(m bgtask.TaskMeta, lead, indent string) error {
 		line += "  " + p
 	}
 	fmt.Fprintln(d.tw, line)
-	var kids []bgtask.TaskMeta
+	var kids []bgtype.TaskMeta
 	for c, err := range d.src.children(d.ctx, m.ID) {
 		if err != nil {
 			return err

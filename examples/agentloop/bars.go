@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 )
@@ -43,12 +44,12 @@ const labelWidth = 28
 
 // endBar stops a task's bar when the task ends: a bar that did not reach
 // its total (a cancelled task) shows "cancelled".
-func (s *screen) endBar(id string, status bgtask.TaskStatus) {
+func (s *screen) endBar(id string, status bgtype.Status) {
 	s.mu.Lock()
 	b, ok := s.bar[id]
 	delete(s.bar, id)
 	s.mu.Unlock()
-	if ok && status != bgtask.StatusCompleted {
+	if ok && status != bgtype.StatusCompleted {
 		b.Abort(false)
 	}
 }

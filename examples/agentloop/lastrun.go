@@ -5,15 +5,17 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
 // storedTasks returns the Store's records of owner's tasks and of the tasks
 // they started, each after its parent.
-func storedTasks(ctx context.Context, m *bgtask.Manager, owner string) ([]bgtask.TaskMeta, error) {
-	var tasks []bgtask.TaskMeta
-	var walk func(bgtask.TaskMeta) error
-	walk = func(meta bgtask.TaskMeta) error {
+func storedTasks(ctx context.Context, m *bgtask.Manager, owner string) ([]bgtype.TaskMeta, error) {
+	var tasks []bgtype.TaskMeta
+	var walk func(bgtype.TaskMeta) error
+	walk = func(meta bgtype.TaskMeta) error {
 		tasks = append(tasks, meta)
 		for kid, err := range m.Store().Children(ctx, meta.ID) {
 			if err != nil {
@@ -45,7 +47,7 @@ func storedTasks(ctx context.Context, m *bgtask.Manager, owner string) ([]bgtask
 // A task still recorded queued, running or awaiting input belongs to a
 // process that is gone (this one has not started any yet): it was killed
 // while running, and the first run reports it interrupted.
-func summarizeLast(tasks []bgtask.TaskMeta) string {
+func summarizeLast(tasks []bgtype.TaskMeta) string {
 	if len(tasks) == 0 {
 		return ""
 	}
@@ -55,7 +57,7 @@ func summarizeLast(tasks []bgtask.TaskMeta) string {
 			latest = t
 		}
 	}
-	counts := map[bgtask.TaskStatus]int{}
+	counts := map[bgtype.Status]int{}
 	total := 0
 	for _, t := range tasks {
 		if t.Instance != latest.Instance {
@@ -64,7 +66,7 @@ func summarizeLast(tasks []bgtask.TaskMeta) string {
 		total++
 		status := t.Status
 		if !status.IsTerminal() {
-			status = bgtask.StatusInterrupted
+			status = bgtype.StatusInterrupted
 		}
 		counts[status]++
 	}
@@ -73,15 +75,15 @@ func summarizeLast(tasks []bgtask.TaskMeta) string {
 
 // summarize writes "last run: 7 tasks: 5 completed, 1 cancelled, 1
 // interrupted (killed while running)", statuses in a fixed order.
-func summarize(total int, counts map[bgtask.TaskStatus]int) string {
+func summarize(total int, counts map[bgtype.Status]int) string {
 	labels := []struct {
-		status bgtask.TaskStatus
+		status bgtype.Status
 		label  string
 	}{
-		{bgtask.StatusCompleted, "completed"},
-		{bgtask.StatusFailed, "failed"},
-		{bgtask.StatusCancelled, "cancelled"},
-		{bgtask.StatusInterrupted, "interrupted (killed while running)"},
+		{bgtype.StatusCompleted, "completed"},
+		{bgtype.StatusFailed, "failed"},
+		{bgtype.StatusCancelled, "cancelled"},
+		{bgtype.StatusInterrupted, "interrupted (killed while running)"},
 	}
 	var parts []string
 	for _, l := range labels {

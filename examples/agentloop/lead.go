@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/agentloop"
 )
@@ -150,10 +152,10 @@ func (l *leadModel) read(msgs []agentloop.Message) {
 			continue // the conversation holds every event delivered so far
 		}
 		switch ev.Kind {
-		case bgtask.EventCompleted:
+		case bgtype.EventCompleted:
 			l.results[ev.TaskID] = strings.Trim(string(ev.Result), `"`)
 			l.finished = append(l.finished, ev.Name)
-		case bgtask.EventCancelled:
+		case bgtype.EventCancelled:
 			l.results[ev.TaskID] = string(ev.Kind)
 			if l.cancelled[ev.Name] {
 				l.stopped = append(l.stopped, ev.Name)
@@ -187,7 +189,7 @@ func (l *leadModel) summary() string {
 	var parts []string
 	ended := map[string]int{}
 	for _, r := range l.results {
-		if r == string(bgtask.EventCancelled) || r == string(bgtask.EventInterrupted) || r == string(bgtask.EventFailed) {
+		if r == string(bgtype.EventCancelled) || r == string(bgtype.EventInterrupted) || r == string(bgtype.EventFailed) {
 			ended[r]++
 			continue
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/agentloop"
 )
@@ -72,7 +74,7 @@ func summarise(plugin *bgtask.Plugin, topic string) agentloop.ScriptStep {
 	return func(req agentloop.Request) agentloop.Response {
 		var read []string
 		for _, msg := range req.Messages {
-			if ev, ok := parseEvent(plugin, msg); ok && ev.Kind == bgtask.EventCompleted {
+			if ev, ok := parseEvent(plugin, msg); ok && ev.Kind == bgtype.EventCompleted {
 				read = append(read, strings.Trim(string(ev.Result), `"`))
 			}
 		}

@@ -8,9 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+
+	"github.com/vbauerster/mpb/v8"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/agentloop"
-	"github.com/vbauerster/mpb/v8"
 )
 
 // screen writes the demo's output. Tasks write progress from their own
@@ -87,7 +90,7 @@ func (s *screen) note(format string, args ...any) {
 }
 
 // learnLabels learns the labels of tasks, each listed after its parent.
-func (s *screen) learnLabels(tasks []bgtask.TaskMeta) {
+func (s *screen) learnLabels(tasks []bgtype.TaskMeta) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range tasks {
@@ -97,7 +100,7 @@ func (s *screen) learnLabels(tasks []bgtask.TaskMeta) {
 
 // learnLocked learns a task's label, its name after its parent's label
 // when the parent is known. s.mu is held.
-func (s *screen) learnLocked(t bgtask.TaskMeta) {
+func (s *screen) learnLocked(t bgtype.TaskMeta) {
 	if _, ok := s.labels[t.ID]; ok {
 		return
 	}
@@ -157,7 +160,7 @@ func (s *screen) step(st agentloop.Step) {
 // started, as a tree in creation order, from the Store. Tasks of earlier
 // runs of the demo are left out (summarizeLast told of the previous one at the start).
 func (s *screen) taskTree(ctx context.Context, m *bgtask.Manager, owner string, since time.Time) error {
-	var roots []bgtask.TaskMeta
+	var roots []bgtype.TaskMeta
 	for meta, err := range m.Store().List(ctx, owner) {
 		if err != nil {
 			return err
@@ -175,7 +178,7 @@ func (s *screen) taskTree(ctx context.Context, m *bgtask.Manager, owner string, 
 	return nil
 }
 
-func (s *screen) treeRow(ctx context.Context, m *bgtask.Manager, meta bgtask.TaskMeta, indent string, last, root bool) error {
+func (s *screen) treeRow(ctx context.Context, m *bgtask.Manager, meta bgtype.TaskMeta, indent string, last, root bool) error {
 	branch, next := "├─ ", indent+"│  "
 	if last {
 		branch, next = "└─ ", indent+"   "
@@ -192,7 +195,7 @@ func (s *screen) treeRow(ctx context.Context, m *bgtask.Manager, meta bgtask.Tas
 		took = meta.FinishedAt.Sub(meta.CreatedAt).Round(10 * time.Millisecond).String()
 	}
 	s.printf("%-26s %-10s %-10s %6s  %s\n", indent+branch+meta.Name, meta.Type, meta.Status, took, shorten(outcome, 60))
-	var kids []bgtask.TaskMeta
+	var kids []bgtype.TaskMeta
 	for kid, err := range m.Store().Children(ctx, meta.ID) {
 		if err != nil {
 			return err
@@ -215,7 +218,7 @@ func (s *screen) describeLocked(pm bgtask.PromptMessage) string {
 	}
 	ev := pm.Event
 	what := string(ev.Kind)
-	if ev.Kind == bgtask.EventCustom {
+	if ev.Kind == bgtype.EventCustom {
 		what = ev.EventType // "progress", rather than "custom"
 	}
 	detail := ev.Error
@@ -252,9 +255,9 @@ func shorten(s string, n int) string {
 
 // parseEvent reads the event back out of a message p delivered; text a
 // task wrote that only looks like an event is not one.
-func parseEvent(p *bgtask.Plugin, msg agentloop.Message) (bgtask.Event, bool) {
+func parseEvent(p *bgtask.Plugin, msg agentloop.Message) (bgtype.Event, bool) {
 	if !msg.Internal {
-		return bgtask.Event{}, false
+		return bgtype.Event{}, false
 	}
 	return p.ParseEvent(msg.Content)
 }

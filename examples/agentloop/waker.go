@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -25,7 +27,7 @@ type waker struct {
 	settle time.Duration
 
 	mu     sync.Mutex // guards events
-	events []bgtask.Event
+	events []bgtype.Event
 	signal chan struct{} // one pending signal at most
 }
 
@@ -34,7 +36,7 @@ func newWaker(owner bgtask.Owner, settle time.Duration) *waker {
 }
 
 // onWake is the Plugin's WithOnWake callback; it never blocks.
-func (w *waker) onWake(ev bgtask.Event) {
+func (w *waker) onWake(ev bgtype.Event) {
 	w.mu.Lock()
 	w.events = append(w.events, ev)
 	w.mu.Unlock()
@@ -88,13 +90,13 @@ func (w *waker) wait(ctx context.Context) error {
 
 // worthWaking: any event but a cancellation, or a cancellation once none of
 // the lead's tasks is left running (nothing else would wake it).
-func (w *waker) worthWaking(ctx context.Context, events []bgtask.Event) (bool, error) {
+func (w *waker) worthWaking(ctx context.Context, events []bgtype.Event) (bool, error) {
 	for _, ev := range events {
-		if ev.Kind != bgtask.EventCancelled {
+		if ev.Kind != bgtype.EventCancelled {
 			return true, nil
 		}
 	}
-	live, err := w.owner.List(ctx, bgtask.StatusQueued, bgtask.StatusRunning, bgtask.StatusAwaitingInput)
+	live, err := w.owner.List(ctx, bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput)
 	if err != nil {
 		return false, err
 	}

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -30,7 +32,7 @@ func main() {
 		}
 		return map[string]int{"files": 42}, nil
 	}, bgtask.WithName("indexer"), bgtask.WithDescription("index the repository"),
-		bgtask.WithWake(bgtask.WakeOnActivity)) // progress events reach the inbox too
+		bgtask.WithWake(bgtype.WakeOnActivity)) // progress events reach the inbox too
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = agent.Send(ctx, writer, bgtask.Message{From: "thread-1", Content: "release notes"})
+	err = agent.Send(ctx, writer, bgtype.Message{From: "thread-1", Content: "release notes"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -7,6 +7,8 @@ package main
 import (
 	"context"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -14,7 +16,7 @@ import (
 // Plugin per owner (bgtask.ErrPluginExists): the server makes the next one
 // only once the thread's previous Plugin is closed (closePlugin), and that
 // one gets what the closed one left.
-func newPlugin(m *bgtask.Manager, thread string, onWake func(bgtask.Event)) (*bgtask.Plugin, error) {
+func newPlugin(m *bgtask.Manager, thread string, onWake func(bgtype.Event)) (*bgtask.Plugin, error) {
 	return bgtask.NewPlugin(m, thread, bgtask.WithOnWake(onWake))
 }
 

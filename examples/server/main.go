@@ -42,12 +42,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bgtask/bgtask/store"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/examples/server/internal/scripted"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/sqlitestore"
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 )
 
 // config is what the flags choose.
@@ -145,7 +148,7 @@ func defaultDB() string {
 
 // taskStore is what the server needs of either durable store.
 type taskStore interface {
-	bgtask.Store
+	store.Store
 	Start(ctx context.Context, m *bgtask.Manager) error
 	Close() error
 }

@@ -12,9 +12,12 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/bgtask/bgtask/bgtype"
+
+	"github.com/openai/openai-go/v3"
+
 	"github.com/bgtask/bgtask"
 	bgopenai "github.com/bgtask/bgtask/adapters/openai"
-	"github.com/openai/openai-go/v3"
 )
 
 // server holds the live threads. Each thread is one bgtask owner, with its
@@ -194,8 +197,8 @@ const toolParallel = 4
 // (the user is not there to read it); it counts the news, which GET
 // /threads/{id}/tasks shows, logs it, and the next turn delivers the
 // events.
-func (th *thread) woken(log *slog.Logger) func(bgtask.Event) {
-	return func(ev bgtask.Event) {
+func (th *thread) woken(log *slog.Logger) func(bgtype.Event) {
+	return func(ev bgtype.Event) {
 		th.mu.Lock()
 		th.news++
 		th.mu.Unlock()
@@ -298,12 +301,12 @@ type taskView struct {
 	ID           string               `json:"task_id"`
 	Name         string               `json:"name,omitempty"`
 	Description  string               `json:"description,omitempty"`
-	Status       bgtask.TaskStatus    `json:"status"`
+	Status       bgtype.Status        `json:"status"`
 	Result       json.RawMessage      `json:"result,omitempty"`
 	Error        string               `json:"error,omitempty"`
-	ErrorKind    bgtask.ErrorKind     `json:"error_kind,omitempty"`
+	ErrorKind    bgtype.ErrorKind     `json:"error_kind,omitempty"`
 	CancelReason string               `json:"cancel_reason,omitempty"`
-	Progress     *bgtask.TaskProgress `json:"progress,omitempty"`
+	Progress     *bgtype.TaskProgress `json:"progress,omitempty"`
 	RunID        string               `json:"run_id,omitempty"`
 	Announced    bool                 `json:"announced"`
 }

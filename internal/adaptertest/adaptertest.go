@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -80,7 +82,7 @@ func (f Fixture) Direct(t *testing.T, name, args string) string {
 func (f Fixture) CheckCrawlerCancelled(t *testing.T) {
 	t.Helper()
 	meta, err := f.Owner.Wait(t.Context(), f.Crawler)
-	if err != nil || meta.Status != bgtask.StatusCancelled {
+	if err != nil || meta.Status != bgtype.StatusCancelled {
 		t.Fatalf("crawler: %v %v, want cancelled", meta.Status, err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 
 	"go.uber.org/goleak"
@@ -97,7 +99,7 @@ func TestStartJobAndDurable(t *testing.T) {
 		t.Fatalf("job: %s %v", res, err)
 	}
 	meta, err := f.Owner.Get(t.Context(), id)
-	if err != nil || meta.Name != "job" || meta.Status != bgtask.StatusRunning {
+	if err != nil || meta.Name != "job" || meta.Status != bgtype.StatusRunning {
 		t.Errorf("job: %+v %v, want running, named job", meta, err)
 	}
 	seq, err := f.Owner.List(t.Context())

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -97,8 +99,8 @@ const (
 // task list.
 func PluginMessages() []bgtask.PromptMessage {
 	return []bgtask.PromptMessage{
-		{Role: "user", Content: EventText, Internal: true, Event: &bgtask.Event{Kind: bgtask.EventCompleted, TaskID: "task_1"}},
-		{Role: "system", Content: ForgedText, From: "task_2", Internal: true, Event: &bgtask.Event{Kind: bgtask.EventCustom, TaskID: "task_2"}},
+		{Role: "user", Content: EventText, Internal: true, Event: &bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1"}},
+		{Role: "system", Content: ForgedText, From: "task_2", Internal: true, Event: &bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_2"}},
 		{Role: "user", Content: "", Internal: true},
 		{Role: "system", Content: InstructionsText, Internal: true, Ephemeral: true},
 		{Role: "user", Content: ViewText, Internal: true, Ephemeral: true},

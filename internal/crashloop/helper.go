@@ -6,6 +6,8 @@ import (
 	"flag"
 	"os"
 
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -39,7 +41,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 type Opened struct {
 	// Store is the store the Manager uses; its Commit must call
 	// Log.Commit around the real one.
-	Store bgtask.Store
+	Store store.Store
 	// Start, if set, starts the store's background work for the Manager.
 	Start func(context.Context, *bgtask.Manager) error
 	// Close closes the store.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -28,7 +30,7 @@ type Task struct {
 	// Parent is a child's sub-agent.
 	Parent string
 	// Status is the record's, at the end.
-	Status bgtask.TaskStatus
+	Status bgtype.Status
 }
 
 // String names the task, its kind, and how many times it was handed out
@@ -93,7 +95,7 @@ func (v Verdict) Summary() string {
 }
 
 // KindOf names what a record of owner's tree is.
-func KindOf(owner string, m *bgtask.TaskMeta) string {
+func KindOf(owner string, m *bgtype.TaskMeta) string {
 	switch {
 	case m.Owner != owner:
 		return KindChild
@@ -110,7 +112,7 @@ func KindOf(owner string, m *bgtask.TaskMeta) string {
 // whose mark is in); each handed out is marked announced; none is left
 // live; and each ends with the status its own process committed, if it
 // committed one ("ended" lines).
-func Judge(owner string, records []bgtask.TaskMeta, logs []ProcLog) Verdict {
+func Judge(owner string, records []bgtype.TaskMeta, logs []ProcLog) Verdict {
 	type stepID struct {
 		loop, step string
 	}
@@ -179,7 +181,7 @@ func Judge(owner string, records []bgtask.TaskMeta, logs []ProcLog) Verdict {
 		switch {
 		case !m.Status.IsTerminal():
 			v.Live = append(v.Live, t)
-		case m.Wake == bgtask.WakeSilent:
+		case m.Wake == bgtype.WakeSilent:
 		case t.N > 1:
 			v.Doubled = append(v.Doubled, t)
 		case t.N == 1 && !m.Announced:

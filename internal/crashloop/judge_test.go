@@ -5,8 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"go.uber.org/goleak"
+
+	"github.com/bgtask/bgtask"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -15,13 +18,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // cut, handed out twice, left unmarked or left live, with their kinds.
 func TestJudge(t *testing.T) {
 	t.Parallel()
-	rec := func(id string, status bgtask.TaskStatus, announced bool) bgtask.TaskMeta {
-		return bgtask.TaskMeta{ID: id, Owner: "o", Status: status, Announced: announced}
+	rec := func(id string, status bgtype.Status, announced bool) bgtype.TaskMeta {
+		return bgtype.TaskMeta{ID: id, Owner: "o", Status: status, Announced: announced}
 	}
-	done := bgtask.StatusCompleted
+	done := bgtype.StatusCompleted
 	for _, tc := range []struct {
 		name   string
-		rec    bgtask.TaskMeta
+		rec    bgtype.TaskMeta
 		logs   []ProcLog
 		field  string // the Verdict list that must hold the record, "" for none
 		handed int
@@ -37,14 +40,14 @@ func TestJudge(t *testing.T) {
 		{"never handed out", rec("a", done, false), nil, "Lost", 0},
 		{"handed out twice", rec("a", done, true), []ProcLog{{Killed: true, Lines: []string{"took x 3 a completed"}}, {Lines: []string{"took owner 1 a interrupted"}}}, "Doubled", 2},
 		{"handed out, not marked", rec("a", done, false), []ProcLog{{Lines: []string{"took owner 1 a completed"}}}, "Unmarked", 1},
-		{"live", rec("a", bgtask.StatusRunning, false), nil, "Live", 0},
-		{"silent", bgtask.TaskMeta{ID: "a", Owner: "o", Status: done, Wake: bgtask.WakeSilent}, nil, "", 0},
-		{"ended as its process committed", rec("a", bgtask.StatusInterrupted, true), []ProcLog{{Lines: []string{"ended a interrupted", "took owner 1 a interrupted"}}}, "", 1},
-		{"overwritten", rec("a", bgtask.StatusInterrupted, true), []ProcLog{{Killed: true, Lines: []string{"ended a completed"}}, {Lines: []string{"took owner 1 a interrupted"}}}, "Overwritten", 1},
+		{"live", rec("a", bgtype.StatusRunning, false), nil, "Live", 0},
+		{"silent", bgtype.TaskMeta{ID: "a", Owner: "o", Status: done, Wake: bgtype.WakeSilent}, nil, "", 0},
+		{"ended as its process committed", rec("a", bgtype.StatusInterrupted, true), []ProcLog{{Lines: []string{"ended a interrupted", "took owner 1 a interrupted"}}}, "", 1},
+		{"overwritten", rec("a", bgtype.StatusInterrupted, true), []ProcLog{{Killed: true, Lines: []string{"ended a completed"}}, {Lines: []string{"took owner 1 a interrupted"}}}, "Overwritten", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			v := Judge("o", []bgtask.TaskMeta{tc.rec}, tc.logs)
+			v := Judge("o", []bgtype.TaskMeta{tc.rec}, tc.logs)
 			lists := map[string][]Task{"InFlight": v.InFlight, "Lost": v.Lost, "Doubled": v.Doubled, "Unmarked": v.Unmarked, "Live": v.Live, "Overwritten": v.Overwritten}
 			for name, got := range lists {
 				var want []Task
@@ -70,10 +73,10 @@ func TestJudge(t *testing.T) {
 // with their kinds.
 func TestJudgeKindsAndCounts(t *testing.T) {
 	t.Parallel()
-	recs := []bgtask.TaskMeta{
-		{ID: "p", Owner: "o", Status: bgtask.StatusCompleted, Announced: true},
-		{ID: "s", Owner: "o", Type: bgtask.TypeSubAgent, Status: bgtask.StatusInterrupted},
-		{ID: "c", Owner: "s", Status: bgtask.StatusInterrupted, Announced: true},
+	recs := []bgtype.TaskMeta{
+		{ID: "p", Owner: "o", Status: bgtype.StatusCompleted, Announced: true},
+		{ID: "s", Owner: "o", Type: bgtask.TypeSubAgent, Status: bgtype.StatusInterrupted},
+		{ID: "c", Owner: "s", Status: bgtype.StatusInterrupted, Announced: true},
 	}
 	logs := []ProcLog{{Killed: true, Lines: []string{"spawn owner p plain", "took owner 1 p completed", "stepend owner 1", "mark - - c"}},
 		{Lines: []string{"took s 1 c interrupted", "took owner 4 c interrupted", "stepend owner 4"}}}

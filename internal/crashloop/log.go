@@ -39,6 +39,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -147,10 +149,10 @@ func stepContext(ctx context.Context, loop string, n int) context.Context {
 //
 // A mark committed for a step (the Plugin's hand-out commit) is a "taking"
 // line per id; any other is a "mark" line.
-func (l *Log) Commit(ctx context.Context, actions []bgtask.Action) func(error) {
+func (l *Log) Commit(ctx context.Context, actions []store.Action) func(error) {
 	var ids []string
 	for _, a := range actions {
-		if a.Op == bgtask.OpAnnounce {
+		if a.Op == store.OpAnnounce {
 			ids = append(ids, a.IDs...)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // SeedsEnv names the environment variable that replaces a Scenario's
@@ -33,7 +33,7 @@ type Env struct {
 	Gone func(t *testing.T, instance string)
 	// Records returns every record of owner's tree, once every helper has
 	// exited.
-	Records func(t *testing.T, owner string) []bgtask.TaskMeta
+	Records func(t *testing.T, owner string) []bgtype.TaskMeta
 }
 
 // Scenario is a crash test of one store.

@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -53,7 +56,7 @@ const maxFinishTurns = 50
 func Serve(ctx context.Context, cfg Config) error {
 	w := &worker{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 1)), poke: make(chan struct{}, 1), finish: make(chan struct{})}
 	w.plain, w.agents = cfg.Plain, cfg.Agents
-	p, err := bgtask.NewPlugin(cfg.Manager, cfg.Owner, bgtask.WithOnWake(func(bgtask.Event) { w.wake() }))
+	p, err := bgtask.NewPlugin(cfg.Manager, cfg.Owner, bgtask.WithOnWake(func(bgtype.Event) { w.wake() }))
 	if err != nil {
 		return err
 	}
@@ -341,12 +344,12 @@ func subAgent(ctx context.Context, cfg Config, t *bgtask.Task, seed uint64) (any
 // treeEnded reports whether every record of the owner's tree (its tasks,
 // their tasks, ...) has ended.
 func (w *worker) treeEnded(ctx context.Context) (bool, error) {
-	recs, err := Tree(ctx, func(ctx context.Context, owner string) ([]bgtask.TaskMeta, error) {
+	recs, err := Tree(ctx, func(ctx context.Context, owner string) ([]bgtype.TaskMeta, error) {
 		seq, err := w.cfg.Manager.Owner(owner).List(ctx)
 		if err != nil {
 			return nil, err
 		}
-		var out []bgtask.TaskMeta
+		var out []bgtype.TaskMeta
 		for m := range seq {
 			out = append(out, m)
 		}
@@ -365,9 +368,9 @@ func (w *worker) treeEnded(ctx context.Context) (bool, error) {
 
 // StoreLister returns Tree's list function for st: every record of an
 // owner, read from the store.
-func StoreLister(st bgtask.Store) func(context.Context, string) ([]bgtask.TaskMeta, error) {
-	return func(ctx context.Context, owner string) ([]bgtask.TaskMeta, error) {
-		var out []bgtask.TaskMeta
+func StoreLister(st store.Store) func(context.Context, string) ([]bgtype.TaskMeta, error) {
+	return func(ctx context.Context, owner string) ([]bgtype.TaskMeta, error) {
+		var out []bgtype.TaskMeta
 		for m, err := range st.List(ctx, owner) {
 			if err != nil {
 				return nil, err
@@ -381,8 +384,8 @@ func StoreLister(st bgtask.Store) func(context.Context, string) ([]bgtask.TaskMe
 // Tree returns every record of owner's tree: owner's records, then, for
 // each sub-agent among them, the records it owns, and so on. list reads
 // one owner's records.
-func Tree(ctx context.Context, list func(context.Context, string) ([]bgtask.TaskMeta, error), owner string) ([]bgtask.TaskMeta, error) {
-	var out []bgtask.TaskMeta
+func Tree(ctx context.Context, list func(context.Context, string) ([]bgtype.TaskMeta, error), owner string) ([]bgtype.TaskMeta, error) {
+	var out []bgtype.TaskMeta
 	for queue := []string{owner}; len(queue) > 0; queue = queue[1:] {
 		recs, err := list(ctx, queue[0])
 		if err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -96,7 +98,7 @@ type loggedStore struct {
 	log *Log
 }
 
-func (s *loggedStore) Commit(ctx context.Context, owner string, actions ...bgtask.Action) error {
+func (s *loggedStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	done := s.log.Commit(ctx, actions)
 	err := s.MemoryStore.Commit(ctx, owner, actions...)
 	done(err)

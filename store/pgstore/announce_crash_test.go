@@ -6,7 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
@@ -29,7 +30,7 @@ func TestCrashReapedAnnouncedOnce(t *testing.T) {
 	waitFor(t, "B reaps A's tasks", func() bool {
 		sqlExec(t, dsn, `UPDATE bgtask_instances SET heartbeat_at = now() - interval '1 day' WHERE id = 'inst_ann_a' AND state = 'alive'`)
 		for _, id := range a.tasks {
-			if m, err := s.Get(t.Context(), id); err != nil || m.Status != bgtask.StatusInterrupted {
+			if m, err := s.Get(t.Context(), id); err != nil || m.Status != bgtype.StatusInterrupted {
 				return false
 			}
 		}
@@ -108,7 +109,7 @@ func TestCrashReapedChildrenReachOwner(t *testing.T) {
 			waitFor(t, "B reaps A's tasks", func() bool {
 				sqlExec(t, dsn, `UPDATE bgtask_instances SET heartbeat_at = now() - interval '1 day' WHERE id = 'inst_kids_a' AND state = 'alive'`)
 				for _, id := range all {
-					if m, err := s.Get(t.Context(), id); err != nil || m.Status != bgtask.StatusInterrupted {
+					if m, err := s.Get(t.Context(), id); err != nil || m.Status != bgtype.StatusInterrupted {
 						return false
 					}
 				}

@@ -3,7 +3,9 @@ package pgstore_test
 import (
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
@@ -26,10 +28,10 @@ func TestMigrationAddsAnnounced(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	old, err := s.Get(t.Context(), "task_old")
-	if err != nil || old.Status != bgtask.StatusCompleted || old.Announced {
+	if err != nil || old.Status != bgtype.StatusCompleted || old.Announced {
 		t.Fatalf("old record = %+v, %v; want completed, not announced", old, err)
 	}
-	if err := s.Commit(t.Context(), "alice", bgtask.Announce("task_old", "task_live")); err != nil {
+	if err := s.Commit(t.Context(), "alice", store.AnnounceAction("task_old", "task_live")); err != nil {
 		t.Fatal(err)
 	}
 	var announced []string

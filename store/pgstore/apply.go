@@ -7,7 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -72,7 +74,7 @@ func (s *Store) lockRows(ctx context.Context, conn *pgxpool.Conn, reqs []*commit
 
 // current is a record as the requests of a group applied so far leave it.
 type current struct {
-	meta    bgtask.TaskMeta
+	meta    bgtype.TaskMeta
 	present bool
 }
 
@@ -86,7 +88,7 @@ func applyAll(locked map[string]row, reqs []*commitReq) (*writes, []string, erro
 		state[id] = &current{meta: r.meta, present: true}
 	}
 	for _, r := range reqs {
-		snap := bgtask.Snapshot{Tasks: make(map[string]bgtask.TaskMeta, len(r.ids))}
+		snap := store.Snapshot{Tasks: make(map[string]bgtype.TaskMeta, len(r.ids))}
 		var foreign map[string]bool
 		for _, id := range r.ids {
 			c := state[id]
@@ -116,7 +118,7 @@ func applyAll(locked map[string]row, reqs []*commitReq) (*writes, []string, erro
 			if foreign != nil {
 				a = withoutForeign(a, foreign)
 			}
-			bgtask.ApplyAction(&snap, a)
+			store.Apply(&snap, a)
 		}
 		for _, id := range before {
 			if _, ok := snap.Tasks[id]; !ok {

@@ -7,7 +7,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
@@ -15,12 +17,12 @@ import (
 func TestCorruptRows(t *testing.T) {
 	s, dsn := openStore(t)
 	ctx := t.Context()
-	good := rec("task_good", "alice", bgtask.StatusRunning)
-	other := rec("task_other", "bob", bgtask.StatusRunning)
-	if err := s.Commit(ctx, "alice", bgtask.Upsert(good), bgtask.Upsert(rec("task_status", "alice", bgtask.StatusRunning)), bgtask.Upsert(rec("task_json", "alice", bgtask.StatusCompleted))); err != nil {
+	good := rec("task_good", "alice", bgtype.StatusRunning)
+	other := rec("task_other", "bob", bgtype.StatusRunning)
+	if err := s.Commit(ctx, "alice", store.UpsertAction(good), store.UpsertAction(rec("task_status", "alice", bgtype.StatusRunning)), store.UpsertAction(rec("task_json", "alice", bgtype.StatusCompleted))); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Commit(ctx, "bob", bgtask.Upsert(other)); err != nil {
+	if err := s.Commit(ctx, "bob", store.UpsertAction(other)); err != nil {
 		t.Fatal(err)
 	}
 	sqlExec(t, dsn, `UPDATE bgtask_tasks SET status = 'exploded' WHERE id = 'task_status'`)
@@ -36,16 +38,16 @@ func TestCorruptRows(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.id, func(t *testing.T) {
 			_, err := s.Get(ctx, tt.id)
-			if !errors.Is(err, bgtask.ErrCorrupt) || err.Error() != tt.want {
+			if !errors.Is(err, bgtype.ErrCorrupt) || err.Error() != tt.want {
 				t.Fatalf("Get = %v, want %q", err, tt.want)
 			}
-			next := rec(tt.id, "alice", bgtask.StatusCompleted)
-			if err := s.Commit(ctx, "alice", bgtask.Upsert(next)); !errors.Is(err, bgtask.ErrCorrupt) || !strings.Contains(err.Error(), tt.id) {
+			next := rec(tt.id, "alice", bgtype.StatusCompleted)
+			if err := s.Commit(ctx, "alice", store.UpsertAction(next)); !errors.Is(err, bgtype.ErrCorrupt) || !strings.Contains(err.Error(), tt.id) {
 				t.Fatalf("Commit over a corrupt row = %v", err)
 			}
 		})
 	}
-	if _, err := s.Load(ctx, "alice"); !errors.Is(err, bgtask.ErrCorrupt) {
+	if _, err := s.Load(ctx, "alice"); !errors.Is(err, bgtype.ErrCorrupt) {
 		t.Fatalf("Load = %v, want ErrCorrupt", err)
 	}
 	// List yields the good row, then one error naming both corrupt ones.
@@ -58,20 +60,20 @@ func TestCorruptRows(t *testing.T) {
 		}
 		listed = append(listed, m.ID)
 	}
-	if !errors.Is(listErr, bgtask.ErrCorrupt) || !strings.Contains(listErr.Error(), "task_status") || !strings.Contains(listErr.Error(), "task_json") ||
+	if !errors.Is(listErr, bgtype.ErrCorrupt) || !strings.Contains(listErr.Error(), "task_status") || !strings.Contains(listErr.Error(), "task_json") ||
 		len(listed) != 1 || listed[0] != "task_good" {
 		t.Fatalf("List = %q, then %v; want task_good, then an error naming task_status and task_json", listed, listErr)
 	}
 	// The other records are intact and still writable.
-	if got, err := s.Get(ctx, "task_other"); err != nil || got.Status != bgtask.StatusRunning {
+	if got, err := s.Get(ctx, "task_other"); err != nil || got.Status != bgtype.StatusRunning {
 		t.Fatalf("Get(task_other) = %+v, %v", got, err)
 	}
 	done := good
-	done.Status, done.FinishedAt = bgtask.StatusCompleted, t0.Add(9e9)
-	if err := s.Commit(ctx, "alice", bgtask.Upsert(done)); err != nil {
+	done.Status, done.FinishedAt = bgtype.StatusCompleted, t0.Add(9e9)
+	if err := s.Commit(ctx, "alice", store.UpsertAction(done)); err != nil {
 		t.Fatalf("Commit of a good row beside corrupt ones: %v", err)
 	}
-	if got, err := s.Get(ctx, "task_good"); err != nil || got.Status != bgtask.StatusCompleted {
+	if got, err := s.Get(ctx, "task_good"); err != nil || got.Status != bgtype.StatusCompleted {
 		t.Fatalf("Get(task_good) = %+v, %v", got, err)
 	}
 	if n := sqlExec(t, dsn, `UPDATE bgtask_tasks SET version = version WHERE (id = 'task_status' AND status = 'exploded') OR (id = 'task_json' AND result = '{"broken":')`); n != 2 {
@@ -81,7 +83,7 @@ func TestCorruptRows(t *testing.T) {
 
 func TestSchemaTooNew(t *testing.T) {
 	s, dsn := openStore(t)
-	if err := s.Commit(t.Context(), "o", bgtask.Upsert(rec("task_a", "o", bgtask.StatusRunning))); err != nil {
+	if err := s.Commit(t.Context(), "o", store.UpsertAction(rec("task_a", "o", bgtype.StatusRunning))); err != nil {
 		t.Fatal(err)
 	}
 	sqlExec(t, dsn, `INSERT INTO bgtask_schema_migrations (version) VALUES (99)`)
@@ -90,7 +92,7 @@ func TestSchemaTooNew(t *testing.T) {
 	if !errors.Is(err, pgstore.ErrSchemaTooNew) || err.Error() != want {
 		t.Fatalf("Open = %v\nwant %s", err, want)
 	}
-	if got, err := s.Get(t.Context(), "task_a"); err != nil || got.Status != bgtask.StatusRunning {
+	if got, err := s.Get(t.Context(), "task_a"); err != nil || got.Status != bgtype.StatusRunning {
 		t.Fatalf("data after refused Open: %+v, %v", got, err)
 	}
 	if n := sqlExec(t, dsn, `UPDATE bgtask_schema_migrations SET version = version`); n != int64(pgstore.SchemaVersion)+1 {

@@ -7,10 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
+	"github.com/jackc/pgx/v5"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // filledOwners is how many owners the filled table's rows belong to.
@@ -44,14 +48,14 @@ func BenchmarkPostgresFilled(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				owner := fmt.Sprintf("owner_%d", i%filledOwners)
-				m := rec(fmt.Sprintf("task_new_%d", i), owner, bgtask.StatusRunning)
+				m := rec(fmt.Sprintf("task_new_%d", i), owner, bgtype.StatusRunning)
 				start := time.Now()
-				if err := s.Commit(ctx, owner, bgtask.Upsert(m)); err != nil {
+				if err := s.Commit(ctx, owner, store.UpsertAction(m)); err != nil {
 					b.Fatal(err)
 				}
 				mid := time.Now()
-				m.Status, m.FinishedAt, m.Result = bgtask.StatusCompleted, m.StartedAt.Add(time.Second), []byte(`"ok"`)
-				if err := s.Commit(ctx, owner, bgtask.Upsert(m)); err != nil {
+				m.Status, m.FinishedAt, m.Result = bgtype.StatusCompleted, m.StartedAt.Add(time.Second), []byte(`"ok"`)
+				if err := s.Commit(ctx, owner, store.UpsertAction(m)); err != nil {
 					b.Fatal(err)
 				}
 				spawn, done = append(spawn, mid.Sub(start)), append(done, time.Since(mid))

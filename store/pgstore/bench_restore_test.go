@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
@@ -25,14 +27,14 @@ func BenchmarkPostgresRestore10k(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		running := make([]bgtask.Action, n)
-		done := make([]bgtask.Action, n)
+		running := make([]store.Action, n)
+		done := make([]store.Action, n)
 		for i := range n {
-			m := rec(fmt.Sprintf("task_%d_%d", round, i), "alice", bgtask.StatusRunning)
-			running[i] = bgtask.Upsert(m)
-			m.Status, m.FinishedAt, m.ErrorKind, m.Error = bgtask.StatusInterrupted, m.StartedAt, bgtask.KindInterrupted, "interrupted"
+			m := rec(fmt.Sprintf("task_%d_%d", round, i), "alice", bgtype.StatusRunning)
+			running[i] = store.UpsertAction(m)
+			m.Status, m.FinishedAt, m.ErrorKind, m.Error = bgtype.StatusInterrupted, m.StartedAt, bgtype.KindInterrupted, "interrupted"
 			m.Attempt++
-			done[i] = bgtask.Upsert(m)
+			done[i] = store.UpsertAction(m)
 		}
 		if err := s.Commit(ctx, "alice", running...); err != nil {
 			b.Fatal(err)

@@ -6,11 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask"
-	"github.com/bgtask/bgtask/store/pgstore"
-	"github.com/bgtask/bgtask/store/pgstore/pgtest"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bgtask/bgtask/store/pgstore"
+	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
 
 // BenchmarkPostgresCommit measures metadata upserts per second: each
@@ -38,9 +41,9 @@ func benchStoreCommit(b *testing.B, writers, batch int) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	acts := make([][]bgtask.Action, writers)
+	acts := make([][]store.Action, writers)
 	for w := range acts {
-		acts[w] = make([]bgtask.Action, batch)
+		acts[w] = make([]store.Action, batch)
 	}
 	b.ReportAllocs()
 	n := 0
@@ -49,8 +52,8 @@ func benchStoreCommit(b *testing.B, writers, batch int) {
 		for w := range writers {
 			owner := fmt.Sprintf("owner-%d", w)
 			for i := range batch {
-				m := rec(fmt.Sprintf("task_%d_%d_%d", w, n, i), owner, bgtask.StatusRunning)
-				acts[w][i] = bgtask.Upsert(m)
+				m := rec(fmt.Sprintf("task_%d_%d_%d", w, n, i), owner, bgtype.StatusRunning)
+				acts[w][i] = store.UpsertAction(m)
 			}
 			wg.Go(func() {
 				if err := s.Commit(b.Context(), owner, acts[w]...); err != nil {
@@ -90,7 +93,7 @@ func benchRawCommit(b *testing.B, writers, batch int) {
 			owner := fmt.Sprintf("owner-%d", w)
 			var bt pgx.Batch
 			for i := range batch {
-				m := rec(fmt.Sprintf("task_%d_%d_%d", w, n, i), owner, bgtask.StatusRunning)
+				m := rec(fmt.Sprintf("task_%d_%d_%d", w, n, i), owner, bgtype.StatusRunning)
 				bt.Queue(rawInsertSQL, m.ID, m.Owner, m.Type, string(m.Status), m.Instance, m.CreatedAt, m.StartedAt)
 			}
 			wg.Go(func() {
@@ -151,9 +154,9 @@ func BenchmarkPostgresCommitRatio(b *testing.B) {
 				}
 				for b.Loop() {
 					storeTime += round(func(_ int, owner string, ids []string) {
-						acts := make([]bgtask.Action, len(ids))
+						acts := make([]store.Action, len(ids))
 						for i, id := range ids {
-							acts[i] = bgtask.Upsert(rec(id, owner, bgtask.StatusRunning))
+							acts[i] = store.UpsertAction(rec(id, owner, bgtype.StatusRunning))
 						}
 						if err := s.Commit(ctx, owner, acts...); err != nil {
 							b.Error(err)
@@ -162,7 +165,7 @@ func BenchmarkPostgresCommitRatio(b *testing.B) {
 					rawTime += round(func(_ int, owner string, ids []string) {
 						var bt pgx.Batch
 						for _, id := range ids {
-							m := rec(id, owner, bgtask.StatusRunning)
+							m := rec(id, owner, bgtype.StatusRunning)
 							bt.Queue(rawInsertSQL, m.ID, m.Owner, m.Type, string(m.Status), m.Instance, m.CreatedAt, m.StartedAt)
 						}
 						if err := pool.SendBatch(ctx, &bt).Close(); err != nil {

@@ -5,7 +5,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/store/pgstore"
 )
 
@@ -15,16 +17,16 @@ import (
 func TestCompletionWithoutRead(t *testing.T) {
 	s, _ := openStore(t)
 	ctx := t.Context()
-	m := rec("task_a", "alice", bgtask.StatusRunning)
-	if err := s.Commit(ctx, "alice", bgtask.Upsert(m)); err != nil {
+	m := rec("task_a", "alice", bgtype.StatusRunning)
+	if err := s.Commit(ctx, "alice", store.UpsertAction(m)); err != nil {
 		t.Fatal(err)
 	}
 	p := m
-	p.Progress = &bgtask.TaskProgress{Done: 1, Total: 2, Message: "half", At: t0.Add(1500e6)}
+	p.Progress = &bgtype.TaskProgress{Done: 1, Total: 2, Message: "half", At: t0.Add(1500e6)}
 	done := m
-	done.Status, done.FinishedAt, done.Result = bgtask.StatusCompleted, t0.Add(2e9), []byte(`{"n":1}`)
-	for _, next := range []bgtask.TaskMeta{p, done} {
-		if err := s.Commit(ctx, "alice", bgtask.Upsert(next)); err != nil {
+	done.Status, done.FinishedAt, done.Result = bgtype.StatusCompleted, t0.Add(2e9), []byte(`{"n":1}`)
+	for _, next := range []bgtype.TaskMeta{p, done} {
+		if err := s.Commit(ctx, "alice", store.UpsertAction(next)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -32,7 +34,7 @@ func TestCompletionWithoutRead(t *testing.T) {
 		t.Errorf("%d commits written without a read, want 2", n)
 	}
 	got, err := s.Get(ctx, "task_a")
-	if err != nil || got.Status != bgtask.StatusCompleted || string(got.Result) != `{"n":1}` ||
+	if err != nil || got.Status != bgtype.StatusCompleted || string(got.Result) != `{"n":1}` ||
 		got.Progress == nil || got.Progress.Message != "half" || !got.FinishedAt.Equal(done.FinishedAt) {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
@@ -47,11 +49,11 @@ func TestGroupCompletionsRetained(t *testing.T) {
 	ctx := t.Context()
 	seedHolder(t, s)
 	owners := []string{"owner_a", "owner_b", "owner_c"}
-	var live []bgtask.TaskMeta
+	var live []bgtype.TaskMeta
 	for _, o := range owners {
 		for k := range 2 {
-			m := rec(fmt.Sprintf("task_%s_%d", o, k), o, bgtask.StatusRunning)
-			if err := s.Commit(ctx, o, bgtask.Upsert(m)); err != nil {
+			m := rec(fmt.Sprintf("task_%s_%d", o, k), o, bgtype.StatusRunning)
+			if err := s.Commit(ctx, o, store.UpsertAction(m)); err != nil {
 				t.Fatal(err)
 			}
 			live = append(live, m)
@@ -61,16 +63,16 @@ func TestGroupCompletionsRetained(t *testing.T) {
 	release := holdSlots(t, s, dsn, "busy", &wg)
 	cached0 := pgstore.CachedCommits(s)
 	for _, m := range live {
-		m.Status, m.FinishedAt, m.Result = bgtask.StatusCompleted, t0.Add(3e9), []byte(`"ok"`)
+		m.Status, m.FinishedAt, m.Result = bgtype.StatusCompleted, t0.Add(3e9), []byte(`"ok"`)
 		wg.Go(func() {
-			if err := s.Commit(ctx, m.Owner, bgtask.Upsert(m)); err != nil {
+			if err := s.Commit(ctx, m.Owner, store.UpsertAction(m)); err != nil {
 				t.Error(err)
 			}
 		})
 	}
-	spawned := rec("task_spawned", "owner_a", bgtask.StatusRunning)
+	spawned := rec("task_spawned", "owner_a", bgtype.StatusRunning)
 	wg.Go(func() {
-		if err := s.Commit(ctx, "owner_a", bgtask.Upsert(spawned)); err != nil {
+		if err := s.Commit(ctx, "owner_a", store.UpsertAction(spawned)); err != nil {
 			t.Error(err)
 		}
 	})
@@ -91,7 +93,7 @@ func TestGroupCompletionsRetained(t *testing.T) {
 			t.Errorf("%s keeps %d terminal records, want 1", o, n)
 		}
 	}
-	if got, err := s.Get(ctx, spawned.ID); err != nil || got.Status != bgtask.StatusRunning {
+	if got, err := s.Get(ctx, spawned.ID); err != nil || got.Status != bgtype.StatusRunning {
 		t.Errorf("Get(%s) = %+v, %v; want running", spawned.ID, got, err)
 	}
 }

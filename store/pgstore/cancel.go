@@ -20,7 +20,7 @@ const cancelChannel = "bgtask_cancel"
 // find it in pg_stat_activity.
 const ListenerAppName = "bgtask-listener "
 
-// RequestCancel implements bgtask.SharedStore: it records a cancel request
+// RequestCancel implements store.SharedStore: it records a cancel request
 // addressed to the instance recorded as running task id, and notifies that
 // instance (NOTIFY, delivered when the request is committed). A task that
 // has already ended needs nothing: RequestCancel returns nil. An unknown id

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,8 +21,8 @@ var errRace = errors.New("pgstore: concurrent write")
 // maxRetries bounds how often Commit starts over after a race.
 const maxRetries = 8
 
-// Commit implements bgtask.Store. It is one transaction: the rows the
-// actions touch are locked (SELECT ... FOR UPDATE), bgtask.ApplyAction runs
+// Commit implements store.Store. It is one transaction: the rows the
+// actions touch are locked (SELECT ... FOR UPDATE), store.Apply runs
 // on them, and the rows that changed are written, each a compare-and-set
 // on its version, then retention runs if a record turned terminal; two
 // round trips in all. A commit that only adds new queued or running
@@ -50,11 +52,11 @@ const maxRetries = 8
 // declared it dead. In the database, the transaction locks the instance's
 // registration and writes only while it is alive, so an instance a reaper
 // declared dead never writes again, whatever its clock says.
-func (s *Store) Commit(ctx context.Context, owner string, actions ...bgtask.Action) error {
+func (s *Store) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := bgtask.ValidateCommit(owner, actions...); err != nil {
+	if err := store.ValidateCommit(owner, actions...); err != nil {
 		return err
 	}
 	if s.isClosed() {
@@ -211,9 +213,9 @@ func execWrites(ctx context.Context, tx pgx.Tx, w *writes) error {
 
 // touched returns the ids the actions name, and whether one of them is a
 // ReplaceAll (which touches every row of the owner).
-func touched(actions []bgtask.Action) (ids []string, replace bool) {
+func touched(actions []store.Action) (ids []string, replace bool) {
 	for _, a := range actions {
-		replace = replace || a.Op == bgtask.OpReplaceAll
+		replace = replace || a.Op == store.OpReplaceAll
 		for i := range a.Tasks {
 			ids = append(ids, a.Tasks[i].ID)
 		}
@@ -224,15 +226,15 @@ func touched(actions []bgtask.Action) (ids []string, replace bool) {
 
 // withoutForeign returns a without the tasks whose id belongs to another
 // owner: a record never moves between owners. a's slices are not changed.
-func withoutForeign(a bgtask.Action, foreign map[string]bool) bgtask.Action {
-	kept := make([]bgtask.TaskMeta, 0, len(a.Tasks))
+func withoutForeign(a store.Action, foreign map[string]bool) store.Action {
+	kept := make([]bgtype.TaskMeta, 0, len(a.Tasks))
 	for _, t := range a.Tasks {
 		if !foreign[t.ID] {
 			kept = append(kept, t)
 		}
 	}
-	if a.Op == bgtask.OpUpsert && len(kept) == 0 {
-		return bgtask.Action{Op: bgtask.OpRemove} // nothing left to do
+	if a.Op == store.OpUpsert && len(kept) == 0 {
+		return store.Action{Op: store.OpRemove} // nothing left to do
 	}
 	a.Tasks = kept
 	return a
@@ -282,20 +284,20 @@ func isKeyConflict(err error) bool {
 }
 
 // duplicateKey reports which record holds a key that one of ins (the
-// refused inserts) asked for, as a *bgtask.DuplicateKeyError. When that
+// refused inserts) asked for, as a *bgtype.DuplicateKeyError. When that
 // record is gone already (removed by retention meanwhile), it is a race:
 // the commit starts over. Two inserts of one commit with the same key
 // name the first.
 func (s *Store) duplicateKey(ctx context.Context, owner string, ins *cols, cause error) error {
 	var keys []string
 	first := map[string]string{} // key -> first id of the commit that asks for it
-	var twice *bgtask.DuplicateKeyError
+	var twice *bgtype.DuplicateKeyError
 	for i, k := range ins.idemKey {
 		if k == "" {
 			continue
 		}
 		if id, ok := first[k]; ok && twice == nil {
-			twice = &bgtask.DuplicateKeyError{Key: k, TaskID: id}
+			twice = &bgtype.DuplicateKeyError{Key: k, TaskID: id}
 			continue
 		}
 		first[k] = ins.id[i]
@@ -305,7 +307,7 @@ func (s *Store) duplicateKey(ctx context.Context, owner string, ins *cols, cause
 	err := s.pool.QueryRow(ctx, `SELECT id, idempotency_key FROM bgtask_tasks WHERE owner = $1 AND idempotency_key = ANY($2) ORDER BY id LIMIT 1`, owner, keys).Scan(&id, &key)
 	switch {
 	case err == nil:
-		return &bgtask.DuplicateKeyError{Key: key, TaskID: id}
+		return &bgtype.DuplicateKeyError{Key: key, TaskID: id}
 	case !errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("pgstore: commit: %w (and reading the record that has the key: %v)", cause, err)
 	case twice != nil:

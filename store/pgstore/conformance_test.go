@@ -5,27 +5,29 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/store/pgstore"
-	"github.com/bgtask/bgtask/storetest"
+	"github.com/bgtask/bgtask/store/storetest"
 )
 
 // dsns maps each store the conformance suite made to its database.
 var dsns sync.Map
 
 func TestConformance(t *testing.T) {
-	open := func(t *testing.T, opts ...pgstore.Option) bgtask.Store {
+	open := func(t *testing.T, opts ...pgstore.Option) store.Store {
 		s, dsn := openStore(t, opts...)
 		dsns.Store(s, dsn)
 		t.Cleanup(func() { dsns.Delete(s) })
 		return s
 	}
 	storetest.Run(t, storetest.Config{
-		New: func(t *testing.T) bgtask.Store { return open(t) },
-		NewRetaining: func(t *testing.T, perOwner int) bgtask.Store {
+		New: func(t *testing.T) store.Store { return open(t) },
+		NewRetaining: func(t *testing.T, perOwner int) store.Store {
 			return open(t, pgstore.WithRetainPerOwner(perOwner))
 		},
-		Corrupt: func(t *testing.T, s bgtask.Store, id string, kind storetest.CorruptKind) {
+		Corrupt: func(t *testing.T, s store.Store, id string, kind storetest.CorruptKind) {
 			dsn, _ := dsns.Load(s)
 			sql := map[storetest.CorruptKind]string{
 				storetest.CorruptStatus: `UPDATE bgtask_tasks SET status = 'paused' WHERE id = $1`,
@@ -35,7 +37,7 @@ func TestConformance(t *testing.T) {
 				t.Fatalf("corrupt %s: %d rows", id, n)
 			}
 		},
-		Stale: func(t *testing.T, s bgtask.Store, records ...bgtask.TaskMeta) {
+		Stale: func(t *testing.T, s store.Store, records ...bgtype.TaskMeta) {
 			dsn, _ := dsns.Load(s)
 			stale(t, s, dsn.(string), records...)
 		},
@@ -46,11 +48,11 @@ func TestConformance(t *testing.T) {
 // as gone, the two ways the reaper knows: the first one named closed (state
 // stopped), the others alive but with a heartbeat a day old, far beyond
 // any grace period.
-func stale(t *testing.T, s bgtask.Store, dsn string, records ...bgtask.TaskMeta) {
+func stale(t *testing.T, s store.Store, dsn string, records ...bgtype.TaskMeta) {
 	t.Helper()
 	var instances []string
 	for _, m := range records {
-		if err := s.Commit(t.Context(), m.Owner, bgtask.Upsert(m)); err != nil {
+		if err := s.Commit(t.Context(), m.Owner, store.UpsertAction(m)); err != nil {
 			t.Fatalf("Commit(%s): %v", m.ID, err)
 		}
 		if !slices.Contains(instances, m.Instance) {

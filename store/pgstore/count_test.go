@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
@@ -41,9 +43,9 @@ func TestMigrationCountsTerminal(t *testing.T) {
 	if n := sqlExec(t, dsn, `SELECT 1 FROM bgtask_owner_terminal WHERE (owner, n) IN (('alice', 3), ('bob', 1))`); n != 2 {
 		t.Fatalf("%d of alice's and bob's counts right after the migration, want 2", n)
 	}
-	m := rec("task_live", "alice", bgtask.StatusRunning)
-	m.Status, m.FinishedAt = bgtask.StatusCompleted, m.StartedAt.Add(1e9)
-	if err := s.Commit(t.Context(), "alice", bgtask.Upsert(m)); err != nil {
+	m := rec("task_live", "alice", bgtype.StatusRunning)
+	m.Status, m.FinishedAt = bgtype.StatusCompleted, m.StartedAt.Add(1e9)
+	if err := s.Commit(t.Context(), "alice", store.UpsertAction(m)); err != nil {
 		t.Fatal(err)
 	}
 	if n := sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE id = 'task_old_1'`); n != 0 {
@@ -59,12 +61,12 @@ func TestTerminalCountsFollowWrites(t *testing.T) {
 	ctx := t.Context()
 	for i := range 5 {
 		for _, o := range []string{"alice", "bob"} {
-			m := rec(fmt.Sprintf("task_%s_%d", o, i), o, bgtask.StatusRunning)
-			if err := s.Commit(ctx, o, bgtask.Upsert(m)); err != nil {
+			m := rec(fmt.Sprintf("task_%s_%d", o, i), o, bgtype.StatusRunning)
+			if err := s.Commit(ctx, o, store.UpsertAction(m)); err != nil {
 				t.Fatal(err)
 			}
-			m.Status, m.FinishedAt = bgtask.StatusCompleted, m.StartedAt.Add(1e9)
-			if err := s.Commit(ctx, o, bgtask.Upsert(m)); err != nil {
+			m.Status, m.FinishedAt = bgtype.StatusCompleted, m.StartedAt.Add(1e9)
+			if err := s.Commit(ctx, o, store.UpsertAction(m)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -73,15 +75,15 @@ func TestTerminalCountsFollowWrites(t *testing.T) {
 	if n := sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE terminal_at IS NOT NULL`); n != 4 {
 		t.Errorf("%d terminal rows kept, want 4 (2 per owner)", n)
 	}
-	if err := s.Commit(ctx, "alice", bgtask.Remove("task_alice_4")); err != nil {
+	if err := s.Commit(ctx, "alice", store.RemoveAction("task_alice_4")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Commit(ctx, "bob", bgtask.Upsert(rec("task_bob_done", "bob", bgtask.StatusFailed))); err != nil {
+	if err := s.Commit(ctx, "bob", store.UpsertAction(rec("task_bob_done", "bob", bgtype.StatusFailed))); err != nil {
 		t.Fatal(err)
 	}
 	sqlExec(t, dsn, `DELETE FROM bgtask_tasks WHERE id = 'task_bob_4'`)
 	countsMatch(t, dsn)
-	if err := s.Commit(ctx, "alice", bgtask.ReplaceAll(rec("task_alice_new", "alice", bgtask.StatusCancelled))); err != nil {
+	if err := s.Commit(ctx, "alice", store.ReplaceAllAction(rec("task_alice_new", "alice", bgtype.StatusCancelled))); err != nil {
 		t.Fatal(err)
 	}
 	countsMatch(t, dsn)

@@ -6,7 +6,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask/internal/crashloop"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
@@ -45,7 +46,7 @@ func TestCrashLoopExactlyOnce(t *testing.T) {
 						return sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE instance = $1 AND status IN ('queued', 'running', 'awaiting_input')`, instance) == 0
 					})
 				},
-				Records: func(t *testing.T, owner string) []bgtask.TaskMeta {
+				Records: func(t *testing.T, owner string) []bgtype.TaskMeta {
 					st, err := pgstore.Open(t.Context(), dsn)
 					if err != nil {
 						t.Fatal(err)

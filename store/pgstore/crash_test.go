@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
@@ -184,7 +186,7 @@ func TestCrashOtherInstanceReaps(t *testing.T) {
 	defer s.Close()
 	a := startInstance(t, dsn, "inst_crash_a", "alice", 4)
 	b := startInstance(t, dsn, "inst_crash_b", "bob", 2)
-	statusOf := func(id string) bgtask.TaskStatus {
+	statusOf := func(id string) bgtype.Status {
 		m, err := s.Get(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
@@ -192,7 +194,7 @@ func TestCrashOtherInstanceReaps(t *testing.T) {
 		return m.Status
 	}
 	for _, id := range append(slices.Clone(a.tasks), b.tasks...) {
-		if st := statusOf(id); st != bgtask.StatusRunning {
+		if st := statusOf(id); st != bgtype.StatusRunning {
 			t.Fatalf("%s is %s before the crash", id, st)
 		}
 	}
@@ -202,7 +204,7 @@ func TestCrashOtherInstanceReaps(t *testing.T) {
 		// still land after the first update.
 		sqlExec(t, dsn, `UPDATE bgtask_instances SET heartbeat_at = now() - interval '1 day' WHERE id = 'inst_crash_a' AND state = 'alive'`)
 		for _, id := range a.tasks {
-			if statusOf(id) != bgtask.StatusInterrupted {
+			if statusOf(id) != bgtype.StatusInterrupted {
 				return false
 			}
 		}
@@ -215,7 +217,7 @@ func TestCrashOtherInstanceReaps(t *testing.T) {
 		}
 	}
 	for _, id := range b.tasks {
-		if st := statusOf(id); st != bgtask.StatusRunning {
+		if st := statusOf(id); st != bgtype.StatusRunning {
 			t.Fatalf("B's task %s is %s, want running", id, st)
 		}
 	}
@@ -225,7 +227,7 @@ func TestCrashOtherInstanceReaps(t *testing.T) {
 	}
 	var got []string
 	for _, ev := range evs {
-		if ev.Kind != bgtask.EventInterrupted || !strings.Contains(ev.Error, "inst_crash_a") {
+		if ev.Kind != bgtype.EventInterrupted || !strings.Contains(ev.Error, "inst_crash_a") {
 			t.Fatalf("notice %+v", ev)
 		}
 		got = append(got, ev.TaskID)
@@ -249,11 +251,11 @@ func TestCrashOtherInstanceReaps(t *testing.T) {
 		if !ok {
 			t.Fatalf("list: %q", line)
 		}
-		var m bgtask.TaskMeta
+		var m bgtype.TaskMeta
 		if err := json.Unmarshal([]byte(raw), &m); err != nil {
 			t.Fatal(err)
 		}
-		if m.Status != bgtask.StatusInterrupted {
+		if m.Status != bgtype.StatusInterrupted {
 			t.Fatalf("fresh process sees %s %s", m.ID, m.Status)
 		}
 		seen = append(seen, m.ID)
@@ -264,7 +266,7 @@ func TestCrashOtherInstanceReaps(t *testing.T) {
 	c.quit()
 	b.quit()
 	for _, id := range b.tasks {
-		if st := statusOf(id); st != bgtask.StatusCancelled {
+		if st := statusOf(id); st != bgtype.StatusCancelled {
 			t.Fatalf("B's task %s after B's shutdown: %s", id, st)
 		}
 	}
@@ -305,7 +307,7 @@ func TestCrashCancelAcrossProcesses(t *testing.T) {
 			}
 			waitFor(t, "A's task cancelled", func() bool {
 				m, err := s.Get(t.Context(), id)
-				return err == nil && m.Status == bgtask.StatusCancelled
+				return err == nil && m.Status == bgtype.StatusCancelled
 			})
 			if killListener && listener() != 0 {
 				t.Fatal("A's listener came back: the poller was not what delivered the request")
@@ -355,7 +357,7 @@ func TestCrashPausedInstanceWritesNothing(t *testing.T) {
 	a.quit()
 	for _, id := range a.tasks {
 		m, err := s.Get(t.Context(), id)
-		if err != nil || m.Status != bgtask.StatusInterrupted || m.Attempt != 1 {
+		if err != nil || m.Status != bgtype.StatusInterrupted || m.Attempt != 1 {
 			t.Fatalf("A's task after it ran again: %+v, %v; want interrupted by the reaper", m, err)
 		}
 	}

@@ -1,11 +1,11 @@
-// Package pgstore is a bgtask.SharedStore kept in PostgreSQL, so that
+// Package pgstore is a store.SharedStore kept in PostgreSQL, so that
 // several processes (runtime instances, each with its own bgtask.Manager)
 // share one task registry.
 //
 // Open connects and migrates the schema (tables bgtask_tasks,
 // bgtask_instances, bgtask_notices, bgtask_cancel_requests and
 // bgtask_schema_migrations). Every Commit is one transaction in which the
-// shared reducer bgtask.ApplyAction runs on locked rows, and every write is
+// shared reducer store.Apply runs on locked rows, and every write is
 // a compare-and-set on a version, so the lifecycle invariants hold across
 // processes. Commits made at the same time, by any owners, share one
 // transaction (each caller still gets its own result), and a commit that

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // The statements a commit and the reaper run, for plan_test.go.
@@ -61,14 +61,14 @@ const MaxInFlight = maxInFlight
 // and OneArgs its arguments for m, less the instance.
 const InsertOneFencedSQL = insertOneFencedSQL
 
-func OneArgs(m *bgtask.TaskMeta) []any { return oneArgs(m) }
+func OneArgs(m *bgtype.TaskMeta) []any { return oneArgs(m) }
 
 // UpdateOneCheckedFencedSQL is a started Store's statement for the
 // completion of a record it wrote, and UpdateOneArgs its arguments for m
 // at version, less the instance and the count.
 const UpdateOneCheckedFencedSQL = updateOneCheckedFencedSQL
 
-func UpdateOneArgs(m *bgtask.TaskMeta, version int64) []any {
+func UpdateOneArgs(m *bgtype.TaskMeta, version int64) []any {
 	var w writes
 	w.put(m, version)
 	return updateOneArgs(&w.upd)

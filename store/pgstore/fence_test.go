@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/pgstore"
 )
@@ -38,7 +41,7 @@ func TestFenceByLocalClock(t *testing.T) {
 				t.Fatal(err)
 			}
 			advance(tt.age)
-			err := s.Commit(t.Context(), "alice", bgtask.Upsert(rec("task_new", "alice", bgtask.StatusRunning)))
+			err := s.Commit(t.Context(), "alice", store.UpsertAction(rec("task_new", "alice", bgtype.StatusRunning)))
 			rows := sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE id = 'task_new'`)
 			if !tt.wantLost {
 				if err != nil || rows != 1 || s.Lost() {
@@ -75,7 +78,7 @@ func TestFenceDeclaredDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	sqlExec(t, dsn, `UPDATE bgtask_instances SET state = 'dead' WHERE id = 'inst_dead'`)
-	err = s.Commit(t.Context(), "alice", bgtask.Upsert(rec("task_new", "alice", bgtask.StatusRunning)))
+	err = s.Commit(t.Context(), "alice", store.UpsertAction(rec("task_new", "alice", bgtype.StatusRunning)))
 	const want = "pgstore: bgtask: runtime instance lost its registration: its registration is dead"
 	if err == nil || err.Error() != want {
 		t.Fatalf("Commit after the reaper's verdict = %v, want %s", err, want)
@@ -86,7 +89,7 @@ func TestFenceDeclaredDead(t *testing.T) {
 	}
 	// The first refusal marked the store lost: later writes are refused
 	// without asking the database.
-	if err := s.Commit(t.Context(), "alice", bgtask.Upsert(rec("task_new", "alice", bgtask.StatusRunning))); err != pgstore.ErrInstanceLost {
+	if err := s.Commit(t.Context(), "alice", store.UpsertAction(rec("task_new", "alice", bgtype.StatusRunning))); err != pgstore.ErrInstanceLost {
 		t.Fatalf("Commit = %v, want %v", err, pgstore.ErrInstanceLost)
 	}
 	if _, err := s.TakeNotices(t.Context(), "alice"); !errors.Is(err, bgtask.ErrInstanceLost) {
@@ -112,7 +115,7 @@ func TestFenceDeclaredDead(t *testing.T) {
 func TestBackgroundNotBehindCommits(t *testing.T) {
 	s, dsn := openStoreDSN(t, "pool_max_conns=2", pgstore.WithGrace(time.Hour), pgstore.WithHeartbeatInterval(20*time.Millisecond))
 	ctx := t.Context()
-	if err := s.Commit(ctx, "alice", bgtask.Upsert(rec("task_hot", "alice", bgtask.StatusRunning))); err != nil {
+	if err := s.Commit(ctx, "alice", store.UpsertAction(rec("task_hot", "alice", bgtype.StatusRunning))); err != nil {
 		t.Fatal(err)
 	}
 	startManager(t, s, "inst_busy")
@@ -120,8 +123,8 @@ func TestBackgroundNotBehindCommits(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 6 { // two hold the pool's connections, four wait for one
 		wg.Go(func() {
-			m := rec("task_hot", "alice", bgtask.StatusCompleted)
-			if err := s.Commit(ctx, "alice", bgtask.Upsert(m)); err != nil {
+			m := rec("task_hot", "alice", bgtype.StatusCompleted)
+			if err := s.Commit(ctx, "alice", store.UpsertAction(m)); err != nil {
 				t.Error(err)
 			}
 		})
@@ -142,7 +145,7 @@ func TestBackgroundNotBehindCommits(t *testing.T) {
 	})
 	holder()
 	wg.Wait()
-	if got, err := s.Get(ctx, "task_hot"); err != nil || got.Status != bgtask.StatusCompleted {
+	if got, err := s.Get(ctx, "task_hot"); err != nil || got.Status != bgtype.StatusCompleted {
 		t.Fatalf("task_hot = %+v, %v", got, err)
 	}
 }

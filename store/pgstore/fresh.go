@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -18,7 +20,7 @@ const maxKnown = 1 << 20
 // Store has not written (or has written terminal) and no other request of
 // the group names. The reducer then runs on no rows; if an id does exist
 // after all, the insert fails and the caller takes the long way.
-func (s *Store) freshInserts(reqs []*commitReq) (w *writes, one *bgtask.TaskMeta, ok bool) {
+func (s *Store) freshInserts(reqs []*commitReq) (w *writes, one *bgtype.TaskMeta, ok bool) {
 	seen := make(map[string]bool)
 	s.knownMu.Lock()
 	defer s.knownMu.Unlock()
@@ -27,13 +29,13 @@ func (s *Store) freshInserts(reqs []*commitReq) (w *writes, one *bgtask.TaskMeta
 			return nil, nil, false
 		}
 		for _, a := range r.actions {
-			if a.Op != bgtask.OpUpsert {
+			if a.Op != store.OpUpsert {
 				return nil, nil, false
 			}
 			for i := range a.Tasks {
 				t := &a.Tasks[i]
 				_, known := s.known[t.ID]
-				if t.Status != bgtask.StatusQueued && t.Status != bgtask.StatusRunning || seen[t.ID] || known {
+				if t.Status != bgtype.StatusQueued && t.Status != bgtype.StatusRunning || seen[t.ID] || known {
 					return nil, nil, false
 				}
 				seen[t.ID] = true
@@ -42,9 +44,9 @@ func (s *Store) freshInserts(reqs []*commitReq) (w *writes, one *bgtask.TaskMeta
 	}
 	w = new(writes)
 	for _, r := range reqs {
-		var snap bgtask.Snapshot
+		var snap store.Snapshot
 		for _, a := range r.actions {
-			bgtask.ApplyAction(&snap, a)
+			store.Apply(&snap, a)
 		}
 		for _, m := range snap.Tasks {
 			if m.Status.IsTerminal() {
@@ -64,7 +66,7 @@ func (s *Store) freshInserts(reqs []*commitReq) (w *writes, one *bgtask.TaskMeta
 // write of a started Store. It returns errRace when an id exists. The
 // statement is prepared and its plan kept: it scans no table, so no plan
 // made while the table was small costs more once it grew.
-func (s *Store) insertFresh(ctx context.Context, w *writes, one *bgtask.TaskMeta) error {
+func (s *Store) insertFresh(ctx context.Context, w *writes, one *bgtype.TaskMeta) error {
 	plain, fenced, args := insertSQL, insertFencedSQL, w.ins.args()
 	if one != nil {
 		plain, fenced, args = insertOneSQL, insertOneFencedSQL, oneArgs(one)

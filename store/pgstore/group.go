@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store"
 )
 
 // Group commit: concurrent Commits of one Store share transactions. At most
@@ -23,7 +23,7 @@ const (
 type commitReq struct {
 	ctx     context.Context
 	owner   string
-	actions []bgtask.Action
+	actions []store.Action
 	ids     []string // the ids the actions name
 	replace bool     // an action is a ReplaceAll
 	done    chan outcome

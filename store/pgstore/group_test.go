@@ -8,7 +8,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/store/pgstore"
 )
 
@@ -37,11 +39,11 @@ func TestGroupCommit(t *testing.T) {
 			errs := make([]error, callers)
 			for i := range callers {
 				owner := fmt.Sprintf("owner_%d", i)
-				m := rec(fmt.Sprintf("task_%d_%d", round, i), owner, bgtask.StatusRunning)
+				m := rec(fmt.Sprintf("task_%d_%d", round, i), owner, bgtype.StatusRunning)
 				if i == tt.bad {
 					m.Name = "bad\x00name"
 				}
-				wg.Go(func() { errs[i] = s.Commit(ctx, owner, bgtask.Upsert(m)) })
+				wg.Go(func() { errs[i] = s.Commit(ctx, owner, store.UpsertAction(m)) })
 			}
 			waitFor(t, "the commits queue", func() bool { return pgstore.QueuedCommits(s) == callers })
 			release()
@@ -80,7 +82,7 @@ func TestGroupCommitCancelledWhileQueued(t *testing.T) {
 	qctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Commit(qctx, "alice", bgtask.Upsert(rec("task_queued", "alice", bgtask.StatusRunning)))
+		done <- s.Commit(qctx, "alice", store.UpsertAction(rec("task_queued", "alice", bgtype.StatusRunning)))
 	}()
 	waitFor(t, "the commit queues", func() bool { return pgstore.QueuedCommits(s) == 1 })
 	cancel()
@@ -106,7 +108,7 @@ func seedHolder(t *testing.T, s *pgstore.Store) {
 	t.Helper()
 	for i := range pgstore.MaxInFlight {
 		id := fmt.Sprintf("task_block_%d", i)
-		if err := s.Commit(t.Context(), "holder", bgtask.Upsert(rec(id, "holder", bgtask.StatusRunning))); err != nil {
+		if err := s.Commit(t.Context(), "holder", store.UpsertAction(rec(id, "holder", bgtype.StatusRunning))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,10 +132,10 @@ func holdSlots(t *testing.T, s *pgstore.Store, dsn, desc string, wg *sync.WaitGr
 		t.Fatal(err)
 	}
 	for i := range pgstore.MaxInFlight {
-		m := rec(fmt.Sprintf("task_block_%d", i), "holder", bgtask.StatusRunning)
+		m := rec(fmt.Sprintf("task_block_%d", i), "holder", bgtype.StatusRunning)
 		m.Description = desc
 		wg.Go(func() {
-			if err := s.Commit(ctx, "holder", bgtask.Upsert(m)); err != nil {
+			if err := s.Commit(ctx, "holder", store.UpsertAction(m)); err != nil {
 				t.Error(err)
 			}
 		})

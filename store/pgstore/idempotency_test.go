@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
@@ -89,20 +91,20 @@ func TestMigrationAddsProgressAndKeys(t *testing.T) {
 		t.Fatalf("old record = %+v, %v; want no progress and no key", old, err)
 	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
-	if err := s.Commit(t.Context(), "alice", bgtask.Upsert(bgtask.TaskMeta{ID: "task_old", Owner: "alice", Progress: &bgtask.TaskProgress{Done: 2, Total: 5, Message: "ünï <b>", At: at}})); err != nil {
+	if err := s.Commit(t.Context(), "alice", store.UpsertAction(bgtype.TaskMeta{ID: "task_old", Owner: "alice", Progress: &bgtype.TaskProgress{Done: 2, Total: 5, Message: "ünï <b>", At: at}})); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Get(t.Context(), "task_old"); err != nil || got.Status != bgtask.StatusRunning || got.Progress == nil || *got.Progress != (bgtask.TaskProgress{Done: 2, Total: 5, Message: "ünï <b>", At: at}) {
+	if got, err := s.Get(t.Context(), "task_old"); err != nil || got.Status != bgtype.StatusRunning || got.Progress == nil || *got.Progress != (bgtype.TaskProgress{Done: 2, Total: 5, Message: "ünï <b>", At: at}) {
 		t.Fatalf("old record after a progress update = %+v, %v", got, err)
 	}
-	a := bgtask.TaskMeta{ID: "task_a", Owner: "alice", Status: bgtask.StatusRunning, CreatedAt: at, IdempotencyKey: "k"}
-	if err := s.Commit(t.Context(), "alice", bgtask.Upsert(a)); err != nil {
+	a := bgtype.TaskMeta{ID: "task_a", Owner: "alice", Status: bgtype.StatusRunning, CreatedAt: at, IdempotencyKey: "k"}
+	if err := s.Commit(t.Context(), "alice", store.UpsertAction(a)); err != nil {
 		t.Fatal(err)
 	}
 	b := a
 	b.ID = "task_b"
-	err = s.Commit(t.Context(), "alice", bgtask.Upsert(b))
-	if err == nil || err.Error() != `bgtask: idempotency key "k" already used by task task_a` || !errors.Is(err, bgtask.ErrDuplicateKey) {
+	err = s.Commit(t.Context(), "alice", store.UpsertAction(b))
+	if err == nil || err.Error() != `bgtask: idempotency key "k" already used by task task_a` || !errors.Is(err, bgtype.ErrDuplicateKey) {
 		t.Fatalf("Commit of a second record with key k: %v", err)
 	}
 	if n := sqlExec(t, dsn, `UPDATE bgtask_schema_migrations SET version = version`); n != int64(pgstore.SchemaVersion) {

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/pgstore"
 )
@@ -48,7 +51,7 @@ func blockUntilCancelled(causes chan<- error) bgtask.Func {
 	}
 }
 
-func onInstance(m bgtask.TaskMeta, inst string) bgtask.TaskMeta {
+func onInstance(m bgtype.TaskMeta, inst string) bgtype.TaskMeta {
 	m.Instance = inst
 	return m
 }
@@ -61,34 +64,34 @@ func TestReapGoneInstance(t *testing.T) {
 	ctx := t.Context()
 	sqlExec(t, dsn, `INSERT INTO bgtask_instances VALUES ('ghost', now() - interval '1 day', now() - interval '2 days', 'alive'),
 		('alive2', now(), now(), 'alive')`)
-	g1 := onInstance(rec("task_g1", "alice", bgtask.StatusRunning), "ghost")
-	g2 := onInstance(rec("task_g2", "alice", bgtask.StatusAwaitingInput), "ghost")
+	g1 := onInstance(rec("task_g1", "alice", bgtype.StatusRunning), "ghost")
+	g2 := onInstance(rec("task_g2", "alice", bgtype.StatusAwaitingInput), "ghost")
 	g2.CreatedAt = t0.Add(time.Minute)
-	g2.Input = &bgtask.InputRequest{ID: "input_1", Prompt: "?"}
-	g3 := onInstance(rec("task_g3", "bob", bgtask.StatusQueued), "ghost")
-	g4 := onInstance(rec("task_g4", "alice", bgtask.StatusCompleted), "ghost")
-	a1 := onInstance(rec("task_a1", "alice", bgtask.StatusRunning), "alive2")
-	if err := s.Commit(ctx, "alice", bgtask.Upsert(g1), bgtask.Upsert(g2), bgtask.Upsert(g4), bgtask.Upsert(a1)); err != nil {
+	g2.Input = &bgtype.InputRequest{ID: "input_1", Prompt: "?"}
+	g3 := onInstance(rec("task_g3", "bob", bgtype.StatusQueued), "ghost")
+	g4 := onInstance(rec("task_g4", "alice", bgtype.StatusCompleted), "ghost")
+	a1 := onInstance(rec("task_a1", "alice", bgtype.StatusRunning), "alive2")
+	if err := s.Commit(ctx, "alice", store.UpsertAction(g1), store.UpsertAction(g2), store.UpsertAction(g4), store.UpsertAction(a1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Commit(ctx, "bob", bgtask.Upsert(g3)); err != nil {
+	if err := s.Commit(ctx, "bob", store.UpsertAction(g3)); err != nil {
 		t.Fatal(err)
 	}
 	n, err := s.Reap(ctx)
 	if err != nil || n != 3 {
 		t.Fatalf("Reap = %d, %v; want 3", n, err)
 	}
-	for _, want := range []bgtask.TaskMeta{g1, g2, g3} {
+	for _, want := range []bgtype.TaskMeta{g1, g2, g3} {
 		got, err := s.Get(ctx, want.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status != bgtask.StatusInterrupted || got.Attempt != want.Attempt+1 || got.FinishedAt.IsZero() ||
+		if got.Status != bgtype.StatusInterrupted || got.Attempt != want.Attempt+1 || got.FinishedAt.IsZero() ||
 			!strings.Contains(got.Error, `the runtime that ran it (instance "ghost") is gone`) || got.Input != nil || got.Instance != "ghost" {
 			t.Fatalf("%s after reap: %+v", want.ID, got)
 		}
 	}
-	for _, keep := range []bgtask.TaskMeta{g4, a1} {
+	for _, keep := range []bgtype.TaskMeta{g4, a1} {
 		if got, _ := s.Get(ctx, keep.ID); !reflect.DeepEqual(got, keep) {
 			t.Fatalf("%s changed by the reaper: %+v", keep.ID, got)
 		}
@@ -99,7 +102,7 @@ func TestReapGoneInstance(t *testing.T) {
 	}
 	var ids []string
 	for _, ev := range evs {
-		if ev.Kind != bgtask.EventInterrupted || ev.ErrorKind != bgtask.KindInterrupted || !strings.Contains(ev.Error, `"ghost"`) {
+		if ev.Kind != bgtype.EventInterrupted || ev.ErrorKind != bgtype.KindInterrupted || !strings.Contains(ev.Error, `"ghost"`) {
 			t.Fatalf("notice %+v", ev)
 		}
 		ids = append(ids, ev.TaskID)
@@ -121,8 +124,8 @@ func TestReapGoneInstance(t *testing.T) {
 	// fence drops it (and the record is terminal anyway).
 	before, _ := s.Get(ctx, "task_g1")
 	late := g1
-	late.Status, late.Result, late.FinishedAt = bgtask.StatusCompleted, []byte(`"late"`), t0.Add(time.Hour)
-	if err := s.Commit(ctx, "alice", bgtask.Upsert(late)); err != nil {
+	late.Status, late.Result, late.FinishedAt = bgtype.StatusCompleted, []byte(`"late"`), t0.Add(time.Hour)
+	if err := s.Commit(ctx, "alice", store.UpsertAction(late)); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.Get(ctx, "task_g1"); !reflect.DeepEqual(got, before) {
@@ -132,7 +135,7 @@ func TestReapGoneInstance(t *testing.T) {
 		t.Fatal("late write bumped the version")
 	}
 	// A task the dead instance inserts late is reaped on the next pass.
-	if err := s.Commit(ctx, "alice", bgtask.Upsert(onInstance(rec("task_g5", "alice", bgtask.StatusRunning), "ghost"))); err != nil {
+	if err := s.Commit(ctx, "alice", store.UpsertAction(onInstance(rec("task_g5", "alice", bgtype.StatusRunning), "ghost"))); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.Reap(ctx); err != nil || n != 1 {
@@ -147,11 +150,11 @@ func TestConcurrentReapersAndClaimers(t *testing.T) {
 	ctx := t.Context()
 	sqlExec(t, dsn, `INSERT INTO bgtask_instances VALUES ('ghost', now() - interval '1 hour', now() - interval '1 hour', 'alive')`)
 	const n = 60
-	var acts []bgtask.Action
+	var acts []store.Action
 	for i := range n {
-		m := onInstance(rec(fmt.Sprintf("task_%03d", i), "alice", bgtask.StatusRunning), "ghost")
+		m := onInstance(rec(fmt.Sprintf("task_%03d", i), "alice", bgtype.StatusRunning), "ghost")
 		m.CreatedAt = t0.Add(time.Duration(i) * time.Second)
-		acts = append(acts, bgtask.Upsert(m))
+		acts = append(acts, store.UpsertAction(m))
 	}
 	if err := s.Commit(ctx, "alice", acts...); err != nil {
 		t.Fatal(err)
@@ -237,7 +240,7 @@ func TestLostInstanceStopsWriting(t *testing.T) {
 	if !s.Lost() {
 		t.Fatal("Lost() = false")
 	}
-	err = s.Commit(t.Context(), "alice", bgtask.Upsert(rec("task_new", "alice", bgtask.StatusRunning)))
+	err = s.Commit(t.Context(), "alice", store.UpsertAction(rec("task_new", "alice", bgtype.StatusRunning)))
 	if !errors.Is(err, bgtask.ErrInstanceLost) || !errors.Is(err, pgstore.ErrInstanceLost) {
 		t.Fatalf("Commit after loss = %v", err)
 	}
@@ -256,10 +259,10 @@ func TestLostInstanceStopsWriting(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := s.Get(t.Context(), id)
-		if err != nil || got.Status == bgtask.StatusCancelled {
+		if err != nil || got.Status == bgtype.StatusCancelled {
 			t.Fatalf("the lost instance's record = %+v, %v", got, err)
 		}
-		return got.Status == bgtask.StatusInterrupted && got.Attempt == 1
+		return got.Status == bgtype.StatusInterrupted && got.Attempt == 1
 	})
 }
 
@@ -301,7 +304,7 @@ func TestCancelReachesOtherInstance(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
 			defer cancel()
 			got, err := ma.Wait(ctx, id)
-			if err != nil || got.Status != bgtask.StatusCancelled {
+			if err != nil || got.Status != bgtype.StatusCancelled {
 				t.Fatalf("A's task = %+v, %v; want cancelled", got, err)
 			}
 			if killListener && listener() != 0 {
@@ -318,9 +321,9 @@ func TestCancelReachesOtherInstance(t *testing.T) {
 // what is younger.
 func TestAgeCleanUp(t *testing.T) {
 	s, dsn := openStore(t, pgstore.WithHeartbeatInterval(50*time.Millisecond), pgstore.WithGrace(time.Hour), pgstore.WithRetainFor(time.Hour))
-	old := rec("task_old", "alice", bgtask.StatusCompleted)
-	young := rec("task_young", "alice", bgtask.StatusCompleted)
-	if err := s.Commit(t.Context(), "alice", bgtask.Upsert(old), bgtask.Upsert(young)); err != nil {
+	old := rec("task_old", "alice", bgtype.StatusCompleted)
+	young := rec("task_young", "alice", bgtype.StatusCompleted)
+	if err := s.Commit(t.Context(), "alice", store.UpsertAction(old), store.UpsertAction(young)); err != nil {
 		t.Fatal(err)
 	}
 	sqlExec(t, dsn, `UPDATE bgtask_tasks SET terminal_at = now() - interval '1 day' WHERE id = 'task_old';

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -28,7 +29,7 @@ var errStale = errors.New("pgstore: cached record is stale")
 func (s *Store) noteWritten(w *writes) {
 	s.knownMu.Lock()
 	defer s.knownMu.Unlock()
-	note := func(m *bgtask.TaskMeta, version int64) {
+	note := func(m *bgtype.TaskMeta, version int64) {
 		if m.Status.IsTerminal() {
 			delete(s.known, m.ID)
 		} else if _, ok := s.known[m.ID]; ok || len(s.known) < maxKnown {
@@ -59,7 +60,7 @@ func (s *Store) forget(reqs []*commitReq) {
 
 // stored returns m as a read of the row written from it returns it:
 // times in UTC to the microsecond, no tags as nil.
-func stored(m bgtask.TaskMeta) bgtask.TaskMeta {
+func stored(m bgtype.TaskMeta) bgtype.TaskMeta {
 	ts := func(t time.Time) time.Time {
 		if t.IsZero() {
 			return time.Time{}

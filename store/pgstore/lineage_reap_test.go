@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
@@ -167,7 +169,7 @@ func subAgentTree(t *testing.T, m *bgtask.Manager, owner string, levels, childre
 	if ends {
 		ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
 		defer cancel()
-		if meta, err := m.Wait(ctx, subs[len(subs)-1]); err != nil || meta.Status != bgtask.StatusCompleted {
+		if meta, err := m.Wait(ctx, subs[len(subs)-1]); err != nil || meta.Status != bgtype.StatusCompleted {
 			t.Fatalf("sub-agent = %+v, %v; want completed", meta, err)
 		}
 	}

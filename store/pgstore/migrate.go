@@ -102,7 +102,7 @@ var migrations = []string{
 	ALTER TABLE bgtask_tasks ADD COLUMN idempotency_key text NOT NULL DEFAULT '';
 	CREATE UNIQUE INDEX bgtask_tasks_idempotency ON bgtask_tasks (owner, idempotency_key) WHERE idempotency_key <> '';`,
 	// 5 (durable announcements): announced is true once the owner's loop
-	// has taken the record's terminal event (bgtask.Announce). Rows of an
+	// has taken the record's terminal event (store.AnnounceAction). Rows of an
 	// older version are not announced, so they are announced once more.
 	// bgtask_tasks_unannounced finds an owner's terminal rows to announce.
 	`ALTER TABLE bgtask_tasks ADD COLUMN announced boolean NOT NULL DEFAULT false;

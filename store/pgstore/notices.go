@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/jackc/pgx/v5"
 )
 
-// TakeNotices implements bgtask.SharedStore: it claims the undelivered
+// TakeNotices implements store.SharedStore: it claims the undelivered
 // notices addressed to owner, oldest first, and marks them delivered in the
 // same statement. Besides the owner's own tasks, they may be about tasks of
 // its sub-agents that ended or died (see Reap): Event.TaskID names the
@@ -21,7 +22,7 @@ import (
 // call fail with an error naming it, and no notice is marked delivered.
 // On a started Store it is fenced like Commit: a lost instance claims
 // nothing it could no longer deliver.
-func (s *Store) TakeNotices(ctx context.Context, owner string) ([]bgtask.Event, error) {
+func (s *Store) TakeNotices(ctx context.Context, owner string) ([]bgtype.Event, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -53,7 +54,7 @@ func (s *Store) TakeNotices(ctx context.Context, owner string) ([]bgtask.Event, 
 	}
 	type notice struct {
 		id int64
-		ev bgtask.Event
+		ev bgtype.Event
 	}
 	var out []notice
 	for rs.Next() {
@@ -82,7 +83,7 @@ func (s *Store) TakeNotices(ctx context.Context, owner string) ([]bgtask.Event, 
 		return nil, fmt.Errorf("pgstore: take notices: %w", err)
 	}
 	slices.SortFunc(out, func(a, b notice) int { return cmp.Compare(a.id, b.id) })
-	evs := make([]bgtask.Event, len(out))
+	evs := make([]bgtype.Event, len(out))
 	for i, n := range out {
 		evs[i] = n.ev
 	}

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"iter"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -18,7 +19,7 @@ const undeliveredSQL = `SELECT owner FROM bgtask_tasks WHERE NOT announced AND t
 	UNION
 	SELECT owner FROM bgtask_notices WHERE delivered_at IS NULL`
 
-// UndeliveredOwners implements bgtask.UndeliveredLister: it yields, each
+// UndeliveredOwners implements store.UndeliveredLister: it yields, each
 // once, in no particular order, the owners that hold a terminal record
 // that is neither announced nor silent, or a notice not yet taken
 // (TakeNotices), with one query. The owners are read before the first is
@@ -51,14 +52,14 @@ func (s *Store) undeliveredOwners(ctx context.Context) ([]string, error) {
 	return pgx.CollectRows(rs, pgx.RowTo[string])
 }
 
-var _ bgtask.UndeliveredLister = (*Store)(nil)
+var _ store.UndeliveredLister = (*Store)(nil)
 
 // instanceOwnersSQL finds the owners of an instance's live records
 // (partial index bgtask_tasks_live).
 const instanceOwnersSQL = `SELECT DISTINCT owner FROM bgtask_tasks
 	WHERE instance = $1 AND status IN ('queued', 'running', 'awaiting_input')`
 
-// InstanceOwners implements bgtask.InstanceOwnerLister: it yields, each
+// InstanceOwners implements store.InstanceOwnerLister: it yields, each
 // once, the owners that hold a queued, running or awaiting-input record of
 // instance, with one query; a restarted instance's Manager wakes them
 // (bgtask.WithOnPendingOwner), since no reaper ends what its previous run
@@ -88,4 +89,4 @@ func (s *Store) InstanceOwners(ctx context.Context, instance string) iter.Seq2[s
 	}
 }
 
-var _ bgtask.InstanceOwnerLister = (*Store)(nil)
+var _ store.InstanceOwnerLister = (*Store)(nil)

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
@@ -15,7 +18,7 @@ import (
 // pendingCalls makes a Manager on s with WithOnPendingOwner, shuts it down
 // (which waits for the callback's goroutine) and returns the owners the
 // callback was called with, in call order.
-func pendingCalls(t *testing.T, s bgtask.Store, instance string) []string {
+func pendingCalls(t *testing.T, s store.Store, instance string) []string {
 	t.Helper()
 	calls := make(chan string, 64)
 	m, err := bgtask.New(bgtask.WithStore(s), bgtask.WithInstance(instance), bgtask.WithOnPendingOwner(func(owner string) { calls <- owner }))
@@ -73,13 +76,13 @@ func TestCrashPendingOwners(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, id := range a.tasks {
-			if m, err := s.Get(t.Context(), id); err != nil || m.Status != bgtask.StatusInterrupted {
+			if m, err := s.Get(t.Context(), id); err != nil || m.Status != bgtype.StatusInterrupted {
 				return false
 			}
 		}
 		return true
 	})
-	if m, err := s.Get(t.Context(), b.tasks[0]); err != nil || m.Status != bgtask.StatusCancelled || !m.Announced {
+	if m, err := s.Get(t.Context(), b.tasks[0]); err != nil || m.Status != bgtype.StatusCancelled || !m.Announced {
 		t.Fatalf("bob's task: %+v, %v; want cancelled and announced", m, err)
 	}
 
@@ -98,7 +101,7 @@ func TestCrashPendingOwners(t *testing.T) {
 		t.Fatalf("TakeNotices(alice) = %d notices, %v; want %d", len(evs), err, len(a.tasks))
 	}
 	for _, ev := range evs {
-		if ev.Kind != bgtask.EventInterrupted || !strings.Contains(ev.Error, "inst_pend_a") {
+		if ev.Kind != bgtype.EventInterrupted || !strings.Contains(ev.Error, "inst_pend_a") {
 			t.Fatalf("notice %+v", ev)
 		}
 	}

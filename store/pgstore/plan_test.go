@@ -6,9 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bgtask/bgtask"
-	"github.com/bgtask/bgtask/store/pgstore"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bgtask/bgtask/store/pgstore"
 )
 
 // The statements of a commit and of the reaper are served by indexes on a
@@ -33,7 +35,7 @@ func TestPlansUseIndexes(t *testing.T) {
 		t.Fatalf("server settings jit=%s (available %s), enable_seqscan=%s; want the defaults on, on, on", jit, jitAvail, seqscan)
 	}
 	fillPlanTables(t, conn)
-	spawned := rec("task_spawned", "owner_3", bgtask.StatusRunning)
+	spawned := rec("task_spawned", "owner_3", bgtype.StatusRunning)
 	stmts := []struct {
 		name string
 		sql  string

@@ -6,18 +6,22 @@ import (
 	"fmt"
 	"iter"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bgtask/bgtask"
 )
 
-// Load implements bgtask.Store. A row that cannot be decoded makes Load
-// fail with an error matching bgtask.ErrCorrupt that names the task.
-func (s *Store) Load(ctx context.Context, owner string) (bgtask.Snapshot, error) {
+// Load implements store.Store. A row that cannot be decoded makes Load
+// fail with an error matching bgtype.ErrCorrupt that names the task.
+func (s *Store) Load(ctx context.Context, owner string) (store.Snapshot, error) {
 	rows, err := s.query(ctx, `SELECT `+taskCols+` FROM bgtask_tasks WHERE owner = $1`, owner)
 	if err != nil {
-		return bgtask.Snapshot{}, err
+		return store.Snapshot{}, err
 	}
-	snap := bgtask.Snapshot{Tasks: make(map[string]bgtask.TaskMeta, len(rows))}
+	snap := store.Snapshot{Tasks: make(map[string]bgtype.TaskMeta, len(rows))}
 	for _, r := range rows {
 		snap.Tasks[r.meta.ID] = r.meta
 	}
@@ -27,21 +31,21 @@ func (s *Store) Load(ctx context.Context, owner string) (bgtask.Snapshot, error)
 // getByIDSQL reads one record by id.
 const getByIDSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks WHERE id = $1`
 
-// Get implements bgtask.Store.
-func (s *Store) Get(ctx context.Context, id string) (bgtask.TaskMeta, error) {
+// Get implements store.Store.
+func (s *Store) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	rows, err := s.query(ctx, getByIDSQL, id)
 	if err != nil {
-		return bgtask.TaskMeta{}, err
+		return bgtype.TaskMeta{}, err
 	}
 	if len(rows) == 0 {
-		return bgtask.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
+		return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
 	}
 	return rows[0].meta, nil
 }
 
-// List implements bgtask.Store. The rows are read before the first yield,
+// List implements store.Store. The rows are read before the first yield,
 // so the loop body may call the Store.
-func (s *Store) List(ctx context.Context, owner string, statuses ...bgtask.TaskStatus) iter.Seq2[bgtask.TaskMeta, error] {
+func (s *Store) List(ctx context.Context, owner string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
 	return s.ListTagged(ctx, owner, "", statuses...)
 }
 
@@ -51,13 +55,13 @@ const listTaggedSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks
 	WHERE owner = $1 AND (cardinality($2::text[]) = 0 OR status = ANY($2)) AND tags @> ARRAY[$3::text]
 	ORDER BY created_at NULLS FIRST, id COLLATE "C"`
 
-// ListTagged implements bgtask.TagLister, like List.
-func (s *Store) ListTagged(ctx context.Context, owner, tag string, statuses ...bgtask.TaskStatus) iter.Seq2[bgtask.TaskMeta, error] {
-	return func(yield func(bgtask.TaskMeta, error) bool) {
+// ListTagged implements store.TagLister, like List.
+func (s *Store) ListTagged(ctx context.Context, owner, tag string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
+	return func(yield func(bgtype.TaskMeta, error) bool) {
 		filter := make([]string, len(statuses))
 		for i, st := range statuses {
 			if !st.Valid() {
-				yield(bgtask.TaskMeta{}, fmt.Errorf("%w: %q", bgtask.ErrInvalidStatus, st))
+				yield(bgtype.TaskMeta{}, fmt.Errorf("%w: %q", bgtype.ErrInvalidStatus, st))
 				return
 			}
 			filter[i] = string(st)
@@ -74,9 +78,9 @@ func (s *Store) ListTagged(ctx context.Context, owner, tag string, statuses ...b
 	}
 }
 
-// Children implements bgtask.Store.
-func (s *Store) Children(ctx context.Context, id string) iter.Seq2[bgtask.TaskMeta, error] {
-	return func(yield func(bgtask.TaskMeta, error) bool) {
+// Children implements store.Store.
+func (s *Store) Children(ctx context.Context, id string) iter.Seq2[bgtype.TaskMeta, error] {
+	return func(yield func(bgtype.TaskMeta, error) bool) {
 		if id == "" {
 			return
 		}
@@ -87,15 +91,15 @@ func (s *Store) Children(ctx context.Context, id string) iter.Seq2[bgtask.TaskMe
 }
 
 // yieldRows yields every good row, then err if there is one: a corrupt row
-// hides none of the others (the bgtask.Store contract).
-func yieldRows(rows []row, err error, yield func(bgtask.TaskMeta, error) bool) {
+// hides none of the others (the store.Store contract).
+func yieldRows(rows []row, err error, yield func(bgtype.TaskMeta, error) bool) {
 	for i := range rows {
 		if !yield(rows[i].meta, nil) {
 			return
 		}
 	}
 	if err != nil {
-		yield(bgtask.TaskMeta{}, err)
+		yield(bgtype.TaskMeta{}, err)
 	}
 }
 
@@ -124,7 +128,7 @@ func collect(rs pgx.Rows) ([]row, error) {
 		switch {
 		case err == nil:
 			out = append(out, r)
-		case errors.Is(err, bgtask.ErrCorrupt) && rs.Err() == nil: // decoded, but wrong: skip it
+		case errors.Is(err, bgtype.ErrCorrupt) && rs.Err() == nil: // decoded, but wrong: skip it
 			corrupt = append(corrupt, err)
 		default:
 			return out, err

@@ -9,10 +9,13 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bgtask/bgtask"
 )
 
 // ErrSchemaTooOld is returned by OpenReadOnly when the database was
@@ -30,7 +33,7 @@ const ReadOnlyAppName = "bgtask-readonly"
 // its connections run with default_transaction_read_only, and the cancel
 // request is the one read-write transaction.
 //
-// It is not a bgtask.Store: it cannot be given to a Manager, and no owner's
+// It is not a store.Store: it cannot be given to a Manager, and no owner's
 // view reaches it. Use OpenReadOnly; the zero value is not usable. Methods
 // are safe for concurrent use and return ctx's error when ctx ends first.
 // After Close they return ErrClosed.
@@ -108,21 +111,21 @@ func (r *ReadOnly) query(ctx context.Context, sql string, args ...any) ([]row, e
 
 // Get returns one task's record, whoever owns it, or an error matching
 // bgtask.ErrNotFound.
-func (r *ReadOnly) Get(ctx context.Context, id string) (bgtask.TaskMeta, error) {
+func (r *ReadOnly) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	rows, err := r.query(ctx, `SELECT `+taskCols+` FROM bgtask_tasks WHERE id = $1`, id)
 	if err != nil {
-		return bgtask.TaskMeta{}, err
+		return bgtype.TaskMeta{}, err
 	}
 	if len(rows) == 0 {
-		return bgtask.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
+		return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
 	}
 	return rows[0].meta, nil
 }
 
 // Children yields the records whose parent is task id, whoever owns them,
 // oldest first. An unknown id yields nothing.
-func (r *ReadOnly) Children(ctx context.Context, id string) iter.Seq2[bgtask.TaskMeta, error] {
-	return func(yield func(bgtask.TaskMeta, error) bool) {
+func (r *ReadOnly) Children(ctx context.Context, id string) iter.Seq2[bgtype.TaskMeta, error] {
+	return func(yield func(bgtype.TaskMeta, error) bool) {
 		if id == "" {
 			return
 		}
@@ -135,10 +138,10 @@ func (r *ReadOnly) Children(ctx context.Context, id string) iter.Seq2[bgtask.Tas
 // Filter selects records for ReadOnly.List. The zero Filter selects every
 // record. Each field that is set narrows the selection.
 type Filter struct {
-	Owner    string              // only this owner's records
-	Statuses []bgtask.TaskStatus // only records in one of these statuses
-	Tag      string              // only records carrying this tag
-	RunID    string              // only records spawned in this run (Parent.RunID)
+	Owner    string          // only this owner's records
+	Statuses []bgtype.Status // only records in one of these statuses
+	Tag      string          // only records carrying this tag
+	RunID    string          // only records spawned in this run (Parent.RunID)
 }
 
 // listPage is how many rows one query of ReadOnly.List reads.
@@ -148,9 +151,9 @@ var listPage = 256
 // (CreatedAt, then ID). It reads them a page at a time, so a large table
 // is never read into memory at once; a record written meanwhile may or may
 // not be seen. A failure is yielded once, as the last pair; an unknown
-// status in f yields an error matching bgtask.ErrInvalidStatus.
-func (r *ReadOnly) List(ctx context.Context, f Filter) iter.Seq2[bgtask.TaskMeta, error] {
-	return func(yield func(bgtask.TaskMeta, error) bool) {
+// status in f yields an error matching bgtype.ErrInvalidStatus.
+func (r *ReadOnly) List(ctx context.Context, f Filter) iter.Seq2[bgtype.TaskMeta, error] {
+	return func(yield func(bgtype.TaskMeta, error) bool) {
 		var where []string
 		var args []any
 		arg := func(v any) string {
@@ -170,7 +173,7 @@ func (r *ReadOnly) List(ctx context.Context, f Filter) iter.Seq2[bgtask.TaskMeta
 			sts := make([]string, len(f.Statuses))
 			for i, st := range f.Statuses {
 				if !st.Valid() {
-					yield(bgtask.TaskMeta{}, fmt.Errorf("%w: %q", bgtask.ErrInvalidStatus, st))
+					yield(bgtype.TaskMeta{}, fmt.Errorf("%w: %q", bgtype.ErrInvalidStatus, st))
 					return
 				}
 				sts[i] = string(st)
@@ -188,7 +191,7 @@ func (r *ReadOnly) List(ctx context.Context, f Filter) iter.Seq2[bgtask.TaskMeta
 		for {
 			rows, err := r.query(ctx, query, append(args[:n:n], lastAt, lastID, listPage)...)
 			if err != nil {
-				yield(bgtask.TaskMeta{}, err)
+				yield(bgtype.TaskMeta{}, err)
 				return
 			}
 			for i := range rows {
@@ -216,11 +219,11 @@ func (r *ReadOnly) List(ctx context.Context, f Filter) iter.Seq2[bgtask.TaskMeta
 // was recorded. An unknown id is an error matching bgtask.ErrNotFound. A
 // request carries no reason: the cancelled record has none. It returns once
 // the request is recorded, not when the task stops.
-func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool) (bgtask.TaskMeta, error) {
+func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool) (bgtype.TaskMeta, error) {
 	if r.closed.Load() {
-		return bgtask.TaskMeta{}, ErrClosed
+		return bgtype.TaskMeta{}, ErrClosed
 	}
-	var m bgtask.TaskMeta
+	var m bgtype.TaskMeta
 	err := pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{AccessMode: pgx.ReadWrite}, func(tx pgx.Tx) error {
 		rs, err := tx.Query(ctx, `SELECT `+taskCols+` FROM bgtask_tasks WHERE id = $1`, id)
 		if err != nil {
@@ -264,9 +267,9 @@ func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool) (bgt
 	})
 	if err != nil {
 		if errors.Is(err, bgtask.ErrNotFound) {
-			return bgtask.TaskMeta{}, err
+			return bgtype.TaskMeta{}, err
 		}
-		return bgtask.TaskMeta{}, fmt.Errorf("pgstore: request cancel of %s: %w", id, err)
+		return bgtype.TaskMeta{}, fmt.Errorf("pgstore: request cancel of %s: %w", id, err)
 	}
 	return m, nil
 }

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/pgstore"
 )
@@ -69,21 +72,21 @@ func TestOpenReadOnlyErrors(t *testing.T) {
 func TestReadOnlyList(t *testing.T) {
 	defer pgstore.SetListPage(2)()
 	s, dsn := openStore(t)
-	at := func(m bgtask.TaskMeta, n int) bgtask.TaskMeta {
+	at := func(m bgtype.TaskMeta, n int) bgtype.TaskMeta {
 		m.CreatedAt = t0.Add(time.Duration(n) * time.Second)
 		return m
 	}
-	a1 := at(rec("task_a1", "alice", bgtask.StatusRunning), 1)
+	a1 := at(rec("task_a1", "alice", bgtype.StatusRunning), 1)
 	a1.Tags, a1.Parent.RunID = []string{"web"}, "run-1"
-	a2 := at(rec("task_a2", "alice", bgtask.StatusCompleted), 2)
-	b3 := at(rec("task_b3", "bob", bgtask.StatusFailed), 3)
+	a2 := at(rec("task_a2", "alice", bgtype.StatusCompleted), 2)
+	b3 := at(rec("task_b3", "bob", bgtype.StatusFailed), 3)
 	b3.Tags, b3.Parent.RunID = []string{"web", "db"}, "run-1"
-	b4 := rec("task_b4", "bob", bgtask.StatusAwaitingInput)
+	b4 := rec("task_b4", "bob", bgtype.StatusAwaitingInput)
 	b4.CreatedAt = time.Time{}
-	a5 := at(rec("task_a5", "alice", bgtask.StatusInterrupted), 5)
-	for owner, ms := range map[string][]bgtask.TaskMeta{"alice": {a1, a2, a5}, "bob": {b3, b4}} {
+	a5 := at(rec("task_a5", "alice", bgtype.StatusInterrupted), 5)
+	for owner, ms := range map[string][]bgtype.TaskMeta{"alice": {a1, a2, a5}, "bob": {b3, b4}} {
 		for _, m := range ms {
-			if err := s.Commit(t.Context(), owner, bgtask.Upsert(m)); err != nil {
+			if err := s.Commit(t.Context(), owner, store.UpsertAction(m)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -97,10 +100,10 @@ func TestReadOnlyList(t *testing.T) {
 	}{
 		{"all", pgstore.Filter{}, []string{"task_b4", "task_a1", "task_a2", "task_b3", "task_a5"}},
 		{"owner", pgstore.Filter{Owner: "alice"}, []string{"task_a1", "task_a2", "task_a5"}},
-		{"statuses", pgstore.Filter{Statuses: []bgtask.TaskStatus{bgtask.StatusFailed, bgtask.StatusInterrupted}}, []string{"task_b3", "task_a5"}},
+		{"statuses", pgstore.Filter{Statuses: []bgtype.Status{bgtype.StatusFailed, bgtype.StatusInterrupted}}, []string{"task_b3", "task_a5"}},
 		{"tag", pgstore.Filter{Tag: "web"}, []string{"task_a1", "task_b3"}},
 		{"run", pgstore.Filter{RunID: "run-1"}, []string{"task_a1", "task_b3"}},
-		{"all filters", pgstore.Filter{Owner: "bob", Tag: "db", RunID: "run-1", Statuses: []bgtask.TaskStatus{bgtask.StatusFailed}}, []string{"task_b3"}},
+		{"all filters", pgstore.Filter{Owner: "bob", Tag: "db", RunID: "run-1", Statuses: []bgtype.Status{bgtype.StatusFailed}}, []string{"task_b3"}},
 		{"none", pgstore.Filter{Owner: "carol"}, nil},
 	} {
 		var got []string
@@ -114,8 +117,8 @@ func TestReadOnlyList(t *testing.T) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
-	for _, err := range r.List(t.Context(), pgstore.Filter{Statuses: []bgtask.TaskStatus{"done"}}) {
-		if !errors.Is(err, bgtask.ErrInvalidStatus) {
+	for _, err := range r.List(t.Context(), pgstore.Filter{Statuses: []bgtype.Status{"done"}}) {
+		if !errors.Is(err, bgtype.ErrInvalidStatus) {
 			t.Fatalf("bad status: %v", err)
 		}
 	}
@@ -144,19 +147,19 @@ func TestReadOnlyRequestCancel(t *testing.T) {
 	r := openRO(t, dsn)
 	waitFor(t, "task running", func() bool {
 		got, err := r.Get(t.Context(), id)
-		return err == nil && got.Status == bgtask.StatusRunning
+		return err == nil && got.Status == bgtype.StatusRunning
 	})
 	got, err := r.RequestCancel(t.Context(), id, false)
-	if err != nil || got.Status != bgtask.StatusRunning {
+	if err != nil || got.Status != bgtype.StatusRunning {
 		t.Fatalf("RequestCancel = %s, %v", got.Status, err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
 	defer cancel()
-	if meta, _ := o.Wait(ctx, id); meta.Status != bgtask.StatusCancelled {
+	if meta, _ := o.Wait(ctx, id); meta.Status != bgtype.StatusCancelled {
 		t.Fatalf("task ended %s, want cancelled", meta.Status)
 	}
 	before := tasksSum(t, dsn)
-	if got, err := r.RequestCancel(t.Context(), id, true); err != nil || got.Status != bgtask.StatusCancelled {
+	if got, err := r.RequestCancel(t.Context(), id, true); err != nil || got.Status != bgtype.StatusCancelled {
 		t.Fatalf("RequestCancel(ended) = %s, %v", got.Status, err)
 	}
 	if _, err := r.RequestCancel(t.Context(), "task_none", false); !errors.Is(err, bgtask.ErrNotFound) || err.Error() != "bgtask: task not found: task_none" {

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -15,7 +17,7 @@ import (
 const reapBatch = 500
 
 // liveStatuses are the non-terminal statuses, as stored.
-var liveStatuses = []string{string(bgtask.StatusQueued), string(bgtask.StatusRunning), string(bgtask.StatusAwaitingInput)}
+var liveStatuses = []string{string(bgtype.StatusQueued), string(bgtype.StatusRunning), string(bgtype.StatusAwaitingInput)}
 
 // liveSQL is liveStatuses as an SQL list. Written into the statements
 // rather than passed as a parameter: only a literal list lets the planner
@@ -178,15 +180,15 @@ func (s *Store) reapOnce(ctx context.Context, db *pgxpool.Pool) (int, error) {
 		notices []string
 	)
 	for _, r := range rows {
-		next := bgtask.Interrupted(r.meta, now) // reads the same whichever Recoverer ended it
-		snap := bgtask.Snapshot{Tasks: map[string]bgtask.TaskMeta{r.meta.ID: r.meta}}
-		bgtask.ApplyAction(&snap, bgtask.Upsert(next))
+		next := store.Interrupted(r.meta, now) // reads the same whichever Recoverer ended it
+		snap := store.Snapshot{Tasks: map[string]bgtype.TaskMeta{r.meta.ID: r.meta}}
+		store.Apply(&snap, store.UpsertAction(next))
 		got := snap.Tasks[r.meta.ID]
-		if got.Status != bgtask.StatusInterrupted {
+		if got.Status != bgtype.StatusInterrupted {
 			continue // the reducer refused it; cannot happen for a live row
 		}
 		w.put(&got, r.version)
-		ev, err := json.Marshal(bgtask.Event{Kind: bgtask.EventInterrupted, TaskID: got.ID, Name: got.Name, Error: got.Error, ErrorKind: got.ErrorKind})
+		ev, err := json.Marshal(bgtype.Event{Kind: bgtype.EventInterrupted, TaskID: got.ID, Name: got.Name, Error: got.Error, ErrorKind: got.ErrorKind})
 		if err != nil {
 			return 0, fmt.Errorf("pgstore: reap: %w", err)
 		}
@@ -228,7 +230,7 @@ func (s *Store) cleanUp(ctx context.Context) error {
 	return err
 }
 
-// Recover implements bgtask.Recoverer with one reaper pass (see Reap): the
+// Recover implements store.Recoverer with one reaper pass (see Reap): the
 // non-terminal tasks of instances whose heartbeat stopped, or that closed
 // with tasks running, become interrupted, in batches. Their nearest live
 // owners hear of them through a notice, or, if no run takes it, at their
@@ -236,4 +238,4 @@ func (s *Store) cleanUp(ctx context.Context) error {
 // announces them once).
 func (s *Store) Recover(ctx context.Context) (int, error) { return s.Reap(ctx) }
 
-var _ bgtask.Recoverer = (*Store)(nil)
+var _ store.Recoverer = (*Store)(nil)

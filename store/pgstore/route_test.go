@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
+	"github.com/jackc/pgx/v5"
+
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // notice is a row of bgtask_notices as the tests read it.
@@ -34,11 +37,11 @@ func readNotices(t *testing.T, dsn string) []notice {
 }
 
 // commitAll commits each record under its own owner.
-func commitAll(t *testing.T, s *pgstore.Store, metas ...bgtask.TaskMeta) {
+func commitAll(t *testing.T, s *pgstore.Store, metas ...bgtype.TaskMeta) {
 	t.Helper()
 	for i, m := range metas {
 		m.CreatedAt = t0.Add(time.Duration(i) * time.Second) // the reaper's order
-		if err := s.Commit(t.Context(), m.Owner, bgtask.Upsert(m)); err != nil {
+		if err := s.Commit(t.Context(), m.Owner, store.UpsertAction(m)); err != nil {
 			t.Fatalf("commit %s: %v", m.ID, err)
 		}
 	}
@@ -57,31 +60,31 @@ func TestReapAddressesNearestLiveOwner(t *testing.T) {
 	ctx := t.Context()
 	sqlExec(t, dsn, `INSERT INTO bgtask_instances VALUES ('ghost', now() - interval '1 day', now() - interval '2 days', 'alive'),
 		('live', now(), now(), 'alive'), ('closed', now(), now(), 'stopped')`)
-	on := func(id, owner string, st bgtask.TaskStatus, inst string) bgtask.TaskMeta {
+	on := func(id, owner string, st bgtype.Status, inst string) bgtype.TaskMeta {
 		return onInstance(rec(id, owner, st), inst)
 	}
 	commitAll(t, s,
-		on("task_plain", "alice", bgtask.StatusRunning, "ghost"),
+		on("task_plain", "alice", bgtype.StatusRunning, "ghost"),
 		// A sub-agent reaped in the same pass, and its child.
-		on("task_sub", "alice", bgtask.StatusRunning, "ghost"),
-		on("task_sub_child", "task_sub", bgtask.StatusRunning, "ghost"),
+		on("task_sub", "alice", bgtype.StatusRunning, "ghost"),
+		on("task_sub_child", "task_sub", bgtype.StatusRunning, "ghost"),
 		// A sub-agent that completed before the crash; its child ran on.
-		on("task_done", "alice", bgtask.StatusCompleted, "ghost"),
-		on("task_done_child", "task_done", bgtask.StatusAwaitingInput, "ghost"),
+		on("task_done", "alice", bgtype.StatusCompleted, "ghost"),
+		on("task_done_child", "task_done", bgtype.StatusAwaitingInput, "ghost"),
 		// Two levels: a sub-agent's sub-agent, and its child.
-		on("task_top", "bob", bgtask.StatusRunning, "ghost"),
-		on("task_mid", "task_top", bgtask.StatusRunning, "ghost"),
-		on("task_leaf", "task_mid", bgtask.StatusQueued, "ghost"),
+		on("task_top", "bob", bgtype.StatusRunning, "ghost"),
+		on("task_mid", "task_top", bgtype.StatusRunning, "ghost"),
+		on("task_leaf", "task_mid", bgtype.StatusQueued, "ghost"),
 		// A sub-agent that runs on a live instance takes its child's notice.
-		on("task_alive", "carol", bgtask.StatusRunning, "live"),
-		on("task_alive_child", "task_alive", bgtask.StatusRunning, "ghost"),
+		on("task_alive", "carol", bgtype.StatusRunning, "live"),
+		on("task_alive_child", "task_alive", bgtype.StatusRunning, "ghost"),
 		// A sub-agent of an instance that closed with it running.
-		on("task_closed", "dave", bgtask.StatusRunning, "closed"),
-		on("task_closed_child", "task_closed", bgtask.StatusRunning, "ghost"),
+		on("task_closed", "dave", bgtype.StatusRunning, "closed"),
+		on("task_closed_child", "task_closed", bgtype.StatusRunning, "ghost"),
 		// A sub-agent this pass skips (another reaper holds it): its
 		// instance is dead, so it will never take a notice.
-		on("task_held", "erin", bgtask.StatusRunning, "ghost"),
-		on("task_held_child", "task_held", bgtask.StatusRunning, "ghost"),
+		on("task_held", "erin", bgtype.StatusRunning, "ghost"),
+		on("task_held_child", "task_held", bgtype.StatusRunning, "ghost"),
 	)
 	release := lockRow(t, dsn, "task_held")
 	if n, err := s.Reap(ctx); err != nil || n != 11 {
@@ -126,7 +129,7 @@ func TestReapAddressesNearestLiveOwner(t *testing.T) {
 			}
 			var got []string
 			for _, ev := range evs {
-				if ev.Kind != bgtask.EventInterrupted {
+				if ev.Kind != bgtype.EventInterrupted {
 					t.Fatalf("%s's notice %+v", owner, ev)
 				}
 				got = append(got, ev.TaskID)
@@ -150,8 +153,8 @@ func TestReapReaddressesNotices(t *testing.T) {
 			ctx := t.Context()
 			sqlExec(t, dsn, `INSERT INTO bgtask_instances VALUES ('ghost', now() - interval '1 day', now() - interval '2 days', 'alive'),
 				('live', now(), now(), 'alive')`)
-			sub := onInstance(rec("task_sub", "alice", bgtask.StatusRunning), "live")
-			commitAll(t, s, sub, onInstance(rec("task_child", "task_sub", bgtask.StatusRunning), "ghost"))
+			sub := onInstance(rec("task_sub", "alice", bgtype.StatusRunning), "live")
+			commitAll(t, s, sub, onInstance(rec("task_child", "task_sub", bgtype.StatusRunning), "ghost"))
 			if n, err := s.Reap(ctx); err != nil || n != 1 {
 				t.Fatalf("Reap = %d, %v; want 1", n, err)
 			}
@@ -165,8 +168,8 @@ func TestReapReaddressesNotices(t *testing.T) {
 			switch end {
 			case "completed":
 				done := sub
-				done.Status, done.FinishedAt = bgtask.StatusCompleted, t0.Add(time.Minute)
-				if err := s.Commit(ctx, "alice", bgtask.Upsert(done)); err != nil {
+				done.Status, done.FinishedAt = bgtype.StatusCompleted, t0.Add(time.Minute)
+				if err := s.Commit(ctx, "alice", store.UpsertAction(done)); err != nil {
 					t.Fatal(err)
 				}
 				if n, err := s.Reap(ctx); err != nil || n != 0 {
@@ -205,8 +208,8 @@ func TestReapLeavesClaimedNotices(t *testing.T) {
 	ctx := t.Context()
 	sqlExec(t, dsn, `INSERT INTO bgtask_instances VALUES ('ghost', now() - interval '1 day', now() - interval '2 days', 'alive'),
 		('live', now(), now(), 'alive')`)
-	sub := onInstance(rec("task_sub", "alice", bgtask.StatusRunning), "live")
-	commitAll(t, s, sub, onInstance(rec("task_child", "task_sub", bgtask.StatusRunning), "ghost"))
+	sub := onInstance(rec("task_sub", "alice", bgtype.StatusRunning), "live")
+	commitAll(t, s, sub, onInstance(rec("task_child", "task_sub", bgtype.StatusRunning), "ghost"))
 	if n, err := s.Reap(ctx); err != nil || n != 1 {
 		t.Fatalf("Reap = %d, %v; want 1", n, err)
 	}
@@ -241,8 +244,8 @@ func TestReapWalkBounded(t *testing.T) {
 	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at, finished_at, terminal_at)
 		VALUES ('task_x', 'task_y', 'completed', now(), now(), now()), ('task_y', 'task_x', 'completed', now(), now(), now())`)
 	commitAll(t, s,
-		onInstance(rec("task_deep", "task_h149", bgtask.StatusRunning), "ghost"),
-		onInstance(rec("task_loop", "task_x", bgtask.StatusRunning), "ghost"))
+		onInstance(rec("task_deep", "task_h149", bgtype.StatusRunning), "ghost"),
+		onInstance(rec("task_loop", "task_x", bgtype.StatusRunning), "ghost"))
 	if n, err := s.Reap(ctx); err != nil || n != 2 {
 		t.Fatalf("Reap = %d, %v; want 2", n, err)
 	}

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -20,7 +21,7 @@ const taskCols = `id, owner, task_type, name, description, status, error, stack,
 
 // row is a task row as stored: a record and its version.
 type row struct {
-	meta    bgtask.TaskMeta
+	meta    bgtype.TaskMeta
 	version int64
 }
 
@@ -42,11 +43,11 @@ func scanRow(rows pgx.Rows) (row, error) {
 		&progress, &m.IdempotencyKey,
 		&m.Announced); err != nil {
 		if m.ID != "" {
-			return r, fmt.Errorf("%w: task %s: %v", bgtask.ErrCorrupt, m.ID, err)
+			return r, fmt.Errorf("%w: task %s: %v", bgtype.ErrCorrupt, m.ID, err)
 		}
 		return r, fmt.Errorf("pgstore: read task row: %w", err)
 	}
-	m.Status, m.Wake, m.ErrorKind = bgtask.TaskStatus(status), bgtask.WakePolicy(wake), bgtask.ErrorKind(errorKind)
+	m.Status, m.Wake, m.ErrorKind = bgtype.Status(status), bgtype.WakePolicy(wake), bgtype.ErrorKind(errorKind)
 	if len(m.Tags) == 0 {
 		m.Tags = nil
 	}
@@ -55,12 +56,12 @@ func scanRow(rows pgx.Rows) (row, error) {
 		m.Result = json.RawMessage(result.String)
 	}
 	if inID.Valid {
-		m.Input = &bgtask.InputRequest{ID: inID.String, Prompt: inPrompt.String}
+		m.Input = &bgtype.InputRequest{ID: inID.String, Prompt: inPrompt.String}
 	}
 	if progress.Valid {
-		m.Progress = new(bgtask.TaskProgress)
+		m.Progress = new(bgtype.TaskProgress)
 		if err := json.Unmarshal([]byte(progress.String), m.Progress); err != nil {
-			return r, fmt.Errorf("%w: task %s: progress is not JSON: %v", bgtask.ErrCorrupt, m.ID, err)
+			return r, fmt.Errorf("%w: task %s: progress is not JSON: %v", bgtype.ErrCorrupt, m.ID, err)
 		}
 		m.Progress.At = m.Progress.At.UTC()
 	}
@@ -68,23 +69,23 @@ func scanRow(rows pgx.Rows) (row, error) {
 }
 
 // checkMeta reports why a record cannot be stored or was stored corrupt,
-// naming the task, as an error matching bgtask.ErrCorrupt.
-func checkMeta(m *bgtask.TaskMeta) error {
+// naming the task, as an error matching bgtype.ErrCorrupt.
+func checkMeta(m *bgtype.TaskMeta) error {
 	switch {
 	case m.ID == "":
-		return fmt.Errorf("%w: task without id", bgtask.ErrCorrupt)
+		return fmt.Errorf("%w: task without id", bgtype.ErrCorrupt)
 	case m.Owner == "":
-		return fmt.Errorf("%w: task %s: empty owner", bgtask.ErrCorrupt, m.ID)
+		return fmt.Errorf("%w: task %s: empty owner", bgtype.ErrCorrupt, m.ID)
 	case !m.Status.Valid():
-		return fmt.Errorf("%w: task %s: unknown status %q", bgtask.ErrCorrupt, m.ID, m.Status)
+		return fmt.Errorf("%w: task %s: unknown status %q", bgtype.ErrCorrupt, m.ID, m.Status)
 	case m.Attempt < 0:
-		return fmt.Errorf("%w: task %s: negative attempt %d", bgtask.ErrCorrupt, m.ID, m.Attempt)
+		return fmt.Errorf("%w: task %s: negative attempt %d", bgtype.ErrCorrupt, m.ID, m.Attempt)
 	case !m.Wake.Valid():
-		return fmt.Errorf("%w: task %s: unknown wake policy %q", bgtask.ErrCorrupt, m.ID, m.Wake)
+		return fmt.Errorf("%w: task %s: unknown wake policy %q", bgtype.ErrCorrupt, m.ID, m.Wake)
 	case m.Result != nil && !json.Valid(m.Result):
-		return fmt.Errorf("%w: task %s: result is not valid JSON", bgtask.ErrCorrupt, m.ID)
+		return fmt.Errorf("%w: task %s: result is not valid JSON", bgtype.ErrCorrupt, m.ID)
 	case m.Progress != nil && (m.Progress.Done < 0 || m.Progress.Total < 0 || m.Progress.Total > 0 && m.Progress.Done > m.Progress.Total):
-		return fmt.Errorf("%w: task %s: invalid progress %d/%d", bgtask.ErrCorrupt, m.ID, m.Progress.Done, m.Progress.Total)
+		return fmt.Errorf("%w: task %s: invalid progress %d/%d", bgtype.ErrCorrupt, m.ID, m.Progress.Done, m.Progress.Total)
 	}
 	return nil
 }
@@ -102,7 +103,7 @@ func toTS(t time.Time) pgtype.Timestamptz {
 
 // sameMeta reports whether two records hold the same values, so an update
 // that changes nothing writes nothing.
-func sameMeta(a, b *bgtask.TaskMeta) bool {
+func sameMeta(a, b *bgtype.TaskMeta) bool {
 	return a.Description == b.Description && a.Status == b.Status && a.Error == b.Error && a.ErrorKind == b.ErrorKind && a.CancelReason == b.CancelReason && a.Stack == b.Stack &&
 		bytes.Equal(a.Result, b.Result) && (a.Result == nil) == (b.Result == nil) &&
 		a.Instance == b.Instance && a.Attempt == b.Attempt &&
@@ -113,7 +114,7 @@ func sameMeta(a, b *bgtask.TaskMeta) bool {
 }
 
 // sameProgress reports whether two records hold the same progress.
-func sameProgress(a, b *bgtask.TaskProgress) bool {
+func sameProgress(a, b *bgtype.TaskProgress) bool {
 	return a == nil && b == nil || a != nil && b != nil && a.Done == b.Done && a.Total == b.Total && a.Message == b.Message && a.At.Equal(b.At)
 }
 
@@ -136,7 +137,7 @@ type cols struct {
 	announced                                          []bool // durable announcements
 }
 
-func (c *cols) add(m *bgtask.TaskMeta, version int64) {
+func (c *cols) add(m *bgtype.TaskMeta, version int64) {
 	c.id = append(c.id, m.ID)
 	c.owner = append(c.owner, m.Owner)
 	c.typ = append(c.typ, m.Type)
@@ -199,13 +200,13 @@ type writes struct {
 	delVersion []int64
 	// metas are the records of ins and upd, in their order, for the
 	// Store's cache of what it wrote.
-	insMeta, updMeta []*bgtask.TaskMeta
+	insMeta, updMeta []*bgtype.TaskMeta
 }
 
 func (w *writes) empty() bool { return len(w.ins.id) == 0 && len(w.upd.id) == 0 && len(w.delID) == 0 }
 
 // put adds m, an insert when version is 0, else an update of that version.
-func (w *writes) put(m *bgtask.TaskMeta, version int64) {
+func (w *writes) put(m *bgtype.TaskMeta, version int64) {
 	if version == 0 {
 		w.ins.add(m, 0)
 		w.insMeta = append(w.insMeta, m)
@@ -322,7 +323,7 @@ const insertOneFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE 
 	SELECT coalesce((SELECT state FROM f), 'missing'), (SELECT count(*) FROM i)`
 
 // oneArgs are the arguments of insertOneSQL for m.
-func oneArgs(m *bgtask.TaskMeta) []any {
+func oneArgs(m *bgtype.TaskMeta) []any {
 	var inID, inPrompt pgtype.Text
 	if m.Input != nil {
 		inID, inPrompt = pgtype.Text{String: m.Input.ID, Valid: true}, pgtype.Text{String: m.Input.Prompt, Valid: true}

@@ -10,9 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bgtask/bgtask"
 )
 
 // ErrClosed is returned by calls on a Store after Close.
@@ -26,9 +29,9 @@ var ErrClosed = errors.New("pgstore: store closed")
 // instance (a new Manager and Store) to go on.
 var ErrInstanceLost = fmt.Errorf("pgstore: %w", bgtask.ErrInstanceLost)
 
-// Store is a bgtask.SharedStore kept in PostgreSQL: a row per task, shared
+// Store is a store.SharedStore kept in PostgreSQL: a row per task, shared
 // by every runtime instance (process) that opens the same database. Each
-// Commit is one transaction in which bgtask.ApplyAction runs on the rows it
+// Commit is one transaction in which store.Apply runs on the rows it
 // locks, and every write is a compare-and-set on the row's version.
 //
 // Without Start, a Store is a plain durable Store. Start registers a
@@ -186,4 +189,4 @@ func (s *Store) isClosed() bool {
 	return s.closed
 }
 
-var _ bgtask.SharedStore = (*Store)(nil)
+var _ store.SharedStore = (*Store)(nil)

@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
@@ -24,11 +26,11 @@ func TestMigrationAddsTags(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	old, err := s.Get(t.Context(), "task_old")
-	if err != nil || old.Status != bgtask.StatusRunning || old.Tags != nil {
+	if err != nil || old.Status != bgtype.StatusRunning || old.Tags != nil {
 		t.Fatalf("old record = %+v, %v; want running without tags", old, err)
 	}
-	m := bgtask.TaskMeta{ID: "task_new", Owner: "alice", Status: bgtask.StatusRunning, CreatedAt: time.Now().UTC(), Tags: []string{"eu", "deploy"}}
-	if err := s.Commit(t.Context(), "alice", bgtask.Upsert(m)); err != nil {
+	m := bgtype.TaskMeta{ID: "task_new", Owner: "alice", Status: bgtype.StatusRunning, CreatedAt: time.Now().UTC(), Tags: []string{"eu", "deploy"}}
+	if err := s.Commit(t.Context(), "alice", store.UpsertAction(m)); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

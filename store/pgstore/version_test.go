@@ -3,7 +3,9 @@ package pgstore_test
 import (
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
@@ -24,7 +26,7 @@ func TestMigrationBumpsVersion(t *testing.T) {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if old, err := s.Get(t.Context(), "task_old"); err != nil || old.Status != bgtask.StatusRunning {
+	if old, err := s.Get(t.Context(), "task_old"); err != nil || old.Status != bgtype.StatusRunning {
 		t.Fatalf("old record = %+v, %v; want running", old, err)
 	}
 	sqlExec(t, dsn, `UPDATE bgtask_tasks SET description = 'by hand' WHERE id = 'task_old'`)
@@ -40,18 +42,18 @@ func TestMigrationBumpsVersion(t *testing.T) {
 func TestCommitSeesOutsideChange(t *testing.T) {
 	s, dsn := openStore(t)
 	ctx := t.Context()
-	m := rec("task_a", "alice", bgtask.StatusRunning)
-	if err := s.Commit(ctx, "alice", bgtask.Upsert(m)); err != nil {
+	m := rec("task_a", "alice", bgtype.StatusRunning)
+	if err := s.Commit(ctx, "alice", store.UpsertAction(m)); err != nil {
 		t.Fatal(err)
 	}
 	sqlExec(t, dsn, `UPDATE bgtask_tasks SET status = 'cancelled', finished_at = now(), terminal_at = now() WHERE id = 'task_a'`)
 	done := m
-	done.Status, done.FinishedAt, done.Result = bgtask.StatusCompleted, m.StartedAt.Add(1e9), []byte(`"ok"`)
-	if err := s.Commit(ctx, "alice", bgtask.Upsert(done)); err != nil {
+	done.Status, done.FinishedAt, done.Result = bgtype.StatusCompleted, m.StartedAt.Add(1e9), []byte(`"ok"`)
+	if err := s.Commit(ctx, "alice", store.UpsertAction(done)); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Get(ctx, "task_a")
-	if err != nil || got.Status != bgtask.StatusCancelled || got.Result != nil {
+	if err != nil || got.Status != bgtype.StatusCancelled || got.Result != nil {
 		t.Fatalf("Get = %+v, %v; want cancelled (by hand), no result", got, err)
 	}
 	if n := pgstore.CachedCommits(s); n != 0 {

@@ -8,16 +8,16 @@ import (
 	"math"
 	"strings"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // Filter selects records for ReadOnly.List. The zero Filter selects every
 // record. Each field that is set narrows the selection.
 type Filter struct {
-	Owner    string              // only this owner's records
-	Statuses []bgtask.TaskStatus // only records in one of these statuses
-	Tag      string              // only records carrying this tag
-	RunID    string              // only records spawned in this run (Parent.RunID)
+	Owner    string          // only this owner's records
+	Statuses []bgtype.Status // only records in one of these statuses
+	Tag      string          // only records carrying this tag
+	RunID    string          // only records spawned in this run (Parent.RunID)
 }
 
 // listPage is how many rows one query of ReadOnly.List reads.
@@ -27,10 +27,10 @@ var listPage = 256
 // (CreatedAt, then ID). It reads them a page at a time, so a large file is
 // never read into memory at once; a record written meanwhile may or may not
 // be seen. A failure is yielded once, as the last pair; an unknown status
-// in f yields an error matching bgtask.ErrInvalidStatus. Corrupt rows are
+// in f yields an error matching bgtype.ErrInvalidStatus. Corrupt rows are
 // skipped and reported together at the end, as in Store.List.
-func (r *ReadOnly) List(ctx context.Context, f Filter) iter.Seq2[bgtask.TaskMeta, error] {
-	return func(yield func(bgtask.TaskMeta, error) bool) {
+func (r *ReadOnly) List(ctx context.Context, f Filter) iter.Seq2[bgtype.TaskMeta, error] {
+	return func(yield func(bgtype.TaskMeta, error) bool) {
 		var where []string
 		var args []any
 		if f.Owner != "" {
@@ -47,7 +47,7 @@ func (r *ReadOnly) List(ctx context.Context, f Filter) iter.Seq2[bgtask.TaskMeta
 		}
 		for _, st := range f.Statuses {
 			if !st.Valid() {
-				yield(bgtask.TaskMeta{}, fmt.Errorf("%w: %q", bgtask.ErrInvalidStatus, st))
+				yield(bgtype.TaskMeta{}, fmt.Errorf("%w: %q", bgtype.ErrInvalidStatus, st))
 				return
 			}
 			args = append(args, string(st))
@@ -70,13 +70,13 @@ func (r *ReadOnly) List(ctx context.Context, f Filter) iter.Seq2[bgtask.TaskMeta
 			pageArgs := append(args[:len(args):len(args)], lastAt, lastID, listPage)
 			rows, err := r.db.QueryContext(ctx, query, pageArgs...)
 			if err != nil {
-				yield(bgtask.TaskMeta{}, r.err(fmt.Errorf("sqlitestore: list: %w", err)))
+				yield(bgtype.TaskMeta{}, r.err(fmt.Errorf("sqlitestore: list: %w", err)))
 				return
 			}
 			n, err := r.page(rows, yield, &lastAt, &lastID, &bad)
 			if err != nil {
 				if err != errStop {
-					yield(bgtask.TaskMeta{}, r.err(err))
+					yield(bgtype.TaskMeta{}, r.err(err))
 				}
 				return
 			}
@@ -85,7 +85,7 @@ func (r *ReadOnly) List(ctx context.Context, f Filter) iter.Seq2[bgtask.TaskMeta
 			}
 		}
 		if len(bad) > 0 {
-			yield(bgtask.TaskMeta{}, errors.Join(bad...))
+			yield(bgtype.TaskMeta{}, errors.Join(bad...))
 		}
 	}
 }
@@ -95,7 +95,7 @@ var errStop = errors.New("stop")
 
 // page yields one page's records and returns how many rows it read,
 // keeping the last row's key; corrupt rows go to bad.
-func (r *ReadOnly) page(rows rowsScanner, yield func(bgtask.TaskMeta, error) bool, lastAt *int64, lastID *string, bad *[]error) (int, error) {
+func (r *ReadOnly) page(rows rowsScanner, yield func(bgtype.TaskMeta, error) bool, lastAt *int64, lastID *string, bad *[]error) (int, error) {
 	defer rows.Close()
 	n := 0
 	for rows.Next() {
@@ -133,14 +133,14 @@ type rowsScanner interface {
 
 // Children yields the records whose parent is task id, whoever owns them,
 // oldest first. An unknown id yields nothing.
-func (r *ReadOnly) Children(ctx context.Context, id string) iter.Seq2[bgtask.TaskMeta, error] {
-	return func(yield func(bgtask.TaskMeta, error) bool) {
+func (r *ReadOnly) Children(ctx context.Context, id string) iter.Seq2[bgtype.TaskMeta, error] {
+	return func(yield func(bgtype.TaskMeta, error) bool) {
 		if id == "" {
 			return
 		}
 		rows, err := r.db.QueryContext(ctx, "SELECT "+columns+" FROM tasks WHERE parent_task_id = ? ORDER BY created_at, id", id)
 		if err != nil {
-			yield(bgtask.TaskMeta{}, r.err(fmt.Errorf("sqlitestore: children: %w", err)))
+			yield(bgtype.TaskMeta{}, r.err(fmt.Errorf("sqlitestore: children: %w", err)))
 			return
 		}
 		ms, err := collect(rows)
@@ -150,7 +150,7 @@ func (r *ReadOnly) Children(ctx context.Context, id string) iter.Seq2[bgtask.Tas
 			}
 		}
 		if err != nil {
-			yield(bgtask.TaskMeta{}, r.err(err))
+			yield(bgtype.TaskMeta{}, r.err(err))
 		}
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
 
@@ -30,10 +32,10 @@ func TestMigrationAddsAnnounced(t *testing.T) {
 	}
 
 	s := openAt(t, path, sqlitestore.WithoutRecovery())
-	if got := get(t, s, "task_old"); got.Status != bgtask.StatusCompleted || got.Announced {
+	if got := get(t, s, "task_old"); got.Status != bgtype.StatusCompleted || got.Announced {
 		t.Fatalf("old record = %s announced=%v, want completed, not announced", got.Status, got.Announced)
 	}
-	commit(t, s, "alice", bgtask.Announce("task_old", "task_live"))
+	commit(t, s, "alice", store.AnnounceAction("task_old", "task_live"))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +68,7 @@ func TestMigrationDropsUnannouncedIndex(t *testing.T) {
 	if got := get(t, s, "task_old"); !got.Announced {
 		t.Errorf("task_old not announced after the migration")
 	}
-	if got := get(t, s, "task_new"); got.Announced || got.Status != bgtask.StatusFailed {
+	if got := get(t, s, "task_new"); got.Announced || got.Status != bgtype.StatusFailed {
 		t.Errorf("task_new = %s announced=%v, want failed, not announced", got.Status, got.Announced)
 	}
 	var n int

@@ -11,7 +11,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // writeTx is one batch's transaction.
@@ -172,7 +173,7 @@ func (w *writeTx) retainAge() error {
 
 // apply runs one Commit call's actions: it takes the rows they touch (all
 // the owner's rows for ReplaceAll) from the writer's cache or a read,
-// reduces a Snapshot of them with bgtask.ApplyAction, and writes back only
+// reduces a Snapshot of them with store.Apply, and writes back only
 // the rows that changed. A call naming one record the cache does not hold
 // is first tried as a new record: the reducer runs on no row, and the row
 // is inserted only if there is none; otherwise the row is read and the
@@ -180,22 +181,22 @@ func (w *writeTx) retainAge() error {
 func (w *writeTx) apply(r *request) (ended bool, err error) {
 	owner := r.owner
 	var (
-		cur     map[string]bgtask.TaskMeta // the owner's rows as read
+		cur     map[string]bgtype.TaskMeta // the owner's rows as read
 		foreign map[string]bool            // ids that belong to another owner: never moved
 		order   []string                   // ids in the order the actions name them
 		seen    = make(map[string]bool)
 	)
 	full, upserts := false, true
 	for _, a := range r.actions {
-		full = full || a.Op == bgtask.OpReplaceAll
-		upserts = upserts && a.Op == bgtask.OpUpsert
+		full = full || a.Op == store.OpReplaceAll
+		upserts = upserts && a.Op == store.OpUpsert
 		for i := range a.Tasks {
 			if id := a.Tasks[i].ID; !seen[id] {
 				seen[id] = true
 				order = append(order, id)
 			}
 		}
-		if a.Op == bgtask.OpAnnounce { // its ids are written like an upsert's
+		if a.Op == store.OpAnnounce { // its ids are written like an upsert's
 			for _, id := range a.IDs {
 				if !seen[id] {
 					seen[id] = true
@@ -251,11 +252,11 @@ var errNotNew = errors.New("sqlitestore: record is not new")
 // cache): the cache keeps them while they stay live. With assumeNew, cur is
 // empty and order is one id assumed to have no row: the row is inserted
 // only if there is none, and errNotNew reports that there was.
-func (w *writeTx) put(r *request, cur map[string]bgtask.TaskMeta, foreign map[string]bool, order []string, known map[string]bool, assumeNew bool) (ended bool, err error) {
+func (w *writeTx) put(r *request, cur map[string]bgtype.TaskMeta, foreign map[string]bool, order []string, known map[string]bool, assumeNew bool) (ended bool, err error) {
 	owner := r.owner
-	snap := bgtask.Snapshot{Tasks: maps.Clone(cur)}
+	snap := store.Snapshot{Tasks: maps.Clone(cur)}
 	for _, a := range r.actions {
-		bgtask.ApplyAction(&snap, withoutForeign(a, foreign))
+		store.Apply(&snap, withoutForeign(a, foreign))
 	}
 
 	delta := 0 // change in the owner's number of terminal records
@@ -349,9 +350,9 @@ func (w *writeTx) put(r *request, cur map[string]bgtask.TaskMeta, foreign map[st
 
 // cached is the cache's record of id, unless this transaction has written
 // id already (the cache is as of its start).
-func (w *writeTx) cached(id string) (bgtask.TaskMeta, bool) {
+func (w *writeTx) cached(id string) (bgtype.TaskMeta, bool) {
 	if w.dirty[id] {
-		return bgtask.TaskMeta{}, false
+		return bgtype.TaskMeta{}, false
 	}
 	m, ok := w.s.cache.rows[id]
 	return m, ok
@@ -359,7 +360,7 @@ func (w *writeTx) cached(id string) (bgtask.TaskMeta, bool) {
 
 // touch notes that this transaction writes id: the cache keeps m (nil:
 // forgets id) if the request and the transaction succeed.
-func (w *writeTx) touch(id string, m *bgtask.TaskMeta) {
+func (w *writeTx) touch(id string, m *bgtype.TaskMeta) {
 	if w.dirty == nil {
 		w.dirty = make(map[string]bool)
 	}
@@ -378,7 +379,7 @@ func (w *writeTx) touch(id string, m *bgtask.TaskMeta) {
 
 // readCached is readAll, taking the rows the cache holds from it; known
 // are the ids it took.
-func (w *writeTx) readCached(ids []string, owner string) (cur map[string]bgtask.TaskMeta, foreign, known map[string]bool, err error) {
+func (w *writeTx) readCached(ids []string, owner string) (cur map[string]bgtype.TaskMeta, foreign, known map[string]bool, err error) {
 	var miss []string
 	for _, id := range ids {
 		m, ok := w.cached(id)
@@ -395,7 +396,7 @@ func (w *writeTx) readCached(ids []string, owner string) (cur map[string]bgtask.
 		cur, foreign, err = w.readAll(ids, owner)
 		return cur, foreign, nil, err
 	}
-	cur = make(map[string]bgtask.TaskMeta, len(ids))
+	cur = make(map[string]bgtype.TaskMeta, len(ids))
 	if len(miss) > 0 {
 		read, other, err := w.readAll(miss, owner)
 		if err != nil {
@@ -445,17 +446,17 @@ func (w *writeTx) retain(owner string, delta int, ended bool) error {
 // read reads task id and reports whether it belongs to owner. A row of
 // another owner is not decoded, so its corruption cannot fail this owner's
 // commit. sql.ErrNoRows when there is none.
-func (w *writeTx) read(id, owner string) (bgtask.TaskMeta, bool, error) {
+func (w *writeTx) read(id, owner string) (bgtype.TaskMeta, bool, error) {
 	w.s.reads.Add(1)
 	var rw row
 	if err := rw.scan(w.stmt(&w.get, w.s.st.get).QueryRowContext(w.ctx, id)); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return bgtask.TaskMeta{}, false, sql.ErrNoRows
+			return bgtype.TaskMeta{}, false, sql.ErrNoRows
 		}
-		return bgtask.TaskMeta{}, false, err
+		return bgtype.TaskMeta{}, false, err
 	}
 	if rw.owner != owner {
-		return bgtask.TaskMeta{}, false, nil
+		return bgtype.TaskMeta{}, false, nil
 	}
 	m, err := rw.decode()
 	return m, true, err
@@ -464,8 +465,8 @@ func (w *writeTx) read(id, owner string) (bgtask.TaskMeta, bool, error) {
 // readAll reads the rows of ids: owner's, decoded by id, and the ids that
 // belong to another owner. One id is read with a point query, several
 // with one query.
-func (w *writeTx) readAll(ids []string, owner string) (cur map[string]bgtask.TaskMeta, foreign map[string]bool, err error) {
-	cur = make(map[string]bgtask.TaskMeta, len(ids))
+func (w *writeTx) readAll(ids []string, owner string) (cur map[string]bgtype.TaskMeta, foreign map[string]bool, err error) {
+	cur = make(map[string]bgtype.TaskMeta, len(ids))
 	if len(ids) == 1 {
 		m, mine, err := w.read(ids[0], owner)
 		switch {
@@ -510,7 +511,7 @@ func (w *writeTx) readAll(ids []string, owner string) (cur map[string]bgtask.Tas
 	return cur, foreign, nil
 }
 
-func (w *writeTx) loadOwner(owner string) (map[string]bgtask.TaskMeta, error) {
+func (w *writeTx) loadOwner(owner string) (map[string]bgtype.TaskMeta, error) {
 	w.s.reads.Add(1)
 	rows, err := w.stmt(&w.byOwner, w.s.st.byOwner).QueryContext(w.ctx, owner)
 	if err != nil {
@@ -520,7 +521,7 @@ func (w *writeTx) loadOwner(owner string) (map[string]bgtask.TaskMeta, error) {
 	if err != nil {
 		return nil, err
 	}
-	cur := make(map[string]bgtask.TaskMeta, len(ms))
+	cur := make(map[string]bgtype.TaskMeta, len(ms))
 	for _, m := range ms {
 		cur[m.ID] = m
 	}
@@ -535,14 +536,14 @@ func isKeyConflict(err error) bool {
 }
 
 // duplicateKey reports the record that holds owner's key, which the unique
-// index just found, as a *bgtask.DuplicateKeyError. The failed statement
+// index just found, as a *bgtype.DuplicateKeyError. The failed statement
 // changed nothing; the caller rolls back the request.
 func (w *writeTx) duplicateKey(owner, key string, cause error) error {
 	var id string
 	if err := w.tx.QueryRowContext(w.ctx, "SELECT id FROM tasks WHERE owner = ? AND idempotency_key = ?", owner, key).Scan(&id); err != nil {
 		return fmt.Errorf("sqlitestore: %w (and reading the record that has the key: %v)", cause, err)
 	}
-	return &bgtask.DuplicateKeyError{Key: key, TaskID: id}
+	return &bgtype.DuplicateKeyError{Key: key, TaskID: id}
 }
 
 func addTo(set map[string]bool, id string) map[string]bool {
@@ -556,19 +557,19 @@ func addTo(set map[string]bool, id string) map[string]bool {
 // withoutForeign returns a without the tasks whose ids belong to another
 // owner, copying only when there are some: the caller's action is not
 // changed.
-func withoutForeign(a bgtask.Action, foreign map[string]bool) bgtask.Action {
+func withoutForeign(a store.Action, foreign map[string]bool) store.Action {
 	if len(foreign) == 0 {
 		return a
 	}
-	kept := make([]bgtask.TaskMeta, 0, len(a.Tasks))
+	kept := make([]bgtype.TaskMeta, 0, len(a.Tasks))
 	for _, t := range a.Tasks {
 		if !foreign[t.ID] {
 			kept = append(kept, t)
 		}
 	}
 	a.Tasks = kept
-	if a.Op == bgtask.OpUpsert && len(kept) == 0 {
-		return bgtask.Action{} // an unknown op: ApplyAction ignores it
+	if a.Op == store.OpUpsert && len(kept) == 0 {
+		return store.Action{} // an unknown op: ApplyAction ignores it
 	}
 	return a
 }

@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
-	"github.com/bgtask/bgtask/storetest"
+	"github.com/bgtask/bgtask/store/storetest"
 )
 
 // batchSizes records the size of every batch the writer takes.
@@ -47,7 +50,7 @@ func TestConcurrentCommitsShareOneTransaction(t *testing.T) {
 	for i := range 8 {
 		wg.Go(func() {
 			owner := fmt.Sprintf("owner-%d", i%3)
-			errs[i] = s.Commit(t.Context(), owner, bgtask.Upsert(rec(owner, i, bgtask.StatusCompleted)))
+			errs[i] = s.Commit(t.Context(), owner, store.UpsertAction(rec(owner, i, bgtype.StatusCompleted)))
 		})
 	}
 	wg.Wait()
@@ -57,7 +60,7 @@ func TestConcurrentCommitsShareOneTransaction(t *testing.T) {
 	sizes.want(t, 8)
 	for i := range 8 {
 		owner := fmt.Sprintf("owner-%d", i%3)
-		if got := get(t, s, rec(owner, i, "").ID); got.Status != bgtask.StatusCompleted {
+		if got := get(t, s, rec(owner, i, "").ID); got.Status != bgtype.StatusCompleted {
 			t.Fatalf("%s: %s", got.ID, got.Status)
 		}
 	}
@@ -69,9 +72,9 @@ func TestConcurrentCommitsShareOneTransaction(t *testing.T) {
 func TestFailingCommitFailsAloneInItsBatch(t *testing.T) {
 	t.Parallel()
 	seed, path := open(t)
-	bad := rec("a", 1, bgtask.StatusRunning)
-	commit(t, seed, "a", bgtask.Upsert(bad), bgtask.Upsert(rec("a", 2, bgtask.StatusRunning)))
-	commit(t, seed, "b", bgtask.Upsert(rec("b", 3, bgtask.StatusRunning)))
+	bad := rec("a", 1, bgtype.StatusRunning)
+	commit(t, seed, "a", store.UpsertAction(bad), store.UpsertAction(rec("a", 2, bgtype.StatusRunning)))
+	commit(t, seed, "b", store.UpsertAction(rec("b", 3, bgtype.StatusRunning)))
 	if err := seed.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -82,21 +85,21 @@ func TestFailingCommitFailsAloneInItsBatch(t *testing.T) {
 	var wg sync.WaitGroup
 	var badErr, goodA, goodB error
 	wg.Go(func() {
-		badErr = s.Commit(t.Context(), "a", bgtask.Upsert(rec("a", 1, bgtask.StatusCompleted)), bgtask.Upsert(rec("a", 4, bgtask.StatusRunning)))
+		badErr = s.Commit(t.Context(), "a", store.UpsertAction(rec("a", 1, bgtype.StatusCompleted)), store.UpsertAction(rec("a", 4, bgtype.StatusRunning)))
 	})
-	wg.Go(func() { goodA = s.Commit(t.Context(), "a", bgtask.Upsert(rec("a", 2, bgtask.StatusCompleted))) })
-	wg.Go(func() { goodB = s.Commit(t.Context(), "b", bgtask.Upsert(rec("b", 3, bgtask.StatusFailed))) })
+	wg.Go(func() { goodA = s.Commit(t.Context(), "a", store.UpsertAction(rec("a", 2, bgtype.StatusCompleted))) })
+	wg.Go(func() { goodB = s.Commit(t.Context(), "b", store.UpsertAction(rec("b", 3, bgtype.StatusFailed))) })
 	wg.Wait()
 	sizes.want(t, 3)
 	wantErr(t, "Commit over a corrupt row", badErr,
-		`sqlitestore: task task_a_01: bgtask: corrupt task metadata: unknown status "paused"`, bgtask.ErrCorrupt)
+		`sqlitestore: task task_a_01: bgtask: corrupt task metadata: unknown status "paused"`, bgtype.ErrCorrupt)
 	if goodA != nil || goodB != nil {
 		t.Fatalf("the other commits of the batch: %v, %v", goodA, goodB)
 	}
 	if _, err := s.Get(t.Context(), rec("a", 4, "").ID); !errors.Is(err, bgtask.ErrNotFound) {
 		t.Fatalf("the failed commit's other action was written: %v", err)
 	}
-	if a, b := get(t, s, rec("a", 2, "").ID), get(t, s, rec("b", 3, "").ID); a.Status != bgtask.StatusCompleted || b.Status != bgtask.StatusFailed {
+	if a, b := get(t, s, rec("a", 2, "").ID), get(t, s, rec("b", 3, "").ID); a.Status != bgtype.StatusCompleted || b.Status != bgtype.StatusFailed {
 		t.Fatalf("after the batch: %s %s, want completed failed", a.Status, b.Status)
 	}
 }
@@ -153,25 +156,25 @@ func TestCommitWithdrawnWhenCtxEnds(t *testing.T) {
 
 	ctx1, cancel1 := context.WithCancel(t.Context())
 	first := make(chan error, 1)
-	go func() { first <- s.Commit(ctx1, "a", bgtask.Upsert(rec("a", 1, bgtask.StatusRunning))) }()
+	go func() { first <- s.Commit(ctx1, "a", store.UpsertAction(rec("a", 1, bgtype.StatusRunning))) }()
 	<-held // the writer has taken the first request
 	cancel1()
 
 	ctx2 := newDoneSignal(true)
-	err := s.Commit(ctx2, "a", bgtask.Upsert(rec("a", 2, bgtask.StatusRunning)))
+	err := s.Commit(ctx2, "a", store.UpsertAction(rec("a", 2, bgtype.StatusRunning)))
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Commit withdrawn while queued = %v, want context.Canceled", err)
 	}
 	ctx3, cancel3 := context.WithCancel(t.Context())
 	cancel3()
-	if err := s.Commit(ctx3, "a", bgtask.Upsert(rec("a", 3, bgtask.StatusRunning))); !errors.Is(err, context.Canceled) {
+	if err := s.Commit(ctx3, "a", store.UpsertAction(rec("a", 3, bgtype.StatusRunning))); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Commit with a cancelled ctx = %v", err)
 	}
 	close(release)
 	if err := <-first; err != nil {
 		t.Fatalf("Commit taken by the writer, then cancelled = %v, want its outcome (nil)", err)
 	}
-	commit(t, s, "a", bgtask.Upsert(rec("a", 4, bgtask.StatusRunning)))
+	commit(t, s, "a", store.UpsertAction(rec("a", 4, bgtype.StatusRunning)))
 	wantIDs(t, "List(a)", ids(t, s, "a"), idsOf("a", 1, 4))
 }
 
@@ -186,11 +189,11 @@ func TestCloseWritesAcceptedCommits(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
-	wg.Go(func() { errs[0] = s.Commit(t.Context(), "a", bgtask.Upsert(rec("a", 0, bgtask.StatusRunning))) })
+	wg.Go(func() { errs[0] = s.Commit(t.Context(), "a", store.UpsertAction(rec("a", 0, bgtype.StatusRunning))) })
 	<-held
 	for i := 1; i < 4; i++ {
 		ctx := newDoneSignal(false)
-		wg.Go(func() { errs[i] = s.Commit(ctx, "a", bgtask.Upsert(rec("a", i, bgtask.StatusRunning))) })
+		wg.Go(func() { errs[i] = s.Commit(ctx, "a", store.UpsertAction(rec("a", i, bgtype.StatusRunning))) })
 		<-ctx.waiting // queued
 	}
 	closed := make(chan error, 1)
@@ -203,7 +206,7 @@ func TestCloseWritesAcceptedCommits(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("commits accepted before Close: %v", err)
 	}
-	if err := s.Commit(t.Context(), "a", bgtask.Upsert(rec("a", 9, bgtask.StatusRunning))); !errors.Is(err, sqlitestore.ErrClosed) {
+	if err := s.Commit(t.Context(), "a", store.UpsertAction(rec("a", 9, bgtype.StatusRunning))); !errors.Is(err, sqlitestore.ErrClosed) {
 		t.Fatalf("Commit after Close = %v", err)
 	}
 	s = openAt(t, path)
@@ -215,7 +218,7 @@ func TestBatchDelayEnds(t *testing.T) {
 	t.Parallel()
 	var sizes batchSizes
 	s, _ := open(t, sqlitestore.WithBatchDelay(time.Millisecond), sqlitestore.WithHookTaken(sizes.hook))
-	commit(t, s, "a", bgtask.Upsert(rec("a", 1, bgtask.StatusRunning)))
+	commit(t, s, "a", store.UpsertAction(rec("a", 1, bgtype.StatusRunning)))
 	sizes.want(t, 1)
 }
 
@@ -226,7 +229,7 @@ func TestBatchDelayEnds(t *testing.T) {
 func TestCommitFailingAfterItWroteFailsAlone(t *testing.T) {
 	t.Parallel()
 	seed, path := open(t)
-	commit(t, seed, "b", bgtask.Upsert(rec("b", 5, bgtask.StatusRunning)))
+	commit(t, seed, "b", store.UpsertAction(rec("b", 5, bgtype.StatusRunning)))
 	if err := seed.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -237,10 +240,10 @@ func TestCommitFailingAfterItWroteFailsAlone(t *testing.T) {
 	var wg sync.WaitGroup
 	var badErr, goodA, goodB error
 	wg.Go(func() {
-		badErr = s.Commit(t.Context(), "a", bgtask.Upsert(rec("a", 1, bgtask.StatusRunning)), bgtask.Upsert(rec("a", 9, bgtask.StatusRunning)))
+		badErr = s.Commit(t.Context(), "a", store.UpsertAction(rec("a", 1, bgtype.StatusRunning)), store.UpsertAction(rec("a", 9, bgtype.StatusRunning)))
 	})
-	wg.Go(func() { goodA = s.Commit(t.Context(), "a", bgtask.Upsert(rec("a", 2, bgtask.StatusCompleted))) })
-	wg.Go(func() { goodB = s.Commit(t.Context(), "b", bgtask.Upsert(rec("b", 5, bgtask.StatusFailed))) })
+	wg.Go(func() { goodA = s.Commit(t.Context(), "a", store.UpsertAction(rec("a", 2, bgtype.StatusCompleted))) })
+	wg.Go(func() { goodB = s.Commit(t.Context(), "b", store.UpsertAction(rec("b", 5, bgtype.StatusFailed))) })
 	wg.Wait()
 	sizes.want(t, 3)
 	wantErr(t, "Commit refused by the trigger", badErr, "sqlitestore: write task task_a_09: constraint failed: refused (1811)")
@@ -248,7 +251,7 @@ func TestCommitFailingAfterItWroteFailsAlone(t *testing.T) {
 		t.Fatalf("the other commits of the batch: %v, %v", goodA, goodB)
 	}
 	wantIDs(t, "List(a)", ids(t, s, "a"), idsOf("a", 2))
-	if b := get(t, s, rec("b", 5, "").ID); b.Status != bgtask.StatusFailed {
+	if b := get(t, s, rec("b", 5, "").ID); b.Status != bgtype.StatusFailed {
 		t.Fatalf("owner b's record: %s, want failed", b.Status)
 	}
 }

@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
-	"github.com/bgtask/bgtask/storetest"
+	"github.com/bgtask/bgtask/store/storetest"
 )
 
 // BenchmarkSQLiteCommit measures metadata upserts per second on a file
@@ -81,29 +84,29 @@ func BenchmarkSQLiteCommit(b *testing.B) {
 // upsertLoop commits one action per token: a new running task, then its
 // completion, then (if announced) its Announce. id(n) is the id of the task
 // made at the n-th token.
-func upsertLoop(b *testing.B, s bgtask.Store, owner string, id func(n int) string, announced bool, work <-chan struct{}) {
+func upsertLoop(b *testing.B, s store.Store, owner string, id func(n int) string, announced bool, work <-chan struct{}) {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	result := json.RawMessage(`{"summary":"three sources agree"}`)
 	steps := 2
 	if announced {
 		steps = 3
 	}
-	var m bgtask.TaskMeta
+	var m bgtype.TaskMeta
 	n := 0
 	for range work {
-		var a bgtask.Action
+		var a store.Action
 		switch n % steps {
 		case 0:
-			m = bgtask.TaskMeta{
+			m = bgtype.TaskMeta{
 				ID: id(n), Owner: owner, Type: bgtask.TypeTask,
-				Name: "research", Status: bgtask.StatusRunning, CreatedAt: now, StartedAt: now, Instance: "bench",
+				Name: "research", Status: bgtype.StatusRunning, CreatedAt: now, StartedAt: now, Instance: "bench",
 			}
-			a = bgtask.Upsert(m)
+			a = store.UpsertAction(m)
 		case 1:
-			m.Status, m.Result, m.FinishedAt = bgtask.StatusCompleted, result, now
-			a = bgtask.Upsert(m)
+			m.Status, m.Result, m.FinishedAt = bgtype.StatusCompleted, result, now
+			a = store.UpsertAction(m)
 		default:
-			a = bgtask.Announce(m.ID)
+			a = store.AnnounceAction(m.ID)
 		}
 		if err := s.Commit(b.Context(), owner, a); err != nil {
 			b.Error(err)
@@ -282,7 +285,7 @@ func (c cpuSpan) report(b *testing.B) {
 //
 //	cd store/sqlitestore && go test -run '^$' -bench Restore10k -benchtime 5x
 func BenchmarkRestore10k(b *testing.B) {
-	storetest.BenchRestoreSeeded(b, 10_000, func(b *testing.B, seed func(bgtask.Store)) bgtask.Store {
+	storetest.BenchRestoreSeeded(b, 10_000, func(b *testing.B, seed func(store.Store)) store.Store {
 		// The crashed process's Store writes the records and is gone; the
 		// next one opens the file without recovery, so that Restore has
 		// them all to do.

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // maxCached bounds how many records the writer keeps.
@@ -20,7 +20,7 @@ const maxCached = 4096
 // connection, read once per transaction); changes are kept only once their
 // transaction has committed. Only the writer uses it.
 type rowCache struct {
-	rows    map[string]bgtask.TaskMeta
+	rows    map[string]bgtype.TaskMeta
 	version int64 // data_version at the last check
 	checked bool
 }
@@ -44,7 +44,7 @@ func (c *rowCache) validate(ctx context.Context, tx *sql.Tx, st *sql.Stmt) error
 // transaction commits: keep m, or forget id.
 type cacheOp struct {
 	id     string
-	m      bgtask.TaskMeta
+	m      bgtype.TaskMeta
 	forget bool
 }
 

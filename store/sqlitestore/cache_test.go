@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
@@ -18,29 +21,29 @@ func TestCommitReadsOnlyWhatTheWriterCannotKnow(t *testing.T) {
 	t.Parallel()
 	s, path := open(t)
 	raw := rawDB(t, path)
-	progress := func(n int, done int64) bgtask.TaskMeta {
+	progress := func(n int, done int64) bgtype.TaskMeta {
 		m := rec("a", n, "")
 		m.Status, m.Type, m.CreatedAt, m.Instance = "", "", time.Time{}, ""
-		m.Progress = &bgtask.TaskProgress{Done: done, Total: 10, At: base.Add(time.Minute)}
+		m.Progress = &bgtype.TaskProgress{Done: done, Total: 10, At: base.Add(time.Minute)}
 		return m
 	}
 	for _, step := range []struct {
 		name   string
 		before func()
-		action bgtask.Action
+		action store.Action
 		reads  int64
 	}{
-		{"new running record", nil, bgtask.Upsert(rec("a", 1, bgtask.StatusRunning)), 0},
-		{"its progress", nil, bgtask.Upsert(progress(1, 3)), 0},
-		{"its completion", nil, bgtask.Upsert(rec("a", 1, bgtask.StatusCompleted)), 0},
-		{"announcing it", nil, bgtask.Announce(rec("a", 1, "").ID), 1},
+		{"new running record", nil, store.UpsertAction(rec("a", 1, bgtype.StatusRunning)), 0},
+		{"its progress", nil, store.UpsertAction(progress(1, 3)), 0},
+		{"its completion", nil, store.UpsertAction(rec("a", 1, bgtype.StatusCompleted)), 0},
+		{"announcing it", nil, store.AnnounceAction(rec("a", 1, "").ID), 1},
 		{"a record another program inserted", func() {
 			execSQL(t, raw, `INSERT INTO tasks (id, owner, task_type, name, status, created_at, instance, attempt) VALUES ('task_a_02', 'a', 'task', '', 'queued', 0, 'inst-a', 0)`)
-		}, bgtask.Upsert(rec("a", 2, bgtask.StatusRunning)), 1},
-		{"then its progress: a record read is not kept", nil, bgtask.Upsert(progress(2, 4)), 1},
+		}, store.UpsertAction(rec("a", 2, bgtype.StatusRunning)), 1},
+		{"then its progress: a record read is not kept", nil, store.UpsertAction(progress(2, 4)), 1},
 		{"its progress after another program wrote", func() {
 			execSQL(t, raw, `UPDATE tasks SET description = 'edited' WHERE id = 'task_a_02'`)
-		}, bgtask.Upsert(progress(2, 5)), 1},
+		}, store.UpsertAction(progress(2, 5)), 1},
 	} {
 		if step.before != nil {
 			step.before()
@@ -51,10 +54,10 @@ func TestCommitReadsOnlyWhatTheWriterCannotKnow(t *testing.T) {
 			t.Fatalf("%s: %d reads, want %d", step.name, got, step.reads)
 		}
 	}
-	if m := get(t, s, rec("a", 1, "").ID); m.Status != bgtask.StatusCompleted || !m.Announced || m.Progress == nil || m.Progress.Done != 3 {
+	if m := get(t, s, rec("a", 1, "").ID); m.Status != bgtype.StatusCompleted || !m.Announced || m.Progress == nil || m.Progress.Done != 3 {
 		t.Fatalf("task_a_01 = %s announced=%v progress=%v, want completed, announced, 3/10", m.Status, m.Announced, m.Progress)
 	}
-	if m := get(t, s, rec("a", 2, "").ID); m.Status != bgtask.StatusRunning || m.Description != "edited" || m.Progress == nil || m.Progress.Done != 5 {
+	if m := get(t, s, rec("a", 2, "").ID); m.Status != bgtype.StatusRunning || m.Description != "edited" || m.Progress == nil || m.Progress.Done != 5 {
 		t.Fatalf("task_a_02 = %s %q progress=%v, want running, edited, 5/10", m.Status, m.Description, m.Progress)
 	}
 }
@@ -65,18 +68,18 @@ func TestCommitSeesAnotherConnectionsWrite(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, sql string
-		want      bgtask.TaskStatus // task_a_01's status after the completion
+		want      bgtype.Status // task_a_01's status after the completion
 	}{
-		{"cancelled there", `UPDATE tasks SET status = 'cancelled', finished_at = 1 WHERE id = 'task_a_01'`, bgtask.StatusCancelled},
-		{"moved to another owner", `UPDATE tasks SET owner = 'b' WHERE id = 'task_a_01'`, bgtask.StatusRunning},
-		{"deleted there", `DELETE FROM tasks WHERE id = 'task_a_01'`, bgtask.StatusCompleted},
+		{"cancelled there", `UPDATE tasks SET status = 'cancelled', finished_at = 1 WHERE id = 'task_a_01'`, bgtype.StatusCancelled},
+		{"moved to another owner", `UPDATE tasks SET owner = 'b' WHERE id = 'task_a_01'`, bgtype.StatusRunning},
+		{"deleted there", `DELETE FROM tasks WHERE id = 'task_a_01'`, bgtype.StatusCompleted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s, path := open(t)
-			commit(t, s, "a", bgtask.Upsert(rec("a", 1, bgtask.StatusRunning)))
+			commit(t, s, "a", store.UpsertAction(rec("a", 1, bgtype.StatusRunning)))
 			execSQL(t, rawDB(t, path), tc.sql)
-			commit(t, s, "a", bgtask.Upsert(rec("a", 1, bgtask.StatusCompleted)))
+			commit(t, s, "a", store.UpsertAction(rec("a", 1, bgtype.StatusCompleted)))
 			if m := get(t, s, rec("a", 1, "").ID); m.Status != tc.want {
 				t.Fatalf("task_a_01 = %s, want %s", m.Status, tc.want)
 			}
@@ -110,19 +113,19 @@ func TestRolledBackCommitLeavesNothingCached(t *testing.T) {
 			var wg sync.WaitGroup
 			var bad, good error
 			wg.Go(func() {
-				bad = s.Commit(t.Context(), "a", bgtask.Upsert(rec("a", 1, bgtask.StatusRunning)), bgtask.Upsert(rec("a", 9, bgtask.StatusRunning)))
+				bad = s.Commit(t.Context(), "a", store.UpsertAction(rec("a", 1, bgtype.StatusRunning)), store.UpsertAction(rec("a", 9, bgtype.StatusRunning)))
 			})
 			if tc.also {
-				wg.Go(func() { good = s.Commit(t.Context(), "b", bgtask.Upsert(rec("b", 1, bgtask.StatusRunning))) })
+				wg.Go(func() { good = s.Commit(t.Context(), "b", store.UpsertAction(rec("b", 1, bgtype.StatusRunning))) })
 			}
 			wg.Wait()
 			wantErr(t, "Commit refused by the trigger", bad, "sqlitestore: write task task_a_09: constraint failed: refused (1811)")
 			if good != nil {
 				t.Fatalf("the other commit: %v", good)
 			}
-			wg.Go(func() { commit(t, s, "a", bgtask.Upsert(statusless)) })
+			wg.Go(func() { commit(t, s, "a", store.UpsertAction(statusless)) })
 			if tc.also {
-				wg.Go(func() { commit(t, s, "b", bgtask.Upsert(rec("b", 2, bgtask.StatusRunning))) })
+				wg.Go(func() { commit(t, s, "b", store.UpsertAction(rec("b", 2, bgtype.StatusRunning))) })
 			}
 			wg.Wait()
 			if _, err := s.Get(t.Context(), statusless.ID); !errors.Is(err, bgtask.ErrNotFound) {

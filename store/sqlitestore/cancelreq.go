@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -109,7 +111,7 @@ func (s *Store) handleCancels(ctx context.Context, m *bgtask.Manager) error {
 		for _, r := range reqs {
 			after = r.seq
 			switch {
-			case r.status == "" || bgtask.TaskStatus(r.status).IsTerminal():
+			case r.status == "" || bgtype.Status(r.status).IsTerminal():
 				s.cfg.logger.Debug("sqlitestore: cancel request expired", "task", r.task, "status", r.status)
 			case s.liveInstance(r.instance):
 				s.carryOut(ctx, m, r)
@@ -195,27 +197,27 @@ func (s *Store) deleteCancels(ctx context.Context, seqs []int64) error {
 // transaction: if its status is already terminal, nothing was recorded.
 // An unknown id is an error matching bgtask.ErrNotFound. It returns once
 // the request is recorded, not when the task stops.
-func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool, reason string) (bgtask.TaskMeta, error) {
+func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool, reason string) (bgtype.TaskMeta, error) {
 	if r.closed.Load() {
-		return bgtask.TaskMeta{}, ErrClosed
+		return bgtype.TaskMeta{}, ErrClosed
 	}
 	dsn := fmt.Sprintf("%s?mode=rw&_pragma=busy_timeout(%d)&_txlock=immediate", fileURI(r.path), r.cfg.busyTimeout.Milliseconds())
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return bgtask.TaskMeta{}, fmt.Errorf("sqlitestore: request cancel of %s: %w", id, err)
+		return bgtype.TaskMeta{}, fmt.Errorf("sqlitestore: request cancel of %s: %w", id, err)
 	}
 	defer db.Close()
 	tx, err := db.BeginTx(ctx, nil) // immediate: the status read and the insert are one step
 	if err != nil {
-		return bgtask.TaskMeta{}, fmt.Errorf("sqlitestore: request cancel of %s: %w", id, err)
+		return bgtype.TaskMeta{}, fmt.Errorf("sqlitestore: request cancel of %s: %w", id, err)
 	}
 	defer tx.Rollback()
 	var rw row
 	if err := rw.scan(tx.QueryRowContext(ctx, "SELECT "+columns+" FROM tasks WHERE id = ?", id)); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return bgtask.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
+			return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
 		}
-		return bgtask.TaskMeta{}, err
+		return bgtype.TaskMeta{}, err
 	}
 	m, err := rw.decode()
 	if err != nil || m.Status.IsTerminal() {
@@ -223,10 +225,10 @@ func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool, reas
 	}
 	if _, err := tx.ExecContext(ctx, "INSERT INTO cancel_requests (task_id, tree, reason, requested_at) VALUES (?, ?, ?, ?)",
 		id, tree, reason, time.Now().UnixMicro()); err != nil {
-		return bgtask.TaskMeta{}, fmt.Errorf("sqlitestore: request cancel of %s: %w", id, err)
+		return bgtype.TaskMeta{}, fmt.Errorf("sqlitestore: request cancel of %s: %w", id, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return bgtask.TaskMeta{}, fmt.Errorf("sqlitestore: request cancel of %s: %w", id, err)
+		return bgtype.TaskMeta{}, fmt.Errorf("sqlitestore: request cancel of %s: %w", id, err)
 	}
 	return m, nil
 }

@@ -4,16 +4,18 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/store/sqlitestore"
-	"github.com/bgtask/bgtask/storetest"
+	"github.com/bgtask/bgtask/store/storetest"
 )
 
 // paths remembers each store's file, so Corrupt can reach it with SQL that
 // bypasses the store.
-type paths map[bgtask.Store]string
+type paths map[store.Store]string
 
-func (p paths) open(t *testing.T, opts ...sqlitestore.Option) bgtask.Store {
+func (p paths) open(t *testing.T, opts ...sqlitestore.Option) store.Store {
 	path := filepath.Join(t.TempDir(), "tasks.db")
 	s := openAt(t, path, opts...)
 	p[s] = path
@@ -24,14 +26,14 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	p := paths{} // checks run one after another: no lock needed
 	storetest.Run(t, storetest.Config{
-		New: func(t *testing.T) bgtask.Store { return p.open(t, sqlitestore.WithRetainFor(0)) },
-		NewRetaining: func(t *testing.T, perOwner int) bgtask.Store {
+		New: func(t *testing.T) store.Store { return p.open(t, sqlitestore.WithRetainFor(0)) },
+		NewRetaining: func(t *testing.T, perOwner int) store.Store {
 			return p.open(t, sqlitestore.WithRetainPerOwner(perOwner), sqlitestore.WithRetainFor(0))
 		},
-		Corrupt: func(t *testing.T, s bgtask.Store, id string, kind storetest.CorruptKind) {
+		Corrupt: func(t *testing.T, s store.Store, id string, kind storetest.CorruptKind) {
 			corrupt(t, p[s], id, kind)
 		},
-		Stale: func(t *testing.T, s bgtask.Store, records ...bgtask.TaskMeta) {
+		Stale: func(t *testing.T, s store.Store, records ...bgtype.TaskMeta) {
 			stale(t, p[s], records...)
 		},
 	})
@@ -41,14 +43,14 @@ func TestConformance(t *testing.T) {
 // that never recovers and is closed before it returns: as a process that
 // is gone left them. The Store under test did not write them, so it does
 // not take their instances for its own.
-func stale(t *testing.T, path string, records ...bgtask.TaskMeta) {
+func stale(t *testing.T, path string, records ...bgtype.TaskMeta) {
 	t.Helper()
 	gone, err := sqlitestore.Open(t.Context(), path, sqlitestore.WithoutRecovery(), sqlitestore.WithRetainFor(0))
 	if err != nil {
 		t.Fatalf("Open(%s) of the gone process: %v", path, err)
 	}
 	for _, m := range records {
-		if err := gone.Commit(t.Context(), m.Owner, bgtask.Upsert(m)); err != nil {
+		if err := gone.Commit(t.Context(), m.Owner, store.UpsertAction(m)); err != nil {
 			gone.Close()
 			t.Fatalf("gone process: Commit(%s): %v", m.ID, err)
 		}

@@ -7,7 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask/internal/crashloop"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
@@ -38,7 +39,7 @@ func TestCrashLoopExactlyOnce(t *testing.T) {
 			return crashloop.Env{
 				Args: []string{"-db", path},
 				Gone: func(*testing.T, string) {}, // its locks died with it
-				Records: func(t *testing.T, owner string) []bgtask.TaskMeta {
+				Records: func(t *testing.T, owner string) []bgtype.TaskMeta {
 					st := openAt(t, path, sqlitestore.WithoutRecovery())
 					recs, err := crashloop.Tree(t.Context(), crashloop.StoreLister(st), owner)
 					if err != nil {

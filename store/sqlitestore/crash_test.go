@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
@@ -76,7 +78,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 
 	st := openAt(t, path, sqlitestore.WithoutRecovery()) // Restore's job here; recovery at open: recover_test.go
-	before := map[string]bgtask.TaskMeta{}
+	before := map[string]bgtype.TaskMeta{}
 	for m, err := range st.List(t.Context(), owner) {
 		if err != nil {
 			t.Fatal(err)
@@ -86,11 +88,11 @@ func TestCrashRecovery(t *testing.T) {
 	if len(before) != 12 {
 		t.Fatalf("after the crash the store holds %d records, want 12", len(before))
 	}
-	counts := map[bgtask.TaskStatus]int{}
+	counts := map[bgtype.Status]int{}
 	for _, id := range spawned.Blocked {
 		counts[before[id].Status]++
 	}
-	if counts[bgtask.StatusRunning] != 6 || counts[bgtask.StatusQueued] != 2 {
+	if counts[bgtype.StatusRunning] != 6 || counts[bgtype.StatusQueued] != 2 {
 		t.Fatalf("blocked tasks at the crash: %v, want 6 running and 2 queued", counts)
 	}
 
@@ -116,17 +118,17 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatalf("Restore interrupted %d tasks and sent %d events, want %d and %d", len(restored), len(events), len(spawned.Blocked), len(spawned.Blocked)+len(spawned.Completed))
 	}
 	for i, id := range spawned.Completed {
-		if ev := events[len(spawned.Blocked)+i]; ev.Kind != bgtask.EventCompleted || ev.TaskID != id {
+		if ev := events[len(spawned.Blocked)+i]; ev.Kind != bgtype.EventCompleted || ev.TaskID != id {
 			t.Errorf("event %d = %+v, want completed %s", len(spawned.Blocked)+i, ev, id)
 		}
 	}
 	for i, id := range spawned.Blocked { // ids are spawned in creation order
-		if ev := events[i]; ev.Kind != bgtask.EventInterrupted || ev.TaskID != id || ev.Error != wantErr {
+		if ev := events[i]; ev.Kind != bgtype.EventInterrupted || ev.TaskID != id || ev.Error != wantErr {
 			t.Errorf("event %d = %+v, want interrupted %s %q", i, ev, id, wantErr)
 		}
 		got := get(t, st, id)
 		want := before[id]
-		want.Status, want.Error, want.ErrorKind, want.Attempt, want.FinishedAt = bgtask.StatusInterrupted, wantErr, bgtask.KindInterrupted, before[id].Attempt+1, got.FinishedAt
+		want.Status, want.Error, want.ErrorKind, want.Attempt, want.FinishedAt = bgtype.StatusInterrupted, wantErr, bgtype.KindInterrupted, before[id].Attempt+1, got.FinishedAt
 		if got.FinishedAt.IsZero() || !reflect.DeepEqual(got, want) {
 			t.Errorf("after Restore %s =\n %+v\nwant\n %+v", id, got, want)
 		}
@@ -135,11 +137,11 @@ func TestCrashRecovery(t *testing.T) {
 		}
 	}
 	for i, id := range spawned.Completed {
-		if got := get(t, st, id); !reflect.DeepEqual(got, before[id]) || got.Status != bgtask.StatusCompleted || string(got.Result) != fmt.Sprintf(`{"n":%d}`, i) {
+		if got := get(t, st, id); !reflect.DeepEqual(got, before[id]) || got.Status != bgtype.StatusCompleted || string(got.Result) != fmt.Sprintf(`{"n":%d}`, i) {
 			t.Errorf("completed task %s after Restore: %+v", id, got)
 		}
 	}
-	if live := ids(t, st, owner, bgtask.StatusQueued, bgtask.StatusRunning, bgtask.StatusAwaitingInput); len(live) != 0 {
+	if live := ids(t, st, owner, bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput); len(live) != 0 {
 		t.Errorf("records still live after Restore: %q", live)
 	}
 	if err := m.Shutdown(t.Context()); err != nil {

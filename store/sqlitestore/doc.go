@@ -1,4 +1,4 @@
-// Package sqlitestore is a durable [bgtask.Store] in one SQLite file, for
+// Package sqlitestore is a durable [store.Store] in one SQLite file, for
 // an agent runtime that is one process: task metadata survives a restart or
 // a crash, and [bgtask.Manager.Restore] then turns what the dead process left
 // running into interrupted records, with an event each.
@@ -29,7 +29,7 @@
 // savepoint, so a burst of spawns and completions costs one transaction and
 // each caller still gets its own outcome. Inside the transaction the
 // writer reads the rows the actions touch (all of the owner's for
-// ReplaceAll), reduces them with [bgtask.ApplyAction], and writes back only
+// ReplaceAll), reduces them with [store.Apply], and writes back only
 // the rows that changed: the lifecycle invariants are the reducer's, as in
 // every store. Retention (WithRetainPerOwner, WithRetainFor) runs in the
 // same transaction. A change to a row the writer knows sets only the columns a record's life
@@ -72,7 +72,7 @@
 // random): two processes with one id take each other's records for
 // their own.
 //
-// It is still not a [bgtask.SharedStore]: a Manager cancels and waits for
+// It is still not a [store.SharedStore]: a Manager cancels and waits for
 // only the tasks it runs itself, and the records a process that died left
 // running, while others stay open, are interrupted by each owner's next
 // Restore.
@@ -80,6 +80,6 @@
 // # Corrupt data
 //
 // A row the code cannot read (an unknown status, a result that is not
-// JSON) is reported as an error matching [bgtask.ErrCorrupt] that names the
+// JSON) is reported as an error matching [bgtype.ErrCorrupt] that names the
 // task; other tasks are read as usual.
 package sqlitestore

@@ -7,25 +7,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // The writer's shortcuts (records kept from earlier commits, new records
-// inserted without a read) give what bgtask.ApplyAction gives on the rows
+// inserted without a read) give what store.Apply gives on the rows
 // the file holds: random commits, some after another program changed the
 // file, are run through the store and through the reducer on a snapshot
 // of the file, and the owner's records must be the same after each.
 func TestCommitMatchesTheReducer(t *testing.T) {
 	t.Parallel()
-	statuses := []bgtask.TaskStatus{"", bgtask.StatusQueued, bgtask.StatusRunning, bgtask.StatusCompleted, bgtask.StatusFailed, bgtask.StatusCancelled}
+	statuses := []bgtype.Status{"", bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled}
 	for seed := range uint64(6) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(seed, 1))
 			s, path := open(t)
 			raw := rawDB(t, path)
-			commit(t, s, "b", bgtask.Upsert(rec("b", 0, bgtask.StatusRunning)))
-			ref := bgtask.Snapshot{Tasks: map[string]bgtask.TaskMeta{}} // owner a's records, as the file holds them
+			commit(t, s, "b", store.UpsertAction(rec("b", 0, bgtype.StatusRunning)))
+			ref := store.Snapshot{Tasks: map[string]bgtype.TaskMeta{}} // owner a's records, as the file holds them
 			id := func() string {
 				if rng.IntN(8) == 0 {
 					return rec("b", 0, "").ID // another owner's: never touched
@@ -33,7 +34,7 @@ func TestCommitMatchesTheReducer(t *testing.T) {
 				return rec("a", rng.IntN(4), "").ID
 			}
 			for step := range 60 {
-				var a bgtask.Action
+				var a store.Action
 				switch k := rng.IntN(10); {
 				case k == 0: // another program changes the file
 					target := rec("a", rng.IntN(4), "").ID
@@ -52,9 +53,9 @@ func TestCommitMatchesTheReducer(t *testing.T) {
 					ref = snap
 					continue
 				case k == 1:
-					a = bgtask.Announce(id())
+					a = store.AnnounceAction(id())
 				case k == 2:
-					a = bgtask.Remove(id())
+					a = store.RemoveAction(id())
 				default:
 					tid := id()
 					var n int
@@ -65,25 +66,25 @@ func TestCommitMatchesTheReducer(t *testing.T) {
 					m.Attempt = int64(rng.IntN(2))
 					if m.Status == "" {
 						m.Type, m.CreatedAt = "", time.Time{}
-						m.Progress = &bgtask.TaskProgress{Done: int64(rng.IntN(5)), Total: 5, At: base.Add(time.Duration(step) * time.Second)}
+						m.Progress = &bgtype.TaskProgress{Done: int64(rng.IntN(5)), Total: 5, At: base.Add(time.Duration(step) * time.Second)}
 					}
-					if m.Status == bgtask.StatusRunning || m.Status == "" {
+					if m.Status == bgtype.StatusRunning || m.Status == "" {
 						m.Description = fmt.Sprint("step ", step)
 					}
-					a = bgtask.Upsert(m)
+					a = store.UpsertAction(m)
 				}
 				if err := s.Commit(t.Context(), "a", a); err != nil {
 					t.Fatalf("step %d: Commit(%+v): %v", step, a, err)
 				}
-				if a.Op == bgtask.OpUpsert && a.Tasks[0].Owner == "a" && a.Tasks[0].ID == rec("b", 0, "").ID {
-					a = bgtask.Action{} // another owner's id: the store leaves it alone
+				if a.Op == store.OpUpsert && a.Tasks[0].Owner == "a" && a.Tasks[0].ID == rec("b", 0, "").ID {
+					a = store.Action{} // another owner's id: the store leaves it alone
 				}
-				if a.Op == bgtask.OpRemove || a.Op == bgtask.OpAnnounce {
+				if a.Op == store.OpRemove || a.Op == store.OpAnnounce {
 					if a.IDs[0] == rec("b", 0, "").ID {
-						a = bgtask.Action{}
+						a = store.Action{}
 					}
 				}
-				bgtask.ApplyAction(&ref, a)
+				store.Apply(&ref, a)
 				got, err := s.Load(t.Context(), "a")
 				if err != nil {
 					t.Fatal(err)
@@ -97,7 +98,7 @@ func TestCommitMatchesTheReducer(t *testing.T) {
 }
 
 // canon is a snapshot's records as JSON, by id.
-func canon(t *testing.T, s bgtask.Snapshot) string {
+func canon(t *testing.T, s store.Snapshot) string {
 	t.Helper()
 	b, err := json.Marshal(s.Tasks)
 	if err != nil {

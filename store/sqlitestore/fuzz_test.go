@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // FuzzDecodeRow: whatever a row holds, decode returns a record that passes
-// the core's own validation, or an error matching bgtask.ErrCorrupt that
+// the core's own validation, or an error matching bgtype.ErrCorrupt that
 // names the task; it never panics.
 func FuzzDecodeRow(f *testing.F) {
 	f.Add("task_1", "thread-1", "completed", `{"n":1}`, true, "", int64(0), "input_1")
@@ -24,7 +24,7 @@ func FuzzDecodeRow(f *testing.F) {
 			result: sql.NullString{String: result, Valid: hasResult}, inputID: sql.NullString{String: inputID, Valid: inputID != ""}}
 		m, err := r.decode()
 		if err != nil {
-			if !errors.Is(err, bgtask.ErrCorrupt) || id != "" && !strings.Contains(err.Error(), "task "+id+":") {
+			if !errors.Is(err, bgtype.ErrCorrupt) || id != "" && !strings.Contains(err.Error(), "task "+id+":") {
 				t.Fatalf("decode error %q does not match ErrCorrupt or name task %q", err, id)
 			}
 			return
@@ -34,7 +34,7 @@ func FuzzDecodeRow(f *testing.F) {
 		if merr != nil {
 			t.Fatalf("marshal %+v: %v", m, merr)
 		}
-		var back bgtask.TaskMeta
+		var back bgtype.TaskMeta
 		if err := back.UnmarshalJSON(b); err != nil {
 			t.Fatalf("decode accepted a record the core refuses: %v (%s)", err, b)
 		}

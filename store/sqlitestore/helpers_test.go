@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
@@ -41,8 +44,8 @@ func open(t testing.TB, opts ...sqlitestore.Option) (*sqlitestore.Store, string)
 }
 
 // rec is record n of owner: task_<owner>_<n>, created n seconds after base.
-func rec(owner string, n int, st bgtask.TaskStatus) bgtask.TaskMeta {
-	m := bgtask.TaskMeta{
+func rec(owner string, n int, st bgtype.Status) bgtype.TaskMeta {
+	m := bgtype.TaskMeta{
 		ID:        fmt.Sprintf("task_%s_%02d", owner, n),
 		Owner:     owner,
 		Type:      bgtask.TypeTask,
@@ -50,26 +53,26 @@ func rec(owner string, n int, st bgtask.TaskStatus) bgtask.TaskMeta {
 		CreatedAt: base.Add(time.Duration(n) * time.Second),
 		Instance:  "inst-a",
 	}
-	if st != bgtask.StatusQueued {
+	if st != bgtype.StatusQueued {
 		m.StartedAt = m.CreatedAt.Add(time.Millisecond)
 	}
 	if st.IsTerminal() {
 		m.FinishedAt = m.CreatedAt.Add(2 * time.Millisecond)
 	}
-	if st == bgtask.StatusCompleted {
+	if st == bgtype.StatusCompleted {
 		m.Result = json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))
 	}
 	return m
 }
 
-func commit(t testing.TB, s bgtask.Store, owner string, actions ...bgtask.Action) {
+func commit(t testing.TB, s store.Store, owner string, actions ...store.Action) {
 	t.Helper()
 	if err := s.Commit(t.Context(), owner, actions...); err != nil {
 		t.Fatalf("Commit(%s): %v", owner, err)
 	}
 }
 
-func get(t testing.TB, s bgtask.Store, id string) bgtask.TaskMeta {
+func get(t testing.TB, s store.Store, id string) bgtype.TaskMeta {
 	t.Helper()
 	m, err := s.Get(t.Context(), id)
 	if err != nil {
@@ -80,7 +83,7 @@ func get(t testing.TB, s bgtask.Store, id string) bgtask.TaskMeta {
 
 // ids lists the owner's records (all statuses given, or all) and returns
 // their ids, failing on any error.
-func ids(t testing.TB, s bgtask.Store, owner string, statuses ...bgtask.TaskStatus) []string {
+func ids(t testing.TB, s store.Store, owner string, statuses ...bgtype.Status) []string {
 	t.Helper()
 	var out []string
 	for m, err := range s.List(t.Context(), owner, statuses...) {
@@ -95,7 +98,7 @@ func ids(t testing.TB, s bgtask.Store, owner string, statuses ...bgtask.TaskStat
 func idsOf(owner string, ns ...int) []string {
 	var out []string
 	for _, n := range ns {
-		out = append(out, rec(owner, n, bgtask.StatusRunning).ID)
+		out = append(out, rec(owner, n, bgtype.StatusRunning).ID)
 	}
 	return out
 }

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
@@ -69,7 +72,7 @@ func TestMigrationOneOwnerIndex(t *testing.T) {
 		t.Fatalf("tasks_owner_terminal is %q, want %q", def, want)
 	}
 	wantIDs(t, "List(alice)", ids(t, s, "alice"), []string{"task_a1", "task_a2", "task_a3", "task_a4"})
-	wantIDs(t, "List(alice, completed)", ids(t, s, "alice", bgtask.StatusCompleted), []string{"task_a1", "task_a3"})
+	wantIDs(t, "List(alice, completed)", ids(t, s, "alice", bgtype.StatusCompleted), []string{"task_a1", "task_a3"})
 	wantIDs(t, "List(bob)", ids(t, s, "bob"), []string{"task_b1"})
 	var tagged []string
 	for m, err := range s.ListTagged(t.Context(), "alice", "x") {
@@ -95,16 +98,16 @@ func TestMigrationOneOwnerIndex(t *testing.T) {
 	// The live record ends: alice then holds 4 terminal records, over the
 	// limit of 2, and loses exactly her 2 oldest.
 	m := get(t, s, "task_a4")
-	m.Status, m.FinishedAt = bgtask.StatusCompleted, time.Now().UTC().Truncate(time.Microsecond)
-	commit(t, s, "alice", bgtask.Upsert(m))
+	m.Status, m.FinishedAt = bgtype.StatusCompleted, time.Now().UTC().Truncate(time.Microsecond)
+	commit(t, s, "alice", store.UpsertAction(m))
 	wantIDs(t, "List(alice) after the completion", ids(t, s, "alice"), []string{"task_a3", "task_a4"})
 	wantIDs(t, "List(bob) after alice's completion", ids(t, s, "bob"), []string{"task_b1"})
 
 	// The idempotency key still names one record.
-	dup := bgtask.TaskMeta{ID: "task_a5", Owner: "alice", Type: bgtask.TypeTask, Status: bgtask.StatusRunning,
+	dup := bgtype.TaskMeta{ID: "task_a5", Owner: "alice", Type: bgtask.TypeTask, Status: bgtype.StatusRunning,
 		CreatedAt: time.Now().UTC().Truncate(time.Microsecond), IdempotencyKey: "key-1"}
-	err = s.Commit(t.Context(), "alice", bgtask.Upsert(dup))
-	wantErr(t, "Commit of a duplicate key", err, (&bgtask.DuplicateKeyError{Key: "key-1", TaskID: "task_a4"}).Error())
+	err = s.Commit(t.Context(), "alice", store.UpsertAction(dup))
+	wantErr(t, "Commit of a duplicate key", err, (&bgtype.DuplicateKeyError{Key: "key-1", TaskID: "task_a4"}).Error())
 }
 
 // Two Stores opening one file of the previous version at once (two
@@ -145,8 +148,8 @@ func TestMigrationTwoOpensAtOnce(t *testing.T) {
 	if got, want := taskIndexes(t, path), []string{"tasks_idempotency", "tasks_owner_terminal", "tasks_parent", "tasks_terminal_at"}; !slices.Equal(got, want) {
 		t.Fatalf("indexes %q, want %q", got, want)
 	}
-	commit(t, stores[0], "bob", bgtask.Upsert(rec("bob", 1, bgtask.StatusRunning)))
-	commit(t, stores[1], "bob", bgtask.Upsert(rec("bob", 2, bgtask.StatusCompleted)))
+	commit(t, stores[0], "bob", store.UpsertAction(rec("bob", 1, bgtype.StatusRunning)))
+	commit(t, stores[1], "bob", store.UpsertAction(rec("bob", 2, bgtype.StatusCompleted)))
 	for i, s := range stores {
 		wantIDs(t, fmt.Sprintf("store %d: List(alice)", i), ids(t, s, "alice"), []string{"task_a1", "task_a2"})
 		wantIDs(t, fmt.Sprintf("store %d: List(bob)", i), ids(t, s, "bob"), idsOf("bob", 1, 2))

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store"
 )
 
-// PendingOwners implements bgtask.PendingOwnerFinder: it returns those of
+// PendingOwners implements store.PendingOwnerFinder: it returns those of
 // owners that hold at least one record that is not terminal or not
 // announced, each once, in no particular order, with one query. After Close
 // it returns ErrClosed.
@@ -42,4 +42,4 @@ func (s *Store) PendingOwners(ctx context.Context, owners []string) ([]string, e
 	return live, nil
 }
 
-var _ bgtask.PendingOwnerFinder = (*Store)(nil)
+var _ store.PendingOwnerFinder = (*Store)(nil)

@@ -5,7 +5,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
 
@@ -14,13 +16,13 @@ import (
 func TestPendingOwners(t *testing.T) {
 	t.Parallel()
 	s, _ := open(t)
-	commit(t, s, "queued", bgtask.Upsert(rec("queued", 1, bgtask.StatusQueued)))
-	commit(t, s, "mixed", bgtask.Upsert(rec("mixed", 1, bgtask.StatusCompleted)), bgtask.Upsert(rec("mixed", 2, bgtask.StatusAwaitingInput)),
-		bgtask.Upsert(rec("mixed", 3, bgtask.StatusRunning)))
-	commit(t, s, "ended", bgtask.Upsert(rec("ended", 1, bgtask.StatusFailed)), bgtask.Upsert(rec("ended", 2, bgtask.StatusInterrupted)))
-	commit(t, s, "ended", bgtask.Announce(rec("ended", 1, "").ID, rec("ended", 2, "").ID))
-	commit(t, s, "untold", bgtask.Upsert(rec("untold", 1, bgtask.StatusCompleted)))
-	commit(t, s, "other", bgtask.Upsert(rec("other", 1, bgtask.StatusRunning)))
+	commit(t, s, "queued", store.UpsertAction(rec("queued", 1, bgtype.StatusQueued)))
+	commit(t, s, "mixed", store.UpsertAction(rec("mixed", 1, bgtype.StatusCompleted)), store.UpsertAction(rec("mixed", 2, bgtype.StatusAwaitingInput)),
+		store.UpsertAction(rec("mixed", 3, bgtype.StatusRunning)))
+	commit(t, s, "ended", store.UpsertAction(rec("ended", 1, bgtype.StatusFailed)), store.UpsertAction(rec("ended", 2, bgtype.StatusInterrupted)))
+	commit(t, s, "ended", store.AnnounceAction(rec("ended", 1, "").ID, rec("ended", 2, "").ID))
+	commit(t, s, "untold", store.UpsertAction(rec("untold", 1, bgtype.StatusCompleted)))
+	commit(t, s, "other", store.UpsertAction(rec("other", 1, bgtype.StatusRunning)))
 
 	got, err := s.PendingOwners(t.Context(), []string{"ended", "mixed", "none", "queued", "untold", "mixed"})
 	slices.Sort(got)

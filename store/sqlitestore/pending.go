@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"iter"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store"
 )
 
 // undeliveredSQL finds the owners of terminal records that are neither
@@ -16,7 +16,7 @@ import (
 const undeliveredSQL = `SELECT DISTINCT owner FROM tasks INDEXED BY tasks_owner_terminal
 	WHERE terminal_seq IS NOT NULL AND announced = 0 AND wake <> 'silent'`
 
-// UndeliveredOwners implements bgtask.UndeliveredLister: it yields, each
+// UndeliveredOwners implements store.UndeliveredLister: it yields, each
 // once, in owner order, the owners that hold a terminal record that is
 // neither announced nor silent, with one query. The owners are read before
 // the first is yielded, so no read stays open while the caller works.
@@ -56,4 +56,4 @@ func (s *Store) undeliveredOwners(ctx context.Context) ([]string, error) {
 	return owners, rows.Err()
 }
 
-var _ bgtask.UndeliveredLister = (*Store)(nil)
+var _ store.UndeliveredLister = (*Store)(nil)

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -61,7 +63,7 @@ func runAndKill(t *testing.T, bin string, args ...string) {
 // pendingCalls makes a Manager on st with WithOnPendingOwner, shuts it
 // down (which waits for the callback's goroutine) and returns the owners
 // the callback was called with, in call order.
-func pendingCalls(t *testing.T, st bgtask.Store) []string {
+func pendingCalls(t *testing.T, st store.Store) []string {
 	t.Helper()
 	calls := make(chan string, 64)
 	m, err := bgtask.New(bgtask.WithStore(st), bgtask.WithOnPendingOwner(func(owner string) { calls <- owner }))

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
@@ -38,10 +41,10 @@ func TestProgressSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := rec("alice", 1, bgtask.StatusRunning)
-	commit(t, s, "alice", bgtask.Upsert(live))
+	live := rec("alice", 1, bgtype.StatusRunning)
+	commit(t, s, "alice", store.UpsertAction(live))
 	at := base.Add(time.Minute)
-	commit(t, s, "alice", bgtask.Upsert(bgtask.TaskMeta{ID: live.ID, Owner: "alice", Progress: &bgtask.TaskProgress{Done: 7, Message: "ünï", At: at}}))
+	commit(t, s, "alice", store.UpsertAction(bgtype.TaskMeta{ID: live.ID, Owner: "alice", Progress: &bgtype.TaskProgress{Done: 7, Message: "ünï", At: at}}))
 	close(release)
 	if _, err := m.Wait(ctx, id); err != nil {
 		t.Fatal(err)
@@ -55,11 +58,11 @@ func TestProgressSurvivesReopen(t *testing.T) {
 
 	s = openAt(t, path, sqlitestore.WithoutRecovery()) // the live record stays live
 	got := get(t, s, id)
-	if p := got.Progress; got.Status != bgtask.StatusCompleted || p == nil || p.Done != 3 || p.Total != 10 || p.Message != "step <b>\"x\"</b>" || p.At.IsZero() {
+	if p := got.Progress; got.Status != bgtype.StatusCompleted || p == nil || p.Done != 3 || p.Total != 10 || p.Message != "step <b>\"x\"</b>" || p.At.IsZero() {
 		t.Errorf("task after reopen: status %s, progress %+v; want completed with 3/10", got.Status, p)
 	}
 	got = get(t, s, live.ID)
-	if p := got.Progress; got.Status != bgtask.StatusRunning || p == nil || *p != (bgtask.TaskProgress{Done: 7, Message: "ünï", At: at}) {
+	if p := got.Progress; got.Status != bgtype.StatusRunning || p == nil || *p != (bgtype.TaskProgress{Done: 7, Message: "ünï", At: at}) {
 		t.Errorf("live record after reopen: status %s, progress %+v; want running with 7", got.Status, p)
 	}
 }
@@ -83,13 +86,13 @@ func TestMigrationAddsProgressAndKeys(t *testing.T) {
 	if old := get(t, s, "task_old"); old.Progress != nil || old.IdempotencyKey != "" {
 		t.Fatalf("old record = %+v, want no progress and no key", old)
 	}
-	a := rec("alice", 1, bgtask.StatusRunning)
+	a := rec("alice", 1, bgtype.StatusRunning)
 	a.IdempotencyKey = "k"
-	commit(t, s, "alice", bgtask.Upsert(a))
-	b := rec("alice", 2, bgtask.StatusRunning)
+	commit(t, s, "alice", store.UpsertAction(a))
+	b := rec("alice", 2, bgtype.StatusRunning)
 	b.IdempotencyKey = "k"
-	err := s.Commit(t.Context(), "alice", bgtask.Upsert(b))
-	if dup, ok := errors.AsType[*bgtask.DuplicateKeyError](err); !ok || dup.TaskID != a.ID || err.Error() != `bgtask: idempotency key "k" already used by task `+a.ID {
+	err := s.Commit(t.Context(), "alice", store.UpsertAction(b))
+	if dup, ok := errors.AsType[*bgtype.DuplicateKeyError](err); !ok || dup.TaskID != a.ID || err.Error() != `bgtask: idempotency key "k" already used by task `+a.ID {
 		t.Fatalf("Commit of a second record with key k: %v, want a *DuplicateKeyError naming %s", err, a.ID)
 	}
 	var version int

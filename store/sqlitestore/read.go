@@ -8,58 +8,61 @@ import (
 	"iter"
 	"strings"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 )
 
-// Load implements bgtask.Store. A corrupt row of the owner makes it fail
-// with an error matching bgtask.ErrCorrupt that names the task.
-func (s *Store) Load(ctx context.Context, owner string) (bgtask.Snapshot, error) {
+// Load implements store.Store. A corrupt row of the owner makes it fail
+// with an error matching bgtype.ErrCorrupt that names the task.
+func (s *Store) Load(ctx context.Context, owner string) (store.Snapshot, error) {
 	if s.isClosed() {
-		return bgtask.Snapshot{}, ErrClosed
+		return store.Snapshot{}, ErrClosed
 	}
 	rows, err := s.st.byOwner.QueryContext(ctx, owner)
 	if err != nil {
-		return bgtask.Snapshot{}, s.readErr(fmt.Errorf("sqlitestore: load owner %q: %w", owner, err))
+		return store.Snapshot{}, s.readErr(fmt.Errorf("sqlitestore: load owner %q: %w", owner, err))
 	}
 	ms, err := collect(rows)
 	if err != nil {
-		return bgtask.Snapshot{}, s.readErr(err)
+		return store.Snapshot{}, s.readErr(err)
 	}
-	snap := bgtask.Snapshot{Tasks: make(map[string]bgtask.TaskMeta, len(ms))}
+	snap := store.Snapshot{Tasks: make(map[string]bgtype.TaskMeta, len(ms))}
 	for _, m := range ms {
 		snap.Tasks[m.ID] = m
 	}
 	return snap, nil
 }
 
-// Get implements bgtask.Store. A corrupt row gives an error matching
-// bgtask.ErrCorrupt that names the task.
-func (s *Store) Get(ctx context.Context, id string) (bgtask.TaskMeta, error) {
+// Get implements store.Store. A corrupt row gives an error matching
+// bgtype.ErrCorrupt that names the task.
+func (s *Store) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	if s.isClosed() {
-		return bgtask.TaskMeta{}, ErrClosed
+		return bgtype.TaskMeta{}, ErrClosed
 	}
 	var r row
 	if err := r.scan(s.st.get.QueryRowContext(ctx, id)); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return bgtask.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
+			return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
 		}
-		return bgtask.TaskMeta{}, s.readErr(err)
+		return bgtype.TaskMeta{}, s.readErr(err)
 	}
 	return r.decode()
 }
 
-// List implements bgtask.Store. The records are read before the first is
+// List implements store.Store. The records are read before the first is
 // yielded, so the loop body may call the Store. Corrupt rows are skipped
 // and reported together in the last pair, as an error matching
-// bgtask.ErrCorrupt naming each.
-func (s *Store) List(ctx context.Context, owner string, statuses ...bgtask.TaskStatus) iter.Seq2[bgtask.TaskMeta, error] {
+// bgtype.ErrCorrupt naming each.
+func (s *Store) List(ctx context.Context, owner string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
 	return s.ListTagged(ctx, owner, "", statuses...)
 }
 
-// ListTagged implements bgtask.TagLister, like List; the tag is looked up
+// ListTagged implements store.TagLister, like List; the tag is looked up
 // in the task_tags index.
-func (s *Store) ListTagged(ctx context.Context, owner, tag string, statuses ...bgtask.TaskStatus) iter.Seq2[bgtask.TaskMeta, error] {
-	return func(yield func(bgtask.TaskMeta, error) bool) {
+func (s *Store) ListTagged(ctx context.Context, owner, tag string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
+	return func(yield func(bgtype.TaskMeta, error) bool) {
 		args := make([]any, 0, 2+len(statuses))
 		args = append(args, owner)
 		query := "SELECT " + columns + " FROM tasks WHERE owner = ?"
@@ -69,7 +72,7 @@ func (s *Store) ListTagged(ctx context.Context, owner, tag string, statuses ...b
 		}
 		for _, st := range statuses {
 			if !st.Valid() {
-				yield(bgtask.TaskMeta{}, fmt.Errorf("%w: %q", bgtask.ErrInvalidStatus, st))
+				yield(bgtype.TaskMeta{}, fmt.Errorf("%w: %q", bgtype.ErrInvalidStatus, st))
 				return
 			}
 			args = append(args, string(st))
@@ -81,9 +84,9 @@ func (s *Store) ListTagged(ctx context.Context, owner, tag string, statuses ...b
 	}
 }
 
-// Children implements bgtask.Store, like List.
-func (s *Store) Children(ctx context.Context, id string) iter.Seq2[bgtask.TaskMeta, error] {
-	return func(yield func(bgtask.TaskMeta, error) bool) {
+// Children implements store.Store, like List.
+func (s *Store) Children(ctx context.Context, id string) iter.Seq2[bgtype.TaskMeta, error] {
+	return func(yield func(bgtype.TaskMeta, error) bool) {
 		if id == "" {
 			return
 		}
@@ -93,9 +96,9 @@ func (s *Store) Children(ctx context.Context, id string) iter.Seq2[bgtask.TaskMe
 
 // yieldRows runs query (the children statement when empty) and yields its
 // records, then the error if there is one.
-func (s *Store) yieldRows(ctx context.Context, yield func(bgtask.TaskMeta, error) bool, query string, args ...any) {
+func (s *Store) yieldRows(ctx context.Context, yield func(bgtype.TaskMeta, error) bool, query string, args ...any) {
 	if s.isClosed() {
-		yield(bgtask.TaskMeta{}, ErrClosed)
+		yield(bgtype.TaskMeta{}, ErrClosed)
 		return
 	}
 	var (
@@ -108,7 +111,7 @@ func (s *Store) yieldRows(ctx context.Context, yield func(bgtask.TaskMeta, error
 		rows, err = s.db.QueryContext(ctx, query, args...)
 	}
 	if err != nil {
-		yield(bgtask.TaskMeta{}, s.readErr(fmt.Errorf("sqlitestore: list: %w", err)))
+		yield(bgtype.TaskMeta{}, s.readErr(fmt.Errorf("sqlitestore: list: %w", err)))
 		return
 	}
 	ms, err := collect(rows)
@@ -118,16 +121,16 @@ func (s *Store) yieldRows(ctx context.Context, yield func(bgtask.TaskMeta, error
 		}
 	}
 	if err != nil {
-		yield(bgtask.TaskMeta{}, s.readErr(err))
+		yield(bgtype.TaskMeta{}, s.readErr(err))
 	}
 }
 
 // collect reads and closes rows. It returns the good records and, for the
 // corrupt ones, an error naming each; a failure to read stops it.
-func collect(rows *sql.Rows) ([]bgtask.TaskMeta, error) {
+func collect(rows *sql.Rows) ([]bgtype.TaskMeta, error) {
 	defer rows.Close()
 	var (
-		ms      []bgtask.TaskMeta
+		ms      []bgtype.TaskMeta
 		corrupt []error
 	)
 	for rows.Next() {

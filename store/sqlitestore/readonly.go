@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 )
 
@@ -24,7 +26,7 @@ var ErrSchemaTooOld = errors.New("sqlitestore: database schema is older than thi
 // writes nothing, except a cancel request (RequestCancel), which it writes
 // on a connection of its own.
 //
-// It is not a bgtask.Store: it cannot be given to a Manager, and no owner's
+// It is not a store.Store: it cannot be given to a Manager, and no owner's
 // view reaches it. Use OpenReadOnly; the zero value is not usable. Methods
 // are safe for concurrent use and return ctx's error when ctx ends first.
 // After Close they return ErrClosed.
@@ -124,15 +126,15 @@ func (r *ReadOnly) err(err error) error {
 
 // Get returns one task's record, whoever owns it, or an error matching
 // bgtask.ErrNotFound. A corrupt row gives an error matching
-// bgtask.ErrCorrupt that names the task.
-func (r *ReadOnly) Get(ctx context.Context, id string) (bgtask.TaskMeta, error) {
+// bgtype.ErrCorrupt that names the task.
+func (r *ReadOnly) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	var rw row
 	err := rw.scan(r.db.QueryRowContext(ctx, "SELECT "+columns+" FROM tasks WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return bgtask.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
+		return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
 	}
 	if err != nil {
-		return bgtask.TaskMeta{}, r.err(err)
+		return bgtype.TaskMeta{}, r.err(err)
 	}
 	return rw.decode()
 }

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
@@ -81,18 +84,18 @@ func TestOpenReadOnlyErrors(t *testing.T) {
 func TestReadOnlyList(t *testing.T) {
 	defer sqlitestore.SetListPage(2)()
 	s, path := open(t)
-	a1 := rec("alice", 1, bgtask.StatusRunning)
+	a1 := rec("alice", 1, bgtype.StatusRunning)
 	a1.Tags = []string{"web"}
 	a1.Parent.RunID = "run-1"
-	a2 := rec("alice", 2, bgtask.StatusCompleted)
-	b3 := rec("bob", 3, bgtask.StatusFailed)
+	a2 := rec("alice", 2, bgtype.StatusCompleted)
+	b3 := rec("bob", 3, bgtype.StatusFailed)
 	b3.Tags = []string{"web", "db"}
 	b3.Parent.RunID = "run-1"
-	b4 := rec("bob", 4, bgtask.StatusAwaitingInput)
+	b4 := rec("bob", 4, bgtype.StatusAwaitingInput)
 	b4.CreatedAt = time.Time{} // no creation time: sorts first
-	a5 := rec("alice", 5, bgtask.StatusInterrupted)
-	commit(t, s, "alice", bgtask.Upsert(a1), bgtask.Upsert(a2), bgtask.Upsert(a5))
-	commit(t, s, "bob", bgtask.Upsert(b3), bgtask.Upsert(b4))
+	a5 := rec("alice", 5, bgtype.StatusInterrupted)
+	commit(t, s, "alice", store.UpsertAction(a1), store.UpsertAction(a2), store.UpsertAction(a5))
+	commit(t, s, "bob", store.UpsertAction(b3), store.UpsertAction(b4))
 	before := tableSum(t, path, "tasks", "task_tags", "cancel_requests")
 	r := openRO(t, path)
 	for _, tc := range []struct {
@@ -102,10 +105,10 @@ func TestReadOnlyList(t *testing.T) {
 	}{
 		{"all", sqlitestore.Filter{}, []string{b4.ID, a1.ID, a2.ID, b3.ID, a5.ID}},
 		{"owner", sqlitestore.Filter{Owner: "alice"}, []string{a1.ID, a2.ID, a5.ID}},
-		{"statuses", sqlitestore.Filter{Statuses: []bgtask.TaskStatus{bgtask.StatusFailed, bgtask.StatusInterrupted}}, []string{b3.ID, a5.ID}},
+		{"statuses", sqlitestore.Filter{Statuses: []bgtype.Status{bgtype.StatusFailed, bgtype.StatusInterrupted}}, []string{b3.ID, a5.ID}},
 		{"tag", sqlitestore.Filter{Tag: "web"}, []string{a1.ID, b3.ID}},
 		{"run", sqlitestore.Filter{RunID: "run-1"}, []string{a1.ID, b3.ID}},
-		{"all filters", sqlitestore.Filter{Owner: "bob", Tag: "db", RunID: "run-1", Statuses: []bgtask.TaskStatus{bgtask.StatusFailed}}, []string{b3.ID}},
+		{"all filters", sqlitestore.Filter{Owner: "bob", Tag: "db", RunID: "run-1", Statuses: []bgtype.Status{bgtype.StatusFailed}}, []string{b3.ID}},
 		{"none", sqlitestore.Filter{Owner: "carol"}, nil},
 	} {
 		var got []string
@@ -119,8 +122,8 @@ func TestReadOnlyList(t *testing.T) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
-	for _, err := range r.List(t.Context(), sqlitestore.Filter{Statuses: []bgtask.TaskStatus{"done"}}) {
-		wantErr(t, "bad status", err, `bgtask: invalid task status: "done"`, bgtask.ErrInvalidStatus)
+	for _, err := range r.List(t.Context(), sqlitestore.Filter{Statuses: []bgtype.Status{"done"}}) {
+		wantErr(t, "bad status", err, `bgtask: invalid task status: "done"`, bgtype.ErrInvalidStatus)
 	}
 	if got, err := r.Get(t.Context(), b3.ID); err != nil || got.Owner != "bob" || !slices.Equal(got.Tags, b3.Tags) {
 		t.Fatalf("Get = %+v, %v", got, err)
@@ -166,11 +169,11 @@ func TestRequestCancelReachesTheManager(t *testing.T) {
 	<-started
 	r := openRO(t, path)
 	got, err := r.RequestCancel(t.Context(), id, false, "operator said so")
-	if err != nil || got.Status != bgtask.StatusRunning {
+	if err != nil || got.Status != bgtype.StatusRunning {
 		t.Fatalf("RequestCancel = %s, %v", got.Status, err)
 	}
 	meta, _ := o.Wait(t.Context(), id)
-	if meta.Status != bgtask.StatusCancelled || meta.CancelReason != "operator said so" {
+	if meta.Status != bgtype.StatusCancelled || meta.CancelReason != "operator said so" {
 		t.Fatalf("task ended %s (reason %q), want cancelled (operator said so)", meta.Status, meta.CancelReason)
 	}
 
@@ -181,7 +184,7 @@ func TestRequestCancelReachesTheManager(t *testing.T) {
 	}
 	before := tableSum(t, path, "tasks", "cancel_requests")
 	got, err = r.RequestCancel(t.Context(), id, true, "")
-	if err != nil || got.Status != bgtask.StatusCancelled {
+	if err != nil || got.Status != bgtype.StatusCancelled {
 		t.Fatalf("RequestCancel(ended) = %s, %v", got.Status, err)
 	}
 	_, err = r.RequestCancel(t.Context(), "task_none", false, "")

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store"
 )
 
 // ErrShared is returned by Recover when another process (or another Store
@@ -17,12 +17,12 @@ var ErrShared = errors.New("sqlitestore: another process has the database open; 
 // recoverBatch bounds the records one recovery step reads and commits.
 const recoverBatch = 500
 
-// Recover implements bgtask.Recoverer. When this Store is the only one with
+// Recover implements store.Recoverer. When this Store is the only one with
 // the database open (it holds the lock file next to it exclusive for the
 // call), every queued, running or awaiting_input record of every owner,
 // but those of the runtime instances that committed through this Store,
 // was left by a process that is gone: it becomes interrupted
-// (bgtask.Interrupted), in batches of a few hundred records, one Commit
+// (store.Interrupted), in batches of a few hundred records, one Commit
 // per owner of each batch. It returns how many it interrupted, or
 // ErrShared (nothing touched) when another Store has the database open.
 // Open runs it by itself when it finds the database alone. A corrupt
@@ -82,7 +82,7 @@ func (s *Store) recoverStale(ctx context.Context, write func(context.Context, []
 			return total, fmt.Errorf("sqlitestore: recover: %w", err)
 		}
 		var (
-			byOwner = make(map[string][]bgtask.Action)
+			byOwner = make(map[string][]store.Action)
 			owners  []string
 			n       int
 		)
@@ -105,7 +105,7 @@ func (s *Store) recoverStale(ctx context.Context, write func(context.Context, []
 			if byOwner[m.Owner] == nil {
 				owners = append(owners, m.Owner)
 			}
-			byOwner[m.Owner] = append(byOwner[m.Owner], bgtask.Upsert(bgtask.Interrupted(m, s.cfg.now().UTC().Truncate(time.Microsecond))))
+			byOwner[m.Owner] = append(byOwner[m.Owner], store.UpsertAction(store.Interrupted(m, s.cfg.now().UTC().Truncate(time.Microsecond))))
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -176,7 +176,7 @@ func (s *Store) dropInstances() {
 	s.held = nil
 }
 
-// InstanceAlive implements bgtask.InstanceLiveness: it reports whether
+// InstanceAlive implements store.InstanceLiveness: it reports whether
 // the runtime instance that wrote a record still runs, in this process or
 // another that has the database open. An instance is alive while a Store
 // through which it committed a live record is open (each such Store holds
@@ -207,6 +207,6 @@ func (s *Store) InstanceAlive(ctx context.Context, instance string) (bool, error
 	return instanceAlive(s.path, instance)
 }
 
-var _ bgtask.InstanceLiveness = (*Store)(nil)
+var _ store.InstanceLiveness = (*Store)(nil)
 
-var _ bgtask.Recoverer = (*Store)(nil)
+var _ store.Recoverer = (*Store)(nil)

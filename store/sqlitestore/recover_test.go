@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
@@ -25,16 +28,16 @@ func TestRecoverAtOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var actions []bgtask.Action
+	var actions []store.Action
 	const many = 620 // more than one batch
 	for n := range many {
-		actions = append(actions, bgtask.Upsert(rec("alice", n, bgtask.StatusRunning)))
+		actions = append(actions, store.UpsertAction(rec("alice", n, bgtype.StatusRunning)))
 	}
 	commit(t, s1, "alice", actions...)
-	queued := rec("bob", 1, bgtask.StatusQueued)
+	queued := rec("bob", 1, bgtype.StatusQueued)
 	queued.Instance = "inst-b"
-	done := rec("bob", 2, bgtask.StatusCompleted)
-	commit(t, s1, "bob", bgtask.Upsert(queued), bgtask.Upsert(done))
+	done := rec("bob", 2, bgtype.StatusCompleted)
+	commit(t, s1, "bob", store.UpsertAction(queued), store.UpsertAction(done))
 	if err := s1.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -46,13 +49,13 @@ func TestRecoverAtOpen(t *testing.T) {
 		if id == queued.ID {
 			inst = "inst-b"
 		}
-		if got.Status != bgtask.StatusInterrupted || got.ErrorKind != bgtask.KindInterrupted || got.Attempt != 1 ||
+		if got.Status != bgtype.StatusInterrupted || got.ErrorKind != bgtype.KindInterrupted || got.Attempt != 1 ||
 			got.Error != interruptedText(inst) || got.Announced || got.FinishedAt.IsZero() {
 			t.Errorf("%s after recovery = %s kind %q attempt %d announced %v error %q", id, got.Status, got.ErrorKind, got.Attempt, got.Announced, got.Error)
 		}
 	}
 	n := 0
-	for m, err := range s2.List(t.Context(), "alice", bgtask.StatusInterrupted) {
+	for m, err := range s2.List(t.Context(), "alice", bgtype.StatusInterrupted) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +65,7 @@ func TestRecoverAtOpen(t *testing.T) {
 	if n != many {
 		t.Errorf("%d of alice's records interrupted, want %d", n, many)
 	}
-	if got := get(t, s2, done.ID); got.Status != bgtask.StatusCompleted || got.Attempt != 0 {
+	if got := get(t, s2, done.ID); got.Status != bgtype.StatusCompleted || got.Attempt != 0 {
 		t.Errorf("completed record changed: %s attempt %d", got.Status, got.Attempt)
 	}
 }
@@ -78,14 +81,14 @@ func TestRecoverLeavesLiveProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := rec("alice", 1, bgtask.StatusRunning)
-	commit(t, s1, "alice", bgtask.Upsert(live))
+	live := rec("alice", 1, bgtype.StatusRunning)
+	commit(t, s1, "alice", store.UpsertAction(live))
 	if n, err := s1.Recover(t.Context()); n != 0 || err != nil {
 		t.Fatalf("Recover of its own instance's records = %d, %v; want 0, nil", n, err)
 	}
 
 	s2 := openAt(t, path)
-	if got := get(t, s2, live.ID); got.Status != bgtask.StatusRunning {
+	if got := get(t, s2, live.ID); got.Status != bgtype.StatusRunning {
 		t.Fatalf("a second Open interrupted a live process's record: %s", got.Status)
 	}
 	m, err := bgtask.New(bgtask.WithStore(s2))
@@ -96,7 +99,7 @@ func TestRecoverLeavesLiveProcess(t *testing.T) {
 	if n, err := m.Recover(t.Context()); n != 0 || !errors.Is(err, sqlitestore.ErrShared) {
 		t.Fatalf("Manager.Recover while shared = %d, %v; want 0, ErrShared", n, err)
 	}
-	if got := get(t, s2, live.ID); got.Status != bgtask.StatusRunning {
+	if got := get(t, s2, live.ID); got.Status != bgtype.StatusRunning {
 		t.Fatalf("Recover while shared interrupted a live record: %s", got.Status)
 	}
 
@@ -106,7 +109,7 @@ func TestRecoverLeavesLiveProcess(t *testing.T) {
 	if n, err := m.Recover(t.Context()); n != 1 || err != nil {
 		t.Fatalf("Manager.Recover once alone = %d, %v; want 1, nil", n, err)
 	}
-	if got := get(t, s2, live.ID); got.Status != bgtask.StatusInterrupted || got.Error != interruptedText("inst-a") {
+	if got := get(t, s2, live.ID); got.Status != bgtype.StatusInterrupted || got.Error != interruptedText("inst-a") {
 		t.Fatalf("record after Recover = %s %q", got.Status, got.Error)
 	}
 }

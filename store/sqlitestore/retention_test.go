@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
 
@@ -35,20 +37,20 @@ func TestRetainFor(t *testing.T) {
 	t.Parallel()
 	c := &clock{now: base}
 	s, _ := open(t, sqlitestore.WithRetainFor(time.Hour), sqlitestore.WithClock(c.Now))
-	commit(t, s, "a", bgtask.Upsert(rec("a", 1, bgtask.StatusRunning)), bgtask.Upsert(rec("a", 2, bgtask.StatusCompleted)))
+	commit(t, s, "a", store.UpsertAction(rec("a", 1, bgtype.StatusRunning)), store.UpsertAction(rec("a", 2, bgtype.StatusCompleted)))
 	c.Advance(30 * time.Minute)
-	commit(t, s, "b", bgtask.Upsert(rec("b", 3, bgtask.StatusFailed)))
+	commit(t, s, "b", store.UpsertAction(rec("b", 3, bgtype.StatusFailed)))
 	c.Advance(45 * time.Minute) // task_a_02 ended 75 minutes ago, task_b_03 45
-	commit(t, s, "a", bgtask.Upsert(rec("a", 4, bgtask.StatusRunning)))
+	commit(t, s, "a", store.UpsertAction(rec("a", 4, bgtype.StatusRunning)))
 	wantIDs(t, "List(a) after a commit that ends nothing", ids(t, s, "a"), idsOf("a", 1, 2, 4))
-	commit(t, s, "a", bgtask.Upsert(rec("a", 4, bgtask.StatusCancelled)))
+	commit(t, s, "a", store.UpsertAction(rec("a", 4, bgtype.StatusCancelled)))
 	wantIDs(t, "List(a)", ids(t, s, "a"), idsOf("a", 1, 4))
 	wantIDs(t, "List(b)", ids(t, s, "b"), idsOf("b", 3))
 	c.Advance(time.Hour) // task_a_04 ended exactly an hour ago: kept
-	commit(t, s, "c", bgtask.Upsert(rec("c", 5, bgtask.StatusCompleted)))
+	commit(t, s, "c", store.UpsertAction(rec("c", 5, bgtype.StatusCompleted)))
 	wantIDs(t, "List(a) an hour later", ids(t, s, "a"), idsOf("a", 1, 4))
 	c.Advance(time.Microsecond)
-	commit(t, s, "c", bgtask.Upsert(rec("c", 6, bgtask.StatusCompleted)))
+	commit(t, s, "c", store.UpsertAction(rec("c", 6, bgtype.StatusCompleted)))
 	wantIDs(t, "List(a) later", ids(t, s, "a"), idsOf("a", 1))
 	wantIDs(t, "List(b) later", ids(t, s, "b"), nil)
 }
@@ -58,18 +60,18 @@ func TestRetainFor(t *testing.T) {
 func TestRetainPerOwnerAcrossReopen(t *testing.T) {
 	t.Parallel()
 	s, path := open(t, sqlitestore.WithRetainPerOwner(2))
-	commit(t, s, "a", bgtask.Upsert(rec("a", 1, bgtask.StatusRunning)), bgtask.Upsert(rec("a", 2, bgtask.StatusRunning)))
-	commit(t, s, "a", bgtask.Upsert(rec("a", 2, bgtask.StatusCompleted)))
-	commit(t, s, "a", bgtask.Upsert(rec("a", 3, bgtask.StatusFailed)))
+	commit(t, s, "a", store.UpsertAction(rec("a", 1, bgtype.StatusRunning)), store.UpsertAction(rec("a", 2, bgtype.StatusRunning)))
+	commit(t, s, "a", store.UpsertAction(rec("a", 2, bgtype.StatusCompleted)))
+	commit(t, s, "a", store.UpsertAction(rec("a", 3, bgtype.StatusFailed)))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	s = openAt(t, path, sqlitestore.WithRetainPerOwner(2))
-	commit(t, s, "a", bgtask.Upsert(rec("a", 1, bgtask.StatusCompleted)))
+	commit(t, s, "a", store.UpsertAction(rec("a", 1, bgtype.StatusCompleted)))
 	wantIDs(t, "List(a)", ids(t, s, "a"), idsOf("a", 1, 3))
 
 	none := openAt(t, ":memory:", sqlitestore.WithRetainPerOwner(0))
-	commit(t, none, "a", bgtask.Upsert(rec("a", 1, bgtask.StatusRunning)), bgtask.Upsert(rec("a", 2, bgtask.StatusCompleted)))
+	commit(t, none, "a", store.UpsertAction(rec("a", 1, bgtype.StatusRunning)), store.UpsertAction(rec("a", 2, bgtype.StatusCompleted)))
 	wantIDs(t, "List(a) keeping none", ids(t, none, "a"), idsOf("a", 1))
 }
 
@@ -79,15 +81,15 @@ func TestRetainPerOwnerCountsRemovals(t *testing.T) {
 	t.Parallel()
 	s, _ := open(t, sqlitestore.WithRetainPerOwner(3))
 	for n := 1; n <= 3; n++ {
-		commit(t, s, "a", bgtask.Upsert(rec("a", n, bgtask.StatusCompleted)))
+		commit(t, s, "a", store.UpsertAction(rec("a", n, bgtype.StatusCompleted)))
 	}
-	commit(t, s, "a", bgtask.Remove(rec("a", 1, "").ID))
-	commit(t, s, "a", bgtask.Upsert(rec("a", 4, bgtask.StatusCompleted)))
+	commit(t, s, "a", store.RemoveAction(rec("a", 1, "").ID))
+	commit(t, s, "a", store.UpsertAction(rec("a", 4, bgtype.StatusCompleted)))
 	wantIDs(t, "List(a) after Remove", ids(t, s, "a"), idsOf("a", 2, 3, 4))
-	commit(t, s, "a", bgtask.ReplaceAll(rec("a", 3, bgtask.StatusCompleted), rec("a", 4, bgtask.StatusCompleted), rec("a", 5, bgtask.StatusRunning)))
-	commit(t, s, "a", bgtask.Upsert(rec("a", 6, bgtask.StatusFailed)))
+	commit(t, s, "a", store.ReplaceAllAction(rec("a", 3, bgtype.StatusCompleted), rec("a", 4, bgtype.StatusCompleted), rec("a", 5, bgtype.StatusRunning)))
+	commit(t, s, "a", store.UpsertAction(rec("a", 6, bgtype.StatusFailed)))
 	wantIDs(t, "List(a) after ReplaceAll", ids(t, s, "a"), idsOf("a", 3, 4, 5, 6))
-	commit(t, s, "a", bgtask.Upsert(rec("a", 5, bgtask.StatusFailed)))
+	commit(t, s, "a", store.UpsertAction(rec("a", 5, bgtype.StatusFailed)))
 	wantIDs(t, "List(a) at the limit", ids(t, s, "a"), idsOf("a", 4, 5, 6))
 }
 
@@ -97,12 +99,12 @@ func TestRetainPerOwnerCountsRemovals(t *testing.T) {
 func TestRetainPerOwnerExactAtLargeLimits(t *testing.T) {
 	t.Parallel()
 	s, _ := open(t, sqlitestore.WithRetainPerOwner(32))
-	commit(t, s, "a", bgtask.Upsert(rec("a", 0, bgtask.StatusRunning)))
+	commit(t, s, "a", store.UpsertAction(rec("a", 0, bgtype.StatusRunning)))
 	for n := 1; n <= 32; n++ { // at the limit
-		commit(t, s, "a", bgtask.Upsert(rec("a", n, bgtask.StatusCompleted)))
+		commit(t, s, "a", store.UpsertAction(rec("a", n, bgtype.StatusCompleted)))
 	}
 	for end := 33; end <= 40; end++ {
-		commit(t, s, "a", bgtask.Upsert(rec("a", end, bgtask.StatusCompleted)))
+		commit(t, s, "a", store.UpsertAction(rec("a", end, bgtype.StatusCompleted)))
 		want := []int{0} // the live one
 		for n := end - 31; n <= end; n++ {
 			want = append(want, n)

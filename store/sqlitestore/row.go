@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // columns are the tasks table's columns that hold a TaskMeta, in the order
@@ -54,28 +54,28 @@ func (r *row) scan(s scanner) error {
 
 // decode checks the row and makes it a record. A value no code could
 // handle (an unknown status or wake policy, a result that is not JSON, no
-// owner, a negative attempt) is an error matching bgtask.ErrCorrupt that
+// owner, a negative attempt) is an error matching bgtype.ErrCorrupt that
 // names the task.
-func (r *row) decode() (bgtask.TaskMeta, error) {
-	m := bgtask.TaskMeta{
+func (r *row) decode() (bgtype.TaskMeta, error) {
+	m := bgtype.TaskMeta{
 		ID:           r.id,
 		Owner:        r.owner,
 		Type:         r.typ,
 		Name:         r.name,
 		Description:  r.description,
-		Status:       bgtask.TaskStatus(r.status),
+		Status:       bgtype.Status(r.status),
 		Error:        r.errText,
-		ErrorKind:    bgtask.ErrorKind(r.errorKind),
+		ErrorKind:    bgtype.ErrorKind(r.errorKind),
 		CancelReason: r.cancelReason,
 		Stack:        r.stack,
 		CreatedAt:    fromMicros(r.created),
 		StartedAt:    fromMicros(r.started),
 		FinishedAt:   fromMicros(r.finished),
-		Parent:       bgtask.Parent{TaskID: r.parentTask, RunID: r.parentRun, CallID: r.parentCall, AgentID: r.parentAgent},
+		Parent:       bgtype.Parent{TaskID: r.parentTask, RunID: r.parentRun, CallID: r.parentCall, AgentID: r.parentAgent},
 		Detached:     r.detached != 0,
 		Instance:     r.instance,
 		Attempt:      r.attempt,
-		Wake:         bgtask.WakePolicy(r.wake),
+		Wake:         bgtype.WakePolicy(r.wake),
 		// Progress and idempotency.
 		IdempotencyKey: r.idemKey,
 		Announced:      r.announced != 0,
@@ -84,14 +84,14 @@ func (r *row) decode() (bgtask.TaskMeta, error) {
 		m.Result = json.RawMessage(r.result.String)
 	}
 	if r.inputID.Valid {
-		m.Input = &bgtask.InputRequest{ID: r.inputID.String, Prompt: r.inputPrompt.String}
+		m.Input = &bgtype.InputRequest{ID: r.inputID.String, Prompt: r.inputPrompt.String}
 	}
 	var why string
 	tagsErr := r.decodeTags(&m)
 	progErr := r.decodeProgress(&m)
 	switch {
 	case m.ID == "":
-		return bgtask.TaskMeta{}, fmt.Errorf("sqlitestore: %w: a row has an empty id", bgtask.ErrCorrupt)
+		return bgtype.TaskMeta{}, fmt.Errorf("sqlitestore: %w: a row has an empty id", bgtype.ErrCorrupt)
 	case m.Owner == "":
 		why = "empty owner"
 	case !m.Status.Valid():
@@ -109,11 +109,11 @@ func (r *row) decode() (bgtask.TaskMeta, error) {
 	default:
 		return m, nil
 	}
-	return bgtask.TaskMeta{}, fmt.Errorf("sqlitestore: task %s: %w: %s", m.ID, bgtask.ErrCorrupt, why)
+	return bgtype.TaskMeta{}, fmt.Errorf("sqlitestore: task %s: %w: %s", m.ID, bgtype.ErrCorrupt, why)
 }
 
 // decodeTags reads the tags column into m.Tags (nil for none).
-func (r *row) decodeTags(m *bgtask.TaskMeta) error {
+func (r *row) decodeTags(m *bgtype.TaskMeta) error {
 	if r.tags == "[]" || r.tags == "" {
 		return nil
 	}
@@ -121,11 +121,11 @@ func (r *row) decodeTags(m *bgtask.TaskMeta) error {
 }
 
 // decodeProgress reads the progress column into m.Progress (nil for NULL).
-func (r *row) decodeProgress(m *bgtask.TaskMeta) error {
+func (r *row) decodeProgress(m *bgtype.TaskMeta) error {
 	if !r.progress.Valid {
 		return nil
 	}
-	var p bgtask.TaskProgress
+	var p bgtype.TaskProgress
 	if err := json.Unmarshal([]byte(r.progress.String), &p); err != nil {
 		return fmt.Errorf("progress is not JSON: %v", err)
 	}
@@ -138,7 +138,7 @@ func (r *row) decodeProgress(m *bgtask.TaskMeta) error {
 }
 
 // progressArg is the progress column's value for m: JSON, NULL for none.
-func progressArg(m *bgtask.TaskMeta) any {
+func progressArg(m *bgtype.TaskMeta) any {
 	if m.Progress == nil {
 		return nil
 	}
@@ -147,7 +147,7 @@ func progressArg(m *bgtask.TaskMeta) any {
 }
 
 // tagsArg is the tags column's value for m: a JSON array, "[]" for none.
-func tagsArg(m *bgtask.TaskMeta) string {
+func tagsArg(m *bgtype.TaskMeta) string {
 	if len(m.Tags) == 0 {
 		return "[]"
 	}
@@ -156,7 +156,7 @@ func tagsArg(m *bgtask.TaskMeta) string {
 }
 
 // rowArgs are m's values for the columns, in order.
-func rowArgs(m *bgtask.TaskMeta) []any {
+func rowArgs(m *bgtype.TaskMeta) []any {
 	var result, inputID, inputPrompt any
 	if m.Result != nil {
 		result = string(m.Result)
@@ -196,13 +196,13 @@ func fromMicros(v sql.NullInt64) time.Time {
 }
 
 // sameProgress reports whether two records hold the same progress.
-func sameProgress(a, b *bgtask.TaskProgress) bool {
+func sameProgress(a, b *bgtype.TaskProgress) bool {
 	return a == nil && b == nil || a != nil && b != nil && a.Done == b.Done && a.Total == b.Total && a.Message == b.Message && a.At.Equal(b.At)
 }
 
 // sameMeta reports whether a and b would be stored as the same row, so an
 // update that the reducer left unchanged is not written.
-func sameMeta(a, b *bgtask.TaskMeta) bool {
+func sameMeta(a, b *bgtype.TaskMeta) bool {
 	return a.ID == b.ID && a.Owner == b.Owner && a.Type == b.Type && a.Name == b.Name &&
 		a.Description == b.Description && a.Status == b.Status && a.Error == b.Error && a.ErrorKind == b.ErrorKind && a.CancelReason == b.CancelReason && a.Stack == b.Stack &&
 		bytes.Equal(a.Result, b.Result) && (a.Result == nil) == (b.Result == nil) &&
@@ -218,7 +218,7 @@ func sameMeta(a, b *bgtask.TaskMeta) bool {
 
 // stored is m as a read of the row rowArgs(m) writes would decode it:
 // times in UTC microseconds, no empty tags, progress through its JSON.
-func stored(m *bgtask.TaskMeta) (bgtask.TaskMeta, error) {
+func stored(m *bgtype.TaskMeta) (bgtype.TaskMeta, error) {
 	r := row{
 		id: m.ID, owner: m.Owner, typ: m.Type, name: m.Name, description: m.Description, status: string(m.Status),
 		errText: m.Error, stack: m.Stack,

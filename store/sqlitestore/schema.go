@@ -97,7 +97,7 @@ var migrations = [...]string{
 	ALTER TABLE tasks ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT '';
 	CREATE UNIQUE INDEX tasks_idempotency ON tasks (owner, idempotency_key) WHERE idempotency_key <> '';`,
 	// 5 (durable announcements): announced is 1 once the owner's loop has
-	// taken the terminal event of the record (bgtask.Announce). Rows of an
+	// taken the terminal event of the record (store.AnnounceAction). Rows of an
 	// older version are not announced, so a restart announces them once.
 	// tasks_unannounced finds an owner's terminal records still to announce.
 	`ALTER TABLE tasks ADD COLUMN announced INTEGER NOT NULL DEFAULT 0;

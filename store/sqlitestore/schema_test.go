@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
 
@@ -115,13 +117,13 @@ func TestOpenRefusesBadInput(t *testing.T) {
 func TestOpenMemory(t *testing.T) {
 	t.Parallel()
 	s := openAt(t, ":memory:")
-	commit(t, s, "a", bgtask.Upsert(rec("a", 1, bgtask.StatusRunning)), bgtask.Upsert(rec("a", 2, bgtask.StatusCompleted)))
+	commit(t, s, "a", store.UpsertAction(rec("a", 1, bgtype.StatusRunning)), store.UpsertAction(rec("a", 2, bgtype.StatusCompleted)))
 	for m, err := range s.List(t.Context(), "a") {
 		if err != nil {
 			t.Fatal(err)
 		}
 		// The loop body may use the store: List has read everything.
-		commit(t, s, "a", bgtask.Upsert(rec("a", 3, bgtask.StatusQueued)))
+		commit(t, s, "a", store.UpsertAction(rec("a", 3, bgtype.StatusQueued)))
 		get(t, s, m.ID)
 	}
 	wantIDs(t, "List", ids(t, s, "a"), idsOf("a", 1, 2, 3))

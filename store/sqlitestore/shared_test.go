@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
@@ -300,10 +303,10 @@ func TestInstanceAlive(t *testing.T) {
 			t.Errorf("instance %q alive before any record", inst)
 		}
 	}
-	commit(t, s1, "alice", bgtask.Upsert(rec("alice", 1, bgtask.StatusRunning))) // inst-a
-	done := rec("alice", 2, bgtask.StatusCompleted)
+	commit(t, s1, "alice", store.UpsertAction(rec("alice", 1, bgtype.StatusRunning))) // inst-a
+	done := rec("alice", 2, bgtype.StatusCompleted)
 	done.Instance = "inst-b" // a terminal record does not make its instance alive
-	commit(t, s1, "alice", bgtask.Upsert(done))
+	commit(t, s1, "alice", store.UpsertAction(done))
 	for _, c := range []struct {
 		s    *sqlitestore.Store
 		inst string

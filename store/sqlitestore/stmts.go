@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // stmts are the statements prepared once at Open. A transaction uses them
@@ -37,7 +37,7 @@ var updateSet = func() string {
 // terminalStatuses is the terminal statuses as a list of SQL literals.
 var terminalStatuses = func() string {
 	var q []string
-	for _, st := range []bgtask.TaskStatus{bgtask.StatusCompleted, bgtask.StatusFailed, bgtask.StatusCancelled, bgtask.StatusInterrupted} {
+	for _, st := range []bgtype.Status{bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled, bgtype.StatusInterrupted} {
 		q = append(q, "'"+string(st)+"'")
 	}
 	return strings.Join(q, ", ")

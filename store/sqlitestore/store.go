@@ -11,11 +11,13 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
 )
 
-// Store is a bgtask.Store that keeps task metadata in one SQLite database
+// Store is a store.Store that keeps task metadata in one SQLite database
 // file, for one process: records survive a restart or a crash of that
 // process, and Manager.Restore then interrupts what was left running.
 //
@@ -32,7 +34,7 @@ import (
 //
 // Several processes may open one file, each with its own Manager; none
 // touches what a live process holds (see the package doc). It is not a
-// bgtask.SharedStore, though: a Manager reaches only the tasks it runs
+// store.SharedStore, though: a Manager reaches only the tasks it runs
 // (use pgstore for one task registry across processes).
 type Store struct {
 	cfg    config
@@ -106,7 +108,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{cfg: cfg, db: db, path: path, memory: path == ":memory:", wake: make(chan struct{}, 1), terminals: make(map[string]int), cache: rowCache{rows: make(map[string]bgtask.TaskMeta)}}
+	s := &Store{cfg: cfg, db: db, path: path, memory: path == ":memory:", wake: make(chan struct{}, 1), terminals: make(map[string]int), cache: rowCache{rows: make(map[string]bgtype.TaskMeta)}}
 	alone := s.memory
 	if !s.memory {
 		if s.lock, alone, err = openLock(path); err != nil {
@@ -130,7 +132,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		if lerr := s.lock.release(); err == nil {
 			err = lerr
 		}
-		if err != nil && !errors.Is(err, bgtask.ErrCorrupt) {
+		if err != nil && !errors.Is(err, bgtype.ErrCorrupt) {
 			s.releaseConn()
 			s.st.close()
 			db.Close()
@@ -233,7 +235,7 @@ func (s *Store) readErr(err error) error {
 	return err
 }
 
-var _ bgtask.Store = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 // beginWrite starts a write transaction on the writer's own connection, so
 // that PRAGMA data_version there tells the writer's cache whether another

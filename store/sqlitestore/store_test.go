@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
@@ -15,23 +18,23 @@ import (
 func TestRoundTripEveryField(t *testing.T) {
 	t.Parallel()
 	s, path := open(t)
-	full := bgtask.TaskMeta{
+	full := bgtype.TaskMeta{
 		ID: "task_full", Owner: "thread-1", Type: bgtask.TypeSubAgent, Name: "research",
-		Description: "reads three sources", Status: bgtask.StatusAwaitingInput,
+		Description: "reads three sources", Status: bgtype.StatusAwaitingInput,
 		Error: "", Stack: "", Result: json.RawMessage(`{"partial":[1,2]}`),
 		CreatedAt: base, StartedAt: base.Add(1500 * time.Microsecond),
-		Parent:   bgtask.Parent{TaskID: "task_parent", RunID: "run-1", CallID: "call-1", AgentID: "agent-1"},
-		Detached: true, Instance: "inst-a", Attempt: 3, Wake: bgtask.WakeOnActivity,
-		Input: &bgtask.InputRequest{ID: "input_1", Prompt: "which source first?"},
+		Parent:   bgtype.Parent{TaskID: "task_parent", RunID: "run-1", CallID: "call-1", AgentID: "agent-1"},
+		Detached: true, Instance: "inst-a", Attempt: 3, Wake: bgtype.WakeOnActivity,
+		Input: &bgtype.InputRequest{ID: "input_1", Prompt: "which source first?"},
 	}
-	failed := rec("thread-1", 2, bgtask.StatusFailed)
+	failed := rec("thread-1", 2, bgtype.StatusFailed)
 	failed.Error, failed.Stack = "panic: boom", "goroutine 7 [running]:"
-	commit(t, s, "thread-1", bgtask.Upsert(full), bgtask.Upsert(failed))
+	commit(t, s, "thread-1", store.UpsertAction(full), store.UpsertAction(failed))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	s = openAt(t, path, sqlitestore.WithoutRecovery()) // the live record stays as it was
-	for _, want := range []bgtask.TaskMeta{full, failed} {
+	for _, want := range []bgtype.TaskMeta{full, failed} {
 		if got := get(t, s, want.ID); !reflect.DeepEqual(got, want) {
 			t.Fatalf("after reopen:\n got %+v\nwant %+v", got, want)
 		}
@@ -54,29 +57,29 @@ func TestCommitAppliesTheReducer(t *testing.T) {
 	t.Parallel()
 	s, _ := open(t)
 	const o = "owner"
-	running := rec(o, 1, bgtask.StatusRunning)
+	running := rec(o, 1, bgtype.StatusRunning)
 	running.Attempt = 2
-	commit(t, s, o, bgtask.Upsert(running))
+	commit(t, s, o, store.UpsertAction(running))
 
 	back := running
-	back.Status = bgtask.StatusQueued
-	fenced := rec(o, 1, bgtask.StatusCompleted)
+	back.Status = bgtype.StatusQueued
+	fenced := rec(o, 1, bgtype.StatusCompleted)
 	fenced.Attempt = 1
 	renamed := running
 	renamed.Name, renamed.Description = "other", "new description"
-	commit(t, s, o, bgtask.Upsert(back), bgtask.Upsert(fenced), bgtask.Upsert(renamed))
+	commit(t, s, o, store.UpsertAction(back), store.UpsertAction(fenced), store.UpsertAction(renamed))
 	got := get(t, s, running.ID)
-	if got.Status != bgtask.StatusRunning || got.Attempt != 2 || got.Name != "" || got.Description != "new description" {
+	if got.Status != bgtype.StatusRunning || got.Attempt != 2 || got.Name != "" || got.Description != "new description" {
 		t.Fatalf("after dropped updates: %+v", got)
 	}
 
-	done := rec(o, 1, bgtask.StatusCompleted)
+	done := rec(o, 1, bgtype.StatusCompleted)
 	done.Attempt = 2
-	commit(t, s, o, bgtask.Upsert(done))
-	late := rec(o, 1, bgtask.StatusFailed)
+	commit(t, s, o, store.UpsertAction(done))
+	late := rec(o, 1, bgtype.StatusFailed)
 	late.Attempt, late.Error = 5, "late"
-	commit(t, s, o, bgtask.Upsert(late))
-	if got := get(t, s, done.ID); got.Status != bgtask.StatusCompleted || got.Error != "" || got.Attempt != 2 || string(got.Result) != `{"n":1}` {
+	commit(t, s, o, store.UpsertAction(late))
+	if got := get(t, s, done.ID); got.Status != bgtype.StatusCompleted || got.Error != "" || got.Attempt != 2 || string(got.Result) != `{"n":1}` {
 		t.Fatalf("terminal record changed: %+v", got)
 	}
 }
@@ -87,28 +90,28 @@ func TestCommitAppliesTheReducer(t *testing.T) {
 func TestReplaceAllAndRemove(t *testing.T) {
 	t.Parallel()
 	s, _ := open(t)
-	commit(t, s, "a", bgtask.Upsert(rec("a", 1, bgtask.StatusCompleted)), bgtask.Upsert(rec("a", 2, bgtask.StatusRunning)),
-		bgtask.Upsert(rec("a", 3, bgtask.StatusRunning)))
-	commit(t, s, "b", bgtask.Upsert(rec("b", 1, bgtask.StatusRunning)))
+	commit(t, s, "a", store.UpsertAction(rec("a", 1, bgtype.StatusCompleted)), store.UpsertAction(rec("a", 2, bgtype.StatusRunning)),
+		store.UpsertAction(rec("a", 3, bgtype.StatusRunning)))
+	commit(t, s, "b", store.UpsertAction(rec("b", 1, bgtype.StatusRunning)))
 
-	stolen := rec("b", 1, bgtask.StatusCompleted)
+	stolen := rec("b", 1, bgtype.StatusCompleted)
 	stolen.Owner = "a"
-	reopened := rec("a", 1, bgtask.StatusRunning) // the stored record is terminal: kept as it is
-	commit(t, s, "a", bgtask.ReplaceAll(reopened, rec("a", 3, bgtask.StatusFailed), rec("a", 4, bgtask.StatusQueued), stolen))
+	reopened := rec("a", 1, bgtype.StatusRunning) // the stored record is terminal: kept as it is
+	commit(t, s, "a", store.ReplaceAllAction(reopened, rec("a", 3, bgtype.StatusFailed), rec("a", 4, bgtype.StatusQueued), stolen))
 	wantIDs(t, "List(a)", ids(t, s, "a"), idsOf("a", 1, 3, 4))
-	if got := get(t, s, reopened.ID); got.Status != bgtask.StatusCompleted {
+	if got := get(t, s, reopened.ID); got.Status != bgtype.StatusCompleted {
 		t.Fatalf("terminal record after ReplaceAll: %s", got.Status)
 	}
-	if got := get(t, s, stolen.ID); got.Owner != "b" || got.Status != bgtask.StatusRunning {
+	if got := get(t, s, stolen.ID); got.Owner != "b" || got.Status != bgtype.StatusRunning {
 		t.Fatalf("another owner's task after ReplaceAll: %+v", got)
 	}
 
-	commit(t, s, "a", bgtask.Remove(rec("a", 1, "").ID, rec("a", 4, "").ID, rec("b", 1, "").ID, "task_unknown"))
+	commit(t, s, "a", store.RemoveAction(rec("a", 1, "").ID, rec("a", 4, "").ID, rec("b", 1, "").ID, "task_unknown"))
 	wantIDs(t, "List(a) after Remove", ids(t, s, "a"), idsOf("a", 3, 4))
 	wantIDs(t, "List(b) after Remove", ids(t, s, "b"), idsOf("b", 1))
 
 	// An upsert of another owner's id is dropped, not moved.
-	commit(t, s, "a", bgtask.Upsert(stolen))
+	commit(t, s, "a", store.UpsertAction(stolen))
 	if got := get(t, s, stolen.ID); got.Owner != "b" {
 		t.Fatalf("upsert moved a task to another owner: %+v", got)
 	}
@@ -119,17 +122,17 @@ func TestReplaceAllAndRemove(t *testing.T) {
 func TestListAndChildren(t *testing.T) {
 	t.Parallel()
 	s, _ := open(t)
-	parent := rec("a", 1, bgtask.StatusRunning)
-	c1, c2, c3 := rec("a", 4, bgtask.StatusCompleted), rec("a", 2, bgtask.StatusRunning), rec(parent.ID, 3, bgtask.StatusQueued)
-	for _, c := range []*bgtask.TaskMeta{&c1, &c2, &c3} {
+	parent := rec("a", 1, bgtype.StatusRunning)
+	c1, c2, c3 := rec("a", 4, bgtype.StatusCompleted), rec("a", 2, bgtype.StatusRunning), rec(parent.ID, 3, bgtype.StatusQueued)
+	for _, c := range []*bgtype.TaskMeta{&c1, &c2, &c3} {
 		c.Parent.TaskID = parent.ID
 	}
-	commit(t, s, "a", bgtask.Upsert(c1), bgtask.Upsert(parent), bgtask.Upsert(c2))
-	commit(t, s, parent.ID, bgtask.Upsert(c3))
+	commit(t, s, "a", store.UpsertAction(c1), store.UpsertAction(parent), store.UpsertAction(c2))
+	commit(t, s, parent.ID, store.UpsertAction(c3))
 
 	wantIDs(t, "List(a)", ids(t, s, "a"), idsOf("a", 1, 2, 4))
-	wantIDs(t, "List(a, running)", ids(t, s, "a", bgtask.StatusRunning), idsOf("a", 1, 2))
-	wantIDs(t, "List(a, completed, queued)", ids(t, s, "a", bgtask.StatusCompleted, bgtask.StatusQueued), idsOf("a", 4))
+	wantIDs(t, "List(a, running)", ids(t, s, "a", bgtype.StatusRunning), idsOf("a", 1, 2))
+	wantIDs(t, "List(a, completed, queued)", ids(t, s, "a", bgtype.StatusCompleted, bgtype.StatusQueued), idsOf("a", 4))
 	wantIDs(t, "List(nobody)", ids(t, s, "nobody"), nil)
 
 	var kids []string
@@ -145,9 +148,9 @@ func TestListAndChildren(t *testing.T) {
 	}
 
 	var n int
-	for m, err := range s.List(t.Context(), "a", bgtask.StatusRunning, "sleeping") {
+	for m, err := range s.List(t.Context(), "a", bgtype.StatusRunning, "sleeping") {
 		n++
-		wantErr(t, "List(bad status)", err, `bgtask: invalid task status: "sleeping"`, bgtask.ErrInvalidStatus)
+		wantErr(t, "List(bad status)", err, `bgtask: invalid task status: "sleeping"`, bgtype.ErrInvalidStatus)
 		if m.ID != "" {
 			t.Fatalf("error pair carries %+v", m)
 		}
@@ -161,25 +164,25 @@ func TestListAndChildren(t *testing.T) {
 func TestCommitRefusesInvalidActions(t *testing.T) {
 	t.Parallel()
 	s, _ := open(t)
-	good := rec("a", 1, bgtask.StatusRunning)
+	good := rec("a", 1, bgtype.StatusRunning)
 	badStatus := rec("a", 2, "sleeping")
-	badJSON := rec("a", 3, bgtask.StatusCompleted)
+	badJSON := rec("a", 3, bgtype.StatusCompleted)
 	badJSON.Result = json.RawMessage(`{"n":`)
-	other := rec("b", 4, bgtask.StatusRunning)
+	other := rec("b", 4, bgtype.StatusRunning)
 	for _, tc := range []struct {
 		name    string
 		owner   string
-		actions []bgtask.Action
+		actions []store.Action
 		text    string
 		targets []error
 	}{
-		{"blank owner", " ", []bgtask.Action{bgtask.Upsert(good)}, "bgtask: owner id is empty", []error{bgtask.ErrInvalidOwner}},
-		{"unknown op", "a", []bgtask.Action{bgtask.Upsert(good), {Op: "merge"}}, `bgtask: invalid state action: unknown op "merge"`, []error{bgtask.ErrInvalidAction}},
-		{"upsert of two", "a", []bgtask.Action{{Op: bgtask.OpUpsert, Tasks: []bgtask.TaskMeta{good, good}}}, "bgtask: invalid state action: upsert carries 2 tasks, want 1", []error{bgtask.ErrInvalidAction}},
-		{"unknown status", "a", []bgtask.Action{bgtask.Upsert(good), bgtask.Upsert(badStatus)}, `bgtask: invalid state action: bgtask: corrupt task metadata: task task_a_02: unknown status "sleeping"`, []error{bgtask.ErrInvalidAction, bgtask.ErrCorrupt}},
-		{"result not JSON", "a", []bgtask.Action{bgtask.ReplaceAll(good, badJSON)}, "bgtask: invalid state action: bgtask: corrupt task metadata: task task_a_03: result is not valid JSON", []error{bgtask.ErrInvalidAction, bgtask.ErrCorrupt}},
-		{"other owner", "a", []bgtask.Action{bgtask.Upsert(other)}, `bgtask: invalid state action: task task_b_04 belongs to owner "b", not "a"`, []error{bgtask.ErrInvalidAction}},
-		{"no id", "a", []bgtask.Action{bgtask.Upsert(bgtask.TaskMeta{Owner: "a", Status: bgtask.StatusRunning})}, "bgtask: invalid state action: bgtask: corrupt task metadata: task without id", []error{bgtask.ErrInvalidAction, bgtask.ErrCorrupt}},
+		{"blank owner", " ", []store.Action{store.UpsertAction(good)}, "bgtask: owner id is empty", []error{bgtask.ErrInvalidOwner}},
+		{"unknown op", "a", []store.Action{store.UpsertAction(good), {Op: "merge"}}, `bgtask: invalid state action: unknown op "merge"`, []error{store.ErrInvalidAction}},
+		{"upsert of two", "a", []store.Action{{Op: store.OpUpsert, Tasks: []bgtype.TaskMeta{good, good}}}, "bgtask: invalid state action: upsert carries 2 tasks, want 1", []error{store.ErrInvalidAction}},
+		{"unknown status", "a", []store.Action{store.UpsertAction(good), store.UpsertAction(badStatus)}, `bgtask: invalid state action: bgtask: corrupt task metadata: task task_a_02: unknown status "sleeping"`, []error{store.ErrInvalidAction, bgtype.ErrCorrupt}},
+		{"result not JSON", "a", []store.Action{store.ReplaceAllAction(good, badJSON)}, "bgtask: invalid state action: bgtask: corrupt task metadata: task task_a_03: result is not valid JSON", []error{store.ErrInvalidAction, bgtype.ErrCorrupt}},
+		{"other owner", "a", []store.Action{store.UpsertAction(other)}, `bgtask: invalid state action: task task_b_04 belongs to owner "b", not "a"`, []error{store.ErrInvalidAction}},
+		{"no id", "a", []store.Action{store.UpsertAction(bgtype.TaskMeta{Owner: "a", Status: bgtype.StatusRunning})}, "bgtask: invalid state action: bgtask: corrupt task metadata: task without id", []error{store.ErrInvalidAction, bgtype.ErrCorrupt}},
 	} {
 		err := s.Commit(t.Context(), tc.owner, tc.actions...)
 		wantErr(t, tc.name, err, tc.text, tc.targets...)
@@ -196,7 +199,7 @@ func TestClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	commit(t, s, "a", bgtask.Upsert(rec("a", 1, bgtask.StatusRunning)))
+	commit(t, s, "a", store.UpsertAction(rec("a", 1, bgtype.StatusRunning)))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +216,7 @@ func TestClosed(t *testing.T) {
 		childErr = e
 	}
 	for what, err := range map[string]error{
-		"Commit":   s.Commit(t.Context(), "a", bgtask.Upsert(rec("a", 2, bgtask.StatusRunning))),
+		"Commit":   s.Commit(t.Context(), "a", store.UpsertAction(rec("a", 2, bgtype.StatusRunning))),
 		"Commit()": s.Commit(t.Context(), "a"),
 		"Get":      getErr, "Load": loadErr, "List": listErr, "Children": childErr,
 	} {

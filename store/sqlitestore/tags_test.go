@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
 
@@ -24,12 +26,12 @@ func TestMigrationAddsTags(t *testing.T) {
 
 	s := openAt(t, path, sqlitestore.WithoutRecovery()) // the old record stays running
 	old := get(t, s, "task_old")
-	if old.Status != bgtask.StatusRunning || old.Tags != nil {
+	if old.Status != bgtype.StatusRunning || old.Tags != nil {
 		t.Fatalf("old record = %+v, want running without tags", old)
 	}
-	m := rec("alice", 2, bgtask.StatusRunning)
+	m := rec("alice", 2, bgtype.StatusRunning)
 	m.Tags = []string{"eu", "deploy"}
-	commit(t, s, "alice", bgtask.Upsert(m))
+	commit(t, s, "alice", store.UpsertAction(m))
 	for _, tc := range []struct {
 		tag  string
 		want []string
@@ -58,16 +60,16 @@ func TestTagIndex(t *testing.T) {
 	t.Parallel()
 	s, path := open(t, sqlitestore.WithRetainPerOwner(1))
 	for n := range 3 {
-		m := rec("alice", n, bgtask.StatusCompleted)
+		m := rec("alice", n, bgtype.StatusCompleted)
 		m.Tags = []string{"t"}
-		commit(t, s, "alice", bgtask.Upsert(m))
+		commit(t, s, "alice", store.UpsertAction(m))
 	}
 	db := rawDB(t, path)
 	var count int
 	if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM task_tags").Scan(&count); err != nil || count != 1 {
 		t.Fatalf("task_tags holds %d rows (%v), want 1 (retention keeps one record)", count, err)
 	}
-	commit(t, s, "alice", bgtask.Remove("task_alice_02"))
+	commit(t, s, "alice", store.RemoveAction("task_alice_02"))
 	if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM task_tags").Scan(&count); err != nil || count != 0 {
 		t.Fatalf("task_tags holds %d rows (%v) after Remove, want 0", count, err)
 	}

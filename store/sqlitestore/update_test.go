@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // A change to a record the store holds writes only the columns a record's
@@ -17,9 +18,9 @@ import (
 func TestUpdateLeavesIdentityColumns(t *testing.T) {
 	t.Parallel()
 	s, path := open(t)
-	m := rec("a", 1, bgtask.StatusRunning)
+	m := rec("a", 1, bgtype.StatusRunning)
 	m.Name, m.Tags, m.Parent.TaskID, m.IdempotencyKey = "research", []string{"web"}, "task_parent", "key-1"
-	commit(t, s, "a", bgtask.Upsert(m))
+	commit(t, s, "a", store.UpsertAction(m))
 
 	db := rawDB(t, path)
 	execSQL(t, db, "CREATE TABLE touched (col TEXT NOT NULL)")
@@ -47,17 +48,17 @@ func TestUpdateLeavesIdentityColumns(t *testing.T) {
 	}
 
 	progress := m
-	progress.Progress = &bgtask.TaskProgress{Done: 1, Total: 2, Message: "half"}
+	progress.Progress = &bgtype.TaskProgress{Done: 1, Total: 2, Message: "half"}
 	done := progress
-	done.Status, done.FinishedAt, done.Result = bgtask.StatusCompleted, base.Add(time.Minute), []byte(`{"ok":true}`)
+	done.Status, done.FinishedAt, done.Result = bgtype.StatusCompleted, base.Add(time.Minute), []byte(`{"ok":true}`)
 	for _, step := range []struct {
 		name   string
-		action bgtask.Action
+		action store.Action
 		want   []string // the watched columns set
 	}{
-		{"progress", bgtask.Upsert(progress), nil},
-		{"completion", bgtask.Upsert(done), []string{"status"}},
-		{"announce", bgtask.Announce(m.ID), nil},
+		{"progress", store.UpsertAction(progress), nil},
+		{"completion", store.UpsertAction(done), []string{"status"}},
+		{"announce", store.AnnounceAction(m.ID), nil},
 	} {
 		commit(t, s, "a", step.action)
 		if got := touched(); !slices.Equal(got, step.want) {
@@ -65,7 +66,7 @@ func TestUpdateLeavesIdentityColumns(t *testing.T) {
 		}
 	}
 	got := get(t, s, m.ID)
-	if got.Status != bgtask.StatusCompleted || !got.Announced || got.Progress == nil || got.Progress.Message != "half" ||
+	if got.Status != bgtype.StatusCompleted || !got.Announced || got.Progress == nil || got.Progress.Message != "half" ||
 		string(got.Result) != `{"ok":true}` || !slices.Equal(got.Tags, m.Tags) || got.IdempotencyKey != "key-1" || got.Parent.TaskID != "task_parent" {
 		t.Fatalf("record after the updates = %+v", got)
 	}

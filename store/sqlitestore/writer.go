@@ -6,13 +6,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store"
 )
 
 // A request is one Commit call waiting for the writer.
 type request struct {
 	owner   string
-	actions []bgtask.Action
+	actions []store.Action
 	state   atomic.Int32 // pending, taken or abandoned: who may touch actions
 	done    chan error   // capacity 1: the outcome, once the batch is written
 }
@@ -23,9 +23,9 @@ const (
 	abandoned       // the caller's ctx ended first: the writer skips it
 )
 
-// Commit implements bgtask.Store. The actions are checked in the caller's
+// Commit implements store.Store. The actions are checked in the caller's
 // goroutine (an invalid one fails this call only and changes nothing), then
-// queued for the writer, which applies them with bgtask.ApplyAction in a
+// queued for the writer, which applies them with store.Apply in a
 // transaction shared with other concurrent calls, under a savepoint of
 // their own: each call gets its own outcome, all or none of its actions.
 //
@@ -34,11 +34,11 @@ const (
 // Commit waits for the transaction (bounded by the busy timeout) and
 // returns its outcome, so that it never returns while the actions are in
 // use. After Close it returns ErrClosed.
-func (s *Store) Commit(ctx context.Context, owner string, actions ...bgtask.Action) error {
+func (s *Store) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := bgtask.ValidateCommit(owner, actions...); err != nil {
+	if err := store.ValidateCommit(owner, actions...); err != nil {
 		return err
 	}
 	if len(actions) == 0 {

@@ -40,6 +40,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/bgtask/bgtask"
@@ -130,7 +132,7 @@ func agent(ctx context.Context, t *bgtask.Task) (any, error) {
 		return "echo: " + arg, nil
 	case "chat":
 		for n := 1; ; n++ {
-			if err := t.Emit(bgtask.EventTypeMessage, bgtask.Message{From: t.ID(), Content: "got: " + first.Content}); err != nil {
+			if err := t.Emit(bgtype.EventTypeMessage, bgtype.Message{From: t.ID(), Content: "got: " + first.Content}); err != nil {
 				return nil, err
 			}
 			if first, err = in.next(ctx); err != nil {
@@ -152,7 +154,7 @@ func agent(ctx context.Context, t *bgtask.Task) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := t.Emit(bgtask.EventTypeMessage, bgtask.Message{From: t.ID(), Content: "child " + child}); err != nil {
+		if err := t.Emit(bgtype.EventTypeMessage, bgtype.Message{From: t.ID(), Content: "child " + child}); err != nil {
 			return nil, err
 		}
 		<-ctx.Done()
@@ -184,13 +186,13 @@ func bigText(n int) string {
 // inbox reads a sub-agent's messages one at a time.
 type inbox struct {
 	t   *bgtask.Task
-	buf []bgtask.Message
+	buf []bgtype.Message
 }
 
-func (in *inbox) next(ctx context.Context) (bgtask.Message, error) {
+func (in *inbox) next(ctx context.Context) (bgtype.Message, error) {
 	for len(in.buf) == 0 {
 		if err := in.t.Inbox().Wait(ctx); err != nil {
-			return bgtask.Message{}, err
+			return bgtype.Message{}, err
 		}
 		for _, ev := range in.t.Inbox().Drain() {
 			if m, ok := ev.Message(); ok {

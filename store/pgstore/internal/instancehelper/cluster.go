@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/pgstore"
 )
@@ -28,7 +31,7 @@ const (
 	kinds
 )
 
-func (s *timedStore) Commit(ctx context.Context, owner string, actions ...bgtask.Action) error {
+func (s *timedStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	start := time.Now()
 	err := s.Store.Commit(ctx, owner, actions...)
 	d := time.Since(start)
@@ -40,17 +43,17 @@ func (s *timedStore) Commit(ctx context.Context, owner string, actions ...bgtask
 }
 
 // commitKind tells a spawn's commit from a completion's and the others.
-func commitKind(actions []bgtask.Action) int {
+func commitKind(actions []store.Action) int {
 	k := kindSpawn
 	for _, a := range actions {
-		if a.Op != bgtask.OpUpsert {
+		if a.Op != store.OpUpsert {
 			return kindOther
 		}
 		for _, t := range a.Tasks {
 			switch {
 			case t.Status.IsTerminal():
 				k = kindComplete
-			case t.Status != bgtask.StatusQueued && t.Status != bgtask.StatusRunning:
+			case t.Status != bgtype.StatusQueued && t.Status != bgtype.StatusRunning:
 				return kindOther
 			}
 		}
@@ -113,7 +116,7 @@ func cluster(ctx context.Context, m *bgtask.Manager, ts *timedStore, prefix stri
 		if err != nil {
 			return nil, err
 		}
-		if meta.Status != bgtask.StatusCompleted {
+		if meta.Status != bgtype.StatusCompleted {
 			return nil, fmt.Errorf("child %s ended %s", id, meta.Status)
 		}
 		children.Add(1)
@@ -123,7 +126,7 @@ func cluster(ctx context.Context, m *bgtask.Manager, ts *timedStore, prefix stri
 	defer stopDrain()
 	var drainers, wg sync.WaitGroup
 	inboxes := make([]*bgtask.Inbox, owners)
-	count := func(evs []bgtask.Event) {
+	count := func(evs []bgtype.Event) {
 		mu.Lock()
 		for _, ev := range evs {
 			if ev.Kind.IsTerminal() {
@@ -176,7 +179,7 @@ func cluster(ctx context.Context, m *bgtask.Manager, ts *timedStore, prefix stri
 		case err != nil:
 			other.Add(1)
 			note("wait: " + err.Error())
-		case meta.Status != bgtask.StatusCompleted:
+		case meta.Status != bgtype.StatusCompleted:
 			other.Add(1)
 			note(fmt.Sprintf("%s ended %s: %s", id, meta.Status, meta.Error))
 		default:

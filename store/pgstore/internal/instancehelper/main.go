@@ -45,6 +45,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/pgstore"
 )
@@ -253,7 +255,7 @@ func load(ctx context.Context, o bgtask.Owner, n, w int) string {
 				case err != nil:
 					other++
 					note("wait: " + err.Error())
-				case meta.Status == bgtask.StatusCompleted:
+				case meta.Status == bgtype.StatusCompleted:
 					done++
 				default:
 					other++

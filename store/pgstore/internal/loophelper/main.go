@@ -13,7 +13,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store"
+
 	"github.com/bgtask/bgtask/internal/crashloop"
 	"github.com/bgtask/bgtask/store/pgstore"
 )
@@ -32,7 +33,7 @@ func main() {
 		if err != nil {
 			return crashloop.Opened{}, err
 		}
-		return crashloop.Opened{Store: &store{Store: st, log: log}, Start: st.Start, Close: st.Close}, nil
+		return crashloop.Opened{Store: &loggingStore{Store: st, log: log}, Start: st.Start, Close: st.Close}, nil
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loophelper:", err)
@@ -43,12 +44,12 @@ func main() {
 // store is the PostgreSQL store with its marks logged. Embedding keeps
 // every other method (and so every optional interface, SharedStore
 // included) of the real one.
-type store struct {
+type loggingStore struct {
 	*pgstore.Store
 	log *crashloop.Log
 }
 
-func (s *store) Commit(ctx context.Context, owner string, actions ...bgtask.Action) error {
+func (s *loggingStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	done := s.log.Commit(ctx, actions)
 	err := s.Store.Commit(ctx, owner, actions...)
 	done(err)

@@ -24,6 +24,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
@@ -64,7 +66,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if _, err := m.Restore(ctx, *owner); err != nil && !errors.Is(err, bgtask.ErrCorrupt) {
+	if _, err := m.Restore(ctx, *owner); err != nil && !errors.Is(err, bgtype.ErrCorrupt) {
 		return err
 	}
 	rng := rand.New(rand.NewPCG(*seed, 7))

@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/bgtask/bgtask/bgtype"
+
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
@@ -68,7 +70,7 @@ func run() error {
 		out.Completed = append(out.Completed, id)
 	}
 	for _, id := range out.Completed {
-		if meta, err := agent.Wait(ctx, id); err != nil || meta.Status != bgtask.StatusCompleted {
+		if meta, err := agent.Wait(ctx, id); err != nil || meta.Status != bgtype.StatusCompleted {
 			return fmt.Errorf("task %s: %s, %v", id, meta.Status, err)
 		}
 	}
@@ -98,7 +100,7 @@ func quietOwners(ctx context.Context, m *bgtask.Manager, quiet, hushed string) e
 	for _, o := range []struct {
 		owner string
 		opts  []bgtask.SpawnOption
-	}{{quiet, nil}, {hushed, []bgtask.SpawnOption{bgtask.WithWake(bgtask.WakeSilent)}}} {
+	}{{quiet, nil}, {hushed, []bgtask.SpawnOption{bgtask.WithWake(bgtype.WakeSilent)}}} {
 		if o.owner == "" {
 			continue
 		}
@@ -107,7 +109,7 @@ func quietOwners(ctx context.Context, m *bgtask.Manager, quiet, hushed string) e
 		if err != nil {
 			return err
 		}
-		if meta, err := own.Wait(ctx, id); err != nil || meta.Status != bgtask.StatusCompleted {
+		if meta, err := own.Wait(ctx, id); err != nil || meta.Status != bgtype.StatusCompleted {
 			return fmt.Errorf("task %s: %s, %v", id, meta.Status, err)
 		}
 		if o.owner == quiet {

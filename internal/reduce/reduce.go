@@ -1,0 +1,156 @@
+// Package reduce holds the record rules of the one reducer every store
+// applies (store.Apply): how an update merges into a stored record. The
+// in-memory store calls them on its compact records directly.
+package reduce
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+)
+
+// SettleNew makes a record new to a store follow the rules of store.Apply:
+// an input request only while awaiting_input, and the stamps its status
+// calls for taken from at when it has none.
+func SettleNew(m *bgtype.TaskMeta, at time.Time) {
+	switch {
+	case m.Input == nil:
+	case m.Status.IsTerminal():
+		m.Input = nil
+	default:
+		m.Status = bgtype.StatusAwaitingInput
+	}
+	m.Announced = m.Announced && m.Status.IsTerminal()
+	stamp(m, m, at)
+}
+
+// MergeUpsert applies a valid update u to the stored record cur, in place,
+// and reports whether it did; a dropped update leaves cur as it was. The
+// rules are the table of store.Apply. Records travel by pointer: they are
+// large, and this runs on every task's goroutine, whose stack starts small.
+func MergeUpsert(cur, u *bgtype.TaskMeta, at time.Time) bool {
+	if u.Owner != cur.Owner || u.Attempt < cur.Attempt ||
+		u.Status != "" && u.Status.Rank() < cur.Status.Rank() {
+		return false
+	}
+	if cur.Status.IsTerminal() {
+		if u.Status != "" && u.Status != cur.Status {
+			return false // lost a race against the end: its content must not land
+		}
+		enrich(cur, u)
+		stamp(cur, u, at)
+		return true
+	}
+	// Identity fields (Owner, Type, Name, Parent, Detached, Wake, Tags, IdempotencyKey) are not
+	// copied: they are set once, at insert. Assigning field by field keeps
+	// this frame small; it runs on every task's goroutine.
+	next := u.Status
+	if u.Status == "" {
+		next = cur.Status
+		setIf(&cur.Description, u.Description)
+		setIf(&cur.Error, u.Error)
+		setIf(&cur.Stack, u.Stack)
+		setIf((*string)(&cur.ErrorKind), string(u.ErrorKind))
+		setIf(&cur.CancelReason, u.CancelReason)
+		setIf(&cur.Instance, u.Instance)
+		if u.Result != nil {
+			cur.Result = json.RawMessage(bytes.Clone(u.Result))
+		}
+	} else {
+		cur.Description, cur.Error, cur.Stack, cur.ErrorKind = u.Description, u.Error, u.Stack, u.ErrorKind
+		cur.CancelReason = u.CancelReason
+		cur.Result = json.RawMessage(bytes.Clone(u.Result))
+		cur.Instance = u.Instance
+	}
+	if u.Input != nil && !next.IsTerminal() {
+		next = bgtype.StatusAwaitingInput // asking for input is waiting for it
+	}
+	if u.Announced && next.IsTerminal() {
+		cur.Announced = true // ended and announced at once (an answer given in the foreground)
+	}
+	mergeProgress(cur, u)
+	cur.Status, cur.Attempt = next, u.Attempt
+	switch {
+	case next != bgtype.StatusAwaitingInput:
+		cur.Input = nil // leaving awaiting_input clears the request
+	case u.Input != nil:
+		in := *u.Input
+		cur.Input = &in
+	}
+	stamp(cur, u, at)
+	return true
+}
+
+// enrich fills a terminal record cur from a same-status or status-less
+// update u: only what the record lacks is filled.
+func enrich(cur, u *bgtype.TaskMeta) {
+	if cur.Description == "" {
+		cur.Description = u.Description
+	}
+	if cur.Error == "" && cur.Stack == "" {
+		cur.Error, cur.Stack = u.Error, u.Stack
+	}
+	if cur.ErrorKind == "" {
+		cur.ErrorKind = u.ErrorKind
+	}
+	if cur.CancelReason == "" {
+		cur.CancelReason = u.CancelReason
+	}
+	if cur.Result == nil {
+		cur.Result = json.RawMessage(bytes.Clone(u.Result))
+	}
+	if cur.Instance == "" {
+		cur.Instance = u.Instance
+	}
+	if cur.Progress == nil && u.Progress != nil {
+		p := *u.Progress
+		cur.Progress = &p
+	}
+	cur.Announced = cur.Announced || u.Announced
+}
+
+// mergeProgress takes u's progress into the live record cur unless u has
+// none or it is older than cur's: progress never goes back in time.
+func mergeProgress(cur, u *bgtype.TaskMeta) {
+	if u.Progress == nil || cur.Progress != nil && u.Progress.At.Before(cur.Progress.At) {
+		return
+	}
+	p := *u.Progress
+	cur.Progress = &p
+}
+
+// stamp fills the times cur lacks from u, else from at where cur's status
+// calls for them. A time once set is never changed.
+func stamp(cur, u *bgtype.TaskMeta, at time.Time) {
+	fill(&cur.CreatedAt, u.CreatedAt, at)
+	switch {
+	case !cur.StartedAt.IsZero():
+	case cur.Status == bgtype.StatusQueued:
+		cur.StartedAt = u.StartedAt
+	default:
+		fill(&cur.StartedAt, u.StartedAt, at)
+	}
+	if cur.Status.IsTerminal() {
+		fill(&cur.FinishedAt, u.FinishedAt, at)
+	}
+}
+
+// fill sets a zero *t to the first non-zero of from and at.
+func fill(t *time.Time, from, at time.Time) {
+	switch {
+	case !t.IsZero():
+	case !from.IsZero():
+		*t = from
+	default:
+		*t = at
+	}
+}
+
+// setIf sets *dst to v when v is not empty.
+func setIf(dst *string, v string) {
+	if v != "" {
+		*dst = v
+	}
+}

@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"iter"
+
+	"github.com/bgtask/bgtask/bgtype"
+)
+
+// Recoverer is a Store that can end, for every owner at once, the records
+// that a runtime instance which is gone left queued, running or awaiting
+// input. Manager.Recover uses it. A durable Store implements it when it can
+// tell a gone instance from a live one: a single-process store by a lock
+// that its process holds while it is open, a SharedStore by its reaper.
+type Recoverer interface {
+	// Recover makes every non-terminal record of every owner that a gone
+	// runtime instance left interrupted (with Interrupted), in batches, and
+	// returns how many it interrupted. A record of a live instance is never
+	// touched. A corrupt record is skipped and named in the returned
+	// error; the others are still recovered.
+	Recover(ctx context.Context) (int, error)
+}
+
+// InstanceLiveness is a Store, shared by processes that each run their own
+// Manager on it (a file several processes open), that can tell whether the
+// runtime instance that wrote a record still runs. Restore uses it: a
+// record that another instance left queued or running is interrupted only
+// once that instance is known to be gone, never while the process that
+// runs the task may still end it. A SharedStore needs no such answer: its
+// reaper ends the records of the instances that stopped, and Restore
+// leaves every other instance's records to it.
+type InstanceLiveness interface {
+	// InstanceAlive reports whether the runtime instance (a Manager's
+	// WithInstance id) still runs in a process that uses the store.
+	// Restore interrupts the records of an instance reported gone, so a
+	// store reports alive when unsure, and documents any exception (a
+	// platform where it cannot tell). The empty instance is never alive.
+	InstanceAlive(ctx context.Context, instance string) (bool, error)
+}
+
+// UndeliveredLister is a Store that can tell, for every owner at once,
+// which owners have something they were never told. Manager.UndeliveredOwners
+// and WithOnPendingOwner use it. Every store of this module implements it
+// (the MemoryStore from its records, the durable stores with an indexed
+// query).
+type UndeliveredLister interface {
+	// UndeliveredOwners yields, each once and in no particular order, every
+	// owner that holds a terminal record that is neither announced (see
+	// Announce) nor silent (WakeSilent), and, for a SharedStore, every
+	// owner with a notice not yet taken (TakeNotices). Owners are yielded
+	// as the records name them: a sub-agent's task id included. It changes
+	// nothing. A failure is yielded once, as the last pair, with "".
+	UndeliveredOwners(ctx context.Context) iter.Seq2[string, error]
+}
+
+// InstanceOwnerLister is a SharedStore that can list the owners of one
+// runtime instance's live records. A process that restarts with the same
+// instance id (as a SharedStore's hosts are asked to) finds the records
+// its previous run left queued or running still live: no reaper ends them,
+// since the instance is alive again, and only a Restore of their owner
+// does. WithOnPendingOwner uses it to wake those owners at start too.
+type InstanceOwnerLister interface {
+	// InstanceOwners yields, each once and in no particular order, every
+	// owner that holds a queued, running or awaiting-input record of
+	// instance. It changes nothing. A failure is yielded once, as the last
+	// pair, with "".
+	InstanceOwners(ctx context.Context, instance string) iter.Seq2[string, error]
+}
+
+// PendingOwnerFinder is a Store that tells at once which of several owners
+// hold records that Restore has work for. Restore uses it to follow the
+// interrupted tasks to the tasks they owned with one call per batch instead
+// of reading each one's records; with a Store that does not implement it,
+// Restore reads each.
+type PendingOwnerFinder interface {
+	// PendingOwners returns those of owners that hold at least one record
+	// that is not terminal or not announced, each once, in any order. It
+	// may return more (an owner it is unsure of), never fewer.
+	PendingOwners(ctx context.Context, owners []string) ([]string, error)
+}
+
+// TagLister is a Store that filters by tag itself, with an index. Every
+// Store of this module implements it; for one that does not, ListTagged
+// filters the store's List.
+type TagLister interface {
+	// ListTagged is Store.List restricted to the records whose Tags hold
+	// tag; an empty tag restricts nothing.
+	ListTagged(ctx context.Context, owner, tag string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error]
+}
