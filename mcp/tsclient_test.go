@@ -166,7 +166,7 @@ func runCommandEnv(t *testing.T, dir string, env []string, name string, args ...
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), "GOWORK=off"), env...)
+	cmd.Env = append(os.Environ(), env...)
 	// Servers the suite started inherit its stderr: if it is killed, do not
 	// wait for them to close it.
 	cmd.WaitDelay = time.Minute
