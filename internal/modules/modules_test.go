@@ -103,7 +103,9 @@ func workspaceDirs(t *testing.T, root string) []string {
 
 // The repository's go.work uses every module of the repository, so that
 // `go doc` of any of them works from the root, test.sh runs each one in
-// workspace mode and the readonly build below checks each one.
+// workspace mode and the readonly build below checks each one; and it maps
+// the version of bgtask's modules that the go.mod files require to the tree,
+// since that version is not tagged before the release.
 func TestWorkspaceHasEveryModule(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
@@ -133,6 +135,41 @@ func TestWorkspaceHasEveryModule(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "go.work.sum")); err != nil {
 		t.Error(err)
+	}
+
+	// go.work maps each module, at each version the modules require of
+	// bgtask's own, to its directory, and replaces nothing else.
+	var want, got []string
+	versions := map[string]bool{}
+	for _, dir := range modules {
+		for _, r := range readModFile(t, filepath.Join(root, filepath.FromSlash(dir))).Require {
+			if r.Path == ownPrefix || strings.HasPrefix(r.Path, ownPrefix+"/") {
+				versions[r.Version] = true
+			}
+		}
+	}
+	for _, dir := range modules {
+		p := readModFile(t, filepath.Join(root, filepath.FromSlash(dir))).Module.Path
+		for v := range versions {
+			want = append(want, p+" "+v+" => "+dir)
+		}
+	}
+	var work struct {
+		Replace []struct {
+			Old struct{ Path, Version string }
+			New struct{ Path, Version string }
+		}
+	}
+	if err := json.Unmarshal(goCmd(t, root, nil, "work", "edit", "-json", filepath.Join(root, "go.work")), &work); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range work.Replace {
+		got = append(got, strings.TrimSpace(r.Old.Path+" "+r.Old.Version)+" => "+path.Clean(filepath.ToSlash(r.New.Path))+strings.TrimSpace(" "+r.New.Version))
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("go.work replaces%s\nwant (each module at the version the modules require, to its directory)%s", "\n\t"+strings.Join(got, "\n\t"), "\n\t"+strings.Join(want, "\n\t"))
 	}
 }
 
@@ -420,13 +457,13 @@ func proxyEnv(t *testing.T, proxyDir, modCache string) []string {
 	if lines[1] != "" {
 		proxies = append(proxies, lines[1])
 	}
-	return []string{
+	return slices.Clip([]string{
 		"GOPROXY=" + strings.Join(proxies, ","),
 		"GONOSUMDB=" + ownPrefix,
 		"GOPRIVATE=", "GONOPROXY=", "GOINSECURE=",
 		"GOMODCACHE=" + modCache,
 		"GOTOOLCHAIN=local",
-	}
+	})
 }
 
 // linkModCache makes priv a module cache that holds bgtask's own modules
@@ -500,7 +537,7 @@ func TestModulesBuildAlone(t *testing.T) {
 	// -trimpath: the copies and the private module cache live in new
 	// directories each run; without it no compiled package would be found in
 	// the build cache again.
-	roEnv := append(env, "GOWORK=off", "GOFLAGS=-mod=readonly -modcacherw -trimpath")
+	roEnv := slices.Concat(env, []string{"GOWORK=off", "GOFLAGS=-mod=readonly -modcacherw -trimpath"})
 	for i, m := range mods {
 		start := time.Now()
 		dir := filepath.Join(tmp, "src", fmt.Sprint(i))
@@ -522,6 +559,61 @@ func TestModulesBuildAlone(t *testing.T) {
 		}
 		t.Logf("%s: tidy, builds and vets alone (%.1f s)", m.dir, time.Since(start).Seconds())
 	}
+	if !t.Failed() {
+		checkInstall(t, mods, versions[0], filepath.Join(tmp, "user"), slices.Concat(env, []string{"GOWORK=off", "GOFLAGS=-modcacherw -trimpath", "GOBIN=" + filepath.Join(tmp, "bin")}))
+	}
+}
+
+// tagged reports whether a release tags the module in dir (docs/release.md):
+// not the examples and the benchmarks, which nobody imports.
+func tagged(dir string) bool {
+	return dir != "bench" && !strings.HasPrefix(dir, "examples/")
+}
+
+// checkInstall does what the README tells a user, in a module of the user's
+// own outside the repository: `go get` of every tagged module at @latest (the
+// proxy's only version, as after a release), a program that imports each, and
+// `go install` of the commands at @latest. Every bgtask module must come at
+// version.
+func checkInstall(t *testing.T, mods []*module, version, dir string, env []string) {
+	t.Helper()
+	start := time.Now()
+	var get, install []string
+	var prog strings.Builder
+	prog.WriteString("package main\n\nimport (\n")
+	for _, m := range mods {
+		switch {
+		case !tagged(m.dir):
+		case strings.HasPrefix(m.dir, "cmd/"):
+			install = append(install, m.path+"@latest")
+		default:
+			get = append(get, m.path+"@latest")
+			fmt.Fprintf(&prog, "\t_ %q\n", m.path)
+		}
+	}
+	prog.WriteString(")\n\nfunc main() {}\n")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"go.mod": "module example.com/user\n\ngo 1.26.0\n", "main.go": prog.String()} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{append([]string{"get"}, get...), {"mod", "tidy"}, {"build", "-o", os.DevNull, "."}, append([]string{"install"}, install...)} {
+		if out, err := goCmdErr(dir, env, args...); err != nil {
+			t.Errorf("a user's module: go %s: %v\n%s", strings.Join(args, " "), err, out)
+			return
+		}
+	}
+	out := goCmd(t, dir, env, "list", "-m", "all")
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		p, v, _ := strings.Cut(line, " ")
+		if (p == ownPrefix || strings.HasPrefix(p, ownPrefix+"/")) && v != version {
+			t.Errorf("a user's module gets %s %s, want %s", p, v, version)
+		}
+	}
+	t.Logf("a user's module: go get, build and go install of every tagged module at @latest (%.1f s)", time.Since(start).Seconds())
 }
 
 // checkModule checks the copy of m in dir, reporting what fails; it tells
