@@ -8,8 +8,4 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
-require (
-	github.com/stretchr/testify v1.12.1 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
-	golang.org/x/text v0.43.0 // indirect
-)
+require golang.org/x/text v0.43.0 // indirect

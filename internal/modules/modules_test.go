@@ -13,7 +13,9 @@
 // database (GONOSUMDB) and lets `go mod tidy` record the hashes of the zips it
 // made, in a copy of the module, then checks that the copy's go.mod and go.sum
 // are the committed ones (but for those lines) and builds the copy with its
-// committed go.mod and go.sum plus those lines, read-only.
+// committed go.mod and go.sum plus those lines, read-only. Last, a user's
+// module outside the tree does what the README says: `go get` of every tagged
+// module and `go install` of the inspector, at @latest.
 //
 // `go test ./internal/modules -run TestModulesBuildAlone -tidy` rewrites every
 // module's go.mod and go.sum instead (what `go work sync` does, then `go mod
@@ -41,7 +43,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-var tidy = flag.Bool("tidy", false, "rewrite every module's go.mod and go.sum (go work sync, go mod tidy) against the tree's own modules instead of checking them")
+var tidy = flag.Bool("tidy", false, "instead of checking them, rewrite every module's go.mod and go.sum (requirements at the workspace's versions, go mod tidy against the tree's own modules) and go.work.sum")
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
@@ -180,7 +182,7 @@ func TestWorkspaceHasEveryModule(t *testing.T) {
 func TestOneVersionPerDependency(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
-	selected := workspaceSelection(t, root)
+	selected := workspaceSelection(t, root, "-mod=readonly")
 	for _, dir := range workspaceDirs(t, root) {
 		for _, r := range readModFile(t, filepath.Join(root, filepath.FromSlash(dir))).Require {
 			if r.Path == ownPrefix || strings.HasPrefix(r.Path, ownPrefix+"/") {
@@ -196,10 +198,11 @@ func TestOneVersionPerDependency(t *testing.T) {
 	}
 }
 
-// workspaceSelection is the version of each module the workspace selects.
-func workspaceSelection(t *testing.T, root string) map[string]string {
+// workspaceSelection is the version of each module the workspace selects;
+// goflags is the GOFLAGS of the go command.
+func workspaceSelection(t *testing.T, root, goflags string) map[string]string {
 	t.Helper()
-	out := goCmd(t, root, []string{"GOWORK=" + filepath.Join(root, "go.work"), "GOFLAGS=-mod=readonly"}, "list", "-m", "-json", "all")
+	out := goCmd(t, root, []string{"GOWORK=" + filepath.Join(root, "go.work"), "GOFLAGS=" + goflags}, "list", "-m", "-json", "all")
 	selected := map[string]string{}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for dec.More() {
@@ -718,7 +721,8 @@ func tidyModules(t *testing.T, root string, mods []*module, versions []string) {
 		proxyDir := filepath.Join(tmp, "proxy")
 		writeProxy(t, root, proxyDir, mods, versions)
 		env := append(proxyEnv(t, proxyDir, filepath.Join(tmp, "modcache")), "GOFLAGS=-modcacherw", "GONOSUMDB="+noSumDB)
-		selected := workspaceSelection(t, root)
+		// (go.work.sum may need new lines after a bump: not read-only)
+		selected := workspaceSelection(t, root, "")
 		for _, m := range mods {
 			dir := filepath.Join(root, filepath.FromSlash(m.dir))
 			env := append(env, "GOWORK=off")
