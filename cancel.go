@@ -42,7 +42,7 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 	)
 	m.mu.Lock()
 	t := m.nodes[id]
-	if t != nil && r.covers(t.rec.owner) {
+	if t != nil && r.covers(t.rec.Owner) {
 		if tree {
 			n, starts = m.cancelSubtree(t, withReason(ErrCancelled, reason), withReason(ErrParentCancelled, reason), nil)
 		} else {
@@ -55,7 +55,7 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 	m.mu.Unlock()
 	m.startAll(starts)
 	if t != nil {
-		if !r.covers(t.rec.owner) {
+		if !r.covers(t.rec.Owner) {
 			return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		return n, nil

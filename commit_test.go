@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -21,7 +23,7 @@ var errInjected = errors.New("injected store failure")
 // failingStore is a MemoryStore whose Commit fails for records of chosen
 // statuses a chosen number of times.
 type failingStore struct {
-	*MemoryStore
+	*memstore.Store
 
 	mu    sync.Mutex
 	fails map[bgtype.Status]int // failures left per status; < 0: always
@@ -30,9 +32,9 @@ type failingStore struct {
 
 func newFailingStore() *failingStore {
 	return &failingStore{
-		MemoryStore: NewMemoryStore(),
-		fails:       make(map[bgtype.Status]int),
-		calls:       make(map[bgtype.Status]int),
+		Store: memstore.New(),
+		fails: make(map[bgtype.Status]int),
+		calls: make(map[bgtype.Status]int),
 	}
 }
 
@@ -73,7 +75,7 @@ func (s *failingStore) Commit(ctx context.Context, owner string, actions ...stor
 		}
 	}
 	s.mu.Unlock()
-	return s.MemoryStore.Commit(ctx, owner, actions...)
+	return s.Store.Commit(ctx, owner, actions...)
 }
 
 // A terminal commit that fails is retried with doubling backoff; if it

@@ -115,8 +115,8 @@
 // ([store.Apply], under the state key [store.TaskStateKey]) that every [store.Store]
 // applies: terminal is final (a late update may only fill what a terminal
 // record lacks), stamps are written once, writes fenced on an older attempt
-// are dropped. The default store is in memory
-// ([NewMemoryStore]) with bounded retention; the nested modules
+// are dropped. The default store is in memory, with bounded
+// retention ([WithRetention]); the nested modules
 // store/sqlitestore and store/pgstore keep it in SQLite or, shared by
 // several processes ([store.SharedStore]), in PostgreSQL, and package storetest is
 // the conformance suite they pass. After a restart,

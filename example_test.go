@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 
@@ -290,7 +292,7 @@ func ExampleOwner_Send() {
 // re-run.
 func ExampleManager_Restore() {
 	ctx := context.Background()
-	st := bgtask.NewMemoryStore()
+	st := memstore.New()
 	// What a process that died left behind.
 	_ = st.Commit(ctx, "thread-1", store.UpsertAction(bgtype.TaskMeta{
 		ID: "task_00000000000070008000000000000001", Owner: "thread-1", Status: bgtype.StatusRunning, Instance: "inst_gone",

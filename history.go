@@ -149,9 +149,9 @@ func (l *messageLog) list(id string) []MessageRecord {
 func (l *messageLog) emitted(t *Task, payload json.RawMessage) string {
 	msg := decodeMessage(payload)
 	if msg.From == "" {
-		msg.From = t.rec.id
+		msg.From = t.rec.ID
 	}
-	return l.add(t.rec.id, MessageOut, msg)
+	return l.add(t.rec.ID, MessageOut, msg)
 }
 
 // decodeMessage reads the payload of an EventTypeMessage: a JSON string is

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -122,7 +124,7 @@ func TestIdempotentSpawnCases(t *testing.T) {
 // MaxIdempotencyKeyBytes long; nothing is stored for a refused one.
 func TestIdempotencyKeyInvalid(t *testing.T) {
 	t.Parallel()
-	st := &countingStore{Store: NewMemoryStore()}
+	st := &countingStore{Store: memstore.New()}
 	m := newTestManager(t, WithStore(st))
 	for _, tc := range []struct{ key, want string }{
 		{"", "bgtask: invalid argument: idempotency key is blank"},

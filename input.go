@@ -170,9 +170,9 @@ func (t *Task) answer(msg bgtype.Message) (string, error) {
 	defer t.emitMu.Unlock()
 	w := t.openInputWait()
 	if w == nil || w.req.ID != msg.InReplyTo {
-		return "", fmt.Errorf("%w: task %s, request %q", ErrNoInputRequest, t.rec.id, msg.InReplyTo)
+		return "", fmt.Errorf("%w: task %s, request %q", ErrNoInputRequest, t.rec.ID, msg.InReplyTo)
 	}
 	t.rare.Load().input = nil // w != nil: the state exists
 	w.answer <- msg
-	return t.m.msgs.add(t.rec.id, MessageIn, msg), nil
+	return t.m.msgs.add(t.rec.ID, MessageIn, msg), nil
 }

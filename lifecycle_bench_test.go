@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+
+	"github.com/bgtask/bgtask/internal/memstore"
 )
 
 // serveThread is one request of a server's thread, start to end: a
@@ -75,7 +77,7 @@ func BenchmarkClosedThreadsHeap(b *testing.B) {
 			var at10, at10k float64
 			for b.Loop() {
 				base := liveHeap()
-				m, err := New(WithStore(NewMemoryStore(WithRetainPerOwner(0))))
+				m, err := New(WithStore(memstore.New(memstore.WithRetainPerOwner(0))))
 				if err != nil {
 					b.Fatal(err)
 				}

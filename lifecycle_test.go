@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -50,7 +52,7 @@ func storeKinds() []struct {
 		opts func() []Option
 	}{
 		{"memory", func() []Option { return nil }},
-		{"durable", func() []Option { return []Option{WithStore(&durableMem{MemoryStore: NewMemoryStore()})} }},
+		{"durable", func() []Option { return []Option{WithStore(&durableMem{Store: memstore.New()})} }},
 	}
 }
 
@@ -424,7 +426,7 @@ func TestRunEndOfAnEndedRequest(t *testing.T) {
 		{"user stopped", ErrRunStopped, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ds := &durableMem{MemoryStore: NewMemoryStore()}
+			ds := &durableMem{Store: memstore.New()}
 			pr := newPluginRun(t, WithStore(ctxStrict{ds}))
 			req, cancel := context.WithCancelCause(t.Context())
 			id, probe := spawnProbe(t, WithToolCall(req, ToolCall{RunID: "run-1", CallID: "c1"}), pr.o)
@@ -469,7 +471,7 @@ func TestRunEndOfAnEndedRequest(t *testing.T) {
 // Close commits the marks a boundary could not, even with an ended
 // request context.
 func TestPluginCloseCommitsPendingMarks(t *testing.T) {
-	ds := &durableMem{MemoryStore: NewMemoryStore(), failMark: errors.New("disk full")}
+	ds := &durableMem{Store: memstore.New(), failMark: errors.New("disk full")}
 	pr := newPluginRun(t, WithStore(ctxStrict{ds}))
 	ids := finishTasks(t, pr.m, "thread-1", nil)
 	if msgs, err := pr.p.Deliver(t.Context()); err != nil || !slices.Equal(eventIDs(msgs), ids) {
@@ -496,13 +498,13 @@ func TestPluginCloseCommitsPendingMarks(t *testing.T) {
 // ended but were never announced.
 func forwardedStore(t *testing.T, agent bgtype.Status) (*durableMem, []string) {
 	t.Helper()
-	ds := &durableMem{MemoryStore: NewMemoryStore()}
+	ds := &durableMem{Store: memstore.New()}
 	for _, r := range []bgtype.TaskMeta{
-		{ID: "task_1_agent", Owner: "thread-1", Type: TypeSubAgent, Status: agent, CreatedAt: rt0, Instance: "gone", Attempt: 1},
-		{ID: "task_2_child", Owner: "task_1_agent", Type: TypeTask, Status: bgtype.StatusCompleted, CreatedAt: rt1, FinishedAt: rt1, Instance: "gone", Attempt: 1, Parent: bgtype.Parent{TaskID: "task_1_agent"}},
-		{ID: "task_3_child", Owner: "task_1_agent", Type: TypeTask, Status: bgtype.StatusFailed, Error: "boom", CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 1, Parent: bgtype.Parent{TaskID: "task_1_agent"}},
+		{ID: "task_1_agent", Owner: "thread-1", Type: bgtype.TypeSubAgent, Status: agent, CreatedAt: rt0, Instance: "gone", Attempt: 1},
+		{ID: "task_2_child", Owner: "task_1_agent", Type: bgtype.TypeTask, Status: bgtype.StatusCompleted, CreatedAt: rt1, FinishedAt: rt1, Instance: "gone", Attempt: 1, Parent: bgtype.Parent{TaskID: "task_1_agent"}},
+		{ID: "task_3_child", Owner: "task_1_agent", Type: bgtype.TypeTask, Status: bgtype.StatusFailed, Error: "boom", CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 1, Parent: bgtype.Parent{TaskID: "task_1_agent"}},
 	} {
-		if err := ds.MemoryStore.Commit(t.Context(), r.Owner, store.UpsertAction(r)); err != nil {
+		if err := ds.Store.Commit(t.Context(), r.Owner, store.UpsertAction(r)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -571,8 +573,8 @@ func TestForwardedEventsExactlyOnceAcrossCrashes(t *testing.T) {
 // marked under its own owner.
 func TestForwardedEventsWithNotices(t *testing.T) {
 	ds, ids := forwardedStore(t, bgtype.StatusInterrupted) // a reaper interrupted it; the notice went before
-	f := &fakeShared{MemoryStore: ds.MemoryStore, notices: map[string][]bgtype.Event{}}
-	other := bgtype.TaskMeta{ID: "task_9_reaped", Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusInterrupted, Error: "reaped", ErrorKind: bgtype.KindInterrupted, CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 2}
+	f := &fakeShared{Store: ds.Store, notices: map[string][]bgtype.Event{}}
+	other := bgtype.TaskMeta{ID: "task_9_reaped", Owner: "thread-1", Type: bgtype.TypeTask, Status: bgtype.StatusInterrupted, Error: "reaped", ErrorKind: bgtype.KindInterrupted, CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 2}
 	if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(other)); err != nil {
 		t.Fatal(err)
 	}
@@ -596,7 +598,7 @@ func TestForwardedEventsWithNotices(t *testing.T) {
 
 	// A reaper's notice, sent to the owner, of a gone sub-agent's task
 	// that no Restore forwarded: the agent's own end was announced.
-	late := bgtype.TaskMeta{ID: "task_4_child", Owner: "task_1_agent", Type: TypeTask, Status: bgtype.StatusInterrupted, Error: "reaped", CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 2}
+	late := bgtype.TaskMeta{ID: "task_4_child", Owner: "task_1_agent", Type: bgtype.TypeTask, Status: bgtype.StatusInterrupted, Error: "reaped", CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 2}
 	if err := f.Commit(t.Context(), "task_1_agent", store.UpsertAction(late)); err != nil {
 		t.Fatal(err)
 	}

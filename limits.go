@@ -47,7 +47,7 @@ func (m *Manager) release(os *ownerState, starts []*Task) []*Task {
 	}
 	kept := m.queue[:0]
 	for _, q := range m.queue {
-		qos := m.owners[q.rec.owner]
+		qos := m.owners[q.rec.Owner]
 		if !m.hasSlot(qos) {
 			kept = append(kept, q)
 			continue

@@ -38,9 +38,9 @@ func checkName(name string) error {
 func (m *Manager) lineage(ctx context.Context, p bgtype.Parent) bgtype.Parent {
 	if p.TaskID == "" {
 		if t, ok := TaskFromContext(ctx); ok && t.m == m {
-			p.TaskID = t.rec.id
+			p.TaskID = t.rec.ID
 			if p.RunID == "" {
-				p.RunID = t.rec.parentRun()
+				p.RunID = t.rec.ParentRun()
 			}
 		}
 	}

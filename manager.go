@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -37,7 +39,7 @@ import (
 type Manager struct {
 	cfg       config
 	store     store.Store
-	mem       *MemoryStore // store, when it is exactly a MemoryStore: records are shared (record.go)
+	mem       *memstore.Store // store, when it is exactly a MemoryStore: records are shared (record.go)
 	log       *slog.Logger
 	closed    atomic.Bool
 	wg        sync.WaitGroup // every task goroutine
@@ -114,12 +116,14 @@ func New(opts ...Option) (*Manager, error) {
 		return nil, err
 	}
 	if cfg.store == nil {
-		cfg.store = NewMemoryStore()
+		cfg.store = memoryStore(cfg.retention)
+	} else if cfg.retention != nil {
+		return nil, invalidArgument("WithRetention configures the in-memory store; the store given with WithStore has its own retention options")
 	}
 	if cfg.instance == "" {
 		cfg.instance = "inst_" + newTaskID(time.Now())[len(IDPrefix):]
 	}
-	mem, _ := cfg.store.(*MemoryStore)
+	mem, _ := cfg.store.(*memstore.Store)
 	m := &Manager{
 		cfg:     cfg,
 		store:   cfg.store,
@@ -303,15 +307,15 @@ func (m *Manager) notify(from bgtype.Status, meta *bgtype.TaskMeta) {
 }
 
 // notifyRec is notify of a Task's record.
-func (m *Manager) notifyRec(from bgtype.Status, r *memRec) {
+func (m *Manager) notifyRec(from bgtype.Status, r *memstore.Rec) {
 	if m.cfg.observer != nil || m.log.Enabled(context.Background(), slog.LevelDebug) {
 		m.notifyRecSlow(from, r)
 	}
 }
 
 //go:noinline
-func (m *Manager) notifyRecSlow(from bgtype.Status, r *memRec) {
-	meta := r.expand()
+func (m *Manager) notifyRecSlow(from bgtype.Status, r *memstore.Rec) {
+	meta := r.Expand()
 	m.notifySlow(from, &meta)
 }
 

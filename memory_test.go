@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -21,7 +23,7 @@ type memInternals struct {
 	storeOwners, storeIDs, storeDone                               int
 }
 
-func readInternals(m *Manager, s *MemoryStore) memInternals {
+func readInternals(m *Manager, s *memstore.Store) memInternals {
 	var in memInternals
 	m.mu.Lock()
 	in.nodes, in.owners, in.runs, in.deadRuns = len(m.nodes), len(m.owners), len(m.runs), m.deadRuns.len()
@@ -31,8 +33,8 @@ func readInternals(m *Manager, s *MemoryStore) memInternals {
 	in.inboxes = len(m.inboxes)
 	m.inboxMu.RUnlock()
 	if s != nil {
-		st := s.state()
-		in.storeOwners, in.storeIDs, in.storeDone = len(st.owners), len(st.ids), len(st.terminal)
+		terminal, ids, owners := s.Contents()
+		in.storeOwners, in.storeIDs, in.storeDone = len(owners), len(ids), len(terminal)
 	}
 	return in
 }
@@ -62,7 +64,7 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 	case raceEnabled():
 		total = 100_000 // the race detector makes a task ~5x dearer; stay near 5s
 	}
-	store := NewMemoryStore(WithRetainPerOwner(100))
+	store := memstore.New(memstore.WithRetainPerOwner(100))
 	m := newTestManager(t, WithStore(store))
 	o := m.Owner("a")
 	ib, err := o.Inbox()
@@ -216,7 +218,7 @@ func TestMemoryStoreRetainForAgesEveryOwner(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		s := NewMemoryStore(WithRetainFor(time.Hour))
+		s := memstore.New(memstore.WithRetainFor(time.Hour))
 		rec := func(id, owner string, st bgtype.Status) bgtype.TaskMeta {
 			m := bgtype.TaskMeta{ID: id, Owner: owner, Status: st, CreatedAt: now()}
 			if st.IsTerminal() {
@@ -274,7 +276,8 @@ func TestMemoryStoreRetainForAgesEveryOwner(t *testing.T) {
 		<-time.After(25 * time.Hour)
 		commit(rec("task_y4", "b", bgtype.StatusCompleted))
 		has("task_q", "task_x")
-		terminal := len(s.state().terminal)
+		kept, _, _ := s.Contents()
+		terminal := len(kept)
 		if terminal != 1 {
 			t.Fatalf("terminal list holds %d entries, want 1 (task_y4)", terminal)
 		}
@@ -299,7 +302,7 @@ func TestMemoryStoreRetainPerOwnerCounts(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				ctx := t.Context()
-				s := NewMemoryStore(WithRetainPerOwner(tc.keep))
+				s := memstore.New(memstore.WithRetainPerOwner(tc.keep))
 				ids := []string{"task_a", "task_b", "task_c"}
 				for _, id := range append(ids, "task_q", "task_r") {
 					st := bgtype.StatusRunning
@@ -357,7 +360,7 @@ func TestMemoryStoreRetainPerOwnerCounts(t *testing.T) {
 func TestMemoryRetentionThroughManager(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := NewMemoryStore(WithRetainFor(time.Hour), WithRetainPerOwner(2))
+		store := memstore.New(memstore.WithRetainFor(time.Hour), memstore.WithRetainPerOwner(2))
 		m := newTestManager(t, WithStore(store))
 		long := spawnFor(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
 			<-ctx.Done()
@@ -413,7 +416,7 @@ func TestMemoryStoreRetainForUnstampedRecord(t *testing.T) {
 	t.Parallel()
 	var bug string
 	synctest.Test(t, func(t *testing.T) {
-		s := NewMemoryStore(WithRetainFor(time.Hour))
+		s := memstore.New(memstore.WithRetainFor(time.Hour))
 		rec := bgtype.TaskMeta{ID: "task_i", Owner: "a", Status: bgtype.StatusInterrupted, Error: "process gone"}
 		if err := s.Commit(t.Context(), "a", store.UpsertAction(rec)); err != nil {
 			t.Fatal(err)

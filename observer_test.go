@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -71,7 +73,7 @@ func TestObserverTransitions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				store := NewMemoryStore()
+				store := memstore.New()
 				log := newTransitionLog()
 				log.store = store
 				m := newTestManager(t, WithStore(store), WithObserver(log.observe), WithMaxConcurrent(1), WithQueueWhenFull())

@@ -19,6 +19,7 @@ type Option func(*config)
 
 type config struct {
 	store          store.Store
+	retention      *Retention // the in-memory store's (WithRetention)
 	logger         *slog.Logger
 	observer       func(Transition)
 	eventObserver  func(bgtype.Event)
@@ -83,7 +84,7 @@ func defaultConfig() config {
 }
 
 // WithStore sets where task metadata is committed. Default: a new
-// NewMemoryStore().
+// in-memory store (see WithRetention), one per Manager.
 func WithStore(s store.Store) Option {
 	return func(c *config) { c.store, c.storeSet = s, true }
 }

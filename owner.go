@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/memstore"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -85,7 +86,7 @@ func (o Owner) ListTagged(ctx context.Context, tag string, statuses ...bgtype.St
 	if !validOwner(o.id) {
 		return nil, ErrInvalidOwner
 	}
-	if err := checkStatuses(statuses); err != nil {
+	if err := memstore.CheckStatuses(statuses); err != nil {
 		return nil, err
 	}
 	var tasks []bgtype.TaskMeta

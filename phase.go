@@ -96,7 +96,7 @@ func (p taskPhase) holdsSlot() bool { return p == phaseAdmitted || p == phaseRun
 // that is not is a bug in this package, and panics. Called with m.mu held.
 func (t *Task) move(next taskPhase) {
 	if !t.phase.canMove(next) {
-		panic(fmt.Sprintf("bgtask: task %s: phase %s cannot move to %s", t.rec.id, t.phase, next))
+		panic(fmt.Sprintf("bgtask: task %s: phase %s cannot move to %s", t.rec.ID, t.phase, next))
 	}
 	if h := t.m.phaseHook; h != nil {
 		h(t, t.phase, next)

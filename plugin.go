@@ -453,7 +453,7 @@ func (p *Plugin) newNotices(ctx context.Context, notices, late, rest []bgtype.Ev
 			}
 			p.owner.m.noteDelivered(p.owner.id, meta.Owner, ev.TaskID) // its mark goes under its own owner
 		}
-		if meta.Type == TypeSubAgent && meta.Status == bgtype.StatusInterrupted {
+		if meta.Type == bgtype.TypeSubAgent && meta.Status == bgtype.StatusInterrupted {
 			gone = append(gone, meta.ID)
 		}
 		return false

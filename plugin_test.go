@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -190,8 +192,8 @@ func TestPluginCompletionRacingRunEndIsDeliveredOnce(t *testing.T) {
 // D11: at run start, what a gone runtime left running is interrupted and
 // reported at the first step, once.
 func TestPluginRunStartRestores(t *testing.T) {
-	st := NewMemoryStore()
-	stale := bgtype.TaskMeta{ID: "task_0190d5f4c5a87000a000000000000001", Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusRunning, Instance: "gone", Attempt: 1}
+	st := memstore.New()
+	stale := bgtype.TaskMeta{ID: "task_0190d5f4c5a87000a000000000000001", Owner: "thread-1", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, Instance: "gone", Attempt: 1}
 	if err := st.Commit(t.Context(), "thread-1", store.UpsertAction(stale)); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +276,7 @@ func TestPluginCancelledRunRacesNestedSpawns(t *testing.T) {
 	for range 20 {
 		// The spawning loop may make thousands of children before the cancel
 		// lands: keep every record, so each can be checked.
-		pr := newPluginRun(t, WithStore(NewMemoryStore(WithRetainPerOwner(1<<20))))
+		pr := newPluginRun(t, WithStore(memstore.New(memstore.WithRetainPerOwner(1<<20))))
 		var (
 			mu       sync.Mutex
 			children []string

@@ -223,7 +223,7 @@ func (m *Manager) toBackground(id string) (bgtype.TaskMeta, bool) {
 	}
 	t.fg.Store(fgBackground)
 	if t.reports() {
-		m.owners[t.rec.owner].reporting++ // decremented by retire
+		m.owners[t.rec.Owner].reporting++ // decremented by retire
 	}
 	// Read under the lock: the status the task had when it was promoted.
 	// Once the lock is released its end may be committed at once (a
@@ -267,7 +267,7 @@ func (t *Task) wake() bgtype.WakePolicy {
 	if t.fg.Load() != fgBackground {
 		return bgtype.WakeSilent
 	}
-	return t.rec.wakePolicy()
+	return t.rec.WakePolicy()
 }
 
 // reports reports whether t's end is announced to its owner.

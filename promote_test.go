@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 )
 
@@ -590,7 +592,7 @@ func TestForegroundJoinsKeyedTask(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const d = 50 * time.Millisecond
-				ds := &durableMem{MemoryStore: NewMemoryStore()}
+				ds := &durableMem{Store: memstore.New()}
 				m := newTestManager(t, WithStore(ds))
 				o := m.Owner("alice")
 				ib, err := o.Inbox()

@@ -271,7 +271,7 @@ func TestRenderViewBounded(t *testing.T) {
 	tasks := func(n int, desc string) []bgtype.TaskMeta {
 		var out []bgtype.TaskMeta
 		for i := range n {
-			out = append(out, bgtype.TaskMeta{ID: fmt.Sprintf("task_%02d", i), Type: TypeTask, Status: bgtype.StatusRunning, Description: desc})
+			out = append(out, bgtype.TaskMeta{ID: fmt.Sprintf("task_%02d", i), Type: bgtype.TypeTask, Status: bgtype.StatusRunning, Description: desc})
 		}
 		return out
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 )
 
@@ -61,7 +63,7 @@ func (m *Manager) runEnd(t *Task, stage *uint8) {
 		*stage = stageRecorded
 		out := outcome{status: bgtype.StatusFailed, kind: bgtype.KindPanic, err: fmt.Sprintf("panic: %v", r), stack: string(debug.Stack())}
 		m.counters.panicked.Add(1)
-		m.log.Error("bgtask: task panicked", "task_id", t.rec.id, "panic", r)
+		m.log.Error("bgtask: task panicked", "task_id", t.rec.ID, "panic", r)
 		m.finish(t, &out)
 	}
 	if *stage != stageRecorded {
@@ -135,7 +137,7 @@ func (m *Manager) promote(t *Task) error {
 	if err := m.commitUpdate(t, &u); err != nil {
 		if m.mem == nil {
 			u.Status, u.StartedAt = bgtype.StatusQueued, time.Time{} // not started after all
-			t.rec.setMutable(&u)
+			t.rec.SetMutable(&u)
 		}
 		return err
 	}
@@ -226,17 +228,17 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 	stack, _ := truncateText(out.stack, m.cfg.caps.err)
 	end := now()
 	var u bgtype.TaskMeta
-	edit := terminalEdit{out: *out, end: end, reason: reason, errText: errText, stack: stack, prog: prog}
+	edit := terminalEdit{Status: out.status, Kind: out.kind, Result: out.result, End: end, Reason: reason, ErrText: errText, Stack: stack, Progress: prog}
 	var commitErr error
 	if fg { // rare: the record is marked before the commit
 		m.readRecord(t, &u)
-		edit.apply(&u)
+		edit.Apply(&u)
 		m.answeredInForeground(&u)
 		u.Announced = true // the foreground call returned it: a restart must not announce it
 		commitErr = m.commitUpdate(t, &u)
 	} else {
-		if t.rec.wakePolicy() != bgtype.WakeSilent && m.durable() {
-			m.sent.add(t.rec.owner, t.rec.owner, t.rec.id) // before the commit: a Restore meanwhile must not announce it too
+		if t.rec.WakePolicy() != bgtype.WakeSilent && m.durable() {
+			m.sent.add(t.rec.Owner, t.rec.Owner, t.rec.ID) // before the commit: a Restore meanwhile must not announce it too
 		}
 		if m.mem != nil && !cut && m.cfg.observer == nil {
 			// Committed with the other ends of the moment. Not with an
@@ -247,7 +249,7 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 		}
 		commitErr = m.commitEdit(t, &u, &edit)
 	}
-	from := edit.from
+	from := edit.From
 	if commitErr == nil {
 		m.notify(from, &u)
 	}
@@ -350,8 +352,8 @@ func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
 	var ev bgtype.Event
 	if edit != nil {
 		var u bgtype.TaskMeta
-		m.mem.commitEdit(t.rec, &u, edit)
-		m.notify(edit.from, &u)
+		m.mem.CommitEdit(t.rec, &u, edit)
+		m.notify(edit.From, &u)
 		m.counters.countEnd(u.Status)
 		ev = terminalEvent(&u)
 	} else { // another Store's: t.rec is private, committed by end
@@ -362,7 +364,7 @@ func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
 	m.mu.Lock()
 	starts := m.unregister(t)
 	if !told {
-		if ib = m.openInboxLocked(t.rec.owner); ib != nil {
+		if ib = m.openInboxLocked(t.rec.Owner); ib != nil {
 			told, depth = ib.sendOpen(&ev)
 		}
 	}
@@ -377,7 +379,7 @@ func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
 	m.startAll(starts)
 	if !told { // the inbox is closed or not made yet: its fallback may take m.mu
 		t.stop(nil)
-		_ = m.deliver(t.rec.owner, ev)
+		_ = m.deliver(t.rec.Owner, ev)
 		m.retire(t)
 	}
 }
@@ -426,8 +428,8 @@ func (m *Manager) recordEnds(batch *endNode) (rest *endNode) {
 		switch {
 		case n.commit:
 			var u bgtype.TaskMeta
-			m.mem.commitEdit(n.t.rec, &u, &n.edit)
-			m.notify(n.edit.from, &u)
+			m.mem.CommitEdit(n.t.rec, &u, &n.edit)
+			m.notify(n.edit.From, &u)
 			m.counters.countEnd(u.Status)
 			ev = terminalEvent(&u)
 		default: // another Store's: t.rec is private, committed before the end joined the list
@@ -449,7 +451,7 @@ func (m *Manager) recordEnds(batch *endNode) (rest *endNode) {
 		t := n.t
 		starts = append(starts, m.unregister(t)...)
 		if t.reports() {
-			ib := m.openInboxLocked(t.rec.owner)
+			ib := m.openInboxLocked(t.rec.Owner)
 			ok, depth := false, 0
 			if ib != nil {
 				ok, depth = ib.sendOpen(&evs[i])
@@ -478,7 +480,7 @@ func (m *Manager) recordEnds(batch *endNode) (rest *endNode) {
 	m.startAll(starts)
 	for _, e := range slow {
 		e.n.t.stop(nil)
-		_ = m.deliver(e.n.t.rec.owner, e.ev)
+		_ = m.deliver(e.n.t.rec.Owner, e.ev)
 		m.retire(e.n.t)
 		*e.n = endNode{}
 		endNodes.Put(e.n)
@@ -502,31 +504,10 @@ func (m *Manager) openInboxLocked(owner string) *Inbox {
 	return ib
 }
 
-// terminalEdit is what finish writes on a task's record: its outcome.
-type terminalEdit struct {
-	out                    outcome
-	end                    time.Time
-	reason, errText, stack string
-	prog                   *bgtype.TaskProgress
-	from                   bgtype.Status // set by apply: the status it replaced
-}
-
-// apply writes the outcome on u, a copy of the current record.
-func (e *terminalEdit) apply(u *bgtype.TaskMeta) {
-	e.from = u.Status
-	u.Status, u.Result, u.FinishedAt, u.ErrorKind = e.out.status, e.out.result, e.end, e.out.kind
-	u.Input = nil // an open request ends with the task
-	switch e.out.status {
-	case bgtype.StatusCancelled:
-		u.CancelReason = e.reason
-	case bgtype.StatusInterrupted: // Stop cut it: it reads as a crash recovery's
-		u.Attempt++
-	}
-	if e.prog != nil {
-		u.Progress = e.prog // the latest report is never lost to the throttle
-	}
-	u.Error, u.Stack = e.errText, e.stack
-}
+// terminalEdit is what finish writes on a task's record: its outcome. The
+// in-memory store applies it under its lock (no interface: it stays on
+// the stack).
+type terminalEdit = memstore.Outcome
 
 // reportCommitFailure tells the owner that the terminal record of a task
 // could not be committed, so it does not stay silently running. Out of line
@@ -569,8 +550,8 @@ func terminalEvent(meta *bgtype.TaskMeta) bgtype.Event {
 // frame holds a whole TaskMeta.
 //
 //go:noinline
-func recEvent(r *memRec) bgtype.Event {
-	meta := r.expand()
+func recEvent(r *memstore.Rec) bgtype.Event {
+	meta := r.Expand()
 	return terminalEvent(&meta)
 }
 
@@ -587,13 +568,13 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 	t.move(phaseEnding)
 	m.live--
 	meta := t.rec
-	os := m.owners[meta.owner]
+	os := m.owners[meta.Owner]
 	os.head = unlink(os.head, t, ownerLinks)
 	if t.reports() { // the owner links are free now: keep it on the ending list
 		os.ending = linkFront(os.ending, t, ownerLinks)
 		os.endingN++
 	}
-	if name := meta.name(); name != "" && os.names[name] == t {
+	if name := meta.Name(); name != "" && os.names[name] == t {
 		delete(os.names, name)
 	}
 	m.releaseKey(t)
@@ -629,7 +610,7 @@ func (m *Manager) retire(t *Task) {
 
 // retireLocked is retire with m.mu held.
 func (m *Manager) retireLocked(t *Task) {
-	owner := t.rec.owner
+	owner := t.rec.Owner
 	os := m.owners[owner]
 	if t.reports() {
 		os.reporting--
@@ -669,7 +650,7 @@ func (m *Manager) reporting(owner string, seen map[string]struct{}) bool {
 	pending := os.reporting > os.endingN // a live task's event is yet to come
 	kept := 0
 	for t := os.ending; t != nil; t = t.ownerNext {
-		if _, drained := seen[t.rec.id]; drained {
+		if _, drained := seen[t.rec.ID]; drained {
 			kept++
 		} else {
 			pending = true
@@ -688,7 +669,7 @@ func (m *Manager) reporting(owner string, seen map[string]struct{}) bool {
 // isEnding reports whether task id is on the ending list.
 func (os *ownerState) isEnding(id string) bool {
 	for t := os.ending; t != nil; t = t.ownerNext {
-		if t.rec.id == id {
+		if t.rec.ID == id {
 			return true
 		}
 	}
@@ -698,7 +679,7 @@ func (os *ownerState) isEnding(id string) bool {
 // pruneNode drops finished nodes without children, walking up the lineage.
 func (m *Manager) pruneNode(t *Task) {
 	for t != nil && t.phase == phaseGone && len(t.children) == 0 {
-		delete(m.nodes, t.rec.id)
+		delete(m.nodes, t.rec.ID)
 		m.nodes = shrunk(m.nodes, &m.deletes.nodes)
 		p := t.parent
 		if p != nil {

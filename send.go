@@ -49,14 +49,14 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg bgtype.
 			return "", ErrNotOwner
 		case meta.Status.IsTerminal():
 			return "", &StatusError{TaskID: id, Status: meta.Status}
-		case meta.Type != TypeSubAgent:
+		case meta.Type != bgtype.TypeSubAgent:
 			return "", fmt.Errorf("%w: %s", ErrNotSubAgent, id)
 		}
 		return "", fmt.Errorf("%w: %s is not running in this manager", ErrInboxClosed, id)
 	}
 	msg = m.capMessage(msg)
 	switch {
-	case t.rec.owner != owner:
+	case t.rec.Owner != owner:
 		return "", ErrNotOwner
 	case msg.InReplyTo != "":
 		return t.answer(msg)
@@ -69,7 +69,7 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg bgtype.
 	}
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
-	if err := t.agentInbox().Send(bgtype.Event{Kind: bgtype.EventCustom, TaskID: id, Name: t.rec.name(), EventType: bgtype.EventTypeMessage, Payload: payload}); err != nil {
+	if err := t.agentInbox().Send(bgtype.Event{Kind: bgtype.EventCustom, TaskID: id, Name: t.rec.Name(), EventType: bgtype.EventTypeMessage, Payload: payload}); err != nil {
 		return "", err
 	}
 	return m.msgs.add(id, MessageIn, msg), nil

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -15,7 +17,7 @@ import (
 // fakeShared is a MemoryStore that plays a SharedStore: it records cancel
 // requests and hands out notices once.
 type fakeShared struct {
-	*MemoryStore
+	*memstore.Store
 	mu        sync.Mutex
 	requests  []string
 	notices   map[string][]bgtype.Event
@@ -51,7 +53,7 @@ func (f *fakeShared) TakeNotices(ctx context.Context, owner string) ([]bgtype.Ev
 // remoteRecord is a running task of another instance, in the store.
 func remoteRecord(t *testing.T, f *fakeShared, id string) bgtype.TaskMeta {
 	t.Helper()
-	meta := bgtype.TaskMeta{ID: id, Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusRunning, Instance: "other-instance", Attempt: 1}
+	meta := bgtype.TaskMeta{ID: id, Owner: "thread-1", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, Instance: "other-instance", Attempt: 1}
 	if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(meta)); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func remoteRecord(t *testing.T, f *fakeShared, id string) bgtype.TaskMeta {
 }
 
 func TestSharedStoreCancelReachesTheOtherInstance(t *testing.T) {
-	f := &fakeShared{MemoryStore: NewMemoryStore()}
+	f := &fakeShared{Store: memstore.New()}
 	m := newTestManager(t, WithStore(f), WithInstance("this-instance"))
 	remote := remoteRecord(t, f, "task_0190d5f4c5a87000a000000000000001")
 	o := m.Owner("thread-1")
@@ -86,10 +88,10 @@ func TestSharedStoreCancelReachesTheOtherInstance(t *testing.T) {
 }
 
 func TestSharedStoreRestoreLeavesOtherInstancesToTheReaper(t *testing.T) {
-	f := &fakeShared{MemoryStore: NewMemoryStore()}
+	f := &fakeShared{Store: memstore.New()}
 	m := newTestManager(t, WithStore(f), WithInstance("this-instance"))
 	remote := remoteRecord(t, f, "task_0190d5f4c5a87000a000000000000001")
-	mine := bgtype.TaskMeta{ID: "task_0190d5f4c5a87000a000000000000002", Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusRunning, Instance: "this-instance", Attempt: 1}
+	mine := bgtype.TaskMeta{ID: "task_0190d5f4c5a87000a000000000000002", Owner: "thread-1", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, Instance: "this-instance", Attempt: 1}
 	if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(mine)); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +108,7 @@ func TestSharedStoreRestoreLeavesOtherInstancesToTheReaper(t *testing.T) {
 }
 
 func TestPluginDeliversSharedStoreNotices(t *testing.T) {
-	f := &fakeShared{MemoryStore: NewMemoryStore(), notices: map[string][]bgtype.Event{
+	f := &fakeShared{Store: memstore.New(), notices: map[string][]bgtype.Event{
 		"thread-1": {{Kind: bgtype.EventInterrupted, TaskID: "task_0190d5f4c5a87000a000000000000001", Error: "reaped"}},
 		"thread-2": {{Kind: bgtype.EventInterrupted, TaskID: "task_0190d5f4c5a87000a000000000000002", Error: "reaped"}},
 	}}
@@ -127,7 +129,7 @@ func TestPluginDeliversSharedStoreNotices(t *testing.T) {
 // A store that cannot give its notices makes Deliver fail without losing
 // what else was waiting: the next call delivers it.
 func TestPluginNoticeFailureKeepsEvents(t *testing.T) {
-	f := &fakeShared{MemoryStore: NewMemoryStore(), noticeErr: errors.New("db down")}
+	f := &fakeShared{Store: memstore.New(), noticeErr: errors.New("db down")}
 	pr := newPluginRun(t, WithStore(f))
 	pr.p.keepLate(bgtype.Event{Kind: bgtype.EventCancelled, TaskID: "task_0190d5f4c5a87000a000000000000003"})
 	if _, err := pr.p.Deliver(t.Context()); err == nil || err.Error() != "bgtask: plugin: notices: db down" {
@@ -145,7 +147,7 @@ func TestPluginNoticeFailureKeepsEvents(t *testing.T) {
 // A run whose restore fails is not open: its phases say ErrNoRun, and what
 // arrives meanwhile waits for the next run.
 func TestPluginRunStartRestoreFailure(t *testing.T) {
-	store := &failingLoad{MemoryStore: NewMemoryStore(), err: errors.New("disk gone")}
+	store := &failingLoad{Store: memstore.New(), err: errors.New("disk gone")}
 	m := newTestManager(t, WithStore(store))
 	p, err := NewPlugin(m, "thread-1")
 	if err != nil {
@@ -175,7 +177,7 @@ func TestPluginRunStartRestoreFailure(t *testing.T) {
 
 // failingLoad is a MemoryStore whose Load and List fail while err is set.
 type failingLoad struct {
-	*MemoryStore
+	*memstore.Store
 	err error
 }
 
@@ -183,12 +185,12 @@ func (f *failingLoad) Load(ctx context.Context, owner string) (store.Snapshot, e
 	if f.err != nil {
 		return store.Snapshot{}, f.err
 	}
-	return f.MemoryStore.Load(ctx, owner)
+	return f.Store.Load(ctx, owner)
 }
 
 func (f *failingLoad) List(ctx context.Context, owner string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
 	if f.err != nil {
 		return func(yield func(bgtype.TaskMeta, error) bool) { yield(bgtype.TaskMeta{}, f.err) }
 	}
-	return f.MemoryStore.List(ctx, owner, statuses...)
+	return f.Store.List(ctx, owner, statuses...)
 }

@@ -68,7 +68,7 @@ func (m *Manager) runningIDs() []string {
 		}
 	}
 	for t := range m.cutRunning {
-		ids = append(ids, t.rec.id)
+		ids = append(ids, t.rec.ID)
 	}
 	slices.Sort(ids)
 	return ids

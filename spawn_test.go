@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 )
 
@@ -111,7 +113,7 @@ func TestManagerSpawnRefused(t *testing.T) {
 				name = tc.name + "/SpawnAgent"
 			}
 			t.Run(name, func(t *testing.T) {
-				store := &countingStore{Store: NewMemoryStore()}
+				store := &countingStore{Store: memstore.New()}
 				m := newTestManager(t, WithStore(store))
 				o, ctx, opts := tc.setup(t, m)
 				var before []string
@@ -205,7 +207,7 @@ func TestManagerNameReuse(t *testing.T) {
 
 func TestManagerConcurrentSpawnSameName(t *testing.T) {
 	const n = 32
-	store := &countingStore{Store: NewMemoryStore()}
+	store := &countingStore{Store: memstore.New()}
 	m := newTestManager(t, WithStore(store))
 	o := m.Owner("thread-1")
 	var (

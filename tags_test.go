@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -124,7 +126,7 @@ func toolMetas(ts []toolTask) []bgtype.TaskMeta {
 
 // A store that is not a TagLister is filtered by ListTagged itself.
 func TestListTaggedFiltersAPlainStore(t *testing.T) {
-	plain := struct{ store.Store }{NewMemoryStore()}
+	plain := struct{ store.Store }{memstore.New()}
 	m := newTestManager(t, WithStore(plain))
 	a := spawnFor(t, m, "alice", doneTask, WithTags("x"))
 	b := spawnFor(t, m, "alice", doneTask)

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 )
 
@@ -110,7 +112,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // concurrent use, including after the function has returned.
 type Task struct {
 	m    *Manager
-	rec  *memRec // the record: shared with a MemoryStore, or private (see record.go)
+	rec  *memstore.Rec // the record: shared with a MemoryStore, or private (see record.go)
 	fn   Func
 	cctx context.Context // the task's cancellable context; its function gets the Task as one (taskContext)
 	vals valuesOnly      // the parent of ctx: the spawner's values only
@@ -178,16 +180,16 @@ func (t *Task) openInputWait() *inputWait {
 }
 
 // ID returns the task id ("task_" and 32 hex digits).
-func (t *Task) ID() string { return t.rec.id }
+func (t *Task) ID() string { return t.rec.ID }
 
 // Owner returns the id of the agent that owns the task.
-func (t *Task) Owner() string { return t.rec.owner }
+func (t *Task) Owner() string { return t.rec.Owner }
 
 // Name returns the task's short name, or "".
-func (t *Task) Name() string { return t.rec.name() }
+func (t *Task) Name() string { return t.rec.Name() }
 
 // Parent returns the task's lineage.
-func (t *Task) Parent() bgtype.Parent { return t.rec.parent() }
+func (t *Task) Parent() bgtype.Parent { return t.rec.Parent() }
 
 // Inbox returns a sub-agent's own inbox, where messages sent to it
 // (Owner.Send) and events of the tasks it owns arrive. It is nil for a plain
@@ -202,9 +204,9 @@ func (t *Task) Inbox() *Inbox { return t.agentInbox() }
 // linked to it as their parent.
 func (t *Task) Agent() (Owner, error) {
 	if t.agentInbox() == nil {
-		return Owner{}, fmt.Errorf("%w: %s cannot own tasks", ErrNotSubAgent, t.rec.id)
+		return Owner{}, fmt.Errorf("%w: %s cannot own tasks", ErrNotSubAgent, t.rec.ID)
 	}
-	return t.m.Owner(t.rec.id), nil
+	return t.m.Owner(t.rec.ID), nil
 }
 
 // Emit reports a custom event to the task's owner. No event is dropped
@@ -273,15 +275,15 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	}
 	send, quiet := route(t.wake(), bgtype.EventCustom, eventType)
 	if t.m.cfg.eventObserver != nil {
-		t.m.observeEvent(bgtype.Event{Kind: bgtype.EventCustom, TaskID: t.rec.id, Name: t.rec.name(), EventType: eventType, Payload: p, Quiet: quiet})
+		t.m.observeEvent(bgtype.Event{Kind: bgtype.EventCustom, TaskID: t.rec.ID, Name: t.rec.Name(), EventType: eventType, Payload: p, Quiet: quiet})
 	}
 	if !send {
 		return "", nil // kept as progress
 	}
 	if gen := t.m.inboxGen.Load(); r.ownerBox == nil || gen != r.inboxGen {
-		r.ownerBox, r.inboxGen = t.m.inboxFor(t.rec.owner), gen
+		r.ownerBox, r.inboxGen = t.m.inboxFor(t.rec.Owner), gen
 	}
-	err = r.ownerBox.Send(bgtype.Event{Kind: bgtype.EventCustom, TaskID: t.rec.id, Name: t.rec.name(), EventType: eventType, Payload: p, Quiet: quiet})
+	err = r.ownerBox.Send(bgtype.Event{Kind: bgtype.EventCustom, TaskID: t.rec.ID, Name: t.rec.Name(), EventType: eventType, Payload: p, Quiet: quiet})
 	if err != nil && r.ownerBox.onClosed == nil {
 		return "", err // dropped; with a fallback it was taken (a Plugin keeps it for the next run): not lost
 	}

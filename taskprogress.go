@@ -124,7 +124,7 @@ func (m *Manager) progressDue(t *Task) {
 // no status, so it changes nothing but the progress, then starts the next
 // write if a newer report came meanwhile.
 func (m *Manager) writeProgress(t *Task, p *bgtype.TaskProgress) {
-	u := bgtype.TaskMeta{ID: t.rec.id, Owner: t.rec.owner, Progress: p} // attempt 0, the Manager's: a reaper's later attempt fences it out
+	u := bgtype.TaskMeta{ID: t.rec.ID, Owner: t.rec.Owner, Progress: p} // attempt 0, the Manager's: a reaper's later attempt fences it out
 	if err := m.store.Commit(context.Background(), u.Owner, store.UpsertAction(u)); err != nil {
 		m.log.Warn("bgtask: progress not recorded", "task_id", u.ID, "err", err)
 	}
@@ -188,7 +188,7 @@ func (o Owner) reportedProgress(id string) *bgtype.TaskProgress {
 	m := o.m
 	m.mu.Lock()
 	t := m.nodes[id]
-	if t == nil || t.phase == phaseGone || t.rec.owner != o.id {
+	if t == nil || t.phase == phaseGone || t.rec.Owner != o.id {
 		m.mu.Unlock()
 		return nil
 	}

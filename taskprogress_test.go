@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -17,7 +19,7 @@ import (
 // progressStore is a Store that records the progress-only commits (an
 // upsert without a status carrying progress) the Manager makes.
 type progressStore struct {
-	*MemoryStore
+	*memstore.Store
 	mu     sync.Mutex
 	writes []bgtype.TaskProgress
 }
@@ -32,7 +34,7 @@ func (s *progressStore) Commit(ctx context.Context, owner string, actions ...sto
 		}
 	}
 	s.mu.Unlock()
-	return s.MemoryStore.Commit(ctx, owner, actions...)
+	return s.Store.Commit(ctx, owner, actions...)
 }
 
 func (s *progressStore) written() []bgtype.TaskProgress {
@@ -180,7 +182,7 @@ func TestProgressThrottle(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				st := &progressStore{MemoryStore: NewMemoryStore()}
+				st := &progressStore{Store: memstore.New()}
 				m, err := New(WithStore(st), WithProgressInterval(tc.interval))
 				if err != nil {
 					t.Fatal(err)
@@ -237,4 +239,8 @@ func TestWithProgressIntervalInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	shutdownManager(t, m)
+}
+
+func sameProgress(a, b *bgtype.TaskProgress) bool {
+	return a == b || a != nil && b != nil && a.Done == b.Done && a.Total == b.Total && a.Message == b.Message && a.At.Equal(b.At)
 }

@@ -58,9 +58,9 @@ func TestRenderViewProgress(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	long := `"/><x a='1'>` + strings.Repeat("m", 300)
 	tasks := []bgtype.TaskMeta{
-		{ID: "task_01", Type: TypeTask, Status: bgtype.StatusRunning, Progress: &bgtype.TaskProgress{Done: 3, Total: 10, Message: "half & <b>", At: at}},
-		{ID: "task_02", Type: TypeTask, Status: bgtype.StatusRunning, Progress: &bgtype.TaskProgress{Done: 7, Message: long, At: at}},
-		{ID: "task_03", Type: TypeTask, Status: bgtype.StatusQueued},
+		{ID: "task_01", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, Progress: &bgtype.TaskProgress{Done: 3, Total: 10, Message: "half & <b>", At: at}},
+		{ID: "task_02", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, Progress: &bgtype.TaskProgress{Done: 7, Message: long, At: at}},
+		{ID: "task_03", Type: bgtype.TypeTask, Status: bgtype.StatusQueued},
 	}
 	open := `<background-tasks nonce="` + p.nonce + `">`
 	want := open + "\n" +

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -167,8 +169,8 @@ func TestTimeoutOptionsRefuseBadValues(t *testing.T) {
 
 // Restore marks what it interrupts with the kind "interrupted".
 func TestRestoreSetsKindInterrupted(t *testing.T) {
-	st := NewMemoryStore()
-	old := bgtype.TaskMeta{ID: "task_old", Owner: "a", Type: TypeTask, Status: bgtype.StatusRunning, CreatedAt: now(), Instance: "inst_old"}
+	st := memstore.New()
+	old := bgtype.TaskMeta{ID: "task_old", Owner: "a", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, CreatedAt: now(), Instance: "inst_old"}
 	if err := st.Commit(t.Context(), "a", store.UpsertAction(old)); err != nil {
 		t.Fatal(err)
 	}

@@ -252,7 +252,7 @@ type toolScope struct {
 
 func (o Owner) scope(ctx context.Context) toolScope {
 	var s toolScope
-	if t, ok := TaskFromContext(ctx); ok && t.m == o.m && (t.rec.id == o.id || t.rec.owner == o.id) {
+	if t, ok := TaskFromContext(ctx); ok && t.m == o.m && (t.rec.ID == o.id || t.rec.Owner == o.id) {
 		s.task = t
 	}
 	if c, ok := ToolCallFromContext(ctx); ok {
@@ -269,7 +269,7 @@ func (o Owner) scope(ctx context.Context) toolScope {
 func (s toolScope) sender(owner string) string {
 	switch {
 	case s.task != nil:
-		return s.task.rec.id
+		return s.task.rec.ID
 	case s.call.AgentID != "":
 		return s.call.AgentID
 	}

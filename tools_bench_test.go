@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -54,11 +56,11 @@ func BenchmarkToolGetTask(b *testing.B) {
 // default page) for an owner with 5,000 tasks; bytes/call is the size of
 // the result the model reads.
 func BenchmarkToolListTasks(b *testing.B) {
-	s := NewMemoryStore()
+	s := memstore.New()
 	m := newTestManager(b, WithStore(s))
 	for i := range 5000 {
 		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Add(time.Duration(i) * time.Second)
-		meta := bgtype.TaskMeta{ID: newTaskID(at), Owner: "thread-1", Name: fmt.Sprintf("crawler-%d", i), Type: TypeSubAgent,
+		meta := bgtype.TaskMeta{ID: newTaskID(at), Owner: "thread-1", Name: fmt.Sprintf("crawler-%d", i), Type: bgtype.TypeSubAgent,
 			Description: "crawl the pages of one site and summarise what changed since the last visit", Status: bgtype.StatusCompleted,
 			CreatedAt: at, StartedAt: at, FinishedAt: at.Add(time.Second), Attempt: 1}
 		if err := s.Commit(b.Context(), "thread-1", store.UpsertAction(meta)); err != nil {

@@ -91,7 +91,7 @@ func (o Owner) cancelTaskTool(cfg toolConfig) Tool {
 func (o Owner) cancelSelf(ctx context.Context, s toolScope, cfg toolConfig, reason string) (cancelReceipt, error) {
 	if s.task != nil {
 		n, before := o.m.cancelTree(s.task, reason)
-		return selfReceipt(s.task.rec.id, n, before), nil
+		return selfReceipt(s.task.rec.ID, n, before), nil
 	}
 	n, already, err := o.cancelRun(s.run, reason)
 	if err != nil {

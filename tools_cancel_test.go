@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -349,7 +351,7 @@ func TestCancelSelfReceipts(t *testing.T) {
 // and one another instance runs with a SharedStore. It used to find only
 // children of the current task or run.
 func TestCancelByIDAnyLiveTask(t *testing.T) {
-	f := &fakeShared{MemoryStore: NewMemoryStore()}
+	f := &fakeShared{Store: memstore.New()}
 	m := newTestManager(t, WithStore(f), WithInstance("this-instance"))
 	o := m.Owner("thread-1")
 	earlier, ep := spawnProbe(t, runCtx(t.Context(), "run-0"), o, WithName("old"))
@@ -405,7 +407,7 @@ func TestCancelByIDAnyLiveTask(t *testing.T) {
 // send_message, and nothing is cancelled or sent. A sub-agent's own task is
 // the sub-agent's, not the owner's: its name is not found.
 func TestCancelByNameAnyRun(t *testing.T) {
-	f := &fakeShared{MemoryStore: NewMemoryStore()}
+	f := &fakeShared{Store: memstore.New()}
 	m := newTestManager(t, WithStore(f), WithInstance("this-instance"))
 	o := m.Owner("thread-1")
 	slow, sp := spawnProbe(t, runCtx(t.Context(), "request-1"), o, WithName("research-slow"))
@@ -429,7 +431,7 @@ func TestCancelByNameAnyRun(t *testing.T) {
 
 	// Two live tasks named "dup": this process's and another's.
 	dup, dp := spawnProbe(t, request2, o, WithName("dup"))
-	remote := bgtype.TaskMeta{ID: "task_0190d5f4c5a87000a000000000000001", Owner: "thread-1", Type: TypeTask, Name: "dup",
+	remote := bgtype.TaskMeta{ID: "task_0190d5f4c5a87000a000000000000001", Owner: "thread-1", Type: bgtype.TypeTask, Name: "dup",
 		Status: bgtype.StatusRunning, Instance: "other-instance", Attempt: 1, CreatedAt: time.Now().Add(time.Hour)}
 	if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(remote)); err != nil {
 		t.Fatal(err)

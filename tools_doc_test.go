@@ -13,6 +13,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -110,7 +112,7 @@ func jsonKeys(raw json.RawMessage, keys map[string]bool) {
 func TestToolDocsListEveryField(t *testing.T) {
 	documented := documentedFields(t)
 	synctest.Test(t, func(t *testing.T) {
-		f := &fakeShared{MemoryStore: NewMemoryStore()}
+		f := &fakeShared{Store: memstore.New()}
 		m := newTestManager(t, WithStore(f), WithInstance("this-instance"))
 		o := m.Owner("thread-1")
 		ctx := runCtx(t.Context(), "run-1")
@@ -172,7 +174,7 @@ func TestToolDocsListEveryField(t *testing.T) {
 
 		// Soft failures: a name two live tasks share, an unknown one.
 		if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(bgtype.TaskMeta{ID: "task_0190d5f4c5a87000a000000000000001", Owner: "thread-1",
-			Type: TypeTask, Name: "worker", Status: bgtype.StatusRunning, Instance: "other-instance", Attempt: 1, CreatedAt: time.Now()})); err != nil {
+			Type: bgtype.TypeTask, Name: "worker", Status: bgtype.StatusRunning, Instance: "other-instance", Attempt: 1, CreatedAt: time.Now()})); err != nil {
 			t.Fatal(err)
 		}
 		call("cancel_task", `{"target":{"relation":"child","name":"worker"},"reason":null}`)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -18,7 +20,7 @@ var listT0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 func putRecord(t *testing.T, s store.Store, owner, id string, sec int, opts ...func(*bgtype.TaskMeta)) string {
 	t.Helper()
 	at := listT0.Add(time.Duration(sec) * time.Second)
-	m := bgtype.TaskMeta{ID: id, Owner: owner, Type: TypeTask, Status: bgtype.StatusCompleted, CreatedAt: at, StartedAt: at, FinishedAt: at, Attempt: 1}
+	m := bgtype.TaskMeta{ID: id, Owner: owner, Type: bgtype.TypeTask, Status: bgtype.StatusCompleted, CreatedAt: at, StartedAt: at, FinishedAt: at, Attempt: 1}
 	for _, o := range opts {
 		o(&m)
 	}
@@ -54,7 +56,7 @@ func pagesOf(t *testing.T, tool Tool, args map[string]any) (pages [][]string, to
 // each with the total that matches the filter and a next_cursor but the
 // last; another owner's tasks never appear nor count.
 func TestListTasksPages(t *testing.T) {
-	s := NewMemoryStore()
+	s := memstore.New()
 	m := newTestManager(t, WithStore(s))
 	putRecord(t, s, "thread-2", "task_0", 0)
 	a := putRecord(t, s, "thread-1", "task_a", 1)
@@ -103,7 +105,7 @@ func TestListTasksPages(t *testing.T) {
 // TestListTasksDefaultLimit: without limit a page has 50 tasks; limit
 // goes up to 200.
 func TestListTasksDefaultLimit(t *testing.T) {
-	s := NewMemoryStore()
+	s := memstore.New()
 	m := newTestManager(t, WithStore(s))
 	for i := range 230 {
 		putRecord(t, s, "thread-1", fmt.Sprintf("task_%03d", i), i)
@@ -134,7 +136,7 @@ func TestListTasksDefaultLimit(t *testing.T) {
 // neither repeat nor skip a task; the next page takes up after the last
 // task shown, even once that task is forgotten.
 func TestListTasksCursorStable(t *testing.T) {
-	s := NewMemoryStore()
+	s := memstore.New()
 	m := newTestManager(t, WithStore(s))
 	o := m.Owner("thread-1")
 	list := toolNamed(t, o, "list_tasks")
@@ -164,7 +166,7 @@ func TestListTasksCursorStable(t *testing.T) {
 // owner's task, shows the caller's tasks after that point and nothing of
 // the other owner's.
 func TestListTasksCursorOfAnotherOwner(t *testing.T) {
-	s := NewMemoryStore()
+	s := memstore.New()
 	m := newTestManager(t, WithStore(s))
 	putRecord(t, s, "thread-2", "task_secret1", 1)
 	putRecord(t, s, "thread-2", "task_secret2", 2)
@@ -186,7 +188,7 @@ func TestListTasksCursorOfAnotherOwner(t *testing.T) {
 // description and 128 of a type, cut at a character boundary with "…";
 // get_task shows them whole.
 func TestListTasksEntryCaps(t *testing.T) {
-	s := NewMemoryStore()
+	s := memstore.New()
 	m := newTestManager(t, WithStore(s))
 	for i, tc := range []struct {
 		desc, typ         string

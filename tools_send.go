@@ -67,10 +67,10 @@ func (o Owner) sendToParent(ctx context.Context, s toolScope, content string) (s
 		return sendFailed("recipient_unavailable"), nil
 	}
 	// A sub-agent that has ended drops what reaches its closed inbox.
-	if owner, err := o.m.store.Get(ctx, s.task.rec.owner); err == nil && owner.Status.IsTerminal() {
+	if owner, err := o.m.store.Get(ctx, s.task.rec.Owner); err == nil && owner.Status.IsTerminal() {
 		return sendFailed("recipient_unavailable"), nil
 	}
-	id, err := s.task.emit(bgtype.EventTypeMessage, bgtype.Message{From: s.task.rec.id, Content: content})
+	id, err := s.task.emit(bgtype.EventTypeMessage, bgtype.Message{From: s.task.rec.ID, Content: content})
 	switch {
 	case errors.Is(err, ErrTaskEnded), errors.Is(err, ErrInboxClosed): // ErrInboxClosed: no fallback took it
 		return sendFailed("recipient_unavailable"), nil

@@ -102,7 +102,7 @@ func TestListTasksRunningAndCompleted(t *testing.T) {
 		t.Fatalf("list_tasks: %+v", all)
 	}
 	w, r := all.Tasks[0], all.Tasks[1]
-	if w.TaskID != running || w.Name != "watcher" || w.TaskType != TypeTask || w.Status != bgtype.StatusRunning ||
+	if w.TaskID != running || w.Name != "watcher" || w.TaskType != bgtype.TypeTask || w.Status != bgtype.StatusRunning ||
 		w.Description != "watch the build" || w.ParentTaskID != "" || w.CreatedAt.IsZero() || !w.FinishedAt.IsZero() ||
 		w.StartedAt != nil || w.Result != nil || w.Error != "" {
 		t.Errorf("running task %+v", w)

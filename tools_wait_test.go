@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -155,8 +157,8 @@ func TestWaitTaskErrors(t *testing.T) {
 // is returned at once.
 func TestWaitTaskNotLive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := NewMemoryStore()
-		rec := bgtype.TaskMeta{ID: newTaskID(now()), Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusRunning, CreatedAt: now(), Instance: "inst_gone"}
+		st := memstore.New()
+		rec := bgtype.TaskMeta{ID: newTaskID(now()), Owner: "thread-1", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, CreatedAt: now(), Instance: "inst_gone"}
 		if err := st.Commit(t.Context(), "thread-1", store.UpsertAction(rec)); err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +180,7 @@ func TestWaitTaskDeliversTheEndOnce(t *testing.T) {
 	for _, during := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ends during the call %v", during), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ds := &durableMem{MemoryStore: NewMemoryStore()}
+				ds := &durableMem{Store: memstore.New()}
 				pr := newPluginRun(t, WithStore(ds))
 				ctx := runCtx(t.Context(), "run-1")
 				release := make(chan struct{})

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -80,7 +82,7 @@ func TestWakePolicies(t *testing.T) {
 // TestWakeSilentCommitFailure: even a silent task reports a terminal record
 // that could not be committed.
 func TestWakeSilentCommitFailure(t *testing.T) {
-	store := &failTerminalStore{Store: NewMemoryStore()}
+	store := &failTerminalStore{Store: memstore.New()}
 	m := newTestManager(t, WithStore(store), WithCommitRetry(1, 0))
 	o := m.Owner("thread-1")
 	id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return 1, nil }, WithWake(bgtype.WakeSilent))

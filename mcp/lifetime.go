@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"github.com/bgtask/bgtask/internal/memstore"
 	"strings"
 	"time"
 
@@ -37,7 +38,7 @@ func (c resultConfig) retention() time.Duration {
 	if c.retainFor > 0 {
 		return c.retainFor
 	}
-	return bgtask.DefaultRetainFor
+	return memstore.DefaultRetainFor
 }
 
 // info is the protocol view of one of o's tasks: infoOf, with the time of

@@ -3,6 +3,7 @@ package bgotel
 import (
 	"context"
 	"errors"
+	"github.com/bgtask/bgtask/internal/memstore"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -338,7 +339,7 @@ func TestNoSpanKeepsNoEvents(t *testing.T) {
 }
 
 // failingStore fails every commit of a terminal record.
-type failingStore struct{ *bgtask.MemoryStore }
+type failingStore struct{ *memstore.Store }
 
 func (s failingStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	for _, a := range actions {
@@ -348,7 +349,7 @@ func (s failingStore) Commit(ctx context.Context, owner string, actions ...store
 			}
 		}
 	}
-	return s.MemoryStore.Commit(ctx, owner, actions...)
+	return s.Store.Commit(ctx, owner, actions...)
 }
 
 // A task whose terminal record cannot be committed still ends its span,
@@ -356,7 +357,7 @@ func (s failingStore) Commit(ctx context.Context, owner string, actions ...store
 func TestSpanEndNotCommitted(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBundle(t, bgtask.WithStore(failingStore{bgtask.NewMemoryStore()}), bgtask.WithCommitRetry(1, time.Millisecond))
+		b := newBundle(t, bgtask.WithStore(failingStore{memstore.New()}), bgtask.WithCommitRetry(1, time.Millisecond))
 		id := b.spawn(t, context.Background(), "alice", func(context.Context, *bgtask.Task) (any, error) {
 			<-time.After(time.Second)
 			return "done", nil

@@ -393,7 +393,7 @@ func Tree(ctx context.Context, list func(context.Context, string) ([]bgtype.Task
 		}
 		for _, m := range recs {
 			out = append(out, m)
-			if m.Type == bgtask.TypeSubAgent {
+			if m.Type == bgtype.TypeSubAgent {
 				queue = append(queue, m.ID)
 			}
 		}

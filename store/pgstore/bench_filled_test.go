@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"github.com/bgtask/bgtask/internal/memstore"
 	"slices"
 	"testing"
 	"time"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
@@ -42,7 +42,7 @@ func BenchmarkPostgresFilled(b *testing.B) {
 			}
 			defer s.Close()
 			fill(b, dsn, rows)
-			logPlan(b, dsn, pgstore.RetainCountSQL, []string{"owner_7"}, bgtask.DefaultRetainPerOwner)
+			logPlan(b, dsn, pgstore.RetainCountSQL, []string{"owner_7"}, memstore.DefaultRetainPerOwner)
 			var spawn, done []time.Duration
 			b.ReportAllocs()
 			i := 0

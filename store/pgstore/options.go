@@ -3,10 +3,9 @@ package pgstore
 import (
 	"errors"
 	"fmt"
+	"github.com/bgtask/bgtask/internal/memstore"
 	"log/slog"
 	"time"
-
-	"github.com/bgtask/bgtask"
 )
 
 // Defaults of the options.
@@ -39,8 +38,8 @@ func defaults() config {
 		grace:          DefaultGrace,
 		poll:           DefaultPollInterval,
 		logger:         slog.New(slog.DiscardHandler),
-		retainPerOwner: bgtask.DefaultRetainPerOwner,
-		retainFor:      bgtask.DefaultRetainFor,
+		retainPerOwner: memstore.DefaultRetainPerOwner,
+		retainFor:      memstore.DefaultRetainFor,
 		backoffMin:     100 * time.Millisecond,
 		backoffMax:     5 * time.Second,
 	}

@@ -2,10 +2,9 @@ package sqlitestore
 
 import (
 	"fmt"
+	"github.com/bgtask/bgtask/internal/memstore"
 	"log/slog"
 	"time"
-
-	"github.com/bgtask/bgtask"
 )
 
 // Defaults of the options.
@@ -42,8 +41,8 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		retainPerOwner: bgtask.DefaultRetainPerOwner,
-		retainFor:      bgtask.DefaultRetainFor,
+		retainPerOwner: memstore.DefaultRetainPerOwner,
+		retainFor:      memstore.DefaultRetainFor,
 		logger:         slog.New(slog.DiscardHandler),
 		maxBatch:       DefaultMaxBatch,
 		busyTimeout:    DefaultBusyTimeout,

@@ -1,4 +1,4 @@
-package bgtask
+package memstore
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 )
 
 // Store is implemented by MemoryStore.
-var _ store.Store = (*MemoryStore)(nil)
+var _ store.Store = (*Store)(nil)
 
 func mustCommit(t testing.TB, s store.Store, owner string, actions ...store.Action) {
 	t.Helper()
@@ -55,7 +55,7 @@ func finished(id, owner string, st bgtype.Status, at time.Time) bgtype.TaskMeta 
 func TestMemoryStoreCommitLoadGet(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := NewMemoryStore()
+	s := New()
 	if got := mustLoad(t, s, "o"); len(got) != 0 {
 		t.Fatalf("empty store: %+v", got)
 	}
@@ -87,15 +87,15 @@ func TestMemoryStoreCommitLoadGet(t *testing.T) {
 
 func TestMemoryStoreGetUnknown(t *testing.T) {
 	t.Parallel()
-	s := NewMemoryStore()
+	s := New()
 	mustCommit(t, s, "o", store.UpsertAction(rmeta("task_a", "o", bgtype.StatusRunning)))
 	_, err := s.Get(context.Background(), "task_nope")
-	if !errors.Is(err, ErrNotFound) || err.Error() != "bgtask: task not found: task_nope" {
+	if !errors.Is(err, bgtype.ErrNotFound) || err.Error() != "bgtask: task not found: task_nope" {
 		t.Fatalf("got %v, want ErrNotFound naming the id", err)
 	}
 	// A removed record is not found either.
 	mustCommit(t, s, "o", store.UpsertAction(finished("task_b", "o", bgtype.StatusCancelled, time.Now())), store.RemoveAction("task_b"))
-	if _, err := s.Get(context.Background(), "task_b"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(context.Background(), "task_b"); !errors.Is(err, bgtype.ErrNotFound) {
 		t.Fatalf("removed: got %v, want ErrNotFound", err)
 	}
 }
@@ -132,7 +132,7 @@ func TestMemoryStoreCommitValidatesFirst(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := NewMemoryStore()
+			s := New()
 			before := snapOf(rmeta("task_a", "o", bgtype.StatusRunning), finished("task_done", "o", bgtype.StatusCompleted, time.Now().UTC()))
 			mustCommit(t, s, "o", store.UpsertAction(before["task_a"]), store.UpsertAction(before["task_done"]))
 			err := s.Commit(context.Background(), "o", tc.actions...)
@@ -153,8 +153,8 @@ func TestMemoryStoreCommitValidatesFirst(t *testing.T) {
 			}
 		})
 	}
-	s := NewMemoryStore()
-	if err := s.Commit(context.Background(), "", store.UpsertAction(rmeta("task_a", "", bgtype.StatusRunning))); !errors.Is(err, ErrInvalidOwner) {
+	s := New()
+	if err := s.Commit(context.Background(), "", store.UpsertAction(rmeta("task_a", "", bgtype.StatusRunning))); !errors.Is(err, bgtype.ErrInvalidOwner) {
 		t.Fatalf("empty owner: got %v, want ErrInvalidOwner", err)
 	}
 }
@@ -162,7 +162,7 @@ func TestMemoryStoreCommitValidatesFirst(t *testing.T) {
 func TestMemoryStoreIDNeverMoves(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := NewMemoryStore()
+	s := New()
 	orig := rmeta("task_a", "o1", bgtype.StatusRunning)
 	mustCommit(t, s, "o1", store.UpsertAction(orig))
 	// Another owner claims the id: dropped without error, by every op.
@@ -191,7 +191,7 @@ func TestMemoryStoreIDNeverMoves(t *testing.T) {
 func TestMemoryStoreLoadIsACopy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := NewMemoryStore()
+	s := New()
 	res := []byte(`{"n":1}`)
 	rec := finished("task_a", "o", bgtype.StatusCompleted, time.Now().UTC())
 	rec.Result = res
@@ -235,7 +235,7 @@ func TestMemoryStoreLoadIsACopy(t *testing.T) {
 func TestMemoryStoreRetainPerOwner(t *testing.T) {
 	t.Parallel()
 	base := time.Now().UTC().Add(-time.Minute)
-	s := NewMemoryStore(WithRetainPerOwner(2))
+	s := New(WithRetainPerOwner(2))
 	mustCommit(t, s, "o", store.UpsertAction(rmeta("task_live", "o", bgtype.StatusRunning)), store.UpsertAction(rmeta("task_q", "o", bgtype.StatusQueued)))
 	for i := range 5 {
 		id := fmt.Sprintf("task_%d", i)
@@ -249,7 +249,7 @@ func TestMemoryStoreRetainPerOwner(t *testing.T) {
 	if got, want := ids(mustLoad(t, s, "p")), []string{"task_p0", "task_p1"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("p holds %v, want %v", got, want)
 	}
-	if _, err := s.Get(context.Background(), "task_0"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(context.Background(), "task_0"); !errors.Is(err, bgtype.ErrNotFound) {
 		t.Fatalf("forgotten record: got %v, want ErrNotFound", err)
 	}
 	// Ending the live tasks pushes out older terminal records, never the other way.
@@ -271,7 +271,7 @@ func TestMemoryStoreRetainPerOwner(t *testing.T) {
 func TestMemoryStoreRetainNone(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{0, -3} {
-		s := NewMemoryStore(WithRetainPerOwner(n))
+		s := New(WithRetainPerOwner(n))
 		now := time.Now().UTC()
 		mustCommit(t, s, "o", store.UpsertAction(rmeta("task_a", "o", bgtype.StatusRunning)), store.UpsertAction(rmeta("task_b", "o", bgtype.StatusQueued)))
 		mustCommit(t, s, "o", store.UpsertAction(finished("task_a", "o", bgtype.StatusCompleted, now)))
@@ -288,7 +288,7 @@ func TestMemoryStoreRetainNone(t *testing.T) {
 
 func TestMemoryStoreRetainFor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewMemoryStore(WithRetainFor(time.Hour))
+		s := New(WithRetainFor(time.Hour))
 		mustCommit(t, s, "p", store.UpsertAction(finished("task_p_old", "p", bgtype.StatusCompleted, time.Now())))
 		mustCommit(t, s, "o", store.UpsertAction(finished("task_old", "o", bgtype.StatusCompleted, time.Now())))
 		<-time.After(50 * time.Minute)
@@ -311,7 +311,7 @@ func TestMemoryStoreRetainFor(t *testing.T) {
 			t.Fatalf("p holds %v, want nothing", got)
 		}
 		// WithRetainFor(0) disables the age limit.
-		s2 := NewMemoryStore(WithRetainFor(0))
+		s2 := New(WithRetainFor(0))
 		mustCommit(t, s2, "o", store.UpsertAction(finished("task_old", "o", bgtype.StatusCompleted, time.Now())))
 		<-time.After(1000 * time.Hour)
 		mustCommit(t, s2, "o", store.UpsertAction(rmeta("task_b", "o", bgtype.StatusRunning)))
@@ -326,7 +326,7 @@ func TestMemoryStoreRetainFor(t *testing.T) {
 func TestMemoryStoreRetainOrderIsCommitOrder(t *testing.T) {
 	t.Parallel()
 	now := time.Now().UTC()
-	s := NewMemoryStore(WithRetainPerOwner(1), WithRetainFor(0))
+	s := New(WithRetainPerOwner(1), WithRetainFor(0))
 	mustCommit(t, s, "o", store.UpsertAction(finished("task_late", "o", bgtype.StatusCompleted, now)))
 	mustCommit(t, s, "o", store.UpsertAction(finished("task_early", "o", bgtype.StatusCompleted, now.Add(-time.Second))))
 	if got := ids(mustLoad(t, s, "o")); !reflect.DeepEqual(got, []string{"task_early"}) {
@@ -339,7 +339,7 @@ func TestMemoryStoreRetainOrderIsCommitOrder(t *testing.T) {
 // accepts it, so a Get right after should find it.
 func TestMemoryStoreTerminalWithoutFinishedAt(t *testing.T) {
 	t.Parallel()
-	s := NewMemoryStore() // default WithRetainFor 24h
+	s := New() // default WithRetainFor 24h
 	mustCommit(t, s, "o", store.UpsertAction(rmeta("task_a", "o", bgtype.StatusRunning)))
 	mustCommit(t, s, "o", store.UpsertAction(rmeta("task_a", "o", bgtype.StatusCompleted)))
 	if _, err := s.Get(context.Background(), "task_a"); err != nil {
@@ -352,7 +352,7 @@ func TestMemoryStoreTerminalWithoutFinishedAt(t *testing.T) {
 func TestMemoryStoreConcurrentCommitters(t *testing.T) {
 	t.Parallel()
 	const workers, perWorker, shared = 8, 40, 10
-	s := NewMemoryStore()
+	s := New()
 	ctx := context.Background()
 	status := func(w int) bgtype.Status {
 		return []bgtype.Status{bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled}[w%3]
@@ -466,7 +466,7 @@ func TestMemoryStoreConcurrentCommitters(t *testing.T) {
 
 func TestMemoryStoreContextDone(t *testing.T) {
 	t.Parallel()
-	s := NewMemoryStore()
+	s := New()
 	mustCommit(t, s, "o", store.UpsertAction(rmeta("task_a", "o", bgtype.StatusRunning)))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -497,7 +497,7 @@ func TestMemoryStoreContextDone(t *testing.T) {
 // full period, then dropped like any other.
 func TestMemoryStoreRetainForCountsFromCommit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewMemoryStore(WithRetainFor(time.Hour))
+		s := New(WithRetainFor(time.Hour))
 		mustCommit(t, s, "o", store.UpsertAction(finished("task_old", "o", bgtype.StatusCompleted, time.Now().Add(-3*time.Hour))))
 		<-time.After(30 * time.Minute)
 		mustCommit(t, s, "o", store.UpsertAction(finished("task_recent", "o", bgtype.StatusCompleted, time.Now())))

@@ -1,11 +1,12 @@
-package bgtask_test
+package memstore_test
 
 import (
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/store"
 
-	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/storetest"
 )
 
@@ -14,9 +15,9 @@ import (
 func TestMemoryStoreConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, storetest.Config{
-		New: func(*testing.T) store.Store { return bgtask.NewMemoryStore() },
+		New: func(*testing.T) store.Store { return memstore.New() },
 		NewRetaining: func(_ *testing.T, perOwner int) store.Store {
-			return bgtask.NewMemoryStore(bgtask.WithRetainPerOwner(perOwner))
+			return memstore.New(memstore.WithRetainPerOwner(perOwner))
 		},
 	})
 }

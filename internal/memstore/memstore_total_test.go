@@ -1,9 +1,7 @@
-package bgtask
+package memstore
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -15,21 +13,6 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
-
-// storeState is what a MemoryStore holds, read under its lock: the
-// terminal records in the order retention forgets them, every id, and the
-// owners it keeps bookkeeping for, each sorted but the first.
-func storeState(s *MemoryStore) (terminal, all, owners []string) {
-	st := s.state()
-	for _, e := range st.terminal {
-		terminal = append(terminal, e.id())
-	}
-	for o := range st.owners {
-		owners = append(owners, o)
-	}
-	slices.Sort(owners)
-	return terminal, st.ids, owners
-}
 
 // WithRetainTotal bounds the terminal records of all owners together, the first
 // committed terminal going first whoever owns them, on top of the count per
@@ -81,7 +64,7 @@ func TestMemoryStoreRetainTotal(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := NewMemoryStore(WithRetainPerOwner(tc.perOwner), WithRetainTotal(tc.total), WithRetainFor(0))
+			s := New(WithRetainPerOwner(tc.perOwner), WithRetainTotal(tc.total), WithRetainFor(0))
 			mustCommit(t, s, "a", store.UpsertAction(rmeta("task_live", "a", bgtype.StatusRunning)))
 			mustCommit(t, s, "c", store.UpsertAction(rmeta("task_queued", "c", bgtype.StatusQueued)))
 			for _, c := range tc.commits {
@@ -95,7 +78,7 @@ func TestMemoryStoreRetainTotal(t *testing.T) {
 				_, n, _ := strings.Cut(c, "/")
 				want = append(want, "task_"+n)
 			}
-			terminal, all, owners := storeState(s)
+			terminal, all, owners := s.Contents()
 			if !slices.Equal(terminal, want) {
 				t.Fatalf("terminal records kept, oldest first: %v, want %v", terminal, want)
 			}
@@ -124,35 +107,35 @@ func TestMemoryStoreForgottenRecordReleased(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
-		opts   []MemoryOption
-		forget func(t *testing.T, s *MemoryStore)
+		opts   []Option
+		forget func(t *testing.T, s *Store)
 	}{
-		{"per owner count", []MemoryOption{WithRetainPerOwner(1)}, func(t *testing.T, s *MemoryStore) {
+		{"per owner count", []Option{WithRetainPerOwner(1)}, func(t *testing.T, s *Store) {
 			mustCommit(t, s, "a", store.UpsertAction(finished("task_a2", "a", bgtype.StatusCompleted, time.Now())))
 		}},
-		{"total count", []MemoryOption{WithRetainTotal(2)}, func(t *testing.T, s *MemoryStore) {
+		{"total count", []Option{WithRetainTotal(2)}, func(t *testing.T, s *Store) {
 			mustCommit(t, s, "c", store.UpsertAction(finished("task_c1", "c", bgtype.StatusCompleted, time.Now())))
 			mustCommit(t, s, "c", store.UpsertAction(finished("task_c2", "c", bgtype.StatusCompleted, time.Now())))
 		}},
-		{"age", []MemoryOption{WithRetainFor(time.Hour)}, func(t *testing.T, s *MemoryStore) {
+		{"age", []Option{WithRetainFor(time.Hour)}, func(t *testing.T, s *Store) {
 			<-time.After(2 * time.Hour)
 			mustCommit(t, s, "c", store.UpsertAction(finished("task_c1", "c", bgtype.StatusCompleted, time.Now())))
 		}},
-		{"remove", nil, func(t *testing.T, s *MemoryStore) {
+		{"remove", nil, func(t *testing.T, s *Store) {
 			mustCommit(t, s, "a", store.RemoveAction("task_x"))
 		}},
-		{"replace all", nil, func(t *testing.T, s *MemoryStore) {
+		{"replace all", nil, func(t *testing.T, s *Store) {
 			mustCommit(t, s, "a", store.ReplaceAllAction(rmeta("task_a9", "a", bgtype.StatusRunning)))
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := NewMemoryStore(tc.opts...)
+				s := New(tc.opts...)
 				mustCommit(t, s, "b", store.UpsertAction(finished("task_b1", "b", bgtype.StatusCompleted, time.Now())))
 				wp := commitOwned(t, s, "a", "task_x")
 				tc.forget(t, s)
-				if _, err := s.Get(t.Context(), "task_x"); !errors.Is(err, ErrNotFound) {
+				if _, err := s.Get(t.Context(), "task_x"); !errors.Is(err, bgtype.ErrNotFound) {
 					t.Fatalf("Get(task_x) = %v, want ErrNotFound", err)
 				}
 				runtime.GC()
@@ -170,67 +153,15 @@ func TestMemoryStoreForgottenRecordReleased(t *testing.T) {
 // returns a weak pointer to what the store keeps of it.
 //
 //go:noinline
-func commitOwned(t *testing.T, s *MemoryStore, owner, id string) weak.Pointer[memRec] {
+func commitOwned(t *testing.T, s *Store, owner, id string) weak.Pointer[Rec] {
 	t.Helper()
 	u := bgtype.TaskMeta{ID: id, Owner: owner, Status: bgtype.StatusCompleted, FinishedAt: time.Now()}
 	e := newLive(&u)
-	if err := s.commitOne(t.Context(), &u, e); err != nil {
+	if err := s.CommitOne(t.Context(), &u, e); err != nil {
 		t.Fatal(err)
 	}
 	sh := s.shardOf(id)
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
-	return weak.Make(&sh.byID[id].rec)
-}
-
-// Through a Manager, tasks of many owners: the store keeps what its limits
-// say, the most recently finished first, and no bookkeeping for an owner
-// left without records; the Manager keeps nothing of ended tasks.
-func TestMemoryManagerRetainsAcrossOwners(t *testing.T) {
-	t.Parallel()
-	const owners, tasks = 4, 12 // task i belongs to owner i%owners and ends i-th
-	tests := []struct {
-		name            string
-		perOwner, total int
-		wantKept        []int // task numbers, oldest first
-	}{
-		{"total", 2, 3, []int{9, 10, 11}},
-		{"per owner", 1, 100, []int{8, 9, 10, 11}},
-		{"per owner then total", 2, 6, []int{6, 7, 8, 9, 10, 11}},
-		{"none", 0, 100, nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				store := NewMemoryStore(WithRetainPerOwner(tc.perOwner), WithRetainTotal(tc.total))
-				m := newTestManager(t, WithStore(store))
-				fn := func(context.Context, *Task) (any, error) { return nil, nil }
-				var spawned []string
-				for i := range tasks {
-					spawned = append(spawned, spawnFor(t, m, fmt.Sprint("owner-", i%owners), fn))
-					synctest.Wait() // it has ended and retired: tasks end in spawn order
-				}
-				var want, wantOwners []string
-				for _, i := range tc.wantKept {
-					want = append(want, spawned[i])
-					wantOwners = append(wantOwners, fmt.Sprint("owner-", i%owners))
-				}
-				slices.Sort(wantOwners)
-				wantOwners = slices.Compact(wantOwners)
-				terminal, _, gotOwners := storeState(store)
-				if !slices.Equal(terminal, want) {
-					t.Fatalf("store keeps %v, want %v", terminal, want)
-				}
-				if !slices.Equal(gotOwners, wantOwners) {
-					t.Fatalf("store keeps owners %v, want %v", gotOwners, wantOwners)
-				}
-				in := readInternals(m, store)
-				if in.nodes != 0 || in.owners != 0 || in.runs != 0 || in.active != 0 || in.storeIDs != len(want) {
-					t.Fatalf("after %d tasks: %+v", tasks, in)
-				}
-				shutdownManager(t, m)
-			})
-		})
-	}
+	return weak.Make(&sh.byID[id].Rec)
 }

@@ -1,4 +1,4 @@
-package bgtask
+package memstore
 
 import (
 	"context"
@@ -11,45 +11,11 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 )
 
-// memState is what a MemoryStore holds, read with every shard locked: its
-// terminal records in the order retention forgets them, every id and
-// every owner it keeps bookkeeping for (in a shard or the terminal index).
-type memState struct {
-	terminal []*memEntry
-	ids      []string
-	owners   map[string]bool
-}
-
-func (s *MemoryStore) state() memState {
-	st := memState{owners: map[string]bool{}}
-	s.lockAll()
-	defer s.unlockAll()
-	s.term.mu.Lock()
-	defer s.term.mu.Unlock()
-	for e := s.term.all.head; e != nil; e = e.store.next {
-		st.terminal = append(st.terminal, e)
-	}
-	for o := range s.term.owners {
-		st.owners[o] = true
-	}
-	for i := range s.shards {
-		sh := &s.shards[i]
-		for id := range sh.byID {
-			st.ids = append(st.ids, id)
-		}
-		for o := range sh.owners {
-			st.owners[o] = true
-		}
-	}
-	slices.Sort(st.ids)
-	return st
-}
-
 // A task's commit locks only its record's shard: while another shard is
 // locked, it goes through.
 func TestMemoryStoreShardsDoNotBlockEachOther(t *testing.T) {
 	t.Parallel()
-	s := NewMemoryStore()
+	s := New()
 	a, b := "task_a", ""
 	for i := 0; b == ""; i++ {
 		if id := fmt.Sprint("task_b", i); s.shardOf(id) != s.shardOf(a) {
@@ -59,7 +25,7 @@ func TestMemoryStoreShardsDoNotBlockEachOther(t *testing.T) {
 	sh := s.shardOf(a)
 	sh.mu.Lock()
 	u := bgtype.TaskMeta{ID: b, Owner: "o", Status: bgtype.StatusRunning}
-	err := s.commitOne(t.Context(), &u, nil) // would wait forever behind one store lock
+	err := s.CommitOne(t.Context(), &u, nil) // would wait forever behind one store lock
 	sh.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
@@ -76,14 +42,14 @@ func TestMemoryStoreShardsDoNotBlockEachOther(t *testing.T) {
 func TestMemoryStoreConcurrentRetention(t *testing.T) {
 	t.Parallel()
 	const workers, each, owners, perOwner, total = 8, 200, 4, 50, 120
-	s := NewMemoryStore(WithRetainPerOwner(perOwner), WithRetainTotal(total))
+	s := New(WithRetainPerOwner(perOwner), WithRetainTotal(total))
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			for i := range each {
 				u := bgtype.TaskMeta{ID: fmt.Sprintf("task_%d_%d", w, i), Owner: fmt.Sprint("o", i%owners),
 					Status: bgtype.StatusCompleted, FinishedAt: time.Now()}
-				if err := s.commitOne(context.Background(), &u, nil); err != nil {
+				if err := s.CommitOne(context.Background(), &u, nil); err != nil {
 					t.Error(err)
 					return
 				}
@@ -115,11 +81,11 @@ func TestMemoryStoreConcurrentRetention(t *testing.T) {
 func TestMemoryStoreReadsDuringTerminalMoves(t *testing.T) {
 	t.Parallel()
 	const n = 200
-	s := NewMemoryStore()
+	s := New()
 	ctx := context.Background()
 	for i := range n {
 		u := bgtype.TaskMeta{ID: fmt.Sprintf("task_%03d", i), Owner: "o", Status: bgtype.StatusRunning}
-		if err := s.commitOne(ctx, &u, nil); err != nil {
+		if err := s.CommitOne(ctx, &u, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -127,7 +93,7 @@ func TestMemoryStoreReadsDuringTerminalMoves(t *testing.T) {
 	wg.Go(func() {
 		for i := range n {
 			u := bgtype.TaskMeta{ID: fmt.Sprintf("task_%03d", i), Owner: "o", Status: bgtype.StatusCompleted, FinishedAt: time.Now()}
-			if err := s.commitOne(ctx, &u, nil); err != nil {
+			if err := s.CommitOne(ctx, &u, nil); err != nil {
 				t.Error(err)
 				return
 			}

@@ -1,4 +1,4 @@
-package bgtask
+package memstore
 
 import "sync"
 
@@ -30,7 +30,7 @@ type memTerm struct {
 // beyond the age limit and the total limit, oldest first. Called with the
 // shard locks of the commit held; a commit that neither ended a task nor
 // read the clock has nothing to do here.
-func (s *MemoryStore) settle(tx *memTx) {
+func (s *Store) settle(tx *memTx) {
 	if tx.ended.n == 0 && tx.clock.IsZero() {
 		return
 	}
@@ -39,7 +39,7 @@ func (s *MemoryStore) settle(tx *memTx) {
 	defer t.mu.Unlock()
 	for i := range tx.ended.n {
 		e := tx.ended.at(i)
-		owner := e.rec.owner
+		owner := e.Rec.Owner
 		l := t.owners[owner]
 		if l == nil {
 			l = new(memList)
@@ -56,22 +56,22 @@ func (s *MemoryStore) settle(tx *memTx) {
 	if s.retainFor > 0 && !tx.clock.IsZero() {
 		cutoff = tx.clock.Add(-s.retainFor).UnixNano()
 	}
-	for e := t.all.head; e != nil && (t.all.n > s.retainTotal || e.rec.at < cutoff); e = t.all.head {
-		owner := e.rec.owner
+	for e := t.all.head; e != nil && (t.all.n > s.retainTotal || e.Rec.at < cutoff); e = t.all.head {
+		owner := e.Rec.Owner
 		t.unlink(tx, owner, t.owners[owner], e)
 	}
 }
 
 // unlink takes e, one of owner's terminal records (on list l), off the
 // index and notes it in tx, so the commit forgets it in its shard.
-func (t *memTerm) unlink(tx *memTx, owner string, l *memList, e *memEntry) {
+func (t *memTerm) unlink(tx *memTx, owner string, l *memList, e *Entry) {
 	t.remove(owner, l, e)
 	tx.forgot.add(e)
 }
 
 // remove takes e, one of owner's terminal records (on list l), off the
 // index. Called with t.mu held.
-func (t *memTerm) remove(owner string, l *memList, e *memEntry) {
+func (t *memTerm) remove(owner string, l *memList, e *Entry) {
 	l.remove(e, ownLinks)
 	t.all.remove(e, storeLinks)
 	if l.n == 0 {
@@ -81,7 +81,7 @@ func (t *memTerm) remove(owner string, l *memList, e *memEntry) {
 
 // forget removes the records retention took off the terminal index from
 // their shards. Called with no shard locked.
-func (s *MemoryStore) forget(tx *memTx) {
+func (s *Store) forget(tx *memTx) {
 	for i := range tx.forgot.n {
 		e := tx.forgot.at(i)
 		sh := s.shardOf(e.id())

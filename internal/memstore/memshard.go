@@ -1,4 +1,4 @@
-package bgtask
+package memstore
 
 import (
 	"hash/maphash"
@@ -17,19 +17,19 @@ const memShards = 16
 // key, and each owner's live records. Terminal records are also in the
 // store's terminal index (memTerm), which orders them across shards.
 type memShard struct {
-	mu     sync.RWMutex         // guards the fields below
-	owners map[string]*memList  // each owner's live records in this shard (ownLinks)
-	byID   map[string]*memEntry // live and terminal records
-	keys   map[keyRef]*memEntry // records by owner and idempotency key
-	spare  *memList             // an owner's emptied live list, reused by the next (no allocation per task)
-	term   *memTerm             // the store's terminal index: a terminal record changes under both locks
-	_      [64]byte             // keeps the next shard's lock off this cache line
+	mu     sync.RWMutex        // guards the fields below
+	owners map[string]*memList // each owner's live records in this shard (ownLinks)
+	byID   map[string]*Entry   // live and terminal records
+	keys   map[keyRef]*Entry   // records by owner and idempotency key
+	spare  *memList            // an owner's emptied live list, reused by the next (no allocation per task)
+	term   *memTerm            // the store's terminal index: a terminal record changes under both locks
+	_      [64]byte            // keeps the next shard's lock off this cache line
 }
 
 func (sh *memShard) init() {
 	sh.owners = make(map[string]*memList)
-	sh.byID = make(map[string]*memEntry)
-	sh.keys = make(map[keyRef]*memEntry)
+	sh.byID = make(map[string]*Entry)
+	sh.keys = make(map[keyRef]*Entry)
 }
 
 // memTx is what one commit carries: the records it made terminal, to be
@@ -37,7 +37,7 @@ func (sh *memShard) init() {
 // records retention forgot, to be removed from their shards after.
 type memTx struct {
 	clock  time.Time  // the time of the commit, read once when a record turns terminal
-	spare  *memEntry  // a compact entry taken before the lock, for the first record the commit makes terminal
+	spare  *Entry     // a compact entry taken before the lock, for the first record the commit makes terminal
 	ended  memEntries // records made terminal, in order
 	forgot memEntries // records retention took off the terminal index
 }
@@ -45,11 +45,11 @@ type memTx struct {
 // memEntries is a short list of entries that allocates only past two.
 type memEntries struct {
 	n    int
-	few  [2]*memEntry
-	more []*memEntry
+	few  [2]*Entry
+	more []*Entry
 }
 
-func (l *memEntries) add(e *memEntry) {
+func (l *memEntries) add(e *Entry) {
 	if l.n < len(l.few) {
 		l.few[l.n] = e
 	} else {
@@ -58,7 +58,7 @@ func (l *memEntries) add(e *memEntry) {
 	l.n++
 }
 
-func (l *memEntries) at(i int) *memEntry {
+func (l *memEntries) at(i int) *Entry {
 	if i < len(l.few) {
 		return l.few[i]
 	}
@@ -66,19 +66,19 @@ func (l *memEntries) at(i int) *memEntry {
 }
 
 // shardOf returns the shard of the record with id.
-func (s *MemoryStore) shardOf(id string) *memShard {
+func (s *Store) shardOf(id string) *memShard {
 	return &s.shards[maphash.String(s.seed, id)%memShards]
 }
 
 // lockAll locks every shard, in index order: the order of the shard locks
 // wherever more than one is held.
-func (s *MemoryStore) lockAll() {
+func (s *Store) lockAll() {
 	for i := range s.shards {
 		s.shards[i].mu.Lock()
 	}
 }
 
-func (s *MemoryStore) unlockAll() {
+func (s *Store) unlockAll() {
 	for i := range s.shards {
 		s.shards[i].mu.Unlock()
 	}
@@ -87,7 +87,7 @@ func (s *MemoryStore) unlockAll() {
 // upsert is the hot path: one record, changed in place. A new record is own
 // when given (its identity fields already set, by the caller), else a copy
 // of u. at is the action's commit time.
-func (sh *memShard) upsert(tx *memTx, u *bgtype.TaskMeta, own *memEntry, at time.Time) {
+func (sh *memShard) upsert(tx *memTx, u *bgtype.TaskMeta, own *Entry, at time.Time) {
 	e := sh.byID[u.ID]
 	if e == nil {
 		if u.Status == "" {
@@ -101,11 +101,11 @@ func (sh *memShard) upsert(tx *memTx, u *bgtype.TaskMeta, own *memEntry, at time
 	}
 	if e.terminal() {
 		sh.term.mu.Lock() // readers of the terminal index read it under that lock alone
-		e.rec.merge(u, at)
+		e.Rec.merge(u, at)
 		sh.term.mu.Unlock()
 		return
 	}
-	if e.rec.merge(u, at) && e.rec.isTerminal() {
+	if e.Rec.merge(u, at) && e.Rec.IsTerminal() {
 		l := sh.owners[u.Owner]
 		sh.unlinkLive(u.Owner, l, e)
 		sh.markTerminal(tx, e)
@@ -119,27 +119,27 @@ func (sh *memShard) upsert(tx *memTx, u *bgtype.TaskMeta, own *memEntry, at time
 // goroutine (docs/internals.md).
 //
 //go:noinline
-func insertLive(u *bgtype.TaskMeta, own *memEntry, at time.Time) *memEntry {
+func insertLive(u *bgtype.TaskMeta, own *Entry, at time.Time) *Entry {
 	m := *u
 	reduce.SettleNew(&m, at)
 	if own == nil {
 		m = m.Clone()
 		return newLive(&m)
 	}
-	own.rec.setMutable(&m)
+	own.Rec.SetMutable(&m)
 	return own
 }
 
 // add keeps e, a live record new to the store, in the shard (compact, if
 // it is terminal).
-func (sh *memShard) add(tx *memTx, e *memEntry) {
+func (sh *memShard) add(tx *memTx, e *Entry) {
 	if e.terminal() {
 		sh.markTerminal(tx, e)
 		return
 	}
-	id, owner := e.rec.id, e.rec.owner
+	id, owner := e.Rec.ID, e.Rec.Owner
 	sh.byID[id] = e
-	if k := e.key(); k != "" {
+	if k := e.Key(); k != "" {
 		sh.keys[keyRef{owner, k}] = e
 	}
 	l := sh.owners[owner]
@@ -156,7 +156,7 @@ func (sh *memShard) add(tx *memTx, e *memEntry) {
 
 // unlinkLive takes e off owner's live list l in the shard, forgetting the
 // list once empty.
-func (sh *memShard) unlinkLive(owner string, l *memList, e *memEntry) {
+func (sh *memShard) unlinkLive(owner string, l *memList, e *Entry) {
 	l.remove(e, ownLinks)
 	if l.n == 0 {
 		delete(sh.owners, owner)
@@ -167,16 +167,16 @@ func (sh *memShard) unlinkLive(owner string, l *memList, e *memEntry) {
 // markTerminal keeps a copy of live, a record on no list that just turned
 // terminal, in the shard; tx puts it in the terminal index. live itself is
 // let go: the Task that shares it keeps it while it needs it.
-func (sh *memShard) markTerminal(tx *memTx, live *memEntry) {
+func (sh *memShard) markTerminal(tx *memTx, live *Entry) {
 	if tx.clock.IsZero() {
 		tx.clock = time.Now()
 	}
-	e := newDone(sh.term, tx.spare, &live.rec)
+	e := newDone(sh.term, tx.spare, &live.Rec)
 	tx.spare = nil
-	e.rec.at = tx.clock.UnixNano()
-	sh.byID[e.rec.id] = e
-	if k := e.key(); k != "" {
-		sh.keys[keyRef{e.rec.owner, k}] = e
+	e.Rec.at = tx.clock.UnixNano()
+	sh.byID[e.Rec.ID] = e
+	if k := e.Key(); k != "" {
+		sh.keys[keyRef{e.Rec.Owner, k}] = e
 	}
 	tx.ended.add(e)
 }
@@ -184,14 +184,17 @@ func (sh *memShard) markTerminal(tx *memTx, live *memEntry) {
 // forget removes e, a record already off every list, from the shard's
 // maps, where they still name it (the id may name another record now).
 // Called with sh.mu held.
-func (sh *memShard) forget(e *memEntry) {
+func (sh *memShard) forget(e *Entry) {
 	id := e.id()
 	if sh.byID[id] == e {
 		delete(sh.byID, id)
 	}
-	if k := e.key(); k != "" {
+	if k := e.Key(); k != "" {
 		if ref := (keyRef{e.ownerID(), k}); sh.keys[ref] == e {
 			delete(sh.keys, ref)
 		}
 	}
 }
+
+// keyRef is an owner's idempotency key.
+type keyRef struct{ owner, key string }

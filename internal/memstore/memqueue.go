@@ -1,8 +1,8 @@
-package bgtask
+package memstore
 
 import "github.com/bgtask/bgtask/bgtype"
 
-// memEntry is one record of a MemoryStore and its places in the store's
+// Entry is one record of a MemoryStore and its places in the store's
 // intrusive lists: linking and unlinking allocate nothing and cost O(1),
 // and a forgotten record is unlinked from everything at once, so nothing
 // keeps it reachable. Live and terminal records alike are compact: the
@@ -11,50 +11,50 @@ import "github.com/bgtask/bgtask/bgtype"
 // Task reads (the Manager makes it at spawn, newRecord); when it turns
 // terminal the store keeps a copy in an entry of its own, which retention
 // recycles, and the Task keeps the live one.
-type memEntry struct {
-	rec   memRec   // the record
+type Entry struct {
+	Rec   Rec      // the record
 	store memLinks // in its shard's done list while terminal
 	owner memLinks // in its owner's live or done list
 }
 
 // newLive returns a new entry holding m (its result and slices shared).
-func newLive(m *bgtype.TaskMeta) *memEntry {
-	e := new(memEntry)
-	e.rec.set(m)
+func newLive(m *bgtype.TaskMeta) *Entry {
+	e := new(Entry)
+	e.Rec.Set(m)
 	return e
 }
 
-func (e *memEntry) id() string      { return e.rec.id }
-func (e *memEntry) ownerID() string { return e.rec.owner }
-func (e *memEntry) key() string     { return e.rec.key() }
+func (e *Entry) id() string      { return e.Rec.ID }
+func (e *Entry) ownerID() string { return e.Rec.Owner }
+func (e *Entry) Key() string     { return e.Rec.Key() }
 
-func (e *memEntry) parentID() string {
-	if e.rec.ident == nil {
+func (e *Entry) parentID() string {
+	if e.Rec.ident == nil {
 		return ""
 	}
-	return e.rec.ident.parent.TaskID
+	return e.Rec.ident.parent.TaskID
 }
 
 // terminal reports whether e is a terminal record: in the store, a live
 // record that turns terminal is replaced at once by a copy.
-func (e *memEntry) terminal() bool { return e.rec.isTerminal() }
+func (e *Entry) terminal() bool { return e.Rec.IsTerminal() }
 
 // get returns a copy of the record that shares nothing with the store.
-func (e *memEntry) get() bgtype.TaskMeta { return (e.rec.expand()).Clone() }
+func (e *Entry) get() bgtype.TaskMeta { return (e.Rec.Expand()).Clone() }
 
-type memLinks struct{ prev, next *memEntry }
+type memLinks struct{ prev, next *Entry }
 
-func storeLinks(e *memEntry) *memLinks { return &e.store }
-func ownLinks(e *memEntry) *memLinks   { return &e.owner }
+func storeLinks(e *Entry) *memLinks { return &e.store }
+func ownLinks(e *Entry) *memLinks   { return &e.owner }
 
 // memList is a doubly linked list of entries, oldest first, through one of
 // their two link pairs. The zero value is an empty list.
 type memList struct {
-	head, tail *memEntry
+	head, tail *Entry
 	n          int
 }
 
-func (l *memList) pushBack(e *memEntry, links func(*memEntry) *memLinks) {
+func (l *memList) pushBack(e *Entry, links func(*Entry) *memLinks) {
 	lk := links(e)
 	lk.prev, lk.next = l.tail, nil
 	if l.tail != nil {
@@ -66,7 +66,7 @@ func (l *memList) pushBack(e *memEntry, links func(*memEntry) *memLinks) {
 	l.n++
 }
 
-func (l *memList) remove(e *memEntry, links func(*memEntry) *memLinks) {
+func (l *memList) remove(e *Entry, links func(*Entry) *memLinks) {
 	lk := links(e)
 	if lk.prev != nil {
 		links(lk.prev).next = lk.next

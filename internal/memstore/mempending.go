@@ -1,4 +1,4 @@
-package bgtask
+package memstore
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // that holds a terminal record that is neither announced nor silent, from
 // the index of terminal records, in no particular order. The owners are
 // collected under the index's lock, then yielded without it.
-func (s *MemoryStore) UndeliveredOwners(ctx context.Context) iter.Seq2[string, error] {
+func (s *Store) UndeliveredOwners(ctx context.Context) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
 		if err := ctx.Err(); err != nil {
 			yield("", err)
@@ -23,7 +23,7 @@ func (s *MemoryStore) UndeliveredOwners(ctx context.Context) iter.Seq2[string, e
 		s.term.mu.Lock()
 		for owner, l := range s.term.owners {
 			for e := l.head; e != nil; e = e.owner.next {
-				if !e.rec.announced && e.rec.wake != silent {
+				if !e.Rec.announced && e.Rec.wake != silent {
 					owners = append(owners, owner)
 					break
 				}
@@ -38,4 +38,4 @@ func (s *MemoryStore) UndeliveredOwners(ctx context.Context) iter.Seq2[string, e
 	}
 }
 
-var _ store.UndeliveredLister = (*MemoryStore)(nil)
+var _ store.UndeliveredLister = (*Store)(nil)

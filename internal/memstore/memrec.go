@@ -1,4 +1,4 @@
-package bgtask
+package memstore
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 	"github.com/bgtask/bgtask/internal/reduce"
 )
 
-// memRec is a record of a MemoryStore in compact form, live or terminal
+// Rec is a record of a MemoryStore in compact form, live or terminal
 // (a Task keeps its own record in this form too, see record.go). Times are
 // Unix nanoseconds, the status a small code, and the fields most records
 // leave empty live in two side structs, allocated only when one of their
@@ -19,15 +19,15 @@ import (
 // the others. The id string is the one the store's map is keyed by, not a
 // copy. set and expand convert from and to a TaskMeta; TestMemRecRoundTrip
 // checks, field by field through reflection, that nothing is lost.
-type memRec struct {
-	id, owner, instance        string // instance: the same string in every record of a Manager
+type Rec struct {
+	ID, Owner, instance        string // instance: the same string in every record of a Manager
 	result                     json.RawMessage
 	created, started, finished int64 // Unix nanoseconds; memNoTime for the zero time
 	at                         int64 // Unix nanoseconds of the commit that made it terminal, by the store's clock
 	status                     uint8 // an index into memStatuses
 	wake                       uint8 // an index into memWakes; memOtherWake: in ident (identity)
 	typ                        uint8 // an index into memTypes; memOtherType: in ident (identity)
-	detached                   bool  // identity
+	Detached                   bool  // identity
 	announced                  bool
 	noTags                     bool // Tags is empty but not nil (identity)
 	ident                      *memIdent
@@ -69,7 +69,7 @@ var memWakes = [...]bgtype.WakePolicy{"", bgtype.WakeSilent, bgtype.WakeOnTermin
 const memOtherWake = 0xff
 
 // memTypes are the task types a memRec codes, by code.
-var memTypes = [...]string{"", TypeTask, TypeSubAgent}
+var memTypes = [...]string{"", bgtype.TypeTask, bgtype.TypeSubAgent}
 
 // memOtherType is the code of a task type memTypes does not list.
 const memOtherType = 0xff
@@ -117,17 +117,17 @@ func fromNanos(n int64) time.Time {
 
 // takeDone returns an empty compact entry: one that retention forgot
 // (memTerm.pool), or a new one.
-func (t *memTerm) takeDone() *memEntry {
-	if e, _ := t.pool.Get().(*memEntry); e != nil {
+func (t *memTerm) takeDone() *Entry {
+	if e, _ := t.pool.Get().(*Entry); e != nil {
 		return e
 	}
-	return new(memEntry)
+	return new(Entry)
 }
 
 // recycle hands e, a compact entry the store no longer reaches, to the
 // next record that turns terminal.
-func (t *memTerm) recycle(e *memEntry) {
-	e.rec = memRec{} // let go of its strings and result now
+func (t *memTerm) recycle(e *Entry) {
+	e.Rec = Rec{} // let go of its strings and result now
 	t.pool.Put(e)
 }
 
@@ -135,27 +135,27 @@ func (t *memTerm) recycle(e *memEntry) {
 // an entry on no list, in e when given (taken before the caller took its
 // lock). The copy shares live's strings and side structs, which never
 // change in place.
-func newDone(t *memTerm, e *memEntry, live *memRec) *memEntry {
+func newDone(t *memTerm, e *Entry, live *Rec) *Entry {
 	if e == nil {
 		e = t.takeDone()
 	}
-	e.rec = *live
+	e.Rec = *live
 	return e
 }
 
 // set writes m into r, a record no other goroutine reads yet, keeping r's
 // place in the store (at). The result and slices are shared with m, not
 // copied.
-func (r *memRec) set(m *bgtype.TaskMeta) {
-	*r = memRec{
-		id: m.ID, owner: m.Owner, typ: memTypeCode(m.Type), at: r.at, wake: memWakeCode(m.Wake),
-		detached: m.Detached, noTags: m.Tags != nil && len(m.Tags) == 0,
+func (r *Rec) Set(m *bgtype.TaskMeta) {
+	*r = Rec{
+		ID: m.ID, Owner: m.Owner, typ: memTypeCode(m.Type), at: r.at, wake: memWakeCode(m.Wake),
+		Detached: m.Detached, noTags: m.Tags != nil && len(m.Tags) == 0,
 	}
 	if m.Name != "" || m.IdempotencyKey != "" || r.wake == memOtherWake || r.typ == memOtherType ||
 		m.Parent != (bgtype.Parent{}) || len(m.Tags) > 0 {
 		r.setIdent(m)
 	}
-	r.setMutable(m)
+	r.SetMutable(m)
 }
 
 // setIdent keeps the rarely set identity fields of m in r.ident. Out of
@@ -163,7 +163,7 @@ func (r *memRec) set(m *bgtype.TaskMeta) {
 // (docs/internals.md).
 //
 //go:noinline
-func (r *memRec) setIdent(m *bgtype.TaskMeta) {
+func (r *Rec) setIdent(m *bgtype.TaskMeta) {
 	x := &memIdent{name: m.Name, key: m.IdempotencyKey, parent: m.Parent}
 	if len(m.Tags) > 0 {
 		x.tags = m.Tags
@@ -180,7 +180,7 @@ func (r *memRec) setIdent(m *bgtype.TaskMeta) {
 // setMutable writes into r the fields of m that change after a record is
 // inserted (those setMutable of two TaskMetas writes), leaving the
 // identity fields alone: a Task reads them meanwhile without a lock.
-func (r *memRec) setMutable(m *bgtype.TaskMeta) {
+func (r *Rec) SetMutable(m *bgtype.TaskMeta) {
 	r.instance, r.result = m.Instance, m.Result
 	r.created, r.started, r.finished = unixNanos(m.CreatedAt), unixNanos(m.StartedAt), unixNanos(m.FinishedAt)
 	r.status, r.announced = memStatusCode(m.Status), m.Announced
@@ -200,7 +200,7 @@ func (r *memRec) setMutable(m *bgtype.TaskMeta) {
 // line, as setIdent.
 //
 //go:noinline
-func (r *memRec) setRare(m *bgtype.TaskMeta) {
+func (r *Rec) setRare(m *bgtype.TaskMeta) {
 	r.rare = &memRare{
 		description: m.Description, errText: m.Error, cancelReason: m.CancelReason,
 		stack: m.Stack, errorKind: m.ErrorKind, attempt: m.Attempt, input: m.Input, progress: m.Progress,
@@ -212,13 +212,13 @@ func (r *memRec) setRare(m *bgtype.TaskMeta) {
 // of line: its frame holds a whole TaskMeta.
 //
 //go:noinline
-func (r *memRec) update(next *bgtype.TaskMeta) bool {
+func (r *Rec) update(next *bgtype.TaskMeta) bool {
 	var cur bgtype.TaskMeta
-	r.expandInto(&cur)
+	r.ExpandInto(&cur)
 	if !setMutable(&cur, next) {
 		return false
 	}
-	r.setMutable(&cur)
+	r.SetMutable(&cur)
 	return true
 }
 
@@ -226,29 +226,29 @@ func (r *memRec) update(next *bgtype.TaskMeta) bool {
 // Out of line: its frame holds a whole TaskMeta.
 //
 //go:noinline
-func (r *memRec) merge(u *bgtype.TaskMeta, at time.Time) bool {
+func (r *Rec) merge(u *bgtype.TaskMeta, at time.Time) bool {
 	var cur bgtype.TaskMeta
-	r.expandInto(&cur)
+	r.ExpandInto(&cur)
 	if !reduce.MergeUpsert(&cur, u, at) {
 		return false
 	}
-	r.setMutable(&cur) // mergeUpsert changes no identity field
+	r.SetMutable(&cur) // mergeUpsert changes no identity field
 	return true
 }
 
 // isTerminal reports whether r's status is terminal.
-func (r *memRec) isTerminal() bool { return memStatuses[r.status].IsTerminal() }
+func (r *Rec) IsTerminal() bool { return memStatuses[r.status].IsTerminal() }
 
 // name, parent, wakePolicy and key read identity fields, which never
 // change: no lock is needed.
-func (r *memRec) name() string {
+func (r *Rec) Name() string {
 	if r.ident == nil {
 		return ""
 	}
 	return r.ident.name
 }
 
-func (r *memRec) parent() bgtype.Parent {
+func (r *Rec) Parent() bgtype.Parent {
 	if r.ident == nil {
 		return bgtype.Parent{}
 	}
@@ -256,21 +256,21 @@ func (r *memRec) parent() bgtype.Parent {
 }
 
 // parentRun returns the run of the record's parent.
-func (r *memRec) parentRun() string {
+func (r *Rec) ParentRun() string {
 	if r.ident == nil {
 		return ""
 	}
 	return r.ident.parent.RunID
 }
 
-func (r *memRec) wakePolicy() bgtype.WakePolicy {
+func (r *Rec) WakePolicy() bgtype.WakePolicy {
 	if r.wake == memOtherWake {
 		return r.ident.wake
 	}
 	return memWakes[r.wake]
 }
 
-func (r *memRec) key() string {
+func (r *Rec) Key() string {
 	if r.ident == nil {
 		return ""
 	}
@@ -279,19 +279,19 @@ func (r *memRec) key() string {
 
 // expand returns the record r holds, sharing its result and slices (use
 // cloneMeta before handing it out).
-func (r *memRec) expand() bgtype.TaskMeta {
+func (r *Rec) Expand() bgtype.TaskMeta {
 	var m bgtype.TaskMeta
-	r.expandInto(&m)
+	r.ExpandInto(&m)
 	return m
 }
 
 // expandInto is expand into *m, field by field: no TaskMeta is built on
 // the stack and copied (it runs on a task's goroutine, at the end).
-func (r *memRec) expandInto(m *bgtype.TaskMeta) {
+func (r *Rec) ExpandInto(m *bgtype.TaskMeta) {
 	*m = bgtype.TaskMeta{}
-	m.ID, m.Owner, m.Instance, m.Result = r.id, r.owner, r.instance, r.result
+	m.ID, m.Owner, m.Instance, m.Result = r.ID, r.Owner, r.instance, r.result
 	m.CreatedAt, m.StartedAt, m.FinishedAt = fromNanos(r.created), fromNanos(r.started), fromNanos(r.finished)
-	m.Status, m.Detached, m.Announced = memStatuses[r.status], r.detached, r.announced
+	m.Status, m.Detached, m.Announced = memStatuses[r.status], r.Detached, r.announced
 	if r.wake != memOtherWake {
 		m.Wake = memWakes[r.wake]
 	}
@@ -319,3 +319,17 @@ func (r *memRec) expandInto(m *bgtype.TaskMeta) {
 		m.Input, m.Progress = x.input, x.progress
 	}
 }
+
+// Start marks a new record, not yet shared, running from its creation
+// time (admitted) or queued (not admitted).
+func (r *Rec) Start(admitted bool) {
+	if admitted {
+		r.status, r.started = memStatusCode(bgtype.StatusRunning), r.created
+	} else {
+		r.status = memStatusCode(bgtype.StatusQueued)
+	}
+}
+
+// SetParentRun sets the run of a record that has a parent (so its identity
+// part is set) and is still private to its spawn.
+func (r *Rec) SetParentRun(run string) { r.ident.parent.RunID = run }

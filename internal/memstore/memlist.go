@@ -1,4 +1,4 @@
-package bgtask
+package memstore
 
 import (
 	"context"
@@ -11,14 +11,14 @@ import (
 )
 
 // List implements Store.
-func (s *MemoryStore) List(ctx context.Context, owner string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
+func (s *Store) List(ctx context.Context, owner string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
 	return s.ListTagged(ctx, owner, "", statuses...)
 }
 
 // ListTagged implements TagLister. It walks the owner's records.
-func (s *MemoryStore) ListTagged(ctx context.Context, owner, tag string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
+func (s *Store) ListTagged(ctx context.Context, owner, tag string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
 	return func(yield func(bgtype.TaskMeta, error) bool) {
-		if err := checkStatuses(statuses); err != nil {
+		if err := CheckStatuses(statuses); err != nil {
 			yield(bgtype.TaskMeta{}, err)
 			return
 		}
@@ -27,7 +27,7 @@ func (s *MemoryStore) ListTagged(ctx context.Context, owner, tag string, statuse
 			return
 		}
 		var all []bgtype.TaskMeta
-		s.each(owner, func(e *memEntry) { all = append(all, e.get()) })
+		s.each(owner, func(e *Entry) { all = append(all, e.get()) })
 		out := all[:0]
 		for _, m := range dedupNewest(all) {
 			if (len(statuses) == 0 || slices.Contains(statuses, m.Status)) && (tag == "" || slices.Contains(m.Tags, tag)) {
@@ -41,7 +41,7 @@ func (s *MemoryStore) ListTagged(ctx context.Context, owner, tag string, statuse
 // Children implements Store. It walks every record: the MemoryStore keeps
 // no parent index, since the Manager answers lineage questions from its
 // own live index.
-func (s *MemoryStore) Children(ctx context.Context, id string) iter.Seq2[bgtype.TaskMeta, error] {
+func (s *Store) Children(ctx context.Context, id string) iter.Seq2[bgtype.TaskMeta, error] {
 	return func(yield func(bgtype.TaskMeta, error) bool) {
 		if err := ctx.Err(); err != nil {
 			yield(bgtype.TaskMeta{}, err)
@@ -62,8 +62,8 @@ func (s *MemoryStore) Children(ctx context.Context, id string) iter.Seq2[bgtype.
 	}
 }
 
-// checkStatuses reports the first status of a filter this package does not know.
-func checkStatuses(statuses []bgtype.Status) error {
+// CheckStatuses reports the first status of a filter this package does not know.
+func CheckStatuses(statuses []bgtype.Status) error {
 	for _, st := range statuses {
 		if !st.Valid() {
 			return fmt.Errorf("%w: %q", bgtype.ErrInvalidStatus, st)

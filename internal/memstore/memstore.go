@@ -1,8 +1,9 @@
-package bgtask
+package memstore
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"hash/maphash"
 	"time"
@@ -18,7 +19,7 @@ const (
 	DefaultRetainFor      = 24 * time.Hour
 )
 
-// MemoryStore is the in-memory Store, the default of a Manager. It keeps
+// Store is the in-memory Store, the default of a Manager. It keeps
 // every non-terminal record and, of the terminal ones, the most recently
 // finished under a retention policy: at most DefaultRetainPerOwner (1000)
 // per owner, at most DefaultRetainTotal (100,000) across all owners, and
@@ -35,7 +36,7 @@ const (
 // ends a task also takes, briefly, the lock of the index of terminal
 // records, where retention runs; retention costs in proportion to the
 // records it forgets, and its limits hold whenever a Commit returns.
-type MemoryStore struct {
+type Store struct {
 	retainPerOwner int
 	retainTotal    int
 	retainFor      time.Duration
@@ -49,7 +50,7 @@ type MemoryStore struct {
 // shard, under each shard's read lock, then its terminal ones under the
 // terminal index's lock. A record that turns terminal meanwhile may be
 // seen twice (live, then terminal), never missed.
-func (s *MemoryStore) each(owner string, f func(*memEntry)) {
+func (s *Store) each(owner string, f func(*Entry)) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.RLock()
@@ -69,32 +70,32 @@ func (s *MemoryStore) each(owner string, f func(*memEntry)) {
 	}
 }
 
-// MemoryOption configures a MemoryStore.
-type MemoryOption func(*MemoryStore)
+// Option configures a MemoryStore.
+type Option func(*Store)
 
 // WithRetainPerOwner keeps at most n terminal records per owner; the first to
 // have been committed terminal go first. n <= 0 keeps none. Default
 // DefaultRetainPerOwner (1000).
-func WithRetainPerOwner(n int) MemoryOption {
-	return func(s *MemoryStore) { s.retainPerOwner = max(n, 0) }
+func WithRetainPerOwner(n int) Option {
+	return func(s *Store) { s.retainPerOwner = max(n, 0) }
 }
 
 // WithRetainTotal keeps at most n terminal records across all owners; the first
 // to have been committed terminal, whatever their owner, go first. It
 // applies on top of WithRetainPerOwner and WithRetainFor. n <= 0 keeps none.
 // Default DefaultRetainTotal (100,000).
-func WithRetainTotal(n int) MemoryOption { return func(s *MemoryStore) { s.retainTotal = max(n, 0) } }
+func WithRetainTotal(n int) Option { return func(s *Store) { s.retainTotal = max(n, 0) } }
 
 // WithRetainFor forgets terminal records committed terminal longer ago than d
 // (by the store's clock, so a record without a finish time or with a skewed
 // one is kept as long as any other). The age is checked on each commit that
 // records a terminal status. d <= 0 disables the age limit. Default
 // DefaultRetainFor (24h).
-func WithRetainFor(d time.Duration) MemoryOption { return func(s *MemoryStore) { s.retainFor = d } }
+func WithRetainFor(d time.Duration) Option { return func(s *Store) { s.retainFor = d } }
 
-// NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
-	s := &MemoryStore{
+// New returns an empty MemoryStore.
+func New(opts ...Option) *Store {
+	s := &Store{
 		retainPerOwner: DefaultRetainPerOwner,
 		retainTotal:    DefaultRetainTotal,
 		retainFor:      DefaultRetainFor,
@@ -112,17 +113,17 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 }
 
 // Load implements Store.
-func (s *MemoryStore) Load(ctx context.Context, owner string) (store.Snapshot, error) {
+func (s *Store) Load(ctx context.Context, owner string) (store.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Snapshot{}, err
 	}
 	snap := store.Snapshot{Tasks: make(map[string]bgtype.TaskMeta)}
-	s.each(owner, func(e *memEntry) { snap.Tasks[e.id()] = e.get() })
+	s.each(owner, func(e *Entry) { snap.Tasks[e.id()] = e.get() })
 	return snap, nil
 }
 
 // Get implements Store.
-func (s *MemoryStore) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
+func (s *Store) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	if err := ctx.Err(); err != nil {
 		return bgtype.TaskMeta{}, err
 	}
@@ -132,12 +133,12 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (bgtype.TaskMeta, erro
 	if e := sh.byID[id]; e != nil {
 		return e.get(), nil
 	}
-	return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", bgtype.ErrNotFound, id)
 }
 
 // Commit implements Store. It holds every shard's lock, so its actions
 // apply at once; retention is applied after the actions.
-func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
+func (s *Store) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -169,12 +170,12 @@ func (s *MemoryStore) Commit(ctx context.Context, owner string, actions ...store
 
 // announce is store.Apply's Announce on the records in place: it touches
 // only the owner's terminal records among ids. Every shard is locked.
-func (s *MemoryStore) announce(owner string, ids []string) {
+func (s *Store) announce(owner string, ids []string) {
 	s.term.mu.Lock() // a terminal record changes under its shard's lock and the index's
 	defer s.term.mu.Unlock()
 	for _, id := range ids {
-		if e := s.shardOf(id).byID[id]; e != nil && e.terminal() && e.rec.owner == owner {
-			e.rec.announced = true
+		if e := s.shardOf(id).byID[id]; e != nil && e.terminal() && e.Rec.Owner == owner {
+			e.Rec.announced = true
 		}
 	}
 }
@@ -187,7 +188,7 @@ func (s *MemoryStore) announce(owner string, ids []string) {
 // so it may live on the caller's stack. It locks the record's shard only,
 // unless a new record brings an idempotency key: checking that key against
 // the owner's others needs every shard.
-func (s *MemoryStore) commitOne(ctx context.Context, u *bgtype.TaskMeta, own *memEntry) error {
+func (s *Store) CommitOne(ctx context.Context, u *bgtype.TaskMeta, own *Entry) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -210,7 +211,7 @@ func (s *MemoryStore) commitOne(ctx context.Context, u *bgtype.TaskMeta, own *me
 // commitKeyed is commitOne of a record with an idempotency key.
 //
 //go:noinline
-func (s *MemoryStore) commitKeyed(u *bgtype.TaskMeta, own *memEntry) error {
+func (s *Store) commitKeyed(u *bgtype.TaskMeta, own *Entry) error {
 	s.lockAll()
 	sh := s.shardOf(u.ID)
 	if sh.byID[u.ID] == nil {
@@ -230,12 +231,12 @@ func (s *MemoryStore) commitKeyed(u *bgtype.TaskMeta, own *memEntry) error {
 // commitEdit expands rec, a record kept by commitOne, into u, applies edit
 // and commits it, all under one lock. It is commitOne for the Manager's
 // own terminal records, which are valid by construction.
-func (s *MemoryStore) commitEdit(rec *memRec, u *bgtype.TaskMeta, edit *terminalEdit) {
-	sh := s.shardOf(rec.id)
+func (s *Store) CommitEdit(rec *Rec, u *bgtype.TaskMeta, edit *Outcome) {
+	sh := s.shardOf(rec.ID)
 	spare := s.term.takeDone() // its compact form, taken before the lock: no allocation (or GC assist) under it
 	sh.mu.Lock()
-	rec.expandInto(u)
-	edit.apply(u)
+	rec.ExpandInto(u)
+	edit.Apply(u)
 	tx := memTx{clock: u.FinishedAt, spare: spare}
 	sh.upsert(&tx, u, nil, time.Time{})
 	s.settle(&tx)
@@ -244,10 +245,10 @@ func (s *MemoryStore) commitEdit(rec *memRec, u *bgtype.TaskMeta, edit *terminal
 }
 
 // read expands a record kept by commitOne into dst, under its shard's lock.
-func (s *MemoryStore) read(rec *memRec, dst *bgtype.TaskMeta) {
-	sh := s.shardOf(rec.id)
+func (s *Store) Read(rec *Rec, dst *bgtype.TaskMeta) {
+	sh := s.shardOf(rec.ID)
 	sh.mu.RLock()
-	rec.expandInto(dst)
+	rec.ExpandInto(dst)
 	sh.mu.RUnlock()
 }
 
@@ -255,8 +256,8 @@ func (s *MemoryStore) read(rec *memRec, dst *bgtype.TaskMeta) {
 // owner's records and puts the result back. Every shard is locked; it
 // takes the terminal index's lock while it runs, so the records it makes
 // terminal join the index only in Commit's settle, after it.
-func (s *MemoryStore) applySlow(tx *memTx, owner string, a store.Action) {
-	var entries []*memEntry
+func (s *Store) applySlow(tx *memTx, owner string, a store.Action) {
+	var entries []*Entry
 	for i := range s.shards {
 		if l := s.shards[i].owners[owner]; l != nil {
 			for e := l.head; e != nil; e = e.owner.next {
@@ -299,8 +300,8 @@ func (s *MemoryStore) applySlow(tx *memTx, owner string, a store.Action) {
 			sh.unlinkLive(owner, sh.owners[owner], e)
 			sh.forget(e)
 		case e.terminal(): // a terminal record stays terminal, in its place
-			e.rec.update(&next)
-		case e.rec.update(&next) && e.rec.isTerminal():
+			e.Rec.update(&next)
+		case e.Rec.update(&next) && e.Rec.IsTerminal():
 			sh.unlinkLive(owner, sh.owners[owner], e)
 			sh.markTerminal(tx, e)
 		}
@@ -319,7 +320,7 @@ func (s *MemoryStore) applySlow(tx *memTx, owner string, a store.Action) {
 // record whose idempotency key the owner already has, in the store or
 // earlier in the same actions. Called with every shard locked, before
 // anything is applied, so a Commit that fails changes nothing.
-func (s *MemoryStore) checkKeys(owner string, actions []store.Action) error {
+func (s *Store) checkKeys(owner string, actions []store.Action) error {
 	var fresh map[string]string // key -> id, of the records these actions insert
 	for _, a := range actions {
 		if a.Op != store.OpUpsert && a.Op != store.OpReplaceAll {
@@ -347,7 +348,7 @@ func (s *MemoryStore) checkKeys(owner string, actions []store.Action) error {
 
 // keyed returns the owner's record with the idempotency key, or nil. Every
 // shard is locked: a key is kept in the shard of its record.
-func (s *MemoryStore) keyed(owner, key string) *memEntry {
+func (s *Store) keyed(owner, key string) *Entry {
 	for i := range s.shards {
 		if e := s.shards[i].keys[keyRef{owner, key}]; e != nil {
 			return e
@@ -384,4 +385,34 @@ func sameProgress(a, b *bgtype.TaskProgress) bool {
 
 func sameInput(a, b *bgtype.InputRequest) bool {
 	return a == b || a != nil && b != nil && *a == *b
+}
+
+// Outcome is what the runtime writes on a task's record when its function
+// returned: the terminal status and what goes with it. CommitEdit applies
+// it under the record's lock.
+type Outcome struct {
+	Status                 bgtype.Status
+	Kind                   bgtype.ErrorKind
+	Result                 json.RawMessage
+	End                    time.Time
+	Reason, ErrText, Stack string
+	Progress               *bgtype.TaskProgress
+	From                   bgtype.Status // set by Apply: the status it replaced
+}
+
+// Apply writes the outcome on u, the record as committed so far.
+func (e *Outcome) Apply(u *bgtype.TaskMeta) {
+	e.From = u.Status
+	u.Status, u.Result, u.FinishedAt, u.ErrorKind = e.Status, e.Result, e.End, e.Kind
+	u.Input = nil // an open request ends with the task
+	switch e.Status {
+	case bgtype.StatusCancelled:
+		u.CancelReason = e.Reason
+	case bgtype.StatusInterrupted: // Stop cut it: it reads as a crash recovery's
+		u.Attempt++
+	}
+	if e.Progress != nil {
+		u.Progress = e.Progress // the latest report is never lost to the throttle
+	}
+	u.Error, u.Stack = e.ErrText, e.Stack
 }
