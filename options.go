@@ -58,7 +58,8 @@ func defaultConfig() config {
 
 // Limits bounds how many tasks run at once and how far a lineage grows. A
 // spawn over a limit fails, or waits as queued (QueueWhenFull); nothing
-// already running is touched. The zero value sets no limit.
+// already running is touched. The zero value sets no limit. WithLimits
+// copies it: changing it afterwards changes nothing.
 type Limits struct {
 	// MaxConcurrent is how many tasks may run at once across all owners.
 	// Defaults to 0: no limit. Negative makes New fail.
@@ -90,7 +91,9 @@ func WithLimits(l Limits) Option {
 // events, and its tags. Something larger than a size cap is cut, with a
 // marker that says so and gives the original size; too many or too long
 // tags make the spawn fail with an error matching ErrInvalidArgument. In
-// every field 0 means the default, and a negative value makes New fail.
+// every field 0 means the default, and a negative value makes New fail, so
+// the zero value is every default. WithCaps copies it: changing it
+// afterwards changes nothing.
 type Caps struct {
 	// MaxResultBytes caps a completed task's result, as JSON, in its record
 	// and its completion event. A larger result is replaced by the JSON
@@ -133,8 +136,9 @@ func WithCaps(caps Caps) Option {
 }
 
 // Tuning holds the knobs of the Manager's writes to its Store and of its
-// memory. In every field 0 means the default; where a negative value is
-// allowed it means none.
+// memory. In every field 0 means the default (so the zero value is every
+// default); where a negative value is allowed it means none. WithTuning
+// copies it: changing it afterwards changes nothing.
 type Tuning struct {
 	// CommitAttempts is how many times a task's terminal record is tried
 	// against the Store, with backoff doubling between tries, before the
