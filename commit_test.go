@@ -99,7 +99,7 @@ func TestCommitRetryOfTerminalRecord(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				st := newFailingStore()
-				m := newTestManager(t, WithStore(st), WithCommitRetry(3, 10*time.Millisecond))
+				m := newTestManager(t, WithStore(st), WithTuning(Tuning{CommitAttempts: 3, CommitBackoff: 10 * time.Millisecond}))
 				st.failTerminal(tc.fails)
 				var returned time.Time
 				id := spawnFor(t, m, "a", func(ctx context.Context, tk *Task) (any, error) {
@@ -199,7 +199,7 @@ func TestCommitFailedEventCarriesStatus(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				st := newFailingStore()
-				m := newTestManager(t, WithStore(st), WithCommitRetry(2, time.Second))
+				m := newTestManager(t, WithStore(st), WithTuning(Tuning{CommitAttempts: 2, CommitBackoff: time.Second}))
 				st.failTerminal(-1)
 				id := spawnFor(t, m, "a", tc.fn)
 				if tc.cancel {
@@ -249,7 +249,7 @@ func TestCommitSpawnFailure(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				st := newFailingStore()
-				m := newTestManager(t, WithStore(st), WithMaxConcurrent(1), WithQueueWhenFull())
+				m := newTestManager(t, WithStore(st), WithLimits(Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 				o := m.Owner("a")
 				var log startLog
 				var blocker string
@@ -333,7 +333,7 @@ func TestCommitStartFailure(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		st := newFailingStore()
-		m := newTestManager(t, WithStore(st), WithMaxConcurrent(1), WithQueueWhenFull(), WithCommitRetry(2, 5*time.Millisecond))
+		m := newTestManager(t, WithStore(st), WithLimits(Limits{MaxConcurrent: 1, QueueWhenFull: true}), WithTuning(Tuning{CommitAttempts: 2, CommitBackoff: 5 * time.Millisecond}))
 		var log startLog
 		rel0, rel1, rel2 := gate(t), gate(t), gate(t)
 		id0 := spawnFor(t, m, "a", gated(&log, "r0", rel0))

@@ -64,13 +64,24 @@
 // # Sizes
 //
 // What a task hands its owner is capped where it enters, in the record and
-// the events alike: results ([WithMaxResultBytes]), error texts and stacks
-// ([WithMaxErrorBytes]), event payloads ([WithMaxPayloadBytes]), input
-// prompts ([WithMaxPromptBytes]) and messages ([WithMaxMessageBytes]), each
-// with a default. Something larger is cut with a marker that gives its
+// the events alike: results ([Caps.MaxResultBytes]), error texts and stacks
+// ([Caps.MaxErrorBytes]), event payloads ([Caps.MaxPayloadBytes]), input
+// prompts ([Caps.MaxPromptBytes]) and messages ([Caps.MaxMessageBytes]), each
+// with a default that [WithCaps] changes. Something larger is cut with a marker that gives its
 // original size: a JSON value becomes
 // {"truncated":true,"original_bytes":N,"preview":"…"}, a text ends with
 // "…[truncated: N bytes total]".
+//
+// # Configuration
+//
+// [New] needs no option: a Manager keeps its records in a new in-memory
+// store, logs nothing and limits nothing. [WithStore], [WithLogger] and
+// [WithInstance] are what most hosts set. The tuning knobs come in three
+// groups, each a struct whose zero fields keep their documented defaults:
+// [WithLimits] (concurrency, queueing, lineage depth and fan-out), [WithCaps]
+// (sizes and tags kept in records) and [WithTuning] (commit retries,
+// progress writes, memory of cancelled runs). A bad value makes New fail
+// with an error matching [ErrInvalidArgument] that names the field.
 //
 // # Agent loops
 //

@@ -20,9 +20,10 @@ var (
 	// reserved (parent, self, all, broadcast), has surrounding spaces or
 	// control characters, or starts with the id prefix "task_"; an unknown
 	// wake policy; an empty event type or a payload that cannot be encoded
-	// as JSON (Task.Emit); a blank input prompt; an empty run id. The text
-	// after "bgtask: invalid argument: " says which and why. Nothing was
-	// changed.
+	// as JSON (Task.Emit); a blank input prompt; an empty run id; an
+	// invalid Manager option given to New (a negative limit or cap, a nil
+	// store). The text after "bgtask: invalid argument: " says which and
+	// why. Nothing was changed.
 	ErrInvalidArgument = errors.New("bgtask: invalid argument")
 	// ErrInvalidOwner is returned when an owner id is empty or blank.
 	ErrInvalidOwner = bgtype.ErrInvalidOwner
@@ -32,13 +33,13 @@ var (
 	// ErrParentNotFound is returned when a spawn names a parent task that does
 	// not exist or that the owner may not see.
 	ErrParentNotFound = errors.New("bgtask: parent task not found")
-	// ErrDepthLimit is returned when a spawn would nest deeper than WithMaxDepth.
+	// ErrDepthLimit is returned when a spawn would nest deeper than Limits.MaxDepth.
 	ErrDepthLimit = errors.New("bgtask: lineage depth limit reached")
-	// ErrFanOutLimit is returned when a parent already has WithMaxChildren
+	// ErrFanOutLimit is returned when a parent already has Limits.MaxChildren
 	// live children.
 	ErrFanOutLimit = errors.New("bgtask: fan-out limit reached")
 	// ErrLimit is returned when a concurrency limit is full and the Manager
-	// was not configured to queue (see WithQueueWhenFull).
+	// was not configured to queue (see Limits.QueueWhenFull).
 	ErrLimit = errors.New("bgtask: concurrency limit reached")
 	// ErrNotOwner is returned by Manager.Send when the task belongs to
 	// another owner than the caller claims. Owner views report ErrNotFound

@@ -20,7 +20,7 @@ type inputWait struct {
 // WakeSilent, and the prompt view and tools show the request either way.
 // The owner answers with a Message whose InReplyTo is the request id
 // (Owner.Send); the record then goes back to running and the message is
-// returned. A prompt longer than WithMaxPromptBytes is cut, with a marker
+// returned. A prompt longer than Caps.MaxPromptBytes is cut, with a marker
 // that gives its length.
 //
 // If ctx ends first, the record goes back to running and RequestInput
@@ -31,7 +31,7 @@ func (t *Task) RequestInput(ctx context.Context, prompt string) (bgtype.Message,
 	if strings.TrimSpace(prompt) == "" {
 		return bgtype.Message{}, errBlankPrompt
 	}
-	prompt, _ = truncateText(prompt, t.m.cfg.caps.prompt)
+	prompt, _ = truncateText(prompt, t.m.cfg.caps.MaxPromptBytes)
 	w := &inputWait{req: bgtype.InputRequest{ID: "input_" + newTaskID(now())[len(IDPrefix):], Prompt: prompt}, answer: make(chan bgtype.Message, 1)}
 	if err := t.m.openInput(t, w); err != nil {
 		return bgtype.Message{}, err

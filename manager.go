@@ -105,8 +105,10 @@ type Transition struct {
 	Task bgtype.TaskMeta
 }
 
-// New returns a Manager configured by opts, or an error naming the first
-// invalid option.
+// New returns a Manager configured by opts; with none it keeps its records
+// in a new MemoryStore and limits nothing. An invalid option makes it fail
+// with an error matching ErrInvalidArgument that names the first invalid
+// option or field, and no Manager.
 func New(opts ...Option) (*Manager, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {

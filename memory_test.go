@@ -1,6 +1,7 @@
 package bgtask
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -148,14 +149,14 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 }
 
 // Cancelled runs are remembered, to refuse late spawns into them, up to
-// WithCancelledRunsKept of them; the oldest are forgotten first.
+// Tuning.CancelledRunsKept of them (a negative value keeps none); the oldest are forgotten first.
 func TestMemoryCancelledRunsKept(t *testing.T) {
 	t.Parallel()
 	for _, kept := range []int{0, 1, 8} {
 		t.Run(fmt.Sprint("kept=", kept), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				m := newTestManager(t, WithCancelledRunsKept(kept))
+				m := newTestManager(t, WithTuning(Tuning{CancelledRunsKept: cmp.Or(kept, -1)}))
 				o := m.Owner("a")
 				const runs = 20
 				runCtx := func(i int) context.Context {

@@ -24,7 +24,7 @@ func (o Owner) WaitSettled(ctx context.Context, id string) (bgtype.TaskMeta, err
 }
 
 // MaxResultBytes returns the cap on a completed task's result in its record
-// and events (WithMaxResultBytes, DefaultMaxResultBytes when unset): a
+// and events (Caps.MaxResultBytes, 64 KiB by default): a
 // longer result, as JSON, is replaced by a truncation marker. A server that
 // must hand a client the whole result keeps those past it itself.
-func (m *Manager) MaxResultBytes() int { return m.cfg.caps.result }
+func (m *Manager) MaxResultBytes() int { return m.cfg.caps.MaxResultBytes }

@@ -71,9 +71,9 @@ func TestMaxResultBytes(t *testing.T) {
 		opts []Option
 		want int
 	}{
-		{"default", nil, DefaultMaxResultBytes},
-		{"zero is the default", []Option{WithMaxResultBytes(0)}, DefaultMaxResultBytes},
-		{"set", []Option{WithMaxResultBytes(1000)}, 1000},
+		{"default", nil, defaultMaxResultBytes},
+		{"zero is the default", []Option{WithCaps(Caps{MaxResultBytes: 0})}, defaultMaxResultBytes},
+		{"set", []Option{WithCaps(Caps{MaxResultBytes: 1000})}, 1000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := newTestManager(t, tc.opts...).MaxResultBytes(); got != tc.want {
@@ -110,7 +110,7 @@ func TestGetTaskShowsTruncatedResult(t *testing.T) {
 			t.Fatalf("%s result %.100s: %v", name, res, err)
 		}
 		if !cut.Truncated || cut.OriginalBytes != len(big)+2 || !strings.HasPrefix(`"`+big+`"`, cut.Preview) ||
-			len(cut.Preview) < DefaultMaxResultBytes-100 || len(res) > DefaultMaxResultBytes {
+			len(cut.Preview) < defaultMaxResultBytes-100 || len(res) > defaultMaxResultBytes {
 			t.Errorf("%s result: truncated %v, original_bytes %d (want %d), preview of %d bytes, %d bytes in all",
 				name, cut.Truncated, cut.OriginalBytes, len(big)+2, len(cut.Preview), len(res))
 		}

@@ -34,7 +34,7 @@ const (
 	// committed after it, then its goroutine started); one admitted from
 	// phaseWaiting is moved on by its spawner after the commit.
 	phaseAdmitted
-	// phaseWaiting: registered without a slot (queued, WithQueueWhenFull);
+	// phaseWaiting: registered without a slot (queued, Limits.QueueWhenFull);
 	// the first record is being committed. A released slot admits it
 	// (phaseAdmitted); after the commit the spawner queues it.
 	phaseWaiting

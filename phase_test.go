@@ -93,7 +93,7 @@ func (l *phaseLog) of(id string) []taskPhase {
 // queued, and one whose first commit fails.
 func TestTaskPhasePaths(t *testing.T) {
 	st := newFailingStore()
-	m := newTestManager(t, WithStore(st), WithMaxConcurrent(1), WithQueueWhenFull())
+	m := newTestManager(t, WithStore(st), WithLimits(Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 	phases := watchPhases(m)
 	o := m.Owner("a")
 	release := make(chan struct{})

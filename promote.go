@@ -75,7 +75,7 @@ func WithCancelOnAbandon() SpawnOption { return func(c *spawnConfig) { c.cancelO
 // its progress and its input requests reach the owner as its wake policy
 // says, and a cancel of it cancels fn's context. A task that asks for input
 // (Task.RequestInput) is promoted at once: the model must answer it. A
-// spawn that waits for a concurrency slot (WithQueueWhenFull) counts its
+// spawn that waits for a concurrency slot (Limits.QueueWhenFull) counts its
 // time queued within d; promoted while queued, it starts when a slot frees.
 // Until it is promoted, the events fn emits are kept as its progress only
 // (Owner.LatestEvent), not sent to the inbox; messages it sends its owner

@@ -365,7 +365,7 @@ func TestForegroundRefusedShutdownAndQueued(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			m := newTestManager(t, WithMaxConcurrentPerOwner(1))
+			m := newTestManager(t, WithLimits(Limits{MaxConcurrentPerOwner: 1}))
 			o := m.Owner("alice")
 			_, p := spawnProbe(t, t.Context(), o)
 			for _, tc := range []struct {
@@ -421,7 +421,7 @@ func TestForegroundRefusedShutdownAndQueued(t *testing.T) {
 	t.Run("queued", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			m := newTestManager(t, WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
+			m := newTestManager(t, WithLimits(Limits{MaxConcurrentPerOwner: 1, QueueWhenFull: true}))
 			o := m.Owner("alice")
 			first, p := spawnProbe(t, t.Context(), o, WithWake(bgtype.WakeSilent))
 			var runs atomic.Int32

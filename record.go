@@ -41,12 +41,12 @@ func (m *Manager) commitFirst(ctx context.Context, t *Task, e *memstore.Entry) e
 }
 
 // commitUpdate commits u, a changed copy of the task's record, retrying with
-// doubling backoff (WithCommitRetry). A private record follows u even when
+// doubling backoff (Tuning.CommitAttempts, Tuning.CommitBackoff). A private record follows u even when
 // the commit fails, so Wait reports the outcome the owner is told about.
 func (m *Manager) commitUpdate(t *Task, u *bgtype.TaskMeta) error {
 	var err error
-	backoff := m.cfg.commitBackoff
-	for attempt := range m.cfg.commitAttempts {
+	backoff := m.cfg.tuning.CommitBackoff
+	for attempt := range m.cfg.tuning.CommitAttempts {
 		if attempt > 0 {
 			time.Sleep(backoff)
 			backoff *= 2

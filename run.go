@@ -170,7 +170,7 @@ func (m *Manager) settle(t *Task, out *outcome, v any, err error) {
 			*out = outcome{status: bgtype.StatusFailed, kind: bgtype.KindError, err: fmt.Sprintf("bgtask: result is not JSON-encodable: %v", encErr)}
 			return
 		}
-		res, _ = truncateJSON(res, m.cfg.caps.result)
+		res, _ = truncateJSON(res, m.cfg.caps.MaxResultBytes)
 		*out = outcome{status: bgtype.StatusCompleted, result: res}
 	case t.cctx.Err() != nil && errors.Is(context.Cause(t.context()), ErrTimeout):
 		// Its time ran out (not a cancel: a cancel's cause stays the cause).
@@ -224,8 +224,8 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 	if out.status == bgtype.StatusCancelled {
 		reason = reasonOf(context.Cause(t.context()))
 	}
-	errText, _ := truncateText(out.err, m.cfg.caps.err)
-	stack, _ := truncateText(out.stack, m.cfg.caps.err)
+	errText, _ := truncateText(out.err, m.cfg.caps.MaxErrorBytes)
+	stack, _ := truncateText(out.stack, m.cfg.caps.MaxErrorBytes)
 	end := now()
 	var u bgtype.TaskMeta
 	edit := terminalEdit{Status: out.status, Kind: out.kind, Result: out.result, End: end, Reason: reason, ErrText: errText, Stack: stack, Progress: prog}
@@ -517,7 +517,7 @@ type terminalEdit = memstore.Outcome
 func (m *Manager) reportCommitFailure(meta *bgtype.TaskMeta, err error) {
 	m.counters.commitFailures.Add(1)
 	m.log.Error("bgtask: terminal record not committed", "task_id", meta.ID, "status", meta.Status, "err", err)
-	text, _ := truncateText(err.Error(), m.cfg.caps.err)
+	text, _ := truncateText(err.Error(), m.cfg.caps.MaxErrorBytes)
 	ev := bgtype.Event{Kind: bgtype.EventCommitFailed, TaskID: meta.ID, Name: meta.Name, Status: meta.Status, Error: text}
 	if m.cfg.eventObserver != nil {
 		m.observeEvent(ev) // no transition reports this end
@@ -691,7 +691,7 @@ func (m *Manager) pruneNode(t *Task) {
 }
 
 // retireRun forgets a run without live tasks, unless it was cancelled: a
-// cancelled run is remembered (up to WithCancelledRunsKept of them) so late
+// cancelled run is remembered (up to Tuning.CancelledRunsKept of them) so late
 // spawns into it are refused. Called with m.mu held.
 func (m *Manager) retireRun(key runKey, rs *runState) {
 	if !rs.cancelled {
@@ -700,7 +700,7 @@ func (m *Manager) retireRun(key runKey, rs *runState) {
 		return
 	}
 	m.deadRuns.push(key)
-	for m.deadRuns.len() > m.cfg.runMemory {
+	for m.deadRuns.len() > m.cfg.tuning.CancelledRunsKept {
 		old := m.deadRuns.pop()
 		if rs := m.runs[old]; rs != nil && rs.live == 0 {
 			delete(m.runs, old)

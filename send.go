@@ -75,9 +75,9 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg bgtype.
 	return m.msgs.add(id, MessageIn, msg), nil
 }
 
-// capMessage cuts a message's Content and From to WithMaxMessageBytes.
+// capMessage cuts a message's Content and From to Caps.MaxMessageBytes.
 func (m *Manager) capMessage(msg bgtype.Message) bgtype.Message {
-	msg.Content, _ = truncateText(msg.Content, m.cfg.caps.message)
-	msg.From, _ = truncateText(msg.From, m.cfg.caps.message)
+	msg.Content, _ = truncateText(msg.Content, m.cfg.caps.MaxMessageBytes)
+	msg.From, _ = truncateText(msg.From, m.cfg.caps.MaxMessageBytes)
 	return msg
 }

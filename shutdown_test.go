@@ -243,7 +243,7 @@ func TestShutdownErrorCountsFinishingTasks(t *testing.T) {
 	var bug string
 	synctest.Test(t, func(t *testing.T) {
 		st := newFailingStore()
-		m := newTestManager(t, WithStore(st), WithCommitRetry(3, time.Minute))
+		m := newTestManager(t, WithStore(st), WithTuning(Tuning{CommitAttempts: 3, CommitBackoff: time.Minute}))
 		st.failTerminal(-1)
 		returned := make(chan struct{})
 		id := spawnFor(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {

@@ -225,15 +225,15 @@ func (m *Manager) register(t *Task) error {
 			if p.signalled && p.phase.live() {
 				return fmt.Errorf("%w: %s", ErrParentCancelled, p.rec.ID)
 			}
-			if m.cfg.maxChildren > 0 && len(p.children) >= m.cfg.maxChildren {
+			if m.cfg.limits.MaxChildren > 0 && len(p.children) >= m.cfg.limits.MaxChildren {
 				return fmt.Errorf("%w: task %s has %d live children", ErrFanOutLimit, p.rec.ID, len(p.children))
 			}
 		}
 	} else if meta.Parent().TaskID != "" {
 		t.depth = 1
 	}
-	if m.cfg.maxDepth > 0 && int(t.depth) > m.cfg.maxDepth {
-		return fmt.Errorf("%w: depth %d > %d", ErrDepthLimit, t.depth, m.cfg.maxDepth)
+	if m.cfg.limits.MaxDepth > 0 && int(t.depth) > m.cfg.limits.MaxDepth {
+		return fmt.Errorf("%w: depth %d > %d", ErrDepthLimit, t.depth, m.cfg.limits.MaxDepth)
 	}
 	if os == nil {
 		os = m.spareOwner

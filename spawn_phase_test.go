@@ -41,7 +41,7 @@ func (s *phaseAtCommitStore) Commit(ctx context.Context, owner string, actions .
 // committed.
 func TestSpawnAdmittedRunsBeforeItsFirstCommit(t *testing.T) {
 	store := &phaseAtCommitStore{Store: memstore.New(), phases: map[string]taskPhase{}}
-	m := newTestManager(t, WithStore(store), WithMaxConcurrent(1), WithQueueWhenFull())
+	m := newTestManager(t, WithStore(store), WithLimits(Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 	store.m = m
 	o := m.Owner("o")
 	release := make(chan struct{})

@@ -16,7 +16,7 @@ import (
 func doneTask(context.Context, *Task) (any, error) { return "ok", nil }
 
 func TestWithTagsRefusesBadTags(t *testing.T) {
-	m := newTestManager(t, WithTagCaps(3, 8))
+	m := newTestManager(t, WithCaps(Caps{MaxTags: 3, MaxTagBytes: 8}))
 	o := m.Owner("alice")
 	for _, tc := range []struct {
 		tags []string
@@ -38,24 +38,21 @@ func TestWithTagsRefusesBadTags(t *testing.T) {
 	if n := countRecords(t, m, "alice"); n != 0 {
 		t.Errorf("%d records after refused spawns, want 0", n)
 	}
-	if _, err := New(WithTagCaps(-1, 0)); err == nil || err.Error() != "bgtask: WithTagCaps(-1): negative size" {
-		t.Errorf("New(WithTagCaps(-1, 0)) = %v", err)
-	}
 }
 
 func TestWithTagsDefaultCaps(t *testing.T) {
 	m := newTestManager(t)
 	o := m.Owner("alice")
-	many := make([]string, DefaultMaxTags)
+	many := make([]string, defaultMaxTags)
 	for i := range many {
-		many[i] = strings.Repeat("x", DefaultMaxTagBytes-2) + string(rune('a'+i/26)) + string(rune('a'+i%26))
+		many[i] = strings.Repeat("x", defaultMaxTagBytes-2) + string(rune('a'+i/26)) + string(rune('a'+i%26))
 	}
 	id := spawnFor(t, m, "alice", doneTask, WithTags(many...))
 	if got := waitTask(t, o, id).Tags; !slices.Equal(got, many) {
 		t.Errorf("Tags = %q, want %q", got, many)
 	}
 	if _, err := o.Spawn(t.Context(), doneTask, WithTags(append(many, "one-more")...)); !errors.Is(err, ErrInvalidArgument) {
-		t.Errorf("Spawn with %d tags = %v, want ErrInvalidArgument", DefaultMaxTags+1, err)
+		t.Errorf("Spawn with %d tags = %v, want ErrInvalidArgument", defaultMaxTags+1, err)
 	}
 }
 

@@ -17,10 +17,10 @@ import (
 // values decide the terminal status:
 //
 //   - (v, nil): completed, with v encoded as JSON as the result (cut to
-//     WithMaxResultBytes);
+//     Caps.MaxResultBytes);
 //   - (_, err) after ctx was cancelled, with err matching context.Canceled
 //     or the cause: cancelled;
-//   - (_, err) otherwise: failed, with err's text (cut to WithMaxErrorBytes).
+//   - (_, err) otherwise: failed, with err's text (cut to Caps.MaxErrorBytes).
 //
 // A cancel asks, it does not force: a function that returns a value after
 // being cancelled completes. A panic is recovered: the task fails with the
@@ -224,8 +224,8 @@ func (t *Task) Agent() (Owner, error) {
 // the owner, and is kept in the task's message history (Owner.Messages).
 //
 // The payload is encoded as JSON now, so the caller may change it
-// afterwards; one larger than WithMaxPayloadBytes is replaced by an object
-// that says so (a Message's fields are cut to WithMaxMessageBytes instead).
+// afterwards; one larger than Caps.MaxPayloadBytes is replaced by an object
+// that says so (a Message's fields are cut to Caps.MaxMessageBytes instead).
 // A payload that cannot be encoded returns an error matching
 // ErrInvalidArgument and sends nothing. An empty eventType returns
 // ErrInvalidArgument. Once the function has returned, Emit returns
@@ -245,9 +245,9 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	if eventType == "" {
 		return "", errEmptyEvent
 	}
-	limit := t.m.cfg.caps.payload
+	limit := t.m.cfg.caps.MaxPayloadBytes
 	if eventType == bgtype.EventTypeMessage {
-		limit = t.m.cfg.caps.message
+		limit = t.m.cfg.caps.MaxMessageBytes
 		switch msg := payload.(type) {
 		case bgtype.Message:
 			payload, limit = t.m.capMessage(msg), -1 // its fields are capped

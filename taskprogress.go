@@ -11,21 +11,6 @@ import (
 	"github.com/bgtask/bgtask/store"
 )
 
-// DefaultProgressInterval is how often, at most, one task's reported
-// progress is written to the Store (WithProgressInterval).
-const DefaultProgressInterval = time.Second
-
-// WithProgressInterval sets how often, at most, one task's progress
-// (Task.ReportProgress) is written to the Store. The first report is
-// written at once; later ones within the interval are folded into one
-// trailing write when it has passed, and the last one also into the task's
-// terminal record, so the latest value always reaches the Store. 0 writes
-// every report, though still never more than one write per task at a time.
-// A negative d makes New fail. Default DefaultProgressInterval.
-func WithProgressInterval(d time.Duration) Option {
-	return func(c *config) { c.progressInterval = d }
-}
-
 // progressState is a task's throttled progress writer. Guarded by the
 // task's emitMu.
 type progressState struct {
@@ -39,7 +24,7 @@ type progressState struct {
 
 // ReportProgress records how far the task has come: done out of total
 // (total 0 when the total is not known) and a short message, cut to
-// WithMaxMessageBytes. It is the typed form of progress: besides emitting a
+// Caps.MaxMessageBytes. It is the typed form of progress: besides emitting a
 // custom event of type EventTypeProgress whose payload is the TaskProgress
 // (delivered, coalesced and kept as Owner.LatestEvent like every Emit), it
 // keeps the value on the task's record (TaskMeta.Progress), where get_task,
@@ -48,7 +33,7 @@ type progressState struct {
 // the task runs here; TaskMeta.Progress is only what ReportProgress
 // reported, in the Store.
 //
-// The record is written at most once per WithProgressInterval, in another
+// The record is written at most once per Tuning.ProgressInterval, in another
 // goroutine: ReportProgress never waits for the Store. The latest value
 // always reaches the record, at the latest with the terminal record. A
 // write that fails is logged and superseded by the next.
@@ -61,7 +46,7 @@ func (t *Task) ReportProgress(done, total int64, message string) error {
 	if done < 0 || total < 0 || total > 0 && done > total {
 		return invalidArgument("progress %d of %d: need 0 <= done and, with a total, done <= total", done, total)
 	}
-	message, _ = truncateText(message, t.m.cfg.caps.message)
+	message, _ = truncateText(message, t.m.cfg.caps.MaxMessageBytes)
 	p := &bgtype.TaskProgress{Done: done, Total: total, Message: message, At: now()}
 	if err := t.Emit(bgtype.EventTypeProgress, p); err != nil {
 		return err
@@ -97,7 +82,7 @@ func (m *Manager) kickProgress(t *Task, st *progressState) {
 	if st.busy || st.timer != nil || t.ended || st.latest == st.written {
 		return
 	}
-	if wait := st.last.Add(m.cfg.progressInterval).Sub(time.Now()); wait > 0 && !st.last.IsZero() {
+	if wait := st.last.Add(m.cfg.tuning.ProgressInterval).Sub(time.Now()); wait > 0 && !st.last.IsZero() {
 		st.timer = time.AfterFunc(wait, func() { m.progressDue(t) })
 		return
 	}
@@ -170,7 +155,7 @@ func (t *Task) settleProgress() *bgtype.TaskProgress {
 }
 
 // latestProgress returns meta with the latest progress its task reported:
-// the record is written at most once per WithProgressInterval, so while
+// the record is written at most once per Tuning.ProgressInterval, so while
 // this Manager runs the task, a later report may be in memory only. What
 // the model sees of a task's progress is then one value, the latest,
 // wherever it is shown.

@@ -104,7 +104,7 @@ func TestApplyActionProgress(t *testing.T) {
 // progress event and refuses once the function has returned.
 func TestReportProgressArguments(t *testing.T) {
 	t.Parallel()
-	m := newTestManager(t, WithMaxMessageBytes(40))
+	m := newTestManager(t, WithCaps(Caps{MaxMessageBytes: 40}))
 	o := m.Owner("alice")
 	var errs []error
 	var task *Task
@@ -178,12 +178,12 @@ func TestProgressThrottle(t *testing.T) {
 		{"burst, then the interval", time.Second, every(5, 0), 1500 * time.Millisecond, []int64{1, 5}},
 		{"steady, 300ms apart", time.Second, every(10, 300*time.Millisecond), 2 * time.Second, []int64{1, 4, 7, 10}},
 		{"slower than the interval", time.Second, every(3, 2*time.Second), 0, []int64{1, 2, 3}},
-		{"interval 0", 0, every(5, time.Millisecond), 0, []int64{1, 2, 3, 4, 5}},
+		{"negative interval: every report", -1, every(5, time.Millisecond), 0, []int64{1, 2, 3, 4, 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := &progressStore{Store: memstore.New()}
-				m, err := New(WithStore(st), WithProgressInterval(tc.interval))
+				m, err := New(WithStore(st), WithTuning(Tuning{ProgressInterval: tc.interval}))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -226,19 +226,6 @@ func TestProgressThrottle(t *testing.T) {
 			})
 		})
 	}
-}
-
-// A negative progress interval makes New fail; 0 is allowed.
-func TestWithProgressIntervalInvalid(t *testing.T) {
-	t.Parallel()
-	if _, err := New(WithProgressInterval(-time.Second)); err == nil || err.Error() != "bgtask: WithProgressInterval(-1s): negative interval" {
-		t.Fatalf("New(WithProgressInterval(-1s)): %v", err)
-	}
-	m, err := New(WithProgressInterval(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	shutdownManager(t, m)
 }
 
 func sameProgress(a, b *bgtype.TaskProgress) bool {

@@ -83,7 +83,7 @@ func TestWakePolicies(t *testing.T) {
 // that could not be committed.
 func TestWakeSilentCommitFailure(t *testing.T) {
 	store := &failTerminalStore{Store: memstore.New()}
-	m := newTestManager(t, WithStore(store), WithCommitRetry(1, 0))
+	m := newTestManager(t, WithStore(store), WithTuning(Tuning{CommitAttempts: 1, CommitBackoff: -1}))
 	o := m.Owner("thread-1")
 	id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return 1, nil }, WithWake(bgtype.WakeSilent))
 	if err != nil {

@@ -22,7 +22,7 @@ const truncatedKey = "io.github.bgtask/truncated"
 
 // WithResultMemory sets how many bytes of whole tool results the Server
 // keeps in memory, for the task-mode calls whose result (as JSON) is longer
-// than the Manager's WithMaxResultBytes. Such a task's record holds a cut
+// than the Manager's Caps.MaxResultBytes. Such a task's record holds a cut
 // copy: a result whose content is one text block, the start of the
 // result's text followed by "…[truncated: N bytes total]", with _meta
 // "io.github.bgtask/truncated": {"originalBytes": N} and the same isError.

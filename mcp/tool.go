@@ -33,7 +33,7 @@ const (
 // isError and the error's text. A panic in a task is the task's failure; in
 // the foreground it is a tool result with isError. Run is called once per
 // call, concurrently with other calls. A task's result longer than the
-// Manager's WithMaxResultBytes is still returned whole by tasks/result while
+// Manager's Caps.MaxResultBytes is still returned whole by tasks/result while
 // the Server keeps it (see WithResultMemory).
 type Tool struct {
 	Name, Description string

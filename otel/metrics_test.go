@@ -47,7 +47,7 @@ func checkPoints(t *testing.T, name string, got, want []string) {
 func TestMetricsExact(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBundle(t, bgtask.WithMaxConcurrent(1), bgtask.WithQueueWhenFull())
+		b := newBundle(t, bgtask.WithLimits(bgtask.Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 		b.tel.ObserveManager(b.m)
 		alice, err := b.m.Inbox("alice")
 		if err != nil {

@@ -3,11 +3,12 @@ package bgotel
 import (
 	"context"
 	"errors"
-	"github.com/bgtask/bgtask/internal/memstore"
 	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/internal/memstore"
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
@@ -128,7 +129,7 @@ func TestSpanEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				b := newBundle(t, bgtask.WithMaxConcurrent(1), bgtask.WithQueueWhenFull())
+				b := newBundle(t, bgtask.WithLimits(bgtask.Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 				release := make(chan struct{})
 				var blocker string
 				if tc.queued {
@@ -168,7 +169,7 @@ func TestSpanEnd(t *testing.T) {
 func TestSpanEventsInOrder(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBundle(t, bgtask.WithMaxConcurrent(1), bgtask.WithQueueWhenFull())
+		b := newBundle(t, bgtask.WithLimits(bgtask.Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 		release := make(chan struct{})
 		blocker := b.spawn(t, context.Background(), "alice", func(context.Context, *bgtask.Task) (any, error) { <-release; return nil, nil })
 		id := b.spawn(t, context.Background(), "alice", func(ctx context.Context, tk *bgtask.Task) (any, error) {
@@ -268,7 +269,7 @@ func TestSpanManagerNotReporting(t *testing.T) {
 func TestSpanSettleAfterEnd(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBundle(t, bgtask.WithMaxConcurrent(1), bgtask.WithQueueWhenFull())
+		b := newBundle(t, bgtask.WithLimits(bgtask.Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 		o := b.m.Owner("alice")
 		release := make(chan struct{})
 		blocker, err := o.Spawn(context.Background(), func(context.Context, *bgtask.Task) (any, error) { <-release; return nil, nil })
@@ -357,7 +358,7 @@ func (s failingStore) Commit(ctx context.Context, owner string, actions ...store
 func TestSpanEndNotCommitted(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBundle(t, bgtask.WithStore(failingStore{memstore.New()}), bgtask.WithCommitRetry(1, time.Millisecond))
+		b := newBundle(t, bgtask.WithStore(failingStore{memstore.New()}), bgtask.WithTuning(bgtask.Tuning{CommitAttempts: 1, CommitBackoff: time.Millisecond}))
 		id := b.spawn(t, context.Background(), "alice", func(context.Context, *bgtask.Task) (any, error) {
 			<-time.After(time.Second)
 			return "done", nil
