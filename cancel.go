@@ -2,6 +2,7 @@ package bgtask
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/bgtask/bgtask/store"
@@ -181,3 +182,26 @@ func (m *Manager) cancelTree(t *Task, reason string) (n int, before bool) {
 	m.startAll(starts)
 	return n, before
 }
+
+// CancelRequested carries out a cancel request that a store received for
+// a task this Manager may run (another process asked for it): Cancel, or
+// CancelTree when tree is true, with reason as the cancel reason ("" for
+// none). An unknown task is not an error: it returns 0 and nil. It makes
+// the Manager a store.Runtime, which the shared stores' Start takes.
+func (m *Manager) CancelRequested(ctx context.Context, id string, tree bool, reason string) (int, error) {
+	var opts []CancelOption
+	if reason != "" {
+		opts = append(opts, WithReason(reason))
+	}
+	cancel := m.Cancel
+	if tree {
+		cancel = m.CancelTree
+	}
+	n, err := cancel(ctx, id, opts...)
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
+	}
+	return n, err
+}
+
+var _ store.Runtime = (*Manager)(nil)

@@ -14,7 +14,7 @@ var (
 	// another owner when asked through an Owner view.
 	ErrNotFound = bgtype.ErrNotFound
 	// ErrClosed is returned by every call on a Manager after Shutdown (or Stop) began.
-	ErrClosed = errors.New("bgtask: manager closed")
+	ErrClosed = bgtype.ErrClosed
 	// ErrInvalidArgument is matched by the error of a call given a value it
 	// cannot take: a nil task function, a task name that is blank, too long,
 	// reserved (parent, self, all, broadcast), has surrounding spaces or
@@ -78,7 +78,7 @@ var (
 	// ErrInstanceLost is the cause when a shared store finds that this
 	// runtime instance lost its registration (its heartbeat lapsed and
 	// another instance reaped its tasks): see Manager.CancelAll.
-	ErrInstanceLost = errors.New("bgtask: runtime instance lost its registration")
+	ErrInstanceLost = bgtype.ErrInstanceLost
 )
 
 // StatusError reports that a task has already reached a terminal status.

@@ -3,10 +3,11 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
-	"github.com/bgtask/bgtask/internal/memstore"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/bgtask/bgtask/internal/memstore"
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"

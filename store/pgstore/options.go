@@ -3,7 +3,6 @@ package pgstore
 import (
 	"errors"
 	"fmt"
-	"github.com/bgtask/bgtask/internal/memstore"
 	"log/slog"
 	"time"
 )
@@ -38,8 +37,8 @@ func defaults() config {
 		grace:          DefaultGrace,
 		poll:           DefaultPollInterval,
 		logger:         slog.New(slog.DiscardHandler),
-		retainPerOwner: memstore.DefaultRetainPerOwner,
-		retainFor:      memstore.DefaultRetainFor,
+		retainPerOwner: defaultRetainPerOwner,
+		retainFor:      defaultRetainFor,
 		backoffMin:     100 * time.Millisecond,
 		backoffMax:     5 * time.Second,
 	}
@@ -109,3 +108,9 @@ func WithRetainPerOwner(n int) Option { return func(c *config) { c.retainPerOwne
 // takes the rest). d <= 0 disables the age limit. Default
 // bgtask.DefaultRetainFor (24h).
 func WithRetainFor(d time.Duration) Option { return func(c *config) { c.retainFor = d } }
+
+// The default retention, the in-memory store's.
+const (
+	defaultRetainPerOwner = 1000
+	defaultRetainFor      = 24 * time.Hour
+)
