@@ -15,7 +15,7 @@ import (
 // arguments to Call as they came and the result back as it is.
 //
 // Call is safe for concurrent use. Its ctx is the tool call's: it carries
-// the scope (see Owner.Tools) and, when it ends, stops a wait_task wait.
+// the scope (see Tools) and, when it ends, stops a wait_task wait.
 type Tool struct {
 	Name        string
 	Description string
@@ -29,7 +29,7 @@ type Tool struct {
 	// uniqueItems, minimum or maximum.
 	//
 	// A call the schema accepts, Call accepts too, save for the rules the
-	// subset cannot say, which Call refuses with the errors Owner.Tools
+	// subset cannot say, which Call refuses with the errors Tools
 	// lists: a text longer than its cap, a status listed twice, an integer
 	// out of range, and a "name" or "in_reply_to" that the relation needs
 	// or refuses. The descriptions in the schema tell the model these
@@ -38,11 +38,11 @@ type Tool struct {
 	Schema json.RawMessage
 	// Call runs the tool. A result is JSON; an error is either a bad
 	// argument (matching ErrToolArguments, nothing happened) or the call
-	// could not run (ErrNotFound, ErrClosed, a Store error...).
+	// could not run (bgtype.ErrNotFound, bgtask.ErrClosed, a Store error...).
 	Call func(ctx context.Context, args json.RawMessage) (json.RawMessage, error)
 }
 
-// ToolOption configures Owner.Tools.
+// ToolOption configures Tools.
 type ToolOption func(*toolConfig)
 
 type toolConfig struct {
@@ -77,13 +77,13 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 // cancel_task and send_message act relative to the caller, read from the
 // call's ctx:
 //
-//   - the current task is TaskFromContext(ctx), if it is the owner itself
-//     (a sub-agent's loop runs its tools, from Task.Agent, with the
+//   - the current task is Owner.CurrentTask(ctx) (bgtask.TaskFromContext), if it is the owner itself
+//     (a sub-agent's loop runs its tools, from bgtask.Task.Agent, with the
 //     sub-agent's context) or one of the owner's tasks; any other task in
 //     ctx is ignored;
 //   - otherwise the current run is ToolCallFromContext(ctx).RunID.
 //
-// Tasks that a host's own tools spawn with the call's ctx (WithToolCall)
+// Tasks that a host's own tools spawn with the call's ctx (bgtask.WithToolCall)
 // carry the call's run, call and agent ids, so cancel_task finds them as
 // children of the run.
 //
@@ -104,7 +104,7 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	  whole). error_kind says why a failed or interrupted task ended.
 //	  progress is the latest the task reported (Task.ReportProgress: done
 //	  out of total, a message); latest_event is the latest custom event of
-//	  a task this process runs (Owner.LatestEvent), left out when it is that
+//	  a task this process runs (bgtask.Owner.LatestEvent), left out when it is that
 //	  progress report itself, so a task shows one progress.
 //	get_task     {"task_id":id}
 //	  → {"task":{…,started_at?,result?,error?,cancel_reason?,input_request?:{id,prompt},idempotency_key?},
@@ -219,10 +219,10 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 // this order: syntax, trailing data, unknown keys, then each field in the
 // schema's order. Execution errors:
 //
-//	task not found: <id>          get_task, wait_task: unknown id or another owner's (matches ErrNotFound)
+//	task not found: <id>          get_task, wait_task: unknown id or another owner's (matches bgtype.ErrNotFound)
 //	current_task_unavailable      cancel_task without a current task or run (matches ErrNoCurrentTask)
-//	bgtask: owner id is empty     every tool of an Owner whose id is empty or blank (ErrInvalidOwner)
-//	bgtask: manager closed        cancel_task, send_message after Shutdown (ErrClosed); reads go on working
+//	bgtask: owner id is empty     every tool of an Owner whose id is empty or blank (bgtype.ErrInvalidOwner)
+//	bgtask: manager closed        cancel_task, send_message after Shutdown (bgtask.ErrClosed); reads go on working
 //
 // and the Store's errors, or ctx's when a wait_task call's ctx ends.
 func Tools(o bgtask.Owner, opts ...ToolOption) []Tool {
@@ -303,7 +303,7 @@ type toolTask struct {
 	IdempotencyKey string               `json:"idempotency_key,omitempty"`
 }
 
-// toolEvent is how the tools show Owner.LatestEvent, a live task's latest
+// toolEvent is how the tools show bgtask.Owner.LatestEvent, a live task's latest
 // custom event.
 type toolEvent struct {
 	EventType string          `json:"event_type"`

@@ -14,7 +14,7 @@ import (
 )
 
 // ErrNoCurrentTask is returned by cancel_task when the call's ctx carries
-// neither a current task nor a current run (see Owner.Tools). Its text is
+// neither a current task nor a current run (see Tools). Its text is
 // the code the model sees.
 var ErrNoCurrentTask = errors.New("current_task_unavailable")
 

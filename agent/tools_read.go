@@ -16,7 +16,7 @@ import (
 )
 
 // taskNotFound is the execution error of get_task and wait_task for an id
-// the owner does not have: "task not found: <id>", matching ErrNotFound.
+// the owner does not have: "task not found: <id>", matching bgtype.ErrNotFound.
 type taskNotFound struct{ id string }
 
 func (e *taskNotFound) Error() string { return "task not found: " + e.id }
