@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -50,11 +51,14 @@ import (
 // The WithOnWake callback may run on any goroutine, never while the
 // Plugin's lock is held. The zero value is not usable: call NewPlugin.
 type Plugin struct {
-	r      *bgtask.Receiver
-	owner  string // the owner's id
-	nonce  string
-	limits Limits // every field set
-
+	// An idle owner's Plugin and its Receiver are most of what a server
+	// holds for a thread: 64 bytes here (a size class), the owner's id is
+	// the Receiver's, and the caps are int32.
+	r         *bgtask.Receiver
+	nonce     string
+	display   int32 // Limits.Display
+	viewLines int32 // Limits.ViewLines
+	viewBytes int32 // Limits.ViewBytes
 	viewStale atomic.Bool
 
 	mu   sync.Mutex // guards view; taken before the Receiver's lock
@@ -104,8 +108,8 @@ func WithInbox(ib *bgtask.Inbox) Option { return func(c *config) { c.recv.Inbox 
 func WithOnWake(f func(bgtype.Event)) Option { return func(c *config) { c.recv.OnWake = f } }
 
 // Limits are the Plugin's caps on what the model sees and on what it keeps
-// between runs. A zero field takes its default; a negative one makes
-// NewPlugin fail.
+// between runs. A zero field takes its default; a negative one, or one
+// above math.MaxInt32, makes NewPlugin fail.
 type Limits struct {
 	// Display is the size in bytes past which a text a task wrote (a
 	// result, error, payload, message or input prompt) is cut, at a rune
@@ -156,8 +160,8 @@ func NewPlugin(m *bgtask.Manager, owner string, opts ...Option) (*Plugin, error)
 		name string
 		v    int
 	}{{"Display", l.Display}, {"ViewLines", l.ViewLines}, {"ViewBytes", l.ViewBytes}, {"Keep", l.Keep}} {
-		if f.v < 0 {
-			return nil, fmt.Errorf("agent: NewPlugin: Limits.%s is %d, want at least 1 (0 for the default)", f.name, f.v)
+		if f.v < 0 || f.v > math.MaxInt32 {
+			return nil, fmt.Errorf("agent: NewPlugin: Limits.%s is %d, want 1 to %d (0 for the default)", f.name, f.v, math.MaxInt32)
 		}
 	}
 	if l.Display == 0 {
@@ -174,7 +178,7 @@ func NewPlugin(m *bgtask.Manager, owner string, opts ...Option) (*Plugin, error)
 	if err != nil {
 		return nil, err
 	}
-	p := &Plugin{r: r, owner: owner, nonce: rand.Text(), limits: l}
+	p := &Plugin{r: r, nonce: rand.Text(), display: int32(l.Display), viewLines: int32(l.ViewLines), viewBytes: int32(l.ViewBytes)}
 	p.viewStale.Store(true)
 	return p, nil
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"unsafe"
 
 	"github.com/bgtask/bgtask"
 
@@ -528,10 +529,11 @@ func TestNewPluginRefusesBadInput(t *testing.T) {
 		{"closed manager", closed, "thread-1", nil, bgtask.ErrClosed.Error()},
 		{"blank owner", m, " \t", nil, bgtask.ErrInvalidOwner.Error()},
 		{"empty owner", m, "", nil, bgtask.ErrInvalidOwner.Error()},
-		{"negative display", m, "thread-1", []Option{WithLimits(Limits{Display: -1})}, "agent: NewPlugin: Limits.Display is -1, want at least 1 (0 for the default)"},
-		{"negative view lines", m, "thread-1", []Option{WithLimits(Limits{ViewLines: -1, ViewBytes: 10})}, "agent: NewPlugin: Limits.ViewLines is -1, want at least 1 (0 for the default)"},
-		{"negative view bytes", m, "thread-1", []Option{WithLimits(Limits{ViewLines: 10, ViewBytes: -2})}, "agent: NewPlugin: Limits.ViewBytes is -2, want at least 1 (0 for the default)"},
-		{"negative keep", m, "thread-1", []Option{WithLimits(Limits{Keep: -3})}, "agent: NewPlugin: Limits.Keep is -3, want at least 1 (0 for the default)"},
+		{"negative display", m, "thread-1", []Option{WithLimits(Limits{Display: -1})}, "agent: NewPlugin: Limits.Display is -1, want 1 to 2147483647 (0 for the default)"},
+		{"negative view lines", m, "thread-1", []Option{WithLimits(Limits{ViewLines: -1, ViewBytes: 10})}, "agent: NewPlugin: Limits.ViewLines is -1, want 1 to 2147483647 (0 for the default)"},
+		{"negative view bytes", m, "thread-1", []Option{WithLimits(Limits{ViewLines: 10, ViewBytes: -2})}, "agent: NewPlugin: Limits.ViewBytes is -2, want 1 to 2147483647 (0 for the default)"},
+		{"negative keep", m, "thread-1", []Option{WithLimits(Limits{Keep: -3})}, "agent: NewPlugin: Limits.Keep is -3, want 1 to 2147483647 (0 for the default)"},
+		{"huge display", m, "thread-1", []Option{WithLimits(Limits{Display: 1 << 31})}, "agent: NewPlugin: Limits.Display is 2147483648, want 1 to 2147483647 (0 for the default)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := NewPlugin(c.m, c.owner, c.opts...)
@@ -545,8 +547,8 @@ func TestNewPluginRefusesBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Limits{Display: 4096, ViewLines: 50, ViewBytes: 8192}); p.limits != want {
-		t.Fatalf("limits %+v, want %+v", p.limits, want)
+	if p.display != 4096 || p.viewLines != 50 || p.viewBytes != 8192 {
+		t.Fatalf("limits %d, %d, %d; want 4096, 50, 8192", p.display, p.viewLines, p.viewBytes)
 	}
 }
 
@@ -623,4 +625,13 @@ func TestPluginEventsNameTheTask(t *testing.T) {
 			t.Fatalf("events\n%q\nwant\n%q", got, want)
 		}
 	})
+}
+
+// TestPluginSize: an idle owner's Plugin is one 64-byte size class beside
+// its Receiver (bgtask's TestIdleStructSizes); BenchmarkIdlePluginMemory
+// measures the whole.
+func TestPluginSize(t *testing.T) {
+	if got := unsafe.Sizeof(Plugin{}); got > 64 {
+		t.Errorf("Plugin is %d bytes, want at most 64", got)
+	}
 }

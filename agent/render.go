@@ -65,10 +65,10 @@ func capJSON(r json.RawMessage, limit int) json.RawMessage {
 func (p *Plugin) render(ev *bgtype.Event) PromptMessage {
 	if ev.Kind == bgtype.EventCustom && ev.EventType == bgtype.EventTypeMessage {
 		msg := decodeMessage(ev.Payload)
-		if ev.TaskID == p.owner { // sent to this agent by its owner
-			return PromptMessage{Role: "user", Content: capText(msg.Content, p.limits.Display), From: msg.From, Event: ev}
+		if ev.TaskID == p.r.Owner().ID() { // sent to this agent by its owner
+			return PromptMessage{Role: "user", Content: capText(msg.Content, int(p.display)), From: msg.From, Event: ev}
 		}
-		content := p.messageEnvelope(ev.TaskID, ev.Name, capText(validUTF8(msg.Content), p.limits.Display))
+		content := p.messageEnvelope(ev.TaskID, ev.Name, capText(validUTF8(msg.Content), int(p.display)))
 		return PromptMessage{Role: "user", Content: content, From: ev.TaskID, Internal: true, Event: ev}
 	}
 	// Texts are made valid UTF-8 before they are encoded (encoding/json
@@ -77,13 +77,13 @@ func (p *Plugin) render(ev *bgtype.Event) PromptMessage {
 	// one, byte for byte: ParseEvent checks exactly that.
 	shown := *ev
 	shown.TaskID, shown.Name, shown.EventType = validUTF8(ev.TaskID), validUTF8(ev.Name), validUTF8(ev.EventType)
-	shown.Result = capJSON(ev.Result, p.limits.Display)
-	shown.Payload = capJSON(ev.Payload, p.limits.Display)
-	shown.Error = capText(validUTF8(ev.Error), p.limits.Display)
-	shown.CancelReason = capText(validUTF8(ev.CancelReason), p.limits.Display)
+	shown.Result = capJSON(ev.Result, int(p.display))
+	shown.Payload = capJSON(ev.Payload, int(p.display))
+	shown.Error = capText(validUTF8(ev.Error), int(p.display))
+	shown.CancelReason = capText(validUTF8(ev.CancelReason), int(p.display))
 	if ev.Input != nil {
 		in := *ev.Input
-		in.ID, in.Prompt = validUTF8(in.ID), capText(validUTF8(in.Prompt), p.limits.Display)
+		in.ID, in.Prompt = validUTF8(in.ID), capText(validUTF8(in.Prompt), int(p.display))
 		shown.Input = &in
 	}
 	body, err := json.Marshal(&shown)
@@ -158,13 +158,13 @@ func (p *Plugin) instructions() string {
 
 // renderView renders the prompt view of the owner's live tasks, oldest
 // first: one line each with its id, type, name, status, description, parent,
-// open input request, latest progress and latest custom event, at most p.limits.ViewLines lines and p.limits.ViewBytes bytes of
+// open input request, latest progress and latest custom event, at most Limits.ViewLines lines and Limits.ViewBytes bytes of
 // them, then a note of how many were left out. It returns "" for no tasks.
 func (p *Plugin) renderView(tasks iter.Seq[bgtype.TaskMeta]) string {
 	var b, line strings.Builder
 	shown, left, size := 0, 0, 0
 	for t := range tasks {
-		if left > 0 || shown == p.limits.ViewLines {
+		if left > 0 || shown == int(p.viewLines) {
 			left++
 			continue
 		}
@@ -172,7 +172,7 @@ func (p *Plugin) renderView(tasks iter.Seq[bgtype.TaskMeta]) string {
 		t := owner{p.Owner()}.latestProgress(t)
 		prog, _ := p.Owner().LatestEvent(t.ID)
 		viewLine(&line, &t, prog)
-		if size+line.Len() > p.limits.ViewBytes {
+		if size+line.Len() > int(p.viewBytes) {
 			left++
 			continue
 		}
