@@ -209,7 +209,7 @@ func TestWaitTaskBadArgumentsWithLimit(t *testing.T) {
 }
 
 // TestToolErrorsDocumented: every bad-arguments error the tests expect
-// reads as one of the texts listed in Owner.Tools' doc comment, and each
+// reads as one of the texts listed in Tools' doc comment, and each
 // listed text is expected by some test.
 func TestToolErrorsDocumented(t *testing.T) {
 	src, err := os.ReadFile("tools.go")

@@ -19,7 +19,7 @@ import (
 	"github.com/bgtask/bgtask/store"
 )
 
-// documentedFields reads Owner.Tools' doc in tools.go and returns, per tool,
+// documentedFields reads Tools' doc in tools.go and returns, per tool,
 // the JSON field names its result lines name: the "→" lines under the tool
 // and the soft failures listed for it. get_task and wait_task also take the
 // fields of list_tasks' task, which their "{…}" stands for.
@@ -103,7 +103,7 @@ func jsonKeys(raw json.RawMessage, keys map[string]bool) {
 	walk(v)
 }
 
-// TestToolDocsListEveryField: the tools' doc (Owner.Tools) names every JSON
+// TestToolDocsListEveryField: the tools' doc (Tools) names every JSON
 // field each tool returns. The tools run over tasks that fill every field
 // they have: a sub-agent's child with a name, tags, a description, an
 // idempotency key, progress, a custom event and an input request answered

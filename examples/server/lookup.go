@@ -26,7 +26,7 @@ const lookupSchema = `{"type":"object","additionalProperties":false,"required":[
 // still running after wait, it is promoted to a background task, and the
 // answer says so (its end then comes as an event, like research's).
 //
-// Its answer goes through bgtask.ToolOutput: what the lookup found (or
+// Its answer goes through agent.ToolOutput: what the lookup found (or
 // the error it failed with) is text the tool does not control, escaped and
 // cut for the model as the Plugin shows a task's result.
 //
