@@ -17,7 +17,7 @@ import (
 // Receiver is an owner's one live receiver of events on a Manager, across
 // the owner's runs: the part of an agent loop that is not about the model.
 // A host that writes its own loop uses it directly; the agent package's
-// Receiver holds one and adds what the model sees (rendering, the prompt
+// Plugin holds one and adds what the model sees (rendering, the prompt
 // view) and the tools. The loop calls it at its boundaries:
 //
 //	RunStart   bind a fresh inbox for the run, restore the owner's records
@@ -109,7 +109,7 @@ type RunInfo struct {
 // noticePoll is how often WaitEvent looks for a SharedStore's notices.
 const noticePoll = time.Second
 
-// ErrNoRun is returned by a Receiver's (or a Receiver's) boundary called
+// ErrNoRun is returned by a Receiver's (or an agent Plugin's) boundary called
 // outside RunStart...RunEnd, by RunStart for an empty run id, and by RunEnd
 // for a run id that is not the open run's.
 var ErrNoRun = errors.New("bgtask: no run started")
@@ -251,7 +251,7 @@ func (r *Receiver) keepLate(ev bgtype.Event) {
 // while suspended. It returns nil, nil when nothing waits.
 //
 // The events are the tasks' own words: a host shows them to a model only
-// escaped and cut (the agent package's Receiver renders them so).
+// escaped and cut (the agent package's Plugin renders them so).
 //
 // Before it returns terminal events, Deliver marks them announced in the
 // Store, in one Commit (none when it hands out no terminal event), so that
