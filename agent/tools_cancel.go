@@ -93,13 +93,12 @@ func (o owner) cancelTaskTool(cfg toolConfig) Tool {
 // called in every case: the run is cancelled now.
 func (o owner) cancelSelf(ctx context.Context, s toolScope, cfg toolConfig, reason string) (cancelReceipt, error) {
 	n, already, err := o.CancelCurrent(ctx, bgtask.WithReason(reason))
-	if s.task != nil {
-		return selfReceipt(s.task.ID(), n, already), err
-	}
-	if err != nil {
+	switch {
+	case err != nil:
 		return cancelReceipt{}, err
-	}
-	if cfg.onSelfCancel != nil {
+	case s.task != nil:
+		return selfReceipt(s.task.ID(), n, already), nil
+	case cfg.onSelfCancel != nil:
 		o.callSelfCancel(ctx, cfg.onSelfCancel)
 	}
 	return selfReceipt(s.run, n, already), nil
