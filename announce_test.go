@@ -86,11 +86,11 @@ func finishTasks(t *testing.T, m *Manager, owner string, results ...error) []str
 	return ids
 }
 
-func eventIDs(msgs []PromptMessage) []string {
+func eventIDs(evs []bgtype.Event) []string {
 	var out []string
-	for _, m := range msgs {
-		if m.Event != nil && m.Event.Kind.IsTerminal() {
-			out = append(out, m.Event.TaskID)
+	for _, ev := range evs {
+		if ev.Kind.IsTerminal() {
+			out = append(out, ev.TaskID)
 		}
 	}
 	return out
@@ -101,7 +101,7 @@ func eventIDs(msgs []PromptMessage) []string {
 // that hands out no terminal event.
 func TestPluginMarksAnnounced(t *testing.T) {
 	ds := &durableMem{Store: memstore.New()}
-	pr := newPluginRun(t, WithStore(ds))
+	pr := newReceiverRun(t, WithStore(ds))
 	ids := finishTasks(t, pr.m, "thread-1", nil, errors.New("boom"))
 	msgs, err := pr.p.Deliver(t.Context())
 	if err != nil {
@@ -128,7 +128,7 @@ func TestPluginMarksAnnounced(t *testing.T) {
 // out nothing.
 func TestPluginMarkFailureRetries(t *testing.T) {
 	ds := &durableMem{Store: memstore.New(), failMark: errors.New("disk full")}
-	pr := newPluginRun(t, WithStore(ds))
+	pr := newReceiverRun(t, WithStore(ds))
 	ids := finishTasks(t, pr.m, "thread-1", nil)
 	msgs, err := pr.p.Deliver(t.Context())
 	if err != nil || !slices.Equal(eventIDs(msgs), ids) {
@@ -185,7 +185,7 @@ func TestRestoreReannouncesUntaken(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pr := newPluginRun(t, WithStore(ds))
+	pr := newReceiverRun(t, WithStore(ds))
 	msgs, err := pr.p.Deliver(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +209,7 @@ func TestRestoreReannouncesUntaken(t *testing.T) {
 // RunStart.
 func TestRestoreSkipsEventsStillWaiting(t *testing.T) {
 	ds := &durableMem{Store: memstore.New()}
-	pr := newPluginRun(t, WithStore(ds))
+	pr := newReceiverRun(t, WithStore(ds))
 	inRun := finishTasks(t, pr.m, "thread-1", nil)
 	if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: "run-1"}); err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestRestoreSkipsCorruptRecord(t *testing.T) {
 	if len(done) != 1 || done[0].ID != "task_good" || done[0].Status != bgtype.StatusInterrupted {
 		t.Fatalf("Restore interrupted %+v, want task_good", done)
 	}
-	p, err := NewPlugin(m, "thread-1")
+	p, err := m.NewReceiver("thread-1", ReceiverConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestPluginNoticeOfAnnouncedTaskDropped(t *testing.T) {
 	}
 	notice := bgtype.Event{Kind: bgtype.EventInterrupted, TaskID: reaped.ID, Error: reaped.Error, ErrorKind: bgtype.KindInterrupted}
 	f.notices["thread-1"] = []bgtype.Event{notice}
-	pr := newPluginRun(t, WithStore(f)) // RunStart announces the record
+	pr := newReceiverRun(t, WithStore(f)) // RunStart announces the record
 	msgs, err := pr.p.Deliver(t.Context())
 	if err != nil || !slices.Equal(eventIDs(msgs), []string{reaped.ID}) {
 		t.Fatalf("Deliver = %q, %v; want the interruption once", eventIDs(msgs), err)

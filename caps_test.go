@@ -45,7 +45,7 @@ func TestSizeCaps(t *testing.T) {
 	if p, ok := o.LatestEvent(resID); !ok || string(p.Payload) != wantJSON {
 		t.Fatalf("Progress = %s, %v", p.Payload, ok)
 	}
-	if err := o.Send(ctx, resID, bgtype.Message{InReplyTo: meta.Input.ID, Content: "go"}); err != nil {
+	if _, err := o.Send(ctx, resID, bgtype.Message{InReplyTo: meta.Input.ID, Content: "go"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := waitTask(t, o, resID); string(got.Result) != wantJSON {
@@ -85,7 +85,7 @@ func TestSizeCaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Send(ctx, agentID, bgtype.Message{From: "lead", Content: long("m")}); err != nil {
+	if _, err := o.Send(ctx, agentID, bgtype.Message{From: "lead", Content: long("m")}); err != nil {
 		t.Fatal(err)
 	}
 	if msg := <-heard; msg != (bgtype.Message{From: "lead", Content: cut("m")}) {

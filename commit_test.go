@@ -409,7 +409,7 @@ func TestCommitWaitReturnsAfterTerminalEvent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := o.Send(t.Context(), id, bgtype.Message{From: "a", Content: "unread"}); err != nil {
+		if _, err := o.Send(t.Context(), id, bgtype.Message{From: "a", Content: "unread"}); err != nil {
 			t.Fatal(err)
 		}
 		close(proceed)

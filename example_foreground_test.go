@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agent"
 )
 
 // A tool that cannot know whether its work is fast runs it with
@@ -37,7 +38,7 @@ func ExampleOwner_Foreground() {
 			}
 			return []string{query + ".txt"}, nil
 		}, bgtask.WithDescription("search "+query))
-		return bgtask.ToolOutput(res.Result, err) // escaped and cut, as the model sees task results
+		return agent.ToolOutput(res.Result, err) // escaped and cut, as the model sees task results
 	}
 
 	fast, err := search(ctx, "fast")

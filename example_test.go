@@ -267,7 +267,7 @@ func ExampleOwner_Send() {
 		log.Fatal(err)
 	}
 
-	if err := parent.Send(ctx, id, bgtype.Message{From: "parent", Content: "write the summary"}); err != nil {
+	if _, err := parent.Send(ctx, id, bgtype.Message{From: "parent", Content: "write the summary"}); err != nil {
 		log.Fatal(err)
 	}
 	meta, err := parent.Wait(ctx, id)
@@ -276,7 +276,7 @@ func ExampleOwner_Send() {
 	}
 	fmt.Println(meta.Type, meta.Status, string(meta.Result))
 
-	err = parent.Send(ctx, id, bgtype.Message{From: "parent", Content: "again"})
+	_, err = parent.Send(ctx, id, bgtype.Message{From: "parent", Content: "again"})
 	fmt.Println(errors.Is(err, bgtask.ErrTerminal))
 
 	if err := m.Shutdown(ctx); err != nil {

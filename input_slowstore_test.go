@@ -100,7 +100,7 @@ func TestRequestInputSlowStoreDoesNotBlockEmit(t *testing.T) {
 	if got, want := summarize(evs), []eventSummary{{bgtype.EventInputRequested, asker, ""}}; !slices.Equal(got, want) {
 		t.Fatalf("events after the commit: %+v, want %+v", got, want)
 	}
-	if err := o.Send(t.Context(), asker, bgtype.Message{From: "user", Content: "eu-west", InReplyTo: evs[0].Input.ID}); err != nil {
+	if _, err := o.Send(t.Context(), asker, bgtype.Message{From: "user", Content: "eu-west", InReplyTo: evs[0].Input.ID}); err != nil {
 		t.Fatal(err)
 	}
 	if got := waitTask(t, o, asker); got.Status != bgtype.StatusCompleted || string(got.Result) != `"eu-west"` {

@@ -39,7 +39,7 @@ import (
 type Manager struct {
 	cfg       config
 	store     store.Store
-	mem       *memstore.Store // store, when it is exactly a MemoryStore: records are shared (record.go)
+	mem       *memstore.Store // store, when it is exactly a Store: records are shared (record.go)
 	log       *slog.Logger
 	closed    atomic.Bool
 	wg        sync.WaitGroup // every task goroutine
@@ -72,7 +72,7 @@ type Manager struct {
 
 	inboxMu  sync.RWMutex // guards inboxes and idleBox
 	inboxes  map[string]*Inbox
-	idleBox  map[string]ownerSink // the Plugin whose idleInbox takes its owner's events while no inbox is bound for it
+	idleBox  map[string]ownerSink // the Receiver whose idleInbox takes its owner's events while no inbox is bound for it
 	inboxGen atomic.Uint64        // bumped on every change of inboxes, to invalidate Task caches
 
 	msgs messageLog // recent messages per task, for Owner.Messages (history.go)
@@ -82,8 +82,8 @@ type Manager struct {
 
 	deletes deletes // deletes from the maps above since each was last made (ownerkeep.go)
 
-	plugMu sync.Mutex            // guards sinks and kept; taken before a Plugin's lateMu (ownerkeep.go)
-	sinks  map[string]ownerSink  // the one holder (a live Plugin) of each owner's events between runs; nil when none
+	plugMu sync.Mutex            // guards sinks and kept; taken before a Receiver's lateMu (ownerkeep.go)
+	sinks  map[string]ownerSink  // the one holder (a live Receiver) of each owner's events between runs; nil when none
 	kept   map[string]*eventKeep // events of owners whose holder let go, for the next one; nil when none
 }
 
@@ -162,12 +162,12 @@ func (m *Manager) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 
 // Inbox returns the owner's inbox, making an open one the first time. Task
 // events for the owner are delivered to whatever inbox is bound at the time
-// they are sent. While the owner has a Plugin and no inbox is bound (no run
-// is open), it is a closed inbox that hands each event to the Plugin. It returns
+// they are sent. While the owner has a Receiver and no inbox is bound (no run
+// is open), it is a closed inbox that hands each event to the Receiver. It returns
 // ErrInvalidOwner for an empty or blank owner.
 //
 // Inbox reads nothing from the Store. A loop that drains the inbox without a
-// Plugin calls Restore for the owner when it starts: with a durable Store
+// Receiver calls Restore for the owner when it starts: with a durable Store
 // that delivers, once, the ends the owner has not taken yet (those of tasks
 // a dead process ran included); and it marks what it takes with
 // Owner.MarkAnnounced.
@@ -232,10 +232,10 @@ func (m *Manager) inboxFor(owner string) *Inbox {
 	return ib
 }
 
-// setIdlePlugin makes the idleInbox of p (the owner's Plugin), a closed
+// setIdleReceiver makes the idleInbox of p (the owner's Receiver), a closed
 // inbox whose WithOnClosed fallback is p's, receive the owner's events
 // while no inbox is bound for it.
-func (m *Manager) setIdlePlugin(owner string, p ownerSink) {
+func (m *Manager) setIdleReceiver(owner string, p ownerSink) {
 	m.inboxMu.Lock()
 	if m.idleBox == nil {
 		m.idleBox = make(map[string]ownerSink)

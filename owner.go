@@ -162,16 +162,18 @@ func (o Owner) cancelRun(runID, reason string) (n int, already bool, err error) 
 // event of type EventTypeMessage in the sub-agent's inbox. Errors, in the
 // order they are checked: ErrNotFound (unknown, or another owner's),
 // ErrTerminal (a *StatusError with the status), ErrNotSubAgent,
-// ErrInboxClosed. An empty content is allowed.
-func (o Owner) Send(ctx context.Context, id string, msg bgtype.Message) error {
+// ErrInboxClosed. An empty content is allowed. It returns the id of the
+// message in the task's history (Owner.Messages); a message that answers
+// an input request (see Manager.Send) has one too.
+func (o Owner) Send(ctx context.Context, id string, msg bgtype.Message) (string, error) {
 	if !validOwner(o.id) {
-		return ErrInvalidOwner
+		return "", ErrInvalidOwner
 	}
-	err := o.m.send(ctx, o.id, id, msg)
+	msgID, err := o.m.sendMessage(ctx, o.id, id, msg)
 	if errors.Is(err, ErrNotOwner) {
-		return fmt.Errorf("%w: %s", ErrNotFound, id)
+		return "", fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
-	return err
+	return msgID, err
 }
 
 // Wait blocks until one of the owner's tasks is terminal and returns its

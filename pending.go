@@ -18,7 +18,7 @@ const maxOwnerHops = 64
 // hear after a restart: a terminal record whose end was never announced
 // to them (a task interrupted by a crash, or that ended after their loop
 // last took its events), or a notice of a SharedStore not yet taken. Their
-// next run start (Plugin.RunStart, or Restore) delivers it. It is an
+// next run start (Receiver.RunStart, or Restore) delivers it. It is an
 // administrator's call, reachable from no Owner view or tool: a host uses
 // it to wake the threads that have news, WithOnPendingOwner does so at
 // start.

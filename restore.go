@@ -52,7 +52,7 @@ func (m *Manager) Restore(ctx context.Context, owner string) ([]bgtype.TaskMeta,
 
 // restoreTree restores the records of the owners in queue, and of every
 // gone agent among their tasks, reporting each to report. Restore starts
-// it at its owner; a Plugin starts it at the sub-agents a store's notice
+// it at its owner; a Receiver starts it at the sub-agents a store's notice
 // said are gone (their tasks that ended unannounced were never told).
 func (m *Manager) restoreTree(ctx context.Context, queue []string, report string) ([]bgtype.TaskMeta, error) {
 	m.restoreMu.Lock() // two Restores must not both report one record

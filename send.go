@@ -81,3 +81,20 @@ func (m *Manager) capMessage(msg bgtype.Message) bgtype.Message {
 	msg.From, _ = truncateText(msg.From, m.cfg.caps.MaxMessageBytes)
 	return msg
 }
+
+// SendToOwner sends a message from the task to its owner (the agent that
+// started it), as a custom event of type EventTypeMessage, as
+// Emit(EventTypeMessage, Message{From: t.ID(), Content: content}) does, and
+// returns the message's id in the task's history (Owner.Messages). A tool
+// that lets a task's model talk to its parent uses it. Errors:
+// ErrInboxClosed when the owner is a sub-agent that has ended (nothing
+// would read the message) or the owner's inbox refuses it, ErrTaskEnded
+// once the task's function has returned. ctx is used for reading the
+// owner's record only.
+func (t *Task) SendToOwner(ctx context.Context, content string) (string, error) {
+	owner := t.rec.Owner
+	if meta, err := t.m.store.Get(ctx, owner); err == nil && meta.Status.IsTerminal() {
+		return "", fmt.Errorf("%w: the owner %s has ended", ErrInboxClosed, owner)
+	}
+	return t.emit(bgtype.EventTypeMessage, bgtype.Message{From: t.rec.ID, Content: content})
+}

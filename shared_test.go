@@ -107,39 +107,20 @@ func TestSharedStoreRestoreLeavesOtherInstancesToTheReaper(t *testing.T) {
 	}
 }
 
-func TestPluginDeliversSharedStoreNotices(t *testing.T) {
-	f := &fakeShared{Store: memstore.New(), notices: map[string][]bgtype.Event{
-		"thread-1": {{Kind: bgtype.EventInterrupted, TaskID: "task_0190d5f4c5a87000a000000000000001", Error: "reaped"}},
-		"thread-2": {{Kind: bgtype.EventInterrupted, TaskID: "task_0190d5f4c5a87000a000000000000002", Error: "reaped"}},
-	}}
-	pr := newPluginRun(t, WithStore(f))
-	msgs, err := pr.p.Deliver(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `<background-task-event nonce="` + pr.p.nonce + `" kind="interrupted" task_id="task_0190d5f4c5a87000a000000000000001" name="" status="interrupted">{"kind":"interrupted","task_id":"task_0190d5f4c5a87000a000000000000001","error":"reaped"}</background-task-event>`
-	if len(msgs) != 1 || msgs[0].Content != want {
-		t.Fatalf("delivered %+v, want the owner's one notice", msgs)
-	}
-	if msgs, _ := pr.p.Deliver(t.Context()); len(msgs) != 0 {
-		t.Fatalf("notice delivered twice: %+v", msgs)
-	}
-}
-
 // A store that cannot give its notices makes Deliver fail without losing
 // what else was waiting: the next call delivers it.
 func TestPluginNoticeFailureKeepsEvents(t *testing.T) {
 	f := &fakeShared{Store: memstore.New(), noticeErr: errors.New("db down")}
-	pr := newPluginRun(t, WithStore(f))
+	pr := newReceiverRun(t, WithStore(f))
 	pr.p.keepLate(bgtype.Event{Kind: bgtype.EventCancelled, TaskID: "task_0190d5f4c5a87000a000000000000003"})
-	if _, err := pr.p.Deliver(t.Context()); err == nil || err.Error() != "bgtask: plugin: notices: db down" {
+	if _, err := pr.p.Deliver(t.Context()); err == nil || err.Error() != "bgtask: receiver: notices: db down" {
 		t.Fatalf("Deliver with the store down: %v", err)
 	}
 	f.mu.Lock()
 	f.noticeErr = nil
 	f.mu.Unlock()
 	msgs, err := pr.p.Deliver(t.Context())
-	if err != nil || len(msgs) != 1 || msgs[0].Event.Kind != bgtype.EventCancelled {
+	if err != nil || len(msgs) != 1 || msgs[0].Kind != bgtype.EventCancelled {
 		t.Fatalf("Deliver after the store came back: %v, %v; want the kept event", messageKinds(msgs), err)
 	}
 }
@@ -149,11 +130,11 @@ func TestPluginNoticeFailureKeepsEvents(t *testing.T) {
 func TestPluginRunStartRestoreFailure(t *testing.T) {
 	store := &failingLoad{Store: memstore.New(), err: errors.New("disk gone")}
 	m := newTestManager(t, WithStore(store))
-	p, err := NewPlugin(m, "thread-1")
+	p, err := m.NewReceiver("thread-1", ReceiverConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.RunStart(t.Context(), RunInfo{RunID: "run-1"}); err == nil || err.Error() != "bgtask: plugin: restore: disk gone" {
+	if err := p.RunStart(t.Context(), RunInfo{RunID: "run-1"}); err == nil || err.Error() != "bgtask: receiver: restore: disk gone" {
 		t.Fatalf("RunStart: %v", err)
 	}
 	if _, err := p.Deliver(t.Context()); !errors.Is(err, ErrNoRun) {
@@ -170,7 +151,7 @@ func TestPluginRunStartRestoreFailure(t *testing.T) {
 	if err := p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
 		t.Fatal(err)
 	}
-	if msgs, err := p.Deliver(t.Context()); err != nil || len(msgs) != 1 || msgs[0].Event.TaskID != id {
+	if msgs, err := p.Deliver(t.Context()); err != nil || len(msgs) != 1 || msgs[0].TaskID != id {
 		t.Fatalf("next run delivered %v, %v; want the completion", messageKinds(msgs), err)
 	}
 }

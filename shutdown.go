@@ -17,7 +17,7 @@ import (
 // ShutdownReason on its record and in its cancelled event, so the model can
 // tell a shutdown from a user's cancel. Then Shutdown returns nil, and no
 // goroutine of the Manager is left. From then on, Inbox.Wait on every inbox
-// the Manager made or bound (and Plugin.WaitEvent) returns ErrClosed once
+// the Manager made or bound (and Receiver.WaitEvent) returns ErrClosed once
 // its events are drained, so a host's consumer goroutine blocked there ends
 // instead of waiting forever. Stop is the soft stop, which lets tasks finish.
 //

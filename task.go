@@ -78,10 +78,11 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // indexes, the queue and the counts of live and active tasks;
 // Manager.inboxMu the owners' inboxes (bound and idle); Inbox.mu the
 // inbox's queue and waiters; Task.emitMu the emitMu fields above;
-// Manager.plugMu the Plugins' sinks and kept events, taken before a
-// Plugin's lateMu (the lock of the Plugin's inbox fallback); a Plugin's
-// mu its run and view, taken before the Manager's locks (a run's start
-// binds its inbox under it); Manager.sent's lock the delivered, unmarked
+// Manager.plugMu the Receivers' sinks and kept events, taken before a
+// Receiver's lateMu (the lock of the Receiver's inbox fallback); a Receiver's
+// mu its run, taken before the Manager's locks (a run's start binds its
+// inbox under it), and after the agent package's Plugin.mu (its prompt
+// view); Manager.sent's lock the delivered, unmarked
 // terminal events (taken alone);
 // workerPool.mu the parked workers (taken alone; of the finished
 // goroutines that find it taken, one waits, the others exit). No lock guards the list of ends
@@ -230,7 +231,7 @@ func (t *Task) Agent() (Owner, error) {
 // ErrInvalidArgument and sends nothing. An empty eventType returns
 // ErrInvalidArgument. Once the function has returned, Emit returns
 // ErrTaskEnded, so every custom event precedes the terminal one. If the
-// owner's inbox is closed the event goes to its WithOnClosed fallback (a Plugin
+// owner's inbox is closed the event goes to its WithOnClosed fallback (a Receiver
 // keeps it for the owner's next run) and Emit returns nil; an inbox without
 // a fallback refuses it and Emit returns ErrInboxClosed (a progress event
 // is still kept as progress then).
@@ -285,7 +286,7 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	}
 	err = r.ownerBox.Send(bgtype.Event{Kind: bgtype.EventCustom, TaskID: t.rec.ID, Name: t.rec.Name(), EventType: eventType, Payload: p, Quiet: quiet})
 	if err != nil && r.ownerBox.onClosed == nil {
-		return "", err // dropped; with a fallback it was taken (a Plugin keeps it for the next run): not lost
+		return "", err // dropped; with a fallback it was taken (a Receiver keeps it for the next run): not lost
 	}
 	if eventType == bgtype.EventTypeMessage {
 		return t.m.msgs.emitted(t, p), nil

@@ -154,17 +154,14 @@ func (t *Task) settleProgress() *bgtype.TaskProgress {
 	return p
 }
 
-// latestProgress returns meta with the latest progress its task reported:
-// the record is written at most once per Tuning.ProgressInterval, so while
-// this Manager runs the task, a later report may be in memory only. What
-// the model sees of a task's progress is then one value, the latest,
-// wherever it is shown.
-func (o Owner) latestProgress(meta bgtype.TaskMeta) bgtype.TaskMeta {
-	if live := o.reportedProgress(meta.ID); live != nil { // what the record holds, or later
-		meta.Progress = live
-	}
-	return meta
-}
+// LatestProgress returns a copy of the latest progress the owner's task id
+// reported (Task.ReportProgress) while this Manager runs it; nil if it
+// reported none, has ended, is not run here or is another owner's. The
+// record (TaskMeta.Progress) is written at most once per
+// WithProgressInterval, so a later report may be in memory only: a host
+// that shows a task's progress to a model shows this one when it is not
+// nil. It never blocks on the task.
+func (o Owner) LatestProgress(id string) *bgtype.TaskProgress { return o.reportedProgress(id) }
 
 // reportedProgress returns a copy of the latest progress the owner's task
 // id reported (Task.ReportProgress) while this Manager runs it; nil if it
@@ -189,12 +186,4 @@ func (o Owner) reportedProgress(id string) *bgtype.TaskProgress {
 	}
 	p := *r.prog.latest
 	return &p
-}
-
-// shownEvent reports whether a task's latest custom event ev is shown
-// beside its progress reported: not when it is a progress event
-// (EventTypeProgress) and the task reported progress, since ReportProgress
-// emits its report as that very event, and one progress is shown, once.
-func shownEvent(ev LatestEvent, reported *bgtype.TaskProgress) bool {
-	return ev.Count > 0 && !(ev.EventType == bgtype.EventTypeProgress && reported != nil)
 }

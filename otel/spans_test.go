@@ -193,7 +193,7 @@ func TestSpanEventsInOrder(t *testing.T) {
 		if err != nil || meta.Input == nil {
 			t.Fatalf("Get: %+v, %v; want an input request", meta, err)
 		}
-		if err := b.m.Owner("alice").Send(context.Background(), id, bgtype.Message{Content: "the first", InReplyTo: meta.Input.ID}); err != nil {
+		if _, err := b.m.Owner("alice").Send(context.Background(), id, bgtype.Message{Content: "the first", InReplyTo: meta.Input.ID}); err != nil {
 			t.Fatal(err)
 		}
 		b.wait(t, id)
