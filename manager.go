@@ -11,6 +11,8 @@ import (
 	"unicode"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/fifo"
+	"github.com/bgtask/bgtask/internal/idgen"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -53,11 +55,11 @@ type Manager struct {
 	owners     map[string]*ownerState
 	spareOwner *ownerState // an owner's state left by its last task, reused by the next new owner
 	runs       map[runKey]*runState
-	deadRuns   fifo[runKey] // cancelled runs without live tasks, oldest first
-	queue      []*Task      // queued tasks waiting for a slot, first in first out
-	running    int          // tasks holding a slot
-	active     int          // registered tasks whose goroutine has not exited
-	live       int          // registered tasks not yet unregistered
+	deadRuns   fifo.Queue[runKey] // cancelled runs without live tasks, oldest first
+	queue      []*Task            // queued tasks waiting for a slot, first in first out
+	running    int                // tasks holding a slot
+	active     int                // registered tasks whose goroutine has not exited
+	live       int                // registered tasks not yet unregistered
 	idle       chan struct{}
 	idleShut   bool               // idle was closed
 	helpers    int                // goroutines of the Manager's own that Shutdown waits for, besides tasks (WithOnPendingOwner)
@@ -117,7 +119,7 @@ func New(opts ...Option) (*Manager, error) {
 		cfg.store = NewMemoryStore()
 	}
 	if cfg.instance == "" {
-		cfg.instance = "inst_" + newTaskID(time.Now())[len(IDPrefix):]
+		cfg.instance = idgen.New("inst_", time.Now())
 	}
 	mem, _ := cfg.store.(*MemoryStore)
 	m := &Manager{

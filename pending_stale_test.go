@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -46,7 +47,7 @@ func TestWithOnPendingOwnerLeftByThisInstance(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		st := instanceStore{NewMemoryStore()}
-		at := now()
+		at := clock.Now()
 		for i, r := range []struct{ id, owner, instance, typ string }{
 			{"task_1_left", "thread-left", "inst_me", TypeTask},
 			{"task_2_other", "thread-other", "inst_other", TypeTask},

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
 // The envelopes the Plugin renders around what tasks report.
@@ -35,7 +36,7 @@ func capText(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
-	return cutRunes(s, limit) + truncated(len(s))
+	return jsoncap.CutRunes(s, limit) + truncated(len(s))
 }
 
 // capJSON cuts a JSON value longer than limit bytes for display: it becomes

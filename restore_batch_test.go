@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -20,7 +21,7 @@ import (
 // would show.
 func staleRecords(t *testing.T, st store.Store, owner string, n int) []string {
 	t.Helper()
-	at := now().Add(-time.Hour)
+	at := clock.Now().Add(-time.Hour)
 	ids := make([]string, n)
 	var actions []store.Action
 	for i := range n {
@@ -242,7 +243,7 @@ func (s *pendingOwnerStore) PendingOwners(ctx context.Context, owners []string) 
 // reading each.
 func TestRestoreAsksTheStoreWhichTasksOwnTasks(t *testing.T) {
 	st := &pendingOwnerStore{MemoryStore: NewMemoryStore()}
-	at := now()
+	at := clock.Now()
 	for _, r := range []bgtype.TaskMeta{
 		{ID: "task_1_agent", Owner: "thread-1", Type: TypeSubAgent, Status: bgtype.StatusRunning, CreatedAt: at.Add(-4 * time.Second), Instance: "gone", Attempt: 1},
 		{ID: "task_2_plain", Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusRunning, CreatedAt: at.Add(-3 * time.Second), Instance: "gone", Attempt: 1},

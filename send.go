@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
 // Send delivers a message to a live sub-agent on behalf of owner, the agent
@@ -77,7 +78,7 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg bgtype.
 
 // capMessage cuts a message's Content and From to WithMaxMessageBytes.
 func (m *Manager) capMessage(msg bgtype.Message) bgtype.Message {
-	msg.Content, _ = truncateText(msg.Content, m.cfg.caps.message)
-	msg.From, _ = truncateText(msg.From, m.cfg.caps.message)
+	msg.Content, _ = jsoncap.Text(msg.Content, m.cfg.caps.message)
+	msg.From, _ = jsoncap.Text(msg.From, m.cfg.caps.message)
 	return msg
 }

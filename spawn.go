@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/idgen"
 )
 
 // Default task types.
@@ -59,7 +61,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 			sc.typ = TypeSubAgent
 		}
 	}
-	created := now()
+	created := clock.Now()
 	deadline, timeoutCause, err := sc.deadlineOf(created)
 	if err != nil {
 		return "", false, err
@@ -77,7 +79,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 	}
 	ent := m.newRecord(t)
 	u := bgtype.TaskMeta{
-		ID: newTaskID(created), Owner: owner, Type: sc.typ, Name: sc.name, Description: sc.description,
+		ID: idgen.NewTask(created), Owner: owner, Type: sc.typ, Name: sc.name, Description: sc.description,
 		Parent: parent, Detached: sc.detached, Instance: m.cfg.instance, Wake: sc.wake,
 		IdempotencyKey: sc.key, // idempotent spawn (WithIdempotencyKey)
 		CreatedAt:      created,

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
 // Func is the work of a task. ctx is cancelled when the task is cancelled,
@@ -255,12 +257,12 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 			}
 		}
 	}
-	p, err := encodeJSON(payload)
+	p, err := jsoncap.Encode(payload)
 	if err != nil {
 		return "", fmt.Errorf("%w: event %q: payload is not JSON-encodable: %w", ErrInvalidArgument, eventType, err)
 	}
 	if limit >= 0 {
-		p, _ = truncateJSON(p, limit)
+		p, _ = jsoncap.JSON(p, limit)
 	}
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
@@ -269,7 +271,7 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	}
 	r := t.rareState() // a task that emits has one: its latest event, its cached inbox
 	if eventType != bgtype.EventTypeMessage {
-		r.latestEvent = LatestEvent{EventType: eventType, Payload: p, At: now(), Count: r.latestEvent.Count + 1}
+		r.latestEvent = LatestEvent{EventType: eventType, Payload: p, At: clock.Now(), Count: r.latestEvent.Count + 1}
 	}
 	send, quiet := route(t.wake(), bgtype.EventCustom, eventType)
 	if t.m.cfg.eventObserver != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/idgen"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -58,7 +59,7 @@ func BenchmarkToolListTasks(b *testing.B) {
 	m := newTestManager(b, WithStore(s))
 	for i := range 5000 {
 		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Add(time.Duration(i) * time.Second)
-		meta := bgtype.TaskMeta{ID: newTaskID(at), Owner: "thread-1", Name: fmt.Sprintf("crawler-%d", i), Type: TypeSubAgent,
+		meta := bgtype.TaskMeta{ID: idgen.NewTask(at), Owner: "thread-1", Name: fmt.Sprintf("crawler-%d", i), Type: TypeSubAgent,
 			Description: "crawl the pages of one site and summarise what changed since the last visit", Status: bgtype.StatusCompleted,
 			CreatedAt: at, StartedAt: at, FinishedAt: at.Add(time.Second), Attempt: 1}
 		if err := s.Commit(b.Context(), "thread-1", store.UpsertAction(meta)); err != nil {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/idgen"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -156,7 +158,7 @@ func TestWaitTaskErrors(t *testing.T) {
 func TestWaitTaskNotLive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := NewMemoryStore()
-		rec := bgtype.TaskMeta{ID: newTaskID(now()), Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusRunning, CreatedAt: now(), Instance: "inst_gone"}
+		rec := bgtype.TaskMeta{ID: idgen.NewTask(clock.Now()), Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusRunning, CreatedAt: clock.Now(), Instance: "inst_gone"}
 		if err := st.Commit(t.Context(), "thread-1", store.UpsertAction(rec)); err != nil {
 			t.Fatal(err)
 		}
