@@ -13,6 +13,7 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/internal/fifo"
 	"github.com/bgtask/bgtask/internal/idgen"
+	"github.com/bgtask/bgtask/internal/workpool"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -42,9 +43,9 @@ type Manager struct {
 	mem       *MemoryStore // store, when it is exactly a MemoryStore: records are shared (record.go)
 	log       *slog.Logger
 	closed    atomic.Bool
-	wg        sync.WaitGroup // every task goroutine
-	workers   workerPool     // goroutines of finished tasks, parked for the next (workers.go)
-	restoreMu sync.Mutex     // serialises Restore
+	wg        sync.WaitGroup      // every task goroutine
+	workers   workpool.Pool[Task] // goroutines of finished tasks, parked for the next (workers.go)
+	restoreMu sync.Mutex          // serialises Restore
 	counters  counters
 	ends      atomic.Pointer[endNode] // ends waiting to be recorded, newest first (retireEnds)
 	endsBusy  atomic.Bool             // a goroutine is recording the ends
@@ -135,7 +136,7 @@ func New(opts ...Option) (*Manager, error) {
 		inboxes: make(map[string]*Inbox),
 		keys:    make(map[keyRef]*keyClaim),
 	}
-	m.workers.max = idleWorkersMax()
+	m.workers.SetMax(workpool.DefaultMax())
 	if cfg.onPendingOwner != nil {
 		m.startPendingOwners()
 	}

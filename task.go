@@ -83,8 +83,9 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // mu its run and view, taken before the Manager's locks (a run's start
 // binds its inbox under it); Manager.sent's lock the delivered, unmarked
 // terminal events (taken alone);
-// workerPool.mu the parked workers (taken alone; of the finished
-// goroutines that find it taken, one waits, the others exit). No lock guards the list of ends
+// the worker pool's lock (workpool.Pool) the parked workers (taken
+// alone; of the finished goroutines that find it taken, one waits, the
+// others exit). No lock guards the list of ends
 // (Manager.ends, atomic): one goroutine at a time (Manager.endsBusy)
 // takes it and records its ends, committing a MemoryStore's terminal
 // records under the store's locks, then, per 64 ends, taking Manager.mu
