@@ -8,8 +8,12 @@
 // BenchmarkSpawnComplete, newstack (12% before the pool) and newproc (5%)
 // are gone; the hand-off (a channel send to a parked receiver) is about
 // 4% and parking 3.5%. [Pool.Hand]'s test for a parked worker is one
-// atomic load and inlines in the caller; only when a worker seems parked
-// does it take the pool's lock.
+// atomic load; only when a worker seems parked does it take the pool's
+// lock. Hand and Park are not inlined (sync.WaitGroup.Add alone is over
+// the inliner's budget), so the spawn path makes one direct call more
+// than when the pool lived in the root package: Pool is generic over the
+// item, instantiated with the runtime's Task, so no function value or
+// interface call is on the path.
 //
 // Bursts: with thousands of ends at once, a lock that every end waits for
 // forms a convoy, so a finished goroutine that finds the lock taken waits

@@ -76,12 +76,6 @@ func (p *Pool[T]) Hand(t *T) bool {
 		p.wg.Add(1)
 		return false
 	}
-	return p.handParked(t)
-}
-
-// handParked is Hand when a worker seemed parked: out of line, so that
-// Hand inlines in its caller.
-func (p *Pool[T]) handParked(t *T) bool {
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
 		w := p.idle[n-1]
