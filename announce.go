@@ -133,7 +133,7 @@ func (m *Manager) noteDelivered(to, owner, id string) {
 // is committed for no ids. Errors: ErrInvalidOwner, or the Store's (ctx's
 // error if ctx ends first); after an error the call may be repeated.
 func (o Owner) MarkAnnounced(ctx context.Context, ids ...string) error {
-	if !validOwner(o.id) {
+	if !bgtype.ValidOwner(o.id) {
 		return ErrInvalidOwner
 	}
 	if len(ids) == 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -109,7 +110,7 @@ func (m *Manager) CancelAll(cause error) int {
 // cancelOwner cancels every live task of owner, detached ones included, with
 // cause ErrCancelled, and returns how many it signalled (Owner.CancelAll).
 func (m *Manager) cancelOwner(owner string) (int, error) {
-	if !validOwner(owner) {
+	if !bgtype.ValidOwner(owner) {
 		return 0, ErrInvalidOwner
 	}
 	if m.closed.Load() {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
 // causeTask records its context's cause and returns the context's error.
@@ -45,7 +47,7 @@ func TestCancelReasonEdges(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-causes
-	want, _ := truncateText(long, MaxCancelReasonBytes)
+	want, _ := jsoncap.Text(long, MaxCancelReasonBytes)
 	if meta := waitTask(t, o, id); meta.CancelReason != want || len(want) > MaxCancelReasonBytes || !strings.HasSuffix(want, "[truncated: 1034 bytes total]") {
 		t.Errorf("CancelReason = %q (%d bytes), want it cut", meta.CancelReason, len(meta.CancelReason))
 	}

@@ -57,7 +57,7 @@ func ExampleOwner_Foreground() {
 	if err := json.Unmarshal(slow, &notice); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("slow:", notice.Status, notice.TaskStatus, strings.HasPrefix(notice.TaskID, bgtask.IDPrefix))
+	fmt.Println("slow:", notice.Status, notice.TaskStatus, strings.HasPrefix(notice.TaskID, "task_"))
 	fmt.Println(strings.ReplaceAll(notice.Message, notice.TaskID, "<id>"))
 
 	close(release) // the promoted search ends later, in the background

@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/idgen"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
 // inputWait is a task's open input request and where its answer goes.
@@ -31,8 +34,8 @@ func (t *Task) RequestInput(ctx context.Context, prompt string) (bgtype.Message,
 	if strings.TrimSpace(prompt) == "" {
 		return bgtype.Message{}, errBlankPrompt
 	}
-	prompt, _ = truncateText(prompt, t.m.cfg.caps.MaxPromptBytes)
-	w := &inputWait{req: bgtype.InputRequest{ID: "input_" + newTaskID(now())[len(IDPrefix):], Prompt: prompt}, answer: make(chan bgtype.Message, 1)}
+	prompt, _ = jsoncap.Text(prompt, t.m.cfg.caps.MaxPromptBytes)
+	w := &inputWait{req: bgtype.InputRequest{ID: idgen.New("input_", clock.Now()), Prompt: prompt}, answer: make(chan bgtype.Message, 1)}
 	if err := t.m.openInput(t, w); err != nil {
 		return bgtype.Message{}, err
 	}

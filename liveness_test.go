@@ -11,6 +11,7 @@ import (
 	"github.com/bgtask/bgtask/internal/memstore"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -48,7 +49,7 @@ func TestRestoreLeavesLiveInstances(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				st := &livenessStore{Store: memstore.New(), alive: tc.alive, err: tc.err}
-				at := now()
+				at := clock.Now()
 				for i, r := range []struct{ id, instance string }{
 					{"task_1_gone", "inst_gone"}, {"task_2_live", "inst_live"}, {"task_3_gone", "inst_gone"}, {"task_4_mine", "inst_me"},
 				} {
@@ -103,7 +104,7 @@ func TestRestoreLeavesLiveInstancesEnds(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		st := &livenessStore{Store: memstore.New(), alive: map[string]bool{"inst_live": true}}
-		at := now()
+		at := clock.Now()
 		for i, r := range []struct{ id, instance string }{{"task_1_live", "inst_live"}, {"task_2_gone", "inst_gone"}} {
 			meta := bgtype.TaskMeta{ID: r.id, Owner: "a", Type: bgtype.TypeTask, Status: bgtype.StatusCompleted, CreatedAt: at.Add(time.Duration(i-10) * time.Minute),
 				StartedAt: at.Add(-time.Minute), FinishedAt: at, Instance: r.instance}

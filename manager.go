@@ -4,15 +4,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 
 	"github.com/bgtask/bgtask/internal/memstore"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/fifo"
+	"github.com/bgtask/bgtask/internal/idgen"
+	"github.com/bgtask/bgtask/internal/workpool"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -42,9 +43,9 @@ type Manager struct {
 	mem       *memstore.Store // store, when it is exactly a Store: records are shared (record.go)
 	log       *slog.Logger
 	closed    atomic.Bool
-	wg        sync.WaitGroup // every task goroutine
-	workers   workerPool     // goroutines of finished tasks, parked for the next (workers.go)
-	restoreMu sync.Mutex     // serialises Restore
+	wg        sync.WaitGroup      // every task goroutine
+	workers   workpool.Pool[Task] // goroutines of finished tasks, parked for the next (workers.go)
+	restoreMu sync.Mutex          // serialises Restore
 	counters  counters
 	ends      atomic.Pointer[endNode] // ends waiting to be recorded, newest first (retireEnds)
 	endsBusy  atomic.Bool             // a goroutine is recording the ends
@@ -55,11 +56,11 @@ type Manager struct {
 	owners     map[string]*ownerState
 	spareOwner *ownerState // an owner's state left by its last task, reused by the next new owner
 	runs       map[runKey]*runState
-	deadRuns   fifo[runKey] // cancelled runs without live tasks, oldest first
-	queue      []*Task      // queued tasks waiting for a slot, first in first out
-	running    int          // tasks holding a slot
-	active     int          // registered tasks whose goroutine has not exited
-	live       int          // registered tasks not yet unregistered
+	deadRuns   fifo.Queue[runKey] // cancelled runs without live tasks, oldest first
+	queue      []*Task            // queued tasks waiting for a slot, first in first out
+	running    int                // tasks holding a slot
+	active     int                // registered tasks whose goroutine has not exited
+	live       int                // registered tasks not yet unregistered
 	idle       chan struct{}
 	idleShut   bool               // idle was closed
 	helpers    int                // goroutines of the Manager's own that Shutdown waits for, besides tasks (WithOnPendingOwner)
@@ -123,7 +124,7 @@ func New(opts ...Option) (*Manager, error) {
 		return nil, invalidArgument("WithRetention configures the in-memory store; the store given with WithStore has its own retention options")
 	}
 	if cfg.instance == "" {
-		cfg.instance = "inst_" + newTaskID(time.Now())[len(IDPrefix):]
+		cfg.instance = idgen.New("inst_", time.Now())
 	}
 	mem, _ := cfg.store.(*memstore.Store)
 	m := &Manager{
@@ -139,7 +140,7 @@ func New(opts ...Option) (*Manager, error) {
 		inboxes: make(map[string]*Inbox),
 		keys:    make(map[keyRef]*keyClaim),
 	}
-	m.workers.max = idleWorkersMax()
+	m.workers.SetMax(workpool.DefaultMax())
 	if cfg.onPendingOwner != nil {
 		m.startPendingOwners()
 	}
@@ -172,7 +173,7 @@ func (m *Manager) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 // a dead process ran included); and it marks what it takes with
 // Owner.MarkAnnounced.
 func (m *Manager) Inbox(owner string) (*Inbox, error) {
-	if !validOwner(owner) {
+	if !bgtype.ValidOwner(owner) {
 		return nil, ErrInvalidOwner
 	}
 	return m.inboxFor(owner), nil
@@ -184,7 +185,7 @@ func (m *Manager) Inbox(owner string) (*Inbox, error) {
 // order: ErrInvalidOwner, ErrClosed, a nil inbox.
 func (m *Manager) BindInbox(owner string, ib *Inbox) (*Inbox, error) {
 	switch {
-	case !validOwner(owner):
+	case !bgtype.ValidOwner(owner):
 		return nil, ErrInvalidOwner
 	case m.closed.Load():
 		return nil, ErrClosed
@@ -352,12 +353,3 @@ func (m *Manager) observeEvent(ev bgtype.Event) {
 func (m *Manager) logCommitFailure(meta *bgtype.TaskMeta, attempt int, err error) {
 	m.log.Warn("bgtask: commit failed", "task_id", meta.ID, "status", meta.Status, "attempt", attempt+1, "err", err)
 }
-
-// validOwner reports whether owner is a usable owner id: not empty, and not
-// only white space (any Unicode space, such as U+00A0 or U+2003). No owner
-// id means "every owner": the Manager's own calls are that path.
-func validOwner(owner string) bool {
-	return strings.IndexFunc(owner, isNotSpace) >= 0
-}
-
-func isNotSpace(r rune) bool { return !unicode.IsSpace(r) }

@@ -14,6 +14,7 @@ import (
 	"github.com/bgtask/bgtask/internal/memstore"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -27,7 +28,7 @@ type memInternals struct {
 func readInternals(m *Manager, s *memstore.Store) memInternals {
 	var in memInternals
 	m.mu.Lock()
-	in.nodes, in.owners, in.runs, in.deadRuns = len(m.nodes), len(m.owners), len(m.runs), m.deadRuns.len()
+	in.nodes, in.owners, in.runs, in.deadRuns = len(m.nodes), len(m.owners), len(m.runs), m.deadRuns.Len()
 	in.queue, in.active, in.running = len(m.queue), m.active, m.running
 	m.mu.Unlock()
 	m.inboxMu.RLock()
@@ -221,9 +222,9 @@ func TestMemoryStoreRetainForAgesEveryOwner(t *testing.T) {
 		ctx := t.Context()
 		s := memstore.New(memstore.WithRetainFor(time.Hour))
 		rec := func(id, owner string, st bgtype.Status) bgtype.TaskMeta {
-			m := bgtype.TaskMeta{ID: id, Owner: owner, Status: st, CreatedAt: now()}
+			m := bgtype.TaskMeta{ID: id, Owner: owner, Status: st, CreatedAt: clock.Now()}
 			if st.IsTerminal() {
-				m.FinishedAt = now()
+				m.FinishedAt = clock.Now()
 			}
 			return m
 		}
@@ -317,14 +318,14 @@ func TestMemoryStoreRetainPerOwnerCounts(t *testing.T) {
 				// Finish in the order c, a, b (not the creation order).
 				for _, id := range []string{"task_c", "task_a", "task_b"} {
 					<-time.After(time.Second)
-					if err := s.Commit(ctx, "o", store.UpsertAction(bgtype.TaskMeta{ID: id, Owner: "o", Status: bgtype.StatusCompleted, FinishedAt: now()})); err != nil {
+					if err := s.Commit(ctx, "o", store.UpsertAction(bgtype.TaskMeta{ID: id, Owner: "o", Status: bgtype.StatusCompleted, FinishedAt: clock.Now()})); err != nil {
 						t.Fatal(err)
 					}
 				}
 				// Another owner's records do not count against this one.
 				for i := range 3 {
 					id := fmt.Sprint("task_other", i)
-					if err := s.Commit(ctx, "p", store.UpsertAction(bgtype.TaskMeta{ID: id, Owner: "p", Status: bgtype.StatusCompleted, FinishedAt: now()})); err != nil {
+					if err := s.Commit(ctx, "p", store.UpsertAction(bgtype.TaskMeta{ID: id, Owner: "p", Status: bgtype.StatusCompleted, FinishedAt: clock.Now()})); err != nil {
 						t.Fatal(err)
 					}
 				}

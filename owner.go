@@ -60,7 +60,7 @@ func (o Owner) SpawnAgent(ctx context.Context, fn Func, opts ...SpawnOption) (st
 
 // Get returns the record of one of the owner's tasks, or ErrNotFound.
 func (o Owner) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
-	if !validOwner(o.id) {
+	if !bgtype.ValidOwner(o.id) {
 		return bgtype.TaskMeta{}, ErrInvalidOwner
 	}
 	meta, err := o.m.store.Get(ctx, id)
@@ -83,7 +83,7 @@ func (o Owner) List(ctx context.Context, statuses ...bgtype.Status) (iter.Seq[bg
 // ListTagged is List restricted to the tasks that carry tag (WithTags); an
 // empty tag restricts nothing.
 func (o Owner) ListTagged(ctx context.Context, tag string, statuses ...bgtype.Status) (iter.Seq[bgtype.TaskMeta], error) {
-	if !validOwner(o.id) {
+	if !bgtype.ValidOwner(o.id) {
 		return nil, ErrInvalidOwner
 	}
 	if err := memstore.CheckStatuses(statuses); err != nil {
@@ -104,7 +104,7 @@ func (o Owner) ListTagged(ctx context.Context, tag string, statuses ...bgtype.St
 // was already signalled. ErrNotFound for an unknown id or another owner's.
 // WithReason says why (see Manager.Cancel).
 func (o Owner) Cancel(ctx context.Context, id string, opts ...CancelOption) (int, error) {
-	if !validOwner(o.id) {
+	if !bgtype.ValidOwner(o.id) {
 		return 0, ErrInvalidOwner
 	}
 	return o.m.cancelTask(ctx, ownerReach(o.id), id, false, cancelReason(opts))
@@ -116,7 +116,7 @@ func (o Owner) Cancel(ctx context.Context, id string, opts ...CancelOption) (int
 // subtree. ErrNotFound for an unknown id or another owner's. WithReason
 // says why, to every task it cancels.
 func (o Owner) CancelTree(ctx context.Context, id string, opts ...CancelOption) (int, error) {
-	if !validOwner(o.id) {
+	if !bgtype.ValidOwner(o.id) {
 		return 0, ErrInvalidOwner
 	}
 	return o.m.cancelTask(ctx, ownerReach(o.id), id, true, cancelReason(opts))
@@ -147,7 +147,7 @@ func (o Owner) CancelRun(runID string, opts ...CancelOption) (int, error) {
 // cancelled.
 func (o Owner) cancelRun(runID, reason string) (n int, already bool, err error) {
 	switch {
-	case !validOwner(o.id):
+	case !bgtype.ValidOwner(o.id):
 		return 0, false, ErrInvalidOwner
 	case o.m.closed.Load():
 		return 0, false, ErrClosed
@@ -166,7 +166,7 @@ func (o Owner) cancelRun(runID, reason string) (n int, already bool, err error) 
 // message in the task's history (Owner.Messages); a message that answers
 // an input request (see Manager.Send) has one too.
 func (o Owner) Send(ctx context.Context, id string, msg bgtype.Message) (string, error) {
-	if !validOwner(o.id) {
+	if !bgtype.ValidOwner(o.id) {
 		return "", ErrInvalidOwner
 	}
 	msgID, err := o.m.sendMessage(ctx, o.id, id, msg)
@@ -179,7 +179,7 @@ func (o Owner) Send(ctx context.Context, id string, msg bgtype.Message) (string,
 // Wait blocks until one of the owner's tasks is terminal and returns its
 // final record; see Manager.Wait.
 func (o Owner) Wait(ctx context.Context, id string) (bgtype.TaskMeta, error) {
-	if !validOwner(o.id) {
+	if !bgtype.ValidOwner(o.id) {
 		return bgtype.TaskMeta{}, ErrInvalidOwner
 	}
 	return withTaskError(o.m.wait(ctx, ownerReach(o.id), id))

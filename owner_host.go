@@ -18,7 +18,7 @@ import (
 // Manager's, or a ctx without a task. A tool reads its caller so.
 func (o Owner) CurrentTask(ctx context.Context) (t *Task, ok bool) {
 	t, ok = TaskFromContext(ctx)
-	if !ok || t.m != o.m || (t.rec.ID != o.id && t.rec.Owner != o.id) || !validOwner(o.id) {
+	if !ok || t.m != o.m || (t.rec.ID != o.id && t.rec.Owner != o.id) || !bgtype.ValidOwner(o.id) {
 		return nil, false
 	}
 	return t, true
@@ -38,7 +38,7 @@ func (o Owner) Closed() bool { return o.m.closed.Load() }
 // names neither a task of the owner nor a run. WithReason says why.
 func (o Owner) CancelCurrent(ctx context.Context, opts ...CancelOption) (n int, before bool, err error) {
 	switch {
-	case !validOwner(o.id):
+	case !bgtype.ValidOwner(o.id):
 		return 0, false, ErrInvalidOwner
 	case o.m.closed.Load():
 		return 0, false, ErrClosed
@@ -48,7 +48,7 @@ func (o Owner) CancelCurrent(ctx context.Context, opts ...CancelOption) (n int, 
 		n, before = o.m.cancelTree(t, reason)
 		return n, before, nil
 	}
-	if c, ok := ToolCallFromContext(ctx); ok && validOwner(c.RunID) {
+	if c, ok := ToolCallFromContext(ctx); ok && bgtype.ValidOwner(c.RunID) {
 		return o.cancelRun(c.RunID, reason)
 	}
 	return 0, false, fmt.Errorf("%w: no current task or run in the context", ErrInvalidArgument)
@@ -65,7 +65,7 @@ func (o Owner) CancelCurrent(ctx context.Context, opts ...CancelOption) (n int, 
 // cannot be committed is logged, and a restart may then announce the end
 // once more. The commit does not depend on ctx's end.
 func (o Owner) MarkAnswered(ctx context.Context, meta *bgtype.TaskMeta) {
-	if meta == nil || meta.Owner != o.id || !validOwner(o.id) {
+	if meta == nil || meta.Owner != o.id || !bgtype.ValidOwner(o.id) {
 		return
 	}
 	o.answered(ctx, meta)

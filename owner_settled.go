@@ -17,7 +17,7 @@ import (
 // record and a *TaskError. ErrNotFound for an unknown task or another
 // owner's. Safe for concurrent use.
 func (o Owner) WaitSettled(ctx context.Context, id string) (bgtype.TaskMeta, error) {
-	if !validOwner(o.id) {
+	if !bgtype.ValidOwner(o.id) {
 		return bgtype.TaskMeta{}, ErrInvalidOwner
 	}
 	return withTaskError(o.m.waitSettled(ctx, ownerReach(o.id), id))

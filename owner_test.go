@@ -2,6 +2,8 @@ package bgtask
 
 import (
 	"testing"
+
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // blankOwners are owner ids that name nobody: empty, or only white space,
@@ -12,13 +14,13 @@ var blankOwners = []string{"", " ", "\t\n", "\u00a0", "\u2003", "\u00a0\u2003"}
 // ASCII.
 func TestValidOwner(t *testing.T) {
 	for _, blank := range blankOwners {
-		if validOwner(blank) {
-			t.Errorf("validOwner(%q) = true, want false", blank)
+		if bgtype.ValidOwner(blank) {
+			t.Errorf("bgtype.ValidOwner(%q) = true, want false", blank)
 		}
 	}
 	for _, ok := range []string{"a", " a ", "\u00a0x", "thread-1", "\u200b", "\xff"} {
-		if !validOwner(ok) {
-			t.Errorf("validOwner(%q) = false, want true", ok)
+		if !bgtype.ValidOwner(ok) {
+			t.Errorf("bgtype.ValidOwner(%q) = false, want true", ok)
 		}
 	}
 }

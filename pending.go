@@ -7,6 +7,7 @@ import (
 	"iter"
 	"strings"
 
+	"github.com/bgtask/bgtask/internal/idgen"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -65,7 +66,7 @@ func (m *Manager) UndeliveredOwners(ctx context.Context) iter.Seq2[string, error
 // case the owner of that task, and so on up the lineage.
 func (m *Manager) liveOwner(ctx context.Context, owner string) (string, error) {
 	for range maxOwnerHops {
-		if !strings.HasPrefix(owner, IDPrefix) {
+		if !strings.HasPrefix(owner, idgen.TaskPrefix) {
 			return owner, nil // not a task id: no read needed (most owners are threads)
 		}
 		meta, err := m.store.Get(ctx, owner)

@@ -11,6 +11,7 @@ import (
 	"github.com/bgtask/bgtask/internal/memstore"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -48,7 +49,7 @@ func TestWithOnPendingOwnerLeftByThisInstance(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		st := instanceStore{memstore.New()}
-		at := now()
+		at := clock.Now()
 		for i, r := range []struct{ id, owner, instance, typ string }{
 			{"task_1_left", "thread-left", "inst_me", bgtype.TypeTask},
 			{"task_2_other", "thread-other", "inst_other", bgtype.TypeTask},

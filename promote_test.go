@@ -16,6 +16,7 @@ import (
 	"github.com/bgtask/bgtask/internal/memstore"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/idgen"
 )
 
 // notice is the promotion notice the model reads for task id.
@@ -109,7 +110,7 @@ func TestForegroundOutcomes(t *testing.T) {
 					t.Errorf("Foreground took %v, want %v", took, tc.took)
 				}
 				id := res.TaskID
-				if !strings.HasPrefix(id, IDPrefix) || res.Promoted != tc.promoted || res.Status != tc.status {
+				if !strings.HasPrefix(id, idgen.TaskPrefix) || res.Promoted != tc.promoted || res.Status != tc.status {
 					t.Fatalf("result = %+v, want promoted %v, status %s", res, tc.promoted, tc.status)
 				}
 				switch {

@@ -123,7 +123,7 @@ func (m *Manager) NewReceiver(owner string, cfg ReceiverConfig) (*Receiver, erro
 	switch {
 	case m.closed.Load():
 		return nil, ErrClosed
-	case !validOwner(owner):
+	case !bgtype.ValidOwner(owner):
 		return nil, ErrInvalidOwner
 	case cfg.KeepLimit < 0:
 		return nil, fmt.Errorf("bgtask: NewReceiver: keep limit %d events, want at least 1 (0 for the default)", cfg.KeepLimit)

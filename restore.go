@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -42,7 +43,7 @@ import (
 // interrupted, with their events sent.
 func (m *Manager) Restore(ctx context.Context, owner string) ([]bgtype.TaskMeta, error) {
 	switch {
-	case !validOwner(owner):
+	case !bgtype.ValidOwner(owner):
 		return nil, ErrInvalidOwner
 	case m.closed.Load():
 		return nil, ErrClosed
@@ -137,7 +138,7 @@ func (m *Manager) interrupt(ctx context.Context, owner, report string, stale []b
 		return nil, nil
 	}
 	done := make([]bgtype.TaskMeta, 0, len(stale))
-	at := now()
+	at := clock.Now()
 	for len(stale) > 0 {
 		n := min(len(stale), restoreBatch)
 		got, err := m.restoreBatch(ctx, owner, report, stale[:n], at)

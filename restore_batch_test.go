@@ -13,6 +13,7 @@ import (
 	"github.com/bgtask/bgtask/internal/memstore"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -22,7 +23,7 @@ import (
 // would show.
 func staleRecords(t *testing.T, st store.Store, owner string, n int) []string {
 	t.Helper()
-	at := now().Add(-time.Hour)
+	at := clock.Now().Add(-time.Hour)
 	ids := make([]string, n)
 	var actions []store.Action
 	for i := range n {
@@ -244,7 +245,7 @@ func (s *pendingOwnerStore) PendingOwners(ctx context.Context, owners []string) 
 // reading each.
 func TestRestoreAsksTheStoreWhichTasksOwnTasks(t *testing.T) {
 	st := &pendingOwnerStore{Store: memstore.New()}
-	at := now()
+	at := clock.Now()
 	for _, r := range []bgtype.TaskMeta{
 		{ID: "task_1_agent", Owner: "thread-1", Type: bgtype.TypeSubAgent, Status: bgtype.StatusRunning, CreatedAt: at.Add(-4 * time.Second), Instance: "gone", Attempt: 1},
 		{ID: "task_2_plain", Owner: "thread-1", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, CreatedAt: at.Add(-3 * time.Second), Instance: "gone", Attempt: 1},

@@ -11,6 +11,7 @@ import (
 	"github.com/bgtask/bgtask/internal/memstore"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestRestoreInterruptsWhatNoOneRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		at := now()
+		at := clock.Now()
 		old := func(id, owner string, st bgtype.Status, created time.Time) bgtype.TaskMeta {
 			m := bgtype.TaskMeta{ID: id, Owner: owner, Type: bgtype.TypeTask, Status: st, CreatedAt: created, Instance: "inst_old", Attempt: 2}
 			if st.IsTerminal() {
@@ -140,7 +141,7 @@ func TestRestoreErrors(t *testing.T) {
 // owners will never hear of them, and no inbox is made for those.
 func TestRestoreFollowsInterruptedSubAgents(t *testing.T) {
 	st := memstore.New()
-	at := now()
+	at := clock.Now()
 	records := []bgtype.TaskMeta{
 		{ID: "task_1_agent", Owner: "thread-1", Type: bgtype.TypeSubAgent, Status: bgtype.StatusRunning, CreatedAt: at.Add(-3 * time.Second), Instance: "gone", Attempt: 1},
 		{ID: "task_2_fetch", Owner: "task_1_agent", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, CreatedAt: at.Add(-2 * time.Second), Parent: bgtype.Parent{TaskID: "task_1_agent"}, Instance: "gone", Attempt: 1},

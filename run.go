@@ -12,6 +12,9 @@ import (
 	"github.com/bgtask/bgtask/internal/memstore"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/jsoncap"
+	"github.com/bgtask/bgtask/internal/stackgrow"
 )
 
 // outcome is what a task's function came to, before it is recorded.
@@ -133,7 +136,7 @@ func (m *Manager) promote(t *Task) error {
 	if u.Status != bgtype.StatusQueued {
 		return nil
 	}
-	u.Status, u.StartedAt = bgtype.StatusRunning, now()
+	u.Status, u.StartedAt = bgtype.StatusRunning, clock.Now()
 	if err := m.commitUpdate(t, &u); err != nil {
 		if m.mem == nil {
 			u.Status, u.StartedAt = bgtype.StatusQueued, time.Time{} // not started after all
@@ -151,7 +154,7 @@ func (m *Manager) promote(t *Task) error {
 //
 //go:noinline
 func (m *Manager) returned(t *Task, v any, err error, stage *uint8) {
-	growStack() // before encoding the result: the end needs the bigger stack anyway
+	stackgrow.Grow() // before encoding the result: the end needs the bigger stack anyway
 	var out outcome
 	m.settle(t, &out, v, err)
 	*stage = stageRecorded
@@ -165,12 +168,12 @@ func (m *Manager) returned(t *Task, v any, err error, stage *uint8) {
 func (m *Manager) settle(t *Task, out *outcome, v any, err error) {
 	switch {
 	case err == nil:
-		res, encErr := encodeJSON(v)
+		res, encErr := jsoncap.Encode(v)
 		if encErr != nil {
 			*out = outcome{status: bgtype.StatusFailed, kind: bgtype.KindError, err: fmt.Sprintf("bgtask: result is not JSON-encodable: %v", encErr)}
 			return
 		}
-		res, _ = truncateJSON(res, m.cfg.caps.MaxResultBytes)
+		res, _ = jsoncap.JSON(res, m.cfg.caps.MaxResultBytes)
 		*out = outcome{status: bgtype.StatusCompleted, result: res}
 	case t.cctx.Err() != nil && errors.Is(context.Cause(t.context()), ErrTimeout):
 		// Its time ran out (not a cancel: a cancel's cause stays the cause).
@@ -191,7 +194,7 @@ func (m *Manager) settle(t *Task, out *outcome, v any, err error) {
 // record). If the commit keeps failing, the owner gets EventCommitFailed
 // before the terminal event, so no record stays silently running.
 func (m *Manager) finish(t *Task, out *outcome) {
-	growStack()
+	stackgrow.Grow()
 	if !t.claimEnd() {
 		m.releaseCut(t) // Stop ended it: what the function returned is discarded
 		return
@@ -224,9 +227,9 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 	if out.status == bgtype.StatusCancelled {
 		reason = reasonOf(context.Cause(t.context()))
 	}
-	errText, _ := truncateText(out.err, m.cfg.caps.MaxErrorBytes)
-	stack, _ := truncateText(out.stack, m.cfg.caps.MaxErrorBytes)
-	end := now()
+	errText, _ := jsoncap.Text(out.err, m.cfg.caps.MaxErrorBytes)
+	stack, _ := jsoncap.Text(out.stack, m.cfg.caps.MaxErrorBytes)
+	end := clock.Now()
 	var u bgtype.TaskMeta
 	edit := terminalEdit{Status: out.status, Kind: out.kind, Result: out.result, End: end, Reason: reason, ErrText: errText, Stack: stack, Progress: prog}
 	var commitErr error
@@ -517,7 +520,7 @@ type terminalEdit = memstore.Outcome
 func (m *Manager) reportCommitFailure(meta *bgtype.TaskMeta, err error) {
 	m.counters.commitFailures.Add(1)
 	m.log.Error("bgtask: terminal record not committed", "task_id", meta.ID, "status", meta.Status, "err", err)
-	text, _ := truncateText(err.Error(), m.cfg.caps.MaxErrorBytes)
+	text, _ := jsoncap.Text(err.Error(), m.cfg.caps.MaxErrorBytes)
 	ev := bgtype.Event{Kind: bgtype.EventCommitFailed, TaskID: meta.ID, Name: meta.Name, Status: meta.Status, Error: text}
 	if m.cfg.eventObserver != nil {
 		m.observeEvent(ev) // no transition reports this end
@@ -699,9 +702,9 @@ func (m *Manager) retireRun(key runKey, rs *runState) {
 		m.runs = shrunk(m.runs, &m.deletes.runs)
 		return
 	}
-	m.deadRuns.push(key)
-	for m.deadRuns.len() > m.cfg.tuning.CancelledRunsKept {
-		old := m.deadRuns.pop()
+	m.deadRuns.Push(key)
+	for m.deadRuns.Len() > m.cfg.tuning.CancelledRunsKept {
+		old := m.deadRuns.Pop()
 		if rs := m.runs[old]; rs != nil && rs.live == 0 {
 			delete(m.runs, old)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
 // Send delivers a message to a live sub-agent on behalf of owner, the agent
@@ -29,7 +30,7 @@ func (m *Manager) send(ctx context.Context, owner, id string, msg bgtype.Message
 // task's emitMu, so it keeps its place among the messages the task sends.
 func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg bgtype.Message) (string, error) {
 	switch {
-	case !validOwner(owner):
+	case !bgtype.ValidOwner(owner):
 		return "", ErrInvalidOwner
 	case m.closed.Load():
 		return "", ErrClosed
@@ -77,8 +78,8 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg bgtype.
 
 // capMessage cuts a message's Content and From to Caps.MaxMessageBytes.
 func (m *Manager) capMessage(msg bgtype.Message) bgtype.Message {
-	msg.Content, _ = truncateText(msg.Content, m.cfg.caps.MaxMessageBytes)
-	msg.From, _ = truncateText(msg.From, m.cfg.caps.MaxMessageBytes)
+	msg.Content, _ = jsoncap.Text(msg.Content, m.cfg.caps.MaxMessageBytes)
+	msg.From, _ = jsoncap.Text(msg.From, m.cfg.caps.MaxMessageBytes)
 	return msg
 }
 

@@ -34,7 +34,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	}
 	m.checkIdle()
 	m.mu.Unlock()
-	m.workers.shut() // a task that ends from now on frees its goroutine
+	m.workers.Shut() // a task that ends from now on frees its goroutine
 	m.startAll(starts)
 
 	select {
@@ -108,7 +108,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 	}
 	m.checkIdle()
 	m.mu.Unlock()
-	m.workers.shut()
+	m.workers.Shut()
 	m.startAll(starts)
 
 	select {
@@ -249,7 +249,7 @@ func (m *Manager) stopOutcome(out *outcome) {
 // every final event is delivered by now.
 func (m *Manager) stop() {
 	m.wg.Wait()
-	m.workers.close()
+	m.workers.Close()
 	m.stopOnce.Do(func() { close(m.stopped) })
 }
 

@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/idgen"
 )
 
 // spawn validates, registers, commits the first record and starts the task.
@@ -22,7 +24,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 // owner's task that has the key already.
 func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bool, opts []SpawnOption) (string, bool, error) {
 	switch {
-	case !validOwner(owner):
+	case !bgtype.ValidOwner(owner):
 		return "", false, ErrInvalidOwner
 	case m.closed.Load():
 		return "", false, ErrClosed
@@ -53,7 +55,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 			sc.typ = bgtype.TypeSubAgent
 		}
 	}
-	created := now()
+	created := clock.Now()
 	deadline, timeoutCause, err := sc.deadlineOf(created)
 	if err != nil {
 		return "", false, err
@@ -71,7 +73,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 	}
 	ent := m.newRecord(t)
 	u := bgtype.TaskMeta{
-		ID: newTaskID(created), Owner: owner, Type: sc.typ, Name: sc.name, Description: sc.description,
+		ID: idgen.NewTask(created), Owner: owner, Type: sc.typ, Name: sc.name, Description: sc.description,
 		Parent: parent, Detached: sc.detached, Instance: m.cfg.instance, Wake: sc.wake,
 		IdempotencyKey: sc.key, // idempotent spawn (WithIdempotencyKey)
 		CreatedAt:      created,

@@ -117,7 +117,7 @@ func TestManagerSpawnRefused(t *testing.T) {
 				m := newTestManager(t, WithStore(store))
 				o, ctx, opts := tc.setup(t, m)
 				var before []string
-				if validOwner(o.ID()) {
+				if bgtype.ValidOwner(o.ID()) {
 					before = taskIDs(listTasks(t, o))
 				}
 				commits := store.commits.Load()
@@ -137,7 +137,7 @@ func TestManagerSpawnRefused(t *testing.T) {
 				if got := store.commits.Load(); got != commits {
 					t.Fatalf("refused spawn committed %d time(s)", got-commits)
 				}
-				if validOwner(o.ID()) {
+				if bgtype.ValidOwner(o.ID()) {
 					if after := taskIDs(listTasks(t, o)); !slices.Equal(after, before) {
 						t.Fatalf("owner's tasks %v after a refused spawn, want %v", after, before)
 					}

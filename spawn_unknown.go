@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -28,8 +30,8 @@ func (m *Manager) settleFailedSpawn(rec bgtype.TaskMeta, cause error, ctxDoneBef
 	if !m.durable() || ctxDoneBefore || errors.Is(cause, store.ErrInvalidAction) || errors.Is(cause, ErrInvalidOwner) {
 		return
 	}
-	rec.Status, rec.ErrorKind, rec.FinishedAt, rec.Announced = bgtype.StatusFailed, bgtype.KindError, now(), true
-	rec.Error, _ = truncateText(fmt.Sprintf("bgtask: spawn failed: the commit of its first record returned: %v; the task never ran", cause), m.cfg.caps.MaxErrorBytes)
+	rec.Status, rec.ErrorKind, rec.FinishedAt, rec.Announced = bgtype.StatusFailed, bgtype.KindError, clock.Now(), true
+	rec.Error, _ = jsoncap.Text(fmt.Sprintf("bgtask: spawn failed: the commit of its first record returned: %v; the task never ran", cause), m.cfg.caps.MaxErrorBytes)
 	backoff := m.cfg.tuning.CommitBackoff
 	var err error
 	for attempt := range m.cfg.tuning.CommitAttempts {

@@ -9,6 +9,8 @@ import (
 	"github.com/bgtask/bgtask/internal/memstore"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
 // Func is the work of a task. ctx is cancelled when the task is cancelled,
@@ -84,8 +86,9 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // inbox under it), and after the agent package's Plugin.mu (its prompt
 // view); Manager.sent's lock the delivered, unmarked
 // terminal events (taken alone);
-// workerPool.mu the parked workers (taken alone; of the finished
-// goroutines that find it taken, one waits, the others exit). No lock guards the list of ends
+// the worker pool's lock (workpool.Pool) the parked workers (taken
+// alone; of the finished goroutines that find it taken, one waits, the
+// others exit). No lock guards the list of ends
 // (Manager.ends, atomic): one goroutine at a time (Manager.endsBusy)
 // takes it and records its ends, committing a MemoryStore's terminal
 // records under the store's locks, then, per 64 ends, taking Manager.mu
@@ -258,12 +261,12 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 			}
 		}
 	}
-	p, err := encodeJSON(payload)
+	p, err := jsoncap.Encode(payload)
 	if err != nil {
 		return "", fmt.Errorf("%w: event %q: payload is not JSON-encodable: %w", ErrInvalidArgument, eventType, err)
 	}
 	if limit >= 0 {
-		p, _ = truncateJSON(p, limit)
+		p, _ = jsoncap.JSON(p, limit)
 	}
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
@@ -272,7 +275,7 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	}
 	r := t.rareState() // a task that emits has one: its latest event, its cached inbox
 	if eventType != bgtype.EventTypeMessage {
-		r.latestEvent = LatestEvent{EventType: eventType, Payload: p, At: now(), Count: r.latestEvent.Count + 1}
+		r.latestEvent = LatestEvent{EventType: eventType, Payload: p, At: clock.Now(), Count: r.latestEvent.Count + 1}
 	}
 	send, quiet := route(t.wake(), bgtype.EventCustom, eventType)
 	if t.m.cfg.eventObserver != nil {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -46,8 +48,8 @@ func (t *Task) ReportProgress(done, total int64, message string) error {
 	if done < 0 || total < 0 || total > 0 && done > total {
 		return invalidArgument("progress %d of %d: need 0 <= done and, with a total, done <= total", done, total)
 	}
-	message, _ = truncateText(message, t.m.cfg.caps.MaxMessageBytes)
-	p := &bgtype.TaskProgress{Done: done, Total: total, Message: message, At: now()}
+	message, _ = jsoncap.Text(message, t.m.cfg.caps.MaxMessageBytes)
+	p := &bgtype.TaskProgress{Done: done, Total: total, Message: message, At: clock.Now()}
 	if err := t.Emit(bgtype.EventTypeProgress, p); err != nil {
 		return err
 	}

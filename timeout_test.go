@@ -10,6 +10,7 @@ import (
 	"github.com/bgtask/bgtask/internal/memstore"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -109,7 +110,7 @@ func TestTimeoutOptionsRefuseBadValues(t *testing.T) {
 // Restore marks what it interrupts with the kind "interrupted".
 func TestRestoreSetsKindInterrupted(t *testing.T) {
 	st := memstore.New()
-	old := bgtype.TaskMeta{ID: "task_old", Owner: "a", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, CreatedAt: now(), Instance: "inst_old"}
+	old := bgtype.TaskMeta{ID: "task_old", Owner: "a", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, CreatedAt: clock.Now(), Instance: "inst_old"}
 	if err := st.Commit(t.Context(), "a", store.UpsertAction(old)); err != nil {
 		t.Fatal(err)
 	}

@@ -387,7 +387,7 @@ func remoteRecord(t *testing.T, f *fakeShared, id string) bgtype.TaskMeta {
 // testTaskID returns a valid task id for a record made at at: the i-th
 // of the test (ids of one test differ by i).
 func testTaskID(at time.Time, i int) string {
-	return fmt.Sprintf("%s%012x7000%016x", bgtask.IDPrefix, at.UnixMilli(), 0x8000000000000000|uint64(i))
+	return fmt.Sprintf("task_%012x7000%016x", at.UnixMilli(), 0x8000000000000000|uint64(i))
 }
 
 // messagesPerTask is how many messages a task's history keeps (Owner.Messages).

@@ -14,6 +14,7 @@ import (
 	"github.com/bgtask/bgtask"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
 // The envelopes the Plugin renders around what tasks report.
@@ -37,7 +38,7 @@ func capText(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
-	return cutRunes(s, limit) + truncated(len(s))
+	return jsoncap.CutRunes(s, limit) + truncated(len(s))
 }
 
 // capJSON cuts a JSON value longer than limit bytes for display: it becomes

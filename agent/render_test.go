@@ -247,26 +247,6 @@ func TestRenderCapsLongText(t *testing.T) {
 	}
 }
 
-func TestCutRunes(t *testing.T) {
-	for _, c := range []struct {
-		s     string
-		limit int
-		want  string
-	}{
-		{"abc", 3, "abc"},
-		{"abcd", 3, "abc"},
-		{"aé", 2, "a"},
-		{"éé", 3, "é"},
-		{"", 0, ""},
-		{"a", 0, ""},
-		{"a", -1, ""},
-	} {
-		if got := cutRunes(c.s, c.limit); got != c.want {
-			t.Errorf("cutRunes(%q, %d) = %q; want %q", c.s, c.limit, got, c.want)
-		}
-	}
-}
-
 // The prompt view lists at most its line and byte limits of tasks, escaped,
 // and says how many it left out; task text never reaches the system role.
 func TestRenderViewBounded(t *testing.T) {

@@ -238,7 +238,7 @@ func Tools(o bgtask.Owner, opts ...ToolOption) []Tool {
 		ow.sendMessageTool(),
 		ow.waitTaskTool(cfg),
 	}
-	if !validOwner(o.ID()) { // refused before the arguments are even read
+	if !bgtype.ValidOwner(o.ID()) { // refused before the arguments are even read
 		for i := range tools {
 			tools[i].Call = func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, bgtask.ErrInvalidOwner }
 		}
@@ -258,7 +258,7 @@ func (o owner) scope(ctx context.Context) toolScope {
 	s.task, _ = o.CurrentTask(ctx)
 	if c, ok := bgtask.ToolCallFromContext(ctx); ok {
 		s.call = c
-		if s.task == nil && validOwner(c.RunID) {
+		if s.task == nil && bgtype.ValidOwner(c.RunID) {
 			s.run = c.RunID
 		}
 	}

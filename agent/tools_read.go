@@ -13,6 +13,7 @@ import (
 	"github.com/bgtask/bgtask"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
 // taskNotFound is the execution error of get_task and wait_task for an id
@@ -148,7 +149,7 @@ func cutText(s string, maxBytes int) string {
 		return s
 	}
 	const mark = "…"
-	return cutRunes(s, maxBytes-len(mark)) + mark
+	return jsoncap.CutRunes(s, maxBytes-len(mark)) + mark
 }
 
 // before reports whether the cursor's position comes before m in the order

@@ -40,7 +40,7 @@ func (o owner) waitTaskTool(cfg toolConfig) Tool {
 			if err != nil {
 				return nil, err
 			}
-			if !validOwner(o.ID()) {
+			if !bgtype.ValidOwner(o.ID()) {
 				return nil, bgtask.ErrInvalidOwner
 			}
 			d := time.Duration(args.TimeoutSeconds) * time.Second

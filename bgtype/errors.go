@@ -1,6 +1,9 @@
 package bgtype
 
-import "errors"
+import (
+	"errors"
+	"unicode"
+)
 
 // Errors of the records: check them with [errors.Is].
 var (
@@ -25,3 +28,15 @@ var (
 	// as JSON (an unknown kind, a missing task id).
 	ErrInvalidEvent = errors.New("bgtask: invalid event")
 )
+
+// ValidOwner reports whether id can name an owner (or a run): it has a
+// character that is not white space. Every store and the runtime refuse
+// other ids with ErrInvalidOwner.
+func ValidOwner(id string) bool {
+	for _, r := range id {
+		if !unicode.IsSpace(r) {
+			return true
+		}
+	}
+	return false
+}

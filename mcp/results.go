@@ -5,11 +5,11 @@ import (
 	"errors"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/bgtask/bgtask/internal/bytecache"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
 // DefaultResultMemory is how many bytes of whole tool results a Server
@@ -123,7 +123,7 @@ func cutResult(res *mcp.CallToolResult, total, limit int) json.RawMessage {
 	encode := func(n int) json.RawMessage {
 		cut := &mcp.CallToolResult{
 			Meta:    mcp.Meta{truncatedKey: map[string]any{"originalBytes": total}},
-			Content: []mcp.Content{&mcp.TextContent{Text: cutRunes(text, n) + marker}},
+			Content: []mcp.Content{&mcp.TextContent{Text: jsoncap.CutRunes(text, n) + marker}},
 			IsError: res.IsError,
 		}
 		b, _ := json.Marshal(cut) // text and numbers always encode
@@ -141,18 +141,6 @@ func cutResult(res *mcp.CallToolResult, total, limit int) json.RawMessage {
 		}
 	}
 	return encode(lo)
-}
-
-// cutRunes returns the longest prefix of s of at most n bytes that does not
-// split a rune.
-func cutRunes(s string, n int) string {
-	if n >= len(s) {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // bgtaskCut is the record of a result that the Manager cut itself (a cut

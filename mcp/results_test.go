@@ -10,9 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/bgtask/bgtask"
 	bgmcp "github.com/bgtask/bgtask/mcp"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // bigText is 200 KiB of text, with characters JSON escapes.

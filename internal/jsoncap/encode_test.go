@@ -1,4 +1,4 @@
-package bgtask
+package jsoncap
 
 import (
 	"bytes"
@@ -63,7 +63,7 @@ func TestEncodeJSONMatchesMarshal(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			want, wantErr := json.Marshal(tc.v)
-			got, err := encodeJSON(tc.v)
+			got, err := Encode(tc.v)
 			if (err != nil) != (wantErr != nil) {
 				t.Fatalf("error: got %v, json.Marshal %v", err, wantErr)
 			}
@@ -89,7 +89,7 @@ func TestEncodeJSONErrors(t *testing.T) {
 		"complex":       complex(1, 2),
 		"unsupported32": float32(math.Inf(1)),
 	} {
-		if got, err := encodeJSON(v); err == nil {
+		if got, err := Encode(v); err == nil {
 			t.Errorf("%s: got %s, want an error", name, got)
 		}
 		if _, err := json.Marshal(v); err == nil {
@@ -101,7 +101,7 @@ func TestEncodeJSONErrors(t *testing.T) {
 func TestEncodeJSONCopiesRaw(t *testing.T) {
 	t.Parallel()
 	raw := json.RawMessage(`{"a":1}`)
-	got, err := encodeJSON(raw)
+	got, err := Encode(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestEncodeJSONFastPathDivergence(t *testing.T) {
 	t.Run("negative zero", func(t *testing.T) {
 		v := math.Copysign(0, -1)
 		want, _ := json.Marshal(v)
-		got, err := encodeJSON(v)
+		got, err := Encode(v)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +130,7 @@ func TestEncodeJSONFastPathDivergence(t *testing.T) {
 	t.Run("raw with spaces", func(t *testing.T) {
 		v := json.RawMessage(" {\"a\": 1} ")
 		want, _ := json.Marshal(v)
-		got, err := encodeJSON(v)
+		got, err := Encode(v)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,13 +144,13 @@ func TestEncodeJSONFastPathDivergence(t *testing.T) {
 		if wantErr != nil || string(want) != "null" {
 			t.Fatalf("json.Marshal(nil RawMessage) = %s %v", want, wantErr)
 		}
-		got, err := encodeJSON(v)
+		got, err := Encode(v)
 		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("encodeJSON(json.RawMessage(nil)) = %q, %v; json.Marshal gives null, so a task returning a nil RawMessage ends failed", got, err)
+			t.Fatalf("Encode(json.RawMessage(nil)) = %q, %v; json.Marshal gives null, so a task returning a nil RawMessage ends failed", got, err)
 		}
 	})
 	t.Run("invalid raw error text", func(t *testing.T) {
-		_, err := encodeJSON(json.RawMessage(`{"a":`))
+		_, err := Encode(json.RawMessage(`{"a":`))
 		if err == nil {
 			t.Fatal("no error")
 		}

@@ -1,4 +1,4 @@
-package bgtask
+package jsoncap
 
 import (
 	"encoding/json"
@@ -22,9 +22,9 @@ func TestTruncateText(t *testing.T) {
 		{"cap below the marker", a100, 5, "…[truncated: 100 bytes total]", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, cut := truncateText(tc.s, tc.max)
+			got, cut := Text(tc.s, tc.max)
 			if got != tc.want || cut != tc.cut {
-				t.Fatalf("truncateText = %q, %v; want %q, %v", got, cut, tc.want, tc.cut)
+				t.Fatalf("Text = %q, %v; want %q, %v", got, cut, tc.want, tc.cut)
 			}
 			if cut && tc.max >= len("…[truncated: 100 bytes total]") && len(got) > tc.max {
 				t.Fatalf("%d bytes over a cap of %d", len(got), tc.max)
@@ -47,9 +47,9 @@ func TestTruncateJSON(t *testing.T) {
 		{"cap below the object", long, 10, `{"truncated":true,"original_bytes":102,"preview":""}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, cut := truncateJSON(json.RawMessage(tc.raw), tc.max)
+			got, cut := JSON(json.RawMessage(tc.raw), tc.max)
 			if string(got) != tc.want || cut != (tc.raw != tc.want) {
-				t.Fatalf("truncateJSON = %s, %v; want %s", got, cut, tc.want)
+				t.Fatalf("JSON = %s, %v; want %s", got, cut, tc.want)
 			}
 			if !json.Valid(got) {
 				t.Fatalf("invalid JSON %s", got)
@@ -58,5 +58,28 @@ func TestTruncateJSON(t *testing.T) {
 				t.Fatalf("%d bytes over a cap of %d", len(got), tc.max)
 			}
 		})
+	}
+}
+
+// TestCutRunes: the prefix never splits a rune and is "" for a limit of
+// zero or below.
+func TestCutRunes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		s     string
+		limit int
+		want  string
+	}{
+		{"abc", 3, "abc"},
+		{"abcd", 3, "abc"},
+		{"aé", 2, "a"},
+		{"éé", 3, "é"},
+		{"", 0, ""},
+		{"a", 0, ""},
+		{"a", -1, ""},
+	} {
+		if got := CutRunes(c.s, c.limit); got != c.want {
+			t.Errorf("CutRunes(%q, %d) = %q; want %q", c.s, c.limit, got, c.want)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package bgtask
+package jsoncap
 
 import (
 	"bytes"
@@ -8,11 +8,14 @@ import (
 	"unicode/utf8"
 )
 
-// encodeJSON encodes v for an event or a result. Values that are already JSON
-// or immutable scalars take a fast path without reflection; everything else
-// goes through encoding/json, so what cannot be encoded is an error here,
-// in the caller's goroutine, and not later in the owner.
-func encodeJSON(v any) (json.RawMessage, error) {
+// Encode encodes v for an event or a result, with the bytes json.Marshal
+// would give. Values that are already JSON or immutable scalars take a
+// fast path without reflection; everything else goes through
+// encoding/json, so what cannot be encoded is an error here, in the
+// caller's goroutine, and not later in the owner. The result never shares
+// v's memory (a json.RawMessage is copied, compacted). Safe for concurrent
+// use as far as v is.
+func Encode(v any) (json.RawMessage, error) {
 	switch x := v.(type) {
 	case nil:
 		return jsonNullValue, nil

@@ -1,4 +1,4 @@
-package bgtask
+package jsoncap
 
 import (
 	"bytes"
@@ -7,22 +7,24 @@ import (
 	"unicode/utf8"
 )
 
-// truncateText returns s unchanged if it is at most max bytes. Otherwise it
+// Text returns s unchanged if it is at most max bytes. Otherwise it
 // returns the first bytes of s, cut at a rune boundary, followed by the
 // marker "…[truncated: N bytes total]" (N is len(s)), at most max bytes in
-// all; when max is too small even for the marker, the marker alone. ok
-// reports whether s was cut.
-func truncateText(s string, max int) (string, bool) {
+// all; when max is too small even for the marker (zero or negative
+// included), the marker alone. The bool reports whether s was cut. Text
+// allocates only when it cuts.
+func Text(s string, max int) (string, bool) {
 	if len(s) <= max {
 		return s, false
 	}
 	marker := "…[truncated: " + strconv.Itoa(len(s)) + " bytes total]"
-	return cutRunes(s, max-len(marker)) + marker, true
+	return CutRunes(s, max-len(marker)) + marker, true
 }
 
-// cutRunes returns the longest prefix of s of at most n bytes that does not
-// split a rune.
-func cutRunes(s string, n int) string {
+// CutRunes returns the longest prefix of s of at most n bytes that does not
+// split a rune; "" when n is zero or negative. It allocates nothing (the
+// prefix shares s) and inlines at its call sites.
+func CutRunes(s string, n int) string {
 	if n <= 0 {
 		return ""
 	}
@@ -35,15 +37,16 @@ func cutRunes(s string, n int) string {
 	return s[:n]
 }
 
-// truncateJSON returns raw unchanged if it is at most max bytes. Otherwise
-// it returns a JSON object that says so and keeps the start:
+// JSON returns raw unchanged (the same slice) if it is at most max bytes.
+// Otherwise it returns a new JSON object that says so and keeps the start:
 //
 //	{"truncated":true,"original_bytes":N,"preview":"<the first bytes of raw, as a string>"}
 //
 // at most max bytes in all; when max is too small even for the object
 // around it, the preview is empty. The preview is cut at a rune boundary.
-// ok reports whether raw was replaced.
-func truncateJSON(raw json.RawMessage, max int) (json.RawMessage, bool) {
+// The bool reports whether raw was replaced. raw need not be valid JSON:
+// the preview is a JSON string whatever its bytes.
+func JSON(raw json.RawMessage, max int) (json.RawMessage, bool) {
 	if len(raw) <= max {
 		return raw, false
 	}
@@ -51,7 +54,7 @@ func truncateJSON(raw json.RawMessage, max int) (json.RawMessage, bool) {
 	budget := max - len(head) - 1 // the closing brace
 	n := budget - 2               // the preview's quotes
 	for {
-		p := quoteJSON(cutRunes(string(raw), n))
+		p := quote(CutRunes(string(raw), n))
 		if len(p) <= budget || n <= 0 {
 			out := make([]byte, 0, len(head)+len(p)+1)
 			out = append(append(append(out, head...), p...), '}')
@@ -61,9 +64,9 @@ func truncateJSON(raw json.RawMessage, max int) (json.RawMessage, bool) {
 	}
 }
 
-// quoteJSON encodes s as a JSON string, without the HTML escapes of
+// quote encodes s as a JSON string, without the HTML escapes of
 // json.Marshal, so that a preview of JSON stays readable.
-func quoteJSON(s string) []byte {
+func quote(s string) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
