@@ -22,7 +22,7 @@ import (
 
 // announced tracks the terminal events this Manager delivered to an owner
 // and that are not marked yet: Restore must not deliver them again while
-// they wait in an inbox or a Plugin. Each id is kept with the owner it was
+// they wait in an inbox or a Receiver. Each id is kept with the owner it was
 // delivered to and the owner of its record (another one for a forwarded
 // event: a gone sub-agent's task reported to the sub-agent's owner), so
 // that an owner's marks forget only what was delivered to it, and mark a
@@ -91,7 +91,7 @@ func (a *announced) forwarded(to string, ids []string) map[string][]string {
 }
 
 // done forgets those of ids that were delivered to the owner to: their
-// mark is committed, or (a Plugin closed before handing them out) the next
+// mark is committed, or (a Receiver closed before handing them out) the next
 // Restore must announce them again. Ids delivered to another owner stay.
 func (a *announced) done(to string, ids []string) {
 	a.mu.Lock()
@@ -120,7 +120,7 @@ func (m *Manager) noteDelivered(to, owner, id string) {
 
 // MarkAnnounced records that the owner's loop has taken the terminal
 // events of the tasks ids, so that a restart does not announce them again.
-// A Plugin does it by itself at each boundary; a host that drains the
+// A Receiver does it by itself at each boundary; a host that drains the
 // owner's Inbox itself calls it with the ids of the terminal events
 // (Event.Kind.IsTerminal) it takes, before it hands them to the model.
 //
@@ -133,7 +133,7 @@ func (m *Manager) noteDelivered(to, owner, id string) {
 // is committed for no ids. Errors: ErrInvalidOwner, or the Store's (ctx's
 // error if ctx ends first); after an error the call may be repeated.
 func (o Owner) MarkAnnounced(ctx context.Context, ids ...string) error {
-	if !validOwner(o.id) {
+	if !bgtype.ValidOwner(o.id) {
 		return ErrInvalidOwner
 	}
 	if len(ids) == 0 {

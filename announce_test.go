@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -17,7 +19,7 @@ import (
 // treats it as a store whose records outlive it; it counts the Announce
 // commits and fails them while failMark is set.
 type durableMem struct {
-	*MemoryStore
+	*memstore.Store
 	mu       sync.Mutex
 	marks    [][]string // the ids of each Announce commit
 	failMark error
@@ -39,13 +41,13 @@ func (d *durableMem) Commit(ctx context.Context, owner string, actions ...store.
 			return err
 		}
 	}
-	return d.MemoryStore.Commit(ctx, owner, actions...)
+	return d.Store.Commit(ctx, owner, actions...)
 }
 
 func (d *durableMem) List(ctx context.Context, owner string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
 	return func(yield func(bgtype.TaskMeta, error) bool) {
 		var bad error
-		for m, err := range d.MemoryStore.List(ctx, owner, statuses...) {
+		for m, err := range d.Store.List(ctx, owner, statuses...) {
 			if err == nil && m.ID == d.corrupt {
 				bad = fmt.Errorf("%w: task %s: unknown status %q", bgtype.ErrCorrupt, m.ID, "paused")
 				continue
@@ -84,11 +86,11 @@ func finishTasks(t *testing.T, m *Manager, owner string, results ...error) []str
 	return ids
 }
 
-func eventIDs(msgs []PromptMessage) []string {
+func eventIDs(evs []bgtype.Event) []string {
 	var out []string
-	for _, m := range msgs {
-		if m.Event != nil && m.Event.Kind.IsTerminal() {
-			out = append(out, m.Event.TaskID)
+	for _, ev := range evs {
+		if ev.Kind.IsTerminal() {
+			out = append(out, ev.TaskID)
 		}
 	}
 	return out
@@ -98,8 +100,8 @@ func eventIDs(msgs []PromptMessage) []string {
 // it returns them, with one Commit per boundary and none at a boundary
 // that hands out no terminal event.
 func TestPluginMarksAnnounced(t *testing.T) {
-	ds := &durableMem{MemoryStore: NewMemoryStore()}
-	pr := newPluginRun(t, WithStore(ds))
+	ds := &durableMem{Store: memstore.New()}
+	pr := newReceiverRun(t, WithStore(ds))
 	ids := finishTasks(t, pr.m, "thread-1", nil, errors.New("boom"))
 	msgs, err := pr.p.Deliver(t.Context())
 	if err != nil {
@@ -125,8 +127,8 @@ func TestPluginMarksAnnounced(t *testing.T) {
 // events out, and the next boundary commits the mark, even one that hands
 // out nothing.
 func TestPluginMarkFailureRetries(t *testing.T) {
-	ds := &durableMem{MemoryStore: NewMemoryStore(), failMark: errors.New("disk full")}
-	pr := newPluginRun(t, WithStore(ds))
+	ds := &durableMem{Store: memstore.New(), failMark: errors.New("disk full")}
+	pr := newReceiverRun(t, WithStore(ds))
 	ids := finishTasks(t, pr.m, "thread-1", nil)
 	msgs, err := pr.p.Deliver(t.Context())
 	if err != nil || !slices.Equal(eventIDs(msgs), ids) {
@@ -162,7 +164,7 @@ func TestPluginMarkFailureRetries(t *testing.T) {
 // never took; not the announced ones, not the silent ones, not another
 // owner's.
 func TestRestoreReannouncesUntaken(t *testing.T) {
-	ds := &durableMem{MemoryStore: NewMemoryStore()}
+	ds := &durableMem{Store: memstore.New()}
 	m1, err := New(WithStore(ds))
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +185,7 @@ func TestRestoreReannouncesUntaken(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pr := newPluginRun(t, WithStore(ds))
+	pr := newReceiverRun(t, WithStore(ds))
 	msgs, err := pr.p.Deliver(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -206,8 +208,8 @@ func TestRestoreReannouncesUntaken(t *testing.T) {
 // inbox, or kept between runs) is not announced a second time by the next
 // RunStart.
 func TestRestoreSkipsEventsStillWaiting(t *testing.T) {
-	ds := &durableMem{MemoryStore: NewMemoryStore()}
-	pr := newPluginRun(t, WithStore(ds))
+	ds := &durableMem{Store: memstore.New()}
+	pr := newReceiverRun(t, WithStore(ds))
 	inRun := finishTasks(t, pr.m, "thread-1", nil)
 	if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: "run-1"}); err != nil {
 		t.Fatal(err)
@@ -228,12 +230,12 @@ func TestRestoreSkipsEventsStillWaiting(t *testing.T) {
 // A corrupt record is reported, naming it, and skipped: the owner's other
 // stale records are still interrupted and announced, and the run starts.
 func TestRestoreSkipsCorruptRecord(t *testing.T) {
-	ds := &durableMem{MemoryStore: NewMemoryStore()}
+	ds := &durableMem{Store: memstore.New()}
 	for _, m := range []bgtype.TaskMeta{
 		{ID: "task_bad", Owner: "thread-1", Status: bgtype.StatusRunning, CreatedAt: rt0, Instance: "gone"},
 		{ID: "task_good", Owner: "thread-1", Status: bgtype.StatusRunning, CreatedAt: rt1, Instance: "gone"},
 	} {
-		if err := ds.MemoryStore.Commit(t.Context(), "thread-1", store.UpsertAction(m)); err != nil {
+		if err := ds.Store.Commit(t.Context(), "thread-1", store.UpsertAction(m)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -246,7 +248,7 @@ func TestRestoreSkipsCorruptRecord(t *testing.T) {
 	if len(done) != 1 || done[0].ID != "task_good" || done[0].Status != bgtype.StatusInterrupted {
 		t.Fatalf("Restore interrupted %+v, want task_good", done)
 	}
-	p, err := NewPlugin(m, "thread-1")
+	p, err := m.NewReceiver("thread-1", ReceiverConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +263,7 @@ func TestRestoreSkipsCorruptRecord(t *testing.T) {
 
 // recovering is a store whose Recover reports n and err.
 type recovering struct {
-	*MemoryStore
+	*memstore.Store
 	n     int
 	err   error
 	calls int
@@ -278,9 +280,9 @@ func TestManagerRecover(t *testing.T) {
 		n       int
 		errText string
 	}{
-		{"memory store", NewMemoryStore(), 0, ""},
-		{"recoverer", &recovering{MemoryStore: NewMemoryStore(), n: 3}, 3, ""},
-		{"recoverer fails", &recovering{MemoryStore: NewMemoryStore(), n: 1, err: errors.New("disk gone")}, 1, "bgtask: recover: disk gone"},
+		{"memory store", memstore.New(), 0, ""},
+		{"recoverer", &recovering{Store: memstore.New(), n: 3}, 3, ""},
+		{"recoverer fails", &recovering{Store: memstore.New(), n: 1, err: errors.New("disk gone")}, 1, "bgtask: recover: disk gone"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newTestManager(t, WithStore(tc.store))
@@ -296,15 +298,15 @@ func TestManagerRecover(t *testing.T) {
 // RunStart announces the unannounced record, and the store's notice of it
 // is dropped, in the same batch or a later one; the next run has nothing.
 func TestPluginNoticeOfAnnouncedTaskDropped(t *testing.T) {
-	f := &fakeShared{MemoryStore: NewMemoryStore(), notices: map[string][]bgtype.Event{}}
-	reaped := bgtype.TaskMeta{ID: "task_reaped", Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusInterrupted, Instance: "gone", Attempt: 2,
+	f := &fakeShared{Store: memstore.New(), notices: map[string][]bgtype.Event{}}
+	reaped := bgtype.TaskMeta{ID: "task_reaped", Owner: "thread-1", Type: bgtype.TypeTask, Status: bgtype.StatusInterrupted, Instance: "gone", Attempt: 2,
 		Error: "instance gone", ErrorKind: bgtype.KindInterrupted, CreatedAt: rt0, FinishedAt: rt1}
 	if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(reaped)); err != nil {
 		t.Fatal(err)
 	}
 	notice := bgtype.Event{Kind: bgtype.EventInterrupted, TaskID: reaped.ID, Error: reaped.Error, ErrorKind: bgtype.KindInterrupted}
 	f.notices["thread-1"] = []bgtype.Event{notice}
-	pr := newPluginRun(t, WithStore(f)) // RunStart announces the record
+	pr := newReceiverRun(t, WithStore(f)) // RunStart announces the record
 	msgs, err := pr.p.Deliver(t.Context())
 	if err != nil || !slices.Equal(eventIDs(msgs), []string{reaped.ID}) {
 		t.Fatalf("Deliver = %q, %v; want the interruption once", eventIDs(msgs), err)

@@ -12,7 +12,7 @@ import (
 // time. The task's terminal event, if it still waits in the owner's inbox,
 // is taken out, and the record is marked announced, so neither the next
 // step boundary nor a restart announces it again: the end is delivered
-// once, as a task that ends in the foreground is. An event that a Plugin
+// once, as a task that ends in the foreground is. An event that a Receiver
 // handed out already, or keeps between runs, is not reached; a mark that
 // cannot be committed is logged, and a restart may then announce the end
 // once more.

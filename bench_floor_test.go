@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
-
-	"github.com/bgtask/bgtask"
 )
 
 // recordedByHand is the plainest Go that keeps bgtask's promises by hand,
@@ -47,7 +45,7 @@ func (h *recordedByHand) spawn(fn func(context.Context) (any, error)) string {
 	}
 	id := "task_" + hex.EncodeToString(raw[:])
 	now := time.Now().UTC()
-	rec := &bgtype.TaskMeta{ID: id, Owner: benchOwner, Type: bgtask.TypeTask, Status: bgtype.StatusRunning, CreatedAt: now, StartedAt: now}
+	rec := &bgtype.TaskMeta{ID: id, Owner: benchOwner, Type: bgtype.TypeTask, Status: bgtype.StatusRunning, CreatedAt: now, StartedAt: now}
 	h.storeMu.Lock()
 	h.store[id] = rec
 	h.storeMu.Unlock()

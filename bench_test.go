@@ -20,6 +20,7 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agent"
 )
 
 const benchOwner = "bench-owner"
@@ -514,14 +515,14 @@ func BenchmarkIdlePluginMemory(b *testing.B) {
 	for _, oneRun := range []bool{false, true} {
 		b.Run(fmt.Sprint("run=", oneRun), func(b *testing.B) {
 			ctx := context.Background()
-			plugins := make([]*bgtask.Plugin, idleOwners)
+			plugins := make([]*agent.Plugin, idleOwners)
 			var total, runs float64
 			b.ReportAllocs()
 			for b.Loop() {
 				m := newBenchManager(b)
 				before := heapBytes()
 				for i, id := range ids {
-					p, err := bgtask.NewPlugin(m, id)
+					p, err := agent.NewPlugin(m, id)
 					if err != nil {
 						b.Fatalf("NewPlugin: %v", err)
 					}

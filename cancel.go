@@ -2,8 +2,10 @@ package bgtask
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -42,7 +44,7 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 	)
 	m.mu.Lock()
 	t := m.nodes[id]
-	if t != nil && r.covers(t.rec.owner) {
+	if t != nil && r.covers(t.rec.Owner) {
 		if tree {
 			n, starts = m.cancelSubtree(t, withReason(ErrCancelled, reason), withReason(ErrParentCancelled, reason), nil)
 		} else {
@@ -55,7 +57,7 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 	m.mu.Unlock()
 	m.startAll(starts)
 	if t != nil {
-		if !r.covers(t.rec.owner) {
+		if !r.covers(t.rec.Owner) {
 			return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		return n, nil
@@ -108,7 +110,7 @@ func (m *Manager) CancelAll(cause error) int {
 // cancelOwner cancels every live task of owner, detached ones included, with
 // cause ErrCancelled, and returns how many it signalled (Owner.CancelAll).
 func (m *Manager) cancelOwner(owner string) (int, error) {
-	if !validOwner(owner) {
+	if !bgtype.ValidOwner(owner) {
 		return 0, ErrInvalidOwner
 	}
 	if m.closed.Load() {
@@ -181,3 +183,26 @@ func (m *Manager) cancelTree(t *Task, reason string) (n int, before bool) {
 	m.startAll(starts)
 	return n, before
 }
+
+// CancelRequested carries out a cancel request that a store received for
+// a task this Manager may run (another process asked for it): Cancel, or
+// CancelTree when tree is true, with reason as the cancel reason ("" for
+// none). An unknown task is not an error: it returns 0 and nil. It makes
+// the Manager a store.Runtime, which the shared stores' Start takes.
+func (m *Manager) CancelRequested(ctx context.Context, id string, tree bool, reason string) (int, error) {
+	var opts []CancelOption
+	if reason != "" {
+		opts = append(opts, WithReason(reason))
+	}
+	cancel := m.Cancel
+	if tree {
+		cancel = m.CancelTree
+	}
+	n, err := cancel(ctx, id, opts...)
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
+	}
+	return n, err
+}
+
+var _ store.Runtime = (*Manager)(nil)

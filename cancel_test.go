@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 )
 
@@ -543,7 +545,7 @@ func TestCancelParentSignalledRefusesAttachedChild(t *testing.T) {
 func TestCancelTreeRacesChildSpawns(t *testing.T) {
 	for range 20 {
 		// The loop may spawn thousands of children: keep all their records.
-		m := newTestManager(t, WithStore(NewMemoryStore(WithRetainPerOwner(1<<20))))
+		m := newTestManager(t, WithStore(memstore.New(memstore.WithRetainPerOwner(1<<20))))
 		o := m.Owner("thread-1")
 		type out struct {
 			ids []string

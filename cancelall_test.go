@@ -20,7 +20,7 @@ func TestCancelAll(t *testing.T) {
 		{"instance lost", ErrInstanceLost, ErrInstanceLost},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := newTestManager(t, WithMaxConcurrent(4), WithQueueWhenFull())
+			m := newTestManager(t, WithLimits(Limits{MaxConcurrent: 4, QueueWhenFull: true}))
 			a, b := m.Owner("thread-1"), m.Owner("thread-2")
 			root, rp := spawnProbe(t, t.Context(), a)
 			detached, dp := spawnProbe(t, rp.ctx, a, WithDetached())

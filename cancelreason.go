@@ -1,6 +1,10 @@
 package bgtask
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/bgtask/bgtask/internal/jsoncap"
+)
 
 // MaxCancelReasonBytes caps a cancel's reason (WithReason); a longer one is
 // cut, with a marker that gives its size.
@@ -19,7 +23,7 @@ type cancelConfig struct{ reason string }
 // empty reason is no reason. A cancel that another instance carries out
 // (SharedStore.RequestCancel) does not carry it.
 func WithReason(reason string) CancelOption {
-	return func(c *cancelConfig) { c.reason, _ = truncateText(reason, MaxCancelReasonBytes) }
+	return func(c *cancelConfig) { c.reason, _ = jsoncap.Text(reason, MaxCancelReasonBytes) }
 }
 
 // cancelReason returns the reason the options give.

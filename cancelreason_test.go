@@ -2,12 +2,11 @@ package bgtask
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
-	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
 // causeTask records its context's cause and returns the context's error.
@@ -16,106 +15,6 @@ func causeTask(causes chan<- error) Func {
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
 		return nil, ctx.Err()
-	}
-}
-
-// Every way to cancel takes a reason: it is on the record, in the cause
-// (matching ErrCancelled and the cancel's own sentinel), in the cancelled
-// event and its JSON, and in get_task.
-func TestCancelWithReason(t *testing.T) {
-	const reason = "the user changed plans <b>"
-	for _, tc := range []struct {
-		name   string
-		cancel func(t *testing.T, m *Manager, o Owner, id string)
-		base   error
-	}{
-		{"Manager.Cancel", func(t *testing.T, m *Manager, o Owner, id string) {
-			if n, err := m.Cancel(t.Context(), id, WithReason(reason)); n != 1 || err != nil {
-				t.Fatalf("Cancel = %d, %v", n, err)
-			}
-		}, ErrCancelled},
-		{"Owner.Cancel", func(t *testing.T, m *Manager, o Owner, id string) {
-			if n, err := o.Cancel(t.Context(), id, WithReason(reason)); n != 1 || err != nil {
-				t.Fatalf("Cancel = %d, %v", n, err)
-			}
-		}, ErrCancelled},
-		{"Owner.CancelTree", func(t *testing.T, m *Manager, o Owner, id string) {
-			if n, err := o.CancelTree(t.Context(), id, WithReason(reason)); n != 1 || err != nil {
-				t.Fatalf("CancelTree = %d, %v", n, err)
-			}
-		}, ErrCancelled},
-		{"Manager.CancelTree", func(t *testing.T, m *Manager, o Owner, id string) {
-			if n, err := m.CancelTree(t.Context(), id, WithReason(reason)); n != 1 || err != nil {
-				t.Fatalf("CancelTree = %d, %v", n, err)
-			}
-		}, ErrCancelled},
-		{"Owner.CancelRun", func(t *testing.T, m *Manager, o Owner, id string) {
-			if n, err := o.CancelRun("run-1", WithReason(reason)); n != 1 || err != nil {
-				t.Fatalf("CancelRun = %d, %v", n, err)
-			}
-		}, ErrRunCancelled},
-		{"Manager.CancelRun", func(t *testing.T, m *Manager, o Owner, id string) {
-			if n, err := m.CancelRun(o.ID(), "run-1", WithReason(reason)); n != 1 || err != nil {
-				t.Fatalf("CancelRun = %d, %v", n, err)
-			}
-		}, ErrRunCancelled},
-		{"cancel_task child", func(t *testing.T, m *Manager, o Owner, id string) {
-			var r cancelReceipt
-			callTool(t, runCtx(t.Context(), "run-1"), toolNamed(t, o, "cancel_task"),
-				`{"target":{"relation":"child","name":"`+id+`"},"reason":" `+reason+` "}`, &r)
-			if r.CancelledCount != 1 {
-				t.Fatalf("cancel_task = %+v", r)
-			}
-		}, ErrCancelled},
-		{"cancel_task self in a run", func(t *testing.T, m *Manager, o Owner, id string) {
-			var r cancelReceipt
-			callTool(t, runCtx(t.Context(), "run-1"), toolNamed(t, o, "cancel_task"),
-				`{"target":{"relation":"self","name":null},"reason":"`+reason+`"}`, &r)
-			if r.CancelledCount != 1 {
-				t.Fatalf("cancel_task = %+v", r)
-			}
-		}, ErrRunCancelled},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m := newTestManager(t)
-			o := m.Owner("alice")
-			inbox, err := o.Inbox()
-			if err != nil {
-				t.Fatal(err)
-			}
-			causes := make(chan error, 1)
-			id, err := o.Spawn(runCtx(t.Context(), "run-1"), causeTask(causes))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.cancel(t, m, o, id)
-			cause := <-causes
-			wantText := tc.base.Error() + ": " + reason
-			if !errors.Is(cause, ErrCancelled) || !errors.Is(cause, tc.base) || cause.Error() != wantText {
-				t.Errorf("cause = %v, want %q matching ErrCancelled and %v", cause, wantText, tc.base)
-			}
-			meta, err := o.Wait(t.Context(), id)
-			if err != nil || meta.Status != bgtype.StatusCancelled || meta.CancelReason != reason || meta.Error != wantText || meta.ErrorKind != "" {
-				t.Fatalf("Wait = %s/%q/%q/%q, %v", meta.Status, meta.CancelReason, meta.Error, meta.ErrorKind, err)
-			}
-			evs := inbox.Drain()
-			if len(evs) != 1 || evs[0].Kind != bgtype.EventCancelled || evs[0].CancelReason != reason {
-				t.Fatalf("events = %+v", evs)
-			}
-			b, err := json.Marshal(evs[0])
-			if err != nil || string(b) != `{"kind":"cancelled","task_id":"`+id+`","reason":"the user changed plans \u003cb\u003e"}` {
-				t.Errorf("event JSON = %s, %v", b, err)
-			}
-			var back bgtype.Event
-			if err := json.Unmarshal(b, &back); err != nil || back.CancelReason != reason {
-				t.Errorf("event read back = %+v, %v", back, err)
-			}
-			var got getResult
-			callTool(t, t.Context(), toolNamed(t, o, "get_task"), `{"task_id":"`+id+`"}`, &got)
-			if got.Task.CancelReason != reason {
-				t.Errorf("get_task cancel_reason = %q", got.Task.CancelReason)
-			}
-		})
 	}
 }
 
@@ -148,7 +47,7 @@ func TestCancelReasonEdges(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-causes
-	want, _ := truncateText(long, MaxCancelReasonBytes)
+	want, _ := jsoncap.Text(long, MaxCancelReasonBytes)
 	if meta := waitTask(t, o, id); meta.CancelReason != want || len(want) > MaxCancelReasonBytes || !strings.HasSuffix(want, "[truncated: 1034 bytes total]") {
 		t.Errorf("CancelReason = %q (%d bytes), want it cut", meta.CancelReason, len(meta.CancelReason))
 	}

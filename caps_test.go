@@ -10,40 +10,12 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 )
 
-// TestSizeCapOptions: a negative cap is refused by New, 0 is the default.
-func TestSizeCapOptions(t *testing.T) {
-	t.Parallel()
-	def := defaultConfig().caps
-	if def != (sizeCaps{result: 64 << 10, err: 16 << 10, payload: 16 << 10, prompt: 4 << 10, message: 16 << 10}) {
-		t.Fatalf("defaults %+v", def)
-	}
-	for _, tc := range []struct {
-		opt  Option
-		want string
-	}{
-		{WithMaxResultBytes(-1), "bgtask: WithMaxResultBytes(-1): negative size"},
-		{WithMaxErrorBytes(-2), "bgtask: WithMaxErrorBytes(-2): negative size"},
-		{WithMaxPayloadBytes(-3), "bgtask: WithMaxPayloadBytes(-3): negative size"},
-		{WithMaxPromptBytes(-4), "bgtask: WithMaxPromptBytes(-4): negative size"},
-		{WithMaxMessageBytes(-5), "bgtask: WithMaxMessageBytes(-5): negative size"},
-	} {
-		if m, err := New(tc.opt); m != nil || err == nil || err.Error() != tc.want {
-			t.Errorf("New = %v, %v; want %q", m, err, tc.want)
-		}
-	}
-	m := newTestManager(t, WithMaxResultBytes(10), WithMaxResultBytes(0), WithMaxErrorBytes(0), WithMaxPayloadBytes(1),
-		WithMaxPromptBytes(2), WithMaxMessageBytes(3))
-	if got := m.cfg.caps; got != (sizeCaps{result: def.result, err: def.err, payload: 1, prompt: 2, message: 3}) {
-		t.Fatalf("caps %+v", got)
-	}
-}
-
 // TestSizeCaps: results, error texts and stacks, payloads (and the kept
 // progress), prompts and messages are cut to their caps, in the record and
 // the events, with a marker and the original size.
 func TestSizeCaps(t *testing.T) {
 	t.Parallel()
-	m := newTestManager(t, WithMaxResultBytes(80), WithMaxErrorBytes(40), WithMaxPayloadBytes(80), WithMaxPromptBytes(40), WithMaxMessageBytes(40))
+	m := newTestManager(t, WithCaps(Caps{MaxResultBytes: 80, MaxErrorBytes: 40, MaxPayloadBytes: 80, MaxPromptBytes: 40, MaxMessageBytes: 40}))
 	o := m.Owner("thread-1")
 	ctx := t.Context()
 	long := func(c string) string { return strings.Repeat(c, 100) }
@@ -73,7 +45,7 @@ func TestSizeCaps(t *testing.T) {
 	if p, ok := o.LatestEvent(resID); !ok || string(p.Payload) != wantJSON {
 		t.Fatalf("Progress = %s, %v", p.Payload, ok)
 	}
-	if err := o.Send(ctx, resID, bgtype.Message{InReplyTo: meta.Input.ID, Content: "go"}); err != nil {
+	if _, err := o.Send(ctx, resID, bgtype.Message{InReplyTo: meta.Input.ID, Content: "go"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := waitTask(t, o, resID); string(got.Result) != wantJSON {
@@ -113,7 +85,7 @@ func TestSizeCaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Send(ctx, agentID, bgtype.Message{From: "lead", Content: long("m")}); err != nil {
+	if _, err := o.Send(ctx, agentID, bgtype.Message{From: "lead", Content: long("m")}); err != nil {
 		t.Fatal(err)
 	}
 	if msg := <-heard; msg != (bgtype.Message{From: "lead", Content: cut("m")}) {

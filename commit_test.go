@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -21,7 +23,7 @@ var errInjected = errors.New("injected store failure")
 // failingStore is a MemoryStore whose Commit fails for records of chosen
 // statuses a chosen number of times.
 type failingStore struct {
-	*MemoryStore
+	*memstore.Store
 
 	mu    sync.Mutex
 	fails map[bgtype.Status]int // failures left per status; < 0: always
@@ -30,9 +32,9 @@ type failingStore struct {
 
 func newFailingStore() *failingStore {
 	return &failingStore{
-		MemoryStore: NewMemoryStore(),
-		fails:       make(map[bgtype.Status]int),
-		calls:       make(map[bgtype.Status]int),
+		Store: memstore.New(),
+		fails: make(map[bgtype.Status]int),
+		calls: make(map[bgtype.Status]int),
 	}
 }
 
@@ -73,7 +75,7 @@ func (s *failingStore) Commit(ctx context.Context, owner string, actions ...stor
 		}
 	}
 	s.mu.Unlock()
-	return s.MemoryStore.Commit(ctx, owner, actions...)
+	return s.Store.Commit(ctx, owner, actions...)
 }
 
 // A terminal commit that fails is retried with doubling backoff; if it
@@ -97,7 +99,7 @@ func TestCommitRetryOfTerminalRecord(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				st := newFailingStore()
-				m := newTestManager(t, WithStore(st), WithCommitRetry(3, 10*time.Millisecond))
+				m := newTestManager(t, WithStore(st), WithTuning(Tuning{CommitAttempts: 3, CommitBackoff: 10 * time.Millisecond}))
 				st.failTerminal(tc.fails)
 				var returned time.Time
 				id := spawnFor(t, m, "a", func(ctx context.Context, tk *Task) (any, error) {
@@ -197,7 +199,7 @@ func TestCommitFailedEventCarriesStatus(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				st := newFailingStore()
-				m := newTestManager(t, WithStore(st), WithCommitRetry(2, time.Second))
+				m := newTestManager(t, WithStore(st), WithTuning(Tuning{CommitAttempts: 2, CommitBackoff: time.Second}))
 				st.failTerminal(-1)
 				id := spawnFor(t, m, "a", tc.fn)
 				if tc.cancel {
@@ -247,7 +249,7 @@ func TestCommitSpawnFailure(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				st := newFailingStore()
-				m := newTestManager(t, WithStore(st), WithMaxConcurrent(1), WithQueueWhenFull())
+				m := newTestManager(t, WithStore(st), WithLimits(Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 				o := m.Owner("a")
 				var log startLog
 				var blocker string
@@ -331,7 +333,7 @@ func TestCommitStartFailure(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		st := newFailingStore()
-		m := newTestManager(t, WithStore(st), WithMaxConcurrent(1), WithQueueWhenFull(), WithCommitRetry(2, 5*time.Millisecond))
+		m := newTestManager(t, WithStore(st), WithLimits(Limits{MaxConcurrent: 1, QueueWhenFull: true}), WithTuning(Tuning{CommitAttempts: 2, CommitBackoff: 5 * time.Millisecond}))
 		var log startLog
 		rel0, rel1, rel2 := gate(t), gate(t), gate(t)
 		id0 := spawnFor(t, m, "a", gated(&log, "r0", rel0))
@@ -407,7 +409,7 @@ func TestCommitWaitReturnsAfterTerminalEvent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := o.Send(t.Context(), id, bgtype.Message{From: "a", Content: "unread"}); err != nil {
+		if _, err := o.Send(t.Context(), id, bgtype.Message{From: "a", Content: "unread"}); err != nil {
 			t.Fatal(err)
 		}
 		close(proceed)

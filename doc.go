@@ -51,7 +51,7 @@
 //   - by default ([bgtype.WakeOnTerminal]) custom events also reach the inbox, but
 //     quiet ([Event.Quiet]): coalesced per task and type, delivered with the
 //     next drain, and never waking a waiting owner ([Inbox.Wait],
-//     [Plugin.WaitEvent], [WithOnWake]), so a model call is never spent on
+//     [Receiver.WaitEvent], [ReceiverConfig].OnWake), so a model call is never spent on
 //     progress alone; the terminal event, input requests
 //     ([Task.RequestInput]) and messages wake it;
 //   - with [bgtype.WakeOnActivity] every event reaches the inbox and wakes;
@@ -64,31 +64,47 @@
 // # Sizes
 //
 // What a task hands its owner is capped where it enters, in the record and
-// the events alike: results ([WithMaxResultBytes]), error texts and stacks
-// ([WithMaxErrorBytes]), event payloads ([WithMaxPayloadBytes]), input
-// prompts ([WithMaxPromptBytes]) and messages ([WithMaxMessageBytes]), each
-// with a default. Something larger is cut with a marker that gives its
+// the events alike: results ([Caps.MaxResultBytes]), error texts and stacks
+// ([Caps.MaxErrorBytes]), event payloads ([Caps.MaxPayloadBytes]), input
+// prompts ([Caps.MaxPromptBytes]) and messages ([Caps.MaxMessageBytes]), each
+// with a default that [WithCaps] changes. Something larger is cut with a marker that gives its
 // original size: a JSON value becomes
 // {"truncated":true,"original_bytes":N,"preview":"…"}, a text ends with
 // "…[truncated: N bytes total]".
 //
+// # Configuration
+//
+// [New] needs no option: a Manager keeps its records in a new in-memory
+// store, logs nothing and limits nothing. [WithStore], [WithLogger] and
+// [WithInstance] are what most hosts set. The tuning knobs come in three
+// groups, each a struct whose zero fields keep their documented defaults:
+// [WithLimits] (concurrency, queueing, lineage depth and fan-out), [WithCaps]
+// (sizes and tags kept in records) and [WithTuning] (commit retries,
+// progress writes, memory of cancelled runs). A bad value makes New fail
+// with an error matching [ErrInvalidArgument] that names the field.
+//
 // # Agent loops
 //
-// A [Plugin] connects one owner's tasks to an agent loop's phases:
-// [Plugin.RunStart] restores what a gone process left running,
-// [Plugin.BeforeInference] turns events into prompt messages and adds the
-// view of the running tasks, [Plugin.StepEnd] says whether work is pending,
-// and [Plugin.RunEnd] keeps what arrives after the run for the next one
-// ([WithOnWake]). [Owner.Tools] are the model-facing tools (list_tasks,
-// get_task, cancel_task, send_message, wait_task). Package agentloop is a
-// small reference loop built on both.
+// A [Receiver] is an owner's one live receiver of events across its runs
+// ([Manager.NewReceiver]): [Receiver.RunStart] restores what a gone
+// process left running, [Receiver.Deliver] hands out each event once
+// (marking terminal ones announced), [Receiver.Pending] says whether work
+// is pending, and [Receiver.RunEnd] keeps what arrives after the run for
+// the next one ([ReceiverConfig].OnWake). Package agent builds the model
+// layer on it: its Plugin renders events as prompt messages with a view of
+// the running tasks, and agent.Tools are the model-facing tools
+// (list_tasks, get_task, cancel_task, send_message, wait_task). Package
+// agentloop is a small reference loop built on both. A host that writes
+// its own loop and tools uses the Receiver and the Owner's methods meant
+// for it: [Owner.CurrentTask], [Owner.CancelCurrent], [Owner.MarkAnswered],
+// [Owner.LatestProgress], [Task.SendToOwner].
 //
 // A server, one agent turn per request and many threads, keeps one live
-// Plugin per thread ([NewPlugin] refuses a second: [ErrPluginExists]) and
-// calls [Plugin.Close] when it forgets the thread; the thread's next
-// Plugin delivers, once, what the closed one did not. A run is a value:
-// [Plugin.RunStart] refuses a second open run ([ErrRunOpen]) and
-// [Plugin.RunEnd] ends only the run its [RunOutcome] names. A request's
+// Receiver (or Plugin) per thread (a second gets [ErrReceiverExists]) and
+// calls [Receiver.Close] when it forgets the thread; the thread's next
+// one delivers, once, what the closed one did not. A run is a value:
+// [Receiver.RunStart] refuses a second open run ([ErrRunOpen]) and
+// [Receiver.RunEnd] ends only the run its [RunOutcome] names. A request's
 // context is not the run's: the host cancels it with the cause
 // [ErrRunStopped] when the user stops the run, and passes
 // [RunStopped](ctx) as RunOutcome.Cancelled, so that a client that hangs
@@ -105,9 +121,9 @@
 //
 // The model's input is a trust boundary: what tasks write (results,
 // errors, payloads, names, descriptions, input prompts, a sub-agent's
-// messages) reaches it escaped, cut to a display limit and in envelopes
-// naming the task, never in the system role; only envelopes carrying the
-// Plugin's random nonce are events ([Plugin.ParseEvent]).
+// messages) is the tasks' own text; the agent package's Plugin shows it
+// escaped, cut to a display limit and in envelopes naming the task, never
+// in the system role. A host that renders events itself must do the same.
 //
 // # Metadata
 //
@@ -115,8 +131,8 @@
 // ([store.Apply], under the state key [store.TaskStateKey]) that every [store.Store]
 // applies: terminal is final (a late update may only fill what a terminal
 // record lacks), stamps are written once, writes fenced on an older attempt
-// are dropped. The default store is in memory
-// ([NewMemoryStore]) with bounded retention; the nested modules
+// are dropped. The default store is in memory, with bounded
+// retention ([WithRetention]); the nested modules
 // store/sqlitestore and store/pgstore keep it in SQLite or, shared by
 // several processes ([store.SharedStore]), in PostgreSQL, and package storetest is
 // the conformance suite they pass. After a restart,

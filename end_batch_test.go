@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 )
 
@@ -28,8 +30,8 @@ func TestEndsWaitForTheirRecorder(t *testing.T) {
 	}{
 		{"memory store", func() []Option { return nil }, false, 3, bgtype.StatusRunning, false},
 		{"memory store, closed inbox", func() []Option { return nil }, true, 3, bgtype.StatusRunning, false},
-		{"another store", func() []Option { return []Option{WithStore(&countingStore{Store: NewMemoryStore()})} }, false, 3, bgtype.StatusCompleted, false},
-		{"another store, closed inbox", func() []Option { return []Option{WithStore(&countingStore{Store: NewMemoryStore()})} }, true, 3, bgtype.StatusCompleted, false},
+		{"another store", func() []Option { return []Option{WithStore(&countingStore{Store: memstore.New()})} }, false, 3, bgtype.StatusCompleted, false},
+		{"another store, closed inbox", func() []Option { return []Option{WithStore(&countingStore{Store: memstore.New()})} }, true, 3, bgtype.StatusCompleted, false},
 		{"memory store with an observer", func() []Option { return []Option{WithObserver(func(Transition) {})} }, false, 0, bgtype.StatusCompleted, true},
 	}
 	for _, tc := range tests {

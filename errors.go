@@ -14,15 +14,16 @@ var (
 	// another owner when asked through an Owner view.
 	ErrNotFound = bgtype.ErrNotFound
 	// ErrClosed is returned by every call on a Manager after Shutdown (or Stop) began.
-	ErrClosed = errors.New("bgtask: manager closed")
+	ErrClosed = bgtype.ErrClosed
 	// ErrInvalidArgument is matched by the error of a call given a value it
 	// cannot take: a nil task function, a task name that is blank, too long,
 	// reserved (parent, self, all, broadcast), has surrounding spaces or
 	// control characters, or starts with the id prefix "task_"; an unknown
 	// wake policy; an empty event type or a payload that cannot be encoded
-	// as JSON (Task.Emit); a blank input prompt; an empty run id. The text
-	// after "bgtask: invalid argument: " says which and why. Nothing was
-	// changed.
+	// as JSON (Task.Emit); a blank input prompt; an empty run id; an
+	// invalid Manager option given to New (a negative limit or cap, a nil
+	// store). The text after "bgtask: invalid argument: " says which and
+	// why. Nothing was changed.
 	ErrInvalidArgument = errors.New("bgtask: invalid argument")
 	// ErrInvalidOwner is returned when an owner id is empty or blank.
 	ErrInvalidOwner = bgtype.ErrInvalidOwner
@@ -32,13 +33,13 @@ var (
 	// ErrParentNotFound is returned when a spawn names a parent task that does
 	// not exist or that the owner may not see.
 	ErrParentNotFound = errors.New("bgtask: parent task not found")
-	// ErrDepthLimit is returned when a spawn would nest deeper than WithMaxDepth.
+	// ErrDepthLimit is returned when a spawn would nest deeper than Limits.MaxDepth.
 	ErrDepthLimit = errors.New("bgtask: lineage depth limit reached")
-	// ErrFanOutLimit is returned when a parent already has WithMaxChildren
+	// ErrFanOutLimit is returned when a parent already has Limits.MaxChildren
 	// live children.
 	ErrFanOutLimit = errors.New("bgtask: fan-out limit reached")
 	// ErrLimit is returned when a concurrency limit is full and the Manager
-	// was not configured to queue (see WithQueueWhenFull).
+	// was not configured to queue (see Limits.QueueWhenFull).
 	ErrLimit = errors.New("bgtask: concurrency limit reached")
 	// ErrNotOwner is returned by Manager.Send when the task belongs to
 	// another owner than the caller claims. Owner views report ErrNotFound
@@ -77,7 +78,7 @@ var (
 	// ErrInstanceLost is the cause when a shared store finds that this
 	// runtime instance lost its registration (its heartbeat lapsed and
 	// another instance reaped its tasks): see Manager.CancelAll.
-	ErrInstanceLost = errors.New("bgtask: runtime instance lost its registration")
+	ErrInstanceLost = bgtype.ErrInstanceLost
 )
 
 // StatusError reports that a task has already reached a terminal status.

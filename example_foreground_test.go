@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agent"
 )
 
 // A tool that cannot know whether its work is fast runs it with
@@ -37,7 +38,7 @@ func ExampleOwner_Foreground() {
 			}
 			return []string{query + ".txt"}, nil
 		}, bgtask.WithDescription("search "+query))
-		return bgtask.ToolOutput(res.Result, err) // escaped and cut, as the model sees task results
+		return agent.ToolOutput(res.Result, err) // escaped and cut, as the model sees task results
 	}
 
 	fast, err := search(ctx, "fast")
@@ -56,7 +57,7 @@ func ExampleOwner_Foreground() {
 	if err := json.Unmarshal(slow, &notice); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("slow:", notice.Status, notice.TaskStatus, strings.HasPrefix(notice.TaskID, bgtask.IDPrefix))
+	fmt.Println("slow:", notice.Status, notice.TaskStatus, strings.HasPrefix(notice.TaskID, "task_"))
 	fmt.Println(strings.ReplaceAll(notice.Message, notice.TaskID, "<id>"))
 
 	close(release) // the promoted search ends later, in the background

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 
@@ -265,7 +267,7 @@ func ExampleOwner_Send() {
 		log.Fatal(err)
 	}
 
-	if err := parent.Send(ctx, id, bgtype.Message{From: "parent", Content: "write the summary"}); err != nil {
+	if _, err := parent.Send(ctx, id, bgtype.Message{From: "parent", Content: "write the summary"}); err != nil {
 		log.Fatal(err)
 	}
 	meta, err := parent.Wait(ctx, id)
@@ -274,7 +276,7 @@ func ExampleOwner_Send() {
 	}
 	fmt.Println(meta.Type, meta.Status, string(meta.Result))
 
-	err = parent.Send(ctx, id, bgtype.Message{From: "parent", Content: "again"})
+	_, err = parent.Send(ctx, id, bgtype.Message{From: "parent", Content: "again"})
 	fmt.Println(errors.Is(err, bgtask.ErrTerminal))
 
 	if err := m.Shutdown(ctx); err != nil {
@@ -290,7 +292,7 @@ func ExampleOwner_Send() {
 // re-run.
 func ExampleManager_Restore() {
 	ctx := context.Background()
-	st := bgtask.NewMemoryStore()
+	st := memstore.New()
 	// What a process that died left behind.
 	_ = st.Commit(ctx, "thread-1", store.UpsertAction(bgtype.TaskMeta{
 		ID: "task_00000000000070008000000000000001", Owner: "thread-1", Status: bgtype.StatusRunning, Instance: "inst_gone",

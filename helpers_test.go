@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"reflect"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -276,78 +274,6 @@ func spawnReceiver(t testing.TB, o Owner, n int, opts ...SpawnOption) (string, <
 	return id, got, <-handle
 }
 
-// ---- the model-facing tools
-
-// toolNamed returns the owner's tool called name.
-func toolNamed(t testing.TB, o Owner, name string, opts ...ToolOption) Tool {
-	t.Helper()
-	for _, tool := range o.Tools(opts...) {
-		if tool.Name == name {
-			return tool
-		}
-	}
-	t.Fatalf("no tool %q", name)
-	return Tool{}
-}
-
-// callTool calls a tool that must succeed and decodes its result into out.
-func callTool(t testing.TB, ctx context.Context, tool Tool, args string, out any) json.RawMessage {
-	t.Helper()
-	res, err := tool.Call(ctx, json.RawMessage(args))
-	if err != nil {
-		t.Fatalf("%s(%s): %v", tool.Name, args, err)
-	}
-	if !json.Valid(res) {
-		t.Fatalf("%s(%s) = %s: not JSON", tool.Name, args, res)
-	}
-	if out != nil {
-		dec := json.NewDecoder(strings.NewReader(string(res)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(out); err != nil {
-			t.Fatalf("%s(%s) = %s: %v", tool.Name, args, res, err)
-		}
-	}
-	return res
-}
-
-// callToolErr calls a tool that must fail and returns its error.
-func callToolErr(t testing.TB, ctx context.Context, tool Tool, args string) error {
-	t.Helper()
-	res, err := tool.Call(ctx, json.RawMessage(args))
-	if err == nil {
-		t.Fatalf("%s(%s) = %s, want an error", tool.Name, args, res)
-	}
-	if res != nil {
-		t.Fatalf("%s(%s) returned %s with error %v", tool.Name, args, res, err)
-	}
-	return err
-}
-
-type listResult struct {
-	Tasks      []toolTask `json:"tasks"`
-	Total      int        `json:"total"`
-	NextCursor string     `json:"next_cursor"`
-}
-
-type getResult struct {
-	Task     toolTask        `json:"task"`
-	Messages []MessageRecord `json:"messages"`
-}
-
-// jsonEqual reports whether raw and want encode the same value.
-func jsonEqual(raw json.RawMessage, want string) bool {
-	var a, b any
-	return json.Unmarshal(raw, &a) == nil && json.Unmarshal([]byte(want), &b) == nil && reflect.DeepEqual(a, b)
-}
-
-func toJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}
-
 // Fixed times of the records tests build.
 var (
 	rt0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -396,4 +322,12 @@ func fullMeta() bgtype.TaskMeta {
 		Parent:   bgtype.Parent{TaskID: "task_parent", RunID: "run-1", CallID: "call-1", AgentID: "agent-1"},
 		Detached: true, Instance: "inst-7", Attempt: 3,
 	}
+}
+
+func toJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

@@ -11,6 +11,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/fifo"
+	"github.com/bgtask/bgtask/internal/idgen"
 )
 
 // Directions of a MessageRecord.
@@ -67,8 +70,8 @@ func (o Owner) Messages(ctx context.Context, id string) ([]MessageRecord, error)
 type messageLog struct {
 	mu     sync.Mutex // guards the fields below
 	byTask map[string]*messageRing
-	order  fifo[string] // task ids, in the order of their first message
-	bytes  int          // content bytes kept
+	order  fifo.Queue[string] // task ids, in the order of their first message
+	bytes  int                // content bytes kept
 }
 
 // messageRing is the last messagesPerTask messages of one task.
@@ -80,11 +83,11 @@ type messageRing struct {
 }
 
 // newMessageID returns "msg_" and 32 hex digits, sortable by time.
-func newMessageID() string { return "msg_" + newTaskID(now())[len(IDPrefix):] }
+func newMessageID() string { return idgen.New("msg_", clock.Now()) }
 
 // add records msg in the history of task id and returns the record's id.
 func (l *messageLog) add(id, dir string, msg bgtype.Message) string {
-	rec := MessageRecord{ID: newMessageID(), Direction: dir, From: msg.From, Content: msg.Content, InReplyTo: msg.InReplyTo, At: now()}
+	rec := MessageRecord{ID: newMessageID(), Direction: dir, From: msg.From, Content: msg.Content, InReplyTo: msg.InReplyTo, At: clock.Now()}
 	if len(rec.Content) > messageContentMax {
 		cut := messageContentMax
 		for cut > 0 && !utf8.RuneStart(rec.Content[cut]) {
@@ -102,7 +105,7 @@ func (l *messageLog) add(id, dir string, msg bgtype.Message) string {
 		}
 		r = &messageRing{}
 		l.byTask[id] = r
-		l.order.push(id)
+		l.order.Push(id)
 	}
 	if r.n == messagesPerTask {
 		old := len(r.recs[r.next].Content)
@@ -115,10 +118,10 @@ func (l *messageLog) add(id, dir string, msg bgtype.Message) string {
 	r.next = (r.next + 1) % messagesPerTask
 	r.bytes += size
 	l.bytes += size
-	for l.order.len() > 1 && (l.order.len() > messageTasks || l.bytes > messageBytesMax) {
-		old := l.order.pop()
+	for l.order.Len() > 1 && (l.order.Len() > messageTasks || l.bytes > messageBytesMax) {
+		old := l.order.Pop()
 		if old == id { // never evict the history just written to: move it to the back
-			l.order.push(old)
+			l.order.Push(old)
 			continue
 		}
 		l.bytes -= l.byTask[old].bytes
@@ -149,9 +152,9 @@ func (l *messageLog) list(id string) []MessageRecord {
 func (l *messageLog) emitted(t *Task, payload json.RawMessage) string {
 	msg := decodeMessage(payload)
 	if msg.From == "" {
-		msg.From = t.rec.id
+		msg.From = t.rec.ID
 	}
-	return l.add(t.rec.id, MessageOut, msg)
+	return l.add(t.rec.ID, MessageOut, msg)
 }
 
 // decodeMessage reads the payload of an EventTypeMessage: a JSON string is

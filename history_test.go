@@ -107,7 +107,7 @@ func TestMessagesInAndOut(t *testing.T) {
 	}
 	ib, _ := o.Inbox()
 	for i := range 3 {
-		if err := o.Send(t.Context(), id, bgtype.Message{From: "thread-1", Content: fmt.Sprint(i)}); err != nil {
+		if _, err := o.Send(t.Context(), id, bgtype.Message{From: "thread-1", Content: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 		if err := ib.Wait(t.Context()); err != nil {

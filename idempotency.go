@@ -69,7 +69,7 @@ func awaitClaim(ctx context.Context, c *keyClaim) (string, error) {
 		return "", fmt.Errorf("bgtask: spawn: %w", context.Cause(ctx))
 	}
 	if c.ok {
-		return c.t.rec.id, nil
+		return c.t.rec.ID, nil
 	}
 	return "", nil
 }
@@ -82,8 +82,8 @@ func (m *Manager) settleClaim(t *Task, c *keyClaim, ok bool) {
 	}
 	m.mu.Lock()
 	c.ok = ok
-	if !ok && m.keys[keyRef{t.rec.owner, t.rec.key()}] == c {
-		delete(m.keys, keyRef{t.rec.owner, t.rec.key()})
+	if !ok && m.keys[keyRef{t.rec.Owner, t.rec.Key()}] == c {
+		delete(m.keys, keyRef{t.rec.Owner, t.rec.Key()})
 	}
 	m.mu.Unlock()
 	close(c.done)
@@ -92,8 +92,8 @@ func (m *Manager) settleClaim(t *Task, c *keyClaim, ok bool) {
 // releaseKey forgets t's claim when it stops being live: the Store's record
 // keeps the key from then on. Called with m.mu held.
 func (m *Manager) releaseKey(t *Task) {
-	if k := t.rec.key(); k != "" {
-		ref := keyRef{t.rec.owner, k}
+	if k := t.rec.Key(); k != "" {
+		ref := keyRef{t.rec.Owner, k}
 		if c := m.keys[ref]; c != nil && c.t == t {
 			delete(m.keys, ref)
 		}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -70,7 +72,7 @@ func TestIdempotentSpawnConcurrent(t *testing.T) {
 func TestIdempotentSpawnCases(t *testing.T) {
 	t.Parallel()
 	st := newFailingStore()
-	m := newTestManager(t, WithStore(st), WithMaxConcurrent(1), WithQueueWhenFull())
+	m := newTestManager(t, WithStore(st), WithLimits(Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 	ctx := t.Context()
 	alice, bob := m.Owner("alice"), m.Owner("bob")
 	first, probe := spawnProbe(t, ctx, alice, WithIdempotencyKey("k"))
@@ -122,7 +124,7 @@ func TestIdempotentSpawnCases(t *testing.T) {
 // MaxIdempotencyKeyBytes long; nothing is stored for a refused one.
 func TestIdempotencyKeyInvalid(t *testing.T) {
 	t.Parallel()
-	st := &countingStore{Store: NewMemoryStore()}
+	st := &countingStore{Store: memstore.New()}
 	m := newTestManager(t, WithStore(st))
 	for _, tc := range []struct{ key, want string }{
 		{"", "bgtask: invalid argument: idempotency key is blank"},
@@ -149,7 +151,7 @@ func TestIdempotencyKeyInvalid(t *testing.T) {
 // with its key over a full concurrency limit returns its id, not ErrLimit.
 func TestIdempotentSpawnOverLimit(t *testing.T) {
 	t.Parallel()
-	m := newTestManager(t, WithMaxConcurrent(1))
+	m := newTestManager(t, WithLimits(Limits{MaxConcurrent: 1}))
 	o := m.Owner("alice")
 	first, probe := spawnProbe(t, t.Context(), o, WithIdempotencyKey("k"))
 	if id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil }); !errors.Is(err, ErrLimit) {

@@ -10,9 +10,9 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 )
 
-// idleHeld lists what a Plugin holds beyond its fixed fields, and what the
-// Manager holds for its owner beyond the Plugin itself.
-func idleHeld(m *Manager, p *Plugin) []string {
+// idleHeld lists what a Receiver holds beyond its fixed fields, and what the
+// Manager holds for its owner beyond the Receiver itself.
+func idleHeld(m *Manager, p *Receiver) []string {
 	var held []string
 	p.mu.Lock()
 	if p.inbox != nil {
@@ -56,11 +56,11 @@ func TestIdlePluginHoldsNothing(t *testing.T) {
 			m := newTestManager(t)
 			var mu sync.Mutex
 			var woken []string
-			p, err := NewPlugin(m, "thread-1", WithOnWake(func(ev bgtype.Event) {
+			p, err := m.NewReceiver("thread-1", ReceiverConfig{OnWake: func(ev bgtype.Event) {
 				mu.Lock()
 				woken = append(woken, ev.TaskID+" "+string(ev.Kind))
 				mu.Unlock()
-			}))
+			}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func TestIdlePluginHoldsNothing(t *testing.T) {
 				if msgs, err := p.Deliver(t.Context()); err != nil || len(msgs) != 0 {
 					t.Fatalf("Deliver = %d messages, %v; want none", len(msgs), err)
 				}
-				if pending, err := p.StepEnd(t.Context()); err != nil || pending {
+				if pending, err := p.Pending(t.Context()); err != nil || pending {
 					t.Fatalf("StepEnd = %v, %v; want false, nil", pending, err)
 				}
 				if err := p.RunEnd(t.Context(), RunOutcome{RunID: "run-1"}); err != nil {
@@ -120,7 +120,7 @@ func TestIdlePluginHoldsNothing(t *testing.T) {
 // every event is kept once.
 func TestIdleInboxMadeOnce(t *testing.T) {
 	m := newTestManager(t)
-	p, err := NewPlugin(m, "thread-1")
+	p, err := m.NewReceiver("thread-1", ReceiverConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestIdleStructSizes(t *testing.T) {
 		name     string
 		got, max uintptr
 	}{
-		{"Plugin", unsafe.Sizeof(Plugin{}), 256},
+		{"Receiver", unsafe.Sizeof(Receiver{}), 200},
 		{"Task", unsafe.Sizeof(Task{}), 144},
 	} {
 		if tc.got > tc.max {

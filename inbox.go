@@ -10,8 +10,9 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 )
 
-// DefaultHighWater is the inbox depth at which an Inbox first logs a warning.
-const DefaultHighWater = 256
+// defaultHighWater is the inbox depth at which an Inbox first logs a warning
+// (WithHighWater).
+const defaultHighWater = 256
 
 // Inbox is an agent's queue of task events: unbounded, first in first out.
 //
@@ -87,8 +88,8 @@ type InboxOption func(*Inbox)
 func WithOnClosed(f func(bgtype.Event)) InboxOption { return func(ib *Inbox) { ib.onClosed = f } }
 
 // WithHighWater sets the depth at which a warning is logged; it is logged again
-// each time the depth doubles, until the inbox is drained. Default
-// DefaultHighWater; n <= 0 disables the warning.
+// each time the depth doubles, until the inbox is drained. Defaults to
+// 256; n <= 0 disables the warning.
 func WithHighWater(n int) InboxOption { return func(ib *Inbox) { ib.highWater = n } }
 
 // WithCoalesce makes custom events of these types (progress, say)
@@ -110,7 +111,7 @@ func WithInboxLogger(l *slog.Logger) InboxOption { return func(ib *Inbox) { ib.l
 
 // NewInbox returns an open, empty Inbox.
 func NewInbox(opts ...InboxOption) *Inbox {
-	ib := &Inbox{highWater: DefaultHighWater, logger: discardLogger}
+	ib := &Inbox{highWater: defaultHighWater, logger: discardLogger}
 	for _, o := range opts {
 		o(ib)
 	}

@@ -685,7 +685,7 @@ func TestInboxHighWaterDefaultAndDisabled(t *testing.T) {
 	} {
 		h, log := newCapture()
 		ib := NewInbox(append(tc.opts, WithInboxLogger(log))...)
-		for i := range DefaultHighWater + 1 {
+		for i := range defaultHighWater + 1 {
 			mustSend(t, ib, custom("task_1", "x", strconv.Itoa(i)))
 		}
 		recs := h.records()

@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/idgen"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
 // inputWait is a task's open input request and where its answer goes.
@@ -20,7 +23,7 @@ type inputWait struct {
 // WakeSilent, and the prompt view and tools show the request either way.
 // The owner answers with a Message whose InReplyTo is the request id
 // (Owner.Send); the record then goes back to running and the message is
-// returned. A prompt longer than WithMaxPromptBytes is cut, with a marker
+// returned. A prompt longer than Caps.MaxPromptBytes is cut, with a marker
 // that gives its length.
 //
 // If ctx ends first, the record goes back to running and RequestInput
@@ -31,8 +34,8 @@ func (t *Task) RequestInput(ctx context.Context, prompt string) (bgtype.Message,
 	if strings.TrimSpace(prompt) == "" {
 		return bgtype.Message{}, errBlankPrompt
 	}
-	prompt, _ = truncateText(prompt, t.m.cfg.caps.prompt)
-	w := &inputWait{req: bgtype.InputRequest{ID: "input_" + newTaskID(now())[len(IDPrefix):], Prompt: prompt}, answer: make(chan bgtype.Message, 1)}
+	prompt, _ = jsoncap.Text(prompt, t.m.cfg.caps.MaxPromptBytes)
+	w := &inputWait{req: bgtype.InputRequest{ID: idgen.New("input_", clock.Now()), Prompt: prompt}, answer: make(chan bgtype.Message, 1)}
 	if err := t.m.openInput(t, w); err != nil {
 		return bgtype.Message{}, err
 	}
@@ -170,9 +173,9 @@ func (t *Task) answer(msg bgtype.Message) (string, error) {
 	defer t.emitMu.Unlock()
 	w := t.openInputWait()
 	if w == nil || w.req.ID != msg.InReplyTo {
-		return "", fmt.Errorf("%w: task %s, request %q", ErrNoInputRequest, t.rec.id, msg.InReplyTo)
+		return "", fmt.Errorf("%w: task %s, request %q", ErrNoInputRequest, t.rec.ID, msg.InReplyTo)
 	}
 	t.rare.Load().input = nil // w != nil: the state exists
 	w.answer <- msg
-	return t.m.msgs.add(t.rec.id, MessageIn, msg), nil
+	return t.m.msgs.add(t.rec.ID, MessageIn, msg), nil
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -14,13 +16,13 @@ import (
 // slowStore is a MemoryStore whose commits of awaiting_input records block
 // until release is closed; entered is closed when the first one arrives.
 type slowStore struct {
-	*MemoryStore
+	*memstore.Store
 	entered chan struct{}
 	release chan struct{}
 }
 
 func newSlowStore() *slowStore {
-	return &slowStore{MemoryStore: NewMemoryStore(), entered: make(chan struct{}), release: make(chan struct{})}
+	return &slowStore{Store: memstore.New(), entered: make(chan struct{}), release: make(chan struct{})}
 }
 
 func (s *slowStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
@@ -32,7 +34,7 @@ func (s *slowStore) Commit(ctx context.Context, owner string, actions ...store.A
 			}
 		}
 	}
-	return s.MemoryStore.Commit(ctx, owner, actions...)
+	return s.Store.Commit(ctx, owner, actions...)
 }
 
 // eventSummary is what the slow-store tests compare of an event.
@@ -98,7 +100,7 @@ func TestRequestInputSlowStoreDoesNotBlockEmit(t *testing.T) {
 	if got, want := summarize(evs), []eventSummary{{bgtype.EventInputRequested, asker, ""}}; !slices.Equal(got, want) {
 		t.Fatalf("events after the commit: %+v, want %+v", got, want)
 	}
-	if err := o.Send(t.Context(), asker, bgtype.Message{From: "user", Content: "eu-west", InReplyTo: evs[0].Input.ID}); err != nil {
+	if _, err := o.Send(t.Context(), asker, bgtype.Message{From: "user", Content: "eu-west", InReplyTo: evs[0].Input.ID}); err != nil {
 		t.Fatal(err)
 	}
 	if got := waitTask(t, o, asker); got.Status != bgtype.StatusCompleted || string(got.Result) != `"eu-west"` {

@@ -44,7 +44,7 @@ func TestRequestInputAnswered(t *testing.T) {
 		t.Fatalf("events %+v", evs)
 	}
 	for _, bad := range []string{"input_other", strings.ToUpper(req.ID)} {
-		err := o.Send(t.Context(), id, bgtype.Message{Content: "eu", InReplyTo: bad})
+		_, err := o.Send(t.Context(), id, bgtype.Message{Content: "eu", InReplyTo: bad})
 		if !errors.Is(err, ErrNoInputRequest) {
 			t.Fatalf("answer to %s: %v", bad, err)
 		}
@@ -53,7 +53,7 @@ func TestRequestInputAnswered(t *testing.T) {
 		t.Fatalf("after a wrong answer: %s %+v", got.Status, got.Input)
 	}
 	answer := bgtype.Message{From: "user", Content: "eu-west", InReplyTo: req.ID}
-	if err := o.Send(t.Context(), id, answer); err != nil {
+	if _, err := o.Send(t.Context(), id, answer); err != nil {
 		t.Fatal(err)
 	}
 	if msg := <-got; msg != answer {
@@ -62,7 +62,7 @@ func TestRequestInputAnswered(t *testing.T) {
 	if got := getTask(t, o, id); got.Status != bgtype.StatusRunning || got.Input != nil {
 		t.Fatalf("after the answer: %s %+v", got.Status, got.Input)
 	}
-	if err := o.Send(t.Context(), id, answer); !errors.Is(err, ErrNoInputRequest) {
+	if _, err := o.Send(t.Context(), id, answer); !errors.Is(err, ErrNoInputRequest) {
 		t.Fatalf("second answer: %v", err)
 	}
 	close(release)
@@ -102,7 +102,7 @@ func TestRequestInputCtxEnds(t *testing.T) {
 		if got := getTask(t, o, id); got.Status != bgtype.StatusRunning || got.Input != nil {
 			t.Fatalf("after ctx ended: %s %+v", got.Status, got.Input)
 		}
-		if err := o.Send(t.Context(), id, bgtype.Message{InReplyTo: meta.Input.ID}); !errors.Is(err, ErrNoInputRequest) {
+		if _, err := o.Send(t.Context(), id, bgtype.Message{InReplyTo: meta.Input.ID}); !errors.Is(err, ErrNoInputRequest) {
 			t.Fatalf("late answer: %v", err)
 		}
 		close(release)
@@ -173,7 +173,7 @@ func TestRequestInputErrors(t *testing.T) {
 		if err := <-second; !errors.Is(err, ErrInputPending) {
 			t.Fatalf("second request: %v", err)
 		}
-		if err := o.Send(t.Context(), id, bgtype.Message{Content: "ok", InReplyTo: meta.Input.ID}); err != nil {
+		if _, err := o.Send(t.Context(), id, bgtype.Message{Content: "ok", InReplyTo: meta.Input.ID}); err != nil {
 			t.Fatal(err)
 		}
 		if r := <-first; r.err != nil || r.msg.Content != "ok" {

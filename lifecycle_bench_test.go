@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+
+	"github.com/bgtask/bgtask/internal/memstore"
 )
 
 // serveThread is one request of a server's thread, start to end: a
 // Plugin made, one run in which a task is spawned, completes and is
 // delivered, then the run ended and the Plugin closed.
 func serveThread(tb testing.TB, m *Manager, owner string) {
-	p, err := NewPlugin(m, owner)
+	p, err := m.NewReceiver(owner, ReceiverConfig{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func BenchmarkClosedThreadsHeap(b *testing.B) {
 			var at10, at10k float64
 			for b.Loop() {
 				base := liveHeap()
-				m, err := New(WithStore(NewMemoryStore(WithRetainPerOwner(0))))
+				m, err := New(WithStore(memstore.New(memstore.WithRetainPerOwner(0))))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -106,10 +108,10 @@ func BenchmarkClosedThreadsHeap(b *testing.B) {
 // Plugin closed.
 func serveThreadsAtOnce(tb testing.TB, m *Manager, from, to int) {
 	ctx := context.Background()
-	ps := make([]*Plugin, 0, to-from)
+	ps := make([]*Receiver, 0, to-from)
 	ids := make([]string, 0, to-from)
 	for i := from; i < to; i++ {
-		p, err := NewPlugin(m, fmt.Sprint("thread-", i))
+		p, err := m.NewReceiver(fmt.Sprint("thread-", i), ReceiverConfig{})
 		if err != nil {
 			tb.Fatal(err)
 		}

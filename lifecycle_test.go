@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -50,7 +52,7 @@ func storeKinds() []struct {
 		opts func() []Option
 	}{
 		{"memory", func() []Option { return nil }},
-		{"durable", func() []Option { return []Option{WithStore(&durableMem{MemoryStore: NewMemoryStore()})} }},
+		{"durable", func() []Option { return []Option{WithStore(&durableMem{Store: memstore.New()})} }},
 	}
 }
 
@@ -62,7 +64,7 @@ func TestNewPluginOnePerOwner(t *testing.T) {
 	for _, open := range []bool{false, true} {
 		t.Run(fmt.Sprintf("run open=%v", open), func(t *testing.T) {
 			m := newTestManager(t)
-			first, err := NewPlugin(m, "thread-1")
+			first, err := m.NewReceiver("thread-1", ReceiverConfig{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,11 +73,11 @@ func TestNewPluginOnePerOwner(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			second, err := NewPlugin(m, "thread-1")
-			if !errors.Is(err, ErrPluginExists) || err.Error() != "bgtask: plugin: the owner has a live Plugin on this Manager" || second != nil {
-				t.Fatalf("second NewPlugin = %v, %v; want nil, ErrPluginExists", second, err)
+			second, err := m.NewReceiver("thread-1", ReceiverConfig{})
+			if !errors.Is(err, ErrReceiverExists) || err.Error() != "bgtask: the owner has a live receiver on this Manager" || second != nil {
+				t.Fatalf("second NewPlugin = %v, %v; want nil, ErrReceiverExists", second, err)
 			}
-			if _, err := NewPlugin(m, "thread-2"); err != nil {
+			if _, err := m.NewReceiver("thread-2", ReceiverConfig{}); err != nil {
 				t.Fatalf("NewPlugin of another owner: %v", err)
 			}
 			// The first one still gets its owner's events.
@@ -88,7 +90,7 @@ func TestNewPluginOnePerOwner(t *testing.T) {
 			if err := first.Close(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			next, err := NewPlugin(m, "thread-1")
+			next, err := m.NewReceiver("thread-1", ReceiverConfig{})
 			if err != nil {
 				t.Fatalf("NewPlugin after Close: %v", err)
 			}
@@ -118,49 +120,20 @@ func TestNewPluginOnePerOwner(t *testing.T) {
 		}
 		tk := <-ready
 		defer func() { close(release); waitTask(t, m, id) }()
-		p, err := NewPlugin(m, tk.ID(), WithInbox(tk.Inbox()))
+		p, err := m.NewReceiver(tk.ID(), ReceiverConfig{Inbox: tk.Inbox()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := NewPlugin(m, tk.ID(), WithInbox(tk.Inbox())); !errors.Is(err, ErrPluginExists) {
-			t.Fatalf("second sub-agent Plugin: %v, want ErrPluginExists", err)
+		if _, err := m.NewReceiver(tk.ID(), ReceiverConfig{Inbox: tk.Inbox()}); !errors.Is(err, ErrReceiverExists) {
+			t.Fatalf("second sub-agent Plugin: %v, want ErrReceiverExists", err)
 		}
 		if err := p.Close(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := NewPlugin(m, tk.ID(), WithInbox(tk.Inbox())); err != nil {
+		if _, err := m.NewReceiver(tk.ID(), ReceiverConfig{Inbox: tk.Inbox()}); err != nil {
 			t.Fatalf("sub-agent Plugin after Close: %v", err)
 		}
 	})
-}
-
-// Close is idempotent; afterwards RunStart fails with ErrClosed and the
-// other phases with ErrNoRun.
-func TestPluginClosePhases(t *testing.T) {
-	pr := newPluginRun(t)
-	for range 2 {
-		if err := pr.p.Close(t.Context()); err != nil {
-			t.Fatalf("Close: %v", err)
-		}
-	}
-	if err := pr.p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); !errors.Is(err, ErrClosed) || err.Error() != "bgtask: plugin: closed: bgtask: manager closed" {
-		t.Fatalf("RunStart after Close: %v, want ErrClosed", err)
-	}
-	_, deliverErr := pr.p.Deliver(t.Context())
-	_, beforeErr := pr.p.BeforeInference(t.Context())
-	_, stepErr := pr.p.StepEnd(t.Context())
-	for name, err := range map[string]error{
-		"Deliver":         deliverErr,
-		"BeforeInference": beforeErr,
-		"StepEnd":         stepErr,
-		"AfterToolCall":   pr.p.AfterToolCall(t.Context(), ToolCall{}),
-		"WaitEvent":       pr.p.WaitEvent(t.Context()),
-		"RunEnd":          pr.p.RunEnd(t.Context(), RunOutcome{RunID: "run-1"}),
-	} {
-		if err != ErrNoRun {
-			t.Errorf("%s after Close: %v, want ErrNoRun", name, err)
-		}
-	}
 }
 
 // No event is lost or repeated across Close: a completion kept between
@@ -171,7 +144,7 @@ func TestPluginClosePhases(t *testing.T) {
 func TestPluginCloseHandsEventsToTheNextPlugin(t *testing.T) {
 	for _, kind := range storeKinds() {
 		t.Run(kind.name, func(t *testing.T) {
-			pr := newPluginRun(t, kind.opts()...)
+			pr := newReceiverRun(t, kind.opts()...)
 			between, a := spawnProbe(t, t.Context(), pr.o)
 			undrained, b := spawnProbe(t, t.Context(), pr.o)
 			after, c := spawnProbe(t, t.Context(), pr.o)
@@ -191,7 +164,7 @@ func TestPluginCloseHandsEventsToTheNextPlugin(t *testing.T) {
 			close(c.release)
 			waitTask(t, pr.m, after)
 
-			next, err := NewPlugin(pr.m, "thread-1")
+			next, err := pr.m.NewReceiver("thread-1", ReceiverConfig{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,7 +206,7 @@ func TestPluginCloseLeavesNothingPerOwner(t *testing.T) {
 			m := newTestManager(t, kind.opts()...)
 			for i := range 20 {
 				owner := fmt.Sprint("thread-", i)
-				p, err := NewPlugin(m, owner)
+				p, err := m.NewReceiver(owner, ReceiverConfig{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -260,7 +233,7 @@ func TestPluginCloseLeavesNothingPerOwner(t *testing.T) {
 				t.Fatalf("after Close of every owner the Manager keeps %v, want nothing", got)
 			}
 
-			p, err := NewPlugin(m, "late")
+			p, err := m.NewReceiver("late", ReceiverConfig{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -277,7 +250,7 @@ func TestPluginCloseLeavesNothingPerOwner(t *testing.T) {
 			if got := perOwnerState(m); got["kept"] != wantKept || got["inboxes"] != 0 || got["owners"] != 0 || got["sent"] != 0 {
 				t.Fatalf("after a task ended past Close the Manager keeps %v, want %d kept event", got, wantKept)
 			}
-			next, err := NewPlugin(m, "late")
+			next, err := m.NewReceiver("late", ReceiverConfig{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -341,8 +314,12 @@ func TestEventKeepLimit(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewPlugin(newTestManager(t), "thread-1", WithKeepLimit(0)); err == nil || err.Error() != "bgtask: WithKeepLimit: 0 events, want at least 1" {
-		t.Fatalf("WithKeepLimit(0): %v", err)
+	m := newTestManager(t)
+	if _, err := m.NewReceiver("thread-1", ReceiverConfig{KeepLimit: -1}); err == nil || err.Error() != "bgtask: NewReceiver: keep limit -1 events, want at least 1 (0 for the default)" {
+		t.Fatalf("KeepLimit -1: %v", err)
+	}
+	if r, err := m.NewReceiver("thread-1", ReceiverConfig{}); err != nil || r.keepMax != DefaultKeepLimit {
+		t.Fatalf("KeepLimit 0: %v, %v; want the default", r, err)
 	}
 }
 
@@ -350,12 +327,12 @@ func TestEventKeepLimit(t *testing.T) {
 // nothing; a RunEnd naming another run (empty, the next one, or an old
 // request's, arriving late) ends and cancels nothing; the open run goes on.
 func TestPluginRunIsAValue(t *testing.T) {
-	pr := newPluginRun(t) // run-1 is open
+	pr := newReceiverRun(t) // run-1 is open
 	id1, p1 := spawnProbe(t, WithToolCall(t.Context(), ToolCall{RunID: "run-1", CallID: "c1"}), pr.o)
-	if err := pr.p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); !errors.Is(err, ErrRunOpen) || err.Error() != "bgtask: plugin: a run is already open" {
+	if err := pr.p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); !errors.Is(err, ErrRunOpen) || err.Error() != "bgtask: a run is already open" {
 		t.Fatalf("RunStart while run-1 is open: %v, want ErrRunOpen", err)
 	}
-	wrongRun := "bgtask: plugin: no run started: the run id is not the open run's"
+	wrongRun := "bgtask: no run started: the run id is not the open run's"
 	for _, run := range []string{"run-2", ""} {
 		if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: run, Cancelled: true}); !errors.Is(err, ErrNoRun) || err.Error() != wrongRun {
 			t.Fatalf("RunEnd(%q) while run-1 is open: %v, want %q", run, err, wrongRun)
@@ -424,8 +401,8 @@ func TestRunEndOfAnEndedRequest(t *testing.T) {
 		{"user stopped", ErrRunStopped, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ds := &durableMem{MemoryStore: NewMemoryStore()}
-			pr := newPluginRun(t, WithStore(ctxStrict{ds}))
+			ds := &durableMem{Store: memstore.New()}
+			pr := newReceiverRun(t, WithStore(ctxStrict{ds}))
 			req, cancel := context.WithCancelCause(t.Context())
 			id, probe := spawnProbe(t, WithToolCall(req, ToolCall{RunID: "run-1", CallID: "c1"}), pr.o)
 			done := finishTasks(t, pr.m, "thread-1", nil)[0]
@@ -469,8 +446,8 @@ func TestRunEndOfAnEndedRequest(t *testing.T) {
 // Close commits the marks a boundary could not, even with an ended
 // request context.
 func TestPluginCloseCommitsPendingMarks(t *testing.T) {
-	ds := &durableMem{MemoryStore: NewMemoryStore(), failMark: errors.New("disk full")}
-	pr := newPluginRun(t, WithStore(ctxStrict{ds}))
+	ds := &durableMem{Store: memstore.New(), failMark: errors.New("disk full")}
+	pr := newReceiverRun(t, WithStore(ctxStrict{ds}))
 	ids := finishTasks(t, pr.m, "thread-1", nil)
 	if msgs, err := pr.p.Deliver(t.Context()); err != nil || !slices.Equal(eventIDs(msgs), ids) {
 		t.Fatalf("Deliver = %q, %v", eventIDs(msgs), err)
@@ -496,13 +473,13 @@ func TestPluginCloseCommitsPendingMarks(t *testing.T) {
 // ended but were never announced.
 func forwardedStore(t *testing.T, agent bgtype.Status) (*durableMem, []string) {
 	t.Helper()
-	ds := &durableMem{MemoryStore: NewMemoryStore()}
+	ds := &durableMem{Store: memstore.New()}
 	for _, r := range []bgtype.TaskMeta{
-		{ID: "task_1_agent", Owner: "thread-1", Type: TypeSubAgent, Status: agent, CreatedAt: rt0, Instance: "gone", Attempt: 1},
-		{ID: "task_2_child", Owner: "task_1_agent", Type: TypeTask, Status: bgtype.StatusCompleted, CreatedAt: rt1, FinishedAt: rt1, Instance: "gone", Attempt: 1, Parent: bgtype.Parent{TaskID: "task_1_agent"}},
-		{ID: "task_3_child", Owner: "task_1_agent", Type: TypeTask, Status: bgtype.StatusFailed, Error: "boom", CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 1, Parent: bgtype.Parent{TaskID: "task_1_agent"}},
+		{ID: "task_1_agent", Owner: "thread-1", Type: bgtype.TypeSubAgent, Status: agent, CreatedAt: rt0, Instance: "gone", Attempt: 1},
+		{ID: "task_2_child", Owner: "task_1_agent", Type: bgtype.TypeTask, Status: bgtype.StatusCompleted, CreatedAt: rt1, FinishedAt: rt1, Instance: "gone", Attempt: 1, Parent: bgtype.Parent{TaskID: "task_1_agent"}},
+		{ID: "task_3_child", Owner: "task_1_agent", Type: bgtype.TypeTask, Status: bgtype.StatusFailed, Error: "boom", CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 1, Parent: bgtype.Parent{TaskID: "task_1_agent"}},
 	} {
-		if err := ds.MemoryStore.Commit(t.Context(), r.Owner, store.UpsertAction(r)); err != nil {
+		if err := ds.Store.Commit(t.Context(), r.Owner, store.UpsertAction(r)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -519,7 +496,7 @@ func runOnce(t *testing.T, store store.Store, owner string, deliver bool) []stri
 		t.Fatal(err)
 	}
 	defer shutdownManager(t, m)
-	p, err := NewPlugin(m, owner)
+	p, err := m.NewReceiver(owner, ReceiverConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -571,8 +548,8 @@ func TestForwardedEventsExactlyOnceAcrossCrashes(t *testing.T) {
 // marked under its own owner.
 func TestForwardedEventsWithNotices(t *testing.T) {
 	ds, ids := forwardedStore(t, bgtype.StatusInterrupted) // a reaper interrupted it; the notice went before
-	f := &fakeShared{MemoryStore: ds.MemoryStore, notices: map[string][]bgtype.Event{}}
-	other := bgtype.TaskMeta{ID: "task_9_reaped", Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusInterrupted, Error: "reaped", ErrorKind: bgtype.KindInterrupted, CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 2}
+	f := &fakeShared{Store: ds.Store, notices: map[string][]bgtype.Event{}}
+	other := bgtype.TaskMeta{ID: "task_9_reaped", Owner: "thread-1", Type: bgtype.TypeTask, Status: bgtype.StatusInterrupted, Error: "reaped", ErrorKind: bgtype.KindInterrupted, CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 2}
 	if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(other)); err != nil {
 		t.Fatal(err)
 	}
@@ -580,7 +557,7 @@ func TestForwardedEventsWithNotices(t *testing.T) {
 		{Kind: bgtype.EventInterrupted, TaskID: other.ID, Error: "reaped"},
 		{Kind: bgtype.EventCompleted, TaskID: "task_2_child"}, // also forwarded by Restore
 	}
-	pr := newPluginRun(t, WithStore(f))
+	pr := newReceiverRun(t, WithStore(f))
 	msgs, err := pr.p.Deliver(t.Context())
 	got := eventIDs(msgs)
 	slices.Sort(got)
@@ -596,7 +573,7 @@ func TestForwardedEventsWithNotices(t *testing.T) {
 
 	// A reaper's notice, sent to the owner, of a gone sub-agent's task
 	// that no Restore forwarded: the agent's own end was announced.
-	late := bgtype.TaskMeta{ID: "task_4_child", Owner: "task_1_agent", Type: TypeTask, Status: bgtype.StatusInterrupted, Error: "reaped", CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 2}
+	late := bgtype.TaskMeta{ID: "task_4_child", Owner: "task_1_agent", Type: bgtype.TypeTask, Status: bgtype.StatusInterrupted, Error: "reaped", CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 2}
 	if err := f.Commit(t.Context(), "task_1_agent", store.UpsertAction(late)); err != nil {
 		t.Fatal(err)
 	}
@@ -617,7 +594,7 @@ func TestForwardedEventsWithNotices(t *testing.T) {
 // task forwarded to the victim is not the attacker's to mark either.
 func TestMarkAnnouncedOfAnotherOwnersTasks(t *testing.T) {
 	ds, fwd := forwardedStore(t, bgtype.StatusRunning)
-	pr := newPluginRun(t, WithStore(ds)) // forwards the gone sub-agent's tasks to thread-1
+	pr := newReceiverRun(t, WithStore(ds)) // forwards the gone sub-agent's tasks to thread-1
 	own := finishTasks(t, pr.m, "thread-1", nil)
 	victim := append(slices.Clone(fwd), own...)
 	if err := pr.m.Owner("thread-2").MarkAnnounced(t.Context(), victim...); err != nil {
@@ -650,7 +627,7 @@ func TestMarkAnnouncedOfAnotherOwnersTasks(t *testing.T) {
 func TestPluginCloseRacingEnds(t *testing.T) {
 	for _, kind := range storeKinds() {
 		t.Run(kind.name, func(t *testing.T) {
-			pr := newPluginRun(t, kind.opts()...)
+			pr := newReceiverRun(t, kind.opts()...)
 			release := make(chan struct{})
 			var ids []string
 			for range 40 {
@@ -668,7 +645,7 @@ func TestPluginCloseRacingEnds(t *testing.T) {
 			if err := pr.p.Close(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			next, err := NewPlugin(pr.m, "thread-1")
+			next, err := pr.m.NewReceiver("thread-1", ReceiverConfig{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,8 +11,8 @@ import (
 
 // hasSlot reports whether a task of os may run now. Called with m.mu held.
 func (m *Manager) hasSlot(os *ownerState) bool {
-	return (m.cfg.maxRunning == 0 || m.running < m.cfg.maxRunning) &&
-		(m.cfg.maxOwner == 0 || os.running < m.cfg.maxOwner)
+	return (m.cfg.limits.MaxConcurrent == 0 || m.running < m.cfg.limits.MaxConcurrent) &&
+		(m.cfg.limits.MaxConcurrentPerOwner == 0 || os.running < m.cfg.limits.MaxConcurrentPerOwner)
 }
 
 // admit gives t a slot, queues it, or refuses it. Called with m.mu held.
@@ -23,12 +23,12 @@ func (m *Manager) admit(t *Task, os *ownerState) error {
 		os.running++
 		return nil
 	}
-	if !m.cfg.queueWhenFull {
+	if !m.cfg.limits.QueueWhenFull {
 		// Neither text says how many tasks other owners run.
-		if m.cfg.maxRunning > 0 && m.running >= m.cfg.maxRunning {
-			return fmt.Errorf("%w (WithMaxConcurrent)", ErrLimit)
+		if m.cfg.limits.MaxConcurrent > 0 && m.running >= m.cfg.limits.MaxConcurrent {
+			return fmt.Errorf("%w (Limits.MaxConcurrent)", ErrLimit)
 		}
-		return fmt.Errorf("%w: %d of this owner's tasks running (WithMaxConcurrentPerOwner)", ErrLimit, os.running)
+		return fmt.Errorf("%w: %d of this owner's tasks running (Limits.MaxConcurrentPerOwner)", ErrLimit, os.running)
 	}
 	t.move(phaseWaiting)
 	m.queue = append(m.queue, t)
@@ -47,7 +47,7 @@ func (m *Manager) release(os *ownerState, starts []*Task) []*Task {
 	}
 	kept := m.queue[:0]
 	for _, q := range m.queue {
-		qos := m.owners[q.rec.owner]
+		qos := m.owners[q.rec.Owner]
 		if !m.hasSlot(qos) {
 			kept = append(kept, q)
 			continue

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -76,17 +75,17 @@ func TestLimitRefusesWhenFullWithoutQueue(t *testing.T) {
 	}{
 		{
 			name:      "global",
-			opt:       WithMaxConcurrent(2),
+			opt:       WithLimits(Limits{MaxConcurrent: 2}),
 			fullOwner: "b",
 			// b runs nothing: the text must not count a's tasks.
-			wantText: "bgtask: concurrency limit reached (WithMaxConcurrent)",
+			wantText: "bgtask: concurrency limit reached (Limits.MaxConcurrent)",
 		},
 		{
 			name:      "per owner",
-			opt:       WithMaxConcurrentPerOwner(2),
+			opt:       WithLimits(Limits{MaxConcurrentPerOwner: 2}),
 			fullOwner: "a",
 			freeOwner: "b",
-			wantText:  "bgtask: concurrency limit reached: 2 of this owner's tasks running (WithMaxConcurrentPerOwner)",
+			wantText:  "bgtask: concurrency limit reached: 2 of this owner's tasks running (Limits.MaxConcurrentPerOwner)",
 		},
 	}
 	for _, tc := range tests {
@@ -180,7 +179,7 @@ func TestLimitRefusesWhenFullWithoutQueue(t *testing.T) {
 func TestLimitQueueStartsInFIFOOrder(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := newTestManager(t, WithMaxConcurrent(1), WithQueueWhenFull())
+		m := newTestManager(t, WithLimits(Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 		var log startLog
 		names := []string{"q0", "q1", "q2", "q3", "q4"}
 		rel := make([]chan struct{}, len(names))
@@ -247,7 +246,7 @@ func TestLimitQueuedTaskCancelled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				m := newTestManager(t, WithMaxConcurrent(1), WithQueueWhenFull())
+				m := newTestManager(t, WithLimits(Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 				var log startLog
 				rel0, rel1, rel2 := gate(t), gate(t), gate(t)
 				id0 := spawnFor(t, m, "a", gated(&log, "r0", rel0))
@@ -296,7 +295,7 @@ func TestLimitQueuedTaskCancelled(t *testing.T) {
 func TestLimitPerOwnerDoesNotBlockOtherOwners(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := newTestManager(t, WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
+		m := newTestManager(t, WithLimits(Limits{MaxConcurrentPerOwner: 1, QueueWhenFull: true}))
 		var log startLog
 		relA0, relA1, relB0 := gate(t), gate(t), gate(t)
 		a0 := spawnFor(t, m, "a", gated(&log, "a0", relA0))
@@ -334,7 +333,7 @@ func TestLimitPerOwnerDoesNotBlockOtherOwners(t *testing.T) {
 func TestLimitQueueSkipsOwnerAtLimit(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := newTestManager(t, WithMaxConcurrent(2), WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
+		m := newTestManager(t, WithLimits(Limits{MaxConcurrent: 2, MaxConcurrentPerOwner: 1, QueueWhenFull: true}))
 		var log startLog
 		rel := map[string]chan struct{}{}
 		ids := map[string]string{}
@@ -386,7 +385,7 @@ func TestLimitQueueSkipsOwnerAtLimit(t *testing.T) {
 func TestLimitShutdownCancelsQueued(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := newTestManager(t, WithMaxConcurrent(1), WithQueueWhenFull())
+		m := newTestManager(t, WithLimits(Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 		var log startLog
 		running := spawnFor(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
 			log.add("r")
@@ -431,7 +430,7 @@ func TestLimitShutdownCancelsQueued(t *testing.T) {
 func TestLimitPanickingTaskFreesSlot(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := newTestManager(t, WithMaxConcurrent(1), WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
+		m := newTestManager(t, WithLimits(Limits{MaxConcurrent: 1, MaxConcurrentPerOwner: 1, QueueWhenFull: true}))
 		var log startLog
 		boom := gate(t)
 		p := spawnFor(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
@@ -464,30 +463,4 @@ func TestLimitPanickingTaskFreesSlot(t *testing.T) {
 		}
 		shutdownManager(t, m)
 	})
-}
-
-func TestOptionsRejectBadValues(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		opt  Option
-		want string
-	}{
-		{WithMaxConcurrent(-1), "bgtask: WithMaxConcurrent(-1): negative limit"},
-		{WithMaxConcurrentPerOwner(-2), "bgtask: WithMaxConcurrentPerOwner(-2): negative limit"},
-		{WithCancelledRunsKept(-3), "bgtask: WithCancelledRunsKept(-3): negative count"},
-		{WithCommitRetry(0, time.Millisecond), "bgtask: WithCommitRetry(0, 1ms): need attempts >= 1 and backoff >= 0"},
-		{WithCommitRetry(1, -time.Millisecond), "bgtask: WithCommitRetry(1, -1ms): need attempts >= 1 and backoff >= 0"},
-		{WithMaxDepth(-1), "bgtask: WithMaxDepth(-1): negative limit"},
-		{WithMaxChildren(-2), "bgtask: WithMaxChildren(-2): negative limit"},
-		{WithStore(nil), "bgtask: WithStore: nil store"},
-		{WithInstance(""), "bgtask: WithInstance: empty id"},
-	}
-	for i, tc := range tests {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			m, err := New(tc.opt)
-			if err == nil || err.Error() != tc.want || m != nil {
-				t.Fatalf("New: (%v, %v), want (nil, %q)", m, err, tc.want)
-			}
-		})
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"unicode"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/idgen"
 )
 
 // reservedNames are names the tools use to address tasks by relation.
@@ -25,8 +26,8 @@ func checkName(name string) error {
 		return invalidArgument("task name longer than %d bytes", maxNameLen)
 	case strings.TrimSpace(name) != name:
 		return invalidArgument("task name %q has surrounding spaces", name)
-	case strings.HasPrefix(name, IDPrefix):
-		return invalidArgument("task name %q starts with the id prefix %q", name, IDPrefix)
+	case strings.HasPrefix(name, idgen.TaskPrefix):
+		return invalidArgument("task name %q starts with the id prefix %q", name, idgen.TaskPrefix)
 	case strings.IndexFunc(name, unicode.IsControl) >= 0:
 		return invalidArgument("task name %q has control characters", name)
 	}
@@ -38,9 +39,9 @@ func checkName(name string) error {
 func (m *Manager) lineage(ctx context.Context, p bgtype.Parent) bgtype.Parent {
 	if p.TaskID == "" {
 		if t, ok := TaskFromContext(ctx); ok && t.m == m {
-			p.TaskID = t.rec.id
+			p.TaskID = t.rec.ID
 			if p.RunID == "" {
-				p.RunID = t.rec.parentRun()
+				p.RunID = t.rec.ParentRun()
 			}
 		}
 	}

@@ -8,7 +8,7 @@ import (
 // WithMaxDepth: a root is at depth 0, its child at 1, and so on; a spawn
 // deeper than the limit is refused and leaves nothing behind.
 func TestLineageMaxDepth(t *testing.T) {
-	m := newTestManager(t, WithMaxDepth(2))
+	m := newTestManager(t, WithLimits(Limits{MaxDepth: 2}))
 	o := m.Owner("thread-1")
 	root, rp := spawnProbe(t, t.Context(), o)
 	child, cp := spawnProbe(t, rp.ctx, o)
@@ -39,7 +39,7 @@ func TestLineageMaxDepth(t *testing.T) {
 // is refused until a child ends; detached children and other parents are
 // not counted.
 func TestLineageMaxChildren(t *testing.T) {
-	m := newTestManager(t, WithMaxChildren(2))
+	m := newTestManager(t, WithLimits(Limits{MaxChildren: 2}))
 	o := m.Owner("thread-1")
 	_, rp := spawnProbe(t, t.Context(), o)
 	_, other := spawnProbe(t, t.Context(), o)

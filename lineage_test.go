@@ -285,7 +285,7 @@ func TestLineageSubAgentChildren(t *testing.T) {
 		t.Fatalf("thread-1 lists %v", ids)
 	}
 	agent, _ := o.Get(t.Context(), agentID)
-	if agent.Type != TypeSubAgent || agent.Name != "worker" {
+	if agent.Type != bgtype.TypeSubAgent || agent.Name != "worker" {
 		t.Fatalf("sub-agent record %+v", agent)
 	}
 	// CancelTree from the parent owner reaches the sub-agent's own tasks.

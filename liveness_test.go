@@ -8,13 +8,16 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/store"
 )
 
 // livenessStore is a MemoryStore that knows which instances are alive.
 type livenessStore struct {
-	*MemoryStore
+	*memstore.Store
 	alive map[string]bool
 	err   error
 	asked []string
@@ -45,12 +48,12 @@ func TestRestoreLeavesLiveInstances(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				st := &livenessStore{MemoryStore: NewMemoryStore(), alive: tc.alive, err: tc.err}
-				at := now()
+				st := &livenessStore{Store: memstore.New(), alive: tc.alive, err: tc.err}
+				at := clock.Now()
 				for i, r := range []struct{ id, instance string }{
 					{"task_1_gone", "inst_gone"}, {"task_2_live", "inst_live"}, {"task_3_gone", "inst_gone"}, {"task_4_mine", "inst_me"},
 				} {
-					meta := bgtype.TaskMeta{ID: r.id, Owner: "a", Type: TypeTask, Status: bgtype.StatusRunning, CreatedAt: at.Add(time.Duration(i-10) * time.Minute), Instance: r.instance}
+					meta := bgtype.TaskMeta{ID: r.id, Owner: "a", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, CreatedAt: at.Add(time.Duration(i-10) * time.Minute), Instance: r.instance}
 					if err := st.Commit(t.Context(), "a", store.UpsertAction(meta)); err != nil {
 						t.Fatal(err)
 					}
@@ -100,10 +103,10 @@ func TestRestoreLeavesLiveInstances(t *testing.T) {
 func TestRestoreLeavesLiveInstancesEnds(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		st := &livenessStore{MemoryStore: NewMemoryStore(), alive: map[string]bool{"inst_live": true}}
-		at := now()
+		st := &livenessStore{Store: memstore.New(), alive: map[string]bool{"inst_live": true}}
+		at := clock.Now()
 		for i, r := range []struct{ id, instance string }{{"task_1_live", "inst_live"}, {"task_2_gone", "inst_gone"}} {
-			meta := bgtype.TaskMeta{ID: r.id, Owner: "a", Type: TypeTask, Status: bgtype.StatusCompleted, CreatedAt: at.Add(time.Duration(i-10) * time.Minute),
+			meta := bgtype.TaskMeta{ID: r.id, Owner: "a", Type: bgtype.TypeTask, Status: bgtype.StatusCompleted, CreatedAt: at.Add(time.Duration(i-10) * time.Minute),
 				StartedAt: at.Add(-time.Minute), FinishedAt: at, Instance: r.instance}
 			if err := st.Commit(t.Context(), "a", store.UpsertAction(meta)); err != nil {
 				t.Fatal(err)

@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
+
+	"github.com/bgtask/bgtask/internal/memstore"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/fifo"
+	"github.com/bgtask/bgtask/internal/idgen"
+	"github.com/bgtask/bgtask/internal/workpool"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -37,12 +40,12 @@ import (
 type Manager struct {
 	cfg       config
 	store     store.Store
-	mem       *MemoryStore // store, when it is exactly a MemoryStore: records are shared (record.go)
+	mem       *memstore.Store // store, when it is exactly a Store: records are shared (record.go)
 	log       *slog.Logger
 	closed    atomic.Bool
-	wg        sync.WaitGroup // every task goroutine
-	workers   workerPool     // goroutines of finished tasks, parked for the next (workers.go)
-	restoreMu sync.Mutex     // serialises Restore
+	wg        sync.WaitGroup      // every task goroutine
+	workers   workpool.Pool[Task] // goroutines of finished tasks, parked for the next (workers.go)
+	restoreMu sync.Mutex          // serialises Restore
 	counters  counters
 	ends      atomic.Pointer[endNode] // ends waiting to be recorded, newest first (retireEnds)
 	endsBusy  atomic.Bool             // a goroutine is recording the ends
@@ -53,11 +56,11 @@ type Manager struct {
 	owners     map[string]*ownerState
 	spareOwner *ownerState // an owner's state left by its last task, reused by the next new owner
 	runs       map[runKey]*runState
-	deadRuns   fifo[runKey] // cancelled runs without live tasks, oldest first
-	queue      []*Task      // queued tasks waiting for a slot, first in first out
-	running    int          // tasks holding a slot
-	active     int          // registered tasks whose goroutine has not exited
-	live       int          // registered tasks not yet unregistered
+	deadRuns   fifo.Queue[runKey] // cancelled runs without live tasks, oldest first
+	queue      []*Task            // queued tasks waiting for a slot, first in first out
+	running    int                // tasks holding a slot
+	active     int                // registered tasks whose goroutine has not exited
+	live       int                // registered tasks not yet unregistered
 	idle       chan struct{}
 	idleShut   bool               // idle was closed
 	helpers    int                // goroutines of the Manager's own that Shutdown waits for, besides tasks (WithOnPendingOwner)
@@ -70,7 +73,7 @@ type Manager struct {
 
 	inboxMu  sync.RWMutex // guards inboxes and idleBox
 	inboxes  map[string]*Inbox
-	idleBox  map[string]ownerSink // the Plugin whose idleInbox takes its owner's events while no inbox is bound for it
+	idleBox  map[string]ownerSink // the Receiver whose idleInbox takes its owner's events while no inbox is bound for it
 	inboxGen atomic.Uint64        // bumped on every change of inboxes, to invalidate Task caches
 
 	msgs messageLog // recent messages per task, for Owner.Messages (history.go)
@@ -80,8 +83,8 @@ type Manager struct {
 
 	deletes deletes // deletes from the maps above since each was last made (ownerkeep.go)
 
-	plugMu sync.Mutex            // guards sinks and kept; taken before a Plugin's lateMu (ownerkeep.go)
-	sinks  map[string]ownerSink  // the one holder (a live Plugin) of each owner's events between runs; nil when none
+	plugMu sync.Mutex            // guards sinks and kept; taken before a Receiver's lateMu (ownerkeep.go)
+	sinks  map[string]ownerSink  // the one holder (a live Receiver) of each owner's events between runs; nil when none
 	kept   map[string]*eventKeep // events of owners whose holder let go, for the next one; nil when none
 }
 
@@ -103,8 +106,10 @@ type Transition struct {
 	Task bgtype.TaskMeta
 }
 
-// New returns a Manager configured by opts, or an error naming the first
-// invalid option.
+// New returns a Manager configured by opts; with none it keeps its records
+// in a new MemoryStore and limits nothing. An invalid option makes it fail
+// with an error matching ErrInvalidArgument that names the first invalid
+// option or field, and no Manager.
 func New(opts ...Option) (*Manager, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -114,12 +119,14 @@ func New(opts ...Option) (*Manager, error) {
 		return nil, err
 	}
 	if cfg.store == nil {
-		cfg.store = NewMemoryStore()
+		cfg.store = memoryStore(cfg.retention)
+	} else if cfg.retention != nil {
+		return nil, invalidArgument("WithRetention configures the in-memory store; the store given with WithStore has its own retention options")
 	}
 	if cfg.instance == "" {
-		cfg.instance = "inst_" + newTaskID(time.Now())[len(IDPrefix):]
+		cfg.instance = idgen.New("inst_", time.Now())
 	}
-	mem, _ := cfg.store.(*MemoryStore)
+	mem, _ := cfg.store.(*memstore.Store)
 	m := &Manager{
 		cfg:     cfg,
 		store:   cfg.store,
@@ -133,7 +140,7 @@ func New(opts ...Option) (*Manager, error) {
 		inboxes: make(map[string]*Inbox),
 		keys:    make(map[keyRef]*keyClaim),
 	}
-	m.workers.max = idleWorkersMax()
+	m.workers.SetMax(workpool.DefaultMax())
 	if cfg.onPendingOwner != nil {
 		m.startPendingOwners()
 	}
@@ -156,17 +163,17 @@ func (m *Manager) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 
 // Inbox returns the owner's inbox, making an open one the first time. Task
 // events for the owner are delivered to whatever inbox is bound at the time
-// they are sent. While the owner has a Plugin and no inbox is bound (no run
-// is open), it is a closed inbox that hands each event to the Plugin. It returns
+// they are sent. While the owner has a Receiver and no inbox is bound (no run
+// is open), it is a closed inbox that hands each event to the Receiver. It returns
 // ErrInvalidOwner for an empty or blank owner.
 //
 // Inbox reads nothing from the Store. A loop that drains the inbox without a
-// Plugin calls Restore for the owner when it starts: with a durable Store
+// Receiver calls Restore for the owner when it starts: with a durable Store
 // that delivers, once, the ends the owner has not taken yet (those of tasks
 // a dead process ran included); and it marks what it takes with
 // Owner.MarkAnnounced.
 func (m *Manager) Inbox(owner string) (*Inbox, error) {
-	if !validOwner(owner) {
+	if !bgtype.ValidOwner(owner) {
 		return nil, ErrInvalidOwner
 	}
 	return m.inboxFor(owner), nil
@@ -178,7 +185,7 @@ func (m *Manager) Inbox(owner string) (*Inbox, error) {
 // order: ErrInvalidOwner, ErrClosed, a nil inbox.
 func (m *Manager) BindInbox(owner string, ib *Inbox) (*Inbox, error) {
 	switch {
-	case !validOwner(owner):
+	case !bgtype.ValidOwner(owner):
 		return nil, ErrInvalidOwner
 	case m.closed.Load():
 		return nil, ErrClosed
@@ -226,10 +233,10 @@ func (m *Manager) inboxFor(owner string) *Inbox {
 	return ib
 }
 
-// setIdlePlugin makes the idleInbox of p (the owner's Plugin), a closed
+// setIdleReceiver makes the idleInbox of p (the owner's Receiver), a closed
 // inbox whose WithOnClosed fallback is p's, receive the owner's events
 // while no inbox is bound for it.
-func (m *Manager) setIdlePlugin(owner string, p ownerSink) {
+func (m *Manager) setIdleReceiver(owner string, p ownerSink) {
 	m.inboxMu.Lock()
 	if m.idleBox == nil {
 		m.idleBox = make(map[string]ownerSink)
@@ -303,15 +310,15 @@ func (m *Manager) notify(from bgtype.Status, meta *bgtype.TaskMeta) {
 }
 
 // notifyRec is notify of a Task's record.
-func (m *Manager) notifyRec(from bgtype.Status, r *memRec) {
+func (m *Manager) notifyRec(from bgtype.Status, r *memstore.Rec) {
 	if m.cfg.observer != nil || m.log.Enabled(context.Background(), slog.LevelDebug) {
 		m.notifyRecSlow(from, r)
 	}
 }
 
 //go:noinline
-func (m *Manager) notifyRecSlow(from bgtype.Status, r *memRec) {
-	meta := r.expand()
+func (m *Manager) notifyRecSlow(from bgtype.Status, r *memstore.Rec) {
+	meta := r.Expand()
 	m.notifySlow(from, &meta)
 }
 
@@ -346,12 +353,3 @@ func (m *Manager) observeEvent(ev bgtype.Event) {
 func (m *Manager) logCommitFailure(meta *bgtype.TaskMeta, attempt int, err error) {
 	m.log.Warn("bgtask: commit failed", "task_id", meta.ID, "status", meta.Status, "attempt", attempt+1, "err", err)
 }
-
-// validOwner reports whether owner is a usable owner id: not empty, and not
-// only white space (any Unicode space, such as U+00A0 or U+2003). No owner
-// id means "every owner": the Manager's own calls are that path.
-func validOwner(owner string) bool {
-	return strings.IndexFunc(owner, isNotSpace) >= 0
-}
-
-func isNotSpace(r rune) bool { return !unicode.IsSpace(r) }

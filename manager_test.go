@@ -40,7 +40,7 @@ func TestManagerOwnerViewsHideOtherOwners(t *testing.T) {
 			if _, err := a.Wait(t.Context(), id); !errors.Is(err, ErrNotFound) {
 				t.Errorf("Wait(%s) from another owner: %v, want ErrNotFound", id, err)
 			}
-			err := a.Send(t.Context(), id, bgtype.Message{From: "intruder", Content: "hi"})
+			_, err := a.Send(t.Context(), id, bgtype.Message{From: "intruder", Content: "hi"})
 			if !errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotOwner) || errors.Is(err, ErrTerminal) {
 				t.Errorf("Send(%s) from another owner: %v, want only ErrNotFound", id, err)
 			}
@@ -223,7 +223,7 @@ func TestManagerClosed(t *testing.T) {
 	if err := m.Send(t.Context(), "thread-1", agentID, bgtype.Message{Content: "x"}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Send: %v", err)
 	}
-	if err := o.Send(t.Context(), agentID, bgtype.Message{Content: "x"}); !errors.Is(err, ErrClosed) {
+	if _, err := o.Send(t.Context(), agentID, bgtype.Message{Content: "x"}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Owner.Send: %v", err)
 	}
 	// Reads still work.

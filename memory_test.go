@@ -1,6 +1,7 @@
 package bgtask
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +11,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -21,18 +25,18 @@ type memInternals struct {
 	storeOwners, storeIDs, storeDone                               int
 }
 
-func readInternals(m *Manager, s *MemoryStore) memInternals {
+func readInternals(m *Manager, s *memstore.Store) memInternals {
 	var in memInternals
 	m.mu.Lock()
-	in.nodes, in.owners, in.runs, in.deadRuns = len(m.nodes), len(m.owners), len(m.runs), m.deadRuns.len()
+	in.nodes, in.owners, in.runs, in.deadRuns = len(m.nodes), len(m.owners), len(m.runs), m.deadRuns.Len()
 	in.queue, in.active, in.running = len(m.queue), m.active, m.running
 	m.mu.Unlock()
 	m.inboxMu.RLock()
 	in.inboxes = len(m.inboxes)
 	m.inboxMu.RUnlock()
 	if s != nil {
-		st := s.state()
-		in.storeOwners, in.storeIDs, in.storeDone = len(st.owners), len(st.ids), len(st.terminal)
+		terminal, ids, owners := s.Contents()
+		in.storeOwners, in.storeIDs, in.storeDone = len(owners), len(ids), len(terminal)
 	}
 	return in
 }
@@ -62,7 +66,7 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 	case raceEnabled():
 		total = 100_000 // the race detector makes a task ~5x dearer; stay near 5s
 	}
-	store := NewMemoryStore(WithRetainPerOwner(100))
+	store := memstore.New(memstore.WithRetainPerOwner(100))
 	m := newTestManager(t, WithStore(store))
 	o := m.Owner("a")
 	ib, err := o.Inbox()
@@ -146,14 +150,14 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 }
 
 // Cancelled runs are remembered, to refuse late spawns into them, up to
-// WithCancelledRunsKept of them; the oldest are forgotten first.
+// Tuning.CancelledRunsKept of them (a negative value keeps none); the oldest are forgotten first.
 func TestMemoryCancelledRunsKept(t *testing.T) {
 	t.Parallel()
 	for _, kept := range []int{0, 1, 8} {
 		t.Run(fmt.Sprint("kept=", kept), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				m := newTestManager(t, WithCancelledRunsKept(kept))
+				m := newTestManager(t, WithTuning(Tuning{CancelledRunsKept: cmp.Or(kept, -1)}))
 				o := m.Owner("a")
 				const runs = 20
 				runCtx := func(i int) context.Context {
@@ -216,11 +220,11 @@ func TestMemoryStoreRetainForAgesEveryOwner(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		s := NewMemoryStore(WithRetainFor(time.Hour))
+		s := memstore.New(memstore.WithRetainFor(time.Hour))
 		rec := func(id, owner string, st bgtype.Status) bgtype.TaskMeta {
-			m := bgtype.TaskMeta{ID: id, Owner: owner, Status: st, CreatedAt: now()}
+			m := bgtype.TaskMeta{ID: id, Owner: owner, Status: st, CreatedAt: clock.Now()}
 			if st.IsTerminal() {
-				m.FinishedAt = now()
+				m.FinishedAt = clock.Now()
 			}
 			return m
 		}
@@ -274,7 +278,8 @@ func TestMemoryStoreRetainForAgesEveryOwner(t *testing.T) {
 		<-time.After(25 * time.Hour)
 		commit(rec("task_y4", "b", bgtype.StatusCompleted))
 		has("task_q", "task_x")
-		terminal := len(s.state().terminal)
+		kept, _, _ := s.Contents()
+		terminal := len(kept)
 		if terminal != 1 {
 			t.Fatalf("terminal list holds %d entries, want 1 (task_y4)", terminal)
 		}
@@ -299,7 +304,7 @@ func TestMemoryStoreRetainPerOwnerCounts(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				ctx := t.Context()
-				s := NewMemoryStore(WithRetainPerOwner(tc.keep))
+				s := memstore.New(memstore.WithRetainPerOwner(tc.keep))
 				ids := []string{"task_a", "task_b", "task_c"}
 				for _, id := range append(ids, "task_q", "task_r") {
 					st := bgtype.StatusRunning
@@ -313,14 +318,14 @@ func TestMemoryStoreRetainPerOwnerCounts(t *testing.T) {
 				// Finish in the order c, a, b (not the creation order).
 				for _, id := range []string{"task_c", "task_a", "task_b"} {
 					<-time.After(time.Second)
-					if err := s.Commit(ctx, "o", store.UpsertAction(bgtype.TaskMeta{ID: id, Owner: "o", Status: bgtype.StatusCompleted, FinishedAt: now()})); err != nil {
+					if err := s.Commit(ctx, "o", store.UpsertAction(bgtype.TaskMeta{ID: id, Owner: "o", Status: bgtype.StatusCompleted, FinishedAt: clock.Now()})); err != nil {
 						t.Fatal(err)
 					}
 				}
 				// Another owner's records do not count against this one.
 				for i := range 3 {
 					id := fmt.Sprint("task_other", i)
-					if err := s.Commit(ctx, "p", store.UpsertAction(bgtype.TaskMeta{ID: id, Owner: "p", Status: bgtype.StatusCompleted, FinishedAt: now()})); err != nil {
+					if err := s.Commit(ctx, "p", store.UpsertAction(bgtype.TaskMeta{ID: id, Owner: "p", Status: bgtype.StatusCompleted, FinishedAt: clock.Now()})); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -357,7 +362,7 @@ func TestMemoryStoreRetainPerOwnerCounts(t *testing.T) {
 func TestMemoryRetentionThroughManager(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		store := NewMemoryStore(WithRetainFor(time.Hour), WithRetainPerOwner(2))
+		store := memstore.New(memstore.WithRetainFor(time.Hour), memstore.WithRetainPerOwner(2))
 		m := newTestManager(t, WithStore(store))
 		long := spawnFor(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
 			<-ctx.Done()
@@ -413,7 +418,7 @@ func TestMemoryStoreRetainForUnstampedRecord(t *testing.T) {
 	t.Parallel()
 	var bug string
 	synctest.Test(t, func(t *testing.T) {
-		s := NewMemoryStore(WithRetainFor(time.Hour))
+		s := memstore.New(memstore.WithRetainFor(time.Hour))
 		rec := bgtype.TaskMeta{ID: "task_i", Owner: "a", Status: bgtype.StatusInterrupted, Error: "process gone"}
 		if err := s.Commit(t.Context(), "a", store.UpsertAction(rec)); err != nil {
 			t.Fatal(err)

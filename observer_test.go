@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -51,7 +53,7 @@ func TestObserverTransitions(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
-		queued bool // spawned behind a blocker with WithMaxConcurrent(1)
+		queued bool // spawned behind a blocker with WithLimits(Limits{MaxConcurrent: 1})
 		fn     Func
 		cancel bool // cancelled while still queued
 		want   []string
@@ -71,10 +73,10 @@ func TestObserverTransitions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				store := NewMemoryStore()
+				store := memstore.New()
 				log := newTransitionLog()
 				log.store = store
-				m := newTestManager(t, WithStore(store), WithObserver(log.observe), WithMaxConcurrent(1), WithQueueWhenFull())
+				m := newTestManager(t, WithStore(store), WithObserver(log.observe), WithLimits(Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 				var blocker string
 				release := gate(t)
 				if tc.queued {
@@ -115,7 +117,7 @@ func TestObserverPanicIsIsolatedAndLogged(t *testing.T) {
 		h := &captureHandler{}
 		calls := 0
 		var mu sync.Mutex
-		m := newTestManager(t, WithLogger(slog.New(h)), WithMaxConcurrent(1), WithQueueWhenFull(),
+		m := newTestManager(t, WithLogger(slog.New(h)), WithLimits(Limits{MaxConcurrent: 1, QueueWhenFull: true}),
 			WithObserver(func(tr Transition) {
 				mu.Lock()
 				calls++
@@ -175,7 +177,7 @@ func TestLoggerRecordsFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &captureHandler{}
 		st := newFailingStore()
-		m := newTestManager(t, WithLogger(slog.New(h)), WithStore(st), WithCommitRetry(2, time.Millisecond))
+		m := newTestManager(t, WithLogger(slog.New(h)), WithStore(st), WithTuning(Tuning{CommitAttempts: 2, CommitBackoff: time.Millisecond}))
 		p := spawnFor(t, m, "a", func(context.Context, *Task) (any, error) { panic("task boom") })
 		waitStatus(t, m, p, bgtype.StatusFailed)
 		st.failTerminal(-1)
@@ -265,7 +267,7 @@ func TestEventObserverSeesCommitFailure(t *testing.T) {
 		st := newFailingStore()
 		var mu sync.Mutex
 		var got []string
-		m := newTestManager(t, WithStore(st), WithCommitRetry(2, time.Millisecond), WithEventObserver(func(ev bgtype.Event) {
+		m := newTestManager(t, WithStore(st), WithTuning(Tuning{CommitAttempts: 2, CommitBackoff: time.Millisecond}), WithEventObserver(func(ev bgtype.Event) {
 			mu.Lock()
 			got = append(got, fmt.Sprintf("%s %s %s %s", ev.Kind, ev.TaskID, ev.Status, ev.Error))
 			mu.Unlock()

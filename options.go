@@ -1,7 +1,6 @@
 package bgtask
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -11,84 +10,175 @@ import (
 
 // Option configures a Manager. New applies the options in order (a later
 // one wins) and then checks the result once: an invalid value makes New fail
-// with an error naming the option.
+// with an error matching ErrInvalidArgument that names the option or field.
 //
-// Every option type of this package has this shape: a function that sets
-// a field, named With..., checked by the constructor that takes it.
+// Most hosts need at most WithStore, WithLogger and WithInstance. The
+// tuning knobs come in three groups, each a struct whose zero value is the
+// default: WithLimits (how much runs at once), WithCaps (sizes kept in
+// records and events) and WithTuning (commit retries, progress writes,
+// memory of cancelled runs).
 type Option func(*config)
 
 type config struct {
 	store          store.Store
+	retention      *Retention // the in-memory store's (WithRetention)
 	logger         *slog.Logger
 	observer       func(Transition)
 	eventObserver  func(bgtype.Event)
 	instance       string
-	maxRunning     int
-	maxOwner       int
-	queueWhenFull  bool
-	maxDepth       int
-	maxChildren    int
-	commitAttempts int
-	commitBackoff  time.Duration
-	runMemory      int
+	onPendingOwner func(owner string) // WithOnPendingOwner
 	inboxOpts      []InboxOption
-	caps           sizeCaps
-	tagCount       int // WithTagCaps
-	tagBytes       int
-	// WithProgressInterval
-	progressInterval time.Duration
-	onPendingOwner   func(owner string) // WithOnPendingOwner
+
+	limits Limits
+	caps   Caps   // every field set (> 0) once validated
+	tuning Tuning // every field set once validated; a negative one is 0
 
 	// Set by an option, to tell an explicit bad value from the default.
 	storeSet, instanceSet bool
 }
 
-// sizeCaps are the record caps, in bytes (see WithMaxResultBytes and the
-// options after it).
-type sizeCaps struct {
-	result, err, payload, prompt, message int
-}
-
-// Defaults for the options below.
+// The documented defaults of Caps and Tuning.
 const (
-	DefaultCommitAttempts    = 3
-	DefaultCommitBackoff     = 50 * time.Millisecond
-	DefaultCancelledRunsKept = 4096
+	defaultMaxResultBytes  = 64 << 10
+	defaultMaxErrorBytes   = 16 << 10
+	defaultMaxPayloadBytes = 16 << 10
+	defaultMaxPromptBytes  = 4 << 10
+	defaultMaxMessageBytes = 16 << 10
+	defaultMaxTags         = 16
+	defaultMaxTagBytes     = 64
 
-	// Size caps on what a task hands to its owner, as kept in the record
-	// and in events. Something larger is cut, with a marker that says so and
-	// gives the original size (see each option).
-	DefaultMaxResultBytes  = 64 << 10 // a completed task's JSON result
-	DefaultMaxErrorBytes   = 16 << 10 // a failed task's error text, and its panic stack
-	DefaultMaxPayloadBytes = 16 << 10 // a custom event's JSON payload (Task.Emit)
-	DefaultMaxPromptBytes  = 4 << 10  // an input request's prompt (Task.RequestInput)
-	DefaultMaxMessageBytes = 16 << 10 // a Message's Content (and From), either way
+	defaultCommitAttempts    = 3
+	defaultCommitBackoff     = 50 * time.Millisecond
+	defaultProgressInterval  = time.Second
+	defaultCancelledRunsKept = 4096
 )
 
 func defaultConfig() config {
-	return config{
-		logger:           discardLogger,
-		commitAttempts:   DefaultCommitAttempts,
-		commitBackoff:    DefaultCommitBackoff,
-		runMemory:        DefaultCancelledRunsKept,
-		progressInterval: DefaultProgressInterval,
-		caps: sizeCaps{
-			result:  DefaultMaxResultBytes,
-			err:     DefaultMaxErrorBytes,
-			payload: DefaultMaxPayloadBytes,
-			prompt:  DefaultMaxPromptBytes,
-			message: DefaultMaxMessageBytes,
-		},
-	}
+	return config{logger: discardLogger}
+}
+
+// Limits bounds how many tasks run at once and how far a lineage grows. A
+// spawn over a limit fails, or waits as queued (QueueWhenFull); nothing
+// already running is touched. The zero value sets no limit. WithLimits
+// copies it: changing it afterwards changes nothing.
+type Limits struct {
+	// MaxConcurrent is how many tasks may run at once across all owners.
+	// Defaults to 0: no limit. Negative makes New fail.
+	MaxConcurrent int
+	// MaxConcurrentPerOwner is how many tasks of one owner may run at once.
+	// Defaults to 0: no limit. Negative makes New fail.
+	MaxConcurrentPerOwner int
+	// QueueWhenFull makes a spawn over MaxConcurrent or
+	// MaxConcurrentPerOwner wait as queued, first in first out, instead of
+	// failing with ErrLimit. Defaults to false: the spawn fails.
+	QueueWhenFull bool
+	// MaxDepth is how deep a lineage may grow: a task spawned inside a task
+	// is at depth 1, and so on. A deeper spawn fails with ErrDepthLimit.
+	// Defaults to 0: no limit. Negative makes New fail.
+	MaxDepth int
+	// MaxChildren is how many live, attached children one task may have. A
+	// spawn over it fails with ErrFanOutLimit. Defaults to 0: no limit.
+	// Negative makes New fail.
+	MaxChildren int
+}
+
+// WithLimits sets the Manager's concurrency and lineage limits. A later
+// WithLimits replaces an earlier one whole. Default: Limits{}, no limit.
+func WithLimits(l Limits) Option {
+	return func(c *config) { c.limits = l }
+}
+
+// Caps bounds what a task hands to its owner, as kept in its record and in
+// events, and its tags. Something larger than a size cap is cut, with a
+// marker that says so and gives the original size; too many or too long
+// tags make the spawn fail with an error matching ErrInvalidArgument. In
+// every field 0 means the default, and a negative value makes New fail, so
+// the zero value is every default. WithCaps copies it: changing it
+// afterwards changes nothing.
+type Caps struct {
+	// MaxResultBytes caps a completed task's result, as JSON, in its record
+	// and its completion event. A larger result is replaced by the JSON
+	// object
+	//
+	//	{"truncated":true,"original_bytes":N,"preview":"<the start of the result's JSON text>"}
+	//
+	// of at most this many bytes. Defaults to 64 KiB.
+	MaxResultBytes int
+	// MaxErrorBytes caps a failed task's error text, and its panic stack, in
+	// its record and its events. A longer text keeps its start, cut at a
+	// rune boundary, and ends with "…[truncated: N bytes total]", in at most
+	// this many bytes. Defaults to 16 KiB.
+	MaxErrorBytes int
+	// MaxPayloadBytes caps a custom event's payload, as JSON (Task.Emit), in
+	// the event and the task's progress, replaced by an object like the one
+	// of MaxResultBytes. Messages are capped by MaxMessageBytes instead.
+	// Defaults to 16 KiB.
+	MaxPayloadBytes int
+	// MaxPromptBytes caps an input request's prompt (Task.RequestInput) in
+	// the record and the event, cut like an error text. Defaults to 4 KiB.
+	MaxPromptBytes int
+	// MaxMessageBytes caps the Content and the From of a Message, sent to a
+	// sub-agent (Owner.Send, including an answer to an input request) or by
+	// a task to its owner (Task.Emit of a Message), and a progress message
+	// (Task.ReportProgress), each cut like an error text. A message payload
+	// that is not a Message is capped as a payload of this size. Defaults
+	// to 16 KiB.
+	MaxMessageBytes int
+	// MaxTags is how many tags one task may have (WithTags). Defaults to 16.
+	MaxTags int
+	// MaxTagBytes is how many bytes one tag may hold. Defaults to 64.
+	MaxTagBytes int
+}
+
+// WithCaps sets the Manager's size caps. A later WithCaps replaces an
+// earlier one whole; a field left 0 keeps its default.
+func WithCaps(caps Caps) Option {
+	return func(c *config) { c.caps = caps }
+}
+
+// Tuning holds the knobs of the Manager's writes to its Store and of its
+// memory. In every field 0 means the default (so the zero value is every
+// default); where a negative value is allowed it means none. WithTuning
+// copies it: changing it afterwards changes nothing.
+type Tuning struct {
+	// CommitAttempts is how many times a task's terminal record is tried
+	// against the Store, with backoff doubling between tries, before the
+	// owner gets an EventCommitFailed. Defaults to 3. Negative makes New
+	// fail.
+	CommitAttempts int
+	// CommitBackoff is the wait before the second try of a commit; it
+	// doubles before each later one. Defaults to 50ms; negative means no
+	// wait.
+	CommitBackoff time.Duration
+	// ProgressInterval is how often, at most, one task's progress
+	// (Task.ReportProgress) is written to the Store. The first report is
+	// written at once; later ones within the interval are folded into one
+	// trailing write when it has passed, and the last one also into the
+	// task's terminal record, so the latest value always reaches the Store.
+	// Defaults to 1s; negative writes every report, though still never more
+	// than one write per task at a time.
+	ProgressInterval time.Duration
+	// CancelledRunsKept is how many cancelled run ids without live tasks
+	// are remembered, so that late spawns into them are still refused. The
+	// oldest are forgotten first. Defaults to 4096; negative means none.
+	CancelledRunsKept int
+}
+
+// WithTuning sets how the Manager retries commits, throttles progress
+// writes and remembers cancelled runs. A later WithTuning replaces an
+// earlier one whole; a field left 0 keeps its default.
+func WithTuning(t Tuning) Option {
+	return func(c *config) { c.tuning = t }
 }
 
 // WithStore sets where task metadata is committed. Default: a new
-// NewMemoryStore().
+// memstore.New(). A nil store makes New fail.
 func WithStore(s store.Store) Option {
 	return func(c *config) { c.store, c.storeSet = s, true }
 }
 
 // WithLogger sets the logger. Default: discard (the library is silent).
+// A nil logger keeps the default.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l != nil {
@@ -121,164 +211,69 @@ func WithEventObserver(f func(bgtype.Event)) Option {
 
 // WithInstance names this runtime instance; records carry it so a restart
 // can tell its own tasks from those of a process that is gone. Default: a
-// new random id per Manager.
+// new random id per Manager. An empty id makes New fail.
 func WithInstance(id string) Option {
 	return func(c *config) { c.instance, c.instanceSet = id, true }
 }
 
-// WithMaxConcurrent limits how many tasks run at once across all owners.
-// 0, the default, means no limit.
-func WithMaxConcurrent(n int) Option {
-	return func(c *config) { c.maxRunning = n }
-}
-
-// WithMaxConcurrentPerOwner limits how many tasks of one owner run at once.
-// 0, the default, means no limit.
-func WithMaxConcurrentPerOwner(n int) Option {
-	return func(c *config) { c.maxOwner = n }
-}
-
-// WithQueueWhenFull makes a spawn over a concurrency limit wait as queued,
-// first in first out, instead of failing with ErrLimit.
-func WithQueueWhenFull() Option {
-	return func(c *config) { c.queueWhenFull = true }
-}
-
-// WithMaxDepth limits lineage depth: a task spawned inside a task is at
-// depth 1, and so on. A spawn deeper than n fails with ErrDepthLimit.
-// 0, the default, means no limit.
-func WithMaxDepth(n int) Option {
-	return func(c *config) { c.maxDepth = n }
-}
-
-// WithMaxChildren limits how many live, attached children one task may
-// have. A spawn over it fails with ErrFanOutLimit. 0, the default, means no
-// limit.
-func WithMaxChildren(n int) Option {
-	return func(c *config) { c.maxChildren = n }
-}
-
-// WithCommitRetry sets how many times a task's terminal record is tried
-// against the Store, with backoff doubling between tries, before the owner
-// gets an EventCommitFailed. Defaults DefaultCommitAttempts and
-// DefaultCommitBackoff.
-func WithCommitRetry(attempts int, backoff time.Duration) Option {
-	return func(c *config) { c.commitAttempts, c.commitBackoff = attempts, backoff }
-}
-
-// WithCancelledRunsKept sets how many cancelled run ids without live tasks
-// are remembered, so that late spawns into them are still refused. The
-// oldest are forgotten first. Default DefaultCancelledRunsKept.
-func WithCancelledRunsKept(n int) Option {
-	return func(c *config) { c.runMemory = n }
-}
-
 // WithInboxOptions sets the options of the inboxes the Manager makes for
-// owners and sub-agents (high-water mark, coalescing, fallback).
+// owners and sub-agents (high-water mark, coalescing, fallback). Several
+// WithInboxOptions add up.
 func WithInboxOptions(opts ...InboxOption) Option {
 	return func(c *config) { c.inboxOpts = append(c.inboxOpts, opts...) }
 }
 
-// WithMaxResultBytes caps a completed task's result, as JSON, in its record
-// and its completion event. A larger result is replaced by the JSON object
-//
-//	{"truncated":true,"original_bytes":N,"preview":"<the start of the result's JSON text>"}
-//
-// of at most n bytes. Default DefaultMaxResultBytes; 0 means the default, and
-// a negative n makes New fail.
-func WithMaxResultBytes(n int) Option {
-	return func(c *config) { c.caps.result = n }
-}
-
-// WithMaxErrorBytes caps a failed task's error text, and its panic stack, in
-// its record and its events. A longer text keeps its start, cut at a rune
-// boundary, and ends with "…[truncated: N bytes total]", in at most n bytes.
-// Default DefaultMaxErrorBytes; 0 means the default, and a negative n makes
-// New fail.
-func WithMaxErrorBytes(n int) Option {
-	return func(c *config) { c.caps.err = n }
-}
-
-// WithMaxPayloadBytes caps a custom event's payload, as JSON (Task.Emit),
-// in the event and the task's progress. A larger payload is replaced by a
-// JSON object like the one of WithMaxResultBytes, of at most n bytes.
-// Messages are capped by WithMaxMessageBytes instead. Default
-// DefaultMaxPayloadBytes; 0 means the default, and a negative n makes New
-// fail.
-func WithMaxPayloadBytes(n int) Option {
-	return func(c *config) { c.caps.payload = n }
-}
-
-// WithMaxPromptBytes caps an input request's prompt (Task.RequestInput) in
-// the record and the event, cut like an error text (WithMaxErrorBytes).
-// Default DefaultMaxPromptBytes; 0 means the default, and a negative n makes
-// New fail.
-func WithMaxPromptBytes(n int) Option {
-	return func(c *config) { c.caps.prompt = n }
-}
-
-// WithMaxMessageBytes caps the Content and the From of a Message, sent to a
-// sub-agent (Owner.Send, including an answer to an input request) or by a
-// task to its owner (Task.Emit of a Message), each cut like an error text
-// (WithMaxErrorBytes). A message payload that is not a Message is capped as
-// a payload of WithMaxMessageBytes. Default DefaultMaxMessageBytes; 0 means
-// the default, and a negative n makes New fail.
-func WithMaxMessageBytes(n int) Option {
-	return func(c *config) { c.caps.message = n }
-}
-
 // validate checks the options once they are all applied, and fills in the
-// defaults that depend on them. The first invalid value found, in the order
-// of the checks below, is the error.
+// defaults. The first invalid value found, in the order of the checks
+// below, is the error.
 func (c *config) validate() error {
 	if c.storeSet && c.store == nil {
-		return fmt.Errorf("bgtask: WithStore: nil store")
+		return invalidArgument("WithStore: nil store")
 	}
 	if c.instanceSet && c.instance == "" {
-		return fmt.Errorf("bgtask: WithInstance: empty id")
+		return invalidArgument("WithInstance: empty id")
 	}
-	for _, l := range []struct {
-		name string
-		n    int
-		what string
-	}{
-		{"WithMaxConcurrent", c.maxRunning, "limit"},
-		{"WithMaxConcurrentPerOwner", c.maxOwner, "limit"},
-		{"WithMaxDepth", c.maxDepth, "limit"},
-		{"WithMaxChildren", c.maxChildren, "limit"},
-		{"WithCancelledRunsKept", c.runMemory, "count"},
-	} {
-		if l.n < 0 {
-			return fmt.Errorf("bgtask: %s(%d): negative %s", l.name, l.n, l.what)
-		}
-	}
-	if c.progressInterval < 0 {
-		return fmt.Errorf("bgtask: WithProgressInterval(%v): negative interval", c.progressInterval)
-	}
-	if c.commitAttempts < 1 || c.commitBackoff < 0 {
-		return fmt.Errorf("bgtask: WithCommitRetry(%d, %v): need attempts >= 1 and backoff >= 0", c.commitAttempts, c.commitBackoff)
-	}
-	for _, sc := range []struct {
+	for _, f := range []struct {
 		name string
 		n    *int
-		def  int
+		def  int // 0: no default (0 means no limit)
 	}{
-		{"WithMaxResultBytes", &c.caps.result, DefaultMaxResultBytes},
-		{"WithMaxErrorBytes", &c.caps.err, DefaultMaxErrorBytes},
-		{"WithMaxPayloadBytes", &c.caps.payload, DefaultMaxPayloadBytes},
-		{"WithMaxPromptBytes", &c.caps.prompt, DefaultMaxPromptBytes},
-		{"WithMaxMessageBytes", &c.caps.message, DefaultMaxMessageBytes},
-		{"WithTagCaps", &c.tagCount, DefaultMaxTags},
-		{"WithTagCaps", &c.tagBytes, DefaultMaxTagBytes},
+		{"Limits.MaxConcurrent", &c.limits.MaxConcurrent, 0},
+		{"Limits.MaxConcurrentPerOwner", &c.limits.MaxConcurrentPerOwner, 0},
+		{"Limits.MaxDepth", &c.limits.MaxDepth, 0},
+		{"Limits.MaxChildren", &c.limits.MaxChildren, 0},
+		{"Caps.MaxResultBytes", &c.caps.MaxResultBytes, defaultMaxResultBytes},
+		{"Caps.MaxErrorBytes", &c.caps.MaxErrorBytes, defaultMaxErrorBytes},
+		{"Caps.MaxPayloadBytes", &c.caps.MaxPayloadBytes, defaultMaxPayloadBytes},
+		{"Caps.MaxPromptBytes", &c.caps.MaxPromptBytes, defaultMaxPromptBytes},
+		{"Caps.MaxMessageBytes", &c.caps.MaxMessageBytes, defaultMaxMessageBytes},
+		{"Caps.MaxTags", &c.caps.MaxTags, defaultMaxTags},
+		{"Caps.MaxTagBytes", &c.caps.MaxTagBytes, defaultMaxTagBytes},
+		{"Tuning.CommitAttempts", &c.tuning.CommitAttempts, defaultCommitAttempts},
 	} {
-		if *sc.n < 0 {
-			return fmt.Errorf("bgtask: %s(%d): negative size", sc.name, *sc.n)
+		if *f.n < 0 {
+			return invalidArgument("%s is %d, must not be negative", f.name, *f.n)
 		}
-		if *sc.n == 0 {
-			*sc.n = sc.def
+		if *f.n == 0 {
+			*f.n = f.def
 		}
 	}
+	t := &c.tuning
+	t.CommitBackoff = orDefault(t.CommitBackoff, defaultCommitBackoff)
+	t.ProgressInterval = orDefault(t.ProgressInterval, defaultProgressInterval)
+	t.CancelledRunsKept = orDefault(t.CancelledRunsKept, defaultCancelledRunsKept)
 	return nil
+}
+
+// orDefault returns def for 0, 0 for a negative v (none), and v otherwise.
+func orDefault[T int | time.Duration](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }
 
 // SpawnOption configures one spawn.

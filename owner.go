@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/memstore"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -59,7 +60,7 @@ func (o Owner) SpawnAgent(ctx context.Context, fn Func, opts ...SpawnOption) (st
 
 // Get returns the record of one of the owner's tasks, or ErrNotFound.
 func (o Owner) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
-	if !validOwner(o.id) {
+	if !bgtype.ValidOwner(o.id) {
 		return bgtype.TaskMeta{}, ErrInvalidOwner
 	}
 	meta, err := o.m.store.Get(ctx, id)
@@ -82,10 +83,10 @@ func (o Owner) List(ctx context.Context, statuses ...bgtype.Status) (iter.Seq[bg
 // ListTagged is List restricted to the tasks that carry tag (WithTags); an
 // empty tag restricts nothing.
 func (o Owner) ListTagged(ctx context.Context, tag string, statuses ...bgtype.Status) (iter.Seq[bgtype.TaskMeta], error) {
-	if !validOwner(o.id) {
+	if !bgtype.ValidOwner(o.id) {
 		return nil, ErrInvalidOwner
 	}
-	if err := checkStatuses(statuses); err != nil {
+	if err := memstore.CheckStatuses(statuses); err != nil {
 		return nil, err
 	}
 	var tasks []bgtype.TaskMeta
@@ -103,7 +104,7 @@ func (o Owner) ListTagged(ctx context.Context, tag string, statuses ...bgtype.St
 // was already signalled. ErrNotFound for an unknown id or another owner's.
 // WithReason says why (see Manager.Cancel).
 func (o Owner) Cancel(ctx context.Context, id string, opts ...CancelOption) (int, error) {
-	if !validOwner(o.id) {
+	if !bgtype.ValidOwner(o.id) {
 		return 0, ErrInvalidOwner
 	}
 	return o.m.cancelTask(ctx, ownerReach(o.id), id, false, cancelReason(opts))
@@ -115,7 +116,7 @@ func (o Owner) Cancel(ctx context.Context, id string, opts ...CancelOption) (int
 // subtree. ErrNotFound for an unknown id or another owner's. WithReason
 // says why, to every task it cancels.
 func (o Owner) CancelTree(ctx context.Context, id string, opts ...CancelOption) (int, error) {
-	if !validOwner(o.id) {
+	if !bgtype.ValidOwner(o.id) {
 		return 0, ErrInvalidOwner
 	}
 	return o.m.cancelTask(ctx, ownerReach(o.id), id, true, cancelReason(opts))
@@ -133,7 +134,7 @@ func (o Owner) CancelAll() (int, error) { return o.m.cancelOwner(o.id) }
 // run, a nested one included, fails with ErrRunCancelled; the check is made
 // under the same lock as the registration, so no spawn slips through.
 // Another owner's run of the same id is untouched. A cancelled run is
-// remembered for WithCancelledRunsKept runs. Errors, in this order:
+// remembered for Tuning.CancelledRunsKept runs. Errors, in this order:
 // ErrInvalidOwner, ErrClosed, ErrInvalidArgument for an empty run id.
 // WithReason says why, to every task it cancels (the cause then matches
 // ErrRunCancelled and ErrCancelled).
@@ -146,7 +147,7 @@ func (o Owner) CancelRun(runID string, opts ...CancelOption) (int, error) {
 // cancelled.
 func (o Owner) cancelRun(runID, reason string) (n int, already bool, err error) {
 	switch {
-	case !validOwner(o.id):
+	case !bgtype.ValidOwner(o.id):
 		return 0, false, ErrInvalidOwner
 	case o.m.closed.Load():
 		return 0, false, ErrClosed
@@ -161,22 +162,24 @@ func (o Owner) cancelRun(runID, reason string) (n int, already bool, err error) 
 // event of type EventTypeMessage in the sub-agent's inbox. Errors, in the
 // order they are checked: ErrNotFound (unknown, or another owner's),
 // ErrTerminal (a *StatusError with the status), ErrNotSubAgent,
-// ErrInboxClosed. An empty content is allowed.
-func (o Owner) Send(ctx context.Context, id string, msg bgtype.Message) error {
-	if !validOwner(o.id) {
-		return ErrInvalidOwner
+// ErrInboxClosed. An empty content is allowed. It returns the id of the
+// message in the task's history (Owner.Messages); a message that answers
+// an input request (see Manager.Send) has one too.
+func (o Owner) Send(ctx context.Context, id string, msg bgtype.Message) (string, error) {
+	if !bgtype.ValidOwner(o.id) {
+		return "", ErrInvalidOwner
 	}
-	err := o.m.send(ctx, o.id, id, msg)
+	msgID, err := o.m.sendMessage(ctx, o.id, id, msg)
 	if errors.Is(err, ErrNotOwner) {
-		return fmt.Errorf("%w: %s", ErrNotFound, id)
+		return "", fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
-	return err
+	return msgID, err
 }
 
 // Wait blocks until one of the owner's tasks is terminal and returns its
 // final record; see Manager.Wait.
 func (o Owner) Wait(ctx context.Context, id string) (bgtype.TaskMeta, error) {
-	if !validOwner(o.id) {
+	if !bgtype.ValidOwner(o.id) {
 		return bgtype.TaskMeta{}, ErrInvalidOwner
 	}
 	return withTaskError(o.m.wait(ctx, ownerReach(o.id), id))

@@ -17,14 +17,14 @@ import (
 // record and a *TaskError. ErrNotFound for an unknown task or another
 // owner's. Safe for concurrent use.
 func (o Owner) WaitSettled(ctx context.Context, id string) (bgtype.TaskMeta, error) {
-	if !validOwner(o.id) {
+	if !bgtype.ValidOwner(o.id) {
 		return bgtype.TaskMeta{}, ErrInvalidOwner
 	}
 	return withTaskError(o.m.waitSettled(ctx, ownerReach(o.id), id))
 }
 
 // MaxResultBytes returns the cap on a completed task's result in its record
-// and events (WithMaxResultBytes, DefaultMaxResultBytes when unset): a
+// and events (Caps.MaxResultBytes, 64 KiB by default): a
 // longer result, as JSON, is replaced by a truncation marker. A server that
 // must hand a client the whole result keeps those past it itself.
-func (m *Manager) MaxResultBytes() int { return m.cfg.caps.result }
+func (m *Manager) MaxResultBytes() int { return m.cfg.caps.MaxResultBytes }

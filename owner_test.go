@@ -1,9 +1,6 @@
 package bgtask
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
 	"testing"
 
 	"github.com/bgtask/bgtask/bgtype"
@@ -13,94 +10,17 @@ import (
 // ASCII or not.
 var blankOwners = []string{"", " ", "\t\n", "\u00a0", "\u2003", "\u00a0\u2003"}
 
-// TestOwnerBlankRefusedEverywhere: every call of an Owner view, every tool,
-// and every Manager call that takes an owner returns ErrInvalidOwner for a
-// blank owner, before anything else (ErrClosed included), and touches no
-// other owner's task. Owner("") used to cancel any owner's task.
-func TestOwnerBlankRefusedEverywhere(t *testing.T) {
-	for _, closed := range []bool{false, true} {
-		t.Run(fmt.Sprint("closed=", closed), func(t *testing.T) {
-			m := newTestManager(t)
-			theirs, tp := spawnProbe(t, runCtx(t.Context(), "run-1"), m.Owner("thread-2"), WithName("job"))
-			if closed {
-				shutdownManager(t, m)
-			}
-			fn := func(context.Context, *Task) (any, error) { return nil, nil }
-			ctx := runCtx(t.Context(), "run-1")
-			for _, blank := range blankOwners {
-				o := m.Owner(blank)
-				calls := []struct {
-					name string
-					call func() error
-				}{
-					{"Owner.Spawn", func() error { _, err := o.Spawn(ctx, fn); return err }},
-					{"Owner.SpawnAgent", func() error { _, err := o.SpawnAgent(ctx, fn); return err }},
-					{"Owner.Get", func() error { _, err := o.Get(ctx, theirs); return err }},
-					{"Owner.List", func() error { _, err := o.List(ctx); return err }},
-					{"Owner.Cancel", func() error { _, err := o.Cancel(ctx, theirs); return err }},
-					{"Owner.CancelTree", func() error { _, err := o.CancelTree(ctx, theirs); return err }},
-					{"Owner.CancelAll", func() error { _, err := o.CancelAll(); return err }},
-					{"Owner.CancelRun", func() error { _, err := o.CancelRun("run-1"); return err }},
-					{"Owner.Send", func() error { return o.Send(ctx, theirs, bgtype.Message{Content: "hi"}) }},
-					{"Owner.Wait", func() error { _, err := o.Wait(ctx, theirs); return err }},
-					{"Owner.Inbox", func() error { _, err := o.Inbox(); return err }},
-					{"Owner.Messages", func() error { _, err := o.Messages(ctx, theirs); return err }},
-					{"Manager.Inbox", func() error { _, err := m.Inbox(blank); return err }},
-					{"Manager.BindInbox", func() error { _, err := m.BindInbox(blank, NewInbox()); return err }},
-					{"Owner.CancelAll", func() error { _, err := m.Owner(blank).CancelAll(); return err }},
-					{"Manager.CancelRun", func() error { _, err := m.CancelRun(blank, "run-1"); return err }},
-					{"Manager.Send", func() error { return m.Send(ctx, blank, theirs, bgtype.Message{Content: "hi"}) }},
-					{"Manager.Restore", func() error { _, err := m.Restore(ctx, blank); return err }},
-				}
-				args := map[string]string{
-					"list_tasks":   `{}`,
-					"get_task":     `{"task_id":"` + theirs + `"}`,
-					"cancel_task":  `{"target":{"relation":"child","name":"` + theirs + `"}}`,
-					"send_message": `{"to":{"relation":"child","name":"job"},"message":"hi"}`,
-					"wait_task":    `{"task_id":"` + theirs + `","timeout_seconds":1}`,
-				}
-				for _, tool := range o.Tools() {
-					calls = append(calls, struct {
-						name string
-						call func() error
-					}{"tool " + tool.Name, func() error { _, err := tool.Call(ctx, json.RawMessage(args[tool.Name])); return err }})
-				}
-				if !closed { // NewPlugin checks ErrClosed first
-					calls = append(calls, struct {
-						name string
-						call func() error
-					}{"NewPlugin", func() error { _, err := NewPlugin(m, blank); return err }})
-				}
-				for _, c := range calls {
-					if err := c.call(); err != ErrInvalidOwner {
-						t.Errorf("%s with owner %q: %v, want exactly ErrInvalidOwner", c.name, blank, err)
-					}
-				}
-			}
-			if !closed { // Shutdown has cancelled it otherwise
-				if err := tp.ctxErr(t); err != nil {
-					t.Fatalf("thread-2's task was cancelled: %v", err)
-				}
-				close(tp.release)
-				if got := waitTask(t, m.Owner("thread-2"), theirs); got.Status != bgtype.StatusCompleted {
-					t.Fatalf("thread-2's task %s, want completed", got.Status)
-				}
-			}
-		})
-	}
-}
-
 // TestValidOwner pins what counts as blank: Unicode white space, not only
 // ASCII.
 func TestValidOwner(t *testing.T) {
 	for _, blank := range blankOwners {
-		if validOwner(blank) {
-			t.Errorf("validOwner(%q) = true, want false", blank)
+		if bgtype.ValidOwner(blank) {
+			t.Errorf("bgtype.ValidOwner(%q) = true, want false", blank)
 		}
 	}
 	for _, ok := range []string{"a", " a ", "\u00a0x", "thread-1", "\u200b", "\xff"} {
-		if !validOwner(ok) {
-			t.Errorf("validOwner(%q) = false, want true", ok)
+		if !bgtype.ValidOwner(ok) {
+			t.Errorf("bgtype.ValidOwner(%q) = false, want true", ok)
 		}
 	}
 }

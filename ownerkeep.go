@@ -8,15 +8,15 @@ import (
 )
 
 // What the Manager keeps for an owner while no run of it is open: the one
-// holder of the owner's events between runs (a Plugin), and the events an
+// holder of the owner's events between runs (a Receiver), and the events an
 // owner's closed holder left behind, for the next one.
 
 // DefaultKeepLimit is how many events are kept for an owner while no run
-// of it is open (see WithKeepLimit).
+// of it is open (see ReceiverConfig.KeepLimit).
 const DefaultKeepLimit = 1024
 
 // ownerSink holds an owner's events while no run of it is open: the
-// owner's live Plugin. idleInbox returns the closed inbox whose fallback
+// owner's live Receiver. idleInbox returns the closed inbox whose fallback
 // is keepLate, made on first use.
 type ownerSink interface {
 	keepLate(bgtype.Event)
@@ -27,7 +27,7 @@ type ownerSink interface {
 type eventKeep struct{ evs []bgtype.Event }
 
 // add keeps ev under limit events. Quiet progress replaces the kept event
-// of its task and type. At the limit one event goes (see WithKeepLimit),
+// of its task and type. At the limit one event goes (see ReceiverConfig.KeepLimit),
 // and add returns it.
 func (k *eventKeep) add(ev bgtype.Event, limit int) (dropped bgtype.Event, full bool) {
 	if ev.Kind == bgtype.EventCustom && ev.Quiet {
@@ -60,15 +60,15 @@ func (k *eventKeep) add(ev bgtype.Event, limit int) (dropped bgtype.Event, full 
 // its record again.
 func (m *Manager) dropKept(owner string, ev bgtype.Event) {
 	if !ev.Kind.IsTerminal() {
-		m.log.Warn("bgtask: plugin: keep limit reached: event dropped", "owner", owner, "task_id", ev.TaskID, "kind", ev.Kind)
+		m.log.Warn("bgtask: receiver: keep limit reached: event dropped", "owner", owner, "task_id", ev.TaskID, "kind", ev.Kind)
 		return
 	}
 	if m.durable() {
 		m.sent.done(owner, []string{ev.TaskID})
-		m.log.Error("bgtask: plugin: keep limit reached: terminal event dropped; the next run announces it again", "owner", owner, "task_id", ev.TaskID)
+		m.log.Error("bgtask: receiver: keep limit reached: terminal event dropped; the next run announces it again", "owner", owner, "task_id", ev.TaskID)
 		return
 	}
-	m.log.Error("bgtask: plugin: keep limit reached: terminal event dropped", "owner", owner, "task_id", ev.TaskID, "kind", ev.Kind)
+	m.log.Error("bgtask: receiver: keep limit reached: terminal event dropped", "owner", owner, "task_id", ev.TaskID, "kind", ev.Kind)
 }
 
 // claimOwner makes s the one holder of owner's events between runs, and
@@ -111,12 +111,12 @@ func (m *Manager) releaseOwner(owner string, s ownerSink, done func()) {
 	done()
 }
 
-// orphanEvent takes an event of owner that reached a closed Plugin of it
-// (or the closed inbox Close left bound): the owner's live Plugin, if it
+// orphanEvent takes an event of owner that reached a closed Receiver of it
+// (or the closed inbox Close left bound): the owner's live Receiver, if it
 // has one now, keeps it for its next run. Otherwise a terminal event of a
 // durable Store is forgotten as delivered, so that the owner's next
 // RunStart announces its record, still unannounced, once; any other event
-// is kept for the owner's next Plugin, under limit events.
+// is kept for the owner's next Receiver, under limit events.
 func (m *Manager) orphanEvent(owner string, ev bgtype.Event, limit int) {
 	m.plugMu.Lock()
 	if s := m.sinks[owner]; s != nil {

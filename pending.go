@@ -7,6 +7,7 @@ import (
 	"iter"
 	"strings"
 
+	"github.com/bgtask/bgtask/internal/idgen"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -18,7 +19,7 @@ const maxOwnerHops = 64
 // hear after a restart: a terminal record whose end was never announced
 // to them (a task interrupted by a crash, or that ended after their loop
 // last took its events), or a notice of a SharedStore not yet taken. Their
-// next run start (Plugin.RunStart, or Restore) delivers it. It is an
+// next run start (Receiver.RunStart, or Restore) delivers it. It is an
 // administrator's call, reachable from no Owner view or tool: a host uses
 // it to wake the threads that have news, WithOnPendingOwner does so at
 // start.
@@ -65,7 +66,7 @@ func (m *Manager) UndeliveredOwners(ctx context.Context) iter.Seq2[string, error
 // case the owner of that task, and so on up the lineage.
 func (m *Manager) liveOwner(ctx context.Context, owner string) (string, error) {
 	for range maxOwnerHops {
-		if !strings.HasPrefix(owner, IDPrefix) {
+		if !strings.HasPrefix(owner, idgen.TaskPrefix) {
 			return owner, nil // not a task id: no read needed (most owners are threads)
 		}
 		meta, err := m.store.Get(ctx, owner)

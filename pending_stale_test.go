@@ -8,14 +8,17 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/store"
 )
 
 // instanceStore is a MemoryStore that lists the owners of an instance's
 // live records, as a SharedStore whose processes keep their instance id
 // across restarts does.
-type instanceStore struct{ *MemoryStore }
+type instanceStore struct{ *memstore.Store }
 
 func (s instanceStore) InstanceOwners(ctx context.Context, instance string) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
@@ -45,13 +48,13 @@ func (s instanceStore) InstanceOwners(ctx context.Context, instance string) iter
 func TestWithOnPendingOwnerLeftByThisInstance(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		st := instanceStore{NewMemoryStore()}
-		at := now()
+		st := instanceStore{memstore.New()}
+		at := clock.Now()
 		for i, r := range []struct{ id, owner, instance, typ string }{
-			{"task_1_left", "thread-left", "inst_me", TypeTask},
-			{"task_2_other", "thread-other", "inst_other", TypeTask},
-			{"task_agent_left", "thread-agent", "inst_me", TypeSubAgent},
-			{"task_3_child", "task_agent_left", "inst_me", TypeTask},
+			{"task_1_left", "thread-left", "inst_me", bgtype.TypeTask},
+			{"task_2_other", "thread-other", "inst_other", bgtype.TypeTask},
+			{"task_agent_left", "thread-agent", "inst_me", bgtype.TypeSubAgent},
+			{"task_3_child", "task_agent_left", "inst_me", bgtype.TypeTask},
 		} {
 			meta := bgtype.TaskMeta{ID: r.id, Owner: r.owner, Type: r.typ, Status: bgtype.StatusRunning, CreatedAt: at.Add(time.Duration(i-10) * time.Minute), StartedAt: at.Add(-time.Minute), Instance: r.instance}
 			if err := st.Commit(t.Context(), r.owner, store.UpsertAction(meta)); err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -25,9 +27,9 @@ import (
 //	              which owns task_deadchild, ended, never announced   -> thread-parent listed, not task_dead
 //	task_live     a running sub-agent (of thread-busy) owning task_livechild, ended, never announced -> task_live listed
 //	task_like-a-thread  an owner id with the task prefix that names no task: a completed task never announced -> listed
-func pendingFixture(t *testing.T) *MemoryStore {
+func pendingFixture(t *testing.T) *memstore.Store {
 	t.Helper()
-	s := NewMemoryStore()
+	s := memstore.New()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	n := 0
 	rec := func(owner string, st bgtype.Status, announced bool, wake bgtype.WakePolicy) bgtype.TaskMeta {
@@ -54,11 +56,11 @@ func pendingFixture(t *testing.T) *MemoryStore {
 		rec("thread-busy", bgtype.StatusRunning, false, ""),
 		rec("task_like-a-thread", bgtype.StatusCompleted, false, ""))
 	dead := rec("thread-parent", bgtype.StatusInterrupted, true, "")
-	dead.ID, dead.Type = "task_dead", TypeSubAgent
+	dead.ID, dead.Type = "task_dead", bgtype.TypeSubAgent
 	deadChild := rec("task_dead", bgtype.StatusInterrupted, false, "")
 	deadChild.ID = "task_deadchild"
 	live := rec("thread-busy", bgtype.StatusRunning, false, "")
-	live.ID, live.Type = "task_live", TypeSubAgent
+	live.ID, live.Type = "task_live", bgtype.TypeSubAgent
 	liveChild := rec("task_live", bgtype.StatusCompleted, false, "")
 	liveChild.ID = "task_livechild"
 	put(dead, deadChild, live, liveChild)

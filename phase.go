@@ -34,7 +34,7 @@ const (
 	// committed after it, then its goroutine started); one admitted from
 	// phaseWaiting is moved on by its spawner after the commit.
 	phaseAdmitted
-	// phaseWaiting: registered without a slot (queued, WithQueueWhenFull);
+	// phaseWaiting: registered without a slot (queued, Limits.QueueWhenFull);
 	// the first record is being committed. A released slot admits it
 	// (phaseAdmitted); after the commit the spawner queues it.
 	phaseWaiting
@@ -96,7 +96,7 @@ func (p taskPhase) holdsSlot() bool { return p == phaseAdmitted || p == phaseRun
 // that is not is a bug in this package, and panics. Called with m.mu held.
 func (t *Task) move(next taskPhase) {
 	if !t.phase.canMove(next) {
-		panic(fmt.Sprintf("bgtask: task %s: phase %s cannot move to %s", t.rec.id, t.phase, next))
+		panic(fmt.Sprintf("bgtask: task %s: phase %s cannot move to %s", t.rec.ID, t.phase, next))
 	}
 	if h := t.m.phaseHook; h != nil {
 		h(t, t.phase, next)

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 )
 
@@ -52,7 +54,7 @@ func TestTaskPhaseMoves(t *testing.T) {
 // with the task and both phases.
 func TestTaskPhaseMovePanics(t *testing.T) {
 	m := newTestManager(t)
-	tk := &Task{m: m, rec: &memRec{id: "task_x"}, phase: phaseRunning}
+	tk := &Task{m: m, rec: &memstore.Rec{ID: "task_x"}, phase: phaseRunning}
 	defer func() {
 		if r := recover(); r != "bgtask: task task_x: phase running cannot move to queued" {
 			t.Fatalf("recovered %v", r)
@@ -72,10 +74,10 @@ func watchPhases(m *Manager) *phaseLog {
 	m.phaseHook = func(t *Task, from, to taskPhase) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		if len(l.moves[t.rec.id]) == 0 {
-			l.moves[t.rec.id] = []taskPhase{from}
+		if len(l.moves[t.rec.ID]) == 0 {
+			l.moves[t.rec.ID] = []taskPhase{from}
 		}
-		l.moves[t.rec.id] = append(l.moves[t.rec.id], to)
+		l.moves[t.rec.ID] = append(l.moves[t.rec.ID], to)
 	}
 	return l
 }
@@ -91,7 +93,7 @@ func (l *phaseLog) of(id string) []taskPhase {
 // queued, and one whose first commit fails.
 func TestTaskPhasePaths(t *testing.T) {
 	st := newFailingStore()
-	m := newTestManager(t, WithStore(st), WithMaxConcurrent(1), WithQueueWhenFull())
+	m := newTestManager(t, WithStore(st), WithLimits(Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 	phases := watchPhases(m)
 	o := m.Owner("a")
 	release := make(chan struct{})

@@ -31,7 +31,7 @@ func (o Owner) LatestEvent(id string) (ev LatestEvent, ok bool) {
 	m := o.m
 	m.mu.Lock()
 	t := m.nodes[id]
-	if t == nil || t.phase == phaseGone || t.rec.owner != o.id {
+	if t == nil || t.phase == phaseGone || t.rec.Owner != o.id {
 		m.mu.Unlock()
 		return LatestEvent{}, false
 	}

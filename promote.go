@@ -75,7 +75,7 @@ func WithCancelOnAbandon() SpawnOption { return func(c *spawnConfig) { c.cancelO
 // its progress and its input requests reach the owner as its wake policy
 // says, and a cancel of it cancels fn's context. A task that asks for input
 // (Task.RequestInput) is promoted at once: the model must answer it. A
-// spawn that waits for a concurrency slot (WithQueueWhenFull) counts its
+// spawn that waits for a concurrency slot (Limits.QueueWhenFull) counts its
 // time queued within d; promoted while queued, it starts when a slot frees.
 // Until it is promoted, the events fn emits are kept as its progress only
 // (Owner.LatestEvent), not sent to the inbox; messages it sends its owner
@@ -223,7 +223,7 @@ func (m *Manager) toBackground(id string) (bgtype.TaskMeta, bool) {
 	}
 	t.fg.Store(fgBackground)
 	if t.reports() {
-		m.owners[t.rec.owner].reporting++ // decremented by retire
+		m.owners[t.rec.Owner].reporting++ // decremented by retire
 	}
 	// Read under the lock: the status the task had when it was promoted.
 	// Once the lock is released its end may be committed at once (a
@@ -267,7 +267,7 @@ func (t *Task) wake() bgtype.WakePolicy {
 	if t.fg.Load() != fgBackground {
 		return bgtype.WakeSilent
 	}
-	return t.rec.wakePolicy()
+	return t.rec.WakePolicy()
 }
 
 // reports reports whether t's end is announced to its owner.

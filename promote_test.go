@@ -13,7 +13,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/idgen"
 )
 
 // notice is the promotion notice the model reads for task id.
@@ -107,7 +110,7 @@ func TestForegroundOutcomes(t *testing.T) {
 					t.Errorf("Foreground took %v, want %v", took, tc.took)
 				}
 				id := res.TaskID
-				if !strings.HasPrefix(id, IDPrefix) || res.Promoted != tc.promoted || res.Status != tc.status {
+				if !strings.HasPrefix(id, idgen.TaskPrefix) || res.Promoted != tc.promoted || res.Status != tc.status {
 					t.Fatalf("result = %+v, want promoted %v, status %s", res, tc.promoted, tc.status)
 				}
 				switch {
@@ -338,7 +341,7 @@ func TestForegroundPromotedOnInputRequest(t *testing.T) {
 			t.Errorf("notice = %s", res.Result)
 		}
 		req := getTask(t, o, res.TaskID).Input
-		if err := o.Send(t.Context(), res.TaskID, bgtype.Message{Content: "main", InReplyTo: req.ID}); err != nil {
+		if _, err := o.Send(t.Context(), res.TaskID, bgtype.Message{Content: "main", InReplyTo: req.ID}); err != nil {
 			t.Fatal(err)
 		}
 		meta := waitStatus(t, o, res.TaskID, bgtype.StatusCompleted)
@@ -363,7 +366,7 @@ func TestForegroundRefusedShutdownAndQueued(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			m := newTestManager(t, WithMaxConcurrentPerOwner(1))
+			m := newTestManager(t, WithLimits(Limits{MaxConcurrentPerOwner: 1}))
 			o := m.Owner("alice")
 			_, p := spawnProbe(t, t.Context(), o)
 			for _, tc := range []struct {
@@ -419,7 +422,7 @@ func TestForegroundRefusedShutdownAndQueued(t *testing.T) {
 	t.Run("queued", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			m := newTestManager(t, WithMaxConcurrentPerOwner(1), WithQueueWhenFull())
+			m := newTestManager(t, WithLimits(Limits{MaxConcurrentPerOwner: 1, QueueWhenFull: true}))
 			o := m.Owner("alice")
 			first, p := spawnProbe(t, t.Context(), o, WithWake(bgtype.WakeSilent))
 			var runs atomic.Int32
@@ -484,43 +487,6 @@ func TestForegroundProgressHeldUntilPromoted(t *testing.T) {
 			t.Errorf("events = %q, want %q", got, want)
 		}
 	})
-}
-
-// The promotion notice is a JSON object every provider takes as a tool
-// result: valid UTF-8 and JSON, the task id a JSON string, and the tools it
-// names are among the owner's tools.
-func TestForegroundNoticeNamesRealTools(t *testing.T) {
-	t.Parallel()
-	for _, status := range []bgtype.Status{bgtype.StatusRunning, bgtype.StatusQueued, bgtype.StatusAwaitingInput} {
-		meta := bgtype.TaskMeta{ID: "task_0123456789abcdef0123456789abcdef", Status: status}
-		res := promoted(&meta, 1500*time.Millisecond)
-		if !utf8.Valid(res.Result) || !json.Valid(res.Result) {
-			t.Fatalf("%s: notice %q is not valid JSON", status, res.Result)
-		}
-		var n struct {
-			Status, TaskID, TaskStatus, Message string
-		}
-		if err := json.Unmarshal(res.Result, &struct {
-			Status     *string `json:"status"`
-			TaskID     *string `json:"task_id"`
-			TaskStatus *string `json:"task_status"`
-			Message    *string `json:"message"`
-		}{&n.Status, &n.TaskID, &n.TaskStatus, &n.Message}); err != nil {
-			t.Fatal(err)
-		}
-		if n.Status != "promoted" || n.TaskID != meta.ID || n.TaskStatus != string(status) || !strings.Contains(n.Message, meta.ID) {
-			t.Errorf("%s: notice %+v", status, n)
-		}
-		tools := map[string]bool{}
-		for _, tool := range newTestManager(t).Owner("alice").Tools() {
-			tools[tool.Name] = true
-		}
-		for _, name := range []string{"wait_task", "get_task", "send_message"} {
-			if strings.Contains(n.Message, name) != (name == "wait_task" || status == bgtype.StatusAwaitingInput) || !tools[name] {
-				t.Errorf("%s: message %q and tool %s (a tool: %v)", status, n.Message, name, tools[name])
-			}
-		}
-	}
 }
 
 // A function that returns as its time is up, right after the call was
@@ -590,7 +556,7 @@ func TestForegroundJoinsKeyedTask(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const d = 50 * time.Millisecond
-				ds := &durableMem{MemoryStore: NewMemoryStore()}
+				ds := &durableMem{Store: memstore.New()}
 				m := newTestManager(t, WithStore(ds))
 				o := m.Owner("alice")
 				ib, err := o.Inbox()
@@ -648,5 +614,40 @@ func TestForegroundJoinsKeyedTask(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// The promotion notice is a JSON object every provider takes as a tool
+// result: valid UTF-8 and JSON, the task id a JSON string, and the tools it
+// names are among the agent package's tools.
+func TestForegroundNoticeNamesRealTools(t *testing.T) {
+	t.Parallel()
+	for _, status := range []bgtype.Status{bgtype.StatusRunning, bgtype.StatusQueued, bgtype.StatusAwaitingInput} {
+		meta := bgtype.TaskMeta{ID: "task_0123456789abcdef0123456789abcdef", Status: status}
+		res := promoted(&meta, 1500*time.Millisecond)
+		if !utf8.Valid(res.Result) || !json.Valid(res.Result) {
+			t.Fatalf("%s: notice %q is not valid JSON", status, res.Result)
+		}
+		var n struct {
+			Status, TaskID, TaskStatus, Message string
+		}
+		if err := json.Unmarshal(res.Result, &struct {
+			Status     *string `json:"status"`
+			TaskID     *string `json:"task_id"`
+			TaskStatus *string `json:"task_status"`
+			Message    *string `json:"message"`
+		}{&n.Status, &n.TaskID, &n.TaskStatus, &n.Message}); err != nil {
+			t.Fatal(err)
+		}
+		if n.Status != "promoted" || n.TaskID != meta.ID || n.TaskStatus != string(status) || !strings.Contains(n.Message, meta.ID) {
+			t.Errorf("%s: notice %+v", status, n)
+		}
+		// The agent package's tools (its TestToolsOrderAndSchemas pins the names).
+		tools := map[string]bool{"list_tasks": true, "get_task": true, "cancel_task": true, "send_message": true, "wait_task": true}
+		for _, name := range []string{"wait_task", "get_task", "send_message"} {
+			if strings.Contains(n.Message, name) != (name == "wait_task" || status == bgtype.StatusAwaitingInput) || !tools[name] {
+				t.Errorf("%s: message %q and tool %s (a tool: %v)", status, n.Message, name, tools[name])
+			}
+		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -19,38 +21,38 @@ import (
 
 // newRecord makes t.rec, in the entry the MemoryStore will keep it in when
 // the store is one (returned, for commitFirst), else on its own.
-func (m *Manager) newRecord(t *Task) *memEntry {
+func (m *Manager) newRecord(t *Task) *memstore.Entry {
 	if m.mem == nil {
-		t.rec = new(memRec)
+		t.rec = new(memstore.Rec)
 		return nil
 	}
-	e := new(memEntry)
-	t.rec = &e.rec
+	e := new(memstore.Entry)
+	t.rec = &e.Rec
 	return e
 }
 
 // commitFirst commits the task's first record; e is what newRecord returned.
-func (m *Manager) commitFirst(ctx context.Context, t *Task, e *memEntry) error {
-	u := t.rec.expand()
+func (m *Manager) commitFirst(ctx context.Context, t *Task, e *memstore.Entry) error {
+	u := t.rec.Expand()
 	if m.mem != nil {
-		return m.mem.commitOne(ctx, &u, e)
+		return m.mem.CommitOne(ctx, &u, e)
 	}
 	return m.store.Commit(ctx, u.Owner, store.UpsertAction(u))
 }
 
 // commitUpdate commits u, a changed copy of the task's record, retrying with
-// doubling backoff (WithCommitRetry). A private record follows u even when
+// doubling backoff (Tuning.CommitAttempts, Tuning.CommitBackoff). A private record follows u even when
 // the commit fails, so Wait reports the outcome the owner is told about.
 func (m *Manager) commitUpdate(t *Task, u *bgtype.TaskMeta) error {
 	var err error
-	backoff := m.cfg.commitBackoff
-	for attempt := range m.cfg.commitAttempts {
+	backoff := m.cfg.tuning.CommitBackoff
+	for attempt := range m.cfg.tuning.CommitAttempts {
 		if attempt > 0 {
 			time.Sleep(backoff)
 			backoff *= 2
 		}
 		if m.mem != nil {
-			err = m.mem.commitOne(context.Background(), u, nil)
+			err = m.mem.CommitOne(context.Background(), u, nil)
 		} else {
 			err = m.store.Commit(context.Background(), u.Owner, store.UpsertAction(*u))
 		}
@@ -60,7 +62,7 @@ func (m *Manager) commitUpdate(t *Task, u *bgtype.TaskMeta) error {
 		m.logCommitFailure(u, attempt, err)
 	}
 	if m.mem == nil {
-		t.rec.setMutable(u) // identity fields stay: others read them without a lock
+		t.rec.SetMutable(u) // identity fields stay: others read them without a lock
 	}
 	return err
 }
@@ -71,19 +73,19 @@ func (m *Manager) commitUpdate(t *Task, u *bgtype.TaskMeta) error {
 // instead of two on every task's end.
 func (m *Manager) commitEdit(t *Task, u *bgtype.TaskMeta, edit *terminalEdit) error {
 	if m.mem != nil {
-		m.mem.commitEdit(t.rec, u, edit)
+		m.mem.CommitEdit(t.rec, u, edit)
 		return nil
 	}
 	m.readRecord(t, u)
-	edit.apply(u)
+	edit.Apply(u)
 	return m.commitUpdate(t, u)
 }
 
 // readRecord copies the task's current record into dst.
 func (m *Manager) readRecord(t *Task, dst *bgtype.TaskMeta) {
 	if m.mem != nil {
-		m.mem.read(t.rec, dst)
+		m.mem.Read(t.rec, dst)
 		return
 	}
-	t.rec.expandInto(dst)
+	t.rec.ExpandInto(dst)
 }

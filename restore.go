@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -42,7 +43,7 @@ import (
 // interrupted, with their events sent.
 func (m *Manager) Restore(ctx context.Context, owner string) ([]bgtype.TaskMeta, error) {
 	switch {
-	case !validOwner(owner):
+	case !bgtype.ValidOwner(owner):
 		return nil, ErrInvalidOwner
 	case m.closed.Load():
 		return nil, ErrClosed
@@ -52,7 +53,7 @@ func (m *Manager) Restore(ctx context.Context, owner string) ([]bgtype.TaskMeta,
 
 // restoreTree restores the records of the owners in queue, and of every
 // gone agent among their tasks, reporting each to report. Restore starts
-// it at its owner; a Plugin starts it at the sub-agents a store's notice
+// it at its owner; a Receiver starts it at the sub-agents a store's notice
 // said are gone (their tasks that ended unannounced were never told).
 func (m *Manager) restoreTree(ctx context.Context, queue []string, report string) ([]bgtype.TaskMeta, error) {
 	m.restoreMu.Lock() // two Restores must not both report one record
@@ -137,7 +138,7 @@ func (m *Manager) interrupt(ctx context.Context, owner, report string, stale []b
 		return nil, nil
 	}
 	done := make([]bgtype.TaskMeta, 0, len(stale))
-	at := now()
+	at := clock.Now()
 	for len(stale) > 0 {
 		n := min(len(stale), restoreBatch)
 		got, err := m.restoreBatch(ctx, owner, report, stale[:n], at)

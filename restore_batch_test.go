@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -20,12 +23,12 @@ import (
 // would show.
 func staleRecords(t *testing.T, st store.Store, owner string, n int) []string {
 	t.Helper()
-	at := now().Add(-time.Hour)
+	at := clock.Now().Add(-time.Hour)
 	ids := make([]string, n)
 	var actions []store.Action
 	for i := range n {
 		ids[i] = fmt.Sprintf("task_%06d", n-i)
-		actions = append(actions, store.UpsertAction(bgtype.TaskMeta{ID: ids[i], Owner: owner, Type: TypeTask, Status: bgtype.StatusRunning,
+		actions = append(actions, store.UpsertAction(bgtype.TaskMeta{ID: ids[i], Owner: owner, Type: bgtype.TypeTask, Status: bgtype.StatusRunning,
 			CreatedAt: at.Add(time.Duration(i) * time.Millisecond), Instance: "gone", Attempt: 1}))
 	}
 	if err := st.Commit(t.Context(), owner, actions...); err != nil {
@@ -76,7 +79,7 @@ func restoredIDs(ms []bgtype.TaskMeta) []string {
 // Restore commits the stale records in batches of 500, one Commit each,
 // and still reports every one, in creation order, with one event each.
 func TestRestoreCommitsInBatches(t *testing.T) {
-	st := &batchStore{Store: NewMemoryStore(WithRetainPerOwner(2000))}
+	st := &batchStore{Store: memstore.New(memstore.WithRetainPerOwner(2000))}
 	ids := staleRecords(t, st, "a", 1203)
 	var seen []string
 	m := newTestManager(t, WithStore(st), WithObserver(func(tr Transition) {
@@ -118,10 +121,10 @@ func TestRestoreCommitsInBatches(t *testing.T) {
 // before the batch is committed keeps its own status and gets no
 // interrupted event; the rest of the batch is restored.
 func TestRestoreBatchRecordEndedMeanwhile(t *testing.T) {
-	st := &batchStore{Store: NewMemoryStore()}
+	st := &batchStore{Store: memstore.New()}
 	ids := staleRecords(t, st, "a", 5)
 	st.before = func(int) error {
-		done := bgtype.TaskMeta{ID: ids[2], Owner: "a", Type: TypeTask, Status: bgtype.StatusCompleted, Instance: "gone", Attempt: 1}
+		done := bgtype.TaskMeta{ID: ids[2], Owner: "a", Type: bgtype.TypeTask, Status: bgtype.StatusCompleted, Instance: "gone", Attempt: 1}
 		return st.Store.Commit(t.Context(), "a", store.UpsertAction(done))
 	}
 	m := newTestManager(t, WithStore(st))
@@ -151,7 +154,7 @@ func TestRestoreBatchRecordEndedMeanwhile(t *testing.T) {
 // committed before it stay interrupted with their events sent, and the
 // failed one is left for the next Restore.
 func TestRestoreFailedBatch(t *testing.T) {
-	st := &batchStore{Store: NewMemoryStore(WithRetainPerOwner(2000)), failAt: 2}
+	st := &batchStore{Store: memstore.New(memstore.WithRetainPerOwner(2000)), failAt: 2}
 	ids := staleRecords(t, st, "a", 700)
 	m := newTestManager(t, WithStore(st))
 	got, err := m.Restore(t.Context(), "a")
@@ -180,7 +183,7 @@ func TestRestoreFailedBatch(t *testing.T) {
 func TestRestoreRecordsDroppedByRetention(t *testing.T) {
 	for _, keep := range []int{0, 2} {
 		t.Run(fmt.Sprintf("keep=%d", keep), func(t *testing.T) {
-			st := NewMemoryStore(WithRetainPerOwner(keep))
+			st := memstore.New(memstore.WithRetainPerOwner(keep))
 			ids := staleRecords(t, st, "a", 5)
 			m := newTestManager(t, WithStore(st))
 			got, err := m.Restore(t.Context(), "a")
@@ -202,7 +205,7 @@ func TestRestoreRecordsDroppedByRetention(t *testing.T) {
 // pendingOwnerStore is a MemoryStore that implements PendingOwnerFinder and
 // records the owners it lists and the PendingOwners calls.
 type pendingOwnerStore struct {
-	*MemoryStore
+	*memstore.Store
 	mu    sync.Mutex
 	loads []string
 	asked [][]string
@@ -214,7 +217,7 @@ func (s *pendingOwnerStore) List(ctx context.Context, owner string, statuses ...
 		s.loads = append(s.loads, owner)
 	}
 	s.mu.Unlock()
-	return s.MemoryStore.List(ctx, owner, statuses...)
+	return s.Store.List(ctx, owner, statuses...)
 }
 
 func (s *pendingOwnerStore) PendingOwners(ctx context.Context, owners []string) ([]string, error) {
@@ -223,7 +226,7 @@ func (s *pendingOwnerStore) PendingOwners(ctx context.Context, owners []string) 
 	s.mu.Unlock()
 	var pending []string
 	for _, o := range owners {
-		for meta, err := range s.MemoryStore.List(ctx, o) {
+		for meta, err := range s.Store.List(ctx, o) {
 			if err != nil {
 				return nil, err
 			}
@@ -241,15 +244,15 @@ func (s *pendingOwnerStore) PendingOwners(ctx context.Context, owners []string) 
 // records of the owners named only, and the same records and events as
 // reading each.
 func TestRestoreAsksTheStoreWhichTasksOwnTasks(t *testing.T) {
-	st := &pendingOwnerStore{MemoryStore: NewMemoryStore()}
-	at := now()
+	st := &pendingOwnerStore{Store: memstore.New()}
+	at := clock.Now()
 	for _, r := range []bgtype.TaskMeta{
-		{ID: "task_1_agent", Owner: "thread-1", Type: TypeSubAgent, Status: bgtype.StatusRunning, CreatedAt: at.Add(-4 * time.Second), Instance: "gone", Attempt: 1},
-		{ID: "task_2_plain", Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusRunning, CreatedAt: at.Add(-3 * time.Second), Instance: "gone", Attempt: 1},
-		{ID: "task_3_fetch", Owner: "task_1_agent", Type: TypeTask, Status: bgtype.StatusQueued, CreatedAt: at.Add(-2 * time.Second), Instance: "gone", Attempt: 1},
-		{ID: "task_4_done", Owner: "task_2_plain", Type: TypeTask, Status: bgtype.StatusCompleted, CreatedAt: at.Add(-time.Second), FinishedAt: at, Instance: "gone", Attempt: 1, Announced: true},
+		{ID: "task_1_agent", Owner: "thread-1", Type: bgtype.TypeSubAgent, Status: bgtype.StatusRunning, CreatedAt: at.Add(-4 * time.Second), Instance: "gone", Attempt: 1},
+		{ID: "task_2_plain", Owner: "thread-1", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, CreatedAt: at.Add(-3 * time.Second), Instance: "gone", Attempt: 1},
+		{ID: "task_3_fetch", Owner: "task_1_agent", Type: bgtype.TypeTask, Status: bgtype.StatusQueued, CreatedAt: at.Add(-2 * time.Second), Instance: "gone", Attempt: 1},
+		{ID: "task_4_done", Owner: "task_2_plain", Type: bgtype.TypeTask, Status: bgtype.StatusCompleted, CreatedAt: at.Add(-time.Second), FinishedAt: at, Instance: "gone", Attempt: 1, Announced: true},
 	} {
-		if err := st.MemoryStore.Commit(t.Context(), r.Owner, store.UpsertAction(r)); err != nil {
+		if err := st.Store.Commit(t.Context(), r.Owner, store.UpsertAction(r)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,9 +3,10 @@ package bgtask_test
 import (
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/store"
 
-	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/storetest"
 )
 
@@ -15,5 +16,5 @@ import (
 //
 //	go test -run '^$' -bench Restore10k -benchtime 5x .
 func BenchmarkRestore10k(b *testing.B) {
-	storetest.BenchRestore(b, 10_000, func(b *testing.B) store.Store { return bgtask.NewMemoryStore() })
+	storetest.BenchRestore(b, 10_000, func(b *testing.B) store.Store { return memstore.New() })
 }

@@ -8,7 +8,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -18,10 +21,10 @@ import (
 // alone; a second Restore finds nothing.
 func TestRestoreInterruptsWhatNoOneRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := NewMemoryStore()
-		at := now()
+		st := memstore.New()
+		at := clock.Now()
 		old := func(id, owner string, st bgtype.Status, created time.Time) bgtype.TaskMeta {
-			m := bgtype.TaskMeta{ID: id, Owner: owner, Type: TypeTask, Status: st, CreatedAt: created, Instance: "inst_old", Attempt: 2}
+			m := bgtype.TaskMeta{ID: id, Owner: owner, Type: bgtype.TypeTask, Status: st, CreatedAt: created, Instance: "inst_old", Attempt: 2}
 			if st.IsTerminal() {
 				m.FinishedAt = created
 			}
@@ -115,7 +118,7 @@ func TestRestoreErrors(t *testing.T) {
 	}
 
 	st := newFailingStore()
-	if err := st.MemoryStore.Commit(t.Context(), "a", store.UpsertAction(bgtype.TaskMeta{ID: "task_x", Owner: "a", Status: bgtype.StatusRunning})); err != nil {
+	if err := st.Store.Commit(t.Context(), "a", store.UpsertAction(bgtype.TaskMeta{ID: "task_x", Owner: "a", Status: bgtype.StatusRunning})); err != nil {
 		t.Fatal(err)
 	}
 	st.fail(1, bgtype.StatusInterrupted)
@@ -137,12 +140,12 @@ func TestRestoreErrors(t *testing.T) {
 // interrupted too, after it, and reported to the top owner: their own
 // owners will never hear of them, and no inbox is made for those.
 func TestRestoreFollowsInterruptedSubAgents(t *testing.T) {
-	st := NewMemoryStore()
-	at := now()
+	st := memstore.New()
+	at := clock.Now()
 	records := []bgtype.TaskMeta{
-		{ID: "task_1_agent", Owner: "thread-1", Type: TypeSubAgent, Status: bgtype.StatusRunning, CreatedAt: at.Add(-3 * time.Second), Instance: "gone", Attempt: 1},
-		{ID: "task_2_fetch", Owner: "task_1_agent", Type: TypeTask, Status: bgtype.StatusRunning, CreatedAt: at.Add(-2 * time.Second), Parent: bgtype.Parent{TaskID: "task_1_agent"}, Instance: "gone", Attempt: 1},
-		{ID: "task_3_grand", Owner: "task_2_fetch", Type: TypeTask, Status: bgtype.StatusRunning, CreatedAt: at.Add(-time.Second), Instance: "gone", Attempt: 1},
+		{ID: "task_1_agent", Owner: "thread-1", Type: bgtype.TypeSubAgent, Status: bgtype.StatusRunning, CreatedAt: at.Add(-3 * time.Second), Instance: "gone", Attempt: 1},
+		{ID: "task_2_fetch", Owner: "task_1_agent", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, CreatedAt: at.Add(-2 * time.Second), Parent: bgtype.Parent{TaskID: "task_1_agent"}, Instance: "gone", Attempt: 1},
+		{ID: "task_3_grand", Owner: "task_2_fetch", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, CreatedAt: at.Add(-time.Second), Instance: "gone", Attempt: 1},
 	}
 	for _, r := range records {
 		if err := st.Commit(t.Context(), r.Owner, store.UpsertAction(r)); err != nil {

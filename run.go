@@ -9,7 +9,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/jsoncap"
+	"github.com/bgtask/bgtask/internal/stackgrow"
 )
 
 // outcome is what a task's function came to, before it is recorded.
@@ -61,7 +66,7 @@ func (m *Manager) runEnd(t *Task, stage *uint8) {
 		*stage = stageRecorded
 		out := outcome{status: bgtype.StatusFailed, kind: bgtype.KindPanic, err: fmt.Sprintf("panic: %v", r), stack: string(debug.Stack())}
 		m.counters.panicked.Add(1)
-		m.log.Error("bgtask: task panicked", "task_id", t.rec.id, "panic", r)
+		m.log.Error("bgtask: task panicked", "task_id", t.rec.ID, "panic", r)
 		m.finish(t, &out)
 	}
 	if *stage != stageRecorded {
@@ -131,11 +136,11 @@ func (m *Manager) promote(t *Task) error {
 	if u.Status != bgtype.StatusQueued {
 		return nil
 	}
-	u.Status, u.StartedAt = bgtype.StatusRunning, now()
+	u.Status, u.StartedAt = bgtype.StatusRunning, clock.Now()
 	if err := m.commitUpdate(t, &u); err != nil {
 		if m.mem == nil {
 			u.Status, u.StartedAt = bgtype.StatusQueued, time.Time{} // not started after all
-			t.rec.setMutable(&u)
+			t.rec.SetMutable(&u)
 		}
 		return err
 	}
@@ -149,7 +154,7 @@ func (m *Manager) promote(t *Task) error {
 //
 //go:noinline
 func (m *Manager) returned(t *Task, v any, err error, stage *uint8) {
-	growStack() // before encoding the result: the end needs the bigger stack anyway
+	stackgrow.Grow() // before encoding the result: the end needs the bigger stack anyway
 	var out outcome
 	m.settle(t, &out, v, err)
 	*stage = stageRecorded
@@ -163,12 +168,12 @@ func (m *Manager) returned(t *Task, v any, err error, stage *uint8) {
 func (m *Manager) settle(t *Task, out *outcome, v any, err error) {
 	switch {
 	case err == nil:
-		res, encErr := encodeJSON(v)
+		res, encErr := jsoncap.Encode(v)
 		if encErr != nil {
 			*out = outcome{status: bgtype.StatusFailed, kind: bgtype.KindError, err: fmt.Sprintf("bgtask: result is not JSON-encodable: %v", encErr)}
 			return
 		}
-		res, _ = truncateJSON(res, m.cfg.caps.result)
+		res, _ = jsoncap.JSON(res, m.cfg.caps.MaxResultBytes)
 		*out = outcome{status: bgtype.StatusCompleted, result: res}
 	case t.cctx.Err() != nil && errors.Is(context.Cause(t.context()), ErrTimeout):
 		// Its time ran out (not a cancel: a cancel's cause stays the cause).
@@ -189,7 +194,7 @@ func (m *Manager) settle(t *Task, out *outcome, v any, err error) {
 // record). If the commit keeps failing, the owner gets EventCommitFailed
 // before the terminal event, so no record stays silently running.
 func (m *Manager) finish(t *Task, out *outcome) {
-	growStack()
+	stackgrow.Grow()
 	if !t.claimEnd() {
 		m.releaseCut(t) // Stop ended it: what the function returned is discarded
 		return
@@ -222,21 +227,21 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 	if out.status == bgtype.StatusCancelled {
 		reason = reasonOf(context.Cause(t.context()))
 	}
-	errText, _ := truncateText(out.err, m.cfg.caps.err)
-	stack, _ := truncateText(out.stack, m.cfg.caps.err)
-	end := now()
+	errText, _ := jsoncap.Text(out.err, m.cfg.caps.MaxErrorBytes)
+	stack, _ := jsoncap.Text(out.stack, m.cfg.caps.MaxErrorBytes)
+	end := clock.Now()
 	var u bgtype.TaskMeta
-	edit := terminalEdit{out: *out, end: end, reason: reason, errText: errText, stack: stack, prog: prog}
+	edit := terminalEdit{Status: out.status, Kind: out.kind, Result: out.result, End: end, Reason: reason, ErrText: errText, Stack: stack, Progress: prog}
 	var commitErr error
 	if fg { // rare: the record is marked before the commit
 		m.readRecord(t, &u)
-		edit.apply(&u)
+		edit.Apply(&u)
 		m.answeredInForeground(&u)
 		u.Announced = true // the foreground call returned it: a restart must not announce it
 		commitErr = m.commitUpdate(t, &u)
 	} else {
-		if t.rec.wakePolicy() != bgtype.WakeSilent && m.durable() {
-			m.sent.add(t.rec.owner, t.rec.owner, t.rec.id) // before the commit: a Restore meanwhile must not announce it too
+		if t.rec.WakePolicy() != bgtype.WakeSilent && m.durable() {
+			m.sent.add(t.rec.Owner, t.rec.Owner, t.rec.ID) // before the commit: a Restore meanwhile must not announce it too
 		}
 		if m.mem != nil && !cut && m.cfg.observer == nil {
 			// Committed with the other ends of the moment. Not with an
@@ -247,7 +252,7 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 		}
 		commitErr = m.commitEdit(t, &u, &edit)
 	}
-	from := edit.from
+	from := edit.From
 	if commitErr == nil {
 		m.notify(from, &u)
 	}
@@ -350,8 +355,8 @@ func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
 	var ev bgtype.Event
 	if edit != nil {
 		var u bgtype.TaskMeta
-		m.mem.commitEdit(t.rec, &u, edit)
-		m.notify(edit.from, &u)
+		m.mem.CommitEdit(t.rec, &u, edit)
+		m.notify(edit.From, &u)
 		m.counters.countEnd(u.Status)
 		ev = terminalEvent(&u)
 	} else { // another Store's: t.rec is private, committed by end
@@ -362,7 +367,7 @@ func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
 	m.mu.Lock()
 	starts := m.unregister(t)
 	if !told {
-		if ib = m.openInboxLocked(t.rec.owner); ib != nil {
+		if ib = m.openInboxLocked(t.rec.Owner); ib != nil {
 			told, depth = ib.sendOpen(&ev)
 		}
 	}
@@ -377,7 +382,7 @@ func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
 	m.startAll(starts)
 	if !told { // the inbox is closed or not made yet: its fallback may take m.mu
 		t.stop(nil)
-		_ = m.deliver(t.rec.owner, ev)
+		_ = m.deliver(t.rec.Owner, ev)
 		m.retire(t)
 	}
 }
@@ -426,8 +431,8 @@ func (m *Manager) recordEnds(batch *endNode) (rest *endNode) {
 		switch {
 		case n.commit:
 			var u bgtype.TaskMeta
-			m.mem.commitEdit(n.t.rec, &u, &n.edit)
-			m.notify(n.edit.from, &u)
+			m.mem.CommitEdit(n.t.rec, &u, &n.edit)
+			m.notify(n.edit.From, &u)
 			m.counters.countEnd(u.Status)
 			ev = terminalEvent(&u)
 		default: // another Store's: t.rec is private, committed before the end joined the list
@@ -449,7 +454,7 @@ func (m *Manager) recordEnds(batch *endNode) (rest *endNode) {
 		t := n.t
 		starts = append(starts, m.unregister(t)...)
 		if t.reports() {
-			ib := m.openInboxLocked(t.rec.owner)
+			ib := m.openInboxLocked(t.rec.Owner)
 			ok, depth := false, 0
 			if ib != nil {
 				ok, depth = ib.sendOpen(&evs[i])
@@ -478,7 +483,7 @@ func (m *Manager) recordEnds(batch *endNode) (rest *endNode) {
 	m.startAll(starts)
 	for _, e := range slow {
 		e.n.t.stop(nil)
-		_ = m.deliver(e.n.t.rec.owner, e.ev)
+		_ = m.deliver(e.n.t.rec.Owner, e.ev)
 		m.retire(e.n.t)
 		*e.n = endNode{}
 		endNodes.Put(e.n)
@@ -502,31 +507,10 @@ func (m *Manager) openInboxLocked(owner string) *Inbox {
 	return ib
 }
 
-// terminalEdit is what finish writes on a task's record: its outcome.
-type terminalEdit struct {
-	out                    outcome
-	end                    time.Time
-	reason, errText, stack string
-	prog                   *bgtype.TaskProgress
-	from                   bgtype.Status // set by apply: the status it replaced
-}
-
-// apply writes the outcome on u, a copy of the current record.
-func (e *terminalEdit) apply(u *bgtype.TaskMeta) {
-	e.from = u.Status
-	u.Status, u.Result, u.FinishedAt, u.ErrorKind = e.out.status, e.out.result, e.end, e.out.kind
-	u.Input = nil // an open request ends with the task
-	switch e.out.status {
-	case bgtype.StatusCancelled:
-		u.CancelReason = e.reason
-	case bgtype.StatusInterrupted: // Stop cut it: it reads as a crash recovery's
-		u.Attempt++
-	}
-	if e.prog != nil {
-		u.Progress = e.prog // the latest report is never lost to the throttle
-	}
-	u.Error, u.Stack = e.errText, e.stack
-}
+// terminalEdit is what finish writes on a task's record: its outcome. The
+// in-memory store applies it under its lock (no interface: it stays on
+// the stack).
+type terminalEdit = memstore.Outcome
 
 // reportCommitFailure tells the owner that the terminal record of a task
 // could not be committed, so it does not stay silently running. Out of line
@@ -536,7 +520,7 @@ func (e *terminalEdit) apply(u *bgtype.TaskMeta) {
 func (m *Manager) reportCommitFailure(meta *bgtype.TaskMeta, err error) {
 	m.counters.commitFailures.Add(1)
 	m.log.Error("bgtask: terminal record not committed", "task_id", meta.ID, "status", meta.Status, "err", err)
-	text, _ := truncateText(err.Error(), m.cfg.caps.err)
+	text, _ := jsoncap.Text(err.Error(), m.cfg.caps.MaxErrorBytes)
 	ev := bgtype.Event{Kind: bgtype.EventCommitFailed, TaskID: meta.ID, Name: meta.Name, Status: meta.Status, Error: text}
 	if m.cfg.eventObserver != nil {
 		m.observeEvent(ev) // no transition reports this end
@@ -569,8 +553,8 @@ func terminalEvent(meta *bgtype.TaskMeta) bgtype.Event {
 // frame holds a whole TaskMeta.
 //
 //go:noinline
-func recEvent(r *memRec) bgtype.Event {
-	meta := r.expand()
+func recEvent(r *memstore.Rec) bgtype.Event {
+	meta := r.Expand()
 	return terminalEvent(&meta)
 }
 
@@ -587,13 +571,13 @@ func (m *Manager) unregister(t *Task) (starts []*Task) {
 	t.move(phaseEnding)
 	m.live--
 	meta := t.rec
-	os := m.owners[meta.owner]
+	os := m.owners[meta.Owner]
 	os.head = unlink(os.head, t, ownerLinks)
 	if t.reports() { // the owner links are free now: keep it on the ending list
 		os.ending = linkFront(os.ending, t, ownerLinks)
 		os.endingN++
 	}
-	if name := meta.name(); name != "" && os.names[name] == t {
+	if name := meta.Name(); name != "" && os.names[name] == t {
 		delete(os.names, name)
 	}
 	m.releaseKey(t)
@@ -629,7 +613,7 @@ func (m *Manager) retire(t *Task) {
 
 // retireLocked is retire with m.mu held.
 func (m *Manager) retireLocked(t *Task) {
-	owner := t.rec.owner
+	owner := t.rec.Owner
 	os := m.owners[owner]
 	if t.reports() {
 		os.reporting--
@@ -669,7 +653,7 @@ func (m *Manager) reporting(owner string, seen map[string]struct{}) bool {
 	pending := os.reporting > os.endingN // a live task's event is yet to come
 	kept := 0
 	for t := os.ending; t != nil; t = t.ownerNext {
-		if _, drained := seen[t.rec.id]; drained {
+		if _, drained := seen[t.rec.ID]; drained {
 			kept++
 		} else {
 			pending = true
@@ -688,7 +672,7 @@ func (m *Manager) reporting(owner string, seen map[string]struct{}) bool {
 // isEnding reports whether task id is on the ending list.
 func (os *ownerState) isEnding(id string) bool {
 	for t := os.ending; t != nil; t = t.ownerNext {
-		if t.rec.id == id {
+		if t.rec.ID == id {
 			return true
 		}
 	}
@@ -698,7 +682,7 @@ func (os *ownerState) isEnding(id string) bool {
 // pruneNode drops finished nodes without children, walking up the lineage.
 func (m *Manager) pruneNode(t *Task) {
 	for t != nil && t.phase == phaseGone && len(t.children) == 0 {
-		delete(m.nodes, t.rec.id)
+		delete(m.nodes, t.rec.ID)
 		m.nodes = shrunk(m.nodes, &m.deletes.nodes)
 		p := t.parent
 		if p != nil {
@@ -710,7 +694,7 @@ func (m *Manager) pruneNode(t *Task) {
 }
 
 // retireRun forgets a run without live tasks, unless it was cancelled: a
-// cancelled run is remembered (up to WithCancelledRunsKept of them) so late
+// cancelled run is remembered (up to Tuning.CancelledRunsKept of them) so late
 // spawns into it are refused. Called with m.mu held.
 func (m *Manager) retireRun(key runKey, rs *runState) {
 	if !rs.cancelled {
@@ -718,9 +702,9 @@ func (m *Manager) retireRun(key runKey, rs *runState) {
 		m.runs = shrunk(m.runs, &m.deletes.runs)
 		return
 	}
-	m.deadRuns.push(key)
-	for m.deadRuns.len() > m.cfg.runMemory {
-		old := m.deadRuns.pop()
+	m.deadRuns.Push(key)
+	for m.deadRuns.Len() > m.cfg.tuning.CancelledRunsKept {
+		old := m.deadRuns.Pop()
 		if rs := m.runs[old]; rs != nil && rs.live == 0 {
 			delete(m.runs, old)
 		}

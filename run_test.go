@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/idgen"
 )
 
 func TestManagerLifecycle(t *testing.T) {
@@ -94,8 +95,8 @@ func TestManagerLifecycle(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Spawn: %v", err)
 			}
-			if !strings.HasPrefix(id, IDPrefix) || len(id) != len(IDPrefix)+32 {
-				t.Fatalf("id %q: want %q and 32 hex digits", id, IDPrefix)
+			if !strings.HasPrefix(id, idgen.TaskPrefix) || len(id) != len(idgen.TaskPrefix)+32 {
+				t.Fatalf("id %q: want %q and 32 hex digits", id, idgen.TaskPrefix)
 			}
 			<-running
 			meta, err := o.Get(t.Context(), id)

@@ -1,5 +1,7 @@
 package bgtask
 
+import "github.com/bgtask/bgtask/internal/memstore"
+
 // runKey names a run: a run id is chosen by its owner's loop ("run-1" in
 // every example), so two owners may use the same one. Keying runs by the
 // pair keeps a cancel of one owner's run, and the refusal of later spawns
@@ -20,9 +22,9 @@ type runState struct {
 // taskRun returns the key of the run a task belongs to: its owner's run of
 // its run id. ok is false for a task in no run, or a detached one (it
 // outlives its run).
-func taskRun(r *memRec) (key runKey, ok bool) {
-	if r.parentRun() == "" || r.detached {
+func taskRun(r *memstore.Rec) (key runKey, ok bool) {
+	if r.ParentRun() == "" || r.Detached {
 		return runKey{}, false
 	}
-	return runKey{owner: r.owner, run: r.parentRun()}, true
+	return runKey{owner: r.Owner, run: r.ParentRun()}, true
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
 // Send delivers a message to a live sub-agent on behalf of owner, the agent
@@ -29,7 +30,7 @@ func (m *Manager) send(ctx context.Context, owner, id string, msg bgtype.Message
 // task's emitMu, so it keeps its place among the messages the task sends.
 func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg bgtype.Message) (string, error) {
 	switch {
-	case !validOwner(owner):
+	case !bgtype.ValidOwner(owner):
 		return "", ErrInvalidOwner
 	case m.closed.Load():
 		return "", ErrClosed
@@ -49,14 +50,14 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg bgtype.
 			return "", ErrNotOwner
 		case meta.Status.IsTerminal():
 			return "", &StatusError{TaskID: id, Status: meta.Status}
-		case meta.Type != TypeSubAgent:
+		case meta.Type != bgtype.TypeSubAgent:
 			return "", fmt.Errorf("%w: %s", ErrNotSubAgent, id)
 		}
 		return "", fmt.Errorf("%w: %s is not running in this manager", ErrInboxClosed, id)
 	}
 	msg = m.capMessage(msg)
 	switch {
-	case t.rec.owner != owner:
+	case t.rec.Owner != owner:
 		return "", ErrNotOwner
 	case msg.InReplyTo != "":
 		return t.answer(msg)
@@ -69,15 +70,32 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg bgtype.
 	}
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
-	if err := t.agentInbox().Send(bgtype.Event{Kind: bgtype.EventCustom, TaskID: id, Name: t.rec.name(), EventType: bgtype.EventTypeMessage, Payload: payload}); err != nil {
+	if err := t.agentInbox().Send(bgtype.Event{Kind: bgtype.EventCustom, TaskID: id, Name: t.rec.Name(), EventType: bgtype.EventTypeMessage, Payload: payload}); err != nil {
 		return "", err
 	}
 	return m.msgs.add(id, MessageIn, msg), nil
 }
 
-// capMessage cuts a message's Content and From to WithMaxMessageBytes.
+// capMessage cuts a message's Content and From to Caps.MaxMessageBytes.
 func (m *Manager) capMessage(msg bgtype.Message) bgtype.Message {
-	msg.Content, _ = truncateText(msg.Content, m.cfg.caps.message)
-	msg.From, _ = truncateText(msg.From, m.cfg.caps.message)
+	msg.Content, _ = jsoncap.Text(msg.Content, m.cfg.caps.MaxMessageBytes)
+	msg.From, _ = jsoncap.Text(msg.From, m.cfg.caps.MaxMessageBytes)
 	return msg
+}
+
+// SendToOwner sends a message from the task to its owner (the agent that
+// started it), as a custom event of type EventTypeMessage, as
+// Emit(EventTypeMessage, Message{From: t.ID(), Content: content}) does, and
+// returns the message's id in the task's history (Owner.Messages). A tool
+// that lets a task's model talk to its parent uses it. Errors:
+// ErrInboxClosed when the owner is a sub-agent that has ended (nothing
+// would read the message) or the owner's inbox refuses it, ErrTaskEnded
+// once the task's function has returned. ctx is used for reading the
+// owner's record only.
+func (t *Task) SendToOwner(ctx context.Context, content string) (string, error) {
+	owner := t.rec.Owner
+	if meta, err := t.m.store.Get(ctx, owner); err == nil && meta.Status.IsTerminal() {
+		return "", fmt.Errorf("%w: the owner %s has ended", ErrInboxClosed, owner)
+	}
+	return t.emit(bgtype.EventTypeMessage, bgtype.Message{From: t.rec.ID, Content: content})
 }

@@ -18,7 +18,8 @@ func TestSendDelivers(t *testing.T) {
 		send func(ctx context.Context, m *Manager, owner, id string, msg bgtype.Message) error
 	}{
 		{"owner", func(ctx context.Context, m *Manager, owner, id string, msg bgtype.Message) error {
-			return m.Owner(owner).Send(ctx, id, msg)
+			_, err := m.Owner(owner).Send(ctx, id, msg)
+			return err
 		}},
 		{"manager", func(ctx context.Context, m *Manager, owner, id string, msg bgtype.Message) error {
 			return m.Send(ctx, owner, id, msg)
@@ -68,7 +69,7 @@ func TestSendEmptyContent(t *testing.T) {
 	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	id, got, _ := spawnReceiver(t, o, 1)
-	if err := o.Send(t.Context(), id, bgtype.Message{}); err != nil {
+	if _, err := o.Send(t.Context(), id, bgtype.Message{}); err != nil {
 		t.Fatalf("Send empty: %v", err)
 	}
 	evs := <-got
@@ -137,7 +138,7 @@ func TestSendErrors(t *testing.T) {
 		wantStatus bgtype.Status // for ErrTerminal: the *StatusError's status
 		id         string
 	}{
-		{name: "owner: unknown", send: func() error { return o.Send(ctx, unknown, msg) }, want: ErrNotFound},
+		{name: "owner: unknown", send: func() error { _, err := o.Send(ctx, unknown, msg); return err }, want: ErrNotFound},
 		{name: "manager: unknown", send: func() error { return m.Send(ctx, "thread-1", unknown, msg) }, want: ErrNotFound},
 		{name: "manager: wrong owner, live sub-agent", want: ErrNotOwner,
 			send: func() error { return m.Send(ctx, "thread-WRONG", liveAgentID, msg) }},
@@ -146,24 +147,24 @@ func TestSendErrors(t *testing.T) {
 		{name: "manager: wrong owner comes before not-a-sub-agent", want: ErrNotOwner, not: []error{ErrNotSubAgent},
 			send: func() error { return m.Send(ctx, "thread-WRONG", livePlainID, msg) }},
 		{name: "owner view: another owner's is not found", want: ErrNotFound, not: []error{ErrNotOwner},
-			send: func() error { return m.Owner("thread-WRONG").Send(ctx, liveAgentID, msg) }},
+			send: func() error { _, err := m.Owner("thread-WRONG").Send(ctx, liveAgentID, msg); return err }},
 		{name: "completed sub-agent", want: ErrTerminal, wantStatus: bgtype.StatusCompleted, id: completedAgent,
-			send: func() error { return o.Send(ctx, completedAgent, msg) }},
+			send: func() error { _, err := o.Send(ctx, completedAgent, msg); return err }},
 		{name: "completed sub-agent via manager", want: ErrTerminal, wantStatus: bgtype.StatusCompleted, id: completedAgent,
 			send: func() error { return m.Send(ctx, "thread-1", completedAgent, msg) }},
 		{name: "failed sub-agent", want: ErrTerminal, wantStatus: bgtype.StatusFailed, id: failedAgent,
-			send: func() error { return o.Send(ctx, failedAgent, msg) }},
+			send: func() error { _, err := o.Send(ctx, failedAgent, msg); return err }},
 		{name: "cancelled sub-agent", want: ErrTerminal, wantStatus: bgtype.StatusCancelled, id: cancelledAgent,
-			send: func() error { return o.Send(ctx, cancelledAgent, msg) }},
+			send: func() error { _, err := o.Send(ctx, cancelledAgent, msg); return err }},
 		{name: "terminal comes before not-a-sub-agent", want: ErrTerminal, wantStatus: bgtype.StatusCompleted, id: completedPlain,
 			not:  []error{ErrNotSubAgent},
-			send: func() error { return o.Send(ctx, completedPlain, msg) }},
+			send: func() error { _, err := o.Send(ctx, completedPlain, msg); return err }},
 		{name: "live plain task", want: ErrNotSubAgent,
-			send: func() error { return o.Send(ctx, livePlainID, msg) }},
+			send: func() error { _, err := o.Send(ctx, livePlainID, msg); return err }},
 		{name: "manager: empty owner", want: ErrInvalidOwner,
 			send: func() error { return m.Send(ctx, "", liveAgentID, msg) }},
 		{name: "owner view: blank owner", want: ErrInvalidOwner,
-			send: func() error { return m.Owner(" ").Send(ctx, liveAgentID, msg) }},
+			send: func() error { _, err := m.Owner(" ").Send(ctx, liveAgentID, msg); return err }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,7 +217,7 @@ func TestSendConcurrentSubAgents(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for k := range n {
-				if err := o.Send(context.Background(), ids[i], bgtype.Message{From: "parent", Content: fmt.Sprintf("%s %d", name, k)}); err != nil {
+				if _, err := o.Send(context.Background(), ids[i], bgtype.Message{From: "parent", Content: fmt.Sprintf("%s %d", name, k)}); err != nil {
 					errs <- err
 				}
 			}
@@ -322,7 +323,7 @@ func TestSubAgentInboxAfterEnd(t *testing.T) {
 	}
 	<-started
 	tk := <-handle
-	if err := o.Send(t.Context(), id, bgtype.Message{From: "parent", Content: "unread"}); err != nil {
+	if _, err := o.Send(t.Context(), id, bgtype.Message{From: "parent", Content: "unread"}); err != nil {
 		t.Fatalf("Send to the live sub-agent: %v", err)
 	}
 	if tk.Inbox().Len() != 1 {
@@ -333,7 +334,7 @@ func TestSubAgentInboxAfterEnd(t *testing.T) {
 	if !tk.Inbox().Closed() {
 		t.Fatal("the sub-agent's inbox is open after it ended")
 	}
-	if err := o.Send(t.Context(), id, bgtype.Message{Content: "late"}); !errors.Is(err, ErrTerminal) {
+	if _, err := o.Send(t.Context(), id, bgtype.Message{Content: "late"}); !errors.Is(err, ErrTerminal) {
 		t.Fatalf("Send after end: %v, want ErrTerminal", err)
 	}
 	evs := drainOwner(t, o)

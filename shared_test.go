@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -15,7 +17,7 @@ import (
 // fakeShared is a MemoryStore that plays a SharedStore: it records cancel
 // requests and hands out notices once.
 type fakeShared struct {
-	*MemoryStore
+	*memstore.Store
 	mu        sync.Mutex
 	requests  []string
 	notices   map[string][]bgtype.Event
@@ -51,7 +53,7 @@ func (f *fakeShared) TakeNotices(ctx context.Context, owner string) ([]bgtype.Ev
 // remoteRecord is a running task of another instance, in the store.
 func remoteRecord(t *testing.T, f *fakeShared, id string) bgtype.TaskMeta {
 	t.Helper()
-	meta := bgtype.TaskMeta{ID: id, Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusRunning, Instance: "other-instance", Attempt: 1}
+	meta := bgtype.TaskMeta{ID: id, Owner: "thread-1", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, Instance: "other-instance", Attempt: 1}
 	if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(meta)); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func remoteRecord(t *testing.T, f *fakeShared, id string) bgtype.TaskMeta {
 }
 
 func TestSharedStoreCancelReachesTheOtherInstance(t *testing.T) {
-	f := &fakeShared{MemoryStore: NewMemoryStore()}
+	f := &fakeShared{Store: memstore.New()}
 	m := newTestManager(t, WithStore(f), WithInstance("this-instance"))
 	remote := remoteRecord(t, f, "task_0190d5f4c5a87000a000000000000001")
 	o := m.Owner("thread-1")
@@ -86,10 +88,10 @@ func TestSharedStoreCancelReachesTheOtherInstance(t *testing.T) {
 }
 
 func TestSharedStoreRestoreLeavesOtherInstancesToTheReaper(t *testing.T) {
-	f := &fakeShared{MemoryStore: NewMemoryStore()}
+	f := &fakeShared{Store: memstore.New()}
 	m := newTestManager(t, WithStore(f), WithInstance("this-instance"))
 	remote := remoteRecord(t, f, "task_0190d5f4c5a87000a000000000000001")
-	mine := bgtype.TaskMeta{ID: "task_0190d5f4c5a87000a000000000000002", Owner: "thread-1", Type: TypeTask, Status: bgtype.StatusRunning, Instance: "this-instance", Attempt: 1}
+	mine := bgtype.TaskMeta{ID: "task_0190d5f4c5a87000a000000000000002", Owner: "thread-1", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, Instance: "this-instance", Attempt: 1}
 	if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(mine)); err != nil {
 		t.Fatal(err)
 	}
@@ -105,39 +107,20 @@ func TestSharedStoreRestoreLeavesOtherInstancesToTheReaper(t *testing.T) {
 	}
 }
 
-func TestPluginDeliversSharedStoreNotices(t *testing.T) {
-	f := &fakeShared{MemoryStore: NewMemoryStore(), notices: map[string][]bgtype.Event{
-		"thread-1": {{Kind: bgtype.EventInterrupted, TaskID: "task_0190d5f4c5a87000a000000000000001", Error: "reaped"}},
-		"thread-2": {{Kind: bgtype.EventInterrupted, TaskID: "task_0190d5f4c5a87000a000000000000002", Error: "reaped"}},
-	}}
-	pr := newPluginRun(t, WithStore(f))
-	msgs, err := pr.p.Deliver(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `<background-task-event nonce="` + pr.p.nonce + `" kind="interrupted" task_id="task_0190d5f4c5a87000a000000000000001" name="" status="interrupted">{"kind":"interrupted","task_id":"task_0190d5f4c5a87000a000000000000001","error":"reaped"}</background-task-event>`
-	if len(msgs) != 1 || msgs[0].Content != want {
-		t.Fatalf("delivered %+v, want the owner's one notice", msgs)
-	}
-	if msgs, _ := pr.p.Deliver(t.Context()); len(msgs) != 0 {
-		t.Fatalf("notice delivered twice: %+v", msgs)
-	}
-}
-
 // A store that cannot give its notices makes Deliver fail without losing
 // what else was waiting: the next call delivers it.
 func TestPluginNoticeFailureKeepsEvents(t *testing.T) {
-	f := &fakeShared{MemoryStore: NewMemoryStore(), noticeErr: errors.New("db down")}
-	pr := newPluginRun(t, WithStore(f))
+	f := &fakeShared{Store: memstore.New(), noticeErr: errors.New("db down")}
+	pr := newReceiverRun(t, WithStore(f))
 	pr.p.keepLate(bgtype.Event{Kind: bgtype.EventCancelled, TaskID: "task_0190d5f4c5a87000a000000000000003"})
-	if _, err := pr.p.Deliver(t.Context()); err == nil || err.Error() != "bgtask: plugin: notices: db down" {
+	if _, err := pr.p.Deliver(t.Context()); err == nil || err.Error() != "bgtask: receiver: notices: db down" {
 		t.Fatalf("Deliver with the store down: %v", err)
 	}
 	f.mu.Lock()
 	f.noticeErr = nil
 	f.mu.Unlock()
 	msgs, err := pr.p.Deliver(t.Context())
-	if err != nil || len(msgs) != 1 || msgs[0].Event.Kind != bgtype.EventCancelled {
+	if err != nil || len(msgs) != 1 || msgs[0].Kind != bgtype.EventCancelled {
 		t.Fatalf("Deliver after the store came back: %v, %v; want the kept event", messageKinds(msgs), err)
 	}
 }
@@ -145,13 +128,13 @@ func TestPluginNoticeFailureKeepsEvents(t *testing.T) {
 // A run whose restore fails is not open: its phases say ErrNoRun, and what
 // arrives meanwhile waits for the next run.
 func TestPluginRunStartRestoreFailure(t *testing.T) {
-	store := &failingLoad{MemoryStore: NewMemoryStore(), err: errors.New("disk gone")}
+	store := &failingLoad{Store: memstore.New(), err: errors.New("disk gone")}
 	m := newTestManager(t, WithStore(store))
-	p, err := NewPlugin(m, "thread-1")
+	p, err := m.NewReceiver("thread-1", ReceiverConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.RunStart(t.Context(), RunInfo{RunID: "run-1"}); err == nil || err.Error() != "bgtask: plugin: restore: disk gone" {
+	if err := p.RunStart(t.Context(), RunInfo{RunID: "run-1"}); err == nil || err.Error() != "bgtask: receiver: restore: disk gone" {
 		t.Fatalf("RunStart: %v", err)
 	}
 	if _, err := p.Deliver(t.Context()); !errors.Is(err, ErrNoRun) {
@@ -168,14 +151,14 @@ func TestPluginRunStartRestoreFailure(t *testing.T) {
 	if err := p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
 		t.Fatal(err)
 	}
-	if msgs, err := p.Deliver(t.Context()); err != nil || len(msgs) != 1 || msgs[0].Event.TaskID != id {
+	if msgs, err := p.Deliver(t.Context()); err != nil || len(msgs) != 1 || msgs[0].TaskID != id {
 		t.Fatalf("next run delivered %v, %v; want the completion", messageKinds(msgs), err)
 	}
 }
 
 // failingLoad is a MemoryStore whose Load and List fail while err is set.
 type failingLoad struct {
-	*MemoryStore
+	*memstore.Store
 	err error
 }
 
@@ -183,12 +166,12 @@ func (f *failingLoad) Load(ctx context.Context, owner string) (store.Snapshot, e
 	if f.err != nil {
 		return store.Snapshot{}, f.err
 	}
-	return f.MemoryStore.Load(ctx, owner)
+	return f.Store.Load(ctx, owner)
 }
 
 func (f *failingLoad) List(ctx context.Context, owner string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
 	if f.err != nil {
 		return func(yield func(bgtype.TaskMeta, error) bool) { yield(bgtype.TaskMeta{}, f.err) }
 	}
-	return f.MemoryStore.List(ctx, owner, statuses...)
+	return f.Store.List(ctx, owner, statuses...)
 }

@@ -17,7 +17,7 @@ import (
 // ShutdownReason on its record and in its cancelled event, so the model can
 // tell a shutdown from a user's cancel. Then Shutdown returns nil, and no
 // goroutine of the Manager is left. From then on, Inbox.Wait on every inbox
-// the Manager made or bound (and Plugin.WaitEvent) returns ErrClosed once
+// the Manager made or bound (and Receiver.WaitEvent) returns ErrClosed once
 // its events are drained, so a host's consumer goroutine blocked there ends
 // instead of waiting forever. Stop is the soft stop, which lets tasks finish.
 //
@@ -34,7 +34,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	}
 	m.checkIdle()
 	m.mu.Unlock()
-	m.workers.shut() // a task that ends from now on frees its goroutine
+	m.workers.Shut() // a task that ends from now on frees its goroutine
 	m.startAll(starts)
 
 	select {
@@ -68,7 +68,7 @@ func (m *Manager) runningIDs() []string {
 		}
 	}
 	for t := range m.cutRunning {
-		ids = append(ids, t.rec.id)
+		ids = append(ids, t.rec.ID)
 	}
 	slices.Sort(ids)
 	return ids
@@ -108,7 +108,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 	}
 	m.checkIdle()
 	m.mu.Unlock()
-	m.workers.shut()
+	m.workers.Shut()
 	m.startAll(starts)
 
 	select {
@@ -249,7 +249,7 @@ func (m *Manager) stopOutcome(out *outcome) {
 // every final event is delivered by now.
 func (m *Manager) stop() {
 	m.wg.Wait()
-	m.workers.close()
+	m.workers.Close()
 	m.stopOnce.Do(func() { close(m.stopped) })
 }
 

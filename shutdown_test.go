@@ -243,7 +243,7 @@ func TestShutdownErrorCountsFinishingTasks(t *testing.T) {
 	var bug string
 	synctest.Test(t, func(t *testing.T) {
 		st := newFailingStore()
-		m := newTestManager(t, WithStore(st), WithCommitRetry(3, time.Minute))
+		m := newTestManager(t, WithStore(st), WithTuning(Tuning{CommitAttempts: 3, CommitBackoff: time.Minute}))
 		st.failTerminal(-1)
 		returned := make(chan struct{})
 		id := spawnFor(t, m, "a", func(ctx context.Context, _ *Task) (any, error) {
@@ -318,7 +318,7 @@ func TestShutdownClosedManager(t *testing.T) {
 			{"Owner.CancelAll", func() error { _, err := o.CancelAll(); return err }},
 			{"Manager.CancelRun", func() error { _, err := m.CancelRun("a", "r1"); return err }},
 			{"Manager.Send", func() error { return m.Send(bg, "a", agent, msg) }},
-			{"Owner.Send", func() error { return o.Send(bg, agent, msg) }},
+			{"Owner.Send", func() error { _, err := o.Send(bg, agent, msg); return err }},
 			{"Manager.BindInbox", func() error { _, err := m.BindInbox("a", NewInbox()); return err }},
 		}
 		for _, c := range calls {
@@ -521,7 +521,7 @@ func TestShutdownReleasesInboxWaiters(t *testing.T) {
 				evs = ib.AppendDrain(evs)
 			}
 		}()
-		p, err := NewPlugin(m, "thread-2")
+		p, err := m.NewReceiver("thread-2", ReceiverConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}

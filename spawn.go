@@ -7,12 +7,8 @@ import (
 	"slices"
 
 	"github.com/bgtask/bgtask/bgtype"
-)
-
-// Default task types.
-const (
-	TypeTask     = "task"
-	TypeSubAgent = "sub_agent"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/idgen"
 )
 
 // spawn validates, registers, commits the first record and starts the task.
@@ -28,7 +24,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 // owner's task that has the key already.
 func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bool, opts []SpawnOption) (string, bool, error) {
 	switch {
-	case !validOwner(owner):
+	case !bgtype.ValidOwner(owner):
 		return "", false, ErrInvalidOwner
 	case m.closed.Load():
 		return "", false, ErrClosed
@@ -54,12 +50,12 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 		return "", false, invalidArgument("unknown wake policy %q", sc.wake)
 	}
 	if sc.typ == "" {
-		sc.typ = TypeTask
+		sc.typ = bgtype.TypeTask
 		if agent {
-			sc.typ = TypeSubAgent
+			sc.typ = bgtype.TypeSubAgent
 		}
 	}
-	created := now()
+	created := clock.Now()
 	deadline, timeoutCause, err := sc.deadlineOf(created)
 	if err != nil {
 		return "", false, err
@@ -77,7 +73,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 	}
 	ent := m.newRecord(t)
 	u := bgtype.TaskMeta{
-		ID: newTaskID(created), Owner: owner, Type: sc.typ, Name: sc.name, Description: sc.description,
+		ID: idgen.NewTask(created), Owner: owner, Type: sc.typ, Name: sc.name, Description: sc.description,
 		Parent: parent, Detached: sc.detached, Instance: m.cfg.instance, Wake: sc.wake,
 		IdempotencyKey: sc.key, // idempotent spawn (WithIdempotencyKey)
 		CreatedAt:      created,
@@ -85,7 +81,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 	if sc.tags != nil {
 		u.Tags = slices.Clone(sc.tags)
 	}
-	t.rec.set(&u) // the identity fields: never written again
+	t.rec.Set(&u) // the identity fields: never written again
 	if agent {
 		t.rareState().inbox = m.newInbox(WithOnClosed(m.forwardOrphanEvent(owner)))
 	}
@@ -135,14 +131,11 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 		return "", false, err
 	}
 	if agent {
-		m.bindInbox(t.rec.id, t.agentInbox())
+		m.bindInbox(t.rec.ID, t.agentInbox())
 	}
 
-	if admitted {
-		t.rec.status, t.rec.started = memStatusCode(bgtype.StatusRunning), t.rec.created
-	} else {
-		t.rec.status, t.queued = memStatusCode(bgtype.StatusQueued), true
-	}
+	t.rec.Start(admitted)
+	t.queued = !admitted
 	ctxDone := ctx.Err() != nil // a commit then changes nothing
 	if err := m.commitFirst(ctx, t, ent); err != nil {
 		m.abandon(t)
@@ -151,7 +144,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 			return dup.TaskID, false, nil // the owner has a task with this key: that one is the answer
 		}
 		// It may have been committed all the same: end the record.
-		m.settleFailedSpawn(t.rec.expand(), err, ctxDone)
+		m.settleFailedSpawn(t.rec.Expand(), err, ctxDone)
 		if ctx.Err() != nil { // say why the caller's context ended: a cancelled run, say
 			return "", false, fmt.Errorf("bgtask: spawn: %w", context.Cause(ctx))
 		}
@@ -177,7 +170,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 	if start {
 		m.start(t)
 	}
-	return t.rec.id, true, nil
+	return t.rec.ID, true, nil
 }
 
 // spawnConfigOf applies opts. Out of line: the config escapes into the
@@ -200,49 +193,49 @@ func (m *Manager) register(t *Task) error {
 	}
 	meta := t.rec
 	var p *Task
-	if id := meta.parent().TaskID; id != "" {
+	if id := meta.Parent().TaskID; id != "" {
 		p = m.nodes[id]
-		if p != nil && !visibleParent(p, meta.owner) {
+		if p != nil && !visibleParent(p, meta.Owner) {
 			return fmt.Errorf("%w: %s", ErrParentNotFound, id)
 		}
 	}
-	if p != nil && meta.parentRun() == "" {
-		// A child belongs to its parent's run. meta.ident is set (the
-		// record has a parent) and still private to this spawn.
-		meta.ident.parent.RunID = p.rec.parentRun()
+	if p != nil && meta.ParentRun() == "" {
+		// A child belongs to its parent's run. The record has a parent
+		// and is still private to this spawn.
+		meta.SetParentRun(p.rec.ParentRun())
 	}
-	if run := meta.parentRun(); run != "" {
+	if run := meta.ParentRun(); run != "" {
 		// The owner's run of that id is cancelled; or the parent was
 		// cancelled with its run (a sub-agent's own tasks run under its id,
 		// so their run key is not their parent's).
-		rs := m.runs[runKey{owner: meta.owner, run: run}]
+		rs := m.runs[runKey{owner: meta.Owner, run: run}]
 		cancelled := rs != nil && rs.cancelled
-		if !cancelled && p != nil && p.phase.live() && p.signalled && p.rec.parentRun() == run {
+		if !cancelled && p != nil && p.phase.live() && p.signalled && p.rec.ParentRun() == run {
 			cancelled = errors.Is(context.Cause(p.cctx), ErrRunCancelled)
 		}
 		if cancelled {
 			return fmt.Errorf("%w: %q", ErrRunCancelled, run)
 		}
 	}
-	os := m.owners[meta.owner]
-	if meta.name() != "" && os != nil && os.names[meta.name()] != nil {
-		return fmt.Errorf("%w: %q", ErrDuplicateName, meta.name())
+	os := m.owners[meta.Owner]
+	if meta.Name() != "" && os != nil && os.names[meta.Name()] != nil {
+		return fmt.Errorf("%w: %q", ErrDuplicateName, meta.Name())
 	}
 	if p != nil {
 		t.depth = p.depth + 1
-		if !meta.detached {
+		if !meta.Detached {
 			if p.signalled && p.phase.live() {
-				return fmt.Errorf("%w: %s", ErrParentCancelled, p.rec.id)
+				return fmt.Errorf("%w: %s", ErrParentCancelled, p.rec.ID)
 			}
-			if m.cfg.maxChildren > 0 && len(p.children) >= m.cfg.maxChildren {
-				return fmt.Errorf("%w: task %s has %d live children", ErrFanOutLimit, p.rec.id, len(p.children))
+			if m.cfg.limits.MaxChildren > 0 && len(p.children) >= m.cfg.limits.MaxChildren {
+				return fmt.Errorf("%w: task %s has %d live children", ErrFanOutLimit, p.rec.ID, len(p.children))
 			}
 		}
-	} else if meta.parent().TaskID != "" {
+	} else if meta.Parent().TaskID != "" {
 		t.depth = 1
 	}
-	if m.cfg.maxDepth > 0 && int(t.depth) > m.cfg.maxDepth {
-		return fmt.Errorf("%w: depth %d > %d", ErrDepthLimit, t.depth, m.cfg.maxDepth)
+	if m.cfg.limits.MaxDepth > 0 && int(t.depth) > m.cfg.limits.MaxDepth {
+		return fmt.Errorf("%w: depth %d > %d", ErrDepthLimit, t.depth, m.cfg.limits.MaxDepth)
 	}
 	if os == nil {
 		os = m.spareOwner
@@ -255,7 +248,7 @@ func (m *Manager) register(t *Task) error {
 	}
 
 	// Nothing can fail from here on.
-	m.owners[meta.owner] = os
+	m.owners[meta.Owner] = os
 	if os == m.spareOwner {
 		m.spareOwner = nil
 	}
@@ -264,11 +257,11 @@ func (m *Manager) register(t *Task) error {
 		os.reporting++ // decremented by retire, or added by toBackground
 	}
 	os.head = linkFront(os.head, t, ownerLinks)
-	if meta.name() != "" {
+	if meta.Name() != "" {
 		if os.names == nil {
 			os.names = make(map[string]*Task)
 		}
-		os.names[meta.name()] = t
+		os.names[meta.Name()] = t
 	}
 	if key, ok := taskRun(meta); ok {
 		rs := m.runs[key]
@@ -279,14 +272,14 @@ func (m *Manager) register(t *Task) error {
 		rs.live++
 		rs.head = linkFront(rs.head, t, runLinks)
 	}
-	if p != nil && !meta.detached {
+	if p != nil && !meta.Detached {
 		t.parent = p
 		if p.children == nil {
 			p.children = make(map[*Task]struct{})
 		}
 		p.children[t] = struct{}{}
 	}
-	m.nodes[meta.id] = t
+	m.nodes[meta.ID] = t
 	m.live++
 	m.active++
 	m.wg.Add(1)
@@ -337,7 +330,7 @@ func (m *Manager) checkStoredParent(ctx context.Context, owner, parentID string)
 // visibleParent reports whether a task of owner may name p as its parent:
 // p has the same owner, or p is the sub-agent that is the owner.
 func visibleParent(p *Task, owner string) bool {
-	return p.rec.owner == owner || p.rec.id == owner
+	return p.rec.Owner == owner || p.rec.ID == owner
 }
 
 // forwardOrphanEvent is the WithOnClosed fallback of a sub-agent's inbox: events

@@ -5,13 +5,15 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/store"
 )
 
 // phaseAtCommitStore records, at the first commit of each task, the
 // phase the Manager has the task in.
 type phaseAtCommitStore struct {
-	*MemoryStore
+	*memstore.Store
 	m      *Manager
 	mu     sync.Mutex // guards phases
 	phases map[string]taskPhase
@@ -29,7 +31,7 @@ func (s *phaseAtCommitStore) Commit(ctx context.Context, owner string, actions .
 		}
 	}
 	s.mu.Unlock()
-	return s.MemoryStore.Commit(ctx, owner, actions...)
+	return s.Store.Commit(ctx, owner, actions...)
 }
 
 // TestSpawnAdmittedRunsBeforeItsFirstCommit: a task that gets a slot at
@@ -38,8 +40,8 @@ func (s *phaseAtCommitStore) Commit(ctx context.Context, owner string, actions .
 // that waits for a slot is still waiting when its queued record is
 // committed.
 func TestSpawnAdmittedRunsBeforeItsFirstCommit(t *testing.T) {
-	store := &phaseAtCommitStore{MemoryStore: NewMemoryStore(), phases: map[string]taskPhase{}}
-	m := newTestManager(t, WithStore(store), WithMaxConcurrent(1), WithQueueWhenFull())
+	store := &phaseAtCommitStore{Store: memstore.New(), phases: map[string]taskPhase{}}
+	m := newTestManager(t, WithStore(store), WithLimits(Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 	store.m = m
 	o := m.Owner("o")
 	release := make(chan struct{})

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 )
 
@@ -111,11 +113,11 @@ func TestManagerSpawnRefused(t *testing.T) {
 				name = tc.name + "/SpawnAgent"
 			}
 			t.Run(name, func(t *testing.T) {
-				store := &countingStore{Store: NewMemoryStore()}
+				store := &countingStore{Store: memstore.New()}
 				m := newTestManager(t, WithStore(store))
 				o, ctx, opts := tc.setup(t, m)
 				var before []string
-				if validOwner(o.ID()) {
+				if bgtype.ValidOwner(o.ID()) {
 					before = taskIDs(listTasks(t, o))
 				}
 				commits := store.commits.Load()
@@ -135,7 +137,7 @@ func TestManagerSpawnRefused(t *testing.T) {
 				if got := store.commits.Load(); got != commits {
 					t.Fatalf("refused spawn committed %d time(s)", got-commits)
 				}
-				if validOwner(o.ID()) {
+				if bgtype.ValidOwner(o.ID()) {
 					if after := taskIDs(listTasks(t, o)); !slices.Equal(after, before) {
 						t.Fatalf("owner's tasks %v after a refused spawn, want %v", after, before)
 					}
@@ -205,7 +207,7 @@ func TestManagerNameReuse(t *testing.T) {
 
 func TestManagerConcurrentSpawnSameName(t *testing.T) {
 	const n = 32
-	store := &countingStore{Store: NewMemoryStore()}
+	store := &countingStore{Store: memstore.New()}
 	m := newTestManager(t, WithStore(store))
 	o := m.Owner("thread-1")
 	var (

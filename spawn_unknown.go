@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -20,7 +22,7 @@ const settleTimeout = 5 * time.Second
 // nobody would ever end it. It reads the record back and, if it is there
 // and live, writes it failed (and announced: the spawn's error already told
 // the caller); each try on a fresh context bounded by settleTimeout,
-// retried like every commit (WithCommitRetry). A record that is not there
+// retried like every commit (Tuning.CommitAttempts). A record that is not there
 // did not land: nothing is written. An invalid record, or a commit called
 // with a context that had ended already, was refused before anything was
 // written; the MemoryStore applies nothing once it has failed.
@@ -28,11 +30,11 @@ func (m *Manager) settleFailedSpawn(rec bgtype.TaskMeta, cause error, ctxDoneBef
 	if !m.durable() || ctxDoneBefore || errors.Is(cause, store.ErrInvalidAction) || errors.Is(cause, ErrInvalidOwner) {
 		return
 	}
-	rec.Status, rec.ErrorKind, rec.FinishedAt, rec.Announced = bgtype.StatusFailed, bgtype.KindError, now(), true
-	rec.Error, _ = truncateText(fmt.Sprintf("bgtask: spawn failed: the commit of its first record returned: %v; the task never ran", cause), m.cfg.caps.err)
-	backoff := m.cfg.commitBackoff
+	rec.Status, rec.ErrorKind, rec.FinishedAt, rec.Announced = bgtype.StatusFailed, bgtype.KindError, clock.Now(), true
+	rec.Error, _ = jsoncap.Text(fmt.Sprintf("bgtask: spawn failed: the commit of its first record returned: %v; the task never ran", cause), m.cfg.caps.MaxErrorBytes)
+	backoff := m.cfg.tuning.CommitBackoff
 	var err error
-	for attempt := range m.cfg.commitAttempts {
+	for attempt := range m.cfg.tuning.CommitAttempts {
 		if attempt > 0 {
 			time.Sleep(backoff)
 			backoff *= 2

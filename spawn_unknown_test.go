@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -13,7 +15,7 @@ import (
 // lostAck is a store whose next insert fails: after committing it (the
 // reply was lost: the outcome is unknown to the caller) or before.
 type lostAck struct {
-	*MemoryStore
+	*memstore.Store
 	mu        sync.Mutex
 	fail      bool // the next insert fails
 	committed bool // ... after it was committed
@@ -27,10 +29,10 @@ func (l *lostAck) Commit(ctx context.Context, owner string, actions ...store.Act
 	}
 	l.mu.Unlock()
 	if !fail {
-		return l.MemoryStore.Commit(ctx, owner, actions...)
+		return l.Store.Commit(ctx, owner, actions...)
 	}
 	if l.committed {
-		if err := l.MemoryStore.Commit(ctx, owner, actions...); err != nil {
+		if err := l.Store.Commit(ctx, owner, actions...); err != nil {
 			return err
 		}
 	}
@@ -43,7 +45,7 @@ func (l *lostAck) Commit(ctx context.Context, owner string, actions ...store.Act
 func TestSpawnUnknownOutcomeEndsTheRecord(t *testing.T) {
 	for _, committed := range []bool{true, false} {
 		t.Run(map[bool]string{true: "committed", false: "not committed"}[committed], func(t *testing.T) {
-			ls := &lostAck{MemoryStore: NewMemoryStore(), fail: true, committed: committed}
+			ls := &lostAck{Store: memstore.New(), fail: true, committed: committed}
 			m := newTestManager(t, WithStore(ls))
 			ran := false
 			_, err := m.Owner("thread-1").Spawn(t.Context(), func(context.Context, *Task) (any, error) { ran = true; return nil, nil }, WithName("lost"))

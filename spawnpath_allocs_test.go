@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 )
 
@@ -41,11 +43,11 @@ func spawnCompleteOnce(t *testing.T, o Owner, ib *Inbox, buf []bgtype.Event) []b
 func TestSpawnCompleteAllocs(t *testing.T) {
 	tests := []struct {
 		name  string
-		store *MemoryStore
+		store *memstore.Store
 		max   float64
 	}{
-		{"default store, below its limits", NewMemoryStore(), 8},
-		{"store at its per-owner limit", NewMemoryStore(WithRetainPerOwner(10)), 7},
+		{"default store, below its limits", memstore.New(), 8},
+		{"store at its per-owner limit", memstore.New(memstore.WithRetainPerOwner(10)), 7},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

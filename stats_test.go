@@ -15,7 +15,7 @@ import (
 func TestStatsCountsOutcomes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := newFailingStore()
-		m, err := New(WithStore(store), WithCommitRetry(1, time.Millisecond), WithMaxConcurrent(2), WithQueueWhenFull())
+		m, err := New(WithStore(store), WithTuning(Tuning{CommitAttempts: 1, CommitBackoff: time.Millisecond}), WithLimits(Limits{MaxConcurrent: 2, QueueWhenFull: true}))
 		if err != nil {
 			t.Fatal(err)
 		}

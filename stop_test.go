@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -175,14 +177,14 @@ func TestStopDoesNotWaitForAFunctionThatIgnoresItsContext(t *testing.T) {
 // gateStore is a MemoryStore whose commits of the records that block
 // picks wait: each sends its status on entered, then waits for release.
 type gateStore struct {
-	*MemoryStore
+	*memstore.Store
 	block   func(bgtype.Status) bool
 	entered chan bgtype.Status
 	release chan struct{}
 }
 
 func newGateStore(block func(bgtype.Status) bool) *gateStore {
-	return &gateStore{MemoryStore: NewMemoryStore(), block: block, entered: make(chan bgtype.Status, 1), release: make(chan struct{})}
+	return &gateStore{Store: memstore.New(), block: block, entered: make(chan bgtype.Status, 1), release: make(chan struct{})}
 }
 
 func (s *gateStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
@@ -194,7 +196,7 @@ func (s *gateStore) Commit(ctx context.Context, owner string, actions ...store.A
 			}
 		}
 	}
-	return s.MemoryStore.Commit(ctx, owner, actions...)
+	return s.Store.Commit(ctx, owner, actions...)
 }
 
 // A task's function returning just as Stop cuts it ends the task once,

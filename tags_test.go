@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -14,7 +16,7 @@ import (
 func doneTask(context.Context, *Task) (any, error) { return "ok", nil }
 
 func TestWithTagsRefusesBadTags(t *testing.T) {
-	m := newTestManager(t, WithTagCaps(3, 8))
+	m := newTestManager(t, WithCaps(Caps{MaxTags: 3, MaxTagBytes: 8}))
 	o := m.Owner("alice")
 	for _, tc := range []struct {
 		tags []string
@@ -36,95 +38,27 @@ func TestWithTagsRefusesBadTags(t *testing.T) {
 	if n := countRecords(t, m, "alice"); n != 0 {
 		t.Errorf("%d records after refused spawns, want 0", n)
 	}
-	if _, err := New(WithTagCaps(-1, 0)); err == nil || err.Error() != "bgtask: WithTagCaps(-1): negative size" {
-		t.Errorf("New(WithTagCaps(-1, 0)) = %v", err)
-	}
 }
 
 func TestWithTagsDefaultCaps(t *testing.T) {
 	m := newTestManager(t)
 	o := m.Owner("alice")
-	many := make([]string, DefaultMaxTags)
+	many := make([]string, defaultMaxTags)
 	for i := range many {
-		many[i] = strings.Repeat("x", DefaultMaxTagBytes-2) + string(rune('a'+i/26)) + string(rune('a'+i%26))
+		many[i] = strings.Repeat("x", defaultMaxTagBytes-2) + string(rune('a'+i/26)) + string(rune('a'+i%26))
 	}
 	id := spawnFor(t, m, "alice", doneTask, WithTags(many...))
 	if got := waitTask(t, o, id).Tags; !slices.Equal(got, many) {
 		t.Errorf("Tags = %q, want %q", got, many)
 	}
 	if _, err := o.Spawn(t.Context(), doneTask, WithTags(append(many, "one-more")...)); !errors.Is(err, ErrInvalidArgument) {
-		t.Errorf("Spawn with %d tags = %v, want ErrInvalidArgument", DefaultMaxTags+1, err)
+		t.Errorf("Spawn with %d tags = %v, want ErrInvalidArgument", defaultMaxTags+1, err)
 	}
-}
-
-func TestTagsFilterListsAndTools(t *testing.T) {
-	m := newTestManager(t)
-	alice, bob := m.Owner("alice"), m.Owner("bob")
-	a := spawnFor(t, m, "alice", doneTask, WithTags("deploy", "eu"))
-	b := spawnFor(t, m, "alice", doneTask, WithTags("eu"))
-	c := spawnFor(t, m, "alice", doneTask)
-	spawnFor(t, m, "bob", doneTask, WithTags("deploy"))
-	for _, id := range []string{a, b, c} {
-		waitTask(t, alice, id)
-	}
-	for _, tc := range []struct {
-		tag  string
-		want []string
-	}{
-		{"deploy", []string{a}},
-		{"eu", []string{a, b}},
-		{"", []string{a, b, c}},
-		{"none", []string{}},
-	} {
-		seq, err := alice.ListTagged(t.Context(), tc.tag, bgtype.StatusCompleted)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := taskIDs(slices.Collect(seq)); !slices.Equal(got, tc.want) {
-			t.Errorf("ListTagged(%q) = %v, want %v", tc.tag, got, tc.want)
-		}
-		var page listResult
-		args := `{"tag":null}`
-		if tc.tag != "" {
-			args = `{"tag":"` + tc.tag + `"}`
-		}
-		callTool(t, t.Context(), toolNamed(t, alice, "list_tasks"), args, &page)
-		if got := taskIDs(toolMetas(page.Tasks)); !slices.Equal(got, tc.want) || page.Total != len(tc.want) {
-			t.Errorf("list_tasks(%s) = %v total %d, want %v", args, got, page.Total, tc.want)
-		}
-	}
-	seq, err := bob.ListTagged(t.Context(), "eu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := slices.Collect(seq); len(got) != 0 {
-		t.Errorf("bob's ListTagged(eu) = %v, want none (alice's tasks)", taskIDs(got))
-	}
-	var got getResult
-	callTool(t, t.Context(), toolNamed(t, alice, "get_task"), `{"task_id":"`+a+`"}`, &got)
-	if !slices.Equal(got.Task.Tags, []string{"deploy", "eu"}) {
-		t.Errorf("get_task tags = %q", got.Task.Tags)
-	}
-	raw := callTool(t, t.Context(), toolNamed(t, alice, "list_tasks"), `{"tag":"deploy"}`, nil)
-	if !strings.Contains(string(raw), `"tags":["deploy","eu"]`) {
-		t.Errorf("list_tasks = %s, want the tags shown", raw)
-	}
-	if err := callToolErr(t, t.Context(), toolNamed(t, alice, "list_tasks"), `{"tag":" "}`); err.Error() != `invalid arguments: "tag" is blank` {
-		t.Errorf("list_tasks blank tag: %v", err)
-	}
-}
-
-func toolMetas(ts []toolTask) []bgtype.TaskMeta {
-	out := make([]bgtype.TaskMeta, len(ts))
-	for i, v := range ts {
-		out[i].ID = v.TaskID
-	}
-	return out
 }
 
 // A store that is not a TagLister is filtered by ListTagged itself.
 func TestListTaggedFiltersAPlainStore(t *testing.T) {
-	plain := struct{ store.Store }{NewMemoryStore()}
+	plain := struct{ store.Store }{memstore.New()}
 	m := newTestManager(t, WithStore(plain))
 	a := spawnFor(t, m, "alice", doneTask, WithTags("x"))
 	b := spawnFor(t, m, "alice", doneTask)

@@ -6,7 +6,11 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
 // Func is the work of a task. ctx is cancelled when the task is cancelled,
@@ -15,10 +19,10 @@ import (
 // values decide the terminal status:
 //
 //   - (v, nil): completed, with v encoded as JSON as the result (cut to
-//     WithMaxResultBytes);
+//     Caps.MaxResultBytes);
 //   - (_, err) after ctx was cancelled, with err matching context.Canceled
 //     or the cause: cancelled;
-//   - (_, err) otherwise: failed, with err's text (cut to WithMaxErrorBytes).
+//   - (_, err) otherwise: failed, with err's text (cut to Caps.MaxErrorBytes).
 //
 // A cancel asks, it does not force: a function that returns a value after
 // being cancelled completes. A panic is recovered: the task fails with the
@@ -76,13 +80,15 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // indexes, the queue and the counts of live and active tasks;
 // Manager.inboxMu the owners' inboxes (bound and idle); Inbox.mu the
 // inbox's queue and waiters; Task.emitMu the emitMu fields above;
-// Manager.plugMu the Plugins' sinks and kept events, taken before a
-// Plugin's lateMu (the lock of the Plugin's inbox fallback); a Plugin's
-// mu its run and view, taken before the Manager's locks (a run's start
-// binds its inbox under it); Manager.sent's lock the delivered, unmarked
+// Manager.plugMu the Receivers' sinks and kept events, taken before a
+// Receiver's lateMu (the lock of the Receiver's inbox fallback); a Receiver's
+// mu its run, taken before the Manager's locks (a run's start binds its
+// inbox under it), and after the agent package's Plugin.mu (its prompt
+// view); Manager.sent's lock the delivered, unmarked
 // terminal events (taken alone);
-// workerPool.mu the parked workers (taken alone; of the finished
-// goroutines that find it taken, one waits, the others exit). No lock guards the list of ends
+// the worker pool's lock (workpool.Pool) the parked workers (taken
+// alone; of the finished goroutines that find it taken, one waits, the
+// others exit). No lock guards the list of ends
 // (Manager.ends, atomic): one goroutine at a time (Manager.endsBusy)
 // takes it and records its ends, committing a MemoryStore's terminal
 // records under the store's locks, then, per 64 ends, taking Manager.mu
@@ -110,7 +116,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // concurrent use, including after the function has returned.
 type Task struct {
 	m    *Manager
-	rec  *memRec // the record: shared with a MemoryStore, or private (see record.go)
+	rec  *memstore.Rec // the record: shared with a MemoryStore, or private (see record.go)
 	fn   Func
 	cctx context.Context // the task's cancellable context; its function gets the Task as one (taskContext)
 	vals valuesOnly      // the parent of ctx: the spawner's values only
@@ -178,16 +184,16 @@ func (t *Task) openInputWait() *inputWait {
 }
 
 // ID returns the task id ("task_" and 32 hex digits).
-func (t *Task) ID() string { return t.rec.id }
+func (t *Task) ID() string { return t.rec.ID }
 
 // Owner returns the id of the agent that owns the task.
-func (t *Task) Owner() string { return t.rec.owner }
+func (t *Task) Owner() string { return t.rec.Owner }
 
 // Name returns the task's short name, or "".
-func (t *Task) Name() string { return t.rec.name() }
+func (t *Task) Name() string { return t.rec.Name() }
 
 // Parent returns the task's lineage.
-func (t *Task) Parent() bgtype.Parent { return t.rec.parent() }
+func (t *Task) Parent() bgtype.Parent { return t.rec.Parent() }
 
 // Inbox returns a sub-agent's own inbox, where messages sent to it
 // (Owner.Send) and events of the tasks it owns arrive. It is nil for a plain
@@ -202,9 +208,9 @@ func (t *Task) Inbox() *Inbox { return t.agentInbox() }
 // linked to it as their parent.
 func (t *Task) Agent() (Owner, error) {
 	if t.agentInbox() == nil {
-		return Owner{}, fmt.Errorf("%w: %s cannot own tasks", ErrNotSubAgent, t.rec.id)
+		return Owner{}, fmt.Errorf("%w: %s cannot own tasks", ErrNotSubAgent, t.rec.ID)
 	}
-	return t.m.Owner(t.rec.id), nil
+	return t.m.Owner(t.rec.ID), nil
 }
 
 // Emit reports a custom event to the task's owner. No event is dropped
@@ -222,13 +228,13 @@ func (t *Task) Agent() (Owner, error) {
 // the owner, and is kept in the task's message history (Owner.Messages).
 //
 // The payload is encoded as JSON now, so the caller may change it
-// afterwards; one larger than WithMaxPayloadBytes is replaced by an object
-// that says so (a Message's fields are cut to WithMaxMessageBytes instead).
+// afterwards; one larger than Caps.MaxPayloadBytes is replaced by an object
+// that says so (a Message's fields are cut to Caps.MaxMessageBytes instead).
 // A payload that cannot be encoded returns an error matching
 // ErrInvalidArgument and sends nothing. An empty eventType returns
 // ErrInvalidArgument. Once the function has returned, Emit returns
 // ErrTaskEnded, so every custom event precedes the terminal one. If the
-// owner's inbox is closed the event goes to its WithOnClosed fallback (a Plugin
+// owner's inbox is closed the event goes to its WithOnClosed fallback (a Receiver
 // keeps it for the owner's next run) and Emit returns nil; an inbox without
 // a fallback refuses it and Emit returns ErrInboxClosed (a progress event
 // is still kept as progress then).
@@ -243,9 +249,9 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	if eventType == "" {
 		return "", errEmptyEvent
 	}
-	limit := t.m.cfg.caps.payload
+	limit := t.m.cfg.caps.MaxPayloadBytes
 	if eventType == bgtype.EventTypeMessage {
-		limit = t.m.cfg.caps.message
+		limit = t.m.cfg.caps.MaxMessageBytes
 		switch msg := payload.(type) {
 		case bgtype.Message:
 			payload, limit = t.m.capMessage(msg), -1 // its fields are capped
@@ -255,12 +261,12 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 			}
 		}
 	}
-	p, err := encodeJSON(payload)
+	p, err := jsoncap.Encode(payload)
 	if err != nil {
 		return "", fmt.Errorf("%w: event %q: payload is not JSON-encodable: %w", ErrInvalidArgument, eventType, err)
 	}
 	if limit >= 0 {
-		p, _ = truncateJSON(p, limit)
+		p, _ = jsoncap.JSON(p, limit)
 	}
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
@@ -269,21 +275,21 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	}
 	r := t.rareState() // a task that emits has one: its latest event, its cached inbox
 	if eventType != bgtype.EventTypeMessage {
-		r.latestEvent = LatestEvent{EventType: eventType, Payload: p, At: now(), Count: r.latestEvent.Count + 1}
+		r.latestEvent = LatestEvent{EventType: eventType, Payload: p, At: clock.Now(), Count: r.latestEvent.Count + 1}
 	}
 	send, quiet := route(t.wake(), bgtype.EventCustom, eventType)
 	if t.m.cfg.eventObserver != nil {
-		t.m.observeEvent(bgtype.Event{Kind: bgtype.EventCustom, TaskID: t.rec.id, Name: t.rec.name(), EventType: eventType, Payload: p, Quiet: quiet})
+		t.m.observeEvent(bgtype.Event{Kind: bgtype.EventCustom, TaskID: t.rec.ID, Name: t.rec.Name(), EventType: eventType, Payload: p, Quiet: quiet})
 	}
 	if !send {
 		return "", nil // kept as progress
 	}
 	if gen := t.m.inboxGen.Load(); r.ownerBox == nil || gen != r.inboxGen {
-		r.ownerBox, r.inboxGen = t.m.inboxFor(t.rec.owner), gen
+		r.ownerBox, r.inboxGen = t.m.inboxFor(t.rec.Owner), gen
 	}
-	err = r.ownerBox.Send(bgtype.Event{Kind: bgtype.EventCustom, TaskID: t.rec.id, Name: t.rec.name(), EventType: eventType, Payload: p, Quiet: quiet})
+	err = r.ownerBox.Send(bgtype.Event{Kind: bgtype.EventCustom, TaskID: t.rec.ID, Name: t.rec.Name(), EventType: eventType, Payload: p, Quiet: quiet})
 	if err != nil && r.ownerBox.onClosed == nil {
-		return "", err // dropped; with a fallback it was taken (a Plugin keeps it for the next run): not lost
+		return "", err // dropped; with a fallback it was taken (a Receiver keeps it for the next run): not lost
 	}
 	if eventType == bgtype.EventTypeMessage {
 		return t.m.msgs.emitted(t, p), nil

@@ -8,23 +8,10 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 	"github.com/bgtask/bgtask/store"
 )
-
-// DefaultProgressInterval is how often, at most, one task's reported
-// progress is written to the Store (WithProgressInterval).
-const DefaultProgressInterval = time.Second
-
-// WithProgressInterval sets how often, at most, one task's progress
-// (Task.ReportProgress) is written to the Store. The first report is
-// written at once; later ones within the interval are folded into one
-// trailing write when it has passed, and the last one also into the task's
-// terminal record, so the latest value always reaches the Store. 0 writes
-// every report, though still never more than one write per task at a time.
-// A negative d makes New fail. Default DefaultProgressInterval.
-func WithProgressInterval(d time.Duration) Option {
-	return func(c *config) { c.progressInterval = d }
-}
 
 // progressState is a task's throttled progress writer. Guarded by the
 // task's emitMu.
@@ -39,7 +26,7 @@ type progressState struct {
 
 // ReportProgress records how far the task has come: done out of total
 // (total 0 when the total is not known) and a short message, cut to
-// WithMaxMessageBytes. It is the typed form of progress: besides emitting a
+// Caps.MaxMessageBytes. It is the typed form of progress: besides emitting a
 // custom event of type EventTypeProgress whose payload is the TaskProgress
 // (delivered, coalesced and kept as Owner.LatestEvent like every Emit), it
 // keeps the value on the task's record (TaskMeta.Progress), where get_task,
@@ -48,7 +35,7 @@ type progressState struct {
 // the task runs here; TaskMeta.Progress is only what ReportProgress
 // reported, in the Store.
 //
-// The record is written at most once per WithProgressInterval, in another
+// The record is written at most once per Tuning.ProgressInterval, in another
 // goroutine: ReportProgress never waits for the Store. The latest value
 // always reaches the record, at the latest with the terminal record. A
 // write that fails is logged and superseded by the next.
@@ -61,8 +48,8 @@ func (t *Task) ReportProgress(done, total int64, message string) error {
 	if done < 0 || total < 0 || total > 0 && done > total {
 		return invalidArgument("progress %d of %d: need 0 <= done and, with a total, done <= total", done, total)
 	}
-	message, _ = truncateText(message, t.m.cfg.caps.message)
-	p := &bgtype.TaskProgress{Done: done, Total: total, Message: message, At: now()}
+	message, _ = jsoncap.Text(message, t.m.cfg.caps.MaxMessageBytes)
+	p := &bgtype.TaskProgress{Done: done, Total: total, Message: message, At: clock.Now()}
 	if err := t.Emit(bgtype.EventTypeProgress, p); err != nil {
 		return err
 	}
@@ -97,7 +84,7 @@ func (m *Manager) kickProgress(t *Task, st *progressState) {
 	if st.busy || st.timer != nil || t.ended || st.latest == st.written {
 		return
 	}
-	if wait := st.last.Add(m.cfg.progressInterval).Sub(time.Now()); wait > 0 && !st.last.IsZero() {
+	if wait := st.last.Add(m.cfg.tuning.ProgressInterval).Sub(time.Now()); wait > 0 && !st.last.IsZero() {
 		st.timer = time.AfterFunc(wait, func() { m.progressDue(t) })
 		return
 	}
@@ -124,7 +111,7 @@ func (m *Manager) progressDue(t *Task) {
 // no status, so it changes nothing but the progress, then starts the next
 // write if a newer report came meanwhile.
 func (m *Manager) writeProgress(t *Task, p *bgtype.TaskProgress) {
-	u := bgtype.TaskMeta{ID: t.rec.id, Owner: t.rec.owner, Progress: p} // attempt 0, the Manager's: a reaper's later attempt fences it out
+	u := bgtype.TaskMeta{ID: t.rec.ID, Owner: t.rec.Owner, Progress: p} // attempt 0, the Manager's: a reaper's later attempt fences it out
 	if err := m.store.Commit(context.Background(), u.Owner, store.UpsertAction(u)); err != nil {
 		m.log.Warn("bgtask: progress not recorded", "task_id", u.ID, "err", err)
 	}
@@ -169,17 +156,14 @@ func (t *Task) settleProgress() *bgtype.TaskProgress {
 	return p
 }
 
-// latestProgress returns meta with the latest progress its task reported:
-// the record is written at most once per WithProgressInterval, so while
-// this Manager runs the task, a later report may be in memory only. What
-// the model sees of a task's progress is then one value, the latest,
-// wherever it is shown.
-func (o Owner) latestProgress(meta bgtype.TaskMeta) bgtype.TaskMeta {
-	if live := o.reportedProgress(meta.ID); live != nil { // what the record holds, or later
-		meta.Progress = live
-	}
-	return meta
-}
+// LatestProgress returns a copy of the latest progress the owner's task id
+// reported (Task.ReportProgress) while this Manager runs it; nil if it
+// reported none, has ended, is not run here or is another owner's. The
+// record (TaskMeta.Progress) is written at most once per
+// WithProgressInterval, so a later report may be in memory only: a host
+// that shows a task's progress to a model shows this one when it is not
+// nil. It never blocks on the task.
+func (o Owner) LatestProgress(id string) *bgtype.TaskProgress { return o.reportedProgress(id) }
 
 // reportedProgress returns a copy of the latest progress the owner's task
 // id reported (Task.ReportProgress) while this Manager runs it; nil if it
@@ -188,7 +172,7 @@ func (o Owner) reportedProgress(id string) *bgtype.TaskProgress {
 	m := o.m
 	m.mu.Lock()
 	t := m.nodes[id]
-	if t == nil || t.phase == phaseGone || t.rec.owner != o.id {
+	if t == nil || t.phase == phaseGone || t.rec.Owner != o.id {
 		m.mu.Unlock()
 		return nil
 	}
@@ -204,12 +188,4 @@ func (o Owner) reportedProgress(id string) *bgtype.TaskProgress {
 	}
 	p := *r.prog.latest
 	return &p
-}
-
-// shownEvent reports whether a task's latest custom event ev is shown
-// beside its progress reported: not when it is a progress event
-// (EventTypeProgress) and the task reported progress, since ReportProgress
-// emits its report as that very event, and one progress is shown, once.
-func shownEvent(ev LatestEvent, reported *bgtype.TaskProgress) bool {
-	return ev.Count > 0 && !(ev.EventType == bgtype.EventTypeProgress && reported != nil)
 }

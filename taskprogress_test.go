@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -17,7 +19,7 @@ import (
 // progressStore is a Store that records the progress-only commits (an
 // upsert without a status carrying progress) the Manager makes.
 type progressStore struct {
-	*MemoryStore
+	*memstore.Store
 	mu     sync.Mutex
 	writes []bgtype.TaskProgress
 }
@@ -32,7 +34,7 @@ func (s *progressStore) Commit(ctx context.Context, owner string, actions ...sto
 		}
 	}
 	s.mu.Unlock()
-	return s.MemoryStore.Commit(ctx, owner, actions...)
+	return s.Store.Commit(ctx, owner, actions...)
 }
 
 func (s *progressStore) written() []bgtype.TaskProgress {
@@ -102,7 +104,7 @@ func TestApplyActionProgress(t *testing.T) {
 // progress event and refuses once the function has returned.
 func TestReportProgressArguments(t *testing.T) {
 	t.Parallel()
-	m := newTestManager(t, WithMaxMessageBytes(40))
+	m := newTestManager(t, WithCaps(Caps{MaxMessageBytes: 40}))
 	o := m.Owner("alice")
 	var errs []error
 	var task *Task
@@ -176,12 +178,12 @@ func TestProgressThrottle(t *testing.T) {
 		{"burst, then the interval", time.Second, every(5, 0), 1500 * time.Millisecond, []int64{1, 5}},
 		{"steady, 300ms apart", time.Second, every(10, 300*time.Millisecond), 2 * time.Second, []int64{1, 4, 7, 10}},
 		{"slower than the interval", time.Second, every(3, 2*time.Second), 0, []int64{1, 2, 3}},
-		{"interval 0", 0, every(5, time.Millisecond), 0, []int64{1, 2, 3, 4, 5}},
+		{"negative interval: every report", -1, every(5, time.Millisecond), 0, []int64{1, 2, 3, 4, 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				st := &progressStore{MemoryStore: NewMemoryStore()}
-				m, err := New(WithStore(st), WithProgressInterval(tc.interval))
+				st := &progressStore{Store: memstore.New()}
+				m, err := New(WithStore(st), WithTuning(Tuning{ProgressInterval: tc.interval}))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -226,15 +228,6 @@ func TestProgressThrottle(t *testing.T) {
 	}
 }
 
-// A negative progress interval makes New fail; 0 is allowed.
-func TestWithProgressIntervalInvalid(t *testing.T) {
-	t.Parallel()
-	if _, err := New(WithProgressInterval(-time.Second)); err == nil || err.Error() != "bgtask: WithProgressInterval(-1s): negative interval" {
-		t.Fatalf("New(WithProgressInterval(-1s)): %v", err)
-	}
-	m, err := New(WithProgressInterval(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	shutdownManager(t, m)
+func sameProgress(a, b *bgtype.TaskProgress) bool {
+	return a == b || a != nil && b != nil && a.Done == b.Done && a.Total == b.Total && a.Message == b.Message && a.At.Equal(b.At)
 }

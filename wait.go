@@ -32,7 +32,7 @@ func withTaskError(meta bgtype.TaskMeta, err error) (bgtype.TaskMeta, error) {
 func (m *Manager) wait(ctx context.Context, r reach, id string) (bgtype.TaskMeta, error) {
 	t, done := m.waitable(id)
 	if t != nil {
-		if !r.covers(t.rec.owner) {
+		if !r.covers(t.rec.Owner) {
 			return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		select {
@@ -96,7 +96,7 @@ func (m *Manager) waitSettled(ctx context.Context, r reach, id string) (bgtype.T
 	if t == nil {
 		return m.storedForWait(ctx, r, id, true)
 	}
-	if !r.covers(t.rec.owner) {
+	if !r.covers(t.rec.Owner) {
 		return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	for {

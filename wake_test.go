@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
@@ -50,7 +52,7 @@ func TestWakePolicies(t *testing.T) {
 			if p, ok := o.LatestEvent(id); !ok || p.EventType != "progress" || string(p.Payload) != "50" || p.Count != 1 || p.At.IsZero() {
 				t.Fatalf("Progress = %+v, %v", p, ok)
 			}
-			if err := o.Send(t.Context(), id, bgtype.Message{Content: "yes", InReplyTo: meta.Input.ID}); err != nil {
+			if _, err := o.Send(t.Context(), id, bgtype.Message{Content: "yes", InReplyTo: meta.Input.ID}); err != nil {
 				t.Fatal(err)
 			}
 			if got := waitTask(t, o, id); got.Status != bgtype.StatusCompleted || got.Wake != tc.wake {
@@ -80,8 +82,8 @@ func TestWakePolicies(t *testing.T) {
 // TestWakeSilentCommitFailure: even a silent task reports a terminal record
 // that could not be committed.
 func TestWakeSilentCommitFailure(t *testing.T) {
-	store := &failTerminalStore{Store: NewMemoryStore()}
-	m := newTestManager(t, WithStore(store), WithCommitRetry(1, 0))
+	store := &failTerminalStore{Store: memstore.New()}
+	m := newTestManager(t, WithStore(store), WithTuning(Tuning{CommitAttempts: 1, CommitBackoff: -1}))
 	o := m.Owner("thread-1")
 	id, err := o.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return 1, nil }, WithWake(bgtype.WakeSilent))
 	if err != nil {
@@ -199,7 +201,7 @@ func TestProgressDoesNotWakePlugin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newTestManager(t)
 		var wakes []bgtype.EventKind
-		p, err := NewPlugin(m, "thread-1", WithOnWake(func(ev bgtype.Event) { wakes = append(wakes, ev.Kind) }))
+		p, err := m.NewReceiver("thread-1", ReceiverConfig{OnWake: func(ev bgtype.Event) { wakes = append(wakes, ev.Kind) }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +238,7 @@ func TestProgressDoesNotWakePlugin(t *testing.T) {
 		}
 		waitTask(t, p.Owner(), id)
 		msgs, err := p.Deliver(ctx)
-		if err != nil || len(msgs) != 2 || msgs[0].Event.Kind != bgtype.EventCustom || !msgs[0].Event.Quiet || msgs[1].Event.Kind != bgtype.EventCompleted {
+		if err != nil || len(msgs) != 2 || msgs[0].Kind != bgtype.EventCustom || !msgs[0].Quiet || msgs[1].Kind != bgtype.EventCompleted {
 			t.Fatalf("Deliver = %+v, %v", msgs, err)
 		}
 		// Between runs, progress is kept for the next run without waking.
@@ -260,7 +262,7 @@ func TestProgressDoesNotWakePlugin(t *testing.T) {
 			t.Fatal(err)
 		}
 		msgs, err = p.Deliver(ctx)
-		if err != nil || len(msgs) != 2 || !msgs[0].Event.Quiet || string(msgs[0].Event.Payload) != "2" || msgs[1].Event.Kind != bgtype.EventCompleted {
+		if err != nil || len(msgs) != 2 || !msgs[0].Quiet || string(msgs[0].Payload) != "2" || msgs[1].Kind != bgtype.EventCompleted {
 			t.Fatalf("next run's Deliver = %+v, %v", msgs, err)
 		}
 		if err := p.RunEnd(ctx, RunOutcome{RunID: "run-2"}); err != nil {
@@ -306,7 +308,7 @@ func TestWakeSilentKeepsProgress(t *testing.T) {
 func TestProgressCoalescedBetweenRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newTestManager(t)
-		p, err := NewPlugin(m, "thread-1")
+		p, err := m.NewReceiver("thread-1", ReceiverConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -341,7 +343,7 @@ func TestProgressCoalescedBetweenRuns(t *testing.T) {
 		}
 		var got []string
 		for _, pm := range msgs {
-			got = append(got, fmt.Sprintf("%s:%s:%s%s", pm.Event.Kind, pm.Event.EventType, pm.Event.Payload, pm.Event.Result))
+			got = append(got, fmt.Sprintf("%s:%s:%s%s", pm.Kind, pm.EventType, pm.Payload, pm.Result))
 		}
 		want := []string{"custom:progress:5", "custom:phase:50", `completed::"ok"`}
 		if !slices.Equal(got, want) {

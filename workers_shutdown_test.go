@@ -46,7 +46,7 @@ func TestWorkerExitsAfterTimedOutShutdown(t *testing.T) {
 		}
 		// Every worker goroutine has exited: the pool's wait returns without
 		// the clock moving (a parked worker would wait for its idle timer).
-		m.workers.wg.Wait()
+		m.workers.Wait()
 		if d := time.Since(start); d != 0 {
 			t.Fatalf("worker goroutines exited after %v of fake time, want 0", d)
 		}

@@ -12,14 +12,11 @@ import (
 	"weak"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/workpool"
 )
 
 // idleWorkers returns the parked workers of m, most recently parked last.
-func idleWorkers(m *Manager) []*worker {
-	m.workers.mu.Lock()
-	defer m.workers.mu.Unlock()
-	return append([]*worker(nil), m.workers.idle...)
-}
+func idleWorkers(m *Manager) []*workpool.Worker[Task] { return m.workers.Parked() }
 
 // completeOne spawns a task of owner "a" returning v and waits until its
 // goroutine has parked again.
@@ -55,18 +52,18 @@ func TestWorkerRunsTheNextTask(t *testing.T) {
 }
 
 // TestWorkerIdleExpires: a parked worker that gets no task exits after
-// between one and two workerIdle periods; the next task starts a new one.
+// between one and two workpool.IdleTimeout periods; the next task starts a new one.
 func TestWorkerIdleExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newTestManager(t)
 		completeOne(t, m, 1)
 		w := idleWorkers(m)
-		<-time.After(workerIdle + workerIdle/2) // fake time: the bubble's clock
+		<-time.After(workpool.IdleTimeout + workpool.IdleTimeout/2) // fake time: the bubble's clock
 		synctest.Wait()
 		if got := idleWorkers(m); len(got) != 1 || got[0] != w[0] {
 			t.Fatalf("idle workers %p after 1.5 periods, want still %p", got, w[0])
 		}
-		<-time.After(workerIdle)
+		<-time.After(workpool.IdleTimeout)
 		synctest.Wait()
 		if n := len(idleWorkers(m)); n != 0 {
 			t.Fatalf("%d idle workers after 2.5 periods, want 0", n)
@@ -78,12 +75,12 @@ func TestWorkerIdleExpires(t *testing.T) {
 	})
 }
 
-// TestWorkerIdleBound: at most workers.max goroutines park; the others
+// TestWorkerIdleBound: at most the pool's bound of goroutines park; the others
 // exit when their task ends.
 func TestWorkerIdleBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newTestManager(t)
-		m.workers.max = 2
+		m.workers.SetMax(2)
 		release := make(chan struct{})
 		ids := make([]string, 5)
 		for i := range ids {
@@ -184,40 +181,5 @@ func TestWorkerTakesTheSpawnLabels(t *testing.T) {
 		if strings.Contains(stack, "labelledParked") && !strings.Contains(stack, `# labels: {"bgtask_test_owner":"second"}`) {
 			t.Fatalf("the second task runs without its spawn's labels:\n%s", stack)
 		}
-	}
-}
-
-// TestParkNeverQueuesOnThePoolLock: a finished task's goroutine that finds
-// the pool's lock taken and another goroutine waiting for it already (a
-// burst of ends) exits at once rather than queue for the lock; so does one
-// that finds the pool full.
-func TestParkNeverQueuesOnThePoolLock(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name   string
-		locked bool
-		idle   int32
-	}{
-		{"lock taken, one waiting", true, 0},
-		{"full", false, 4},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			p := &workerPool{max: 4}
-			p.idleN.Store(tc.idle)
-			if tc.locked {
-				p.mu.Lock()
-				defer p.mu.Unlock()
-				p.parking.Store(1) // another goroutine waits for the lock
-			}
-			var w *worker
-			if next := p.park(&w); next != nil || w != nil {
-				t.Fatalf("park = %v, worker %v; want nil, none made", next, w)
-			}
-			if len(p.idle) != 0 {
-				t.Fatalf("%d parked workers, want 0", len(p.idle))
-			}
-		})
 	}
 }

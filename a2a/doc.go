@@ -75,7 +75,7 @@
 //
 // The result artifact carries the whole result the agent function returned,
 // up to WithMaxArtifactBytes (4 MiB of JSON), even when the Manager's
-// record keeps only a cut copy of it (WithMaxResultBytes, 64 KiB by
+// record keeps only a cut copy of it (Caps.MaxResultBytes, 64 KiB by
 // default): the server keeps such results in memory, up to
 // WithMaxKeptResultBytes (64 MiB) in all, the oldest forgotten first. A
 // result the artifact does not carry whole (over the artifact cap, or

@@ -18,8 +18,9 @@ const (
 	// DefaultMaxMessageBytes caps the text of a message a client sends (its
 	// text parts together), and the text of each status message the server
 	// streams (a sub-agent's message, an input prompt, an error, a progress
-	// payload). It is bgtask's own default for messages.
-	DefaultMaxMessageBytes = bgtask.DefaultMaxMessageBytes
+	// payload). It is bgtask's own default for messages
+	// (bgtask.Caps.MaxMessageBytes, 16 KiB).
+	DefaultMaxMessageBytes = 16 << 10
 	// DefaultMaxParts caps how many parts a client's message may have.
 	DefaultMaxParts = 16
 	// DefaultMaxArtifactBytes caps the result artifact of a completed task,
@@ -132,7 +133,7 @@ func WithMaxArtifactBytes(n int) Option {
 }
 
 // WithMaxKeptResultBytes caps the memory, in bytes of JSON, the server
-// spends on results larger than the Manager's WithMaxResultBytes: the
+// spends on results larger than the Manager's Caps.MaxResultBytes: the
 // record and the completion event keep only a cut copy of such a result,
 // so the server keeps the whole result of each task it started, in memory,
 // for the artifact. Past the cap the oldest results are forgotten first; a

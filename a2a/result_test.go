@@ -3,6 +3,7 @@ package bga2a
 import (
 	"context"
 	"encoding/json"
+	"github.com/bgtask/bgtask/internal/memstore"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -215,7 +216,7 @@ func checkCut(t *testing.T, arts []wireArtifact, size int, start string, maxLen 
 // (a restart) have only the record's cut copy: the artifact says so.
 func TestCutResultAfterRestart(t *testing.T) {
 	t.Parallel()
-	store := bgtask.NewMemoryStore()
+	store := memstore.New()
 	owner := WithOwner("alice")
 	serve := func() (*bgtask.Manager, *Server, *httptest.Server) {
 		m, err := bgtask.New(bgtask.WithStore(store))

@@ -15,7 +15,7 @@ import (
 )
 
 // kept holds the results of the tasks this server started, for those
-// whose record keeps only a cut copy (the Manager's WithMaxResultBytes):
+// whose record keeps only a cut copy (the Manager's Caps.MaxResultBytes):
 // the whole JSON result when it is within the artifact cap, or else the
 // start of it that the artifact carries. The result artifact is made from
 // it. It is bounded in bytes; past the bound the oldest results are

@@ -67,7 +67,7 @@ func (s *Server) spawn(ctx context.Context, o bgtask.Owner, msg bgtype.Message, 
 	if err == nil {
 		first.History = append(first.History, s.sentMessage(id, msg, clientID))
 		// A sub-agent that ended before reading its inbox is reported as ended.
-		if err = o.Send(ctx, id, msg); errors.Is(err, bgtask.ErrTerminal) || errors.Is(err, bgtask.ErrInboxClosed) {
+		if _, err = o.Send(ctx, id, msg); errors.Is(err, bgtask.ErrTerminal) || errors.Is(err, bgtask.ErrInboxClosed) {
 			err = nil
 		} else if err == nil {
 			s.linkMessage(ctx, o, id, msg, clientID)
@@ -118,10 +118,10 @@ func (s *Server) deliver(ctx context.Context, o bgtask.Owner, id, contextID stri
 	if rec.Status == bgtype.StatusAwaitingInput && rec.Input != nil {
 		msg.InReplyTo, answered = rec.Input.ID, rec.Input.ID
 	}
-	err = o.Send(ctx, id, msg)
+	_, err = o.Send(ctx, id, msg)
 	if errors.Is(err, bgtask.ErrNoInputRequest) { // answered or withdrawn meanwhile
 		msg.InReplyTo, answered = "", ""
-		err = o.Send(ctx, id, msg)
+		_, err = o.Send(ctx, id, msg)
 	}
 	switch {
 	case errors.Is(err, bgtask.ErrTerminal), errors.Is(err, bgtask.ErrInboxClosed):

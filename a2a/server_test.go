@@ -45,7 +45,7 @@ func TestSendCompletesWithArtifact(t *testing.T) {
 	}
 	// The task is a bgtask sub-agent of the request's owner.
 	rec, err := b.m.Owner("alice").Get(t.Context(), string(task.ID))
-	if err != nil || rec.Type != bgtask.TypeSubAgent || rec.Status != bgtype.StatusCompleted {
+	if err != nil || rec.Type != bgtype.TypeSubAgent || rec.Status != bgtype.StatusCompleted {
 		t.Errorf("record = %+v, %v; want a completed sub_agent of alice", rec, err)
 	}
 }

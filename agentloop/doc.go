@@ -2,7 +2,7 @@
 // semantics end to end: a Model proposes tool calls or an answer, tools
 // run with the call's lineage on their context (so the tasks they spawn
 // link to the run and the call), background events reach the model at
-// step boundaries through a bgtask.Plugin, and a run ends in one of the
+// step boundaries through an agent.Plugin, and a run ends in one of the
 // ways the reference systems define:
 //
 //   - "done"/"natural": the model answered and nothing is pending;

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
 
 	"github.com/bgtask/bgtask"
@@ -23,7 +24,7 @@ func ExampleRun() {
 		log.Fatal(err)
 	}
 	defer m.Shutdown(ctx)
-	plugin, err := bgtask.NewPlugin(m, "thread-1")
+	plugin, err := agent.NewPlugin(m, "thread-1")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func ExampleRun_foreground() {
 		log.Fatal(err)
 	}
 	defer m.Shutdown(ctx)
-	plugin, err := bgtask.NewPlugin(m, "thread-1")
+	plugin, err := agent.NewPlugin(m, "thread-1")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -4,10 +4,11 @@ import (
 	"context"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agent"
 )
 
 // The phases an agent loop calls, one small interface each, so a loop can
-// take exactly what it uses; *bgtask.Plugin implements them all.
+// take exactly what it uses; *agent.Plugin implements them all.
 type (
 	// RunStartHook opens a run.
 	RunStartHook interface {
@@ -16,7 +17,7 @@ type (
 	// BeforeInferenceHook gives the messages to show the model before each
 	// inference.
 	BeforeInferenceHook interface {
-		BeforeInference(ctx context.Context) ([]bgtask.PromptMessage, error)
+		BeforeInference(ctx context.Context) ([]agent.PromptMessage, error)
 	}
 	// AfterToolCallHook hears of each tool call the loop ran.
 	AfterToolCallHook interface {
@@ -33,7 +34,7 @@ type (
 	// BoundaryHook delivers events at boundaries other than a step's start
 	// (a natural end, a suspension) and waits for them.
 	BoundaryHook interface {
-		Deliver(ctx context.Context) ([]bgtask.PromptMessage, error)
+		Deliver(ctx context.Context) ([]agent.PromptMessage, error)
 		WaitEvent(ctx context.Context) error
 	}
 )
@@ -48,4 +49,4 @@ type LoopHooks interface {
 	RunEndHook
 }
 
-var _ LoopHooks = (*bgtask.Plugin)(nil)
+var _ LoopHooks = (*agent.Plugin)(nil)

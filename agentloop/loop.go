@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agent"
 )
 
 // DefaultMaxSteps bounds a run whose Config sets no MaxSteps.
@@ -16,7 +17,7 @@ const DefaultMaxSteps = 64
 type Config struct {
 	Model Model  // required
 	Tools []Tool // what the model may call
-	// Hooks connects background tasks, usually a *bgtask.Plugin. Nil runs
+	// Hooks connects background tasks, usually a *agent.Plugin. Nil runs
 	// a plain loop.
 	Hooks   LoopHooks
 	RunID   string // required with Hooks: the run's lineage and CancelRun key
@@ -36,7 +37,7 @@ type Config struct {
 // Step is what happened in one step, for OnStep.
 type Step struct {
 	Index     int
-	Delivered []bgtask.PromptMessage // background events delivered since the previous inference
+	Delivered []agent.PromptMessage // background events delivered since the previous inference
 	Response  Response
 }
 
@@ -117,7 +118,7 @@ var ErrRunCancelled = fmt.Errorf("agentloop: run cancelled by a tool: %w", bgtas
 // CancelRun cancels the run whose tool call ctx belongs to: the run ends
 // "cancelled" once the call returns. It does nothing for a ctx that is not
 // a tool call of Run. Wire it to the task tools' cancel_task "self":
-// owner.Tools(bgtask.WithOnSelfCancel(agentloop.CancelRun)).
+// agent.Tools(owner, agent.WithOnSelfCancel(agentloop.CancelRun)).
 func CancelRun(ctx context.Context) {
 	if cancel, ok := ctx.Value(runCancelKey{}).(context.CancelCauseFunc); ok {
 		cancel(ErrRunCancelled)
@@ -132,7 +133,7 @@ type run struct {
 	specs []ToolSpec
 	steps int
 	last  string
-	held  []bgtask.PromptMessage // delivered at a boundary, reported with the next step
+	held  []agent.PromptMessage // delivered at a boundary, reported with the next step
 }
 
 func (r *run) loop(ctx context.Context) (Result, error) {
@@ -220,7 +221,7 @@ func (r *run) end(status, reason string) Result {
 
 // infer delivers background events, shows the model the conversation and
 // the prompt view, and records its answer.
-func (r *run) infer(ctx context.Context) (Response, []bgtask.PromptMessage, error) {
+func (r *run) infer(ctx context.Context) (Response, []agent.PromptMessage, error) {
 	delivered := r.held
 	r.held = nil
 	msgs := r.conv
@@ -359,7 +360,7 @@ func (r *run) drain(events chan error) {
 	}
 }
 
-func fromPrompt(pm bgtask.PromptMessage) Message {
+func fromPrompt(pm agent.PromptMessage) Message {
 	return Message{Role: pm.Role, Content: pm.Content, From: pm.From, Internal: pm.Internal}
 }
 

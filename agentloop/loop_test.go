@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
 
 	"github.com/bgtask/bgtask"
@@ -21,22 +22,22 @@ import (
 // as in awaken's background_task_lifecycle tests.
 type env struct {
 	m      *bgtask.Manager
-	p      *bgtask.Plugin
+	p      *agent.Plugin
 	owner  bgtask.Owner
 	tools  []agentloop.Tool
 	wakes  atomic.Int32
 	finish chan struct{} // closing it lets blocking tasks complete
 }
 
-func newEnv(t *testing.T, opts ...bgtask.PluginOption) *env {
+func newEnv(t *testing.T, opts ...agent.Option) *env {
 	t.Helper()
 	m, err := bgtask.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{m: m, owner: m.Owner("thread-1"), finish: make(chan struct{})}
-	opts = append([]bgtask.PluginOption{bgtask.WithOnWake(func(bgtype.Event) { e.wakes.Add(1) })}, opts...)
-	if e.p, err = bgtask.NewPlugin(m, "thread-1", opts...); err != nil {
+	opts = append([]agent.Option{agent.WithOnWake(func(bgtype.Event) { e.wakes.Add(1) })}, opts...)
+	if e.p, err = agent.NewPlugin(m, "thread-1", opts...); err != nil {
 		t.Fatal(err)
 	}
 	e.tools = []agentloop.Tool{
@@ -192,7 +193,7 @@ func TestSubAgentWaitsForItsTasks(t *testing.T) {
 			return agentloop.Response{Text: "no event seen"}
 		})
 		id, err := e.owner.SpawnAgent(t.Context(), func(ctx context.Context, tk *bgtask.Task) (any, error) {
-			p, err := bgtask.NewPlugin(e.m, tk.ID(), bgtask.WithInbox(tk.Inbox()))
+			p, err := agent.NewPlugin(e.m, tk.ID(), agent.WithInbox(tk.Inbox()))
 			if err != nil {
 				return nil, err
 			}
@@ -386,7 +387,7 @@ func TestSelfCancelEndsTheRun(t *testing.T) {
 			agentloop.Call(agentloop.CallSpec{Name: "cancel_task", Args: map[string]any{"target": map[string]string{"relation": "self"}}}),
 			agentloop.Say("never asked"),
 		), "run-1")
-		for _, tool := range e.owner.Tools(bgtask.WithOnSelfCancel(agentloop.CancelRun)) {
+		for _, tool := range agent.Tools(e.owner, agent.WithOnSelfCancel(agentloop.CancelRun)) {
 			cfg.Tools = append(cfg.Tools, agentloop.Tool(tool))
 		}
 		res := runLoop(t, cfg, "go")
@@ -423,7 +424,7 @@ func TestParentMessagesTwoSubAgents(t *testing.T) {
 			if err := tk.Inbox().Wait(ctx); err != nil { // instructions first
 				return nil, err
 			}
-			p, err := bgtask.NewPlugin(e.m, tk.ID(), bgtask.WithInbox(tk.Inbox()))
+			p, err := agent.NewPlugin(e.m, tk.ID(), agent.WithInbox(tk.Inbox()))
 			if err != nil {
 				return nil, err
 			}
@@ -450,7 +451,7 @@ func TestParentMessagesTwoSubAgents(t *testing.T) {
 		}
 		model := agentloop.NewScriptedModel(agentloop.Call(send("alpha"), send("beta")), agentloop.Say("sent"))
 		cfg := e.config(model, "run-1")
-		for _, tool := range e.owner.Tools() {
+		for _, tool := range agent.Tools(e.owner) {
 			cfg.Tools = append(cfg.Tools, agentloop.Tool(tool))
 		}
 		first := runLoop(t, cfg, "delegate")
@@ -543,7 +544,7 @@ func TestSubAgentNotWokenByProgress(t *testing.T) {
 			return agentloop.Response{Text: fmt.Sprintf("woken with %q", evs)}
 		})
 		id, err := e.owner.SpawnAgent(t.Context(), func(ctx context.Context, tk *bgtask.Task) (any, error) {
-			p, err := bgtask.NewPlugin(e.m, tk.ID(), bgtask.WithInbox(tk.Inbox()))
+			p, err := agent.NewPlugin(e.m, tk.ID(), agent.WithInbox(tk.Inbox()))
 			if err != nil {
 				return nil, err
 			}
@@ -599,7 +600,7 @@ func TestStepReportsNaturalEndDeliveries(t *testing.T) {
 		model := agentloop.NewScriptedModel(call("spawn_slow"), agentloop.Say("waiting for it"), agentloop.Say("done"))
 		var delivered []string // per step: the kinds of the events it reports
 		id, err := e.owner.SpawnAgent(t.Context(), func(ctx context.Context, tk *bgtask.Task) (any, error) {
-			p, err := bgtask.NewPlugin(e.m, tk.ID(), bgtask.WithInbox(tk.Inbox()))
+			p, err := agent.NewPlugin(e.m, tk.ID(), agent.WithInbox(tk.Inbox()))
 			if err != nil {
 				return nil, err
 			}

@@ -6,7 +6,7 @@ import (
 	"errors"
 )
 
-// Tool is a tool the loop can run. It has the shape of bgtask.Tool, so the
+// Tool is a tool the loop can run. It has the shape of agent.Tool, so the
 // model-facing task tools convert directly: agentloop.Tool(t).
 type Tool struct {
 	Name        string

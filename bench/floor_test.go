@@ -55,7 +55,7 @@ func (h *recordedByHand) spawn(fn func(context.Context) (any, error)) string {
 	}
 	id := "task_" + hex.EncodeToString(raw[:])
 	now := time.Now().UTC()
-	rec := &bgtype.TaskMeta{ID: id, Owner: benchOwner, Type: bgtask.TypeTask, Status: bgtype.StatusRunning, CreatedAt: now, StartedAt: now}
+	rec := &bgtype.TaskMeta{ID: id, Owner: benchOwner, Type: bgtype.TypeTask, Status: bgtype.StatusRunning, CreatedAt: now, StartedAt: now}
 	h.storeMu.Lock()
 	h.store[id] = rec
 	h.storeMu.Unlock()

@@ -7,8 +7,6 @@ import (
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
-
-	"github.com/bgtask/bgtask"
 )
 
 // recordGen makes the records a store benchmark writes, as a Manager writes
@@ -40,7 +38,7 @@ func (g *recordGen) batch(k int) []bgtype.TaskMeta {
 	for range k {
 		g.seq++
 		g.cur = append(g.cur, bgtype.TaskMeta{
-			ID: fmt.Sprintf("task_%s_%09d", g.owner, g.seq), Owner: g.owner, Type: bgtask.TypeTask,
+			ID: fmt.Sprintf("task_%s_%09d", g.owner, g.seq), Owner: g.owner, Type: bgtype.TypeTask,
 			Name: "research", Status: bgtype.StatusRunning, CreatedAt: g.now, StartedAt: g.now, Instance: "bench",
 		})
 	}

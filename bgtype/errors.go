@@ -1,9 +1,20 @@
 package bgtype
 
-import "errors"
+import (
+	"errors"
+	"unicode"
+)
 
 // Errors of the records: check them with [errors.Is].
 var (
+	// ErrClosed is matched by the error of a call on a Manager after
+	// Shutdown began, and by a store's after it was closed.
+	ErrClosed = errors.New("bgtask: manager closed")
+	// ErrInstanceLost is the cancel cause when a shared store finds that
+	// its runtime instance lost its registration (its heartbeat lapsed and
+	// another instance reaped its tasks), and matched by the store's errors
+	// from then on.
+	ErrInstanceLost = errors.New("bgtask: runtime instance lost its registration")
 	// ErrInvalidOwner is returned when an owner id is empty or blank.
 	ErrInvalidOwner = errors.New("bgtask: owner id is empty")
 	// ErrNotFound is returned for an unknown task id, and for the task of
@@ -17,3 +28,15 @@ var (
 	// as JSON (an unknown kind, a missing task id).
 	ErrInvalidEvent = errors.New("bgtask: invalid event")
 )
+
+// ValidOwner reports whether id can name an owner (or a run): it has a
+// character that is not white space. Every store and the runtime refuse
+// other ids with ErrInvalidOwner.
+func ValidOwner(id string) bool {
+	for _, r := range id {
+		if !unicode.IsSpace(r) {
+			return true
+		}
+	}
+	return false
+}

@@ -22,7 +22,7 @@ type Status string
 
 const (
 	// StatusQueued: spawned while a concurrency limit was full and the Manager
-	// queues (WithQueueWhenFull). The task function has not started. The
+	// queues (Limits.QueueWhenFull). The task function has not started. The
 	// Manager moves it to running when a slot frees, or to cancelled when it
 	// is cancelled first.
 	StatusQueued Status = "queued"

@@ -13,8 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	bgmcp "github.com/bgtask/bgtask/mcp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	bgmcp "github.com/bgtask/bgtask/mcp"
 )
 
 // userKey is the ctx key of the host's authentication middleware.

@@ -87,7 +87,7 @@ func (s *Server) elicitUntilEnd(ctx context.Context, ss *mcp.ServerSession, o bg
 		case res.Action == "accept":
 			// An answer that comes after another one (send_message, or a
 			// second tasks/result) finds no open request: the first counts.
-			err := o.Send(ctx, m.ID, bgtype.Message{From: o.ID(), Content: answerText(res.Content), InReplyTo: m.Input.ID})
+			_, err := o.Send(ctx, m.ID, bgtype.Message{From: o.ID(), Content: answerText(res.Content), InReplyTo: m.Input.ID})
 			if err != nil && !errors.Is(err, bgtask.ErrNoInputRequest) {
 				return waitTerminal(ctx, o, id) // it ended meanwhile, or cannot be answered here
 			}

@@ -256,7 +256,7 @@ func TestLastUpdatedAtAndTTL(t *testing.T) {
 			}
 			check("asked", asked, "input_required", stamp(askedAt))
 
-			if err := o.Send(t.Context(), tk.TaskID, bgtype.Message{Content: "main", InReplyTo: rec.Input.ID}); err != nil {
+			if _, err := o.Send(t.Context(), tk.TaskID, bgtype.Message{Content: "main", InReplyTo: rec.Input.ID}); err != nil {
 				t.Fatal(err)
 			}
 			answered := c.getTask(tk.TaskID)

@@ -7,11 +7,12 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/bgtask/bgtask"
 	bgmcp "github.com/bgtask/bgtask/mcp"
 	"github.com/bgtask/bgtask/store/sqlitestore"
-	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // A host serves its long-running tool over streamable HTTP, each caller

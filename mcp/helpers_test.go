@@ -8,10 +8,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bgtask/bgtask"
-	bgmcp "github.com/bgtask/bgtask/mcp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/bgtask/bgtask"
+	bgmcp "github.com/bgtask/bgtask/mcp"
 )
 
 // newManager returns a Manager on the memory store, shut down at the end of

@@ -37,8 +37,11 @@ func (c resultConfig) retention() time.Duration {
 	if c.retainFor > 0 {
 		return c.retainFor
 	}
-	return bgtask.DefaultRetainFor
+	return defaultRetainFor
 }
+
+// defaultRetainFor is the stores' default retention (24 hours).
+const defaultRetainFor = 24 * time.Hour
 
 // info is the protocol view of one of o's tasks: infoOf, with the time of
 // its last status change and its ttl.

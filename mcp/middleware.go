@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/bgtask/bgtask"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/bgtask/bgtask"
 )
 
 // middleware adds the tasks protocol to the SDK's handling: the tasks

@@ -5,10 +5,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/bgtask/bgtask"
 	bgmcp "github.com/bgtask/bgtask/mcp"
 	"github.com/bgtask/bgtask/store/sqlitestore"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func alice(context.Context, *mcp.ServerSession) (string, error) { return "alice", nil }

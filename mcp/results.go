@@ -5,11 +5,11 @@ import (
 	"errors"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/bgtask/bgtask/internal/bytecache"
+	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
 // DefaultResultMemory is how many bytes of whole tool results a Server
@@ -22,7 +22,7 @@ const truncatedKey = "io.github.bgtask/truncated"
 
 // WithResultMemory sets how many bytes of whole tool results the Server
 // keeps in memory, for the task-mode calls whose result (as JSON) is longer
-// than the Manager's WithMaxResultBytes. Such a task's record holds a cut
+// than the Manager's Caps.MaxResultBytes. Such a task's record holds a cut
 // copy: a result whose content is one text block, the start of the
 // result's text followed by "…[truncated: N bytes total]", with _meta
 // "io.github.bgtask/truncated": {"originalBytes": N} and the same isError.
@@ -123,7 +123,7 @@ func cutResult(res *mcp.CallToolResult, total, limit int) json.RawMessage {
 	encode := func(n int) json.RawMessage {
 		cut := &mcp.CallToolResult{
 			Meta:    mcp.Meta{truncatedKey: map[string]any{"originalBytes": total}},
-			Content: []mcp.Content{&mcp.TextContent{Text: cutRunes(text, n) + marker}},
+			Content: []mcp.Content{&mcp.TextContent{Text: jsoncap.CutRunes(text, n) + marker}},
 			IsError: res.IsError,
 		}
 		b, _ := json.Marshal(cut) // text and numbers always encode
@@ -141,18 +141,6 @@ func cutResult(res *mcp.CallToolResult, total, limit int) json.RawMessage {
 		}
 	}
 	return encode(lo)
-}
-
-// cutRunes returns the longest prefix of s of at most n bytes that does not
-// split a rune.
-func cutRunes(s string, n int) string {
-	if n >= len(s) {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // bgtaskCut is the record of a result that the Manager cut itself (a cut

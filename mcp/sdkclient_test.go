@@ -6,8 +6,9 @@ import (
 	"slices"
 	"testing"
 
-	bgmcp "github.com/bgtask/bgtask/mcp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	bgmcp "github.com/bgtask/bgtask/mcp"
 )
 
 // dialSDK connects the Go SDK's client to s over an in-memory transport.

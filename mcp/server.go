@@ -12,9 +12,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/bgtask/bgtask"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agent"
 )
 
 // ProtocolVersion is the newest MCP revision served: the one whose tasks
@@ -89,7 +91,7 @@ func NewServer(m *bgtask.Manager, opts ...Option) (*Server, error) {
 	// offered.
 	versions := slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v > ProtocolVersion })
 	s.sdk = mcp.NewServer(cfg.impl, &mcp.ServerOptions{HasTools: true, SupportedProtocolVersions: versions})
-	for _, t := range m.Owner("schema").Tools() {
+	for _, t := range agent.Tools(m.Owner("schema")) {
 		s.sdk.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Schema}, s.taskTool(t.Name))
 	}
 	if err := s.addTaskMethods(); err != nil {

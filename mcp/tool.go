@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/bgtask/bgtask"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agent"
 )
 
 // Task support of a host tool, as its tools/list entry declares it.
@@ -33,7 +35,7 @@ const (
 // isError and the error's text. A panic in a task is the task's failure; in
 // the foreground it is a tool result with isError. Run is called once per
 // call, concurrently with other calls. A task's result longer than the
-// Manager's WithMaxResultBytes is still returned whole by tasks/result while
+// Manager's Caps.MaxResultBytes is still returned whole by tasks/result while
 // the Server keeps it (see WithResultMemory).
 type Tool struct {
 	Name, Description string
@@ -104,7 +106,7 @@ func (s *Server) taskTool(name string) mcp.ToolHandler {
 			return errorResult(err), nil
 		}
 		ctx = runContext(ctx, req.Session)
-		for _, t := range o.Tools() {
+		for _, t := range agent.Tools(o) {
 			if t.Name == name {
 				out, err := t.Call(ctx, req.Params.Arguments)
 				if err != nil {

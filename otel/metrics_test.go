@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bgtask/bgtask/internal/memstore"
 	"slices"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func checkPoints(t *testing.T, name string, got, want []string) {
 func TestMetricsExact(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBundle(t, bgtask.WithMaxConcurrent(1), bgtask.WithQueueWhenFull())
+		b := newBundle(t, bgtask.WithLimits(bgtask.Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 		b.tel.ObserveManager(b.m)
 		alice, err := b.m.Inbox("alice")
 		if err != nil {
@@ -180,7 +181,7 @@ func TestMetricsInterrupted(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := bgtask.NewMemoryStore()
+		st := memstore.New()
 		stale := bgtype.TaskMeta{ID: "task_0123456789abcdef0123456789abcdef", Owner: "alice", Type: "fetch",
 			Status: bgtype.StatusRunning, CreatedAt: time.Now().UTC(), StartedAt: time.Now().UTC(), Instance: "gone"}
 		if err := st.Commit(ctx, "alice", store.UpsertAction(stale)); err != nil {

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 
@@ -127,7 +129,7 @@ func TestSpanEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				b := newBundle(t, bgtask.WithMaxConcurrent(1), bgtask.WithQueueWhenFull())
+				b := newBundle(t, bgtask.WithLimits(bgtask.Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 				release := make(chan struct{})
 				var blocker string
 				if tc.queued {
@@ -167,7 +169,7 @@ func TestSpanEnd(t *testing.T) {
 func TestSpanEventsInOrder(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBundle(t, bgtask.WithMaxConcurrent(1), bgtask.WithQueueWhenFull())
+		b := newBundle(t, bgtask.WithLimits(bgtask.Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 		release := make(chan struct{})
 		blocker := b.spawn(t, context.Background(), "alice", func(context.Context, *bgtask.Task) (any, error) { <-release; return nil, nil })
 		id := b.spawn(t, context.Background(), "alice", func(ctx context.Context, tk *bgtask.Task) (any, error) {
@@ -191,7 +193,7 @@ func TestSpanEventsInOrder(t *testing.T) {
 		if err != nil || meta.Input == nil {
 			t.Fatalf("Get: %+v, %v; want an input request", meta, err)
 		}
-		if err := b.m.Owner("alice").Send(context.Background(), id, bgtype.Message{Content: "the first", InReplyTo: meta.Input.ID}); err != nil {
+		if _, err := b.m.Owner("alice").Send(context.Background(), id, bgtype.Message{Content: "the first", InReplyTo: meta.Input.ID}); err != nil {
 			t.Fatal(err)
 		}
 		b.wait(t, id)
@@ -267,7 +269,7 @@ func TestSpanManagerNotReporting(t *testing.T) {
 func TestSpanSettleAfterEnd(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBundle(t, bgtask.WithMaxConcurrent(1), bgtask.WithQueueWhenFull())
+		b := newBundle(t, bgtask.WithLimits(bgtask.Limits{MaxConcurrent: 1, QueueWhenFull: true}))
 		o := b.m.Owner("alice")
 		release := make(chan struct{})
 		blocker, err := o.Spawn(context.Background(), func(context.Context, *bgtask.Task) (any, error) { <-release; return nil, nil })
@@ -338,7 +340,7 @@ func TestNoSpanKeepsNoEvents(t *testing.T) {
 }
 
 // failingStore fails every commit of a terminal record.
-type failingStore struct{ *bgtask.MemoryStore }
+type failingStore struct{ *memstore.Store }
 
 func (s failingStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	for _, a := range actions {
@@ -348,7 +350,7 @@ func (s failingStore) Commit(ctx context.Context, owner string, actions ...store
 			}
 		}
 	}
-	return s.MemoryStore.Commit(ctx, owner, actions...)
+	return s.Store.Commit(ctx, owner, actions...)
 }
 
 // A task whose terminal record cannot be committed still ends its span,
@@ -356,7 +358,7 @@ func (s failingStore) Commit(ctx context.Context, owner string, actions ...store
 func TestSpanEndNotCommitted(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newBundle(t, bgtask.WithStore(failingStore{bgtask.NewMemoryStore()}), bgtask.WithCommitRetry(1, time.Millisecond))
+		b := newBundle(t, bgtask.WithStore(failingStore{memstore.New()}), bgtask.WithTuning(bgtask.Tuning{CommitAttempts: 1, CommitBackoff: time.Millisecond}))
 		id := b.spawn(t, context.Background(), "alice", func(context.Context, *bgtask.Task) (any, error) {
 			<-time.After(time.Second)
 			return "done", nil

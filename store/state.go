@@ -6,9 +6,7 @@ package store
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/internal/reduce"
@@ -143,7 +141,7 @@ func AnnounceAction(ids ...string) Action { return Action{Op: OpAnnounce, IDs: i
 // names the task. Every Store calls it before it applies anything, so all
 // of them refuse the same input with the same error.
 func ValidateCommit(owner string, actions ...Action) error {
-	if !validOwner(owner) {
+	if !bgtype.ValidOwner(owner) {
 		return bgtype.ErrInvalidOwner
 	}
 	for i := range actions {
@@ -302,9 +300,4 @@ func upsertInto(tasks map[string]bgtype.TaskMeta, u *bgtype.TaskMeta, at time.Ti
 	if reduce.MergeUpsert(&cur, u, at) {
 		tasks[u.ID] = cur
 	}
-}
-
-// validOwner reports whether owner has a character that is not a space.
-func validOwner(owner string) bool {
-	return strings.IndexFunc(owner, func(r rune) bool { return !unicode.IsSpace(r) }) >= 0
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/internal/adaptertest"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/packages/param"
+
 	"github.com/bgtask/bgtask"
 	bganthropic "github.com/bgtask/bgtask/adapters/anthropic"
 )
@@ -46,7 +48,7 @@ func TestMessagesLoop(t *testing.T) {
 		{"toolu_4", "list_tasks", `{"state":"completed"}`},
 	}
 	model, client := newScriptedModel(t, "/v1/messages", messageReply(uses, "Let me look."), messageReply(nil, "The crawler is cancelled."))
-	ts, err := bganthropic.New(f.Owner.Tools())
+	ts, err := bganthropic.New(agent.Tools(f.Owner))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +84,7 @@ func TestMessagesLoop(t *testing.T) {
 	f.CheckCrawlerCancelled(t)
 
 	defs := model.Request(0)["tools"].([]any)
-	tools := f.Owner.Tools()
+	tools := agent.Tools(f.Owner)
 	if len(defs) != len(tools) {
 		t.Fatalf("%d tool definitions sent, want %d", len(defs), len(tools))
 	}
@@ -129,7 +131,7 @@ func TestMessagesLoop(t *testing.T) {
 // failed, and the error returned.
 func TestAnswerOtherToolsAndClosed(t *testing.T) {
 	f := adaptertest.NewFixture(t)
-	ts, err := bganthropic.New(f.Owner.Tools())
+	ts, err := bganthropic.New(agent.Tools(f.Owner))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +169,7 @@ func TestAnswerOtherToolsAndClosed(t *testing.T) {
 // for caching does not change the next request's.
 func TestToolsAreCopies(t *testing.T) {
 	f := adaptertest.NewFixture(t)
-	ts, err := bganthropic.New(f.Owner.Tools())
+	ts, err := bganthropic.New(agent.Tools(f.Owner))
 	if err != nil {
 		t.Fatal(err)
 	}

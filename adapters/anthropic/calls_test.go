@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
 
 	"github.com/anthropics/anthropic-sdk-go"
@@ -61,7 +62,7 @@ func TestAnswerLineage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := adaptertest.NewFixture(t)
-			ts, err := bganthropic.New([]bgtask.Tool{adaptertest.StartJob(f.Owner, nil)}, append(tc.newOpts, bganthropic.WithParallel(2))...)
+			ts, err := bganthropic.New([]agent.Tool{adaptertest.StartJob(f.Owner, nil)}, append(tc.newOpts, bganthropic.WithParallel(2))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -166,7 +167,7 @@ func TestAnswerErrors(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/parallel %d", tc.name, parallel), func(t *testing.T) {
 				t.Parallel()
 				f := adaptertest.NewFixture(t)
-				ts, err := bganthropic.New([]bgtask.Tool{adaptertest.StartJob(f.Owner, tc.fail)}, bganthropic.WithParallel(parallel))
+				ts, err := bganthropic.New([]agent.Tool{adaptertest.StartJob(f.Owner, tc.fail)}, bganthropic.WithParallel(parallel))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -218,7 +219,7 @@ func TestAnswerParallelForeground(t *testing.T) {
 					}
 				})
 				owner := m.Owner("thread-1")
-				research := bgtask.Tool{
+				research := agent.Tool{
 					Name:        "research",
 					Description: "Research a topic.",
 					Schema:      json.RawMessage(`{"type":"object","additionalProperties":false,"required":["topic"],"properties":{"topic":{"type":"string"}}}`),
@@ -230,7 +231,7 @@ func TestAnswerParallelForeground(t *testing.T) {
 						return res.Result, err
 					},
 				}
-				ts, err := bganthropic.New([]bgtask.Tool{research})
+				ts, err := bganthropic.New([]agent.Tool{research})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -279,10 +280,10 @@ func TestOptions(t *testing.T) {
 		{bganthropic.WithRunID("\t"), "bganthropic: WithRunID: blank run id: bgtask: invalid argument"},
 		{bganthropic.WithAgentID(" "), "bganthropic: WithAgentID: blank agent id: bgtask: invalid argument"},
 	} {
-		if ts, err := bganthropic.New([]bgtask.Tool{tool}, tc.opt); ts != nil || err == nil || err.Error() != tc.want || !errors.Is(err, bgtask.ErrInvalidArgument) {
+		if ts, err := bganthropic.New([]agent.Tool{tool}, tc.opt); ts != nil || err == nil || err.Error() != tc.want || !errors.Is(err, bgtask.ErrInvalidArgument) {
 			t.Errorf("New: %v, %v; want %s", ts, err, tc.want)
 		}
-		ts, err := bganthropic.New([]bgtask.Tool{tool})
+		ts, err := bganthropic.New([]agent.Tool{tool})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +299,7 @@ func TestOptions(t *testing.T) {
 		opts []bganthropic.Option
 		want string
 	}{{nil, "null"}, {[]bganthropic.Option{bganthropic.WithStrict(true)}, "true"}, {[]bganthropic.Option{bganthropic.WithStrict(false)}, "false"}} {
-		ts, err := bganthropic.New([]bgtask.Tool{tool}, tc.opts...)
+		ts, err := bganthropic.New([]agent.Tool{tool}, tc.opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,7 @@
 // tool_use blocks of a Message, and as the system and user blocks that
 // show the model what the Plugin delivers.
 //
-// A host builds a Toolset once from Owner.Tools (and tools of its own),
+// A host builds a Toolset once from agent.Tools (and tools of its own),
 // puts MessageTools in each request, and after each reply appends
 // msg.ToParam(), then, with AppendUserTurn, what AnswerMessage returns and
 // the user blocks of MessagePrompt in one user message (its system blocks

@@ -8,8 +8,10 @@ import (
 	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go"
+
 	"github.com/bgtask/bgtask"
 	bganthropic "github.com/bgtask/bgtask/adapters/anthropic"
+	"github.com/bgtask/bgtask/agent"
 )
 
 // The Toolset gives the tool definitions for a request and answers the
@@ -22,16 +24,16 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer m.Shutdown(ctx)
-	agent := m.Owner("thread-1")
-	id, err := agent.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "ok", nil }, bgtask.WithName("fetch"))
+	owner := m.Owner("thread-1")
+	id, err := owner.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "ok", nil }, bgtask.WithName("fetch"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := agent.Wait(ctx, id); err != nil {
+	if _, err := owner.Wait(ctx, id); err != nil {
 		log.Fatal(err)
 	}
 
-	ts, err := bganthropic.New(agent.Tools())
+	ts, err := bganthropic.New(agent.Tools(owner))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -78,12 +80,12 @@ func ExampleAppendUserTurn() {
 	// The model's reply, its results, and what plugin.BeforeInference gave.
 	reply := anthropic.NewAssistantMessage(anthropic.NewToolUseBlock("toolu_1", map[string]any{}, "list_tasks"))
 	results := []anthropic.ContentBlockParamUnion{anthropic.NewToolResultBlock("toolu_1", `{"tasks":[]}`, false)}
-	delivered := []bgtask.PromptMessage{
+	delivered := []agent.PromptMessage{
 		{Role: "user", Content: `<background-task-event …>…</background-task-event>`, Internal: true},
 		{Role: "system", Content: "Background tasks: …", Internal: true, Ephemeral: true},
 		{Role: "user", Content: `<background-tasks …>…</background-tasks>`, Internal: true, Ephemeral: true},
 	}
-	var keep, once []bgtask.PromptMessage
+	var keep, once []agent.PromptMessage
 	for _, m := range delivered {
 		if m.Ephemeral {
 			once = append(once, m)

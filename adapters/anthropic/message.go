@@ -5,7 +5,8 @@ import (
 	"slices"
 
 	"github.com/anthropics/anthropic-sdk-go"
-	"github.com/bgtask/bgtask"
+
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/internal/toolcall"
 )
 
@@ -68,7 +69,7 @@ func (s *Toolset) AnswerMessage(ctx context.Context, msg *anthropic.Message, opt
 // conversation only what comes of messages that are not Ephemeral: the
 // ephemeral ones (the instructions and the task list) are for the next
 // request only.
-func MessagePrompt(msgs []bgtask.PromptMessage) (system []anthropic.TextBlockParam, user []anthropic.ContentBlockParamUnion) {
+func MessagePrompt(msgs []agent.PromptMessage) (system []anthropic.TextBlockParam, user []anthropic.ContentBlockParamUnion) {
 	for _, m := range msgs {
 		switch {
 		case m.Content == "":

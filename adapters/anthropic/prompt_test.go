@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
+
 	bganthropic "github.com/bgtask/bgtask/adapters/anthropic"
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/internal/adaptertest"
 )
 
@@ -106,7 +108,7 @@ func TestMessagePromptRequest(t *testing.T) {
 	f := adaptertest.NewFixture(t)
 	uses := []toolUse{{"toolu_1", "list_tasks", `{"status":["completed"]}`}, {"toolu_2", "get_task", `{"task_id":"` + f.Fetch + `"}`}}
 	client := newCheckingModel(t, "/v1/messages", checkMessages, messageReply(uses, "Let me look."), messageReply(nil, "Done."))
-	ts, err := bganthropic.New(f.Owner.Tools())
+	ts, err := bganthropic.New(agent.Tools(f.Owner))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,8 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/packages/param"
-	"github.com/bgtask/bgtask"
+
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/internal/toolcall"
 )
 
@@ -21,7 +22,7 @@ import (
 // again in the caller's goroutine once the step's other calls have
 // returned).
 type Toolset struct {
-	tools  []bgtask.Tool
+	tools  []agent.Tool
 	params []anthropic.ToolUnionParam
 	cfg    config
 }
@@ -83,7 +84,7 @@ func WithAgentID(id string) Option {
 // tools of the host's own. It fails if a tool's Schema is not a JSON
 // object of type "object", two tools have one name, or an option's value
 // is bad.
-func New(tools []bgtask.Tool, opts ...Option) (*Toolset, error) {
+func New(tools []agent.Tool, opts ...Option) (*Toolset, error) {
 	cfg := config{answer: defaultAnswer}
 	apply(&cfg, opts)
 	if err := cfg.validate(); err != nil {
@@ -181,14 +182,14 @@ func (s *Toolset) MessageTools() []anthropic.ToolUnionParam {
 }
 
 // lookup returns the tool called name, if the Toolset has it.
-func (s *Toolset) lookup(name string) (bgtask.Tool, bool) {
+func (s *Toolset) lookup(name string) (agent.Tool, bool) {
 	if s == nil {
-		return bgtask.Tool{}, false
+		return agent.Tool{}, false
 	}
 	for _, t := range s.tools {
 		if t.Name == name {
 			return t, true
 		}
 	}
-	return bgtask.Tool{}, false
+	return agent.Tool{}, false
 }

@@ -8,14 +8,16 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/internal/adaptertest"
 
-	"github.com/bgtask/bgtask"
-	bgeino "github.com/bgtask/bgtask/adapters/eino"
 	"github.com/cloudwego/eino/components/model"
 	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/flow/agent/react"
 	"github.com/cloudwego/eino/schema"
+
+	"github.com/bgtask/bgtask"
+	bgeino "github.com/bgtask/bgtask/adapters/eino"
 )
 
 // scriptedModel is an Eino ToolCallingChatModel that answers each Generate
@@ -56,7 +58,7 @@ func toolCall(id, name, args string) schema.ToolCall {
 // the owner's tools and the scripted model.
 func newAgent(t *testing.T, owner bgtask.Owner, sm *scriptedModel) *react.Agent {
 	t.Helper()
-	tools, err := bgeino.Tools(owner.Tools())
+	tools, err := bgeino.Tools(agent.Tools(owner))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,9 +88,9 @@ func TestReactAgent(t *testing.T) {
 		schema.AssistantMessage("", calls),
 		schema.AssistantMessage("The crawler is cancelled.", nil),
 	}}
-	agent := newAgent(t, f.Owner, sm)
+	ra := newAgent(t, f.Owner, sm)
 
-	out, err := agent.Generate(f.CallCtx, []*schema.Message{schema.UserMessage("Stop the crawler.")})
+	out, err := ra.Generate(f.CallCtx, []*schema.Message{schema.UserMessage("Stop the crawler.")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +99,7 @@ func TestReactAgent(t *testing.T) {
 	}
 	f.CheckCrawlerCancelled(t)
 
-	tools := f.Owner.Tools()
+	tools := agent.Tools(f.Owner)
 	if len(sm.tools) != len(tools) {
 		t.Fatalf("%d tools bound, want %d", len(sm.tools), len(tools))
 	}

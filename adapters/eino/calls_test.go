@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
 
 	"github.com/cloudwego/eino/compose"
@@ -19,7 +20,7 @@ import (
 
 // startJob is adaptertest.StartJob, whose name "nowhere" is an error it
 // marks as the model's.
-func startJob(owner bgtask.Owner) bgtask.Tool {
+func startJob(owner bgtask.Owner) agent.Tool {
 	return adaptertest.StartJob(owner, func(name string) error {
 		if name == "nowhere" {
 			return fmt.Errorf("start_job: %w", bgeino.ModelError(errors.New("no such place: nowhere")))
@@ -44,7 +45,7 @@ func TestReactAgentHostTool(t *testing.T) {
 		schema.AssistantMessage("", calls),
 		schema.AssistantMessage("Two jobs run.", nil),
 	}}
-	tools, err := bgeino.Tools([]bgtask.Tool{startJob(f.Owner)})
+	tools, err := bgeino.Tools([]agent.Tool{startJob(f.Owner)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/bgtask/bgtask"
-	bgeino "github.com/bgtask/bgtask/adapters/eino"
 	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
+
+	"github.com/bgtask/bgtask"
+	bgeino "github.com/bgtask/bgtask/adapters/eino"
+	"github.com/bgtask/bgtask/agent"
 )
 
 // The tools run in Eino's ToolsNode; a bad argument is a tool message with
@@ -21,16 +23,16 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer m.Shutdown(ctx)
-	agent := m.Owner("thread-1")
-	id, err := agent.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "ok", nil }, bgtask.WithName("fetch"))
+	owner := m.Owner("thread-1")
+	id, err := owner.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "ok", nil }, bgtask.WithName("fetch"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := agent.Wait(ctx, id); err != nil {
+	if _, err := owner.Wait(ctx, id); err != nil {
 		log.Fatal(err)
 	}
 
-	tools, err := bgeino.Tools(agent.Tools())
+	tools, err := bgeino.Tools(agent.Tools(owner))
 	if err != nil {
 		log.Fatal(err)
 	}

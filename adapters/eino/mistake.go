@@ -15,7 +15,7 @@ func ModelError(err error) error { return toolcall.MarkModelError(err) }
 
 // IsModelMistake reports whether err, returned by a tool's Call, is the
 // model's own mistake, given to the model as the call's result rather
-// than returned as InvokableRun's error: bgtask.IsModelMistake's errors (bad arguments, an
+// than returned as InvokableRun's error: agent.IsModelMistake's errors (bad arguments, an
 // unknown task, no current task), the errors a spawn gets for what the
 // model chose (bgtask.ErrDuplicateName, bgtask.ErrInvalidArgument,
 // bgtask.ErrLimit, bgtask.ErrFanOutLimit, bgtask.ErrDepthLimit), and any

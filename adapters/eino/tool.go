@@ -5,16 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/bgtask/bgtask"
 	"github.com/cloudwego/eino/components/tool"
 	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
 	"github.com/eino-contrib/jsonschema"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agent"
 )
 
 // invokable is one bgtask tool as an Eino InvokableTool.
 type invokable struct {
-	t      bgtask.Tool
+	t      agent.Tool
 	params *jsonschema.Schema // t.Schema, decoded once
 }
 
@@ -23,7 +25,7 @@ type invokable struct {
 // object. The tool is safe for concurrent use, as ToolsNode runs the calls
 // of one message in parallel. A panic in t's Call is not recovered here
 // (bgtask's own tools do not panic).
-func New(t bgtask.Tool) (tool.InvokableTool, error) {
+func New(t agent.Tool) (tool.InvokableTool, error) {
 	var params jsonschema.Schema
 	if err := json.Unmarshal(t.Schema, &params); err != nil {
 		return nil, fmt.Errorf("bgeino: tool %q: schema: %w", t.Name, err)
@@ -33,7 +35,7 @@ func New(t bgtask.Tool) (tool.InvokableTool, error) {
 
 // Tools returns each of tools (usually an Owner's Tools) made with New, in
 // order, ready for compose.ToolsNodeConfig.Tools.
-func Tools(tools []bgtask.Tool) ([]tool.BaseTool, error) {
+func Tools(tools []agent.Tool) ([]tool.BaseTool, error) {
 	out := make([]tool.BaseTool, len(tools))
 	for i, t := range tools {
 		it, err := New(t)

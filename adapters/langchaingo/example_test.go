@@ -8,6 +8,7 @@ import (
 
 	"github.com/bgtask/bgtask"
 	bglangchain "github.com/bgtask/bgtask/adapters/langchaingo"
+	"github.com/bgtask/bgtask/agent"
 )
 
 // Each tool takes its JSON arguments as its one string input; a bad
@@ -19,16 +20,16 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer m.Shutdown(ctx)
-	agent := m.Owner("thread-1")
-	id, err := agent.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "ok", nil }, bgtask.WithName("fetch"))
+	owner := m.Owner("thread-1")
+	id, err := owner.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "ok", nil }, bgtask.WithName("fetch"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := agent.Wait(ctx, id); err != nil {
+	if _, err := owner.Wait(ctx, id); err != nil {
 		log.Fatal(err)
 	}
 
-	tools := bglangchain.Tools(agent.Tools()) // for agents.NewOneShotAgent(llm, tools)
+	tools := bglangchain.Tools(agent.Tools(owner)) // for agents.NewOneShotAgent(llm, tools)
 	getTask, listTasks := tools[1], tools[0]
 	out, err := getTask.Call(ctx, `{"task_id":"`+id+`"}`)
 	if err != nil {

@@ -7,14 +7,16 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/internal/adaptertest"
 
-	"github.com/bgtask/bgtask"
-	bglangchain "github.com/bgtask/bgtask/adapters/langchaingo"
 	"github.com/tmc/langchaingo/agents"
 	"github.com/tmc/langchaingo/chains"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/schema"
+
+	"github.com/bgtask/bgtask"
+	bglangchain "github.com/bgtask/bgtask/adapters/langchaingo"
 )
 
 // scriptedModel is a LangChainGo llms.Model that answers each call with the
@@ -53,7 +55,7 @@ func action(tool, input string) string {
 }
 
 func newExecutor(owner bgtask.Owner, sm *scriptedModel) *agents.Executor {
-	agent := agents.NewOneShotAgent(sm, bglangchain.Tools(owner.Tools()))
+	agent := agents.NewOneShotAgent(sm, bglangchain.Tools(agent.Tools(owner)))
 	return agents.NewExecutor(agent, agents.WithMaxIterations(6), agents.WithReturnIntermediateSteps())
 }
 
@@ -83,7 +85,7 @@ func TestOneShotAgentExecutor(t *testing.T) {
 	}
 	f.CheckCrawlerCancelled(t)
 
-	for _, tool := range f.Owner.Tools() {
+	for _, tool := range agent.Tools(f.Owner) {
 		line := "- " + tool.Name + ": " + tool.Description + "\n\nInput: one JSON object with this JSON Schema: " + string(tool.Schema) + "\n"
 		if !strings.Contains(sm.prompts[0], line) {
 			t.Errorf("the prompt does not describe %s with its schema:\n%s", tool.Name, sm.prompts[0])

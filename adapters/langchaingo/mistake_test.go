@@ -9,6 +9,7 @@ import (
 
 	"github.com/bgtask/bgtask"
 	bglangchain "github.com/bgtask/bgtask/adapters/langchaingo"
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/internal/adaptertest"
 )
 
@@ -17,7 +18,7 @@ import (
 // for the model to read; any other error is Call's error.
 func TestHostToolErrors(t *testing.T) {
 	f := adaptertest.NewFixture(t)
-	startJob := bglangchain.New(bgtask.Tool{
+	startJob := bglangchain.New(agent.Tool{
 		Name:        "start_job",
 		Description: "Start a job.",
 		Schema:      json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string"}}}`),

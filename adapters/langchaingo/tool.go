@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/bgtask/bgtask"
 	"github.com/tmc/langchaingo/tools"
+
+	"github.com/bgtask/bgtask/agent"
 )
 
 // tool is one bgtask tool as a LangChainGo tool.
 type tool struct {
-	t    bgtask.Tool
+	t    agent.Tool
 	desc string
 }
 
@@ -21,13 +22,13 @@ var _ tools.Tool = tool{}
 // by the JSON Schema of its input, and a Call that passes the input to t as
 // its JSON arguments. The tool is safe for concurrent use. A panic in t's
 // Call is not recovered here (bgtask's own tools do not panic).
-func New(t bgtask.Tool) tools.Tool {
+func New(t agent.Tool) tools.Tool {
 	return tool{t: t, desc: t.Description + "\n\nInput: one JSON object with this JSON Schema: " + string(t.Schema)}
 }
 
 // Tools returns each of tools (usually an Owner's Tools) made with New, in
 // order, ready for agents.NewOneShotAgent or agents.NewOpenAIFunctionsAgent.
-func Tools(ts []bgtask.Tool) []tools.Tool {
+func Tools(ts []agent.Tool) []tools.Tool {
 	out := make([]tools.Tool, len(ts))
 	for i, t := range ts {
 		out[i] = New(t)

@@ -20,7 +20,7 @@ func ModelError(err error) error { return toolcall.MarkModelError(err) }
 
 // IsModelMistake reports whether err, returned by a tool's Call, is the
 // model's own mistake, answered to the model with its text rather than
-// returned to the host: bgtask.IsModelMistake's errors (bad arguments, an
+// returned to the host: agent.IsModelMistake's errors (bad arguments, an
 // unknown task, no current task), the errors a spawn gets for what the
 // model chose (bgtask.ErrDuplicateName, bgtask.ErrInvalidArgument,
 // bgtask.ErrLimit, bgtask.ErrFanOutLimit, bgtask.ErrDepthLimit), and any

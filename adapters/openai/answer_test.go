@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
 
 	"github.com/openai/openai-go/v3"
@@ -73,7 +74,7 @@ func TestAnswerLineage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := adaptertest.NewFixture(t)
-			ts, err := bgopenai.New([]bgtask.Tool{adaptertest.StartJob(f.Owner, nil)}, append(tc.newOpts, bgopenai.WithParallel(2))...)
+			ts, err := bgopenai.New([]agent.Tool{adaptertest.StartJob(f.Owner, nil)}, append(tc.newOpts, bgopenai.WithParallel(2))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +181,7 @@ func TestAnswerErrors(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/parallel %d", tc.name, parallel), func(t *testing.T) {
 				t.Parallel()
 				f := adaptertest.NewFixture(t)
-				ts, err := bgopenai.New([]bgtask.Tool{adaptertest.StartJob(f.Owner, tc.fail)}, bgopenai.WithParallel(parallel))
+				ts, err := bgopenai.New([]agent.Tool{adaptertest.StartJob(f.Owner, tc.fail)}, bgopenai.WithParallel(parallel))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -246,7 +247,7 @@ func TestAnswerParallelForeground(t *testing.T) {
 				})
 				owner := m.Owner("thread-1")
 				var inFlight, most atomic.Int32
-				research := bgtask.Tool{
+				research := agent.Tool{
 					Name:        "research",
 					Description: "Research a topic.",
 					Schema:      json.RawMessage(`{"type":"object","additionalProperties":false,"required":["topic"],"properties":{"topic":{"type":"string"}}}`),
@@ -262,7 +263,7 @@ func TestAnswerParallelForeground(t *testing.T) {
 						return res.Result, err
 					},
 				}
-				ts, err := bgopenai.New([]bgtask.Tool{research}, bgopenai.WithParallel(tc.parallel))
+				ts, err := bgopenai.New([]agent.Tool{research}, bgopenai.WithParallel(tc.parallel))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -318,10 +319,10 @@ func TestBadOptions(t *testing.T) {
 		{bgopenai.WithRunID(" "), "bgopenai: WithRunID: blank run id: bgtask: invalid argument"},
 		{bgopenai.WithAgentID(""), "bgopenai: WithAgentID: blank agent id: bgtask: invalid argument"},
 	} {
-		if ts, err := bgopenai.New([]bgtask.Tool{tool}, tc.opt); ts != nil || err == nil || err.Error() != tc.want || !errors.Is(err, bgtask.ErrInvalidArgument) {
+		if ts, err := bgopenai.New([]agent.Tool{tool}, tc.opt); ts != nil || err == nil || err.Error() != tc.want || !errors.Is(err, bgtask.ErrInvalidArgument) {
 			t.Errorf("New: %v, %v; want %s", ts, err, tc.want)
 		}
-		ts, err := bgopenai.New([]bgtask.Tool{tool}, nil)
+		ts, err := bgopenai.New([]agent.Tool{tool}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,7 +348,7 @@ func TestAnswerPanic(t *testing.T) {
 			t.Parallel()
 			started, release := make(chan struct{}, 2), make(chan struct{})
 			var ended atomic.Int32
-			tool := bgtask.Tool{
+			tool := agent.Tool{
 				Name:        "step",
 				Description: "A step.",
 				Schema:      json.RawMessage(`{"type":"object","additionalProperties":false,"required":["n"],"properties":{"n":{"type":"integer"}}}`),
@@ -368,7 +369,7 @@ func TestAnswerPanic(t *testing.T) {
 					return json.RawMessage(`"ok"`), nil
 				},
 			}
-			ts, err := bgopenai.New([]bgtask.Tool{tool}, bgopenai.WithParallel(parallel))
+			ts, err := bgopenai.New([]agent.Tool{tool}, bgopenai.WithParallel(parallel))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/bgtask/bgtask"
-	"github.com/bgtask/bgtask/internal/toolcall"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
+
+	"github.com/bgtask/bgtask/agent"
+	"github.com/bgtask/bgtask/internal/toolcall"
 )
 
 // ChatTools returns the tools as Chat Completions function tools, for
@@ -82,7 +83,7 @@ func (s *Toolset) AnswerChat(ctx context.Context, msg openai.ChatCompletionMessa
 // must follow the assistant message that called it). Keep in the
 // conversation only the messages that are not Ephemeral: the ephemeral
 // ones (the instructions and the task list) are for the next request only.
-func ChatPrompt(msgs []bgtask.PromptMessage) []openai.ChatCompletionMessageParamUnion {
+func ChatPrompt(msgs []agent.PromptMessage) []openai.ChatCompletionMessageParamUnion {
 	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(msgs))
 	for _, m := range msgs {
 		switch {
@@ -99,6 +100,6 @@ func ChatPrompt(msgs []bgtask.PromptMessage) []openai.ChatCompletionMessageParam
 // instructions reports whether m is the Plugin's own instructions, the
 // only text that may go in the system role: the Plugin gives them as a
 // system message that renders no event.
-func instructions(m bgtask.PromptMessage) bool {
+func instructions(m agent.PromptMessage) bool {
 	return m.Role == "system" && m.Event == nil && m.From == ""
 }

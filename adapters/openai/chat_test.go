@@ -5,11 +5,13 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/internal/adaptertest"
+
+	"github.com/openai/openai-go/v3"
 
 	"github.com/bgtask/bgtask"
 	bgopenai "github.com/bgtask/bgtask/adapters/openai"
-	"github.com/openai/openai-go/v3"
 )
 
 // scriptedCall is one tool call a scripted model makes.
@@ -72,7 +74,7 @@ func TestChatCompletionsLoop(t *testing.T) {
 	f := adaptertest.NewFixture(t)
 	calls := modelCalls(f)
 	model, client := newScriptedModel(t, "/chat/completions", chatReply(calls, ""), chatReply(nil, "The crawler is cancelled."))
-	ts, err := bgopenai.New(f.Owner.Tools())
+	ts, err := bgopenai.New(agent.Tools(f.Owner))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +135,7 @@ func TestChatCompletionsLoop(t *testing.T) {
 // answered that it failed, and the error returned.
 func TestAnswerChatOtherToolsAndClosed(t *testing.T) {
 	f := adaptertest.NewFixture(t)
-	ts, err := bgopenai.New(f.Owner.Tools())
+	ts, err := bgopenai.New(agent.Tools(f.Owner))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // and for Responses, as the answers to the tool calls of a model's reply,
 // and as the messages that show the model what the Plugin delivers.
 //
-// A host builds a Toolset once from Owner.Tools (and tools of its own),
+// A host builds a Toolset once from agent.Tools (and tools of its own),
 // puts ChatTools (or ResponseTools) in each request, and after each reply
 // appends what AnswerChat (or AnswerResponse) returns, then the Plugin's
 // messages converted by ChatPrompt (or ResponsePrompt), before calling the

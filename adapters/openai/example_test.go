@@ -7,9 +7,11 @@ import (
 	"log"
 	"strings"
 
+	"github.com/openai/openai-go/v3"
+
 	"github.com/bgtask/bgtask"
 	bgopenai "github.com/bgtask/bgtask/adapters/openai"
-	"github.com/openai/openai-go/v3"
+	"github.com/bgtask/bgtask/agent"
 )
 
 // The Toolset gives the tool definitions for a request and answers the tool
@@ -22,16 +24,16 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer m.Shutdown(ctx)
-	agent := m.Owner("thread-1")
-	id, err := agent.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "ok", nil }, bgtask.WithName("fetch"))
+	owner := m.Owner("thread-1")
+	id, err := owner.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "ok", nil }, bgtask.WithName("fetch"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := agent.Wait(ctx, id); err != nil {
+	if _, err := owner.Wait(ctx, id); err != nil {
 		log.Fatal(err)
 	}
 
-	ts, err := bgopenai.New(agent.Tools())
+	ts, err := bgopenai.New(agent.Tools(owner))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,12 +82,12 @@ func ExampleChatPrompt() {
 		{ID: "call_1", Type: "function", Function: openai.ChatCompletionMessageFunctionToolCallFunction{Name: "list_tasks", Arguments: "{}"}},
 	}}
 	answers := []openai.ChatCompletionMessageParamUnion{openai.ToolMessage(`{"tasks":[]}`, "call_1")}
-	delivered := []bgtask.PromptMessage{
+	delivered := []agent.PromptMessage{
 		{Role: "user", Content: `<background-task-event …>…</background-task-event>`, Internal: true},
 		{Role: "system", Content: "Background tasks: …", Internal: true, Ephemeral: true},
 		{Role: "user", Content: `<background-tasks …>…</background-tasks>`, Internal: true, Ephemeral: true},
 	}
-	var keep, once []bgtask.PromptMessage
+	var keep, once []agent.PromptMessage
 	for _, m := range delivered {
 		if m.Ephemeral {
 			once = append(once, m)

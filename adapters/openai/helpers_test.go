@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/bgtask/bgtask"
-	"github.com/bgtask/bgtask/internal/adaptertest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agent"
+	"github.com/bgtask/bgtask/internal/adaptertest"
 )
 
 // newScriptedModel starts a scripted model server answering path with
@@ -29,7 +31,7 @@ func newScriptedModel(t *testing.T, path string, replies ...string) (*adaptertes
 // and strict flag.
 func checkDefinitions(t *testing.T, owner bgtask.Owner, wantStrict bool, defs []any, get func(def map[string]any) (name, desc string, params, strict any)) {
 	t.Helper()
-	tools := owner.Tools()
+	tools := agent.Tools(owner)
 	if len(defs) != len(tools) {
 		t.Fatalf("%d tool definitions sent, want %d", len(defs), len(tools))
 	}

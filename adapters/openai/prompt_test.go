@@ -7,11 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	bgopenai "github.com/bgtask/bgtask/adapters/openai"
-	"github.com/bgtask/bgtask/internal/adaptertest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
+
+	bgopenai "github.com/bgtask/bgtask/adapters/openai"
+	"github.com/bgtask/bgtask/agent"
+	"github.com/bgtask/bgtask/internal/adaptertest"
 )
 
 // roles returns each message's role and text, as sent.
@@ -66,7 +68,7 @@ func TestChatPromptRequest(t *testing.T) {
 	f := adaptertest.NewFixture(t)
 	calls := []scriptedCall{{"call_1", "list_tasks", `{"status":["completed"]}`}, {"call_2", "get_task", `{"task_id":"` + f.Fetch + `"}`}}
 	client := newCheckingModel(t, "/chat/completions", checkChat, chatReply(calls, ""), chatReply(nil, "Done."))
-	ts, err := bgopenai.New(f.Owner.Tools())
+	ts, err := bgopenai.New(agent.Tools(f.Owner))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +175,7 @@ func TestResponsePromptRequest(t *testing.T) {
 	calls := []scriptedCall{{"call_1", "list_tasks", `{"status":["completed"]}`}, {"call_2", "get_task", `{"task_id":"` + f.Fetch + `"}`}}
 	replies := []string{responsesReply("resp_1", calls, ""), responsesReply("resp_2", nil, "Done.")}
 	client := newCheckingModel(t, "/responses", checkResponses(t, replies...), replies...)
-	ts, err := bgopenai.New(f.Owner.Tools())
+	ts, err := bgopenai.New(agent.Tools(f.Owner))
 	if err != nil {
 		t.Fatal(err)
 	}

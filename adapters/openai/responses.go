@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/bgtask/bgtask"
-	"github.com/bgtask/bgtask/internal/toolcall"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/bgtask/bgtask/agent"
+	"github.com/bgtask/bgtask/internal/toolcall"
 )
 
 // ResponseTools returns the tools as Responses function tools, for
@@ -70,7 +71,7 @@ func (s *Toolset) AnswerResponse(ctx context.Context, resp *responses.Response, 
 // messages, in order: the Plugin's own instructions as system messages,
 // everything else as user messages (see ChatPrompt, whose rules it
 // follows).
-func ResponsePrompt(msgs []bgtask.PromptMessage) []responses.ResponseInputItemUnionParam {
+func ResponsePrompt(msgs []agent.PromptMessage) []responses.ResponseInputItemUnionParam {
 	out := make([]responses.ResponseInputItemUnionParam, 0, len(msgs))
 	for _, m := range msgs {
 		if m.Content == "" {

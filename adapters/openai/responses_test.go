@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/internal/adaptertest"
 
-	bgopenai "github.com/bgtask/bgtask/adapters/openai"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
+
+	bgopenai "github.com/bgtask/bgtask/adapters/openai"
 )
 
 func responsesReply(id string, calls []scriptedCall, text string) string {
@@ -33,7 +35,7 @@ func TestResponsesLoop(t *testing.T) {
 	calls := modelCalls(f)
 	model, client := newScriptedModel(t, "/responses", responsesReply("resp_1", calls, ""),
 		responsesReply("resp_2", nil, "The crawler is cancelled."))
-	ts, err := bgopenai.New(f.Owner.Tools(), bgopenai.WithStrict(false))
+	ts, err := bgopenai.New(agent.Tools(f.Owner), bgopenai.WithStrict(false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/internal/toolcall"
 )
 
@@ -16,7 +16,7 @@ import (
 // method (from the goroutine of a parallel call, it is raised again in the
 // caller's goroutine once the step's other calls have returned).
 type Toolset struct {
-	tools  []bgtask.Tool
+	tools  []agent.Tool
 	params []map[string]any // each tool's Schema, decoded once
 	cfg    config
 }
@@ -77,7 +77,7 @@ func WithAgentID(id string) Option {
 // New returns a Toolset of tools, usually an Owner's Tools, perhaps with
 // tools of the host's own. It fails if a tool's Schema is not a JSON
 // object, two tools have one name, or an option's value is bad.
-func New(tools []bgtask.Tool, opts ...Option) (*Toolset, error) {
+func New(tools []agent.Tool, opts ...Option) (*Toolset, error) {
 	cfg := config{strict: true, answer: defaultAnswer}
 	apply(&cfg, opts)
 	if err := cfg.validate(); err != nil {
@@ -98,16 +98,16 @@ func New(tools []bgtask.Tool, opts ...Option) (*Toolset, error) {
 }
 
 // lookup returns the tool called name, if the Toolset has it.
-func (s *Toolset) lookup(name string) (bgtask.Tool, bool) {
+func (s *Toolset) lookup(name string) (agent.Tool, bool) {
 	if s == nil {
-		return bgtask.Tool{}, false
+		return agent.Tool{}, false
 	}
 	for _, t := range s.tools {
 		if t.Name == name {
 			return t, true
 		}
 	}
-	return bgtask.Tool{}, false
+	return agent.Tool{}, false
 }
 
 // callConfig returns the options of one answer: the Toolset's, then opts.

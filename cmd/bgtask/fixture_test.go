@@ -18,7 +18,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 	"github.com/bgtask/bgtask/store/sqlitestore"
@@ -41,32 +40,32 @@ func at(s float64) time.Time { return base.Add(time.Duration(s * float64(time.Se
 func fixture() map[string][]bgtype.TaskMeta {
 	return map[string][]bgtype.TaskMeta{
 		"alice": {
-			{ID: "task_root", Owner: "alice", Type: bgtask.TypeSubAgent, Name: "research", Description: "reads three sources",
+			{ID: "task_root", Owner: "alice", Type: bgtype.TypeSubAgent, Name: "research", Description: "reads three sources",
 				Status: bgtype.StatusCompleted, Result: json.RawMessage(`{"summary":"agree"}`),
 				CreatedAt: at(1), StartedAt: at(1.01), FinishedAt: at(4.5), Instance: "inst-a", Attempt: 1,
 				Parent: bgtype.Parent{RunID: "run-1", CallID: "call-1", AgentID: "agent-1"}, Tags: []string{"web"}},
-			{ID: "task_child1", Owner: "alice", Type: bgtask.TypeTask, Name: "fetch", Status: bgtype.StatusFailed,
+			{ID: "task_child1", Owner: "alice", Type: bgtype.TypeTask, Name: "fetch", Status: bgtype.StatusFailed,
 				Error: "GET https://example.com: 503", ErrorKind: bgtype.ErrorKind("error"), Stack: "goroutine 7 [running]:\nmain.fetch()\n",
 				CreatedAt: at(2), StartedAt: at(2), FinishedAt: at(2.25), Instance: "inst-a",
 				Parent: bgtype.Parent{TaskID: "task_root", RunID: "run-1"}, Tags: []string{"web", "http"}},
-			{ID: "task_grand1", Owner: "alice", Type: bgtask.TypeTask, Name: "parse", Status: bgtype.StatusCancelled,
+			{ID: "task_grand1", Owner: "alice", Type: bgtype.TypeTask, Name: "parse", Status: bgtype.StatusCancelled,
 				CancelReason: "parent failed", CreatedAt: at(3), StartedAt: at(3), FinishedAt: at(63.4), Instance: "inst-a",
 				Parent: bgtype.Parent{TaskID: "task_child1"}},
-			{ID: "task_child2", Owner: "alice", Type: bgtask.TypeTask, Name: "summarize", Status: bgtype.StatusRunning,
+			{ID: "task_child2", Owner: "alice", Type: bgtype.TypeTask, Name: "summarize", Status: bgtype.StatusRunning,
 				CreatedAt: at(5), StartedAt: at(5.5), Instance: "inst-a", Detached: true, IdempotencyKey: "summary-run-1",
 				Progress: &bgtype.TaskProgress{Done: 3, Total: 8, Message: "section\x1b[2J 3", At: at(7)},
 				Parent:   bgtype.Parent{TaskID: "task_root", RunID: "run-1"}},
-			{ID: "task_grand2", Owner: "alice", Type: bgtask.TypeTask, Name: "ask", Status: bgtype.StatusAwaitingInput,
+			{ID: "task_grand2", Owner: "alice", Type: bgtype.TypeTask, Name: "ask", Status: bgtype.StatusAwaitingInput,
 				CreatedAt: at(6), StartedAt: at(6), Instance: "inst-a", Wake: bgtype.WakeOnActivity,
 				Input:  &bgtype.InputRequest{ID: "input_1", Prompt: "which source first?"},
 				Parent: bgtype.Parent{TaskID: "task_child2", RunID: "run-1"}},
 		},
 		"bob": {
-			{ID: "task_bob1", Owner: "bob", Type: bgtask.TypeTask, Name: "index", Status: bgtype.StatusInterrupted,
+			{ID: "task_bob1", Owner: "bob", Type: bgtype.TypeTask, Name: "index", Status: bgtype.StatusInterrupted,
 				Error: "instance inst-b stopped", ErrorKind: bgtype.ErrorKind("interrupted"),
 				CreatedAt: at(7), StartedAt: at(7), FinishedAt: at(700), Instance: "inst-b",
 				Parent: bgtype.Parent{RunID: "run-2"}, Tags: []string{"db"}},
-			{ID: "task_bob2", Owner: "bob", Type: bgtask.TypeTask, Name: "evil\x1b[2Jname\tx", Status: bgtype.StatusQueued,
+			{ID: "task_bob2", Owner: "bob", Type: bgtype.TypeTask, Name: "evil\x1b[2Jname\tx", Status: bgtype.StatusQueued,
 				CreatedAt: at(8), Instance: "inst-b"},
 		},
 	}

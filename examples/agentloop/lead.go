@@ -8,9 +8,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
 
-	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/agentloop"
 )
 
@@ -25,7 +25,7 @@ var topics = []string{"btree", "lsm", "columnar", "hash", "skiplist", "rtree", "
 // task it cancelled is never "still running".
 type leadModel struct {
 	agents int
-	plugin *bgtask.Plugin // reads back the events it rendered
+	plugin *agent.Plugin // reads back the events it rendered
 
 	mu        sync.Mutex
 	step      int
@@ -35,7 +35,7 @@ type leadModel struct {
 	cancelled map[string]bool   // names of tasks the lead cancelled
 }
 
-func newLeadModel(agents int, plugin *bgtask.Plugin) *leadModel {
+func newLeadModel(agents int, plugin *agent.Plugin) *leadModel {
 	return &leadModel{agents: agents, plugin: plugin, results: map[string]string{}, cancelled: map[string]bool{}}
 }
 

@@ -31,10 +31,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/vbauerster/mpb/v8/cwriter"
+
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/agentloop"
 	"github.com/bgtask/bgtask/store/sqlitestore"
-	"github.com/vbauerster/mpb/v8/cwriter"
 )
 
 // config is what the flags choose.
@@ -114,7 +116,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	started := time.Now()
 
 	w := newWaker(m.Owner(owner), time.Duration(float64(50*time.Millisecond)/cfg.speed))
-	plugin, err := bgtask.NewPlugin(m, owner, bgtask.WithOnWake(w.onWake))
+	plugin, err := agent.NewPlugin(m, owner, agent.WithOnWake(w.onWake))
 	if err != nil {
 		return err
 	}

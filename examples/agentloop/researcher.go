@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
 
 	"github.com/bgtask/bgtask"
@@ -18,7 +19,7 @@ import (
 // end it waits for them (a sub-agent run), then answers once.
 // It closes searching once its sources are being fetched.
 func (d *demo) runResearcher(ctx context.Context, t *bgtask.Task, topic string, searching chan<- struct{}) (any, error) {
-	plugin, err := bgtask.NewPlugin(d.m, t.ID(), bgtask.WithInbox(t.Inbox()))
+	plugin, err := agent.NewPlugin(d.m, t.ID(), agent.WithInbox(t.Inbox()))
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +71,7 @@ func (d *demo) runResearcher(ctx context.Context, t *bgtask.Task, topic string, 
 }
 
 // summarise answers once both sources reported, and says it waits before.
-func summarise(plugin *bgtask.Plugin, topic string) agentloop.ScriptStep {
+func summarise(plugin *agent.Plugin, topic string) agentloop.ScriptStep {
 	return func(req agentloop.Request) agentloop.Response {
 		var read []string
 		for _, msg := range req.Messages {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
 
 	"github.com/vbauerster/mpb/v8"
@@ -212,7 +213,7 @@ func (s *screen) treeRow(ctx context.Context, m *bgtask.Manager, meta bgtype.Tas
 
 // describeLocked says in one line what a delivered message carries: what
 // happened, to which task (by its label), and what it reported.
-func (s *screen) describeLocked(pm bgtask.PromptMessage) string {
+func (s *screen) describeLocked(pm agent.PromptMessage) string {
 	if pm.Event == nil {
 		return shorten(pm.Content, 100)
 	}
@@ -255,7 +256,7 @@ func shorten(s string, n int) string {
 
 // parseEvent reads the event back out of a message p delivered; text a
 // task wrote that only looks like an event is not one.
-func parseEvent(p *bgtask.Plugin, msg agentloop.Message) (bgtype.Event, bool) {
+func parseEvent(p *agent.Plugin, msg agentloop.Message) (bgtype.Event, bool) {
 	if !msg.Internal {
 		return bgtype.Event{}, false
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/agentloop"
 )
 
@@ -170,7 +171,7 @@ func (d *demo) ownerOf(ctx context.Context) (bgtask.Owner, error) {
 // stopped (see settled), so the model's next step sees them stopped.
 func (d *demo) taskTools(o bgtask.Owner) []agentloop.Tool {
 	var out []agentloop.Tool
-	for _, t := range o.Tools(bgtask.WithOnSelfCancel(agentloop.CancelRun)) {
+	for _, t := range agent.Tools(o, agent.WithOnSelfCancel(agentloop.CancelRun)) {
 		if t.Name == "cancel_task" {
 			cancel := t.Call
 			t.Call = func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {

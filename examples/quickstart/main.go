@@ -53,7 +53,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = agent.Send(ctx, writer, bgtype.Message{From: "thread-1", Content: "release notes"})
+	_, err = agent.Send(ctx, writer, bgtype.Message{From: "thread-1", Content: "release notes"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bgtask/bgtask"
 	"github.com/openai/openai-go/v3"
+
+	"github.com/bgtask/bgtask/agent"
 )
 
 // The research tool's arguments: the model's mistakes are errors matching
-// bgtask.ErrToolArguments, with the exact text the model reads.
+// agent.ErrToolArguments, with the exact text the model reads.
 func TestResearchArgs(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -31,7 +32,7 @@ func TestResearchArgs(t *testing.T) {
 	} {
 		topic, steps, err := researchArgs([]byte(tc.args))
 		if tc.err != "" {
-			if !errors.Is(err, bgtask.ErrToolArguments) || err.Error() != tc.err {
+			if !errors.Is(err, agent.ErrToolArguments) || err.Error() != tc.err {
 				t.Errorf("%s: %v, want %q matching ErrToolArguments", tc.args, err, tc.err)
 			}
 			continue

@@ -7,24 +7,25 @@ package main
 import (
 	"context"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
 
 	"github.com/bgtask/bgtask"
 )
 
 // newPlugin makes the thread's one Plugin. The Manager allows one live
-// Plugin per owner (bgtask.ErrPluginExists): the server makes the next one
+// Plugin per owner (bgtask.ErrReceiverExists): the server makes the next one
 // only once the thread's previous Plugin is closed (closePlugin), and that
 // one gets what the closed one left.
-func newPlugin(m *bgtask.Manager, thread string, onWake func(bgtype.Event)) (*bgtask.Plugin, error) {
-	return bgtask.NewPlugin(m, thread, bgtask.WithOnWake(onWake))
+func newPlugin(m *bgtask.Manager, thread string, onWake func(bgtype.Event)) (*agent.Plugin, error) {
+	return agent.NewPlugin(m, thread, agent.WithOnWake(onWake))
 }
 
 // startRun opens the thread's run for one turn. The first run of a thread's
 // Plugin also restores the records a killed process, or the thread's closed
 // Plugin, left: their interrupted events, and the ends never announced,
 // come with this turn.
-func startRun(ctx context.Context, p *bgtask.Plugin, runID string) error {
+func startRun(ctx context.Context, p *agent.Plugin, runID string) error {
 	return p.RunStart(ctx, bgtask.RunInfo{RunID: runID})
 }
 
@@ -32,12 +33,12 @@ func startRun(ctx context.Context, p *bgtask.Plugin, runID string) error {
 // bgtask.ErrRunStopped) cancels the run's tasks; a turn the client walked
 // away from, or that failed, ends with its tasks running on, and what they
 // report comes to the next turn.
-func endRun(ctx, turnCtx context.Context, p *bgtask.Plugin, runID string) error {
+func endRun(ctx, turnCtx context.Context, p *agent.Plugin, runID string) error {
 	return p.RunEnd(ctx, bgtask.RunOutcome{RunID: runID, Cancelled: bgtask.RunStopped(turnCtx)})
 }
 
 // closePlugin forgets an evicted thread's Plugin: its tasks go on, and what
 // they report goes to the thread's next Plugin, once.
-func closePlugin(ctx context.Context, p *bgtask.Plugin) error {
+func closePlugin(ctx context.Context, p *agent.Plugin) error {
 	return p.Close(ctx)
 }

@@ -10,8 +10,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/bgtask/bgtask"
 	"github.com/openai/openai-go/v3"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agent"
 )
 
 const maxQuery = 200 // bytes
@@ -24,7 +26,7 @@ const lookupSchema = `{"type":"object","additionalProperties":false,"required":[
 // still running after wait, it is promoted to a background task, and the
 // answer says so (its end then comes as an event, like research's).
 //
-// Its answer goes through bgtask.ToolOutput: what the lookup found (or
+// Its answer goes through agent.ToolOutput: what the lookup found (or
 // the error it failed with) is text the tool does not control, escaped and
 // cut for the model as the Plugin shows a task's result.
 //
@@ -32,8 +34,8 @@ const lookupSchema = `{"type":"object","additionalProperties":false,"required":[
 // the call is not abandoned then, it finishes and its answer stays in the
 // thread's conversation. The user's stop ends ctx: the call is promoted to
 // the background, and the run's end cancels it with the run's other tasks.
-func lookupTool(owner bgtask.Owner, client openai.Client, model string, wait time.Duration) bgtask.Tool {
-	return bgtask.Tool{
+func lookupTool(owner bgtask.Owner, client openai.Client, model string, wait time.Duration) agent.Tool {
+	return agent.Tool{
 		Name: "lookup",
 		Description: "Looks something up and answers with what it found. If that takes long, " +
 			"it goes on in the background and the answer gives its task id; its result is announced when it ends.",
@@ -45,10 +47,10 @@ func lookupTool(owner bgtask.Owner, client openai.Client, model string, wait tim
 			dec := json.NewDecoder(bytes.NewReader(args))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&in); err != nil {
-				return nil, fmt.Errorf("%w: %v", bgtask.ErrToolArguments, err)
+				return nil, fmt.Errorf("%w: %v", agent.ErrToolArguments, err)
 			}
 			if in.Query == nil || strings.TrimSpace(*in.Query) == "" || len(*in.Query) > maxQuery || !utf8.ValidString(*in.Query) {
-				return nil, fmt.Errorf("%w: query: want a non-blank text of at most %d bytes", bgtask.ErrToolArguments, maxQuery)
+				return nil, fmt.Errorf("%w: query: want a non-blank text of at most %d bytes", agent.ErrToolArguments, maxQuery)
 			}
 			query := strings.TrimSpace(*in.Query)
 			res, err := owner.Foreground(ctx, wait, func(ctx context.Context, _ *bgtask.Task) (any, error) {
@@ -70,9 +72,9 @@ func lookupTool(owner bgtask.Owner, client openai.Client, model string, wait tim
 			var te *bgtask.TaskError
 			if errors.As(err, &te) { // the lookup failed: the model may try again
 				failed, merr := json.Marshal(map[string]string{"status": "failed", "task_id": te.TaskID, "error": te.Message})
-				return bgtask.ToolOutput(failed, merr)
+				return agent.ToolOutput(failed, merr)
 			}
-			return bgtask.ToolOutput(res.Result, err)
+			return agent.ToolOutput(res.Result, err)
 		},
 	}
 }

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/bgtask/bgtask"
 )
 
 // The lookup tool's answer is text it does not control: a model that
@@ -46,8 +47,8 @@ func TestLookupOutputCapped(t *testing.T) {
 	}
 	whole, _ := json.Marshal(long) // the lookup's result, as the task recorded it
 	marker := "…[truncated: " + strconv.Itoa(len(whole)) + " bytes total; use get_task]"
-	if len(out) > 2*bgtask.DefaultDisplayLimit || strings.ContainsAny(string(out), "<>") || !strings.HasSuffix(text, marker) {
+	if len(out) > 2*4096 || strings.ContainsAny(string(out), "<>") || !strings.HasSuffix(text, marker) {
 		t.Errorf("the answer (%d bytes) ...%s; want it cut near %d bytes, ending %q, with no raw < or >",
-			len(out), out[max(0, len(out)-200):], bgtask.DefaultDisplayLimit, marker)
+			len(out), out[max(0, len(out)-200):], 4096, marker)
 	}
 }

@@ -149,7 +149,7 @@ func defaultDB() string {
 // taskStore is what the server needs of either durable store.
 type taskStore interface {
 	store.Store
-	Start(ctx context.Context, m *bgtask.Manager) error
+	Start(ctx context.Context, rt store.Runtime) error
 	Close() error
 }
 

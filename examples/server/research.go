@@ -10,9 +10,11 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/openai/openai-go/v3"
+
 	"github.com/bgtask/bgtask"
 	bgopenai "github.com/bgtask/bgtask/adapters/openai"
-	"github.com/openai/openai-go/v3"
+	"github.com/bgtask/bgtask/agent"
 )
 
 // Limits of the research tool's arguments.
@@ -36,8 +38,8 @@ const researchSchema = `{"type":"object","additionalProperties":false,"required"
 // model can do something about (a research of that name still running, too
 // many tasks) is refused with bgopenai.ModelError: the adapter answers the
 // call with the error's text.
-func researchTool(owner bgtask.Owner, client openai.Client, model string) bgtask.Tool {
-	return bgtask.Tool{
+func researchTool(owner bgtask.Owner, client openai.Client, model string) agent.Tool {
+	return agent.Tool{
 		Name: "research",
 		Description: "Starts a research on a topic in the background and answers at once with its task id. " +
 			"Its findings are announced when it ends; list_tasks and get_task show its progress.",
@@ -66,7 +68,7 @@ func researchTool(owner bgtask.Owner, client openai.Client, model string) bgtask
 }
 
 // researchArgs decodes and checks the tool's arguments; its errors match
-// bgtask.ErrToolArguments, so the adapter hands them to the model.
+// agent.ErrToolArguments, so the adapter hands them to the model.
 func researchArgs(args json.RawMessage) (topic string, steps int, err error) {
 	var in struct {
 		Topic *string `json:"topic"`
@@ -75,7 +77,7 @@ func researchArgs(args json.RawMessage) (topic string, steps int, err error) {
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return "", 0, fmt.Errorf("%w: %v", bgtask.ErrToolArguments, err)
+		return "", 0, fmt.Errorf("%w: %v", agent.ErrToolArguments, err)
 	}
 	steps = defaultSteps
 	if in.Steps != nil {
@@ -83,11 +85,11 @@ func researchArgs(args json.RawMessage) (topic string, steps int, err error) {
 	}
 	switch {
 	case in.Topic == nil || strings.TrimSpace(*in.Topic) == "":
-		return "", 0, fmt.Errorf("%w: topic is missing or blank", bgtask.ErrToolArguments)
+		return "", 0, fmt.Errorf("%w: topic is missing or blank", agent.ErrToolArguments)
 	case len(*in.Topic) > maxTopic || !utf8.ValidString(*in.Topic):
-		return "", 0, fmt.Errorf("%w: topic: want valid UTF-8 of at most %d bytes", bgtask.ErrToolArguments, maxTopic)
+		return "", 0, fmt.Errorf("%w: topic: want valid UTF-8 of at most %d bytes", agent.ErrToolArguments, maxTopic)
 	case steps < 1 || steps > maxSteps:
-		return "", 0, fmt.Errorf("%w: steps %d: want 1 to %d", bgtask.ErrToolArguments, steps, maxSteps)
+		return "", 0, fmt.Errorf("%w: steps %d: want 1 to %d", agent.ErrToolArguments, steps, maxSteps)
 	}
 	return strings.TrimSpace(*in.Topic), steps, nil
 }

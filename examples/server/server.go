@@ -12,6 +12,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
 
 	"github.com/openai/openai-go/v3"
@@ -48,7 +49,7 @@ func newServer(m *bgtask.Manager, client openai.Client, model string, cfg config
 // client does).
 type thread struct {
 	id     string
-	plugin *bgtask.Plugin
+	plugin *agent.Plugin
 	tools  *bgopenai.Toolset
 	turn   chan struct{} // holds a token while a turn runs
 
@@ -178,7 +179,7 @@ func (s *server) newThread(id string) (*thread, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts, err := bgopenai.New(append(p.Owner().Tools(),
+	ts, err := bgopenai.New(append(agent.Tools(p.Owner()),
 		researchTool(p.Owner(), s.client, s.model), lookupTool(p.Owner(), s.client, s.model, s.cfg.foreground)),
 		bgopenai.WithParallel(toolParallel))
 	if err != nil {

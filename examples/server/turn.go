@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/openai/openai-go/v3"
+
 	"github.com/bgtask/bgtask"
 	bgopenai "github.com/bgtask/bgtask/adapters/openai"
-	"github.com/openai/openai-go/v3"
+	"github.com/bgtask/bgtask/agent"
 )
 
 // turnResult is the answer to POST /threads/{id}/messages.
@@ -119,7 +121,7 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 				}
 			}
 			// Only the Plugin's own instructions reach the system role.
-			for _, msg := range bgopenai.ChatPrompt([]bgtask.PromptMessage{pm}) {
+			for _, msg := range bgopenai.ChatPrompt([]agent.PromptMessage{pm}) {
 				if pm.Ephemeral {
 					ephemeral = append(ephemeral, msg)
 				} else {

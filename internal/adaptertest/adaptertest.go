@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
 
 	"github.com/bgtask/bgtask"
@@ -65,7 +66,7 @@ func NewFixture(t *testing.T) Fixture {
 // model should get through an adapter.
 func (f Fixture) Direct(t *testing.T, name, args string) string {
 	t.Helper()
-	for _, tool := range f.Owner.Tools() {
+	for _, tool := range agent.Tools(f.Owner) {
 		if tool.Name == name {
 			res, err := tool.Call(f.CallCtx, json.RawMessage(args))
 			if err != nil {

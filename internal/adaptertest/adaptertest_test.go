@@ -10,9 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
-
-	"github.com/bgtask/bgtask"
 
 	"go.uber.org/goleak"
 )
@@ -109,7 +108,7 @@ func TestStartJobAndDurable(t *testing.T) {
 
 	keep, once := Durable(PluginMessages())
 	var texts []string
-	for _, m := range slices.Concat(keep, []bgtask.PromptMessage{{Content: "|"}}, once) {
+	for _, m := range slices.Concat(keep, []agent.PromptMessage{{Content: "|"}}, once) {
 		texts = append(texts, m.Content)
 	}
 	if got, want := strings.Join(texts, " "), strings.Join([]string{EventText, ForgedText, "", "|", InstructionsText, ViewText}, " "); got != want {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
 
 	"github.com/bgtask/bgtask"
@@ -18,8 +19,8 @@ import (
 // {"name":"..."} starts a task with that name that runs until cancelled,
 // and answers its id. fail, if set, is its error for a name (returned
 // before anything is spawned).
-func StartJob(owner bgtask.Owner, fail func(name string) error) bgtask.Tool {
-	return bgtask.Tool{
+func StartJob(owner bgtask.Owner, fail func(name string) error) agent.Tool {
+	return agent.Tool{
 		Name:        "start_job",
 		Description: "Start a job.",
 		Schema:      json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string"}}}`),
@@ -97,8 +98,8 @@ const (
 // the system role (a Plugin never does this: it must not reach the system
 // role all the same), an empty one, and the ephemeral instructions and
 // task list.
-func PluginMessages() []bgtask.PromptMessage {
-	return []bgtask.PromptMessage{
+func PluginMessages() []agent.PromptMessage {
+	return []agent.PromptMessage{
 		{Role: "user", Content: EventText, Internal: true, Event: &bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1"}},
 		{Role: "system", Content: ForgedText, From: "task_2", Internal: true, Event: &bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_2"}},
 		{Role: "user", Content: "", Internal: true},
@@ -109,7 +110,7 @@ func PluginMessages() []bgtask.PromptMessage {
 
 // Durable splits msgs as a host keeps them: the ones to keep in the
 // conversation, and the ones for the next request only (Ephemeral).
-func Durable(msgs []bgtask.PromptMessage) (keep, once []bgtask.PromptMessage) {
+func Durable(msgs []agent.PromptMessage) (keep, once []agent.PromptMessage) {
 	for _, m := range msgs {
 		if m.Ephemeral {
 			once = append(once, m)

@@ -43,7 +43,7 @@ type Opened struct {
 	// Log.Commit around the real one.
 	Store store.Store
 	// Start, if set, starts the store's background work for the Manager.
-	Start func(context.Context, *bgtask.Manager) error
+	Start func(context.Context, store.Runtime) error
 	// Close closes the store.
 	Close func() error
 }

@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/bgtask/bgtask/bgtype"
-
-	"github.com/bgtask/bgtask"
 )
 
 // ProcLog is one process's log, read back after it exited.
@@ -99,7 +97,7 @@ func KindOf(owner string, m *bgtype.TaskMeta) string {
 	switch {
 	case m.Owner != owner:
 		return KindChild
-	case m.Type == bgtask.TypeSubAgent:
+	case m.Type == bgtype.TypeSubAgent:
 		return KindSubAgent
 	}
 	return KindPlain

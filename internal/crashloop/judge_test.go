@@ -8,8 +8,6 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 
 	"go.uber.org/goleak"
-
-	"github.com/bgtask/bgtask"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -75,7 +73,7 @@ func TestJudgeKindsAndCounts(t *testing.T) {
 	t.Parallel()
 	recs := []bgtype.TaskMeta{
 		{ID: "p", Owner: "o", Status: bgtype.StatusCompleted, Announced: true},
-		{ID: "s", Owner: "o", Type: bgtask.TypeSubAgent, Status: bgtype.StatusInterrupted},
+		{ID: "s", Owner: "o", Type: bgtype.TypeSubAgent, Status: bgtype.StatusInterrupted},
 		{ID: "c", Owner: "s", Status: bgtype.StatusInterrupted, Announced: true},
 	}
 	logs := []ProcLog{{Killed: true, Lines: []string{"spawn owner p plain", "took owner 1 p completed", "stepend owner 1", "mark - - c"}},

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 
@@ -56,7 +57,7 @@ const maxFinishTurns = 50
 func Serve(ctx context.Context, cfg Config) error {
 	w := &worker{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 1)), poke: make(chan struct{}, 1), finish: make(chan struct{})}
 	w.plain, w.agents = cfg.Plain, cfg.Agents
-	p, err := bgtask.NewPlugin(cfg.Manager, cfg.Owner, bgtask.WithOnWake(func(bgtype.Event) { w.wake() }))
+	p, err := agent.NewPlugin(cfg.Manager, cfg.Owner, agent.WithOnWake(func(bgtype.Event) { w.wake() }))
 	if err != nil {
 		return err
 	}
@@ -142,7 +143,7 @@ func (w *worker) loop(ctx context.Context) error {
 // worker is the state of one process's owner loop.
 type worker struct {
 	cfg           Config
-	p             *bgtask.Plugin
+	p             *agent.Plugin
 	rng           *rand.Rand // the owner loop's; used by it alone
 	plain, agents int        // budget left
 	steps         int        // the owner loop's steps so far
@@ -206,14 +207,14 @@ func (w *worker) turn(ctx context.Context, n int) (bool, error) {
 
 // step runs one hand-out phase of the owner's loop as its next step and
 // logs what it handed out.
-func (w *worker) step(ctx context.Context, phase func(context.Context) ([]bgtask.PromptMessage, error)) ([]bgtask.PromptMessage, error) {
+func (w *worker) step(ctx context.Context, phase func(context.Context) ([]agent.PromptMessage, error)) ([]agent.PromptMessage, error) {
 	w.steps++
 	return handOut(ctx, w.cfg.Log, OwnerLoop, w.steps, phase)
 }
 
 // handOut runs phase as step n of loop and logs a "took" line for each
 // terminal event it returns, then the "stepend" line.
-func handOut(ctx context.Context, log *Log, loop string, n int, phase func(context.Context) ([]bgtask.PromptMessage, error)) ([]bgtask.PromptMessage, error) {
+func handOut(ctx context.Context, log *Log, loop string, n int, phase func(context.Context) ([]agent.PromptMessage, error)) ([]agent.PromptMessage, error) {
 	msgs, err := phase(stepContext(ctx, loop, n))
 	if err != nil {
 		return nil, err
@@ -289,7 +290,7 @@ func plainTask(rng *rand.Rand) bgtask.Func {
 func subAgent(ctx context.Context, cfg Config, t *bgtask.Task, seed uint64) (any, error) {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	loop := t.ID()
-	p, err := bgtask.NewPlugin(cfg.Manager, t.ID(), bgtask.WithInbox(t.Inbox()))
+	p, err := agent.NewPlugin(cfg.Manager, t.ID(), agent.WithInbox(t.Inbox()))
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +394,7 @@ func Tree(ctx context.Context, list func(context.Context, string) ([]bgtype.Task
 		}
 		for _, m := range recs {
 			out = append(out, m)
-			if m.Type == bgtask.TypeSubAgent {
+			if m.Type == bgtype.TypeSubAgent {
 				queue = append(queue, m.ID)
 			}
 		}

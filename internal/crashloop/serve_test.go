@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bgtask/bgtask/internal/memstore"
 	"github.com/bgtask/bgtask/store"
 
 	"github.com/bgtask/bgtask"
@@ -28,7 +29,7 @@ func TestServeHandsOutEachEndOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Seen through another type, the MemoryStore is "durable": the Plugin marks.
-	store := &loggedStore{MemoryStore: bgtask.NewMemoryStore(), log: log}
+	store := &loggedStore{Store: memstore.New(), log: log}
 	m, err := bgtask.New(bgtask.WithStore(store))
 	if err != nil {
 		t.Fatal(err)
@@ -94,13 +95,13 @@ func TestServeHandsOutEachEndOnce(t *testing.T) {
 
 // loggedStore is a MemoryStore whose marks are logged, as a helper's store.
 type loggedStore struct {
-	*bgtask.MemoryStore
+	*memstore.Store
 	log *Log
 }
 
 func (s *loggedStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
 	done := s.log.Commit(ctx, actions)
-	err := s.MemoryStore.Commit(ctx, owner, actions...)
+	err := s.Store.Commit(ctx, owner, actions...)
 	done(err)
 	return err
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agent"
 )
 
 // The answers of calls that did not give a result or a model's mistake:
@@ -45,7 +46,7 @@ func (e modelError) ModelMistake() bool { return true }
 var modelMistakes = []error{bgtask.ErrDuplicateName, bgtask.ErrInvalidArgument, bgtask.ErrLimit, bgtask.ErrFanOutLimit, bgtask.ErrDepthLimit}
 
 // IsModelMistake reports whether err, returned by a tool's Call, is the
-// model's own mistake: bgtask.IsModelMistake's errors, the errors a spawn
+// model's own mistake: agent.IsModelMistake's errors, the errors a spawn
 // gets for what the model chose (bgtask.ErrDuplicateName,
 // bgtask.ErrInvalidArgument, bgtask.ErrLimit, bgtask.ErrFanOutLimit,
 // bgtask.ErrDepthLimit), and any error with a method ModelMistake() bool
@@ -58,7 +59,7 @@ func IsModelMistake(err error) bool {
 	}
 	var marked interface{ ModelMistake() bool }
 	switch {
-	case bgtask.IsModelMistake(err), errors.As(err, &marked) && marked.ModelMistake():
+	case agent.IsModelMistake(err), errors.As(err, &marked) && marked.ModelMistake():
 		return true
 	}
 	for _, target := range modelMistakes {
@@ -72,7 +73,7 @@ func IsModelMistake(err error) bool {
 // Call is one tool call of a reply to answer.
 type Call struct {
 	ID   string // the provider's call id
-	Tool bgtask.Tool
+	Tool agent.Tool
 	Args json.RawMessage
 }
 

@@ -13,8 +13,10 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/bgtask/bgtask"
 	"go.uber.org/goleak"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agent"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -37,9 +39,9 @@ func TestIsModelMistake(t *testing.T) {
 		{"plain", errors.New("disk full"), false},
 		{"closed", bgtask.ErrClosed, false},
 		{"fs", fs.ErrNotExist, false},
-		{"tool arguments", fmt.Errorf("x: %w", bgtask.ErrToolArguments), true},
+		{"tool arguments", fmt.Errorf("x: %w", agent.ErrToolArguments), true},
 		{"not found", fmt.Errorf("x: %w", bgtask.ErrNotFound), true},
-		{"no current task", bgtask.ErrNoCurrentTask, true},
+		{"no current task", agent.ErrNoCurrentTask, true},
 		{"duplicate name", fmt.Errorf("x: %w", bgtask.ErrDuplicateName), true},
 		{"invalid argument", bgtask.ErrInvalidArgument, true},
 		{"limit", bgtask.ErrLimit, true},
@@ -91,8 +93,8 @@ func newScript() *script {
 	return &script{lineages: map[string]bgtask.ToolCall{}, release: map[string]chan struct{}{}, freed: map[string]bool{}}
 }
 
-func (s *script) tool() bgtask.Tool {
-	return bgtask.Tool{Name: "job", Call: func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+func (s *script) tool() agent.Tool {
+	return agent.Tool{Name: "job", Call: func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
 		lineage, _ := bgtask.ToolCallFromContext(ctx)
 		s.mu.Lock()
 		s.ran = append(s.ran, lineage.CallID)

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
 
 // clusterOpts are the cluster benchmark's instance settings: a grace of

@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
@@ -42,7 +43,7 @@ func BenchmarkPostgresFilled(b *testing.B) {
 			}
 			defer s.Close()
 			fill(b, dsn, rows)
-			logPlan(b, dsn, pgstore.RetainCountSQL, []string{"owner_7"}, bgtask.DefaultRetainPerOwner)
+			logPlan(b, dsn, pgstore.RetainCountSQL, []string{"owner_7"}, memstore.DefaultRetainPerOwner)
 			var spawn, done []time.Duration
 			b.ReportAllocs()
 			i := 0

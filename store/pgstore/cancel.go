@@ -7,8 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/bgtask/bgtask"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bgtask/bgtask/store"
 )
 
 // cancelChannel is the NOTIFY channel of cancel requests; the payload is
@@ -109,7 +110,7 @@ func signal(c chan<- struct{}) {
 // pollLoop handles the cancel requests addressed to instance id every poll
 // interval, and at once when the listener hears of one, until the
 // instance is lost.
-func (s *Store) pollLoop(ctx context.Context, m *bgtask.Manager, id string, wake <-chan struct{}) {
+func (s *Store) pollLoop(ctx context.Context, rt store.Runtime, id string, wake <-chan struct{}) {
 	t := time.NewTicker(s.cfg.poll)
 	defer t.Stop()
 	for {
@@ -122,7 +123,7 @@ func (s *Store) pollLoop(ctx context.Context, m *bgtask.Manager, id string, wake
 		if s.checkFence() != nil {
 			return // a lost instance's tasks are cancelled already; it writes nothing
 		}
-		if err := s.handleCancels(ctx, m, id); err != nil && ctx.Err() == nil {
+		if err := s.handleCancels(ctx, rt, id); err != nil && ctx.Err() == nil {
 			s.log.Warn("pgstore: reading cancel requests failed", "instance", id, "err", err)
 		}
 	}
@@ -130,7 +131,7 @@ func (s *Store) pollLoop(ctx context.Context, m *bgtask.Manager, id string, wake
 
 // handleCancels claims the instance's pending cancel requests, marks them
 // handled, and cancels the tasks in m.
-func (s *Store) handleCancels(ctx context.Context, m *bgtask.Manager, id string) error {
+func (s *Store) handleCancels(ctx context.Context, rt store.Runtime, id string) error {
 	rs, err := s.bg.Query(ctx, `UPDATE bgtask_cancel_requests SET handled_at = now() WHERE id IN (
 			SELECT id FROM bgtask_cancel_requests WHERE instance = $1 AND handled_at IS NULL
 			ORDER BY id FOR UPDATE SKIP LOCKED)
@@ -160,9 +161,9 @@ func (s *Store) handleCancels(ctx context.Context, m *bgtask.Manager, id string)
 	for _, r := range reqs {
 		var n int
 		if r.tree {
-			n, err = m.CancelTree(ctx, r.task)
+			n, err = rt.CancelRequested(ctx, r.task, true, "")
 		} else {
-			n, err = m.Cancel(ctx, r.task)
+			n, err = rt.CancelRequested(ctx, r.task, false, "")
 		}
 		if err != nil {
 			s.log.Warn("pgstore: cancel request failed", "task", r.task, "err", err)

@@ -6,14 +6,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bgtask/bgtask"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // ErrStarted is returned by a second Start: a Store serves one instance.
 var ErrStarted = errors.New("pgstore: store already started")
 
-// Start registers m's runtime instance (m.Instance()) as alive and starts,
+// Start registers m's runtime instance (rt.Instance()) as alive and starts,
 // in goroutines that Close stops and waits for, its heartbeat, the reaper
 // and the cancel listener and poller. m must use this Store (WithStore).
 // An instance id that was declared dead or stopped before is registered
@@ -23,7 +25,7 @@ var ErrStarted = errors.New("pgstore: store already started")
 //
 // Start returns ErrStarted if called twice, ErrClosed after Close, and the
 // database's error if the registration fails (nothing then runs).
-func (s *Store) Start(ctx context.Context, m *bgtask.Manager) error {
+func (s *Store) Start(ctx context.Context, rt store.Runtime) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -32,7 +34,7 @@ func (s *Store) Start(ctx context.Context, m *bgtask.Manager) error {
 	case s.started:
 		return ErrStarted
 	}
-	id := m.Instance()
+	id := rt.Instance()
 	sent := s.elapsed()
 	if _, err := s.bg.Exec(ctx, `INSERT INTO bgtask_instances (id, heartbeat_at, started_at, state)
 		VALUES ($1, now(), now(), 'alive')
@@ -45,10 +47,10 @@ func (s *Store) Start(ctx context.Context, m *bgtask.Manager) error {
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	wake := make(chan struct{}, 1)
-	s.wg.Go(func() { s.heartbeatLoop(bg, m, id) })
+	s.wg.Go(func() { s.heartbeatLoop(bg, rt, id) })
 	s.wg.Go(func() { s.reaperLoop(bg) })
 	s.wg.Go(func() { s.listenLoop(bg, id, wake) })
-	s.wg.Go(func() { s.pollLoop(bg, m, id, wake) })
+	s.wg.Go(func() { s.pollLoop(bg, rt, id, wake) })
 	return nil
 }
 
@@ -68,7 +70,7 @@ func (s *Store) fenceAge() time.Duration { return s.cfg.grace - s.cfg.grace/10 }
 // instance is lost when it finds itself declared dead, when no stamp
 // succeeded within fenceAge counted from when the last good one was sent,
 // or when a write found it so first; it then cancels the Manager's tasks.
-func (s *Store) heartbeatLoop(ctx context.Context, m *bgtask.Manager, id string) {
+func (s *Store) heartbeatLoop(ctx context.Context, rt store.Runtime, id string) {
 	t := time.NewTicker(s.cfg.heartbeat)
 	defer t.Stop()
 	for {
@@ -76,12 +78,12 @@ func (s *Store) heartbeatLoop(ctx context.Context, m *bgtask.Manager, id string)
 		case <-ctx.Done():
 			return
 		case <-s.lostWake:
-			s.cancelTasks(m, id)
+			s.cancelTasks(rt, id)
 			return
 		case <-t.C:
 		}
 		if s.lost.Load() {
-			s.cancelTasks(m, id)
+			s.cancelTasks(rt, id)
 			return
 		}
 		sent := s.elapsed()
@@ -96,12 +98,12 @@ func (s *Store) heartbeatLoop(ctx context.Context, m *bgtask.Manager, id string)
 			continue
 		case err == nil:
 			s.markLost(id, "it was declared dead by a reaper")
-			s.cancelTasks(m, id)
+			s.cancelTasks(rt, id)
 			return
 		}
 		s.log.Warn("pgstore: heartbeat failed", "instance", id, "err", err)
 		if err := s.checkFence(); err != nil {
-			s.cancelTasks(m, id)
+			s.cancelTasks(rt, id)
 			return
 		}
 	}
@@ -186,8 +188,8 @@ func (s *Store) markLost(id, why string) {
 }
 
 // cancelTasks cancels the Manager's tasks once the instance is lost.
-func (s *Store) cancelTasks(m *bgtask.Manager, id string) {
-	n := m.CancelAll(bgtask.ErrInstanceLost)
+func (s *Store) cancelTasks(rt store.Runtime, id string) {
+	n := rt.CancelAll(bgtype.ErrInstanceLost)
 	s.log.Error("pgstore: tasks of a lost runtime instance cancelled", "instance", id, "cancelled", n)
 }
 

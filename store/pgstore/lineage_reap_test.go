@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
 
 	"github.com/bgtask/bgtask"
@@ -59,14 +60,14 @@ func killInstance(t *testing.T, dsn, id string) {
 // events the model is handed, by task id.
 type ownerRun struct {
 	t    *testing.T
-	p    *bgtask.Plugin
+	p    *agent.Plugin
 	run  string
 	seen map[string]int
 }
 
 func startRun(t *testing.T, m *bgtask.Manager, owner, run string, seen map[string]int) *ownerRun {
 	t.Helper()
-	p, err := bgtask.NewPlugin(m, owner)
+	p, err := agent.NewPlugin(m, owner)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask/store/pgstore"
-	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
+
+	"github.com/bgtask/bgtask/store/pgstore"
+	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
 
 func TestMain(m *testing.M) {

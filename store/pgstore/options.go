@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/bgtask/bgtask"
 )
 
 // Defaults of the options.
@@ -39,8 +37,8 @@ func defaults() config {
 		grace:          DefaultGrace,
 		poll:           DefaultPollInterval,
 		logger:         slog.New(slog.DiscardHandler),
-		retainPerOwner: bgtask.DefaultRetainPerOwner,
-		retainFor:      bgtask.DefaultRetainFor,
+		retainPerOwner: defaultRetainPerOwner,
+		retainFor:      defaultRetainFor,
 		backoffMin:     100 * time.Millisecond,
 		backoffMax:     5 * time.Second,
 	}
@@ -110,3 +108,9 @@ func WithRetainPerOwner(n int) Option { return func(c *config) { c.retainPerOwne
 // takes the rest). d <= 0 disables the age limit. Default
 // bgtask.DefaultRetainFor (24h).
 func WithRetainFor(d time.Duration) Option { return func(c *config) { c.retainFor = d } }
+
+// The default retention, the in-memory store's.
+const (
+	defaultRetainPerOwner = 1000
+	defaultRetainFor      = 24 * time.Hour
+)

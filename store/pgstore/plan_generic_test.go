@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bgtask/bgtask/store/pgstore"
 )
 
 // The statements a Store prepares are served by indexes in their generic

@@ -10,8 +10,6 @@ import (
 	"github.com/bgtask/bgtask/store"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/bgtask/bgtask"
 )
 
 // Load implements store.Store. A row that cannot be decoded makes Load
@@ -38,7 +36,7 @@ func (s *Store) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 		return bgtype.TaskMeta{}, err
 	}
 	if len(rows) == 0 {
-		return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
+		return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", bgtype.ErrNotFound, id)
 	}
 	return rows[0].meta, nil
 }

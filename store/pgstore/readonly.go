@@ -14,8 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/bgtask/bgtask"
 )
 
 // ErrSchemaTooOld is returned by OpenReadOnly when the database was
@@ -110,14 +108,14 @@ func (r *ReadOnly) query(ctx context.Context, sql string, args ...any) ([]row, e
 }
 
 // Get returns one task's record, whoever owns it, or an error matching
-// bgtask.ErrNotFound.
+// bgtype.ErrNotFound.
 func (r *ReadOnly) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	rows, err := r.query(ctx, `SELECT `+taskCols+` FROM bgtask_tasks WHERE id = $1`, id)
 	if err != nil {
 		return bgtype.TaskMeta{}, err
 	}
 	if len(rows) == 0 {
-		return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
+		return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", bgtype.ErrNotFound, id)
 	}
 	return rows[0].meta, nil
 }
@@ -216,7 +214,7 @@ func (r *ReadOnly) List(ctx context.Context, f Filter) iter.Seq2[bgtype.TaskMeta
 // attached descendants there when tree is true, as Store.RequestCancel
 // does, in the one read-write transaction a ReadOnly makes. It returns the
 // task's record as read then: if its status is already terminal, nothing
-// was recorded. An unknown id is an error matching bgtask.ErrNotFound. A
+// was recorded. An unknown id is an error matching bgtype.ErrNotFound. A
 // request carries no reason: the cancelled record has none. It returns once
 // the request is recorded, not when the task stops.
 func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool) (bgtype.TaskMeta, error) {
@@ -234,7 +232,7 @@ func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool) (bgt
 			return err
 		}
 		if len(rows) == 0 {
-			return fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
+			return fmt.Errorf("%w: %s", bgtype.ErrNotFound, id)
 		}
 		m = rows[0].meta
 		if m.Status.IsTerminal() {
@@ -259,14 +257,14 @@ func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool) (bgt
 				return err
 			}
 			if len(rows) == 0 {
-				return fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
+				return fmt.Errorf("%w: %s", bgtype.ErrNotFound, id)
 			}
 			m = rows[0].meta
 		}
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, bgtask.ErrNotFound) {
+		if errors.Is(err, bgtype.ErrNotFound) {
 			return bgtype.TaskMeta{}, err
 		}
 		return bgtype.TaskMeta{}, fmt.Errorf("pgstore: request cancel of %s: %w", id, err)

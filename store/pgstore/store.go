@@ -10,12 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/bgtask/bgtask"
 )
 
 // ErrClosed is returned by calls on a Store after Close.
@@ -25,9 +24,9 @@ var ErrClosed = errors.New("pgstore: store closed")
 // this Store was started for lost its registration: its last successful
 // heartbeat is older than nine tenths of the grace period, or another
 // instance declared it dead and reaped its tasks.
-// It matches bgtask.ErrInstanceLost. The Store stays lost; start a new
+// It matches bgtype.ErrInstanceLost. The Store stays lost; start a new
 // instance (a new Manager and Store) to go on.
-var ErrInstanceLost = fmt.Errorf("pgstore: %w", bgtask.ErrInstanceLost)
+var ErrInstanceLost = fmt.Errorf("pgstore: %w", bgtype.ErrInstanceLost)
 
 // Store is a store.SharedStore kept in PostgreSQL: a row per task, shared
 // by every runtime instance (process) that opens the same database. Each

@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bgtask/bgtask/internal/memstore"
+
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 
-	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 	"github.com/bgtask/bgtask/store/storetest"
 )
@@ -98,7 +99,7 @@ func upsertLoop(b *testing.B, s store.Store, owner string, id func(n int) string
 		switch n % steps {
 		case 0:
 			m = bgtype.TaskMeta{
-				ID: id(n), Owner: owner, Type: bgtask.TypeTask,
+				ID: id(n), Owner: owner, Type: bgtype.TypeTask,
 				Name: "research", Status: bgtype.StatusRunning, CreatedAt: now, StartedAt: now, Instance: "bench",
 			}
 			a = store.UpsertAction(m)
@@ -218,7 +219,7 @@ func BenchmarkSQLiteRaw(b *testing.B) {
 				if bc.timeIDs {
 					id = fmt.Sprintf("task_%032x", n-step%2*bc.owners+1) // the n of the task's first row
 				}
-				args := []any{id, owner, bgtask.TypeTask, "research", "running", nil, now, now, nil, "bench"}
+				args := []any{id, owner, bgtype.TypeTask, "research", "running", nil, now, now, nil, "bench"}
 				if step%2 == 1 {
 					args[4], args[5], args[8] = "completed", result, now
 				}
@@ -234,11 +235,11 @@ func BenchmarkSQLiteRaw(b *testing.B) {
 					b.Fatal(err)
 				}
 				if bc.retain && step%2 == 1 {
-					if terminals[owner]++; terminals[owner] > bgtask.DefaultRetainPerOwner {
-						if _, err := tx.StmtContext(b.Context(), drop).ExecContext(b.Context(), owner, terminals[owner]-bgtask.DefaultRetainPerOwner); err != nil {
+					if terminals[owner]++; terminals[owner] > memstore.DefaultRetainPerOwner {
+						if _, err := tx.StmtContext(b.Context(), drop).ExecContext(b.Context(), owner, terminals[owner]-memstore.DefaultRetainPerOwner); err != nil {
 							b.Fatal(err)
 						}
-						terminals[owner] = bgtask.DefaultRetainPerOwner
+						terminals[owner] = memstore.DefaultRetainPerOwner
 					}
 				}
 				n++

@@ -10,8 +10,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
-
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/store"
 )
 
 // ErrStarted is returned by a second Start: a Store serves one Manager.
@@ -45,7 +44,7 @@ func (p *poller) halt() {
 // Close stops the goroutine and waits for it. Without Start a Store ignores
 // cancel requests. Start returns ErrStarted if called twice and ErrClosed
 // after Close. ctx is not kept.
-func (s *Store) Start(ctx context.Context, m *bgtask.Manager) error {
+func (s *Store) Start(ctx context.Context, rt store.Runtime) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -60,11 +59,11 @@ func (s *Store) Start(ctx context.Context, m *bgtask.Manager) error {
 	s.poll.started = true
 	bg, stop := context.WithCancel(context.Background())
 	s.poll.stop = stop
-	s.poll.wg.Go(func() { s.pollLoop(bg, m) })
+	s.poll.wg.Go(func() { s.pollLoop(bg, rt) })
 	return nil
 }
 
-func (s *Store) pollLoop(ctx context.Context, m *bgtask.Manager) {
+func (s *Store) pollLoop(ctx context.Context, rt store.Runtime) {
 	t := time.NewTicker(s.cfg.poll)
 	defer t.Stop()
 	for {
@@ -73,7 +72,7 @@ func (s *Store) pollLoop(ctx context.Context, m *bgtask.Manager) {
 			return
 		case <-t.C:
 		}
-		if err := s.handleCancels(ctx, m); err != nil && ctx.Err() == nil {
+		if err := s.handleCancels(ctx, rt); err != nil && ctx.Err() == nil {
 			s.cfg.logger.Warn("sqlitestore: reading cancel requests failed", "err", err)
 		}
 	}
@@ -100,7 +99,7 @@ const cancelPage = 256
 // whose task no process runs any more (its record is terminal or gone, or
 // its instance is gone) expires, and is deleted. It reads before it
 // writes, so an idle poll takes no lock.
-func (s *Store) handleCancels(ctx context.Context, m *bgtask.Manager) error {
+func (s *Store) handleCancels(ctx context.Context, rt store.Runtime) error {
 	alive := make(map[string]bool) // other instances' liveness, for this poll
 	for after := int64(0); ; {
 		reqs, err := s.readCancels(ctx, after)
@@ -114,7 +113,7 @@ func (s *Store) handleCancels(ctx context.Context, m *bgtask.Manager) error {
 			case r.status == "" || bgtype.Status(r.status).IsTerminal():
 				s.cfg.logger.Debug("sqlitestore: cancel request expired", "task", r.task, "status", r.status)
 			case s.liveInstance(r.instance):
-				s.carryOut(ctx, m, r)
+				s.carryOut(ctx, rt, r)
 			default:
 				live, ok := alive[r.instance]
 				if !ok {
@@ -163,13 +162,9 @@ func (s *Store) readCancels(ctx context.Context, after int64) ([]cancelRequest, 
 
 // carryOut cancels r's task in m, as m.Cancel or m.CancelTree with the
 // request's reason.
-func (s *Store) carryOut(ctx context.Context, m *bgtask.Manager, r cancelRequest) {
-	cancel := m.Cancel
-	if r.tree {
-		cancel = m.CancelTree
-	}
-	n, err := cancel(ctx, r.task, bgtask.WithReason(r.reason))
-	if err != nil && !errors.Is(err, bgtask.ErrNotFound) {
+func (s *Store) carryOut(ctx context.Context, rt store.Runtime, r cancelRequest) {
+	n, err := rt.CancelRequested(ctx, r.task, r.tree, r.reason)
+	if err != nil {
 		s.cfg.logger.Warn("sqlitestore: cancel request failed", "task", r.task, "err", err)
 		return
 	}
@@ -195,7 +190,7 @@ func (s *Store) deleteCancels(ctx context.Context, seqs []int64) error {
 // empty). It is the one write of a ReadOnly, made on a connection of its
 // own in one transaction. It returns the task's record as read in that
 // transaction: if its status is already terminal, nothing was recorded.
-// An unknown id is an error matching bgtask.ErrNotFound. It returns once
+// An unknown id is an error matching bgtype.ErrNotFound. It returns once
 // the request is recorded, not when the task stops.
 func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool, reason string) (bgtype.TaskMeta, error) {
 	if r.closed.Load() {
@@ -215,7 +210,7 @@ func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool, reas
 	var rw row
 	if err := rw.scan(tx.QueryRowContext(ctx, "SELECT "+columns+" FROM tasks WHERE id = ?", id)); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
+			return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", bgtype.ErrNotFound, id)
 		}
 		return bgtype.TaskMeta{}, err
 	}

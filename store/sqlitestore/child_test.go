@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
 
@@ -151,7 +152,7 @@ func childLive(cfg childConfig, out *lineWriter) error {
 			return err
 		}
 	}
-	p, err := bgtask.NewPlugin(m, cfg.Owner)
+	p, err := agent.NewPlugin(m, cfg.Owner)
 	if err != nil {
 		return err
 	}
@@ -226,7 +227,7 @@ func childLive(cfg childConfig, out *lineWriter) error {
 
 // deliverAll waits for n terminal events from p and returns every event it
 // delivered meanwhile.
-func deliverAll(ctx context.Context, p *bgtask.Plugin, n int) ([]childEvent, error) {
+func deliverAll(ctx context.Context, p *agent.Plugin, n int) ([]childEvent, error) {
 	var evs []childEvent
 	terminal := 0
 	for terminal < n {
@@ -300,7 +301,7 @@ func childRestore(cfg childConfig, out *lineWriter) error {
 		return err
 	}
 	defer m.Shutdown(ctx)
-	p, err := bgtask.NewPlugin(m, cfg.Owner)
+	p, err := agent.NewPlugin(m, cfg.Owner)
 	if err != nil {
 		return err
 	}

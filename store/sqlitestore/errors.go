@@ -3,11 +3,11 @@ package sqlitestore
 import (
 	"errors"
 
-	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // ErrClosed is returned by every method of a Store after Close. It also
-// matches [bgtask.ErrClosed] with [errors.Is], so a caller that only knows
+// matches [bgtype.ErrClosed] with [errors.Is], so a caller that only knows
 // the core package's sentinel recognises it.
 var ErrClosed error = closedError{}
 
@@ -15,8 +15,8 @@ type closedError struct{}
 
 func (closedError) Error() string { return "sqlitestore: store closed" }
 
-// Is reports whether target is bgtask.ErrClosed.
-func (closedError) Is(target error) bool { return target == bgtask.ErrClosed }
+// Is reports whether target is bgtype.ErrClosed.
+func (closedError) Is(target error) bool { return target == bgtype.ErrClosed }
 
 // ErrSchemaTooNew is returned by Open when the database was written by a
 // newer version of this package: its schema version is higher than

@@ -13,7 +13,6 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 
-	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
 
@@ -48,7 +47,7 @@ func rec(owner string, n int, st bgtype.Status) bgtype.TaskMeta {
 	m := bgtype.TaskMeta{
 		ID:        fmt.Sprintf("task_%s_%02d", owner, n),
 		Owner:     owner,
-		Type:      bgtask.TypeTask,
+		Type:      bgtype.TypeTask,
 		Status:    st,
 		CreatedAt: base.Add(time.Duration(n) * time.Second),
 		Instance:  "inst-a",

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/bgtask/bgtask"
 )
 
 // Defaults of the options.
@@ -42,8 +40,8 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		retainPerOwner: bgtask.DefaultRetainPerOwner,
-		retainFor:      bgtask.DefaultRetainFor,
+		retainPerOwner: defaultRetainPerOwner,
+		retainFor:      defaultRetainFor,
 		logger:         slog.New(slog.DiscardHandler),
 		maxBatch:       DefaultMaxBatch,
 		busyTimeout:    DefaultBusyTimeout,
@@ -132,3 +130,9 @@ func (c *config) check() error {
 // one with the database open interrupts them: see Store.Recover). Restore
 // and an explicit Recover still end them.
 func WithoutRecovery() Option { return func(c *config) { c.noRecover = true } }
+
+// The default retention, the in-memory store's.
+const (
+	defaultRetainPerOwner = 1000
+	defaultRetainFor      = 24 * time.Hour
+)

@@ -10,7 +10,6 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 
-	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
 
@@ -104,7 +103,7 @@ func TestMigrationOneOwnerIndex(t *testing.T) {
 	wantIDs(t, "List(bob) after alice's completion", ids(t, s, "bob"), []string{"task_b1"})
 
 	// The idempotency key still names one record.
-	dup := bgtype.TaskMeta{ID: "task_a5", Owner: "alice", Type: bgtask.TypeTask, Status: bgtype.StatusRunning,
+	dup := bgtype.TaskMeta{ID: "task_a5", Owner: "alice", Type: bgtype.TypeTask, Status: bgtype.StatusRunning,
 		CreatedAt: time.Now().UTC().Truncate(time.Microsecond), IdempotencyKey: "key-1"}
 	err = s.Commit(t.Context(), "alice", store.UpsertAction(dup))
 	wantErr(t, "Commit of a duplicate key", err, (&bgtype.DuplicateKeyError{Key: "key-1", TaskID: "task_a4"}).Error())

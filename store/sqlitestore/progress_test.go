@@ -24,7 +24,7 @@ func TestProgressSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := bgtask.New(bgtask.WithStore(s), bgtask.WithProgressInterval(time.Hour))
+	m, err := bgtask.New(bgtask.WithStore(s), bgtask.WithTuning(bgtask.Tuning{ProgressInterval: time.Hour}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,6 @@ import (
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
-
-	"github.com/bgtask/bgtask"
 )
 
 // Load implements store.Store. A corrupt row of the owner makes it fail
@@ -44,7 +42,7 @@ func (s *Store) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	var r row
 	if err := r.scan(s.st.get.QueryRowContext(ctx, id)); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
+			return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", bgtype.ErrNotFound, id)
 		}
 		return bgtype.TaskMeta{}, s.readErr(err)
 	}

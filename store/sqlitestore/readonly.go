@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 
 	"github.com/bgtask/bgtask/bgtype"
-
-	"github.com/bgtask/bgtask"
 )
 
 // ErrSchemaTooOld is returned by OpenReadOnly when the database was written
@@ -125,13 +123,13 @@ func (r *ReadOnly) err(err error) error {
 }
 
 // Get returns one task's record, whoever owns it, or an error matching
-// bgtask.ErrNotFound. A corrupt row gives an error matching
+// bgtype.ErrNotFound. A corrupt row gives an error matching
 // bgtype.ErrCorrupt that names the task.
 func (r *ReadOnly) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	var rw row
 	err := rw.scan(r.db.QueryRowContext(ctx, "SELECT "+columns+" FROM tasks WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", bgtask.ErrNotFound, id)
+		return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", bgtype.ErrNotFound, id)
 	}
 	if err != nil {
 		return bgtype.TaskMeta{}, r.err(err)

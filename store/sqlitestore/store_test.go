@@ -19,7 +19,7 @@ func TestRoundTripEveryField(t *testing.T) {
 	t.Parallel()
 	s, path := open(t)
 	full := bgtype.TaskMeta{
-		ID: "task_full", Owner: "thread-1", Type: bgtask.TypeSubAgent, Name: "research",
+		ID: "task_full", Owner: "thread-1", Type: bgtype.TypeSubAgent, Name: "research",
 		Description: "reads three sources", Status: bgtype.StatusAwaitingInput,
 		Error: "", Stack: "", Result: json.RawMessage(`{"partial":[1,2]}`),
 		CreatedAt: base, StartedAt: base.Add(1500 * time.Microsecond),

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/memstore"
 	"github.com/bgtask/bgtask/store"
 
 	"github.com/bgtask/bgtask"
@@ -233,7 +234,7 @@ func (s *jsonStore) Commit(ctx context.Context, owner string, actions ...store.A
 }
 
 func (s *jsonStore) commit(owner string, actions ...store.Action) error {
-	if err := bgtask.NewMemoryStore().Commit(context.Background(), owner, actions...); err != nil {
+	if err := memstore.New().Commit(context.Background(), owner, actions...); err != nil {
 		return err
 	}
 	s.mu.Lock()

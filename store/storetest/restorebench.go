@@ -59,7 +59,7 @@ func fillStale(b *testing.B, st store.Store, owner string, n int) {
 	actions := make([]store.Action, 0, 500)
 	for i := range n {
 		actions = append(actions, store.UpsertAction(bgtype.TaskMeta{
-			ID: fmt.Sprintf("task_%08d", i), Owner: owner, Type: bgtask.TypeTask, Name: "research",
+			ID: fmt.Sprintf("task_%08d", i), Owner: owner, Type: bgtype.TypeTask, Name: "research",
 			Status: bgtype.StatusRunning, CreatedAt: at.Add(time.Duration(i) * time.Millisecond), StartedAt: at,
 			Instance: "gone", Attempt: 1,
 		}))

@@ -21,7 +21,7 @@ func newManager(t *testing.T, c Config, inst string, limit int) (*bgtask.Manager
 	t.Helper()
 	s := c.New(t)
 	m, err := bgtask.New(bgtask.WithStore(s), bgtask.WithInstance(inst),
-		bgtask.WithMaxConcurrent(limit), bgtask.WithQueueWhenFull())
+		bgtask.WithLimits(bgtask.Limits{MaxConcurrent: limit, QueueWhenFull: true}))
 	if err != nil {
 		t.Fatalf("bgtask.New: %v", err)
 	}

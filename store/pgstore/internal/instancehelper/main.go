@@ -45,6 +45,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
 
 	"github.com/bgtask/bgtask"
@@ -121,7 +122,7 @@ func run() error {
 		}
 	}
 	fmt.Println("ready")
-	plugins := map[string]*bgtask.Plugin{}
+	plugins := map[string]*agent.Plugin{}
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		cmd, arg, _ := strings.Cut(in.Text(), " ")
@@ -322,11 +323,11 @@ func keyed(ctx context.Context, o bgtask.Owner, n, w int) string {
 // drain runs one run of owner's agent loop: the Plugin (one per owner, made
 // the first time) announces what the owner never took and hands out what
 // waits, marking it.
-func drain(ctx context.Context, m *bgtask.Manager, plugins map[string]*bgtask.Plugin, owner string) error {
+func drain(ctx context.Context, m *bgtask.Manager, plugins map[string]*agent.Plugin, owner string) error {
 	p := plugins[owner]
 	if p == nil {
 		var err error
-		if p, err = bgtask.NewPlugin(m, owner); err != nil {
+		if p, err = agent.NewPlugin(m, owner); err != nil {
 			return err
 		}
 		plugins[owner] = p

@@ -48,7 +48,7 @@ func run() error {
 		return err
 	}
 	m, err := bgtask.New(bgtask.WithStore(st), bgtask.WithInstance(*instance),
-		bgtask.WithMaxConcurrent(*limit), bgtask.WithQueueWhenFull())
+		bgtask.WithLimits(bgtask.Limits{MaxConcurrent: *limit, QueueWhenFull: true}))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,10 @@
+package workpool
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package if any goroutine outlives its tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

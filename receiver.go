@@ -1,0 +1,525 @@
+package bgtask
+
+import (
+	"context"
+
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+)
+
+// Receiver is an owner's one live receiver of events on a Manager, across
+// the owner's runs: the part of an agent loop that is not about the model.
+// A host that writes its own loop uses it directly; the agent package's
+// Plugin holds one and adds what the model sees (rendering, the prompt
+// view) and the tools. The loop calls it at its boundaries:
+//
+//	RunStart   bind a fresh inbox for the run, restore the owner's records
+//	Deliver    claim the events waiting for the owner, each once
+//	Pending    report whether a task of the owner will still report
+//	WaitEvent  block until something can be delivered (a sub-agent's natural end)
+//	RunEnd     close the run's inbox; cancel the run's tasks if it was cancelled
+//
+// Events that arrive between runs (a completion racing the end of a run, or
+// of a task the host spawned while no run was open) are kept, handed to the
+// OnWake callback once each, and delivered first by the next run, so none
+// is lost or delivered twice. Quiet progress kept between runs is coalesced
+// as in an inbox: one event per task and type, with the latest payload.
+//
+// A Receiver outlives runs: make one per owner and reuse it; a Manager has
+// at most one live Receiver per owner (NewReceiver refuses a second with
+// ErrReceiverExists). A host that forgets an owner (a server that drops a
+// conversation) calls Close; the owner's next Receiver, made later, gets
+// every event the closed one did not deliver. A run is a value: RunStart
+// refuses to open a second one while one is open (ErrRunOpen), and RunEnd
+// ends only the run it names.
+//
+// Every method is safe for concurrent use. A loop calls the boundaries in
+// order, one at a time. WaitEvent does not hold the Receiver while it
+// waits, so RunEnd from another goroutine ends it with ErrNoRun. The OnWake
+// callback may run on any goroutine, never while the Receiver's lock is
+// held. The zero value is not usable: call Manager.NewReceiver.
+type Receiver struct {
+	// An idle owner's Receiver is most of what the Manager holds for it,
+	// so the struct stays small: the Manager is owner.m, a SharedStore is
+	// looked up when needed (sharedStore), and the closed inbox of idle is
+	// made on first use (idleInbox).
+	owner   Owner  // owner.m is the Manager
+	fixed   *Inbox // a sub-agent's own inbox (ReceiverConfig.Inbox); never bound or closed here
+	onWake  func(bgtype.Event)
+	keepMax int                   // ReceiverConfig.KeepLimit
+	idle    atomic.Pointer[Inbox] // the closed inbox that takes the owner's events while no run is open; nil until first needed
+
+	running atomic.Bool // written with mu held
+
+	mu       sync.Mutex          // guards the fields below; held by a boundary, never while calling OnWake
+	runID    string              // the open run's id (RunInfo.RunID)
+	inbox    *Inbox              // the inbox of the current run
+	older    []*Inbox            // inboxes replaced at RunStart that may still receive a send in flight
+	drained  map[string]struct{} // tasks whose terminal event Deliver handed out, until they retire; nil when none
+	unmarked []string            // tasks whose terminal event Deliver handed out but could not mark announced
+	closed   bool                // Close was called
+
+	lateMu sync.Mutex // guards late and gone; the only lock an inbox's fallback takes
+	late   eventKeep  // events that reached a closed inbox of this owner
+	gone   bool       // Close let go of the owner: late events go to the Manager
+}
+
+// ReceiverConfig configures a Receiver. The zero value is the default:
+// one inbox per run, no wake callback, DefaultKeepLimit.
+type ReceiverConfig struct {
+	// Inbox, when set, is a sub-agent's own inbox (Task.Inbox) that the
+	// Receiver reads instead of binding one per run. The Manager closes it
+	// when the sub-agent ends. Defaults to nil: a fresh inbox per run.
+	Inbox *Inbox
+	// OnWake hears of each event arriving while no run of the owner is
+	// open, so the host can start one. Quiet events (Event.Quiet) are kept
+	// for the next run without waking it. The event itself is delivered by
+	// the next run's first Deliver; OnWake must not block for long.
+	// Defaults to nil: nothing is called.
+	OnWake func(bgtype.Event)
+	// KeepLimit bounds the events kept for the owner while no run is open:
+	// by the Receiver between runs, and by the Manager after Close until
+	// the owner's next Receiver. Quiet progress is coalesced (one event per
+	// task and type, the latest payload), so it counts once per task. At
+	// the limit the oldest event that does not end a task is dropped, with
+	// a warning in the Manager's log; when every kept event ends a task,
+	// the oldest is dropped with an error in the log: with a durable Store
+	// its record, still unannounced, is announced again by the owner's next
+	// RunStart, so it is not lost; with the MemoryStore the record still
+	// tells the end. Defaults to DefaultKeepLimit when 0; a negative value
+	// makes NewReceiver fail.
+	KeepLimit int
+}
+
+// RunInfo identifies an agent run. RunID is required; it is the lineage of
+// every task the run's tools spawn (see WithToolCall) and the key of
+// CancelRun. AgentID is optional.
+type RunInfo struct {
+	RunID   string
+	AgentID string
+}
+
+// noticePoll is how often WaitEvent looks for a SharedStore's notices.
+const noticePoll = time.Second
+
+// ErrNoRun is returned by a Receiver's (or an agent Plugin's) boundary called
+// outside RunStart...RunEnd, by RunStart for an empty run id, and by RunEnd
+// for a run id that is not the open run's.
+var ErrNoRun = errors.New("bgtask: no run started")
+
+// NewReceiver returns the Receiver of owner on m, the owner's only live
+// one: it gets the events that the owner's previous Receiver, closed, left
+// behind. Errors: ErrClosed, ErrInvalidOwner, ErrReceiverExists while
+// another Receiver of owner is live (not closed) on m, and an error for a
+// negative KeepLimit; after an error nothing changed.
+func (m *Manager) NewReceiver(owner string, cfg ReceiverConfig) (*Receiver, error) {
+	switch {
+	case m.closed.Load():
+		return nil, ErrClosed
+	case !bgtype.ValidOwner(owner):
+		return nil, ErrInvalidOwner
+	case cfg.KeepLimit < 0:
+		return nil, fmt.Errorf("bgtask: NewReceiver: keep limit %d events, want at least 1 (0 for the default)", cfg.KeepLimit)
+	}
+	r := &Receiver{owner: m.Owner(owner), fixed: cfg.Inbox, onWake: cfg.OnWake, keepMax: cfg.KeepLimit}
+	if r.keepMax == 0 {
+		r.keepMax = DefaultKeepLimit
+	}
+	adopt := func(ev bgtype.Event) { // no event reaches r yet: only the Manager's lock is held
+		r.lateMu.Lock()
+		dropped, full := r.late.add(ev, r.keepMax)
+		r.lateMu.Unlock()
+		if full {
+			m.dropKept(owner, dropped)
+		}
+	}
+	if !m.claimOwner(owner, r, adopt) {
+		return nil, ErrReceiverExists
+	}
+	if r.fixed == nil {
+		// While no run's inbox is bound, the owner's events go to
+		// r.idleInbox, so they wake the owner and wait for the next run.
+		m.setIdleReceiver(owner, r)
+	}
+	return r, nil
+}
+
+// idleInbox returns the closed inbox whose fallback is keepLate: the
+// owner's inbox while no run's is bound. It is made on the first call, so
+// an owner that gets no event between runs costs no inbox. Safe for
+// concurrent use: concurrent first calls return the same inbox.
+func (r *Receiver) idleInbox() *Inbox {
+	if ib := r.idle.Load(); ib != nil {
+		return ib
+	}
+	ib := r.owner.m.newInbox(WithOnClosed(r.keepLate))
+	ib.Close()
+	if !r.idle.CompareAndSwap(nil, ib) {
+		return r.idle.Load() // another call made it first
+	}
+	return ib
+}
+
+// sharedStore returns the Manager's Store if it is a SharedStore, else nil.
+func (r *Receiver) sharedStore() store.SharedStore {
+	s, _ := r.owner.m.store.(store.SharedStore)
+	return s
+}
+
+// Owner returns the owner view the Receiver works for.
+func (r *Receiver) Owner() Owner { return r.owner }
+
+// Running reports whether a run is open (between RunStart and RunEnd).
+func (r *Receiver) Running() bool { return r.running.Load() }
+
+// RunStart opens a run: it binds a fresh inbox (unless the Receiver reads
+// a sub-agent's own), then restores the owner's records, so the events of
+// tasks that a gone runtime left running reach this run. Errors: ErrNoRun
+// for an empty RunID, ErrRunOpen while a run is open (nothing changes: the
+// open run goes on), ErrClosed (the Manager's, or this Receiver's after
+// Close), or the Store's; after another error no run is open (the other
+// boundaries return ErrNoRun), and events are kept for the next RunStart.
+func (r *Receiver) RunStart(ctx context.Context, run RunInfo) error {
+	if run.RunID == "" {
+		return fmt.Errorf("%w: empty run id", ErrNoRun)
+	}
+	r.mu.Lock()
+	switch {
+	case r.closed:
+		r.mu.Unlock()
+		return fmt.Errorf("bgtask: receiver: closed: %w", ErrClosed)
+	case r.running.Load():
+		r.mu.Unlock()
+		return ErrRunOpen
+	}
+	inbox := r.fixed
+	if inbox == nil {
+		ib := r.owner.m.newInbox(WithOnClosed(r.keepLate))
+		prev, err := r.owner.m.BindInbox(r.owner.id, ib)
+		if err != nil {
+			r.mu.Unlock()
+			return err
+		}
+		inbox = ib
+		if prev != nil && !prev.Closed() {
+			r.older = append(r.older, prev) // the lazily made inbox may hold events already
+		}
+	}
+	r.runID, r.inbox = run.RunID, inbox
+	r.running.Store(true)
+	r.mu.Unlock()
+	if _, err := r.owner.m.Restore(ctx, r.owner.id); err != nil && !errors.Is(err, bgtype.ErrCorrupt) { // corrupt records are logged and skipped
+		_ = r.RunEnd(ctx, RunOutcome{RunID: run.RunID}) // no run: what arrives is kept for the next one
+		return fmt.Errorf("bgtask: receiver: restore: %w", err)
+	}
+	return nil
+}
+
+// keepLate is the fallback of the owner's closed inboxes: an event that
+// missed a run is kept for the next one (see ReceiverConfig.KeepLimit), and wakes the
+// owner unless it is quiet; quiet progress replaces the kept one of its
+// task and type. Once the Receiver is closed, the Manager takes it.
+func (r *Receiver) keepLate(ev bgtype.Event) {
+	r.lateMu.Lock()
+	if r.gone {
+		r.lateMu.Unlock()
+		r.owner.m.orphanEvent(r.owner.id, ev, r.keepMax)
+		return
+	}
+	dropped, full := r.late.add(ev, r.keepMax)
+	wake := r.onWake
+	r.lateMu.Unlock()
+	if full {
+		r.owner.m.dropKept(r.owner.id, dropped)
+	}
+	if wake != nil && !ev.Quiet {
+		wake(ev)
+	}
+}
+
+// Deliver claims everything waiting for the owner, in order: events kept
+// from between runs, notices of a SharedStore (tasks its reaper
+// interrupted), then the inbox. Each event is delivered once. Deliver is
+// the step-boundary drain; the loop also calls it at a natural end and
+// while suspended. It returns nil, nil when nothing waits.
+//
+// The events are the tasks' own words: a host shows them to a model only
+// escaped and cut (the agent package's Plugin renders them so).
+//
+// Before it returns terminal events, Deliver marks them announced in the
+// Store, in one Commit (none when it hands out no terminal event), so that
+// after a crash the next run announces only what was never handed out. If
+// the mark fails, the events are returned all the same and the mark is
+// retried at the next call. A store's notice of a task already handed out
+// is dropped.
+func (r *Receiver) Deliver(ctx context.Context) ([]bgtype.Event, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.deliver(ctx)
+}
+
+// deliver is Deliver with r.mu held.
+func (r *Receiver) deliver(ctx context.Context) ([]bgtype.Event, error) {
+	if !r.running.Load() {
+		return nil, ErrNoRun
+	}
+	var notices []bgtype.Event
+	if shared := r.sharedStore(); shared != nil {
+		var err error
+		if notices, err = shared.TakeNotices(ctx, r.owner.id); err != nil {
+			return nil, fmt.Errorf("bgtask: receiver: notices: %w", err) // nothing claimed: all stays for the next call
+		}
+	}
+	r.lateMu.Lock()
+	evs := r.late.evs
+	r.late.evs = nil
+	r.lateMu.Unlock()
+	if len(notices) == 0 {
+		for _, ib := range r.older {
+			evs = ib.AppendDrain(evs)
+		}
+		evs = r.inbox.AppendDrain(evs)
+	} else {
+		var rest []bgtype.Event
+		for _, ib := range r.older {
+			rest = ib.AppendDrain(rest)
+		}
+		rest = r.inbox.AppendDrain(rest)
+		var gone []string
+		notices, gone = r.newNotices(ctx, notices, evs, rest)
+		if len(gone) > 0 {
+			// A gone sub-agent's tasks that ended before it and were never
+			// told: forwarded to this owner, now, as Restore does for the
+			// sub-agents it finds gone itself.
+			if _, err := r.owner.m.restoreTree(ctx, gone, r.owner.id); err != nil {
+				r.owner.m.log.Warn("bgtask: receiver: forwarding a gone sub-agent's tasks; the next RunStart tries again", "owner", r.owner.id, "err", err)
+			}
+			rest = r.inbox.AppendDrain(rest)
+		}
+		evs = append(append(evs, notices...), rest...)
+	}
+	r.markAnnounced(ctx, evs)
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	for i := range evs {
+		if evs[i].Kind.IsTerminal() {
+			if r.drained == nil {
+				r.drained = make(map[string]struct{})
+			}
+			r.drained[evs[i].TaskID] = struct{}{}
+		}
+	}
+	return evs, nil
+}
+
+// markAnnounced commits, before evs are handed out, that the owner took
+// the terminal events among them, with the marks a previous boundary could
+// not commit: one Commit (and one per other owner of forwarded records),
+// none when there is nothing to mark. A forwarded record (a gone
+// sub-agent's task) is marked under its own owner. When it fails the
+// events are handed out all the same (losing them would be worse than
+// announcing them again after a crash) and the marks are retried at the
+// next boundary. The commit does not depend on ctx's end: a request that
+// ended must not leave handed-out events unmarked. Called with r.mu held.
+func (r *Receiver) markAnnounced(ctx context.Context, evs []bgtype.Event) {
+	ids := r.unmarked
+	for i := range evs {
+		if evs[i].Kind.IsTerminal() {
+			ids = append(ids, evs[i].TaskID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	if err := r.owner.MarkAnnounced(context.WithoutCancel(ctx), ids...); err != nil {
+		r.owner.m.log.Warn("bgtask: receiver: announcement marks not committed; retried at the next boundary", "owner", r.owner.id, "tasks", len(ids), "err", err)
+		r.unmarked = ids
+		return
+	}
+	r.unmarked = nil
+}
+
+// newNotices returns those of a SharedStore's notices that were not
+// handed out already: a terminal notice is dropped when the same task's
+// end is among the events this Manager delivered (late and rest, a
+// Restore's included), was handed out by this Receiver, or its record is
+// marked announced (an earlier hand-out committed it). A notice of a
+// record of another owner is kept only for a gone descendant of the owner
+// (the store reports a dead sub-agent's tasks to its owner): its mark is
+// then committed under the record's own owner, as for the events Restore
+// forwards. gone lists the sub-agents whose notices say they were
+// interrupted: what their tasks ended before them was never told, and the
+// caller forwards it. Notices are rare (a reaper made them), so the Get
+// per notice costs nothing in the common path. Called with r.mu held.
+func (r *Receiver) newNotices(ctx context.Context, notices, late, rest []bgtype.Event) (_ []bgtype.Event, gone []string) {
+	seen := make(map[string]bool)
+	for _, evs := range [][]bgtype.Event{late, rest} {
+		for i := range evs {
+			if evs[i].Kind.IsTerminal() {
+				seen[evs[i].TaskID] = true
+			}
+		}
+	}
+	notices = slices.DeleteFunc(notices, func(ev bgtype.Event) bool {
+		if !ev.Kind.IsTerminal() {
+			return false
+		}
+		if seen[ev.TaskID] {
+			return true // this Manager delivers it too, in this batch
+		}
+		seen[ev.TaskID] = true
+		if _, handed := r.drained[ev.TaskID]; handed || slices.Contains(r.unmarked, ev.TaskID) {
+			return true
+		}
+		meta, err := r.owner.m.store.Get(ctx, ev.TaskID)
+		switch {
+		case err != nil:
+			return false // gone (retention): hand it out, nothing to mark
+		case meta.Announced:
+			return true
+		case meta.Owner != r.owner.id:
+			if !r.owner.m.descendant(ctx, r.owner.id, meta) {
+				r.owner.m.log.Warn("bgtask: receiver: notice of a task the owner does not own dropped", "owner", r.owner.id, "task_id", ev.TaskID)
+				return true
+			}
+			r.owner.m.noteDelivered(r.owner.id, meta.Owner, ev.TaskID) // its mark goes under its own owner
+		}
+		if meta.Type == bgtype.TypeSubAgent && meta.Status == bgtype.StatusInterrupted {
+			gone = append(gone, meta.ID)
+		}
+		return false
+	})
+	return notices, gone
+}
+
+// Pending reports whether work is pending: whether a task of the owner that
+// this Manager runs will still report its end to the inbox (it is not
+// silent, and Deliver has not handed out its terminal event yet, even if its
+// record is already terminal). At a natural end with work pending, a
+// top-level run ends waiting (reason "awaiting_tasks") and a sub-agent waits
+// with WaitEvent. Tasks of other instances of a SharedStore report through
+// notices, not through this.
+func (r *Receiver) Pending(ctx context.Context) (pending bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.running.Load() {
+		return false, ErrNoRun
+	}
+	pending = r.owner.m.reporting(r.owner.id, r.drained)
+	if len(r.drained) == 0 {
+		r.drained = nil // a map keeps its memory: an idle owner holds none
+	}
+	return pending, nil
+}
+
+// WaitEvent blocks until Deliver has something that wakes (quiet progress
+// alone does not: see Event.Quiet), or ctx ends (it returns ctx's cause
+// then), or the run ends (ErrNoRun). Once the Manager has shut down it
+// returns nil while anything is left to deliver, then ErrClosed.
+func (r *Receiver) WaitEvent(ctx context.Context) error {
+	r.mu.Lock()
+	running, inbox, older := r.running.Load(), r.inbox, slices.Clone(r.older)
+	r.mu.Unlock()
+	if !running {
+		return ErrNoRun
+	}
+	for stopped := false; ; {
+		size := (*Inbox).loudLen
+		if stopped {
+			size = (*Inbox).Len
+		}
+		r.lateMu.Lock()
+		late := slices.ContainsFunc(r.late.evs, func(ev bgtype.Event) bool { return stopped || !ev.Quiet })
+		r.lateMu.Unlock()
+		if late || size(inbox) > 0 || slices.ContainsFunc(older, func(ib *Inbox) bool { return size(ib) > 0 }) {
+			return nil
+		}
+		if stopped {
+			return ErrClosed
+		}
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if r.sharedStore() != nil {
+			// Notices come from the store, not the inbox: look again now and then.
+			wctx, cancel = context.WithTimeout(ctx, noticePoll)
+		}
+		err := inbox.Wait(wctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
+		case !r.running.Load():
+			return ErrNoRun
+		case errors.Is(err, ErrClosed): // look once more at what arrived elsewhere
+			stopped = true
+			continue
+		case err != nil && !errors.Is(err, ErrInboxClosed): // the notice poll's timer
+			return nil
+		}
+		if inbox.Closed() { // nothing more will arrive: hand over what is left, quiet or not
+			if inbox.Len() > 0 {
+				return nil
+			}
+			return fmt.Errorf("%w: the sub-agent's inbox closed", ErrInboxClosed)
+		}
+	}
+}
+
+// RunOutcome is how a run ended, as the loop tells RunEnd.
+type RunOutcome struct {
+	// RunID is the run that ends: the RunID given to RunStart. Required: a
+	// RunEnd for another run (an old request's, late) ends nothing.
+	RunID string
+	// Cancelled: the user stopped the run; its tasks and their attached
+	// descendants are cancelled too (CancelRun), and later spawns into it
+	// fail. A server sets it from RunStopped(ctx), never from ctx.Err():
+	// a request context also ends when the client goes away, and that must
+	// not cancel the background work the run started.
+	Cancelled bool
+}
+
+// RunEnd closes the run out.RunID. Its inbox is closed: what was not
+// delivered, and every later event of the owner's tasks until the next
+// RunStart, is kept for the next run and handed to OnWake. A cancelled
+// run cancels its tasks (top-level runs included). RunEnd does not depend
+// on ctx's end: call it with the request's context even after the client
+// went away. Errors: ErrNoRun when no run is open, or (wrapped) when
+// out.RunID is not the open run's: then nothing changes, and the open run
+// goes on; the error of cancelling the run's tasks.
+func (r *Receiver) RunEnd(ctx context.Context, out RunOutcome) error {
+	r.mu.Lock()
+	if !r.running.Load() {
+		r.mu.Unlock()
+		return ErrNoRun
+	}
+	if out.RunID != r.runID {
+		r.mu.Unlock()
+		return fmt.Errorf("%w: the run id is not the open run's", ErrNoRun)
+	}
+	r.running.Store(false)
+	runID, inbox, older := r.runID, r.inbox, r.older
+	r.runID, r.inbox, r.older = "", nil, nil // an idle owner keeps no closed inbox
+	r.mu.Unlock()
+	var err error
+	if out.Cancelled {
+		if _, cerr := r.owner.CancelRun(runID); cerr != nil && !errors.Is(cerr, ErrClosed) {
+			err = cerr
+		}
+	}
+	if r.fixed == nil { // outside the lock: the fallback calls OnWake
+		inbox.Close()
+		for _, ib := range older {
+			for _, ev := range ib.Drain() {
+				r.keepLate(ev)
+			}
+		}
+	}
+	return err
+}

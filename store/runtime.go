@@ -1,0 +1,23 @@
+package store
+
+import "context"
+
+// Runtime is what a store that carries out requests on behalf of other
+// processes needs of the runtime that uses it: a SharedStore (or a file
+// several processes share) hears that a task this process runs is to be
+// cancelled, or that this process lost its registration. *bgtask.Manager
+// implements it; a store takes it in its Start method, so a store imports
+// this package and not the runtime.
+type Runtime interface {
+	// Instance returns the runtime instance id the Manager writes on the
+	// records of the tasks it runs.
+	Instance() string
+	// CancelRequested cancels task id if this runtime runs it (with its
+	// attached descendants when tree is true), recording reason as the
+	// cancel reason ("" for none), and returns how many tasks it
+	// signalled. An unknown task is not an error: it returns 0.
+	CancelRequested(ctx context.Context, id string, tree bool, reason string) (int, error)
+	// CancelAll cancels every task this runtime runs, with cause as their
+	// context's cause, and returns how many it signalled.
+	CancelAll(cause error) int
+}
