@@ -651,11 +651,11 @@ func checkModule(t *testing.T, m *module, dir string, env []string) bool {
 	own, rest := splitSum(tidySum)
 	ok := true
 	if !bytes.Equal(tidyMod, gomod) {
-		t.Errorf("%s is not tidy: `go mod tidy` (GOWORK=off) adds (+) and drops (-)%s", goModName(m.dir, "go.mod"), sumDiff(strings.Split(string(gomod), "\n"), strings.Split(string(tidyMod), "\n")))
+		t.Errorf("%s is not tidy (`go test ./internal/modules -run TestModulesBuildAlone -tidy` tidies every module): `go mod tidy` (GOWORK=off) adds (+) and drops (-)%s", goModName(m.dir, "go.mod"), sumDiff(strings.Split(string(gomod), "\n"), strings.Split(string(tidyMod), "\n")))
 		ok = false
 	}
 	if !slices.Equal(rest, committed) {
-		t.Errorf("%s is not tidy: `go mod tidy` (GOWORK=off) adds (+) and drops (-)%s", goModName(m.dir, "go.sum"), sumDiff(committed, rest))
+		t.Errorf("%s is not tidy (`go test ./internal/modules -run TestModulesBuildAlone -tidy` tidies every module): `go mod tidy` (GOWORK=off) adds (+) and drops (-)%s", goModName(m.dir, "go.sum"), sumDiff(committed, rest))
 		ok = false
 	}
 	if !ok {
