@@ -79,6 +79,7 @@ func goCmd(t *testing.T, dir string, env []string, args ...string) []byte {
 	return out
 }
 
+// goCmdErr is goCmd that returns the command's error instead of failing.
 func goCmdErr(dir string, env []string, args ...string) ([]byte, error) {
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
@@ -229,6 +230,7 @@ type modFile struct {
 	}
 }
 
+// readModFile reads the go.mod in dir.
 func readModFile(t *testing.T, dir string) modFile {
 	t.Helper()
 	var mf modFile
