@@ -53,9 +53,16 @@ const ownPrefix = "github.com/bgtask/bgtask"
 
 // module is one module of the repository.
 type module struct {
-	dir   string   // slash-separated, relative to the repository's root ("." for the root)
-	path  string   // module path
-	files []string // the files a tag would hold, slash-separated, relative to dir
+	dir   string // slash-separated, relative to the repository's root ("." for the root)
+	path  string // module path
+	files []file // the files a tag would hold
+}
+
+// file is one file of a module, read once: the zips and the copies agree
+// even if the tree changes while the test runs.
+type file struct {
+	name string // slash-separated, relative to the module's directory
+	data []byte
 }
 
 // repoRoot is the repository's root: two levels above this package.
@@ -273,14 +280,22 @@ func listModules(t *testing.T, root string) []*module {
 		if owner == nil {
 			continue
 		}
-		if fi, err := os.Lstat(filepath.Join(root, filepath.FromSlash(f))); err != nil || !fi.Mode().IsRegular() {
+		full := filepath.Join(root, filepath.FromSlash(f))
+		if fi, err := os.Lstat(full); err != nil || !fi.Mode().IsRegular() {
 			continue // deleted, or a symbolic link (a module zip holds neither)
+		}
+		data, err := os.ReadFile(full)
+		if os.IsNotExist(err) {
+			continue // deleted since
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 		rel := f
 		if owner.dir != "." {
 			rel = strings.TrimPrefix(f, owner.dir+"/")
 		}
-		owner.files = append(owner.files, rel)
+		owner.files = append(owner.files, file{rel, data})
 	}
 	return mods
 }
@@ -300,14 +315,18 @@ func escapePath(p string) string {
 }
 
 // writeProxy lays out in dir a module proxy serving each module at each
-// version in versions, made of the module's files in root.
-func writeProxy(t *testing.T, root, dir string, mods []*module, versions []string) {
+// version in versions, made of the module's files.
+func writeProxy(t *testing.T, dir string, mods []*module, versions []string) {
 	t.Helper()
 	for _, m := range mods {
-		src := filepath.Join(root, filepath.FromSlash(m.dir))
-		gomod, err := os.ReadFile(filepath.Join(src, "go.mod"))
-		if err != nil {
-			t.Fatal(err)
+		var gomod []byte
+		for _, f := range m.files {
+			if f.name == "go.mod" {
+				gomod = f.data
+			}
+		}
+		if gomod == nil {
+			t.Fatalf("%s: no go.mod among the files git would commit", m.dir)
 		}
 		vdir := filepath.Join(dir, filepath.FromSlash(escapePath(m.path)), "@v")
 		if err := os.MkdirAll(vdir, 0o755); err != nil {
@@ -317,15 +336,11 @@ func writeProxy(t *testing.T, root, dir string, mods []*module, versions []strin
 			var buf bytes.Buffer
 			zw := zip.NewWriter(&buf)
 			for _, f := range m.files {
-				data, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(f)))
+				w, err := zw.Create(m.path + "@" + v + "/" + f.name)
 				if err != nil {
 					t.Fatal(err)
 				}
-				w, err := zw.Create(m.path + "@" + v + "/" + f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := w.Write(data); err != nil {
+				if _, err := w.Write(f.data); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -537,7 +552,7 @@ func TestModulesBuildAlone(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	proxyDir := filepath.Join(tmp, "proxy")
-	writeProxy(t, root, proxyDir, mods, versions)
+	writeProxy(t, proxyDir, mods, versions)
 	env := proxyEnv(t, proxyDir, filepath.Join(tmp, "modcache"))
 	// -trimpath: the copies and the private module cache live in new
 	// directories each run; without it no compiled package would be found in
@@ -547,15 +562,11 @@ func TestModulesBuildAlone(t *testing.T) {
 		start := time.Now()
 		dir := filepath.Join(tmp, "src", fmt.Sprint(i))
 		for _, f := range m.files {
-			data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(m.dir), filepath.FromSlash(f)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			dst := filepath.Join(dir, filepath.FromSlash(f))
+			dst := filepath.Join(dir, filepath.FromSlash(f.name))
 			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(dst, data, 0o644); err != nil {
+			if err := os.WriteFile(dst, f.data, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -719,9 +730,10 @@ func tidyModules(t *testing.T, root string, mods []*module, versions []string) {
 			t.Fatal("go.mod and go.sum files still change after 5 rounds of go work sync and go mod tidy")
 		}
 		before := read()
+		mods = listModules(t, root) // the files as the last round left them
 		tmp := t.TempDir()
 		proxyDir := filepath.Join(tmp, "proxy")
-		writeProxy(t, root, proxyDir, mods, versions)
+		writeProxy(t, proxyDir, mods, versions)
 		env := append(proxyEnv(t, proxyDir, filepath.Join(tmp, "modcache")), "GOFLAGS=-modcacherw", "GONOSUMDB="+noSumDB)
 		// (go.work.sum may need new lines after a bump: not read-only)
 		selected := workspaceSelection(t, root, "")
