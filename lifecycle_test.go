@@ -446,15 +446,15 @@ func TestRunEndOfAnEndedRequest(t *testing.T) {
 // Close commits the marks a boundary could not, even with an ended
 // request context.
 func TestPluginCloseCommitsPendingMarks(t *testing.T) {
-	ds := &durableMem{Store: memstore.New(), failMark: errors.New("disk full")}
+	ds := &durableMem{Store: memstore.New(), FailMark: errors.New("disk full")}
 	pr := newReceiverRun(t, WithStore(ctxStrict{ds}))
 	ids := finishTasks(t, pr.m, "thread-1", nil)
 	if msgs, err := pr.p.Deliver(t.Context()); err != nil || !slices.Equal(eventIDs(msgs), ids) {
 		t.Fatalf("Deliver = %q, %v", eventIDs(msgs), err)
 	}
-	ds.mu.Lock()
-	ds.failMark = nil
-	ds.mu.Unlock()
+	ds.Mu.Lock()
+	ds.FailMark = nil
+	ds.Mu.Unlock()
 	req, cancel := context.WithCancel(t.Context())
 	cancel()
 	if err := pr.p.Close(req); err != nil {
@@ -548,12 +548,12 @@ func TestForwardedEventsExactlyOnceAcrossCrashes(t *testing.T) {
 // marked under its own owner.
 func TestForwardedEventsWithNotices(t *testing.T) {
 	ds, ids := forwardedStore(t, bgtype.StatusInterrupted) // a reaper interrupted it; the notice went before
-	f := &fakeShared{Store: ds.Store, notices: map[string][]bgtype.Event{}}
+	f := &fakeShared{Store: ds.Store, Notices: map[string][]bgtype.Event{}}
 	other := bgtype.TaskMeta{ID: "task_9_reaped", Owner: "thread-1", Type: bgtype.TypeTask, Status: bgtype.StatusInterrupted, Error: "reaped", ErrorKind: bgtype.KindInterrupted, CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 2}
 	if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(other)); err != nil {
 		t.Fatal(err)
 	}
-	f.notices["thread-1"] = []bgtype.Event{
+	f.Notices["thread-1"] = []bgtype.Event{
 		{Kind: bgtype.EventInterrupted, TaskID: other.ID, Error: "reaped"},
 		{Kind: bgtype.EventCompleted, TaskID: "task_2_child"}, // also forwarded by Restore
 	}
@@ -577,9 +577,9 @@ func TestForwardedEventsWithNotices(t *testing.T) {
 	if err := f.Commit(t.Context(), "task_1_agent", store.UpsertAction(late)); err != nil {
 		t.Fatal(err)
 	}
-	f.mu.Lock()
-	f.notices["thread-1"] = []bgtype.Event{{Kind: bgtype.EventInterrupted, TaskID: late.ID, Error: "reaped"}}
-	f.mu.Unlock()
+	f.Mu.Lock()
+	f.Notices["thread-1"] = []bgtype.Event{{Kind: bgtype.EventInterrupted, TaskID: late.ID, Error: "reaped"}}
+	f.Mu.Unlock()
 	if msgs, err := pr.p.Deliver(t.Context()); err != nil || !slices.Equal(eventIDs(msgs), []string{late.ID}) {
 		t.Fatalf("Deliver of the notice = %q, %v; want %s", eventIDs(msgs), err, late.ID)
 	}

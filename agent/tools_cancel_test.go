@@ -387,9 +387,9 @@ func TestCancelByIDAnyLiveTask(t *testing.T) {
 	if got := call(run1, remote.ID); got != want {
 		t.Fatalf("a task of another instance: %s, want %s", got, want)
 	}
-	f.mu.Lock()
-	requests := slices.Clone(f.requests)
-	f.mu.Unlock()
+	f.Mu.Lock()
+	requests := slices.Clone(f.Requests)
+	f.Mu.Unlock()
 	if !slices.Equal(requests, []string{remote.ID + "+tree"}) {
 		t.Fatalf("cancel requests %v, want the remote task's tree", requests)
 	}
@@ -464,9 +464,9 @@ func TestCancelByNameAnyRun(t *testing.T) {
 			t.Fatalf("a task not asked for was cancelled: %v", err)
 		}
 	}
-	f.mu.Lock()
-	requests := slices.Clone(f.requests)
-	f.mu.Unlock()
+	f.Mu.Lock()
+	requests := slices.Clone(f.Requests)
+	f.Mu.Unlock()
 	if len(requests) != 0 {
 		t.Fatalf("cancel requests %v, want none", requests)
 	}
