@@ -22,8 +22,9 @@ const graphMarker = "```text\n"
 // importGraph regenerates docs/importgraph.sh's output: for every module
 // of the repository (GOWORK=off, in the order of their directories), one
 // line per non-main package, "pkg: imports" with only bgtask's own
-// packages and modulePath shortened to "bgtask".
-func importGraph(t *testing.T) string {
+// packages and modulePath shortened to "bgtask". It also returns the
+// directory of every package, main ones included ("bgtask" for the root).
+func importGraph(t *testing.T) (graph string, dirs []string) {
 	t.Helper()
 	var mods []string
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
@@ -54,7 +55,7 @@ func importGraph(t *testing.T) string {
 	for i, mod := range mods {
 		wg.Go(func() {
 			cmd := exec.Command("go", "list", "-f",
-				`{{if not (eq .Name "main")}}{{.ImportPath}}: {{join .Imports " "}}{{end}}`, "./...")
+				`{{.Name}} {{.ImportPath}}: {{join .Imports " "}}`, "./...")
 			cmd.Dir = mod
 			cmd.Env = append(os.Environ(), "GOWORK=off")
 			var stderr bytes.Buffer
@@ -74,9 +75,19 @@ func importGraph(t *testing.T) string {
 		}
 		for line := range strings.Lines(string(out[i])) {
 			fields := strings.Fields(strings.ReplaceAll(line, modulePath, "bgtask"))
-			if len(fields) == 0 {
+			if len(fields) < 2 {
 				continue
 			}
+			name, pkg := fields[0], fields[1]
+			dir := strings.TrimSuffix(pkg, ":")
+			if dir != "bgtask" {
+				dir = strings.TrimPrefix(dir, "bgtask/")
+			}
+			dirs = append(dirs, dir)
+			if name == "main" {
+				continue
+			}
+			fields = fields[1:]
 			b.WriteString(fields[0])
 			sep := " "
 			for _, imp := range fields[1:] {
@@ -88,7 +99,7 @@ func importGraph(t *testing.T) string {
 			b.WriteString("\n")
 		}
 	}
-	return b.String()
+	return b.String(), dirs
 }
 
 // parseGraph reads the graph's lines into each package's imports.
@@ -187,10 +198,11 @@ func but(pkgs []string) string {
 	return " but " + strings.Join(pkgs, " and ")
 }
 
-// TestPackagesImportGraph keeps docs/packages.md's import graph current
-// (regenerated with go list in every module) and the layers one way.
+// TestPackagesImportGraph keeps docs/packages.md current: a row for every
+// package and the import graph (both regenerated with go list in every
+// module), and the layers one way.
 func TestPackagesImportGraph(t *testing.T) {
-	got := importGraph(t)
+	got, dirs := importGraph(t)
 	for _, rule := range layerRules(parseGraph(got)) {
 		t.Errorf("import graph: %s", rule)
 	}
@@ -198,6 +210,11 @@ func TestPackagesImportGraph(t *testing.T) {
 	doc, err := os.ReadFile("docs/packages.md")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, dir := range dirs {
+		if !strings.Contains(string(doc), "\n| `"+dir+"`") {
+			t.Errorf("docs/packages.md has no row for package %s (a line starting \"| `%s`\")", dir, dir)
+		}
 	}
 	_, rest, ok := strings.Cut(string(doc), "## Import graph\n")
 	if !ok {
