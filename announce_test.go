@@ -269,7 +269,7 @@ type recovering struct {
 	calls int
 }
 
-func (r *recovering) Recover(context.Context) (int, error) { r.calls++; return r.n, r.err }
+func (r *recovering) InterruptOrphaned(context.Context) (int, error) { r.calls++; return r.n, r.err }
 
 // Manager.Recover hands the work to a Recoverer store and wraps its error;
 // with any other store it recovers nothing.
@@ -286,9 +286,9 @@ func TestManagerRecover(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newTestManager(t, WithStore(tc.store))
-			n, err := m.Recover(t.Context())
+			n, err := m.InterruptOrphaned(t.Context())
 			if n != tc.n || (err == nil) != (tc.errText == "") || err != nil && err.Error() != tc.errText {
-				t.Fatalf("Recover = %d, %v; want %d, %q", n, err, tc.n, tc.errText)
+				t.Fatalf("InterruptOrphaned = %d, %v; want %d, %q", n, err, tc.n, tc.errText)
 			}
 		})
 	}

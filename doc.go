@@ -30,7 +30,7 @@
 // cancels a task with its attached descendants, [Owner.CancelRun] one of the
 // owner's runs (a run is the pair of owner and run id: another owner's run
 // with the same id is untouched) and refuses later spawns into it,
-// [Owner.CancelAll] an agent's tasks. The cause ([ErrCancelled], [ErrParentCancelled], [ErrRunCancelled],
+// [Owner.CancelAll] an agent's tasks. The cause ([ErrCanceled], whatever canceled it,
 // [ErrShutdown]) is read with [context.Cause].
 //
 // # Inbox

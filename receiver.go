@@ -116,7 +116,7 @@ var ErrNoRun = errors.New("bgtask: no run started")
 
 // NewReceiver returns the Receiver of owner on m, the owner's only live
 // one: it gets the events that the owner's previous Receiver, closed, left
-// behind. Errors: ErrClosed, ErrInvalidOwner, ErrReceiverExists while
+// behind. Errors: ErrClosed, ErrInvalidArgument (blank owner), ErrReceiverExists while
 // another Receiver of owner is live (not closed) on m, and an error for a
 // negative KeepLimit; after an error nothing changed.
 func (m *Manager) NewReceiver(owner string, cfg ReceiverConfig) (*Receiver, error) {
@@ -124,7 +124,7 @@ func (m *Manager) NewReceiver(owner string, cfg ReceiverConfig) (*Receiver, erro
 	case m.closed.Load():
 		return nil, ErrClosed
 	case !bgtype.ValidOwner(owner):
-		return nil, ErrInvalidOwner
+		return nil, bgtype.ErrInvalidOwner
 	case cfg.KeepLimit < 0:
 		return nil, fmt.Errorf("bgtask: NewReceiver: keep limit %d events, want at least 1 (0 for the default)", cfg.KeepLimit)
 	}
@@ -482,7 +482,7 @@ type RunOutcome struct {
 	// fail. A server sets it from RunStopped(ctx), never from ctx.Err():
 	// a request context also ends when the client goes away, and that must
 	// not cancel the background work the run started.
-	Cancelled bool
+	Canceled bool
 }
 
 // RunEnd closes the run out.RunID. Its inbox is closed: what was not
@@ -508,7 +508,7 @@ func (r *Receiver) RunEnd(ctx context.Context, out RunOutcome) error {
 	r.runID, r.inbox, r.older = "", nil, nil // an idle owner keeps no closed inbox
 	r.mu.Unlock()
 	var err error
-	if out.Cancelled {
+	if out.Canceled {
 		if _, cerr := r.owner.CancelRun(runID); cerr != nil && !errors.Is(cerr, ErrClosed) {
 			err = cerr
 		}

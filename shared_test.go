@@ -112,7 +112,7 @@ func TestSharedStoreRestoreLeavesOtherInstancesToTheReaper(t *testing.T) {
 func TestPluginNoticeFailureKeepsEvents(t *testing.T) {
 	f := &fakeShared{Store: memstore.New(), noticeErr: errors.New("db down")}
 	pr := newReceiverRun(t, WithStore(f))
-	pr.p.keepLate(bgtype.Event{Kind: bgtype.EventCancelled, TaskID: "task_0190d5f4c5a87000a000000000000003"})
+	pr.p.keepLate(bgtype.Event{Kind: bgtype.EventCanceled, TaskID: "task_0190d5f4c5a87000a000000000000003"})
 	if _, err := pr.p.Deliver(t.Context()); err == nil || err.Error() != "bgtask: receiver: notices: db down" {
 		t.Fatalf("Deliver with the store down: %v", err)
 	}
@@ -120,7 +120,7 @@ func TestPluginNoticeFailureKeepsEvents(t *testing.T) {
 	f.noticeErr = nil
 	f.mu.Unlock()
 	msgs, err := pr.p.Deliver(t.Context())
-	if err != nil || len(msgs) != 1 || msgs[0].Kind != bgtype.EventCancelled {
+	if err != nil || len(msgs) != 1 || msgs[0].Kind != bgtype.EventCanceled {
 		t.Fatalf("Deliver after the store came back: %v, %v; want the kept event", messageKinds(msgs), err)
 	}
 }

@@ -14,8 +14,8 @@ import (
 )
 
 // Func is the work of a task. ctx is cancelled when the task is cancelled,
-// with a cause that says why (ErrCancelled, ErrParentCancelled,
-// ErrRunCancelled, ErrShutdown; read it with context.Cause). The returned
+// with a cause that says why (ErrCanceled, ErrCanceled (parent),
+// ErrCanceled (run), ErrShutdown; read it with context.Cause). The returned
 // values decide the terminal status:
 //
 //   - (v, nil): completed, with v encoded as JSON as the result (cut to
@@ -164,8 +164,8 @@ type Task struct {
 	queued bool          // its first record was queued: run promotes it; set at spawn
 
 	// Guarded by m.mu.
-	phase     taskPhase // where it is in registration, slot, start and end (phase.go)
-	signalled bool      // cancel was requested
+	phase    taskPhase // where it is in registration, slot, start and end (phase.go)
+	signaled bool      // cancel was requested
 
 	parent               *Task              // attached parent node, for cascades
 	children             map[*Task]struct{} // attached live children
@@ -264,7 +264,7 @@ func (t *Task) Agent() (Owner, error) {
 // A payload that cannot be encoded returns an error matching
 // ErrInvalidArgument and sends nothing. An empty eventType returns
 // ErrInvalidArgument. Once the function has returned, Emit returns
-// ErrTaskEnded, so every custom event precedes the terminal one. If the
+// ErrTerminal, so every custom event precedes the terminal one. If the
 // owner's inbox is closed the event goes to its WithOnClosed fallback (a Receiver
 // keeps it for the owner's next run) and Emit returns nil; an inbox without
 // a fallback refuses it and Emit returns ErrInboxClosed (a progress event
@@ -302,7 +302,7 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
 	if t.ended {
-		return "", ErrTaskEnded
+		return "", errTaskEnded
 	}
 	r := t.rareState() // a task that emits has one: its latest event, its cached inbox
 	if eventType != bgtype.EventTypeMessage {

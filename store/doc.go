@@ -10,7 +10,7 @@
 // A host that checkpoints its agent's state itself can keep a [Snapshot]
 // under [TaskStateKey] and reduce it with the same function.
 //
-// Optional interfaces ([SharedStore], [Recoverer], [TagLister],
+// Optional interfaces ([SharedStore], [OrphanInterrupter], [TagLister],
 // [UndeliveredLister], [PendingOwnerFinder], [InstanceLiveness],
 // [InstanceOwnerLister]) let a store answer with an index what the runtime
 // would otherwise compute from [Store.List].

@@ -676,11 +676,11 @@ func TestApplyActionSeedInvariants(t *testing.T) {
 		{
 			name: "an update without a status stamps the finish a terminal record lacks",
 			prior: []Action{UpsertAction(with(running, func(m *bgtype.TaskMeta) {
-				m.Status, m.Error = bgtype.StatusCancelled, "cancelled"
+				m.Status, m.Error = bgtype.StatusCanceled, "cancelled"
 			}))},
 			act: at(UpsertAction(noStatus(running, func(m *bgtype.TaskMeta) { m.Error = "other" })), rt3),
 			want: snapOf(with(running, func(m *bgtype.TaskMeta) {
-				m.Status, m.Error, m.FinishedAt = bgtype.StatusCancelled, "cancelled", rt3
+				m.Status, m.Error, m.FinishedAt = bgtype.StatusCanceled, "cancelled", rt3
 			})),
 		},
 		{
