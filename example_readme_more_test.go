@@ -147,16 +147,16 @@ func Example_readmeTakeEvents() {
 	// Output: completed true "done"
 }
 
-// The README's "Recovery at open": an administrator recovers the records
+// The README's "Recovery at open": an administrator interrupts the records
 // a dead process left running; the in-memory store has none.
-func Example_readmeRecover() {
+func Example_readmeInterruptOrphaned() {
 	ctx := context.Background()
 	m, err := bgtask.New()
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer m.Shutdown(ctx)
-	n, err := m.Recover(ctx) // administrators only: not reachable from an Owner or a tool
+	n, err := m.InterruptOrphaned(ctx) // administrators only: not reachable from an Owner or a tool
 	if err != nil {
 		log.Printf("recovered %d records: %v", n, err)
 	}

@@ -84,7 +84,7 @@ func Example_readmeLoop() {
 	}
 	// Only a stop cancels the run's tasks; after a hang-up they go on and their ends reach the
 	// next run. RunEnd commits even though ctx has ended, and ends only the run it names.
-	plugin.RunEnd(ctx, bgtask.RunOutcome{RunID: "run-1", Cancelled: bgtask.RunStopped(ctx)}) // late events go to WithOnWake, then the next run
+	plugin.RunEnd(ctx, bgtask.RunOutcome{RunID: "run-1", Canceled: bgtask.RunStopped(ctx)}) // late events go to WithOnWake, then the next run
 	// Output:
 	// tool call-1 ran: <nil>
 	// step 2: the model sees completed indexer

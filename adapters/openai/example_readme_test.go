@@ -118,7 +118,7 @@ func Example_readmeServer() {
 	defer context.AfterFunc(r.Context(), func() { cancelModel(context.Cause(r.Context())) })() // a hang-up ends model calls only
 
 	plugin.RunStart(turnCtx, bgtask.RunInfo{RunID: runID})
-	defer func() { plugin.RunEnd(turnCtx, bgtask.RunOutcome{RunID: runID, Cancelled: bgtask.RunStopped(turnCtx)}) }()
+	defer func() { plugin.RunEnd(turnCtx, bgtask.RunOutcome{RunID: runID, Canceled: bgtask.RunStopped(turnCtx)}) }()
 	for step := 0; step < maxSteps; step++ {
 		msgs, _ := plugin.BeforeInference(turnCtx) // the events, once each: into the response and the conversation
 		resp, err := client.Chat.Completions.New(modelCtx, params(conv, bgopenai.ChatPrompt(msgs), tools.ChatTools()))
