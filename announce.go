@@ -33,7 +33,7 @@ import (
 // without bound (a forgotten, still unmarked event may then be announced
 // again at the owner's next Restore).
 type announced struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // guards the fields below; nothing is locked under it
 	sent  map[string]sentTo
 	order []string // ids in the order they were added; may hold ids already done
 	head  int      // index of the oldest id in order once it is full

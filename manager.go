@@ -45,7 +45,7 @@ type Manager struct {
 	closed    atomic.Bool
 	wg        sync.WaitGroup      // every task goroutine
 	workers   workpool.Pool[Task] // goroutines of finished tasks, parked for the next (workers.go)
-	restoreMu sync.Mutex          // serialises Restore
+	restoreMu sync.Mutex          // serializes Restore; taken first, under no other lock
 	counters  counters
 	ends      atomic.Pointer[endNode] // ends waiting to be recorded, newest first (retireEnds)
 	endsBusy  atomic.Bool             // a goroutine is recording the ends

@@ -66,7 +66,7 @@ type Receiver struct {
 	unmarked []string            // tasks whose terminal event Deliver handed out but could not mark announced
 	closed   bool                // Close was called
 
-	lateMu sync.Mutex // guards late and gone; the only lock an inbox's fallback takes
+	lateMu sync.Mutex // guards late and gone; nothing is locked under it
 	late   eventKeep  // events that reached a closed inbox of this owner
 	gone   bool       // Close let go of the owner: late events go to the Manager
 }

@@ -102,7 +102,7 @@ type ScriptedModel struct {
 	Server *httptest.Server // closed when the test ends
 
 	t       *testing.T
-	mu      sync.Mutex
+	mu      sync.Mutex // guards the fields below
 	replies []string
 	bodies  [][]byte
 }

@@ -181,8 +181,8 @@ func Answer(ctx context.Context, calls []Call, cfg Config) ([]Outcome, error) {
 	var (
 		wg      sync.WaitGroup
 		slots   = make(chan struct{}, cfg.Parallel)
-		panicMu sync.Mutex
-		panics  []any // the calls' panics, first first
+		panicMu sync.Mutex // guards panics
+		panics  []any      // the calls' panics, first first
 	)
 	for i := range calls {
 		slots <- struct{}{}

@@ -137,7 +137,7 @@ func testConcurrentWriters(t *testing.T, c Config) {
 // store must show every later reader at least as much: an observation made
 // before a Commit begins happened before it.
 type seen struct {
-	mu sync.Mutex
+	mu sync.Mutex // guards st
 	st seenState
 }
 
