@@ -20,7 +20,7 @@ import (
 // commits and fails them while failMark is set.
 type DurableMem struct {
 	*memstore.Store
-	Mu       sync.Mutex
+	Mu       sync.Mutex // guards Marks and FailMark
 	Marks    [][]string // the ids of each Announce commit
 	FailMark error
 	Corrupt  string // a task id List reports as corrupt instead of its record
@@ -73,7 +73,7 @@ func (d *DurableMem) MarkCommits() [][]string {
 // requests and hands out notices once.
 type Shared struct {
 	*memstore.Store
-	Mu        sync.Mutex
+	Mu        sync.Mutex // guards the fields below
 	Requests  []string
 	Notices   map[string][]bgtype.Event
 	Fail      error
