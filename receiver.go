@@ -81,8 +81,11 @@ type ReceiverConfig struct {
 	// OnWake hears of each event arriving while no run of the owner is
 	// open, so the host can start one. Quiet events (Event.Quiet) are kept
 	// for the next run without waking it. The event itself is delivered by
-	// the next run's first Deliver; OnWake must not block for long.
-	// Defaults to nil: nothing is called.
+	// the next run's first Deliver. OnWake may run on the goroutine of the
+	// task that emitted the event, with that task's locks held: it must not
+	// block, and must not call the Receiver (or a Plugin over it) itself;
+	// it signals a goroutine of the host, which starts the run. Defaults to
+	// nil: nothing is called.
 	OnWake func(bgtype.Event)
 	// KeepLimit bounds the events kept for the owner while no run is open:
 	// by the Receiver between runs, and by the Manager after Close until
