@@ -33,7 +33,7 @@ import (
 // without bound (a forgotten, still unmarked event may then be announced
 // again at the owner's next Restore).
 type announced struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // guards the fields below; nothing is locked under it
 	sent  map[string]sentTo
 	order []string // ids in the order they were added; may hold ids already done
 	head  int      // index of the oldest id in order once it is full
@@ -130,11 +130,11 @@ func (m *Manager) noteDelivered(to, owner, id string) {
 // tasks that are not terminal, unknown, or of any other owner are
 // ignored: nothing about them changes, in the Store or in the Manager. It
 // is one Commit per record owner, the forwarded records' first; nothing
-// is committed for no ids. Errors: ErrInvalidOwner, or the Store's (ctx's
+// is committed for no ids. Errors: ErrInvalidArgument (blank owner), or the Store's (ctx's
 // error if ctx ends first); after an error the call may be repeated.
 func (o Owner) MarkAnnounced(ctx context.Context, ids ...string) error {
 	if !bgtype.ValidOwner(o.id) {
-		return ErrInvalidOwner
+		return bgtype.ErrInvalidOwner
 	}
 	if len(ids) == 0 {
 		return nil
@@ -187,7 +187,7 @@ func (m *Manager) reannounce(ctx context.Context, owner, report string) ([]bgtyp
 		known = make(map[string]bool)
 	)
 	live, _ := m.store.(store.InstanceLiveness)
-	for meta, err := range m.store.List(ctx, owner, bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled, bgtype.StatusInterrupted) {
+	for meta, err := range m.store.List(ctx, owner, bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCanceled, bgtype.StatusInterrupted) {
 		if err != nil {
 			errs = append(errs, err)
 			continue

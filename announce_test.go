@@ -4,69 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/bgtask/bgtask/internal/memstore"
+	"github.com/bgtask/bgtask/internal/storefake"
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
 
-// durableMem is a MemoryStore seen through another type, so a Manager
-// treats it as a store whose records outlive it; it counts the Announce
-// commits and fails them while failMark is set.
-type durableMem struct {
-	*memstore.Store
-	mu       sync.Mutex
-	marks    [][]string // the ids of each Announce commit
-	failMark error
-	corrupt  string // a task id List reports as corrupt instead of its record
-}
-
-func (d *durableMem) Commit(ctx context.Context, owner string, actions ...store.Action) error {
-	for _, a := range actions {
-		if a.Op != store.OpAnnounce {
-			continue
-		}
-		d.mu.Lock()
-		err := d.failMark
-		if err == nil {
-			d.marks = append(d.marks, slices.Clone(a.IDs))
-		}
-		d.mu.Unlock()
-		if err != nil {
-			return err
-		}
-	}
-	return d.Store.Commit(ctx, owner, actions...)
-}
-
-func (d *durableMem) List(ctx context.Context, owner string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
-	return func(yield func(bgtype.TaskMeta, error) bool) {
-		var bad error
-		for m, err := range d.Store.List(ctx, owner, statuses...) {
-			if err == nil && m.ID == d.corrupt {
-				bad = fmt.Errorf("%w: task %s: unknown status %q", bgtype.ErrCorrupt, m.ID, "paused")
-				continue
-			}
-			if !yield(m, err) {
-				return
-			}
-		}
-		if bad != nil {
-			yield(bgtype.TaskMeta{}, bad)
-		}
-	}
-}
-
-func (d *durableMem) markCommits() [][]string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return slices.Clone(d.marks)
-}
+type durableMem = storefake.DurableMem
 
 // finishTasks spawns one task per result on owner of m and waits for each
 // to end; a non-nil error makes it fail.
@@ -118,7 +66,7 @@ func TestPluginMarksAnnounced(t *testing.T) {
 	if _, err := pr.p.Deliver(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if got := ds.markCommits(); len(got) != 1 || !slices.Equal(got[0], ids) {
+	if got := ds.MarkCommits(); len(got) != 1 || !slices.Equal(got[0], ids) {
 		t.Fatalf("Announce commits = %q, want one of %q", got, ids)
 	}
 }
@@ -127,7 +75,7 @@ func TestPluginMarksAnnounced(t *testing.T) {
 // events out, and the next boundary commits the mark, even one that hands
 // out nothing.
 func TestPluginMarkFailureRetries(t *testing.T) {
-	ds := &durableMem{Store: memstore.New(), failMark: errors.New("disk full")}
+	ds := &durableMem{Store: memstore.New(), FailMark: errors.New("disk full")}
 	pr := newReceiverRun(t, WithStore(ds))
 	ids := finishTasks(t, pr.m, "thread-1", nil)
 	msgs, err := pr.p.Deliver(t.Context())
@@ -137,14 +85,14 @@ func TestPluginMarkFailureRetries(t *testing.T) {
 	if m, _ := ds.Get(t.Context(), ids[0]); m.Announced {
 		t.Fatal("announced although the mark failed")
 	}
-	ds.mu.Lock()
-	ds.failMark = nil
-	ds.mu.Unlock()
+	ds.Mu.Lock()
+	ds.FailMark = nil
+	ds.Mu.Unlock()
 	msgs, err = pr.p.Deliver(t.Context())
 	if err != nil || len(msgs) != 0 {
 		t.Fatalf("second Deliver = %v, %v; want nothing", messageKinds(msgs), err)
 	}
-	if got := ds.markCommits(); len(got) != 1 || !slices.Equal(got[0], ids) {
+	if got := ds.MarkCommits(); len(got) != 1 || !slices.Equal(got[0], ids) {
 		t.Fatalf("Announce commits = %q, want one of %q", got, ids)
 	}
 	// The mark is in, so the next run does not announce it again.
@@ -239,7 +187,7 @@ func TestRestoreSkipsCorruptRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ds.corrupt = "task_bad"
+	ds.Corrupt = "task_bad"
 	m := newTestManager(t, WithStore(ds))
 	done, err := m.Restore(t.Context(), "thread-1")
 	if !errors.Is(err, bgtype.ErrCorrupt) || err.Error() != `bgtask: restore skipped corrupt records: bgtask: corrupt task metadata: task task_bad: unknown status "paused"` {
@@ -269,7 +217,7 @@ type recovering struct {
 	calls int
 }
 
-func (r *recovering) Recover(context.Context) (int, error) { r.calls++; return r.n, r.err }
+func (r *recovering) InterruptOrphaned(context.Context) (int, error) { r.calls++; return r.n, r.err }
 
 // Manager.Recover hands the work to a Recoverer store and wraps its error;
 // with any other store it recovers nothing.
@@ -286,9 +234,9 @@ func TestManagerRecover(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newTestManager(t, WithStore(tc.store))
-			n, err := m.Recover(t.Context())
+			n, err := m.InterruptOrphaned(t.Context())
 			if n != tc.n || (err == nil) != (tc.errText == "") || err != nil && err.Error() != tc.errText {
-				t.Fatalf("Recover = %d, %v; want %d, %q", n, err, tc.n, tc.errText)
+				t.Fatalf("InterruptOrphaned = %d, %v; want %d, %q", n, err, tc.n, tc.errText)
 			}
 		})
 	}
@@ -298,22 +246,22 @@ func TestManagerRecover(t *testing.T) {
 // RunStart announces the unannounced record, and the store's notice of it
 // is dropped, in the same batch or a later one; the next run has nothing.
 func TestPluginNoticeOfAnnouncedTaskDropped(t *testing.T) {
-	f := &fakeShared{Store: memstore.New(), notices: map[string][]bgtype.Event{}}
+	f := &fakeShared{Store: memstore.New(), Notices: map[string][]bgtype.Event{}}
 	reaped := bgtype.TaskMeta{ID: "task_reaped", Owner: "thread-1", Type: bgtype.TypeTask, Status: bgtype.StatusInterrupted, Instance: "gone", Attempt: 2,
 		Error: "instance gone", ErrorKind: bgtype.KindInterrupted, CreatedAt: rt0, FinishedAt: rt1}
 	if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(reaped)); err != nil {
 		t.Fatal(err)
 	}
 	notice := bgtype.Event{Kind: bgtype.EventInterrupted, TaskID: reaped.ID, Error: reaped.Error, ErrorKind: bgtype.KindInterrupted}
-	f.notices["thread-1"] = []bgtype.Event{notice}
+	f.Notices["thread-1"] = []bgtype.Event{notice}
 	pr := newReceiverRun(t, WithStore(f)) // RunStart announces the record
 	msgs, err := pr.p.Deliver(t.Context())
 	if err != nil || !slices.Equal(eventIDs(msgs), []string{reaped.ID}) {
 		t.Fatalf("Deliver = %q, %v; want the interruption once", eventIDs(msgs), err)
 	}
-	f.mu.Lock()
-	f.notices["thread-1"] = []bgtype.Event{notice} // a second reaper's late notice
-	f.mu.Unlock()
+	f.Mu.Lock()
+	f.Notices["thread-1"] = []bgtype.Event{notice} // a second reaper's late notice
+	f.Mu.Unlock()
 	if msgs, err := pr.p.Deliver(t.Context()); err != nil || len(msgs) != 0 {
 		t.Fatalf("Deliver of a late notice = %q, %v; want nothing", eventIDs(msgs), err)
 	}

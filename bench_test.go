@@ -252,7 +252,7 @@ func benchCancelTree(b *testing.B, others int) {
 		}
 		for _, id := range ids {
 			meta, err := o.Wait(ctx, id)
-			if err != nil || meta.Status != bgtype.StatusCancelled {
+			if err != nil || meta.Status != bgtype.StatusCanceled {
 				b.Fatalf("Wait(%s) = %s, %v; want cancelled", id, meta.Status, err)
 			}
 		}

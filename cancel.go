@@ -15,15 +15,15 @@ import (
 // Owner.Cancel, which never reaches another owner's task.
 // With a SharedStore, a task that another instance runs is reached through
 // SharedStore.RequestCancel, and counts 1 once the request is recorded.
-// The task's context is cancelled with cause ErrCancelled; its descendants
+// The task's context is cancelled with cause ErrCanceled; its descendants
 // are not (see CancelTree). ErrNotFound for an unknown id. WithReason says
 // why.
 func (m *Manager) Cancel(ctx context.Context, id string, opts ...CancelOption) (int, error) {
 	return m.cancelTask(ctx, everyOwner, id, false, cancelReason(opts))
 }
 
-// CancelTree cancels a task (cause ErrCancelled) and its attached
-// descendants (cause ErrParentCancelled), whoever owns them, and returns how
+// CancelTree cancels a task (cause ErrCanceled) and its attached
+// descendants (cause ErrCanceled (parent)), whoever owns them, and returns how
 // many live tasks it signalled. Detached descendants are left running. Its
 // cost is the size of the subtree, not of the Manager. ErrNotFound for an
 // unknown id. It is an administrator's call, like Cancel. WithReason says
@@ -46,10 +46,10 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 	t := m.nodes[id]
 	if t != nil && r.covers(t.rec.Owner) {
 		if tree {
-			n, starts = m.cancelSubtree(t, withReason(ErrCancelled, reason), withReason(ErrParentCancelled, reason), nil)
+			n, starts = m.cancelSubtree(t, withReason(ErrCanceled, reason), withReason(errParentCanceled, reason), nil)
 		} else {
 			var ok bool
-			if ok, starts = m.signal(t, withReason(ErrCancelled, reason), nil); ok {
+			if ok, starts = m.signal(t, withReason(ErrCanceled, reason), nil); ok {
 				n = 1
 			}
 		}
@@ -81,7 +81,7 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 }
 
 // CancelAll cancels every live task of this Manager, whoever owns it,
-// detached ones included, with cause (ErrCancelled when nil), and returns
+// detached ones included, with cause (ErrCanceled when nil), and returns
 // how many it signalled. Unlike Shutdown it does not close the Manager. A
 // shared store calls it with ErrInstanceLost when this instance lost its
 // registration, so that no task goes on writing what another instance has
@@ -89,7 +89,7 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 // owner's tasks.
 func (m *Manager) CancelAll(cause error) int {
 	if cause == nil {
-		cause = ErrCancelled
+		cause = ErrCanceled
 	}
 	var (
 		n      int
@@ -108,10 +108,10 @@ func (m *Manager) CancelAll(cause error) int {
 }
 
 // cancelOwner cancels every live task of owner, detached ones included, with
-// cause ErrCancelled, and returns how many it signalled (Owner.CancelAll).
+// cause ErrCanceled, and returns how many it signalled (Owner.CancelAll).
 func (m *Manager) cancelOwner(owner string) (int, error) {
 	if !bgtype.ValidOwner(owner) {
-		return 0, ErrInvalidOwner
+		return 0, bgtype.ErrInvalidOwner
 	}
 	if m.closed.Load() {
 		return 0, ErrClosed
@@ -124,7 +124,7 @@ func (m *Manager) cancelOwner(owner string) (int, error) {
 	if os := m.owners[owner]; os != nil {
 		for t := os.head; t != nil; t = t.ownerNext {
 			var ok bool
-			if ok, starts = m.signal(t, ErrCancelled, starts); ok {
+			if ok, starts = m.signal(t, ErrCanceled, starts); ok {
 				n++
 			}
 		}
@@ -142,7 +142,7 @@ func (m *Manager) CancelRun(owner, runID string, opts ...CancelOption) (int, err
 
 // cancelRun cancels the run key: it marks it cancelled, then signals every
 // attached task of the run and their attached descendants with cause
-// ErrRunCancelled. It returns how many live tasks it signalled, and whether
+// ErrCanceled (run). It returns how many live tasks it signalled, and whether
 // the run was already cancelled before. Its cost is the size of the run's
 // trees.
 func (m *Manager) cancelRun(key runKey, reason string) (n int, already bool) {
@@ -153,16 +153,16 @@ func (m *Manager) cancelRun(key runKey, reason string) (n int, already bool) {
 		rs = &runState{}
 		m.runs[key] = rs
 	}
-	already = rs.cancelled
-	if !rs.cancelled {
-		rs.cancelled = true
+	already = rs.canceled
+	if !rs.canceled {
+		rs.canceled = true
 		if rs.live == 0 {
 			m.retireRun(key, rs)
 		}
 	}
 	for t := rs.head; t != nil; t = t.runNext {
 		var k int
-		cause := withReason(ErrRunCancelled, reason)
+		cause := withReason(errRunCanceled, reason)
 		k, starts = m.cancelSubtree(t, cause, cause, starts)
 		n += k
 	}
@@ -177,8 +177,8 @@ func (m *Manager) cancelRun(key runKey, reason string) (n int, already bool) {
 // lookup by id and no owner check is needed.
 func (m *Manager) cancelTree(t *Task, reason string) (n int, before bool) {
 	m.mu.Lock()
-	before = t.signalled
-	n, starts := m.cancelSubtree(t, withReason(ErrCancelled, reason), withReason(ErrParentCancelled, reason), nil)
+	before = t.signaled
+	n, starts := m.cancelSubtree(t, withReason(ErrCanceled, reason), withReason(errParentCanceled, reason), nil)
 	m.mu.Unlock()
 	m.startAll(starts)
 	return n, before

@@ -20,7 +20,7 @@ func TestCancelRequested(t *testing.T) {
 		wantReason string
 	}{
 		{"task", false, "", 1, bgtype.StatusCompleted, ""},
-		{"tree with reason", true, "the user stopped it", 2, bgtype.StatusCancelled, "the user stopped it"},
+		{"tree with reason", true, "the user stopped it", 2, bgtype.StatusCanceled, "the user stopped it"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,7 +55,7 @@ func TestCancelRequested(t *testing.T) {
 			}
 			close(release)
 			meta, _ := o.Wait(t.Context(), id)
-			if meta.Status != bgtype.StatusCancelled || meta.CancelReason != tc.wantReason {
+			if meta.Status != bgtype.StatusCanceled || meta.CancelReason != tc.wantReason {
 				t.Fatalf("task %s (reason %q), want cancelled (%q)", meta.Status, meta.CancelReason, tc.wantReason)
 			}
 			child, _ := o.Wait(t.Context(), cid)

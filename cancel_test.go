@@ -47,10 +47,10 @@ func TestCancelOne(t *testing.T) {
 			if n, err := via.cancel(t.Context(), m, "thread-1", id); n != 0 || err != nil {
 				t.Fatalf("second Cancel = %d, %v; want 0, nil", n, err)
 			}
-			if cause := <-p.cause; !errors.Is(cause, ErrCancelled) {
-				t.Fatalf("cause %v, want ErrCancelled", cause)
+			if cause := <-p.cause; !errors.Is(cause, ErrCanceled) {
+				t.Fatalf("cause %v, want ErrCanceled", cause)
 			}
-			if got := waitTask(t, o, id); got.Status != bgtype.StatusCancelled || got.Error != ErrCancelled.Error() {
+			if got := waitTask(t, o, id); got.Status != bgtype.StatusCanceled || got.Error != ErrCanceled.Error() {
 				t.Fatalf("after cancel: status %q error %q", got.Status, got.Error)
 			}
 			// Cancel is not a tree cancel: the child goes on.
@@ -108,13 +108,13 @@ func TestCancelTree(t *testing.T) {
 				name  string
 				p     *probeTask
 				cause error
-			}{{"root", rp, ErrCancelled}, {"child", cp, ErrParentCancelled}, {"grandchild", gp, ErrParentCancelled}} {
+			}{{"root", rp, ErrCanceled}, {"child", cp, errParentCanceled}, {"grandchild", gp, errParentCanceled}} {
 				if got := <-c.p.cause; !errors.Is(got, c.cause) {
 					t.Fatalf("%s cause %v, want %v", c.name, got, c.cause)
 				}
 			}
 			for _, id := range []string{root, child, grand} {
-				if got := waitTask(t, o, id); got.Status != bgtype.StatusCancelled {
+				if got := waitTask(t, o, id); got.Status != bgtype.StatusCanceled {
 					t.Fatalf("%s: %q, want cancelled", id, got.Status)
 				}
 			}
@@ -137,11 +137,11 @@ func TestCancelTreeFromTheMiddle(t *testing.T) {
 	if n, err := o.CancelTree(t.Context(), child); n != 2 || err != nil {
 		t.Fatalf("CancelTree(child) = %d, %v; want 2", n, err)
 	}
-	if c := <-cp.cause; !errors.Is(c, ErrCancelled) {
-		t.Fatalf("child cause %v, want ErrCancelled", c)
+	if c := <-cp.cause; !errors.Is(c, ErrCanceled) {
+		t.Fatalf("child cause %v, want ErrCanceled", c)
 	}
-	if c := <-gp.cause; !errors.Is(c, ErrParentCancelled) {
-		t.Fatalf("grandchild cause %v, want ErrParentCancelled", c)
+	if c := <-gp.cause; !errors.Is(c, errParentCanceled) {
+		t.Fatalf("grandchild cause %v, want ErrCanceled (parent)", c)
 	}
 	if err := rp.ctxErr(t); err != nil {
 		t.Fatalf("CancelTree(child) reached the root: %v", err)
@@ -208,10 +208,10 @@ func TestCancelDetached(t *testing.T) {
 				if n, err := m.Owner("thread-1").CancelAll(); n != 1 || err != nil {
 					t.Fatalf("CancelAll = %d, %v; want 1 (the detached child)", n, err)
 				}
-				if cause := <-detached.cause; !errors.Is(cause, ErrCancelled) {
-					t.Fatalf("detached cause %v, want ErrCancelled", cause)
+				if cause := <-detached.cause; !errors.Is(cause, ErrCanceled) {
+					t.Fatalf("detached cause %v, want ErrCanceled", cause)
 				}
-				if got := waitTask(t, o, c.d); got.Status != bgtype.StatusCancelled {
+				if got := waitTask(t, o, c.d); got.Status != bgtype.StatusCanceled {
 					t.Fatalf("detached child %q after CancelAll", got.Status)
 				}
 				shutdownManager(t, m)
@@ -255,16 +255,16 @@ func TestCancelTreeEndedParent(t *testing.T) {
 	if n, err := o.CancelTree(t.Context(), parent); n != 2 || err != nil {
 		t.Fatalf("CancelTree(ended parent) = %d, %v; want 2", n, err)
 	}
-	if c := <-childCause; !errors.Is(c, ErrParentCancelled) {
+	if c := <-childCause; !errors.Is(c, errParentCanceled) {
 		t.Fatalf("child cause %v", c)
 	}
-	if c := <-grand.cause; !errors.Is(c, ErrParentCancelled) {
+	if c := <-grand.cause; !errors.Is(c, errParentCanceled) {
 		t.Fatalf("grandchild cause %v", c)
 	}
-	if got := waitTask(t, o, childID); got.Status != bgtype.StatusCancelled {
+	if got := waitTask(t, o, childID); got.Status != bgtype.StatusCanceled {
 		t.Fatalf("child %q", got.Status)
 	}
-	if got := waitTask(t, o, grand.task.ID()); got.Status != bgtype.StatusCancelled {
+	if got := waitTask(t, o, grand.task.ID()); got.Status != bgtype.StatusCanceled {
 		t.Fatalf("grandchild %q", got.Status)
 	}
 	if got, _ := o.Get(t.Context(), parent); got.Status != bgtype.StatusCompleted {
@@ -298,10 +298,10 @@ func TestOwnerCancelAll(t *testing.T) {
 			t.Fatalf("second CancelAll(A) = %d, %v; want 0", n, err)
 		}
 		for i, id := range aIDs {
-			if c := <-aProbes[i].cause; !errors.Is(c, ErrCancelled) {
+			if c := <-aProbes[i].cause; !errors.Is(c, ErrCanceled) {
 				t.Fatalf("A task cause %v", c)
 			}
-			if got := waitTask(t, a, id); got.Status != bgtype.StatusCancelled {
+			if got := waitTask(t, a, id); got.Status != bgtype.StatusCanceled {
 				t.Fatalf("A task %q", got.Status)
 			}
 		}
@@ -318,15 +318,15 @@ func TestOwnerCancelAll(t *testing.T) {
 			t.Fatalf("CancelAll(nobody) = %d, %v", n, err)
 		}
 		for _, bad := range []string{"", "  "} {
-			if _, err := m.Owner(bad).CancelAll(); !errors.Is(err, ErrInvalidOwner) {
-				t.Fatalf("Owner(%q).CancelAll = %v, want ErrInvalidOwner", bad, err)
+			if _, err := m.Owner(bad).CancelAll(); !errors.Is(err, bgtype.ErrInvalidOwner) {
+				t.Fatalf("Owner(%q).CancelAll = %v, want ErrInvalidArgument (blank owner)", bad, err)
 			}
 		}
 		if n, err := b.CancelAll(); n != 2 || err != nil {
 			t.Fatalf("B.CancelAll = %d, %v; want 2", n, err)
 		}
 		for _, id := range bIDs {
-			if got := waitTask(t, b, id); got.Status != bgtype.StatusCancelled {
+			if got := waitTask(t, b, id); got.Status != bgtype.StatusCanceled {
 				t.Fatalf("B task %q", got.Status)
 			}
 		}
@@ -360,15 +360,15 @@ func TestCancelRun(t *testing.T) {
 			t.Fatalf("second CancelRun(run-1) = %d, %v; want 0", n, err)
 		}
 		for _, p := range []*probeTask{ap, bp, cp} {
-			if cause := <-p.cause; !errors.Is(cause, ErrRunCancelled) {
-				t.Fatalf("cause %v, want ErrRunCancelled", cause)
+			if cause := <-p.cause; !errors.Is(cause, errRunCanceled) {
+				t.Fatalf("cause %v, want ErrCanceled (run)", cause)
 			}
 		}
 		for _, x := range []struct {
 			o  Owner
 			id string
 		}{{o, a}, {o, b}, {o, c}} {
-			if got := waitTask(t, x.o, x.id); got.Status != bgtype.StatusCancelled || got.Error != ErrRunCancelled.Error() {
+			if got := waitTask(t, x.o, x.id); got.Status != bgtype.StatusCanceled || got.Error != errRunCanceled.Error() {
 				t.Fatalf("%s: %q %q, want cancelled by the run", x.id, got.Status, got.Error)
 			}
 		}
@@ -385,11 +385,11 @@ func TestCancelRun(t *testing.T) {
 		}
 		// Later spawns into the run are refused, however the run is named,
 		// after its tasks all ended.
-		if _, err := o.Spawn(WithToolCall(t.Context(), ToolCall{RunID: "run-1"}), newProbe().fn); !errors.Is(err, ErrRunCancelled) {
-			t.Fatalf("spawn into the cancelled run by tool call: %v, want ErrRunCancelled", err)
+		if _, err := o.Spawn(WithToolCall(t.Context(), ToolCall{RunID: "run-1"}), newProbe().fn); !errors.Is(err, errRunCanceled) {
+			t.Fatalf("spawn into the cancelled run by tool call: %v, want ErrCanceled (run)", err)
 		}
-		if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(bgtype.Parent{RunID: "run-1"})); !errors.Is(err, ErrRunCancelled) {
-			t.Fatalf("spawn into the cancelled run by parent: %v, want ErrRunCancelled", err)
+		if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(bgtype.Parent{RunID: "run-1"})); !errors.Is(err, errRunCanceled) {
+			t.Fatalf("spawn into the cancelled run by parent: %v, want ErrCanceled (run)", err)
 		}
 		if got := len(listTasks(t, o)); got != 4 {
 			t.Fatalf("thread-1 has %d tasks, want 4", got)
@@ -398,7 +398,7 @@ func TestCancelRun(t *testing.T) {
 		if n, err := m.CancelRun("thread-1", "run-empty"); n != 0 || err != nil {
 			t.Fatalf("CancelRun(run-empty) = %d, %v", n, err)
 		}
-		if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(bgtype.Parent{RunID: "run-empty"})); !errors.Is(err, ErrRunCancelled) {
+		if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(bgtype.Parent{RunID: "run-empty"})); !errors.Is(err, errRunCanceled) {
 			t.Fatalf("spawn into run-empty: %v", err)
 		}
 		if _, err := m.CancelRun("thread-1", ""); !errors.Is(err, ErrInvalidArgument) {
@@ -458,10 +458,10 @@ func TestCancelRunNestedSpawnRace(t *testing.T) {
 				t.Fatalf("CancelRun = %d, %v; want 1", n, err)
 			}
 			close(gate)
-			if err, want := <-nested, `bgtask: run cancelled: "run-cancelled"`; !errors.Is(err, ErrRunCancelled) || err.Error() != want {
+			if err, want := <-nested, `bgtask: run cancelled: "run-cancelled"`; !errors.Is(err, errRunCanceled) || err.Error() != want {
 				t.Fatalf("nested spawn: %v, want %s", err, want)
 			}
-			if got := waitTask(t, o, root); got.Status != bgtype.StatusCancelled {
+			if got := waitTask(t, o, root); got.Status != bgtype.StatusCanceled {
 				t.Fatalf("root %q (%q), want cancelled", got.Status, got.Error)
 			}
 			if got := listTasks(t, o); len(got) != 1 {
@@ -477,7 +477,7 @@ func TestCancelRunNestedSpawnRace(t *testing.T) {
 
 // TestCancelParentSignalledRefusesAttachedChild: once a parent was asked to
 // stop, a new attached child of it is refused; a detached one is allowed.
-func TestCancelParentSignalledRefusesAttachedChild(t *testing.T) {
+func TestCancelParentSignaledRefusesAttachedChild(t *testing.T) {
 	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	started, gate := make(chan struct{}), make(chan struct{})
@@ -508,21 +508,21 @@ func TestCancelParentSignalledRefusesAttachedChild(t *testing.T) {
 		t.Fatalf("Cancel = %d, %v", n, err)
 	}
 	// From outside too, while the parent is still live.
-	if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(bgtype.Parent{TaskID: parent})); !errors.Is(err, ErrParentCancelled) {
-		t.Fatalf("outside spawn under the cancelled parent: %v, want ErrParentCancelled", err)
+	if _, err := o.Spawn(t.Context(), newProbe().fn, WithParent(bgtype.Parent{TaskID: parent})); !errors.Is(err, errParentCanceled) {
+		t.Fatalf("outside spawn under the cancelled parent: %v, want ErrCanceled (parent)", err)
 	}
 	close(gate)
 	r := <-out
-	if !errors.Is(r.attached, ErrParentCancelled) {
-		t.Fatalf("ambient attached child: %v, want ErrParentCancelled", r.attached)
+	if !errors.Is(r.attached, errParentCanceled) {
+		t.Fatalf("ambient attached child: %v, want ErrCanceled (parent)", r.attached)
 	}
-	if !errors.Is(r.explicit, ErrParentCancelled) {
-		t.Fatalf("explicit attached child: %v, want ErrParentCancelled", r.explicit)
+	if !errors.Is(r.explicit, errParentCanceled) {
+		t.Fatalf("explicit attached child: %v, want ErrCanceled (parent)", r.explicit)
 	}
 	if r.detached != nil {
 		t.Fatalf("detached child: %v, want allowed", r.detached)
 	}
-	if got := waitTask(t, o, parent); got.Status != bgtype.StatusCancelled {
+	if got := waitTask(t, o, parent); got.Status != bgtype.StatusCanceled {
 		t.Fatalf("parent %q", got.Status)
 	}
 	if ids := taskIDs(listTasks(t, o)); len(ids) != 2 {
@@ -583,14 +583,14 @@ func TestCancelTreeRacesChildSpawns(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := <-res
-		if !errors.Is(r.err, ErrParentCancelled) {
-			t.Fatalf("the spawn loop ended with %v, want ErrParentCancelled", r.err)
+		if !errors.Is(r.err, errParentCanceled) {
+			t.Fatalf("the spawn loop ended with %v, want ErrCanceled (parent)", r.err)
 		}
 		if n != len(r.ids)+1 {
 			t.Fatalf("CancelTree = %d, want %d (parent and %d children)", n, len(r.ids)+1, len(r.ids))
 		}
 		for _, id := range r.ids {
-			if got := waitTask(t, o, id); got.Status != bgtype.StatusCancelled || got.Error != ErrParentCancelled.Error() {
+			if got := waitTask(t, o, id); got.Status != bgtype.StatusCanceled || got.Error != errParentCanceled.Error() {
 				t.Fatalf("child %s: %q %q, want cancelled by the parent", id, got.Status, got.Error)
 			}
 		}
@@ -640,7 +640,7 @@ func TestCancelAllDuringEmits(t *testing.T) {
 		t.Fatalf("CancelAll = %d, %v; want %d", c, err, n)
 	}
 	for id := range ids {
-		if got := waitTask(t, o, id); got.Status != bgtype.StatusCancelled {
+		if got := waitTask(t, o, id); got.Status != bgtype.StatusCanceled {
 			t.Fatalf("%s: %q", id, got.Status)
 		}
 	}
@@ -655,7 +655,7 @@ func TestCancelAllDuringEmits(t *testing.T) {
 		}
 		switch ev.Kind {
 		case bgtype.EventCustom:
-		case bgtype.EventCancelled:
+		case bgtype.EventCanceled:
 			ended[ev.TaskID] = true
 		default:
 			t.Fatalf("unexpected event %+v", ev)

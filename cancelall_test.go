@@ -16,7 +16,7 @@ func TestCancelAll(t *testing.T) {
 		cause error
 		want  error
 	}{
-		{"nil cause", nil, ErrCancelled},
+		{"nil cause", nil, ErrCanceled},
 		{"instance lost", ErrInstanceLost, ErrInstanceLost},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,7 +51,7 @@ func TestCancelAll(t *testing.T) {
 				o  Owner
 				id string
 			}{{a, root}, {a, detached}, {b, other}, {b, agent}, {a, queued}, {a, queued2}} {
-				if got := waitTask(t, w.o, w.id); got.Status != bgtype.StatusCancelled || got.Error != tc.want.Error() {
+				if got := waitTask(t, w.o, w.id); got.Status != bgtype.StatusCanceled || got.Error != tc.want.Error() {
 					t.Errorf("%s: %s %q", w.id, got.Status, got.Error)
 				}
 			}

@@ -17,8 +17,8 @@ type cancelConfig struct{ reason string }
 
 // WithReason says why a cancel is made. The reason is kept on each task the
 // cancel ends (TaskMeta.CancelReason, cut to MaxCancelReasonBytes), reaches
-// the task through context.Cause (an error that matches ErrCancelled and
-// the cancel's own cause, such as ErrRunCancelled, and whose text ends with
+// the task through context.Cause (an error that matches ErrCanceled and
+// the cancel's own cause, such as ErrCanceled (run), and whose text ends with
 // the reason), and is shown in the cancelled event and by get_task. An
 // empty reason is no reason. A cancel that another instance carries out
 // (SharedStore.RequestCancel) does not carry it.
@@ -51,7 +51,7 @@ type reasonError struct {
 
 func (e *reasonError) Error() string        { return e.base.Error() + ": " + e.reason }
 func (e *reasonError) Unwrap() error        { return e.base }
-func (e *reasonError) Is(target error) bool { return target == ErrCancelled }
+func (e *reasonError) Is(target error) bool { return target == ErrCanceled }
 
 // ShutdownReason is the cancel reason of the tasks that Manager.Shutdown
 // cancels: it is on their records (TaskMeta.CancelReason) and in their

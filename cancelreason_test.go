@@ -19,7 +19,7 @@ func causeTask(causes chan<- error) Func {
 }
 
 // A cancel without a reason keeps its plain cause; a long reason is cut;
-// descendants of a tree get the reason with ErrParentCancelled.
+// descendants of a tree get the reason with ErrCanceled (parent).
 func TestCancelReasonEdges(t *testing.T) {
 	m := newTestManager(t)
 	o := m.Owner("alice")
@@ -31,8 +31,8 @@ func TestCancelReasonEdges(t *testing.T) {
 	if _, err := o.Cancel(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
-	if cause := <-causes; cause != ErrCancelled {
-		t.Errorf("cause without a reason = %v, want ErrCancelled itself", cause)
+	if cause := <-causes; cause != ErrCanceled {
+		t.Errorf("cause without a reason = %v, want ErrCanceled itself", cause)
 	}
 	if meta := waitTask(t, o, id); meta.CancelReason != "" {
 		t.Errorf("CancelReason = %q, want none", meta.CancelReason)
@@ -69,7 +69,7 @@ func TestCancelReasonEdges(t *testing.T) {
 	if n, err := o.CancelTree(t.Context(), parent, WithReason("stop")); n != 2 || err != nil {
 		t.Fatalf("CancelTree = %d, %v", n, err)
 	}
-	if cause := <-kidCauses; !errors.Is(cause, ErrParentCancelled) || !errors.Is(cause, ErrCancelled) || cause.Error() != "bgtask: parent task cancelled: stop" {
+	if cause := <-kidCauses; !errors.Is(cause, errParentCanceled) || !errors.Is(cause, ErrCanceled) || cause.Error() != "bgtask: parent task cancelled: stop" {
 		t.Errorf("descendant's cause = %v", cause)
 	}
 }

@@ -41,7 +41,7 @@ func newFailingStore() *failingStore {
 // failTerminal makes the next n commits of terminal records fail (n < 0:
 // all of them).
 func (s *failingStore) failTerminal(n int) {
-	s.fail(n, bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled, bgtype.StatusInterrupted)
+	s.fail(n, bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCanceled, bgtype.StatusInterrupted)
 }
 
 // fail makes the next n commits of records with one of statuses fail, each
@@ -192,7 +192,7 @@ func TestCommitFailedEventCarriesStatus(t *testing.T) {
 	}{
 		{"failed", func(ctx context.Context, _ *Task) (any, error) { return nil, errors.New("bad") }, false, bgtype.StatusFailed, bgtype.EventFailed, "bad"},
 		{"panicked", func(ctx context.Context, _ *Task) (any, error) { panic("boom") }, false, bgtype.StatusFailed, bgtype.EventFailed, "panic: boom"},
-		{"cancelled", func(ctx context.Context, _ *Task) (any, error) { <-ctx.Done(); return nil, ctx.Err() }, true, bgtype.StatusCancelled, bgtype.EventCancelled, ""},
+		{"cancelled", func(ctx context.Context, _ *Task) (any, error) { <-ctx.Done(); return nil, ctx.Err() }, true, bgtype.StatusCanceled, bgtype.EventCanceled, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

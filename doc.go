@@ -30,7 +30,7 @@
 // cancels a task with its attached descendants, [Owner.CancelRun] one of the
 // owner's runs (a run is the pair of owner and run id: another owner's run
 // with the same id is untouched) and refuses later spawns into it,
-// [Owner.CancelAll] an agent's tasks. The cause ([ErrCancelled], [ErrParentCancelled], [ErrRunCancelled],
+// [Owner.CancelAll] an agent's tasks. The cause ([ErrCanceled], whatever canceled it,
 // [ErrShutdown]) is read with [context.Cause].
 //
 // # Inbox
@@ -153,4 +153,16 @@
 // After a restart, [WithOnPendingOwner] calls the host once for each owner
 // that has ends it never took, so the host can wake that thread;
 // [Manager.UndeliveredOwners] lists them.
+//
+// # Packages
+//
+// This package is the runtime an agent builder uses. The model layer, what
+// the model sees of its tasks at each step and the tools it acts on them
+// with (agent.Plugin, agent.Tools), is package
+// [github.com/bgtask/bgtask/agent], over this package's [Receiver]. A store
+// author implements [store.Store] (package [github.com/bgtask/bgtask/store]:
+// the interface, its optional ones and the reducer) on the record types of
+// package [github.com/bgtask/bgtask/bgtype], which both sides share; a store
+// imports those two, never this package. docs/packages.md lists every
+// package and the import graph between them.
 package bgtask

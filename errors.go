@@ -3,6 +3,7 @@ package bgtask
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/bgtask/bgtask/bgtype"
 )
@@ -24,38 +25,25 @@ var (
 	// invalid Manager option given to New (a negative limit or cap, a nil
 	// store). The text after "bgtask: invalid argument: " says which and
 	// why. Nothing was changed.
-	ErrInvalidArgument = errors.New("bgtask: invalid argument")
-	// ErrInvalidOwner is returned when an owner id is empty or blank.
-	ErrInvalidOwner = bgtype.ErrInvalidOwner
+	ErrInvalidArgument = bgtype.ErrInvalidArgument
 	// ErrDuplicateName is returned when the owner already has a non-terminal
 	// task with the same name.
 	ErrDuplicateName = errors.New("bgtask: a non-terminal task with this name already exists")
-	// ErrParentNotFound is returned when a spawn names a parent task that does
-	// not exist or that the owner may not see.
-	ErrParentNotFound = errors.New("bgtask: parent task not found")
-	// ErrDepthLimit is returned when a spawn would nest deeper than Limits.MaxDepth.
-	ErrDepthLimit = errors.New("bgtask: lineage depth limit reached")
-	// ErrFanOutLimit is returned when a parent already has Limits.MaxChildren
-	// live children.
-	ErrFanOutLimit = errors.New("bgtask: fan-out limit reached")
 	// ErrLimit is returned when a concurrency limit is full and the Manager
-	// was not configured to queue (see Limits.QueueWhenFull).
+	// was not configured to queue (see Limits.QueueWhenFull), and matched
+	// when a spawn would nest deeper than Limits.MaxDepth or give a parent
+	// more than Limits.MaxChildren live children (the text says which).
 	ErrLimit = errors.New("bgtask: concurrency limit reached")
-	// ErrNotOwner is returned by Manager.Send when the task belongs to
-	// another owner than the caller claims. Owner views report ErrNotFound
-	// instead, so that another owner's task is never revealed.
-	ErrNotOwner = errors.New("bgtask: caller does not own this task")
 	// ErrTerminal is matched by a *StatusError when a task has already ended.
 	ErrTerminal = errors.New("bgtask: task already terminal")
-	// ErrNotSubAgent is returned when a message is sent to a plain task.
+	// ErrNotSubAgent is returned when a message is sent to a plain task,
+	// which has no inbox (only a sub-agent has one).
 	ErrNotSubAgent = errors.New("bgtask: task has no inbox (not a sub-agent)")
 	// ErrInboxClosed is returned when sending to a closed Inbox.
 	ErrInboxClosed = errors.New("bgtask: inbox closed")
 	// ErrNotLive is returned by Wait for a non-terminal task that this
 	// Manager does not run (restored from a store, or run by another process).
 	ErrNotLive = errors.New("bgtask: task is not running in this manager")
-	// ErrTaskEnded is returned by Emit once the task function has returned.
-	ErrTaskEnded = errors.New("bgtask: task has ended")
 	// ErrInputPending is returned by Task.RequestInput while an earlier
 	// request of the same task waits for its answer.
 	ErrInputPending = errors.New("bgtask: task already awaits input")
@@ -66,13 +54,8 @@ var (
 
 // Cancellation causes, read with [context.Cause] inside a task.
 var (
-	// ErrCancelled is the cause when a task is cancelled by id or by owner.
-	ErrCancelled = errors.New("bgtask: task cancelled")
-	// ErrParentCancelled is the cause when a cancel cascades from an ancestor.
-	ErrParentCancelled = errors.New("bgtask: parent task cancelled")
-	// ErrRunCancelled is the cause when the task's run is cancelled, and the
-	// error of a spawn into a run that was already cancelled.
-	ErrRunCancelled = errors.New("bgtask: run cancelled")
+	// ErrCanceled is the cause when a task is cancelled by id or by owner.
+	ErrCanceled = errors.New("bgtask: task cancelled")
 	// ErrShutdown is the cause when the Manager shuts down.
 	ErrShutdown = errors.New("bgtask: manager shut down")
 	// ErrInstanceLost is the cause when a shared store finds that this
@@ -108,3 +91,28 @@ var (
 	errBlankPrompt = invalidArgument("input request prompt is blank")
 	errEmptyEvent  = invalidArgument("empty event type")
 )
+
+// Errors the calls above return for cases a caller handles like another:
+// each keeps its own text and matches (errors.Is) the exported value it
+// belongs to.
+var (
+	errDepthLimit     = &folded{"bgtask: lineage depth limit reached", []error{ErrLimit}}      // a spawn nesting deeper than Limits.MaxDepth
+	errFanOutLimit    = &folded{"bgtask: fan-out limit reached", []error{ErrLimit}}            // a parent already at Limits.MaxChildren live children
+	errParentNotFound = &folded{"bgtask: parent task not found", []error{ErrNotFound}}         // a spawn naming a parent the owner may not see
+	errNotOwner       = &folded{"bgtask: caller does not own this task", []error{ErrNotFound}} // Manager.Send naming another owner's task
+	errTaskEnded      = &folded{"bgtask: task has ended", []error{ErrTerminal}}                // Emit once the task function returned
+	errParentCanceled = &folded{"bgtask: parent task cancelled", []error{ErrCanceled}}         // the cancel cause of a task whose ancestor was canceled
+	errRunCanceled    = &folded{"bgtask: run cancelled", []error{ErrCanceled}}                 // the cancel cause of a canceled run's tasks, and the error of a spawn into it
+)
+
+// folded is an error that keeps its own text and matches the exported
+// errors it belongs to.
+type folded struct {
+	msg   string
+	kinds []error
+}
+
+func (e *folded) Error() string { return e.msg }
+
+// Is reports whether target is one of the errors e belongs to.
+func (e *folded) Is(target error) bool { return slices.Contains(e.kinds, target) }

@@ -11,7 +11,7 @@ import (
 )
 
 // The README's first snippet is this function's body, word for word
-// (TestReadmeSnippetIsExample checks it), so it compiles and does what its
+// (TestReadmeSnippetsAreExamples checks it), so it compiles and does what its
 // comments say.
 func Example_readme() {
 	ctx := context.Background()

@@ -44,7 +44,7 @@ func ExampleRunStopped() {
 	}
 	cancel(context.Canceled) // the client went away; a stop button would cancel(bgtask.ErrRunStopped)
 	fmt.Println("stopped by the user:", bgtask.RunStopped(req))
-	if err := plugin.RunEnd(req, bgtask.RunOutcome{RunID: "turn-1", Cancelled: bgtask.RunStopped(req)}); err != nil {
+	if err := plugin.RunEnd(req, bgtask.RunOutcome{RunID: "turn-1", Canceled: bgtask.RunStopped(req)}); err != nil {
 		log.Fatal(err)
 	}
 

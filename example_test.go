@@ -124,7 +124,7 @@ func ExampleOwner_Spawn() {
 }
 
 // CancelTree cancels a task and the tasks it spawned: the root with cause
-// ErrCancelled, its descendants with ErrParentCancelled.
+// ErrCanceled, its descendants with ErrCanceled (parent).
 func ExampleManager_CancelTree() {
 	ctx := context.Background()
 	m, err := bgtask.New()

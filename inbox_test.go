@@ -597,7 +597,7 @@ func TestInboxNoFallback(t *testing.T) {
 	ib := NewInbox(WithInboxLogger(log))
 	mustSend(t, ib, custom("task_1", "a", `1`), bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1"})
 	ib.Close()
-	if err := ib.Send(bgtype.Event{Kind: bgtype.EventCancelled, TaskID: "task_2"}); !errors.Is(err, ErrInboxClosed) {
+	if err := ib.Send(bgtype.Event{Kind: bgtype.EventCanceled, TaskID: "task_2"}); !errors.Is(err, ErrInboxClosed) {
 		t.Fatalf("Send after Close: got %v", err)
 	}
 	if got := ib.Stats().Fallback; got != 3 {

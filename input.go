@@ -28,7 +28,7 @@ type inputWait struct {
 //
 // If ctx ends first, the record goes back to running and RequestInput
 // returns ctx's cause. Errors: ErrInvalidArgument for a blank prompt,
-// ErrInputPending while another request of the task is open, ErrTaskEnded
+// ErrInputPending while another request of the task is open, ErrTerminal
 // after the function returned, or the Store's error.
 func (t *Task) RequestInput(ctx context.Context, prompt string) (bgtype.Message, error) {
 	if strings.TrimSpace(prompt) == "" {
@@ -61,7 +61,7 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 	case t.ended:
 		t.endCommit(r)
 		t.emitMu.Unlock()
-		return ErrTaskEnded
+		return errTaskEnded
 	case r.input != nil:
 		t.endCommit(r)
 		t.emitMu.Unlock()
@@ -85,7 +85,7 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 	case err != nil:
 		return fmt.Errorf("bgtask: request input: %w", err)
 	case t.ended: // the function returned meanwhile: its terminal record follows
-		return ErrTaskEnded
+		return errTaskEnded
 	}
 	r.input = w
 	if r.inputSig != nil { // wake the waiters of waitSettled

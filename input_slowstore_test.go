@@ -109,7 +109,7 @@ func TestRequestInputSlowStoreDoesNotBlockEmit(t *testing.T) {
 	if _, err := o.Cancel(t.Context(), other); err != nil {
 		t.Fatal(err)
 	}
-	if got := waitTask(t, o, other); got.Status != bgtype.StatusCancelled {
+	if got := waitTask(t, o, other); got.Status != bgtype.StatusCanceled {
 		t.Fatalf("other ended %s", got.Status)
 	}
 }
@@ -117,7 +117,7 @@ func TestRequestInputSlowStoreDoesNotBlockEmit(t *testing.T) {
 // TestRequestInputCrossesTheEnd: a request whose commit is still in the
 // Store when the task's function returns comes first: the terminal record
 // waits for it and wins, no input_requested event follows the terminal
-// one, and the request returns ErrTaskEnded.
+// one, and the request returns ErrTerminal.
 func TestRequestInputCrossesTheEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := newSlowStore()
@@ -141,8 +141,8 @@ func TestRequestInputCrossesTheEnd(t *testing.T) {
 		if got := waitTask(t, o, id); got.Status != bgtype.StatusCompleted || string(got.Result) != `"done"` || got.Input != nil {
 			t.Fatalf("end %s %s %+v", got.Status, got.Result, got.Input)
 		}
-		if err := <-asked; !errors.Is(err, ErrTaskEnded) {
-			t.Fatalf("RequestInput: %v, want ErrTaskEnded", err)
+		if err := <-asked; !errors.Is(err, errTaskEnded) {
+			t.Fatalf("RequestInput: %v, want ErrTerminal", err)
 		}
 		if got, want := summarize(drainOwner(t, o)), []eventSummary{{bgtype.EventCompleted, id, ""}}; !slices.Equal(got, want) {
 			t.Fatalf("events %+v, want %+v", got, want)

@@ -112,7 +112,7 @@ func TestRequestInputCtxEnds(t *testing.T) {
 
 // TestRequestInputTaskCancelled: cancelling the task ends the request with
 // the cancel cause, and the task ends cancelled.
-func TestRequestInputTaskCancelled(t *testing.T) {
+func TestRequestInputTaskCanceled(t *testing.T) {
 	m := newTestManager(t)
 	o := m.Owner("thread-1")
 	id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
@@ -127,7 +127,7 @@ func TestRequestInputTaskCancelled(t *testing.T) {
 	if n, err := o.Cancel(t.Context(), id); n != 1 || err != nil {
 		t.Fatalf("Cancel = %d, %v", n, err)
 	}
-	if got := waitTask(t, o, id); got.Status != bgtype.StatusCancelled || got.Input != nil {
+	if got := waitTask(t, o, id); got.Status != bgtype.StatusCanceled || got.Input != nil {
 		t.Fatalf("end %s %+v", got.Status, got.Input)
 	}
 }
@@ -180,7 +180,7 @@ func TestRequestInputErrors(t *testing.T) {
 			t.Fatalf("first request: %+v", r)
 		}
 		waitTask(t, o, id)
-		if _, err := handle.RequestInput(t.Context(), "too late"); !errors.Is(err, ErrTaskEnded) {
+		if _, err := handle.RequestInput(t.Context(), "too late"); !errors.Is(err, errTaskEnded) {
 			t.Fatalf("after the end: %v", err)
 		}
 	})

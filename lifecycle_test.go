@@ -334,7 +334,7 @@ func TestPluginRunIsAValue(t *testing.T) {
 	}
 	wrongRun := "bgtask: no run started: the run id is not the open run's"
 	for _, run := range []string{"run-2", ""} {
-		if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: run, Cancelled: true}); !errors.Is(err, ErrNoRun) || err.Error() != wrongRun {
+		if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: run, Canceled: true}); !errors.Is(err, ErrNoRun) || err.Error() != wrongRun {
 			t.Fatalf("RunEnd(%q) while run-1 is open: %v, want %q", run, err, wrongRun)
 		}
 	}
@@ -352,7 +352,7 @@ func TestPluginRunIsAValue(t *testing.T) {
 	}
 	id2, p2 := spawnProbe(t, WithToolCall(t.Context(), ToolCall{RunID: "run-2", CallID: "c2"}), pr.o)
 	// run-1's request, late, stops its run: run-2 is not touched.
-	if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: "run-1", Cancelled: true}); !errors.Is(err, ErrNoRun) || err.Error() != wrongRun {
+	if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: "run-1", Canceled: true}); !errors.Is(err, ErrNoRun) || err.Error() != wrongRun {
 		t.Fatalf("late RunEnd of run-1: %v, want %q", err, wrongRun)
 	}
 	if err := p2.ctxErr(t); err != nil {
@@ -361,13 +361,13 @@ func TestPluginRunIsAValue(t *testing.T) {
 	if _, err := pr.p.Deliver(t.Context()); err != nil {
 		t.Fatalf("run-2 no longer open: %v", err)
 	}
-	if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: "run-2", Cancelled: true}); err != nil {
+	if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: "run-2", Canceled: true}); err != nil {
 		t.Fatal(err)
 	}
-	if cause := <-p2.cause; !errors.Is(cause, ErrRunCancelled) {
-		t.Fatalf("run-2's task ended with cause %v, want ErrRunCancelled", cause)
+	if cause := <-p2.cause; !errors.Is(cause, errRunCanceled) {
+		t.Fatalf("run-2's task ended with cause %v, want ErrCanceled (run)", cause)
 	}
-	waitStatus(t, pr.m, id2, bgtype.StatusCancelled)
+	waitStatus(t, pr.m, id2, bgtype.StatusCanceled)
 	if err := p1.ctxErr(t); err != nil {
 		t.Fatalf("run-1's task was cancelled with run-2: %v", err)
 	}
@@ -418,14 +418,14 @@ func TestRunEndOfAnEndedRequest(t *testing.T) {
 			if meta := getTask(t, pr.m, done); !meta.Announced {
 				t.Fatal("the event handed out with an ended request context was not marked")
 			}
-			if err := pr.p.RunEnd(req, RunOutcome{RunID: "run-1", Cancelled: RunStopped(req)}); err != nil {
+			if err := pr.p.RunEnd(req, RunOutcome{RunID: "run-1", Canceled: RunStopped(req)}); err != nil {
 				t.Fatalf("RunEnd with the ended request: %v", err)
 			}
 			if tc.stopped {
-				if cause := <-probe.cause; !errors.Is(cause, ErrRunCancelled) {
-					t.Fatalf("the stopped run's task ended with cause %v, want ErrRunCancelled", cause)
+				if cause := <-probe.cause; !errors.Is(cause, errRunCanceled) {
+					t.Fatalf("the stopped run's task ended with cause %v, want ErrCanceled (run)", cause)
 				}
-				waitStatus(t, pr.m, id, bgtype.StatusCancelled)
+				waitStatus(t, pr.m, id, bgtype.StatusCanceled)
 				return
 			}
 			if err := probe.ctxErr(t); err != nil {
@@ -446,15 +446,15 @@ func TestRunEndOfAnEndedRequest(t *testing.T) {
 // Close commits the marks a boundary could not, even with an ended
 // request context.
 func TestPluginCloseCommitsPendingMarks(t *testing.T) {
-	ds := &durableMem{Store: memstore.New(), failMark: errors.New("disk full")}
+	ds := &durableMem{Store: memstore.New(), FailMark: errors.New("disk full")}
 	pr := newReceiverRun(t, WithStore(ctxStrict{ds}))
 	ids := finishTasks(t, pr.m, "thread-1", nil)
 	if msgs, err := pr.p.Deliver(t.Context()); err != nil || !slices.Equal(eventIDs(msgs), ids) {
 		t.Fatalf("Deliver = %q, %v", eventIDs(msgs), err)
 	}
-	ds.mu.Lock()
-	ds.failMark = nil
-	ds.mu.Unlock()
+	ds.Mu.Lock()
+	ds.FailMark = nil
+	ds.Mu.Unlock()
 	req, cancel := context.WithCancel(t.Context())
 	cancel()
 	if err := pr.p.Close(req); err != nil {
@@ -548,12 +548,12 @@ func TestForwardedEventsExactlyOnceAcrossCrashes(t *testing.T) {
 // marked under its own owner.
 func TestForwardedEventsWithNotices(t *testing.T) {
 	ds, ids := forwardedStore(t, bgtype.StatusInterrupted) // a reaper interrupted it; the notice went before
-	f := &fakeShared{Store: ds.Store, notices: map[string][]bgtype.Event{}}
+	f := &fakeShared{Store: ds.Store, Notices: map[string][]bgtype.Event{}}
 	other := bgtype.TaskMeta{ID: "task_9_reaped", Owner: "thread-1", Type: bgtype.TypeTask, Status: bgtype.StatusInterrupted, Error: "reaped", ErrorKind: bgtype.KindInterrupted, CreatedAt: rt2, FinishedAt: rt2, Instance: "gone", Attempt: 2}
 	if err := f.Commit(t.Context(), "thread-1", store.UpsertAction(other)); err != nil {
 		t.Fatal(err)
 	}
-	f.notices["thread-1"] = []bgtype.Event{
+	f.Notices["thread-1"] = []bgtype.Event{
 		{Kind: bgtype.EventInterrupted, TaskID: other.ID, Error: "reaped"},
 		{Kind: bgtype.EventCompleted, TaskID: "task_2_child"}, // also forwarded by Restore
 	}
@@ -577,9 +577,9 @@ func TestForwardedEventsWithNotices(t *testing.T) {
 	if err := f.Commit(t.Context(), "task_1_agent", store.UpsertAction(late)); err != nil {
 		t.Fatal(err)
 	}
-	f.mu.Lock()
-	f.notices["thread-1"] = []bgtype.Event{{Kind: bgtype.EventInterrupted, TaskID: late.ID, Error: "reaped"}}
-	f.mu.Unlock()
+	f.Mu.Lock()
+	f.Notices["thread-1"] = []bgtype.Event{{Kind: bgtype.EventInterrupted, TaskID: late.ID, Error: "reaped"}}
+	f.Mu.Unlock()
 	if msgs, err := pr.p.Deliver(t.Context()); err != nil || !slices.Equal(eventIDs(msgs), []string{late.ID}) {
 		t.Fatalf("Deliver of the notice = %q, %v; want %s", eventIDs(msgs), err, late.ID)
 	}

@@ -230,7 +230,7 @@ func TestLimitQueueStartsInFIFOOrder(t *testing.T) {
 	})
 }
 
-func TestLimitQueuedTaskCancelled(t *testing.T) {
+func TestLimitQueuedTaskCanceled(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
@@ -257,14 +257,14 @@ func TestLimitQueuedTaskCancelled(t *testing.T) {
 				if err != nil || n != 1 {
 					t.Fatalf("cancel queued: (%d, %v), want (1, nil)", n, err)
 				}
-				meta := waitStatus(t, m, id1, bgtype.StatusCancelled)
-				if meta.Error != ErrCancelled.Error() || !meta.StartedAt.IsZero() || meta.FinishedAt.IsZero() {
+				meta := waitStatus(t, m, id1, bgtype.StatusCanceled)
+				if meta.Error != ErrCanceled.Error() || !meta.StartedAt.IsZero() || meta.FinishedAt.IsZero() {
 					t.Fatalf("cancelled queued task: error %q started %v finished %v", meta.Error, meta.StartedAt, meta.FinishedAt)
 				}
-				if stored := getTask(t, m, id1); stored.Status != bgtype.StatusCancelled || !stored.StartedAt.IsZero() {
+				if stored := getTask(t, m, id1); stored.Status != bgtype.StatusCanceled || !stored.StartedAt.IsZero() {
 					t.Fatalf("stored: status %q started %v, want cancelled, never started", stored.Status, stored.StartedAt)
 				}
-				if got, want := drainKindIDs(t, m, "a"), []kindID{{bgtype.EventCancelled, id1}}; !slices.Equal(got, want) {
+				if got, want := drainKindIDs(t, m, "a"), []kindID{{bgtype.EventCanceled, id1}}; !slices.Equal(got, want) {
 					t.Fatalf("events %v, want %v", got, want)
 				}
 				if n, err := tc.cancel(m, id1); err != nil || n != 0 {
@@ -407,7 +407,7 @@ func TestLimitShutdownCancelsQueued(t *testing.T) {
 		}
 		for _, id := range []string{running, q1, q2} {
 			meta := getTask(t, m, id)
-			if meta.Status != bgtype.StatusCancelled || meta.Error != ErrShutdown.Error() {
+			if meta.Status != bgtype.StatusCanceled || meta.Error != ErrShutdown.Error() {
 				t.Fatalf("%s: status %q error %q, want cancelled %q", id, meta.Status, meta.Error, ErrShutdown.Error())
 			}
 			if id != running && !meta.StartedAt.IsZero() {
@@ -416,12 +416,12 @@ func TestLimitShutdownCancelsQueued(t *testing.T) {
 		}
 		gotA := drainKindIDs(t, m, "a")
 		slices.SortFunc(gotA, func(x, y kindID) int { return cmp.Compare(x.ID, y.ID) })
-		wantA := []kindID{{bgtype.EventCancelled, running}, {bgtype.EventCancelled, q1}}
+		wantA := []kindID{{bgtype.EventCanceled, running}, {bgtype.EventCanceled, q1}}
 		slices.SortFunc(wantA, func(x, y kindID) int { return cmp.Compare(x.ID, y.ID) })
 		if !slices.Equal(gotA, wantA) {
 			t.Fatalf("owner a events %v, want %v", gotA, wantA)
 		}
-		if got, want := drainKindIDs(t, m, "b"), []kindID{{bgtype.EventCancelled, q2}}; !slices.Equal(got, want) {
+		if got, want := drainKindIDs(t, m, "b"), []kindID{{bgtype.EventCanceled, q2}}; !slices.Equal(got, want) {
 			t.Fatalf("owner b events %v, want %v", got, want)
 		}
 	})

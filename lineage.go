@@ -123,10 +123,10 @@ func (m *Manager) cancelSubtree(root *Task, cause, descendantCause error, starts
 // A queued task leaves the queue; if its first record is committed its
 // goroutine is started so it ends cancelled. Called with m.mu held.
 func (m *Manager) signal(t *Task, cause error, starts []*Task) (bool, []*Task) {
-	if !t.phase.live() || t.signalled {
+	if !t.phase.live() || t.signaled {
 		return false, starts
 	}
-	t.signalled = true
+	t.signaled = true
 	t.stop(cause)
 	switch t.phase {
 	case phaseQueued:

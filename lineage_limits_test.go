@@ -19,12 +19,12 @@ func TestLineageMaxDepth(t *testing.T) {
 		}
 	}
 	_, err := o.Spawn(gp.ctx, (newProbe()).fn)
-	if !errors.Is(err, ErrDepthLimit) || err.Error() != "bgtask: lineage depth limit reached: depth 3 > 2" {
-		t.Fatalf("spawn at depth 3 = %v, want ErrDepthLimit with the depths", err)
+	if !errors.Is(err, errDepthLimit) || err.Error() != "bgtask: lineage depth limit reached: depth 3 > 2" {
+		t.Fatalf("spawn at depth 3 = %v, want ErrLimit (lineage depth) with the depths", err)
 	}
 	// Detached children are not cascaded but still count for depth.
-	if _, err := o.Spawn(gp.ctx, (newProbe()).fn, WithDetached()); !errors.Is(err, ErrDepthLimit) {
-		t.Fatalf("detached spawn at depth 3 = %v, want ErrDepthLimit", err)
+	if _, err := o.Spawn(gp.ctx, (newProbe()).fn, WithDetached()); !errors.Is(err, errDepthLimit) {
+		t.Fatalf("detached spawn at depth 3 = %v, want ErrLimit (lineage depth)", err)
 	}
 	if n := len(listTasks(t, o)); n != 3 {
 		t.Fatalf("owner has %d tasks, want the 3 accepted ones", n)
@@ -46,8 +46,8 @@ func TestLineageMaxChildren(t *testing.T) {
 	first, fp := spawnProbe(t, rp.ctx, o)
 	spawnProbe(t, rp.ctx, o)
 	_, err := o.Spawn(rp.ctx, (newProbe()).fn)
-	if !errors.Is(err, ErrFanOutLimit) {
-		t.Fatalf("third child = %v, want ErrFanOutLimit", err)
+	if !errors.Is(err, errFanOutLimit) {
+		t.Fatalf("third child = %v, want ErrLimit (fan-out)", err)
 	}
 	if _, err := o.Spawn(rp.ctx, (newProbe()).fn, WithDetached()); err != nil {
 		t.Fatalf("detached third child = %v, want accepted", err)

@@ -152,12 +152,12 @@ func TestLineageNestedSpawn(t *testing.T) {
 		t.Fatalf("CancelTree(root) = %d, %v; want 3", n, err)
 	}
 	for id := range want {
-		if got := waitTask(t, o, id); got.Status != bgtype.StatusCancelled {
+		if got := waitTask(t, o, id); got.Status != bgtype.StatusCanceled {
 			t.Fatalf("%s: %q, want cancelled", id, got.Status)
 		}
 	}
-	if cause := <-grandchild.cause; !errors.Is(cause, ErrParentCancelled) {
-		t.Fatalf("grandchild cause %v, want ErrParentCancelled", cause)
+	if cause := <-grandchild.cause; !errors.Is(cause, errParentCanceled) {
+		t.Fatalf("grandchild cause %v, want ErrCanceled (parent)", cause)
 	}
 	shutdownManager(t, m)
 }
@@ -232,9 +232,9 @@ func TestLineageSpawnIntoAnotherOwnerFromTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The ambient parent belongs to another owner: the spawn is refused as
-	// ErrParentNotFound rather than linking across owners.
-	if err := <-errc; !errors.Is(err, ErrParentNotFound) {
-		t.Fatalf("cross-owner nested spawn: %v, want ErrParentNotFound", err)
+	// ErrNotFound (parent) rather than linking across owners.
+	if err := <-errc; !errors.Is(err, errParentNotFound) {
+		t.Fatalf("cross-owner nested spawn: %v, want ErrNotFound (parent)", err)
 	}
 	waitTask(t, a, id)
 	if got := listTasks(t, b); len(got) != 0 {
@@ -292,13 +292,13 @@ func TestLineageSubAgentChildren(t *testing.T) {
 	if n, err := o.CancelTree(t.Context(), agentID); n != 2 || err != nil {
 		t.Fatalf("CancelTree(sub-agent) = %d, %v; want 2", n, err)
 	}
-	if cause := <-leaf.cause; !errors.Is(cause, ErrParentCancelled) {
+	if cause := <-leaf.cause; !errors.Is(cause, errParentCanceled) {
 		t.Fatalf("leaf cause %v", cause)
 	}
-	if got := waitTask(t, sub, r.id); got.Status != bgtype.StatusCancelled {
+	if got := waitTask(t, sub, r.id); got.Status != bgtype.StatusCanceled {
 		t.Fatalf("leaf %q", got.Status)
 	}
-	if got := waitTask(t, o, agentID); got.Status != bgtype.StatusCancelled {
+	if got := waitTask(t, o, agentID); got.Status != bgtype.StatusCanceled {
 		t.Fatalf("sub-agent %q", got.Status)
 	}
 	shutdownManager(t, m)
@@ -316,7 +316,7 @@ func TestLineageExplicitTaskKeepsAmbientRun(t *testing.T) {
 		errA, errE        error
 	}
 	res := make(chan out, 1)
-	cancelled := make(chan out, 1)
+	canceled := make(chan out, 1)
 	gate := make(chan struct{})
 	root, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
 		var r out
@@ -342,7 +342,7 @@ func TestLineageExplicitTaskKeepsAmbientRun(t *testing.T) {
 		_, after.errA = o.Spawn(c, func(context.Context, *Task) (any, error) { return nil, nil }, WithDetached())
 		_, after.errE = o.Spawn(c, func(context.Context, *Task) (any, error) { return nil, nil }, WithDetached(),
 			WithParent(bgtype.Parent{TaskID: tk.ID()}))
-		cancelled <- after
+		canceled <- after
 		return nil, context.Cause(ctx)
 	}, WithParent(bgtype.Parent{RunID: "run-1"}))
 	if err != nil {
@@ -360,14 +360,14 @@ func TestLineageExplicitTaskKeepsAmbientRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(gate)
-	after := <-cancelled
+	after := <-canceled
 	waitTask(t, o, root)
-	if !errors.Is(after.errA, ErrRunCancelled) {
-		t.Fatalf("ambient detached spawn into the cancelled run: %v, want ErrRunCancelled", after.errA)
+	if !errors.Is(after.errA, errRunCanceled) {
+		t.Fatalf("ambient detached spawn into the cancelled run: %v, want ErrCanceled (run)", after.errA)
 	}
-	if r.explicit != want || !errors.Is(after.errE, ErrRunCancelled) {
+	if r.explicit != want || !errors.Is(after.errE, errRunCanceled) {
 		t.Fatalf("WithParent(Parent{TaskID: self}) inside a task must keep the task's run: "+
-			"parent %+v, want %+v; spawn into the cancelled run: %v, want ErrRunCancelled", r.explicit, want, after.errE)
+			"parent %+v, want %+v; spawn into the cancelled run: %v, want ErrCanceled (run)", r.explicit, want, after.errE)
 	}
 	shutdownManager(t, m)
 }

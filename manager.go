@@ -36,7 +36,7 @@ import (
 // host. Code that acts for one owner, a model's tools above all, gets an
 // Owner view (Manager.Owner), which reaches only that owner's tasks and
 // runs. No owner id means "every owner": an empty or blank one is refused
-// with ErrInvalidOwner.
+// with ErrInvalidArgument (blank owner).
 type Manager struct {
 	cfg       config
 	store     store.Store
@@ -45,7 +45,7 @@ type Manager struct {
 	closed    atomic.Bool
 	wg        sync.WaitGroup      // every task goroutine
 	workers   workpool.Pool[Task] // goroutines of finished tasks, parked for the next (workers.go)
-	restoreMu sync.Mutex          // serialises Restore
+	restoreMu sync.Mutex          // serializes Restore; taken first, under no other lock
 	counters  counters
 	ends      atomic.Pointer[endNode] // ends waiting to be recorded, newest first (retireEnds)
 	endsBusy  atomic.Bool             // a goroutine is recording the ends
@@ -165,7 +165,7 @@ func (m *Manager) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 // events for the owner are delivered to whatever inbox is bound at the time
 // they are sent. While the owner has a Receiver and no inbox is bound (no run
 // is open), it is a closed inbox that hands each event to the Receiver. It returns
-// ErrInvalidOwner for an empty or blank owner.
+// ErrInvalidArgument (blank owner) for an empty or blank owner.
 //
 // Inbox reads nothing from the Store. A loop that drains the inbox without a
 // Receiver calls Restore for the owner when it starts: with a durable Store
@@ -174,7 +174,7 @@ func (m *Manager) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 // Owner.MarkAnnounced.
 func (m *Manager) Inbox(owner string) (*Inbox, error) {
 	if !bgtype.ValidOwner(owner) {
-		return nil, ErrInvalidOwner
+		return nil, bgtype.ErrInvalidOwner
 	}
 	return m.inboxFor(owner), nil
 }
@@ -182,11 +182,11 @@ func (m *Manager) Inbox(owner string) (*Inbox, error) {
 // BindInbox makes ib the owner's inbox (an agent run binds a fresh one with
 // its WithOnClosed fallback at start) and returns the one it replaces, or nil.
 // Events already queued in the previous inbox stay there. Errors, in this
-// order: ErrInvalidOwner, ErrClosed, a nil inbox.
+// order: ErrInvalidArgument (blank owner), ErrClosed, a nil inbox.
 func (m *Manager) BindInbox(owner string, ib *Inbox) (*Inbox, error) {
 	switch {
 	case !bgtype.ValidOwner(owner):
-		return nil, ErrInvalidOwner
+		return nil, bgtype.ErrInvalidOwner
 	case m.closed.Load():
 		return nil, ErrClosed
 	case ib == nil:

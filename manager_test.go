@@ -41,7 +41,7 @@ func TestManagerOwnerViewsHideOtherOwners(t *testing.T) {
 				t.Errorf("Wait(%s) from another owner: %v, want ErrNotFound", id, err)
 			}
 			_, err := a.Send(t.Context(), id, bgtype.Message{From: "intruder", Content: "hi"})
-			if !errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotOwner) || errors.Is(err, ErrTerminal) {
+			if !errors.Is(err, ErrNotFound) || errors.Is(err, errNotOwner) || errors.Is(err, ErrTerminal) {
 				t.Errorf("Send(%s) from another owner: %v, want only ErrNotFound", id, err)
 			}
 		}
@@ -83,13 +83,13 @@ func TestManagerUnknownIDs(t *testing.T) {
 	if _, err := o.Wait(t.Context(), id); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Owner.Wait: %v", err)
 	}
-	if _, err := m.Owner(" ").Get(t.Context(), id); !errors.Is(err, ErrInvalidOwner) {
+	if _, err := m.Owner(" ").Get(t.Context(), id); !errors.Is(err, bgtype.ErrInvalidOwner) {
 		t.Errorf("blank owner Get: %v", err)
 	}
-	if _, err := m.Owner("").List(t.Context()); !errors.Is(err, ErrInvalidOwner) {
+	if _, err := m.Owner("").List(t.Context()); !errors.Is(err, bgtype.ErrInvalidOwner) {
 		t.Errorf("empty owner List: %v", err)
 	}
-	if _, err := m.Owner("").Wait(t.Context(), id); !errors.Is(err, ErrInvalidOwner) {
+	if _, err := m.Owner("").Wait(t.Context(), id); !errors.Is(err, bgtype.ErrInvalidOwner) {
 		t.Errorf("empty owner Wait: %v", err)
 	}
 	shutdownManager(t, m)
@@ -148,7 +148,7 @@ func TestManagerListOrderAndFilter(t *testing.T) {
 		{[]bgtype.Status{bgtype.StatusCompleted, bgtype.StatusFailed}, mergeInOrder(completed, failed)},
 		{[]bgtype.Status{bgtype.StatusFailed, bgtype.StatusRunning}, mergeInOrder(failed, running)},
 		{[]bgtype.Status{bgtype.StatusQueued}, nil},
-		{[]bgtype.Status{bgtype.StatusCancelled, bgtype.StatusInterrupted}, nil},
+		{[]bgtype.Status{bgtype.StatusCanceled, bgtype.StatusInterrupted}, nil},
 		{bgtype.Statuses(), all},
 	}
 	for _, tc := range cases {
@@ -193,7 +193,7 @@ func TestManagerClosed(t *testing.T) {
 	if c := <-p.cause; !errors.Is(c, ErrShutdown) {
 		t.Fatalf("cause at shutdown %v, want ErrShutdown", c)
 	}
-	if got := waitTask(t, o, agentID); got.Status != bgtype.StatusCancelled {
+	if got := waitTask(t, o, agentID); got.Status != bgtype.StatusCanceled {
 		t.Fatalf("sub-agent after shutdown: %+v", got)
 	}
 	if _, err := o.Spawn(t.Context(), newProbe().fn); !errors.Is(err, ErrClosed) {
@@ -237,7 +237,7 @@ func TestManagerClosed(t *testing.T) {
 		t.Errorf("Wait after shutdown: %+v, %v", got, err)
 	}
 	evs := drainOwner(t, o)
-	if ks := eventKinds(evs); !slices.Equal(ks, []bgtype.EventKind{bgtype.EventCompleted, bgtype.EventCancelled}) {
+	if ks := eventKinds(evs); !slices.Equal(ks, []bgtype.EventKind{bgtype.EventCompleted, bgtype.EventCanceled}) {
 		t.Errorf("events after shutdown: %v", ks)
 	}
 	if err := m.Shutdown(t.Context()); err != nil {

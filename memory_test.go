@@ -151,13 +151,13 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 
 // Cancelled runs are remembered, to refuse late spawns into them, up to
 // Tuning.CancelledRunsKept of them (a negative value keeps none); the oldest are forgotten first.
-func TestMemoryCancelledRunsKept(t *testing.T) {
+func TestMemoryCanceledRunsKept(t *testing.T) {
 	t.Parallel()
 	for _, kept := range []int{0, 1, 8} {
 		t.Run(fmt.Sprint("kept=", kept), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				m := newTestManager(t, WithTuning(Tuning{CancelledRunsKept: cmp.Or(kept, -1)}))
+				m := newTestManager(t, WithTuning(Tuning{CanceledRunsKept: cmp.Or(kept, -1)}))
 				o := m.Owner("a")
 				const runs = 20
 				runCtx := func(i int) context.Context {
@@ -180,9 +180,9 @@ func TestMemoryCancelledRunsKept(t *testing.T) {
 						t.Fatalf("CancelRun(r-%d) = (%d, %v), want (%d, nil)", i, n, err, 1-i%2)
 					}
 					if id != "" {
-						meta := waitStatus(t, m, id, bgtype.StatusCancelled)
-						if meta.Error != ErrRunCancelled.Error() {
-							t.Fatalf("run task error %q, want %q", meta.Error, ErrRunCancelled.Error())
+						meta := waitStatus(t, m, id, bgtype.StatusCanceled)
+						if meta.Error != errRunCanceled.Error() {
+							t.Fatalf("run task error %q, want %q", meta.Error, errRunCanceled.Error())
 						}
 					}
 				}
@@ -194,8 +194,8 @@ func TestMemoryCancelledRunsKept(t *testing.T) {
 				for i := range runs {
 					id, err := o.Spawn(runCtx(i), fn)
 					if i >= runs-kept {
-						want := fmt.Sprintf("%v: %q", ErrRunCancelled, fmt.Sprint("r-", i))
-						if !errors.Is(err, ErrRunCancelled) || err.Error() != want {
+						want := fmt.Sprintf("%v: %q", errRunCanceled, fmt.Sprint("r-", i))
+						if !errors.Is(err, errRunCanceled) || err.Error() != want {
 							t.Fatalf("spawn into remembered cancelled run r-%d: %v, want %q", i, err, want)
 						}
 						continue

@@ -47,10 +47,10 @@ const (
 	defaultMaxTags         = 16
 	defaultMaxTagBytes     = 64
 
-	defaultCommitAttempts    = 3
-	defaultCommitBackoff     = 50 * time.Millisecond
-	defaultProgressInterval  = time.Second
-	defaultCancelledRunsKept = 4096
+	defaultCommitAttempts   = 3
+	defaultCommitBackoff    = 50 * time.Millisecond
+	defaultProgressInterval = time.Second
+	defaultCanceledRunsKept = 4096
 )
 
 func defaultConfig() config {
@@ -73,11 +73,11 @@ type Limits struct {
 	// failing with ErrLimit. Defaults to false: the spawn fails.
 	QueueWhenFull bool
 	// MaxDepth is how deep a lineage may grow: a task spawned inside a task
-	// is at depth 1, and so on. A deeper spawn fails with ErrDepthLimit.
+	// is at depth 1, and so on. A deeper spawn fails with ErrLimit (lineage depth).
 	// Defaults to 0: no limit. Negative makes New fail.
 	MaxDepth int
 	// MaxChildren is how many live, attached children one task may have. A
-	// spawn over it fails with ErrFanOutLimit. Defaults to 0: no limit.
+	// spawn over it fails with ErrLimit (fan-out). Defaults to 0: no limit.
 	// Negative makes New fail.
 	MaxChildren int
 }
@@ -158,10 +158,10 @@ type Tuning struct {
 	// Defaults to 1s; negative writes every report, though still never more
 	// than one write per task at a time.
 	ProgressInterval time.Duration
-	// CancelledRunsKept is how many cancelled run ids without live tasks
+	// CanceledRunsKept is how many cancelled run ids without live tasks
 	// are remembered, so that late spawns into them are still refused. The
 	// oldest are forgotten first. Defaults to 4096; negative means none.
-	CancelledRunsKept int
+	CanceledRunsKept int
 }
 
 // WithTuning sets how the Manager retries commits, throttles progress
@@ -261,7 +261,7 @@ func (c *config) validate() error {
 	t := &c.tuning
 	t.CommitBackoff = orDefault(t.CommitBackoff, defaultCommitBackoff)
 	t.ProgressInterval = orDefault(t.ProgressInterval, defaultProgressInterval)
-	t.CancelledRunsKept = orDefault(t.CancelledRunsKept, defaultCancelledRunsKept)
+	t.CanceledRunsKept = orDefault(t.CanceledRunsKept, defaultCanceledRunsKept)
 	return nil
 }
 

@@ -50,7 +50,7 @@ func TestOptionsGroups(t *testing.T) {
 	t.Parallel()
 	defCaps := Caps{MaxResultBytes: 64 << 10, MaxErrorBytes: 16 << 10, MaxPayloadBytes: 16 << 10,
 		MaxPromptBytes: 4 << 10, MaxMessageBytes: 16 << 10, MaxTags: 16, MaxTagBytes: 64}
-	defTuning := Tuning{CommitAttempts: 3, CommitBackoff: 50 * time.Millisecond, ProgressInterval: time.Second, CancelledRunsKept: 4096}
+	defTuning := Tuning{CommitAttempts: 3, CommitBackoff: 50 * time.Millisecond, ProgressInterval: time.Second, CanceledRunsKept: 4096}
 	for _, tc := range []struct {
 		name       string
 		opts       []Option
@@ -65,22 +65,22 @@ func TestOptionsGroups(t *testing.T) {
 			[]Option{
 				WithLimits(Limits{MaxConcurrent: 1, MaxConcurrentPerOwner: 2, QueueWhenFull: true, MaxDepth: 3, MaxChildren: 4}),
 				WithCaps(Caps{MaxResultBytes: 1, MaxErrorBytes: 2, MaxPayloadBytes: 3, MaxPromptBytes: 4, MaxMessageBytes: 5, MaxTags: 6, MaxTagBytes: 7}),
-				WithTuning(Tuning{CommitAttempts: 1, CommitBackoff: time.Minute, ProgressInterval: time.Hour, CancelledRunsKept: 9}),
+				WithTuning(Tuning{CommitAttempts: 1, CommitBackoff: time.Minute, ProgressInterval: time.Hour, CanceledRunsKept: 9}),
 			},
 			Limits{MaxConcurrent: 1, MaxConcurrentPerOwner: 2, QueueWhenFull: true, MaxDepth: 3, MaxChildren: 4},
 			Caps{MaxResultBytes: 1, MaxErrorBytes: 2, MaxPayloadBytes: 3, MaxPromptBytes: 4, MaxMessageBytes: 5, MaxTags: 6, MaxTagBytes: 7},
-			Tuning{CommitAttempts: 1, CommitBackoff: time.Minute, ProgressInterval: time.Hour, CancelledRunsKept: 9},
+			Tuning{CommitAttempts: 1, CommitBackoff: time.Minute, ProgressInterval: time.Hour, CanceledRunsKept: 9},
 		},
 		{
 			"some fields set",
 			[]Option{WithCaps(Caps{MaxPayloadBytes: 1, MaxTags: 2}), WithTuning(Tuning{ProgressInterval: time.Hour})},
 			Limits{},
 			Caps{MaxResultBytes: 64 << 10, MaxErrorBytes: 16 << 10, MaxPayloadBytes: 1, MaxPromptBytes: 4 << 10, MaxMessageBytes: 16 << 10, MaxTags: 2, MaxTagBytes: 64},
-			Tuning{CommitAttempts: 3, CommitBackoff: 50 * time.Millisecond, ProgressInterval: time.Hour, CancelledRunsKept: 4096},
+			Tuning{CommitAttempts: 3, CommitBackoff: 50 * time.Millisecond, ProgressInterval: time.Hour, CanceledRunsKept: 4096},
 		},
 		{
 			"negative tuning means none",
-			[]Option{WithTuning(Tuning{CommitBackoff: -1, ProgressInterval: -time.Second, CancelledRunsKept: -5})},
+			[]Option{WithTuning(Tuning{CommitBackoff: -1, ProgressInterval: -time.Second, CanceledRunsKept: -5})},
 			Limits{}, defCaps,
 			Tuning{CommitAttempts: 3},
 		},
@@ -89,11 +89,11 @@ func TestOptionsGroups(t *testing.T) {
 			[]Option{
 				WithLimits(Limits{MaxConcurrent: 5, QueueWhenFull: true}), WithLimits(Limits{MaxDepth: 2}),
 				WithCaps(Caps{MaxResultBytes: 10}), WithCaps(Caps{MaxPromptBytes: 20}),
-				WithTuning(Tuning{CommitAttempts: 7}), WithTuning(Tuning{CancelledRunsKept: 1}),
+				WithTuning(Tuning{CommitAttempts: 7}), WithTuning(Tuning{CanceledRunsKept: 1}),
 			},
 			Limits{MaxDepth: 2},
 			Caps{MaxResultBytes: 64 << 10, MaxErrorBytes: 16 << 10, MaxPayloadBytes: 16 << 10, MaxPromptBytes: 20, MaxMessageBytes: 16 << 10, MaxTags: 16, MaxTagBytes: 64},
-			Tuning{CommitAttempts: 3, CommitBackoff: 50 * time.Millisecond, ProgressInterval: time.Second, CancelledRunsKept: 1},
+			Tuning{CommitAttempts: 3, CommitBackoff: 50 * time.Millisecond, ProgressInterval: time.Second, CanceledRunsKept: 1},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

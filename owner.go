@@ -18,7 +18,7 @@ import (
 //
 // Get it with Manager.Owner; it is a small value, cheap to copy. The zero
 // value is not usable. Every method of a view whose owner id is empty or
-// blank (only white space) returns ErrInvalidOwner before anything else: no
+// blank (only white space) returns ErrInvalidArgument (blank owner) before anything else: no
 // owner id means "every owner". The Manager's own calls that reach every
 // owner (Manager.Get, Cancel, CancelTree, CancelAll, Wait) are an
 // administrator's; an Owner cannot reach them.
@@ -43,9 +43,9 @@ func (o Owner) ID() string { return o.id }
 // Parent holds the call).
 //
 // Errors, each matched with errors.Is, leave nothing persisted and nothing
-// started: ErrClosed, ErrInvalidOwner, ErrInvalidArgument (a nil fn, a bad
-// name or wake policy), ErrDuplicateName, ErrParentNotFound, ErrParentCancelled,
-// ErrRunCancelled, ErrDepthLimit, ErrFanOutLimit, ErrLimit, or the Store's
+// started: ErrClosed, ErrInvalidArgument (blank owner), ErrInvalidArgument (a nil fn, a bad
+// name or wake policy), ErrDuplicateName, ErrNotFound (parent), ErrCanceled (parent),
+// ErrCanceled (run), ErrLimit (lineage depth), ErrLimit (fan-out), ErrLimit, or the Store's
 // commit error.
 func (o Owner) Spawn(ctx context.Context, fn Func, opts ...SpawnOption) (string, error) {
 	return o.m.spawn(ctx, o.id, fn, false, opts)
@@ -61,7 +61,7 @@ func (o Owner) SpawnAgent(ctx context.Context, fn Func, opts ...SpawnOption) (st
 // Get returns the record of one of the owner's tasks, or ErrNotFound.
 func (o Owner) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	if !bgtype.ValidOwner(o.id) {
-		return bgtype.TaskMeta{}, ErrInvalidOwner
+		return bgtype.TaskMeta{}, bgtype.ErrInvalidOwner
 	}
 	meta, err := o.m.store.Get(ctx, id)
 	if err != nil {
@@ -84,7 +84,7 @@ func (o Owner) List(ctx context.Context, statuses ...bgtype.Status) (iter.Seq[bg
 // empty tag restricts nothing.
 func (o Owner) ListTagged(ctx context.Context, tag string, statuses ...bgtype.Status) (iter.Seq[bgtype.TaskMeta], error) {
 	if !bgtype.ValidOwner(o.id) {
-		return nil, ErrInvalidOwner
+		return nil, bgtype.ErrInvalidOwner
 	}
 	if err := memstore.CheckStatuses(statuses); err != nil {
 		return nil, err
@@ -105,7 +105,7 @@ func (o Owner) ListTagged(ctx context.Context, tag string, statuses ...bgtype.St
 // WithReason says why (see Manager.Cancel).
 func (o Owner) Cancel(ctx context.Context, id string, opts ...CancelOption) (int, error) {
 	if !bgtype.ValidOwner(o.id) {
-		return 0, ErrInvalidOwner
+		return 0, bgtype.ErrInvalidOwner
 	}
 	return o.m.cancelTask(ctx, ownerReach(o.id), id, false, cancelReason(opts))
 }
@@ -117,27 +117,27 @@ func (o Owner) Cancel(ctx context.Context, id string, opts ...CancelOption) (int
 // says why, to every task it cancels.
 func (o Owner) CancelTree(ctx context.Context, id string, opts ...CancelOption) (int, error) {
 	if !bgtype.ValidOwner(o.id) {
-		return 0, ErrInvalidOwner
+		return 0, bgtype.ErrInvalidOwner
 	}
 	return o.m.cancelTask(ctx, ownerReach(o.id), id, true, cancelReason(opts))
 }
 
 // CancelAll cancels every live task of the owner, detached ones included,
-// with cause ErrCancelled, and returns how many it signalled. Errors, in this
-// order: ErrInvalidOwner for an empty or blank owner, ErrClosed.
+// with cause ErrCanceled, and returns how many it signalled. Errors, in this
+// order: ErrInvalidArgument (blank owner) for an empty or blank owner, ErrClosed.
 func (o Owner) CancelAll() (int, error) { return o.m.cancelOwner(o.id) }
 
 // CancelRun cancels the owner's run runID: every attached task of this
-// owner's run, and their attached descendants, with cause ErrRunCancelled.
+// owner's run, and their attached descendants, with cause ErrCanceled (run).
 // It returns how many live tasks it signalled: 0 when the run has none, or
 // when it was already cancelled. From then on a spawn of this owner into the
-// run, a nested one included, fails with ErrRunCancelled; the check is made
+// run, a nested one included, fails with ErrCanceled (run); the check is made
 // under the same lock as the registration, so no spawn slips through.
 // Another owner's run of the same id is untouched. A cancelled run is
 // remembered for Tuning.CancelledRunsKept runs. Errors, in this order:
-// ErrInvalidOwner, ErrClosed, ErrInvalidArgument for an empty run id.
+// ErrInvalidArgument (blank owner), ErrClosed, ErrInvalidArgument for an empty run id.
 // WithReason says why, to every task it cancels (the cause then matches
-// ErrRunCancelled and ErrCancelled).
+// ErrCanceled (run) and ErrCanceled).
 func (o Owner) CancelRun(runID string, opts ...CancelOption) (int, error) {
 	n, _, err := o.cancelRun(runID, cancelReason(opts))
 	return n, err
@@ -148,7 +148,7 @@ func (o Owner) CancelRun(runID string, opts ...CancelOption) (int, error) {
 func (o Owner) cancelRun(runID, reason string) (n int, already bool, err error) {
 	switch {
 	case !bgtype.ValidOwner(o.id):
-		return 0, false, ErrInvalidOwner
+		return 0, false, bgtype.ErrInvalidOwner
 	case o.m.closed.Load():
 		return 0, false, ErrClosed
 	case runID == "":
@@ -167,10 +167,10 @@ func (o Owner) cancelRun(runID, reason string) (n int, already bool, err error) 
 // an input request (see Manager.Send) has one too.
 func (o Owner) Send(ctx context.Context, id string, msg bgtype.Message) (string, error) {
 	if !bgtype.ValidOwner(o.id) {
-		return "", ErrInvalidOwner
+		return "", bgtype.ErrInvalidOwner
 	}
 	msgID, err := o.m.sendMessage(ctx, o.id, id, msg)
-	if errors.Is(err, ErrNotOwner) {
+	if errors.Is(err, errNotOwner) {
 		return "", fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	return msgID, err
@@ -180,7 +180,7 @@ func (o Owner) Send(ctx context.Context, id string, msg bgtype.Message) (string,
 // final record; see Manager.Wait.
 func (o Owner) Wait(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	if !bgtype.ValidOwner(o.id) {
-		return bgtype.TaskMeta{}, ErrInvalidOwner
+		return bgtype.TaskMeta{}, bgtype.ErrInvalidOwner
 	}
 	return withTaskError(o.m.wait(ctx, ownerReach(o.id), id))
 }

@@ -34,12 +34,12 @@ func (o Owner) Closed() bool { return o.m.closed.Load() }
 // descendants, else the owner's run of ctx's tool call (ToolCallFromContext,
 // as CancelRun). It returns how many live tasks this call signalled, and
 // whether that task or run had been cancelled before (then n is 0). Errors,
-// in this order: ErrInvalidOwner, ErrClosed, ErrInvalidArgument when ctx
+// in this order: ErrInvalidArgument (blank owner), ErrClosed, ErrInvalidArgument when ctx
 // names neither a task of the owner nor a run. WithReason says why.
 func (o Owner) CancelCurrent(ctx context.Context, opts ...CancelOption) (n int, before bool, err error) {
 	switch {
 	case !bgtype.ValidOwner(o.id):
-		return 0, false, ErrInvalidOwner
+		return 0, false, bgtype.ErrInvalidOwner
 	case o.m.closed.Load():
 		return 0, false, ErrClosed
 	}

@@ -62,7 +62,7 @@ func TestOwnerCancelCurrent(t *testing.T) {
 		before      bool
 		err, errMsg string
 	}{
-		{"blank owner", m.Owner(""), run, 0, false, "", ErrInvalidOwner.Error()},
+		{"blank owner", m.Owner(""), run, 0, false, "", bgtype.ErrInvalidOwner.Error()},
 		{"no current task or run", o, t.Context(), 0, false, "", "bgtask: invalid argument: no current task or run in the context"},
 		{"blank run", o, WithToolCall(t.Context(), ToolCall{RunID: " "}), 0, false, "", "bgtask: invalid argument: no current task or run in the context"},
 		{"the run", o, run, 1, false, "", ""},
@@ -80,8 +80,8 @@ func TestOwnerCancelCurrent(t *testing.T) {
 		}
 	}
 	for _, p := range []*probeTask{inRun, task} {
-		if cause := <-p.cause; !errors.Is(cause, ErrCancelled) {
-			t.Errorf("cause %v, want ErrCancelled", cause)
+		if cause := <-p.cause; !errors.Is(cause, ErrCanceled) {
+			t.Errorf("cause %v, want ErrCanceled", cause)
 		}
 	}
 	shutdownManager(t, m)

@@ -18,7 +18,7 @@ import (
 // owner's. Safe for concurrent use.
 func (o Owner) WaitSettled(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 	if !bgtype.ValidOwner(o.id) {
-		return bgtype.TaskMeta{}, ErrInvalidOwner
+		return bgtype.TaskMeta{}, bgtype.ErrInvalidOwner
 	}
 	return withTaskError(o.m.waitSettled(ctx, ownerReach(o.id), id))
 }

@@ -58,8 +58,8 @@ func TestOwnerWaitSettled(t *testing.T) {
 	if _, err := m.Owner("thread-2").WaitSettled(t.Context(), id); !errors.Is(err, ErrNotFound) {
 		t.Errorf("another owner's WaitSettled: %v, want ErrNotFound", err)
 	}
-	if _, err := m.Owner(" ").WaitSettled(t.Context(), id); !errors.Is(err, ErrInvalidOwner) {
-		t.Errorf("blank owner's WaitSettled: %v, want ErrInvalidOwner", err)
+	if _, err := m.Owner(" ").WaitSettled(t.Context(), id); !errors.Is(err, bgtype.ErrInvalidOwner) {
+		t.Errorf("blank owner's WaitSettled: %v, want ErrInvalidArgument (blank owner)", err)
 	}
 }
 

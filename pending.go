@@ -124,8 +124,8 @@ func (m *Manager) startPendingOwners() {
 // callPendingOwners recovers, lists the owners with news and calls the
 // WithOnPendingOwner function with each.
 func (m *Manager) callPendingOwners(ctx context.Context) {
-	if r, ok := m.store.(store.Recoverer); ok {
-		if n, err := r.Recover(ctx); err != nil {
+	if r, ok := m.store.(store.OrphanInterrupter); ok {
+		if n, err := r.InterruptOrphaned(ctx); err != nil {
 			m.log.Debug("bgtask: recovery before listing the pending owners", "err", err)
 		} else if n > 0 {
 			m.log.Info("bgtask: recovered records of gone runtime instances", "interrupted", n)

@@ -115,7 +115,7 @@ func TestTaskPhasePaths(t *testing.T) {
 	if _, err := o.Cancel(t.Context(), dropped); err != nil {
 		t.Fatal(err)
 	}
-	if got := waitTask(t, o, dropped); got.Status != bgtype.StatusCancelled {
+	if got := waitTask(t, o, dropped); got.Status != bgtype.StatusCanceled {
 		t.Fatalf("dropped ended %s", got.Status)
 	}
 	st.fail(1, bgtype.StatusQueued)

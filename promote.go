@@ -106,7 +106,7 @@ func WithCancelOnAbandon() SpawnOption { return func(c *spawnConfig) { c.cancelO
 // whatever the timing: the decision is taken once, under the Manager's
 // lock. Foreground is safe for concurrent use. Errors: Spawn's (nothing was started), ErrInvalidArgument for a
 // negative d, ctx's cause, a *TaskError for a failed fn, and an error
-// matching ErrCancelled when the task was cancelled in the foreground (by
+// matching ErrCanceled when the task was cancelled in the foreground (by
 // Shutdown, CancelRun or a cancel of its id).
 func (o Owner) Foreground(ctx context.Context, d time.Duration, fn Func, opts ...SpawnOption) (ForegroundResult, error) {
 	if d < 0 {
@@ -283,21 +283,21 @@ func foregroundEnd(meta *bgtype.TaskMeta) (ForegroundResult, error) {
 			res.Result = json.RawMessage("null")
 		}
 		return res, nil
-	case bgtype.StatusCancelled:
-		return res, &cancelledError{id: meta.ID, text: meta.Error}
+	case bgtype.StatusCanceled:
+		return res, &canceledError{id: meta.ID, text: meta.Error}
 	}
 	return res, failedError(meta)
 }
 
 // cancelledError is the error of a call whose task was cancelled in the
-// foreground. It matches ErrCancelled.
-type cancelledError struct{ id, text string }
+// foreground. It matches ErrCanceled.
+type canceledError struct{ id, text string }
 
-func (e *cancelledError) Error() string {
+func (e *canceledError) Error() string {
 	return fmt.Sprintf("bgtask: task %s cancelled: %s", e.id, e.text)
 }
 
-func (e *cancelledError) Is(target error) bool { return target == ErrCancelled }
+func (e *canceledError) Is(target error) bool { return target == ErrCanceled }
 
 // promotionNotice is the tool result of a promoted call.
 type promotionNotice struct {

@@ -221,20 +221,20 @@ func TestForegroundRaceAtTheLimit(t *testing.T) {
 // task's. With WithCancelOnAbandon the task is cancelled with the reason
 // "foreground call abandoned" (a function that ignores its context runs on
 // until it returns), and its end is never announced.
-func TestForegroundCallerCancelled(t *testing.T) {
+func TestForegroundCallerCanceled(t *testing.T) {
 	t.Parallel()
 	errGone := errors.New("user pressed stop")
 	for _, tc := range []struct {
 		name      string
 		cancel    bool // WithCancelOnAbandon
-		honours   bool
+		honors    bool
 		final     bgtype.Status
 		endsAfter time.Duration
 		events    []bgtype.EventKind
 	}{
 		{"promoted, function honours ctx", false, true, bgtype.StatusCompleted, time.Minute, []bgtype.EventKind{bgtype.EventCompleted}},
 		{"promoted, function ignores ctx", false, false, bgtype.StatusCompleted, time.Minute, []bgtype.EventKind{bgtype.EventCompleted}},
-		{"cancelled, function honours ctx", true, true, bgtype.StatusCancelled, time.Second, nil},
+		{"cancelled, function honours ctx", true, true, bgtype.StatusCanceled, time.Second, nil},
 		{"cancelled, function ignores ctx", true, false, bgtype.StatusCompleted, time.Minute, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -256,7 +256,7 @@ func TestForegroundCallerCancelled(t *testing.T) {
 				res, err := o.Foreground(ctx, 5*time.Second, func(ctx context.Context, _ *Task) (any, error) {
 					select {
 					case <-ctx.Done():
-						if tc.honours {
+						if tc.honors {
 							return nil, ctx.Err()
 						}
 					case <-time.After(time.Minute):
@@ -279,7 +279,7 @@ func TestForegroundCallerCancelled(t *testing.T) {
 				if meta.Status != tc.final || meta.FinishedAt.Sub(start) != tc.endsAfter {
 					t.Errorf("record %s after %v, want %s after %v", meta.Status, meta.FinishedAt.Sub(start), tc.final, tc.endsAfter)
 				}
-				if tc.cancel && tc.honours && meta.CancelReason != "foreground call abandoned" {
+				if tc.cancel && tc.honors && meta.CancelReason != "foreground call abandoned" {
 					t.Errorf("cancel reason %q", meta.CancelReason)
 				}
 				if evs := ib.Drain(); !slices.Equal(eventKinds(evs), tc.events) {
@@ -292,7 +292,7 @@ func TestForegroundCallerCancelled(t *testing.T) {
 
 // A promoted task is a task like any other: a cancel of it reaches the
 // function's context, and its end is announced once.
-func TestForegroundPromotedThenCancelled(t *testing.T) {
+func TestForegroundPromotedThenCanceled(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		m := newTestManager(t)
@@ -305,12 +305,12 @@ func TestForegroundPromotedThenCancelled(t *testing.T) {
 		if n, err := o.Cancel(t.Context(), res.TaskID, WithReason("not needed")); n != 1 || err != nil {
 			t.Fatalf("Cancel = %d, %v", n, err)
 		}
-		if cause := <-p.cause; !errors.Is(cause, ErrCancelled) {
-			t.Errorf("the function saw %v, want ErrCancelled", cause)
+		if cause := <-p.cause; !errors.Is(cause, ErrCanceled) {
+			t.Errorf("the function saw %v, want ErrCanceled", cause)
 		}
-		waitStatus(t, o, res.TaskID, bgtype.StatusCancelled)
+		waitStatus(t, o, res.TaskID, bgtype.StatusCanceled)
 		synctest.Wait()
-		if got := drainKindIDs(t, m, "alice"); fmt.Sprint(got) != fmt.Sprint([]kindID{{bgtype.EventCancelled, res.TaskID}}) {
+		if got := drainKindIDs(t, m, "alice"); fmt.Sprint(got) != fmt.Sprint([]kindID{{bgtype.EventCanceled, res.TaskID}}) {
 			t.Errorf("events = %v, want its cancellation once", got)
 		}
 	})
@@ -357,7 +357,7 @@ func TestForegroundPromotedOnInputRequest(t *testing.T) {
 
 // A spawn refused (closed Manager, concurrency limit without a queue, bad
 // argument) starts nothing; Shutdown during the foreground cancels the
-// function and the call returns an error matching ErrCancelled; with a
+// function and the call returns an error matching ErrCanceled; with a
 // queue, a call that waits for a slot past its time is promoted queued and
 // runs once a slot frees.
 func TestForegroundRefusedShutdownAndQueued(t *testing.T) {
@@ -378,7 +378,7 @@ func TestForegroundRefusedShutdownAndQueued(t *testing.T) {
 			}{
 				{"limit full", o, time.Second, ErrLimit, "bgtask: concurrency limit reached"},
 				{"negative time", m.Owner("bob"), -time.Second, ErrInvalidArgument, "bgtask: invalid argument: negative foreground time -1s"},
-				{"blank owner", m.Owner(" "), time.Second, ErrInvalidOwner, "bgtask: owner id is empty"},
+				{"blank owner", m.Owner(" "), time.Second, bgtype.ErrInvalidOwner, "bgtask: owner id is empty"},
 			} {
 				res, err := tc.o.Foreground(t.Context(), tc.d, never)
 				if !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), tc.text) || res.TaskID != "" {
@@ -410,7 +410,7 @@ func TestForegroundRefusedShutdownAndQueued(t *testing.T) {
 				<-ctx.Done()
 				return nil, context.Cause(ctx)
 			})
-			if !errors.Is(err, ErrCancelled) || err.Error() != "bgtask: task "+res.TaskID+" cancelled: bgtask: manager shut down" || res.Promoted {
+			if !errors.Is(err, ErrCanceled) || err.Error() != "bgtask: task "+res.TaskID+" cancelled: bgtask: manager shut down" || res.Promoted {
 				t.Fatalf("Foreground = %+v, %v; want cancelled by the shutdown", res, err)
 			}
 			synctest.Wait()

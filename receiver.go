@@ -66,7 +66,7 @@ type Receiver struct {
 	unmarked []string            // tasks whose terminal event Deliver handed out but could not mark announced
 	closed   bool                // Close was called
 
-	lateMu sync.Mutex // guards late and gone; the only lock an inbox's fallback takes
+	lateMu sync.Mutex // guards late and gone; nothing is locked under it
 	late   eventKeep  // events that reached a closed inbox of this owner
 	gone   bool       // Close let go of the owner: late events go to the Manager
 }
@@ -81,8 +81,11 @@ type ReceiverConfig struct {
 	// OnWake hears of each event arriving while no run of the owner is
 	// open, so the host can start one. Quiet events (Event.Quiet) are kept
 	// for the next run without waking it. The event itself is delivered by
-	// the next run's first Deliver; OnWake must not block for long.
-	// Defaults to nil: nothing is called.
+	// the next run's first Deliver. OnWake may run on the goroutine of the
+	// task that emitted the event, with that task's locks held: it must not
+	// block, and must not call the Receiver (or a Plugin over it) itself;
+	// it signals a goroutine of the host, which starts the run. Defaults to
+	// nil: nothing is called.
 	OnWake func(bgtype.Event)
 	// KeepLimit bounds the events kept for the owner while no run is open:
 	// by the Receiver between runs, and by the Manager after Close until
@@ -116,7 +119,7 @@ var ErrNoRun = errors.New("bgtask: no run started")
 
 // NewReceiver returns the Receiver of owner on m, the owner's only live
 // one: it gets the events that the owner's previous Receiver, closed, left
-// behind. Errors: ErrClosed, ErrInvalidOwner, ErrReceiverExists while
+// behind. Errors: ErrClosed, ErrInvalidArgument (blank owner), ErrReceiverExists while
 // another Receiver of owner is live (not closed) on m, and an error for a
 // negative KeepLimit; after an error nothing changed.
 func (m *Manager) NewReceiver(owner string, cfg ReceiverConfig) (*Receiver, error) {
@@ -124,7 +127,7 @@ func (m *Manager) NewReceiver(owner string, cfg ReceiverConfig) (*Receiver, erro
 	case m.closed.Load():
 		return nil, ErrClosed
 	case !bgtype.ValidOwner(owner):
-		return nil, ErrInvalidOwner
+		return nil, bgtype.ErrInvalidOwner
 	case cfg.KeepLimit < 0:
 		return nil, fmt.Errorf("bgtask: NewReceiver: keep limit %d events, want at least 1 (0 for the default)", cfg.KeepLimit)
 	}
@@ -482,7 +485,7 @@ type RunOutcome struct {
 	// fail. A server sets it from RunStopped(ctx), never from ctx.Err():
 	// a request context also ends when the client goes away, and that must
 	// not cancel the background work the run started.
-	Cancelled bool
+	Canceled bool
 }
 
 // RunEnd closes the run out.RunID. Its inbox is closed: what was not
@@ -508,7 +511,7 @@ func (r *Receiver) RunEnd(ctx context.Context, out RunOutcome) error {
 	r.runID, r.inbox, r.older = "", nil, nil // an idle owner keeps no closed inbox
 	r.mu.Unlock()
 	var err error
-	if out.Cancelled {
+	if out.Canceled {
 		if _, cerr := r.owner.CancelRun(runID); cerr != nil && !errors.Is(cerr, ErrClosed) {
 			err = cerr
 		}

@@ -7,7 +7,7 @@ import (
 	"github.com/bgtask/bgtask/store"
 )
 
-// Recover ends, for every owner, the records that a previous runtime
+// InterruptOrphaned ends, for every owner, the records that a previous runtime
 // instance left queued, running or awaiting input: they become
 // interrupted, in batches, through the Store (see Recoverer). It is an
 // administrator's call, reachable from no Owner view or tool; the durable
@@ -20,15 +20,15 @@ import (
 // Store that is not a Recoverer (the default MemoryStore keeps no
 // records of a previous instance). Errors: ErrClosed, or the Store's (a
 // corrupt record is named, and the others are recovered).
-func (m *Manager) Recover(ctx context.Context) (int, error) {
+func (m *Manager) InterruptOrphaned(ctx context.Context) (int, error) {
 	if m.closed.Load() {
 		return 0, ErrClosed
 	}
-	r, ok := m.store.(store.Recoverer)
+	r, ok := m.store.(store.OrphanInterrupter)
 	if !ok {
 		return 0, nil
 	}
-	n, err := r.Recover(ctx)
+	n, err := r.InterruptOrphaned(ctx)
 	if err != nil {
 		return n, fmt.Errorf("bgtask: recover: %w", err)
 	}

@@ -38,13 +38,13 @@ import (
 //
 // A record that cannot be decoded is logged and skipped: the others are
 // restored, and Restore returns an error matching ErrCorrupt that names it
-// (RunStart goes on after such an error). Other errors: ErrInvalidOwner,
+// (RunStart goes on after such an error). Other errors: ErrInvalidArgument (blank owner),
 // ErrClosed, or the Store's. Records committed before an error stay
 // interrupted, with their events sent.
 func (m *Manager) Restore(ctx context.Context, owner string) ([]bgtype.TaskMeta, error) {
 	switch {
 	case !bgtype.ValidOwner(owner):
-		return nil, ErrInvalidOwner
+		return nil, bgtype.ErrInvalidOwner
 	case m.closed.Load():
 		return nil, ErrClosed
 	}

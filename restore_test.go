@@ -108,8 +108,8 @@ func TestRestoreInterruptsWhatNoOneRuns(t *testing.T) {
 // Bad input and a failing st: a clear error, nothing reported twice.
 func TestRestoreErrors(t *testing.T) {
 	m := newTestManager(t)
-	if _, err := m.Restore(t.Context(), " "); !errors.Is(err, ErrInvalidOwner) {
-		t.Fatalf("Restore(blank) = %v, want ErrInvalidOwner", err)
+	if _, err := m.Restore(t.Context(), " "); !errors.Is(err, bgtype.ErrInvalidOwner) {
+		t.Fatalf("Restore(blank) = %v, want ErrInvalidArgument (blank owner)", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()

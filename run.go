@@ -117,7 +117,7 @@ func stopCutOutcome(m *Manager, _ *Task, _ error, out *outcome) { m.stopOutcome(
 
 // droppedOutcome is the outcome of a task cancelled while queued.
 func droppedOutcome(_ *Manager, t *Task, _ error, out *outcome) {
-	*out = outcome{status: bgtype.StatusCancelled, err: context.Cause(t.context()).Error()}
+	*out = outcome{status: bgtype.StatusCanceled, err: context.Cause(t.context()).Error()}
 }
 
 // startFailedOutcome is the outcome of a task whose start could not be
@@ -183,7 +183,7 @@ func (m *Manager) settle(t *Task, out *outcome, v any, err error) {
 		}
 		*out = outcome{status: bgtype.StatusFailed, kind: bgtype.KindTimeout, err: text}
 	case t.cctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.Cause(t.context()))):
-		*out = outcome{status: bgtype.StatusCancelled, err: context.Cause(t.context()).Error()}
+		*out = outcome{status: bgtype.StatusCanceled, err: context.Cause(t.context()).Error()}
 	default:
 		*out = outcome{status: bgtype.StatusFailed, kind: bgtype.KindError, err: err.Error()}
 	}
@@ -224,7 +224,7 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 
 	fg := t.fg.Load() != fgBackground && m.endForeground(t)
 	var reason string
-	if out.status == bgtype.StatusCancelled {
+	if out.status == bgtype.StatusCanceled {
 		reason = reasonOf(context.Cause(t.context()))
 	}
 	errText, _ := jsoncap.Text(out.err, m.cfg.caps.MaxErrorBytes)
@@ -543,7 +543,7 @@ func terminalEvent(meta *bgtype.TaskMeta) bgtype.Event {
 		ev.Result = meta.Result
 	case bgtype.StatusFailed, bgtype.StatusInterrupted:
 		ev.Error, ev.ErrorKind = meta.Error, meta.ErrorKind
-	case bgtype.StatusCancelled:
+	case bgtype.StatusCanceled:
 		ev.CancelReason = meta.CancelReason
 	}
 	return ev
@@ -697,13 +697,13 @@ func (m *Manager) pruneNode(t *Task) {
 // cancelled run is remembered (up to Tuning.CancelledRunsKept of them) so late
 // spawns into it are refused. Called with m.mu held.
 func (m *Manager) retireRun(key runKey, rs *runState) {
-	if !rs.cancelled {
+	if !rs.canceled {
 		delete(m.runs, key)
 		m.runs = shrunk(m.runs, &m.deletes.runs)
 		return
 	}
 	m.deadRuns.Push(key)
-	for m.deadRuns.Len() > m.cfg.tuning.CancelledRunsKept {
+	for m.deadRuns.Len() > m.cfg.tuning.CanceledRunsKept {
 		old := m.deadRuns.Pop()
 		if rs := m.runs[old]; rs != nil && rs.live == 0 {
 			delete(m.runs, old)

@@ -51,15 +51,15 @@ func TestManagerLifecycle(t *testing.T) {
 			want: bgtype.StatusFailed, wantError: "inner call: context canceled"},
 		{name: "cancelled returning ctx.Err", cancel: true,
 			fn:   func(ctx context.Context) (any, error) { return nil, ctx.Err() },
-			want: bgtype.StatusCancelled, wantError: ErrCancelled.Error()},
+			want: bgtype.StatusCanceled, wantError: ErrCanceled.Error()},
 		{name: "cancelled returning context.Cause", cancel: true,
 			fn:   func(ctx context.Context) (any, error) { return nil, context.Cause(ctx) },
-			want: bgtype.StatusCancelled, wantError: ErrCancelled.Error()},
+			want: bgtype.StatusCanceled, wantError: ErrCanceled.Error()},
 		{name: "cancelled returning a wrapped ctx.Err", cancel: true,
 			fn: func(ctx context.Context) (any, error) {
 				return nil, fmt.Errorf("stopping: %w", ctx.Err())
 			},
-			want: bgtype.StatusCancelled, wantError: ErrCancelled.Error()},
+			want: bgtype.StatusCanceled, wantError: ErrCanceled.Error()},
 		{name: "cancel asks, does not force: value after cancel completes", cancel: true,
 			fn:   func(ctx context.Context) (any, error) { return "done anyway", nil },
 			want: bgtype.StatusCompleted, wantResult: `"done anyway"`},

@@ -14,9 +14,9 @@ type runKey struct {
 // runState is what the Manager keeps of a run with live tasks, or of a
 // cancelled one (see retireRun). Guarded by m.mu.
 type runState struct {
-	cancelled bool
-	live      int
-	head      *Task // intrusive list of live tasks of the run
+	canceled bool
+	live     int
+	head     *Task // intrusive list of live tasks of the run
 }
 
 // taskRun returns the key of the run a task belongs to: its owner's run of

@@ -10,8 +10,8 @@ import (
 )
 
 // Send delivers a message to a live sub-agent on behalf of owner, the agent
-// that claims to own it. Errors, in the order they are checked: ErrInvalidOwner,
-// ErrClosed, ErrNotFound, ErrNotOwner, ErrTerminal (a *StatusError),
+// that claims to own it. Errors, in the order they are checked: ErrInvalidArgument (blank owner),
+// ErrClosed, ErrNotFound, ErrNotFound, ErrTerminal (a *StatusError),
 // ErrNotSubAgent, ErrInboxClosed. A message whose InReplyTo names the
 // task's open input request (Task.RequestInput) answers it instead, for a
 // plain task too; ErrNoInputRequest if there is no such request. Owner.Send is the same call as seen by one
@@ -31,7 +31,7 @@ func (m *Manager) send(ctx context.Context, owner, id string, msg bgtype.Message
 func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg bgtype.Message) (string, error) {
 	switch {
 	case !bgtype.ValidOwner(owner):
-		return "", ErrInvalidOwner
+		return "", bgtype.ErrInvalidOwner
 	case m.closed.Load():
 		return "", ErrClosed
 	}
@@ -47,7 +47,7 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg bgtype.
 		case err != nil:
 			return "", err
 		case meta.Owner != owner:
-			return "", ErrNotOwner
+			return "", errNotOwner
 		case meta.Status.IsTerminal():
 			return "", &StatusError{TaskID: id, Status: meta.Status}
 		case meta.Type != bgtype.TypeSubAgent:
@@ -58,7 +58,7 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg bgtype.
 	msg = m.capMessage(msg)
 	switch {
 	case t.rec.Owner != owner:
-		return "", ErrNotOwner
+		return "", errNotOwner
 	case msg.InReplyTo != "":
 		return t.answer(msg)
 	case t.agentInbox() == nil:
@@ -89,7 +89,7 @@ func (m *Manager) capMessage(msg bgtype.Message) bgtype.Message {
 // returns the message's id in the task's history (Owner.Messages). A tool
 // that lets a task's model talk to its parent uses it. Errors:
 // ErrInboxClosed when the owner is a sub-agent that has ended (nothing
-// would read the message) or the owner's inbox refuses it, ErrTaskEnded
+// would read the message) or the owner's inbox refuses it, ErrTerminal
 // once the task's function has returned. ctx is used for reading the
 // owner's record only.
 func (t *Task) SendToOwner(ctx context.Context, content string) (string, error) {

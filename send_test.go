@@ -109,7 +109,7 @@ func TestSendErrors(t *testing.T) {
 	}
 	completedAgent := ended(true, func(context.Context, *Task) (any, error) { return nil, nil })
 	failedAgent := ended(true, func(context.Context, *Task) (any, error) { return nil, errors.New("x") })
-	cancelledAgent := func() string {
+	canceledAgent := func() string {
 		id, p := func() (string, *probeTask) {
 			p := newProbe()
 			id, err := o.SpawnAgent(ctx, p.fn)
@@ -140,13 +140,13 @@ func TestSendErrors(t *testing.T) {
 	}{
 		{name: "owner: unknown", send: func() error { _, err := o.Send(ctx, unknown, msg); return err }, want: ErrNotFound},
 		{name: "manager: unknown", send: func() error { return m.Send(ctx, "thread-1", unknown, msg) }, want: ErrNotFound},
-		{name: "manager: wrong owner, live sub-agent", want: ErrNotOwner,
+		{name: "manager: wrong owner, live sub-agent", want: errNotOwner,
 			send: func() error { return m.Send(ctx, "thread-WRONG", liveAgentID, msg) }},
-		{name: "manager: wrong owner comes before terminal", want: ErrNotOwner, not: []error{ErrTerminal},
+		{name: "manager: wrong owner comes before terminal", want: errNotOwner, not: []error{ErrTerminal},
 			send: func() error { return m.Send(ctx, "thread-WRONG", completedAgent, msg) }},
-		{name: "manager: wrong owner comes before not-a-sub-agent", want: ErrNotOwner, not: []error{ErrNotSubAgent},
+		{name: "manager: wrong owner comes before not-a-sub-agent", want: errNotOwner, not: []error{ErrNotSubAgent},
 			send: func() error { return m.Send(ctx, "thread-WRONG", livePlainID, msg) }},
-		{name: "owner view: another owner's is not found", want: ErrNotFound, not: []error{ErrNotOwner},
+		{name: "owner view: another owner's is not found", want: ErrNotFound, not: []error{errNotOwner},
 			send: func() error { _, err := m.Owner("thread-WRONG").Send(ctx, liveAgentID, msg); return err }},
 		{name: "completed sub-agent", want: ErrTerminal, wantStatus: bgtype.StatusCompleted, id: completedAgent,
 			send: func() error { _, err := o.Send(ctx, completedAgent, msg); return err }},
@@ -154,16 +154,16 @@ func TestSendErrors(t *testing.T) {
 			send: func() error { return m.Send(ctx, "thread-1", completedAgent, msg) }},
 		{name: "failed sub-agent", want: ErrTerminal, wantStatus: bgtype.StatusFailed, id: failedAgent,
 			send: func() error { _, err := o.Send(ctx, failedAgent, msg); return err }},
-		{name: "cancelled sub-agent", want: ErrTerminal, wantStatus: bgtype.StatusCancelled, id: cancelledAgent,
-			send: func() error { _, err := o.Send(ctx, cancelledAgent, msg); return err }},
+		{name: "cancelled sub-agent", want: ErrTerminal, wantStatus: bgtype.StatusCanceled, id: canceledAgent,
+			send: func() error { _, err := o.Send(ctx, canceledAgent, msg); return err }},
 		{name: "terminal comes before not-a-sub-agent", want: ErrTerminal, wantStatus: bgtype.StatusCompleted, id: completedPlain,
 			not:  []error{ErrNotSubAgent},
 			send: func() error { _, err := o.Send(ctx, completedPlain, msg); return err }},
 		{name: "live plain task", want: ErrNotSubAgent,
 			send: func() error { _, err := o.Send(ctx, livePlainID, msg); return err }},
-		{name: "manager: empty owner", want: ErrInvalidOwner,
+		{name: "manager: empty owner", want: bgtype.ErrInvalidOwner,
 			send: func() error { return m.Send(ctx, "", liveAgentID, msg) }},
-		{name: "owner view: blank owner", want: ErrInvalidOwner,
+		{name: "owner view: blank owner", want: bgtype.ErrInvalidOwner,
 			send: func() error { _, err := m.Owner(" ").Send(ctx, liveAgentID, msg); return err }},
 	}
 	for _, tc := range cases {

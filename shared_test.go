@@ -5,50 +5,16 @@ import (
 	"errors"
 	"iter"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/bgtask/bgtask/internal/memstore"
+	"github.com/bgtask/bgtask/internal/storefake"
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
 
-// fakeShared is a MemoryStore that plays a SharedStore: it records cancel
-// requests and hands out notices once.
-type fakeShared struct {
-	*memstore.Store
-	mu        sync.Mutex
-	requests  []string
-	notices   map[string][]bgtype.Event
-	fail      error
-	noticeErr error
-}
-
-func (f *fakeShared) RequestCancel(ctx context.Context, id string, tree bool) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fail != nil {
-		return f.fail
-	}
-	suffix := ""
-	if tree {
-		suffix = "+tree"
-	}
-	f.requests = append(f.requests, id+suffix)
-	return nil
-}
-
-func (f *fakeShared) TakeNotices(ctx context.Context, owner string) ([]bgtype.Event, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.noticeErr != nil {
-		return nil, f.noticeErr
-	}
-	evs := f.notices[owner]
-	delete(f.notices, owner)
-	return evs, nil
-}
+type fakeShared = storefake.Shared
 
 // remoteRecord is a running task of another instance, in the store.
 func remoteRecord(t *testing.T, f *fakeShared, id string) bgtype.TaskMeta {
@@ -71,19 +37,19 @@ func TestSharedStoreCancelReachesTheOtherInstance(t *testing.T) {
 	if n, err := m.CancelTree(t.Context(), remote.ID); err != nil || n != 1 {
 		t.Fatalf("CancelTree of a remote task: %d, %v; want 1, nil", n, err)
 	}
-	if want := []string{remote.ID, remote.ID + "+tree"}; !slices.Equal(f.requests, want) {
-		t.Fatalf("requests %v, want %v", f.requests, want)
+	if want := []string{remote.ID, remote.ID + "+tree"}; !slices.Equal(f.Requests, want) {
+		t.Fatalf("Requests %v, want %v", f.Requests, want)
 	}
 	// Another owner's view never reaches it; a terminal record needs no request.
 	if _, err := m.Owner("thread-2").Cancel(t.Context(), remote.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("another owner's cancel: %v, want ErrNotFound", err)
 	}
-	f.fail = errors.New("db down")
+	f.Fail = errors.New("db down")
 	if _, err := o.Cancel(t.Context(), remote.ID); err == nil || err.Error() != `bgtask: cancel `+remote.ID+` on instance "other-instance": db down` {
 		t.Fatalf("failing request: %v", err)
 	}
-	if len(f.requests) != 2 {
-		t.Fatalf("requests %v after the refused ones, want 2", f.requests)
+	if len(f.Requests) != 2 {
+		t.Fatalf("Requests %v after the refused ones, want 2", f.Requests)
 	}
 }
 
@@ -110,17 +76,17 @@ func TestSharedStoreRestoreLeavesOtherInstancesToTheReaper(t *testing.T) {
 // A store that cannot give its notices makes Deliver fail without losing
 // what else was waiting: the next call delivers it.
 func TestPluginNoticeFailureKeepsEvents(t *testing.T) {
-	f := &fakeShared{Store: memstore.New(), noticeErr: errors.New("db down")}
+	f := &fakeShared{Store: memstore.New(), NoticeErr: errors.New("db down")}
 	pr := newReceiverRun(t, WithStore(f))
-	pr.p.keepLate(bgtype.Event{Kind: bgtype.EventCancelled, TaskID: "task_0190d5f4c5a87000a000000000000003"})
+	pr.p.keepLate(bgtype.Event{Kind: bgtype.EventCanceled, TaskID: "task_0190d5f4c5a87000a000000000000003"})
 	if _, err := pr.p.Deliver(t.Context()); err == nil || err.Error() != "bgtask: receiver: notices: db down" {
 		t.Fatalf("Deliver with the store down: %v", err)
 	}
-	f.mu.Lock()
-	f.noticeErr = nil
-	f.mu.Unlock()
+	f.Mu.Lock()
+	f.NoticeErr = nil
+	f.Mu.Unlock()
 	msgs, err := pr.p.Deliver(t.Context())
-	if err != nil || len(msgs) != 1 || msgs[0].Kind != bgtype.EventCancelled {
+	if err != nil || len(msgs) != 1 || msgs[0].Kind != bgtype.EventCanceled {
 		t.Fatalf("Deliver after the store came back: %v, %v; want the kept event", messageKinds(msgs), err)
 	}
 }

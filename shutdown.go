@@ -192,12 +192,12 @@ func (m *Manager) cut() (cut []*Task, early []chan struct{}, ids []string) {
 	var starts []*Task
 	m.mu.Lock()
 	for id, t := range m.nodes {
-		if !t.phase.live() || t.signalled {
+		if !t.phase.live() || t.signaled {
 			continue
 		}
 		switch {
 		case t.end.CompareAndSwap(endCalling, endCut):
-			t.signalled = true // nobody else cancels it: its cause is errStopCut
+			t.signaled = true // nobody else cancels it: its cause is errStopCut
 			if m.cutRunning == nil {
 				m.cutRunning = make(map[*Task]struct{})
 			}

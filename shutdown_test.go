@@ -28,9 +28,9 @@ func TestShutdownCancelsTasksWithCause(t *testing.T) {
 			errText string
 			result  string
 		}{
-			{"returns the cause", func(ctx context.Context) (any, error) { return nil, context.Cause(ctx) }, bgtype.StatusCancelled, ErrShutdown.Error(), ""},
-			{"returns ctx.Err", func(ctx context.Context) (any, error) { return nil, ctx.Err() }, bgtype.StatusCancelled, ErrShutdown.Error(), ""},
-			{"wraps ctx.Err", func(ctx context.Context) (any, error) { return nil, fmt.Errorf("stopping: %w", ctx.Err()) }, bgtype.StatusCancelled, ErrShutdown.Error(), ""},
+			{"returns the cause", func(ctx context.Context) (any, error) { return nil, context.Cause(ctx) }, bgtype.StatusCanceled, ErrShutdown.Error(), ""},
+			{"returns ctx.Err", func(ctx context.Context) (any, error) { return nil, ctx.Err() }, bgtype.StatusCanceled, ErrShutdown.Error(), ""},
+			{"wraps ctx.Err", func(ctx context.Context) (any, error) { return nil, fmt.Errorf("stopping: %w", ctx.Err()) }, bgtype.StatusCanceled, ErrShutdown.Error(), ""},
 			{"returns a value", func(ctx context.Context) (any, error) { return "partial", nil }, bgtype.StatusCompleted, "", `"partial"`},
 			{"returns another error", func(ctx context.Context) (any, error) { return nil, errors.New("flush failed") }, bgtype.StatusFailed, "flush failed", ""},
 		}
@@ -135,7 +135,7 @@ func TestShutdownRefusesSpawnsOnceBegun(t *testing.T) {
 		if n := countRecords(t, m, "b"); n != 0 {
 			t.Fatalf("store holds %d records for b, want 0", n)
 		}
-		if got := getTask(t, m, id); got.Status != bgtype.StatusCancelled || got.Error != ErrShutdown.Error() {
+		if got := getTask(t, m, id); got.Status != bgtype.StatusCanceled || got.Error != ErrShutdown.Error() {
 			t.Fatalf("final: %q %q, want cancelled %q", got.Status, got.Error, ErrShutdown.Error())
 		}
 	})
@@ -179,7 +179,7 @@ func TestShutdownDeadlineNamesStubbornTask(t *testing.T) {
 		if err.Error() != wantText {
 			t.Fatalf("error text %q, want %q", err.Error(), wantText)
 		}
-		waitStatus(t, m, polite, bgtype.StatusCancelled)
+		waitStatus(t, m, polite, bgtype.StatusCanceled)
 		if got := getTask(t, m, stubborn).Status; got != bgtype.StatusRunning {
 			t.Fatalf("stubborn task after the failed Shutdown: %q, want running", got)
 		}
@@ -272,7 +272,7 @@ func TestShutdownErrorCountsFinishingTasks(t *testing.T) {
 			t.Fatalf("second Shutdown took %v, want the rest of the backoff", d)
 		}
 		evs := drainKindIDs(t, m, "a")
-		if want := []kindID{{bgtype.EventCommitFailed, id}, {bgtype.EventCancelled, id}}; !slices.Equal(evs, want) {
+		if want := []kindID{{bgtype.EventCommitFailed, id}, {bgtype.EventCanceled, id}}; !slices.Equal(evs, want) {
 			t.Fatalf("events %v, want %v", evs, want)
 		}
 	})
@@ -330,7 +330,7 @@ func TestShutdownClosedManager(t *testing.T) {
 		if meta, err := m.Get(bg, done); err != nil || meta.Status != bgtype.StatusCompleted || string(meta.Result) != "1" {
 			t.Fatalf("Manager.Get: (%q %s, %v), want completed 1", meta.Status, meta.Result, err)
 		}
-		if meta, err := o.Get(bg, agent); err != nil || meta.Status != bgtype.StatusCancelled || meta.Parent.RunID != "r1" {
+		if meta, err := o.Get(bg, agent); err != nil || meta.Status != bgtype.StatusCanceled || meta.Parent.RunID != "r1" {
 			t.Fatalf("Owner.Get: (%+v, %v), want cancelled in run r1", meta, err)
 		}
 		seq, err := o.List(bg)
@@ -347,14 +347,14 @@ func TestShutdownClosedManager(t *testing.T) {
 		if meta, err := m.Wait(bg, done); err != nil || meta.Status != bgtype.StatusCompleted {
 			t.Fatalf("Manager.Wait: (%q, %v), want completed", meta.Status, err)
 		}
-		if meta, err := o.Wait(bg, agent); err != nil || meta.Status != bgtype.StatusCancelled {
+		if meta, err := o.Wait(bg, agent); err != nil || meta.Status != bgtype.StatusCanceled {
 			t.Fatalf("Owner.Wait: (%q, %v), want cancelled", meta.Status, err)
 		}
 		ib, err := o.Inbox()
 		if err != nil || ib == nil {
 			t.Fatalf("Owner.Inbox: (%v, %v)", ib, err)
 		}
-		want := []kindID{{bgtype.EventCompleted, done}, {bgtype.EventCancelled, agent}}
+		want := []kindID{{bgtype.EventCompleted, done}, {bgtype.EventCanceled, agent}}
 		if got := drainKindIDs(t, m, "a"); !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
@@ -390,7 +390,7 @@ func TestShutdownConcurrentCalls(t *testing.T) {
 			}
 		}
 		for _, id := range ids {
-			if got := getTask(t, m, id).Status; got != bgtype.StatusCancelled {
+			if got := getTask(t, m, id).Status; got != bgtype.StatusCanceled {
 				t.Fatalf("%s: %q, want cancelled", id, got)
 			}
 		}
@@ -473,14 +473,14 @@ func TestShutdownRacesSpawns(t *testing.T) {
 		}
 		seen := make(map[string]bool, len(ids))
 		for _, ev := range got {
-			if ev.Kind != bgtype.EventCancelled || seen[ev.ID] {
+			if ev.Kind != bgtype.EventCanceled || seen[ev.ID] {
 				t.Fatalf("event %v (seen before: %v), want one cancelled event per task", ev, seen[ev.ID])
 			}
 			seen[ev.ID] = true
 		}
 		for _, id := range ids {
 			meta := getTask(t, m, id)
-			if !seen[id] || meta.Status != bgtype.StatusCancelled || meta.Error != ErrShutdown.Error() {
+			if !seen[id] || meta.Status != bgtype.StatusCanceled || meta.Error != ErrShutdown.Error() {
 				t.Fatalf("%s: event %v, status %q error %q, want cancelled by shutdown", id, seen[id], meta.Status, meta.Error)
 			}
 		}
@@ -534,7 +534,7 @@ func TestShutdownReleasesInboxWaiters(t *testing.T) {
 
 		shutdownManager(t, m)
 		got := <-consumer
-		if !errors.Is(got.err, ErrClosed) || len(got.evs) != 1 || got.evs[0].Kind != bgtype.EventCancelled || got.evs[0].TaskID != id {
+		if !errors.Is(got.err, ErrClosed) || len(got.evs) != 1 || got.evs[0].Kind != bgtype.EventCanceled || got.evs[0].TaskID != id {
 			t.Fatalf("consumer got %+v, %v; want the cancelled event, then ErrClosed", got.evs, got.err)
 		}
 		if err := <-waited; !errors.Is(err, ErrClosed) {

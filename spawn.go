@@ -25,7 +25,7 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bool, opts []SpawnOption) (string, bool, error) {
 	switch {
 	case !bgtype.ValidOwner(owner):
-		return "", false, ErrInvalidOwner
+		return "", false, bgtype.ErrInvalidOwner
 	case m.closed.Load():
 		return "", false, ErrClosed
 	case fn == nil:
@@ -196,7 +196,7 @@ func (m *Manager) register(t *Task) error {
 	if id := meta.Parent().TaskID; id != "" {
 		p = m.nodes[id]
 		if p != nil && !visibleParent(p, meta.Owner) {
-			return fmt.Errorf("%w: %s", ErrParentNotFound, id)
+			return fmt.Errorf("%w: %s", errParentNotFound, id)
 		}
 	}
 	if p != nil && meta.ParentRun() == "" {
@@ -209,12 +209,12 @@ func (m *Manager) register(t *Task) error {
 		// cancelled with its run (a sub-agent's own tasks run under its id,
 		// so their run key is not their parent's).
 		rs := m.runs[runKey{owner: meta.Owner, run: run}]
-		cancelled := rs != nil && rs.cancelled
-		if !cancelled && p != nil && p.phase.live() && p.signalled && p.rec.ParentRun() == run {
-			cancelled = errors.Is(context.Cause(p.cctx), ErrRunCancelled)
+		canceled := rs != nil && rs.canceled
+		if !canceled && p != nil && p.phase.live() && p.signaled && p.rec.ParentRun() == run {
+			canceled = errors.Is(context.Cause(p.cctx), errRunCanceled)
 		}
-		if cancelled {
-			return fmt.Errorf("%w: %q", ErrRunCancelled, run)
+		if canceled {
+			return fmt.Errorf("%w: %q", errRunCanceled, run)
 		}
 	}
 	os := m.owners[meta.Owner]
@@ -224,18 +224,18 @@ func (m *Manager) register(t *Task) error {
 	if p != nil {
 		t.depth = p.depth + 1
 		if !meta.Detached {
-			if p.signalled && p.phase.live() {
-				return fmt.Errorf("%w: %s", ErrParentCancelled, p.rec.ID)
+			if p.signaled && p.phase.live() {
+				return fmt.Errorf("%w: %s", errParentCanceled, p.rec.ID)
 			}
 			if m.cfg.limits.MaxChildren > 0 && len(p.children) >= m.cfg.limits.MaxChildren {
-				return fmt.Errorf("%w: task %s has %d live children", ErrFanOutLimit, p.rec.ID, len(p.children))
+				return fmt.Errorf("%w: task %s has %d live children", errFanOutLimit, p.rec.ID, len(p.children))
 			}
 		}
 	} else if meta.Parent().TaskID != "" {
 		t.depth = 1
 	}
 	if m.cfg.limits.MaxDepth > 0 && int(t.depth) > m.cfg.limits.MaxDepth {
-		return fmt.Errorf("%w: depth %d > %d", ErrDepthLimit, t.depth, m.cfg.limits.MaxDepth)
+		return fmt.Errorf("%w: depth %d > %d", errDepthLimit, t.depth, m.cfg.limits.MaxDepth)
 	}
 	if os == nil {
 		os = m.spareOwner
@@ -318,11 +318,11 @@ func (m *Manager) checkStoredParent(ctx context.Context, owner, parentID string)
 	meta, err := m.store.Get(ctx, parentID)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return "", fmt.Errorf("%w: %s", ErrParentNotFound, parentID)
+		return "", fmt.Errorf("%w: %s", errParentNotFound, parentID)
 	case err != nil:
 		return "", fmt.Errorf("bgtask: spawn: parent %s: %w", parentID, err)
 	case meta.Owner != owner && meta.ID != owner:
-		return "", fmt.Errorf("%w: %s", ErrParentNotFound, parentID)
+		return "", fmt.Errorf("%w: %s", errParentNotFound, parentID)
 	}
 	return meta.Parent.RunID, nil
 }

@@ -90,11 +90,11 @@ func TestTaskContextOutlivesSpawner(t *testing.T) {
 	if n, err := o.Cancel(context.Background(), id); n != 1 || err != nil {
 		t.Fatalf("Cancel = %d, %v; want 1, nil", n, err)
 	}
-	if cause := <-p.cause; !errors.Is(cause, ErrCancelled) || errors.Is(cause, spawnerGone) {
-		t.Errorf("task's cause = %v, want %v", cause, ErrCancelled)
+	if cause := <-p.cause; !errors.Is(cause, ErrCanceled) || errors.Is(cause, spawnerGone) {
+		t.Errorf("task's cause = %v, want %v", cause, ErrCanceled)
 	}
-	if meta := waitTask(t, o, id); meta.Status != bgtype.StatusCancelled {
-		t.Errorf("status = %s, want %s", meta.Status, bgtype.StatusCancelled)
+	if meta := waitTask(t, o, id); meta.Status != bgtype.StatusCanceled {
+		t.Errorf("status = %s, want %s", meta.Status, bgtype.StatusCanceled)
 	}
 	shutdownManager(t, m)
 }

@@ -27,8 +27,8 @@ func TestManagerSpawnRefused(t *testing.T) {
 		nilFn bool
 		want  error
 	}{
-		{name: "empty owner", setup: plain(""), want: ErrInvalidOwner},
-		{name: "blank owner", setup: plain(" \t\n"), want: ErrInvalidOwner},
+		{name: "empty owner", setup: plain(""), want: bgtype.ErrInvalidOwner},
+		{name: "blank owner", setup: plain(" \t\n"), want: bgtype.ErrInvalidOwner},
 		{name: "nil func", setup: plain("thread-1"), nilFn: true, want: ErrInvalidArgument},
 		{name: "reserved parent", setup: plain("thread-1", WithName("parent")), want: ErrInvalidArgument},
 		{name: "reserved self", setup: plain("thread-1", WithName("self")), want: ErrInvalidArgument},
@@ -57,13 +57,13 @@ func TestManagerSpawnRefused(t *testing.T) {
 				<-p.started
 				return o, t.Context(), []SpawnOption{WithName("researcher")}
 			}},
-		{name: "unknown parent", setup: plain("thread-1", WithParent(bgtype.Parent{TaskID: "task_00000000000000000000000000000000"})), want: ErrParentNotFound},
-		{name: "live parent of another owner", want: ErrParentNotFound,
+		{name: "unknown parent", setup: plain("thread-1", WithParent(bgtype.Parent{TaskID: "task_00000000000000000000000000000000"})), want: errParentNotFound},
+		{name: "live parent of another owner", want: errParentNotFound,
 			setup: func(t *testing.T, m *Manager) (Owner, context.Context, []SpawnOption) {
 				pid, _ := spawnProbe(t, t.Context(), m.Owner("thread-2"))
 				return m.Owner("thread-1"), t.Context(), []SpawnOption{WithParent(bgtype.Parent{TaskID: pid})}
 			}},
-		{name: "ended parent of another owner", want: ErrParentNotFound,
+		{name: "ended parent of another owner", want: errParentNotFound,
 			setup: func(t *testing.T, m *Manager) (Owner, context.Context, []SpawnOption) {
 				o2 := m.Owner("thread-2")
 				pid, err := o2.Spawn(t.Context(), func(context.Context, *Task) (any, error) { return nil, nil })
@@ -73,21 +73,21 @@ func TestManagerSpawnRefused(t *testing.T) {
 				waitTask(t, o2, pid)
 				return m.Owner("thread-1"), t.Context(), []SpawnOption{WithParent(bgtype.Parent{TaskID: pid})}
 			}},
-		{name: "cancelled run, explicit parent", want: ErrRunCancelled,
+		{name: "cancelled run, explicit parent", want: errRunCanceled,
 			setup: func(t *testing.T, m *Manager) (Owner, context.Context, []SpawnOption) {
 				if n, err := m.CancelRun("thread-1", "run-cancelled"); n != 0 || err != nil {
 					t.Fatalf("CancelRun = %d, %v", n, err)
 				}
 				return m.Owner("thread-1"), t.Context(), []SpawnOption{WithParent(bgtype.Parent{RunID: "run-cancelled"})}
 			}},
-		{name: "cancelled run, ambient tool call", want: ErrRunCancelled,
+		{name: "cancelled run, ambient tool call", want: errRunCanceled,
 			setup: func(t *testing.T, m *Manager) (Owner, context.Context, []SpawnOption) {
 				if _, err := m.CancelRun("thread-1", "run-cancelled"); err != nil {
 					t.Fatal(err)
 				}
 				return m.Owner("thread-1"), WithToolCall(t.Context(), ToolCall{RunID: "run-cancelled", CallID: "c1"}), nil
 			}},
-		{name: "cancelled run, detached", want: ErrRunCancelled,
+		{name: "cancelled run, detached", want: errRunCanceled,
 			setup: func(t *testing.T, m *Manager) (Owner, context.Context, []SpawnOption) {
 				if _, err := m.CancelRun("thread-1", "run-cancelled"); err != nil {
 					t.Fatal(err)

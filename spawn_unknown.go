@@ -27,7 +27,7 @@ const settleTimeout = 5 * time.Second
 // with a context that had ended already, was refused before anything was
 // written; the MemoryStore applies nothing once it has failed.
 func (m *Manager) settleFailedSpawn(rec bgtype.TaskMeta, cause error, ctxDoneBefore bool) {
-	if !m.durable() || ctxDoneBefore || errors.Is(cause, store.ErrInvalidAction) || errors.Is(cause, ErrInvalidOwner) {
+	if !m.durable() || ctxDoneBefore || errors.Is(cause, store.ErrInvalidAction) || errors.Is(cause, bgtype.ErrInvalidOwner) {
 		return
 	}
 	rec.Status, rec.ErrorKind, rec.FinishedAt, rec.Announced = bgtype.StatusFailed, bgtype.KindError, clock.Now(), true

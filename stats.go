@@ -17,7 +17,7 @@ type Stats struct {
 	Spawned        uint64 // spawns whose first record was committed
 	Completed      uint64
 	Failed         uint64 // panics included
-	Cancelled      uint64
+	Canceled       uint64
 	Panicked       uint64
 	Interrupted    uint64 // records found stale and interrupted by Restore, and tasks Stop cut
 	CommitFailures uint64 // terminal records that could not be committed (see EventCommitFailed)
@@ -25,7 +25,7 @@ type Stats struct {
 
 // counters are the cumulative Stats, updated without the Manager's lock.
 type counters struct {
-	spawned, completed, failed, cancelled, panicked, interrupted, commitFailures atomic.Uint64
+	spawned, completed, failed, canceled, panicked, interrupted, commitFailures atomic.Uint64
 }
 
 // Stats returns the Manager's counters. Safe to call at any time, also after
@@ -36,7 +36,7 @@ func (m *Manager) Stats() Stats {
 	m.mu.Unlock()
 	c := &m.counters
 	s.Spawned, s.Completed, s.Failed = c.spawned.Load(), c.completed.Load(), c.failed.Load()
-	s.Cancelled, s.Panicked, s.CommitFailures = c.cancelled.Load(), c.panicked.Load(), c.commitFailures.Load()
+	s.Canceled, s.Panicked, s.CommitFailures = c.canceled.Load(), c.panicked.Load(), c.commitFailures.Load()
 	s.Interrupted = c.interrupted.Load()
 	return s
 }
@@ -48,8 +48,8 @@ func (c *counters) countEnd(s bgtype.Status) {
 		c.completed.Add(1)
 	case bgtype.StatusFailed:
 		c.failed.Add(1)
-	case bgtype.StatusCancelled:
-		c.cancelled.Add(1)
+	case bgtype.StatusCanceled:
+		c.canceled.Add(1)
 	case bgtype.StatusInterrupted: // Manager.Stop cut it at its deadline
 		c.interrupted.Add(1)
 	}

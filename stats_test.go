@@ -40,7 +40,7 @@ func TestStatsCountsOutcomes(t *testing.T) {
 		if got, want := m.Stats(), (Stats{Live: 4, Queued: 2, Running: 2, Spawned: 4}); got != want {
 			t.Fatalf("while parked: %+v, want %+v", got, want)
 		}
-		store.fail(1, bgtype.StatusCancelled) // the cancelled record is lost
+		store.fail(1, bgtype.StatusCanceled) // the cancelled record is lost
 		if n, err := m.Cancel(t.Context(), ids[2]); n != 1 || err != nil {
 			t.Fatalf("Cancel = %d, %v", n, err)
 		}
@@ -57,7 +57,7 @@ func TestStatsCountsOutcomes(t *testing.T) {
 		if err := m.Shutdown(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		want := Stats{Spawned: 5, Completed: 2, Failed: 2, Cancelled: 1, Panicked: 1, CommitFailures: 1}
+		want := Stats{Spawned: 5, Completed: 2, Failed: 2, Canceled: 1, Panicked: 1, CommitFailures: 1}
 		if got := m.Stats(); got != want {
 			t.Fatalf("after Shutdown: %+v, want %+v", got, want)
 		}

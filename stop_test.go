@@ -322,7 +322,7 @@ func TestStopCutBeforeTheCallNeverCallsTheFunction(t *testing.T) {
 // and Stop does not wait for its function either: it returns at the
 // deadline naming it as running. The task ends cancelled when its function
 // returns, with one event, and Shutdown then returns nil.
-func TestStopDoesNotWaitForACancelledTask(t *testing.T) {
+func TestStopDoesNotWaitForACanceledTask(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		m := newTestManager(t)
@@ -347,10 +347,10 @@ func TestStopDoesNotWaitForACancelledTask(t *testing.T) {
 		}
 		close(release)
 		shutdownManager(t, m)
-		if got := getTask(t, m, id); got.Status != bgtype.StatusCancelled {
+		if got := getTask(t, m, id); got.Status != bgtype.StatusCanceled {
 			t.Fatalf("record: %q, want cancelled", got.Status)
 		}
-		if evs := drainKindIDs(t, m, "a"); !slices.Equal(evs, []kindID{{bgtype.EventCancelled, id}}) {
+		if evs := drainKindIDs(t, m, "a"); !slices.Equal(evs, []kindID{{bgtype.EventCanceled, id}}) {
 			t.Fatalf("events: %v, want one cancelled", evs)
 		}
 	})

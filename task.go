@@ -14,8 +14,8 @@ import (
 )
 
 // Func is the work of a task. ctx is cancelled when the task is cancelled,
-// with a cause that says why (ErrCancelled, ErrParentCancelled,
-// ErrRunCancelled, ErrShutdown; read it with context.Cause). The returned
+// with a cause that says why (ErrCanceled, ErrCanceled (parent),
+// ErrCanceled (run), ErrShutdown; read it with context.Cause). The returned
 // values decide the terminal status:
 //
 //   - (v, nil): completed, with v encoded as JSON as the result (cut to
@@ -69,48 +69,79 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	parent, children             m.mu                 register, pruneNode
 //	ownerPrev/Next, runPrev/Next m.mu                 register, unregister, retire (intrusive lists)
 //
-// Lock order. Where a goroutine holds two of these locks it takes them in
-// this order, and never the other way round; a change that nests locks
-// must keep it so:
+// Lock order. These are every mutex of the runtime, of the agent package
+// (over the Receiver) and of the in-memory store and the worker pool. Where
+// a goroutine holds two of them it takes them in this order, and never the
+// other way round; a change that nests locks must keep it so:
 //
-//	Manager.restoreMu → Task.emitMu → Manager.mu → Manager.inboxMu → Inbox.mu
+//	Manager.restoreMu      serializes Restore
+//	→ agent's Plugin.mu    guards the prompt view
+//	→ Receiver.mu          guards the open run and its inboxes
+//	→ Task.emitMu          guards the emitMu fields above
+//	→ Manager.mu           guards the m.mu fields above, the indexes, queue, counts
+//	→ Manager.inboxMu      guards the owners' inboxes, bound and idle
+//	→ Inbox.mu             guards an inbox's queue and waiters
+//	→ Manager.plugMu       guards the Receivers' sinks and kept events
+//	→ Receiver.lateMu      guards the events that reached a closed inbox
+//	→ Manager.sent's mu    guards the delivered, unmarked terminal events
+//	→ Manager.msgs's mu    guards the message history
+//	→ memstore shard locks guard one shard's records each (all: in index order)
+//	→ memstore.term's mu   guards the index of terminal records
 //
-// What each guards besides the fields below it: Manager.mu the m.mu
-// fields of every Task (the map above), the owner, run and lineage
-// indexes, the queue and the counts of live and active tasks;
-// Manager.inboxMu the owners' inboxes (bound and idle); Inbox.mu the
-// inbox's queue and waiters; Task.emitMu the emitMu fields above;
-// Manager.plugMu the Receivers' sinks and kept events, taken before a
-// Receiver's lateMu (the lock of the Receiver's inbox fallback); a Receiver's
-// mu its run, taken before the Manager's locks (a run's start binds its
-// inbox under it), and after the agent package's Plugin.mu (its prompt
-// view); Manager.sent's lock the delivered, unmarked
-// terminal events (taken alone);
-// the worker pool's lock (workpool.Pool) the parked workers (taken
-// alone; of the finished goroutines that find it taken, one waits, the
-// others exit). No lock guards the list of ends
-// (Manager.ends, atomic): one goroutine at a time (Manager.endsBusy)
-// takes it and records its ends, committing a MemoryStore's terminal
-// records under the store's locks, then, per 64 ends, taking Manager.mu
-// (and under it Manager.inboxMu and Inbox.mu, to queue the events in open
-// inboxes); an end whose inbox is closed is told after Manager.mu is
-// released, its fallback may take any lock above.
+//	workpool.Pool.mu       guards the parked workers; alone
 //
-// The MemoryStore's locks and messageLog.mu are taken alone or under one
-// of the above (waitSettled reads the record under emitMu; Emit records a
-// message under emitMu), and nothing of the above is locked under them.
-// Among themselves: shard locks (memShard.mu; all of them only in shard
-// index order) → the terminal index's lock (memTerm.mu). A task's commit
-// takes its record's shard lock and, if the record turns terminal, the
-// terminal index's lock inside it; a Commit, or a record with an
-// idempotency key, takes every shard lock; the records retention forgot
-// leave their shards after the commit's shard locks are released, one
-// shard lock at a time. A record that turns terminal leaves the shared
-// entry for a compact copy under its shard lock: the Task keeps reading
-// its identity fields.
-// Inbox.mu is released before a WithOnClosed fallback or an onClose hook
-// runs, so those may take the locks above. No lock is held across a Store
-// commit: a slow Store delays only the task that commits.
+// What each is held across (read in the code, and seen by running the
+// tests with every lock instrumented):
+//
+//   - Manager.restoreMu: a Restore's interrupts and reports: Manager.mu,
+//     the inbox locks, the sent list and the store's locks; no lock is
+//     held when it is taken.
+//   - Plugin.mu: BeforeInference, which delivers (Receiver.Deliver: the
+//     Receiver's locks and all they take) and reads the task list and
+//     progress (Task.emitMu, Manager.mu, the store's locks).
+//   - Receiver.mu: a boundary: RunStart binds the run's inbox
+//     (Manager.inboxMu, Inbox.mu), Deliver takes lateMu and marks events
+//     announced (the sent list, the store's locks), Pending reads
+//     Manager.mu. It is released before Close lets go of the owner
+//     (Manager.plugMu) and never held while OnWake is called.
+//   - Task.emitMu: Emit looks up the owner's inbox (Manager.inboxMu) and
+//     sends to it (Inbox.mu); a closed inbox's fallback then takes
+//     Receiver.lateMu, or Manager.plugMu and the sent list; a message is
+//     recorded (Manager.msgs); waitSettled reads the record (a shard's read
+//     lock).
+//   - Manager.mu: Manager.inboxMu and Inbox.mu, to queue events in open
+//     inboxes; a shard's read lock, to read a record.
+//   - Manager.inboxMu: Inbox.mu.
+//   - Inbox.mu: alone. It is released before a WithOnClosed fallback or an
+//     onClose hook runs, so those may take any lock above it.
+//   - Manager.plugMu: Receiver.lateMu (a new Receiver adopts the kept
+//     events; Close marks it gone) and the sent list (a durable store's
+//     terminal event nobody holds).
+//   - Receiver.lateMu, the sent list's and the message history's locks:
+//     alone, nothing is locked under them.
+//   - the shard locks: other shards' (only in shard index order) and the
+//     terminal index's; the terminal index's lock: alone.
+//   - workpool.Pool.mu: alone; of the finished goroutines that find it
+//     taken (TryLock), one waits, the others exit.
+//
+// No lock guards the list of ends (Manager.ends, atomic): one goroutine at
+// a time (Manager.endsBusy) takes it and records its ends, committing a
+// MemoryStore's terminal records under the store's locks, then, per 64
+// ends, taking Manager.mu (and under it Manager.inboxMu and Inbox.mu, to
+// queue the events in open inboxes); an end whose inbox is closed is told
+// after Manager.mu is released, its fallback may take any lock after
+// Inbox.mu.
+//
+// Inside the in-memory store: a task's commit takes its record's shard lock
+// and, if the record turns terminal, the terminal index's lock inside it; a
+// Commit, or a record with an idempotency key, takes every shard lock; the
+// records retention forgot leave their shards after the commit's shard
+// locks are released, one shard lock at a time. A record that turns
+// terminal leaves the shared entry for a compact copy under its shard
+// lock: the Task keeps reading its identity fields. No lock of the runtime
+// is held across a Store's Commit but the in-memory store's own, and the
+// boundary and restore locks above: a slow Store delays only the task that
+// commits, or the caller of that boundary.
 
 // Task is the handle a task function receives. Its methods are safe for
 // concurrent use, including after the function has returned.
@@ -123,7 +154,7 @@ type Task struct {
 	stop context.CancelCauseFunc
 	rare atomic.Pointer[taskRare] // what few tasks need, made on first use (see rare)
 
-	emitMu sync.Mutex // serialises Emit with the end of the task; see the map above
+	emitMu sync.Mutex // serializes Emit with the end of the task; guards the emitMu fields of the map above
 
 	// Small fields together, so the struct stays in a smaller size class.
 	end    atomic.Uint32 // who ends the task, and whether its function runs: endOpen, ... (shutdown.go)
@@ -133,8 +164,8 @@ type Task struct {
 	queued bool          // its first record was queued: run promotes it; set at spawn
 
 	// Guarded by m.mu.
-	phase     taskPhase // where it is in registration, slot, start and end (phase.go)
-	signalled bool      // cancel was requested
+	phase    taskPhase // where it is in registration, slot, start and end (phase.go)
+	signaled bool      // cancel was requested
 
 	parent               *Task              // attached parent node, for cascades
 	children             map[*Task]struct{} // attached live children
@@ -233,7 +264,7 @@ func (t *Task) Agent() (Owner, error) {
 // A payload that cannot be encoded returns an error matching
 // ErrInvalidArgument and sends nothing. An empty eventType returns
 // ErrInvalidArgument. Once the function has returned, Emit returns
-// ErrTaskEnded, so every custom event precedes the terminal one. If the
+// ErrTerminal, so every custom event precedes the terminal one. If the
 // owner's inbox is closed the event goes to its WithOnClosed fallback (a Receiver
 // keeps it for the owner's next run) and Emit returns nil; an inbox without
 // a fallback refuses it and Emit returns ErrInboxClosed (a progress event
@@ -271,7 +302,7 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
 	if t.ended {
-		return "", ErrTaskEnded
+		return "", errTaskEnded
 	}
 	r := t.rareState() // a task that emits has one: its latest event, its cached inbox
 	if eventType != bgtype.EventTypeMessage {

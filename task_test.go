@@ -159,8 +159,8 @@ func TestManagerEmitErrors(t *testing.T) {
 	}
 	waitTask(t, o, id)
 	tk := <-handle
-	if err := tk.Emit("late", 1); !errors.Is(err, ErrTaskEnded) {
-		t.Errorf("Emit after return = %v, want ErrTaskEnded", err)
+	if err := tk.Emit("late", 1); !errors.Is(err, errTaskEnded) {
+		t.Errorf("Emit after return = %v, want ErrTerminal", err)
 	}
 	if err := tk.Emit("", 1); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("Emit(\"\") after return = %v, want ErrInvalidArgument", err)
@@ -206,12 +206,12 @@ func TestManagerEmitAfterCancelDelivers(t *testing.T) {
 	if err := <-emitErr; err != nil {
 		t.Fatalf("Emit after cancel: %v", err)
 	}
-	if got := waitTask(t, o, id); got.Status != bgtype.StatusCancelled {
+	if got := waitTask(t, o, id); got.Status != bgtype.StatusCanceled {
 		t.Fatalf("status %q, want cancelled", got.Status)
 	}
 	evs := ib.Drain()
 	if len(evs) != 2 || evs[0].EventType != "final_words" || string(evs[0].Payload) != `"bye"` ||
-		evs[1].Kind != bgtype.EventCancelled || evs[1].TaskID != id {
+		evs[1].Kind != bgtype.EventCanceled || evs[1].TaskID != id {
 		t.Fatalf("after cancel: %+v", evs)
 	}
 	b, err := json.Marshal(evs[1])

@@ -16,12 +16,12 @@ import (
 // progressState is a task's throttled progress writer. Guarded by the
 // task's emitMu.
 type progressState struct {
-	latest  *bgtype.TaskProgress // the last report
-	written *bgtype.TaskProgress // the last one written, or being written
-	last    time.Time            // when the last write started
-	busy    bool                 // a write is in flight
-	timer   *time.Timer          // the trailing write, if one is scheduled
-	idle    chan struct{}        // made by finish while a write is in flight; closed when it ends
+	latest  *bgtype.Progress // the last report
+	written *bgtype.Progress // the last one written, or being written
+	last    time.Time        // when the last write started
+	busy    bool             // a write is in flight
+	timer   *time.Timer      // the trailing write, if one is scheduled
+	idle    chan struct{}    // made by finish while a write is in flight; closed when it ends
 }
 
 // ReportProgress records how far the task has come: done out of total
@@ -42,21 +42,21 @@ type progressState struct {
 //
 // A negative done or total, or done above a non-zero total, returns an
 // error matching ErrInvalidArgument and records nothing. Once the function
-// has returned, it returns ErrTaskEnded. Safe for concurrent use; the
+// has returned, it returns ErrTerminal. Safe for concurrent use; the
 // latest call wins.
 func (t *Task) ReportProgress(done, total int64, message string) error {
 	if done < 0 || total < 0 || total > 0 && done > total {
 		return invalidArgument("progress %d of %d: need 0 <= done and, with a total, done <= total", done, total)
 	}
 	message, _ = jsoncap.Text(message, t.m.cfg.caps.MaxMessageBytes)
-	p := &bgtype.TaskProgress{Done: done, Total: total, Message: message, At: clock.Now()}
+	p := &bgtype.Progress{Done: done, Total: total, Message: message, At: clock.Now()}
 	if err := t.Emit(bgtype.EventTypeProgress, p); err != nil {
 		return err
 	}
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
 	if t.ended {
-		return ErrTaskEnded
+		return errTaskEnded
 	}
 	st := t.progressState()
 	if st.latest != nil && p.At.Before(st.latest.At) {
@@ -110,7 +110,7 @@ func (m *Manager) progressDue(t *Task) {
 // writeProgress writes p to the task's record with an update that carries
 // no status, so it changes nothing but the progress, then starts the next
 // write if a newer report came meanwhile.
-func (m *Manager) writeProgress(t *Task, p *bgtype.TaskProgress) {
+func (m *Manager) writeProgress(t *Task, p *bgtype.Progress) {
 	u := bgtype.TaskMeta{ID: t.rec.ID, Owner: t.rec.Owner, Progress: p} // attempt 0, the Manager's: a reaper's later attempt fences it out
 	if err := m.store.Commit(context.Background(), u.Owner, store.UpsertAction(u)); err != nil {
 		m.log.Warn("bgtask: progress not recorded", "task_id", u.ID, "err", err)
@@ -129,7 +129,7 @@ func (m *Manager) writeProgress(t *Task, p *bgtype.TaskProgress) {
 // settleProgress stops the task's progress writer once the function has
 // returned (t.ended is set), waiting for a write in flight, and returns the
 // latest progress for the terminal record, or nil.
-func (t *Task) settleProgress() *bgtype.TaskProgress {
+func (t *Task) settleProgress() *bgtype.Progress {
 	r := t.rare.Load()
 	if r == nil {
 		return nil
@@ -163,12 +163,12 @@ func (t *Task) settleProgress() *bgtype.TaskProgress {
 // WithProgressInterval, so a later report may be in memory only: a host
 // that shows a task's progress to a model shows this one when it is not
 // nil. It never blocks on the task.
-func (o Owner) LatestProgress(id string) *bgtype.TaskProgress { return o.reportedProgress(id) }
+func (o Owner) LatestProgress(id string) *bgtype.Progress { return o.reportedProgress(id) }
 
 // reportedProgress returns a copy of the latest progress the owner's task
 // id reported (Task.ReportProgress) while this Manager runs it; nil if it
 // reported none, has ended, is not run here or is another owner's.
-func (o Owner) reportedProgress(id string) *bgtype.TaskProgress {
+func (o Owner) reportedProgress(id string) *bgtype.Progress {
 	m := o.m
 	m.mu.Lock()
 	t := m.nodes[id]

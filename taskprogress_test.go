@@ -21,7 +21,7 @@ import (
 type progressStore struct {
 	*memstore.Store
 	mu     sync.Mutex
-	writes []bgtype.TaskProgress
+	writes []bgtype.Progress
 }
 
 func (s *progressStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
@@ -37,10 +37,10 @@ func (s *progressStore) Commit(ctx context.Context, owner string, actions ...sto
 	return s.Store.Commit(ctx, owner, actions...)
 }
 
-func (s *progressStore) written() []bgtype.TaskProgress {
+func (s *progressStore) written() []bgtype.Progress {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]bgtype.TaskProgress(nil), s.writes...)
+	return append([]bgtype.Progress(nil), s.writes...)
 }
 
 // The reducer keeps a record's progress: a live record takes a newer one
@@ -50,17 +50,17 @@ func (s *progressStore) written() []bgtype.TaskProgress {
 func TestApplyActionProgress(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	p := func(done int64, sec int) *bgtype.TaskProgress {
-		return &bgtype.TaskProgress{Done: done, Total: 10, Message: "m", At: t0.Add(time.Duration(sec) * time.Second)}
+	p := func(done int64, sec int) *bgtype.Progress {
+		return &bgtype.Progress{Done: done, Total: 10, Message: "m", At: t0.Add(time.Duration(sec) * time.Second)}
 	}
-	rec := func(st bgtype.Status, pr *bgtype.TaskProgress) bgtype.TaskMeta {
+	rec := func(st bgtype.Status, pr *bgtype.Progress) bgtype.TaskMeta {
 		return bgtype.TaskMeta{ID: "task_1", Owner: "o", Status: st, Progress: pr, Description: "d"}
 	}
 	for _, tc := range []struct {
 		name       string
 		cur, u     bgtype.TaskMeta
 		wantStatus bgtype.Status
-		want       *bgtype.TaskProgress
+		want       *bgtype.Progress
 	}{
 		{"live, first progress", rec(bgtype.StatusRunning, nil), rec("", p(1, 1)), bgtype.StatusRunning, p(1, 1)},
 		{"live, newer", rec(bgtype.StatusRunning, p(1, 1)), rec("", p(2, 2)), bgtype.StatusRunning, p(2, 2)},
@@ -73,7 +73,7 @@ func TestApplyActionProgress(t *testing.T) {
 		{"terminal with an older one keeps", rec(bgtype.StatusRunning, p(5, 5)), rec(bgtype.StatusCompleted, p(1, 1)), bgtype.StatusCompleted, p(5, 5)},
 		{"terminal keeps its own", rec(bgtype.StatusCompleted, p(5, 5)), rec("", p(6, 6)), bgtype.StatusCompleted, p(5, 5)},
 		{"terminal without is filled", rec(bgtype.StatusFailed, nil), rec("", p(6, 6)), bgtype.StatusFailed, p(6, 6)},
-		{"another status on terminal dropped", rec(bgtype.StatusCancelled, nil), rec(bgtype.StatusCompleted, p(6, 6)), bgtype.StatusCancelled, nil},
+		{"another status on terminal dropped", rec(bgtype.StatusCanceled, nil), rec(bgtype.StatusCompleted, p(6, 6)), bgtype.StatusCanceled, nil},
 		{"fenced attempt dropped", bgtype.TaskMeta{ID: "task_1", Owner: "o", Status: bgtype.StatusRunning, Attempt: 2}, bgtype.TaskMeta{ID: "task_1", Owner: "o", Progress: p(1, 1), Attempt: 1}, bgtype.StatusRunning, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,7 +92,7 @@ func TestApplyActionProgress(t *testing.T) {
 		})
 	}
 	// A record with impossible progress is refused.
-	for _, bad := range []bgtype.TaskProgress{{Done: -1}, {Total: -1}, {Done: 3, Total: 2}} {
+	for _, bad := range []bgtype.Progress{{Done: -1}, {Total: -1}, {Done: 3, Total: 2}} {
 		err := store.ValidateCommit("o", store.UpsertAction(bgtype.TaskMeta{ID: "task_1", Owner: "o", Status: bgtype.StatusRunning, Progress: &bad}))
 		if !errors.Is(err, store.ErrInvalidAction) || !errors.Is(err, bgtype.ErrCorrupt) || !strings.Contains(err.Error(), "invalid progress") {
 			t.Errorf("ValidateCommit with progress %+v: %v", bad, err)
@@ -143,8 +143,8 @@ func TestReportProgressArguments(t *testing.T) {
 	if p := rec.Progress; p == nil || p.Done != 12 || p.Total != 0 || p.Message != "ünïcöd…[truncated: 60 bytes total]" {
 		t.Errorf("record progress %+v", p)
 	}
-	if err := task.ReportProgress(1, 2, ""); !errors.Is(err, ErrTaskEnded) {
-		t.Errorf("ReportProgress after the end: %v, want ErrTaskEnded", err)
+	if err := task.ReportProgress(1, 2, ""); !errors.Is(err, errTaskEnded) {
+		t.Errorf("ReportProgress after the end: %v, want ErrTerminal", err)
 	}
 	shutdownManager(t, m)
 }
@@ -228,6 +228,6 @@ func TestProgressThrottle(t *testing.T) {
 	}
 }
 
-func sameProgress(a, b *bgtype.TaskProgress) bool {
+func sameProgress(a, b *bgtype.Progress) bool {
 	return a == b || a != nil && b != nil && a.Done == b.Done && a.Total == b.Total && a.Message == b.Message && a.At.Equal(b.At)
 }

@@ -43,7 +43,7 @@ func TestErrorKinds(t *testing.T) {
 			return "partial", nil
 		}, 0, bgtype.StatusCompleted, "", "", 2 * time.Second, false},
 		{"cancelled before the timeout", []SpawnOption{WithTimeout(time.Hour)}, blockOnCtx,
-			time.Second, bgtype.StatusCancelled, "", "bgtask: task cancelled", time.Second, false},
+			time.Second, bgtype.StatusCanceled, "", "bgtask: task cancelled", time.Second, false},
 		{"done before the timeout", []SpawnOption{WithTimeout(time.Hour)}, func(context.Context, *Task) (any, error) { return 1, nil },
 			0, bgtype.StatusCompleted, "", "", 0, false},
 		{"a later WithTimeout wins", []SpawnOption{WithDeadline(time.Now().Add(time.Hour)), WithTimeout(time.Second)}, blockOnCtx,

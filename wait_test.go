@@ -10,7 +10,7 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 )
 
-func TestManagerWaitHonoursContext(t *testing.T) {
+func TestManagerWaitHonorsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newTestManager(t)
 		o := m.Owner("thread-1")

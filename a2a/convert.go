@@ -282,7 +282,7 @@ func (s *Server) eventsOf(ev bgtype.Event) (out []a2a.Event, final bool) {
 		return []a2a.Event{art, status(a2a.TaskStateCompleted, nil)}, true
 	case bgtype.EventFailed, bgtype.EventInterrupted:
 		return []a2a.Event{status(a2a.TaskStateFailed, s.agentMessage(ev.TaskID, ev.Error))}, true
-	case bgtype.EventCancelled:
+	case bgtype.EventCanceled:
 		return []a2a.Event{status(a2a.TaskStateCanceled, nil)}, true
 	}
 	return nil, false // commit_failed: the terminal event follows

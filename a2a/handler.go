@@ -118,7 +118,7 @@ func (h handler) OnCancelTask(ctx context.Context, params *a2a.TaskIDParams) (*a
 		return nil, taskErr(id, err)
 	}
 	if rec.Status.IsTerminal() {
-		if rec.Status == bgtype.StatusCancelled {
+		if rec.Status == bgtype.StatusCanceled {
 			return s.snapshot(ctx, o, id, "")
 		}
 		return nil, fmt.Errorf("task %s is %s: %w", id, State(rec.Status), a2a.ErrTaskNotCancelable)

@@ -11,6 +11,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // Defaults of the size caps.
@@ -65,7 +66,7 @@ func defaultConfig() config {
 func WithOwner(id string) Option {
 	return func(c *config) {
 		if blank(id) {
-			c.fail(fmt.Errorf("bga2a: WithOwner: %w", bgtask.ErrInvalidOwner))
+			c.fail(fmt.Errorf("bga2a: WithOwner: %w", bgtype.ErrInvalidOwner))
 			return
 		}
 		c.owner = func(*http.Request) (string, error) { return id, nil }

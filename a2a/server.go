@@ -13,6 +13,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // Server serves one sub-agent as an A2A agent over JSON-RPC: each task a
@@ -147,7 +148,7 @@ func writeRPCError(w http.ResponseWriter, code int, message, detail string) {
 func (s *Server) ownerOf(ctx context.Context) (bgtask.Owner, error) {
 	id, ok := ctx.Value(ownerKey{}).(string)
 	if !ok || blank(id) {
-		return bgtask.Owner{}, bgtask.ErrInvalidOwner
+		return bgtask.Owner{}, bgtype.ErrInvalidOwner
 	}
 	return s.m.Owner(id), nil
 }

@@ -198,11 +198,11 @@ func TestCancelCascadesToChildren(t *testing.T) {
 	if got.Status.State != a2a.TaskStateCanceled {
 		t.Fatalf("after cancel: state %q, want canceled", got.Status.State)
 	}
-	if cause := <-childErr; !errors.Is(cause, bgtask.ErrParentCancelled) {
-		t.Errorf("child's cancel cause = %v, want ErrParentCancelled", cause)
+	if cause := <-childErr; !errors.Is(cause, bgtask.ErrCanceled) {
+		t.Errorf("child's cancel cause = %v, want ErrCanceled (parent)", cause)
 	}
 	rec, err := b.m.Wait(t.Context(), child)
-	if err != nil || rec.Status != bgtype.StatusCancelled {
+	if err != nil || rec.Status != bgtype.StatusCanceled {
 		t.Errorf("child record = %s, %v; want cancelled", rec.Status, err)
 	}
 	// Cancelling again returns the cancelled task.

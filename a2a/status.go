@@ -29,7 +29,7 @@ func State(s bgtype.Status) a2a.TaskState {
 		return a2a.TaskStateCompleted
 	case bgtype.StatusFailed, bgtype.StatusInterrupted:
 		return a2a.TaskStateFailed
-	case bgtype.StatusCancelled:
+	case bgtype.StatusCanceled:
 		return a2a.TaskStateCanceled
 	}
 	return a2a.TaskStateUnknown

@@ -20,7 +20,7 @@ func TestState(t *testing.T) {
 		{bgtype.StatusCompleted, "completed"},
 		{bgtype.StatusFailed, "failed"},
 		{bgtype.StatusInterrupted, "failed"},
-		{bgtype.StatusCancelled, "canceled"},
+		{bgtype.StatusCanceled, "canceled"},
 		{"", "unknown"},
 		{"bogus", "unknown"},
 	}

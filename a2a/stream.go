@@ -67,8 +67,8 @@ func endOf(rec bgtype.TaskMeta) (bgtype.Event, bool) {
 		ev.Kind = bgtype.EventFailed
 	case bgtype.StatusInterrupted:
 		ev.Kind = bgtype.EventInterrupted
-	case bgtype.StatusCancelled:
-		ev.Kind = bgtype.EventCancelled
+	case bgtype.StatusCanceled:
+		ev.Kind = bgtype.EventCanceled
 	case bgtype.StatusAwaitingInput:
 		ev.Kind = bgtype.EventInputRequested
 	default:

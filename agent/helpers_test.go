@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask/internal/memstore"
-
 	"github.com/bgtask/bgtask"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/storefake"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -262,55 +260,7 @@ func toJSON(v any) string {
 
 // ---- stores and ids the tests build
 
-type durableMem struct {
-	*memstore.Store
-	mu       sync.Mutex
-	marks    [][]string // the ids of each Announce commit
-	failMark error
-	corrupt  string // a task id List reports as corrupt instead of its record
-}
-
-func (d *durableMem) Commit(ctx context.Context, owner string, actions ...store.Action) error {
-	for _, a := range actions {
-		if a.Op != store.OpAnnounce {
-			continue
-		}
-		d.mu.Lock()
-		err := d.failMark
-		if err == nil {
-			d.marks = append(d.marks, slices.Clone(a.IDs))
-		}
-		d.mu.Unlock()
-		if err != nil {
-			return err
-		}
-	}
-	return d.Store.Commit(ctx, owner, actions...)
-}
-
-func (d *durableMem) List(ctx context.Context, owner string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
-	return func(yield func(bgtype.TaskMeta, error) bool) {
-		var bad error
-		for m, err := range d.Store.List(ctx, owner, statuses...) {
-			if err == nil && m.ID == d.corrupt {
-				bad = fmt.Errorf("%w: task %s: unknown status %q", bgtype.ErrCorrupt, m.ID, "paused")
-				continue
-			}
-			if !yield(m, err) {
-				return
-			}
-		}
-		if bad != nil {
-			yield(bgtype.TaskMeta{}, bad)
-		}
-	}
-}
-
-func (d *durableMem) markCommits() [][]string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return slices.Clone(d.marks)
-}
+type durableMem = storefake.DurableMem
 
 // finishTasks spawns one task per result on owner of m and waits for each
 // to end; a non-nil error makes it fail.
@@ -340,39 +290,7 @@ func eventIDs(msgs []PromptMessage) []string {
 	return out
 }
 
-type fakeShared struct {
-	*memstore.Store
-	mu        sync.Mutex
-	requests  []string
-	notices   map[string][]bgtype.Event
-	fail      error
-	noticeErr error
-}
-
-func (f *fakeShared) RequestCancel(ctx context.Context, id string, tree bool) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fail != nil {
-		return f.fail
-	}
-	suffix := ""
-	if tree {
-		suffix = "+tree"
-	}
-	f.requests = append(f.requests, id+suffix)
-	return nil
-}
-
-func (f *fakeShared) TakeNotices(ctx context.Context, owner string) ([]bgtype.Event, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.noticeErr != nil {
-		return nil, f.noticeErr
-	}
-	evs := f.notices[owner]
-	delete(f.notices, owner)
-	return evs, nil
-}
+type fakeShared = storefake.Shared
 
 // remoteRecord is a running task of another instance, in the store.
 func remoteRecord(t *testing.T, f *fakeShared, id string) bgtype.TaskMeta {

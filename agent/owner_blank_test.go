@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -12,7 +13,7 @@ import (
 )
 
 // TestOwnerBlankRefusedEverywhere: every call of an Owner view, every tool,
-// and every Manager call that takes an owner returns ErrInvalidOwner for a
+// and every Manager call that takes an owner returns ErrInvalidArgument (blank owner) for a
 // blank owner, before anything else (ErrClosed included), and touches no
 // other owner's task. Owner("") used to cancel any owner's task.
 func TestOwnerBlankRefusedEverywhere(t *testing.T) {
@@ -75,8 +76,8 @@ func TestOwnerBlankRefusedEverywhere(t *testing.T) {
 						}{"Manager.NewReceiver", func() error { _, err := m.NewReceiver(blank, bgtask.ReceiverConfig{}); return err }})
 				}
 				for _, c := range calls {
-					if err := c.call(); err != bgtask.ErrInvalidOwner {
-						t.Errorf("%s with owner %q: %v, want exactly ErrInvalidOwner", c.name, blank, err)
+					if err := c.call(); !errors.Is(err, bgtask.ErrInvalidArgument) || !errors.Is(err, bgtype.ErrInvalidOwner) || err.Error() != "bgtask: owner id is empty" {
+						t.Errorf("%s with owner %q: %v, want the blank-owner error (ErrInvalidArgument)", c.name, blank, err)
 					}
 				}
 			}

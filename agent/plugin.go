@@ -103,8 +103,10 @@ func WithInbox(ib *bgtask.Inbox) Option { return func(c *config) { c.recv.Inbox 
 // WithOnWake sets the callback that hears of each event arriving while no run
 // of the owner is open, so the host can start one. Quiet events
 // (Event.Quiet) are kept for the next run without waking it. The event
-// itself is delivered by the next run's first boundary; f must not block
-// for long.
+// itself is delivered by the next run's first boundary. f may run on the
+// goroutine of the task that emitted the event, with that task's locks
+// held: it must not block, and must not call the Plugin itself; it signals
+// a goroutine of the host, which starts the run.
 func WithOnWake(f func(bgtype.Event)) Option { return func(c *config) { c.recv.OnWake = f } }
 
 // Limits are the Plugin's caps on what the model sees and on what it keeps

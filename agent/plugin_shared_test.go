@@ -11,7 +11,7 @@ import (
 )
 
 func TestPluginDeliversSharedStoreNotices(t *testing.T) {
-	f := &fakeShared{Store: memstore.New(), notices: map[string][]bgtype.Event{
+	f := &fakeShared{Store: memstore.New(), Notices: map[string][]bgtype.Event{
 		"thread-1": {{Kind: bgtype.EventInterrupted, TaskID: "task_0190d5f4c5a87000a000000000000001", Error: "reaped"}},
 		"thread-2": {{Kind: bgtype.EventInterrupted, TaskID: "task_0190d5f4c5a87000a000000000000002", Error: "reaped"}},
 	}}

@@ -93,8 +93,8 @@ func TestPluginPhasesOutsideARun(t *testing.T) {
 			t.Errorf("%s outside a run: %v, want ErrNoRun", name, err)
 		}
 	}
-	if _, err := NewPlugin(m, " "); !errors.Is(err, bgtask.ErrInvalidOwner) {
-		t.Errorf("NewPlugin with a blank owner: %v, want ErrInvalidOwner", err)
+	if _, err := NewPlugin(m, " "); !errors.Is(err, bgtype.ErrInvalidOwner) {
+		t.Errorf("NewPlugin with a blank owner: %v, want ErrInvalidArgument (blank owner)", err)
 	}
 }
 
@@ -275,7 +275,7 @@ func TestPluginSubAgentInboxDirectMessage(t *testing.T) {
 // Cancelling a run while a task of it is spawning nested children: every
 // child that got in is cancelled, and every later spawn is refused; none is
 // left running.
-func TestPluginCancelledRunRacesNestedSpawns(t *testing.T) {
+func TestPluginCanceledRunRacesNestedSpawns(t *testing.T) {
 	for range 20 {
 		// The spawning loop may make thousands of children before the cancel
 		// lands: keep every record, so each can be checked.
@@ -308,21 +308,21 @@ func TestPluginCancelledRunRacesNestedSpawns(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-started
-		if err := pr.p.RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run-1", Cancelled: true}); err != nil {
+		if err := pr.p.RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run-1", Canceled: true}); err != nil {
 			t.Fatal(err)
 		}
 		meta, err := pr.m.Wait(t.Context(), parent)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if meta.Status != bgtype.StatusCancelled {
+		if meta.Status != bgtype.StatusCanceled {
 			t.Fatalf("spawning task ended %s, want cancelled", meta.Status)
 		}
-		if !errors.Is(refused, bgtask.ErrRunCancelled) && !errors.Is(refused, bgtask.ErrParentCancelled) {
-			t.Fatalf("the spawn after the cancel failed with %v, want ErrRunCancelled or ErrParentCancelled", refused)
+		if !errors.Is(refused, bgtask.ErrCanceled) && !errors.Is(refused, bgtask.ErrCanceled) {
+			t.Fatalf("the spawn after the cancel failed with %v, want ErrCanceled (run) or ErrCanceled (parent)", refused)
 		}
 		for _, id := range children {
-			if meta, err := pr.m.Wait(t.Context(), id); err != nil || meta.Status != bgtype.StatusCancelled {
+			if meta, err := pr.m.Wait(t.Context(), id); err != nil || meta.Status != bgtype.StatusCanceled {
 				t.Fatalf("nested child %s: %s, %v; want cancelled", id, meta.Status, err)
 			}
 		}
@@ -529,8 +529,8 @@ func TestNewPluginRefusesBadInput(t *testing.T) {
 	}{
 		{"nil manager", nil, "thread-1", nil, "agent: NewPlugin: nil manager"},
 		{"closed manager", closed, "thread-1", nil, bgtask.ErrClosed.Error()},
-		{"blank owner", m, " \t", nil, bgtask.ErrInvalidOwner.Error()},
-		{"empty owner", m, "", nil, bgtask.ErrInvalidOwner.Error()},
+		{"blank owner", m, " \t", nil, "bgtask: owner id is empty"},
+		{"empty owner", m, "", nil, "bgtask: owner id is empty"},
 		{"negative display", m, "thread-1", []Option{WithLimits(Limits{Display: -1})}, "agent: NewPlugin: Limits.Display is -1, want 1 to 2147483647 (0 for the default)"},
 		{"negative view lines", m, "thread-1", []Option{WithLimits(Limits{ViewLines: -1, ViewBytes: 10})}, "agent: NewPlugin: Limits.ViewLines is -1, want 1 to 2147483647 (0 for the default)"},
 		{"negative view bytes", m, "thread-1", []Option{WithLimits(Limits{ViewLines: 10, ViewBytes: -2})}, "agent: NewPlugin: Limits.ViewBytes is -2, want 1 to 2147483647 (0 for the default)"},

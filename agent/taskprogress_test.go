@@ -60,8 +60,8 @@ func TestRenderViewProgress(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	long := `"/><x a='1'>` + strings.Repeat("m", 300)
 	tasks := []bgtype.TaskMeta{
-		{ID: "task_01", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, Progress: &bgtype.TaskProgress{Done: 3, Total: 10, Message: "half & <b>", At: at}},
-		{ID: "task_02", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, Progress: &bgtype.TaskProgress{Done: 7, Message: long, At: at}},
+		{ID: "task_01", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, Progress: &bgtype.Progress{Done: 3, Total: 10, Message: "half & <b>", At: at}},
+		{ID: "task_02", Type: bgtype.TypeTask, Status: bgtype.StatusRunning, Progress: &bgtype.Progress{Done: 7, Message: long, At: at}},
 		{ID: "task_03", Type: bgtype.TypeTask, Status: bgtype.StatusQueued},
 	}
 	open := `<background-tasks nonce="` + p.nonce + `">`

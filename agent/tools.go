@@ -240,7 +240,7 @@ func Tools(o bgtask.Owner, opts ...ToolOption) []Tool {
 	}
 	if !bgtype.ValidOwner(o.ID()) { // refused before the arguments are even read
 		for i := range tools {
-			tools[i].Call = func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, bgtask.ErrInvalidOwner }
+			tools[i].Call = func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, bgtype.ErrInvalidOwner }
 		}
 	}
 	return tools
@@ -299,8 +299,8 @@ type toolTask struct {
 	LatestEvent  *toolEvent           `json:"latest_event,omitempty"` // a live task's latest custom event
 	// The task's progress (Task.ReportProgress), the latest one reported,
 	// and its idempotency key (get_task and wait_task only).
-	Progress       *bgtype.TaskProgress `json:"progress,omitempty"`
-	IdempotencyKey string               `json:"idempotency_key,omitempty"`
+	Progress       *bgtype.Progress `json:"progress,omitempty"`
+	IdempotencyKey string           `json:"idempotency_key,omitempty"`
 }
 
 // toolEvent is how the tools show bgtask.Owner.LatestEvent, a live task's latest
@@ -365,7 +365,7 @@ func fullView(m bgtype.TaskMeta) toolTask {
 		if len(v.Result) == 0 {
 			v.Result = json.RawMessage("null")
 		}
-	case bgtype.StatusFailed, bgtype.StatusCancelled, bgtype.StatusInterrupted:
+	case bgtype.StatusFailed, bgtype.StatusCanceled, bgtype.StatusInterrupted:
 		v.Error = m.Error
 	}
 	v.CancelReason = m.CancelReason
@@ -400,7 +400,7 @@ func (o owner) latestProgress(meta bgtype.TaskMeta) bgtype.TaskMeta {
 // beside its progress reported: not when it is a progress event
 // (EventTypeProgress) and the task reported progress, since ReportProgress
 // emits its report as that very event, and one progress is shown, once.
-func shownEvent(ev bgtask.LatestEvent, reported *bgtype.TaskProgress) bool {
+func shownEvent(ev bgtask.LatestEvent, reported *bgtype.Progress) bool {
 	return ev.Count > 0 && !(ev.EventType == bgtype.EventTypeProgress && reported != nil)
 }
 

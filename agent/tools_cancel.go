@@ -35,10 +35,10 @@ const argReasonMax = 512
 
 // cancel_task's receipt statuses.
 const (
-	cancelAccepted         = "accepted"          // it signalled cancelled_count tasks (a child winding down: 0)
-	cancelAlreadyCancelled = "already_cancelled" // self: the task or run had been cancelled before; count 0
-	cancelNothing          = "nothing_to_cancel" // self: nothing live to signal; count 0
-	cancelFailed           = "failed"            // child: see Error
+	cancelAccepted        = "accepted"          // it signalled cancelled_count tasks (a child winding down: 0)
+	cancelAlreadyCanceled = "already_cancelled" // self: the task or run had been cancelled before; count 0
+	cancelNothing         = "nothing_to_cancel" // self: nothing live to signal; count 0
+	cancelFailed          = "failed"            // child: see Error
 )
 
 // cancelReceipt is cancel_task's result. CancelledCount is the number of
@@ -46,11 +46,11 @@ const (
 // once its cancel request is recorded), never a run or a task signalled
 // before.
 type cancelReceipt struct {
-	Status         string `json:"status"`
-	RootTaskID     string `json:"root_task_id"`
-	CancelledCount int    `json:"cancelled_count"`
-	Error          string `json:"error,omitempty"`   // "task_not_found", "task_not_running", "task_name_ambiguous"
-	Message        string `json:"message,omitempty"` // task_name_ambiguous: the tasks of that name
+	Status        string `json:"status"`
+	RootTaskID    string `json:"root_task_id"`
+	CanceledCount int    `json:"cancelled_count"`
+	Error         string `json:"error,omitempty"`   // "task_not_found", "task_not_running", "task_name_ambiguous"
+	Message       string `json:"message,omitempty"` // task_name_ambiguous: the tasks of that name
 }
 
 func (o owner) cancelTaskTool(cfg toolConfig) Tool {
@@ -109,9 +109,9 @@ func (o owner) cancelSelf(ctx context.Context, s toolScope, cfg toolConfig, reas
 func selfReceipt(root string, n int, before bool) cancelReceipt {
 	switch {
 	case n > 0:
-		return cancelReceipt{Status: cancelAccepted, RootTaskID: root, CancelledCount: n}
+		return cancelReceipt{Status: cancelAccepted, RootTaskID: root, CanceledCount: n}
 	case before:
-		return cancelReceipt{Status: cancelAlreadyCancelled, RootTaskID: root}
+		return cancelReceipt{Status: cancelAlreadyCanceled, RootTaskID: root}
 	}
 	return cancelReceipt{Status: cancelNothing, RootTaskID: root}
 }
@@ -149,7 +149,7 @@ func (o owner) cancelChild(ctx context.Context, name, reason string) (cancelRece
 			return cancelReceipt{Status: cancelFailed, RootTaskID: meta.ID, Error: "task_not_running"}, nil
 		}
 	}
-	return cancelReceipt{Status: cancelAccepted, RootTaskID: meta.ID, CancelledCount: n}, nil
+	return cancelReceipt{Status: cancelAccepted, RootTaskID: meta.ID, CanceledCount: n}, nil
 }
 
 // ambiguousNameError is findNamed's answer for a name that more than one of

@@ -47,7 +47,7 @@ func TestCancelSelfTaskScopeCascades(t *testing.T) {
 			var hook atomic.Int32
 			var r cancelReceipt
 			callTool(t, rp.ctx, toolNamed(t, tools, "cancel_task", WithOnSelfCancel(func(context.Context) { hook.Add(1) })), `{"target":{"relation":"self"}}`, &r)
-			if r != (cancelReceipt{Status: "accepted", RootTaskID: root, CancelledCount: 3}) {
+			if r != (cancelReceipt{Status: "accepted", RootTaskID: root, CanceledCount: 3}) {
 				t.Fatalf("cancel_task = %+v", r)
 			}
 			for _, p := range []*probeTask{rp, cp, gp} {
@@ -55,13 +55,13 @@ func TestCancelSelfTaskScopeCascades(t *testing.T) {
 					t.Fatal("a task of the tree was not cancelled")
 				}
 			}
-			if got := waitTask(t, kids, child).Status; got != bgtype.StatusCancelled {
+			if got := waitTask(t, kids, child).Status; got != bgtype.StatusCanceled {
 				t.Errorf("child %s", got)
 			}
-			if got := waitTask(t, kids, grand).Status; got != bgtype.StatusCancelled {
+			if got := waitTask(t, kids, grand).Status; got != bgtype.StatusCanceled {
 				t.Errorf("grandchild %s", got)
 			}
-			if got := waitTask(t, o, root).Status; got != bgtype.StatusCancelled {
+			if got := waitTask(t, o, root).Status; got != bgtype.StatusCanceled {
 				t.Errorf("root %s", got)
 			}
 			if hook.Load() != 0 {
@@ -87,17 +87,17 @@ func TestCancelSelfRunScope(t *testing.T) {
 	tool := toolNamed(t, o, "cancel_task", WithOnSelfCancel(func(ctx context.Context) { hooked = ctx; cancelRun() }))
 	var r cancelReceipt
 	callTool(t, runCtx, tool, `{"target":{"relation":"self"}}`, &r)
-	if r != (cancelReceipt{Status: "accepted", RootTaskID: "run-1", CancelledCount: 2}) {
+	if r != (cancelReceipt{Status: "accepted", RootTaskID: "run-1", CanceledCount: 2}) {
 		t.Fatalf("cancel_task = %+v", r)
 	}
 	if hooked != runCtx || runCtx.Err() == nil {
 		t.Fatalf("WithOnSelfCancel got %v; run ctx err %v", hooked, runCtx.Err())
 	}
 	for id, p := range map[string]*probeTask{child: cp, grand: gp} {
-		if cause := <-p.cause; !errors.Is(cause, bgtask.ErrRunCancelled) {
+		if cause := <-p.cause; !errors.Is(cause, bgtask.ErrCanceled) {
 			t.Errorf("%s: cause %v", id, cause)
 		}
-		if got := waitTask(t, o, id).Status; got != bgtype.StatusCancelled {
+		if got := waitTask(t, o, id).Status; got != bgtype.StatusCanceled {
 			t.Errorf("%s: %s", id, got)
 		}
 	}
@@ -105,7 +105,7 @@ func TestCancelSelfRunScope(t *testing.T) {
 		t.Fatalf("a task of another run was cancelled: %v", err)
 	}
 	// The run is cancelled: a spawn into it is refused.
-	if _, err := o.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return nil, nil }); !errors.Is(err, bgtask.ErrRunCancelled) {
+	if _, err := o.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return nil, nil }); !errors.Is(err, bgtask.ErrCanceled) {
 		t.Fatalf("spawn into the cancelled run: %v", err)
 	}
 	// A second self-cancel signals nothing and says so; a panicking hook is
@@ -179,13 +179,13 @@ func TestCancelChild(t *testing.T) {
 		}
 	}
 	// By name, with its descendant.
-	if r := call(root.ctx, "crawler"); r != (cancelReceipt{Status: "accepted", RootTaskID: byName, CancelledCount: 2}) {
+	if r := call(root.ctx, "crawler"); r != (cancelReceipt{Status: "accepted", RootTaskID: byName, CanceledCount: 2}) {
 		t.Fatalf("cancel crawler = %+v", r)
 	}
 	<-bp.cause
 	<-bgp.cause
 	// Again, while it may still be winding down or after it ended.
-	if r := call(root.ctx, byName); r.CancelledCount != 0 || (r.Status == "failed" && r.Error != "task_not_running") {
+	if r := call(root.ctx, byName); r.CanceledCount != 0 || (r.Status == "failed" && r.Error != "task_not_running") {
 		t.Fatalf("second cancel = %+v", r)
 	}
 	waitTask(t, o, byName)
@@ -193,7 +193,7 @@ func TestCancelChild(t *testing.T) {
 		t.Fatalf("cancel ended crawler = %+v", r)
 	}
 	// By id.
-	if r := call(root.ctx, byID); r != (cancelReceipt{Status: "accepted", RootTaskID: byID, CancelledCount: 1}) {
+	if r := call(root.ctx, byID); r != (cancelReceipt{Status: "accepted", RootTaskID: byID, CanceledCount: 1}) {
 		t.Fatalf("cancel by id = %+v", r)
 	}
 	<-ip.cause
@@ -202,7 +202,7 @@ func TestCancelChild(t *testing.T) {
 	if r := call(runCtx(t.Context(), "run-1"), "crawler"); r != (cancelReceipt{Status: "failed", RootTaskID: byName, Error: "task_not_running"}) {
 		t.Fatalf("a nested task by name from the run = %+v", r)
 	}
-	if r := call(runCtx(t.Context(), "run-2"), "sibling"); r != (cancelReceipt{Status: "accepted", RootTaskID: sibling, CancelledCount: 1}) {
+	if r := call(runCtx(t.Context(), "run-2"), "sibling"); r != (cancelReceipt{Status: "accepted", RootTaskID: sibling, CanceledCount: 1}) {
 		t.Fatalf("cancel sibling from another run = %+v", r)
 	}
 	<-sp.cause
@@ -274,13 +274,13 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 				if want := `{"status":"accepted","root_task_id":"run-1","cancelled_count":1}`; got != want {
 					t.Fatalf("A's cancel_task = %s, want %s", got, want)
 				}
-			} else if err := plugins["thread-A"].RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run-1", Cancelled: true}); err != nil {
+			} else if err := plugins["thread-A"].RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run-1", Canceled: true}); err != nil {
 				t.Fatal(err)
 			}
-			if cause := <-ap.cause; !errors.Is(cause, bgtask.ErrRunCancelled) {
-				t.Fatalf("A's task: cause %v, want ErrRunCancelled", cause)
+			if cause := <-ap.cause; !errors.Is(cause, bgtask.ErrCanceled) {
+				t.Fatalf("A's task: cause %v, want ErrCanceled (run)", cause)
 			}
-			if got := waitTask(t, a, aid); got.Status != bgtype.StatusCancelled {
+			if got := waitTask(t, a, aid); got.Status != bgtype.StatusCanceled {
 				t.Fatalf("A's task %s, want cancelled", got.Status)
 			}
 			for _, p := range []*probeTask{bp, bchild} {
@@ -289,8 +289,8 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 				}
 			}
 			fn := func(context.Context, *bgtask.Task) (any, error) { return nil, nil }
-			if _, err := a.Spawn(ctx, fn); !errors.Is(err, bgtask.ErrRunCancelled) {
-				t.Fatalf("A's spawn into its cancelled run-1: %v, want ErrRunCancelled", err)
+			if _, err := a.Spawn(ctx, fn); !errors.Is(err, bgtask.ErrCanceled) {
+				t.Fatalf("A's spawn into its cancelled run-1: %v, want ErrCanceled (run)", err)
 			}
 			id, err := b.Spawn(ctx, fn)
 			if err != nil {
@@ -304,7 +304,7 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 			if want := `{"status":"accepted","root_task_id":"run-1","cancelled_count":2}`; got != want {
 				t.Fatalf("B's cancel_task = %s, want %s", got, want)
 			}
-			if got := waitTask(t, b, bid); got.Status != bgtype.StatusCancelled {
+			if got := waitTask(t, b, bid); got.Status != bgtype.StatusCanceled {
 				t.Fatalf("B's task %s, want cancelled", got.Status)
 			}
 		})
@@ -379,17 +379,17 @@ func TestCancelByIDAnyLiveTask(t *testing.T) {
 		if got := call(c.ctx, c.id); got != want {
 			t.Fatalf("%s: %s, want %s", c.name, got, want)
 		}
-		if cause := <-c.p.cause; !errors.Is(cause, bgtask.ErrCancelled) {
-			t.Fatalf("%s: cause %v, want ErrCancelled", c.name, cause)
+		if cause := <-c.p.cause; !errors.Is(cause, bgtask.ErrCanceled) {
+			t.Fatalf("%s: cause %v, want ErrCanceled", c.name, cause)
 		}
 	}
 	want := `{"status":"accepted","root_task_id":"` + remote.ID + `","cancelled_count":1}`
 	if got := call(run1, remote.ID); got != want {
 		t.Fatalf("a task of another instance: %s, want %s", got, want)
 	}
-	f.mu.Lock()
-	requests := slices.Clone(f.requests)
-	f.mu.Unlock()
+	f.Mu.Lock()
+	requests := slices.Clone(f.Requests)
+	f.Mu.Unlock()
 	if !slices.Equal(requests, []string{remote.ID + "+tree"}) {
 		t.Fatalf("cancel requests %v, want the remote task's tree", requests)
 	}
@@ -427,8 +427,8 @@ func TestCancelByNameAnyRun(t *testing.T) {
 	if got, want := cancel("research-slow"), `{"status":"accepted","root_task_id":"`+slow+`","cancelled_count":1}`; got != want {
 		t.Fatalf("cancel research-slow from the next request = %s, want %s", got, want)
 	}
-	if cause := <-sp.cause; !errors.Is(cause, bgtask.ErrCancelled) {
-		t.Fatalf("cause %v, want ErrCancelled", cause)
+	if cause := <-sp.cause; !errors.Is(cause, bgtask.ErrCanceled) {
+		t.Fatalf("cause %v, want ErrCanceled", cause)
 	}
 
 	// Two live tasks named "dup": this process's and another's.
@@ -464,9 +464,9 @@ func TestCancelByNameAnyRun(t *testing.T) {
 			t.Fatalf("a task not asked for was cancelled: %v", err)
 		}
 	}
-	f.mu.Lock()
-	requests := slices.Clone(f.requests)
-	f.mu.Unlock()
+	f.Mu.Lock()
+	requests := slices.Clone(f.Requests)
+	f.Mu.Unlock()
 	if len(requests) != 0 {
 		t.Fatalf("cancel requests %v, want none", requests)
 	}

@@ -192,13 +192,13 @@ func ExampleTools_cancelTask() {
 	tools := agent.Tools(owner, agent.WithOnSelfCancel(func(context.Context) { cancelRun() }))
 	cancelTool := tools[2]
 	var receipt struct {
-		Status         string
-		RootTaskID     string `json:"root_task_id"`
-		CancelledCount int    `json:"cancelled_count"`
-		Error          string
+		Status        string
+		RootTaskID    string `json:"root_task_id"`
+		CanceledCount int    `json:"cancelled_count"`
+		Error         string
 	}
 	call(runCtx, cancelTool, `{"target":{"relation":"child","name":"crawler"}}`, &receipt)
-	fmt.Println(receipt.Status, receipt.RootTaskID == id, receipt.CancelledCount)
+	fmt.Println(receipt.Status, receipt.RootTaskID == id, receipt.CanceledCount)
 	meta, _ := owner.Wait(ctx, id)
 	fmt.Println(meta.Status)
 
@@ -206,7 +206,7 @@ func ExampleTools_cancelTask() {
 	fmt.Println(receipt.Status, receipt.Error)
 
 	call(runCtx, cancelTool, `{"target":{"relation":"self"}}`, &receipt)
-	fmt.Println(receipt.Status, receipt.RootTaskID, receipt.CancelledCount, runCtx.Err())
+	fmt.Println(receipt.Status, receipt.RootTaskID, receipt.CanceledCount, runCtx.Err())
 	// Output:
 	// accepted true 1
 	// cancelled

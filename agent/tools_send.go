@@ -70,7 +70,7 @@ func (o owner) sendToParent(ctx context.Context, s toolScope, content string) (s
 	}
 	id, err := s.task.SendToOwner(ctx, content)
 	switch {
-	case errors.Is(err, bgtask.ErrTaskEnded), errors.Is(err, bgtask.ErrInboxClosed): // ErrInboxClosed: no fallback took it
+	case errors.Is(err, bgtask.ErrTerminal), errors.Is(err, bgtask.ErrInboxClosed): // ErrInboxClosed: no fallback took it
 		return sendFailed("recipient_unavailable"), nil
 	case err != nil:
 		return sendReceipt{}, err
@@ -95,7 +95,7 @@ func (o owner) sendToChild(ctx context.Context, s toolScope, args sendArgs) (sen
 	switch {
 	case err == nil:
 		return sendReceipt{Status: "delivered", MessageID: msgID}, nil
-	case errors.Is(err, bgtask.ErrNotFound), errors.Is(err, bgtask.ErrNotOwner), errors.Is(err, bgtask.ErrTerminal):
+	case errors.Is(err, bgtask.ErrNotFound), errors.Is(err, bgtask.ErrTerminal):
 		return sendFailed("recipient_not_found"), nil // ended since it was found
 	case errors.Is(err, bgtask.ErrNotSubAgent), errors.Is(err, bgtask.ErrInboxClosed):
 		return sendFailed("recipient_unavailable"), nil

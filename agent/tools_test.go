@@ -223,10 +223,10 @@ func TestToolCallLineageFlowsIntoSpawn(t *testing.T) {
 	}
 	var r cancelReceipt
 	callTool(t, bgtask.WithToolCall(t.Context(), bgtask.ToolCall{RunID: "run-7"}), toolNamed(t, o, "cancel_task"), `{"target":{"relation":"child","name":"export"}}`, &r)
-	if r != (cancelReceipt{Status: "accepted", RootTaskID: started.TaskID, CancelledCount: 1}) {
+	if r != (cancelReceipt{Status: "accepted", RootTaskID: started.TaskID, CanceledCount: 1}) {
 		t.Fatalf("cancel_task = %+v", r)
 	}
-	if got := waitTask(t, o, started.TaskID); got.Status != bgtype.StatusCancelled {
+	if got := waitTask(t, o, started.TaskID); got.Status != bgtype.StatusCanceled {
 		t.Fatalf("export %s", got.Status)
 	}
 }

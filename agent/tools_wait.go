@@ -41,7 +41,7 @@ func (o owner) waitTaskTool(cfg toolConfig) Tool {
 				return nil, err
 			}
 			if !bgtype.ValidOwner(o.ID()) {
-				return nil, bgtask.ErrInvalidOwner
+				return nil, bgtype.ErrInvalidOwner
 			}
 			d := time.Duration(args.TimeoutSeconds) * time.Second
 			wctx, cancel := context.WithTimeout(ctx, d)

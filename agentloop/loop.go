@@ -49,7 +49,7 @@ const (
 	ReasonNatural       = "natural"
 	ReasonAwaitingTasks = "awaiting_tasks"
 	ReasonSuspended     = "suspended"
-	ReasonCancelled     = "cancelled"
+	ReasonCanceled      = "cancelled"
 	ReasonMaxSteps      = "max_steps"
 )
 
@@ -102,7 +102,7 @@ func Run(ctx context.Context, cfg Config, conv []Message) (Result, error) {
 		// CancelRun) cancels the run's tasks; a context that ended for
 		// another reason (the request's client went away) leaves them
 		// running, and their ends reach the next run.
-		out := bgtask.RunOutcome{RunID: cfg.RunID, Cancelled: res.Reason == ReasonCancelled && bgtask.RunStopped(ctx)}
+		out := bgtask.RunOutcome{RunID: cfg.RunID, Canceled: res.Reason == ReasonCanceled && bgtask.RunStopped(ctx)}
 		endErr := h.RunEnd(context.WithoutCancel(ctx), out)
 		err = errors.Join(err, endErr)
 	}
@@ -111,9 +111,9 @@ func Run(ctx context.Context, cfg Config, conv []Message) (Result, error) {
 
 type runCancelKey struct{}
 
-// ErrRunCancelled is the cause of a run cancelled by CancelRun. It matches
+// ErrRunCanceled is the cause of a run cancelled by CancelRun. It matches
 // bgtask.ErrRunStopped: the run was stopped, so its tasks are cancelled.
-var ErrRunCancelled = fmt.Errorf("agentloop: run cancelled by a tool: %w", bgtask.ErrRunStopped)
+var ErrRunCanceled = fmt.Errorf("agentloop: run cancelled by a tool: %w", bgtask.ErrRunStopped)
 
 // CancelRun cancels the run whose tool call ctx belongs to: the run ends
 // "cancelled" once the call returns. It does nothing for a ctx that is not
@@ -121,7 +121,7 @@ var ErrRunCancelled = fmt.Errorf("agentloop: run cancelled by a tool: %w", bgtas
 // agent.Tools(owner, agent.WithOnSelfCancel(agentloop.CancelRun)).
 func CancelRun(ctx context.Context) {
 	if cancel, ok := ctx.Value(runCancelKey{}).(context.CancelCauseFunc); ok {
-		cancel(ErrRunCancelled)
+		cancel(ErrRunCanceled)
 	}
 }
 
@@ -139,7 +139,7 @@ type run struct {
 func (r *run) loop(ctx context.Context) (Result, error) {
 	for {
 		if ctx.Err() != nil {
-			return r.end(StatusDone, ReasonCancelled), nil
+			return r.end(StatusDone, ReasonCanceled), nil
 		}
 		if r.steps == r.cfg.MaxSteps {
 			return r.end(StatusDone, ReasonMaxSteps), nil
@@ -147,7 +147,7 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 		resp, delivered, err := r.infer(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return r.end(StatusDone, ReasonCancelled), nil
+				return r.end(StatusDone, ReasonCanceled), nil
 			}
 			return r.end(StatusDone, ""), err
 		}
@@ -159,7 +159,7 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 			r.cfg.OnStep(Step{Index: r.steps, Delivered: delivered, Response: resp})
 		}
 		if ctx.Err() != nil {
-			return r.end(StatusDone, ReasonCancelled), nil
+			return r.end(StatusDone, ReasonCanceled), nil
 		}
 		pending, err := r.stepEnd(ctx)
 		if err != nil {
@@ -172,7 +172,7 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 			}
 			if err := r.suspend(ctx, suspended); err != nil {
 				if ctx.Err() != nil {
-					return r.end(StatusDone, ReasonCancelled), nil
+					return r.end(StatusDone, ReasonCanceled), nil
 				}
 				return r.end(StatusDone, ""), err
 			}
@@ -205,7 +205,7 @@ func (r *run) naturalEnd(ctx context.Context, pending bool) (res Result, end boo
 		}
 		if err := r.cfg.Hooks.WaitEvent(ctx); err != nil {
 			if ctx.Err() != nil {
-				return r.end(StatusDone, ReasonCancelled), true, nil
+				return r.end(StatusDone, ReasonCanceled), true, nil
 			}
 			return r.end(StatusDone, ""), true, err
 		}

@@ -315,7 +315,7 @@ func TestCancelRunCancelsDescendants(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Reason != agentloop.ReasonCancelled {
+		if res.Reason != agentloop.ReasonCanceled {
 			t.Fatalf("reason %q, want cancelled", res.Reason)
 		}
 		for _, v := range []*atomic.Value{&parentID, &childID} {
@@ -324,14 +324,14 @@ func TestCancelRunCancelsDescendants(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if meta.Status != bgtype.StatusCancelled || meta.Error != bgtask.ErrRunCancelled.Error() {
+			if meta.Status != bgtype.StatusCanceled || meta.Error != "bgtask: run cancelled" {
 				t.Fatalf("task %s is %s (%q), want cancelled by the run", id, meta.Status, meta.Error)
 			}
 		}
 		// The run is cancelled for good: a late spawn into it is refused.
 		_, err = e.owner.Spawn(bgtask.WithToolCall(t.Context(), bgtask.ToolCall{RunID: "run-1"}), func(context.Context, *bgtask.Task) (any, error) { return nil, nil })
-		if !errors.Is(err, bgtask.ErrRunCancelled) {
-			t.Fatalf("spawn into the cancelled run: %v, want ErrRunCancelled", err)
+		if !errors.Is(err, bgtask.ErrCanceled) {
+			t.Fatalf("spawn into the cancelled run: %v, want ErrRunCanceled", err)
 		}
 	})
 }
@@ -353,7 +353,7 @@ func TestClientHangUpLeavesTasksRunning(t *testing.T) {
 		cfg := e.config(agentloop.NewScriptedModel(call("spawn_task"), call("wait")), "run-1")
 		cfg.Tools = append(cfg.Tools, wait)
 		res, err := agentloop.Run(req, cfg, []agentloop.Message{{Role: "user", Content: "go"}})
-		if err != nil || res.Reason != agentloop.ReasonCancelled {
+		if err != nil || res.Reason != agentloop.ReasonCanceled {
 			t.Fatalf("Run = %s, %v; want cancelled", res.Reason, err)
 		}
 		synctest.Wait()
@@ -391,7 +391,7 @@ func TestSelfCancelEndsTheRun(t *testing.T) {
 			cfg.Tools = append(cfg.Tools, agentloop.Tool(tool))
 		}
 		res := runLoop(t, cfg, "go")
-		if res.Reason != agentloop.ReasonCancelled || res.Steps != 2 {
+		if res.Reason != agentloop.ReasonCanceled || res.Steps != 2 {
 			t.Fatalf("result %s after %d steps, want cancelled after 2", res.Reason, res.Steps)
 		}
 		last := res.Conversation[len(res.Conversation)-1]
@@ -399,7 +399,7 @@ func TestSelfCancelEndsTheRun(t *testing.T) {
 			t.Fatalf("cancel_task answered %+v, want accepted with 1 (the task, not the run)", last)
 		}
 		synctest.Wait()
-		seq, err := e.owner.List(t.Context(), bgtype.StatusCancelled)
+		seq, err := e.owner.List(t.Context(), bgtype.StatusCanceled)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ type ScriptStep func(req Request) Response
 // for ever. It records every request. Safe for concurrent use; the zero
 // value answers "done".
 type ScriptedModel struct {
-	mu       sync.Mutex
+	mu       sync.Mutex // guards the fields below
 	steps    []ScriptStep
 	requests []Request
 }

@@ -85,7 +85,7 @@ func bgCancelTree(ctx context.Context, cfg config) (s sample, err error) {
 				if err != nil || n != cfg.sz.subtree {
 					return fmt.Errorf("CancelTree = %d, %v; want %d", n, err, cfg.sz.subtree)
 				}
-				buf, err = awaitKind(ctx, ib, bgtype.EventCancelled, cfg.sz.subtree, buf)
+				buf, err = awaitKind(ctx, ib, bgtype.EventCanceled, cfg.sz.subtree, buf)
 				return err
 			}, nil
 		})

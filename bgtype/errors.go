@@ -15,8 +15,13 @@ var (
 	// another instance reaped its tasks), and matched by the store's errors
 	// from then on.
 	ErrInstanceLost = errors.New("bgtask: runtime instance lost its registration")
-	// ErrInvalidOwner is returned when an owner id is empty or blank.
-	ErrInvalidOwner = errors.New("bgtask: owner id is empty")
+	// ErrInvalidArgument is matched by the error of a call given a value it
+	// cannot take; the text after "bgtask: invalid argument: " says which
+	// and why. Nothing was changed.
+	ErrInvalidArgument = errors.New("bgtask: invalid argument")
+	// ErrInvalidOwner is returned for an empty or blank owner id (by the
+	// runtime and by every store). It matches ErrInvalidArgument.
+	ErrInvalidOwner error = ownerError{}
 	// ErrNotFound is returned for an unknown task id, and for the task of
 	// another owner when asked through an Owner view.
 	ErrNotFound = errors.New("bgtask: task not found")
@@ -40,3 +45,12 @@ func ValidOwner(id string) bool {
 	}
 	return false
 }
+
+// ownerError is ErrInvalidOwner: its own text, and a kind of invalid
+// argument.
+type ownerError struct{}
+
+func (ownerError) Error() string { return "bgtask: owner id is empty" }
+
+// Is reports whether target is ErrInvalidArgument.
+func (ownerError) Is(target error) bool { return target == ErrInvalidArgument }

@@ -14,8 +14,8 @@ const (
 	EventCompleted EventKind = "completed"
 	// EventFailed: the task failed or panicked; Error holds the text.
 	EventFailed EventKind = "failed"
-	// EventCancelled: the task ended cancelled.
-	EventCancelled EventKind = "cancelled"
+	// EventCanceled: the task ended cancelled.
+	EventCanceled EventKind = "cancelled"
 	// EventInterrupted: the runtime that ran the task is gone; Error says why.
 	EventInterrupted EventKind = "interrupted"
 	// EventCustom: emitted by the task with Task.Emit, or a message sent to a
@@ -36,7 +36,7 @@ const EventTypeMessage = "agent_message"
 // IsTerminal reports whether k ends a task.
 func (k EventKind) IsTerminal() bool {
 	switch k {
-	case EventCompleted, EventFailed, EventCancelled, EventInterrupted:
+	case EventCompleted, EventFailed, EventCanceled, EventInterrupted:
 		return true
 	}
 	return false
@@ -109,7 +109,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		j.Result = orNull(e.Result)
 	case EventFailed, EventInterrupted:
 		j.Error, j.ErrorKind = &e.Error, e.ErrorKind
-	case EventCancelled:
+	case EventCanceled:
 		j.Reason = e.CancelReason
 	case EventCustom:
 		j.EventType = e.EventType
@@ -136,7 +136,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("%w: %v", ErrInvalidEvent, err)
 	}
 	switch j.Kind {
-	case EventCompleted, EventFailed, EventCancelled, EventInterrupted, EventCustom, EventCommitFailed, EventInputRequested:
+	case EventCompleted, EventFailed, EventCanceled, EventInterrupted, EventCustom, EventCommitFailed, EventInputRequested:
 	default:
 		return fmt.Errorf("%w: unknown kind %q", ErrInvalidEvent, j.Kind)
 	}

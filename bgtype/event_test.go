@@ -29,7 +29,7 @@ func TestEventMarshalJSON(t *testing.T) {
 			`{"kind":"failed","task_id":"task_1","error":""}`},
 		{"failed escapes", Event{Kind: EventFailed, TaskID: "task_1", Error: "a \"b\" <c>\n"},
 			`{"kind":"failed","task_id":"task_1","error":"a \"b\" \u003cc\u003e\n"}`},
-		{"cancelled", Event{Kind: EventCancelled, TaskID: "task_1", Error: "ignored", Result: json.RawMessage(`1`)},
+		{"cancelled", Event{Kind: EventCanceled, TaskID: "task_1", Error: "ignored", Result: json.RawMessage(`1`)},
 			`{"kind":"cancelled","task_id":"task_1"}`},
 		{"interrupted", Event{Kind: EventInterrupted, TaskID: "task_1", Error: "instance inst-1 gone"},
 			`{"kind":"interrupted","task_id":"task_1","error":"instance inst-1 gone"}`},
@@ -89,14 +89,14 @@ func TestEventRoundTrip(t *testing.T) {
 		{"completed string result", Event{Kind: EventCompleted, TaskID: "task_1", Result: json.RawMessage(`"ok"`)}, Event{}},
 		{"failed", Event{Kind: EventFailed, TaskID: "task_1", Error: "disk full"}, Event{}},
 		{"failed empty error", Event{Kind: EventFailed, TaskID: "task_1"}, Event{}},
-		{"cancelled", Event{Kind: EventCancelled, TaskID: "task_1"}, Event{}},
+		{"cancelled", Event{Kind: EventCanceled, TaskID: "task_1"}, Event{}},
 		{"interrupted", Event{Kind: EventInterrupted, TaskID: "task_1", Error: "gone"}, Event{}},
 		{"custom", Event{Kind: EventCustom, TaskID: "task_1", EventType: "progress", Payload: json.RawMessage(`[1,"two",null]`)}, Event{}},
 		{"custom nil payload", Event{Kind: EventCustom, TaskID: "task_1", EventType: "tick"}, Event{}},
 		{"commit_failed", Event{Kind: EventCommitFailed, TaskID: "task_1", Status: StatusFailed, Error: "store down"}, Event{}},
 		{"commit_failed without status", Event{Kind: EventCommitFailed, TaskID: "task_1", Error: "store down"}, Event{}},
 		// Fields the kind does not carry are not written, so they do not come back.
-		{"cancelled drops error", Event{Kind: EventCancelled, TaskID: "task_1", Error: "x"}, Event{Kind: EventCancelled, TaskID: "task_1"}},
+		{"cancelled drops error", Event{Kind: EventCanceled, TaskID: "task_1", Error: "x"}, Event{Kind: EventCanceled, TaskID: "task_1"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,7 +134,7 @@ func TestEventUnmarshal(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"kind":"cancelled","task_id":"task_2"}`), &e); err != nil {
 		t.Fatal(err)
 	}
-	if want := (Event{Kind: EventCancelled, TaskID: "task_2"}); !reflect.DeepEqual(e, want) {
+	if want := (Event{Kind: EventCanceled, TaskID: "task_2"}); !reflect.DeepEqual(e, want) {
 		t.Fatalf("got %#v, want %#v", e, want)
 	}
 }
@@ -156,7 +156,7 @@ func TestEventUnmarshalErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := Event{Kind: EventCancelled, TaskID: "keep"}
+			e := Event{Kind: EventCanceled, TaskID: "keep"}
 			err := e.UnmarshalJSON([]byte(tc.in))
 			if !errors.Is(err, ErrInvalidEvent) {
 				t.Fatalf("got %v, want ErrInvalidEvent", err)
@@ -164,7 +164,7 @@ func TestEventUnmarshalErrors(t *testing.T) {
 			if tc.want != "" && err.Error() != tc.want {
 				t.Fatalf("text: got %q, want %q", err, tc.want)
 			}
-			if !reflect.DeepEqual(e, Event{Kind: EventCancelled, TaskID: "keep"}) {
+			if !reflect.DeepEqual(e, Event{Kind: EventCanceled, TaskID: "keep"}) {
 				t.Fatalf("event changed on error: %#v", e)
 			}
 		})
@@ -173,7 +173,7 @@ func TestEventUnmarshalErrors(t *testing.T) {
 
 func TestEventKindIsTerminal(t *testing.T) {
 	t.Parallel()
-	want := map[EventKind]bool{EventCompleted: true, EventFailed: true, EventCancelled: true, EventInterrupted: true,
+	want := map[EventKind]bool{EventCompleted: true, EventFailed: true, EventCanceled: true, EventInterrupted: true,
 		EventCustom: false, EventCommitFailed: false, "": false}
 	for k, w := range want {
 		if got := k.IsTerminal(); got != w {

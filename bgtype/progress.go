@@ -6,12 +6,12 @@ import "time"
 // emits; its payload is the TaskProgress as JSON.
 const EventTypeProgress = "progress"
 
-// TaskProgress is the latest progress a task reported (Task.ReportProgress),
+// Progress is the latest progress a task reported (Task.ReportProgress),
 // as its record keeps it: Done out of Total (Total 0: the total is not
 // known) and a short message. The message was written by the task: it is
 // untrusted text wherever it is shown to a model. At is when it was
 // reported; a store never replaces a record's progress with an older one.
-type TaskProgress struct {
+type Progress struct {
 	Done    int64     `json:"done"`
 	Total   int64     `json:"total,omitempty"`
 	Message string    `json:"message,omitempty"`
@@ -20,6 +20,6 @@ type TaskProgress struct {
 
 // Valid reports whether p (nil is valid: no progress) has counts a task
 // could report: none negative, Done at most Total when Total is known.
-func (p *TaskProgress) Valid() bool {
+func (p *Progress) Valid() bool {
 	return p == nil || p.Done >= 0 && p.Total >= 0 && (p.Total == 0 || p.Done <= p.Total)
 }

@@ -41,10 +41,10 @@ const (
 	// StatusFailed (terminal): the function returned an error that is not a
 	// cancellation, or panicked. The record's Error holds the text.
 	StatusFailed Status = "failed"
-	// StatusCancelled (terminal): the task was cancelled and its function
+	// StatusCanceled (terminal): the task was cancelled and its function
 	// returned an error matching context.Canceled or the cancel cause, or it
 	// was cancelled while queued.
-	StatusCancelled Status = "cancelled"
+	StatusCanceled Status = "cancelled"
 	// StatusInterrupted (terminal): the runtime instance that ran the task is
 	// gone, so the function will never report. Set at restore or by a reaper;
 	// closures are never re-run.
@@ -53,7 +53,7 @@ const (
 
 // Statuses returns every status in lifecycle order.
 func Statuses() []Status {
-	return []Status{StatusQueued, StatusRunning, StatusAwaitingInput, StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted}
+	return []Status{StatusQueued, StatusRunning, StatusAwaitingInput, StatusCompleted, StatusFailed, StatusCanceled, StatusInterrupted}
 }
 
 // String returns the lowercase name.
@@ -62,7 +62,7 @@ func (s Status) String() string { return string(s) }
 // IsTerminal reports whether s is completed, failed, cancelled or interrupted.
 func (s Status) IsTerminal() bool {
 	switch s {
-	case StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted:
+	case StatusCompleted, StatusFailed, StatusCanceled, StatusInterrupted:
 		return true
 	}
 	return false
@@ -81,7 +81,7 @@ func (s Status) Rank() int {
 		return 0
 	case StatusRunning, StatusAwaitingInput:
 		return 1
-	case StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted:
+	case StatusCompleted, StatusFailed, StatusCanceled, StatusInterrupted:
 		return 2
 	}
 	return -1
@@ -152,8 +152,8 @@ type TaskMeta struct {
 	Input        *InputRequest   `json:"input_request,omitempty"` // set while awaiting_input
 	Tags         []string        `json:"tags,omitempty"`          // set at spawn (WithTags), never changed
 	// Progress and idempotency (Task.ReportProgress, WithIdempotencyKey).
-	Progress       *TaskProgress `json:"progress,omitempty"`        // the latest progress the task reported
-	IdempotencyKey string        `json:"idempotency_key,omitempty"` // set at spawn, never changed
+	Progress       *Progress `json:"progress,omitempty"`        // the latest progress the task reported
+	IdempotencyKey string    `json:"idempotency_key,omitempty"` // set at spawn, never changed
 	// durable announcements: set by Announce on a terminal record, never cleared
 	Announced bool `json:"announced,omitempty"` // the owner's loop took its terminal event
 }

@@ -18,6 +18,8 @@ import (
 // A host serves its long-running tool over streamable HTTP, each caller
 // acting as the user its authentication found.
 func Example() {
+	mux := http.NewServeMux() // the host's; or http.DefaultServeMux
+
 	m, err := bgtask.New() // bgtask.WithStore(...) for durable records
 	if err != nil {
 		panic(err)
@@ -53,8 +55,10 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	http.Handle("/mcp", s.Handler()) // behind the host's authentication middleware
-	// http.ListenAndServe(addr, nil)
+	mux.Handle("/mcp", s.Handler()) // behind the host's authentication middleware
+	// http.ListenAndServe(addr, mux)
+
+	// Output:
 }
 
 // A host on SQLite that keeps ended records for a week tells the Server,

@@ -8,7 +8,7 @@ const (
 	statusInputRequired = "input_required"
 	statusCompleted     = "completed"
 	statusFailed        = "failed"
-	statusCancelled     = "cancelled"
+	statusCanceled      = "cancelled"
 )
 
 // StatusOf maps a bgtask status to the MCP task status a client sees:
@@ -32,8 +32,8 @@ func StatusOf(st bgtype.Status, isError bool) string {
 			return statusFailed
 		}
 		return statusCompleted
-	case bgtype.StatusCancelled:
-		return statusCancelled
+	case bgtype.StatusCanceled:
+		return statusCanceled
 	}
 	return statusFailed
 }

@@ -21,7 +21,7 @@ func TestStatusOf(t *testing.T) {
 		{bgtype.StatusCompleted, true, "failed"},
 		{bgtype.StatusFailed, false, "failed"},
 		{bgtype.StatusInterrupted, false, "failed"},
-		{bgtype.StatusCancelled, false, "cancelled"},
+		{bgtype.StatusCanceled, false, "cancelled"},
 		{bgtype.Status("bogus"), false, "failed"},
 	} {
 		if got := bgmcp.StatusOf(tc.st, tc.isError); got != tc.want {

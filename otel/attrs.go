@@ -34,7 +34,7 @@ const (
 	KindError       = "error"       // the function returned an error
 	KindTimeout     = "timeout"     // its WithTimeout or WithDeadline passed
 	KindPanic       = "panic"       // the function panicked
-	KindCancelled   = "cancelled"   // the task was cancelled
+	KindCanceled    = "cancelled"   // the task was cancelled
 	KindInterrupted = "interrupted" // the process that ran it is gone
 )
 
@@ -50,8 +50,8 @@ func errorKind(m bgtype.TaskMeta) string {
 			return KindPanic
 		}
 		return KindError
-	case bgtype.StatusCancelled:
-		return KindCancelled
+	case bgtype.StatusCanceled:
+		return KindCanceled
 	case bgtype.StatusInterrupted:
 		return KindInterrupted
 	}

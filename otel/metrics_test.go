@@ -68,7 +68,7 @@ func TestMetricsExact(t *testing.T) {
 			return nil, errors.New("no")
 		})
 		panicking := b.spawn(t, ctx, "alice", func(context.Context, *bgtask.Task) (any, error) { panic("kaput") })
-		cancelled := b.spawn(t, ctx, "bob", func(context.Context, *bgtask.Task) (any, error) { return nil, nil }, fetch)
+		canceled := b.spawn(t, ctx, "bob", func(context.Context, *bgtask.Task) (any, error) { return nil, nil }, fetch)
 		synctest.Wait()
 
 		got := b.collect(t)
@@ -76,12 +76,12 @@ func TestMetricsExact(t *testing.T) {
 		checkPoints(t, MetricQueued, intPoints(t, got[MetricQueued]), []string{": 3"})
 		checkPoints(t, MetricInboxDepth, intPoints(t, got[MetricInboxDepth]), []string{"bgtask.inbox.name=agent: 0"})
 
-		if n, err := b.m.Owner("bob").Cancel(ctx, cancelled); n != 1 || err != nil {
+		if n, err := b.m.Owner("bob").Cancel(ctx, canceled); n != 1 || err != nil {
 			t.Fatalf("Cancel: (%d, %v)", n, err)
 		}
 		<-time.After(2 * time.Second)
 		close(release)
-		for _, id := range []string{blocker, failing, panicking, cancelled} {
+		for _, id := range []string{blocker, failing, panicking, canceled} {
 			b.wait(t, id)
 		}
 

@@ -120,10 +120,10 @@ func TestSpanEnd(t *testing.T) {
 			wantStatus: bgtype.StatusFailed, wantKind: "panic", wantCode: codes.Error, wantDesc: "panic: kaput"},
 		{name: "cancelled", cancel: true,
 			fn:         func(ctx context.Context, _ *bgtask.Task) (any, error) { <-ctx.Done(); return nil, ctx.Err() },
-			wantStatus: bgtype.StatusCancelled, wantKind: "cancelled", wantCode: codes.Unset},
+			wantStatus: bgtype.StatusCanceled, wantKind: "cancelled", wantCode: codes.Unset},
 		{name: "cancelled while queued", queued: true,
 			fn:         func(context.Context, *bgtask.Task) (any, error) { return 1, nil },
-			wantStatus: bgtype.StatusCancelled, wantKind: "cancelled", wantCode: codes.Unset},
+			wantStatus: bgtype.StatusCanceled, wantKind: "cancelled", wantCode: codes.Unset},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

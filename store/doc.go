@@ -10,10 +10,13 @@
 // A host that checkpoints its agent's state itself can keep a [Snapshot]
 // under [TaskStateKey] and reduce it with the same function.
 //
-// Optional interfaces ([SharedStore], [Recoverer], [TagLister],
+// Optional interfaces ([SharedStore], [OrphanInterrupter], [TagLister],
 // [UndeliveredLister], [PendingOwnerFinder], [InstanceLiveness],
 // [InstanceOwnerLister]) let a store answer with an index what the runtime
-// would otherwise compute from [Store.List].
+// would otherwise compute from [Store.List]. A store that carries out
+// requests of other processes (cancel requests, a lost registration) takes
+// a [Runtime] (a *bgtask.Manager is one) in its own Start method, so that
+// it imports this package and not the runtime.
 //
 // The record types live in package bgtype; the conformance suite every
 // store must pass is package storetest. The in-memory store is the

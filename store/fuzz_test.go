@@ -33,7 +33,7 @@ import (
 var (
 	fzIDs      = []string{"task_a", "task_b", "task_c", ""}
 	fzOwners   = []string{"o", "p", ""}
-	fzStatuses = []bgtype.Status{bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled, bgtype.StatusInterrupted, "zombie", ""}
+	fzStatuses = []bgtype.Status{bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCanceled, bgtype.StatusInterrupted, "zombie", ""}
 	fzResults  = []string{"", `1`, `{"x":1}`, `"s"`, `{`, `null`, `[1, 2]`, `nul`}
 	fzTimes    = []time.Time{{}, rt0, rt1, rt2}
 	fzDescs    = []string{"", "d1", "d2", "d3"}

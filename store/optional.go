@@ -7,18 +7,18 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 )
 
-// Recoverer is a Store that can end, for every owner at once, the records
+// OrphanInterrupter is a Store that can end, for every owner at once, the records
 // that a runtime instance which is gone left queued, running or awaiting
 // input. Manager.Recover uses it. A durable Store implements it when it can
 // tell a gone instance from a live one: a single-process store by a lock
 // that its process holds while it is open, a SharedStore by its reaper.
-type Recoverer interface {
-	// Recover makes every non-terminal record of every owner that a gone
+type OrphanInterrupter interface {
+	// InterruptOrphaned makes every non-terminal record of every owner that a gone
 	// runtime instance left interrupted (with Interrupted), in batches, and
 	// returns how many it interrupted. A record of a live instance is never
 	// touched. A corrupt record is skipped and named in the returned
 	// error; the others are still recovered.
-	Recover(ctx context.Context) (int, error)
+	InterruptOrphaned(ctx context.Context) (int, error)
 }
 
 // InstanceLiveness is a Store, shared by processes that each run their own

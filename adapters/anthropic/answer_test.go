@@ -81,7 +81,7 @@ func TestMessagesLoop(t *testing.T) {
 	if final != "The crawler is cancelled." {
 		t.Errorf("final answer %q", final)
 	}
-	f.CheckCrawlerCancelled(t)
+	f.CheckCrawlerCanceled(t)
 
 	defs := model.Request(0)["tools"].([]any)
 	tools := agent.Tools(f.Owner)

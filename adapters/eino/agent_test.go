@@ -97,7 +97,7 @@ func TestReactAgent(t *testing.T) {
 	if out.Content != "The crawler is cancelled." {
 		t.Errorf("final answer %q", out.Content)
 	}
-	f.CheckCrawlerCancelled(t)
+	f.CheckCrawlerCanceled(t)
 
 	tools := agent.Tools(f.Owner)
 	if len(sm.tools) != len(tools) {

@@ -83,7 +83,7 @@ func TestOneShotAgentExecutor(t *testing.T) {
 	if out["output"] != "The crawler is cancelled." {
 		t.Errorf("final answer %q", out["output"])
 	}
-	f.CheckCrawlerCancelled(t)
+	f.CheckCrawlerCanceled(t)
 
 	for _, tool := range agent.Tools(f.Owner) {
 		line := "- " + tool.Name + ": " + tool.Description + "\n\nInput: one JSON object with this JSON Schema: " + string(tool.Schema) + "\n"

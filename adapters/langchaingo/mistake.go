@@ -18,7 +18,7 @@ func ModelError(err error) error { return toolcall.MarkModelError(err) }
 // than returned as Call's error: agent.IsModelMistake's errors (bad arguments, an
 // unknown task, no current task), the errors a spawn gets for what the
 // model chose (bgtask.ErrDuplicateName, bgtask.ErrInvalidArgument,
-// bgtask.ErrLimit, bgtask.ErrFanOutLimit, bgtask.ErrDepthLimit), and any
+// bgtask.ErrLimit, bgtask.ErrLimit, bgtask.ErrLimit), and any
 // error marked with ModelError (or with a method ModelMistake() bool that
 // returns true). An error of the call's ctx is never the model's.
 func IsModelMistake(err error) bool { return toolcall.IsModelMistake(err) }

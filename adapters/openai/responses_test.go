@@ -68,7 +68,7 @@ func TestResponsesLoop(t *testing.T) {
 	if final != "The crawler is cancelled." {
 		t.Errorf("final answer %q", final)
 	}
-	f.CheckCrawlerCancelled(t)
+	f.CheckCrawlerCanceled(t)
 
 	checkDefinitions(t, f.Owner, false, model.Request(0)["tools"].([]any), func(def map[string]any) (string, string, any, any) {
 		if def["type"] != "function" {

@@ -62,7 +62,7 @@ func startTasks(t *testing.T, st store.Store, start func(*bgtask.Manager) error)
 func (r running) wait(t *testing.T, id string, reason string) {
 	t.Helper()
 	meta, _ := r.m.Wait(t.Context(), id)
-	if meta.Status != bgtype.StatusCancelled || meta.CancelReason != reason {
+	if meta.Status != bgtype.StatusCanceled || meta.CancelReason != reason {
 		t.Fatalf("%s ended %s with reason %q; want cancelled with %q", id, meta.Status, meta.CancelReason, reason)
 	}
 }

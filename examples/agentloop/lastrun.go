@@ -82,7 +82,7 @@ func summarize(total int, counts map[bgtype.Status]int) string {
 	}{
 		{bgtype.StatusCompleted, "completed"},
 		{bgtype.StatusFailed, "failed"},
-		{bgtype.StatusCancelled, "cancelled"},
+		{bgtype.StatusCanceled, "cancelled"},
 		{bgtype.StatusInterrupted, "interrupted (killed while running)"},
 	}
 	var parts []string

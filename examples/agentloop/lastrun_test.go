@@ -32,7 +32,7 @@ func TestLastRunSummary(t *testing.T) {
 			rec("r1", "lead", "", "i1", bgtype.StatusCompleted, 1),
 			rec("r1p", "r1", "r1", "i1", bgtype.StatusCompleted, 2),
 			rec("r1b", "r1", "r1", "i1", bgtype.StatusCompleted, 2),
-			rec("r2", "lead", "", "i1", bgtype.StatusCancelled, 3),
+			rec("r2", "lead", "", "i1", bgtype.StatusCanceled, 3),
 			rec("r2p", "r2", "r2", "i1", bgtype.StatusRunning, 4),
 			rec("ix", "lead", "", "i1", bgtype.StatusCompleted, 5),
 			rec("ix2", "lead", "", "i1", bgtype.StatusCompleted, 6),

@@ -27,16 +27,16 @@ type leadModel struct {
 	agents int
 	plugin *agent.Plugin // reads back the events it rendered
 
-	mu        sync.Mutex
-	step      int
-	results   map[string]string // task id → what it reported
-	finished  []string          // names of tasks that completed since the last answer
-	stopped   []string          // names of tasks the lead cancelled that ended since the last answer
-	cancelled map[string]bool   // names of tasks the lead cancelled
+	mu       sync.Mutex
+	step     int
+	results  map[string]string // task id → what it reported
+	finished []string          // names of tasks that completed since the last answer
+	stopped  []string          // names of tasks the lead cancelled that ended since the last answer
+	canceled map[string]bool   // names of tasks the lead cancelled
 }
 
 func newLeadModel(agents int, plugin *agent.Plugin) *leadModel {
-	return &leadModel{agents: agents, plugin: plugin, results: map[string]string{}, cancelled: map[string]bool{}}
+	return &leadModel{agents: agents, plugin: plugin, results: map[string]string{}, canceled: map[string]bool{}}
 }
 
 func researcher(i int) string { return "researcher-" + topics[i] }
@@ -83,7 +83,7 @@ func (l *leadModel) Next(ctx context.Context, req agentloop.Request) (agentloop.
 	}
 	var running []string
 	for _, name := range viewOf(req.Messages) {
-		if !l.cancelled[name] {
+		if !l.canceled[name] {
 			running = append(running, name)
 		}
 	}
@@ -115,9 +115,9 @@ func (l *leadModel) cancelResult(msgs []agentloop.Message) string {
 			Target struct{ Name string } `json:"target"`
 		}
 		var res struct {
-			Status         string `json:"status"`
-			CancelledCount int    `json:"cancelled_count"`
-			Error          string `json:"error"`
+			Status        string `json:"status"`
+			CanceledCount int    `json:"cancelled_count"`
+			Error         string `json:"error"`
 		}
 		for _, msg := range msgs[last+1:] {
 			if msg.Role == "tool" && msg.ToolCallID == call.ID {
@@ -129,10 +129,10 @@ func (l *leadModel) cancelResult(msgs []agentloop.Message) string {
 		}
 		switch res.Status {
 		case "accepted":
-			l.cancelled[args.Target.Name] = true
-			return fmt.Sprintf("Cancelled %s and the %d task(s) it started.", args.Target.Name, res.CancelledCount-1)
+			l.canceled[args.Target.Name] = true
+			return fmt.Sprintf("Cancelled %s and the %d task(s) it started.", args.Target.Name, res.CanceledCount-1)
 		case "already_cancelled":
-			l.cancelled[args.Target.Name] = true
+			l.canceled[args.Target.Name] = true
 			return fmt.Sprintf("%s was already cancelled.", args.Target.Name)
 		default:
 			return fmt.Sprintf("Could not cancel %s: %s.", args.Target.Name, res.Error)
@@ -155,9 +155,9 @@ func (l *leadModel) read(msgs []agentloop.Message) {
 		case bgtype.EventCompleted:
 			l.results[ev.TaskID] = strings.Trim(string(ev.Result), `"`)
 			l.finished = append(l.finished, ev.Name)
-		case bgtype.EventCancelled:
+		case bgtype.EventCanceled:
 			l.results[ev.TaskID] = string(ev.Kind)
-			if l.cancelled[ev.Name] {
+			if l.canceled[ev.Name] {
 				l.stopped = append(l.stopped, ev.Name)
 			}
 		default:
@@ -189,7 +189,7 @@ func (l *leadModel) summary() string {
 	var parts []string
 	ended := map[string]int{}
 	for _, r := range l.results {
-		if r == string(bgtype.EventCancelled) || r == string(bgtype.EventInterrupted) || r == string(bgtype.EventFailed) {
+		if r == string(bgtype.EventCanceled) || r == string(bgtype.EventInterrupted) || r == string(bgtype.EventFailed) {
 			ended[r]++
 			continue
 		}

@@ -64,7 +64,7 @@ func (d *demo) runResearcher(ctx context.Context, t *bgtask.Task, topic string, 
 	switch {
 	case err != nil:
 		return nil, err
-	case res.Reason == agentloop.ReasonCancelled:
+	case res.Reason == agentloop.ReasonCanceled:
 		return nil, context.Cause(ctx)
 	}
 	return res.Response, nil

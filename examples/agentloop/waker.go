@@ -92,7 +92,7 @@ func (w *waker) wait(ctx context.Context) error {
 // the lead's tasks is left running (nothing else would wake it).
 func (w *waker) worthWaking(ctx context.Context, events []bgtype.Event) (bool, error) {
 	for _, ev := range events {
-		if ev.Kind != bgtype.EventCancelled {
+		if ev.Kind != bgtype.EventCanceled {
 			return true, nil
 		}
 	}

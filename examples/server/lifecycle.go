@@ -34,7 +34,7 @@ func startRun(ctx context.Context, p *agent.Plugin, runID string) error {
 // away from, or that failed, ends with its tasks running on, and what they
 // report comes to the next turn.
 func endRun(ctx, turnCtx context.Context, p *agent.Plugin, runID string) error {
-	return p.RunEnd(ctx, bgtask.RunOutcome{RunID: runID, Cancelled: bgtask.RunStopped(turnCtx)})
+	return p.RunEnd(ctx, bgtask.RunOutcome{RunID: runID, Canceled: bgtask.RunStopped(turnCtx)})
 }
 
 // closePlugin forgets an evicted thread's Plugin: its tasks go on, and what

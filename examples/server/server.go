@@ -299,17 +299,17 @@ func (s *server) readText(w http.ResponseWriter, r *http.Request) (string, error
 
 // taskView is a task as GET /threads/{id}/tasks shows it.
 type taskView struct {
-	ID           string               `json:"task_id"`
-	Name         string               `json:"name,omitempty"`
-	Description  string               `json:"description,omitempty"`
-	Status       bgtype.Status        `json:"status"`
-	Result       json.RawMessage      `json:"result,omitempty"`
-	Error        string               `json:"error,omitempty"`
-	ErrorKind    bgtype.ErrorKind     `json:"error_kind,omitempty"`
-	CancelReason string               `json:"cancel_reason,omitempty"`
-	Progress     *bgtype.TaskProgress `json:"progress,omitempty"`
-	RunID        string               `json:"run_id,omitempty"`
-	Announced    bool                 `json:"announced"`
+	ID           string           `json:"task_id"`
+	Name         string           `json:"name,omitempty"`
+	Description  string           `json:"description,omitempty"`
+	Status       bgtype.Status    `json:"status"`
+	Result       json.RawMessage  `json:"result,omitempty"`
+	Error        string           `json:"error,omitempty"`
+	ErrorKind    bgtype.ErrorKind `json:"error_kind,omitempty"`
+	CancelReason string           `json:"cancel_reason,omitempty"`
+	Progress     *bgtype.Progress `json:"progress,omitempty"`
+	RunID        string           `json:"run_id,omitempty"`
+	Announced    bool             `json:"announced"`
 }
 
 // maxListed is how many tasks GET /threads/{id}/tasks shows at most.

@@ -80,10 +80,10 @@ func (f Fixture) Direct(t *testing.T, name, args string) string {
 }
 
 // CheckCrawlerCancelled checks the crawler ended cancelled.
-func (f Fixture) CheckCrawlerCancelled(t *testing.T) {
+func (f Fixture) CheckCrawlerCanceled(t *testing.T) {
 	t.Helper()
 	meta, err := f.Owner.Wait(t.Context(), f.Crawler)
-	if err != nil || meta.Status != bgtype.StatusCancelled {
+	if err != nil || meta.Status != bgtype.StatusCanceled {
 		t.Fatalf("crawler: %v %v, want cancelled", meta.Status, err)
 	}
 }
@@ -102,7 +102,7 @@ type ScriptedModel struct {
 	Server *httptest.Server // closed when the test ends
 
 	t       *testing.T
-	mu      sync.Mutex
+	mu      sync.Mutex // guards the fields below
 	replies []string
 	bodies  [][]byte
 }

@@ -28,7 +28,7 @@ func TestFixtureAndScriptedModel(t *testing.T) {
 	if _, err := f.Owner.Cancel(t.Context(), f.Crawler); err != nil {
 		t.Fatal(err)
 	}
-	f.CheckCrawlerCancelled(t)
+	f.CheckCrawlerCanceled(t)
 
 	sm := NewScriptedModel(t, "/v1/x", `{"n":1}`)
 	resp, err := sm.Server.Client().Post(sm.Server.URL+"/v1/x", "application/json", bytes.NewReader([]byte(`{"q":"a"}`)))

@@ -55,7 +55,7 @@ func StartJob(owner bgtask.Owner, fail func(name string) error) agent.Tool {
 // "api_error" when no reply is left) and message; they are sent as JSON.
 func NewCheckingModel(t *testing.T, path string, check func(req map[string]any) error, errorBody func(typ, message string) string, replies ...string) *httptest.Server {
 	t.Helper()
-	var mu sync.Mutex
+	var mu sync.Mutex // guards replies
 	fail := func(w http.ResponseWriter, status int, typ, message string) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)

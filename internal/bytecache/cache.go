@@ -10,7 +10,7 @@ type Cache[V any] struct {
 	max  int64
 	size func(V) int64
 
-	mu    sync.Mutex // protects the fields below
+	mu    sync.Mutex // guards the fields below
 	byID  map[string]entry[V]
 	order []slot // oldest first; a slot whose entry was replaced or deleted is skipped
 	bytes int64

@@ -181,7 +181,7 @@ type proc struct {
 	read     chan struct{} // closed when stdout is drained (the process exited)
 	killed   bool
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards the fields below
 	lines    []string
 	changed  chan struct{} // gets a value when lines grows
 	seen     int           // lines the test looked at; what they said:
@@ -319,7 +319,7 @@ func (p *proc) exit() {
 }
 
 type syncBuffer struct {
-	mu sync.Mutex
+	mu sync.Mutex // guards b
 	b  bytes.Buffer
 }
 

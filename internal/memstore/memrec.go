@@ -52,7 +52,7 @@ type memRare struct {
 	errorKind                                 bgtype.ErrorKind
 	attempt                                   int64
 	input                                     *bgtype.InputRequest
-	progress                                  *bgtype.TaskProgress
+	progress                                  *bgtype.Progress
 }
 
 // memNoTime stands for the zero time.Time in a memRec.
@@ -60,7 +60,7 @@ const memNoTime = math.MinInt64
 
 // memStatuses are the statuses a memRec codes, by code.
 var memStatuses = [...]bgtype.Status{"", bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput,
-	bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled, bgtype.StatusInterrupted}
+	bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCanceled, bgtype.StatusInterrupted}
 
 // memWakes are the wake policies a memRec codes, by code.
 var memWakes = [...]bgtype.WakePolicy{"", bgtype.WakeSilent, bgtype.WakeOnTerminal, bgtype.WakeOnActivity}

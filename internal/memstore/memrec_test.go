@@ -53,7 +53,7 @@ func fillNonZero(t *testing.T, v reflect.Value, n *int64) {
 // field that memRec forgets fails here.
 func TestMemRecRoundTrip(t *testing.T) {
 	t.Parallel()
-	for i, st := range []bgtype.Status{bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled, bgtype.StatusInterrupted} {
+	for i, st := range []bgtype.Status{bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCanceled, bgtype.StatusInterrupted} {
 		var m bgtype.TaskMeta
 		n := int64(i)
 		fillNonZero(t, reflect.ValueOf(&m).Elem(), &n)

@@ -379,7 +379,7 @@ func setMutable(cur, next *bgtype.TaskMeta) bool {
 }
 
 // sameProgress reports whether two records hold the same progress.
-func sameProgress(a, b *bgtype.TaskProgress) bool {
+func sameProgress(a, b *bgtype.Progress) bool {
 	return a == b || a != nil && b != nil && a.Done == b.Done && a.Total == b.Total && a.Message == b.Message && a.At.Equal(b.At)
 }
 
@@ -396,7 +396,7 @@ type Outcome struct {
 	Result                 json.RawMessage
 	End                    time.Time
 	Reason, ErrText, Stack string
-	Progress               *bgtype.TaskProgress
+	Progress               *bgtype.Progress
 	From                   bgtype.Status // set by Apply: the status it replaced
 }
 
@@ -406,7 +406,7 @@ func (e *Outcome) Apply(u *bgtype.TaskMeta) {
 	u.Status, u.Result, u.FinishedAt, u.ErrorKind = e.Status, e.Result, e.End, e.Kind
 	u.Input = nil // an open request ends with the task
 	switch e.Status {
-	case bgtype.StatusCancelled:
+	case bgtype.StatusCanceled:
 		u.CancelReason = e.Reason
 	case bgtype.StatusInterrupted: // Stop cut it: it reads as a crash recovery's
 		u.Attempt++

@@ -94,7 +94,7 @@ func TestMemoryStoreGetUnknown(t *testing.T) {
 		t.Fatalf("got %v, want ErrNotFound naming the id", err)
 	}
 	// A removed record is not found either.
-	mustCommit(t, s, "o", store.UpsertAction(finished("task_b", "o", bgtype.StatusCancelled, time.Now())), store.RemoveAction("task_b"))
+	mustCommit(t, s, "o", store.UpsertAction(finished("task_b", "o", bgtype.StatusCanceled, time.Now())), store.RemoveAction("task_b"))
 	if _, err := s.Get(context.Background(), "task_b"); !errors.Is(err, bgtype.ErrNotFound) {
 		t.Fatalf("removed: got %v, want ErrNotFound", err)
 	}
@@ -155,7 +155,7 @@ func TestMemoryStoreCommitValidatesFirst(t *testing.T) {
 	}
 	s := New()
 	if err := s.Commit(context.Background(), "", store.UpsertAction(rmeta("task_a", "", bgtype.StatusRunning))); !errors.Is(err, bgtype.ErrInvalidOwner) {
-		t.Fatalf("empty owner: got %v, want ErrInvalidOwner", err)
+		t.Fatalf("empty owner: got %v, want ErrInvalidArgument (blank owner)", err)
 	}
 }
 
@@ -253,7 +253,7 @@ func TestMemoryStoreRetainPerOwner(t *testing.T) {
 		t.Fatalf("forgotten record: got %v, want ErrNotFound", err)
 	}
 	// Ending the live tasks pushes out older terminal records, never the other way.
-	mustCommit(t, s, "o", store.UpsertAction(finished("task_live", "o", bgtype.StatusCancelled, base.Add(10*time.Second))))
+	mustCommit(t, s, "o", store.UpsertAction(finished("task_live", "o", bgtype.StatusCanceled, base.Add(10*time.Second))))
 	if got, want := ids(mustLoad(t, s, "o")), []string{"task_4", "task_live", "task_q"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("o holds %v, want %v", got, want)
 	}
@@ -355,7 +355,7 @@ func TestMemoryStoreConcurrentCommitters(t *testing.T) {
 	s := New()
 	ctx := context.Background()
 	status := func(w int) bgtype.Status {
-		return []bgtype.Status{bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled}[w%3]
+		return []bgtype.Status{bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCanceled}[w%3]
 	}
 	owner := func(w int) string { return fmt.Sprintf("o%d", w%2) }
 	var wg sync.WaitGroup

@@ -43,13 +43,13 @@ func (e modelError) Unwrap() error      { return e.err }
 func (e modelError) ModelMistake() bool { return true }
 
 // modelMistakes are the errors a spawn gets for what the model chose.
-var modelMistakes = []error{bgtask.ErrDuplicateName, bgtask.ErrInvalidArgument, bgtask.ErrLimit, bgtask.ErrFanOutLimit, bgtask.ErrDepthLimit}
+var modelMistakes = []error{bgtask.ErrDuplicateName, bgtask.ErrInvalidArgument, bgtask.ErrLimit, bgtask.ErrLimit, bgtask.ErrLimit}
 
 // IsModelMistake reports whether err, returned by a tool's Call, is the
 // model's own mistake: agent.IsModelMistake's errors, the errors a spawn
 // gets for what the model chose (bgtask.ErrDuplicateName,
-// bgtask.ErrInvalidArgument, bgtask.ErrLimit, bgtask.ErrFanOutLimit,
-// bgtask.ErrDepthLimit), and any error with a method ModelMistake() bool
+// bgtask.ErrInvalidArgument, bgtask.ErrLimit, bgtask.ErrLimit,
+// bgtask.ErrLimit), and any error with a method ModelMistake() bool
 // that returns true (MarkModelError's). An error of the call's ctx
 // (context.Canceled, context.DeadlineExceeded) is never the model's, nor
 // is nil.
@@ -181,8 +181,8 @@ func Answer(ctx context.Context, calls []Call, cfg Config) ([]Outcome, error) {
 	var (
 		wg      sync.WaitGroup
 		slots   = make(chan struct{}, cfg.Parallel)
-		panicMu sync.Mutex
-		panics  []any // the calls' panics, first first
+		panicMu sync.Mutex // guards panics
+		panics  []any      // the calls' panics, first first
 	)
 	for i := range calls {
 		slots <- struct{}{}

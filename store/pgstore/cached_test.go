@@ -22,7 +22,7 @@ func TestCompletionWithoutRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := m
-	p.Progress = &bgtype.TaskProgress{Done: 1, Total: 2, Message: "half", At: t0.Add(1500e6)}
+	p.Progress = &bgtype.Progress{Done: 1, Total: 2, Message: "half", At: t0.Add(1500e6)}
 	done := m
 	done.Status, done.FinishedAt, done.Result = bgtype.StatusCompleted, t0.Add(2e9), []byte(`{"n":1}`)
 	for _, next := range []bgtype.TaskMeta{p, done} {

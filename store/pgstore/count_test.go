@@ -83,7 +83,7 @@ func TestTerminalCountsFollowWrites(t *testing.T) {
 	}
 	sqlExec(t, dsn, `DELETE FROM bgtask_tasks WHERE id = 'task_bob_4'`)
 	countsMatch(t, dsn)
-	if err := s.Commit(ctx, "alice", store.ReplaceAllAction(rec("task_alice_new", "alice", bgtype.StatusCancelled))); err != nil {
+	if err := s.Commit(ctx, "alice", store.ReplaceAllAction(rec("task_alice_new", "alice", bgtype.StatusCanceled))); err != nil {
 		t.Fatal(err)
 	}
 	countsMatch(t, dsn)

@@ -266,7 +266,7 @@ func TestCrashOtherInstanceReaps(t *testing.T) {
 	c.quit()
 	b.quit()
 	for _, id := range b.tasks {
-		if st := statusOf(id); st != bgtype.StatusCancelled {
+		if st := statusOf(id); st != bgtype.StatusCanceled {
 			t.Fatalf("B's task %s after B's shutdown: %s", id, st)
 		}
 	}
@@ -307,7 +307,7 @@ func TestCrashCancelAcrossProcesses(t *testing.T) {
 			}
 			waitFor(t, "A's task cancelled", func() bool {
 				m, err := s.Get(t.Context(), id)
-				return err == nil && m.Status == bgtype.StatusCancelled
+				return err == nil && m.Status == bgtype.StatusCanceled
 			})
 			if killListener && listener() != 0 {
 				t.Fatal("A's listener came back: the poller was not what delivered the request")

@@ -37,7 +37,7 @@ func TestFenceByLocalClock(t *testing.T) {
 			advance := pgstore.FakeClock(s)
 			m := startManager(t, s, "inst_clock")
 			causes := make(chan error, 1)
-			if _, err := m.Owner("alice").Spawn(t.Context(), blockUntilCancelled(causes)); err != nil {
+			if _, err := m.Owner("alice").Spawn(t.Context(), blockUntilCanceled(causes)); err != nil {
 				t.Fatal(err)
 			}
 			advance(tt.age)
@@ -53,7 +53,7 @@ func TestFenceByLocalClock(t *testing.T) {
 			if !errors.Is(err, bgtask.ErrInstanceLost) || err.Error() != want || rows != 0 || !s.Lost() {
 				t.Fatalf("Commit = %v, %d rows, Lost %v\nwant %s, nothing written", err, rows, s.Lost(), want)
 			}
-			if _, err := m.Owner("alice").Spawn(t.Context(), blockUntilCancelled(nil)); !errors.Is(err, bgtask.ErrInstanceLost) {
+			if _, err := m.Owner("alice").Spawn(t.Context(), blockUntilCanceled(nil)); !errors.Is(err, bgtask.ErrInstanceLost) {
 				t.Fatalf("Spawn after loss = %v, want ErrInstanceLost", err)
 			}
 			if cause := waitCause(t, causes); !errors.Is(cause, bgtask.ErrInstanceLost) {
@@ -73,7 +73,7 @@ func TestFenceDeclaredDead(t *testing.T) {
 	s, dsn := openStore(t, pgstore.WithGrace(time.Hour), pgstore.WithHeartbeatInterval(30*time.Minute))
 	m := startManager(t, s, "inst_dead")
 	causes := make(chan error, 1)
-	id, err := m.Owner("alice").Spawn(t.Context(), blockUntilCancelled(causes))
+	id, err := m.Owner("alice").Spawn(t.Context(), blockUntilCanceled(causes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestFenceDeclaredDead(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("Commit after the reaper's verdict = %v, want %s", err, want)
 	}
-	_, err = m.Owner("alice").Spawn(t.Context(), blockUntilCancelled(nil))
+	_, err = m.Owner("alice").Spawn(t.Context(), blockUntilCanceled(nil))
 	if !errors.Is(err, bgtask.ErrInstanceLost) || !errors.Is(err, pgstore.ErrInstanceLost) {
 		t.Fatalf("Spawn after the reaper's verdict = %v, want ErrInstanceLost", err)
 	}

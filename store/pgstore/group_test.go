@@ -73,7 +73,7 @@ func TestGroupCommit(t *testing.T) {
 
 // A caller whose ctx ends while its commit waits for a group gets ctx's
 // error, leaves the queue, and nothing of its commit is written.
-func TestGroupCommitCancelledWhileQueued(t *testing.T) {
+func TestGroupCommitCanceledWhileQueued(t *testing.T) {
 	s, dsn := openStore(t)
 	ctx := t.Context()
 	seedHolder(t, s)

@@ -91,10 +91,10 @@ func TestMigrationAddsProgressAndKeys(t *testing.T) {
 		t.Fatalf("old record = %+v, %v; want no progress and no key", old, err)
 	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
-	if err := s.Commit(t.Context(), "alice", store.UpsertAction(bgtype.TaskMeta{ID: "task_old", Owner: "alice", Progress: &bgtype.TaskProgress{Done: 2, Total: 5, Message: "ünï <b>", At: at}})); err != nil {
+	if err := s.Commit(t.Context(), "alice", store.UpsertAction(bgtype.TaskMeta{ID: "task_old", Owner: "alice", Progress: &bgtype.Progress{Done: 2, Total: 5, Message: "ünï <b>", At: at}})); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Get(t.Context(), "task_old"); err != nil || got.Status != bgtype.StatusRunning || got.Progress == nil || *got.Progress != (bgtype.TaskProgress{Done: 2, Total: 5, Message: "ünï <b>", At: at}) {
+	if got, err := s.Get(t.Context(), "task_old"); err != nil || got.Status != bgtype.StatusRunning || got.Progress == nil || *got.Progress != (bgtype.Progress{Done: 2, Total: 5, Message: "ünï <b>", At: at}) {
 		t.Fatalf("old record after a progress update = %+v, %v", got, err)
 	}
 	a := bgtype.TaskMeta{ID: "task_a", Owner: "alice", Status: bgtype.StatusRunning, CreatedAt: at, IdempotencyKey: "k"}

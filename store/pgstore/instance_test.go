@@ -41,7 +41,7 @@ func startManager(t *testing.T, s *pgstore.Store, id string) *bgtask.Manager {
 
 // blockUntilCancelled is a task that runs until it is cancelled and
 // reports the cause on causes.
-func blockUntilCancelled(causes chan<- error) bgtask.Func {
+func blockUntilCanceled(causes chan<- error) bgtask.Func {
 	return func(ctx context.Context, _ *bgtask.Task) (any, error) {
 		<-ctx.Done()
 		if causes != nil {
@@ -223,7 +223,7 @@ func TestLostInstanceStopsWriting(t *testing.T) {
 	s, dsn := openStore(t, pgstore.WithHeartbeatInterval(50*time.Millisecond), pgstore.WithGrace(time.Hour))
 	m := startManager(t, s, "inst_lost")
 	causes := make(chan error, 1)
-	id, err := m.Owner("alice").Spawn(t.Context(), blockUntilCancelled(causes))
+	id, err := m.Owner("alice").Spawn(t.Context(), blockUntilCanceled(causes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestLostInstanceStopsWriting(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := s.Get(t.Context(), id)
-		if err != nil || got.Status == bgtype.StatusCancelled {
+		if err != nil || got.Status == bgtype.StatusCanceled {
 			t.Fatalf("the lost instance's record = %+v, %v", got, err)
 		}
 		return got.Status == bgtype.StatusInterrupted && got.Attempt == 1
@@ -294,7 +294,7 @@ func TestCancelReachesOtherInstance(t *testing.T) {
 				}
 				waitFor(t, "A's listener gone", func() bool { return listener() == 0 })
 			}
-			id, err := ma.Owner("alice").Spawn(t.Context(), blockUntilCancelled(nil))
+			id, err := ma.Owner("alice").Spawn(t.Context(), blockUntilCanceled(nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -304,7 +304,7 @@ func TestCancelReachesOtherInstance(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
 			defer cancel()
 			got, err := ma.Wait(ctx, id)
-			if err != nil || got.Status != bgtype.StatusCancelled {
+			if err != nil || got.Status != bgtype.StatusCanceled {
 				t.Fatalf("A's task = %+v, %v; want cancelled", got, err)
 			}
 			if killListener && listener() != 0 {

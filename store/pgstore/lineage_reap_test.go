@@ -127,7 +127,7 @@ func subAgentTree(t *testing.T, m *bgtask.Manager, owner string, levels, childre
 			}
 			var ids []string
 			for range children {
-				id, err := ag.Spawn(ctx, blockUntilCancelled(nil))
+				id, err := ag.Spawn(ctx, blockUntilCanceled(nil))
 				if err != nil {
 					return nil, err
 				}

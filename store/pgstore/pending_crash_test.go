@@ -72,7 +72,7 @@ func TestCrashPendingOwners(t *testing.T) {
 		// Again on every check: a heartbeat A sent just before it died may
 		// still land after the first update.
 		sqlExec(t, dsn, `UPDATE bgtask_instances SET heartbeat_at = now() - interval '1 day' WHERE id = 'inst_pend_a' AND state = 'alive'`)
-		if _, err := s.Recover(t.Context()); err != nil {
+		if _, err := s.InterruptOrphaned(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range a.tasks {
@@ -82,7 +82,7 @@ func TestCrashPendingOwners(t *testing.T) {
 		}
 		return true
 	})
-	if m, err := s.Get(t.Context(), b.tasks[0]); err != nil || m.Status != bgtype.StatusCancelled || !m.Announced {
+	if m, err := s.Get(t.Context(), b.tasks[0]); err != nil || m.Status != bgtype.StatusCanceled || !m.Announced {
 		t.Fatalf("bob's task: %+v, %v; want cancelled and announced", m, err)
 	}
 

@@ -140,7 +140,7 @@ func TestReadOnlyRequestCancel(t *testing.T) {
 	s, dsn := openStore(t)
 	m := startManager(t, s, "inst_ro")
 	o := m.Owner("alice")
-	id, err := o.Spawn(t.Context(), blockUntilCancelled(nil))
+	id, err := o.Spawn(t.Context(), blockUntilCanceled(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,11 +155,11 @@ func TestReadOnlyRequestCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
 	defer cancel()
-	if meta, _ := o.Wait(ctx, id); meta.Status != bgtype.StatusCancelled {
+	if meta, _ := o.Wait(ctx, id); meta.Status != bgtype.StatusCanceled {
 		t.Fatalf("task ended %s, want cancelled", meta.Status)
 	}
 	before := tasksSum(t, dsn)
-	if got, err := r.RequestCancel(t.Context(), id, true); err != nil || got.Status != bgtype.StatusCancelled {
+	if got, err := r.RequestCancel(t.Context(), id, true); err != nil || got.Status != bgtype.StatusCanceled {
 		t.Fatalf("RequestCancel(ended) = %s, %v", got.Status, err)
 	}
 	if _, err := r.RequestCancel(t.Context(), "task_none", false); !errors.Is(err, bgtask.ErrNotFound) || err.Error() != "bgtask: task not found: task_none" {

@@ -230,12 +230,12 @@ func (s *Store) cleanUp(ctx context.Context) error {
 	return err
 }
 
-// Recover implements store.Recoverer with one reaper pass (see Reap): the
+// InterruptOrphaned implements store.Recoverer with one reaper pass (see Reap): the
 // non-terminal tasks of instances whose heartbeat stopped, or that closed
 // with tasks running, become interrupted, in batches. Their nearest live
 // owners hear of them through a notice, or, if no run takes it, at their
 // next run start (the records are not announced: bgtask's Restore
 // announces them once).
-func (s *Store) Recover(ctx context.Context) (int, error) { return s.Reap(ctx) }
+func (s *Store) InterruptOrphaned(ctx context.Context) (int, error) { return s.Reap(ctx) }
 
-var _ store.Recoverer = (*Store)(nil)
+var _ store.OrphanInterrupter = (*Store)(nil)

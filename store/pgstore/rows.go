@@ -59,7 +59,7 @@ func scanRow(rows pgx.Rows) (row, error) {
 		m.Input = &bgtype.InputRequest{ID: inID.String, Prompt: inPrompt.String}
 	}
 	if progress.Valid {
-		m.Progress = new(bgtype.TaskProgress)
+		m.Progress = new(bgtype.Progress)
 		if err := json.Unmarshal([]byte(progress.String), m.Progress); err != nil {
 			return r, fmt.Errorf("%w: task %s: progress is not JSON: %v", bgtype.ErrCorrupt, m.ID, err)
 		}
@@ -114,7 +114,7 @@ func sameMeta(a, b *bgtype.TaskMeta) bool {
 }
 
 // sameProgress reports whether two records hold the same progress.
-func sameProgress(a, b *bgtype.TaskProgress) bool {
+func sameProgress(a, b *bgtype.Progress) bool {
 	return a == nil && b == nil || a != nil && b != nil && a.Done == b.Done && a.Total == b.Total && a.Message == b.Message && a.At.Equal(b.At)
 }
 

@@ -53,7 +53,7 @@ func TestCommitSeesOutsideChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := s.Get(ctx, "task_a")
-	if err != nil || got.Status != bgtype.StatusCancelled || got.Result != nil {
+	if err != nil || got.Status != bgtype.StatusCanceled || got.Result != nil {
 		t.Fatalf("Get = %+v, %v; want cancelled (by hand), no result", got, err)
 	}
 	if n := pgstore.CachedCommits(s); n != 0 {

@@ -24,7 +24,7 @@ func TestCommitReadsOnlyWhatTheWriterCannotKnow(t *testing.T) {
 	progress := func(n int, done int64) bgtype.TaskMeta {
 		m := rec("a", n, "")
 		m.Status, m.Type, m.CreatedAt, m.Instance = "", "", time.Time{}, ""
-		m.Progress = &bgtype.TaskProgress{Done: done, Total: 10, At: base.Add(time.Minute)}
+		m.Progress = &bgtype.Progress{Done: done, Total: 10, At: base.Add(time.Minute)}
 		return m
 	}
 	for _, step := range []struct {
@@ -70,7 +70,7 @@ func TestCommitSeesAnotherConnectionsWrite(t *testing.T) {
 		name, sql string
 		want      bgtype.Status // task_a_01's status after the completion
 	}{
-		{"cancelled there", `UPDATE tasks SET status = 'cancelled', finished_at = 1 WHERE id = 'task_a_01'`, bgtype.StatusCancelled},
+		{"cancelled there", `UPDATE tasks SET status = 'cancelled', finished_at = 1 WHERE id = 'task_a_01'`, bgtype.StatusCanceled},
 		{"moved to another owner", `UPDATE tasks SET owner = 'b' WHERE id = 'task_a_01'`, bgtype.StatusRunning},
 		{"deleted there", `DELETE FROM tasks WHERE id = 'task_a_01'`, bgtype.StatusCompleted},
 	} {

@@ -256,7 +256,7 @@ func deliverAll(ctx context.Context, p *agent.Plugin, n int) ([]childEvent, erro
 func recoverLoop(ctx context.Context, st *sqlitestore.Store, n int) (int, int, error) {
 	var got, shared int
 	for range n {
-		k, err := st.Recover(ctx)
+		k, err := st.InterruptOrphaned(ctx)
 		switch {
 		case errors.Is(err, sqlitestore.ErrShared):
 			shared++

@@ -18,7 +18,7 @@ import (
 // of the file, and the owner's records must be the same after each.
 func TestCommitMatchesTheReducer(t *testing.T) {
 	t.Parallel()
-	statuses := []bgtype.Status{"", bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled}
+	statuses := []bgtype.Status{"", bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCanceled}
 	for seed := range uint64(6) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			t.Parallel()
@@ -66,7 +66,7 @@ func TestCommitMatchesTheReducer(t *testing.T) {
 					m.Attempt = int64(rng.IntN(2))
 					if m.Status == "" {
 						m.Type, m.CreatedAt = "", time.Time{}
-						m.Progress = &bgtype.TaskProgress{Done: int64(rng.IntN(5)), Total: 5, At: base.Add(time.Duration(step) * time.Second)}
+						m.Progress = &bgtype.Progress{Done: int64(rng.IntN(5)), Total: 5, At: base.Add(time.Duration(step) * time.Second)}
 					}
 					if m.Status == bgtype.StatusRunning || m.Status == "" {
 						m.Description = fmt.Sprint("step ", step)

@@ -44,7 +44,7 @@ func TestProgressSurvivesReopen(t *testing.T) {
 	live := rec("alice", 1, bgtype.StatusRunning)
 	commit(t, s, "alice", store.UpsertAction(live))
 	at := base.Add(time.Minute)
-	commit(t, s, "alice", store.UpsertAction(bgtype.TaskMeta{ID: live.ID, Owner: "alice", Progress: &bgtype.TaskProgress{Done: 7, Message: "ünï", At: at}}))
+	commit(t, s, "alice", store.UpsertAction(bgtype.TaskMeta{ID: live.ID, Owner: "alice", Progress: &bgtype.Progress{Done: 7, Message: "ünï", At: at}}))
 	close(release)
 	if _, err := m.Wait(ctx, id); err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestProgressSurvivesReopen(t *testing.T) {
 		t.Errorf("task after reopen: status %s, progress %+v; want completed with 3/10", got.Status, p)
 	}
 	got = get(t, s, live.ID)
-	if p := got.Progress; got.Status != bgtype.StatusRunning || p == nil || *p != (bgtype.TaskProgress{Done: 7, Message: "ünï", At: at}) {
+	if p := got.Progress; got.Status != bgtype.StatusRunning || p == nil || *p != (bgtype.Progress{Done: 7, Message: "ünï", At: at}) {
 		t.Errorf("live record after reopen: status %s, progress %+v; want running with 7", got.Status, p)
 	}
 }

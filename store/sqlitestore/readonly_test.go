@@ -173,7 +173,7 @@ func TestRequestCancelReachesTheManager(t *testing.T) {
 		t.Fatalf("RequestCancel = %s, %v", got.Status, err)
 	}
 	meta, _ := o.Wait(t.Context(), id)
-	if meta.Status != bgtype.StatusCancelled || meta.CancelReason != "operator said so" {
+	if meta.Status != bgtype.StatusCanceled || meta.CancelReason != "operator said so" {
 		t.Fatalf("task ended %s (reason %q), want cancelled (operator said so)", meta.Status, meta.CancelReason)
 	}
 
@@ -184,7 +184,7 @@ func TestRequestCancelReachesTheManager(t *testing.T) {
 	}
 	before := tableSum(t, path, "tasks", "cancel_requests")
 	got, err = r.RequestCancel(t.Context(), id, true, "")
-	if err != nil || got.Status != bgtype.StatusCancelled {
+	if err != nil || got.Status != bgtype.StatusCanceled {
 		t.Fatalf("RequestCancel(ended) = %s, %v", got.Status, err)
 	}
 	_, err = r.RequestCancel(t.Context(), "task_none", false, "")

@@ -17,7 +17,7 @@ var ErrShared = errors.New("sqlitestore: another process has the database open; 
 // recoverBatch bounds the records one recovery step reads and commits.
 const recoverBatch = 500
 
-// Recover implements store.Recoverer. When this Store is the only one with
+// InterruptOrphaned implements store.Recoverer. When this Store is the only one with
 // the database open (it holds the lock file next to it exclusive for the
 // call), every queued, running or awaiting_input record of every owner,
 // but those of the runtime instances that committed through this Store,
@@ -27,10 +27,10 @@ const recoverBatch = 500
 // ErrShared (nothing touched) when another Store has the database open.
 // Open runs it by itself when it finds the database alone. A corrupt
 // record is skipped and named in the returned error. While another Store
-// (of any process) tries for the lock or recovers, Recover waits for it,
-// whatever ctx says. A Recover that finds the database shared never lets
+// (of any process) tries for the lock or recovers, InterruptOrphaned waits for it,
+// whatever ctx says. A InterruptOrphaned that finds the database shared never lets
 // another Store find itself alone meanwhile.
-func (s *Store) Recover(ctx context.Context) (int, error) {
+func (s *Store) InterruptOrphaned(ctx context.Context) (int, error) {
 	if s.isClosed() {
 		return 0, ErrClosed
 	}
@@ -209,4 +209,4 @@ func (s *Store) InstanceAlive(ctx context.Context, instance string) (bool, error
 
 var _ store.InstanceLiveness = (*Store)(nil)
 
-var _ store.Recoverer = (*Store)(nil)
+var _ store.OrphanInterrupter = (*Store)(nil)

@@ -83,7 +83,7 @@ func TestRecoverLeavesLiveProcess(t *testing.T) {
 	}
 	live := rec("alice", 1, bgtype.StatusRunning)
 	commit(t, s1, "alice", store.UpsertAction(live))
-	if n, err := s1.Recover(t.Context()); n != 0 || err != nil {
+	if n, err := s1.InterruptOrphaned(t.Context()); n != 0 || err != nil {
 		t.Fatalf("Recover of its own instance's records = %d, %v; want 0, nil", n, err)
 	}
 
@@ -96,7 +96,7 @@ func TestRecoverLeavesLiveProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Shutdown(t.Context()) })
-	if n, err := m.Recover(t.Context()); n != 0 || !errors.Is(err, sqlitestore.ErrShared) {
+	if n, err := m.InterruptOrphaned(t.Context()); n != 0 || !errors.Is(err, sqlitestore.ErrShared) {
 		t.Fatalf("Manager.Recover while shared = %d, %v; want 0, ErrShared", n, err)
 	}
 	if got := get(t, s2, live.ID); got.Status != bgtype.StatusRunning {
@@ -106,7 +106,7 @@ func TestRecoverLeavesLiveProcess(t *testing.T) {
 	if err := s1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := m.Recover(t.Context()); n != 1 || err != nil {
+	if n, err := m.InterruptOrphaned(t.Context()); n != 1 || err != nil {
 		t.Fatalf("Manager.Recover once alone = %d, %v; want 1, nil", n, err)
 	}
 	if got := get(t, s2, live.ID); got.Status != bgtype.StatusInterrupted || got.Error != interruptedText("inst-a") {

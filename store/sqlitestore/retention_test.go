@@ -43,7 +43,7 @@ func TestRetainFor(t *testing.T) {
 	c.Advance(45 * time.Minute) // task_a_02 ended 75 minutes ago, task_b_03 45
 	commit(t, s, "a", store.UpsertAction(rec("a", 4, bgtype.StatusRunning)))
 	wantIDs(t, "List(a) after a commit that ends nothing", ids(t, s, "a"), idsOf("a", 1, 2, 4))
-	commit(t, s, "a", store.UpsertAction(rec("a", 4, bgtype.StatusCancelled)))
+	commit(t, s, "a", store.UpsertAction(rec("a", 4, bgtype.StatusCanceled)))
 	wantIDs(t, "List(a)", ids(t, s, "a"), idsOf("a", 1, 4))
 	wantIDs(t, "List(b)", ids(t, s, "b"), idsOf("b", 3))
 	c.Advance(time.Hour) // task_a_04 ended exactly an hour ago: kept

@@ -125,7 +125,7 @@ func (r *row) decodeProgress(m *bgtype.TaskMeta) error {
 	if !r.progress.Valid {
 		return nil
 	}
-	var p bgtype.TaskProgress
+	var p bgtype.Progress
 	if err := json.Unmarshal([]byte(r.progress.String), &p); err != nil {
 		return fmt.Errorf("progress is not JSON: %v", err)
 	}
@@ -196,7 +196,7 @@ func fromMicros(v sql.NullInt64) time.Time {
 }
 
 // sameProgress reports whether two records hold the same progress.
-func sameProgress(a, b *bgtype.TaskProgress) bool {
+func sameProgress(a, b *bgtype.Progress) bool {
 	return a == nil && b == nil || a != nil && b != nil && a.Done == b.Done && a.Total == b.Total && a.Message == b.Message && a.At.Equal(b.At)
 }
 

@@ -166,7 +166,7 @@ func TestCancelRequestsReachTheirProcess(t *testing.T) {
 		if _, err := ro.RequestCancel(t.Context(), id, false, reason); err != nil {
 			t.Fatal(err)
 		}
-		want[id] = fmt.Sprintf("%v: %s", bgtask.ErrCancelled, reason)
+		want[id] = fmt.Sprintf("%v: %s", bgtask.ErrCanceled, reason)
 	}
 
 	// Each request either reaches its task (process 1 reports the cancel)
@@ -174,8 +174,8 @@ func TestCancelRequestsReachTheirProcess(t *testing.T) {
 	// Process 2 may expire a request whose task has ended (process 1
 	// cancelled it, but has not deleted the request yet): that is not a
 	// loss.
-	cancelled, lost := map[string]string{}, map[string]string{}
-	for len(cancelled)+len(lost) < len(ids1) {
+	canceled, lost := map[string]string{}, map[string]string{}
+	for len(canceled)+len(lost) < len(ids1) {
 
 		select {
 		case l, ok := <-lines1:
@@ -184,7 +184,7 @@ func TestCancelRequestsReachTheirProcess(t *testing.T) {
 			}
 			if rest, ok := strings.CutPrefix(l, "cancelled "); ok {
 				id, cause, _ := strings.Cut(rest, " ")
-				cancelled[id] = cause
+				canceled[id] = cause
 			}
 		case l, ok := <-lines2:
 			if !ok {
@@ -198,13 +198,13 @@ func TestCancelRequestsReachTheirProcess(t *testing.T) {
 				lost[f[2]] = f[1]
 			}
 		case <-time.After(childPatience):
-			t.Fatalf("after %v: %d cancelled, %d lost", childPatience, len(cancelled), len(lost))
+			t.Fatalf("after %v: %d cancelled, %d lost", childPatience, len(canceled), len(lost))
 		}
 	}
 	if len(lost) > 0 {
 		t.Errorf("%d of %d cancel requests were carried out by the other process: %v", len(lost), len(ids1), lost)
 	}
-	for id, cause := range cancelled {
+	for id, cause := range canceled {
 		if cause != want[id] {
 			t.Errorf("%s cancelled with %q, want %q", id, cause, want[id])
 		}

@@ -37,7 +37,7 @@ var updateSet = func() string {
 // terminalStatuses is the terminal statuses as a list of SQL literals.
 var terminalStatuses = func() string {
 	var q []string
-	for _, st := range []bgtype.Status{bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled, bgtype.StatusInterrupted} {
+	for _, st := range []bgtype.Status{bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCanceled, bgtype.StatusInterrupted} {
 		q = append(q, "'"+string(st)+"'")
 	}
 	return strings.Join(q, ", ")

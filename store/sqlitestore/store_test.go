@@ -176,7 +176,7 @@ func TestCommitRefusesInvalidActions(t *testing.T) {
 		text    string
 		targets []error
 	}{
-		{"blank owner", " ", []store.Action{store.UpsertAction(good)}, "bgtask: owner id is empty", []error{bgtask.ErrInvalidOwner}},
+		{"blank owner", " ", []store.Action{store.UpsertAction(good)}, "bgtask: owner id is empty", []error{bgtype.ErrInvalidOwner}},
 		{"unknown op", "a", []store.Action{store.UpsertAction(good), {Op: "merge"}}, `bgtask: invalid state action: unknown op "merge"`, []error{store.ErrInvalidAction}},
 		{"upsert of two", "a", []store.Action{{Op: store.OpUpsert, Tasks: []bgtype.TaskMeta{good, good}}}, "bgtask: invalid state action: upsert carries 2 tasks, want 1", []error{store.ErrInvalidAction}},
 		{"unknown status", "a", []store.Action{store.UpsertAction(good), store.UpsertAction(badStatus)}, `bgtask: invalid state action: bgtask: corrupt task metadata: task task_a_02: unknown status "sleeping"`, []error{store.ErrInvalidAction, bgtype.ErrCorrupt}},

@@ -48,7 +48,7 @@ func TestUpdateLeavesIdentityColumns(t *testing.T) {
 	}
 
 	progress := m
-	progress.Progress = &bgtype.TaskProgress{Done: 1, Total: 2, Message: "half"}
+	progress.Progress = &bgtype.Progress{Done: 1, Total: 2, Message: "half"}
 	done := progress
 	done.Status, done.FinishedAt, done.Result = bgtype.StatusCompleted, base.Add(time.Minute), []byte(`{"ok":true}`)
 	for _, step := range []struct {

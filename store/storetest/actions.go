@@ -104,7 +104,7 @@ func testReplaceAll(t *testing.T, c Config) {
 // ignored.
 func testRemove(t *testing.T, c Config) {
 	const owner = "owner-remove"
-	done := ended(rec("task_done", owner, bgtype.StatusRunning, 1), bgtype.StatusCancelled, 4)
+	done := ended(rec("task_done", owner, bgtype.StatusRunning, 1), bgtype.StatusCanceled, 4)
 	failed := ended(rec("task_failed", owner, bgtype.StatusRunning, 2), bgtype.StatusFailed, 5)
 	live := rec("task_live", owner, bgtype.StatusRunning, 3)
 	queued := rec("task_queued", owner, bgtype.StatusQueued, 4)
@@ -187,14 +187,14 @@ func testInvalidActions(t *testing.T, c Config) {
 }
 
 // testBlankOwner: Commit for an empty or blank owner returns an error
-// matching ErrInvalidOwner and changes nothing.
+// matching ErrInvalidArgument (blank owner) and changes nothing.
 func testBlankOwner(t *testing.T, c Config) {
 	s := c.New(t)
 	for _, owner := range []string{"", " \t\n"} {
 		m := rec("task_blank", owner, bgtype.StatusRunning, 1)
 		for _, actions := range [][]store.Action{nil, {store.UpsertAction(m)}, {store.ReplaceAllAction()}} {
 			err := s.Commit(t.Context(), owner, actions...)
-			wantErr(t, fmt.Sprintf("Commit(%q, %s)", owner, describe(actions)), err, bgtask.ErrInvalidOwner)
+			wantErr(t, fmt.Sprintf("Commit(%q, %s)", owner, describe(actions)), err, bgtype.ErrInvalidOwner)
 		}
 	}
 	_, err := s.Get(t.Context(), "task_blank")

@@ -13,13 +13,13 @@ import (
 // testCancelledContext: every method given a context that is already
 // cancelled returns (or yields) an error matching context.Canceled, and a
 // Commit so refused changes nothing.
-func testCancelledContext(t *testing.T, c Config) {
+func testCanceledContext(t *testing.T, c Config) {
 	s := c.New(t)
 	const owner = "owner-ctx"
 	known := rec("task_known", owner, bgtype.StatusRunning, 1)
 	known.Parent.TaskID = "task_p"
 	commit(t, s, owner, store.UpsertAction(known))
-	ctx := cancelled(t)
+	ctx := canceled(t)
 
 	_, err := s.Load(ctx, owner)
 	wantErr(t, "Load", err, context.Canceled)

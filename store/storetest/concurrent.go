@@ -64,7 +64,7 @@ func concWrite(base bgtype.TaskMeta, g, r, rounds int) (u bgtype.TaskMeta, termi
 		case 1:
 			u.Status, u.Error, u.Stack = bgtype.StatusFailed, fmt.Sprintf("writer %d failed", g), fmt.Sprintf("stack %d", g)
 		case 2:
-			u.Status, u.Error = bgtype.StatusCancelled, fmt.Sprintf("writer %d cancelled", g)
+			u.Status, u.Error = bgtype.StatusCanceled, fmt.Sprintf("writer %d cancelled", g)
 		case 3:
 			u.Status, u.Error = bgtype.StatusInterrupted, fmt.Sprintf("writer %d interrupted", g)
 		}
@@ -137,7 +137,7 @@ func testConcurrentWriters(t *testing.T, c Config) {
 // store must show every later reader at least as much: an observation made
 // before a Commit begins happened before it.
 type seen struct {
-	mu sync.Mutex
+	mu sync.Mutex // guards st
 	st seenState
 }
 

@@ -12,7 +12,7 @@
 //     oracle), and the lifecycle invariants hold;
 //   - InvalidActions, BlankOwner: an invalid action makes Commit return an
 //     error matching [store.ErrInvalidAction], and an empty or blank owner
-//     one matching [bgtask.ErrInvalidOwner]; either way Commit changes
+//     one matching [bgtype.ErrInvalidOwner]; either way Commit changes
 //     nothing (all or none);
 //   - ConcurrentWriters: 8 goroutines commit updates of the same tasks at
 //     once, each reading the task back after each commit; no reader sees
@@ -63,7 +63,7 @@
 //     have an empty Parent.TaskID.
 //   - Load returns a non-nil Tasks map, even for an owner without tasks.
 //   - Commit for an empty or blank owner returns an error matching
-//     [bgtask.ErrInvalidOwner], as the MemoryStore does.
+//     [bgtype.ErrInvalidOwner], as the MemoryStore does.
 //   - List and Children yield an error matching context.Canceled, as the
 //     last pair, when ctx is already cancelled.
 //   - A record with a zero CreatedAt sorts first (as [store.SortMetas]

@@ -297,7 +297,7 @@ func describe(actions []store.Action) string {
 }
 
 // cancelled returns a context that is already cancelled.
-func cancelled(t *testing.T) context.Context {
+func canceled(t *testing.T) context.Context {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	return ctx

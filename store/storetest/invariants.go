@@ -27,8 +27,8 @@ func testInvariants(t *testing.T, c Config) {
 	completed.Result = json.RawMessage(`{"ok":1}`)
 	failed := running
 	failed.Status, failed.FinishedAt, failed.Error, failed.Stack = bgtype.StatusFailed, at(4), "late failure", "stack"
-	cancelledRec := running
-	cancelledRec.Status, cancelledRec.FinishedAt, cancelledRec.Error = bgtype.StatusCancelled, at(4), "cancelled"
+	canceledRec := running
+	canceledRec.Status, canceledRec.FinishedAt, canceledRec.Error = bgtype.StatusCanceled, at(4), "cancelled"
 
 	mod := func(m bgtype.TaskMeta, f func(*bgtype.TaskMeta)) bgtype.TaskMeta {
 		f(&m)
@@ -52,7 +52,7 @@ func testInvariants(t *testing.T, c Config) {
 				m.Result, m.FinishedAt, m.Description = json.RawMessage(`{"ok":2}`), at(8), "rewritten"
 			})}, completed},
 		{"terminal is final: cancelled then completed",
-			[]bgtype.TaskMeta{running, cancelledRec, completed}, cancelledRec},
+			[]bgtype.TaskMeta{running, canceledRec, completed}, canceledRec},
 		{"terminal is final: even on a higher attempt",
 			[]bgtype.TaskMeta{running, failed, mod(completed, func(m *bgtype.TaskMeta) { m.Attempt = 2 })}, failed},
 		{"status never goes back: running to queued dropped whole",

@@ -25,7 +25,7 @@ func listFixture(t *testing.T, c Config) store.Store {
 	)
 	commit(t, s, a, store.UpsertAction(ended(rec("task_done", a, bgtype.StatusRunning, 0), bgtype.StatusCompleted, 7)))
 	commit(t, s, a, store.UpsertAction(ended(rec("task_failed", a, bgtype.StatusRunning, 5), bgtype.StatusFailed, 8)))
-	commit(t, s, a, store.UpsertAction(ended(rec("task_cancelled", a, bgtype.StatusRunning, 4), bgtype.StatusCancelled, 9)))
+	commit(t, s, a, store.UpsertAction(ended(rec("task_cancelled", a, bgtype.StatusRunning, 4), bgtype.StatusCanceled, 9)))
 	commit(t, s, "owner-b", store.UpsertAction(rec("task_b", "owner-b", bgtype.StatusRunning, 1)))
 	return s
 }
@@ -48,7 +48,7 @@ func testList(t *testing.T, c Config) {
 		{"running twice", "owner-a", []bgtype.Status{bgtype.StatusRunning, bgtype.StatusRunning}, []string{"task_run_m", "task_run_z"}, nil},
 		{"live", "owner-a", []bgtype.Status{bgtype.StatusAwaitingInput, bgtype.StatusQueued, bgtype.StatusRunning},
 			[]string{"task_run_m", "task_run_z", "task_await", "task_queued"}, nil},
-		{"terminal", "owner-a", []bgtype.Status{bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled, bgtype.StatusInterrupted},
+		{"terminal", "owner-a", []bgtype.Status{bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCanceled, bgtype.StatusInterrupted},
 			[]string{"task_done", "task_cancelled", "task_failed"}, nil},
 		{"every status", "owner-a", bgtype.Statuses(), all, nil},
 		{"none match", "owner-a", []bgtype.Status{bgtype.StatusInterrupted}, nil, nil},

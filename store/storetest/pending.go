@@ -45,7 +45,7 @@ func testUndeliveredOwners(t *testing.T, c Config) {
 	twice := []bgtype.TaskMeta{
 		ended(rec("task_u2", "owner-twice", bgtype.StatusRunning, 1), bgtype.StatusFailed, 2),
 		ended(rec("task_u3", "owner-twice", bgtype.StatusRunning, 3), bgtype.StatusInterrupted, 4),
-		announced(ended(rec("task_u4", "owner-twice", bgtype.StatusRunning, 5), bgtype.StatusCancelled, 6)),
+		announced(ended(rec("task_u4", "owner-twice", bgtype.StatusRunning, 5), bgtype.StatusCanceled, 6)),
 		rec("task_u5", "owner-twice", bgtype.StatusRunning, 7),
 	}
 	commit(t, s, news.Owner, store.UpsertAction(news))

@@ -13,11 +13,11 @@ import (
 
 // sameProgress reports whether two records hold the same progress, its
 // time as an instant.
-func sameProgress(a, b *bgtype.TaskProgress) bool {
+func sameProgress(a, b *bgtype.Progress) bool {
 	return a == nil && b == nil || a != nil && b != nil && a.Done == b.Done && a.Total == b.Total && a.Message == b.Message && a.At.Equal(b.At)
 }
 
-func fmtProgress(p *bgtype.TaskProgress) string {
+func fmtProgress(p *bgtype.Progress) string {
 	if p == nil {
 		return "nil"
 	}
@@ -25,8 +25,8 @@ func fmtProgress(p *bgtype.TaskProgress) string {
 }
 
 // prog returns a progress of done out of total reported at at(n).
-func prog(done, total int64, msg string, n int) *bgtype.TaskProgress {
-	return &bgtype.TaskProgress{Done: done, Total: total, Message: msg, At: at(n)}
+func prog(done, total int64, msg string, n int) *bgtype.Progress {
+	return &bgtype.Progress{Done: done, Total: total, Message: msg, At: at(n)}
 }
 
 // testProgress: a record keeps its progress; an update without a status
@@ -37,7 +37,7 @@ func prog(done, total int64, msg string, n int) *bgtype.TaskProgress {
 func testProgress(t *testing.T, c Config) {
 	s := c.New(t)
 	const a = "owner-a"
-	only := func(id string, p *bgtype.TaskProgress) bgtype.TaskMeta {
+	only := func(id string, p *bgtype.Progress) bgtype.TaskMeta {
 		return bgtype.TaskMeta{ID: id, Owner: a, Progress: p}
 	}
 	described := func(m bgtype.TaskMeta) bgtype.TaskMeta { m.Description = "indexing"; return m }
@@ -53,7 +53,7 @@ func testProgress(t *testing.T, c Config) {
 		name   string
 		update bgtype.TaskMeta
 		id     string
-		want   *bgtype.TaskProgress
+		want   *bgtype.Progress
 		status bgtype.Status
 	}{
 		{"stored at insert", live, "task_1", prog(1, 10, "ünï \"q\" <x>", 1), bgtype.StatusRunning},

@@ -17,7 +17,7 @@ func testRecover(t *testing.T, c Config) {
 		t.Skip("storetest: Config.Stale is nil, recovery not checked")
 	}
 	s := c.New(t)
-	r, ok := s.(store.Recoverer)
+	r, ok := s.(store.OrphanInterrupter)
 	if !ok {
 		t.Skip("storetest: the store is not a store.Recoverer, recovery not checked")
 	}
@@ -41,7 +41,7 @@ func testRecover(t *testing.T, c Config) {
 	c.Stale(t, s, queued, running, awaiting, other, done)
 	commit(t, s, a, store.UpsertAction(live))
 
-	n, err := r.Recover(t.Context())
+	n, err := r.InterruptOrphaned(t.Context())
 	if err != nil || n != 4 {
 		t.Fatalf("Recover = %d, %v; want 4, nil", n, err)
 	}
@@ -59,7 +59,7 @@ func testRecover(t *testing.T, c Config) {
 			t.Errorf("Get(%s) after Recover changed:\n%s", m.ID, d)
 		}
 	}
-	if n, err := r.Recover(t.Context()); err != nil || n != 0 {
+	if n, err := r.InterruptOrphaned(t.Context()); err != nil || n != 0 {
 		t.Errorf("second Recover = %d, %v; want 0, nil", n, err)
 	}
 }

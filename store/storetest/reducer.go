@@ -81,9 +81,9 @@ func testReducerRules(t *testing.T, c Config) {
 				upsertAt(mod(queued, func(m *bgtype.TaskMeta) { m.Status = bgtype.StatusFailed }), 5)},
 			mod(queued, func(m *bgtype.TaskMeta) { m.Status, m.StartedAt, m.FinishedAt = bgtype.StatusFailed, at(4), at(5) })},
 		{"the commit time stamps an insert of a terminal record without times",
-			[]store.Action{upsertAt(mod(queued, func(m *bgtype.TaskMeta) { m.Status, m.CreatedAt = bgtype.StatusCancelled, time.Time{} }), 6)},
+			[]store.Action{upsertAt(mod(queued, func(m *bgtype.TaskMeta) { m.Status, m.CreatedAt = bgtype.StatusCanceled, time.Time{} }), 6)},
 			mod(queued, func(m *bgtype.TaskMeta) {
-				m.Status, m.CreatedAt, m.StartedAt, m.FinishedAt = bgtype.StatusCancelled, at(6), at(6), at(6)
+				m.Status, m.CreatedAt, m.StartedAt, m.FinishedAt = bgtype.StatusCanceled, at(6), at(6), at(6)
 			})},
 		{"an input request on a running task means awaiting_input",
 			[]store.Action{store.UpsertAction(running), store.UpsertAction(noStatus(running, func(m *bgtype.TaskMeta) { m.Input = req }))},

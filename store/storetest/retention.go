@@ -31,7 +31,7 @@ func testRetention(t *testing.T, c Config) {
 		id := fmt.Sprintf("task_done_%d", i)
 		m := rec(id, a, bgtype.StatusRunning, 10+i)
 		commit(t, s, a, store.UpsertAction(m))
-		statuses := []bgtype.Status{bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled, bgtype.StatusInterrupted, bgtype.StatusCompleted}
+		statuses := []bgtype.Status{bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCanceled, bgtype.StatusInterrupted, bgtype.StatusCompleted}
 		commit(t, s, a, store.UpsertAction(ended(m, statuses[i], 30+i)))
 		if i == 1 {
 			bDone("task_b_1", 1)
@@ -46,7 +46,7 @@ func testRetention(t *testing.T, c Config) {
 		wantErr(t, "Get("+id+") after retention", err, bgtask.ErrNotFound)
 	}
 	ms := list(t, "List(owner-a, terminal)", s.List(t.Context(), a,
-		bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCancelled, bgtype.StatusInterrupted))
+		bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCanceled, bgtype.StatusInterrupted))
 	wantIDs(t, "List(owner-a, terminal)", idsOf(ms), []string{"task_done_3", "task_done_4"})
 
 	// A live task that ends later is retained as the newest terminal one.

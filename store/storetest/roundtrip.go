@@ -50,14 +50,14 @@ func fullRecords(owner string) []bgtype.TaskMeta {
 	nullResult.ID = "task_null_result"
 	nullResult.Result = json.RawMessage(`null`)
 
-	cancelled := base
-	cancelled.ID, cancelled.Name, cancelled.Status = "task_cancelled", "", bgtype.StatusCancelled
-	cancelled.Error = "bgtask: task cancelled: the user changed plans <now> & \"then\""
-	cancelled.CancelReason = "the user changed plans <now> & \"then\""
-	cancelled.FinishedAt = at(5)
+	canceled := base
+	canceled.ID, canceled.Name, canceled.Status = "task_cancelled", "", bgtype.StatusCanceled
+	canceled.Error = "bgtask: task cancelled: the user changed plans <now> & \"then\""
+	canceled.CancelReason = "the user changed plans <now> & \"then\""
+	canceled.FinishedAt = at(5)
 
 	minimal := bgtype.TaskMeta{ID: "task_minimal", Owner: owner, Status: bgtype.StatusQueued}
-	return []bgtype.TaskMeta{awaiting, completed, failed, nullResult, cancelled, minimal}
+	return []bgtype.TaskMeta{awaiting, completed, failed, nullResult, canceled, minimal}
 }
 
 // testRoundTrip commits records that set every field and reads them back

@@ -91,11 +91,11 @@ func testManagerShutdown(t *testing.T, c Config) {
 	maps.Copy(evs, endEvents(t, m, "owner-b"))
 	for _, id := range []string{running, queued} {
 		got := get(t, s, id)
-		if got.Status != bgtype.StatusCancelled || got.Error != bgtask.ErrShutdown.Error() || got.CancelReason != bgtask.ShutdownReason {
+		if got.Status != bgtype.StatusCanceled || got.Error != bgtask.ErrShutdown.Error() || got.CancelReason != bgtask.ShutdownReason {
 			t.Errorf("%s after Shutdown: status %q error %q reason %q, want cancelled %q %q",
 				id, got.Status, got.Error, got.CancelReason, bgtask.ErrShutdown.Error(), bgtask.ShutdownReason)
 		}
-		if ev := evs[id]; ev.Kind != bgtype.EventCancelled || ev.CancelReason != bgtask.ShutdownReason {
+		if ev := evs[id]; ev.Kind != bgtype.EventCanceled || ev.CancelReason != bgtask.ShutdownReason {
 			t.Errorf("event of %s: kind %q reason %q, want cancelled %q", id, ev.Kind, ev.CancelReason, bgtask.ShutdownReason)
 		}
 	}

@@ -92,7 +92,7 @@ var checks = []check{
 	{"Corrupt", testCorrupt},
 	{"Recover", testRecover},
 	{"InstanceLiveness", testInstanceLiveness},
-	{"CancelledContext", testCancelledContext},
+	{"CancelledContext", testCanceledContext},
 	{"UndeliveredOwners", testUndeliveredOwners},
 	{"ManagerShutdown", testManagerShutdown},
 	{"ManagerStop", testManagerStop},

@@ -1,0 +1,108 @@
+// Package storefake holds the store doubles the runtime's tests and the
+// agent package's tests share: the in-memory store seen as a durable store,
+// and as a shared one.
+package storefake
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"slices"
+	"sync"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/memstore"
+	"github.com/bgtask/bgtask/store"
+)
+
+// DurableMem is an in-memory store seen through another type, so a Manager
+// treats it as a store whose records outlive it; it counts the Announce
+// commits and fails them while failMark is set.
+type DurableMem struct {
+	*memstore.Store
+	Mu       sync.Mutex // guards Marks and FailMark
+	Marks    [][]string // the ids of each Announce commit
+	FailMark error
+	Corrupt  string // a task id List reports as corrupt instead of its record
+}
+
+func (d *DurableMem) Commit(ctx context.Context, owner string, actions ...store.Action) error {
+	for _, a := range actions {
+		if a.Op != store.OpAnnounce {
+			continue
+		}
+		d.Mu.Lock()
+		err := d.FailMark
+		if err == nil {
+			d.Marks = append(d.Marks, slices.Clone(a.IDs))
+		}
+		d.Mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return d.Store.Commit(ctx, owner, actions...)
+}
+
+func (d *DurableMem) List(ctx context.Context, owner string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
+	return func(yield func(bgtype.TaskMeta, error) bool) {
+		var bad error
+		for m, err := range d.Store.List(ctx, owner, statuses...) {
+			if err == nil && m.ID == d.Corrupt {
+				bad = fmt.Errorf("%w: task %s: unknown status %q", bgtype.ErrCorrupt, m.ID, "paused")
+				continue
+			}
+			if !yield(m, err) {
+				return
+			}
+		}
+		if bad != nil {
+			yield(bgtype.TaskMeta{}, bad)
+		}
+	}
+}
+
+// MarkCommits returns the ids of each Announce commit so far.
+func (d *DurableMem) MarkCommits() [][]string {
+	d.Mu.Lock()
+	defer d.Mu.Unlock()
+	return slices.Clone(d.Marks)
+}
+
+// Shared is an in-memory store that plays a SharedStore: it records cancel
+// requests and hands out notices once.
+type Shared struct {
+	*memstore.Store
+	Mu        sync.Mutex // guards the fields below
+	Requests  []string
+	Notices   map[string][]bgtype.Event
+	Fail      error
+	NoticeErr error
+}
+
+// RequestCancel records id ("+tree" appended for a tree), or fails with Fail.
+func (f *Shared) RequestCancel(ctx context.Context, id string, tree bool) error {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if f.Fail != nil {
+		return f.Fail
+	}
+	suffix := ""
+	if tree {
+		suffix = "+tree"
+	}
+	f.Requests = append(f.Requests, id+suffix)
+	return nil
+}
+
+// TakeNotices hands out the owner's notices once, or fails with NoticeErr.
+func (f *Shared) TakeNotices(ctx context.Context, owner string) ([]bgtype.Event, error) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if f.NoticeErr != nil {
+		return nil, f.NoticeErr
+	}
+	evs := f.Notices[owner]
+	delete(f.Notices, owner)
+	return evs, nil
+}
