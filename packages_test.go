@@ -20,7 +20,8 @@ const modulePath = "github.com/bgtask/bgtask"
 const graphMarker = "```text\n"
 
 // importGraph regenerates docs/importgraph.sh's output: for every module
-// of the repository (GOWORK=off, in the order of their directories), one
+// of the repository (in the workspace of the root go.work, in the order of
+// their directories), one
 // line per non-main package, "pkg: imports" with only bgtask's own
 // packages and modulePath shortened to "bgtask". It also returns the
 // directory of every package, main ones included ("bgtask" for the root).
@@ -52,12 +53,16 @@ func importGraph(t *testing.T) (graph string, dirs []string) {
 	out := make([][]byte, len(mods))
 	errs := make([]error, len(mods))
 	var wg sync.WaitGroup
+	work, err := filepath.Abs("go.work") // the tree's modules, whatever GOWORK the caller has
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, mod := range mods {
 		wg.Go(func() {
 			cmd := exec.Command("go", "list", "-f",
 				`{{.Name}} {{.ImportPath}}: {{join .Imports " "}}`, "./...")
 			cmd.Dir = mod
-			cmd.Env = append(os.Environ(), "GOWORK=off")
+			cmd.Env = append(os.Environ(), "GOWORK="+work)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			out[i], errs[i] = cmd.Output()

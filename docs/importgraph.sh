@@ -8,7 +8,7 @@
 # Usage, from the repository root: docs/importgraph.sh .
 set -euo pipefail
 cd "${1:-.}"
-export LC_ALL=C GOWORK=off
+export LC_ALL=C GOWORK="$PWD/go.work" # every module against the tree, as the workspace builds it
 for mod in $(find . -name go.mod -not -path './.git/*' -not -path '*/node_modules/*' -exec dirname {} \; | sort); do
   (cd "$mod" && go list -f '{{if not (eq .Name "main")}}{{.ImportPath}}: {{join .Imports " "}}{{end}}' ./...)
 done | sed 's#github.com/bgtask/bgtask#bgtask#g' | awk '{
