@@ -76,7 +76,7 @@ func TestListTaggedFiltersAPlainStore(t *testing.T) {
 	}
 }
 
-func TestApplyActionKeepsTags(t *testing.T) {
+func TestApplyKeepsTags(t *testing.T) {
 	var s store.Snapshot
 	base := bgtype.TaskMeta{ID: "task_1", Owner: "o", Status: bgtype.StatusRunning, Tags: []string{"a"}}
 	store.Apply(&s, store.UpsertAction(base))

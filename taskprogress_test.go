@@ -47,7 +47,7 @@ func (s *progressStore) written() []bgtype.Progress {
 // from any update (with or without a status) and keeps its own when the
 // update has none or an older one; a terminal record keeps the one it has
 // and takes one only when it has none; progress never moves the status.
-func TestApplyActionProgress(t *testing.T) {
+func TestApplyProgress(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	p := func(done int64, sec int) *bgtype.Progress {

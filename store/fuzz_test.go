@@ -14,7 +14,7 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 )
 
-// The fuzz input of FuzzApplyAction is a sequence of 6-byte steps
+// The fuzz input of FuzzApply is a sequence of 6-byte steps
 // [op b1 b2 b3 b4 b5]; a shorter tail, and any step after the 48th, is
 // ignored.
 //
@@ -233,7 +233,7 @@ func terminalKept(p, n bgtype.TaskMeta) bool {
 		kept(p.Instance, n.Instance) && (p.Result == nil || bytes.Equal(p.Result, n.Result))
 }
 
-func FuzzApplyAction(f *testing.F) {
+func FuzzApply(f *testing.F) {
 	f.Add([]byte{})
 	// queued -> running -> completed -> failed (dropped)
 	f.Add([]byte{0, 0, 8, 8, 0, 0, 0, 0, 9, 8, 1, 0, 0, 0, 10, 10, 9, 0, 0, 0, 11, 0, 141, 0})

@@ -14,7 +14,7 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 )
 
-func TestApplyAction(t *testing.T) {
+func TestApply(t *testing.T) {
 	t.Parallel()
 	running := bgtype.TaskMeta{
 		ID: "task_a", Owner: "o", Type: "agent", Name: "researcher", Description: "d1",
@@ -280,7 +280,7 @@ func mustJSON(t testing.TB, v any) string {
 	return string(b)
 }
 
-func TestApplyActionKeepsNoReference(t *testing.T) {
+func TestApplyKeepsNoReference(t *testing.T) {
 	t.Parallel()
 	for _, mk := range []func(bgtype.TaskMeta) Action{UpsertAction, func(m bgtype.TaskMeta) Action { return ReplaceAllAction(m) }} {
 		res := []byte(`{"x":1}`)
@@ -536,11 +536,11 @@ func TestStatusJSON(t *testing.T) {
 	}
 }
 
-// TestApplyActionSeedInvariants holds one case per invariant of the update
+// TestApplySeedInvariants holds one case per invariant of the update
 // function bgtask's reducer was modelled on (seed 004), in our own terms,
 // plus the rules that replace the seed's partial updates with our whole
 // records (see the table in Apply's doc comment).
-func TestApplyActionSeedInvariants(t *testing.T) {
+func TestApplySeedInvariants(t *testing.T) {
 	t.Parallel()
 	queued := bgtype.TaskMeta{ID: "task_a", Owner: "o", Type: "tool", Name: "n", Status: bgtype.StatusQueued, CreatedAt: rt0, Attempt: 1,
 		Parent: bgtype.Parent{TaskID: "task_p", RunID: "run-1"}}

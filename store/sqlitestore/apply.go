@@ -569,7 +569,7 @@ func withoutForeign(a store.Action, foreign map[string]bool) store.Action {
 	}
 	a.Tasks = kept
 	if a.Op == store.OpUpsert && len(kept) == 0 {
-		return store.Action{} // an unknown op: ApplyAction ignores it
+		return store.Action{} // an unknown op: store.Apply ignores it
 	}
 	return a
 }
