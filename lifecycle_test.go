@@ -318,7 +318,7 @@ func TestEventKeepLimit(t *testing.T) {
 	if _, err := m.NewReceiver("thread-1", ReceiverConfig{KeepLimit: -1}); err == nil || err.Error() != "bgtask: NewReceiver: keep limit -1 events, want at least 1 (0 for the default)" {
 		t.Fatalf("KeepLimit -1: %v", err)
 	}
-	if r, err := m.NewReceiver("thread-1", ReceiverConfig{}); err != nil || r.keepMax != DefaultKeepLimit {
+	if r, err := m.NewReceiver("thread-1", ReceiverConfig{}); err != nil || r.keepMax != defaultKeepLimit {
 		t.Fatalf("KeepLimit 0: %v, %v; want the default", r, err)
 	}
 }

@@ -11,9 +11,9 @@ import (
 // holder of the owner's events between runs (a Receiver), and the events an
 // owner's closed holder left behind, for the next one.
 
-// DefaultKeepLimit is how many events are kept for an owner while no run
+// defaultKeepLimit is how many events are kept for an owner while no run
 // of it is open (see ReceiverConfig.KeepLimit).
-const DefaultKeepLimit = 1024
+const defaultKeepLimit = 1024
 
 // ownerSink holds an owner's events while no run of it is open: the
 // owner's live Receiver. idleInbox returns the closed inbox whose fallback

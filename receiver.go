@@ -72,7 +72,7 @@ type Receiver struct {
 }
 
 // ReceiverConfig configures a Receiver. The zero value is the default:
-// one inbox per run, no wake callback, DefaultKeepLimit.
+// one inbox per run, no wake callback, 1,024 kept events.
 type ReceiverConfig struct {
 	// Inbox, when set, is a sub-agent's own inbox (Task.Inbox) that the
 	// Receiver reads instead of binding one per run. The Manager closes it
@@ -96,7 +96,7 @@ type ReceiverConfig struct {
 	// the oldest is dropped with an error in the log: with a durable Store
 	// its record, still unannounced, is announced again by the owner's next
 	// RunStart, so it is not lost; with the MemoryStore the record still
-	// tells the end. Defaults to DefaultKeepLimit when 0; a negative value
+	// tells the end. Defaults to 1,024 when 0; a negative value
 	// makes NewReceiver fail.
 	KeepLimit int
 }
@@ -133,7 +133,7 @@ func (m *Manager) NewReceiver(owner string, cfg ReceiverConfig) (*Receiver, erro
 	}
 	r := &Receiver{owner: m.Owner(owner), fixed: cfg.Inbox, onWake: cfg.OnWake, keepMax: cfg.KeepLimit}
 	if r.keepMax == 0 {
-		r.keepMax = DefaultKeepLimit
+		r.keepMax = defaultKeepLimit
 	}
 	adopt := func(ev bgtype.Event) { // no event reaches r yet: only the Manager's lock is held
 		r.lateMu.Lock()
