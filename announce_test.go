@@ -219,7 +219,7 @@ type recovering struct {
 
 func (r *recovering) InterruptOrphaned(context.Context) (int, error) { r.calls++; return r.n, r.err }
 
-// Manager.Recover hands the work to a Recoverer store and wraps its error;
+// Manager.Recover hands the work to a OrphanInterrupter store and wraps its error;
 // with any other store it recovers nothing.
 func TestManagerRecover(t *testing.T) {
 	for _, tc := range []struct {

@@ -107,14 +107,14 @@
 // [Receiver.RunEnd] ends only the run its [RunOutcome] names. A request's
 // context is not the run's: the host cancels it with the cause
 // [ErrRunStopped] when the user stops the run, and passes
-// [RunStopped](ctx) as RunOutcome.Cancelled, so that a client that hangs
+// [RunStopped](ctx) as RunOutcome.Canceled, so that a client that hangs
 // up ends the run without cancelling the work it started:
 //
 //	ctx, stop := context.WithCancelCause(r.Context()) // stop(bgtask.ErrRunStopped) on the user's stop
 //	defer stop(nil)
 //	if err := plugin.RunStart(ctx, bgtask.RunInfo{RunID: turnID}); err != nil { ... }
 //	... // the loop's steps
-//	err := plugin.RunEnd(ctx, bgtask.RunOutcome{RunID: turnID, Cancelled: bgtask.RunStopped(ctx)})
+//	err := plugin.RunEnd(ctx, bgtask.RunOutcome{RunID: turnID, Canceled: bgtask.RunStopped(ctx)})
 //
 // RunEnd, Close and the announcement marks of a boundary commit even when
 // the request's context has ended.

@@ -110,7 +110,7 @@ func TestRequestInputCtxEnds(t *testing.T) {
 	})
 }
 
-// TestRequestInputTaskCancelled: cancelling the task ends the request with
+// TestRequestInputTaskCanceled: cancelling the task ends the request with
 // the cancel cause, and the task ends cancelled.
 func TestRequestInputTaskCanceled(t *testing.T) {
 	m := newTestManager(t)

@@ -150,7 +150,7 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 }
 
 // Cancelled runs are remembered, to refuse late spawns into them, up to
-// Tuning.CancelledRunsKept of them (a negative value keeps none); the oldest are forgotten first.
+// Tuning.CanceledRunsKept of them (a negative value keeps none); the oldest are forgotten first.
 func TestMemoryCanceledRunsKept(t *testing.T) {
 	t.Parallel()
 	for _, kept := range []int{0, 1, 8} {

@@ -134,7 +134,7 @@ func (o Owner) CancelAll() (int, error) { return o.m.cancelOwner(o.id) }
 // run, a nested one included, fails with ErrCanceled (run); the check is made
 // under the same lock as the registration, so no spawn slips through.
 // Another owner's run of the same id is untouched. A cancelled run is
-// remembered for Tuning.CancelledRunsKept runs. Errors, in this order:
+// remembered for Tuning.CanceledRunsKept runs. Errors, in this order:
 // ErrInvalidArgument (blank owner), ErrClosed, ErrInvalidArgument for an empty run id.
 // WithReason says why, to every task it cancels (the cause then matches
 // ErrCanceled (run) and ErrCanceled).

@@ -480,7 +480,7 @@ type RunOutcome struct {
 	// RunID is the run that ends: the RunID given to RunStart. Required: a
 	// RunEnd for another run (an old request's, late) ends nothing.
 	RunID string
-	// Cancelled: the user stopped the run; its tasks and their attached
+	// Canceled: the user stopped the run; its tasks and their attached
 	// descendants are cancelled too (CancelRun), and later spawns into it
 	// fail. A server sets it from RunStopped(ctx), never from ctx.Err():
 	// a request context also ends when the client goes away, and that must

@@ -22,7 +22,7 @@ var (
 	ErrRunOpen = errors.New("bgtask: a run is already open")
 	// ErrRunStopped is the cause a host cancels a run's context with when
 	// the user stopped the run (context.WithCancelCause): RunStopped then
-	// reports true, and the host ends the run with RunOutcome.Cancelled,
+	// reports true, and the host ends the run with RunOutcome.Canceled,
 	// which cancels the tasks the run started. Any other end of the
 	// context (an HTTP client that went away, a request deadline) ends
 	// the run without cancelling them: their events reach the owner's next
@@ -32,7 +32,7 @@ var (
 
 // RunStopped reports whether ctx was cancelled because the user stopped
 // the run: its cause (context.Cause) matches ErrRunStopped. It is what a
-// host passes as RunOutcome.Cancelled; a context that ended for any other
+// host passes as RunOutcome.Canceled; a context that ended for any other
 // reason (the request's client hung up, a deadline) is not a stop.
 func RunStopped(ctx context.Context) bool {
 	return errors.Is(context.Cause(ctx), ErrRunStopped)

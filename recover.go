@@ -9,7 +9,7 @@ import (
 
 // InterruptOrphaned ends, for every owner, the records that a previous runtime
 // instance left queued, running or awaiting input: they become
-// interrupted, in batches, through the Store (see Recoverer). It is an
+// interrupted, in batches, through the Store (see OrphanInterrupter). It is an
 // administrator's call, reachable from no Owner view or tool; the durable
 // stores run it by themselves when they open (a single-process store only
 // when no other process has it open; a SharedStore's reaper for instances
@@ -17,7 +17,7 @@ import (
 // its next run starts (Restore announces the records it never took).
 //
 // It returns how many records it interrupted: 0, and no error, with a
-// Store that is not a Recoverer (the default MemoryStore keeps no
+// Store that is not a OrphanInterrupter (the default MemoryStore keeps no
 // records of a previous instance). Errors: ErrClosed, or the Store's (a
 // corrupt record is named, and the others are recovered).
 func (m *Manager) InterruptOrphaned(ctx context.Context) (int, error) {

@@ -694,7 +694,7 @@ func (m *Manager) pruneNode(t *Task) {
 }
 
 // retireRun forgets a run without live tasks, unless it was cancelled: a
-// cancelled run is remembered (up to Tuning.CancelledRunsKept of them) so late
+// cancelled run is remembered (up to Tuning.CanceledRunsKept of them) so late
 // spawns into it are refused. Called with m.mu held.
 func (m *Manager) retireRun(key runKey, rs *runState) {
 	if !rs.canceled {

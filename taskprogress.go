@@ -27,7 +27,7 @@ type progressState struct {
 // ReportProgress records how far the task has come: done out of total
 // (total 0 when the total is not known) and a short message, cut to
 // Caps.MaxMessageBytes. It is the typed form of progress: besides emitting a
-// custom event of type EventTypeProgress whose payload is the TaskProgress
+// custom event of type EventTypeProgress whose payload is the Progress
 // (delivered, coalesced and kept as Owner.LatestEvent like every Emit), it
 // keeps the value on the task's record (TaskMeta.Progress), where get_task,
 // list_tasks and the prompt view show it and where it survives a restart.

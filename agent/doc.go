@@ -34,7 +34,7 @@
 //			break // a natural end; p.StepEnd says whether tasks will still report
 //		}
 //	}
-//	err = p.RunEnd(ctx, bgtask.RunOutcome{RunID: turnID, Cancelled: bgtask.RunStopped(ctx)})
+//	err = p.RunEnd(ctx, bgtask.RunOutcome{RunID: turnID, Canceled: bgtask.RunStopped(ctx)})
 //
 // The errors of a Plugin's phases are the Receiver's: bgtask.ErrNoRun,
 // bgtask.ErrRunOpen, bgtask.ErrReceiverExists, bgtask.ErrClosed, matched

@@ -41,7 +41,7 @@ const (
 	cancelFailed          = "failed"            // child: see Error
 )
 
-// cancelReceipt is cancel_task's result. CancelledCount is the number of
+// cancelReceipt is cancel_task's result. CanceledCount is the number of
 // tasks the call itself signalled (a task run by another instance counts
 // once its cancel request is recorded), never a run or a task signalled
 // before.

@@ -3,7 +3,7 @@ package bgtype
 import "time"
 
 // EventTypeProgress is the event type of the custom event ReportProgress
-// emits; its payload is the TaskProgress as JSON.
+// emits; its payload is the Progress as JSON.
 const EventTypeProgress = "progress"
 
 // Progress is the latest progress a task reported (Task.ReportProgress),

@@ -10,7 +10,7 @@ import (
 // Interrupted returns the update that ends meta, a record whose runtime
 // instance is gone, as interrupted at at: fenced on the next attempt, with
 // the error kind KindInterrupted and an error naming the instance. Restore
-// and every Recoverer use it, so an interrupted record reads the same
+// and every OrphanInterrupter use it, so an interrupted record reads the same
 // whoever ended it.
 func Interrupted(meta bgtype.TaskMeta, at time.Time) bgtype.TaskMeta {
 	meta.Status, meta.FinishedAt, meta.Attempt = bgtype.StatusInterrupted, at, meta.Attempt+1

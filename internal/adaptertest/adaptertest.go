@@ -79,7 +79,7 @@ func (f Fixture) Direct(t *testing.T, name, args string) string {
 	return ""
 }
 
-// CheckCrawlerCancelled checks the crawler ended cancelled.
+// CheckCrawlerCanceled checks the crawler ended cancelled.
 func (f Fixture) CheckCrawlerCanceled(t *testing.T) {
 	t.Helper()
 	meta, err := f.Owner.Wait(t.Context(), f.Crawler)

@@ -94,7 +94,7 @@ var migrations = []string{
 	ALTER TABLE bgtask_tasks ADD COLUMN tags text[] NOT NULL DEFAULT '{}';
 	CREATE INDEX bgtask_tasks_tags ON bgtask_tasks USING gin (tags);`,
 	// 4: progress on the record and idempotent spawn. progress is the
-	// record's TaskProgress as JSON text, NULL for none. idempotency_key
+	// record's Progress as JSON text, NULL for none. idempotency_key
 	// is set at insert and never changed; the unique index makes an
 	// owner's key name one record at a time across every instance ('' is
 	// no key). Rows of an older version get neither.

@@ -180,7 +180,7 @@ func (s *Store) reapOnce(ctx context.Context, db *pgxpool.Pool) (int, error) {
 		notices []string
 	)
 	for _, r := range rows {
-		next := store.Interrupted(r.meta, now) // reads the same whichever Recoverer ended it
+		next := store.Interrupted(r.meta, now) // reads the same whichever OrphanInterrupter ended it
 		snap := store.Snapshot{Tasks: map[string]bgtype.TaskMeta{r.meta.ID: r.meta}}
 		store.Apply(&snap, store.UpsertAction(next))
 		got := snap.Tasks[r.meta.ID]
@@ -230,7 +230,7 @@ func (s *Store) cleanUp(ctx context.Context) error {
 	return err
 }
 
-// InterruptOrphaned implements store.Recoverer with one reaper pass (see Reap): the
+// InterruptOrphaned implements store.OrphanInterrupter with one reaper pass (see Reap): the
 // non-terminal tasks of instances whose heartbeat stopped, or that closed
 // with tasks running, become interrupted, in batches. Their nearest live
 // owners hear of them through a notice, or, if no run takes it, at their

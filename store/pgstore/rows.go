@@ -132,7 +132,7 @@ type cols struct {
 	version                                            []int64
 	tags                                               []string // each a JSON array: unnest cannot take an array of arrays
 	errorKind, cancelReason                            []string
-	progress                                           []pgtype.Text // JSON of a TaskProgress, NULL for none
+	progress                                           []pgtype.Text // JSON of a Progress, NULL for none
 	idemKey                                            []string
 	announced                                          []bool // durable announcements
 }

@@ -17,7 +17,7 @@ var ErrShared = errors.New("sqlitestore: another process has the database open; 
 // recoverBatch bounds the records one recovery step reads and commits.
 const recoverBatch = 500
 
-// InterruptOrphaned implements store.Recoverer. When this Store is the only one with
+// InterruptOrphaned implements store.OrphanInterrupter. When this Store is the only one with
 // the database open (it holds the lock file next to it exclusive for the
 // call), every queued, running or awaiting_input record of every owner,
 // but those of the runtime instances that committed through this Store,

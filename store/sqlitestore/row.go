@@ -33,7 +33,7 @@ type row struct {
 	wake                                                      string
 	inputID, inputPrompt                                      sql.NullString
 	tags, errorKind, cancelReason                             string
-	progress                                                  sql.NullString // JSON of a TaskProgress
+	progress                                                  sql.NullString // JSON of a Progress
 	idemKey                                                   string
 	announced                                                 int64 // durable announcements
 }

@@ -89,7 +89,7 @@ var migrations = [...]string{
 		requested_at INTEGER NOT NULL
 	) STRICT;`,
 	// 4: progress on the record and idempotent spawn. progress is the
-	// record's TaskProgress as JSON, NULL for none. idempotency_key is set
+	// record's Progress as JSON, NULL for none. idempotency_key is set
 	// at insert and never changed; the unique index makes an owner's key
 	// name one record at a time, whichever process inserts it ('' is no
 	// key). Rows of an older version get neither.

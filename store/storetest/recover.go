@@ -19,7 +19,7 @@ func testRecover(t *testing.T, c Config) {
 	s := c.New(t)
 	r, ok := s.(store.OrphanInterrupter)
 	if !ok {
-		t.Skip("storetest: the store is not a store.Recoverer, recovery not checked")
+		t.Skip("storetest: the store is not a store.OrphanInterrupter, recovery not checked")
 	}
 	const a, b = "owner-a", "owner-b"
 	stale := func(m bgtype.TaskMeta, instance string, attempt int64) bgtype.TaskMeta {

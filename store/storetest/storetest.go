@@ -34,8 +34,8 @@ type Config struct {
 	// that s does not take them for records of a live instance of its own:
 	// for example through a second connection, or by marking their
 	// instances stopped. Optional: when nil, or when the store is not a
-	// store.Recoverer, the Recover check is skipped. Every store that
-	// implements store.Recoverer must set it.
+	// store.OrphanInterrupter, the InterruptOrphaned check is skipped. Every store that
+	// implements store.OrphanInterrupter must set it.
 	Stale func(t *testing.T, s store.Store, records ...bgtype.TaskMeta)
 }
 
