@@ -65,6 +65,20 @@ func (a *announced) add(to, owner, id string) {
 	a.mu.Unlock()
 }
 
+// forward notes that the terminal event of id went on from a sub-agent's
+// inbox to the owner to: a record already noted keeps its own owner (an
+// event forwarded again, up a lineage of ended sub-agents); one not noted
+// is a record of owner, the ended sub-agent.
+func (a *announced) forward(to, owner, id string) {
+	a.mu.Lock()
+	s, ok := a.sent[id]
+	a.mu.Unlock()
+	if ok {
+		owner = s.owner
+	}
+	a.add(to, owner, id)
+}
+
 // has reports whether the terminal event of id was delivered and not marked.
 func (a *announced) has(id string) bool {
 	a.mu.Lock()

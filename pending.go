@@ -62,8 +62,9 @@ func (m *Manager) UndeliveredOwners(ctx context.Context) iter.Seq2[string, error
 }
 
 // liveOwner returns the owner that hears of owner's tasks: owner itself,
-// unless it is the id of a task that has ended (a gone sub-agent), in which
-// case the owner of that task, and so on up the lineage.
+// unless it is the id of a task that has ended, or that a previous run of
+// this instance left live (a gone sub-agent either way), in which case the
+// owner of that task, and so on up the lineage.
 func (m *Manager) liveOwner(ctx context.Context, owner string) (string, error) {
 	for range maxOwnerHops {
 		if !strings.HasPrefix(owner, idgen.TaskPrefix) {
@@ -75,7 +76,9 @@ func (m *Manager) liveOwner(ctx context.Context, owner string) (string, error) {
 			return owner, nil // not a task: a thread or an agent of the host
 		case err != nil:
 			return "", err
-		case !meta.Status.IsTerminal() || meta.Owner == owner:
+		case meta.Owner == owner:
+			return owner, nil // a corrupt self-owned record: stop here
+		case !meta.Status.IsTerminal() && !m.leftByPreviousRun(&meta):
 			return owner, nil // a live sub-agent hears of its own tasks
 		}
 		owner = meta.Owner

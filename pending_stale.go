@@ -50,7 +50,7 @@ func (m *Manager) leftHere(ctx context.Context, owner string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if meta.Instance == m.cfg.instance && !m.runsHere(meta.ID) {
+		if m.leftByPreviousRun(&meta) {
 			return true, nil
 		}
 	}
@@ -63,12 +63,19 @@ func (m *Manager) leftHere(ctx context.Context, owner string) (bool, error) {
 func (m *Manager) aboveLeft(ctx context.Context, owner string) string {
 	for range maxOwnerHops {
 		meta, err := m.store.Get(ctx, owner)
-		if err != nil || meta.Status.IsTerminal() || meta.Instance != m.cfg.instance || m.runsHere(owner) || meta.Owner == owner {
+		if err != nil || meta.Status.IsTerminal() || !m.leftByPreviousRun(&meta) || meta.Owner == owner {
 			return owner
 		}
 		owner = meta.Owner
 	}
 	return owner
+}
+
+// leftByPreviousRun reports whether meta, a live record, is one a previous
+// run of this Manager's instance left: written by this instance, not run
+// here. Its task is gone; the next Restore of its owner interrupts it.
+func (m *Manager) leftByPreviousRun(meta *bgtype.TaskMeta) bool {
+	return meta.Instance == m.cfg.instance && !m.runsHere(meta.ID)
 }
 
 // runsHere reports whether this Manager runs the task id.

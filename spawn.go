@@ -83,7 +83,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 	}
 	t.rec.Set(&u) // the identity fields: never written again
 	if agent {
-		t.rareState().inbox = m.newInbox(WithOnClosed(m.forwardOrphanEvent(owner)))
+		t.rareState().inbox = m.newInbox(WithOnClosed(m.forwardOrphanEvent(owner, u.ID)))
 	}
 	// The task keeps the spawner's values (trace span, logger, auth), not
 	// its cancellation or deadline; taskContext hides the spawner's tool call.
@@ -333,15 +333,20 @@ func visibleParent(p *Task, owner string) bool {
 	return p.rec.Owner == owner || p.rec.ID == owner
 }
 
-// forwardOrphanEvent is the WithOnClosed fallback of a sub-agent's inbox: events
-// of its own tasks that arrive after it ended go up to its owner, so they are
-// not lost; messages sent to it that it never read are dropped and logged
-// (the sender's Send reported ErrInboxClosed or the task ended first).
-func (m *Manager) forwardOrphanEvent(owner string) func(bgtype.Event) {
+// forwardOrphanEvent is the WithOnClosed fallback of the inbox of the
+// sub-agent agent: events of its own tasks that arrive after it ended go up
+// to its owner, so they are not lost; messages sent to it that it never
+// read are dropped and logged (the sender's Send reported ErrInboxClosed or
+// the task ended first). A forwarded end is noted as delivered to owner, so
+// the owner's boundary marks its record under the record's own owner.
+func (m *Manager) forwardOrphanEvent(owner, agent string) func(bgtype.Event) {
 	return func(ev bgtype.Event) {
 		if ev.Kind == bgtype.EventCustom && ev.EventType == bgtype.EventTypeMessage {
 			m.log.Warn("bgtask: message to an ended sub-agent dropped", "task_id", ev.TaskID)
 			return
+		}
+		if ev.Kind.IsTerminal() && m.durable() {
+			m.sent.forward(owner, agent, ev.TaskID)
 		}
 		_ = m.deliver(owner, ev)
 	}
