@@ -107,3 +107,42 @@ func TestUndeliveredOwnersSkipsSubAgentLeftByPreviousRun(t *testing.T) {
 		t.Fatalf("UndeliveredOwners = %q, want %q", owners, want)
 	}
 }
+
+// A sub-agent ended and its end was heard, but a child's end that reached
+// its inbox after its loop's last drain was lost with the process: the
+// owner's next run hears the child's end, once, and marks it under the
+// sub-agent (issue 30, item 5).
+func TestRestoreForwardsEndedSubAgentsLostChild(t *testing.T) {
+	ds := &durableMem{Store: memstore.New()}
+	agent := "task_0190a1b2c3d4e5f60718293a4b5c6d01"
+	child := "task_0190a1b2c3d4e5f60718293a4b5c6d02"
+	seed := func(owner string, m bgtype.TaskMeta) {
+		t.Helper()
+		m.Instance, m.CreatedAt, m.FinishedAt = "inst-1", rectest.T0, rectest.T1
+		if err := ds.Commit(t.Context(), owner, store.UpsertAction(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seed("thread-1", rectest.With(rectest.Meta(agent, "thread-1", bgtype.StatusCompleted), func(m *bgtype.TaskMeta) { m.Type, m.Announced = bgtype.TypeSubAgent, true }))
+	seed(agent, rectest.With(rectest.Meta(child, agent, bgtype.StatusCompleted), func(m *bgtype.TaskMeta) { m.Parent.TaskID = agent }))
+	pr := newReceiverRun(t, WithStore(ds), WithInstance("inst-2"))
+	evs, err := pr.p.Deliver(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := eventIDs(evs), []string{child}; !slices.Equal(got, want) {
+		t.Fatalf("first run delivered %q, want %q", got, want)
+	}
+	if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := ds.Get(t.Context(), child); !m.Announced {
+		t.Fatal("child's end handed out but not announced")
+	}
+	if err := pr.p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if evs, err := pr.p.Deliver(t.Context()); err != nil || len(evs) != 0 {
+		t.Fatalf("second run delivered %q, %v; want nothing", eventIDs(evs), err)
+	}
+}

@@ -65,7 +65,12 @@ func (m *Manager) restoreTree(ctx context.Context, queue []string, report string
 	// An interrupted task will never tell the tasks it owned as an agent
 	// (a sub-agent's) to anyone: restore them too, reporting to report
 	// (decision 5 forwards a gone sub-agent's events to its owner the same way).
+	seen := make(map[string]bool, len(queue))
 	for ; len(queue) > 0; queue = queue[1:] {
+		if seen[queue[0]] {
+			continue // a lineage that loops (corrupt records)
+		}
+		seen[queue[0]] = true
 		got, bad, err := m.restoreOwner(ctx, queue[0], report)
 		done = append(done, got...)
 		if bad != nil {
@@ -94,6 +99,14 @@ func (m *Manager) restoreTree(ctx context.Context, queue []string, report string
 				queue = append(queue, meta.ID) // a gone agent: nobody else will tell its tasks
 			}
 		}
+		// A sub-agent that ended (its end told already, or silent) may
+		// still own ends nobody took: they reached its inbox after its loop
+		// last drained it and were lost with the process.
+		ended, err := m.endedAgents(ctx, queue[0], func(id string) bool { return seen[id] || slices.Contains(queue, id) })
+		if err != nil {
+			return done, err
+		}
+		queue = append(queue, ended...)
 	}
 	if len(corrupt) > 0 {
 		return done, fmt.Errorf("bgtask: restore skipped corrupt records: %w", errors.Join(corrupt...))
@@ -264,4 +277,39 @@ func (m *Manager) pendingOwners(ctx context.Context, metas []bgtype.TaskMeta) ([
 		}
 	}
 	return slices.DeleteFunc(ids, func(id string) bool { return !live[id] }), nil
+}
+
+// endedAgents returns the ids of owner's ended sub-agents that this
+// Manager no longer holds (their inbox is closed and what reached it was
+// forwarded) and that still own records Restore has work for, other than
+// those known already reports (queued or done). Most owners have no ended sub-agent: the
+// common cost is one List of the owner's terminal records.
+func (m *Manager) endedAgents(ctx context.Context, owner string, known func(id string) bool) ([]string, error) {
+	var ids []string
+	for meta, err := range m.store.List(ctx, owner, bgtype.StatusCompleted, bgtype.StatusFailed, bgtype.StatusCanceled, bgtype.StatusInterrupted) {
+		if err != nil {
+			continue // a corrupt record: reannounce reported it
+		}
+		if meta.Type != bgtype.TypeSubAgent || known(meta.ID) || m.holds(meta.ID) {
+			continue
+		}
+		ids = append(ids, meta.ID)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	f, ok := m.store.(store.PendingOwnerFinder)
+	if !ok {
+		return ids, nil
+	}
+	return f.PendingOwners(ctx, ids)
+}
+
+// holds reports whether the Manager still holds task id in its lineage
+// index before its retirement: its inbox may still forward events.
+func (m *Manager) holds(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.nodes[id]
+	return t != nil && t.phase != phaseGone
 }
