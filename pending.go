@@ -98,7 +98,10 @@ func (m *Manager) liveOwner(ctx context.Context, owner string) (string, error) {
 // a process restarted with the same instance id). Shutdown (and
 // Stop) waits for that pass to end and does not cut it short, so a Manager
 // shut down at once still calls f for every owner (whose run start then
-// fails with ErrClosed). f must not block for long; it may call the
+// fails with ErrClosed). Later, each time a SharedStore's reaper
+// interrupts the tasks of an instance that is gone, f is called once for
+// each owner that pass gave a notice (store.OwnerNotifier), on the
+// reaper's goroutine. f must not block for long; it may call the
 // Manager. A panic in f is recovered and logged, and the next owner is
 // still called. A failure to list the owners is logged. Default: none.
 func WithOnPendingOwner(f func(owner string)) Option {
@@ -167,3 +170,28 @@ func (m *Manager) callPendingOwner(owner string) {
 	}()
 	m.cfg.onPendingOwner(owner)
 }
+
+// OwnersNoticed implements store.OwnerNotifier: a SharedStore's reaper
+// recorded notices for owners (tasks of a gone instance it interrupted).
+// The WithOnPendingOwner function is called once for each owner that hears
+// of them (a dead sub-agent's notices are its live owner's), in the order
+// given; nothing happens without one, or after Shutdown. It is for stores,
+// not hosts.
+func (m *Manager) OwnersNoticed(owners []string) {
+	if m.cfg.onPendingOwner == nil || m.closed.Load() {
+		return
+	}
+	called := make(map[string]bool, len(owners))
+	for _, raw := range owners {
+		owner, err := m.liveOwner(context.Background(), raw)
+		if err != nil {
+			m.log.Error("bgtask: finding who hears a reaped task's notice", "owner", raw, "err", err)
+			continue
+		}
+		if !called[owner] {
+			called[owner] = true
+			m.callPendingOwner(owner)
+		}
+	}
+}
+var _ store.OwnerNotifier = (*Manager)(nil)

@@ -21,3 +21,17 @@ type Runtime interface {
 	// context's cause, and returns how many it signalled.
 	CancelAll(cause error) int
 }
+
+// OwnerNotifier is a Runtime that hears, from its store, of owners that
+// have something new to hear that no task of this runtime sent: a
+// SharedStore's reaper interrupted the tasks of an instance that is gone
+// and recorded notices for their owners. *bgtask.Manager implements it (its
+// WithOnPendingOwner callback is called for each owner). A store calls it
+// after the commit that recorded the notices, with no lock of its own held,
+// from its own goroutine.
+type OwnerNotifier interface {
+	// OwnersNoticed tells the runtime that owners (each once, as the
+	// notices address them: a live sub-agent's task id included) have
+	// notices to take. It must not block for long.
+	OwnersNoticed(owners []string)
+}

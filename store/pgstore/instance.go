@@ -42,7 +42,7 @@ func (s *Store) Start(ctx context.Context, rt store.Runtime) error {
 		return fmt.Errorf("pgstore: register instance %q: %w", id, err)
 	}
 	s.lastBeat.Store(int64(sent))
-	s.started = true
+	s.started, s.rt = true, rt
 	s.instance.Store(&id)
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop

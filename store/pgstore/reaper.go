@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -96,8 +99,10 @@ func (s *Store) reap(ctx context.Context, db *pgxpool.Pool) (int, error) {
 		return 0, err
 	}
 	total := 0
+	noticed := make(map[string]bool)
+	defer func() { s.tellNoticed(noticed) }()
 	for {
-		n, err := s.reapOnce(ctx, db)
+		n, err := s.reapOnce(ctx, db, noticed)
 		total += n
 		if err != nil {
 			return total, err
@@ -107,6 +112,20 @@ func (s *Store) reap(ctx context.Context, db *pgxpool.Pool) (int, error) {
 		}
 	}
 	return total, s.readdressNotices(ctx, db)
+}
+
+// tellNoticed tells the started instance's runtime, if it listens
+// (store.OwnerNotifier), which owners a reaper pass recorded notices for.
+func (s *Store) tellNoticed(owners map[string]bool) {
+	if len(owners) == 0 {
+		return
+	}
+	s.mu.Lock()
+	rt := s.rt
+	s.mu.Unlock()
+	if n, ok := rt.(store.OwnerNotifier); ok {
+		n.OwnersNoticed(slices.Sorted(maps.Keys(owners)))
+	}
 }
 
 // readdressNotices walks again every undelivered notice addressed to a
@@ -124,7 +143,9 @@ func (s *Store) readdressNotices(ctx context.Context, db *pgxpool.Pool) error {
 	}
 }
 
-func (s *Store) reapOnce(ctx context.Context, db *pgxpool.Pool) (int, error) {
+// reapOnce reaps one batch in one transaction; the owners its notices
+// are addressed to are added to noticed once it commits.
+func (s *Store) reapOnce(ctx context.Context, db *pgxpool.Pool, noticed map[string]bool) (int, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: reap: %w", err)
@@ -175,6 +196,7 @@ func (s *Store) reapOnce(ctx context.Context, db *pgxpool.Pool) (int, error) {
 	now = now.UTC().Truncate(time.Microsecond)
 	var (
 		w       writes
+		reaped  int
 		ids     []string
 		owners  []string
 		notices []string
@@ -188,6 +210,10 @@ func (s *Store) reapOnce(ctx context.Context, db *pgxpool.Pool) (int, error) {
 			continue // the reducer refused it; cannot happen for a live row
 		}
 		w.put(&got, r.version)
+		reaped++
+		if got.Wake == bgtype.WakeSilent {
+			continue // interrupted, but a silent task tells no one (as Restore and the other stores)
+		}
 		ev, err := json.Marshal(bgtype.Event{Kind: bgtype.EventInterrupted, TaskID: got.ID, Name: got.Name, Error: got.Error, ErrorKind: got.ErrorKind})
 		if err != nil {
 			return 0, fmt.Errorf("pgstore: reap: %w", err)
@@ -198,16 +224,38 @@ func (s *Store) reapOnce(ctx context.Context, db *pgxpool.Pool) (int, error) {
 		return 0, fmt.Errorf("pgstore: reap: %w", err)
 	}
 	// After the writes: the walk sees this batch's records interrupted.
-	if _, err := tx.Exec(ctx, insertNoticesSQL, ids, owners, notices); err != nil {
-		return 0, fmt.Errorf("pgstore: reap: notices: %w", err)
-	}
-	if _, err := tx.Exec(ctx, readdressReapedSQL, ids); err != nil {
-		return 0, fmt.Errorf("pgstore: reap: notices: %w", err)
+	addressed := make(map[string]bool)
+	for _, q := range []struct {
+		sql string
+		arg []any
+	}{{insertNoticesSQL, []any{ids, owners, notices}}, {readdressReapedSQL, []any{ids}}} {
+		if err := collectOwners(ctx, tx, addressed, q.sql, q.arg...); err != nil {
+			return 0, fmt.Errorf("pgstore: reap: notices: %w", err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("pgstore: reap: %w", err)
 	}
-	return len(notices), nil
+	maps.Copy(noticed, addressed)
+	return reaped, nil
+}
+
+// collectOwners runs a statement that returns one owner per row and adds
+// each to owners.
+func collectOwners(ctx context.Context, tx pgx.Tx, owners map[string]bool, sql string, args ...any) error {
+	rs, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var o string
+		if err := rs.Scan(&o); err != nil {
+			return err
+		}
+		owners[o] = true
+	}
+	return rs.Err()
 }
 
 // cleanUp deletes what the age limit lets go: terminal tasks, delivered

@@ -56,7 +56,8 @@ var insertNoticesSQL = `WITH RECURSIVE
 	` + routeCTE + `
 	INSERT INTO bgtask_notices (owner, event, task_id, task_owner, to_task)
 	SELECT d.addr, n.event::jsonb, n.task_id, n.owner, d.to_task
-	FROM n JOIN dest d ON d.key = n.key ORDER BY n.key`
+	FROM n JOIN dest d ON d.key = n.key ORDER BY n.key
+	RETURNING owner`
 
 // readdressReapedSQL walks again, in the reaper's transaction, the
 // undelivered notices addressed to the tasks it just interrupted ($1, their
@@ -71,7 +72,8 @@ var readdressReapedSQL = `WITH RECURSIVE
 		FOR UPDATE SKIP LOCKED),
 	` + routeCTE + `
 	UPDATE bgtask_notices n SET owner = d.addr, to_task = d.to_task
-	FROM dest d WHERE n.id = d.key AND d.hops > 0 AND n.delivered_at IS NULL AND n.to_task`
+	FROM dest d WHERE n.id = d.key AND d.hops > 0 AND n.delivered_at IS NULL AND n.to_task
+	RETURNING n.owner`
 
 // readdressBatch bounds the notices one readdressing statement walks.
 const readdressBatch = 500

@@ -72,6 +72,7 @@ type Store struct {
 	mu      sync.Mutex // guards the fields below
 	closed  bool
 	started bool
+	rt      store.Runtime // the started instance's runtime; nil before Start
 	stop    context.CancelFunc
 	wg      sync.WaitGroup // the background goroutines of Start
 }
