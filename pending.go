@@ -194,4 +194,5 @@ func (m *Manager) OwnersNoticed(owners []string) {
 		}
 	}
 }
+
 var _ store.OwnerNotifier = (*Manager)(nil)

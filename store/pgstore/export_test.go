@@ -33,7 +33,9 @@ var (
 
 // ReapBatch runs one reaper transaction, without the readdressing pass
 // that Reap runs after the last one.
-func ReapBatch(ctx context.Context, s *Store) (int, error) { return s.reapOnce(ctx, s.pool, map[string]bool{}) }
+func ReapBatch(ctx context.Context, s *Store) (int, error) {
+	return s.reapOnce(ctx, s.pool, map[string]bool{})
+}
 
 // FakeClock replaces s's clock with one that stands still until the
 // returned function moves it on by d. Call it before Start.
