@@ -44,9 +44,9 @@ func eventIDs(evs []bgtype.Event) []string {
 	return out
 }
 
-// The Plugin marks the terminal events it hands out as announced, before
-// it returns them, with one Commit per boundary and none at a boundary
-// that hands out no terminal event.
+// The Plugin marks the terminal events it hands out as announced once the
+// model heard them (at the next step), with one Commit per boundary and
+// none at a boundary that has no terminal event to mark.
 func TestPluginMarksAnnounced(t *testing.T) {
 	ds := &durableMem{Store: memstore.New()}
 	pr := newReceiverRun(t, WithStore(ds))
@@ -59,8 +59,16 @@ func TestPluginMarksAnnounced(t *testing.T) {
 		t.Fatalf("delivered %q, want %q", got, ids)
 	}
 	for _, id := range ids {
+		if m, _ := ds.Get(t.Context(), id); m.Announced {
+			t.Errorf("%s announced before the model answered it", id)
+		}
+	}
+	if _, err := pr.p.Deliver(t.Context()); err != nil { // the next step: heard
+		t.Fatal(err)
+	}
+	for _, id := range ids {
 		if m, _ := ds.Get(t.Context(), id); !m.Announced {
-			t.Errorf("%s not announced after Deliver returned it", id)
+			t.Errorf("%s not announced after the next step", id)
 		}
 	}
 	if _, err := pr.p.Deliver(t.Context()); err != nil {
@@ -81,6 +89,9 @@ func TestPluginMarkFailureRetries(t *testing.T) {
 	msgs, err := pr.p.Deliver(t.Context())
 	if err != nil || !slices.Equal(eventIDs(msgs), ids) {
 		t.Fatalf("Deliver with marks failing = %q, %v; want %q", eventIDs(msgs), err, ids)
+	}
+	if msgs, err := pr.p.Deliver(t.Context()); err != nil || len(msgs) != 0 { // the next step: its mark fails
+		t.Fatalf("next Deliver = %q, %v; want nothing", eventIDs(msgs), err)
 	}
 	if m, _ := ds.Get(t.Context(), ids[0]); m.Announced {
 		t.Fatal("announced although the mark failed")

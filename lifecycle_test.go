@@ -97,10 +97,9 @@ func TestNewPluginOnePerOwner(t *testing.T) {
 			if err := next.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
 				t.Fatal(err)
 			}
+			// With the run open, the first one handed it out, but no later
+			// step proved the model heard it: the next one gets it again.
 			want := []string{id}
-			if open {
-				want = nil // delivered by the first one
-			}
 			if msgs, err := next.Deliver(t.Context()); err != nil || !slices.Equal(eventIDs(msgs), want) {
 				t.Fatalf("next Plugin delivered %q, %v; want %q", eventIDs(msgs), err, want)
 			}
@@ -260,6 +259,9 @@ func TestPluginCloseLeavesNothingPerOwner(t *testing.T) {
 			if msgs, err := next.Deliver(t.Context()); err != nil || !slices.Equal(eventIDs(msgs), []string{id}) {
 				t.Fatalf("next Plugin delivered %q, %v; want %s", eventIDs(msgs), err, id)
 			}
+			if err := next.RunEnd(t.Context(), RunOutcome{RunID: "run-1"}); err != nil { // the model answered: heard
+				t.Fatal(err)
+			}
 			if err := next.Close(t.Context()); err != nil {
 				t.Fatal(err)
 			}
@@ -411,15 +413,16 @@ func TestRunEndOfAnEndedRequest(t *testing.T) {
 				t.Fatalf("RunStopped = %v, want %v", RunStopped(req), tc.stopped)
 			}
 			// The loop's last boundary, with the request's ended context:
-			// what it hands out is marked all the same.
+			// what it hands out is marked all the same, by the RunEnd of a
+			// run the model answered.
 			if msgs, err := pr.p.Deliver(req); err != nil || !slices.Equal(eventIDs(msgs), []string{done}) {
 				t.Fatalf("Deliver with the ended request = %q, %v", eventIDs(msgs), err)
 			}
-			if meta := getTask(t, pr.m, done); !meta.Announced {
-				t.Fatal("the event handed out with an ended request context was not marked")
-			}
 			if err := pr.p.RunEnd(req, RunOutcome{RunID: "run-1", Canceled: RunStopped(req)}); err != nil {
 				t.Fatalf("RunEnd with the ended request: %v", err)
+			}
+			if meta := getTask(t, pr.m, done); !meta.Announced {
+				t.Fatal("the event handed out with an ended request context was not marked")
 			}
 			if tc.stopped {
 				if cause := <-probe.cause; !errors.Is(cause, errRunCanceled) {
@@ -451,6 +454,9 @@ func TestPluginCloseCommitsPendingMarks(t *testing.T) {
 	ids := finishTasks(t, pr.m, "thread-1", nil)
 	if msgs, err := pr.p.Deliver(t.Context()); err != nil || !slices.Equal(eventIDs(msgs), ids) {
 		t.Fatalf("Deliver = %q, %v", eventIDs(msgs), err)
+	}
+	if msgs, err := pr.p.Deliver(t.Context()); err != nil || len(msgs) != 0 { // the next step: the mark fails
+		t.Fatalf("second Deliver = %q, %v", eventIDs(msgs), err)
 	}
 	ds.Mu.Lock()
 	ds.FailMark = nil
@@ -487,8 +493,8 @@ func forwardedStore(t *testing.T, agent bgtype.Status) (*durableMem, []string) {
 }
 
 // runOnce starts a run of owner on a new Manager over store, optionally
-// delivers once, and shuts the Manager down without a mark (a crash, for
-// what was not delivered). It returns the terminal events delivered.
+// delivers once and ends the run (the model heard it), and shuts the
+// Manager down without a mark (a crash, for what was not delivered). It returns the terminal events delivered.
 func runOnce(t *testing.T, store store.Store, owner string, deliver bool) []string {
 	t.Helper()
 	m, err := New(WithStore(store))
@@ -510,13 +516,16 @@ func runOnce(t *testing.T, store store.Store, owner string, deliver bool) []stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := p.RunEnd(t.Context(), RunOutcome{RunID: "run"}); err != nil { // the model answered: heard
+		t.Fatal(err)
+	}
 	return eventIDs(msgs)
 }
 
 // The ends of a gone sub-agent's tasks, forwarded to its owner at RunStart,
-// are marked only by the commit that hands them out, under their own
-// owner: a crash between RunStart and the first step loses none, and after
-// the step that hands them out no restart announces them again.
+// are marked only once heard, under their own owner: a crash between
+// RunStart and the first step loses none, and after the run that hands
+// them out no restart announces them again.
 func TestForwardedEventsExactlyOnceAcrossCrashes(t *testing.T) {
 	ds, ids := forwardedStore(t, bgtype.StatusRunning)
 	if got := runOnce(t, ds, "thread-1", false); len(got) != 0 { // RunStart forwards, then the process dies
@@ -532,7 +541,7 @@ func TestForwardedEventsExactlyOnceAcrossCrashes(t *testing.T) {
 	}
 	for _, id := range ids {
 		if meta, _ := ds.Get(t.Context(), id); !meta.Announced {
-			t.Errorf("%s not announced after the step that handed it out", id)
+			t.Errorf("%s not announced after the run that handed it out", id)
 		}
 	}
 	if got := runOnce(t, ds, "thread-1", true); len(got) != 0 {
@@ -565,6 +574,9 @@ func TestForwardedEventsWithNotices(t *testing.T) {
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("Deliver = %q, %v; want %q once each", got, err, want)
 	}
+	if msgs, err := pr.p.Deliver(t.Context()); err != nil || len(msgs) != 0 { // the next step: heard
+		t.Fatalf("next Deliver = %q, %v; want nothing", eventIDs(msgs), err)
+	}
 	for _, id := range want {
 		if meta, _ := f.Get(t.Context(), id); !meta.Announced {
 			t.Errorf("%s not announced after it was handed out", id)
@@ -582,6 +594,9 @@ func TestForwardedEventsWithNotices(t *testing.T) {
 	f.Mu.Unlock()
 	if msgs, err := pr.p.Deliver(t.Context()); err != nil || !slices.Equal(eventIDs(msgs), []string{late.ID}) {
 		t.Fatalf("Deliver of the notice = %q, %v; want %s", eventIDs(msgs), err, late.ID)
+	}
+	if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: "run-1"}); err != nil {
+		t.Fatal(err)
 	}
 	if meta, _ := f.Get(t.Context(), late.ID); !meta.Announced {
 		t.Fatal("the notice's record was not marked under its own owner")
@@ -614,6 +629,9 @@ func TestMarkAnnouncedOfAnotherOwnersTasks(t *testing.T) {
 	msgs, err := pr.p.Deliver(t.Context())
 	if err != nil || !slices.Equal(eventIDs(msgs), victim) {
 		t.Fatalf("victim's next run delivered %q, %v; want %q once each", eventIDs(msgs), err, victim)
+	}
+	if err := pr.p.RunEnd(t.Context(), RunOutcome{RunID: "run-2"}); err != nil {
+		t.Fatal(err)
 	}
 	for _, id := range victim {
 		if meta, _ := ds.Get(t.Context(), id); !meta.Announced {

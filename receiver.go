@@ -58,13 +58,13 @@ type Receiver struct {
 
 	running atomic.Bool // written with mu held
 
-	mu       sync.Mutex          // guards the fields below; held by a boundary, never while calling OnWake
-	runID    string              // the open run's id (RunInfo.RunID)
-	inbox    *Inbox              // the inbox of the current run
-	older    []*Inbox            // inboxes replaced at RunStart that may still receive a send in flight
-	drained  map[string]struct{} // tasks whose terminal event Deliver handed out, until they retire; nil when none
-	unmarked []string            // tasks whose terminal event Deliver handed out but could not mark announced
-	closed   bool                // Close was called
+	mu      sync.Mutex          // guards the fields below; held by a boundary, never while calling OnWake
+	runID   string              // the open run's id (RunInfo.RunID)
+	inbox   *Inbox              // the inbox of the current run
+	older   []*Inbox            // inboxes replaced at RunStart that may still receive a send in flight
+	drained map[string]struct{} // tasks whose terminal event Deliver handed out, until they retire; nil when none
+	heard   *hearing            // what was handed out and not marked heard (heard.go); nil when nothing
+	closed  bool                // Close was called
 
 	lateMu sync.Mutex // guards late and gone; nothing is locked under it
 	late   eventKeep  // events that reached a closed inbox of this owner
@@ -256,22 +256,35 @@ func (r *Receiver) keepLate(ev bgtype.Event) {
 // The events are the tasks' own words: a host shows them to a model only
 // escaped and cut (the agent package's Plugin renders them so).
 //
-// Before it returns terminal events, Deliver marks them announced in the
-// Store, in one Commit (none when it hands out no terminal event), so that
-// after a crash the next run announces only what was never handed out. If
-// the mark fails, the events are returned all the same and the mark is
-// retried at the next call. A store's notice of a task already handed out
-// is dropped.
+// An event is heard when the model's answer to it is kept, not when the
+// host is handed it: each Deliver first marks heard (announced, in the
+// Store) the terminal events the previous Deliver handed out, since the
+// loop made a model call with them in between; RunEnd marks those of the
+// last step, unless the run was aborted (see RunOutcome.Aborted). What is
+// handed out and not yet heard is handed out again after a crash, or by
+// the owner's next Receiver after Close (see heard.go). One Commit per
+// boundary at most; if the mark fails it is retried at the next boundary.
+// With a SharedStore, an end kept in this process's memory whose record
+// says another instance already announced it is dropped, and so is a
+// store's notice of a task already handed out.
+//
+// Deliver does its work with ctx's values only: a request context that
+// ended does not make it fail or lose what it claimed.
 func (r *Receiver) Deliver(ctx context.Context) ([]bgtype.Event, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.deliver(ctx)
+	return r.deliver(context.WithoutCancel(ctx))
 }
 
 // deliver is Deliver with r.mu held.
 func (r *Receiver) deliver(ctx context.Context) ([]bgtype.Event, error) {
 	if !r.running.Load() {
 		return nil, ErrNoRun
+	}
+	if r.heard != nil && r.heard.carried {
+		r.heard.carried = false // an aborted run's last step: the model has not answered it yet
+	} else {
+		r.markHeard(ctx)
 	}
 	var notices []bgtype.Event
 	if shared := r.sharedStore(); shared != nil {
@@ -308,10 +321,16 @@ func (r *Receiver) deliver(ctx context.Context) ([]bgtype.Event, error) {
 		}
 		evs = append(append(evs, notices...), rest...)
 	}
-	r.markAnnounced(ctx, evs)
+	if r.sharedStore() != nil {
+		evs = r.dropHeardElsewhere(ctx, evs)
+	}
 	if len(evs) == 0 {
 		return nil, nil
 	}
+	if r.heard == nil {
+		r.heard = new(hearing)
+	}
+	r.heard.unheard = append(r.heard.unheard, evs...)
 	for i := range evs {
 		if evs[i].Kind.IsTerminal() {
 			if r.drained == nil {
@@ -321,33 +340,6 @@ func (r *Receiver) deliver(ctx context.Context) ([]bgtype.Event, error) {
 		}
 	}
 	return evs, nil
-}
-
-// markAnnounced commits, before evs are handed out, that the owner took
-// the terminal events among them, with the marks a previous boundary could
-// not commit: one Commit (and one per other owner of forwarded records),
-// none when there is nothing to mark. A forwarded record (a gone
-// sub-agent's task) is marked under its own owner. When it fails the
-// events are handed out all the same (losing them would be worse than
-// announcing them again after a crash) and the marks are retried at the
-// next boundary. The commit does not depend on ctx's end: a request that
-// ended must not leave handed-out events unmarked. Called with r.mu held.
-func (r *Receiver) markAnnounced(ctx context.Context, evs []bgtype.Event) {
-	ids := r.unmarked
-	for i := range evs {
-		if evs[i].Kind.IsTerminal() {
-			ids = append(ids, evs[i].TaskID)
-		}
-	}
-	if len(ids) == 0 {
-		return
-	}
-	if err := r.owner.MarkAnnounced(context.WithoutCancel(ctx), ids...); err != nil {
-		r.owner.m.log.Warn("bgtask: receiver: announcement marks not committed; retried at the next boundary", "owner", r.owner.id, "tasks", len(ids), "err", err)
-		r.unmarked = ids
-		return
-	}
-	r.unmarked = nil
 }
 
 // newNotices returns those of a SharedStore's notices that were not
@@ -379,7 +371,7 @@ func (r *Receiver) newNotices(ctx context.Context, notices, late, rest []bgtype.
 			return true // this Manager delivers it too, in this batch
 		}
 		seen[ev.TaskID] = true
-		if _, handed := r.drained[ev.TaskID]; handed || slices.Contains(r.unmarked, ev.TaskID) {
+		if _, handed := r.drained[ev.TaskID]; handed || r.heard.has(ev.TaskID) {
 			return true
 		}
 		meta, err := r.owner.m.store.Get(ctx, ev.TaskID)
@@ -486,11 +478,23 @@ type RunOutcome struct {
 	// a request context also ends when the client goes away, and that must
 	// not cancel the background work the run started.
 	Canceled bool
+	// Aborted: the run ended before the model answered its last step (the
+	// model call failed or was cancelled, the client went away). The
+	// events that step was handed are not marked heard: the host keeps
+	// them in the conversation, and the model answers them at the owner's
+	// next run, whose second step marks them; if the Receiver is closed
+	// first (the host forgot the thread and its conversation) or the
+	// process dies, the owner's next run is handed them again. A host that
+	// drops an aborted run's conversation calls Undeliver before RunEnd
+	// instead, so they come again at the next run. False (a run that ended
+	// with the model's answer) marks them heard.
+	Aborted bool
 }
 
 // RunEnd closes the run out.RunID. Its inbox is closed: what was not
 // delivered, and every later event of the owner's tasks until the next
-// RunStart, is kept for the next run and handed to OnWake. A cancelled
+// RunStart, is kept for the next run and handed to OnWake. The ends its
+// last step was handed are marked heard, unless out.Aborted. A cancelled
 // run cancels its tasks (top-level runs included). RunEnd does not depend
 // on ctx's end: call it with the request's context even after the client
 // went away. Errors: ErrNoRun when no run is open, or (wrapped) when
@@ -505,6 +509,13 @@ func (r *Receiver) RunEnd(ctx context.Context, out RunOutcome) error {
 	if out.RunID != r.runID {
 		r.mu.Unlock()
 		return fmt.Errorf("%w: the run id is not the open run's", ErrNoRun)
+	}
+	if out.Aborted {
+		if r.heard != nil {
+			r.heard.carried = len(r.heard.unheard) > 0
+		}
+	} else {
+		r.markHeard(context.WithoutCancel(ctx))
 	}
 	r.running.Store(false)
 	runID, inbox, older := r.runID, r.inbox, r.older

@@ -51,8 +51,10 @@ func RunStopped(ctx context.Context) bool {
 // in memory: its record, still unannounced, is announced by the next
 // Receiver's RunStart (Restore). Other events (and every event with the
 // MemoryStore) are kept by the Manager under the Receiver's keep limit
-// (ReceiverConfig.KeepLimit). Marks of events handed out that a boundary could not
-// commit are committed now.
+// (ReceiverConfig.KeepLimit). Events handed out but not yet proven heard
+// (see Deliver) count as undelivered: the next Receiver gets them again.
+// Marks of events heard that a boundary could not commit are committed
+// now.
 //
 // Close works on ctx's values only: a cancelled request context does not
 // keep it from committing. It is idempotent: a second Close returns nil.
@@ -70,8 +72,13 @@ func (r *Receiver) Close(ctx context.Context) error {
 	r.closed = true
 	running := r.running.Load()
 	r.running.Store(false)
-	inbox, older, unmarked := r.inbox, r.older, r.unmarked
-	r.inbox, r.older, r.unmarked = nil, nil, nil
+	r.giveBack() // handed out, never proven heard: the owner's next Receiver gets them
+	var unmarked []string
+	if r.heard != nil {
+		unmarked = r.heard.unmarked
+	}
+	inbox, older := r.inbox, r.older
+	r.inbox, r.older, r.heard = nil, nil, nil
 	clear(r.drained)
 	r.mu.Unlock()
 	var err error

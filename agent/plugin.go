@@ -214,9 +214,10 @@ func (p *Plugin) RunStart(ctx context.Context, run bgtask.RunInfo) error {
 // is delivered once. Deliver is the step-boundary drain; the loop also calls
 // it at a natural end and while suspended.
 //
-// Before it returns terminal events, Deliver marks them announced in the
-// Store, so that after a crash the next run announces only what was never
-// handed out (see bgtask.Receiver.Deliver).
+// The terminal events it hands out are marked heard (announced, in the
+// Store) once the model answered them: at the next boundary, or at a
+// RunEnd that is not aborted (see bgtask.Receiver.Deliver and
+// bgtask.RunOutcome.Aborted). A crash before that hands them out again.
 func (p *Plugin) Deliver(ctx context.Context) ([]PromptMessage, error) {
 	evs, err := p.r.Deliver(ctx)
 	if err != nil || len(evs) == 0 {
@@ -236,7 +237,13 @@ func (p *Plugin) Deliver(ctx context.Context) ([]PromptMessage, error) {
 // ephemeral internal user message (task text is never in the system role).
 // The list is bounded (Limits.ViewLines, Limits.ViewBytes) and ends saying
 // how many tasks it left out.
+//
+// BeforeInference works with ctx's values only: a request context that
+// ended does not make it fail. When it fails after taking the events (the
+// Store cannot list the tasks), it gives them back (Receiver.Undeliver):
+// nothing is marked heard that the caller was not handed.
 func (p *Plugin) BeforeInference(ctx context.Context) ([]PromptMessage, error) {
+	ctx = context.WithoutCancel(ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	msgs, err := p.Deliver(ctx)
@@ -247,6 +254,9 @@ func (p *Plugin) BeforeInference(ctx context.Context) ([]PromptMessage, error) {
 		seq, err := p.Owner().List(ctx, bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput)
 		if err != nil {
 			p.viewStale.Store(true)
+			if len(msgs) > 0 {
+				_, _ = p.r.Undeliver() // the run is open: Deliver just succeeded
+			}
 			return nil, err
 		}
 		p.view = p.renderView(seq)

@@ -223,7 +223,11 @@ func TestWaitTaskDeliversTheEndOnce(t *testing.T) {
 				if m, _ := ds.Get(t.Context(), id); !m.Announced {
 					t.Fatal("the end wait_task returned is not marked announced")
 				}
-				// The next process does not announce it again.
+				// The next process does not announce it again (nor the other
+				// end, heard once the run ended with the model's answer).
+				if err := pr.p.RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run-1"}); err != nil {
+					t.Fatal(err)
+				}
 				shutdownManager(t, pr.m)
 				next := newPluginRun(t, bgtask.WithStore(ds))
 				if msgs, err := next.p.Deliver(t.Context()); err != nil || len(msgs) != 0 {

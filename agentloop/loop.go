@@ -102,7 +102,14 @@ func Run(ctx context.Context, cfg Config, conv []Message) (Result, error) {
 		// CancelRun) cancels the run's tasks; a context that ended for
 		// another reason (the request's client went away) leaves them
 		// running, and their ends reach the next run.
-		out := bgtask.RunOutcome{RunID: cfg.RunID, Canceled: res.Reason == ReasonCanceled && bgtask.RunStopped(ctx)}
+		// A run that failed or was cancelled may not have had the model
+		// answer its last step: its events are marked heard only once a
+		// later step proves it (bgtask.RunOutcome.Aborted).
+		out := bgtask.RunOutcome{
+			RunID:    cfg.RunID,
+			Canceled: res.Reason == ReasonCanceled && bgtask.RunStopped(ctx),
+			Aborted:  err != nil || res.Reason == ReasonCanceled,
+		}
 		endErr := h.RunEnd(context.WithoutCancel(ctx), out)
 		err = errors.Join(err, endErr)
 	}

@@ -32,9 +32,12 @@ func startRun(ctx context.Context, p *agent.Plugin, runID string) error {
 // endRun ends the turn's run. Only the user's stop (turnCtx cancelled with
 // bgtask.ErrRunStopped) cancels the run's tasks; a turn the client walked
 // away from, or that failed, ends with its tasks running on, and what they
-// report comes to the next turn.
-func endRun(ctx, turnCtx context.Context, p *agent.Plugin, runID string) error {
-	return p.RunEnd(ctx, bgtask.RunOutcome{RunID: runID, Canceled: bgtask.RunStopped(turnCtx)})
+// report comes to the next turn. A turn that ended before the model's
+// answer (answered false) is aborted: the events it was handed are kept in
+// the thread's history, and marked heard only once a later turn's model
+// answered them (or handed out again if the thread is evicted first).
+func endRun(ctx, turnCtx context.Context, p *agent.Plugin, runID string, answered bool) error {
+	return p.RunEnd(ctx, bgtask.RunOutcome{RunID: runID, Canceled: bgtask.RunStopped(turnCtx), Aborted: !answered})
 }
 
 // closePlugin forgets an evicted thread's Plugin: its tasks go on, and what

@@ -90,7 +90,7 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 		if bgtask.RunStopped(turnCtx) { // a stop that came as the turn ended stops it too
 			endCause, res.Status = bgtask.ErrRunStopped, "stopped"
 		}
-		if err := endRun(context.WithoutCancel(turnCtx), turnCtx, th.plugin, runID); err != nil {
+		if err := endRun(context.WithoutCancel(turnCtx), turnCtx, th.plugin, runID, endCause == nil); err != nil {
 			s.log.Error("run end", "thread", th.id, "run_id", runID, "err", err)
 		}
 		s.keep(th, conv)

@@ -46,14 +46,14 @@ func (t Task) String() string {
 // Verdict is what Judge found.
 type Verdict struct {
 	Kinds     map[string]int // records by kind
-	Took      int            // terminal events handed out, in all
-	Premarked int            // marks committed outside a hand-out ("mark" lines)
-	MarkFails int            // hand-out commits that failed ("markfail" lines)
-	InFlight  []Task         // marked, never handed out, cut by a kill mid-step: allowed
+	Took      int            // terminal events handed out, in all (heard or not)
+	Premarked int            // marks committed outside a step ("mark" lines)
+	MarkFails int            // step mark commits that failed ("markfail" lines)
+	InFlight  []Task         // handed out, its proving mark cut by a kill mid-commit, marked: allowed
 
-	Lost     []Task // ended, never handed out, not in a batch cut by a kill
-	Doubled  []Task // handed out more than once
-	Unmarked []Task // handed out once, but not marked: a restart announces it again
+	Lost     []Task // ended, never heard, not in a commit cut by a kill
+	Doubled  []Task // heard more than once
+	Unmarked []Task // heard once, but not marked: a restart announces it again
 	Live     []Task // not ended once every process is done
 	// Overwritten records end with another status than the one the
 	// process that ran them committed: another process ended them while
@@ -68,9 +68,9 @@ func (v Verdict) Err() error {
 		what  string
 		tasks []Task
 	}{
-		{"lost (ended, never handed to the model, not in a batch in flight at a kill)", v.Lost},
-		{"doubled (handed to the model more than once)", v.Doubled},
-		{"handed out but never marked announced (a restart announces them again)", v.Unmarked},
+		{"lost (ended, never heard by the model, not in a commit cut by a kill)", v.Lost},
+		{"doubled (heard by the model more than once)", v.Doubled},
+		{"heard but never marked announced (a restart announces them again)", v.Unmarked},
 		{"not ended after the last process", v.Live},
 		{"ended by another process while their own was alive (status committed by their process, then the record's)", v.Overwritten},
 	} {
@@ -104,66 +104,34 @@ func KindOf(owner string, m *bgtype.TaskMeta) string {
 }
 
 // Judge checks the records of owner's tree, once every process is done,
-// against the logs of every process: each record that ended was handed to
-// the model exactly once, except the records of a batch a kill cut (a
-// "taking" line whose step has no "stepend" line, in a killed process, and
-// whose mark is in); each handed out is marked announced; none is left
-// live; and each ends with the status its own process committed, if it
-// committed one ("ended" lines).
+// against the logs of every process: each record that ended was heard by
+// the model exactly once (see heardIn), except a record whose proof a kill
+// cut mid-commit (a "taking" line with neither "marked" nor "markfail"
+// after it, in a killed process, and the record marked); each heard one
+// is marked announced; none is left live; and each ends with the status
+// its own process committed, if it committed one ("ended" lines).
 func Judge(owner string, records []bgtype.TaskMeta, logs []ProcLog) Verdict {
-	type stepID struct {
-		loop, step string
-	}
-	took := map[string]int{}
+	heard := map[string]int{}
 	ended := map[string][]string{}
 	inFlight := map[string]bool{}
 	v := Verdict{Kinds: map[string]int{}}
 	for _, pl := range logs {
-		stepEnded := map[stepID]bool{}
-		handed := map[stepID]map[string]bool{}
-		type taking struct {
-			at stepID
-			id string
+		h, cut := heardIn(pl, &v)
+		for id, n := range h {
+			heard[id] += n
 		}
-		var takings []taking
+		for id := range cut {
+			inFlight[id] = true
+		}
 		for _, line := range pl.Lines {
-			f := strings.Fields(line)
-			if len(f) < 3 {
-				continue
-			}
-			at := stepID{f[1], f[2]}
-			switch {
-			case f[0] == "took" && len(f) >= 4:
-				took[f[3]]++
-				v.Took++
-				if handed[at] == nil {
-					handed[at] = map[string]bool{}
-				}
-				handed[at][f[3]] = true
-			case f[0] == "taking" && len(f) >= 4:
-				takings = append(takings, taking{at, f[3]})
-			case f[0] == "stepend":
-				stepEnded[at] = true
-			case f[0] == "ended":
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == "ended" {
 				ended[f[1]] = append(ended[f[1]], f[2])
-			case f[0] == "mark":
-				v.Premarked++
-			case f[0] == "markfail":
-				v.MarkFails++
-			}
-		}
-		if !pl.Killed {
-			continue
-		}
-		for _, tk := range takings {
-			if !stepEnded[tk.at] && !handed[tk.at][tk.id] {
-				inFlight[tk.id] = true
 			}
 		}
 	}
 	for i := range records {
 		m := &records[i]
-		t := Task{ID: m.ID, Kind: KindOf(owner, m), N: took[m.ID], Status: m.Status}
+		t := Task{ID: m.ID, Kind: KindOf(owner, m), N: heard[m.ID], Status: m.Status}
 		if t.Kind == KindChild {
 			t.Parent = m.Owner
 		}
@@ -194,6 +162,63 @@ func Judge(owner string, records []bgtype.TaskMeta, logs []ProcLog) Verdict {
 		slices.SortFunc(*s, func(a, b Task) int { return cmp.Compare(a.ID, b.ID) })
 	}
 	return v
+}
+
+// heardIn counts, in one process's log, how many times the model heard
+// each task's end: a "took" line (handed to a model call) counts once a
+// later mark of the same id committed, which the loop commits only once a
+// later boundary proved the model answered (a "taking" line of a step
+// whose "marked" line follows, or a "mark" line). A hand-out no mark
+// followed was not heard: the model call never completed, and the end is
+// handed out again. cut holds the ids whose proving commit a kill cut
+// (no "marked" or "markfail" line for its step): heard if the mark is in.
+// It also adds the log's counts to v.
+func heardIn(pl ProcLog, v *Verdict) (heard map[string]int, cut map[string]bool) {
+	type stepID struct{ loop, step string }
+	heard, cut = map[string]int{}, map[string]bool{}
+	handed := map[string]int{}      // hand-outs not yet proven heard, by id
+	taking := map[stepID][]string{} // ids of a step's mark commit, until its outcome
+	for _, line := range pl.Lines {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		at := stepID{f[1], f[2]}
+		switch {
+		case f[0] == "took" && len(f) >= 4:
+			handed[f[3]]++
+			v.Took++
+		case f[0] == "taking" && len(f) >= 4:
+			taking[at] = append(taking[at], f[3])
+		case f[0] == "marked":
+			for _, id := range taking[at] {
+				if handed[id] > 0 {
+					handed[id]--
+					heard[id]++
+				}
+			}
+			delete(taking, at)
+		case f[0] == "markfail":
+			v.MarkFails++
+			delete(taking, at)
+		case f[0] == "mark" && len(f) >= 4:
+			v.Premarked++
+			if handed[f[3]] > 0 {
+				handed[f[3]]--
+				heard[f[3]]++
+			}
+		}
+	}
+	if pl.Killed {
+		for _, ids := range taking {
+			for _, id := range ids {
+				if handed[id] > 0 {
+					cut[id] = true
+				}
+			}
+		}
+	}
+	return heard, cut
 }
 
 // Subject returns the task a log line is about ("" for none): the spawned,

@@ -15,20 +15,24 @@
 //	runstart <loop> <turn>          a run of the loop started (RunStart returned)
 //	runend <loop> <turn>            the run ended
 //	spawn <loop> <id> <kind>        the loop spawned a task: plain, sub-agent or child
-//	taking <loop> <step> <id>       the step is about to commit the mark of id (before the Commit)
+//	taking <loop> <step> <id>       the step is about to commit the mark of id (before the Commit);
+//	                                step 0 is a RunEnd's
 //	marked <loop> <step>            that Commit returned
 //	markfail <loop> <step>          that Commit failed
-//	mark - - <id>                   a mark committed outside any step (the Plugin did not hand it out)
+//	mark - - <id>                   a mark committed outside any step
 //	took <loop> <step> <id> <event> the step handed the terminal event of id to the model
 //	stepend <loop> <step>           the step returned
 //	ended <id> <status>             this process committed the end of its task id (WithObserver)
 //
 // The owner's loop is named "owner"; a sub-agent's loop is named by its
-// task id. A kill between a "taking" line and its step's "stepend" line cut
-// that batch: its records may be marked and never handed out (the batch in
-// flight). Every other record that ended is handed out exactly once, and a
-// record's status is the one its process committed ("ended"), if it did:
-// no process ends what a live one runs.
+// task id. The model hears an end it was handed ("took") once the loop
+// proves the model answered it: the Plugin marks it at the loop's next
+// boundary, or at RunEnd ("taking", then "marked"). A hand-out a kill cut
+// before that proof is handed out again. Every record that ended is heard
+// exactly once, but one whose proving commit a kill cut may be marked and
+// heard in no log (in flight), and a record's status is the one its
+// process committed ("ended"), if it did: no process ends what a live one
+// runs.
 package crashloop
 
 import (

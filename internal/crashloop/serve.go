@@ -198,7 +198,8 @@ func (w *worker) turn(ctx context.Context, n int) (bool, error) {
 			break
 		}
 	}
-	if err := w.p.RunEnd(ctx, outcome(runID)); err != nil {
+	// RunEnd marks heard what the last step handed out: logged as step 0.
+	if err := w.p.RunEnd(stepContext(ctx, OwnerLoop, 0), outcome(runID)); err != nil {
 		return false, fmt.Errorf("RunEnd: %w", err)
 	}
 	w.cfg.Log.write(OwnerLoop, fmt.Sprintf("runend %s %d", OwnerLoop, n))
@@ -302,7 +303,7 @@ func subAgent(ctx context.Context, cfg Config, t *bgtask.Task, seed uint64) (any
 	if err := p.RunStart(ctx, bgtask.RunInfo{RunID: runID}); err != nil {
 		return nil, err
 	}
-	defer p.RunEnd(context.WithoutCancel(ctx), outcome(runID))
+	defer p.RunEnd(stepContext(context.WithoutCancel(ctx), loop, 0), outcome(runID)) // marks the last step's: logged as step 0
 	left := cfg.Child
 	for n := 1; ; n++ {
 		if _, err := handOut(ctx, cfg.Log, loop, n, p.BeforeInference); err != nil {

@@ -1,0 +1,160 @@
+package bgtask
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/bgtask/bgtask/internal/memstore"
+)
+
+// An end handed to a model call that never completed is not lost (issue
+// 30, item 8): it is marked heard only when a later boundary proves the
+// model answered it, and handed out again when the run was aborted and the
+// thread is then forgotten, or the process dies, before that proof.
+func TestEndHeardOnlyWhenAnswered(t *testing.T) {
+	tests := []struct {
+		name string
+		// after the run that handed the end out: what happens, and whether
+		// the owner's next run (on a new Receiver or process) gets it again
+		then       func(t *testing.T, pr *receiverRun, ds *durableMem) (next *Receiver)
+		again      bool
+		markedWhen string // "", or the step after which it is marked
+	}{
+		{"run answered, then the thread is forgotten", func(t *testing.T, pr *receiverRun, ds *durableMem) *Receiver {
+			endRun(t, pr.p, RunOutcome{RunID: "run-1"})
+			return reopen(t, pr)
+		}, false, "run end"},
+		{"run aborted, then the thread is forgotten", func(t *testing.T, pr *receiverRun, ds *durableMem) *Receiver {
+			endRun(t, pr.p, RunOutcome{RunID: "run-1", Aborted: true})
+			return reopen(t, pr)
+		}, true, ""},
+		{"run aborted, canceled too, then the thread is forgotten", func(t *testing.T, pr *receiverRun, ds *durableMem) *Receiver {
+			endRun(t, pr.p, RunOutcome{RunID: "run-1", Aborted: true, Canceled: true})
+			return reopen(t, pr)
+		}, true, ""},
+		{"the thread is forgotten with the run open", func(t *testing.T, pr *receiverRun, ds *durableMem) *Receiver {
+			return reopen(t, pr)
+		}, true, ""},
+		{"the process dies with the run open", func(t *testing.T, pr *receiverRun, ds *durableMem) *Receiver {
+			m := newTestManager(t, WithStore(ds)) // the first one's memory is gone: only the store is read
+			r, err := m.NewReceiver("thread-1", ReceiverConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}, true, ""},
+		{"the host gives it back, then ends the run", func(t *testing.T, pr *receiverRun, ds *durableMem) *Receiver {
+			if n, err := pr.p.Undeliver(); n != 1 || err != nil {
+				t.Fatalf("Undeliver = %d, %v; want 1", n, err)
+			}
+			endRun(t, pr.p, RunOutcome{RunID: "run-1"})
+			return pr.p
+		}, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ds := &durableMem{Store: memstore.New()}
+			pr := newReceiverRun(t, WithStore(ds))
+			id := finishTasks(t, pr.m, "thread-1", nil)[0]
+			if got := deliverIDs(t, pr.p); !slices.Equal(got, []string{id}) {
+				t.Fatalf("first step handed out %q, want %q", got, id)
+			}
+			if marked(t, ds, id) {
+				t.Fatal("marked heard before the model answered")
+			}
+			next := tt.then(t, pr, ds)
+			if got := marked(t, ds, id); got != (tt.markedWhen != "") {
+				t.Fatalf("marked = %v after the run, want %v", got, tt.markedWhen != "")
+			}
+			if err := next.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			if tt.again {
+				want = []string{id}
+			}
+			if got := deliverIDs(t, next); !slices.Equal(got, want) {
+				t.Fatalf("the next run's first step handed out %q, want %q", got, want)
+			}
+			if got := deliverIDs(t, next); len(got) != 0 {
+				t.Fatalf("the next run's second step handed out %q, want nothing", got)
+			}
+			if !marked(t, ds, id) {
+				t.Fatal("not marked heard after the next run's second step")
+			}
+		})
+	}
+}
+
+// A host that keeps an aborted run's conversation shows its events to the
+// model in the owner's next run: they are not handed out again, and are
+// marked heard once that run's model answered (its second step).
+func TestAbortedRunsEventsHeardInTheNextRun(t *testing.T) {
+	ds := &durableMem{Store: memstore.New()}
+	pr := newReceiverRun(t, WithStore(ds))
+	id := finishTasks(t, pr.m, "thread-1", nil)[0]
+	if got := deliverIDs(t, pr.p); !slices.Equal(got, []string{id}) {
+		t.Fatalf("handed out %q, want %q", got, id)
+	}
+	endRun(t, pr.p, RunOutcome{RunID: "run-1", Aborted: true})
+	if err := pr.p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := deliverIDs(t, pr.p); len(got) != 0 || marked(t, ds, id) {
+		t.Fatalf("next run's first step: handed out %q, marked %v; want nothing, unmarked", got, marked(t, ds, id))
+	}
+	if got := deliverIDs(t, pr.p); len(got) != 0 || !marked(t, ds, id) {
+		t.Fatalf("next run's second step: handed out %q, marked %v; want nothing, marked", got, marked(t, ds, id))
+	}
+}
+
+// Undeliver outside a run is ErrNoRun; with nothing handed out it gives
+// back nothing.
+func TestUndeliverOutsideARun(t *testing.T) {
+	pr := newReceiverRun(t)
+	if n, err := pr.p.Undeliver(); n != 0 || err != nil {
+		t.Fatalf("Undeliver with nothing handed out = %d, %v", n, err)
+	}
+	endRun(t, pr.p, RunOutcome{RunID: "run-1"})
+	if n, err := pr.p.Undeliver(); n != 0 || err != ErrNoRun {
+		t.Fatalf("Undeliver outside a run = %d, %v; want 0, ErrNoRun", n, err)
+	}
+}
+
+func deliverIDs(t *testing.T, r *Receiver) []string {
+	t.Helper()
+	evs, err := r.Deliver(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eventIDs(evs)
+}
+
+func endRun(t *testing.T, r *Receiver, out RunOutcome) {
+	t.Helper()
+	if err := r.RunEnd(t.Context(), out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reopen closes pr's Receiver and makes the owner's next one.
+func reopen(t *testing.T, pr *receiverRun) *Receiver {
+	t.Helper()
+	if err := pr.p.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := pr.m.NewReceiver("thread-1", ReceiverConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func marked(t *testing.T, ds *durableMem, id string) bool {
+	t.Helper()
+	m, err := ds.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Announced
+}
