@@ -104,7 +104,9 @@ func WithCancelOnAbandon() SpawnOption { return func(c *spawnConfig) { c.cancelO
 //
 // Exactly one of the function's outcome and the promotion is returned,
 // whatever the timing: the decision is taken once, under the Manager's
-// lock. Foreground is safe for concurrent use. Errors: Spawn's (nothing was started), ErrInvalidArgument for a
+// lock, and a function that has returned wins it (its end is then the
+// result, even while its result is still being encoded or recorded as
+// the time is up). Foreground is safe for concurrent use. Errors: Spawn's (nothing was started), ErrInvalidArgument for a
 // negative d, ctx's cause, a *TaskError for a failed fn, and an error
 // matching ErrCanceled when the task was cancelled in the foreground (by
 // Shutdown, CancelRun or a cancel of its id).
@@ -211,13 +213,15 @@ func (o Owner) joinForeground(ctx context.Context, d time.Duration, id string) (
 }
 
 // toBackground promotes the task id held in the foreground and returns its
-// record; false if it is not held any more (it has ended, or is ending:
-// its end goes back as the call's result). From then on it reports to its
-// owner like any task.
+// record; false if it is not held any more, or its function has returned
+// (it has ended, or is ending: the end wins, and goes back as the call's
+// result). From then on it reports to its owner like any task.
 func (m *Manager) toBackground(id string) (bgtype.TaskMeta, bool) {
 	m.mu.Lock()
 	t := m.nodes[id]
-	if t == nil || t.fg.Load() != fgHeld {
+	// The task's goroutine claims its end (returned) before it asks for m.mu
+	// (endForeground): one that claimed it finds the task still held.
+	if t == nil || t.fg.Load() != fgHeld || t.end.Load() == endReturned {
 		m.mu.Unlock()
 		return bgtype.TaskMeta{}, false
 	}

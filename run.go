@@ -149,12 +149,20 @@ func (m *Manager) promote(t *Task) error {
 }
 
 // returned records the end of a task whose function returned v and err.
-// Out of line: its frame, with the outcome, is made only once the function
-// has returned (docs/internals.md).
+// Its end is claimed before the result is encoded: from then on a
+// promotion of a foreground call loses to it (toBackground), and Stop does
+// not cut it. Out of line: its frame, with the outcome, is made only once
+// the function has returned (docs/internals.md).
 //
 //go:noinline
 func (m *Manager) returned(t *Task, v any, err error, stage *uint8) {
 	stackgrow.Grow() // before encoding the result: the end needs the bigger stack anyway
+	// Claimed before the result is encoded; finish claims it again, a no-op.
+	if !t.claimEnd() {
+		*stage = stageRecorded
+		m.releaseCut(t) // Stop ended it: what the function returned is discarded
+		return
+	}
 	var out outcome
 	m.settle(t, &out, v, err)
 	*stage = stageRecorded

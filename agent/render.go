@@ -74,12 +74,13 @@ func (p *Plugin) render(ev *bgtype.Event) PromptMessage {
 	}
 	// Texts are made valid UTF-8 before they are encoded (encoding/json
 	// would write an invalid byte as \ufffd, which reads back as the rune
-	// itself), so that the rendering of the event it reads back is this
-	// one, byte for byte: ParseEvent checks exactly that.
+	// itself), and the result and payload written one way (canonicalJSON),
+	// so that the rendering of the event it reads back is this one, byte
+	// for byte: ParseEvent checks exactly that.
 	shown := *ev
 	shown.TaskID, shown.Name, shown.EventType = validUTF8(ev.TaskID), validUTF8(ev.Name), validUTF8(ev.EventType)
-	shown.Result = capJSON(ev.Result, int(p.display))
-	shown.Payload = capJSON(ev.Payload, int(p.display))
+	shown.Result = canonicalJSON(capJSON(ev.Result, int(p.display)))
+	shown.Payload = canonicalJSON(capJSON(ev.Payload, int(p.display)))
 	shown.Error = capText(validUTF8(ev.Error), int(p.display))
 	shown.CancelReason = capText(validUTF8(ev.CancelReason), int(p.display))
 	if ev.Input != nil {
@@ -272,6 +273,9 @@ func (p *Plugin) ParseEvent(content string) (ev bgtype.Event, ok bool) {
 		if json.Unmarshal([]byte(body), &ev) != nil {
 			return bgtype.Event{}, false
 		}
+		// Written back one way, as render writes them: a result or a
+		// payload escaped otherwise then differs from the text.
+		ev.Result, ev.Payload = canonicalJSON(ev.Result), canonicalJSON(ev.Payload)
 		again, err := json.Marshal(&ev)
 		if err != nil || p.eventEnvelope(&ev, again) != content {
 			return bgtype.Event{}, false

@@ -177,6 +177,58 @@ func TestParseEventRefusesTamperedEnvelopes(t *testing.T) {
 	}
 }
 
+// ParseEvent takes the exact rendering only: an envelope one escape,
+// space or key order away from it is refused, in the result and payload
+// (raw JSON the task made) as in the rest of the body and the attributes.
+func TestParseEventRefusesNearMisses(t *testing.T) {
+	p := newTestPlugin(t)
+	render := func(ev bgtype.Event) string { return p.render(&ev).Content }
+	completed := render(bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1", Name: "n", Result: []byte(`{"html":"<b>&</b>","word":"café/x"}`)})
+	custom := render(bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_1", Name: "n", EventType: "step", Payload: []byte(`["<x>"]`)})
+	failed := render(bgtype.Event{Kind: bgtype.EventFailed, TaskID: "task_1", Name: "n", Error: "a<b"})
+	wantCompleted := `{"kind":"completed","task_id":"task_1","name":"n","result":{"html":"\u003cb\u003e\u0026\u003c/b\u003e","word":"café/x"}}`
+	if !strings.Contains(completed, ">"+wantCompleted+"<") || !strings.Contains(custom, `"payload":["\u003cx\u003e"]`) {
+		t.Fatalf("renderings changed: %q, %q", completed, custom)
+	}
+	for _, good := range []string{completed, custom, failed} {
+		if ev, ok := p.ParseEvent(good); !ok || ev.TaskID != "task_1" {
+			t.Fatalf("ParseEvent(%q) = %+v, %v; want its own rendering back", good, ev, ok)
+		}
+	}
+	for _, tc := range []struct{ name, text, from, to string }{
+		{"result escaped in upper case", completed, `\u003cb`, `\u003Cb`},
+		{"result's closing escape in upper case", completed, `\u003e\u0026`, `\u003E\u0026`},
+		{"result's ampersand escaped in upper case", completed, `\u0026\u003c/b`, `\u0026\u003C/b`},
+		{"payload escaped in upper case", custom, `\u003cx`, `\u003Cx`},
+		{"payload's closing escape in upper case", custom, `x\u003e`, `x\u003E`},
+		{"error escaped in upper case", failed, `\u003c`, `\u003C`},
+		{"result's rune escaped", completed, `café`, `caf\u00e9`},
+		{"result's letter escaped", completed, `"word"`, `"wor\u0064"`},
+		{"result's slash escaped", completed, `/x`, `\/x`},
+		{"result's key escaped", completed, `"html"`, `"\u0068tml"`},
+		{"payload's letter escaped", custom, `x\u003e`, `\u0078\u003e`},
+		{"result spaced after a colon", completed, `"html":`, `"html": `},
+		{"result spaced after a comma", completed, `,"word"`, `, "word"`},
+		{"result spaced inside", completed, `{"html"`, `{ "html"`},
+		{"payload spaced", custom, `["\u003cx\u003e"]`, `[ "\u003cx\u003e" ]`},
+		{"body spaced before the result", completed, `"result":{`, `"result": {`},
+		{"body padded", completed, wantCompleted, " " + wantCompleted},
+		{"attributes spaced", completed, `kind="completed" task_id`, `kind="completed"  task_id`},
+		{"tag spaced", completed, `status="completed">`, `status="completed" >`},
+		{"body keys reordered", completed, `"task_id":"task_1","name":"n"`, `"name":"n","task_id":"task_1"`},
+		{"result moved before the name", completed, `"name":"n","result":{"html":"\u003cb\u003e\u0026\u003c/b\u003e","word":"café/x"}}`, `"result":{"html":"\u003cb\u003e\u0026\u003c/b\u003e","word":"café/x"},"name":"n"}`},
+		{"attributes reordered", custom, `task_id="task_1" name="n"`, `name="n" task_id="task_1"`},
+	} {
+		text := strings.Replace(tc.text, tc.from, tc.to, 1)
+		if text == tc.text {
+			t.Fatalf("%s: %q is not in %q", tc.name, tc.from, tc.text)
+		}
+		if _, ok := p.ParseEvent(text); ok {
+			t.Errorf("%s: ParseEvent(%q) accepted it, want refused", tc.name, text)
+		}
+	}
+}
+
 // Every rendered event names the task's id, name and status.
 func TestRenderEventNamesTheTask(t *testing.T) {
 	p := newTestPlugin(t)
@@ -322,6 +374,10 @@ func FuzzRenderIsInert(f *testing.F) {
 	}
 	f.Add("\xff<", "é", "&lt;")
 	f.Add("\xff\xfe", "\xff\xfe<", "\xc3")
+	// Raw JSON escaped otherwise than encoding/json writes it.
+	f.Add("n", `"\u003Cb\u003E\u0026"`, "task_1")
+	f.Add("n", `{"k\u0065y" : ["caf\u00e9\/", 1.50, true, null]}`, "task_1")
+	f.Add("n", `"\ud83d\ude00\u2028\u00e9"`, "task_1")
 	m, err := bgtask.New()
 	if err != nil {
 		f.Fatal(err)
@@ -334,11 +390,15 @@ func FuzzRenderIsInert(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name, text, id string) {
 		js, _ := json.Marshal(text)
 		msg, _ := json.Marshal(bgtype.Message{Content: text})
-		for _, ev := range []bgtype.Event{
+		evs := []bgtype.Event{
 			{Kind: bgtype.EventFailed, TaskID: id, Name: name, Error: text},
 			{Kind: bgtype.EventCompleted, TaskID: id, Name: name, Result: js},
 			{Kind: bgtype.EventCustom, TaskID: id, Name: name, EventType: bgtype.EventTypeMessage, Payload: msg},
-		} {
+		}
+		if json.Valid([]byte(text)) { // raw JSON, as a task or a store may have written it
+			evs = append(evs, bgtype.Event{Kind: bgtype.EventCustom, TaskID: id, Name: name, EventType: "step", Payload: []byte(text)})
+		}
+		for _, ev := range evs {
 			c := p.render(&ev).Content
 			if strings.Count(c, "<") != 2 || strings.Count(c, ">") != 2 {
 				t.Fatalf("rendered %q", c)
@@ -356,6 +416,9 @@ func FuzzRenderIsInert(f *testing.F) {
 				strings.Replace(c, `status="failed"`, `status="completed"`, 1),
 				strings.Replace(c, `status="completed"`, `status="failed"`, 1),
 				strings.Replace(c, ` nonce=`, ` x="" nonce=`, 1),
+				escapeCase(c, `\u003c`, `\u003C`),
+				escapeCase(c, `\u003e`, `\u003E`),
+				strings.Replace(c, `":`, `": `, 1), // after "kind", the body's first key
 			} {
 				if _, ok := p.ParseEvent(bad); ok && bad != c {
 					t.Fatalf("ParseEvent accepted the tampered %q", bad)
@@ -363,4 +426,47 @@ func FuzzRenderIsInert(f *testing.F) {
 			}
 		}
 	})
+}
+
+// escapeCase replaces the first escape esc in the JSON text c with
+// other: an escape, not the same letters in a string that holds a
+// backslash (written \\).
+func escapeCase(c, esc, other string) string {
+	for i := 0; ; {
+		j := strings.Index(c[i:], esc)
+		if j < 0 {
+			return c
+		}
+		i += j
+		slashes := len(c[:i]) - len(strings.TrimRight(c[:i], `\`))
+		if slashes%2 == 0 {
+			return c[:i] + other + c[i+len(esc):]
+		}
+		i += len(esc)
+	}
+}
+
+// canonicalJSON writes raw JSON one way: each string as encoding/json
+// writes it, numbers and key order as they were; a value it cannot read
+// comes back unchanged, and its result is its own canonical form.
+func TestCanonicalJSON(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`"\u003C\u003E\u0026"`, `"\u003c\u003e\u0026"`},
+		{`{"k\u0065y" : ["caf\u00e9\/", 1.50, -2E3, true, false, null, {}, []]}`, `{"key":["café/",1.50,-2E3,true,false,null,{},[]]}`},
+		{`"\ud83d\ude00\u2028\t\""`, "\"\U0001F600\\u2028\\t\\\"\""},
+		{"\"\xff\"", `"` + "\uFFFD" + `"`},
+		{`{"b":1,"a":2}`, `{"b":1,"a":2}`},
+		{`[1, "<b>"]`, `[1, "<b>"]`},               // nothing to rewrite: encoding/json compacts and escapes it
+		{`"\u00"`, `"\u00"`},                       // not JSON: unchanged
+		{`"\u0041" "\u0042"`, `"\u0041" "\u0042"`}, // two values: unchanged
+		{``, ``},
+	} {
+		got := canonicalJSON(json.RawMessage(tc.in))
+		if string(got) != tc.want {
+			t.Errorf("canonicalJSON(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+		if again := canonicalJSON(got); string(again) != string(got) {
+			t.Errorf("canonicalJSON(%s) = %s, then %s", tc.in, got, again)
+		}
+	}
 }

@@ -47,6 +47,9 @@ func (o owner) waitTaskTool(cfg toolConfig) Tool {
 			wctx, cancel := context.WithTimeout(ctx, d)
 			defer cancel()
 			meta, err := o.WaitSettled(wctx, args.TaskID)
+			if _, failed := errors.AsType[*bgtask.TaskError](err); failed {
+				err = nil // a failed task's record is the answer, as a completed one's is
+			}
 			switch {
 			case err == nil:
 				o.MarkAnswered(ctx, &meta) // the result is its end: not announced again
@@ -62,8 +65,8 @@ func (o owner) waitTaskTool(cfg toolConfig) Tool {
 				if meta.Status.IsTerminal() || meta.Status == bgtype.StatusAwaitingInput { // settled just now
 					if meta.Status.IsTerminal() {
 						// Its end is committed; wait for its event, which follows at once, to take it back.
-						if ended, err := o.Wait(context.WithoutCancel(ctx), meta.ID); err == nil {
-							meta = ended
+						if ended, err := o.Wait(context.WithoutCancel(ctx), meta.ID); err == nil || ended.Status.IsTerminal() {
+							meta = ended // a failed one comes with its *TaskError
 						}
 						o.MarkAnswered(ctx, &meta)
 					}

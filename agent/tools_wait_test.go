@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -177,63 +178,106 @@ func TestWaitTaskNotLive(t *testing.T) {
 // delivered again, through a Plugin: the next BeforeInference does not
 // show it, and the record is marked announced in a durable st, so the
 // next process does not announce it either. It holds whether the task
-// ended before the call or during it.
+// ended before the call or during it, and whatever its end: a failed or
+// cancelled task's record is the tool's result, as a completed one's is,
+// not a tool error.
 func TestWaitTaskDeliversTheEndOnce(t *testing.T) {
-	for _, during := range []bool{false, true} {
-		t.Run(fmt.Sprintf("ends during the call %v", during), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				ds := &durableMem{Store: memstore.New()}
-				pr := newPluginRun(t, bgtask.WithStore(ds))
-				ctx := runCtx(t.Context(), "run-1")
-				release := make(chan struct{})
-				other, err := pr.o.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "other", nil })
-				if err != nil {
-					t.Fatal(err)
-				}
-				id, err := pr.o.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { <-release; return "done", nil }, bgtask.WithName("slow"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				waitTask(t, pr.o, other)
-				if !during {
-					close(release)
-					waitTask(t, pr.o, id)
-				}
-				got := make(chan waitResult, 1)
-				go func() {
+	for _, end := range []struct {
+		name   string
+		status bgtype.Status
+		result string // the completed task's result
+		error  string // the failed or cancelled task's error
+	}{
+		{"completed", bgtype.StatusCompleted, `"done"`, ""},
+		{"failed", bgtype.StatusFailed, "", "disk full"},
+		{"cancelled", bgtype.StatusCanceled, "", "bgtask: task cancelled"},
+	} {
+		for _, during := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s during the call %v", end.name, during), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					ds := &durableMem{Store: memstore.New()}
+					pr := newPluginRun(t, bgtask.WithStore(ds))
+					ctx := runCtx(t.Context(), "run-1")
+					release := make(chan struct{})
+					other, err := pr.o.Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "other", nil })
+					if err != nil {
+						t.Fatal(err)
+					}
+					id, err := pr.o.Spawn(ctx, func(ctx context.Context, _ *bgtask.Task) (any, error) {
+						switch end.status {
+						case bgtype.StatusFailed:
+							<-release
+							return nil, errors.New(end.error)
+						case bgtype.StatusCanceled:
+							<-ctx.Done()
+							return nil, ctx.Err()
+						}
+						<-release
+						return "done", nil
+					}, bgtask.WithName("slow"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					finish := func() {
+						if end.status == bgtype.StatusCanceled {
+							if _, err := pr.o.Cancel(t.Context(), id); err != nil {
+								t.Fatal(err)
+							}
+							return
+						}
+						close(release)
+					}
+					waitTask(t, pr.o, other)
+					if !during {
+						finish()
+						waitTask(t, pr.o, id)
+					}
+					tool := toolNamed(t, pr.o, "wait_task")
+					args := `{"task_id":"` + id + `","timeout_seconds":60}`
+					called := make(chan error, 1)
+					var res json.RawMessage
+					go func() {
+						var err error
+						res, err = tool.Call(ctx, json.RawMessage(args))
+						called <- err
+					}()
+					if during {
+						synctest.Wait() // the call waits
+						finish()
+					}
+					if err := <-called; err != nil {
+						t.Fatalf("wait_task: %v, want the task's record", err)
+					}
 					var w waitResult
-					callTool(t, ctx, toolNamed(t, pr.o, "wait_task"), `{"task_id":"`+id+`","timeout_seconds":60}`, &w)
-					got <- w
-				}()
-				if during {
-					synctest.Wait() // the call waits
-					close(release)
-				}
-				w := <-got
-				if w.TimedOut || w.Task.Status != bgtype.StatusCompleted || string(w.Task.Result) != `"done"` {
-					t.Fatalf("wait_task = %+v", w)
-				}
-				msgs, err := pr.p.BeforeInference(t.Context())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := eventIDs(msgs); len(got) != 1 || got[0] != other {
-					t.Fatalf("the next step delivered the ends of %q, want only %s (not %s again)", got, other, id)
-				}
-				if m, _ := ds.Get(t.Context(), id); !m.Announced {
-					t.Fatal("the end wait_task returned is not marked announced")
-				}
-				// The next process does not announce it again (nor the other
-				// end, heard once the run ended with the model's answer).
-				if err := pr.p.RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run-1"}); err != nil {
-					t.Fatal(err)
-				}
-				shutdownManager(t, pr.m)
-				next := newPluginRun(t, bgtask.WithStore(ds))
-				if msgs, err := next.p.Deliver(t.Context()); err != nil || len(msgs) != 0 {
-					t.Fatalf("after a restart: %v, %v; want nothing", messageKinds(msgs), err)
-				}
+					if err := json.Unmarshal(res, &w); err != nil {
+						t.Fatalf("wait_task = %s: %v", res, err)
+					}
+					if w.TimedOut || w.Message != "" || w.Task.TaskID != id || w.Task.Status != end.status ||
+						string(w.Task.Result) != end.result || w.Task.Error != end.error {
+						t.Fatalf("wait_task = %+v", w)
+					}
+					msgs, err := pr.p.BeforeInference(t.Context())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := eventIDs(msgs); len(got) != 1 || got[0] != other {
+						t.Fatalf("the next step delivered the ends of %q, want only %s (not %s again)", got, other, id)
+					}
+					if m, _ := ds.Get(t.Context(), id); !m.Announced {
+						t.Fatal("the end wait_task returned is not marked announced")
+					}
+					// The next process does not announce it again (nor the other
+					// end, heard once the run ended with the model's answer).
+					if err := pr.p.RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run-1"}); err != nil {
+						t.Fatal(err)
+					}
+					shutdownManager(t, pr.m)
+					next := newPluginRun(t, bgtask.WithStore(ds))
+					if msgs, err := next.p.Deliver(t.Context()); err != nil || len(msgs) != 0 {
+						t.Fatalf("after a restart: %v, %v; want nothing", messageKinds(msgs), err)
+					}
+				})
 			})
-		})
+		}
 	}
 }

@@ -3,6 +3,7 @@ package bganthropic_test
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/bgtask/bgtask/agent"
@@ -126,36 +127,33 @@ func TestMessagesLoop(t *testing.T) {
 	}
 }
 
-// tool_use blocks of other tools are left to the host; a closed Manager is
-// the host's error, not the model's: the block is answered that the call
+// Every tool_use of a reply is answered, in order: one of a tool the
+// Toolset does not have (a name the model made up) with is_error and the
+// tools' names, for the model to correct, so that the conversation never
+// holds a tool_use without its tool_result. A closed Manager is the
+// host's error, not the model's: the block is answered that the call
 // failed, and the error returned.
-func TestAnswerOtherToolsAndClosed(t *testing.T) {
+func TestAnswerUnknownToolAndClosed(t *testing.T) {
 	f := adaptertest.NewFixture(t)
 	ts, err := bganthropic.New(agent.Tools(f.Owner))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var msg anthropic.Message
-	reply := messageReply([]toolUse{{"toolu_1", "web_search", `{"q":"go"}`}, {"toolu_2", "get_task", `{"task_id":"task_unknown"}`}}, "")
-	if err := json.Unmarshal([]byte(reply), &msg); err != nil {
-		t.Fatal(err)
-	}
-	results, err := ts.AnswerMessage(f.CallCtx, &msg)
-	if err != nil || len(results) != 1 {
-		t.Fatalf("%d results, %v; want 1", len(results), err)
-	}
-	got := results[0].OfToolResult
-	if got.ToolUseID != "toolu_2" || got.Content[0].OfText.Text != "task not found: task_unknown" || !got.IsError.Value {
-		t.Errorf("result %s %q is_error %v", got.ToolUseID, got.Content[0].OfText.Text, got.IsError.Value)
+	msg := message(t, toolUse{"toolu_1", "web_search", `{"q":"go"}`}, toolUse{"toolu_2", "get_task", `{"task_id":"task_unknown"}`})
+	blocks, err := ts.AnswerMessage(f.CallCtx, msg)
+	ids, texts, isError := results(blocks)
+	if err != nil || !slices.Equal(ids, []string{"toolu_1", "toolu_2"}) || !slices.Equal(texts, []string{
+		`unknown tool "web_search": the tools are list_tasks, get_task, cancel_task, send_message, wait_task`,
+		"task not found: task_unknown",
+	}) || !slices.Equal(isError, []bool{true, true}) {
+		t.Fatalf("results for %q: %q, is_error %v, %v; want both answered in order, the made-up tool's with the tools' names", ids, texts, isError, err)
 	}
 
+	var results []anthropic.ContentBlockParamUnion
 	if err := f.M.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal([]byte(messageReply([]toolUse{{"toolu_9", "cancel_task", `{"target":{"relation":"self"}}`}}, "")), &msg); err != nil {
-		t.Fatal(err)
-	}
-	results, err = ts.AnswerMessage(f.CallCtx, &msg)
+	results, err = ts.AnswerMessage(f.CallCtx, message(t, toolUse{"toolu_9", "cancel_task", `{"target":{"relation":"self"}}`}))
 	if want := "bganthropic: cancel_task (tool_use toolu_9): bgtask: manager closed"; err == nil || err.Error() != want || !errors.Is(err, bgtask.ErrClosed) {
 		t.Errorf("after shutdown: %v; want %s", err, want)
 	}

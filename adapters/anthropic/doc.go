@@ -24,7 +24,9 @@
 // # Errors
 //
 // Every tool_use block gets a tool_result, so the next request never has
-// a tool_use with no result (the API refuses that). A tool's error that is
+// a tool_use with no result (the API refuses that). A tool_use of a tool
+// the Toolset does not hold (a name the model made up) is answered with
+// is_error and `unknown tool "x": the tools are …`. A tool's error that is
 // the model's own mistake (see IsModelMistake: bad arguments, an unknown
 // task id, a task name already taken, a limit reached, or an error a host
 // tool marks with ModelError) is answered with is_error set and the

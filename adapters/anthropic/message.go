@@ -10,14 +10,16 @@ import (
 	"github.com/bgtask/bgtask/internal/toolcall"
 )
 
-// AnswerMessage runs the tool_use blocks of msg that name one of the
-// Toolset's tools and returns a tool_result block for each, in msg's
-// order: append msg.ToParam() to the conversation, then these blocks in
-// the next user message, before any other block of it (AppendUserTurn
-// does this). tool_use blocks of other tools, or of a toolset, are left
-// for the host to answer (in the same user message). The calls run one
-// after the other unless WithParallel allows more; opts apply to this
-// call only, over the Toolset's.
+// AnswerMessage runs the tool_use blocks of msg and returns a tool_result
+// block for each, in msg's order: append msg.ToParam() to the
+// conversation, then these blocks in the next user message, before any
+// other block of it (AppendUserTurn does this). A tool_use of a tool the
+// Toolset does not have (a name the model made up) is answered with
+// is_error and a text that names the Toolset's tools, as a model's
+// mistake; tool_use blocks of a toolset (the host's own) are left for the
+// host to answer (in the same user message). The calls run one after the
+// other unless WithParallel allows more; opts apply to this call only,
+// over the Toolset's.
 //
 // Each call runs with ctx carrying its own bgtask.ToolCall: the run and
 // agent ids of WithRunID and WithAgentID (or of the bgtask.ToolCall on
@@ -41,9 +43,7 @@ func (s *Toolset) AnswerMessage(ctx context.Context, msg *anthropic.Message, opt
 			if block.Type != "tool_use" || block.ToolsetName != "" {
 				continue
 			}
-			if t, ok := s.lookup(block.Name); ok {
-				calls = append(calls, toolcall.Call{ID: block.ID, Tool: t, Args: block.Input})
-			}
+			calls = append(calls, s.call(block.ID, block.Name, block.Input))
 		}
 	}
 	outs, err := s.answer(ctx, calls, opts)

@@ -15,8 +15,9 @@ import (
 )
 
 // Toolset is a list of bgtask tools ready for the Anthropic SDK. Make one
-// with New; the zero Toolset has no tools and answers no call. It is safe
-// for concurrent use and may be reused for any number of requests. A panic
+// with New; the zero Toolset has no tools and answers each call as one of
+// an unknown tool. It is safe for concurrent use and may be reused for any
+// number of requests. A panic
 // in a tool's Call is not recovered: it reaches the caller of
 // AnswerMessage (from the goroutine of a parallel call, it is raised
 // again in the caller's goroutine once the step's other calls have
@@ -181,15 +182,17 @@ func (s *Toolset) MessageTools() []anthropic.ToolUnionParam {
 	return out
 }
 
-// lookup returns the tool called name, if the Toolset has it.
-func (s *Toolset) lookup(name string) (agent.Tool, bool) {
-	if s == nil {
-		return agent.Tool{}, false
+// call is the tool_use id of the tool called name with input: of the
+// Toolset's tool, or answered as one of an unknown tool.
+func (s *Toolset) call(id, name string, input json.RawMessage) toolcall.Call {
+	var tools []agent.Tool
+	if s != nil {
+		tools = s.tools
 	}
-	for _, t := range s.tools {
+	for _, t := range tools {
 		if t.Name == name {
-			return t, true
+			return toolcall.Call{ID: id, Tool: t, Args: input}
 		}
 	}
-	return agent.Tool{}, false
+	return toolcall.Unknown(id, name, input, tools)
 }

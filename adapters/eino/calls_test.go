@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/bgtask/bgtask/agent"
@@ -79,5 +80,55 @@ func TestReactAgentHostTool(t *testing.T) {
 		if want := (bgtype.Parent{RunID: "run-7", CallID: calls[i].ID, AgentID: "lead"}); err != nil || meta.Parent != want {
 			t.Errorf("task of %s: Parent %+v (%v), want %+v", calls[i].ID, meta.Parent, err, want)
 		}
+	}
+}
+
+// A ReAct agent whose ToolsNode has UnknownTools' handler answers a call
+// of a made-up tool with the tools' names, in its place among the reply's
+// calls, and the run goes on; without it, the run ends with an error.
+func TestReactAgentUnknownTool(t *testing.T) {
+	f := adaptertest.NewFixture(t)
+	calls := []schema.ToolCall{
+		toolCall("call_1", "get_tasks", `{}`),
+		toolCall("call_2", "get_task", `{"task_id":"task_unknown"}`),
+	}
+	tools, err := bgeino.Tools(agent.Tools(f.Owner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := &scriptedModel{replies: []*schema.Message{
+		schema.AssistantMessage("", calls),
+		schema.AssistantMessage("No such task.", nil),
+	}}
+	ra, err := react.NewAgent(t.Context(), &react.AgentConfig{ToolCallingModel: sm,
+		ToolsConfig: compose.ToolsNodeConfig{Tools: tools, UnknownToolsHandler: bgeino.UnknownTools(tools)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ra.Generate(t.Context(), []*schema.Message{schema.UserMessage("Get it.")})
+	if err != nil || out.Content != "No such task." {
+		t.Fatalf("Generate: %v, %v", out, err)
+	}
+	if len(sm.inputs) != 2 || len(sm.inputs[1]) != 2+len(calls) {
+		t.Fatalf("model inputs %v", sm.inputs)
+	}
+	for i, want := range []string{
+		`unknown tool "get_tasks": the tools are list_tasks, get_task, cancel_task, send_message, wait_task`,
+		"task not found: task_unknown",
+	} {
+		if got := sm.inputs[1][2+i]; got.Role != schema.Tool || got.ToolCallID != calls[i].ID || got.Content != want {
+			t.Errorf("tool message %d: %s %s %q, want %s %q", i, got.Role, got.ToolCallID, got.Content, calls[i].ID, want)
+		}
+	}
+
+	// The ToolsNode's default: the made-up name ends the run.
+	sm = &scriptedModel{replies: []*schema.Message{schema.AssistantMessage("", calls)}}
+	ra, err = react.NewAgent(t.Context(), &react.AgentConfig{ToolCallingModel: sm, ToolsConfig: compose.ToolsNodeConfig{Tools: tools}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ra.Generate(t.Context(), []*schema.Message{schema.UserMessage("Get it.")}); err == nil ||
+		!strings.Contains(err.Error(), "tool get_tasks not found") {
+		t.Fatalf("Generate without the handler: %v, want the ToolsNode's error", err)
 	}
 }

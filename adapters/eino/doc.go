@@ -13,5 +13,7 @@
 // node goes on. Any other error (the Manager was shut down, the store
 // failed, the owner id is blank, the call's ctx ended) is returned as
 // InvokableRun's error, which ends the ToolsNode and the graph's run with
-// it, as Eino does for any tool that cannot run.
+// it, as Eino does for any tool that cannot run. So does, by default, a
+// call of a tool the node does not hold (a name the model made up): give
+// the node UnknownTools' handler to answer it instead.
 package bgeino

@@ -32,7 +32,7 @@ func Example_readmeReact() {
 	tools, err := bgeino.Tools(agent.Tools(owner))
 	reactAgent, err := react.NewAgent(ctx, &react.AgentConfig{
 		ToolCallingModel: chatModel,
-		ToolsConfig:      compose.ToolsNodeConfig{Tools: tools},
+		ToolsConfig:      compose.ToolsNodeConfig{Tools: tools, UnknownToolsHandler: bgeino.UnknownTools(tools)}, // a made-up tool name is answered, not the run's end
 	})
 
 	if err != nil {

@@ -126,3 +126,22 @@ func TestOneShotAgentExecutorClosed(t *testing.T) {
 		t.Fatalf("after shutdown: %v, %v, %d model calls; want %s, no output, 1 call", out, err, len(sm.prompts), want)
 	}
 }
+
+// A made-up tool name does not end the run: the executor itself answers
+// it (an observation of its own text), and the run goes on, so this
+// adapter needs no handler of its own.
+func TestOneShotAgentExecutorUnknownTool(t *testing.T) {
+	f := adaptertest.NewFixture(t)
+	sm := &scriptedModel{replies: []string{
+		action("get_tasks", `{}`),
+		"Thought: I now know the final answer\nFinal Answer: Nothing.",
+	}}
+	out, err := chains.Call(f.CallCtx, newExecutor(f.Owner, sm), map[string]any{"input": "What runs?"})
+	if err != nil || out["output"] != "Nothing." {
+		t.Fatalf("run: %v, %v", out["output"], err)
+	}
+	steps, _ := out["intermediateSteps"].([]schema.AgentStep)
+	if len(steps) != 1 || steps[0].Action.Tool != "get_tasks" || steps[0].Observation != "get_tasks is not a valid tool, try another one" {
+		t.Fatalf("steps %+v, want the made-up call answered", steps)
+	}
+}

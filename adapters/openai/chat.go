@@ -29,13 +29,15 @@ func (s *Toolset) ChatTools() []openai.ChatCompletionToolUnionParam {
 	return out
 }
 
-// AnswerChat runs the function tool calls of msg that name one of the
-// Toolset's tools and returns a tool message for each, in msg's order:
-// append msg.ToParam() and then these to the conversation (then the
-// Plugin's messages, see ChatPrompt). Calls of other tools are left for
-// the host to answer. The calls run one after the other unless
-// WithParallel allows more; opts apply to this call only, over the
-// Toolset's.
+// AnswerChat runs the function tool calls of msg and returns a tool
+// message for each, in msg's order: append msg.ToParam() and then these
+// to the conversation (then the Plugin's messages, see ChatPrompt). A call
+// of a tool the Toolset does not have (a name the model made up) is
+// answered with an error that names the Toolset's tools, as a model's
+// mistake; calls of another type than function (custom tools the host
+// declared itself) are left for the host to answer. The calls run one
+// after the other unless WithParallel allows more; opts apply to this call
+// only, over the Toolset's.
 //
 // Each call runs with ctx carrying its own bgtask.ToolCall: the run and
 // agent ids of WithRunID and WithAgentID (or of the bgtask.ToolCall on
@@ -58,9 +60,7 @@ func (s *Toolset) AnswerChat(ctx context.Context, msg openai.ChatCompletionMessa
 		if call.Type != "function" {
 			continue
 		}
-		if t, ok := s.lookup(call.Function.Name); ok {
-			calls = append(calls, toolcall.Call{ID: call.ID, Tool: t, Args: json.RawMessage(call.Function.Arguments)})
-		}
+		calls = append(calls, s.call(call.ID, call.Function.Name, json.RawMessage(call.Function.Arguments)))
 	}
 	outs, err := s.answer(ctx, calls, opts)
 	if outs == nil {

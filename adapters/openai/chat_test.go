@@ -3,6 +3,7 @@ package bgopenai_test
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/bgtask/bgtask/agent"
@@ -130,10 +131,13 @@ func TestChatCompletionsLoop(t *testing.T) {
 	}
 }
 
-// A call of a tool the Toolset does not have is left to the host; a
-// closed Manager is the host's error, not the model's: the call is
-// answered that it failed, and the error returned.
-func TestAnswerChatOtherToolsAndClosed(t *testing.T) {
+// Every call of a reply is answered, in order: a call of a tool the
+// Toolset does not have (a name the model made up) with an error naming
+// the tools, for the model to correct, so that the conversation never
+// holds a call without an answer. A closed Manager is the host's error,
+// not the model's: the call is answered that it failed, and the error
+// returned.
+func TestAnswerChatUnknownToolAndClosed(t *testing.T) {
 	f := adaptertest.NewFixture(t)
 	ts, err := bgopenai.New(agent.Tools(f.Owner))
 	if err != nil {
@@ -148,12 +152,12 @@ func TestAnswerChatOtherToolsAndClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	answers, err := ts.AnswerChat(f.CallCtx, resp.Choices[0].Message)
-	if err != nil || len(answers) != 1 {
-		t.Fatalf("%d answers, %v; want 1", len(answers), err)
-	}
-	got := answers[0].OfTool
-	if got.ToolCallID != "call_2" || got.Content.OfString.Value != "task not found: task_unknown" {
-		t.Errorf("answer %s %q", got.ToolCallID, got.Content.OfString.Value)
+	ids, texts := chatAnswers(answers)
+	if err != nil || !slices.Equal(ids, []string{"call_1", "call_2"}) || !slices.Equal(texts, []string{
+		`unknown tool "web_search": the tools are list_tasks, get_task, cancel_task, send_message, wait_task`,
+		"task not found: task_unknown",
+	}) {
+		t.Fatalf("answers to %q: %q, %v; want both answered in order, the made-up tool's with the tools' names", ids, texts, err)
 	}
 
 	if err := f.M.Shutdown(t.Context()); err != nil {

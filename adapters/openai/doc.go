@@ -22,7 +22,9 @@
 // # Errors
 //
 // Every call of a reply gets an answer, so the next request never has a
-// tool call with no answer (the API refuses that). A tool's error that is
+// tool call with no answer (the API refuses that). A call of a tool the
+// Toolset does not hold (a name the model made up) is answered
+// `unknown tool "x": the tools are …`. A tool's error that is
 // the model's own mistake (see IsModelMistake: bad arguments, an unknown
 // task id, a task name already taken, a limit reached, or an error a host
 // tool marks with ModelError) is answered with the error's text, so the

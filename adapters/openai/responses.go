@@ -29,12 +29,13 @@ func (s *Toolset) ResponseTools() []responses.ToolUnionParam {
 	return out
 }
 
-// AnswerResponse runs the function_call items of resp's output that name
-// one of the Toolset's tools and returns a function_call_output item for
-// each, in output order: send them as the next request's input (with
-// PreviousResponseID resp.ID, or after resp's output items), followed by
-// the Plugin's messages (see ResponsePrompt). Calls of other tools, and
-// calls in a namespace, are left for the host to answer.
+// AnswerResponse runs the function_call items of resp's output and
+// returns a function_call_output item for each, in output order: send
+// them as the next request's input (with PreviousResponseID resp.ID, or
+// after resp's output items), followed by the Plugin's messages (see
+// ResponsePrompt). A call of a tool the Toolset does not have is answered
+// with an error that names the Toolset's tools, as in AnswerChat; calls in
+// a namespace (the host's own) are left for the host to answer.
 //
 // Options, lineage, ctx and errors are as for AnswerChat: every call gets
 // its output item, even when AnswerResponse returns an error.
@@ -46,9 +47,7 @@ func (s *Toolset) AnswerResponse(ctx context.Context, resp *responses.Response, 
 				continue
 			}
 			call := item.AsFunctionCall()
-			if t, ok := s.lookup(call.Name); ok {
-				calls = append(calls, toolcall.Call{ID: call.CallID, Tool: t, Args: json.RawMessage(call.Arguments)})
-			}
+			calls = append(calls, s.call(call.CallID, call.Name, json.RawMessage(call.Arguments)))
 		}
 	}
 	outs, err := s.answer(ctx, calls, opts)

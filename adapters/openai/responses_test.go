@@ -2,6 +2,7 @@ package bgopenai_test
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/bgtask/bgtask/agent"
@@ -88,5 +89,35 @@ func TestResponsesLoop(t *testing.T) {
 		if got["type"] != "function_call_output" || got["call_id"] != calls[i].id || got["output"] != want {
 			t.Errorf("answer %d: %v\nwant type function_call_output, call_id %s, output %s", i, got, calls[i].id, want)
 		}
+	}
+}
+
+// Every function_call of a response is answered, in order: one of a tool
+// the Toolset does not have (a name the model made up) with an error
+// naming the tools, so that the next request holds no call without its
+// output.
+func TestAnswerResponseUnknownTool(t *testing.T) {
+	f := adaptertest.NewFixture(t)
+	ts, err := bgopenai.New(agent.Tools(f.Owner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp responses.Response
+	if err := json.Unmarshal([]byte(responsesReply("resp_1", []scriptedCall{
+		{"call_1", "get_task", `{"task_id":"task_unknown"}`},
+		{"call_2", "get_tasks", `{}`},
+	}, "")), &resp); err != nil {
+		t.Fatal(err)
+	}
+	items, err := ts.AnswerResponse(f.CallCtx, &resp)
+	var ids, texts []string
+	for _, it := range items {
+		ids, texts = append(ids, it.OfFunctionCallOutput.CallID.Value), append(texts, it.OfFunctionCallOutput.Output.OfString.Value)
+	}
+	if err != nil || !slices.Equal(ids, []string{"call_1", "call_2"}) || !slices.Equal(texts, []string{
+		"task not found: task_unknown",
+		`unknown tool "get_tasks": the tools are list_tasks, get_task, cancel_task, send_message, wait_task`,
+	}) {
+		t.Fatalf("outputs for %q: %q, %v; want both answered in order, the made-up tool's with the tools' names", ids, texts, err)
 	}
 }

@@ -10,11 +10,12 @@ import (
 )
 
 // Toolset is a list of bgtask tools ready for the OpenAI SDK. Make one with
-// New; the zero Toolset has no tools and answers no call. It is safe for
-// concurrent use and may be reused for any number of requests. A panic in
-// a tool's Call is not recovered: it reaches the caller of the Answer
-// method (from the goroutine of a parallel call, it is raised again in the
-// caller's goroutine once the step's other calls have returned).
+// New; the zero Toolset has no tools and answers each call as one of an
+// unknown tool. It is safe for concurrent use and may be reused for any
+// number of requests. A panic in a tool's Call is not recovered: it
+// reaches the caller of the Answer method (from the goroutine of a
+// parallel call, it is raised again in the caller's goroutine once the
+// step's other calls have returned).
 type Toolset struct {
 	tools  []agent.Tool
 	params []map[string]any // each tool's Schema, decoded once
@@ -97,17 +98,19 @@ func New(tools []agent.Tool, opts ...Option) (*Toolset, error) {
 	return s, nil
 }
 
-// lookup returns the tool called name, if the Toolset has it.
-func (s *Toolset) lookup(name string) (agent.Tool, bool) {
-	if s == nil {
-		return agent.Tool{}, false
+// call is the call id of the tool called name with args: of the
+// Toolset's tool, or answered as one of an unknown tool.
+func (s *Toolset) call(id, name string, args json.RawMessage) toolcall.Call {
+	var tools []agent.Tool
+	if s != nil {
+		tools = s.tools
 	}
-	for _, t := range s.tools {
+	for _, t := range tools {
 		if t.Name == name {
-			return t, true
+			return toolcall.Call{ID: id, Tool: t, Args: args}
 		}
 	}
-	return agent.Tool{}, false
+	return toolcall.Unknown(id, name, args, tools)
 }
 
 // callConfig returns the options of one answer: the Toolset's, then opts.

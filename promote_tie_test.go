@@ -1,0 +1,156 @@
+package bgtask
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+)
+
+// slowResult is a function's result whose encoding takes d of the bubble's
+// fake time: the function has returned, its end is not recorded yet.
+type slowResult struct{ d time.Duration }
+
+func (r slowResult) MarshalJSON() ([]byte, error) {
+	<-time.After(r.d) // the bubble's fake time
+	return []byte(`"encoded"`), nil
+}
+
+// A function that returned before its time was up, whose end is still
+// being recorded when the time is up (or the caller hangs up): the end
+// wins. The call returns the function's result as a call that ended in
+// the foreground does, with no promotion notice, and the owner hears
+// nothing; a caller that hung up gets its ctx's cause, and the end reaches
+// the owner once, as an event.
+func TestForegroundEndWinsOverPromotion(t *testing.T) {
+	t.Parallel()
+	for _, hangUp := range []bool{false, true} {
+		t.Run(fmt.Sprintf("caller gone %v", hangUp), func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				const d = time.Second
+				m := newTestManager(t)
+				o := m.Owner("alice")
+				ib, err := o.Inbox()
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancelCause(t.Context())
+				defer cancel(nil)
+				hungUp := errors.New("client gone")
+				if hangUp {
+					go func() {
+						<-time.After(3 * d / 4) // the bubble's fake time: after the return, before the limit
+						cancel(hungUp)
+					}()
+				}
+				start := time.Now()
+				res, err := o.Foreground(ctx, d, func(context.Context, *Task) (any, error) {
+					<-time.After(d / 2)       // the bubble's fake time
+					return slowResult{d}, nil // encoded by 3d/2
+				})
+				took := time.Since(start)
+				if hangUp {
+					if !errors.Is(err, hungUp) || res.Promoted || res.Status != bgtype.StatusCompleted || res.Result != nil || took != 3*d/2 {
+						t.Fatalf("Foreground after %v: promoted %v, %s, %s, %v; want the caller's cause, not promoted", took, res.Promoted, res.Status, res.Result, err)
+					}
+				} else if err != nil || res.Promoted || res.Status != bgtype.StatusCompleted || string(res.Result) != `"encoded"` || took != 3*d/2 {
+					t.Fatalf("Foreground after %v: promoted %v, %s, %s, %v; want its result, not promoted", took, res.Promoted, res.Status, res.Result, err)
+				}
+				synctest.Wait()
+				evs := ib.Drain()
+				meta := getTask(t, o, res.TaskID)
+				if meta.Status != bgtype.StatusCompleted || string(meta.Result) != `"encoded"` {
+					t.Fatalf("record %s %s, want completed \"encoded\"", meta.Status, meta.Result)
+				}
+				if hangUp {
+					if len(evs) != 1 || evs[0].Kind != bgtype.EventCompleted || evs[0].TaskID != res.TaskID {
+						t.Fatalf("events %+v, want its completion once", evs)
+					}
+					return
+				}
+				if len(evs) != 0 || !meta.Announced {
+					t.Fatalf("events %+v, announced %v; want none, its end answered in the foreground", evs, meta.Announced)
+				}
+			})
+		})
+	}
+}
+
+// Many foreground calls whose functions return as their time is up, on
+// real goroutines (run it with -race): each call gets exactly one of its
+// result and the promotion, the notice's task_status is the status the
+// call reports and never a terminal one, and the owner hears of the end of
+// exactly the promoted calls, once each.
+func TestForegroundTieConcurrent(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t)
+	o := m.Owner("alice")
+	ib, err := o.Inbox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const calls = 200
+	results := make([]ForegroundResult, calls)
+	errs := make([]error, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			d := time.Duration(i%3) * 50 * time.Microsecond // either outcome is right: the mix only varies
+			results[i], errs[i] = o.Foreground(t.Context(), d, func(context.Context, *Task) (any, error) {
+				if i%2 == 0 {
+					runtime.Gosched()
+				}
+				return i, nil
+			})
+		})
+	}
+	wg.Wait()
+	promoted := map[string]bool{}
+	for i, res := range results {
+		if errs[i] != nil {
+			t.Fatalf("call %d: %v", i, errs[i])
+		}
+		if _, err := o.Wait(t.Context(), res.TaskID); err != nil {
+			t.Fatal(err)
+		}
+		if !res.Promoted {
+			if res.Status != bgtype.StatusCompleted || string(res.Result) != fmt.Sprint(i) {
+				t.Fatalf("call %d in the foreground: %s %s, want completed %d", i, res.Status, res.Result, i)
+			}
+			continue
+		}
+		promoted[res.TaskID] = true
+		var n promotionNotice
+		if err := json.Unmarshal(res.Result, &n); err != nil {
+			t.Fatal(err)
+		}
+		if res.Status.IsTerminal() || n.TaskStatus != res.Status || n.Status != "promoted" || n.TaskID != res.TaskID {
+			t.Fatalf("call %d promoted with status %s: notice %s", i, res.Status, res.Result)
+		}
+	}
+	heard := map[string]int{}
+	for _, ev := range ib.Drain() {
+		if ev.Kind.IsTerminal() {
+			heard[ev.TaskID]++
+		}
+	}
+	for id := range promoted {
+		if heard[id] != 1 {
+			t.Errorf("promoted task %s: heard %d times, want once", id, heard[id])
+		}
+	}
+	for id, n := range heard {
+		if !promoted[id] {
+			t.Errorf("task %s answered in the foreground: heard %d times, want never", id, n)
+		}
+	}
+	t.Logf("%d of %d calls promoted", len(promoted), calls)
+}
