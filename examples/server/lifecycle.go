@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 
 	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
@@ -30,12 +31,25 @@ func startRun(ctx context.Context, p *agent.Plugin, runID string) error {
 }
 
 // endRun ends the turn's run. Only the user's stop (turnCtx cancelled with
-// bgtask.ErrRunStopped) cancels the run's tasks; a turn the client walked
-// away from, or that failed, ends with its tasks running on, and what they
-// report comes to the next turn.
+// a userStop, which matches bgtask.ErrRunStopped) cancels the run's tasks,
+// with the user's reason (bgtask.StopReason when none was given), which the
+// model reads in each cancelled event; a turn the client walked away from,
+// or that failed, ends with its tasks running on, and what they report
+// comes to the next turn.
 func endRun(ctx, turnCtx context.Context, p *agent.Plugin, runID string) error {
-	return p.RunEnd(ctx, bgtask.RunOutcome{RunID: runID, Canceled: bgtask.RunStopped(turnCtx)})
+	out := bgtask.RunOutcome{RunID: runID, Canceled: bgtask.RunStopped(turnCtx)}
+	if stop, ok := errors.AsType[userStop](context.Cause(turnCtx)); ok {
+		out.Reason = stop.reason
+	}
+	return p.RunEnd(ctx, out)
 }
+
+// userStop is the cause a turn the user stopped is cancelled with: it
+// matches bgtask.ErrRunStopped and carries the user's reason ("" for none).
+type userStop struct{ reason string }
+
+func (userStop) Error() string { return bgtask.ErrRunStopped.Error() }
+func (userStop) Unwrap() error { return bgtask.ErrRunStopped }
 
 // closePlugin forgets an evicted thread's Plugin: its tasks go on, and what
 // they report goes to the thread's next Plugin, once.
