@@ -85,7 +85,7 @@ type Manager struct {
 
 	plugMu    sync.Mutex            // guards sinks, kept and keptOrder; taken before a Receiver's lateMu (ownerkeep.go)
 	sinks     map[string]ownerSink  // the one holder (a live Receiver) of each owner's events between runs; nil when none
-	kept      map[string]*eventKeep // events of owners whose holder let go, for the next one; nil when none
+	kept      map[string]*ownerKeep // events of owners whose holder let go, for the next one; nil when none
 	keptOrder keptOrder             // kept's events across owners, oldest first (Tuning.KeptEventsTotal)
 }
 

@@ -25,60 +25,69 @@ type ownerSink interface {
 }
 
 // eventKeep holds an owner's events while no run is open.
-type eventKeep struct {
-	evs []bgtype.Event
-	// seqs is the Manager's keep's only (nil in a Receiver's): the place
-	// of each event of evs in the order of every closed owner's events,
-	// increasing, for Tuning.KeptEventsTotal.
-	seqs []uint64
-}
+type eventKeep struct{ evs []bgtype.Event }
 
 // add keeps ev under limit events. Quiet progress replaces the kept event
 // of its task and type. At the limit one event goes (see ReceiverConfig.KeepLimit),
 // and add returns it.
 func (k *eventKeep) add(ev bgtype.Event, limit int) (dropped bgtype.Event, full bool) {
-	_, dropped, full = k.put(ev, limit, 0, false)
+	_, _, dropped, full = k.put(ev, limit)
 	return dropped, full
 }
 
-// put is add that, with track, keeps seq beside ev in seqs (the Manager's
-// keep). It also reports whether ev was kept as an event of its own: not
-// when it replaced kept quiet progress or was itself the one dropped.
-func (k *eventKeep) put(ev bgtype.Event, limit int, seq uint64, track bool) (added bool, dropped bgtype.Event, full bool) {
+// put is add that also reports whether ev was kept as an event of its own
+// (not when it replaced kept quiet progress or was itself the one
+// dropped), and the index of the kept event it dropped, -1 for none.
+func (k *eventKeep) put(ev bgtype.Event, limit int) (added bool, removed int, dropped bgtype.Event, full bool) {
 	if ev.Kind == bgtype.EventCustom && ev.Quiet {
 		i := slices.IndexFunc(k.evs, func(old bgtype.Event) bool {
 			return old.Kind == bgtype.EventCustom && old.Quiet && old.TaskID == ev.TaskID && old.EventType == ev.EventType
 		})
 		if i >= 0 {
 			k.evs[i].Payload = ev.Payload // keeps its place in the order
-			return false, bgtype.Event{}, false
+			return false, -1, bgtype.Event{}, false
 		}
 	}
+	removed = -1
 	if len(k.evs) >= limit {
 		i := slices.IndexFunc(k.evs, func(old bgtype.Event) bool { return !old.Kind.IsTerminal() })
 		switch {
 		case i < 0 && !ev.Kind.IsTerminal():
-			return false, ev, true // the kept ones all end a task: they matter more
+			return false, -1, ev, true // the kept ones all end a task: they matter more
 		case i < 0:
 			i = 0
 		}
-		dropped = k.evs[i]
-		k.remove(i)
-		full = true
+		dropped, removed, full = k.evs[i], i, true
+		k.evs = slices.Delete(k.evs, i, i+1)
 	}
 	k.evs = append(k.evs, ev)
-	if track {
+	return true, removed, dropped, full
+}
+
+// ownerKeep is the Manager's keep of an owner whose holder let go: its
+// events, and beside each its place in the order of every such owner's
+// events (seqs, increasing), for Tuning.KeptEventsTotal.
+type ownerKeep struct {
+	eventKeep
+	seqs []uint64
+}
+
+// put is eventKeep.put that keeps seq beside ev.
+func (k *ownerKeep) put(ev bgtype.Event, limit int, seq uint64) (added bool, dropped bgtype.Event, full bool) {
+	added, removed, dropped, full := k.eventKeep.put(ev, limit)
+	if removed >= 0 {
+		k.seqs = slices.Delete(k.seqs, removed, removed+1)
+	}
+	if added {
 		k.seqs = append(k.seqs, seq)
 	}
-	return true, dropped, full
+	return added, dropped, full
 }
 
 // remove forgets the kept event at index i.
-func (k *eventKeep) remove(i int) {
+func (k *ownerKeep) remove(i int) {
 	k.evs = slices.Delete(k.evs, i, i+1)
-	if k.seqs != nil {
-		k.seqs = slices.Delete(k.seqs, i, i+1)
-	}
+	k.seqs = slices.Delete(k.seqs, i, i+1)
 }
 
 // keptRef names one event of the Manager's keep, in the Manager-wide
@@ -88,7 +97,7 @@ func (k *eventKeep) remove(i int) {
 // away.
 type keptRef struct {
 	owner string
-	k     *eventKeep
+	k     *ownerKeep
 	seq   uint64
 }
 
@@ -184,15 +193,15 @@ func (m *Manager) orphanEvent(owner string, ev bgtype.Event, limit int) {
 	k := m.kept[owner]
 	if k == nil {
 		if m.kept == nil {
-			m.kept = make(map[string]*eventKeep)
+			m.kept = make(map[string]*ownerKeep)
 		}
-		k = &eventKeep{}
+		k = &ownerKeep{}
 		m.kept[owner] = k
 	}
 	o := &m.keptOrder
 	o.next++
 	before := len(k.evs)
-	added, dropped, full := k.put(ev, limit, o.next, true)
+	added, dropped, full := k.put(ev, limit, o.next)
 	o.total += len(k.evs) - before
 	if added {
 		ref := keptRef{owner: owner, k: k, seq: o.next}
