@@ -58,6 +58,11 @@ func (e *reasonError) Is(target error) bool { return target == ErrCanceled }
 // cancelled events, so a shutdown reads differently from a user's cancel.
 const ShutdownReason = "shutdown"
 
+// StopReason is the cancel reason of the tasks that a run stopped by the
+// user cancels (RunEnd with RunOutcome.Canceled) when the host gives no
+// RunOutcome.Reason.
+const StopReason = "stopped by the user"
+
 // reasonOf returns the reason a cancel cause carries, if any: its own, or
 // ShutdownReason for a shutdown.
 func reasonOf(cause error) string {

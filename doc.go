@@ -105,16 +105,20 @@
 // one delivers, once, what the closed one did not. A run is a value:
 // [Receiver.RunStart] refuses a second open run ([ErrRunOpen]) and
 // [Receiver.RunEnd] ends only the run its [RunOutcome] names. A request's
-// context is not the run's: the host cancels it with the cause
-// [ErrRunStopped] when the user stops the run, and passes
-// [RunStopped](ctx) as RunOutcome.Canceled, so that a client that hangs
-// up ends the run without cancelling the work it started:
+// context is not the run's: the turn runs its tools and the boundaries on
+// [context.WithoutCancel] of it (its values stay, its cancellation does
+// not, so a client that hangs up during a spawn fails no spawn), which the
+// host cancels with the cause [ErrRunStopped] when the user stops the run,
+// and passes [RunStopped] of it as RunOutcome.Canceled (and the user's
+// reason as RunOutcome.Reason): a client that hangs up ends the turn's
+// model calls and the run, without cancelling the work it started:
 //
-//	ctx, stop := context.WithCancelCause(r.Context()) // stop(bgtask.ErrRunStopped) on the user's stop
-//	defer stop(nil)
-//	if err := plugin.RunStart(ctx, bgtask.RunInfo{RunID: turnID}); err != nil { ... }
-//	... // the loop's steps
-//	err := plugin.RunEnd(ctx, bgtask.RunOutcome{RunID: turnID, Canceled: bgtask.RunStopped(ctx)})
+//	turnCtx, stop := context.WithCancelCause(context.WithoutCancel(r.Context())) // stop(bgtask.ErrRunStopped) on the user's stop
+//	modelCtx, cancelModel := context.WithCancelCause(turnCtx)
+//	defer context.AfterFunc(r.Context(), func() { cancelModel(context.Cause(r.Context())) })() // a hang-up ends model calls only
+//	if err := plugin.RunStart(turnCtx, bgtask.RunInfo{RunID: turnID}); err != nil { ... }
+//	... // the loop's steps: tools and the Plugin's phases on turnCtx, model calls on modelCtx
+//	err := plugin.RunEnd(turnCtx, bgtask.RunOutcome{RunID: turnID, Canceled: bgtask.RunStopped(turnCtx)})
 //
 // RunEnd, Close and the announcement marks of a boundary commit even when
 // the request's context has ended.

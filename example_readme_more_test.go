@@ -11,7 +11,6 @@ import (
 
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/agent"
-	"github.com/bgtask/bgtask/agentloop"
 	"github.com/bgtask/bgtask/bgtype"
 )
 
@@ -85,9 +84,10 @@ func Example_readmeForeground() {
 	}
 	defer m.Shutdown(ctx)
 	owner := m.Owner("thread-1")
-	search := agentloop.Tool{ // or your framework's tool type
-		Name:   "search",
-		Schema: json.RawMessage(`{"type":"object","additionalProperties":false,"required":["query"],"properties":{"query":{"type":"string"}}}`),
+	search := agent.Tool{ // a tool of your own, beside agent.Tools(owner): an adapter takes both
+		Name:        "search",
+		Description: "Searches the notes.",
+		Schema:      json.RawMessage(`{"type":"object","additionalProperties":false,"required":["query"],"properties":{"query":{"type":"string"}}}`),
 		Call: func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
 			var in struct{ Query string }
 			if err := json.Unmarshal(args, &in); err != nil {

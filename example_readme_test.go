@@ -21,8 +21,8 @@ func Example_readme() {
 	}
 	defer m.Shutdown(ctx) // cancels what is left and waits for every goroutine
 
-	agent := m.Owner("thread-1") // everything below is scoped to this owner
-	id, err := agent.Spawn(ctx, func(ctx context.Context, t *bgtask.Task) (any, error) {
+	owner := m.Owner("thread-1") // everything below is scoped to this owner
+	id, err := owner.Spawn(ctx, func(ctx context.Context, t *bgtask.Task) (any, error) {
 		t.Emit("progress", map[string]int{"percent": 50})
 		return map[string]any{"answer": 42}, nil // completed, with this JSON result
 	}, bgtask.WithName("research"),
@@ -31,7 +31,7 @@ func Example_readme() {
 		log.Fatal(err)
 	}
 
-	inbox, _ := agent.Inbox()
+	inbox, _ := owner.Inbox()
 	for done := false; !done; { // an agent loop does this at each step boundary
 		if err := inbox.Wait(ctx); err != nil {
 			log.Fatal(err)

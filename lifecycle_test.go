@@ -25,6 +25,7 @@ func perOwnerState(m *Manager) map[string]int {
 	m.inboxMu.RUnlock()
 	m.plugMu.Lock()
 	got["sinks"], got["kept"] = len(m.sinks), len(m.kept)
+	got["keptOrder"] = m.keptOrder.progress.Len() + m.keptOrder.ends.Len()
 	m.plugMu.Unlock()
 	m.sent.mu.Lock()
 	got["sent"] = len(m.sent.sent)

@@ -51,6 +51,7 @@ const (
 	defaultCommitBackoff    = 50 * time.Millisecond
 	defaultProgressInterval = time.Second
 	defaultCanceledRunsKept = 4096
+	defaultKeptEventsTotal  = 100_000
 )
 
 func defaultConfig() config {
@@ -162,10 +163,23 @@ type Tuning struct {
 	// are remembered, so that late spawns into them are still refused. The
 	// oldest are forgotten first. Defaults to 4096; negative means none.
 	CanceledRunsKept int
+	// KeptEventsTotal is how many events the Manager keeps in all for the
+	// owners whose Receiver was closed (a server that evicted a thread),
+	// until each owner's next Receiver takes them; each owner's own are
+	// bounded by its ReceiverConfig.KeepLimit. At the limit the oldest
+	// kept event that does not end a task goes first, across owners, with
+	// a warning in the log; when every kept event ends a task, the oldest
+	// of those goes (a new event that does not end one is then the one
+	// dropped), with an error in the log. A durable Store keeps no ends
+	// here: its records, still unannounced, are announced at the owner's
+	// next run. Defaults to 100,000 (the MemoryStore's default total of
+	// terminal records); negative makes New fail.
+	KeptEventsTotal int
 }
 
 // WithTuning sets how the Manager retries commits, throttles progress
-// writes and remembers cancelled runs. A later WithTuning replaces an
+// writes, remembers cancelled runs and bounds the events kept for closed
+// owners. A later WithTuning replaces an
 // earlier one whole; a field left 0 keeps its default.
 func WithTuning(t Tuning) Option {
 	return func(c *config) { c.tuning = t }
@@ -250,6 +264,7 @@ func (c *config) validate() error {
 		{"Caps.MaxTags", &c.caps.MaxTags, defaultMaxTags},
 		{"Caps.MaxTagBytes", &c.caps.MaxTagBytes, defaultMaxTagBytes},
 		{"Tuning.CommitAttempts", &c.tuning.CommitAttempts, defaultCommitAttempts},
+		{"Tuning.KeptEventsTotal", &c.tuning.KeptEventsTotal, defaultKeptEventsTotal},
 	} {
 		if *f.n < 0 {
 			return invalidArgument("%s is %d, must not be negative", f.name, *f.n)

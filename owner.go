@@ -43,10 +43,14 @@ func (o Owner) ID() string { return o.id }
 // Parent holds the call).
 //
 // Errors, each matched with errors.Is, leave nothing persisted and nothing
-// started: ErrClosed, ErrInvalidArgument (blank owner), ErrInvalidArgument (a nil fn, a bad
-// name or wake policy), ErrDuplicateName, ErrNotFound (parent), ErrCanceled (parent),
-// ErrCanceled (run), ErrLimit (lineage depth), ErrLimit (fan-out), ErrLimit, or the Store's
-// commit error.
+// started, so the owner never hears of the task: ErrClosed, ErrInvalidArgument (blank owner),
+// ErrInvalidArgument (a nil fn, a bad name or wake policy), ErrDuplicateName, ErrNotFound
+// (parent), ErrCanceled (parent), ErrCanceled (run), ErrLimit (lineage depth), ErrLimit
+// (fan-out), ErrLimit, the cause of ctx's end during the commit (ErrShutdown for a spawn
+// inside a task that a Shutdown cancelled), or the Store's commit error. A durable Store may
+// have committed the record although its commit returned an error: Spawn removes it before
+// it returns. Only if the Store cannot be written for that either is the record left to
+// recovery, which interrupts it, and the owner hears of it once.
 func (o Owner) Spawn(ctx context.Context, fn Func, opts ...SpawnOption) (string, error) {
 	return o.m.spawn(ctx, o.id, fn, false, opts)
 }

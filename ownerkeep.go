@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/fifo"
 )
 
 // What the Manager keeps for an owner while no run of it is open: the one
@@ -30,29 +31,85 @@ type eventKeep struct{ evs []bgtype.Event }
 // of its task and type. At the limit one event goes (see ReceiverConfig.KeepLimit),
 // and add returns it.
 func (k *eventKeep) add(ev bgtype.Event, limit int) (dropped bgtype.Event, full bool) {
+	_, _, dropped, full = k.put(ev, limit)
+	return dropped, full
+}
+
+// put is add that also reports whether ev was kept as an event of its own
+// (not when it replaced kept quiet progress or was itself the one
+// dropped), and the index of the kept event it dropped, -1 for none.
+func (k *eventKeep) put(ev bgtype.Event, limit int) (added bool, removed int, dropped bgtype.Event, full bool) {
 	if ev.Kind == bgtype.EventCustom && ev.Quiet {
 		i := slices.IndexFunc(k.evs, func(old bgtype.Event) bool {
 			return old.Kind == bgtype.EventCustom && old.Quiet && old.TaskID == ev.TaskID && old.EventType == ev.EventType
 		})
 		if i >= 0 {
-			k.evs[i].Payload = ev.Payload
-			return bgtype.Event{}, false
+			k.evs[i].Payload = ev.Payload // keeps its place in the order
+			return false, -1, bgtype.Event{}, false
 		}
 	}
+	removed = -1
 	if len(k.evs) >= limit {
 		i := slices.IndexFunc(k.evs, func(old bgtype.Event) bool { return !old.Kind.IsTerminal() })
 		switch {
 		case i < 0 && !ev.Kind.IsTerminal():
-			return ev, true // the kept ones all end a task: they matter more
+			return false, -1, ev, true // the kept ones all end a task: they matter more
 		case i < 0:
 			i = 0
 		}
-		dropped = k.evs[i]
+		dropped, removed, full = k.evs[i], i, true
 		k.evs = slices.Delete(k.evs, i, i+1)
-		full = true
 	}
 	k.evs = append(k.evs, ev)
-	return dropped, full
+	return true, removed, dropped, full
+}
+
+// ownerKeep is the Manager's keep of an owner whose holder let go: its
+// events, and beside each its place in the order of every such owner's
+// events (seqs, increasing), for Tuning.KeptEventsTotal.
+type ownerKeep struct {
+	eventKeep
+	seqs []uint64
+}
+
+// put is eventKeep.put that keeps seq beside ev.
+func (k *ownerKeep) put(ev bgtype.Event, limit int, seq uint64) (added bool, dropped bgtype.Event, full bool) {
+	added, removed, dropped, full := k.eventKeep.put(ev, limit)
+	if removed >= 0 {
+		k.seqs = slices.Delete(k.seqs, removed, removed+1)
+	}
+	if added {
+		k.seqs = append(k.seqs, seq)
+	}
+	return added, dropped, full
+}
+
+// remove forgets the kept event at index i.
+func (k *ownerKeep) remove(i int) {
+	k.evs = slices.Delete(k.evs, i, i+1)
+	k.seqs = slices.Delete(k.seqs, i, i+1)
+}
+
+// keptRef names one event of the Manager's keep, in the Manager-wide
+// order: the event k holds at seq, while k is still owner's keep. A ref
+// whose event went otherwise (the owner's next Receiver took it, or the
+// owner's own limit dropped it) is stale: it is skipped, and compacted
+// away.
+type keptRef struct {
+	owner string
+	k     *ownerKeep
+	seq   uint64
+}
+
+// keptOrder is the Manager-wide order of the events kept for owners whose
+// holder let go, so Tuning.KeptEventsTotal drops the oldest first: one
+// queue for the events that end a task and one for the others, which go
+// first. Guarded by Manager.plugMu.
+type keptOrder struct {
+	total    int // events kept across owners
+	next     uint64
+	progress fifo.Queue[keptRef]
+	ends     fifo.Queue[keptRef]
 }
 
 // dropKept reports an event of owner dropped at the keep limit. A durable
@@ -89,9 +146,12 @@ func (m *Manager) claimOwner(owner string, s ownerSink, adopt func(bgtype.Event)
 		for _, ev := range k.evs {
 			adopt(ev)
 		}
+		m.keptOrder.total -= len(k.evs)
+		k.evs, k.seqs = nil, nil // its refs are stale now: they must not hold the events
 		delete(m.kept, owner)
 		if len(m.kept) == 0 {
 			m.kept = nil // a map keeps its memory: let it go with its last owner
+			m.keptOrder.reset()
 		}
 	}
 	return true
@@ -116,7 +176,8 @@ func (m *Manager) releaseOwner(owner string, s ownerSink, done func()) {
 // has one now, keeps it for its next run. Otherwise a terminal event of a
 // durable Store is forgotten as delivered, so that the owner's next
 // RunStart announces its record, still unannounced, once; any other event
-// is kept for the owner's next Receiver, under limit events.
+// is kept for the owner's next Receiver, under limit events for the owner
+// and Tuning.KeptEventsTotal across owners (see dropOldestKept).
 func (m *Manager) orphanEvent(owner string, ev bgtype.Event, limit int) {
 	m.plugMu.Lock()
 	if s := m.sinks[owner]; s != nil {
@@ -132,16 +193,122 @@ func (m *Manager) orphanEvent(owner string, ev bgtype.Event, limit int) {
 	k := m.kept[owner]
 	if k == nil {
 		if m.kept == nil {
-			m.kept = make(map[string]*eventKeep)
+			m.kept = make(map[string]*ownerKeep)
 		}
-		k = &eventKeep{}
+		k = &ownerKeep{}
 		m.kept[owner] = k
 	}
-	dropped, full := k.add(ev, limit)
+	o := &m.keptOrder
+	o.next++
+	before := len(k.evs)
+	added, dropped, full := k.put(ev, limit, o.next)
+	o.total += len(k.evs) - before
+	if added {
+		ref := keptRef{owner: owner, k: k, seq: o.next}
+		if ev.Kind.IsTerminal() {
+			o.ends.Push(ref)
+		} else {
+			o.progress.Push(ref)
+		}
+	}
+	var over keptRef
+	var overEv bgtype.Event
+	overFull := false
+	if o.total > m.cfg.tuning.KeptEventsTotal {
+		over, overEv, overFull = m.dropOldestKept()
+	}
+	m.compactKept()
 	m.plugMu.Unlock()
 	if full {
 		m.dropKept(owner, dropped)
 	}
+	if overFull {
+		m.dropKeptTotal(over.owner, overEv)
+	}
+}
+
+// dropOldestKept makes room under Tuning.KeptEventsTotal: it forgets the
+// oldest kept event, across owners, that does not end a task, or when
+// every kept event ends one, the oldest of those. It returns the event and
+// its owner's ref, false when nothing is kept. Called with plugMu held.
+func (m *Manager) dropOldestKept() (keptRef, bgtype.Event, bool) {
+	o := &m.keptOrder
+	for _, q := range []*fifo.Queue[keptRef]{&o.progress, &o.ends} {
+		for q.Len() > 0 {
+			ref := q.Pop()
+			i, ok := m.keptIndex(ref)
+			if !ok {
+				continue // stale
+			}
+			ev := ref.k.evs[i]
+			ref.k.remove(i)
+			o.total--
+			if len(ref.k.evs) == 0 {
+				delete(m.kept, ref.owner)
+				if len(m.kept) == 0 {
+					m.kept = nil
+					o.reset()
+				}
+			}
+			return ref, ev, true
+		}
+	}
+	return keptRef{}, bgtype.Event{}, false
+}
+
+// reset empties the order once nothing is kept: its stale refs go with
+// the queues' arrays.
+func (o *keptOrder) reset() { *o = keptOrder{next: o.next} }
+
+// keptIndex returns the index of ref's event in its owner's keep, false
+// for a stale ref. Called with plugMu held.
+func (m *Manager) keptIndex(ref keptRef) (int, bool) {
+	if m.kept[ref.owner] != ref.k {
+		return 0, false
+	}
+	return slices.BinarySearch(ref.k.seqs, ref.seq)
+}
+
+// compactKept drops the stale refs of the keep's order once they
+// outnumber the live ones (and a floor), so the order stays within twice
+// what is kept: the cost is the size of the queues, paid once per as
+// many stale refs. Called with plugMu held.
+func (m *Manager) compactKept() {
+	o := &m.keptOrder
+	if o.progress.Len()+o.ends.Len() <= 2*o.total+keptCompactFloor {
+		return
+	}
+	for _, q := range []*fifo.Queue[keptRef]{&o.progress, &o.ends} {
+		var live fifo.Queue[keptRef]
+		for _, ref := range q.All() {
+			if _, ok := m.keptIndex(ref); ok {
+				live.Push(ref)
+			}
+		}
+		*q = live
+	}
+}
+
+// keptCompactFloor is how many stale refs the keep's order may hold
+// beyond its live ones before compactKept runs: a few owners coming and
+// going do not make every event pay a pass.
+const keptCompactFloor = 1024
+
+// dropKeptTotal reports an event of owner dropped at Tuning.KeptEventsTotal.
+// A durable terminal event is forgotten as delivered, so the next Restore
+// announces its record again.
+func (m *Manager) dropKeptTotal(owner string, ev bgtype.Event) {
+	limit := m.cfg.tuning.KeptEventsTotal
+	if !ev.Kind.IsTerminal() {
+		m.log.Warn("bgtask: kept events of closed owners: total limit reached: oldest event dropped", "owner", owner, "task_id", ev.TaskID, "kind", ev.Kind, "limit", limit)
+		return
+	}
+	if m.durable() {
+		m.sent.done(owner, []string{ev.TaskID})
+		m.log.Error("bgtask: kept events of closed owners: total limit reached: terminal event dropped; the next run announces it again", "owner", owner, "task_id", ev.TaskID, "limit", limit)
+		return
+	}
+	m.log.Error("bgtask: kept events of closed owners: total limit reached: terminal event dropped", "owner", owner, "task_id", ev.TaskID, "kind", ev.Kind, "limit", limit)
 }
 
 // unbindOwnerIdle drops idle, owner's holder between runs (its

@@ -478,6 +478,13 @@ type RunOutcome struct {
 	// a request context also ends when the client goes away, and that must
 	// not cancel the background work the run started.
 	Canceled bool
+	// Reason says why the run was stopped, as WithReason does for a
+	// cancel: it is the cancel reason of each task the stop cancels (on
+	// its record, TaskMeta.CancelReason, and in its cancelled event), so
+	// the model can tell a user's stop from a shutdown. Only read when
+	// Canceled; empty means StopReason. It is cut to
+	// MaxCancelReasonBytes.
+	Reason string
 	// Aborted: the run ended before the model answered its last step (the
 	// model call failed or was cancelled, the client went away). The
 	// events that step was handed are not marked heard: the host keeps
@@ -495,7 +502,8 @@ type RunOutcome struct {
 // delivered, and every later event of the owner's tasks until the next
 // RunStart, is kept for the next run and handed to OnWake. The ends its
 // last step was handed are marked heard, unless out.Aborted. A cancelled
-// run cancels its tasks (top-level runs included). RunEnd does not depend
+// run cancels its tasks (top-level runs included), with out.Reason (or
+// StopReason) as their cancel reason. RunEnd does not depend
 // on ctx's end: call it with the request's context even after the client
 // went away. Errors: ErrNoRun when no run is open, or (wrapped) when
 // out.RunID is not the open run's: then nothing changes, and the open run
@@ -523,7 +531,11 @@ func (r *Receiver) RunEnd(ctx context.Context, out RunOutcome) error {
 	r.mu.Unlock()
 	var err error
 	if out.Canceled {
-		if _, cerr := r.owner.CancelRun(runID); cerr != nil && !errors.Is(cerr, ErrClosed) {
+		reason := out.Reason
+		if reason == "" {
+			reason = StopReason
+		}
+		if _, cerr := r.owner.CancelRun(runID, WithReason(reason)); cerr != nil && !errors.Is(cerr, ErrClosed) {
 			err = cerr
 		}
 	}

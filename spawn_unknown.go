@@ -16,16 +16,22 @@ import (
 // spawn whose first commit failed.
 const settleTimeout = 5 * time.Second
 
-// settleFailedSpawn makes sure that the record of a spawn whose first
-// commit failed ends: the store may have committed it all the same (the
-// context or the connection ended after the statement was sent), and then
-// nobody would ever end it. It reads the record back and, if it is there
-// and live, writes it failed (and announced: the spawn's error already told
-// the caller); each try on a fresh context bounded by settleTimeout,
-// retried like every commit (Tuning.CommitAttempts). A record that is not there
-// did not land: nothing is written. An invalid record, or a commit called
-// with a context that had ended already, was refused before anything was
-// written; the MemoryStore applies nothing once it has failed.
+// settleFailedSpawn makes sure that a spawn whose first commit failed
+// leaves no record, as Spawn's doc says of its errors: the store may have
+// committed it all the same (the context ended, say by a Shutdown that
+// cancelled the spawning task, or the connection did, after the statement
+// was sent), and then nobody would ever end it, or its owner would hear of
+// a task whose Spawn returned an error. It reads the record back and, if
+// it is there and live, ends it failed and announced and removes it, in
+// one commit (were the remove lost, the owner still hears nothing: the
+// spawn's error already told the caller); each try on a fresh context
+// bounded by settleTimeout, retried like every commit
+// (Tuning.CommitAttempts). A record that is not there did not land:
+// nothing is written. If every try fails, the record stays live for
+// recovery, which interrupts it and tells its owner once. An invalid
+// record, or a commit called with a context that had ended already, was
+// refused before anything was written; the MemoryStore applies nothing
+// once it has failed.
 func (m *Manager) settleFailedSpawn(rec bgtype.TaskMeta, cause error, ctxDoneBefore bool) {
 	if !m.durable() || ctxDoneBefore || errors.Is(cause, store.ErrInvalidAction) || errors.Is(cause, bgtype.ErrInvalidOwner) {
 		return
@@ -50,7 +56,7 @@ func (m *Manager) settleFailedSpawn(rec bgtype.TaskMeta, cause error, ctxDoneBef
 			cancel()
 			return
 		case err == nil:
-			err = m.store.Commit(ctx, rec.Owner, store.UpsertAction(rec), store.AnnounceAction(rec.ID))
+			err = m.store.Commit(ctx, rec.Owner, store.UpsertAction(rec), store.AnnounceAction(rec.ID), store.RemoveAction(rec.ID))
 		}
 		cancel()
 		if err == nil {

@@ -22,6 +22,9 @@
 //	p, err := agent.NewPlugin(m, "thread-1", agent.WithOnWake(wakeThread))
 //	tools := agent.Tools(p.Owner(), agent.WithOnSelfCancel(stopTurn))
 //	...
+//	// The turn's context: the request's values, not its cancellation (a client
+//	// that hangs up fails no spawn); stop(bgtask.ErrRunStopped) on the user's stop.
+//	ctx, stop := context.WithCancelCause(context.WithoutCancel(r.Context()))
 //	err = p.RunStart(ctx, bgtask.RunInfo{RunID: turnID})
 //	for {
 //		msgs, err := p.BeforeInference(ctx) // events and the task view, for this inference

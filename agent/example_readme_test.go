@@ -58,9 +58,9 @@ func Example_readmeLoop() {
 	// The model's tools: list_tasks, get_task, cancel_task, send_message, wait_task.
 	tools := agent.Tools(plugin.Owner(), agent.WithOnSelfCancel(cancelThisRun))
 
-	// One agent turn per request. ctx is the request's: the host cancels it with
-	// cancel(bgtask.ErrRunStopped) when the user presses stop; a client that hangs up
-	// cancels it with another cause.
+	// One agent turn per request. ctx is the turn's, context.WithoutCancel(r.Context()) (a client
+	// that hangs up fails no spawn of the turn's tools), which the host cancels with
+	// cancel(bgtask.ErrRunStopped) when the user presses stop.
 	plugin.RunStart(ctx, bgtask.RunInfo{RunID: "run-1"}) // fresh inbox; tasks a dead process left running become interrupted
 	for ctx.Err() == nil {
 		msgs, _ := plugin.BeforeInference(ctx) // events in nonce-tagged envelopes, plus the task view

@@ -299,7 +299,9 @@ func (p *Plugin) WaitEvent(ctx context.Context) error { return p.r.WaitEvent(ctx
 // RunEnd closes the run out.RunID. Its inbox is closed: what was not
 // delivered, and every later event of the owner's tasks until the next
 // RunStart, is kept for the next run and handed to WithOnWake. A cancelled
-// run cancels its tasks (top-level runs included). RunEnd does not depend
+// run cancels its tasks (top-level runs included), with out.Reason (or
+// bgtask.StopReason) as their cancel reason, which the model reads in each
+// cancelled event. RunEnd does not depend
 // on ctx's end: call it with the request's context even after the client
 // went away. Errors: bgtask.ErrNoRun when no run is open, or (wrapped) when
 // out.RunID is not the open run's: then nothing changes, and the open run

@@ -27,14 +27,14 @@ func Example() {
 	defer m.Shutdown(context.Background())
 	// The caller of each HTTP request, as the host's authentication put it
 	// on the request's context: every request of a session must be its owner's.
-	owner := func(ctx context.Context, _ *mcp.ServerSession) (string, error) {
+	ownerOf := func(ctx context.Context, _ *mcp.ServerSession) (string, error) {
 		if info := auth.TokenInfoFromContext(ctx); info != nil {
 			return info.UserID, nil
 		}
 		return "", errors.New("not signed in")
 	}
 	s, err := bgmcp.NewServer(m,
-		bgmcp.WithOwnerFunc(owner),
+		bgmcp.WithOwnerFunc(ownerOf),
 		bgmcp.WithSessionTimeout(10*time.Minute), // idle sessions end (default 30 min)
 		bgmcp.WithMaxSessions(1000),              // then 503 (default 10,000)
 	)

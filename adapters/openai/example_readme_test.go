@@ -82,9 +82,9 @@ func Example_readmeChat() {
 	// 5 messages
 }
 
-// params builds a request of the conversation, this step's prompt and the
+// chatParams builds a request of the conversation, this step's prompt and the
 // tools.
-func params(conv, prompt []openai.ChatCompletionMessageParamUnion, tools []openai.ChatCompletionToolUnionParam) openai.ChatCompletionNewParams {
+func chatParams(conv, prompt []openai.ChatCompletionMessageParamUnion, tools []openai.ChatCompletionToolUnionParam) openai.ChatCompletionNewParams {
 	return openai.ChatCompletionNewParams{Model: openai.ChatModelGPT5, Messages: append(conv[:len(conv):len(conv)], prompt...), Tools: tools}
 }
 
@@ -102,7 +102,7 @@ func Example_readmeServer() {
 		log.Fatal(err)
 	}
 	defer plugin.Close(context.Background())
-	tools, err := bgopenai.New(agent.Tools(plugin.Owner()))
+	ts, err := bgopenai.New(agent.Tools(plugin.Owner()))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func Example_readmeServer() {
 	defer func() { plugin.RunEnd(turnCtx, bgtask.RunOutcome{RunID: runID, Canceled: bgtask.RunStopped(turnCtx)}) }()
 	for step := 0; step < maxSteps; step++ {
 		msgs, _ := plugin.BeforeInference(turnCtx) // the events, once each: into the response and the conversation
-		resp, err := client.Chat.Completions.New(modelCtx, params(conv, bgopenai.ChatPrompt(msgs), tools.ChatTools()))
+		resp, err := client.Chat.Completions.New(modelCtx, chatParams(conv, bgopenai.ChatPrompt(msgs), ts.ChatTools()))
 		if err != nil {
 			break // stopped, client gone, or the model failed: the turn's end says which
 		}
@@ -129,7 +129,7 @@ func Example_readmeServer() {
 			reply = resp.Choices[0].Message.Content // the answer
 			break
 		}
-		answers, _ := tools.AnswerChat(turnCtx, resp.Choices[0].Message, bgopenai.WithRunID(runID)) // every call answered, even with an error
+		answers, _ := ts.AnswerChat(turnCtx, resp.Choices[0].Message, bgopenai.WithRunID(runID)) // every call answered, even with an error
 		conv = append(append(conv, resp.Choices[0].Message.ToParam()), answers...)
 		plugin.AfterToolCall(turnCtx, bgtask.ToolCall{RunID: runID})
 		plugin.StepEnd(turnCtx)

@@ -385,6 +385,16 @@ type event struct {
 func ends(t *testing.T, res turnResult) []string {
 	t.Helper()
 	var out []string
+	for _, ev := range endEvents(t, res) {
+		out = append(out, ev.Kind+" "+ev.TaskID)
+	}
+	return out
+}
+
+// endEvents returns the terminal events of a turn, in order.
+func endEvents(t *testing.T, res turnResult) []event {
+	t.Helper()
+	var out []event
 	for _, raw := range res.Events {
 		var ev event
 		if err := json.Unmarshal(raw, &ev); err != nil {
@@ -392,7 +402,7 @@ func ends(t *testing.T, res turnResult) []string {
 		}
 		switch ev.Kind {
 		case "completed", "failed", "cancelled", "interrupted":
-			out = append(out, ev.Kind+" "+ev.TaskID)
+			out = append(out, ev)
 		}
 	}
 	return out

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 
 	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
@@ -30,15 +31,28 @@ func startRun(ctx context.Context, p *agent.Plugin, runID string) error {
 }
 
 // endRun ends the turn's run. Only the user's stop (turnCtx cancelled with
-// bgtask.ErrRunStopped) cancels the run's tasks; a turn the client walked
-// away from, or that failed, ends with its tasks running on, and what they
-// report comes to the next turn. A turn that ended before the model's
-// answer (answered false) is aborted: the events it was handed are kept in
-// the thread's history, and marked heard only once a later turn's model
+// a userStop, which matches bgtask.ErrRunStopped) cancels the run's tasks,
+// with the user's reason (bgtask.StopReason when none was given), which the
+// model reads in each cancelled event; a turn the client walked away from,
+// or that failed, ends with its tasks running on, and what they report
+// comes to the next turn. A turn that ended before the model's answer
+// (answered false) is aborted: the events it was handed are kept in the
+// thread's history, and marked heard only once a later turn's model
 // answered them (or handed out again if the thread is evicted first).
 func endRun(ctx, turnCtx context.Context, p *agent.Plugin, runID string, answered bool) error {
-	return p.RunEnd(ctx, bgtask.RunOutcome{RunID: runID, Canceled: bgtask.RunStopped(turnCtx), Aborted: !answered})
+	out := bgtask.RunOutcome{RunID: runID, Canceled: bgtask.RunStopped(turnCtx), Aborted: !answered}
+	if stop, ok := errors.AsType[userStop](context.Cause(turnCtx)); ok {
+		out.Reason = stop.reason
+	}
+	return p.RunEnd(ctx, out)
 }
+
+// userStop is the cause a turn the user stopped is cancelled with: it
+// matches bgtask.ErrRunStopped and carries the user's reason ("" for none).
+type userStop struct{ reason string }
+
+func (userStop) Error() string { return bgtask.ErrRunStopped.Error() }
+func (userStop) Unwrap() error { return bgtask.ErrRunStopped }
 
 // closePlugin forgets an evicted thread's Plugin: its tasks go on, and what
 // they report goes to the thread's next Plugin, once.

@@ -11,7 +11,7 @@
 //
 //	POST /threads/{id}/messages  {"text": "..."}  one turn: the reply, the tool calls and the events the model was handed
 //	GET  /threads/{id}/tasks                      the thread's tasks, and whether something arrived since its last turn
-//	POST /threads/{id}/stop                       stop the thread's running turn and cancel the tasks it started
+//	POST /threads/{id}/stop[?reason=...]          stop the thread's running turn and cancel the tasks it started, with the reason the model reads
 //
 // Without an API key the model is a scripted one served on a loopback
 // port: "research TOPIC [in N steps]" starts a background research task

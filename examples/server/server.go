@@ -353,8 +353,10 @@ func (s *server) getTasks(w http.ResponseWriter, r *http.Request) {
 }
 
 // postStop stops the thread's running turn: its model call ends and its
-// run ends cancelled, with the tasks it started. With no turn running it
-// does nothing and says so.
+// run ends cancelled, with the tasks it started. The optional query
+// parameter reason says why: the model reads it in each cancelled event
+// (bgtask.StopReason without it). With no turn running it does nothing and
+// says so.
 func (s *server) postStop(w http.ResponseWriter, r *http.Request) {
 	id := pathThread(w, r)
 	if id == "" {
@@ -364,7 +366,7 @@ func (s *server) postStop(w http.ResponseWriter, r *http.Request) {
 	if th := s.live(id); th != nil {
 		th.mu.Lock()
 		if th.stop != nil {
-			th.stop(bgtask.ErrRunStopped)
+			th.stop(userStop{reason: r.URL.Query().Get("reason")})
 			stopped = true
 		}
 		th.mu.Unlock()

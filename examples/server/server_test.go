@@ -203,7 +203,7 @@ func TestUserStop(t *testing.T) {
 	}()
 	<-held.reached
 	<-research.reached
-	code, body, err := srv.do(t.Context(), http.MethodPost, "/threads/s/stop", "")
+	code, body, err := srv.do(t.Context(), http.MethodPost, "/threads/s/stop?reason=wrong+topic", "")
 	if err != nil || code != http.StatusOK || !strings.Contains(string(body), `"stopped":true`) {
 		t.Fatalf("stop: %d %s %v", code, body, err)
 	}
@@ -217,8 +217,11 @@ func TestUserStop(t *testing.T) {
 	if len(tt.Tasks) != 1 || tt.Tasks[0].Status != "cancelled" {
 		t.Errorf("after the stop: %+v; want the research cancelled", tt)
 	}
-	if got, want := ends(t, srv.mustPost(t, "s", "hello")), []string{"cancelled " + id}; !slices.Equal(got, want) {
+	next := srv.mustPost(t, "s", "hello")
+	if got, want := ends(t, next), []string{"cancelled " + id}; !slices.Equal(got, want) {
 		t.Errorf("the turn after the stop: ends %q, want %q", got, want)
+	} else if ev := endEvents(t, next)[0]; ev.Reason != "wrong topic" {
+		t.Errorf("the model reads the cancel's reason %q, want the user's %q", ev.Reason, "wrong topic")
 	}
 	code, body, _ = srv.do(t.Context(), http.MethodPost, "/threads/s/stop", "")
 	if code != http.StatusOK || !strings.Contains(string(body), `"stopped":false`) {
