@@ -324,7 +324,7 @@ func TestCancelRunCancelsDescendants(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if meta.Status != bgtype.StatusCanceled || meta.Error != "bgtask: run cancelled" {
+			if meta.Status != bgtype.StatusCanceled || meta.Error != "bgtask: run cancelled: stopped by the user" {
 				t.Fatalf("task %s is %s (%q), want cancelled by the run", id, meta.Status, meta.Error)
 			}
 		}

@@ -118,7 +118,9 @@ func Example_readmeServer() {
 	defer context.AfterFunc(r.Context(), func() { cancelModel(context.Cause(r.Context())) })() // a hang-up ends model calls only
 
 	plugin.RunStart(turnCtx, bgtask.RunInfo{RunID: runID})
-	defer func() { plugin.RunEnd(turnCtx, bgtask.RunOutcome{RunID: runID, Canceled: bgtask.RunStopped(turnCtx)}) }()
+	defer func() { // Aborted: no answer, so the model has not heard the last step's events yet
+		plugin.RunEnd(turnCtx, bgtask.RunOutcome{RunID: runID, Canceled: bgtask.RunStopped(turnCtx), Aborted: reply == ""})
+	}()
 	for step := 0; step < maxSteps; step++ {
 		msgs, _ := plugin.BeforeInference(turnCtx) // the events, once each: into the response and the conversation
 		resp, err := client.Chat.Completions.New(modelCtx, chatParams(conv, bgopenai.ChatPrompt(msgs), ts.ChatTools()))
