@@ -47,6 +47,7 @@ func (t Task) String() string {
 type Verdict struct {
 	Kinds     map[string]int // records by kind
 	Took      int            // terminal events handed out, in all (heard or not)
+	Left      int            // sub-agents that ended with children running ("left" lines)
 	Premarked int            // marks committed outside a step ("mark" lines)
 	MarkFails int            // step mark commits that failed ("markfail" lines)
 	InFlight  []Task         // handed out, its proving mark cut by a kill mid-commit, marked: allowed
@@ -87,8 +88,8 @@ func (v Verdict) Err() error {
 
 // Summary is one line of counts.
 func (v Verdict) Summary() string {
-	return fmt.Sprintf("%d plain, %d sub-agents, %d children; %d handed out, %d in flight at a kill, %d marked outside a hand-out, %d marks failed; lost %d, doubled %d, unmarked %d, live %d, overwritten %d",
-		v.Kinds[KindPlain], v.Kinds[KindSubAgent], v.Kinds[KindChild], v.Took, len(v.InFlight), v.Premarked, v.MarkFails,
+	return fmt.Sprintf("%d plain, %d sub-agents (%d left children running), %d children; %d handed out, %d in flight at a kill, %d marked outside a step, %d marks failed; lost %d, doubled %d, unmarked %d, live %d, overwritten %d",
+		v.Kinds[KindPlain], v.Kinds[KindSubAgent], v.Left, v.Kinds[KindChild], v.Took, len(v.InFlight), v.Premarked, v.MarkFails,
 		len(v.Lost), len(v.Doubled), len(v.Unmarked), len(v.Live), len(v.Overwritten))
 }
 
@@ -180,6 +181,10 @@ func heardIn(pl ProcLog, v *Verdict) (heard map[string]int, cut map[string]bool)
 	taking := map[stepID][]string{} // ids of a step's mark commit, until its outcome
 	for _, line := range pl.Lines {
 		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == "left" {
+			v.Left++
+			continue
+		}
 		if len(f) < 3 {
 			continue
 		}

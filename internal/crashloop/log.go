@@ -23,6 +23,7 @@
 //	took <loop> <step> <id> <event> the step handed the terminal event of id to the model
 //	stepend <loop> <step>           the step returned
 //	ended <id> <status>             this process committed the end of its task id (WithObserver)
+//	left <id>                       the sub-agent id returns with children running
 //
 // The owner's loop is named "owner"; a sub-agent's loop is named by its
 // task id. The model hears an end it was handed ("took") once the loop

@@ -287,9 +287,12 @@ func plainTask(rng *rand.Rand) bgtask.Func {
 // subAgent is a sub-agent: its own loop on its own inbox (a Plugin with
 // WithInbox), whose "model" spawns its children in its first two steps,
 // then hands out their ends, waiting for them (WaitEvent) until none is
-// pending, and returns.
+// pending, and returns. One sub-agent in three returns at its first
+// natural end instead, leaving its children running: their ends reach its
+// closed inbox and go up to the owner's loop (a kill may land between).
 func subAgent(ctx context.Context, cfg Config, t *bgtask.Task, seed uint64) (any, error) {
 	rng := rand.New(rand.NewPCG(seed, 2))
+	leaves := rng.IntN(3) == 0
 	loop := t.ID()
 	p, err := agent.NewPlugin(cfg.Manager, t.ID(), agent.WithInbox(t.Inbox()))
 	if err != nil {
@@ -336,6 +339,9 @@ func subAgent(ctx context.Context, cfg Config, t *bgtask.Task, seed uint64) (any
 			continue
 		case !pending:
 			return "answered", nil
+		case leaves:
+			cfg.Log.write(loop, "left "+loop)
+			return "left its children running", nil
 		}
 		if err := p.WaitEvent(ctx); err != nil {
 			return nil, err
