@@ -185,10 +185,12 @@ func (r *Receiver) Running() bool { return r.running.Load() }
 // RunStart opens a run: it binds a fresh inbox (unless the Receiver reads
 // a sub-agent's own), then restores the owner's records, so the events of
 // tasks that a gone runtime left running reach this run. Errors: ErrNoRun
-// for an empty RunID, ErrRunOpen while a run is open (nothing changes: the
-// open run goes on), ErrClosed (the Manager's, or this Receiver's after
-// Close), or the Store's; after another error no run is open (the other
-// boundaries return ErrNoRun), and events are kept for the next RunStart.
+// for an empty RunID, ErrRunOpen while a run of the owner is open
+// (nothing changes: the open run goes on), here or, with a store that
+// keeps runs across instances (store.RunLeaser), on another live
+// instance; ErrClosed (the Manager's, or this Receiver's after Close), or
+// the Store's; after another error no run is open (the other boundaries
+// return ErrNoRun), and events are kept for the next RunStart.
 func (r *Receiver) RunStart(ctx context.Context, run RunInfo) error {
 	if run.RunID == "" {
 		return fmt.Errorf("%w: empty run id", ErrNoRun)
@@ -202,12 +204,17 @@ func (r *Receiver) RunStart(ctx context.Context, run RunInfo) error {
 		r.mu.Unlock()
 		return ErrRunOpen
 	}
+	if err := r.openLease(ctx, run.RunID); err != nil {
+		r.mu.Unlock()
+		return err
+	}
 	inbox := r.fixed
 	if inbox == nil {
 		ib := r.owner.m.newInbox(WithOnClosed(r.keepLate))
 		prev, err := r.owner.m.BindInbox(r.owner.id, ib)
 		if err != nil {
 			r.mu.Unlock()
+			r.closeLease(ctx, run.RunID)
 			return err
 		}
 		inbox = ib
@@ -529,6 +536,7 @@ func (r *Receiver) RunEnd(ctx context.Context, out RunOutcome) error {
 	runID, inbox, older := r.runID, r.inbox, r.older
 	r.runID, r.inbox, r.older = "", nil, nil // an idle owner keeps no closed inbox
 	r.mu.Unlock()
+	r.closeLease(ctx, runID)
 	var err error
 	if out.Canceled {
 		reason := out.Reason

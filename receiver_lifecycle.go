@@ -70,7 +70,7 @@ func (r *Receiver) Close(ctx context.Context) error {
 		return nil
 	}
 	r.closed = true
-	running := r.running.Load()
+	running, runID := r.running.Load(), r.runID
 	r.running.Store(false)
 	r.giveBack() // handed out, never proven heard: the owner's next Receiver gets them
 	var unmarked []string
@@ -81,6 +81,9 @@ func (r *Receiver) Close(ctx context.Context) error {
 	r.inbox, r.older, r.heard = nil, nil, nil
 	clear(r.drained)
 	r.mu.Unlock()
+	if running {
+		r.closeLease(ctx, runID)
+	}
 	var err error
 	if len(unmarked) > 0 {
 		if merr := r.owner.MarkAnnounced(ctx, unmarked...); merr != nil {

@@ -87,3 +87,20 @@ type TagLister interface {
 	// tag; an empty tag restricts nothing.
 	ListTagged(ctx context.Context, owner, tag string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error]
 }
+
+// RunLeaser is a SharedStore that keeps, for each owner, the one run open
+// across the runtime instances that share it: a thread's turns may land
+// on any instance, and two runs of one thread at once would hand its
+// events out twice. A Receiver opens its run here at RunStart and closes
+// it at RunEnd; a run held by an instance that is gone (stopped, or
+// declared dead by the reaper) is free.
+type RunLeaser interface {
+	// OpenRun records run as owner's open run, held by instance. It
+	// fails with ErrRunHeld while another live instance holds a run of
+	// owner; a run instance itself holds (one its Receiver left open: a
+	// failed CloseRun) is replaced.
+	OpenRun(ctx context.Context, owner, run, instance string) error
+	// CloseRun releases owner's run if instance holds it as run; otherwise
+	// it changes nothing and returns nil.
+	CloseRun(ctx context.Context, owner, run, instance string) error
+}

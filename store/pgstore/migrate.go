@@ -174,6 +174,16 @@ var migrations = []string{
 		to_task = EXISTS (SELECT 1 FROM bgtask_tasks t WHERE t.id = n.owner)
 		WHERE n.delivered_at IS NULL;
 	CREATE INDEX bgtask_notices_to_task ON bgtask_notices (id) WHERE delivered_at IS NULL AND to_task;`,
+	// 9 (a fleet): each owner's one open run across the instances
+	// (store.RunLeaser), held by the instance that opened it; a run of an
+	// instance that is not alive is free, and the reaper deletes it.
+	`CREATE TABLE bgtask_runs (
+		owner     text PRIMARY KEY,
+		run_id    text NOT NULL,
+		instance  text NOT NULL,
+		opened_at timestamptz NOT NULL DEFAULT now()
+	);
+	CREATE INDEX bgtask_runs_instance ON bgtask_runs (instance);`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.

@@ -1,0 +1,57 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bgtask/bgtask/store"
+)
+
+// openRunSQL takes owner's run for instance: a new row, or the row of a
+// run the same instance left, or of an instance that is not alive. It
+// returns no row while another live instance holds the owner's run.
+const openRunSQL = `INSERT INTO bgtask_runs AS r (owner, run_id, instance) VALUES ($1, $2, $3)
+	ON CONFLICT (owner) DO UPDATE SET run_id = excluded.run_id, instance = excluded.instance, opened_at = now()
+	WHERE r.instance = excluded.instance OR NOT EXISTS (
+		SELECT 1 FROM bgtask_instances i WHERE i.id = r.instance AND i.state = 'alive')
+	RETURNING run_id`
+
+// OpenRun implements store.RunLeaser: it records run as owner's one open
+// run, held by instance, in one statement. While another live instance
+// holds a run of owner it returns an error matching store.ErrRunHeld and
+// changes nothing. A run of an instance that stopped or was declared dead
+// is taken over. A started Store whose instance is lost returns
+// ErrInstanceLost.
+func (s *Store) OpenRun(ctx context.Context, owner, run, instance string) error {
+	if s.isClosed() {
+		return ErrClosed
+	}
+	if err := s.checkFence(); err != nil {
+		return err
+	}
+	var got string
+	switch err := s.pool.QueryRow(ctx, openRunSQL, owner, run, instance).Scan(&got); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("pgstore: open run %s: %w", run, store.ErrRunHeld)
+	case err != nil:
+		return fmt.Errorf("pgstore: open run %s: %w", run, err)
+	}
+	return nil
+}
+
+// CloseRun implements store.RunLeaser: it deletes owner's run if instance
+// holds it as run, and does nothing otherwise.
+func (s *Store) CloseRun(ctx context.Context, owner, run, instance string) error {
+	if s.isClosed() {
+		return ErrClosed
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM bgtask_runs WHERE owner = $1 AND run_id = $2 AND instance = $3`, owner, run, instance); err != nil {
+		return fmt.Errorf("pgstore: close run %s: %w", run, err)
+	}
+	return nil
+}
+
+var _ store.RunLeaser = (*Store)(nil)
