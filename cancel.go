@@ -14,7 +14,8 @@ import (
 // It is an administrator's call: code acting for one owner uses
 // Owner.Cancel, which never reaches another owner's task.
 // With a SharedStore, a task that another instance runs is reached through
-// SharedStore.RequestCancel, and counts 1 once the request is recorded.
+// SharedStore.RequestCancel, with the reason, and counts 1 once the
+// request is recorded.
 // The task's context is cancelled with cause ErrCanceled; its descendants
 // are not (see CancelTree). ErrNotFound for an unknown id. WithReason says
 // why.
@@ -72,7 +73,7 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 	}
 	if shared, ok := m.store.(store.SharedStore); ok && !meta.Status.IsTerminal() && meta.Instance != m.cfg.instance {
 		// Another instance runs it: the store carries the request there.
-		if err := shared.RequestCancel(ctx, id, tree); err != nil {
+		if err := shared.RequestCancel(ctx, id, tree, reason); err != nil {
 			return 0, fmt.Errorf("bgtask: cancel %s on instance %q: %w", id, meta.Instance, err)
 		}
 		return 1, nil

@@ -34,10 +34,10 @@ func TestSharedStoreCancelReachesTheOtherInstance(t *testing.T) {
 	if n, err := o.Cancel(t.Context(), remote.ID); err != nil || n != 1 {
 		t.Fatalf("Cancel of a remote task: %d, %v; want 1, nil", n, err)
 	}
-	if n, err := m.CancelTree(t.Context(), remote.ID); err != nil || n != 1 {
+	if n, err := m.CancelTree(t.Context(), remote.ID, WithReason("stop")); err != nil || n != 1 {
 		t.Fatalf("CancelTree of a remote task: %d, %v; want 1, nil", n, err)
 	}
-	if want := []string{remote.ID, remote.ID + "+tree"}; !slices.Equal(f.Requests, want) {
+	if want := []string{remote.ID, remote.ID + "+tree:stop"}; !slices.Equal(f.Requests, want) {
 		t.Fatalf("Requests %v, want %v", f.Requests, want)
 	}
 	// Another owner's view never reaches it; a terminal record needs no request.

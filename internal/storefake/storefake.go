@@ -80,8 +80,9 @@ type Shared struct {
 	NoticeErr error
 }
 
-// RequestCancel records id ("+tree" appended for a tree), or fails with Fail.
-func (f *Shared) RequestCancel(ctx context.Context, id string, tree bool) error {
+// RequestCancel records id ("+tree" appended for a tree, then ":" and the
+// reason when there is one), or fails with Fail.
+func (f *Shared) RequestCancel(ctx context.Context, id string, tree bool, reason string) error {
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
 	if f.Fail != nil {
@@ -90,6 +91,9 @@ func (f *Shared) RequestCancel(ctx context.Context, id string, tree bool) error 
 	suffix := ""
 	if tree {
 		suffix = "+tree"
+	}
+	if reason != "" {
+		suffix += ":" + reason
 	}
 	f.Requests = append(f.Requests, id+suffix)
 	return nil

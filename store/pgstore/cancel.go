@@ -25,16 +25,13 @@ const ListenerAppName = "bgtask-listener "
 // addressed to the instance recorded as running task id, and notifies that
 // instance (NOTIFY, delivered when the request is committed). A task that
 // has already ended needs nothing: RequestCancel returns nil. An unknown id
-// is an error matching bgtask.ErrNotFound.
-func (s *Store) RequestCancel(ctx context.Context, id string, tree bool) error {
+// is an error matching bgtask.ErrNotFound. The request carries reason: the
+// instance that runs the task records it as the cancel reason.
+func (s *Store) RequestCancel(ctx context.Context, id string, tree bool, reason string) error {
 	if s.isClosed() {
 		return ErrClosed
 	}
-	rs, err := s.pool.Query(ctx, `WITH r AS (
-			INSERT INTO bgtask_cancel_requests (task_id, instance, tree)
-			SELECT id, instance, $2 FROM bgtask_tasks WHERE id = $1 AND status = ANY($3)
-			RETURNING instance)
-		SELECT pg_notify($4, instance) FROM r`, id, tree, liveStatuses, cancelChannel)
+	rs, err := s.pool.Query(ctx, requestCancelSQL, id, tree, liveStatuses, cancelChannel, reason)
 	if err != nil {
 		return fmt.Errorf("pgstore: request cancel of %s: %w", id, err)
 	}
@@ -53,6 +50,15 @@ func (s *Store) RequestCancel(ctx context.Context, id string, tree bool) error {
 	}
 	return nil
 }
+
+// requestCancelSQL records a cancel request ($1 the task, $2 tree, $5 the
+// reason) addressed to the instance that runs the task, if it is live ($3),
+// and notifies that instance ($4) when the transaction commits.
+const requestCancelSQL = `WITH r AS (
+		INSERT INTO bgtask_cancel_requests (task_id, instance, tree, reason)
+		SELECT id, instance, $2, $5 FROM bgtask_tasks WHERE id = $1 AND status = ANY($3)
+		RETURNING instance)
+	SELECT pg_notify($4, instance) FROM r`
 
 // listenLoop keeps a dedicated connection LISTENing for cancel requests
 // addressed to instance id and wakes the poller for each. When the
@@ -135,19 +141,20 @@ func (s *Store) handleCancels(ctx context.Context, rt store.Runtime, id string) 
 	rs, err := s.bg.Query(ctx, `UPDATE bgtask_cancel_requests SET handled_at = now() WHERE id IN (
 			SELECT id FROM bgtask_cancel_requests WHERE instance = $1 AND handled_at IS NULL
 			ORDER BY id FOR UPDATE SKIP LOCKED)
-		RETURNING id, task_id, tree`, id)
+		RETURNING id, task_id, tree, reason`, id)
 	if err != nil {
 		return err
 	}
 	type req struct {
-		seq  int64
-		task string
-		tree bool
+		seq    int64
+		task   string
+		tree   bool
+		reason string
 	}
 	var reqs []req
 	for rs.Next() {
 		var r req
-		if err := rs.Scan(&r.seq, &r.task, &r.tree); err != nil {
+		if err := rs.Scan(&r.seq, &r.task, &r.tree, &r.reason); err != nil {
 			rs.Close()
 			return err
 		}
@@ -159,12 +166,7 @@ func (s *Store) handleCancels(ctx context.Context, rt store.Runtime, id string) 
 	}
 	slices.SortFunc(reqs, func(a, b req) int { return cmp.Compare(a.seq, b.seq) })
 	for _, r := range reqs {
-		var n int
-		if r.tree {
-			n, err = rt.CancelRequested(ctx, r.task, true, "")
-		} else {
-			n, err = rt.CancelRequested(ctx, r.task, false, "")
-		}
+		n, err := rt.CancelRequested(ctx, r.task, r.tree, r.reason)
 		if err != nil {
 			s.log.Warn("pgstore: cancel request failed", "task", r.task, "err", err)
 			continue

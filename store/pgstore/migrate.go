@@ -174,6 +174,9 @@ var migrations = []string{
 		to_task = EXISTS (SELECT 1 FROM bgtask_tasks t WHERE t.id = n.owner)
 		WHERE n.delivered_at IS NULL;
 	CREATE INDEX bgtask_notices_to_task ON bgtask_notices (id) WHERE delivered_at IS NULL AND to_task;`,
+	// 9 (a fleet's owner-facing operations): a cancel request carries its
+	// reason. Requests of an older version have none.
+	`ALTER TABLE bgtask_cancel_requests ADD COLUMN reason text NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.
