@@ -172,6 +172,34 @@ func (m *Manager) cancelRun(key runKey, reason string) (n int, already bool) {
 	return n, already
 }
 
+// cancelRunElsewhere asks the instances that run the owner's run runID's
+// live attached tasks, other than this one, to cancel each with its
+// attached descendants, and returns how many it asked for. With a Store
+// that is not shared every task runs here: it does nothing.
+func (m *Manager) cancelRunElsewhere(ctx context.Context, owner, runID, reason string) (int, error) {
+	shared, ok := m.store.(store.SharedStore)
+	if !ok {
+		return 0, nil
+	}
+	var ids []string
+	for meta, err := range shared.List(ctx, owner, bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput) {
+		if err != nil {
+			return 0, fmt.Errorf("bgtask: cancel run %q on other instances: %w", runID, err)
+		}
+		if meta.Parent.RunID == runID && !meta.Detached && meta.Instance != m.cfg.instance {
+			ids = append(ids, meta.ID)
+		}
+	}
+	n := 0
+	for _, id := range ids {
+		if err := shared.RequestCancel(ctx, id, true, reason); err != nil {
+			return n, fmt.Errorf("bgtask: cancel run %q: task %s on another instance: %w", runID, id, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
 // cancelTree cancels t and its attached descendants, as CancelTree does, and
 // returns how many it signalled and whether t had been signalled before. It
 // is for a caller that holds t already (a tool's current task), so no

@@ -134,3 +134,36 @@ func TestCancelReasonAcrossInstances(t *testing.T) {
 		}
 	}
 }
+
+// CancelRun on B of a run whose tasks run on A cancels them there, with
+// the reason, and counts them; another owner's run of the same id on A is
+// untouched.
+func TestCancelRunAcrossInstances(t *testing.T) {
+	f := newFleet(t)
+	oa := f.ma.Owner("alice")
+	run := bgtask.WithToolCall(t.Context(), bgtask.ToolCall{RunID: "run-1", CallID: "call-1"})
+	var ids []string
+	for range 2 {
+		id, err := oa.Spawn(run, blockUntilCanceled(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	bobs, err := f.ma.Owner("bob").Spawn(run, blockUntilCanceled(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.mb.Owner("alice").CancelRun("run-1", bgtask.WithReason("stop the turn")); err != nil || n != 2 {
+		t.Fatalf("B cancels alice's run: %d, %v; want 2", n, err)
+	}
+	for _, id := range ids {
+		got, err := oa.Wait(guard(t), id)
+		if err != nil || got.Status != bgtype.StatusCanceled || got.CancelReason != "stop the turn" {
+			t.Fatalf("%s = %s %q, %v; want cancelled with the reason", id, got.Status, got.CancelReason, err)
+		}
+	}
+	if got, err := f.ma.Get(t.Context(), bobs); err != nil || got.Status != bgtype.StatusRunning {
+		t.Fatalf("bob's task of the same run id = %s, %v; want running", got.Status, err)
+	}
+}
