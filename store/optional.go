@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"iter"
+	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
 )
@@ -86,4 +87,25 @@ type TagLister interface {
 	// ListTagged is Store.List restricted to the records whose Tags hold
 	// tag; an empty tag restricts nothing.
 	ListTagged(ctx context.Context, owner, tag string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error]
+}
+
+// ChangeNotifier is a Store that tells when a record may have settled
+// (become terminal or awaiting input) in any process that shares it, so
+// that a Manager can wait for a task that another instance runs without
+// reading its record in a loop. pgstore implements it with LISTEN/NOTIFY.
+// A notification can be lost (the listening connection dropped, the store
+// was not started), so a waiter also reads the record every
+// SettledPollInterval.
+type ChangeNotifier interface {
+	// OnSettled registers f to be called with the id of each record that
+	// a commit (this process's or another's, the reaper's included) made
+	// terminal or awaiting input, after that commit. f may be called for
+	// other ids, more than once, or late; never before the commit. f is
+	// called on the store's goroutine: it must be fast and must not block
+	// or call the store. The returned function unregisters f; after it
+	// returns, f is not called again.
+	OnSettled(f func(id string)) (stop func())
+	// SettledPollInterval is how often a waiter reads a record again when
+	// it heard nothing: the fallback for a lost notification. Positive.
+	SettledPollInterval() time.Duration
 }

@@ -9,6 +9,8 @@ import (
 	"iter"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/internal/memstore"
@@ -109,4 +111,69 @@ func (f *Shared) TakeNotices(ctx context.Context, owner string) ([]bgtype.Event,
 	evs := f.Notices[owner]
 	delete(f.Notices, owner)
 	return evs, nil
+}
+
+// Notifying is a Shared store that is a store.ChangeNotifier: after each
+// Commit it calls the registered functions with the id of every record the
+// commit upserted terminal or awaiting input, unless Quiet is set (a lost
+// notification). Its poll interval is Poll, an hour when zero.
+type Notifying struct {
+	*Shared
+	Poll  time.Duration
+	Quiet atomic.Bool
+
+	fmu   sync.Mutex // guards funcs and next
+	funcs map[int]func(string)
+	next  int
+}
+
+// Commit commits, then notifies.
+func (n *Notifying) Commit(ctx context.Context, owner string, actions ...store.Action) error {
+	if err := n.Shared.Commit(ctx, owner, actions...); err != nil {
+		return err
+	}
+	if n.Quiet.Load() {
+		return nil
+	}
+	var ids []string
+	for _, a := range actions {
+		for _, m := range a.Tasks {
+			if m.Status.IsTerminal() || m.Status == bgtype.StatusAwaitingInput {
+				ids = append(ids, m.ID)
+			}
+		}
+	}
+	n.fmu.Lock()
+	defer n.fmu.Unlock()
+	for _, f := range n.funcs {
+		for _, id := range ids {
+			f(id)
+		}
+	}
+	return nil
+}
+
+// OnSettled implements store.ChangeNotifier.
+func (n *Notifying) OnSettled(f func(string)) (stop func()) {
+	n.fmu.Lock()
+	defer n.fmu.Unlock()
+	if n.funcs == nil {
+		n.funcs = make(map[int]func(string))
+	}
+	k := n.next
+	n.next++
+	n.funcs[k] = f
+	return func() {
+		n.fmu.Lock()
+		defer n.fmu.Unlock()
+		delete(n.funcs, k)
+	}
+}
+
+// SettledPollInterval implements store.ChangeNotifier.
+func (n *Notifying) SettledPollInterval() time.Duration {
+	if n.Poll > 0 {
+		return n.Poll
+	}
+	return time.Hour
 }

@@ -90,7 +90,7 @@ func (s *Store) listen(ctx context.Context, id string, wake chan<- struct{}, con
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+cancelChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+cancelChannel+"; LISTEN "+settledChannel); err != nil {
 		return err
 	}
 	connected()
@@ -100,8 +100,13 @@ func (s *Store) listen(ctx context.Context, id string, wake chan<- struct{}, con
 		if err != nil {
 			return err
 		}
-		if n.Payload == id {
-			signal(wake)
+		switch n.Channel {
+		case cancelChannel:
+			if n.Payload == id {
+				signal(wake)
+			}
+		case settledChannel:
+			s.notifySettled(n.Payload)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -165,5 +166,117 @@ func TestCancelRunAcrossInstances(t *testing.T) {
 	}
 	if got, err := f.ma.Get(t.Context(), bobs); err != nil || got.Status != bgtype.StatusRunning {
 		t.Fatalf("bob's task of the same run id = %s, %v; want running", got.Status, err)
+	}
+}
+
+// waitOut is what a Wait returned.
+type waitOut struct {
+	meta bgtype.TaskMeta
+	err  error
+}
+
+func goWait(ctx context.Context, wait func(context.Context, string) (bgtype.TaskMeta, error), id string) <-chan waitOut {
+	c := make(chan waitOut, 1)
+	go func() {
+		meta, err := wait(ctx, id)
+		c <- waitOut{meta, err}
+	}()
+	return c
+}
+
+// Wait on B for a task that runs on A returns when A commits its end, with
+// what a local Wait returns; WaitSettled returns at A's input request;
+// another owner's view gets not found.
+func TestWaitAcrossInstances(t *testing.T) {
+	for _, killListener := range []bool{false, true} {
+		t.Run(fmt.Sprintf("killListener=%v", killListener), func(t *testing.T) {
+			// Without B's listener only the poll reads the record; the
+			// poll interval decides nothing but how soon.
+			poll := time.Hour
+			if killListener {
+				poll = 20 * time.Millisecond
+			}
+			f := newFleet(t, pgstore.WithPollInterval(poll), pgstore.WithReconnectBackoff(time.Hour, time.Hour))
+			listener := func() int64 {
+				return sqlExec(t, f.dsn, `SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_b")
+			}
+			waitFor(t, "B listens", func() bool { return listener() == 1 })
+			if killListener {
+				sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_b")
+				waitFor(t, "B's listener gone", func() bool { return listener() == 0 })
+			}
+			oa, ob := f.ma.Owner("alice"), f.mb.Owner("alice")
+			release := make(chan error)
+			id, err := oa.Spawn(t.Context(), func(ctx context.Context, _ *bgtask.Task) (any, error) {
+				if err := <-release; err != nil {
+					return nil, err
+				}
+				return "done", nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.mb.Owner("bob").Wait(t.Context(), id); !errors.Is(err, bgtask.ErrNotFound) || err.Error() != "bgtask: task not found: "+id {
+				t.Fatalf("bob's Wait on B = %v, want not found", err)
+			}
+			done := goWait(guard(t), ob.Wait, id)
+			release <- nil
+			got := <-done
+			if got.err != nil || got.meta.Status != bgtype.StatusCompleted || string(got.meta.Result) != `"done"` {
+				t.Fatalf("B's Wait = %s %s, %v; want completed", got.meta.Status, got.meta.Result, got.err)
+			}
+
+			id, err = oa.Spawn(t.Context(), func(ctx context.Context, _ *bgtask.Task) (any, error) {
+				return nil, <-release
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done = goWait(guard(t), f.mb.Wait, id)
+			release <- errors.New("boom")
+			got = <-done
+			var te *bgtask.TaskError
+			if got.meta.Status != bgtype.StatusFailed || !errors.As(got.err, &te) || te.Message != "boom" || te.TaskID != id {
+				t.Fatalf("B's Wait = %s, %v; want failed with a *TaskError", got.meta.Status, got.err)
+			}
+
+			asked := make(chan bgtype.Message, 1)
+			id, err = oa.Spawn(t.Context(), func(ctx context.Context, task *bgtask.Task) (any, error) {
+				msg, err := task.RequestInput(ctx, "which one?")
+				asked <- msg
+				return nil, err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = <-goWait(guard(t), ob.WaitSettled, id)
+			if got.err != nil || got.meta.Status != bgtype.StatusAwaitingInput || got.meta.Input == nil || got.meta.Input.Prompt != "which one?" {
+				t.Fatalf("B's WaitSettled = %+v, %v; want awaiting input", got.meta, got.err)
+			}
+			if _, err := oa.Send(t.Context(), id, bgtype.Message{InReplyTo: got.meta.Input.ID, Content: "this"}); err != nil {
+				t.Fatal(err)
+			}
+			if msg := <-asked; msg.Content != "this" {
+				t.Fatalf("answer %+v", msg)
+			}
+		})
+	}
+}
+
+// A Wait on B for a task of an instance that dies returns once a reaper
+// interrupted it.
+func TestWaitAcrossInstancesInstanceDies(t *testing.T) {
+	f := newFleet(t, pgstore.WithGrace(time.Hour))
+	id, err := f.ma.Owner("alice").Spawn(t.Context(), blockUntilCanceled(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := goWait(guard(t), f.mb.Owner("alice").Wait, id)
+	sqlExec(t, f.dsn, `UPDATE bgtask_instances SET state = 'dead' WHERE id = 'inst_a'`)
+	if n, err := f.sb.Reap(t.Context()); err != nil || n != 1 {
+		t.Fatalf("B's reaper: %d, %v; want 1", n, err)
+	}
+	if got := <-done; got.err != nil || got.meta.Status != bgtype.StatusInterrupted {
+		t.Fatalf("B's Wait = %s, %v; want interrupted", got.meta.Status, got.err)
 	}
 }

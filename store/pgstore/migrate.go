@@ -175,8 +175,23 @@ var migrations = []string{
 		WHERE n.delivered_at IS NULL;
 	CREATE INDEX bgtask_notices_to_task ON bgtask_notices (id) WHERE delivered_at IS NULL AND to_task;`,
 	// 9 (a fleet's owner-facing operations): a cancel request carries its
-	// reason. Requests of an older version have none.
-	`ALTER TABLE bgtask_cancel_requests ADD COLUMN reason text NOT NULL DEFAULT '';`,
+	// reason; requests of an older version have none. A row that becomes
+	// terminal or awaiting input (inserted so, or its status changed to
+	// it), whoever writes it, notifies bgtask_settled with its id when the
+	// transaction commits, so that a Wait on another instance returns
+	// (see settle.go).
+	`ALTER TABLE bgtask_cancel_requests ADD COLUMN reason text NOT NULL DEFAULT '';
+	CREATE FUNCTION bgtask_notify_settled() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		PERFORM pg_notify('bgtask_settled', NEW.id);
+		RETURN NULL;
+	END $$;
+	CREATE TRIGGER bgtask_tasks_settled_insert AFTER INSERT ON bgtask_tasks
+		FOR EACH ROW WHEN (NEW.status NOT IN ('queued', 'running'))
+		EXECUTE FUNCTION bgtask_notify_settled();
+	CREATE TRIGGER bgtask_tasks_settled_update AFTER UPDATE OF status ON bgtask_tasks
+		FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status AND NEW.status NOT IN ('queued', 'running'))
+		EXECUTE FUNCTION bgtask_notify_settled();`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.
