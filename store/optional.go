@@ -109,3 +109,45 @@ type ChangeNotifier interface {
 	// it heard nothing: the fallback for a lost notification. Positive.
 	SettledPollInterval() time.Duration
 }
+
+// MessageCarrier is a SharedStore that carries a message (or the answer to
+// an input request) to a task that another runtime instance runs, and its
+// outcome back. pgstore implements it with a row per message.
+type MessageCarrier interface {
+	// SendMessage records msg, sent by owner to task id, addressed to the
+	// instance the task's record names while the record is live, tells
+	// that instance, and waits until its Runtime.MessageRequested handled
+	// the message, once; it returns that outcome. Messages to one
+	// instance are handed over in the order they were recorded. When the
+	// record is not live at the send, the outcome is DeliveryEnded and
+	// nothing is recorded; when the instance is gone before it handled the
+	// message (a reaper found it dead), DeliveryGone. If ctx ends first,
+	// the message is withdrawn unless it was handled already (then that
+	// outcome is returned), and ctx's error is returned: a message is
+	// either handled and its outcome returned, or never handed over.
+	SendMessage(ctx context.Context, owner, id string, msg bgtype.Message) (Delivery, error)
+}
+
+// Delivery is the outcome of a message carried to another instance. The
+// runtime (bgtask's Manager) fills Code and Text with the kind and text of
+// its error, "" when the task took the message; a store carries them
+// without reading them, except for its own codes DeliveryEnded and
+// DeliveryGone.
+type Delivery struct {
+	// MessageID is the message's id in the task's history (Owner.Messages
+	// on the instance that runs it), when the task took it.
+	MessageID string
+	Code      string
+	Text      string
+}
+
+// The outcomes a MessageCarrier itself gives.
+const (
+	// DeliveryEnded: the task's record was not live when the message was
+	// sent; nothing was recorded.
+	DeliveryEnded = "ended"
+	// DeliveryGone: the instance that ran the task is gone (a reaper
+	// found it dead, and interrupted the task) before it handled the
+	// message. Text names the instance.
+	DeliveryGone = "instance_gone"
+)

@@ -177,3 +177,26 @@ func (n *Notifying) SettledPollInterval() time.Duration {
 	}
 	return time.Hour
 }
+
+// Carrier is a Shared store that carries messages (store.MessageCarrier)
+// straight to To, the runtime of the instance that runs every remote task,
+// or answers Gone (store.DeliveryGone with that text) when it is set.
+type Carrier struct {
+	*Shared
+	To   store.Runtime
+	Gone string
+}
+
+// SendMessage implements store.MessageCarrier.
+func (c *Carrier) SendMessage(ctx context.Context, owner, id string, msg bgtype.Message) (store.Delivery, error) {
+	meta, err := c.Get(ctx, id)
+	switch {
+	case err != nil:
+		return store.Delivery{}, err
+	case meta.Status.IsTerminal():
+		return store.Delivery{Code: store.DeliveryEnded}, nil
+	case c.Gone != "":
+		return store.Delivery{Code: store.DeliveryGone, Text: c.Gone}, nil
+	}
+	return c.To.MessageRequested(ctx, owner, id, msg), nil
+}

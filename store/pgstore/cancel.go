@@ -90,7 +90,7 @@ func (s *Store) listen(ctx context.Context, id string, wake chan<- struct{}, con
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+cancelChannel+"; LISTEN "+settledChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+cancelChannel+"; LISTEN "+settledChannel+"; LISTEN "+messageChannel+"; LISTEN "+messageDoneChannel); err != nil {
 		return err
 	}
 	connected()
@@ -101,10 +101,12 @@ func (s *Store) listen(ctx context.Context, id string, wake chan<- struct{}, con
 			return err
 		}
 		switch n.Channel {
-		case cancelChannel:
+		case cancelChannel, messageChannel:
 			if n.Payload == id {
 				signal(wake)
 			}
+		case messageDoneChannel:
+			s.msgWaits.notify(n.Payload)
 		case settledChannel:
 			s.notifySettled(n.Payload)
 		}
@@ -118,9 +120,9 @@ func signal(c chan<- struct{}) {
 	}
 }
 
-// pollLoop handles the cancel requests addressed to instance id every poll
-// interval, and at once when the listener hears of one, until the
-// instance is lost.
+// pollLoop handles the cancel requests and the messages addressed to
+// instance id every poll interval, and at once when the listener hears of
+// one, until the instance is lost.
 func (s *Store) pollLoop(ctx context.Context, rt store.Runtime, id string, wake <-chan struct{}) {
 	t := time.NewTicker(s.cfg.poll)
 	defer t.Stop()
@@ -136,6 +138,9 @@ func (s *Store) pollLoop(ctx context.Context, rt store.Runtime, id string, wake 
 		}
 		if err := s.handleCancels(ctx, rt, id); err != nil && ctx.Err() == nil {
 			s.log.Warn("pgstore: reading cancel requests failed", "instance", id, "err", err)
+		}
+		if err := s.handleMessages(ctx, rt, id); err != nil && ctx.Err() == nil {
+			s.log.Warn("pgstore: handing over messages failed", "instance", id, "err", err)
 		}
 	}
 }

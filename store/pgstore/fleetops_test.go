@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -278,5 +279,168 @@ func TestWaitAcrossInstancesInstanceDies(t *testing.T) {
 	}
 	if got := <-done; got.err != nil || got.meta.Status != bgtype.StatusInterrupted {
 		t.Fatalf("B's Wait = %s, %v; want interrupted", got.meta.Status, got.err)
+	}
+}
+
+// A message from B to a sub-agent that runs on A reaches its inbox once,
+// in order, and B's Send returns once it did, with A's message id; A's
+// history has it. The mistakes get the errors a local send gives: a plain
+// task (not a sub-agent), an answer to no request, an ended task, another
+// owner's task. An answer from B to A's task's input request is returned
+// by RequestInput.
+func TestSendAcrossInstances(t *testing.T) {
+	f := newFleet(t)
+	oa, ob := f.ma.Owner("alice"), f.mb.Owner("alice")
+	got := make(chan string, 10)
+	agent, err := oa.SpawnAgent(t.Context(), func(ctx context.Context, task *bgtask.Task) (any, error) {
+		for {
+			if err := task.Inbox().Wait(ctx); err != nil {
+				return nil, err
+			}
+			for _, ev := range task.Inbox().Drain() {
+				var msg bgtype.Message
+				if err := json.Unmarshal(ev.Payload, &msg); err != nil {
+					return nil, err
+				}
+				got <- msg.Content
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range []string{"one", "two", "three"} {
+		id, err := ob.Send(guard(t), agent, bgtype.Message{From: "parent", Content: c})
+		if err != nil || id == "" {
+			t.Fatalf("B's Send(%q) = %q, %v", c, id, err)
+		}
+		ids = append(ids, id)
+	}
+	for _, want := range []string{"one", "two", "three"} {
+		if c := <-got; c != want {
+			t.Fatalf("the sub-agent got %q, want %q", c, want)
+		}
+	}
+	hist, err := oa.Messages(t.Context(), agent)
+	if err != nil || len(hist) != 3 || hist[0].ID != ids[0] || hist[2].Content != "three" || hist[2].Direction != bgtask.MessageIn {
+		t.Fatalf("A's history %+v, %v; want the three messages B sent", hist, err)
+	}
+	if n := sqlExec(t, f.dsn, `SELECT 1 FROM bgtask_messages WHERE handled_at IS NOT NULL AND err_code = ''`); n != 3 {
+		t.Fatalf("%d messages handled, want 3", n)
+	}
+
+	// Another owner's view: not found, never a hint.
+	if _, err := f.mb.Owner("bob").Send(t.Context(), agent, bgtype.Message{Content: "x"}); !errors.Is(err, bgtask.ErrNotFound) || err.Error() != "bgtask: task not found: "+agent {
+		t.Fatalf("bob's Send = %v", err)
+	}
+
+	// A plain task: not a sub-agent; an answer to no request.
+	asked := make(chan bgtype.Message, 1)
+	requested := make(chan struct{})
+	plain, err := oa.Spawn(t.Context(), func(ctx context.Context, task *bgtask.Task) (any, error) {
+		<-requested
+		msg, err := task.RequestInput(ctx, "which one?")
+		asked <- msg
+		return msg.Content, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ob.Send(guard(t), plain, bgtype.Message{Content: "hi"}); !errors.Is(err, bgtask.ErrNotSubAgent) || err.Error() != "bgtask: task has no inbox (not a sub-agent): "+plain {
+		t.Fatalf("B's Send to a plain task = %v", err)
+	}
+	if _, err := ob.Send(guard(t), plain, bgtype.Message{Content: "hi", InReplyTo: "in_none"}); !errors.Is(err, bgtask.ErrNoInputRequest) ||
+		err.Error() != fmt.Sprintf("bgtask: task has no such open input request: task %s, request %q", plain, "in_none") {
+		t.Fatalf("B's answer to no request = %v", err)
+	}
+	close(requested)
+	settled, err := ob.WaitSettled(guard(t), plain)
+	if err != nil || settled.Input == nil {
+		t.Fatalf("WaitSettled = %+v, %v", settled, err)
+	}
+	if _, err := ob.Send(guard(t), plain, bgtype.Message{Content: "that one", InReplyTo: settled.Input.ID}); err != nil {
+		t.Fatalf("B's answer = %v", err)
+	}
+	if msg := <-asked; msg.Content != "that one" {
+		t.Fatalf("RequestInput returned %+v", msg)
+	}
+	if end, err := ob.Wait(guard(t), plain); err != nil || string(end.Result) != `"that one"` {
+		t.Fatalf("the task ended %s %s, %v", end.Status, end.Result, err)
+	}
+
+	// An ended task: a *StatusError.
+	_, err = ob.Send(guard(t), plain, bgtype.Message{Content: "late"})
+	var se *bgtask.StatusError
+	if !errors.As(err, &se) || !errors.Is(err, bgtask.ErrTerminal) || se.Status != bgtype.StatusCompleted || err.Error() != "bgtask: task "+plain+" already completed" {
+		t.Fatalf("B's Send to an ended task = %v", err)
+	}
+}
+
+// When A dies before it handed B's message over, the reaper fails the
+// message and B's Send says that A is gone and the task interrupted.
+func TestSendAcrossInstancesInstanceDies(t *testing.T) {
+	f := newFleet(t, pgstore.WithGrace(time.Hour), pgstore.WithReconnectBackoff(time.Hour, time.Hour))
+	agent, err := f.ma.Owner("alice").SpawnAgent(t.Context(), blockUntilCanceled(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A hears nothing more: its listener is gone and it polls hourly.
+	listener := func() int64 {
+		return sqlExec(t, f.dsn, `SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_a")
+	}
+	waitFor(t, "A listens", func() bool { return listener() == 1 })
+	sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_a")
+	waitFor(t, "A's listener gone", func() bool { return listener() == 0 })
+	sent := make(chan error, 1)
+	go func() {
+		_, err := f.mb.Owner("alice").Send(guard(t), agent, bgtype.Message{Content: "are you there?"})
+		sent <- err
+	}()
+	waitFor(t, "the message recorded", func() bool {
+		return sqlExec(t, f.dsn, `SELECT 1 FROM bgtask_messages WHERE handled_at IS NULL`) == 1
+	})
+	sqlExec(t, f.dsn, `UPDATE bgtask_instances SET state = 'dead' WHERE id = 'inst_a'`)
+	if n, err := f.sb.Reap(t.Context()); err != nil || n != 1 {
+		t.Fatalf("B's reaper: %d, %v; want 1", n, err)
+	}
+	err = <-sent
+	if !errors.Is(err, bgtask.ErrTerminal) || err.Error() != fmt.Sprintf(`bgtask: task %s: its instance "inst_a" is gone (the task is interrupted); the message was not delivered`, agent) {
+		t.Fatalf("B's Send = %v", err)
+	}
+	if got, err := f.mb.Get(t.Context(), agent); err != nil || got.Status != bgtype.StatusInterrupted {
+		t.Fatalf("the sub-agent = %s, %v; want interrupted", got.Status, err)
+	}
+}
+
+// A Send whose ctx ends before A handed the message over withdraws it:
+// A never delivers it.
+func TestSendAcrossInstancesWithdrawn(t *testing.T) {
+	f := newFleet(t, pgstore.WithReconnectBackoff(time.Hour, time.Hour))
+	agent, err := f.ma.Owner("alice").SpawnAgent(t.Context(), blockUntilCanceled(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener := func() int64 {
+		return sqlExec(t, f.dsn, `SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_a")
+	}
+	waitFor(t, "A listens", func() bool { return listener() == 1 })
+	sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_a")
+	waitFor(t, "A's listener gone", func() bool { return listener() == 0 })
+	ctx, cancel := context.WithCancel(t.Context())
+	sent := make(chan error, 1)
+	go func() {
+		_, err := f.mb.Owner("alice").Send(ctx, agent, bgtype.Message{Content: "never mind"})
+		sent <- err
+	}()
+	waitFor(t, "the message recorded", func() bool {
+		return sqlExec(t, f.dsn, `SELECT 1 FROM bgtask_messages WHERE handled_at IS NULL`) == 1
+	})
+	cancel()
+	if err := <-sent; !errors.Is(err, context.Canceled) {
+		t.Fatalf("B's Send = %v, want context.Canceled", err)
+	}
+	if n := sqlExec(t, f.dsn, `SELECT 1 FROM bgtask_messages WHERE err_code = 'withdrawn' AND claimed_at IS NULL`); n != 1 {
+		t.Fatalf("%d withdrawn messages, want 1", n)
 	}
 }

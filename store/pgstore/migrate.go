@@ -179,8 +179,27 @@ var migrations = []string{
 	// terminal or awaiting input (inserted so, or its status changed to
 	// it), whoever writes it, notifies bgtask_settled with its id when the
 	// transaction commits, so that a Wait on another instance returns
-	// (see settle.go).
+	// (see settle.go). A message (or an answer to an input request) sent
+	// to a task that another instance runs is a row of bgtask_messages
+	// addressed to that instance (see messages.go): claimed_at once that
+	// instance is handing it over, handled_at with the outcome once it did
+	// (or the reaper failed it, or its sender withdrew it).
 	`ALTER TABLE bgtask_cancel_requests ADD COLUMN reason text NOT NULL DEFAULT '';
+	CREATE TABLE bgtask_messages (
+		id           bigserial PRIMARY KEY,
+		task_id      text NOT NULL,
+		instance     text NOT NULL,
+		owner        text NOT NULL,
+		message      jsonb NOT NULL,
+		requested_at timestamptz NOT NULL DEFAULT now(),
+		claimed_at   timestamptz,
+		handled_at   timestamptz,
+		message_id   text NOT NULL DEFAULT '',
+		err_code     text NOT NULL DEFAULT '',
+		err_text     text NOT NULL DEFAULT ''
+	);
+	CREATE INDEX bgtask_messages_pending ON bgtask_messages (instance, id) WHERE handled_at IS NULL;
+	CREATE INDEX bgtask_messages_done ON bgtask_messages ((coalesce(handled_at, requested_at)));
 	CREATE FUNCTION bgtask_notify_settled() RETURNS trigger LANGUAGE plpgsql AS $$
 	BEGIN
 		PERFORM pg_notify('bgtask_settled', NEW.id);
