@@ -3,6 +3,7 @@ package pgstore
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -63,11 +64,12 @@ const requestCancelSQL = `WITH r AS (
 // listenLoop keeps a dedicated connection LISTENing for cancel requests
 // addressed to instance id and wakes the poller for each. When the
 // connection drops it reconnects with backoff; the poller covers the gap.
-func (s *Store) listenLoop(ctx context.Context, id string, wake chan<- struct{}) {
+func (s *Store) listenLoop(ctx context.Context, id string, conn *pgx.Conn, wake chan<- struct{}) {
 	backoff := s.cfg.backoffMin
 	for {
-		err := s.listen(ctx, id, wake, func() { backoff = s.cfg.backoffMin })
-		if ctx.Err() != nil {
+		err := s.listen(ctx, id, conn, wake, func() { backoff = s.cfg.backoffMin })
+		conn = nil
+		if ctx.Err() != nil || errors.Is(err, ErrInstanceLost) {
 			return
 		}
 		s.log.Warn("pgstore: cancel listener lost its connection; reconnecting", "instance", id, "err", err, "backoff", backoff)
@@ -82,12 +84,28 @@ func (s *Store) listenLoop(ctx context.Context, id string, wake chan<- struct{})
 	}
 }
 
-func (s *Store) listen(ctx context.Context, id string, wake chan<- struct{}, connected func()) error {
+// connectListener opens a listening connection for instance id.
+func (s *Store) connectListener(ctx context.Context, id string) (*pgx.Conn, error) {
 	cfg := s.pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = ListenerAppName + id
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return err
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// listen listens on conn (Start's, holding the instance's lock), or on a
+// new connection that takes the lock again. When another session holds
+// the lock and the instance's row has another process's token, another
+// process registered the id since this connection dropped: the instance
+// is lost.
+func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake chan<- struct{}, connected func()) error {
+	if conn == nil {
+		var err error
+		if conn, err = s.connectListener(ctx, id); err != nil {
+			return err
+		}
+		if err := s.relock(ctx, conn, id); err != nil {
+			conn.Close(context.WithoutCancel(ctx))
+			return err
+		}
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+cancelChannel+"; LISTEN "+settledChannel+"; LISTEN "+messageChannel+"; LISTEN "+messageDoneChannel); err != nil {
@@ -111,6 +129,28 @@ func (s *Store) listen(ctx context.Context, id string, wake chan<- struct{}, con
 			s.notifySettled(n.Payload)
 		}
 	}
+}
+
+// relock takes the instance's lock again on a new listening connection.
+// If another session holds it, the row's token tells whether another
+// process registered the id (the instance is lost) or the server has not
+// yet ended this process's previous session (the lock is taken again at
+// the next reconnect; the token keeps the registration).
+func (s *Store) relock(ctx context.Context, conn *pgx.Conn, id string) error {
+	var got bool
+	if err := conn.QueryRow(ctx, tryInstanceLockSQL, id).Scan(&got); err != nil || got {
+		return err
+	}
+	var token string
+	if err := conn.QueryRow(ctx, `SELECT token FROM bgtask_instances WHERE id = $1`, id).Scan(&token); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	if token != s.token {
+		s.markLost(id, "another process registered its id")
+		return ErrInstanceLost
+	}
+	s.log.Warn("pgstore: instance lock still held by this process's previous session; listening without it", "instance", id)
+	return nil
 }
 
 func signal(c chan<- struct{}) {

@@ -19,11 +19,11 @@ func Example_readme() {
 		panic(err)
 	}
 	defer drop()
-	hostname := "inst_readme"
+	instanceID := "inst_readme"
 
 	// dsn: "postgres://app@db:5432/app?sslmode=require&pool_max_conns=20", say
 	st, err := pgstore.Open(ctx, dsn) // pool settings and search_path go in the DSN
-	m, err := bgtask.New(bgtask.WithStore(st), bgtask.WithInstance(hostname))
+	m, err := bgtask.New(bgtask.WithStore(st), bgtask.WithInstance(instanceID)) // one per process
 	err = st.Start(ctx, m) // heartbeat, reaper, LISTEN for cancels, polling fallback
 	defer st.Close()       // after m.Shutdown: marks the instance stopped
 

@@ -444,3 +444,47 @@ func TestSendAcrossInstancesWithdrawn(t *testing.T) {
 		t.Fatalf("%d withdrawn messages, want 1", n)
 	}
 }
+
+// A second live process (here a second Store) cannot start an instance id
+// that another one runs; once that one is gone (its connection closed, as
+// when its process dies), the id starts again at once, and the first
+// one, if it lived on, finds itself lost at its next heartbeat.
+func TestStartRefusesALiveInstanceID(t *testing.T) {
+	// s1 never reconnects its listener: only s2 can take the lock.
+	s1, dsn := openStore(t, pgstore.WithHeartbeatInterval(50*time.Millisecond), pgstore.WithGrace(time.Hour), pgstore.WithReconnectBackoff(time.Hour, time.Hour))
+	startManager(t, s1, "inst_dup")
+	s2, err := pgstore.Open(t.Context(), dsn, pgstore.WithHeartbeatInterval(50*time.Millisecond), pgstore.WithGrace(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	m2, err := bgtask.New(bgtask.WithStore(s2), bgtask.WithInstance("inst_dup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m2.Shutdown(context.Background()) })
+	err = s2.Start(t.Context(), m2)
+	if !errors.Is(err, pgstore.ErrInstanceRunning) ||
+		err.Error() != `pgstore: instance already running: pgstore: instance "inst_dup" is already running (registered by another live process): give each process its own instance id` {
+		t.Fatalf("second Start = %v", err)
+	}
+	if s1.Lost() {
+		t.Fatal("the refused Start made the running instance lost")
+	}
+	// The first process's sessions end (as when it is killed): its
+	// listening connection goes, and with it the lock.
+	if n := sqlExec(t, dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_dup"); n != 1 {
+		t.Fatalf("terminated %d listeners", n)
+	}
+	waitFor(t, "the listener gone", func() bool {
+		return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_dup") == 0
+	})
+	if err := s2.Start(t.Context(), m2); err != nil {
+		t.Fatalf("Start once the holder is gone = %v", err)
+	}
+	// The first one lived on: its heartbeat finds another registration.
+	waitFor(t, "the first process lost", s1.Lost)
+	if s2.Lost() {
+		t.Fatal("the new registration is lost")
+	}
+}

@@ -183,7 +183,8 @@ var migrations = []string{
 	// to a task that another instance runs is a row of bgtask_messages
 	// addressed to that instance (see messages.go): claimed_at once that
 	// instance is handing it over, handled_at with the outcome once it did
-	// (or the reaper failed it, or its sender withdrew it).
+	// (or the reaper failed it, or its sender withdrew it). An instance's
+	// token names the process that registered it last (see instance.go).
 	`ALTER TABLE bgtask_cancel_requests ADD COLUMN reason text NOT NULL DEFAULT '';
 	CREATE TABLE bgtask_messages (
 		id           bigserial PRIMARY KEY,
@@ -200,6 +201,7 @@ var migrations = []string{
 	);
 	CREATE INDEX bgtask_messages_pending ON bgtask_messages (instance, id) WHERE handled_at IS NULL;
 	CREATE INDEX bgtask_messages_done ON bgtask_messages ((coalesce(handled_at, requested_at)));
+	ALTER TABLE bgtask_instances ADD COLUMN token text NOT NULL DEFAULT '';
 	CREATE FUNCTION bgtask_notify_settled() RETURNS trigger LANGUAGE plpgsql AS $$
 	BEGIN
 		PERFORM pg_notify('bgtask_settled', NEW.id);
