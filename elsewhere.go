@@ -2,6 +2,7 @@ package bgtask
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -90,4 +91,31 @@ func (m *Manager) waitElsewhere(ctx context.Context, cn store.ChangeNotifier, me
 // settles reports whether a wait ends at status.
 func settles(s bgtype.Status, inputSettles bool) bool {
 	return s.IsTerminal() || inputSettles && s == bgtype.StatusAwaitingInput
+}
+
+// runsElsewhere reports whether meta, a live record that this Manager
+// does not hold, is a task that another live runtime instance runs: one
+// of a SharedStore's other instances, or one that an InstanceLiveness
+// store reports alive (a store error counts as alive, as Restore takes
+// it). A record of this instance, or of one known gone, is not.
+func (m *Manager) runsElsewhere(ctx context.Context, meta *bgtype.TaskMeta) bool {
+	if meta.Instance == m.cfg.instance || meta.Instance == "" {
+		return false
+	}
+	if _, ok := m.store.(store.SharedStore); ok {
+		return true
+	}
+	l, ok := m.store.(store.InstanceLiveness)
+	if !ok {
+		return false
+	}
+	alive, err := l.InstanceAlive(ctx, meta.Instance)
+	return alive || err != nil
+}
+
+// elsewhereError is the error of a call on meta's task, which another
+// process runs, that the store cannot carry there; it matches ErrElsewhere
+// and also.
+func elsewhereError(meta *bgtype.TaskMeta, also error) error {
+	return &folded{fmt.Sprintf("%s: %s runs on instance %q", ErrElsewhere, meta.ID, meta.Instance), []error{ErrElsewhere, also}}
 }

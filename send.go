@@ -27,7 +27,9 @@ import (
 // handing it over already (the error then says it may have been
 // delivered). When that instance dies first, Send fails with an error
 // matching ErrTerminal that says the instance is gone and the task is
-// interrupted.
+// interrupted. With a store that cannot carry it (two processes on one
+// SQLite file), a live task that another process runs gets an error
+// matching ErrElsewhere (and ErrInboxClosed).
 func (m *Manager) Send(ctx context.Context, owner, id string, msg bgtype.Message) error {
 	return m.send(ctx, owner, id, msg)
 }
@@ -73,6 +75,10 @@ func (m *Manager) sendVia(ctx context.Context, owner, id string, msg bgtype.Mess
 			return m.sendElsewhere(ctx, mc, owner, meta, m.capMessage(msg))
 		}
 		switch {
+		case meta.Type != bgtype.TypeSubAgent && msg.InReplyTo == "":
+			return "", fmt.Errorf("%w: %s", ErrNotSubAgent, id)
+		case m.runsElsewhere(ctx, &meta):
+			return "", elsewhereError(&meta, ErrInboxClosed)
 		case meta.Type != bgtype.TypeSubAgent:
 			return "", fmt.Errorf("%w: %s", ErrNotSubAgent, id)
 		}

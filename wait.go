@@ -15,8 +15,9 @@ import (
 // pgstore), it returns once the terminal record is committed there (or the
 // reaper interrupted it, that instance being gone). For any other task
 // that is only in the Store it returns the record at once: terminal, or
-// with ErrNotLive when nothing here will ever finish it. If ctx ends first
-// it returns ctx's error.
+// with ErrNotLive when nothing here will ever finish it (an error that
+// matches ErrElsewhere too when another live process runs it, which the
+// store cannot wait on). If ctx ends first it returns ctx's error.
 //
 // For a failed task it returns the record and a *TaskError (its kind and
 // text; errors.Is(err, ErrTimeout) when its time ran out), as a function
@@ -93,6 +94,9 @@ func (m *Manager) storedForWait(ctx context.Context, r reach, id string, inputSe
 	}
 	if cn, ok := m.store.(store.ChangeNotifier); ok && meta.Instance != m.cfg.instance {
 		return m.waitElsewhere(ctx, cn, meta, inputSettles)
+	}
+	if m.runsElsewhere(ctx, &meta) {
+		return meta, elsewhereError(&meta, ErrNotLive)
 	}
 	return meta, fmt.Errorf("%w: %s is %s", ErrNotLive, id, meta.Status)
 }
