@@ -14,7 +14,8 @@ import (
 // It is an administrator's call: code acting for one owner uses
 // Owner.Cancel, which never reaches another owner's task.
 // With a SharedStore, a task that another instance runs is reached through
-// SharedStore.RequestCancel, and counts 1 once the request is recorded.
+// SharedStore.RequestCancel, with the reason, and counts 1 once the
+// request is recorded.
 // The task's context is cancelled with cause ErrCanceled; its descendants
 // are not (see CancelTree). ErrNotFound for an unknown id. WithReason says
 // why.
@@ -72,7 +73,7 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 	}
 	if shared, ok := m.store.(store.SharedStore); ok && !meta.Status.IsTerminal() && meta.Instance != m.cfg.instance {
 		// Another instance runs it: the store carries the request there.
-		if err := shared.RequestCancel(ctx, id, tree); err != nil {
+		if err := shared.RequestCancel(ctx, id, tree, reason); err != nil {
 			return 0, fmt.Errorf("bgtask: cancel %s on instance %q: %w", id, meta.Instance, err)
 		}
 		return 1, nil
@@ -169,6 +170,34 @@ func (m *Manager) cancelRun(key runKey, reason string) (n int, already bool) {
 	m.mu.Unlock()
 	m.startAll(starts)
 	return n, already
+}
+
+// cancelRunElsewhere asks the instances that run the owner's run runID's
+// live attached tasks, other than this one, to cancel each with its
+// attached descendants, and returns how many it asked for. With a Store
+// that is not shared every task runs here: it does nothing.
+func (m *Manager) cancelRunElsewhere(ctx context.Context, owner, runID, reason string) (int, error) {
+	shared, ok := m.store.(store.SharedStore)
+	if !ok {
+		return 0, nil
+	}
+	var ids []string
+	for meta, err := range shared.List(ctx, owner, bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput) {
+		if err != nil {
+			return 0, fmt.Errorf("bgtask: cancel run %q on other instances: %w", runID, err)
+		}
+		if meta.Parent.RunID == runID && !meta.Detached && meta.Instance != m.cfg.instance {
+			ids = append(ids, meta.ID)
+		}
+	}
+	n := 0
+	for _, id := range ids {
+		if err := shared.RequestCancel(ctx, id, true, reason); err != nil {
+			return n, fmt.Errorf("bgtask: cancel run %q: task %s on another instance: %w", runID, id, err)
+		}
+		n++
+	}
+	return n, nil
 }
 
 // cancelTree cancels t and its attached descendants, as CancelTree does, and

@@ -21,7 +21,7 @@ type cancelConfig struct{ reason string }
 // the cancel's own cause, such as ErrCanceled (run), and whose text ends with
 // the reason), and is shown in the cancelled event and by get_task. An
 // empty reason is no reason. A cancel that another instance carries out
-// (SharedStore.RequestCancel) does not carry it.
+// (SharedStore.RequestCancel) carries it there.
 func WithReason(reason string) CancelOption {
 	return func(c *cancelConfig) { c.reason, _ = jsoncap.Text(reason, MaxCancelReasonBytes) }
 }

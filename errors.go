@@ -44,6 +44,13 @@ var (
 	// ErrNotLive is returned by Wait for a non-terminal task that this
 	// Manager does not run (restored from a store, or run by another process).
 	ErrNotLive = errors.New("bgtask: task is not running in this manager")
+	// ErrElsewhere is matched by the error of Wait, WaitSettled, Send and
+	// an answer to an input request for a live task that another live
+	// process runs, when the store cannot carry the call there (two
+	// processes on one SQLite file; pgstore carries them). The error of a
+	// wait matches ErrNotLive too, that of a send ErrInboxClosed: nothing
+	// here can finish the task or reach its inbox.
+	ErrElsewhere = errors.New("bgtask: task runs in another process")
 	// ErrInputPending is returned by Task.RequestInput while an earlier
 	// request of the same task waits for its answer.
 	ErrInputPending = errors.New("bgtask: task already awaits input")

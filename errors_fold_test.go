@@ -11,7 +11,7 @@ import (
 // errors of its family, and no other.
 func TestFoldedErrors(t *testing.T) {
 	all := []error{ErrNotFound, ErrClosed, ErrInvalidArgument, ErrDuplicateName, ErrLimit, ErrTerminal, ErrInboxClosed,
-		ErrNotSubAgent, ErrNotLive, ErrInputPending, ErrNoInputRequest, ErrCanceled, ErrShutdown, ErrInstanceLost, ErrTimeout, bgtype.ErrInvalidOwner}
+		ErrNotSubAgent, ErrNotLive, ErrElsewhere, ErrInputPending, ErrNoInputRequest, ErrCanceled, ErrShutdown, ErrInstanceLost, ErrTimeout, bgtype.ErrInvalidOwner}
 	tests := []struct {
 		err  error
 		text string

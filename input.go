@@ -67,6 +67,7 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 		t.emitMu.Unlock()
 		return ErrInputPending
 	}
+	r.opening = w
 	t.emitMu.Unlock()
 
 	var u bgtype.TaskMeta
@@ -81,6 +82,7 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
 	defer t.endCommit(r) // after the event: the terminal one waits for it
+	r.opening = nil
 	switch {
 	case err != nil:
 		return fmt.Errorf("bgtask: request input: %w", err)
@@ -167,13 +169,23 @@ func (t *Task) inputCommit() <-chan struct{} {
 
 // answer hands msg to the open request it replies to, records it in the
 // task's message history and returns its id there. Only one answer is taken
-// per request.
+// per request. An answer to the request whose record is being committed
+// (visible in the store already, to another instance above all) waits for
+// that commit, then finds the request open, or not if the commit failed.
 func (t *Task) answer(msg bgtype.Message) (string, error) {
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
 	w := t.openInputWait()
-	if w == nil || w.req.ID != msg.InReplyTo {
-		return "", fmt.Errorf("%w: task %s, request %q", ErrNoInputRequest, t.rec.ID, msg.InReplyTo)
+	for w == nil || w.req.ID != msg.InReplyTo {
+		r := t.rare.Load()
+		if r == nil || r.opening == nil || r.opening.req.ID != msg.InReplyTo {
+			return "", fmt.Errorf("%w: task %s, request %q", ErrNoInputRequest, t.rec.ID, msg.InReplyTo)
+		}
+		busy := r.busy // set while opening is
+		t.emitMu.Unlock()
+		<-busy
+		t.emitMu.Lock()
+		w = t.openInputWait()
 	}
 	t.rare.Load().input = nil // w != nil: the state exists
 	w.answer <- msg

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 
@@ -147,5 +148,77 @@ func TestRequestInputCrossesTheEnd(t *testing.T) {
 		if got, want := summarize(drainOwner(t, o)), []eventSummary{{bgtype.EventCompleted, id, ""}}; !slices.Equal(got, want) {
 			t.Fatalf("events %+v, want %+v", got, want)
 		}
+	})
+}
+
+// visibleFirstStore is a MemoryStore whose commit of an awaiting_input
+// record is visible (committed) before Commit returns, which waits for
+// release: as when another instance hears of the request from the
+// database before the committing instance went on.
+type visibleFirstStore struct {
+	*memstore.Store
+	committed chan struct{}
+	release   chan struct{}
+}
+
+func (s *visibleFirstStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
+	if err := s.Store.Commit(ctx, owner, actions...); err != nil {
+		return err
+	}
+	for _, a := range actions {
+		for _, meta := range a.Tasks {
+			if meta.Status == bgtype.StatusAwaitingInput {
+				close(s.committed)
+				<-s.release
+			}
+		}
+	}
+	return nil
+}
+
+// An answer that arrives once the request's record is committed, before
+// the commit returned to the task, waits for it and is taken: never
+// ErrNoInputRequest for a request the store already shows.
+func TestAnswerWhileRequestCommits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &visibleFirstStore{Store: memstore.New(), committed: make(chan struct{}), release: make(chan struct{})}
+		m := newTestManager(t, WithStore(st))
+		var releaseOnce sync.Once
+		release := func() { releaseOnce.Do(func() { close(st.release) }) }
+		t.Cleanup(release) // before the Manager's shutdown, which waits for the task
+		o := m.Owner("alice")
+		got := make(chan bgtype.Message, 1)
+		id, err := o.Spawn(t.Context(), func(ctx context.Context, task *Task) (any, error) {
+			msg, err := task.RequestInput(ctx, "which one?")
+			got <- msg
+			return nil, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-st.committed
+		meta, err := st.Get(t.Context(), id)
+		if err != nil || meta.Input == nil {
+			t.Fatalf("record %+v, %v; want the request", meta, err)
+		}
+		sent := make(chan error, 1)
+		go func() {
+			_, err := o.Send(t.Context(), id, bgtype.Message{Content: "this", InReplyTo: meta.Input.ID})
+			sent <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-sent:
+			t.Fatalf("the answer returned %v before the request was open", err)
+		default:
+		}
+		release()
+		if err := <-sent; err != nil {
+			t.Fatalf("answer: %v", err)
+		}
+		if msg := <-got; msg.Content != "this" {
+			t.Fatalf("RequestInput returned %+v", msg)
+		}
+		waitTask(t, o, id)
 	})
 }

@@ -78,6 +78,8 @@ type Manager struct {
 
 	msgs messageLog // recent messages per task, for Owner.Messages (history.go)
 
+	settled settledWaits // waits for tasks other instances run (elsewhere.go)
+
 	keys map[keyRef]*keyClaim // live keyed spawns (WithIdempotencyKey); guarded by mu
 	sent announced            // terminal events delivered and not yet marked announced (announce.go)
 

@@ -142,6 +142,14 @@ func (o Owner) CancelAll() (int, error) { return o.m.cancelOwner(o.id) }
 // ErrInvalidArgument (blank owner), ErrClosed, ErrInvalidArgument for an empty run id.
 // WithReason says why, to every task it cancels (the cause then matches
 // ErrCanceled (run) and ErrCanceled).
+//
+// With a SharedStore, the run's attached tasks that other live instances
+// run are found in the store and cancelled there with their attached
+// descendants (SharedStore.RequestCancel, with the reason), and count
+// one each once the request is recorded; a store failure is returned with
+// the count so far. The refusal of later spawns into the run holds on
+// this Manager only. CancelRun takes no context: those store calls are
+// not bounded by one.
 func (o Owner) CancelRun(runID string, opts ...CancelOption) (int, error) {
 	n, _, err := o.cancelRun(runID, cancelReason(opts))
 	return n, err
@@ -159,7 +167,8 @@ func (o Owner) cancelRun(runID, reason string) (n int, already bool, err error) 
 		return 0, false, errEmptyRun
 	}
 	n, already = o.m.cancelRun(runKey{owner: o.id, run: runID}, reason)
-	return n, already, nil
+	k, err := o.m.cancelRunElsewhere(context.Background(), o.id, runID, reason)
+	return n + k, already && k == 0, err
 }
 
 // Send delivers a message to one of the owner's live sub-agents, as a custom

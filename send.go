@@ -7,6 +7,7 @@ import (
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/internal/jsoncap"
+	"github.com/bgtask/bgtask/store"
 )
 
 // Send delivers a message to a live sub-agent on behalf of owner, the agent
@@ -16,6 +17,19 @@ import (
 // task's open input request (Task.RequestInput) answers it instead, for a
 // plain task too; ErrNoInputRequest if there is no such request. Owner.Send is the same call as seen by one
 // owner, which reports another owner's task as not found.
+//
+// With a store that carries messages (store.MessageCarrier, as pgstore), a
+// task that another live instance runs is reached too: the message is
+// recorded for that instance, which hands it to the task (or answers the
+// input request) once, in the order sent; Send returns once it did, with
+// the same errors as here for the same mistakes. It waits for that until
+// ctx ends: then the message is withdrawn, unless that instance was
+// handing it over already (the error then says it may have been
+// delivered). When that instance dies first, Send fails with an error
+// matching ErrTerminal that says the instance is gone and the task is
+// interrupted. With a store that cannot carry it (two processes on one
+// SQLite file), a live task that another process runs gets an error
+// matching ErrElsewhere (and ErrInboxClosed).
 func (m *Manager) Send(ctx context.Context, owner, id string, msg bgtype.Message) error {
 	return m.send(ctx, owner, id, msg)
 }
@@ -29,6 +43,12 @@ func (m *Manager) send(ctx context.Context, owner, id string, msg bgtype.Message
 // history (Owner.Messages). A delivered message is recorded there under the
 // task's emitMu, so it keeps its place among the messages the task sends.
 func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg bgtype.Message) (string, error) {
+	return m.sendVia(ctx, owner, id, msg, true)
+}
+
+// sendVia is sendMessage; carry says whether a task another instance runs
+// is reached through the store (never for a message carried here).
+func (m *Manager) sendVia(ctx context.Context, owner, id string, msg bgtype.Message, carry bool) (string, error) {
 	switch {
 	case !bgtype.ValidOwner(owner):
 		return "", bgtype.ErrInvalidOwner
@@ -50,6 +70,15 @@ func (m *Manager) sendMessage(ctx context.Context, owner, id string, msg bgtype.
 			return "", errNotOwner
 		case meta.Status.IsTerminal():
 			return "", &StatusError{TaskID: id, Status: meta.Status}
+		}
+		if mc, ok := m.store.(store.MessageCarrier); ok && carry && meta.Instance != m.cfg.instance {
+			return m.sendElsewhere(ctx, mc, owner, meta, m.capMessage(msg))
+		}
+		switch {
+		case meta.Type != bgtype.TypeSubAgent && msg.InReplyTo == "":
+			return "", fmt.Errorf("%w: %s", ErrNotSubAgent, id)
+		case m.runsElsewhere(ctx, &meta):
+			return "", elsewhereError(&meta, ErrInboxClosed)
 		case meta.Type != bgtype.TypeSubAgent:
 			return "", fmt.Errorf("%w: %s", ErrNotSubAgent, id)
 		}

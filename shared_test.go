@@ -34,10 +34,10 @@ func TestSharedStoreCancelReachesTheOtherInstance(t *testing.T) {
 	if n, err := o.Cancel(t.Context(), remote.ID); err != nil || n != 1 {
 		t.Fatalf("Cancel of a remote task: %d, %v; want 1, nil", n, err)
 	}
-	if n, err := m.CancelTree(t.Context(), remote.ID); err != nil || n != 1 {
+	if n, err := m.CancelTree(t.Context(), remote.ID, WithReason("stop")); err != nil || n != 1 {
 		t.Fatalf("CancelTree of a remote task: %d, %v; want 1, nil", n, err)
 	}
-	if want := []string{remote.ID, remote.ID + "+tree"}; !slices.Equal(f.Requests, want) {
+	if want := []string{remote.ID, remote.ID + "+tree:stop"}; !slices.Equal(f.Requests, want) {
 		t.Fatalf("Requests %v, want %v", f.Requests, want)
 	}
 	// Another owner's view never reaches it; a terminal record needs no request.
@@ -140,4 +140,48 @@ func (f *failingLoad) List(ctx context.Context, owner string, statuses ...bgtype
 		return func(yield func(bgtype.TaskMeta, error) bool) { yield(bgtype.TaskMeta{}, f.err) }
 	}
 	return f.Store.List(ctx, owner, statuses...)
+}
+
+// CancelRun of a run whose tasks run on another instance asks that
+// instance to cancel each attached one with its tree, with the reason, and
+// counts them; another owner's run of the same id, a detached task and a
+// task of another run are left alone.
+func TestSharedStoreCancelRunReachesOtherInstances(t *testing.T) {
+	f := &fakeShared{Store: memstore.New()}
+	m := newTestManager(t, WithStore(f), WithInstance("this-instance"))
+	put := func(id, owner, run string, detached bool, st bgtype.Status) {
+		meta := bgtype.TaskMeta{ID: id, Owner: owner, Type: bgtype.TypeTask, Status: st, Instance: "other-instance", Attempt: 1,
+			Parent: bgtype.Parent{RunID: run}, Detached: detached}
+		if err := f.Commit(t.Context(), owner, store.UpsertAction(meta)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("task_0190d5f4c5a87000a000000000000001", "thread-1", "run-1", false, bgtype.StatusRunning)
+	put("task_0190d5f4c5a87000a000000000000002", "thread-1", "run-1", false, bgtype.StatusAwaitingInput)
+	put("task_0190d5f4c5a87000a000000000000003", "thread-1", "run-1", true, bgtype.StatusRunning)
+	put("task_0190d5f4c5a87000a000000000000004", "thread-1", "run-2", false, bgtype.StatusRunning)
+	put("task_0190d5f4c5a87000a000000000000005", "thread-2", "run-1", false, bgtype.StatusRunning)
+	put("task_0190d5f4c5a87000a000000000000006", "thread-1", "run-1", false, bgtype.StatusCompleted)
+	// One of the run's tasks runs here.
+	causes := make(chan error, 1)
+	ctx := WithToolCall(t.Context(), ToolCall{RunID: "run-1", CallID: "call-1"})
+	if _, err := m.Owner("thread-1").Spawn(ctx, causeTask(causes)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := m.Owner("thread-1").CancelRun("run-1", WithReason("user pressed stop"))
+	if err != nil || n != 3 {
+		t.Fatalf("CancelRun = %d, %v; want 3 (one here, two elsewhere)", n, err)
+	}
+	if cause := <-causes; cause.Error() != "bgtask: run cancelled: user pressed stop" {
+		t.Fatalf("local cause %v", cause)
+	}
+	want := []string{"task_0190d5f4c5a87000a000000000000001+tree:user pressed stop", "task_0190d5f4c5a87000a000000000000002+tree:user pressed stop"}
+	if !slices.Equal(f.Requests, want) {
+		t.Fatalf("Requests %q, want %q", f.Requests, want)
+	}
+	f.Fail = errors.New("db down")
+	if n, err := m.Owner("thread-1").CancelRun("run-1"); n != 0 || err == nil ||
+		err.Error() != `bgtask: cancel run "run-1": task task_0190d5f4c5a87000a000000000000001 on another instance: db down` {
+		t.Fatalf("CancelRun with a failing store = %d, %v", n, err)
+	}
 }

@@ -183,6 +183,7 @@ type taskRare struct {
 	latestEvent LatestEvent    // the latest custom event (Owner.LatestEvent); guarded by emitMu
 	prog        *progressState // the progress writer (ReportProgress); guarded by emitMu
 	busy        chan struct{}  // an input-path commit is in flight (beginCommit); closed when it is done; guarded by emitMu
+	opening     *inputWait     // the request openInput is committing: an answer to it waits for busy; guarded by emitMu
 	inboxGen    uint64         // m.inboxGen when ownerBox was looked up; guarded by emitMu
 	ownerBox    *Inbox         // the owner's inbox, cached for Emit; guarded by emitMu
 	inbox       *Inbox         // a sub-agent's own inbox; set at spawn (with the taskRare), before the task is registered

@@ -5,13 +5,19 @@ import (
 	"fmt"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // Wait blocks until the task is terminal and returns its final record. For a
 // task this Manager runs, it returns after the terminal record is committed
-// and the terminal event delivered. For a task that is only in the Store it
-// returns the record at once: terminal, or with ErrNotLive when nothing here
-// will ever finish it. If ctx ends first it returns ctx's error.
+// and the terminal event delivered. For a task that another instance runs,
+// with a store that tells when records settle (store.ChangeNotifier, as
+// pgstore), it returns once the terminal record is committed there (or the
+// reaper interrupted it, that instance being gone). For any other task
+// that is only in the Store it returns the record at once: terminal, or
+// with ErrNotLive when nothing here will ever finish it (an error that
+// matches ErrElsewhere too when another live process runs it, which the
+// store cannot wait on). If ctx ends first it returns ctx's error.
 //
 // For a failed task it returns the record and a *TaskError (its kind and
 // text; errors.Is(err, ErrTimeout) when its time ran out), as a function
@@ -72,8 +78,10 @@ func (m *Manager) record(t *Task) bgtype.TaskMeta {
 }
 
 // storedForWait answers a wait for a task this Manager does not hold: its
-// record if terminal (or awaiting input, when that settles the wait),
-// otherwise the record with ErrNotLive.
+// record if terminal (or awaiting input, when that settles the wait); for a
+// task another instance runs, with a store that tells when records settle
+// (store.ChangeNotifier), the record once it settles; otherwise the record
+// with ErrNotLive.
 func (m *Manager) storedForWait(ctx context.Context, r reach, id string, inputSettles bool) (bgtype.TaskMeta, error) {
 	meta, err := m.store.Get(ctx, id)
 	switch {
@@ -81,8 +89,14 @@ func (m *Manager) storedForWait(ctx context.Context, r reach, id string, inputSe
 		return bgtype.TaskMeta{}, err
 	case !r.covers(meta.Owner):
 		return bgtype.TaskMeta{}, fmt.Errorf("%w: %s", ErrNotFound, id)
-	case meta.Status.IsTerminal(), inputSettles && meta.Status == bgtype.StatusAwaitingInput:
+	case settles(meta.Status, inputSettles):
 		return meta, nil
+	}
+	if cn, ok := m.store.(store.ChangeNotifier); ok && meta.Instance != m.cfg.instance {
+		return m.waitElsewhere(ctx, cn, meta, inputSettles)
+	}
+	if m.runsElsewhere(ctx, &meta) {
+		return meta, elsewhereError(&meta, ErrNotLive)
 	}
 	return meta, fmt.Errorf("%w: %s is %s", ErrNotLive, id, meta.Status)
 }

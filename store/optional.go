@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"iter"
+	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
 )
@@ -104,3 +105,66 @@ type RunLeaser interface {
 	// it changes nothing and returns nil.
 	CloseRun(ctx context.Context, owner, run, instance string) error
 }
+
+// ChangeNotifier is a Store that tells when a record may have settled
+// (become terminal or awaiting input) in any process that shares it, so
+// that a Manager can wait for a task that another instance runs without
+// reading its record in a loop. pgstore implements it with LISTEN/NOTIFY.
+// A notification can be lost (the listening connection dropped, the store
+// was not started), so a waiter also reads the record every
+// SettledPollInterval.
+type ChangeNotifier interface {
+	// OnSettled registers f to be called with the id of each record that
+	// a commit (this process's or another's, the reaper's included) made
+	// terminal or awaiting input, after that commit. f may be called for
+	// other ids, more than once, or late; never before the commit. f is
+	// called on the store's goroutine: it must be fast and must not block
+	// or call the store. The returned function unregisters f; after it
+	// returns, f is not called again.
+	OnSettled(f func(id string)) (stop func())
+	// SettledPollInterval is how often a waiter reads a record again when
+	// it heard nothing: the fallback for a lost notification. Positive.
+	SettledPollInterval() time.Duration
+}
+
+// MessageCarrier is a SharedStore that carries a message (or the answer to
+// an input request) to a task that another runtime instance runs, and its
+// outcome back. pgstore implements it with a row per message.
+type MessageCarrier interface {
+	// SendMessage records msg, sent by owner to task id, addressed to the
+	// instance the task's record names while the record is live, tells
+	// that instance, and waits until its Runtime.MessageRequested handled
+	// the message, once; it returns that outcome. Messages to one
+	// instance are handed over in the order they were recorded. When the
+	// record is not live at the send, the outcome is DeliveryEnded and
+	// nothing is recorded; when the instance is gone before it handled the
+	// message (a reaper found it dead), DeliveryGone. If ctx ends first,
+	// the message is withdrawn unless it was handled already (then that
+	// outcome is returned), and ctx's error is returned: a message is
+	// either handled and its outcome returned, or never handed over.
+	SendMessage(ctx context.Context, owner, id string, msg bgtype.Message) (Delivery, error)
+}
+
+// Delivery is the outcome of a message carried to another instance. The
+// runtime (bgtask's Manager) fills Code and Text with the kind and text of
+// its error, "" when the task took the message; a store carries them
+// without reading them, except for its own codes DeliveryEnded and
+// DeliveryGone.
+type Delivery struct {
+	// MessageID is the message's id in the task's history (Owner.Messages
+	// on the instance that runs it), when the task took it.
+	MessageID string
+	Code      string
+	Text      string
+}
+
+// The outcomes a MessageCarrier itself gives.
+const (
+	// DeliveryEnded: the task's record was not live when the message was
+	// sent; nothing was recorded.
+	DeliveryEnded = "ended"
+	// DeliveryGone: the instance that ran the task is gone (a reaper
+	// found it dead, and interrupted the task) before it handled the
+	// message. Text names the instance.
+	DeliveryGone = "instance_gone"
+)

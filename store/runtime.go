@@ -1,6 +1,10 @@
 package store
 
-import "context"
+import (
+	"context"
+
+	"github.com/bgtask/bgtask/bgtype"
+)
 
 // Runtime is what a store that carries out requests on behalf of other
 // processes needs of the runtime that uses it: a SharedStore (or a file
@@ -20,6 +24,13 @@ type Runtime interface {
 	// CancelAll cancels every task this runtime runs, with cause as their
 	// context's cause, and returns how many it signalled.
 	CancelAll(cause error) int
+	// MessageRequested hands msg, sent by owner in another process
+	// (MessageCarrier.SendMessage), to task id if this runtime runs it: into
+	// its inbox, or as the answer to its input request (msg.InReplyTo), as
+	// a local send does, and returns the outcome to carry back. It never
+	// carries the message on to another instance. It may block while the
+	// task's inbox or input request takes the message, until ctx ends.
+	MessageRequested(ctx context.Context, owner, id string, msg bgtype.Message) Delivery
 }
 
 // OwnerNotifier is a Runtime that hears, from its store, of owners that

@@ -57,9 +57,11 @@ type Store interface {
 type SharedStore interface {
 	Store
 	// RequestCancel asks the instance that runs task id to cancel it, with
-	// its attached descendants there when tree is true. It returns once the
-	// request is recorded, not when the task stops.
-	RequestCancel(ctx context.Context, id string, tree bool) error
+	// its attached descendants there when tree is true, giving reason ("" for
+	// none): that instance calls Runtime.CancelRequested with it, so the
+	// cancelled records and events carry the reason as a local cancel's do.
+	// It returns once the request is recorded, not when the task stops.
+	RequestCancel(ctx context.Context, id string, tree bool, reason string) error
 	// TakeNotices claims the owner's undelivered notices (events the store
 	// made itself, such as EventInterrupted for a reaped task), oldest
 	// first, and marks them delivered, so each is returned once. A notice

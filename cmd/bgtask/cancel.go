@@ -15,7 +15,7 @@ import (
 func (e *env) cancel(ctx context.Context, args []string) error {
 	fs, sf := e.flags("cancel", " ID")
 	tree := fs.Bool("tree", false, "cancel the task's attached descendants too")
-	reason := fs.String("reason", "", "why: kept on the cancelled record (SQLite only)")
+	reason := fs.String("reason", "", "why: kept on the cancelled record")
 	pos, err := e.parse(fs, args, 1)
 	if err != nil {
 		return err
@@ -26,9 +26,6 @@ func (e *env) cancel(ctx context.Context, args []string) error {
 	}
 	defer src.close()
 	id := pos[0]
-	if *reason != "" && !src.carriesReason() {
-		fmt.Fprintln(e.stderr, "bgtask cancel: PostgreSQL cancel requests carry no reason; cancelling without it")
-	}
 	m, err := src.cancel(ctx, id, *tree, *reason)
 	if errors.Is(err, bgtask.ErrNotFound) {
 		return fmt.Errorf("no task %s", clean(id))

@@ -107,12 +107,11 @@ func TestCancelEndToEnd(t *testing.T) {
 		defer st.Close()
 		r := startTasks(t, st, func(m *bgtask.Manager) error { return st.Start(t.Context(), m) })
 		got := inspect(t, nil, "cancel", r.parent, "--tree", "--reason", "stuck", "--dsn", dsn)
-		if want := "cancel of task tree " + r.parent + " requested (running on instance inst-test)\n"; got.code != 0 || got.stdout != want ||
-			got.stderr != "bgtask cancel: PostgreSQL cancel requests carry no reason; cancelling without it\n" {
+		if want := "cancel of task tree " + r.parent + " requested (running on instance inst-test)\n"; got.code != 0 || got.stdout != want || got.stderr != "" {
 			t.Fatalf("cancel --tree: %+v, want stdout %q", got, want)
 		}
-		r.wait(t, r.parent, "")
-		r.wait(t, r.child, "")
+		r.wait(t, r.parent, "stuck")
+		r.wait(t, r.child, "stuck")
 		before := pgSum(t, dsn)
 		got = inspect(t, nil, "cancel", r.child, "--dsn", dsn)
 		if got.code != 0 || got.stdout != "task "+r.child+" already cancelled: nothing to cancel\n" {

@@ -20,8 +20,6 @@ type source interface {
 	// cancel records a cancel request and returns the task's record as
 	// read then; a terminal status means nothing was recorded.
 	cancel(ctx context.Context, id string, tree bool, reason string) (bgtype.TaskMeta, error)
-	// carriesReason reports whether cancel passes its reason on.
-	carriesReason() bool
 	close() error
 }
 
@@ -68,8 +66,7 @@ func (s sqliteSource) children(ctx context.Context, id string) iter.Seq2[bgtype.
 func (s sqliteSource) cancel(ctx context.Context, id string, tree bool, reason string) (bgtype.TaskMeta, error) {
 	return s.r.RequestCancel(ctx, id, tree, reason)
 }
-func (sqliteSource) carriesReason() bool { return true }
-func (s sqliteSource) close() error      { return s.r.Close() }
+func (s sqliteSource) close() error { return s.r.Close() }
 
 type pgSource struct{ r *pgstore.ReadOnly }
 
@@ -82,8 +79,7 @@ func (s pgSource) get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 func (s pgSource) children(ctx context.Context, id string) iter.Seq2[bgtype.TaskMeta, error] {
 	return s.r.Children(ctx, id)
 }
-func (s pgSource) cancel(ctx context.Context, id string, tree bool, _ string) (bgtype.TaskMeta, error) {
-	return s.r.RequestCancel(ctx, id, tree)
+func (s pgSource) cancel(ctx context.Context, id string, tree bool, reason string) (bgtype.TaskMeta, error) {
+	return s.r.RequestCancel(ctx, id, tree, reason)
 }
-func (pgSource) carriesReason() bool { return false }
-func (s pgSource) close() error      { return s.r.Close() }
+func (s pgSource) close() error { return s.r.Close() }

@@ -9,6 +9,8 @@ import (
 	"iter"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/internal/memstore"
@@ -80,8 +82,9 @@ type Shared struct {
 	NoticeErr error
 }
 
-// RequestCancel records id ("+tree" appended for a tree), or fails with Fail.
-func (f *Shared) RequestCancel(ctx context.Context, id string, tree bool) error {
+// RequestCancel records id ("+tree" appended for a tree, then ":" and the
+// reason when there is one), or fails with Fail.
+func (f *Shared) RequestCancel(ctx context.Context, id string, tree bool, reason string) error {
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
 	if f.Fail != nil {
@@ -90,6 +93,9 @@ func (f *Shared) RequestCancel(ctx context.Context, id string, tree bool) error 
 	suffix := ""
 	if tree {
 		suffix = "+tree"
+	}
+	if reason != "" {
+		suffix += ":" + reason
 	}
 	f.Requests = append(f.Requests, id+suffix)
 	return nil
@@ -105,4 +111,92 @@ func (f *Shared) TakeNotices(ctx context.Context, owner string) ([]bgtype.Event,
 	evs := f.Notices[owner]
 	delete(f.Notices, owner)
 	return evs, nil
+}
+
+// Notifying is a Shared store that is a store.ChangeNotifier: after each
+// Commit it calls the registered functions with the id of every record the
+// commit upserted terminal or awaiting input, unless Quiet is set (a lost
+// notification). Its poll interval is Poll, an hour when zero.
+type Notifying struct {
+	*Shared
+	Poll  time.Duration
+	Quiet atomic.Bool
+
+	fmu   sync.Mutex // guards funcs and next
+	funcs map[int]func(string)
+	next  int
+}
+
+// Commit commits, then notifies.
+func (n *Notifying) Commit(ctx context.Context, owner string, actions ...store.Action) error {
+	if err := n.Shared.Commit(ctx, owner, actions...); err != nil {
+		return err
+	}
+	if n.Quiet.Load() {
+		return nil
+	}
+	var ids []string
+	for _, a := range actions {
+		for _, m := range a.Tasks {
+			if m.Status.IsTerminal() || m.Status == bgtype.StatusAwaitingInput {
+				ids = append(ids, m.ID)
+			}
+		}
+	}
+	n.fmu.Lock()
+	defer n.fmu.Unlock()
+	for _, f := range n.funcs {
+		for _, id := range ids {
+			f(id)
+		}
+	}
+	return nil
+}
+
+// OnSettled implements store.ChangeNotifier.
+func (n *Notifying) OnSettled(f func(string)) (stop func()) {
+	n.fmu.Lock()
+	defer n.fmu.Unlock()
+	if n.funcs == nil {
+		n.funcs = make(map[int]func(string))
+	}
+	k := n.next
+	n.next++
+	n.funcs[k] = f
+	return func() {
+		n.fmu.Lock()
+		defer n.fmu.Unlock()
+		delete(n.funcs, k)
+	}
+}
+
+// SettledPollInterval implements store.ChangeNotifier.
+func (n *Notifying) SettledPollInterval() time.Duration {
+	if n.Poll > 0 {
+		return n.Poll
+	}
+	return time.Hour
+}
+
+// Carrier is a Shared store that carries messages (store.MessageCarrier)
+// straight to To, the runtime of the instance that runs every remote task,
+// or answers Gone (store.DeliveryGone with that text) when it is set.
+type Carrier struct {
+	*Shared
+	To   store.Runtime
+	Gone string
+}
+
+// SendMessage implements store.MessageCarrier.
+func (c *Carrier) SendMessage(ctx context.Context, owner, id string, msg bgtype.Message) (store.Delivery, error) {
+	meta, err := c.Get(ctx, id)
+	switch {
+	case err != nil:
+		return store.Delivery{}, err
+	case meta.Status.IsTerminal():
+		return store.Delivery{Code: store.DeliveryEnded}, nil
+	case c.Gone != "":
+		return store.Delivery{Code: store.DeliveryGone, Text: c.Gone}, nil
+	}
+	return c.To.MessageRequested(ctx, owner, id, msg), nil
 }

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -25,16 +26,13 @@ const ListenerAppName = "bgtask-listener "
 // addressed to the instance recorded as running task id, and notifies that
 // instance (NOTIFY, delivered when the request is committed). A task that
 // has already ended needs nothing: RequestCancel returns nil. An unknown id
-// is an error matching bgtask.ErrNotFound.
-func (s *Store) RequestCancel(ctx context.Context, id string, tree bool) error {
+// is an error matching bgtask.ErrNotFound. The request carries reason: the
+// instance that runs the task records it as the cancel reason.
+func (s *Store) RequestCancel(ctx context.Context, id string, tree bool, reason string) error {
 	if s.isClosed() {
 		return ErrClosed
 	}
-	rs, err := s.pool.Query(ctx, `WITH r AS (
-			INSERT INTO bgtask_cancel_requests (task_id, instance, tree)
-			SELECT id, instance, $2 FROM bgtask_tasks WHERE id = $1 AND status = ANY($3)
-			RETURNING instance)
-		SELECT pg_notify($4, instance) FROM r`, id, tree, liveStatuses, cancelChannel)
+	rs, err := s.pool.Query(ctx, requestCancelSQL, id, tree, liveStatuses, cancelChannel, reason)
 	if err != nil {
 		return fmt.Errorf("pgstore: request cancel of %s: %w", id, err)
 	}
@@ -54,14 +52,24 @@ func (s *Store) RequestCancel(ctx context.Context, id string, tree bool) error {
 	return nil
 }
 
+// requestCancelSQL records a cancel request ($1 the task, $2 tree, $5 the
+// reason) addressed to the instance that runs the task, if it is live ($3),
+// and notifies that instance ($4) when the transaction commits.
+const requestCancelSQL = `WITH r AS (
+		INSERT INTO bgtask_cancel_requests (task_id, instance, tree, reason)
+		SELECT id, instance, $2, $5 FROM bgtask_tasks WHERE id = $1 AND status = ANY($3)
+		RETURNING instance)
+	SELECT pg_notify($4, instance) FROM r`
+
 // listenLoop keeps a dedicated connection LISTENing for cancel requests
 // addressed to instance id and wakes the poller for each. When the
 // connection drops it reconnects with backoff; the poller covers the gap.
-func (s *Store) listenLoop(ctx context.Context, id string, wake chan<- struct{}) {
+func (s *Store) listenLoop(ctx context.Context, id string, conn *pgx.Conn, wake chan<- struct{}) {
 	backoff := s.cfg.backoffMin
 	for {
-		err := s.listen(ctx, id, wake, func() { backoff = s.cfg.backoffMin })
-		if ctx.Err() != nil {
+		err := s.listen(ctx, id, conn, wake, func() { backoff = s.cfg.backoffMin })
+		conn = nil
+		if ctx.Err() != nil || errors.Is(err, ErrInstanceLost) {
 			return
 		}
 		s.log.Warn("pgstore: cancel listener lost its connection; reconnecting", "instance", id, "err", err, "backoff", backoff)
@@ -76,15 +84,31 @@ func (s *Store) listenLoop(ctx context.Context, id string, wake chan<- struct{})
 	}
 }
 
-func (s *Store) listen(ctx context.Context, id string, wake chan<- struct{}, connected func()) error {
+// connectListener opens a listening connection for instance id.
+func (s *Store) connectListener(ctx context.Context, id string) (*pgx.Conn, error) {
 	cfg := s.pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = ListenerAppName + id
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return err
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// listen listens on conn (Start's, holding the instance's lock), or on a
+// new connection that takes the lock again. When another session holds
+// the lock and the instance's row has another process's token, another
+// process registered the id since this connection dropped: the instance
+// is lost.
+func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake chan<- struct{}, connected func()) error {
+	if conn == nil {
+		var err error
+		if conn, err = s.connectListener(ctx, id); err != nil {
+			return err
+		}
+		if err := s.relock(ctx, conn, id); err != nil {
+			conn.Close(context.WithoutCancel(ctx))
+			return err
+		}
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+cancelChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+cancelChannel+"; LISTEN "+settledChannel+"; LISTEN "+messageChannel+"; LISTEN "+messageDoneChannel); err != nil {
 		return err
 	}
 	connected()
@@ -94,10 +118,39 @@ func (s *Store) listen(ctx context.Context, id string, wake chan<- struct{}, con
 		if err != nil {
 			return err
 		}
-		if n.Payload == id {
-			signal(wake)
+		switch n.Channel {
+		case cancelChannel, messageChannel:
+			if n.Payload == id {
+				signal(wake)
+			}
+		case messageDoneChannel:
+			s.msgWaits.notify(n.Payload)
+		case settledChannel:
+			s.notifySettled(n.Payload)
 		}
 	}
+}
+
+// relock takes the instance's lock again on a new listening connection.
+// If another session holds it, the row's token tells whether another
+// process registered the id (the instance is lost) or the server has not
+// yet ended this process's previous session (the lock is taken again at
+// the next reconnect; the token keeps the registration).
+func (s *Store) relock(ctx context.Context, conn *pgx.Conn, id string) error {
+	var got bool
+	if err := conn.QueryRow(ctx, tryInstanceLockSQL, id).Scan(&got); err != nil || got {
+		return err
+	}
+	var token string
+	if err := conn.QueryRow(ctx, `SELECT token FROM bgtask_instances WHERE id = $1`, id).Scan(&token); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	if token != s.token {
+		s.markLost(id, "another process registered its id")
+		return ErrInstanceLost
+	}
+	s.log.Warn("pgstore: instance lock still held by this process's previous session; listening without it", "instance", id)
+	return nil
 }
 
 func signal(c chan<- struct{}) {
@@ -107,9 +160,9 @@ func signal(c chan<- struct{}) {
 	}
 }
 
-// pollLoop handles the cancel requests addressed to instance id every poll
-// interval, and at once when the listener hears of one, until the
-// instance is lost.
+// pollLoop handles the cancel requests and the messages addressed to
+// instance id every poll interval, and at once when the listener hears of
+// one, until the instance is lost.
 func (s *Store) pollLoop(ctx context.Context, rt store.Runtime, id string, wake <-chan struct{}) {
 	t := time.NewTicker(s.cfg.poll)
 	defer t.Stop()
@@ -126,6 +179,9 @@ func (s *Store) pollLoop(ctx context.Context, rt store.Runtime, id string, wake 
 		if err := s.handleCancels(ctx, rt, id); err != nil && ctx.Err() == nil {
 			s.log.Warn("pgstore: reading cancel requests failed", "instance", id, "err", err)
 		}
+		if err := s.handleMessages(ctx, rt, id); err != nil && ctx.Err() == nil {
+			s.log.Warn("pgstore: handing over messages failed", "instance", id, "err", err)
+		}
 	}
 }
 
@@ -135,19 +191,20 @@ func (s *Store) handleCancels(ctx context.Context, rt store.Runtime, id string) 
 	rs, err := s.bg.Query(ctx, `UPDATE bgtask_cancel_requests SET handled_at = now() WHERE id IN (
 			SELECT id FROM bgtask_cancel_requests WHERE instance = $1 AND handled_at IS NULL
 			ORDER BY id FOR UPDATE SKIP LOCKED)
-		RETURNING id, task_id, tree`, id)
+		RETURNING id, task_id, tree, reason`, id)
 	if err != nil {
 		return err
 	}
 	type req struct {
-		seq  int64
-		task string
-		tree bool
+		seq    int64
+		task   string
+		tree   bool
+		reason string
 	}
 	var reqs []req
 	for rs.Next() {
 		var r req
-		if err := rs.Scan(&r.seq, &r.task, &r.tree); err != nil {
+		if err := rs.Scan(&r.seq, &r.task, &r.tree, &r.reason); err != nil {
 			rs.Close()
 			return err
 		}
@@ -159,12 +216,7 @@ func (s *Store) handleCancels(ctx context.Context, rt store.Runtime, id string) 
 	}
 	slices.SortFunc(reqs, func(a, b req) int { return cmp.Compare(a.seq, b.seq) })
 	for _, r := range reqs {
-		var n int
-		if r.tree {
-			n, err = rt.CancelRequested(ctx, r.task, true, "")
-		} else {
-			n, err = rt.CancelRequested(ctx, r.task, false, "")
-		}
+		n, err := rt.CancelRequested(ctx, r.task, r.tree, r.reason)
 		if err != nil {
 			s.log.Warn("pgstore: cancel request failed", "task", r.task, "err", err)
 			continue

@@ -3,8 +3,8 @@
 // share one task registry.
 //
 // Open connects and migrates the schema (tables bgtask_tasks,
-// bgtask_instances, bgtask_notices, bgtask_cancel_requests and
-// bgtask_schema_migrations). Every Commit is one transaction in which the
+// bgtask_instances, bgtask_notices, bgtask_cancel_requests, bgtask_messages
+// and bgtask_schema_migrations). Every Commit is one transaction in which the
 // shared reducer store.Apply runs on locked rows, and every write is
 // a compare-and-set on a version, so the lifecycle invariants hold across
 // processes. Commits made at the same time, by any owners, share one
@@ -27,8 +27,15 @@
 //     to (owner);
 //   - a listener (LISTEN on a dedicated connection, reconnecting with
 //     backoff) and a poller that carry cancel requests made on any instance
-//     (Manager.Cancel of a task run elsewhere calls RequestCancel) to the
-//     Manager that runs the task.
+//     (Manager.Cancel of a task run elsewhere calls RequestCancel, with its
+//     reason) and messages (Manager.Send to such a task calls SendMessage:
+//     see messages.go) to the Manager that runs the task; the listener
+//     also hears of every record that became terminal or awaiting input
+//     (OnSettled), so that a Wait on another instance returns.
+//
+// The listening connection holds a lock on the instance id while the
+// process lives: Start refuses an id another live process runs
+// (ErrInstanceRunning).
 //
 // The heartbeat, the reaper and the cancel poller use a small pool of
 // their own, and the listener its own connection, so commit traffic never

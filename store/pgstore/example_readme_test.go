@@ -19,11 +19,12 @@ func Example_readme() {
 		panic(err)
 	}
 	defer drop()
-	hostname := "inst_readme"
+	instanceID := "inst_readme"
 
-	// dsn: "postgres://app@db:5432/app?sslmode=require&pool_max_conns=20", say
+	// dsn: "postgres://app@db:5432/app?sslmode=require&pool_max_conns=20", say;
+	// instanceID: one per process (never the bare host name: Start refuses a live one)
 	st, err := pgstore.Open(ctx, dsn) // pool settings and search_path go in the DSN
-	m, err := bgtask.New(bgtask.WithStore(st), bgtask.WithInstance(hostname))
+	m, err := bgtask.New(bgtask.WithStore(st), bgtask.WithInstance(instanceID))
 	err = st.Start(ctx, m) // heartbeat, reaper, LISTEN for cancels, polling fallback
 	defer st.Close()       // after m.Shutdown: marks the instance stopped
 

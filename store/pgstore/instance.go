@@ -2,11 +2,13 @@ package pgstore
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
@@ -14,6 +16,25 @@ import (
 
 // ErrStarted is returned by a second Start: a Store serves one instance.
 var ErrStarted = errors.New("pgstore: store already started")
+
+// ErrInstanceRunning is matched by the error of a Start whose instance id
+// another live process holds: two processes with one id would share
+// fencing and leases. Give each process its own id.
+var ErrInstanceRunning = errors.New("pgstore: instance already running")
+
+// instanceLockWait is how long Start waits for the instance lock that
+// another session holds: a process killed a moment ago keeps it until the
+// server notices its connection closed, a live one keeps it for good.
+const instanceLockWait = 2 * time.Second
+
+// instanceLockSQL takes the session-level advisory lock of an instance id
+// ($1), which the listening connection of the process that runs the
+// instance holds while it lives; the server releases it when that
+// connection closes, a process killed with it.
+const instanceLockSQL = `SELECT pg_advisory_lock(hashtextextended('bgtask instance ' || $1, 0))`
+
+// tryInstanceLockSQL is instanceLockSQL without the wait.
+const tryInstanceLockSQL = `SELECT pg_try_advisory_lock(hashtextextended('bgtask instance ' || $1, 0))`
 
 // Start registers m's runtime instance (rt.Instance()) as alive and starts,
 // in goroutines that Close stops and waits for, its heartbeat, the reaper
@@ -23,8 +44,21 @@ var ErrStarted = errors.New("pgstore: store already started")
 //
 // From Start on, every write is fenced: see Commit.
 //
-// Start returns ErrStarted if called twice, ErrClosed after Close, and the
-// database's error if the registration fails (nothing then runs).
+// One live process per instance id: the process that runs an instance
+// holds a session-level advisory lock of its id on its listening
+// connection, and Start refuses an id whose lock another session holds
+// (waiting instanceLockWait for a process killed a moment ago to lose it),
+// with an error matching ErrInstanceRunning. A process that died lost the
+// lock with its connection, so a restart with its id (as after kill -9 or
+// a deploy) registers at once. Each registration writes a random token on
+// the instance's row; the heartbeat and Close touch the row only while it
+// holds their token, so a process whose id another process registered
+// since (its listening connection had dropped) finds itself lost at its
+// next heartbeat and stops writing.
+//
+// Start returns ErrStarted if called twice, ErrClosed after Close, an
+// error matching ErrInstanceRunning, and the database's error if the
+// registration fails (nothing then runs).
 func (s *Store) Start(ctx context.Context, rt store.Runtime) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -35,12 +69,19 @@ func (s *Store) Start(ctx context.Context, rt store.Runtime) error {
 		return ErrStarted
 	}
 	id := rt.Instance()
+	conn, err := s.lockInstance(ctx, id)
+	if err != nil {
+		return err
+	}
+	token := rand.Text()
 	sent := s.elapsed()
-	if _, err := s.bg.Exec(ctx, `INSERT INTO bgtask_instances (id, heartbeat_at, started_at, state)
-		VALUES ($1, now(), now(), 'alive')
-		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), started_at = now(), state = 'alive'`, id); err != nil {
+	if _, err := s.bg.Exec(ctx, `INSERT INTO bgtask_instances (id, heartbeat_at, started_at, state, token)
+		VALUES ($1, now(), now(), 'alive', $2)
+		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), started_at = now(), state = 'alive', token = $2`, id, token); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
 		return fmt.Errorf("pgstore: register instance %q: %w", id, err)
 	}
+	s.token = token
 	s.lastBeat.Store(int64(sent))
 	s.started, s.rt = true, rt
 	s.instance.Store(&id)
@@ -49,9 +90,36 @@ func (s *Store) Start(ctx context.Context, rt store.Runtime) error {
 	wake := make(chan struct{}, 1)
 	s.wg.Go(func() { s.heartbeatLoop(bg, rt, id) })
 	s.wg.Go(func() { s.reaperLoop(bg) })
-	s.wg.Go(func() { s.listenLoop(bg, id, wake) })
+	s.wg.Go(func() { s.listenLoop(bg, id, conn, wake) })
 	s.wg.Go(func() { s.pollLoop(bg, rt, id, wake) })
 	return nil
+}
+
+// lockInstance opens the listening connection of instance id and takes
+// the instance's lock on it, or returns an error matching
+// ErrInstanceRunning when another session keeps it.
+func (s *Store) lockInstance(ctx context.Context, id string) (*pgx.Conn, error) {
+	conn, err := s.connectListener(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: register instance %q: %w", id, err)
+	}
+	_, err = conn.Exec(ctx, fmt.Sprintf("SET lock_timeout = %d", instanceLockWait.Milliseconds()))
+	if err == nil {
+		_, err = conn.Exec(ctx, instanceLockSQL, id)
+	}
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe) && pe.Code == "55P03": // lock_not_available
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("%w: pgstore: instance %q is already running (registered by another live process): give each process its own instance id", ErrInstanceRunning, id)
+	case err == nil:
+		_, err = conn.Exec(ctx, "RESET lock_timeout")
+	}
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("pgstore: register instance %q: %w", id, err)
+	}
+	return conn, nil
 }
 
 // elapsed reads the Store's clock, relative to when it was opened.
@@ -88,7 +156,7 @@ func (s *Store) heartbeatLoop(ctx context.Context, rt store.Runtime, id string) 
 		}
 		sent := s.elapsed()
 		hctx, cancel := context.WithTimeout(ctx, s.cfg.heartbeat)
-		tag, err := s.bg.Exec(hctx, `UPDATE bgtask_instances SET heartbeat_at = now() WHERE id = $1 AND state = 'alive'`, id)
+		tag, err := s.bg.Exec(hctx, `UPDATE bgtask_instances SET heartbeat_at = now() WHERE id = $1 AND state = 'alive' AND token = $2`, id, s.token)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -97,7 +165,7 @@ func (s *Store) heartbeatLoop(ctx context.Context, rt store.Runtime, id string) 
 			s.noteBeat(sent)
 			continue
 		case err == nil:
-			s.markLost(id, "it was declared dead by a reaper")
+			s.markLost(id, "it was declared dead by a reaper, or another process registered its id")
 			s.cancelTasks(rt, id)
 			return
 		}

@@ -174,7 +174,46 @@ var migrations = []string{
 		to_task = EXISTS (SELECT 1 FROM bgtask_tasks t WHERE t.id = n.owner)
 		WHERE n.delivered_at IS NULL;
 	CREATE INDEX bgtask_notices_to_task ON bgtask_notices (id) WHERE delivered_at IS NULL AND to_task;`,
-	// 9 (a fleet): each owner's one open run across the instances
+	// 9 (a fleet's owner-facing operations): a cancel request carries its
+	// reason; requests of an older version have none. A row that becomes
+	// terminal or awaiting input (inserted so, or its status changed to
+	// it), whoever writes it, notifies bgtask_settled with its id when the
+	// transaction commits, so that a Wait on another instance returns
+	// (see settle.go). A message (or an answer to an input request) sent
+	// to a task that another instance runs is a row of bgtask_messages
+	// addressed to that instance (see messages.go): claimed_at once that
+	// instance is handing it over, handled_at with the outcome once it did
+	// (or the reaper failed it, or its sender withdrew it). An instance's
+	// token names the process that registered it last (see instance.go).
+	`ALTER TABLE bgtask_cancel_requests ADD COLUMN reason text NOT NULL DEFAULT '';
+	CREATE TABLE bgtask_messages (
+		id           bigserial PRIMARY KEY,
+		task_id      text NOT NULL,
+		instance     text NOT NULL,
+		owner        text NOT NULL,
+		message      jsonb NOT NULL,
+		requested_at timestamptz NOT NULL DEFAULT now(),
+		claimed_at   timestamptz,
+		handled_at   timestamptz,
+		message_id   text NOT NULL DEFAULT '',
+		err_code     text NOT NULL DEFAULT '',
+		err_text     text NOT NULL DEFAULT ''
+	);
+	CREATE INDEX bgtask_messages_pending ON bgtask_messages (instance, id) WHERE handled_at IS NULL;
+	CREATE INDEX bgtask_messages_done ON bgtask_messages ((coalesce(handled_at, requested_at)));
+	ALTER TABLE bgtask_instances ADD COLUMN token text NOT NULL DEFAULT '';
+	CREATE FUNCTION bgtask_notify_settled() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		PERFORM pg_notify('bgtask_settled', NEW.id);
+		RETURN NULL;
+	END $$;
+	CREATE TRIGGER bgtask_tasks_settled_insert AFTER INSERT ON bgtask_tasks
+		FOR EACH ROW WHEN (NEW.status NOT IN ('queued', 'running'))
+		EXECUTE FUNCTION bgtask_notify_settled();
+	CREATE TRIGGER bgtask_tasks_settled_update AFTER UPDATE OF status ON bgtask_tasks
+		FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status AND NEW.status NOT IN ('queued', 'running'))
+		EXECUTE FUNCTION bgtask_notify_settled();`,
+	// 10 (a fleet): each owner's one open run across the instances
 	// (store.RunLeaser), held by the instance that opened it; a run of an
 	// instance that is not alive is free, and the reaper deletes it.
 	`CREATE TABLE bgtask_runs (

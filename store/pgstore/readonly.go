@@ -214,10 +214,10 @@ func (r *ReadOnly) List(ctx context.Context, f Filter) iter.Seq2[bgtype.TaskMeta
 // attached descendants there when tree is true, as Store.RequestCancel
 // does, in the one read-write transaction a ReadOnly makes. It returns the
 // task's record as read then: if its status is already terminal, nothing
-// was recorded. An unknown id is an error matching bgtype.ErrNotFound. A
-// request carries no reason: the cancelled record has none. It returns once
-// the request is recorded, not when the task stops.
-func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool) (bgtype.TaskMeta, error) {
+// was recorded. An unknown id is an error matching bgtype.ErrNotFound. The
+// request carries reason ("" for none): the cancelled record has it. It
+// returns once the request is recorded, not when the task stops.
+func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool, reason string) (bgtype.TaskMeta, error) {
 	if r.closed.Load() {
 		return bgtype.TaskMeta{}, ErrClosed
 	}
@@ -238,11 +238,7 @@ func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool) (bgt
 		if m.Status.IsTerminal() {
 			return nil
 		}
-		tag, err := tx.Exec(ctx, `WITH r AS (
-				INSERT INTO bgtask_cancel_requests (task_id, instance, tree)
-				SELECT id, instance, $2 FROM bgtask_tasks WHERE id = $1 AND status = ANY($3)
-				RETURNING instance)
-			SELECT pg_notify($4, instance) FROM r`, id, tree, liveStatuses, cancelChannel)
+		tag, err := tx.Exec(ctx, requestCancelSQL, id, tree, liveStatuses, cancelChannel, reason)
 		if err != nil {
 			return err
 		}

@@ -149,20 +149,20 @@ func TestReadOnlyRequestCancel(t *testing.T) {
 		got, err := r.Get(t.Context(), id)
 		return err == nil && got.Status == bgtype.StatusRunning
 	})
-	got, err := r.RequestCancel(t.Context(), id, false)
+	got, err := r.RequestCancel(t.Context(), id, false, "operator said so")
 	if err != nil || got.Status != bgtype.StatusRunning {
 		t.Fatalf("RequestCancel = %s, %v", got.Status, err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
 	defer cancel()
-	if meta, _ := o.Wait(ctx, id); meta.Status != bgtype.StatusCanceled {
-		t.Fatalf("task ended %s, want cancelled", meta.Status)
+	if meta, _ := o.Wait(ctx, id); meta.Status != bgtype.StatusCanceled || meta.CancelReason != "operator said so" {
+		t.Fatalf("task ended %s %q, want cancelled with the reason", meta.Status, meta.CancelReason)
 	}
 	before := tasksSum(t, dsn)
-	if got, err := r.RequestCancel(t.Context(), id, true); err != nil || got.Status != bgtype.StatusCanceled {
+	if got, err := r.RequestCancel(t.Context(), id, true, ""); err != nil || got.Status != bgtype.StatusCanceled {
 		t.Fatalf("RequestCancel(ended) = %s, %v", got.Status, err)
 	}
-	if _, err := r.RequestCancel(t.Context(), "task_none", false); !errors.Is(err, bgtask.ErrNotFound) || err.Error() != "bgtask: task not found: task_none" {
+	if _, err := r.RequestCancel(t.Context(), "task_none", false, ""); !errors.Is(err, bgtask.ErrNotFound) || err.Error() != "bgtask: task not found: task_none" {
 		t.Fatalf("RequestCancel(unknown) = %v", err)
 	}
 	if after := tasksSum(t, dsn); after != before {

@@ -111,6 +111,11 @@ func (s *Store) reap(ctx context.Context, db *pgxpool.Pool) (int, error) {
 			break
 		}
 	}
+	// After the tasks: a sender told that the instance is gone finds its
+	// task interrupted.
+	if err := s.failGoneMessages(ctx, db); err != nil {
+		return total, err
+	}
 	if _, err := db.Exec(ctx, `DELETE FROM bgtask_runs WHERE instance IN (SELECT id FROM bgtask_instances WHERE state <> 'alive')`); err != nil {
 		return total, fmt.Errorf("pgstore: reap: release runs: %w", err) // free already: OpenRun takes them over
 	}
@@ -262,8 +267,8 @@ func collectOwners(ctx context.Context, tx pgx.Tx, owners map[string]bool, sql s
 }
 
 // cleanUp deletes what the age limit lets go: terminal tasks, delivered
-// notices and cancel requests older than it (handled, or addressed to an
-// instance that never handled them), and gone instances
+// notices, cancel requests and messages older than it (handled, or
+// addressed to an instance that never handled them), and gone instances
 // that no live task names.
 func (s *Store) cleanUp(ctx context.Context) error {
 	if s.cfg.retainFor <= 0 {
@@ -274,7 +279,8 @@ func (s *Store) cleanUp(ctx context.Context) error {
 		WITH cut AS (SELECT now() - make_interval(secs => $1::bigint / 1e6) AS t),
 		a AS (DELETE FROM bgtask_tasks WHERE terminal_at < (SELECT t FROM cut)),
 		b AS (DELETE FROM bgtask_notices WHERE delivered_at < (SELECT t FROM cut)),
-		c AS (DELETE FROM bgtask_cancel_requests WHERE coalesce(handled_at, requested_at) < (SELECT t FROM cut))
+		c AS (DELETE FROM bgtask_cancel_requests WHERE coalesce(handled_at, requested_at) < (SELECT t FROM cut)),
+		d AS (DELETE FROM bgtask_messages WHERE coalesce(handled_at, requested_at) < (SELECT t FROM cut))
 		DELETE FROM bgtask_instances i WHERE state <> 'alive' AND heartbeat_at < (SELECT t FROM cut)
 			AND NOT EXISTS (SELECT 1 FROM bgtask_tasks t WHERE t.instance = i.id AND t.status IN `+liveSQL+`)`,
 		age)

@@ -57,6 +57,7 @@ type Store struct {
 	lastBeat atomic.Int64
 	// instance is the started instance's id; nil before Start.
 	instance atomic.Pointer[string]
+	token    string        // the started instance's registration token; set by Start before its goroutines
 	lost     atomic.Bool   // the started instance lost its registration: refuse writes
 	lostWake chan struct{} // tells the heartbeat loop that a write found the instance lost
 
@@ -68,6 +69,9 @@ type Store struct {
 	ageNext atomic.Int64   // Unix ns from which a commit checks the age limit again: see ageDue
 	knownMu sync.Mutex     // guards known
 	known   map[string]row // records this Store wrote not terminal, as written: see known.go
+
+	settled  settledFuncs // OnSettled's functions (settle.go)
+	msgWaits messageWaits // senders waiting for their messages (messages.go)
 
 	mu      sync.Mutex // guards the fields below
 	closed  bool
@@ -171,7 +175,7 @@ func (s *Store) Close() error {
 		s.wg.Wait()
 		if instance := *s.instance.Load(); !s.lost.Load() {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.grace)
-			_, err = s.bg.Exec(ctx, `UPDATE bgtask_instances SET state = 'stopped' WHERE id = $1 AND state = 'alive'`, instance)
+			_, err = s.bg.Exec(ctx, `UPDATE bgtask_instances SET state = 'stopped' WHERE id = $1 AND state = 'alive' AND token = $2`, instance, s.token)
 			cancel()
 			if err != nil {
 				err = fmt.Errorf("pgstore: close: mark instance %q stopped: %w", instance, err)

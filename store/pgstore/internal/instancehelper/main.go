@@ -312,7 +312,7 @@ func keyed(ctx context.Context, o bgtask.Owner, n, w int) string {
 	}
 	wg.Wait()
 	for _, id := range res.IDs {
-		_, _ = o.Wait(ctx, id) // ErrNotLive for a task the other process runs: nothing to wait for here
+		_, _ = o.Wait(ctx, id) // the other process's task too: its end is committed there
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -1,0 +1,242 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
+)
+
+// messageChannel is the NOTIFY channel of messages to carry; the payload is
+// the id of the instance they are addressed to. messageDoneChannel tells
+// senders that a message was handled; its payload is the message row's id.
+const (
+	messageChannel     = "bgtask_message"
+	messageDoneChannel = "bgtask_message_done"
+)
+
+// messageBatch bounds the messages one pass of an instance hands over.
+const messageBatch = 100
+
+// withdrawn is the code of a message its sender withdrew (ctx ended before
+// it was handled): no instance hands it over.
+const withdrawn = "withdrawn"
+
+// messageWaits are the senders waiting for their messages to be handled,
+// by message row id.
+type messageWaits struct {
+	mu sync.Mutex // guards m
+	m  map[int64]chan struct{}
+}
+
+func (w *messageWaits) add(seq int64) chan struct{} {
+	c := make(chan struct{}, 1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = make(map[int64]chan struct{})
+	}
+	w.m[seq] = c
+	return c
+}
+
+func (w *messageWaits) remove(seq int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, seq)
+}
+
+func (w *messageWaits) notify(payload string) {
+	seq, err := strconv.ParseInt(payload, 10, 64)
+	if err != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	signal(w.m[seq])
+}
+
+// sendMessageSQL records a message ($2 the sender's owner, $3 the message)
+// to task $1, addressed to the instance its record names, if it is live,
+// and notifies that instance when the transaction commits.
+var sendMessageSQL = `WITH r AS (
+		INSERT INTO bgtask_messages (task_id, instance, owner, message)
+		SELECT id, instance, $2, $3 FROM bgtask_tasks WHERE id = $1 AND status IN ` + liveSQL + `
+		RETURNING id, instance)
+	SELECT id, pg_notify('` + messageChannel + `', instance) FROM r`
+
+// SendMessage implements store.MessageCarrier: it records the message in
+// bgtask_messages addressed to the instance that runs the task, notifies
+// it, and waits for that instance to hand it over (see Start): woken by a
+// notification on the started Store's listening connection, and reading
+// the row every poll interval (WithPollInterval) in case one was lost, or
+// when the Store was not started.
+func (s *Store) SendMessage(ctx context.Context, owner, id string, msg bgtype.Message) (store.Delivery, error) {
+	if s.isClosed() {
+		return store.Delivery{}, ErrClosed
+	}
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return store.Delivery{}, fmt.Errorf("pgstore: send to %s: %w", id, err)
+	}
+	var seq int64
+	err = s.pool.QueryRow(ctx, sendMessageSQL, id, owner, body).Scan(&seq, nil) // the second column is pg_notify's void
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return store.Delivery{Code: store.DeliveryEnded}, nil
+	case err != nil:
+		return store.Delivery{}, fmt.Errorf("pgstore: send to %s: %w", id, err)
+	}
+	wake := s.msgWaits.add(seq)
+	defer s.msgWaits.remove(seq)
+	poll := time.NewTicker(s.cfg.poll)
+	defer poll.Stop()
+	for {
+		// Read after registering: a notification sent before is not lost.
+		d, done, err := s.messageOutcome(ctx, seq)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return s.withdraw(ctx, seq)
+		case err != nil:
+			return store.Delivery{}, err
+		case done:
+			return d, nil
+		}
+		select {
+		case <-wake:
+		case <-poll.C:
+		case <-ctx.Done():
+			return s.withdraw(ctx, seq)
+		}
+	}
+}
+
+// messageOutcome reads whether message seq was handled, and how.
+func (s *Store) messageOutcome(ctx context.Context, seq int64) (d store.Delivery, done bool, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT handled_at IS NOT NULL, message_id, err_code, err_text FROM bgtask_messages WHERE id = $1`, seq).
+		Scan(&done, &d.MessageID, &d.Code, &d.Text)
+	if err != nil {
+		return store.Delivery{}, false, fmt.Errorf("pgstore: read message %d: %w", seq, err)
+	}
+	return d, done, nil
+}
+
+// withdraw withdraws message seq, whose sender's ctx ended, unless an
+// instance handled it or is handing it over: it returns the outcome of a
+// handled one, and ctx's error otherwise.
+func (s *Store) withdraw(ctx context.Context, seq int64) (store.Delivery, error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.grace)
+	defer cancel()
+	tag, err := s.pool.Exec(wctx, `UPDATE bgtask_messages SET handled_at = now(), err_code = $2
+		WHERE id = $1 AND handled_at IS NULL AND claimed_at IS NULL`, seq, withdrawn)
+	switch {
+	case err != nil:
+		return store.Delivery{}, fmt.Errorf("%w (and withdrawing the message failed, so it may still be delivered: %v)", context.Cause(ctx), err)
+	case tag.RowsAffected() == 1:
+		return store.Delivery{}, context.Cause(ctx)
+	}
+	d, done, err := s.messageOutcome(wctx, seq)
+	switch {
+	case err != nil:
+		return store.Delivery{}, fmt.Errorf("%w (the message may have been delivered: %v)", context.Cause(ctx), err)
+	case done:
+		return d, nil
+	}
+	return store.Delivery{}, fmt.Errorf("%w (the task's instance was handing the message over: it may have been delivered)", context.Cause(ctx))
+}
+
+// handleMessages hands the messages addressed to instance id to the tasks,
+// oldest first: it claims a batch (so no sender withdraws them and no
+// other pass takes them), calls rt.MessageRequested for each in order, and
+// records each outcome with a notification to its sender. A process that
+// dies between the claim and the outcome leaves the claimed rows to the
+// reaper, which fails them: the task died with it.
+func (s *Store) handleMessages(ctx context.Context, rt store.Runtime, id string) error {
+	for {
+		rs, err := s.bg.Query(ctx, `UPDATE bgtask_messages SET claimed_at = now() WHERE id IN (
+				SELECT id FROM bgtask_messages WHERE instance = $1 AND handled_at IS NULL AND claimed_at IS NULL
+				ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
+			RETURNING id, task_id, owner, message`, id, messageBatch)
+		if err != nil {
+			return err
+		}
+		type req struct {
+			seq         int64
+			task, owner string
+			msg         []byte
+		}
+		var reqs []req
+		for rs.Next() {
+			var r req
+			if err := rs.Scan(&r.seq, &r.task, &r.owner, &r.msg); err != nil {
+				rs.Close()
+				return err
+			}
+			reqs = append(reqs, r)
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return err
+		}
+		slices.SortFunc(reqs, func(a, b req) int { return cmp.Compare(a.seq, b.seq) })
+		for _, r := range reqs {
+			var d store.Delivery
+			var msg bgtype.Message
+			if err := json.Unmarshal(r.msg, &msg); err != nil {
+				d = store.Delivery{Code: "error", Text: fmt.Sprintf("pgstore: message %d: %v", r.seq, err)}
+			} else {
+				d = rt.MessageRequested(ctx, r.owner, r.task, msg)
+			}
+			if _, err := s.bg.Exec(ctx, `WITH u AS (
+					UPDATE bgtask_messages SET handled_at = now(), message_id = $2, err_code = $3, err_text = $4
+					WHERE id = $1 RETURNING id)
+				SELECT pg_notify('`+messageDoneChannel+`', id::text) FROM u`, r.seq, d.MessageID, d.Code, d.Text); err != nil {
+				return fmt.Errorf("record the outcome of message %d: %w", r.seq, err)
+			}
+		}
+		if len(reqs) < messageBatch {
+			return nil
+		}
+	}
+}
+
+// failGoneMessagesSQL fails the messages that instances which are not
+// alive never handled (claimed or not), and tells their senders.
+var failGoneMessagesSQL = `WITH g AS (
+		UPDATE bgtask_messages m SET handled_at = now(), err_code = '` + store.DeliveryGone + `', err_text = m.instance
+		WHERE handled_at IS NULL AND instance IN (SELECT id FROM bgtask_instances WHERE state <> 'alive')
+		RETURNING id)
+	SELECT pg_notify('` + messageDoneChannel + `', id::text) FROM g`
+
+// failGoneMessages runs failGoneMessagesSQL.
+func (s *Store) failGoneMessages(ctx context.Context, db *pgxpool.Pool) error {
+	rs, err := db.Query(ctx, failGoneMessagesSQL)
+	if err != nil {
+		return fmt.Errorf("pgstore: reap: fail messages to gone instances: %w", err)
+	}
+	n := 0
+	for rs.Next() {
+		n++
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return fmt.Errorf("pgstore: reap: fail messages to gone instances: %w", err)
+	}
+	if n > 0 {
+		s.log.Warn("pgstore: messages to gone instances failed", "messages", n)
+	}
+	return nil
+}
+
+var _ store.MessageCarrier = (*Store)(nil)

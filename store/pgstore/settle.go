@@ -1,0 +1,58 @@
+package pgstore
+
+import (
+	"sync"
+	"time"
+
+	"github.com/bgtask/bgtask/store"
+)
+
+// settledChannel is the NOTIFY channel on which a row that became terminal
+// or awaiting input is announced, by a trigger, in the commit that made it
+// so; the payload is the task's id.
+const settledChannel = "bgtask_settled"
+
+// settledFuncs are the functions registered with OnSettled.
+type settledFuncs struct {
+	mu    sync.Mutex // guards funcs and next
+	funcs map[int]func(string)
+	next  int
+}
+
+// OnSettled implements store.ChangeNotifier: f is called with the id of
+// each task whose row a commit made terminal or awaiting input, in any
+// process on the database (the reaper's included), as the started Store's
+// listening connection hears it (the one that hears cancel requests). A
+// Store that was not started hears nothing: a waiter then reads the
+// record every poll interval. f runs on the listener's goroutine: it
+// must not block.
+func (s *Store) OnSettled(f func(id string)) (stop func()) {
+	s.settled.mu.Lock()
+	defer s.settled.mu.Unlock()
+	if s.settled.funcs == nil {
+		s.settled.funcs = make(map[int]func(string))
+	}
+	k := s.settled.next
+	s.settled.next++
+	s.settled.funcs[k] = f
+	return func() {
+		s.settled.mu.Lock()
+		defer s.settled.mu.Unlock()
+		delete(s.settled.funcs, k)
+	}
+}
+
+// SettledPollInterval implements store.ChangeNotifier: the poll interval
+// (WithPollInterval).
+func (s *Store) SettledPollInterval() time.Duration { return s.cfg.poll }
+
+// notifySettled calls the registered functions with id.
+func (s *Store) notifySettled(id string) {
+	s.settled.mu.Lock()
+	defer s.settled.mu.Unlock()
+	for _, f := range s.settled.funcs {
+		f(id)
+	}
+}
+
+var _ store.ChangeNotifier = (*Store)(nil)
