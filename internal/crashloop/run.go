@@ -146,7 +146,7 @@ func runSeed(t *testing.T, sc Scenario, seed uint64) (Verdict, []ProcLog) {
 		cur = start(k, stop)
 		overlap := rng.IntN(sc.Overlap + 1)
 		cur.waitFor(fmt.Sprintf("%d lines", overlap), func() bool {
-			return cur.logLines >= overlap || cur.stopped || cur.idle
+			return cur.logLines >= overlap || cur.stopped || cur.idle || cur.busy
 		})
 		prev.kill()
 		early := rng.IntN(2) == 0
@@ -189,6 +189,7 @@ type proc struct {
 	ready    bool          // "ready": the store is open
 	stopped  bool          // "stopped": its owner loop stopped for good
 	idle     bool          // "idle": its budget is spent and nothing is pending
+	busy     bool          // "busy": a RunStart found the owner's run open in another live process
 	done     bool          // "done": it finished
 }
 
@@ -260,6 +261,8 @@ func (p *proc) waitFor(what string, ok func() bool) {
 				p.stopped = true
 			case l == "idle":
 				p.idle = true
+			case l == "busy":
+				p.busy = true
 			case strings.HasPrefix(l, "done "):
 				p.done = true
 			}

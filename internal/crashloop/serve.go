@@ -47,8 +47,10 @@ const maxFinishTurns = 50
 // (BeforeInference, then the "model" spawns some of its budget, StepEnd,
 // and at the natural end Deliver), and RunEnd; the next run starts when
 // the Plugin's WithOnWake fires, or on the command "wake" (a new request:
-// the test sends it when a peer process is gone). Once its budget is spent
-// and nothing is pending it prints "idle".
+// the test sends it when a peer process is gone). A RunStart refused
+// because another live process holds the owner's run prints "busy" and
+// waits to be woken. Once its budget is spent and nothing is pending it
+// prints "idle".
 //
 // On "finish" it runs until every record of the owner's tree has ended and
 // nothing is pending, plus one more run, prints "done" and returns once In
@@ -96,6 +98,14 @@ func (w *worker) loop(ctx context.Context) error {
 	finishing := false
 	for turn, finishTurns := 0, 0; ; turn++ {
 		pending, err := w.turn(ctx, turn)
+		if errors.Is(err, bgtask.ErrRunOpen) {
+			// The previous process, stopped mid-run, still holds the
+			// owner's run (a store that keeps one run per owner across
+			// processes): as a host, wait to be woken (its kill, an end).
+			cfg.Log.Say("busy")
+			<-w.poke
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -11,19 +11,24 @@ import (
 )
 
 // openRunSQL takes owner's run for instance: a new row, or the row of a
-// run the same instance left, or of an instance that is not alive. It
-// returns no row while another live instance holds the owner's run.
+// run the same instance left, or of an instance that is gone: not alive
+// in bgtask_instances, or whose process no longer holds the instance's
+// advisory lock (instanceLockSQL; a process killed a moment ago lost it
+// with its connection, long before the reaper's grace). The lock is tried
+// for the statement's transaction only. It returns no row while another
+// live instance holds the owner's run.
 const openRunSQL = `INSERT INTO bgtask_runs AS r (owner, run_id, instance) VALUES ($1, $2, $3)
 	ON CONFLICT (owner) DO UPDATE SET run_id = excluded.run_id, instance = excluded.instance, opened_at = now()
-	WHERE r.instance = excluded.instance OR NOT EXISTS (
-		SELECT 1 FROM bgtask_instances i WHERE i.id = r.instance AND i.state = 'alive')
+	WHERE r.instance = excluded.instance
+		OR NOT EXISTS (SELECT 1 FROM bgtask_instances i WHERE i.id = r.instance AND i.state = 'alive')
+		OR pg_try_advisory_xact_lock(hashtextextended('bgtask instance ' || r.instance, 0))
 	RETURNING run_id`
 
 // OpenRun implements store.RunLeaser: it records run as owner's one open
 // run, held by instance, in one statement. While another live instance
 // holds a run of owner it returns an error matching store.ErrRunHeld and
-// changes nothing. A run of an instance that stopped or was declared dead
-// is taken over. A started Store whose instance is lost returns
+// changes nothing. A run of an instance that stopped, was declared dead,
+// or whose process is gone (its connection closed: a kill) is taken over. A started Store whose instance is lost returns
 // ErrInstanceLost.
 func (s *Store) OpenRun(ctx context.Context, owner, run, instance string) error {
 	if s.isClosed() {
