@@ -58,13 +58,25 @@ func (s *settledWaits) remove(id string, c chan struct{}) {
 	}
 }
 
+// listenSettled registers the Manager with the store's notifications of
+// settled records, once for its life: they end waits (settledWaits) and
+// wake idle receivers (fleetwake.go).
+func (m *Manager) listenSettled(cn store.ChangeNotifier) {
+	m.settled.once.Do(func() {
+		cn.OnSettled(func(id, owner string) {
+			m.settled.notify(id)
+			m.wakeElsewhere(id, owner)
+		})
+	})
+}
+
 // waitElsewhere waits for the record of id, a task another instance runs,
 // to be terminal (or awaiting input, when inputSettles) and returns it:
 // woken by the store's notifications, and reading the record every
 // SettledPollInterval in case one was lost. meta is the record as first
 // read. ctx's end returns ctx's error.
 func (m *Manager) waitElsewhere(ctx context.Context, cn store.ChangeNotifier, meta bgtype.TaskMeta, inputSettles bool) (bgtype.TaskMeta, error) {
-	m.settled.once.Do(func() { cn.OnSettled(m.settled.notify) })
+	m.listenSettled(cn)
 	c := m.settled.add(meta.ID)
 	defer m.settled.remove(meta.ID, c)
 	poll := time.NewTicker(cn.SettledPollInterval())

@@ -85,10 +85,11 @@ type Manager struct {
 
 	deletes deletes // deletes from the maps above since each was last made (ownerkeep.go)
 
-	plugMu    sync.Mutex            // guards sinks, kept and keptOrder; taken before a Receiver's lateMu (ownerkeep.go)
-	sinks     map[string]ownerSink  // the one holder (a live Receiver) of each owner's events between runs; nil when none
-	kept      map[string]*ownerKeep // events of owners whose holder let go, for the next one; nil when none
-	keptOrder keptOrder             // kept's events across owners, oldest first (Tuning.KeptEventsTotal)
+	plugMu     sync.Mutex            // guards sinks, kept and keptOrder; taken before a Receiver's lateMu (ownerkeep.go)
+	sinks      map[string]ownerSink  // the one holder (a live Receiver) of each owner's events between runs; nil when none
+	fleetWakes fleetWakes            // wakes of idle receivers by other instances' ends (fleetwake.go)
+	kept       map[string]*ownerKeep // events of owners whose holder let go, for the next one; nil when none
+	keptOrder  keptOrder             // kept's events across owners, oldest first (Tuning.KeptEventsTotal)
 }
 
 type ownerState struct {

@@ -111,20 +111,7 @@ func WithOnPendingOwner(f func(owner string)) Option {
 // startPendingOwners starts the goroutine of WithOnPendingOwner. Shutdown
 // waits for it as for a task's.
 func (m *Manager) startPendingOwners() {
-	m.mu.Lock()
-	m.helpers++
-	m.mu.Unlock()
-	m.wg.Add(1)
-	go func() {
-		defer func() {
-			m.mu.Lock()
-			m.helpers--
-			m.checkIdle()
-			m.mu.Unlock()
-			m.wg.Done()
-		}()
-		m.callPendingOwners(context.Background())
-	}()
+	m.startHelper(func() { m.callPendingOwners(context.Background()) })
 }
 
 // callPendingOwners recovers, lists the owners with news and calls the

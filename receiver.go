@@ -84,8 +84,13 @@ type ReceiverConfig struct {
 	// the next run's first Deliver. OnWake may run on the goroutine of the
 	// task that emitted the event, with that task's locks held: it must not
 	// block, and must not call the Receiver (or a Plugin over it) itself;
-	// it signals a goroutine of the host, which starts the run. Defaults to
-	// nil: nothing is called.
+	// it signals a goroutine of the host, which starts the run. With a
+	// store that tells every instance of settled records
+	// (store.ChangeNotifier: pgstore), an end (or an input request) of a
+	// task of the owner that another instance ran wakes this Receiver too,
+	// with the event made from the record, on a goroutine of the Manager;
+	// the run the host starts delivers it from the store. Defaults to nil:
+	// nothing is called.
 	OnWake func(bgtype.Event)
 	// KeepLimit bounds the events kept for the owner while no run is open:
 	// by the Receiver between runs, and by the Manager after Close until
@@ -151,6 +156,7 @@ func (m *Manager) NewReceiver(owner string, cfg ReceiverConfig) (*Receiver, erro
 		// r.idleInbox, so they wake the owner and wait for the next run.
 		m.setIdleReceiver(owner, r)
 	}
+	m.watchSettled(r)
 	return r, nil
 }
 

@@ -116,12 +116,13 @@ type RunLeaser interface {
 type ChangeNotifier interface {
 	// OnSettled registers f to be called with the id of each record that
 	// a commit (this process's or another's, the reaper's included) made
-	// terminal or awaiting input, after that commit. f may be called for
-	// other ids, more than once, or late; never before the commit. f is
-	// called on the store's goroutine: it must be fast and must not block
-	// or call the store. The returned function unregisters f; after it
-	// returns, f is not called again.
-	OnSettled(f func(id string)) (stop func())
+	// terminal or awaiting input, and its owner ("" when the store does
+	// not say: pgstore leaves out an owner over 4,000 bytes), after that
+	// commit. f may be called for other ids, more than once, or late;
+	// never before the commit. f is called on the store's goroutine: it
+	// must be fast and must not block or call the store. The returned
+	// function unregisters f; after it returns, f is not called again.
+	OnSettled(f func(id, owner string)) (stop func())
 	// SettledPollInterval is how often a waiter reads a record again when
 	// it heard nothing: the fallback for a lost notification. Positive.
 	SettledPollInterval() time.Duration

@@ -123,7 +123,7 @@ type Notifying struct {
 	Quiet atomic.Bool
 
 	fmu   sync.Mutex // guards funcs and next
-	funcs map[int]func(string)
+	funcs map[int]func(string, string)
 	next  int
 }
 
@@ -135,30 +135,30 @@ func (n *Notifying) Commit(ctx context.Context, owner string, actions ...store.A
 	if n.Quiet.Load() {
 		return nil
 	}
-	var ids []string
+	var ids, owners []string
 	for _, a := range actions {
 		for _, m := range a.Tasks {
 			if m.Status.IsTerminal() || m.Status == bgtype.StatusAwaitingInput {
-				ids = append(ids, m.ID)
+				ids, owners = append(ids, m.ID), append(owners, m.Owner)
 			}
 		}
 	}
 	n.fmu.Lock()
 	defer n.fmu.Unlock()
 	for _, f := range n.funcs {
-		for _, id := range ids {
-			f(id)
+		for i, id := range ids {
+			f(id, owners[i])
 		}
 	}
 	return nil
 }
 
 // OnSettled implements store.ChangeNotifier.
-func (n *Notifying) OnSettled(f func(string)) (stop func()) {
+func (n *Notifying) OnSettled(f func(id, owner string)) (stop func()) {
 	n.fmu.Lock()
 	defer n.fmu.Unlock()
 	if n.funcs == nil {
-		n.funcs = make(map[int]func(string))
+		n.funcs = make(map[int]func(string, string))
 	}
 	k := n.next
 	n.next++

@@ -215,14 +215,22 @@ var migrations = []string{
 		EXECUTE FUNCTION bgtask_notify_settled();`,
 	// 10 (a fleet): each owner's one open run across the instances
 	// (store.RunLeaser), held by the instance that opened it; a run of an
-	// instance that is not alive is free, and the reaper deletes it.
+	// instance that is not alive is free, and the reaper deletes it. The
+	// settled notification names the task's owner too (after a space), so
+	// an instance wakes its idle receiver of that owner without a read.
 	`CREATE TABLE bgtask_runs (
 		owner     text PRIMARY KEY,
 		run_id    text NOT NULL,
 		instance  text NOT NULL,
 		opened_at timestamptz NOT NULL DEFAULT now()
 	);
-	CREATE INDEX bgtask_runs_instance ON bgtask_runs (instance);`,
+	CREATE INDEX bgtask_runs_instance ON bgtask_runs (instance);
+	CREATE OR REPLACE FUNCTION bgtask_notify_settled() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		PERFORM pg_notify('bgtask_settled', NEW.id ||
+			CASE WHEN octet_length(NEW.owner) <= 4000 THEN ' ' || NEW.owner ELSE '' END);
+		RETURN NULL;
+	END $$;`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -9,28 +10,29 @@ import (
 
 // settledChannel is the NOTIFY channel on which a row that became terminal
 // or awaiting input is announced, by a trigger, in the commit that made it
-// so; the payload is the task's id.
+// so; the payload is the task's id, then a space and its owner (left out
+// when over 4,000 bytes: a NOTIFY payload has 8,000 at most).
 const settledChannel = "bgtask_settled"
 
 // settledFuncs are the functions registered with OnSettled.
 type settledFuncs struct {
 	mu    sync.Mutex // guards funcs and next
-	funcs map[int]func(string)
+	funcs map[int]func(string, string)
 	next  int
 }
 
-// OnSettled implements store.ChangeNotifier: f is called with the id of
-// each task whose row a commit made terminal or awaiting input, in any
+// OnSettled implements store.ChangeNotifier: f is called with the id and
+// owner of each task whose row a commit made terminal or awaiting input, in any
 // process on the database (the reaper's included), as the started Store's
 // listening connection hears it (the one that hears cancel requests). A
 // Store that was not started hears nothing: a waiter then reads the
 // record every poll interval. f runs on the listener's goroutine: it
 // must not block.
-func (s *Store) OnSettled(f func(id string)) (stop func()) {
+func (s *Store) OnSettled(f func(id, owner string)) (stop func()) {
 	s.settled.mu.Lock()
 	defer s.settled.mu.Unlock()
 	if s.settled.funcs == nil {
-		s.settled.funcs = make(map[int]func(string))
+		s.settled.funcs = make(map[int]func(string, string))
 	}
 	k := s.settled.next
 	s.settled.next++
@@ -46,12 +48,14 @@ func (s *Store) OnSettled(f func(id string)) (stop func()) {
 // (WithPollInterval).
 func (s *Store) SettledPollInterval() time.Duration { return s.cfg.poll }
 
-// notifySettled calls the registered functions with id.
-func (s *Store) notifySettled(id string) {
+// notifySettled calls the registered functions with the id and owner a
+// notification's payload names.
+func (s *Store) notifySettled(payload string) {
+	id, owner, _ := strings.Cut(payload, " ")
 	s.settled.mu.Lock()
 	defer s.settled.mu.Unlock()
 	for _, f := range s.settled.funcs {
-		f(id)
+		f(id, owner)
 	}
 }
 
