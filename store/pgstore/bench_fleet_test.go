@@ -1,0 +1,198 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store/pgstore"
+	"github.com/bgtask/bgtask/store/pgstore/pgtest"
+)
+
+// BenchmarkFleet measures what crosses instances of a fleet on one
+// PostgreSQL server with its default settings (issue 29 §6), with 2 and 4
+// instances (in one process, each its own Store, connections and listener;
+// the instances past the first two only listen): from a task's end on A
+// to the wake of its owner's idle Receiver on B (wake-p50-ms, wake-p99-ms);
+// from Send on B to a sub-agent on A receiving the message (send-p50-ms,
+// send-p99-ms); from a task's release on A to Wait returning on B
+// (wait-p50-ms, wait-p99-ms). Notifications carry each; the poll interval
+// (the fallback) is an hour, so a lost one would show as a stall.
+//
+//	go test -run '^$' -bench BenchmarkFleet -benchtime 200x ./store/pgstore
+func BenchmarkFleet(b *testing.B) {
+	for _, n := range []int{2, 4} {
+		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
+			ms := fleetManagers(b, n)
+			a, bm := ms[0], ms[1]
+			b.Run("wake", func(b *testing.B) { benchWake(b, a, bm) })
+			b.Run("send", func(b *testing.B) { benchSend(b, a, bm) })
+			b.Run("wait", func(b *testing.B) { benchWait(b, a, bm) })
+		})
+	}
+}
+
+// fleetManagers starts n instances on one fresh database.
+func fleetManagers(b *testing.B, n int) []*bgtask.Manager {
+	dsn := pgtest.NewDSN(b)
+	var ms []*bgtask.Manager
+	for i := range n {
+		s, err := pgstore.Open(b.Context(), dsn, pgstore.WithPollInterval(time.Hour))
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := bgtask.New(bgtask.WithStore(s), bgtask.WithInstance(fmt.Sprintf("inst_%d", i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Start(b.Context(), m); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			m.Shutdown(context.Background())
+			s.Close()
+		})
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+// latencies collects durations and reports their p50 and p99 in ms.
+type latencies struct {
+	mu sync.Mutex
+	ds []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.ds = append(l.ds, d)
+	l.mu.Unlock()
+}
+
+func (l *latencies) report(b *testing.B, name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.ds) == 0 {
+		return
+	}
+	slices.Sort(l.ds)
+	q := func(p float64) float64 {
+		return float64(l.ds[min(len(l.ds)-1, int(p*float64(len(l.ds))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(q(0.50), name+"-p50-ms")
+	b.ReportMetric(q(0.99), name+"-p99-ms")
+}
+
+// benchWake: a task of alice ends on a; alice's Receiver idles on bm.
+func benchWake(b *testing.B, a, bm *bgtask.Manager) {
+	var (
+		ends  sync.Map // task id -> time.Time of its function's return
+		lat   latencies
+		woken = make(chan string, 16)
+	)
+	owner := fmt.Sprintf("alice-%d", time.Now().UnixNano())
+	r, err := bm.NewReceiver(owner, bgtask.ReceiverConfig{OnWake: func(ev bgtype.Event) {
+		if ev.Kind.IsTerminal() {
+			woken <- ev.TaskID
+		}
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		id, err := a.Owner(owner).Spawn(ctx, func(_ context.Context, t *bgtask.Task) (any, error) {
+			ends.Store(t.ID(), time.Now())
+			return "ok", nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for got := <-woken; got != id; got = <-woken {
+		}
+		t0, _ := ends.Load(id)
+		lat.add(time.Since(t0.(time.Time)))
+	}
+	lat.report(b, "wake")
+}
+
+// benchSend: bm sends to a sub-agent of alice running on a.
+func benchSend(b *testing.B, a, bm *bgtask.Manager) {
+	var (
+		lat  latencies
+		sent sync.Map // content -> time.Time of the Send call
+		got  = make(chan struct{}, 1)
+	)
+	owner := fmt.Sprintf("alice-%d", time.Now().UnixNano())
+	ctx := b.Context()
+	id, err := a.Owner(owner).SpawnAgent(ctx, func(ctx context.Context, t *bgtask.Task) (any, error) {
+		for {
+			if err := t.Inbox().Wait(ctx); err != nil {
+				return nil, err
+			}
+			for _, ev := range t.Inbox().Drain() {
+				if msg, ok := ev.Message(); ok {
+					if t0, ok := sent.Load(msg.Content); ok {
+						lat.add(time.Since(t0.(time.Time)))
+					}
+					got <- struct{}{}
+				}
+			}
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Cancel(context.Background(), id)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		content := fmt.Sprint(i)
+		sent.Store(content, time.Now())
+		if _, err := bm.Owner(owner).Send(ctx, id, bgtype.Message{Content: content}); err != nil {
+			b.Fatal(err)
+		}
+		<-got
+	}
+	lat.report(b, "send")
+}
+
+// benchWait: bm waits for a task of alice that a releases.
+func benchWait(b *testing.B, a, bm *bgtask.Manager) {
+	var lat latencies
+	owner := fmt.Sprintf("alice-%d", time.Now().UnixNano())
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		release := make(chan struct{})
+		var t0 atomic.Int64 // the release, in Unix ns: read across the database, no Go edge
+		id, err := a.Owner(owner).Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) {
+			<-release
+			t0.Store(time.Now().UnixNano())
+			return "ok", nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := bm.Owner(owner).Wait(ctx, id)
+			done <- err
+		}()
+		close(release)
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		lat.add(time.Duration(time.Now().UnixNano() - t0.Load()))
+	}
+	lat.report(b, "wait")
+}
