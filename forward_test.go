@@ -86,15 +86,8 @@ func TestUndeliveredOwnersSkipsSubAgentLeftByPreviousRun(t *testing.T) {
 	ds := &durableMem{Store: memstore.New()}
 	agent := "task_0190a1b2c3d4e5f60718293a4b5c6d01"
 	child := "task_0190a1b2c3d4e5f60718293a4b5c6d02"
-	seed := func(owner string, m bgtype.TaskMeta) {
-		t.Helper()
-		m.Instance, m.CreatedAt = "inst-1", rectest.T0
-		if err := ds.Commit(t.Context(), owner, store.UpsertAction(m)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	seed("thread-1", rectest.With(rectest.Meta(agent, "thread-1", bgtype.StatusRunning), func(m *bgtype.TaskMeta) { m.Type = bgtype.TypeSubAgent }))
-	seed(agent, rectest.With(rectest.Meta(child, agent, bgtype.StatusCompleted), func(m *bgtype.TaskMeta) { m.Parent.TaskID = agent }))
+	seedRecord(t, ds, rectest.With(rectest.Meta(agent, "thread-1", bgtype.StatusRunning), func(m *bgtype.TaskMeta) { m.Type = bgtype.TypeSubAgent }))
+	seedRecord(t, ds, rectest.With(rectest.Meta(child, agent, bgtype.StatusCompleted), func(m *bgtype.TaskMeta) { m.Parent.TaskID = agent }))
 	m := newTestManager(t, WithStore(ds), WithInstance("inst-1"))
 	var owners []string
 	for o, err := range m.UndeliveredOwners(t.Context()) {
@@ -116,15 +109,8 @@ func TestRestoreForwardsEndedSubAgentsLostChild(t *testing.T) {
 	ds := &durableMem{Store: memstore.New()}
 	agent := "task_0190a1b2c3d4e5f60718293a4b5c6d01"
 	child := "task_0190a1b2c3d4e5f60718293a4b5c6d02"
-	seed := func(owner string, m bgtype.TaskMeta) {
-		t.Helper()
-		m.Instance, m.CreatedAt, m.FinishedAt = "inst-1", rectest.T0, rectest.T1
-		if err := ds.Commit(t.Context(), owner, store.UpsertAction(m)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	seed("thread-1", rectest.With(rectest.Meta(agent, "thread-1", bgtype.StatusCompleted), func(m *bgtype.TaskMeta) { m.Type, m.Announced = bgtype.TypeSubAgent, true }))
-	seed(agent, rectest.With(rectest.Meta(child, agent, bgtype.StatusCompleted), func(m *bgtype.TaskMeta) { m.Parent.TaskID = agent }))
+	seedRecord(t, ds, rectest.With(rectest.Meta(agent, "thread-1", bgtype.StatusCompleted), func(m *bgtype.TaskMeta) { m.Type, m.Announced = bgtype.TypeSubAgent, true }))
+	seedRecord(t, ds, rectest.With(rectest.Meta(child, agent, bgtype.StatusCompleted), func(m *bgtype.TaskMeta) { m.Parent.TaskID = agent }))
 	pr := newReceiverRun(t, WithStore(ds), WithInstance("inst-2"))
 	evs, err := pr.p.Deliver(t.Context())
 	if err != nil {
@@ -144,5 +130,18 @@ func TestRestoreForwardsEndedSubAgentsLostChild(t *testing.T) {
 	}
 	if evs, err := pr.p.Deliver(t.Context()); err != nil || len(evs) != 0 {
 		t.Fatalf("second run delivered %q, %v; want nothing", eventIDs(evs), err)
+	}
+}
+
+// seedRecord commits m, a record a previous run of instance "inst-1" left,
+// under its owner.
+func seedRecord(t *testing.T, ds *durableMem, m bgtype.TaskMeta) {
+	t.Helper()
+	m.Instance, m.CreatedAt = "inst-1", rectest.T0
+	if m.Status.IsTerminal() {
+		m.FinishedAt = rectest.T1
+	}
+	if err := ds.Commit(t.Context(), m.Owner, store.UpsertAction(m)); err != nil {
+		t.Fatal(err)
 	}
 }

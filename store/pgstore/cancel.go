@@ -201,17 +201,10 @@ func (s *Store) handleCancels(ctx context.Context, rt store.Runtime, id string) 
 		tree   bool
 		reason string
 	}
-	var reqs []req
-	for rs.Next() {
-		var r req
-		if err := rs.Scan(&r.seq, &r.task, &r.tree, &r.reason); err != nil {
-			rs.Close()
-			return err
-		}
-		reqs = append(reqs, r)
-	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
+	reqs, err := pgx.CollectRows(rs, func(row pgx.CollectableRow) (r req, err error) {
+		return r, row.Scan(&r.seq, &r.task, &r.tree, &r.reason)
+	})
+	if err != nil {
 		return err
 	}
 	slices.SortFunc(reqs, func(a, b req) int { return cmp.Compare(a.seq, b.seq) })
