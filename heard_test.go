@@ -1,6 +1,7 @@
 package bgtask
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -157,4 +158,31 @@ func marked(t *testing.T, ds *durableMem, id string) bool {
 		t.Fatal(err)
 	}
 	return m.Announced
+}
+
+// Every boundary but WaitEvent does its work with an ended request
+// context (issue 30, item 2): RunStart restores, Deliver hands out, RunEnd
+// marks, on a store whose calls fail once their context has ended.
+func TestBoundariesWithAnEndedContext(t *testing.T) {
+	ds := &durableMem{Store: memstore.New()}
+	m := newTestManager(t, WithStore(ctxStrict{ds}))
+	id := finishTasks(t, m, "thread-1", nil)[0]
+	r, err := m.NewReceiver("thread-1", ReceiverConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := r.RunStart(ended, RunInfo{RunID: "run-1"}); err != nil {
+		t.Fatalf("RunStart with an ended context: %v", err)
+	}
+	if got := deliverIDs(t, r); !slices.Equal(got, []string{id}) {
+		t.Fatalf("handed out %q, want %q", got, id)
+	}
+	if err := r.RunEnd(ended, RunOutcome{RunID: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if !marked(t, ds, id) {
+		t.Fatal("not marked after a RunEnd with an ended context")
+	}
 }

@@ -196,8 +196,10 @@ func (r *Receiver) Running() bool { return r.running.Load() }
 // keeps runs across instances (store.RunLeaser), on another live
 // instance; ErrClosed (the Manager's, or this Receiver's after Close), or
 // the Store's; after another error no run is open (the other boundaries
-// return ErrNoRun), and events are kept for the next RunStart.
+// return ErrNoRun), and events are kept for the next RunStart. RunStart
+// works with ctx's values only, as the other boundaries but WaitEvent.
 func (r *Receiver) RunStart(ctx context.Context, run RunInfo) error {
+	ctx = context.WithoutCancel(ctx) // a request that ended still opens the run it asked for
 	if run.RunID == "" {
 		return fmt.Errorf("%w: empty run id", ErrNoRun)
 	}
