@@ -2,6 +2,7 @@ package bgtask
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	"github.com/bgtask/bgtask/bgtype"
@@ -49,8 +50,8 @@ func (m *Manager) watchSettled(r *Receiver) {
 // wakes, the record is read (off the store's goroutine) and the Receiver
 // woken unless this instance ran the task (it woke it itself).
 func (m *Manager) wakeElsewhere(id, owner string) {
-	if owner == "" {
-		return
+	if owner == "" || id == "-"+m.cfg.instance {
+		return // no owner named, or a notice this instance posted (it woke the owner itself)
 	}
 	if r := m.idleReceiver(owner); r == nil {
 		return
@@ -98,6 +99,12 @@ func (m *Manager) fleetWakeLoop() {
 		fw := w.queue[0]
 		w.queue = w.queue[1:]
 		w.mu.Unlock()
+		if strings.HasPrefix(fw.id, "-") { // a notice another instance posted for the owner
+			if r := m.idleReceiver(fw.owner); r != nil {
+				m.callWake(r, bgtype.Event{Kind: bgtype.EventCustom, EventType: noticeEventType})
+			}
+			continue
+		}
 		meta, err := m.store.Get(context.Background(), fw.id)
 		if err != nil || meta.Owner != fw.owner || meta.Instance == m.cfg.instance ||
 			meta.Wake == bgtype.WakeSilent || meta.Announced {
@@ -149,5 +156,29 @@ func (m *Manager) startHelper(f func()) bool {
 		}()
 		f()
 	}()
+	return true
+}
+
+// noticeEventType is the EventType of the event OnWake is given when
+// another instance posted a notice for the owner (a message or an input
+// request of a task that runs there): it names no task; the run the host
+// starts takes the notice from the store.
+const noticeEventType = "notice"
+
+// postNotice hands ev, an event for owner that no run of owner in this
+// process will deliver, to the store as a notice, when the store keeps
+// such (store.NoticePoster): any instance's next run of owner takes it.
+// Ends (their records tell them) and quiet progress (the record keeps the
+// latest) stay in memory. It reports whether the store took ev; on a
+// failure ev stays in this process's memory, as without such a store.
+func (m *Manager) postNotice(owner string, ev bgtype.Event) bool {
+	p, ok := m.store.(store.NoticePoster)
+	if !ok || ev.Kind.IsTerminal() || ev.Quiet {
+		return false
+	}
+	if err := p.PostNotices(context.Background(), owner, m.cfg.instance, []bgtype.Event{ev}); err != nil {
+		m.log.Warn("bgtask: an event for an owner with no run here kept in memory: the store did not take it", "owner", owner, "task_id", ev.TaskID, "err", err)
+		return false
+	}
 	return true
 }

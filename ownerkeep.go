@@ -6,6 +6,7 @@ import (
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/internal/fifo"
+	"github.com/bgtask/bgtask/store"
 )
 
 // What the Manager keeps for an owner while no run of it is open: the one
@@ -189,6 +190,20 @@ func (m *Manager) orphanEvent(owner string, ev bgtype.Event, limit int) {
 		m.sent.done(owner, []string{ev.TaskID})
 		m.plugMu.Unlock()
 		return
+	}
+	if !ev.Kind.IsTerminal() && !ev.Quiet {
+		if _, ok := m.store.(store.NoticePoster); ok {
+			m.plugMu.Unlock()
+			if m.postNotice(owner, ev) { // a Receiver made meanwhile takes it from the store
+				return
+			}
+			m.plugMu.Lock()
+			if s := m.sinks[owner]; s != nil { // made meanwhile
+				m.plugMu.Unlock()
+				s.keepLate(ev)
+				return
+			}
+		}
 	}
 	k := m.kept[owner]
 	if k == nil {

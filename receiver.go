@@ -251,15 +251,33 @@ func (r *Receiver) keepLate(ev bgtype.Event) {
 		r.owner.m.orphanEvent(r.owner.id, ev, r.keepMax)
 		return
 	}
-	dropped, full := r.late.add(ev, r.keepMax)
 	wake := r.onWake
 	r.lateMu.Unlock()
-	if full {
-		r.owner.m.dropKept(r.owner.id, dropped)
+	// The store keeps it, when it can, for whichever instance runs the
+	// owner next; else this Receiver does.
+	if !r.owner.m.postNotice(r.owner.id, ev) && !r.keep(ev) {
+		return // let go meanwhile: the Manager took it
 	}
 	if wake != nil && !ev.Quiet {
 		wake(ev)
 	}
+}
+
+// keep keeps ev for the next run, and reports false if the Receiver let
+// go of the owner meanwhile (Close): the Manager took ev then.
+func (r *Receiver) keep(ev bgtype.Event) bool {
+	r.lateMu.Lock()
+	if r.gone {
+		r.lateMu.Unlock()
+		r.owner.m.orphanEvent(r.owner.id, ev, r.keepMax)
+		return false
+	}
+	dropped, full := r.late.add(ev, r.keepMax)
+	r.lateMu.Unlock()
+	if full {
+		r.owner.m.dropKept(r.owner.id, dropped)
+	}
+	return true
 }
 
 // Deliver claims everything waiting for the owner, in order: events kept

@@ -118,7 +118,9 @@ type ChangeNotifier interface {
 	// a commit (this process's or another's, the reaper's included) made
 	// terminal or awaiting input, and its owner ("" when the store does
 	// not say: pgstore leaves out an owner over 4,000 bytes), after that
-	// commit. f may be called for other ids, more than once, or late;
+	// commit. An id that starts with "-" is no record's: a notice was
+	// posted for owner (NoticePoster) by the instance named after the "-".
+	// f may be called for other ids, more than once, or late;
 	// never before the commit. f is called on the store's goroutine: it
 	// must be fast and must not block or call the store. The returned
 	// function unregisters f; after it returns, f is not called again.
@@ -169,3 +171,17 @@ const (
 	// message. Text names the instance.
 	DeliveryGone = "instance_gone"
 )
+
+// NoticePoster is a SharedStore that keeps, for an owner, events that no
+// run of the owner in this process will hand out: a message or an input
+// request from a task (a sub-agent's to its parent, say) while the owner's
+// run is open on another instance, or no run is open at all. They are
+// notices like the reaper's, taken by the owner's next Deliver wherever it
+// runs (TakeNotices), once, in the order posted; the store tells the
+// other instances, so an idle Receiver of the owner wakes (see
+// ChangeNotifier: pgstore names the owner with the id "-").
+type NoticePoster interface {
+	// PostNotices records evs as notices for owner, in order, all or
+	// none, posted by the runtime instance named.
+	PostNotices(ctx context.Context, owner, instance string, evs []bgtype.Event) error
+}

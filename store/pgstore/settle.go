@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +53,13 @@ func (s *Store) SettledPollInterval() time.Duration { return s.cfg.poll }
 // notification's payload names.
 func (s *Store) notifySettled(payload string) {
 	id, owner, _ := strings.Cut(payload, " ")
+	if id == "-" { // a posted notice: "- <len>:<instance><owner>", passed on as "-<instance>", owner
+		if n, rest, ok := strings.Cut(owner, ":"); ok {
+			if k, err := strconv.Atoi(n); err == nil && k >= 0 && k <= len(rest) {
+				id, owner = "-"+rest[:k], rest[k:]
+			}
+		}
+	}
 	s.settled.mu.Lock()
 	defer s.settled.mu.Unlock()
 	for _, f := range s.settled.funcs {
