@@ -281,8 +281,8 @@ func (r *Threads[T]) Acquire(ctx context.Context, thread string) (*Thread[T], er
 
 // make makes the thread id: its Plugin, then the host's value. On an
 // error (or a panic of a hook) the Plugin is closed again.
-func (r *Threads[T]) make(ctx context.Context, id string) (th *Thread[T], err error) {
-	th = &Thread[T]{r: r, id: id}
+func (r *Threads[T]) make(ctx context.Context, id string) (_ *Thread[T], err error) {
+	th := &Thread[T]{r: r, id: id}
 	hook := "Options"
 	defer func() {
 		if v := recover(); v != nil {
@@ -387,14 +387,19 @@ func (r *Threads[T]) Close(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(r.errs) == 0 {
+		return cause
+	}
 	return errors.Join(append(slices.Clone(r.errs), cause)...)
 }
 
 // hold makes th held once more. r.mu is held.
 func (r *Threads[T]) hold(th *Thread[T]) {
 	if th.users == 0 {
-		r.idle.Remove(th.idle)
-		th.idle = nil
+		if th.idle != nil { // nil for a thread just made
+			r.idle.Remove(th.idle)
+			th.idle = nil
+		}
 		r.held++
 	}
 	th.users++
