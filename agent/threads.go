@@ -376,13 +376,17 @@ func (r *Threads[T]) Close(ctx context.Context) error {
 	for _, th := range idle {
 		r.closeThread(th, CloseShutdown)
 	}
-	var cause error
 	select {
 	case <-r.drained:
+	case <-ctx.Done():
+	}
+	var cause error
+	select {
+	case <-r.drained: // drained wins when ctx ended too
 		if r.done != nil {
 			<-r.done // it returns at quit, or once the threads it closes are closed
 		}
-	case <-ctx.Done():
+	default:
 		cause = context.Cause(ctx)
 	}
 	r.mu.Lock()
