@@ -93,12 +93,12 @@ func handle(ctx context.Context, threads *agent.Threads[*chat], thread, text, ru
 	if err != nil {
 		return err.Error()
 	}
-	return thread + ": " + reply(ctx, th, msgs, text)
+	return thread + ": " + modelStep(ctx, th, msgs, text)
 }
 
-// reply stands for the model's step: it starts a research when asked, and
+// modelStep stands for the model's step: it starts a research when asked, and
 // reports the events it was handed.
-func reply(ctx context.Context, th *agent.Thread[*chat], msgs []agent.PromptMessage, text string) string {
+func modelStep(ctx context.Context, th *agent.Thread[*chat], msgs []agent.PromptMessage, text string) string {
 	var heard []string
 	for _, pm := range msgs {
 		if pm.Event != nil {
