@@ -15,6 +15,13 @@
 // it for OpenAI, Anthropic, Eino and LangChainGo). [ToolOutput] makes a
 // host's own tool result as safe to show as the Plugin's.
 //
+// A server with many threads keeps them in a [Threads]: one live Plugin per
+// thread (the Manager allows no second), made before the thread is
+// visible and made again only once the closed one's Close returned; the
+// host's value per thread; turns of a thread one at a time
+// ([Thread.Turn]); the least recently used idle thread closed at the cap,
+// and any thread idle too long.
+//
 // A host's loop, one run per user turn (package agentloop is a complete
 // one):
 //

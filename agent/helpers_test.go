@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -351,4 +352,21 @@ func taskIDs(metas []bgtype.TaskMeta) []string {
 		ids[i] = m.ID
 	}
 	return ids
+}
+
+// lockedWriter is an io.Writer that writes to w under mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// newTestLogger returns a text logger that writes to w under mu.
+func newTestLogger(mu *sync.Mutex, w *strings.Builder) *slog.Logger {
+	return slog.New(slog.NewTextHandler(lockedWriter{mu, w}, nil))
 }

@@ -1,8 +1,9 @@
 package main
 
-// This file holds every call the server makes to the Plugin's lifecycle
-// (making one per thread, opening and ending a run, forgetting a thread),
-// so that the changes of that API touch this file only.
+// This file holds every call the server makes to the threads' lifecycle
+// (the registry that makes one Plugin per thread and closes it, opening
+// and ending a turn's run), so that the changes of that API touch this
+// file only.
 
 import (
 	"context"
@@ -14,20 +15,48 @@ import (
 	"github.com/bgtask/bgtask"
 )
 
-// newPlugin makes the thread's one Plugin. The Manager allows one live
-// Plugin per owner (bgtask.ErrReceiverExists): the server makes the next one
-// only once the thread's previous Plugin is closed (closePlugin), and that
-// one gets what the closed one left.
-func newPlugin(m *bgtask.Manager, thread string, onWake func(bgtype.Event)) (*agent.Plugin, error) {
-	return agent.NewPlugin(m, thread, agent.WithOnWake(onWake))
+// newThreads returns the registry of s's threads. It makes a thread's one
+// Plugin at its first message (the Manager allows one live Plugin per
+// owner: the registry makes the next one only once the thread's previous
+// Plugin is closed, and that one gets what the closed one left), and
+// evicts the least recently used idle thread at cfg.maxThreads, or one
+// idle for cfg.idleTimeout: its Plugin is closed (its tasks go on, and
+// what they report goes to the thread's next Plugin, once), its
+// conversation dropped.
+func newThreads(s *server) (*agent.Threads[*thread], error) {
+	return agent.NewThreads(s.m, agent.ThreadsConfig[*thread]{
+		MaxThreads:  s.cfg.maxThreads,
+		IdleTimeout: s.cfg.idleTimeout,
+		New: func(_ context.Context, id string, p *agent.Plugin) (*thread, error) {
+			return s.newThread(id, p)
+		},
+		OnWake: func(lt *agent.Thread[*thread], ev bgtype.Event) { lt.Value().woken(s.log, ev) },
+		OnClose: func(lt *agent.Thread[*thread], why agent.CloseReason, err error) {
+			var idle []any
+			switch why {
+			case agent.CloseShutdown:
+				return // the server stops: nothing to say per thread
+			case agent.CloseIdle:
+				idle = []any{"idle", true}
+			}
+			if err != nil {
+				s.log.Error("evict", append([]any{"thread", lt.ID(), "err", err}, idle...)...)
+			} else {
+				s.log.Info("evict", append([]any{"thread", lt.ID()}, idle...)...)
+			}
+		},
+		Logger: s.log,
+	})
 }
 
-// startRun opens the thread's run for one turn. The first run of a thread's
-// Plugin also restores the records a killed process, or the thread's closed
-// Plugin, left: their interrupted events, and the ends never announced,
-// come with this turn.
-func startRun(ctx context.Context, p *agent.Plugin, runID string) error {
-	return p.RunStart(ctx, bgtask.RunInfo{RunID: runID})
+// startTurn waits for the thread's turn (one at a time; a client that
+// leaves while waiting gives up its place) and opens its run. The first
+// run of a thread's Plugin also restores the records a killed process, or
+// the thread's closed Plugin, left: their interrupted events, and the ends
+// never announced, come with this turn. In a fleet, a run of the thread
+// open on another instance fails it with bgtask.ErrRunOpen.
+func startTurn(ctx context.Context, lt *agent.Thread[*thread], runID string) (*agent.Turn, error) {
+	return lt.Turn(ctx, bgtask.RunInfo{RunID: runID})
 }
 
 // endRun ends the turn's run. Only the user's stop (turnCtx cancelled with
@@ -39,12 +68,12 @@ func startRun(ctx context.Context, p *agent.Plugin, runID string) error {
 // (answered false) is aborted: the events it was handed are kept in the
 // thread's history, and marked heard only once a later turn's model
 // answered them (or handed out again if the thread is evicted first).
-func endRun(ctx, turnCtx context.Context, p *agent.Plugin, runID string, answered bool) error {
-	out := bgtask.RunOutcome{RunID: runID, Canceled: bgtask.RunStopped(turnCtx), Aborted: !answered}
+func endRun(ctx, turnCtx context.Context, turn *agent.Turn, answered bool) error {
+	out := bgtask.RunOutcome{Canceled: bgtask.RunStopped(turnCtx), Aborted: !answered}
 	if stop, ok := errors.AsType[userStop](context.Cause(turnCtx)); ok {
 		out.Reason = stop.reason
 	}
-	return p.RunEnd(ctx, out)
+	return turn.End(ctx, out)
 }
 
 // userStop is the cause a turn the user stopped is cancelled with: it
@@ -53,9 +82,3 @@ type userStop struct{ reason string }
 
 func (userStop) Error() string { return bgtask.ErrRunStopped.Error() }
 func (userStop) Unwrap() error { return bgtask.ErrRunStopped }
-
-// closePlugin forgets an evicted thread's Plugin: its tasks go on, and what
-// they report goes to the thread's next Plugin, once.
-func closePlugin(ctx context.Context, p *agent.Plugin) error {
-	return p.Close(ctx)
-}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // At -max-threads 2 a third thread evicts the least recently used idle one
@@ -154,5 +155,62 @@ func TestStopOnSIGTERM(t *testing.T) {
 				t.Errorf("wakes at start %v, want g once", got)
 			}
 		})
+	}
+}
+
+// A thread nobody used for -idle-timeout is evicted (its Plugin closed, an
+// "evict" line with "idle": true) while its research runs; the research
+// ends after the eviction, and the thread's next turn (a new Plugin) hears
+// its end exactly once.
+func TestIdleEvictionHearsOnce(t *testing.T) {
+	t.Parallel()
+	model, url := newModel(t)
+	srv, _ := sqliteServer(t, url, "-idle-timeout", "1ms")
+	gate := model.holdResearch("idle")
+	id := startedTask(t, srv.mustPost(t, "i1", "research idle in 1 step"), "idle")
+	<-gate.reached
+	srv.waitLine(t, "the idle eviction of i1", func(l logLine) bool {
+		return l.str("msg") == "evict" && l.str("thread") == "i1" && l["idle"] == true
+	})
+	if tt := srv.tasks(t, "i1"); tt.Live {
+		t.Fatalf("i1 after its idle eviction: %+v; want not live", tt)
+	}
+	close(gate.release)
+	srv.waitLine(t, "the research's end", func(l logLine) bool {
+		return l.str("msg") == "task" && l.str("task_id") == id && l.str("to") == "completed"
+	})
+	if got, want := ends(t, srv.mustPost(t, "i1", "back again")), []string{"completed " + id}; !slices.Equal(got, want) {
+		t.Errorf("i1's turn after the eviction: ends %q, want %q", got, want)
+	}
+	if got := ends(t, srv.mustPost(t, "i1", "and again")); len(got) != 0 {
+		t.Errorf("i1's next turn: ends %q, want none (each end once)", got)
+	}
+}
+
+// -idle-timeout: 0 is never (negative for the registry); negative is refused.
+func TestIdleTimeoutFlag(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		arg  string
+		want time.Duration
+		err  bool
+	}{
+		{"", 30 * time.Minute, false},
+		{"-idle-timeout=5m", 5 * time.Minute, false},
+		{"-idle-timeout=0", -1, false},
+		{"-idle-timeout=-1s", 0, true},
+	} {
+		var args []string
+		if tc.arg != "" {
+			args = append(args, tc.arg)
+		}
+		var stderr strings.Builder
+		cfg, err := parseFlags(args, &stderr)
+		if (err != nil) != tc.err || !tc.err && cfg.idleTimeout != tc.want {
+			t.Errorf("%q: %v, %v; want %v (error %v)", tc.arg, cfg.idleTimeout, err, tc.want, tc.err)
+		}
+		if tc.err && !strings.Contains(stderr.String(), "-idle-timeout must not be negative") {
+			t.Errorf("%q: stderr %q", tc.arg, stderr.String())
+		}
 	}
 }

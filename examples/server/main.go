@@ -21,9 +21,10 @@
 // task tools, and commands joined with ";" are called in one step.
 //
 // Threads beyond -max-threads evict the least recently used idle one (its
-// Plugin closed, its tasks going on); after a restart each thread with
-// ends it never heard is logged as a wake at start; SIGTERM stops within
-// -stop-grace, interrupting the tasks still running.
+// Plugin closed, its tasks going on), and so does a thread unused for
+// -idle-timeout; after a restart each thread with ends it never heard is
+// logged as a wake at start; SIGTERM stops within -stop-grace,
+// interrupting the tasks still running.
 package main
 
 import (
@@ -55,21 +56,22 @@ import (
 
 // config is what the flags choose.
 type config struct {
-	addr       string        // where to listen
-	db         string        // SQLite file (when pg is empty)
-	pg         string        // PostgreSQL DSN
-	instance   string        // runtime instance id, stable across restarts
-	baseURL    string        // OpenAI-compatible endpoint; "" serves the scripted model
-	apiKey     string        // its key
-	model      string        // the model name
-	fakeStep   time.Duration // the scripted model's time per research step
-	foreground time.Duration // how long lookup waits before it goes on in the background
-	stopGrace  time.Duration // how long a stop lets turns and tasks end before it interrupts them
-	maxThreads int           // live threads at most
-	maxBody    int64         // bytes of a request body at most
-	maxText    int           // bytes of a user message at most
-	maxSteps   int           // model calls per turn at most
-	maxHistory int           // messages kept per thread at most
+	addr        string        // where to listen
+	db          string        // SQLite file (when pg is empty)
+	pg          string        // PostgreSQL DSN
+	instance    string        // runtime instance id, stable across restarts
+	baseURL     string        // OpenAI-compatible endpoint; "" serves the scripted model
+	apiKey      string        // its key
+	model       string        // the model name
+	fakeStep    time.Duration // the scripted model's time per research step
+	foreground  time.Duration // how long lookup waits before it goes on in the background
+	stopGrace   time.Duration // how long a stop lets turns and tasks end before it interrupts them
+	maxThreads  int           // live threads at most
+	idleTimeout time.Duration // a thread unused that long is evicted; negative: never
+	maxBody     int64         // bytes of a request body at most
+	maxText     int           // bytes of a user message at most
+	maxSteps    int           // model calls per turn at most
+	maxHistory  int           // messages kept per thread at most
 }
 
 func main() {
@@ -111,6 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.foreground, "foreground", 5*time.Second, "how long a lookup runs in the foreground before it goes on in the background")
 	fs.DurationVar(&cfg.stopGrace, "stop-grace", 10*time.Second, "on SIGTERM or SIGINT, how long turns and tasks may go on before the tasks still running are interrupted (each thread hears it after the restart)")
 	fs.IntVar(&cfg.maxThreads, "max-threads", 1000, "live threads at most; beyond them the least recently used idle thread is evicted (its tasks go on; its next message reopens it), or a new thread is refused (503) when all are busy")
+	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 30*time.Minute, "evict a thread nobody used for that long (its tasks go on; its next message reopens it); 0: never")
 	fs.Int64Var(&cfg.maxBody, "max-body", 64<<10, "bytes of a request body at most")
 	fs.IntVar(&cfg.maxText, "max-text", 8<<10, "bytes of a user message at most")
 	fs.IntVar(&cfg.maxSteps, "max-steps", 8, "model calls per turn at most")
@@ -124,8 +127,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		bad = fmt.Errorf("unexpected arguments %q", fs.Args())
 	case cfg.maxThreads < 1, cfg.maxBody < 1, cfg.maxText < 1, cfg.maxSteps < 1, cfg.maxHistory < 1:
 		bad = errors.New("every -max-* flag must be at least 1")
-	case cfg.fakeStep < 0, cfg.foreground < 0, cfg.stopGrace < 0:
-		bad = errors.New("-fake-step, -foreground and -stop-grace must not be negative")
+	case cfg.fakeStep < 0, cfg.foreground < 0, cfg.stopGrace < 0, cfg.idleTimeout < 0:
+		bad = errors.New("-fake-step, -foreground, -stop-grace and -idle-timeout must not be negative")
 	case cfg.instance == "":
 		bad = errors.New("-instance must not be empty")
 	}
@@ -133,6 +136,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprintln(stderr, "server:", bad)
 		fs.Usage()
 		return cfg, bad
+	}
+	if cfg.idleTimeout == 0 {
+		cfg.idleTimeout = -1 // agent.ThreadsConfig: negative is never
 	}
 	return cfg, nil
 }
@@ -204,7 +210,15 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (err error) {
 	if baseURL != "" {
 		opts = append(opts, option.WithBaseURL(baseURL))
 	}
-	s := newServer(m, openai.NewClient(opts...), model, cfg, log)
+	s, err := newServer(m, openai.NewClient(opts...), model, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer func() { // after the Manager's Stop: the live threads hear the ends it brings (a wake line each)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		err = errors.Join(err, s.threads.Close(cctx))
+	}()
 
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {

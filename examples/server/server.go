@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,36 +26,32 @@ import (
 // one Plugin, its tools and its conversation, made at its first message and
 // kept while the process runs, up to cfg.maxThreads: beyond them, the least
 // recently used thread with no request in flight is evicted (its Plugin
-// closed, its conversation dropped) to make room.
+// closed, its conversation dropped) to make room; a thread nobody used for
+// cfg.idleTimeout is evicted too. agent.Threads keeps them (lifecycle.go).
 type server struct {
-	m      *bgtask.Manager
-	client openai.Client
-	model  string
-	cfg    config
-	log    *slog.Logger
-
-	mu      sync.Mutex // guards the fields below and each thread's users and used
-	threads map[string]*thread
-	closing map[string]chan struct{} // evicted threads whose Plugin is being closed: closed when it is
-	clock   uint64                   // the last use stamp given to a thread
+	m       *bgtask.Manager
+	client  openai.Client
+	model   string
+	cfg     config
+	log     *slog.Logger
+	threads *agent.Threads[*thread]
 }
 
-func newServer(m *bgtask.Manager, client openai.Client, model string, cfg config, log *slog.Logger) *server {
-	return &server{m: m, client: client, model: model, cfg: cfg, log: log,
-		threads: make(map[string]*thread), closing: make(map[string]chan struct{})}
+func newServer(m *bgtask.Manager, client openai.Client, model string, cfg config, log *slog.Logger) (*server, error) {
+	s := &server{m: m, client: client, model: model, cfg: cfg, log: log}
+	threads, err := newThreads(s)
+	if err != nil {
+		return nil, err
+	}
+	s.threads = threads
+	return s, nil
 }
 
-// thread is one conversation. Its turns run one at a time (turn is its
-// lock, a channel so that a request waiting for it can give up when its
-// client does).
+// thread is the server's value of one conversation: its tools and its
+// history. Its turns run one at a time (agent.Thread.Turn).
 type thread struct {
-	id     string
-	plugin *agent.Plugin
-	tools  *bgopenai.Toolset
-	turn   chan struct{} // holds a token while a turn runs
-
-	users int    // requests holding the thread (acquire to release); guarded by server.mu
-	used  uint64 // server.clock at its last acquire; guarded by server.mu
+	id    string
+	tools *bgopenai.Toolset
 
 	mu      sync.Mutex // guards the fields below
 	history []entry    // the conversation, oldest first; written by the turn holder
@@ -80,131 +77,39 @@ func (s *server) routes() http.Handler {
 	return mux
 }
 
-// errTooManyThreads refuses a new thread when cfg.maxThreads threads are
-// live and every one has a request in flight.
-var errTooManyThreads = errors.New("too many busy threads")
-
 // live returns the live thread id, or nil.
 func (s *server) live(id string) *thread {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.threads[id]
-}
-
-// acquire returns the thread id, made (with its Plugin) if it is not live,
-// and holds it until release: a held thread is never evicted. Making a
-// thread at the cap evicts the least recently used thread nobody holds;
-// if every thread is held it fails with errTooManyThreads. A thread being
-// evicted is made anew once its Plugin is closed (the Manager allows one
-// live Plugin per owner); acquire waits for that, or for ctx.
-func (s *server) acquire(ctx context.Context, id string) (*thread, error) {
-	for {
-		s.mu.Lock()
-		if th := s.threads[id]; th != nil {
-			s.clock++
-			th.users, th.used = th.users+1, s.clock
-			s.mu.Unlock()
-			return th, nil
-		}
-		if closed := s.closing[id]; closed != nil {
-			s.mu.Unlock()
-			select {
-			case <-closed:
-				continue
-			case <-ctx.Done():
-				return nil, context.Cause(ctx)
-			}
-		}
-		var victim *thread
-		if len(s.threads) >= s.cfg.maxThreads {
-			if victim = s.leastRecentlyUsed(); victim == nil {
-				s.mu.Unlock()
-				return nil, errTooManyThreads
-			}
-			delete(s.threads, victim.id)
-			s.closing[victim.id] = make(chan struct{})
-		}
-		th, err := s.newThread(id)
-		if err == nil {
-			s.clock++
-			th.users, th.used = 1, s.clock
-			s.threads[id] = th
-		}
-		s.mu.Unlock()
-		if victim != nil {
-			s.evict(ctx, victim)
-		}
-		return th, err
+	if lt, ok := s.threads.Lookup(id); ok {
+		return lt.Value()
 	}
+	return nil
 }
 
-// release lets go of a thread acquire returned.
-func (s *server) release(th *thread) {
-	s.mu.Lock()
-	th.users--
-	s.mu.Unlock()
-}
-
-// leastRecentlyUsed returns the live thread nobody holds that was used
-// longest ago, or nil. s.mu is held.
-func (s *server) leastRecentlyUsed() *thread {
-	var lru *thread
-	for _, th := range s.threads {
-		if th.users == 0 && (lru == nil || th.used < lru.used) {
-			lru = th
-		}
-	}
-	return lru
-}
-
-// evict closes the Plugin of th, which acquire took out of the live
-// threads: its tasks go on, and what they report goes to the thread's next
-// Plugin, made at its next message. Its conversation is dropped.
-func (s *server) evict(ctx context.Context, th *thread) {
-	if err := closePlugin(context.WithoutCancel(ctx), th.plugin); err != nil {
-		s.log.Error("evict", "thread", th.id, "err", err)
-	} else {
-		s.log.Info("evict", "thread", th.id)
-	}
-	s.mu.Lock()
-	close(s.closing[th.id])
-	delete(s.closing, th.id)
-	s.mu.Unlock()
-}
-
-// newThread makes the thread id, its Plugin and its tools. s.mu is held.
-func (s *server) newThread(id string) (*thread, error) {
-	th := &thread{id: id, turn: make(chan struct{}, 1)}
-	p, err := newPlugin(s.m, id, th.woken(s.log))
-	if err != nil {
-		return nil, err
-	}
+// newThread makes the value of the thread id, whose Plugin p is made: its
+// tools.
+func (s *server) newThread(id string, p *agent.Plugin) (*thread, error) {
 	ts, err := bgopenai.New(append(agent.Tools(p.Owner()),
 		researchTool(p.Owner(), s.client, s.model), lookupTool(p.Owner(), s.client, s.model, s.cfg.foreground)),
 		bgopenai.WithParallel(toolParallel))
 	if err != nil {
-		_ = closePlugin(context.Background(), p) // nothing to commit: no run was opened
-		return nil, err
+		return nil, err // the registry closes p: nothing to commit, no run was opened
 	}
-	th.plugin, th.tools = p, ts
-	return th, nil
+	return &thread{id: id, tools: ts}, nil
 }
 
 // toolParallel is how many tool calls of one model reply run at once.
 const toolParallel = 4
 
-// woken is the thread's WithOnWake callback: an event arrived while no
-// turn of the thread was open. The server does not run a turn by itself
-// (the user is not there to read it); it counts the news, which GET
+// woken is the thread's OnWake callback: an event arrived while no turn
+// of the thread was open. The server does not run a turn by itself (the
+// user is not there to read it); it counts the news, which GET
 // /threads/{id}/tasks shows, logs it, and the next turn delivers the
 // events.
-func (th *thread) woken(log *slog.Logger) func(bgtype.Event) {
-	return func(ev bgtype.Event) {
-		th.mu.Lock()
-		th.news++
-		th.mu.Unlock()
-		log.Info("wake", "thread", th.id, "task_id", ev.TaskID, "name", ev.Name, "kind", ev.Kind)
-	}
+func (th *thread) woken(log *slog.Logger, ev bgtype.Event) {
+	th.mu.Lock()
+	th.news++
+	th.mu.Unlock()
+	log.Info("wake", "thread", th.id, "task_id", ev.TaskID, "name", ev.Name, "kind", ev.Kind)
 }
 
 // httpError writes {"error": text} with code.
@@ -239,10 +144,10 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	th, err := s.acquire(r.Context(), id)
+	lt, err := s.threads.Acquire(r.Context(), id)
 	switch {
-	case errors.Is(err, errTooManyThreads):
-		httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("%v: at most %d", err, s.cfg.maxThreads))
+	case errors.Is(err, agent.ErrTooManyThreads):
+		httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many busy threads: at most %d", s.cfg.maxThreads))
 		return
 	case err != nil && r.Context().Err() != nil:
 		return // the client left while the thread was being evicted
@@ -251,14 +156,21 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusInternalServerError, "cannot open the thread")
 		return
 	}
-	defer s.release(th)
-	select { // one turn at a time; a client that leaves while waiting gives up its place
-	case th.turn <- struct{}{}:
-	case <-r.Context().Done():
+	defer lt.Release()
+	runID := "run_" + rand.Text()
+	turn, err := startTurn(r.Context(), lt, runID) // one turn at a time
+	switch {
+	case err != nil && errors.Is(err, context.Cause(r.Context())):
+		return // the client left while waiting: it gave up its place
+	case errors.Is(err, bgtask.ErrRunOpen):
+		httpError(w, http.StatusConflict, "a turn of the thread is running on another instance")
+		return
+	case err != nil:
+		s.log.Error("run start", "thread", id, "err", err)
+		httpError(w, http.StatusInternalServerError, "cannot start the turn")
 		return
 	}
-	res, code, err := s.runTurn(r.Context(), th, text)
-	<-th.turn
+	res, code, err := s.runTurn(r.Context(), lt, turn, text)
 	if err != nil {
 		httpError(w, code, err.Error())
 		return

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,7 +53,10 @@ const systemPrompt = "You are the assistant of one conversation thread. Slow wor
 // turnCtx. The model calls run on modelCtx, which also ends when the client
 // leaves: a turn nobody waits for stops spending on the model at its next
 // call, and its run ends without cancelling anything.
-func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res turnResult, code int, err error) {
+//
+// The turn is open (startTurn): runTurn ends it.
+func (s *server) runTurn(reqCtx context.Context, lt *agent.Thread[*thread], turn *agent.Turn, text string) (res turnResult, code int, err error) {
+	th, plugin := lt.Value(), lt.Plugin()
 	turnCtx, stop := context.WithCancelCause(context.WithoutCancel(reqCtx))
 	defer stop(nil)
 	modelCtx, cancelModel := context.WithCancelCause(turnCtx)
@@ -65,21 +67,13 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 	})
 	defer unwatch()
 
-	runID := "run_" + rand.Text()
+	runID := turn.RunID()
 	res = turnResult{Thread: th.id, RunID: runID, Events: []json.RawMessage{}, Calls: []callView{}}
 	th.mu.Lock()
 	th.stop, th.news = stop, 0
 	conv := make([]entry, len(th.history), len(th.history)+16)
 	copy(conv, th.history)
 	th.mu.Unlock()
-
-	if err := startRun(turnCtx, th.plugin, runID); err != nil {
-		th.mu.Lock()
-		th.stop = nil
-		th.mu.Unlock()
-		s.log.Error("run start", "thread", th.id, "err", err)
-		return res, http.StatusInternalServerError, errors.New("cannot start the turn")
-	}
 	s.log.Info("turn", "thread", th.id, "run_id", runID)
 	var endCause error // why the turn ended early, nil when it answered
 	stopped := func() (turnResult, int, error) {
@@ -90,7 +84,7 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 		if bgtask.RunStopped(turnCtx) { // a stop that came as the turn ended stops it too
 			endCause, res.Status = bgtask.ErrRunStopped, "stopped"
 		}
-		if err := endRun(context.WithoutCancel(turnCtx), turnCtx, th.plugin, runID, endCause == nil); err != nil {
+		if err := endRun(context.WithoutCancel(turnCtx), turnCtx, turn, endCause == nil); err != nil {
 			s.log.Error("run end", "thread", th.id, "run_id", runID, "err", err)
 		}
 		s.keep(th, conv)
@@ -104,7 +98,7 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 	conv = append(conv, entry{role: "user", plain: true, msg: openai.UserMessage(text)})
 	for res.Steps < s.cfg.maxSteps {
 		res.Steps++
-		pms, err := th.plugin.BeforeInference(turnCtx)
+		pms, err := plugin.BeforeInference(turnCtx)
 		if err != nil && bgtask.RunStopped(turnCtx) {
 			return stopped()
 		}
@@ -155,7 +149,7 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 		conv = append(conv, entry{role: "assistant", msg: msg.ToParam()})
 		if len(msg.ToolCalls) == 0 {
 			res.Status, res.Reply = "answered", msg.Content
-			res.Pending, _ = th.plugin.StepEnd(turnCtx)
+			res.Pending, _ = plugin.StepEnd(turnCtx)
 			return res, http.StatusOK, nil
 		}
 		// The adapter answers every call of its tools, even when it returns
@@ -186,8 +180,8 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 			s.log.Error("tools", "thread", th.id, "err", err)
 			return res, http.StatusInternalServerError, errors.New("a tool failed")
 		}
-		_ = th.plugin.AfterToolCall(turnCtx, bgtask.ToolCall{RunID: runID})
-		if res.Pending, err = th.plugin.StepEnd(turnCtx); err != nil {
+		_ = plugin.AfterToolCall(turnCtx, bgtask.ToolCall{RunID: runID})
+		if res.Pending, err = plugin.StepEnd(turnCtx); err != nil {
 			endCause = err
 			return res, http.StatusInternalServerError, errors.New("cannot end the step")
 		}
