@@ -58,6 +58,7 @@ func ExampleThreads() {
 	defer threads.Close(ctx) // before the Manager's shutdown
 
 	fmt.Println(handle(ctx, threads, "alice", "research lsm trees", "run-1"))
+	close(researchGate) // the research ends between alice's turns
 	<-woken
 	fmt.Println(handle(ctx, threads, "bob", "hello", "run-2"))
 	fmt.Println(handle(ctx, threads, "alice", "what came back?", "run-3"))
@@ -96,6 +97,9 @@ func handle(ctx context.Context, threads *agent.Threads[*chat], thread, text, ru
 	return thread + ": " + modelStep(ctx, th, msgs, text)
 }
 
+// researchGate holds the example's research until its first turn is over.
+var researchGate = make(chan struct{})
+
 // modelStep stands for the model's step: it starts a research when asked, and
 // reports the events it was handed.
 func modelStep(ctx context.Context, th *agent.Thread[*chat], msgs []agent.PromptMessage, text string) string {
@@ -110,6 +114,7 @@ func modelStep(ctx context.Context, th *agent.Thread[*chat], msgs []agent.Prompt
 	}
 	if strings.HasPrefix(text, "research") {
 		if _, err := th.Plugin().Owner().Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) {
+			<-researchGate
 			return "findings", nil
 		}, bgtask.WithName("research")); err != nil {
 			return err.Error()
