@@ -43,6 +43,12 @@ type callView struct {
 const systemPrompt = "You are the assistant of one conversation thread. Slow work runs in the background: " +
 	"start it with a tool, keep talking, and report its results when they arrive."
 
+// errTurnElsewhere answers a turn (409 Conflict) while a turn of the
+// thread runs on another instance of the fleet (bgtask.ErrRunOpen): the
+// thread's turns run one at a time across the instances, and the client
+// retries once its other turn answered.
+var errTurnElsewhere = errors.New("a turn of this thread is running on another instance: retry once it has answered")
+
 // runTurn runs one agent turn of th for the user's text and returns the
 // result, or an HTTP status and an error for the client.
 //
@@ -77,6 +83,10 @@ func (s *server) runTurn(reqCtx context.Context, th *thread, text string) (res t
 		th.mu.Lock()
 		th.stop = nil
 		th.mu.Unlock()
+		if errors.Is(err, bgtask.ErrRunOpen) { // in a fleet: a turn of the thread runs on another instance
+			s.log.Info("run open elsewhere", "thread", th.id, "err", err)
+			return res, http.StatusConflict, errTurnElsewhere
+		}
 		s.log.Error("run start", "thread", th.id, "err", err)
 		return res, http.StatusInternalServerError, errors.New("cannot start the turn")
 	}
