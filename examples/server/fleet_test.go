@@ -54,7 +54,8 @@ func TestFleet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), fleetGuard)
 	defer cancel()
 	f := newFleet(t, ctx, model, "-openai-url", modelURL, "-pg", dsn,
-		"-pg-heartbeat", "500ms", "-pg-grace", "5s") // a killed instance is declared dead within about 6s
+		"-pg-heartbeat", "500ms", "-pg-grace", "5s", // a killed instance is declared dead within about 6s
+		"-stop-grace", "4s") // turns in flight at a SIGTERM end well within it; a held research is cut
 	start := time.Now()
 
 	// Phase 1: three instances. First the cross-instance operations, each
@@ -78,14 +79,19 @@ func TestFleet(t *testing.T) {
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ends := 0
+	ends, kinds := 0, map[string]int{}
 	for _, seen := range f.seen {
-		for _, n := range seen {
+		for id, n := range seen {
 			ends += n
+			kinds[f.endOf[id].Kind]++
 		}
 	}
-	t.Logf("fleet: %d instances, %d threads, %d turns answered, %d ends delivered (each once), %d turns refused with 409 (run open on another instance) and retried, %d requests retried by the proxy on a refused connection, %d turn lost to the kill, %d kill -9, %d restarts (1 after the kill, 3 rolling), in %v",
-		len(f.procs), fleetThreads, f.turns, ends, f.retries, f.proxy.dialRetries(), f.lost, f.kills, f.restarts, time.Since(start).Round(time.Millisecond))
+	t.Logf("fleet: %d instances, %d threads, %d turns answered (%d through the proxy, %d of them on another instance than the thread's previous turn), "+
+		"%d ends delivered, each once (%d completed, %d cancelled, %d interrupted, %d failed), "+
+		"%d turns refused with 409 (the thread's run open on another instance) and retried, %d requests the proxy sent elsewhere after a refused connection, "+
+		"%d turn lost to the kill, %d kill -9, %d restarts (1 after the kill, 3 rolling), in %v",
+		len(f.procs), fleetThreads, f.turns, f.proxied, f.moved, ends, kinds["completed"], kinds["cancelled"], kinds["interrupted"], kinds["failed"],
+		f.retries, f.proxy.dialRetries(), f.lost, f.kills, f.restarts, time.Since(start).Round(time.Millisecond))
 }
 
 const (
@@ -119,6 +125,9 @@ type fleet struct {
 	want    map[string]string            // task id: the end it must have
 	checks  map[string]func(event) error // task id: a check of its end
 	turns   int                          // turns answered
+	proxied int                          // turns answered through the proxy
+	moved   int                          // of those, served by another instance than the thread's previous one
+	last    map[string]string            // thread: the instance that served its last turn through the proxy
 	retries int                          // turns refused with 409 and retried
 	lost    int                          // turns whose instance was killed under them
 	kills   int
@@ -129,7 +138,7 @@ type fleet struct {
 func newFleet(t *testing.T, ctx context.Context, model *script, args ...string) *fleet {
 	f := &fleet{t: t, ctx: ctx, model: model, args: args,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: fleetThreads * 2}},
-		seen:   map[string]map[string]int{}, endOf: map[string]event{}, ownerOf: map[string]string{}, want: map[string]string{},
+		seen:   map[string]map[string]int{}, endOf: map[string]event{}, ownerOf: map[string]string{}, want: map[string]string{}, last: map[string]string{},
 		checks: map[string]func(event) error{}}
 	t.Cleanup(f.client.CloseIdleConnections)
 	urls := make([]string, len(f.procs))
@@ -319,7 +328,7 @@ func (f *fleet) turn(base, thread, text string, sibling <-chan struct{}) (turnRe
 		if res.Status != "answered" {
 			return res, fmt.Errorf("POST %s %q at %s: status %q, want answered: %s", thread, text, inst, res.Status, b)
 		}
-		f.record(thread, res)
+		f.record(thread, res, inst)
 		return res, nil
 	}
 }
@@ -344,11 +353,19 @@ func (f *fleet) mustTurn(base, thread, text string) turnResult {
 var taskIDs = regexp.MustCompile(`task_[0-9a-f]{32}`)
 
 // record notes what a turn of thread was handed: each end, once more; each
-// task id it shows, which must be the thread's.
-func (f *fleet) record(thread string, res turnResult) {
+// task id it shows, which must be the thread's. inst is the instance that
+// served it through the proxy ("" for a turn sent to a server directly).
+func (f *fleet) record(thread string, res turnResult, inst string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.turns++
+	if inst != "" {
+		if last := f.last[thread]; last != "" && last != inst {
+			f.moved++
+		}
+		f.last[thread] = inst
+		f.proxied++
+	}
 	seen := f.seen[thread]
 	if seen == nil {
 		seen = map[string]int{}
@@ -796,8 +813,20 @@ func (f *fleet) restart(i int, stop bool) {
 
 // rollingRestart restarts the three instances one at a time while every
 // thread takes turns through the proxy, until each thread had a turn
-// answered after the last restart.
+// answered after the last restart. A research held on inst_1 when it is
+// stopped is cut at -stop-grace: heard once as interrupted.
 func (f *fleet) rollingRestart() {
+	const shutText = "shut down before it ended"
+	gate := f.model.holdResearch("th30-deploy")
+	id := startedTask(f.t, f.mustTurn(f.procs[0].url, "th30", "research th30-deploy in 1 step"), "th30-deploy")
+	<-gate.reached
+	f.expect(id, "interrupted")
+	f.checkEnd(id, func(ev event) error {
+		if !strings.Contains(ev.Error, shutText) {
+			return fmt.Errorf("error %q, want the shutdown's %q", ev.Error, shutText)
+		}
+		return nil
+	})
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range fleetThreads {
