@@ -161,17 +161,21 @@ func threadName(i int) string { return fmt.Sprintf("th%02d", i) }
 // --- the proxy ---
 
 // rrProxy is a round-robin reverse proxy: each request goes to the next
-// backend that is up, whatever its thread. A backend taken down (before a
-// SIGTERM: the load balancer drains it) gets no new request; a request
-// whose connection is refused (its backend just stopped listening) is
-// sent to the next one, as a load balancer retries a failed connect; any
-// other failure (a backend killed under a request) is a 502.
+// backend that is up, whatever its thread. A backend is drained before its
+// SIGTERM, as a load balancer does: it gets no new request, and the stop
+// waits until the requests it was sent have been answered (a request sent
+// as its listener closes would be cut, processed or not). A request whose
+// connection is refused is sent to the next backend, as a load balancer
+// retries a failed connect; any other failure (a backend killed under a
+// request) is a 502.
 type rrProxy struct {
 	srv *httptest.Server
 	tr  *http.Transport
 
 	mu       sync.Mutex // guards the fields below
 	backends []backend
+	inflight []int         // per backend: requests sent and not yet answered
+	answered chan struct{} // closed (and replaced) when a request was answered
 	next     int
 	redials  int
 }
@@ -183,7 +187,7 @@ type backend struct {
 }
 
 func newProxy(t *testing.T, urls []string) *rrProxy {
-	p := &rrProxy{tr: &http.Transport{DisableKeepAlives: true}}
+	p := &rrProxy{tr: &http.Transport{DisableKeepAlives: true}, inflight: make([]int, len(urls)), answered: make(chan struct{})}
 	for i, u := range urls {
 		p.backends = append(p.backends, backend{inst: instanceName(i)})
 		p.set(i, u)
@@ -214,18 +218,48 @@ func (p *rrProxy) down(i int) {
 	p.backends[i].up = false
 }
 
-// pick returns the next backend that is up.
-func (p *rrProxy) pick() (backend, bool) {
+// drain takes backend i out of the rotation and waits until the requests
+// it was sent have been answered, or ctx ends.
+func (p *rrProxy) drain(ctx context.Context, i int) error {
+	p.down(i)
+	for {
+		p.mu.Lock()
+		n, answered := p.inflight[i], p.answered
+		p.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-answered:
+		case <-ctx.Done():
+			return fmt.Errorf("draining %s: %d requests in flight: %w", instanceName(i), n, ctx.Err())
+		}
+	}
+}
+
+// pick returns the next backend that is up, and counts a request in
+// flight to it until done.
+func (p *rrProxy) pick() (b backend, i int, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for range p.backends {
-		b := p.backends[p.next%len(p.backends)]
+		i = p.next % len(p.backends)
 		p.next++
-		if b.up {
-			return b, true
+		if p.backends[i].up {
+			p.inflight[i]++
+			return p.backends[i], i, true
 		}
 	}
-	return backend{}, false
+	return backend{}, 0, false
+}
+
+// done ends a request to backend i that pick counted.
+func (p *rrProxy) done(i int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inflight[i]--
+	close(p.answered)
+	p.answered = make(chan struct{})
 }
 
 func (p *rrProxy) dialRetries() int {
@@ -241,8 +275,12 @@ func (p *rrProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for attempt := 0; ; attempt++ {
-		b, ok := p.pick()
-		if !ok || attempt == 2*len(p.backends) {
+		b, i, ok := p.pick()
+		if ok && attempt == 2*len(p.backends) {
+			p.done(i)
+			ok = false
+		}
+		if !ok {
 			http.Error(w, "proxy: no backend", http.StatusServiceUnavailable)
 			return
 		}
@@ -259,6 +297,7 @@ func (p *rrProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out := r.Clone(r.Context())
 		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		rp.ServeHTTP(w, out)
+		p.done(i)
 		if failed == nil {
 			return
 		}
@@ -800,10 +839,13 @@ func (f *fleet) killMidTurn() {
 }
 
 // restart starts instance i again with its id and brings it back into the
-// proxy's rotation; with stop, it is first drained and stopped (SIGTERM).
+// proxy's rotation; with stop, it is first drained (no request in flight
+// to it) and stopped (SIGTERM).
 func (f *fleet) restart(i int, stop bool) {
 	if stop {
-		f.proxy.down(i)
+		if err := f.proxy.drain(f.ctx, i); err != nil {
+			f.t.Fatal(err)
+		}
 		f.procs[i].stop(f.t)
 	}
 	f.procs[i] = startServer(f.t, f.instanceArgs(i)...)
