@@ -18,27 +18,30 @@ func TestResearchArgs(t *testing.T) {
 	for _, tc := range []struct {
 		args, topic string
 		steps       int
+		question    string
 		err         string
 	}{
-		{`{"topic":"lsm trees","steps":null}`, "lsm trees", 3, ""},
-		{`{"topic":"  b-trees ","steps":20}`, "b-trees", 20, ""},
-		{`{"topic":"x","steps":0}`, "", 0, "invalid arguments: steps 0: want 1 to 20"},
-		{`{"topic":"x","steps":21}`, "", 0, "invalid arguments: steps 21: want 1 to 20"},
-		{`{"topic":" ","steps":null}`, "", 0, "invalid arguments: topic is missing or blank"},
-		{`{"steps":2}`, "", 0, "invalid arguments: topic is missing or blank"},
-		{`{"topic":"` + strings.Repeat("a", 201) + `","steps":1}`, "", 0, "invalid arguments: topic: want valid UTF-8 of at most 200 bytes"},
-		{`{"topic":"x","steps":1,"depth":9}`, "", 0, `invalid arguments: json: unknown field "depth"`},
-		{`[1]`, "", 0, "invalid arguments: json: cannot unmarshal array into Go value of type struct { Topic *string \"json:\\\"topic\\\"\"; Steps *int \"json:\\\"steps\\\"\" }"},
+		{`{"topic":"lsm trees","steps":null}`, "lsm trees", 3, "", ""},
+		{`{"topic":"  b-trees ","steps":20,"question":null}`, "b-trees", 20, "", ""},
+		{`{"topic":"b-trees","steps":1,"question":" which fanout? "}`, "b-trees", 1, "which fanout?", ""},
+		{`{"topic":"x","steps":1,"question":"` + strings.Repeat("q", 201) + `"}`, "", 0, "", "invalid arguments: question: want valid UTF-8 of at most 200 bytes"},
+		{`{"topic":"x","steps":0}`, "", 0, "", "invalid arguments: steps 0: want 1 to 20"},
+		{`{"topic":"x","steps":21}`, "", 0, "", "invalid arguments: steps 21: want 1 to 20"},
+		{`{"topic":" ","steps":null}`, "", 0, "", "invalid arguments: topic is missing or blank"},
+		{`{"steps":2}`, "", 0, "", "invalid arguments: topic is missing or blank"},
+		{`{"topic":"` + strings.Repeat("a", 201) + `","steps":1}`, "", 0, "", "invalid arguments: topic: want valid UTF-8 of at most 200 bytes"},
+		{`{"topic":"x","steps":1,"depth":9}`, "", 0, "", `invalid arguments: json: unknown field "depth"`},
+		{`[1]`, "", 0, "", "invalid arguments: json: cannot unmarshal array into Go value of type struct { Topic *string \"json:\\\"topic\\\"\"; Steps *int \"json:\\\"steps\\\"\"; Question *string \"json:\\\"question\\\"\" }"},
 	} {
-		topic, steps, err := researchArgs([]byte(tc.args))
+		topic, steps, question, err := researchArgs([]byte(tc.args))
 		if tc.err != "" {
 			if !errors.Is(err, agent.ErrToolArguments) || err.Error() != tc.err {
 				t.Errorf("%s: %v, want %q matching ErrToolArguments", tc.args, err, tc.err)
 			}
 			continue
 		}
-		if err != nil || topic != tc.topic || steps != tc.steps {
-			t.Errorf("%s: %q %d %v, want %q %d", tc.args, topic, steps, err, tc.topic, tc.steps)
+		if err != nil || topic != tc.topic || steps != tc.steps || question != tc.question {
+			t.Errorf("%s: %q %d %q %v, want %q %d %q", tc.args, topic, steps, question, err, tc.topic, tc.steps, tc.question)
 		}
 	}
 }

@@ -32,6 +32,7 @@ type script struct {
 	research map[string]*gate // topic: its steps wait for release
 	lookups  map[string]*gate // query: its call waits for release
 	turns    map[string]*gate // command: its call after the tools answered waits until the server gives up
+	paused   map[string]*gate // command: its call after the tools answered waits for release
 }
 
 // gate is one held call. reached is closed when the call first arrives;
@@ -48,7 +49,7 @@ func (g *gate) arrive() { g.once.Do(func() { close(g.reached) }) }
 
 // newModel serves a scripted model for the servers of one test.
 func newModel(t *testing.T) (*script, string) {
-	s := &script{research: map[string]*gate{}, lookups: map[string]*gate{}, turns: map[string]*gate{}}
+	s := &script{research: map[string]*gate{}, lookups: map[string]*gate{}, turns: map[string]*gate{}, paused: map[string]*gate{}}
 	srv := httptest.NewServer(&scripted.Model{Hooks: scripted.Hooks{Research: s.onResearch, Lookup: s.onLookup, Turn: s.onTurn}})
 	t.Cleanup(srv.Close)
 	return s, srv.URL + "/v1"
@@ -84,6 +85,17 @@ func (s *script) holdTurn(command string) *gate {
 	return g
 }
 
+// pauseTurn holds the model call that follows the tool answers of command
+// until the gate is released (or the server gives the call up): the turn
+// stays open meanwhile, its tools' tasks spawned.
+func (s *script) pauseTurn(command string) *gate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := newGate()
+	s.paused[command] = g
+	return g
+}
+
 func (s *script) onResearch(ctx context.Context, topic string, _, _ int) error {
 	s.mu.Lock()
 	g := s.research[topic]
@@ -115,8 +127,11 @@ func (g *gate) pass(ctx context.Context) error {
 
 func (s *script) onTurn(ctx context.Context, command string, afterTools bool) error {
 	s.mu.Lock()
-	g := s.turns[command]
+	g, paused := s.turns[command], s.paused[command]
 	s.mu.Unlock()
+	if paused != nil && afterTools {
+		return paused.pass(ctx)
+	}
 	if g == nil || !afterTools {
 		return nil
 	}

@@ -12,9 +12,10 @@
 //	POST /threads/{id}/messages  {"text": "..."}  one turn: the reply, the tool calls and the events the model was handed
 //	GET  /threads/{id}/tasks                      the thread's tasks, and whether something arrived since its last turn
 //	POST /threads/{id}/stop[?reason=...]          stop the thread's running turn and cancel the tasks it started, with the reason the model reads
+//	POST /threads/{id}/tasks/{task}/messages {"text": "...", "in_reply_to": "input_..."}  a message to a task (a research takes it as a note), or the answer to its question
 //
 // Without an API key the model is a scripted one served on a loopback
-// port: "research TOPIC [in N steps]" starts a background research task
+// port: "research TOPIC [in N steps] [asking QUESTION]" starts a background research task
 // (each step is a call to the model, a few seconds apart, reported as
 // progress), "lookup QUERY" looks something up in the foreground (it goes
 // on in the background if it takes longer than -foreground), "list", "get ID", "wait ID" and "cancel NAME" call bgtask's
@@ -59,6 +60,8 @@ type config struct {
 	addr        string        // where to listen
 	db          string        // SQLite file (when pg is empty)
 	pg          string        // PostgreSQL DSN
+	pgBeat      time.Duration // PostgreSQL: the instance's heartbeat interval
+	pgGrace     time.Duration // PostgreSQL: how long a silent instance lives before it is declared dead
 	instance    string        // runtime instance id, stable across restarts
 	baseURL     string        // OpenAI-compatible endpoint; "" serves the scripted model
 	apiKey      string        // its key
@@ -105,6 +108,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0: any free port, printed at start)")
 	fs.StringVar(&cfg.db, "db", defaultDB(), "SQLite file that keeps the task records")
 	fs.StringVar(&cfg.pg, "pg", "", "PostgreSQL DSN: keep the task records there instead of in SQLite")
+	fs.DurationVar(&cfg.pgBeat, "pg-heartbeat", pgstore.DefaultHeartbeatInterval, "with -pg: how often the instance stamps its heartbeat (and looks for dead instances)")
+	fs.DurationVar(&cfg.pgGrace, "pg-grace", pgstore.DefaultGrace, "with -pg: how long an instance may miss its heartbeat before another declares it dead and interrupts its tasks (at least two heartbeats)")
 	fs.StringVar(&cfg.instance, "instance", cmp.Or(host, "server"), "runtime instance id; keep it across restarts so the next start interrupts what this one left running")
 	fs.StringVar(&cfg.baseURL, "openai-url", os.Getenv("OPENAI_BASE_URL"), "OpenAI-compatible base URL (default: $OPENAI_BASE_URL; with neither it nor a key, a scripted model on a loopback port)")
 	fs.StringVar(&cfg.apiKey, "openai-key", os.Getenv("OPENAI_API_KEY"), "API key (default: $OPENAI_API_KEY)")
@@ -167,7 +172,8 @@ type taskStore interface {
 func run(ctx context.Context, cfg config, log *slog.Logger) (err error) {
 	var st taskStore
 	if cfg.pg != "" {
-		st, err = pgstore.Open(ctx, cfg.pg, pgstore.WithLogger(log))
+		st, err = pgstore.Open(ctx, cfg.pg, pgstore.WithLogger(log),
+			pgstore.WithHeartbeatInterval(cfg.pgBeat), pgstore.WithGrace(cfg.pgGrace))
 	} else {
 		if err := os.MkdirAll(filepath.Dir(cfg.db), 0o755); err != nil {
 			return err
@@ -214,6 +220,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	s.runs, _ = st.(heldRuns)
 	defer func() { // after the Manager's Stop: the live threads hear the ends it brings (a wake line each)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()

@@ -35,6 +35,7 @@ type server struct {
 	cfg     config
 	log     *slog.Logger
 	threads *agent.Threads[*thread]
+	runs    heldRuns // the open run of each thread across a fleet; nil without one
 }
 
 func newServer(m *bgtask.Manager, client openai.Client, model string, cfg config, log *slog.Logger) (*server, error) {
@@ -74,6 +75,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("POST /threads/{id}/messages", s.postMessage)
 	mux.HandleFunc("GET /threads/{id}/tasks", s.getTasks)
 	mux.HandleFunc("POST /threads/{id}/stop", s.postStop)
+	mux.HandleFunc("POST /threads/{id}/tasks/{task}/messages", s.postTaskMessage)
 	return mux
 }
 
@@ -162,8 +164,9 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil && errors.Is(err, context.Cause(r.Context())):
 		return // the client left while waiting: it gave up its place
-	case errors.Is(err, bgtask.ErrRunOpen):
-		httpError(w, http.StatusConflict, "a turn of the thread is running on another instance")
+	case errors.Is(err, bgtask.ErrRunOpen): // in a fleet: a turn of the thread runs on another instance
+		s.log.Info("run open elsewhere", "thread", id, "err", err)
+		httpError(w, http.StatusConflict, errTurnElsewhere.Error())
 		return
 	case err != nil:
 		s.log.Error("run start", "thread", id, "err", err)
@@ -222,6 +225,12 @@ type taskView struct {
 	Progress     *bgtype.Progress `json:"progress,omitempty"`
 	RunID        string           `json:"run_id,omitempty"`
 	Announced    bool             `json:"announced"`
+
+	// Input is the task's question while it is awaiting_input: answer it
+	// with POST /threads/{id}/tasks/{task}/messages and its id as in_reply_to.
+	Input *bgtype.InputRequest `json:"input_request,omitempty"`
+	// Instance is the server instance that runs (or ran) the task.
+	Instance string `json:"instance,omitempty"`
 }
 
 // maxListed is how many tasks GET /threads/{id}/tasks shows at most.
@@ -254,7 +263,7 @@ func (s *server) getTasks(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Tasks = append(out.Tasks, taskView{ID: meta.ID, Name: meta.Name, Description: meta.Description, Status: meta.Status,
 			Result: meta.Result, Error: meta.Error, ErrorKind: meta.ErrorKind, CancelReason: meta.CancelReason,
-			Progress: meta.Progress, RunID: meta.Parent.RunID, Announced: meta.Announced})
+			Progress: meta.Progress, Input: meta.Input, Instance: meta.Instance, RunID: meta.Parent.RunID, Announced: meta.Announced})
 	}
 	if th := s.live(id); th != nil {
 		th.mu.Lock()
@@ -268,7 +277,8 @@ func (s *server) getTasks(w http.ResponseWriter, r *http.Request) {
 // run ends cancelled, with the tasks it started. The optional query
 // parameter reason says why: the model reads it in each cancelled event
 // (bgtask.StopReason without it). With no turn running it does nothing and
-// says so.
+// says so. In a fleet, a turn running on another instance has its run's
+// tasks cancelled with the reason (stopElsewhere).
 func (s *server) postStop(w http.ResponseWriter, r *http.Request) {
 	id := pathThread(w, r)
 	if id == "" {
@@ -282,6 +292,17 @@ func (s *server) postStop(w http.ResponseWriter, r *http.Request) {
 			stopped = true
 		}
 		th.mu.Unlock()
+	}
+	if !stopped {
+		switch inst, n, err := s.stopElsewhere(r.Context(), id, r.URL.Query().Get("reason")); {
+		case err != nil && r.Context().Err() == nil:
+			s.log.Error("stop elsewhere", "thread", id, "err", err)
+			httpError(w, http.StatusInternalServerError, "cannot stop the thread's turn on another instance")
+			return
+		case inst != "":
+			writeJSON(w, http.StatusOK, map[string]any{"thread": id, "stopped": true, "instance": inst, "cancelled": n})
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"thread": id, "stopped": stopped})
 }

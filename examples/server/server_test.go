@@ -252,6 +252,10 @@ func TestBadRequests(t *testing.T) {
 		{"long text", "POST", "/threads/t/messages", `{"text":"12345678901234567"}`, 400, `\"text\" is 17 bytes, over 16`},
 		{"big body", "POST", "/threads/t/messages", `{"text":"` + strings.Repeat(" ", 80) + `x"}`, 400, "body over 64 bytes"},
 		{"wrong method", "GET", "/threads/t/messages", "", 405, ""},
+		{"message: not JSON", "POST", "/threads/t/tasks/task_x/messages", `hi`, 400, `want one JSON object {\"text\": \"...\", \"in_reply_to\"`},
+		{"message: blank text", "POST", "/threads/t/tasks/task_x/messages", `{"text":" "}`, 400, `\"text\" is missing or blank`},
+		{"message: long text", "POST", "/threads/t/tasks/task_x/messages", `{"text":"12345678901234567"}`, 400, `\"text\": want valid UTF-8 of at most 16 bytes`},
+		{"message: no such task", "POST", "/threads/t/tasks/task_x/messages", `{"text":"hi"}`, 404, "no such task in this thread"},
 	} {
 		code, body, err := srv.do(t.Context(), tc.method, tc.path, tc.body)
 		if err != nil || code != tc.code || !strings.Contains(string(body), tc.want) {

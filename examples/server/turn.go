@@ -42,6 +42,12 @@ type callView struct {
 const systemPrompt = "You are the assistant of one conversation thread. Slow work runs in the background: " +
 	"start it with a tool, keep talking, and report its results when they arrive."
 
+// errTurnElsewhere answers a turn (409 Conflict) while a turn of the
+// thread runs on another instance of the fleet (bgtask.ErrRunOpen): the
+// thread's turns run one at a time across the instances, and the client
+// retries once its other turn answered.
+var errTurnElsewhere = errors.New("a turn of this thread is running on another instance: retry once it has answered")
+
 // runTurn runs one agent turn of th for the user's text and returns the
 // result, or an HTTP status and an error for the client.
 //

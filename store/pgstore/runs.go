@@ -59,4 +59,27 @@ func (s *Store) CloseRun(ctx context.Context, owner, run, instance string) error
 	return nil
 }
 
+// HeldRun returns the run of owner that is open in the fleet (RunStart
+// recorded it through OpenRun, RunEnd has not released it yet) and the
+// instance that holds it, or two empty strings when no live instance holds
+// one. It lets a host act on a thread's open run from any instance: a
+// user's stop that lands on another instance than the turn's cancels the
+// run's tasks there with Owner.CancelRun. A run left by a release that
+// failed reads as open until its instance's next run of owner replaces it.
+// Safe for concurrent use.
+func (s *Store) HeldRun(ctx context.Context, owner string) (run, instance string, err error) {
+	if s.isClosed() {
+		return "", "", ErrClosed
+	}
+	err = s.pool.QueryRow(ctx, `SELECT r.run_id, r.instance FROM bgtask_runs r
+		JOIN bgtask_instances i ON i.id = r.instance AND i.state = 'alive' WHERE r.owner = $1`, owner).Scan(&run, &instance)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", "", nil
+	case err != nil:
+		return "", "", fmt.Errorf("pgstore: the open run of %q: %w", owner, err)
+	}
+	return run, instance, nil
+}
+
 var _ store.RunLeaser = (*Store)(nil)

@@ -12,7 +12,8 @@ import (
 // One open run per thread across the fleet: a run of alice open on A
 // makes RunStart on B fail with ErrRunOpen and change nothing; once A's
 // run ends, or A stops, or A dies and is reaped, B's run opens. A run
-// another thread holds is not concerned (issue 29 §2).
+// another thread holds is not concerned (issue 29 §2). HeldRun names the
+// open run and its instance from either instance.
 func TestOneRunPerThreadAcrossInstances(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -62,6 +63,7 @@ func TestOneRunPerThreadAcrossInstances(t *testing.T) {
 			if b.Running() {
 				t.Fatal("B's receiver runs after a refused RunStart")
 			}
+			wantHeld(t, sb, "alice", "run_a", "inst_a")
 			if _, err := b.Deliver(t.Context()); !errors.Is(err, bgtask.ErrNoRun) {
 				t.Fatalf("Deliver on B after the refusal = %v, want ErrNoRun", err)
 			}
@@ -73,10 +75,13 @@ func TestOneRunPerThreadAcrossInstances(t *testing.T) {
 			if err := bob.RunStart(t.Context(), bgtask.RunInfo{RunID: "run_bob"}); err != nil {
 				t.Fatalf("bob's RunStart on B: %v", err)
 			}
+			wantHeld(t, sb, "bob", "run_bob", "inst_b")
 			tt.release(t, dsn, a, stopA, sb)
+			wantHeld(t, sb, "alice", "", "")
 			if err := b.RunStart(t.Context(), bgtask.RunInfo{RunID: "run_b"}); err != nil {
 				t.Fatalf("RunStart on B once A's run is gone: %v", err)
 			}
+			wantHeld(t, sb, "alice", "run_b", "inst_b")
 			if err := b.RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run_b"}); err != nil {
 				t.Fatal(err)
 			}
@@ -84,5 +89,14 @@ func TestOneRunPerThreadAcrossInstances(t *testing.T) {
 				t.Fatalf("%d runs of alice left after B's run ended", n)
 			}
 		})
+	}
+}
+
+// wantHeld checks HeldRun of owner on s.
+func wantHeld(t *testing.T, s *pgstore.Store, owner, run, instance string) {
+	t.Helper()
+	gotRun, gotInstance, err := s.HeldRun(t.Context(), owner)
+	if err != nil || gotRun != run || gotInstance != instance {
+		t.Fatalf("HeldRun(%s) = %q, %q, %v; want %q, %q", owner, gotRun, gotInstance, err, run, instance)
 	}
 }

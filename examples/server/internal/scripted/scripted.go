@@ -200,7 +200,7 @@ func lastCommand(msgs []message) (command string, afterTools bool) {
 //     and answer (cut to 300 bytes);
 //   - after the user's message: its commands, separated by ";", become
 //     tool calls in one step:
-//     "research TOPIC [in N steps]" calls research, "lookup QUERY" lookup,
+//     "research TOPIC [in N steps] [asking QUESTION]" calls research, "lookup QUERY" lookup,
 //     "list" list_tasks, "get ID" get_task, "wait ID" wait_task,
 //     "cancel NAME-OR-ID" cancel_task;
 //     a message with no command gets "ok: " and the number of background
@@ -254,7 +254,7 @@ func summarize(msgs []message, last int) string {
 	return b.String()
 }
 
-var researchCmd = regexp.MustCompile(`^research\s+(.+?)(?:\s+in\s+(\d+)\s+steps?)?$`)
+var researchCmd = regexp.MustCompile(`^research\s+(.+?)(?:\s+in\s+(\d+)\s+steps?)?(?:\s+asking\s+(.+))?$`)
 
 // commands turns the user's text into tool calls; nil if it holds none.
 func commands(text string) []ToolCall {
@@ -272,7 +272,11 @@ func commands(text string) []ToolCall {
 			if sm[2] != "" {
 				steps, _ = strconv.Atoi(sm[2])
 			}
-			name, args = "research", map[string]any{"topic": sm[1], "steps": steps}
+			var question any
+			if sm[3] != "" {
+				question = sm[3]
+			}
+			name, args = "research", map[string]any{"topic": sm[1], "steps": steps, "question": question}
 		case verb == "lookup" && arg != "":
 			name, args = "lookup", map[string]any{"query": arg}
 		case verb == "list" && arg == "":

@@ -9,8 +9,9 @@ import (
 func TestCommands(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ text, want string }{
-		{"research lsm trees", `research {"steps":3,"topic":"lsm trees"}`},
-		{"research lsm trees in 5 steps; list", `research {"steps":5,"topic":"lsm trees"} list_tasks {"cursor":null,"limit":null,"status":null,"tag":null,"type":null}`},
+		{"research lsm trees", `research {"question":null,"steps":3,"topic":"lsm trees"}`},
+		{"research lsm trees in 2 steps asking which fanout?", `research {"question":"which fanout?","steps":2,"topic":"lsm trees"}`},
+		{"research lsm trees in 5 steps; list", `research {"question":null,"steps":5,"topic":"lsm trees"} list_tasks {"cursor":null,"limit":null,"status":null,"tag":null,"type":null}`},
 		{"lookup the capital of France", `lookup {"query":"the capital of France"}`},
 		{"get task_1; wait task_2", `get_task {"task_id":"task_1"} wait_task {"task_id":"task_2","timeout_seconds":null}`},
 		{"cancel research-x", `cancel_task {"reason":"the user asked","target":{"name":"research-x","relation":"child"}}`},
