@@ -21,6 +21,7 @@ import (
 type hearing struct {
 	unheard  []bgtype.Event // handed out, not yet proven heard
 	carried  bool           // unheard came from an aborted run: the next Deliver proves nothing
+	run      string         // that aborted run, whose lease in a RunLeaser store carries them too
 	unmarked []string       // tasks proven heard whose announcement mark could not be committed
 }
 

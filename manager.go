@@ -69,6 +69,7 @@ type Manager struct {
 	phaseHook func(t *Task, from, to taskPhase) // tests only: sees every phase move, under m.mu
 
 	stopped  chan struct{} // closed once Shutdown saw every task end: inbox waiters return ErrClosed
+	closing  chan struct{} // closed when Shutdown or Stop begins (markClosed)
 	stopOnce sync.Once
 
 	inboxMu  sync.RWMutex // guards inboxes and idleBox
@@ -141,6 +142,7 @@ func New(opts ...Option) (*Manager, error) {
 		runs:    make(map[runKey]*runState),
 		idle:    make(chan struct{}),
 		stopped: make(chan struct{}),
+		closing: make(chan struct{}),
 		inboxes: make(map[string]*Inbox),
 		keys:    make(map[keyRef]*keyClaim),
 	}

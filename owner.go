@@ -147,17 +147,20 @@ func (o Owner) CancelAll() (int, error) { return o.m.cancelOwner(o.id) }
 // run are found in the store and cancelled there with their attached
 // descendants (SharedStore.RequestCancel, with the reason), and count
 // one each once the request is recorded; a store failure is returned with
-// the count so far. The refusal of later spawns into the run holds on
-// this Manager only. CancelRun takes no context: those store calls are
-// not bounded by one.
+// the count so far. The Receiver whose open run it is hears of the cancel
+// (ReceiverConfig.OnRunCanceled): the owner's here, or, with a store that
+// keeps runs across instances (store.RunLeaser), the one on the instance
+// that holds the run, whose Manager then refuses later spawns into it too.
+// CancelRun takes no context: those store calls are not bounded by one
+// (StopRun takes one).
 func (o Owner) CancelRun(runID string, opts ...CancelOption) (int, error) {
-	n, _, err := o.cancelRun(runID, cancelReason(opts))
+	n, _, err := o.cancelRunCtx(context.Background(), runID, cancelReason(opts))
 	return n, err
 }
 
-// cancelRun is CancelRun that also reports whether the run was already
-// cancelled.
-func (o Owner) cancelRun(runID, reason string) (n int, already bool, err error) {
+// cancelRunCtx is CancelRun with ctx bounding the store calls; it also
+// reports whether the run was already cancelled here.
+func (o Owner) cancelRunCtx(ctx context.Context, runID, reason string) (n int, already bool, err error) {
 	switch {
 	case !bgtype.ValidOwner(o.id):
 		return 0, false, bgtype.ErrInvalidOwner
@@ -167,7 +170,11 @@ func (o Owner) cancelRun(runID, reason string) (n int, already bool, err error) 
 		return 0, false, errEmptyRun
 	}
 	n, already = o.m.cancelRun(runKey{owner: o.id, run: runID}, reason)
-	k, err := o.m.cancelRunElsewhere(context.Background(), o.id, runID, reason)
+	o.m.tellRunCanceled(o.id, runID, reason)
+	k, err := o.m.cancelRunElsewhere(ctx, o.id, runID, reason)
+	if err == nil {
+		err = o.m.requestRunCancel(ctx, o.id, runID, reason)
+	}
 	return n + k, already && k == 0, err
 }
 

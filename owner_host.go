@@ -49,7 +49,7 @@ func (o Owner) CancelCurrent(ctx context.Context, opts ...CancelOption) (n int, 
 		return n, before, nil
 	}
 	if c, ok := ToolCallFromContext(ctx); ok && bgtype.ValidOwner(c.RunID) {
-		return o.cancelRun(c.RunID, reason)
+		return o.cancelRunCtx(context.WithoutCancel(ctx), c.RunID, reason)
 	}
 	return 0, false, fmt.Errorf("%w: no current task or run in the context", ErrInvalidArgument)
 }

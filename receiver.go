@@ -50,11 +50,12 @@ type Receiver struct {
 	// so the struct stays small: the Manager is owner.m, a SharedStore is
 	// looked up when needed (sharedStore), and the closed inbox of idle is
 	// made on first use (idleInbox).
-	owner   Owner  // owner.m is the Manager
-	fixed   *Inbox // a sub-agent's own inbox (ReceiverConfig.Inbox); never bound or closed here
-	onWake  func(bgtype.Event)
-	keepMax int                   // ReceiverConfig.KeepLimit
-	idle    atomic.Pointer[Inbox] // the closed inbox that takes the owner's events while no run is open; nil until first needed
+	owner         Owner  // owner.m is the Manager
+	fixed         *Inbox // a sub-agent's own inbox (ReceiverConfig.Inbox); never bound or closed here
+	onWake        func(bgtype.Event)
+	onRunCanceled func(runID, reason string) // ReceiverConfig.OnRunCanceled
+	keepMax       int                        // ReceiverConfig.KeepLimit
+	idle          atomic.Pointer[Inbox]      // the closed inbox that takes the owner's events while no run is open; nil until first needed
 
 	running atomic.Bool // written with mu held
 
@@ -104,6 +105,18 @@ type ReceiverConfig struct {
 	// tells the end. Defaults to 1,024 when 0; a negative value
 	// makes NewReceiver fail.
 	KeepLimit int
+	// OnRunCanceled hears that the open run was cancelled (Owner.CancelRun
+	// or Owner.StopRun, on this Manager or, with a store that keeps runs
+	// across instances, store.RunLeaser, on another instance), with the
+	// cancel's reason: the host ends the run's turn, as for a user's stop
+	// (the agent package's Threads cancels the turn's context with a
+	// *RunStoppedError). It is not called for a run already ended, nor by
+	// RunEnd's own cancel. It runs on the goroutine of the cancel's
+	// caller, or of the store, with no lock of the Receiver held: it must
+	// not block, and must not call RunEnd itself. A panic in it is
+	// recovered and logged. Defaults to nil: nothing is called, and the
+	// turn goes on (its tasks are cancelled, later spawns into it fail).
+	OnRunCanceled func(runID, reason string)
 }
 
 // RunInfo identifies an agent run. RunID is required; it is the lineage of
@@ -136,7 +149,7 @@ func (m *Manager) NewReceiver(owner string, cfg ReceiverConfig) (*Receiver, erro
 	case cfg.KeepLimit < 0:
 		return nil, fmt.Errorf("bgtask: NewReceiver: keep limit %d events, want at least 1 (0 for the default)", cfg.KeepLimit)
 	}
-	r := &Receiver{owner: m.Owner(owner), fixed: cfg.Inbox, onWake: cfg.OnWake, keepMax: cfg.KeepLimit}
+	r := &Receiver{owner: m.Owner(owner), fixed: cfg.Inbox, onWake: cfg.OnWake, onRunCanceled: cfg.OnRunCanceled, keepMax: cfg.KeepLimit}
 	if r.keepMax == 0 {
 		r.keepMax = defaultKeepLimit
 	}
@@ -221,8 +234,9 @@ func (r *Receiver) RunStart(ctx context.Context, run RunInfo) error {
 		ib := r.owner.m.newInbox(WithOnClosed(r.keepLate))
 		prev, err := r.owner.m.BindInbox(r.owner.id, ib)
 		if err != nil {
+			carried := r.carriedIDs()
 			r.mu.Unlock()
-			r.closeLease(ctx, run.RunID)
+			r.closeLease(ctx, run.RunID, carried)
 			return err
 		}
 		inbox = ib
@@ -234,7 +248,7 @@ func (r *Receiver) RunStart(ctx context.Context, run RunInfo) error {
 	r.running.Store(true)
 	r.mu.Unlock()
 	if _, err := r.owner.m.Restore(ctx, r.owner.id); err != nil && !errors.Is(err, bgtype.ErrCorrupt) { // corrupt records are logged and skipped
-		_ = r.RunEnd(ctx, RunOutcome{RunID: run.RunID}) // no run: what arrives is kept for the next one
+		_ = r.RunEnd(ctx, RunOutcome{RunID: run.RunID, Aborted: true}) // no run: what arrives is kept for the next one, what was carried stays carried
 		return fmt.Errorf("bgtask: receiver: restore: %w", err)
 	}
 	return nil
@@ -554,6 +568,7 @@ func (r *Receiver) RunEnd(ctx context.Context, out RunOutcome) error {
 	if out.Aborted {
 		if r.heard != nil {
 			r.heard.carried = len(r.heard.unheard) > 0
+			r.heard.run = r.runID
 		}
 	} else {
 		r.markHeard(context.WithoutCancel(ctx))
@@ -561,8 +576,9 @@ func (r *Receiver) RunEnd(ctx context.Context, out RunOutcome) error {
 	r.running.Store(false)
 	runID, inbox, older := r.runID, r.inbox, r.older
 	r.runID, r.inbox, r.older = "", nil, nil // an idle owner keeps no closed inbox
+	carried := r.carriedIDs()
 	r.mu.Unlock()
-	r.closeLease(ctx, runID)
+	r.closeLease(ctx, runID, carried)
 	var err error
 	if out.Canceled {
 		reason := out.Reason

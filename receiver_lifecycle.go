@@ -71,6 +71,9 @@ func (r *Receiver) Close(ctx context.Context) error {
 	}
 	r.closed = true
 	running, runID := r.running.Load(), r.runID
+	if !running && r.heard != nil && r.heard.carried {
+		runID = r.heard.run // the aborted run whose lease carries them: they are handed out again
+	}
 	r.running.Store(false)
 	r.giveBack() // handed out, never proven heard: the owner's next Receiver gets them
 	var unmarked []string
@@ -81,8 +84,8 @@ func (r *Receiver) Close(ctx context.Context) error {
 	r.inbox, r.older, r.heard = nil, nil, nil
 	clear(r.drained)
 	r.mu.Unlock()
-	if running {
-		r.closeLease(ctx, runID)
+	if runID != "" {
+		r.closeLease(ctx, runID, nil)
 	}
 	var err error
 	if len(unmarked) > 0 {

@@ -28,7 +28,7 @@ import (
 func (m *Manager) Shutdown(ctx context.Context) error {
 	var starts []*Task
 	m.mu.Lock()
-	m.closed.Store(true)
+	m.markClosed()
 	for _, t := range m.nodes {
 		_, starts = m.signal(t, ErrShutdown, starts)
 	}
@@ -100,7 +100,7 @@ func (m *Manager) runningIDs() []string {
 func (m *Manager) Stop(ctx context.Context) error {
 	var starts []*Task
 	m.mu.Lock()
-	m.closed.Store(true)
+	m.markClosed()
 	for _, t := range m.nodes {
 		if t.phase == phaseQueued || t.phase == phaseWaiting {
 			_, starts = m.signal(t, errStopCut, starts)
@@ -292,3 +292,12 @@ func showIDs(ids []string) string {
 
 // Unwrap returns the context's error.
 func (e *ShutdownError) Unwrap() error { return e.Err }
+
+// markClosed marks m closed: New, Spawn and the boundaries refuse from now
+// on, and m.closing is closed, which ends the retries of helpers (see
+// retryCloseRun). Called with m.mu held.
+func (m *Manager) markClosed() {
+	if !m.closed.Swap(true) {
+		close(m.closing)
+	}
+}

@@ -109,6 +109,16 @@ func WithInbox(ib *bgtask.Inbox) Option { return func(c *config) { c.recv.Inbox 
 // a goroutine of the host, which starts the run.
 func WithOnWake(f func(bgtype.Event)) Option { return func(c *config) { c.recv.OnWake = f } }
 
+// WithOnRunCanceled sets the callback that hears that the open run was
+// cancelled (Owner.CancelRun or Owner.StopRun, on this Manager or, in a
+// fleet, on another instance), with the cancel's reason, so the host ends
+// the turn as for a user's stop. f must not block, and must not call the
+// Plugin itself; see bgtask.ReceiverConfig.OnRunCanceled. [Threads] sets
+// it on the Plugins it makes (Turn.Context).
+func WithOnRunCanceled(f func(runID, reason string)) Option {
+	return func(c *config) { c.recv.OnRunCanceled = f }
+}
+
 // Limits are the Plugin's caps on what the model sees and on what it keeps
 // between runs. A zero field takes its default; a negative one, or one
 // above math.MaxInt32, makes NewPlugin fail.

@@ -53,7 +53,8 @@ type ThreadsConfig[T any] struct {
 	// Options returns the options of the Plugin of thread (its limits, for
 	// one): called each time the thread is made. Defaults to nil: none.
 	// Set OnWake rather than WithOnWake here: when OnWake is set, it
-	// replaces a WithOnWake among the options.
+	// replaces a WithOnWake among the options. A WithOnRunCanceled among
+	// them is replaced: the registry ends the turn (Turn.Context).
 	Options func(thread string) []Option
 	// New makes the host's value of thread, once its Plugin p exists and
 	// before the thread is visible: no other caller sees the thread (nor
@@ -300,6 +301,7 @@ func (r *Threads[T]) make(ctx context.Context, id string) (_ *Thread[T], err err
 	if r.cfg.OnWake != nil {
 		opts = append(slices.Clip(opts), WithOnWake(th.wake))
 	}
+	opts = append(slices.Clip(opts), WithOnRunCanceled(th.runCanceled))
 	p, err := NewPlugin(r.m, id, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("agent: Threads: thread %q: %w", id, err)

@@ -789,3 +789,52 @@ func TestThreadsReleaseUnheld(t *testing.T) {
 	}()
 	th.Release()
 }
+
+// A stop of a turn's run (Owner.StopRun, here; in a fleet it is carried
+// from another instance) ends Turn.Context with a *bgtask.RunStoppedError
+// carrying the reason; the ctx given to Turn is not cancelled. Another
+// run's stop, and End, leave a turn's context as the caller's.
+func TestThreadsTurnContextEndsOnStop(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t)
+	var log threadsLog
+	r := newThreads(t, m, log.config(0, -1))
+	th := acquire(t, r, "a")
+	defer th.Release()
+	tu, err := th.Turn(t.Context(), bgtask.RunInfo{RunID: "turn-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Owner("a").CancelRun("another-run"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tu.Context().Err(); err != nil {
+		t.Fatalf("the turn's context after another run's cancel: %v", err)
+	}
+	stop, err := m.Owner("a").StopRun(t.Context(), "deploy freeze")
+	if err != nil || stop.RunID != "turn-1" {
+		t.Fatalf("StopRun = %+v, %v", stop, err)
+	}
+	<-tu.Context().Done()
+	cause, ok := errors.AsType[*bgtask.RunStoppedError](context.Cause(tu.Context()))
+	if !ok || cause.Reason != "deploy freeze" || !bgtask.RunStopped(tu.Context()) {
+		t.Fatalf("the turn's cause: %v; want a RunStoppedError with the reason", context.Cause(tu.Context()))
+	}
+	if t.Context().Err() != nil {
+		t.Fatal("the caller's context was cancelled")
+	}
+	if err := tu.End(t.Context(), bgtask.RunOutcome{Canceled: true, Reason: cause.Reason}); err != nil {
+		t.Fatal(err)
+	}
+
+	tu, err = th.Turn(t.Context(), bgtask.RunInfo{RunID: "turn-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tu.End(t.Context(), bgtask.RunOutcome{}); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(context.Cause(tu.Context()), context.Canceled) || bgtask.RunStopped(tu.Context()) {
+		t.Fatalf("an ended turn's cause: %v; want context.Canceled", context.Cause(tu.Context()))
+	}
+}

@@ -29,6 +29,9 @@ type Thread[T any] struct {
 	idle     *list.Element // in r.idle while live and nobody holds it; guarded by r.mu
 	released time.Time     // at the last Release; guarded by r.mu
 
+	curMu sync.Mutex // guards cur
+	cur   *Turn      // the open turn; nil between turns
+
 	wakeMu sync.Mutex     // guards the fields below
 	ready  bool           // made: OnWake is called at once
 	wakes  []bgtype.Event // arrived while New ran, for OnWake once the thread is made
@@ -86,6 +89,8 @@ func (th *Thread[T]) Release() {
 // The wait ends with ctx: Turn then returns ctx's cause and holds no turn.
 // RunStart runs with ctx's values, not its cancellation: once the turn is
 // taken, a caller that leaves does not make the run's start fail halfway.
+// The turn's loop runs on Turn.Context, which ends with ctx and when the
+// run is stopped.
 //
 // An error of RunStart is returned unchanged (match it with errors.Is),
 // the turn let go: bgtask.ErrRunOpen when a run of the thread is open
@@ -95,25 +100,62 @@ func (th *Thread[T]) Turn(ctx context.Context, run bgtask.RunInfo) (*Turn, error
 	if err := th.turn.lock(ctx); err != nil {
 		return nil, err
 	}
+	tctx, stop := context.WithCancelCause(ctx)
+	tu := &Turn{run: run.RunID, plugin: th.plugin, lock: &th.turn, ctx: tctx, stop: stop, clear: func(tu *Turn) {
+		th.curMu.Lock()
+		if th.cur == tu {
+			th.cur = nil
+		}
+		th.curMu.Unlock()
+	}}
+	th.curMu.Lock()
+	th.cur = tu // before RunStart: a stop that comes as the run opens finds it
+	th.curMu.Unlock()
 	if err := th.plugin.RunStart(context.WithoutCancel(ctx), run); err != nil {
+		tu.clear(tu)
+		stop(nil)
 		th.turn.unlock()
 		return nil, err
 	}
-	return &Turn{run: run.RunID, plugin: th.plugin, lock: &th.turn}, nil
+	return tu, nil
+}
+
+// runCanceled is the Plugin's WithOnRunCanceled callback: a stop of the
+// open turn's run, here or on another instance, ends the turn's context.
+func (th *Thread[T]) runCanceled(runID, reason string) {
+	th.curMu.Lock()
+	tu := th.cur
+	th.curMu.Unlock()
+	if tu != nil && tu.run == runID {
+		tu.stop(&bgtask.RunStoppedError{Reason: reason})
+	}
 }
 
 // Turn is one open turn of a [Thread]: its run is open on the thread's
 // Plugin, and no other turn of the thread runs until End. The loop calls
-// the Plugin's phases (Thread.Plugin) in between. Safe for concurrent use.
+// the Plugin's phases (Thread.Plugin) in between, on Context. Safe for
+// concurrent use.
 type Turn struct {
 	run    string
 	plugin *Plugin
 	lock   *fifoLock
 	ended  atomic.Bool
+	ctx    context.Context
+	stop   context.CancelCauseFunc
+	clear  func(*Turn) // forgets the turn as its thread's open one
 }
 
 // RunID returns the id of the turn's run.
 func (tu *Turn) RunID() string { return tu.run }
+
+// Context returns the turn's context: the ctx given to Thread.Turn, also
+// cancelled when the turn's run is stopped (bgtask.Owner.StopRun or
+// CancelRun, on this instance or, in a fleet, on another one), with a
+// *bgtask.RunStoppedError as its cause (bgtask.RunStopped reports true;
+// the error carries the stop's reason), and when the turn ends. The loop
+// makes its model calls with it, and ends the turn with
+// RunOutcome.Canceled set from bgtask.RunStopped(turn.Context()).
+func (tu *Turn) Context() context.Context { return tu.ctx }
 
 // End ends the turn's run (Plugin.RunEnd with out; out.RunID may be left
 // empty for the turn's run) and lets the thread's next turn in. It does
@@ -129,6 +171,8 @@ func (tu *Turn) End(ctx context.Context, out bgtask.RunOutcome) error {
 		return fmt.Errorf("agent: Turn.End: the turn of run %q already ended: %w", tu.run, bgtask.ErrNoRun)
 	}
 	out.RunID = tu.run
+	tu.clear(tu)
+	defer tu.stop(nil)
 	defer tu.lock.unlock() // even if RunEnd panics: a thread's turns never stay locked
 	return tu.plugin.RunEnd(ctx, out)
 }

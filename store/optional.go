@@ -95,15 +95,35 @@ type TagLister interface {
 // events out twice. A Receiver opens its run here at RunStart and closes
 // it at RunEnd; a run held by an instance that is gone (stopped, or
 // declared dead by the reaper) is free.
+//
+// The lease also carries what a run ended without proof of: the ends an
+// aborted run handed to the model (RunOutcome.Aborted) are in the
+// thread's conversation but not yet heard, and the owner's next run,
+// wherever it opens, must not hand them again. And it carries a stop: a
+// cancel of the run asked on another instance reaches the one that holds
+// it (RunCancelHandler), which ends the run's turn.
 type RunLeaser interface {
-	// OpenRun records run as owner's open run, held by instance. It
-	// fails with ErrRunHeld while another live instance holds a run of
-	// owner; a run instance itself holds (one its Receiver left open: a
-	// failed CloseRun) is replaced.
-	OpenRun(ctx context.Context, owner, run, instance string) error
+	// OpenRun records run as owner's open run, held by instance, and
+	// returns the ids of the tasks whose ends the owner's previous run
+	// carried (CloseRun's carried), which it forgets. It fails with
+	// ErrRunHeld while another live instance holds a run of owner, and
+	// then changes nothing; a run instance itself holds (one its Receiver
+	// left open: a failed CloseRun) is replaced.
+	OpenRun(ctx context.Context, owner, run, instance string) (carried []string, err error)
 	// CloseRun releases owner's run if instance holds it as run; otherwise
-	// it changes nothing and returns nil.
-	CloseRun(ctx context.Context, owner, run, instance string) error
+	// it changes nothing and returns nil. carried (capped by the store; the
+	// rest are handed out again) are the tasks whose ends the run handed
+	// out and that are not heard yet: the owner's next OpenRun returns
+	// them.
+	CloseRun(ctx context.Context, owner, run, instance string, carried []string) error
+	// HeldRun returns owner's open run and the live instance that holds
+	// it, or two empty strings when none.
+	HeldRun(ctx context.Context, owner string) (run, instance string, err error)
+	// RequestRunCancel asks the live instance that holds owner's open run
+	// run, if it is not from, to cancel that run with reason
+	// (RunCancelHandler.RunCancelRequested on its runtime), and returns
+	// that instance; "" when no other live instance holds run open.
+	RequestRunCancel(ctx context.Context, owner, run, reason, from string) (instance string, err error)
 }
 
 // ChangeNotifier is a Store that tells when a record may have settled

@@ -33,6 +33,19 @@ type Runtime interface {
 	MessageRequested(ctx context.Context, owner, id string, msg bgtype.Message) Delivery
 }
 
+// RunCancelHandler is a Runtime that carries out a cancel of an owner's
+// open run asked on another instance (RunLeaser.RequestRunCancel):
+// *bgtask.Manager implements it. A store calls it from its own goroutine,
+// with no lock of its own held, once per request (at least once: a request
+// may be handed again after a failure).
+type RunCancelHandler interface {
+	// RunCancelRequested cancels owner's run run with reason, as
+	// Owner.CancelRun does on this runtime, and tells the owner's
+	// Receiver, whose open run it is, that the run was stopped. It returns
+	// how many tasks it signalled.
+	RunCancelRequested(ctx context.Context, owner, run, reason string) int
+}
+
 // OwnerNotifier is a Runtime that hears, from its store, of owners that
 // have something new to hear that no task of this runtime sent: a
 // SharedStore's reaper interrupted the tasks of an instance that is gone

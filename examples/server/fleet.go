@@ -3,12 +3,10 @@ package main
 // This file holds what the server does for a thread whose task, or open
 // turn, may be on another instance of a fleet (several servers on one
 // PostgreSQL database behind a load balancer without affinity): messages
-// and answers to a task, and a stop that lands on another instance than
-// the turn's.
+// and answers to a task. (A stop that lands on another instance than the
+// turn's is bgtask.Owner.StopRun's: see postStop.)
 
 import (
-	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,12 +17,6 @@ import (
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/bgtype"
 )
-
-// heldRuns is the store's view of the open run of each thread across the
-// fleet (pgstore's HeldRun); SQLite has none, and its server is alone.
-type heldRuns interface {
-	HeldRun(ctx context.Context, owner string) (run, instance string, err error)
-}
 
 // sendBody is the body of POST /threads/{id}/tasks/{task}/messages.
 type sendBody struct {
@@ -81,25 +73,4 @@ func (s *server) postTaskMessage(w http.ResponseWriter, r *http.Request) {
 		s.log.Error("send", "thread", id, "task_id", task, "err", err)
 		httpError(w, http.StatusInternalServerError, "cannot send the message")
 	}
-}
-
-// stopElsewhere stops the thread's turn that runs on another instance, as
-// far as this instance can: it cancels the turn's run there
-// (bgtask.Owner.CancelRun, which reaches the run's tasks on every
-// instance) with the user's reason. The other instance's model call goes
-// on, and the turn answers as it would have; its cancelled tasks' ends,
-// with the reason, come with a later turn. It returns the run's instance
-// and how many tasks it cancelled; "" when no other instance holds an open
-// run of the thread.
-func (s *server) stopElsewhere(ctx context.Context, id, reason string) (instance string, cancelled int, err error) {
-	if s.runs == nil {
-		return "", 0, nil
-	}
-	run, instance, err := s.runs.HeldRun(ctx, id)
-	if err != nil || run == "" || instance == s.cfg.instance {
-		return "", 0, err
-	}
-	n, err := s.m.Owner(id).CancelRun(run, bgtask.WithReason(cmp.Or(reason, bgtask.StopReason)))
-	s.log.Info("stop elsewhere", "thread", id, "run_id", run, "instance", instance, "cancelled", n, "reason", reason)
-	return instance, n, err
 }

@@ -570,17 +570,18 @@ func (f *fleet) answerElsewhere() {
 
 // stopElsewhere: a turn on inst_1 started a research and waits for the
 // model; the user's stop lands on inst_2, which cancels the research on
-// inst_1 with the user's reason. The turn on inst_1 answers; the
-// cancellation, with the reason, is heard at a later turn.
+// inst_1 with the user's reason and stops the turn there: it ends
+// "stopped" without waiting for the model. The cancellation, with the
+// reason, is heard at a later turn.
 func (f *fleet) stopElsewhere() {
 	t := f.t
 	const thread, command = "th02", "research th02-stopped in 1 step"
 	research := f.model.holdResearch("th02-stopped")
 	pause := f.model.pauseTurn(command)
-	answered := make(chan error, 1)
+	answered := make(chan turnResult, 1)
 	go func() {
-		_, err := f.turn(f.procs[0].url, thread, command, nil)
-		answered <- err
+		res, _ := f.turn(f.procs[0].url, thread, command, nil)
+		answered <- res
 	}()
 	<-pause.reached
 	<-research.reached
@@ -594,10 +595,12 @@ func (f *fleet) stopElsewhere() {
 		t.Fatalf("the stop on inst_2: %d %s %v; want %s", code, b, err, want)
 	}
 	f.waitTransition(0, id, "cancelled")
-	close(pause.release)
-	if err := <-answered; err != nil {
-		t.Fatal(err)
+	res := <-answered
+	if res.Status != "stopped" { // the model call is still held: the stop ended it
+		t.Fatalf("the turn on inst_1 after the stop on inst_2: %+v; want stopped", res)
 	}
+	f.record(thread, res, "")
+	close(pause.release)
 	if got := f.task(thread, id); got.Status != "cancelled" || got.CancelReason != "deploy freeze" {
 		t.Fatalf("the stopped research: %+v; want cancelled with the user's reason", got)
 	}

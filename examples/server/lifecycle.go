@@ -60,25 +60,18 @@ func startTurn(ctx context.Context, lt *agent.Thread[*thread], runID string) (*a
 }
 
 // endRun ends the turn's run. Only the user's stop (turnCtx cancelled with
-// a userStop, which matches bgtask.ErrRunStopped) cancels the run's tasks,
-// with the user's reason (bgtask.StopReason when none was given), which the
-// model reads in each cancelled event; a turn the client walked away from,
-// or that failed, ends with its tasks running on, and what they report
-// comes to the next turn. A turn that ended before the model's answer
-// (answered false) is aborted: the events it was handed are kept in the
-// thread's history, and marked heard only once a later turn's model
-// answered them (or handed out again if the thread is evicted first).
+// a *bgtask.RunStoppedError) cancels the run's tasks, with the user's
+// reason (bgtask.StopReason when none was given), which the model reads in
+// each cancelled event; a turn the client walked away from, or that
+// failed, ends with its tasks running on, and what they report comes to
+// the next turn. A turn that ended before the model's answer (answered
+// false) is aborted: the events it was handed are kept in the thread's
+// history, and marked heard only once a later turn's model answered them
+// (or handed out again if the thread is evicted first).
 func endRun(ctx, turnCtx context.Context, turn *agent.Turn, answered bool) error {
 	out := bgtask.RunOutcome{Canceled: bgtask.RunStopped(turnCtx), Aborted: !answered}
-	if stop, ok := errors.AsType[userStop](context.Cause(turnCtx)); ok {
-		out.Reason = stop.reason
+	if stop, ok := errors.AsType[*bgtask.RunStoppedError](context.Cause(turnCtx)); ok {
+		out.Reason = stop.Reason
 	}
 	return turn.End(ctx, out)
 }
-
-// userStop is the cause a turn the user stopped is cancelled with: it
-// matches bgtask.ErrRunStopped and carries the user's reason ("" for none).
-type userStop struct{ reason string }
-
-func (userStop) Error() string { return bgtask.ErrRunStopped.Error() }
-func (userStop) Unwrap() error { return bgtask.ErrRunStopped }

@@ -220,7 +220,6 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	s.runs, _ = st.(heldRuns)
 	defer func() { // after the Manager's Stop: the live threads hear the ends it brings (a wake line each)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()

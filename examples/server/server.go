@@ -35,7 +35,6 @@ type server struct {
 	cfg     config
 	log     *slog.Logger
 	threads *agent.Threads[*thread]
-	runs    heldRuns // the open run of each thread across a fleet; nil without one
 }
 
 func newServer(m *bgtask.Manager, client openai.Client, model string, cfg config, log *slog.Logger) (*server, error) {
@@ -56,7 +55,7 @@ type thread struct {
 
 	mu      sync.Mutex // guards the fields below
 	history []entry    // the conversation, oldest first; written by the turn holder
-	stop    context.CancelCauseFunc
+	turning bool // a turn runs
 	news    int // events that arrived since the last turn began (WithOnWake)
 }
 
@@ -267,42 +266,33 @@ func (s *server) getTasks(w http.ResponseWriter, r *http.Request) {
 	}
 	if th := s.live(id); th != nil {
 		th.mu.Lock()
-		out.Live, out.News, out.Running = true, th.news, th.stop != nil
+		out.Live, out.News, out.Running = true, th.news, th.turning
 		th.mu.Unlock()
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-// postStop stops the thread's running turn: its model call ends and its
-// run ends cancelled, with the tasks it started. The optional query
-// parameter reason says why: the model reads it in each cancelled event
+// postStop stops the thread's running turn, on whichever instance of a
+// fleet it runs (bgtask.Owner.StopRun): its model call ends and its run
+// ends cancelled, with the tasks it started. The optional query parameter
+// reason says why: the model reads it in each cancelled event
 // (bgtask.StopReason without it). With no turn running it does nothing and
-// says so. In a fleet, a turn running on another instance has its run's
-// tasks cancelled with the reason (stopElsewhere).
+// says so. A turn on another instance is named, with how many tasks the
+// stop cancelled.
 func (s *server) postStop(w http.ResponseWriter, r *http.Request) {
 	id := pathThread(w, r)
 	if id == "" {
 		return
 	}
-	stopped := false
-	if th := s.live(id); th != nil {
-		th.mu.Lock()
-		if th.stop != nil {
-			th.stop(userStop{reason: r.URL.Query().Get("reason")})
-			stopped = true
-		}
-		th.mu.Unlock()
+	stop, err := s.m.Owner(id).StopRun(r.Context(), r.URL.Query().Get("reason"))
+	switch {
+	case err != nil && r.Context().Err() == nil:
+		s.log.Error("stop", "thread", id, "err", err)
+		httpError(w, http.StatusInternalServerError, "cannot stop the thread's turn")
+	case stop.RunID != "" && stop.Instance != s.cfg.instance:
+		s.log.Info("stop elsewhere", "thread", id, "run_id", stop.RunID, "instance", stop.Instance, "cancelled", stop.Canceled)
+		writeJSON(w, http.StatusOK, map[string]any{"thread": id, "stopped": true, "instance": stop.Instance, "cancelled": stop.Canceled})
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"thread": id, "stopped": stop.RunID != ""})
 	}
-	if !stopped {
-		switch inst, n, err := s.stopElsewhere(r.Context(), id, r.URL.Query().Get("reason")); {
-		case err != nil && r.Context().Err() == nil:
-			s.log.Error("stop elsewhere", "thread", id, "err", err)
-			httpError(w, http.StatusInternalServerError, "cannot stop the thread's turn on another instance")
-			return
-		case inst != "":
-			writeJSON(w, http.StatusOK, map[string]any{"thread": id, "stopped": true, "instance": inst, "cancelled": n})
-			return
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"thread": id, "stopped": stopped})
 }

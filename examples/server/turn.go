@@ -55,8 +55,8 @@ var errTurnElsewhere = errors.New("a turn of this thread is running on another i
 // the tasks they spawn and the Foreground calls they make) runs on turnCtx,
 // which keeps the request's values but not its cancellation: a client
 // that hangs up does not stop background work, nor abandon a call in the
-// foreground. Only the user's stop (cause bgtask.ErrRunStopped) cancels
-// turnCtx. The model calls run on modelCtx, which also ends when the client
+// foreground. Only the user's stop (bgtask.Owner.StopRun, on any instance:
+// the turn's context ends with a *bgtask.RunStoppedError) cancels turnCtx. The model calls run on modelCtx, which also ends when the client
 // leaves: a turn nobody waits for stops spending on the model at its next
 // call, and its run ends without cancelling anything.
 //
@@ -65,6 +65,12 @@ func (s *server) runTurn(reqCtx context.Context, lt *agent.Thread[*thread], turn
 	th, plugin := lt.Value(), lt.Plugin()
 	turnCtx, stop := context.WithCancelCause(context.WithoutCancel(reqCtx))
 	defer stop(nil)
+	unstop := context.AfterFunc(turn.Context(), func() { // a stop of the run, here or on another instance
+		if cause := context.Cause(turn.Context()); errors.Is(cause, bgtask.ErrRunStopped) {
+			stop(cause)
+		}
+	})
+	defer unstop()
 	modelCtx, cancelModel := context.WithCancelCause(turnCtx)
 	defer cancelModel(nil)
 	unwatch := context.AfterFunc(reqCtx, func() {
@@ -76,7 +82,7 @@ func (s *server) runTurn(reqCtx context.Context, lt *agent.Thread[*thread], turn
 	runID := turn.RunID()
 	res = turnResult{Thread: th.id, RunID: runID, Events: []json.RawMessage{}, Calls: []callView{}}
 	th.mu.Lock()
-	th.stop, th.news = stop, 0
+	th.turning, th.news = true, 0
 	conv := make([]entry, len(th.history), len(th.history)+16)
 	copy(conv, th.history)
 	th.mu.Unlock()
@@ -90,12 +96,23 @@ func (s *server) runTurn(reqCtx context.Context, lt *agent.Thread[*thread], turn
 		if bgtask.RunStopped(turnCtx) { // a stop that came as the turn ended stops it too
 			endCause, res.Status = bgtask.ErrRunStopped, "stopped"
 		}
+		// In a fleet this instance's history of the thread is not the
+		// fleet's: an aborted turn's events go back to the store, to be
+		// handed to the thread's next turn wherever it lands, and the turn
+		// is not kept here (bgtask.RunOutcome.Aborted is for a host whose
+		// conversation outlives the turn on every instance).
+		forget := endCause != nil && s.cfg.pg != ""
+		if forget {
+			_, _ = plugin.Receiver().Undeliver()
+		}
 		if err := endRun(context.WithoutCancel(turnCtx), turnCtx, turn, endCause == nil); err != nil {
 			s.log.Error("run end", "thread", th.id, "run_id", runID, "err", err)
 		}
-		s.keep(th, conv)
+		if !forget {
+			s.keep(th, conv)
+		}
 		th.mu.Lock()
-		th.stop = nil
+		th.turning = false
 		th.mu.Unlock()
 		s.log.Info("turn end", "thread", th.id, "run_id", runID, "status", res.Status, "cause", fmt.Sprint(endCause),
 			"events", len(res.Events), "steps", res.Steps)

@@ -179,6 +179,9 @@ func (s *Store) pollLoop(ctx context.Context, rt store.Runtime, id string, wake 
 		if err := s.handleCancels(ctx, rt, id); err != nil && ctx.Err() == nil {
 			s.log.Warn("pgstore: reading cancel requests failed", "instance", id, "err", err)
 		}
+		if err := s.handleRunCancels(ctx, rt, id); err != nil && ctx.Err() == nil {
+			s.log.Warn("pgstore: reading run cancel requests failed", "instance", id, "err", err)
+		}
 		if err := s.handleMessages(ctx, rt, id); err != nil && ctx.Err() == nil {
 			s.log.Warn("pgstore: handing over messages failed", "instance", id, "err", err)
 		}

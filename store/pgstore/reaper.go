@@ -116,7 +116,7 @@ func (s *Store) reap(ctx context.Context, db *pgxpool.Pool) (int, error) {
 	if err := s.failGoneMessages(ctx, db); err != nil {
 		return total, err
 	}
-	if _, err := db.Exec(ctx, `DELETE FROM bgtask_runs WHERE instance IN (SELECT id FROM bgtask_instances WHERE state <> 'alive')`); err != nil {
+	if _, err := db.Exec(ctx, `DELETE FROM bgtask_runs WHERE open AND instance IN (SELECT id FROM bgtask_instances WHERE state <> 'alive')`); err != nil {
 		return total, fmt.Errorf("pgstore: reap: release runs: %w", err) // free already: OpenRun takes them over
 	}
 	return total, s.readdressNotices(ctx, db)

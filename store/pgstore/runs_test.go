@@ -1,10 +1,12 @@
 package pgstore_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
@@ -98,5 +100,127 @@ func wantHeld(t *testing.T, s *pgstore.Store, owner, run, instance string) {
 	gotRun, gotInstance, err := s.HeldRun(t.Context(), owner)
 	if err != nil || gotRun != run || gotInstance != instance {
 		t.Fatalf("HeldRun(%s) = %q, %q, %v; want %q, %q", owner, gotRun, gotInstance, err, run, instance)
+	}
+}
+
+// A stop that lands on B while the thread's run is open on A reaches A:
+// the run's task there is cancelled with the reason, A's Receiver hears
+// it (OnRunCanceled, which ends the turn), and a later spawn into the run
+// on A is refused. A stop naming a run that is not the open one reaches
+// nobody.
+func TestStopRunReachesTheInstanceThatHoldsIt(t *testing.T) {
+	dsn := pgtest.NewDSN(t)
+	_, ma, _ := instanceStore(t, dsn, "inst_a")
+	sb, mb, _ := instanceStore(t, dsn, "inst_b")
+	type heard struct{ run, reason string }
+	got := make(chan heard, 2)
+	a, err := ma.NewReceiver("alice", bgtask.ReceiverConfig{OnRunCanceled: func(run, reason string) { got <- heard{run, reason} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RunStart(t.Context(), bgtask.RunInfo{RunID: "run_a"}); err != nil {
+		t.Fatal(err)
+	}
+	call := bgtask.WithToolCall(t.Context(), bgtask.ToolCall{RunID: "run_a", CallID: "call_1"})
+	id, err := ma.Owner("alice").Spawn(call, func(ctx context.Context, _ *bgtask.Task) (any, error) {
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := sb.RequestRunCancel(t.Context(), "alice", "run_old", "stale", "inst_b"); err != nil || n != "" {
+		t.Fatalf("RequestRunCancel of a run that is not open = %q, %v; want none", n, err)
+	}
+	stop, err := mb.Owner("alice").StopRun(t.Context(), "deploy freeze")
+	if want := (bgtask.StoppedRun{RunID: "run_a", Instance: "inst_a", Canceled: 1}); err != nil || stop != want {
+		t.Fatalf("StopRun on B = %+v, %v; want %+v", stop, err, want)
+	}
+	if h := <-got; h != (heard{"run_a", "deploy freeze"}) {
+		t.Fatalf("A's OnRunCanceled heard %+v", h)
+	}
+	meta, err := ma.Wait(t.Context(), id)
+	if err != nil || meta.Status != bgtype.StatusCanceled || meta.CancelReason != "deploy freeze" {
+		t.Fatalf("the run's task on A: %+v, %v; want cancelled with the reason", meta, err)
+	}
+	if _, err := ma.Owner("alice").Spawn(call, func(context.Context, *bgtask.Task) (any, error) { return nil, nil }); !errors.Is(err, bgtask.ErrCanceled) {
+		t.Fatalf("a spawn into the stopped run on A: %v; want ErrCanceled", err)
+	}
+	if n := sqlExec(t, dsn, `UPDATE bgtask_runs SET owner = owner WHERE cancel_reason IS NOT NULL`); n != 0 {
+		t.Fatalf("%d stops left on the runs once A took them", n)
+	}
+	if err := a.RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run_a", Canceled: true, Reason: "deploy freeze"}); err != nil {
+		t.Fatal(err)
+	}
+	if stop, err := mb.Owner("alice").StopRun(t.Context(), ""); err != nil || stop != (bgtask.StoppedRun{}) {
+		t.Fatalf("StopRun once the run ended = %+v, %v; want none", stop, err)
+	}
+}
+
+// An end that A's turn handed to the model in a turn that was aborted is
+// in the thread's conversation: the thread's next turn, on B, does not
+// hand it out again, and marks it heard at its second step; A's next turn
+// hands nothing either. Exactly once across the fleet.
+func TestAbortedTurnsEndsCarriedToAnotherInstance(t *testing.T) {
+	dsn := pgtest.NewDSN(t)
+	sa, ma, _ := instanceStore(t, dsn, "inst_a")
+	_, mb, _ := instanceStore(t, dsn, "inst_b")
+	a, err := ma.NewReceiver("alice", bgtask.ReceiverConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := mb.NewReceiver("alice", bgtask.ReceiverConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := a.RunStart(ctx, bgtask.RunInfo{RunID: "turn_1"}); err != nil {
+		t.Fatal(err)
+	}
+	id, err := ma.Owner("alice").Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "done", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ma.Wait(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if evs, err := a.Deliver(ctx); err != nil || len(evs) != 1 || evs[0].TaskID != id {
+		t.Fatalf("turn 1 on A handed %+v, %v", evs, err)
+	}
+	if err := a.RunEnd(ctx, bgtask.RunOutcome{RunID: "turn_1", Aborted: true}); err != nil {
+		t.Fatal(err)
+	}
+	wantHeld(t, sa, "alice", "", "") // closed, carrying the end
+	if n := sqlExec(t, dsn, `UPDATE bgtask_runs SET owner = owner WHERE owner = 'alice' AND NOT open AND carried = ARRAY[$1]`, id); n != 1 {
+		t.Fatalf("%d closed runs of alice carry the end, want 1", n)
+	}
+
+	if err := b.RunStart(ctx, bgtask.RunInfo{RunID: "turn_2"}); err != nil {
+		t.Fatal(err)
+	}
+	for step := 1; step <= 2; step++ {
+		if evs, err := b.Deliver(ctx); err != nil || len(evs) != 0 {
+			t.Fatalf("turn 2 on B, step %d, handed %+v, %v; want nothing (the end is in the conversation)", step, evs, err)
+		}
+	}
+	if meta, err := sa.Get(ctx, id); err != nil || !meta.Announced {
+		t.Fatalf("after turn 2's second step: %+v, %v; want announced", meta, err)
+	}
+	if err := b.RunEnd(ctx, bgtask.RunOutcome{RunID: "turn_2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RunStart(ctx, bgtask.RunInfo{RunID: "turn_3"}); err != nil {
+		t.Fatal(err)
+	}
+	for step := 1; step <= 2; step++ {
+		if evs, err := a.Deliver(ctx); err != nil || len(evs) != 0 {
+			t.Fatalf("turn 3 on A, step %d, handed %+v, %v; want nothing", step, evs, err)
+		}
+	}
+	if err := a.RunEnd(ctx, bgtask.RunOutcome{RunID: "turn_3"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := sqlExec(t, dsn, `UPDATE bgtask_runs SET owner = owner WHERE owner = 'alice'`); n != 0 {
+		t.Fatalf("%d runs of alice left after the turns", n)
 	}
 }
