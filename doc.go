@@ -121,7 +121,11 @@
 //	err := plugin.RunEnd(turnCtx, bgtask.RunOutcome{RunID: turnID, Canceled: bgtask.RunStopped(turnCtx)})
 //
 // RunEnd, Close and the announcement marks of a boundary commit even when
-// the request's context has ended.
+// the request's context has ended. The user's stop may land on any request
+// (in a fleet, on any instance): [Owner.StopRun] finds the thread's open
+// run and cancels it, and the Receiver that holds it calls
+// ReceiverConfig.OnRunCanceled, where the host calls stop with a
+// [RunStoppedError].
 //
 // The model's input is a trust boundary: what tasks write (results,
 // errors, payloads, names, descriptions, input prompts, a sub-agent's
