@@ -27,7 +27,7 @@ import (
 // event: a gone sub-agent's task reported to the sub-agent's owner), so
 // that an owner's marks forget only what was delivered to it, and mark a
 // forwarded record under its own owner. Only a Manager whose records
-// outlive it (any Store but the default MemoryStore) keeps it. It
+// outlive it (any Store but the default in-memory store) keeps it. It
 // remembers at most maxUnmarked ids, forgetting the oldest first: a host
 // that drains its inbox and never calls MarkAnnounced cannot make it grow
 // without bound (a forgotten, still unmarked event may then be announced

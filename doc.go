@@ -12,9 +12,9 @@
 // for, messages and cancels its own tasks, and sees no one else's.
 //
 //	m, _ := bgtask.New()
-//	agent := m.Owner("thread-1")
-//	id, err := agent.Spawn(ctx, func(ctx context.Context, t *bgtask.Task) (any, error) {
-//		t.Emit("progress", map[string]int{"percent": 50})
+//	thread := m.Owner("thread-1")
+//	id, err := thread.Spawn(ctx, func(ctx context.Context, t *bgtask.Task) (any, error) {
+//		t.ReportProgress(1, 2, "halfway")
 //		return "done", nil
 //	}, bgtask.WithName("research"), bgtask.WithWake(bgtype.WakeOnActivity))
 //

@@ -112,7 +112,7 @@ type Transition struct {
 }
 
 // New returns a Manager configured by opts; with none it keeps its records
-// in a new MemoryStore and limits nothing. An invalid option makes it fail
+// in a new in-memory store and limits nothing. An invalid option makes it fail
 // with an error matching ErrInvalidArgument that names the first invalid
 // option or field, and no Manager.
 func New(opts ...Option) (*Manager, error) {

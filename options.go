@@ -172,7 +172,7 @@ type Tuning struct {
 	// of those goes (a new event that does not end one is then the one
 	// dropped), with an error in the log. A durable Store keeps no ends
 	// here: its records, still unannounced, are announced at the owner's
-	// next run. Defaults to 100,000 (the MemoryStore's default total of
+	// next run. Defaults to 100,000 (the in-memory store's default total of
 	// terminal records); negative makes New fail.
 	KeptEventsTotal int
 }

@@ -91,7 +91,7 @@ func (m *Manager) liveOwner(ctx context.Context, owner string) (string, error) {
 // so a host can wake the threads a restart left with news: start a run for
 // each, whose RunStart delivers it. It runs once, on a goroutine the
 // Manager starts in New: first the Manager recovers what runtime instances
-// that are gone left running (Manager.Recover; a durable store also did so
+// that are gone left running (Manager.InterruptOrphaned; a durable store also did so
 // when it opened), then it calls f with each owner in turn, and then, once
 // each, with the owners of records that a previous run of this Manager's
 // instance left queued or running (a store that is an InstanceOwnerLister:

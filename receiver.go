@@ -101,7 +101,7 @@ type ReceiverConfig struct {
 	// a warning in the Manager's log; when every kept event ends a task,
 	// the oldest is dropped with an error in the log: with a durable Store
 	// its record, still unannounced, is announced again by the owner's next
-	// RunStart, so it is not lost; with the MemoryStore the record still
+	// RunStart, so it is not lost; with the in-memory store the record still
 	// tells the end. Defaults to 1,024 when 0; a negative value
 	// makes NewReceiver fail.
 	KeepLimit int

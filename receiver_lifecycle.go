@@ -50,7 +50,7 @@ func RunStopped(ctx context.Context) bool {
 // each, at its first run. With a durable Store a task's end is not kept
 // in memory: its record, still unannounced, is announced by the next
 // Receiver's RunStart (Restore). Other events (and every event with the
-// MemoryStore) are kept by the Manager under the Receiver's keep limit
+// in-memory store) are kept by the Manager under the Receiver's keep limit
 // (ReceiverConfig.KeepLimit). Events handed out but not yet proven heard
 // (see Deliver) count as undelivered: the next Receiver gets them again.
 // Marks of events heard that a boundary could not commit are committed

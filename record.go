@@ -11,7 +11,7 @@ import (
 )
 
 // A task's record lives in one place when it can. With the default
-// MemoryStore, the store keeps the very record the spawn made (t.rec, in
+// in-memory store, the store keeps the very record the spawn made (t.rec, in
 // compact form), inside the entry that links it into the store's lists,
 // and changes it under its own lock; the Task reads its identity fields,
 // which never change, and reads the rest through readRecord. With any
@@ -19,7 +19,7 @@ import (
 // commit. Sharing saves a copy of every live record and an allocation per
 // spawn.
 
-// newRecord makes t.rec, in the entry the MemoryStore will keep it in when
+// newRecord makes t.rec, in the entry the in-memory store will keep it in when
 // the store is one (returned, for commitFirst), else on its own.
 func (m *Manager) newRecord(t *Task) *memstore.Entry {
 	if m.mem == nil {
@@ -68,7 +68,7 @@ func (m *Manager) commitUpdate(t *Task, u *bgtype.TaskMeta) error {
 }
 
 // commitEdit reads the task's record into u, applies edit and commits it
-// as commitUpdate does. With a shared MemoryStore record the read and the
+// as commitUpdate does. With a shared in-memory record the read and the
 // commit are one critical section of the store's lock: one lock round
 // instead of two on every task's end.
 func (m *Manager) commitEdit(t *Task, u *bgtype.TaskMeta, edit *terminalEdit) error {

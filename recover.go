@@ -17,7 +17,7 @@ import (
 // its next run starts (Restore announces the records it never took).
 //
 // It returns how many records it interrupted: 0, and no error, with a
-// Store that is not a OrphanInterrupter (the default MemoryStore keeps no
+// Store that is not a OrphanInterrupter (the default in-memory store keeps no
 // records of a previous instance). Errors: ErrClosed, or the Store's (a
 // corrupt record is named, and the others are recovered).
 func (m *Manager) InterruptOrphaned(ctx context.Context) (int, error) {

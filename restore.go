@@ -34,7 +34,7 @@ import (
 // Then it announces, once, what ended but its owner's loop never took: every
 // terminal record of owner that is not announced (see Owner.MarkAnnounced),
 // is not silent, and whose terminal event this Manager has not delivered
-// itself, oldest first. With the default MemoryStore there is none.
+// itself, oldest first. With the default in-memory store there is none.
 //
 // A record that cannot be decoded is logged and skipped: the others are
 // restored, and Restore returns an error matching ErrCorrupt that names it

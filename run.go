@@ -294,7 +294,7 @@ type endNode struct {
 	t      *Task
 	next   *endNode
 	edit   terminalEdit // the outcome to commit, when commit is set
-	commit bool         // the terminal record is still to be committed (a MemoryStore's); else t.rec is committed
+	commit bool         // the terminal record is still to be committed (the in-memory store's); else t.rec is committed
 }
 
 // endNodes keeps endNodes for reuse: an end costs no allocation.
@@ -307,10 +307,10 @@ var endNodes = sync.Pool{New: func() any { return new(endNode) }}
 // and one ending goroutine at a time, the first to find none doing it,
 // records every end on the list (retireEnds) until the list is empty. The
 // others go on at once, so the tasks that end together queue neither on
-// the MemoryStore's locks nor on m.mu nor on the owner's inbox: one
+// the in-memory store's locks nor on m.mu nor on the owner's inbox: one
 // goroutine commits their records, one after another, then takes m.mu
 // once per endChunk of them. With edit, the terminal record is still
-// to be committed (a MemoryStore's commit, which cannot fail); otherwise
+// to be committed (the in-memory store's commit, which cannot fail); otherwise
 // t's private record is the committed one. Each end keeps its order:
 // committed, observed, unregistered, told, retired.
 func (m *Manager) endBatched(t *Task, edit *terminalEdit) {
@@ -357,7 +357,7 @@ func (m *Manager) drainEnds() {
 }
 
 // recordOne records t's end as recordEnds does, for an end that no other
-// waits with: with edit, its MemoryStore record is committed first. Called
+// waits with: with edit, its in-memory store record is committed first. Called
 // with m.endsBusy taken.
 func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
 	var ev bgtype.Event

@@ -9,7 +9,8 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 )
 
-// Shutdown is the hard stop, like net/http's Server.Shutdown: it refuses
+// Shutdown is the hard stop (like river's StopAndCancel; unlike net/http's
+// graceful Shutdown, it cancels): it refuses
 // new spawns (ErrClosed), cancels every task with cause ErrShutdown (queued
 // ones end cancelled without running), and waits until every task
 // goroutine has returned, its terminal record committed and its event

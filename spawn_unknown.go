@@ -30,7 +30,7 @@ const settleTimeout = 5 * time.Second
 // nothing is written. If every try fails, the record stays live for
 // recovery, which interrupts it and tells its owner once. An invalid
 // record, or a commit called with a context that had ended already, was
-// refused before anything was written; the MemoryStore applies nothing
+// refused before anything was written; the in-memory store applies nothing
 // once it has failed.
 func (m *Manager) settleFailedSpawn(rec bgtype.TaskMeta, cause error, ctxDoneBefore bool) {
 	if !m.durable() || ctxDoneBefore || errors.Is(cause, store.ErrInvalidAction) || errors.Is(cause, bgtype.ErrInvalidOwner) {

@@ -46,7 +46,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	(id, owner, wake, typ,                            changed after (memRec.setMutable skips them,
 //	detached, noTags, ident)                          the terminal copy shares ident)
 //	rec's other fields           the lock of its      the task's commits (promote, finish, the input
-//	                             MemoryStore shard    path, the progress writer), one at a time:
+//	                             memstore shard       path, the progress writer), one at a time:
 //	                             when shared, else
 //	                             the commit order     finish waits for the input path's (busy) and
 //	                                                  the progress writer's in-flight commit
@@ -126,7 +126,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //
 // No lock guards the list of ends (Manager.ends, atomic): one goroutine at
 // a time (Manager.endsBusy) takes it and records its ends, committing a
-// MemoryStore's terminal records under the store's locks, then, per 64
+// in-memory store's terminal records under the store's locks, then, per 64
 // ends, taking Manager.mu (and under it Manager.inboxMu and Inbox.mu, to
 // queue the events in open inboxes); an end whose inbox is closed is told
 // after Manager.mu is released, its fallback may take any lock after
@@ -147,7 +147,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // concurrent use, including after the function has returned.
 type Task struct {
 	m    *Manager
-	rec  *memstore.Rec // the record: shared with a MemoryStore, or private (see record.go)
+	rec  *memstore.Rec // the record: shared with an in-memory store, or private (see record.go)
 	fn   Func
 	cctx context.Context // the task's cancellable context; its function gets the Task as one (taskContext)
 	vals valuesOnly      // the parent of ctx: the spawner's values only

@@ -160,7 +160,7 @@ func (t *Task) settleProgress() *bgtype.Progress {
 // reported (Task.ReportProgress) while this Manager runs it; nil if it
 // reported none, has ended, is not run here or is another owner's. The
 // record (TaskMeta.Progress) is written at most once per
-// WithProgressInterval, so a later report may be in memory only: a host
+// Tuning.ProgressInterval, so a later report may be in memory only: a host
 // that shows a task's progress to a model shows this one when it is not
 // nil. It never blocks on the task.
 func (o Owner) LatestProgress(id string) *bgtype.Progress { return o.reportedProgress(id) }

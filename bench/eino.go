@@ -11,9 +11,9 @@ import (
 
 // The eino contender is the closest Go peer of bgtask: the background-task
 // registry of eino's agent development kit (package adk/backgroundtask),
-// measured on the shapes both libraries serve. A task there is
-// Manager.Run with RunInBackground, its end awaited with Manager.Wait; it
-// keeps every record in memory and has no inbox, store or owner.
+// measured on the shapes both libraries serve. A task there is a Run of
+// eino's Manager with RunInBackground, its end awaited with the Manager's
+// Wait; it keeps every record in memory and has no inbox, store or owner.
 
 // einoAnswer is the eino task that completes at once with the result 42.
 func einoAnswer(context.Context, backgroundtask.TaskInfo) (string, error) { return "42", nil }

@@ -19,9 +19,8 @@ import (
 // its creation to its end plus d, in milliseconds; for a task still
 // running, null (its record is kept until it ends). A store also drops an
 // owner's oldest ended records past its per-owner count (1,000 by
-// default), so a record may go earlier than its ttl says. Default
-// bgtask.DefaultRetainFor (24 h), the default of the stores of this
-// module; d <= 0 makes NewServer fail.
+// default), so a record may go earlier than its ttl says. Defaults to
+// 24 hours, the stores' default retention; d <= 0 makes NewServer fail.
 func WithRetainFor(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {

@@ -10,7 +10,7 @@ import (
 
 // OrphanInterrupter is a Store that can end, for every owner at once, the records
 // that a runtime instance which is gone left queued, running or awaiting
-// input. Manager.Recover uses it. A durable Store implements it when it can
+// input. Manager.InterruptOrphaned uses it. A durable Store implements it when it can
 // tell a gone instance from a live one: a single-process store by a lock
 // that its process holds while it is open, a SharedStore by its reaper.
 type OrphanInterrupter interface {
@@ -42,7 +42,7 @@ type InstanceLiveness interface {
 // UndeliveredLister is a Store that can tell, for every owner at once,
 // which owners have something they were never told. Manager.UndeliveredOwners
 // and WithOnPendingOwner use it. Every store of this module implements it
-// (the MemoryStore from its records, the durable stores with an indexed
+// (the in-memory store from its records, the durable stores with an indexed
 // query).
 type UndeliveredLister interface {
 	// UndeliveredOwners yields, each once and in no particular order, every

@@ -13,7 +13,7 @@ import (
 //
 // Methods are safe for concurrent use. They return ctx's error if ctx ends
 // first. A Store is given to a Manager with WithStore; the in-memory
-// MemoryStore is the default.
+// store is the default.
 type Store interface {
 	// Load returns a copy of the owner's snapshot: every task it still
 	// keeps for owner. An owner without tasks has an empty snapshot.

@@ -36,7 +36,7 @@ func (r *Rec) Parts() (ident, rare bool, identPart any) {
 	return r.ident != nil, r.rare != nil, r.ident
 }
 
-// memState is what a MemoryStore holds, read with every shard locked: its
+// memState is what an in-memory store holds, read with every shard locked: its
 // terminal records in the order retention forgets them, every id and
 // every owner it keeps bookkeeping for (in a shard or the terminal index).
 type memState struct {

@@ -38,7 +38,7 @@ func (s *Store) ListTagged(ctx context.Context, owner, tag string, statuses ...b
 	}
 }
 
-// Children implements Store. It walks every record: the MemoryStore keeps
+// Children implements Store. It walks every record: the in-memory store keeps
 // no parent index, since the Manager answers lineage questions from its
 // own live index.
 func (s *Store) Children(ctx context.Context, id string) iter.Seq2[bgtype.TaskMeta, error] {
@@ -72,7 +72,7 @@ func CheckStatuses(statuses []bgtype.Status) error {
 	return nil
 }
 
-// dedupNewest drops, of two copies of a record (MemoryStore.each may see a
+// dedupNewest drops, of two copies of a record (Store.each may see a
 // record live and then terminal), the first one.
 func dedupNewest(ms []bgtype.TaskMeta) []bgtype.TaskMeta {
 	if len(ms) < 2 {

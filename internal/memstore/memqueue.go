@@ -2,7 +2,7 @@ package memstore
 
 import "github.com/bgtask/bgtask/bgtype"
 
-// Entry is one record of a MemoryStore and its places in the store's
+// Entry is one record of an in-memory store and its places in the store's
 // intrusive lists: linking and unlinking allocate nothing and cost O(1),
 // and a forgotten record is unlinked from everything at once, so nothing
 // keeps it reachable. Live and terminal records alike are compact: the

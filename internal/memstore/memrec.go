@@ -9,7 +9,7 @@ import (
 	"github.com/bgtask/bgtask/internal/reduce"
 )
 
-// Rec is a record of a MemoryStore in compact form, live or terminal
+// Rec is a record of an in-memory store in compact form, live or terminal
 // (a Task keeps its own record in this form too, see record.go). Times are
 // Unix nanoseconds, the status a small code, and the fields most records
 // leave empty live in two side structs, allocated only when one of their
@@ -98,7 +98,7 @@ func memStatusCode(st bgtype.Status) uint8 {
 			return uint8(i)
 		}
 	}
-	panic("bgtask: MemoryStore: unknown status " + string(st)) // records are validated before they are stored
+	panic("bgtask: memstore: unknown status " + string(st)) // records are validated before they are stored
 }
 
 func unixNanos(t time.Time) int64 {

@@ -9,10 +9,10 @@ import (
 	"github.com/bgtask/bgtask/internal/reduce"
 )
 
-// memShards is how many shards a MemoryStore spreads its records over.
+// memShards is how many shards an in-memory store spreads its records over.
 const memShards = 16
 
-// memShard is the part of a MemoryStore that holds the records whose id
+// memShard is the part of an in-memory store that holds the records whose id
 // hashes to it, under its own lock: the records by id and by idempotency
 // key, and each owner's live records. Terminal records are also in the
 // store's terminal index (memTerm), which orders them across shards.

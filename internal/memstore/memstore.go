@@ -12,7 +12,7 @@ import (
 	"github.com/bgtask/bgtask/store"
 )
 
-// Default retention of a MemoryStore.
+// Default retention of an in-memory store.
 const (
 	DefaultRetainPerOwner = 1000
 	DefaultRetainTotal    = 100_000
@@ -30,7 +30,7 @@ const (
 // number of live tasks, not by the history or the number of owners (an
 // owner without records costs nothing).
 //
-// Use NewMemoryStore; the zero value is not usable. Safe for concurrent
+// Use New; the zero value is not usable. Safe for concurrent
 // use: records are spread over shards by id, each with its own lock, so
 // commits of different tasks rarely wait for each other. A commit that
 // ends a task also takes, briefly, the lock of the index of terminal
@@ -70,7 +70,7 @@ func (s *Store) each(owner string, f func(*Entry)) {
 	}
 }
 
-// Option configures a MemoryStore.
+// Option configures an in-memory store.
 type Option func(*Store)
 
 // WithRetainPerOwner keeps at most n terminal records per owner; the first to
@@ -93,7 +93,7 @@ func WithRetainTotal(n int) Option { return func(s *Store) { s.retainTotal = max
 // DefaultRetainFor (24h).
 func WithRetainFor(d time.Duration) Option { return func(s *Store) { s.retainFor = d } }
 
-// New returns an empty MemoryStore.
+// New returns an empty in-memory store.
 func New(opts ...Option) *Store {
 	s := &Store{
 		retainPerOwner: DefaultRetainPerOwner,

@@ -2,16 +2,16 @@ package memstore
 
 import "sync"
 
-// memTerm is a MemoryStore's index of terminal records, whatever their
+// memTerm is the in-memory store's index of terminal records, whatever their
 // shard: each owner's, and all of them, in the order they were committed
 // terminal. Retention runs here, exactly, under one lock that a commit
 // takes once, only when it ends a task (or may age records out), and only
 // inside the lock of the shard it commits to: the lock order is shard
 // locks, then memTerm.mu. Retention only unlinks the records it forgets;
 // the commit removes them from their shards' maps after it has released
-// its own shard locks (MemoryStore.forget). A terminal record's content
+// its own shard locks (in-memory store.forget). A terminal record's content
 // changes only under both its shard's lock and this one, so the index's
-// readers (MemoryStore.each) read it under this lock alone.
+// readers (Store.each) read it under this lock alone.
 type memTerm struct {
 	mu     sync.Mutex          // guards the fields below
 	owners map[string]*memList // each owner's terminal records (ownLinks)

@@ -96,8 +96,8 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithRetainPerOwner keeps at most n terminal records per owner; the first
-// committed terminal go first. n <= 0 keeps none. Default
-// bgtask.DefaultRetainPerOwner (1000).
+// committed terminal go first. n <= 0 keeps none. Defaults to
+// 1,000, as the in-memory store.
 func WithRetainPerOwner(n int) Option { return func(c *config) { c.retainPerOwner = max(n, 0) } }
 
 // WithRetainFor deletes terminal records committed terminal longer ago
@@ -105,8 +105,8 @@ func WithRetainPerOwner(n int) Option { return func(c *config) { c.retainPerOwne
 // requests older than d. It is checked by each reaper pass and by
 // commits that record a terminal status (at most one such commit a second
 // per Store checks it, and it deletes at most 100 records; the reaper
-// takes the rest). d <= 0 disables the age limit. Default
-// bgtask.DefaultRetainFor (24h).
+// takes the rest). d <= 0 disables the age limit. Defaults to 24
+// hours, as the in-memory store.
 func WithRetainFor(d time.Duration) Option { return func(c *config) { c.retainFor = d } }
 
 // The default retention, the in-memory store's.

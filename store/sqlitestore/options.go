@@ -53,7 +53,7 @@ func defaultConfig() config {
 // WithRetainPerOwner keeps at most n terminal records per owner: the
 // transaction that takes an owner over n deletes its oldest terminal
 // records (the first to have been committed terminal). n <= 0 keeps none. Live records are never
-// deleted. Default bgtask.DefaultRetainPerOwner, as the MemoryStore.
+// deleted. Defaults to 1,000, as the in-memory store.
 func WithRetainPerOwner(n int) Option {
 	return func(c *config) { c.retainPerOwner = max(n, 0) }
 }
@@ -61,8 +61,8 @@ func WithRetainPerOwner(n int) Option {
 // WithRetainFor deletes terminal records committed terminal longer ago than
 // d, by the store's clock (a record's own finish time may be missing or come
 // from another clock). The age is checked by every write transaction that
-// records a terminal status. d <= 0 disables the age limit. Default
-// bgtask.DefaultRetainFor.
+// records a terminal status. d <= 0 disables the age limit. Defaults to 24
+// hours, as the in-memory store.
 func WithRetainFor(d time.Duration) Option {
 	return func(c *config) { c.retainFor = d }
 }
@@ -127,8 +127,8 @@ func (c *config) check() error {
 
 // WithoutRecovery makes Open leave the records a gone process left queued
 // or running as they are (by default, a Store that finds itself the only
-// one with the database open interrupts them: see Store.Recover). Restore
-// and an explicit Recover still end them.
+// one with the database open interrupts them: see Store.InterruptOrphaned). Restore
+// and an explicit InterruptOrphaned still end them.
 func WithoutRecovery() Option { return func(c *config) { c.noRecover = true } }
 
 // The default retention, the in-memory store's.

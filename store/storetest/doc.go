@@ -63,7 +63,7 @@
 //     have an empty Parent.TaskID.
 //   - Load returns a non-nil Tasks map, even for an owner without tasks.
 //   - Commit for an empty or blank owner returns an error matching
-//     [bgtype.ErrInvalidOwner], as the MemoryStore does.
+//     [bgtype.ErrInvalidOwner], as the in-memory store does.
 //   - List and Children yield an error matching context.Canceled, as the
 //     last pair, when ctx is already cancelled.
 //   - A record with a zero CreatedAt sorts first (as [store.SortMetas]
