@@ -52,16 +52,16 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	                                                  the progress writer's in-flight commit
 //	rare (the pointer)           atomic               the first user (rareState)
 //	end                          atomic               run and finish (the task's goroutine), Stop's cut
-//	fg                           atomic, written      Foreground, endForeground, toBackground
-//	                             with m.mu held       (promote.go)
+//	fg                           atomic, written      spawn (a call held in the foreground),
+//	                             with m.mu held       endForeground, toBackground (promote.go)
 //	ended                        emitMu               finish
 //	rare.inboxGen, rare.ownerBox emitMu               Emit (the cached owner inbox)
 //	rare.input, rare.inputSig    emitMu               openInput, closeInput, answer, waitSettled
-//	rare.progress                emitMu               Emit
+//	rare.latestEvent             emitMu               Emit
 //	rare.busy                    emitMu               openInput, closeInput (beginCommit/endCommit)
 //	rare.prog                    emitMu               ReportProgress and its writer (taskprogress.go)
 //	rare.done                    m.mu                 waitable (made), retire (closed)
-//	phase (phase.go), signalled  m.mu                 register (a task admitted there is running
+//	phase (phase.go), signaled   m.mu                 register (a task admitted there is running
 //	                                                  at once), admit, release, signal, spawn (a
 //	                                                  waiting task), unregister, retire; run reads
 //	                                                  phase unlocked

@@ -9,23 +9,16 @@ import (
 
 // ModelError marks err, returned by a tool of the host's own, as the
 // model's mistake: AnswerMessage then gives its text to the model as
-// the call's answer, for it to correct, instead of returning it. Use it
-// for an error the model caused with its arguments (a name it chose that
-// is taken, a value out of range). It returns nil for a nil err; the
-// result matches err with errors.Is and errors.As, and has err's text.
-// The other adapters (bgopenai, bgeino, bglangchain) recognise it
-// too: any error with a method ModelMistake() bool that returns true is a
-// model's mistake.
+// the call's answer, for it to correct, instead of returning it.
+// It returns nil for a nil err; the result matches err with errors.Is and
+// errors.As. Every adapter recognises it, and any error with a method
+// ModelMistake() bool that returns true.
 func ModelError(err error) error { return toolcall.MarkModelError(err) }
 
 // IsModelMistake reports whether err, returned by a tool's Call, is the
-// model's own mistake, answered to the model with its text rather than
-// returned to the host: agent.IsModelMistake's errors (bad arguments, an
-// unknown task, no current task), the errors a spawn gets for what the
-// model chose (bgtask.ErrDuplicateName, bgtask.ErrInvalidArgument,
-// bgtask.ErrLimit, bgtask.ErrLimit, bgtask.ErrLimit), and any
-// error marked with ModelError (or with a method ModelMistake() bool that
-// returns true). An error of the call's ctx is never the model's.
+// model's own mistake, answered to the model rather than returned to the
+// host: see agent.IsModelMistake, which it extends with ModelError's marks
+// and the errors a spawn gets for what the model chose.
 func IsModelMistake(err error) bool { return toolcall.IsModelMistake(err) }
 
 // defaultAnswer is how the Answer methods run calls with no option: one

@@ -178,6 +178,9 @@ func Answer(ctx context.Context, calls []Call, cfg Config) ([]Outcome, error) {
 		return out, errors.Join(errs...)
 	}
 
+	// Not errgroup.SetLimit: its Go waits for a slot inside, so a call
+	// could start after another failed while it waited; here the check is
+	// made once the slot is taken (decision 567).
 	var (
 		wg      sync.WaitGroup
 		slots   = make(chan struct{}, cfg.Parallel)
