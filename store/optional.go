@@ -114,7 +114,9 @@ type RunLeaser interface {
 	// it changes nothing and returns nil. carried (capped by the store; the
 	// rest are handed out again) are the tasks whose ends the run handed
 	// out and that are not heard yet: the owner's next OpenRun returns
-	// them.
+	// them, if the process that closed the run still runs (else the
+	// conversation they were shown in may be gone: they are handed out
+	// again, as after a crash).
 	CloseRun(ctx context.Context, owner, run, instance string, carried []string) error
 	// HeldRun returns owner's open run and the live instance that holds
 	// it, or two empty strings when none.

@@ -233,11 +233,13 @@ var migrations = []string{
 	END $$;`,
 	// 11 (a fleet): a run ended without proof that the model heard what it
 	// handed out (an aborted run) leaves its row closed, with the ids of
-	// those ends (carried), for the owner's next run wherever it opens; a
-	// stop of the run asked on another instance is recorded on its row
+	// those ends (carried) and the token of the process that wrote them,
+	// for the owner's next run wherever it opens while that process lives;
+	// a stop of the run asked on another instance is recorded on its row
 	// (cancel_reason) until the instance that holds it took it.
 	`ALTER TABLE bgtask_runs ADD COLUMN open boolean NOT NULL DEFAULT true;
 	ALTER TABLE bgtask_runs ADD COLUMN carried text[] NOT NULL DEFAULT '{}';
+	ALTER TABLE bgtask_runs ADD COLUMN carried_token text NOT NULL DEFAULT '';
 	ALTER TABLE bgtask_runs ADD COLUMN cancel_reason text;
 	CREATE INDEX bgtask_runs_cancels ON bgtask_runs (instance) WHERE cancel_reason IS NOT NULL;`,
 }

@@ -16,24 +16,31 @@ import (
 const maxCarried = 1024
 
 // openRunSQL takes owner's run for instance: a new row, or the row of a
-// run the same instance left, of a run that was closed with ends carried,
-// or of an instance that is gone: not alive in bgtask_instances, or whose
-// process no longer holds the instance's advisory lock (instanceLockSQL;
-// a process killed a moment ago lost it with its connection, long before
-// the reaper's grace). The lock is tried for the statement's transaction
-// only. prev reads the row's carried ids, which the update forgets, in the
-// statement's snapshot (a FOR UPDATE there would read the updated row): a
-// concurrent OpenRun of another instance waits for the row, then finds it
-// open and returns nothing. It returns no row while another live instance
-// holds the owner's run.
-const openRunSQL = `WITH prev AS (SELECT carried FROM bgtask_runs WHERE owner = $1)
+// run the same instance left, of a run that was closed, or of an instance
+// that is gone: not alive in bgtask_instances, or whose process no longer
+// holds the instance's advisory lock (instanceLockSQL; a process killed a
+// moment ago lost it with its connection, long before the reaper's
+// grace). The lock is tried for the statement's transaction only. It
+// returns no row while another live instance holds the owner's run.
+//
+// It returns the ends the row carried (a closed, aborted run's) if the
+// process that wrote them still runs: the same registration (token) of an
+// instance that is alive and whose lock is held. Otherwise that process
+// is gone, and the conversation the ends were shown in may be gone with
+// it: they are handed out again, as after a crash. prev reads the row in
+// the statement's snapshot (a FOR UPDATE there would read the updated
+// row): a concurrent OpenRun of another instance waits for the row, then
+// finds it open and returns nothing.
+const openRunSQL = `WITH prev AS (SELECT carried, carried_token, instance FROM bgtask_runs WHERE owner = $1)
 	INSERT INTO bgtask_runs AS r (owner, run_id, instance) VALUES ($1, $2, $3)
 	ON CONFLICT (owner) DO UPDATE SET run_id = excluded.run_id, instance = excluded.instance, opened_at = now(),
-		open = true, carried = '{}', cancel_reason = NULL
+		open = true, carried = '{}', carried_token = '', cancel_reason = NULL
 	WHERE NOT r.open OR r.instance = excluded.instance
 		OR NOT EXISTS (SELECT 1 FROM bgtask_instances i WHERE i.id = r.instance AND i.state = 'alive')
 		OR pg_try_advisory_xact_lock(hashtextextended('bgtask instance ' || r.instance, 0))
-	RETURNING coalesce((SELECT carried FROM prev), '{}')`
+	RETURNING coalesce((SELECT p.carried FROM prev p WHERE cardinality(p.carried) > 0 AND p.carried_token <> ''
+		AND EXISTS (SELECT 1 FROM bgtask_instances i WHERE i.id = p.instance AND i.state = 'alive' AND i.token = p.carried_token)
+		AND NOT pg_try_advisory_xact_lock(hashtextextended('bgtask instance ' || p.instance, 0))), '{}')`
 
 // OpenRun implements store.RunLeaser: it records run as owner's one open
 // run, held by instance, in one statement, and returns the ends the
@@ -65,7 +72,8 @@ func (s *Store) OpenRun(ctx context.Context, owner, run, instance string) ([]str
 
 // CloseRun implements store.RunLeaser: if instance holds owner's run as
 // run, it deletes it, or, with ends carried (at most 1,024 are kept), keeps
-// it closed with them for the owner's next OpenRun. Without carried, it
+// it closed with them for the owner's next OpenRun while this process
+// runs (a Store not started keeps none: they are handed out again). Without carried, it
 // also deletes the row instance left closed as run (its carried ends are
 // to be handed out again: the Receiver was closed). It does nothing
 // otherwise.
@@ -77,8 +85,8 @@ func (s *Store) CloseRun(ctx context.Context, owner, run, instance string, carri
 	if len(carried) == 0 {
 		_, err = s.pool.Exec(ctx, `DELETE FROM bgtask_runs WHERE owner = $1 AND run_id = $2 AND instance = $3`, owner, run, instance)
 	} else {
-		_, err = s.pool.Exec(ctx, `UPDATE bgtask_runs SET open = false, carried = $4, cancel_reason = NULL
-			WHERE owner = $1 AND run_id = $2 AND instance = $3 AND open`, owner, run, instance, carried[:min(len(carried), maxCarried)])
+		_, err = s.pool.Exec(ctx, `UPDATE bgtask_runs SET open = false, carried = $4, carried_token = $5, cancel_reason = NULL
+			WHERE owner = $1 AND run_id = $2 AND instance = $3 AND open`, owner, run, instance, carried[:min(len(carried), maxCarried)], s.token)
 	}
 	if err != nil {
 		return fmt.Errorf("pgstore: close run %s: %w", run, err)

@@ -160,67 +160,92 @@ func TestStopRunReachesTheInstanceThatHoldsIt(t *testing.T) {
 // An end that A's turn handed to the model in a turn that was aborted is
 // in the thread's conversation: the thread's next turn, on B, does not
 // hand it out again, and marks it heard at its second step; A's next turn
-// hands nothing either. Exactly once across the fleet.
+// hands nothing either. Exactly once across the fleet. If A's process is
+// gone by then (stopped, or a new process registered A's id: a restart),
+// the conversation may have gone with it, and B hands the end again, as
+// after a crash.
 func TestAbortedTurnsEndsCarriedToAnotherInstance(t *testing.T) {
-	dsn := pgtest.NewDSN(t)
-	sa, ma, _ := instanceStore(t, dsn, "inst_a")
-	_, mb, _ := instanceStore(t, dsn, "inst_b")
-	a, err := ma.NewReceiver("alice", bgtask.ReceiverConfig{})
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name      string
+		between   func(t *testing.T, dsn string, stopA func())
+		wantAgain bool
+	}{
+		{"A lives", func(*testing.T, string, func()) {}, false},
+		{"A stopped", func(_ *testing.T, _ string, stopA func()) { stopA() }, true},
+		{"A restarted", func(t *testing.T, dsn string, stopA func()) {
+			stopA()
+			instanceStore(t, dsn, "inst_a") // a new process with A's id
+		}, true},
 	}
-	b, err := mb.NewReceiver("alice", bgtask.ReceiverConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	if err := a.RunStart(ctx, bgtask.RunInfo{RunID: "turn_1"}); err != nil {
-		t.Fatal(err)
-	}
-	id, err := ma.Owner("alice").Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "done", nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ma.Wait(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	if evs, err := a.Deliver(ctx); err != nil || len(evs) != 1 || evs[0].TaskID != id {
-		t.Fatalf("turn 1 on A handed %+v, %v", evs, err)
-	}
-	if err := a.RunEnd(ctx, bgtask.RunOutcome{RunID: "turn_1", Aborted: true}); err != nil {
-		t.Fatal(err)
-	}
-	wantHeld(t, sa, "alice", "", "") // closed, carrying the end
-	if n := sqlExec(t, dsn, `UPDATE bgtask_runs SET owner = owner WHERE owner = 'alice' AND NOT open AND carried = ARRAY[$1]`, id); n != 1 {
-		t.Fatalf("%d closed runs of alice carry the end, want 1", n)
-	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dsn := pgtest.NewDSN(t)
+			sa, ma, stopA := instanceStore(t, dsn, "inst_a")
+			_, mb, _ := instanceStore(t, dsn, "inst_b")
+			a, err := ma.NewReceiver("alice", bgtask.ReceiverConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := mb.NewReceiver("alice", bgtask.ReceiverConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			if err := a.RunStart(ctx, bgtask.RunInfo{RunID: "turn_1"}); err != nil {
+				t.Fatal(err)
+			}
+			id, err := ma.Owner("alice").Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "done", nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ma.Wait(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			if evs, err := a.Deliver(ctx); err != nil || len(evs) != 1 || evs[0].TaskID != id {
+				t.Fatalf("turn 1 on A handed %+v, %v", evs, err)
+			}
+			if err := a.RunEnd(ctx, bgtask.RunOutcome{RunID: "turn_1", Aborted: true}); err != nil {
+				t.Fatal(err)
+			}
+			wantHeld(t, sa, "alice", "", "") // closed, carrying the end
+			if n := sqlExec(t, dsn, `UPDATE bgtask_runs SET owner = owner WHERE owner = 'alice' AND NOT open AND carried = ARRAY[$1]`, id); n != 1 {
+				t.Fatalf("%d closed runs of alice carry the end, want 1", n)
+			}
+			tt.between(t, dsn, stopA)
 
-	if err := b.RunStart(ctx, bgtask.RunInfo{RunID: "turn_2"}); err != nil {
-		t.Fatal(err)
-	}
-	for step := 1; step <= 2; step++ {
-		if evs, err := b.Deliver(ctx); err != nil || len(evs) != 0 {
-			t.Fatalf("turn 2 on B, step %d, handed %+v, %v; want nothing (the end is in the conversation)", step, evs, err)
-		}
-	}
-	if meta, err := sa.Get(ctx, id); err != nil || !meta.Announced {
-		t.Fatalf("after turn 2's second step: %+v, %v; want announced", meta, err)
-	}
-	if err := b.RunEnd(ctx, bgtask.RunOutcome{RunID: "turn_2"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.RunStart(ctx, bgtask.RunInfo{RunID: "turn_3"}); err != nil {
-		t.Fatal(err)
-	}
-	for step := 1; step <= 2; step++ {
-		if evs, err := a.Deliver(ctx); err != nil || len(evs) != 0 {
-			t.Fatalf("turn 3 on A, step %d, handed %+v, %v; want nothing", step, evs, err)
-		}
-	}
-	if err := a.RunEnd(ctx, bgtask.RunOutcome{RunID: "turn_3"}); err != nil {
-		t.Fatal(err)
-	}
-	if n := sqlExec(t, dsn, `UPDATE bgtask_runs SET owner = owner WHERE owner = 'alice'`); n != 0 {
-		t.Fatalf("%d runs of alice left after the turns", n)
+			if err := b.RunStart(ctx, bgtask.RunInfo{RunID: "turn_2"}); err != nil {
+				t.Fatal(err)
+			}
+			evs, err := b.Deliver(ctx)
+			if again := len(evs) == 1 && evs[0].TaskID == id; err != nil || again != tt.wantAgain || len(evs) > 1 {
+				t.Fatalf("turn 2 on B, step 1, handed %+v, %v; want the end again: %v", evs, err, tt.wantAgain)
+			}
+			if evs, err := b.Deliver(ctx); err != nil || len(evs) != 0 {
+				t.Fatalf("turn 2 on B, step 2, handed %+v, %v; want nothing", evs, err)
+			}
+			if meta, err := mb.Get(ctx, id); err != nil || !meta.Announced {
+				t.Fatalf("after turn 2's second step: %+v, %v; want announced", meta, err)
+			}
+			if err := b.RunEnd(ctx, bgtask.RunOutcome{RunID: "turn_2"}); err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantAgain {
+				return
+			}
+			if err := a.RunStart(ctx, bgtask.RunInfo{RunID: "turn_3"}); err != nil {
+				t.Fatal(err)
+			}
+			for step := 1; step <= 2; step++ {
+				if evs, err := a.Deliver(ctx); err != nil || len(evs) != 0 {
+					t.Fatalf("turn 3 on A, step %d, handed %+v, %v; want nothing", step, evs, err)
+				}
+			}
+			if err := a.RunEnd(ctx, bgtask.RunOutcome{RunID: "turn_3"}); err != nil {
+				t.Fatal(err)
+			}
+			if n := sqlExec(t, dsn, `UPDATE bgtask_runs SET owner = owner WHERE owner = 'alice'`); n != 0 {
+				t.Fatalf("%d runs of alice left after the turns", n)
+			}
+		})
 	}
 }
