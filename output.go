@@ -507,3 +507,17 @@ func (m *Manager) outputTail(owner, id string) (out Output, ok bool) {
 	}
 	return b.read(from, OutputTailMax), true
 }
+
+// OutputSize returns how many bytes one of the owner's tasks has written
+// to its output (Task.Output) so far, as this Manager keeps it: 0 for a
+// task that wrote nothing, another owner's, one another process runs, or
+// one whose output was forgotten. It never blocks on the task.
+func (o Owner) OutputSize(id string) int64 {
+	b := o.m.outputs.get(o.id, id)
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.end
+}

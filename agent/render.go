@@ -83,6 +83,11 @@ func (p *Plugin) render(ev *bgtype.Event) PromptMessage {
 	shown.Payload = canonicalJSON(capJSON(ev.Payload, int(p.display)))
 	shown.Error = capText(validUTF8(ev.Error), int(p.display))
 	shown.CancelReason = capText(validUTF8(ev.CancelReason), int(p.display))
+	if ev.Kind.IsTerminal() && shown.OutputBytes == 0 {
+		// The end's notice says how much the task wrote and how to read
+		// it; the output itself is read on demand, never injected.
+		shown.OutputBytes = p.r.Owner().OutputSize(ev.TaskID)
+	}
 	if ev.Input != nil {
 		in := *ev.Input
 		in.ID, in.Prompt = validUTF8(in.ID), capText(validUTF8(in.Prompt), int(p.display))
