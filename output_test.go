@@ -363,3 +363,51 @@ func BenchmarkOutputWrite(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// ToBackground promotes a foreground call at once (a user's "background
+// it", or the task itself), whatever its time; the notice carries the
+// output so far. A task not held in the foreground is left alone.
+func TestToBackground(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		m := newTestManager(t)
+		o := m.Owner("alice")
+		release := make(chan struct{})
+		start := time.Now()
+		res, err := o.Foreground(t.Context(), time.Hour, func(ctx context.Context, tk *Task) (any, error) {
+			io.WriteString(tk.Output(), "long job\n")
+			if ok, err := o.ToBackground(ctx, tk.ID()); !ok || err != nil {
+				return nil, fmt.Errorf("ToBackground: %v, %v", ok, err)
+			}
+			<-release
+			return "done", nil
+		})
+		if err != nil || !res.Promoted || time.Since(start) != 0 {
+			t.Fatalf("Foreground: %+v, %v after %v", res, err, time.Since(start))
+		}
+		if !strings.Contains(string(res.Result), `"output":{"text":"long job\n","offset":0,"next_offset":9,"dropped_bytes":0,"total_bytes":9}`) ||
+			!strings.Contains(string(res.Result), "still running after 0s") {
+			t.Fatalf("notice: %s", res.Result)
+		}
+		if ok, err := o.ToBackground(t.Context(), res.TaskID); ok || err != nil {
+			t.Fatalf("ToBackground of a background task: %v, %v", ok, err)
+		}
+		if _, err := m.Owner("bob").ToBackground(t.Context(), res.TaskID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("another owner's task: %v", err)
+		}
+		close(release)
+		if meta, err := o.Wait(t.Context(), res.TaskID); err != nil || string(meta.Result) != `"done"` {
+			t.Fatalf("Wait: %+v, %v", meta, err)
+		}
+		// Asked before the call waits: it does not wait.
+		res, err = o.Foreground(t.Context(), time.Hour, func(ctx context.Context, tk *Task) (any, error) {
+			o.ToBackground(ctx, tk.ID())
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		if err != nil || !res.Promoted {
+			t.Fatalf("promoted before the wait: %+v, %v", res, err)
+		}
+		shutdownManager(t, m)
+	})
+}

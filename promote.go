@@ -123,10 +123,14 @@ func (o Owner) Foreground(ctx context.Context, d time.Duration, fn Func, opts ..
 	}
 	defer o.m.stopStream(o.id, id) // WithOutputFunc: never called once the call returned
 	start := time.Now()
-	wctx, stop := context.WithTimeoutCause(ctx, d, errForegroundTime)
+	tctx, stopTimer := context.WithTimeoutCause(ctx, d, errForegroundTime)
+	wctx, promote := context.WithCancelCause(tctx)
+	o.m.holdForeground(o.id, id, promote)
 	meta, err := o.m.waitSettled(wctx, ownerReach(o.id), id)
 	timeUp := errors.Is(context.Cause(wctx), errForegroundTime)
-	stop()
+	promote(nil)
+	stopTimer()
+	d = min(time.Since(start), d) // less than d when ToBackground promoted it
 	switch {
 	case ctx.Err() != nil:
 		return o.abandonForeground(ctx, id, min(time.Since(start), d), slices.ContainsFunc(opts, cancelsOnAbandon))
@@ -145,6 +149,58 @@ func (o Owner) Foreground(ctx context.Context, d time.Duration, fn Func, opts ..
 		return ForegroundResult{TaskID: id}, err
 	}
 	return foregroundEnd(&meta)
+}
+
+// holdForeground lets Owner.ToBackground end the foreground wait of the
+// owner's task id with promote.
+func (m *Manager) holdForeground(owner, id string, promote context.CancelCauseFunc) {
+	t := m.liveTask(owner, id)
+	if t == nil {
+		return
+	}
+	r := t.rareState()
+	t.emitMu.Lock()
+	r.promote = promote
+	asked := r.promoteAsked
+	t.emitMu.Unlock()
+	if asked {
+		promote(errForegroundTime)
+	}
+}
+
+// ToBackground moves one of the owner's tasks that an Owner.Foreground
+// call holds in the foreground to the background now, as if the call's
+// time were up: the call returns its promotion notice (with the output so
+// far) and the task goes on, its end announced to the owner. It is the
+// user's "run this in the background" while a foreground call runs (a
+// host's key or button), and what a task may call on itself when it knows
+// its work will be long. ok is false, and nothing happens, for a task
+// that is not held in the foreground (a background task, one that ended,
+// one another process runs); a task whose function returns at that very
+// moment ends in the foreground instead. Errors: ErrNotFound for an
+// unknown task or another owner's, the Store's.
+func (o Owner) ToBackground(ctx context.Context, id string) (bool, error) {
+	t := o.m.liveTask(o.id, id)
+	if t == nil {
+		if _, err := o.Get(ctx, id); err != nil {
+			return false, err
+		}
+		return false, nil
+	}
+	if t.fg.Load() != fgHeld {
+		return false, nil
+	}
+	r := t.rareState()
+	t.emitMu.Lock()
+	promote := r.promote
+	if promote == nil {
+		r.promoteAsked = true // before the call waits: it will not wait
+	}
+	t.emitMu.Unlock()
+	if promote != nil {
+		promote(errForegroundTime)
+	}
+	return true, nil
 }
 
 // cancelsOnAbandon reports whether opt is WithCancelOnAbandon's.
