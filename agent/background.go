@@ -55,6 +55,15 @@ type BackgroundOptions struct {
 	// (see bgtask.WithOutputFunc): a host streams it to its user's screen.
 	// It is never called once the call has returned; p must not be kept.
 	OnOutput func(ctx context.Context, offset int64, p []byte)
+	// CancelOnStop makes a user's stop of the turn that made the call (the
+	// turn's ctx ended, RunOutcome.Canceled) cancel the call's task, in the
+	// background or in the foreground. By default it does not: work the
+	// model put in the background, or that a stop found still in the
+	// foreground (promoted then, as a hang-up is), goes on and its end is
+	// announced at the owner's next run; the model or the user cancels it
+	// with cancel_task. A sub-agent's calls are its children either way:
+	// cancelling the sub-agent cancels them.
+	CancelOnStop bool
 	// SpawnOptions are given to every task the tool starts, after the
 	// defaults (type: the tool's name; description: the tool's name and
 	// its arguments, cut to 200 bytes): bgtask.WithTags, WithTimeout,
@@ -148,10 +157,20 @@ func (b backgroundTool) call(ctx context.Context, raw json.RawMessage) (json.Raw
 		}
 		return res, nil
 	}
-	opts := append([]bgtask.SpawnOption{
+	opts := []bgtask.SpawnOption{
 		bgtask.WithType(b.tool.Name),
 		bgtask.WithDescription(cutText(b.tool.Name+" "+string(raw), listDescriptionMax)),
-	}, b.opt.SpawnOptions...)
+	}
+	_, inTask := bgtask.TaskFromContext(ctx)
+	switch {
+	case b.opt.CancelOnStop:
+		opts = append(opts, bgtask.WithCancelOnAbandon())
+	case !inTask:
+		// A stop of the turn (CancelRun) does not reach it; a sub-agent's
+		// call stays attached to the sub-agent, whose cancel reaches it.
+		opts = append(opts, bgtask.WithDetached())
+	}
+	opts = append(opts, b.opt.SpawnOptions...)
 	if bg {
 		id, err := b.o.Spawn(ctx, fn, opts...)
 		if err != nil {
