@@ -61,6 +61,10 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	rare.busy                    emitMu               openInput, closeInput (beginCommit/endCommit)
 //	rare.prog                    emitMu               ReportProgress and its writer (taskprogress.go)
 //	rare.done                    m.mu                 waitable (made), retire (closed)
+//	rare.output                  atomic, set with     the first write or WaitOutput (output.go)
+//	                             emitMu held
+//	rare.outputFunc, promote,    emitMu               spawn, stopStream, Foreground, ToBackground
+//	promoteAsked
 //	phase (phase.go), signalled  m.mu                 register (a task admitted there is running
 //	                                                  at once), admit, release, signal, spawn (a
 //	                                                  waiting task), unregister, retire; run reads
@@ -87,6 +91,11 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	→ Manager.msgs's mu    guards the message history
 //	→ memstore shard locks guard one shard's records each (all: in index order)
 //	→ memstore.term's mu   guards the index of terminal records
+//
+//	outputBuf.streamMu     serializes a streamed task's writes with its
+//	                       WithOutputFunc (held while that host code runs)
+//	→ Task.emitMu, then Manager.outputs' mu → outputBuf.mu
+//	                       the outputs by task id; one output's ring
 //
 //	workpool.Pool.mu       guards the parked workers; alone
 //

@@ -62,7 +62,7 @@ func ExampleBackground() {
 	}
 	json.Unmarshal(res, &started)
 	fmt.Println("background:", started.Status)
-	owner.Wait(ctx, started.TaskID) // its end reaches the owner as an event
+	owner.Wait(ctx, started.TaskID)                                                                   // its end reaches the owner as an event
 	res, _ = tools[1].Call(ctx, json.RawMessage(`{"task_id":"`+started.TaskID+`","output_since":0}`)) // get_task
 	var got struct {
 		Output struct {
