@@ -29,7 +29,11 @@ type ToolCall struct{ ID, Name, Args string }
 //	turn 3: wait_task from the notice's next_offset: it returns the third
 //	        line as soon as it is printed;
 //	turn 4: get_task from there once the task ended: the fourth line;
-//	turn 5: the final answer, no call.
+//	turn 5: build noisy in the background: it prints more than the
+//	        buffer keeps (OutputCap);
+//	turn 6: get_task from offset 0 once it ended: the last OutputCap
+//	        bytes, and the count of those dropped;
+//	turn 7: the final answer, no call.
 //
 // The model reads the notice's task_id and next_offset from the results it
 // got; Check proves every byte printed was seen once, in order.
@@ -44,7 +48,13 @@ type BackgroundScenario struct {
 }
 
 // Turns is how many requests the scenario's model answers.
-const Turns = 6
+const Turns = 8
+
+// OutputCap is the scenario's Caps.MaxOutputBytes, and Noisy what build
+// noisy prints: more than that.
+const OutputCap = 64
+
+var Noisy = strings.Repeat("0123456789", 10)
 
 // FinalAnswer is the scenario model's last reply.
 const FinalAnswer = "Built lib, app and all."
@@ -56,7 +66,7 @@ var Printed = []string{"step 1 <ok>\n", "step 2\n", "step 3\n", "step 4\n"}
 // the test ends.
 func NewBackgroundScenario(t *testing.T) *BackgroundScenario {
 	t.Helper()
-	m, err := bgtask.New()
+	m, err := bgtask.New(bgtask.WithCaps(bgtask.Caps{MaxOutputBytes: OutputCap}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +95,9 @@ func (s *BackgroundScenario) build(ctx context.Context, args json.RawMessage) (j
 	dec.DisallowUnknownFields() // run_in_background never reaches it
 	if err := dec.Decode(&a); err != nil {
 		return nil, fmt.Errorf("%w: %v", agent.ErrToolArguments, err)
+	}
+	if a.Target == "noisy" {
+		io.WriteString(bgtask.OutputFrom(ctx), Noisy)
 	}
 	if a.Target == "all" {
 		out := bgtask.OutputFrom(ctx)
@@ -147,6 +160,19 @@ func (s *BackgroundScenario) Calls(t *testing.T, i int, prev []string) []ToolCal
 			t.Error(err)
 		}
 		return []ToolCall{{"call_5", "get_task", fmt.Sprintf(`{"task_id":%q,"output_since":%d,"output_tail":null}`, w.Task.TaskID, w.Output.NextOffset)}}
+	case 5:
+		return []ToolCall{{"call_6", "build", `{"target":"noisy","run_in_background":true}`}}
+	case 6:
+		var started struct {
+			TaskID string `json:"task_id"`
+		}
+		if len(prev) != 1 || json.Unmarshal([]byte(prev[0]), &started) != nil {
+			t.Errorf("turn 6: results %q", prev)
+		}
+		if _, err := s.Owner.Wait(t.Context(), started.TaskID); err != nil {
+			t.Error(err)
+		}
+		return []ToolCall{{"call_7", "get_task", fmt.Sprintf(`{"task_id":%q,"output_since":0,"output_tail":null}`, started.TaskID)}}
 	}
 	return nil
 }
@@ -164,7 +190,8 @@ func (s *BackgroundScenario) read(t *testing.T, prev []string) notice {
 // results of turn i's calls, as the next request carried them): the
 // foreground result, the start notice, the promotion notice, wait_task's
 // and get_task's output, every byte printed seen exactly once, in order;
-// and the end of build app announced to the owner.
+// the overflow with its count of bytes dropped; and the ends of the
+// background tasks announced to the owner, once each.
 func (s *BackgroundScenario) Check(t *testing.T, results [][]string) {
 	t.Helper()
 	if len(results) != Turns-1 {
@@ -208,6 +235,23 @@ func (s *BackgroundScenario) Check(t *testing.T, results [][]string) {
 	if seen := n.Output.Text + w.Output.Text + g.Output.Text; seen != strings.Join(Printed, "") {
 		t.Errorf("the model saw %q, want %q", seen, strings.Join(Printed, ""))
 	}
+	var noisy struct {
+		Task struct {
+			TaskID string `json:"task_id"`
+		} `json:"task"`
+		Output struct {
+			Text         string `json:"text"`
+			Offset       int64  `json:"offset"`
+			NextOffset   int64  `json:"next_offset"`
+			DroppedBytes int64  `json:"dropped_bytes"`
+			TotalBytes   int64  `json:"total_bytes"`
+		} `json:"output"`
+	}
+	if err := json.Unmarshal([]byte(results[6][0]), &noisy); err != nil || noisy.Output.Text != Noisy[len(Noisy)-OutputCap:] ||
+		noisy.Output.Offset != int64(len(Noisy)-OutputCap) || noisy.Output.DroppedBytes != int64(len(Noisy)-OutputCap) ||
+		noisy.Output.NextOffset != int64(len(Noisy)) || noisy.Output.TotalBytes != int64(len(Noisy)) {
+		t.Errorf("the overflow: %s", results[6][0])
+	}
 	meta, err := s.Owner.Wait(t.Context(), started.TaskID)
 	if err != nil || meta.Status != bgtype.StatusCompleted || string(meta.Result) != `{"built":"app"}` {
 		t.Errorf("build app: %+v, %v", meta, err)
@@ -218,7 +262,7 @@ func (s *BackgroundScenario) Check(t *testing.T, results [][]string) {
 			ends = append(ends, ev.TaskID)
 		}
 	}
-	if len(ends) != 2 || ends[0] != started.TaskID || ends[1] != n.TaskID {
-		t.Errorf("ends announced %v, want build app's then build all's (%s, %s)", ends, started.TaskID, n.TaskID)
+	if len(ends) != 3 || ends[0] != started.TaskID || ends[1] != n.TaskID || ends[2] != noisy.Task.TaskID {
+		t.Errorf("ends announced %v, want build app's, build all's, build noisy's (%s, %s, %s)", ends, started.TaskID, n.TaskID, noisy.Task.TaskID)
 	}
 }
