@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/bgtask/bgtask"
@@ -82,7 +83,8 @@ type BackgroundOptions struct {
 //     reaches the owner like any task's;
 //   - in the foreground, the call is bgtask.Owner.Foreground with
 //     opt.Wait: a call that ends in time returns the tool's own result or
-//     error; one that outlives it is promoted, and its result is the
+//     error (the very error its Call returned, so a bad argument still
+//     matches ErrToolArguments); one that outlives it is promoted, and its result is the
 //     promotion notice, which carries the last part of what the task
 //     wrote and the offset to read on from (get_task's output_since).
 //
@@ -147,9 +149,11 @@ func (b backgroundTool) call(ctx context.Context, raw json.RawMessage) (json.Raw
 			return nil, err
 		}
 	}
+	var callErr atomic.Pointer[error] // what the tool returned, for a foreground call that fails
 	fn := func(ctx context.Context, _ *bgtask.Task) (any, error) {
 		res, err := b.tool.Call(ctx, raw)
 		if err != nil {
+			callErr.Store(&err)
 			return nil, err
 		}
 		if len(bytes.TrimSpace(res)) == 0 {
@@ -184,6 +188,13 @@ func (b backgroundTool) call(ctx context.Context, raw json.RawMessage) (json.Raw
 		opts = append(opts, bgtask.WithOutputFunc(func(off int64, p []byte) { f(ctx, off, p) }))
 	}
 	res, err := b.o.Foreground(ctx, b.opt.Wait, fn, opts...)
+	if _, failed := errors.AsType[*bgtask.TaskError](err); failed && !res.Promoted {
+		if p := callErr.Load(); p != nil {
+			// The tool's own error, as a plain call would return it: a bad
+			// argument still matches ErrToolArguments, the model's mistake.
+			return nil, *p
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

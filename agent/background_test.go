@@ -348,3 +348,18 @@ func TestEndNoticeOutputSize(t *testing.T) {
 	}
 	shutdownManager(t, m)
 }
+
+// A foreground call whose tool fails returns the tool's own error: a bad
+// argument is still the model's mistake, as without Background.
+func TestBackgroundForegroundError(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t)
+	o := m.Owner("alice")
+	bt := mustBackground(t, o, newScriptedBuild().tool(), BackgroundOptions{})
+	err := callToolErr(t, t.Context(), bt, `{"target":1,"run_in_background":false}`)
+	if !errors.Is(err, ErrToolArguments) || !IsModelMistake(err) ||
+		err.Error() != "invalid arguments: json: cannot unmarshal number into Go struct field .target of type string" {
+		t.Fatalf("foreground error: %v", err)
+	}
+	shutdownManager(t, m)
+}
