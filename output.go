@@ -142,10 +142,12 @@ func (b *outputBuf) read(from int64, limit int) Output {
 	out := Output{Size: b.end, Done: b.done}
 	from = min(from, b.end)
 	at := max(from, b.start)
-	// A character cut in two (by the drop, or by an offset given in its
-	// middle) is skipped whole.
-	for i := 0; i < utf8.UTFMax-1 && at < b.end && !utf8.RuneStart(b.byteAt(at)); i++ {
-		at++
+	// A character the drop cut in two is skipped whole (its first bytes
+	// are gone); an offset given in the middle of one reads from there.
+	if at == b.start && b.start > 0 {
+		for i := 0; i < utf8.UTFMax-1 && at < b.end && !utf8.RuneStart(b.byteAt(at)); i++ {
+			at++
+		}
 	}
 	to := min(b.end, at+int64(limit))
 	if to < b.end || !b.done {

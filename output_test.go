@@ -411,3 +411,18 @@ func TestToBackground(t *testing.T) {
 		shutdownManager(t, m)
 	})
 }
+
+// An offset in the middle of a character the buffer still holds reads
+// from there (nothing is skipped that the reader did not skip itself).
+func TestOutputOffsetInCharacter(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t)
+	o := m.Owner("alice")
+	w := spawnWriter(t, o)
+	w.write(t, "aéb")
+	if got := readOutput(t, o, w.id, 2, 10); got != (Output{Text: "\xa9b", Offset: 2, NextOffset: 4, Size: 4}) {
+		t.Fatalf("from the middle of é: %+v", got)
+	}
+	close(w.pieces)
+	shutdownManager(t, m)
+}
