@@ -55,7 +55,12 @@ func (o owner) waitSettledOrOutput(ctx context.Context, id string, since *int64)
 	defer func() { stop(nil); <-done }()
 	meta, err := o.WaitSettled(sctx, id)
 	if err != nil && errors.Is(context.Cause(sctx), errNewOutput) && ctx.Err() == nil {
-		return meta, errNewOutput
+		if o.OutputSize(id) > *since {
+			return meta, errNewOutput
+		}
+		// No output here to wait for (a task another process runs, or
+		// one that ended): its end only.
+		return o.WaitSettled(ctx, id)
 	}
 	return meta, err
 }
