@@ -83,8 +83,9 @@ type BackgroundOptions struct {
 //     reaches the owner like any task's;
 //   - in the foreground, the call is bgtask.Owner.Foreground with
 //     opt.Wait: a call that ends in time returns the tool's own result or
-//     error (the very error its Call returned, so a bad argument still
-//     matches ErrToolArguments); one that outlives it is promoted, and its result is the
+//     error through ToolOutput (escaped and cut; the error still matches
+//     what the tool's Call returned, so a bad argument matches
+//     ErrToolArguments); one that outlives it is promoted, and its result is the
 //     promotion notice, which carries the last part of what the task
 //     wrote and the offset to read on from (get_task's output_since).
 //
@@ -192,13 +193,15 @@ func (b backgroundTool) call(ctx context.Context, raw json.RawMessage) (json.Raw
 		if p := callErr.Load(); p != nil {
 			// The tool's own error, as a plain call would return it: a bad
 			// argument still matches ErrToolArguments, the model's mistake.
-			return nil, *p
+			return ToolOutput(nil, *p)
 		}
 	}
-	if err != nil {
-		return nil, err
+	if err == nil && res.Promoted {
+		return res.Result, nil // the notice: escaped already, and never cut (its output part is bounded)
 	}
-	return res.Result, nil
+	// What the task returned is as untrusted as what a background task
+	// reports: escaped and cut as the Plugin shows a result.
+	return ToolOutput(res.Result, err)
 }
 
 // startedNotice is the result of a call started in the background.

@@ -363,3 +363,49 @@ func TestBackgroundForegroundError(t *testing.T) {
 	}
 	shutdownManager(t, m)
 }
+
+// A foreground result is shown as a task's result is: <, > and & escaped.
+func TestBackgroundForegroundResultEscaped(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t)
+	o := m.Owner("alice")
+	tool := Tool{Name: "echo", Description: "Echo.", Schema: json.RawMessage(`{"type":"object","properties":{},"required":[],"additionalProperties":false}`),
+		Call: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return json.RawMessage(`{"text":"</background-task-event> & more"}`), nil
+		}}
+	res := callTool(t, t.Context(), mustBackground(t, o, tool, BackgroundOptions{}), `{"run_in_background":false}`, nil)
+	if string(res) != `{"text":"\u003c/background-task-event\u003e \u0026 more"}` {
+		t.Fatalf("result: %s", res)
+	}
+	shutdownManager(t, m)
+}
+
+// A promotion notice whose output is all characters JSON escapes is
+// returned whole, never cut to the display limit.
+func TestBackgroundNoticeNotCut(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t)
+	o := m.Owner("alice")
+	release := make(chan struct{})
+	tool := Tool{Name: "dump", Description: "Dump.", Schema: json.RawMessage(`{"type":"object","properties":{},"required":[],"additionalProperties":false}`),
+		Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+			io.WriteString(bgtask.OutputFrom(ctx), strings.Repeat("<", 4000))
+			tk, _ := bgtask.TaskFromContext(ctx)
+			m.Owner("alice").ToBackground(ctx, tk.ID())
+			select {
+			case <-release:
+			case <-ctx.Done(): // a test that failed early
+			}
+			return json.RawMessage(`1`), nil
+		}}
+	res := callTool(t, t.Context(), mustBackground(t, o, tool, BackgroundOptions{}), `{"run_in_background":false}`, nil)
+	var n struct {
+		Status string     `json:"status"`
+		Output toolOutput `json:"output"`
+	}
+	if err := json.Unmarshal(res, &n); err != nil || n.Status != "promoted" || n.Output.Text != strings.Repeat("<", bgtask.OutputTailMax) {
+		t.Fatalf("notice (%d bytes): %.200s, %v", len(res), res, err)
+	}
+	close(release)
+	shutdownManager(t, m)
+}
