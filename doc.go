@@ -23,6 +23,16 @@
 // with [Owner.SpawnAgent], also has its own [Inbox] for the messages sent to
 // it ([Owner.Send]) and the events of the tasks it starts ([Task.Agent]).
 //
+// # Foreground calls and output
+//
+// [Owner.Foreground] runs a tool's work as a task and waits for it a while:
+// its result if it ends in time, else it is promoted to the background (at
+// once with [Owner.ToBackground]). What a task writes to [Task.Output]
+// ([OutputFrom] in a tool) is kept in a bounded buffer with offsets that
+// never change, read piece by piece with [Owner.ReadOutput], [Owner.TailOutput]
+// and [Owner.WaitOutput], and streamed to the caller of a foreground call
+// with [WithOutputFunc]; a promotion notice carries its last part.
+//
 // # Lineage and cancellation
 //
 // A spawn inside a task links to it; a spawn inside a tool call

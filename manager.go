@@ -77,7 +77,8 @@ type Manager struct {
 	idleBox  map[string]ownerSink // the Receiver whose idleInbox takes its owner's events while no inbox is bound for it
 	inboxGen atomic.Uint64        // bumped on every change of inboxes, to invalidate Task caches
 
-	msgs messageLog // recent messages per task, for Owner.Messages (history.go)
+	msgs    messageLog // recent messages per task, for Owner.Messages (history.go)
+	outputs outputLog  // the tasks' outputs, for Owner.ReadOutput (output.go)
 
 	settled settledWaits // waits for tasks other instances run (elsewhere.go)
 

@@ -46,6 +46,7 @@ const (
 	defaultMaxMessageBytes = 16 << 10
 	defaultMaxTags         = 16
 	defaultMaxTagBytes     = 64
+	defaultMaxOutputBytes  = 64 << 10
 
 	defaultCommitAttempts   = 3
 	defaultCommitBackoff    = 50 * time.Millisecond
@@ -129,6 +130,10 @@ type Caps struct {
 	MaxTags int
 	// MaxTagBytes is how many bytes one tag may hold. Defaults to 64.
 	MaxTagBytes int
+	// MaxOutputBytes is how many bytes of a task's output (Task.Output)
+	// are kept: the last ones written; the oldest are dropped first and
+	// counted (Output.Dropped). Defaults to 64 KiB.
+	MaxOutputBytes int
 }
 
 // WithCaps sets the Manager's size caps. A later WithCaps replaces an
@@ -263,6 +268,7 @@ func (c *config) validate() error {
 		{"Caps.MaxMessageBytes", &c.caps.MaxMessageBytes, defaultMaxMessageBytes},
 		{"Caps.MaxTags", &c.caps.MaxTags, defaultMaxTags},
 		{"Caps.MaxTagBytes", &c.caps.MaxTagBytes, defaultMaxTagBytes},
+		{"Caps.MaxOutputBytes", &c.caps.MaxOutputBytes, defaultMaxOutputBytes},
 		{"Tuning.CommitAttempts", &c.tuning.CommitAttempts, defaultCommitAttempts},
 		{"Tuning.KeptEventsTotal", &c.tuning.KeptEventsTotal, defaultKeptEventsTotal},
 	} {
@@ -305,8 +311,9 @@ type spawnConfig struct {
 	timed                  timedBy
 	key                    string // WithIdempotencyKey
 	keySet                 bool
-	foreground             bool // Owner.Foreground: held in the foreground until promoted
-	cancelOnAbandon        bool // WithCancelOnAbandon
+	foreground             bool                         // Owner.Foreground: held in the foreground until promoted
+	cancelOnAbandon        bool                         // WithCancelOnAbandon
+	outputFunc             func(offset int64, p []byte) // WithOutputFunc
 }
 
 // WithName gives the task a short name, unique among the owner's

@@ -28,6 +28,7 @@ func TestOptionsRejectBadValues(t *testing.T) {
 		{"message", []Option{WithCaps(Caps{MaxMessageBytes: -5})}, "Caps.MaxMessageBytes is -5, must not be negative"},
 		{"tags", []Option{WithCaps(Caps{MaxTags: -6})}, "Caps.MaxTags is -6, must not be negative"},
 		{"tag bytes", []Option{WithCaps(Caps{MaxTagBytes: -7})}, "Caps.MaxTagBytes is -7, must not be negative"},
+		{"output bytes", []Option{WithCaps(Caps{MaxOutputBytes: -8})}, "Caps.MaxOutputBytes is -8, must not be negative"},
 		{"commit attempts", []Option{WithTuning(Tuning{CommitAttempts: -1})}, "Tuning.CommitAttempts is -1, must not be negative"},
 		{"kept events total", []Option{WithTuning(Tuning{KeptEventsTotal: -1})}, "Tuning.KeptEventsTotal is -1, must not be negative"},
 		{"first bad field wins", []Option{WithCaps(Caps{MaxErrorBytes: -1, MaxTags: -1})}, "Caps.MaxErrorBytes is -1, must not be negative"},
@@ -50,7 +51,7 @@ func TestOptionsRejectBadValues(t *testing.T) {
 func TestOptionsGroups(t *testing.T) {
 	t.Parallel()
 	defCaps := Caps{MaxResultBytes: 64 << 10, MaxErrorBytes: 16 << 10, MaxPayloadBytes: 16 << 10,
-		MaxPromptBytes: 4 << 10, MaxMessageBytes: 16 << 10, MaxTags: 16, MaxTagBytes: 64}
+		MaxPromptBytes: 4 << 10, MaxMessageBytes: 16 << 10, MaxTags: 16, MaxTagBytes: 64, MaxOutputBytes: 64 << 10}
 	defTuning := Tuning{CommitAttempts: 3, CommitBackoff: 50 * time.Millisecond, ProgressInterval: time.Second, CanceledRunsKept: 4096, KeptEventsTotal: 100_000}
 	for _, tc := range []struct {
 		name       string
@@ -65,18 +66,18 @@ func TestOptionsGroups(t *testing.T) {
 			"every field set",
 			[]Option{
 				WithLimits(Limits{MaxConcurrent: 1, MaxConcurrentPerOwner: 2, QueueWhenFull: true, MaxDepth: 3, MaxChildren: 4}),
-				WithCaps(Caps{MaxResultBytes: 1, MaxErrorBytes: 2, MaxPayloadBytes: 3, MaxPromptBytes: 4, MaxMessageBytes: 5, MaxTags: 6, MaxTagBytes: 7}),
+				WithCaps(Caps{MaxResultBytes: 1, MaxErrorBytes: 2, MaxPayloadBytes: 3, MaxPromptBytes: 4, MaxMessageBytes: 5, MaxTags: 6, MaxTagBytes: 7, MaxOutputBytes: 8}),
 				WithTuning(Tuning{CommitAttempts: 1, CommitBackoff: time.Minute, ProgressInterval: time.Hour, CanceledRunsKept: 9, KeptEventsTotal: 5}),
 			},
 			Limits{MaxConcurrent: 1, MaxConcurrentPerOwner: 2, QueueWhenFull: true, MaxDepth: 3, MaxChildren: 4},
-			Caps{MaxResultBytes: 1, MaxErrorBytes: 2, MaxPayloadBytes: 3, MaxPromptBytes: 4, MaxMessageBytes: 5, MaxTags: 6, MaxTagBytes: 7},
+			Caps{MaxResultBytes: 1, MaxErrorBytes: 2, MaxPayloadBytes: 3, MaxPromptBytes: 4, MaxMessageBytes: 5, MaxTags: 6, MaxTagBytes: 7, MaxOutputBytes: 8},
 			Tuning{CommitAttempts: 1, CommitBackoff: time.Minute, ProgressInterval: time.Hour, CanceledRunsKept: 9, KeptEventsTotal: 5},
 		},
 		{
 			"some fields set",
 			[]Option{WithCaps(Caps{MaxPayloadBytes: 1, MaxTags: 2}), WithTuning(Tuning{ProgressInterval: time.Hour})},
 			Limits{},
-			Caps{MaxResultBytes: 64 << 10, MaxErrorBytes: 16 << 10, MaxPayloadBytes: 1, MaxPromptBytes: 4 << 10, MaxMessageBytes: 16 << 10, MaxTags: 2, MaxTagBytes: 64},
+			Caps{MaxResultBytes: 64 << 10, MaxErrorBytes: 16 << 10, MaxPayloadBytes: 1, MaxPromptBytes: 4 << 10, MaxMessageBytes: 16 << 10, MaxTags: 2, MaxTagBytes: 64, MaxOutputBytes: 64 << 10},
 			Tuning{CommitAttempts: 3, CommitBackoff: 50 * time.Millisecond, ProgressInterval: time.Hour, CanceledRunsKept: 4096, KeptEventsTotal: 100_000},
 		},
 		{
@@ -93,7 +94,7 @@ func TestOptionsGroups(t *testing.T) {
 				WithTuning(Tuning{CommitAttempts: 7}), WithTuning(Tuning{CanceledRunsKept: 1}),
 			},
 			Limits{MaxDepth: 2},
-			Caps{MaxResultBytes: 64 << 10, MaxErrorBytes: 16 << 10, MaxPayloadBytes: 16 << 10, MaxPromptBytes: 20, MaxMessageBytes: 16 << 10, MaxTags: 16, MaxTagBytes: 64},
+			Caps{MaxResultBytes: 64 << 10, MaxErrorBytes: 16 << 10, MaxPayloadBytes: 16 << 10, MaxPromptBytes: 20, MaxMessageBytes: 16 << 10, MaxTags: 16, MaxTagBytes: 64, MaxOutputBytes: 64 << 10},
 			Tuning{CommitAttempts: 3, CommitBackoff: 50 * time.Millisecond, ProgressInterval: time.Second, CanceledRunsKept: 1, KeptEventsTotal: 100_000},
 		},
 	} {

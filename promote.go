@@ -121,11 +121,16 @@ func (o Owner) Foreground(ctx context.Context, d time.Duration, fn Func, opts ..
 	case !created:
 		return o.joinForeground(ctx, d, id)
 	}
+	defer o.m.stopStream(o.id, id) // WithOutputFunc: never called once the call returned
 	start := time.Now()
-	wctx, stop := context.WithTimeoutCause(ctx, d, errForegroundTime)
+	tctx, stopTimer := context.WithTimeoutCause(ctx, d, errForegroundTime)
+	wctx, promote := context.WithCancelCause(tctx)
+	o.m.holdForeground(o.id, id, promote)
 	meta, err := o.m.waitSettled(wctx, ownerReach(o.id), id)
 	timeUp := errors.Is(context.Cause(wctx), errForegroundTime)
-	stop()
+	promote(nil)
+	stopTimer()
+	d = min(time.Since(start), d) // less than d when ToBackground promoted it
 	switch {
 	case ctx.Err() != nil:
 		return o.abandonForeground(ctx, id, min(time.Since(start), d), slices.ContainsFunc(opts, cancelsOnAbandon))
@@ -137,13 +142,65 @@ func (o Owner) Foreground(ctx context.Context, d time.Duration, fn Func, opts ..
 	// Its time is up, or it asks for input: promote it, unless it ended
 	// meanwhile.
 	if meta, ok := o.m.toBackground(id); ok {
-		return promoted(&meta, d), nil
+		return o.promoted(&meta, d), nil
 	}
 	meta, err = o.m.wait(ctx, ownerReach(o.id), id)
 	if err != nil {
 		return ForegroundResult{TaskID: id}, err
 	}
 	return foregroundEnd(&meta)
+}
+
+// holdForeground lets Owner.ToBackground end the foreground wait of the
+// owner's task id with promote.
+func (m *Manager) holdForeground(owner, id string, promote context.CancelCauseFunc) {
+	t := m.liveTask(owner, id)
+	if t == nil {
+		return
+	}
+	r := t.rareState()
+	t.emitMu.Lock()
+	r.promote = promote
+	asked := r.promoteAsked
+	t.emitMu.Unlock()
+	if asked {
+		promote(errForegroundTime)
+	}
+}
+
+// ToBackground moves one of the owner's tasks that an Owner.Foreground
+// call holds in the foreground to the background now, as if the call's
+// time were up: the call returns its promotion notice (with the output so
+// far) and the task goes on, its end announced to the owner. It is the
+// user's "run this in the background" while a foreground call runs (a
+// host's key or button), and what a task may call on itself when it knows
+// its work will be long. ok is false, and nothing happens, for a task
+// that is not held in the foreground (a background task, one that ended,
+// one another process runs); a task whose function returns at that very
+// moment ends in the foreground instead. Errors: ErrNotFound for an
+// unknown task or another owner's, the Store's.
+func (o Owner) ToBackground(ctx context.Context, id string) (bool, error) {
+	t := o.m.liveTask(o.id, id)
+	if t == nil {
+		if _, err := o.Get(ctx, id); err != nil {
+			return false, err
+		}
+		return false, nil
+	}
+	if t.fg.Load() != fgHeld {
+		return false, nil
+	}
+	r := t.rareState()
+	t.emitMu.Lock()
+	promote := r.promote
+	if promote == nil {
+		r.promoteAsked = true // before the call waits: it will not wait
+	}
+	t.emitMu.Unlock()
+	if promote != nil {
+		promote(errForegroundTime)
+	}
+	return true, nil
 }
 
 // cancelsOnAbandon reports whether opt is WithCancelOnAbandon's.
@@ -166,7 +223,7 @@ func (o Owner) abandonForeground(ctx context.Context, id string, d time.Duration
 		return ForegroundResult{TaskID: id}, cause
 	}
 	if meta, ok := o.m.toBackground(id); ok {
-		return promoted(&meta, d), cause
+		return o.promoted(&meta, d), cause
 	}
 	// It ended in the foreground just now: nobody takes the call's result
 	// any more, so its end goes to the owner as an event.
@@ -209,7 +266,7 @@ func (o Owner) joinForeground(ctx context.Context, d time.Duration, id string) (
 	}
 	// Asking for input, still going, or run by another process: a
 	// background task already, reported to the owner as any other.
-	return promoted(&meta, d), nil
+	return o.promoted(&meta, d), nil
 }
 
 // toBackground promotes the task id held in the foreground and returns its
@@ -309,10 +366,37 @@ type promotionNotice struct {
 	TaskID     string        `json:"task_id"`
 	TaskStatus bgtype.Status `json:"task_status"`
 	Message    string        `json:"message"`
+	Output     *outputView   `json:"output,omitempty"` // the last part of what the call wrote, if anything
 }
 
-// promoted is the result of a call promoted after d.
+// outputView is a piece of output as a model is shown it, in the tools'
+// shape.
+type outputView struct {
+	Text         string `json:"text"`
+	Offset       int64  `json:"offset"`
+	NextOffset   int64  `json:"next_offset"`
+	DroppedBytes int64  `json:"dropped_bytes"`
+	TotalBytes   int64  `json:"total_bytes"`
+}
+
+// promoted is the result of the owner's call promoted after d, with the
+// last part of what the task wrote (Task.Output), if anything.
+func (o Owner) promoted(meta *bgtype.TaskMeta, d time.Duration) ForegroundResult {
+	if out, ok := o.m.outputTail(o.id, meta.ID); ok {
+		return promotedWith(meta, d, &out)
+	}
+	return promotedWith(meta, d, nil)
+}
+
+// promoted is the result of a call promoted after d, whose task wrote no
+// output.
 func promoted(meta *bgtype.TaskMeta, d time.Duration) ForegroundResult {
+	return promotedWith(meta, d, nil)
+}
+
+// promotedWith is the result of a call promoted after d; out, if not nil,
+// is the last part of what its task wrote.
+func promotedWith(meta *bgtype.TaskMeta, d time.Duration, out *Output) ForegroundResult {
 	var msg string
 	switch meta.Status {
 	case bgtype.StatusAwaitingInput:
@@ -324,6 +408,14 @@ func promoted(meta *bgtype.TaskMeta, d time.Duration) ForegroundResult {
 		msg = fmt.Sprintf("The call was still running after %v: it goes on in the background as task %s. ", d, meta.ID)
 	}
 	msg += "Its result will be announced when it ends; to wait for it now, call wait_task with this task_id."
-	b, _ := json.Marshal(promotionNotice{Status: "promoted", TaskID: meta.ID, TaskStatus: meta.Status, Message: msg})
+	n := promotionNotice{Status: "promoted", TaskID: meta.ID, TaskStatus: meta.Status, Message: msg}
+	if out != nil {
+		// What the call printed so far is not lost: its last part here, the
+		// rest from offset 0, what follows from next_offset.
+		n.Output = &outputView{Text: out.Text, Offset: out.Offset, NextOffset: out.NextOffset, TotalBytes: out.Size}
+		n.Message += fmt.Sprintf(" output holds the last %d bytes it wrote (from offset %d); read what it writes next with get_task output_since=%d.",
+			len(out.Text), out.Offset, out.NextOffset)
+	}
+	b, _ := json.Marshal(n)
 	return ForegroundResult{TaskID: meta.ID, Promoted: true, Status: meta.Status, Result: b}
 }

@@ -220,6 +220,7 @@ func (m *Manager) finish(t *Task, out *outcome) {
 func (m *Manager) end(t *Task, out *outcome, cut bool) {
 	t.emitMu.Lock()
 	t.ended = true
+	t.endOutput()
 	busy := t.inputCommit()
 	t.emitMu.Unlock()
 	if busy != nil {

@@ -85,6 +85,9 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 	if agent {
 		t.rareState().inbox = m.newInbox(WithOnClosed(m.forwardOrphanEvent(owner, u.ID)))
 	}
+	if sc.foreground && sc.outputFunc != nil {
+		t.rareState().outputFunc = sc.outputFunc // the buffer, made by the first write, streams to it
+	}
 	// The task keeps the spawner's values (trace span, logger, auth), not
 	// its cancellation or deadline; taskContext hides the spawner's tool call.
 	t.vals = valuesOnly{ctx}

@@ -61,6 +61,10 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	rare.busy                    emitMu               openInput, closeInput (beginCommit/endCommit)
 //	rare.prog                    emitMu               ReportProgress and its writer (taskprogress.go)
 //	rare.done                    m.mu                 waitable (made), retire (closed)
+//	rare.output                  atomic, set with     the first write or WaitOutput (output.go)
+//	                             emitMu held
+//	rare.outputFunc, promote,    emitMu               spawn, stopStream, Foreground, ToBackground
+//	promoteAsked
 //	phase (phase.go), signaled   m.mu                 register (a task admitted there is running
 //	                                                  at once), admit, release, signal, spawn (a
 //	                                                  waiting task), unregister, retire; run reads
@@ -87,6 +91,11 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	→ Manager.msgs's mu    guards the message history
 //	→ memstore shard locks guard one shard's records each (all: in index order)
 //	→ memstore.term's mu   guards the index of terminal records
+//
+//	outputBuf.streamMu     serializes a streamed task's writes with its
+//	                       WithOutputFunc (held while that host code runs)
+//	→ Task.emitMu, then Manager.outputs' mu → outputBuf.mu
+//	                       the outputs by task id; one output's ring
 //
 //	workpool.Pool.mu       guards the parked workers; alone
 //
@@ -177,16 +186,20 @@ type Task struct {
 // for input, needs. Keeping it out of Task keeps every parked task in a
 // smaller size class; each field keeps its own lock.
 type taskRare struct {
-	done        chan struct{}  // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
-	input       *inputWait     // the open input request; guarded by emitMu
-	inputSig    chan struct{}  // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
-	latestEvent LatestEvent    // the latest custom event (Owner.LatestEvent); guarded by emitMu
-	prog        *progressState // the progress writer (ReportProgress); guarded by emitMu
-	busy        chan struct{}  // an input-path commit is in flight (beginCommit); closed when it is done; guarded by emitMu
-	opening     *inputWait     // the request openInput is committing: an answer to it waits for busy; guarded by emitMu
-	inboxGen    uint64         // m.inboxGen when ownerBox was looked up; guarded by emitMu
-	ownerBox    *Inbox         // the owner's inbox, cached for Emit; guarded by emitMu
-	inbox       *Inbox         // a sub-agent's own inbox; set at spawn (with the taskRare), before the task is registered
+	done         chan struct{}             // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
+	input        *inputWait                // the open input request; guarded by emitMu
+	inputSig     chan struct{}             // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
+	latestEvent  LatestEvent               // the latest custom event (Owner.LatestEvent); guarded by emitMu
+	prog         *progressState            // the progress writer (ReportProgress); guarded by emitMu
+	busy         chan struct{}             // an input-path commit is in flight (beginCommit); closed when it is done; guarded by emitMu
+	opening      *inputWait                // the request openInput is committing: an answer to it waits for busy; guarded by emitMu
+	inboxGen     uint64                    // m.inboxGen when ownerBox was looked up; guarded by emitMu
+	ownerBox     *Inbox                    // the owner's inbox, cached for Emit; guarded by emitMu
+	inbox        *Inbox                    // a sub-agent's own inbox; set at spawn (with the taskRare), before the task is registered
+	output       atomic.Pointer[outputBuf] // the output (Task.Output); set once, with emitMu held
+	outputFunc   func(int64, []byte)       // WithOutputFunc, while held in the foreground; set at spawn, cleared with emitMu held
+	promote      context.CancelCauseFunc   // ends the wait of the Foreground call that holds it (Owner.ToBackground); guarded by emitMu
+	promoteAsked bool                      // ToBackground came before that wait began; guarded by emitMu
 }
 
 // agentInbox returns a sub-agent's own inbox; nil for a plain task.

@@ -13,7 +13,10 @@
 // (list_tasks, get_task, cancel_task, send_message, wait_task); a host
 // wraps each [Tool] in its framework's tool type (the adapters/* modules do
 // it for OpenAI, Anthropic, Eino and LangChainGo). [ToolOutput] makes a
-// host's own tool result as safe to show as the Plugin's.
+// host's own tool result as safe to show as the Plugin's. [Background]
+// wraps a host's own tool so that the model may run it in the background
+// per call (run_in_background), its output read with get_task from an
+// offset.
 //
 // A server with many threads keeps them in a [Threads]: one live Plugin per
 // thread (the Manager allows no second), made before the thread is

@@ -243,6 +243,7 @@ type listResult struct {
 type getResult struct {
 	Task     toolTask               `json:"task"`
 	Messages []bgtask.MessageRecord `json:"messages"`
+	Output   *toolOutput            `json:"output"`
 }
 
 // jsonEqual reports whether raw and want encode the same value.

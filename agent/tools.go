@@ -106,15 +106,22 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	  out of total, a message); latest_event is the latest custom event of
 //	  a task this process runs (bgtask.Owner.LatestEvent), left out when it is that
 //	  progress report itself, so a task shows one progress.
-//	get_task     {"task_id":id}
-//	  → {"task":{…,started_at?,result?,error?,cancel_reason?,input_request?:{id,prompt},idempotency_key?},
-//	     "messages":[{id,direction,from,content,truncated?,in_reply_to?,at}]}
+//	get_task     {"task_id":id, "output_since":0..2^50|null, "output_tail":1..8192|null}
+//	  → {"task":{…,started_at?,result?,error?,cancel_reason?,input_request?:{id,prompt},idempotency_key?,output_bytes?},
+//	     "messages":[{id,direction,from,content,truncated?,in_reply_to?,at}],
+//	     "output"?:{text,offset,next_offset,dropped_bytes,total_bytes,running}}
 //	  The record, {…} being the fields list_tasks shows (its description
 //	  and type whole), with the result when completed, the error when
 //	  failed, cancelled or interrupted, the open input request and the
 //	  idempotency key (WithIdempotencyKey); and the last 20 messages sent
 //	  to the task or by it, oldest first (Owner.Messages), a content cut to
-//	  4 KiB marked truncated.
+//	  4 KiB marked truncated. output_bytes is how much the task wrote to
+//	  its output (bgtask.Task.Output). With output_since (or output_tail)
+//	  the result has the output too (bgtask.Owner.ReadOutput): at most 8 KiB
+//	  from that offset (or the last output_tail bytes), the offset to read
+//	  on from, the bytes the buffer dropped before it, the size written,
+//	  and whether the task may write more; a model that reads from each
+//	  next_offset in turn sees every byte once.
 //	cancel_task  {"target":{"relation":"self","name":null}|{"relation":"child","name":n}, "reason":r|null}
 //	  → {"status":"accepted","root_task_id":id,"cancelled_count":n}
 //	  cancelled_count is the number of tasks this call signalled, nothing
@@ -144,10 +151,13 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	  AgentID, else the owner. parent needs a current task: the task sends
 //	  the message to its owner (EventTypeMessage, which every wake policy
 //	  delivers). Both directions are kept in the task's history.
-//	wait_task    {"task_id":id, "timeout_seconds":1..300|null (30)}
+//	wait_task    {"task_id":id, "timeout_seconds":1..300|null (30), "output_since":0..2^50|null}
 //	  → {"task":{…},"timed_out":false} when the task is terminal or awaiting input;
+//	    {"task":{…},"timed_out":false,"message":"task <id> wrote new output"} with output_since, on new output;
 //	    {"task":{…},"timed_out":true,"message":"task <id> still <status> after <n>s"}
-//	  The task as get_task shows it (without latest_event).
+//	  The task as get_task shows it (without latest_event). With
+//	  output_since, the wait also ends when the task has written past that
+//	  offset, and every result has "output" as get_task's from that offset.
 //	  A terminal task's end is the result: its event is not delivered
 //	  again (the next step does not show it, a restart does not announce
 //	  it). A task that this process does not run and that is neither terminal
@@ -209,6 +219,9 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	invalid arguments: "to.name" is not allowed with relation "parent"         *
 //	invalid arguments: "in_reply_to" is not allowed with relation "parent"     *
 //	invalid arguments: "timeout_seconds" must be from 1 to <max>             *
+//	invalid arguments: "output_since" must be from 0 to 1125899906842624     *
+//	invalid arguments: "output_tail" must be from 1 to 8192                   *
+//	invalid arguments: "output_tail" is not allowed with "output_since"      *
 //
 // Ids and names are trimmed of surrounding spaces; a message's content is
 // kept as given. A number is an integer when its value is one, however it
@@ -301,6 +314,9 @@ type toolTask struct {
 	// and its idempotency key (get_task and wait_task only).
 	Progress       *bgtype.Progress `json:"progress,omitempty"`
 	IdempotencyKey string           `json:"idempotency_key,omitempty"`
+	// How many bytes the task wrote to its output (bgtask.Task.Output),
+	// get_task and wait_task only: read them with output_since.
+	OutputBytes int64 `json:"output_bytes,omitempty"`
 }
 
 // toolEvent is how the tools show bgtask.Owner.LatestEvent, a live task's latest
@@ -353,7 +369,15 @@ func taskView(m bgtype.TaskMeta) toolTask {
 	}
 }
 
-// fullView is the form get_task and wait_task show.
+// fullView is the form get_task and wait_task show, with the size of the
+// task's output.
+func (o owner) fullView(m bgtype.TaskMeta) toolTask {
+	v := fullView(m)
+	v.OutputBytes = o.OutputSize(m.ID)
+	return v
+}
+
+// fullView is the form get_task and wait_task show, without the output.
 func fullView(m bgtype.TaskMeta) toolTask {
 	v := taskView(m)
 	if !m.StartedAt.IsZero() {

@@ -53,7 +53,9 @@ type (
 		after  listCursor      // Cursor decoded; zero without one
 	}
 	getArgs struct {
-		TaskID string `json:"task_id"`
+		TaskID      string `json:"task_id"`
+		OutputSince *int64 `json:"output_since,omitempty"`
+		OutputTail  *int   `json:"output_tail,omitempty"`
 	}
 	relTarget struct {
 		Relation string `json:"relation"`
@@ -71,6 +73,7 @@ type (
 	waitArgs struct {
 		TaskID         string `json:"task_id"`
 		TimeoutSeconds int    `json:"timeout_seconds"`
+		OutputSince    *int64 `json:"output_since,omitempty"`
 	}
 )
 
@@ -346,13 +349,50 @@ func (o argObject) statuses(key string) ([]bgtype.Status, error) {
 	return out, nil
 }
 
+// Bounds of get_task's and wait_task's output arguments, in bytes.
+const (
+	outputReadMax  = 8 << 10 // what one read returns at most: output_tail's maximum
+	outputSinceMax = 1 << 50 // output_since's maximum: far beyond any output
+)
+
 func decodeGetArgs(raw []byte) (getArgs, error) {
-	obj, err := readTop(raw, "task_id")
+	obj, err := readTop(raw, "task_id", "output_since", "output_tail")
 	if err != nil {
 		return getArgs{}, err
 	}
 	id, err := obj.id("task_id", "task_id")
-	return getArgs{TaskID: id}, err
+	if err != nil {
+		return getArgs{}, err
+	}
+	args := getArgs{TaskID: id}
+	if args.OutputSince, err = obj.optOffset("output_since"); err != nil {
+		return getArgs{}, err
+	}
+	if _, ok := obj["output_tail"]; ok {
+		n, err := obj.integer("output_tail", 1, outputReadMax, 0)
+		if err != nil {
+			return getArgs{}, err
+		}
+		if args.OutputSince != nil {
+			return getArgs{}, argError(`"output_tail" is not allowed with "output_since"`)
+		}
+		args.OutputTail = &n
+	}
+	return args, nil
+}
+
+// optOffset returns the output offset in field key, or nil when it is
+// absent.
+func (o argObject) optOffset(key string) (*int64, error) {
+	if _, ok := o[key]; !ok {
+		return nil, nil
+	}
+	n, err := o.integer(key, 0, outputSinceMax, 0)
+	if err != nil {
+		return nil, err
+	}
+	v := int64(n)
+	return &v, nil
 }
 
 // decodeTarget reads the relation object in field key: relation one of
@@ -445,7 +485,7 @@ const (
 )
 
 func decodeWaitArgs(raw []byte, maxSeconds int) (waitArgs, error) {
-	obj, err := readTop(raw, "task_id", "timeout_seconds")
+	obj, err := readTop(raw, "task_id", "timeout_seconds", "output_since")
 	if err != nil {
 		return waitArgs{}, err
 	}
@@ -457,7 +497,11 @@ func decodeWaitArgs(raw []byte, maxSeconds int) (waitArgs, error) {
 	if err != nil {
 		return waitArgs{}, err
 	}
-	return waitArgs{TaskID: id, TimeoutSeconds: secs}, nil
+	since, err := obj.optOffset("output_since")
+	if err != nil {
+		return waitArgs{}, err
+	}
+	return waitArgs{TaskID: id, TimeoutSeconds: secs, OutputSince: since}, nil
 }
 
 // spaceChars is a regexp character class body of the characters

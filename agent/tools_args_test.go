@@ -72,6 +72,12 @@ var perToolBadArgs = map[string][]struct{ args, want string }{
 		{`{"status":["bogus"],"kind":"x"}`, `invalid arguments: unknown field "kind"`},
 	},
 	"get_task": {
+		{`{"task_id":"task_x","output_since":-1}`, `invalid arguments: "output_since" must be from 0 to 1125899906842624`},
+		{`{"task_id":"task_x","output_since":1125899906842625}`, `invalid arguments: "output_since" must be from 0 to 1125899906842624`},
+		{`{"task_id":"task_x","output_since":0.5}`, `invalid arguments: "output_since" must be an integer`},
+		{`{"task_id":"task_x","output_tail":0}`, `invalid arguments: "output_tail" must be from 1 to 8192`},
+		{`{"task_id":"task_x","output_tail":"10"}`, `invalid arguments: "output_tail" must be an integer`},
+		{`{"task_id":"task_x","output_since":3,"output_tail":10}`, `invalid arguments: "output_tail" is not allowed with "output_since"`},
 		{`{}`, `invalid arguments: missing "task_id"`},
 		{`{"task_id":null}`, `invalid arguments: missing "task_id"`},
 		{`{"task_id":""}`, `invalid arguments: "task_id" is blank`},
@@ -131,6 +137,8 @@ var perToolBadArgs = map[string][]struct{ args, want string }{
 		{`{"to":{"relation":"child","name":"worker"},"message":"hi","message":""}`, `invalid arguments: "message" is blank`},
 	},
 	"wait_task": {
+		{`{"task_id":"task_x","output_since":-2}`, `invalid arguments: "output_since" must be from 0 to 1125899906842624`},
+		{`{"task_id":"task_x","output_since":true}`, `invalid arguments: "output_since" must be an integer`},
 		{`{}`, `invalid arguments: missing "task_id"`},
 		{`{"timeout_seconds":5}`, `invalid arguments: missing "task_id"`},
 		{`{"task_id":" "}`, `invalid arguments: "task_id" is blank`},

@@ -343,8 +343,8 @@ func ExampleTool_GeminiParameters() {
 	}
 	// Output:
 	// list_tasks OBJECT [status type tag limit cursor]
-	// get_task OBJECT [task_id]
+	// get_task OBJECT [task_id output_since output_tail]
 	// cancel_task OBJECT [target reason]
 	// send_message OBJECT [to message in_reply_to]
-	// wait_task OBJECT [task_id timeout_seconds]
+	// wait_task OBJECT [task_id timeout_seconds output_since]
 }

@@ -41,7 +41,7 @@ func FuzzListTasksArgs(f *testing.F) {
 }
 
 func FuzzGetTaskArgs(f *testing.F) {
-	fuzzArgs(f, decodeGetArgs, `{"task_id":"task_0"}`, `{"task_id":" a\u00e9 "}`, `{"task_id":""}`)
+	fuzzArgs(f, decodeGetArgs, `{"task_id":"task_0"}`, `{"task_id":" a\u00e9 "}`, `{"task_id":""}`, `{"task_id":"t","output_since":12}`, `{"task_id":"t","output_tail":5e1}`)
 }
 
 func FuzzCancelTaskArgs(f *testing.F) {

@@ -356,11 +356,16 @@ var functionNames = map[string]*regexp.Regexp{
 }
 
 // providerTools are the tools the rules are checked on: the defaults,
-// and wait_task with the smallest limit.
+// wait_task with the smallest limit, and a host's strict tool that
+// Background gave run_in_background.
 func providerTools(t *testing.T) []Tool {
 	m := newTestManager(t)
 	tools := Tools(m.Owner("thread-1"))
-	return append(tools, toolNamed(t, m.Owner("thread-1"), "wait_task", WithWaitLimit(time.Second)))
+	bt, err := Background(m.Owner("thread-1"), newScriptedBuild().tool(), BackgroundOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(tools, toolNamed(t, m.Owner("thread-1"), "wait_task", WithWaitLimit(time.Second)), bt)
 }
 
 func checkToolName(t *testing.T, provider, name string) {

@@ -159,14 +159,60 @@ func (c listCursor) before(m bgtype.TaskMeta) bool {
 }
 
 var getTaskSchema = json.RawMessage(`{"type":"object","properties":{` +
-	`"task_id":` + textSchema(argTextMax, false, "The task's id (task_...).") + `},` +
-	`"required":["task_id"],"additionalProperties":false}`)
+	`"task_id":` + textSchema(argTextMax, false, "The task's id (task_...).") + `,` +
+	`"output_since":` + outputSinceSchema + `,` +
+	`"output_tail":{"type":["integer","null"],"description":"Read only the last bytes of the task's output, at most this many, from 1 to ` +
+	strconv.Itoa(outputReadMax) + `; null for none. Not with output_since."}},` +
+	`"required":["task_id","output_since","output_tail"],"additionalProperties":false}`)
+
+// outputSinceSchema is the schema of get_task's and wait_task's
+// output_since.
+var outputSinceSchema = `{"type":["integer","null"],"description":"Read the task's output from this offset: 0 for the start, ` +
+	`else the next_offset of your previous read, so you get only what is new (at most ` + strconv.Itoa(outputReadMax) +
+	` bytes a read, from 0 to ` + strconv.FormatInt(outputSinceMax, 10) + `); null to read none."}`
+
+// toolOutput is a piece of a task's output as get_task and wait_task show
+// it: the text (escaped like every text of a tool result), where it starts,
+// where to read on, how many bytes before it are lost, how many the task
+// wrote in all, and whether it may write more.
+type toolOutput struct {
+	Text         string `json:"text"`
+	Offset       int64  `json:"offset"`
+	NextOffset   int64  `json:"next_offset"`
+	DroppedBytes int64  `json:"dropped_bytes"`
+	TotalBytes   int64  `json:"total_bytes"`
+	Running      bool   `json:"running"`
+}
+
+func outputView(out bgtask.Output) *toolOutput {
+	return &toolOutput{Text: out.Text, Offset: out.Offset, NextOffset: out.NextOffset, DroppedBytes: out.Dropped, TotalBytes: out.Size, Running: !out.Done}
+}
+
+// readOutput reads task id's output from since, or its tail, as asked;
+// nil when neither is.
+func (o owner) readOutput(ctx context.Context, id string, since *int64, tail *int) (*toolOutput, error) {
+	var out bgtask.Output
+	var err error
+	switch {
+	case since != nil:
+		out, err = o.ReadOutput(ctx, id, *since, outputReadMax)
+	case tail != nil:
+		out, err = o.TailOutput(ctx, id, *tail)
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, notFoundAs(err, id)
+	}
+	return outputView(out), nil
+}
 
 func (o owner) getTaskTool() Tool {
 	return Tool{
 		Name: "get_task",
 		Description: "Get one of your background tasks: its status, its latest progress while it runs, its result when completed, " +
-			"its error when failed, the question it asks when awaiting_input, and the last messages sent to it or by it.",
+			"its error when failed, the question it asks when awaiting_input, and the last messages sent to it or by it. " +
+			"With output_since (or output_tail) it also returns the task's output: only what follows that offset, and the next_offset to read on from.",
 		Schema: getTaskSchema,
 		Call: func(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
 			args, err := decodeGetArgs(raw)
@@ -177,10 +223,15 @@ func (o owner) getTaskTool() Tool {
 			if err != nil {
 				return nil, notFoundAs(err, args.TaskID)
 			}
+			out, err := o.readOutput(ctx, meta.ID, args.OutputSince, args.OutputTail)
+			if err != nil {
+				return nil, err
+			}
 			return toolJSON(struct {
 				Task     toolTask               `json:"task"`
 				Messages []bgtask.MessageRecord `json:"messages"`
-			}{o.withLatestEvent(fullView(o.latestProgress(meta))), o.messages(ctx, meta.ID)})
+				Output   *toolOutput            `json:"output,omitempty"`
+			}{o.withLatestEvent(o.fullView(o.latestProgress(meta))), o.messages(ctx, meta.ID), out})
 		},
 	}
 }

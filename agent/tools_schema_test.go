@@ -83,7 +83,8 @@ const (
 var gapError = regexp.MustCompile(`^invalid arguments: (?:` +
 	`"[a-z_.]+" is longer than [0-9]+ characters|` + // wantBadLength
 	`"status" lists "[a-z_]+" twice|` + // wantBadTwice
-	`"(?:limit|timeout_seconds)" must be from 1 to [0-9]+|` + // wantBadRange
+	`"(?:limit|timeout_seconds|output_tail)" must be from 1 to [0-9]+|"output_since" must be from 0 to [0-9]+|` + // wantBadRange
+	`"output_tail" is not allowed with "output_since"|` + // wantBadRelation
 	`"(?:target\.name|to\.name|in_reply_to)" is not allowed with relation "(?:self|parent)"|missing "(?:target|to)\.name"` + // wantBadRelation
 	`)$`)
 
@@ -208,6 +209,19 @@ var schemaRows = map[string][]verdict{
 		{`{"task_id":"task_x","task_id":" "}`, wantBad},
 		{`{"Task_ID":"task_x"}`, wantBad},
 		{`{"task_id":"task_x","foo":null}`, wantBad},
+		{`{"task_id":"task_x","output_since":0}`, wantOK},
+		{`{"task_id":"task_x","output_since":1234,"output_tail":null}`, wantOK},
+		{`{"task_id":"task_x","output_since":null,"output_tail":1}`, wantOK},
+		{`{"task_id":"task_x","output_tail":8192}`, wantOK},
+		{`{"task_id":"task_x","output_tail":8193}`, wantBadRange},
+		{`{"task_id":"task_x","output_tail":0}`, wantBadRange},
+		{`{"task_id":"task_x","output_since":-1}`, wantBadRange},
+		{`{"task_id":"task_x","output_since":1e400}`, wantBadRange},
+		{`{"task_id":"task_x","output_since":1.5}`, wantBad},
+		{`{"task_id":"task_x","output_since":"0"}`, wantBad},
+		{`{"task_id":"task_x","output_tail":true}`, wantBad},
+		{`{"task_id":"task_x","output_since":0,"output_tail":10}`, wantBadRelation},
+		{`{"task_id":"task_x","output_offset":0}`, wantBad},
 	},
 	"cancel_task": {
 		{`{}`, wantBad},
@@ -318,6 +332,12 @@ var schemaRows = map[string][]verdict{
 		{`{"task_id":"task_x","timeout_seconds":5,"timeout_seconds":6}`, wantOK},
 		{`{"task_id":"task_x","timeout":30}`, wantBad},
 		{`{"task_id":null,"timeout_seconds":null}`, wantBad},
+		{`{"task_id":"task_x","timeout_seconds":5,"output_since":0}`, wantOK},
+		{`{"task_id":"task_x","output_since":77}`, wantOK},
+		{`{"task_id":"task_x","output_since":null}`, wantOK},
+		{`{"task_id":"task_x","output_since":-3}`, wantBadRange},
+		{`{"task_id":"task_x","output_since":2.5}`, wantBad},
+		{`{"task_id":"task_x","output_since":[0]}`, wantBad},
 	},
 }
 
@@ -422,10 +442,10 @@ func TestWaitTaskSchemaWithLimit(t *testing.T) {
 	tool := toolNamed(t, m.Owner("thread-1"), "wait_task", WithWaitLimit(10*time.Second))
 	s := compileSchema(t, tool)
 	for _, row := range []verdict{
-		{`{"task_id":"task_x","timeout_seconds":10}`, wantOK},
-		{`{"task_id":"task_x","timeout_seconds":1e1}`, wantOK},
-		{`{"task_id":"task_x","timeout_seconds":11}`, wantBadRange},
-		{`{"task_id":"task_x","timeout_seconds":300}`, wantBadRange},
+		{`{"task_id":"task_x","timeout_seconds":10,"output_since":null}`, wantOK},
+		{`{"task_id":"task_x","timeout_seconds":1e1,"output_since":null}`, wantOK},
+		{`{"task_id":"task_x","timeout_seconds":11,"output_since":null}`, wantBadRange},
+		{`{"task_id":"task_x","timeout_seconds":300,"output_since":null}`, wantBadRange},
 	} {
 		schemaOK, _ := schemaAccepts(s, row.args)
 		_, decErr := decodeWaitArgs([]byte(row.args), 10)

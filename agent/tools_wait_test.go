@@ -166,10 +166,12 @@ func TestWaitTaskNotLive(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := newTestManager(t, bgtask.WithStore(st))
-		w, took := waitAfter(t, t.Context(), toolNamed(t, m.Owner("thread-1"), "wait_task"), `{"task_id":"`+rec.ID+`"}`)
-		if took != 0 || w.TimedOut || w.Task.Status != bgtype.StatusRunning ||
-			w.Message != "task "+rec.ID+" is running but not run by this process: wait_task cannot wait for it" {
-			t.Fatalf("wait_task after %v: %+v", took, w)
+		for _, args := range []string{`{"task_id":"` + rec.ID + `"}`, `{"task_id":"` + rec.ID + `","output_since":0}`} {
+			w, took := waitAfter(t, t.Context(), toolNamed(t, m.Owner("thread-1"), "wait_task"), args)
+			if took != 0 || w.TimedOut || w.Task.Status != bgtype.StatusRunning ||
+				w.Message != "task "+rec.ID+" is running but not run by this process: wait_task cannot wait for it" {
+				t.Fatalf("wait_task(%s) after %v: %+v", args, took, w)
+			}
 		}
 	})
 }

@@ -69,6 +69,11 @@ type Event struct {
 	EventType    string          // custom
 	Payload      json.RawMessage // custom
 	Input        *InputRequest   // input_requested
+	// OutputBytes is how many bytes a task that ended wrote to its output
+	// (bgtask.Task.Output), when the one who shows the event knows it (the
+	// agent package's Plugin fills it in); 0 when none or not known. The
+	// JSON form of an event with output says how to read it.
+	OutputBytes int64
 
 	// Quiet marks a custom event that must not wake an idle owner: progress
 	// under the default wake policy. It reaches the inbox and is delivered
@@ -90,7 +95,13 @@ type eventJSON struct {
 	ErrorKind ErrorKind        `json:"error_kind,omitempty"`
 	Reason    string           `json:"reason,omitempty"`
 	Input     *InputRequest    `json:"input_request,omitempty"`
+	Output    int64            `json:"output_bytes,omitempty"`
+	Hint      string           `json:"output_hint,omitempty"`
 }
+
+// outputHint is what the JSON form of an ended task's event with output
+// says of it: it never carries the output itself.
+const outputHint = "read the output with get_task, output_since 0 (or output_tail)"
 
 var jsonNull = json.RawMessage("null")
 
@@ -125,6 +136,9 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("%w: unknown kind %q", ErrInvalidEvent, e.Kind)
 	}
+	if e.OutputBytes > 0 && e.Kind.IsTerminal() {
+		j.Output, j.Hint = e.OutputBytes, outputHint
+	}
 	return json.Marshal(j)
 }
 
@@ -150,6 +164,9 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("%w: input_requested event without a request id", ErrInvalidEvent)
 	}
 	*e = Event{Kind: j.Kind, TaskID: j.TaskID, Name: j.Name, EventType: j.EventType, Status: j.Status, Input: j.Input, ErrorKind: j.ErrorKind, CancelReason: j.Reason}
+	if j.Kind.IsTerminal() {
+		e.OutputBytes = j.Output
+	}
 	if j.Payload != nil {
 		e.Payload = *j.Payload
 	}

@@ -19,9 +19,13 @@ import (
 func newScriptedModel(t *testing.T, path string, replies ...string) (*adaptertest.ScriptedModel, openai.Client) {
 	t.Helper()
 	sm := adaptertest.NewScriptedModel(t, path, replies...)
-	client := openai.NewClient(option.WithBaseURL(sm.Server.URL), option.WithAPIKey("test"),
+	return sm, clientOf(sm)
+}
+
+// clientOf returns a client of the SDK that talks to sm.
+func clientOf(sm *adaptertest.ScriptedModel) openai.Client {
+	return openai.NewClient(option.WithBaseURL(sm.Server.URL), option.WithAPIKey("test"),
 		option.WithHTTPClient(sm.Server.Client()), option.WithMaxRetries(0))
-	return sm, client
 }
 
 // checkDefinitions checks that defs, the tool definitions a request sent

@@ -58,7 +58,9 @@ func (l *leadModel) Next(ctx context.Context, req agentloop.Request) (agentloop.
 			calls = append(calls, agentloop.CallSpec{Name: "research", Args: map[string]string{"topic": topics[i], "name": researcher(i)}})
 		}
 		calls = append(calls, agentloop.CallSpec{Name: "index_repo", Args: map[string]int{"files": 120}},
-			agentloop.CallSpec{Name: "run_tests", Args: map[string]any{}})
+			agentloop.CallSpec{Name: "run_tests", Args: map[string]any{}},
+			// The model's choice: lint goes in the background at once.
+			agentloop.CallSpec{Name: "lint", Args: map[string]any{"packages": 6, "run_in_background": true}})
 		return agentloop.Call(calls...)(req), nil
 	case 2:
 		victim := researcher(l.agents - 1)

@@ -123,7 +123,11 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	defer plugin.Close(context.WithoutCancel(ctx)) // the owner's only live Plugin on m
 	d := &demo{m: m, ui: ui, cfg: cfg}
 	lead := newLeadModel(cfg.agents, plugin)
-	tools := append(d.hostTools(), d.taskTools(plugin.Owner())...)
+	lint, err := d.lintTool(plugin.Owner())
+	if err != nil {
+		return err
+	}
+	tools := append(append(d.hostTools(), lint), d.taskTools(plugin.Owner())...)
 	conv := []agentloop.Message{{Role: "user", Content: "Research the three storage engines and index the repository."}}
 
 	// The host's loop of runs: a run that ends waiting for tasks is

@@ -63,6 +63,7 @@ func TestDemoRuns(t *testing.T) {
 		`^└─ blog +fetch +cancelled +\S+ +bgtask: parent task cancelled$`,
 		`^indexer +task +completed +\S+ +indexed 120 files$`,
 		`^tests +task +completed +2s +tests: 10 packages passed$`,
+		`^lint +lint +completed +900ms +lint: 6 packages clean$`, // in the background at the model's choice
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("table has %d rows, want %d:\n%s", len(rows), len(want), table)
@@ -78,12 +79,17 @@ func TestDemoRuns(t *testing.T) {
 		"ended done (natural)",
 		"  indexer                      [####################] 100%\n",
 		"  researcher-btree/paper       [####################] 100%\n",
-		"model says \"Cancelled researcher-columnar and the 2 task(s) it started. Still running: researcher-btree, researcher-lsm, indexer, tests. I'll report when they finish.\"\n",
+		"model says \"Cancelled researcher-columnar and the 2 task(s) it started. Still running: researcher-btree, researcher-lsm, indexer, tests, lint. I'll report when they finish.\"\n",
 		// run_tests is slow: promoted after its foreground time, it reports later like any task.
-		"    model calls run_tests {}\n  * tests promoted to the background: run_tests still running after 100ms\n",
+		"    model calls run_tests {}\n",
+		"  * tests promoted to the background: run_tests still running after 100ms\n",
+		// lint: the model chose the background (run_in_background); it prints to its output.
+		"    model calls lint {\"packages\":6,\"run_in_background\":true}\n",
+		"  * lint (in the background at the model's choice) wrote 132 bytes of output\n",
+		"    <- completed   lint: \"lint: 6 packages clean\"\n",
 		"    <- completed   tests: \"tests: 10 packages passed\"\n",
 		"model says \"Finished: researcher-",
-		"\nSummary: btree: read paper on btree and blog on btree; indexed 120 files; lsm: read paper on lsm and blog on lsm; tests: 10 packages passed. Cancelled: 3 task(s).\n",
+		"\nSummary: btree: read paper on btree and blog on btree; indexed 120 files; lint: 6 packages clean; lsm: read paper on lsm and blog on lsm; tests: 10 packages passed. Cancelled: 3 task(s).\n",
 	} {
 		if !strings.Contains(text, line) {
 			t.Errorf("output lacks %q", line)
@@ -163,11 +169,11 @@ func TestDemoRestartAfterKill(t *testing.T) {
 	text := string(out)
 	_, afterRestart, _ := strings.Cut(text, "\nstep 1: ")
 	step1, _, _ := strings.Cut(afterRestart, "\nstep 2")
-	// The lead had three researchers (one being cancelled), the indexer and
-	// the promoted tests; the researchers' own fetches are reported to the
-	// lead too.
-	if n := strings.Count(step1, "<- interrupted"); n < 3 || n > 11 {
-		t.Fatalf("first step after the restart delivered %d interrupted events, want 3 to 11:\n%s", n, text)
+	// The lead had three researchers (one being cancelled), the indexer,
+	// the promoted tests and lint; the researchers' own fetches are
+	// reported to the lead too.
+	if n := strings.Count(step1, "<- interrupted"); n < 3 || n > 12 {
+		t.Fatalf("first step after the restart delivered %d interrupted events, want 3 to 12:\n%s", n, text)
 	}
 	// The promoted call was a task like any other: interrupted, and told.
 	if !strings.Contains(step1, "\n    <- interrupted tests: ") {
@@ -178,7 +184,7 @@ func TestDemoRestartAfterKill(t *testing.T) {
 		t.Errorf("the interrupted fetch is not named after its researcher:\n%s", step1)
 	}
 	// The killed run's tasks that were running are summarized as such.
-	if !regexp.MustCompile(`(?m)^last run: 11 tasks: (\d+ completed, )?(\d+ cancelled, )?\d+ interrupted \(killed while running\)$`).MatchString(text) {
+	if !regexp.MustCompile(`(?m)^last run: 12 tasks: (\d+ completed, )?(\d+ cancelled, )?\d+ interrupted \(killed while running\)$`).MatchString(text) {
 		t.Fatalf("no summary of the killed run:\n%s", text)
 	}
 	// Nothing of the killed run is still running after the restart.
@@ -263,8 +269,8 @@ func TestDemoPlainOutputNamesTasks(t *testing.T) {
 
 // The model is never called for progress alone: progress is quiet and
 // coalesced, and reaches the lead with the next event that wakes it. The
-// story takes three runs: start and cancel, the researchers' answers, the
-// indexer's result.
+// story takes four runs: start and cancel, lint's end, the researchers'
+// answers, the indexer's result.
 func TestDemoProgressDoesNotCallModel(t *testing.T) {
 	text := runDemo(t, config{agents: 3, speed: 1, db: filepath.Join(t.TempDir(), "tasks.db")})
 	calls, progressOnly := 0, 0
@@ -286,8 +292,8 @@ func TestDemoProgressDoesNotCallModel(t *testing.T) {
 	if progressOnly != 0 {
 		t.Errorf("%d of %d model calls were for progress alone, want 0:\n%s", progressOnly, calls, text)
 	}
-	if runs := strings.Count(text, "\n== run-"); runs != 3 || calls != 5 {
-		t.Errorf("%d runs, %d model calls; want 3 runs, 5 calls:\n%s", runs, calls, text)
+	if runs := strings.Count(text, "\n== run-"); runs != 4 || calls != 6 {
+		t.Errorf("%d runs, %d model calls; want 4 runs, 6 calls:\n%s", runs, calls, text)
 	}
 	// The lead never says a task it cancelled is still running.
 	for _, line := range regexp.MustCompile(`Still running: [^.]*\.`).FindAllString(text, -1) {
@@ -312,7 +318,7 @@ func TestDemoLastRunAndReset(t *testing.T) {
 		t.Fatalf("first start summarizes a last run:\n%s", first)
 	}
 	second := runDemo(t, cfg)
-	wantHead := "task metadata in " + db + "\nlast run: 11 tasks: 8 completed, 3 cancelled\n\n== run-1 ==\n"
+	wantHead := "task metadata in " + db + "\nlast run: 12 tasks: 9 completed, 3 cancelled\n\n== run-1 ==\n"
 	if !strings.HasPrefix(second, wantHead) {
 		t.Fatalf("second start begins\n%s\nwant\n%s", shortHead(second), wantHead)
 	}
@@ -325,8 +331,8 @@ func TestDemoLastRunAndReset(t *testing.T) {
 	if !strings.HasPrefix(third, wantHead) {
 		t.Fatalf("start with -reset begins\n%s\nwant\n%s", shortHead(third), wantHead)
 	}
-	if got := strings.Count(storedStatuses(t, db), ":"); got != 11 {
-		t.Fatalf("after -reset the database holds %d tasks, want the 11 of one run", got)
+	if got := strings.Count(storedStatuses(t, db), ":"); got != 12 {
+		t.Fatalf("after -reset the database holds %d tasks, want the 12 of one run", got)
 	}
 }
 

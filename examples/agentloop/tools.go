@@ -57,6 +57,43 @@ func (d *demo) hostTools() []agentloop.Tool {
 	}
 }
 
+// lintTool is a host tool the model may run in the background
+// (agent.Background): the lead asks for it with run_in_background, gets a
+// task id at once, and hears of its end like any task's; what it prints
+// is its output, which the model reads with get_task (output_since) and the
+// demo shows when it ends.
+func (d *demo) lintTool(o bgtask.Owner) (agentloop.Tool, error) {
+	t, err := agent.Background(o, agent.Tool{
+		Name:        "lint",
+		Description: "Lint the repository's packages.",
+		Schema:      json.RawMessage(`{"type":"object","additionalProperties":false,"required":["packages"],"properties":{"packages":{"type":"integer"}}}`),
+		Call:        d.lint,
+	}, agent.BackgroundOptions{
+		Wait:         time.Duration(float64(foregroundTime) / d.cfg.speed),
+		SpawnOptions: []bgtask.SpawnOption{bgtask.WithName("lint")},
+	})
+	return agentloop.Tool(t), err
+}
+
+// lint lints in steps, printing a line per package to its task's output.
+func (d *demo) lint(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+	var in struct{ Packages int }
+	if err := strictDecode(args, &in); err != nil {
+		return nil, err
+	}
+	out := bgtask.OutputFrom(ctx)
+	for i := 1; i <= in.Packages; i++ {
+		if err := d.pause(ctx, 150*time.Millisecond); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "lint: package %d clean\n", i)
+	}
+	if t, ok := bgtask.TaskFromContext(ctx); ok {
+		d.ui.note("  * lint (in the background at the model's choice) wrote %d bytes of output\n", d.m.Owner(t.Owner()).OutputSize(t.ID()))
+	}
+	return json.Marshal(fmt.Sprintf("lint: %d packages clean", in.Packages))
+}
+
 // foregroundTime is how long run_tests waits for the suite before it
 // promotes it to a background task.
 const foregroundTime = 100 * time.Millisecond

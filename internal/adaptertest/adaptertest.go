@@ -104,7 +104,18 @@ type ScriptedModel struct {
 	t       *testing.T
 	mu      sync.Mutex // guards the fields below
 	replies []string
+	replyFn func(i int, req map[string]any) string // NewScriptedModelFunc's
 	bodies  [][]byte
+}
+
+// NewScriptedModelFunc starts a ScriptedModel that answers the i-th request
+// (from 0) to path with reply(i, its body decoded), for a model that reads
+// what its tools returned: at most n requests.
+func NewScriptedModelFunc(t *testing.T, path string, n int, reply func(i int, req map[string]any) string) *ScriptedModel {
+	t.Helper()
+	sm := NewScriptedModel(t, path, make([]string, n)...)
+	sm.replyFn = reply
+	return sm
 }
 
 // NewScriptedModel starts a ScriptedModel answering path with replies.
@@ -121,6 +132,13 @@ func NewScriptedModel(t *testing.T, path string, replies ...string) *ScriptedMod
 			return
 		}
 		reply := sm.replies[len(sm.bodies)]
+		if sm.replyFn != nil {
+			var req map[string]any
+			if err := json.Unmarshal(body, &req); err != nil {
+				t.Errorf("request %d: %v", len(sm.bodies), err)
+			}
+			reply = sm.replyFn(len(sm.bodies), req)
+		}
 		sm.bodies = append(sm.bodies, body)
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, reply)
