@@ -363,6 +363,56 @@ func TestDesignNamesIdentifiersThatExist(t *testing.T) {
 	}
 }
 
+var (
+	entryNumber = regexp.MustCompile(`(?m)^(\d+)\. `)
+	citation    = regexp.MustCompile(`\((\d+(?:,\s*\d+)*)\)\s*$`)
+	number      = regexp.MustCompile(`\d+`)
+)
+
+// TestDesignCitesDecisionsThatExist fails when a rule of docs/design.md (a
+// paragraph that starts in bold) does not end with the numbers of the
+// docs/decisions.md entries that chose it, in parentheses, or cites a
+// number that no entry has.
+func TestDesignCitesDecisionsThatExist(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	design, err := os.ReadFile(filepath.Join(root, "docs", "design.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decisions, err := os.ReadFile(filepath.Join(root, "docs", "decisions.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := map[string]bool{}
+	for _, m := range entryNumber.FindAllStringSubmatch(string(decisions), -1) {
+		entries[m[1]] = true
+	}
+	rules := 0
+	for _, para := range strings.Split(string(design), "\n\n") {
+		if !strings.HasPrefix(para, "**") {
+			continue
+		}
+		rules++
+		rule, _, _ := strings.Cut(strings.TrimPrefix(para, "**"), "**")
+		m := citation.FindStringSubmatch(para)
+		if m == nil {
+			t.Errorf("docs/design.md: rule %q cites no decision: end it with (N, M)", rule)
+			continue
+		}
+		for _, n := range number.FindAllString(m[1], -1) {
+			if !entries[n] {
+				t.Errorf("docs/design.md: rule %q cites %s, which docs/decisions.md has no entry for", rule, n)
+			}
+		}
+	}
+	if rules == 0 {
+		t.Error("docs/design.md: no rule found (a paragraph that starts in bold)")
+	}
+}
+
 // hasMember reports whether type typ of p has member (a method or field),
 // directly or through an embedded type of p.
 func hasMember(p *pkg, byName map[string][]*pkg, typ, member string, depth int) bool {
