@@ -8,6 +8,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -188,33 +189,22 @@ var external = []string{
 	"ReplaceAll", "TaskMetas",
 }
 
-// TestCommentsNameIdentifiersThatExist fails when a comment of a non-test
-// file names what no package of the repository declares: pkg.Name or
-// pkg.Type.Member for a package of the repository, Type.Member for a type
-// of one of them, or a bare name in CamelCase that is neither one of
-// theirs, nor a test's, nor an external word.
-func TestCommentsNameIdentifiersThatExist(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+// index is what the repository declares, as the tests below look it up.
+type index struct {
+	byName  map[string][]*pkg // package name -> its directories
+	ours    map[string]bool   // the repository's package names, but main
+	anyName map[string]bool   // every declared name and member, tests' and external words
+}
+
+// newIndex loads the repository under root.
+func newIndex(t *testing.T, root string) (*index, *token.FileSet) {
+	t.Helper()
 	byName, fset, anyName := load(t, root)
-	ours := map[string]bool{}
+	ix := &index{byName: byName, ours: map[string]bool{}, anyName: anyName}
 	for name := range byName {
 		if name != "main" {
-			ours[name] = true
+			ix.ours[name] = true
 		}
-	}
-	has := func(pkgName, name, member string) bool {
-		for _, p := range byName[pkgName] {
-			if !p.names[name] {
-				continue
-			}
-			if member == "" || hasMember(p, byName, name, member, 0) {
-				return true
-			}
-		}
-		return false
 	}
 	for _, w := range external {
 		anyName[w] = true
@@ -231,47 +221,79 @@ func TestCommentsNameIdentifiersThatExist(t *testing.T) {
 			}
 		}
 	}
+	return ix, fset
+}
+
+// has reports whether package pkgName declares name (and name's member,
+// when member is not empty).
+func (ix *index) has(pkgName, name, member string) bool {
+	for _, p := range ix.byName[pkgName] {
+		if !p.names[name] {
+			continue
+		}
+		if member == "" || hasMember(p, ix.byName, name, member, 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasSelector reports whether typ.member exists: in p when p declares typ
+// (p may be nil), else in any package that declares typ. A type no
+// package declares is someone else's and passes.
+func (ix *index) hasSelector(p *pkg, typ, member string) bool {
+	var cands []*pkg
+	if p != nil && p.members[typ] != nil {
+		cands = []*pkg{p}
+	} else {
+		for name, qs := range ix.byName {
+			if name == "main" {
+				continue
+			}
+			for _, q := range qs {
+				if q.members[typ] != nil {
+					cands = append(cands, q)
+				}
+			}
+		}
+	}
+	found := len(cands) == 0
+	for _, q := range cands {
+		found = found || hasMember(q, ix.byName, typ, member, 0)
+	}
+	return found
+}
+
+// TestCommentsNameIdentifiersThatExist fails when a comment of a non-test
+// file names what no package of the repository declares: pkg.Name or
+// pkg.Type.Member for a package of the repository, Type.Member for a type
+// of one of them, or a bare name in CamelCase that is neither one of
+// theirs, nor a test's, nor an external word.
+func TestCommentsNameIdentifiersThatExist(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, fset := newIndex(t, root)
 	var bad []string
-	for _, ps := range byName {
+	for _, ps := range ix.byName {
 		for _, p := range ps {
 			for _, f := range p.files {
 				for _, cg := range f.Comments {
 					text := cg.Text()
+					rel, _ := filepath.Rel(root, fset.Position(cg.Pos()).Filename)
 					for _, m := range qualified.FindAllStringSubmatch(text, -1) {
-						if !ours[m[1]] || has(m[1], m[2], m[3]) {
-							continue
+						if ix.ours[m[1]] && !ix.has(m[1], m[2], m[3]) {
+							bad = append(bad, rel+": "+strings.TrimSuffix(m[0], "."))
 						}
-						rel, _ := filepath.Rel(root, fset.Position(cg.Pos()).Filename)
-						bad = append(bad, rel+": "+strings.TrimSuffix(m[0], "."))
 					}
 					for _, m := range selector.FindAllStringSubmatch(text, -1) {
-						typ, member := m[2], m[3]
-						cands := []*pkg{p}
-						if p.members[typ] == nil {
-							cands = nil
-							for name, qs := range byName {
-								if name == "main" {
-									continue
-								}
-								for _, q := range qs {
-									if q.members[typ] != nil {
-										cands = append(cands, q)
-									}
-								}
-							}
-						}
-						found := len(cands) == 0
-						for _, q := range cands {
-							found = found || hasMember(q, byName, typ, member, 0)
-						}
-						if !found {
-							rel, _ := filepath.Rel(root, fset.Position(cg.Pos()).Filename)
-							bad = append(bad, rel+": "+typ+"."+member)
+						if !ix.hasSelector(p, m[2], m[3]) {
+							bad = append(bad, rel+": "+m[2]+"."+m[3])
 						}
 					}
 					for _, m := range camel.FindAllStringSubmatch(text, -1) {
-						if !anyName[m[2]] {
-							rel, _ := filepath.Rel(root, fset.Position(cg.Pos()).Filename)
+						if !ix.anyName[m[2]] {
 							bad = append(bad, rel+": bare "+m[2])
 						}
 					}
@@ -283,6 +305,111 @@ func TestCommentsNameIdentifiersThatExist(t *testing.T) {
 	bad = slices.Compact(bad)
 	for _, b := range bad {
 		t.Errorf("%s: no such identifier in the repository (renamed or removed?)", b)
+	}
+}
+
+var (
+	backquoted = regexp.MustCompile("`([^`\\n]+)`")
+	// bareName is an exported-looking name alone in a span (not after a
+	// dot, so not a selector's member): a name with a lower-case letter,
+	// so SIGTERM and JSON are not taken for identifiers.
+	bareName = regexp.MustCompile(`(^|[^\w.*])([A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)\b([^.]|$)`)
+)
+
+// markdownNames returns what the backquoted spans of a Markdown file name
+// and the repository does not declare: pkg.Name or pkg.Type.Member for a
+// package of the repository, Type.Member for a type of one of them, or a
+// bare exported name that no package, test or external word has.
+func markdownNames(ix *index, text string) []string {
+	var bad []string
+	for _, span := range backquoted.FindAllStringSubmatch(text, -1) {
+		code := span[1]
+		for _, m := range qualified.FindAllStringSubmatch(code, -1) {
+			if ix.ours[m[1]] && !ix.has(m[1], m[2], m[3]) {
+				bad = append(bad, strings.TrimSuffix(m[0], "."))
+			}
+		}
+		for _, m := range selector.FindAllStringSubmatch(code, -1) {
+			if !ix.hasSelector(nil, m[2], m[3]) {
+				bad = append(bad, m[2]+"."+m[3])
+			}
+		}
+		for _, m := range bareName.FindAllStringSubmatch(code, -1) {
+			if !ix.anyName[m[2]] {
+				bad = append(bad, "bare "+m[2])
+			}
+		}
+	}
+	sort.Strings(bad)
+	return slices.Compact(bad)
+}
+
+// TestDesignNamesIdentifiersThatExist fails when docs/design.md, the rules
+// that hold today, names in backquotes an identifier the repository does
+// not declare: design.md describes the code as it is, so a rename that
+// misses it fails here (docs/decisions.md is the log and keeps old names).
+func TestDesignNamesIdentifiersThatExist(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, _ := newIndex(t, root)
+	text, err := os.ReadFile(filepath.Join(root, "docs", "design.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range markdownNames(ix, string(text)) {
+		t.Errorf("docs/design.md: %s: no such identifier in the repository (renamed or removed?)", b)
+	}
+}
+
+var (
+	entryNumber = regexp.MustCompile(`(?m)^(\d+)\. `)
+	citation    = regexp.MustCompile(`\((\d+(?:,\s*\d+)*)\)\s*$`)
+	number      = regexp.MustCompile(`\d+`)
+)
+
+// TestDesignCitesDecisionsThatExist fails when a rule of docs/design.md (a
+// paragraph that starts in bold) does not end with the numbers of the
+// docs/decisions.md entries that chose it, in parentheses, or cites a
+// number that no entry has.
+func TestDesignCitesDecisionsThatExist(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	design, err := os.ReadFile(filepath.Join(root, "docs", "design.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decisions, err := os.ReadFile(filepath.Join(root, "docs", "decisions.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := map[string]bool{}
+	for _, m := range entryNumber.FindAllStringSubmatch(string(decisions), -1) {
+		entries[m[1]] = true
+	}
+	rules := 0
+	for _, para := range strings.Split(string(design), "\n\n") {
+		if !strings.HasPrefix(para, "**") {
+			continue
+		}
+		rules++
+		rule, _, _ := strings.Cut(strings.TrimPrefix(para, "**"), "**")
+		m := citation.FindStringSubmatch(para)
+		if m == nil {
+			t.Errorf("docs/design.md: rule %q cites no decision: end it with (N, M)", rule)
+			continue
+		}
+		for _, n := range number.FindAllString(m[1], -1) {
+			if !entries[n] {
+				t.Errorf("docs/design.md: rule %q cites %s, which docs/decisions.md has no entry for", rule, n)
+			}
+		}
+	}
+	if rules == 0 {
+		t.Error("docs/design.md: no rule found (a paragraph that starts in bold)")
 	}
 }
 
