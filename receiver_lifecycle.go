@@ -40,7 +40,7 @@ func RunStopped(ctx context.Context) bool {
 
 // Close ends the Receiver, for a host that forgets a thread (a server drops
 // the receiver of a conversation it no longer holds in memory). An open run
-// ends as RunEnd without Cancelled would end it: its tasks go on. The
+// ends as RunEnd without Canceled would end it: its tasks go on. The
 // Receiver lets go of the owner, so that the Manager keeps nothing for it
 // once its tasks have ended, and NewReceiver may make the owner's next
 // Receiver.

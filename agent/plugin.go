@@ -321,7 +321,7 @@ func (p *Plugin) RunEnd(ctx context.Context, out bgtask.RunOutcome) error {
 }
 
 // Close ends the Plugin, for a host that forgets a thread (see
-// bgtask.Receiver.Close): an open run ends as RunEnd without Cancelled
+// bgtask.Receiver.Close): an open run ends as RunEnd without Canceled
 // would end it, and the events the Plugin did not deliver go to the
 // owner's next Plugin, once each. It is idempotent; the only error is the
 // Store's.
