@@ -19,9 +19,17 @@ import (
 	"github.com/bgtask/bgtask/agent"
 )
 
-// ProtocolVersion is the newest MCP revision served: the one whose tasks
-// protocol the Server speaks.
-const ProtocolVersion = "2025-11-25"
+// The MCP revisions whose tasks the Server serves. Both are served from one
+// endpoint, each request in its own (see Server.Handler).
+const (
+	// ProtocolVersion is the newest MCP revision served: stateless, with
+	// tasks in the io.modelcontextprotocol/tasks extension (TasksExtension).
+	ProtocolVersion = "2026-07-28"
+	// LegacyProtocolVersion is the newest revision of the initialize
+	// handshake, whose core has the tasks protocol of 2025-11-25 (its
+	// older revisions are served too, without tasks).
+	LegacyProtocolVersion = "2025-11-25"
+)
 
 // ErrNoOwner refuses a request whose owner could not be found: the owner
 // function returned an error (wrapped with it) or a blank id.
@@ -45,12 +53,13 @@ var ErrTooManySessions = errors.New("bgmcp: too many open sessions")
 // NewServer. Tasks outlive the session that started them; the Manager's
 // Shutdown ends them.
 type Server struct {
-	m       *bgtask.Manager
-	cfg     config
-	sdk     *mcp.Server
-	sdkHTTP http.Handler
-	handler http.Handler
-	whole   *wholeResults // the whole results that task records hold cut
+	m         *bgtask.Manager
+	cfg       config
+	sdk       *mcp.Server
+	sdkHTTP   http.Handler // sessions: revisions up to LegacyProtocolVersion
+	sdkModern http.Handler // stateless: ProtocolVersion
+	handler   http.Handler
+	whole     *wholeResults // the whole results that task records hold cut
 
 	mu       sync.Mutex
 	tools    map[string]*hostTool // the host's tools, by name
@@ -87,8 +96,7 @@ func NewServer(m *bgtask.Manager, opts ...Option) (*Server, error) {
 		sessions: make(map[string]*session),
 		whole:    newWholeResults(cfg.results.budget()),
 	}
-	// The tasks protocol is that of 2025-11-25: later revisions are not
-	// offered.
+	// Revisions newer than the tasks extension's are not offered.
 	versions := slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v > ProtocolVersion })
 	s.sdk = mcp.NewServer(cfg.impl, &mcp.ServerOptions{HasTools: true, SupportedProtocolVersions: versions})
 	for _, t := range agent.Tools(m.Owner("schema")) {
@@ -103,6 +111,12 @@ func NewServer(m *bgtask.Manager, opts ...Option) (*Server, error) {
 		// serveHTTP caps the body the client sent; what reaches the SDK is
 		// that body with "task" moved (rewriteBody), which may be longer.
 		MaxRequestBodyBytes: -1,
+	})
+	// The SDK serves 2026-07-28 over streamable HTTP only without sessions.
+	s.sdkModern = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk }, &mcp.StreamableHTTPOptions{
+		Stateless:                    true,
+		MaxRequestBodyBytes:          -1,
+		PropagateRequestCancellation: true,
 	})
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	return s, nil
@@ -126,9 +140,21 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	return err
 }
 
-// Handler returns the streamable HTTP handler serving this Server: one
-// session per client, as the MCP streamable HTTP transport defines. The
-// same handler is returned on every call. Mount it behind the host's
+// Handler returns the streamable HTTP handler serving this Server. The
+// same handler is returned on every call. A request whose
+// Mcp-Protocol-Version header names 2026-07-28 (or a POST outside a
+// session whose body carries the per-request protocol version) is served
+// statelessly, in that revision; any other is served as the MCP streamable
+// HTTP transport of 2025-11-25 defines, one session per client. A client
+// picks by the first request it sends: server/discover for 2026-07-28,
+// initialize for the older revisions.
+//
+// In 2026-07-28 there is no session: WithOwnerFunc is called for every
+// request with its ctx and a session without an id. A request it names no
+// owner for (the default owner, the session id, is then blank) is
+// anonymous: each task such a request starts is an owner of its own, and
+// the task's handle ("anon.", a random secret, ".", the task id) is the
+// only credential that reaches it. Mount it behind the host's
 // authentication, which puts the caller on each request's ctx, and read
 // the caller there in WithOwnerFunc: every request of a session must come
 // from the caller that opened it.
@@ -144,6 +170,21 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // its body must fit under the body cap (then "task" is moved, see
 // rewriteBody).
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.Body != nil {
+		body, ok := s.readBody(w, r)
+		if !ok {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = -1
+		if modernRequest(r, body) {
+			s.sdkModern.ServeHTTP(w, r)
+			return
+		}
+	} else if modernRequest(r, nil) {
+		s.sdkModern.ServeHTTP(w, r) // 405: no sessions, no GET stream
+		return
+	}
 	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
 		if err := s.checkCaller(r.Context(), id); err != nil {
 			writeHTTPError(w, http.StatusForbidden, err)
@@ -167,20 +208,34 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 	}
-	if r.Method == http.MethodPost && r.Body != nil {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.maxBody))
-		if err != nil {
-			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-				writeHTTPError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("bgmcp: request body longer than %d bytes", s.cfg.maxBody))
-			} else {
-				writeHTTPError(w, http.StatusBadRequest, errors.New("bgmcp: request body unreadable"))
-			}
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(rewriteBody(body)))
-		r.ContentLength = -1
-	}
 	s.sdkHTTP.ServeHTTP(w, r)
+}
+
+// readBody reads a POST's body under the body cap, with "task" moved (see
+// rewriteBody); a body too long or unreadable is answered here.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.maxBody))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeHTTPError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("bgmcp: request body longer than %d bytes", s.cfg.maxBody))
+		} else {
+			writeHTTPError(w, http.StatusBadRequest, errors.New("bgmcp: request body unreadable"))
+		}
+		return nil, false
+	}
+	return rewriteBody(body), true
+}
+
+// modernRequest reports whether an HTTP request follows the 2026-07-28
+// revision (or a later one, which the SDK refuses with the versions it
+// serves): its Mcp-Protocol-Version header says so, or, without one, a
+// POST outside any session whose body carries the per-request protocol
+// version (the SDK then answers that the header is missing).
+func modernRequest(r *http.Request, body []byte) bool {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
+		return v >= ProtocolVersion
+	}
+	return body != nil && r.Header.Get("Mcp-Session-Id") == "" && bytes.Contains(body, []byte(mcp.MetaKeyProtocolVersion))
 }
 
 // statusWriter records the status of a response.
@@ -356,6 +411,12 @@ func (s *Server) owner(ctx context.Context, ss *mcp.ServerSession) (bgtask.Owner
 	if err != nil {
 		return bgtask.Owner{}, err
 	}
+	return s.restoredOwner(ctx, id)
+}
+
+// restoredOwner returns the owner id, restoring its records the first time
+// the Server sees it (see owner).
+func (s *Server) restoredOwner(ctx context.Context, id string) (bgtask.Owner, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.restored[id] {

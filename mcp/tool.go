@@ -125,7 +125,11 @@ func (s *Server) foreground(t *hostTool) mcp.ToolHandler {
 		if t.TaskSupport == TaskRequired {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("Tool %s requires task augmentation (taskSupport: 'required')", t.Name)}
 		}
-		if _, err := s.owner(ctx, req.Session); err != nil {
+		if e := eraOf(req.Params.Meta, req.Session); e.modern {
+			if _, err := s.modernCaller(ctx, req.Session); err != nil {
+				return errorResult(err), nil // an anonymous caller may call it
+			}
+		} else if _, err := s.owner(ctx, req.Session); err != nil {
 			return errorResult(err), nil
 		}
 		call := &Call{Arguments: req.Params.Arguments, ctx: ctx, session: req.Session, token: req.Params.GetProgressToken()}
