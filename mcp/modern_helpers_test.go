@@ -103,7 +103,9 @@ func (c *modernClient) rawHeader(body []byte, version string, h http.Header) mod
 	data := b
 	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
 		data = nil
-		for sc := bufio.NewScanner(bytes.NewReader(b)); sc.Scan(); {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Buffer(nil, 1<<20) // a whole result is longer than a default line
+		for sc.Scan() {
 			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok && strings.Contains(d, `"id"`) {
 				data = []byte(d)
 			}
@@ -125,7 +127,7 @@ func (c *modernClient) result(method string, params map[string]any) json.RawMess
 	c.t.Helper()
 	r := c.post(method, params)
 	if r.status != http.StatusOK || r.err != nil || r.result == nil {
-		c.t.Fatalf("%s: %d %s", method, r.status, r.body)
+		c.t.Fatalf("%s: %d %.400s", method, r.status, r.body)
 	}
 	return r.result
 }
@@ -135,7 +137,7 @@ func (c *modernClient) fail(method string, params map[string]any) *rpcError {
 	c.t.Helper()
 	r := c.post(method, params)
 	if r.err == nil {
-		c.t.Fatalf("%s: %d %s, want an error", method, r.status, r.body)
+		c.t.Fatalf("%s: %d %.400s, want an error", method, r.status, r.body)
 	}
 	return r.err
 }
