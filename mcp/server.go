@@ -98,7 +98,10 @@ func NewServer(m *bgtask.Manager, opts ...Option) (*Server, error) {
 	}
 	// Revisions newer than the tasks extension's are not offered.
 	versions := slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v > ProtocolVersion })
-	s.sdk = mcp.NewServer(cfg.impl, &mcp.ServerOptions{HasTools: true, SupportedProtocolVersions: versions})
+	s.sdk = cfg.sdk
+	if s.sdk == nil {
+		s.sdk = mcp.NewServer(cfg.impl, &mcp.ServerOptions{HasTools: true, SupportedProtocolVersions: versions})
+	}
 	for _, t := range agent.Tools(m.Owner("schema")) {
 		s.sdk.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Schema}, s.taskTool(t.Name))
 	}
@@ -108,6 +111,7 @@ func NewServer(m *bgtask.Manager, opts ...Option) (*Server, error) {
 	s.sdk.AddReceivingMiddleware(s.middleware)
 	s.sdkHTTP = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk }, &mcp.StreamableHTTPOptions{
 		SessionTimeout: cfg.sessionTimeout,
+		EventStore:     cfg.eventStore,
 		// serveHTTP caps the body the client sent; what reaches the SDK is
 		// that body with "task" moved (rewriteBody), which may be longer.
 		MaxRequestBodyBytes: -1,
