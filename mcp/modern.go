@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -229,7 +230,8 @@ type ackResult struct {
 //	awaiting_input   -> input_required, with its question as an elicitation/create request
 //	completed        -> completed, with the tool's result (isError or not)
 //	failed           -> completed, with a result with isError and the error's text, as the
-//	                    call in the foreground would have answered
+//	                    call in the foreground would have answered; failed with the
+//	                    error when the tool returned a *jsonrpc.Error
 //	interrupted      -> failed, with an internal error (-32603): the process that ran it stopped
 //	cancelled        -> cancelled
 func (s *Server) detailOf(ctx context.Context, o bgtask.Owner, m bgtype.TaskMeta, handle string) *detailedTask {
@@ -252,7 +254,13 @@ func (s *Server) detailOf(ctx context.Context, o bgtask.Owner, m bgtype.TaskMeta
 				Params: &mcp.ElicitParams{Mode: "form", Message: m.Input.Prompt, RequestedSchema: answerSchema},
 			}}
 		}
-	case bgtype.StatusCompleted, bgtype.StatusFailed:
+	case bgtype.StatusFailed:
+		if code, msg, ok := parseProtocolError(m.Error); ok {
+			d.Error = &taskError{Code: code, Message: msg}
+			break
+		}
+		fallthrough
+	case bgtype.StatusCompleted:
 		d.Status, d.Result = statusCompleted, s.resultOf(o, m)
 		if m.Status == bgtype.StatusCompleted {
 			d.StatusMessage = ""
@@ -409,4 +417,33 @@ func responseText(content map[string]any) string {
 	}
 	b, _ := json.Marshal(content) // decoded from JSON: it encodes
 	return string(b)
+}
+
+// protocolError is how a task records the *jsonrpc.Error its tool returned:
+// its text names the code, which the record keeps (parseProtocolError).
+type protocolError struct{ err *jsonrpc.Error }
+
+func (e protocolError) Error() string {
+	return fmt.Sprintf("%s%d: %s", protocolErrorPrefix, e.err.Code, e.err.Message)
+}
+
+func (e protocolError) Unwrap() error { return e.err }
+
+const protocolErrorPrefix = "bgmcp: JSON-RPC error "
+
+// parseProtocolError reads the code and message of a protocolError's text.
+func parseProtocolError(text string) (int64, string, bool) {
+	rest, ok := strings.CutPrefix(text, protocolErrorPrefix)
+	if !ok {
+		return 0, "", false
+	}
+	num, msg, ok := strings.Cut(rest, ": ")
+	if !ok {
+		return 0, "", false
+	}
+	code, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	return code, msg, true
 }

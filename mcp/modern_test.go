@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	bgmcp "github.com/bgtask/bgtask/mcp"
@@ -320,18 +322,27 @@ func TestModernBadInput(t *testing.T) {
 			}
 		})
 	}
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"x","version":"0"},"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
 	for _, tc := range []struct {
 		name, body, version string
 		status              int
 		want                string
+		mcpName             string // the Mcp-Name header, if any
 	}{
-		{"taskId not a string", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":7,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"x","version":"0"},"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`, "2026-07-28", 400, `"code":-32602`},
-		{"body over the cap", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + strings.Repeat("x", 5000) + `"}}`, "2026-07-28", 413, "bgmcp: request body longer than 4096 bytes"},
-		{"per-request version without the header", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, "", 400, `"code":-32020`},
-		{"not JSON", `{"jsonrpc":`, "2026-07-28", 400, "malformed"},
+		{"Mcp-Name not the taskId", `{"jsonrpc":"2.0","id":9,"method":"tasks/get","params":{"taskId":"` + tk.TaskID + `",` + meta + `}}`, "2026-07-28", 400,
+			`{"error":{"code":-32020,"message":"Mcp-Name header \"task_other\" does not match params.taskId"},"id":9,"jsonrpc":"2.0"}`, "task_other"},
+		{"Mcp-Name the taskId", `{"jsonrpc":"2.0","id":9,"method":"tasks/get","params":{"taskId":"` + tk.TaskID + `",` + meta + `}}`, "2026-07-28", 200, `"taskId":"` + tk.TaskID + `"`, tk.TaskID},
+		{"taskId not a string", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":7,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"x","version":"0"},"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`, "2026-07-28", 400, `"code":-32602`, ""},
+		{"body over the cap", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + strings.Repeat("x", 5000) + `"}}`, "2026-07-28", 413, "bgmcp: request body longer than 4096 bytes", ""},
+		{"per-request version without the header", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, "", 400, `"code":-32020`, ""},
+		{"not JSON", `{"jsonrpc":`, "2026-07-28", 400, "malformed", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := c.rawHeader([]byte(tc.body), tc.version, http.Header{"Mcp-Method": {"tasks/get"}})
+			h := http.Header{"Mcp-Method": {"tasks/get"}}
+			if tc.mcpName != "" {
+				h.Set("Mcp-Name", tc.mcpName)
+			}
+			r := c.rawHeader([]byte(tc.body), tc.version, h)
 			if r.status != tc.status || !strings.Contains(r.body, tc.want) {
 				t.Errorf("%d %s, want %d with %q", r.status, r.body, tc.status, tc.want)
 			}
@@ -360,5 +371,30 @@ func TestModernSDKClient(t *testing.T) {
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "sdk"}})
 	if err != nil || res.IsError || textOf(t, res) != `{"echo":"sdk"}` {
 		t.Fatalf("echo: %+v %v", res, err)
+	}
+}
+
+// A tool that returns a *jsonrpc.Error fails at the protocol level: the
+// plain call answers with that error, a task ends failed with it inlined
+// (and no result).
+func TestModernProtocolError(t *testing.T) {
+	s := newServer(t, newManager(t), nil)
+	err := s.AddTool(bgmcp.Tool{Name: "rpcfail", Description: "Fails upstream.", InputSchema: echoSchema,
+		Run: func(context.Context, *bgmcp.Call) (any, error) {
+			return nil, fmt.Errorf("calling upstream: %w", &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "upstream down"})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := modernServer(t, s, false)
+	plain := &modernClient{t: t, url: url}
+	if e := plain.fail("tools/call", map[string]any{"name": "rpcfail", "arguments": map[string]any{"text": "x"}}); e.Code != -32603 || e.Message != "upstream down" {
+		t.Errorf("plain call: %+v", e)
+	}
+	c := &modernClient{t: t, url: url, tasks: true}
+	tk := c.start("rpcfail", map[string]any{"text": "x"})
+	got := c.until(tk.TaskID, "working")
+	if got.Status != "failed" || got.Error == nil || got.Error.Code != -32603 || got.Error.Message != "upstream down" || got.Result != nil {
+		t.Errorf("%+v, want failed with the error", got)
 	}
 }

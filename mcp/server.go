@@ -182,6 +182,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = -1
 		if modernRequest(r, body) {
+			if id, err := checkTaskName(r, body); err != nil {
+				writeRPCError(w, http.StatusBadRequest, id, err)
+				return
+			}
 			s.sdkModern.ServeHTTP(w, r)
 			return
 		}
@@ -255,6 +259,48 @@ func (w *statusWriter) WriteHeader(code int) {
 
 // Unwrap gives http.ResponseController the writer underneath.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// checkTaskName checks the routing header of a task request of the
+// extension: an Mcp-Name that is not its params.taskId is -32020 (header
+// mismatch), as the SDK answers for a tool's name. It returns the
+// request's id with the error.
+func checkTaskName(r *http.Request, body []byte) (json.RawMessage, *jsonrpc.Error) {
+	name, ok := r.Header["Mcp-Name"]
+	if !ok || !bytes.Contains(body, []byte(`"tasks/`)) {
+		return nil, nil
+	}
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			TaskID any `json:"taskId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil, nil // not one request: the SDK answers it
+	}
+	switch req.Method {
+	case "tasks/get", "tasks/update", "tasks/cancel":
+	default:
+		return nil, nil
+	}
+	if id, _ := req.Params.TaskID.(string); len(name) != 1 || name[0] != id {
+		return req.ID, &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: fmt.Sprintf("Mcp-Name header %q does not match params.taskId", strings.Join(name, ","))}
+	}
+	return nil, nil
+}
+
+// writeRPCError answers an HTTP request with a JSON-RPC error response of
+// the request's id (null when nil).
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, err *jsonrpc.Error) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": err})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
 
 // writeHTTPError answers an HTTP request with a JSON-RPC error response
 // (id null: the request was not read) of code -32600 and err's text.

@@ -364,6 +364,9 @@ func (s *Server) taskFunc(t *hostTool, o bgtask.Owner, call *Call) bgtask.Func {
 		c := *call
 		c.ctx, c.task = ctx, task
 		v, err := t.Run(ctx, &c)
+		if rpcErr, ok := errors.AsType[*jsonrpc.Error](err); ok {
+			return nil, protocolError{rpcErr}
+		}
 		if err != nil {
 			return nil, err
 		}
