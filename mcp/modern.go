@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -363,7 +362,7 @@ type inputResponse struct {
 // second answer to the same request, from any instance, finds it answered
 // and is ignored); a declined or cancelled one cancels the task with a
 // reason that says so. Responses to keys that are not outstanding are
-// ignored, as the extension says.
+// ignored, whatever they hold, as the extension says.
 func (s *Server) modernUpdate(ctx context.Context, ss *mcp.ServerSession, p *updateParams) (mcp.Result, error) {
 	if p == nil {
 		return nil, invalidParams("missing taskId")
@@ -374,30 +373,23 @@ func (s *Server) modernUpdate(ctx context.Context, ss *mcp.ServerSession, p *upd
 		}
 		return nil, invalidParams("missing inputResponses")
 	}
-	keys := make([]string, 0, len(p.InputResponses))
-	for k, r := range p.InputResponses {
-		if r.Action != "accept" && r.Action != "decline" && r.Action != "cancel" {
-			return nil, invalidParams("input response %q: unknown action %q (want accept, decline or cancel)", k, r.Action)
-		}
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	o, m, err := s.modernTask(ctx, ss, p.TaskID)
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range keys {
-		if m.Status.IsTerminal() || m.Input == nil || m.Input.ID != k {
-			continue
+	if m.Status.IsTerminal() || m.Input == nil {
+		return &ackResult{ResultType: resultComplete}, nil
+	}
+	key := m.Input.ID
+	r, ok := p.InputResponses[key]
+	switch {
+	case !ok:
+	case r.Action == "accept":
+		_, err := o.Send(ctx, m.ID, bgtype.Message{From: o.ID(), Content: responseText(r.Content), InReplyTo: key})
+		if err != nil && !errors.Is(err, bgtask.ErrNoInputRequest) && !errors.Is(err, bgtask.ErrTerminal) {
+			return nil, err
 		}
-		r := p.InputResponses[k]
-		if r.Action == "accept" {
-			_, err := o.Send(ctx, m.ID, bgtype.Message{From: o.ID(), Content: responseText(r.Content), InReplyTo: k})
-			if err != nil && !errors.Is(err, bgtask.ErrNoInputRequest) && !errors.Is(err, bgtask.ErrTerminal) {
-				return nil, err
-			}
-			continue
-		}
+	case r.Action == "decline", r.Action == "cancel":
 		reason := reasonDismissed
 		if r.Action == "decline" {
 			reason = reasonDeclined
@@ -405,6 +397,8 @@ func (s *Server) modernUpdate(ctx context.Context, ss *mcp.ServerSession, p *upd
 		if _, err := o.Cancel(ctx, m.ID, bgtask.WithReason(reason)); err != nil && !errors.Is(err, bgtask.ErrTerminal) {
 			return nil, err
 		}
+	default:
+		return nil, invalidParams("input response %q: unknown action %q (want accept, decline or cancel)", key, r.Action)
 	}
 	return &ackResult{ResultType: resultComplete}, nil
 }

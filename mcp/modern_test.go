@@ -188,11 +188,16 @@ func TestModernInput(t *testing.T) {
 		t.Errorf("a second poll: %+v, want the same request", again)
 	}
 
+	bad := c.fail("tasks/update", map[string]any{"taskId": tk.TaskID, "inputResponses": map[string]any{key: map[string]any{"action": "maybe"}}})
+	if bad.Code != -32602 || bad.Message != fmt.Sprintf("input response %q: unknown action \"maybe\" (want accept, decline or cancel)", key) {
+		t.Errorf("a bad action: %+v", bad)
+	}
 	var ack map[string]any
 	for _, answer := range []string{"main", "second"} {
 		decode(t, c.result("tasks/update", map[string]any{"taskId": tk.TaskID, "inputResponses": map[string]any{
-			key:             map[string]any{"action": "accept", "content": map[string]any{"answer": answer}},
-			"input_unknown": map[string]any{"action": "decline"},
+			key:              map[string]any{"action": "accept", "content": map[string]any{"answer": answer}},
+			"input_unknown":  map[string]any{"action": "decline"},
+			"not-a-response": map[string]any{"ignored": true}, // not outstanding: whatever it holds
 		}}), &ack)
 		if len(ack) != 2 || ack["resultType"] != "complete" { // and _meta's serverInfo
 			t.Errorf("update: %v, want an empty acknowledgement", ack)
@@ -310,7 +315,6 @@ func TestModernBadInput(t *testing.T) {
 		{"cancel without taskId", "tasks/cancel", map[string]any{}, -32602, "missing taskId"},
 		{"update without taskId", "tasks/update", map[string]any{"inputResponses": map[string]any{}}, -32602, "missing taskId"},
 		{"update without responses", "tasks/update", map[string]any{"taskId": tk.TaskID}, -32602, "missing inputResponses"},
-		{"update with a bad action", "tasks/update", map[string]any{"taskId": tk.TaskID, "inputResponses": map[string]any{"k": map[string]any{"action": "maybe"}}}, -32602, `input response "k": unknown action "maybe" (want accept, decline or cancel)`},
 		{"update of an unknown task", "tasks/update", map[string]any{"taskId": "task_nope", "inputResponses": map[string]any{}}, -32602, "Task not found: task_nope"},
 		{"call of an unknown tool", "tools/call", map[string]any{"name": "nope", "arguments": map[string]any{}}, -32602, `unknown tool "nope"`},
 	} {
