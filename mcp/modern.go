@@ -260,7 +260,8 @@ func (s *Server) detailOf(ctx context.Context, o bgtask.Owner, m bgtype.TaskMeta
 		}
 		fallthrough
 	case bgtype.StatusCompleted:
-		d.Status, d.Result = statusCompleted, s.resultOf(o, m)
+		// The result of a 2026-07-28 tools/call says it is complete.
+		d.Status, d.Result = statusCompleted, withField(s.resultOf(o, m), "resultType", `"complete"`)
 		if m.Status == bgtype.StatusCompleted {
 			d.StatusMessage = ""
 		}
@@ -440,4 +441,22 @@ func parseProtocolError(text string) (int64, string, bool) {
 		return 0, "", false
 	}
 	return code, msg, true
+}
+
+// withField sets a field of a JSON object that lacks it, keeping the rest
+// byte for byte; anything but an object is returned as it is.
+func withField(obj json.RawMessage, name, value string) json.RawMessage {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(obj, &fields) != nil {
+		return obj
+	}
+	if _, ok := fields[name]; ok {
+		return obj
+	}
+	fields[name] = json.RawMessage(value)
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return obj
+	}
+	return b
 }

@@ -96,6 +96,15 @@ func TestModernTaskLifecycle(t *testing.T) {
 	if got.TTLMs == nil || *got.TTLMs < 24*3600*1000 || got.PollIntervalMs != 0 || got.CreatedAt != tk.CreatedAt {
 		t.Errorf("completed: ttl %v, poll %d, created %s", got.TTLMs, got.PollIntervalMs, got.CreatedAt)
 	}
+	// The inlined result is a 2026-07-28 CallToolResult: it says it is complete.
+	var raw struct {
+		Result struct {
+			ResultType string `json:"resultType"`
+		} `json:"result"`
+	}
+	if decode(t, c.result("tasks/get", map[string]any{"taskId": tk.TaskID}), &raw); raw.Result.ResultType != "complete" {
+		t.Errorf("the inlined result's resultType is %q, want complete", raw.Result.ResultType)
+	}
 
 	var fg payload
 	decode(t, c.result("tools/call", map[string]any{"name": "list_tasks", "arguments": map[string]any{}}), &fg)
