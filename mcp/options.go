@@ -96,11 +96,13 @@ func WithImplementation(impl *mcp.Implementation) Option {
 }
 
 // WithSessionTimeout sets how long a streamable HTTP session may stay idle
-// before the Server ends it: no request of its client started or running
-// for d (a tasks/result that waits keeps it open). The session's tasks go
-// on; its client must open a new session, and with the default owner (one
-// per session) it no longer reaches them. d must be positive. Default:
-// DefaultSessionTimeout. Run's sessions end with their transport.
+// before the Server ends it: none of its client's HTTP requests in flight
+// for d. A POST that runs (a tasks/result that waits) and an open GET
+// stream (where a task's progress goes) keep it open. The session's tasks
+// go on; its client must open a new session, and with the default owner
+// (one per session) it no longer reaches them. d must be positive.
+// Default: DefaultSessionTimeout. Run's sessions end with their transport;
+// 2026-07-28 has no sessions.
 func WithSessionTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {

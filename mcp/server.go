@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -69,10 +70,17 @@ type Server struct {
 	opening  int                  // HTTP requests that may open a session, in flight
 }
 
-// session is an open session: its owner once known.
+// session is an open session: its owner once known, and, for an HTTP
+// session, what its idle timer needs (idle.go). Its fields are guarded by
+// Server.mu.
 type session struct {
 	ss    *mcp.ServerSession // nil for Run's
 	owner string             // "" until the owner function names one
+
+	active  int         // HTTP requests of it in flight, its GET stream included
+	opening bool        // the request that opened it is one of them
+	idle    *time.Timer // ends it once idle; nil while a request is in flight
+	gone    bool        // forgotten: no timer anymore
 }
 
 // NewServer returns a Server for m, with the five task tools registered.
@@ -110,8 +118,9 @@ func NewServer(m *bgtask.Manager, opts ...Option) (*Server, error) {
 	}
 	s.sdk.AddReceivingMiddleware(s.middleware)
 	s.sdkHTTP = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk }, &mcp.StreamableHTTPOptions{
-		SessionTimeout: cfg.sessionTimeout,
-		EventStore:     cfg.eventStore,
+		// The idle timeout is the Server's (idle.go): the SDK's would end
+		// a session whose client listens on its GET stream.
+		EventStore: cfg.eventStore,
 		// serveHTTP caps the body the client sent; what reaches the SDK is
 		// that body with "task" moved (rewriteBody), which may be longer.
 		MaxRequestBodyBytes: -1,
@@ -208,6 +217,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
+		defer s.enter(id)()
 	} else if r.Method == http.MethodPost {
 		release, err := s.reserveSession()
 		if err != nil {
@@ -215,6 +225,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer release()
+		defer func() {
+			if id := w.Header().Get("Mcp-Session-Id"); id != "" {
+				s.opened(id)
+			}
+		}()
 	}
 	s.sdkHTTP.ServeHTTP(w, r)
 }
@@ -378,7 +393,9 @@ func (s *Server) track(ss *mcp.ServerSession) {
 	if _, ok := s.sessions[id]; ok {
 		return
 	}
-	s.sessions[id] = &session{ss: ss}
+	// The request that opens it is in flight: serveHTTP calls opened when
+	// it has answered, and the idle timer starts then.
+	s.sessions[id] = &session{ss: ss, active: 1, opening: true}
 	s.http++
 	go func() {
 		// The session's end: its client deleted it, it timed out, or its
@@ -410,6 +427,11 @@ func (s *Server) forget(id string) {
 	}
 	if sess.ss != nil {
 		s.http--
+	}
+	sess.gone = true
+	if sess.idle != nil {
+		sess.idle.Stop()
+		sess.idle = nil
 	}
 	delete(s.sessions, id)
 }
