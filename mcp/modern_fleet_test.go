@@ -1,10 +1,12 @@
 package bgmcp_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -116,4 +118,104 @@ func TestModernFleetPostgres(t *testing.T) {
 			t.Errorf("bob at %s: %+v", url, e)
 		}
 	}
+}
+
+// TestModernFleetProcesses is the fleet of TestModernFleetPostgres as two
+// server processes (internal/tsserver -pg, instances a and b, one
+// PostgreSQL database) and one client alternating between them: the
+// question of a task that a runs is answered through b (a's later answer
+// ignored), a task that b runs is cancelled through a, and both answer
+// the same JSON for each ended task.
+func TestModernFleetProcesses(t *testing.T) {
+	dsn := pgtest.StartDSN(t)
+	bin := buildTSServer(t, t.TempDir())
+	var urls []string
+	for _, name := range []string{"a", "b"} {
+		urls = append(urls, startTSServerHTTP(t, bin, "-pg", dsn, "-instance", name, "-http", "127.0.0.1:0", "-owner", "alice"))
+	}
+	a := &modernClient{t: t, url: urls[0], tasks: true}
+	b := &modernClient{t: t, url: urls[1], tasks: true}
+	same := func(handle string) modernTask {
+		t.Helper()
+		ra, rb := a.result("tasks/get", map[string]any{"taskId": handle}), b.result("tasks/get", map[string]any{"taskId": handle})
+		if string(ra) != string(rb) {
+			t.Errorf("tasks/get of an ended task:\n a: %s\n b: %s", ra, rb)
+		}
+		var tk modernTask
+		decode(t, ra, &tk)
+		return tk
+	}
+
+	tk := a.start("ask", map[string]any{"question": "which branch?"})
+	got := b.until(tk.TaskID, "working")
+	if got.Status != "input_required" || len(got.InputRequests) != 1 || got.StatusMessage != "which branch?" {
+		t.Fatalf("b sees %+v, want the question", got)
+	}
+	for key := range got.InputRequests {
+		for _, c := range []*modernClient{b, a} {
+			c.result("tasks/update", map[string]any{"taskId": tk.TaskID, "inputResponses": map[string]any{
+				key: map[string]any{"action": "accept", "content": map[string]any{"answer": "from " + c.url}},
+			}})
+		}
+	}
+	got = a.until(tk.TaskID, "working", "input_required")
+	if want := `{"answer":"from ` + urls[1] + `"}`; got.Status != "completed" || string(got.Result.StructuredContent) != want {
+		t.Errorf("a sees %+v, want completed with b's answer", got)
+	}
+	same(tk.TaskID)
+
+	tk = b.start("hold", map[string]any{"label": "far"})
+	var started payload
+	decode(t, b.result("tools/call", map[string]any{"name": "probe", "arguments": map[string]any{"label": "far", "until": "started"}}), &started)
+	if got := a.get(tk.TaskID); got.Status != "working" {
+		t.Errorf("a sees %+v, want working", got)
+	}
+	a.result("tasks/cancel", map[string]any{"taskId": tk.TaskID})
+	var stopped payload
+	decode(t, b.result("tools/call", map[string]any{"name": "probe", "arguments": map[string]any{"label": "far", "until": "stopped"}}), &stopped)
+	if len(stopped.Content) != 1 || !strings.Contains(stopped.Content[0].Text, "cancel") {
+		t.Errorf("the hold on b stopped with %+v, want cancelled", stopped)
+	}
+	if got := a.until(tk.TaskID, "working"); got.Status != "cancelled" {
+		t.Errorf("a sees %+v, want cancelled", got)
+	}
+	same(tk.TaskID)
+}
+
+// startTSServerHTTP starts a tsserver serving HTTP and returns its URL; its
+// stdin is closed at the end of the test, which ends it.
+func startTSServerHTTP(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("tsserver %v: %v\n%s", args, err, stderr.String())
+		}
+		if strings.Contains(stderr.String(), "DATA RACE") {
+			t.Errorf("the race detector reported a data race in tsserver:\n%s", stderr.String())
+		}
+	})
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() {
+		t.Fatalf("tsserver printed no address: %v\n%s", sc.Err(), stderr.String())
+	}
+	url, ok := strings.CutPrefix(sc.Text(), "listening ")
+	if !ok {
+		t.Fatalf("tsserver printed %q", sc.Text())
+	}
+	return url
 }
