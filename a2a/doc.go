@@ -56,7 +56,8 @@
 // The server checks no credential itself: the host verifies it, in its own
 // middleware in front of Handler or in the owner function, and the owner
 // function names the owner from it; a request it refuses gets HTTP 401
-// before anything is read. WithSecurityScheme declares the scheme the host
+// before anything is read, with a WWW-Authenticate challenge for each
+// declared scheme (a Bearer one when none is). WithSecurityScheme declares the scheme the host
 // enforces in the agent card (securitySchemes and security), so a client
 // knows what credential to send; the card itself is public.
 //

@@ -352,3 +352,40 @@ func TestAnswerKeepsClientMessageID(t *testing.T) {
 		t.Errorf("history = %q, want %q", got, want)
 	}
 }
+
+// A 401 carries WWW-Authenticate (RFC 9110 §11.6.1): a challenge per
+// declared scheme, in order, with the card's name as realm and a token
+// scheme's scopes; a Bearer challenge when none is declared.
+func TestUnauthorizedChallenge(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		want []string
+	}{
+		{"no scheme", nil, []string{`Bearer realm="test agent"`}},
+		{"bearer with scopes", []Option{WithSecurityScheme("jwt", a2a.HTTPAuthSecurityScheme{Scheme: "bearer", BearerFormat: "JWT"}, "tasks", "read")},
+			[]string{`Bearer realm="test agent", scope="tasks read"`}},
+		{"api key then oauth2", []Option{
+			WithSecurityScheme("key", a2a.APIKeySecurityScheme{In: a2a.APIKeySecuritySchemeInHeader, Name: ownerHeader}),
+			WithSecurityScheme("oauth", &a2a.OAuth2SecurityScheme{}, "tasks"),
+		}, []string{`APIKey realm="test agent", in="header", name="X-Test-Owner"`, `Bearer realm="test agent", scope="tasks"`}},
+		{"basic and mutual TLS", []Option{
+			WithSecurityScheme("tls", a2a.MutualTLSSecurityScheme{}),
+			WithSecurityScheme("basic", a2a.HTTPAuthSecurityScheme{Scheme: "Basic"}),
+		}, []string{`Basic realm="test agent"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, echoAgent, tc.opts...)
+			resp, err := http.Post(b.hs.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"task_1"}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Values("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || !slices.Equal(got, tc.want) {
+				t.Errorf("HTTP %d, WWW-Authenticate %q, want 401 with %q", resp.StatusCode, got, tc.want)
+			}
+		})
+	}
+}

@@ -78,7 +78,7 @@ func WithOwner(id string) Option {
 // certificate). It is never read from the message: a client acts for the
 // owner its request authenticates as, and sees only that owner's tasks.
 // An error or a blank owner refuses the request with HTTP 401 and no
-// detail. f is called once per request, on the request's goroutine.
+// detail but its WWW-Authenticate challenges (see WithSecurityScheme). f is called once per request, on the request's goroutine.
 func WithOwnerFunc(f func(r *http.Request) (string, error)) Option {
 	return func(c *config) {
 		if f == nil {
@@ -175,8 +175,13 @@ func WithMaxRequestBytes(n int64) Option {
 // It only describes: the server checks no credential itself. The host
 // provides the check, in its own middleware in front of Server.Handler or
 // in the function of WithOwnerFunc, which names the owner from the
-// verified credential and refuses the rest (HTTP 401). A blank name, a nil
-// scheme, or a name given twice makes New fail.
+// verified credential and refuses the rest (HTTP 401). The 401 carries a
+// WWW-Authenticate challenge per declared scheme, in order, with the
+// card's name as realm: an HTTP scheme's own ("Bearer", "Basic"; a Bearer
+// one with scope= the scopes), Bearer for OAuth2 and OpenID Connect,
+// APIKey with in= and name= for an API key, none for mutual TLS; with no
+// challenge among them, a Bearer one. A blank name, a nil scheme, or a
+// name given twice makes New fail.
 func WithSecurityScheme(name string, scheme a2a.SecurityScheme, scopes ...string) Option {
 	return func(c *config) {
 		switch {

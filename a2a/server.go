@@ -49,6 +49,8 @@ type Server struct {
 	rpc     http.Handler
 	results *kept
 	msgIDs  messageIDs
+
+	challenges []string // the WWW-Authenticate challenges of a 401
 }
 
 // New returns a Server that runs agent on m for each new A2A task. card
@@ -77,6 +79,7 @@ func New(m *bgtask.Manager, agent bgtask.Func, card Card, opts ...Option) (*Serv
 	}
 	s := &Server{m: m, agent: agent, card: card, cfg: cfg, hub: newHub(m), results: newKept(cfg.maxKept)}
 	s.hub.ended = s.results.settle
+	s.challenges = challenges(card.Name, cfg.schemes, cfg.security)
 	s.rpc = a2asrv.NewJSONRPCHandler(handler{s})
 	return s, nil
 }
@@ -106,6 +109,9 @@ type ownerKey struct{}
 func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	owner, err := s.cfg.owner(r)
 	if err != nil || blank(owner) {
+		for _, c := range s.challenges {
+			w.Header().Add("WWW-Authenticate", c)
+		}
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}

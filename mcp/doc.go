@@ -3,11 +3,24 @@
 //
 // A Server exposes one owner's five model-facing tools (list_tasks,
 // get_task, cancel_task, send_message, wait_task) and the host's own tools
-// (AddTool). A client that asks for task execution in tools/call (the
-// tasks protocol of MCP revision 2025-11-25) gets a task handle at once:
-// the call runs as a bgtask task, and tasks/get, tasks/list, tasks/result
-// and tasks/cancel are served from the Manager, scoped to the caller's
-// owner. Without that request a tool call runs in the foreground.
+// (AddTool). It serves two MCP revisions from one endpoint, each request
+// in its own, as the SDK negotiates them:
+//
+//   - 2026-07-28 (ProtocolVersion), stateless: a request carries its
+//     revision in its Mcp-Protocol-Version header and _meta. A tools/call
+//     of a host tool that may run as a task, from a request that declared
+//     the io.modelcontextprotocol/tasks extension (TasksExtension), runs as
+//     a bgtask task and answers with its handle (resultType "task"); the
+//     client polls tasks/get, answers the task's questions with
+//     tasks/update and cancels with tasks/cancel. Any instance sharing the
+//     Manager's store answers them.
+//   - 2025-11-25 (LegacyProtocolVersion) and older, in sessions opened by
+//     initialize: a client that asks for task execution in tools/call gets
+//     a task handle at once, and tasks/get, tasks/list, tasks/result and
+//     tasks/cancel are served from the Manager.
+//
+// Either way tasks are scoped to the caller's owner, and without a task a
+// tool call runs in the foreground.
 //
 // Over streamable HTTP (Server.Handler) every request is authorised as its
 // own caller: the host's authentication middleware puts the caller on each

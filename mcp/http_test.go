@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	bgmcp "github.com/bgtask/bgtask/mcp"
 )
 
 // Over streamable HTTP: the SDK's client lists and calls tools, a raw
@@ -23,8 +25,8 @@ func TestStreamableHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	if got := cs.InitializeResult().ProtocolVersion; got != "2025-11-25" {
-		t.Errorf("protocol version %q", got)
+	if got := cs.InitializeResult().ProtocolVersion; got != bgmcp.ProtocolVersion {
+		t.Errorf("protocol version %q, want %q (the SDK's client picks the newest)", got, bgmcp.ProtocolVersion)
 	}
 	tl, err := cs.ListTools(ctx, nil)
 	if err != nil {

@@ -24,10 +24,21 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		switch method {
 		case "tools/call":
 			if r, ok := req.(*mcp.CallToolRequest); ok {
-				if task, ok := takeTaskRequest(r.Params); ok {
+				task, asked := takeTaskRequest(r.Params)
+				if e := eraOf(r.Params.Meta, ss); e.modern {
+					// The extension has no "task" param: the server decides.
+					return s.modernCall(ctx, r, e, func() (mcp.Result, error) { return next(ctx, method, req) })
+				}
+				if asked {
 					return s.spawnCall(ctx, r, task)
 				}
 			}
+		case "server/discover":
+			res, err := next(ctx, method, req)
+			if r, ok := res.(*mcp.DiscoverResult); ok && err == nil && r.Capabilities != nil {
+				r.Capabilities.AddExtension(TasksExtension, nil) // the SDK made these capabilities for this result
+			}
+			return res, err
 		case "initialize":
 			res, err := next(ctx, method, req)
 			if r, ok := res.(*mcp.InitializeResult); ok && err == nil {
@@ -41,6 +52,13 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return res, err
 		case "tools/list":
+			var meta mcp.Meta
+			if r, ok := req.(*mcp.ListToolsRequest); ok && r.Params != nil {
+				meta = r.Params.Meta
+			}
+			if eraOf(meta, ss).modern {
+				break // the extension has no execution.taskSupport
+			}
 			res, err := next(ctx, method, req)
 			if r, ok := res.(*mcp.ListToolsResult); ok && err == nil {
 				return &toolsResult{ListToolsResult: r, support: s.taskSupport}, nil

@@ -29,10 +29,12 @@ type config struct {
 	ownerFunc func(ctx context.Context, session *mcp.ServerSession) (string, error)
 	impl      *mcp.Implementation
 
-	sessionTimeout time.Duration // idle HTTP sessions end after it
-	maxSessions    int           // open HTTP sessions at most
-	maxBody        int64         // largest HTTP request body, in bytes
-	results        resultConfig  // WithResultMemory, WithRetainFor
+	sdk            *mcp.Server    // WithSDKServer; nil: the Server makes its own
+	eventStore     mcp.EventStore // WithEventStore; nil: no resumption
+	sessionTimeout time.Duration  // idle HTTP sessions end after it
+	maxSessions    int            // open HTTP sessions at most
+	maxBody        int64          // largest HTTP request body, in bytes
+	results        resultConfig   // WithResultMemory, WithRetainFor
 }
 
 func defaultConfig() config {
@@ -94,11 +96,13 @@ func WithImplementation(impl *mcp.Implementation) Option {
 }
 
 // WithSessionTimeout sets how long a streamable HTTP session may stay idle
-// before the Server ends it: no request of its client started or running
-// for d (a tasks/result that waits keeps it open). The session's tasks go
-// on; its client must open a new session, and with the default owner (one
-// per session) it no longer reaches them. d must be positive. Default:
-// DefaultSessionTimeout. Run's sessions end with their transport.
+// before the Server ends it: none of its client's HTTP requests in flight
+// for d. A POST that runs (a tasks/result that waits) and an open GET
+// stream (where a task's progress goes) keep it open. The session's tasks
+// go on; its client must open a new session, and with the default owner
+// (one per session) it no longer reaches them. d must be positive.
+// Default: DefaultSessionTimeout. Run's sessions end with their transport;
+// 2026-07-28 has no sessions.
 func WithSessionTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
@@ -141,5 +145,47 @@ func WithMaxBodyBytes(n int64) Option {
 func (c *config) fail(err error) {
 	if c.err == nil {
 		c.err = err
+	}
+}
+
+// WithSDKServer makes the Server serve through the host's own SDK server
+// instead of one of its own, so that the host serves its resources,
+// prompts, completions, logging, its own SDK tools and whatever else the
+// SDK offers beside bgtask's tools and tasks, from the same endpoint. NewServer adds to
+// srv the five task tools, the tasks methods (tasks/get, tasks/list,
+// tasks/result, tasks/cancel, tasks/update) and a receiving middleware, so
+// srv must have none of those names yet; AddTool adds to it too. srv's
+// options hold (its capabilities, page size, handlers), and so do the
+// protocol revisions it allows: 2026-07-28 needs it in
+// ServerOptions.SupportedProtocolVersions when that is set. The host must
+// serve srv only through this Server (Handler or Run): otherwise its
+// requests escape the owner checks and the session caps. A tool the host
+// adds to srv itself runs in the foreground only: a 2025-11-25 task request
+// for it is refused as for an unknown tool (-32602), and on 2026-07-28 it
+// never runs as a task. Default: the Server makes its own SDK server, with the name of
+// WithImplementation.
+func WithSDKServer(srv *mcp.Server) Option {
+	return func(c *config) {
+		if srv == nil {
+			c.fail(errors.New("bgmcp: WithSDKServer: nil server"))
+			return
+		}
+		c.sdk = srv
+	}
+}
+
+// WithEventStore lets a 2025-11-25 client resume an interrupted stream
+// over streamable HTTP: every message of a session's streams is kept in
+// store, and a GET with Last-Event-ID replays the ones after it (see
+// mcp.EventStore; mcp.NewMemoryEventStore keeps them in memory, up to its
+// MaxBytes). The 2026-07-28 revision has no resumption. Default: none (a
+// broken stream's messages are lost; a client polls tasks/get instead).
+func WithEventStore(store mcp.EventStore) Option {
+	return func(c *config) {
+		if store == nil {
+			c.fail(errors.New("bgmcp: WithEventStore: nil store"))
+			return
+		}
+		c.eventStore = store
 	}
 }

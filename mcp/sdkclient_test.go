@@ -45,8 +45,8 @@ func textOf(t *testing.T, r *mcp.CallToolResult) string {
 func TestListTools(t *testing.T) {
 	s := newServer(t, newManager(t), newTestTools())
 	cs := dialSDK(t, s, nil)
-	if got := cs.InitializeResult().ProtocolVersion; got != "2025-11-25" {
-		t.Errorf("protocol version %q, want 2025-11-25", got)
+	if got := cs.InitializeResult().ProtocolVersion; got != bgmcp.ProtocolVersion {
+		t.Errorf("protocol version %q, want %q", got, bgmcp.ProtocolVersion)
 	}
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {

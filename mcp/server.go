@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,9 +20,17 @@ import (
 	"github.com/bgtask/bgtask/agent"
 )
 
-// ProtocolVersion is the newest MCP revision served: the one whose tasks
-// protocol the Server speaks.
-const ProtocolVersion = "2025-11-25"
+// The MCP revisions whose tasks the Server serves. Both are served from one
+// endpoint, each request in its own (see Server.Handler).
+const (
+	// ProtocolVersion is the newest MCP revision served: stateless, with
+	// tasks in the io.modelcontextprotocol/tasks extension (TasksExtension).
+	ProtocolVersion = "2026-07-28"
+	// LegacyProtocolVersion is the newest revision of the initialize
+	// handshake, whose core has the tasks protocol of 2025-11-25 (its
+	// older revisions are served too, without tasks).
+	LegacyProtocolVersion = "2025-11-25"
+)
 
 // ErrNoOwner refuses a request whose owner could not be found: the owner
 // function returned an error (wrapped with it) or a blank id.
@@ -45,12 +54,13 @@ var ErrTooManySessions = errors.New("bgmcp: too many open sessions")
 // NewServer. Tasks outlive the session that started them; the Manager's
 // Shutdown ends them.
 type Server struct {
-	m       *bgtask.Manager
-	cfg     config
-	sdk     *mcp.Server
-	sdkHTTP http.Handler
-	handler http.Handler
-	whole   *wholeResults // the whole results that task records hold cut
+	m         *bgtask.Manager
+	cfg       config
+	sdk       *mcp.Server
+	sdkHTTP   http.Handler // sessions: revisions up to LegacyProtocolVersion
+	sdkModern http.Handler // stateless: ProtocolVersion
+	handler   http.Handler
+	whole     *wholeResults // the whole results that task records hold cut
 
 	mu       sync.Mutex
 	tools    map[string]*hostTool // the host's tools, by name
@@ -60,10 +70,17 @@ type Server struct {
 	opening  int                  // HTTP requests that may open a session, in flight
 }
 
-// session is an open session: its owner once known.
+// session is an open session: its owner once known, and, for an HTTP
+// session, what its idle timer needs (idle.go). Its fields are guarded by
+// Server.mu.
 type session struct {
 	ss    *mcp.ServerSession // nil for Run's
 	owner string             // "" until the owner function names one
+
+	active  int         // HTTP requests of it in flight, its GET stream included
+	opening bool        // the request that opened it is one of them
+	idle    *time.Timer // ends it once idle; nil while a request is in flight
+	gone    bool        // forgotten: no timer anymore
 }
 
 // NewServer returns a Server for m, with the five task tools registered.
@@ -87,10 +104,12 @@ func NewServer(m *bgtask.Manager, opts ...Option) (*Server, error) {
 		sessions: make(map[string]*session),
 		whole:    newWholeResults(cfg.results.budget()),
 	}
-	// The tasks protocol is that of 2025-11-25: later revisions are not
-	// offered.
+	// Revisions newer than the tasks extension's are not offered.
 	versions := slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v > ProtocolVersion })
-	s.sdk = mcp.NewServer(cfg.impl, &mcp.ServerOptions{HasTools: true, SupportedProtocolVersions: versions})
+	s.sdk = cfg.sdk
+	if s.sdk == nil {
+		s.sdk = mcp.NewServer(cfg.impl, &mcp.ServerOptions{HasTools: true, SupportedProtocolVersions: versions})
+	}
 	for _, t := range agent.Tools(m.Owner("schema")) {
 		s.sdk.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Schema}, s.taskTool(t.Name))
 	}
@@ -99,10 +118,18 @@ func NewServer(m *bgtask.Manager, opts ...Option) (*Server, error) {
 	}
 	s.sdk.AddReceivingMiddleware(s.middleware)
 	s.sdkHTTP = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk }, &mcp.StreamableHTTPOptions{
-		SessionTimeout: cfg.sessionTimeout,
+		// The idle timeout is the Server's (idle.go): the SDK's would end
+		// a session whose client listens on its GET stream.
+		EventStore: cfg.eventStore,
 		// serveHTTP caps the body the client sent; what reaches the SDK is
 		// that body with "task" moved (rewriteBody), which may be longer.
 		MaxRequestBodyBytes: -1,
+	})
+	// The SDK serves 2026-07-28 over streamable HTTP only without sessions.
+	s.sdkModern = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk }, &mcp.StreamableHTTPOptions{
+		Stateless:                    true,
+		MaxRequestBodyBytes:          -1,
+		PropagateRequestCancellation: true,
 	})
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	return s, nil
@@ -126,9 +153,21 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	return err
 }
 
-// Handler returns the streamable HTTP handler serving this Server: one
-// session per client, as the MCP streamable HTTP transport defines. The
-// same handler is returned on every call. Mount it behind the host's
+// Handler returns the streamable HTTP handler serving this Server. The
+// same handler is returned on every call. A request whose
+// Mcp-Protocol-Version header names 2026-07-28 (or a POST outside a
+// session whose body carries the per-request protocol version) is served
+// statelessly, in that revision; any other is served as the MCP streamable
+// HTTP transport of 2025-11-25 defines, one session per client. A client
+// picks by the first request it sends: server/discover for 2026-07-28,
+// initialize for the older revisions.
+//
+// In 2026-07-28 there is no session: WithOwnerFunc is called for every
+// request with its ctx and a session without an id. A request it names no
+// owner for (the default owner, the session id, is then blank) is
+// anonymous: each task such a request starts is an owner of its own, and
+// the task's handle ("anon.", a random secret, ".", the task id) is the
+// only credential that reaches it. Mount it behind the host's
 // authentication, which puts the caller on each request's ctx, and read
 // the caller there in WithOwnerFunc: every request of a session must come
 // from the caller that opened it.
@@ -144,6 +183,25 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // its body must fit under the body cap (then "task" is moved, see
 // rewriteBody).
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.Body != nil {
+		body, ok := s.readBody(w, r)
+		if !ok {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = -1
+		if modernRequest(r, body) {
+			if id, err := checkTaskName(r, body); err != nil {
+				writeRPCError(w, http.StatusBadRequest, id, err)
+				return
+			}
+			s.sdkModern.ServeHTTP(w, r)
+			return
+		}
+	} else if modernRequest(r, nil) {
+		s.sdkModern.ServeHTTP(w, r) // 405: no sessions, no GET stream
+		return
+	}
 	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
 		if err := s.checkCaller(r.Context(), id); err != nil {
 			writeHTTPError(w, http.StatusForbidden, err)
@@ -159,6 +217,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
+		defer s.enter(id)()
 	} else if r.Method == http.MethodPost {
 		release, err := s.reserveSession()
 		if err != nil {
@@ -166,21 +225,40 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer release()
-	}
-	if r.Method == http.MethodPost && r.Body != nil {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.maxBody))
-		if err != nil {
-			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-				writeHTTPError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("bgmcp: request body longer than %d bytes", s.cfg.maxBody))
-			} else {
-				writeHTTPError(w, http.StatusBadRequest, errors.New("bgmcp: request body unreadable"))
+		defer func() {
+			if id := w.Header().Get("Mcp-Session-Id"); id != "" {
+				s.opened(id)
 			}
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(rewriteBody(body)))
-		r.ContentLength = -1
+		}()
 	}
 	s.sdkHTTP.ServeHTTP(w, r)
+}
+
+// readBody reads a POST's body under the body cap, with "task" moved (see
+// rewriteBody); a body too long or unreadable is answered here.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.maxBody))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeHTTPError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("bgmcp: request body longer than %d bytes", s.cfg.maxBody))
+		} else {
+			writeHTTPError(w, http.StatusBadRequest, errors.New("bgmcp: request body unreadable"))
+		}
+		return nil, false
+	}
+	return rewriteBody(body), true
+}
+
+// modernRequest reports whether an HTTP request follows the 2026-07-28
+// revision (or a later one, which the SDK refuses with the versions it
+// serves): its Mcp-Protocol-Version header says so, or, without one, a
+// POST outside any session whose body carries the per-request protocol
+// version (the SDK then answers that the header is missing).
+func modernRequest(r *http.Request, body []byte) bool {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
+		return v >= ProtocolVersion
+	}
+	return body != nil && r.Header.Get("Mcp-Session-Id") == "" && bytes.Contains(body, []byte(mcp.MetaKeyProtocolVersion))
 }
 
 // statusWriter records the status of a response.
@@ -196,6 +274,48 @@ func (w *statusWriter) WriteHeader(code int) {
 
 // Unwrap gives http.ResponseController the writer underneath.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// checkTaskName checks the routing header of a task request of the
+// extension: an Mcp-Name that is not its params.taskId is -32020 (header
+// mismatch), as the SDK answers for a tool's name. It returns the
+// request's id with the error.
+func checkTaskName(r *http.Request, body []byte) (json.RawMessage, *jsonrpc.Error) {
+	name, ok := r.Header["Mcp-Name"]
+	if !ok || !bytes.Contains(body, []byte(`"tasks/`)) {
+		return nil, nil
+	}
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			TaskID any `json:"taskId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil, nil // not one request: the SDK answers it
+	}
+	switch req.Method {
+	case "tasks/get", "tasks/update", "tasks/cancel":
+	default:
+		return nil, nil
+	}
+	if id, _ := req.Params.TaskID.(string); len(name) != 1 || name[0] != id {
+		return req.ID, &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: fmt.Sprintf("Mcp-Name header %q does not match params.taskId", strings.Join(name, ","))}
+	}
+	return nil, nil
+}
+
+// writeRPCError answers an HTTP request with a JSON-RPC error response of
+// the request's id (null when nil).
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, err *jsonrpc.Error) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": err})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
 
 // writeHTTPError answers an HTTP request with a JSON-RPC error response
 // (id null: the request was not read) of code -32600 and err's text.
@@ -273,7 +393,9 @@ func (s *Server) track(ss *mcp.ServerSession) {
 	if _, ok := s.sessions[id]; ok {
 		return
 	}
-	s.sessions[id] = &session{ss: ss}
+	// The request that opens it is in flight: serveHTTP calls opened when
+	// it has answered, and the idle timer starts then.
+	s.sessions[id] = &session{ss: ss, active: 1, opening: true}
 	s.http++
 	go func() {
 		// The session's end: its client deleted it, it timed out, or its
@@ -305,6 +427,11 @@ func (s *Server) forget(id string) {
 	}
 	if sess.ss != nil {
 		s.http--
+	}
+	sess.gone = true
+	if sess.idle != nil {
+		sess.idle.Stop()
+		sess.idle = nil
 	}
 	delete(s.sessions, id)
 }
@@ -356,6 +483,12 @@ func (s *Server) owner(ctx context.Context, ss *mcp.ServerSession) (bgtask.Owner
 	if err != nil {
 		return bgtask.Owner{}, err
 	}
+	return s.restoredOwner(ctx, id)
+}
+
+// restoredOwner returns the owner id, restoring its records the first time
+// the Server sees it (see owner).
+func (s *Server) restoredOwner(ctx context.Context, id string) (bgtask.Owner, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.restored[id] {

@@ -2,6 +2,7 @@ package bgmcp_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -147,6 +148,50 @@ func TestSessionCap(t *testing.T) {
 		}
 		for _, c := range []*handlerClient{open[1], third} {
 			c.do(http.MethodDelete, nil)
+		}
+	})
+}
+
+// An open GET stream (where a task's progress goes) keeps its session
+// open past the idle timeout, as WithSessionTimeout says; once the stream
+// closes, the session ends after the timeout.
+func TestSessionTimeoutGETStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newServer(t, newManager(t), nil, bgmcp.WithSessionTimeout(time.Minute))
+		c := &handlerClient{t: t, h: s.Handler()}
+		if code, body := c.open(); code != http.StatusAccepted {
+			t.Fatalf("open: %d %s", code, body)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		streamed := make(chan int)
+		go func() {
+			req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/mcp", nil)
+			req.Header.Set("Accept", "text/event-stream")
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+			req.Header.Set("Mcp-Session-Id", c.session)
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, req)
+			streamed <- rec.Code
+		}()
+		synctest.Wait() // the stream is open
+		time.Sleep(3 * time.Minute)
+		synctest.Wait()
+		if got := s.OpenSessions(); got != 1 {
+			t.Fatalf("after 3 min with the GET stream open: %d open sessions, want 1", got)
+		}
+		cancel()
+		if code := <-streamed; code != http.StatusOK {
+			t.Errorf("GET stream: %d", code)
+		}
+		time.Sleep(59 * time.Second)
+		synctest.Wait()
+		if got := s.OpenSessions(); got != 1 {
+			t.Errorf("59 s after the stream closed: %d open sessions, want 1", got)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := s.OpenSessions(); got != 0 {
+			t.Errorf("a minute after the stream closed: %d open sessions, want 0", got)
 		}
 	})
 }

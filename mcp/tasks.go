@@ -127,21 +127,83 @@ func invalidParams(format string, args ...any) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
 }
 
-// addTaskMethods registers tasks/get, tasks/list, tasks/result and
-// tasks/cancel.
+// addTaskMethods registers tasks/get, tasks/list, tasks/result,
+// tasks/cancel and
+// tasks/update of the extension. Each serves the revision of its request:
+// the 2025-11-25 tasks protocol, or the tasks extension of 2026-07-28
+// (modern.go), where tasks/list and tasks/result are not methods and a
+// request that did not declare the extension is refused (-32021).
 func (s *Server) addTaskMethods() error {
 	return errors.Join(
-		mcp.AddReceivingCustomMethod(s.sdk, "tasks/get", func(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (*taskResult, error) {
+		mcp.AddReceivingCustomMethod(s.sdk, "tasks/get", func(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (mcp.Result, error) {
+			if e := eraOf(metaOf(p), ss); e.modern {
+				if !e.tasks {
+					return nil, missingTasksCapability()
+				}
+				return s.modernGet(ctx, ss, handleOf(p))
+			}
 			o, m, err := s.ownedTask(ctx, ss, p)
 			if err != nil {
 				return nil, err
 			}
 			return &taskResult{taskInfo: s.info(ctx, o, m)}, nil
 		}),
-		mcp.AddReceivingCustomMethod(s.sdk, "tasks/list", s.listTasks),
-		mcp.AddReceivingCustomMethod(s.sdk, "tasks/result", s.taskPayload),
-		mcp.AddReceivingCustomMethod(s.sdk, "tasks/cancel", s.cancelTask),
+		mcp.AddReceivingCustomMethod(s.sdk, "tasks/list", func(ctx context.Context, ss *mcp.ServerSession, p *listParams) (mcp.Result, error) {
+			var meta mcp.Meta
+			if p != nil {
+				meta = p.Meta
+			}
+			if eraOf(meta, ss).modern {
+				return nil, notInRevision("tasks/list", ProtocolVersion)
+			}
+			return s.listTasks(ctx, ss, p)
+		}),
+		mcp.AddReceivingCustomMethod(s.sdk, "tasks/result", func(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (mcp.Result, error) {
+			if eraOf(metaOf(p), ss).modern {
+				return nil, notInRevision("tasks/result", ProtocolVersion)
+			}
+			return s.taskPayload(ctx, ss, p)
+		}),
+		mcp.AddReceivingCustomMethod(s.sdk, "tasks/cancel", func(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (mcp.Result, error) {
+			if e := eraOf(metaOf(p), ss); e.modern {
+				if !e.tasks {
+					return nil, missingTasksCapability()
+				}
+				return s.modernCancel(ctx, ss, handleOf(p))
+			}
+			return s.cancelTask(ctx, ss, p)
+		}),
+		mcp.AddReceivingCustomMethod(s.sdk, "tasks/update", func(ctx context.Context, ss *mcp.ServerSession, p *updateParams) (mcp.Result, error) {
+			var meta mcp.Meta
+			if p != nil {
+				meta = p.Meta
+			}
+			e := eraOf(meta, ss)
+			switch {
+			case !e.modern:
+				return nil, notInRevision("tasks/update", e.version)
+			case !e.tasks:
+				return nil, missingTasksCapability()
+			}
+			return s.modernUpdate(ctx, ss, p)
+		}),
 	)
+}
+
+// metaOf is the _meta of a task request's params, nil without params.
+func metaOf(p *taskIDParams) mcp.Meta {
+	if p == nil {
+		return nil
+	}
+	return p.Meta
+}
+
+// handleOf is the taskId of a task request's params, "" without params.
+func handleOf(p *taskIDParams) string {
+	if p == nil {
+		return ""
+	}
+	return p.TaskID
 }
 
 // ownedTask finds the caller's owner and one of its tasks; another owner's
@@ -302,6 +364,9 @@ func (s *Server) taskFunc(t *hostTool, o bgtask.Owner, call *Call) bgtask.Func {
 		c := *call
 		c.ctx, c.task = ctx, task
 		v, err := t.Run(ctx, &c)
+		if rpcErr, ok := errors.AsType[*jsonrpc.Error](err); ok {
+			return nil, protocolError{rpcErr}
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -32,7 +32,10 @@ const (
 // Run's result is JSON-encoded as the text content of the tool result, and
 // is its structuredContent too when it encodes as a JSON object; a
 // *mcp.CallToolResult is sent as it is. An error becomes a tool result with
-// isError and the error's text. A panic in a task is the task's failure; in
+// isError and the error's text, except a *jsonrpc.Error (errors.As), which
+// is a protocol error: the plain call answers with it, and a task of
+// 2026-07-28 ends failed with it (2025-11-25 shows the task failed with
+// its message). A panic in a task is the task's failure; in
 // the foreground it is a tool result with isError. Run is called once per
 // call, concurrently with other calls. A task's result longer than the
 // Manager's Caps.MaxResultBytes is still returned whole by tasks/result while
@@ -125,7 +128,11 @@ func (s *Server) foreground(t *hostTool) mcp.ToolHandler {
 		if t.TaskSupport == TaskRequired {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("Tool %s requires task augmentation (taskSupport: 'required')", t.Name)}
 		}
-		if _, err := s.owner(ctx, req.Session); err != nil {
+		if e := eraOf(req.Params.Meta, req.Session); e.modern {
+			if _, err := s.modernCaller(ctx, req.Session); err != nil {
+				return errorResult(err), nil // an anonymous caller may call it
+			}
+		} else if _, err := s.owner(ctx, req.Session); err != nil {
 			return errorResult(err), nil
 		}
 		call := &Call{Arguments: req.Params.Arguments, ctx: ctx, session: req.Session, token: req.Params.GetProgressToken()}
@@ -135,6 +142,9 @@ func (s *Server) foreground(t *hostTool) mcp.ToolHandler {
 			}
 		}()
 		v, runErr := t.Run(ctx, call)
+		if rpcErr, ok := errors.AsType[*jsonrpc.Error](runErr); ok {
+			return nil, rpcErr
+		}
 		if runErr != nil {
 			return errorResult(runErr), nil
 		}

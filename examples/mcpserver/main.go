@@ -2,8 +2,9 @@
 // in a SQLite file: an MCP host (Claude Desktop, an IDE, the MCP inspector)
 // gets the five task tools (list_tasks, get_task, cancel_task,
 // send_message, wait_task) and two long-running demo tools, slow_count and
-// fetch_report, which it can call in the foreground or as tasks (the MCP
-// tasks protocol, revision 2025-11-25).
+// fetch_report, which it can call in the foreground or as tasks (the tasks
+// protocol of revision 2025-11-25, or the tasks extension of 2026-07-28,
+// whichever revision the host speaks).
 //
 // Every session acts for one local owner, so a task started before a
 // restart is still listed after it: as failed, with a message saying the
