@@ -187,6 +187,13 @@ type taskRare struct {
 	inboxGen    uint64         // m.inboxGen when ownerBox was looked up; guarded by emitMu
 	ownerBox    *Inbox         // the owner's inbox, cached for Emit; guarded by emitMu
 	inbox       *Inbox         // a sub-agent's own inbox; set at spawn (with the taskRare), before the task is registered
+	kind        bool           // a resumable task's (Kind): a stop requeues it; set at spawn, before the task is registered
+}
+
+// isKind reports whether t is a resumable task (spawned from a Kind).
+func (t *Task) isKind() bool {
+	r := t.rare.Load()
+	return r != nil && r.kind
 }
 
 // agentInbox returns a sub-agent's own inbox; nil for a plain task.
