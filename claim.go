@@ -27,13 +27,18 @@ type kindClaims struct {
 	ids map[string]struct{}
 }
 
-func (c *kindClaims) add(id string) {
+// add marks id as being claimed; false when it is already.
+func (c *kindClaims) add(id string) bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.ids[id]; ok {
+		return false
+	}
 	if c.ids == nil {
 		c.ids = make(map[string]struct{})
 	}
 	c.ids[id] = struct{}{}
-	c.mu.Unlock()
+	return true
 }
 
 func (c *kindClaims) remove(id string) {
@@ -114,9 +119,17 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 	if meta.CancelReason != "" {
 		return false, nil
 	}
-	fn, decErr := k.resumeFunc(meta)
-	m.claims.add(meta.ID)
+	if !m.claims.add(meta.ID) {
+		return false, nil // another goroutine of this Manager claims it
+	}
 	defer m.claims.remove(meta.ID)
+	m.mu.Lock()
+	t := m.nodes[meta.ID]
+	m.mu.Unlock()
+	if t != nil {
+		return false, nil // claimed from an older read, and running here already
+	}
+	fn, decErr := k.resumeFunc(meta)
 	claim := *meta
 	claim.Resume = meta.Resume.Clone()
 	claim.Status, claim.Instance = bgtype.StatusRunning, m.cfg.instance

@@ -101,8 +101,13 @@ func requeue(cur, u *bgtype.TaskMeta) bool {
 // write of the same attempt by another instance (a second claimer that
 // lost the race, or its late writes) is dropped. A write of a higher
 // attempt (a requeue, a reaper's end, a cancel between attempts) and one
-// that names no instance are not this rule's to drop.
+// that names no instance are not this rule's to drop, but an end that
+// names none (decided while the task waited in the queue) lands only while
+// no instance claimed it.
 func kindWrite(cur, u *bgtype.TaskMeta) bool {
+	if u.Status.IsTerminal() && u.Instance == "" && cur.Instance != "" {
+		return false // an end decided while it waited (a cancel between attempts) lost to a claim
+	}
 	return u.Attempt > cur.Attempt || u.Instance == "" || cur.Instance == "" || u.Instance == cur.Instance
 }
 
