@@ -53,9 +53,16 @@ func (r *Resume) Equal(o *Resume) bool {
 		r.Yields == o.Yields && r.QueuedAt.Equal(o.QueuedAt) && r.ResumedAt.Equal(o.ResumedAt) && r.LastError == o.LastError
 }
 
-// valid reports whether r can be stored: a kind name, a spec and a
-// checkpoint that are JSON, counts that are not negative.
-func (r *Resume) valid() bool {
+// Valid reports whether r can be stored: a kind name, a spec and a
+// checkpoint that are JSON, at least one attempt allowed, counts that are
+// not negative. A nil Resume (a closure's) is valid.
+func (r *Resume) Valid() bool {
 	return r == nil || r.Kind != "" && json.Valid(r.Spec) && (r.Checkpoint == nil || json.Valid(r.Checkpoint)) &&
-		r.MaxAttempts > 0 && r.Yields >= 0 && r.SavedBy >= 0
+		r.MaxAttempts > 0 && r.Yields >= 0 && r.SavedBy >= 0 && encodable(r.SavedAt) && encodable(r.QueuedAt) && encodable(r.ResumedAt)
+}
+
+// encodable reports whether t marshals to JSON (its year is 0 to 9999).
+func encodable(t time.Time) bool {
+	y := t.Year()
+	return y >= 0 && y <= 9999
 }

@@ -178,7 +178,7 @@ func (m *TaskMeta) Validate() error { return m.check(false) }
 func (m *TaskMeta) ValidateUpdate() error { return m.check(true) }
 
 func (m *TaskMeta) check(noStatus bool) error {
-	if m.ID == "" || m.Owner == "" || !m.Status.Valid() && !(noStatus && m.Status == "") || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) || !m.Wake.Valid() || !m.Progress.Valid() || !m.Resume.valid() {
+	if m.ID == "" || m.Owner == "" || !m.Status.Valid() && !(noStatus && m.Status == "") || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) || !m.Wake.Valid() || !m.Progress.Valid() || !m.Resume.Valid() {
 		return m.invalid(noStatus)
 	}
 	return nil
@@ -199,7 +199,7 @@ func (m *TaskMeta) invalid(noStatus bool) error {
 		return fmt.Errorf("%w: task %s: unknown wake policy %q", ErrCorrupt, m.ID, m.Wake)
 	case !m.Progress.Valid():
 		return fmt.Errorf("%w: task %s: invalid progress %d/%d", ErrCorrupt, m.ID, m.Progress.Done, m.Progress.Total)
-	case !m.Resume.valid():
+	case !m.Resume.Valid():
 		return fmt.Errorf("%w: task %s: invalid resume (kind %q)", ErrCorrupt, m.ID, m.Resume.Kind)
 	}
 	return fmt.Errorf("%w: task %s: result is not valid JSON", ErrCorrupt, m.ID)

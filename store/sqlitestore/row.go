@@ -150,10 +150,10 @@ func (r *row) decodeResume(m *bgtype.TaskMeta) error {
 	if err := json.Unmarshal([]byte(r.resume.String), &res); err != nil {
 		return fmt.Errorf("resume is not JSON: %v", err)
 	}
-	if res.Kind == "" || !json.Valid(res.Spec) || res.MaxAttempts <= 0 {
+	res.SavedAt, res.QueuedAt, res.ResumedAt = utcOrZero(res.SavedAt), utcOrZero(res.QueuedAt), utcOrZero(res.ResumedAt)
+	if !res.Valid() {
 		return fmt.Errorf("invalid resume (kind %q)", res.Kind)
 	}
-	res.SavedAt, res.QueuedAt, res.ResumedAt = utcOrZero(res.SavedAt), utcOrZero(res.QueuedAt), utcOrZero(res.ResumedAt)
 	m.Resume = &res
 	return nil
 }
