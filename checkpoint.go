@@ -3,6 +3,7 @@ package bgtask
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -87,6 +88,9 @@ func (c *Checkpoint[C]) Save(ctx context.Context, v C) error {
 	at := clock.Now()
 	u.Resume.Checkpoint, u.Resume.SavedAt, u.Resume.SavedBy = raw, at, c.attempt
 	if err := t.m.commitUpdate(t, &u); err != nil {
+		if serr := t.m.checkSaved(ctx, t, c.attempt, at); errors.Is(serr, ErrSuperseded) {
+			return fmt.Errorf("%w: %w", serr, err) // refused because another attempt took over (a reaped instance's write)
+		}
 		return fmt.Errorf("bgtask: checkpoint: %w", err)
 	}
 	if err := t.m.checkSaved(ctx, t, c.attempt, at); err != nil {

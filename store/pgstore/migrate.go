@@ -231,6 +231,13 @@ var migrations = []string{
 			CASE WHEN octet_length(NEW.owner) <= 4000 THEN ' ' || NEW.owner ELSE '' END);
 		RETURN NULL;
 	END $$;`,
+	// 11: resumable tasks. resume is the record's Resume as JSON (its
+	// kind, spec and last checkpoint), NULL for a closure's record.
+	// bgtask_tasks_waiting finds the records that wait in the queue for an
+	// instance to claim them (queued, no instance), for every owner at
+	// once; it holds none of a closure's.
+	`ALTER TABLE bgtask_tasks ADD COLUMN resume text;
+	CREATE INDEX bgtask_tasks_waiting ON bgtask_tasks (created_at, id) WHERE resume IS NOT NULL AND status = 'queued' AND instance = '';`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.
