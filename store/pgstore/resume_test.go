@@ -16,7 +16,7 @@ import (
 )
 
 type stepsSpec struct {
-	Steps int `json:"steps"`
+	Steps int  `json:"steps"`
 	Hold  bool `json:"hold,omitempty"` // the first attempt holds after step 1, until its context ends or hold is closed
 }
 
