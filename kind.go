@@ -255,7 +255,7 @@ func (k *Kind[S, C]) taskFunc(spec S) Func {
 				return v, nil
 			}
 			if errors.Is(err, ErrYield) && t.m.draining() {
-				return nil, &requeueError{why: "its runtime (instance " + fmt.Sprintf("%q", t.m.cfg.instance) + ") stopped for a deploy", yield: true}
+				return nil, &requeueError{why: t.m.stopWhy(), yield: true}
 			}
 			if ctx.Err() != nil || !k.retryable(err) {
 				return v, err
