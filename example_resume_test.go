@@ -40,6 +40,7 @@ func fetch(_ context.Context, _ string, page int, key string) error {
 }
 
 func Example_readmeResumable() {
+	fetched, flaked = nil, false // the example may run more than once in a test binary
 	crawlKind, err := bgtask.NewKind("crawl/v1", func(ctx context.Context, t *bgtask.Task, spec CrawlSpec, cp *bgtask.Checkpoint[CrawlCursor]) (any, error) {
 		cur, _ := cp.Last() // the zero cursor on a first attempt
 		for page := max(cur.Next, 1); page <= spec.Pages; page++ {
