@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -71,6 +72,13 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 	if !r.covers(meta.Owner) {
 		return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
+	if store.Waiting(&meta) {
+		n, claimed, err := m.cancelWaiting(ctx, &meta, reason)
+		if claimed { // an instance claimed it first: cancel it where it runs now
+			return m.cancelTask(ctx, r, id, tree, reason)
+		}
+		return n, err
+	}
 	if shared, ok := m.store.(store.SharedStore); ok && !meta.Status.IsTerminal() && meta.Instance != m.cfg.instance {
 		// Another instance runs it: the store carries the request there.
 		if err := shared.RequestCancel(ctx, id, tree, reason); err != nil {
@@ -79,6 +87,35 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 		return 1, nil
 	}
 	return 0, nil
+}
+
+// cancelWaiting ends a resumable task that waits in the queue between two
+// attempts: no instance runs it, so it ends cancelled at once, on a new
+// attempt, so that a claim racing the cancel changes nothing; a claim that
+// came first makes this one change nothing instead, and claimed is true.
+func (m *Manager) cancelWaiting(ctx context.Context, meta *bgtype.TaskMeta, reason string) (n int, claimed bool, err error) {
+	now := clock.Now()
+	u := *meta
+	u.Status, u.Attempt, u.FinishedAt = bgtype.StatusCanceled, meta.Attempt+1, now
+	u.Error, u.CancelReason = withReason(ErrCanceled, reason).Error(), reason
+	if err := m.store.Commit(ctx, u.Owner, store.Action{Op: store.OpUpsert, Tasks: []bgtype.TaskMeta{u}, At: now}); err != nil {
+		return 0, false, fmt.Errorf("bgtask: cancel %s: %w", u.ID, err)
+	}
+	got, err := m.store.Get(ctx, u.ID)
+	if err != nil {
+		return 0, false, fmt.Errorf("bgtask: cancel %s: read back: %w", u.ID, err)
+	}
+	if got.Status != bgtype.StatusCanceled || got.Attempt != u.Attempt {
+		return 0, !got.Status.IsTerminal(), nil // claimed first: it runs somewhere
+	}
+	m.counters.countEnd(got.Status)
+	if got.Wake != bgtype.WakeSilent {
+		if m.durable() {
+			m.noteDelivered(got.Owner, got.Owner, got.ID)
+		}
+		_ = m.deliver(got.Owner, terminalEvent(&got))
+	}
+	return 1, false, nil
 }
 
 // CancelAll cancels every live task of this Manager, whoever owns it,

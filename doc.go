@@ -157,6 +157,18 @@
 // [Manager.Restore] turns what a gone process left running into interrupted
 // records and tells their owners; closures are never re-run.
 //
+// # Resumable tasks
+//
+// Work that should survive a crash or a deploy is a [Kind] instead of a
+// closure: a versioned name, a typed spec kept on the record and a function
+// that gets the last [Checkpoint]. [NewKind] makes one, [WithKinds]
+// registers it, [Kind.Spawn] starts it. When its process dies (or stops,
+// [Task.Draining] and [ErrYield]), the task goes back to the queue and one
+// live Manager that registered the kind claims it ([Manager.ClaimWaiting])
+// and runs a new attempt from the checkpoint; its owner hears one end.
+// Between two saves the work is at least once: [Task.StepKey] keys its side
+// effects.
+//
 // # Shutdown
 //
 // [Manager.Shutdown], the hard stop, refuses new spawns, cancels every

@@ -92,6 +92,11 @@ type Manager struct {
 	fleetWakes fleetWakes            // wakes of idle receivers by other instances' ends (fleetwake.go)
 	kept       map[string]*ownerKeep // events of owners whose holder let go, for the next one; nil when none
 	keptOrder  keptOrder             // kept's events across owners, oldest first (Tuning.KeptEventsTotal)
+
+	kinds     map[string]Runner // WithKinds, by name; read-only after New
+	drain     chan struct{}     // closed when Stop or Shutdown begins (Task.Draining)
+	drainOnce sync.Once
+	claims    kindClaims // resumable tasks this Manager is claiming (claim.go)
 }
 
 type ownerState struct {
@@ -146,10 +151,20 @@ func New(opts ...Option) (*Manager, error) {
 		closing: make(chan struct{}),
 		inboxes: make(map[string]*Inbox),
 		keys:    make(map[keyRef]*keyClaim),
+		drain:   make(chan struct{}),
+	}
+	if len(cfg.kinds) > 0 {
+		m.kinds = make(map[string]Runner, len(cfg.kinds))
+		for _, k := range cfg.kinds {
+			m.kinds[k.KindName()] = k
+		}
 	}
 	m.workers.SetMax(workpool.DefaultMax())
 	if cfg.onPendingOwner != nil {
 		m.startPendingOwners()
+	}
+	if q, ok := cfg.store.(store.KindQueue); ok && m.kinds != nil && m.mem == nil {
+		m.startClaims(q)
 	}
 	return m, nil
 }

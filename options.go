@@ -28,6 +28,7 @@ type config struct {
 	instance       string
 	onPendingOwner func(owner string) // WithOnPendingOwner
 	inboxOpts      []InboxOption
+	kinds          []Runner // WithKinds
 
 	limits Limits
 	caps   Caps   // every field set (> 0) once validated
@@ -252,6 +253,16 @@ func (c *config) validate() error {
 	if c.instanceSet && c.instance == "" {
 		return invalidArgument("WithInstance: empty id")
 	}
+	seen := make(map[string]bool, len(c.kinds))
+	for _, k := range c.kinds {
+		if k == nil {
+			return invalidArgument("WithKinds: nil kind")
+		}
+		if seen[k.KindName()] {
+			return invalidArgument("WithKinds: kind %s registered twice", k.KindName())
+		}
+		seen[k.KindName()] = true
+	}
 	for _, f := range []struct {
 		name string
 		n    *int
@@ -314,6 +325,8 @@ type spawnConfig struct {
 	foreground             bool                         // Owner.Foreground: held in the foreground until promoted
 	cancelOnAbandon        bool                         // WithCancelOnAbandon
 	outputFunc             func(offset int64, p []byte) // WithOutputFunc
+	resume                 *bgtype.Resume               // Kind.Spawn: the first record of a resumable task
+	adopt                  *bgtype.TaskMeta             // a claimed record of a resumable task: its next attempt runs here
 }
 
 // WithName gives the task a short name, unique among the owner's

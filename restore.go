@@ -130,6 +130,8 @@ func (m *Manager) restoreOwner(ctx context.Context, owner, report string) (done 
 			return nil, corrupt, err
 		case shared && meta.Instance != m.cfg.instance:
 			// another instance's: its reaper's job, not ours
+		case store.Waiting(&meta) || m.claims.has(meta.ID):
+			// a resumable task waiting for a claim, or being claimed here: no instance's death concerns it
 		default:
 			alive, err := m.aliveElsewhere(ctx, live, known, &meta)
 			if err != nil {
@@ -189,7 +191,7 @@ func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch 
 	actions := make([]store.Action, len(kept))
 	for i := range kept {
 		from[kept[i].ID] = kept[i].Status
-		kept[i] = store.Interrupted(kept[i], at)
+		kept[i] = store.Orphaned(kept[i], at) // a resumable task with attempts left is requeued, and not reported
 		actions[i] = store.Action{Op: store.OpUpsert, Tasks: kept[i : i+1 : i+1]}
 	}
 	if err := m.store.Commit(ctx, owner, actions...); err != nil {

@@ -163,6 +163,13 @@ func (m *Manager) returned(t *Task, v any, err error, stage *uint8) {
 		m.releaseCut(t) // Stop ended it: what the function returned is discarded
 		return
 	}
+	if err != nil && t.isKind() {
+		if rq, ok := errors.AsType[*requeueError](err); ok {
+			*stage = stageRecorded
+			m.requeueEnd(t, rq.why, rq.yield) // a resumable task yielded to a stop
+			return
+		}
+	}
 	var out outcome
 	m.settle(t, &out, v, err)
 	*stage = stageRecorded
@@ -208,6 +215,10 @@ func (m *Manager) finish(t *Task, out *outcome) {
 		return
 	}
 	if t.cctx.Err() != nil && context.Cause(t.context()) == errStopCut {
+		if t.isKind() {
+			m.requeueEnd(t, m.stopWhy(), true) // a resumable task resumes elsewhere
+			return
+		}
 		m.stopOutcome(out) // Stop cut it while queued or before its call: it ends interrupted
 	}
 	m.end(t, out, false)

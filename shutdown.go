@@ -27,6 +27,7 @@ import (
 // context, and a later Shutdown call can wait for them again. Shutdown is
 // safe to call more than once and concurrently, and after Stop.
 func (m *Manager) Shutdown(ctx context.Context) error {
+	m.drainOnce.Do(func() { close(m.drain) })
 	var starts []*Task
 	m.mu.Lock()
 	m.markClosed()
@@ -99,6 +100,7 @@ func (m *Manager) runningIDs() []string {
 // began it cuts nothing Shutdown already cancelled, and it does not wait
 // for those tasks either.
 func (m *Manager) Stop(ctx context.Context) error {
+	m.drainOnce.Do(func() { close(m.drain) }) // resumable tasks save and yield (Task.Draining)
 	var starts []*Task
 	m.mu.Lock()
 	m.markClosed()
@@ -126,6 +128,10 @@ func (m *Manager) Stop(ctx context.Context) error {
 	}
 	cut, early, ids := m.cut()
 	for _, t := range cut {
+		if t.isKind() {
+			m.requeueEnd(t, m.stopWhy(), true) // a resumable task resumes elsewhere
+			continue
+		}
 		out := outcome{}
 		m.stopOutcome(&out)
 		m.end(t, &out, true)

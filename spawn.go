@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/internal/clock"
@@ -60,12 +61,17 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 	if err != nil {
 		return "", false, err
 	}
-	parent := m.lineage(ctx, sc.parent)
-	storedRun, err := m.checkStoredParent(ctx, owner, parent.TaskID)
-	if err != nil {
-		return "", false, err
+	var parent bgtype.Parent
+	if sc.adopt != nil {
+		parent = sc.adopt.Parent // a claimed record keeps its lineage
+	} else {
+		parent = m.lineage(ctx, sc.parent)
+		storedRun, err := m.checkStoredParent(ctx, owner, parent.TaskID)
+		if err != nil {
+			return "", false, err
+		}
+		parent.RunID = firstNonEmpty(parent.RunID, storedRun)
 	}
-	parent.RunID = firstNonEmpty(parent.RunID, storedRun)
 
 	t := &Task{m: m, fn: fn}
 	if sc.foreground {
@@ -80,6 +86,9 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 	}
 	if sc.tags != nil {
 		u.Tags = slices.Clone(sc.tags)
+	}
+	if sc.resume != nil || sc.adopt != nil {
+		kindRecord(t, &u, &sc, created)
 	}
 	t.rec.Set(&u) // the identity fields: never written again
 	if agent {
@@ -174,6 +183,26 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 		m.start(t)
 	}
 	return t.rec.ID, true, nil
+}
+
+// kindRecord makes u the first record of a resumable task: a new one
+// (Kind.Spawn), or the claimed record whose next attempt runs here. Out of
+// line: only a kind's spawn pays for it.
+//
+//go:noinline
+func kindRecord(t *Task, u *bgtype.TaskMeta, sc *spawnConfig, now time.Time) {
+	t.rareState().kind = true
+	a := sc.adopt
+	if a == nil {
+		u.Resume, u.Attempt = sc.resume, 1
+		return
+	}
+	u.ID, u.CreatedAt, u.Type, u.Name, u.Description = a.ID, a.CreatedAt, a.Type, a.Name, a.Description
+	u.Detached, u.Wake, u.IdempotencyKey, u.Tags = a.Detached, a.Wake, a.IdempotencyKey, slices.Clone(a.Tags)
+	u.Attempt, u.Resume, u.Progress = a.Attempt, a.Resume.Clone(), a.Progress
+	if u.Resume.ResumedAt.IsZero() {
+		u.Resume.ResumedAt = now
+	}
 }
 
 // spawnConfigOf applies opts. Out of line: the config escapes into the

@@ -200,6 +200,13 @@ type taskRare struct {
 	outputFunc   func(int64, []byte)       // WithOutputFunc, while held in the foreground; set at spawn, cleared with emitMu held
 	promote      context.CancelCauseFunc   // ends the wait of the Foreground call that holds it (Owner.ToBackground); guarded by emitMu
 	promoteAsked bool                      // ToBackground came before that wait began; guarded by emitMu
+	kind         bool                      // a resumable task's (Kind): a stop requeues it; set at spawn, before the task is registered
+}
+
+// isKind reports whether t is a resumable task (spawned from a Kind).
+func (t *Task) isKind() bool {
+	r := t.rare.Load()
+	return r != nil && r.kind
 }
 
 // agentInbox returns a sub-agent's own inbox; nil for a plain task.

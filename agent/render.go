@@ -9,6 +9,7 @@ import (
 	"iter"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/bgtask/bgtask"
@@ -231,11 +232,30 @@ func viewLine(b *strings.Builder, t *bgtype.TaskMeta, ev bgtask.LatestEvent) {
 		}
 		attr("progress_message", capText(p.Message, viewFieldMax))
 	}
+	if r := t.Resume; r != nil {
+		attemptLine(attr, t, r)
+	}
 	if shownEvent(ev, t.Progress) {
 		attr("latest_event_type", capText(ev.EventType, viewFieldMax))
 		attr("latest_event", capText(string(ev.Payload), viewFieldMax))
 	}
 	b.WriteString("/>\n")
+}
+
+// attemptLine writes a resumable task's attempts: "attempt 2 of 3",
+// where it resumed from, why the previous attempt ended.
+func attemptLine(attr func(name, v string), t *bgtype.TaskMeta, r *bgtype.Resume) {
+	n := min(r.Counted(t.Attempt), int64(r.MaxAttempts))
+	attr("attempt", strconv.FormatInt(n, 10)+" of "+strconv.Itoa(r.MaxAttempts))
+	if r.ResumedAt.IsZero() {
+		return
+	}
+	from := "the start"
+	if !r.SavedAt.IsZero() {
+		from = "a checkpoint of " + r.SavedAt.UTC().Format(time.RFC3339)
+	}
+	attr("resumed", "at "+r.ResumedAt.UTC().Format(time.RFC3339)+" from "+from)
+	attr("last_error", capText(r.LastError, viewFieldMax))
 }
 
 var attrEscaper = strings.NewReplacer(`&`, "&amp;", `<`, "&lt;", `>`, "&gt;", `"`, "&quot;", `'`, "&#39;", "\n", "&#10;", "\r", "&#13;", "\t", "&#9;")

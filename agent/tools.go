@@ -317,6 +317,30 @@ type toolTask struct {
 	// How many bytes the task wrote to its output (bgtask.Task.Output),
 	// get_task and wait_task only: read them with output_since.
 	OutputBytes int64 `json:"output_bytes,omitempty"`
+	// A resumable task's attempts (none for a closure's): which attempt
+	// runs (or ran last) of how many, when it was resumed from the queue,
+	// when its last checkpoint was saved, why the previous attempt ended.
+	Attempt      int64      `json:"attempt,omitempty"`
+	MaxAttempts  int        `json:"max_attempts,omitempty"`
+	ResumedAt    *time.Time `json:"resumed_at,omitempty"`
+	CheckpointAt *time.Time `json:"checkpoint_at,omitempty"`
+	LastError    string     `json:"last_error,omitempty"`
+}
+
+// attemptView fills v with a resumable task's attempts.
+func attemptView(v *toolTask, m *bgtype.TaskMeta) {
+	r := m.Resume
+	if r == nil {
+		return
+	}
+	v.Attempt, v.MaxAttempts = min(r.Counted(m.Attempt), int64(r.MaxAttempts)), r.MaxAttempts
+	if !r.ResumedAt.IsZero() {
+		v.ResumedAt = &r.ResumedAt
+	}
+	if !r.SavedAt.IsZero() {
+		v.CheckpointAt = &r.SavedAt
+	}
+	v.LastError = cutText(r.LastError, listDescriptionMax)
 }
 
 // toolEvent is how the tools show bgtask.Owner.LatestEvent, a live task's latest
@@ -353,7 +377,7 @@ func listView(m bgtype.TaskMeta) toolTask {
 
 // taskView is the fields every tool shows.
 func taskView(m bgtype.TaskMeta) toolTask {
-	return toolTask{
+	v := toolTask{
 		TaskID:       m.ID,
 		Name:         m.Name,
 		TaskType:     m.Type,
@@ -367,6 +391,8 @@ func taskView(m bgtype.TaskMeta) toolTask {
 		// The record's progress: its message is the task's text, escaped like every other (toolJSON).
 		Progress: m.Progress,
 	}
+	attemptView(&v, &m)
+	return v
 }
 
 // fullView is the form get_task and wait_task show, with the size of the

@@ -156,6 +156,9 @@ type TaskMeta struct {
 	IdempotencyKey string    `json:"idempotency_key,omitempty"` // set at spawn, never changed
 	// durable announcements: set by Announce on a terminal record, never cleared
 	Announced bool `json:"announced,omitempty"` // the owner's loop took its terminal event
+	// Resume is set on the record of a task spawned from a registered
+	// kind (a resumable task), nil on a closure's.
+	Resume *Resume `json:"resume,omitempty"`
 }
 
 // InputRequest is a question a task asked its owner (Task.RequestInput). The
@@ -175,7 +178,7 @@ func (m *TaskMeta) Validate() error { return m.check(false) }
 func (m *TaskMeta) ValidateUpdate() error { return m.check(true) }
 
 func (m *TaskMeta) check(noStatus bool) error {
-	if m.ID == "" || m.Owner == "" || !m.Status.Valid() && !(noStatus && m.Status == "") || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) || !m.Wake.Valid() || !m.Progress.Valid() {
+	if m.ID == "" || m.Owner == "" || !m.Status.Valid() && !(noStatus && m.Status == "") || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) || !m.Wake.Valid() || !m.Progress.Valid() || !m.Resume.Valid() {
 		return m.invalid(noStatus)
 	}
 	return nil
@@ -196,6 +199,8 @@ func (m *TaskMeta) invalid(noStatus bool) error {
 		return fmt.Errorf("%w: task %s: unknown wake policy %q", ErrCorrupt, m.ID, m.Wake)
 	case !m.Progress.Valid():
 		return fmt.Errorf("%w: task %s: invalid progress %d/%d", ErrCorrupt, m.ID, m.Progress.Done, m.Progress.Total)
+	case !m.Resume.Valid():
+		return fmt.Errorf("%w: task %s: invalid resume (kind %q)", ErrCorrupt, m.ID, m.Resume.Kind)
 	}
 	return fmt.Errorf("%w: task %s: result is not valid JSON", ErrCorrupt, m.ID)
 }
@@ -239,6 +244,7 @@ func (m TaskMeta) Clone() TaskMeta {
 		p := *m.Progress
 		m.Progress = &p
 	}
+	m.Resume = m.Resume.Clone()
 	return m
 }
 

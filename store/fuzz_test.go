@@ -308,6 +308,8 @@ func FuzzSnapshotJSON(f *testing.F) {
 	f.Add([]byte(`{"tasks":{"task_a":{"task_id":"task_a","owner":"o","status":"zombie"}}}`))
 	f.Add([]byte(`{"tasks":{"task_a":{"task_id":"task_a","owner":"o","status":"completed","result": { "a" : [1, 2] },"finished_at":"2025-01-02T03:04:05.123+01:00"}}}`))
 	f.Add([]byte(`{"tasks":{"task_a":{"task_id":"task_a","owner":"o","stat`))
+	f.Add([]byte(`{"tasks":{"task_a":{"task_id":"task_a","owner":"o","status":"queued","attempt":2,"resume":{"kind":"crawl/v1","spec":{"u":1},"max_attempts":3,"checkpoint":[1],"yields":1}}}}`))
+	f.Add([]byte(`{"tasks":{"task_a":{"task_id":"task_a","owner":"o","status":"queued","resume":{"kind":"","spec":{},"max_attempts":3}}}}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var s Snapshot

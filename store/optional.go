@@ -207,3 +207,15 @@ type NoticePoster interface {
 	// none, posted by the runtime instance named.
 	PostNotices(ctx context.Context, owner, instance string, evs []bgtype.Event) error
 }
+
+// KindQueue is a Store that finds, for every owner at once, the records of
+// resumable tasks that wait in the queue for a live instance to claim
+// them (Waiting): a new attempt after a crash or a stop. A Manager that
+// registered kinds claims them from it. sqlitestore implements it with a
+// partial index.
+type KindQueue interface {
+	// WaitingTasks returns up to limit waiting records of every owner,
+	// oldest first (CreatedAt, then ID). A corrupt record is skipped and
+	// named in the returned error, with the good ones.
+	WaitingTasks(ctx context.Context, limit int) ([]bgtype.TaskMeta, error)
+}

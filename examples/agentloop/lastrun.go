@@ -53,25 +53,32 @@ func summarizeLast(tasks []bgtype.TaskMeta) string {
 	}
 	latest := tasks[0]
 	for _, t := range tasks[1:] {
-		if t.CreatedAt.After(latest.CreatedAt) {
-			latest = t
+		if t.CreatedAt.After(latest.CreatedAt) && t.Instance != "" || latest.Instance == "" {
+			latest = t // a task waiting to be resumed names no instance
 		}
 	}
 	counts := map[bgtype.Status]int{}
 	total := 0
 	for _, t := range tasks {
-		if t.Instance != latest.Instance {
+		if t.Instance != latest.Instance && !(t.Resume != nil && !t.Status.IsTerminal()) {
 			continue
 		}
 		total++
 		status := t.Status
-		if !status.IsTerminal() {
+		switch {
+		case !status.IsTerminal() && t.Resume != nil:
+			status = resuming // a resumable kind: this run resumes it
+		case !status.IsTerminal():
 			status = bgtype.StatusInterrupted
 		}
 		counts[status]++
 	}
 	return summarize(total, counts)
 }
+
+// resuming stands for a resumable task a killed run left: it is resumed,
+// not interrupted.
+const resuming bgtype.Status = "resuming"
 
 // summarize writes "last run: 7 tasks: 5 completed, 1 cancelled, 1
 // interrupted (killed while running)", statuses in a fixed order.
@@ -84,6 +91,7 @@ func summarize(total int, counts map[bgtype.Status]int) string {
 		{bgtype.StatusFailed, "failed"},
 		{bgtype.StatusCanceled, "cancelled"},
 		{bgtype.StatusInterrupted, "interrupted (killed while running)"},
+		{resuming, "to resume from a checkpoint"},
 	}
 	var parts []string
 	for _, l := range labels {

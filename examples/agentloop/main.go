@@ -10,7 +10,8 @@
 // Task metadata is kept in a SQLite file, the embedded default store, in
 // the user's cache directory (-db chooses another file, -reset deletes it
 // first): start the demo, kill it while tasks run, start it again, and the
-// second run reports the first run's tasks as interrupted, one event each.
+// second run reports the first run's tasks as interrupted, one event each,
+// but for the indexer, a resumable kind: it resumes from its checkpoint.
 // Each start summarizes in one line what the previous one left.
 //
 // On a terminal the tasks' progress is drawn as bars redrawn in place;
@@ -88,10 +89,15 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, store.Close()) }()
-	m, err := bgtask.New(bgtask.WithStore(store), bgtask.WithObserver(ui.transition))
+	d := &demo{ui: ui, cfg: cfg}
+	if d.index, err = bgtask.NewKind("index/v1", d.indexFiles, bgtask.KindConfig{}); err != nil {
+		return err
+	}
+	m, err := bgtask.New(bgtask.WithStore(store), bgtask.WithObserver(ui.transition), bgtask.WithKinds(d.index))
 	if err != nil {
 		return err
 	}
+	d.m = m
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -121,7 +127,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		return err
 	}
 	defer plugin.Close(context.WithoutCancel(ctx)) // the owner's only live Plugin on m
-	d := &demo{m: m, ui: ui, cfg: cfg}
+	if _, err := m.ClaimWaiting(ctx); err != nil { // the indexer a killed run left resumes now (the Manager would within a second)
+		return err
+	}
 	lead := newLeadModel(cfg.agents, plugin)
 	lint, err := d.lintTool(plugin.Owner())
 	if err != nil {

@@ -184,7 +184,7 @@ func TestDemoRestartAfterKill(t *testing.T) {
 		t.Errorf("the interrupted fetch is not named after its researcher:\n%s", step1)
 	}
 	// The killed run's tasks that were running are summarized as such.
-	if !regexp.MustCompile(`(?m)^last run: 12 tasks: (\d+ completed, )?(\d+ cancelled, )?\d+ interrupted \(killed while running\)$`).MatchString(text) {
+	if !regexp.MustCompile(`(?m)^last run: 12 tasks: (\d+ completed, )?(\d+ cancelled, )?\d+ interrupted \(killed while running\), 1 to resume from a checkpoint$`).MatchString(text) {
 		t.Fatalf("no summary of the killed run:\n%s", text)
 	}
 	// Nothing of the killed run is still running after the restart.
@@ -194,6 +194,12 @@ func TestDemoRestartAfterKill(t *testing.T) {
 	}
 	if !strings.Contains(text, "Interrupted by a restart: ") {
 		t.Fatalf("summary does not mention the interrupted tasks:\n%s", text)
+	}
+	// The indexer, a resumable kind, was not interrupted: it resumed from
+	// its checkpoint, and the summary says so.
+	if strings.Contains(step1, "<- interrupted indexer") ||
+		!regexp.MustCompile(`\nSummary: .*indexed 120 files \(resumed on attempt 2 from (the start|file \d+)\)`).MatchString(text) {
+		t.Fatalf("the indexer did not resume:\n%s", text)
 	}
 }
 

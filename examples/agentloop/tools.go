@@ -11,13 +11,15 @@ import (
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/agentloop"
+	"github.com/bgtask/bgtask/bgtype"
 )
 
 // demo holds what the host's tools share.
 type demo struct {
-	m   *bgtask.Manager
-	ui  *screen
-	cfg config
+	m     *bgtask.Manager
+	ui    *screen
+	cfg   config
+	index *bgtask.Kind[indexSpec, indexCursor] // the indexer: a resumable kind
 }
 
 // pause waits d, scaled by the speed flag, or until ctx ends.
@@ -158,12 +160,14 @@ func (d *demo) research(ctx context.Context, args json.RawMessage) (json.RawMess
 	return json.Marshal(map[string]string{"task_id": id, "status": "started"})
 }
 
-// indexRepo starts a slow task that reports progress. Its wake policy is
-// the default: progress is quiet (each report replaces the one the lead has
-// not seen yet) and reaches the model with the next event that wakes it,
-// never on its own.
+// indexRepo starts the indexer, a slow task that reports progress. Its wake
+// policy is the default: progress is quiet (each report replaces the one
+// the lead has not seen yet) and reaches the model with the next event that
+// wakes it, never on its own. The indexer is a resumable kind: if the demo
+// is killed while it runs, the next start resumes it from its checkpoint,
+// and a call of the tool then returns the resumed task.
 func (d *demo) indexRepo(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
-	var in struct{ Files int }
+	var in indexSpec
 	if err := strictDecode(args, &in); err != nil {
 		return nil, err
 	}
@@ -174,24 +178,57 @@ func (d *demo) indexRepo(ctx context.Context, args json.RawMessage) (json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	id, err := owner.Spawn(ctx, func(ctx context.Context, t *bgtask.Task) (any, error) {
-		step := max(in.Files/10, 1)
-		for done := 0; done < in.Files; {
-			if err := d.pause(ctx, 200*time.Millisecond); err != nil {
-				return nil, err
-			}
-			done = min(done+step, in.Files)
-			d.ui.progress(t.ID(), t.Name(), done, in.Files)
-			if err := t.Emit("progress", map[string]int{"done": done, "total": in.Files}); err != nil {
-				return nil, err
-			}
+	live, err := owner.List(ctx, bgtype.StatusQueued, bgtype.StatusRunning)
+	if err != nil {
+		return nil, err
+	}
+	for meta := range live {
+		if meta.Name == "indexer" && meta.Resume != nil { // resumed after a restart
+			return json.Marshal(map[string]string{"task_id": meta.ID, "status": "resumed"})
 		}
-		return fmt.Sprintf("indexed %d files", in.Files), nil
-	}, bgtask.WithName("indexer"), bgtask.WithDescription("index the repository"))
+	}
+	id, err := d.index.Spawn(ctx, owner, in, bgtask.WithName("indexer"), bgtask.WithDescription("index the repository"))
 	if err != nil {
 		return nil, err
 	}
 	return json.Marshal(map[string]string{"task_id": id, "status": "started"})
+}
+
+// indexSpec is what the indexer is spawned with; indexCursor what it
+// saves after each batch of files: where the next attempt starts.
+type (
+	indexSpec   struct{ Files int }
+	indexCursor struct {
+		Done int `json:"done"`
+	}
+)
+
+// indexFiles is the indexer: batches of a tenth of the files, a
+// checkpoint after each.
+func (d *demo) indexFiles(ctx context.Context, t *bgtask.Task, in indexSpec, cp *bgtask.Checkpoint[indexCursor]) (any, error) {
+	cur, resumed := cp.Last()
+	step := max(in.Files/10, 1)
+	for done := cur.Done; done < in.Files; {
+		if err := d.pause(ctx, 200*time.Millisecond); err != nil {
+			return nil, err
+		}
+		done = min(done+step, in.Files)
+		d.ui.progress(t.ID(), t.Name(), done, in.Files)
+		if err := t.Emit("progress", map[string]int{"done": done, "total": in.Files}); err != nil {
+			return nil, err
+		}
+		if err := cp.Save(ctx, indexCursor{Done: done}); err != nil {
+			return nil, err
+		}
+	}
+	if t.Attempt() > 1 {
+		from := "the start"
+		if resumed {
+			from = fmt.Sprintf("file %d", cur.Done)
+		}
+		return fmt.Sprintf("indexed %d files (resumed on attempt %d from %s)", in.Files, t.Attempt(), from), nil
+	}
+	return fmt.Sprintf("indexed %d files", in.Files), nil
 }
 
 // ownerOf is the agent a tool call works for: the sub-agent whose loop

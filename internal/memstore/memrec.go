@@ -53,6 +53,7 @@ type memRare struct {
 	attempt                                   int64
 	input                                     *bgtype.InputRequest
 	progress                                  *bgtype.Progress
+	resume                                    *bgtype.Resume // a kind's; never changed once set (a change makes a new one)
 }
 
 // memNoTime stands for the zero time.Time in a memRec.
@@ -185,12 +186,12 @@ func (r *Rec) SetMutable(m *bgtype.TaskMeta) {
 	r.created, r.started, r.finished = unixNanos(m.CreatedAt), unixNanos(m.StartedAt), unixNanos(m.FinishedAt)
 	r.status, r.announced = memStatusCode(m.Status), m.Announced
 	if m.Description == "" && m.Error == "" && m.CancelReason == "" && m.Stack == "" && m.ErrorKind == "" &&
-		m.Attempt == 0 && m.Input == nil && m.Progress == nil {
+		m.Attempt == 0 && m.Input == nil && m.Progress == nil && m.Resume == nil {
 		r.rare = nil
 		return
 	}
 	if x := r.rare; x != nil && x.description == m.Description && x.errText == m.Error && x.cancelReason == m.CancelReason &&
-		x.stack == m.Stack && x.errorKind == m.ErrorKind && x.attempt == m.Attempt && x.input == m.Input && x.progress == m.Progress {
+		x.stack == m.Stack && x.errorKind == m.ErrorKind && x.attempt == m.Attempt && x.input == m.Input && x.progress == m.Progress && x.resume == m.Resume {
 		return // unchanged: no allocation
 	}
 	r.setRare(m)
@@ -204,6 +205,7 @@ func (r *Rec) setRare(m *bgtype.TaskMeta) {
 	r.rare = &memRare{
 		description: m.Description, errText: m.Error, cancelReason: m.CancelReason,
 		stack: m.Stack, errorKind: m.ErrorKind, attempt: m.Attempt, input: m.Input, progress: m.Progress,
+		resume: m.Resume,
 	}
 }
 
@@ -316,7 +318,7 @@ func (r *Rec) ExpandInto(m *bgtype.TaskMeta) {
 	if x := r.rare; x != nil {
 		m.Description, m.Error, m.CancelReason = x.description, x.errText, x.cancelReason
 		m.Stack, m.ErrorKind, m.Attempt = x.stack, x.errorKind, x.attempt
-		m.Input, m.Progress = x.input, x.progress
+		m.Input, m.Progress, m.Resume = x.input, x.progress, x.resume
 	}
 }
 

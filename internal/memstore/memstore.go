@@ -365,7 +365,7 @@ func setMutable(cur, next *bgtype.TaskMeta) bool {
 		cur.ErrorKind == next.ErrorKind && cur.CancelReason == next.CancelReason && cur.Stack == next.Stack && bytes.Equal(cur.Result, next.Result) && cur.Instance == next.Instance &&
 		cur.Attempt == next.Attempt && cur.CreatedAt.Equal(next.CreatedAt) &&
 		cur.StartedAt.Equal(next.StartedAt) && cur.FinishedAt.Equal(next.FinishedAt) && sameInput(cur.Input, next.Input) &&
-		sameProgress(cur.Progress, next.Progress) && cur.Announced == next.Announced {
+		sameProgress(cur.Progress, next.Progress) && cur.Announced == next.Announced && cur.Resume.Equal(next.Resume) {
 		return false
 	}
 	cur.Description, cur.Status, cur.Error, cur.Stack = next.Description, next.Status, next.Error, next.Stack
@@ -375,6 +375,7 @@ func setMutable(cur, next *bgtype.TaskMeta) bool {
 	cur.Input = next.Input
 	cur.Progress = next.Progress
 	cur.Announced = next.Announced
+	cur.Resume = next.Resume
 	return true
 }
 

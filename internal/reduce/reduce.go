@@ -32,7 +32,10 @@ func SettleNew(m *bgtype.TaskMeta, at time.Time) {
 // large, and this runs on every task's goroutine, whose stack starts small.
 func MergeUpsert(cur, u *bgtype.TaskMeta, at time.Time) bool {
 	if u.Owner != cur.Owner || u.Attempt < cur.Attempt ||
-		u.Status != "" && u.Status.Rank() < cur.Status.Rank() {
+		u.Status != "" && u.Status.Rank() < cur.Status.Rank() && !requeue(cur, u) {
+		return false
+	}
+	if cur.Resume != nil && !kindWrite(cur, u) {
 		return false
 	}
 	if cur.Status.IsTerminal() {
@@ -71,6 +74,9 @@ func MergeUpsert(cur, u *bgtype.TaskMeta, at time.Time) bool {
 		cur.Announced = true // ended and announced at once (an answer given in the foreground)
 	}
 	mergeProgress(cur, u)
+	if cur.Resume != nil && u.Resume != nil {
+		mergeResume(cur, u)
+	}
 	cur.Status, cur.Attempt = next, u.Attempt
 	switch {
 	case next != bgtype.StatusAwaitingInput:
@@ -81,6 +87,45 @@ func MergeUpsert(cur, u *bgtype.TaskMeta, at time.Time) bool {
 	}
 	stamp(cur, u, at)
 	return true
+}
+
+// requeue reports whether u puts the live record of a resumable task back
+// in the queue: a new attempt (a higher Attempt) that another instance may
+// claim. Only a kind's record may go back; a closure's never does.
+func requeue(cur, u *bgtype.TaskMeta) bool {
+	return cur.Resume != nil && u.Status == bgtype.StatusQueued && !cur.Status.IsTerminal() && u.Attempt > cur.Attempt
+}
+
+// kindWrite reports whether u may land on cur, the record of a resumable
+// task: an attempt belongs to the one instance that claimed it, so a
+// write of the same attempt by another instance (a second claimer that
+// lost the race, or its late writes) is dropped. A write of a higher
+// attempt (a requeue, a reaper's end, a cancel between attempts) and one
+// that names no instance are not this rule's to drop, but an end that
+// names none (decided while the task waited in the queue) lands only while
+// no instance claimed it.
+func kindWrite(cur, u *bgtype.TaskMeta) bool {
+	if u.Status.IsTerminal() && u.Instance == "" && cur.Instance != "" {
+		return false // an end decided while it waited (a cancel between attempts) lost to a claim
+	}
+	return u.Attempt > cur.Attempt || u.Instance == "" || cur.Instance == "" || u.Instance == cur.Instance
+}
+
+// mergeResume takes the mutable fields of u's Resume into cur's, a live
+// kind record's: the checkpoint and the attempt counts. Kind, Spec and
+// MaxAttempts are set at insert and never changed. It makes a new Resume:
+// a record's is never changed in place (the in-memory store shares it).
+func mergeResume(cur, u *bgtype.TaskMeta) {
+	r := cur.Resume.Clone()
+	if !u.Resume.SavedAt.Before(r.SavedAt) { // a checkpoint never goes back in time (a write that read the record before a save)
+		r.Checkpoint, r.SavedAt, r.SavedBy = json.RawMessage(bytes.Clone(u.Resume.Checkpoint)), u.Resume.SavedAt, u.Resume.SavedBy
+		if u.Resume.Checkpoint == nil {
+			r.Checkpoint = nil
+		}
+	}
+	r.Yields = max(r.Yields, u.Resume.Yields)
+	r.QueuedAt, r.ResumedAt, r.LastError = u.Resume.QueuedAt, u.Resume.ResumedAt, u.Resume.LastError
+	cur.Resume = r
 }
 
 // enrich fills a terminal record cur from a same-status or status-less

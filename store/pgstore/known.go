@@ -172,24 +172,24 @@ func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) err
 }
 
 // updateCheckedSQL is updateSQL as one statement that fails with a
-// division by zero unless it wrote $30 rows.
+// division by zero unless it wrote $31 rows.
 const updateCheckedSQL = `WITH u AS (` + updateSQL + ` RETURNING 1)
-	SELECT 1 / ((SELECT count(*) FROM u) = $30::bigint)::int`
-
-// updateCheckedFencedSQL is updateCheckedSQL with the fence of a started
-// Store: it locks the registration of instance $30 as fenceSQL does and
-// writes nothing unless it is alive, and fails unless it wrote $31 rows.
-const updateCheckedFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $30 FOR KEY SHARE),
-	u AS (` + updateSQL + ` AND (SELECT state FROM f) = 'alive' RETURNING 1)
 	SELECT 1 / ((SELECT count(*) FROM u) = $31::bigint)::int`
 
+// updateCheckedFencedSQL is updateCheckedSQL with the fence of a started
+// Store: it locks the registration of instance $31 as fenceSQL does and
+// writes nothing unless it is alive, and fails unless it wrote $32 rows.
+const updateCheckedFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $31 FOR KEY SHARE),
+	u AS (` + updateSQL + ` AND (SELECT state FROM f) = 'alive' RETURNING 1)
+	SELECT 1 / ((SELECT count(*) FROM u) = $32::bigint)::int`
+
 // updateOneCheckedSQL and updateOneCheckedFencedSQL are the checked
-// statements for one row: updateOneSQL, the instance being $19 and the
-// count $19 or $20.
+// statements for one row: updateOneSQL, the instance being $20 and the
+// count $20 or $21.
 const (
 	updateOneCheckedSQL = `WITH u AS (` + updateOneSQL + ` RETURNING 1)
-	SELECT 1 / ((SELECT count(*) FROM u) = $19::bigint)::int`
-	updateOneCheckedFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $19 FOR KEY SHARE),
-	u AS (` + updateOneSQL + ` AND (SELECT state FROM f) = 'alive' RETURNING 1)
 	SELECT 1 / ((SELECT count(*) FROM u) = $20::bigint)::int`
+	updateOneCheckedFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $20 FOR KEY SHARE),
+	u AS (` + updateOneSQL + ` AND (SELECT state FROM f) = 'alive' RETURNING 1)
+	SELECT 1 / ((SELECT count(*) FROM u) = $21::bigint)::int`
 )

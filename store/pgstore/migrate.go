@@ -242,6 +242,13 @@ var migrations = []string{
 	ALTER TABLE bgtask_runs ADD COLUMN carried_token text NOT NULL DEFAULT '';
 	ALTER TABLE bgtask_runs ADD COLUMN cancel_reason text;
 	CREATE INDEX bgtask_runs_cancels ON bgtask_runs (instance) WHERE cancel_reason IS NOT NULL;`,
+	// 12: resumable tasks. resume is the record's Resume as JSON (its
+	// kind, spec and last checkpoint), NULL for a closure's record.
+	// bgtask_tasks_waiting finds the records that wait in the queue for an
+	// instance to claim them (queued, no instance), for every owner at
+	// once; it holds none of a closure's.
+	`ALTER TABLE bgtask_tasks ADD COLUMN resume text;
+	CREATE INDEX bgtask_tasks_waiting ON bgtask_tasks (created_at, id) WHERE resume IS NOT NULL AND status = 'queued' AND instance = '';`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.

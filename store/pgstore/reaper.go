@@ -210,15 +210,18 @@ func (s *Store) reapOnce(ctx context.Context, db *pgxpool.Pool, noticed map[stri
 		notices []string
 	)
 	for _, r := range rows {
-		next := store.Interrupted(r.meta, now) // reads the same whichever OrphanInterrupter ended it
+		next := store.Orphaned(r.meta, now) // reads the same whichever OrphanInterrupter ended it
 		snap := store.Snapshot{Tasks: map[string]bgtype.TaskMeta{r.meta.ID: r.meta}}
 		store.Apply(&snap, store.UpsertAction(next))
 		got := snap.Tasks[r.meta.ID]
-		if got.Status != bgtype.StatusInterrupted {
+		if got.Status != next.Status || got.Attempt != next.Attempt {
 			continue // the reducer refused it; cannot happen for a live row
 		}
 		w.put(&got, r.version)
 		reaped++
+		if got.Status == bgtype.StatusQueued {
+			continue // a resumable task back in the queue: a live instance claims it, and its owner hears nothing
+		}
 		if got.Wake == bgtype.WakeSilent {
 			continue // interrupted, but a silent task tells no one (as Restore and the other stores)
 		}

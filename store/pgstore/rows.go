@@ -17,7 +17,7 @@ const taskCols = `id, owner, task_type, name, description, status, error, stack,
 	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason,
 	progress, idempotency_key,
-	announced`
+	announced, resume`
 
 // row is a task row as stored: a record and its version.
 type row struct {
@@ -34,14 +34,14 @@ func scanRow(rows pgx.Rows) (row, error) {
 		m                         = &r.meta
 		status, wake, errorKind   string
 		result, inID, inPrompt    pgtype.Text
-		progress                  pgtype.Text
+		progress, resume          pgtype.Text
 		created, started, finshed pgtype.Timestamptz
 	)
 	if err := rows.Scan(&m.ID, &m.Owner, &m.Type, &m.Name, &m.Description, &status, &m.Error, &m.Stack, &result,
 		&created, &started, &finshed, &m.Parent.TaskID, &m.Parent.RunID, &m.Parent.CallID,
 		&m.Parent.AgentID, &m.Detached, &m.Instance, &m.Attempt, &wake, &inID, &inPrompt, &r.version, &m.Tags, &errorKind, &m.CancelReason,
 		&progress, &m.IdempotencyKey,
-		&m.Announced); err != nil {
+		&m.Announced, &resume); err != nil {
 		if m.ID != "" {
 			return r, fmt.Errorf("%w: task %s: %v", bgtype.ErrCorrupt, m.ID, err)
 		}
@@ -65,6 +65,13 @@ func scanRow(rows pgx.Rows) (row, error) {
 		}
 		m.Progress.At = m.Progress.At.UTC()
 	}
+	if resume.Valid {
+		m.Resume = new(bgtype.Resume)
+		if err := json.Unmarshal([]byte(resume.String), m.Resume); err != nil {
+			return r, fmt.Errorf("%w: task %s: resume is not JSON: %v", bgtype.ErrCorrupt, m.ID, err)
+		}
+		m.Resume.SavedAt, m.Resume.QueuedAt, m.Resume.ResumedAt = utc(m.Resume.SavedAt), utc(m.Resume.QueuedAt), utc(m.Resume.ResumedAt)
+	}
 	return r, checkMeta(m)
 }
 
@@ -86,8 +93,27 @@ func checkMeta(m *bgtype.TaskMeta) error {
 		return fmt.Errorf("%w: task %s: result is not valid JSON", bgtype.ErrCorrupt, m.ID)
 	case m.Progress != nil && (m.Progress.Done < 0 || m.Progress.Total < 0 || m.Progress.Total > 0 && m.Progress.Done > m.Progress.Total):
 		return fmt.Errorf("%w: task %s: invalid progress %d/%d", bgtype.ErrCorrupt, m.ID, m.Progress.Done, m.Progress.Total)
+	case !m.Resume.Valid():
+		return fmt.Errorf("%w: task %s: invalid resume (kind %q)", bgtype.ErrCorrupt, m.ID, m.Resume.Kind)
 	}
 	return nil
+}
+
+// utc is t in UTC, the zero time kept zero.
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// resumeText is the resume column's value for m: JSON, NULL for none.
+func resumeText(m *bgtype.TaskMeta) pgtype.Text {
+	if m.Resume == nil {
+		return pgtype.Text{}
+	}
+	b, _ := json.Marshal(m.Resume) // valid JSON, strings, numbers and times always encode
+	return pgtype.Text{String: string(b), Valid: true}
 }
 
 func fromTS(t pgtype.Timestamptz) time.Time {
@@ -110,7 +136,7 @@ func sameMeta(a, b *bgtype.TaskMeta) bool {
 		a.CreatedAt.Equal(b.CreatedAt) && a.StartedAt.Equal(b.StartedAt) && a.FinishedAt.Equal(b.FinishedAt) &&
 		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input) &&
 		sameProgress(a.Progress, b.Progress) &&
-		a.Announced == b.Announced
+		a.Announced == b.Announced && a.Resume.Equal(b.Resume)
 }
 
 // sameProgress reports whether two records hold the same progress.
@@ -134,7 +160,8 @@ type cols struct {
 	errorKind, cancelReason                            []string
 	progress                                           []pgtype.Text // JSON of a Progress, NULL for none
 	idemKey                                            []string
-	announced                                          []bool // durable announcements
+	announced                                          []bool        // durable announcements
+	resume                                             []pgtype.Text // JSON of a Resume, NULL for a closure's
 }
 
 func (c *cols) add(m *bgtype.TaskMeta, version int64) {
@@ -182,6 +209,7 @@ func (c *cols) add(m *bgtype.TaskMeta, version int64) {
 	c.progress = append(c.progress, progress)
 	c.idemKey = append(c.idemKey, m.IdempotencyKey)
 	c.announced = append(c.announced, m.Announced)
+	c.resume = append(c.resume, resumeText(m))
 }
 
 func (c *cols) args() []any {
@@ -189,7 +217,7 @@ func (c *cols) args() []any {
 		c.created, c.started, c.finished, c.pTask, c.pRun, c.pCall, c.pAgent, c.detached, c.instance,
 		c.attempt, c.wake, c.inID, c.inPrompt, c.version, c.tags, c.errorKind, c.cancelReason,
 		c.progress, c.idemKey,
-		c.announced}
+		c.announced, c.resume}
 }
 
 // writes are the rows a commit writes: inserts, updates compared-and-set
@@ -228,12 +256,12 @@ const unnestSQL = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::te
 		$14::text[], $15::text[], $16::text[], $17::boolean[], $18::text[], $19::bigint[], $20::text[],
 		$21::text[], $22::text[], $23::bigint[], $24::text[], $25::text[], $26::text[],
 		$27::text[], $28::text[],
-		$29::boolean[])
+		$29::boolean[], $30::text[])
 	AS x(id, owner, task_type, name, description, status, error, stack, result, created_at, started_at,
 		finished_at, parent_task_id, parent_run_id, parent_call_id, parent_agent_id, detached, instance,
 		attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason,
 		progress, idempotency_key,
-		announced)`
+		announced, resume)`
 
 // terminalSQL is true for a row of x whose status is terminal.
 const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupted')`
@@ -245,20 +273,20 @@ const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupt
 const insertSQL = `INSERT INTO bgtask_tasks (id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
-		progress, idempotency_key, announced, terminal_at)
+		progress, idempotency_key, announced, resume, terminal_at)
 	SELECT id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt,
 		ARRAY(SELECT jsonb_array_elements_text(x.tags::jsonb)), error_kind, cancel_reason,
-		progress, idempotency_key, announced,
+		progress, idempotency_key, announced, resume,
 		CASE WHEN ` + terminalSQL + ` THEN clock_timestamp() END
 	FROM ` + unnestSQL
 
 // insertFencedSQL is insertSQL as one statement with the fence of a
-// started Store: it locks the registration of instance $29 against being
+// started Store: it locks the registration of instance $31 against being
 // declared dead (as fenceSQL does), inserts nothing unless it is alive,
 // and returns its state and the rows inserted.
-const insertFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $29 FOR KEY SHARE),
+const insertFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $31 FOR KEY SHARE),
 	i AS (` + insertSQL + `
 		WHERE (SELECT state FROM f) = 'alive' RETURNING 1)
 	SELECT coalesce((SELECT state FROM f), 'missing'), (SELECT count(*) FROM i)`
@@ -270,7 +298,7 @@ const updateSQL = `UPDATE bgtask_tasks t SET description = x.description, status
 		stack = x.stack, result = x.result, created_at = x.created_at, started_at = x.started_at,
 		finished_at = x.finished_at, instance = x.instance, attempt = x.attempt,
 		input_id = x.input_id, input_prompt = x.input_prompt,
-		progress = x.progress, announced = x.announced,
+		progress = x.progress, announced = x.announced, resume = x.resume,
 		terminal_at = CASE WHEN t.terminal_at IS NULL AND ` + terminalSQL + ` THEN clock_timestamp() ELSE t.terminal_at END,
 		version = t.version + 1
 	FROM ` + unnestSQL + `
@@ -282,7 +310,7 @@ const updateOneSQL = `UPDATE bgtask_tasks t SET description = $3, status = $4, e
 		stack = $8, result = $9, created_at = $10, started_at = $11,
 		finished_at = $12, instance = $13, attempt = $14,
 		input_id = $15, input_prompt = $16,
-		progress = $17, announced = $18,
+		progress = $17, announced = $18, resume = $19,
 		terminal_at = CASE WHEN t.terminal_at IS NULL AND $4 IN ('completed', 'failed', 'cancelled', 'interrupted') THEN clock_timestamp() ELSE t.terminal_at END,
 		version = t.version + 1
 	WHERE t.id = $1 AND t.version = $2`
@@ -291,7 +319,7 @@ const updateOneSQL = `UPDATE bgtask_tasks t SET description = $3, status = $4, e
 func updateOneArgs(c *cols) []any {
 	return []any{c.id[0], c.version[0], c.desc[0], c.status[0], c.errText[0], c.errorKind[0], c.cancelReason[0],
 		c.stack[0], c.result[0], c.created[0], c.started[0], c.finished[0], c.instance[0], c.attempt[0],
-		c.inID[0], c.inPrompt[0], c.progress[0], c.announced[0]}
+		c.inID[0], c.inPrompt[0], c.progress[0], c.announced[0], c.resume[0]}
 }
 
 // deleteSQL deletes rows compared-and-set on their version.
@@ -302,22 +330,22 @@ const deleteSQL = `DELETE FROM bgtask_tasks t USING unnest($1::text[], $2::bigin
 const insertOneCols = `id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
-		progress, idempotency_key`
+		progress, idempotency_key, resume`
 
 // insertOneVals are insertOneSQL's values, typed (a SELECT list does not
 // take its types from the columns it is inserted into).
 const insertOneVals = `$1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text,
 		$10::timestamptz, $11::timestamptz, $12::timestamptz, $13::text, $14::text, $15::text,
 		$16::text, $17::boolean, $18::text, $19::bigint, $20::text, $21::text, $22::text, $23::text[], $24::text, $25::text,
-		$26::text, $27::text`
+		$26::text, $27::text, $28::text`
 
 // insertOneSQL inserts one new record that is not terminal: the common
 // commit of a spawn, without the arrays of insertSQL.
 const insertOneSQL = `INSERT INTO bgtask_tasks (` + insertOneCols + `) VALUES (` + insertOneVals + `)`
 
 // insertOneFencedSQL is insertOneSQL fenced like insertFencedSQL, the
-// instance being $28.
-const insertOneFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $28 FOR KEY SHARE),
+// instance being $29.
+const insertOneFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $29 FOR KEY SHARE),
 	i AS (INSERT INTO bgtask_tasks (` + insertOneCols + `) SELECT ` + insertOneVals + `
 		WHERE (SELECT state FROM f) = 'alive' RETURNING 1)
 	SELECT coalesce((SELECT state FROM f), 'missing'), (SELECT count(*) FROM i)`
@@ -341,5 +369,5 @@ func oneArgs(m *bgtype.TaskMeta) []any {
 		pgtype.Text{String: string(m.Result), Valid: m.Result != nil},
 		toTS(m.CreatedAt), toTS(m.StartedAt), toTS(m.FinishedAt), m.Parent.TaskID, m.Parent.RunID, m.Parent.CallID,
 		m.Parent.AgentID, m.Detached, m.Instance, m.Attempt, string(m.Wake), inID, inPrompt, tags, string(m.ErrorKind), m.CancelReason,
-		progress, m.IdempotencyKey}
+		progress, m.IdempotencyKey, resumeText(m)}
 }

@@ -194,3 +194,38 @@ func (s *Store) isClosed() bool {
 }
 
 var _ store.SharedStore = (*Store)(nil)
+
+// WaitingTasks implements store.KindQueue: up to limit records of
+// resumable tasks that wait in the queue for a live instance to claim
+// them (after their instance was reaped, or stopped), oldest first. A
+// corrupt row is skipped and named in the returned error.
+func (s *Store) WaitingTasks(ctx context.Context, limit int) ([]bgtype.TaskMeta, error) {
+	rs, err := s.pool.Query(ctx, `SELECT `+taskCols+` FROM bgtask_tasks
+		WHERE resume IS NOT NULL AND status = 'queued' AND instance = ''
+		ORDER BY created_at, id LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: waiting tasks: %w", err)
+	}
+	defer rs.Close()
+	var (
+		out     []bgtype.TaskMeta
+		corrupt []error
+	)
+	for rs.Next() {
+		r, err := scanRow(rs)
+		if err != nil {
+			corrupt = append(corrupt, err)
+			continue
+		}
+		out = append(out, r.meta)
+	}
+	if err := rs.Err(); err != nil {
+		return out, fmt.Errorf("pgstore: waiting tasks: %w", err)
+	}
+	if len(corrupt) > 0 {
+		return out, fmt.Errorf("pgstore: waiting tasks skipped corrupt rows: %w", errors.Join(corrupt...))
+	}
+	return out, nil
+}
+
+var _ store.KindQueue = (*Store)(nil)

@@ -50,6 +50,7 @@ type childConfig struct {
 	Loops    int           `json:"loops"`
 	Recovers int           `json:"recovers"`
 	Poll     time.Duration `json:"poll"`
+	Resume   resumeChild   `json:"resume,omitzero"` // mode "resume": resume_crash_test.go
 }
 
 // childEvent is an event a child's Plugin delivered.
@@ -84,6 +85,8 @@ func runChild(config string) int {
 		err = childRecoverer(cfg, out)
 	case "restore":
 		err = childRestore(cfg, out)
+	case "resume":
+		err = childResume(cfg, out)
 	default:
 		err = fmt.Errorf("unknown mode %q", cfg.Mode)
 	}

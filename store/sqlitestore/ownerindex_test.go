@@ -58,7 +58,7 @@ func TestMigrationOneOwnerIndex(t *testing.T) {
 	if err := raw.QueryRowContext(t.Context(), "PRAGMA user_version").Scan(&version); err != nil || version != sqlitestore.SchemaVersion {
 		t.Fatalf("user_version = %d (%v), want %d", version, err, sqlitestore.SchemaVersion)
 	}
-	if got, want := taskIndexes(t, path), []string{"tasks_idempotency", "tasks_owner_terminal", "tasks_parent", "tasks_terminal_at"}; !slices.Equal(got, want) {
+	if got, want := taskIndexes(t, path), []string{"tasks_idempotency", "tasks_owner_terminal", "tasks_parent", "tasks_terminal_at", "tasks_waiting"}; !slices.Equal(got, want) {
 		t.Fatalf("indexes %q, want %q", got, want)
 	}
 	// All of an owner's records, so that it replaces tasks_owner_status;
@@ -144,7 +144,7 @@ func TestMigrationTwoOpensAtOnce(t *testing.T) {
 			t.Fatalf("Open %d: %v", i, errs[i])
 		}
 	}
-	if got, want := taskIndexes(t, path), []string{"tasks_idempotency", "tasks_owner_terminal", "tasks_parent", "tasks_terminal_at"}; !slices.Equal(got, want) {
+	if got, want := taskIndexes(t, path), []string{"tasks_idempotency", "tasks_owner_terminal", "tasks_parent", "tasks_terminal_at", "tasks_waiting"}; !slices.Equal(got, want) {
 		t.Fatalf("indexes %q, want %q", got, want)
 	}
 	commit(t, stores[0], "bob", store.UpsertAction(rec("bob", 1, bgtype.StatusRunning)))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -22,7 +23,8 @@ const recoverBatch = 500
 // call), every queued, running or awaiting_input record of every owner,
 // but those of the runtime instances that committed through this Store,
 // was left by a process that is gone: it becomes interrupted
-// (store.Interrupted), in batches of a few hundred records, one Commit
+// (store.Orphaned: a resumable task with attempts left goes back to the
+// queue instead), in batches of a few hundred records, one Commit
 // per owner of each batch. It returns how many it interrupted, or
 // ErrShared (nothing touched) when another Store has the database open.
 // Open runs it by itself when it finds the database alone. A corrupt
@@ -99,13 +101,13 @@ func (s *Store) recoverStale(ctx context.Context, write func(context.Context, []
 				corrupt = append(corrupt, err)
 				continue
 			}
-			if s.liveInstance(m.Instance) {
-				continue
+			if s.liveInstance(m.Instance) || store.Waiting(&m) {
+				continue // a waiting resumable task is no instance's: a Manager that runs its kind claims it
 			}
 			if byOwner[m.Owner] == nil {
 				owners = append(owners, m.Owner)
 			}
-			byOwner[m.Owner] = append(byOwner[m.Owner], store.UpsertAction(store.Interrupted(m, s.cfg.now().UTC().Truncate(time.Microsecond))))
+			byOwner[m.Owner] = append(byOwner[m.Owner], store.UpsertAction(store.Orphaned(m, s.cfg.now().UTC().Truncate(time.Microsecond))))
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -210,3 +212,42 @@ func (s *Store) InstanceAlive(ctx context.Context, instance string) (bool, error
 var _ store.InstanceLiveness = (*Store)(nil)
 
 var _ store.OrphanInterrupter = (*Store)(nil)
+
+// WaitingTasks implements store.KindQueue: the records of resumable tasks
+// that wait in the queue for an instance to claim them, oldest first.
+func (s *Store) WaitingTasks(ctx context.Context, limit int) ([]bgtype.TaskMeta, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT "+columns+` FROM tasks INDEXED BY tasks_waiting
+		WHERE resume IS NOT NULL AND status = 'queued' AND instance = '' ORDER BY created_at, id LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: waiting tasks: %w", err)
+	}
+	defer rows.Close()
+	var (
+		out     []bgtype.TaskMeta
+		corrupt []error
+	)
+	for rows.Next() {
+		var r row
+		if err := r.scan(rows); err != nil {
+			return out, err
+		}
+		m, err := r.decode()
+		if err != nil {
+			corrupt = append(corrupt, err)
+			continue
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("sqlitestore: waiting tasks: %w", err)
+	}
+	if len(corrupt) > 0 {
+		return out, fmt.Errorf("sqlitestore: waiting tasks skipped corrupt records: %w", errors.Join(corrupt...))
+	}
+	return out, nil
+}
+
+var _ store.KindQueue = (*Store)(nil)

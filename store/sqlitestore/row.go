@@ -17,7 +17,7 @@ const columns = `id, owner, task_type, name, description, status, error, stack, 
 	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
 	progress, idempotency_key,
-	announced`
+	announced, resume`
 
 // row is a tasks row as scanned, before it is checked. The table is STRICT
 // and its columns NOT NULL where a TaskMeta needs a value, so a scan cannot
@@ -35,7 +35,8 @@ type row struct {
 	tags, errorKind, cancelReason                             string
 	progress                                                  sql.NullString // JSON of a Progress
 	idemKey                                                   string
-	announced                                                 int64 // durable announcements
+	announced                                                 int64          // durable announcements
+	resume                                                    sql.NullString // JSON of a Resume (a resumable task's)
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -45,7 +46,7 @@ func (r *row) scan(s scanner) error {
 		&r.created, &r.started, &r.finished, &r.parentTask, &r.parentRun, &r.parentCall,
 		&r.parentAgent, &r.detached, &r.instance, &r.attempt, &r.wake, &r.inputID, &r.inputPrompt, &r.tags, &r.errorKind, &r.cancelReason,
 		&r.progress, &r.idemKey,
-		&r.announced)
+		&r.announced, &r.resume)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: read task row: %w", err)
 	}
@@ -89,6 +90,7 @@ func (r *row) decode() (bgtype.TaskMeta, error) {
 	var why string
 	tagsErr := r.decodeTags(&m)
 	progErr := r.decodeProgress(&m)
+	resumeErr := r.decodeResume(&m)
 	switch {
 	case m.ID == "":
 		return bgtype.TaskMeta{}, fmt.Errorf("sqlitestore: %w: a row has an empty id", bgtype.ErrCorrupt)
@@ -106,6 +108,8 @@ func (r *row) decode() (bgtype.TaskMeta, error) {
 		why = "tags are not a JSON array of strings"
 	case progErr != nil:
 		why = progErr.Error()
+	case resumeErr != nil:
+		why = resumeErr.Error()
 	default:
 		return m, nil
 	}
@@ -135,6 +139,39 @@ func (r *row) decodeProgress(m *bgtype.TaskMeta) error {
 	p.At = p.At.UTC()
 	m.Progress = &p
 	return nil
+}
+
+// decodeResume reads the resume column into m.Resume (nil for NULL).
+func (r *row) decodeResume(m *bgtype.TaskMeta) error {
+	if !r.resume.Valid {
+		return nil
+	}
+	var res bgtype.Resume
+	if err := json.Unmarshal([]byte(r.resume.String), &res); err != nil {
+		return fmt.Errorf("resume is not JSON: %v", err)
+	}
+	res.SavedAt, res.QueuedAt, res.ResumedAt = utcOrZero(res.SavedAt), utcOrZero(res.QueuedAt), utcOrZero(res.ResumedAt)
+	if !res.Valid() {
+		return fmt.Errorf("invalid resume (kind %q)", res.Kind)
+	}
+	m.Resume = &res
+	return nil
+}
+
+func utcOrZero(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// resumeArg is the resume column's value for m: JSON, NULL for none.
+func resumeArg(m *bgtype.TaskMeta) any {
+	if m.Resume == nil {
+		return nil
+	}
+	b, _ := json.Marshal(m.Resume) // valid JSON, strings, numbers and times always encode
+	return string(b)
 }
 
 // progressArg is the progress column's value for m: JSON, NULL for none.
@@ -176,7 +213,7 @@ func rowArgs(m *bgtype.TaskMeta) []any {
 		m.Parent.TaskID, m.Parent.RunID, m.Parent.CallID, m.Parent.AgentID,
 		detached, m.Instance, m.Attempt, string(m.Wake), inputID, inputPrompt, tagsArg(m), string(m.ErrorKind), m.CancelReason,
 		progressArg(m), m.IdempotencyKey,
-		announced}
+		announced, resumeArg(m)}
 }
 
 // toMicros stores a time as UTC microseconds (decision 14: stamps have
@@ -213,7 +250,7 @@ func sameMeta(a, b *bgtype.TaskMeta) bool {
 		a.Attempt == b.Attempt && a.Wake == b.Wake && slices.Equal(a.Tags, b.Tags) &&
 		sameProgress(a.Progress, b.Progress) && a.IdempotencyKey == b.IdempotencyKey &&
 		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input) &&
-		a.Announced == b.Announced
+		a.Announced == b.Announced && a.Resume.Equal(b.Resume)
 }
 
 // stored is m as a read of the row rowArgs(m) writes would decode it:
@@ -242,6 +279,9 @@ func stored(m *bgtype.TaskMeta) (bgtype.TaskMeta, error) {
 	}
 	if m.Announced {
 		r.announced = 1
+	}
+	if res, ok := resumeArg(m).(string); ok {
+		r.resume = sql.NullString{String: res, Valid: true}
 	}
 	return r.decode()
 }

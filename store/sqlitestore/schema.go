@@ -120,6 +120,13 @@ var migrations = [...]string{
 	`DROP INDEX IF EXISTS tasks_owner_status;
 	DROP INDEX IF EXISTS tasks_owner_terminal;
 	CREATE INDEX tasks_owner_terminal ON tasks (owner, terminal_seq);`,
+	// 8: resumable tasks. resume is the record's Resume as JSON (the
+	// kind, its spec, the last checkpoint), NULL for a closure's record.
+	// tasks_waiting finds the records that wait in the queue for an
+	// instance to claim them (queued, no instance), for every owner at
+	// once; it holds none of a closure's.
+	`ALTER TABLE tasks ADD COLUMN resume TEXT;
+	CREATE INDEX tasks_waiting ON tasks (created_at) WHERE resume IS NOT NULL AND status = 'queued' AND instance = '';`,
 }
 
 // userVersion reads the schema version.

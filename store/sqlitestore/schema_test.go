@@ -33,7 +33,7 @@ func TestOpenCreatesSchema(t *testing.T) {
 		t.Fatalf("user_version %d, journal_mode %q; want %d, wal", version, mode, sqlitestore.SchemaVersion)
 	}
 	indexes := taskIndexes(t, path)
-	want := []string{"tasks_idempotency", "tasks_owner_terminal", "tasks_parent", "tasks_terminal_at"}
+	want := []string{"tasks_idempotency", "tasks_owner_terminal", "tasks_parent", "tasks_terminal_at", "tasks_waiting"}
 	if !slices.Equal(indexes, want) {
 		t.Fatalf("indexes %q, want %q", indexes, want)
 	}

@@ -237,6 +237,9 @@ func diffMeta(want, got bgtype.TaskMeta) string {
 	}
 	field("IdempotencyKey", want.IdempotencyKey, got.IdempotencyKey)
 	field("Announced", want.Announced, got.Announced) // durable announcements
+	if d := diffResume(want.Resume, got.Resume); d != "" {
+		fmt.Fprintf(&b, "    Resume: %s\n", d)
+	}
 	return b.String()
 }
 
@@ -315,4 +318,26 @@ func notUTC(m bgtype.TaskMeta) string {
 		}
 	}
 	return b.String()
+}
+
+// diffResume says how got differs from want, "" when they hold the same
+// values (JSON compared by value, times by instant).
+func diffResume(want, got *bgtype.Resume) string {
+	switch {
+	case want == nil && got == nil:
+		return ""
+	case want == nil || got == nil:
+		return fmt.Sprintf("%+v, want %+v", got, want)
+	}
+	w, g := *want, *got
+	if !sameJSON(w.Spec, g.Spec) || !sameJSON(w.Checkpoint, g.Checkpoint) || (w.Checkpoint == nil) != (g.Checkpoint == nil) ||
+		!w.SavedAt.Equal(g.SavedAt) || !w.QueuedAt.Equal(g.QueuedAt) || !w.ResumedAt.Equal(g.ResumedAt) {
+		return fmt.Sprintf("%+v, want %+v", g, w)
+	}
+	w.Spec, w.Checkpoint, w.SavedAt, w.QueuedAt, w.ResumedAt = nil, nil, time.Time{}, time.Time{}, time.Time{}
+	g.Spec, g.Checkpoint, g.SavedAt, g.QueuedAt, g.ResumedAt = nil, nil, time.Time{}, time.Time{}, time.Time{}
+	if !w.Equal(&g) {
+		return fmt.Sprintf("%+v, want %+v", *got, *want)
+	}
+	return ""
 }

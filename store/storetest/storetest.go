@@ -87,6 +87,7 @@ var checks = []check{
 	{"Tags", testTags},
 	{"Progress", testProgress},
 	{"IdempotencyKeys", testIdempotencyKeys},
+	{"Resume", testResume},
 	{"Children", testChildren},
 	{"Retention", testRetention},
 	{"Corrupt", testCorrupt},

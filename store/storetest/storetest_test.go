@@ -32,7 +32,7 @@ var flawCases = map[string]struct {
 	fail  []string
 }{
 	"gap":             {flaws{gap: true}, []string{"ConcurrentWriters"}},
-	"lastWriteWins":   {flaws{lastWriteWins: true}, []string{"Announce", "ConcurrentWriters", "IdempotencyKeys", "Invariants", "Progress", "ReducerRules", "Tags"}},
+	"lastWriteWins":   {flaws{lastWriteWins: true}, []string{"Announce", "ConcurrentWriters", "IdempotencyKeys", "Invariants", "Progress", "ReducerRules", "Resume", "Tags"}},
 	"terminalFrozen":  {flaws{terminalFrozen: true}, []string{"Progress", "ReducerRules"}},
 	"ignoreAt":        {flaws{ignoreAt: true}, []string{"ReducerRules"}},
 	"notAtomic":       {flaws{notAtomic: true}, []string{"IdempotencyKeys", "InvalidActions"}},

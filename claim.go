@@ -1,0 +1,251 @@
+package bgtask
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/store"
+)
+
+// How a Manager that registered kinds finds the resumable tasks waiting
+// in a store.KindQueue: one helper goroutine claims those due at start,
+// then every claimPoll, until the Manager begins to stop.
+const (
+	claimPoll  = time.Second
+	claimBatch = 100
+)
+
+// kindClaims is the set of records this Manager is claiming: committed
+// as its own, not yet registered as tasks. Restore leaves them alone.
+type kindClaims struct {
+	mu  sync.Mutex // guards ids
+	ids map[string]struct{}
+}
+
+// add marks id as being claimed; false when it is already.
+func (c *kindClaims) add(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.ids[id]; ok {
+		return false
+	}
+	if c.ids == nil {
+		c.ids = make(map[string]struct{})
+	}
+	c.ids[id] = struct{}{}
+	return true
+}
+
+func (c *kindClaims) remove(id string) {
+	c.mu.Lock()
+	delete(c.ids, id)
+	c.mu.Unlock()
+}
+
+func (c *kindClaims) has(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.ids[id]
+	return ok
+}
+
+// startClaims starts the helper that claims the waiting tasks of the
+// registered kinds from q.
+func (m *Manager) startClaims(q store.KindQueue) {
+	m.startHelper(func() {
+		for {
+			if _, err := m.ClaimWaiting(context.Background()); err != nil {
+				m.log.Warn("bgtask: claiming resumable tasks", "err", err)
+			}
+			timer := time.NewTimer(claimPoll)
+			select {
+			case <-m.drain:
+				timer.Stop()
+				return
+			case <-timer.C:
+			}
+		}
+	})
+}
+
+// ClaimWaiting claims, once each, the resumable tasks that wait in the
+// Manager's store (a store.KindQueue) for an instance that registered
+// their kind, and runs the next attempt of each here, from its last
+// checkpoint; it returns how many it started. A task of a kind this
+// Manager does not register is left to another instance until it waited
+// longer than the longest UnclaimedAfter of the kinds this Manager
+// registers; then it ends failed, with an error that names its kind, and
+// its owner hears of it.
+// A task whose spec no longer decodes fails at once. A Manager with kinds
+// and such a store calls it by itself at start and every second; a host
+// calls it to resume at once. It returns 0 and nil with any other store,
+// and ErrClosed once Stop or Shutdown began.
+func (m *Manager) ClaimWaiting(ctx context.Context) (int, error) {
+	q, ok := m.store.(store.KindQueue)
+	if !ok || m.mem != nil {
+		return 0, nil
+	}
+	if m.closed.Load() {
+		return 0, ErrClosed
+	}
+	waiting, err := q.WaitingTasks(ctx, claimBatch)
+	started := 0
+	for i := range waiting {
+		if m.closed.Load() {
+			break
+		}
+		ok, cerr := m.claimOne(ctx, &waiting[i])
+		if ok {
+			started++
+		}
+		err = errors.Join(err, cerr)
+	}
+	return started, err
+}
+
+// claimOne claims one waiting record and starts its attempt here; false
+// when another instance claimed it first, or it is not ours to run.
+func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, error) {
+	now := clock.Now()
+	k := m.kinds[meta.Resume.Kind]
+	if k == nil {
+		return false, m.endUnclaimed(ctx, meta, now)
+	}
+	if meta.CancelReason != "" {
+		return false, nil
+	}
+	if !m.claims.add(meta.ID) {
+		return false, nil // another goroutine of this Manager claims it
+	}
+	defer m.claims.remove(meta.ID)
+	m.mu.Lock()
+	t := m.nodes[meta.ID]
+	m.mu.Unlock()
+	if t != nil {
+		return false, nil // claimed from an older read, and running here already
+	}
+	fn, decErr := k.resumeFunc(meta)
+	claim := *meta
+	claim.Resume = meta.Resume.Clone()
+	claim.Status, claim.Instance = bgtype.StatusRunning, m.cfg.instance
+	claim.Resume.ResumedAt = now
+	if err := m.store.Commit(ctx, claim.Owner, store.Action{Op: store.OpUpsert, Tasks: []bgtype.TaskMeta{claim}, At: now}); err != nil {
+		return false, fmt.Errorf("bgtask: claim %s: %w", meta.ID, err)
+	}
+	got, err := m.store.Get(ctx, meta.ID)
+	if err != nil {
+		return false, fmt.Errorf("bgtask: claim %s: read back: %w", meta.ID, err)
+	}
+	if got.Status != bgtype.StatusRunning || got.Instance != m.cfg.instance || got.Attempt != meta.Attempt {
+		return false, nil // another instance won, or a cancel ended it first
+	}
+	if decErr != nil { // it fails at once, without another attempt
+		return false, m.endClaimed(ctx, &got, bgtype.StatusFailed, decErr.Error(), now)
+	}
+	if _, _, err := m.spawnTask(ctx, got.Owner, fn, got.Type == bgtype.TypeSubAgent, []SpawnOption{func(c *spawnConfig) { c.adopt = &got }}); err != nil {
+		return false, m.endClaimed(ctx, &got, bgtype.StatusFailed, fmt.Sprintf("bgtask: kind %s: attempt %d could not start: %v", got.Resume.Kind, got.Attempt, err), now)
+	}
+	return true, nil
+}
+
+// endClaimed ends a record this Manager claimed but does not run.
+func (m *Manager) endClaimed(ctx context.Context, meta *bgtype.TaskMeta, status bgtype.Status, why string, at time.Time) error {
+	u := *meta
+	u.Status, u.Error, u.ErrorKind, u.FinishedAt = status, why, bgtype.KindError, at
+	if err := m.store.Commit(ctx, u.Owner, store.Action{Op: store.OpUpsert, Tasks: []bgtype.TaskMeta{u}, At: at}); err != nil {
+		return fmt.Errorf("bgtask: end %s: %w", u.ID, err)
+	}
+	m.announceEnded(ctx, &u)
+	return nil
+}
+
+// endUnclaimed ends a waiting record of a kind this Manager does not
+// register once it waited longer than the UnclaimedAfter of the kinds it
+// does (the longest): no instance that could run it claimed it.
+func (m *Manager) endUnclaimed(ctx context.Context, meta *bgtype.TaskMeta, now time.Time) error {
+	var limit time.Duration
+	for _, k := range m.kinds {
+		limit = max(limit, k.unclaimedAfter())
+	}
+	since := meta.Resume.QueuedAt
+	if since.IsZero() {
+		since = meta.CreatedAt
+	}
+	if now.Sub(since) < limit {
+		return nil
+	}
+	u := *meta
+	u.Status, u.ErrorKind, u.FinishedAt, u.Attempt = bgtype.StatusFailed, bgtype.KindError, now, meta.Attempt+1 // fenced: a late claim changes nothing
+	u.Error = fmt.Sprintf("bgtask: no runtime registered kind %s: the task waited %s to be resumed", meta.Resume.Kind, now.Sub(since).Round(time.Second))
+	if err := m.store.Commit(ctx, u.Owner, store.Action{Op: store.OpUpsert, Tasks: []bgtype.TaskMeta{u}, At: now}); err != nil {
+		return fmt.Errorf("bgtask: end %s: %w", u.ID, err)
+	}
+	m.announceEnded(ctx, &u)
+	return nil
+}
+
+// announceEnded tells the owner of a record this Manager ended without
+// running it, if the commit landed.
+func (m *Manager) announceEnded(ctx context.Context, u *bgtype.TaskMeta) {
+	got, err := m.store.Get(ctx, u.ID)
+	if err != nil || got.Status != u.Status || got.Attempt != u.Attempt || got.Wake == bgtype.WakeSilent {
+		return
+	}
+	m.counters.countEnd(got.Status)
+	if m.durable() {
+		m.noteDelivered(got.Owner, got.Owner, got.ID)
+	}
+	_ = m.deliver(got.Owner, terminalEvent(&got))
+}
+
+// stopWhy is the last error of a resumable task requeued by a stop.
+func (m *Manager) stopWhy() string {
+	return fmt.Sprintf("its runtime (instance %q) stopped for a deploy", m.cfg.instance)
+}
+
+// requeueEnd puts a resumable task back in the queue instead of ending
+// it: its attempt wound down for a stop (yield) or Stop cut it. Its record
+// becomes queued on a new attempt (every later write of this one is
+// dropped), its owner hears nothing, and it leaves this Manager as an
+// ended task does. The end is claimed already (by the task's goroutine or
+// by Stop's cut); for a cut task, whose function may still run, its
+// context is cancelled last, as end does.
+func (m *Manager) requeueEnd(t *Task, why string, yield bool) {
+	cut := t.end.Load() == endCut
+	t.emitMu.Lock()
+	t.ended = true
+	busy := t.inputCommit()
+	t.emitMu.Unlock()
+	if busy != nil {
+		<-busy
+	}
+	t.settleProgress()
+	if ib := t.agentInbox(); ib != nil {
+		ib.Close()
+	}
+	var u bgtype.TaskMeta
+	m.readRecord(t, &u)
+	from := u.Status
+	u = store.Requeued(u.Clone(), clock.Now(), why, yield)
+	if err := m.commitUpdate(t, &u); err != nil {
+		m.log.Error("bgtask: a resumable task could not be requeued; recovery will", "task_id", u.ID, "err", err)
+	} else {
+		m.notify(from, &u)
+	}
+	m.mu.Lock()
+	starts := m.unregister(t)
+	m.mu.Unlock()
+	m.startAll(starts)
+	if !cut {
+		t.stop(nil)
+	}
+	m.retire(t)
+	if cut {
+		t.stop(errStopCut)
+	}
+}
