@@ -15,8 +15,8 @@ import (
 // maxRootNames is the most exported top-level names (types, functions,
 // constants, variables) the root package may have: it is the agent
 // builder's page, and the store authors' and the runtime's own names live
-// in other packages.
-const maxRootNames = 100
+// in other packages. 110 since decision 569 (three features this release).
+const maxRootNames = 110
 
 // exportedNames counts the exported names go doc shows for the package in
 // dir: top-level names (a type's constructors, constants and variables
