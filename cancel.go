@@ -98,22 +98,16 @@ func (m *Manager) cancelWaiting(ctx context.Context, meta *bgtype.TaskMeta, reas
 	u := *meta
 	u.Status, u.Attempt, u.FinishedAt = bgtype.StatusCanceled, meta.Attempt+1, now
 	u.Error, u.CancelReason = withReason(ErrCanceled, reason).Error(), reason
-	if err := m.store.Commit(ctx, u.Owner, store.Action{Op: store.OpUpsert, Tasks: []bgtype.TaskMeta{u}, At: now}); err != nil {
-		return 0, false, fmt.Errorf("bgtask: cancel %s: %w", u.ID, err)
-	}
-	got, err := m.store.Get(ctx, u.ID)
-	if err != nil {
-		return 0, false, fmt.Errorf("bgtask: cancel %s: read back: %w", u.ID, err)
-	}
-	if got.Status != bgtype.StatusCanceled || got.Attempt != u.Attempt {
-		return 0, !got.Status.IsTerminal(), nil // claimed first: it runs somewhere
-	}
-	m.counters.countEnd(got.Status)
-	if got.Wake != bgtype.WakeSilent {
-		if m.durable() {
-			m.noteDelivered(got.Owner, got.Owner, got.ID)
+	landed, err := m.commitEnd(ctx, &u, now)
+	switch {
+	case err != nil:
+		return 0, false, fmt.Errorf("bgtask: cancel: %w", err)
+	case !landed:
+		got, err := m.store.Get(ctx, u.ID)
+		if err != nil {
+			return 0, false, fmt.Errorf("bgtask: cancel %s: %w", u.ID, err)
 		}
-		_ = m.deliver(got.Owner, terminalEvent(&got))
+		return 0, !got.Status.IsTerminal(), nil // claimed first: it runs somewhere
 	}
 	return 1, false, nil
 }

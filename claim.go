@@ -157,11 +157,8 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 func (m *Manager) endClaimed(ctx context.Context, meta *bgtype.TaskMeta, status bgtype.Status, why string, at time.Time) error {
 	u := *meta
 	u.Status, u.Error, u.ErrorKind, u.FinishedAt = status, why, bgtype.KindError, at
-	if err := m.store.Commit(ctx, u.Owner, store.Action{Op: store.OpUpsert, Tasks: []bgtype.TaskMeta{u}, At: at}); err != nil {
-		return fmt.Errorf("bgtask: end %s: %w", u.ID, err)
-	}
-	m.announceEnded(ctx, &u)
-	return nil
+	_, err := m.commitEnd(ctx, &u, at)
+	return err
 }
 
 // endUnclaimed ends a waiting record of a kind this Manager does not
@@ -182,25 +179,42 @@ func (m *Manager) endUnclaimed(ctx context.Context, meta *bgtype.TaskMeta, now t
 	u := *meta
 	u.Status, u.ErrorKind, u.FinishedAt, u.Attempt = bgtype.StatusFailed, bgtype.KindError, now, meta.Attempt+1 // fenced: a late claim changes nothing
 	u.Error = fmt.Sprintf("bgtask: no runtime registered kind %s: the task waited %s to be resumed", meta.Resume.Kind, now.Sub(since).Round(time.Second))
-	if err := m.store.Commit(ctx, u.Owner, store.Action{Op: store.OpUpsert, Tasks: []bgtype.TaskMeta{u}, At: now}); err != nil {
-		return fmt.Errorf("bgtask: end %s: %w", u.ID, err)
-	}
-	m.announceEnded(ctx, &u)
-	return nil
+	_, err := m.commitEnd(ctx, &u, now)
+	return err
 }
 
-// announceEnded tells the owner of a record this Manager ended without
-// running it, if the commit landed.
-func (m *Manager) announceEnded(ctx context.Context, u *bgtype.TaskMeta) {
+// commitEnd commits u, the end of a record this Manager does not run, and
+// reports whether it landed; if it did, the owner is told, once. The
+// delivery is noted before the commit, as a task's end is, so that a
+// Restore meanwhile does not announce the record too; if the commit did
+// not land (another write won), the note is taken back.
+func (m *Manager) commitEnd(ctx context.Context, u *bgtype.TaskMeta, at time.Time) (bool, error) {
+	tell := u.Wake != bgtype.WakeSilent
+	if tell {
+		m.noteDelivered(u.Owner, u.Owner, u.ID)
+	}
+	landed := false
+	defer func() {
+		if tell && !landed && m.durable() {
+			m.sent.done(u.Owner, []string{u.ID})
+		}
+	}()
+	if err := m.store.Commit(ctx, u.Owner, store.Action{Op: store.OpUpsert, Tasks: []bgtype.TaskMeta{*u}, At: at}); err != nil {
+		return false, fmt.Errorf("bgtask: end %s: %w", u.ID, err)
+	}
 	got, err := m.store.Get(ctx, u.ID)
-	if err != nil || got.Status != u.Status || got.Attempt != u.Attempt || got.Wake == bgtype.WakeSilent {
-		return
+	if err != nil {
+		return false, fmt.Errorf("bgtask: end %s: read back: %w", u.ID, err)
 	}
+	if got.Status != u.Status || got.Attempt != u.Attempt {
+		return false, nil
+	}
+	landed = true
 	m.counters.countEnd(got.Status)
-	if m.durable() {
-		m.noteDelivered(got.Owner, got.Owner, got.ID)
+	if tell {
+		_ = m.deliver(got.Owner, terminalEvent(&got))
 	}
-	_ = m.deliver(got.Owner, terminalEvent(&got))
+	return true, nil
 }
 
 // stopWhy is the last error of a resumable task requeued by a stop.
