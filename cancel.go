@@ -113,13 +113,24 @@ func (m *Manager) cancelWaiting(ctx context.Context, meta *bgtype.TaskMeta, reas
 }
 
 // CancelAll cancels every live task of this Manager, whoever owns it,
-// detached ones included, with cause (ErrCanceled when nil), and returns
-// how many it signalled. Unlike Shutdown it does not close the Manager. A
-// shared store calls it with ErrInstanceLost when this instance lost its
-// registration, so that no task goes on writing what another instance has
-// already reaped. It is an administrator's call: Owner.CancelAll cancels one
-// owner's tasks.
-func (m *Manager) CancelAll(cause error) int {
+// detached ones included, with cause ErrCanceled, and returns how many it
+// signalled. WithReason says why, to every task it cancels. Unlike
+// Shutdown it does not close the Manager. It is an administrator's call:
+// Owner.CancelAll cancels one owner's tasks, and has the same shape.
+// Errors: ErrClosed after Shutdown.
+func (m *Manager) CancelAll(opts ...CancelOption) (int, error) {
+	if m.closed.Load() {
+		return 0, ErrClosed
+	}
+	return m.cancelAll(withReason(ErrCanceled, cancelReason(opts))), nil
+}
+
+// cancelAll cancels every live task of this Manager with cause
+// (ErrCanceled when nil) and returns how many it signalled. A shared store
+// calls it with ErrInstanceLost (store.Runtime.CancelAll) when this
+// instance lost its registration, so that no task goes on writing what
+// another instance has already reaped.
+func (m *Manager) cancelAll(cause error) int {
 	if cause == nil {
 		cause = ErrCanceled
 	}
@@ -140,8 +151,9 @@ func (m *Manager) CancelAll(cause error) int {
 }
 
 // cancelOwner cancels every live task of owner, detached ones included, with
-// cause ErrCanceled, and returns how many it signalled (Owner.CancelAll).
-func (m *Manager) cancelOwner(owner string) (int, error) {
+// cause ErrCanceled and reason, and returns how many it signalled
+// (Owner.CancelAll).
+func (m *Manager) cancelOwner(owner, reason string) (int, error) {
 	if !bgtype.ValidOwner(owner) {
 		return 0, bgtype.ErrInvalidOwner
 	}
@@ -152,11 +164,12 @@ func (m *Manager) cancelOwner(owner string) (int, error) {
 		n      int
 		starts []*Task
 	)
+	cause := withReason(ErrCanceled, reason)
 	m.mu.Lock()
 	if os := m.owners[owner]; os != nil {
 		for t := os.head; t != nil; t = t.ownerNext {
 			var ok bool
-			if ok, starts = m.signal(t, ErrCanceled, starts); ok {
+			if ok, starts = m.signal(t, cause, starts); ok {
 				n++
 			}
 		}
@@ -244,12 +257,12 @@ func (m *Manager) cancelTree(t *Task, reason string) (n int, before bool) {
 	return n, before
 }
 
-// CancelRequested carries out a cancel request that a store received for
+// cancelRequested carries out a cancel request that a store received for
 // a task this Manager may run (another process asked for it): Cancel, or
 // CancelTree when tree is true, with reason as the cancel reason ("" for
-// none). An unknown task is not an error: it returns 0 and nil. It makes
-// the Manager a store.Runtime, which the shared stores' Start takes.
-func (m *Manager) CancelRequested(ctx context.Context, id string, tree bool, reason string) (int, error) {
+// none). An unknown task is not an error: it returns 0 and nil
+// (store.Runtime.CancelRequested).
+func (m *Manager) cancelRequested(ctx context.Context, id string, tree bool, reason string) (int, error) {
 	var opts []CancelOption
 	if reason != "" {
 		opts = append(opts, WithReason(reason))
@@ -264,5 +277,3 @@ func (m *Manager) CancelRequested(ctx context.Context, id string, tree bool, rea
 	}
 	return n, err
 }
-
-var _ store.Runtime = (*Manager)(nil)

@@ -49,7 +49,7 @@ func TestCancelRequested(t *testing.T) {
 				t.Fatal(err)
 			}
 			cid := <-childID
-			n, err := m.CancelRequested(t.Context(), id, tc.tree, tc.reason)
+			n, err := m.Runtime().CancelRequested(t.Context(), id, tc.tree, tc.reason)
 			if err != nil || n != tc.wantN {
 				t.Fatalf("CancelRequested = %d, %v; want %d, nil", n, err, tc.wantN)
 			}
@@ -62,7 +62,7 @@ func TestCancelRequested(t *testing.T) {
 			if child.Status != tc.wantChild {
 				t.Fatalf("child %s, want %s", child.Status, tc.wantChild)
 			}
-			if n, err := m.CancelRequested(t.Context(), "task_unknown", tc.tree, ""); n != 0 || err != nil {
+			if n, err := m.Runtime().CancelRequested(t.Context(), "task_unknown", tc.tree, ""); n != 0 || err != nil {
 				t.Fatalf("unknown task: %d, %v; want 0, nil", n, err)
 			}
 		})

@@ -9,15 +9,30 @@ import (
 )
 
 // TestCancelAll: every live task of every owner, detached and queued ones
-// included, is cancelled with the given cause; the Manager stays open.
+// included, is cancelled with the given cause (and reason); the Manager
+// stays open. The host's Manager.CancelAll and the stores' view
+// (Runtime().CancelAll, when the instance lost its registration) alike.
 func TestCancelAll(t *testing.T) {
+	host := func(opts ...CancelOption) func(*Manager) int {
+		return func(m *Manager) int {
+			n, err := m.CancelAll(opts...)
+			if err != nil {
+				panic(err)
+			}
+			return n
+		}
+	}
 	for _, tc := range []struct {
-		name  string
-		cause error
-		want  error
+		name       string
+		cancel     func(*Manager) int
+		want       error
+		wantErr    string
+		wantReason string
 	}{
-		{"nil cause", nil, ErrCanceled},
-		{"instance lost", ErrInstanceLost, ErrInstanceLost},
+		{"host", host(), ErrCanceled, ErrCanceled.Error(), ""},
+		{"host with reason", host(WithReason("maintenance")), ErrCanceled, ErrCanceled.Error() + ": maintenance", "maintenance"},
+		{"store: nil cause", func(m *Manager) int { return m.Runtime().CancelAll(nil) }, ErrCanceled, ErrCanceled.Error(), ""},
+		{"store: instance lost", func(m *Manager) int { return m.Runtime().CancelAll(ErrInstanceLost) }, ErrInstanceLost, ErrInstanceLost.Error(), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newTestManager(t, WithLimits(Limits{MaxConcurrent: 4, QueueWhenFull: true}))
@@ -39,7 +54,7 @@ func TestCancelAll(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			if n := m.CancelAll(tc.cause); n != 6 {
+			if n := tc.cancel(m); n != 6 {
 				t.Fatalf("CancelAll = %d, want 6", n)
 			}
 			for id, p := range map[string]*probeTask{root: rp, detached: dp, other: op, agent: ap} {
@@ -51,8 +66,8 @@ func TestCancelAll(t *testing.T) {
 				o  Owner
 				id string
 			}{{a, root}, {a, detached}, {b, other}, {b, agent}, {a, queued}, {a, queued2}} {
-				if got := waitTask(t, w.o, w.id); got.Status != bgtype.StatusCanceled || got.Error != tc.want.Error() {
-					t.Errorf("%s: %s %q", w.id, got.Status, got.Error)
+				if got := waitTask(t, w.o, w.id); got.Status != bgtype.StatusCanceled || got.Error != tc.wantErr || got.CancelReason != tc.wantReason {
+					t.Errorf("%s: %s %q (reason %q), want cancelled %q (%q)", w.id, got.Status, got.Error, got.CancelReason, tc.wantErr, tc.wantReason)
 				}
 			}
 			select {
@@ -60,7 +75,7 @@ func TestCancelAll(t *testing.T) {
 				t.Fatal("a queued task ran after CancelAll")
 			default:
 			}
-			if n := m.CancelAll(tc.cause); n != 0 {
+			if n := tc.cancel(m); n != 0 {
 				t.Fatalf("second CancelAll = %d", n)
 			}
 			// Still open.
@@ -75,11 +90,14 @@ func TestCancelAll(t *testing.T) {
 
 func TestCancelAllEmptyAndClosed(t *testing.T) {
 	m := newTestManager(t)
-	if n := m.CancelAll(nil); n != 0 {
-		t.Fatalf("CancelAll on an empty Manager = %d", n)
+	if n, err := m.CancelAll(); n != 0 || err != nil {
+		t.Fatalf("CancelAll on an empty Manager = %d, %v", n, err)
 	}
 	shutdownManager(t, m)
-	if n := m.CancelAll(nil); n != 0 {
-		t.Fatalf("CancelAll after Shutdown = %d", n)
+	if n, err := m.CancelAll(); n != 0 || !errors.Is(err, ErrClosed) {
+		t.Fatalf("CancelAll after Shutdown = %d, %v; want 0, ErrClosed", n, err)
+	}
+	if n := m.Runtime().CancelAll(nil); n != 0 {
+		t.Fatalf("the store's CancelAll after Shutdown = %d", n)
 	}
 }

@@ -67,7 +67,7 @@ var (
 	ErrShutdown = errors.New("bgtask: manager shut down")
 	// ErrInstanceLost is the cause when a shared store finds that this
 	// runtime instance lost its registration (its heartbeat lapsed and
-	// another instance reaped its tasks): see Manager.CancelAll.
+	// another instance reaped its tasks): see Manager.Runtime.
 	ErrInstanceLost = bgtype.ErrInstanceLost
 )
 

@@ -220,7 +220,7 @@ func TestManagerClosed(t *testing.T) {
 	if _, err := m.CancelRun("thread-1", "run-1"); !errors.Is(err, ErrClosed) {
 		t.Errorf("CancelRun: %v", err)
 	}
-	if err := m.Send(t.Context(), "thread-1", agentID, bgtype.Message{Content: "x"}); !errors.Is(err, ErrClosed) {
+	if _, err := m.Send(t.Context(), "thread-1", agentID, bgtype.Message{Content: "x"}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Send: %v", err)
 	}
 	if _, err := o.Send(t.Context(), agentID, bgtype.Message{Content: "x"}); !errors.Is(err, ErrClosed) {

@@ -127,9 +127,12 @@ func (o Owner) CancelTree(ctx context.Context, id string, opts ...CancelOption) 
 }
 
 // CancelAll cancels every live task of the owner, detached ones included,
-// with cause ErrCanceled, and returns how many it signalled. Errors, in this
-// order: ErrInvalidArgument (blank owner) for an empty or blank owner, ErrClosed.
-func (o Owner) CancelAll() (int, error) { return o.m.cancelOwner(o.id) }
+// with cause ErrCanceled, and returns how many it signalled. WithReason
+// says why, to every task it cancels. Errors, in this order:
+// ErrInvalidArgument (blank owner) for an empty or blank owner, ErrClosed.
+func (o Owner) CancelAll(opts ...CancelOption) (int, error) {
+	return o.m.cancelOwner(o.id, cancelReason(opts))
+}
 
 // CancelRun cancels the owner's run runID: every attached task of this
 // owner's run, and their attached descendants, with cause ErrCanceled (run).

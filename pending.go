@@ -158,13 +158,12 @@ func (m *Manager) callPendingOwner(owner string) {
 	m.cfg.onPendingOwner(owner)
 }
 
-// OwnersNoticed implements store.OwnerNotifier: a SharedStore's reaper
+// ownersNoticed carries out store.OwnerNotifier: a SharedStore's reaper
 // recorded notices for owners (tasks of a gone instance it interrupted).
 // The WithOnPendingOwner function is called once for each owner that hears
 // of them (a dead sub-agent's notices are its live owner's), in the order
-// given; nothing happens without one, or after Shutdown. It is for stores,
-// not hosts.
-func (m *Manager) OwnersNoticed(owners []string) {
+// given; nothing happens without one, or after Shutdown.
+func (m *Manager) ownersNoticed(owners []string) {
 	if m.cfg.onPendingOwner == nil || m.closed.Load() {
 		return
 	}
@@ -181,5 +180,3 @@ func (m *Manager) OwnersNoticed(owners []string) {
 		}
 	}
 }
-
-var _ store.OwnerNotifier = (*Manager)(nil)

@@ -89,14 +89,14 @@ func (o Owner) StopRun(ctx context.Context, reason string) (StoppedRun, error) {
 	return stop, err
 }
 
-// RunCancelRequested carries out a cancel of the owner's run asked on
+// runCancelRequested carries out a cancel of the owner's run asked on
 // another instance (store.RunLeaser.RequestRunCancel): the run is marked
 // cancelled here (later spawns into it fail), its tasks here are
 // cancelled with reason, and the owner's Receiver, if the run is its open
 // one, is told (ReceiverConfig.OnRunCanceled). The instance that asked
-// cancelled the run's tasks on the other instances already. It makes the
-// Manager a store.RunCancelHandler.
-func (m *Manager) RunCancelRequested(_ context.Context, owner, run, reason string) int {
+// cancelled the run's tasks on the other instances already
+// (store.RunCancelHandler).
+func (m *Manager) runCancelRequested(_ context.Context, owner, run, reason string) int {
 	if !bgtype.ValidOwner(owner) || run == "" {
 		return 0
 	}
@@ -104,8 +104,6 @@ func (m *Manager) RunCancelRequested(_ context.Context, owner, run, reason strin
 	m.tellRunCanceled(owner, run, reason)
 	return n
 }
-
-var _ store.RunCancelHandler = (*Manager)(nil)
 
 // liveReceiver returns owner's live Receiver on m (not a sub-agent's), or
 // nil.

@@ -12,7 +12,8 @@ import (
 
 // Send delivers a message to a live sub-agent on behalf of owner, the agent
 // that claims to own it. Errors, in the order they are checked: ErrInvalidArgument (blank owner),
-// ErrClosed, ErrNotFound, ErrNotFound, ErrTerminal (a *StatusError),
+// ErrClosed, ErrNotFound (no such task, or another owner's: the text says which),
+// ErrTerminal (a *StatusError),
 // ErrNotSubAgent, ErrInboxClosed. A message whose InReplyTo names the
 // task's open input request (Task.RequestInput) answers it instead, for a
 // plain task too; ErrNoInputRequest if there is no such request. Owner.Send is the same call as seen by one
@@ -30,13 +31,11 @@ import (
 // interrupted. With a store that cannot carry it (two processes on one
 // SQLite file), a live task that another process runs gets an error
 // matching ErrElsewhere (and ErrInboxClosed).
-func (m *Manager) Send(ctx context.Context, owner, id string, msg bgtype.Message) error {
-	return m.send(ctx, owner, id, msg)
-}
-
-func (m *Manager) send(ctx context.Context, owner, id string, msg bgtype.Message) error {
-	_, err := m.sendMessage(ctx, owner, id, msg)
-	return err
+//
+// It returns the id of the message in the task's history (Owner.Messages),
+// as Owner.Send does.
+func (m *Manager) Send(ctx context.Context, owner, id string, msg bgtype.Message) (string, error) {
+	return m.sendMessage(ctx, owner, id, msg)
 }
 
 // sendMessage is send that also returns the id of the message in the task's

@@ -23,12 +23,12 @@ const (
 	codeError          = "error"
 )
 
-// MessageRequested hands msg, sent by owner from another instance, to task
+// messageRequested hands msg, sent by owner from another instance, to task
 // id if this Manager runs it, as Send does, and returns the outcome to
 // carry back: the message's id in the task's history, or the kind and
-// text of the error. It never carries the message on. It makes the
-// Manager a store.Runtime.
-func (m *Manager) MessageRequested(ctx context.Context, owner, id string, msg bgtype.Message) store.Delivery {
+// text of the error. It never carries the message on
+// (store.Runtime.MessageRequested).
+func (m *Manager) messageRequested(ctx context.Context, owner, id string, msg bgtype.Message) store.Delivery {
 	msgID, err := m.sendVia(ctx, owner, id, msg, false)
 	if err == nil {
 		return store.Delivery{MessageID: msgID}

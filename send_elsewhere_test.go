@@ -16,7 +16,7 @@ import (
 func TestSendElsewhereSameErrors(t *testing.T) {
 	shared := &fakeShared{Store: memstore.New()}
 	a := newTestManager(t, WithStore(shared), WithInstance("inst-a"))
-	carrier := &storefake.Carrier{Shared: shared, To: a}
+	carrier := &storefake.Carrier{Shared: shared, To: a.Runtime()}
 	b := newTestManager(t, WithStore(carrier), WithInstance("inst-b"))
 	oa, ob := a.Owner("thread-1"), b.Owner("thread-1")
 

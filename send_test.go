@@ -22,7 +22,8 @@ func TestSendDelivers(t *testing.T) {
 			return err
 		}},
 		{"manager", func(ctx context.Context, m *Manager, owner, id string, msg bgtype.Message) error {
-			return m.Send(ctx, owner, id, msg)
+			_, err := m.Send(ctx, owner, id, msg)
+			return err
 		}},
 	}
 	for _, via := range vias {
@@ -139,19 +140,19 @@ func TestSendErrors(t *testing.T) {
 		id         string
 	}{
 		{name: "owner: unknown", send: func() error { _, err := o.Send(ctx, unknown, msg); return err }, want: ErrNotFound},
-		{name: "manager: unknown", send: func() error { return m.Send(ctx, "thread-1", unknown, msg) }, want: ErrNotFound},
+		{name: "manager: unknown", send: func() error { _, err := m.Send(ctx, "thread-1", unknown, msg); return err }, want: ErrNotFound},
 		{name: "manager: wrong owner, live sub-agent", want: errNotOwner,
-			send: func() error { return m.Send(ctx, "thread-WRONG", liveAgentID, msg) }},
+			send: func() error { _, err := m.Send(ctx, "thread-WRONG", liveAgentID, msg); return err }},
 		{name: "manager: wrong owner comes before terminal", want: errNotOwner, not: []error{ErrTerminal},
-			send: func() error { return m.Send(ctx, "thread-WRONG", completedAgent, msg) }},
+			send: func() error { _, err := m.Send(ctx, "thread-WRONG", completedAgent, msg); return err }},
 		{name: "manager: wrong owner comes before not-a-sub-agent", want: errNotOwner, not: []error{ErrNotSubAgent},
-			send: func() error { return m.Send(ctx, "thread-WRONG", livePlainID, msg) }},
+			send: func() error { _, err := m.Send(ctx, "thread-WRONG", livePlainID, msg); return err }},
 		{name: "owner view: another owner's is not found", want: ErrNotFound, not: []error{errNotOwner},
 			send: func() error { _, err := m.Owner("thread-WRONG").Send(ctx, liveAgentID, msg); return err }},
 		{name: "completed sub-agent", want: ErrTerminal, wantStatus: bgtype.StatusCompleted, id: completedAgent,
 			send: func() error { _, err := o.Send(ctx, completedAgent, msg); return err }},
 		{name: "completed sub-agent via manager", want: ErrTerminal, wantStatus: bgtype.StatusCompleted, id: completedAgent,
-			send: func() error { return m.Send(ctx, "thread-1", completedAgent, msg) }},
+			send: func() error { _, err := m.Send(ctx, "thread-1", completedAgent, msg); return err }},
 		{name: "failed sub-agent", want: ErrTerminal, wantStatus: bgtype.StatusFailed, id: failedAgent,
 			send: func() error { _, err := o.Send(ctx, failedAgent, msg); return err }},
 		{name: "cancelled sub-agent", want: ErrTerminal, wantStatus: bgtype.StatusCanceled, id: canceledAgent,
@@ -162,7 +163,7 @@ func TestSendErrors(t *testing.T) {
 		{name: "live plain task", want: ErrNotSubAgent,
 			send: func() error { _, err := o.Send(ctx, livePlainID, msg); return err }},
 		{name: "manager: empty owner", want: bgtype.ErrInvalidOwner,
-			send: func() error { return m.Send(ctx, "", liveAgentID, msg) }},
+			send: func() error { _, err := m.Send(ctx, "", liveAgentID, msg); return err }},
 		{name: "owner view: blank owner", want: bgtype.ErrInvalidOwner,
 			send: func() error { _, err := m.Owner(" ").Send(ctx, liveAgentID, msg); return err }},
 	}

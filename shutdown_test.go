@@ -317,7 +317,8 @@ func TestShutdownClosedManager(t *testing.T) {
 			{"Owner.CancelAll", func() error { _, err := m.Owner("a").CancelAll(); return err }},
 			{"Owner.CancelAll", func() error { _, err := o.CancelAll(); return err }},
 			{"Manager.CancelRun", func() error { _, err := m.CancelRun("a", "r1"); return err }},
-			{"Manager.Send", func() error { return m.Send(bg, "a", agent, msg) }},
+			{"Manager.Send", func() error { _, err := m.Send(bg, "a", agent, msg); return err }},
+			{"Manager.CancelAll", func() error { _, err := m.CancelAll(); return err }},
 			{"Owner.Send", func() error { _, err := o.Send(bg, agent, msg); return err }},
 			{"Manager.BindInbox", func() error { _, err := m.BindInbox("a", NewInbox()); return err }},
 		}

@@ -49,7 +49,7 @@ func TestOwnerBlankRefusedEverywhere(t *testing.T) {
 					{"Manager.BindInbox", func() error { _, err := m.BindInbox(blank, bgtask.NewInbox()); return err }},
 					{"Owner.CancelAll", func() error { _, err := m.Owner(blank).CancelAll(); return err }},
 					{"Manager.CancelRun", func() error { _, err := m.CancelRun(blank, "run-1"); return err }},
-					{"Manager.Send", func() error { return m.Send(ctx, blank, theirs, bgtype.Message{Content: "hi"}) }},
+					{"Manager.Send", func() error { _, err := m.Send(ctx, blank, theirs, bgtype.Message{Content: "hi"}); return err }},
 					{"Manager.Restore", func() error { _, err := m.Restore(ctx, blank); return err }},
 				}
 				args := map[string]string{

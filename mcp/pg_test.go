@@ -20,7 +20,7 @@ func pgManager(t *testing.T, dsn, name string) *bgtask.Manager {
 	}
 	t.Cleanup(func() { st.Close() }) // after the Manager's Shutdown
 	m := newManager(t, bgtask.WithStore(st), bgtask.WithInstance(name))
-	if err := st.Start(t.Context(), m); err != nil {
+	if err := st.Start(t.Context(), m.Runtime()); err != nil {
 		t.Fatal(err)
 	}
 	return m

@@ -9,9 +9,11 @@ import (
 // Runtime is what a store that carries out requests on behalf of other
 // processes needs of the runtime that uses it: a SharedStore (or a file
 // several processes share) hears that a task this process runs is to be
-// cancelled, or that this process lost its registration. *bgtask.Manager
-// implements it; a store takes it in its Start method, so a store imports
-// this package and not the runtime.
+// cancelled, or that this process lost its registration. A
+// *bgtask.Manager's Runtime method returns it (st.Start(ctx, m.Runtime()));
+// a store takes it in its Start method, so a store imports this package and
+// not the runtime. It is the stores' view of the runtime, kept off the
+// Manager an agent builder reads.
 type Runtime interface {
 	// Instance returns the runtime instance id the Manager writes on the
 	// records of the tasks it runs.
@@ -35,7 +37,7 @@ type Runtime interface {
 
 // RunCancelHandler is a Runtime that carries out a cancel of an owner's
 // open run asked on another instance (RunLeaser.RequestRunCancel):
-// *bgtask.Manager implements it. A store calls it from its own goroutine,
+// The Runtime of a *bgtask.Manager implements it. A store calls it from its own goroutine,
 // with no lock of its own held, once per request (at least once: a request
 // may be handed again after a failure).
 type RunCancelHandler interface {
@@ -49,9 +51,9 @@ type RunCancelHandler interface {
 // OwnerNotifier is a Runtime that hears, from its store, of owners that
 // have something new to hear that no task of this runtime sent: a
 // SharedStore's reaper interrupted the tasks of an instance that is gone
-// and recorded notices for their owners. *bgtask.Manager implements it (its
-// WithOnPendingOwner callback is called for each owner). A store calls it
-// after the commit that recorded the notices, with no lock of its own held,
+// and recorded notices for their owners. The Runtime of a *bgtask.Manager
+// implements it (its WithOnPendingOwner callback is called for
+// each owner). A store calls it after the commit that recorded the notices, with no lock of its own held,
 // from its own goroutine.
 type OwnerNotifier interface {
 	// OwnersNoticed tells the runtime that owners (each once, as the

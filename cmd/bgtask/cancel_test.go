@@ -78,7 +78,7 @@ func TestCancelEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		r := startTasks(t, st, func(m *bgtask.Manager) error { return st.Start(t.Context(), m) })
+		r := startTasks(t, st, func(m *bgtask.Manager) error { return st.Start(t.Context(), m.Runtime()) })
 		got := inspect(t, nil, "cancel", r.child, "--reason", "stuck", "--db", path)
 		if want := "cancel of task " + r.child + " requested (running on instance inst-test)\n"; got.code != 0 || got.stdout != want || got.stderr != "" {
 			t.Fatalf("cancel: %+v, want stdout %q", got, want)
@@ -105,7 +105,7 @@ func TestCancelEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		r := startTasks(t, st, func(m *bgtask.Manager) error { return st.Start(t.Context(), m) })
+		r := startTasks(t, st, func(m *bgtask.Manager) error { return st.Start(t.Context(), m.Runtime()) })
 		got := inspect(t, nil, "cancel", r.parent, "--tree", "--reason", "stuck", "--dsn", dsn)
 		if want := "cancel of task tree " + r.parent + " requested (running on instance inst-test)\n"; got.code != 0 || got.stdout != want || got.stderr != "" {
 			t.Fatalf("cancel --tree: %+v, want stdout %q", got, want)
@@ -132,7 +132,7 @@ func TestCancelFromAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	r := startTasks(t, st, func(m *bgtask.Manager) error { return st.Start(t.Context(), m) })
+	r := startTasks(t, st, func(m *bgtask.Manager) error { return st.Start(t.Context(), m.Runtime()) })
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "cancel", r.parent, "--tree", "--reason", "from afar", "--db", path)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	var stdout, stderr bytes.Buffer

@@ -103,7 +103,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		defer cancel()
 		err = errors.Join(err, m.Shutdown(sctx))
 	}()
-	if err := store.Start(ctx, m); err != nil { // `bgtask cancel ID` from another terminal reaches the tasks
+	if err := store.Start(ctx, m.Runtime()); err != nil { // `bgtask cancel ID` from another terminal reaches the tasks
 		return err
 	}
 	const owner = "thread-lead"

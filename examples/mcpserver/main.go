@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, t mcp.Transport) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, m.Shutdown(context.Background())) }()
-	if err := st.Start(ctx, m); err != nil { // `bgtask cancel ID` from another terminal reaches the tasks
+	if err := st.Start(ctx, m.Runtime()); err != nil { // `bgtask cancel ID` from another terminal reaches the tasks
 		return err
 	}
 	s, err := bgmcp.NewServer(m,

@@ -208,7 +208,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) (err error) {
 		defer cancel()
 		err = errors.Join(err, m.Shutdown(sctx))
 	}()
-	if err := st.Start(ctx, m); err != nil {
+	if err := st.Start(ctx, m.Runtime()); err != nil {
 		return err
 	}
 

@@ -68,7 +68,7 @@ func Helper(o Options, open func(context.Context, *Log) (Opened, error)) error {
 		return errors.Join(err, st.Close())
 	}
 	if st.Start != nil {
-		if err := st.Start(ctx, m); err != nil {
+		if err := st.Start(ctx, m.Runtime()); err != nil {
 			return errors.Join(err, st.Close())
 		}
 	}

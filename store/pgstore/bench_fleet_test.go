@@ -51,7 +51,7 @@ func fleetManagers(b *testing.B, n int) []*bgtask.Manager {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Start(b.Context(), m); err != nil {
+		if err := s.Start(b.Context(), m.Runtime()); err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() {

@@ -31,7 +31,7 @@ func BenchmarkPostgresSpawnComplete(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := s.Start(b.Context(), m); err != nil {
+			if err := s.Start(b.Context(), m.Runtime()); err != nil {
 				b.Fatal(err)
 			}
 			defer m.Shutdown(context.Background())

@@ -25,8 +25,8 @@ func Example_readme() {
 	// instanceID: one per process (never the bare host name: Start refuses a live one)
 	st, err := pgstore.Open(ctx, dsn) // pool settings and search_path go in the DSN
 	m, err := bgtask.New(bgtask.WithStore(st), bgtask.WithInstance(instanceID))
-	err = st.Start(ctx, m) // heartbeat, reaper, LISTEN for cancels, polling fallback
-	defer st.Close()       // after m.Shutdown: marks the instance stopped
+	err = st.Start(ctx, m.Runtime()) // heartbeat, reaper, LISTEN for cancels, polling fallback
+	defer st.Close()                 // after m.Shutdown: marks the instance stopped
 
 	if err != nil {
 		panic(err)

@@ -31,7 +31,7 @@ func Example() {
 	defer m.Shutdown(ctx)
 	// Register the instance: heartbeat, reaper and cancel listener run
 	// until store.Close.
-	if err := store.Start(ctx, m); err != nil {
+	if err := store.Start(ctx, m.Runtime()); err != nil {
 		panic(err)
 	}
 

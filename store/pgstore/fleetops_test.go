@@ -57,7 +57,7 @@ func startManagerWith(t *testing.T, s *pgstore.Store, id string, opts ...bgtask.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start(t.Context(), m); err != nil {
+	if err := s.Start(t.Context(), m.Runtime()); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() {
@@ -463,7 +463,7 @@ func TestStartRefusesALiveInstanceID(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m2.Shutdown(context.Background()) })
-	err = s2.Start(t.Context(), m2)
+	err = s2.Start(t.Context(), m2.Runtime())
 	if !errors.Is(err, pgstore.ErrInstanceRunning) ||
 		err.Error() != `pgstore: instance already running: pgstore: instance "inst_dup" is already running (registered by another live process): give each process its own instance id` {
 		t.Fatalf("second Start = %v", err)
@@ -479,7 +479,7 @@ func TestStartRefusesALiveInstanceID(t *testing.T) {
 	waitFor(t, "the listener gone", func() bool {
 		return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_dup") == 0
 	})
-	if err := s2.Start(t.Context(), m2); err != nil {
+	if err := s2.Start(t.Context(), m2.Runtime()); err != nil {
 		t.Fatalf("Start once the holder is gone = %v", err)
 	}
 	// The first one lived on: its heartbeat finds another registration.

@@ -26,7 +26,7 @@ func startManager(t *testing.T, s *pgstore.Store, id string) *bgtask.Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start(t.Context(), m); err != nil {
+	if err := s.Start(t.Context(), m.Runtime()); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() {

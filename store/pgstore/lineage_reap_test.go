@@ -29,7 +29,7 @@ func instanceStore(t *testing.T, dsn, id string) (*pgstore.Store, *bgtask.Manage
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start(t.Context(), m); err != nil {
+	if err := s.Start(t.Context(), m.Runtime()); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	stopped := false

@@ -105,7 +105,7 @@ func TestReapNamesOwnersToPendingOwnerCallback(t *testing.T) {
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
-	if err := sb.Start(ctx, mb); err != nil {
+	if err := sb.Start(ctx, mb.Runtime()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the pass at start", func() bool {

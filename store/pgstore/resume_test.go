@@ -80,7 +80,7 @@ func kindInstance(t *testing.T, dsn, id string, r *stepsRig) (*pgstore.Store, *b
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start(t.Context(), m); err != nil {
+	if err := s.Start(t.Context(), m.Runtime()); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() {

@@ -151,7 +151,7 @@ func childLive(cfg childConfig, out *lineWriter) error {
 	}
 	defer m.Shutdown(ctx)
 	if cfg.Poll > 0 {
-		if err := st.Start(ctx, m); err != nil {
+		if err := st.Start(ctx, m.Runtime()); err != nil {
 			return err
 		}
 	}

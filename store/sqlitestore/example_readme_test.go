@@ -24,8 +24,8 @@ func Example_readmeOpen() {
 
 	st, err := sqlitestore.Open(ctx, path) // WAL, migrations and recovery applied on open
 	m, err := bgtask.New(bgtask.WithStore(st))
-	err = st.Start(ctx, m) // carry out `bgtask cancel` from other processes
-	defer st.Close()       // after m.Shutdown (or m.Stop)
+	err = st.Start(ctx, m.Runtime()) // carry out `bgtask cancel` from other processes
+	defer st.Close()                 // after m.Shutdown (or m.Stop)
 
 	if err != nil {
 		log.Fatal(err)
@@ -55,7 +55,7 @@ func Example_readmeStart() {
 	// ...
 	m, err := bgtask.New(bgtask.WithStore(st))
 	// ...
-	if err := st.Start(ctx, m); err != nil { // carry out `bgtask cancel` from other processes
+	if err := st.Start(ctx, m.Runtime()); err != nil { // carry out `bgtask cancel` from other processes
 		log.Fatal(err)
 	}
 

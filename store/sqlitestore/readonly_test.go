@@ -150,10 +150,10 @@ func TestRequestCancelReachesTheManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Shutdown(context.Background())
-	if err := s.Start(t.Context(), m); err != nil {
+	if err := s.Start(t.Context(), m.Runtime()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start(t.Context(), m); !errors.Is(err, sqlitestore.ErrStarted) {
+	if err := s.Start(t.Context(), m.Runtime()); !errors.Is(err, sqlitestore.ErrStarted) {
 		t.Fatalf("second Start = %v", err)
 	}
 	o := m.Owner("alice")
@@ -206,7 +206,7 @@ func TestStartAfterClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start(t.Context(), m); !errors.Is(err, sqlitestore.ErrClosed) {
+	if err := s.Start(t.Context(), m.Runtime()); !errors.Is(err, sqlitestore.ErrClosed) {
 		t.Fatalf("Start after Close = %v, want ErrClosed", err)
 	}
 	if _, err := sqlitestore.Open(t.Context(), ":memory:", sqlitestore.WithPollInterval(0)); err == nil || err.Error() != "sqlitestore: WithPollInterval(0s): want > 0" {

@@ -93,7 +93,7 @@ func run(ctx context.Context, sf storeFlags, owner, addr string) (err error) {
 	if pst != nil {
 		// The instance joins the fleet: heartbeat, cancels and messages
 		// from the other instances.
-		if err := pst.Start(ctx, m); err != nil {
+		if err := pst.Start(ctx, m.Runtime()); err != nil {
 			return err
 		}
 	}

@@ -85,7 +85,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := s.Start(ctx, m); err != nil {
+	if err := s.Start(ctx, m.Runtime()); err != nil {
 		return err
 	}
 	block := func(ctx context.Context, _ *bgtask.Task) (any, error) {
