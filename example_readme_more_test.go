@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"slices"
 	"time"
 
 	"github.com/bgtask/bgtask"
@@ -32,7 +31,7 @@ func Example_readmeTags() {
 		log.Fatal(err)
 	}
 	// Output:
-	// listed 1 crawl
+	// listed running [crawl eu]
 	// cancelled the user changed plans
 }
 
@@ -44,9 +43,11 @@ func tagsTimeoutsReasons(ctx context.Context, owner bgtask.Owner, crawl bgtask.F
 		return err
 	}
 
-	tasks, err := owner.ListTagged(ctx, "crawl") // list_tasks: {"tag":"crawl"}
-	if err != nil {
-		return err
+	for meta, err := range owner.ListTagged(ctx, "crawl") { // list_tasks: {"tag":"crawl"}
+		if err != nil {
+			return err
+		}
+		fmt.Println("listed", meta.Status, meta.Tags)
 	}
 
 	// Cancel with a reason: on the record, in context.Cause, in the event and get_task.
@@ -63,8 +64,6 @@ func tagsTimeoutsReasons(ctx context.Context, owner bgtask.Owner, crawl bgtask.F
 			log.Printf("%s failed (%s): %s", te.TaskID, te.Kind, te.Message) // kind: error, timeout, panic
 		}
 	}
-	listed := slices.Collect(tasks)
-	fmt.Println("listed", len(listed), listed[0].Tags[0])
 	fmt.Println(meta.Status, meta.CancelReason)
 	return nil
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
+	"iter"
 	"sync/atomic"
 	"testing"
 
@@ -108,11 +108,24 @@ func spawnProbe(t testing.TB, ctx context.Context, o Owner, opts ...SpawnOption)
 // listTasks collects an owner's List.
 func listTasks(t testing.TB, o Owner, statuses ...bgtype.Status) []bgtype.TaskMeta {
 	t.Helper()
-	seq, err := o.List(context.Background(), statuses...)
-	if err != nil {
-		t.Fatalf("List(%s, %v): %v", o.ID(), statuses, err)
+	var metas []bgtype.TaskMeta
+	for meta, err := range o.List(context.Background(), statuses...) {
+		if err != nil {
+			t.Fatalf("List(%s, %v): %v", o.ID(), statuses, err)
+		}
+		metas = append(metas, meta)
 	}
-	return slices.Collect(seq)
+	return metas
+}
+
+// listErr returns the first error a listing yields, nil if none.
+func listErr(seq iter.Seq2[bgtype.TaskMeta, error]) error {
+	for _, err := range seq {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func taskIDs(metas []bgtype.TaskMeta) []string {

@@ -46,11 +46,7 @@ func TestIdempotentSpawnConcurrent(t *testing.T) {
 		t.Fatalf("function started %d times, want 1", got)
 	}
 	var keyed int
-	seq, err := o.List(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for meta := range seq {
+	for _, meta := range listTasks(t, o) {
 		if meta.IdempotencyKey == "job-1" {
 			keyed++
 		}

@@ -201,11 +201,7 @@ func TestLimitQueueStartsInFIFOOrder(t *testing.T) {
 				t.Fatalf("%s: status %q started %v created %v, want queued, no start stamp", names[i], meta.Status, meta.StartedAt, meta.CreatedAt)
 			}
 		}
-		queued, err := m.Owner("a").List(t.Context(), bgtype.StatusQueued)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n := len(slices.Collect(queued)); n != 4 {
+		if n := len(listTasks(t, m.Owner("a"), bgtype.StatusQueued)); n != 4 {
 			t.Fatalf("List(queued) has %d tasks, want 4", n)
 		}
 

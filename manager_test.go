@@ -86,7 +86,7 @@ func TestManagerUnknownIDs(t *testing.T) {
 	if _, err := m.Owner(" ").Get(t.Context(), id); !errors.Is(err, bgtype.ErrInvalidOwner) {
 		t.Errorf("blank owner Get: %v", err)
 	}
-	if _, err := m.Owner("").List(t.Context()); !errors.Is(err, bgtype.ErrInvalidOwner) {
+	if err := listErr(m.Owner("").List(t.Context())); !errors.Is(err, bgtype.ErrInvalidOwner) {
 		t.Errorf("empty owner List: %v", err)
 	}
 	if _, err := m.Owner("").Wait(t.Context(), id); !errors.Is(err, bgtype.ErrInvalidOwner) {
@@ -163,7 +163,7 @@ func TestManagerListOrderAndFilter(t *testing.T) {
 		}
 	}
 	for _, bad := range []bgtype.Status{"bogus", "", "Running"} {
-		if _, err := o.List(t.Context(), bgtype.StatusRunning, bad); !errors.Is(err, bgtype.ErrInvalidStatus) {
+		if err := listErr(o.List(t.Context(), bgtype.StatusRunning, bad)); !errors.Is(err, bgtype.ErrInvalidStatus) {
 			t.Errorf("List(%q) = %v, want ErrInvalidStatus", bad, err)
 		}
 	}

@@ -396,15 +396,7 @@ func TestMemoryRetentionThroughManager(t *testing.T) {
 		if meta := getTask(t, m, long); meta.Status != bgtype.StatusRunning {
 			t.Fatalf("long task: %q, want running (never dropped)", meta.Status)
 		}
-		seq, err := m.Owner("a").List(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var listed []string
-		for meta := range seq {
-			listed = append(listed, meta.ID)
-		}
-		if !slices.Equal(listed, []string{long}) {
+		if listed := taskIDs(listTasks(t, m.Owner("a"))); !slices.Equal(listed, []string{long}) {
 			t.Fatalf("List(a) = %v, want only the running task %s", listed, long)
 		}
 		shutdownManager(t, m)

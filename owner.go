@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"slices"
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/internal/memstore"
@@ -78,15 +77,35 @@ func (o Owner) Get(ctx context.Context, id string) (bgtype.TaskMeta, error) {
 }
 
 // List returns the owner's tasks in creation order, only those with one of
-// the given statuses when any is given. The records are read from the Store
-// when List is called.
-func (o Owner) List(ctx context.Context, statuses ...bgtype.Status) (iter.Seq[bgtype.TaskMeta], error) {
+// the given statuses when any is given, as store.Store.List does: a
+// failure is yielded as the last pair, with a zero record (an invalid
+// owner, ErrInvalidArgument, or status, bgtype.ErrInvalidStatus, before any
+// record). The records are read from the Store, all at once, each time the
+// sequence is ranged over, so the loop's body may call the Manager (cancel
+// what it lists, say) and a break costs nothing more.
+func (o Owner) List(ctx context.Context, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
 	return o.ListTagged(ctx, "", statuses...)
 }
 
 // ListTagged is List restricted to the tasks that carry tag (WithTags); an
 // empty tag restricts nothing.
-func (o Owner) ListTagged(ctx context.Context, tag string, statuses ...bgtype.Status) (iter.Seq[bgtype.TaskMeta], error) {
+func (o Owner) ListTagged(ctx context.Context, tag string, statuses ...bgtype.Status) iter.Seq2[bgtype.TaskMeta, error] {
+	return func(yield func(bgtype.TaskMeta, error) bool) {
+		tasks, err := o.listTagged(ctx, tag, statuses)
+		for _, meta := range tasks {
+			if !yield(meta, nil) {
+				return
+			}
+		}
+		if err != nil {
+			yield(bgtype.TaskMeta{}, err)
+		}
+	}
+}
+
+// listTagged reads the owner's tasks that ListTagged yields, and the
+// failure that ended the read.
+func (o Owner) listTagged(ctx context.Context, tag string, statuses []bgtype.Status) ([]bgtype.TaskMeta, error) {
 	if !bgtype.ValidOwner(o.id) {
 		return nil, bgtype.ErrInvalidOwner
 	}
@@ -96,11 +115,11 @@ func (o Owner) ListTagged(ctx context.Context, tag string, statuses ...bgtype.St
 	var tasks []bgtype.TaskMeta
 	for meta, err := range store.ListTagged(ctx, o.m.store, o.id, tag, statuses...) {
 		if err != nil {
-			return nil, err
+			return tasks, err
 		}
 		tasks = append(tasks, meta)
 	}
-	return slices.Values(tasks), nil
+	return tasks, nil
 }
 
 // Cancel asks one of the owner's tasks to stop (not its descendants) and

@@ -50,15 +50,7 @@ func TestWithRetention(t *testing.T) {
 				if _, err := m.Owner("b").Wait(t.Context(), last); err != nil && !errors.Is(err, ErrNotFound) {
 					t.Fatal(err)
 				}
-				seq, err := o.List(t.Context(), bgtype.StatusCompleted)
-				if err != nil {
-					t.Fatal(err)
-				}
-				n := 0
-				for range seq {
-					n++
-				}
-				if n != tc.wantKept {
+				if n := len(listTasks(t, o, bgtype.StatusCompleted)); n != tc.wantKept {
 					t.Fatalf("owner a keeps %d completed records, want %d", n, tc.wantKept)
 				}
 				shutdownManager(t, m)

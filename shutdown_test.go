@@ -334,15 +334,7 @@ func TestShutdownClosedManager(t *testing.T) {
 		if meta, err := o.Get(bg, agent); err != nil || meta.Status != bgtype.StatusCanceled || meta.Parent.RunID != "r1" {
 			t.Fatalf("Owner.Get: (%+v, %v), want cancelled in run r1", meta, err)
 		}
-		seq, err := o.List(bg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var listed []string
-		for meta := range seq {
-			listed = append(listed, meta.ID)
-		}
-		if !slices.Equal(listed, []string{done, agent}) {
+		if listed := taskIDs(listTasks(t, o)); !slices.Equal(listed, []string{done, agent}) {
 			t.Fatalf("Owner.List: %v, want [%s %s]", listed, done, agent)
 		}
 		if meta, err := m.Wait(bg, done); err != nil || meta.Status != bgtype.StatusCompleted {

@@ -156,36 +156,30 @@ func (t *Task) settleProgress() *bgtype.Progress {
 	return p
 }
 
-// LatestProgress returns a copy of the latest progress the owner's task id
-// reported (Task.ReportProgress) while this Manager runs it; nil if it
-// reported none, has ended, is not run here or is another owner's. The
-// record (TaskMeta.Progress) is written at most once per
-// Tuning.ProgressInterval, so a later report may be in memory only: a host
-// that shows a task's progress to a model shows this one when it is not
-// nil. It never blocks on the task.
-func (o Owner) LatestProgress(id string) *bgtype.Progress { return o.reportedProgress(id) }
-
-// reportedProgress returns a copy of the latest progress the owner's task
-// id reported (Task.ReportProgress) while this Manager runs it; nil if it
-// reported none, has ended, is not run here or is another owner's.
-func (o Owner) reportedProgress(id string) *bgtype.Progress {
+// LatestProgress returns the latest progress the owner's task id reported
+// (Task.ReportProgress) while this Manager runs it, and true; false if it
+// reported none, has ended, is not run here or is another owner's (the
+// shape of LatestEvent). The record (TaskMeta.Progress) is written at most
+// once per Tuning.ProgressInterval, so a later report may be in memory
+// only: a host that shows a task's progress to a model shows this one when
+// there is one. It never blocks on the task.
+func (o Owner) LatestProgress(id string) (bgtype.Progress, bool) {
 	m := o.m
 	m.mu.Lock()
 	t := m.nodes[id]
 	if t == nil || t.phase == phaseGone || t.rec.Owner != o.id {
 		m.mu.Unlock()
-		return nil
+		return bgtype.Progress{}, false
 	}
 	m.mu.Unlock()
 	r := t.rare.Load()
 	if r == nil {
-		return nil
+		return bgtype.Progress{}, false
 	}
 	t.emitMu.Lock()
 	defer t.emitMu.Unlock()
 	if r.prog == nil || r.prog.latest == nil {
-		return nil
+		return bgtype.Progress{}, false
 	}
-	p := *r.prog.latest
-	return &p
+	return *r.prog.latest, true
 }

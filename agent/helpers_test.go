@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -99,11 +98,11 @@ func spawnProbe(t testing.TB, ctx context.Context, o bgtask.Owner, opts ...bgtas
 // listTasks collects an owner's List.
 func listTasks(t testing.TB, o bgtask.Owner, statuses ...bgtype.Status) []bgtype.TaskMeta {
 	t.Helper()
-	seq, err := o.List(context.Background(), statuses...)
+	metas, err := listed(o.List(context.Background(), statuses...))
 	if err != nil {
 		t.Fatalf("List(%s, %v): %v", o.ID(), statuses, err)
 	}
-	return slices.Collect(seq)
+	return metas
 }
 
 // getter and waiter are what a Manager and an Owner view have in common, so

@@ -35,7 +35,7 @@ func TestOwnerBlankRefusedEverywhere(t *testing.T) {
 					{"Owner.Spawn", func() error { _, err := o.Spawn(ctx, fn); return err }},
 					{"Owner.SpawnAgent", func() error { _, err := o.SpawnAgent(ctx, fn); return err }},
 					{"Owner.Get", func() error { _, err := o.Get(ctx, theirs); return err }},
-					{"Owner.List", func() error { _, err := o.List(ctx); return err }},
+					{"Owner.List", func() error { _, err := listed(o.List(ctx)); return err }},
 					{"Owner.Cancel", func() error { _, err := o.Cancel(ctx, theirs); return err }},
 					{"Owner.CancelTree", func() error { _, err := o.CancelTree(ctx, theirs); return err }},
 					{"Owner.CancelAll", func() error { _, err := o.CancelAll(); return err }},

@@ -261,7 +261,7 @@ func (p *Plugin) BeforeInference(ctx context.Context) ([]PromptMessage, error) {
 		return nil, err
 	}
 	if p.viewStale.Swap(false) {
-		seq, err := p.Owner().List(ctx, bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput)
+		live, err := listed(p.Owner().List(ctx, bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput))
 		if err != nil {
 			p.viewStale.Store(true)
 			if len(msgs) > 0 {
@@ -269,7 +269,7 @@ func (p *Plugin) BeforeInference(ctx context.Context) ([]PromptMessage, error) {
 			}
 			return nil, err
 		}
-		p.view = p.renderView(seq)
+		p.view = p.renderView(live)
 	}
 	if p.view != "" {
 		msgs = append(msgs,

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
-	"iter"
 	"strconv"
 	"strings"
 	"time"
@@ -169,10 +168,10 @@ func (p *Plugin) instructions() string {
 // first: one line each with its id, type, name, status, description, parent,
 // open input request, latest progress and latest custom event, at most Limits.ViewLines lines and Limits.ViewBytes bytes of
 // them, then a note of how many were left out. It returns "" for no tasks.
-func (p *Plugin) renderView(tasks iter.Seq[bgtype.TaskMeta]) string {
+func (p *Plugin) renderView(tasks []bgtype.TaskMeta) string {
 	var b, line strings.Builder
 	shown, left, size := 0, 0, 0
-	for t := range tasks {
+	for _, t := range tasks {
 		if left > 0 || shown == int(p.viewLines) {
 			left++
 			continue

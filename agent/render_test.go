@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -340,7 +339,7 @@ func TestRenderViewBounded(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := newTestPlugin(t, WithLimits(Limits{ViewLines: c.lines, ViewBytes: c.bytes}))
 			open := `<background-tasks nonce="` + p.nonce + `">`
-			if got, want := p.renderView(slices.Values(c.tasks)), c.want(open); got != want {
+			if got, want := p.renderView(c.tasks), c.want(open); got != want {
 				t.Fatalf("view\n%s\nwant\n%s", got, want)
 			}
 		})

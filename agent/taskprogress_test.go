@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -70,7 +69,7 @@ func TestRenderViewProgress(t *testing.T) {
 		`<task id="task_02" type="task" status="running" progress_done="7" progress_message="&quot;/&gt;&lt;x a=&#39;1&#39;&gt;` + strings.Repeat("m", viewFieldMax-12) + `…[truncated: 312 bytes total; use get_task]"/>` + "\n" +
 		`<task id="task_03" type="task" status="queued"/>` + "\n" +
 		"</background-tasks>"
-	if got := p.renderView(slices.Values(tasks)); got != want {
+	if got := p.renderView(tasks); got != want {
 		t.Fatalf("view\n%s\nwant\n%s", got, want)
 	}
 }

@@ -440,8 +440,8 @@ type owner struct{ bgtask.Owner }
 // may be in memory only. What the model sees of a task's progress is then
 // one value, the latest, wherever it is shown.
 func (o owner) latestProgress(meta bgtype.TaskMeta) bgtype.TaskMeta {
-	if live := o.LatestProgress(meta.ID); live != nil { // what the record holds, or later
-		meta.Progress = live
+	if live, ok := o.LatestProgress(meta.ID); ok { // what the record holds, or later
+		meta.Progress = &live
 	}
 	return meta
 }

@@ -184,13 +184,13 @@ func (o owner) findNamed(ctx context.Context, name string) (bgtype.TaskMeta, boo
 	case !errors.Is(err, bgtask.ErrNotFound):
 		return bgtype.TaskMeta{}, false, err
 	}
-	seq, err := o.List(ctx)
+	all, err := listed(o.List(ctx))
 	if err != nil {
 		return bgtype.TaskMeta{}, false, err
 	}
 	var live []bgtype.TaskMeta
 	var ended *bgtype.TaskMeta
-	for m := range seq { // oldest first
+	for _, m := range all { // oldest first
 		switch {
 		case m.Name != name:
 		case !m.Status.IsTerminal():

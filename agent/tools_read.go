@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"strconv"
 	"strings"
 
@@ -78,14 +79,14 @@ func (o owner) listTasksTool() Tool {
 // cursor only positions the page within the owner's own list: whatever it
 // holds, the page has the owner's tasks only.
 func (o owner) listPage(ctx context.Context, args listArgs) (listPage, error) {
-	seq, err := o.ListTagged(ctx, args.Tag, args.Status...)
+	tasks, err := listed(o.ListTagged(ctx, args.Tag, args.Status...))
 	if err != nil {
 		return listPage{}, err
 	}
 	page := listPage{Tasks: []toolTask{}}
 	var last bgtype.TaskMeta
 	more := false // a task matches after the page
-	for meta := range seq {
+	for _, meta := range tasks {
 		switch {
 		case args.Type != "" && meta.Type != args.Type:
 			continue
@@ -234,4 +235,17 @@ func (o owner) getTaskTool() Tool {
 			}{o.withLatestEvent(o.fullView(o.latestProgress(meta))), o.messages(ctx, meta.ID), out})
 		},
 	}
+}
+
+// listed collects a listing (Owner.List, Owner.ListTagged), or returns its
+// error.
+func listed(seq iter.Seq2[bgtype.TaskMeta, error]) ([]bgtype.TaskMeta, error) {
+	var tasks []bgtype.TaskMeta
+	for meta, err := range seq {
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, meta)
+	}
+	return tasks, nil
 }

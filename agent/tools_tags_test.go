@@ -29,11 +29,11 @@ func TestTagsFilterListsAndTools(t *testing.T) {
 		{"", []string{a, b, c}},
 		{"none", []string{}},
 	} {
-		seq, err := alice.ListTagged(t.Context(), tc.tag, bgtype.StatusCompleted)
+		metas, err := listed(alice.ListTagged(t.Context(), tc.tag, bgtype.StatusCompleted))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := taskIDs(slices.Collect(seq)); !slices.Equal(got, tc.want) {
+		if got := taskIDs(metas); !slices.Equal(got, tc.want) {
 			t.Errorf("ListTagged(%q) = %v, want %v", tc.tag, got, tc.want)
 		}
 		var page listResult
@@ -46,12 +46,12 @@ func TestTagsFilterListsAndTools(t *testing.T) {
 			t.Errorf("list_tasks(%s) = %v total %d, want %v", args, got, page.Total, tc.want)
 		}
 	}
-	seq, err := bob.ListTagged(t.Context(), "eu")
+	bobs, err := listed(bob.ListTagged(t.Context(), "eu"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := slices.Collect(seq); len(got) != 0 {
-		t.Errorf("bob's ListTagged(eu) = %v, want none (alice's tasks)", taskIDs(got))
+	if len(bobs) != 0 {
+		t.Errorf("bob's ListTagged(eu) = %v, want none (alice's tasks)", taskIDs(bobs))
 	}
 	var got getResult
 	callTool(t, t.Context(), toolNamed(t, alice, "get_task"), `{"task_id":"`+a+`"}`, &got)

@@ -358,11 +358,10 @@ func TestClientHangUpLeavesTasksRunning(t *testing.T) {
 		}
 		synctest.Wait()
 		running := 0
-		seq, err := e.owner.List(t.Context(), bgtype.StatusRunning)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range seq {
+		for _, err := range e.owner.List(t.Context(), bgtype.StatusRunning) {
+			if err != nil {
+				t.Fatal(err)
+			}
 			running++
 		}
 		if running != 1 {
@@ -399,12 +398,11 @@ func TestSelfCancelEndsTheRun(t *testing.T) {
 			t.Fatalf("cancel_task answered %+v, want accepted with 1 (the task, not the run)", last)
 		}
 		synctest.Wait()
-		seq, err := e.owner.List(t.Context(), bgtype.StatusCanceled)
-		if err != nil {
-			t.Fatal(err)
-		}
 		n := 0
-		for range seq {
+		for _, err := range e.owner.List(t.Context(), bgtype.StatusCanceled) {
+			if err != nil {
+				t.Fatal(err)
+			}
 			n++
 		}
 		if n != 1 {

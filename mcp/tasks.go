@@ -230,12 +230,11 @@ func (s *Server) listTasks(ctx context.Context, ss *mcp.ServerSession, p *listPa
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	}
-	seq, err := o.List(ctx)
-	if err != nil {
-		return nil, err
-	}
 	var all []bgtype.TaskMeta
-	for m := range seq {
+	for m, err := range o.List(ctx) {
+		if err != nil {
+			return nil, err
+		}
 		all = append(all, m)
 	}
 	store.SortMetas(all)

@@ -207,12 +207,11 @@ func TestAnswerErrors(t *testing.T) {
 						t.Errorf("answer %d: %q, want %q", i, text, tc.want[i])
 					}
 				}
-				running, err := f.Owner.List(t.Context(), bgtype.StatusRunning)
-				if err != nil {
-					t.Fatal(err)
-				}
 				live := 0
-				for range running {
+				for _, err := range f.Owner.List(t.Context(), bgtype.StatusRunning) {
+					if err != nil {
+						t.Fatal(err)
+					}
 					live++
 				}
 				if live != tc.started+1 { // the fixture's crawler too

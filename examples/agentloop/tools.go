@@ -178,11 +178,10 @@ func (d *demo) indexRepo(ctx context.Context, args json.RawMessage) (json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	live, err := owner.List(ctx, bgtype.StatusQueued, bgtype.StatusRunning)
-	if err != nil {
-		return nil, err
-	}
-	for meta := range live {
+	for meta, err := range owner.List(ctx, bgtype.StatusQueued, bgtype.StatusRunning) {
+		if err != nil {
+			return nil, err
+		}
 		if meta.Name == "indexer" && meta.Resume != nil { // resumed after a restart
 			return json.Marshal(map[string]string{"task_id": meta.ID, "status": "resumed"})
 		}

@@ -96,12 +96,8 @@ func (w *waker) worthWaking(ctx context.Context, events []bgtype.Event) (bool, e
 			return true, nil
 		}
 	}
-	live, err := w.owner.List(ctx, bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput)
-	if err != nil {
-		return false, err
-	}
-	for range live {
-		return false, nil
+	for _, err := range w.owner.List(ctx, bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput) {
+		return false, err // a live task, or the error
 	}
 	return true, nil
 }

@@ -88,11 +88,10 @@ func main() {
 			}
 		}
 	}
-	tasks, err := agent.List(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	for meta := range tasks {
+	for meta, err := range agent.List(ctx) {
+		if err != nil {
+			log.Fatal(err)
+		}
 		fmt.Printf("task %s (%s, %s): %s %s\n", meta.Name, meta.Type, meta.ID, meta.Status, meta.Result)
 	}
 

@@ -241,12 +241,6 @@ func (s *server) getTasks(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		return
 	}
-	seq, err := s.m.Owner(id).List(r.Context())
-	if err != nil {
-		s.log.Error("list", "thread", id, "err", err)
-		httpError(w, http.StatusInternalServerError, "cannot list the tasks")
-		return
-	}
 	out := struct {
 		Thread    string     `json:"thread"`
 		Live      bool       `json:"live"`         // the thread has a Plugin in this process
@@ -255,7 +249,12 @@ func (s *server) getTasks(w http.ResponseWriter, r *http.Request) {
 		Tasks     []taskView `json:"tasks"`
 		Truncated bool       `json:"truncated,omitempty"`
 	}{Thread: id, Tasks: []taskView{}}
-	for meta := range seq {
+	for meta, err := range s.m.Owner(id).List(r.Context()) {
+		if err != nil {
+			s.log.Error("list", "thread", id, "err", err)
+			httpError(w, http.StatusInternalServerError, "cannot list the tasks")
+			return
+		}
 		if len(out.Tasks) == maxListed {
 			out.Truncated = true
 			break

@@ -101,9 +101,15 @@ func TestStartJobAndDurable(t *testing.T) {
 	if err != nil || meta.Name != "job" || meta.Status != bgtype.StatusRunning {
 		t.Errorf("job: %+v %v, want running, named job", meta, err)
 	}
-	seq, err := f.Owner.List(t.Context())
-	if list := slices.Collect(seq); err != nil || len(list) != 3 {
-		t.Errorf("%d tasks (%v), want 3: fetch, crawler, job", len(list), err)
+	n := 0
+	for _, err := range f.Owner.List(t.Context()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 3 {
+		t.Errorf("%d tasks, want 3: fetch, crawler, job", n)
 	}
 
 	keep, once := Durable(PluginMessages())

@@ -363,12 +363,11 @@ func subAgent(ctx context.Context, cfg Config, t *bgtask.Task, seed uint64) (any
 // their tasks, ...) has ended.
 func (w *worker) treeEnded(ctx context.Context) (bool, error) {
 	recs, err := Tree(ctx, func(ctx context.Context, owner string) ([]bgtype.TaskMeta, error) {
-		seq, err := w.cfg.Manager.Owner(owner).List(ctx)
-		if err != nil {
-			return nil, err
-		}
 		var out []bgtype.TaskMeta
-		for m := range seq {
+		for m, err := range w.cfg.Manager.Owner(owner).List(ctx) {
+			if err != nil {
+				return nil, err
+			}
 			out = append(out, m)
 		}
 		return out, nil

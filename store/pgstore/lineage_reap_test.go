@@ -154,12 +154,11 @@ func subAgentTree(t *testing.T, m *bgtask.Manager, owner string, levels, childre
 	// The sub-agents, top first: each is the owner of the next.
 	subs = []string{top}
 	for len(subs) < levels {
-		seq, err := m.Owner(subs[len(subs)-1]).List(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
 		var owned []string
-		for meta := range seq {
+		for meta, err := range m.Owner(subs[len(subs)-1]).List(t.Context()) {
+			if err != nil {
+				t.Fatal(err)
+			}
 			owned = append(owned, meta.ID)
 		}
 		if len(owned) != 1 {
