@@ -47,7 +47,7 @@
 //
 // An [Inbox] is an unbounded FIFO: sending never blocks, [Inbox.Drain] takes
 // everything at once, and a closed inbox hands every later or undrained
-// event to its [WithOnClosed] fallback, so a completion that races the end of a
+// event to its [InboxConfig.OnClosed] fallback, so a completion that races the end of a
 // run is never lost. A task's custom events arrive before its terminal
 // event, and the terminal record is committed before that event is sent.
 //

@@ -41,7 +41,7 @@ func TestEndsWaitForTheirRecorder(t *testing.T) {
 				m := newTestManager(t, tc.opts()...)
 				o := m.Owner("a")
 				var got []bgtype.Event // the closed inbox's fallback
-				ib := NewInbox(WithOnClosed(func(ev bgtype.Event) { got = append(got, ev) }))
+				ib := NewInbox(InboxConfig{OnClosed: func(ev bgtype.Event) { got = append(got, ev) }})
 				if _, err := m.BindInbox("a", ib); err != nil {
 					t.Fatal(err)
 				}

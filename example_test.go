@@ -217,12 +217,12 @@ func ExampleManager_Shutdown() {
 	// bgtask: manager closed
 }
 
-// An Inbox hands the events it can no longer deliver to its WithOnClosed
-// fallback: those left undrained at Close and those sent afterwards.
+// An Inbox hands the events it can no longer deliver to its OnClosed
+// fallback (InboxConfig): those left undrained at Close and those sent afterwards.
 func ExampleInbox() {
-	ib := bgtask.NewInbox(bgtask.WithOnClosed(func(ev bgtype.Event) {
+	ib := bgtask.NewInbox(bgtask.InboxConfig{OnClosed: func(ev bgtype.Event) {
 		fmt.Println("fallback:", ev.Kind, ev.TaskID)
-	}))
+	}})
 	progress := bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_a", EventType: "progress", Payload: []byte(`1`)}
 
 	_ = ib.Send(progress)

@@ -11,7 +11,7 @@ import (
 )
 
 // defaultHighWater is the inbox depth at which an Inbox first logs a warning
-// (WithHighWater).
+// (InboxConfig.HighWater).
 const defaultHighWater = 256
 
 // Inbox is an agent's queue of task events: unbounded, first in first out.
@@ -23,13 +23,13 @@ const defaultHighWater = 256
 //   - Events of one task arrive in the order the task produced them, and its
 //     custom events before its terminal event.
 //   - Close and Send are mutually exclusive: the events left undrained at
-//     Close, and every event sent after it, go to the WithOnClosed fallback
+//     Close, and every event sent after it, go to the OnClosed fallback
 //     exactly once each, so a completion that races the end of a run is
 //     never lost. Without a fallback they are logged and dropped. The
 //     undrained events reach the fallback in order; an event sent during
 //     Close may reach it before them.
 //   - Quiet custom events (Event.Quiet: progress under the default wake
-//     policy), and custom events whose type was given to WithCoalesce,
+//     policy), and custom events whose type is in InboxConfig.Coalesce,
 //     replace the undrained event of the same task and type in place (the
 //     latest payload wins); terminal events are never coalesced.
 //   - Quiet events are queued and drained like any other, but do not wake
@@ -73,47 +73,50 @@ type InboxStats struct {
 	MaxLen    int   // high-water mark: the most events ever queued at once
 	Sent      int64 // events accepted while open
 	Coalesced int64 // events merged into an undrained one
-	Fallback  int64 // events handed to WithOnClosed (or dropped) after Close
+	Fallback  int64 // events handed to OnClosed (or dropped) after Close
 }
 
-// InboxOption configures an Inbox.
-type InboxOption func(*Inbox)
+// InboxConfig configures an Inbox (NewInbox, and the Manager's inboxes
+// through WithInboxConfig). The zero value is the default: no fallback, a
+// warning at 256 queued events, no coalescing, nothing logged.
+type InboxConfig struct {
+	// OnClosed is the fallback that receives, exactly once each, the
+	// events left undrained at Close and those sent afterwards. It runs in
+	// the goroutine of Close or of the sender, outside the inbox's lock;
+	// the sender of a task's terminal event may be the goroutine of another
+	// task that ended at the same time, which records the ends of both. So
+	// it must not block for long, nor wait for a task to end. A panic in it
+	// is recovered and logged. Defaults to nil: such events are dropped
+	// (counted in InboxStats.Fallback).
+	OnClosed func(bgtype.Event)
+	// HighWater is the depth at which a warning is logged; it is logged
+	// again each time the depth doubles, until the inbox is drained.
+	// Defaults to 256 when 0; a negative value disables the warning.
+	HighWater int
+	// Coalesce lists custom event types (progress, say) whose event
+	// replaces an undrained one of the same task and type. Defaults to
+	// none.
+	Coalesce []string
+	// Logger gets the high-water warnings and the fallback's panics.
+	// Defaults to nil: discarded (the Manager's inboxes use the Manager's
+	// logger, WithLogger).
+	Logger *slog.Logger
+}
 
-// WithOnClosed sets the fallback that receives, exactly once each, the events
-// left undrained at Close and those sent afterwards. It runs in the goroutine
-// of Close or of the sender, outside the inbox's lock; the sender of a
-// task's terminal event may be the goroutine of another task that ended at
-// the same time, which records the ends of both. So it must not block for
-// long, nor wait for a task to end. A panic in it is recovered and logged.
-func WithOnClosed(f func(bgtype.Event)) InboxOption { return func(ib *Inbox) { ib.onClosed = f } }
-
-// WithHighWater sets the depth at which a warning is logged; it is logged again
-// each time the depth doubles, until the inbox is drained. Defaults to
-// 256; n <= 0 disables the warning.
-func WithHighWater(n int) InboxOption { return func(ib *Inbox) { ib.highWater = n } }
-
-// WithCoalesce makes custom events of these types (progress, say)
-// replace an undrained event of the same task and type.
-func WithCoalesce(eventTypes ...string) InboxOption {
-	return func(ib *Inbox) {
-		if ib.coalesce == nil {
-			ib.coalesce = make(map[string]bool, len(eventTypes))
-		}
-		for _, t := range eventTypes {
+// NewInbox returns an open, empty Inbox configured by cfg.
+func NewInbox(cfg InboxConfig) *Inbox {
+	ib := &Inbox{onClosed: cfg.OnClosed, highWater: cfg.HighWater, logger: cfg.Logger}
+	switch {
+	case ib.highWater == 0:
+		ib.highWater = defaultHighWater
+	case ib.highWater < 0:
+		ib.highWater = 0 // never reached: no warning
+	}
+	if len(cfg.Coalesce) > 0 {
+		ib.coalesce = make(map[string]bool, len(cfg.Coalesce))
+		for _, t := range cfg.Coalesce {
 			ib.coalesce[t] = true
 		}
-	}
-}
-
-// WithInboxLogger sets the logger for high-water warnings and fallback panics.
-// Default: discard.
-func WithInboxLogger(l *slog.Logger) InboxOption { return func(ib *Inbox) { ib.logger = l } }
-
-// NewInbox returns an open, empty Inbox.
-func NewInbox(opts ...InboxOption) *Inbox {
-	ib := &Inbox{highWater: defaultHighWater, logger: discardLogger}
-	for _, o := range opts {
-		o(ib)
 	}
 	if ib.logger == nil {
 		ib.logger = discardLogger
@@ -123,7 +126,7 @@ func NewInbox(opts ...InboxOption) *Inbox {
 }
 
 // Send queues ev. It never blocks. On a closed inbox it hands ev to the
-// WithOnClosed fallback and returns ErrInboxClosed.
+// OnClosed fallback and returns ErrInboxClosed.
 func (ib *Inbox) Send(ev bgtype.Event) error {
 	ib.mu.Lock()
 	if ib.closed {
@@ -415,7 +418,7 @@ func (ib *Inbox) leave(wake chan struct{}) {
 	ib.mu.Unlock()
 }
 
-// Close closes the inbox and hands every undrained event to the WithOnClosed
+// Close closes the inbox and hands every undrained event to the OnClosed
 // fallback, in order, in the caller's goroutine. Waiters return
 // ErrInboxClosed. Close is idempotent.
 func (ib *Inbox) Close() {
@@ -472,7 +475,7 @@ func (ib *Inbox) fallback(ev bgtype.Event) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			ib.logger.Error("bgtask: inbox WithOnClosed fallback panicked", "panic", r, "task_id", ev.TaskID)
+			ib.logger.Error("bgtask: inbox OnClosed fallback panicked", "panic", r, "task_id", ev.TaskID)
 		}
 	}()
 	ib.onClosed(ev)

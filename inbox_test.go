@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -49,7 +50,7 @@ func mustSend(t testing.TB, ib *Inbox, evs ...bgtype.Event) {
 
 func TestInboxSendDrainFIFO(t *testing.T) {
 	t.Parallel()
-	ib := NewInbox()
+	ib := NewInbox(InboxConfig{})
 	want := []bgtype.Event{
 		custom("task_1", "progress", `{"type":"progress","pct":50}`),
 		custom("task_2", "note", `"done"`),
@@ -83,7 +84,7 @@ func TestInboxSendDrainFIFO(t *testing.T) {
 
 func TestInboxDrainEmpty(t *testing.T) {
 	t.Parallel()
-	ib := NewInbox()
+	ib := NewInbox(InboxConfig{})
 	if got := ib.Drain(); got != nil {
 		t.Fatalf("got %#v, want nil", got)
 	}
@@ -94,7 +95,7 @@ func TestInboxDrainEmpty(t *testing.T) {
 
 func TestInboxAppendDrain(t *testing.T) {
 	t.Parallel()
-	ib := NewInbox()
+	ib := NewInbox(InboxConfig{})
 	first := custom("task_0", "keep", `0`)
 	buf := make([]bgtype.Event, 1, 8)
 	buf[0] = first
@@ -127,7 +128,7 @@ func TestInboxConcurrentDrainers(t *testing.T) {
 	t.Parallel()
 	const senders, perSender, drainers = 4, 500, 3
 	var fallback []bgtype.Event
-	ib := NewInbox(WithOnClosed(func(ev bgtype.Event) { fallback = append(fallback, ev) }))
+	ib := NewInbox(InboxConfig{OnClosed: func(ev bgtype.Event) { fallback = append(fallback, ev) }})
 
 	batches := make([][][]bgtype.Event, drainers) // per drainer, its batches in order
 	var dwg, swg sync.WaitGroup
@@ -203,7 +204,7 @@ func TestInboxConcurrentDrainers(t *testing.T) {
 func TestInboxDrainIsAtomic(t *testing.T) {
 	t.Parallel()
 	const senders, perSender = 3, 300
-	ib := NewInbox()
+	ib := NewInbox(InboxConfig{})
 	var mu sync.Mutex // orders drains so their batches can be merged
 	var all []bgtype.Event
 	var swg, dwg sync.WaitGroup
@@ -252,7 +253,7 @@ func TestInboxWait(t *testing.T) {
 	t.Parallel()
 	t.Run("returns nil when events are queued", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			ib := NewInbox()
+			ib := NewInbox(InboxConfig{})
 			mustSend(t, ib, custom("task_1", "x", `1`))
 			start := time.Now()
 			if err := ib.Wait(t.Context()); err != nil {
@@ -268,7 +269,7 @@ func TestInboxWait(t *testing.T) {
 	})
 	t.Run("blocks until a send", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			ib := NewInbox()
+			ib := NewInbox(InboxConfig{})
 			done := make(chan error, 3)
 			for range 3 {
 				go func() { done <- ib.Wait(context.Background()) }()
@@ -295,7 +296,7 @@ func TestInboxWait(t *testing.T) {
 	})
 	t.Run("a drained wakeup waits again", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			ib := NewInbox()
+			ib := NewInbox(InboxConfig{})
 			mustSend(t, ib, custom("task_1", "x", `1`))
 			ib.Drain()
 			done := make(chan error, 1)
@@ -315,7 +316,7 @@ func TestInboxWait(t *testing.T) {
 	})
 	t.Run("returns the ctx error at the deadline", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			ib := NewInbox()
+			ib := NewInbox(InboxConfig{})
 			ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
 			defer cancel()
 			start := time.Now()
@@ -343,7 +344,7 @@ func TestInboxWait(t *testing.T) {
 	})
 	t.Run("returns Canceled when ctx is cancelled", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			ib := NewInbox()
+			ib := NewInbox(InboxConfig{})
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)
 			go func() { done <- ib.Wait(ctx) }()
@@ -362,7 +363,7 @@ func TestInboxWait(t *testing.T) {
 	})
 	t.Run("a waiter that left does not hide the others", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			ib := NewInbox()
+			ib := NewInbox(InboxConfig{})
 			ctx, cancel := context.WithCancel(t.Context())
 			left, stayed := make(chan error, 1), make(chan error, 2)
 			go func() { left <- ib.Wait(ctx) }()
@@ -391,7 +392,7 @@ func TestInboxWait(t *testing.T) {
 	})
 	t.Run("one waiter woken again and again", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			ib := NewInbox()
+			ib := NewInbox(InboxConfig{})
 			for round := range 3 {
 				done := make(chan error, 1)
 				go func() { done <- ib.Wait(t.Context()) }()
@@ -419,7 +420,7 @@ func TestInboxWait(t *testing.T) {
 	})
 	t.Run("returns ErrInboxClosed after Close", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			ib := NewInbox()
+			ib := NewInbox(InboxConfig{})
 			done := make(chan error, 1)
 			go func() { done <- ib.Wait(context.Background()) }()
 			synctest.Wait()
@@ -441,7 +442,7 @@ func TestInboxWait(t *testing.T) {
 func TestInboxClose(t *testing.T) {
 	t.Parallel()
 	var got []bgtype.Event
-	ib := NewInbox(WithOnClosed(func(ev bgtype.Event) { got = append(got, ev) }))
+	ib := NewInbox(InboxConfig{OnClosed: func(ev bgtype.Event) { got = append(got, ev) }})
 	left := []bgtype.Event{
 		custom("task_1", "a", `1`),
 		{Kind: bgtype.EventCompleted, TaskID: "task_1", Result: json.RawMessage(`{"r":1}`)},
@@ -493,11 +494,11 @@ func TestInboxCloseRacesSends(t *testing.T) {
 		const senders, perSender = 4, 200
 		var fbMu sync.Mutex
 		var fallback []bgtype.Event
-		ib := NewInbox(WithOnClosed(func(ev bgtype.Event) {
+		ib := NewInbox(InboxConfig{OnClosed: func(ev bgtype.Event) {
 			fbMu.Lock()
 			fallback = append(fallback, ev)
 			fbMu.Unlock()
-		}))
+		}})
 		var refused [senders][perSender]bool
 		var started sync.WaitGroup
 		started.Add(senders)
@@ -564,10 +565,10 @@ func TestInboxPanickingFallback(t *testing.T) {
 	t.Parallel()
 	h, log := newCapture()
 	var calls []string
-	ib := NewInbox(WithInboxLogger(log), WithOnClosed(func(ev bgtype.Event) {
+	ib := NewInbox(InboxConfig{Logger: log, OnClosed: func(ev bgtype.Event) {
 		calls = append(calls, ev.TaskID)
 		panic("fallback exploded")
-	}))
+	}})
 	mustSend(t, ib, custom("task_1", "a", `1`), custom("task_2", "a", `2`))
 	ib.Close() // must not panic, and must go on with the next event
 	if err := ib.Send(custom("task_3", "a", `3`)); err != ErrInboxClosed {
@@ -581,7 +582,7 @@ func TestInboxPanickingFallback(t *testing.T) {
 		t.Fatalf("logged %d records, want 3: %+v", len(recs), recs)
 	}
 	for i, r := range recs {
-		if r.Level != slog.LevelError || r.Msg != "bgtask: inbox WithOnClosed fallback panicked" ||
+		if r.Level != slog.LevelError || r.Msg != "bgtask: inbox OnClosed fallback panicked" ||
 			r.Attrs["panic"] != "fallback exploded" || r.Attrs["task_id"] != calls[i] {
 			t.Fatalf("record %d: %+v", i, r)
 		}
@@ -594,7 +595,7 @@ func TestInboxPanickingFallback(t *testing.T) {
 func TestInboxNoFallback(t *testing.T) {
 	t.Parallel()
 	h, log := newCapture()
-	ib := NewInbox(WithInboxLogger(log))
+	ib := NewInbox(InboxConfig{Logger: log})
 	mustSend(t, ib, custom("task_1", "a", `1`), bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1"})
 	ib.Close()
 	if err := ib.Send(bgtype.Event{Kind: bgtype.EventCanceled, TaskID: "task_2"}); !errors.Is(err, ErrInboxClosed) {
@@ -615,7 +616,7 @@ func TestInboxNoFallback(t *testing.T) {
 		}
 	}
 	// The default logger discards: no panic without a logger either.
-	ib2 := NewInbox(WithInboxLogger(nil))
+	ib2 := NewInbox(InboxConfig{Logger: nil})
 	mustSend(t, ib2, custom("task_1", "a", `1`))
 	ib2.Close()
 	if err := ib2.Send(custom("task_1", "a", `2`)); err != ErrInboxClosed {
@@ -626,7 +627,7 @@ func TestInboxNoFallback(t *testing.T) {
 func TestInboxHighWater(t *testing.T) {
 	t.Parallel()
 	h, log := newCapture()
-	ib := NewInbox(WithHighWater(4), WithInboxLogger(log))
+	ib := NewInbox(InboxConfig{HighWater: 4, Logger: log})
 	warnLens := func() []string {
 		var out []string
 		for _, r := range h.records() {
@@ -675,16 +676,16 @@ func TestInboxHighWater(t *testing.T) {
 func TestInboxHighWaterDefaultAndDisabled(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name string
-		opts []InboxOption
-		want int
+		name      string
+		highWater int
+		want      int
 	}{
-		{"default 256", nil, 1},
-		{"disabled 0", []InboxOption{WithHighWater(0)}, 0},
-		{"disabled negative", []InboxOption{WithHighWater(-1)}, 0},
+		{"default 256", 0, 1},
+		{"disabled", -1, 0},
+		{"disabled, any negative", -5, 0},
 	} {
 		h, log := newCapture()
-		ib := NewInbox(append(tc.opts, WithInboxLogger(log))...)
+		ib := NewInbox(InboxConfig{HighWater: tc.highWater, Logger: log})
 		for i := range defaultHighWater + 1 {
 			mustSend(t, ib, custom("task_1", "x", strconv.Itoa(i)))
 		}
@@ -700,7 +701,7 @@ func TestInboxHighWaterDefaultAndDisabled(t *testing.T) {
 
 func TestInboxStats(t *testing.T) {
 	t.Parallel()
-	ib := NewInbox(WithCoalesce("progress"))
+	ib := NewInbox(InboxConfig{Coalesce: []string{"progress"}})
 	if st := ib.Stats(); st != (InboxStats{}) {
 		t.Fatalf("new inbox: %+v", st)
 	}
@@ -721,7 +722,7 @@ func TestInboxStats(t *testing.T) {
 
 func TestInboxCoalescing(t *testing.T) {
 	t.Parallel()
-	ib := NewInbox(WithCoalesce("progress"), WithCoalesce("heartbeat"))
+	ib := NewInbox(InboxConfig{Coalesce: []string{"progress", "heartbeat"}})
 	mustSend(t, ib,
 		custom("task_a", "progress", `{"pct":10}`), // 0
 		custom("task_b", "progress", `{"pct":1}`),  // 1
@@ -766,7 +767,7 @@ func TestInboxCoalescing(t *testing.T) {
 	// A coalesced event left at Close reaches the fallback once, with the
 	// latest payload.
 	var fb []bgtype.Event
-	ib2 := NewInbox(WithCoalesce("progress"), WithOnClosed(func(ev bgtype.Event) { fb = append(fb, ev) }))
+	ib2 := NewInbox(InboxConfig{Coalesce: []string{"progress"}, OnClosed: func(ev bgtype.Event) { fb = append(fb, ev) }})
 	mustSend(t, ib2, custom("task_a", "progress", `1`), custom("task_a", "progress", `2`))
 	ib2.Close()
 	if want := []bgtype.Event{custom("task_a", "progress", `2`)}; !reflect.DeepEqual(fb, want) {
@@ -777,7 +778,7 @@ func TestInboxCoalescing(t *testing.T) {
 // Without the option nothing is coalesced.
 func TestInboxNoCoalescingByDefault(t *testing.T) {
 	t.Parallel()
-	ib := NewInbox()
+	ib := NewInbox(InboxConfig{})
 	mustSend(t, ib, custom("task_a", "progress", `1`), custom("task_a", "progress", `2`))
 	if got := ib.Drain(); len(got) != 2 || string(got[1].Payload) != "2" {
 		t.Fatalf("got %+v", got)
@@ -792,7 +793,7 @@ func TestInboxNoCoalescingByDefault(t *testing.T) {
 func TestInboxCloseWakesAllWaiters(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		ib := NewInbox()
+		ib := NewInbox(InboxConfig{})
 		var n atomic.Int32
 		for range 5 {
 			go func() {
@@ -813,7 +814,7 @@ func TestInboxCloseWakesAllWaiters(t *testing.T) {
 // takeTerminal removes one task's queued terminal event and keeps the
 // coalescing of the events queued after it.
 func TestInboxTakeTerminal(t *testing.T) {
-	ib := NewInbox(WithCoalesce("step"))
+	ib := NewInbox(InboxConfig{Coalesce: []string{"step"}})
 	for _, ev := range []bgtype.Event{
 		{Kind: bgtype.EventCustom, TaskID: "a", EventType: "step", Payload: []byte(`1`)},
 		{Kind: bgtype.EventCompleted, TaskID: "b"},
@@ -861,7 +862,7 @@ func TestInboxLongQueue(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var fb []bgtype.Event
-			ib := NewInbox(WithCoalesce("progress"), WithHighWater(0), WithOnClosed(func(ev bgtype.Event) { fb = append(fb, ev) }))
+			ib := NewInbox(InboxConfig{Coalesce: []string{"progress"}, HighWater: -1, OnClosed: func(ev bgtype.Event) { fb = append(fb, ev) }})
 			var want []bgtype.Event
 			for i := range n {
 				ev := bgtype.Event{Kind: bgtype.EventCompleted, TaskID: fmt.Sprintf("task_%04d", i)}
@@ -916,4 +917,43 @@ func firstDiff(a, b []bgtype.Event) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestWithInboxConfig: the Manager's inboxes take WithInboxConfig's
+// coalescing and high-water mark, and the caller's slice is copied.
+func TestWithInboxConfig(t *testing.T) {
+	h, log := newCapture()
+	types := []string{"step"}
+	m := newTestManager(t, WithInboxConfig(InboxConfig{Coalesce: types, HighWater: 2, Logger: log}))
+	types[0] = "other" // changes nothing: the option kept a copy
+	o := m.Owner("a")
+	ib, err := o.Inbox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := o.Spawn(t.Context(), func(_ context.Context, tk *Task) (any, error) {
+		for i := range 3 {
+			if err := tk.Emit("step", i); err != nil {
+				return nil, err
+			}
+		}
+		return "done", tk.Emit("note", "x")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Wait(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range ib.Drain() {
+		got = append(got, string(ev.Kind)+":"+ev.EventType+":"+string(ev.Payload))
+	}
+	want := []string{"custom:step:2", "custom:note:\"x\"", "completed::"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("drained %q, want %q", got, want)
+	}
+	if n := len(h.find(slog.LevelWarn, "bgtask: inbox depth is high")); n != 1 {
+		t.Fatalf("%d high-water warnings, want 1 (depth 2 of 3)", n)
+	}
 }

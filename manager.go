@@ -202,7 +202,7 @@ func (m *Manager) Inbox(owner string) (*Inbox, error) {
 }
 
 // BindInbox makes ib the owner's inbox (an agent run binds a fresh one with
-// its WithOnClosed fallback at start) and returns the one it replaces, or nil.
+// its OnClosed fallback at start) and returns the one it replaces, or nil.
 // Events already queued in the previous inbox stay there. Errors, in this
 // order: ErrInvalidArgument (blank owner), ErrClosed, a nil inbox.
 func (m *Manager) BindInbox(owner string, ib *Inbox) (*Inbox, error) {
@@ -247,7 +247,7 @@ func (m *Manager) inboxFor(owner string) *Inbox {
 		return ib
 	}
 	if ib == nil {
-		ib = m.newInbox()
+		ib = m.newInbox(nil)
 		m.inboxes[owner] = ib
 	}
 	m.inboxMu.Unlock()
@@ -256,7 +256,7 @@ func (m *Manager) inboxFor(owner string) *Inbox {
 }
 
 // setIdleReceiver makes the idleInbox of p (the owner's Receiver), a closed
-// inbox whose WithOnClosed fallback is p's, receive the owner's events
+// inbox whose OnClosed fallback is p's, receive the owner's events
 // while no inbox is bound for it.
 func (m *Manager) setIdleReceiver(owner string, p ownerSink) {
 	m.inboxMu.Lock()
@@ -268,9 +268,17 @@ func (m *Manager) setIdleReceiver(owner string, p ownerSink) {
 	m.inboxMu.Unlock()
 }
 
-func (m *Manager) newInbox(extra ...InboxOption) *Inbox {
-	opts := append([]InboxOption{WithInboxLogger(m.log)}, m.cfg.inboxOpts...)
-	ib := NewInbox(append(opts, extra...)...)
+// newInbox makes an inbox as WithInboxConfig says, with onClosed as its
+// fallback when not nil.
+func (m *Manager) newInbox(onClosed func(bgtype.Event)) *Inbox {
+	cfg := m.cfg.inbox
+	if cfg.Logger == nil {
+		cfg.Logger = m.log
+	}
+	if onClosed != nil {
+		cfg.OnClosed = onClosed
+	}
+	ib := NewInbox(cfg)
 	ib.stopped = m.stopped
 	return ib
 }

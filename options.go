@@ -2,6 +2,7 @@ package bgtask
 
 import (
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
@@ -27,7 +28,7 @@ type config struct {
 	eventObserver  func(bgtype.Event)
 	instance       string
 	onPendingOwner func(owner string) // WithOnPendingOwner
-	inboxOpts      []InboxOption
+	inbox          InboxConfig
 	kinds          []Runner // WithKinds
 
 	limits Limits
@@ -236,11 +237,15 @@ func WithInstance(id string) Option {
 	return func(c *config) { c.instance, c.instanceSet = id, true }
 }
 
-// WithInboxOptions sets the options of the inboxes the Manager makes for
-// owners and sub-agents (high-water mark, coalescing, fallback). Several
-// WithInboxOptions add up.
-func WithInboxOptions(opts ...InboxOption) Option {
-	return func(c *config) { c.inboxOpts = append(c.inboxOpts, opts...) }
+// WithInboxConfig configures the inboxes the Manager makes for owners and
+// sub-agents: high-water mark, coalescing, logger (the Manager's, WithLogger,
+// when nil). Its OnClosed is the fallback of an owner's inbox made by
+// Manager.Inbox; the inboxes of Receivers and sub-agents have the Manager's
+// own fallback, which keeps their late events. The last WithInboxConfig
+// wins; the zero value is InboxConfig's default.
+func WithInboxConfig(cfg InboxConfig) Option {
+	cfg.Coalesce = slices.Clone(cfg.Coalesce)
+	return func(c *config) { c.inbox = cfg }
 }
 
 // validate checks the options once they are all applied, and fills in the

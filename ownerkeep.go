@@ -331,7 +331,7 @@ func (m *Manager) dropKeptTotal(owner string, ev bgtype.Event) {
 // owner while its tasks live (unless an open inbox, a host's, is bound):
 // it is forgotten with the owner's last task.
 func (m *Manager) unbindOwnerIdle(owner string, idle ownerSink, limit int) {
-	orphan := m.newInbox(WithOnClosed(func(ev bgtype.Event) { m.orphanEvent(owner, ev, limit) }))
+	orphan := m.newInbox(func(ev bgtype.Event) { m.orphanEvent(owner, ev, limit) })
 	orphan.Close()
 	m.inboxMu.Lock()
 	if m.idleBox[owner] == idle {

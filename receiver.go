@@ -181,7 +181,7 @@ func (r *Receiver) idleInbox() *Inbox {
 	if ib := r.idle.Load(); ib != nil {
 		return ib
 	}
-	ib := r.owner.m.newInbox(WithOnClosed(r.keepLate))
+	ib := r.owner.m.newInbox(r.keepLate)
 	ib.Close()
 	if !r.idle.CompareAndSwap(nil, ib) {
 		return r.idle.Load() // another call made it first
@@ -231,7 +231,7 @@ func (r *Receiver) RunStart(ctx context.Context, run RunInfo) error {
 	}
 	inbox := r.fixed
 	if inbox == nil {
-		ib := r.owner.m.newInbox(WithOnClosed(r.keepLate))
+		ib := r.owner.m.newInbox(r.keepLate)
 		prev, err := r.owner.m.BindInbox(r.owner.id, ib)
 		if err != nil {
 			carried := r.carriedIDs()

@@ -253,7 +253,7 @@ func TestManagerCommitThenNotify(t *testing.T) {
 }
 
 // TestManagerCompletionAfterRunEndReachesFallback is the lost-wakeup case of
-// D6: a run binds an inbox with an WithOnClosed fallback, the run ends (closes
+// D6: a run binds an inbox with an OnClosed fallback, the run ends (closes
 // the inbox) while a task still runs, and the task's events must reach the
 // fallback exactly once each.
 func TestManagerCompletionAfterRunEndReachesFallback(t *testing.T) {
@@ -265,11 +265,11 @@ func TestManagerCompletionAfterRunEndReachesFallback(t *testing.T) {
 				mu       sync.Mutex
 				fallback []bgtype.Event
 			)
-			ib := NewInbox(WithOnClosed(func(ev bgtype.Event) {
+			ib := NewInbox(InboxConfig{OnClosed: func(ev bgtype.Event) {
 				mu.Lock()
 				fallback = append(fallback, ev)
 				mu.Unlock()
-			}))
+			}})
 			if prev, err := m.BindInbox("thread-1", ib); err != nil || prev != nil {
 				t.Fatalf("BindInbox = %v, %v", prev, err)
 			}
@@ -301,7 +301,7 @@ func TestManagerCompletionAfterRunEndReachesFallback(t *testing.T) {
 				if cur, err := m.Inbox("thread-1"); err == nil && cur != ib {
 					stuck = eventKinds(cur.Drain())
 				}
-				t.Fatalf("the last task's completion after the run closed its inbox must reach WithOnClosed: "+
+				t.Fatalf("the last task's completion after the run closed its inbox must reach OnClosed: "+
 					"fallback got %v, want %v; events in a fresh owner inbox: %v", gotIDs, want, stuck)
 			}
 			// The closed inbox is forgotten once the owner has no task left.

@@ -320,7 +320,7 @@ func TestShutdownClosedManager(t *testing.T) {
 			{"Manager.Send", func() error { _, err := m.Send(bg, "a", agent, msg); return err }},
 			{"Manager.CancelAll", func() error { _, err := m.CancelAll(); return err }},
 			{"Owner.Send", func() error { _, err := o.Send(bg, agent, msg); return err }},
-			{"Manager.BindInbox", func() error { _, err := m.BindInbox("a", NewInbox()); return err }},
+			{"Manager.BindInbox", func() error { _, err := m.BindInbox("a", NewInbox(InboxConfig{})); return err }},
 		}
 		for _, c := range calls {
 			if err := c.call(); err != ErrClosed {

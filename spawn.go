@@ -92,7 +92,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 	}
 	t.rec.Set(&u) // the identity fields: never written again
 	if agent {
-		t.rareState().inbox = m.newInbox(WithOnClosed(m.forwardOrphanEvent(owner, u.ID)))
+		t.rareState().inbox = m.newInbox(m.forwardOrphanEvent(owner, u.ID))
 	}
 	if sc.foreground && sc.outputFunc != nil {
 		t.rareState().outputFunc = sc.outputFunc // the buffer, made by the first write, streams to it
@@ -365,7 +365,7 @@ func visibleParent(p *Task, owner string) bool {
 	return p.rec.Owner == owner || p.rec.ID == owner
 }
 
-// forwardOrphanEvent is the WithOnClosed fallback of the inbox of the
+// forwardOrphanEvent is the OnClosed fallback of the inbox of the
 // sub-agent agent: events of its own tasks that arrive after it ended go up
 // to its owner, so they are not lost; messages sent to it that it never
 // read are dropped and logged (the sender's Send reported ErrInboxClosed or

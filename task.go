@@ -121,7 +121,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //   - Manager.mu: Manager.inboxMu and Inbox.mu, to queue events in open
 //     inboxes; a shard's read lock, to read a record.
 //   - Manager.inboxMu: Inbox.mu.
-//   - Inbox.mu: alone. It is released before a WithOnClosed fallback or an
+//   - Inbox.mu: alone. It is released before a OnClosed fallback or an
 //     onClose hook runs, so those may take any lock above it.
 //   - Manager.plugMu: Receiver.lateMu (a new Receiver adopts the kept
 //     events; Close marks it gone) and the sent list (a durable store's
@@ -286,7 +286,7 @@ func (t *Task) Agent() (Owner, error) {
 // ErrInvalidArgument and sends nothing. An empty eventType returns
 // ErrInvalidArgument. Once the function has returned, Emit returns
 // ErrTerminal, so every custom event precedes the terminal one. If the
-// owner's inbox is closed the event goes to its WithOnClosed fallback (a Receiver
+// owner's inbox is closed the event goes to its OnClosed fallback (a Receiver
 // keeps it for the owner's next run) and Emit returns nil; an inbox without
 // a fallback refuses it and Emit returns ErrInboxClosed (a progress event
 // is still kept as progress then).

@@ -101,7 +101,7 @@ func (h *hub) lock(owner string) (*pump, error) {
 
 // follow registers a follower of taskID. p.mu is held.
 func (p *pump) follow(taskID string) *follower {
-	f := &follower{p: p, taskID: taskID, q: bgtask.NewInbox(bgtask.WithHighWater(0))}
+	f := &follower{p: p, taskID: taskID, q: bgtask.NewInbox(bgtask.InboxConfig{HighWater: -1})}
 	set := p.subs[taskID]
 	if set == nil {
 		set = make(map[*follower]struct{})

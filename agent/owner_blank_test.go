@@ -46,7 +46,7 @@ func TestOwnerBlankRefusedEverywhere(t *testing.T) {
 					{"Owner.Messages", func() error { _, err := o.Messages(ctx, theirs); return err }},
 					{"Owner.CancelCurrent", func() error { _, _, err := o.CancelCurrent(ctx); return err }},
 					{"Manager.Inbox", func() error { _, err := m.Inbox(blank); return err }},
-					{"Manager.BindInbox", func() error { _, err := m.BindInbox(blank, bgtask.NewInbox()); return err }},
+					{"Manager.BindInbox", func() error { _, err := m.BindInbox(blank, bgtask.NewInbox(bgtask.InboxConfig{})); return err }},
 					{"Owner.CancelAll", func() error { _, err := m.Owner(blank).CancelAll(); return err }},
 					{"Manager.CancelRun", func() error { _, err := m.CancelRun(blank, "run-1"); return err }},
 					{"Manager.Send", func() error { _, err := m.Send(ctx, blank, theirs, bgtype.Message{Content: "hi"}); return err }},
