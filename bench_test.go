@@ -522,7 +522,7 @@ func BenchmarkIdlePluginMemory(b *testing.B) {
 				m := newBenchManager(b)
 				before := heapBytes()
 				for i, id := range ids {
-					p, err := agent.NewPlugin(m, id)
+					p, err := agent.NewPlugin(m, id, agent.Config{})
 					if err != nil {
 						b.Fatalf("NewPlugin: %v", err)
 					}

@@ -22,7 +22,7 @@ func ExampleRunStopped() {
 		log.Fatal(err)
 	}
 	defer m.Shutdown(ctx)
-	plugin, err := agent.NewPlugin(m, "thread-1")
+	plugin, err := agent.NewPlugin(m, "thread-1", agent.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func ExampleRunStopped() {
 	}
 
 	// Turn 2, on a new request, with the thread's new Plugin.
-	plugin, err = agent.NewPlugin(m, "thread-1")
+	plugin, err = agent.NewPlugin(m, "thread-1", agent.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func idleHeld(m *Manager, p *Receiver) []string {
 // An idle owner's Plugin, before its first run or after runs that are
 // over, holds no inbox and no map: the closed inbox that takes events
 // between runs is made by the first such event, which is then kept,
-// handed to WithOnWake and delivered by the next run, once each.
+// handed to OnWake and delivered by the next run, once each.
 func TestIdlePluginHoldsNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -94,7 +94,7 @@ func TestIdlePluginHoldsNothing(t *testing.T) {
 			got := slices.Clone(woken)
 			mu.Unlock()
 			if want := []string{id + " " + string(bgtype.EventCompleted)}; !slices.Equal(got, want) {
-				t.Fatalf("WithOnWake heard %q, want %q", got, want)
+				t.Fatalf("OnWake heard %q, want %q", got, want)
 			}
 			if err := p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
 				t.Fatal(err)

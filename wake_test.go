@@ -134,7 +134,7 @@ func TestWakeInvalid(t *testing.T) {
 
 // TestProgressDoesNotWake: under the default policy a chatty task's
 // progress reaches the inbox as one quiet event per type, kept up to date,
-// without waking a waiting owner (Inbox.Wait, Plugin.WaitEvent, WithOnWake); a
+// without waking a waiting owner (Inbox.Wait, Plugin.WaitEvent, OnWake); a
 // message does wake it, and the drain has both.
 func TestProgressDoesNotWake(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -195,7 +195,7 @@ func TestProgressDoesNotWake(t *testing.T) {
 	})
 }
 
-// TestProgressDoesNotWakePlugin: a Plugin's WaitEvent and WithOnWake ignore
+// TestProgressDoesNotWakePlugin: a Plugin's WaitEvent and OnWake ignore
 // quiet progress; the next delivery still has it.
 func TestProgressDoesNotWakePlugin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -256,7 +256,7 @@ func TestProgressDoesNotWakePlugin(t *testing.T) {
 		close(later)
 		waitTask(t, p.Owner(), id)
 		if !slices.Equal(wakes, []bgtype.EventKind{bgtype.EventCompleted}) {
-			t.Fatalf("WithOnWake heard %v, want only the completion", wakes)
+			t.Fatalf("OnWake heard %v, want only the completion", wakes)
 		}
 		if err := p.RunStart(ctx, RunInfo{RunID: "run-2"}); err != nil {
 			t.Fatal(err)

@@ -20,7 +20,7 @@ func TestBackgroundSurvivesStop(t *testing.T) {
 	for _, cancelOnStop := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
 			m := newTestManager(t)
-			p, err := NewPlugin(m, "alice")
+			p, err := NewPlugin(m, "alice", Config{})
 			if err != nil {
 				t.Fatal(err)
 			}

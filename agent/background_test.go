@@ -302,7 +302,7 @@ func TestGetTaskOutputOverflow(t *testing.T) {
 func TestEndNoticeOutputSize(t *testing.T) {
 	t.Parallel()
 	m := newTestManager(t)
-	p, err := NewPlugin(m, "alice")
+	p, err := NewPlugin(m, "alice", Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@
 // an agent loop's phases. It takes the owner's events from a
 // [bgtask.Receiver] and renders them as [PromptMessage] values: each event
 // in an envelope that carries the Plugin's random nonce, with every text a
-// task wrote escaped and cut (see [Limits]), never in the system role; and,
+// task wrote escaped and cut (see [Config]), never in the system role; and,
 // before each inference, a bounded view of the owner's running tasks.
 // [Tools] are the model-facing tools, independent of any agent framework
 // (list_tasks, get_task, cancel_task, send_message, wait_task); a host
@@ -29,7 +29,7 @@
 // one):
 //
 //	m, _ := bgtask.New()
-//	p, err := agent.NewPlugin(m, "thread-1", agent.WithOnWake(wakeThread))
+//	p, err := agent.NewPlugin(m, "thread-1", agent.Config{Receiver: bgtask.ReceiverConfig{OnWake: wakeThread}})
 //	tools := agent.Tools(p.Owner(), agent.WithOnSelfCancel(stopTurn))
 //	...
 //	// The turn's context: the request's values, not its cancellation (a client

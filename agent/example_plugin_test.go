@@ -22,7 +22,7 @@ func ExamplePlugin() {
 		log.Fatal(err)
 	}
 	defer m.Shutdown(ctx)
-	plugin, err := agent.NewPlugin(m, "thread-1")
+	plugin, err := agent.NewPlugin(m, "thread-1", agent.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

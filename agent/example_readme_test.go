@@ -52,7 +52,7 @@ func Example_readmeLoop() {
 
 	// One live Plugin per owner per Manager: a server keeps it while it holds the thread and
 	// closes it when it forgets the thread. A second NewPlugin of a live owner is ErrReceiverExists.
-	plugin, _ := agent.NewPlugin(m, "thread-1", agent.WithOnWake(startAnotherRun))
+	plugin, _ := agent.NewPlugin(m, "thread-1", agent.Config{Receiver: bgtask.ReceiverConfig{OnWake: startAnotherRun}})
 	defer plugin.Close(ctx) // the next Plugin of the thread gets every event this one did not deliver
 
 	// The model's tools: list_tasks, get_task, cancel_task, send_message, wait_task.
@@ -84,7 +84,7 @@ func Example_readmeLoop() {
 	}
 	// Only a stop cancels the run's tasks; after a hang-up they go on and their ends reach the
 	// next run. RunEnd commits even though ctx has ended, and ends only the run it names.
-	plugin.RunEnd(ctx, bgtask.RunOutcome{RunID: "run-1", Canceled: bgtask.RunStopped(ctx)}) // late events go to WithOnWake, then the next run
+	plugin.RunEnd(ctx, bgtask.RunOutcome{RunID: "run-1", Canceled: bgtask.RunStopped(ctx)}) // late events go to OnWake, then the next run
 	// Output:
 	// tool call-1 ran: <nil>
 	// step 2: the model sees completed indexer

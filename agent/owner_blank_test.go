@@ -69,7 +69,7 @@ func TestOwnerBlankRefusedEverywhere(t *testing.T) {
 					calls = append(calls, struct {
 						name string
 						call func() error
-					}{"NewPlugin", func() error { _, err := NewPlugin(m, blank); return err }},
+					}{"NewPlugin", func() error { _, err := NewPlugin(m, blank, Config{}); return err }},
 						struct {
 							name string
 							call func() error

@@ -27,7 +27,7 @@ import (
 //
 // The events themselves come from the owner's [bgtask.Receiver], which the
 // Plugin holds: events that arrive between runs are kept, handed to the
-// WithOnWake callback once each, and delivered first by the next run, so
+// Config.Receiver.OnWake callback once each, and delivered first by the next run, so
 // none is lost or delivered twice.
 //
 // What the model sees is rendered in envelopes that carry a random nonce
@@ -48,7 +48,7 @@ import (
 // concurrently with each other (a framework runs a step's tool calls in
 // parallel) and with the phases. WaitEvent does not hold the Plugin while
 // it waits, so RunEnd from another goroutine ends it with bgtask.ErrNoRun.
-// The WithOnWake callback may run on any goroutine, never while the
+// The OnWake callback may run on any goroutine, never while the
 // Plugin's lock is held. The zero value is not usable: call NewPlugin.
 type Plugin struct {
 	// An idle owner's Plugin and its Receiver are most of what a server
@@ -56,9 +56,9 @@ type Plugin struct {
 	// the Receiver's, and the caps are int32.
 	r         *bgtask.Receiver
 	nonce     string
-	display   int32 // Limits.Display
-	viewLines int32 // Limits.ViewLines
-	viewBytes int32 // Limits.ViewBytes
+	display   int32 // Config.Display
+	viewLines int32 // Config.ViewLines
+	viewBytes int32 // Config.ViewBytes
 	viewStale atomic.Bool
 
 	mu   sync.Mutex // guards view; taken before the Receiver's lock
@@ -86,70 +86,41 @@ type PromptMessage struct {
 	Event     *bgtype.Event // the event it renders, if any
 }
 
-// Option configures a Plugin. NewPlugin applies the options in order, then
-// refuses bad values with an error. A nil Option is ignored.
-type Option func(*config)
-
-type config struct {
-	recv   bgtask.ReceiverConfig
-	limits Limits
-}
-
-// WithInbox makes the plugin read ib, a sub-agent's own inbox
-// (Task.Inbox), instead of binding one per run. The Manager closes it when
-// the sub-agent ends.
-func WithInbox(ib *bgtask.Inbox) Option { return func(c *config) { c.recv.Inbox = ib } }
-
-// WithOnWake sets the callback that hears of each event arriving while no run
-// of the owner is open, so the host can start one. Quiet events
-// (Event.Quiet) are kept for the next run without waking it. The event
-// itself is delivered by the next run's first boundary. f may run on the
-// goroutine of the task that emitted the event, with that task's locks
-// held: it must not block, and must not call the Plugin itself; it signals
-// a goroutine of the host, which starts the run.
-func WithOnWake(f func(bgtype.Event)) Option { return func(c *config) { c.recv.OnWake = f } }
-
-// WithOnRunCanceled sets the callback that hears that the open run was
-// cancelled (Owner.CancelRun or Owner.StopRun, on this Manager or, in a
-// fleet, on another instance), with the cancel's reason, so the host ends
-// the turn as for a user's stop. f must not block, and must not call the
-// Plugin itself; see bgtask.ReceiverConfig.OnRunCanceled. [Threads] sets
-// it on the Plugins it makes (Turn.Context).
-func WithOnRunCanceled(f func(runID, reason string)) Option {
-	return func(c *config) { c.recv.OnRunCanceled = f }
-}
-
-// Limits are the Plugin's caps on what the model sees and on what it keeps
-// between runs. A zero field takes its default; a negative one, or one
-// above math.MaxInt32, makes NewPlugin fail.
-type Limits struct {
+// Config configures a Plugin (NewPlugin). The zero value is the default:
+// one inbox per run, no callbacks, 1,024 events kept between runs, texts
+// cut at 4 KiB, a prompt view of 50 tasks in 8 KiB. A negative field, or
+// one above math.MaxInt32, makes NewPlugin fail.
+type Config struct {
+	// Receiver configures the owner's bgtask.Receiver, which the Plugin
+	// holds: Inbox (a sub-agent's own inbox, Task.Inbox, read instead of
+	// one per run), OnWake (hears of each event arriving while no run is
+	// open, so the host starts one; the event itself is delivered by the
+	// next run's first boundary), KeepLimit (the events kept while no run
+	// is open) and OnRunCanceled (hears that the open run was stopped, here
+	// or on another instance). The callbacks must not block, and must not
+	// call the Plugin itself: they signal a goroutine of the host. See
+	// bgtask.ReceiverConfig for each field's rules. [Threads] sets
+	// OnRunCanceled (Turn.Context) and, with ThreadsConfig.OnWake, OnWake.
+	Receiver bgtask.ReceiverConfig
 	// Display is the size in bytes past which a text a task wrote (a
 	// result, error, payload, message or input prompt) is cut, at a rune
 	// boundary, before the model sees it; a marker ends it with the
-	// original size and points to get_task. Defaults to 4096.
+	// original size and points to get_task. Defaults to 4096 when 0.
 	Display int
 	// ViewLines is how many tasks the prompt view lists at most; a last
-	// line says how many were left out. Defaults to 50.
+	// line says how many were left out. Defaults to 50 when 0.
 	ViewLines int
 	// ViewBytes is how many bytes the prompt view's task lines take at
-	// most. Defaults to 8192.
+	// most. Defaults to 8192 when 0.
 	ViewBytes int
-	// Keep bounds the events kept for the owner while no run is open (see
-	// bgtask.ReceiverConfig.KeepLimit, whose rules it follows). Defaults
-	// to 1024.
-	Keep int
 }
 
-// Defaults of Limits.
+// Defaults of Config.
 const (
 	defaultDisplay   = 4 << 10
 	defaultViewLines = 50
 	defaultViewBytes = 8 << 10
 )
-
-// WithLimits sets the Plugin's caps (see Limits); the zero fields of l keep
-// their defaults.
-func WithLimits(l Limits) Option { return func(c *config) { c.limits = l } }
 
 // NewPlugin returns the Plugin of owner on m, the owner's only live one:
 // it gets the events that the owner's previous Plugin, closed, left
@@ -157,23 +128,17 @@ func WithLimits(l Limits) Option { return func(c *config) { c.limits = l } }
 // bgtask.ErrReceiverExists while another Plugin (or Receiver) of owner is
 // live (not closed) on m, and an error for a nil m or a negative limit;
 // after an error nothing changed.
-func NewPlugin(m *bgtask.Manager, owner string, opts ...Option) (*Plugin, error) {
+func NewPlugin(m *bgtask.Manager, owner string, cfg Config) (*Plugin, error) {
 	if m == nil {
 		return nil, errors.New("agent: NewPlugin: nil manager")
 	}
-	var c config
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	l := c.limits
+	l := cfg
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"Display", l.Display}, {"ViewLines", l.ViewLines}, {"ViewBytes", l.ViewBytes}, {"Keep", l.Keep}} {
+	}{{"Display", l.Display}, {"ViewLines", l.ViewLines}, {"ViewBytes", l.ViewBytes}, {"Receiver.KeepLimit", l.Receiver.KeepLimit}} {
 		if f.v < 0 || f.v > math.MaxInt32 {
-			return nil, fmt.Errorf("agent: NewPlugin: Limits.%s is %d, want 1 to %d (0 for the default)", f.name, f.v, math.MaxInt32)
+			return nil, fmt.Errorf("agent: NewPlugin: Config.%s is %d, want 1 to %d (0 for the default)", f.name, f.v, math.MaxInt32)
 		}
 	}
 	if l.Display == 0 {
@@ -185,8 +150,7 @@ func NewPlugin(m *bgtask.Manager, owner string, opts ...Option) (*Plugin, error)
 	if l.ViewBytes == 0 {
 		l.ViewBytes = defaultViewBytes
 	}
-	c.recv.KeepLimit = l.Keep
-	r, err := m.NewReceiver(owner, c.recv)
+	r, err := m.NewReceiver(owner, cfg.Receiver)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +209,7 @@ func (p *Plugin) Deliver(ctx context.Context) ([]PromptMessage, error) {
 // prompt view when the owner has non-terminal tasks: the Plugin's
 // instructions as an ephemeral system message, then the list of tasks as an
 // ephemeral internal user message (task text is never in the system role).
-// The list is bounded (Limits.ViewLines, Limits.ViewBytes) and ends saying
+// The list is bounded (Config.ViewLines, Config.ViewBytes) and ends saying
 // how many tasks it left out.
 //
 // BeforeInference works with ctx's values only: a request context that
@@ -308,7 +272,7 @@ func (p *Plugin) WaitEvent(ctx context.Context) error { return p.r.WaitEvent(ctx
 
 // RunEnd closes the run out.RunID. Its inbox is closed: what was not
 // delivered, and every later event of the owner's tasks until the next
-// RunStart, is kept for the next run and handed to WithOnWake. A cancelled
+// RunStart, is kept for the next run and handed to Config.Receiver.OnWake. A cancelled
 // run cancels its tasks (top-level runs included), with out.Reason (or
 // bgtask.StopReason) as their cancel reason, which the model reads in each
 // cancelled event. RunEnd does not depend

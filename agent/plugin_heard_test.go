@@ -40,7 +40,7 @@ func (s *listFails) ListTagged(ctx context.Context, owner, tag string, statuses 
 func TestBeforeInferenceLosesNothing(t *testing.T) {
 	ds := &listFails{durableMem: &durableMem{Store: memstore.New()}}
 	m := newTestManager(t, bgtask.WithStore(ds))
-	p, err := NewPlugin(m, "thread-1")
+	p, err := NewPlugin(m, "thread-1", Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

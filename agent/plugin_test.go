@@ -20,7 +20,7 @@ import (
 )
 
 // pluginRun makes a Manager and the plugin of thread-1 with a run started,
-// and records the events WithOnWake hears of.
+// and records the events OnWake hears of.
 type pluginRun struct {
 	m     *bgtask.Manager
 	p     *Plugin
@@ -34,11 +34,11 @@ func newPluginRun(t *testing.T, opts ...bgtask.Option) *pluginRun {
 	pr := &pluginRun{m: newTestManager(t, opts...)}
 	pr.o = pr.m.Owner("thread-1")
 	var err error
-	pr.p, err = NewPlugin(pr.m, "thread-1", WithOnWake(func(ev bgtype.Event) {
+	pr.p, err = NewPlugin(pr.m, "thread-1", Config{Receiver: bgtask.ReceiverConfig{OnWake: func(ev bgtype.Event) {
 		pr.mu.Lock()
 		pr.woken = append(pr.woken, ev)
 		pr.mu.Unlock()
-	}))
+	}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func messageKinds(msgs []PromptMessage) []string {
 
 func TestPluginPhasesOutsideARun(t *testing.T) {
 	m := newTestManager(t)
-	p, err := NewPlugin(m, "thread-1")
+	p, err := NewPlugin(m, "thread-1", Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestPluginPhasesOutsideARun(t *testing.T) {
 			t.Errorf("%s outside a run: %v, want ErrNoRun", name, err)
 		}
 	}
-	if _, err := NewPlugin(m, " "); !errors.Is(err, bgtype.ErrInvalidOwner) {
+	if _, err := NewPlugin(m, " ", Config{}); !errors.Is(err, bgtype.ErrInvalidOwner) {
 		t.Errorf("NewPlugin with a blank owner: %v, want ErrInvalidArgument (blank owner)", err)
 	}
 }
@@ -145,7 +145,7 @@ func TestPluginCompletionDuringStepIsDeliveredNextStep(t *testing.T) {
 }
 
 // A completion racing the end of a run, on either side of the last drain,
-// reaches the model exactly once: in this run or, through WithOnWake, in the
+// reaches the model exactly once: in this run or, through OnWake, in the
 // next one.
 func TestPluginCompletionRacingRunEndIsDeliveredOnce(t *testing.T) {
 	for range 50 {
@@ -245,7 +245,7 @@ func TestPluginSubAgentInboxDirectMessage(t *testing.T) {
 		o := m.Owner("thread-1")
 		got := make(chan []PromptMessage, 1)
 		id, err := o.SpawnAgent(t.Context(), func(ctx context.Context, tk *bgtask.Task) (any, error) {
-			p, err := NewPlugin(m, tk.ID(), WithInbox(tk.Inbox()))
+			p, err := NewPlugin(m, tk.ID(), Config{Receiver: bgtask.ReceiverConfig{Inbox: tk.Inbox()}})
 			if err != nil {
 				return nil, err
 			}
@@ -371,7 +371,7 @@ func TestPluginRunStartFailureLeavesNoRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPlugin(m, "thread-1")
+	p, err := NewPlugin(m, "thread-1", Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,11 +414,11 @@ func TestPluginWakesBetweenRuns(t *testing.T) {
 					mu    sync.Mutex
 					woken []string
 				)
-				p, err := NewPlugin(m, "thread-1", WithOnWake(func(ev bgtype.Event) {
+				p, err := NewPlugin(m, "thread-1", Config{Receiver: bgtask.ReceiverConfig{OnWake: func(ev bgtype.Event) {
 					mu.Lock()
 					woken = append(woken, string(ev.Kind)+" "+ev.TaskID)
 					mu.Unlock()
-				}))
+				}}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -446,7 +446,7 @@ func TestPluginWakesBetweenRuns(t *testing.T) {
 					return strings.Join(woken, ", ")
 				}
 				if got, want := wokenNow(), "completed "+id; got != want {
-					t.Fatalf("WithOnWake heard %q, want %q", got, want)
+					t.Fatalf("OnWake heard %q, want %q", got, want)
 				}
 				if err := p.RunStart(ctx, bgtask.RunInfo{RunID: "run-1"}); err != nil {
 					t.Fatal(err)
@@ -465,7 +465,7 @@ func TestPluginWakesBetweenRuns(t *testing.T) {
 					t.Fatal(err)
 				}
 				if got, want := wokenNow(), "completed "+id; got != want {
-					t.Fatalf("WithOnWake heard %q in the end, want %q", got, want)
+					t.Fatalf("OnWake heard %q in the end, want %q", got, want)
 				}
 			})
 		})
@@ -524,28 +524,28 @@ func TestNewPluginRefusesBadInput(t *testing.T) {
 		name  string
 		m     *bgtask.Manager
 		owner string
-		opts  []Option
+		cfg   Config
 		want  string
 	}{
-		{"nil manager", nil, "thread-1", nil, "agent: NewPlugin: nil manager"},
-		{"closed manager", closed, "thread-1", nil, bgtask.ErrClosed.Error()},
-		{"blank owner", m, " \t", nil, "bgtask: owner id is empty"},
-		{"empty owner", m, "", nil, "bgtask: owner id is empty"},
-		{"negative display", m, "thread-1", []Option{WithLimits(Limits{Display: -1})}, "agent: NewPlugin: Limits.Display is -1, want 1 to 2147483647 (0 for the default)"},
-		{"negative view lines", m, "thread-1", []Option{WithLimits(Limits{ViewLines: -1, ViewBytes: 10})}, "agent: NewPlugin: Limits.ViewLines is -1, want 1 to 2147483647 (0 for the default)"},
-		{"negative view bytes", m, "thread-1", []Option{WithLimits(Limits{ViewLines: 10, ViewBytes: -2})}, "agent: NewPlugin: Limits.ViewBytes is -2, want 1 to 2147483647 (0 for the default)"},
-		{"negative keep", m, "thread-1", []Option{WithLimits(Limits{Keep: -3})}, "agent: NewPlugin: Limits.Keep is -3, want 1 to 2147483647 (0 for the default)"},
-		{"huge display", m, "thread-1", []Option{WithLimits(Limits{Display: 1 << 31})}, "agent: NewPlugin: Limits.Display is 2147483648, want 1 to 2147483647 (0 for the default)"},
+		{"nil manager", nil, "thread-1", Config{}, "agent: NewPlugin: nil manager"},
+		{"closed manager", closed, "thread-1", Config{}, bgtask.ErrClosed.Error()},
+		{"blank owner", m, " \t", Config{}, "bgtask: owner id is empty"},
+		{"empty owner", m, "", Config{}, "bgtask: owner id is empty"},
+		{"negative display", m, "thread-1", Config{Display: -1}, "agent: NewPlugin: Config.Display is -1, want 1 to 2147483647 (0 for the default)"},
+		{"negative view lines", m, "thread-1", Config{ViewLines: -1, ViewBytes: 10}, "agent: NewPlugin: Config.ViewLines is -1, want 1 to 2147483647 (0 for the default)"},
+		{"negative view bytes", m, "thread-1", Config{ViewLines: 10, ViewBytes: -2}, "agent: NewPlugin: Config.ViewBytes is -2, want 1 to 2147483647 (0 for the default)"},
+		{"negative keep", m, "thread-1", Config{Receiver: bgtask.ReceiverConfig{KeepLimit: -3}}, "agent: NewPlugin: Config.Receiver.KeepLimit is -3, want 1 to 2147483647 (0 for the default)"},
+		{"huge display", m, "thread-1", Config{Display: 1 << 31}, "agent: NewPlugin: Config.Display is 2147483648, want 1 to 2147483647 (0 for the default)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := NewPlugin(c.m, c.owner, c.opts...)
+			p, err := NewPlugin(c.m, c.owner, c.cfg)
 			if p != nil || err == nil || err.Error() != c.want {
 				t.Fatalf("NewPlugin: %v, %v; want nil, %q", p, err, c.want)
 			}
 		})
 	}
 	// Nothing refused holds the owner; zero limits are the defaults.
-	p, err := NewPlugin(m, "thread-1", WithLimits(Limits{}))
+	p, err := NewPlugin(m, "thread-1", Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func TestProgressInPromptView(t *testing.T) {
 		t.Run(string(wake), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				m := newTestManager(t)
-				p, err := NewPlugin(m, "thread-1")
+				p, err := NewPlugin(m, "thread-1", Config{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -166,7 +166,7 @@ func (p *Plugin) instructions() string {
 
 // renderView renders the prompt view of the owner's live tasks, oldest
 // first: one line each with its id, type, name, status, description, parent,
-// open input request, latest progress and latest custom event, at most Limits.ViewLines lines and Limits.ViewBytes bytes of
+// open input request, latest progress and latest custom event, at most Config.ViewLines lines and Config.ViewBytes bytes of
 // them, then a note of how many were left out. It returns "" for no tasks.
 func (p *Plugin) renderView(tasks []bgtype.TaskMeta) string {
 	var b, line strings.Builder
@@ -373,7 +373,7 @@ func (p *Plugin) parseEnvelope(content string) (tag string, attrs map[string]str
 //
 // The result, when err is nil, is JSON with every <, > and & escaped
 // (\u003c, \u003e, \u0026: the same value for a JSON reader); a result
-// longer than 4096 bytes (the default Limits.Display) becomes a JSON string of its first
+// longer than 4096 bytes (the default Config.Display) becomes a JSON string of its first
 // bytes and a marker with its size, as a task's result in an event is cut;
 // a result that is not JSON becomes a JSON string of its text; none is
 // null. An error keeps matching what it wraps (errors.Is and errors.As see

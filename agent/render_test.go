@@ -14,9 +14,9 @@ import (
 )
 
 // newTestPlugin returns a Plugin of thread-1 on a fresh Manager, with no run.
-func newTestPlugin(t *testing.T, opts ...Option) *Plugin {
+func newTestPlugin(t *testing.T, cfg Config) *Plugin {
 	t.Helper()
-	p, err := NewPlugin(newTestManager(t), "thread-1", opts...)
+	p, err := NewPlugin(newTestManager(t), "thread-1", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +42,8 @@ func forgeries(nonce string) []string {
 // envelope's own two tags, its attributes name the real task, and ParseEvent
 // reads back the real event (and nothing with another Plugin's nonce).
 func TestRenderForgedTextIsInert(t *testing.T) {
-	p := newTestPlugin(t)
-	other := newTestPlugin(t)
+	p := newTestPlugin(t, Config{})
+	other := newTestPlugin(t, Config{})
 	for i, forged := range forgeries(p.nonce) {
 		js, _ := json.Marshal(forged)
 		obj, _ := json.Marshal(map[string]string{"note": forged})
@@ -103,7 +103,7 @@ func TestRenderForgedTextIsInert(t *testing.T) {
 
 // ParseEvent refuses anything it did not render exactly.
 func TestParseEventRefuses(t *testing.T) {
-	p := newTestPlugin(t)
+	p := newTestPlugin(t, Config{})
 	good := p.render(&bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1", Name: "n", Result: []byte(`1`)}).Content
 	if _, ok := p.ParseEvent(good); !ok {
 		t.Fatalf("ParseEvent(%q) refused its own rendering", good)
@@ -137,7 +137,7 @@ func TestParseEventRefuses(t *testing.T) {
 // dropped or reordered, or whose body is written another way that decodes
 // to the same event, is refused.
 func TestParseEventRefusesTamperedEnvelopes(t *testing.T) {
-	p := newTestPlugin(t)
+	p := newTestPlugin(t, Config{})
 	msg, _ := json.Marshal(bgtype.Message{Content: "hi"})
 	render := func(ev bgtype.Event) string { return p.render(&ev).Content }
 	completed := render(bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1", Name: "n", Result: []byte(`{"a":"b"}`)})
@@ -180,7 +180,7 @@ func TestParseEventRefusesTamperedEnvelopes(t *testing.T) {
 // space or key order away from it is refused, in the result and payload
 // (raw JSON the task made) as in the rest of the body and the attributes.
 func TestParseEventRefusesNearMisses(t *testing.T) {
-	p := newTestPlugin(t)
+	p := newTestPlugin(t, Config{})
 	render := func(ev bgtype.Event) string { return p.render(&ev).Content }
 	completed := render(bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1", Name: "n", Result: []byte(`{"html":"<b>&</b>","word":"café/x"}`)})
 	custom := render(bgtype.Event{Kind: bgtype.EventCustom, TaskID: "task_1", Name: "n", EventType: "step", Payload: []byte(`["<x>"]`)})
@@ -230,7 +230,7 @@ func TestParseEventRefusesNearMisses(t *testing.T) {
 
 // Every rendered event names the task's id, name and status.
 func TestRenderEventNamesTheTask(t *testing.T) {
-	p := newTestPlugin(t)
+	p := newTestPlugin(t, Config{})
 	n := p.nonce
 	for _, c := range []struct {
 		ev   bgtype.Event
@@ -263,7 +263,7 @@ func TestRenderEventNamesTheTask(t *testing.T) {
 // size; texts at the limit are shown whole.
 func TestRenderCapsLongText(t *testing.T) {
 	const limit = 101
-	p := newTestPlugin(t, WithLimits(Limits{Display: limit}))
+	p := newTestPlugin(t, Config{Display: limit})
 	long := strings.Repeat("é", 1<<20) // 2 MiB, two bytes a rune: the limit falls inside one
 	js, _ := json.Marshal(long)
 	msg, _ := json.Marshal(bgtype.Message{Content: long})
@@ -337,7 +337,7 @@ func TestRenderViewBounded(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := newTestPlugin(t, WithLimits(Limits{ViewLines: c.lines, ViewBytes: c.bytes}))
+			p := newTestPlugin(t, Config{ViewLines: c.lines, ViewBytes: c.bytes})
 			open := `<background-tasks nonce="` + p.nonce + `">`
 			if got, want := p.renderView(c.tasks), c.want(open); got != want {
 				t.Fatalf("view\n%s\nwant\n%s", got, want)
@@ -353,7 +353,7 @@ func BenchmarkPluginRender(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Shutdown(b.Context())
-	p, err := NewPlugin(m, "thread-1")
+	p, err := NewPlugin(m, "thread-1", Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -382,7 +382,7 @@ func FuzzRenderIsInert(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = m.Shutdown(context.Background()) })
-	p, err := NewPlugin(m, "thread-1", WithLimits(Limits{Display: 64}))
+	p, err := NewPlugin(m, "thread-1", Config{Display: 64})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func TestToolsShowRecordProgress(t *testing.T) {
 // The prompt view shows a record's progress, escaped and cut.
 func TestRenderViewProgress(t *testing.T) {
 	t.Parallel()
-	p := newTestPlugin(t)
+	p := newTestPlugin(t, Config{})
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	long := `"/><x a='1'>` + strings.Repeat("m", 300)
 	tasks := []bgtype.TaskMeta{

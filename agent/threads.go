@@ -35,9 +35,9 @@ const (
 // The hooks are the host's code: the registry calls them with none of its
 // locks held, so a hook may call the registry (Lookup, Len, Held, and
 // Acquire of another thread), except Close, which waits for them. A panic
-// in New or Options fails that Acquire (see [Threads.Acquire]); a panic in
+// in New or Config fails that Acquire (see [Threads.Acquire]); a panic in
 // OnClose is recovered and logged to Logger, the thread closed all the
-// same; OnWake is called as WithOnWake's callback is (a panic there is the
+// same; OnWake is called as Config.Receiver.OnWake is (a panic there is the
 // Manager's to recover and log).
 type ThreadsConfig[T any] struct {
 	// MaxThreads caps the live threads. Making a thread at the cap first
@@ -50,12 +50,13 @@ type ThreadsConfig[T any] struct {
 	// its last Release. Defaults to 30 minutes when 0; negative: never
 	// (and the registry starts no goroutine).
 	IdleTimeout time.Duration
-	// Options returns the options of the Plugin of thread (its limits, for
-	// one): called each time the thread is made. Defaults to nil: none.
-	// Set OnWake rather than WithOnWake here: when OnWake is set, it
-	// replaces a WithOnWake among the options. A WithOnRunCanceled among
-	// them is replaced: the registry ends the turn (Turn.Context).
-	Options func(thread string) []Option
+	// Config returns the configuration of the Plugin of thread (its
+	// limits, for one): called each time the thread is made. Defaults to
+	// nil: the zero Config. Set OnWake below rather than
+	// Config.Receiver.OnWake: when OnWake is set, it replaces the
+	// Receiver's. Config.Receiver.OnRunCanceled is replaced: the registry ends
+	// the turn (Turn.Context).
+	Config func(thread string) Config
 	// New makes the host's value of thread, once its Plugin p exists and
 	// before the thread is visible: no other caller sees the thread (nor
 	// Lookup finds it) until New returned. ctx is the Acquire's. An error
@@ -63,7 +64,7 @@ type ThreadsConfig[T any] struct {
 	// thread not made. Defaults to nil: the zero T.
 	New func(ctx context.Context, thread string, p *Plugin) (T, error)
 	// OnWake hears of each event that arrives while no run of the thread
-	// is open (see WithOnWake: it must not block, and may run on a task's
+	// is open (see Config.Receiver: it must not block, and may run on a task's
 	// goroutine). It is called only with a made thread, whose Value is
 	// set: an event that arrives while New runs is handed to OnWake once
 	// New returned, on the Acquire's goroutine, or not at all if the
@@ -79,7 +80,7 @@ type ThreadsConfig[T any] struct {
 	// Close after Close began (CloseShutdown). Defaults to nil.
 	OnClose func(th *Thread[T], why CloseReason, err error)
 	// Logger receives the panics the registry recovers (OnClose's, and
-	// New's and Options', which also fail the Acquire). Defaults to nil:
+	// New's and Config's, which also fail the Acquire). Defaults to nil:
 	// discarded.
 	Logger *slog.Logger
 }
@@ -199,7 +200,7 @@ func NewThreads[T any](m *bgtask.Manager, cfg ThreadsConfig[T]) (*Threads[T], er
 // bgtype.ErrInvalidOwner for a blank thread id; the Plugin's (NewPlugin:
 // bgtask.ErrClosed when the Manager is shut down, bgtask.ErrReceiverExists
 // when the host made a Plugin of thread outside the registry) or New's,
-// wrapped; a panic in New or Options, as an error that says so (logged
+// wrapped; a panic in New or Config, as an error that says so (logged
 // with its stack to Logger). After an error nothing is held, and no
 // thread is half made.
 func (r *Threads[T]) Acquire(ctx context.Context, thread string) (*Thread[T], error) {
@@ -284,7 +285,7 @@ func (r *Threads[T]) Acquire(ctx context.Context, thread string) (*Thread[T], er
 // error (or a panic of a hook) the Plugin is closed again.
 func (r *Threads[T]) make(ctx context.Context, id string) (_ *Thread[T], err error) {
 	th := &Thread[T]{r: r, id: id}
-	hook := "Options"
+	hook := "Config"
 	defer func() {
 		if v := recover(); v != nil {
 			r.log.Error("agent: Threads: a hook panicked", "hook", hook, "thread", id, "panic", v, "stack", string(debug.Stack()))
@@ -294,15 +295,15 @@ func (r *Threads[T]) make(ctx context.Context, id string) (_ *Thread[T], err err
 			_ = th.plugin.Close(context.WithoutCancel(ctx)) // no run was opened: nothing of it to commit
 		}
 	}()
-	var opts []Option
-	if r.cfg.Options != nil {
-		opts = r.cfg.Options(id)
+	var cfg Config
+	if r.cfg.Config != nil {
+		cfg = r.cfg.Config(id)
 	}
 	if r.cfg.OnWake != nil {
-		opts = append(slices.Clip(opts), WithOnWake(th.wake))
+		cfg.Receiver.OnWake = th.wake
 	}
-	opts = append(slices.Clip(opts), WithOnRunCanceled(th.runCanceled))
-	p, err := NewPlugin(r.m, id, opts...)
+	cfg.Receiver.OnRunCanceled = th.runCanceled
+	p, err := NewPlugin(r.m, id, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("agent: Threads: thread %q: %w", id, err)
 	}

@@ -445,7 +445,7 @@ func TestThreadsClose(t *testing.T) {
 			t.Errorf("the closed thread's Plugin: RunStart %v, want ErrClosed", err)
 		}
 		for _, id := range []string{"a", "b", "held"} { // the Manager's owners are free again
-			p, err := NewPlugin(m, id)
+			p, err := NewPlugin(m, id, Config{})
 			if err != nil {
 				t.Fatalf("NewPlugin(%s) after Close: %v", id, err)
 			}
@@ -598,7 +598,7 @@ func TestThreadsEndHeardOnceAcrossEviction(t *testing.T) {
 	}
 }
 
-// New's error, or a panic in New or Options, fails the Acquire: nothing is
+// New's error, or a panic in New or Config, fails the Acquire: nothing is
 // held or live, the Plugin is closed (the owner is free on the Manager),
 // the panic logged; a panic in OnClose is logged, the thread closed all
 // the same.
@@ -617,10 +617,10 @@ func TestThreadsHookFailures(t *testing.T) {
 			`agent: Threads: thread "a": no tools today`, errNew, "", true},
 		{"New panics", ThreadsConfig[int]{New: func(context.Context, string, *Plugin) (int, error) { panic("boom") }},
 			`agent: Threads: thread "a": New panicked: boom`, nil, "hook=New", true},
-		{"Options panics", ThreadsConfig[int]{Options: func(string) []Option { panic("bad options") }},
-			`agent: Threads: thread "a": Options panicked: bad options`, nil, "hook=Options", true},
-		{"a bad option", ThreadsConfig[int]{Options: func(string) []Option { return []Option{WithLimits(Limits{Display: -1})} }},
-			`agent: Threads: thread "a": agent: NewPlugin: Limits.Display is -1, want 1 to 2147483647 (0 for the default)`, nil, "", true},
+		{"Config panics", ThreadsConfig[int]{Config: func(string) Config { panic("bad config") }},
+			`agent: Threads: thread "a": Config panicked: bad config`, nil, "hook=Config", true},
+		{"a bad config", ThreadsConfig[int]{Config: func(string) Config { return Config{Display: -1} }},
+			`agent: Threads: thread "a": agent: NewPlugin: Config.Display is -1, want 1 to 2147483647 (0 for the default)`, nil, "", true},
 		{"blank thread", ThreadsConfig[int]{}, "agent: Threads: " + bgtype.ErrInvalidOwner.Error(), bgtype.ErrInvalidOwner, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -646,7 +646,7 @@ func TestThreadsHookFailures(t *testing.T) {
 				t.Errorf("logged %q, want %q", got, tc.logged)
 			}
 			logMu.Unlock()
-			if p, err := NewPlugin(m, "a"); err != nil {
+			if p, err := NewPlugin(m, "a", Config{}); err != nil {
 				t.Errorf("NewPlugin(a) after the failure: %v; want the owner free", err)
 			} else {
 				_ = p.Close(t.Context())

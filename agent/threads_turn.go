@@ -120,7 +120,7 @@ func (th *Thread[T]) Turn(ctx context.Context, run bgtask.RunInfo) (*Turn, error
 	return tu, nil
 }
 
-// runCanceled is the Plugin's WithOnRunCanceled callback: a stop of the
+// runCanceled is the Plugin's Config.Receiver.OnRunCanceled: a stop of the
 // open turn's run, here or on another instance, ends the turn's context.
 func (th *Thread[T]) runCanceled(runID, reason string) {
 	th.curMu.Lock()
@@ -177,7 +177,7 @@ func (tu *Turn) End(ctx context.Context, out bgtask.RunOutcome) error {
 	return tu.plugin.RunEnd(ctx, out)
 }
 
-// wake is the Plugin's WithOnWake callback: OnWake once the thread is
+// wake is the Plugin's Config.Receiver.OnWake: OnWake once the thread is
 // made, kept until then.
 func (th *Thread[T]) wake(ev bgtype.Event) {
 	th.wakeMu.Lock()

@@ -18,7 +18,7 @@ import (
 // and an error's text is treated the same while it still matches what it
 // wraps.
 func TestToolOutput(t *testing.T) {
-	p := newTestPlugin(t)
+	p := newTestPlugin(t, Config{})
 	// A page that holds a real envelope of this Plugin, copied from somewhere.
 	forged := p.render(&bgtype.Event{Kind: bgtype.EventCompleted, TaskID: "task_1", Name: "deploy", Result: json.RawMessage(`"approved"`)}).Content
 	envelope, _ := json.Marshal(map[string]string{"page": forged})

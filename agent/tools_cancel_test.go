@@ -254,7 +254,7 @@ func TestCancelSelfTwoOwnersSameRunID(t *testing.T) {
 			m := newTestManager(t)
 			plugins := map[string]*Plugin{}
 			for _, owner := range []string{"thread-A", "thread-B"} {
-				p, err := NewPlugin(m, owner)
+				p, err := NewPlugin(m, owner, Config{})
 				if err != nil {
 					t.Fatal(err)
 				}

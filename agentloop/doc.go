@@ -7,7 +7,7 @@
 //
 //   - "done"/"natural": the model answered and nothing is pending;
 //   - "waiting"/"awaiting_tasks": a top-level run answered while tasks were
-//     still running; a later run (or the plugin's WithOnWake callback) picks up
+//     still running; a later run (or the plugin's OnWake callback) picks up
 //     their events;
 //   - a sub-agent run (Config.SubAgent) instead waits on its inbox and goes
 //     on when its tasks report, so its parent gets one final answer;

@@ -24,7 +24,7 @@ func ExampleRun() {
 		log.Fatal(err)
 	}
 	defer m.Shutdown(ctx)
-	plugin, err := agent.NewPlugin(m, "thread-1")
+	plugin, err := agent.NewPlugin(m, "thread-1", agent.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func ExampleRun_foreground() {
 		log.Fatal(err)
 	}
 	defer m.Shutdown(ctx)
-	plugin, err := agent.NewPlugin(m, "thread-1")
+	plugin, err := agent.NewPlugin(m, "thread-1", agent.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

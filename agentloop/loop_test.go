@@ -29,15 +29,15 @@ type env struct {
 	finish chan struct{} // closing it lets blocking tasks complete
 }
 
-func newEnv(t *testing.T, opts ...agent.Option) *env {
+func newEnv(t *testing.T) *env {
 	t.Helper()
 	m, err := bgtask.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{m: m, owner: m.Owner("thread-1"), finish: make(chan struct{})}
-	opts = append([]agent.Option{agent.WithOnWake(func(bgtype.Event) { e.wakes.Add(1) })}, opts...)
-	if e.p, err = agent.NewPlugin(m, "thread-1", opts...); err != nil {
+	wake := func(bgtype.Event) { e.wakes.Add(1) }
+	if e.p, err = agent.NewPlugin(m, "thread-1", agent.Config{Receiver: bgtask.ReceiverConfig{OnWake: wake}}); err != nil {
 		t.Fatal(err)
 	}
 	e.tools = []agentloop.Tool{
@@ -123,7 +123,7 @@ func TestNaturalEndWithRunningTaskWaits(t *testing.T) {
 		close(e.finish)
 		synctest.Wait()
 		if got := e.wakes.Load(); got != 1 {
-			t.Fatalf("WithOnWake called %d times after the run ended, want 1", got)
+			t.Fatalf("OnWake called %d times after the run ended, want 1", got)
 		}
 		// The next run picks the completion up at its first step.
 		model2 := agentloop.NewScriptedModel()
@@ -193,7 +193,7 @@ func TestSubAgentWaitsForItsTasks(t *testing.T) {
 			return agentloop.Response{Text: "no event seen"}
 		})
 		id, err := e.owner.SpawnAgent(t.Context(), func(ctx context.Context, tk *bgtask.Task) (any, error) {
-			p, err := agent.NewPlugin(e.m, tk.ID(), agent.WithInbox(tk.Inbox()))
+			p, err := agent.NewPlugin(e.m, tk.ID(), agent.Config{Receiver: bgtask.ReceiverConfig{Inbox: tk.Inbox()}})
 			if err != nil {
 				return nil, err
 			}
@@ -422,7 +422,7 @@ func TestParentMessagesTwoSubAgents(t *testing.T) {
 			if err := tk.Inbox().Wait(ctx); err != nil { // instructions first
 				return nil, err
 			}
-			p, err := agent.NewPlugin(e.m, tk.ID(), agent.WithInbox(tk.Inbox()))
+			p, err := agent.NewPlugin(e.m, tk.ID(), agent.Config{Receiver: bgtask.ReceiverConfig{Inbox: tk.Inbox()}})
 			if err != nil {
 				return nil, err
 			}
@@ -542,7 +542,7 @@ func TestSubAgentNotWokenByProgress(t *testing.T) {
 			return agentloop.Response{Text: fmt.Sprintf("woken with %q", evs)}
 		})
 		id, err := e.owner.SpawnAgent(t.Context(), func(ctx context.Context, tk *bgtask.Task) (any, error) {
-			p, err := agent.NewPlugin(e.m, tk.ID(), agent.WithInbox(tk.Inbox()))
+			p, err := agent.NewPlugin(e.m, tk.ID(), agent.Config{Receiver: bgtask.ReceiverConfig{Inbox: tk.Inbox()}})
 			if err != nil {
 				return nil, err
 			}
@@ -598,7 +598,7 @@ func TestStepReportsNaturalEndDeliveries(t *testing.T) {
 		model := agentloop.NewScriptedModel(call("spawn_slow"), agentloop.Say("waiting for it"), agentloop.Say("done"))
 		var delivered []string // per step: the kinds of the events it reports
 		id, err := e.owner.SpawnAgent(t.Context(), func(ctx context.Context, tk *bgtask.Task) (any, error) {
-			p, err := agent.NewPlugin(e.m, tk.ID(), agent.WithInbox(tk.Inbox()))
+			p, err := agent.NewPlugin(e.m, tk.ID(), agent.Config{Receiver: bgtask.ReceiverConfig{Inbox: tk.Inbox()}})
 			if err != nil {
 				return nil, err
 			}

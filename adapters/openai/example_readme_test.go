@@ -97,7 +97,7 @@ func Example_readmeServer() {
 		log.Fatal(err)
 	}
 	defer m.Shutdown(context.Background())
-	plugin, err := agent.NewPlugin(m, "thread-1")
+	plugin, err := agent.NewPlugin(m, "thread-1", agent.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

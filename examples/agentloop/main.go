@@ -122,7 +122,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	started := time.Now()
 
 	w := newWaker(m.Owner(owner), time.Duration(float64(50*time.Millisecond)/cfg.speed))
-	plugin, err := agent.NewPlugin(m, owner, agent.WithOnWake(w.onWake))
+	plugin, err := agent.NewPlugin(m, owner, agent.Config{Receiver: bgtask.ReceiverConfig{OnWake: w.onWake}})
 	if err != nil {
 		return err
 	}
@@ -140,7 +140,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 
 	// The host's loop of runs: a run that ends waiting for tasks is
 	// continued when one of them reports something worth a model call
-	// (the plugin's WithOnWake, filtered by the waker).
+	// (the plugin's OnWake, filtered by the waker).
 	for i := 1; ; i++ {
 		w.reset() // this run delivers whatever woke the host
 		run := fmt.Sprintf("run-%d", i)

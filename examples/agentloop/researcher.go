@@ -19,7 +19,7 @@ import (
 // end it waits for them (a sub-agent run), then answers once.
 // It closes searching once its sources are being fetched.
 func (d *demo) runResearcher(ctx context.Context, t *bgtask.Task, topic string, searching chan<- struct{}) (any, error) {
-	plugin, err := agent.NewPlugin(d.m, t.ID(), agent.WithInbox(t.Inbox()))
+	plugin, err := agent.NewPlugin(d.m, t.ID(), agent.Config{Receiver: bgtask.ReceiverConfig{Inbox: t.Inbox()}})
 	if err != nil {
 		return nil, err
 	}

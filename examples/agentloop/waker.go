@@ -12,7 +12,7 @@ import (
 
 // waker decides when the host calls the lead model again after a run ended
 // waiting for its tasks. It hears of the events that arrive between runs
-// (the Plugin's WithOnWake); the Plugin keeps the events themselves and
+// (the Plugin's OnWake); the Plugin keeps the events themselves and
 // delivers them with the next run, whatever waker decides.
 //
 // Progress never reaches it: under the default wake policy progress is
@@ -35,7 +35,7 @@ func newWaker(owner bgtask.Owner, settle time.Duration) *waker {
 	return &waker{owner: owner, settle: settle, signal: make(chan struct{}, 1)}
 }
 
-// onWake is the Plugin's WithOnWake callback; it never blocks.
+// onWake is the Plugin's OnWake callback; it never blocks.
 func (w *waker) onWake(ev bgtype.Event) {
 	w.mu.Lock()
 	w.events = append(w.events, ev)

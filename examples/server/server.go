@@ -56,7 +56,7 @@ type thread struct {
 	mu      sync.Mutex // guards the fields below
 	history []entry    // the conversation, oldest first; written by the turn holder
 	turning bool       // a turn runs
-	news    int        // events that arrived since the last turn began (WithOnWake)
+	news    int        // events that arrived since the last turn began (OnWake)
 }
 
 // entry is one message of a thread's conversation; role tells where a

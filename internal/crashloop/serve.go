@@ -46,7 +46,7 @@ const maxFinishTurns = 50
 // to finish; it prints "ready" first. Each run is RunStart, steps
 // (BeforeInference, then the "model" spawns some of its budget, StepEnd,
 // and at the natural end Deliver), and RunEnd; the next run starts when
-// the Plugin's WithOnWake fires, or on the command "wake" (a new request:
+// the Plugin's OnWake fires, or on the command "wake" (a new request:
 // the test sends it when a peer process is gone). A RunStart refused
 // because another live process holds the owner's run prints "busy" and
 // waits to be woken. Once its budget is spent and nothing is pending it
@@ -59,7 +59,7 @@ const maxFinishTurns = 50
 func Serve(ctx context.Context, cfg Config) error {
 	w := &worker{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 1)), poke: make(chan struct{}, 1), finish: make(chan struct{})}
 	w.plain, w.agents = cfg.Plain, cfg.Agents
-	p, err := agent.NewPlugin(cfg.Manager, cfg.Owner, agent.WithOnWake(func(bgtype.Event) { w.wake() }))
+	p, err := agent.NewPlugin(cfg.Manager, cfg.Owner, agent.Config{Receiver: bgtask.ReceiverConfig{OnWake: func(bgtype.Event) { w.wake() }}})
 	if err != nil {
 		return err
 	}
@@ -140,7 +140,7 @@ func (w *worker) loop(ctx context.Context) error {
 		case !pending && !spent:
 			continue // more to spawn
 		case finishing:
-			<-w.poke // a task of this process ends (WithOnWake)
+			<-w.poke // a task of this process ends (OnWake)
 		default:
 			select {
 			case <-w.poke:
@@ -294,8 +294,8 @@ func plainTask(rng *rand.Rand) bgtask.Func {
 	}
 }
 
-// subAgent is a sub-agent: its own loop on its own inbox (a Plugin with
-// WithInbox), whose "model" spawns its children in its first two steps,
+// subAgent is a sub-agent: its own loop on its own inbox (a Plugin on the
+// task's inbox), whose "model" spawns its children in its first two steps,
 // then hands out their ends, waiting for them (WaitEvent) until none is
 // pending, and returns. One sub-agent in three returns at its first
 // natural end instead, leaving its children running: their ends reach its
@@ -304,7 +304,7 @@ func subAgent(ctx context.Context, cfg Config, t *bgtask.Task, seed uint64) (any
 	rng := rand.New(rand.NewPCG(seed, 2))
 	leaves := rng.IntN(3) == 0
 	loop := t.ID()
-	p, err := agent.NewPlugin(cfg.Manager, t.ID(), agent.WithInbox(t.Inbox()))
+	p, err := agent.NewPlugin(cfg.Manager, t.ID(), agent.Config{Receiver: bgtask.ReceiverConfig{Inbox: t.Inbox()}})
 	if err != nil {
 		return nil, err
 	}

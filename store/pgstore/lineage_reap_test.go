@@ -67,7 +67,7 @@ type ownerRun struct {
 
 func startRun(t *testing.T, m *bgtask.Manager, owner, run string, seen map[string]int) *ownerRun {
 	t.Helper()
-	p, err := agent.NewPlugin(m, owner)
+	p, err := agent.NewPlugin(m, owner, agent.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func childLive(cfg childConfig, out *lineWriter) error {
 			return err
 		}
 	}
-	p, err := agent.NewPlugin(m, cfg.Owner)
+	p, err := agent.NewPlugin(m, cfg.Owner, agent.Config{})
 	if err != nil {
 		return err
 	}
@@ -304,7 +304,7 @@ func childRestore(cfg childConfig, out *lineWriter) error {
 		return err
 	}
 	defer m.Shutdown(ctx)
-	p, err := agent.NewPlugin(m, cfg.Owner)
+	p, err := agent.NewPlugin(m, cfg.Owner, agent.Config{})
 	if err != nil {
 		return err
 	}

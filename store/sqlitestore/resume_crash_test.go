@@ -146,7 +146,7 @@ func childResume(cfg childConfig, out *lineWriter) error {
 	o := m.Owner(cfg.Owner)
 	var p *agent.Plugin
 	if rc.Final {
-		if p, err = agent.NewPlugin(m, cfg.Owner); err != nil {
+		if p, err = agent.NewPlugin(m, cfg.Owner, agent.Config{}); err != nil {
 			return err
 		}
 		if err := p.RunStart(ctx, bgtask.RunInfo{RunID: "run-" + cfg.Instance}); err != nil {

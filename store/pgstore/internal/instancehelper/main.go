@@ -327,7 +327,7 @@ func drain(ctx context.Context, m *bgtask.Manager, plugins map[string]*agent.Plu
 	p := plugins[owner]
 	if p == nil {
 		var err error
-		if p, err = agent.NewPlugin(m, owner); err != nil {
+		if p, err = agent.NewPlugin(m, owner, agent.Config{}); err != nil {
 			return err
 		}
 		plugins[owner] = p
