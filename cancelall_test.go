@@ -101,3 +101,22 @@ func TestCancelAllEmptyAndClosed(t *testing.T) {
 		t.Fatalf("the store's CancelAll after Shutdown = %d", n)
 	}
 }
+
+// TestOwnerCancelAllReason: the Owner's CancelAll takes WithReason as the
+// Manager's does; another owner's tasks are untouched.
+func TestOwnerCancelAllReason(t *testing.T) {
+	m := newTestManager(t)
+	a, b := m.Owner("thread-1"), m.Owner("thread-2")
+	mine, _ := spawnProbe(t, t.Context(), a)
+	theirs, tp := spawnProbe(t, t.Context(), b)
+	if n, err := a.CancelAll(WithReason("the user left")); n != 1 || err != nil {
+		t.Fatalf("CancelAll = %d, %v; want 1, nil", n, err)
+	}
+	if got := waitTask(t, a, mine); got.Status != bgtype.StatusCanceled || got.CancelReason != "the user left" || got.Error != ErrCanceled.Error()+": the user left" {
+		t.Fatalf("mine: %s %q (reason %q)", got.Status, got.Error, got.CancelReason)
+	}
+	close(tp.release)
+	if got := waitTask(t, b, theirs); got.Status != bgtype.StatusCompleted {
+		t.Fatalf("theirs: %s, want completed", got.Status)
+	}
+}

@@ -1,6 +1,7 @@
 package bgtask
 
 import (
+	"context"
 	"go/ast"
 	"go/doc"
 	"go/parser"
@@ -8,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -95,5 +98,54 @@ func TestExportedNames(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDoorsMirror: a method name that both Manager and Owner have has the
+// same shape on both doors (issue 34 §3, decision 700): the same results,
+// and the same parameters once the Manager's owner (the string after ctx,
+// or first without a ctx) is left out; a Manager method that spans owners
+// (Get, Wait, Cancel of a task by id) has exactly the Owner's parameters.
+func TestDoorsMirror(t *testing.T) {
+	mt, ot := reflect.TypeFor[*Manager](), reflect.TypeFor[Owner]()
+	ctxType := reflect.TypeFor[context.Context]()
+	params := func(f reflect.Type, skip int) []reflect.Type {
+		var in []reflect.Type
+		for i := skip; i < f.NumIn(); i++ {
+			in = append(in, f.In(i))
+		}
+		return in
+	}
+	results := func(f reflect.Type) []reflect.Type {
+		var out []reflect.Type
+		for i := range f.NumOut() {
+			out = append(out, f.Out(i))
+		}
+		return out
+	}
+	shared := 0
+	for i := range mt.NumMethod() {
+		mm := mt.Method(i)
+		om, ok := ot.MethodByName(mm.Name)
+		if !ok {
+			continue
+		}
+		shared++
+		min, oin := params(mm.Type, 1), params(om.Type, 1) // past the receiver
+		withOwner := slices.Clone(oin)
+		at := 0
+		if len(oin) > 0 && oin[0] == ctxType {
+			at = 1
+		}
+		withOwner = slices.Insert(withOwner, at, reflect.TypeFor[string]())
+		if !slices.Equal(min, oin) && !slices.Equal(min, withOwner) {
+			t.Errorf("Manager.%s takes %v, Owner.%s %v: want the Owner's parameters, with the owner or without", mm.Name, min, om.Name, oin)
+		}
+		if mr, or := results(mm.Type), results(om.Type); !slices.Equal(mr, or) {
+			t.Errorf("Manager.%s returns %v, Owner.%s %v: want the same", mm.Name, mr, om.Name, or)
+		}
+	}
+	if shared < 8 {
+		t.Fatalf("%d methods on both doors, want at least 8 (Get, Wait, Send, Inbox and the cancels)", shared)
 	}
 }
