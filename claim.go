@@ -95,13 +95,23 @@ func (m *Manager) ClaimWaiting(ctx context.Context) (int, error) {
 	}
 	waiting, err := q.WaitingTasks(ctx, claimBatch)
 	started := 0
+	var full map[string]bool // kinds at their MaxRunning: claimed in a later pass
 	for i := range waiting {
 		if m.closed.Load() {
 			break
 		}
+		if full[waiting[i].Resume.Kind] {
+			continue
+		}
 		ok, cerr := m.claimOne(ctx, &waiting[i])
 		if ok {
 			started++
+		}
+		if errors.Is(cerr, errKindFull) {
+			if full == nil {
+				full = make(map[string]bool)
+			}
+			full[waiting[i].Resume.Kind], cerr = true, nil
 		}
 		err = errors.Join(err, cerr)
 	}
@@ -134,7 +144,10 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 	claim.Resume = meta.Resume.Clone()
 	claim.Status, claim.Instance = bgtype.StatusRunning, m.cfg.instance
 	claim.Resume.ResumedAt = now
-	if err := m.store.Commit(ctx, claim.Owner, store.Action{Op: store.OpUpsert, Tasks: []bgtype.TaskMeta{claim}, At: now}); err != nil {
+	if err := m.claimCommit(ctx, k, &claim); err != nil {
+		if errors.Is(err, errKindFull) {
+			return false, err
+		}
 		return false, fmt.Errorf("bgtask: claim %s: %w", meta.ID, err)
 	}
 	got, err := m.store.Get(ctx, meta.ID)

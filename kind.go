@@ -76,6 +76,16 @@ type KindConfig struct {
 	// for an instance that registered the kind before a Manager that
 	// finds it ends it failed with an error that says so. Default 10m.
 	UnclaimedAfter time.Duration
+	// MaxRunning, when positive, is how many attempts of the kind may run
+	// at once. With a store that is a store.KindLimiter (pgstore) it holds
+	// across every instance sharing the store: a task of the kind is
+	// spawned into the queue and every attempt starts by a claim, counted
+	// and committed atomically, by any instance with room. With another
+	// store it holds in this process: an attempt beyond it waits for a
+	// slot before its function runs (its record says running), and a
+	// Manager does not claim a task of a kind at its limit. An attempt
+	// backing off before a retry keeps its slot. Zero: no limit.
+	MaxRunning int
 }
 
 const (
@@ -126,7 +136,7 @@ func NewKind[S, C any](name string, fn KindFunc[S, C], cfg KindConfig) (*Kind[S,
 		return nil, invalidArgument("kind %s: nil function", name)
 	case cfg.Retry.MaxAttempts < 0 || cfg.Retry.MaxAttempts > maxKindAttempts:
 		return nil, invalidArgument("kind %s: MaxAttempts %d not in 0..%d", name, cfg.Retry.MaxAttempts, maxKindAttempts)
-	case cfg.Retry.InitialBackoff < 0 || cfg.Retry.MaxBackoff < 0 || cfg.MaxSpecBytes < 0 || cfg.MaxCheckpointBytes < 0 || cfg.UnclaimedAfter < 0:
+	case cfg.Retry.InitialBackoff < 0 || cfg.Retry.MaxBackoff < 0 || cfg.MaxSpecBytes < 0 || cfg.MaxCheckpointBytes < 0 || cfg.UnclaimedAfter < 0 || cfg.MaxRunning < 0:
 		return nil, invalidArgument("kind %s: negative setting", name)
 	}
 	cfg.Retry.MaxAttempts = orDefault(cfg.Retry.MaxAttempts, defaultKindAttempts)
@@ -161,6 +171,9 @@ func (k *Kind[S, C]) Spawn(ctx context.Context, o Owner, spec S, opts ...SpawnOp
 	}
 	res := &bgtype.Resume{Kind: k.name, Spec: raw, MaxAttempts: k.cfg.Retry.MaxAttempts}
 	opts = append(opts[:len(opts):len(opts)], func(c *spawnConfig) { c.resume = res })
+	if k.cfg.MaxRunning > 0 && m.limiter() != nil {
+		return m.spawnQueued(ctx, o.id, k.taskFunc(spec), opts)
+	}
 	return m.spawn(ctx, o.id, k.taskFunc(spec), false, opts)
 }
 
@@ -173,12 +186,15 @@ type Runner interface {
 	// runs its next attempt; an error when the spec no longer decodes.
 	resumeFunc(meta *bgtype.TaskMeta) (Func, error)
 	unclaimedAfter() time.Duration
+	maxRunning() int
 }
 
 // KindName returns the kind's name (Runner).
 func (k *Kind[S, C]) KindName() string { return k.name }
 
 func (k *Kind[S, C]) unclaimedAfter() time.Duration { return k.cfg.UnclaimedAfter }
+
+func (k *Kind[S, C]) maxRunning() int { return k.cfg.MaxRunning }
 
 func (k *Kind[S, C]) resumeFunc(meta *bgtype.TaskMeta) (Func, error) {
 	var spec S
@@ -244,6 +260,11 @@ func (e *requeueError) Error() string { return "bgtask: requeued: " + e.why }
 // attempt, each fenced on a new Attempt of the record.
 func (k *Kind[S, C]) taskFunc(spec S) Func {
 	return func(ctx context.Context, t *Task) (any, error) {
+		release, err := k.kindSlot(ctx, t.m)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		for {
 			meta := t.record()
 			cp := &Checkpoint[C]{t: t, k: k, attempt: meta.Attempt}
