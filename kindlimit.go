@@ -19,7 +19,7 @@ var errKindFull = errors.New("bgtask: kind at its MaxRunning")
 // for a store that is not a store.KindLimiter: how many attempts of each
 // run their function in this Manager.
 type kindSlots struct {
-	mu   sync.Mutex    // guards n and free
+	mu   sync.Mutex // guards n and free
 	n    map[string]int
 	free chan struct{} // closed, and replaced, when a slot frees
 }
