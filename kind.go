@@ -86,6 +86,16 @@ type KindConfig struct {
 	// Manager does not claim a task of a kind at its limit. An attempt
 	// backing off before a retry keeps its slot. Zero: no limit.
 	MaxRunning int
+	// ExhaustAsk, when set, asks the owner instead of ending a task whose
+	// attempts ran out (by errors or by crashes): one input request
+	// (Task.RequestInput) whose answer "resume" grants another round of
+	// MaxAttempts attempts from the last checkpoint and "abandon" ends the
+	// task failed with the last error; any other answer is asked again.
+	// The request is asked by the task's goroutine, or, after a crash, by
+	// the instance that claims the task; the answer may be sent on any
+	// instance. A task that is asked does not end until answered or
+	// cancelled.
+	ExhaustAsk bool
 }
 
 const (
@@ -169,7 +179,7 @@ func (k *Kind[S, C]) Spawn(ctx context.Context, o Owner, spec S, opts ...SpawnOp
 	if len(raw) > k.cfg.MaxSpecBytes {
 		return "", fmt.Errorf("%w: kind %s: spec of %d bytes, the cap is %d", ErrTooLarge, k.name, len(raw), k.cfg.MaxSpecBytes)
 	}
-	res := &bgtype.Resume{Kind: k.name, Spec: raw, MaxAttempts: k.cfg.Retry.MaxAttempts}
+	res := &bgtype.Resume{Kind: k.name, Spec: raw, MaxAttempts: k.cfg.Retry.MaxAttempts, Ask: k.cfg.ExhaustAsk}
 	opts = append(opts[:len(opts):len(opts)], func(c *spawnConfig) { c.resume = res })
 	if k.cfg.MaxRunning > 0 && m.limiter() != nil {
 		return m.spawnQueued(ctx, o.id, k.taskFunc(spec), opts)
@@ -267,6 +277,13 @@ func (k *Kind[S, C]) taskFunc(spec S) Func {
 		defer release()
 		for {
 			meta := t.record()
+			if r := meta.Resume; r.Ask && r.Counted(meta.Attempt) > r.Limit() {
+				// A crash took its last attempt: its owner decides.
+				if err := k.askOwner(ctx, t, errors.New(r.LastError)); err != nil {
+					return nil, err
+				}
+				meta = t.record()
+			}
 			cp := &Checkpoint[C]{t: t, k: k, attempt: meta.Attempt}
 			if err := cp.load(meta.Resume); err != nil {
 				return nil, err // a checkpoint that no longer decodes: no attempt could use it
@@ -283,23 +300,30 @@ func (k *Kind[S, C]) taskFunc(spec S) Func {
 			}
 			meta = t.record()
 			n := meta.Resume.Counted(meta.Attempt)
-			if n >= int64(meta.Resume.MaxAttempts) {
-				if n == 1 {
+			wait := k.backoff(n)
+			if n >= meta.Resume.Limit() {
+				if !meta.Resume.Ask {
+					if n == 1 {
+						return v, err
+					}
+					return v, fmt.Errorf("gave up after %d attempts (kind %s): %w", n, k.name, err)
+				}
+				if err := k.askOwner(ctx, t, err); err != nil {
 					return v, err
 				}
-				return v, fmt.Errorf("gave up after %d attempts (kind %s): %w", n, k.name, err)
+				meta, wait = t.record(), 0 // the owner said resume: at once
 			}
-			if err := k.nextAttempt(ctx, t, &meta, err, n); err != nil {
+			if err := k.nextAttempt(ctx, t, &meta, err, wait); err != nil {
 				return nil, err
 			}
 		}
 	}
 }
 
-// nextAttempt records that attempt n failed with failure and waits out the
-// backoff; an error when the task was cancelled meanwhile (it ends
+// nextAttempt records that the attempt failed with failure and waits
+// for wait; an error when the task was cancelled meanwhile (it ends
 // cancelled at once) or the record could not be written.
-func (k *Kind[S, C]) nextAttempt(ctx context.Context, t *Task, meta *bgtype.TaskMeta, failure error, n int64) error {
+func (k *Kind[S, C]) nextAttempt(ctx context.Context, t *Task, meta *bgtype.TaskMeta, failure error, wait time.Duration) error {
 	u := *meta
 	u.Resume = meta.Resume.Clone()
 	u.Resume.LastError = failure.Error()
@@ -307,7 +331,10 @@ func (k *Kind[S, C]) nextAttempt(ctx context.Context, t *Task, meta *bgtype.Task
 	if err := t.m.commitUpdate(t, &u); err != nil {
 		return fmt.Errorf("bgtask: kind %s: record attempt %d: %w (after %w)", k.name, u.Attempt, err, failure)
 	}
-	timer := time.NewTimer(k.backoff(n))
+	if wait == 0 {
+		return nil
+	}
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
