@@ -135,9 +135,13 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 	defer m.claims.remove(meta.ID)
 	m.mu.Lock()
 	t := m.nodes[meta.ID]
+	room := m.claimRoom(meta.Owner)
 	m.mu.Unlock()
 	if t != nil {
 		return false, nil // claimed from an older read, and running here already
+	}
+	if !room {
+		return false, nil // at this process's Limits: left to an instance with room
 	}
 	fn, decErr := k.resumeFunc(meta)
 	claim := *meta
@@ -161,9 +165,29 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 		return false, m.endClaimed(ctx, &got, bgtype.StatusFailed, decErr.Error(), now)
 	}
 	if _, _, err := m.spawnTask(ctx, got.Owner, fn, got.Type == bgtype.TypeSubAgent, []SpawnOption{func(c *spawnConfig) { c.adopt = &got }}); err != nil {
+		if errors.Is(err, ErrLimit) && !errors.Is(err, errDepthLimit) {
+			// Its slot went meanwhile: back to the queue, at no cost of an attempt.
+			back := store.Requeued(got, now, fmt.Sprintf("no room on instance %q (Limits)", m.cfg.instance), true)
+			if err := m.store.Commit(ctx, back.Owner, store.UpsertAction(back)); err != nil {
+				return false, fmt.Errorf("bgtask: claim %s: put back: %w", meta.ID, err)
+			}
+			return false, nil
+		}
 		return false, m.endClaimed(ctx, &got, bgtype.StatusFailed, fmt.Sprintf("bgtask: kind %s: attempt %d could not start: %v", got.Resume.Kind, got.Attempt, err), now)
 	}
 	return true, nil
+}
+
+// claimRoom reports whether a claimed task of owner would run at once
+// here under Limits (MaxConcurrent, MaxConcurrentPerOwner): a Manager
+// without room does not claim, so the task goes to an instance with room
+// rather than waiting, or failing, here. Called with m.mu held.
+func (m *Manager) claimRoom(owner string) bool {
+	os := m.owners[owner]
+	if os == nil {
+		os = &ownerState{}
+	}
+	return m.hasSlot(os)
 }
 
 // endClaimed ends a record this Manager claimed but does not run.

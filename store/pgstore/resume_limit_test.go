@@ -226,3 +226,64 @@ func TestKindMaxRunningSpawnQueued(t *testing.T) {
 		t.Fatalf("at most %d at once, want 2", r.most.Load())
 	}
 }
+
+// TestClaimLeftToInstanceWithRoom: an instance at its Limits.MaxConcurrent
+// does not claim a re-queued task (it would fail it, or hold it queued
+// here); the task waits, untouched, and an instance with room claims it.
+func TestClaimLeftToInstanceWithRoom(t *testing.T) {
+	dsn := pgtest.NewDSN(t)
+	r := &limitRig{runs: map[string]int{}, gates: map[string]chan struct{}{}, started: make(chan string, 2)}
+	k, err := bgtask.NewKind("limit/v1", r.fn, bgtask.KindConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ma := limitInstance(t, dsn, "inst_a", k)
+	id, err := k.Spawn(t.Context(), ma.Owner("alice"), stepsSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-r.started
+	killInstance(t, dsn, "inst_a")
+	sb, err := pgstore.Open(t.Context(), dsn, pgstore.WithGrace(time.Hour), pgstore.WithHeartbeatInterval(30*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := bgtask.New(bgtask.WithStore(sb), bgtask.WithInstance("inst_b"), bgtask.WithKinds(k), bgtask.WithLimits(bgtask.Limits{MaxConcurrent: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Start(t.Context(), mb); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+		defer cancel()
+		mb.Shutdown(ctx)
+		sb.Close()
+	})
+	busy, err := mb.Owner("bob").Spawn(t.Context(), func(ctx context.Context, _ *bgtask.Task) (any, error) { <-ctx.Done(); return nil, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := sb.Reap(t.Context()); err != nil || got != 1 {
+		t.Fatalf("Reap = %d, %v", got, err)
+	}
+	if n, err := mb.ClaimWaiting(t.Context()); n != 0 || err != nil {
+		t.Fatalf("ClaimWaiting at the limit = %d, %v; want 0, nil", n, err)
+	}
+	if meta, err := mb.Get(t.Context(), id); err != nil || meta.Status != bgtype.StatusQueued || meta.Instance != "" || meta.Attempt != 2 {
+		t.Fatalf("after a claim pass at the limit: %+v %v", meta, err)
+	}
+	_, mc := limitInstance(t, dsn, "inst_c", k)
+	mc.ClaimWaiting(t.Context()) // or its claim loop first
+	if got := <-r.started; got != id {
+		t.Fatalf("started %s, want %s", got, id)
+	}
+	close(r.gate(id))
+	if meta := waitDone(t, mc, id); meta.Status != bgtype.StatusCompleted || meta.Instance != "inst_c" || meta.Attempt != 2 {
+		t.Fatalf("%+v", meta)
+	}
+	if _, err := mb.Owner("bob").Cancel(t.Context(), busy); err != nil {
+		t.Fatal(err)
+	}
+}
