@@ -123,8 +123,15 @@ func (m *Manager) ClaimWaiting(ctx context.Context) (int, error) {
 func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, error) {
 	now := clock.Now()
 	k := m.kinds[meta.Resume.Kind]
+	unclaimed := ""
 	if k == nil {
-		return false, m.endUnclaimed(ctx, meta, now)
+		// A kind nobody here runs: once it waited too long this Manager
+		// claims it to end it, so of several that find it due (instances,
+		// or passes of this one from older reads) one ends it and tells
+		// its owner; the others lose the claim.
+		if unclaimed = m.unclaimedWhy(meta, now); unclaimed == "" {
+			return false, nil
+		}
 	}
 	if meta.CancelReason != "" {
 		return false, nil
@@ -140,15 +147,21 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 	if t != nil {
 		return false, nil // claimed from an older read, and running here already
 	}
-	if !room {
+	if !room && k != nil {
 		return false, nil // at this process's Limits: left to an instance with room
 	}
-	fn, decErr := k.resumeFunc(meta)
+	var (
+		fn     Func
+		decErr error
+	)
+	if k != nil {
+		fn, decErr = k.resumeFunc(meta)
+	}
 	claim := *meta
 	claim.Resume = meta.Resume.Clone()
 	claim.Status, claim.Instance = bgtype.StatusRunning, m.cfg.instance
 	claim.Resume.ResumedAt = now
-	if err := m.claimCommit(ctx, k, &claim); err != nil {
+	if err := m.claimCommit(ctx, k, &claim); err != nil { // k nil: no limit
 		if errors.Is(err, errKindFull) {
 			return false, err
 		}
@@ -160,6 +173,9 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 	}
 	if got.Status != bgtype.StatusRunning || got.Instance != m.cfg.instance || got.Attempt != meta.Attempt {
 		return false, nil // another instance won, or a cancel ended it first
+	}
+	if unclaimed != "" {
+		return false, m.endClaimed(ctx, &got, bgtype.StatusFailed, unclaimed, now)
 	}
 	if decErr != nil { // it fails at once, without another attempt
 		return false, m.endClaimed(ctx, &got, bgtype.StatusFailed, decErr.Error(), now)
@@ -198,10 +214,11 @@ func (m *Manager) endClaimed(ctx context.Context, meta *bgtype.TaskMeta, status 
 	return err
 }
 
-// endUnclaimed ends a waiting record of a kind this Manager does not
-// register once it waited longer than the UnclaimedAfter of the kinds it
-// does (the longest): no instance that could run it claimed it.
-func (m *Manager) endUnclaimed(ctx context.Context, meta *bgtype.TaskMeta, now time.Time) error {
+// unclaimedWhy returns the error that ends a waiting record of a kind
+// this Manager does not register, once it waited longer than the
+// UnclaimedAfter of the kinds it does (the longest): no instance that
+// could run it claimed it. "" while it may wait longer.
+func (m *Manager) unclaimedWhy(meta *bgtype.TaskMeta, now time.Time) string {
 	var limit time.Duration
 	for _, k := range m.kinds {
 		limit = max(limit, k.unclaimedAfter())
@@ -211,13 +228,9 @@ func (m *Manager) endUnclaimed(ctx context.Context, meta *bgtype.TaskMeta, now t
 		since = meta.CreatedAt
 	}
 	if now.Sub(since) < limit {
-		return nil
+		return ""
 	}
-	u := *meta
-	u.Status, u.ErrorKind, u.FinishedAt, u.Attempt = bgtype.StatusFailed, bgtype.KindError, now, meta.Attempt+1 // fenced: a late claim changes nothing
-	u.Error = fmt.Sprintf("bgtask: no runtime registered kind %s: the task waited %s to be resumed", meta.Resume.Kind, now.Sub(since).Round(time.Second))
-	_, err := m.commitEnd(ctx, &u, now)
-	return err
+	return fmt.Sprintf("bgtask: no runtime registered kind %s: the task waited %s to be resumed", meta.Resume.Kind, now.Sub(since).Round(time.Second))
 }
 
 // commitEnd commits u, the end of a record this Manager does not run, and

@@ -82,7 +82,10 @@ func (m *Manager) limiter() store.KindLimiter {
 // (errKindFull when there is no room), counted across the fleet by a
 // store.KindLimiter, else in this process.
 func (m *Manager) claimCommit(ctx context.Context, k Runner, claim *bgtype.TaskMeta) error {
-	limit := k.maxRunning()
+	limit := 0
+	if k != nil {
+		limit = k.maxRunning()
+	}
 	if limit == 0 {
 		return m.store.Commit(ctx, claim.Owner, store.Action{Op: store.OpUpsert, Tasks: []bgtype.TaskMeta{*claim}, At: claim.Resume.ResumedAt})
 	}

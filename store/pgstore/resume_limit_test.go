@@ -2,7 +2,9 @@ package pgstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,8 @@ import (
 
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/idgen"
+	"github.com/bgtask/bgtask/store"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
@@ -285,5 +289,59 @@ func TestClaimLeftToInstanceWithRoom(t *testing.T) {
 	}
 	if _, err := mb.Owner("bob").Cancel(t.Context(), busy); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUnclaimedEndedOnce: 30 records of a kind nobody registers, long
+// overdue, found by 4 instances at once: each record ends failed once,
+// and is told once (one landed end in all the instances' counts).
+func TestUnclaimedEndedOnce(t *testing.T) {
+	const n = 30
+	dsn := pgtest.NewDSN(t)
+	other, err := bgtask.NewKind("other/v1", func(context.Context, *bgtask.Task, struct{}, *bgtask.Checkpoint[struct{}]) (any, error) {
+		return nil, nil
+	}, bgtask.KindConfig{UnclaimedAfter: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fleet []*bgtask.Manager
+	var s0 *pgstore.Store
+	for _, id := range []string{"inst_b", "inst_c", "inst_d", "inst_e"} {
+		s, m := limitInstance(t, dsn, id, other)
+		fleet = append(fleet, m)
+		if s0 == nil {
+			s0 = s
+		}
+	}
+	then := time.Now().Add(-time.Hour)
+	acts := make([]store.Action, n)
+	for i := range acts {
+		acts[i] = store.UpsertAction(bgtype.TaskMeta{ID: idgen.NewTask(then), Owner: "alice", Type: bgtype.TypeTask, Status: bgtype.StatusQueued,
+			CreatedAt: then, Attempt: 2, Resume: &bgtype.Resume{Kind: "gone/v1", Spec: json.RawMessage(`{}`), MaxAttempts: 3, QueuedAt: then}})
+	}
+	if err := s0.Commit(t.Context(), "alice", acts...); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, m := range fleet {
+		wg.Go(func() {
+			if _, err := m.ClaimWaiting(t.Context()); err != nil {
+				t.Errorf("ClaimWaiting: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, a := range acts {
+		meta, err := fleet[0].Get(t.Context(), a.Tasks[0].ID)
+		if err != nil || meta.Status != bgtype.StatusFailed || !strings.HasPrefix(meta.Error, "bgtask: no runtime registered kind gone/v1: the task waited ") {
+			t.Fatalf("%+v %v", meta, err)
+		}
+	}
+	var ended uint64
+	for _, m := range fleet {
+		ended += m.Stats().Failed
+	}
+	if ended != n {
+		t.Fatalf("%d ends landed across the instances, want %d", ended, n)
 	}
 }
