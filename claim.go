@@ -95,13 +95,23 @@ func (m *Manager) ClaimWaiting(ctx context.Context) (int, error) {
 	}
 	waiting, err := q.WaitingTasks(ctx, claimBatch)
 	started := 0
+	var full map[string]bool // kinds at their MaxRunning: claimed in a later pass
 	for i := range waiting {
 		if m.closed.Load() {
 			break
 		}
+		if full[waiting[i].Resume.Kind] {
+			continue
+		}
 		ok, cerr := m.claimOne(ctx, &waiting[i])
 		if ok {
 			started++
+		}
+		if errors.Is(cerr, errKindFull) {
+			if full == nil {
+				full = make(map[string]bool)
+			}
+			full[waiting[i].Resume.Kind], cerr = true, nil
 		}
 		err = errors.Join(err, cerr)
 	}
@@ -113,8 +123,15 @@ func (m *Manager) ClaimWaiting(ctx context.Context) (int, error) {
 func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, error) {
 	now := clock.Now()
 	k := m.kinds[meta.Resume.Kind]
+	unclaimed := ""
 	if k == nil {
-		return false, m.endUnclaimed(ctx, meta, now)
+		// A kind nobody here runs: once it waited too long this Manager
+		// claims it to end it, so of several that find it due (instances,
+		// or passes of this one from older reads) one ends it and tells
+		// its owner; the others lose the claim.
+		if unclaimed = m.unclaimedWhy(meta, now); unclaimed == "" {
+			return false, nil
+		}
 	}
 	if meta.CancelReason != "" {
 		return false, nil
@@ -125,16 +142,29 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 	defer m.claims.remove(meta.ID)
 	m.mu.Lock()
 	t := m.nodes[meta.ID]
+	room := m.claimRoom(meta.Owner)
 	m.mu.Unlock()
 	if t != nil {
 		return false, nil // claimed from an older read, and running here already
 	}
-	fn, decErr := k.resumeFunc(meta)
+	if !room && k != nil {
+		return false, nil // at this process's Limits: left to an instance with room
+	}
+	var (
+		fn     Func
+		decErr error
+	)
+	if k != nil {
+		fn, decErr = k.resumeFunc(meta)
+	}
 	claim := *meta
 	claim.Resume = meta.Resume.Clone()
 	claim.Status, claim.Instance = bgtype.StatusRunning, m.cfg.instance
 	claim.Resume.ResumedAt = now
-	if err := m.store.Commit(ctx, claim.Owner, store.Action{Op: store.OpUpsert, Tasks: []bgtype.TaskMeta{claim}, At: now}); err != nil {
+	if err := m.claimCommit(ctx, k, &claim); err != nil { // k nil: no limit
+		if errors.Is(err, errKindFull) {
+			return false, err
+		}
 		return false, fmt.Errorf("bgtask: claim %s: %w", meta.ID, err)
 	}
 	got, err := m.store.Get(ctx, meta.ID)
@@ -144,13 +174,36 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 	if got.Status != bgtype.StatusRunning || got.Instance != m.cfg.instance || got.Attempt != meta.Attempt {
 		return false, nil // another instance won, or a cancel ended it first
 	}
+	if unclaimed != "" {
+		return false, m.endClaimed(ctx, &got, bgtype.StatusFailed, unclaimed, now)
+	}
 	if decErr != nil { // it fails at once, without another attempt
 		return false, m.endClaimed(ctx, &got, bgtype.StatusFailed, decErr.Error(), now)
 	}
 	if _, _, err := m.spawnTask(ctx, got.Owner, fn, got.Type == bgtype.TypeSubAgent, []SpawnOption{func(c *spawnConfig) { c.adopt = &got }}); err != nil {
+		if errors.Is(err, ErrLimit) && !errors.Is(err, errDepthLimit) {
+			// Its slot went meanwhile: back to the queue, at no cost of an attempt.
+			back := store.Requeued(got, now, fmt.Sprintf("no room on instance %q (Limits)", m.cfg.instance), true)
+			if err := m.store.Commit(ctx, back.Owner, store.UpsertAction(back)); err != nil {
+				return false, fmt.Errorf("bgtask: claim %s: put back: %w", meta.ID, err)
+			}
+			return false, nil
+		}
 		return false, m.endClaimed(ctx, &got, bgtype.StatusFailed, fmt.Sprintf("bgtask: kind %s: attempt %d could not start: %v", got.Resume.Kind, got.Attempt, err), now)
 	}
 	return true, nil
+}
+
+// claimRoom reports whether a claimed task of owner would run at once
+// here under Limits (MaxConcurrent, MaxConcurrentPerOwner): a Manager
+// without room does not claim, so the task goes to an instance with room
+// rather than waiting, or failing, here. Called with m.mu held.
+func (m *Manager) claimRoom(owner string) bool {
+	os := m.owners[owner]
+	if os == nil {
+		os = &ownerState{}
+	}
+	return m.hasSlot(os)
 }
 
 // endClaimed ends a record this Manager claimed but does not run.
@@ -161,10 +214,11 @@ func (m *Manager) endClaimed(ctx context.Context, meta *bgtype.TaskMeta, status 
 	return err
 }
 
-// endUnclaimed ends a waiting record of a kind this Manager does not
-// register once it waited longer than the UnclaimedAfter of the kinds it
-// does (the longest): no instance that could run it claimed it.
-func (m *Manager) endUnclaimed(ctx context.Context, meta *bgtype.TaskMeta, now time.Time) error {
+// unclaimedWhy returns the error that ends a waiting record of a kind
+// this Manager does not register, once it waited longer than the
+// UnclaimedAfter of the kinds it does (the longest): no instance that
+// could run it claimed it. "" while it may wait longer.
+func (m *Manager) unclaimedWhy(meta *bgtype.TaskMeta, now time.Time) string {
 	var limit time.Duration
 	for _, k := range m.kinds {
 		limit = max(limit, k.unclaimedAfter())
@@ -174,13 +228,9 @@ func (m *Manager) endUnclaimed(ctx context.Context, meta *bgtype.TaskMeta, now t
 		since = meta.CreatedAt
 	}
 	if now.Sub(since) < limit {
-		return nil
+		return ""
 	}
-	u := *meta
-	u.Status, u.ErrorKind, u.FinishedAt, u.Attempt = bgtype.StatusFailed, bgtype.KindError, now, meta.Attempt+1 // fenced: a late claim changes nothing
-	u.Error = fmt.Sprintf("bgtask: no runtime registered kind %s: the task waited %s to be resumed", meta.Resume.Kind, now.Sub(since).Round(time.Second))
-	_, err := m.commitEnd(ctx, &u, now)
-	return err
+	return fmt.Sprintf("bgtask: no runtime registered kind %s: the task waited %s to be resumed", meta.Resume.Kind, now.Sub(since).Round(time.Second))
 }
 
 // commitEnd commits u, the end of a record this Manager does not run, and

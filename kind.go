@@ -76,6 +76,26 @@ type KindConfig struct {
 	// for an instance that registered the kind before a Manager that
 	// finds it ends it failed with an error that says so. Default 10m.
 	UnclaimedAfter time.Duration
+	// MaxRunning, when positive, is how many attempts of the kind may run
+	// at once. With a store that is a store.KindLimiter (pgstore) it holds
+	// across every instance sharing the store: a task of the kind is
+	// spawned into the queue and every attempt starts by a claim, counted
+	// and committed atomically, by any instance with room. With another
+	// store it holds in this process: an attempt beyond it waits for a
+	// slot before its function runs (its record says running), and a
+	// Manager does not claim a task of a kind at its limit. An attempt
+	// backing off before a retry keeps its slot. Zero: no limit.
+	MaxRunning int
+	// ExhaustAsk, when set, asks the owner instead of ending a task whose
+	// attempts ran out (by errors or by crashes): one input request
+	// (Task.RequestInput) whose answer "resume" grants another round of
+	// MaxAttempts attempts from the last checkpoint and "abandon" ends the
+	// task failed with the last error; any other answer is asked again.
+	// The request is asked by the task's goroutine, or, after a crash, by
+	// the instance that claims the task; the answer may be sent on any
+	// instance. A task that is asked does not end until answered or
+	// cancelled.
+	ExhaustAsk bool
 }
 
 const (
@@ -126,7 +146,7 @@ func NewKind[S, C any](name string, fn KindFunc[S, C], cfg KindConfig) (*Kind[S,
 		return nil, invalidArgument("kind %s: nil function", name)
 	case cfg.Retry.MaxAttempts < 0 || cfg.Retry.MaxAttempts > maxKindAttempts:
 		return nil, invalidArgument("kind %s: MaxAttempts %d not in 0..%d", name, cfg.Retry.MaxAttempts, maxKindAttempts)
-	case cfg.Retry.InitialBackoff < 0 || cfg.Retry.MaxBackoff < 0 || cfg.MaxSpecBytes < 0 || cfg.MaxCheckpointBytes < 0 || cfg.UnclaimedAfter < 0:
+	case cfg.Retry.InitialBackoff < 0 || cfg.Retry.MaxBackoff < 0 || cfg.MaxSpecBytes < 0 || cfg.MaxCheckpointBytes < 0 || cfg.UnclaimedAfter < 0 || cfg.MaxRunning < 0:
 		return nil, invalidArgument("kind %s: negative setting", name)
 	}
 	cfg.Retry.MaxAttempts = orDefault(cfg.Retry.MaxAttempts, defaultKindAttempts)
@@ -159,8 +179,11 @@ func (k *Kind[S, C]) Spawn(ctx context.Context, o Owner, spec S, opts ...SpawnOp
 	if len(raw) > k.cfg.MaxSpecBytes {
 		return "", fmt.Errorf("%w: kind %s: spec of %d bytes, the cap is %d", ErrTooLarge, k.name, len(raw), k.cfg.MaxSpecBytes)
 	}
-	res := &bgtype.Resume{Kind: k.name, Spec: raw, MaxAttempts: k.cfg.Retry.MaxAttempts}
+	res := &bgtype.Resume{Kind: k.name, Spec: raw, MaxAttempts: k.cfg.Retry.MaxAttempts, Ask: k.cfg.ExhaustAsk}
 	opts = append(opts[:len(opts):len(opts)], func(c *spawnConfig) { c.resume = res })
+	if k.cfg.MaxRunning > 0 && m.limiter() != nil {
+		return m.spawnQueued(ctx, o.id, k.taskFunc(spec), opts)
+	}
 	return m.spawn(ctx, o.id, k.taskFunc(spec), false, opts)
 }
 
@@ -173,12 +196,15 @@ type Runner interface {
 	// runs its next attempt; an error when the spec no longer decodes.
 	resumeFunc(meta *bgtype.TaskMeta) (Func, error)
 	unclaimedAfter() time.Duration
+	maxRunning() int
 }
 
 // KindName returns the kind's name (Runner).
 func (k *Kind[S, C]) KindName() string { return k.name }
 
 func (k *Kind[S, C]) unclaimedAfter() time.Duration { return k.cfg.UnclaimedAfter }
+
+func (k *Kind[S, C]) maxRunning() int { return k.cfg.MaxRunning }
 
 func (k *Kind[S, C]) resumeFunc(meta *bgtype.TaskMeta) (Func, error) {
 	var spec S
@@ -244,8 +270,20 @@ func (e *requeueError) Error() string { return "bgtask: requeued: " + e.why }
 // attempt, each fenced on a new Attempt of the record.
 func (k *Kind[S, C]) taskFunc(spec S) Func {
 	return func(ctx context.Context, t *Task) (any, error) {
+		release, err := k.kindSlot(ctx, t.m)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		for {
 			meta := t.record()
+			if r := meta.Resume; r.Ask && r.Counted(meta.Attempt) > r.Limit() {
+				// A crash took its last attempt: its owner decides.
+				if err := k.askOwner(ctx, t, errors.New(r.LastError)); err != nil {
+					return nil, err
+				}
+				meta = t.record()
+			}
 			cp := &Checkpoint[C]{t: t, k: k, attempt: meta.Attempt}
 			if err := cp.load(meta.Resume); err != nil {
 				return nil, err // a checkpoint that no longer decodes: no attempt could use it
@@ -262,23 +300,30 @@ func (k *Kind[S, C]) taskFunc(spec S) Func {
 			}
 			meta = t.record()
 			n := meta.Resume.Counted(meta.Attempt)
-			if n >= int64(meta.Resume.MaxAttempts) {
-				if n == 1 {
+			wait := k.backoff(n)
+			if n >= meta.Resume.Limit() {
+				if !meta.Resume.Ask {
+					if n == 1 {
+						return v, err
+					}
+					return v, fmt.Errorf("gave up after %d attempts (kind %s): %w", n, k.name, err)
+				}
+				if err := k.askOwner(ctx, t, err); err != nil {
 					return v, err
 				}
-				return v, fmt.Errorf("gave up after %d attempts (kind %s): %w", n, k.name, err)
+				meta, wait = t.record(), 0 // the owner said resume: at once
 			}
-			if err := k.nextAttempt(ctx, t, &meta, err, n); err != nil {
+			if err := k.nextAttempt(ctx, t, &meta, err, wait); err != nil {
 				return nil, err
 			}
 		}
 	}
 }
 
-// nextAttempt records that attempt n failed with failure and waits out the
-// backoff; an error when the task was cancelled meanwhile (it ends
+// nextAttempt records that the attempt failed with failure and waits
+// for wait; an error when the task was cancelled meanwhile (it ends
 // cancelled at once) or the record could not be written.
-func (k *Kind[S, C]) nextAttempt(ctx context.Context, t *Task, meta *bgtype.TaskMeta, failure error, n int64) error {
+func (k *Kind[S, C]) nextAttempt(ctx context.Context, t *Task, meta *bgtype.TaskMeta, failure error, wait time.Duration) error {
 	u := *meta
 	u.Resume = meta.Resume.Clone()
 	u.Resume.LastError = failure.Error()
@@ -286,7 +331,10 @@ func (k *Kind[S, C]) nextAttempt(ctx context.Context, t *Task, meta *bgtype.Task
 	if err := t.m.commitUpdate(t, &u); err != nil {
 		return fmt.Errorf("bgtask: kind %s: record attempt %d: %w (after %w)", k.name, u.Attempt, err, failure)
 	}
-	timer := time.NewTimer(k.backoff(n))
+	if wait == 0 {
+		return nil
+	}
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-timer.C:

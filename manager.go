@@ -97,6 +97,7 @@ type Manager struct {
 	drain     chan struct{}     // closed when Stop or Shutdown begins (Task.Draining)
 	drainOnce sync.Once
 	claims    kindClaims // resumable tasks this Manager is claiming (claim.go)
+	slots     kindSlots  // the process limit of kinds with MaxRunning (kindlimit.go)
 }
 
 type ownerState struct {

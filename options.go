@@ -332,6 +332,7 @@ type spawnConfig struct {
 	outputFunc             func(offset int64, p []byte) // WithOutputFunc
 	resume                 *bgtype.Resume               // Kind.Spawn: the first record of a resumable task
 	adopt                  *bgtype.TaskMeta             // a claimed record of a resumable task: its next attempt runs here
+	waiting                bool                         // Kind.Spawn of a kind with a fleet-wide MaxRunning: the record waits for a claim
 }
 
 // WithName gives the task a short name, unique among the owner's

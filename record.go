@@ -32,8 +32,11 @@ func (m *Manager) newRecord(t *Task) *memstore.Entry {
 }
 
 // commitFirst commits the task's first record; e is what newRecord returned.
-func (m *Manager) commitFirst(ctx context.Context, t *Task, e *memstore.Entry) error {
+func (m *Manager) commitFirst(ctx context.Context, t *Task, e *memstore.Entry, waiting bool) error {
 	u := t.rec.Expand()
+	if waiting { // it waits in the queue for a claim (spawnQueued)
+		u.Status, u.Instance = bgtype.StatusQueued, ""
+	}
 	if m.mem != nil {
 		return m.mem.CommitOne(ctx, &u, e)
 	}

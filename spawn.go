@@ -149,7 +149,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 	t.rec.Start(admitted)
 	t.queued = !admitted
 	ctxDone := ctx.Err() != nil // a commit then changes nothing
-	if err := m.commitFirst(ctx, t, ent); err != nil {
+	if err := m.commitFirst(ctx, t, ent, sc.waiting); err != nil {
 		m.abandon(t)
 		m.settleClaim(t, claim, false)
 		if dup, ok := errors.AsType[*bgtype.DuplicateKeyError](err); ok && dup.Key == sc.key {
@@ -163,6 +163,13 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 		return "", false, fmt.Errorf("bgtask: spawn: commit: %w", err)
 	}
 	m.counters.spawned.Add(1)
+	if sc.waiting {
+		// Its record waits in the queue: this Task never runs, a claim
+		// (here or on another instance) starts its first attempt.
+		m.settleClaim(t, claim, true)
+		m.abandon(t)
+		return t.rec.ID, true, nil
+	}
 	m.notifyRec("", t.rec) // safe to read: its goroutine has not started
 	m.settleClaim(t, claim, true)
 

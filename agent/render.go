@@ -244,8 +244,8 @@ func viewLine(b *strings.Builder, t *bgtype.TaskMeta, ev bgtask.LatestEvent) {
 // attemptLine writes a resumable task's attempts: "attempt 2 of 3",
 // where it resumed from, why the previous attempt ended.
 func attemptLine(attr func(name, v string), t *bgtype.TaskMeta, r *bgtype.Resume) {
-	n := min(r.Counted(t.Attempt), int64(r.MaxAttempts))
-	attr("attempt", strconv.FormatInt(n, 10)+" of "+strconv.Itoa(r.MaxAttempts))
+	n := min(r.Counted(t.Attempt), r.Limit())
+	attr("attempt", strconv.FormatInt(n, 10)+" of "+strconv.FormatInt(r.Limit(), 10))
 	if r.ResumedAt.IsZero() {
 		return
 	}

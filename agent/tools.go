@@ -333,7 +333,7 @@ func attemptView(v *toolTask, m *bgtype.TaskMeta) {
 	if r == nil {
 		return
 	}
-	v.Attempt, v.MaxAttempts = min(r.Counted(m.Attempt), int64(r.MaxAttempts)), r.MaxAttempts
+	v.Attempt, v.MaxAttempts = min(r.Counted(m.Attempt), r.Limit()), int(r.Limit())
 	if !r.ResumedAt.IsZero() {
 		v.ResumedAt = &r.ResumedAt
 	}

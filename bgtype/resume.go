@@ -11,7 +11,7 @@ import (
 // checkpoint. A closure's record has none (TaskMeta.Resume is nil, and its
 // JSON has no "resume" field).
 //
-// Kind, Spec and MaxAttempts are set at spawn and never changed; the other
+// Kind, Spec, MaxAttempts and Ask are set at spawn and never changed; the other
 // fields change with the record, through the reducer, fenced on its
 // Attempt like every other write.
 type Resume struct {
@@ -25,7 +25,13 @@ type Resume struct {
 	QueuedAt    time.Time       `json:"queued_at,omitzero"`   // when it was last re-queued (for the unclaimed limit)
 	ResumedAt   time.Time       `json:"resumed_at,omitzero"`  // when the current attempt started from the queue
 	LastError   string          `json:"last_error,omitempty"` // why the previous attempt ended
+	Ask         bool            `json:"ask,omitempty"`        // exhausted, the owner is asked: resume or abandon (KindConfig.ExhaustAsk)
+	Rounds      int64           `json:"rounds,omitempty"`     // rounds of MaxAttempts more the owner granted (never decreases)
 }
+
+// Limit returns how many attempts the task may take in all: MaxAttempts,
+// and as many again for each round the owner granted.
+func (r *Resume) Limit() int64 { return int64(r.MaxAttempts) * (1 + r.Rounds) }
 
 // Counted returns how many attempts of a record with this Resume and the
 // given Attempt counted against MaxAttempts: attempts that yielded to a
@@ -50,7 +56,8 @@ func (r *Resume) Equal(o *Resume) bool {
 	}
 	return r.Kind == o.Kind && string(r.Spec) == string(o.Spec) && r.MaxAttempts == o.MaxAttempts &&
 		string(r.Checkpoint) == string(o.Checkpoint) && r.SavedAt.Equal(o.SavedAt) && r.SavedBy == o.SavedBy &&
-		r.Yields == o.Yields && r.QueuedAt.Equal(o.QueuedAt) && r.ResumedAt.Equal(o.ResumedAt) && r.LastError == o.LastError
+		r.Yields == o.Yields && r.QueuedAt.Equal(o.QueuedAt) && r.ResumedAt.Equal(o.ResumedAt) && r.LastError == o.LastError &&
+		r.Ask == o.Ask && r.Rounds == o.Rounds
 }
 
 // Valid reports whether r can be stored: a kind name, a spec and a
@@ -58,7 +65,7 @@ func (r *Resume) Equal(o *Resume) bool {
 // not negative. A nil Resume (a closure's) is valid.
 func (r *Resume) Valid() bool {
 	return r == nil || r.Kind != "" && json.Valid(r.Spec) && (r.Checkpoint == nil || json.Valid(r.Checkpoint)) &&
-		r.MaxAttempts > 0 && r.Yields >= 0 && r.SavedBy >= 0 && encodable(r.SavedAt) && encodable(r.QueuedAt) && encodable(r.ResumedAt)
+		r.MaxAttempts > 0 && r.Yields >= 0 && r.Rounds >= 0 && r.SavedBy >= 0 && encodable(r.SavedAt) && encodable(r.QueuedAt) && encodable(r.ResumedAt)
 }
 
 // encodable reports whether t marshals to JSON (its year is 0 to 9999).

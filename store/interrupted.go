@@ -35,7 +35,9 @@ func Orphaned(meta bgtype.TaskMeta, at time.Time) bgtype.TaskMeta {
 		return Interrupted(meta, at)
 	}
 	why := fmt.Sprintf("the runtime that ran it (instance %q) is gone", meta.Instance)
-	if r.Counted(meta.Attempt) < int64(r.MaxAttempts) {
+	if r.Counted(meta.Attempt) < r.Limit() || r.Ask {
+		// With Ask, an exhausted task goes back to the queue too: the
+		// instance that claims it asks its owner before another attempt.
 		return Requeued(meta, at, why, false)
 	}
 	return Exhausted(Interrupted(meta, at), why)
@@ -49,7 +51,7 @@ func Exhausted(end bgtype.TaskMeta, why string) bgtype.TaskMeta {
 	if r == nil {
 		return end
 	}
-	msg := fmt.Sprintf("bgtask: %s: gave up after %d attempts (kind %s): %s", end.Status, r.MaxAttempts, r.Kind, why)
+	msg := fmt.Sprintf("bgtask: %s: gave up after %d attempts (kind %s): %s", end.Status, r.Limit(), r.Kind, why)
 	if r.SavedBy > 0 {
 		msg += fmt.Sprintf("; its last checkpoint was saved by attempt %d at %s", r.SavedBy, r.SavedAt.UTC().Format(time.RFC3339))
 	}

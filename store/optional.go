@@ -219,3 +219,19 @@ type KindQueue interface {
 	// named in the returned error, with the good ones.
 	WaitingTasks(ctx context.Context, limit int) ([]bgtype.TaskMeta, error)
 }
+
+// KindLimiter is a KindQueue that holds a cap on how many attempts of a
+// kind run at once across every instance sharing it (the kind's
+// MaxRunning): pgstore implements it. A Manager claims the waiting
+// records of a kind that declares a cap through it, and spawns such a
+// kind into the queue, so every attempt of the kind starts by a claim.
+type KindLimiter interface {
+	KindQueue
+	// ClaimUnder commits claim, a waiting record as the claiming instance
+	// runs it (running, with its instance), as Commit does, if fewer than
+	// limit records of its kind (Resume.Kind) are running; it reports
+	// whether there was room. The count and the write are atomic against
+	// every other ClaimUnder of the kind. With room, the reducer may still
+	// drop the write (another claim came first): read the record back.
+	ClaimUnder(ctx context.Context, claim bgtype.TaskMeta, limit int) (bool, error)
+}

@@ -113,7 +113,7 @@ func kindWrite(cur, u *bgtype.TaskMeta) bool {
 
 // mergeResume takes the mutable fields of u's Resume into cur's, a live
 // kind record's: the checkpoint and the attempt counts. Kind, Spec and
-// MaxAttempts are set at insert and never changed. It makes a new Resume:
+// MaxAttempts (and Ask) are set at insert and never changed. It makes a new Resume:
 // a record's is never changed in place (the in-memory store shares it).
 func mergeResume(cur, u *bgtype.TaskMeta) {
 	r := cur.Resume.Clone()
@@ -124,6 +124,7 @@ func mergeResume(cur, u *bgtype.TaskMeta) {
 		}
 	}
 	r.Yields = max(r.Yields, u.Resume.Yields)
+	r.Rounds = max(r.Rounds, u.Resume.Rounds) // the owner's grants never go back
 	r.QueuedAt, r.ResumedAt, r.LastError = u.Resume.QueuedAt, u.Resume.ResumedAt, u.Resume.LastError
 	cur.Resume = r
 }

@@ -25,6 +25,12 @@ var errMixed = errors.New("pgstore: commit group moves a record between owners")
 // statements rather than one with "OR owner = $2", which no single index
 // serves. The transaction stays open on success.
 func (s *Store) lockRows(ctx context.Context, conn *pgxpool.Conn, reqs []*commitReq) (map[string]row, error) {
+	return s.lockRowsAfter(ctx, conn, reqs, nil)
+}
+
+// lockRowsAfter is lockRows with the statements pre queues run first in
+// the transaction, after the fence: pre returns what reads their results.
+func (s *Store) lockRowsAfter(ctx context.Context, conn *pgxpool.Conn, reqs []*commitReq, pre func(*pgx.Batch) func(pgx.BatchResults) error) (map[string]row, error) {
 	var (
 		b      pgx.Batch
 		ids    []string
@@ -38,6 +44,10 @@ func (s *Store) lockRows(ctx context.Context, conn *pgxpool.Conn, reqs []*commit
 	}
 	b.Queue("BEGIN")
 	fence := s.queueFence(&b)
+	var preRead func(pgx.BatchResults) error
+	if pre != nil {
+		preRead = pre(&b)
+	}
 	b.Queue(lockByIDSQL, ids)
 	for _, o := range owners {
 		b.Queue(lockByOwnerSQL, o)
@@ -49,6 +59,11 @@ func (s *Store) lockRows(ctx context.Context, conn *pgxpool.Conn, reqs []*commit
 	}
 	if fence != nil {
 		if err := fence(br); err != nil {
+			return nil, err
+		}
+	}
+	if preRead != nil {
+		if err := preRead(br); err != nil {
 			return nil, err
 		}
 	}

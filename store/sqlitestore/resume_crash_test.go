@@ -18,6 +18,7 @@ import (
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 )
 
@@ -51,7 +52,7 @@ type resumeChild struct {
 	UnclaimedAfter time.Duration
 	Cancel         string `json:"cancel,omitempty"`
 	Final          bool   `json:"final,omitempty"`
-	Shared         bool   `json:"shared,omitempty"` // another process serves the owner too: it hears only the ends it ran, so deliver once
+	Shared         bool   `json:"shared,omitempty"` // another process serves the owner too: it reports the records it ran, and hears only their ends
 }
 
 type stepsSpec struct {
@@ -200,29 +201,64 @@ func childResume(cfg childConfig, out *lineWriter) error {
 			return nil
 		}
 	}
+	// Until every record is terminal (Shared: until this process ran its
+	// share and none waits to be claimed; the other runs the rest): it
+	// claims what waits and waits for what runs here, on the Manager's
+	// notifications, rather than reading the store in a loop.
 	var recs []bgtype.TaskMeta
-	for { // until every record is terminal: a wait for a condition, not for time
+claims:
+	for {
 		recs = recs[:0]
-		live := false
+		var live []string
+		waiting := false
 		for meta, err := range st.List(ctx, cfg.Owner) {
 			if err != nil {
 				return err
 			}
-			recs = append(recs, meta)
-			live = live || !meta.Status.IsTerminal()
+			if !rc.Shared || meta.Instance == cfg.Instance {
+				recs = append(recs, meta)
+			}
+			if !meta.Status.IsTerminal() {
+				live = append(live, meta.ID)
+			}
+			// waiting, or being claimed here (the claim loop committed it and
+			// is starting it): a next pass waits for it
+			waiting = waiting || store.Waiting(&meta) || !meta.Status.IsTerminal() && meta.Instance == cfg.Instance
 		}
-		if !live {
-			break
+		if len(live) == 0 {
+			break claims
 		}
-		time.Sleep(10 * time.Millisecond)
+		if _, err := m.ClaimWaiting(ctx); err != nil {
+			return err
+		}
+		waited := false
+		for _, id := range live {
+			if _, err := m.Wait(ctx, id); !errors.Is(err, bgtask.ErrNotLive) {
+				waited = true // it ran here, or ended meanwhile
+			}
+		}
+		switch {
+		case waited || waiting:
+		case rc.Shared:
+			break claims // what is left runs in the other process
+		default:
+			return fmt.Errorf("records %v are live and nothing here runs them", live)
+		}
 	}
 	// Every end is handed out, but not always by the time its record is
 	// terminal (a Manager that ends a record it does not run tells the
-	// owner after its commit): deliver until each record's end came, and a
-	// last time, to see any second one.
+	// owner after its commit): deliver until each record's end came (the
+	// ends of the records this process ran, when Shared), and a last time,
+	// to see any second one.
 	evs := []bgtype.Event{}
 	heard := map[string]bool{}
-	for last := false; ; {
+	for {
+		last := len(heard) == len(recs)
+		if !last {
+			if err := p.WaitEvent(ctx); err != nil {
+				return err
+			}
+		}
 		msgs, err := p.Deliver(ctx)
 		if err != nil {
 			return err
@@ -235,10 +271,6 @@ func childResume(cfg childConfig, out *lineWriter) error {
 		}
 		if last {
 			break
-		}
-		last = len(heard) == len(recs) || rc.Shared
-		if !last {
-			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	if err := p.RunEnd(ctx, bgtask.RunOutcome{RunID: "run-" + cfg.Instance}); err != nil {
@@ -506,8 +538,13 @@ func TestResumeCrash(t *testing.T) {
 		for _, c := range []*child{a, b} {
 			c.expect("spawned", nil)
 			c.expect("events", nil)
-			unmarshal(t, "records", c.expect("records", nil), &recs)
+			var got []bgtype.TaskMeta
+			unmarshal(t, "records", c.expect("records", nil), &got)
+			recs = append(recs, got...)
 			c.wait()
+		}
+		if len(recs) != n { // each process reports the records it ran
+			t.Fatalf("%d records reported, want %d", len(recs), n)
 		}
 		byInstance := map[string]int{}
 		for _, m := range recs {
