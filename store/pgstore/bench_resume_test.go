@@ -28,7 +28,7 @@ func benchInstance(b *testing.B, dsn, id string, kinds ...bgtask.Runner) (*pgsto
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := s.Start(b.Context(), m); err != nil {
+	if err := s.Start(b.Context(), m.Runtime()); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
@@ -153,7 +153,7 @@ func BenchmarkKillToResume(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := sa.Start(ctx, ma); err != nil {
+		if err := sa.Start(ctx, ma.Runtime()); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := k.Spawn(ctx, ma.Owner("alice"), stepsSpec{}); err != nil {

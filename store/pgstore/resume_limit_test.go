@@ -67,7 +67,7 @@ func limitInstance(t *testing.T, dsn, id string, kinds ...bgtask.Runner) (*pgsto
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start(t.Context(), m); err != nil {
+	if err := s.Start(t.Context(), m.Runtime()); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() {
@@ -256,7 +256,7 @@ func TestClaimLeftToInstanceWithRoom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sb.Start(t.Context(), mb); err != nil {
+	if err := sb.Start(t.Context(), mb.Runtime()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
