@@ -24,8 +24,17 @@ import (
 // copied. All methods are safe for concurrent use. Every goroutine it starts
 // runs tasks (a finished task's goroutine waits a second or two for the
 // next task before it exits, and exits at once once Shutdown has begun),
-// or, with WithOnPendingOwner, calls that function at start; Shutdown (or
-// Stop) waits for all of them. A Manager is not reused after Shutdown.
+// lists, with WithOnPendingOwner, the owners to call at start, or calls
+// the host's callbacks (one goroutine, while calls are queued); Shutdown
+// (or Stop) waits for all of them. A Manager is not reused after Shutdown.
+//
+// The host's callbacks (WithObserver, WithEventObserver,
+// WithOnPendingOwner, a Receiver's OnWake and OnRunCanceled) are called in
+// one place: on that goroutine, one at a time, in the order they were due,
+// with no lock of bgtask held, a panic recovered and logged with the
+// callback's name. A callback may call the Manager; it must not wait for
+// Shutdown or Stop, which wait for it (as a net/http handler must not wait
+// for its Server's Shutdown).
 //
 // Calls that change something (spawn, cancel, send, bind an inbox) return
 // ErrClosed once Shutdown (or Stop) has begun. Reads (Get, List, Wait,
@@ -97,6 +106,8 @@ type Manager struct {
 	drain     chan struct{}     // closed when Stop or Shutdown begins (Task.Draining)
 	drainOnce sync.Once
 	claims    kindClaims // resumable tasks this Manager is claiming (claim.go)
+
+	calls hostCalls // makes every call of a host callback, in order, with no lock held (callbacks.go)
 }
 
 type ownerState struct {
@@ -153,6 +164,7 @@ func New(opts ...Option) (*Manager, error) {
 		keys:    make(map[keyRef]*keyClaim),
 		drain:   make(chan struct{}),
 	}
+	m.calls.log = cfg.logger
 	if len(cfg.kinds) > 0 {
 		m.kinds = make(map[string]Runner, len(cfg.kinds))
 		for _, k := range cfg.kinds {
@@ -347,28 +359,19 @@ func (m *Manager) notifyRecSlow(from bgtype.Status, r *memstore.Rec) {
 //go:noinline
 func (m *Manager) notifySlow(from bgtype.Status, meta *bgtype.TaskMeta) {
 	m.log.Debug("bgtask: task status", "task_id", meta.ID, "owner", meta.Owner, "from", from, "to", meta.Status)
-	if m.cfg.observer == nil {
-		return
+	if obs := m.cfg.observer; obs != nil {
+		tr := Transition{From: from, To: meta.Status, Task: meta.Clone()}
+		m.calls.call("WithObserver", meta.ID, func() { obs(tr) })
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			m.log.Error("bgtask: observer panicked", "panic", r, "task_id", meta.ID)
-		}
-	}()
-	m.cfg.observer(Transition{From: from, To: meta.Status, Task: (*meta).Clone()})
 }
 
-// observeEvent hands ev to the WithEventObserver function, recovering a
-// panic in it. Out of line: few Managers have one.
+// observeEvent queues the call of the WithEventObserver function with ev.
+// Out of line: few Managers have one.
 //
 //go:noinline
 func (m *Manager) observeEvent(ev bgtype.Event) {
-	defer func() {
-		if r := recover(); r != nil {
-			m.log.Error("bgtask: event observer panicked", "panic", r, "task_id", ev.TaskID)
-		}
-	}()
-	m.cfg.eventObserver(ev)
+	f := m.cfg.eventObserver
+	m.calls.call("WithEventObserver", ev.TaskID, func() { f(ev) })
 }
 
 //go:noinline

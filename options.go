@@ -208,23 +208,29 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithObserver sets a function called after every committed status
-// transition, in the goroutine that made it (the spawner, or the task's
-// goroutine). It must be fast and must not call back into the Manager in a
-// way that waits for the task. A panic in it is recovered and logged.
+// transition. Like every host callback it is called on the Manager's
+// callback goroutine, one call at a time in the order they were due (so one
+// task's transitions in order), with no lock of bgtask held: it may call
+// the Manager, but not wait for Shutdown or Stop, which wait for the calls
+// queued before them. It runs shortly after the commit, not before the
+// spawner or the task goes on; a call that blocks delays the later calls
+// of every callback, not the tasks. A panic in it is recovered and logged
+// with the callback's name.
 func WithObserver(f func(Transition)) Option {
 	return func(c *config) { c.observer = f }
 }
 
 // WithEventObserver sets a function called with every custom event a task
 // emits (Task.Emit, messages included), whatever the task's wake policy and
-// whether or not the event reaches an inbox. It runs in the task's
-// goroutine, after the event was kept as the task's progress and before it
-// is sent, so one task's events reach it in order; input requests and the
-// end of a task are transitions (WithObserver). It is also called with each
+// whether or not the event reaches an inbox; input requests and the end of
+// a task are transitions (WithObserver). It is also called with each
 // EventCommitFailed: the end of a task whose terminal record could not be
-// committed, which no transition reports. It must be fast and must
-// not call back into the task. The event's Payload is shared with the
-// inbox: read it, never modify it. A panic in it is recovered and logged.
+// committed, which no transition reports. It is called as WithObserver's
+// function is: on the Manager's callback goroutine, in order (one task's
+// events in the order it emitted them), with no lock of bgtask held, so it
+// may call the Manager or the task; the event may reach the inbox first.
+// The event's Payload is shared with the inbox: read it, never modify it.
+// A panic in it is recovered and logged with the callback's name.
 func WithEventObserver(f func(bgtype.Event)) Option {
 	return func(c *config) { c.eventObserver = f }
 }

@@ -120,8 +120,8 @@ func (m *Manager) liveReceiver(owner string) *Receiver {
 	return r
 }
 
-// tellRunCanceled calls OnRunCanceled of owner's Receiver on m if run is
-// its open run, with no lock held; a panic in it is logged.
+// tellRunCanceled queues the call of OnRunCanceled of owner's Receiver on
+// m if run is its open run.
 func (m *Manager) tellRunCanceled(owner, run, reason string) {
 	r := m.liveReceiver(owner)
 	if r == nil || r.onRunCanceled == nil {
@@ -133,12 +133,8 @@ func (m *Manager) tellRunCanceled(owner, run, reason string) {
 	if !open {
 		return
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			m.log.Error("bgtask: OnRunCanceled callback panicked", "panic", p, "owner", owner, "run_id", run)
-		}
-	}()
-	r.onRunCanceled(run, reason)
+	f := r.onRunCanceled
+	m.calls.call("OnRunCanceled", owner, func() { f(run, reason) })
 }
 
 // requestRunCancel asks the instance that holds the owner's open run run,

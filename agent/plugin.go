@@ -48,8 +48,8 @@ import (
 // concurrently with each other (a framework runs a step's tool calls in
 // parallel) and with the phases. WaitEvent does not hold the Plugin while
 // it waits, so RunEnd from another goroutine ends it with bgtask.ErrNoRun.
-// The WithOnWake callback may run on any goroutine, never while the
-// Plugin's lock is held. The zero value is not usable: call NewPlugin.
+// The WithOnWake callback runs on the Manager's callback goroutine, with
+// no lock held. The zero value is not usable: call NewPlugin.
 type Plugin struct {
 	// An idle owner's Plugin and its Receiver are most of what a server
 	// holds for a thread: 64 bytes here (a size class), the owner's id is
@@ -103,17 +103,18 @@ func WithInbox(ib *bgtask.Inbox) Option { return func(c *config) { c.recv.Inbox 
 // WithOnWake sets the callback that hears of each event arriving while no run
 // of the owner is open, so the host can start one. Quiet events
 // (Event.Quiet) are kept for the next run without waking it. The event
-// itself is delivered by the next run's first boundary. f may run on the
-// goroutine of the task that emitted the event, with that task's locks
-// held: it must not block, and must not call the Plugin itself; it signals
-// a goroutine of the host, which starts the run.
+// itself is delivered by the next run's first boundary. f is called on the
+// Manager's callback goroutine, in order, with no lock of bgtask held (see
+// bgtask.ReceiverConfig.OnWake): it may call the Plugin or the Manager. A
+// panic in it is recovered and logged.
 func WithOnWake(f func(bgtype.Event)) Option { return func(c *config) { c.recv.OnWake = f } }
 
 // WithOnRunCanceled sets the callback that hears that the open run was
 // cancelled (Owner.CancelRun or Owner.StopRun, on this Manager or, in a
 // fleet, on another instance), with the cancel's reason, so the host ends
-// the turn as for a user's stop. f must not block, and must not call the
-// Plugin itself; see bgtask.ReceiverConfig.OnRunCanceled. [Threads] sets
+// the turn as for a user's stop. f is called on the Manager's callback
+// goroutine, with no lock of bgtask held; see
+// bgtask.ReceiverConfig.OnRunCanceled. [Threads] sets
 // it on the Plugins it makes (Turn.Context).
 func WithOnRunCanceled(f func(runID, reason string)) Option {
 	return func(c *config) { c.recv.OnRunCanceled = f }
