@@ -380,6 +380,10 @@ func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
 	} else { // another Store's: t.rec is private, committed by end
 		ev = recEvent(t.rec)
 	}
+	// The function returned: its context is cancelled now, not after the
+	// event, so the owner the event wakes waits for less (the owner's
+	// goroutine runs once this one parks).
+	t.stop(nil)
 	told, depth := !t.reports(), 0
 	var ib *Inbox
 	m.mu.Lock()
@@ -390,7 +394,6 @@ func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
 		}
 	}
 	if told {
-		t.stop(nil)
 		m.retireLocked(t)
 	}
 	m.mu.Unlock()
@@ -399,7 +402,6 @@ func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
 	}
 	m.startAll(starts)
 	if !told { // the inbox is closed or not made yet: its fallback may take m.mu
-		t.stop(nil)
 		_ = m.deliver(t.rec.Owner, ev)
 		m.retire(t)
 	}

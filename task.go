@@ -92,6 +92,10 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	→ memstore shard locks guard one shard's records each (all: in index order)
 //	→ memstore.term's mu   guards the index of terminal records
 //
+//	Manager.calls' mu      guards the queued host callbacks (callbacks.go);
+//	                       a leaf, taken under any of the above, so every
+//	                       callback is queued there and called with none held
+//
 //	outputBuf.streamMu     serializes a streamed task's writes with its
 //	                       WithOutputFunc (held while that host code runs)
 //	→ Task.emitMu, then Manager.outputs' mu → outputBuf.mu

@@ -149,6 +149,13 @@ func TestPluginCompletionDuringStepIsDeliveredNextStep(t *testing.T) {
 // next one.
 func TestPluginCompletionRacingRunEndIsDeliveredOnce(t *testing.T) {
 	for range 50 {
+		synctest.Test(t, func(t *testing.T) { pluginCompletionRacingRunEnd(t) })
+	}
+}
+
+// pluginCompletionRacingRunEnd is one round of TestPluginCompletionRacingRunEndIsDeliveredOnce.
+func pluginCompletionRacingRunEnd(t *testing.T) {
+	{
 		pr := newPluginRun(t)
 		start := make(chan struct{})
 		id, err := pr.o.Spawn(t.Context(), func(ctx context.Context, _ *bgtask.Task) (any, error) {
@@ -176,6 +183,7 @@ func TestPluginCompletionRacingRunEndIsDeliveredOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		synctest.Wait() // OnWake is called on the Manager's callback goroutine
 		got := append(messageKinds(first), messageKinds(second)...)
 		if len(got) != 1 || got[0] != "completed" {
 			t.Fatalf("delivered %v over two runs, want one completed", got)
@@ -335,12 +343,8 @@ func TestPluginCanceledRunRacesNestedSpawns(t *testing.T) {
 func TestPluginPendingUntilTerminalEventDelivered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		inWindow, release := make(chan struct{}), make(chan struct{})
-		pr := newPluginRun(t, bgtask.WithObserver(func(tr bgtask.Transition) {
-			if tr.To.IsTerminal() {
-				close(inWindow) // committed, not yet delivered
-				<-release
-			}
-		}))
+		st := &windowStore{Store: memstore.New(), inWindow: inWindow, release: release}
+		pr := newPluginRun(t, bgtask.WithStore(st))
 		id, err := pr.o.Spawn(t.Context(), func(context.Context, *bgtask.Task) (any, error) { return "ok", nil })
 		if err != nil {
 			t.Fatal(err)
@@ -636,4 +640,27 @@ func TestPluginSize(t *testing.T) {
 	if got := unsafe.Sizeof(Plugin{}); got > 64 {
 		t.Errorf("Plugin is %d bytes, want at most 64", got)
 	}
+}
+
+// windowStore holds the end of a task open after its terminal record is
+// committed and before its event is delivered: its Commit of the first
+// terminal record closes inWindow and returns once release is closed.
+type windowStore struct {
+	store.Store
+	inWindow, release chan struct{}
+	held              bool
+}
+
+func (s *windowStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
+	err := s.Store.Commit(ctx, owner, actions...)
+	for _, a := range actions {
+		for _, meta := range a.Tasks {
+			if meta.Status.IsTerminal() && !s.held {
+				s.held = true
+				close(s.inWindow) // committed, not yet delivered
+				<-s.release
+			}
+		}
+	}
+	return err
 }
