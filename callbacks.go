@@ -6,9 +6,9 @@ import (
 )
 
 // hostCalls is the one place that calls the host's callbacks: WithObserver,
-// WithEventObserver, WithOnPendingOwner, and a Receiver's OnWake and
-// OnRunCanceled. Under its own locks bgtask only appends a call to the
-// queue; one goroutine at a time, the Manager's, takes the calls in the
+// WithEventObserver, WithOnPendingOwner, and a Receiver's OnWake (queued,
+// call) and OnRunCanceled (made at once, callNow, where no lock is held).
+// Under its own locks bgtask only appends a call to the queue; one goroutine at a time, the Manager's, takes the calls in the
 // order they were queued and makes them with no lock of bgtask held, so a
 // callback may call the Manager, an Owner or a Receiver (net/http runs its
 // hooks off its lock the same way). A panic in a callback is recovered and
@@ -77,6 +77,14 @@ func (h *hostCalls) drain() {
 		}
 		h.mu.Unlock()
 	}
+}
+
+// callNow makes the call of the host callback name at once, on the
+// caller's goroutine, as invoke does: for a callback due where no lock of
+// bgtask is held and whose caller must not return before it was made
+// (OnRunCanceled: a stop returns once the turn heard it).
+func (h *hostCalls) callNow(name, about string, f func()) {
+	h.invoke(&hostCall{name: name, about: about, f: f})
 }
 
 // invoke makes one call, recovering and logging a panic in it.

@@ -29,10 +29,11 @@ import (
 // (or Stop) waits for all of them. A Manager is not reused after Shutdown.
 //
 // The host's callbacks (WithObserver, WithEventObserver,
-// WithOnPendingOwner, a Receiver's OnWake and OnRunCanceled) are called in
-// one place: on that goroutine, one at a time, in the order they were due,
-// with no lock of bgtask held, a panic recovered and logged with the
-// callback's name. A callback may call the Manager; it must not wait for
+// WithOnPendingOwner, a Receiver's OnWake) are called in one place: on
+// that goroutine, one at a time, in the order they were due, with no lock
+// of bgtask held, a panic recovered and logged with the callback's name
+// (a Receiver's OnRunCanceled the same way, but on the cancel's goroutine,
+// before the cancel returns). A callback may call the Manager; it must not wait for
 // Shutdown or Stop, which wait for it (as a net/http handler must not wait
 // for its Server's Shutdown).
 //

@@ -43,8 +43,8 @@ import (
 // Every method is safe for concurrent use. A loop calls the boundaries in
 // order, one at a time. WaitEvent does not hold the Receiver while it
 // waits, so RunEnd from another goroutine ends it with ErrNoRun. The
-// OnWake and OnRunCanceled callbacks run on the Manager's callback
-// goroutine, with no lock held. The zero value is not usable: call
+// OnWake callback runs on the Manager's callback goroutine and
+// OnRunCanceled on the cancel's, both with no lock held. The zero value is not usable: call
 // Manager.NewReceiver.
 type Receiver struct {
 	// An idle owner's Receiver is most of what the Manager holds for it,
@@ -112,10 +112,11 @@ type ReceiverConfig struct {
 	// cancel's reason: the host ends the run's turn, as for a user's stop
 	// (the agent package's Threads cancels the turn's context with a
 	// *RunStoppedError). It is not called for a run already ended, nor by
-	// RunEnd's own cancel. It is called on the Manager's callback goroutine
-	// (see WithObserver), after the cancel returned, with no lock of bgtask
-	// held: it may call the Receiver, RunEnd included (the run may have
-	// ended meanwhile: RunEnd then returns ErrNoRun). A panic in it is
+	// RunEnd's own cancel. Unlike the other callbacks it is not queued: it
+	// is called on the goroutine of the cancel's caller (or of the store),
+	// after the run's tasks were cancelled and before that call returns,
+	// so a stop returns once the turn heard it; no lock of bgtask is held,
+	// so it may call the Receiver, RunEnd included. A panic in it is
 	// recovered and logged with its name. Defaults to nil: nothing is
 	// called, and the turn goes on (its tasks are cancelled, later spawns
 	// into it fail).

@@ -120,8 +120,8 @@ func (m *Manager) liveReceiver(owner string) *Receiver {
 	return r
 }
 
-// tellRunCanceled queues the call of OnRunCanceled of owner's Receiver on
-// m if run is its open run.
+// tellRunCanceled calls OnRunCanceled of owner's Receiver on m if run is
+// its open run. Called with no lock held.
 func (m *Manager) tellRunCanceled(owner, run, reason string) {
 	r := m.liveReceiver(owner)
 	if r == nil || r.onRunCanceled == nil {
@@ -134,7 +134,10 @@ func (m *Manager) tellRunCanceled(owner, run, reason string) {
 		return
 	}
 	f := r.onRunCanceled
-	m.calls.call("OnRunCanceled", owner, func() { f(run, reason) })
+	// At once, on this goroutine (no lock is held): a stop returns once
+	// the turn heard it, so the turn's tools see the stop, not only the
+	// cancel of their tasks.
+	m.calls.callNow("OnRunCanceled", owner, func() { f(run, reason) })
 }
 
 // requestRunCancel asks the instance that holds the owner's open run run,

@@ -112,9 +112,8 @@ func WithOnWake(f func(bgtype.Event)) Option { return func(c *config) { c.recv.O
 // WithOnRunCanceled sets the callback that hears that the open run was
 // cancelled (Owner.CancelRun or Owner.StopRun, on this Manager or, in a
 // fleet, on another instance), with the cancel's reason, so the host ends
-// the turn as for a user's stop. f is called on the Manager's callback
-// goroutine, with no lock of bgtask held; see
-// bgtask.ReceiverConfig.OnRunCanceled. [Threads] sets
+// the turn as for a user's stop. f is called before the cancel returns,
+// with no lock of bgtask held; see bgtask.ReceiverConfig.OnRunCanceled. [Threads] sets
 // it on the Plugins it makes (Turn.Context).
 func WithOnRunCanceled(f func(runID, reason string)) Option {
 	return func(c *config) { c.recv.OnRunCanceled = f }
