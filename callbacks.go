@@ -5,9 +5,12 @@ import (
 	"sync"
 )
 
-// hostCalls is the one place that calls the host's callbacks: WithObserver,
-// WithEventObserver, WithOnPendingOwner, and a Receiver's OnWake (queued,
-// call) and OnRunCanceled (made at once, callNow, where no lock is held).
+// hostCalls is the one place that calls the host's callbacks. A callback
+// due where no lock of bgtask is held, and whose caller must not go on
+// before it was made, is called at once (callNow): the observers
+// (WithObserver on the goroutine that committed, WithEventObserver on the
+// emitter's; a Restore's, once it released its lock) and OnRunCanceled.
+// The others are queued (call): OnWake and WithOnPendingOwner.
 // Under its own locks bgtask only appends a call to the queue; one goroutine at a time, the Manager's, takes the calls in the
 // order they were queued and makes them with no lock of bgtask held, so a
 // callback may call the Manager, an Owner or a Receiver (net/http runs its
@@ -80,9 +83,7 @@ func (h *hostCalls) drain() {
 }
 
 // callNow makes the call of the host callback name at once, on the
-// caller's goroutine, as invoke does: for a callback due where no lock of
-// bgtask is held and whose caller must not return before it was made
-// (OnRunCanceled: a stop returns once the turn heard it).
+// caller's goroutine, as invoke does. The caller holds no lock of bgtask.
 func (h *hostCalls) callNow(name, about string, f func()) {
 	h.invoke(&hostCall{name: name, about: about, f: f})
 }

@@ -27,29 +27,30 @@ func TestCallbacksMayCallBack(t *testing.T) {
 		want string
 	}{
 		{
-			// The observer hears the end of the task, and waits for that
-			// very task (it used to run on the task's goroutine) and
-			// spawns another one.
-			name: "WithObserver: Wait for the observed task, then Spawn",
+			// The observer hears the start of the task, on the spawner's
+			// goroutine, and reads it, cancels it and spawns another one.
+			name: "WithObserver: Get and Cancel of the observed task, then Spawn",
 			run: func(t *testing.T, got chan<- string) {
 				var m *Manager
 				m = newTestManager(t, WithObserver(func(tr Transition) {
-					if tr.To != bgtype.StatusCompleted || tr.Task.Name != "first" {
+					if tr.To != bgtype.StatusRunning || tr.Task.Name != "first" {
 						return
 					}
-					meta, err := m.Wait(context.Background(), tr.Task.ID)
+					meta, err := m.Get(context.Background(), tr.Task.ID)
+					n, cerr := m.Cancel(context.Background(), tr.Task.ID)
 					_, serr := m.Owner("thread-1").Spawn(context.Background(), ok, WithName("second"))
-					got <- fmt.Sprintf("Wait: %s %s, %v; Spawn: %v", meta.Name, meta.Status, err, serr)
+					got <- fmt.Sprintf("Get: %s %s, %v; Cancel: %d, %v; Spawn: %v", meta.Name, meta.Status, err, n, cerr, serr)
 				}))
 				if _, err := m.Owner("thread-1").Spawn(t.Context(), ok, WithName("first")); err != nil {
 					t.Fatal(err)
 				}
 			},
-			want: "Wait: first completed, <nil>; Spawn: <nil>",
+			want: "Get: first running, <nil>; Cancel: 1, <nil>; Spawn: <nil>",
 		},
 		{
-			// The event observer reads the emitting task's latest event
-			// (it used to run with that task's emitMu held) and cancels it.
+			// The event observer, on the emitter's goroutine, reads the
+			// emitting task's latest event (it used to run with that
+			// task's emitMu held) and cancels it.
 			name: "WithEventObserver: LatestEvent and Cancel of the emitting task",
 			run: func(t *testing.T, got chan<- string) {
 				var m *Manager
@@ -161,9 +162,9 @@ func TestCallbacksMayCallBack(t *testing.T) {
 	}
 }
 
-// TestCallbacksInOrderOnePanicLogged: the callbacks are called in the
-// order they were due, one at a time; a panic in one is recovered and
-// logged with the callback's name, and the next is still called.
+// TestCallbacksInOrderOnePanicLogged: one task's events reach the event
+// observer in order; a panic in it is recovered and logged with the
+// callback's name, and the next event is still observed.
 func TestCallbacksInOrderOnePanicLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h, log := newCapture()
@@ -186,7 +187,7 @@ func TestCallbacksInOrderOnePanicLogged(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitTask(t, m, id)
-		shutdownManager(t, m) // waits for the queued calls
+		shutdownManager(t, m)
 		if want := []string{"a", "b", "c", "d"}; !slices.Equal(seen, want) {
 			t.Fatalf("observer saw %q, want %q", seen, want)
 		}
@@ -197,11 +198,17 @@ func TestCallbacksInOrderOnePanicLogged(t *testing.T) {
 	})
 }
 
-// TestCallbacksNoGoroutineWithout: a Manager whose host registered no
-// callback never starts the callback goroutine: a spawn and its end queue
-// nothing.
+// TestCallbacksNoGoroutineWithout: a spawn and its end queue nothing for
+// the callback goroutine, without callbacks and with observers (called on
+// the goroutines of the spawn and of the end): no handoff is added.
 func TestCallbacksNoGoroutineWithout(t *testing.T) {
-	m := newTestManager(t)
+	for _, opts := range [][]Option{nil, {WithObserver(func(Transition) {}), WithEventObserver(func(bgtype.Event) {})}} {
+		callbacksQueueNothing(t, opts)
+	}
+}
+
+func callbacksQueueNothing(t *testing.T, opts []Option) {
+	m := newTestManager(t, opts...)
 	o := m.Owner("thread-1")
 	ib, err := o.Inbox()
 	if err != nil {

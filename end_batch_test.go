@@ -17,8 +17,7 @@ import (
 // goroutine goes on; the recorder then commits a MemoryStore's terminal
 // record, and for every store queues the events (or hands them to a closed
 // inbox's fallback) in the order the tasks ended, each once, each after
-// its record is committed. With an observer too: it is called on the
-// callback goroutine, so the end is batched as without one.
+// its record is committed. With an observer the end is not batched.
 func TestEndsWaitForTheirRecorder(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -33,7 +32,7 @@ func TestEndsWaitForTheirRecorder(t *testing.T) {
 		{"memory store, closed inbox", func() []Option { return nil }, true, 3, bgtype.StatusRunning, false},
 		{"another store", func() []Option { return []Option{WithStore(&countingStore{Store: memstore.New()})} }, false, 3, bgtype.StatusCompleted, false},
 		{"another store, closed inbox", func() []Option { return []Option{WithStore(&countingStore{Store: memstore.New()})} }, true, 3, bgtype.StatusCompleted, false},
-		{"memory store with an observer", func() []Option { return []Option{WithObserver(func(Transition) {})} }, false, 3, bgtype.StatusRunning, false},
+		{"memory store with an observer", func() []Option { return []Option{WithObserver(func(Transition) {})} }, false, 0, bgtype.StatusCompleted, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

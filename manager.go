@@ -28,14 +28,15 @@ import (
 // the host's callbacks (one goroutine, while calls are queued); Shutdown
 // (or Stop) waits for all of them. A Manager is not reused after Shutdown.
 //
-// The host's callbacks (WithObserver, WithEventObserver,
-// WithOnPendingOwner, a Receiver's OnWake) are called in one place: on
-// that goroutine, one at a time, in the order they were due, with no lock
-// of bgtask held, a panic recovered and logged with the callback's name
-// (a Receiver's OnRunCanceled the same way, but on the cancel's goroutine,
-// before the cancel returns). A callback may call the Manager; it must not wait for
-// Shutdown or Stop, which wait for it (as a net/http handler must not wait
-// for its Server's Shutdown).
+// Every host callback is called with no lock of bgtask held, a panic
+// recovered and logged with the callback's name (callbacks.go): the
+// observers (WithObserver, WithEventObserver) and a Receiver's
+// OnRunCanceled on the goroutine of the fact, before it goes on; a
+// Receiver's OnWake and WithOnPendingOwner, due where bgtask holds a lock
+// or on its own goroutines, on that callback goroutine, one at a time, in
+// the order they were due. A callback may call the Manager; it must not
+// wait for Shutdown or Stop, which wait for it (as a net/http handler
+// must not wait for its Server's Shutdown).
 //
 // Calls that change something (spawn, cancel, send, bind an inbox) return
 // ErrClosed once Shutdown (or Stop) has begun. Reads (Get, List, Wait,
@@ -48,18 +49,19 @@ import (
 // runs. No owner id means "every owner": an empty or blank one is refused
 // with ErrInvalidArgument (blank owner).
 type Manager struct {
-	cfg       config
-	store     store.Store
-	mem       *memstore.Store // store, when it is exactly a Store: records are shared (record.go)
-	log       *slog.Logger
-	closed    atomic.Bool
-	wg        sync.WaitGroup      // every task goroutine
-	workers   workpool.Pool[Task] // goroutines of finished tasks, parked for the next (workers.go)
-	restoreMu sync.Mutex          // serializes Restore; taken first, under no other lock
-	counters  counters
-	ends      atomic.Pointer[endNode] // ends waiting to be recorded, newest first (retireEnds)
-	endsBusy  atomic.Bool             // a goroutine is recording the ends
-	endEvents []bgtype.Event          // recordEnds' buffer (endChunk events); guarded by endsBusy: its holder alone uses it
+	cfg             config
+	store           store.Store
+	mem             *memstore.Store // store, when it is exactly a Store: records are shared (record.go)
+	log             *slog.Logger
+	closed          atomic.Bool
+	wg              sync.WaitGroup      // every task goroutine
+	workers         workpool.Pool[Task] // goroutines of finished tasks, parked for the next (workers.go)
+	restoreMu       sync.Mutex          // serializes Restore; taken first, under no other lock; guards restoreObserved
+	restoreObserved []Transition        // the transitions a Restore committed, observed once it releases restoreMu
+	counters        counters
+	ends            atomic.Pointer[endNode] // ends waiting to be recorded, newest first (retireEnds)
+	endsBusy        atomic.Bool             // a goroutine is recording the ends
+	endEvents       []bgtype.Event          // recordEnds' buffer (endChunk events); guarded by endsBusy: its holder alone uses it
 
 	mu         sync.Mutex       // guards the fields below and the m.mu fields of Task
 	nodes      map[string]*Task // live tasks, and ended ones with live attached children
@@ -336,11 +338,20 @@ func (m *Manager) deliver(owner string, ev bgtype.Event) error {
 	return m.inboxFor(owner).Send(ev)
 }
 
-// notify reports a committed transition to the log and the observer. It is
-// on every task's path, so the work lives in notifySlow (docs/internals.md).
+// notify reports a committed transition to the log and the observer, on
+// this goroutine: called with no lock of bgtask held. It is on every
+// task's path, so the work lives in notifySlow (docs/internals.md).
 func (m *Manager) notify(from bgtype.Status, meta *bgtype.TaskMeta) {
 	if m.cfg.observer != nil || m.log.Enabled(context.Background(), slog.LevelDebug) {
-		m.notifySlow(from, meta)
+		m.notifySlow(from, meta, false)
+	}
+}
+
+// notifyLater is notify for a Restore, which holds restoreMu: the
+// transition is observed once the Restore released it (restoreTree).
+func (m *Manager) notifyLater(from bgtype.Status, meta *bgtype.TaskMeta) {
+	if m.cfg.observer != nil || m.log.Enabled(context.Background(), slog.LevelDebug) {
+		m.notifySlow(from, meta, true)
 	}
 }
 
@@ -354,25 +365,37 @@ func (m *Manager) notifyRec(from bgtype.Status, r *memstore.Rec) {
 //go:noinline
 func (m *Manager) notifyRecSlow(from bgtype.Status, r *memstore.Rec) {
 	meta := r.Expand()
-	m.notifySlow(from, &meta)
+	m.notifySlow(from, &meta, false)
 }
 
 //go:noinline
-func (m *Manager) notifySlow(from bgtype.Status, meta *bgtype.TaskMeta) {
+func (m *Manager) notifySlow(from bgtype.Status, meta *bgtype.TaskMeta, later bool) {
 	m.log.Debug("bgtask: task status", "task_id", meta.ID, "owner", meta.Owner, "from", from, "to", meta.Status)
-	if obs := m.cfg.observer; obs != nil {
-		tr := Transition{From: from, To: meta.Status, Task: meta.Clone()}
-		m.calls.call("WithObserver", meta.ID, func() { obs(tr) })
+	if m.cfg.observer == nil {
+		return
 	}
+	tr := Transition{From: from, To: meta.Status, Task: meta.Clone()}
+	if later {
+		m.restoreObserved = append(m.restoreObserved, tr)
+		return
+	}
+	m.observe(tr)
 }
 
-// observeEvent queues the call of the WithEventObserver function with ev.
-// Out of line: few Managers have one.
+// observe calls the WithObserver function with tr, on this goroutine.
+func (m *Manager) observe(tr Transition) {
+	obs := m.cfg.observer
+	m.calls.callNow("WithObserver", tr.Task.ID, func() { obs(tr) })
+}
+
+// observeEvent calls the WithEventObserver function with ev, on this
+// goroutine: called with no lock of bgtask held. Out of line: few
+// Managers have one.
 //
 //go:noinline
 func (m *Manager) observeEvent(ev bgtype.Event) {
 	f := m.cfg.eventObserver
-	m.calls.call("WithEventObserver", ev.TaskID, func() { f(ev) })
+	m.calls.callNow("WithEventObserver", ev.TaskID, func() { f(ev) })
 }
 
 //go:noinline

@@ -208,14 +208,14 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithObserver sets a function called after every committed status
-// transition. Like every host callback it is called on the Manager's
-// callback goroutine, one call at a time in the order they were due (so one
-// task's transitions in order), with no lock of bgtask held: it may call
-// the Manager, but not wait for Shutdown or Stop, which wait for the calls
-// queued before them. It runs shortly after the commit, not before the
-// spawner or the task goes on; a call that blocks delays the later calls
-// of every callback, not the tasks. A panic in it is recovered and logged
-// with the callback's name.
+// transition, on the goroutine that committed it (the spawner, or the
+// task's), before that goroutine goes on, so one task's transitions reach
+// it in order and a task's end is observed before Wait returns it; no lock
+// of bgtask is held, so it may call the Manager (Get, Spawn, Cancel...),
+// but not wait for the task it observes (Wait) nor for Shutdown or Stop:
+// they wait for the goroutine it runs on. A Restore reports the records it
+// interrupts once it released its lock, before it returns. A panic in it
+// is recovered and logged with the callback's name.
 func WithObserver(f func(Transition)) Option {
 	return func(c *config) { c.observer = f }
 }
@@ -226,9 +226,10 @@ func WithObserver(f func(Transition)) Option {
 // a task are transitions (WithObserver). It is also called with each
 // EventCommitFailed: the end of a task whose terminal record could not be
 // committed, which no transition reports. It is called as WithObserver's
-// function is: on the Manager's callback goroutine, in order (one task's
-// events in the order it emitted them), with no lock of bgtask held, so it
-// may call the Manager or the task; the event may reach the inbox first.
+// function is: on the task's goroutine (the one that called Emit), after
+// the event was kept and sent and Emit released the task's lock, so it may
+// call the Manager or the task (LatestEvent, Cancel); the events one
+// goroutine emits reach it in order.
 // The event's Payload is shared with the inbox: read it, never modify it.
 // A panic in it is recovered and logged with the callback's name.
 func WithEventObserver(f func(bgtype.Event)) Option {

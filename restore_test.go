@@ -50,7 +50,6 @@ func TestRestoreInterruptsWhatNoOneRuns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m.calls.wait() // the spawn's transition is observed
 		seen = nil
 
 		got, err := m.Restore(t.Context(), "a")
@@ -76,7 +75,6 @@ func TestRestoreInterruptsWhatNoOneRuns(t *testing.T) {
 		if want := []string{"interrupted task_a_queued", "interrupted task_b_running"}; !slices.Equal(evs, want) {
 			t.Fatalf("owner events %v, want %v", evs, want)
 		}
-		m.calls.wait()
 		if len(seen) != 2 || seen[0].From != bgtype.StatusQueued || seen[1].From != bgtype.StatusRunning || seen[1].To != bgtype.StatusInterrupted {
 			t.Fatalf("observer saw %+v", seen)
 		}

@@ -263,8 +263,10 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 		if t.rec.WakePolicy() != bgtype.WakeSilent && m.durable() {
 			m.sent.add(t.rec.Owner, t.rec.Owner, t.rec.ID) // before the commit: a Restore meanwhile must not announce it too
 		}
-		if m.mem != nil && !cut {
-			// Committed with the other ends of the moment.
+		if m.mem != nil && !cut && m.cfg.observer == nil {
+			// Committed with the other ends of the moment. Not with an
+			// observer: it is called on the goroutine that records the
+			// end, and may wait for another task's end.
 			m.endBatched(t, &edit)
 			return
 		}

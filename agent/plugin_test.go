@@ -155,48 +155,46 @@ func TestPluginCompletionRacingRunEndIsDeliveredOnce(t *testing.T) {
 
 // pluginCompletionRacingRunEnd is one round of TestPluginCompletionRacingRunEndIsDeliveredOnce.
 func pluginCompletionRacingRunEnd(t *testing.T) {
-	{
-		pr := newPluginRun(t)
-		start := make(chan struct{})
-		id, err := pr.o.Spawn(t.Context(), func(ctx context.Context, _ *bgtask.Task) (any, error) {
-			<-start
-			return "late", nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		close(start)
-		first, err := pr.p.Deliver(t.Context()) // the last drain
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := pr.p.RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run-1"}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pr.m.Wait(t.Context(), id); err != nil {
-			t.Fatal(err)
-		}
-		if err := pr.p.RunStart(t.Context(), bgtask.RunInfo{RunID: "run-2"}); err != nil {
-			t.Fatal(err)
-		}
-		second, err := pr.p.Deliver(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait() // OnWake is called on the Manager's callback goroutine
-		got := append(messageKinds(first), messageKinds(second)...)
-		if len(got) != 1 || got[0] != "completed" {
-			t.Fatalf("delivered %v over two runs, want one completed", got)
-		}
-		if len(second) == 1 && len(pr.wokenKinds()) != 1 {
-			t.Fatalf("a completion after the run woke the owner %d times, want 1", len(pr.wokenKinds()))
-		}
-		if len(first) == 1 && len(pr.wokenKinds()) != 0 {
-			t.Fatalf("a completion delivered in the run also woke the owner: %v", pr.wokenKinds())
-		}
-		if err := pr.p.RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run-2"}); err != nil {
-			t.Fatal(err)
-		}
+	pr := newPluginRun(t)
+	start := make(chan struct{})
+	id, err := pr.o.Spawn(t.Context(), func(ctx context.Context, _ *bgtask.Task) (any, error) {
+		<-start
+		return "late", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(start)
+	first, err := pr.p.Deliver(t.Context()) // the last drain
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.p.RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pr.m.Wait(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.p.RunStart(t.Context(), bgtask.RunInfo{RunID: "run-2"}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := pr.p.Deliver(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait() // OnWake is called on the Manager's callback goroutine
+	got := append(messageKinds(first), messageKinds(second)...)
+	if len(got) != 1 || got[0] != "completed" {
+		t.Fatalf("delivered %v over two runs, want one completed", got)
+	}
+	if len(second) == 1 && len(pr.wokenKinds()) != 1 {
+		t.Fatalf("a completion after the run woke the owner %d times, want 1", len(pr.wokenKinds()))
+	}
+	if len(first) == 1 && len(pr.wokenKinds()) != 0 {
+		t.Fatalf("a completion delivered in the run also woke the owner: %v", pr.wokenKinds())
+	}
+	if err := pr.p.RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run-2"}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -343,8 +341,12 @@ func TestPluginCanceledRunRacesNestedSpawns(t *testing.T) {
 func TestPluginPendingUntilTerminalEventDelivered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		inWindow, release := make(chan struct{}), make(chan struct{})
-		st := &windowStore{Store: memstore.New(), inWindow: inWindow, release: release}
-		pr := newPluginRun(t, bgtask.WithStore(st))
+		pr := newPluginRun(t, bgtask.WithObserver(func(tr bgtask.Transition) {
+			if tr.To.IsTerminal() {
+				close(inWindow) // committed, not yet delivered
+				<-release
+			}
+		}))
 		id, err := pr.o.Spawn(t.Context(), func(context.Context, *bgtask.Task) (any, error) { return "ok", nil })
 		if err != nil {
 			t.Fatal(err)
@@ -640,27 +642,4 @@ func TestPluginSize(t *testing.T) {
 	if got := unsafe.Sizeof(Plugin{}); got > 64 {
 		t.Errorf("Plugin is %d bytes, want at most 64", got)
 	}
-}
-
-// windowStore holds the end of a task open after its terminal record is
-// committed and before its event is delivered: its Commit of the first
-// terminal record closes inWindow and returns once release is closed.
-type windowStore struct {
-	store.Store
-	inWindow, release chan struct{}
-	held              bool
-}
-
-func (s *windowStore) Commit(ctx context.Context, owner string, actions ...store.Action) error {
-	err := s.Store.Commit(ctx, owner, actions...)
-	for _, a := range actions {
-		for _, meta := range a.Tasks {
-			if meta.Status.IsTerminal() && !s.held {
-				s.held = true
-				close(s.inWindow) // committed, not yet delivered
-				<-s.release
-			}
-		}
-	}
-	return err
 }
