@@ -87,6 +87,8 @@ type ReceiverConfig struct {
 	// goroutine (see WithObserver), in order, with no lock of bgtask held:
 	// it may call the Receiver, a Plugin over it, or the Manager, even
 	// start the run itself; a call that blocks delays every later callback.
+	// It may come after a run opened meanwhile, which delivers the event:
+	// a RunStart then returns ErrRunOpen.
 	// A panic in it is recovered and logged with its name. With a store
 	// that tells every instance of settled records (store.ChangeNotifier:
 	// pgstore), an end (or an input request) of a task of the owner that
