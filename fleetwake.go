@@ -125,14 +125,10 @@ func (m *Manager) fleetWakeLoop() {
 	}
 }
 
-// callWake calls r's OnWake with ev, recovering and logging a panic in it.
+// callWake queues the call of r's OnWake with ev.
 func (m *Manager) callWake(r *Receiver, ev bgtype.Event) {
-	defer func() {
-		if p := recover(); p != nil {
-			m.log.Error("bgtask: OnWake callback panicked", "panic", p, "owner", r.owner.id, "task_id", ev.TaskID)
-		}
-	}()
-	r.onWake(ev)
+	wake := r.onWake
+	m.calls.call("OnWake", r.owner.id, func() { wake(ev) })
 }
 
 // startHelper runs f on a goroutine of the Manager's own that Shutdown

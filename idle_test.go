@@ -90,6 +90,7 @@ func TestIdlePluginHoldsNothing(t *testing.T) {
 			if held := idleHeld(m, p); !slices.Equal(held, []string{"idle inbox"}) {
 				t.Fatalf("after an event between runs the Plugin holds %q, want [idle inbox]", held)
 			}
+			m.calls.wait() // OnWake is called on the callback goroutine
 			mu.Lock()
 			got := slices.Clone(woken)
 			mu.Unlock()

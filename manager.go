@@ -24,8 +24,19 @@ import (
 // copied. All methods are safe for concurrent use. Every goroutine it starts
 // runs tasks (a finished task's goroutine waits a second or two for the
 // next task before it exits, and exits at once once Shutdown has begun),
-// or, with WithOnPendingOwner, calls that function at start; Shutdown (or
-// Stop) waits for all of them. A Manager is not reused after Shutdown.
+// lists, with WithOnPendingOwner, the owners to call at start, or calls
+// the host's callbacks (one goroutine, while calls are queued); Shutdown
+// (or Stop) waits for all of them. A Manager is not reused after Shutdown.
+//
+// Every host callback is called with no lock of bgtask held, a panic
+// recovered and logged with the callback's name (callbacks.go): the
+// observers (WithObserver, WithEventObserver) and a Receiver's
+// OnRunCanceled on the goroutine of the fact, before it goes on; a
+// Receiver's OnWake and WithOnPendingOwner, due where bgtask holds a lock
+// or on its own goroutines, on that callback goroutine, one at a time, in
+// the order they were due. A callback may call the Manager; it must not
+// wait for Shutdown or Stop, which wait for it (as a net/http handler
+// must not wait for its Server's Shutdown).
 //
 // Calls that change something (spawn, cancel, send, bind an inbox) return
 // ErrClosed once Shutdown (or Stop) has begun. Reads (Get, List, Wait,
@@ -38,18 +49,19 @@ import (
 // runs. No owner id means "every owner": an empty or blank one is refused
 // with ErrInvalidArgument (blank owner).
 type Manager struct {
-	cfg       config
-	store     store.Store
-	mem       *memstore.Store // store, when it is exactly a Store: records are shared (record.go)
-	log       *slog.Logger
-	closed    atomic.Bool
-	wg        sync.WaitGroup      // every task goroutine
-	workers   workpool.Pool[Task] // goroutines of finished tasks, parked for the next (workers.go)
-	restoreMu sync.Mutex          // serializes Restore; taken first, under no other lock
-	counters  counters
-	ends      atomic.Pointer[endNode] // ends waiting to be recorded, newest first (retireEnds)
-	endsBusy  atomic.Bool             // a goroutine is recording the ends
-	endEvents []bgtype.Event          // recordEnds' buffer (endChunk events); guarded by endsBusy: its holder alone uses it
+	cfg             config
+	store           store.Store
+	mem             *memstore.Store // store, when it is exactly a Store: records are shared (record.go)
+	log             *slog.Logger
+	closed          atomic.Bool
+	wg              sync.WaitGroup      // every task goroutine
+	workers         workpool.Pool[Task] // goroutines of finished tasks, parked for the next (workers.go)
+	restoreMu       sync.Mutex          // serializes Restore; taken first, under no other lock; guards restoreObserved
+	restoreObserved []Transition        // the transitions a Restore committed, observed once it releases restoreMu
+	counters        counters
+	ends            atomic.Pointer[endNode] // ends waiting to be recorded, newest first (retireEnds)
+	endsBusy        atomic.Bool             // a goroutine is recording the ends
+	endEvents       []bgtype.Event          // recordEnds' buffer (endChunk events); guarded by endsBusy: its holder alone uses it
 
 	mu         sync.Mutex       // guards the fields below and the m.mu fields of Task
 	nodes      map[string]*Task // live tasks, and ended ones with live attached children
@@ -98,6 +110,8 @@ type Manager struct {
 	drainOnce sync.Once
 	claims    kindClaims // resumable tasks this Manager is claiming (claim.go)
 	slots     kindSlots  // the process limit of kinds with MaxRunning (kindlimit.go)
+
+	calls hostCalls // makes every call of a host callback, in order, with no lock held (callbacks.go)
 }
 
 type ownerState struct {
@@ -154,6 +168,7 @@ func New(opts ...Option) (*Manager, error) {
 		keys:    make(map[keyRef]*keyClaim),
 		drain:   make(chan struct{}),
 	}
+	m.calls.log = cfg.logger
 	if len(cfg.kinds) > 0 {
 		m.kinds = make(map[string]Runner, len(cfg.kinds))
 		for _, k := range cfg.kinds {
@@ -332,11 +347,20 @@ func (m *Manager) deliver(owner string, ev bgtype.Event) error {
 	return m.inboxFor(owner).Send(ev)
 }
 
-// notify reports a committed transition to the log and the observer. It is
-// on every task's path, so the work lives in notifySlow (docs/internals.md).
+// notify reports a committed transition to the log and the observer, on
+// this goroutine: called with no lock of bgtask held. It is on every
+// task's path, so the work lives in notifySlow (docs/internals.md).
 func (m *Manager) notify(from bgtype.Status, meta *bgtype.TaskMeta) {
 	if m.cfg.observer != nil || m.log.Enabled(context.Background(), slog.LevelDebug) {
-		m.notifySlow(from, meta)
+		m.notifySlow(from, meta, false)
+	}
+}
+
+// notifyLater is notify for a Restore, which holds restoreMu: the
+// transition is observed once the Restore released it (restoreTree).
+func (m *Manager) notifyLater(from bgtype.Status, meta *bgtype.TaskMeta) {
+	if m.cfg.observer != nil || m.log.Enabled(context.Background(), slog.LevelDebug) {
+		m.notifySlow(from, meta, true)
 	}
 }
 
@@ -350,34 +374,37 @@ func (m *Manager) notifyRec(from bgtype.Status, r *memstore.Rec) {
 //go:noinline
 func (m *Manager) notifyRecSlow(from bgtype.Status, r *memstore.Rec) {
 	meta := r.Expand()
-	m.notifySlow(from, &meta)
+	m.notifySlow(from, &meta, false)
 }
 
 //go:noinline
-func (m *Manager) notifySlow(from bgtype.Status, meta *bgtype.TaskMeta) {
+func (m *Manager) notifySlow(from bgtype.Status, meta *bgtype.TaskMeta, later bool) {
 	m.log.Debug("bgtask: task status", "task_id", meta.ID, "owner", meta.Owner, "from", from, "to", meta.Status)
 	if m.cfg.observer == nil {
 		return
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			m.log.Error("bgtask: observer panicked", "panic", r, "task_id", meta.ID)
-		}
-	}()
-	m.cfg.observer(Transition{From: from, To: meta.Status, Task: (*meta).Clone()})
+	tr := Transition{From: from, To: meta.Status, Task: meta.Clone()}
+	if later {
+		m.restoreObserved = append(m.restoreObserved, tr)
+		return
+	}
+	m.observe(tr)
 }
 
-// observeEvent hands ev to the WithEventObserver function, recovering a
-// panic in it. Out of line: few Managers have one.
+// observe calls the WithObserver function with tr, on this goroutine.
+func (m *Manager) observe(tr Transition) {
+	obs := m.cfg.observer
+	m.calls.callNow("WithObserver", tr.Task.ID, func() { obs(tr) })
+}
+
+// observeEvent calls the WithEventObserver function with ev, on this
+// goroutine: called with no lock of bgtask held. Out of line: few
+// Managers have one.
 //
 //go:noinline
 func (m *Manager) observeEvent(ev bgtype.Event) {
-	defer func() {
-		if r := recover(); r != nil {
-			m.log.Error("bgtask: event observer panicked", "panic", r, "task_id", ev.TaskID)
-		}
-	}()
-	m.cfg.eventObserver(ev)
+	f := m.cfg.eventObserver
+	m.calls.callNow("WithEventObserver", ev.TaskID, func() { f(ev) })
 }
 
 //go:noinline

@@ -153,16 +153,16 @@ func TestObserverPanicIsIsolatedAndLogged(t *testing.T) {
 		if calls != wantCalls {
 			t.Fatalf("observer called %d times, want %d", calls, wantCalls)
 		}
-		recs := h.find(slog.LevelError, "bgtask: observer panicked")
+		recs := h.find(slog.LevelError, "bgtask: callback panicked")
 		if len(recs) != wantCalls {
 			t.Fatalf("%d observer panics logged at Error, want %d", len(recs), wantCalls)
 		}
 		perTask := map[string]int{}
 		for _, r := range recs {
-			if r.Attrs["panic"] != "observer boom" {
+			if r.Attrs["panic"] != "observer boom" || r.Attrs["callback"] != "WithObserver" {
 				t.Fatalf("logged panic value %q, want %q", r.Attrs["panic"], "observer boom")
 			}
-			perTask[r.Attrs["task_id"]]++
+			perTask[r.Attrs["about"]]++
 		}
 		if perTask[first] != 2 || perTask[second] != 3 {
 			t.Fatalf("panics logged per task %v, want %s:2 %s:3", perTask, first, second)
@@ -250,8 +250,8 @@ func TestEventObserverSeesEveryCustomEvent(t *testing.T) {
 				if !slices.Equal(got, want) {
 					t.Fatalf("observed\n%q\nwant\n%q", got, want)
 				}
-				recs := h.find(slog.LevelError, "bgtask: event observer panicked")
-				if len(recs) != 1 || recs[0].Attrs["task_id"] != id || recs[0].Attrs["panic"] != "event observer boom" {
+				recs := h.find(slog.LevelError, "bgtask: callback panicked")
+				if len(recs) != 1 || recs[0].Attrs["callback"] != "WithEventObserver" || recs[0].Attrs["about"] != id || recs[0].Attrs["panic"] != "event observer boom" {
 					t.Fatalf("panic records %+v, want one for %s", recs, id)
 				}
 			})

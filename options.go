@@ -209,23 +209,30 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithObserver sets a function called after every committed status
-// transition, in the goroutine that made it (the spawner, or the task's
-// goroutine). It must be fast and must not call back into the Manager in a
-// way that waits for the task. A panic in it is recovered and logged.
+// transition, on the goroutine that committed it (the spawner, or the
+// task's), before that goroutine goes on, so one task's transitions reach
+// it in order and a task's end is observed before Wait returns it; no lock
+// of bgtask is held, so it may call the Manager (Get, Spawn, Cancel...),
+// but not wait for the task it observes (Wait) nor for Shutdown or Stop:
+// they wait for the goroutine it runs on. A Restore reports the records it
+// interrupts once it released its lock, before it returns. A panic in it
+// is recovered and logged with the callback's name.
 func WithObserver(f func(Transition)) Option {
 	return func(c *config) { c.observer = f }
 }
 
 // WithEventObserver sets a function called with every custom event a task
 // emits (Task.Emit, messages included), whatever the task's wake policy and
-// whether or not the event reaches an inbox. It runs in the task's
-// goroutine, after the event was kept as the task's progress and before it
-// is sent, so one task's events reach it in order; input requests and the
-// end of a task are transitions (WithObserver). It is also called with each
+// whether or not the event reaches an inbox; input requests and the end of
+// a task are transitions (WithObserver). It is also called with each
 // EventCommitFailed: the end of a task whose terminal record could not be
-// committed, which no transition reports. It must be fast and must
-// not call back into the task. The event's Payload is shared with the
-// inbox: read it, never modify it. A panic in it is recovered and logged.
+// committed, which no transition reports. It is called as WithObserver's
+// function is: on the task's goroutine (the one that called Emit), after
+// the event was kept and sent and Emit released the task's lock, so it may
+// call the Manager or the task (LatestEvent, Cancel); the events one
+// goroutine emits reach it in order.
+// The event's Payload is shared with the inbox: read it, never modify it.
+// A panic in it is recovered and logged with the callback's name.
 func WithEventObserver(f func(bgtype.Event)) Option {
 	return func(c *config) { c.eventObserver = f }
 }

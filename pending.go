@@ -100,10 +100,11 @@ func (m *Manager) liveOwner(ctx context.Context, owner string) (string, error) {
 // shut down at once still calls f for every owner (whose run start then
 // fails with ErrClosed). Later, each time a SharedStore's reaper
 // interrupts the tasks of an instance that is gone, f is called once for
-// each owner that pass gave a notice (store.OwnerNotifier), on the
-// reaper's goroutine. f must not block for long; it may call the
-// Manager. A panic in f is recovered and logged, and the next owner is
-// still called. A failure to list the owners is logged. Default: none.
+// each owner that pass gave a notice (store.OwnerNotifier). f is called on
+// the Manager's callback goroutine (see WithObserver), in order, with no
+// lock of bgtask held: it may call the Manager. A panic in f is recovered
+// and logged with its name, and the next owner is still called. A failure
+// to list the owners is logged. Default: none.
 func WithOnPendingOwner(f func(owner string)) Option {
 	return func(c *config) { c.onPendingOwner = f }
 }
@@ -147,15 +148,11 @@ func (m *Manager) callPendingOwners(ctx context.Context) {
 	}
 }
 
-// callPendingOwner calls the WithOnPendingOwner function, recovering a
-// panic in it.
+// callPendingOwner queues the call of the WithOnPendingOwner function
+// with owner.
 func (m *Manager) callPendingOwner(owner string) {
-	defer func() {
-		if r := recover(); r != nil {
-			m.log.Error("bgtask: pending-owner callback panicked", "panic", r, "owner", owner)
-		}
-	}()
-	m.cfg.onPendingOwner(owner)
+	f := m.cfg.onPendingOwner
+	m.calls.call("WithOnPendingOwner", owner, func() { f(owner) })
 }
 
 // ownersNoticed carries out store.OwnerNotifier: a SharedStore's reaper

@@ -189,11 +189,11 @@ func TestWithOnPendingOwnerCallsEachOnce(t *testing.T) {
 		}
 		var panics []logged
 		for _, r := range h.records() {
-			if r.Msg == "bgtask: pending-owner callback panicked" {
+			if r.Msg == "bgtask: callback panicked" && r.Attrs["callback"] == "WithOnPendingOwner" {
 				panics = append(panics, r)
 			}
 		}
-		if len(panics) != 1 || panics[0].Attrs["owner"] != "thread-news" || panics[0].Attrs["panic"] != "host bug" || panics[0].Level != slog.LevelError {
+		if len(panics) != 1 || panics[0].Attrs["about"] != "thread-news" || panics[0].Attrs["panic"] != "host bug" || panics[0].Level != slog.LevelError {
 			t.Fatalf("logged panics %+v, want one error for thread-news", panics)
 		}
 	})

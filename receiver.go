@@ -42,9 +42,10 @@ import (
 //
 // Every method is safe for concurrent use. A loop calls the boundaries in
 // order, one at a time. WaitEvent does not hold the Receiver while it
-// waits, so RunEnd from another goroutine ends it with ErrNoRun. The OnWake
-// callback may run on any goroutine, never while the Receiver's lock is
-// held. The zero value is not usable: call Manager.NewReceiver.
+// waits, so RunEnd from another goroutine ends it with ErrNoRun. The
+// OnWake callback runs on the Manager's callback goroutine and
+// OnRunCanceled on the cancel's, both with no lock held. The zero value is not usable: call
+// Manager.NewReceiver.
 type Receiver struct {
 	// An idle owner's Receiver is most of what the Manager holds for it,
 	// so the struct stays small: the Manager is owner.m, a SharedStore is
@@ -82,16 +83,18 @@ type ReceiverConfig struct {
 	// OnWake hears of each event arriving while no run of the owner is
 	// open, so the host can start one. Quiet events (Event.Quiet) are kept
 	// for the next run without waking it. The event itself is delivered by
-	// the next run's first Deliver. OnWake may run on the goroutine of the
-	// task that emitted the event, with that task's locks held: it must not
-	// block, and must not call the Receiver (or a Plugin over it) itself;
-	// it signals a goroutine of the host, which starts the run. With a
-	// store that tells every instance of settled records
-	// (store.ChangeNotifier: pgstore), an end (or an input request) of a
-	// task of the owner that another instance ran wakes this Receiver too,
-	// with the event made from the record, on a goroutine of the Manager;
-	// the run the host starts delivers it from the store. Defaults to nil:
-	// nothing is called.
+	// the next run's first Deliver. It is called on the Manager's callback
+	// goroutine (see WithObserver), in order, with no lock of bgtask held:
+	// it may call the Receiver, a Plugin over it, or the Manager, even
+	// start the run itself; a call that blocks delays every later callback.
+	// It may come after a run opened meanwhile, which delivers the event:
+	// a RunStart then returns ErrRunOpen.
+	// A panic in it is recovered and logged with its name. With a store
+	// that tells every instance of settled records (store.ChangeNotifier:
+	// pgstore), an end (or an input request) of a task of the owner that
+	// another instance ran wakes this Receiver too, with the event made
+	// from the record; the run the host starts delivers it from the store.
+	// Defaults to nil: nothing is called.
 	OnWake func(bgtype.Event)
 	// KeepLimit bounds the events kept for the owner while no run is open:
 	// by the Receiver between runs, and by the Manager after Close until
@@ -111,11 +114,14 @@ type ReceiverConfig struct {
 	// cancel's reason: the host ends the run's turn, as for a user's stop
 	// (the agent package's Threads cancels the turn's context with a
 	// *RunStoppedError). It is not called for a run already ended, nor by
-	// RunEnd's own cancel. It runs on the goroutine of the cancel's
-	// caller, or of the store, with no lock of the Receiver held: it must
-	// not block, and must not call RunEnd itself. A panic in it is
-	// recovered and logged. Defaults to nil: nothing is called, and the
-	// turn goes on (its tasks are cancelled, later spawns into it fail).
+	// RunEnd's own cancel. Unlike the other callbacks it is not queued: it
+	// is called on the goroutine of the cancel's caller (or of the store),
+	// after the run's tasks were cancelled and before that call returns,
+	// so a stop returns once the turn heard it; no lock of bgtask is held,
+	// so it may call the Receiver, RunEnd included. A panic in it is
+	// recovered and logged with its name. Defaults to nil: nothing is
+	// called, and the turn goes on (its tasks are cancelled, later spawns
+	// into it fail).
 	OnRunCanceled func(runID, reason string)
 }
 
@@ -273,7 +279,7 @@ func (r *Receiver) keepLate(ev bgtype.Event) {
 		return // let go meanwhile: the Manager took it
 	}
 	if wake != nil && !ev.Quiet {
-		wake(ev)
+		r.owner.m.calls.call("OnWake", r.owner.id, func() { wake(ev) })
 	}
 }
 

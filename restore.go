@@ -57,7 +57,18 @@ func (m *Manager) Restore(ctx context.Context, owner string) ([]bgtype.TaskMeta,
 // said are gone (their tasks that ended unannounced were never told).
 func (m *Manager) restoreTree(ctx context.Context, queue []string, report string) ([]bgtype.TaskMeta, error) {
 	m.restoreMu.Lock() // two Restores must not both report one record
-	defer m.restoreMu.Unlock()
+	done, err := m.restoreTreeLocked(ctx, queue, report)
+	observed := m.restoreObserved
+	m.restoreObserved = nil
+	m.restoreMu.Unlock()
+	for i := range observed { // no lock held: the observer may call the Manager, Restore included
+		m.observe(observed[i])
+	}
+	return done, err
+}
+
+// restoreTreeLocked is restoreTree with restoreMu held.
+func (m *Manager) restoreTreeLocked(ctx context.Context, queue []string, report string) ([]bgtype.TaskMeta, error) {
 	var (
 		done    []bgtype.TaskMeta
 		corrupt []error // reported and skipped records: they block none of the others
@@ -210,7 +221,7 @@ func (m *Manager) restoreBatch(ctx context.Context, owner, report string, batch 
 		if !ok {
 			continue // it ended meanwhile: its own record won
 		}
-		m.notify(from[got.ID], &got)
+		m.notifyLater(from[got.ID], &got) // restoreMu is held: observed once it is released
 		m.counters.interrupted.Add(1)
 		if got.Wake != bgtype.WakeSilent {
 			m.noteDelivered(report, owner, got.ID)

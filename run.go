@@ -265,8 +265,8 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 		}
 		if m.mem != nil && !cut && m.cfg.observer == nil {
 			// Committed with the other ends of the moment. Not with an
-			// observer: it is called in the task's own goroutine, and may
-			// wait for another task's end.
+			// observer: it is called on the goroutine that records the
+			// end, and may wait for another task's end.
 			m.endBatched(t, &edit)
 			return
 		}
@@ -382,6 +382,10 @@ func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
 	} else { // another Store's: t.rec is private, committed by end
 		ev = recEvent(t.rec)
 	}
+	// The function returned: its context is cancelled now, not after the
+	// event, so the owner the event wakes waits for less (the owner's
+	// goroutine runs once this one parks).
+	t.stop(nil)
 	told, depth := !t.reports(), 0
 	var ib *Inbox
 	m.mu.Lock()
@@ -392,7 +396,6 @@ func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
 		}
 	}
 	if told {
-		t.stop(nil)
 		m.retireLocked(t)
 	}
 	m.mu.Unlock()
@@ -401,7 +404,6 @@ func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
 	}
 	m.startAll(starts)
 	if !told { // the inbox is closed or not made yet: its fallback may take m.mu
-		t.stop(nil)
 		_ = m.deliver(t.rec.Owner, ev)
 		m.retire(t)
 	}

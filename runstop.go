@@ -119,7 +119,7 @@ func (m *Manager) liveReceiver(owner string) *Receiver {
 }
 
 // tellRunCanceled calls OnRunCanceled of owner's Receiver on m if run is
-// its open run, with no lock held; a panic in it is logged.
+// its open run. Called with no lock held.
 func (m *Manager) tellRunCanceled(owner, run, reason string) {
 	r := m.liveReceiver(owner)
 	if r == nil || r.onRunCanceled == nil {
@@ -131,12 +131,11 @@ func (m *Manager) tellRunCanceled(owner, run, reason string) {
 	if !open {
 		return
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			m.log.Error("bgtask: OnRunCanceled callback panicked", "panic", p, "owner", owner, "run_id", run)
-		}
-	}()
-	r.onRunCanceled(run, reason)
+	f := r.onRunCanceled
+	// At once, on this goroutine (no lock is held): a stop returns once
+	// the turn heard it, so the turn's tools see the stop, not only the
+	// cancel of their tasks.
+	m.calls.callNow("OnRunCanceled", owner, func() { f(run, reason) })
 }
 
 // requestRunCancel asks the instance that holds the owner's open run run,

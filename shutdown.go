@@ -252,10 +252,11 @@ func (m *Manager) stopOutcome(out *outcome) {
 		"bgtask: interrupted: the runtime that ran it (instance %q) shut down before it ended; it will not be re-run", m.cfg.instance)}
 }
 
-// stop waits for the last task goroutines, then releases the inbox waiters:
-// every final event is delivered by now.
+// stop waits for the last task goroutines and the callbacks they queued,
+// then releases the inbox waiters: every final event is delivered by now.
 func (m *Manager) stop() {
 	m.wg.Wait()
+	m.calls.wait()
 	m.workers.Close()
 	m.stopOnce.Do(func() { close(m.stopped) })
 }

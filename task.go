@@ -92,6 +92,10 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	→ memstore shard locks guard one shard's records each (all: in index order)
 //	→ memstore.term's mu   guards the index of terminal records
 //
+//	Manager.calls' mu      guards the queued host callbacks (callbacks.go);
+//	                       a leaf, taken under any of the above, so every
+//	                       callback is queued there and called with none held
+//
 //	outputBuf.streamMu     serializes a streamed task's writes with its
 //	                       WithOutputFunc (held while that host code runs)
 //	→ Task.emitMu, then Manager.outputs' mu → outputBuf.mu
@@ -321,30 +325,38 @@ func (t *Task) emit(eventType string, payload any) (string, error) {
 		p, _ = jsoncap.JSON(p, limit)
 	}
 	t.emitMu.Lock()
-	defer t.emitMu.Unlock()
+	id, quiet, kept, err := t.emitLocked(eventType, p)
+	t.emitMu.Unlock()
+	if kept && t.m.cfg.eventObserver != nil { // no lock held: the observer may call the task
+		t.m.observeEvent(bgtype.Event{Kind: bgtype.EventCustom, TaskID: t.rec.ID, Name: t.rec.Name(), EventType: eventType, Payload: p, Quiet: quiet})
+	}
+	return id, err
+}
+
+// emitLocked keeps and sends the encoded event p, as emit says, and
+// reports whether it was quiet and whether it was kept (false once the
+// function has returned). Called with emitMu held.
+func (t *Task) emitLocked(eventType string, p []byte) (id string, quiet, kept bool, err error) {
 	if t.ended {
-		return "", errTaskEnded
+		return "", false, false, errTaskEnded
 	}
 	r := t.rareState() // a task that emits has one: its latest event, its cached inbox
 	if eventType != bgtype.EventTypeMessage {
 		r.latestEvent = LatestEvent{EventType: eventType, Payload: p, At: clock.Now(), Count: r.latestEvent.Count + 1}
 	}
 	send, quiet := route(t.wake(), bgtype.EventCustom, eventType)
-	if t.m.cfg.eventObserver != nil {
-		t.m.observeEvent(bgtype.Event{Kind: bgtype.EventCustom, TaskID: t.rec.ID, Name: t.rec.Name(), EventType: eventType, Payload: p, Quiet: quiet})
-	}
 	if !send {
-		return "", nil // kept as progress
+		return "", quiet, true, nil // kept as progress
 	}
 	if gen := t.m.inboxGen.Load(); r.ownerBox == nil || gen != r.inboxGen {
 		r.ownerBox, r.inboxGen = t.m.inboxFor(t.rec.Owner), gen
 	}
 	err = r.ownerBox.Send(bgtype.Event{Kind: bgtype.EventCustom, TaskID: t.rec.ID, Name: t.rec.Name(), EventType: eventType, Payload: p, Quiet: quiet})
 	if err != nil && r.ownerBox.onClosed == nil {
-		return "", err // dropped; with a fallback it was taken (a Receiver keeps it for the next run): not lost
+		return "", quiet, true, err // dropped; with a fallback it was taken (a Receiver keeps it for the next run): not lost
 	}
 	if eventType == bgtype.EventTypeMessage {
-		return t.m.msgs.emitted(t, p), nil
+		return t.m.msgs.emitted(t, p), quiet, true, nil
 	}
-	return "", nil
+	return "", quiet, true, nil
 }

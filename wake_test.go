@@ -255,6 +255,7 @@ func TestProgressDoesNotWakePlugin(t *testing.T) {
 		}
 		close(later)
 		waitTask(t, p.Owner(), id)
+		m.calls.wait() // OnWake is called on the callback goroutine
 		if !slices.Equal(wakes, []bgtype.EventKind{bgtype.EventCompleted}) {
 			t.Fatalf("OnWake heard %v, want only the completion", wakes)
 		}

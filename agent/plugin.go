@@ -48,8 +48,8 @@ import (
 // concurrently with each other (a framework runs a step's tool calls in
 // parallel) and with the phases. WaitEvent does not hold the Plugin while
 // it waits, so RunEnd from another goroutine ends it with bgtask.ErrNoRun.
-// The OnWake callback may run on any goroutine, never while the
-// Plugin's lock is held. The zero value is not usable: call NewPlugin.
+// The OnWake callback runs on the Manager's callback goroutine, with no
+// lock held. The zero value is not usable: call NewPlugin.
 type Plugin struct {
 	// An idle owner's Plugin and its Receiver are most of what a server
 	// holds for a thread: 64 bytes here (a size class), the owner's id is
@@ -97,8 +97,10 @@ type Config struct {
 	// open, so the host starts one; the event itself is delivered by the
 	// next run's first boundary), KeepLimit (the events kept while no run
 	// is open) and OnRunCanceled (hears that the open run was stopped, here
-	// or on another instance). The callbacks must not block, and must not
-	// call the Plugin itself: they signal a goroutine of the host. See
+	// or on another instance). The callbacks are called with no lock of
+	// bgtask held (OnWake on the Manager's callback goroutine, in order;
+	// OnRunCanceled before the cancel returns), so they may call the Plugin
+	// or the Manager; a panic in one is recovered and logged. See
 	// bgtask.ReceiverConfig for each field's rules. [Threads] sets
 	// OnRunCanceled (Turn.Context) and, with ThreadsConfig.OnWake, OnWake.
 	Receiver bgtask.ReceiverConfig

@@ -149,46 +149,52 @@ func TestPluginCompletionDuringStepIsDeliveredNextStep(t *testing.T) {
 // next one.
 func TestPluginCompletionRacingRunEndIsDeliveredOnce(t *testing.T) {
 	for range 50 {
-		pr := newPluginRun(t)
-		start := make(chan struct{})
-		id, err := pr.o.Spawn(t.Context(), func(ctx context.Context, _ *bgtask.Task) (any, error) {
-			<-start
-			return "late", nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		close(start)
-		first, err := pr.p.Deliver(t.Context()) // the last drain
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := pr.p.RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run-1"}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pr.m.Wait(t.Context(), id); err != nil {
-			t.Fatal(err)
-		}
-		if err := pr.p.RunStart(t.Context(), bgtask.RunInfo{RunID: "run-2"}); err != nil {
-			t.Fatal(err)
-		}
-		second, err := pr.p.Deliver(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := append(messageKinds(first), messageKinds(second)...)
-		if len(got) != 1 || got[0] != "completed" {
-			t.Fatalf("delivered %v over two runs, want one completed", got)
-		}
-		if len(second) == 1 && len(pr.wokenKinds()) != 1 {
-			t.Fatalf("a completion after the run woke the owner %d times, want 1", len(pr.wokenKinds()))
-		}
-		if len(first) == 1 && len(pr.wokenKinds()) != 0 {
-			t.Fatalf("a completion delivered in the run also woke the owner: %v", pr.wokenKinds())
-		}
-		if err := pr.p.RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run-2"}); err != nil {
-			t.Fatal(err)
-		}
+		synctest.Test(t, func(t *testing.T) { pluginCompletionRacingRunEnd(t) })
+	}
+}
+
+// pluginCompletionRacingRunEnd is one round of TestPluginCompletionRacingRunEndIsDeliveredOnce.
+func pluginCompletionRacingRunEnd(t *testing.T) {
+	pr := newPluginRun(t)
+	start := make(chan struct{})
+	id, err := pr.o.Spawn(t.Context(), func(ctx context.Context, _ *bgtask.Task) (any, error) {
+		<-start
+		return "late", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(start)
+	first, err := pr.p.Deliver(t.Context()) // the last drain
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.p.RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pr.m.Wait(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.p.RunStart(t.Context(), bgtask.RunInfo{RunID: "run-2"}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := pr.p.Deliver(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait() // OnWake is called on the Manager's callback goroutine
+	got := append(messageKinds(first), messageKinds(second)...)
+	if len(got) != 1 || got[0] != "completed" {
+		t.Fatalf("delivered %v over two runs, want one completed", got)
+	}
+	if len(second) == 1 && len(pr.wokenKinds()) != 1 {
+		t.Fatalf("a completion after the run woke the owner %d times, want 1", len(pr.wokenKinds()))
+	}
+	if len(first) == 1 && len(pr.wokenKinds()) != 0 {
+		t.Fatalf("a completion delivered in the run also woke the owner: %v", pr.wokenKinds())
+	}
+	if err := pr.p.RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run-2"}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -120,6 +120,14 @@ func TestReapNamesOwnersToPendingOwnerCallback(t *testing.T) {
 	if n, err := sb.Reap(ctx); err != nil || n != 5 {
 		t.Fatalf("Reap = %d, %v; want 5 (two of bob's, carol's sub-agent and its two children)", n, err)
 	}
+	waitFor(t, "the calls of the reap's owners (made on the Manager's callback goroutine)", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(named) >= 2
+	})
+	if err := mb.Shutdown(context.Background()); err != nil { // waits for every queued call
+		t.Fatal(err)
+	}
 	mu.Lock()
 	got := slices.Clone(named)
 	mu.Unlock()
