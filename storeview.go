@@ -27,6 +27,7 @@ var (
 	_ store.Runtime          = storeView{}
 	_ store.RunCancelHandler = storeView{}
 	_ store.OwnerNotifier    = storeView{}
+	_ store.OutputHandler    = storeView{}
 )
 
 func (r storeView) Instance() string { return r.m.Instance() }
@@ -46,3 +47,7 @@ func (r storeView) RunCancelRequested(ctx context.Context, owner, run, reason st
 }
 
 func (r storeView) OwnersNoticed(owners []string) { r.m.ownersNoticed(owners) }
+
+func (r storeView) OutputRequested(ctx context.Context, owner, id string, req store.OutputRequest) store.Delivery {
+	return r.m.outputRequested(ctx, owner, id, req)
+}
