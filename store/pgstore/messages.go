@@ -280,7 +280,13 @@ func (s *Store) CarryOutput(ctx context.Context, owner, id string, req store.Out
 	case err != nil:
 		return store.Delivery{}, fmt.Errorf("pgstore: read the output of %s: %w", id, err)
 	}
-	return s.awaitOutcome(ctx, seq)
+	d, err := s.awaitOutcome(ctx, seq)
+	if err == nil {
+		// The piece is the reader's alone: it need not wait for retention.
+		// A failed delete leaves it to retention.
+		_, _ = s.pool.Exec(ctx, `DELETE FROM bgtask_messages WHERE id = $1`, seq)
+	}
+	return d, err
 }
 
 // failGoneMessagesSQL fails the messages that instances which are not

@@ -148,6 +148,10 @@ func TestOutputAcrossInstances(t *testing.T) {
 	if got := same("ended", 11, 100); got != (bgtask.Output{Text: "gamma", Offset: 11, NextOffset: 16, Size: 16, Done: true}) {
 		t.Fatalf("ended read = %+v", got)
 	}
+	// The answers are deleted once read: no output lingers in the table.
+	if n := sqlExec(t, f.dsn, `SELECT 1 FROM bgtask_messages WHERE message ? 'bgtask_output_read'`); n != 0 {
+		t.Fatalf("%d carried reads left in bgtask_messages", n)
+	}
 }
 
 // Output whose oldest bytes A dropped reads on B with the same drop.
