@@ -11,10 +11,11 @@ import (
 // (st.Start(ctx, m.Runtime())): what the store calls to carry out, on this
 // Manager, what other processes asked for (a cancel, a message, a run's
 // stop), to cancel everything when this instance lost its registration,
-// and to name owners with notices to take. It implements store.Runtime,
-// store.RunCancelHandler and store.OwnerNotifier. It is the stores' door,
-// not a host's: a host cancels, sends and stops through the Manager and
-// its Owners. Safe for concurrent use; every call on it after Shutdown
+// to name owners with notices to take, and to read its tasks' outputs for
+// readers on other instances. It implements store.Runtime,
+// store.RunCancelHandler, store.OwnerNotifier and store.OutputHandler. It
+// is the stores' door, not a host's: a host cancels, sends and stops
+// through the Manager and its Owners. Safe for concurrent use; every call on it after Shutdown
 // does nothing, or fails as the Manager's own call would.
 func (m *Manager) Runtime() store.Runtime { return storeView{m} }
 

@@ -281,11 +281,12 @@ func (s *Store) CarryOutput(ctx context.Context, owner, id string, req store.Out
 		return store.Delivery{}, fmt.Errorf("pgstore: read the output of %s: %w", id, err)
 	}
 	d, err := s.awaitOutcome(ctx, seq)
-	if err == nil {
-		// The piece is the reader's alone: it need not wait for retention.
-		// A failed delete leaves it to retention.
-		_, _ = s.pool.Exec(ctx, `DELETE FROM bgtask_messages WHERE id = $1`, seq)
-	}
+	// The read is the reader's alone: answered or given up, its row need
+	// not wait for retention (an answer that comes later updates nothing).
+	// A failed delete leaves it to retention.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.grace)
+	_, _ = s.pool.Exec(dctx, `DELETE FROM bgtask_messages WHERE id = $1`, seq)
+	cancel()
 	return d, err
 }
 
