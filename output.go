@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bgtask/bgtask/internal/fifo"
+	"github.com/bgtask/bgtask/store"
 )
 
 // Bounds of the outputs of ended tasks that the Manager keeps, so that one
@@ -405,12 +406,22 @@ func WithOutputFunc(fn func(offset int64, p []byte)) SpawnOption {
 // runs). A from beyond what was written reads nothing, at the end. Bytes
 // the buffer no longer holds are skipped and counted in Dropped. A task
 // that wrote nothing reads as empty, Done once it has ended. The outputs
-// are kept in memory only: another process's tasks read as empty, and the
-// outputs of ended tasks are forgotten oldest first beyond 1024 tasks or
-// 32 MiB (they then read as empty and Done). It never blocks on the task.
+// are kept in the memory of the instance that runs the task: with a store
+// that carries reads (store.OutputCarrier, as pgstore), a task another
+// instance runs, or ran, is read there, with the same result and errors;
+// with another store, another process's tasks read as empty. The outputs
+// of ended tasks are forgotten oldest first beyond 1024 tasks or 32 MiB
+// (they then read as empty and Done). It never blocks on the task.
 // Errors: ErrInvalidArgument for a negative from, ErrNotFound for an
-// unknown task or another owner's, the Store's.
+// unknown task or another owner's, ErrNotLive when the instance that keeps
+// the output is gone (the output is lost), the Store's.
 func (o Owner) ReadOutput(ctx context.Context, id string, from int64, limit int) (Output, error) {
+	return o.readOutput(ctx, id, from, limit, true)
+}
+
+// readOutput is ReadOutput; carry tells whether a task whose output
+// another instance keeps is read there.
+func (o Owner) readOutput(ctx context.Context, id string, from int64, limit int, carry bool) (Output, error) {
 	if from < 0 {
 		return Output{}, invalidArgument("negative output offset %d", from)
 	}
@@ -421,6 +432,9 @@ func (o Owner) ReadOutput(ctx context.Context, id string, from int64, limit int)
 	if err != nil {
 		return Output{}, err
 	}
+	if oc, ok := o.m.outputCarrier(&meta); ok && carry {
+		return o.m.readElsewhere(ctx, oc, o.id, &meta, store.OutputRequest{From: from, Limit: limit})
+	}
 	return Output{Done: meta.Status.IsTerminal() || o.m.liveTask(o.id, id) == nil}, nil
 }
 
@@ -428,22 +442,42 @@ func (o Owner) ReadOutput(ctx context.Context, id string, from int64, limit int)
 // of one of the owner's tasks, as ReadOutput does from the offset n bytes
 // before its end.
 func (o Owner) TailOutput(ctx context.Context, id string, n int) (Output, error) {
+	return o.tailOutput(ctx, id, n, true)
+}
+
+// tailOutput is TailOutput; carry as for readOutput.
+func (o Owner) tailOutput(ctx context.Context, id string, n int, carry bool) (Output, error) {
 	if b := o.m.outputs.get(o.id, id); b != nil {
 		b.mu.Lock()
 		from := max(b.start, b.end-int64(max(n, 0)))
 		b.mu.Unlock()
 		return b.read(from, n), nil
 	}
-	return o.ReadOutput(ctx, id, 0, n)
+	meta, err := o.Get(ctx, id)
+	if err != nil {
+		return Output{}, err
+	}
+	if oc, ok := o.m.outputCarrier(&meta); ok && carry {
+		return o.m.readElsewhere(ctx, oc, o.id, &meta, store.OutputRequest{Limit: n, Tail: true})
+	}
+	return o.readOutput(ctx, id, 0, n, false)
 }
 
 // WaitOutput waits until one of the owner's tasks has written past offset
 // from, or writes no more (its function has returned), and returns nil; or
-// until ctx ends, and returns its cause. A task that another process runs,
-// or whose output was forgotten, returns at once. Errors: ErrInvalidArgument
-// for a negative from, ErrNotFound for an unknown task or another owner's,
-// the Store's, ctx's cause.
+// until ctx ends, and returns its cause. A task that another instance
+// runs is waited for there when the store carries reads (see ReadOutput),
+// woken by the first write or the end, with no polling; with another
+// store, or when the output was forgotten, it returns at once. Errors:
+// ErrInvalidArgument for a negative from, ErrNotFound for an unknown task
+// or another owner's, ErrNotLive when the instance that keeps the output
+// is gone, the Store's, ctx's cause.
 func (o Owner) WaitOutput(ctx context.Context, id string, from int64) error {
+	return o.waitOutput(ctx, id, from, true)
+}
+
+// waitOutput is WaitOutput; carry as for readOutput.
+func (o Owner) waitOutput(ctx context.Context, id string, from int64, carry bool) error {
 	if from < 0 {
 		return invalidArgument("negative output offset %d", from)
 	}
@@ -451,8 +485,14 @@ func (o Owner) WaitOutput(ctx context.Context, id string, from int64) error {
 	if b == nil {
 		t := o.m.liveTask(o.id, id)
 		if t == nil {
-			_, err := o.Get(ctx, id)
-			return err
+			meta, err := o.Get(ctx, id)
+			if err != nil {
+				return err
+			}
+			if oc, ok := o.m.outputCarrier(&meta); ok && carry {
+				return o.m.waitElsewhereOutput(ctx, oc, o.id, &meta, from)
+			}
+			return nil
 		}
 		t.emitMu.Lock()
 		if !t.ended {
@@ -512,8 +552,9 @@ func (m *Manager) outputTail(owner, id string) (out Output, ok bool) {
 
 // OutputSize returns how many bytes one of the owner's tasks has written
 // to its output (Task.Output) so far, as this Manager keeps it: 0 for a
-// task that wrote nothing, another owner's, one another process runs, or
-// one whose output was forgotten. It never blocks on the task.
+// task that wrote nothing, another owner's, one another process runs (read
+// that one's with ReadOutput, which asks there), or one whose output was
+// forgotten. It never blocks on the task.
 func (o Owner) OutputSize(id string) int64 {
 	b := o.m.outputs.get(o.id, id)
 	if b == nil {

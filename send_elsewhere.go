@@ -33,6 +33,12 @@ func (m *Manager) messageRequested(ctx context.Context, owner, id string, msg bg
 	if err == nil {
 		return store.Delivery{MessageID: msgID}
 	}
+	return deliveryOf(err)
+}
+
+// deliveryOf is the outcome that carries err, a local call's error, back to
+// the instance that asked: its kind and its text.
+func deliveryOf(err error) store.Delivery {
 	var se *StatusError
 	code := codeError
 	switch {

@@ -11,10 +11,11 @@ import (
 // (st.Start(ctx, m.Runtime())): what the store calls to carry out, on this
 // Manager, what other processes asked for (a cancel, a message, a run's
 // stop), to cancel everything when this instance lost its registration,
-// and to name owners with notices to take. It implements store.Runtime,
-// store.RunCancelHandler and store.OwnerNotifier. It is the stores' door,
-// not a host's: a host cancels, sends and stops through the Manager and
-// its Owners. Safe for concurrent use; every call on it after Shutdown
+// to name owners with notices to take, and to read its tasks' outputs for
+// readers on other instances. It implements store.Runtime,
+// store.RunCancelHandler, store.OwnerNotifier and store.OutputHandler. It
+// is the stores' door, not a host's: a host cancels, sends and stops
+// through the Manager and its Owners. Safe for concurrent use; every call on it after Shutdown
 // does nothing, or fails as the Manager's own call would.
 func (m *Manager) Runtime() store.Runtime { return storeView{m} }
 
@@ -27,6 +28,7 @@ var (
 	_ store.Runtime          = storeView{}
 	_ store.RunCancelHandler = storeView{}
 	_ store.OwnerNotifier    = storeView{}
+	_ store.OutputHandler    = storeView{}
 )
 
 func (r storeView) Instance() string { return r.m.Instance() }
@@ -46,3 +48,7 @@ func (r storeView) RunCancelRequested(ctx context.Context, owner, run, reason st
 }
 
 func (r storeView) OwnersNoticed(owners []string) { r.m.ownersNoticed(owners) }
+
+func (r storeView) OutputRequested(ctx context.Context, owner, id string, req store.OutputRequest) store.Delivery {
+	return r.m.outputRequested(ctx, owner, id, req)
+}

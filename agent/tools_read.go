@@ -228,11 +228,15 @@ func (o owner) getTaskTool() Tool {
 			if err != nil {
 				return nil, err
 			}
+			v := o.withLatestEvent(o.fullView(o.latestProgress(meta)))
+			if out != nil { // read where it is kept: another instance may run the task
+				v.OutputBytes = out.TotalBytes
+			}
 			return toolJSON(struct {
 				Task     toolTask               `json:"task"`
 				Messages []bgtask.MessageRecord `json:"messages"`
 				Output   *toolOutput            `json:"output,omitempty"`
-			}{o.withLatestEvent(o.fullView(o.latestProgress(meta))), o.messages(ctx, meta.ID), out})
+			}{v, o.messages(ctx, meta.ID), out})
 		},
 	}
 }

@@ -55,11 +55,13 @@ func (o owner) waitSettledOrOutput(ctx context.Context, id string, since *int64)
 	defer func() { stop(nil); <-done }()
 	meta, err := o.WaitSettled(sctx, id)
 	if err != nil && errors.Is(context.Cause(sctx), errNewOutput) && ctx.Err() == nil {
-		if o.OutputSize(id) > *since {
+		// Read where the output is kept (another instance of a fleet
+		// keeps the output of the tasks it runs).
+		if out, err := o.ReadOutput(ctx, id, *since, 0); err == nil && out.Size > *since {
 			return meta, errNewOutput
 		}
-		// No output here to wait for (a task another process runs, or
-		// one that ended): its end only.
+		// No new output to wait for (a task that ended, or one another
+		// process runs that cannot carry reads): its end only.
 		return o.WaitSettled(ctx, id)
 	}
 	return meta, err
@@ -93,6 +95,9 @@ func (o owner) waitTaskTool(cfg toolConfig) Tool {
 					return nil, err
 				}
 				r.Output = out
+				if out != nil { // read where it is kept: another instance may run the task
+					r.Task.OutputBytes = out.TotalBytes
+				}
 				return toolJSON(r)
 			}
 			switch {

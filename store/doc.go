@@ -15,7 +15,7 @@
 // [InstanceOwnerLister]) let a store answer with an index what the runtime
 // would otherwise compute from [Store.List]; [ChangeNotifier] and
 // [MessageCarrier] let a Wait, a message or an answer reach a task that
-// another instance runs. A store that carries out requests of other
+// another instance runs, and [OutputCarrier] a read of its output. A store that carries out requests of other
 // processes (cancel requests, messages, a lost registration) takes
 // a [Runtime] (a *bgtask.Manager is one) in its own Start method, so that
 // it imports this package and not the runtime.

@@ -235,3 +235,50 @@ type KindLimiter interface {
 	// drop the write (another claim came first): read the record back.
 	ClaimUnder(ctx context.Context, claim bgtype.TaskMeta, limit int) (bool, error)
 }
+
+// OutputCarrier is a SharedStore that carries a read of a task's output
+// to the runtime instance that runs (or ran) the task, and the piece back:
+// a task's output is kept in that instance's memory only (bgtask's
+// Task.Output), so a reader on another instance asks it there. pgstore
+// implements it with a row of its messages' table per read.
+type OutputCarrier interface {
+	// CarryOutput records req, asked by owner about task id, addressed to
+	// the instance that the task's record names, tells that instance, and
+	// waits until its OutputHandler answered, once; it returns that
+	// answer. Reads are answered concurrently, in no order, and never wait
+	// behind a message. When the record names no instance that is alive,
+	// the answer is DeliveryGone with the instance in Text, and nothing
+	// is recorded; when the instance is gone before it answered, also
+	// DeliveryGone. If ctx ends first, the read is withdrawn unless it
+	// was answered (then that answer is returned), and ctx's error is
+	// returned.
+	CarryOutput(ctx context.Context, owner, id string, req OutputRequest) (Delivery, error)
+}
+
+// OutputRequest is a read of a task's output carried to another instance
+// (OutputCarrier). The store carries it without reading it.
+type OutputRequest struct {
+	// From is the offset to read from; with Tail, ignored.
+	From int64 `json:"from"`
+	// Limit is how many bytes to read at most.
+	Limit int `json:"limit"`
+	// Tail reads the last Limit bytes.
+	Tail bool `json:"tail,omitempty"`
+	// Wait, when positive, is how long the answering instance waits for
+	// output past From, or the task's end, before it reads.
+	Wait time.Duration `json:"wait,omitempty"`
+}
+
+// OutputHandler is a Runtime that answers reads of its tasks' outputs
+// asked on other instances (OutputCarrier). The Runtime of a
+// *bgtask.Manager implements it. A store calls it on a goroutine of its
+// own per read, with no lock of its own held.
+type OutputHandler interface {
+	// OutputRequested reads the output of task id, asked by owner, as
+	// req says, and returns the answer to carry back: Code and Text are the
+	// kind and text of its error, or "" and the piece read, in a form only
+	// the runtime reads. It never carries the read on to another
+	// instance. It blocks at most req.Wait (bounded by the runtime), or
+	// until ctx ends.
+	OutputRequested(ctx context.Context, owner, id string, req OutputRequest) Delivery
+}

@@ -22,7 +22,8 @@ import (
 // to the wake of its owner's idle Receiver on B (wake-p50-ms, wake-p99-ms);
 // from Send on B to a sub-agent on A receiving the message (send-p50-ms,
 // send-p99-ms); from a task's release on A to Wait returning on B
-// (wait-p50-ms, wait-p99-ms). Notifications carry each; the poll interval
+// (wait-p50-ms, wait-p99-ms); a ReadOutput on B of 1 KiB of a task's
+// output that A keeps (read-p50-ms, read-p99-ms). Notifications carry each; the poll interval
 // (the fallback) is an hour, so a lost one would show as a stall.
 //
 //	go test -run '^$' -bench BenchmarkFleet -benchtime 200x ./store/pgstore
@@ -34,6 +35,7 @@ func BenchmarkFleet(b *testing.B) {
 			b.Run("wake", func(b *testing.B) { benchWake(b, a, bm) })
 			b.Run("send", func(b *testing.B) { benchSend(b, a, bm) })
 			b.Run("wait", func(b *testing.B) { benchWait(b, a, bm) })
+			b.Run("read", func(b *testing.B) { benchRead(b, a, bm) })
 		})
 	}
 }
@@ -195,4 +197,41 @@ func benchWait(b *testing.B, a, bm *bgtask.Manager) {
 		lat.add(time.Duration(time.Now().UnixNano() - t0.Load()))
 	}
 	lat.report(b, "wait")
+}
+
+// benchRead: bm reads 1 KiB of the output of a task of alice that a runs
+// (carried to a and back).
+func benchRead(b *testing.B, a, bm *bgtask.Manager) {
+	var lat latencies
+	owner := fmt.Sprintf("alice-%d", time.Now().UnixNano())
+	ctx := b.Context()
+	wrote := make(chan struct{})
+	id, err := a.Owner(owner).Spawn(ctx, func(ctx context.Context, t *bgtask.Task) (any, error) {
+		for range 64 {
+			if _, err := t.Output().Write(make([]byte, 1<<10)); err != nil {
+				return nil, err
+			}
+		}
+		close(wrote)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Cancel(context.Background(), id)
+	<-wrote
+	o := bm.Owner(owner)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		t0 := time.Now()
+		out, err := o.ReadOutput(ctx, id, int64(i%64)<<10, 1<<10)
+		if err != nil || len(out.Text) != 1<<10 {
+			b.Fatalf("read %d bytes, %v", len(out.Text), err)
+		}
+		lat.add(time.Since(t0))
+		i++
+	}
+	lat.report(b, "read")
 }

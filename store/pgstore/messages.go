@@ -98,6 +98,12 @@ func (s *Store) SendMessage(ctx context.Context, owner, id string, msg bgtype.Me
 	case err != nil:
 		return store.Delivery{}, fmt.Errorf("pgstore: send to %s: %w", id, err)
 	}
+	return s.awaitOutcome(ctx, seq)
+}
+
+// awaitOutcome waits for message row seq to be handled and returns its
+// outcome, or withdraws it when ctx ends first.
+func (s *Store) awaitOutcome(ctx context.Context, seq int64) (store.Delivery, error) {
 	wake := s.msgWaits.add(seq)
 	defer s.msgWaits.remove(seq)
 	poll := time.NewTicker(s.cfg.poll)
@@ -185,23 +191,103 @@ func (s *Store) handleMessages(ctx context.Context, rt store.Runtime, id string)
 		slices.SortFunc(reqs, func(a, b req) int { return cmp.Compare(a.seq, b.seq) })
 		for _, r := range reqs {
 			var d store.Delivery
-			var msg bgtype.Message
-			if err := json.Unmarshal(r.msg, &msg); err != nil {
+			var c carried
+			if err := json.Unmarshal(r.msg, &c); err != nil {
 				d = store.Delivery{Code: "error", Text: fmt.Sprintf("pgstore: message %d: %v", r.seq, err)}
+			} else if c.Output != nil {
+				// A read of an output may wait for new output: it is
+				// answered on its own, never ahead of or behind a message.
+				s.wg.Go(func() { s.answerOutput(ctx, rt, r.seq, r.owner, r.task, *c.Output) })
+				continue
 			} else {
-				d = rt.MessageRequested(ctx, r.owner, r.task, msg)
+				d = rt.MessageRequested(ctx, r.owner, r.task, c.Message)
 			}
-			if _, err := s.bg.Exec(ctx, `WITH u AS (
-					UPDATE bgtask_messages SET handled_at = now(), message_id = $2, err_code = $3, err_text = $4
-					WHERE id = $1 RETURNING id)
-				SELECT pg_notify('`+messageDoneChannel+`', id::text) FROM u`, r.seq, d.MessageID, d.Code, d.Text); err != nil {
-				return fmt.Errorf("record the outcome of message %d: %w", r.seq, err)
+			if err := s.recordOutcome(ctx, r.seq, d); err != nil {
+				return err
 			}
 		}
 		if len(reqs) < messageBatch {
 			return nil
 		}
 	}
+}
+
+// carried is a row's message: a bgtype.Message, or a read of an output
+// (CarryOutput) under a key that no bgtype.Message has, so that a sent
+// message can never be taken for a read.
+type carried struct {
+	bgtype.Message
+	Output *store.OutputRequest `json:"bgtask_output_read,omitempty"`
+}
+
+// recordOutcome records the outcome d of message row seq and tells its
+// sender.
+func (s *Store) recordOutcome(ctx context.Context, seq int64, d store.Delivery) error {
+	if _, err := s.bg.Exec(ctx, `WITH u AS (
+			UPDATE bgtask_messages SET handled_at = now(), message_id = $2, err_code = $3, err_text = $4
+			WHERE id = $1 RETURNING id)
+		SELECT pg_notify('`+messageDoneChannel+`', id::text) FROM u`, seq, d.MessageID, d.Code, d.Text); err != nil {
+		return fmt.Errorf("record the outcome of message %d: %w", seq, err)
+	}
+	return nil
+}
+
+// answerOutput answers the read of an output in row seq with rt's
+// OutputHandler and records the answer.
+func (s *Store) answerOutput(ctx context.Context, rt store.Runtime, seq int64, owner, id string, req store.OutputRequest) {
+	d := store.Delivery{Code: "error", Text: "pgstore: the runtime of this instance does not read outputs"}
+	if h, ok := rt.(store.OutputHandler); ok {
+		d = h.OutputRequested(ctx, owner, id, req)
+	}
+	if err := s.recordOutcome(ctx, seq, d); err != nil && ctx.Err() == nil {
+		s.log.Warn("pgstore: answering an output read failed", "task_id", id, "err", err)
+	}
+}
+
+// carryOutputSQL records a read ($2 the reader's owner, $3 the read) of
+// task $1's output, addressed to the instance its record names if that
+// instance is alive, and notifies it when the transaction commits.
+var carryOutputSQL = `WITH r AS (
+		INSERT INTO bgtask_messages (task_id, instance, owner, message)
+		SELECT t.id, t.instance, $2, $3 FROM bgtask_tasks t
+		JOIN bgtask_instances i ON i.id = t.instance AND i.state = 'alive'
+		WHERE t.id = $1
+		RETURNING id, instance)
+	SELECT id, pg_notify('` + messageChannel + `', instance) FROM r`
+
+// CarryOutput implements store.OutputCarrier: it records the read in
+// bgtask_messages addressed to the instance that runs (or ran) the task,
+// notifies it, and waits for its answer as SendMessage waits for a
+// message's outcome. That instance answers each read on a goroutine of
+// its own.
+func (s *Store) CarryOutput(ctx context.Context, owner, id string, req store.OutputRequest) (store.Delivery, error) {
+	if s.isClosed() {
+		return store.Delivery{}, ErrClosed
+	}
+	body, err := json.Marshal(carried{Output: &req})
+	if err != nil {
+		return store.Delivery{}, fmt.Errorf("pgstore: read the output of %s: %w", id, err)
+	}
+	var seq int64
+	err = s.pool.QueryRow(ctx, carryOutputSQL, id, owner, body).Scan(&seq, nil) // the second column is pg_notify's void
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		var instance string
+		if err := s.pool.QueryRow(ctx, `SELECT instance FROM bgtask_tasks WHERE id = $1`, id).Scan(&instance); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return store.Delivery{}, fmt.Errorf("pgstore: read the output of %s: %w", id, err)
+		}
+		return store.Delivery{Code: store.DeliveryGone, Text: instance}, nil
+	case err != nil:
+		return store.Delivery{}, fmt.Errorf("pgstore: read the output of %s: %w", id, err)
+	}
+	d, err := s.awaitOutcome(ctx, seq)
+	// The read is the reader's alone: answered or given up, its row need
+	// not wait for retention (an answer that comes later updates nothing).
+	// A failed delete leaves it to retention.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.grace)
+	_, _ = s.pool.Exec(dctx, `DELETE FROM bgtask_messages WHERE id = $1`, seq)
+	cancel()
+	return d, err
 }
 
 // failGoneMessagesSQL fails the messages that instances which are not
@@ -232,4 +318,7 @@ func (s *Store) failGoneMessages(ctx context.Context, db *pgxpool.Pool) error {
 	return nil
 }
 
-var _ store.MessageCarrier = (*Store)(nil)
+var (
+	_ store.MessageCarrier = (*Store)(nil)
+	_ store.OutputCarrier  = (*Store)(nil)
+)
