@@ -123,3 +123,30 @@ func (e *folded) Error() string { return e.msg }
 
 // Is reports whether target is one of the errors e belongs to.
 func (e *folded) Is(target error) bool { return slices.Contains(e.kinds, target) }
+
+// TaskError is the error Wait returns for a failed task, beside its
+// record: the task's id, its error kind and the text of its error. It
+// matches ErrTimeout (errors.Is) when Kind is KindTimeout.
+type TaskError struct {
+	TaskID  string
+	Kind    bgtype.ErrorKind
+	Message string
+}
+
+// Error returns "bgtask: task <id> failed (<kind>): <message>".
+func (e *TaskError) Error() string {
+	return fmt.Sprintf("bgtask: task %s failed (%s): %s", e.TaskID, e.Kind, e.Message)
+}
+
+// Is reports whether target is ErrTimeout and the task timed out.
+func (e *TaskError) Is(target error) bool {
+	return target == ErrTimeout && e.Kind == bgtype.KindTimeout
+}
+
+// failedError returns meta's *TaskError when it is a failed record.
+func failedError(meta *bgtype.TaskMeta) error {
+	if meta.Status != bgtype.StatusFailed {
+		return nil
+	}
+	return &TaskError{TaskID: meta.ID, Kind: meta.ErrorKind, Message: meta.Error}
+}

@@ -75,9 +75,9 @@ func (m *Manager) wakeElsewhere(id, owner string) {
 // idleReceiver returns owner's live Receiver on this Manager if it hears
 // wakes and no run of it is open, else nil.
 func (m *Manager) idleReceiver(owner string) *Receiver {
-	m.plugMu.Lock()
+	m.keepMu.Lock()
 	s := m.sinks[owner]
-	m.plugMu.Unlock()
+	m.keepMu.Unlock()
 	r, ok := s.(*Receiver)
 	if !ok || r.onWake == nil || r.fixed != nil || r.Running() {
 		return nil

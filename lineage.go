@@ -2,37 +2,9 @@ package bgtask
 
 import (
 	"context"
-	"strings"
-	"unicode"
 
 	"github.com/bgtask/bgtask/bgtype"
-	"github.com/bgtask/bgtask/internal/idgen"
 )
-
-// reservedNames are names the tools use to address tasks by relation.
-var reservedNames = map[string]bool{"parent": true, "self": true, "all": true, "broadcast": true}
-
-// maxNameLen bounds a task name, which the model types back to address it.
-const maxNameLen = 128
-
-// checkName validates an optional task name.
-func checkName(name string) error {
-	switch {
-	case name == "":
-		return nil
-	case reservedNames[name]:
-		return invalidArgument("task name %q is reserved", name)
-	case len(name) > maxNameLen:
-		return invalidArgument("task name longer than %d bytes", maxNameLen)
-	case strings.TrimSpace(name) != name:
-		return invalidArgument("task name %q has surrounding spaces", name)
-	case strings.HasPrefix(name, idgen.TaskPrefix):
-		return invalidArgument("task name %q starts with the id prefix %q", name, idgen.TaskPrefix)
-	case strings.IndexFunc(name, unicode.IsControl) >= 0:
-		return invalidArgument("task name %q has control characters", name)
-	}
-	return nil
-}
 
 // lineage fills the empty fields of p from ctx: first from the running task
 // of this Manager (its id, and its run), then from the tool call.

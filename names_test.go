@@ -149,3 +149,34 @@ func TestDoorsMirror(t *testing.T) {
 		t.Fatalf("%d methods on both doors, want at least 8 (Get, Wait, Send, Inbox and the cancels)", shared)
 	}
 }
+
+// TestTestFilesNameTheirSource: a test file is named after the source file
+// whose code it tests (receiver_test.go, receiver_idle_test.go for
+// receiver.go), so the file list leads from a concept to its tests; the
+// exceptions are the package's helpers, examples, benchmarks and the
+// checks of the repository itself (issue 34 §1).
+func TestTestFilesNameTheirSource(t *testing.T) {
+	meta := []string{"bench", "example", "helpers", "logcapture", "main", "mutexdoc", "names", "packages", "readme"}
+	for _, dir := range []string{".", "agent"} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sources []string
+		for _, e := range entries {
+			if n := e.Name(); strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") {
+				sources = append(sources, strings.TrimSuffix(n, ".go"))
+			}
+		}
+		for _, e := range entries {
+			stem, ok := strings.CutSuffix(e.Name(), "_test.go")
+			if !ok {
+				continue
+			}
+			named := func(s string) bool { return stem == s || strings.HasPrefix(stem, s+"_") }
+			if !slices.ContainsFunc(sources, named) && !slices.ContainsFunc(meta, named) {
+				t.Errorf("%s: names no source file of %s (want <source>_test.go or <source>_<what>_test.go)", filepath.Join(dir, e.Name()), dir)
+			}
+		}
+	}
+}

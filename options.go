@@ -361,3 +361,12 @@ func WithParent(p bgtype.Parent) SpawnOption { return func(c *spawnConfig) { c.p
 // its run does not cancel it. Its lineage is still
 // recorded. Owner.CancelAll and Shutdown still cancel it.
 func WithDetached() SpawnOption { return func(c *spawnConfig) { c.detached = true } }
+
+// MaxResultBytes returns the cap on a completed task's result in its record
+// and events (Caps.MaxResultBytes, 64 KiB by default): a
+// longer result, as JSON, is replaced by a truncation marker. A server that
+// must hand a client the whole result keeps those past it itself.
+func (m *Manager) MaxResultBytes() int { return m.cfg.caps.MaxResultBytes }
+
+// discardLogger is the default: the library is silent unless given a logger.
+var discardLogger = slog.New(slog.DiscardHandler)

@@ -108,9 +108,9 @@ func (m *Manager) runCancelRequested(_ context.Context, owner, run, reason strin
 // liveReceiver returns owner's live Receiver on m (not a sub-agent's), or
 // nil.
 func (m *Manager) liveReceiver(owner string) *Receiver {
-	m.plugMu.Lock()
+	m.keepMu.Lock()
 	s := m.sinks[owner]
-	m.plugMu.Unlock()
+	m.keepMu.Unlock()
 	r, ok := s.(*Receiver)
 	if !ok || r.fixed != nil {
 		return nil

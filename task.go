@@ -59,7 +59,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	rare.input, rare.inputSig    emitMu               openInput, closeInput, answer, waitSettled
 //	rare.latestEvent             emitMu               Emit
 //	rare.busy                    emitMu               openInput, closeInput (beginCommit/endCommit)
-//	rare.prog                    emitMu               ReportProgress and its writer (taskprogress.go)
+//	rare.prog                    emitMu               ReportProgress and its writer (progress.go)
 //	rare.done                    m.mu                 waitable (made), retire (closed)
 //	rare.output                  atomic, set with     the first write or WaitOutput (output.go)
 //	                             emitMu held
@@ -85,7 +85,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	→ Manager.mu           guards the m.mu fields above, the indexes, queue, counts
 //	→ Manager.inboxMu      guards the owners' inboxes, bound and idle
 //	→ Inbox.mu             guards an inbox's queue and waiters
-//	→ Manager.plugMu       guards the Receivers' sinks and kept events
+//	→ Manager.keepMu       guards the Receivers' sinks and kept events
 //	→ Receiver.lateMu      guards the events that reached a closed inbox
 //	→ Manager.sent's mu    guards the delivered, unmarked terminal events
 //	→ Manager.msgs's mu    guards the message history
@@ -116,10 +116,10 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //     (Manager.inboxMu, Inbox.mu), Deliver takes lateMu and marks events
 //     announced (the sent list, the store's locks), Pending reads
 //     Manager.mu. It is released before Close lets go of the owner
-//     (Manager.plugMu) and never held while OnWake is called.
+//     (Manager.keepMu) and never held while OnWake is called.
 //   - Task.emitMu: Emit looks up the owner's inbox (Manager.inboxMu) and
 //     sends to it (Inbox.mu); a closed inbox's fallback then takes
-//     Receiver.lateMu, or Manager.plugMu and the sent list; a message is
+//     Receiver.lateMu, or Manager.keepMu and the sent list; a message is
 //     recorded (Manager.msgs); waitSettled reads the record (a shard's read
 //     lock).
 //   - Manager.mu: Manager.inboxMu and Inbox.mu, to queue events in open
@@ -127,7 +127,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //   - Manager.inboxMu: Inbox.mu.
 //   - Inbox.mu: alone. It is released before a OnClosed fallback or an
 //     onClose hook runs, so those may take any lock above it.
-//   - Manager.plugMu: Receiver.lateMu (a new Receiver adopts the kept
+//   - Manager.keepMu: Receiver.lateMu (a new Receiver adopts the kept
 //     events; Close marks it gone) and the sent list (a durable store's
 //     terminal event nobody holds).
 //   - Receiver.lateMu, the sent list's and the message history's locks:

@@ -4,41 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/bgtask/bgtask/bgtype"
 )
 
 // ErrTimeout is the cause of a task's context when its time ran out
 // (WithTimeout, WithDeadline), and is matched by the *TaskError that Wait
 // returns for a task that failed that way.
 var ErrTimeout = errors.New("bgtask: task timed out")
-
-// TaskError is the error Wait returns for a failed task, beside its
-// record: the task's id, its error kind and the text of its error. It
-// matches ErrTimeout (errors.Is) when Kind is KindTimeout.
-type TaskError struct {
-	TaskID  string
-	Kind    bgtype.ErrorKind
-	Message string
-}
-
-// Error returns "bgtask: task <id> failed (<kind>): <message>".
-func (e *TaskError) Error() string {
-	return fmt.Sprintf("bgtask: task %s failed (%s): %s", e.TaskID, e.Kind, e.Message)
-}
-
-// Is reports whether target is ErrTimeout and the task timed out.
-func (e *TaskError) Is(target error) bool {
-	return target == ErrTimeout && e.Kind == bgtype.KindTimeout
-}
-
-// failedError returns meta's *TaskError when it is a failed record.
-func failedError(meta *bgtype.TaskMeta) error {
-	if meta.Status != bgtype.StatusFailed {
-		return nil
-	}
-	return &TaskError{TaskID: meta.ID, Kind: meta.ErrorKind, Message: meta.Error}
-}
 
 // WithTimeout ends the task's time d after its spawn (time spent queued
 // counts): its context then ends with a cause matching ErrTimeout, and if

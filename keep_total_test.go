@@ -12,8 +12,8 @@ import (
 // keptByOwner lists what the Manager keeps for closed owners, as
 // "owner:kind:task" in the Manager-wide order of arrival.
 func keptByOwner(m *Manager) (kept []string, total int) {
-	m.plugMu.Lock()
-	defer m.plugMu.Unlock()
+	m.keepMu.Lock()
+	defer m.keepMu.Unlock()
 	type at struct {
 		seq uint64
 		s   string
@@ -147,9 +147,9 @@ func TestKeptEventsTotalManyOwners(t *testing.T) {
 	if !slices.Equal(dropped, wantDropped) || len(logs.records()) != len(wantDropped) {
 		t.Fatalf("dropped %d events (%d log records), want the %d oldest notes in order", len(dropped), len(logs.records()), len(wantDropped))
 	}
-	m.plugMu.Lock()
+	m.keepMu.Lock()
 	queued := m.keptOrder.progress.Len() + m.keptOrder.ends.Len()
-	m.plugMu.Unlock()
+	m.keepMu.Unlock()
 	if queued != total {
 		t.Fatalf("the order holds %d refs for %d events", queued, total)
 	}

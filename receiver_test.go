@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 
-	"github.com/bgtask/bgtask/internal/memstore"
-
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/memstore"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -23,10 +23,10 @@ func perOwnerState(m *Manager) map[string]int {
 	m.inboxMu.RLock()
 	got["inboxes"], got["idleBox"] = len(m.inboxes), len(m.idleBox)
 	m.inboxMu.RUnlock()
-	m.plugMu.Lock()
+	m.keepMu.Lock()
 	got["sinks"], got["kept"] = len(m.sinks), len(m.kept)
 	got["keptOrder"] = m.keptOrder.progress.Len() + m.keptOrder.ends.Len()
-	m.plugMu.Unlock()
+	m.keepMu.Unlock()
 	m.sent.mu.Lock()
 	got["sent"] = len(m.sent.sent)
 	m.sent.mu.Unlock()
@@ -730,4 +730,52 @@ func TestShrunk(t *testing.T) {
 		small[1] = true
 	}
 	t.Fatal("a map that comes and goes was never made anew")
+}
+
+// receiverRun makes a Manager and the Receiver of thread-1 with a run
+// started, and records the events OnWake hears of.
+type receiverRun struct {
+	m     *Manager
+	p     *Receiver
+	o     Owner
+	mu    sync.Mutex
+	woken []bgtype.Event
+}
+
+func newReceiverRun(t *testing.T, opts ...Option) *receiverRun {
+	t.Helper()
+	pr := &receiverRun{m: newTestManager(t, opts...)}
+	pr.o = pr.m.Owner("thread-1")
+	var err error
+	pr.p, err = pr.m.NewReceiver("thread-1", ReceiverConfig{OnWake: func(ev bgtype.Event) {
+		pr.mu.Lock()
+		pr.woken = append(pr.woken, ev)
+		pr.mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.p.RunStart(t.Context(), RunInfo{RunID: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	return pr
+}
+
+func (pr *receiverRun) wokenKinds() []string {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	var out []string
+	for _, ev := range pr.woken {
+		out = append(out, string(ev.Kind))
+	}
+	return out
+}
+
+// messageKinds lists the kinds of evs.
+func messageKinds(evs []bgtype.Event) []string {
+	var out []string
+	for _, ev := range evs {
+		out = append(out, string(ev.Kind))
+	}
+	return out
 }

@@ -8,10 +8,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/bgtask/bgtask/internal/memstore"
-
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/memstore"
 	"github.com/bgtask/bgtask/store"
 )
 

@@ -105,7 +105,7 @@ type keptRef struct {
 // keptOrder is the Manager-wide order of the events kept for owners whose
 // holder let go, so Tuning.KeptEventsTotal drops the oldest first: one
 // queue for the events that end a task and one for the others, which go
-// first. Guarded by Manager.plugMu.
+// first. Guarded by Manager.keepMu.
 type keptOrder struct {
 	total    int // events kept across owners
 	next     uint64
@@ -134,8 +134,8 @@ func (m *Manager) dropKept(owner string, ev bgtype.Event) {
 // the Manager kept since the owner's previous holder let go. It reports
 // false, changing nothing, while another holder has the owner.
 func (m *Manager) claimOwner(owner string, s ownerSink, adopt func(bgtype.Event)) bool {
-	m.plugMu.Lock()
-	defer m.plugMu.Unlock()
+	m.keepMu.Lock()
+	defer m.keepMu.Unlock()
 	if m.sinks[owner] != nil {
 		return false
 	}
@@ -161,8 +161,8 @@ func (m *Manager) claimOwner(owner string, s ownerSink, adopt func(bgtype.Event)
 // releaseOwner lets go of owner for s, its holder, and runs done while no
 // other holder can claim the owner, so done can stop s taking events.
 func (m *Manager) releaseOwner(owner string, s ownerSink, done func()) {
-	m.plugMu.Lock()
-	defer m.plugMu.Unlock()
+	m.keepMu.Lock()
+	defer m.keepMu.Unlock()
 	if m.sinks[owner] == s {
 		delete(m.sinks, owner)
 		if len(m.sinks) == 0 {
@@ -180,26 +180,26 @@ func (m *Manager) releaseOwner(owner string, s ownerSink, done func()) {
 // is kept for the owner's next Receiver, under limit events for the owner
 // and Tuning.KeptEventsTotal across owners (see dropOldestKept).
 func (m *Manager) orphanEvent(owner string, ev bgtype.Event, limit int) {
-	m.plugMu.Lock()
+	m.keepMu.Lock()
 	if s := m.sinks[owner]; s != nil {
-		m.plugMu.Unlock()
+		m.keepMu.Unlock()
 		s.keepLate(ev) // hands it back here if s is letting go meanwhile
 		return
 	}
 	if m.durable() && ev.Kind.IsTerminal() {
 		m.sent.done(owner, []string{ev.TaskID})
-		m.plugMu.Unlock()
+		m.keepMu.Unlock()
 		return
 	}
 	if !ev.Kind.IsTerminal() && !ev.Quiet {
 		if _, ok := m.store.(store.NoticePoster); ok {
-			m.plugMu.Unlock()
+			m.keepMu.Unlock()
 			if m.postNotice(owner, ev) { // a Receiver made meanwhile takes it from the store
 				return
 			}
-			m.plugMu.Lock()
+			m.keepMu.Lock()
 			if s := m.sinks[owner]; s != nil { // made meanwhile
-				m.plugMu.Unlock()
+				m.keepMu.Unlock()
 				s.keepLate(ev)
 				return
 			}
@@ -233,7 +233,7 @@ func (m *Manager) orphanEvent(owner string, ev bgtype.Event, limit int) {
 		over, overEv, overFull = m.dropOldestKept()
 	}
 	m.compactKept()
-	m.plugMu.Unlock()
+	m.keepMu.Unlock()
 	if full {
 		m.dropKept(owner, dropped)
 	}
@@ -245,7 +245,7 @@ func (m *Manager) orphanEvent(owner string, ev bgtype.Event, limit int) {
 // dropOldestKept makes room under Tuning.KeptEventsTotal: it forgets the
 // oldest kept event, across owners, that does not end a task, or when
 // every kept event ends one, the oldest of those. It returns the event and
-// its owner's ref, false when nothing is kept. Called with plugMu held.
+// its owner's ref, false when nothing is kept. Called with keepMu held.
 func (m *Manager) dropOldestKept() (keptRef, bgtype.Event, bool) {
 	o := &m.keptOrder
 	for _, q := range []*fifo.Queue[keptRef]{&o.progress, &o.ends} {
@@ -276,7 +276,7 @@ func (m *Manager) dropOldestKept() (keptRef, bgtype.Event, bool) {
 func (o *keptOrder) reset() { *o = keptOrder{next: o.next} }
 
 // keptIndex returns the index of ref's event in its owner's keep, false
-// for a stale ref. Called with plugMu held.
+// for a stale ref. Called with keepMu held.
 func (m *Manager) keptIndex(ref keptRef) (int, bool) {
 	if m.kept[ref.owner] != ref.k {
 		return 0, false
@@ -287,7 +287,7 @@ func (m *Manager) keptIndex(ref keptRef) (int, bool) {
 // compactKept drops the stale refs of the keep's order once they
 // outnumber the live ones (and a floor), so the order stays within twice
 // what is kept: the cost is the size of the queues, paid once per as
-// many stale refs. Called with plugMu held.
+// many stale refs. Called with keepMu held.
 func (m *Manager) compactKept() {
 	o := &m.keptOrder
 	if o.progress.Len()+o.ends.Len() <= 2*o.total+keptCompactFloor {
@@ -374,26 +374,3 @@ func (m *Manager) descendant(ctx context.Context, owner string, meta bgtype.Task
 // maxForwardHops bounds the walk up a notice's lineage: far deeper than
 // agents nest.
 const maxForwardHops = 64
-
-// deletes counts the deletes from the Manager's per-owner and per-task maps
-// since each was last made: owners, nodes and runs guarded by Manager.mu,
-// inboxes by Manager.inboxMu.
-type deletes struct{ owners, nodes, runs, inboxes int }
-
-// shrinkAfter is how many deletes an emptied map has seen before shrunk
-// makes it anew: enough that a Manager whose only task comes and goes
-// allocates a map once per this many tasks, not per task.
-const shrinkAfter = 1024
-
-// shrunk returns mp after a delete, or a new empty map in its place when mp
-// is empty and has seen shrinkAfter deletes: a Go map keeps the memory of
-// the most entries it ever held, so a server that once had ten thousand
-// threads open would hold their slots for good.
-func shrunk[K comparable, V any](mp map[K]V, deleted *int) map[K]V {
-	*deleted++
-	if len(mp) > 0 || *deleted < shrinkAfter {
-		return mp
-	}
-	*deleted = 0
-	return make(map[K]V)
-}

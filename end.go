@@ -1,0 +1,367 @@
+package bgtask
+
+import (
+	"context"
+	"sync"
+
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/jsoncap"
+	"github.com/bgtask/bgtask/internal/memstore"
+)
+
+// end records a task's end: its terminal record committed, the task
+// retired, its owner told. Called by the task's goroutine once it claimed
+// the end (finish), or by Stop for a task it cut (cut), whose context it
+// cancels last: its function may still run, and is not waited for.
+func (m *Manager) end(t *Task, out *outcome, cut bool) {
+	t.emitMu.Lock()
+	t.ended = true
+	t.endOutput()
+	busy := t.inputCommit()
+	t.emitMu.Unlock()
+	if busy != nil {
+		<-busy // an input request's record and event come before the terminal ones
+	}
+	prog := t.settleProgress()
+	if ib := t.agentInbox(); ib != nil {
+		ib.Close() // nobody reads it any more: later sends fail with ErrInboxClosed
+	}
+
+	fg := t.fg.Load() != fgBackground && m.endForeground(t)
+	var reason string
+	if out.status == bgtype.StatusCanceled {
+		reason = reasonOf(context.Cause(t.context()))
+	}
+	errText, _ := jsoncap.Text(out.err, m.cfg.caps.MaxErrorBytes)
+	stack, _ := jsoncap.Text(out.stack, m.cfg.caps.MaxErrorBytes)
+	end := clock.Now()
+	var u bgtype.TaskMeta
+	edit := terminalEdit{Status: out.status, Kind: out.kind, Result: out.result, End: end, Reason: reason, ErrText: errText, Stack: stack, Progress: prog}
+	var commitErr error
+	if fg { // rare: the record is marked before the commit
+		m.readRecord(t, &u)
+		edit.Apply(&u)
+		m.answeredInForeground(&u)
+		u.Announced = true // the foreground call returned it: a restart must not announce it
+		commitErr = m.commitUpdate(t, &u)
+	} else {
+		if t.rec.WakePolicy() != bgtype.WakeSilent && m.durable() {
+			m.sent.add(t.rec.Owner, t.rec.Owner, t.rec.ID) // before the commit: a Restore meanwhile must not announce it too
+		}
+		if m.mem != nil && !cut && m.cfg.observer == nil {
+			// Committed with the other ends of the moment. Not with an
+			// observer: it is called on the goroutine that records the
+			// end, and may wait for another task's end.
+			m.endBatched(t, &edit)
+			return
+		}
+		commitErr = m.commitEdit(t, &u, &edit)
+	}
+	from := edit.From
+	if commitErr == nil {
+		m.notify(from, &u)
+	}
+	m.counters.countEnd(u.Status)
+
+	if commitErr == nil && !fg && !cut && m.mem == nil {
+		m.endBatched(t, nil) // the private t.rec follows u (commitUpdate)
+		return
+	}
+	m.mu.Lock()
+	starts := m.unregister(t)
+	m.mu.Unlock()
+	m.startAll(starts)
+	if !cut {
+		t.stop(nil)
+	}
+	if commitErr != nil {
+		m.reportCommitFailure(&u, commitErr)
+	}
+	if !fg {
+		m.deliverTerminal(&u)
+	}
+	m.retire(t)
+	if cut {
+		t.stop(errStopCut) // after its end is recorded and told: whatever it returns now is discarded
+	}
+}
+
+// endNode carries a task's end to the goroutine that records it.
+type endNode struct {
+	t      *Task
+	next   *endNode
+	edit   terminalEdit // the outcome to commit, when commit is set
+	commit bool         // the terminal record is still to be committed (the in-memory store's); else t.rec is committed
+}
+
+// endNodes keeps endNodes for reuse: an end costs no allocation.
+var endNodes = sync.Pool{New: func() any { return new(endNode) }}
+
+// endBatched is the rest of end for the usual task, neither cut nor
+// answered in the foreground. When no other end waits and no goroutine
+// records, it records its own at once (recordOne). Otherwise its end joins
+// the Manager's list of ends,
+// and one ending goroutine at a time, the first to find none doing it,
+// records every end on the list (retireEnds) until the list is empty. The
+// others go on at once, so the tasks that end together queue neither on
+// the in-memory store's locks nor on m.mu nor on the owner's inbox: one
+// goroutine commits their records, one after another, then takes m.mu
+// once per endChunk of them. With edit, the terminal record is still
+// to be committed (the in-memory store's commit, which cannot fail); otherwise
+// t's private record is the committed one. Each end keeps its order:
+// committed, observed, unregistered, told, retired.
+func (m *Manager) endBatched(t *Task, edit *terminalEdit) {
+	if m.ends.Load() == nil && m.endsBusy.CompareAndSwap(false, true) {
+		// No end waits and no goroutine records: record this one at
+		// once, without a node (one task after another), then any that
+		// came meanwhile.
+		m.recordOne(t, edit)
+		m.drainEnds()
+		return
+	}
+	n := endNodes.Get().(*endNode)
+	n.t = t
+	if edit != nil {
+		n.edit, n.commit = *edit, true
+	}
+	for {
+		head := m.ends.Load()
+		n.next = head
+		if m.ends.CompareAndSwap(head, n) {
+			break
+		}
+	}
+	// One goroutine at a time records the ends: while one does, the others
+	// leave theirs on the list, which it takes before it stops.
+	if m.endsBusy.CompareAndSwap(false, true) {
+		m.drainEnds()
+	}
+}
+
+// drainEnds records the ends on the list until it is empty, then lets
+// another goroutine record; if an end came after the last take it records
+// again, unless another goroutine does. Called with m.endsBusy taken;
+// returns with it released.
+func (m *Manager) drainEnds() {
+	for {
+		for m.retireEnds() {
+		}
+		m.endsBusy.Store(false)
+		if m.ends.Load() == nil || !m.endsBusy.CompareAndSwap(false, true) {
+			return // an end added after the last take is seen by its own goroutine's CompareAndSwap
+		}
+	}
+}
+
+// recordOne records t's end as recordEnds does, for an end that no other
+// waits with: with edit, its in-memory store record is committed first. Called
+// with m.endsBusy taken.
+func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
+	var ev bgtype.Event
+	if edit != nil {
+		var u bgtype.TaskMeta
+		m.mem.CommitEdit(t.rec, &u, edit)
+		m.notify(edit.From, &u)
+		m.counters.countEnd(u.Status)
+		ev = terminalEvent(&u)
+	} else { // another Store's: t.rec is private, committed by end
+		ev = recEvent(t.rec)
+	}
+	// The function returned: its context is cancelled now, not after the
+	// event, so the owner the event wakes waits for less (the owner's
+	// goroutine runs once this one parks).
+	t.stop(nil)
+	told, depth := !t.reports(), 0
+	var ib *Inbox
+	m.mu.Lock()
+	starts := m.unregister(t)
+	if !told {
+		if ib = m.openInboxLocked(t.rec.Owner); ib != nil {
+			told, depth = ib.sendOpen(&ev)
+		}
+	}
+	if told {
+		m.retireLocked(t)
+	}
+	m.mu.Unlock()
+	if depth > 0 { // the logger is the host's code: no lock held
+		ib.warnDepth(depth)
+	}
+	m.startAll(starts)
+	if !told { // the inbox is closed or not made yet: its fallback may take m.mu
+		_ = m.deliver(t.rec.Owner, ev)
+		m.retire(t)
+	}
+}
+
+// retireEnds takes the list of ends and records them in order, endChunk at
+// a time (recordEnds): it commits the terminal records still to be
+// committed (no lock of the Manager held) and, under one hold of m.mu per
+// chunk, unregisters each task, cancels its context, queues its terminal event in
+// its owner's open inbox (the inbox's lock nests in m.mu: the lock order)
+// and retires it. An end whose owner's inbox is closed or not made yet is
+// told after m.mu is released, since the inbox's fallback (or the making of
+// an inbox) may take m.mu, and retired then. The queued tasks that a
+// released slot admits start after the unlock. It reports false, doing
+// nothing, when the list is empty. Called by one goroutine at a time
+// (m.endsBusy).
+func (m *Manager) retireEnds() bool {
+	if m.ends.Load() == nil {
+		return false
+	}
+	var batch *endNode
+	for n := m.ends.Swap(nil); n != nil; { // the list is newest first: reverse it
+		next := n.next
+		n.next, batch = batch, n
+		n = next
+	}
+	if m.endEvents == nil {
+		m.endEvents = make([]bgtype.Event, 0, endChunk)
+	}
+	for batch != nil {
+		batch = m.recordEnds(batch)
+	}
+	return true
+}
+
+// endChunk is how many ends retireEnds records per hold of m.mu: a burst's
+// ends take the lock in turns with the spawns, and the buffer of their
+// events stays small.
+const endChunk = 64
+
+// recordEnds records up to endChunk ends of batch, in order, as retireEnds
+// describes, and returns the rest of batch.
+func (m *Manager) recordEnds(batch *endNode) (rest *endNode) {
+	evs := m.endEvents[:0] // the terminal events, in the batch's order
+	for n := batch; n != nil && len(evs) < endChunk; n = n.next {
+		var ev bgtype.Event
+		switch {
+		case n.commit:
+			var u bgtype.TaskMeta
+			m.mem.CommitEdit(n.t.rec, &u, &n.edit)
+			m.notify(n.edit.From, &u)
+			m.counters.countEnd(u.Status)
+			ev = terminalEvent(&u)
+		default: // another Store's: t.rec is private, committed before the end joined the list
+			ev = recEvent(n.t.rec)
+		}
+		evs = append(evs, ev)
+	}
+	type slowEnd struct {
+		n  *endNode
+		ev bgtype.Event
+	}
+	var slow []slowEnd
+	var starts []*Task
+	var warns []warnAt
+	n := batch
+	m.mu.Lock()
+	for i := range evs {
+		next := n.next
+		t := n.t
+		starts = append(starts, m.unregister(t)...)
+		if t.reports() {
+			ib := m.openInboxLocked(t.rec.Owner)
+			ok, depth := false, 0
+			if ib != nil {
+				ok, depth = ib.sendOpen(&evs[i])
+			}
+			if !ok {
+				n.next = nil
+				slow = append(slow, slowEnd{n, evs[i]})
+				n = next
+				continue
+			}
+			if depth > 0 {
+				warns = append(warns, warnAt{ib, depth})
+			}
+		}
+		t.stop(nil)
+		m.retireLocked(t)
+		*n = endNode{}
+		endNodes.Put(n)
+		n = next
+	}
+	m.mu.Unlock()
+	clear(evs)
+	for _, w := range warns { // the logger is the host's code: no lock held
+		w.ib.warnDepth(w.depth)
+	}
+	m.startAll(starts)
+	for _, e := range slow {
+		e.n.t.stop(nil)
+		_ = m.deliver(e.n.t.rec.Owner, e.ev)
+		m.retire(e.n.t)
+		*e.n = endNode{}
+		endNodes.Put(e.n)
+	}
+	return n
+}
+
+// warnAt is a depth an inbox reached that retireEnds logs after the unlock.
+type warnAt struct {
+	ib    *Inbox
+	depth int
+}
+
+// openInboxLocked returns the owner's bound inbox without making one, or
+// nil when none is bound. Called with m.mu held (m.mu, then inboxMu: the
+// lock order).
+func (m *Manager) openInboxLocked(owner string) *Inbox {
+	m.inboxMu.RLock()
+	ib := m.inboxes[owner]
+	m.inboxMu.RUnlock()
+	return ib
+}
+
+// terminalEdit is what finish writes on a task's record: its outcome. The
+// in-memory store applies it under its lock (no interface: it stays on
+// the stack).
+type terminalEdit = memstore.Outcome
+
+// reportCommitFailure tells the owner that the terminal record of a task
+// could not be committed, so it does not stay silently running. Out of line
+// (docs/internals.md).
+//
+//go:noinline
+func (m *Manager) reportCommitFailure(meta *bgtype.TaskMeta, err error) {
+	m.counters.commitFailures.Add(1)
+	m.log.Error("bgtask: terminal record not committed", "task_id", meta.ID, "status", meta.Status, "err", err)
+	text, _ := jsoncap.Text(err.Error(), m.cfg.caps.MaxErrorBytes)
+	ev := bgtype.Event{Kind: bgtype.EventCommitFailed, TaskID: meta.ID, Name: meta.Name, Status: meta.Status, Error: text}
+	if m.cfg.eventObserver != nil {
+		m.observeEvent(ev) // no transition reports this end
+	}
+	_ = m.deliver(meta.Owner, ev)
+}
+
+// deliverTerminal sends the event that reports a terminal record.
+func (m *Manager) deliverTerminal(meta *bgtype.TaskMeta) {
+	if meta.Wake != bgtype.WakeSilent {
+		_ = m.deliver(meta.Owner, terminalEvent(meta))
+	}
+}
+
+// terminalEvent is the event that reports a terminal record.
+func terminalEvent(meta *bgtype.TaskMeta) bgtype.Event {
+	ev := bgtype.Event{Kind: bgtype.EventKind(meta.Status), TaskID: meta.ID, Name: meta.Name}
+	switch meta.Status {
+	case bgtype.StatusCompleted:
+		ev.Result = meta.Result
+	case bgtype.StatusFailed, bgtype.StatusInterrupted:
+		ev.Error, ev.ErrorKind = meta.Error, meta.ErrorKind
+	case bgtype.StatusCanceled:
+		ev.CancelReason = meta.CancelReason
+	}
+	return ev
+}
+
+// recEvent is terminalEvent of a Task's private record. Out of line: its
+// frame holds a whole TaskMeta.
+//
+//go:noinline
+func recEvent(r *memstore.Rec) bgtype.Event {
+	meta := r.Expand()
+	return terminalEvent(&meta)
+}
