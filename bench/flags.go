@@ -71,6 +71,7 @@ type sizes struct {
 	sqlCommits   int // commits per store sample
 	batch        int // rows per batched commit
 	writers      int // concurrent writers
+	pgTasks      int // tasks per sample of the PostgreSQL tasks rows (a burst has burst)
 }
 
 var fullSizes = sizes{
@@ -78,7 +79,7 @@ var fullSizes = sizes{
 	retainOwners: 100, retainTasks: 2_000,
 	live: 100_000, subtree: 100, cancels: 20,
 	million: 1_000_000, owners: 1_000, checkpoint: 100_000,
-	sqlCommits: 2_000, batch: 64, writers: 8,
+	sqlCommits: 2_000, batch: 64, writers: 8, pgTasks: 2_000,
 }
 
 var quickSizes = sizes{
@@ -86,5 +87,5 @@ var quickSizes = sizes{
 	retainOwners: 10, retainTasks: 50,
 	live: 500, subtree: 100, cancels: 2,
 	million: 4_000, owners: 100, checkpoint: 1_000,
-	sqlCommits: 20, batch: 64, writers: 8,
+	sqlCommits: 20, batch: 64, writers: 8, pgTasks: 40,
 }

@@ -82,7 +82,7 @@ func TestQuickTable(t *testing.T) {
 		workloads = append(workloads, g.name)
 	}
 	if got, want := strings.Join(workloads, ", "), "spawn+complete, burst, emit/drain, parked memory, retained memory, "+
-		"cancel subtree, many owners, SQLite, PostgreSQL"; got != want {
+		"cancel subtree, many owners, SQLite, PostgreSQL, PostgreSQL tasks"; got != want {
 		t.Fatalf("workloads %s, want %s", got, want)
 	}
 	var want []string
@@ -97,8 +97,8 @@ func TestQuickTable(t *testing.T) {
 	}
 	for _, g := range groups {
 		for _, r := range g.rows {
-			if g.name == "PostgreSQL" {
-				if got := strings.Join(cells[r.name], " | "); got != "skipped: no DSN | - | - | - | - | - | - | - | -" {
+			if strings.HasPrefix(g.name, "PostgreSQL") {
+				if got := strings.Join(cells[r.name], " | "); got != "skipped: no DSN | - | - | - | - | - | - | - | - | - | -" {
 					t.Errorf("%s: %q, want skipped: no DSN", r.name, got)
 				}
 				continue
@@ -116,7 +116,7 @@ func TestQuickTable(t *testing.T) {
 func TestQuickPostgres(t *testing.T) {
 	dsn := pgtest.StartDSN(t)
 
-	out := runQuick(t, "-only", "^PostgreSQL", "-dsn", dsn)
+	out := runQuick(t, "-only", "^PostgreSQL commit", "-dsn", dsn)
 	names, cells := tableRows(t, out)
 	g := postgresGroup(quickSizes)
 	if len(names) != len(g.rows) {
@@ -168,5 +168,30 @@ func TestQuickEino(t *testing.T) {
 	}
 	if !strings.Contains(out, "eino: backgroundtask.Manager.Run in the background") {
 		t.Errorf("no eino legend:\n%s", out)
+	}
+}
+
+// TestQuickRiver measures the PostgreSQL tasks rows, bgtask against river,
+// on a throw-away server: every row has both figures and a ratio.
+func TestQuickRiver(t *testing.T) {
+	dsn := pgtest.StartDSN(t)
+
+	out := runQuick(t, "-only", "^PostgreSQL tasks", "-dsn", dsn)
+	names, cells := tableRows(t, out)
+	g := pgTasksGroup(quickSizes)
+	if len(names) != len(g.rows) {
+		t.Fatalf("rows %q, want the %d PostgreSQL tasks rows", names, len(g.rows))
+	}
+	for i, r := range g.rows {
+		if names[i] != r.name {
+			t.Errorf("row %d = %q, want %q", i, names[i], r.name)
+		}
+		checkRow(t, r, cells[r.name])
+		if c := cells[r.name]; c[colRiver] == "-" || c[int(nCols)+int(colRiver)-1] == "-" {
+			t.Errorf("%s: river cell %q, ratio %q; want a figure and a ratio", r.name, c[colRiver], c[int(nCols)+int(colRiver)-1])
+		}
+	}
+	if !strings.Contains(out, "river (v0.51.2, riverpgxv5 on a pgxpool)") {
+		t.Errorf("no river legend:\n%s", out)
 	}
 }

@@ -15,7 +15,8 @@ import (
 )
 
 // column is a contender: bgtask and its peers (eino's background-task
-// registry is the closest Go peer, eino.go).
+// registry is the closest Go peer, eino.go; river the closest durable
+// queue on PostgreSQL, river.go).
 type column int
 
 const (
@@ -24,10 +25,11 @@ const (
 	colErrgroup
 	colConc
 	colEino
+	colRiver
 	nCols
 )
 
-var colNames = [nCols]string{"bgtask", "raw", "errgroup", "conc", "eino"}
+var colNames = [nCols]string{"bgtask", "raw", "errgroup", "conc", "eino", "river"}
 
 // unit says how a row's figures read.
 type unit int
@@ -37,6 +39,7 @@ const (
 	perRow               // ns, B and allocs per row written, and rows/s
 	bytesPer             // bytes per task or record, after GC
 	megabyte             // megabytes of heap after GC
+	latency              // a duration in nanoseconds, shown in milliseconds
 )
 
 // row is one line of the table.
@@ -65,7 +68,7 @@ type group struct {
 func allGroups(sz sizes) []*group {
 	return []*group{
 		spawnGroup(sz), burstGroup(sz), emitGroup(sz), parkedGroup(sz), retainedGroup(sz),
-		cancelGroup(sz), millionGroup(sz), sqliteGroup(sz), postgresGroup(sz),
+		cancelGroup(sz), millionGroup(sz), sqliteGroup(sz), postgresGroup(sz), pgTasksGroup(sz),
 	}
 }
 
@@ -118,8 +121,8 @@ func cpuModel() string {
 }
 
 func writeTable(w io.Writer, groups []*group, res results) {
-	fmt.Fprintln(w, "| shape | bgtask | raw | errgroup | conc | eino | vs raw | vs errgroup | vs conc | vs eino |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| shape | bgtask | raw | errgroup | conc | eino | river | vs raw | vs errgroup | vs conc | vs eino | vs river |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var notes []string
 	for _, g := range groups {
 		for i, r := range g.rows {
@@ -176,6 +179,8 @@ func formatCell(u unit, s sample) string {
 		return fmt.Sprintf("%s ns (%s rows/s), %s B, %s allocs", commas(s.v), commas(rate), commas(s.bytes), commas(s.allocs))
 	case bytesPer:
 		return commas(s.v) + " B"
+	case latency:
+		return strconv.FormatFloat(s.v/1e6, 'f', 2, 64) + " ms"
 	default:
 		mb := math.Round(s.v*10) / 10
 		if mb == 0 {
