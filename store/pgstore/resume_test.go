@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/bgtype"
@@ -72,26 +71,7 @@ func instanceOf(ctx context.Context) string {
 // kindInstance is instanceStore with the kind registered.
 func kindInstance(t *testing.T, dsn, id string, r *stepsRig) (*pgstore.Store, *bgtask.Manager) {
 	t.Helper()
-	s, err := pgstore.Open(t.Context(), dsn, pgstore.WithGrace(time.Hour), pgstore.WithHeartbeatInterval(30*time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := bgtask.New(bgtask.WithStore(s), bgtask.WithInstance(id), bgtask.WithKinds(r.kind))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context(), m.Runtime()); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-		defer cancel()
-		if err := m.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown %s: %v", id, err)
-		}
-		s.Close()
-	})
-	return s, m
+	return limitInstance(t, dsn, id, r.kind)
 }
 
 // TestResumeAfterReap: an instance declared dead while its resumable
