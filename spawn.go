@@ -12,6 +12,7 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/internal/clock"
 	"github.com/bgtask/bgtask/internal/idgen"
+	"github.com/bgtask/bgtask/internal/memstore"
 )
 
 // spawn validates, registers, commits the first record and starts the task.
@@ -24,33 +25,71 @@ func (m *Manager) spawn(ctx context.Context, owner string, fn Func, agent bool, 
 
 // spawnTask is spawn that also reports whether it started the task: false
 // when an idempotency key (WithIdempotencyKey) made it return the id of the
-// owner's task that has the key already.
+// owner's task that has the key already. Its steps: the configuration
+// checked (spawnConfigFor), the task made (newTask), registered under m.mu
+// after any live spawn with its key (claimAndRegister), its first record
+// committed (commitSpawn), then started or queued (startOrQueue).
 func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bool, opts []SpawnOption) (string, bool, error) {
+	sc, err := m.spawnConfigFor(owner, fn, agent, opts)
+	if err != nil {
+		return "", false, err
+	}
+	t, ent, err := m.newTask(ctx, owner, fn, agent, &sc)
+	if err != nil {
+		return "", false, err
+	}
+	claim, admitted, id, err := m.claimAndRegister(ctx, t, owner, sc.key)
+	if err != nil || id != "" {
+		return id, false, err
+	}
+	if agent {
+		m.bindInbox(t.rec.ID, t.agentInbox())
+	}
+	if id, err := m.commitSpawn(ctx, t, ent, &sc, claim, admitted); err != nil || id != "" {
+		return id, false, err
+	}
+	m.counters.spawned.Add(1)
+	if sc.waiting {
+		// Its record waits in the queue: this Task never runs, a claim
+		// (here or on another instance) starts its first attempt.
+		m.settleClaim(t, claim, true)
+		m.abandon(t)
+		return t.rec.ID, true, nil
+	}
+	m.notifyRec("", t.rec) // safe to read: its goroutine has not started
+	m.settleClaim(t, claim, true)
+	m.startOrQueue(t, admitted)
+	return t.rec.ID, true, nil
+}
+
+// spawnConfigFor checks a spawn's arguments and options and returns its
+// configuration, with the task's type filled in.
+func (m *Manager) spawnConfigFor(owner string, fn Func, agent bool, opts []SpawnOption) (spawnConfig, error) {
+	var sc spawnConfig
 	switch {
 	case !bgtype.ValidOwner(owner):
-		return "", false, bgtype.ErrInvalidOwner
+		return sc, bgtype.ErrInvalidOwner
 	case m.closed.Load():
-		return "", false, ErrClosed
+		return sc, ErrClosed
 	case fn == nil:
-		return "", false, errNilFunc
+		return sc, errNilFunc
 	}
-	var sc spawnConfig
 	if len(opts) > 0 {
 		sc = spawnConfigOf(opts)
 	}
 	if err := checkName(sc.name); err != nil {
-		return "", false, err
+		return sc, err
 	}
 	if err := m.cfg.checkTags(sc.tags); err != nil {
-		return "", false, err
+		return sc, err
 	}
 	if sc.keySet {
 		if err := checkKey(sc.key); err != nil {
-			return "", false, err
+			return sc, err
 		}
 	}
 	if !sc.wake.Valid() {
-		return "", false, invalidArgument("unknown wake policy %q", sc.wake)
+		return sc, invalidArgument("unknown wake policy %q", sc.wake)
 	}
 	if sc.typ == "" {
 		sc.typ = bgtype.TypeTask
@@ -58,10 +97,17 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 			sc.typ = bgtype.TypeSubAgent
 		}
 	}
+	return sc, nil
+}
+
+// newTask makes the task a spawn registers: its lineage (checked against
+// the store), its first record, its inbox if it is a sub-agent, and its
+// context, with the spawner's values and the deadline.
+func (m *Manager) newTask(ctx context.Context, owner string, fn Func, agent bool, sc *spawnConfig) (*Task, *memstore.Entry, error) {
 	created := clock.Now()
 	deadline, timeoutCause, err := sc.deadlineOf(created)
 	if err != nil {
-		return "", false, err
+		return nil, nil, err
 	}
 	var parent bgtype.Parent
 	if sc.adopt != nil {
@@ -70,7 +116,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 		parent = m.lineage(ctx, sc.parent)
 		storedRun, err := m.checkStoredParent(ctx, owner, parent.TaskID)
 		if err != nil {
-			return "", false, err
+			return nil, nil, err
 		}
 		parent.RunID = firstNonEmpty(parent.RunID, storedRun)
 	}
@@ -90,7 +136,7 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 		u.Tags = slices.Clone(sc.tags)
 	}
 	if sc.resume != nil || sc.adopt != nil {
-		kindRecord(t, &u, &sc, created)
+		kindRecord(t, &u, sc, created)
 	}
 	t.rec.Set(&u) // the identity fields: never written again
 	if agent {
@@ -113,27 +159,33 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 	}
 	t.cctx = cctx
 	t.stop = stop
+	return t, ent, nil
+}
 
+// claimAndRegister registers t under m.mu, after any live spawn of this
+// Manager with the same idempotency key: when that one committed, its id is
+// returned (and t is dropped). It returns t's claim of key, and whether t
+// was admitted (it runs: the spawner starts it after the commit).
+func (m *Manager) claimAndRegister(ctx context.Context, t *Task, owner, key string) (claim *keyClaim, admitted bool, id string, err error) {
 	m.mu.Lock()
-	ref := keyRef{owner, sc.key}
-	for c := m.keys[ref]; sc.key != "" && c != nil; c = m.keys[ref] {
+	ref := keyRef{owner, key}
+	for c := m.keys[ref]; key != "" && c != nil; c = m.keys[ref] {
 		// A spawn of this Manager with the key is live: its task, once
 		// committed, is the answer; if its commit fails, try again.
 		m.mu.Unlock()
 		id, err := awaitClaim(ctx, c)
 		if err != nil || id != "" {
-			stop(nil)
-			return id, false, err
+			t.stop(nil)
+			return nil, false, id, err
 		}
 		m.mu.Lock()
 	}
 	err = m.register(t)
-	var claim *keyClaim
-	if err == nil && sc.key != "" {
+	if err == nil && key != "" {
 		claim = &keyClaim{t: t, done: make(chan struct{})}
 		m.keys[ref] = claim
 	}
-	admitted := t.phase == phaseAdmitted
+	admitted = t.phase == phaseAdmitted
 	if admitted {
 		// Only the spawner moves a task it admitted, so it is running
 		// from now on: started after the commit without taking m.mu again.
@@ -141,41 +193,41 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 	}
 	m.mu.Unlock()
 	if err != nil {
-		stop(nil)
-		return "", false, err
+		t.stop(nil)
+		return nil, false, "", err
 	}
-	if agent {
-		m.bindInbox(t.rec.ID, t.agentInbox())
-	}
+	return claim, admitted, "", nil
+}
 
+// commitSpawn commits t's first record. On a failure it abandons t and
+// returns the error, or the id of the owner's task that has the key
+// already (a duplicate key is that task's answer, with no error).
+func (m *Manager) commitSpawn(ctx context.Context, t *Task, ent *memstore.Entry, sc *spawnConfig, claim *keyClaim, admitted bool) (string, error) {
 	t.rec.Start(admitted)
 	t.queued = !admitted
 	ctxDone := ctx.Err() != nil // a commit then changes nothing
-	if err := m.commitFirst(ctx, t, ent, sc.waiting); err != nil {
-		m.abandon(t)
-		m.settleClaim(t, claim, false)
-		if dup, ok := errors.AsType[*bgtype.DuplicateKeyError](err); ok && dup.Key == sc.key {
-			return dup.TaskID, false, nil // the owner has a task with this key: that one is the answer
-		}
-		// It may have been committed all the same: end the record.
-		m.settleFailedSpawn(t.rec.Expand(), err, ctxDone)
-		if ctx.Err() != nil { // say why the caller's context ended: a cancelled run, say
-			return "", false, fmt.Errorf("bgtask: spawn: %w", context.Cause(ctx))
-		}
-		return "", false, fmt.Errorf("bgtask: spawn: commit: %w", err)
+	err := m.commitFirst(ctx, t, ent, sc.waiting)
+	if err == nil {
+		return "", nil
 	}
-	m.counters.spawned.Add(1)
-	if sc.waiting {
-		// Its record waits in the queue: this Task never runs, a claim
-		// (here or on another instance) starts its first attempt.
-		m.settleClaim(t, claim, true)
-		m.abandon(t)
-		return t.rec.ID, true, nil
+	m.abandon(t)
+	m.settleClaim(t, claim, false)
+	if dup, ok := errors.AsType[*bgtype.DuplicateKeyError](err); ok && dup.Key == sc.key {
+		return dup.TaskID, nil // the owner has a task with this key: that one is the answer
 	}
-	m.notifyRec("", t.rec) // safe to read: its goroutine has not started
-	m.settleClaim(t, claim, true)
+	// It may have been committed all the same: end the record.
+	m.settleFailedSpawn(t.rec.Expand(), err, ctxDone)
+	if ctx.Err() != nil { // say why the caller's context ended: a cancelled run, say
+		return "", fmt.Errorf("bgtask: spawn: %w", context.Cause(ctx))
+	}
+	return "", fmt.Errorf("bgtask: spawn: commit: %w", err)
+}
 
-	start := true
+// startOrQueue starts a committed task that was admitted, or that a
+// released slot admitted meanwhile; a task still waiting for a slot is
+// queued (a released slot starts it), one cancelled meanwhile ends
+// cancelled.
+func (m *Manager) startOrQueue(t *Task, admitted bool) {
 	if !admitted {
 		m.mu.Lock()
 		switch t.phase {
@@ -183,15 +235,13 @@ func (m *Manager) spawnTask(ctx context.Context, owner string, fn Func, agent bo
 			t.move(phaseRunning)
 		case phaseWaiting:
 			t.move(phaseQueued) // a released slot starts it
-			start = false
+			m.mu.Unlock()
+			return
 		}
 		// phaseDropped: cancelled before it had a slot; it ends cancelled
 		m.mu.Unlock()
 	}
-	if start {
-		m.start(t)
-	}
-	return t.rec.ID, true, nil
+	m.start(t)
 }
 
 // kindRecord makes u the first record of a resumable task: a new one
@@ -232,12 +282,37 @@ func (m *Manager) register(t *Task) error {
 	if m.closed.Load() {
 		return ErrClosed
 	}
+	p, err := m.checkParent(t)
+	if err != nil {
+		return err
+	}
+	os := m.owners[t.rec.Owner]
+	if err := m.checkLimits(t, p, os); err != nil {
+		return err
+	}
+	if os == nil {
+		os = m.spareOwner
+		if os == nil {
+			os = new(ownerState)
+		}
+	}
+	if err := m.admit(t, os); err != nil {
+		return err
+	}
+	m.link(t, p, os)
+	return nil
+}
+
+// checkParent returns t's parent if this Manager runs it (nil if not),
+// refusing one the owner may not see and a cancelled run; a child without
+// a run of its own joins its parent's. Under m.mu.
+func (m *Manager) checkParent(t *Task) (*Task, error) {
 	meta := t.rec
 	var p *Task
 	if id := meta.Parent().TaskID; id != "" {
 		p = m.nodes[id]
 		if p != nil && !visibleParent(p, meta.Owner) {
-			return fmt.Errorf("%w: %s", errParentNotFound, id)
+			return nil, fmt.Errorf("%w: %s", errParentNotFound, id)
 		}
 	}
 	if p != nil && meta.ParentRun() == "" {
@@ -255,10 +330,17 @@ func (m *Manager) register(t *Task) error {
 			canceled = errors.Is(context.Cause(p.cctx), errRunCanceled)
 		}
 		if canceled {
-			return fmt.Errorf("%w: %q", errRunCanceled, run)
+			return nil, fmt.Errorf("%w: %q", errRunCanceled, run)
 		}
 	}
-	os := m.owners[meta.Owner]
+	return p, nil
+}
+
+// checkLimits refuses t for a name its owner's live task has, a parent
+// being cancelled, and the fan-out and depth limits; it sets t's depth.
+// Under m.mu.
+func (m *Manager) checkLimits(t *Task, p *Task, os *ownerState) error {
+	meta := t.rec
 	if meta.Name() != "" && os != nil && os.names[meta.Name()] != nil {
 		return fmt.Errorf("%w: %q", ErrDuplicateName, meta.Name())
 	}
@@ -278,17 +360,14 @@ func (m *Manager) register(t *Task) error {
 	if m.cfg.limits.MaxDepth > 0 && int(t.depth) > m.cfg.limits.MaxDepth {
 		return fmt.Errorf("%w: depth %d > %d", errDepthLimit, t.depth, m.cfg.limits.MaxDepth)
 	}
-	if os == nil {
-		os = m.spareOwner
-		if os == nil {
-			os = new(ownerState)
-		}
-	}
-	if err := m.admit(t, os); err != nil {
-		return err
-	}
+	return nil
+}
 
-	// Nothing can fail from here on.
+// link adds an admitted t to the Manager's indexes: its owner's list and
+// names, its run, its parent's children, the nodes. Nothing fails here.
+// Under m.mu.
+func (m *Manager) link(t *Task, p *Task, os *ownerState) {
+	meta := t.rec
 	m.owners[meta.Owner] = os
 	if os == m.spareOwner {
 		m.spareOwner = nil
@@ -324,7 +403,6 @@ func (m *Manager) register(t *Task) error {
 	m.live++
 	m.active++
 	m.wg.Add(1)
-	return nil
 }
 
 // abandon undoes register after the first commit failed. The task never ran
