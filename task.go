@@ -125,7 +125,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //   - Manager.mu: Manager.inboxMu and Inbox.mu, to queue events in open
 //     inboxes; a shard's read lock, to read a record.
 //   - Manager.inboxMu: Inbox.mu.
-//   - Inbox.mu: alone. It is released before a OnClosed fallback or an
+//   - Inbox.mu: alone. It is released before an OnClosed fallback or an
 //     onClose hook runs, so those may take any lock above it.
 //   - Manager.keepMu: Receiver.lateMu (a new Receiver adopts the kept
 //     events; Close marks it gone) and the sent list (a durable store's
