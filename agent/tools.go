@@ -109,7 +109,7 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	get_task     {"task_id":id, "output_since":0..2^50|null, "output_tail":1..8192|null}
 //	  → {"task":{…,started_at?,result?,error?,cancel_reason?,input_request?:{id,prompt},idempotency_key?,output_bytes?},
 //	     "messages":[{id,direction,from,content,truncated?,in_reply_to?,at}],
-//	     "output"?:{text,offset,next_offset,dropped_bytes,total_bytes,running}}
+//	     "output"?:{text,offset,next_offset,dropped_bytes,total_bytes,running}, "output_error"?:text}
 //	  The record, {…} being the fields list_tasks shows (its description
 //	  and type whole), with the result when completed, the error when
 //	  failed, cancelled or interrupted, the open input request and the
@@ -121,7 +121,9 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	  from that offset (or the last output_tail bytes), the offset to read
 //	  on from, the bytes the buffer dropped before it, the size written,
 //	  and whether the task may write more; a model that reads from each
-//	  next_offset in turn sees every byte once.
+//	  next_offset in turn sees every byte once. Output kept in the memory
+//	  of a fleet's instance that is gone is lost: output_error says so,
+//	  and the rest of the answer stands (wait_task the same).
 //	cancel_task  {"target":{"relation":"self","name":null}|{"relation":"child","name":n}, "reason":r|null}
 //	  → {"status":"accepted","root_task_id":id,"cancelled_count":n}
 //	  cancelled_count is the number of tasks this call signalled, nothing

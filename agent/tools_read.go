@@ -190,22 +190,26 @@ func outputView(out bgtask.Output) *toolOutput {
 }
 
 // readOutput reads task id's output from since, or its tail, as asked;
-// nil when neither is.
-func (o owner) readOutput(ctx context.Context, id string, since *int64, tail *int) (*toolOutput, error) {
-	var out bgtask.Output
-	var err error
+// nil when neither is. Output that is lost (the instance of the fleet
+// that kept it in memory is gone: ErrNotLive) is no error: lost says why,
+// so the tool still answers with the task's status.
+func (o owner) readOutput(ctx context.Context, id string, since *int64, tail *int) (out *toolOutput, lost string, err error) {
+	var read bgtask.Output
 	switch {
 	case since != nil:
-		out, err = o.ReadOutput(ctx, id, *since, outputReadMax)
+		read, err = o.ReadOutput(ctx, id, *since, outputReadMax)
 	case tail != nil:
-		out, err = o.TailOutput(ctx, id, *tail)
+		read, err = o.TailOutput(ctx, id, *tail)
 	default:
-		return nil, nil
+		return nil, "", nil
 	}
-	if err != nil {
-		return nil, notFoundAs(err, id)
+	switch {
+	case errors.Is(err, bgtask.ErrNotLive):
+		return nil, err.Error(), nil
+	case err != nil:
+		return nil, "", notFoundAs(err, id)
 	}
-	return outputView(out), nil
+	return outputView(read), "", nil
 }
 
 func (o owner) getTaskTool() Tool {
@@ -224,7 +228,7 @@ func (o owner) getTaskTool() Tool {
 			if err != nil {
 				return nil, notFoundAs(err, args.TaskID)
 			}
-			out, err := o.readOutput(ctx, meta.ID, args.OutputSince, args.OutputTail)
+			out, lost, err := o.readOutput(ctx, meta.ID, args.OutputSince, args.OutputTail)
 			if err != nil {
 				return nil, err
 			}
@@ -233,10 +237,11 @@ func (o owner) getTaskTool() Tool {
 				v.OutputBytes = out.TotalBytes
 			}
 			return toolJSON(struct {
-				Task     toolTask               `json:"task"`
-				Messages []bgtask.MessageRecord `json:"messages"`
-				Output   *toolOutput            `json:"output,omitempty"`
-			}{v, o.messages(ctx, meta.ID), out})
+				Task        toolTask               `json:"task"`
+				Messages    []bgtask.MessageRecord `json:"messages"`
+				Output      *toolOutput            `json:"output,omitempty"`
+				OutputError string                 `json:"output_error,omitempty"`
+			}{v, o.messages(ctx, meta.ID), out, lost})
 		},
 	}
 }

@@ -33,6 +33,8 @@ type waitResult struct {
 	TimedOut bool        `json:"timed_out"`
 	Message  string      `json:"message,omitempty"`
 	Output   *toolOutput `json:"output,omitempty"` // with output_since
+	// OutputError says why output asked for is not there: it is lost.
+	OutputError string `json:"output_error,omitempty"`
 }
 
 // errNewOutput ends a wait_task wait when the task wrote past output_since.
@@ -90,11 +92,11 @@ func (o owner) waitTaskTool(cfg toolConfig) Tool {
 				err = nil // a failed task's record is the answer, as a completed one's is
 			}
 			result := func(r waitResult) (json.RawMessage, error) {
-				out, err := o.readOutput(ctx, args.TaskID, args.OutputSince, nil)
+				out, lost, err := o.readOutput(ctx, args.TaskID, args.OutputSince, nil)
 				if err != nil {
 					return nil, err
 				}
-				r.Output = out
+				r.Output, r.OutputError = out, lost
 				if out != nil { // read where it is kept: another instance may run the task
 					r.Task.OutputBytes = out.TotalBytes
 				}

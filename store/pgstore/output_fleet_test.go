@@ -228,6 +228,32 @@ func TestOutputAcrossInstancesStopped(t *testing.T) {
 	if err := o.WaitOutput(guard(t), id, 100); err == nil || err.Error() != want {
 		t.Fatalf("B's wait after A stopped = %v", err)
 	}
+	// The tools still answer with the task: the output is lost, not the record.
+	for _, tool := range agent.Tools(o) {
+		var args string
+		switch tool.Name {
+		case "get_task":
+			args = fmt.Sprintf(`{"task_id":%q,"output_since":0,"output_tail":null}`, id)
+		case "wait_task":
+			args = fmt.Sprintf(`{"task_id":%q,"timeout_seconds":1,"output_since":0}`, id)
+		default:
+			continue
+		}
+		raw, err := tool.Call(guard(t), json.RawMessage(args))
+		var got struct {
+			Task struct {
+				Status string `json:"status"`
+			} `json:"task"`
+			Output      *json.RawMessage `json:"output"`
+			OutputError string           `json:"output_error"`
+		}
+		if err == nil {
+			err = json.Unmarshal(raw, &got)
+		}
+		if err != nil || got.Task.Status != "completed" || got.Output != nil || got.OutputError != want {
+			t.Errorf("%s on B after A stopped = %s, %v", tool.Name, raw, err)
+		}
+	}
 }
 
 // When A dies while B waits there for new output, the reaper fails the
