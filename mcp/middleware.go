@@ -102,7 +102,8 @@ func takeTaskRequest(p *mcp.CallToolParamsRaw) (taskRequest, bool) {
 }
 
 // spawnCall serves a task-augmented tools/call: the call becomes a task of
-// the caller's owner at once, and the answer is its handle.
+// the caller's owner at once (once the tool's Prepare, if any, has its
+// answers), and the answer is its handle.
 func (s *Server) spawnCall(ctx context.Context, req *mcp.CallToolRequest, _ taskRequest) (mcp.Result, error) {
 	name := req.Params.Name
 	t, ok := s.hostTool(name)
@@ -116,8 +117,16 @@ func (s *Server) spawnCall(ctx context.Context, req *mcp.CallToolRequest, _ task
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	}
-	args, session, token := req.Params.Arguments, req.Session, req.Params.GetProgressToken()
-	id, err := o.Spawn(runContext(ctx, session), s.taskFunc(t, o, &Call{Arguments: args, session: session, token: token}),
+	session := req.Session
+	call := &Call{Arguments: req.Params.Arguments, session: session, token: req.Params.GetProgressToken()}
+	// Its client knows no input-required result: Prepare's questions are
+	// put to it before the task is made.
+	if res, err := gather(ctx, session, t, call); err != nil {
+		return nil, err
+	} else if res != nil {
+		return res, nil
+	}
+	id, err := o.Spawn(runContext(ctx, session), s.taskFunc(t, o, call),
 		bgtask.WithType(name), bgtask.WithDescription(t.Description))
 	if err != nil {
 		return nil, err

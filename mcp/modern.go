@@ -273,9 +273,10 @@ func (s *Server) detailOf(ctx context.Context, o bgtask.Owner, m bgtype.TaskMeta
 
 // modernCall serves a tools/call of the 2026-07-28 revision. A host tool
 // that may run as a task does, when the request declared the tasks
-// extension, and the answer is its handle; a tool that requires a task
-// refuses a request that did not (-32021). Every other call runs in the
-// foreground.
+// extension, and the answer is its handle, once the tool's Prepare asks no
+// more (an input-required result before that: SEP-2663's composition of
+// input rounds and tasks); a tool that requires a task refuses a request
+// that did not (-32021). Every other call runs in the foreground.
 func (s *Server) modernCall(ctx context.Context, req *mcp.CallToolRequest, e era, next func() (mcp.Result, error)) (mcp.Result, error) {
 	t, ok := s.hostTool(req.Params.Name)
 	switch {
@@ -290,13 +291,22 @@ func (s *Server) modernCall(ctx context.Context, req *mcp.CallToolRequest, e era
 	if err != nil {
 		return nil, err
 	}
+	// The request's session ends with the request: the task reports its
+	// progress as events only.
+	call := &Call{Arguments: req.Params.Arguments, InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}
+	// A round of questions comes before the task: no task is made until
+	// Prepare lets the call run.
+	if ask, res, err := prepareCall(ctx, t, call); err != nil {
+		return nil, err
+	} else if res != nil {
+		return &typedResult{res, resultComplete}, nil
+	} else if ask != nil {
+		return &typedResult{inputRequiredResult(ask), resultInputRequired}, nil
+	}
 	o := c.owner
 	if c.anon {
 		o = s.m.Owner(anonOwnerPrefix + rand.Text())
 	}
-	// The request's session ends with the request: the task reports its
-	// progress as events only.
-	call := &Call{Arguments: req.Params.Arguments}
 	id, err := o.Spawn(ctx, s.taskFunc(t, o, call), bgtask.WithType(t.Name), bgtask.WithDescription(t.Description))
 	if err != nil {
 		return nil, err

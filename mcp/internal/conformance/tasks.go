@@ -91,6 +91,23 @@ func addTaskTools(s *bgmcp.Server) error {
 				return text(fmt.Sprint(answers)), nil
 			},
 		},
+		{
+			// An input round before the task: the name is asked with an
+			// input-required result, and the task is made once it came.
+			Name: "test_tool_with_task", Description: "Asks a name, then greets it as a task.", TaskSupport: bgmcp.TaskRequired, InputSchema: object,
+			Prepare: func(_ context.Context, call *bgmcp.Call) (*bgmcp.InputRequired, error) {
+				if name, _ := acceptedContent(call.InputResponses, "user_name")["name"].(string); name != "" {
+					return nil, nil
+				}
+				return &bgmcp.InputRequired{Requests: mcp.InputRequestMap{
+					"user_name": &mcp.ElicitParams{Message: "What is your name?", RequestedSchema: nameElicitSchema()},
+				}}, nil
+			},
+			Run: func(_ context.Context, call *bgmcp.Call) (any, error) {
+				name, _ := acceptedContent(call.InputResponses, "user_name")["name"].(string)
+				return text("Hello, " + name + "!"), nil
+			},
+		},
 	}
 	for _, t := range tools {
 		if err := s.AddTool(t); err != nil {
