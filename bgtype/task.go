@@ -150,11 +150,11 @@ type TaskMeta struct {
 	Attempt      int64           `json:"attempt,omitempty"`       // fence: writes on an older attempt are dropped
 	Wake         WakePolicy      `json:"wake,omitempty"`          // what reaches the owner's inbox; "" is WakeOnTerminal
 	Input        *InputRequest   `json:"input_request,omitempty"` // set while awaiting_input: the oldest open request
+	Tags         []string        `json:"tags,omitempty"`          // set at spawn (WithTags), never changed
 	// MoreInput are the task's other open input requests, oldest first,
 	// when its goroutines ask at once (Input is the oldest); nil while
 	// one or none is open. OpenInputs lists them all.
 	MoreInput []InputRequest `json:"more_input_requests,omitempty"`
-	Tags         []string        `json:"tags,omitempty"`          // set at spawn (WithTags), never changed
 	// Progress and idempotency (Task.ReportProgress, WithIdempotencyKey).
 	Progress       *Progress `json:"progress,omitempty"`        // the latest progress the task reported
 	IdempotencyKey string    `json:"idempotency_key,omitempty"` // set at spawn, never changed
