@@ -33,6 +33,18 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 					return s.spawnCall(ctx, r, task)
 				}
 			}
+		case "subscriptions/listen":
+			// Task status notifications are not offered (decision 712): the
+			// acknowledgement names no task, so the client polls tasks/get.
+			// Asking for them without the extension is refused, as it says.
+			if r, ok := req.(*mcp.SubscriptionsListenRequest); ok && r.Params != nil {
+				if _, asked := r.Params.Meta[listenMetaKey]; asked {
+					delete(r.Params.Meta, listenMetaKey)
+					if e := eraOf(r.Params.Meta, ss); !e.tasks {
+						return nil, missingTasksCapability()
+					}
+				}
+			}
 		case "server/discover":
 			res, err := next(ctx, method, req)
 			if r, ok := res.(*mcp.DiscoverResult); ok && err == nil && r.Capabilities != nil {
