@@ -51,8 +51,9 @@ var (
 	// wait matches ErrNotLive too, that of a send ErrInboxClosed: nothing
 	// here can finish the task or reach its inbox.
 	ErrElsewhere = errors.New("bgtask: task runs in another process")
-	// ErrInputPending is returned by Task.RequestInput while an earlier
-	// request of the same task waits for its answer.
+	// ErrInputPending is no longer returned: a task may have several input
+	// requests open at once (Task.RequestInput). It stays for the code that
+	// tests for it.
 	ErrInputPending = errors.New("bgtask: task already awaits input")
 	// ErrNoInputRequest is returned when a Message answers (InReplyTo) a
 	// request the task does not have open.

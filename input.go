@@ -3,6 +3,7 @@ package bgtask
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/bgtask/bgtask/bgtype"
@@ -11,7 +12,8 @@ import (
 	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
-// inputWait is a task's open input request and where its answer goes.
+// inputWait is one of a task's open input requests and where its answer
+// goes.
 type inputWait struct {
 	req    bgtype.InputRequest
 	answer chan bgtype.Message // buffered: the answer never blocks the sender
@@ -26,10 +28,16 @@ type inputWait struct {
 // returned. A prompt longer than Caps.MaxPromptBytes is cut, with a marker
 // that gives its length.
 //
-// If ctx ends first, the record goes back to running and RequestInput
-// returns ctx's cause. Errors: ErrInvalidArgument for a blank prompt,
-// ErrInputPending while another request of the task is open, ErrTerminal
-// after the function returned, or the Store's error.
+// Several requests of one task may be open at once (its goroutines may
+// each ask): the record holds them all, oldest first (TaskMeta.Input, then
+// MoreInput), each is answered on its own, and the task reads
+// awaiting_input until the last is answered or withdrawn. An answer leaves
+// the record before Send returns.
+//
+// If ctx ends first, the request is withdrawn (the record goes back to
+// running when it was the last) and RequestInput returns ctx's cause.
+// Errors: ErrInvalidArgument for a blank prompt, ErrTerminal after the
+// function returned, or the Store's error.
 func (t *Task) RequestInput(ctx context.Context, prompt string) (bgtype.Message, error) {
 	if strings.TrimSpace(prompt) == "" {
 		return bgtype.Message{}, errBlankPrompt
@@ -57,15 +65,10 @@ func (t *Task) RequestInput(ctx context.Context, prompt string) (bgtype.Message,
 func (m *Manager) openInput(t *Task, w *inputWait) error {
 	t.emitMu.Lock()
 	r := t.beginCommit()
-	switch {
-	case t.ended:
+	if t.ended {
 		t.endCommit(r)
 		t.emitMu.Unlock()
 		return errTaskEnded
-	case r.input != nil:
-		t.endCommit(r)
-		t.emitMu.Unlock()
-		return ErrInputPending
 	}
 	r.opening = w
 	t.emitMu.Unlock()
@@ -73,9 +76,14 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 	var u bgtype.TaskMeta
 	m.readRecord(t, &u)
 	from := u.Status
-	u.Status, u.Input = bgtype.StatusAwaitingInput, &w.req
+	if u.Input == nil {
+		u.Input, u.MoreInput = &w.req, nil
+	} else { // another is open: this one joins it, last
+		u.MoreInput = append(slices.Clone(u.MoreInput), w.req)
+	}
+	u.Status = bgtype.StatusAwaitingInput
 	err := m.commitUpdate(t, &u)
-	if err == nil {
+	if err == nil && from != u.Status {
 		m.notify(from, &u)
 	}
 
@@ -89,7 +97,7 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 	case t.ended: // the function returned meanwhile: its terminal record follows
 		return errTaskEnded
 	}
-	r.input = w
+	r.inputs = append(r.inputs, w)
 	if r.inputSig != nil { // wake the waiters of waitSettled
 		close(r.inputSig)
 		r.inputSig = nil
@@ -101,15 +109,14 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 	return nil
 }
 
-// closeInput forgets the request, if still open, and records the task as
-// running again unless it has ended. Like openInput, it commits without
-// emitMu.
+// closeInput forgets the request, if still open, and takes it off the
+// record, which goes back to running when it was the last open one, unless
+// the task has ended. Both the answer (answer) and the asker call it: the
+// second finds it done. Like openInput, it commits without emitMu.
 func (m *Manager) closeInput(t *Task, w *inputWait) error {
 	t.emitMu.Lock()
 	r := t.beginCommit()
-	if r.input == w {
-		r.input = nil
-	}
+	r.inputs = slices.DeleteFunc(r.inputs, func(x *inputWait) bool { return x == w })
 	ended := t.ended
 	t.emitMu.Unlock()
 	defer t.finishCommit(r)
@@ -118,14 +125,27 @@ func (m *Manager) closeInput(t *Task, w *inputWait) error {
 	}
 	var u bgtype.TaskMeta
 	m.readRecord(t, &u)
-	if u.Status != bgtype.StatusAwaitingInput || u.Input == nil || u.Input.ID != w.req.ID {
+	open := u.OpenInputs() // a copy: the record's slices are never changed in place
+	i := slices.IndexFunc(open, func(in bgtype.InputRequest) bool { return in.ID == w.req.ID })
+	if u.Status != bgtype.StatusAwaitingInput || i < 0 {
 		return nil
 	}
-	u.Status, u.Input = bgtype.StatusRunning, nil
+	open = slices.Delete(open, i, i+1)
+	u.Input, u.MoreInput = nil, nil
+	if len(open) == 0 {
+		u.Status = bgtype.StatusRunning
+	} else {
+		u.Input = &open[0]
+		if len(open) > 1 {
+			u.MoreInput = open[1:]
+		}
+	}
 	if err := m.commitUpdate(t, &u); err != nil {
 		return fmt.Errorf("bgtask: resume after input: %w", err)
 	}
-	m.notify(bgtype.StatusAwaitingInput, &u)
+	if u.Status == bgtype.StatusRunning {
+		m.notify(bgtype.StatusAwaitingInput, &u)
+	}
 	return nil
 }
 
@@ -168,26 +188,33 @@ func (t *Task) inputCommit() <-chan struct{} {
 }
 
 // answer hands msg to the open request it replies to, records it in the
-// task's message history and returns its id there. Only one answer is taken
-// per request. An answer to the request whose record is being committed
-// (visible in the store already, to another instance above all) waits for
-// that commit, then finds the request open, or not if the commit failed.
+// task's message history and returns its id there, once the request is off
+// the record (so a read after Send no longer shows it). Only one answer is
+// taken per request. An answer to the request whose record is being
+// committed (visible in the store already, to another instance above all)
+// waits for that commit, then finds the request open, or not if the commit
+// failed.
 func (t *Task) answer(msg bgtype.Message) (string, error) {
 	t.emitMu.Lock()
-	defer t.emitMu.Unlock()
-	w := t.openInputWait()
-	for w == nil || w.req.ID != msg.InReplyTo {
+	w := t.openInputWait(msg.InReplyTo)
+	for w == nil {
 		r := t.rare.Load()
 		if r == nil || r.opening == nil || r.opening.req.ID != msg.InReplyTo {
+			t.emitMu.Unlock()
 			return "", fmt.Errorf("%w: task %s, request %q", ErrNoInputRequest, t.rec.ID, msg.InReplyTo)
 		}
 		busy := r.busy // set while opening is
 		t.emitMu.Unlock()
 		<-busy
 		t.emitMu.Lock()
-		w = t.openInputWait()
+		w = t.openInputWait(msg.InReplyTo)
 	}
-	t.rare.Load().input = nil // w != nil: the state exists
+	r := t.rare.Load() // w != nil: the state exists
+	r.inputs = slices.DeleteFunc(r.inputs, func(x *inputWait) bool { return x == w })
 	w.answer <- msg
-	return t.m.msgs.add(t.rec.ID, MessageIn, msg), nil
+	id := t.m.msgs.add(t.rec.ID, MessageIn, msg)
+	t.emitMu.Unlock()
+	// The asker does it too, and reports a failure to the task.
+	_ = t.m.closeInput(t, w)
+	return id, nil
 }

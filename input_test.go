@@ -3,7 +3,9 @@ package bgtask
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -136,52 +138,124 @@ func TestRequestInputErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newTestManager(t)
 		o := m.Owner("thread-1")
-		type result struct {
-			msg bgtype.Message
-			err error
-		}
-		first := make(chan result, 1)
-		second := make(chan error, 1)
-		proceed := make(chan struct{})
 		var handle *Task
 		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
 			handle = tk
 			if _, err := tk.RequestInput(ctx, " \t"); !errors.Is(err, ErrInvalidArgument) {
 				return nil, err
 			}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				msg, err := tk.RequestInput(ctx, "first")
-				first <- result{msg, err}
-			}()
-			<-proceed
-			_, err := tk.RequestInput(ctx, "second")
-			second <- err
-			<-done
 			return nil, nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		synctest.Wait() // the first request is open, the function waits for proceed
-		meta := getTask(t, o, id)
-		if meta.Status != bgtype.StatusAwaitingInput || meta.Input.Prompt != "first" {
-			t.Fatalf("record %s %+v", meta.Status, meta.Input)
+		if got := waitTask(t, o, id); got.Status != bgtype.StatusCompleted {
+			t.Fatalf("end %s %s", got.Status, got.Error)
 		}
-		close(proceed)
-		if err := <-second; !errors.Is(err, ErrInputPending) {
-			t.Fatalf("second request: %v", err)
-		}
-		if _, err := o.Send(t.Context(), id, bgtype.Message{Content: "ok", InReplyTo: meta.Input.ID}); err != nil {
-			t.Fatal(err)
-		}
-		if r := <-first; r.err != nil || r.msg.Content != "ok" {
-			t.Fatalf("first request: %+v", r)
-		}
-		waitTask(t, o, id)
 		if _, err := handle.RequestInput(t.Context(), "too late"); !errors.Is(err, errTaskEnded) {
 			t.Fatalf("after the end: %v", err)
 		}
 	})
+}
+
+// TestRequestInputSeveralOpen: a task's goroutines may each ask. The record
+// holds every open request, oldest first; each is answered on its own, in
+// any order, once, and leaves the record before Send returns; a withdrawn
+// one (its ctx ended) leaves too; the task is awaiting_input until the last
+// is gone. Another owner reaches none of them.
+func TestRequestInputSeveralOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newTestManager(t)
+		o := m.Owner("thread-1")
+		prompts := []string{"a?", "b?", "c?"}
+		start := make([]chan struct{}, len(prompts))
+		got := make([]chan string, len(prompts))
+		for i := range prompts {
+			start[i], got[i] = make(chan struct{}), make(chan string, 1)
+		}
+		cctx, cancelC := context.WithCancel(t.Context())
+		defer cancelC()
+		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+			var wg sync.WaitGroup
+			for i, p := range prompts {
+				wg.Go(func() {
+					<-start[i]
+					ask := ctx
+					if i == 2 {
+						ask = cctx
+					}
+					msg, err := tk.RequestInput(ask, p)
+					if err != nil {
+						got[i] <- "error: " + err.Error()
+						return
+					}
+					got[i] <- msg.Content
+				})
+			}
+			wg.Wait()
+			return "done", nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range prompts { // opened one after another: their order is known
+			close(start[i])
+			synctest.Wait()
+		}
+		meta := getTask(t, o, id)
+		open := meta.OpenInputs()
+		if meta.Status != bgtype.StatusAwaitingInput || len(open) != 3 || open[0].Prompt != "a?" || open[1].Prompt != "b?" || open[2].Prompt != "c?" ||
+			len(meta.MoreInput) != 2 || *meta.Input != open[0] {
+			t.Fatalf("record %s, open %+v", meta.Status, open)
+		}
+		if _, err := m.Owner("thread-2").Send(t.Context(), id, bgtype.Message{Content: "x", InReplyTo: open[1].ID}); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("another owner's answer: %v", err)
+		}
+
+		// openPrompts is the record's open prompts, right after a step.
+		openPrompts := func() (bgtype.Status, []string) {
+			meta := getTask(t, o, id)
+			var ps []string
+			for _, in := range meta.OpenInputs() {
+				ps = append(ps, in.Prompt)
+			}
+			return meta.Status, ps
+		}
+		for _, step := range []struct {
+			name       string
+			do         func() error
+			wantErr    error
+			wantStatus bgtype.Status
+			wantOpen   []string
+		}{
+			{"the middle one answered", func() error { return send(t, o, id, "B", open[1].ID) }, nil, bgtype.StatusAwaitingInput, []string{"a?", "c?"}},
+			{"it again", func() error { return send(t, o, id, "B2", open[1].ID) }, ErrNoInputRequest, bgtype.StatusAwaitingInput, []string{"a?", "c?"}},
+			{"an unknown one", func() error { return send(t, o, id, "?", "input_unknown") }, ErrNoInputRequest, bgtype.StatusAwaitingInput, []string{"a?", "c?"}},
+			{"the last one withdrawn", func() error { cancelC(); synctest.Wait(); return nil }, nil, bgtype.StatusAwaitingInput, []string{"a?"}},
+			{"the first one answered", func() error { return send(t, o, id, "A", open[0].ID) }, nil, bgtype.StatusRunning, nil},
+		} {
+			if err := step.do(); !errors.Is(err, step.wantErr) || (err == nil) != (step.wantErr == nil) {
+				t.Fatalf("%s: %v, want %v", step.name, err, step.wantErr)
+			}
+			if status, ps := openPrompts(); status != step.wantStatus && !(status == bgtype.StatusCompleted && step.wantStatus == bgtype.StatusRunning) || !slices.Equal(ps, step.wantOpen) {
+				t.Fatalf("after %s: %s %q, want %s %q", step.name, status, ps, step.wantStatus, step.wantOpen)
+			}
+		}
+		want := []string{"A", "B", "error: context canceled"}
+		for i := range prompts {
+			if g := <-got[i]; g != want[i] {
+				t.Errorf("request %s got %q, want %q", prompts[i], g, want[i])
+			}
+		}
+		if end := waitTask(t, o, id); end.Status != bgtype.StatusCompleted || end.Input != nil || end.MoreInput != nil {
+			t.Fatalf("end %s %+v %+v", end.Status, end.Input, end.MoreInput)
+		}
+	})
+}
+
+// send answers request in of task id as o.
+func send(t *testing.T, o Owner, id, content, in string) error {
+	t.Helper()
+	_, err := o.Send(t.Context(), id, bgtype.Message{Content: content, InReplyTo: in})
+	return err
 }

@@ -56,7 +56,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	                             with m.mu held       endForeground, toBackground (promote.go)
 //	ended                        emitMu               finish
 //	rare.inboxGen, rare.ownerBox emitMu               Emit (the cached owner inbox)
-//	rare.input, rare.inputSig    emitMu               openInput, closeInput, answer, waitSettled
+//	rare.inputs, rare.inputSig   emitMu               openInput, closeInput, answer, waitSettled
 //	rare.latestEvent             emitMu               Emit
 //	rare.busy                    emitMu               openInput, closeInput (beginCommit/endCommit)
 //	rare.prog                    emitMu               ReportProgress and its writer (progress.go)
@@ -191,7 +191,7 @@ type Task struct {
 // smaller size class; each field keeps its own lock.
 type taskRare struct {
 	done         chan struct{}             // made by the first Wait, closed after the terminal event was sent; guarded by m.mu
-	input        *inputWait                // the open input request; guarded by emitMu
+	inputs       []*inputWait              // the open input requests, oldest first; guarded by emitMu
 	inputSig     chan struct{}             // made by a waiter (waitSettled), closed when an input request opens; guarded by emitMu
 	latestEvent  LatestEvent               // the latest custom event (Owner.LatestEvent); guarded by emitMu
 	prog         *progressState            // the progress writer (ReportProgress); guarded by emitMu
@@ -230,13 +230,24 @@ func (t *Task) rareState() *taskRare {
 	return t.rare.Load()
 }
 
-// openInputWait returns the task's open input request, or nil. Called with
-// emitMu held.
-func (t *Task) openInputWait() *inputWait {
+// openInputWait returns the task's open input request of that id, or nil.
+// Called with emitMu held.
+func (t *Task) openInputWait(id string) *inputWait {
 	if r := t.rare.Load(); r != nil {
-		return r.input
+		for _, w := range r.inputs {
+			if w.req.ID == id {
+				return w
+			}
+		}
 	}
 	return nil
+}
+
+// awaitsInput reports whether the task has an open input request. Called
+// with emitMu held.
+func (t *Task) awaitsInput() bool {
+	r := t.rare.Load()
+	return r != nil && len(r.inputs) > 0
 }
 
 // ID returns the task id ("task_" and 32 hex digits).

@@ -115,7 +115,7 @@ func (m *Manager) waitSettled(ctx context.Context, r reach, id string) (bgtype.T
 	}
 	for {
 		t.emitMu.Lock()
-		if t.openInputWait() != nil { // the record is awaiting_input while emitMu is held
+		if t.awaitsInput() { // the record is awaiting_input while emitMu is held
 			meta := m.record(t)
 			t.emitMu.Unlock()
 			return meta, nil

@@ -107,12 +107,13 @@ func WithOnSelfCancel(f func(ctx context.Context)) ToolOption {
 //	  a task this process runs (bgtask.Owner.LatestEvent), left out when it is that
 //	  progress report itself, so a task shows one progress.
 //	get_task     {"task_id":id, "output_since":0..2^50|null, "output_tail":1..8192|null}
-//	  → {"task":{…,started_at?,result?,error?,cancel_reason?,input_request?:{id,prompt},idempotency_key?,output_bytes?},
+//	  → {"task":{…,started_at?,result?,error?,cancel_reason?,input_request?:{id,prompt},more_input_requests?:[{id,prompt}],idempotency_key?,output_bytes?},
 //	     "messages":[{id,direction,from,content,truncated?,in_reply_to?,at}],
 //	     "output"?:{text,offset,next_offset,dropped_bytes,total_bytes,running}, "output_error"?:text}
 //	  The record, {…} being the fields list_tasks shows (its description
 //	  and type whole), with the result when completed, the error when
-//	  failed, cancelled or interrupted, the open input request and the
+//	  failed, cancelled or interrupted, the open input request (the oldest,
+//	  and the others when the task asked several at once) and the
 //	  idempotency key (WithIdempotencyKey); and the last 20 messages sent
 //	  to the task or by it, oldest first (Owner.Messages), a content cut to
 //	  4 KiB marked truncated. output_bytes is how much the task wrote to
@@ -312,6 +313,9 @@ type toolTask struct {
 	CancelReason string               `json:"cancel_reason,omitempty"` // get_task and wait_task only
 	InputRequest *bgtype.InputRequest `json:"input_request,omitempty"`
 	LatestEvent  *toolEvent           `json:"latest_event,omitempty"` // a live task's latest custom event
+	// The task's other open input requests, when its goroutines ask at
+	// once (input_request is the oldest).
+	MoreInputRequests []bgtype.InputRequest `json:"more_input_requests,omitempty"`
 	// The task's progress (Task.ReportProgress), the latest one reported,
 	// and its idempotency key (get_task and wait_task only).
 	Progress       *bgtype.Progress `json:"progress,omitempty"`
@@ -421,7 +425,7 @@ func fullView(m bgtype.TaskMeta) toolTask {
 		v.Error = m.Error
 	}
 	v.CancelReason = m.CancelReason
-	v.InputRequest = m.Input
+	v.InputRequest, v.MoreInputRequests = m.Input, m.MoreInput
 	v.IdempotencyKey = m.IdempotencyKey
 	return v
 }

@@ -149,8 +149,12 @@ type TaskMeta struct {
 	Instance     string          `json:"instance,omitempty"`      // runtime instance that ran it
 	Attempt      int64           `json:"attempt,omitempty"`       // fence: writes on an older attempt are dropped
 	Wake         WakePolicy      `json:"wake,omitempty"`          // what reaches the owner's inbox; "" is WakeOnTerminal
-	Input        *InputRequest   `json:"input_request,omitempty"` // set while awaiting_input
+	Input        *InputRequest   `json:"input_request,omitempty"` // set while awaiting_input: the oldest open request
 	Tags         []string        `json:"tags,omitempty"`          // set at spawn (WithTags), never changed
+	// MoreInput are the task's other open input requests, oldest first,
+	// when its goroutines ask at once (Input is the oldest); nil while
+	// one or none is open. OpenInputs lists them all.
+	MoreInput []InputRequest `json:"more_input_requests,omitempty"`
 	// Progress and idempotency (Task.ReportProgress, WithIdempotencyKey).
 	Progress       *Progress `json:"progress,omitempty"`        // the latest progress the task reported
 	IdempotencyKey string    `json:"idempotency_key,omitempty"` // set at spawn, never changed
@@ -159,6 +163,15 @@ type TaskMeta struct {
 	// Resume is set on the record of a task spawned from a registered
 	// kind (a resumable task), nil on a closure's.
 	Resume *Resume `json:"resume,omitempty"`
+}
+
+// OpenInputs returns the task's open input requests, oldest first: Input
+// and MoreInput; none unless it awaits input.
+func (m *TaskMeta) OpenInputs() []InputRequest {
+	if m.Input == nil {
+		return nil
+	}
+	return append([]InputRequest{*m.Input}, m.MoreInput...)
 }
 
 // InputRequest is a question a task asked its owner (Task.RequestInput). The
@@ -178,7 +191,7 @@ func (m *TaskMeta) Validate() error { return m.check(false) }
 func (m *TaskMeta) ValidateUpdate() error { return m.check(true) }
 
 func (m *TaskMeta) check(noStatus bool) error {
-	if m.ID == "" || m.Owner == "" || !m.Status.Valid() && !(noStatus && m.Status == "") || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) || !m.Wake.Valid() || !m.Progress.Valid() || !m.Resume.Valid() {
+	if m.ID == "" || m.Owner == "" || !m.Status.Valid() && !(noStatus && m.Status == "") || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) || !m.Wake.Valid() || !m.Progress.Valid() || !m.Resume.Valid() || len(m.MoreInput) > 0 && m.Input == nil {
 		return m.invalid(noStatus)
 	}
 	return nil
@@ -201,6 +214,8 @@ func (m *TaskMeta) invalid(noStatus bool) error {
 		return fmt.Errorf("%w: task %s: invalid progress %d/%d", ErrCorrupt, m.ID, m.Progress.Done, m.Progress.Total)
 	case !m.Resume.Valid():
 		return fmt.Errorf("%w: task %s: invalid resume (kind %q)", ErrCorrupt, m.ID, m.Resume.Kind)
+	case len(m.MoreInput) > 0 && m.Input == nil:
+		return fmt.Errorf("%w: task %s: more input requests without the first", ErrCorrupt, m.ID)
 	}
 	return fmt.Errorf("%w: task %s: result is not valid JSON", ErrCorrupt, m.ID)
 }
@@ -240,6 +255,7 @@ func (m TaskMeta) Clone() TaskMeta {
 		in := *m.Input
 		m.Input = &in
 	}
+	m.MoreInput = slices.Clone(m.MoreInput)
 	if m.Progress != nil {
 		p := *m.Progress
 		m.Progress = &p

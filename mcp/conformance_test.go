@@ -56,10 +56,7 @@ var (
 	}
 	// conformanceKnownFailures are the checks that fail, by scenario, and
 	// why: any other failure, or one of these passing, fails the test.
-	conformanceKnownFailures = map[string]map[string]string{
-		"tasks-mrtr-input":       {"tasks-mrtr-partial-fulfillment": "a bgtask task has one open input request at a time: multi_input asks its two questions one after the other"},
-		"tasks-mrtr-composition": {"sep-2663-mrtr-synchronous-before-task-creation": "a bgmcp tool cannot gather input with an InputRequiredResult before it becomes a task: the host has no test_tool_with_task"},
-	}
+	conformanceKnownFailures = map[string]map[string]string{}
 )
 
 // TestConformance runs the official MCP conformance runner against

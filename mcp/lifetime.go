@@ -56,21 +56,24 @@ func (s *Server) info(ctx context.Context, o bgtask.Owner, m bgtype.TaskMeta) ta
 }
 
 // liveUpdate is when a live task last changed status: created, started,
-// answered (answeredAt, zero if never), or, while it awaits input, asked,
-// which is always after the others (its request's time is known to the
-// millisecond only: a request made within the millisecond of the last
-// change counts one microsecond after it).
+// answered (answeredAt, zero if never), or, while it awaits input, asked
+// (its newest open request). With one request open, its asking is always
+// after the others (a request's time is known to the millisecond only: one
+// made within the millisecond of the last change counts one microsecond
+// after it); with several, an answer to one may come after the last ask.
 func liveUpdate(m bgtype.TaskMeta, answeredAt time.Time) time.Time {
 	t := lastUpdate(m)
 	if answeredAt.After(t) {
 		t = answeredAt
 	}
-	if m.Status == bgtype.StatusAwaitingInput && m.Input != nil {
-		asked, ok := inputTime(m.Input.ID)
-		if !ok || !asked.After(t) {
-			asked = t.Add(time.Microsecond)
+	if open := m.OpenInputs(); m.Status == bgtype.StatusAwaitingInput && len(open) > 0 {
+		asked, ok := inputTime(open[len(open)-1].ID)
+		switch {
+		case ok && asked.After(t):
+			t = asked
+		case len(open) == 1:
+			t = t.Add(time.Microsecond)
 		}
-		t = asked
 	}
 	return t
 }

@@ -33,6 +33,18 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 					return s.spawnCall(ctx, r, task)
 				}
 			}
+		case "subscriptions/listen":
+			// Task status notifications are not offered (decision 712): the
+			// acknowledgement names no task, so the client polls tasks/get.
+			// Asking for them without the extension is refused, as it says.
+			if r, ok := req.(*mcp.SubscriptionsListenRequest); ok && r.Params != nil {
+				if _, asked := r.Params.Meta[listenMetaKey]; asked {
+					delete(r.Params.Meta, listenMetaKey)
+					if e := eraOf(r.Params.Meta, ss); !e.tasks {
+						return nil, missingTasksCapability()
+					}
+				}
+			}
 		case "server/discover":
 			res, err := next(ctx, method, req)
 			if r, ok := res.(*mcp.DiscoverResult); ok && err == nil && r.Capabilities != nil {
@@ -102,7 +114,8 @@ func takeTaskRequest(p *mcp.CallToolParamsRaw) (taskRequest, bool) {
 }
 
 // spawnCall serves a task-augmented tools/call: the call becomes a task of
-// the caller's owner at once, and the answer is its handle.
+// the caller's owner at once (once the tool's Prepare, if any, has its
+// answers), and the answer is its handle.
 func (s *Server) spawnCall(ctx context.Context, req *mcp.CallToolRequest, _ taskRequest) (mcp.Result, error) {
 	name := req.Params.Name
 	t, ok := s.hostTool(name)
@@ -116,8 +129,16 @@ func (s *Server) spawnCall(ctx context.Context, req *mcp.CallToolRequest, _ task
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}
 	}
-	args, session, token := req.Params.Arguments, req.Session, req.Params.GetProgressToken()
-	id, err := o.Spawn(runContext(ctx, session), s.taskFunc(t, o, &Call{Arguments: args, session: session, token: token}),
+	session := req.Session
+	call := &Call{Arguments: req.Params.Arguments, session: session, token: req.Params.GetProgressToken()}
+	// Its client knows no input-required result: Prepare's questions are
+	// put to it before the task is made.
+	if res, err := gather(ctx, session, t, call); err != nil {
+		return nil, err
+	} else if res != nil {
+		return res, nil
+	}
+	id, err := o.Spawn(runContext(ctx, session), s.taskFunc(t, o, call),
 		bgtask.WithType(name), bgtask.WithDescription(t.Description))
 	if err != nil {
 		return nil, err

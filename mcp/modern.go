@@ -226,7 +226,7 @@ type ackResult struct {
 // detailOf is the extension's view of one of o's tasks, named handle:
 //
 //	queued, running  -> working
-//	awaiting_input   -> input_required, with its question as an elicitation/create request
+//	awaiting_input   -> input_required, with each open question as an elicitation/create request
 //	completed        -> completed, with the tool's result (isError or not)
 //	failed           -> completed, with a result with isError and the error's text, as the
 //	                    call in the foreground would have answered; failed with the
@@ -247,11 +247,14 @@ func (s *Server) detailOf(ctx context.Context, o bgtask.Owner, m bgtype.TaskMeta
 	}
 	switch m.Status {
 	case bgtype.StatusAwaitingInput:
-		if m.Input != nil {
-			d.InputRequests = map[string]inputRequest{m.Input.ID: {
+		for _, in := range m.OpenInputs() {
+			if d.InputRequests == nil {
+				d.InputRequests = map[string]inputRequest{}
+			}
+			d.InputRequests[in.ID] = inputRequest{
 				Method: "elicitation/create",
-				Params: &mcp.ElicitParams{Mode: "form", Message: m.Input.Prompt, RequestedSchema: answerSchema},
-			}}
+				Params: &mcp.ElicitParams{Mode: "form", Message: in.Prompt, RequestedSchema: answerSchema},
+			}
 		}
 	case bgtype.StatusFailed:
 		if code, msg, ok := parseProtocolError(m.Error); ok {
@@ -273,9 +276,10 @@ func (s *Server) detailOf(ctx context.Context, o bgtask.Owner, m bgtype.TaskMeta
 
 // modernCall serves a tools/call of the 2026-07-28 revision. A host tool
 // that may run as a task does, when the request declared the tasks
-// extension, and the answer is its handle; a tool that requires a task
-// refuses a request that did not (-32021). Every other call runs in the
-// foreground.
+// extension, and the answer is its handle, once the tool's Prepare asks no
+// more (an input-required result before that: SEP-2663's composition of
+// input rounds and tasks); a tool that requires a task refuses a request
+// that did not (-32021). Every other call runs in the foreground.
 func (s *Server) modernCall(ctx context.Context, req *mcp.CallToolRequest, e era, next func() (mcp.Result, error)) (mcp.Result, error) {
 	t, ok := s.hostTool(req.Params.Name)
 	switch {
@@ -290,13 +294,22 @@ func (s *Server) modernCall(ctx context.Context, req *mcp.CallToolRequest, e era
 	if err != nil {
 		return nil, err
 	}
+	// The request's session ends with the request: the task reports its
+	// progress as events only.
+	call := &Call{Arguments: req.Params.Arguments, InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}
+	// A round of questions comes before the task: no task is made until
+	// Prepare lets the call run.
+	if ask, res, err := prepareCall(ctx, t, call); err != nil {
+		return nil, err
+	} else if res != nil {
+		return &typedResult{res, resultComplete}, nil
+	} else if ask != nil {
+		return &typedResult{inputRequiredResult(ask), resultInputRequired}, nil
+	}
 	o := c.owner
 	if c.anon {
 		o = s.m.Owner(anonOwnerPrefix + rand.Text())
 	}
-	// The request's session ends with the request: the task reports its
-	// progress as events only.
-	call := &Call{Arguments: req.Params.Arguments}
 	id, err := o.Spawn(ctx, s.taskFunc(t, o, call), bgtask.WithType(t.Name), bgtask.WithDescription(t.Description))
 	if err != nil {
 		return nil, err
@@ -358,12 +371,15 @@ type inputResponse struct {
 	Content map[string]any `json:"content,omitempty"`
 }
 
-// modernUpdate serves tasks/update: each response to the task's outstanding
-// input request is handed to the task. An accepted one answers it (once: a
-// second answer to the same request, from any instance, finds it answered
-// and is ignored); a declined or cancelled one cancels the task with a
-// reason that says so. Responses to keys that are not outstanding are
-// ignored, whatever they hold, as the extension says.
+// modernUpdate serves tasks/update: each response to one of the task's
+// outstanding input requests is handed to the task, in the order the task
+// asked them; the others stay outstanding (a partial update). An accepted
+// one answers its request (once: a second answer to the same request, from
+// any instance, finds it answered and is ignored); a declined or cancelled
+// one cancels the task with a reason that says so. Responses to keys that
+// are not outstanding are ignored, whatever they hold, as the extension
+// says; a response to an outstanding key with an unknown action refuses
+// the whole update, before any of it is handed over.
 func (s *Server) modernUpdate(ctx context.Context, ss *mcp.ServerSession, p *updateParams) (mcp.Result, error) {
 	if p == nil {
 		return nil, invalidParams("missing taskId")
@@ -378,30 +394,39 @@ func (s *Server) modernUpdate(ctx context.Context, ss *mcp.ServerSession, p *upd
 	if err != nil {
 		return nil, err
 	}
-	if m.Status.IsTerminal() || m.Input == nil {
-		return &ackResult{ResultType: resultComplete}, nil
+	ack := &ackResult{ResultType: resultComplete}
+	if m.Status.IsTerminal() {
+		return ack, nil
 	}
-	key := m.Input.ID
-	r, ok := p.InputResponses[key]
-	switch {
-	case !ok:
-	case r.Action == "accept":
-		_, err := o.Send(ctx, m.ID, bgtype.Message{From: o.ID(), Content: responseText(r.Content), InReplyTo: key})
+	var answers []bgtype.InputRequest // the outstanding ones answered, in the task's order
+	for _, in := range m.OpenInputs() {
+		r, ok := p.InputResponses[in.ID]
+		switch {
+		case !ok:
+			continue
+		case r.Action != "accept" && r.Action != "decline" && r.Action != "cancel":
+			return nil, invalidParams("input response %q: unknown action %q (want accept, decline or cancel)", in.ID, r.Action)
+		}
+		answers = append(answers, in)
+	}
+	for _, in := range answers {
+		r := p.InputResponses[in.ID]
+		if r.Action != "accept" {
+			reason := reasonDismissed
+			if r.Action == "decline" {
+				reason = reasonDeclined
+			}
+			if _, err := o.Cancel(ctx, m.ID, bgtask.WithReason(reason)); err != nil && !errors.Is(err, bgtask.ErrTerminal) {
+				return nil, err
+			}
+			return ack, nil // the task ends: the other answers have no one to reach
+		}
+		_, err := o.Send(ctx, m.ID, bgtype.Message{From: o.ID(), Content: responseText(r.Content), InReplyTo: in.ID})
 		if err != nil && !errors.Is(err, bgtask.ErrNoInputRequest) && !errors.Is(err, bgtask.ErrTerminal) {
 			return nil, err
 		}
-	case r.Action == "decline", r.Action == "cancel":
-		reason := reasonDismissed
-		if r.Action == "decline" {
-			reason = reasonDeclined
-		}
-		if _, err := o.Cancel(ctx, m.ID, bgtask.WithReason(reason)); err != nil && !errors.Is(err, bgtask.ErrTerminal) {
-			return nil, err
-		}
-	default:
-		return nil, invalidParams("input response %q: unknown action %q (want accept, decline or cancel)", key, r.Action)
 	}
-	return &ackResult{ResultType: resultComplete}, nil
+	return ack, nil
 }
 
 // responseText is the answer in an accepted response's content: its

@@ -53,6 +53,66 @@ func moveTaskParam(params json.RawMessage) json.RawMessage {
 	return b
 }
 
+// listenMetaKey marks, in the params' _meta, a subscriptions/listen that
+// asked for task status notifications (notifications.taskIds), which the
+// SDK's params drop: taskTransport and Server.serveHTTP move the field
+// there as they move "task". A client's own entry is always removed first.
+const listenMetaKey = "io.github.bgtask/listen-task-ids"
+
+// moveListenTaskIDs moves a subscriptions/listen's notifications.taskIds
+// into _meta. It returns params unchanged when there is nothing to do or
+// they are not an object.
+func moveListenTaskIDs(params json.RawMessage) json.RawMessage {
+	if !bytes.Contains(params, []byte(`"taskIds"`)) && !bytes.Contains(params, []byte(listenMetaKey)) {
+		return params
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(params, &obj) != nil {
+		return params
+	}
+	meta := map[string]json.RawMessage{}
+	if m, ok := obj["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
+		return params
+	}
+	delete(meta, listenMetaKey)
+	var notes map[string]json.RawMessage
+	if n, ok := obj["notifications"]; ok && json.Unmarshal(n, &notes) == nil {
+		if ids, ok := notes["taskIds"]; ok {
+			meta[listenMetaKey] = ids
+			delete(notes, "taskIds")
+			if b, err := json.Marshal(notes); err == nil {
+				obj["notifications"] = b
+			}
+		}
+	}
+	if len(meta) > 0 {
+		b, err := json.Marshal(meta)
+		if err != nil {
+			return params
+		}
+		obj["_meta"] = b
+	} else {
+		delete(obj, "_meta")
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return params
+	}
+	return b
+}
+
+// rewriteParams moves what the SDK's params of method would drop into
+// their _meta.
+func rewriteParams(method string, params json.RawMessage) json.RawMessage {
+	switch method {
+	case "tools/call":
+		return moveTaskParam(params)
+	case "subscriptions/listen":
+		return moveListenTaskIDs(params)
+	}
+	return params
+}
+
 // taskTransport is a transport whose connection moves the "task" of every
 // incoming tools/call into _meta. Its session id is the inner one, or a
 // random one when the inner transport has none (stdio, in-memory); Connect
@@ -86,15 +146,15 @@ func (c *taskConn) SessionID() string { return c.id }
 
 func (c *taskConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
-	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.Method == "tools/call" {
-		req.Params = moveTaskParam(req.Params)
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil {
+		req.Params = rewriteParams(req.Method, req.Params)
 	}
 	return msg, err
 }
 
-// rewriteBody applies moveTaskParam to each tools/call of a body.
+// rewriteBody applies rewriteParams to each request of a body.
 func rewriteBody(body []byte) []byte {
-	if !bytes.Contains(body, []byte("tools/call")) {
+	if !bytes.Contains(body, []byte("tools/call")) && !bytes.Contains(body, []byte("subscriptions/listen")) {
 		return body
 	}
 	trimmed := bytes.TrimSpace(body)
@@ -113,8 +173,8 @@ func rewriteBody(body []byte) []byte {
 	}
 	for _, m := range msgs {
 		var method string
-		if json.Unmarshal(m["method"], &method) == nil && method == "tools/call" && m["params"] != nil {
-			m["params"] = moveTaskParam(m["params"])
+		if json.Unmarshal(m["method"], &method) == nil && m["params"] != nil {
+			m["params"] = rewriteParams(method, m["params"])
 		}
 	}
 	var out []byte

@@ -45,6 +45,22 @@ type Tool struct {
 	InputSchema       json.RawMessage // JSON Schema of the arguments; its type must be "object"
 	TaskSupport       string          // TaskOptional (the default when empty), TaskRequired or TaskForbidden
 	Run               func(ctx context.Context, call *Call) (any, error)
+
+	// Prepare, when set, runs before Run on every call, in the
+	// foreground with the request's ctx, to gather input the call needs
+	// before it starts, and before it becomes a task above all. It returns
+	// the questions to ask (a non-nil InputRequired with requests), or nil
+	// to let the call run. A client of 2026-07-28 gets the questions as an
+	// input-required result (resultType "input_required") and calls again
+	// with its answers (call.InputResponses) and the State (call.RequestState);
+	// Prepare runs again, and Run gets the Call of the round that let it run.
+	// For a client of an older revision, bgmcp asks the questions itself, as
+	// the session's elicitation, sampling and roots requests, up to 10
+	// rounds. An error or a panic answers the call as Run's would in the
+	// foreground, and no task is made. Prepare is called concurrently with
+	// other calls and must not block on the client: it is one round of a
+	// request.
+	Prepare func(ctx context.Context, call *Call) (*InputRequired, error)
 }
 
 // hostTool is a registered Tool.
@@ -128,14 +144,26 @@ func (s *Server) foreground(t *hostTool) mcp.ToolHandler {
 		if t.TaskSupport == TaskRequired {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("Tool %s requires task augmentation (taskSupport: 'required')", t.Name)}
 		}
-		if e := eraOf(req.Params.Meta, req.Session); e.modern {
+		modern := eraOf(req.Params.Meta, req.Session).modern
+		if modern {
 			if _, err := s.modernCaller(ctx, req.Session); err != nil {
 				return errorResult(err), nil // an anonymous caller may call it
 			}
 		} else if _, err := s.owner(ctx, req.Session); err != nil {
 			return errorResult(err), nil
 		}
-		call := &Call{Arguments: req.Params.Arguments, ctx: ctx, session: req.Session, token: req.Params.GetProgressToken()}
+		call := &Call{Arguments: req.Params.Arguments, InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState,
+			ctx: ctx, session: req.Session, token: req.Params.GetProgressToken()}
+		if !modern {
+			if res, err := gather(ctx, req.Session, t, call); res != nil || err != nil {
+				return res, err
+			}
+		} else if ask, res, err := prepareCall(ctx, t, call); ask != nil || res != nil || err != nil {
+			if ask != nil {
+				return inputRequiredResult(ask), nil // the SDK marks it input_required
+			}
+			return res, err
+		}
 		defer func() {
 			if p := recover(); p != nil {
 				res, err = errorResult(fmt.Errorf("bgmcp: tool %s panicked: %v", t.Name, p)), nil
@@ -184,6 +212,13 @@ func rawResult(b json.RawMessage) *mcp.CallToolResult {
 // text the client sees). A Call is safe for concurrent use.
 type Call struct {
 	Arguments json.RawMessage
+	// InputResponses are the client's answers to the questions of the
+	// previous round of the tool's Prepare, by their keys, and RequestState
+	// the State of that round, as the client sent them back; both are
+	// empty in the first round. They are the client's: Prepare and Run
+	// check them (a key may be missing, or its answer declined).
+	InputResponses mcp.InputResponseMap
+	RequestState   string
 
 	ctx     context.Context
 	session *mcp.ServerSession

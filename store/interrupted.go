@@ -16,7 +16,7 @@ func Interrupted(meta bgtype.TaskMeta, at time.Time) bgtype.TaskMeta {
 	meta.Status, meta.FinishedAt, meta.Attempt = bgtype.StatusInterrupted, at, meta.Attempt+1
 	meta.ErrorKind = bgtype.KindInterrupted
 	meta.Error = fmt.Sprintf("bgtask: interrupted: the runtime that ran it (instance %q) is gone; it will not be re-run", meta.Instance)
-	meta.Input = nil
+	meta.Input, meta.MoreInput = nil, nil
 	return meta
 }
 
@@ -74,7 +74,7 @@ func Requeued(meta bgtype.TaskMeta, at time.Time, why string, yield bool) bgtype
 	r.QueuedAt, r.LastError = at, why
 	meta.Resume = r
 	meta.Status, meta.Attempt, meta.Instance = bgtype.StatusQueued, meta.Attempt+1, ""
-	meta.Input = nil
+	meta.Input, meta.MoreInput = nil, nil
 	return meta
 }
 

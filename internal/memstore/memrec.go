@@ -52,6 +52,7 @@ type memRare struct {
 	errorKind                                 bgtype.ErrorKind
 	attempt                                   int64
 	input                                     *bgtype.InputRequest
+	moreInput                                 []bgtype.InputRequest
 	progress                                  *bgtype.Progress
 	resume                                    *bgtype.Resume // a kind's; never changed once set (a change makes a new one)
 }
@@ -186,15 +187,21 @@ func (r *Rec) SetMutable(m *bgtype.TaskMeta) {
 	r.created, r.started, r.finished = unixNanos(m.CreatedAt), unixNanos(m.StartedAt), unixNanos(m.FinishedAt)
 	r.status, r.announced = memStatusCode(m.Status), m.Announced
 	if m.Description == "" && m.Error == "" && m.CancelReason == "" && m.Stack == "" && m.ErrorKind == "" &&
-		m.Attempt == 0 && m.Input == nil && m.Progress == nil && m.Resume == nil {
+		m.Attempt == 0 && m.Input == nil && m.MoreInput == nil && m.Progress == nil && m.Resume == nil {
 		r.rare = nil
 		return
 	}
 	if x := r.rare; x != nil && x.description == m.Description && x.errText == m.Error && x.cancelReason == m.CancelReason &&
-		x.stack == m.Stack && x.errorKind == m.ErrorKind && x.attempt == m.Attempt && x.input == m.Input && x.progress == m.Progress && x.resume == m.Resume {
+		x.stack == m.Stack && x.errorKind == m.ErrorKind && x.attempt == m.Attempt && x.input == m.Input && sameSlice(x.moreInput, m.MoreInput) && x.progress == m.Progress && x.resume == m.Resume {
 		return // unchanged: no allocation
 	}
 	r.setRare(m)
+}
+
+// sameSlice reports whether a and b are the same slice (not equal ones:
+// a record's fields are shared, never changed in place).
+func sameSlice[E any](a, b []E) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // setRare keeps the rarely set mutable fields of m in a new r.rare. Out of
@@ -204,7 +211,7 @@ func (r *Rec) SetMutable(m *bgtype.TaskMeta) {
 func (r *Rec) setRare(m *bgtype.TaskMeta) {
 	r.rare = &memRare{
 		description: m.Description, errText: m.Error, cancelReason: m.CancelReason,
-		stack: m.Stack, errorKind: m.ErrorKind, attempt: m.Attempt, input: m.Input, progress: m.Progress,
+		stack: m.Stack, errorKind: m.ErrorKind, attempt: m.Attempt, input: m.Input, moreInput: m.MoreInput, progress: m.Progress,
 		resume: m.Resume,
 	}
 }
@@ -318,7 +325,7 @@ func (r *Rec) ExpandInto(m *bgtype.TaskMeta) {
 	if x := r.rare; x != nil {
 		m.Description, m.Error, m.CancelReason = x.description, x.errText, x.cancelReason
 		m.Stack, m.ErrorKind, m.Attempt = x.stack, x.errorKind, x.attempt
-		m.Input, m.Progress, m.Resume = x.input, x.progress, x.resume
+		m.Input, m.MoreInput, m.Progress, m.Resume = x.input, x.moreInput, x.progress, x.resume
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
@@ -364,7 +365,7 @@ func setMutable(cur, next *bgtype.TaskMeta) bool {
 	if cur.Description == next.Description && cur.Status == next.Status && cur.Error == next.Error &&
 		cur.ErrorKind == next.ErrorKind && cur.CancelReason == next.CancelReason && cur.Stack == next.Stack && bytes.Equal(cur.Result, next.Result) && cur.Instance == next.Instance &&
 		cur.Attempt == next.Attempt && cur.CreatedAt.Equal(next.CreatedAt) &&
-		cur.StartedAt.Equal(next.StartedAt) && cur.FinishedAt.Equal(next.FinishedAt) && sameInput(cur.Input, next.Input) &&
+		cur.StartedAt.Equal(next.StartedAt) && cur.FinishedAt.Equal(next.FinishedAt) && sameInput(cur.Input, next.Input) && slices.Equal(cur.MoreInput, next.MoreInput) &&
 		sameProgress(cur.Progress, next.Progress) && cur.Announced == next.Announced && cur.Resume.Equal(next.Resume) {
 		return false
 	}
@@ -372,7 +373,7 @@ func setMutable(cur, next *bgtype.TaskMeta) bool {
 	cur.ErrorKind, cur.CancelReason = next.ErrorKind, next.CancelReason
 	cur.Result, cur.Instance, cur.Attempt = next.Result, next.Instance, next.Attempt
 	cur.CreatedAt, cur.StartedAt, cur.FinishedAt = next.CreatedAt, next.StartedAt, next.FinishedAt
-	cur.Input = next.Input
+	cur.Input, cur.MoreInput = next.Input, next.MoreInput
 	cur.Progress = next.Progress
 	cur.Announced = next.Announced
 	cur.Resume = next.Resume
@@ -405,7 +406,7 @@ type Outcome struct {
 func (e *Outcome) Apply(u *bgtype.TaskMeta) {
 	e.From = u.Status
 	u.Status, u.Result, u.FinishedAt, u.ErrorKind = e.Status, e.Result, e.End, e.Kind
-	u.Input = nil // an open request ends with the task
+	u.Input, u.MoreInput = nil, nil // open requests end with the task
 	switch e.Status {
 	case bgtype.StatusCanceled:
 		u.CancelReason = e.Reason

@@ -6,6 +6,7 @@ package reduce
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
@@ -17,8 +18,9 @@ import (
 func SettleNew(m *bgtype.TaskMeta, at time.Time) {
 	switch {
 	case m.Input == nil:
+		m.MoreInput = nil
 	case m.Status.IsTerminal():
-		m.Input = nil
+		m.Input, m.MoreInput = nil, nil
 	default:
 		m.Status = bgtype.StatusAwaitingInput
 	}
@@ -80,10 +82,10 @@ func MergeUpsert(cur, u *bgtype.TaskMeta, at time.Time) bool {
 	cur.Status, cur.Attempt = next, u.Attempt
 	switch {
 	case next != bgtype.StatusAwaitingInput:
-		cur.Input = nil // leaving awaiting_input clears the request
-	case u.Input != nil:
+		cur.Input, cur.MoreInput = nil, nil // leaving awaiting_input clears the requests
+	case u.Input != nil: // the open requests, as a whole
 		in := *u.Input
-		cur.Input = &in
+		cur.Input, cur.MoreInput = &in, slices.Clone(u.MoreInput)
 	}
 	stamp(cur, u, at)
 	return true

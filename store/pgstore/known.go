@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
@@ -74,6 +75,10 @@ func stored(m bgtype.TaskMeta) bgtype.TaskMeta {
 	if m.Input != nil {
 		in := *m.Input
 		m.Input = &in
+	}
+	m.MoreInput = slices.Clone(m.MoreInput)
+	if len(m.MoreInput) == 0 {
+		m.MoreInput = nil
 	}
 	if m.Progress != nil {
 		p := *m.Progress
@@ -172,24 +177,24 @@ func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) err
 }
 
 // updateCheckedSQL is updateSQL as one statement that fails with a
-// division by zero unless it wrote $31 rows.
+// division by zero unless it wrote $32 rows.
 const updateCheckedSQL = `WITH u AS (` + updateSQL + ` RETURNING 1)
-	SELECT 1 / ((SELECT count(*) FROM u) = $31::bigint)::int`
-
-// updateCheckedFencedSQL is updateCheckedSQL with the fence of a started
-// Store: it locks the registration of instance $31 as fenceSQL does and
-// writes nothing unless it is alive, and fails unless it wrote $32 rows.
-const updateCheckedFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $31 FOR KEY SHARE),
-	u AS (` + updateSQL + ` AND (SELECT state FROM f) = 'alive' RETURNING 1)
 	SELECT 1 / ((SELECT count(*) FROM u) = $32::bigint)::int`
 
+// updateCheckedFencedSQL is updateCheckedSQL with the fence of a started
+// Store: it locks the registration of instance $32 as fenceSQL does and
+// writes nothing unless it is alive, and fails unless it wrote $33 rows.
+const updateCheckedFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $32 FOR KEY SHARE),
+	u AS (` + updateSQL + ` AND (SELECT state FROM f) = 'alive' RETURNING 1)
+	SELECT 1 / ((SELECT count(*) FROM u) = $33::bigint)::int`
+
 // updateOneCheckedSQL and updateOneCheckedFencedSQL are the checked
-// statements for one row: updateOneSQL, the instance being $20 and the
-// count $20 or $21.
+// statements for one row: updateOneSQL, the instance being $21 and the
+// count $21 or $22.
 const (
 	updateOneCheckedSQL = `WITH u AS (` + updateOneSQL + ` RETURNING 1)
-	SELECT 1 / ((SELECT count(*) FROM u) = $20::bigint)::int`
-	updateOneCheckedFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $20 FOR KEY SHARE),
-	u AS (` + updateOneSQL + ` AND (SELECT state FROM f) = 'alive' RETURNING 1)
 	SELECT 1 / ((SELECT count(*) FROM u) = $21::bigint)::int`
+	updateOneCheckedFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $21 FOR KEY SHARE),
+	u AS (` + updateOneSQL + ` AND (SELECT state FROM f) = 'alive' RETURNING 1)
+	SELECT 1 / ((SELECT count(*) FROM u) = $22::bigint)::int`
 )

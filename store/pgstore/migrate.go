@@ -249,6 +249,10 @@ var migrations = []string{
 	// once; it holds none of a closure's.
 	`ALTER TABLE bgtask_tasks ADD COLUMN resume text;
 	CREATE INDEX bgtask_tasks_waiting ON bgtask_tasks (created_at, id) WHERE resume IS NOT NULL AND status = 'queued' AND instance = '';`,
+	// 13: several open input requests. input_more is the record's
+	// MoreInput as JSON (the open requests after input_id's), NULL while
+	// one or none is open. Rows of an older version have none.
+	`ALTER TABLE bgtask_tasks ADD COLUMN input_more text;`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
@@ -17,7 +18,7 @@ const taskCols = `id, owner, task_type, name, description, status, error, stack,
 	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason,
 	progress, idempotency_key,
-	announced, resume`
+	announced, resume, input_more`
 
 // row is a task row as stored: a record and its version.
 type row struct {
@@ -34,14 +35,14 @@ func scanRow(rows pgx.Rows) (row, error) {
 		m                         = &r.meta
 		status, wake, errorKind   string
 		result, inID, inPrompt    pgtype.Text
-		progress, resume          pgtype.Text
+		progress, resume, inMore  pgtype.Text
 		created, started, finshed pgtype.Timestamptz
 	)
 	if err := rows.Scan(&m.ID, &m.Owner, &m.Type, &m.Name, &m.Description, &status, &m.Error, &m.Stack, &result,
 		&created, &started, &finshed, &m.Parent.TaskID, &m.Parent.RunID, &m.Parent.CallID,
 		&m.Parent.AgentID, &m.Detached, &m.Instance, &m.Attempt, &wake, &inID, &inPrompt, &r.version, &m.Tags, &errorKind, &m.CancelReason,
 		&progress, &m.IdempotencyKey,
-		&m.Announced, &resume); err != nil {
+		&m.Announced, &resume, &inMore); err != nil {
 		if m.ID != "" {
 			return r, fmt.Errorf("%w: task %s: %v", bgtype.ErrCorrupt, m.ID, err)
 		}
@@ -57,6 +58,11 @@ func scanRow(rows pgx.Rows) (row, error) {
 	}
 	if inID.Valid {
 		m.Input = &bgtype.InputRequest{ID: inID.String, Prompt: inPrompt.String}
+	}
+	if inMore.Valid {
+		if err := json.Unmarshal([]byte(inMore.String), &m.MoreInput); err != nil {
+			return r, fmt.Errorf("%w: task %s: input_more is not JSON: %v", bgtype.ErrCorrupt, m.ID, err)
+		}
 	}
 	if progress.Valid {
 		m.Progress = new(bgtype.Progress)
@@ -134,7 +140,7 @@ func sameMeta(a, b *bgtype.TaskMeta) bool {
 		bytes.Equal(a.Result, b.Result) && (a.Result == nil) == (b.Result == nil) &&
 		a.Instance == b.Instance && a.Attempt == b.Attempt &&
 		a.CreatedAt.Equal(b.CreatedAt) && a.StartedAt.Equal(b.StartedAt) && a.FinishedAt.Equal(b.FinishedAt) &&
-		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input) &&
+		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input) && slices.Equal(a.MoreInput, b.MoreInput) &&
 		sameProgress(a.Progress, b.Progress) &&
 		a.Announced == b.Announced && a.Resume.Equal(b.Resume)
 }
@@ -162,6 +168,7 @@ type cols struct {
 	idemKey                                            []string
 	announced                                          []bool        // durable announcements
 	resume                                             []pgtype.Text // JSON of a Resume, NULL for a closure's
+	inMore                                             []pgtype.Text // JSON of MoreInput, NULL for none
 }
 
 func (c *cols) add(m *bgtype.TaskMeta, version int64) {
@@ -210,6 +217,17 @@ func (c *cols) add(m *bgtype.TaskMeta, version int64) {
 	c.idemKey = append(c.idemKey, m.IdempotencyKey)
 	c.announced = append(c.announced, m.Announced)
 	c.resume = append(c.resume, resumeText(m))
+	c.inMore = append(c.inMore, moreInputText(m))
+}
+
+// moreInputText is m's MoreInput as the input_more column holds it: a JSON
+// array, NULL for none.
+func moreInputText(m *bgtype.TaskMeta) pgtype.Text {
+	if len(m.MoreInput) == 0 {
+		return pgtype.Text{}
+	}
+	b, _ := json.Marshal(m.MoreInput) // strings always encode
+	return pgtype.Text{String: string(b), Valid: true}
 }
 
 func (c *cols) args() []any {
@@ -217,7 +235,7 @@ func (c *cols) args() []any {
 		c.created, c.started, c.finished, c.pTask, c.pRun, c.pCall, c.pAgent, c.detached, c.instance,
 		c.attempt, c.wake, c.inID, c.inPrompt, c.version, c.tags, c.errorKind, c.cancelReason,
 		c.progress, c.idemKey,
-		c.announced, c.resume}
+		c.announced, c.resume, c.inMore}
 }
 
 // writes are the rows a commit writes: inserts, updates compared-and-set
@@ -256,12 +274,12 @@ const unnestSQL = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::te
 		$14::text[], $15::text[], $16::text[], $17::boolean[], $18::text[], $19::bigint[], $20::text[],
 		$21::text[], $22::text[], $23::bigint[], $24::text[], $25::text[], $26::text[],
 		$27::text[], $28::text[],
-		$29::boolean[], $30::text[])
+		$29::boolean[], $30::text[], $31::text[])
 	AS x(id, owner, task_type, name, description, status, error, stack, result, created_at, started_at,
 		finished_at, parent_task_id, parent_run_id, parent_call_id, parent_agent_id, detached, instance,
 		attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason,
 		progress, idempotency_key,
-		announced, resume)`
+		announced, resume, input_more)`
 
 // terminalSQL is true for a row of x whose status is terminal.
 const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupted')`
@@ -273,20 +291,20 @@ const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupt
 const insertSQL = `INSERT INTO bgtask_tasks (id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
-		progress, idempotency_key, announced, resume, terminal_at)
+		progress, idempotency_key, announced, resume, input_more, terminal_at)
 	SELECT id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt,
 		ARRAY(SELECT jsonb_array_elements_text(x.tags::jsonb)), error_kind, cancel_reason,
-		progress, idempotency_key, announced, resume,
+		progress, idempotency_key, announced, resume, input_more,
 		CASE WHEN ` + terminalSQL + ` THEN clock_timestamp() END
 	FROM ` + unnestSQL
 
 // insertFencedSQL is insertSQL as one statement with the fence of a
-// started Store: it locks the registration of instance $31 against being
+// started Store: it locks the registration of instance $32 against being
 // declared dead (as fenceSQL does), inserts nothing unless it is alive,
 // and returns its state and the rows inserted.
-const insertFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $31 FOR KEY SHARE),
+const insertFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $32 FOR KEY SHARE),
 	i AS (` + insertSQL + `
 		WHERE (SELECT state FROM f) = 'alive' RETURNING 1)
 	SELECT coalesce((SELECT state FROM f), 'missing'), (SELECT count(*) FROM i)`
@@ -298,7 +316,7 @@ const updateSQL = `UPDATE bgtask_tasks t SET description = x.description, status
 		stack = x.stack, result = x.result, created_at = x.created_at, started_at = x.started_at,
 		finished_at = x.finished_at, instance = x.instance, attempt = x.attempt,
 		input_id = x.input_id, input_prompt = x.input_prompt,
-		progress = x.progress, announced = x.announced, resume = x.resume,
+		progress = x.progress, announced = x.announced, resume = x.resume, input_more = x.input_more,
 		terminal_at = CASE WHEN t.terminal_at IS NULL AND ` + terminalSQL + ` THEN clock_timestamp() ELSE t.terminal_at END,
 		version = t.version + 1
 	FROM ` + unnestSQL + `
@@ -310,7 +328,7 @@ const updateOneSQL = `UPDATE bgtask_tasks t SET description = $3, status = $4, e
 		stack = $8, result = $9, created_at = $10, started_at = $11,
 		finished_at = $12, instance = $13, attempt = $14,
 		input_id = $15, input_prompt = $16,
-		progress = $17, announced = $18, resume = $19,
+		progress = $17, announced = $18, resume = $19, input_more = $20,
 		terminal_at = CASE WHEN t.terminal_at IS NULL AND $4 IN ('completed', 'failed', 'cancelled', 'interrupted') THEN clock_timestamp() ELSE t.terminal_at END,
 		version = t.version + 1
 	WHERE t.id = $1 AND t.version = $2`
@@ -319,7 +337,7 @@ const updateOneSQL = `UPDATE bgtask_tasks t SET description = $3, status = $4, e
 func updateOneArgs(c *cols) []any {
 	return []any{c.id[0], c.version[0], c.desc[0], c.status[0], c.errText[0], c.errorKind[0], c.cancelReason[0],
 		c.stack[0], c.result[0], c.created[0], c.started[0], c.finished[0], c.instance[0], c.attempt[0],
-		c.inID[0], c.inPrompt[0], c.progress[0], c.announced[0], c.resume[0]}
+		c.inID[0], c.inPrompt[0], c.progress[0], c.announced[0], c.resume[0], c.inMore[0]}
 }
 
 // deleteSQL deletes rows compared-and-set on their version.
@@ -330,22 +348,22 @@ const deleteSQL = `DELETE FROM bgtask_tasks t USING unnest($1::text[], $2::bigin
 const insertOneCols = `id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
-		progress, idempotency_key, resume`
+		progress, idempotency_key, resume, input_more`
 
 // insertOneVals are insertOneSQL's values, typed (a SELECT list does not
 // take its types from the columns it is inserted into).
 const insertOneVals = `$1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text,
 		$10::timestamptz, $11::timestamptz, $12::timestamptz, $13::text, $14::text, $15::text,
 		$16::text, $17::boolean, $18::text, $19::bigint, $20::text, $21::text, $22::text, $23::text[], $24::text, $25::text,
-		$26::text, $27::text, $28::text`
+		$26::text, $27::text, $28::text, $29::text`
 
 // insertOneSQL inserts one new record that is not terminal: the common
 // commit of a spawn, without the arrays of insertSQL.
 const insertOneSQL = `INSERT INTO bgtask_tasks (` + insertOneCols + `) VALUES (` + insertOneVals + `)`
 
 // insertOneFencedSQL is insertOneSQL fenced like insertFencedSQL, the
-// instance being $29.
-const insertOneFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $29 FOR KEY SHARE),
+// instance being $30.
+const insertOneFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $30 FOR KEY SHARE),
 	i AS (INSERT INTO bgtask_tasks (` + insertOneCols + `) SELECT ` + insertOneVals + `
 		WHERE (SELECT state FROM f) = 'alive' RETURNING 1)
 	SELECT coalesce((SELECT state FROM f), 'missing'), (SELECT count(*) FROM i)`
@@ -369,5 +387,5 @@ func oneArgs(m *bgtype.TaskMeta) []any {
 		pgtype.Text{String: string(m.Result), Valid: m.Result != nil},
 		toTS(m.CreatedAt), toTS(m.StartedAt), toTS(m.FinishedAt), m.Parent.TaskID, m.Parent.RunID, m.Parent.CallID,
 		m.Parent.AgentID, m.Detached, m.Instance, m.Attempt, string(m.Wake), inID, inPrompt, tags, string(m.ErrorKind), m.CancelReason,
-		progress, m.IdempotencyKey, resumeText(m)}
+		progress, m.IdempotencyKey, resumeText(m), moreInputText(m)}
 }

@@ -17,7 +17,7 @@ const columns = `id, owner, task_type, name, description, status, error, stack, 
 	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
 	progress, idempotency_key,
-	announced, resume`
+	announced, resume, input_more`
 
 // row is a tasks row as scanned, before it is checked. The table is STRICT
 // and its columns NOT NULL where a TaskMeta needs a value, so a scan cannot
@@ -37,6 +37,7 @@ type row struct {
 	idemKey                                                   string
 	announced                                                 int64          // durable announcements
 	resume                                                    sql.NullString // JSON of a Resume (a resumable task's)
+	inputMore                                                 sql.NullString // JSON of MoreInput
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -46,7 +47,7 @@ func (r *row) scan(s scanner) error {
 		&r.created, &r.started, &r.finished, &r.parentTask, &r.parentRun, &r.parentCall,
 		&r.parentAgent, &r.detached, &r.instance, &r.attempt, &r.wake, &r.inputID, &r.inputPrompt, &r.tags, &r.errorKind, &r.cancelReason,
 		&r.progress, &r.idemKey,
-		&r.announced, &r.resume)
+		&r.announced, &r.resume, &r.inputMore)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: read task row: %w", err)
 	}
@@ -91,6 +92,10 @@ func (r *row) decode() (bgtype.TaskMeta, error) {
 	tagsErr := r.decodeTags(&m)
 	progErr := r.decodeProgress(&m)
 	resumeErr := r.decodeResume(&m)
+	var moreErr error
+	if r.inputMore.Valid {
+		moreErr = json.Unmarshal([]byte(r.inputMore.String), &m.MoreInput)
+	}
 	switch {
 	case m.ID == "":
 		return bgtype.TaskMeta{}, fmt.Errorf("sqlitestore: %w: a row has an empty id", bgtype.ErrCorrupt)
@@ -110,6 +115,8 @@ func (r *row) decode() (bgtype.TaskMeta, error) {
 		why = progErr.Error()
 	case resumeErr != nil:
 		why = resumeErr.Error()
+	case moreErr != nil || len(m.MoreInput) > 0 && m.Input == nil:
+		why = "input_more is not a JSON array of input requests after input_id's"
 	default:
 		return m, nil
 	}
@@ -213,7 +220,17 @@ func rowArgs(m *bgtype.TaskMeta) []any {
 		m.Parent.TaskID, m.Parent.RunID, m.Parent.CallID, m.Parent.AgentID,
 		detached, m.Instance, m.Attempt, string(m.Wake), inputID, inputPrompt, tagsArg(m), string(m.ErrorKind), m.CancelReason,
 		progressArg(m), m.IdempotencyKey,
-		announced, resumeArg(m)}
+		announced, resumeArg(m), moreInputArg(m)}
+}
+
+// moreInputArg is the input_more column's value for m: MoreInput as a JSON
+// array, NULL for none.
+func moreInputArg(m *bgtype.TaskMeta) any {
+	if len(m.MoreInput) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(m.MoreInput) // strings always encode
+	return string(b)
 }
 
 // toMicros stores a time as UTC microseconds (decision 14: stamps have
@@ -249,7 +266,7 @@ func sameMeta(a, b *bgtype.TaskMeta) bool {
 		a.Parent == b.Parent && a.Detached == b.Detached && a.Instance == b.Instance &&
 		a.Attempt == b.Attempt && a.Wake == b.Wake && slices.Equal(a.Tags, b.Tags) &&
 		sameProgress(a.Progress, b.Progress) && a.IdempotencyKey == b.IdempotencyKey &&
-		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input) &&
+		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input) && slices.Equal(a.MoreInput, b.MoreInput) &&
 		a.Announced == b.Announced && a.Resume.Equal(b.Resume)
 }
 
@@ -282,6 +299,9 @@ func stored(m *bgtype.TaskMeta) (bgtype.TaskMeta, error) {
 	}
 	if res, ok := resumeArg(m).(string); ok {
 		r.resume = sql.NullString{String: res, Valid: true}
+	}
+	if more, ok := moreInputArg(m).(string); ok {
+		r.inputMore = sql.NullString{String: more, Valid: true}
 	}
 	return r.decode()
 }

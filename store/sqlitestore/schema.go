@@ -127,6 +127,10 @@ var migrations = [...]string{
 	// once; it holds none of a closure's.
 	`ALTER TABLE tasks ADD COLUMN resume TEXT;
 	CREATE INDEX tasks_waiting ON tasks (created_at) WHERE resume IS NOT NULL AND status = 'queued' AND instance = '';`,
+	// 9: several open input requests. input_more is the record's
+	// MoreInput as JSON (the open requests after input_id's), NULL while
+	// one or none is open.
+	`ALTER TABLE tasks ADD COLUMN input_more TEXT;`,
 }
 
 // userVersion reads the schema version.

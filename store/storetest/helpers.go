@@ -228,6 +228,7 @@ func diffMeta(want, got bgtype.TaskMeta) string {
 	field("Attempt", want.Attempt, got.Attempt)
 	field("Wake", want.Wake, got.Wake)
 	field("Input", want.Input, got.Input)
+	field("MoreInput", want.MoreInput, got.MoreInput)
 	if !slices.Equal(want.Tags, got.Tags) {
 		fmt.Fprintf(&b, "    Tags = %q, want %q\n", got.Tags, want.Tags)
 	}

@@ -39,6 +39,7 @@ func testReducerRules(t *testing.T, c Config) {
 		return a
 	}
 	req := &bgtype.InputRequest{ID: "req_1", Prompt: "Approve?"}
+	more := []bgtype.InputRequest{{ID: "req_2", Prompt: "Which?"}, {ID: "req_3", Prompt: "Why?"}}
 	interrupted := func(m *bgtype.TaskMeta) {
 		m.Status, m.Error, m.Attempt, m.FinishedAt = bgtype.StatusInterrupted, "instance gone", 2, at(9)
 	}
@@ -95,6 +96,20 @@ func testReducerRules(t *testing.T, c Config) {
 			[]store.Action{store.UpsertAction(mod(running, func(m *bgtype.TaskMeta) { m.Input = req })),
 				store.UpsertAction(mod(running, func(m *bgtype.TaskMeta) { m.Status, m.Description = bgtype.StatusAwaitingInput, "asking" }))},
 			mod(running, func(m *bgtype.TaskMeta) { m.Status, m.Input, m.Description = bgtype.StatusAwaitingInput, req, "asking" })},
+		{"an update with a request replaces the open requests as a whole",
+			[]store.Action{store.UpsertAction(mod(running, func(m *bgtype.TaskMeta) { m.Input, m.MoreInput = req, more })),
+				store.UpsertAction(mod(running, func(m *bgtype.TaskMeta) { m.Input = &more[1] }))},
+			mod(running, func(m *bgtype.TaskMeta) { m.Status, m.Input = bgtype.StatusAwaitingInput, &more[1] })},
+		{"an awaiting_input update without a request keeps every open one",
+			[]store.Action{store.UpsertAction(mod(running, func(m *bgtype.TaskMeta) { m.Input, m.MoreInput = req, more })),
+				store.UpsertAction(noStatus(running, func(m *bgtype.TaskMeta) { m.Description = "asking" }))},
+			mod(running, func(m *bgtype.TaskMeta) {
+				m.Status, m.Input, m.MoreInput, m.Description = bgtype.StatusAwaitingInput, req, more, "asking"
+			})},
+		{"leaving awaiting_input clears every open request",
+			[]store.Action{store.UpsertAction(mod(running, func(m *bgtype.TaskMeta) { m.Input, m.MoreInput = req, more })),
+				store.UpsertAction(running)},
+			running},
 		{"a reaper's next attempt supersedes the executor, which cannot even enrich",
 			[]store.Action{store.UpsertAction(running), store.UpsertAction(mod(running, interrupted)),
 				store.UpsertAction(noStatus(running, func(m *bgtype.TaskMeta) { m.Result = json.RawMessage(`1`) }))},

@@ -30,6 +30,7 @@ func fullRecords(owner string) []bgtype.TaskMeta {
 	awaiting := base
 	awaiting.ID, awaiting.Status = "task_awaiting", bgtype.StatusAwaitingInput
 	awaiting.Input = &bgtype.InputRequest{ID: "req_1", Prompt: "Which branch?"}
+	awaiting.MoreInput = []bgtype.InputRequest{{ID: "req_2", Prompt: "Which tag? ünïcode <tag> & \"quotes\""}, {ID: "req_3", Prompt: "Go on?"}}
 
 	completed := base
 	completed.ID, completed.Name, completed.Status = "task_completed", "", bgtype.StatusCompleted

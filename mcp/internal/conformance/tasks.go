@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -72,23 +73,46 @@ func addTaskTools(s *bgmcp.Server) error {
 			},
 		},
 		{
-			// bgtask opens one input request at a time: the second question
-			// comes once the first is answered.
-			Name: "multi_input", Description: "Asks two questions.", InputSchema: object,
+			// Two questions open at once, each asked by a goroutine of the
+			// task: the client may answer them together or one by one.
+			Name: "multi_input", Description: "Asks two questions at once.", InputSchema: object,
 			Run: func(ctx context.Context, call *bgmcp.Call) (any, error) {
 				task, ok := call.Task()
 				if !ok {
 					return text("no questions outside a task"), nil
 				}
-				var answers []string
-				for _, q := range []string{"Your name?", "Confirm?"} {
-					a, err := task.RequestInput(ctx, q)
-					if err != nil {
-						return nil, err
-					}
-					answers = append(answers, a.Content)
+				questions := []string{"Your name?", "Confirm?"}
+				answers := make([]string, len(questions))
+				errs := make([]error, len(questions))
+				var wg sync.WaitGroup
+				for i, q := range questions {
+					wg.Go(func() {
+						a, err := task.RequestInput(ctx, q)
+						answers[i], errs[i] = a.Content, err
+					})
+				}
+				wg.Wait()
+				if err := errors.Join(errs...); err != nil {
+					return nil, err
 				}
 				return text(fmt.Sprint(answers)), nil
+			},
+		},
+		{
+			// An input round before the task: the name is asked with an
+			// input-required result, and the task is made once it came.
+			Name: "test_tool_with_task", Description: "Asks a name, then greets it as a task.", TaskSupport: bgmcp.TaskRequired, InputSchema: object,
+			Prepare: func(_ context.Context, call *bgmcp.Call) (*bgmcp.InputRequired, error) {
+				if name, _ := acceptedContent(call.InputResponses, "user_name")["name"].(string); name != "" {
+					return nil, nil
+				}
+				return &bgmcp.InputRequired{Requests: mcp.InputRequestMap{
+					"user_name": &mcp.ElicitParams{Message: "What is your name?", RequestedSchema: nameElicitSchema()},
+				}}, nil
+			},
+			Run: func(_ context.Context, call *bgmcp.Call) (any, error) {
+				name, _ := acceptedContent(call.InputResponses, "user_name")["name"].(string)
+				return text("Hello, " + name + "!"), nil
 			},
 		},
 	}
