@@ -12,8 +12,10 @@
 //     the io.modelcontextprotocol/tasks extension (TasksExtension), runs as
 //     a bgtask task and answers with its handle (resultType "task"); the
 //     client polls tasks/get, answers the task's questions with
-//     tasks/update and cancels with tasks/cancel. Any instance sharing the
-//     Manager's store answers them.
+//     tasks/update (several may be open at once, answered in parts) and
+//     cancels with tasks/cancel. Any instance sharing the Manager's store
+//     answers them. A tool that needs input before it runs, or before it
+//     becomes a task, asks with input-required rounds (Tool.Prepare).
 //   - 2025-11-25 (LegacyProtocolVersion) and older, in sessions opened by
 //     initialize: a client that asks for task execution in tools/call gets
 //     a task handle at once, and tasks/get, tasks/list, tasks/result and

@@ -219,3 +219,50 @@ func startTSServerHTTP(t *testing.T, bin string, args ...string) string {
 	}
 	return url
 }
+
+// Several open questions across a fleet: the task runs on a and asks two
+// questions at once; b sees both, answers one, and at once both instances
+// show only the other; a answers it, and both show the same completed task.
+func TestModernFleetInputSeveral(t *testing.T) {
+	dsn := pgtest.StartDSN(t)
+	var urls []string
+	for _, name := range []string{"instance-a", "instance-b"} {
+		s := newServer(t, pgManager(t, dsn, name), nil, bgmcp.WithOwnerFunc(userOwner))
+		if err := s.AddTool(twoQuestions); err != nil {
+			t.Fatal(err)
+		}
+		urls = append(urls, modernServer(t, s, true))
+	}
+	a := &modernClient{t: t, url: urls[0], token: "a", tasks: true}
+	b := &modernClient{t: t, url: urls[1], token: "a", tasks: true}
+	tk := a.start("two_questions", map[string]any{"text": "x"})
+	var got modernTask
+	for got.Status == "" || got.Status == "working" || got.Status == "input_required" && len(got.InputRequests) < 2 {
+		got = b.get(tk.TaskID) // until both goroutines asked, or the task ended
+	}
+	keyOf := map[string]string{}
+	for k, r := range got.InputRequests {
+		keyOf[r.Params.Message] = k
+	}
+	if len(keyOf) != 2 || keyOf["name?"] == "" || keyOf["colour?"] == "" {
+		t.Fatalf("b sees %+v, want both questions", got)
+	}
+	accept := func(answer string) map[string]any {
+		return map[string]any{"action": "accept", "content": map[string]any{"answer": answer}}
+	}
+	b.result("tasks/update", map[string]any{"taskId": tk.TaskID, "inputResponses": map[string]any{keyOf["name?"]: accept("Ann")}})
+	for i, c := range []*modernClient{b, a} {
+		got := c.get(tk.TaskID)
+		if _, ok := got.InputRequests[keyOf["colour?"]]; got.Status != "input_required" || len(got.InputRequests) != 1 || !ok {
+			t.Errorf("instance %d after b's partial update: %+v, want only the colour open", i, got)
+		}
+	}
+	a.result("tasks/update", map[string]any{"taskId": tk.TaskID, "inputResponses": map[string]any{keyOf["colour?"]: accept("teal")}})
+	got = a.until(tk.TaskID, "working", "input_required")
+	if got.Status != "completed" || string(got.Result.StructuredContent) != `{"colour":"teal","name":"Ann"}` {
+		t.Errorf("a sees %+v, want both answers", got)
+	}
+	if ra, rb := a.result("tasks/get", map[string]any{"taskId": tk.TaskID}), b.result("tasks/get", map[string]any{"taskId": tk.TaskID}); string(ra) != string(rb) {
+		t.Errorf("tasks/get of the ended task:\n a: %s\n b: %s", ra, rb)
+	}
+}

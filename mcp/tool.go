@@ -277,7 +277,8 @@ func runContext(ctx context.Context, ss *mcp.ServerSession) context.Context {
 
 // Task returns the bgtask task that runs the call when the client asked for
 // task execution, and false for a call in the foreground. Through it a long
-// tool can ask its client a question (Task.RequestInput): the task reads as
+// tool can ask its client a question (Task.RequestInput; goroutines of the
+// task may ask several at once): the task reads as
 // input_required, with the prompt as its statusMessage, until the client
 // answers. A client that declared the elicitation capability and waits in
 // tasks/result is sent the question there, as the tasks protocol says: an
