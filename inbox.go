@@ -3,6 +3,7 @@ package bgtask
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -370,6 +371,7 @@ func (ib *Inbox) AppendDrain(dst []bgtype.Event) []bgtype.Event {
 // can arrive any more: Wait returns nil while anything, quiet or not, is
 // left to drain, then ErrClosed.
 func (ib *Inbox) Wait(ctx context.Context) error {
+	yielded := false
 	for {
 		ib.mu.Lock()
 		switch {
@@ -390,6 +392,16 @@ func (ib *Inbox) Wait(ctx context.Context) error {
 			}
 			return ErrClosed
 		default:
+		}
+		if !yielded {
+			// Yield once before parking: a task just handed to a
+			// worker on this P runs now and queues its event while
+			// this goroutine is runnable, so nothing parks here and
+			// nobody has to ready it (decision 750).
+			yielded = true
+			ib.mu.Unlock()
+			runtime.Gosched()
+			continue
 		}
 		if ib.wake == nil {
 			ib.wake = make(chan struct{}, 1)

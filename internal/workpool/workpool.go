@@ -133,6 +133,10 @@ func (p *Pool[T]) Park(wp **Worker[T]) *T {
 		}
 	}
 	p.mu.Unlock()
+	// Yield once before blocking: the goroutine this worker's task woke
+	// (or let go on) runs now, and a Hand it makes meanwhile finds the
+	// worker runnable, not blocked, so it readies nobody (decision 750).
+	runtime.Gosched()
 	return <-w.next
 }
 
