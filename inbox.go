@@ -369,7 +369,10 @@ func (ib *Inbox) AppendDrain(dst []bgtype.Event) []bgtype.Event {
 // drain (another drainer may still take it first), ErrInboxClosed once
 // closed, or ctx's error. Once that Manager's Shutdown has returned no event
 // can arrive any more: Wait returns nil while anything, quiet or not, is
-// left to drain, then ErrClosed.
+// left to drain, then ErrClosed. With nothing to drain it yields the
+// processor once (runtime.Gosched) before it blocks, so a task that was just
+// handed a worker can queue its event first: the common spawn-then-wait
+// costs no park and no wake-up.
 func (ib *Inbox) Wait(ctx context.Context) error {
 	yielded := false
 	for {
