@@ -3,6 +3,7 @@ package bgtask
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -368,8 +369,12 @@ func (ib *Inbox) AppendDrain(dst []bgtype.Event) []bgtype.Event {
 // drain (another drainer may still take it first), ErrInboxClosed once
 // closed, or ctx's error. Once that Manager's Shutdown has returned no event
 // can arrive any more: Wait returns nil while anything, quiet or not, is
-// left to drain, then ErrClosed.
+// left to drain, then ErrClosed. With nothing to drain it yields the
+// processor once (runtime.Gosched) before it blocks, so a task that was just
+// handed a worker can queue its event first: the common spawn-then-wait
+// costs no park and no wake-up.
 func (ib *Inbox) Wait(ctx context.Context) error {
+	yielded := false
 	for {
 		ib.mu.Lock()
 		switch {
@@ -390,6 +395,16 @@ func (ib *Inbox) Wait(ctx context.Context) error {
 			}
 			return ErrClosed
 		default:
+		}
+		if !yielded {
+			// Yield once before parking: a task just handed to a
+			// worker on this P runs now and queues its event while
+			// this goroutine is runnable, so nothing parks here and
+			// nobody has to ready it (decision 750).
+			yielded = true
+			ib.mu.Unlock()
+			runtime.Gosched()
+			continue
 		}
 		if ib.wake == nil {
 			ib.wake = make(chan struct{}, 1)

@@ -62,8 +62,10 @@ func (s *Store) state() memState {
 		for id := range sh.byID {
 			st.ids = append(st.ids, id)
 		}
-		for o := range sh.owners {
-			st.owners[o] = true
+		for o, l := range sh.owners {
+			if l.n > 0 { // not the emptied list kept for its owner's next record
+				st.owners[o] = true
+			}
 		}
 	}
 	slices.Sort(st.ids)

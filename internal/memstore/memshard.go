@@ -22,6 +22,8 @@ type memShard struct {
 	byID   map[string]*Entry   // live and terminal records
 	keys   map[keyRef]*Entry   // records by owner and idempotency key
 	spare  *memList            // an owner's emptied live list, reused by the next (no allocation per task)
+	idle   *memList            // the live list that emptied last, kept in owners for its owner's next record
+	idleOf string              // idle's owner
 	term   *memTerm            // the store's terminal index: a terminal record changes under both locks
 	_      [64]byte            // keeps the next shard's lock off this cache line
 }
@@ -154,14 +156,22 @@ func (sh *memShard) add(tx *memTx, e *Entry) {
 	l.pushBack(e, ownLinks)
 }
 
-// unlinkLive takes e off owner's live list l in the shard, forgetting the
-// list once empty.
+// unlinkLive takes e off owner's live list l in the shard. A list that
+// empties stays in owners, for its owner's next record (an owner's tasks
+// often run one after another: no map delete and insert per task), until
+// another owner's list empties: then the one kept before, if still empty,
+// is forgotten and becomes the spare. So at most one empty list per shard
+// is kept.
 func (sh *memShard) unlinkLive(owner string, l *memList, e *Entry) {
 	l.remove(e, ownLinks)
-	if l.n == 0 {
-		delete(sh.owners, owner)
-		sh.spare = l
+	if l.n > 0 || l == sh.idle {
+		return
 	}
+	if old := sh.idle; old != nil && old.n == 0 {
+		delete(sh.owners, sh.idleOf)
+		sh.spare = old
+	}
+	sh.idle, sh.idleOf = l, owner
 }
 
 // markTerminal keeps a copy of live, a record on no list that just turned

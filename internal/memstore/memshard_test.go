@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // A task's commit locks only its record's shard: while another shard is
@@ -122,4 +123,62 @@ func TestMemoryStoreReadsDuringTerminalMoves(t *testing.T) {
 		}
 	}
 	wg.Wait()
+}
+
+// An owner's live list in a shard stays when its last live record ends,
+// for the owner's next record (no map delete and insert per task), and
+// goes once another owner's list empties: at most one empty list per
+// shard is kept, and Contents does not count it.
+func TestEmptiedLiveListKeptForTheNextRecord(t *testing.T) {
+	t.Parallel()
+	s := New()
+	ids := map[string][]string{} // per owner, ids in one shard
+	sh := s.shardOf("task_0")
+	for i := 0; len(ids["a"]) < 2 || len(ids["b"]) < 1; i++ {
+		id := fmt.Sprint("task_", i)
+		if s.shardOf(id) != sh {
+			continue
+		}
+		if len(ids["a"]) < 2 {
+			ids["a"] = append(ids["a"], id)
+		} else {
+			ids["b"] = append(ids["b"], id)
+		}
+	}
+	run := func(owner, id string) {
+		t.Helper()
+		u := bgtype.TaskMeta{ID: id, Owner: owner, Status: bgtype.StatusRunning}
+		if err := s.CommitOne(t.Context(), &u, nil); err != nil {
+			t.Fatal(err)
+		}
+		u.Status, u.FinishedAt = bgtype.StatusCompleted, time.Now()
+		if err := s.Commit(t.Context(), owner, store.UpsertAction(u)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listOf := func(owner string) *memList {
+		sh.mu.RLock()
+		defer sh.mu.RUnlock()
+		return sh.owners[owner]
+	}
+
+	run("a", ids["a"][0])
+	kept := listOf("a")
+	if kept == nil || kept.n != 0 {
+		t.Fatalf("owner a's live list after its only task ended: %+v, want kept and empty", kept)
+	}
+	if _, _, owners := s.Contents(); !slices.Equal(owners, []string{"a"}) { // a's terminal record
+		t.Fatalf("Contents owners %v, want [a]", owners)
+	}
+	run("a", ids["a"][1])
+	if got := listOf("a"); got != kept {
+		t.Fatalf("owner a's next task used list %p, want the kept %p", got, kept)
+	}
+	run("b", ids["b"][0])
+	if got := listOf("a"); got != nil {
+		t.Fatalf("owner a's empty list still kept after b's emptied: %+v", got)
+	}
+	if got := listOf("b"); got == nil || got.n != 0 {
+		t.Fatalf("owner b's live list: %+v, want kept and empty", got)
+	}
 }

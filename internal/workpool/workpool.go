@@ -97,6 +97,9 @@ func (p *Pool[T]) Hand(t *T) bool {
 // the pool's lock already (a burst of ends: parking only saves the next
 // item a goroutine's start, so it exits rather than queue), or nothing
 // came for IdleTimeout. A worker that got nil must not call Park again.
+// Once on the idle list it yields the processor once (runtime.Gosched)
+// before it blocks, so a Hand made meanwhile by the goroutine that ran
+// finds it runnable and readies nobody.
 func (p *Pool[T]) Park(wp **Worker[T]) *T {
 	if int(p.idleN.Load()) >= p.max {
 		return nil // full
@@ -133,6 +136,10 @@ func (p *Pool[T]) Park(wp **Worker[T]) *T {
 		}
 	}
 	p.mu.Unlock()
+	// Yield once before blocking: the goroutine this worker's task woke
+	// (or let go on) runs now, and a Hand it makes meanwhile finds the
+	// worker runnable, not blocked, so it readies nobody (decision 750).
+	runtime.Gosched()
 	return <-w.next
 }
 

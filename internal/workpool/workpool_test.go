@@ -1,6 +1,8 @@
 package workpool
 
 import (
+	"bytes"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -236,4 +238,67 @@ func TestParkNeverQueuesOnThePoolLock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestParkYieldsBeforeBlocking: a worker that parks yields its P once
+// after it joined the idle list and before it blocks (decision 750), so a
+// Hand made meanwhile finds it runnable: the item goes into its channel
+// and nobody is readied. With one P the worker runs until it yields, then
+// this goroutine hands it an item; the race detector shuffles run queues,
+// so the worker may run on and block first: some of the attempts must
+// find it yielded (none did before). Not parallel: it sets GOMAXPROCS.
+func TestParkYieldsBeforeBlocking(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for range 100 {
+		if parkYielded(t) {
+			return
+		}
+	}
+	t.Fatal("in 100 attempts the parked worker was blocked when the next item came, never runnable (yielded)")
+}
+
+// parkYielded runs a worker until it parks and reports whether it was
+// runnable, not blocked, when this goroutine next ran and handed it an
+// item.
+func parkYielded(t *testing.T) bool {
+	h := newHarness(1)
+	defer h.p.Close()
+	h.hand(&job{n: 1}) // a new goroutine: it runs the job, then parks
+	state := ""
+	for i := 0; state == ""; i++ { // until the worker is in Park
+		if i == 1000 {
+			t.Fatal("the worker never parked")
+		}
+		runtime.Gosched()
+		state = goroutineState("github.com/bgtask/bgtask/internal/workpool.(*Pool[...]).Park(")
+	}
+	if n := len(h.p.Parked()); n != 1 {
+		t.Fatalf("%d parked, want 1", n)
+	}
+	h.hand(&job{n: 2})
+	for _, want := range []ran{{1, 1}, {1, 2}} {
+		if got := <-h.ran; got != want {
+			t.Fatalf("ran %+v, want %+v", got, want)
+		}
+	}
+	return state == "runnable"
+}
+
+// goroutineState returns the state ("runnable", "chan receive", ...) of
+// a goroutine whose stack has a frame starting with frame, or "" when
+// none has.
+func goroutineState(frame string) string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for g := range bytes.SplitSeq(buf, []byte("\n\n")) {
+		if !bytes.Contains(g, []byte("\n"+frame)) {
+			continue
+		}
+		head, _, _ := bytes.Cut(g, []byte("\n")) // "goroutine 7 [runnable]:"
+		_, state, _ := bytes.Cut(head, []byte("["))
+		state, _, _ = bytes.Cut(state, []byte("]"))
+		state, _, _ = bytes.Cut(state, []byte(",")) // "chan receive, 2 minutes"
+		return string(state)
+	}
+	return ""
 }
