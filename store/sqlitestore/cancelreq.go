@@ -113,7 +113,9 @@ func (s *Store) handleCancels(ctx context.Context, rt store.Runtime) error {
 			case r.status == "" || bgtype.Status(r.status).IsTerminal():
 				s.cfg.logger.Debug("sqlitestore: cancel request expired", "task", r.task, "status", r.status)
 			case s.liveInstance(r.instance):
-				s.carryOut(ctx, rt, r)
+				if !s.carryOut(ctx, rt, r) {
+					continue // left for the next poll: a failed cancel is not a lost request
+				}
 			default:
 				live, ok := alive[r.instance]
 				if !ok {
@@ -161,14 +163,17 @@ func (s *Store) readCancels(ctx context.Context, after int64) ([]cancelRequest, 
 }
 
 // carryOut cancels r's task in m, as m.Cancel or m.CancelTree with the
-// request's reason.
-func (s *Store) carryOut(ctx context.Context, rt store.Runtime, r cancelRequest) {
+// request's reason, and reports whether the request is done with. One that
+// failed (a commit of the Store that failed, say) is tried again at the
+// next poll; it expires once its task has ended.
+func (s *Store) carryOut(ctx context.Context, rt store.Runtime, r cancelRequest) bool {
 	n, err := rt.CancelRequested(ctx, r.task, r.tree, r.reason)
 	if err != nil {
-		s.cfg.logger.Warn("sqlitestore: cancel request failed", "task", r.task, "err", err)
-		return
+		s.cfg.logger.Warn("sqlitestore: cancel request failed; tried again at the next poll", "task", r.task, "err", err)
+		return false
 	}
 	s.cfg.logger.Debug("sqlitestore: cancel request handled", "task", r.task, "tree", r.tree, "signalled", n)
+	return true
 }
 
 // deleteCancels deletes the requests seqs, in one statement.

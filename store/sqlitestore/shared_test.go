@@ -175,12 +175,15 @@ func TestCancelRequestsReachTheirProcess(t *testing.T) {
 	// cancelled it, but has not deleted the request yet): that is not a
 	// loss.
 	canceled, lost := map[string]string{}, map[string]string{}
+	var logs []string // what both processes logged about the requests: said if one goes missing
 	for len(canceled)+len(lost) < len(ids1) {
-
 		select {
 		case l, ok := <-lines1:
 			if !ok {
 				t.Fatalf("process 1 ended: %s", p1.stderr.String())
+			}
+			if strings.HasPrefix(l, "log ") {
+				logs = append(logs, "process 1: "+l)
 			}
 			if rest, ok := strings.CutPrefix(l, "cancelled "); ok {
 				id, cause, _ := strings.Cut(rest, " ")
@@ -191,6 +194,9 @@ func TestCancelRequestsReachTheirProcess(t *testing.T) {
 				t.Fatalf("process 2 ended: %s", p2.stderr.String())
 			}
 			f := strings.Fields(l)
+			if f[0] == "log" && len(f) == 3 && want[f[2]] != "" {
+				logs = append(logs, "process 2: "+l)
+			}
 			switch {
 			case f[0] == "cancelled":
 				t.Fatalf("a task of process 2 was cancelled: %s", l)
@@ -198,7 +204,7 @@ func TestCancelRequestsReachTheirProcess(t *testing.T) {
 				lost[f[2]] = f[1]
 			}
 		case <-time.After(childPatience):
-			t.Fatalf("after %v: %d cancelled, %d lost", childPatience, len(canceled), len(lost))
+			t.Fatalf("after %v: %d cancelled, %d lost; cancelled %v; logs:\n%s", childPatience, len(canceled), len(lost), canceled, strings.Join(logs, "\n"))
 		}
 	}
 	if len(lost) > 0 {
