@@ -20,30 +20,36 @@ const (
 	claimBatch = 100
 )
 
-// kindClaims is the set of records this Manager is claiming: committed
-// as its own, not yet registered as tasks. Restore leaves them alone.
+// kindClaims is the set of records this Manager is claiming (to run them,
+// or to end them: a cancel between attempts, a kind nobody runs):
+// committed as its own, not yet registered as tasks or ended. Restore
+// leaves them alone.
 type kindClaims struct {
-	mu  sync.Mutex // guards ids
-	ids map[string]struct{}
+	mu  sync.Mutex               // guards ids
+	ids map[string]chan struct{} // closed when the claim is done
 }
 
-// add marks id as being claimed; false when it is already.
-func (c *kindClaims) add(id string) bool {
+// add marks id as being claimed and returns true; false, with a channel
+// closed once that claim is done, when it is already.
+func (c *kindClaims) add(id string) (<-chan struct{}, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.ids[id]; ok {
-		return false
+	if done, ok := c.ids[id]; ok {
+		return done, false
 	}
 	if c.ids == nil {
-		c.ids = make(map[string]struct{})
+		c.ids = make(map[string]chan struct{})
 	}
-	c.ids[id] = struct{}{}
-	return true
+	c.ids[id] = make(chan struct{})
+	return nil, true
 }
 
 func (c *kindClaims) remove(id string) {
 	c.mu.Lock()
-	delete(c.ids, id)
+	if done, ok := c.ids[id]; ok {
+		close(done)
+		delete(c.ids, id)
+	}
 	c.mu.Unlock()
 }
 
@@ -136,7 +142,7 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 	if meta.CancelReason != "" {
 		return false, nil
 	}
-	if !m.claims.add(meta.ID) {
+	if _, ok := m.claims.add(meta.ID); !ok {
 		return false, nil // another goroutine of this Manager claims it
 	}
 	defer m.claims.remove(meta.ID)
@@ -256,7 +262,7 @@ func (m *Manager) commitEnd(ctx context.Context, u *bgtype.TaskMeta, at time.Tim
 	if err != nil {
 		return false, fmt.Errorf("bgtask: end %s: read back: %w", u.ID, err)
 	}
-	if got.Status != u.Status || got.Attempt != u.Attempt {
+	if got.Status != u.Status || got.Attempt != u.Attempt || got.Instance != u.Instance { // another end, or a claim, won
 		return false, nil
 	}
 	landed = true
