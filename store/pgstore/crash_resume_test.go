@@ -167,3 +167,83 @@ func TestCrashResumableZombie(t *testing.T) {
 		t.Fatalf("not announced: %+v", m)
 	}
 }
+
+// A fleet of four processes registers steps/v1 with MaxRunning 2; A spawns
+// 12 tasks and runs the first two, which hold after step 1, so the kind is
+// full and the other ten wait. A is killed (SIGKILL) and reaped: B, C and
+// D claim the twelve (A's two from their checkpoints, on attempt 2) and
+// run each to completion exactly once, never more than two at once across
+// the processes; no task is left waiting, and the owner is handed one
+// terminal event per task.
+func TestCrashResumableFleet(t *testing.T) {
+	const (
+		n     = 12
+		limit = 2
+	)
+	dsn := pgtest.NewDSN(t)
+	kindTables(t, dsn)
+	s, err := pgstore.Open(t.Context(), dsn, pgstore.WithGrace(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	capped := []string{"-kinds", "-maxrunning", fmt.Sprint(limit)}
+	a := startInstance(t, dsn, "inst_rf_a", "alice", 0, append(capped, "-hold")...)
+	var fleet []*instance
+	for _, id := range []string{"inst_rf_b", "inst_rf_c", "inst_rf_d"} {
+		fleet = append(fleet, startInstance(t, dsn, id, "bob", 0, capped...))
+	}
+	ids, held := spawnResumable(t, a, n, 3, 1, limit)
+	var peak int
+	sqlScan(t, dsn, `SELECT coalesce(max(n), 0) FROM kind_peak`, &peak)
+	if peak != limit {
+		t.Fatalf("%d ran at once before the kill, want %d", peak, limit)
+	}
+	a.kill()
+	sqlExec(t, dsn, `DELETE FROM kind_running WHERE instance = 'inst_rf_a'`) // its process is gone
+	reapUntil(t, s, dsn, "inst_rf_a", "A reaped, every task completed by B, C and D", func() bool {
+		return sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE status = 'completed'`) == n
+	})
+	effects := kindEffects(t, dsn)
+	for _, id := range ids {
+		m, err := s.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		attempt, first := 1, "1 1 "+m.Instance
+		if slices.Contains(held, id) {
+			attempt, first = 2, "1 1 inst_rf_a" // resumed from step 2
+		}
+		if m.Status != bgtype.StatusCompleted || m.Attempt != int64(attempt) || m.Instance == "inst_rf_a" || string(m.Result) != "3" {
+			t.Fatalf("%s: %+v", id, m)
+		}
+		steps := []string{first, fmt.Sprintf("2 %d %s", attempt, m.Instance), fmt.Sprintf("3 %d %s", attempt, m.Instance)}
+		if got := effects[id]; !slices.Equal(got, steps) {
+			t.Fatalf("steps of %s: %q, want %q", id, got, steps)
+		}
+	}
+	var runs int
+	sqlScan(t, dsn, `SELECT count(*), max(n) FROM kind_peak`, &runs, &peak)
+	if runs != n+limit || peak > limit {
+		t.Fatalf("%d attempts ran, at most %d at once; want %d, at most %d", runs, peak, n+limit, limit)
+	}
+	took := map[string]int{} // alice's runs, one instance after the other (one holds her run)
+	for _, p := range fleet {
+		drainTook(t, p, "alice", took)
+		drainTook(t, p, "alice", took)
+		p.quit()
+	}
+	e := startInstance(t, dsn, "inst_rf_e", "erin", 0)
+	drainTook(t, e, "alice", took)
+	e.quit()
+	want := map[string]int{}
+	for _, id := range ids {
+		want[id] = 1
+	}
+	if !maps.Equal(took, want) {
+		t.Fatalf("the owner's runs took %v\nwant each once: %v", took, want)
+	}
+	if k := sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE NOT announced`); k != 0 {
+		t.Fatalf("%d records not announced", k)
+	}
+}
