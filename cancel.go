@@ -95,11 +95,13 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 // treats it as a claim of that attempt (store rule 602b): of two cancels,
 // or a cancel and a claim, from different instances the first wins and the
 // other changes nothing. The goroutines of this Manager, which write the
-// same instance, take turns (m.claims) and read the record again before
-// they write. A cancel that lost returns again true: the task is where
+// same instance, take turns (m.claims, and no batch claim meanwhile) and
+// read the record again before they write. A cancel that lost returns again true: the task is where
 // the winner put it (running elsewhere, or ended and told by the winner).
 func (m *Manager) cancelWaiting(ctx context.Context, meta *bgtype.TaskMeta, reason string) (n int, again bool, err error) {
+	m.claims.batch.RLock() // no batch claim of this Manager while this cancel decides
 	if busy, ok := m.claims.add(meta.ID); !ok {
+		m.claims.batch.RUnlock()
 		select { // a claim or a cancel of this Manager: look again once it is done
 		case <-busy:
 			return 0, true, nil
@@ -107,6 +109,7 @@ func (m *Manager) cancelWaiting(ctx context.Context, meta *bgtype.TaskMeta, reas
 			return 0, false, fmt.Errorf("bgtask: cancel %s: %w", meta.ID, context.Cause(ctx))
 		}
 	}
+	defer m.claims.batch.RUnlock()
 	defer m.claims.remove(meta.ID)
 	cur, err := m.store.Get(ctx, meta.ID)
 	if err != nil {

@@ -27,6 +27,11 @@ const (
 type kindClaims struct {
 	mu  sync.Mutex               // guards ids
 	ids map[string]chan struct{} // closed when the claim is done
+	// batch is held by a batch claim (claimMany) until the records it
+	// claimed are in ids, and read-held by a cancel of a waiting record
+	// (cancelWaiting) while it decides: the store cannot tell two writes
+	// of one instance apart, so this Manager orders them.
+	batch sync.RWMutex
 }
 
 // add marks id as being claimed and returns true; false, with a channel
@@ -99,15 +104,23 @@ func (m *Manager) ClaimWaiting(ctx context.Context) (int, error) {
 	if m.closed.Load() {
 		return 0, ErrClosed
 	}
-	waiting, err := q.WaitingTasks(ctx, claimBatch)
-	started := 0
+	var (
+		started int
+		err     error
+		batched map[string]int // kinds claimMany claims: not one by one
+	)
+	if bc, ok := m.store.(store.KindClaimer); ok {
+		started, batched, err = m.claimMany(ctx, bc)
+	}
+	waiting, werr := q.WaitingTasks(ctx, claimBatch)
+	err = errors.Join(err, werr)
 	var full map[string]bool // kinds at their MaxRunning: claimed in a later pass
 	for i := range waiting {
 		if m.closed.Load() {
 			break
 		}
-		if full[waiting[i].Resume.Kind] {
-			continue
+		if _, ok := batched[waiting[i].Resume.Kind]; ok || full[waiting[i].Resume.Kind] {
+			continue // claimed in batches (a later pass), or its kind is full
 		}
 		ok, cerr := m.claimOne(ctx, &waiting[i])
 		if ok {
@@ -183,19 +196,26 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 	if unclaimed != "" {
 		return false, m.endClaimed(ctx, &got, bgtype.StatusFailed, unclaimed, now)
 	}
+	return m.startClaimed(ctx, &got, fn, decErr, now)
+}
+
+// startClaimed starts here the attempt of got, a record this Manager
+// claimed (running on its instance), with fn, the kind's function for it;
+// decErr, its spec's decoding error, ends it failed at once instead.
+func (m *Manager) startClaimed(ctx context.Context, got *bgtype.TaskMeta, fn Func, decErr error, now time.Time) (bool, error) {
 	if decErr != nil { // it fails at once, without another attempt
-		return false, m.endClaimed(ctx, &got, bgtype.StatusFailed, decErr.Error(), now)
+		return false, m.endClaimed(ctx, got, bgtype.StatusFailed, decErr.Error(), now)
 	}
-	if _, _, err := m.spawnTask(ctx, got.Owner, fn, got.Type == bgtype.TypeSubAgent, []SpawnOption{func(c *spawnConfig) { c.adopt = &got }}); err != nil {
+	if _, _, err := m.spawnTask(ctx, got.Owner, fn, got.Type == bgtype.TypeSubAgent, []SpawnOption{func(c *spawnConfig) { c.adopt = got }}); err != nil {
 		if errors.Is(err, ErrLimit) && !errors.Is(err, errDepthLimit) {
 			// Its slot went meanwhile: back to the queue, at no cost of an attempt.
-			back := store.Requeued(got, now, fmt.Sprintf("no room on instance %q (Limits)", m.cfg.instance), true)
+			back := store.Requeued(*got, now, fmt.Sprintf("no room on instance %q (Limits)", m.cfg.instance), true)
 			if err := m.store.Commit(ctx, back.Owner, store.UpsertAction(back)); err != nil {
-				return false, fmt.Errorf("bgtask: claim %s: put back: %w", meta.ID, err)
+				return false, fmt.Errorf("bgtask: claim %s: put back: %w", got.ID, err)
 			}
 			return false, nil
 		}
-		return false, m.endClaimed(ctx, &got, bgtype.StatusFailed, fmt.Sprintf("bgtask: kind %s: attempt %d could not start: %v", got.Resume.Kind, got.Attempt, err), now)
+		return false, m.endClaimed(ctx, got, bgtype.StatusFailed, fmt.Sprintf("bgtask: kind %s: attempt %d could not start: %v", got.Resume.Kind, got.Attempt, err), now)
 	}
 	return true, nil
 }
