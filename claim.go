@@ -27,10 +27,10 @@ const (
 type kindClaims struct {
 	mu  sync.Mutex               // guards ids
 	ids map[string]chan struct{} // closed when the claim is done
-	// batch is held by a batch claim (claimMany) until the records it
-	// claimed are in ids, and read-held by a cancel of a waiting record
-	// (cancelWaiting) while it decides: the store cannot tell two writes
-	// of one instance apart, so this Manager orders them.
+	// batch serializes a batch claim (claimMany, held until the records it
+	// claimed are in ids) against the cancels of waiting records
+	// (cancelWaiting, read-held while one decides): the store cannot tell
+	// two writes of one instance apart, so this Manager orders them.
 	batch sync.RWMutex
 }
 
