@@ -207,9 +207,14 @@ func (m *Manager) startClaimed(ctx context.Context, got *bgtype.TaskMeta, fn Fun
 		return false, m.endClaimed(ctx, got, bgtype.StatusFailed, decErr.Error(), now)
 	}
 	if _, _, err := m.spawnTask(ctx, got.Owner, fn, got.Type == bgtype.TypeSubAgent, []SpawnOption{func(c *spawnConfig) { c.adopt = got }}); err != nil {
-		if errors.Is(err, ErrLimit) && !errors.Is(err, errDepthLimit) {
-			// Its slot went meanwhile: back to the queue, at no cost of an attempt.
-			back := store.Requeued(*got, now, fmt.Sprintf("no room on instance %q (Limits)", m.cfg.instance), true)
+		if errors.Is(err, ErrLimit) && !errors.Is(err, errDepthLimit) || errors.Is(err, ErrClosed) {
+			// Its slot went meanwhile, or this Manager began to stop: back
+			// to the queue, at no cost of an attempt.
+			why := fmt.Sprintf("no room on instance %q (Limits)", m.cfg.instance)
+			if errors.Is(err, ErrClosed) {
+				why = m.stopWhy()
+			}
+			back := store.Requeued(*got, now, why, true)
 			if err := m.store.Commit(ctx, back.Owner, store.UpsertAction(back)); err != nil {
 				return false, fmt.Errorf("bgtask: claim %s: put back: %w", got.ID, err)
 			}

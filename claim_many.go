@@ -20,7 +20,7 @@ import (
 // record-by-record pass leaves to it; none when the Manager has a
 // per-owner limit (the store cannot count by owner) or no room.
 func (m *Manager) claimMany(ctx context.Context, bc store.KindClaimer) (started int, kinds map[string]int, err error) {
-	if m.cfg.limits.MaxConcurrentPerOwner > 0 {
+	if m.cfg.limits.MaxConcurrentPerOwner > 0 || m.closed.Load() {
 		return 0, nil, nil
 	}
 	now := clock.Now()

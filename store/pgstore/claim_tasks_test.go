@@ -11,6 +11,7 @@ import (
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
+	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
 
@@ -115,8 +116,12 @@ func TestClaimWaitingPassesHeldRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, m := limitInstance(t, dsn, "inst_a", k)
-	recs := waitingRecords(t, s, "limit/v1", "w", time.Now().Add(-time.Hour), n)
+	s0, err := pgstore.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s0.Close()
+	recs := waitingRecords(t, s0, "limit/v1", "w", time.Now().Add(-time.Hour), n)
 	conn := sqlConn(t, dsn)
 	tx, err := conn.Begin(t.Context())
 	if err != nil {
@@ -125,6 +130,7 @@ func TestClaimWaitingPassesHeldRows(t *testing.T) {
 	if _, err := tx.Exec(t.Context(), `SELECT 1 FROM bgtask_tasks WHERE id = $1 FOR UPDATE`, recs[0].ID); err != nil {
 		t.Fatal(err)
 	}
+	_, m := limitInstance(t, dsn, "inst_a", k) // its claim loop starts now, the row held
 	passed := make(chan struct{})
 	go func() {
 		defer close(passed)
