@@ -73,8 +73,8 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 		return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if store.Waiting(&meta) {
-		n, claimed, err := m.cancelWaiting(ctx, &meta, reason)
-		if claimed { // an instance claimed it first: cancel it where it runs now
+		n, again, err := m.cancelWaiting(ctx, &meta, reason)
+		if again { // claimed or ended first: cancel it where it is now
 			return m.cancelTask(ctx, r, id, tree, reason)
 		}
 		return n, err
@@ -90,24 +90,44 @@ func (m *Manager) cancelTask(ctx context.Context, r reach, id string, tree bool,
 }
 
 // cancelWaiting ends a resumable task that waits in the queue between two
-// attempts: no instance runs it, so it ends cancelled at once, on a new
-// attempt, so that a claim racing the cancel changes nothing; a claim that
-// came first makes this one change nothing instead, and claimed is true.
-func (m *Manager) cancelWaiting(ctx context.Context, meta *bgtype.TaskMeta, reason string) (n int, claimed bool, err error) {
+// attempts: no instance runs it, so it ends cancelled at once. The end is
+// written on the attempt that waits, naming this instance, so the store
+// treats it as a claim of that attempt (store rule 602b): of two cancels,
+// or a cancel and a claim, from different instances the first wins and the
+// other changes nothing. The goroutines of this Manager, which write the
+// same instance, take turns (m.claims, and no batch claim meanwhile) and
+// read the record again before they write. A cancel that lost returns again true: the task is where
+// the winner put it (running elsewhere, or ended and told by the winner).
+func (m *Manager) cancelWaiting(ctx context.Context, meta *bgtype.TaskMeta, reason string) (n int, again bool, err error) {
+	m.claims.batch.RLock() // no batch claim of this Manager while this cancel decides
+	if busy, ok := m.claims.add(meta.ID); !ok {
+		m.claims.batch.RUnlock()
+		select { // a claim or a cancel of this Manager: look again once it is done
+		case <-busy:
+			return 0, true, nil
+		case <-ctx.Done():
+			return 0, false, fmt.Errorf("bgtask: cancel %s: %w", meta.ID, context.Cause(ctx))
+		}
+	}
+	defer m.claims.batch.RUnlock()
+	defer m.claims.remove(meta.ID)
+	cur, err := m.store.Get(ctx, meta.ID)
+	if err != nil {
+		return 0, false, fmt.Errorf("bgtask: cancel %s: %w", meta.ID, err)
+	}
+	if !store.Waiting(&cur) || cur.Attempt != meta.Attempt {
+		return 0, true, nil // this Manager's turn before ours changed it
+	}
 	now := clock.Now()
-	u := *meta
-	u.Status, u.Attempt, u.FinishedAt = bgtype.StatusCanceled, meta.Attempt+1, now
+	u := cur
+	u.Status, u.Instance, u.FinishedAt = bgtype.StatusCanceled, m.cfg.instance, now
 	u.Error, u.CancelReason = withReason(ErrCanceled, reason).Error(), reason
 	landed, err := m.commitEnd(ctx, &u, now)
 	switch {
 	case err != nil:
 		return 0, false, fmt.Errorf("bgtask: cancel: %w", err)
 	case !landed:
-		got, err := m.store.Get(ctx, u.ID)
-		if err != nil {
-			return 0, false, fmt.Errorf("bgtask: cancel %s: %w", u.ID, err)
-		}
-		return 0, !got.Status.IsTerminal(), nil // claimed first: it runs somewhere
+		return 0, true, nil // claimed or cancelled first by another instance
 	}
 	return 1, false, nil
 }

@@ -20,30 +20,41 @@ const (
 	claimBatch = 100
 )
 
-// kindClaims is the set of records this Manager is claiming: committed
-// as its own, not yet registered as tasks. Restore leaves them alone.
+// kindClaims is the set of records this Manager is claiming (to run them,
+// or to end them: a cancel between attempts, a kind nobody runs):
+// committed as its own, not yet registered as tasks or ended. Restore
+// leaves them alone.
 type kindClaims struct {
-	mu  sync.Mutex // guards ids
-	ids map[string]struct{}
+	mu  sync.Mutex               // guards ids
+	ids map[string]chan struct{} // closed when the claim is done
+	// batch serializes a batch claim (claimMany, held until the records it
+	// claimed are in ids) against the cancels of waiting records
+	// (cancelWaiting, read-held while one decides): the store cannot tell
+	// two writes of one instance apart, so this Manager orders them.
+	batch sync.RWMutex
 }
 
-// add marks id as being claimed; false when it is already.
-func (c *kindClaims) add(id string) bool {
+// add marks id as being claimed and returns true; false, with a channel
+// closed once that claim is done, when it is already.
+func (c *kindClaims) add(id string) (<-chan struct{}, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.ids[id]; ok {
-		return false
+	if done, ok := c.ids[id]; ok {
+		return done, false
 	}
 	if c.ids == nil {
-		c.ids = make(map[string]struct{})
+		c.ids = make(map[string]chan struct{})
 	}
-	c.ids[id] = struct{}{}
-	return true
+	c.ids[id] = make(chan struct{})
+	return nil, true
 }
 
 func (c *kindClaims) remove(id string) {
 	c.mu.Lock()
-	delete(c.ids, id)
+	if done, ok := c.ids[id]; ok {
+		close(done)
+		delete(c.ids, id)
+	}
 	c.mu.Unlock()
 }
 
@@ -93,15 +104,23 @@ func (m *Manager) ClaimWaiting(ctx context.Context) (int, error) {
 	if m.closed.Load() {
 		return 0, ErrClosed
 	}
-	waiting, err := q.WaitingTasks(ctx, claimBatch)
-	started := 0
+	var (
+		started int
+		err     error
+		batched map[string]int // kinds claimMany claims: not one by one
+	)
+	if bc, ok := m.store.(store.KindClaimer); ok {
+		started, batched, err = m.claimMany(ctx, bc)
+	}
+	waiting, werr := q.WaitingTasks(ctx, claimBatch)
+	err = errors.Join(err, werr)
 	var full map[string]bool // kinds at their MaxRunning: claimed in a later pass
 	for i := range waiting {
 		if m.closed.Load() {
 			break
 		}
-		if full[waiting[i].Resume.Kind] {
-			continue
+		if _, ok := batched[waiting[i].Resume.Kind]; ok || full[waiting[i].Resume.Kind] {
+			continue // claimed in batches (a later pass), or its kind is full
 		}
 		ok, cerr := m.claimOne(ctx, &waiting[i])
 		if ok {
@@ -136,7 +155,7 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 	if meta.CancelReason != "" {
 		return false, nil
 	}
-	if !m.claims.add(meta.ID) {
+	if _, ok := m.claims.add(meta.ID); !ok {
 		return false, nil // another goroutine of this Manager claims it
 	}
 	defer m.claims.remove(meta.ID)
@@ -177,19 +196,31 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 	if unclaimed != "" {
 		return false, m.endClaimed(ctx, &got, bgtype.StatusFailed, unclaimed, now)
 	}
+	return m.startClaimed(ctx, &got, fn, decErr, now)
+}
+
+// startClaimed starts here the attempt of got, a record this Manager
+// claimed (running on its instance), with fn, the kind's function for it;
+// decErr, its spec's decoding error, ends it failed at once instead.
+func (m *Manager) startClaimed(ctx context.Context, got *bgtype.TaskMeta, fn Func, decErr error, now time.Time) (bool, error) {
 	if decErr != nil { // it fails at once, without another attempt
-		return false, m.endClaimed(ctx, &got, bgtype.StatusFailed, decErr.Error(), now)
+		return false, m.endClaimed(ctx, got, bgtype.StatusFailed, decErr.Error(), now)
 	}
-	if _, _, err := m.spawnTask(ctx, got.Owner, fn, got.Type == bgtype.TypeSubAgent, []SpawnOption{func(c *spawnConfig) { c.adopt = &got }}); err != nil {
-		if errors.Is(err, ErrLimit) && !errors.Is(err, errDepthLimit) {
-			// Its slot went meanwhile: back to the queue, at no cost of an attempt.
-			back := store.Requeued(got, now, fmt.Sprintf("no room on instance %q (Limits)", m.cfg.instance), true)
+	if _, _, err := m.spawnTask(ctx, got.Owner, fn, got.Type == bgtype.TypeSubAgent, []SpawnOption{func(c *spawnConfig) { c.adopt = got }}); err != nil {
+		if errors.Is(err, ErrLimit) && !errors.Is(err, errDepthLimit) || errors.Is(err, ErrClosed) {
+			// Its slot went meanwhile, or this Manager began to stop: back
+			// to the queue, at no cost of an attempt.
+			why := fmt.Sprintf("no room on instance %q (Limits)", m.cfg.instance)
+			if errors.Is(err, ErrClosed) {
+				why = m.stopWhy()
+			}
+			back := store.Requeued(*got, now, why, true)
 			if err := m.store.Commit(ctx, back.Owner, store.UpsertAction(back)); err != nil {
-				return false, fmt.Errorf("bgtask: claim %s: put back: %w", meta.ID, err)
+				return false, fmt.Errorf("bgtask: claim %s: put back: %w", got.ID, err)
 			}
 			return false, nil
 		}
-		return false, m.endClaimed(ctx, &got, bgtype.StatusFailed, fmt.Sprintf("bgtask: kind %s: attempt %d could not start: %v", got.Resume.Kind, got.Attempt, err), now)
+		return false, m.endClaimed(ctx, got, bgtype.StatusFailed, fmt.Sprintf("bgtask: kind %s: attempt %d could not start: %v", got.Resume.Kind, got.Attempt, err), now)
 	}
 	return true, nil
 }
@@ -256,7 +287,7 @@ func (m *Manager) commitEnd(ctx context.Context, u *bgtype.TaskMeta, at time.Tim
 	if err != nil {
 		return false, fmt.Errorf("bgtask: end %s: read back: %w", u.ID, err)
 	}
-	if got.Status != u.Status || got.Attempt != u.Attempt {
+	if got.Status != u.Status || got.Attempt != u.Attempt || got.Instance != u.Instance { // another end, or a claim, won
 		return false, nil
 	}
 	landed = true

@@ -236,6 +236,33 @@ type KindLimiter interface {
 	ClaimUnder(ctx context.Context, claim bgtype.TaskMeta, limit int) (bool, error)
 }
 
+// KindClaimer is a KindQueue that claims many waiting records in one
+// step, for one instance, skipping those another claim holds at that
+// moment instead of waiting for it: the instances of a fleet claim
+// different records rather than queue behind each other's row locks and
+// each lose most of them. pgstore implements it.
+type KindClaimer interface {
+	KindQueue
+	// ClaimTasks claims for c.Instance up to c.Max waiting records
+	// (Waiting) of the kinds in c.Kinds, oldest first, leaving those that
+	// another transaction holds: each is written through the reducer, as
+	// Commit does, running on c.Instance on the attempt it waited for,
+	// with Resume.ResumedAt c.At. A kind with a limit claims only while
+	// fewer than its limit of its records run, counted as
+	// KindLimiter.ClaimUnder counts. It returns the records it claimed, as
+	// stored, oldest first; none is not an error.
+	ClaimTasks(ctx context.Context, c Claim) ([]bgtype.TaskMeta, error)
+}
+
+// Claim is what KindClaimer.ClaimTasks claims. The zero value claims
+// nothing.
+type Claim struct {
+	Instance string         // the claiming instance; required
+	Kinds    map[string]int // kind -> how many of its records may run at once (its MaxRunning); 0: no limit
+	Max      int            // at most this many records
+	At       time.Time      // the claim's time: the commit's At and Resume.ResumedAt
+}
+
 // OutputCarrier is a SharedStore that carries a read of a task's output
 // to the runtime instance that runs (or ran) the task, and the piece back:
 // a task's output is kept in that instance's memory only (bgtask's

@@ -24,6 +24,10 @@
 //   - Retention (when Config.NewRetaining is set): count retention per owner;
 //   - Corrupt (when Config.Corrupt is set): damaged records are errors
 //     matching [bgtype.ErrCorrupt] that name the task, and nothing else is lost;
+//   - KindLimiter (a [store.KindLimiter] only): concurrent ClaimUnder
+//     calls of a kind admit exactly the limit; other kinds and closures
+//     take no slot, an ended record frees its slot, and a claim of an
+//     ended record or of one claimed first changes nothing;
 //   - CancelledContext: a cancelled context is an error matching
 //     [context.Canceled], and a refused Commit changes nothing.
 //

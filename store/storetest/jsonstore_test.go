@@ -30,6 +30,7 @@ type jsonStore struct {
 	flaws    flaws
 	perOwner int // count retention; 0 keeps every record
 
+	claimMu  sync.Mutex // ClaimUnder's count and write, one claim at a time
 	mu       sync.Mutex
 	rows     map[string]row      // by task id
 	terminal map[string][]string // per owner (or "" with flaws.globalRetention), ids in the order they ended
@@ -59,6 +60,8 @@ type flaws struct {
 	noKeys          bool // idempotency keys are not enforced
 	noAnnounce      bool // Announce is dropped
 	deadInstances   bool // InstanceAlive reports every instance gone
+	localCap        bool // ClaimUnder counts the claiming instance's records only
+	claimOverwrites bool // ClaimUnder writes its claim past the reducer
 }
 
 func newJSONStore(f flaws, perOwner int) *jsonStore {
@@ -403,4 +406,67 @@ func jsonConfig(f flaws) storetest.Config {
 			s.(*jsonStore).corrupt(t, id, kind)
 		},
 	}
+}
+
+// WaitingTasks implements store.KindQueue: the waiting records of every
+// owner, oldest first.
+func (s *jsonStore) WaitingTasks(ctx context.Context, limit int) ([]bgtype.TaskMeta, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	var out []bgtype.TaskMeta
+	var bad error
+	for _, r := range s.rows {
+		m, err := s.decode(r)
+		switch {
+		case err != nil:
+			bad = errors.Join(bad, err)
+		case store.Waiting(&m):
+			out = append(out, m)
+		}
+	}
+	s.mu.Unlock()
+	store.SortMetas(out)
+	return out[:min(limit, len(out))], bad
+}
+
+// ClaimUnder implements store.KindLimiter: under the store's lock it
+// counts the running records of the claim's kind and commits the claim
+// below the limit.
+func (s *jsonStore) ClaimUnder(ctx context.Context, claim bgtype.TaskMeta, limit int) (bool, error) {
+	if claim.Resume == nil || limit <= 0 {
+		return false, fmt.Errorf("%w: ClaimUnder of a record without a kind, or a limit of %d", store.ErrInvalidAction, limit)
+	}
+	if err := s.ctxErr(ctx); err != nil {
+		return false, err
+	}
+	s.claimMu.Lock() // one claim at a time: the count and the write are one step
+	defer s.claimMu.Unlock()
+	s.mu.Lock()
+	running := 0
+	for _, r := range s.rows {
+		m, err := s.decode(r)
+		if err == nil && m.Status == bgtype.StatusRunning && m.Resume != nil && m.Resume.Kind == claim.Resume.Kind &&
+			(!s.flaws.localCap || m.Instance == claim.Instance) {
+			running++
+		}
+	}
+	s.mu.Unlock()
+	if running >= limit {
+		return false, nil
+	}
+	if s.flaws.claimOverwrites {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		result := claim.Result
+		claim.Result = nil
+		raw, err := json.Marshal(claim)
+		if err != nil {
+			return false, err
+		}
+		s.rows[claim.ID] = row{owner: claim.Owner, parent: claim.Parent.TaskID, raw: raw, result: bytes.Clone(result)}
+		return true, nil
+	}
+	return true, s.commit(claim.Owner, store.UpsertAction(claim))
 }

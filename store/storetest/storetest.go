@@ -88,6 +88,7 @@ var checks = []check{
 	{"Progress", testProgress},
 	{"IdempotencyKeys", testIdempotencyKeys},
 	{"Resume", testResume},
+	{"KindLimiter", testKindLimiter},
 	{"Children", testChildren},
 	{"Retention", testRetention},
 	{"Corrupt", testCorrupt},

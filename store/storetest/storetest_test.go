@@ -32,7 +32,7 @@ var flawCases = map[string]struct {
 	fail  []string
 }{
 	"gap":             {flaws{gap: true}, []string{"ConcurrentWriters"}},
-	"lastWriteWins":   {flaws{lastWriteWins: true}, []string{"Announce", "ConcurrentWriters", "IdempotencyKeys", "Invariants", "Progress", "ReducerRules", "Resume", "Tags"}},
+	"lastWriteWins":   {flaws{lastWriteWins: true}, []string{"Announce", "ConcurrentWriters", "IdempotencyKeys", "Invariants", "KindLimiter", "Progress", "ReducerRules", "Resume", "Tags"}},
 	"terminalFrozen":  {flaws{terminalFrozen: true}, []string{"Progress", "ReducerRules"}},
 	"ignoreAt":        {flaws{ignoreAt: true}, []string{"ReducerRules"}},
 	"notAtomic":       {flaws{notAtomic: true}, []string{"IdempotencyKeys", "InvalidActions"}},
@@ -45,6 +45,8 @@ var flawCases = map[string]struct {
 	"noKeys":          {flaws{noKeys: true}, []string{"IdempotencyKeys"}},
 	"noAnnounce":      {flaws{noAnnounce: true}, []string{"Announce"}},
 	"deadInstances":   {flaws{deadInstances: true}, []string{"InstanceLiveness"}},
+	"localCap":        {flaws{localCap: true}, []string{"KindLimiter"}},
+	"claimOverwrites": {flaws{claimOverwrites: true}, []string{"KindLimiter"}},
 	"unsorted":        {flaws{unsorted: true}, []string{"Announce", "Children", "Corrupt", "List", "ListEarlyBreak", "Remove", "ReplaceAll", "Retention", "RoundTrip", "Tags", "Upsert"}},
 }
 

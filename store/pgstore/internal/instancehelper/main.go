@@ -29,6 +29,11 @@
 //	drain <owner> runs one agent-loop run of owner on a Plugin (RunStart, Deliver,
 //	              RunEnd) and prints "took <id>" for each terminal event it hands
 //	              out, then "end"
+//	resume <n> <steps> <hold at>
+//	              spawns n tasks of the kind steps/v1 (-kinds, see kind.go) for
+//	              -owner; prints "resumable <id>" for each, then "resumed"
+//	release       lets the attempts held by -hold go on (see kind.go)
+//	claim         Manager.ClaimWaiting; prints "claimed <n> <error or ok>"
 //	quit          shuts the Manager down, closes the Store, prints "bye", exits
 //
 // EOF on stdin is quit. The tests kill it with SIGKILL to simulate a crash.
@@ -44,6 +49,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bgtask/bgtask/agent"
 	"github.com/bgtask/bgtask/bgtype"
@@ -71,6 +78,9 @@ func run() error {
 		grace     = flag.Duration("grace", time.Hour, "grace period (long: the tests date heartbeats back rather than wait)")
 		poll      = flag.Duration("poll", 100*time.Millisecond, "cancel poll interval")
 		backoff   = flag.Duration("backoff", 100*time.Millisecond, "listener reconnect backoff (min and max)")
+		kinds     = flag.Bool("kinds", false, "register the resumable kind steps/v1 (kind.go)")
+		maxRun    = flag.Int("maxrunning", 0, "steps/v1's MaxRunning")
+		hold      = flag.Bool("hold", false, "attempts of steps/v1 here hold at their spec's hold_at step until release")
 	)
 	flag.Parse()
 	ctx := context.Background()
@@ -81,7 +91,23 @@ func run() error {
 	}
 	defer s.Close()
 	ts := &timedStore{Store: s}
-	m, err := bgtask.New(bgtask.WithStore(ts), bgtask.WithInstance(*instance))
+	out := new(sync.Mutex) // the kind's lines and the commands' answers, one at a time
+	opts := []bgtask.Option{bgtask.WithStore(ts), bgtask.WithInstance(*instance)}
+	var kh *kindHost
+	var kind *bgtask.Kind[stepsSpec, stepsCursor]
+	if *kinds {
+		db, err := pgxpool.New(ctx, *dsn)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		kh = &kindHost{db: db, instance: *instance, hold: *hold, release: make(chan struct{}), out: out}
+		if kind, err = kh.kind(*maxRun); err != nil {
+			return err
+		}
+		opts = append(opts, bgtask.WithKinds(kind))
+	}
+	m, err := bgtask.New(opts...)
 	if err != nil {
 		return err
 	}
@@ -176,6 +202,33 @@ func run() error {
 				return err
 			}
 			fmt.Println("keyed", keyed(ctx, m.Owner(*owner), n, w))
+		case "resume":
+			var n, steps, holdAt int
+			if _, err := fmt.Sscan(arg, &n, &steps, &holdAt); err != nil {
+				return err
+			}
+			if kind == nil {
+				return fmt.Errorf("resume without -kinds")
+			}
+			for range n {
+				id, err := kind.Spawn(ctx, m.Owner(*owner), stepsSpec{Steps: steps, HoldAt: holdAt})
+				if err != nil {
+					return err
+				}
+				kh.println("resumable", id)
+			}
+			kh.println("resumed")
+		case "release":
+			kh.once.Do(func() { close(kh.release) })
+		case "claim":
+			n, err := m.ClaimWaiting(ctx)
+			res := "ok"
+			if err != nil {
+				res = err.Error()
+			}
+			out.Lock()
+			fmt.Println("claimed", n, res)
+			out.Unlock()
 		case "quit":
 			return quit(m, s)
 		default:
