@@ -532,7 +532,8 @@ func fileURL(dir string) string {
 // one release version and fetched at it, a tidy go.mod and go.sum (`go mod
 // tidy` changes nothing but the lines for bgtask's own modules, which no go.sum
 // commits), and `go build ./...` and `go vet ./...` (the tests' dependencies
-// too) pass with GOWORK=off and -mod=readonly.
+// too) pass with GOWORK=off and -mod=readonly (and -race when the test has it:
+// buildFlags).
 func TestModulesBuildAlone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds every module of the repository (-short)")
@@ -554,10 +555,8 @@ func TestModulesBuildAlone(t *testing.T) {
 	proxyDir := filepath.Join(tmp, "proxy")
 	writeProxy(t, proxyDir, mods, versions)
 	env := proxyEnv(t, proxyDir, filepath.Join(tmp, "modcache"))
-	// -trimpath: the copies and the private module cache live in new
-	// directories each run; without it no compiled package would be found in
-	// the build cache again.
-	roEnv := slices.Concat(env, []string{"GOWORK=off", "GOFLAGS=-mod=readonly -modcacherw -trimpath"})
+	flags := buildFlags(t)
+	roEnv := slices.Concat(env, []string{"GOWORK=off", "GOFLAGS=-mod=readonly -modcacherw " + flags})
 	for i, m := range mods {
 		start := time.Now()
 		dir := filepath.Join(tmp, "src", fmt.Sprint(i))
@@ -576,7 +575,7 @@ func TestModulesBuildAlone(t *testing.T) {
 		t.Logf("%s: tidy, builds and vets alone (%.1f s)", m.dir, time.Since(start).Seconds())
 	}
 	if !t.Failed() {
-		checkInstall(t, mods, versions[0], filepath.Join(tmp, "user"), slices.Concat(env, []string{"GOWORK=off", "GOFLAGS=-modcacherw -trimpath", "GOBIN=" + filepath.Join(tmp, "bin")}))
+		checkInstall(t, mods, versions[0], filepath.Join(tmp, "user"), slices.Concat(env, []string{"GOWORK=off", "GOFLAGS=-modcacherw " + flags, "GOBIN=" + filepath.Join(tmp, "bin")}))
 	}
 }
 
