@@ -45,6 +45,11 @@ func FakeClock(s *Store) (advance func(d time.Duration)) {
 	return func(d time.Duration) { offset.Add(int64(d)) }
 }
 
+// WithoutNotifications makes the Store's listener LISTEN to nothing, as
+// when notifications are lost: only the poll carries what crosses
+// instances.
+func WithoutNotifications() Option { return func(c *config) { c.deaf = true } }
+
 // QueuedCommits is how many Commits wait for a group.
 func QueuedCommits(s *Store) int {
 	s.group.mu.Lock()
