@@ -61,8 +61,9 @@ func QueuedCommits(s *Store) int {
 // transaction, and how many Commits they held.
 func Groups(s *Store) (groups, commits int64) { return s.groups.Load(), s.grouped.Load() }
 
-// MaxInFlight is how many commit transactions of a Store run at once.
-const MaxInFlight = maxInFlight
+// MaxInFlight is how many commit transactions of a Store run at once
+// while fewer than a full group wait.
+const MaxInFlight = 1
 
 // InsertOneFencedSQL is a started Store's statement for a spawn's commit,
 // and OneArgs its arguments for m, less the instance.
