@@ -45,6 +45,11 @@ func FakeClock(s *Store) (advance func(d time.Duration)) {
 	return func(d time.Duration) { offset.Add(int64(d)) }
 }
 
+// WithoutNotifications makes the Store's listener LISTEN to nothing, as
+// when notifications are lost: only the poll carries what crosses
+// instances.
+func WithoutNotifications() Option { return func(c *config) { c.deaf = true } }
+
 // QueuedCommits is how many Commits wait for a group.
 func QueuedCommits(s *Store) int {
 	s.group.mu.Lock()
@@ -56,8 +61,9 @@ func QueuedCommits(s *Store) int {
 // transaction, and how many Commits they held.
 func Groups(s *Store) (groups, commits int64) { return s.groups.Load(), s.grouped.Load() }
 
-// MaxInFlight is how many commit transactions of a Store run at once.
-const MaxInFlight = maxInFlight
+// MaxInFlight is how many commit transactions of a Store run at once
+// while fewer than a full group wait.
+const MaxInFlight = 1
 
 // InsertOneFencedSQL is a started Store's statement for a spawn's commit,
 // and OneArgs its arguments for m, less the instance.

@@ -109,8 +109,8 @@ func TestFenceDeclaredDead(t *testing.T) {
 	}
 }
 
-// The heartbeat and the reaper never wait behind commits: with every
-// connection of the commit pool held by commits that wait on a row lock,
+// The heartbeat and the reaper never wait behind commits: with the
+// commits in flight waiting on a row lock and the others queued,
 // the heartbeat still advances and the reaper still reaps.
 func TestBackgroundNotBehindCommits(t *testing.T) {
 	s, dsn := openStoreDSN(t, "pool_max_conns=2", pgstore.WithGrace(time.Hour), pgstore.WithHeartbeatInterval(20*time.Millisecond))
@@ -121,7 +121,7 @@ func TestBackgroundNotBehindCommits(t *testing.T) {
 	startManager(t, s, "inst_busy")
 	holder := lockRow(t, dsn, "task_hot")
 	var wg sync.WaitGroup
-	for range 6 { // two hold the pool's connections, four wait for one
+	for range 6 { // MaxInFlight hold connections (the pool has two), the rest queue
 		wg.Go(func() {
 			m := rec("task_hot", "alice", bgtype.StatusCompleted)
 			if err := s.Commit(ctx, "alice", store.UpsertAction(m)); err != nil {
@@ -129,8 +129,8 @@ func TestBackgroundNotBehindCommits(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "two commits wait on the lock", func() bool {
-		return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`) == 2
+	waitFor(t, "the commits in flight wait on the lock", func() bool {
+		return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`) == pgstore.MaxInFlight
 	})
 	beat := func() (hb time.Time) {
 		sqlScan(t, dsn, `SELECT heartbeat_at FROM bgtask_instances WHERE id = 'inst_busy'`, &hb)

@@ -8,12 +8,16 @@ import (
 	"github.com/bgtask/bgtask/store"
 )
 
-// Group commit: concurrent Commits of one Store share transactions. At most
-// maxInFlight transactions of commits run at once (fewer if the pool is
-// smaller); a caller that finds them
-// all busy queues, and the caller whose transaction ends next hands the
+// Group commit: concurrent Commits of one Store share transactions. A
+// caller commits at once, alone, only when no transaction of commits is in
+// flight (classic group commit: with fsync on, a commit costs a flush, and
+// what queues behind the one in flight goes in its successor's flush);
+// otherwise it queues, and the caller whose transaction ends next hands the
 // queue (up to maxGroup callers) to the first caller in it, which commits
-// them as one group and hands on in turn. No goroutine is started.
+// them as one group and hands on in turn. Only while a full group
+// (maxGroup) waits does another transaction start beside it, up to
+// maxInFlight (fewer if the pool is smaller). No goroutine is started, and
+// no caller waits for company: a lone caller's commit starts at once.
 const (
 	maxInFlight = 4
 	maxGroup    = 256
@@ -49,7 +53,7 @@ type grouper struct {
 func (s *Store) submit(r *commitReq) error {
 	g := &s.group
 	g.mu.Lock()
-	if g.running < g.limit {
+	if g.running == 0 || g.running < g.limit && len(g.queue) >= maxGroup {
 		g.running++
 		g.mu.Unlock()
 		return s.lead([]*commitReq{r}, r)

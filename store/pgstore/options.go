@@ -29,6 +29,7 @@ type config struct {
 	retainFor      time.Duration
 	backoffMin     time.Duration
 	backoffMax     time.Duration
+	deaf           bool // the listener LISTENs to nothing (benchmarks: the poll alone)
 }
 
 func defaults() config {
