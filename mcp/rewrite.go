@@ -21,36 +21,14 @@ const taskMetaKey = "io.github.bgtask/task-request"
 // moveTaskParam moves a tools/call's "task" into _meta. It returns params
 // unchanged when there is nothing to do or they are not an object.
 func moveTaskParam(params json.RawMessage) json.RawMessage {
-	if !bytes.Contains(params, []byte(`"task"`)) && !bytes.Contains(params, []byte(taskMetaKey)) {
-		return params
-	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(params, &obj) != nil {
-		return params
-	}
-	meta := map[string]json.RawMessage{}
-	if m, ok := obj["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
-		return params
-	}
-	delete(meta, taskMetaKey)
-	if task, ok := obj["task"]; ok && !bytes.Equal(bytes.TrimSpace(task), []byte("null")) {
-		meta[taskMetaKey] = task
-	}
-	delete(obj, "task")
-	if len(meta) > 0 {
-		b, err := json.Marshal(meta)
-		if err != nil {
-			return params
+	return moveToMeta(params, "task", taskMetaKey, func(obj map[string]json.RawMessage) json.RawMessage {
+		task, ok := obj["task"]
+		delete(obj, "task")
+		if !ok || bytes.Equal(bytes.TrimSpace(task), []byte("null")) {
+			return nil
 		}
-		obj["_meta"] = b
-	} else {
-		delete(obj, "_meta")
-	}
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return params
-	}
-	return b
+		return task
+	})
 }
 
 // listenMetaKey marks, in the params' _meta, a subscriptions/listen that
@@ -63,7 +41,30 @@ const listenMetaKey = "io.github.bgtask/listen-task-ids"
 // into _meta. It returns params unchanged when there is nothing to do or
 // they are not an object.
 func moveListenTaskIDs(params json.RawMessage) json.RawMessage {
-	if !bytes.Contains(params, []byte(`"taskIds"`)) && !bytes.Contains(params, []byte(listenMetaKey)) {
+	return moveToMeta(params, "taskIds", listenMetaKey, func(obj map[string]json.RawMessage) json.RawMessage {
+		var notes map[string]json.RawMessage
+		n, ok := obj["notifications"]
+		if !ok || json.Unmarshal(n, &notes) != nil {
+			return nil
+		}
+		ids, ok := notes["taskIds"]
+		if !ok {
+			return nil
+		}
+		delete(notes, "taskIds")
+		if b, err := json.Marshal(notes); err == nil {
+			obj["notifications"] = b
+		}
+		return ids
+	})
+}
+
+// moveToMeta rewrites params, a JSON object, so that _meta holds under key
+// what take removes from it (nothing when take returns nil), after removing
+// a client's own entry under key. It returns params unchanged when neither
+// field nor key is in them, or they are not an object.
+func moveToMeta(params json.RawMessage, field, key string, take func(obj map[string]json.RawMessage) json.RawMessage) json.RawMessage {
+	if !bytes.Contains(params, []byte(`"`+field+`"`)) && !bytes.Contains(params, []byte(key)) {
 		return params
 	}
 	var obj map[string]json.RawMessage
@@ -74,16 +75,9 @@ func moveListenTaskIDs(params json.RawMessage) json.RawMessage {
 	if m, ok := obj["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
 		return params
 	}
-	delete(meta, listenMetaKey)
-	var notes map[string]json.RawMessage
-	if n, ok := obj["notifications"]; ok && json.Unmarshal(n, &notes) == nil {
-		if ids, ok := notes["taskIds"]; ok {
-			meta[listenMetaKey] = ids
-			delete(notes, "taskIds")
-			if b, err := json.Marshal(notes); err == nil {
-				obj["notifications"] = b
-			}
-		}
+	delete(meta, key)
+	if v := take(obj); v != nil {
+		meta[key] = v
 	}
 	if len(meta) > 0 {
 		b, err := json.Marshal(meta)
