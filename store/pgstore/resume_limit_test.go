@@ -277,12 +277,13 @@ func TestClaimLeftToInstanceWithRoom(t *testing.T) {
 	}
 	// A pass of mb's own claim loop that saw room before busy took the slot
 	// may claim the record once the Reap queued it; its start then finds no
-	// slot and puts it back, at no cost of an attempt. So the record is
-	// waited for, queued with no instance, rather than read once.
+	// slot and puts it back as a yield (the next attempt, costing none). So
+	// the record is waited for, queued with no instance, its counted attempt
+	// still 2, rather than read once.
 	var meta bgtype.TaskMeta
-	waitFor(t, "the record queued, no instance, attempt 2", func() bool {
+	waitFor(t, "the record queued, no instance, counted attempt 2", func() bool {
 		meta, err = mb.Get(t.Context(), id)
-		return err == nil && meta.Status == bgtype.StatusQueued && meta.Instance == "" && meta.Attempt == 2
+		return err == nil && meta.Status == bgtype.StatusQueued && meta.Instance == "" && meta.Resume.Counted(meta.Attempt) == 2
 	})
 	_, mc := limitInstance(t, dsn, "inst_c", k)
 	mc.ClaimWaiting(t.Context()) // or its claim loop first
@@ -290,7 +291,7 @@ func TestClaimLeftToInstanceWithRoom(t *testing.T) {
 		t.Fatalf("started %s, want %s", got, id)
 	}
 	close(r.gate(id))
-	if meta := waitDone(t, mc, id); meta.Status != bgtype.StatusCompleted || meta.Instance != "inst_c" || meta.Attempt != 2 {
+	if meta := waitDone(t, mc, id); meta.Status != bgtype.StatusCompleted || meta.Instance != "inst_c" || meta.Resume.Counted(meta.Attempt) != 2 {
 		t.Fatalf("%+v", meta)
 	}
 	if _, err := mb.Owner("bob").Cancel(t.Context(), busy); err != nil {
