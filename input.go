@@ -12,6 +12,12 @@ import (
 	"github.com/bgtask/bgtask/internal/jsoncap"
 )
 
+// MaxOpenInputs is how many input requests one task may have open at once
+// (RequestInput from several of its goroutines): one more fails with an
+// error matching ErrLimit, and the record, the prompt view and the tools
+// stay bounded.
+const MaxOpenInputs = 16
+
 // inputWait is one of a task's open input requests and where its answer
 // goes.
 type inputWait struct {
@@ -36,8 +42,9 @@ type inputWait struct {
 //
 // If ctx ends first, the request is withdrawn (the record goes back to
 // running when it was the last) and RequestInput returns ctx's cause.
-// Errors: ErrInvalidArgument for a blank prompt, ErrTerminal after the
-// function returned, or the Store's error.
+// Errors: ErrInvalidArgument for a blank prompt, ErrLimit when the task has
+// MaxOpenInputs requests open already, ErrTerminal after the function
+// returned, or the Store's error.
 func (t *Task) RequestInput(ctx context.Context, prompt string) (bgtype.Message, error) {
 	if strings.TrimSpace(prompt) == "" {
 		return bgtype.Message{}, errBlankPrompt
@@ -75,6 +82,14 @@ func (m *Manager) openInput(t *Task, w *inputWait) error {
 
 	var u bgtype.TaskMeta
 	m.readRecord(t, &u)
+	if u.Input != nil && 1+len(u.MoreInput) >= MaxOpenInputs {
+		// Read current: the task's input-path commits are serialised.
+		t.emitMu.Lock()
+		r.opening = nil
+		t.endCommit(r)
+		t.emitMu.Unlock()
+		return fmt.Errorf("%w: task %s has %d open input requests (MaxOpenInputs)", ErrLimit, u.ID, MaxOpenInputs)
+	}
 	from := u.Status
 	if u.Input == nil {
 		u.Input, u.MoreInput = &w.req, nil

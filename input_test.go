@@ -3,6 +3,7 @@ package bgtask
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -258,4 +259,48 @@ func send(t *testing.T, o Owner, id, content, in string) error {
 	t.Helper()
 	_, err := o.Send(t.Context(), id, bgtype.Message{Content: content, InReplyTo: in})
 	return err
+}
+
+// TestRequestInputOpenCap: a task may have MaxOpenInputs requests open at
+// once; one more fails with ErrLimit and changes nothing.
+func TestRequestInputOpenCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newTestManager(t)
+		o := m.Owner("thread-1")
+		extra := make(chan error, 1)
+		id, err := o.Spawn(t.Context(), func(ctx context.Context, tk *Task) (any, error) {
+			var wg sync.WaitGroup
+			for i := range MaxOpenInputs {
+				wg.Go(func() { _, _ = tk.RequestInput(ctx, fmt.Sprintf("q%d?", i)) })
+			}
+			synctest.Wait()
+			_, err := tk.RequestInput(ctx, "one more?")
+			extra <- err
+			wg.Wait()
+			return nil, ctx.Err()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = <-extra
+		want := fmt.Sprintf("%v: task %s has %d open input requests (MaxOpenInputs)", ErrLimit, id, MaxOpenInputs)
+		if !errors.Is(err, ErrLimit) || err.Error() != want {
+			t.Fatalf("the request past the cap: %v, want %s", err, want)
+		}
+		meta := getTask(t, o, id)
+		if open := meta.OpenInputs(); meta.Status != bgtype.StatusAwaitingInput || len(open) != MaxOpenInputs {
+			t.Fatalf("record %s with %d open, want %d", meta.Status, len(open), MaxOpenInputs)
+		}
+		for _, in := range meta.OpenInputs() {
+			if in.Prompt == "one more?" {
+				t.Fatal("the refused request is on the record")
+			}
+		}
+		if _, err := o.Cancel(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.Wait(t.Context(), id); err != nil && !errors.Is(err, ErrCanceled) {
+			t.Fatal(err)
+		}
+	})
 }
