@@ -28,6 +28,10 @@
 //     calls of a kind admit exactly the limit; other kinds and closures
 //     take no slot, an ended record frees its slot, and a claim of an
 //     ended record or of one claimed first changes nothing;
+//   - KindClaimer (a [store.KindClaimer] only): concurrent ClaimTasks of
+//     four instances claim each waiting record once, a limited kind up to
+//     its limit across them all, each as stored, oldest first; other
+//     kinds, closures and ended records stay where they are;
 //   - CancelledContext: a cancelled context is an error matching
 //     [context.Canceled], and a refused Commit changes nothing.
 //

@@ -470,3 +470,57 @@ func (s *jsonStore) ClaimUnder(ctx context.Context, claim bgtype.TaskMeta, limit
 	}
 	return true, s.commit(claim.Owner, store.UpsertAction(claim))
 }
+
+// ClaimTasks implements store.KindClaimer: under the claim lock, the
+// c.Max oldest waiting records of c.Kinds, a limited kind's only while
+// fewer than its limit run, each committed through the reducer.
+func (s *jsonStore) ClaimTasks(ctx context.Context, c store.Claim) ([]bgtype.TaskMeta, error) {
+	if c.Instance == "" {
+		return nil, fmt.Errorf("%w: ClaimTasks without an instance", store.ErrInvalidAction)
+	}
+	if err := s.ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.claimMu.Lock()
+	defer s.claimMu.Unlock()
+	s.mu.Lock()
+	running := map[string]int{}
+	var waiting []bgtype.TaskMeta
+	for _, r := range s.rows {
+		m, err := s.decode(r)
+		switch {
+		case err != nil || m.Resume == nil:
+		case m.Status == bgtype.StatusRunning && (!s.flaws.localCap || m.Instance == c.Instance):
+			running[m.Resume.Kind]++
+		case store.Waiting(&m):
+			if _, ok := c.Kinds[m.Resume.Kind]; ok {
+				waiting = append(waiting, m)
+			}
+		}
+	}
+	s.mu.Unlock()
+	store.SortMetas(waiting)
+	var out []bgtype.TaskMeta
+	for _, m := range waiting {
+		if len(out) == c.Max {
+			break
+		}
+		k := m.Resume.Kind
+		if l := c.Kinds[k]; l > 0 && running[k] >= l {
+			continue
+		}
+		running[k]++
+		claim := m
+		claim.Resume = m.Resume.Clone()
+		claim.Status, claim.Instance, claim.Resume.ResumedAt = bgtype.StatusRunning, c.Instance, c.At
+		if err := s.commit(claim.Owner, store.Action{Op: store.OpUpsert, Tasks: []bgtype.TaskMeta{claim}, At: c.At}); err != nil {
+			return out, err
+		}
+		got, err := s.Get(ctx, claim.ID)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, got)
+	}
+	return out, nil
+}

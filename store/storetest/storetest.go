@@ -89,6 +89,7 @@ var checks = []check{
 	{"IdempotencyKeys", testIdempotencyKeys},
 	{"Resume", testResume},
 	{"KindLimiter", testKindLimiter},
+	{"KindClaimer", testKindClaimer},
 	{"Children", testChildren},
 	{"Retention", testRetention},
 	{"Corrupt", testCorrupt},

@@ -45,7 +45,7 @@ var flawCases = map[string]struct {
 	"noKeys":          {flaws{noKeys: true}, []string{"IdempotencyKeys"}},
 	"noAnnounce":      {flaws{noAnnounce: true}, []string{"Announce"}},
 	"deadInstances":   {flaws{deadInstances: true}, []string{"InstanceLiveness"}},
-	"localCap":        {flaws{localCap: true}, []string{"KindLimiter"}},
+	"localCap":        {flaws{localCap: true}, []string{"KindClaimer", "KindLimiter"}},
 	"claimOverwrites": {flaws{claimOverwrites: true}, []string{"KindLimiter"}},
 	"unsorted":        {flaws{unsorted: true}, []string{"Announce", "Children", "Corrupt", "List", "ListEarlyBreak", "Remove", "ReplaceAll", "Retention", "RoundTrip", "Tags", "Upsert"}},
 }
