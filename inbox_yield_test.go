@@ -1,10 +1,11 @@
 package bgtask
 
 import (
-	"bytes"
 	"context"
 	"runtime"
 	"testing"
+
+	"github.com/bgtask/bgtask/internal/gstate"
 )
 
 // TestInboxWaitYieldsBeforeParking: a Wait on an empty inbox yields its P
@@ -37,7 +38,7 @@ func waitYielded(t *testing.T) bool {
 			t.Fatal("the waiter never reached Wait")
 		}
 		runtime.Gosched()
-		state = goroutineState("github.com/bgtask/bgtask.(*Inbox).Wait(")
+		state = gstate.Of("github.com/bgtask/bgtask.(*Inbox).Wait(")
 	}
 	ib.mu.Lock()
 	waiters := ib.waiters
@@ -53,23 +54,4 @@ func waitYielded(t *testing.T) bool {
 		t.Fatalf("%d waiters counted while the waiter yields, want 0", waiters)
 	}
 	return state == "runnable"
-}
-
-// goroutineState returns the state ("runnable", "select", "chan receive",
-// ...) of a goroutine whose stack has a frame starting with frame, or ""
-// when none has.
-func goroutineState(frame string) string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for g := range bytes.SplitSeq(buf, []byte("\n\n")) {
-		if !bytes.Contains(g, []byte("\n"+frame)) {
-			continue
-		}
-		head, _, _ := bytes.Cut(g, []byte("\n")) // "goroutine 7 [runnable]:"
-		_, state, _ := bytes.Cut(head, []byte("["))
-		state, _, _ = bytes.Cut(state, []byte("]"))
-		state, _, _ = bytes.Cut(state, []byte(",")) // "select, 2 minutes"
-		return string(state)
-	}
-	return ""
 }

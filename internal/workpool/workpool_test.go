@@ -1,12 +1,13 @@
 package workpool
 
 import (
-	"bytes"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bgtask/bgtask/internal/gstate"
 )
 
 // job is an item of work: it reports which goroutine ran it, then waits
@@ -270,7 +271,7 @@ func parkYielded(t *testing.T) bool {
 			t.Fatal("the worker never parked")
 		}
 		runtime.Gosched()
-		state = goroutineState("github.com/bgtask/bgtask/internal/workpool.(*Pool[...]).Park(")
+		state = gstate.Of("github.com/bgtask/bgtask/internal/workpool.(*Pool[...]).Park(")
 	}
 	if n := len(h.p.Parked()); n != 1 {
 		t.Fatalf("%d parked, want 1", n)
@@ -282,23 +283,4 @@ func parkYielded(t *testing.T) bool {
 		}
 	}
 	return state == "runnable"
-}
-
-// goroutineState returns the state ("runnable", "chan receive", ...) of
-// a goroutine whose stack has a frame starting with frame, or "" when
-// none has.
-func goroutineState(frame string) string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for g := range bytes.SplitSeq(buf, []byte("\n\n")) {
-		if !bytes.Contains(g, []byte("\n"+frame)) {
-			continue
-		}
-		head, _, _ := bytes.Cut(g, []byte("\n")) // "goroutine 7 [runnable]:"
-		_, state, _ := bytes.Cut(head, []byte("["))
-		state, _, _ = bytes.Cut(state, []byte("]"))
-		state, _, _ = bytes.Cut(state, []byte(",")) // "chan receive, 2 minutes"
-		return string(state)
-	}
-	return ""
 }
