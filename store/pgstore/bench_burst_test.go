@@ -18,7 +18,8 @@ import (
 // every completed event is awaited. Besides the time it reports, per task,
 // the Commits the Manager made (commits/task: a spawn and an end each) and
 // the transactions they took (txns/task: a group of queued Commits is one),
-// which is what a commit-limited server (fsync on) pays for. pgtest's
+// which is what a commit-limited server (fsync on) pays for, and the
+// Commits that joined a group's open transaction late (late/task). pgtest's
 // server runs with fsync off; for the commit limit point BGTASK_PG_DSN at a
 // server with default settings:
 //
@@ -55,6 +56,7 @@ func BenchmarkPostgresBurstCommits(b *testing.B) {
 			fn := func(context.Context, *bgtask.Task) (any, error) { return nil, nil }
 			tasks := sh.submitters * sh.perSub
 			g0, c0 := pgstore.Groups(s)
+			l0 := pgstore.LateCommits(s)
 			for b.Loop() {
 				var wg sync.WaitGroup
 				for i, ib := range inboxes {
@@ -92,6 +94,7 @@ func BenchmarkPostgresBurstCommits(b *testing.B) {
 			b.ReportMetric(commits/n, "commits/task")
 			b.ReportMetric((commits-float64(grouped)+float64(groups))/n, "txns/task")
 			b.ReportMetric(b.Elapsed().Seconds()*1e9/n, "ns/task")
+			b.ReportMetric(float64(pgstore.LateCommits(s)-l0)/n, "late/task")
 		})
 	}
 }

@@ -38,9 +38,10 @@ const maxRetries = 8
 //
 // Commits that callers make at the same time are grouped: one transaction
 // writes the actions of several callers, owners and tasks, applied in the
-// order the callers arrived, and each caller gets its own result. When a
-// group fails, each of its callers commits alone, so one caller's bad
-// action fails that caller only. A caller whose ctx ends while it waits
+// order the callers arrived, and each caller gets its own result; the
+// commits that arrive while a group's statements run join its transaction
+// before its COMMIT. When a group fails, each of its callers commits
+// alone, so one caller's bad action fails that caller only. A caller whose ctx ends while it waits
 // for a group returns ctx's error and nothing of it is written; once its
 // group is under way it waits for that group's outcome.
 //

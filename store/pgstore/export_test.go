@@ -103,3 +103,18 @@ func PlanCacheMode(ctx context.Context, s *Store) (string, error) {
 	err := s.pool.QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&mode)
 	return mode, err
 }
+
+// LateCommits is how many Commits joined a group's open transaction
+// after its first statements (opengroup.go).
+func LateCommits(s *Store) int64 { return s.late.Load() }
+
+// SetAfterOpen makes f run in each group's open transaction after the
+// group's statements, before the late arrivals are taken. Set it before
+// the commits it watches start.
+func SetAfterOpen(s *Store, f func()) {
+	if f == nil {
+		s.afterOpen.Store(nil)
+		return
+	}
+	s.afterOpen.Store(&f)
+}

@@ -87,12 +87,50 @@ func (s *Store) insertFresh(ctx context.Context, w *writes, one *bgtype.TaskMeta
 	if err := s.pool.QueryRow(ctx, fenced, append(args, *id)...).Scan(&state, &n); err != nil {
 		return commitErr(err)
 	}
+	return s.freshResult(*id, state, n, len(w.ins.id))
+}
+
+// freshResult checks what the fenced insert of want new rows returned:
+// the state of the instance's registration and the rows inserted.
+func (s *Store) freshResult(instance, state string, n int64, want int) error {
 	if state != "alive" {
 		why := fmt.Sprintf("its registration is %s", state)
-		s.markLost(*id, why)
+		s.markLost(instance, why)
 		return fmt.Errorf("%w: %s", ErrInstanceLost, why)
 	}
-	return checkCount(n, len(w.ins.id))
+	return checkCount(n, want)
+}
+
+// queueFresh adds insertFresh's statement to b and returns the reader of
+// its result, for a batch that other statements share.
+func (s *Store) queueFresh(b *pgx.Batch, w *writes, one *bgtype.TaskMeta) func(pgx.BatchResults) error {
+	plain, fenced, args := insertSQL, insertFencedSQL, w.ins.args()
+	if one != nil {
+		plain, fenced, args = insertOneSQL, insertOneFencedSQL, oneArgs(one)
+	}
+	want := len(w.ins.id)
+	id := s.instance.Load()
+	if id == nil {
+		b.Queue(plain, args...)
+		return func(br pgx.BatchResults) error {
+			tag, err := br.Exec()
+			if err != nil {
+				return commitErr(err)
+			}
+			return checkCount(tag.RowsAffected(), want)
+		}
+	}
+	b.Queue(fenced, append(args, *id)...)
+	return func(br pgx.BatchResults) error {
+		var (
+			state string
+			n     int64
+		)
+		if err := br.QueryRow().Scan(&state, &n); err != nil {
+			return commitErr(err)
+		}
+		return s.freshResult(*id, state, n, want)
+	}
 }
 
 func checkCount(got int64, want int) error {

@@ -12,9 +12,10 @@ import (
 // caller commits at once, alone, only when no transaction of commits is in
 // flight (classic group commit: with fsync on, a commit costs a flush, and
 // what queues behind the one in flight goes in its successor's flush);
-// otherwise it queues, and the caller whose transaction ends next hands the
-// queue (up to maxGroup callers) to the first caller in it, which commits
-// them as one group and hands on in turn. Only while a full group
+// otherwise it queues, and the caller whose transaction ends next (or,
+// for a group on a fast path, has sent its COMMIT: opengroup.go) hands
+// the queue (up to maxGroup callers) to the first caller in it, which
+// commits them as one group and hands on in turn. Only while a full group
 // (maxGroup) waits does another transaction start beside it, up to
 // maxInFlight (fewer if the pool is smaller). No goroutine is started, and
 // no caller waits for company: a lone caller's commit starts at once.
@@ -81,51 +82,74 @@ func (s *Store) submit(r *commitReq) error {
 }
 
 // lead commits group (which holds self), tells the others their results,
-// hands the queue on, and returns self's result.
+// hands the queue on (sooner when commitOpen does), and returns self's
+// result.
 func (s *Store) lead(group []*commitReq, self *commitReq) error {
-	s.commitGroup(group)
+	handed := false
+	handOn := func() {
+		if !handed {
+			handed = true
+			s.handOn()
+		}
+	}
+	group = s.commitGroup(group, handOn)
 	for _, r := range group {
 		if r != self {
 			r.done <- outcome{err: r.err}
 		}
 	}
+	handOn()
+	return self.err
+}
+
+// handOn gives the slot of a transaction whose statements are done to the
+// first queued caller, with the queue's head (up to maxGroup) as its
+// group, or frees it when nothing waits.
+func (s *Store) handOn() {
 	g := &s.group
 	g.mu.Lock()
 	if len(g.queue) == 0 {
 		g.running--
 		g.mu.Unlock()
-		return self.err
+		return
 	}
 	n := min(len(g.queue), maxGroup)
 	next := slices.Clone(g.queue[:n])
 	g.queue = slices.Delete(g.queue, 0, n)
 	g.mu.Unlock()
 	next[0].done <- outcome{group: next}
-	return self.err
 }
 
-// commitGroup sets each request's err. A lone request runs with its own
-// ctx. A group runs in one transaction that no single caller's ctx
-// cancels; if it fails, each request commits alone, with its own ctx.
-func (s *Store) commitGroup(group []*commitReq) {
+// commitGroup sets each request's err and returns the requests it
+// committed: group, and the late arrivals that joined it (commitOpen,
+// which may call handOn before the group's outcome is known). A lone
+// request runs with its own ctx, in one round trip. A group runs in one
+// transaction that no single caller's ctx cancels; if it fails, each
+// request commits alone, with its own ctx.
+func (s *Store) commitGroup(group []*commitReq, handOn func()) []*commitReq {
 	if len(group) == 1 {
 		group[0].err = s.commitRetry(group[0].ctx, group)
-		return
+		return group
 	}
-	err := s.commitRetry(context.WithoutCancel(group[0].ctx), group)
+	ctx := context.WithoutCancel(group[0].ctx)
+	all, err := s.commitOpen(ctx, group, handOn)
+	if err != nil {
+		err = s.commitRetry(ctx, all)
+	}
 	if err == nil {
 		s.groups.Add(1)
-		s.grouped.Add(int64(len(group)))
-		for _, r := range group {
+		s.grouped.Add(int64(len(all)))
+		for _, r := range all {
 			r.err = nil
 		}
-		return
+		return all
 	}
-	for _, r := range group {
+	for _, r := range all {
 		if err := r.ctx.Err(); err != nil {
 			r.err = err
 			continue
 		}
 		r.err = s.commitRetry(r.ctx, []*commitReq{r})
 	}
+	return all
 }

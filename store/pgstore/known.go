@@ -139,6 +139,22 @@ func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) err
 		return commitErr(err)
 	}
 	defer conn.Release()
+	var b pgx.Batch // one implicit transaction: a failed statement undoes the others
+	read := s.queueCached(&b, w, retain)
+	br := conn.SendBatch(ctx, &b)
+	err = read(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cachedErr(cerr)
+	}
+	if err != nil {
+		abort(ctx, conn)
+	}
+	return err
+}
+
+// queueCached adds writeCached's statements to b and returns the reader of
+// their results, which returns errStale as writeCached does.
+func (s *Store) queueCached(b *pgx.Batch, w *writes, retain []string) func(pgx.BatchResults) error {
 	args, sql, fenced := w.upd.args(), updateCheckedSQL, updateCheckedFencedSQL
 	if len(w.upd.id) == 1 {
 		args, sql, fenced = updateOneArgs(&w.upd), updateOneCheckedSQL, updateOneCheckedFencedSQL
@@ -147,7 +163,7 @@ func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) err
 		sql, args = fenced, append(args, *id)
 	}
 	args = append(args, int64(len(w.upd.id)))
-	var b pgx.Batch // one implicit transaction: a failed statement undoes the others
+	n0 := b.Len()
 	b.Queue(sql, args...)
 	switch {
 	case len(w.ins.id) == 1 && !w.insMeta[0].Status.IsTerminal():
@@ -155,25 +171,26 @@ func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) err
 	case len(w.ins.id) > 0:
 		b.Queue(insertSQL, w.ins.args()...)
 	}
-	s.queueRetention(&b, retain)
-	br := conn.SendBatch(ctx, &b)
-	for range b.Len() {
-		if _, err = br.Exec(); err != nil {
-			break
+	s.queueRetention(b, retain)
+	n := b.Len() - n0
+	return func(br pgx.BatchResults) error {
+		for range n {
+			if _, err := br.Exec(); err != nil {
+				return cachedErr(err)
+			}
 		}
+		return nil
 	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
+}
+
+// cachedErr is the error of a cached write's statement: errStale for the
+// check or an id or key taken, else the database's error.
+func cachedErr(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "22012" || pe.Code == "23505") {
+		return errStale
 	}
-	if err != nil {
-		abort(ctx, conn)
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "22012" || pe.Code == "23505") { // the check, or an id or key taken
-			return errStale
-		}
-		return commitErr(err)
-	}
-	return nil
+	return commitErr(err)
 }
 
 // updateCheckedSQL is updateSQL as one statement that fails with a

@@ -64,6 +64,10 @@ type Store struct {
 	group   grouper      // the commits waiting for a transaction
 	groups  atomic.Int64 // groups of several commits committed in one transaction
 	grouped atomic.Int64 // the commits they held
+	late    atomic.Int64 // the commits of those that joined their open transaction (opengroup.go)
+	// afterOpen, when set (by tests), runs in commitOpen after the group's
+	// statements, before it takes the late arrivals.
+	afterOpen atomic.Pointer[func()]
 
 	cached  atomic.Int64   // commits written from known records, without a read
 	ageNext atomic.Int64   // Unix ns from which a commit checks the age limit again: see ageDue
