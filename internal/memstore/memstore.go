@@ -209,6 +209,33 @@ func (s *Store) CommitOne(ctx context.Context, u *bgtype.TaskMeta, own *Entry) e
 	return nil
 }
 
+// CommitNew commits own's record, new to the store, as CommitOne of it
+// expanded would, when that commit has nothing to settle: the record is
+// live, has an id, an owner and a start or a queue status, and carries no
+// idempotency key and none of the fields of memRare (no input request to
+// settle, no attempt, no progress). Then it reports true: one map lookup
+// and the insert, no TaskMeta built and no reducer pass (the usual spawn).
+// Otherwise, or if the id is in the store already, it changes nothing and
+// reports false: CommitOne is the way. The error is ctx's, as CommitOne's.
+func (s *Store) CommitNew(ctx context.Context, own *Entry) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	r := &own.Rec
+	if st := memStatuses[r.status]; r.ID == "" || r.Owner == "" || r.rare != nil || r.Key() != "" || r.announced ||
+		st != bgtype.StatusRunning && st != bgtype.StatusQueued {
+		return false, nil
+	}
+	sh := s.shardOf(r.ID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.byID[r.ID] != nil {
+		return false, nil
+	}
+	sh.add(nil, own)
+	return true, nil
+}
+
 // commitKeyed is commitOne of a record with an idempotency key.
 //
 //go:noinline
