@@ -36,16 +36,8 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 	errText, _ := jsoncap.Text(out.err, m.cfg.caps.MaxErrorBytes)
 	stack, _ := jsoncap.Text(out.stack, m.cfg.caps.MaxErrorBytes)
 	end := clock.Now()
-	var u bgtype.TaskMeta
 	edit := terminalEdit{Status: out.status, Kind: out.kind, Result: out.result, End: end, Reason: reason, ErrText: errText, Stack: stack, Progress: prog}
-	var commitErr error
-	if fg { // rare: the record is marked before the commit
-		m.readRecord(t, &u)
-		edit.Apply(&u)
-		m.answeredInForeground(&u)
-		u.Announced = true // the foreground call returned it: a restart must not announce it
-		commitErr = m.commitUpdate(t, &u)
-	} else {
+	if !fg {
 		if t.rec.WakePolicy() != bgtype.WakeSilent && m.durable() {
 			m.sent.add(t.rec.Owner, t.rec.Owner, t.rec.ID) // before the commit: a Restore meanwhile must not announce it too
 		}
@@ -56,7 +48,28 @@ func (m *Manager) end(t *Task, out *outcome, cut bool) {
 			m.endBatched(t, &edit)
 			return
 		}
-		commitErr = m.commitEdit(t, &u, &edit)
+	}
+	m.endCommit(t, &edit, fg, cut)
+}
+
+// endCommit is the rest of end for a task whose end is not batched: it
+// commits the terminal record and tells the owner. Out of line: its frame
+// holds a whole TaskMeta, which the usual end (endBatched) does without,
+// so the end of a task on a new goroutine fits the stack that
+// stackgrow.Grow gave it (decision 753).
+//
+//go:noinline
+func (m *Manager) endCommit(t *Task, edit *terminalEdit, fg, cut bool) {
+	var u bgtype.TaskMeta
+	var commitErr error
+	if fg { // rare: the record is marked before the commit
+		m.readRecord(t, &u)
+		edit.Apply(&u)
+		m.answeredInForeground(&u)
+		u.Announced = true // the foreground call returned it: a restart must not announce it
+		commitErr = m.commitUpdate(t, &u)
+	} else {
+		commitErr = m.commitEdit(t, &u, edit)
 	}
 	from := edit.From
 	if commitErr == nil {
@@ -160,11 +173,7 @@ func (m *Manager) drainEnds() {
 func (m *Manager) recordOne(t *Task, edit *terminalEdit) {
 	var ev bgtype.Event
 	if edit != nil {
-		var u bgtype.TaskMeta
-		m.mem.CommitEdit(t.rec, &u, edit)
-		m.notify(edit.From, &u)
-		m.counters.countEnd(u.Status)
-		ev = terminalEvent(&u)
+		m.commitMemEnd(t, edit, &ev)
 	} else { // another Store's: t.rec is private, committed by end
 		ev = recEvent(t.rec)
 	}
@@ -235,18 +244,14 @@ const endChunk = 64
 func (m *Manager) recordEnds(batch *endNode) (rest *endNode) {
 	evs := m.endEvents[:0] // the terminal events, in the batch's order
 	for n := batch; n != nil && len(evs) < endChunk; n = n.next {
-		var ev bgtype.Event
+		evs = append(evs, bgtype.Event{})
+		ev := &evs[len(evs)-1]
 		switch {
 		case n.commit:
-			var u bgtype.TaskMeta
-			m.mem.CommitEdit(n.t.rec, &u, &n.edit)
-			m.notify(n.edit.From, &u)
-			m.counters.countEnd(u.Status)
-			ev = terminalEvent(&u)
+			m.commitMemEnd(n.t, &n.edit, ev)
 		default: // another Store's: t.rec is private, committed before the end joined the list
-			ev = recEvent(n.t.rec)
+			*ev = recEvent(n.t.rec)
 		}
-		evs = append(evs, ev)
 	}
 	type slowEnd struct {
 		n  *endNode
@@ -355,6 +360,46 @@ func terminalEvent(meta *bgtype.TaskMeta) bgtype.Event {
 		ev.CancelReason = meta.CancelReason
 	}
 	return ev
+}
+
+// commitMemEnd commits edit, t's end, in the in-memory store, which keeps
+// t.rec, and sets *ev to its terminal event. The usual end (a plain one,
+// memstore.Store.CommitEnd) builds no TaskMeta: the event is made of the
+// edit and the record's identity, as terminalEvent would make it of the
+// committed record, so the end of a task on a new goroutine fits the
+// stack stackgrow.Grow gave it (decision 753). Out of line, so its frame
+// is not part of its callers' while they hold the lock.
+//
+//go:noinline
+func (m *Manager) commitMemEnd(t *Task, edit *terminalEdit, ev *bgtype.Event) {
+	if !m.mem.CommitEnd(t.rec, edit) {
+		m.commitMemEndSlow(t, edit, ev)
+		return
+	}
+	m.notifyRec(edit.From, t.rec)
+	m.counters.countEnd(edit.Status)
+	*ev = bgtype.Event{Kind: bgtype.EventKind(edit.Status), TaskID: t.rec.ID, Name: t.rec.Name()}
+	switch edit.Status {
+	case bgtype.StatusCompleted:
+		ev.Result = edit.Result
+	case bgtype.StatusFailed:
+		ev.Error, ev.ErrorKind = edit.ErrText, edit.Kind
+	case bgtype.StatusCanceled:
+		ev.CancelReason = edit.Reason
+	}
+}
+
+// commitMemEndSlow is commitMemEnd of an end that is not plain, through a
+// whole TaskMeta and the reducer. Out of line: its frame holds the
+// TaskMeta.
+//
+//go:noinline
+func (m *Manager) commitMemEndSlow(t *Task, edit *terminalEdit, ev *bgtype.Event) {
+	var u bgtype.TaskMeta
+	m.mem.CommitEdit(t.rec, &u, edit)
+	m.notify(edit.From, &u)
+	m.counters.countEnd(u.Status)
+	*ev = terminalEvent(&u)
 }
 
 // recEvent is terminalEvent of a Task's private record. Out of line: its

@@ -33,6 +33,11 @@ func (m *Manager) newRecord(t *Task) *memstore.Entry {
 
 // commitFirst commits the task's first record; e is what newRecord returned.
 func (m *Manager) commitFirst(ctx context.Context, t *Task, e *memstore.Entry, waiting bool) error {
+	if m.mem != nil && !waiting {
+		if ok, err := m.mem.CommitNew(ctx, e); ok || err != nil {
+			return err
+		}
+	}
 	u := t.rec.Expand()
 	if waiting { // it waits in the queue for a claim (spawnQueued)
 		u.Status, u.Instance = bgtype.StatusQueued, ""

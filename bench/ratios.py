@@ -11,15 +11,26 @@ per binary and benchmark, and the median of the per-round ratios.
     bench/ratios.py -rounds 7 -benchtime 100000x \
         -pair SpawnComplete/RawGoCtxResultChan \
         before=/tmp/before.test after=/tmp/after.test
+
+-metric cpu-ns/op gives the ratio of the CPU time of the whole test process
+(user and system, every thread, its start-up included) per iteration
+instead of the wall time: the work each side does, which a loaded machine
+moves less. With GOMAXPROCS=1 it leaves out the second P's spinning.
 """
-import argparse, re, statistics, subprocess, sys
+import argparse, re, resource, statistics, subprocess, sys
 
 RAW = None  # a file every raw benchmark line is copied to (-raw)
 
+def cpu_seconds():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
 def run(binary, bench, benchtime, extra):
+    cpu = cpu_seconds()
     out = subprocess.run([binary, "-test.run", "^$", "-test.bench", "^Benchmark" + bench + "$",
                           "-test.benchmem", "-test.benchtime", benchtime] + extra,
                          capture_output=True, text=True).stdout
+    cpu = cpu_seconds() - cpu
     res = {}
     for line in out.splitlines():
         if not line.startswith("Benchmark"):
@@ -29,6 +40,10 @@ def run(binary, bench, benchtime, extra):
         f = line.split()
         for v, unit in zip(f[2::2], f[3::2]):
             res[unit] = float(v)
+        # The CPU time of the whole process (every thread, user and system,
+        # its start-up included) per iteration: what the work costs, which a
+        # loaded machine changes less than the wall time of ns/op.
+        res["cpu-ns/op"] = cpu * 1e9 / float(f[1])
     if not res:
         sys.exit(f"{binary} {bench}: no result:\n{out}")
     return res

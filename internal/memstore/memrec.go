@@ -245,6 +245,13 @@ func (r *Rec) merge(u *bgtype.TaskMeta, at time.Time) bool {
 	return true
 }
 
+// livePlain reports whether r is live, not finished, and has none of the
+// fields of memRare: a plain end (CommitEnd) changes only its status,
+// result and finish time.
+func (r *Rec) livePlain() bool {
+	return r.rare == nil && !r.IsTerminal() && r.finished == memNoTime
+}
+
 // isTerminal reports whether r's status is terminal.
 func (r *Rec) IsTerminal() bool { return memStatuses[r.status].IsTerminal() }
 

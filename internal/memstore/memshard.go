@@ -108,10 +108,16 @@ func (sh *memShard) upsert(tx *memTx, u *bgtype.TaskMeta, own *Entry, at time.Ti
 		return
 	}
 	if e.Rec.merge(u, at) && e.Rec.IsTerminal() {
-		l := sh.owners[u.Owner]
-		sh.unlinkLive(u.Owner, l, e)
-		sh.markTerminal(tx, e)
+		sh.endLive(tx, e)
 	}
+}
+
+// endLive moves e, a live record of the shard that just turned terminal,
+// off its owner's live list and into the terminal index.
+func (sh *memShard) endLive(tx *memTx, e *Entry) {
+	owner := e.Rec.Owner
+	sh.unlinkLive(owner, sh.owners[owner], e)
+	sh.markTerminal(tx, e)
 }
 
 // insertLive returns the entry of u, a record new to the store, settled

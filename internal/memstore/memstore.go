@@ -209,6 +209,33 @@ func (s *Store) CommitOne(ctx context.Context, u *bgtype.TaskMeta, own *Entry) e
 	return nil
 }
 
+// CommitNew commits own's record, new to the store, as CommitOne of it
+// expanded would, when that commit has nothing to settle: the record is
+// live, has an id, an owner and a start or a queue status, and carries no
+// idempotency key and none of the fields of memRare (no input request to
+// settle, no attempt, no progress). Then it reports true: one map lookup
+// and the insert, no TaskMeta built and no reducer pass (the usual spawn).
+// Otherwise, or if the id is in the store already, it changes nothing and
+// reports false: CommitOne is the way. The error is ctx's, as CommitOne's.
+func (s *Store) CommitNew(ctx context.Context, own *Entry) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	r := &own.Rec
+	if st := memStatuses[r.status]; r.ID == "" || r.Owner == "" || r.rare != nil || r.Key() != "" || r.announced ||
+		st != bgtype.StatusRunning && st != bgtype.StatusQueued {
+		return false, nil
+	}
+	sh := s.shardOf(r.ID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.byID[r.ID] != nil {
+		return false, nil
+	}
+	sh.add(nil, own)
+	return true, nil
+}
+
 // commitKeyed is commitOne of a record with an idempotency key.
 //
 //go:noinline
@@ -243,6 +270,40 @@ func (s *Store) CommitEdit(rec *Rec, u *bgtype.TaskMeta, edit *Outcome) {
 	s.settle(&tx)
 	sh.mu.Unlock()
 	s.forget(&tx)
+}
+
+// CommitEnd commits edit, a task's end, on rec, a live record kept by
+// CommitOne, when the reducer would change only its status, result and
+// finish time: edit carries no error, reason, progress or new attempt, and
+// rec none of the fields a reducer merges (no error, progress, attempt,
+// input or kind's resume; not finished). Then it writes those three in
+// place, sets edit.From, and reports true, with no TaskMeta built and no
+// reducer pass (the usual task's end). Otherwise it changes nothing and
+// reports false: CommitEdit is the way. The result is copied, as the
+// reducer copies it: the store's own.
+func (s *Store) CommitEnd(rec *Rec, edit *Outcome) bool {
+	if !edit.plain() {
+		return false
+	}
+	sh := s.shardOf(rec.ID)
+	spare := s.term.takeDone() // as CommitEdit: no allocation under the lock
+	sh.mu.Lock()
+	e := sh.byID[rec.ID]
+	if e == nil || &e.Rec != rec || !rec.livePlain() {
+		sh.mu.Unlock()
+		s.term.recycle(spare)
+		return false
+	}
+	edit.From = memStatuses[rec.status]
+	rec.status = memStatusCode(edit.Status)
+	rec.result = json.RawMessage(bytes.Clone(edit.Result))
+	rec.finished = unixNanos(edit.End)
+	tx := memTx{clock: edit.End, spare: spare}
+	sh.endLive(&tx, e)
+	s.settle(&tx)
+	sh.mu.Unlock()
+	s.forget(&tx)
+	return true
 }
 
 // read expands a record kept by commitOne into dst, under its shard's lock.
@@ -400,6 +461,13 @@ type Outcome struct {
 	Reason, ErrText, Stack string
 	Progress               *bgtype.Progress
 	From                   bgtype.Status // set by Apply: the status it replaced
+}
+
+// plain reports whether e ends a record with no field beside its status,
+// result and finish time (CommitEnd).
+func (e *Outcome) plain() bool {
+	return e.Status.IsTerminal() && e.Status != bgtype.StatusInterrupted && e.Kind == "" &&
+		e.Reason == "" && e.ErrText == "" && e.Stack == "" && e.Progress == nil
 }
 
 // Apply writes the outcome on u, the record as committed so far.
