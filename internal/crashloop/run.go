@@ -201,7 +201,10 @@ type proc struct {
 func startProc(t *testing.T, sc Scenario, env Env, dir string, k int, seed uint64, stop []string) *proc {
 	t.Helper()
 	p := &proc{
-		t: t, instance: fmt.Sprintf("inst_%d", k), log: filepath.Join(dir, fmt.Sprintf("p%d.log", k)),
+		// The seed in the id too: seeds run side by side, and PostgreSQL's
+		// advisory lock of an instance id is one across the schemas of a
+		// database.
+		t: t, instance: fmt.Sprintf("inst_%d_%d", seed, k), log: filepath.Join(dir, fmt.Sprintf("p%d.log", k)),
 		stderr: &syncBuffer{}, read: make(chan struct{}), changed: make(chan struct{}, 1),
 	}
 	args := append([]string{
