@@ -2,12 +2,15 @@
 # Runs every test of every module in this repository (the root module and any
 # nested one, such as the durable stores), with vet and the race detector.
 #
-# Every module runs even after one fails, so one failure never hides the
-# rest. Modules run TEST_JOBS at a time (default 2; bash 5.1 or later, else
-# one at a time); each module's output is printed whole when it ends, never
-# interleaved with another's. A summary line per module comes at the end, and
-# the exit status is non-zero if any module failed. Extra arguments go to
-# `go test` (say `./test.sh -count=20`).
+# One `go vet -race` of every module's packages, then one `go test -race` of
+# all of them: one build graph, where each package is compiled once, and test
+# binaries run TEST_JOBS at a time (default 4) as soon as each is linked, the
+# slowest first, whichever module they belong to. Every package runs even
+# after one fails, so one failure never hides the rest; each package's output
+# is printed whole when it ends, never interleaved with another's. A summary
+# line per module comes at the end, and the exit status is non-zero if vet or
+# any package failed. Extra arguments go to `go test` (say
+# `./test.sh -count=20`).
 set -uo pipefail
 cd "$(dirname "$0")"
 # Every module runs in workspace mode (the root go.work, so each builds against
@@ -43,96 +46,98 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 	echo "node or npm not found: the TypeScript/JavaScript client suites are skipped (the Go suites still run)"
 fi
 
-# The longest modules first (each 3 to 7 minutes where the others take less
-# than one: the TypeScript suites, the crash loops on both stores, the check
-# that builds every module alone), so that the short ones fill the other lane
-# at the end; then the rest by name.
-slow=(. mcp store/pgstore store/sqlitestore examples/server)
-dirs=()
-for dir in "${slow[@]}"; do
-	[ -f "$dir/go.mod" ] && dirs+=("$dir")
-done
+# The packages with the longest tests first, so that they start first and
+# the short ones fill the other slots at the end: the check that builds every
+# module alone, then the TypeScript suites and the crash loops (mcp, both
+# stores) and the reference host; then the rest, module by module.
+first=(./internal/modules ./mcp/... ./store/pgstore/... ./store/sqlitestore/... ./examples/server/...)
+dirs=(.)
 while read -r dir; do
-	[[ " ${slow[*]} " == *" $dir "* ]] || dirs+=("$dir")
+	dirs+=("$dir")
 done < <(find . -name go.mod -not -path './go.mod' -not -path './.git/*' -not -path '*/node_modules/*' -print | sed 's|^\./||;s|/go.mod$||' | sort)
+patterns=()
+for p in "${first[@]}"; do
+	[ -e "${p%/...}" ] && patterns+=("$p")
+done
+for dir in "${dirs[@]}"; do
+	patterns+=("./${dir#.}/...") # ./... for the root; go test lists a package once
+done
 
-jobs=${TEST_JOBS:-2}
-if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 501)); then
-	jobs=1 # wait -n -p (which module ended) is bash 5.1
-fi
+jobs=${TEST_JOBS:-4}
 logs=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do [ "$p" = - ] || kill -- "-$p" 2>/dev/null; done; rm -rf "$logs"' EXIT
+pid=
+trap '[ -z "$pid" ] || kill -- "-$pid" 2>/dev/null; rm -rf "$logs"' EXIT
 trap 'exit 130' INT TERM
 
-# One `go vet -race` of every module's packages first: one build graph, so
-# modules run side by side below never compile the same dependency twice at
-# once, and their own vet finds it all in the cache. Its failures show again
-# in the module's own run, where they belong: its output is not printed.
-start=$SECONDS
-patterns=()
-for dir in "${dirs[@]}"; do
-	patterns+=("./${dir#.}/...") # ./... for the root
-done
-if go vet -race "${patterns[@]}" >"$logs/vet" 2>&1; then
-	echo "== go vet -race of every module: ok ($((SECONDS - start)) s)"
-else
-	echo "== go vet -race of every module: failed ($((SECONDS - start)) s; the modules' own runs below say where)"
-fi
-
-# module runs vet and the tests of the module in $1 into the log file $2.
-module() {
-	(cd "$1" && go vet -race ./... && go test -race -timeout 25m "${@:3}" ./...) >"$2" 2>&1
-}
-
-# finish waits for one module to end, prints its output whole and records its
-# summary line.
-summary=()
-starts=()
-failed=0
-finish() {
-	local pid i rc
-	if ((jobs > 1)); then
-		wait -n -p pid
-		rc=$?
-	else
-		for pid in "${pids[@]}"; do [ "$pid" = - ] || break; done
-		wait "$pid"
-		rc=$?
-	fi
-	for i in "${!pids[@]}"; do
-		[ "${pids[$i]}" = "$pid" ] && break
-	done
-	pids[$i]=-
-	local result=ok secs=$((SECONDS - starts[$i]))
-	if ((rc != 0)); then
-		result=FAIL
-		failed=1
-	fi
-	echo "== ${dirs[$i]}: $result ($secs s)"
-	cat "$logs/$i"
-	summary[$i]=$(printf '%-4s  %s (%d s)' "$result" "${dirs[$i]}" "$secs")
-}
-
-running=0
-for i in "${!dirs[@]}"; do
-	if ((running == jobs)); then
-		finish
-		running=$((running - 1))
-	fi
-	starts[$i]=$SECONDS
-	set -m # a process group of its own, which an interrupt stops whole (above)
-	module "${dirs[$i]}" "$logs/$i" "$@" &
-	pids[$i]=$!
+# run runs a go command in a process group of its own (an interrupt or a TERM
+# stops it whole: background jobs of a script ignore SIGINT), its output into
+# the file $1; it returns the command's status.
+run() {
+	local out=$1
+	shift
+	set -m
+	"$@" >"$out" 2>&1 &
+	pid=$!
 	set +m
-	running=$((running + 1))
-done
-while ((running > 0)); do
-	finish
-	running=$((running - 1))
-done
+	wait "$pid"
+	local rc=$?
+	pid=
+	return $rc
+}
 
+failed=0
+start=$SECONDS
+if run "$logs/vet" go vet -race "${patterns[@]}"; then
+	vet="ok    go vet -race of every module ($((SECONDS - start)) s)"
+else
+	vet="FAIL  go vet -race of every module ($((SECONDS - start)) s)"
+	failed=1
+	cat "$logs/vet"
+fi
+echo "== $vet"
+
+# go vet ran every analyzer on every package, with the flags of the tests:
+# go test's own vet (a subset of them) would only check it all again.
+start=$SECONDS
+run "$logs/test" go test -race -vet=off -p "$jobs" -timeout 25m "$@" "${patterns[@]}" || failed=1
+cat "$logs/test"
+echo "== go test -race of every module: $((SECONDS - start)) s"
+
+# The summary: a module failed if one of its packages did (or did not
+# report: a build failure of its test main); its time is its slowest
+# package's.
+paths=()
+for dir in "${dirs[@]}"; do
+	paths+=("$(sed -n 's/^module[[:space:]]*//p' "$dir/go.mod" | tr -d '"[:space:]')")
+done
+results=()
+n=()
+slowest=()
+for i in "${!dirs[@]}"; do
+	results[$i]=ok n[$i]=0 slowest[$i]=0
+done
+# go test's line per package: ok, FAIL or ?, a tab, the import path.
+while IFS=$'\t' read -r status pkg rest; do
+	status=${status%% *}
+	pkg=${pkg%% *}
+	owner=-1 # the innermost module holding pkg
+	for j in "${!paths[@]}"; do
+		if [ "$pkg" = "${paths[$j]}" ] || [[ "$pkg" == "${paths[$j]}"/* ]]; then
+			((owner < 0 || ${#paths[$j]} > ${#paths[$owner]})) && owner=$j
+		fi
+	done
+	((owner >= 0)) || continue
+	n[$owner]=$((n[owner] + 1))
+	[ "$status" = FAIL ] && results[$owner]=FAIL
+	secs=${rest%%.*}
+	[[ "$secs" =~ ^[0-9]+$ ]] && ((secs > slowest[owner])) && slowest[$owner]=$secs
+done < <(grep -E $'^(ok|FAIL|\\?) *\t' "$logs/test")
 echo
 echo "== summary ($SECONDS s)"
-printf '%s\n' "${summary[@]}"
+echo "$vet"
+for i in "${!dirs[@]}"; do
+	((n[i] > 0)) || results[$i]=FAIL # not one of its packages reported
+	[ "${results[$i]}" = FAIL ] && failed=1
+	printf '%-4s  %s (its slowest package %d s, of %d)\n' "${results[$i]}" "${dirs[$i]}" "${slowest[$i]}" "${n[$i]}"
+done
 exit "$failed"

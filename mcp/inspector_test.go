@@ -28,8 +28,14 @@ func TestInspectorCLI(t *testing.T) {
 	t.Parallel()
 	node, npm := lookNode(t)
 	dir := t.TempDir()
-	bin := buildTSServer(t, dir)
-	pkg := installNPM(t, npm, dir, "inspector", "package.json", "package-lock.json")
+	bin := filepath.Join(dir, "tsserver")
+	inspector := copyNPM(t, dir, "inspector", "package.json", "package-lock.json")
+	var buildErr error
+	sideBySide(func() { buildErr = goBuild(t, "./internal/tsserver", bin) }, func() { inspector.install(t, npm) })
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	pkg := inspector.check(t)
 	mcpdo := filepath.Join(pkg, "node_modules", "@modelcontextprotocol", "inspector", "clients", "mcpdo", "build", "mcp-bin.js")
 	home := filepath.Join(dir, "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
@@ -115,32 +121,4 @@ func compactJSON(t *testing.T, b json.RawMessage) []byte {
 		t.Fatalf("%.100s: %v", b, err)
 	}
 	return buf.Bytes()
-}
-
-// installNPM copies files of the package directory src into dir/src and runs
-// npm ci there; it returns the copy's directory. Without the registry it
-// skips the test, unless CI=true.
-func installNPM(t *testing.T, npm, dir, src string, files ...string) string {
-	t.Helper()
-	pkg := filepath.Join(dir, src)
-	if err := os.Mkdir(pkg, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range files {
-		data, err := os.ReadFile(filepath.Join(src, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(pkg, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, stderr, err := runCommand(t, pkg, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("npm ci: %v\n%s", err, stderr)
-		}
-		first, _, _ := strings.Cut(strings.TrimSpace(string(stderr)), "\n")
-		t.Skipf("npm ci failed (%v: %s): %s suite skipped", err, first, src)
-	}
-	return pkg
 }

@@ -37,14 +37,26 @@ func TestTypeScriptClient(t *testing.T) {
 	dir := t.TempDir()
 
 	begin := time.Now()
-	bin := buildTSServer(t, dir)
-	built := time.Now()
-	suite := installTSClient(t, npm, dir)
-	installed := time.Now()
+	bin := filepath.Join(dir, "tsserver")
+	client := copyNPM(t, dir, "tsclient", "package.json", "package-lock.json", "suite.mjs")
+	var buildErr error
+	var built, installed time.Duration
+	sideBySide(func() {
+		buildErr = goBuild(t, "./internal/tsserver", bin)
+		built = time.Since(begin)
+	}, func() {
+		client.install(t, npm)
+		installed = time.Since(begin)
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	suite := client.check(t)
+	ready := time.Now()
 	stdout, stderr, err := runCommand(t, suite, node, "suite.mjs", bin, dir)
-	t.Logf("go build %v, npm ci %v, suite %v (total %v)",
-		built.Sub(begin).Round(time.Millisecond), installed.Sub(built).Round(time.Millisecond),
-		time.Since(installed).Round(time.Millisecond), time.Since(begin).Round(time.Millisecond))
+	t.Logf("go build %v and npm ci %v side by side, suite %v (total %v)",
+		built.Round(time.Millisecond), installed.Round(time.Millisecond),
+		time.Since(ready).Round(time.Millisecond), time.Since(begin).Round(time.Millisecond))
 
 	reported := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(stdout))
@@ -108,49 +120,14 @@ func lookNode(t *testing.T) (node, npm string) {
 	return node, npm
 }
 
-// buildTSServer builds the tsserver command into dir, with the race
-// detector when this test has it (the packages are then in the build
-// cache already).
+// buildTSServer builds the tsserver command into dir (goBuild).
 func buildTSServer(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "tsserver")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, "./internal/tsserver")
-	if _, stderr, err := runCommand(t, ".", "go", args...); err != nil {
-		t.Fatalf("go build tsserver: %v\n%s", err, stderr)
-	}
-	return bin
-}
-
-// installTSClient copies tsclient's package files and script into dir and
-// runs npm ci there; it returns the copy's directory.
-func installTSClient(t *testing.T, npm, dir string) string {
-	t.Helper()
-	suite := filepath.Join(dir, "tsclient")
-	if err := os.Mkdir(suite, 0o755); err != nil {
+	if err := goBuild(t, "./internal/tsserver", bin); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"package.json", "package-lock.json", "suite.mjs"} {
-		data, err := os.ReadFile(filepath.Join("tsclient", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(suite, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, stderr, err := runCommand(t, suite, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("npm ci: %v\n%s", err, stderr)
-		}
-		// Outside CI, a machine without the registry skips the suite.
-		first, _, _ := strings.Cut(strings.TrimSpace(string(stderr)), "\n")
-		t.Skipf("npm ci failed (%v: %s): TypeScript client suite skipped", err, first)
-	}
-	return suite
+	return bin
 }
 
 // runCommand runs name in dir under the hang guard and returns its output.

@@ -20,11 +20,12 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// buildDemo builds the demo binary, as `go run ./examples/agentloop` would.
+// buildDemo builds the demo binary, as `go run ./examples/agentloop` would
+// (with -race under a race test: buildArgs).
 func buildDemo(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "agentloop")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", buildArgs(bin, ".")...).CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin

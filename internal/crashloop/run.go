@@ -54,7 +54,8 @@ type Scenario struct {
 // failure: no outcome depends on it.
 const hangGuard = 3 * time.Minute
 
-// Run runs sc once per seed, each seed a subtest on a fresh store: process
+// Run runs sc once per seed, each seed a parallel subtest on a fresh store
+// (Run returns before they run; its test waits for them): process
 // 0 runs the owner's loop; when its loop stops (at its seeded stop point,
 // or idle), process 1 starts on the same store and runs its own loop; after
 // it wrote a seeded number of lines, process 0 is killed with SIGKILL and
@@ -79,6 +80,10 @@ func Run(t *testing.T, sc Scenario) {
 	}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			// Seeds share nothing (a fresh store and directory each), and a
+			// seed is mostly waiting on its helpers: side by side they take
+			// the time of the longest, not of all.
+			t.Parallel()
 			v, logs := runSeed(t, sc, seed)
 			t.Logf("seed %d: %d kills; %s", seed, sc.Kills, v.Summary())
 			if err := v.Err(); err != nil {
@@ -196,7 +201,10 @@ type proc struct {
 func startProc(t *testing.T, sc Scenario, env Env, dir string, k int, seed uint64, stop []string) *proc {
 	t.Helper()
 	p := &proc{
-		t: t, instance: fmt.Sprintf("inst_%d", k), log: filepath.Join(dir, fmt.Sprintf("p%d.log", k)),
+		// The seed in the id too: seeds run side by side, and PostgreSQL's
+		// advisory lock of an instance id is one across the schemas of a
+		// database.
+		t: t, instance: fmt.Sprintf("inst_%d_%d", seed, k), log: filepath.Join(dir, fmt.Sprintf("p%d.log", k)),
 		stderr: &syncBuffer{}, read: make(chan struct{}), changed: make(chan struct{}, 1),
 	}
 	args := append([]string{

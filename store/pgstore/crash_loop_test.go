@@ -74,7 +74,7 @@ func buildLoopHelper(t *testing.T) string {
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	if out, err := exec.Command(goBin, "build", "-o", bin, "./internal/loophelper").CombinedOutput(); err != nil {
+	if out, err := exec.Command(goBin, buildArgs(bin, "./internal/loophelper")...).CombinedOutput(); err != nil {
 		t.Fatalf("go build loophelper: %v\n%s", err, out)
 	}
 	return bin

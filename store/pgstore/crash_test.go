@@ -43,7 +43,7 @@ func buildHelper(t testing.TB) string {
 		if err != nil {
 			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 		}
-		out, err := exec.Command(goBin, "build", "-o", helperBin, "./internal/instancehelper").CombinedOutput()
+		out, err := exec.Command(goBin, buildArgs(helperBin, "./internal/instancehelper")...).CombinedOutput()
 		if err != nil {
 			helperErr = fmt.Errorf("go build ./internal/instancehelper: %v\n%s", err, out)
 		}
