@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -81,6 +82,9 @@ func (s *Store) listenLoop(ctx context.Context, id string, conn *pgx.Conn, wake 
 		case <-t.C:
 		}
 		backoff = min(2*backoff, s.cfg.backoffMax)
+		if s.cfg.relisten != nil {
+			s.cfg.relisten()
+		}
 	}
 }
 
@@ -113,6 +117,15 @@ func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake chan
 			return err
 		}
 	}
+	// What settled while no one listened (catchup.go): read after LISTEN,
+	// so what commits later is heard.
+	if err := s.catchUp(ctx, conn); err != nil {
+		return err
+	}
+	if !s.cfg.deaf {
+		s.cursor.listening.Store(true)
+		defer s.cursor.listening.Store(false)
+	}
 	connected()
 	signal(wake) // requests sent while no one listened
 	for {
@@ -128,6 +141,10 @@ func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake chan
 		case messageDoneChannel:
 			s.msgWaits.notify(n.Payload)
 		case settledChannel:
+			if strings.HasPrefix(n.Payload, markerPrefix) {
+				s.marked(n.Payload)
+				continue
+			}
 			s.notifySettled(n.Payload)
 		}
 	}
@@ -186,6 +203,9 @@ func (s *Store) pollLoop(ctx context.Context, rt store.Runtime, id string, wake 
 		}
 		if err := s.handleMessages(ctx, rt, id); err != nil && ctx.Err() == nil {
 			s.log.Warn("pgstore: handing over messages failed", "instance", id, "err", err)
+		}
+		if err := s.pollSettled(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("pgstore: catching up on settled records failed", "instance", id, "err", err)
 		}
 	}
 }

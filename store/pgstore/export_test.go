@@ -50,6 +50,10 @@ func FakeClock(s *Store) (advance func(d time.Duration)) {
 // instances.
 func WithoutNotifications() Option { return func(c *config) { c.deaf = true } }
 
+// WithBeforeReconnect makes the Store's listener call f before each
+// reconnect, after its connection dropped.
+func WithBeforeReconnect(f func()) Option { return func(c *config) { c.relisten = f } }
+
 // QueuedCommits is how many Commits wait for a group.
 func QueuedCommits(s *Store) int {
 	s.group.mu.Lock()
