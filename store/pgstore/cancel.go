@@ -186,10 +186,12 @@ func (s *Store) pollLoop(ctx context.Context, rt store.Runtime, id string, wake 
 	t := time.NewTicker(s.cfg.poll)
 	defer t.Stop()
 	for {
+		tick := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			tick = true
 		case <-wake:
 		}
 		if s.checkFence() != nil {
@@ -203,6 +205,9 @@ func (s *Store) pollLoop(ctx context.Context, rt store.Runtime, id string, wake 
 		}
 		if err := s.handleMessages(ctx, rt, id); err != nil && ctx.Err() == nil {
 			s.log.Warn("pgstore: handing over messages failed", "instance", id, "err", err)
+		}
+		if !tick {
+			continue // what settled is caught up on at the listener's connect and every poll interval
 		}
 		if err := s.pollSettled(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("pgstore: catching up on settled records failed", "instance", id, "err", err)
