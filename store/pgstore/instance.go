@@ -87,7 +87,7 @@ func (s *Store) Start(ctx context.Context, rt store.Runtime) error {
 	s.instance.Store(&id)
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	wake := make(chan struct{}, 1)
+	wake := pollWake{all: make(chan struct{}, 1), msgs: make(chan struct{}, 1)}
 	s.wg.Go(func() { s.heartbeatLoop(bg, rt, id) })
 	s.wg.Go(func() { s.reaperLoop(bg) })
 	s.wg.Go(func() { s.listenLoop(bg, id, conn, wake) })
