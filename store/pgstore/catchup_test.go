@@ -125,3 +125,63 @@ func TestWakeWithoutNotifications(t *testing.T) {
 		t.Fatalf("B's OnWake heard %q, want %q", got, want)
 	}
 }
+
+// While B listens, the poll's marker moves its position past what it
+// heard, so a reconnect reads only what settled since: an end B was woken
+// for before its listener dropped is not told again after it reconnects
+// (decision 724).
+func TestReconnectDoesNotWakeTwice(t *testing.T) {
+	held, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f := newFleet(t, pgstore.WithPollInterval(50*time.Millisecond), pgstore.WithBeforeReconnect(func() {
+		once.Do(func() {
+			close(held)
+			select {
+			case <-release:
+			case <-done:
+			}
+		})
+	}))
+	t.Cleanup(func() { close(done) })
+	woken := newWakeLog()
+	if _, err := f.mb.NewReceiver("alice", bgtask.ReceiverConfig{OnWake: woken.add}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := guard(t)
+	quick := func(context.Context, *bgtask.Task) (any, error) { return "done", nil }
+	id, err := f.ma.Owner("alice").Spawn(ctx, quick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextWake(t, woken, "an end heard by B's listener")
+	var ended time.Time
+	waitFor(t, "B's position past the end", func() bool {
+		if ended.IsZero() {
+			sqlScan(t, f.dsn, `SELECT terminal_at FROM bgtask_tasks WHERE id = '`+id+`'`, &ended)
+		}
+		return pgstore.SettledPosition(f.sb).After(ended)
+	})
+	sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_b")
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("B's listener did not try to reconnect")
+	}
+	id2, err := f.ma.Owner("alice").Spawn(ctx, quick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ma.Wait(ctx, id2); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	nextWake(t, woken, "the end while B's listener was away")
+	id3, err := f.ma.Owner("alice").Spawn(ctx, quick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextWake(t, woken, "an end after the reconnect")
+	if got, want := woken.kinds(), []string{"completed " + id, "completed " + id2, "completed " + id3}; !slices.Equal(got, want) {
+		t.Fatalf("B's OnWake heard %q, want %q", got, want)
+	}
+}

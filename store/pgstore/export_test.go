@@ -107,3 +107,15 @@ func PlanCacheMode(ctx context.Context, s *Store) (string, error) {
 	err := s.pool.QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&mode)
 	return mode, err
 }
+
+// SettledPosition is the time before which s told OnSettled of every
+// record that settled (catchup.go), by the database clock; zero before
+// the listener's first catch-up.
+func SettledPosition(s *Store) time.Time {
+	s.cursor.mu.Lock()
+	defer s.cursor.mu.Unlock()
+	if s.cursor.from == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(s.cursor.from)
+}
