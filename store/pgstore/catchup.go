@@ -29,8 +29,12 @@ import (
 // (created_at is the transaction's start) by a transaction that commits
 // later has a time at or after it. A session of another role shows no
 // xact_start (without pg_read_all_stats): give a fleet's instances one
-// role.
-const horizonSQL = `SELECT (extract(epoch FROM least(clock_timestamp(), min(xact_start))) * 1000000)::bigint
+// role. A transaction open longer than $1 µs (the grace period: a pause
+// longer than it fences the instance) does not hold it back, so that a
+// session left open on the database does not make every catch-up read
+// all that settled since it began.
+const horizonSQL = `SELECT (extract(epoch FROM greatest(least(clock_timestamp(), min(xact_start)),
+		clock_timestamp() - $1::bigint * interval '1 microsecond')) * 1000000)::bigint
 	FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'`
 
 // settledSinceSQL reads the records made terminal and the notices posted
@@ -77,7 +81,7 @@ func (s *Store) catchUp(ctx context.Context, q querier) error {
 	defer c.mu.Unlock()
 	var b pgx.Batch
 	var horizon int64
-	b.Queue(horizonSQL).QueryRow(func(r pgx.Row) error { return r.Scan(&horizon) })
+	b.Queue(horizonSQL, s.cfg.grace.Microseconds()).QueryRow(func(r pgx.Row) error { return r.Scan(&horizon) })
 	type settled struct {
 		id, key, owner string
 		at             int64
@@ -151,7 +155,7 @@ func (s *Store) pollSettled(ctx context.Context) error {
 	if !s.cursor.listening.Load() {
 		return s.catchUp(ctx, s.bg)
 	}
-	if _, err := s.bg.Exec(ctx, markerSQL); err != nil {
+	if _, err := s.bg.Exec(ctx, markerSQL, s.cfg.grace.Microseconds()); err != nil {
 		return fmt.Errorf("pgstore: mark the settled position: %w", err)
 	}
 	return nil
