@@ -87,7 +87,8 @@ func (s *Store) catchUp(ctx context.Context, q querier) error {
 		at             int64
 	}
 	var got []settled
-	if c.from != 0 && s.listened() {
+	listened := s.listened()
+	if c.from != 0 && listened {
 		b.Queue(settledSinceSQL, c.from).Query(func(rs pgx.Rows) error {
 			var r settled
 			_, err := pgx.ForEachRow(rs, []any{&r.id, &r.key, &r.owner, &r.at}, func() error {
@@ -101,6 +102,9 @@ func (s *Store) catchUp(ctx context.Context, q querier) error {
 	// after the horizon's.
 	if err := q.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("pgstore: catch up on settled records: %w", err)
+	}
+	if !listened && s.listened() {
+		return nil // registered meanwhile: what settled since was not read, so the position stays
 	}
 	for _, r := range got {
 		if _, ok := c.told[r.key]; ok {

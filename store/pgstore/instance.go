@@ -81,6 +81,12 @@ func (s *Store) Start(ctx context.Context, rt store.Runtime) error {
 		conn.Close(context.WithoutCancel(ctx))
 		return fmt.Errorf("pgstore: register instance %q: %w", id, err)
 	}
+	// The settled position starts here, before Start returns, so an end
+	// committed after Start is caught up on (catchup.go).
+	if err := s.catchUp(ctx, s.bg); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return fmt.Errorf("pgstore: register instance %q: %w", id, err)
+	}
 	s.token = token
 	s.lastBeat.Store(int64(sent))
 	s.started, s.rt = true, rt
