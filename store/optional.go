@@ -141,7 +141,8 @@ type ChangeNotifier interface {
 	// terminal or awaiting input, and its owner ("" when the store does
 	// not say: pgstore leaves out an owner over 4,000 bytes), after that
 	// commit. An id that starts with "-" is no record's: a notice was
-	// posted for owner (NoticePoster) by the instance named after the "-".
+	// posted for owner (NoticePoster) by the instance named after the "-"
+	// (none: the store does not say which).
 	// f may be called for other ids, more than once, or late;
 	// never before the commit. f is called on the store's goroutine: it
 	// must be fast and must not block or call the store. The returned

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // BenchmarkFleet measures what crosses instances of a fleet on one
@@ -27,11 +29,15 @@ import (
 // With notify=on notifications carry each, and the poll interval (the
 // fallback) is an hour, so a lost one would show as a stall; with
 // notify=off no instance LISTENs and the poll, every fleetPoll, carries
-// send, wait and read, so it bounds their p99 (the wake is left out: it
-// is not carried by the poll).
+// each (the wake by the catch-up on what settled, decision 724), so it
+// bounds their p99. raw is the reference for the same server in the same
+// run: a bare NOTIFY heard by a LISTENing connection (notify-p50-ms,
+// notify-p99-ms), and a committed row change with its NOTIFY
+// (commit-p50-ms, commit-p99-ms), the floor of a wake.
 //
 //	go test -run '^$' -bench BenchmarkFleet -benchtime 200x ./store/pgstore
 func BenchmarkFleet(b *testing.B) {
+	b.Run("raw", benchRawNotify)
 	for _, notify := range []bool{true, false} {
 		for _, n := range []int{2, 4} {
 			b.Run(fmt.Sprintf("notify=%s/instances=%d", onOff(notify), n), func(b *testing.B) {
@@ -39,14 +45,9 @@ func BenchmarkFleet(b *testing.B) {
 				if !notify {
 					opts = []pgstore.Option{pgstore.WithPollInterval(fleetPoll), pgstore.WithoutNotifications()}
 				}
-				ms := fleetManagers(b, n, opts...)
+				ms, ss := fleetManagers(b, n, opts...)
 				a, bm := ms[0], ms[1]
-				if notify {
-					// Without notifications the wake is not carried
-					// within the poll interval (it stalls): reported in
-					// issue 35, left out here.
-					b.Run("wake", func(b *testing.B) { benchWake(b, a, bm) })
-				}
+				b.Run("wake", func(b *testing.B) { benchWake(b, a, bm, ss[1]) })
 				b.Run("send", func(b *testing.B) { benchSend(b, a, bm) })
 				b.Run("wait", func(b *testing.B) { benchWait(b, a, bm) })
 				b.Run("read", func(b *testing.B) { benchRead(b, a, bm) })
@@ -67,9 +68,10 @@ func onOff(on bool) string {
 
 // fleetManagers starts n instances on one fresh database, their Stores
 // opened with opts.
-func fleetManagers(b *testing.B, n int, opts ...pgstore.Option) []*bgtask.Manager {
+func fleetManagers(b *testing.B, n int, opts ...pgstore.Option) ([]*bgtask.Manager, []*pgstore.Store) {
 	dsn := pgtest.NewDSN(b)
 	var ms []*bgtask.Manager
+	var ss []*pgstore.Store
 	for i := range n {
 		s, err := pgstore.Open(b.Context(), dsn, opts...)
 		if err != nil {
@@ -87,8 +89,9 @@ func fleetManagers(b *testing.B, n int, opts ...pgstore.Option) []*bgtask.Manage
 			s.Close()
 		})
 		ms = append(ms, m)
+		ss = append(ss, s)
 	}
-	return ms
+	return ms, ss
 }
 
 // latencies collects durations and reports their p50 and p99 in ms.
@@ -117,13 +120,22 @@ func (l *latencies) report(b *testing.B, name string) {
 	b.ReportMetric(q(0.99), name+"-p99-ms")
 }
 
-// benchWake: a task of alice ends on a; alice's Receiver idles on bm.
-func benchWake(b *testing.B, a, bm *bgtask.Manager) {
+// benchWake: a task of alice ends on a; alice's Receiver idles on bm,
+// whose Store is sb. Besides the whole (wake), it reports where the time
+// goes: from the end to sb telling that the record settled (heard: a's
+// commit, the NOTIFY or the catch-up), and from there to OnWake (fanout:
+// bm's read of the record and its callback queue).
+func benchWake(b *testing.B, a, bm *bgtask.Manager, sb *pgstore.Store) {
 	var (
-		ends  sync.Map // task id -> time.Time of its function's return
-		lat   latencies
-		woken = make(chan string, 16)
+		ends      sync.Map // task id -> time.Time of its function's return
+		heard     sync.Map // task id -> time.Time sb told it settled
+		lat       latencies
+		latHeard  latencies
+		latFanout latencies
+		woken     = make(chan string, 16)
 	)
+	stop := sb.OnSettled(func(id, _ string) { heard.LoadOrStore(id, time.Now()) })
+	defer stop()
 	owner := fmt.Sprintf("alice-%d", time.Now().UnixNano())
 	r, err := bm.NewReceiver(owner, bgtask.ReceiverConfig{OnWake: func(ev bgtype.Event) {
 		if ev.Kind.IsTerminal() {
@@ -146,10 +158,17 @@ func benchWake(b *testing.B, a, bm *bgtask.Manager) {
 		}
 		for got := <-woken; got != id; got = <-woken {
 		}
+		now := time.Now()
 		t0, _ := ends.Load(id)
-		lat.add(time.Since(t0.(time.Time)))
+		lat.add(now.Sub(t0.(time.Time)))
+		if t1, ok := heard.Load(id); ok {
+			latHeard.add(t1.(time.Time).Sub(t0.(time.Time)))
+			latFanout.add(now.Sub(t1.(time.Time)))
+		}
 	}
 	lat.report(b, "wake")
+	latHeard.report(b, "heard")
+	latFanout.report(b, "fanout")
 }
 
 // benchSend: bm sends to a sub-agent of alice running on a.
@@ -260,4 +279,54 @@ func benchRead(b *testing.B, a, bm *bgtask.Manager) {
 		i++
 	}
 	lat.report(b, "read")
+}
+
+// benchRawNotify measures, on a fresh database of the same server, a bare
+// NOTIFY from one connection to another that LISTENs (notify), and a row
+// changed and committed with its NOTIFY in one transaction (commit), each
+// from the call to the listener hearing it.
+func benchRawNotify(b *testing.B) {
+	dsn := pgtest.NewDSN(b)
+	ctx := b.Context()
+	listener, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer listener.Close(context.Background())
+	sender, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sender.Close(context.Background())
+	if _, err := sender.Exec(ctx, `CREATE TABLE raw_notify (id int PRIMARY KEY, n bigint NOT NULL); INSERT INTO raw_notify VALUES (1, 0)`); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := listener.Exec(ctx, `LISTEN bgtask_bench_raw`); err != nil {
+		b.Fatal(err)
+	}
+	var notify, commit latencies
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		for _, c := range []struct {
+			sql string
+			lat *latencies
+		}{
+			{`SELECT pg_notify('bgtask_bench_raw', $1::text)`, &notify},
+			{`WITH u AS (UPDATE raw_notify SET n = $1::text::bigint WHERE id = 1 RETURNING n) SELECT pg_notify('bgtask_bench_raw', n::text) FROM u`, &commit},
+		} {
+			t0 := time.Now()
+			if _, err := sender.Exec(ctx, c.sql, strconv.Itoa(i)); err != nil {
+				b.Fatal(err)
+			}
+			n, err := listener.WaitForNotification(ctx)
+			if err != nil || n.Payload != strconv.Itoa(i) {
+				b.Fatalf("heard %+v, %v; want %d", n, err, i)
+			}
+			c.lat.add(time.Since(t0))
+		}
+	}
+	notify.report(b, "notify")
+	commit.report(b, "commit")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,7 +65,7 @@ const requestCancelSQL = `WITH r AS (
 // listenLoop keeps a dedicated connection LISTENing for cancel requests
 // addressed to instance id and wakes the poller for each. When the
 // connection drops it reconnects with backoff; the poller covers the gap.
-func (s *Store) listenLoop(ctx context.Context, id string, conn *pgx.Conn, wake chan<- struct{}) {
+func (s *Store) listenLoop(ctx context.Context, id string, conn *pgx.Conn, wake pollWake) {
 	backoff := s.cfg.backoffMin
 	for {
 		err := s.listen(ctx, id, conn, wake, func() { backoff = s.cfg.backoffMin })
@@ -81,6 +82,9 @@ func (s *Store) listenLoop(ctx context.Context, id string, conn *pgx.Conn, wake 
 		case <-t.C:
 		}
 		backoff = min(2*backoff, s.cfg.backoffMax)
+		if s.cfg.relisten != nil {
+			s.cfg.relisten()
+		}
 	}
 }
 
@@ -96,7 +100,7 @@ func (s *Store) connectListener(ctx context.Context, id string) (*pgx.Conn, erro
 // the lock and the instance's row has another process's token, another
 // process registered the id since this connection dropped: the instance
 // is lost.
-func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake chan<- struct{}, connected func()) error {
+func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake pollWake, connected func()) error {
 	if conn == nil {
 		var err error
 		if conn, err = s.connectListener(ctx, id); err != nil {
@@ -113,21 +117,38 @@ func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake chan
 			return err
 		}
 	}
+	// What settled while no one listened (catchup.go): read after LISTEN,
+	// so what commits later is heard.
+	if err := s.catchUp(ctx, conn); err != nil {
+		return err
+	}
+	if !s.cfg.deaf {
+		s.cursor.listening.Store(true)
+		defer s.cursor.listening.Store(false)
+	}
 	connected()
-	signal(wake) // requests sent while no one listened
+	signal(wake.all) // requests sent while no one listened
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
 		switch n.Channel {
-		case cancelChannel, messageChannel:
+		case cancelChannel:
 			if n.Payload == id {
-				signal(wake)
+				signal(wake.all)
+			}
+		case messageChannel:
+			if n.Payload == id {
+				signal(wake.msgs)
 			}
 		case messageDoneChannel:
 			s.msgWaits.notify(n.Payload)
 		case settledChannel:
+			if strings.HasPrefix(n.Payload, markerPrefix) {
+				s.marked(n.Payload)
+				continue
+			}
 			s.notifySettled(n.Payload)
 		}
 	}
@@ -155,6 +176,12 @@ func (s *Store) relock(ctx context.Context, conn *pgx.Conn, id string) error {
 	return nil
 }
 
+// pollWake wakes the poller: for everything it handles (all: a cancel
+// request, or the listener's connect), or for the messages alone (msgs),
+// so that a message is not handed over behind two reads of cancel
+// requests.
+type pollWake struct{ all, msgs chan struct{} }
+
 func signal(c chan<- struct{}) {
 	select {
 	case c <- struct{}{}:
@@ -164,28 +191,42 @@ func signal(c chan<- struct{}) {
 
 // pollLoop handles the cancel requests and the messages addressed to
 // instance id every poll interval, and at once when the listener hears of
-// one, until the instance is lost.
-func (s *Store) pollLoop(ctx context.Context, rt store.Runtime, id string, wake <-chan struct{}) {
+// one (of a message: the messages alone), until the instance is lost;
+// every poll interval it also catches up on what settled (pollSettled).
+func (s *Store) pollLoop(ctx context.Context, rt store.Runtime, id string, wake pollWake) {
 	t := time.NewTicker(s.cfg.poll)
 	defer t.Stop()
 	for {
+		tick, msgs := false, false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-wake:
+			tick = true
+		case <-wake.all:
+		case <-wake.msgs:
+			msgs = true
 		}
 		if s.checkFence() != nil {
 			return // a lost instance's tasks are cancelled already; it writes nothing
 		}
-		if err := s.handleCancels(ctx, rt, id); err != nil && ctx.Err() == nil {
-			s.log.Warn("pgstore: reading cancel requests failed", "instance", id, "err", err)
-		}
-		if err := s.handleRunCancels(ctx, rt, id); err != nil && ctx.Err() == nil {
-			s.log.Warn("pgstore: reading run cancel requests failed", "instance", id, "err", err)
+		if !msgs {
+			if err := s.handleCancels(ctx, rt, id); err != nil && ctx.Err() == nil {
+				s.log.Warn("pgstore: reading cancel requests failed", "instance", id, "err", err)
+			}
+			if err := s.handleRunCancels(ctx, rt, id); err != nil && ctx.Err() == nil {
+				s.log.Warn("pgstore: reading run cancel requests failed", "instance", id, "err", err)
+			}
 		}
 		if err := s.handleMessages(ctx, rt, id); err != nil && ctx.Err() == nil {
 			s.log.Warn("pgstore: handing over messages failed", "instance", id, "err", err)
+		}
+		// What settled is caught up on at the listener's connect and every
+		// poll interval, never per request.
+		if tick {
+			if err := s.pollSettled(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("pgstore: catching up on settled records failed", "instance", id, "err", err)
+			}
 		}
 	}
 }

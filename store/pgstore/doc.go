@@ -31,7 +31,10 @@
 //     reason) and messages (Manager.Send to such a task calls SendMessage:
 //     see messages.go) to the Manager that runs the task; the listener
 //     also hears of every record that became terminal or awaiting input
-//     (OnSettled), so that a Wait on another instance returns.
+//     (OnSettled), so that a Wait on another instance returns and an idle
+//     Receiver wakes; after every (re)connect, and every poll interval
+//     while it does not listen, the Store reads what settled since its
+//     last position (see catchup.go), so no end is missed for good.
 //
 // The listening connection holds a lock on the instance id while the
 // process lives: Start refuses an id another live process runs

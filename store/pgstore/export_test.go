@@ -50,6 +50,10 @@ func FakeClock(s *Store) (advance func(d time.Duration)) {
 // instances.
 func WithoutNotifications() Option { return func(c *config) { c.deaf = true } }
 
+// WithBeforeReconnect makes the Store's listener call f before each
+// reconnect, after its connection dropped.
+func WithBeforeReconnect(f func()) Option { return func(c *config) { c.relisten = f } }
+
 // QueuedCommits is how many Commits wait for a group.
 func QueuedCommits(s *Store) int {
 	s.group.mu.Lock()
@@ -117,4 +121,16 @@ func SetAfterOpen(s *Store, f func()) {
 		return
 	}
 	s.afterOpen.Store(&f)
+}
+
+// SettledPosition is the time before which s told OnSettled of every
+// record that settled (catchup.go), by the database clock; zero before
+// the listener's first catch-up.
+func SettledPosition(s *Store) time.Time {
+	s.cursor.mu.Lock()
+	defer s.cursor.mu.Unlock()
+	if s.cursor.from == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(s.cursor.from)
 }

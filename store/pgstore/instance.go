@@ -81,13 +81,19 @@ func (s *Store) Start(ctx context.Context, rt store.Runtime) error {
 		conn.Close(context.WithoutCancel(ctx))
 		return fmt.Errorf("pgstore: register instance %q: %w", id, err)
 	}
+	// The settled position starts here, before Start returns, so an end
+	// committed after Start is caught up on (catchup.go).
+	if err := s.catchUp(ctx, s.bg); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return fmt.Errorf("pgstore: register instance %q: %w", id, err)
+	}
 	s.token = token
 	s.lastBeat.Store(int64(sent))
 	s.started, s.rt = true, rt
 	s.instance.Store(&id)
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	wake := make(chan struct{}, 1)
+	wake := pollWake{all: make(chan struct{}, 1), msgs: make(chan struct{}, 1)}
 	s.wg.Go(func() { s.heartbeatLoop(bg, rt, id) })
 	s.wg.Go(func() { s.reaperLoop(bg) })
 	s.wg.Go(func() { s.listenLoop(bg, id, conn, wake) })

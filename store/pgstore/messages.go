@@ -223,10 +223,25 @@ type carried struct {
 // recordOutcome records the outcome d of message row seq and tells its
 // sender.
 func (s *Store) recordOutcome(ctx context.Context, seq int64, d store.Delivery) error {
-	if _, err := s.bg.Exec(ctx, `WITH u AS (
+	return s.recordOutcomeSQL(ctx, recordOutcomeSQL, seq, d)
+}
+
+// recordOutcomeSQL records outcome $2-$4 of message row $1 and notifies
+// its sender; recordReadSQL does it for an output read, without waiting
+// for the flush (asyncCommit).
+const (
+	recordOutcomeSQL = `WITH u AS (
 			UPDATE bgtask_messages SET handled_at = now(), message_id = $2, err_code = $3, err_text = $4
 			WHERE id = $1 RETURNING id)
-		SELECT pg_notify('`+messageDoneChannel+`', id::text) FROM u`, seq, d.MessageID, d.Code, d.Text); err != nil {
+		SELECT pg_notify('` + messageDoneChannel + `', id::text) FROM u`
+	recordReadSQL = `WITH ` + asyncCommit + `, u AS (
+			UPDATE bgtask_messages SET handled_at = now(), message_id = $2, err_code = $3, err_text = $4
+			WHERE id = $1 AND EXISTS (SELECT FROM async) RETURNING id)
+		SELECT pg_notify('` + messageDoneChannel + `', id::text) FROM u`
+)
+
+func (s *Store) recordOutcomeSQL(ctx context.Context, sql string, seq int64, d store.Delivery) error {
+	if _, err := s.bg.Exec(ctx, sql, seq, d.MessageID, d.Code, d.Text); err != nil {
 		return fmt.Errorf("record the outcome of message %d: %w", seq, err)
 	}
 	return nil
@@ -239,7 +254,7 @@ func (s *Store) answerOutput(ctx context.Context, rt store.Runtime, seq int64, o
 	if h, ok := rt.(store.OutputHandler); ok {
 		d = h.OutputRequested(ctx, owner, id, req)
 	}
-	if err := s.recordOutcome(ctx, seq, d); err != nil && ctx.Err() == nil {
+	if err := s.recordOutcomeSQL(ctx, recordReadSQL, seq, d); err != nil && ctx.Err() == nil {
 		s.log.Warn("pgstore: answering an output read failed", "task_id", id, "err", err)
 	}
 }
@@ -247,13 +262,21 @@ func (s *Store) answerOutput(ctx context.Context, rt store.Runtime, seq int64, o
 // carryOutputSQL records a read ($2 the reader's owner, $3 the read) of
 // task $1's output, addressed to the instance its record names if that
 // instance is alive, and notifies it when the transaction commits.
-var carryOutputSQL = `WITH r AS (
+var carryOutputSQL = `WITH ` + asyncCommit + `, r AS (
 		INSERT INTO bgtask_messages (task_id, instance, owner, message)
 		SELECT t.id, t.instance, $2, $3 FROM bgtask_tasks t
 		JOIN bgtask_instances i ON i.id = t.instance AND i.state = 'alive'
-		WHERE t.id = $1
+		WHERE t.id = $1 AND EXISTS (SELECT FROM async)
 		RETURNING id, instance)
 	SELECT id, pg_notify('` + messageChannel + `', instance) FROM r`
+
+// asyncCommit is a CTE (async) that makes the transaction of its
+// statement commit without waiting for its WAL flush (synchronous_commit
+// off for that transaction alone), when the statement reads it: for the
+// rows of an output read, which change nothing a crash must keep (a read
+// lost with the server fails, or is read again; a row left behind goes
+// with retention), so a read does not wait for three flushes.
+const asyncCommit = `async AS (SELECT set_config('synchronous_commit', 'off', true))`
 
 // CarryOutput implements store.OutputCarrier: it records the read in
 // bgtask_messages addressed to the instance that runs (or ran) the task,
@@ -285,7 +308,7 @@ func (s *Store) CarryOutput(ctx context.Context, owner, id string, req store.Out
 	// not wait for retention (an answer that comes later updates nothing).
 	// A failed delete leaves it to retention.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.grace)
-	_, _ = s.pool.Exec(dctx, `DELETE FROM bgtask_messages WHERE id = $1`, seq)
+	_, _ = s.pool.Exec(dctx, `WITH `+asyncCommit+` DELETE FROM bgtask_messages WHERE id = $1 AND EXISTS (SELECT FROM async)`, seq)
 	cancel()
 	return d, err
 }

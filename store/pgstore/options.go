@@ -30,6 +30,8 @@ type config struct {
 	backoffMin     time.Duration
 	backoffMax     time.Duration
 	deaf           bool // the listener LISTENs to nothing (benchmarks: the poll alone)
+
+	relisten func() // tests: called before the listener reconnects
 }
 
 func defaults() config {
@@ -75,8 +77,10 @@ func WithGrace(d time.Duration) Option { return func(c *config) { c.grace = d } 
 
 // WithPollInterval sets how often a started instance reads the cancel
 // requests addressed to it, in addition to LISTEN/NOTIFY, so a request sent
-// while the listening connection was down is still handled. Default
-// DefaultPollInterval (2s).
+// while the listening connection was down is still handled; while that
+// connection is down it also reads, as often, what settled meanwhile
+// (OnSettled: the wake of an idle Receiver). Default DefaultPollInterval
+// (2s).
 func WithPollInterval(d time.Duration) Option { return func(c *config) { c.poll = d } }
 
 // WithReconnectBackoff sets how long the listening connection waits before

@@ -25,10 +25,17 @@ type settledFuncs struct {
 // OnSettled implements store.ChangeNotifier: f is called with the id and
 // owner of each task whose row a commit made terminal or awaiting input, in any
 // process on the database (the reaper's included), as the started Store's
-// listening connection hears it (the one that hears cancel requests). A
-// Store that was not started hears nothing: a waiter then reads the
-// record every poll interval. f runs on the listener's goroutine: it
-// must not block.
+// listening connection hears it (the one that hears cancel requests).
+// What settled while the listener did not listen (its connection dropped,
+// or notifications are off) is read from the database after it
+// reconnects and every poll interval until it does: then f hears each
+// terminal row and each posted notice (id "-", no instance named) since
+// the last position, once, a poll interval late at most; a row that
+// became awaiting input meanwhile is not told again (a waiter reads it
+// every poll interval; the input request reaches an idle owner as a
+// notice). A Store that was not started hears nothing: a waiter then
+// reads the record every poll interval. f runs on the listener's or the
+// poller's goroutine, one call at a time: it must not block.
 func (s *Store) OnSettled(f func(id, owner string)) (stop func()) {
 	s.settled.mu.Lock()
 	defer s.settled.mu.Unlock()
@@ -60,6 +67,11 @@ func (s *Store) notifySettled(payload string) {
 			}
 		}
 	}
+	s.tell(id, owner)
+}
+
+// tell calls the registered functions with id and owner.
+func (s *Store) tell(id, owner string) {
 	s.settled.mu.Lock()
 	defer s.settled.mu.Unlock()
 	for _, f := range s.settled.funcs {

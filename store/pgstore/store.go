@@ -74,8 +74,9 @@ type Store struct {
 	knownMu sync.Mutex     // guards known
 	known   map[string]row // records this Store wrote not terminal, as written: see known.go
 
-	settled  settledFuncs // OnSettled's functions (settle.go)
-	msgWaits messageWaits // senders waiting for their messages (messages.go)
+	settled  settledFuncs  // OnSettled's functions (settle.go)
+	cursor   settledCursor // what settled and was told (catchup.go)
+	msgWaits messageWaits  // senders waiting for their messages (messages.go)
 
 	mu      sync.Mutex // guards the fields below
 	closed  bool
