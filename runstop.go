@@ -89,6 +89,21 @@ func (o Owner) StopRun(ctx context.Context, reason string) (StoppedRun, error) {
 	return stop, err
 }
 
+// RunCanceled reports whether the owner's run runID was cancelled on this
+// Manager: by CancelRun or StopRun here, or by a stop asked on another
+// instance and carried out here. A run is marked cancelled before any of
+// its tasks is, so a host whose tool call failed because its task was
+// cancelled (ErrCanceled) can tell a stop of the turn from a cancel of
+// that task alone, even before OnRunCanceled reached the turn. It
+// remembers the last Tuning.CanceledRunsKept cancelled runs; it never
+// blocks on a task and is safe for concurrent use.
+func (o Owner) RunCanceled(runID string) bool {
+	o.m.mu.Lock()
+	defer o.m.mu.Unlock()
+	rs := o.m.runs[runKey{owner: o.id, run: runID}]
+	return rs != nil && rs.canceled
+}
+
 // runCancelRequested carries out a cancel of the owner's run asked on
 // another instance (store.RunLeaser.RequestRunCancel): the run is marked
 // cancelled here (later spawns into it fail), its tasks here are

@@ -84,3 +84,44 @@ func TestRunStoppedError(t *testing.T) {
 		}
 	}
 }
+
+// TestRunCanceled: a run is reported cancelled once CancelRun or StopRun
+// marked it, before its tasks' functions return; another run, another
+// owner's run of the same id and an open run are not.
+func TestRunCanceled(t *testing.T) {
+	m := newTestManager(t)
+	o := m.Owner("alice")
+	r, err := m.NewReceiver("alice", ReceiverConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RunStart(t.Context(), RunInfo{RunID: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan bool, 1)
+	call := WithToolCall(t.Context(), ToolCall{RunID: "run-1", CallID: "call-1"})
+	if _, err := o.Spawn(call, func(ctx context.Context, _ *Task) (any, error) {
+		<-ctx.Done()
+		seen <- o.RunCanceled("run-1") // what a host asks once its task is cancelled
+		return nil, context.Cause(ctx)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if o.RunCanceled("run-1") {
+		t.Fatal("RunCanceled of the open run = true")
+	}
+	if _, err := o.StopRun(t.Context(), "the user left"); err != nil {
+		t.Fatal(err)
+	}
+	if !<-seen {
+		t.Fatal("the cancelled task's function saw RunCanceled false")
+	}
+	for _, tc := range []struct {
+		owner, run string
+		want       bool
+	}{{"alice", "run-1", true}, {"alice", "run-2", false}, {"bob", "run-1", false}} {
+		if got := m.Owner(tc.owner).RunCanceled(tc.run); got != tc.want {
+			t.Errorf("%s's RunCanceled(%s) = %v, want %v", tc.owner, tc.run, got, tc.want)
+		}
+	}
+}

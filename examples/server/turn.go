@@ -198,6 +198,10 @@ func (s *server) runTurn(reqCtx context.Context, lt *agent.Thread[*thread], turn
 		switch {
 		case err != nil && bgtask.RunStopped(turnCtx):
 			return stopped()
+		case err != nil && errors.Is(err, bgtask.ErrCanceled) && plugin.Receiver().Owner().RunCanceled(runID):
+			// The stop cancelled the call's task before the turn heard of
+			// it (OnRunCanceled comes right after): a stop all the same.
+			return stopped()
 		case err != nil:
 			endCause = err
 			s.log.Error("tools", "thread", th.id, "err", err)
