@@ -23,6 +23,31 @@ func nextWake(t *testing.T, w *wakeLog, what string) {
 	}
 }
 
+// wakeOf waits until w heard want (an event's kind and task id), or
+// fails the test at the hang guard.
+func wakeOf(t *testing.T, w *wakeLog, want, what string) {
+	t.Helper()
+	for !slices.Contains(w.kinds(), want) {
+		select {
+		case <-w.got:
+		case <-guard(t).Done():
+			t.Fatalf("no wake within %v: %s (heard %q)", hangGuard, what, w.kinds())
+		}
+	}
+}
+
+// distinct returns the strings of list in the order of their first
+// occurrence.
+func distinct(list []string) []string {
+	var out []string
+	for _, s := range list {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // An end on A while B's listener is away (its connection killed, its
 // reconnect held) wakes alice's idle Receiver on B once the listener is
 // back: it reads what settled since its last position (issue 35 §3).
@@ -127,10 +152,14 @@ func TestWakeWithoutNotifications(t *testing.T) {
 }
 
 // While B listens, the poll's marker moves its position past what it
-// heard, so a reconnect reads only what settled since: an end B was woken
-// for before its listener dropped is not told again after it reconnects
-// (decision 724).
-func TestReconnectDoesNotWakeTwice(t *testing.T) {
+// heard, so a reconnect reads only about a poll interval again: every end
+// reaches B once at least, in the order they ended, across a drop of its
+// listener. A wake may come twice (an end the listener heard that the
+// catch-up after the reconnect reads again, or one that commits between
+// the LISTEN and the catch-up's read): OnSettled allows it, and the test
+// only logs it, since under load the marker may not have moved the
+// position before the drop (decision 724).
+func TestReconnectHearsEachEnd(t *testing.T) {
 	held, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	f := newFleet(t, pgstore.WithPollInterval(50*time.Millisecond), pgstore.WithBeforeReconnect(func() {
@@ -153,7 +182,7 @@ func TestReconnectDoesNotWakeTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nextWake(t, woken, "an end heard by B's listener")
+	wakeOf(t, woken, "completed "+id, "an end heard by B's listener")
 	var ended time.Time
 	waitFor(t, "B's position past the end", func() bool {
 		if ended.IsZero() {
@@ -175,13 +204,17 @@ func TestReconnectDoesNotWakeTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(release)
-	nextWake(t, woken, "the end while B's listener was away")
+	wakeOf(t, woken, "completed "+id2, "the end while B's listener was away")
 	id3, err := f.ma.Owner("alice").Spawn(ctx, quick)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nextWake(t, woken, "an end after the reconnect")
-	if got, want := woken.kinds(), []string{"completed " + id, "completed " + id2, "completed " + id3}; !slices.Equal(got, want) {
-		t.Fatalf("B's OnWake heard %q, want %q", got, want)
+	wakeOf(t, woken, "completed "+id3, "an end after the reconnect")
+	got := woken.kinds()
+	if first, want := distinct(got), []string{"completed " + id, "completed " + id2, "completed " + id3}; !slices.Equal(first, want) {
+		t.Fatalf("B's OnWake heard %q, want %q in that order", got, want)
+	}
+	if len(got) > 3 {
+		t.Logf("B's OnWake heard an end twice (allowed): %q", got)
 	}
 }
