@@ -276,11 +276,19 @@ func isEnd(kind string) bool {
 	return kind == "completed" || kind == "failed" || kind == "cancelled" || kind == "interrupted"
 }
 
-// tail is the end of the server's log, for a failure message.
+// tail is the end of the server's log, for a failure message: from its first
+// race report, if it has one.
 func (p *proc) tail() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return strings.Join(p.raw[max(0, len(p.raw)-40):], "\n")
+	from := max(0, len(p.raw)-40)
+	for i, l := range p.raw { // a race report whole: its first stack is far above the end
+		if strings.Contains(l, "WARNING: DATA RACE") {
+			from = min(from, max(0, i-2))
+			break
+		}
+	}
+	return strings.Join(p.raw[from:], "\n")
 }
 
 // stop ends the server with SIGTERM and checks it stopped cleanly, with no
