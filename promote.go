@@ -282,21 +282,32 @@ func (m *Manager) toBackground(id string) (bgtype.TaskMeta, bool) {
 		m.mu.Unlock()
 		return bgtype.TaskMeta{}, false
 	}
+	// Read under the lock: the status the task had when it was promoted.
+	// Once the lock is released its end may be committed at once (a
+	// function returning as its time is up), and a notice that says
+	// "completed" while it tells the model the call goes on is a lie. Read
+	// before the task is marked promoted: a task that sees the mark ends
+	// without this lock, writing its record (a private one, with a Store
+	// other than the in-memory one) at once.
+	meta := m.record(t)
 	t.fg.Store(fgBackground)
 	if t.reports() {
 		m.owners[t.rec.Owner].reporting++ // decremented by retire
 	}
-	// Read under the lock: the status the task had when it was promoted.
-	// Once the lock is released its end may be committed at once (a
-	// function returning as its time is up), and a notice that says
-	// "completed" while it tells the model the call goes on is a lie.
-	meta := m.record(t)
+	if h := whilePromoting.Load(); h != nil {
+		(*h)(m, id)
+	}
 	m.mu.Unlock()
 	if h := afterPromote.Load(); h != nil {
 		(*h)(m, id)
 	}
 	return meta, true
 }
+
+// whilePromoting, when set (by tests only), runs inside toBackground, under
+// m.mu, right after task id of m is marked promoted, so a test can end the
+// task while the promotion holds the lock.
+var whilePromoting atomic.Pointer[func(m *Manager, id string)]
 
 // afterPromote, when set (by tests only), runs right after toBackground
 // has promoted task id of m, so a test can end the task at that very
