@@ -555,7 +555,7 @@ func TestModulesBuildAlone(t *testing.T) {
 	proxyDir := filepath.Join(tmp, "proxy")
 	writeProxy(t, proxyDir, mods, versions)
 	env := proxyEnv(t, proxyDir, filepath.Join(tmp, "modcache"))
-	flags := buildFlags(t)
+	flags := buildFlags()
 	roEnv := slices.Concat(env, []string{"GOWORK=off", "GOFLAGS=-mod=readonly -modcacherw " + flags})
 	for i, m := range mods {
 		start := time.Now()
