@@ -2,17 +2,15 @@
 # Runs every test of every module in this repository (the root module and any
 # nested one, such as the durable stores), with vet and the race detector.
 #
-# One `go test -race` of every module's packages, then one `go vet -race` of
+# One `go vet -race` of every module's packages, then one `go test -race` of
 # all of them: one build graph, where each package is compiled once, and test
-# binaries run as soon as each is linked, while the rest still compile (up to
-# TEST_JOBS actions at once, compiles and tests together, default 6), the
-# slowest first, whichever module they belong to; the check that builds every
-# module alone last, when the build cache holds everything it reuses. Every
-# package runs even after one fails, so one failure never hides the rest;
-# each package's output is printed whole when it ends, never interleaved with
-# another's. A summary line per module comes at the end, and the exit status
-# is non-zero if vet or any package failed. Extra arguments go to `go test`
-# (say `./test.sh -count=20`).
+# binaries run TEST_JOBS at a time (default 4) as soon as each is linked, the
+# slowest first, whichever module they belong to. Every package runs even
+# after one fails, so one failure never hides the rest; each package's output
+# is printed whole when it ends, never interleaved with another's. A summary
+# line per module comes at the end, and the exit status is non-zero if vet or
+# any package failed. Extra arguments go to `go test` (say
+# `./test.sh -count=20`).
 set -uo pipefail
 cd "$(dirname "$0")"
 # Every module runs in workspace mode (the root go.work, so each builds against
@@ -49,14 +47,10 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 
 # The packages with the longest tests first, so that they start first and
-# the short ones fill the other slots at the end: the TypeScript suites and
-# the crash loops (mcp, both stores) and the reference host; then the rest,
-# module by module; last internal/modules, whose check that builds every
-# module alone reuses the workspace's build (decision 780): started last, it
-# finds it in the build cache instead of compiling it a second time beside
-# go test.
-first=(./mcp/... ./store/pgstore/... ./store/sqlitestore/... ./examples/server/...)
-last=./internal/modules
+# the short ones fill the other slots at the end: the check that builds every
+# module alone, then the TypeScript suites and the crash loops (mcp, both
+# stores) and the reference host; then the rest, module by module.
+first=(./internal/modules ./mcp/... ./store/pgstore/... ./store/sqlitestore/... ./examples/server/...)
 dirs=(.)
 while read -r dir; do
 	dirs+=("$dir")
@@ -65,26 +59,11 @@ patterns=()
 for p in "${first[@]}"; do
 	[ -e "${p%/...}" ] && patterns+=("$p")
 done
-# The root module's packages but the last one, by import path (its pattern
-# would list the last one among them); every other module by pattern. If go
-# list fails, the root's pattern: every package still runs, the last one in
-# its place.
-root_path=$(sed -n 's/^module[[:space:]]*//p' go.mod | tr -d '"[:space:]')
-if root_pkgs=$(go list -e -f '{{.ImportPath}}' ./...); then
-	while read -r pkg; do
-		[ -z "$pkg" ] || [ "$pkg" = "$root_path/${last#./}" ] || patterns+=("$pkg")
-	done <<<"$root_pkgs"
-else
-	patterns+=(./...)
-fi
-vetpatterns=(./...)
-for dir in "${dirs[@]:1}"; do
-	patterns+=("./$dir/...") # go test lists a package once
-	vetpatterns+=("./$dir/...")
+for dir in "${dirs[@]}"; do
+	patterns+=("./${dir#.}/...") # ./... for the root; go test lists a package once
 done
-[ -e "$last" ] && patterns+=("$last")
 
-jobs=${TEST_JOBS:-6}
+jobs=${TEST_JOBS:-4}
 logs=$(mktemp -d)
 pid=
 trap '[ -z "$pid" ] || kill -- "-$pid" 2>/dev/null; rm -rf "$logs"' EXIT
@@ -107,17 +86,8 @@ run() {
 }
 
 failed=0
-# go vet runs after the tests: internal/modules ran the same vet of every
-# module (its workspace's build, decision 780), so this one prints what it
-# found from the build cache; go test's own vet (a subset of the analyzers)
-# would only check it all again.
 start=$SECONDS
-run "$logs/test" go test -race -vet=off -p "$jobs" -timeout 25m "$@" "${patterns[@]}" || failed=1
-cat "$logs/test"
-echo "== go test -race of every module: $((SECONDS - start)) s"
-
-start=$SECONDS
-if run "$logs/vet" go vet -race "${vetpatterns[@]}"; then
+if run "$logs/vet" go vet -race "${patterns[@]}"; then
 	vet="ok    go vet -race of every module ($((SECONDS - start)) s)"
 else
 	vet="FAIL  go vet -race of every module ($((SECONDS - start)) s)"
@@ -125,6 +95,13 @@ else
 	cat "$logs/vet"
 fi
 echo "== $vet"
+
+# go vet ran every analyzer on every package, with the flags of the tests:
+# go test's own vet (a subset of them) would only check it all again.
+start=$SECONDS
+run "$logs/test" go test -race -vet=off -p "$jobs" -timeout 25m "$@" "${patterns[@]}" || failed=1
+cat "$logs/test"
+echo "== go test -race of every module: $((SECONDS - start)) s"
 
 # The summary: a module failed if one of its packages did (or did not
 # report: a build failure of its test main); its time is its slowest

@@ -16,7 +16,7 @@
 // and tests with its committed go.mod and go.sum plus those lines, read-only.
 // Where every package it loads is the workspace's (the same module versions,
 // files and imports), the workspace's build and vet, which the check runs
-// once (test.sh's tests leave the build in the build cache), is the copy's;
+// once (test.sh's vet leaves it in the build cache), is the copy's;
 // a copy that loads anything else builds and vets on its own. Last, a user's
 // module outside the tree does what the README says: `go get` of every tagged
 // module and `go install` of the inspector, at @latest.
@@ -641,9 +641,9 @@ func checkInstall(t *testing.T, mods []*module, version, dir string, env []strin
 
 // workspaceBuild builds and vets every package of every module in the
 // workspace, tests included, with the flags of the check, and lists the
-// packages of that build. test.sh runs this package last, when its tests have
-// compiled every package: the build is in the build cache and the vet is
-// test.sh's own, which then finds it there.
+// packages of that build. Under test.sh, whose `go vet -race` of every module
+// ran first with the same flags, the build cache holds the vet and nearly
+// all of the build.
 func workspaceBuild(t *testing.T, root string, mods []*module, flags string) map[string]*listedPackage {
 	t.Helper()
 	start := time.Now()
