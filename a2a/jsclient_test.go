@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bgtask/bgtask/internal/testbuild"
 )
 
 // jsHangGuard bounds each step of the JavaScript suite: a guard against a
@@ -36,7 +38,7 @@ func TestJavaScriptClient(t *testing.T) {
 	defer cancel()
 
 	bin := filepath.Join(t.TempDir(), "jsserver")
-	if out, err := exec.CommandContext(ctx, goBin, buildArgs(bin, "./internal/jsserver")...).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, goBin, testbuild.BuildArgs(bin, "./internal/jsserver")...).CombinedOutput(); err != nil {
 		t.Fatalf("go build ./internal/jsserver: %v\n%s", err, out)
 	}
 

@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/internal/testbuild"
 	"github.com/bgtask/bgtask/store/sqlitestore"
 	"go.uber.org/goleak"
 )
@@ -21,11 +22,11 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // buildDemo builds the demo binary, as `go run ./examples/agentloop` would
-// (with -race under a race test: buildArgs).
+// (with -race under a race test: testbuild.BuildArgs).
 func buildDemo(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "agentloop")
-	if out, err := exec.Command("go", buildArgs(bin, ".")...).CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", testbuild.BuildArgs(bin, ".")...).CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin

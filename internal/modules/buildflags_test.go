@@ -1,9 +1,6 @@
 package modules_test
 
-import (
-	"runtime/debug"
-	"testing"
-)
+import "github.com/bgtask/bgtask/internal/testbuild"
 
 // buildFlags are the build flags of the check's go commands: -trimpath (the
 // copies and the private module cache live in new directories each run;
@@ -12,16 +9,9 @@ import (
 // compiles its packages as the tests of every module do, and finds each
 // third-party package already in the build cache instead of compiling all of
 // them a second time without the race detector.
-func buildFlags(t *testing.T) string {
-	t.Helper()
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		t.Fatal("no build information in the test binary")
-	}
-	for _, s := range info.Settings {
-		if s.Key == "-race" && s.Value == "true" {
-			return "-trimpath -race"
-		}
+func buildFlags() string {
+	if testbuild.Race() {
+		return "-trimpath -race"
 	}
 	return "-trimpath"
 }

@@ -12,8 +12,12 @@
 // lists bgtask's own modules: the test leaves them out of the checksum
 // database (GONOSUMDB) and lets `go mod tidy` record the hashes of the zips it
 // made, in a copy of the module, then checks that the copy's go.mod and go.sum
-// are the committed ones (but for those lines) and builds the copy with its
-// committed go.mod and go.sum plus those lines, read-only. Last, a user's
+// are the committed ones (but for those lines) and loads the copy's packages
+// and tests with its committed go.mod and go.sum plus those lines, read-only.
+// Where every package it loads is the workspace's (the same module versions,
+// files and imports), the workspace's build and vet, which the check runs
+// once (test.sh's vet leaves it in the build cache), is the copy's;
+// a copy that loads anything else builds and vets on its own. Last, a user's
 // module outside the tree does what the README says: `go get` of every tagged
 // module and `go install` of the inspector, at @latest.
 //
@@ -533,7 +537,9 @@ func fileURL(dir string) string {
 // tidy` changes nothing but the lines for bgtask's own modules, which no go.sum
 // commits), and `go build ./...` and `go vet ./...` (the tests' dependencies
 // too) pass with GOWORK=off and -mod=readonly (and -race when the test has it:
-// buildFlags).
+// buildFlags). The build and vet of a module whose packages are all the
+// workspace's (sameBuild) are the workspace's, run once for every module
+// (docs/decisions.md 780).
 func TestModulesBuildAlone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds every module of the repository (-short)")
@@ -555,7 +561,8 @@ func TestModulesBuildAlone(t *testing.T) {
 	proxyDir := filepath.Join(tmp, "proxy")
 	writeProxy(t, proxyDir, mods, versions)
 	env := proxyEnv(t, proxyDir, filepath.Join(tmp, "modcache"))
-	flags := buildFlags(t)
+	flags := buildFlags()
+	workspace := workspaceBuild(t, root, mods, flags)
 	roEnv := slices.Concat(env, []string{"GOWORK=off", "GOFLAGS=-mod=readonly -modcacherw " + flags})
 	for i, m := range mods {
 		start := time.Now()
@@ -569,10 +576,11 @@ func TestModulesBuildAlone(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if !checkModule(t, m, dir, roEnv) {
+		how, ok := checkModule(t, m, dir, roEnv, workspace)
+		if !ok {
 			continue
 		}
-		t.Logf("%s: tidy, builds and vets alone (%.1f s)", m.dir, time.Since(start).Seconds())
+		t.Logf("%s: tidy, %s (%.1f s)", m.dir, how, time.Since(start).Seconds())
 	}
 	if !t.Failed() {
 		checkInstall(t, mods, versions[0], filepath.Join(tmp, "user"), slices.Concat(env, []string{"GOWORK=off", "GOFLAGS=-modcacherw " + flags, "GOBIN=" + filepath.Join(tmp, "bin")}))
@@ -631,9 +639,37 @@ func checkInstall(t *testing.T, mods []*module, version, dir string, env []strin
 	t.Logf("a user's module: go get, build and go install of every tagged module at @latest (%.1f s)", time.Since(start).Seconds())
 }
 
+// workspaceBuild builds and vets every package of every module in the
+// workspace, tests included, with the flags of the check, and lists the
+// packages of that build. Under test.sh, whose `go vet -race` of every module
+// ran first with the same flags, the build cache holds the vet and nearly
+// all of the build.
+func workspaceBuild(t *testing.T, root string, mods []*module, flags string) map[string]*listedPackage {
+	t.Helper()
+	start := time.Now()
+	env := []string{"GOWORK=" + filepath.Join(root, "go.work"), "GOFLAGS=-mod=readonly " + flags}
+	var patterns []string
+	for _, m := range mods {
+		patterns = append(patterns, "./"+path.Join(m.dir, "..."))
+	}
+	for _, args := range [][]string{{"build"}, {"vet"}} {
+		goCmd(t, root, env, append(args, patterns...)...)
+	}
+	pkgs, err := listPackages(root, env, patterns...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the workspace: every module builds and vets, %d packages (%.1f s)", len(pkgs), time.Since(start).Seconds())
+	return pkgs
+}
+
 // checkModule checks the copy of m in dir, reporting what fails; it tells
-// whether all passed.
-func checkModule(t *testing.T, m *module, dir string, env []string) bool {
+// whether all passed, and how the module was found to build alone: the
+// packages its build lists alone (GOWORK=off, -mod=readonly, which fails on
+// an import that nothing provides or a hash go.sum lacks) are the workspace's
+// build's, or, where they differ (another version of a module), the copy
+// builds and vets.
+func checkModule(t *testing.T, m *module, dir string, env []string, workspace map[string]*listedPackage) (how string, ok bool) {
 	t.Helper()
 	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if err != nil {
@@ -646,11 +682,11 @@ func checkModule(t *testing.T, m *module, dir string, env []string) bool {
 	own, committed := splitSum(gosum)
 	if len(own) > 0 {
 		t.Errorf("%s lists bgtask's own modules (their hashes change with every commit; the check adds them):\n%s", goModName(m.dir, "go.sum"), strings.Join(own, "\n"))
-		return false
+		return "", false
 	}
 	if out, err := goCmdErr(dir, env, "mod", "tidy"); err != nil {
 		t.Errorf("%s: go mod tidy: %v\n%s", m.dir, err, out)
-		return false
+		return "", false
 	}
 	tidyMod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if err != nil {
@@ -661,7 +697,7 @@ func checkModule(t *testing.T, m *module, dir string, env []string) bool {
 		t.Fatal(err)
 	}
 	own, rest := splitSum(tidySum)
-	ok := true
+	ok = true
 	if !bytes.Equal(tidyMod, gomod) {
 		t.Errorf("%s is not tidy (`go test ./internal/modules -run TestModulesBuildAlone -tidy` tidies every module): `go mod tidy` (GOWORK=off) adds (+) and drops (-)%s", goModName(m.dir, "go.mod"), sumDiff(strings.Split(string(gomod), "\n"), strings.Split(string(tidyMod), "\n")))
 		ok = false
@@ -671,20 +707,29 @@ func checkModule(t *testing.T, m *module, dir string, env []string) bool {
 		ok = false
 	}
 	if !ok {
-		return false
+		return "", false
 	}
 	// The committed go.mod and go.sum, plus the hashes of bgtask's own
 	// modules that the checksum database would give once they are tagged.
 	if err := os.WriteFile(filepath.Join(dir, "go.sum"), []byte(strings.Join(append(committed, own...), "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	alone, err := listPackages(dir, env, "./...")
+	if err != nil {
+		t.Errorf("%s (GOWORK=off, -mod=readonly): %v", m.dir, err)
+		return "", false
+	}
+	diff := sameBuild(alone, workspace)
+	if diff == "" {
+		return fmt.Sprintf("its %d packages alone are the workspace's build's", len(alone)), true
+	}
 	for _, args := range [][]string{{"build", "./..."}, {"vet", "./..."}} {
 		if out, err := goCmdErr(dir, env, args...); err != nil {
 			t.Errorf("%s: go %s (GOWORK=off, -mod=readonly): %v\n%s", m.dir, strings.Join(args, " "), err, out)
-			return false
+			return "", false
 		}
 	}
-	return true
+	return "builds and vets alone (" + diff + ")", true
 }
 
 // splitDeps are the third-party modules the repository's modules may require

@@ -9,6 +9,7 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 
 	"github.com/bgtask/bgtask/internal/crashloop"
+	"github.com/bgtask/bgtask/internal/testbuild"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
@@ -74,7 +75,7 @@ func buildLoopHelper(t *testing.T) string {
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	if out, err := exec.Command(goBin, buildArgs(bin, "./internal/loophelper")...).CombinedOutput(); err != nil {
+	if out, err := exec.Command(goBin, testbuild.BuildArgs(bin, "./internal/loophelper")...).CombinedOutput(); err != nil {
 		t.Fatalf("go build loophelper: %v\n%s", err, out)
 	}
 	return bin

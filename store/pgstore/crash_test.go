@@ -19,6 +19,7 @@ import (
 	"github.com/bgtask/bgtask/bgtype"
 
 	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/internal/testbuild"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
@@ -43,7 +44,7 @@ func buildHelper(t testing.TB) string {
 		if err != nil {
 			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 		}
-		out, err := exec.Command(goBin, buildArgs(helperBin, "./internal/instancehelper")...).CombinedOutput()
+		out, err := exec.Command(goBin, testbuild.BuildArgs(helperBin, "./internal/instancehelper")...).CombinedOutput()
 		if err != nil {
 			helperErr = fmt.Errorf("go build ./internal/instancehelper: %v\n%s", err, out)
 		}
