@@ -29,7 +29,7 @@ type outcome struct {
 // of calling it (returned, begin, runEnd), so a parked task keeps the
 // small first stack of a goroutine even when an allocation in it goes deep
 // into the runtime (docs/internals.md).
-func (m *Manager) run(t *Task) {
+func (m *Manager) run(t *Task, small bool) {
 	stage := stageBegin
 	defer m.runEnd(t, &stage) // deferred so that a panic or runtime.Goexit in the function still ends it
 	if !m.begin(t, &stage) {
@@ -37,7 +37,7 @@ func (m *Manager) run(t *Task) {
 	}
 	stage = stageCalling
 	v, err := t.fn(t.context(), t)
-	m.returned(t, v, err, &stage)
+	m.returned(t, v, err, &stage, small)
 }
 
 // Where a task's goroutine is, for runEnd.
@@ -64,11 +64,11 @@ func (m *Manager) runEnd(t *Task, stage *uint8) {
 		out := outcome{status: bgtype.StatusFailed, kind: bgtype.KindPanic, err: fmt.Sprintf("panic: %v", r), stack: string(debug.Stack())}
 		m.counters.panicked.Add(1)
 		m.log.Error("bgtask: task panicked", "task_id", t.rec.ID, "panic", r)
-		m.finish(t, &out)
+		m.finish(t, &out, false)
 	}
 	if *stage != stageRecorded {
 		out := outcome{status: bgtype.StatusFailed, kind: bgtype.KindError, err: "bgtask: task function called runtime.Goexit"}
-		m.finish(t, &out)
+		m.finish(t, &out, false)
 	}
 	m.wg.Done()
 }
@@ -105,7 +105,7 @@ func (m *Manager) endEarly(t *Task, build func(*Manager, *Task, error, *outcome)
 	var out outcome
 	build(m, t, err, &out)
 	*stage = stageRecorded
-	m.finish(t, &out)
+	m.finish(t, &out, false)
 }
 
 // stopCutOutcome is the outcome of a task Stop cut before its function was
@@ -152,8 +152,10 @@ func (m *Manager) promote(t *Task) error {
 // the function has returned (docs/internals.md).
 //
 //go:noinline
-func (m *Manager) returned(t *Task, v any, err error, stage *uint8) {
-	stackgrow.Grow() // before encoding the result: the end needs the bigger stack anyway
+func (m *Manager) returned(t *Task, v any, err error, stage *uint8, small bool) {
+	if !m.endsApart(t, small) {
+		stackgrow.Grow() // before encoding the result: the end needs the bigger stack anyway
+	}
 	// Claimed before the result is encoded; finish claims it again, a no-op.
 	if !t.claimEnd() {
 		*stage = stageRecorded
@@ -170,23 +172,43 @@ func (m *Manager) returned(t *Task, v any, err error, stage *uint8) {
 	var out outcome
 	m.settle(t, &out, v, err)
 	*stage = stageRecorded
-	m.finish(t, &out)
+	m.finish(t, &out, small)
 }
 
 // settle sets out from what the function returned. Out of line, so its
-// frame is not part of returned's while the result is encoded.
+// frame is not part of returned's while the result is encoded; its error
+// paths are out of line too, so that a completion is encoded on the stack
+// a new goroutine started with (decision 770).
 //
 //go:noinline
 func (m *Manager) settle(t *Task, out *outcome, v any, err error) {
+	if err != nil {
+		m.settleErr(t, out, err)
+		return
+	}
+	res, encErr := jsoncap.Encode(v)
+	if encErr != nil {
+		notEncodable(out, encErr)
+		return
+	}
+	out.status = bgtype.StatusCompleted
+	out.result, _ = jsoncap.JSON(res, m.cfg.caps.MaxResultBytes)
+}
+
+// notEncodable is the outcome of a task whose result encoding/json
+// refused. Out of line (settle).
+//
+//go:noinline
+func notEncodable(out *outcome, err error) {
+	*out = outcome{status: bgtype.StatusFailed, kind: bgtype.KindError, err: fmt.Sprintf("bgtask: result is not JSON-encodable: %v", err)}
+}
+
+// settleErr is settle of a function that returned an error. Out of line
+// (settle).
+//
+//go:noinline
+func (m *Manager) settleErr(t *Task, out *outcome, err error) {
 	switch {
-	case err == nil:
-		res, encErr := jsoncap.Encode(v)
-		if encErr != nil {
-			*out = outcome{status: bgtype.StatusFailed, kind: bgtype.KindError, err: fmt.Sprintf("bgtask: result is not JSON-encodable: %v", encErr)}
-			return
-		}
-		res, _ = jsoncap.JSON(res, m.cfg.caps.MaxResultBytes)
-		*out = outcome{status: bgtype.StatusCompleted, result: res}
 	case t.cctx.Err() != nil && errors.Is(context.Cause(t.context()), ErrTimeout):
 		// Its time ran out (not a cancel: a cancel's cause stays the cause).
 		text := err.Error()
@@ -201,12 +223,22 @@ func (m *Manager) settle(t *Task, out *outcome, v any, err error) {
 	}
 }
 
+// endsApart reports whether t's end is likely recorded by another
+// goroutine (endSmall): t runs on a new goroutine's first stack, in the
+// background, with the in-memory store and no observer. Its stack is then
+// not grown: its end fits (decision 770).
+func (m *Manager) endsApart(t *Task, small bool) bool {
+	return small && m.mem != nil && m.cfg.observer == nil && t.fg.Load() == fgBackground
+}
+
 // finish commits the terminal record, retires the task, and only then tells
 // the owner (commit, then notify: whoever reads the event can Get the final
 // record). If the commit keeps failing, the owner gets EventCommitFailed
 // before the terminal event, so no record stays silently running.
-func (m *Manager) finish(t *Task, out *outcome) {
-	stackgrow.Grow()
+func (m *Manager) finish(t *Task, out *outcome, small bool) {
+	if !m.endsApart(t, small) {
+		stackgrow.Grow()
+	}
 	if !t.claimEnd() {
 		m.releaseCut(t) // Stop ended it: what the function returned is discarded
 		return
@@ -218,5 +250,5 @@ func (m *Manager) finish(t *Task, out *outcome) {
 		}
 		m.stopOutcome(out) // Stop cut it while queued or before its call: it ends interrupted
 	}
-	m.end(t, out, false)
+	m.end(t, out, false, small)
 }

@@ -134,7 +134,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 		}
 		out := outcome{}
 		m.stopOutcome(&out)
-		m.end(t, &out, true)
+		m.end(t, &out, true, false)
 	}
 	for _, done := range early {
 		<-done // its goroutine ends it without calling its function

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime/pprof"
 
+	"github.com/bgtask/bgtask/internal/stackgrow"
 	"github.com/bgtask/bgtask/internal/workpool"
 )
 
@@ -24,10 +25,14 @@ func (m *Manager) start(t *Task) {
 func (m *Manager) work(t *Task) {
 	defer m.workers.Done()
 	var w *workpool.Worker[Task]
+	small := true // on the stack the goroutine started with (endSmall)
 	for t != nil {
 		pprof.SetGoroutineLabels(t.context())
-		m.run(t)
+		m.run(t, small)
 		pprof.SetGoroutineLabels(context.Background())
-		t = m.workers.Park(&w)
+		if t = m.workers.Park(&w); t != nil && small {
+			stackgrow.Grow() // a reused worker records its tasks' ends (recordOne): grown here, while shallow
+			small = false
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
-	"strconv"
 	"unicode/utf8"
 )
 
@@ -19,26 +18,18 @@ func Encode(v any) (json.RawMessage, error) {
 	switch x := v.(type) {
 	case nil:
 		return jsonNullValue, nil
-	case json.RawMessage:
-		if x == nil {
-			return jsonNullValue, nil
-		}
-		var buf bytes.Buffer
-		if json.Compact(&buf, x) == nil {
-			return buf.Bytes(), nil
-		}
 	case bool:
 		if x {
 			return json.RawMessage("true"), nil
 		}
 		return json.RawMessage("false"), nil
 	case int:
-		return strconv.AppendInt(nil, int64(x), 10), nil
+		return formatInt(int64(x)), nil
 	case int64:
-		return strconv.AppendInt(nil, x, 10), nil
+		return formatInt(x), nil
 	case float64:
 		if !math.IsInf(x, 0) && !math.IsNaN(x) && x == math.Trunc(x) && math.Abs(x) < 1e15 && !math.Signbit(x) {
-			return strconv.AppendInt(nil, int64(x), 10), nil
+			return formatInt(int64(x)), nil
 		}
 	case string:
 		if plainASCII(x) {
@@ -48,7 +39,48 @@ func Encode(v any) (json.RawMessage, error) {
 			return append(b, '"'), nil
 		}
 	}
+	return encodeSlow(v)
+}
+
+// encodeSlow is Encode of a json.RawMessage and of what has no fast path.
+// Out of line: Encode's own frame stays small, so that a task's goroutine
+// encodes a plain result on the stack it started with (decision 770).
+//
+//go:noinline
+func encodeSlow(v any) (json.RawMessage, error) {
+	if x, ok := v.(json.RawMessage); ok {
+		if x == nil {
+			return jsonNullValue, nil
+		}
+		var buf bytes.Buffer
+		if json.Compact(&buf, x) == nil {
+			return buf.Bytes(), nil
+		}
+	}
 	return json.Marshal(v)
+}
+
+// formatInt is strconv.AppendInt(nil, x, 10) in one small frame (the
+// strconv path is three frames deep).
+func formatInt(x int64) json.RawMessage {
+	var buf [20]byte // -9223372036854775808
+	i := len(buf)
+	u := uint64(x)
+	if x < 0 {
+		u = -u
+	}
+	for u >= 10 {
+		i--
+		buf[i] = byte('0' + u%10)
+		u /= 10
+	}
+	i--
+	buf[i] = byte('0' + u)
+	if x < 0 {
+		i--
+		buf[i] = '-'
+	}
+	return append(json.RawMessage(nil), buf[i:]...)
 }
 
 // plainASCII reports whether s needs no escaping in JSON, as encoding/json
