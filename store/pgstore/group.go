@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/bgtask/bgtask/store"
 )
@@ -19,12 +18,7 @@ import (
 // commits them as one group and hands on in turn. Only while a full group
 // (maxGroup) waits does another transaction start beside it, up to
 // maxInFlight (fewer if the pool is smaller). No goroutine is started, and
-// no caller waits for company: a lone caller's commit starts at once. It
-// runs in one round trip, unless the Store's last transaction held
-// several Commits: their callers, told together, commit again together,
-// and the first of them to arrive finds nothing in flight, so its
-// transaction is opened like a group's (opengroup.go) and the others
-// join it instead of waiting for its flush (decision 761).
+// no caller waits for company: a lone caller's commit starts at once.
 const (
 	maxInFlight = 4
 	maxGroup    = 256
@@ -53,9 +47,6 @@ type grouper struct {
 	mu      sync.Mutex // guards the fields below
 	running int        // groups in flight
 	queue   []*commitReq
-	// shared is whether the last transaction that ended held several
-	// Commits; a lone Commit then opens its transaction to late arrivals.
-	shared atomic.Bool
 }
 
 // submit commits r, alone when a transaction slot is free, else in the
@@ -132,28 +123,16 @@ func (s *Store) handOn() {
 // commitGroup sets each request's err and returns the requests it
 // committed: group, and the late arrivals that joined it (commitOpen,
 // which may call handOn before the group's outcome is known). A lone
-// request runs with its own ctx, in one round trip, unless the last
-// transaction was shared (grouper.shared): then it is opened like a
-// group's, and when no one joins it, or it takes the long way, it is a
-// lone request again. A group runs in one transaction that no single
-// caller's ctx cancels; if it fails, each request commits alone, with its
-// own ctx.
+// request runs with its own ctx, in one round trip. A group runs in one
+// transaction that no single caller's ctx cancels; if it fails, each
+// request commits alone, with its own ctx.
 func (s *Store) commitGroup(group []*commitReq, handOn func()) []*commitReq {
-	lone := len(group) == 1
-	if lone && !s.group.shared.Load() {
+	if len(group) == 1 {
 		group[0].err = s.commitRetry(group[0].ctx, group)
 		return group
 	}
 	ctx := context.WithoutCancel(group[0].ctx)
 	all, err := s.commitOpen(ctx, group, handOn)
-	s.group.shared.Store(len(all) > 1)
-	if lone && len(all) == 1 {
-		if err != nil {
-			err = s.commitRetry(group[0].ctx, group) // as if alone: its ctx, its error
-		}
-		group[0].err = err
-		return group
-	}
 	if err != nil {
 		err = s.commitRetry(ctx, all)
 	}

@@ -78,14 +78,6 @@ func TestGroupLateArrivals(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			groups0, commits0 := pgstore.Groups(s)
 			late0 := pgstore.LateCommits(s)
-			// After the last round's group, a lone commit would open
-			// its transaction (decision 761), and the hook would fire
-			// in the held commit's: one lone commit, joined by none,
-			// makes the next one take one round trip.
-			if err := s.Commit(ctx, "owner_clear", store.UpsertAction(rec(id(round, 9), "owner_clear", bgtype.StatusRunning))); err != nil {
-				t.Fatal(err)
-			}
-			groups0, commits0 = pgstore.Groups(s)
 			var wg sync.WaitGroup
 			release := holdSlots(t, s, dsn, fmt.Sprintf("round %d", round), &wg)
 			for i := range 2 {
@@ -125,7 +117,7 @@ func TestGroupLateArrivals(t *testing.T) {
 			if n := pgstore.LateCommits(s) - late0; n != tt.wantLate {
 				t.Errorf("%d late commits joined, want %d", n, tt.wantLate)
 			}
-			if n := sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE id LIKE $1 AND owner <> 'owner_clear'`, fmt.Sprintf("task_%d_%%", round)); n != tt.wantRows {
+			if n := sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE id LIKE $1`, fmt.Sprintf("task_%d_%%", round)); n != tt.wantRows {
 				t.Errorf("%d records written, want %d", n, tt.wantRows)
 			}
 		})
@@ -145,68 +137,5 @@ func waitQueued(t *testing.T, s *pgstore.Store, n int) {
 			return
 		}
 		runtime.Gosched() // a condition, not a time: the queue fills when the callers get there
-	}
-}
-
-// A Commit that finds no transaction in flight right after a shared one
-// (a group's callers, told together, commit again together) opens its
-// transaction to late arrivals, so the commit that queues behind it rides
-// its flush; one that finds the last transaction lone commits in one
-// round trip, as before.
-func TestLoneAfterGroupOpens(t *testing.T) {
-	s, dsn := openStore(t)
-	ctx := t.Context()
-	seedHolder(t, s)
-	var wg sync.WaitGroup
-	release := holdSlots(t, s, dsn, "lone after group", &wg)
-	for i := range 2 {
-		m := rec(fmt.Sprintf("task_group_%d", i), fmt.Sprintf("owner_%d", i), bgtype.StatusRunning)
-		wg.Go(func() {
-			if err := s.Commit(ctx, m.Owner, store.UpsertAction(m)); err != nil {
-				t.Errorf("group's commit %d: %v", i, err)
-			}
-		})
-	}
-	waitFor(t, "the group queues", func() bool { return pgstore.QueuedCommits(s) == 2 })
-	release()
-	wg.Wait()
-
-	var opened int
-	var lateErr error
-	late := rec("task_late", "owner_late", bgtype.StatusRunning)
-	pgstore.SetAfterOpen(s, func() {
-		opened++
-		if opened == 1 {
-			wg.Go(func() { lateErr = s.Commit(ctx, late.Owner, store.UpsertAction(late)) })
-			waitQueued(t, s, 1)
-		}
-	})
-	t.Cleanup(func() { pgstore.SetAfterOpen(s, nil) })
-	groups0, commits0 := pgstore.Groups(s)
-	late0 := pgstore.LateCommits(s)
-	for i, id := range []string{"task_lone_0", "task_lone_1", "task_lone_2"} {
-		if err := s.Commit(ctx, "owner_lone", store.UpsertAction(rec(id, "owner_lone", bgtype.StatusRunning))); err != nil {
-			t.Fatalf("lone commit %d: %v", i, err)
-		}
-		wg.Wait()
-	}
-	if lateErr != nil {
-		t.Errorf("late commit: %v", lateErr)
-	}
-	// The first opened and was joined; the second found the last
-	// transaction shared, opened, and was joined by none; the third found
-	// it lone and took one round trip.
-	if opened != 2 {
-		t.Errorf("%d lone commits opened their transaction, want 2", opened)
-	}
-	groups, commits := pgstore.Groups(s)
-	if groups-groups0 != 1 || commits-commits0 != 2 {
-		t.Errorf("%d groups of %d commits, want 1 of 2", groups-groups0, commits-commits0)
-	}
-	if n := pgstore.LateCommits(s) - late0; n != 1 {
-		t.Errorf("%d late commits joined, want 1", n)
-	}
-	if n := sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE id IN ('task_late', 'task_lone_0', 'task_lone_1', 'task_lone_2', 'task_group_0', 'task_group_1')`); n != 6 {
-		t.Errorf("%d records written, want 6", n)
 	}
 }
