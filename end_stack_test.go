@@ -55,9 +55,12 @@ func TestEndKeepsFirstStack(t *testing.T) {
 		grown := (stackInuse() - before) / n
 		t.Logf("stack grown by %d bytes a task", grown)
 		// One growth, 2 to 4 KiB, is 2,048 bytes a task; the recorder's stack
-		// spread over the tasks is less than 512.
-		if grown > 512 {
-			t.Errorf("each task's stack grew by %d bytes, want at most 512 (none grew)", grown)
+		// spread over the tasks is 0-256, and the stacks of goroutines not
+		// the test's (the runtime's, the testing package's) move the figure
+		// by a few hundred more on a loaded machine (768 once in 60 runs):
+		// half a growth tells the two apart.
+		if grown > 1024 {
+			t.Errorf("each task's stack grew by %d bytes, want at most 1024 (none grew)", grown)
 		}
 	})
 }
