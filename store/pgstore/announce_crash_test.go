@@ -18,6 +18,7 @@ import (
 // both as a reaper notice and as an unannounced record; a second run gets
 // nothing, and every record is marked announced.
 func TestCrashReapedAnnouncedOnce(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	s, err := pgstore.Open(t.Context(), dsn)
 	if err != nil {
@@ -70,6 +71,7 @@ func TestCrashReapedAnnouncedOnce(t *testing.T) {
 // run starts before the reap or after, and a fresh process's run of the
 // owner hands out nothing more. No notice is left undelivered.
 func TestCrashReapedChildrenReachOwner(t *testing.T) {
+	t.Parallel()
 	for _, reapFirst := range []bool{true, false} {
 		name := "run start before reap"
 		if reapFirst {

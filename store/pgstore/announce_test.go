@@ -16,6 +16,7 @@ const announcedVersion = 5
 // A database of the version before the announcement marks opens, keeps its
 // terminal rows unannounced, and then stores a mark on terminal rows only.
 func TestMigrationAddsAnnounced(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	migrateTo(t, dsn, announcedVersion-1)
 	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at, finished_at, terminal_at)

@@ -15,6 +15,7 @@ import (
 )
 
 func TestCorruptRows(t *testing.T) {
+	t.Parallel()
 	s, dsn := openStore(t)
 	ctx := t.Context()
 	good := rec("task_good", "alice", bgtype.StatusRunning)
@@ -82,6 +83,7 @@ func TestCorruptRows(t *testing.T) {
 }
 
 func TestSchemaTooNew(t *testing.T) {
+	t.Parallel()
 	s, dsn := openStore(t)
 	if err := s.Commit(t.Context(), "o", store.UpsertAction(rec("task_a", "o", bgtype.StatusRunning))); err != nil {
 		t.Fatal(err)
@@ -102,6 +104,7 @@ func TestSchemaTooNew(t *testing.T) {
 
 // Two processes opening a fresh database at once migrate it once.
 func TestConcurrentOpenMigratesOnce(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
@@ -126,6 +129,7 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 }
 
 func TestOpenRejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		opt  pgstore.Option

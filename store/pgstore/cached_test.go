@@ -15,6 +15,7 @@ import (
 // the row first, on a started Store too (the fence is in the statement),
 // and leaves exactly what the long way leaves.
 func TestCompletionWithoutRead(t *testing.T) {
+	t.Parallel()
 	s, _ := openStore(t)
 	ctx := t.Context()
 	m := rec("task_a", "alice", bgtype.StatusRunning)
@@ -45,6 +46,7 @@ func TestCompletionWithoutRead(t *testing.T) {
 // and retention keeps each owner's limit, in one statement for all of
 // them.
 func TestGroupCompletionsRetained(t *testing.T) {
+	t.Parallel()
 	s, dsn := openStore(t, pgstore.WithRetainPerOwner(1))
 	ctx := t.Context()
 	seedHolder(t, s)

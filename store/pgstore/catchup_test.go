@@ -54,6 +54,7 @@ func distinct(list []string) []string {
 // The poll (hourly) carries nothing; the end is told once, and what
 // settles after the reconnect is heard as before.
 func TestWakeAfterListenerReconnect(t *testing.T) {
+	t.Parallel()
 	held, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	f := newFleet(t, pgstore.WithBeforeReconnect(func() {
@@ -71,10 +72,10 @@ func TestWakeAfterListenerReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	listener := func() int64 {
-		return sqlExec(t, f.dsn, `SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_b")
+		return sqlExec(t, f.dsn, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_b")
 	}
 	waitFor(t, "B listens", func() bool { return listener() == 1 })
-	sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_b")
+	sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_b")
 	select {
 	case <-held:
 	case <-guard(t).Done():
@@ -109,6 +110,7 @@ func TestWakeAfterListenerReconnect(t *testing.T) {
 // alice's idle Receiver on B, each once (issue 35 §3). The poll interval
 // only sets how soon; the test waits for each wake, whenever it comes.
 func TestWakeWithoutNotifications(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t, pgstore.WithoutNotifications(), pgstore.WithPollInterval(50*time.Millisecond))
 	ctx := guard(t)
 	// A holds alice without a run: what a task of alice's sends her there
@@ -160,6 +162,7 @@ func TestWakeWithoutNotifications(t *testing.T) {
 // only logs it, since under load the marker may not have moved the
 // position before the drop (decision 724).
 func TestReconnectHearsEachEnd(t *testing.T) {
+	t.Parallel()
 	held, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	f := newFleet(t, pgstore.WithPollInterval(50*time.Millisecond), pgstore.WithBeforeReconnect(func() {
@@ -190,7 +193,7 @@ func TestReconnectHearsEachEnd(t *testing.T) {
 		}
 		return pgstore.SettledPosition(f.sb).After(ended)
 	})
-	sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_b")
+	sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_b")
 	select {
 	case <-held:
 	case <-ctx.Done():

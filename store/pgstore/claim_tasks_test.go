@@ -38,6 +38,7 @@ func waitingRecords(t *testing.T, s store.Store, kind, prefix string, base time.
 // records; other kinds' records and rows that another transaction holds
 // are left waiting, without waiting for the lock.
 func TestClaimTasks(t *testing.T) {
+	t.Parallel()
 	s, dsn := openStore(t)
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	free := waitingRecords(t, s, "free/v1", "f", base, 5)
@@ -109,6 +110,7 @@ func TestClaimTasks(t *testing.T) {
 // same rows (BenchmarkClaimRequeued: 4 instances claimed slower than 1);
 // this pass waited until the row was let go.
 func TestClaimWaitingPassesHeldRows(t *testing.T) {
+	t.Parallel()
 	const n = 6
 	dsn := pgtest.NewDSN(t)
 	r := &limitRig{runs: map[string]int{}, gates: map[string]chan struct{}{}, started: make(chan string, n)}

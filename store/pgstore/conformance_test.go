@@ -16,6 +16,7 @@ import (
 var dsns sync.Map
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	open := func(t *testing.T, opts ...pgstore.Option) store.Store {
 		s, dsn := openStore(t, opts...)
 		dsns.Store(s, dsn)

@@ -29,6 +29,7 @@ func countsMatch(t *testing.T, dsn string) {
 // A database of the version before moves forward with its terminal rows
 // counted, and retention then keeps each owner's limit.
 func TestMigrationCountsTerminal(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	migrateTo(t, dsn, terminalCounts-1)
 	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at, terminal_at)
@@ -57,6 +58,7 @@ func TestMigrationCountsTerminal(t *testing.T) {
 // The counts follow every write: terminal inserts and updates, removes,
 // retention, a ReplaceAll, and changes made outside the Store.
 func TestTerminalCountsFollowWrites(t *testing.T) {
+	t.Parallel()
 	s, dsn := openStore(t, pgstore.WithRetainPerOwner(2))
 	ctx := t.Context()
 	for i := range 5 {

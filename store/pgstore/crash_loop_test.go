@@ -25,6 +25,7 @@ import (
 // (BGTASK_CRASH_LOOP_SEEDS replays it) and the lost and doubled tasks with
 // their kind.
 func TestCrashLoopExactlyOnce(t *testing.T) {
+	t.Parallel()
 	crashloop.Run(t, crashloop.Scenario{
 		Helper:  buildLoopHelper(t),
 		Seeds:   []uint64{1, 2, 3, 4},

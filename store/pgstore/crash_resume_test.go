@@ -109,6 +109,7 @@ func reapUntil(t *testing.T, s *pgstore.Store, dsn, instance, what string, done 
 // dropped. Step 1 ran once on attempt 1, steps 2 and 3 once on attempt 2;
 // the owner is handed one terminal event, the completion of attempt 2.
 func TestCrashResumableZombie(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	kindTables(t, dsn)
 	s, err := pgstore.Open(t.Context(), dsn, pgstore.WithGrace(time.Hour))
@@ -176,6 +177,7 @@ func TestCrashResumableZombie(t *testing.T) {
 // the processes; no task is left waiting, and the owner is handed one
 // terminal event per task.
 func TestCrashResumableFleet(t *testing.T) {
+	t.Parallel()
 	const (
 		n     = 12
 		limit = 2

@@ -179,6 +179,7 @@ func (p *instance) quit() {
 // the killed instance's heartbeat a day back rather than waiting, so a
 // slow heartbeat of the live one can never make it look dead.
 func TestCrashOtherInstanceReaps(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	s, err := pgstore.Open(t.Context(), dsn)
 	if err != nil {
@@ -277,6 +278,7 @@ func TestCrashOtherInstanceReaps(t *testing.T) {
 // runs in process A, through NOTIFY, and through the poller while A's
 // listening connection is down.
 func TestCrashCancelAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	for _, killListener := range []bool{false, true} {
 		t.Run(fmt.Sprintf("killListener=%v", killListener), func(t *testing.T) {
 			dsn := pgtest.NewDSN(t)
@@ -292,11 +294,11 @@ func TestCrashCancelAcrossProcesses(t *testing.T) {
 			a := startInstance(t, dsn, "inst_pa", "alice", 1, "-poll", poll, "-backoff", "1h")
 			b := startInstance(t, dsn, "inst_pb", "bob", 0)
 			listener := func() int64 {
-				return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_pa")
+				return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_pa")
 			}
 			waitFor(t, "A listens", func() bool { return listener() == 1 })
 			if killListener {
-				if n := sqlExec(t, dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_pa"); n != 1 {
+				if n := sqlExec(t, dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_pa"); n != 1 {
 					t.Fatalf("terminated %d listeners", n)
 				}
 				waitFor(t, "A's listener gone", func() bool { return listener() == 0 })
@@ -326,6 +328,7 @@ func TestCrashCancelAcrossProcesses(t *testing.T) {
 // grace (an hour): the test dates the heartbeat back instead, so what
 // refuses the write is the check in the database, not the local clock.
 func TestCrashPausedInstanceWritesNothing(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	s, err := pgstore.Open(t.Context(), dsn, pgstore.WithGrace(time.Hour))
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 // grace ago refuses to write before its heartbeat loop runs again, and
 // without asking the database; its tasks are then cancelled.
 func TestFenceByLocalClock(t *testing.T) {
+	t.Parallel()
 	const grace = time.Hour
 	tests := []struct {
 		age      time.Duration
@@ -70,6 +71,7 @@ func TestFenceByLocalClock(t *testing.T) {
 // own clock says its heartbeat is fresh: the write itself checks the
 // registration in its transaction.
 func TestFenceDeclaredDead(t *testing.T) {
+	t.Parallel()
 	s, dsn := openStore(t, pgstore.WithGrace(time.Hour), pgstore.WithHeartbeatInterval(30*time.Minute))
 	m := startManager(t, s, "inst_dead")
 	causes := make(chan error, 1)
@@ -113,6 +115,7 @@ func TestFenceDeclaredDead(t *testing.T) {
 // commits in flight waiting on a row lock and the others queued,
 // the heartbeat still advances and the reaper still reaps.
 func TestBackgroundNotBehindCommits(t *testing.T) {
+	t.Parallel()
 	s, dsn := openStoreDSN(t, "pool_max_conns=2", pgstore.WithGrace(time.Hour), pgstore.WithHeartbeatInterval(20*time.Millisecond))
 	ctx := t.Context()
 	if err := s.Commit(ctx, "alice", store.UpsertAction(rec("task_hot", "alice", bgtype.StatusRunning))); err != nil {

@@ -80,6 +80,7 @@ func guard(t *testing.T) context.Context {
 // A cancel from B of a task (or a tree) that runs on A keeps its reason: on
 // the record, in the cause the task sees, and in the cancelled event.
 func TestCancelReasonAcrossInstances(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	oa, ob := f.ma.Owner("alice"), f.mb.Owner("alice")
 	ib, err := oa.Inbox() // A's end events for alice
@@ -141,6 +142,7 @@ func TestCancelReasonAcrossInstances(t *testing.T) {
 // the reason, and counts them; another owner's run of the same id on A is
 // untouched.
 func TestCancelRunAcrossInstances(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	oa := f.ma.Owner("alice")
 	run := bgtask.WithToolCall(t.Context(), bgtask.ToolCall{RunID: "run-1", CallID: "call-1"})
@@ -189,6 +191,7 @@ func goWait(ctx context.Context, wait func(context.Context, string) (bgtype.Task
 // what a local Wait returns; WaitSettled returns at A's input request;
 // another owner's view gets not found.
 func TestWaitAcrossInstances(t *testing.T) {
+	t.Parallel()
 	for _, killListener := range []bool{false, true} {
 		t.Run(fmt.Sprintf("killListener=%v", killListener), func(t *testing.T) {
 			// Without B's listener only the poll reads the record; the
@@ -199,11 +202,11 @@ func TestWaitAcrossInstances(t *testing.T) {
 			}
 			f := newFleet(t, pgstore.WithPollInterval(poll), pgstore.WithReconnectBackoff(time.Hour, time.Hour))
 			listener := func() int64 {
-				return sqlExec(t, f.dsn, `SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_b")
+				return sqlExec(t, f.dsn, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_b")
 			}
 			waitFor(t, "B listens", func() bool { return listener() == 1 })
 			if killListener {
-				sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_b")
+				sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_b")
 				waitFor(t, "B's listener gone", func() bool { return listener() == 0 })
 			}
 			oa, ob := f.ma.Owner("alice"), f.mb.Owner("alice")
@@ -267,6 +270,7 @@ func TestWaitAcrossInstances(t *testing.T) {
 // A Wait on B for a task of an instance that dies returns once a reaper
 // interrupted it.
 func TestWaitAcrossInstancesInstanceDies(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t, pgstore.WithGrace(time.Hour))
 	id, err := f.ma.Owner("alice").Spawn(t.Context(), blockUntilCanceled(nil))
 	if err != nil {
@@ -289,6 +293,7 @@ func TestWaitAcrossInstancesInstanceDies(t *testing.T) {
 // owner's task. An answer from B to A's task's input request is returned
 // by RequestInput.
 func TestSendAcrossInstances(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	oa, ob := f.ma.Owner("alice"), f.mb.Owner("alice")
 	got := make(chan string, 10)
@@ -380,6 +385,7 @@ func TestSendAcrossInstances(t *testing.T) {
 // When A dies before it handed B's message over, the reaper fails the
 // message and B's Send says that A is gone and the task interrupted.
 func TestSendAcrossInstancesInstanceDies(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t, pgstore.WithGrace(time.Hour), pgstore.WithReconnectBackoff(time.Hour, time.Hour))
 	agent, err := f.ma.Owner("alice").SpawnAgent(t.Context(), blockUntilCanceled(nil))
 	if err != nil {
@@ -387,10 +393,10 @@ func TestSendAcrossInstancesInstanceDies(t *testing.T) {
 	}
 	// A hears nothing more: its listener is gone and it polls hourly.
 	listener := func() int64 {
-		return sqlExec(t, f.dsn, `SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_a")
+		return sqlExec(t, f.dsn, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_a")
 	}
 	waitFor(t, "A listens", func() bool { return listener() == 1 })
-	sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_a")
+	sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_a")
 	waitFor(t, "A's listener gone", func() bool { return listener() == 0 })
 	sent := make(chan error, 1)
 	go func() {
@@ -416,16 +422,17 @@ func TestSendAcrossInstancesInstanceDies(t *testing.T) {
 // A Send whose ctx ends before A handed the message over withdraws it:
 // A never delivers it.
 func TestSendAcrossInstancesWithdrawn(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t, pgstore.WithReconnectBackoff(time.Hour, time.Hour))
 	agent, err := f.ma.Owner("alice").SpawnAgent(t.Context(), blockUntilCanceled(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	listener := func() int64 {
-		return sqlExec(t, f.dsn, `SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_a")
+		return sqlExec(t, f.dsn, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_a")
 	}
 	waitFor(t, "A listens", func() bool { return listener() == 1 })
-	sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_a")
+	sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_a")
 	waitFor(t, "A's listener gone", func() bool { return listener() == 0 })
 	ctx, cancel := context.WithCancel(t.Context())
 	sent := make(chan error, 1)
@@ -450,6 +457,7 @@ func TestSendAcrossInstancesWithdrawn(t *testing.T) {
 // when its process dies), the id starts again at once, and the first
 // one, if it lived on, finds itself lost at its next heartbeat.
 func TestStartRefusesALiveInstanceID(t *testing.T) {
+	t.Parallel()
 	// s1 never reconnects its listener: only s2 can take the lock.
 	s1, dsn := openStore(t, pgstore.WithHeartbeatInterval(50*time.Millisecond), pgstore.WithGrace(time.Hour), pgstore.WithReconnectBackoff(time.Hour, time.Hour))
 	startManager(t, s1, "inst_dup")
@@ -473,11 +481,11 @@ func TestStartRefusesALiveInstanceID(t *testing.T) {
 	}
 	// The first process's sessions end (as when it is killed): its
 	// listening connection goes, and with it the lock.
-	if n := sqlExec(t, dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_dup"); n != 1 {
+	if n := sqlExec(t, dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_dup"); n != 1 {
 		t.Fatalf("terminated %d listeners", n)
 	}
 	waitFor(t, "the listener gone", func() bool {
-		return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_dup") == 0
+		return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_dup") == 0
 	})
 	if err := s2.Start(t.Context(), m2.Runtime()); err != nil {
 		t.Fatalf("Start once the holder is gone = %v", err)

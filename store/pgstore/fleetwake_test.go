@@ -42,6 +42,7 @@ func (w *wakeLog) kinds() []string {
 // out, and A never shows it; a silent task and a task of an owner B does
 // not hold wake nobody.
 func TestWakeAcrossInstances(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	_, ma, _ := instanceStore(t, dsn, "inst_a")
 	_, mb, _ := instanceStore(t, dsn, "inst_b")

@@ -20,6 +20,7 @@ import (
 // exactly one record and its function ran once, in one of them, and both
 // processes got that record's id.
 func TestIdempotentSpawnAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	const keys = 40
 	a := startInstance(t, dsn, "inst-a", "alice", 0)
@@ -77,6 +78,7 @@ func TestIdempotentSpawnAcrossProcesses(t *testing.T) {
 // its rows (with neither), stores progress, and refuses a second record
 // with a key through the unique index.
 func TestMigrationAddsProgressAndKeys(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	migrateTo(t, dsn, 3)
 	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at) VALUES ('task_old', 'alice', 'running', now() - interval '1 hour')`)

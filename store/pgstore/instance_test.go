@@ -57,6 +57,7 @@ func onInstance(m bgtype.TaskMeta, inst string) bgtype.TaskMeta {
 }
 
 func TestReapGoneInstance(t *testing.T) {
+	t.Parallel()
 	// The fixture is dated against a grace of an hour: "ghost" stopped
 	// heartbeating a day ago, "alive2" now. However slow the machine, the
 	// test cannot last an hour, so no real time is measured.
@@ -146,6 +147,7 @@ func TestReapGoneInstance(t *testing.T) {
 // Two reapers and two claimers at once: every task is reported once, and
 // every notice delivered once.
 func TestConcurrentReapersAndClaimers(t *testing.T) {
+	t.Parallel()
 	s, dsn := openStore(t)
 	ctx := t.Context()
 	sqlExec(t, dsn, `INSERT INTO bgtask_instances VALUES ('ghost', now() - interval '1 hour', now() - interval '1 hour', 'alive')`)
@@ -218,6 +220,7 @@ func TestConcurrentReapersAndClaimers(t *testing.T) {
 }
 
 func TestLostInstanceStopsWriting(t *testing.T) {
+	t.Parallel()
 	// A grace of an hour: only the state the test writes can make the
 	// instance lost, never a slow heartbeat.
 	s, dsn := openStore(t, pgstore.WithHeartbeatInterval(50*time.Millisecond), pgstore.WithGrace(time.Hour))
@@ -267,6 +270,7 @@ func TestLostInstanceStopsWriting(t *testing.T) {
 }
 
 func TestCancelReachesOtherInstance(t *testing.T) {
+	t.Parallel()
 	for _, killListener := range []bool{false, true} {
 		t.Run(fmt.Sprintf("killListener=%v", killListener), func(t *testing.T) {
 			// A cannot reconnect its listener within the test when it is
@@ -285,11 +289,11 @@ func TestCancelReachesOtherInstance(t *testing.T) {
 			ma := startManager(t, sa, "inst_a")
 			mb := startManager(t, sb, "inst_b")
 			listener := func() int64 {
-				return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_a")
+				return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_a")
 			}
 			waitFor(t, "A listens", func() bool { return listener() == 1 })
 			if killListener {
-				if n := sqlExec(t, dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, pgstore.ListenerAppName+"inst_a"); n != 1 {
+				if n := sqlExec(t, dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_a"); n != 1 {
 					t.Fatalf("terminated %d listeners", n)
 				}
 				waitFor(t, "A's listener gone", func() bool { return listener() == 0 })
@@ -320,6 +324,7 @@ func TestCancelReachesOtherInstance(t *testing.T) {
 // A started store's reaper drops what the age limit lets go, and keeps
 // what is younger.
 func TestAgeCleanUp(t *testing.T) {
+	t.Parallel()
 	s, dsn := openStore(t, pgstore.WithHeartbeatInterval(50*time.Millisecond), pgstore.WithGrace(time.Hour), pgstore.WithRetainFor(time.Hour))
 	old := rec("task_old", "alice", bgtype.StatusCompleted)
 	young := rec("task_young", "alice", bgtype.StatusCompleted)

@@ -184,6 +184,7 @@ func subAgentTree(t *testing.T, m *bgtask.Manager, owner string, levels, childre
 // the run and a restart of the owner's instance, and no notice is left
 // that nobody will take.
 func TestReapedChildrenReachOwnerOnce(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		levels    int  // sub-agents in the chain: 2 is a sub-agent's sub-agent

@@ -21,6 +21,7 @@ var loadGrace = []string{"-grace", "10s", "-heartbeat", "500ms"}
 // starts and one when it ends, the ends running retention: none loses its
 // registration, no task is interrupted, every task completes.
 func TestLoadFourInstances(t *testing.T) {
+	t.Parallel()
 	const (
 		instances = 4
 		tasks     = 300 // per instance

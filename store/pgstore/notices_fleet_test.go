@@ -16,6 +16,7 @@ import (
 // (with B's idle Receiver woken); A's own idle Receiver of the owner
 // never hands them out; B's answer reaches the task on A.
 func TestSubAgentTalksToItsParentOnAnotherInstance(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	_, ma, _ := instanceStore(t, dsn, "inst_a")
 	_, mb, _ := instanceStore(t, dsn, "inst_b")

@@ -47,6 +47,7 @@ func carriedReads(t *testing.T, dsn string) int64 {
 // WaitOutput returns on new output written on A and on the end; tails and
 // refusals are A's.
 func TestOutputAcrossInstances(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	oa, ob := f.ma.Owner("alice"), f.mb.Owner("alice")
 	sent, wrote := make(chan string), make(chan struct{})
@@ -156,6 +157,7 @@ func TestOutputAcrossInstances(t *testing.T) {
 
 // Output whose oldest bytes A dropped reads on B with the same drop.
 func TestOutputAcrossInstancesDropped(t *testing.T) {
+	t.Parallel()
 	sa, dsn := openStore(t, pgstore.WithPollInterval(time.Hour))
 	sb, err := pgstore.Open(t.Context(), dsn, pgstore.WithPollInterval(time.Hour))
 	if err != nil {
@@ -183,6 +185,7 @@ func TestOutputAcrossInstancesDropped(t *testing.T) {
 // When the instance that ran the task stopped, B's read says so: the output
 // it kept is lost, never read as empty.
 func TestOutputAcrossInstancesStopped(t *testing.T) {
+	t.Parallel()
 	sb, dsn := openStore(t, pgstore.WithPollInterval(time.Hour))
 	mb := startManagerWith(t, sb, "inst_b")
 	sa, err := pgstore.Open(t.Context(), dsn, pgstore.WithPollInterval(time.Hour))
@@ -259,6 +262,7 @@ func TestOutputAcrossInstancesStopped(t *testing.T) {
 // When A dies while B waits there for new output, the reaper fails the
 // read and B's wait says that A is gone.
 func TestOutputAcrossInstancesDiesWhileWaiting(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t, pgstore.WithGrace(time.Hour))
 	id, err := f.ma.Owner("alice").Spawn(t.Context(), blockUntilCanceled(nil))
 	if err != nil {
@@ -280,6 +284,7 @@ func TestOutputAcrossInstancesDiesWhileWaiting(t *testing.T) {
 // The agent's get_task and wait_task on B read and wait for the output of a
 // task that runs on A.
 func TestOutputToolsAcrossInstances(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	sent, wrote := make(chan string), make(chan struct{})
 	id, err := f.ma.Owner("alice").Spawn(t.Context(), writer(sent, wrote))

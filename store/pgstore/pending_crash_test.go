@@ -45,6 +45,7 @@ func pendingCalls(t *testing.T, s store.Store, instance string) []string {
 // untaken notice alone still makes alice pending; once she took it,
 // nobody is.
 func TestCrashPendingOwners(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	a := startInstance(t, dsn, "inst_pend_a", "alice", 3)
 	b := startInstance(t, dsn, "inst_pend_b", "bob", 1)

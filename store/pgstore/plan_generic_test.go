@@ -17,6 +17,7 @@ import (
 // and analyzed table with the default planner and JIT settings: no
 // sequential scan of the tasks table and no JIT.
 func TestGenericPlansUseIndexes(t *testing.T) {
+	t.Parallel()
 	_, dsn := openStore(t)
 	ctx := t.Context()
 	conn, err := pgx.Connect(ctx, dsn)
@@ -63,6 +64,7 @@ func TestGenericPlansUseIndexes(t *testing.T) {
 // A Store's commit connections have the hot statements prepared, and run
 // them with their generic plans.
 func TestHotStatementsPrepared(t *testing.T) {
+	t.Parallel()
 	s, _ := openStore(t)
 	n, err := pgstore.PreparedHot(t.Context(), s)
 	if err != nil {

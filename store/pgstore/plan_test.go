@@ -18,6 +18,7 @@ import (
 // without statistics: no sequential scan of the tasks table, and a cost
 // below the JIT threshold, so no commit pays for JIT compilation.
 func TestPlansUseIndexes(t *testing.T) {
+	t.Parallel()
 	_, dsn := openStore(t)
 	ctx := t.Context()
 	conn, err := pgx.Connect(ctx, dsn)

@@ -40,6 +40,7 @@ func tasksSum(t *testing.T, dsn string) string {
 // OpenReadOnly refuses what it cannot read, with an error that says why,
 // and changes nothing.
 func TestOpenReadOnlyErrors(t *testing.T) {
+	t.Parallel()
 	_, dsn := openStore(t)
 	_, err := pgstore.OpenReadOnly(t.Context(), "postgres://x:y@localhost:notaport/db")
 	if err == nil || !strings.HasPrefix(err.Error(), "pgstore: cannot parse `postgres://x:xxxxx@localhost:notaport/db`") {
@@ -69,6 +70,8 @@ func TestOpenReadOnlyErrors(t *testing.T) {
 
 // List reads across owners with each filter, oldest first, over several
 // pages, and nothing is written; the connections refuse writes.
+//
+// Not parallel: SetListPage sets the page size of every ReadOnly.
 func TestReadOnlyList(t *testing.T) {
 	defer pgstore.SetListPage(2)()
 	s, dsn := openStore(t)
@@ -137,6 +140,7 @@ func TestReadOnlyList(t *testing.T) {
 // A cancel request written through a ReadOnly reaches the instance that
 // runs the task; an ended task and an unknown id record nothing.
 func TestReadOnlyRequestCancel(t *testing.T) {
+	t.Parallel()
 	s, dsn := openStore(t)
 	m := startManager(t, s, "inst_ro")
 	o := m.Owner("alice")

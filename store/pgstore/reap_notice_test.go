@@ -17,6 +17,7 @@ import (
 // the SQLite store do: no notice, no undelivered owner, nothing handed to
 // a run; a task that is not silent is told once (issue 30, item 4).
 func TestReapedSilentTaskTellsNoOne(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	_, ma, _ := instanceStore(t, dsn, "inst_a")
 	sb, mb, _ := instanceStore(t, dsn, "inst_b")
@@ -65,6 +66,7 @@ func TestReapedSilentTaskTellsNoOne(t *testing.T) {
 // names their owners to WithOnPendingOwner, once each per pass, the live
 // owner for a dead sub-agent's tasks (issue 30, item 6).
 func TestReapNamesOwnersToPendingOwnerCallback(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	_, ma, _ := instanceStore(t, dsn, "inst_a")
 	var (

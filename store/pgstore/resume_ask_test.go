@@ -17,6 +17,7 @@ import (
 // through another instance; the next attempt runs there from the
 // checkpoint and the owner hears one end.
 func TestExhaustAskAcrossInstances(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	var (
 		mu      sync.Mutex

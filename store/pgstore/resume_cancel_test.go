@@ -23,6 +23,7 @@ import (
 // terminal event. Before, each caller's end read back as its own: four
 // returned 1 and the owner heard the task up to four times.
 func TestCancelWaitingOnce(t *testing.T) {
+	t.Parallel()
 	const n = 40
 	dsn := pgtest.NewDSN(t)
 	sa, ma := limitInstance(t, dsn, "inst_a")

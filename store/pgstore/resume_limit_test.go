@@ -87,6 +87,7 @@ func limitInstance(t *testing.T, dsn, id string, kinds ...bgtask.Runner) (*pgsto
 // at once across the fleet, exactly 3 whenever 3 or more wait, and all
 // complete.
 func TestKindMaxRunningFleet(t *testing.T) {
+	t.Parallel()
 	const (
 		n     = 40
 		limit = 3
@@ -182,6 +183,7 @@ func TestKindMaxRunningFleet(t *testing.T) {
 // pgstore goes through the queue: with the limit (2) running, 2 more spawns
 // wait (queued, no instance) and another instance claims them as slots free.
 func TestKindMaxRunningSpawnQueued(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	r := &limitRig{runs: map[string]int{}, gates: map[string]chan struct{}{}, started: make(chan string, 4)}
 	k, err := bgtask.NewKind("limit/v1", r.fn, bgtask.KindConfig{MaxRunning: 2})
@@ -235,6 +237,7 @@ func TestKindMaxRunningSpawnQueued(t *testing.T) {
 // does not claim a re-queued task (it would fail it, or hold it queued
 // here); the task waits, untouched, and an instance with room claims it.
 func TestClaimLeftToInstanceWithRoom(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	r := &limitRig{runs: map[string]int{}, gates: map[string]chan struct{}{}, started: make(chan string, 2)}
 	k, err := bgtask.NewKind("limit/v1", r.fn, bgtask.KindConfig{})
@@ -303,6 +306,7 @@ func TestClaimLeftToInstanceWithRoom(t *testing.T) {
 // overdue, found by 4 instances at once: each record ends failed once,
 // and is told once (one landed end in all the instances' counts).
 func TestUnclaimedEndedOnce(t *testing.T) {
+	t.Parallel()
 	const n = 30
 	dsn := pgtest.NewDSN(t)
 	other, err := bgtask.NewKind("other/v1", func(context.Context, *bgtask.Task, struct{}, *bgtask.Checkpoint[struct{}]) (any, error) {

@@ -80,6 +80,7 @@ func kindInstance(t *testing.T, dsn, id string, r *stepsRig) (*pgstore.Store, *b
 // checkpoint. The zombie's later Save fails with ErrSuperseded and changes
 // nothing, its result is dropped, and the owner hears one end per task.
 func TestResumeAfterReap(t *testing.T) {
+	t.Parallel()
 	const n = 12
 	dsn := pgtest.NewDSN(t)
 	r := newStepsRig(t)

@@ -54,6 +54,7 @@ func commitAll(t *testing.T, s *pgstore.Store, metas ...bgtype.TaskMeta) {
 // sub-agent live on a live instance. Each notice names its record and the
 // record's own owner, and is claimed once, by the owner it is addressed to.
 func TestReapAddressesNearestLiveOwner(t *testing.T) {
+	t.Parallel()
 	// Dated against a grace of an hour: "ghost" stopped heartbeating a day
 	// ago, "live" now; no real time is measured.
 	s, dsn := openStore(t, pgstore.WithGrace(time.Hour))
@@ -147,6 +148,7 @@ func TestReapAddressesNearestLiveOwner(t *testing.T) {
 // A notice addressed to a live sub-agent that it did not take moves up
 // once the sub-agent ended, or died: the next reaper pass walks it again.
 func TestReapReaddressesNotices(t *testing.T) {
+	t.Parallel()
 	for _, end := range []string{"completed", "died"} {
 		t.Run(end, func(t *testing.T) {
 			s, dsn := openStore(t, pgstore.WithGrace(time.Hour))
@@ -204,6 +206,7 @@ func TestReapReaddressesNotices(t *testing.T) {
 // A notice already claimed is not moved: the sub-agent took it before it
 // ended, so its owner does not get it again.
 func TestReapLeavesClaimedNotices(t *testing.T) {
+	t.Parallel()
 	s, dsn := openStore(t, pgstore.WithGrace(time.Hour))
 	ctx := t.Context()
 	sqlExec(t, dsn, `INSERT INTO bgtask_instances VALUES ('ghost', now() - interval '1 day', now() - interval '2 days', 'alive'),
@@ -234,6 +237,7 @@ func TestReapLeavesClaimedNotices(t *testing.T) {
 // to the 22nd sub-agent from the top, and the next pass to the owner. An
 // owner cycle (a corrupt lineage) does not make a pass loop.
 func TestReapWalkBounded(t *testing.T) {
+	t.Parallel()
 	s, dsn := openStore(t, pgstore.WithGrace(time.Hour))
 	ctx := t.Context()
 	sqlExec(t, dsn, `INSERT INTO bgtask_instances VALUES ('ghost', now() - interval '1 day', now() - interval '2 days', 'alive')`)
@@ -278,6 +282,7 @@ const noticesVersion = 8
 // (stranded by the reaper of that version) moves up to the sub-agent's
 // owner at the first reaper pass; a delivered one is left as it was.
 func TestMigrationAddressesNotices(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	migrateTo(t, dsn, noticesVersion-1)
 	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at, finished_at, terminal_at, instance)

@@ -17,6 +17,7 @@ import (
 // another thread holds is not concerned (issue 29 §2). HeldRun names the
 // open run and its instance from either instance.
 func TestOneRunPerThreadAcrossInstances(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		release func(t *testing.T, dsn string, a *bgtask.Receiver, stopA func(), sb *pgstore.Store)
@@ -109,6 +110,7 @@ func wantHeld(t *testing.T, s *pgstore.Store, owner, run, instance string) {
 // on A is refused. A stop naming a run that is not the open one reaches
 // nobody.
 func TestStopRunReachesTheInstanceThatHoldsIt(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	_, ma, _ := instanceStore(t, dsn, "inst_a")
 	sb, mb, _ := instanceStore(t, dsn, "inst_b")
@@ -165,6 +167,7 @@ func TestStopRunReachesTheInstanceThatHoldsIt(t *testing.T) {
 // the conversation may have gone with it, and B hands the end again, as
 // after a crash.
 func TestAbortedTurnsEndsCarriedToAnotherInstance(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		between   func(t *testing.T, dsn string, stopA func())

@@ -30,6 +30,7 @@ func rec(id, owner string, st bgtype.Status) bgtype.TaskMeta {
 }
 
 func TestCommitRoundTrip(t *testing.T) {
+	t.Parallel()
 	s, _ := openStore(t)
 	ctx := t.Context()
 	full := bgtype.TaskMeta{
@@ -103,6 +104,7 @@ func TestCommitRoundTrip(t *testing.T) {
 }
 
 func TestCommitInvalidChangesNothing(t *testing.T) {
+	t.Parallel()
 	s, _ := openStore(t)
 	ctx := t.Context()
 	good := rec("task_a", "alice", bgtype.StatusRunning)
@@ -132,6 +134,7 @@ func TestCommitInvalidChangesNothing(t *testing.T) {
 }
 
 func TestReplaceAllAndRemove(t *testing.T) {
+	t.Parallel()
 	s, _ := openStore(t)
 	ctx := t.Context()
 	a, b, c := rec("task_a", "o", bgtype.StatusCompleted), rec("task_b", "o", bgtype.StatusRunning), rec("task_c", "o", bgtype.StatusRunning)
@@ -161,6 +164,7 @@ func TestReplaceAllAndRemove(t *testing.T) {
 }
 
 func TestRetainPerOwner(t *testing.T) {
+	t.Parallel()
 	s, _ := openStore(t, pgstore.WithRetainPerOwner(2))
 	ctx := t.Context()
 	for _, id := range []string{"task_1", "task_2", "task_3"} {

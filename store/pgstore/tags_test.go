@@ -16,6 +16,7 @@ import (
 // and its GIN index, keeps its rows (with no tags), and filters new
 // records by tag.
 func TestMigrationAddsTags(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	migrateTo(t, dsn, 2)
 	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at) VALUES ('task_old', 'alice', 'running', now() - interval '1 hour')`)

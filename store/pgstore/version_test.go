@@ -18,6 +18,7 @@ const versionTrigger = 6
 // an UPDATE made outside the Store then bumps a row's version, so the
 // Store that wrote the record reads the change instead of writing over it.
 func TestMigrationBumpsVersion(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	migrateTo(t, dsn, versionTrigger-1)
 	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at) VALUES ('task_old', 'alice', 'running', now())`)
@@ -40,6 +41,7 @@ func TestMigrationBumpsVersion(t *testing.T) {
 // actions to what it holds (a completion loses to the cancel made by
 // hand).
 func TestCommitSeesOutsideChange(t *testing.T) {
+	t.Parallel()
 	s, dsn := openStore(t)
 	ctx := t.Context()
 	m := rec("task_a", "alice", bgtype.StatusRunning)

@@ -1,8 +1,9 @@
 // Package pgtest is a test helper, not part of the store: it runs a
 // throw-away PostgreSQL server for tests, this module's and those of the
 // modules built on pgstore: initdb in a temporary directory, a postgres
-// process on a free 127.0.0.1 port, and a fresh database per test. When
-// BGTASK_PG_DSN is set, that server is used instead and nothing is started.
+// process on a free 127.0.0.1 port, and a fresh schema per test, in a
+// database no other running test uses. When BGTASK_PG_DSN is set, that
+// server is used instead and nothing is started.
 //
 // PostgreSQL refuses to run as root, so when the tests run as root the
 // server runs as the "postgres" user (its temporary directory is given to
@@ -47,8 +48,10 @@ type Server struct {
 	done chan struct{} // closed when cmd has exited
 	log  *syncBuffer
 
-	dbOnce sync.Once
-	dbErr  error
+	mu      sync.Mutex
+	free    []string // databases no schema uses
+	all     []string // every database CreateSchema created
+	created int      // databases named so far
 }
 
 var (
@@ -183,10 +186,11 @@ func (s *Server) waitReady(limit time.Duration) error {
 }
 
 // Stop stops a server Start started (SIGINT: fast shutdown) and removes its
-// directory. A server named by BGTASK_PG_DSN is left alone.
+// directory. A server named by BGTASK_PG_DSN is left running, without the
+// databases CreateSchema created in it.
 func (s *Server) Stop() error {
 	if s.cmd == nil {
-		return nil
+		return s.dropDBs()
 	}
 	defer os.RemoveAll(s.dir)
 	s.cmd.Process.Signal(syscall.SIGINT)
@@ -203,8 +207,8 @@ func (s *Server) Stop() error {
 }
 
 // NewDSN returns the DSN of a fresh, empty schema, dropped when the test
-// ends. Each schema is its own namespace (the DSN sets search_path), in one
-// shared test database: much cheaper than a database per test.
+// ends. The schema is in a database no other running test of this process
+// uses (CreateSchema), so tests that call NewDSN may run in parallel.
 func NewDSN(tb testing.TB) string {
 	tb.Helper()
 	dsn, drop, err := current.CreateSchema(context.Background())
@@ -219,32 +223,31 @@ func NewDSN(tb testing.TB) string {
 	return dsn
 }
 
-// testDB is the database every schema of this process lives in.
-const testDB = "bgtask_test"
-
 // CreateSchema creates an empty schema and returns a DSN whose search_path
-// is that schema, and a function that drops it. The first call creates
-// the test database.
+// is that schema, and a function that drops it. It is safe for concurrent
+// use.
+//
+// Each schema lives in a database of its own until drop is called: NOTIFY
+// channels and advisory locks belong to a database, not to a schema, so
+// two stores in schemas of one database would hear each other's
+// notifications and contend for each other's instance locks. A database is
+// created on demand and reused (a fresh schema in it) once the schema it
+// held is dropped and no connection to it is left: a database per
+// concurrent schema, not per test.
 func (s *Server) CreateSchema(ctx context.Context) (dsn string, drop func() error, err error) {
 	u, err := url.Parse(s.DSN)
 	if err != nil {
 		return "", nil, fmt.Errorf("parse %s: %w", EnvDSN, err)
 	}
-	s.dbOnce.Do(func() {
-		err := s.exec(ctx, s.DSN, "CREATE DATABASE "+testDB)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42P04" { // duplicate_database: an earlier run's, or another package's
-			err = nil
-		}
-		s.dbErr = err
-	})
-	if s.dbErr != nil {
-		return "", nil, fmt.Errorf("create database %s: %w", testDB, s.dbErr)
+	db, err := s.acquireDB(ctx)
+	if err != nil {
+		return "", nil, err
 	}
-	u.Path = "/" + testDB
+	u.Path = "/" + db
 	base := u.String()
 	name := fmt.Sprintf("t_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6, dbSeq.Add(1))
 	if err := s.exec(ctx, base, "CREATE SCHEMA "+name); err != nil {
+		s.releaseDB(db, base)
 		return "", nil, fmt.Errorf("create schema %s: %w", name, err)
 	}
 	q := u.Query()
@@ -254,9 +257,78 @@ func (s *Server) CreateSchema(ctx context.Context) (dsn string, drop func() erro
 		if err := s.exec(context.Background(), base, "DROP SCHEMA IF EXISTS "+name+" CASCADE"); err != nil {
 			return fmt.Errorf("drop schema %s: %w", name, err)
 		}
+		s.releaseDB(db, base)
 		return nil
 	}
 	return u.String(), drop, nil
+}
+
+// testDB prefixes the names of the databases CreateSchema creates.
+const testDB = "bgtask_test"
+
+// acquireDB returns a database no schema of this process is using: a free
+// one, or a new one.
+func (s *Server) acquireDB(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	if n := len(s.free); n > 0 {
+		db := s.free[n-1]
+		s.free = s.free[:n-1]
+		s.mu.Unlock()
+		return db, nil
+	}
+	s.created++
+	// The process id keeps the databases of test binaries sharing one
+	// server (BGTASK_PG_DSN, packages run in parallel) apart.
+	db := fmt.Sprintf("%s_%d_%d", testDB, os.Getpid(), s.created)
+	s.mu.Unlock()
+	err := s.exec(ctx, s.DSN, "CREATE DATABASE "+db)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P04" { // duplicate_database: an earlier run's with this pid
+		err = nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("create database %s: %w", db, err)
+	}
+	s.mu.Lock()
+	s.all = append(s.all, db)
+	s.mu.Unlock()
+	return db, nil
+}
+
+// releaseDB makes db free for another schema, unless a connection to it is
+// left (a killed process's, not yet gone): that one could still hold an
+// advisory lock or LISTEN, so db is not reused.
+func (s *Server) releaseDB(db, base string) {
+	var others int
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others); err != nil || others > 0 {
+		return
+	}
+	s.mu.Lock()
+	s.free = append(s.free, db)
+	s.mu.Unlock()
+}
+
+// dropDBs drops the databases CreateSchema created, for a server this
+// process did not start (a started one goes with its directory).
+func (s *Server) dropDBs() error {
+	s.mu.Lock()
+	all := s.all
+	s.all, s.free = nil, nil
+	s.mu.Unlock()
+	var errs []error
+	for _, db := range all {
+		if err := s.exec(context.Background(), s.DSN, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
+			errs = append(errs, fmt.Errorf("drop database %s: %w", db, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (s *Server) exec(ctx context.Context, dsn, sql string) error {
