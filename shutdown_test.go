@@ -424,17 +424,20 @@ func TestShutdownStoppedManagerWithDoneContext(t *testing.T) {
 
 // Spawns racing Shutdown either fail with ErrClosed or run and end with the
 // shutdown; after Shutdown returned nil every accepted task is terminal and
-// its event delivered.
+// its event delivered. Retention keeps every record: how many spawns are
+// accepted before the close depends on the scheduler (more than the
+// default 1,000 an owner, once in a loaded CI run).
 func TestShutdownRacesSpawns(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		m := newTestManager(t)
+		m := newTestManager(t, WithRetention(Retention{PerOwner: 1 << 30, Total: 1 << 30}))
 		var (
 			mu  sync.Mutex
 			ids []string
 			wg  sync.WaitGroup
 		)
-		started := make(chan struct{})
+		started, some := make(chan struct{}), make(chan struct{})
+		var someOnce sync.Once
 		for range 8 {
 			wg.Go(func() {
 				<-started
@@ -451,11 +454,15 @@ func TestShutdownRacesSpawns(t *testing.T) {
 					}
 					mu.Lock()
 					ids = append(ids, id)
+					if len(ids) == 16 {
+						someOnce.Do(func() { close(some) })
+					}
 					mu.Unlock()
 				}
 			})
 		}
 		close(started)
+		<-some // Shutdown comes while tasks run and the spawners go on
 		if err := m.Shutdown(context.Background()); err != nil {
 			t.Fatalf("Shutdown: %v", err)
 		}
