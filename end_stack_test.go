@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/testbuild"
 )
 
 // TestEndKeepsFirstStack: the end of a task that completes plainly, on a
@@ -22,7 +23,7 @@ import (
 // spread over the tasks. Not under the race detector, whose instrumented
 // frames need more.
 func TestEndKeepsFirstStack(t *testing.T) {
-	if raceBuild() {
+	if testbuild.Race() {
 		t.Skip("the race detector's frames are larger: measured without -race")
 	}
 	const n = 128
@@ -63,20 +64,6 @@ func TestEndKeepsFirstStack(t *testing.T) {
 			t.Errorf("each task's stack grew by %d bytes, want at most 1024 (none grew)", grown)
 		}
 	})
-}
-
-// raceBuild reports whether the test binary was built with -race.
-func raceBuild() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			return s.Value == "true"
-		}
-	}
-	return false
 }
 
 // stackInuse returns the bytes of goroutine stacks in use.

@@ -14,11 +14,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/bgtask/bgtask/internal/testbuild"
 )
 
 // The README's Go blocks are read one after another: a name one block
@@ -95,20 +96,6 @@ func snippetLines(fset *token.FileSet, f *ast.File, src []byte, s readmeSnippet)
 	return 0, 0, false
 }
 
-// builtWithRace reports whether the test binary was built with -race.
-func builtWithRace() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			return s.Value == "true"
-		}
-	}
-	return false
-}
-
 // exportData lists, with go list -export, the compiled export data of every
 // package the test packages of dirs import, by import path. A package the
 // test of a dir recompiles (it, and what imports it) is listed per dir.
@@ -119,7 +106,7 @@ func exportData(t *testing.T, dirs []string) (shared map[string]string, forTest 
 		t.Fatal(err)
 	}
 	args := []string{"list", "-e", "-export", "-test", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}"}
-	if builtWithRace() {
+	if testbuild.Race() {
 		args = append(args, "-race") // the build the tests make anyway: no second compile of the SDKs
 	}
 	for _, d := range dirs {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/internal/clock"
+	"github.com/bgtask/bgtask/internal/testbuild"
 	"github.com/bgtask/bgtask/store"
 )
 
@@ -41,20 +41,6 @@ func readInternals(m *Manager, s *memstore.Store) memInternals {
 	return in
 }
 
-// raceEnabled reports whether the test binary was built with -race.
-func raceEnabled() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			return s.Value == "true"
-		}
-	}
-	return false
-}
-
 // A Manager that has run many tasks for one owner keeps no handle of them
 // and a bounded number of records.
 func TestMemoryBoundedAfterManyTasks(t *testing.T) {
@@ -63,7 +49,7 @@ func TestMemoryBoundedAfterManyTasks(t *testing.T) {
 	switch {
 	case testing.Short():
 		total = 20_000
-	case raceEnabled():
+	case testbuild.Race():
 		total = 100_000 // the race detector makes a task ~5x dearer; stay near 5s
 	}
 	store := memstore.New(memstore.WithRetainPerOwner(100))
