@@ -82,6 +82,7 @@ func (s *Store) pollLoop(ctx context.Context, rt store.Runtime) {
 // instance of its task's record ("" for both when the record is gone).
 type cancelRequest struct {
 	seq      int64
+	at       int64 // requested_at: with seq and task, names the row (seq alone is reused)
 	task     string
 	tree     bool
 	reason   string
@@ -106,7 +107,7 @@ func (s *Store) handleCancels(ctx context.Context, rt store.Runtime) error {
 		if err != nil || len(reqs) == 0 {
 			return err
 		}
-		var done []int64
+		var done []cancelRequest
 		for _, r := range reqs {
 			after = r.seq
 			switch {
@@ -130,7 +131,7 @@ func (s *Store) handleCancels(ctx context.Context, rt store.Runtime) error {
 				}
 				s.cfg.logger.Debug("sqlitestore: cancel request expired", "task", r.task, "instance", r.instance)
 			}
-			done = append(done, r.seq)
+			done = append(done, r)
 		}
 		if err := s.deleteCancels(ctx, done); err != nil {
 			return err
@@ -144,7 +145,7 @@ func (s *Store) handleCancels(ctx context.Context, rt store.Runtime) error {
 // readCancels reads a page of pending requests after seq, with their
 // tasks' status and instance.
 func (s *Store) readCancels(ctx context.Context, after int64) ([]cancelRequest, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT c.seq, c.task_id, c.tree, c.reason, coalesce(t.status, ''), coalesce(t.instance, '')
+	rows, err := s.db.QueryContext(ctx, `SELECT c.seq, c.requested_at, c.task_id, c.tree, c.reason, coalesce(t.status, ''), coalesce(t.instance, '')
 		FROM cancel_requests c LEFT JOIN tasks t ON t.id = c.task_id
 		WHERE c.seq > ? ORDER BY c.seq LIMIT ?`, after, cancelPage)
 	if err != nil {
@@ -154,7 +155,7 @@ func (s *Store) readCancels(ctx context.Context, after int64) ([]cancelRequest, 
 	var reqs []cancelRequest
 	for rows.Next() {
 		var r cancelRequest
-		if err := rows.Scan(&r.seq, &r.task, &r.tree, &r.reason, &r.status, &r.instance); err != nil {
+		if err := rows.Scan(&r.seq, &r.at, &r.task, &r.tree, &r.reason, &r.status, &r.instance); err != nil {
 			return nil, err
 		}
 		reqs = append(reqs, r)
@@ -176,16 +177,28 @@ func (s *Store) carryOut(ctx context.Context, rt store.Runtime, r cancelRequest)
 	return true
 }
 
-// deleteCancels deletes the requests seqs, in one statement.
-func (s *Store) deleteCancels(ctx context.Context, seqs []int64) error {
-	if len(seqs) == 0 {
+// deleteCancels deletes the requests reqs, in one statement. A row is
+// matched by its seq, task and requested_at, not by seq alone: seq is a
+// rowid, which SQLite hands out again once the newest row is deleted, so
+// between this Store's read and this delete another process may delete a
+// request and an inspector write a new one under the same seq (a request
+// that nobody would then carry out).
+func (s *Store) deleteCancels(ctx context.Context, reqs []cancelRequest) error {
+	if len(reqs) == 0 {
 		return nil
 	}
-	args := make([]any, len(seqs))
-	for i, seq := range seqs {
-		args[i] = seq
+	// seq IN (…) lets SQLite find the rows by rowid; the row values alone
+	// would scan the table.
+	args := make([]any, 0, 4*len(reqs))
+	for _, r := range reqs {
+		args = append(args, r.seq)
 	}
-	_, err := s.db.ExecContext(ctx, "DELETE FROM cancel_requests WHERE seq IN (?"+strings.Repeat(", ?", len(seqs)-1)+")", args...)
+	for _, r := range reqs {
+		args = append(args, r.seq, r.task, r.at)
+	}
+	more := len(reqs) - 1
+	_, err := s.db.ExecContext(ctx, "DELETE FROM cancel_requests WHERE seq IN (?"+strings.Repeat(", ?", more)+
+		") AND (seq, task_id, requested_at) IN (VALUES (?, ?, ?)"+strings.Repeat(", (?, ?, ?)", more)+")", args...)
 	return err
 }
 

@@ -1,6 +1,11 @@
 package sqlitestore
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/bgtask/bgtask/store"
+)
 
 // WithClock replaces the store's clock (age retention).
 func WithClock(now func() time.Time) Option {
@@ -18,3 +23,8 @@ func MigrationSQL(v int) string { return migrations[v-1] }
 
 // WriterReads is how many read statements the writer has run.
 func WriterReads(s *Store) int64 { return s.reads.Load() }
+
+// HandleCancels runs one poll of a started Store's cancel requests, with rt.
+func HandleCancels(ctx context.Context, s *Store, rt store.Runtime) error {
+	return s.handleCancels(ctx, rt)
+}
