@@ -455,7 +455,10 @@ func TestSendAcrossInstancesWithdrawn(t *testing.T) {
 // A second live process (here a second Store) cannot start an instance id
 // that another one runs; once that one is gone (its connection closed, as
 // when its process dies), the id starts again at once, and the first
-// one, if it lived on, finds itself lost at its next heartbeat.
+// one, if it lived on, finds itself lost at its next heartbeat. Start's
+// waiting take of the lock (instanceLockSQL, bounded by lock_timeout) is
+// what refuses here; the listener's reconnect, the one user of the try
+// (tryInstanceLockSQL), is held off, so relock_test.go proves the try.
 func TestStartRefusesALiveInstanceID(t *testing.T) {
 	t.Parallel()
 	// s1 never reconnects its listener: only s2 can take the lock.
