@@ -204,7 +204,8 @@ func TestCancelRequestsReachTheirProcess(t *testing.T) {
 				lost[f[2]] = f[1]
 			}
 		case <-time.After(childPatience):
-			t.Fatalf("after %v: %d cancelled, %d lost; cancelled %v; logs:\n%s", childPatience, len(canceled), len(lost), canceled, strings.Join(logs, "\n"))
+			t.Fatalf("after %v: %d cancelled, %d lost; cancelled %v; requests left: %s; logs:\n%s", childPatience, len(canceled), len(lost), canceled,
+				tableSum(t, path, "cancel_requests"), strings.Join(logs, "\n"))
 		}
 	}
 	if len(lost) > 0 {
