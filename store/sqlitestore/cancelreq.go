@@ -37,8 +37,11 @@ func (p *poller) halt() {
 // request's reason, then deletes the request. A request is consumed only
 // by the process that runs its task: with several processes on one file,
 // each carries out its own tasks' requests and leaves the others'. A
-// request whose task no process runs any more (it ended, or the process
-// that ran it is gone) expires and is deleted. m must use this Store
+// request of a resumable task that waits in the queue (no process runs
+// it) is carried out by the first Store that reads it: its Manager ends
+// the task cancelled, as m.Cancel does. A request whose task no process
+// runs any more (it ended, or the process that ran it is gone) expires and
+// is deleted. m must use this Store
 // (WithStore).
 //
 // Close stops the goroutine and waits for it. Without Start a Store ignores
@@ -79,7 +82,8 @@ func (s *Store) pollLoop(ctx context.Context, rt store.Runtime) {
 }
 
 // cancelRequest is a row of cancel_requests, with the status and the
-// instance of its task's record ("" for both when the record is gone).
+// instance of its task's record ("" for both when the record is gone), and
+// whether the record waits in the queue (store.Waiting).
 type cancelRequest struct {
 	seq      int64
 	at       int64 // requested_at: with seq and task, names the row (seq alone is reused)
@@ -88,6 +92,7 @@ type cancelRequest struct {
 	reason   string
 	status   string
 	instance string
+	waiting  bool
 }
 
 // cancelPage bounds the requests one read of handleCancels takes.
@@ -97,8 +102,9 @@ const cancelPage = 256
 // Store's instances run, oldest first, and deletes them. A request is
 // consumed only by the process that runs its task: one for a task of
 // another instance that is alive is left for that instance's process; one
-// whose task no process runs any more (its record is terminal or gone, or
-// its instance is gone) expires, and is deleted. It reads before it
+// for a task waiting in the queue is carried out here (no process runs
+// it); one whose task no process runs any more (its record is terminal or
+// gone, or its instance is gone) expires, and is deleted. It reads before it
 // writes, so an idle poll takes no lock.
 func (s *Store) handleCancels(ctx context.Context, rt store.Runtime) error {
 	alive := make(map[string]bool) // other instances' liveness, for this poll
@@ -113,10 +119,26 @@ func (s *Store) handleCancels(ctx context.Context, rt store.Runtime) error {
 			switch {
 			case r.status == "" || bgtype.Status(r.status).IsTerminal():
 				s.cfg.logger.Debug("sqlitestore: cancel request expired", "task", r.task, "status", r.status)
+			case r.waiting:
+				// The Manager ends it in the file, as a claim of the waiting
+				// attempt: of two processes, or a cancel and a claim, the
+				// first wins. Nothing signalled: it was claimed or ended
+				// meanwhile, and the next poll reads where it went.
+				n, ok := s.carryOut(ctx, rt, r)
+				if !ok {
+					continue
+				}
+				if n == 0 {
+					s.cfg.logger.Debug("sqlitestore: cancel request left: its waiting task was claimed or ended meanwhile", "task", r.task)
+					continue
+				}
+				s.cfg.logger.Debug("sqlitestore: cancel request handled", "task", r.task, "tree", r.tree, "signalled", n)
 			case s.liveInstance(r.instance):
-				if !s.carryOut(ctx, rt, r) {
+				n, ok := s.carryOut(ctx, rt, r)
+				if !ok {
 					continue // left for the next poll: a failed cancel is not a lost request
 				}
+				s.cfg.logger.Debug("sqlitestore: cancel request handled", "task", r.task, "tree", r.tree, "signalled", n)
 			default:
 				live, ok := alive[r.instance]
 				if !ok {
@@ -145,7 +167,8 @@ func (s *Store) handleCancels(ctx context.Context, rt store.Runtime) error {
 // readCancels reads a page of pending requests after seq, with their
 // tasks' status and instance.
 func (s *Store) readCancels(ctx context.Context, after int64) ([]cancelRequest, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT c.seq, c.requested_at, c.task_id, c.tree, c.reason, coalesce(t.status, ''), coalesce(t.instance, '')
+	rows, err := s.db.QueryContext(ctx, `SELECT c.seq, c.requested_at, c.task_id, c.tree, c.reason, coalesce(t.status, ''), coalesce(t.instance, ''),
+			coalesce(t.resume IS NOT NULL AND t.status = 'queued' AND t.instance = '', 0)
 		FROM cancel_requests c LEFT JOIN tasks t ON t.id = c.task_id
 		WHERE c.seq > ? ORDER BY c.seq LIMIT ?`, after, cancelPage)
 	if err != nil {
@@ -155,7 +178,7 @@ func (s *Store) readCancels(ctx context.Context, after int64) ([]cancelRequest, 
 	var reqs []cancelRequest
 	for rows.Next() {
 		var r cancelRequest
-		if err := rows.Scan(&r.seq, &r.at, &r.task, &r.tree, &r.reason, &r.status, &r.instance); err != nil {
+		if err := rows.Scan(&r.seq, &r.at, &r.task, &r.tree, &r.reason, &r.status, &r.instance, &r.waiting); err != nil {
 			return nil, err
 		}
 		reqs = append(reqs, r)
@@ -164,17 +187,17 @@ func (s *Store) readCancels(ctx context.Context, after int64) ([]cancelRequest, 
 }
 
 // carryOut cancels r's task in m, as m.Cancel or m.CancelTree with the
-// request's reason, and reports whether the request is done with. One that
-// failed (a commit of the Store that failed, say) is tried again at the
-// next poll; it expires once its task has ended.
-func (s *Store) carryOut(ctx context.Context, rt store.Runtime, r cancelRequest) bool {
+// request's reason, and returns how many tasks it signalled and whether
+// the request is done with. One that failed (a commit of the Store that
+// failed, say) is tried again at the next poll; it expires once its task
+// has ended.
+func (s *Store) carryOut(ctx context.Context, rt store.Runtime, r cancelRequest) (int, bool) {
 	n, err := rt.CancelRequested(ctx, r.task, r.tree, r.reason)
 	if err != nil {
 		s.cfg.logger.Warn("sqlitestore: cancel request failed; tried again at the next poll", "task", r.task, "err", err)
-		return false
+		return 0, false
 	}
-	s.cfg.logger.Debug("sqlitestore: cancel request handled", "task", r.task, "tree", r.tree, "signalled", n)
-	return true
+	return n, true
 }
 
 // deleteCancels deletes the requests reqs, in one statement. A row is
@@ -205,7 +228,8 @@ func (s *Store) deleteCancels(ctx context.Context, reqs []cancelRequest) error {
 // RequestCancel records a request that the process running task id (the
 // application that opened the file with Open and called Start) cancel it,
 // with its attached descendants when tree is true, giving reason (may be
-// empty). It is the one write of a ReadOnly, made on a connection of its
+// empty). A resumable task that waits in the queue is cancelled by the
+// first started Store that reads the request. It is the one write of a ReadOnly, made on a connection of its
 // own in one transaction. It returns the task's record as read in that
 // transaction: if its status is already terminal, nothing was recorded.
 // An unknown id is an error matching bgtype.ErrNotFound. It returns once
