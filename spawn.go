@@ -368,9 +368,11 @@ func (m *Manager) checkLimits(t *Task, p *Task, os *ownerState) error {
 // Under m.mu.
 func (m *Manager) link(t *Task, p *Task, os *ownerState) {
 	meta := t.rec
-	m.owners[meta.Owner] = os
-	if os == m.spareOwner {
-		m.spareOwner = nil
+	if os.live == 0 { // not in m.owners: retire deleted it when live fell to 0
+		m.owners[meta.Owner] = os
+		if os == m.spareOwner {
+			m.spareOwner = nil
+		}
 	}
 	os.live++ // decremented by retire
 	if t.reports() {
