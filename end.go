@@ -31,7 +31,9 @@ func (m *Manager) end(t *Task, out *outcome, cut, small bool) {
 	}
 
 	fg := t.fg.Load() != fgBackground && m.endForeground(t)
-	if small && !fg && !cut && m.mem != nil && m.cfg.observer == nil {
+	// After endForeground: a task that ends in the foreground is fgEnded
+	// now, so endsApart is false for it, as returned and finish saw it.
+	if !cut && m.endsApart(t, small) {
 		m.endSmall(t, out, prog)
 		return
 	}
