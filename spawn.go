@@ -121,11 +121,11 @@ func (m *Manager) newTask(ctx context.Context, owner string, fn Func, agent bool
 		parent.RunID = firstNonEmpty(parent.RunID, storedRun)
 	}
 
-	t := &Task{m: m, fn: fn}
+	t, ent := m.newTaskRecord()
+	t.m, t.fn = m, fn
 	if sc.foreground {
 		t.fg.Store(fgHeld)
 	}
-	ent := m.newRecord(t)
 	u := bgtype.TaskMeta{
 		ID: idgen.NewTask(created), Owner: owner, Type: sc.typ, Name: sc.name, Description: sc.description,
 		Parent: parent, Detached: sc.detached, Instance: m.cfg.instance, Wake: sc.wake,

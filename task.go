@@ -41,7 +41,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	field                        guarded by           written by
 //	m, fn, cctx, vals, stop      set at spawn         spawn
 //	rare.inbox (a sub-agent's)   set at spawn         spawn (with the taskRare)
-//	rec (the pointer), queued    set at spawn         spawn (newRecord)
+//	rec (the pointer), queued    set at spawn         spawn (newTaskRecord)
 //	rec's identity fields        set at spawn         spawn, register (the parent's run); never
 //	(id, owner, wake, typ,                            changed after (memRec.setMutable skips them,
 //	detached, noTags, ident)                          the terminal copy shares ident)
