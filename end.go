@@ -454,7 +454,7 @@ func terminalEvent(meta *bgtype.TaskMeta) bgtype.Event {
 //
 //go:noinline
 func (m *Manager) commitMemEnd(t *Task, edit *terminalEdit, ev *bgtype.Event) {
-	if !m.mem.CommitEnd(t.rec, edit) {
+	if !m.mem.CommitEnd(t.ent, edit) {
 		m.commitMemEndSlow(t, edit, ev)
 		return
 	}

@@ -32,7 +32,7 @@ func (m *Manager) newTaskRecord() (*Task, *memstore.Entry) {
 		return &tr.t, nil
 	}
 	te := new(taskEntry)
-	te.t.rec = &te.e.Rec
+	te.t.rec, te.t.ent = &te.e.Rec, &te.e
 	return &te.t, &te.e
 }
 
