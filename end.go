@@ -31,7 +31,9 @@ func (m *Manager) end(t *Task, out *outcome, cut, small bool) {
 	}
 
 	fg := t.fg.Load() != fgBackground && m.endForeground(t)
-	if small && !fg && !cut && m.mem != nil && m.cfg.observer == nil {
+	// After endForeground: a task that ends in the foreground is fgEnded
+	// now, so endsApart is false for it, as returned and finish saw it.
+	if !cut && m.endsApart(t, small) {
 		m.endSmall(t, out, prog)
 		return
 	}
@@ -452,7 +454,7 @@ func terminalEvent(meta *bgtype.TaskMeta) bgtype.Event {
 //
 //go:noinline
 func (m *Manager) commitMemEnd(t *Task, edit *terminalEdit, ev *bgtype.Event) {
-	if !m.mem.CommitEnd(t.rec, edit) {
+	if !m.mem.CommitEnd(t.ent, edit) {
 		m.commitMemEndSlow(t, edit, ev)
 		return
 	}

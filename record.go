@@ -19,19 +19,36 @@ import (
 // commit. Sharing saves a copy of every live record and an allocation per
 // spawn.
 
-// newRecord makes t.rec, in the entry the in-memory store will keep it in when
-// the store is one (returned, for commitFirst), else on its own.
-func (m *Manager) newRecord(t *Task) *memstore.Entry {
+// newTaskRecord returns a new Task of m with t.rec made: in the entry the
+// in-memory store will keep it in when the store is one (returned, for
+// commitFirst), else on its own. The Task and its record are one
+// allocation: the Task points at its record for its whole life, and the
+// store keeps a live entry only while the task is live (a terminal record
+// is a copy, memstore's newDone), so neither keeps the other longer.
+func (m *Manager) newTaskRecord() (*Task, *memstore.Entry) {
 	if m.mem == nil {
-		t.rec = new(memstore.Rec)
-		return nil
+		tr := new(taskRec)
+		tr.t.rec = &tr.rec
+		return &tr.t, nil
 	}
-	e := new(memstore.Entry)
-	t.rec = &e.Rec
-	return e
+	te := new(taskEntry)
+	te.t.rec, te.t.ent = &te.e.Rec, &te.e
+	return &te.t, &te.e
 }
 
-// commitFirst commits the task's first record; e is what newRecord returned.
+// taskEntry is a Task and the entry of its record, allocated together.
+type taskEntry struct {
+	t Task
+	e memstore.Entry
+}
+
+// taskRec is a Task and its private record, allocated together.
+type taskRec struct {
+	t   Task
+	rec memstore.Rec
+}
+
+// commitFirst commits the task's first record; e is what newTaskRecord returned.
 func (m *Manager) commitFirst(ctx context.Context, t *Task, e *memstore.Entry, waiting bool) error {
 	if m.mem != nil && !waiting {
 		if ok, err := m.mem.CommitNew(ctx, e); ok || err != nil {

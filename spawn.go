@@ -121,11 +121,11 @@ func (m *Manager) newTask(ctx context.Context, owner string, fn Func, agent bool
 		parent.RunID = firstNonEmpty(parent.RunID, storedRun)
 	}
 
-	t := &Task{m: m, fn: fn}
+	t, ent := m.newTaskRecord()
+	t.m, t.fn = m, fn
 	if sc.foreground {
 		t.fg.Store(fgHeld)
 	}
-	ent := m.newRecord(t)
 	u := bgtype.TaskMeta{
 		ID: idgen.NewTask(created), Owner: owner, Type: sc.typ, Name: sc.name, Description: sc.description,
 		Parent: parent, Detached: sc.detached, Instance: m.cfg.instance, Wake: sc.wake,
@@ -368,9 +368,11 @@ func (m *Manager) checkLimits(t *Task, p *Task, os *ownerState) error {
 // Under m.mu.
 func (m *Manager) link(t *Task, p *Task, os *ownerState) {
 	meta := t.rec
-	m.owners[meta.Owner] = os
-	if os == m.spareOwner {
-		m.spareOwner = nil
+	if os.live == 0 { // not in m.owners: retire deleted it when live fell to 0
+		m.owners[meta.Owner] = os
+		if os == m.spareOwner {
+			m.spareOwner = nil
+		}
 	}
 	os.live++ // decremented by retire
 	if t.reports() {

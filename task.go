@@ -41,7 +41,7 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	field                        guarded by           written by
 //	m, fn, cctx, vals, stop      set at spawn         spawn
 //	rare.inbox (a sub-agent's)   set at spawn         spawn (with the taskRare)
-//	rec (the pointer), queued    set at spawn         spawn (newRecord)
+//	rec, ent (pointers), queued  set at spawn         spawn (newTaskRecord)
 //	rec's identity fields        set at spawn         spawn, register (the parent's run); never
 //	(id, owner, wake, typ,                            changed after (memRec.setMutable skips them,
 //	detached, noTags, ident)                          the terminal copy shares ident)
@@ -160,7 +160,8 @@ type Func func(ctx context.Context, t *Task) (any, error)
 // concurrent use, including after the function has returned.
 type Task struct {
 	m    *Manager
-	rec  *memstore.Rec // the record: shared with an in-memory store, or private (see record.go)
+	rec  *memstore.Rec   // the record: shared with an in-memory store, or private (see record.go)
+	ent  *memstore.Entry // the in-memory store's entry holding rec; nil with any other Store
 	fn   Func
 	cctx context.Context // the task's cancellable context; its function gets the Task as one (taskContext)
 	vals valuesOnly      // the parent of ctx: the spawner's values only

@@ -27,7 +27,9 @@ func (m *Manager) work(t *Task) {
 	var w *workpool.Worker[Task]
 	small := true // on the stack the goroutine started with (endSmall)
 	for t != nil {
-		pprof.SetGoroutineLabels(t.context())
+		// The spawner's context: the labels t's own layers pass through
+		// unchanged, found without walking them (cold in a burst).
+		pprof.SetGoroutineLabels(t.vals.parent)
 		m.run(t, small)
 		pprof.SetGoroutineLabels(context.Background())
 		if t = m.workers.Park(&w); t != nil && small {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // TestCommitEndMatchesCommitEdit: for every kind of live record and of
@@ -61,7 +62,7 @@ func TestCommitEndMatchesCommitEdit(t *testing.T) {
 				oEdit, oEnd := o, o
 				var u bgtype.TaskMeta
 				viaEdit.CommitEdit(&editEntry.Rec, &u, &oEdit)
-				if viaEnd.CommitEnd(&endEntry.Rec, &oEnd) {
+				if viaEnd.CommitEnd(endEntry, &oEnd) {
 					plain++
 					if oEnd.From != oEdit.From {
 						t.Errorf("From %q, want %q", oEnd.From, oEdit.From)
@@ -179,5 +180,54 @@ func TestCommitNewMatchesCommitOne(t *testing.T) {
 	cancel()
 	if ok, err := New().CommitNew(cancelled, e2); ok || !errors.Is(err, context.Canceled) {
 		t.Fatalf("CommitNew with a cancelled context: %v %v, want false, context.Canceled", ok, err)
+	}
+}
+
+// TestCommitEndOfAnEntryNoLongerKept: CommitEnd commits on an entry the
+// store keeps and on nothing else: an entry a ReplaceAll took, and a live
+// entry whose record already ended (the store keeps a copy), report false
+// and leave the store as it was; the entry ReplaceAll kept commits.
+func TestCommitEndOfAnEntryNoLongerKept(t *testing.T) {
+	ctx := context.Background()
+	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	live := func(id string) (*bgtype.TaskMeta, *Entry) {
+		m := bgtype.TaskMeta{ID: id, Owner: "o", Instance: "i1", Status: bgtype.StatusRunning, CreatedAt: created, StartedAt: created}
+		e := new(Entry)
+		e.Rec.Set(&m)
+		return &m, e
+	}
+	done := func() *Outcome {
+		return &Outcome{Status: bgtype.StatusCompleted, Result: json.RawMessage("42"), End: created.Add(time.Second)}
+	}
+	s := New()
+	ma, ea := live("task_a")
+	mb, eb := live("task_b")
+	for _, x := range []struct {
+		m *bgtype.TaskMeta
+		e *Entry
+	}{{ma, ea}, {mb, eb}} {
+		if err := s.CommitOne(ctx, x.m, x.e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// task_a stays, task_b goes.
+	if err := s.Commit(ctx, "o", store.ReplaceAllAction(*ma)); err != nil {
+		t.Fatal(err)
+	}
+	if s.CommitEnd(eb, done()) {
+		t.Fatal("CommitEnd of an entry ReplaceAll took reported true")
+	}
+	if _, err := s.Get(ctx, "task_b"); !errors.Is(err, bgtype.ErrNotFound) {
+		t.Fatalf("Get(task_b) = %v, want ErrNotFound", err)
+	}
+	kept := ea // ReplaceAll updates a record it keeps in its entry
+	if !s.CommitEnd(kept, done()) {
+		t.Fatal("CommitEnd of the kept entry reported false")
+	}
+	if s.CommitEnd(kept, done()) {
+		t.Fatal("CommitEnd of an entry already ended reported true")
+	}
+	if got, err := s.Get(ctx, "task_a"); err != nil || got.Status != bgtype.StatusCompleted || string(got.Result) != "42" {
+		t.Fatalf("Get(task_a) = %v %s, %v, want completed 42", got.Status, got.Result, err)
 	}
 }

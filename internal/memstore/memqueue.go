@@ -8,7 +8,7 @@ import "github.com/bgtask/bgtask/bgtype"
 // keeps it reachable. Live and terminal records alike are compact: the
 // entry holds its memRec (one allocation of 160 bytes, a size class, see
 // memrec.go). A live record is the one its
-// Task reads (the Manager makes it at spawn, newRecord); when it turns
+// Task reads (the Manager makes it at spawn, newTaskRecord); when it turns
 // terminal the store keeps a copy in an entry of its own, which retention
 // recycles, and the Task keeps the live one.
 type Entry struct {

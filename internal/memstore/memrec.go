@@ -30,6 +30,7 @@ type Rec struct {
 	Detached                   bool  // identity
 	announced                  bool
 	noTags                     bool // Tags is empty but not nil (identity)
+	held                       bool // its shard's byID names this very entry; under the shard's lock
 	ident                      *memIdent
 	rare                       *memRare
 }
@@ -150,7 +151,7 @@ func newDone(t *memTerm, e *Entry, live *Rec) *Entry {
 // copied.
 func (r *Rec) Set(m *bgtype.TaskMeta) {
 	*r = Rec{
-		ID: m.ID, Owner: m.Owner, typ: memTypeCode(m.Type), at: r.at, wake: memWakeCode(m.Wake),
+		ID: m.ID, Owner: m.Owner, typ: memTypeCode(m.Type), at: r.at, held: r.held, wake: memWakeCode(m.Wake),
 		Detached: m.Detached, noTags: m.Tags != nil && len(m.Tags) == 0,
 	}
 	if m.Name != "" || m.IdempotencyKey != "" || r.wake == memOtherWake || r.typ == memOtherType ||

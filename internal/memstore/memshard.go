@@ -146,7 +146,8 @@ func (sh *memShard) add(tx *memTx, e *Entry) {
 		return
 	}
 	id, owner := e.Rec.ID, e.Rec.Owner
-	sh.byID[id] = e
+	sh.byID[id] = e // a new id: no entry is named here (callers look first)
+	e.Rec.held = true
 	if k := e.Key(); k != "" {
 		sh.keys[keyRef{owner, k}] = e
 	}
@@ -190,7 +191,8 @@ func (sh *memShard) markTerminal(tx *memTx, live *Entry) {
 	e := newDone(sh.term, tx.spare, &live.Rec)
 	tx.spare = nil
 	e.Rec.at = tx.clock.UnixNano()
-	sh.byID[e.Rec.ID] = e
+	sh.byID[e.Rec.ID] = e // in live's place, if live was there
+	live.Rec.held, e.Rec.held = false, true
 	if k := e.Key(); k != "" {
 		sh.keys[keyRef{e.Rec.Owner, k}] = e
 	}
@@ -201,9 +203,9 @@ func (sh *memShard) markTerminal(tx *memTx, live *Entry) {
 // maps, where they still name it (the id may name another record now).
 // Called with sh.mu held.
 func (sh *memShard) forget(e *Entry) {
-	id := e.id()
-	if sh.byID[id] == e {
-		delete(sh.byID, id)
+	if e.Rec.held { // no lookup: held says byID names e
+		delete(sh.byID, e.id())
+		e.Rec.held = false
 	}
 	if k := e.Key(); k != "" {
 		if ref := (keyRef{e.ownerID(), k}); sh.keys[ref] == e {

@@ -272,24 +272,25 @@ func (s *Store) CommitEdit(rec *Rec, u *bgtype.TaskMeta, edit *Outcome) {
 	s.forget(&tx)
 }
 
-// CommitEnd commits edit, a task's end, on rec, a live record kept by
-// CommitOne, when the reducer would change only its status, result and
+// CommitEnd commits edit, a task's end, on e, the entry of a live record
+// kept by CommitOne, when the reducer would change only its status, result and
 // finish time: edit carries no error, reason, progress or new attempt, and
-// rec none of the fields a reducer merges (no error, progress, attempt,
+// the record none of the fields a reducer merges (no error, progress, attempt,
 // input or kind's resume; not finished). Then it writes those three in
 // place, sets edit.From, and reports true, with no TaskMeta built and no
-// reducer pass (the usual task's end). Otherwise it changes nothing and
-// reports false: CommitEdit is the way. The result is copied, as the
-// reducer copies it: the store's own.
-func (s *Store) CommitEnd(rec *Rec, edit *Outcome) bool {
+// reducer pass (the usual task's end). Otherwise, or if the store no
+// longer keeps e (a ReplaceAll or Remove took the record), it changes
+// nothing and reports false: CommitEdit is the way. The result is copied,
+// as the reducer copies it: the store's own.
+func (s *Store) CommitEnd(e *Entry, edit *Outcome) bool {
 	if !edit.plain() {
 		return false
 	}
+	rec := &e.Rec
 	sh := s.shardOf(rec.ID)
 	spare := s.term.takeDone() // as CommitEdit: no allocation under the lock
 	sh.mu.Lock()
-	e := sh.byID[rec.ID]
-	if e == nil || &e.Rec != rec || !rec.livePlain() {
+	if !rec.held || !rec.livePlain() { // held: byID names e, without a lookup
 		sh.mu.Unlock()
 		s.term.recycle(spare)
 		return false
