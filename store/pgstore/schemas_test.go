@@ -1,0 +1,191 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bgtask/bgtask"
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store/pgstore"
+	"github.com/bgtask/bgtask/store/pgstore/pgtest"
+)
+
+// oddSchema is a schema name that needs quoting everywhere: a quote, a
+// space, a semicolon and a letter beyond ASCII.
+const oddSchema = `fleet "b"; ü`
+
+// schemaDSN returns dsn with its search_path set to schema, which it
+// creates in dsn's database (unless it is public) and drops, with what is
+// in it, when the test ends (public is made again, empty).
+func schemaDSN(t *testing.T, dsn, schema string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", pgx.Identifier{schema}.Sanitize())
+	// pgx reads a URL's query with PathUnescape: "+" stays a plus.
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	name := pgx.Identifier{schema}.Sanitize()
+	if schema != "public" {
+		sqlExec(t, dsn, "CREATE SCHEMA "+name)
+	}
+	t.Cleanup(func() {
+		drop := "DROP SCHEMA " + name + " CASCADE"
+		if schema == "public" {
+			drop += "; CREATE SCHEMA public"
+		}
+		sqlExec(t, dsn, drop)
+	})
+	return u.String()
+}
+
+// openOn opens a Store on dsn, closed when the test ends.
+func openOn(t *testing.T, dsn string) *pgstore.Store {
+	t.Helper()
+	s, err := pgstore.Open(t.Context(), dsn, pgstore.WithPollInterval(time.Hour))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// settledLog records what OnSettled tells a Store.
+type settledLog struct {
+	mu  sync.Mutex
+	ids []string
+	got chan struct{}
+}
+
+func listenSettled(s *pgstore.Store) *settledLog {
+	l := &settledLog{got: make(chan struct{}, 1)}
+	s.OnSettled(func(id, _ string) {
+		l.mu.Lock()
+		l.ids = append(l.ids, id)
+		l.mu.Unlock()
+		select {
+		case l.got <- struct{}{}:
+		default:
+		}
+	})
+	return l
+}
+
+func (l *settledLog) heard() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.ids)
+}
+
+// waitHeard waits until l heard id, failing at the hang guard.
+func (l *settledLog) waitHeard(t *testing.T, id string) {
+	t.Helper()
+	for !slices.Contains(l.heard(), id) {
+		select {
+		case <-l.got:
+		case <-guard(t).Done():
+			t.Fatalf("%s not heard within %v (heard %q)", id, hangGuard, l.heard())
+		}
+	}
+}
+
+// finish spawns a task of alice's on m that completes at once and waits
+// for its end.
+func finish(t *testing.T, m *bgtask.Manager) string {
+	t.Helper()
+	ctx := guard(t)
+	id, err := m.Owner("alice").Spawn(ctx, func(context.Context, *bgtask.Task) (any, error) { return "done", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := m.Wait(ctx, id); err != nil || got.Status != bgtype.StatusCompleted {
+		t.Fatalf("Wait = %s, %v", got.Status, err)
+	}
+	return id
+}
+
+// Two fleets in two schemas of one database do not meet: each may run an
+// instance id the other runs, a kind lock of one does not hold the
+// other's claims, and neither hears the other's ends or position
+// markers (decision 800).
+func TestSchemasOfOneDatabaseKeepApart(t *testing.T) {
+	t.Parallel()
+	dsnA := pgtest.NewDSN(t)
+	dsnB := schemaDSN(t, dsnA, oddSchema)
+	sa, sb := openOn(t, dsnA), openOn(t, dsnB)
+	heardB := listenSettled(sb)
+	ma := startManagerWith(t, sa, "inst_a")
+	mb := startManagerWith(t, sb, "inst_a") // fails with ErrInstanceRunning if the lock is shared
+
+	ctx := guard(t)
+	release, err := pgstore.HoldKindLock(ctx, sa, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgstore.TryKindLock(ctx, sb, "k")
+	release()
+	if err != nil || !got {
+		t.Errorf("B's kind lock with A's held = %v, %v; want true", got, err)
+	}
+
+	// A's end and a marker of A's far ahead, then B's end: B hears them
+	// in commit order, so by B's end it would have heard A's.
+	idA := finish(t, ma)
+	sqlExec(t, dsnA, `SELECT pg_notify($1, '+4102444800000000')`, pgstore.SettledChannel(sa)) // 2100-01-01
+	idB := finish(t, mb)
+	heardB.waitHeard(t, idB)
+	if got := heardB.heard(); slices.Contains(got, idA) {
+		t.Errorf("B heard A's end %s: %q", idA, got)
+	}
+	if pos := pgstore.SettledPosition(sb); pos.Year() >= 2100 {
+		t.Fatalf("B's settled position = %v: A's marker moved it", pos)
+	}
+}
+
+// Two Stores on one schema are one fleet: the second cannot run the
+// first's instance id, a kind lock of one holds the other, and each hears
+// the other's ends.
+func TestOneSchemaIsOneFleet(t *testing.T) {
+	t.Parallel()
+	dsn := schemaDSN(t, pgtest.NewDSN(t), oddSchema)
+	sa, sb, sc := openOn(t, dsn), openOn(t, dsn), openOn(t, dsn)
+	heardB := listenSettled(sb)
+	ma := startManagerWith(t, sa, "inst_a")
+	startManagerWith(t, sb, "inst_b")
+
+	m, err := bgtask.New(bgtask.WithStore(sc), bgtask.WithInstance("inst_a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Start(t.Context(), m.Runtime()); !errors.Is(err, pgstore.ErrInstanceRunning) {
+		t.Fatalf("Start of A's id in its schema = %v, want ErrInstanceRunning", err)
+	}
+
+	ctx := guard(t)
+	release, err := pgstore.HoldKindLock(ctx, sa, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgstore.TryKindLock(ctx, sb, "k")
+	release()
+	if err != nil || got {
+		t.Fatalf("B's kind lock with A's held = %v, %v; want false", got, err)
+	}
+
+	idA := finish(t, ma)
+	heardB.waitHeard(t, idA)
+}
