@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -188,4 +189,92 @@ func TestOneSchemaIsOneFleet(t *testing.T) {
 
 	idA := finish(t, ma)
 	heardB.waitHeard(t, idA)
+}
+
+// nextNotice waits for conn's next notification and returns its channel
+// and payload.
+func nextNotice(t *testing.T, conn *pgx.Conn) string {
+	t.Helper()
+	n, err := conn.WaitForNotification(guard(t))
+	if err != nil {
+		t.Fatalf("wait for a notification: %v", err)
+	}
+	return n.Channel + " " + n.Payload
+}
+
+// In the public schema a Store keeps the channels and lock keys of the
+// releases before schemas were told apart, so old and new processes of a
+// fleet there work side by side during a deploy: an old listener hears a
+// new Store's ends and cancel requests, a new Store hears an old one's
+// notifications, and an instance lock or kind lock of either holds the
+// other (decision 800). The old release is simulated with its SQL.
+func TestPublicSchemaKeepsTheOldNamesAndKeys(t *testing.T) {
+	t.Parallel()
+	dsn := schemaDSN(t, pgtest.NewDSN(t), "public")
+	s := openOn(t, dsn)
+	heard := listenSettled(s)
+	m := startManagerWith(t, s, "inst_a")
+	if got := pgstore.SettledChannel(s); got != "bgtask_settled" {
+		t.Fatalf("settled channel in public = %q, want bgtask_settled", got)
+	}
+	ctx := guard(t)
+
+	old := sqlConn(t, dsn)
+	var got bool
+	if err := old.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended('bgtask instance ' || 'inst_a', 0))`).Scan(&got); err != nil || got {
+		t.Fatalf("old release's try of inst_a's lock = %v, %v; want false", got, err)
+	}
+	release, err := pgstore.HoldKindLock(ctx, s, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = old.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended('bgtask kind ' || 'k', 0))`).Scan(&got)
+	release()
+	if err != nil || got {
+		t.Fatalf("old release's try of kind k's lock = %v, %v; want false", got, err)
+	}
+
+	if _, err := old.Exec(ctx, `LISTEN bgtask_settled; LISTEN bgtask_cancel`); err != nil {
+		t.Fatal(err)
+	}
+	id := finish(t, m)
+	if got, want := nextNotice(t, old), "bgtask_settled "+id+" alice"; got != want {
+		t.Fatalf("old listener heard %q, want %q", got, want)
+	}
+	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at, instance) VALUES ('task_old', 'alice', 'running', now(), 'inst_old')`)
+	if err := s.RequestCancel(ctx, "task_old", false, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := nextNotice(t, old), "bgtask_cancel inst_old"; got != want {
+		t.Fatalf("old listener heard %q, want %q", got, want)
+	}
+	sqlExec(t, dsn, `SELECT pg_notify('bgtask_settled', 'task_old alice')`)
+	heard.waitHeard(t, "task_old")
+}
+
+// A database of the version before, in a schema other than public, moves
+// its settled trigger to the schema's channel: an end written by hand
+// there is heard on it, not on the channel of public (decision 800).
+func TestMigrationKeysTheSettledTrigger(t *testing.T) {
+	t.Parallel()
+	dsn := schemaDSN(t, pgtest.NewDSN(t), oddSchema)
+	migrateTo(t, dsn, pgstore.SchemaVersion-1)
+	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at) VALUES ('task_old', 'alice', 'running', now())`)
+	s := openOn(t, dsn)
+	ch := pgstore.SettledChannel(s)
+	if !regexp.MustCompile(`^bgtask_settled_[0-9a-f]{16}$`).MatchString(ch) {
+		t.Fatalf("settled channel of %q = %q, want bgtask_settled_ and 16 hex digits", oddSchema, ch)
+	}
+	ctx := guard(t)
+	conn := sqlConn(t, dsn)
+	if _, err := conn.Exec(ctx, `LISTEN bgtask_settled; LISTEN `+pgx.Identifier{ch}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	sqlExec(t, dsn, `UPDATE bgtask_tasks SET status = 'completed', terminal_at = now() WHERE id = 'task_old'`)
+	sqlExec(t, dsn, `SELECT pg_notify('bgtask_settled', 'fence')`)
+	for _, want := range []string{ch + " task_old alice", "bgtask_settled fence"} {
+		if got := nextNotice(t, conn); got != want {
+			t.Fatalf("heard %q, want %q", got, want)
+		}
+	}
 }

@@ -74,6 +74,7 @@ type Store struct {
 	knownMu sync.Mutex     // guards known
 	known   map[string]row // records this Store wrote not terminal, as written: see known.go
 
+	scope    scope         // the channels and lock keys of the schema (scope.go)
 	settled  settledFuncs  // OnSettled's functions (settle.go)
 	cursor   settledCursor // what settled and was told (catchup.go)
 	msgWaits messageWaits  // senders waiting for their messages (messages.go)
@@ -148,6 +149,12 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		bg.Close()
 		return nil, err
 	}
+	sc, err := readScope(ctx, pool)
+	if err != nil {
+		pool.Close()
+		bg.Close()
+		return nil, err
+	}
 	if pc.AfterConnect != nil {
 		// The connections made before the schema existed go; the new
 		// ones prepare the hot statements.
@@ -155,7 +162,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		pool.Reset()
 	}
 	now := time.Now()
-	s := &Store{pool: pool, bg: bg, cfg: cfg, log: cfg.logger, clock: time.Now, base: now,
+	s := &Store{pool: pool, bg: bg, cfg: cfg, scope: sc, log: cfg.logger, clock: time.Now, base: now,
 		lostWake: make(chan struct{}, 1), known: make(map[string]row)}
 	s.group.limit = int(min(maxInFlight, pc.MaxConns))
 	return s, nil
