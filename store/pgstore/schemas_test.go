@@ -278,3 +278,60 @@ func TestMigrationKeysTheSettledTrigger(t *testing.T) {
 		}
 	}
 }
+
+// A Store in a schema other than public sends its cancel requests,
+// notices and messages on its schema's channels only: a listener on the
+// channels of public (another fleet, or a release before, there) hears
+// none of them (decision 800).
+func TestSchemaSendsOnItsOwnChannels(t *testing.T) {
+	t.Parallel()
+	dsn := schemaDSN(t, pgtest.NewDSN(t), oddSchema)
+	s := openOn(t, dsn)
+	ctx := guard(t)
+	conn := sqlConn(t, dsn)
+	var suffix string
+	if err := conn.QueryRow(ctx, `SELECT substr($1, length('bgtask_settled') + 1)`, pgstore.SettledChannel(s)).Scan(&suffix); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^_[0-9a-f]{16}$`).MatchString(suffix) {
+		t.Fatalf("suffix of %q's channels = %q, want _ and 16 hex digits", oddSchema, suffix)
+	}
+	var listen strings.Builder
+	for _, ch := range []string{"bgtask_cancel", "bgtask_settled", "bgtask_message", "bgtask_message_done"} {
+		listen.WriteString("LISTEN " + ch + "; LISTEN " + ch + suffix + ";")
+	}
+	if _, err := conn.Exec(ctx, listen.String()); err != nil {
+		t.Fatal(err)
+	}
+	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at, instance) VALUES ('task_x', 'alice', 'running', now(), 'inst_x')`)
+	if err := s.RequestCancel(ctx, "task_x", false, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PostNotices(ctx, "alice", "inst_x", []bgtype.Event{{Kind: bgtype.EventCompleted, TaskID: "task_y"}}); err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	sent := make(chan error, 1)
+	go func() {
+		_, err := s.SendMessage(sctx, "bob", "task_x", bgtype.Message{From: "bob", Content: "hi"})
+		sent <- err
+	}()
+	want := []string{
+		"bgtask_cancel" + suffix + " inst_x",
+		"bgtask_settled" + suffix + " - 6:inst_xalice",
+		"bgtask_message" + suffix + " inst_x",
+	}
+	var got []string
+	for range want {
+		got = append(got, nextNotice(t, conn))
+	}
+	stop()
+	if err := <-sent; !errors.Is(err, context.Canceled) {
+		t.Fatalf("SendMessage after its ctx ended = %v, want context.Canceled", err)
+	}
+	sqlExec(t, dsn, `SELECT pg_notify('bgtask_settled', 'fence')`)
+	got = append(got, nextNotice(t, conn))
+	if want = append(want, "bgtask_settled fence"); !slices.Equal(got, want) {
+		t.Fatalf("heard %q, want %q", got, want)
+	}
+}
