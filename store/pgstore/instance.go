@@ -45,7 +45,8 @@ const tryInstanceLockSQL = `SELECT pg_try_advisory_lock(hashtextextended($2 || '
 //
 // From Start on, every write is fenced: see Commit.
 //
-// One live process per instance id: the process that runs an instance
+// One live process per instance id in the schema (another schema's fleet
+// may use the id too): the process that runs an instance
 // holds a session-level advisory lock of its id on its listening
 // connection, and Start refuses an id whose lock another session holds
 // (waiting instanceLockWait for a process killed a moment ago to lose it),

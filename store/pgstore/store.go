@@ -106,9 +106,12 @@ const bgConns = 3
 // one more, so they never wait behind commits. Each connection of the
 // commit pool prepares the statements of a commit once; a DSN that names
 // default_query_exec_mode (as for a pooler that does not keep prepared
-// statements) prepares nothing and runs in that mode. A database migrated by a newer version of
-// this package is left untouched and Open returns an error matching
-// ErrSchemaTooNew.
+// statements) prepares nothing and runs in that mode. The tables live in
+// the first schema of the DSN's search_path that exists; the Store's
+// NOTIFY channels and advisory locks are keyed by it, so fleets in two
+// schemas of one database neither hear nor lock each other (scope.go). A
+// database migrated by a newer version of this package is left untouched
+// and Open returns an error matching ErrSchemaTooNew.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	cfg := defaults()
 	for _, o := range opts {
