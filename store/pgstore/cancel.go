@@ -14,8 +14,9 @@ import (
 	"github.com/bgtask/bgtask/store"
 )
 
-// cancelChannel is the NOTIFY channel of cancel requests; the payload is
-// the id of the instance that runs the task.
+// cancelChannel is the NOTIFY channel of cancel requests, followed by the
+// scope's suffix (scope.go); the payload is the id of the instance that
+// runs the task.
 const cancelChannel = "bgtask_cancel"
 
 // ListenerAppName prefixes the application_name of the listening
@@ -33,7 +34,7 @@ func (s *Store) RequestCancel(ctx context.Context, id string, tree bool, reason 
 	if s.isClosed() {
 		return ErrClosed
 	}
-	rs, err := s.pool.Query(ctx, requestCancelSQL, id, tree, liveStatuses, cancelChannel, reason)
+	rs, err := s.pool.Query(ctx, requestCancelSQL, id, tree, liveStatuses, s.scope.cancel, reason)
 	if err != nil {
 		return fmt.Errorf("pgstore: request cancel of %s: %w", id, err)
 	}
@@ -113,7 +114,7 @@ func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake poll
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if !s.cfg.deaf { // deaf: the poll alone carries requests (benchmarks)
-		if _, err := conn.Exec(ctx, "LISTEN "+cancelChannel+"; LISTEN "+settledChannel+"; LISTEN "+messageChannel+"; LISTEN "+messageDoneChannel); err != nil {
+		if _, err := conn.Exec(ctx, listenSQL(s.scope)); err != nil {
 			return err
 		}
 	}
@@ -134,17 +135,17 @@ func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake poll
 			return err
 		}
 		switch n.Channel {
-		case cancelChannel:
+		case s.scope.cancel:
 			if n.Payload == id {
 				signal(wake.all)
 			}
-		case messageChannel:
+		case s.scope.message:
 			if n.Payload == id {
 				signal(wake.msgs)
 			}
-		case messageDoneChannel:
+		case s.scope.messageDone:
 			s.msgWaits.notify(n.Payload)
-		case settledChannel:
+		case s.scope.settled:
 			if strings.HasPrefix(n.Payload, markerPrefix) {
 				s.marked(n.Payload)
 				continue
@@ -161,7 +162,7 @@ func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake poll
 // the next reconnect; the token keeps the registration).
 func (s *Store) relock(ctx context.Context, conn *pgx.Conn, id string) error {
 	var got bool
-	if err := conn.QueryRow(ctx, tryInstanceLockSQL, id).Scan(&got); err != nil || got {
+	if err := conn.QueryRow(ctx, tryInstanceLockSQL, id, s.scope.lock).Scan(&got); err != nil || got {
 		return err
 	}
 	var token string

@@ -53,7 +53,8 @@ const settledSinceSQL = `SELECT id, id, owner, (extract(epoch FROM terminal_at) 
 const markerPrefix = "+"
 
 // markerSQL notifies the settled channel with a marker of the horizon.
-var markerSQL = `SELECT pg_notify('` + settledChannel + `', '` + markerPrefix + `' || (` + horizonSQL + `))`
+// $2 is the scope's settled channel.
+var markerSQL = `SELECT pg_notify($2, '` + markerPrefix + `' || (` + horizonSQL + `))`
 
 // settledCursor is the Store's position in what settled (see above).
 type settledCursor struct {
@@ -159,7 +160,7 @@ func (s *Store) pollSettled(ctx context.Context) error {
 	if !s.cursor.listening.Load() {
 		return s.catchUp(ctx, s.bg)
 	}
-	if _, err := s.bg.Exec(ctx, markerSQL, s.cfg.grace.Microseconds()); err != nil {
+	if _, err := s.bg.Exec(ctx, markerSQL, s.cfg.grace.Microseconds(), s.scope.settled); err != nil {
 		return fmt.Errorf("pgstore: mark the settled position: %w", err)
 	}
 	return nil

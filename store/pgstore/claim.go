@@ -19,7 +19,7 @@ import (
 // statement a fresh snapshot, and the lock is taken before the count, so
 // the count sees every claim of the kind committed before it.
 const (
-	kindLockSQL    = `SELECT pg_advisory_xact_lock(hashtextextended('bgtask kind ' || $1, 0))`
+	kindLockSQL    = `SELECT pg_advisory_xact_lock(hashtextextended($2 || 'kind ' || $1, 0))` // $2: the scope's lock prefix
 	kindRunningSQL = `SELECT count(*) FROM bgtask_tasks WHERE status = 'running' AND resume IS NOT NULL AND (resume::jsonb)->>'kind' = $1`
 )
 
@@ -55,7 +55,7 @@ func (s *Store) ClaimUnder(ctx context.Context, claim bgtype.TaskMeta, limit int
 	defer conn.Release()
 	kind := claim.Resume.Kind
 	locked, err := s.lockRowsAfter(ctx, conn, reqs, func(b *pgx.Batch) func(pgx.BatchResults) error {
-		b.Queue(kindLockSQL, kind)
+		b.Queue(kindLockSQL, kind, s.scope.lock)
 		b.Queue(kindRunningSQL, kind)
 		return func(br pgx.BatchResults) error {
 			if _, err := br.Exec(); err != nil {
@@ -176,7 +176,7 @@ func (s *Store) lockWaiting(ctx context.Context, conn *pgxpool.Conn, c store.Cla
 	b.Queue("BEGIN")
 	fence := s.queueFence(&b)
 	for _, k := range limited {
-		b.Queue(kindLockSQL, k)
+		b.Queue(kindLockSQL, k, s.scope.lock)
 		b.Queue(kindRunningSQL, k)
 	}
 	if len(free) > 0 {

@@ -48,7 +48,7 @@ func TestCrashLoopExactlyOnce(t *testing.T) {
 						// and its runs are free: its process's advisory lock
 						// went with its connection, or a reaper declared it dead
 						return sqlExec(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE instance = $1 AND status IN ('queued', 'running', 'awaiting_input')`, instance) == 0 &&
-							sqlExec(t, dsn, `SELECT 1 FROM bgtask_instances WHERE id = $1 AND state = 'alive' AND NOT pg_try_advisory_xact_lock(hashtextextended('bgtask instance ' || id, 0))`, instance) == 0
+							sqlExec(t, dsn, `SELECT 1 FROM bgtask_instances WHERE id = $1 AND state = 'alive' AND `+pgstore.InstanceLockTakenSQL, instance) == 0
 					})
 				},
 				Records: func(t *testing.T, owner string) []bgtype.TaskMeta {

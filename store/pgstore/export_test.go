@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -133,4 +134,40 @@ func SettledPosition(s *Store) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMicro(s.cursor.from)
+}
+
+// InstanceLockTakenSQL is a condition on a column id that holds when
+// another session holds the instance lock of id in the connection's
+// schema; it takes a free one for the transaction.
+const InstanceLockTakenSQL = `NOT pg_try_advisory_xact_lock(hashtextextended('bgtask' || ` + suffixSQL + ` || ' instance ' || id, 0))`
+
+// SettledChannel is the channel on which s's settled notifications and
+// position markers go.
+func SettledChannel(s *Store) string { return s.scope.settled }
+
+// HoldKindLock takes, in a transaction on s's pool, the advisory lock that
+// s's claims of kind take; release rolls the transaction back.
+func HoldKindLock(ctx context.Context, s *Store, kind string) (release func(), err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, kindLockSQL, kind, s.scope.lock); err != nil {
+		tx.Rollback(ctx)
+		return nil, err
+	}
+	return func() { tx.Rollback(context.Background()) }, nil
+}
+
+// TryKindLock reports whether a transaction on s's pool takes the lock of
+// kind that s's claims take at once; it rolls back.
+func TryKindLock(ctx context.Context, s *Store, kind string) (bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var got bool
+	err = tx.QueryRow(ctx, strings.Replace(kindLockSQL, "pg_advisory_xact_lock", "pg_try_advisory_xact_lock", 1), kind, s.scope.lock).Scan(&got)
+	return got, err
 }

@@ -31,10 +31,11 @@ const instanceLockWait = 2 * time.Second
 // ($1), which the listening connection of the process that runs the
 // instance holds while it lives; the server releases it when that
 // connection closes, a process killed with it.
-const instanceLockSQL = `SELECT pg_advisory_lock(hashtextextended('bgtask instance ' || $1, 0))`
+// $2 is the scope's lock prefix (scope.go).
+const instanceLockSQL = `SELECT pg_advisory_lock(hashtextextended($2 || 'instance ' || $1, 0))`
 
 // tryInstanceLockSQL is instanceLockSQL without the wait.
-const tryInstanceLockSQL = `SELECT pg_try_advisory_lock(hashtextextended('bgtask instance ' || $1, 0))`
+const tryInstanceLockSQL = `SELECT pg_try_advisory_lock(hashtextextended($2 || 'instance ' || $1, 0))`
 
 // Start registers m's runtime instance (rt.Instance()) as alive and starts,
 // in goroutines that Close stops and waits for, its heartbeat, the reaper
@@ -44,7 +45,8 @@ const tryInstanceLockSQL = `SELECT pg_try_advisory_lock(hashtextextended('bgtask
 //
 // From Start on, every write is fenced: see Commit.
 //
-// One live process per instance id: the process that runs an instance
+// One live process per instance id in the schema (another schema's fleet
+// may use the id too): the process that runs an instance
 // holds a session-level advisory lock of its id on its listening
 // connection, and Start refuses an id whose lock another session holds
 // (waiting instanceLockWait for a process killed a moment ago to lose it),
@@ -111,7 +113,7 @@ func (s *Store) lockInstance(ctx context.Context, id string) (*pgx.Conn, error) 
 	}
 	_, err = conn.Exec(ctx, fmt.Sprintf("SET lock_timeout = %d", instanceLockWait.Milliseconds()))
 	if err == nil {
-		_, err = conn.Exec(ctx, instanceLockSQL, id)
+		_, err = conn.Exec(ctx, instanceLockSQL, id, s.scope.lock)
 	}
 	var pe *pgconn.PgError
 	switch {

@@ -21,6 +21,7 @@ import (
 // messageChannel is the NOTIFY channel of messages to carry; the payload is
 // the id of the instance they are addressed to. messageDoneChannel tells
 // senders that a message was handled; its payload is the message row's id.
+// Each is followed by the scope's suffix (scope.go).
 const (
 	messageChannel     = "bgtask_message"
 	messageDoneChannel = "bgtask_message_done"
@@ -69,12 +70,13 @@ func (w *messageWaits) notify(payload string) {
 
 // sendMessageSQL records a message ($2 the sender's owner, $3 the message)
 // to task $1, addressed to the instance its record names, if it is live,
-// and notifies that instance when the transaction commits.
+// and notifies that instance ($4, the scope's message channel) when the
+// transaction commits.
 var sendMessageSQL = `WITH r AS (
 		INSERT INTO bgtask_messages (task_id, instance, owner, message)
 		SELECT id, instance, $2, $3 FROM bgtask_tasks WHERE id = $1 AND status IN ` + liveSQL + `
 		RETURNING id, instance)
-	SELECT id, pg_notify('` + messageChannel + `', instance) FROM r`
+	SELECT id, pg_notify($4, instance) FROM r`
 
 // SendMessage implements store.MessageCarrier: it records the message in
 // bgtask_messages addressed to the instance that runs the task, notifies
@@ -91,7 +93,7 @@ func (s *Store) SendMessage(ctx context.Context, owner, id string, msg bgtype.Me
 		return store.Delivery{}, fmt.Errorf("pgstore: send to %s: %w", id, err)
 	}
 	var seq int64
-	err = s.pool.QueryRow(ctx, sendMessageSQL, id, owner, body).Scan(&seq, nil) // the second column is pg_notify's void
+	err = s.pool.QueryRow(ctx, sendMessageSQL, id, owner, body, s.scope.message).Scan(&seq, nil) // the second column is pg_notify's void
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return store.Delivery{Code: store.DeliveryEnded}, nil
@@ -227,21 +229,21 @@ func (s *Store) recordOutcome(ctx context.Context, seq int64, d store.Delivery) 
 }
 
 // recordOutcomeSQL records outcome $2-$4 of message row $1 and notifies
-// its sender; recordReadSQL does it for an output read, without waiting
+// its sender (on $5, the scope's message-done channel); recordReadSQL does it for an output read, without waiting
 // for the flush (asyncCommit).
 const (
 	recordOutcomeSQL = `WITH u AS (
 			UPDATE bgtask_messages SET handled_at = now(), message_id = $2, err_code = $3, err_text = $4
 			WHERE id = $1 RETURNING id)
-		SELECT pg_notify('` + messageDoneChannel + `', id::text) FROM u`
+		SELECT pg_notify($5, id::text) FROM u`
 	recordReadSQL = `WITH ` + asyncCommit + `, u AS (
 			UPDATE bgtask_messages SET handled_at = now(), message_id = $2, err_code = $3, err_text = $4
 			WHERE id = $1 AND EXISTS (SELECT FROM async) RETURNING id)
-		SELECT pg_notify('` + messageDoneChannel + `', id::text) FROM u`
+		SELECT pg_notify($5, id::text) FROM u`
 )
 
 func (s *Store) recordOutcomeSQL(ctx context.Context, sql string, seq int64, d store.Delivery) error {
-	if _, err := s.bg.Exec(ctx, sql, seq, d.MessageID, d.Code, d.Text); err != nil {
+	if _, err := s.bg.Exec(ctx, sql, seq, d.MessageID, d.Code, d.Text, s.scope.messageDone); err != nil {
 		return fmt.Errorf("record the outcome of message %d: %w", seq, err)
 	}
 	return nil
@@ -261,14 +263,15 @@ func (s *Store) answerOutput(ctx context.Context, rt store.Runtime, seq int64, o
 
 // carryOutputSQL records a read ($2 the reader's owner, $3 the read) of
 // task $1's output, addressed to the instance its record names if that
-// instance is alive, and notifies it when the transaction commits.
+// instance is alive, and notifies it ($4, the scope's message channel)
+// when the transaction commits.
 var carryOutputSQL = `WITH ` + asyncCommit + `, r AS (
 		INSERT INTO bgtask_messages (task_id, instance, owner, message)
 		SELECT t.id, t.instance, $2, $3 FROM bgtask_tasks t
 		JOIN bgtask_instances i ON i.id = t.instance AND i.state = 'alive'
 		WHERE t.id = $1 AND EXISTS (SELECT FROM async)
 		RETURNING id, instance)
-	SELECT id, pg_notify('` + messageChannel + `', instance) FROM r`
+	SELECT id, pg_notify($4, instance) FROM r`
 
 // asyncCommit is a CTE (async) that makes the transaction of its
 // statement commit without waiting for its WAL flush (synchronous_commit
@@ -292,7 +295,7 @@ func (s *Store) CarryOutput(ctx context.Context, owner, id string, req store.Out
 		return store.Delivery{}, fmt.Errorf("pgstore: read the output of %s: %w", id, err)
 	}
 	var seq int64
-	err = s.pool.QueryRow(ctx, carryOutputSQL, id, owner, body).Scan(&seq, nil) // the second column is pg_notify's void
+	err = s.pool.QueryRow(ctx, carryOutputSQL, id, owner, body, s.scope.message).Scan(&seq, nil) // the second column is pg_notify's void
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		var instance string
@@ -314,16 +317,17 @@ func (s *Store) CarryOutput(ctx context.Context, owner, id string, req store.Out
 }
 
 // failGoneMessagesSQL fails the messages that instances which are not
-// alive never handled (claimed or not), and tells their senders.
+// alive never handled (claimed or not), and tells their senders (on $1,
+// the scope's message-done channel).
 var failGoneMessagesSQL = `WITH g AS (
 		UPDATE bgtask_messages m SET handled_at = now(), err_code = '` + store.DeliveryGone + `', err_text = m.instance
 		WHERE handled_at IS NULL AND instance IN (SELECT id FROM bgtask_instances WHERE state <> 'alive')
 		RETURNING id)
-	SELECT pg_notify('` + messageDoneChannel + `', id::text) FROM g`
+	SELECT pg_notify($1, id::text) FROM g`
 
 // failGoneMessages runs failGoneMessagesSQL.
 func (s *Store) failGoneMessages(ctx context.Context, db *pgxpool.Pool) error {
-	rs, err := db.Query(ctx, failGoneMessagesSQL)
+	rs, err := db.Query(ctx, failGoneMessagesSQL, s.scope.messageDone)
 	if err != nil {
 		return fmt.Errorf("pgstore: reap: fail messages to gone instances: %w", err)
 	}

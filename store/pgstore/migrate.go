@@ -253,6 +253,17 @@ var migrations = []string{
 	// MoreInput as JSON (the open requests after input_id's), NULL while
 	// one or none is open. Rows of an older version have none.
 	`ALTER TABLE bgtask_tasks ADD COLUMN input_more text;`,
+	// 14: the settled notification goes on the channel of the schema of
+	// the table (scope.go): bgtask_settled in public, as before, else
+	// bgtask_settled_ and 16 hex digits of the schema name's MD5, so a
+	// fleet in another schema of the database does not hear it.
+	`CREATE OR REPLACE FUNCTION bgtask_notify_settled() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		PERFORM pg_notify(CASE WHEN TG_TABLE_SCHEMA = 'public' THEN 'bgtask_settled'
+				ELSE 'bgtask_settled_' || left(md5(TG_TABLE_SCHEMA::text), 16) END,
+			NEW.id || CASE WHEN octet_length(NEW.owner) <= 4000 THEN ' ' || NEW.owner ELSE '' END);
+		RETURN NULL;
+	END $$;`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.

@@ -10,7 +10,7 @@ import (
 )
 
 // postNoticesSQL records the events of $2 (JSON texts, in order) as
-// notices for $1, and notifies the settled channel with "-", the poster's
+// notices for $1, and notifies the settled channel ($4, the scope's) with "-", the poster's
 // instance and the owner (see settledPayload), when the owner fits.
 const postNoticesSQL = `WITH ins AS (
 		INSERT INTO bgtask_notices (owner, event, task_id, task_owner, to_task)
@@ -18,7 +18,7 @@ const postNoticesSQL = `WITH ins AS (
 		FROM unnest($2::text[]) WITH ORDINALITY AS e(ev, n) ORDER BY e.n
 		RETURNING 1)
 	SELECT count(*), CASE WHEN octet_length($1) <= 4000 THEN
-		pg_notify('` + settledChannel + `', '- ' || octet_length($3::text) || ':' || $3 || $1) END FROM ins`
+		pg_notify($4, '- ' || octet_length($3::text) || ':' || $3 || $1) END FROM ins`
 
 // PostNotices implements store.NoticePoster: it records evs as notices
 // for owner, in order, in one statement, and tells every instance's
@@ -41,7 +41,7 @@ func (s *Store) PostNotices(ctx context.Context, owner, instance string, evs []b
 	}
 	var n int64
 	var notified *string
-	if err := s.pool.QueryRow(ctx, postNoticesSQL, owner, raw, instance).Scan(&n, &notified); err != nil {
+	if err := s.pool.QueryRow(ctx, postNoticesSQL, owner, raw, instance, s.scope.settled).Scan(&n, &notified); err != nil {
 		return fmt.Errorf("pgstore: post notices for %q: %w", owner, err)
 	}
 	return nil

@@ -37,6 +37,7 @@ const ReadOnlyAppName = "bgtask-readonly"
 // After Close they return ErrClosed.
 type ReadOnly struct {
 	pool   *pgxpool.Pool
+	scope  scope // the cancel channel of the schema (scope.go)
 	closed atomic.Bool
 }
 
@@ -64,7 +65,12 @@ func OpenReadOnly(ctx context.Context, dsn string) (*ReadOnly, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &ReadOnly{pool: pool}, nil
+	sc, err := readScope(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &ReadOnly{pool: pool, scope: sc}, nil
 }
 
 func checkReadOnlyVersion(ctx context.Context, pool *pgxpool.Pool) error {
@@ -238,7 +244,7 @@ func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool, reas
 		if m.Status.IsTerminal() {
 			return nil
 		}
-		tag, err := tx.Exec(ctx, requestCancelSQL, id, tree, liveStatuses, cancelChannel, reason)
+		tag, err := tx.Exec(ctx, requestCancelSQL, id, tree, liveStatuses, r.scope.cancel, reason)
 		if err != nil {
 			return err
 		}

@@ -37,10 +37,10 @@ const openRunSQL = `WITH prev AS (SELECT carried, carried_token, instance FROM b
 		open = true, carried = '{}', carried_token = '', cancel_reason = NULL
 	WHERE NOT r.open OR r.instance = excluded.instance
 		OR NOT EXISTS (SELECT 1 FROM bgtask_instances i WHERE i.id = r.instance AND i.state = 'alive')
-		OR pg_try_advisory_xact_lock(hashtextextended('bgtask instance ' || r.instance, 0))
+		OR pg_try_advisory_xact_lock(hashtextextended($4 || 'instance ' || r.instance, 0))
 	RETURNING coalesce((SELECT p.carried FROM prev p WHERE cardinality(p.carried) > 0 AND p.carried_token <> ''
 		AND EXISTS (SELECT 1 FROM bgtask_instances i WHERE i.id = p.instance AND i.state = 'alive' AND i.token = p.carried_token)
-		AND NOT pg_try_advisory_xact_lock(hashtextextended('bgtask instance ' || p.instance, 0))), '{}')`
+		AND NOT pg_try_advisory_xact_lock(hashtextextended($4 || 'instance ' || p.instance, 0))), '{}')`
 
 // OpenRun implements store.RunLeaser: it records run as owner's one open
 // run, held by instance, in one statement, and returns the ends the
@@ -58,7 +58,7 @@ func (s *Store) OpenRun(ctx context.Context, owner, run, instance string) ([]str
 		return nil, err
 	}
 	var carried []string
-	switch err := s.pool.QueryRow(ctx, openRunSQL, owner, run, instance).Scan(&carried); {
+	switch err := s.pool.QueryRow(ctx, openRunSQL, owner, run, instance, s.scope.lock).Scan(&carried); {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, fmt.Errorf("pgstore: open run %s: %w", run, store.ErrRunHeld)
 	case err != nil:
@@ -136,7 +136,7 @@ func (s *Store) RequestRunCancel(ctx context.Context, owner, run, reason, from s
 		return "", ErrClosed
 	}
 	var instance string
-	switch err := s.pool.QueryRow(ctx, requestRunCancelSQL, owner, run, reason, from, cancelChannel).Scan(&instance, nil); {
+	switch err := s.pool.QueryRow(ctx, requestRunCancelSQL, owner, run, reason, from, s.scope.cancel).Scan(&instance, nil); {
 	case errors.Is(err, pgx.ErrNoRows):
 		return "", nil
 	case err != nil:

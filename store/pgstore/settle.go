@@ -11,7 +11,7 @@ import (
 
 // settledChannel is the NOTIFY channel on which a row that became terminal
 // or awaiting input is announced, by a trigger, in the commit that made it
-// so; the payload is the task's id, then a space and its owner (left out
+// so, followed by the scope's suffix (scope.go; the trigger computes it); the payload is the task's id, then a space and its owner (left out
 // when over 4,000 bytes: a NOTIFY payload has 8,000 at most).
 const settledChannel = "bgtask_settled"
 

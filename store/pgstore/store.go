@@ -74,6 +74,7 @@ type Store struct {
 	knownMu sync.Mutex     // guards known
 	known   map[string]row // records this Store wrote not terminal, as written: see known.go
 
+	scope    scope         // the channels and lock keys of the schema (scope.go)
 	settled  settledFuncs  // OnSettled's functions (settle.go)
 	cursor   settledCursor // what settled and was told (catchup.go)
 	msgWaits messageWaits  // senders waiting for their messages (messages.go)
@@ -105,9 +106,12 @@ const bgConns = 3
 // one more, so they never wait behind commits. Each connection of the
 // commit pool prepares the statements of a commit once; a DSN that names
 // default_query_exec_mode (as for a pooler that does not keep prepared
-// statements) prepares nothing and runs in that mode. A database migrated by a newer version of
-// this package is left untouched and Open returns an error matching
-// ErrSchemaTooNew.
+// statements) prepares nothing and runs in that mode. The tables live in
+// the first schema of the DSN's search_path that exists; the Store's
+// NOTIFY channels and advisory locks are keyed by it, so fleets in two
+// schemas of one database neither hear nor lock each other (scope.go). A
+// database migrated by a newer version of this package is left untouched
+// and Open returns an error matching ErrSchemaTooNew.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	cfg := defaults()
 	for _, o := range opts {
@@ -148,6 +152,12 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		bg.Close()
 		return nil, err
 	}
+	sc, err := readScope(ctx, pool)
+	if err != nil {
+		pool.Close()
+		bg.Close()
+		return nil, err
+	}
 	if pc.AfterConnect != nil {
 		// The connections made before the schema existed go; the new
 		// ones prepare the hot statements.
@@ -155,7 +165,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		pool.Reset()
 	}
 	now := time.Now()
-	s := &Store{pool: pool, bg: bg, cfg: cfg, log: cfg.logger, clock: time.Now, base: now,
+	s := &Store{pool: pool, bg: bg, cfg: cfg, scope: sc, log: cfg.logger, clock: time.Now, base: now,
 		lostWake: make(chan struct{}, 1), known: make(map[string]row)}
 	s.group.limit = int(min(maxInFlight, pc.MaxConns))
 	return s, nil

@@ -227,10 +227,10 @@ func NewDSN(tb testing.TB) string {
 // is that schema, and a function that drops it. It is safe for concurrent
 // use.
 //
-// Each schema lives in a database of its own until drop is called: NOTIFY
-// channels and advisory locks belong to a database, not to a schema, so
-// two stores in schemas of one database would hear each other's
-// notifications and contend for each other's instance locks. A database is
+// Each schema lives in a database of its own until drop is called: tests
+// read the database's pg_stat_activity (and terminate the listeners they
+// find there), its pg_tables and pg_indexes, and take advisory locks by
+// hand, all of which belong to a database, not to a schema. A database is
 // created on demand and reused (a fresh schema in it) once the schema it
 // held is dropped and no connection to it is left: a database per
 // concurrent schema, not per test.
