@@ -23,7 +23,7 @@ func pgTasksGroup(sz sizes) *group {
 			{name: fmt.Sprintf("PostgreSQL tasks, burst of %s, per task", commas(float64(sz.burst))), unit: perTask, ratios: true},
 			{name: "PostgreSQL tasks, 1 submitter, submit to completed, p50", unit: latency, ratios: true},
 		},
-		runs: [nCols]runFunc{colBgtask: bgPGTasks, colRiver: riverPGTasks},
+		runs: [nCols]runFunc{colBgtask: bgPGTasks, colRaw: rawPGTasks, colRiver: riverPGTasks},
 		skip: func(cfg config) string {
 			if cfg.dsn == "" {
 				return "no DSN"
@@ -35,6 +35,8 @@ func pgTasksGroup(sz sizes) *group {
 			"the time runs from the first submission to the last completion seen, which is committed (durable) when seen; the p50 is of each task's " +
 			"submission to its completion seen, in the 1-submitter run. " +
 			"bgtask: pgstore.Open, Store.Start, Owner.Spawn of a function returning nil (one owner per submitter, " + fmt.Sprint(pgBurstOwners) + " in the burst), completed events drained from the owners' inboxes; " +
+			"raw (the floor of the same promises): on a pgxpool of the default size, as pgstore's and river's, each submitter INSERTs a task's row in its own autocommit transaction " +
+			"and hands its id to one completer, which marks what is queued completed in one UPDATE ... WHERE id = ANY($1) (as river's batched completer) and sees those tasks completed once it committed; " +
 			"river (v0.51.2, riverpgxv5 on a pgxpool): rivermigrate up, Client.Insert of a no-op job, completions from Client.SubscribeConfig, " +
 			"tuned as river's own benchmark (riverbench) tunes it: FetchCooldown 2ms, FetchPollInterval 20ms, MaxWorkers 1,000 on the default queue",
 	}

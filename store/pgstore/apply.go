@@ -190,7 +190,7 @@ func applyAll(locked map[string]row, reqs []*commitReq) (*writes, []string, erro
 func (s *Store) writeRows(ctx context.Context, conn *pgxpool.Conn, w *writes, retain []string) error {
 	var b pgx.Batch
 	want := queueWrites(&b, w)
-	s.queueRetention(&b, retain)
+	s.queueRetention(&b, retain, true)
 	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, &b)
 	defer br.Close()
@@ -211,15 +211,19 @@ func (s *Store) writeRows(ctx context.Context, conn *pgxpool.Conn, w *writes, re
 // queueRetention adds to b the retention of the owners in retain, whose
 // records turned terminal: each keeps its newest terminal records up to
 // the limit; and, at most once every ageEvery, up to retainAgeBatch
-// terminal records past the age limit go.
-func (s *Store) queueRetention(b *pgx.Batch, retain []string) {
+// terminal records past the age limit go, when age. It reports whether
+// it queued that age statement, whose deletes lock the counts of any
+// owners (lockorder.go).
+func (s *Store) queueRetention(b *pgx.Batch, retain []string, age bool) (aged bool) {
 	if len(retain) == 0 {
-		return
+		return false
 	}
 	b.Queue(retainCountSQL, retain, s.cfg.retainPerOwner)
-	if s.cfg.retainFor > 0 && s.ageDue() {
+	if age && s.cfg.retainFor > 0 && s.ageDue() {
 		b.Queue(retainAgeSQL, s.cfg.retainFor.Microseconds(), retainAgeBatch)
+		return true
 	}
+	return false
 }
 
 // ageEvery is how often commits check the age limit: a second's delay

@@ -18,6 +18,10 @@ import (
 // again from the start.
 var errRace = errors.New("pgstore: concurrent write")
 
+// errDeadlock is the errRace of a transaction PostgreSQL ended to break a
+// deadlock (40P01); the Store counts those (Deadlocks in the tests).
+var errDeadlock = fmt.Errorf("%w: deadlock", errRace)
+
 // maxRetries bounds how often Commit starts over after a race.
 const maxRetries = 8
 
@@ -75,6 +79,7 @@ func (s *Store) Commit(ctx context.Context, owner string, actions ...store.Actio
 func (s *Store) commitRetry(ctx context.Context, reqs []*commitReq) error {
 	for try := 0; ; try++ {
 		err := s.commitTx(ctx, reqs)
+		s.countDeadlock(err)
 		if !errors.Is(err, errRace) || try == maxRetries {
 			return err
 		}
@@ -194,7 +199,10 @@ func readWrites(br pgx.BatchResults, want []int) error {
 func commitErr(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "23505" && pgErr.ConstraintName == "bgtask_tasks_pkey" || pgErr.Code == "40P01") {
-		return errRace // 40P01: a deadlock with another writer over the owners' counts; start over
+		if pgErr.Code == "40P01" {
+			return errDeadlock // with another writer over the owners' counts; start over
+		}
+		return errRace
 	}
 	return fmt.Errorf("pgstore: commit: %w", err)
 }

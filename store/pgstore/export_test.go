@@ -113,6 +113,10 @@ func PlanCacheMode(ctx context.Context, s *Store) (string, error) {
 // after its first statements (opengroup.go).
 func LateCommits(s *Store) int64 { return s.late.Load() }
 
+// Deadlocks is how many of s's commit transactions PostgreSQL ended to
+// break a deadlock (each committed again).
+func Deadlocks(s *Store) int64 { return s.deadlocks.Load() }
+
 // SetAfterOpen makes f run in each group's open transaction after the
 // group's statements, before the late arrivals are taken. Set it before
 // the commits it watches start.

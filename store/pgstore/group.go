@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 
@@ -133,6 +134,7 @@ func (s *Store) commitGroup(group []*commitReq, handOn func()) []*commitReq {
 	}
 	ctx := context.WithoutCancel(group[0].ctx)
 	all, err := s.commitOpen(ctx, group, handOn)
+	s.countDeadlock(err)
 	if err != nil {
 		err = s.commitRetry(ctx, all)
 	}
@@ -152,4 +154,12 @@ func (s *Store) commitGroup(group []*commitReq, handOn func()) []*commitReq {
 		r.err = s.commitRetry(r.ctx, []*commitReq{r})
 	}
 	return all
+}
+
+// countDeadlock counts err when PostgreSQL ended its transaction to break
+// a deadlock.
+func (s *Store) countDeadlock(err error) {
+	if errors.Is(err, errDeadlock) {
+		s.deadlocks.Add(1)
+	}
 }

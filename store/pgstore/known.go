@@ -140,7 +140,7 @@ func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) err
 	}
 	defer conn.Release()
 	var b pgx.Batch // one implicit transaction: a failed statement undoes the others
-	read := s.queueCached(&b, w, retain)
+	read, _ := s.queueCached(&b, w, retain, true)
 	br := conn.SendBatch(ctx, &b)
 	err = read(br)
 	if cerr := br.Close(); err == nil && cerr != nil {
@@ -153,8 +153,9 @@ func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) err
 }
 
 // queueCached adds writeCached's statements to b and returns the reader of
-// their results, which returns errStale as writeCached does.
-func (s *Store) queueCached(b *pgx.Batch, w *writes, retain []string) func(pgx.BatchResults) error {
+// their results, which returns errStale as writeCached does, and whether
+// they check the age limit (queueRetention, when age).
+func (s *Store) queueCached(b *pgx.Batch, w *writes, retain []string, age bool) (read func(pgx.BatchResults) error, aged bool) {
 	args, sql, fenced := w.upd.args(), updateCheckedSQL, updateCheckedFencedSQL
 	if len(w.upd.id) == 1 {
 		args, sql, fenced = updateOneArgs(&w.upd), updateOneCheckedSQL, updateOneCheckedFencedSQL
@@ -171,7 +172,7 @@ func (s *Store) queueCached(b *pgx.Batch, w *writes, retain []string) func(pgx.B
 	case len(w.ins.id) > 0:
 		b.Queue(insertSQL, w.ins.args()...)
 	}
-	s.queueRetention(b, retain)
+	aged = s.queueRetention(b, retain, age)
 	n := b.Len() - n0
 	return func(br pgx.BatchResults) error {
 		for range n {
@@ -180,7 +181,7 @@ func (s *Store) queueCached(b *pgx.Batch, w *writes, retain []string) func(pgx.B
 			}
 		}
 		return nil
-	}
+	}, aged
 }
 
 // cachedErr is the error of a cached write's statement: errStale for the

@@ -26,18 +26,21 @@ import (
 type fastPlan struct {
 	w      *writes
 	cached bool // written from cached records (counted in s.cached)
+	aged   bool // with the age limit's retention, which may lock any owner's count
 	read   func(pgx.BatchResults) error
 }
 
 // planFast queues into b the statements of reqs' commit when it takes a
 // fast path (freshInserts or cachedWrites); ok is false when it takes the
-// long way, and then b is unchanged.
-func (s *Store) planFast(b *pgx.Batch, reqs []*commitReq) (p fastPlan, ok bool) {
+// long way, and then b is unchanged. age: the commit may check the age
+// limit (queueRetention).
+func (s *Store) planFast(b *pgx.Batch, reqs []*commitReq, age bool) (p fastPlan, ok bool) {
 	if w, one, ok := s.freshInserts(reqs); ok {
 		return fastPlan{w: w, read: s.queueFresh(b, w, one)}, true
 	}
 	if w, retain, ok := s.cachedWrites(reqs); ok {
-		return fastPlan{w: w, cached: true, read: s.queueCached(b, w, retain)}, true
+		read, aged := s.queueCached(b, w, retain, age)
+		return fastPlan{w: w, cached: true, aged: aged, read: read}, true
 	}
 	return fastPlan{}, false
 }
@@ -55,7 +58,7 @@ var errLongWay = errors.New("pgstore: commit takes the long way")
 func (s *Store) commitOpen(ctx context.Context, group []*commitReq, handOn func()) (all []*commitReq, err error) {
 	var b pgx.Batch
 	b.Queue("BEGIN")
-	p1, ok := s.planFast(&b, group)
+	p1, ok := s.planFast(&b, group, true)
 	if !ok {
 		return group, errLongWay
 	}
@@ -82,13 +85,14 @@ func (s *Store) commitOpen(ctx context.Context, group []*commitReq, handOn func(
 	if h := s.afterOpen.Load(); h != nil {
 		(*h)()
 	}
-	late := s.group.takeLate(group, maxGroup-len(group))
+	order := s.lockOrder(group, p1.aged)
+	late := s.group.takeLate(group, maxGroup-len(group), func(r *commitReq) bool { return order.admits(s.countOwners(r)) })
 	var (
 		p2   fastPlan
 		tail pgx.Batch
 	)
 	if len(late) > 0 {
-		if p2, ok = s.planFast(&tail, late); !ok {
+		if p2, ok = s.planFast(&tail, late, false); !ok {
 			s.group.putBack(late) // still ours to hand on: handOn follows
 			late = nil
 		}
@@ -131,10 +135,11 @@ func (s *Store) commitOpen(ctx context.Context, group []*commitReq, handOn func(
 
 // takeLate takes from the head of the queue up to max commits that name
 // none of the records group names (nor does any of them replace all of
-// an owner's records), to join group's open transaction. It stops at the
+// an owner's records) and that admits (the lock order), to join group's
+// open transaction. It stops at the
 // first that does not qualify, so that the commits stay in the order the
 // callers arrived.
-func (g *grouper) takeLate(group []*commitReq, max int) []*commitReq {
+func (g *grouper) takeLate(group []*commitReq, max int, admits func(*commitReq) bool) []*commitReq {
 	named := make(map[string]bool)
 	for _, r := range group {
 		for _, id := range r.ids {
@@ -145,7 +150,7 @@ func (g *grouper) takeLate(group []*commitReq, max int) []*commitReq {
 	defer g.mu.Unlock()
 	n := 0
 	for _, r := range g.queue {
-		if n == max || r.replace || r.ctx.Err() != nil || namesAny(r, named) {
+		if n == max || r.replace || r.ctx.Err() != nil || namesAny(r, named) || !admits(r) {
 			break
 		}
 		for _, id := range r.ids {

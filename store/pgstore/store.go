@@ -61,10 +61,11 @@ type Store struct {
 	lost     atomic.Bool   // the started instance lost its registration: refuse writes
 	lostWake chan struct{} // tells the heartbeat loop that a write found the instance lost
 
-	group   grouper      // the commits waiting for a transaction
-	groups  atomic.Int64 // groups of several commits committed in one transaction
-	grouped atomic.Int64 // the commits they held
-	late    atomic.Int64 // the commits of those that joined their open transaction (opengroup.go)
+	group     grouper      // the commits waiting for a transaction
+	groups    atomic.Int64 // groups of several commits committed in one transaction
+	grouped   atomic.Int64 // the commits they held
+	late      atomic.Int64 // the commits of those that joined their open transaction (opengroup.go)
+	deadlocks atomic.Int64 // commit transactions PostgreSQL ended to break a deadlock
 	// afterOpen, when set (by tests), runs in commitOpen after the group's
 	// statements, before it takes the late arrivals.
 	afterOpen atomic.Pointer[func()]
