@@ -25,7 +25,9 @@ const ListenerAppName = "bgtask-listener "
 
 // RequestCancel implements store.SharedStore: it records a cancel request
 // addressed to the instance recorded as running task id, and notifies that
-// instance (NOTIFY, delivered when the request is committed). A task that
+// instance (NOTIFY, delivered when the request is committed). A request of
+// a resumable task that waits in the queue is addressed to no instance
+// (""): the first started instance whose poller reads it carries it out. A task that
 // has already ended needs nothing: RequestCancel returns nil. An unknown id
 // is an error matching bgtask.ErrNotFound. The request carries reason: the
 // instance that runs the task records it as the cancel reason.
@@ -55,7 +57,8 @@ func (s *Store) RequestCancel(ctx context.Context, id string, tree bool, reason 
 
 // requestCancelSQL records a cancel request ($1 the task, $2 tree, $5 the
 // reason) addressed to the instance that runs the task, if it is live ($3),
-// and notifies that instance ($4) when the transaction commits.
+// and notifies that instance ($4) when the transaction commits; a waiting
+// task's is addressed to "", which every listener hears.
 const requestCancelSQL = `WITH r AS (
 		INSERT INTO bgtask_cancel_requests (task_id, instance, tree, reason)
 		SELECT id, instance, $2, $5 FROM bgtask_tasks WHERE id = $1 AND status = ANY($3)
@@ -135,7 +138,7 @@ func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake poll
 		}
 		switch n.Channel {
 		case cancelChannel:
-			if n.Payload == id {
+			if n.Payload == id || n.Payload == "" { // "": a waiting task's, for any instance
 				signal(wake.all)
 			}
 		case messageChannel:
@@ -231,11 +234,15 @@ func (s *Store) pollLoop(ctx context.Context, rt store.Runtime, id string, wake 
 	}
 }
 
-// handleCancels claims the instance's pending cancel requests, marks them
-// handled, and cancels the tasks in m.
+// handleCancels claims the instance's pending cancel requests, and those
+// addressed to no instance (of a resumable task that waited in the queue
+// when asked: the first instance to claim one carries it out), marks them
+// handled, and cancels the tasks in m. The Manager's cancel ends a task
+// that still waits as a claim of its attempt; one claimed meanwhile gets a
+// request addressed to its instance (RequestCancel).
 func (s *Store) handleCancels(ctx context.Context, rt store.Runtime, id string) error {
 	rs, err := s.bg.Query(ctx, `UPDATE bgtask_cancel_requests SET handled_at = now() WHERE id IN (
-			SELECT id FROM bgtask_cancel_requests WHERE instance = $1 AND handled_at IS NULL
+			SELECT id FROM bgtask_cancel_requests WHERE instance IN ($1, '') AND handled_at IS NULL
 			ORDER BY id FOR UPDATE SKIP LOCKED)
 		RETURNING id, task_id, tree, reason`, id)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // The statements a commit and the reaper run, for plan_test.go.
@@ -133,4 +134,10 @@ func SettledPosition(s *Store) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMicro(s.cursor.from)
+}
+
+// HandleCancels runs one read of the cancel requests that the poller of
+// instance id makes, handing them to rt.
+func HandleCancels(ctx context.Context, s *Store, rt store.Runtime, id string) error {
+	return s.handleCancels(ctx, rt, id)
 }
