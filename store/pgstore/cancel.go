@@ -70,8 +70,9 @@ const requestCancelSQL = `WITH r AS (
 // connection drops it reconnects with backoff; the poller covers the gap.
 func (s *Store) listenLoop(ctx context.Context, id string, conn *pgx.Conn, wake pollWake) {
 	backoff := s.cfg.backoffMin
+	var prev listenSession // the last session that listened with the lock
 	for {
-		err := s.listen(ctx, id, conn, wake, func() { backoff = s.cfg.backoffMin })
+		err := s.listen(ctx, id, conn, wake, &prev, func() { backoff = s.cfg.backoffMin })
 		conn = nil
 		if ctx.Err() != nil || errors.Is(err, ErrInstanceLost) {
 			return
@@ -102,19 +103,25 @@ func (s *Store) connectListener(ctx context.Context, id string) (*pgx.Conn, erro
 // new connection that takes the lock again. When another session holds
 // the lock and the instance's row has another process's token, another
 // process registered the id since this connection dropped: the instance
-// is lost.
-func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake pollWake, connected func()) error {
+// is lost. prev is the session that last listened with the lock; listen
+// sets it to conn's.
+func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake pollWake, prev *listenSession, connected func()) error {
 	if conn == nil {
 		var err error
 		if conn, err = s.connectListener(ctx, id); err != nil {
 			return err
 		}
-		if err := s.relock(ctx, conn, id); err != nil {
+		if err := s.relock(ctx, conn, id, *prev); err != nil {
 			conn.Close(context.WithoutCancel(ctx))
 			return err
 		}
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	ses, err := sessionOf(ctx, conn)
+	if err != nil {
+		return err
+	}
+	*prev = ses
 	if !s.cfg.deaf { // deaf: the poll alone carries requests (benchmarks)
 		if _, err := conn.Exec(ctx, "LISTEN "+cancelChannel+"; LISTEN "+settledChannel+"; LISTEN "+messageChannel+"; LISTEN "+messageDoneChannel); err != nil {
 			return err
@@ -159,10 +166,15 @@ func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake poll
 
 // relock takes the instance's lock again on a new listening connection.
 // If another session holds it, the row's token tells whether another
-// process registered the id (the instance is lost) or the server has not
-// yet ended this process's previous session (the lock is taken again at
-// the next reconnect; the token keeps the registration).
-func (s *Store) relock(ctx context.Context, conn *pgx.Conn, id string) error {
+// process registered the id (the instance is lost) or not: then the
+// holder is this process's previous listening session prev, which the
+// server has not ended yet (it has not noticed the connection close), or
+// another process's Start that has not written its token yet. relock then
+// ends prev, if it is still there, and returns errInstanceLockHeld: the
+// listener never listens without the lock (a Start with the id would
+// succeed once the holder ends), and takes it at a later reconnect, or
+// finds the instance lost; the poll covers the gap.
+func (s *Store) relock(ctx context.Context, conn *pgx.Conn, id string, prev listenSession) error {
 	var got bool
 	if err := conn.QueryRow(ctx, tryInstanceLockSQL, id).Scan(&got); err != nil || got {
 		return err
@@ -175,8 +187,14 @@ func (s *Store) relock(ctx context.Context, conn *pgx.Conn, id string) error {
 		s.markLost(id, "another process registered its id")
 		return ErrInstanceLost
 	}
-	s.log.Warn("pgstore: instance lock still held by this process's previous session; listening without it", "instance", id)
-	return nil
+	ended, err := prev.end(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if ended {
+		s.log.Warn("pgstore: ended this process's previous listening session, which still held the instance lock", "instance", id, "pid", prev.pid)
+	}
+	return errInstanceLockHeld
 }
 
 // pollWake wakes the poller: for everything it handles (all: a cancel
