@@ -26,7 +26,9 @@ const ListenerAppName = "bgtask-listener "
 
 // RequestCancel implements store.SharedStore: it records a cancel request
 // addressed to the instance recorded as running task id, and notifies that
-// instance (NOTIFY, delivered when the request is committed). A task that
+// instance (NOTIFY, delivered when the request is committed). A request of
+// a resumable task that waits in the queue is addressed to no instance
+// (""): the first started instance whose poller reads it carries it out. A task that
 // has already ended needs nothing: RequestCancel returns nil. An unknown id
 // is an error matching bgtask.ErrNotFound. The request carries reason: the
 // instance that runs the task records it as the cancel reason.
@@ -56,7 +58,8 @@ func (s *Store) RequestCancel(ctx context.Context, id string, tree bool, reason 
 
 // requestCancelSQL records a cancel request ($1 the task, $2 tree, $5 the
 // reason) addressed to the instance that runs the task, if it is live ($3),
-// and notifies that instance ($4) when the transaction commits.
+// and notifies that instance ($4) when the transaction commits; a waiting
+// task's is addressed to "", which every listener hears.
 const requestCancelSQL = `WITH r AS (
 		INSERT INTO bgtask_cancel_requests (task_id, instance, tree, reason)
 		SELECT id, instance, $2, $5 FROM bgtask_tasks WHERE id = $1 AND status = ANY($3)
@@ -68,8 +71,9 @@ const requestCancelSQL = `WITH r AS (
 // connection drops it reconnects with backoff; the poller covers the gap.
 func (s *Store) listenLoop(ctx context.Context, id string, conn *pgx.Conn, wake pollWake) {
 	backoff := s.cfg.backoffMin
+	var prev listenSession // the last session that listened with the lock
 	for {
-		err := s.listen(ctx, id, conn, wake, func() { backoff = s.cfg.backoffMin })
+		err := s.listen(ctx, id, conn, wake, &prev, func() { backoff = s.cfg.backoffMin })
 		conn = nil
 		if ctx.Err() != nil || errors.Is(err, ErrInstanceLost) {
 			return
@@ -100,19 +104,25 @@ func (s *Store) connectListener(ctx context.Context, id string) (*pgx.Conn, erro
 // new connection that takes the lock again. When another session holds
 // the lock and the instance's row has another process's token, another
 // process registered the id since this connection dropped: the instance
-// is lost.
-func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake pollWake, connected func()) error {
+// is lost. prev is the session that last listened with the lock; listen
+// sets it to conn's.
+func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake pollWake, prev *listenSession, connected func()) error {
 	if conn == nil {
 		var err error
 		if conn, err = s.connectListener(ctx, id); err != nil {
 			return err
 		}
-		if err := s.relock(ctx, conn, id); err != nil {
+		if err := s.relock(ctx, conn, id, *prev); err != nil {
 			conn.Close(context.WithoutCancel(ctx))
 			return err
 		}
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	ses, err := sessionOf(ctx, conn)
+	if err != nil {
+		return err
+	}
+	*prev = ses
 	if !s.cfg.deaf { // deaf: the poll alone carries requests (benchmarks)
 		if _, err := conn.Exec(ctx, listenSQL(s.scope)); err != nil {
 			return err
@@ -136,7 +146,7 @@ func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake poll
 		}
 		switch n.Channel {
 		case s.scope.cancel:
-			if n.Payload == id {
+			if n.Payload == id || n.Payload == "" { // "": a waiting task's, for any instance
 				signal(wake.all)
 			}
 		case s.scope.message:
@@ -157,10 +167,15 @@ func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake poll
 
 // relock takes the instance's lock again on a new listening connection.
 // If another session holds it, the row's token tells whether another
-// process registered the id (the instance is lost) or the server has not
-// yet ended this process's previous session (the lock is taken again at
-// the next reconnect; the token keeps the registration).
-func (s *Store) relock(ctx context.Context, conn *pgx.Conn, id string) error {
+// process registered the id (the instance is lost) or not: then the
+// holder is this process's previous listening session prev, which the
+// server has not ended yet (it has not noticed the connection close), or
+// another process's Start that has not written its token yet. relock then
+// ends prev, if it is still there, and returns errInstanceLockHeld: the
+// listener never listens without the lock (a Start with the id would
+// succeed once the holder ends), and takes it at a later reconnect, or
+// finds the instance lost; the poll covers the gap.
+func (s *Store) relock(ctx context.Context, conn *pgx.Conn, id string, prev listenSession) error {
 	var got bool
 	if err := conn.QueryRow(ctx, tryInstanceLockSQL, id, s.scope.lock).Scan(&got); err != nil || got {
 		return err
@@ -173,8 +188,14 @@ func (s *Store) relock(ctx context.Context, conn *pgx.Conn, id string) error {
 		s.markLost(id, "another process registered its id")
 		return ErrInstanceLost
 	}
-	s.log.Warn("pgstore: instance lock still held by this process's previous session; listening without it", "instance", id)
-	return nil
+	ended, err := prev.end(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if ended {
+		s.log.Warn("pgstore: ended this process's previous listening session, which still held the instance lock", "instance", id, "pid", prev.pid)
+	}
+	return errInstanceLockHeld
 }
 
 // pollWake wakes the poller: for everything it handles (all: a cancel
@@ -232,11 +253,15 @@ func (s *Store) pollLoop(ctx context.Context, rt store.Runtime, id string, wake 
 	}
 }
 
-// handleCancels claims the instance's pending cancel requests, marks them
-// handled, and cancels the tasks in m.
+// handleCancels claims the instance's pending cancel requests, and those
+// addressed to no instance (of a resumable task that waited in the queue
+// when asked: the first instance to claim one carries it out), marks them
+// handled, and cancels the tasks in m. The Manager's cancel ends a task
+// that still waits as a claim of its attempt; one claimed meanwhile gets a
+// request addressed to its instance (RequestCancel).
 func (s *Store) handleCancels(ctx context.Context, rt store.Runtime, id string) error {
 	rs, err := s.bg.Query(ctx, `UPDATE bgtask_cancel_requests SET handled_at = now() WHERE id IN (
-			SELECT id FROM bgtask_cancel_requests WHERE instance = $1 AND handled_at IS NULL
+			SELECT id FROM bgtask_cancel_requests WHERE instance IN ($1, '') AND handled_at IS NULL
 			ORDER BY id FOR UPDATE SKIP LOCKED)
 		RETURNING id, task_id, tree, reason`, id)
 	if err != nil {

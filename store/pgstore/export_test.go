@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 )
 
 // The statements a commit and the reaper run, for plan_test.go.
@@ -174,4 +175,10 @@ func TryKindLock(ctx context.Context, s *Store, kind string) (bool, error) {
 	var got bool
 	err = tx.QueryRow(ctx, strings.Replace(kindLockSQL, "pg_advisory_xact_lock", "pg_try_advisory_xact_lock", 1), kind, s.scope.lock).Scan(&got)
 	return got, err
+}
+
+// HandleCancels runs one read of the cancel requests that the poller of
+// instance id makes, handing them to rt.
+func HandleCancels(ctx context.Context, s *Store, rt store.Runtime, id string) error {
+	return s.handleCancels(ctx, rt, id)
 }

@@ -218,11 +218,14 @@ func (r *ReadOnly) List(ctx context.Context, f Filter) iter.Seq2[bgtype.TaskMeta
 
 // RequestCancel asks the instance that runs task id to cancel it, with its
 // attached descendants there when tree is true, as Store.RequestCancel
-// does, in the one read-write transaction a ReadOnly makes. It returns the
-// task's record as read then: if its status is already terminal, nothing
-// was recorded. An unknown id is an error matching bgtype.ErrNotFound. The
-// request carries reason ("" for none): the cancelled record has it. It
-// returns once the request is recorded, not when the task stops.
+// does, in the one read-write transaction a ReadOnly makes: a resumable
+// task that waits in the queue is cancelled by the first started instance
+// that reads the request, or, claimed meanwhile, by its claiming instance.
+// It returns the task's record as read then: if its status is already
+// terminal, nothing was recorded. An unknown id is an error matching
+// bgtype.ErrNotFound. The request carries reason ("" for none): the
+// cancelled record has it. It returns once the request is recorded, not
+// when the task stops.
 func (r *ReadOnly) RequestCancel(ctx context.Context, id string, tree bool, reason string) (bgtype.TaskMeta, error) {
 	if r.closed.Load() {
 		return bgtype.TaskMeta{}, ErrClosed

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,21 +21,29 @@ import (
 // heldReconnect is a WithBeforeReconnect hook that holds the listener's
 // first reconnect: entered is closed when it starts, and it goes on once
 // release is called (the test's end calls it, so that Close never waits
-// for a held listener).
+// for a held listener). Each later reconnect sends on again, if it is
+// empty.
 type heldReconnect struct {
 	entered, released chan struct{}
-	first, free       sync.Once
+	again             chan struct{}
+	calls             atomic.Int64
+	free              sync.Once
 }
 
 func newHeldReconnect() *heldReconnect {
-	return &heldReconnect{entered: make(chan struct{}), released: make(chan struct{})}
+	return &heldReconnect{entered: make(chan struct{}), released: make(chan struct{}), again: make(chan struct{}, 1)}
 }
 
 func (h *heldReconnect) hook() {
-	h.first.Do(func() {
-		close(h.entered)
-		<-h.released
-	})
+	if h.calls.Add(1) > 1 {
+		select {
+		case h.again <- struct{}{}:
+		default:
+		}
+		return
+	}
+	close(h.entered)
+	<-h.released
 }
 
 func (h *heldReconnect) release() { h.free.Do(func() { close(h.released) }) }
@@ -168,5 +177,73 @@ func TestReconnectFindsTheInstanceTaken(t *testing.T) {
 	}
 	if n := sqlExec(t, dsn, `SELECT 1 FROM bgtask_cancel_requests WHERE handled_at IS NULL`); n != 1 {
 		t.Fatalf("%d cancel requests left unhandled, want 1: the lost instance carried it out", n)
+	}
+}
+
+// A listener that reconnects while another session holds the instance's
+// lock and the row keeps this process's token (as when the server has not
+// yet ended the listener's previous session) does not listen without the
+// lock: it tries again at each reconnect, and takes the lock once that
+// session ends. A second process's Start with the id is then refused.
+// Before, the listener listened on without the lock, and once the other
+// session ended that Start registered the id beside the live instance.
+func TestReconnectWaitsForTheInstanceLock(t *testing.T) {
+	t.Parallel()
+	held := newHeldReconnect()
+	// The poll ticks once an hour: only the listener wakes the poller, so a
+	// cancel request carried out tells that the listener is back.
+	s1, dsn := openStore(t, pgstore.WithHeartbeatInterval(50*time.Millisecond), pgstore.WithGrace(time.Hour),
+		pgstore.WithPollInterval(time.Hour), pgstore.WithReconnectBackoff(time.Millisecond, 20*time.Millisecond),
+		pgstore.WithBeforeReconnect(held.hook))
+	m1 := startManager(t, s1, "inst_dup")
+	t.Cleanup(held.release) // runs before Shutdown and Close
+	causes := make(chan error, 1)
+	id, err := m1.Owner("alice").Spawn(t.Context(), blockUntilCanceled(causes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := listenerLock(t, dsn, "inst_dup")
+
+	dropListener(t, dsn, "inst_dup", held)
+	other := sqlConn(t, dsn) // holds the lock, the row keeps s1's token
+	if _, err := other.Exec(t.Context(), lock); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.RequestCancel(t.Context(), id, false, "after the lock"); err != nil {
+		t.Fatal(err)
+	}
+	held.release()
+	var cause error
+	select {
+	case <-held.again: // the lock was held: the listener reconnects again
+	case cause = <-causes: // it listened without the lock (checked below)
+	case <-time.After(hangGuard):
+		t.Fatalf("the listener neither reconnected again nor carried out the request within %v", hangGuard)
+	}
+	if err := other.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if cause == nil {
+		cause = waitCause(t, causes)
+	}
+	if want := fmt.Sprintf("%v: after the lock", bgtask.ErrCanceled); cause == nil || cause.Error() != want {
+		t.Fatalf("the task ended with cause %v, want %q", cause, want)
+	}
+
+	s2, err := pgstore.Open(t.Context(), dsn, pgstore.WithHeartbeatInterval(50*time.Millisecond), pgstore.WithGrace(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	m2, err := bgtask.New(bgtask.WithStore(s2), bgtask.WithInstance("inst_dup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m2.Shutdown(context.Background()) })
+	if err := s2.Start(t.Context(), m2.Runtime()); !errors.Is(err, pgstore.ErrInstanceRunning) {
+		t.Fatalf("Start beside the reconnected instance = %v, want ErrInstanceRunning", err)
+	}
+	if s1.Lost() {
+		t.Fatal("the reconnected instance is lost")
 	}
 }
