@@ -78,7 +78,12 @@ func (s *Store) listenLoop(ctx context.Context, id string, conn *pgx.Conn, wake 
 		if ctx.Err() != nil || errors.Is(err, ErrInstanceLost) {
 			return
 		}
-		s.log.Warn("pgstore: cancel listener lost its connection; reconnecting", "instance", id, "err", err, "backoff", backoff)
+		if errors.Is(err, errInstanceLockHeld) {
+			// Not a lost connection: the lock's holder is ending (relock).
+			s.log.Info("pgstore: cancel listener waits for the instance lock; reconnecting", "instance", id, "backoff", backoff)
+		} else {
+			s.log.Warn("pgstore: cancel listener lost its connection; reconnecting", "instance", id, "err", err, "backoff", backoff)
+		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -112,7 +117,7 @@ func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake poll
 		if conn, err = s.connectListener(ctx, id); err != nil {
 			return err
 		}
-		if err := s.relock(ctx, conn, id, *prev); err != nil {
+		if err := s.relock(ctx, conn, id, prev); err != nil {
 			conn.Close(context.WithoutCancel(ctx))
 			return err
 		}
@@ -174,8 +179,9 @@ func (s *Store) listen(ctx context.Context, id string, conn *pgx.Conn, wake poll
 // ends prev, if it is still there, and returns errInstanceLockHeld: the
 // listener never listens without the lock (a Start with the id would
 // succeed once the holder ends), and takes it at a later reconnect, or
-// finds the instance lost; the poll covers the gap.
-func (s *Store) relock(ctx context.Context, conn *pgx.Conn, id string, prev listenSession) error {
+// finds the instance lost; the poll covers the gap. prev is cleared once
+// ended.
+func (s *Store) relock(ctx context.Context, conn *pgx.Conn, id string, prev *listenSession) error {
 	var got bool
 	if err := conn.QueryRow(ctx, tryInstanceLockSQL, id, s.scope.lock).Scan(&got); err != nil || got {
 		return err
@@ -194,6 +200,7 @@ func (s *Store) relock(ctx context.Context, conn *pgx.Conn, id string, prev list
 	}
 	if ended {
 		s.log.Warn("pgstore: ended this process's previous listening session, which still held the instance lock", "instance", id, "pid", prev.pid)
+		*prev = listenSession{} // ended once: the server lets it go in its own time
 	}
 	return errInstanceLockHeld
 }
