@@ -106,6 +106,12 @@ func sqlConn(t *testing.T, dsn string) *pgx.Conn {
 // and scans the row into dest.
 func sqlScan(t *testing.T, dsn, sql string, dest ...any) {
 	t.Helper()
+	sqlScanArgs(t, dsn, sql, nil, dest...)
+}
+
+// sqlScanArgs is sqlScan with query arguments.
+func sqlScanArgs(t *testing.T, dsn, sql string, args []any, dest ...any) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
@@ -113,7 +119,7 @@ func sqlScan(t *testing.T, dsn, sql string, dest ...any) {
 		t.Fatalf("connect: %v", err)
 	}
 	defer conn.Close(ctx)
-	if err := conn.QueryRow(ctx, sql).Scan(dest...); err != nil {
+	if err := conn.QueryRow(ctx, sql, args...).Scan(dest...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }

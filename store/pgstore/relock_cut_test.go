@@ -13,7 +13,6 @@ import (
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // A listener whose connection drops without the server noticing (a proxy
@@ -76,21 +75,6 @@ func TestReconnectEndsItsPreviousSession(t *testing.T) {
 	}
 	if !slices.Contains(logs.messages(slog.LevelInfo), "pgstore: cancel listener waits for the instance lock; reconnecting") {
 		t.Fatalf("no information that the listener waited for the lock: %q", logs.messages(slog.LevelInfo))
-	}
-}
-
-// sqlScanArgs is sqlScan with query arguments.
-func sqlScanArgs(t *testing.T, dsn, sql string, args []any, dest ...any) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(ctx)
-	if err := conn.QueryRow(ctx, sql, args...).Scan(dest...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
 	}
 }
 
