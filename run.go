@@ -153,8 +153,12 @@ func (m *Manager) promote(t *Task) error {
 //
 //go:noinline
 func (m *Manager) returned(t *Task, v any, err error, stage *uint8, small bool) {
-	if !m.endsApart(t, small) {
-		stackgrow.Grow() // before encoding the result: the end needs the bigger stack anyway
+	if small && !m.endsApart(t, small) {
+		// Before encoding the result: the end needs the bigger stack
+		// anyway. A reused worker (not small) grew its stack once, after
+		// its first park: growing again would only clear a KiB of stack
+		// (decision 814).
+		stackgrow.Grow()
 	}
 	// Claimed before the result is encoded; finish claims it again, a no-op.
 	if !t.claimEnd() {
@@ -172,7 +176,7 @@ func (m *Manager) returned(t *Task, v any, err error, stage *uint8, small bool) 
 	var out outcome
 	m.settle(t, &out, v, err)
 	*stage = stageRecorded
-	m.finish(t, &out, small)
+	m.finishGrown(t, &out, small)
 }
 
 // settle sets out from what the function returned. Out of line, so its
@@ -239,6 +243,13 @@ func (m *Manager) finish(t *Task, out *outcome, small bool) {
 	if !m.endsApart(t, small) {
 		stackgrow.Grow()
 	}
+	m.finishGrown(t, out, small)
+}
+
+// finishGrown is finish on a stack grown for the end already, or whose end
+// is recorded apart (endsApart): returned grew it, or its goroutine is a
+// reused worker, grown once after its first park.
+func (m *Manager) finishGrown(t *Task, out *outcome, small bool) {
 	if !t.claimEnd() {
 		m.releaseCut(t) // Stop ended it: what the function returned is discarded
 		return
