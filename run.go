@@ -153,6 +153,9 @@ func (m *Manager) promote(t *Task) error {
 //
 //go:noinline
 func (m *Manager) returned(t *Task, v any, err error, stage *uint8, small bool) {
+	if small && m.endAlone() {
+		small = false // recorded here, on a stack grown while shallow (decision 815)
+	}
 	if small && !m.endsApart(t, small) {
 		// Before encoding the result: the end needs the bigger stack
 		// anyway. A reused worker (not small) grew its stack once, after
@@ -233,6 +236,24 @@ func (m *Manager) settleErr(t *Task, out *outcome, err error) {
 // not grown: its end fits (decision 770).
 func (m *Manager) endsApart(t *Task, small bool) bool {
 	return small && m.mem != nil && m.cfg.observer == nil && t.fg.Load() == fgBackground
+}
+
+// endAlone reports whether the end of a task that just returned would be
+// the only one to record: no end waits on the list or is being recorded,
+// and the task is the Manager's only live one (a lone spawn, as an agent
+// makes them, after its idle workers expired). Its goroutine then records
+// the end itself, on a stack grown once, instead of starting a recorder
+// (endSmall): one goroutine less to start and to hand the end to, as eino's
+// task hands its end to the waiter. In a burst others are live, or their
+// ends are on the list: those ends stay apart (decision 770).
+func (m *Manager) endAlone() bool {
+	if m.ends.Load() != nil || m.endsBusy.Load() {
+		return false
+	}
+	m.mu.Lock()
+	alone := m.live == 1
+	m.mu.Unlock()
+	return alone
 }
 
 // finish commits the terminal record, retires the task, and only then tells
