@@ -245,12 +245,14 @@ func (m *Manager) endsApart(t *Task, small bool) bool {
 // the end itself, on a stack grown once, instead of starting a recorder
 // (endSmall): one goroutine less to start and to hand the end to, as eino's
 // task hands its end to the waiter. In a burst others are live, or their
-// ends are on the list: those ends stay apart (decision 770).
+// ends are on the list: those ends stay apart (decision 770). It never
+// waits for m.mu (TryLock): a held lock means another goroutine is busy
+// with the Manager, so the end is not alone, and nothing that holds m.mu
+// while it waits for a task's end can deadlock with it.
 func (m *Manager) endAlone() bool {
-	if m.ends.Load() != nil || m.endsBusy.Load() {
+	if m.ends.Load() != nil || m.endsBusy.Load() || !m.mu.TryLock() {
 		return false
 	}
-	m.mu.Lock()
 	alone := m.live == 1
 	m.mu.Unlock()
 	return alone
