@@ -153,15 +153,17 @@ func (m *Manager) promote(t *Task) error {
 //
 //go:noinline
 func (m *Manager) returned(t *Task, v any, err error, stage *uint8, small bool) {
-	if small && m.endAlone() {
-		small = false // recorded here, on a stack grown while shallow (decision 815)
-	}
-	if small && !m.endsApart(t, small) {
-		// Before encoding the result: the end needs the bigger stack
-		// anyway. A reused worker (not small) grew its stack once, after
-		// its first park: growing again would only clear a KiB of stack
-		// (decision 814).
-		stackgrow.Grow()
+	if small {
+		if m.endAlone() {
+			small = false // recorded here, on the stack grown next (decision 815)
+		}
+		if !m.endsApart(t, small) {
+			// Before encoding the result, while shallow: the end needs
+			// the bigger stack anyway. A reused worker (not small) grew
+			// its stack once, after its first park: growing again would
+			// only clear a KiB of stack (decision 814).
+			stackgrow.Grow()
+		}
 	}
 	// Claimed before the result is encoded; finish claims it again, a no-op.
 	if !t.claimEnd() {
