@@ -154,7 +154,7 @@ func (m *Manager) promote(t *Task) error {
 //go:noinline
 func (m *Manager) returned(t *Task, v any, err error, stage *uint8, small bool) {
 	if small {
-		if m.endAlone() {
+		if m.endsApart(t, small) && m.endAlone() {
 			small = false // recorded here, on the stack grown next (decision 815)
 		}
 		if !m.endsApart(t, small) {
