@@ -138,6 +138,7 @@ func (m *Manager) endSmall(t *Task, out *outcome, prog *bgtype.Progress) {
 	e.End = clock.Now()
 	if m.pushEnd(n) {
 		m.wg.Add(1) // this task's goroutine still counts: the count is not zero
+		m.counters.recorders.Add(1)
 		go m.recordApart()
 	}
 }

@@ -153,8 +153,17 @@ func (m *Manager) promote(t *Task) error {
 //
 //go:noinline
 func (m *Manager) returned(t *Task, v any, err error, stage *uint8, small bool) {
-	if !m.endsApart(t, small) {
-		stackgrow.Grow() // before encoding the result: the end needs the bigger stack anyway
+	if small {
+		if m.endsApart(t, small) && m.endAlone() {
+			small = false // recorded here, on the stack grown next (decision 815)
+		}
+		if !m.endsApart(t, small) {
+			// Before encoding the result, while shallow: the end needs
+			// the bigger stack anyway. A reused worker (not small) grew
+			// its stack once, after its first park: growing again would
+			// only clear a KiB of stack (decision 814).
+			stackgrow.Grow()
+		}
 	}
 	// Claimed before the result is encoded; finish claims it again, a no-op.
 	if !t.claimEnd() {
@@ -172,7 +181,7 @@ func (m *Manager) returned(t *Task, v any, err error, stage *uint8, small bool) 
 	var out outcome
 	m.settle(t, &out, v, err)
 	*stage = stageRecorded
-	m.finish(t, &out, small)
+	m.finishGrown(t, &out, small)
 }
 
 // settle sets out from what the function returned. Out of line, so its
@@ -231,6 +240,26 @@ func (m *Manager) endsApart(t *Task, small bool) bool {
 	return small && m.mem != nil && m.cfg.observer == nil && t.fg.Load() == fgBackground
 }
 
+// endAlone reports whether the end of a task that just returned would be
+// the only one to record: no end waits on the list or is being recorded,
+// and the task is the Manager's only live one (a lone spawn, as an agent
+// makes them, after its idle workers expired). Its goroutine then records
+// the end itself, on a stack grown once, instead of starting a recorder
+// (endSmall): one goroutine less to start and to hand the end to, as eino's
+// task hands its end to the waiter. In a burst others are live, or their
+// ends are on the list: those ends stay apart (decision 770). It never
+// waits for m.mu (TryLock): a held lock means another goroutine is busy
+// with the Manager, so the end is not alone, and nothing that holds m.mu
+// while it waits for a task's end can deadlock with it.
+func (m *Manager) endAlone() bool {
+	if m.ends.Load() != nil || m.endsBusy.Load() || !m.mu.TryLock() {
+		return false
+	}
+	alone := m.live == 1
+	m.mu.Unlock()
+	return alone
+}
+
 // finish commits the terminal record, retires the task, and only then tells
 // the owner (commit, then notify: whoever reads the event can Get the final
 // record). If the commit keeps failing, the owner gets EventCommitFailed
@@ -239,6 +268,13 @@ func (m *Manager) finish(t *Task, out *outcome, small bool) {
 	if !m.endsApart(t, small) {
 		stackgrow.Grow()
 	}
+	m.finishGrown(t, out, small)
+}
+
+// finishGrown is finish on a stack grown for the end already, or whose end
+// is recorded apart (endsApart): returned grew it, or its goroutine is a
+// reused worker, grown once after its first park.
+func (m *Manager) finishGrown(t *Task, out *outcome, small bool) {
 	if !t.claimEnd() {
 		m.releaseCut(t) // Stop ended it: what the function returned is discarded
 		return

@@ -26,6 +26,7 @@ type Stats struct {
 // counters are the cumulative Stats, updated without the Manager's lock.
 type counters struct {
 	spawned, completed, failed, canceled, panicked, interrupted, commitFailures atomic.Uint64
+	recorders                                                                   atomic.Uint64 // goroutines started to record ends (endSmall); not in Stats
 }
 
 // Stats returns the Manager's counters. Safe to call at any time, also after

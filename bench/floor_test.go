@@ -54,6 +54,7 @@ func BenchmarkFloorBurst10k(b *testing.B) {
 func BenchmarkBgtaskBurst10k(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
+	defer reportGoStarts(b)()
 	for b.Loop() {
 		err := withManager(ctx, func(m *bgtask.Manager) error {
 			o := m.Owner(benchOwner)
@@ -79,6 +80,7 @@ func BenchmarkEinoBurst10k(b *testing.B) {
 	ctx := context.Background()
 	ids := make([]string, floorBurst)
 	b.ReportAllocs()
+	defer reportGoStarts(b)()
 	for b.Loop() {
 		err := withEino(ctx, func(m *backgroundtask.Manager) error {
 			for i := range ids {
@@ -127,6 +129,7 @@ func BenchmarkBgtaskSpawnComplete(b *testing.B) {
 		}
 		buf := make([]bgtype.Event, 0, 16)
 		b.ReportAllocs()
+		defer reportGoStarts(b)()
 		for b.Loop() {
 			id, err := o.Spawn(ctx, answer)
 			if err != nil {
@@ -153,6 +156,7 @@ func BenchmarkEinoSpawnComplete(b *testing.B) {
 	ctx := context.Background()
 	err := withEino(ctx, func(m *backgroundtask.Manager) error {
 		b.ReportAllocs()
+		defer reportGoStarts(b)()
 		for b.Loop() {
 			id, err := einoRun(ctx, m, einoAnswer)
 			if err != nil {
