@@ -118,6 +118,10 @@ func LateCommits(s *Store) int64 { return s.late.Load() }
 // break a deadlock (each committed again).
 func Deadlocks(s *Store) int64 { return s.deadlocks.Load() }
 
+// AgeDueNow makes s's next commit that makes records terminal check the
+// age limit, as a Store's first such commit does.
+func AgeDueNow(s *Store) { s.ageNext.Store(0) }
+
 // SetAfterOpen makes f run in each group's open transaction after the
 // group's statements, before the late arrivals are taken. Set it before
 // the commits it watches start.
