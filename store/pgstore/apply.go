@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
@@ -184,13 +183,14 @@ func applyAll(locked map[string]row, reqs []*commitReq) (*writes, []string, erro
 }
 
 // writeRows writes w, runs retention for the owners in retain, and commits
-// the transaction lockRows began; one round trip. The rows written were
+// the transaction lockRows began; one round trip. Then, when records
+// turned terminal, it checks the age limit (checkAge). The rows written were
 // locked, so only an insert can meet a row written meanwhile: its unique
 // violation aborts the transaction and the commit starts over.
 func (s *Store) writeRows(ctx context.Context, conn *pgxpool.Conn, w *writes, retain []string) error {
 	var b pgx.Batch
 	want := queueWrites(&b, w)
-	s.queueRetention(&b, retain, true)
+	s.queueRetention(&b, retain)
 	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, &b)
 	defer br.Close()
@@ -205,35 +205,17 @@ func (s *Store) writeRows(ctx context.Context, conn *pgxpool.Conn, w *writes, re
 	if err := br.Close(); err != nil {
 		return commitErr(err)
 	}
+	if len(retain) > 0 {
+		s.checkAge()
+	}
 	return nil
 }
 
 // queueRetention adds to b the retention of the owners in retain, whose
 // records turned terminal: each keeps its newest terminal records up to
-// the limit; and, at most once every ageEvery, up to retainAgeBatch
-// terminal records past the age limit go, when age. It reports whether
-// it queued that age statement, whose deletes lock the counts of any
-// owners (lockorder.go).
-func (s *Store) queueRetention(b *pgx.Batch, retain []string, age bool) (aged bool) {
-	if len(retain) == 0 {
-		return false
+// the limit. The age limit is checked apart (age.go).
+func (s *Store) queueRetention(b *pgx.Batch, retain []string) {
+	if len(retain) > 0 {
+		b.Queue(retainCountSQL, retain, s.cfg.retainPerOwner)
 	}
-	b.Queue(retainCountSQL, retain, s.cfg.retainPerOwner)
-	if age && s.cfg.retainFor > 0 && s.ageDue() {
-		b.Queue(retainAgeSQL, s.cfg.retainFor.Microseconds(), retainAgeBatch)
-		return true
-	}
-	return false
-}
-
-// ageEvery is how often commits check the age limit: a second's delay
-// is nothing against an age limit, and a statement less on most commits.
-const ageEvery = time.Second
-
-// ageDue reports whether this commit checks the age limit: the first
-// commit of a Store does, then one at most every ageEvery.
-func (s *Store) ageDue() bool {
-	now := time.Now().UnixNano()
-	next := s.ageNext.Load()
-	return now >= next && s.ageNext.CompareAndSwap(next, now+int64(ageEvery))
 }

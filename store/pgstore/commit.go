@@ -270,17 +270,7 @@ const (
 			SELECT id FROM bgtask_tasks WHERE owner = c.owner AND terminal_at IS NOT NULL
 			ORDER BY terminal_at, id LIMIT c.n - $2) AS r
 		WHERE c.owner = ANY($1) AND c.n > $2))`
-	// retainAgeSQL deletes up to $2 terminal rows older than $1
-	// microseconds (index bgtask_tasks_aged), skipping rows another commit
-	// is deleting; the reaper's clean-up takes the rest.
-	retainAgeSQL = `DELETE FROM bgtask_tasks WHERE id = ANY(ARRAY(
-		SELECT id FROM bgtask_tasks WHERE terminal_at < now() - make_interval(secs => $1::bigint / 1e6)
-		ORDER BY terminal_at LIMIT $2 FOR UPDATE SKIP LOCKED))`
 )
-
-// retainAgeBatch bounds the aged rows one commit deletes, so a commit after
-// a long pause does not pay for the whole backlog.
-const retainAgeBatch = 100
 
 // keyIndex is the unique index on an owner's idempotency keys.
 const keyIndex = "bgtask_tasks_idempotency"

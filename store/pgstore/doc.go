@@ -40,9 +40,9 @@
 // process lives: Start refuses an id another live process runs
 // (ErrInstanceRunning).
 //
-// The heartbeat, the reaper and the cancel poller use a small pool of
-// their own, and the listener its own connection, so commit traffic never
-// delays them.
+// The heartbeat, the reaper, the cancel poller and the age limit's deletes
+// use a small pool of their own, and the listener its own connection, so
+// commit traffic never delays them, nor they it.
 //
 // An instance whose last successful heartbeat is older than nine tenths of
 // the grace period (by its own clock, checked before every write), or that

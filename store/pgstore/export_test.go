@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ const (
 	LockByOwnerSQL = lockByOwnerSQL
 	RetainCountSQL = retainCountSQL
 	RetainAgeSQL   = retainAgeSQL
+	LockAgedSQL    = lockAgedSQL
 	ListTaggedSQL  = listTaggedSQL
 )
 
@@ -118,9 +120,20 @@ func LateCommits(s *Store) int64 { return s.late.Load() }
 // break a deadlock (each committed again).
 func Deadlocks(s *Store) int64 { return s.deadlocks.Load() }
 
-// AgeDueNow makes s's next commit that makes records terminal check the
-// age limit, as a Store's first such commit does.
-func AgeDueNow(s *Store) { s.ageNext.Store(0) }
+// SetAgeDue makes s's next commit that makes records terminal check the
+// age limit (due), as a Store's first such commit does, or makes no
+// commit check it until the next SetAgeDue(s, true) (once checked, the
+// age limit is due again a second later).
+func SetAgeDue(s *Store, due bool) {
+	if due {
+		s.ageNext.Store(0)
+	} else {
+		s.ageNext.Store(math.MaxInt64)
+	}
+}
+
+// AgePasses is how many of s's age limit passes committed (age.go).
+func AgePasses(s *Store) int64 { return s.agePasses.Load() }
 
 // SetAfterOpen makes f run in each group's open transaction after the
 // group's statements, before the late arrivals are taken. Set it before

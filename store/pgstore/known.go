@@ -132,7 +132,8 @@ func (s *Store) cachedWrites(reqs []*commitReq) (*writes, []string, bool) {
 // transaction (a division by zero) unless it wrote every row and, on a
 // started Store, the instance is alive; an insert fails it when the id or
 // the idempotency key is taken. Then nothing is written and errStale is
-// returned.
+// returned. Then, when records turned terminal, it checks the age limit
+// (checkAge).
 func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -140,7 +141,7 @@ func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) err
 	}
 	defer conn.Release()
 	var b pgx.Batch // one implicit transaction: a failed statement undoes the others
-	read, _ := s.queueCached(&b, w, retain, true)
+	read := s.queueCached(&b, w, retain)
 	br := conn.SendBatch(ctx, &b)
 	err = read(br)
 	if cerr := br.Close(); err == nil && cerr != nil {
@@ -148,14 +149,17 @@ func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) err
 	}
 	if err != nil {
 		abort(ctx, conn)
+		return err
 	}
-	return err
+	if len(retain) > 0 {
+		s.checkAge()
+	}
+	return nil
 }
 
 // queueCached adds writeCached's statements to b and returns the reader of
-// their results, which returns errStale as writeCached does, and whether
-// they check the age limit (queueRetention, when age).
-func (s *Store) queueCached(b *pgx.Batch, w *writes, retain []string, age bool) (read func(pgx.BatchResults) error, aged bool) {
+// their results, which returns errStale as writeCached does.
+func (s *Store) queueCached(b *pgx.Batch, w *writes, retain []string) (read func(pgx.BatchResults) error) {
 	args, sql, fenced := w.upd.args(), updateCheckedSQL, updateCheckedFencedSQL
 	if len(w.upd.id) == 1 {
 		args, sql, fenced = updateOneArgs(&w.upd), updateOneCheckedSQL, updateOneCheckedFencedSQL
@@ -172,7 +176,7 @@ func (s *Store) queueCached(b *pgx.Batch, w *writes, retain []string, age bool) 
 	case len(w.ins.id) > 0:
 		b.Queue(insertSQL, w.ins.args()...)
 	}
-	aged = s.queueRetention(b, retain, age)
+	s.queueRetention(b, retain)
 	n := b.Len() - n0
 	return func(br pgx.BatchResults) error {
 		for range n {
@@ -181,7 +185,7 @@ func (s *Store) queueCached(b *pgx.Batch, w *writes, retain []string, age bool) 
 			}
 		}
 		return nil
-	}, aged
+	}
 }
 
 // cachedErr is the error of a cached write's statement: errStale for the

@@ -23,13 +23,11 @@ import (
 type lockOrder struct {
 	held map[string]bool
 	max  string // the greatest of held
-	any  bool   // an owner not in held may be locked (the age limit's retention)
 }
 
-// lockOrder returns the counts group's statements may lock; aged: they
-// include the age limit's retention, which may lock any owner's.
-func (s *Store) lockOrder(group []*commitReq, aged bool) *lockOrder {
-	o := &lockOrder{held: make(map[string]bool), any: aged}
+// lockOrder returns the counts group's statements may lock.
+func (s *Store) lockOrder(group []*commitReq) *lockOrder {
+	o := &lockOrder{held: make(map[string]bool)}
 	for _, r := range group {
 		for _, owner := range s.countOwners(r) {
 			o.held[owner] = true
@@ -47,7 +45,7 @@ func (o *lockOrder) admits(owners []string) bool {
 		if o.held[owner] {
 			continue
 		}
-		if o.any || len(o.held) > 0 && owner <= o.max {
+		if len(o.held) > 0 && owner <= o.max {
 			return false
 		}
 	}

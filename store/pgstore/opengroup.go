@@ -26,21 +26,20 @@ import (
 type fastPlan struct {
 	w      *writes
 	cached bool // written from cached records (counted in s.cached)
-	aged   bool // with the age limit's retention, which may lock any owner's count
+	ended  bool // records turned terminal: the age limit is checked after
 	read   func(pgx.BatchResults) error
 }
 
 // planFast queues into b the statements of reqs' commit when it takes a
 // fast path (freshInserts or cachedWrites); ok is false when it takes the
-// long way, and then b is unchanged. age: the commit may check the age
-// limit (queueRetention).
-func (s *Store) planFast(b *pgx.Batch, reqs []*commitReq, age bool) (p fastPlan, ok bool) {
+// long way, and then b is unchanged.
+func (s *Store) planFast(b *pgx.Batch, reqs []*commitReq) (p fastPlan, ok bool) {
 	if w, one, ok := s.freshInserts(reqs); ok {
 		return fastPlan{w: w, read: s.queueFresh(b, w, one)}, true
 	}
 	if w, retain, ok := s.cachedWrites(reqs); ok {
-		read, aged := s.queueCached(b, w, retain, age)
-		return fastPlan{w: w, cached: true, aged: aged, read: read}, true
+		read := s.queueCached(b, w, retain)
+		return fastPlan{w: w, cached: true, ended: len(retain) > 0, read: read}, true
 	}
 	return fastPlan{}, false
 }
@@ -58,7 +57,7 @@ var errLongWay = errors.New("pgstore: commit takes the long way")
 func (s *Store) commitOpen(ctx context.Context, group []*commitReq, handOn func()) (all []*commitReq, err error) {
 	var b pgx.Batch
 	b.Queue("BEGIN")
-	p1, ok := s.planFast(&b, group, true)
+	p1, ok := s.planFast(&b, group)
 	if !ok {
 		return group, errLongWay
 	}
@@ -85,14 +84,14 @@ func (s *Store) commitOpen(ctx context.Context, group []*commitReq, handOn func(
 	if h := s.afterOpen.Load(); h != nil {
 		(*h)()
 	}
-	order := s.lockOrder(group, p1.aged)
+	order := s.lockOrder(group)
 	late := s.group.takeLate(group, maxGroup-len(group), func(r *commitReq) bool { return order.admits(s.countOwners(r)) })
 	var (
 		p2   fastPlan
 		tail pgx.Batch
 	)
 	if len(late) > 0 {
-		if p2, ok = s.planFast(&tail, late, false); !ok {
+		if p2, ok = s.planFast(&tail, late); !ok {
 			s.group.putBack(late) // still ours to hand on: handOn follows
 			late = nil
 		}
@@ -130,6 +129,9 @@ func (s *Store) commitOpen(ctx context.Context, group []*commitReq, handOn func(
 		s.noteWritten(p.w)
 	}
 	s.late.Add(int64(len(late)))
+	if p1.ended || p2.ended {
+		s.checkAge()
+	}
 	return all, nil
 }
 

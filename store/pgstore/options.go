@@ -107,10 +107,11 @@ func WithRetainPerOwner(n int) Option { return func(c *config) { c.retainPerOwne
 
 // WithRetainFor deletes terminal records committed terminal longer ago
 // than d by the database clock, and delivered notices and handled cancel
-// requests older than d. It is checked by each reaper pass and by
-// commits that record a terminal status (at most one such commit a second
-// per Store checks it, and it deletes at most 100 records; the reaper
-// takes the rest). d <= 0 disables the age limit. Defaults to 24
+// requests older than d. It is checked by each reaper pass and after
+// commits that record a terminal status: at most once a second a Store,
+// such a commit starts a pass of the Store's own (it does not wait for
+// it) that deletes at most 100 records in a transaction of its own; the
+// reaper takes the rest. d <= 0 disables the age limit. Defaults to 24
 // hours, as the in-memory store.
 func WithRetainFor(d time.Duration) Option { return func(c *config) { c.retainFor = d } }
 

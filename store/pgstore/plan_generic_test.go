@@ -29,8 +29,8 @@ func TestGenericPlansUseIndexes(t *testing.T) {
 	if _, err := conn.Exec(ctx, `ANALYZE bgtask_tasks; ANALYZE bgtask_instances; SET plan_cache_mode = force_generic_plan`); err != nil {
 		t.Fatal(err)
 	}
-	if len(pgstore.HotStatements) != 17 {
-		t.Fatalf("%d hot statements, want 17", len(pgstore.HotStatements))
+	if len(pgstore.HotStatements) != 16 {
+		t.Fatalf("%d hot statements, want 16", len(pgstore.HotStatements))
 	}
 	for i, sql := range pgstore.HotStatements {
 		name := fmt.Sprintf("hot_%d", i)

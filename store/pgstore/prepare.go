@@ -19,7 +19,7 @@ import (
 // by an index in its generic plan, whatever the table's size and
 // statistics; plan_generic_test.go proves it.
 var hotStatements = []string{
-	lockByIDSQL, lockByOwnerSQL, retainCountSQL, retainAgeSQL, fenceSQL,
+	lockByIDSQL, lockByOwnerSQL, retainCountSQL, fenceSQL,
 	insertSQL, insertFencedSQL, insertOneSQL, insertOneFencedSQL, updateSQL, deleteSQL,
 	updateCheckedSQL, updateCheckedFencedSQL, updateOneSQL, updateOneCheckedSQL, updateOneCheckedFencedSQL,
 	getByIDSQL,

@@ -42,8 +42,9 @@ var ErrInstanceLost = fmt.Errorf("pgstore: %w", bgtype.ErrInstanceLost)
 // transaction in flight is then rolled back.
 type Store struct {
 	pool *pgxpool.Pool // commits and reads
-	// bg serves the heartbeat, the reaper and the cancel poller, one
-	// connection each at most, so none of them waits behind commits.
+	// bg serves the heartbeat, the reaper, the cancel poller and the age
+	// limit's passes (age.go), one connection each at most, so none of
+	// them waits behind commits, nor a commit behind them.
 	bg  *pgxpool.Pool
 	cfg config
 	log *slog.Logger
@@ -65,15 +66,22 @@ type Store struct {
 	groups    atomic.Int64 // groups of several commits committed in one transaction
 	grouped   atomic.Int64 // the commits they held
 	late      atomic.Int64 // the commits of those that joined their open transaction (opengroup.go)
-	deadlocks atomic.Int64 // commit transactions PostgreSQL ended to break a deadlock
+	deadlocks atomic.Int64 // commit transactions and age passes PostgreSQL ended to break a deadlock
 	// afterOpen, when set (by tests), runs in commitOpen after the group's
 	// statements, before it takes the late arrivals.
 	afterOpen atomic.Pointer[func()]
 
 	cached  atomic.Int64   // commits written from known records, without a read
-	ageNext atomic.Int64   // Unix ns from which a commit checks the age limit again: see ageDue
 	knownMu sync.Mutex     // guards known
 	known   map[string]row // records this Store wrote not terminal, as written: see known.go
+
+	// The age limit's passes (age.go).
+	ageNext   atomic.Int64       // Unix ns from which a commit checks the age limit again: see ageDue
+	ageBusy   atomic.Bool        // a pass runs
+	agePasses atomic.Int64       // passes that committed
+	ageCtx    context.Context    // a pass's; Close cancels it
+	ageStop   context.CancelFunc // cancels ageCtx
+	ageWG     sync.WaitGroup     // the running pass, which Close waits for
 
 	scope    scope         // the channels and lock keys of the schema (scope.go)
 	settled  settledFuncs  // OnSettled's functions (settle.go)
@@ -89,22 +97,24 @@ type Store struct {
 }
 
 // BackgroundAppName is the application_name of the connections of the
-// heartbeat, the reaper and the cancel poller, followed by nothing: an
+// heartbeat, the reaper, the cancel poller and the age limit's deletes,
+// followed by nothing: an
 // operator can tell them from commit traffic in pg_stat_activity.
 const BackgroundAppName = "bgtask-background"
 
 // bgConns is the size of the background pool: one connection for each of
-// the heartbeat, the reaper and the cancel poller, which each hold at most
-// one at a time.
-const bgConns = 3
+// the heartbeat, the reaper, the cancel poller and the age limit's pass,
+// which each hold at most one at a time.
+const bgConns = 4
 
 // Open connects to the database named by dsn (a PostgreSQL URL or
 // key=value string, as pgxpool.ParseConfig reads it, pool settings such as
 // pool_max_conns included), applies the schema migrations the database
 // lacks, and returns a Store. The pool dsn describes serves commits and
 // reads; the heartbeat, the reaper and the cancel poller of a started
-// Store use three more connections of their own, and the cancel listener
-// one more, so they never wait behind commits. Each connection of the
+// Store use three more connections of their own, the cancel listener one
+// more, and the age limit's deletes (WithRetainFor) one more, which a
+// Store holds only while it deletes, so they never wait behind commits. Each connection of the
 // commit pool prepares the statements of a commit once; a DSN that names
 // default_query_exec_mode (as for a pooler that does not keep prepared
 // statements) prepares nothing and runs in that mode. The tables live in
@@ -169,6 +179,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	s := &Store{pool: pool, bg: bg, cfg: cfg, scope: sc, log: cfg.logger, clock: time.Now, base: now,
 		lostWake: make(chan struct{}, 1), known: make(map[string]row)}
 	s.group.limit = int(min(maxInFlight, pc.MaxConns))
+	s.ageCtx, s.ageStop = context.WithCancel(context.Background())
 	return s, nil
 }
 
@@ -185,6 +196,8 @@ func (s *Store) Close() error {
 	s.closed = true
 	stop := s.stop
 	s.mu.Unlock()
+	s.ageStop()
+	s.ageWG.Wait()
 	var err error
 	if stop != nil {
 		stop()
