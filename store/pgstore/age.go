@@ -8,21 +8,25 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The age limit's deletes run apart from the commits, in a transaction of
-// their own on a background connection: at most once every ageEvery a
-// Store, after a commit that made records terminal, a pass deletes up to
-// retainAgeBatch terminal records past the limit (the reaper's clean-up
-// takes the rest about once a minute). Its deletes change the terminal
-// counts (decision 170) of any owners. In a commit's transaction, after
+// The age limit's deletes of tasks run apart from the commits, in
+// transactions of their own on a background connection: at most once
+// every ageEvery a Store, after a commit that made records terminal, a
+// pass deletes up to retainAgeBatch terminal records past the limit; the
+// reaper's clean-up takes the rest about once a minute, in batches, the
+// same way (deleteAged). Their deletes change the terminal counts
+// (decision 170) of any owners. Run in a commit's transaction after
 // statements that locked higher owners' counts, they took lower ones out
-// of the owners' lock order (lockorder.go) and deadlocked with
-// transactions of other Stores that took them in order. The pass locks
-// the counts of the owners whose records it deletes first, in owner
-// order, holding nothing else, and then deletes, skipping records others
-// hold: it waits only for counts, and only in order, so it closes no
-// cycle with transactions that take theirs in order. The committer never
-// waits for it: it runs on a goroutine of the Store, which Close cancels
-// and waits for.
+// of the owners' lock order (lockorder.go) and deadlocked with other
+// Stores' transactions that took them in order; run as one statement (as
+// the clean-up was), they held the records they deleted while they waited
+// for the counts, and deadlocked with a retention (retainCountSQL) that
+// held a count and waited for those records. So deleteAged locks the
+// counts of the owners whose records it deletes first, in owner order,
+// holding nothing else, and then deletes, skipping the records others
+// hold: it waits only for counts, only in order, and holds nothing another
+// waits for until it has them all, so it closes no cycle with
+// transactions that take theirs in order. No committer waits for a pass:
+// it runs on a goroutine of the Store, which Close cancels and waits for.
 
 // ageEvery is how often a Store checks the age limit: a second's delay
 // is nothing against an age limit.
@@ -79,7 +83,7 @@ func (s *Store) ageDue() bool {
 // at Debug, and the next pass tries again.
 func (s *Store) agePass() {
 	defer s.ageBusy.Store(false)
-	n, err := s.deleteAged(s.ageCtx)
+	n, err := s.deleteAged(s.ageCtx, retainAgeBatch)
 	if err != nil {
 		s.countDeadlock(commitErr(err))
 		if s.ageCtx.Err() == nil {
@@ -93,16 +97,18 @@ func (s *Store) agePass() {
 	}
 }
 
-// deleteAged deletes up to retainAgeBatch terminal records past the age
-// limit in one transaction, and returns how many.
-func (s *Store) deleteAged(ctx context.Context) (int64, error) {
+// deleteAged deletes up to limit terminal records past the age limit in
+// one transaction, and returns how many: it locks the counts of the
+// owners of the oldest limit of them, in owner order, then deletes their
+// records past the limit that no one else holds.
+func (s *Store) deleteAged(ctx context.Context, limit int) (int64, error) {
 	tx, err := s.bg.Begin(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	age := s.cfg.retainFor.Microseconds()
-	rs, err := tx.Query(ctx, lockAgedSQL, age, retainAgeBatch)
+	rs, err := tx.Query(ctx, lockAgedSQL, age, limit)
 	if err != nil {
 		return 0, err
 	}
@@ -110,7 +116,7 @@ func (s *Store) deleteAged(ctx context.Context) (int64, error) {
 	if err != nil || len(owners) == 0 {
 		return 0, err
 	}
-	tag, err := tx.Exec(ctx, retainAgeSQL, age, retainAgeBatch, owners)
+	tag, err := tx.Exec(ctx, retainAgeSQL, age, limit, owners)
 	if err != nil {
 		return 0, err
 	}

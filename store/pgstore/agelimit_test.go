@@ -47,25 +47,30 @@ func ageRecords(t *testing.T, dsn, like string, want int64) {
 // transaction, after the update that took b's count, that transaction
 // held b's count and waited for a's, and B's held a's and waited for b's
 // (or for the aged record the age statement held): a deadlock, which
-// PostgreSQL broke after deadlock_timeout (40P01). The age limit's own
-// transaction now takes the counts first, holding nothing else.
+// PostgreSQL broke after deadlock_timeout (40P01). The reaper's clean-up
+// (A's, in place of the commit), one statement, held the aged records it
+// deleted while it waited for a's count: with the retention, a deadlock
+// too. The age limit's own transactions now take the counts first,
+// holding nothing else.
 func TestAgeLimitTakesNoCountOutOfOrder(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
+		cleanUp    bool            // A runs the reaper's clean-up, not a commit
 		late       bgtype.TaskMeta // B's late arrival
 		wantCounts string
 	}{
-		{"late takes b", rec("task_B_b", "b", bgtype.StatusCompleted), "a=1,b=2"},
-		{"late deletes aged a", rec("task_B_a2", "a", bgtype.StatusCompleted), "a=2,b=1"},
+		{"late takes b", false, rec("task_B_b", "b", bgtype.StatusCompleted), "a=1,b=2"},
+		{"late deletes aged a", false, rec("task_B_a2", "a", bgtype.StatusCompleted), "a=2,b=1"},
+		{"clean-up, late deletes aged a", true, rec("task_B_a2", "a", bgtype.StatusCompleted), "a=2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			testAgeLimitOrder(t, tc.late, tc.wantCounts)
+			testAgeLimitOrder(t, tc.cleanUp, tc.late, tc.wantCounts)
 		})
 	}
 }
 
-func testAgeLimitOrder(t *testing.T, late bgtype.TaskMeta, wantCounts string) {
+func testAgeLimitOrder(t *testing.T, cleanUp bool, late bgtype.TaskMeta, wantCounts string) {
 	a, dsn := openStore(t, pgstore.WithRetainFor(time.Hour))
 	pgstore.SetAgeDue(a, false)
 	// One transaction slot, no age limit: B's group is the one
@@ -111,15 +116,16 @@ func testAgeLimitOrder(t *testing.T, late bgtype.TaskMeta, wantCounts string) {
 	var wg sync.WaitGroup
 	var errsMu sync.Mutex
 	var errs []error
-	spawn := func(s *pgstore.Store, m bgtype.TaskMeta) {
+	run := func(what string, f func() error) {
 		wg.Go(func() {
-			if err := commit(s, m); err != nil {
+			if err := f(); err != nil {
 				errsMu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", m.ID, err))
+				errs = append(errs, fmt.Errorf("%s: %w", what, err))
 				errsMu.Unlock()
 			}
 		})
 	}
+	spawn := func(s *pgstore.Store, m bgtype.TaskMeta) { run(m.ID, func() error { return commit(s, m) }) }
 	held := rec("task_B_hold", "holder", bgtype.StatusRunning)
 	held.Description = "held"
 	spawn(b, held)
@@ -132,8 +138,12 @@ func testAgeLimitOrder(t *testing.T, late bgtype.TaskMeta, wantCounts string) {
 		once.Do(func() {
 			// B's transaction holds a's count: A's age limit waits
 			// for it.
-			pgstore.SetAgeDue(a, true)
-			spawn(a, rec("task_A_b", "b", bgtype.StatusCompleted))
+			if cleanUp {
+				run("clean-up", func() error { return pgstore.CleanUp(ctx, a) })
+			} else {
+				pgstore.SetAgeDue(a, true)
+				spawn(a, rec("task_A_b", "b", bgtype.StatusCompleted))
+			}
 			waitFor(t, "A's age limit waits for a's count", func() bool { return lockWaiters(t, dsn) == 1 })
 			spawn(b, late)
 			waitQueued(t, b, 1)
@@ -148,7 +158,9 @@ func testAgeLimitOrder(t *testing.T, late bgtype.TaskMeta, wantCounts string) {
 	for _, err := range errs {
 		t.Error(err)
 	}
-	waitFor(t, "A's age pass", func() bool { return pgstore.AgePasses(a) == 1 })
+	if !cleanUp {
+		waitFor(t, "A's age pass", func() bool { return pgstore.AgePasses(a) == 1 })
+	}
 	if n := pgstore.Deadlocks(a) + pgstore.Deadlocks(b) - d0; n != 0 {
 		t.Errorf("%d deadlocks, want 0", n)
 	}

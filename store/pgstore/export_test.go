@@ -132,6 +132,9 @@ func SetAgeDue(s *Store, due bool) {
 	}
 }
 
+// CleanUp runs the reaper's age clean-up once.
+func CleanUp(ctx context.Context, s *Store) error { return s.cleanUp(ctx) }
+
 // AgePasses is how many of s's age limit passes committed (age.go).
 func AgePasses(s *Store) int64 { return s.agePasses.Load() }
 

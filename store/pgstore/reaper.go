@@ -19,6 +19,10 @@ import (
 // reapBatch bounds the tasks one reaper transaction interrupts.
 const reapBatch = 500
 
+// cleanBatch bounds the aged tasks one transaction of the clean-up
+// deletes.
+const cleanBatch = 1000
+
 // liveStatuses are the non-terminal statuses, as stored.
 var liveStatuses = []string{string(bgtype.StatusQueued), string(bgtype.StatusRunning), string(bgtype.StatusAwaitingInput)}
 
@@ -269,7 +273,8 @@ func collectOwners(ctx context.Context, tx pgx.Tx, owners map[string]bool, sql s
 	return rs.Err()
 }
 
-// cleanUp deletes what the age limit lets go: terminal tasks, delivered
+// cleanUp deletes what the age limit lets go: terminal tasks (in batches
+// of cleanBatch, each in the age pass's lock order: age.go), delivered
 // notices, cancel requests and messages older than it (handled, or
 // addressed to an instance that never handled them), and gone instances
 // that no live task names.
@@ -277,10 +282,18 @@ func (s *Store) cleanUp(ctx context.Context) error {
 	if s.cfg.retainFor <= 0 {
 		return nil
 	}
+	for {
+		n, err := s.deleteAged(ctx, cleanBatch)
+		if err != nil {
+			return err
+		}
+		if n < cleanBatch {
+			break // the rest is held by others, or younger
+		}
+	}
 	age := s.cfg.retainFor.Microseconds()
 	_, err := s.bg.Exec(ctx, `
 		WITH cut AS (SELECT now() - make_interval(secs => $1::bigint / 1e6) AS t),
-		a AS (DELETE FROM bgtask_tasks WHERE terminal_at < (SELECT t FROM cut)),
 		b AS (DELETE FROM bgtask_notices WHERE delivered_at < (SELECT t FROM cut)),
 		c AS (DELETE FROM bgtask_cancel_requests WHERE coalesce(handled_at, requested_at) < (SELECT t FROM cut)),
 		d AS (DELETE FROM bgtask_messages WHERE coalesce(handled_at, requested_at) < (SELECT t FROM cut))
