@@ -273,23 +273,14 @@ func collectOwners(ctx context.Context, tx pgx.Tx, owners map[string]bool, sql s
 	return rs.Err()
 }
 
-// cleanUp deletes what the age limit lets go: terminal tasks (in batches
-// of cleanBatch, each in the age pass's lock order: age.go), delivered
-// notices, cancel requests and messages older than it (handled, or
-// addressed to an instance that never handled them), and gone instances
-// that no live task names.
+// cleanUp deletes what the age limit lets go: delivered notices, cancel
+// requests and messages older than it (handled, or addressed to an
+// instance that never handled them), gone instances that no live task
+// names, and, last, terminal tasks (in batches of cleanBatch, each in the
+// age pass's lock order: age.go).
 func (s *Store) cleanUp(ctx context.Context) error {
 	if s.cfg.retainFor <= 0 {
 		return nil
-	}
-	for {
-		n, err := s.deleteAged(ctx, cleanBatch)
-		if err != nil {
-			return err
-		}
-		if n < cleanBatch {
-			break // the rest is held by others, or younger
-		}
 	}
 	age := s.cfg.retainFor.Microseconds()
 	_, err := s.bg.Exec(ctx, `
@@ -300,7 +291,15 @@ func (s *Store) cleanUp(ctx context.Context) error {
 		DELETE FROM bgtask_instances i WHERE state <> 'alive' AND heartbeat_at < (SELECT t FROM cut)
 			AND NOT EXISTS (SELECT 1 FROM bgtask_tasks t WHERE t.instance = i.id AND t.status IN `+liveSQL+`)`,
 		age)
-	return err
+	if err != nil {
+		return err
+	}
+	for {
+		n, err := s.deleteAged(ctx, cleanBatch)
+		if err != nil || n < cleanBatch {
+			return err // n short: the rest is held by others, or younger
+		}
+	}
 }
 
 // InterruptOrphaned implements store.OrphanInterrupter with one reaper pass (see Reap): the
