@@ -183,10 +183,11 @@ func applyAll(locked map[string]row, reqs []*commitReq) (*writes, []string, erro
 }
 
 // writeRows writes w, runs retention for the owners in retain, and commits
-// the transaction lockRows began; one round trip. Then, when records
-// turned terminal, it checks the age limit (checkAge). The rows written were
+// the transaction lockRows began; one round trip. The rows written were
 // locked, so only an insert can meet a row written meanwhile: its unique
-// violation aborts the transaction and the commit starts over.
+// violation aborts the transaction and the commit starts over. Once it
+// committed records that turned terminal, it checks the age limit
+// (checkAge).
 func (s *Store) writeRows(ctx context.Context, conn *pgxpool.Conn, w *writes, retain []string) error {
 	var b pgx.Batch
 	want := queueWrites(&b, w)

@@ -116,8 +116,8 @@ func PlanCacheMode(ctx context.Context, s *Store) (string, error) {
 // after its first statements (opengroup.go).
 func LateCommits(s *Store) int64 { return s.late.Load() }
 
-// Deadlocks is how many of s's commit transactions PostgreSQL ended to
-// break a deadlock (each committed again).
+// Deadlocks is how many of s's commit transactions (each committed again)
+// and age passes PostgreSQL ended to break a deadlock.
 func Deadlocks(s *Store) int64 { return s.deadlocks.Load() }
 
 // SetAgeDue makes s's next commit that makes records terminal check the

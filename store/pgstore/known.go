@@ -132,8 +132,8 @@ func (s *Store) cachedWrites(reqs []*commitReq) (*writes, []string, bool) {
 // transaction (a division by zero) unless it wrote every row and, on a
 // started Store, the instance is alive; an insert fails it when the id or
 // the idempotency key is taken. Then nothing is written and errStale is
-// returned. Then, when records turned terminal, it checks the age limit
-// (checkAge).
+// returned. Once it committed records that turned terminal, it checks the
+// age limit (checkAge).
 func (s *Store) writeCached(ctx context.Context, w *writes, retain []string) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
