@@ -257,6 +257,9 @@ func (s *Store) pollLoop(ctx context.Context, rt store.Runtime, id string, wake 
 				s.log.Warn("pgstore: catching up on settled records failed", "instance", id, "err", err)
 			}
 		}
+		if s.cfg.afterPoll != nil {
+			s.cfg.afterPoll(id)
+		}
 	}
 }
 

@@ -58,6 +58,10 @@ func WithoutNotifications() Option { return func(c *config) { c.deaf = true } }
 // reconnect, after its connection dropped.
 func WithBeforeReconnect(f func()) Option { return func(c *config) { c.relisten = f } }
 
+// WithAfterPoll makes the Store's poller call f with the instance's id
+// after each pass over its cancel requests and messages.
+func WithAfterPoll(f func(instance string)) Option { return func(c *config) { c.afterPoll = f } }
+
 // QueuedCommits is how many Commits wait for a group.
 func QueuedCommits(s *Store) int {
 	s.group.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +49,32 @@ func newFleet(t *testing.T, opts ...pgstore.Option) *fleet {
 	f.ma = startManagerWith(t, f.sa, "inst_a")
 	f.mb = startManagerWith(t, f.sb, "inst_b")
 	return f
+}
+
+// newDeafenedFleet is newFleet (with opts) whose A can be made to hear
+// nothing more: deafenA cuts A's listener, which reconnects only after an
+// hour (A polls hourly too). It first waits for the pass of A's poller
+// that the listener's connect asked for: run after the cut, at a time no
+// test controls, that pass would hand over a message recorded meanwhile.
+func newDeafenedFleet(t *testing.T, opts ...pgstore.Option) (f *fleet, deafenA func()) {
+	t.Helper()
+	var passes atomic.Int64
+	f = newFleet(t, append(opts, pgstore.WithReconnectBackoff(time.Hour, time.Hour), pgstore.WithAfterPoll(func(id string) {
+		if id == "inst_a" {
+			passes.Add(1)
+		}
+	}))...)
+	return f, func() {
+		t.Helper()
+		listener := func() int64 {
+			return sqlExec(t, f.dsn, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_a")
+		}
+		waitFor(t, "A's poller made the pass of its listener's connect", func() bool { return passes.Load() > 0 })
+		if n := sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_a"); n != 1 {
+			t.Fatalf("ended %d listening sessions of A, want 1", n)
+		}
+		waitFor(t, "A's listener gone", func() bool { return listener() == 0 })
+	}
 }
 
 // startManagerWith is startManager with Manager options.
@@ -386,18 +413,12 @@ func TestSendAcrossInstances(t *testing.T) {
 // message and B's Send says that A is gone and the task interrupted.
 func TestSendAcrossInstancesInstanceDies(t *testing.T) {
 	t.Parallel()
-	f := newFleet(t, pgstore.WithGrace(time.Hour), pgstore.WithReconnectBackoff(time.Hour, time.Hour))
+	f, deafenA := newDeafenedFleet(t, pgstore.WithGrace(time.Hour))
 	agent, err := f.ma.Owner("alice").SpawnAgent(t.Context(), blockUntilCanceled(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A hears nothing more: its listener is gone and it polls hourly.
-	listener := func() int64 {
-		return sqlExec(t, f.dsn, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_a")
-	}
-	waitFor(t, "A listens", func() bool { return listener() == 1 })
-	sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_a")
-	waitFor(t, "A's listener gone", func() bool { return listener() == 0 })
+	deafenA()
 	sent := make(chan error, 1)
 	go func() {
 		_, err := f.mb.Owner("alice").Send(guard(t), agent, bgtype.Message{Content: "are you there?"})
@@ -423,17 +444,12 @@ func TestSendAcrossInstancesInstanceDies(t *testing.T) {
 // A never delivers it.
 func TestSendAcrossInstancesWithdrawn(t *testing.T) {
 	t.Parallel()
-	f := newFleet(t, pgstore.WithReconnectBackoff(time.Hour, time.Hour))
+	f, deafenA := newDeafenedFleet(t)
 	agent, err := f.ma.Owner("alice").SpawnAgent(t.Context(), blockUntilCanceled(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	listener := func() int64 {
-		return sqlExec(t, f.dsn, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_a")
-	}
-	waitFor(t, "A listens", func() bool { return listener() == 1 })
-	sqlExec(t, f.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_a")
-	waitFor(t, "A's listener gone", func() bool { return listener() == 0 })
+	deafenA()
 	ctx, cancel := context.WithCancel(t.Context())
 	sent := make(chan error, 1)
 	go func() {

@@ -31,7 +31,8 @@ type config struct {
 	backoffMax     time.Duration
 	deaf           bool // the listener LISTENs to nothing (benchmarks: the poll alone)
 
-	relisten func() // tests: called before the listener reconnects
+	relisten  func()          // tests: called before the listener reconnects
+	afterPoll func(id string) // tests: called after each poll pass of instance id
 }
 
 func defaults() config {
