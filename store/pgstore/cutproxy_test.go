@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"bytes"
-	"io"
 	"net"
 	"net/url"
 	"sync"
@@ -13,15 +12,18 @@ import (
 // the client side of the connections whose startup names an application:
 // the client sees its connection closed, while the server keeps the
 // session (and its advisory locks), as when a network drops a connection
-// without the server noticing.
+// without the server noticing. It can also hold the server's answer to
+// one statement (holdAnswerTo), as a slow network would.
 type cutProxy struct {
 	ln     net.Listener
 	target string
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	pairs  []*proxyPair
-	closed bool
+	mu      sync.Mutex
+	pairs   []*proxyPair
+	closed  bool
+	trigger []byte        // holdAnswerTo's statement text, until seen
+	gate    chan struct{} // closed at release
 }
 
 // proxyPair is one forwarded connection.
@@ -29,6 +31,8 @@ type proxyPair struct {
 	client, server net.Conn
 	startup        []byte // the client's first bytes: its startup message
 	cut            bool
+	armed          bool          // the client sent the held statement's text
+	held           chan struct{} // what the server sends waits for it to close
 }
 
 // newCutProxy starts a proxy to dsn's server and returns it with dsn
@@ -81,7 +85,24 @@ func (p *cutProxy) accept() {
 func (p *cutProxy) forward(pair *proxyPair) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		io.Copy(pair.client, pair.server)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := pair.server.Read(buf)
+			if n > 0 {
+				p.mu.Lock()
+				held := pair.held
+				p.mu.Unlock()
+				if held != nil {
+					<-held
+				}
+				if _, werr := pair.client.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
 		p.end(pair)
 	})
 	buf := make([]byte, 32<<10)
@@ -91,6 +112,13 @@ func (p *cutProxy) forward(pair *proxyPair) {
 			p.mu.Lock()
 			if len(pair.startup) < 1024 {
 				pair.startup = append(pair.startup, buf[:min(n, 1024)]...)
+			}
+			switch {
+			case p.trigger == nil:
+			case pair.armed: // the statement's execution, after its prepare
+				pair.held, p.trigger = p.gate, nil
+			case bytes.Contains(buf[:n], p.trigger):
+				pair.armed = true
 			}
 			p.mu.Unlock()
 			if _, werr := pair.server.Write(buf[:n]); werr != nil {
@@ -133,11 +161,34 @@ func (p *cutProxy) cut(app string) int {
 	return n
 }
 
+// holdAnswerTo holds what the server sends on the connection that next
+// prepares a statement holding text, from the client's next message (the
+// statement's execution) until release is called: the server runs and
+// commits the statement, and its client does not hear so.
+func (p *cutProxy) holdAnswerTo(text string) (release func()) {
+	gate := make(chan struct{})
+	p.mu.Lock()
+	p.trigger, p.gate = []byte(text), gate
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.gate == gate { // not released yet, nor by close
+			p.gate = nil
+			close(gate)
+		}
+	}
+}
+
 // close stops accepting, closes every connection and waits for the
 // forwarding goroutines.
 func (p *cutProxy) close() {
 	p.mu.Lock()
 	p.closed = true
+	if p.gate != nil {
+		close(p.gate)
+		p.gate = nil
+	}
 	for _, pair := range p.pairs {
 		pair.client.Close()
 		pair.server.Close()

@@ -37,10 +37,21 @@ func ends(ib *bgtask.Inbox, k bgtype.EventKind) map[string][]bgtype.Event {
 // otherwise: NOTIFY carries what the tests send.
 func newFleet(t *testing.T, opts ...pgstore.Option) *fleet {
 	t.Helper()
+	return newFleetVia(t, nil, opts...)
+}
+
+// newFleetVia is newFleet whose B opens the DSN via returns for the
+// database's (via nil: the database's own).
+func newFleetVia(t *testing.T, via func(dsn string) string, opts ...pgstore.Option) *fleet {
+	t.Helper()
 	opts = append([]pgstore.Option{pgstore.WithPollInterval(time.Hour)}, opts...)
 	f := &fleet{}
 	f.sa, f.dsn = openStore(t, opts...)
-	sb, err := pgstore.Open(t.Context(), f.dsn, opts...)
+	bDSN := f.dsn
+	if via != nil {
+		bDSN = via(f.dsn)
+	}
+	sb, err := pgstore.Open(t.Context(), bDSN, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +69,15 @@ func newFleet(t *testing.T, opts ...pgstore.Option) *fleet {
 // test controls, that pass would hand over a message recorded meanwhile.
 func newDeafenedFleet(t *testing.T, opts ...pgstore.Option) (f *fleet, deafenA func()) {
 	t.Helper()
+	return newDeafenedFleetVia(t, nil, opts...)
+}
+
+// newDeafenedFleetVia is newDeafenedFleet whose B opens the DSN via
+// returns (newFleetVia).
+func newDeafenedFleetVia(t *testing.T, via func(dsn string) string, opts ...pgstore.Option) (f *fleet, deafenA func()) {
+	t.Helper()
 	var passes atomic.Int64
-	f = newFleet(t, append(opts, pgstore.WithReconnectBackoff(time.Hour, time.Hour), pgstore.WithAfterPoll(func(id string) {
+	f = newFleetVia(t, via, append(opts, pgstore.WithReconnectBackoff(time.Hour, time.Hour), pgstore.WithAfterPoll(func(id string) {
 		if id == "inst_a" {
 			passes.Add(1)
 		}
@@ -460,11 +478,51 @@ func TestSendAcrossInstancesWithdrawn(t *testing.T) {
 		return sqlExec(t, f.dsn, `SELECT 1 FROM bgtask_messages WHERE handled_at IS NULL`) == 1
 	})
 	cancel()
-	if err := <-sent; !errors.Is(err, context.Canceled) {
-		t.Fatalf("B's Send = %v, want context.Canceled", err)
+	err = <-sent
+	var row string
+	sqlScan(t, f.dsn, `SELECT string_agg(format('%s claimed=%s handled=%s', err_code, claimed_at IS NOT NULL, handled_at IS NOT NULL), '; ') FROM bgtask_messages`, &row)
+	if !errors.Is(err, context.Canceled) || err.Error() != fmt.Sprintf(`bgtask: send to %s on instance "inst_a": context canceled`, agent) || row != "withdrawn claimed=f handled=t" {
+		t.Fatalf("B's Send = %v, the message row %q; want context.Canceled, withdrawn and not claimed", err, row)
 	}
-	if n := sqlExec(t, f.dsn, `SELECT 1 FROM bgtask_messages WHERE err_code = 'withdrawn' AND claimed_at IS NULL`); n != 1 {
-		t.Fatalf("%d withdrawn messages, want 1", n)
+}
+
+// A Send whose ctx ends after the server recorded its message, but before
+// its answer reached the sender (a slow network: a proxy holds it), still
+// withdraws the message: the insert runs to its end, then the Send
+// withdraws what it recorded. Cut off there, the Send returned at once and
+// left the message for the task's instance to deliver, while its sender
+// had been told it was not.
+func TestSendCutOffAfterItsInsertWithdraws(t *testing.T) {
+	t.Parallel()
+	var proxy *cutProxy
+	f, deafenA := newDeafenedFleetVia(t, func(dsn string) string {
+		p, via := newCutProxy(t, dsn) // closed after B
+		proxy = p
+		return via
+	})
+	agent, err := f.ma.Owner("alice").SpawnAgent(t.Context(), blockUntilCanceled(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deafenA()
+	release := proxy.holdAnswerTo("INSERT INTO bgtask_messages")
+	defer release()
+	ctx, cancel := context.WithCancel(t.Context())
+	sent := make(chan error, 1)
+	go func() {
+		_, err := f.mb.Owner("alice").Send(ctx, agent, bgtype.Message{Content: "never mind"})
+		sent <- err
+	}()
+	waitFor(t, "the message recorded", func() bool {
+		return sqlExec(t, f.dsn, `SELECT 1 FROM bgtask_messages WHERE handled_at IS NULL`) == 1
+	})
+	cancel() // the server's answer is still held
+	release()
+	err = <-sent
+	var row string
+	sqlScan(t, f.dsn, `SELECT string_agg(format('%s claimed=%s handled=%s', err_code, claimed_at IS NOT NULL, handled_at IS NOT NULL), '; ') FROM bgtask_messages`, &row)
+	if !errors.Is(err, context.Canceled) || err.Error() != fmt.Sprintf(`bgtask: send to %s on instance "inst_a": context canceled`, agent) || row != "withdrawn claimed=f handled=t" {
+		t.Fatalf("B's Send = %v, the message row %q; want context.Canceled, withdrawn and not claimed", err, row)
 	}
 }
 

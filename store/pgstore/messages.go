@@ -92,8 +92,18 @@ func (s *Store) SendMessage(ctx context.Context, owner, id string, msg bgtype.Me
 	if err != nil {
 		return store.Delivery{}, fmt.Errorf("pgstore: send to %s: %w", id, err)
 	}
+	if ctx.Err() != nil {
+		return store.Delivery{}, context.Cause(ctx) // nothing recorded
+	}
+	// The insert runs to its end even when ctx ends meanwhile: cut off
+	// after the server committed it, it would leave a message that the
+	// task's instance delivers while its sender is told it was not, with
+	// no row id to withdraw it by. awaitOutcome, seeing ctx ended,
+	// withdraws it.
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.grace)
+	defer cancel()
 	var seq int64
-	err = s.pool.QueryRow(ctx, sendMessageSQL, id, owner, body, s.scope.message).Scan(&seq, nil) // the second column is pg_notify's void
+	err = s.pool.QueryRow(ictx, sendMessageSQL, id, owner, body, s.scope.message).Scan(&seq, nil) // the second column is pg_notify's void
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return store.Delivery{Code: store.DeliveryEnded}, nil
