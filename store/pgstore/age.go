@@ -37,13 +37,14 @@ const ageEvery = time.Second
 const retainAgeBatch = 100
 
 const (
-	// lockAgedSQL locks, in owner order, the terminal counts of the
-	// owners of the oldest $2 terminal rows older than $1 microseconds
-	// (index bgtask_tasks_aged) and returns those owners.
+	// lockAgedSQL locks, in owner order (bytes, lockorder.go), the
+	// terminal counts of the owners of the oldest $2 terminal rows older
+	// than $1 microseconds (index bgtask_tasks_aged) and returns those
+	// owners.
 	lockAgedSQL = `SELECT owner FROM bgtask_owner_terminal WHERE owner = ANY(ARRAY(
 		SELECT owner FROM bgtask_tasks WHERE terminal_at < now() - make_interval(secs => $1::bigint / 1e6)
 		ORDER BY terminal_at LIMIT $2))
-		ORDER BY owner FOR UPDATE`
+		ORDER BY owner COLLATE "C" FOR UPDATE`
 	// retainAgeSQL deletes up to $2 terminal rows older than $1
 	// microseconds of the owners in $3 (whose counts the transaction
 	// holds), skipping rows another transaction holds. now() is the

@@ -17,6 +17,12 @@ import (
 // only if every count it may change is one the transaction holds or sorts
 // after all of them: every transaction then takes the counts in ascending
 // order, and none waits for one that waits for it.
+//
+// The order is the owners' byte order, the same in Go (string comparison)
+// and in SQL (the triggers and lockAgedSQL sort by owner COLLATE "C",
+// migration 15), not the database's default collation: under en-US "a"
+// sorts before "B", in bytes after it, and two transactions that took the
+// two counts in the two orders deadlocked (decision 794).
 
 // lockOrder is what a group's transaction holds once its group's
 // statements ran: the owners whose counts they may have locked.
@@ -39,7 +45,7 @@ func (s *Store) lockOrder(group []*commitReq) *lockOrder {
 
 // admits reports whether a commit whose statements may change the
 // counts of owners may join the transaction: each is held, or sorts after
-// every held one.
+// every held one in byte order.
 func (o *lockOrder) admits(owners []string) bool {
 	for _, owner := range owners {
 		if o.held[owner] {

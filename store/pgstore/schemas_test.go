@@ -252,13 +252,17 @@ func TestPublicSchemaKeepsTheOldNamesAndKeys(t *testing.T) {
 	heard.waitHeard(t, "task_old")
 }
 
+// keyedSettled is the version whose migration sends the settled
+// notification on the channel of the table's schema.
+const keyedSettled = 14
+
 // A database of the version before, in a schema other than public, moves
 // its settled trigger to the schema's channel: an end written by hand
 // there is heard on it, not on the channel of public (decision 800).
 func TestMigrationKeysTheSettledTrigger(t *testing.T) {
 	t.Parallel()
 	dsn := schemaDSN(t, pgtest.NewDSN(t), oddSchema)
-	migrateTo(t, dsn, pgstore.SchemaVersion-1)
+	migrateTo(t, dsn, keyedSettled-1)
 	sqlExec(t, dsn, `INSERT INTO bgtask_tasks (id, owner, status, created_at) VALUES ('task_old', 'alice', 'running', now())`)
 	s := openOn(t, dsn)
 	ch := pgstore.SettledChannel(s)

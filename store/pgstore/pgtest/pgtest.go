@@ -263,6 +263,55 @@ func (s *Server) CreateSchema(ctx context.Context) (dsn string, drop func() erro
 	return u.String(), drop, nil
 }
 
+// NewDatabaseDSN is NewDSN in a database of its own, made by CREATE
+// DATABASE with options (such as "TEMPLATE template0 LOCALE_PROVIDER icu
+// ICU_LOCALE 'en-US' LOCALE 'C'") and dropped when the test ends: for a
+// test that needs a database unlike the server's default one.
+func NewDatabaseDSN(tb testing.TB, options string) string {
+	tb.Helper()
+	dsn, drop, err := current.CreateDatabase(context.Background(), options)
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := drop(); err != nil {
+			tb.Errorf("pgtest: %v", err)
+		}
+	})
+	return dsn
+}
+
+// CreateDatabase creates a database with options (CREATE DATABASE's, after
+// the name) and an empty schema in it, and returns a DSN whose search_path
+// is that schema, and a function that drops the database (connections
+// left to it are ended). It is safe for concurrent use. The database is
+// never reused.
+func (s *Server) CreateDatabase(ctx context.Context, options string) (dsn string, drop func() error, err error) {
+	u, err := url.Parse(s.DSN)
+	if err != nil {
+		return "", nil, fmt.Errorf("parse %s: %w", EnvDSN, err)
+	}
+	db := fmt.Sprintf("%s_%d_own_%d", testDB, os.Getpid(), dbSeq.Add(1))
+	if err := s.exec(ctx, s.DSN, "CREATE DATABASE "+db+" "+options); err != nil {
+		return "", nil, fmt.Errorf("create database %s: %w", db, err)
+	}
+	drop = func() error {
+		if err := s.exec(context.Background(), s.DSN, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
+			return fmt.Errorf("drop database %s: %w", db, err)
+		}
+		return nil
+	}
+	u.Path = "/" + db
+	name := fmt.Sprintf("t_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6, dbSeq.Add(1))
+	if err := s.exec(ctx, u.String(), "CREATE SCHEMA "+name); err != nil {
+		return "", nil, errors.Join(fmt.Errorf("create schema %s: %w", name, err), drop())
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	return u.String(), drop, nil
+}
+
 // testDB prefixes the names of the databases CreateSchema creates.
 const testDB = "bgtask_test"
 
