@@ -167,6 +167,7 @@ func applyAll(locked map[string]row, reqs []*commitReq) (*writes, []string, erro
 			w.put(&c.meta, 0)
 			if c.meta.Status.IsTerminal() {
 				terminal(c.meta.Owner)
+				w.count(countIns, c.meta.Owner)
 			}
 		case had && c.present && old.meta.Owner != c.meta.Owner:
 			return nil, nil, errMixed
@@ -174,9 +175,13 @@ func applyAll(locked map[string]row, reqs []*commitReq) (*writes, []string, erro
 			w.put(&c.meta, old.version)
 			if c.meta.Status.IsTerminal() && !old.meta.Status.IsTerminal() {
 				terminal(c.meta.Owner)
+				w.count(countUpd, c.meta.Owner)
 			}
 		case had && !c.present:
 			w.del(id, old.version)
+			// Any deleted row may count: a resumed record keeps the
+			// terminal_at of its first end, which the Store does not read.
+			w.count(countDel, old.meta.Owner)
 		}
 	}
 	return w, retain, nil
