@@ -40,6 +40,12 @@ func (w *writes) count(stmt int, owner string) {
 	}
 }
 
+// countedOwners returns the owners whose terminal counts w's statements
+// may change, duplicates included.
+func (w *writes) countedOwners() []string {
+	return slices.Concat(w.counted[:]...)
+}
+
 // prelockOwners returns the owners whose counts a transaction must lock
 // first, in byte order, for its statements to take counts in ascending
 // order: nil when they do already. held are the counts the transaction
