@@ -35,9 +35,14 @@ const prelockSQL = `INSERT INTO bgtask_owner_terminal AS c (owner, n)
 
 // count notes that statement stmt of w may change owner's terminal count.
 func (w *writes) count(stmt int, owner string) {
-	if o := w.counted[stmt]; len(o) == 0 || o[len(o)-1] != owner {
-		w.counted[stmt] = append(o, owner) // duplicates stay: prelockOwners sorts them out
+	o := w.counted[stmt]
+	switch {
+	case o == nil:
+		o = w.first[stmt][:0]
+	case o[len(o)-1] == owner:
+		return // duplicates further apart stay: prelockOwners sorts them out
 	}
+	w.counted[stmt] = append(o, owner)
 }
 
 // countedOwners returns the owners whose terminal counts w's statements

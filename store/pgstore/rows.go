@@ -251,6 +251,7 @@ type writes struct {
 	// countUpd, countDel), the owners whose terminal counts the statement
 	// may change, as applyAll found them (prelock.go).
 	counted [3][]string
+	first   [3][1]string // the backing of each counted's first owner, so that the common commit allocates none
 }
 
 func (w *writes) empty() bool { return len(w.ins.id) == 0 && len(w.upd.id) == 0 && len(w.delID) == 0 }
