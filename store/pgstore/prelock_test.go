@@ -214,3 +214,87 @@ func testOwnCountsInOrder(t *testing.T, cached bool, wantPrelocks, wantCached ma
 		t.Errorf("terminal counts %s, want a=2,b=2", got)
 	}
 }
+
+// The common group locks no count first and keeps the cached way: it
+// spawns a task of d, ends tasks of c and a (one update, owners in any
+// order) and spawns and ends a task of z (an insert of an ended record,
+// after the update: z sorts after a and c).
+func TestCommonGroupLocksNoCountsFirst(t *testing.T) {
+	t.Parallel()
+	s, dsn := openStoreDSN(t, "pool_max_conns=1", pgstore.WithRetainFor(0))
+	ctx := t.Context()
+	commit := func(m bgtype.TaskMeta) error { return s.Commit(ctx, m.Owner, store.UpsertAction(m)) }
+	for _, m := range []bgtype.TaskMeta{
+		rec("task_hold", "holder", bgtype.StatusRunning),
+		rec("task_c", "c", bgtype.StatusRunning),
+		rec("task_a", "a", bgtype.StatusRunning),
+	} {
+		if err := commit(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold, err := sqlConn(t, dsn).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hold.Rollback(context.Background()) })
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM bgtask_tasks WHERE id = 'task_hold' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg     sync.WaitGroup
+		errsMu sync.Mutex
+		errs   []error
+	)
+	spawn := func(m bgtype.TaskMeta) {
+		wg.Go(func() {
+			if err := commit(m); err != nil {
+				errsMu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", m.ID, err))
+				errsMu.Unlock()
+			}
+		})
+	}
+	held := rec("task_hold", "holder", bgtype.StatusRunning)
+	held.Description = "held"
+	spawn(held)
+	waitFor(t, "the slot waits for the held row", func() bool {
+		return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+	})
+	cached0, prelocks0 := pgstore.CachedCommits(s), pgstore.Prelocks(s)
+	for i, m := range []bgtype.TaskMeta{
+		rec("task_d", "d", bgtype.StatusRunning),
+		rec("task_c", "c", bgtype.StatusCompleted),
+		rec("task_a", "a", bgtype.StatusCompleted),
+		rec("task_z", "z", bgtype.StatusRunning),
+		rec("task_z", "z", bgtype.StatusCompleted),
+	} {
+		spawn(m)
+		waitFor(t, fmt.Sprintf("%d commits queue", i+1), func() bool { return pgstore.QueuedCommits(s) == i+1 })
+	}
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if n := pgstore.Prelocks(s) - prelocks0; n != 0 {
+		t.Errorf("%d transactions locked their counts first, want 0", n)
+	}
+	if n := pgstore.CachedCommits(s) - cached0; n != 2 {
+		t.Errorf("%d cached commits, want 2 (the holder's and the group's)", n)
+	}
+	if g, n := pgstore.Groups(s); g != 1 || n != 5 {
+		t.Errorf("%d groups of %d commits, want 1 of 5", g, n)
+	}
+	var got string
+	sqlScan(t, dsn, `SELECT string_agg(id || '=' || status, ',' ORDER BY id) FROM bgtask_tasks`, &got)
+	if want := "task_a=completed,task_c=completed,task_d=running,task_hold=running,task_z=completed"; got != want {
+		t.Errorf("records %s, want %s", got, want)
+	}
+	sqlScan(t, dsn, `SELECT string_agg(owner || '=' || n, ',' ORDER BY owner) FROM bgtask_owner_terminal WHERE n <> 0`, &got)
+	if got != "a=1,c=1,z=1" {
+		t.Errorf("terminal counts %s, want a=1,c=1,z=1", got)
+	}
+}
