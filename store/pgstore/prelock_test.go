@@ -298,3 +298,94 @@ func TestCommonGroupLocksNoCountsFirst(t *testing.T) {
 		t.Errorf("terminal counts %s, want a=1,c=1,z=1", got)
 	}
 }
+
+// Late arrivals join an open group only if their own statements, after
+// the counts the group holds, take counts in order: the group ended a's
+// task (it holds a); the late commits end c's task (an update of c) and
+// write an ended record of b (an insert, after the update: b sorts before
+// c). They wait for the next transaction, which takes the long way (the
+// insert of b, then the update of c) and locks no count first.
+func TestLateArrivalsTakeTheirOwnCountsInOrder(t *testing.T) {
+	t.Parallel()
+	s, dsn := openStoreDSN(t, "pool_max_conns=1", pgstore.WithRetainFor(0))
+	ctx := t.Context()
+	commit := func(m bgtype.TaskMeta) error { return s.Commit(ctx, m.Owner, store.UpsertAction(m)) }
+	for _, m := range []bgtype.TaskMeta{
+		rec("task_hold", "holder", bgtype.StatusRunning),
+		rec("task_a", "a", bgtype.StatusRunning),
+		rec("task_c", "c", bgtype.StatusRunning),
+	} {
+		if err := commit(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold, err := sqlConn(t, dsn).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hold.Rollback(context.Background()) })
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM bgtask_tasks WHERE id = 'task_hold' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg     sync.WaitGroup
+		errsMu sync.Mutex
+		errs   []error
+	)
+	spawn := func(m bgtype.TaskMeta) {
+		wg.Go(func() {
+			if err := commit(m); err != nil {
+				errsMu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", m.ID, err))
+				errsMu.Unlock()
+			}
+		})
+	}
+	held := rec("task_hold", "holder", bgtype.StatusRunning)
+	held.Description = "held"
+	spawn(held)
+	waitFor(t, "the slot waits for the held row", func() bool {
+		return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+	})
+	// The group: the end of a's task and a spawn of d.
+	for i, m := range []bgtype.TaskMeta{rec("task_a", "a", bgtype.StatusCompleted), rec("task_d", "d", bgtype.StatusRunning)} {
+		spawn(m)
+		waitFor(t, fmt.Sprintf("%d commits queue", i+1), func() bool { return pgstore.QueuedCommits(s) == i+1 })
+	}
+	var once sync.Once
+	pgstore.SetAfterOpen(s, func() {
+		once.Do(func() {
+			spawn(rec("task_c", "c", bgtype.StatusCompleted))
+			waitQueued(t, s, 1)
+			spawn(rec("task_b", "b", bgtype.StatusCompleted))
+			waitQueued(t, s, 2)
+		})
+	})
+	t.Cleanup(func() { pgstore.SetAfterOpen(s, nil) })
+	prelocks0 := pgstore.Prelocks(s)
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if n := pgstore.LateCommits(s); n != 0 {
+		t.Errorf("%d late commits joined, want 0", n)
+	}
+	if n := pgstore.Prelocks(s) - prelocks0; n != 0 {
+		t.Errorf("%d transactions locked their counts first, want 0", n)
+	}
+	if g, n := pgstore.Groups(s); g != 2 || n != 4 {
+		t.Errorf("%d groups of %d commits, want 2 of 4", g, n)
+	}
+	var got string
+	sqlScan(t, dsn, `SELECT string_agg(id || '=' || status, ',' ORDER BY id) FROM bgtask_tasks`, &got)
+	if want := "task_a=completed,task_b=completed,task_c=completed,task_d=running,task_hold=running"; got != want {
+		t.Errorf("records %s, want %s", got, want)
+	}
+	sqlScan(t, dsn, `SELECT string_agg(owner || '=' || n, ',' ORDER BY owner) FROM bgtask_owner_terminal WHERE n <> 0`, &got)
+	if got != "a=1,b=1,c=1" {
+		t.Errorf("terminal counts %s, want a=1,b=1,c=1", got)
+	}
+}
