@@ -167,6 +167,7 @@ func applyAll(locked map[string]row, reqs []*commitReq) (*writes, []string, erro
 			w.put(&c.meta, 0)
 			if c.meta.Status.IsTerminal() {
 				terminal(c.meta.Owner)
+				w.count(countIns, c.meta.Owner)
 			}
 		case had && c.present && old.meta.Owner != c.meta.Owner:
 			return nil, nil, errMixed
@@ -174,9 +175,13 @@ func applyAll(locked map[string]row, reqs []*commitReq) (*writes, []string, erro
 			w.put(&c.meta, old.version)
 			if c.meta.Status.IsTerminal() && !old.meta.Status.IsTerminal() {
 				terminal(c.meta.Owner)
+				w.count(countUpd, c.meta.Owner)
 			}
 		case had && !c.present:
 			w.del(id, old.version)
+			// Any deleted row may count: a resumed record keeps the
+			// terminal_at of its first end, which the Store does not read.
+			w.count(countDel, old.meta.Owner)
 		}
 	}
 	return w, retain, nil
@@ -185,12 +190,19 @@ func applyAll(locked map[string]row, reqs []*commitReq) (*writes, []string, erro
 // writeRows writes w, runs retention for the owners in retain, and commits
 // the transaction lockRows began; one round trip. The rows written were
 // locked, so only an insert can meet a row written meanwhile: its unique
-// violation aborts the transaction and the commit starts over. Once it
-// committed records that turned terminal, it checks the age limit
-// (checkAge).
+// violation aborts the transaction and the commit starts over. When its
+// statements would take owners' terminal counts out of order, it locks
+// them first (prelock.go). Once it committed records that turned terminal,
+// it checks the age limit (checkAge).
 func (s *Store) writeRows(ctx context.Context, conn *pgxpool.Conn, w *writes, retain []string) error {
-	var b pgx.Batch
-	want := queueWrites(&b, w)
+	var (
+		b    pgx.Batch
+		want []int
+	)
+	if n := s.queuePrelock(&b, w); n > 0 {
+		want = append(want, n) // it writes a count of each owner
+	}
+	want = append(want, queueWrites(&b, w)...)
 	s.queueRetention(&b, retain)
 	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, &b)

@@ -19,7 +19,8 @@ import (
 // the Commits the Manager made (commits/task: a spawn and an end each) and
 // the transactions they took (txns/task: a group of queued Commits is one),
 // which is what a commit-limited server (fsync on) pays for, and the
-// Commits that joined a group's open transaction late (late/task). pgtest's
+// Commits that joined a group's open transaction late (late/task) and the
+// transactions that locked their counts first (prelocks/task). pgtest's
 // server runs with fsync off; for the commit limit point BGTASK_PG_DSN at a
 // server with default settings:
 //
@@ -57,6 +58,7 @@ func BenchmarkPostgresBurstCommits(b *testing.B) {
 			tasks := sh.submitters * sh.perSub
 			g0, c0 := pgstore.Groups(s)
 			l0 := pgstore.LateCommits(s)
+			p0 := pgstore.Prelocks(s)
 			for b.Loop() {
 				var wg sync.WaitGroup
 				for i, ib := range inboxes {
@@ -95,6 +97,7 @@ func BenchmarkPostgresBurstCommits(b *testing.B) {
 			b.ReportMetric((commits-float64(grouped)+float64(groups))/n, "txns/task")
 			b.ReportMetric(b.Elapsed().Seconds()*1e9/n, "ns/task")
 			b.ReportMetric(float64(pgstore.LateCommits(s)-l0)/n, "late/task")
+			b.ReportMetric(float64(pgstore.Prelocks(s)-p0)/n, "prelocks/task") // decision 797
 		})
 	}
 }

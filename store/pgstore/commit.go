@@ -99,7 +99,7 @@ func (s *Store) commitTx(ctx context.Context, reqs []*commitReq) error {
 		}
 		// An id exists: take the long way, which reads it.
 	}
-	if w, retain, ok := s.cachedWrites(reqs); ok {
+	if w, retain, ok := s.cachedWrites(reqs, nil); ok {
 		err := s.writeCached(ctx, w, retain)
 		if !errors.Is(err, errStale) {
 			if err == nil {

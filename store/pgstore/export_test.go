@@ -206,3 +206,11 @@ func TryKindLock(ctx context.Context, s *Store, kind string) (bool, error) {
 func HandleCancels(ctx context.Context, s *Store, rt store.Runtime, id string) error {
 	return s.handleCancels(ctx, rt, id)
 }
+
+// Prelocks is how many of s's commit transactions locked the terminal
+// counts of their statements first (prelock.go).
+func Prelocks(s *Store) int64 { return s.prelocks.Load() }
+
+// PrelockOwners is prelockOwners: the counts a transaction that holds held
+// locks first before statements that change the counts of stmts' owners.
+func PrelockOwners(held []string, stmts ...[]string) []string { return prelockOwners(held, stmts...) }

@@ -93,9 +93,12 @@ func stored(m bgtype.TaskMeta) bgtype.TaskMeta {
 // then the reducer makes it a record to insert (a spawn). It is worked
 // out on the cached records, and may be written that way when it updates
 // at least one row (its statement carries the fence), deletes none and
-// has no ReplaceAll. An id that is not cached but exists after all makes
-// the insert fail, and the commit takes the long way.
-func (s *Store) cachedWrites(reqs []*commitReq) (*writes, []string, bool) {
+// has no ReplaceAll, and when its update and insert, after the counts
+// held (those its transaction holds already), take owners' terminal counts
+// in ascending order (prelock.go; the long way locks them first). An id
+// that is not cached but exists after all makes the insert fail, and the
+// commit takes the long way.
+func (s *Store) cachedWrites(reqs []*commitReq, held []string) (*writes, []string, bool) {
 	locked := make(map[string]row)
 	fresh := make(map[string]bool)
 	s.knownMu.Lock()
@@ -120,6 +123,11 @@ func (s *Store) cachedWrites(reqs []*commitReq) (*writes, []string, bool) {
 	s.knownMu.Unlock()
 	w, retain, err := applyAll(locked, reqs)
 	if err != nil || len(w.upd.id) == 0 || len(w.ins.id) != len(fresh) || len(w.delID) > 0 {
+		return nil, nil, false
+	}
+	if prelockOwners(held, w.counted[countUpd], w.counted[countIns]) != nil {
+		// Not with the counts locked first: the update would then wait
+		// for rows while holding counts, the reverse of the long way.
 		return nil, nil, false
 	}
 	return w, retain, true

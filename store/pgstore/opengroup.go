@@ -31,13 +31,14 @@ type fastPlan struct {
 }
 
 // planFast queues into b the statements of reqs' commit when it takes a
-// fast path (freshInserts or cachedWrites); ok is false when it takes the
-// long way, and then b is unchanged.
-func (s *Store) planFast(b *pgx.Batch, reqs []*commitReq) (p fastPlan, ok bool) {
+// fast path (freshInserts or cachedWrites), in a transaction that holds
+// the terminal counts of held; ok is false when it takes the long way,
+// and then b is unchanged.
+func (s *Store) planFast(b *pgx.Batch, reqs []*commitReq, held []string) (p fastPlan, ok bool) {
 	if w, one, ok := s.freshInserts(reqs); ok {
 		return fastPlan{w: w, read: s.queueFresh(b, w, one)}, true
 	}
-	if w, retain, ok := s.cachedWrites(reqs); ok {
+	if w, retain, ok := s.cachedWrites(reqs, held); ok {
 		read := s.queueCached(b, w, retain)
 		return fastPlan{w: w, cached: true, ended: len(retain) > 0, read: read}, true
 	}
@@ -57,7 +58,7 @@ var errLongWay = errors.New("pgstore: commit takes the long way")
 func (s *Store) commitOpen(ctx context.Context, group []*commitReq, handOn func()) (all []*commitReq, err error) {
 	var b pgx.Batch
 	b.Queue("BEGIN")
-	p1, ok := s.planFast(&b, group)
+	p1, ok := s.planFast(&b, group, nil)
 	if !ok {
 		return group, errLongWay
 	}
@@ -91,7 +92,7 @@ func (s *Store) commitOpen(ctx context.Context, group []*commitReq, handOn func(
 		tail pgx.Batch
 	)
 	if len(late) > 0 {
-		if p2, ok = s.planFast(&tail, late); !ok {
+		if p2, ok = s.planFast(&tail, late, p1.w.countedOwners()); !ok {
 			s.group.putBack(late) // still ours to hand on: handOn follows
 			late = nil
 		}

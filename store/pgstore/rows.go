@@ -247,6 +247,11 @@ type writes struct {
 	// metas are the records of ins and upd, in their order, for the
 	// Store's cache of what it wrote.
 	insMeta, updMeta []*bgtype.TaskMeta
+	// counted are, for the insert, the update and the delete (countIns,
+	// countUpd, countDel), the owners whose terminal counts the statement
+	// may change, as applyAll found them (prelock.go).
+	counted [3][]string
+	first   [3][1]string // the backing of each counted's first owner, so that the common commit allocates none
 }
 
 func (w *writes) empty() bool { return len(w.ins.id) == 0 && len(w.upd.id) == 0 && len(w.delID) == 0 }

@@ -67,6 +67,7 @@ type Store struct {
 	grouped   atomic.Int64 // the commits they held
 	late      atomic.Int64 // the commits of those that joined their open transaction (opengroup.go)
 	deadlocks atomic.Int64 // commit transactions and age passes PostgreSQL ended to break a deadlock
+	prelocks  atomic.Int64 // commit transactions that locked their counts first (prelock.go)
 	// afterOpen, when set (by tests), runs in commitOpen after the group's
 	// statements, before it takes the late arrivals.
 	afterOpen atomic.Pointer[func()]
