@@ -75,17 +75,9 @@ func testAgeLimitOrder(t *testing.T, cleanUp bool, late bgtype.TaskMeta, wantCou
 	pgstore.SetAgeDue(a, false)
 	// One transaction slot, no age limit: B's group is the one
 	// transaction that takes a's count then another.
-	b, err := pgstore.Open(t.Context(), dsn+"&pool_max_conns=1", pgstore.WithRetainFor(0), pgstore.WithRetainPerOwner(4))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	b := openMore(t, dsn, "pool_max_conns=1", pgstore.WithRetainFor(0), pgstore.WithRetainPerOwner(4))
 	ctx := t.Context()
-	commit := func(s *pgstore.Store, m bgtype.TaskMeta) error { return s.Commit(ctx, m.Owner, store.UpsertAction(m)) }
+	commit := upserter(ctx)
 	for _, c := range []struct {
 		s *pgstore.Store
 		m bgtype.TaskMeta

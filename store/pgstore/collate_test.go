@@ -74,20 +74,11 @@ func triggersTakeOwnersInByteOrder(t *testing.T, dsn string) {
 	// counts of its own.
 	stores := map[string]*pgstore.Store{}
 	for _, name := range []string{"A", "B"} {
-		s, err := pgstore.Open(t.Context(), dsn+"&pool_max_conns=1", pgstore.WithRetainFor(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := s.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		})
-		stores[name] = s
+		stores[name] = openMore(t, dsn, "pool_max_conns=1", pgstore.WithRetainFor(0))
 	}
 	a, b := stores["A"], stores["B"]
 	ctx := t.Context()
-	commit := func(s *pgstore.Store, m bgtype.TaskMeta) error { return s.Commit(ctx, m.Owner, store.UpsertAction(m)) }
+	commit := upserter(ctx)
 	for name, s := range stores {
 		for _, m := range []bgtype.TaskMeta{
 			rec("task_"+name+"_hold", "holder_"+name, bgtype.StatusRunning),

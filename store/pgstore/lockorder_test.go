@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
-	"github.com/bgtask/bgtask/store"
 
 	"github.com/bgtask/bgtask/store/pgstore"
 )
@@ -25,17 +24,9 @@ func TestOpenGroupsTakeOwnersInOrder(t *testing.T) {
 	// One transaction slot each; no age limit, whose retention may lock
 	// any owner's count (then no late arrival that ends a task joins).
 	a, dsn := openStoreDSN(t, "pool_max_conns=1", pgstore.WithRetainFor(0))
-	b, err := pgstore.Open(t.Context(), dsn+"&pool_max_conns=1", pgstore.WithRetainFor(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	b := openMore(t, dsn, "pool_max_conns=1", pgstore.WithRetainFor(0))
 	ctx := t.Context()
-	commit := func(s *pgstore.Store, m bgtype.TaskMeta) error { return s.Commit(ctx, m.Owner, store.UpsertAction(m)) }
+	commit := upserter(ctx)
 	stores := map[string]*pgstore.Store{"A": a, "B": b}
 	for name, s := range stores {
 		for _, m := range []bgtype.TaskMeta{

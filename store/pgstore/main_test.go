@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
+	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/store"
 	"github.com/bgtask/bgtask/store/pgstore"
 	"github.com/bgtask/bgtask/store/pgstore/pgtest"
 )
@@ -65,6 +67,28 @@ func openStoreDSN(t *testing.T, params string, opts ...pgstore.Option) (*pgstore
 		}
 	})
 	return s, dsn
+}
+
+// openMore opens another Store on dsn (a database's, from openStore) with
+// params added, closed when the test ends.
+func openMore(t *testing.T, dsn, params string, opts ...pgstore.Option) *pgstore.Store {
+	t.Helper()
+	s, err := pgstore.Open(t.Context(), dsn+"&"+params, opts...)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// upserter returns a func that commits a record to a Store as an upsert
+// of its owner's, with ctx.
+func upserter(ctx context.Context) func(*pgstore.Store, bgtype.TaskMeta) error {
+	return func(s *pgstore.Store, m bgtype.TaskMeta) error { return s.Commit(ctx, m.Owner, store.UpsertAction(m)) }
 }
 
 // sqlExec runs statements on a connection of its own.

@@ -83,17 +83,9 @@ func testOwnCountsInOrder(t *testing.T, cached bool, wantPrelocks, wantCached ma
 	// One transaction slot each, so that a held commit makes the next
 	// three one group; no age limit (its passes lock counts too).
 	a, dsn := openStoreDSN(t, "pool_max_conns=1", pgstore.WithRetainFor(0))
-	b, err := pgstore.Open(t.Context(), dsn+"&pool_max_conns=1", pgstore.WithRetainFor(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	b := openMore(t, dsn, "pool_max_conns=1", pgstore.WithRetainFor(0))
 	ctx := t.Context()
-	commit := func(s *pgstore.Store, m bgtype.TaskMeta) error { return s.Commit(ctx, m.Owner, store.UpsertAction(m)) }
+	commit := upserter(ctx)
 	stores := map[string]*pgstore.Store{"A": a, "B": b}
 	other := map[string]string{"A": "B", "B": "A"}
 	ended := map[string]string{"A": "a", "B": "b"}   // the owner of the older task each group ends
