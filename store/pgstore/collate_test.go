@@ -144,12 +144,10 @@ func triggersTakeOwnersInByteOrder(t *testing.T, dsn string) {
 				t.Error(err)
 			}
 			// Not waitFor: its Fatal belongs to the test's goroutine.
-			for deadline := time.Now().Add(hangGuard); sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) != 1; {
-				if time.Now().After(deadline) {
-					t.Errorf("A's trigger did not wait for B's count within %v", hangGuard)
-					break
-				}
-				time.Sleep(20 * time.Millisecond) // a poll interval, not a wait for an outcome
+			if err := waitUntil("A's trigger waits for B's count", func() bool {
+				return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+			}); err != nil {
+				t.Error(err)
 			}
 			close(hooked)
 		})

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -152,6 +153,14 @@ func sqlScanArgs(t *testing.T, dsn, sql string, args []any, dest ...any) {
 // hangGuard.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	if err := waitUntil(what, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitUntil is waitFor that returns its failure, for a goroutine other
+// than the test's.
+func waitUntil(what string, cond func() bool) error {
 	deadline := time.NewTimer(hangGuard)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -159,10 +168,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	for !cond() {
 		select {
 		case <-deadline.C:
-			t.Fatalf("not within %v: %s", hangGuard, what)
+			return fmt.Errorf("not within %v: %s", hangGuard, what)
 		case <-tick.C:
 		}
 	}
+	return nil
 }
 
 // cleanup removes the built helper after the tests.
