@@ -468,6 +468,16 @@ func TestSendAcrossInstancesWithdrawn(t *testing.T) {
 		t.Fatal(err)
 	}
 	deafenA()
+	sendWithdrawn(t, f, agent, nil)
+}
+
+// sendWithdrawn sends a message from B to agent (a task of A's that hears
+// nothing) with a ctx it cancels once the message is recorded, calls
+// afterCancel (if not nil) before it waits for the Send, and checks that
+// the Send returned the usual cancel and withdrew the message, which no one
+// claimed.
+func sendWithdrawn(t *testing.T, f *fleet, agent string, afterCancel func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	sent := make(chan error, 1)
 	go func() {
@@ -478,7 +488,10 @@ func TestSendAcrossInstancesWithdrawn(t *testing.T) {
 		return sqlExec(t, f.dsn, `SELECT 1 FROM bgtask_messages WHERE handled_at IS NULL`) == 1
 	})
 	cancel()
-	err = <-sent
+	if afterCancel != nil {
+		afterCancel()
+	}
+	err := <-sent
 	var row string
 	sqlScan(t, f.dsn, `SELECT string_agg(format('%s claimed=%s handled=%s', err_code, claimed_at IS NOT NULL, handled_at IS NOT NULL), '; ') FROM bgtask_messages`, &row)
 	if !errors.Is(err, context.Canceled) || err.Error() != fmt.Sprintf(`bgtask: send to %s on instance "inst_a": context canceled`, agent) || row != "withdrawn claimed=f handled=t" {
@@ -507,23 +520,7 @@ func TestSendCutOffAfterItsInsertWithdraws(t *testing.T) {
 	deafenA()
 	release := proxy.holdAnswerTo("INSERT INTO bgtask_messages")
 	defer release()
-	ctx, cancel := context.WithCancel(t.Context())
-	sent := make(chan error, 1)
-	go func() {
-		_, err := f.mb.Owner("alice").Send(ctx, agent, bgtype.Message{Content: "never mind"})
-		sent <- err
-	}()
-	waitFor(t, "the message recorded", func() bool {
-		return sqlExec(t, f.dsn, `SELECT 1 FROM bgtask_messages WHERE handled_at IS NULL`) == 1
-	})
-	cancel() // the server's answer is still held
-	release()
-	err = <-sent
-	var row string
-	sqlScan(t, f.dsn, `SELECT string_agg(format('%s claimed=%s handled=%s', err_code, claimed_at IS NOT NULL, handled_at IS NOT NULL), '; ') FROM bgtask_messages`, &row)
-	if !errors.Is(err, context.Canceled) || err.Error() != fmt.Sprintf(`bgtask: send to %s on instance "inst_a": context canceled`, agent) || row != "withdrawn claimed=f handled=t" {
-		t.Fatalf("B's Send = %v, the message row %q; want context.Canceled, withdrawn and not claimed", err, row)
-	}
+	sendWithdrawn(t, f, agent, release) // cancelled while the server's answer is held
 }
 
 // A second live process (here a second Store) cannot start an instance id
