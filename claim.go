@@ -190,12 +190,8 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 	if err != nil {
 		return false, fmt.Errorf("bgtask: claim %s: read back: %w", meta.ID, err)
 	}
-	if got.Status != bgtype.StatusRunning || got.Instance != m.cfg.instance || got.Attempt != meta.Attempt ||
-		got.Resume == nil || !got.Resume.ResumedAt.Equal(claim.Resume.ResumedAt) {
-		// Another instance won, or a cancel ended it first; or this
-		// Manager's claim loop claimed it in a batch meanwhile (same
-		// instance and attempt, its own ResumedAt), and starts it.
-		return false, nil
+	if got.Status != bgtype.StatusRunning || got.Instance != m.cfg.instance || got.Attempt != meta.Attempt {
+		return false, nil // another instance won, or a cancel ended it first
 	}
 	if unclaimed != "" {
 		return false, m.endClaimed(ctx, &got, bgtype.StatusFailed, unclaimed, now)
