@@ -553,6 +553,12 @@ func TestStartRefusesALiveInstanceID(t *testing.T) {
 	if s1.Lost() {
 		t.Fatal("the refused Start made the running instance lost")
 	}
+	// The refused Start's connection (it tried the lock under the same
+	// application name) ends on the server in its own time: wait for it,
+	// so that the one listener left is the first process's.
+	waitFor(t, "the refused Start's session gone", func() bool {
+		return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_dup") == 1
+	})
 	// The first process's sessions end (as when it is killed): its
 	// listening connection goes, and with it the lock.
 	if n := sqlExec(t, dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgstore.ListenerAppName+"inst_dup"); n != 1 {
