@@ -155,7 +155,12 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 	if meta.CancelReason != "" {
 		return false, nil
 	}
+	// No batch claim of this Manager until this claim is written: the
+	// store takes two claims of one instance and attempt as one, so a
+	// batch that claimed the record meanwhile would start it too.
+	m.claims.batch.RLock()
 	if _, ok := m.claims.add(meta.ID); !ok {
+		m.claims.batch.RUnlock()
 		return false, nil // another goroutine of this Manager claims it
 	}
 	defer m.claims.remove(meta.ID)
@@ -164,9 +169,11 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 	room := m.claimRoom(meta.Owner)
 	m.mu.Unlock()
 	if t != nil {
+		m.claims.batch.RUnlock()
 		return false, nil // claimed from an older read, and running here already
 	}
 	if !room && k != nil {
+		m.claims.batch.RUnlock()
 		return false, nil // at this process's Limits: left to an instance with room
 	}
 	var (
@@ -180,7 +187,9 @@ func (m *Manager) claimOne(ctx context.Context, meta *bgtype.TaskMeta) (bool, er
 	claim.Resume = meta.Resume.Clone()
 	claim.Status, claim.Instance = bgtype.StatusRunning, m.cfg.instance
 	claim.Resume.ResumedAt = now
-	if err := m.claimCommit(ctx, k, &claim); err != nil { // k nil: no limit
+	err := m.claimCommit(ctx, k, &claim) // k nil: no limit
+	m.claims.batch.RUnlock()
+	if err != nil {
 		if errors.Is(err, errKindFull) {
 			return false, err
 		}

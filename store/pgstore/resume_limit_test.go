@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/gstate"
 	"github.com/bgtask/bgtask/internal/idgen"
 	"github.com/bgtask/bgtask/store"
 	"github.com/bgtask/bgtask/store/pgstore"
@@ -354,5 +356,108 @@ func TestUnclaimedEndedOnce(t *testing.T) {
 	}
 	if ended != n {
 		t.Fatalf("%d ends landed across the instances, want %d", ended, n)
+	}
+}
+
+// claimRacer is a pgstore.Store whose first ClaimUnder runs a batch claim
+// of the Manager (ClaimWaiting) beside it, and goes on once that batch
+// claimed (the race of a spawn's own claim with the instance's claim loop,
+// made certain) or waits for the claim to be written (the batch is
+// blocked on the Manager's lock).
+type claimRacer struct {
+	*pgstore.Store
+	m       *bgtask.Manager
+	once    sync.Once
+	armed   atomic.Bool   // batch claims claim nothing until the race
+	claimed chan struct{} // closed once the batch's ClaimTasks returned
+	batch   chan error    // the batch's ClaimWaiting error
+}
+
+func (c *claimRacer) ClaimTasks(ctx context.Context, cl store.Claim) ([]bgtype.TaskMeta, error) {
+	if !c.armed.Load() {
+		return nil, nil // the claim loop leaves the spawn to claim it first
+	}
+	got, err := c.Store.ClaimTasks(ctx, cl)
+	if len(got) > 0 {
+		close(c.claimed)
+	}
+	return got, err
+}
+
+func (c *claimRacer) ClaimUnder(ctx context.Context, claim bgtype.TaskMeta, limit int) (bool, error) {
+	c.once.Do(func() {
+		c.armed.Store(true)
+		go func() {
+			_, err := c.m.ClaimWaiting(context.WithoutCancel(ctx))
+			c.batch <- err
+		}()
+		const batchFrame = "github.com/bgtask/bgtask.(*Manager).claimMany"
+		for {
+			select {
+			case <-c.claimed:
+				return
+			default:
+			}
+			if strings.HasPrefix(gstate.Of(batchFrame), "sync.") {
+				return // waiting for this claim's lock
+			}
+			runtime.Gosched()
+		}
+	})
+	return c.Store.ClaimUnder(ctx, claim, limit)
+}
+
+// TestSpawnQueuedClaimRacesClaimLoop: the claim loop's batch claims a
+// spawned task of a capped kind for this instance between the spawn's
+// commit and the spawn's own claim: the function runs once, and the task
+// ends once, completed.
+func TestSpawnQueuedClaimRacesClaimLoop(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDSN(t)
+	r := &limitRig{runs: map[string]int{}, gates: map[string]chan struct{}{}, started: make(chan string, 4)}
+	k, err := bgtask.NewKind("limit/v1", r.fn, bgtask.KindConfig{MaxRunning: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := pgstore.Open(t.Context(), dsn, pgstore.WithGrace(time.Hour), pgstore.WithHeartbeatInterval(30*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	racer := &claimRacer{Store: s, claimed: make(chan struct{}), batch: make(chan error, 1)}
+	m, err := bgtask.New(bgtask.WithStore(racer), bgtask.WithInstance("inst_a"), bgtask.WithKinds(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	racer.m = m
+	if err := s.Start(t.Context(), m.Runtime()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+		defer cancel()
+		if err := m.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		s.Close()
+	})
+	id, err := k.Spawn(t.Context(), m.Owner("alice"), stepsSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-racer.batch; err != nil {
+		t.Fatalf("ClaimWaiting: %v", err)
+	}
+	if got := <-r.started; got != id {
+		t.Fatalf("started %s, want %s", got, id)
+	}
+	close(r.gate(id))
+	if meta := waitDone(t, m, id); meta.Status != bgtype.StatusCompleted || meta.Attempt != 1 {
+		t.Fatalf("%s: %+v", id, meta)
+	}
+	r.mu.Lock()
+	runs := r.runs[id]
+	r.mu.Unlock()
+	if runs != 1 || len(r.started) != 0 {
+		t.Fatalf("ran %d times (%d more starts), want once", runs, len(r.started))
 	}
 }
