@@ -105,19 +105,8 @@ func testAgeLimitOrder(t *testing.T, cleanUp bool, late bgtype.TaskMeta, wantCou
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM bgtask_tasks WHERE id = 'task_B_hold' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	var errsMu sync.Mutex
-	var errs []error
-	run := func(what string, f func() error) {
-		wg.Go(func() {
-			if err := f(); err != nil {
-				errsMu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", what, err))
-				errsMu.Unlock()
-			}
-		})
-	}
-	spawn := func(s *pgstore.Store, m bgtype.TaskMeta) { run(m.ID, func() error { return commit(s, m) }) }
+	var bg background
+	spawn := func(s *pgstore.Store, m bgtype.TaskMeta) { bg.run(m.ID, func() error { return commit(s, m) }) }
 	held := rec("task_B_hold", "holder", bgtype.StatusRunning)
 	held.Description = "held"
 	spawn(b, held)
@@ -131,7 +120,7 @@ func testAgeLimitOrder(t *testing.T, cleanUp bool, late bgtype.TaskMeta, wantCou
 			// B's transaction holds a's count: A's age limit waits
 			// for it.
 			if cleanUp {
-				run("clean-up", func() error { return pgstore.CleanUp(ctx, a) })
+				bg.run("clean-up", func() error { return pgstore.CleanUp(ctx, a) })
 			} else {
 				pgstore.SetAgeDue(a, true)
 				spawn(a, rec("task_A_b", "b", bgtype.StatusCompleted))
@@ -146,10 +135,7 @@ func testAgeLimitOrder(t *testing.T, cleanUp bool, late bgtype.TaskMeta, wantCou
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
-	for _, err := range errs {
-		t.Error(err)
-	}
+	bg.wait(t)
 	if !cleanUp {
 		waitFor(t, "A's age pass", func() bool { return pgstore.AgePasses(a) == 1 })
 	}
@@ -257,17 +243,9 @@ func TestAgedGroupAdmitsLateArrivals(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM bgtask_tasks WHERE id = 'task_hold' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	var errsMu sync.Mutex
-	var errs []error
+	var bg background
 	spawn := func(m bgtype.TaskMeta) {
-		wg.Go(func() {
-			if err := s.Commit(ctx, m.Owner, store.UpsertAction(m)); err != nil {
-				errsMu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", m.ID, err))
-				errsMu.Unlock()
-			}
-		})
+		bg.run(m.ID, func() error { return s.Commit(ctx, m.Owner, store.UpsertAction(m)) })
 	}
 	held := rec("task_hold", "holder", bgtype.StatusRunning)
 	held.Description = "held"
@@ -288,10 +266,7 @@ func TestAgedGroupAdmitsLateArrivals(t *testing.T) {
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
-	for _, err := range errs {
-		t.Error(err)
-	}
+	bg.wait(t)
 	waitFor(t, "the group's age pass", func() bool { return pgstore.AgePasses(s) == 1 })
 	if n := pgstore.LateCommits(s); n != 1 {
 		t.Errorf("%d late commits joined, want 1", n)

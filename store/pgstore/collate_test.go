@@ -105,18 +105,8 @@ func triggersTakeOwnersInByteOrder(t *testing.T, dsn string) {
 		}
 		held[name] = tx
 	}
-	var wg sync.WaitGroup
-	var errsMu sync.Mutex
-	var errs []error
-	spawn := func(s *pgstore.Store, m bgtype.TaskMeta) {
-		wg.Go(func() {
-			if err := commit(s, m); err != nil {
-				errsMu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", m.ID, err))
-				errsMu.Unlock()
-			}
-		})
-	}
+	var bg background
+	spawn := func(s *pgstore.Store, m bgtype.TaskMeta) { bg.run(m.ID, func() error { return commit(s, m) }) }
 	for name, s := range stores {
 		m := rec("task_"+name+"_hold", "holder_"+name, bgtype.StatusRunning)
 		m.Description = "held"
@@ -162,10 +152,7 @@ func triggersTakeOwnersInByteOrder(t *testing.T, dsn string) {
 	case <-time.After(hangGuard):
 		t.Fatal("B's group transaction never opened")
 	}
-	wg.Wait()
-	for _, err := range errs {
-		t.Error(err)
-	}
+	bg.wait(t)
 	if n := pgstore.Deadlocks(a) + pgstore.Deadlocks(b) - d0; n != 0 {
 		t.Errorf("%d deadlocks, want 0", n)
 	}

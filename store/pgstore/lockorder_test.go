@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -49,18 +48,8 @@ func TestOpenGroupsTakeOwnersInOrder(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM bgtask_tasks WHERE owner LIKE 'holder_%' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	var errsMu sync.Mutex
-	var errs []error
-	spawn := func(s *pgstore.Store, m bgtype.TaskMeta) {
-		wg.Go(func() {
-			if err := commit(s, m); err != nil {
-				errsMu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", m.ID, err))
-				errsMu.Unlock()
-			}
-		})
-	}
+	var bg background
+	spawn := func(s *pgstore.Store, m bgtype.TaskMeta) { bg.run(m.ID, func() error { return commit(s, m) }) }
 	for name, s := range stores {
 		m := rec("task_"+name+"_hold", "holder_"+name, bgtype.StatusRunning)
 		m.Description = "held"
@@ -100,10 +89,7 @@ func TestOpenGroupsTakeOwnersInOrder(t *testing.T) {
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
-	for _, err := range errs {
-		t.Error(err)
-	}
+	bg.wait(t)
 	if n := pgstore.Deadlocks(a) + pgstore.Deadlocks(b) - d0; n != 0 {
 		t.Errorf("%d deadlocks, want 0", n)
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,4 +193,36 @@ func migrateTo(t *testing.T, dsn string, v int) {
 		sqlExec(t, dsn, pgstore.MigrationSQL(n))
 		sqlExec(t, dsn, `INSERT INTO bgtask_schema_migrations (version) VALUES ($1)`, n)
 	}
+}
+
+// background runs a test's calls that must wait (a commit behind a held
+// row, say) on goroutines of their own while the test goes on, and keeps
+// their errors. The zero value is ready; wait reports the errors on t.
+type background struct {
+	wg   sync.WaitGroup
+	mu   sync.Mutex // guards errs
+	errs []error
+}
+
+// run calls f on a goroutine of its own; its error is kept, named what.
+func (bg *background) run(what string, f func() error) {
+	bg.wg.Go(func() {
+		if err := f(); err != nil {
+			bg.mu.Lock()
+			bg.errs = append(bg.errs, fmt.Errorf("%s: %w", what, err))
+			bg.mu.Unlock()
+		}
+	})
+}
+
+// wait waits for every call run started and fails t with each error.
+func (bg *background) wait(t *testing.T) {
+	t.Helper()
+	bg.wg.Wait()
+	bg.mu.Lock()
+	defer bg.mu.Unlock()
+	for _, err := range bg.errs {
+		t.Error(err)
+	}
+	bg.errs = nil
 }

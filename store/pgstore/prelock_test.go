@@ -126,19 +126,9 @@ func testOwnCountsInOrder(t *testing.T, cached bool, wantPrelocks, wantCached ma
 	if _, err := hold.Exec(ctx, `SELECT 1 FROM bgtask_tasks WHERE owner LIKE 'holder_%' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	var (
-		holders, groups sync.WaitGroup
-		errsMu          sync.Mutex
-		errs            []error
-	)
-	spawn := func(wg *sync.WaitGroup, s *pgstore.Store, m bgtype.TaskMeta) {
-		wg.Go(func() {
-			if err := commit(s, m); err != nil {
-				errsMu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", m.ID, err))
-				errsMu.Unlock()
-			}
-		})
+	var holders, groups background
+	spawn := func(bg *background, s *pgstore.Store, m bgtype.TaskMeta) {
+		bg.run(m.ID, func() error { return commit(s, m) })
 	}
 	for name, s := range stores {
 		m := rec("task_"+name+"_hold", "holder_"+name, bgtype.StatusRunning)
@@ -169,7 +159,7 @@ func testOwnCountsInOrder(t *testing.T, cached bool, wantPrelocks, wantCached ma
 	if err := hold.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	holders.Wait()
+	holders.wait(t)
 	// Both groups' transactions are now under way: each waits, at the
 	// gate or for a count the other holds.
 	waitFor(t, "both Stores' groups wait", func() bool {
@@ -178,10 +168,7 @@ func testOwnCountsInOrder(t *testing.T, cached bool, wantPrelocks, wantCached ma
 	if err := gate.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	groups.Wait()
-	for _, err := range errs {
-		t.Error(err)
-	}
+	groups.wait(t)
 	if n := pgstore.Deadlocks(a) + pgstore.Deadlocks(b) - deadlocks0; n != 0 {
 		t.Errorf("%d deadlocks, want 0", n)
 	}
@@ -233,20 +220,8 @@ func TestCommonGroupLocksNoCountsFirst(t *testing.T) {
 	if _, err := hold.Exec(ctx, `SELECT 1 FROM bgtask_tasks WHERE id = 'task_hold' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	var (
-		wg     sync.WaitGroup
-		errsMu sync.Mutex
-		errs   []error
-	)
-	spawn := func(m bgtype.TaskMeta) {
-		wg.Go(func() {
-			if err := commit(m); err != nil {
-				errsMu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", m.ID, err))
-				errsMu.Unlock()
-			}
-		})
-	}
+	var bg background
+	spawn := func(m bgtype.TaskMeta) { bg.run(m.ID, func() error { return commit(m) }) }
 	held := rec("task_hold", "holder", bgtype.StatusRunning)
 	held.Description = "held"
 	spawn(held)
@@ -267,10 +242,7 @@ func TestCommonGroupLocksNoCountsFirst(t *testing.T) {
 	if err := hold.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
-	for _, err := range errs {
-		t.Error(err)
-	}
+	bg.wait(t)
 	if n := pgstore.Prelocks(s) - prelocks0; n != 0 {
 		t.Errorf("%d transactions locked their counts first, want 0", n)
 	}
@@ -319,20 +291,8 @@ func TestLateArrivalsTakeTheirOwnCountsInOrder(t *testing.T) {
 	if _, err := hold.Exec(ctx, `SELECT 1 FROM bgtask_tasks WHERE id = 'task_hold' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	var (
-		wg     sync.WaitGroup
-		errsMu sync.Mutex
-		errs   []error
-	)
-	spawn := func(m bgtype.TaskMeta) {
-		wg.Go(func() {
-			if err := commit(m); err != nil {
-				errsMu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", m.ID, err))
-				errsMu.Unlock()
-			}
-		})
-	}
+	var bg background
+	spawn := func(m bgtype.TaskMeta) { bg.run(m.ID, func() error { return commit(m) }) }
 	held := rec("task_hold", "holder", bgtype.StatusRunning)
 	held.Description = "held"
 	spawn(held)
@@ -358,10 +318,7 @@ func TestLateArrivalsTakeTheirOwnCountsInOrder(t *testing.T) {
 	if err := hold.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
-	for _, err := range errs {
-		t.Error(err)
-	}
+	bg.wait(t)
 	if n := pgstore.LateCommits(s); n != 0 {
 		t.Errorf("%d late commits joined, want 0", n)
 	}
