@@ -113,7 +113,7 @@ func TestClaimWaitingPassesHeldRows(t *testing.T) {
 	t.Parallel()
 	const n = 6
 	dsn := pgtest.NewDSN(t)
-	r := &limitRig{runs: map[string]int{}, gates: map[string]chan struct{}{}, started: make(chan string, n)}
+	r := newLimitRig(n)
 	k, err := bgtask.NewKind("limit/v1", r.fn, bgtask.KindConfig{})
 	if err != nil {
 		t.Fatal(err)

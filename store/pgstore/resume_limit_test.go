@@ -30,6 +30,11 @@ type limitRig struct {
 	started       chan string
 }
 
+// newLimitRig is a limitRig whose started channel holds n starts.
+func newLimitRig(n int) *limitRig {
+	return &limitRig{runs: map[string]int{}, gates: map[string]chan struct{}{}, started: make(chan string, n)}
+}
+
 func (r *limitRig) gate(id string) chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -118,7 +123,7 @@ func TestKindMaxRunningFleet(t *testing.T) {
 		ids = append(ids, id)
 	}
 	killInstance(t, dsn, "inst_a")
-	r := &limitRig{runs: map[string]int{}, gates: map[string]chan struct{}{}, started: make(chan string, n)}
+	r := newLimitRig(n)
 	kb, err := bgtask.NewKind("limit/v1", r.fn, bgtask.KindConfig{MaxRunning: limit})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +192,7 @@ func TestKindMaxRunningFleet(t *testing.T) {
 func TestKindMaxRunningSpawnQueued(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDSN(t)
-	r := &limitRig{runs: map[string]int{}, gates: map[string]chan struct{}{}, started: make(chan string, 4)}
+	r := newLimitRig(4)
 	k, err := bgtask.NewKind("limit/v1", r.fn, bgtask.KindConfig{MaxRunning: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +246,7 @@ func TestKindMaxRunningSpawnQueued(t *testing.T) {
 func TestClaimLeftToInstanceWithRoom(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDSN(t)
-	r := &limitRig{runs: map[string]int{}, gates: map[string]chan struct{}{}, started: make(chan string, 2)}
+	r := newLimitRig(2)
 	k, err := bgtask.NewKind("limit/v1", r.fn, bgtask.KindConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -414,7 +419,7 @@ func (c *claimRacer) ClaimUnder(ctx context.Context, claim bgtype.TaskMeta, limi
 func TestSpawnQueuedClaimRacesClaimLoop(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDSN(t)
-	r := &limitRig{runs: map[string]int{}, gates: map[string]chan struct{}{}, started: make(chan string, 4)}
+	r := newLimitRig(4)
 	k, err := bgtask.NewKind("limit/v1", r.fn, bgtask.KindConfig{MaxRunning: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -423,23 +428,10 @@ func TestSpawnQueuedClaimRacesClaimLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() }) // after the Manager's Shutdown
 	racer := &claimRacer{Store: s, claimed: make(chan struct{}), batch: make(chan error, 1)}
-	m, err := bgtask.New(bgtask.WithStore(racer), bgtask.WithInstance("inst_a"), bgtask.WithKinds(k))
-	if err != nil {
-		t.Fatal(err)
-	}
-	racer.m = m
-	if err := s.Start(t.Context(), m.Runtime()); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-		defer cancel()
-		if err := m.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		s.Close()
-	})
+	m := startManagerWith(t, s, "inst_a", bgtask.WithStore(racer), bgtask.WithKinds(k))
+	racer.m = m // before the spawn: only its claim reads it
 	id, err := k.Spawn(t.Context(), m.Owner("alice"), stepsSpec{})
 	if err != nil {
 		t.Fatal(err)
