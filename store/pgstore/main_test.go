@@ -226,3 +226,24 @@ func (bg *background) wait(t *testing.T) {
 	}
 	bg.errs = nil
 }
+
+// reapN reaps with s until n tasks were reaped in all, and fails if more
+// were. A pass leaves an instance, or a task, whose row another
+// transaction holds at that moment (SKIP LOCKED): a killed instance that
+// still runs, as a zombie does, fences its commits and claim passes on its
+// row, so a pass can find it busy; the next pass takes it.
+func reapN(t *testing.T, s *pgstore.Store, n int) {
+	t.Helper()
+	total := 0
+	waitFor(t, fmt.Sprintf("%d tasks reaped", n), func() bool {
+		got, err := s.Reap(t.Context())
+		if err != nil {
+			t.Fatalf("Reap: %v", err)
+		}
+		total += got
+		return total >= n
+	})
+	if total != n {
+		t.Fatalf("reaped %d tasks, want %d", total, n)
+	}
+}

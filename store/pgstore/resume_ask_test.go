@@ -56,9 +56,7 @@ func TestExhaustAskAcrossInstances(t *testing.T) {
 	killInstance(t, dsn, "inst_a")
 	sb, mb := limitInstance(t, dsn, "inst_b", k)
 	_, mc := limitInstance(t, dsn, "inst_c", k)
-	if got, err := sb.Reap(t.Context()); err != nil || got != 1 {
-		t.Fatalf("Reap = %d, %v", got, err)
-	}
+	reapN(t, sb, 1)
 	if _, err := mc.ClaimWaiting(t.Context()); err != nil {
 		t.Fatal(err)
 	}

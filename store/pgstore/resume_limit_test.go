@@ -134,9 +134,7 @@ func TestKindMaxRunningFleet(t *testing.T) {
 		s, m := limitInstance(t, dsn, id, kb)
 		fleet, sb = append(fleet, m), s
 	}
-	if got, err := sb.Reap(t.Context()); err != nil || got != n {
-		t.Fatalf("Reap = %d, %v; want %d", got, err, n)
-	}
+	reapN(t, sb, n)
 	var inflight []string
 	for finished := 0; finished < n; {
 		var wg sync.WaitGroup
@@ -279,9 +277,7 @@ func TestClaimLeftToInstanceWithRoom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := sb.Reap(t.Context()); err != nil || got != 1 {
-		t.Fatalf("Reap = %d, %v", got, err)
-	}
+	reapN(t, sb, 1)
 	if n, err := mb.ClaimWaiting(t.Context()); n != 0 || err != nil {
 		t.Fatalf("ClaimWaiting at the limit = %d, %v; want 0, nil", n, err)
 	}
