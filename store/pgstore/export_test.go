@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -105,15 +106,39 @@ func PreparedHot(ctx context.Context, s *Store) (int, error) {
 	return n, err
 }
 
+// ExplainHot is the EXPLAIN (FORMAT JSON) of the generic plan of
+// HotStatements[i], with NULL for every parameter, on a connection of s's
+// commit pool: planned with that connection's settings, as the Store's
+// own commits are. It prepares the statement under a name of its own and
+// deallocates it afterwards.
+func ExplainHot(ctx context.Context, s *Store, i int) ([]byte, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	name := fmt.Sprintf("explain_hot_%d", i)
+	sd, err := conn.Conn().Prepare(ctx, name, hotStatements[i])
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Conn().Deallocate(context.WithoutCancel(ctx), name)
+	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(sd.ParamOIDs)), ", ")
+	var out []byte
+	err = conn.QueryRow(ctx, fmt.Sprintf(`EXPLAIN (FORMAT JSON) EXECUTE %s(%s)`, name, nulls)).Scan(&out)
+	return out, err
+}
+
 // CachedCommits is how many commit transactions s wrote from the records
 // it keeps, without reading their rows.
 func CachedCommits(s *Store) int64 { return s.cached.Load() }
 
-// PlanCacheMode is plan_cache_mode on a connection of s's commit pool.
-func PlanCacheMode(ctx context.Context, s *Store) (string, error) {
-	var mode string
-	err := s.pool.QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&mode)
-	return mode, err
+// CommitSetting is the setting name (plan_cache_mode, enable_seqscan) on
+// a connection of s's commit pool.
+func CommitSetting(ctx context.Context, s *Store, name string) (string, error) {
+	var v string
+	err := s.pool.QueryRow(ctx, `SELECT current_setting($1)`, name).Scan(&v)
+	return v, err
 }
 
 // LateCommits is how many Commits joined a group's open transaction
