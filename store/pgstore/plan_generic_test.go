@@ -1,13 +1,10 @@
 package pgstore_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/bgtask/bgtask/store/pgstore"
 )
@@ -20,11 +17,7 @@ func TestGenericPlansUseIndexes(t *testing.T) {
 	t.Parallel()
 	_, dsn := openStore(t)
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	conn := sqlConn(t, dsn)
 	fillPlanTables(t, conn)
 	if _, err := conn.Exec(ctx, `ANALYZE bgtask_tasks; ANALYZE bgtask_instances; SET plan_cache_mode = force_generic_plan`); err != nil {
 		t.Fatal(err)
@@ -79,11 +72,7 @@ func TestGenericPlansUseIndexesOnAFreshTable(t *testing.T) {
 	t.Parallel()
 	s, dsn := openStore(t)
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	conn := sqlConn(t, dsn)
 	if _, err := conn.Exec(ctx, `INSERT INTO bgtask_tasks (id, owner, status, instance, created_at)
 		SELECT 'task_' || i, 'owner_' || (i % 4), 'running', 'inst_0', now() FROM generate_series(1, 20) i`); err != nil {
 		t.Fatal(err)

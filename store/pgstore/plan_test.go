@@ -1,7 +1,6 @@
 package pgstore_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -21,11 +20,7 @@ func TestPlansUseIndexes(t *testing.T) {
 	t.Parallel()
 	_, dsn := openStore(t)
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	conn := sqlConn(t, dsn)
 	var jit, jitAvail, seqscan string
 	var jitAbove float64
 	if err := conn.QueryRow(ctx, `SELECT current_setting('jit'), pg_jit_available()::text,
