@@ -72,10 +72,13 @@ func openStoreDSN(t *testing.T, params string, opts ...pgstore.Option) (*pgstore
 }
 
 // openMore opens another Store on dsn (a database's, from openStore) with
-// params added, closed when the test ends.
+// params added (none when params is empty), closed when the test ends.
 func openMore(t *testing.T, dsn, params string, opts ...pgstore.Option) *pgstore.Store {
 	t.Helper()
-	s, err := pgstore.Open(t.Context(), dsn+"&"+params, opts...)
+	if params != "" {
+		dsn += "&" + params
+	}
+	s, err := pgstore.Open(t.Context(), dsn, opts...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

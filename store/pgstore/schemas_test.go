@@ -53,16 +53,7 @@ func schemaDSN(t *testing.T, dsn, schema string) string {
 // openOn opens a Store on dsn, closed when the test ends.
 func openOn(t *testing.T, dsn string) *pgstore.Store {
 	t.Helper()
-	s, err := pgstore.Open(t.Context(), dsn, pgstore.WithPollInterval(time.Hour))
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s
+	return openMore(t, dsn, "", pgstore.WithPollInterval(time.Hour))
 }
 
 // settledLog records what OnSettled tells a Store.
