@@ -44,8 +44,8 @@ func TestGenericPlansUseIndexes(t *testing.T) {
 
 // checkIndexPlan fails t unless out, the EXPLAIN (FORMAT JSON) of sql,
 // is one plan that scans no table but bgtask_instances sequentially and
-// is not JIT-compiled.
-func checkIndexPlan(t *testing.T, sql string, out []byte) {
+// is not JIT-compiled. It returns the plan's top node.
+func checkIndexPlan(t *testing.T, sql string, out []byte) map[string]any {
 	t.Helper()
 	var plans []struct {
 		Plan map[string]any
@@ -60,6 +60,7 @@ func checkIndexPlan(t *testing.T, sql string, out []byte) {
 	if plans[0].JIT != nil {
 		t.Errorf("generic plan is JIT-compiled:\n%s\n%s", sql, out)
 	}
+	return plans[0].Plan
 }
 
 // The generic plans of a Store's hot statements use indexes on a fresh
