@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bgtask/bgtask"
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/store"
 	"github.com/bgtask/bgtask/store/pgstore"
@@ -114,10 +113,7 @@ func TestClaimWaitingPassesHeldRows(t *testing.T) {
 	const n = 6
 	dsn := pgtest.NewDSN(t)
 	r := newLimitRig(n)
-	k, err := bgtask.NewKind("limit/v1", r.fn, bgtask.KindConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := r.kind(t, 0)
 	s0, err := pgstore.Open(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,17 @@ func newLimitRig(n int) *limitRig {
 	return &limitRig{runs: map[string]int{}, gates: map[string]chan struct{}{}, started: make(chan string, n)}
 }
 
+// kind is the rig's kind, limit/v1, running r.fn with at most maxRunning
+// tasks across the fleet (0: no limit).
+func (r *limitRig) kind(t *testing.T, maxRunning int) *bgtask.Kind[stepsSpec, stepsCursor] {
+	t.Helper()
+	k, err := bgtask.NewKind("limit/v1", r.fn, bgtask.KindConfig{MaxRunning: maxRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 func (r *limitRig) gate(id string) chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -124,10 +135,7 @@ func TestKindMaxRunningFleet(t *testing.T) {
 	}
 	killInstance(t, dsn, "inst_a")
 	r := newLimitRig(n)
-	kb, err := bgtask.NewKind("limit/v1", r.fn, bgtask.KindConfig{MaxRunning: limit})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kb := r.kind(t, limit)
 	var fleet []*bgtask.Manager
 	var sb *pgstore.Store
 	for _, id := range []string{"inst_b", "inst_c", "inst_d", "inst_e"} {
@@ -191,10 +199,7 @@ func TestKindMaxRunningSpawnQueued(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	r := newLimitRig(4)
-	k, err := bgtask.NewKind("limit/v1", r.fn, bgtask.KindConfig{MaxRunning: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := r.kind(t, 2)
 	_, ma := limitInstance(t, dsn, "inst_a", k)
 	_, mb := limitInstance(t, dsn, "inst_b", k)
 	var ids []string
@@ -245,10 +250,7 @@ func TestClaimLeftToInstanceWithRoom(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	r := newLimitRig(2)
-	k, err := bgtask.NewKind("limit/v1", r.fn, bgtask.KindConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := r.kind(t, 0)
 	_, ma := limitInstance(t, dsn, "inst_a", k)
 	id, err := k.Spawn(t.Context(), ma.Owner("alice"), stepsSpec{})
 	if err != nil {
@@ -430,10 +432,7 @@ func TestSpawnQueuedClaimRacesClaimLoop(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDSN(t)
 	r := newLimitRig(4)
-	k, err := bgtask.NewKind("limit/v1", r.fn, bgtask.KindConfig{MaxRunning: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := r.kind(t, 2)
 	s, err := pgstore.Open(t.Context(), dsn, pgstore.WithGrace(time.Hour), pgstore.WithHeartbeatInterval(30*time.Minute))
 	if err != nil {
 		t.Fatal(err)
