@@ -71,11 +71,11 @@ func TestAgeLimitTakesNoCountOutOfOrder(t *testing.T) {
 }
 
 func testAgeLimitOrder(t *testing.T, cleanUp bool, late bgtype.TaskMeta, wantCounts string) {
-	a, dsn := openStore(t, pgstore.WithRetainFor(time.Hour))
+	a, dsn := openStore(t, pgstore.WithRetainFor(time.Hour), pgstore.WithLoneCommitsAlone())
 	pgstore.SetAgeDue(a, false)
 	// One transaction slot, no age limit: B's group is the one
 	// transaction that takes a's count then another.
-	b := openMore(t, dsn, "pool_max_conns=1", pgstore.WithRetainFor(0), pgstore.WithRetainPerOwner(4))
+	b := openMore(t, dsn, "pool_max_conns=1", pgstore.WithRetainFor(0), pgstore.WithRetainPerOwner(4), pgstore.WithLoneCommitsAlone())
 	ctx := t.Context()
 	commit := upserter(ctx)
 	for _, c := range []struct {
@@ -221,7 +221,7 @@ func TestAgeLimitDeletesAgedRecords(t *testing.T) {
 // a task: the pass runs in a transaction of its own, not the group's.
 func TestAgedGroupAdmitsLateArrivals(t *testing.T) {
 	t.Parallel()
-	s, dsn := openStoreDSN(t, "pool_max_conns=1", pgstore.WithRetainFor(time.Hour))
+	s, dsn := openStoreDSN(t, "pool_max_conns=1", pgstore.WithRetainFor(time.Hour), pgstore.WithLoneCommitsAlone())
 	pgstore.SetAgeDue(s, false)
 	ctx := t.Context()
 	for _, m := range []bgtype.TaskMeta{

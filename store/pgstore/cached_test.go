@@ -16,7 +16,7 @@ import (
 // and leaves exactly what the long way leaves.
 func TestCompletionWithoutRead(t *testing.T) {
 	t.Parallel()
-	s, _ := openStore(t)
+	s, _ := openStore(t, pgstore.WithLoneCommitsAlone())
 	ctx := t.Context()
 	m := rec("task_a", "alice", bgtype.StatusRunning)
 	if err := s.Commit(ctx, "alice", store.UpsertAction(m)); err != nil {
@@ -47,7 +47,7 @@ func TestCompletionWithoutRead(t *testing.T) {
 // them.
 func TestGroupCompletionsRetained(t *testing.T) {
 	t.Parallel()
-	s, dsn := openStore(t, pgstore.WithRetainPerOwner(1))
+	s, dsn := openStore(t, pgstore.WithRetainPerOwner(1), pgstore.WithLoneCommitsAlone())
 	ctx := t.Context()
 	seedHolder(t, s)
 	owners := []string{"owner_a", "owner_b", "owner_c"}

@@ -74,7 +74,7 @@ func triggersTakeOwnersInByteOrder(t *testing.T, dsn string) {
 	// counts of its own.
 	stores := map[string]*pgstore.Store{}
 	for _, name := range []string{"A", "B"} {
-		stores[name] = openMore(t, dsn, "pool_max_conns=1", pgstore.WithRetainFor(0))
+		stores[name] = openMore(t, dsn, "pool_max_conns=1", pgstore.WithRetainFor(0), pgstore.WithLoneCommitsAlone())
 	}
 	a, b := stores["A"], stores["B"]
 	ctx := t.Context()

@@ -30,9 +30,9 @@ const maxRetries = 8
 // on them, and the rows that changed are written, each a compare-and-set
 // on its version, then retention runs if a record turned terminal; two
 // round trips in all. A commit that only adds new queued or running
-// records takes one round trip (its insert fails, and it takes the long
-// way, if one of its ids exists). So does a commit whose records this
-// Store wrote last (a completion, a progress report, with spawns beside
+// records reads nothing (its insert fails, and it takes the long way, if
+// one of its ids exists). Nor does a commit whose records this Store
+// wrote last (a completion, a progress report, with spawns beside
 // them): the reducer runs on the records as the Store wrote them, and the
 // rows are written only if their version is still the one it wrote (any
 // change of a row, by another instance or by hand, bumps its version);
@@ -43,11 +43,14 @@ const maxRetries = 8
 // Commits that callers make at the same time are grouped: one transaction
 // writes the actions of several callers, owners and tasks, applied in the
 // order the callers arrived, and each caller gets its own result; the
-// commits that arrive while a group's statements run join its transaction
-// before its COMMIT. When a group fails, each of its callers commits
-// alone, so one caller's bad action fails that caller only. A caller whose ctx ends while it waits
-// for a group returns ctx's error and nothing of it is written; once its
-// group is under way it waits for that group's outcome.
+// commits that arrive while a transaction's first statements run (a
+// group's, or a lone commit's that reads nothing) join it before its
+// COMMIT. When a group fails, each of its callers commits alone, so one
+// caller's bad action fails that caller only. A caller whose ctx ends
+// while it waits for a group returns ctx's error and nothing of it is
+// written; once its group is under way it waits for that group's
+// outcome. A caller that commits alone is stopped by its ctx until
+// another commit joins its transaction, and then waits for the outcome.
 //
 // On a started Store every Commit is fenced. It returns an error matching
 // ErrInstanceLost, and writes nothing, once the instance lost its

@@ -55,6 +55,11 @@ func FakeClock(s *Store) (advance func(d time.Duration)) {
 // instances.
 func WithoutNotifications() Option { return func(c *config) { c.deaf = true } }
 
+// WithLoneCommitsAlone makes a lone commit take one round trip and no
+// late arrivals, as before decision 801: the tests that build a group
+// behind a lone commit that holds the transaction slot.
+func WithLoneCommitsAlone() Option { return func(c *config) { c.loneAlone = true } }
+
 // WithBeforeReconnect makes the Store's listener call f before each
 // reconnect, after its connection dropped.
 func WithBeforeReconnect(f func()) Option { return func(c *config) { c.relisten = f } }

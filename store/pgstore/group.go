@@ -14,9 +14,11 @@ import (
 // flight (classic group commit: with fsync on, a commit costs a flush, and
 // what queues behind the one in flight goes in its successor's flush);
 // otherwise it queues, and the caller whose transaction ends next (or,
-// for a group on a fast path, has sent its COMMIT: opengroup.go) hands
-// the queue (up to maxGroup callers) to the first caller in it, which
-// commits them as one group and hands on in turn. Only while a full group
+// on a fast path, has sent its COMMIT: opengroup.go) hands the queue (up
+// to maxGroup callers) to the first caller in it, which commits them as
+// one group and hands on in turn. On a fast path, the commits that queue
+// during a transaction's first round trip, a lone caller's or a group's,
+// join that transaction. Only while a full group
 // (maxGroup) waits does another transaction start beside it, up to
 // maxInFlight (fewer if the pool is smaller). No goroutine is started, and
 // no caller waits for company: a lone caller's commit starts at once.
@@ -124,17 +126,33 @@ func (s *Store) handOn() {
 // commitGroup sets each request's err and returns the requests it
 // committed: group, and the late arrivals that joined it (commitOpen,
 // which may call handOn before the group's outcome is known). A lone
-// request runs with its own ctx, in one round trip. A group runs in one
-// transaction that no single caller's ctx cancels; if it fails, each
-// request commits alone, with its own ctx.
+// request on a fast path opens a transaction too, with its own ctx, so
+// that the commits that queue during its first round trip join it
+// (decision 801); once one has, the rest of it runs without that ctx. A
+// lone request that stays alone and fails commits again the lone way
+// (commitRetry), which tells its cause. A group runs in one transaction
+// that no single caller's ctx cancels; if it fails, each request commits
+// alone, with its own ctx.
 func (s *Store) commitGroup(group []*commitReq, handOn func()) []*commitReq {
-	if len(group) == 1 {
+	if len(group) == 1 && s.cfg.loneAlone {
 		group[0].err = s.commitRetry(group[0].ctx, group)
 		return group
 	}
 	ctx := context.WithoutCancel(group[0].ctx)
+	if len(group) == 1 {
+		ctx = group[0].ctx
+	}
 	all, err := s.commitOpen(ctx, group, handOn)
 	s.countDeadlock(err)
+	if len(all) == 1 {
+		if err != nil {
+			all[0].err = s.commitRetry(all[0].ctx, all)
+		} else {
+			all[0].err = nil
+		}
+		return all
+	}
+	ctx = context.WithoutCancel(ctx)
 	if err != nil {
 		err = s.commitRetry(ctx, all)
 	}

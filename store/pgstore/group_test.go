@@ -19,7 +19,7 @@ import (
 // transaction fails, each commits alone, so only the caller whose record
 // the database refuses gets an error.
 func TestGroupCommit(t *testing.T) {
-	s, dsn := openStore(t)
+	s, dsn := openStore(t, pgstore.WithLoneCommitsAlone())
 	ctx := t.Context()
 	seedHolder(t, s)
 	tests := []struct {
@@ -74,7 +74,7 @@ func TestGroupCommit(t *testing.T) {
 // A caller whose ctx ends while its commit waits for a group gets ctx's
 // error, leaves the queue, and nothing of its commit is written.
 func TestGroupCommitCanceledWhileQueued(t *testing.T) {
-	s, dsn := openStore(t)
+	s, dsn := openStore(t, pgstore.WithLoneCommitsAlone())
 	ctx := t.Context()
 	seedHolder(t, s)
 	var wg sync.WaitGroup

@@ -22,8 +22,8 @@ import (
 func TestOpenGroupsTakeOwnersInOrder(t *testing.T) {
 	// One transaction slot each; no age limit, whose retention may lock
 	// any owner's count (then no late arrival that ends a task joins).
-	a, dsn := openStoreDSN(t, "pool_max_conns=1", pgstore.WithRetainFor(0))
-	b := openMore(t, dsn, "pool_max_conns=1", pgstore.WithRetainFor(0))
+	a, dsn := openStoreDSN(t, "pool_max_conns=1", pgstore.WithRetainFor(0), pgstore.WithLoneCommitsAlone())
+	b := openMore(t, dsn, "pool_max_conns=1", pgstore.WithRetainFor(0), pgstore.WithLoneCommitsAlone())
 	ctx := t.Context()
 	commit := upserter(ctx)
 	stores := map[string]*pgstore.Store{"A": a, "B": b}

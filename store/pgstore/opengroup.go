@@ -10,16 +10,17 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Late arrivals: a group of several commits on the fast paths (new
-// records, cached records) is written in an explicit transaction of two
-// round trips: BEGIN and the group's statements, then the statements of
-// the commits that queued meanwhile and COMMIT. With a few submitters, a
-// submitter's next spawn comes while the transaction after the one that
-// committed its last spawn is in flight: if that transaction is still in
-// its first round trip, the spawn rides its flush instead of the next
-// one's. A lone commit keeps its one round trip; a late arrival waits for
-// no one (its transaction is the next to flush anyway). Decision 732 has
-// what it was measured to buy.
+// Late arrivals: commits on the fast paths (new records, cached
+// records), a group of several or one alone, are written in an explicit
+// transaction of two round trips: BEGIN and the group's statements, then
+// the statements of the commits that queued meanwhile and COMMIT. With a
+// few submitters, a submitter's next spawn comes while the transaction
+// after the one that committed its last spawn is in flight: if that
+// transaction is still in its first round trip, the spawn rides its flush
+// instead of the next one's. A late arrival waits for no one (its
+// transaction is the next to flush anyway). Decision 732 has what it was
+// measured to buy, decision 801 what a lone commit's second round trip
+// buys.
 
 // fastPlan is the statements of reqs' commit on a fast path, queued in a
 // batch, and the reader of their results.
@@ -48,8 +49,8 @@ func (s *Store) planFast(b *pgx.Batch, reqs []*commitReq, held []string) (p fast
 // errLongWay means a group's commit does not take a fast path.
 var errLongWay = errors.New("pgstore: commit takes the long way")
 
-// commitOpen commits group (several callers) and the commits that queue
-// while its statements run, in one transaction, and calls handOn once it
+// commitOpen commits group (one caller or several) and the commits that
+// queue while its statements run, in one transaction, and calls handOn once it
 // has sent COMMIT: the next group's statements then run while this
 // transaction's flush does. It returns every request it took (group
 // first, in order) and the transaction's error; after an error nothing
@@ -98,6 +99,9 @@ func (s *Store) commitOpen(ctx context.Context, group []*commitReq, handOn func(
 		}
 	}
 	all = append(group, late...)
+	if len(late) > 0 {
+		ctx = context.WithoutCancel(ctx) // no longer one caller's transaction
+	}
 	tail.Queue("COMMIT")
 	br = conn.SendBatch(ctx, &tail)
 	handOn()

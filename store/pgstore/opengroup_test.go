@@ -35,7 +35,7 @@ type lateCase struct {
 // the caller the database refuses gets an error. A late commit that names
 // a record of the group waits for the next transaction.
 func TestGroupLateArrivals(t *testing.T) {
-	s, dsn := openStore(t)
+	s, dsn := openStore(t, pgstore.WithLoneCommitsAlone())
 	ctx := t.Context()
 	seedHolder(t, s)
 	id := func(round, i int) string { return fmt.Sprintf("task_%d_%d", round, i) }

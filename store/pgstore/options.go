@@ -30,6 +30,7 @@ type config struct {
 	backoffMin     time.Duration
 	backoffMax     time.Duration
 	deaf           bool // the listener LISTENs to nothing (benchmarks: the poll alone)
+	loneAlone      bool // a lone commit takes no late arrivals (tests of groups: decision 801)
 
 	relisten  func()          // tests: called before the listener reconnects
 	afterPoll func(id string) // tests: called after each poll pass of instance id

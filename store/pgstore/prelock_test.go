@@ -82,8 +82,8 @@ func TestCommitTakesItsOwnCountsInOrder(t *testing.T) {
 func testOwnCountsInOrder(t *testing.T, cached bool, wantPrelocks, wantCached map[string]int64) {
 	// One transaction slot each, so that a held commit makes the next
 	// three one group; no age limit (its passes lock counts too).
-	a, dsn := openStoreDSN(t, "pool_max_conns=1", pgstore.WithRetainFor(0))
-	b := openMore(t, dsn, "pool_max_conns=1", pgstore.WithRetainFor(0))
+	a, dsn := openStoreDSN(t, "pool_max_conns=1", pgstore.WithRetainFor(0), pgstore.WithLoneCommitsAlone())
+	b := openMore(t, dsn, "pool_max_conns=1", pgstore.WithRetainFor(0), pgstore.WithLoneCommitsAlone())
 	ctx := t.Context()
 	commit := upserter(ctx)
 	stores := map[string]*pgstore.Store{"A": a, "B": b}
@@ -200,7 +200,7 @@ func testOwnCountsInOrder(t *testing.T, cached bool, wantPrelocks, wantCached ma
 // after the update: z sorts after a and c).
 func TestCommonGroupLocksNoCountsFirst(t *testing.T) {
 	t.Parallel()
-	s, dsn := openStoreDSN(t, "pool_max_conns=1", pgstore.WithRetainFor(0))
+	s, dsn := openStoreDSN(t, "pool_max_conns=1", pgstore.WithRetainFor(0), pgstore.WithLoneCommitsAlone())
 	ctx := t.Context()
 	commit := func(m bgtype.TaskMeta) error { return s.Commit(ctx, m.Owner, store.UpsertAction(m)) }
 	for _, m := range []bgtype.TaskMeta{
@@ -271,7 +271,7 @@ func TestCommonGroupLocksNoCountsFirst(t *testing.T) {
 // insert of b, then the update of c) and locks no count first.
 func TestLateArrivalsTakeTheirOwnCountsInOrder(t *testing.T) {
 	t.Parallel()
-	s, dsn := openStoreDSN(t, "pool_max_conns=1", pgstore.WithRetainFor(0))
+	s, dsn := openStoreDSN(t, "pool_max_conns=1", pgstore.WithRetainFor(0), pgstore.WithLoneCommitsAlone())
 	ctx := t.Context()
 	commit := func(m bgtype.TaskMeta) error { return s.Commit(ctx, m.Owner, store.UpsertAction(m)) }
 	for _, m := range []bgtype.TaskMeta{
