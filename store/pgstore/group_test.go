@@ -122,15 +122,7 @@ func seedHolder(t *testing.T, s *pgstore.Store) {
 func holdSlots(t *testing.T, s *pgstore.Store, dsn, desc string, wg *sync.WaitGroup) (release func()) {
 	t.Helper()
 	ctx := t.Context()
-	tx, err := sqlConn(t, dsn).Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	release = func() { tx.Rollback(context.Background()) }
-	t.Cleanup(release)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM bgtask_tasks WHERE owner = 'holder' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	release = holdLocks(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE owner = 'holder' FOR UPDATE`)
 	for i := range pgstore.MaxInFlight {
 		m := rec(fmt.Sprintf("task_block_%d", i), "holder", bgtype.StatusRunning)
 		m.Description = desc
@@ -143,5 +135,22 @@ func holdSlots(t *testing.T, s *pgstore.Store, dsn, desc string, wg *sync.WaitGr
 	waitFor(t, "the first commits wait for the held rows", func() bool {
 		return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'`) == pgstore.MaxInFlight
 	})
+	return release
+}
+
+// holdLocks runs query (a SELECT ... FOR UPDATE) in a transaction of the
+// test's own, which holds its locks until release (also called at the
+// end of the test).
+func holdLocks(t *testing.T, dsn, query string) (release func()) {
+	t.Helper()
+	tx, err := sqlConn(t, dsn).Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	release = func() { tx.Rollback(context.Background()) }
+	t.Cleanup(release)
+	if _, err := tx.Exec(t.Context(), query); err != nil {
+		t.Fatal(err)
+	}
 	return release
 }

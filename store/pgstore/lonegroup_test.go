@@ -13,20 +13,17 @@ import (
 	"github.com/bgtask/bgtask/store/pgstore"
 )
 
-// holdRow locks the row id in a transaction of the test's own until the
-// returned release (also called at the end of the test).
-func holdRow(t *testing.T, dsn, id string) (release func()) {
+// heldRecord opens a Store, commits the running record task_hold of owner
+// "holder" through it, and locks that row in a transaction of the test's
+// own until release (also called at the end of the test): a commit of
+// the record then waits in its first round trip.
+func heldRecord(t *testing.T) (s *pgstore.Store, dsn string, release func()) {
 	t.Helper()
-	tx, err := sqlConn(t, dsn).Begin(t.Context())
-	if err != nil {
+	s, dsn = openStore(t)
+	if err := s.Commit(t.Context(), "holder", store.UpsertAction(rec("task_hold", "holder", bgtype.StatusRunning))); err != nil {
 		t.Fatal(err)
 	}
-	release = func() { tx.Rollback(context.Background()) }
-	t.Cleanup(release)
-	if _, err := tx.Exec(t.Context(), `SELECT 1 FROM bgtask_tasks WHERE id = $1 FOR UPDATE`, id); err != nil {
-		t.Fatal(err)
-	}
-	return release
+	return s, dsn, holdLocks(t, dsn, `SELECT 1 FROM bgtask_tasks WHERE id = 'task_hold' FOR UPDATE`)
 }
 
 // The commits that queue while a lone commit's first statements run join
@@ -35,12 +32,8 @@ func holdRow(t *testing.T, dsn, id string) (release func()) {
 // longer stops the transaction: it ends with its outcome, like a group's
 // caller.
 func TestLoneCommitTakesLateArrivals(t *testing.T) {
-	s, dsn := openStore(t)
+	s, dsn, release := heldRecord(t)
 	ctx := t.Context()
-	if err := s.Commit(ctx, "holder", store.UpsertAction(rec("task_hold", "holder", bgtype.StatusRunning))); err != nil {
-		t.Fatal(err)
-	}
-	release := holdRow(t, dsn, "task_hold")
 	groups0, commits0 := pgstore.Groups(s)
 	late0 := pgstore.LateCommits(s)
 
@@ -90,12 +83,8 @@ func TestLoneCommitTakesLateArrivals(t *testing.T) {
 // other commit aboard, returns ctx's error and writes nothing; the Store
 // commits as before after it.
 func TestLoneCommitCanceledInFirstRoundTrip(t *testing.T) {
-	s, dsn := openStore(t)
+	s, dsn, release := heldRecord(t)
 	ctx := t.Context()
-	if err := s.Commit(ctx, "holder", store.UpsertAction(rec("task_hold", "holder", bgtype.StatusRunning))); err != nil {
-		t.Fatal(err)
-	}
-	release := holdRow(t, dsn, "task_hold")
 	loneCtx, cancelLone := context.WithCancel(ctx)
 	held := rec("task_hold", "holder", bgtype.StatusRunning)
 	held.Description = "changed"
