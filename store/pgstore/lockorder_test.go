@@ -1,7 +1,6 @@
 package pgstore_test
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -11,19 +10,36 @@ import (
 	"github.com/bgtask/bgtask/store/pgstore"
 )
 
-// Two Stores on one database, each with a group's transaction open: A's
-// ended a task of owner a and B's one of owner b (each statement locks the
+// Two Stores on one database, each with a transaction open: A's ended a
+// task of owner a and B's one of owner b (each statement locks the
 // owner's terminal count, decision 170), then each takes a late arrival
 // ending a task of the other owner. Before the lock order, A waited for b
 // and B for a: a deadlock, which PostgreSQL broke after deadlock_timeout
 // by failing one transaction (40P01) and which the Store then committed
 // again. With the order, B's late arrival (a sorts before b, which B's
-// transaction holds) waits for B's next transaction, and A's joins.
+// transaction holds) waits for B's next transaction, and A's joins. The
+// transaction is a group's (two commits queued behind a lone one that
+// holds the slot) or a lone commit's (decision 801), the fleet's shape
+// with each instance's first commit after a wave.
 func TestOpenGroupsTakeOwnersInOrder(t *testing.T) {
+	for _, lone := range []bool{false, true} {
+		name := "group"
+		if lone {
+			name = "lone commit"
+		}
+		t.Run(name, func(t *testing.T) { testOpenOwnersInOrder(t, lone) })
+	}
+}
+
+func testOpenOwnersInOrder(t *testing.T, lone bool) {
 	// One transaction slot each; no age limit, whose retention may lock
 	// any owner's count (then no late arrival that ends a task joins).
-	a, dsn := openStoreDSN(t, "pool_max_conns=1", pgstore.WithRetainFor(0), pgstore.WithLoneCommitsAlone())
-	b := openMore(t, dsn, "pool_max_conns=1", pgstore.WithRetainFor(0), pgstore.WithLoneCommitsAlone())
+	opts := []pgstore.Option{pgstore.WithRetainFor(0)}
+	if !lone {
+		opts = append(opts, pgstore.WithLoneCommitsAlone())
+	}
+	a, dsn := openStoreDSN(t, "pool_max_conns=1", opts...)
+	b := openMore(t, dsn, "pool_max_conns=1", opts...)
 	ctx := t.Context()
 	commit := upserter(ctx)
 	stores := map[string]*pgstore.Store{"A": a, "B": b}
@@ -38,40 +54,41 @@ func TestOpenGroupsTakeOwnersInOrder(t *testing.T) {
 			}
 		}
 	}
-	// Each Store's one slot waits for a holder row the test locks, so
-	// that the group's two commits queue behind it.
-	tx, err := sqlConn(t, dsn).Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// A's transaction ends a's task, B's b's (a group also spawns one of
+	// that owner); the late arrival ends the other owner's task.
+	first := map[string]string{"A": "a", "B": "b"}
+	late := map[string]string{"A": "b", "B": "a"}
+	// Each Store's one slot waits for a row the test locks: a holder
+	// row, that the group's two commits queue behind it, or the row the
+	// lone commit ends.
+	held := `SELECT 1 FROM bgtask_tasks WHERE owner LIKE 'holder_%' FOR UPDATE`
+	if lone {
+		held = `SELECT 1 FROM bgtask_tasks WHERE id IN ('task_A_a', 'task_B_b') FOR UPDATE`
 	}
-	t.Cleanup(func() { tx.Rollback(context.Background()) })
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM bgtask_tasks WHERE owner LIKE 'holder_%' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	release := holdLocks(t, dsn, held)
 	var bg background
 	spawn := func(s *pgstore.Store, m bgtype.TaskMeta) { bg.run(m.ID, func() error { return commit(s, m) }) }
 	for name, s := range stores {
 		m := rec("task_"+name+"_hold", "holder_"+name, bgtype.StatusRunning)
 		m.Description = "held"
+		if lone {
+			m = rec("task_"+name+"_"+first[name], first[name], bgtype.StatusCompleted)
+		}
 		spawn(s, m)
 	}
-	waitFor(t, "both Stores' slots wait for the held rows", func() bool {
-		return sqlExec(t, dsn, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 2
-	})
-	// A's group ends a's task, B's b's (and each spawns one of that
-	// owner); the late arrival ends the other owner's task.
-	first := map[string]string{"A": "a", "B": "b"}
-	late := map[string]string{"A": "b", "B": "a"}
+	waitFor(t, "both Stores' slots wait for the held rows", func() bool { return lockWaiters(t, dsn) == 2 })
 	opened := map[string]chan struct{}{"A": make(chan struct{}), "B": make(chan struct{})}
 	for name, s := range stores {
-		spawn(s, rec("task_"+name+"_"+first[name], first[name], bgtype.StatusCompleted))
-		spawn(s, rec("task_"+name+"_new", first[name], bgtype.StatusRunning))
-		waitFor(t, "the group queues on "+name, func() bool { return pgstore.QueuedCommits(s) == 2 })
+		if !lone {
+			spawn(s, rec("task_"+name+"_"+first[name], first[name], bgtype.StatusCompleted))
+			spawn(s, rec("task_"+name+"_new", first[name], bgtype.StatusRunning))
+			waitFor(t, "the group queues on "+name, func() bool { return pgstore.QueuedCommits(s) == 2 })
+		}
 		other := map[string]string{"A": "B", "B": "A"}[name]
 		var once sync.Once
 		pgstore.SetAfterOpen(s, func() {
 			once.Do(func() {
-				// Both transactions hold their group's owner before
+				// Both transactions hold their first owner before
 				// either takes its late arrival.
 				spawn(s, rec("task_"+name+"_"+late[name], late[name], bgtype.StatusCompleted))
 				waitQueued(t, s, 1)
@@ -86,9 +103,7 @@ func TestOpenGroupsTakeOwnersInOrder(t *testing.T) {
 		t.Cleanup(func() { pgstore.SetAfterOpen(s, nil) })
 	}
 	d0 := pgstore.Deadlocks(a) + pgstore.Deadlocks(b)
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	bg.wait(t)
 	if n := pgstore.Deadlocks(a) + pgstore.Deadlocks(b) - d0; n != 0 {
 		t.Errorf("%d deadlocks, want 0", n)
