@@ -19,7 +19,7 @@ import (
 func (m *Manager) end(t *Task, out *outcome, cut, small bool) {
 	t.emitMu.Lock()
 	t.ended = true
-	t.endOutput()
+	out.output = t.endOutput()
 	busy := t.inputCommit()
 	t.emitMu.Unlock()
 	if busy != nil {
@@ -53,7 +53,7 @@ func (m *Manager) endOnStack(t *Task, out *outcome, prog *bgtype.Progress, fg, c
 	errText, _ := jsoncap.Text(out.err, m.cfg.caps.MaxErrorBytes)
 	stack, _ := jsoncap.Text(out.stack, m.cfg.caps.MaxErrorBytes)
 	end := clock.Now()
-	edit := terminalEdit{Status: out.status, Kind: out.kind, Result: out.result, End: end, Reason: reason, ErrText: errText, Stack: stack, Progress: prog}
+	edit := terminalEdit{Status: out.status, Kind: out.kind, Result: out.result, End: end, Reason: reason, ErrText: errText, Stack: stack, Progress: prog, Output: out.output}
 	if !fg {
 		if t.rec.WakePolicy() != bgtype.WakeSilent && m.durable() {
 			m.sent.add(t.rec.Owner, t.rec.Owner, t.rec.ID) // before the commit: a Restore meanwhile must not announce it too
@@ -131,7 +131,7 @@ func (m *Manager) endSmall(t *Task, out *outcome, prog *bgtype.Progress) {
 	n := endNodes.Get().(*endNode)
 	n.t, n.commit = t, true
 	e := &n.edit
-	e.Status, e.Kind, e.Result, e.Progress = out.status, out.kind, out.result, prog
+	e.Status, e.Kind, e.Result, e.Progress, e.Output = out.status, out.kind, out.result, prog, out.output
 	if out.err != "" || out.stack != "" || out.status == bgtype.StatusCanceled {
 		m.endTexts(t, out, e)
 	}
@@ -442,6 +442,7 @@ func terminalEvent(meta *bgtype.TaskMeta) bgtype.Event {
 	case bgtype.StatusCanceled:
 		ev.CancelReason = meta.CancelReason
 	}
+	ev.OutputBytes = meta.OutputBytes // the same on every instance: the record's
 	return ev
 }
 

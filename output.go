@@ -126,12 +126,15 @@ func (b *outputBuf) signal() {
 	}
 }
 
-// finish marks the output done: later writes fail, waiters return.
-func (b *outputBuf) finish() {
+// finish marks the output done: later writes fail, waiters return. It
+// returns the size written, final now.
+func (b *outputBuf) finish() int64 {
 	b.mu.Lock()
 	b.done = true
 	b.signal()
+	size := b.end
 	b.mu.Unlock()
+	return size
 }
 
 // read returns at most limit bytes from offset from (at least
@@ -349,17 +352,23 @@ func (t *Task) newOutputLocked() *outputBuf {
 	return b
 }
 
-// endOutput marks t's output done, if it has one. Called with t.emitMu held,
-// as t.ended is set: a buffer made after it is born done.
-func (t *Task) endOutput() {
+// endOutput marks t's output done, if it has one, and returns the bytes
+// written to it in all, which the terminal record keeps (OutputBytes): 0
+// for a task that made no buffer, with no lock taken. Called with t.emitMu
+// held, as t.ended is set: a buffer made after it is born done, and no
+// write lands after the size is read (finish, under the buffer's lock).
+func (t *Task) endOutput() int64 {
 	r := t.rare.Load()
 	if r == nil {
-		return
+		return 0
 	}
-	if b := r.output.Load(); b != nil {
-		b.finish()
-		t.m.outputs.endedOutput(t.rec.ID, b)
+	b := r.output.Load()
+	if b == nil {
+		return 0
 	}
+	size := b.finish()
+	t.m.outputs.endedOutput(t.rec.ID, b)
+	return size
 }
 
 // stopStream stops the streaming of task id's output to its foreground

@@ -20,6 +20,7 @@ type outcome struct {
 	kind       bgtype.ErrorKind
 	err, stack string
 	result     json.RawMessage
+	output     int64 // the bytes written to the task's output in all: set by end (endOutput)
 }
 
 // run is a task's goroutine: promote from queued if needed, call the

@@ -85,7 +85,10 @@ func (p *Plugin) render(ev *bgtype.Event) PromptMessage {
 	shown.CancelReason = capText(validUTF8(ev.CancelReason), int(p.display))
 	if ev.Kind.IsTerminal() && shown.OutputBytes == 0 {
 		// The end's notice says how much the task wrote and how to read
-		// it; the output itself is read on demand, never injected.
+		// it; the output itself is read on demand, never injected. An end
+		// made from its record carries the record's size (on whichever
+		// instance of a fleet it is made); one that does not, the size
+		// this instance keeps.
 		shown.OutputBytes = p.r.Owner().OutputSize(ev.TaskID)
 	}
 	if ev.Input != nil {

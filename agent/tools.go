@@ -402,10 +402,13 @@ func taskView(m bgtype.TaskMeta) toolTask {
 }
 
 // fullView is the form get_task and wait_task show, with the size of the
-// task's output.
+// task's output: what this instance keeps of it, or the terminal record's,
+// which says it on every instance of a fleet (the task may have run on
+// another), whichever is larger (the output of an ended task this
+// instance keeps may have been forgotten).
 func (o owner) fullView(m bgtype.TaskMeta) toolTask {
 	v := fullView(m)
-	v.OutputBytes = o.OutputSize(m.ID)
+	v.OutputBytes = max(o.OutputSize(m.ID), m.OutputBytes)
 	return v
 }
 

@@ -70,9 +70,12 @@ type Event struct {
 	Payload      json.RawMessage // custom
 	Input        *InputRequest   // input_requested
 	// OutputBytes is how many bytes a task that ended wrote to its output
-	// (bgtask.Task.Output), when the one who shows the event knows it (the
-	// agent package's Plugin fills it in); 0 when none or not known. The
-	// JSON form of an event with output says how to read it.
+	// (bgtask.Task.Output), when the one who shows the event knows it: the
+	// end's event carries its terminal record's (TaskMeta.OutputBytes), on
+	// whichever instance it is made, and the agent package's Plugin fills
+	// in the size this instance keeps when the event has none; 0 when none
+	// or not known. The JSON form of an event with output says how to read
+	// it.
 	OutputBytes int64
 
 	// Quiet marks a custom event that must not wake an idle owner: progress

@@ -163,6 +163,12 @@ type TaskMeta struct {
 	// Resume is set on the record of a task spawned from a registered
 	// kind (a resumable task), nil on a closure's.
 	Resume *Resume `json:"resume,omitempty"`
+	// OutputBytes is how many bytes the task wrote to its output
+	// (bgtask.Task.Output) in all, set on its terminal record when it
+	// ends: so the end's notice and get_task say it on every instance of
+	// a fleet, not only on the one that ran the task and keeps the output.
+	// 0 while it runs and for a task that wrote none; never negative.
+	OutputBytes int64 `json:"output_bytes,omitempty"`
 }
 
 // OpenInputs returns the task's open input requests, oldest first: Input
@@ -191,7 +197,7 @@ func (m *TaskMeta) Validate() error { return m.check(false) }
 func (m *TaskMeta) ValidateUpdate() error { return m.check(true) }
 
 func (m *TaskMeta) check(noStatus bool) error {
-	if m.ID == "" || m.Owner == "" || !m.Status.Valid() && !(noStatus && m.Status == "") || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) || !m.Wake.Valid() || !m.Progress.Valid() || !m.Resume.Valid() || len(m.MoreInput) > 0 && m.Input == nil {
+	if m.ID == "" || m.Owner == "" || !m.Status.Valid() && !(noStatus && m.Status == "") || m.Attempt < 0 || (m.Result != nil && !json.Valid(m.Result)) || !m.Wake.Valid() || !m.Progress.Valid() || !m.Resume.Valid() || len(m.MoreInput) > 0 && m.Input == nil || m.OutputBytes < 0 {
 		return m.invalid(noStatus)
 	}
 	return nil
@@ -216,6 +222,8 @@ func (m *TaskMeta) invalid(noStatus bool) error {
 		return fmt.Errorf("%w: task %s: invalid resume (kind %q)", ErrCorrupt, m.ID, m.Resume.Kind)
 	case len(m.MoreInput) > 0 && m.Input == nil:
 		return fmt.Errorf("%w: task %s: more input requests without the first", ErrCorrupt, m.ID)
+	case m.OutputBytes < 0:
+		return fmt.Errorf("%w: task %s: negative output size %d", ErrCorrupt, m.ID, m.OutputBytes)
 	}
 	return fmt.Errorf("%w: task %s: result is not valid JSON", ErrCorrupt, m.ID)
 }

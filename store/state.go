@@ -213,6 +213,7 @@ func otherOwner(t *bgtype.TaskMeta, owner string) error {
 //	CancelReason       the update's              the update's if set   the update's if the record has none
 //	Result             the update's              the update's if set   the update's if the record has none
 //	Instance           the update's              the update's if set   the update's if the record has none
+//	OutputBytes        the update's              the update's if set   the update's if the record has none
 //	Attempt            the update's (never lower: a lower one is fenced)                 kept
 //	Input              the update's request if it has one, else kept while awaiting_input; none otherwise
 //	Progress           the update's if set and not older (by At) than the record's            the update's if the record has none

@@ -129,6 +129,35 @@ func TestApply(t *testing.T) {
 			want: snapOf(completed),
 		},
 		{
+			name:  "running to completed takes the update's output size",
+			prior: []Action{UpsertAction(running)},
+			act:   UpsertAction(with(completed, func(m *bgtype.TaskMeta) { m.OutputBytes = 11 })),
+			want:  snapOf(with(completed, func(m *bgtype.TaskMeta) { m.OutputBytes = 11 })),
+		},
+		{
+			name:  "an update without a status and without an output size keeps the record's",
+			prior: []Action{UpsertAction(with(running, func(m *bgtype.TaskMeta) { m.OutputBytes = 5 }))},
+			act:   UpsertAction(with(running, func(m *bgtype.TaskMeta) { m.Status, m.Description = "", "d2" })),
+			want:  snapOf(with(running, func(m *bgtype.TaskMeta) { m.Description, m.OutputBytes = "d2", 5 })),
+		},
+		{
+			name:  "a terminal record takes the output size it lacks",
+			prior: []Action{UpsertAction(running), UpsertAction(completed)},
+			act:   UpsertAction(with(running, func(m *bgtype.TaskMeta) { m.Status, m.OutputBytes = "", 11 })),
+			want:  snapOf(with(completed, func(m *bgtype.TaskMeta) { m.OutputBytes = 11 })),
+		},
+		{
+			name:  "a terminal record keeps its output size",
+			prior: []Action{UpsertAction(running), UpsertAction(with(completed, func(m *bgtype.TaskMeta) { m.OutputBytes = 11 }))},
+			act:   UpsertAction(with(completed, func(m *bgtype.TaskMeta) { m.OutputBytes = 20 })),
+			want:  snapOf(with(completed, func(m *bgtype.TaskMeta) { m.OutputBytes = 11 })),
+		},
+		{
+			name: "insert with a negative output size is dropped",
+			act:  UpsertAction(with(rmeta("task_z", "o", bgtype.StatusCompleted), func(m *bgtype.TaskMeta) { m.OutputBytes = -1 })),
+			want: map[string]bgtype.TaskMeta{},
+		},
+		{
 			name:  "a non-terminal update does not stamp FinishedAt",
 			prior: []Action{UpsertAction(running)},
 			act:   UpsertAction(with(running, func(m *bgtype.TaskMeta) { m.FinishedAt = rt3 })),
@@ -443,6 +472,7 @@ func TestSnapshotUnmarshalCorrupt(t *testing.T) {
 		{"id mismatching key", `{"tasks":{"task_a":{"task_id":"task_b","owner":"o","status":"running"}}}`, []string{"task_b", `"task_a"`}},
 		{"owner missing", `{"tasks":{"task_a":{"task_id":"task_a","status":"running"}}}`, []string{"task task_a: empty owner"}},
 		{"negative attempt", `{"tasks":{"task_a":{"task_id":"task_a","owner":"o","status":"running","attempt":-2}}}`, []string{"task_a", "negative attempt -2"}},
+		{"negative output size", `{"tasks":{"task_a":{"task_id":"task_a","owner":"o","status":"completed","output_bytes":-3}}}`, []string{"task task_a: negative output size -3"}},
 		{"bad time", `{"tasks":{"task_a":{"task_id":"task_a","owner":"o","status":"running","created_at":"yesterday"}}}`, []string{"task_a"}},
 		{"record not an object", `{"tasks":{"task_a":[1]}}`, []string{"task_a"}},
 		{"record null", `{"tasks":{"task_a":null}}`, nil},

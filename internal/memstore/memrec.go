@@ -56,6 +56,7 @@ type memRare struct {
 	moreInput                                 []bgtype.InputRequest
 	progress                                  *bgtype.Progress
 	resume                                    *bgtype.Resume // a kind's; never changed once set (a change makes a new one)
+	outputBytes                               int64          // set at the end of a task that wrote output
 }
 
 // memNoTime stands for the zero time.Time in a memRec.
@@ -188,12 +189,13 @@ func (r *Rec) SetMutable(m *bgtype.TaskMeta) {
 	r.created, r.started, r.finished = unixNanos(m.CreatedAt), unixNanos(m.StartedAt), unixNanos(m.FinishedAt)
 	r.status, r.announced = memStatusCode(m.Status), m.Announced
 	if m.Description == "" && m.Error == "" && m.CancelReason == "" && m.Stack == "" && m.ErrorKind == "" &&
-		m.Attempt == 0 && m.Input == nil && m.MoreInput == nil && m.Progress == nil && m.Resume == nil {
+		m.Attempt == 0 && m.Input == nil && m.MoreInput == nil && m.Progress == nil && m.Resume == nil && m.OutputBytes == 0 {
 		r.rare = nil
 		return
 	}
 	if x := r.rare; x != nil && x.description == m.Description && x.errText == m.Error && x.cancelReason == m.CancelReason &&
-		x.stack == m.Stack && x.errorKind == m.ErrorKind && x.attempt == m.Attempt && x.input == m.Input && sameSlice(x.moreInput, m.MoreInput) && x.progress == m.Progress && x.resume == m.Resume {
+		x.stack == m.Stack && x.errorKind == m.ErrorKind && x.attempt == m.Attempt && x.input == m.Input && sameSlice(x.moreInput, m.MoreInput) && x.progress == m.Progress && x.resume == m.Resume &&
+		x.outputBytes == m.OutputBytes {
 		return // unchanged: no allocation
 	}
 	r.setRare(m)
@@ -213,7 +215,7 @@ func (r *Rec) setRare(m *bgtype.TaskMeta) {
 	r.rare = &memRare{
 		description: m.Description, errText: m.Error, cancelReason: m.CancelReason,
 		stack: m.Stack, errorKind: m.ErrorKind, attempt: m.Attempt, input: m.Input, moreInput: m.MoreInput, progress: m.Progress,
-		resume: m.Resume,
+		resume: m.Resume, outputBytes: m.OutputBytes,
 	}
 }
 
@@ -334,6 +336,7 @@ func (r *Rec) ExpandInto(m *bgtype.TaskMeta) {
 		m.Description, m.Error, m.CancelReason = x.description, x.errText, x.cancelReason
 		m.Stack, m.ErrorKind, m.Attempt = x.stack, x.errorKind, x.attempt
 		m.Input, m.MoreInput, m.Progress, m.Resume = x.input, x.moreInput, x.progress, x.resume
+		m.OutputBytes = x.outputBytes
 	}
 }
 

@@ -274,9 +274,9 @@ func (s *Store) CommitEdit(rec *Rec, u *bgtype.TaskMeta, edit *Outcome) {
 
 // CommitEnd commits edit, a task's end, on e, the entry of a live record
 // kept by CommitOne, when the reducer would change only its status, result and
-// finish time: edit carries no error, reason, progress or new attempt, and
-// the record none of the fields a reducer merges (no error, progress, attempt,
-// input or kind's resume; not finished). Then it writes those three in
+// finish time: edit carries no error, reason, progress, output size or new
+// attempt, and the record none of the fields a reducer merges (no error,
+// progress, attempt, input or kind's resume; not finished). Then it writes those three in
 // place, sets edit.From, and reports true, with no TaskMeta built and no
 // reducer pass (the usual task's end). Otherwise, or if the store no
 // longer keeps e (a ReplaceAll or Remove took the record), it changes
@@ -428,7 +428,8 @@ func setMutable(cur, next *bgtype.TaskMeta) bool {
 		cur.ErrorKind == next.ErrorKind && cur.CancelReason == next.CancelReason && cur.Stack == next.Stack && bytes.Equal(cur.Result, next.Result) && cur.Instance == next.Instance &&
 		cur.Attempt == next.Attempt && cur.CreatedAt.Equal(next.CreatedAt) &&
 		cur.StartedAt.Equal(next.StartedAt) && cur.FinishedAt.Equal(next.FinishedAt) && sameInput(cur.Input, next.Input) && slices.Equal(cur.MoreInput, next.MoreInput) &&
-		sameProgress(cur.Progress, next.Progress) && cur.Announced == next.Announced && cur.Resume.Equal(next.Resume) {
+		sameProgress(cur.Progress, next.Progress) && cur.Announced == next.Announced && cur.Resume.Equal(next.Resume) &&
+		cur.OutputBytes == next.OutputBytes {
 		return false
 	}
 	cur.Description, cur.Status, cur.Error, cur.Stack = next.Description, next.Status, next.Error, next.Stack
@@ -439,6 +440,7 @@ func setMutable(cur, next *bgtype.TaskMeta) bool {
 	cur.Progress = next.Progress
 	cur.Announced = next.Announced
 	cur.Resume = next.Resume
+	cur.OutputBytes = next.OutputBytes
 	return true
 }
 
@@ -461,14 +463,16 @@ type Outcome struct {
 	End                    time.Time
 	Reason, ErrText, Stack string
 	Progress               *bgtype.Progress
+	Output                 int64         // the bytes the task wrote to its output in all (TaskMeta.OutputBytes)
 	From                   bgtype.Status // set by Apply: the status it replaced
 }
 
 // plain reports whether e ends a record with no field beside its status,
-// result and finish time (CommitEnd).
+// result and finish time (CommitEnd): a task that wrote output keeps its
+// size in the record's rare part, so its end is not plain.
 func (e *Outcome) plain() bool {
 	return e.Status.IsTerminal() && e.Status != bgtype.StatusInterrupted && e.Kind == "" &&
-		e.Reason == "" && e.ErrText == "" && e.Stack == "" && e.Progress == nil
+		e.Reason == "" && e.ErrText == "" && e.Stack == "" && e.Progress == nil && e.Output == 0
 }
 
 // Apply writes the outcome on u, the record as committed so far.
@@ -486,4 +490,5 @@ func (e *Outcome) Apply(u *bgtype.TaskMeta) {
 		u.Progress = e.Progress // the latest report is never lost to the throttle
 	}
 	u.Error, u.Stack = e.ErrText, e.Stack
+	u.OutputBytes = e.Output
 }

@@ -60,6 +60,9 @@ func MergeUpsert(cur, u *bgtype.TaskMeta, at time.Time) bool {
 		setIf((*string)(&cur.ErrorKind), string(u.ErrorKind))
 		setIf(&cur.CancelReason, u.CancelReason)
 		setIf(&cur.Instance, u.Instance)
+		if u.OutputBytes != 0 {
+			cur.OutputBytes = u.OutputBytes
+		}
 		if u.Result != nil {
 			cur.Result = json.RawMessage(bytes.Clone(u.Result))
 		}
@@ -68,6 +71,7 @@ func MergeUpsert(cur, u *bgtype.TaskMeta, at time.Time) bool {
 		cur.CancelReason = u.CancelReason
 		cur.Result = json.RawMessage(bytes.Clone(u.Result))
 		cur.Instance = u.Instance
+		cur.OutputBytes = u.OutputBytes
 	}
 	if u.Input != nil && !next.IsTerminal() {
 		next = bgtype.StatusAwaitingInput // asking for input is waiting for it
@@ -151,6 +155,9 @@ func enrich(cur, u *bgtype.TaskMeta) {
 	}
 	if cur.Instance == "" {
 		cur.Instance = u.Instance
+	}
+	if cur.OutputBytes == 0 {
+		cur.OutputBytes = u.OutputBytes
 	}
 	if cur.Progress == nil && u.Progress != nil {
 		p := *u.Progress

@@ -207,24 +207,24 @@ func cachedErr(err error) error {
 }
 
 // updateCheckedSQL is updateSQL as one statement that fails with a
-// division by zero unless it wrote $32 rows.
+// division by zero unless it wrote $33 rows.
 const updateCheckedSQL = `WITH u AS (` + updateSQL + ` RETURNING 1)
-	SELECT 1 / ((SELECT count(*) FROM u) = $32::bigint)::int`
-
-// updateCheckedFencedSQL is updateCheckedSQL with the fence of a started
-// Store: it locks the registration of instance $32 as fenceSQL does and
-// writes nothing unless it is alive, and fails unless it wrote $33 rows.
-const updateCheckedFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $32 FOR KEY SHARE),
-	u AS (` + updateSQL + ` AND (SELECT state FROM f) = 'alive' RETURNING 1)
 	SELECT 1 / ((SELECT count(*) FROM u) = $33::bigint)::int`
 
+// updateCheckedFencedSQL is updateCheckedSQL with the fence of a started
+// Store: it locks the registration of instance $33 as fenceSQL does and
+// writes nothing unless it is alive, and fails unless it wrote $34 rows.
+const updateCheckedFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $33 FOR KEY SHARE),
+	u AS (` + updateSQL + ` AND (SELECT state FROM f) = 'alive' RETURNING 1)
+	SELECT 1 / ((SELECT count(*) FROM u) = $34::bigint)::int`
+
 // updateOneCheckedSQL and updateOneCheckedFencedSQL are the checked
-// statements for one row: updateOneSQL, the instance being $21 and the
-// count $21 or $22.
+// statements for one row: updateOneSQL, the instance being $22 and the
+// count $22 or $23.
 const (
 	updateOneCheckedSQL = `WITH u AS (` + updateOneSQL + ` RETURNING 1)
-	SELECT 1 / ((SELECT count(*) FROM u) = $21::bigint)::int`
-	updateOneCheckedFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $21 FOR KEY SHARE),
-	u AS (` + updateOneSQL + ` AND (SELECT state FROM f) = 'alive' RETURNING 1)
 	SELECT 1 / ((SELECT count(*) FROM u) = $22::bigint)::int`
+	updateOneCheckedFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $22 FOR KEY SHARE),
+	u AS (` + updateOneSQL + ` AND (SELECT state FROM f) = 'alive' RETURNING 1)
+	SELECT 1 / ((SELECT count(*) FROM u) = $23::bigint)::int`
 )

@@ -291,6 +291,12 @@ var migrations = []string{
 		END IF;
 		RETURN NULL;
 	END $$;`,
+	// 16: a task's output size. output_bytes is how many bytes the task
+	// wrote to its output in all (TaskMeta.OutputBytes), set on its
+	// terminal record, so that the end's notice that another instance
+	// makes from the record says it as the instance that ran the task
+	// does. Rows of an older version read 0 (no output known).
+	`ALTER TABLE bgtask_tasks ADD COLUMN output_bytes bigint NOT NULL DEFAULT 0;`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.

@@ -18,7 +18,7 @@ const taskCols = `id, owner, task_type, name, description, status, error, stack,
 	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason,
 	progress, idempotency_key,
-	announced, resume, input_more`
+	announced, resume, input_more, output_bytes`
 
 // row is a task row as stored: a record and its version.
 type row struct {
@@ -42,7 +42,7 @@ func scanRow(rows pgx.Rows) (row, error) {
 		&created, &started, &finshed, &m.Parent.TaskID, &m.Parent.RunID, &m.Parent.CallID,
 		&m.Parent.AgentID, &m.Detached, &m.Instance, &m.Attempt, &wake, &inID, &inPrompt, &r.version, &m.Tags, &errorKind, &m.CancelReason,
 		&progress, &m.IdempotencyKey,
-		&m.Announced, &resume, &inMore); err != nil {
+		&m.Announced, &resume, &inMore, &m.OutputBytes); err != nil {
 		if m.ID != "" {
 			return r, fmt.Errorf("%w: task %s: %v", bgtype.ErrCorrupt, m.ID, err)
 		}
@@ -93,6 +93,8 @@ func checkMeta(m *bgtype.TaskMeta) error {
 		return fmt.Errorf("%w: task %s: unknown status %q", bgtype.ErrCorrupt, m.ID, m.Status)
 	case m.Attempt < 0:
 		return fmt.Errorf("%w: task %s: negative attempt %d", bgtype.ErrCorrupt, m.ID, m.Attempt)
+	case m.OutputBytes < 0:
+		return fmt.Errorf("%w: task %s: negative output size %d", bgtype.ErrCorrupt, m.ID, m.OutputBytes)
 	case !m.Wake.Valid():
 		return fmt.Errorf("%w: task %s: unknown wake policy %q", bgtype.ErrCorrupt, m.ID, m.Wake)
 	case m.Result != nil && !json.Valid(m.Result):
@@ -142,7 +144,7 @@ func sameMeta(a, b *bgtype.TaskMeta) bool {
 		a.CreatedAt.Equal(b.CreatedAt) && a.StartedAt.Equal(b.StartedAt) && a.FinishedAt.Equal(b.FinishedAt) &&
 		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input) && slices.Equal(a.MoreInput, b.MoreInput) &&
 		sameProgress(a.Progress, b.Progress) &&
-		a.Announced == b.Announced && a.Resume.Equal(b.Resume)
+		a.Announced == b.Announced && a.Resume.Equal(b.Resume) && a.OutputBytes == b.OutputBytes
 }
 
 // sameProgress reports whether two records hold the same progress.
@@ -169,6 +171,7 @@ type cols struct {
 	announced                                          []bool        // durable announcements
 	resume                                             []pgtype.Text // JSON of a Resume, NULL for a closure's
 	inMore                                             []pgtype.Text // JSON of MoreInput, NULL for none
+	outputBytes                                        []int64
 }
 
 func (c *cols) add(m *bgtype.TaskMeta, version int64) {
@@ -218,6 +221,7 @@ func (c *cols) add(m *bgtype.TaskMeta, version int64) {
 	c.announced = append(c.announced, m.Announced)
 	c.resume = append(c.resume, resumeText(m))
 	c.inMore = append(c.inMore, moreInputText(m))
+	c.outputBytes = append(c.outputBytes, m.OutputBytes)
 }
 
 // moreInputText is m's MoreInput as the input_more column holds it: a JSON
@@ -235,7 +239,7 @@ func (c *cols) args() []any {
 		c.created, c.started, c.finished, c.pTask, c.pRun, c.pCall, c.pAgent, c.detached, c.instance,
 		c.attempt, c.wake, c.inID, c.inPrompt, c.version, c.tags, c.errorKind, c.cancelReason,
 		c.progress, c.idemKey,
-		c.announced, c.resume, c.inMore}
+		c.announced, c.resume, c.inMore, c.outputBytes}
 }
 
 // writes are the rows a commit writes: inserts, updates compared-and-set
@@ -279,12 +283,12 @@ const unnestSQL = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::te
 		$14::text[], $15::text[], $16::text[], $17::boolean[], $18::text[], $19::bigint[], $20::text[],
 		$21::text[], $22::text[], $23::bigint[], $24::text[], $25::text[], $26::text[],
 		$27::text[], $28::text[],
-		$29::boolean[], $30::text[], $31::text[])
+		$29::boolean[], $30::text[], $31::text[], $32::bigint[])
 	AS x(id, owner, task_type, name, description, status, error, stack, result, created_at, started_at,
 		finished_at, parent_task_id, parent_run_id, parent_call_id, parent_agent_id, detached, instance,
 		attempt, wake, input_id, input_prompt, version, tags, error_kind, cancel_reason,
 		progress, idempotency_key,
-		announced, resume, input_more)`
+		announced, resume, input_more, output_bytes)`
 
 // terminalSQL is true for a row of x whose status is terminal.
 const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupted')`
@@ -296,20 +300,20 @@ const terminalSQL = `x.status IN ('completed', 'failed', 'cancelled', 'interrupt
 const insertSQL = `INSERT INTO bgtask_tasks (id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
-		progress, idempotency_key, announced, resume, input_more, terminal_at)
+		progress, idempotency_key, announced, resume, input_more, output_bytes, terminal_at)
 	SELECT id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt,
 		ARRAY(SELECT jsonb_array_elements_text(x.tags::jsonb)), error_kind, cancel_reason,
-		progress, idempotency_key, announced, resume, input_more,
+		progress, idempotency_key, announced, resume, input_more, output_bytes,
 		CASE WHEN ` + terminalSQL + ` THEN clock_timestamp() END
 	FROM ` + unnestSQL
 
 // insertFencedSQL is insertSQL as one statement with the fence of a
-// started Store: it locks the registration of instance $32 against being
+// started Store: it locks the registration of instance $33 against being
 // declared dead (as fenceSQL does), inserts nothing unless it is alive,
 // and returns its state and the rows inserted.
-const insertFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $32 FOR KEY SHARE),
+const insertFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $33 FOR KEY SHARE),
 	i AS (` + insertSQL + `
 		WHERE (SELECT state FROM f) = 'alive' RETURNING 1)
 	SELECT coalesce((SELECT state FROM f), 'missing'), (SELECT count(*) FROM i)`
@@ -322,6 +326,7 @@ const updateSQL = `UPDATE bgtask_tasks t SET description = x.description, status
 		finished_at = x.finished_at, instance = x.instance, attempt = x.attempt,
 		input_id = x.input_id, input_prompt = x.input_prompt,
 		progress = x.progress, announced = x.announced, resume = x.resume, input_more = x.input_more,
+		output_bytes = x.output_bytes,
 		terminal_at = CASE WHEN t.terminal_at IS NULL AND ` + terminalSQL + ` THEN clock_timestamp() ELSE t.terminal_at END,
 		version = t.version + 1
 	FROM ` + unnestSQL + `
@@ -333,7 +338,7 @@ const updateOneSQL = `UPDATE bgtask_tasks t SET description = $3, status = $4, e
 		stack = $8, result = $9, created_at = $10, started_at = $11,
 		finished_at = $12, instance = $13, attempt = $14,
 		input_id = $15, input_prompt = $16,
-		progress = $17, announced = $18, resume = $19, input_more = $20,
+		progress = $17, announced = $18, resume = $19, input_more = $20, output_bytes = $21,
 		terminal_at = CASE WHEN t.terminal_at IS NULL AND $4 IN ('completed', 'failed', 'cancelled', 'interrupted') THEN clock_timestamp() ELSE t.terminal_at END,
 		version = t.version + 1
 	WHERE t.id = $1 AND t.version = $2`
@@ -342,7 +347,7 @@ const updateOneSQL = `UPDATE bgtask_tasks t SET description = $3, status = $4, e
 func updateOneArgs(c *cols) []any {
 	return []any{c.id[0], c.version[0], c.desc[0], c.status[0], c.errText[0], c.errorKind[0], c.cancelReason[0],
 		c.stack[0], c.result[0], c.created[0], c.started[0], c.finished[0], c.instance[0], c.attempt[0],
-		c.inID[0], c.inPrompt[0], c.progress[0], c.announced[0], c.resume[0], c.inMore[0]}
+		c.inID[0], c.inPrompt[0], c.progress[0], c.announced[0], c.resume[0], c.inMore[0], c.outputBytes[0]}
 }
 
 // deleteSQL deletes rows compared-and-set on their version.
@@ -353,22 +358,22 @@ const deleteSQL = `DELETE FROM bgtask_tasks t USING unnest($1::text[], $2::bigin
 const insertOneCols = `id, owner, task_type, name, description, status, error, stack, result,
 		created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 		parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
-		progress, idempotency_key, resume, input_more`
+		progress, idempotency_key, resume, input_more, output_bytes`
 
 // insertOneVals are insertOneSQL's values, typed (a SELECT list does not
 // take its types from the columns it is inserted into).
 const insertOneVals = `$1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text,
 		$10::timestamptz, $11::timestamptz, $12::timestamptz, $13::text, $14::text, $15::text,
 		$16::text, $17::boolean, $18::text, $19::bigint, $20::text, $21::text, $22::text, $23::text[], $24::text, $25::text,
-		$26::text, $27::text, $28::text, $29::text`
+		$26::text, $27::text, $28::text, $29::text, $30::bigint`
 
 // insertOneSQL inserts one new record that is not terminal: the common
 // commit of a spawn, without the arrays of insertSQL.
 const insertOneSQL = `INSERT INTO bgtask_tasks (` + insertOneCols + `) VALUES (` + insertOneVals + `)`
 
 // insertOneFencedSQL is insertOneSQL fenced like insertFencedSQL, the
-// instance being $30.
-const insertOneFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $30 FOR KEY SHARE),
+// instance being $31.
+const insertOneFencedSQL = `WITH f AS (SELECT state FROM bgtask_instances WHERE id = $31 FOR KEY SHARE),
 	i AS (INSERT INTO bgtask_tasks (` + insertOneCols + `) SELECT ` + insertOneVals + `
 		WHERE (SELECT state FROM f) = 'alive' RETURNING 1)
 	SELECT coalesce((SELECT state FROM f), 'missing'), (SELECT count(*) FROM i)`
@@ -392,5 +397,5 @@ func oneArgs(m *bgtype.TaskMeta) []any {
 		pgtype.Text{String: string(m.Result), Valid: m.Result != nil},
 		toTS(m.CreatedAt), toTS(m.StartedAt), toTS(m.FinishedAt), m.Parent.TaskID, m.Parent.RunID, m.Parent.CallID,
 		m.Parent.AgentID, m.Detached, m.Instance, m.Attempt, string(m.Wake), inID, inPrompt, tags, string(m.ErrorKind), m.CancelReason,
-		progress, m.IdempotencyKey, resumeText(m), moreInputText(m)}
+		progress, m.IdempotencyKey, resumeText(m), moreInputText(m), m.OutputBytes}
 }

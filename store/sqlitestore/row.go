@@ -17,7 +17,7 @@ const columns = `id, owner, task_type, name, description, status, error, stack, 
 	created_at, started_at, finished_at, parent_task_id, parent_run_id, parent_call_id,
 	parent_agent_id, detached, instance, attempt, wake, input_id, input_prompt, tags, error_kind, cancel_reason,
 	progress, idempotency_key,
-	announced, resume, input_more`
+	announced, resume, input_more, output_bytes`
 
 // row is a tasks row as scanned, before it is checked. The table is STRICT
 // and its columns NOT NULL where a TaskMeta needs a value, so a scan cannot
@@ -38,6 +38,7 @@ type row struct {
 	announced                                                 int64          // durable announcements
 	resume                                                    sql.NullString // JSON of a Resume (a resumable task's)
 	inputMore                                                 sql.NullString // JSON of MoreInput
+	outputBytes                                               int64
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -47,7 +48,7 @@ func (r *row) scan(s scanner) error {
 		&r.created, &r.started, &r.finished, &r.parentTask, &r.parentRun, &r.parentCall,
 		&r.parentAgent, &r.detached, &r.instance, &r.attempt, &r.wake, &r.inputID, &r.inputPrompt, &r.tags, &r.errorKind, &r.cancelReason,
 		&r.progress, &r.idemKey,
-		&r.announced, &r.resume, &r.inputMore)
+		&r.announced, &r.resume, &r.inputMore, &r.outputBytes)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: read task row: %w", err)
 	}
@@ -56,8 +57,8 @@ func (r *row) scan(s scanner) error {
 
 // decode checks the row and makes it a record. A value no code could
 // handle (an unknown status or wake policy, a result that is not JSON, no
-// owner, a negative attempt) is an error matching bgtype.ErrCorrupt that
-// names the task.
+// owner, a negative attempt or output size) is an error matching
+// bgtype.ErrCorrupt that names the task.
 func (r *row) decode() (bgtype.TaskMeta, error) {
 	m := bgtype.TaskMeta{
 		ID:           r.id,
@@ -81,6 +82,7 @@ func (r *row) decode() (bgtype.TaskMeta, error) {
 		// Progress and idempotency.
 		IdempotencyKey: r.idemKey,
 		Announced:      r.announced != 0,
+		OutputBytes:    r.outputBytes,
 	}
 	if r.result.Valid {
 		m.Result = json.RawMessage(r.result.String)
@@ -107,6 +109,8 @@ func (r *row) decode() (bgtype.TaskMeta, error) {
 		why = fmt.Sprintf("unknown wake policy %q", r.wake)
 	case m.Attempt < 0:
 		why = fmt.Sprintf("negative attempt %d", m.Attempt)
+	case m.OutputBytes < 0:
+		why = fmt.Sprintf("negative output size %d", m.OutputBytes)
 	case m.Result != nil && !json.Valid(m.Result):
 		why = "result is not valid JSON"
 	case tagsErr != nil:
@@ -220,7 +224,7 @@ func rowArgs(m *bgtype.TaskMeta) []any {
 		m.Parent.TaskID, m.Parent.RunID, m.Parent.CallID, m.Parent.AgentID,
 		detached, m.Instance, m.Attempt, string(m.Wake), inputID, inputPrompt, tagsArg(m), string(m.ErrorKind), m.CancelReason,
 		progressArg(m), m.IdempotencyKey,
-		announced, resumeArg(m), moreInputArg(m)}
+		announced, resumeArg(m), moreInputArg(m), m.OutputBytes}
 }
 
 // moreInputArg is the input_more column's value for m: MoreInput as a JSON
@@ -267,7 +271,7 @@ func sameMeta(a, b *bgtype.TaskMeta) bool {
 		a.Attempt == b.Attempt && a.Wake == b.Wake && slices.Equal(a.Tags, b.Tags) &&
 		sameProgress(a.Progress, b.Progress) && a.IdempotencyKey == b.IdempotencyKey &&
 		(a.Input == b.Input || a.Input != nil && b.Input != nil && *a.Input == *b.Input) && slices.Equal(a.MoreInput, b.MoreInput) &&
-		a.Announced == b.Announced && a.Resume.Equal(b.Resume)
+		a.Announced == b.Announced && a.Resume.Equal(b.Resume) && a.OutputBytes == b.OutputBytes
 }
 
 // stored is m as a read of the row rowArgs(m) writes would decode it:
@@ -278,7 +282,7 @@ func stored(m *bgtype.TaskMeta) (bgtype.TaskMeta, error) {
 		errText: m.Error, stack: m.Stack,
 		parentTask: m.Parent.TaskID, parentRun: m.Parent.RunID, parentCall: m.Parent.CallID, parentAgent: m.Parent.AgentID,
 		instance: m.Instance, attempt: m.Attempt, wake: string(m.Wake), tags: tagsArg(m), errorKind: string(m.ErrorKind),
-		cancelReason: m.CancelReason, idemKey: m.IdempotencyKey,
+		cancelReason: m.CancelReason, idemKey: m.IdempotencyKey, outputBytes: m.OutputBytes,
 	}
 	if m.Result != nil {
 		r.result = sql.NullString{String: string(m.Result), Valid: true}

@@ -131,6 +131,11 @@ var migrations = [...]string{
 	// MoreInput as JSON (the open requests after input_id's), NULL while
 	// one or none is open.
 	`ALTER TABLE tasks ADD COLUMN input_more TEXT;`,
+	// 10: a task's output size. output_bytes is how many bytes the task
+	// wrote to its output in all (TaskMeta.OutputBytes), set on its
+	// terminal record, so the end's notice says it in every process that
+	// reads the file; 0 for rows of an older version.
+	`ALTER TABLE tasks ADD COLUMN output_bytes INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // userVersion reads the schema version.

@@ -18,7 +18,7 @@ import "strings"
 // detailColumns are the columns without an index that a record's life
 // changes: every column but these and status is set at insert and kept.
 var detailColumns = []string{"error", "stack", "result", "started_at", "finished_at", "instance", "attempt",
-	"wake", "input_id", "input_prompt", "error_kind", "cancel_reason", "progress", "announced", "resume", "input_more"}
+	"wake", "input_id", "input_prompt", "error_kind", "cancel_reason", "progress", "announced", "resume", "input_more", "output_bytes"}
 
 // columnIndex is each column's position in columns (and rowArgs).
 var columnIndex = func() map[string]int {

@@ -146,6 +146,7 @@ func testInvalidActions(t *testing.T, c Config) {
 		{"unknown status", store.UpsertAction(with(func(m *bgtype.TaskMeta) { m.Status = "paused" }))},
 		{"result not JSON", store.UpsertAction(with(func(m *bgtype.TaskMeta) { m.Result = json.RawMessage(`{"a":`) }))},
 		{"negative attempt", store.UpsertAction(with(func(m *bgtype.TaskMeta) { m.Attempt = -1 }))},
+		{"negative output size", store.UpsertAction(with(func(m *bgtype.TaskMeta) { m.Status, m.OutputBytes = bgtype.StatusCompleted, -1 }))},
 		{"unknown wake policy", store.UpsertAction(with(func(m *bgtype.TaskMeta) { m.Wake = "loud" }))},
 		{"replace all with a task of another owner", store.ReplaceAllAction(ok("task_bad"), with(func(m *bgtype.TaskMeta) {
 			m.ID, m.Owner = "task_bad2", "owner-other"

@@ -238,6 +238,7 @@ func diffMeta(want, got bgtype.TaskMeta) string {
 	}
 	field("IdempotencyKey", want.IdempotencyKey, got.IdempotencyKey)
 	field("Announced", want.Announced, got.Announced) // durable announcements
+	field("OutputBytes", want.OutputBytes, got.OutputBytes)
 	if d := diffResume(want.Resume, got.Resume); d != "" {
 		fmt.Fprintf(&b, "    Resume: %s\n", d)
 	}

@@ -37,6 +37,7 @@ func fullRecords(owner string) []bgtype.TaskMeta {
 	completed.Result = json.RawMessage(`{"files":[1,2.5,"x"],"nested":{"ok":true,"none":null}}`)
 	completed.FinishedAt = at(3)
 	completed.Wake = bgtype.WakeSilent
+	completed.OutputBytes = 11
 
 	failed := base
 	failed.ID, failed.Name, failed.Status = "task_failed", "", bgtype.StatusFailed
@@ -46,6 +47,7 @@ func fullRecords(owner string) []bgtype.TaskMeta {
 	failed.Parent = bgtype.Parent{RunID: "run_1"}
 	failed.Detached = false
 	failed.Wake = ""
+	failed.OutputBytes = 1 << 40 // past 32 bits
 
 	nullResult := completed
 	nullResult.ID = "task_null_result"
