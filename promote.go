@@ -109,7 +109,11 @@ func WithCancelOnAbandon() SpawnOption { return func(c *spawnConfig) { c.cancelO
 // the time is up). Foreground is safe for concurrent use. Errors: Spawn's (nothing was started), ErrInvalidArgument for a
 // negative d, ctx's cause, a *TaskError for a failed fn, and an error
 // matching ErrCanceled when the task was cancelled in the foreground (by
-// Shutdown, CancelRun or a cancel of its id).
+// Shutdown, CancelRun or a cancel of its id). A task whose run is stopped
+// (CancelRun, StopRun) while its call waits has its end announced to the
+// owner as well, whichever of the call and the turn hears of the stop
+// first: the stop ends the call's turn, whose model never reads the
+// call's result.
 func (o Owner) Foreground(ctx context.Context, d time.Duration, fn Func, opts ...SpawnOption) (ForegroundResult, error) {
 	if d < 0 {
 		return ForegroundResult{}, invalidArgument("negative foreground time %v", d)
@@ -226,9 +230,12 @@ func (o Owner) abandonForeground(ctx context.Context, id string, d time.Duration
 		return o.promoted(&meta, d), cause
 	}
 	// It ended in the foreground just now: nobody takes the call's result
-	// any more, so its end goes to the owner as an event.
+	// any more, so its end goes to the owner as an event. Not when it
+	// ended in the background, promoted at its end by a stop of its run
+	// (endForeground): that end is announced already, and its record is
+	// not marked as the foreground's (answeredInForeground).
 	meta, err := o.m.wait(context.WithoutCancel(ctx), ownerReach(o.id), id)
-	if err != nil {
+	if err != nil || !meta.Announced {
 		return ForegroundResult{TaskID: id}, cause
 	}
 	o.m.log.Debug("bgtask: task ended as its foreground call was abandoned: its end is announced", "task_id", id, "status", meta.Status)
@@ -316,10 +323,23 @@ var afterPromote atomic.Pointer[func(m *Manager, id string)]
 
 // endForeground settles, when its function has returned, a task held in the
 // foreground: it ends there (true) unless it was promoted first (false).
+// A task whose run was stopped (CancelRun, StopRun, a stop asked on
+// another instance: its cancel cause is the run's) is promoted now and
+// ends in the background, its end announced to the owner: the stop ends
+// the turn that holds the call, so no model reads the call's result, and
+// the stop cancels the run's tasks before it tells the turn (decision
+// 713), so which of the two the call hears first is a race (decision 803).
 func (m *Manager) endForeground(t *Task) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if t.fg.Load() != fgHeld {
+		return false
+	}
+	if errors.Is(context.Cause(t.context()), errRunCanceled) {
+		t.fg.Store(fgBackground)
+		if t.reports() {
+			m.owners[t.rec.Owner].reporting++ // decremented by retire
+		}
 		return false
 	}
 	t.fg.Store(fgEnded)
