@@ -154,14 +154,16 @@ func (m *Manager) tellRunCanceled(owner, run, reason string) {
 }
 
 // requestRunCancel asks the instance that holds the owner's open run run,
-// if another one, to cancel it (RunCancelRequested there).
-func (m *Manager) requestRunCancel(ctx context.Context, owner, run, reason string) error {
+// if another one, to cancel it (RunCancelRequested there), and returns
+// that instance ("" for none).
+func (m *Manager) requestRunCancel(ctx context.Context, owner, run, reason string) (string, error) {
 	l, ok := m.store.(store.RunLeaser)
 	if !ok {
-		return nil
+		return "", nil
 	}
-	if _, err := l.RequestRunCancel(ctx, owner, run, reason, m.cfg.instance); err != nil {
-		return fmt.Errorf("bgtask: cancel run %q on the instance that holds it: %w", run, err)
+	holder, err := l.RequestRunCancel(ctx, owner, run, reason, m.cfg.instance)
+	if err != nil {
+		return "", fmt.Errorf("bgtask: cancel run %q on the instance that holds it: %w", run, err)
 	}
-	return nil
+	return holder, nil
 }
