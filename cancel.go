@@ -236,38 +236,40 @@ func (m *Manager) cancelRun(key runKey, reason string) (n int, already bool) {
 	return n, already
 }
 
-// cancelRunElsewhere asks the instances that run the owner's run runID's
-// live attached tasks, other than this one, to cancel each with its
-// attached descendants, and returns how many it asked for. The tasks of
-// holder (the instance that holds the run open and took the stop, "" for
-// none) are counted, not asked for: holder cancels them as its run's
-// (RunCancelRequested), so that a foreground call there waiting on one
-// of them ends as a stop's (decision 803), never as a cancel of the task
-// alone that came first. With a Store that is not shared every task runs
-// here: it does nothing.
-func (m *Manager) cancelRunElsewhere(ctx context.Context, owner, runID, reason, holder string) (int, error) {
+// cancelRunElsewhere stops the owner's run runID on the other instances
+// and returns how many of its live attached tasks there it cancelled. It
+// lists them first (so that the count holds those cancelled at once),
+// then records the stop for the instance that holds the run open, if
+// another one (requestRunCancel), which cancels its tasks of the run as
+// its run's: so a foreground call there waiting on one of them ends as a
+// stop's (decision 803), never as a cancel of the task alone that came
+// first. Those are counted, not asked for; each task on any other
+// instance is asked to cancel, with its attached descendants. With a
+// Store that is not shared every task runs here: it only records the stop.
+func (m *Manager) cancelRunElsewhere(ctx context.Context, owner, runID, reason string) (int, error) {
+	type elsewhere struct{ id, instance string }
+	var tasks []elsewhere
 	shared, ok := m.store.(store.SharedStore)
-	if !ok {
-		return 0, nil
-	}
-	var ids []string
-	held := 0
-	for meta, err := range shared.List(ctx, owner, bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput) {
-		if err != nil {
-			return 0, fmt.Errorf("bgtask: cancel run %q on other instances: %w", runID, err)
-		}
-		if meta.Parent.RunID == runID && !meta.Detached && meta.Instance != m.cfg.instance {
-			if holder != "" && meta.Instance == holder {
-				held++
-				continue
+	if ok {
+		for meta, err := range shared.List(ctx, owner, bgtype.StatusQueued, bgtype.StatusRunning, bgtype.StatusAwaitingInput) {
+			if err != nil {
+				return 0, fmt.Errorf("bgtask: cancel run %q on other instances: %w", runID, err)
 			}
-			ids = append(ids, meta.ID)
+			if meta.Parent.RunID == runID && !meta.Detached && meta.Instance != m.cfg.instance {
+				tasks = append(tasks, elsewhere{meta.ID, meta.Instance})
+			}
 		}
 	}
-	n := held
-	for _, id := range ids {
-		if err := shared.RequestCancel(ctx, id, true, reason); err != nil {
-			return n, fmt.Errorf("bgtask: cancel run %q: task %s on another instance: %w", runID, id, err)
+	holder, err := m.requestRunCancel(ctx, owner, runID, reason)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, t := range tasks {
+		if holder == "" || t.instance != holder {
+			if err := shared.RequestCancel(ctx, t.id, true, reason); err != nil {
+				return n, fmt.Errorf("bgtask: cancel run %q: task %s on another instance: %w", runID, t.id, err)
+			}
 		}
 		n++
 	}

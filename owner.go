@@ -193,13 +193,7 @@ func (o Owner) cancelRunCtx(ctx context.Context, runID, reason string) (n int, a
 	}
 	n, already = o.m.cancelRun(runKey{owner: o.id, run: runID}, reason)
 	o.m.tellRunCanceled(o.id, runID, reason)
-	// The stop first, then the tasks: the instance that holds the run
-	// cancels its tasks as the run's, and is asked for none of them alone.
-	holder, err := o.m.requestRunCancel(ctx, o.id, runID, reason)
-	var k int
-	if err == nil {
-		k, err = o.m.cancelRunElsewhere(ctx, o.id, runID, reason, holder)
-	}
+	k, err := o.m.cancelRunElsewhere(ctx, o.id, runID, reason)
 	return n + k, already && k == 0, err
 }
 

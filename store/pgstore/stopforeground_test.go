@@ -59,6 +59,13 @@ func TestStopDuringForegroundHeardOnAnotherInstance(t *testing.T) {
 	if !errors.Is(c.err, bgtask.ErrCanceled) || c.res.TaskID != id {
 		t.Fatalf("Foreground = %+v, %v; want task %s's cancel", c.res, c.err, id)
 	}
+	// The call returns once the end is committed; its event reaches A's
+	// inbox just after. The turn ends once it has (as a host's would, at
+	// its next boundary): RunEnd then hands it on to the store for the
+	// thread's next turn, wherever it lands.
+	if err := pa.Receiver().WaitEvent(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := pa.RunEnd(ctx, bgtask.RunOutcome{RunID: "run_1", Canceled: true, Aborted: true, Reason: "the user stopped it"}); err != nil {
 		t.Fatal(err)
 	}
