@@ -19,11 +19,7 @@ const announcedVersion = 5
 func TestMigrationAddsAnnounced(t *testing.T) {
 	t.Parallel()
 	path := t.TempDir() + "/tasks.db"
-	db := rawDB(t, path)
-	for v := 1; v < announcedVersion; v++ {
-		execSQL(t, db, sqlitestore.MigrationSQL(v))
-	}
-	execSQL(t, db, "PRAGMA user_version = 4")
+	db := dbAtVersion(t, path, announcedVersion-1)
 	now := time.Now().UnixMicro() // age retention keeps it
 	execSQL(t, db, `INSERT INTO tasks (id, owner, status, created_at, finished_at, terminal_seq, terminal_at)
 		VALUES ('task_old', 'alice', 'completed', ?1, ?1, 1, ?1), ('task_live', 'alice', 'running', ?1, NULL, NULL, NULL)`, now)
@@ -53,11 +49,7 @@ func TestMigrationAddsAnnounced(t *testing.T) {
 func TestMigrationDropsUnannouncedIndex(t *testing.T) {
 	t.Parallel()
 	path := t.TempDir() + "/tasks.db"
-	db := rawDB(t, path)
-	for v := 1; v <= announcedVersion; v++ {
-		execSQL(t, db, sqlitestore.MigrationSQL(v))
-	}
-	execSQL(t, db, "PRAGMA user_version = 5")
+	db := dbAtVersion(t, path, announcedVersion)
 	now := time.Now().UnixMicro()
 	execSQL(t, db, `INSERT INTO tasks (id, owner, status, created_at, finished_at, terminal_seq, terminal_at, announced)
 		VALUES ('task_old', 'alice', 'completed', ?1, ?1, 1, ?1, 1), ('task_new', 'alice', 'failed', ?1, ?1, 2, ?1, 0)`, now)

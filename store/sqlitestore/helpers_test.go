@@ -120,6 +120,19 @@ func rawDB(t testing.TB, path string) *sql.DB {
 	return db
 }
 
+// dbAtVersion makes the file at path a database of schema version v, as
+// this code's migrations 1 to v leave it, and returns a connection to it:
+// the start of a test of the step after v.
+func dbAtVersion(t testing.TB, path string, v int) *sql.DB {
+	t.Helper()
+	db := rawDB(t, path)
+	for i := 1; i <= v; i++ {
+		execSQL(t, db, sqlitestore.MigrationSQL(i))
+	}
+	execSQL(t, db, fmt.Sprintf("PRAGMA user_version = %d", v))
+	return db
+}
+
 func execSQL(t testing.TB, db *sql.DB, query string, args ...any) {
 	t.Helper()
 	if _, err := db.ExecContext(t.Context(), query, args...); err != nil {

@@ -27,11 +27,7 @@ const outputBytesVersion = 10
 func TestMigrationAddsOutputBytes(t *testing.T) {
 	t.Parallel()
 	path := t.TempDir() + "/tasks.db"
-	db := rawDB(t, path)
-	for v := 1; v < outputBytesVersion; v++ {
-		execSQL(t, db, sqlitestore.MigrationSQL(v))
-	}
-	execSQL(t, db, fmt.Sprintf("PRAGMA user_version = %d", outputBytesVersion-1))
+	db := dbAtVersion(t, path, outputBytesVersion-1)
 	now := time.Now().UnixMicro() // age retention keeps it
 	execSQL(t, db, `INSERT INTO tasks (id, owner, status, created_at, finished_at, terminal_seq, terminal_at)
 		VALUES ('task_old', 'alice', 'completed', ?1, ?1, 1, ?1), ('task_live', 'alice', 'running', ?1, NULL, NULL, NULL)`, now)

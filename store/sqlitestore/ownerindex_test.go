@@ -27,11 +27,7 @@ const ownerIndexVersion = 7
 func TestMigrationOneOwnerIndex(t *testing.T) {
 	t.Parallel()
 	path := t.TempDir() + "/tasks.db"
-	db := rawDB(t, path)
-	for v := 1; v < ownerIndexVersion; v++ {
-		execSQL(t, db, sqlitestore.MigrationSQL(v))
-	}
-	execSQL(t, db, "PRAGMA user_version = 6")
+	db := dbAtVersion(t, path, ownerIndexVersion-1)
 	now := time.Now().UnixMicro() // age retention keeps them
 	execSQL(t, db, `INSERT INTO tasks (id, owner, status, created_at, finished_at, terminal_seq, terminal_at, announced, tags, idempotency_key) VALUES
 		('task_a1', 'alice', 'completed', ?1 + 1, ?1, 1, ?1, 1, '[]', ''),
@@ -116,11 +112,7 @@ func TestMigrationOneOwnerIndex(t *testing.T) {
 func TestMigrationTwoOpensAtOnce(t *testing.T) {
 	t.Parallel()
 	path := t.TempDir() + "/tasks.db"
-	db := rawDB(t, path)
-	for v := 1; v < ownerIndexVersion; v++ {
-		execSQL(t, db, sqlitestore.MigrationSQL(v))
-	}
-	execSQL(t, db, "PRAGMA user_version = 6")
+	db := dbAtVersion(t, path, ownerIndexVersion-1)
 	now := time.Now().UnixMicro()
 	execSQL(t, db, `INSERT INTO tasks (id, owner, status, created_at, finished_at, terminal_seq, terminal_at, announced) VALUES
 		('task_a1', 'alice', 'completed', ?1, ?1, 1, ?1, 1),

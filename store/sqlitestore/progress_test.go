@@ -72,11 +72,7 @@ func TestProgressSurvivesReopen(t *testing.T) {
 func TestMigrationAddsProgressAndKeys(t *testing.T) {
 	t.Parallel()
 	path := t.TempDir() + "/tasks.db"
-	db := rawDB(t, path)
-	execSQL(t, db, sqlitestore.MigrationSQL(1))
-	execSQL(t, db, sqlitestore.MigrationSQL(2))
-	execSQL(t, db, sqlitestore.MigrationSQL(3))
-	execSQL(t, db, "PRAGMA user_version = 3")
+	db := dbAtVersion(t, path, 3)
 	execSQL(t, db, "INSERT INTO tasks (id, owner, status, created_at) VALUES ('task_old', 'alice', 'running', 1)")
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
