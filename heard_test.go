@@ -4,7 +4,9 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/internal/memstore"
 )
 
@@ -52,38 +54,67 @@ func TestEndHeardOnlyWhenAnswered(t *testing.T) {
 			return pr.p
 		}, true, ""},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ds := &durableMem{Store: memstore.New()}
-			pr := newReceiverRun(t, WithStore(ds))
+	// How the model was given the end: an event of a step, or a call's
+	// result (decision 804), both heard alike.
+	givers := []struct {
+		name string
+		give func(t *testing.T, pr *receiverRun) (id string)
+	}{
+		{"event", func(t *testing.T, pr *receiverRun) string {
 			id := finishTasks(t, pr.m, "thread-1", nil)[0]
 			if got := deliverIDs(t, pr.p); !slices.Equal(got, []string{id}) {
 				t.Fatalf("first step handed out %q, want %q", got, id)
 			}
-			if marked(t, ds, id) {
-				t.Fatal("marked heard before the model answered")
+			return id
+		}},
+		{"foreground result", func(t *testing.T, pr *receiverRun) string {
+			res, err := pr.o.Foreground(t.Context(), time.Hour, func(context.Context, *Task) (any, error) { return "ok", nil })
+			if err != nil || res.Status != bgtype.StatusCompleted || string(res.Result) != `"ok"` {
+				t.Fatalf("Foreground = %+v, %v; want its result", res, err)
 			}
-			next := tt.then(t, pr, ds)
-			if got := marked(t, ds, id); got != (tt.markedWhen != "") {
-				t.Fatalf("marked = %v after the run, want %v", got, tt.markedWhen != "")
+			return res.TaskID
+		}},
+		{"wait's answer", func(t *testing.T, pr *receiverRun) string {
+			id := finishTasks(t, pr.m, "thread-1", nil)[0]
+			meta := getTask(t, pr.o, id)
+			pr.o.MarkAnswered(t.Context(), &meta)
+			if meta.Announced {
+				t.Fatal("MarkAnswered marked it during the run")
 			}
-			if err := next.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
-				t.Fatal(err)
-			}
-			var want []string
-			if tt.again {
-				want = []string{id}
-			}
-			if got := deliverIDs(t, next); !slices.Equal(got, want) {
-				t.Fatalf("the next run's first step handed out %q, want %q", got, want)
-			}
-			if got := deliverIDs(t, next); len(got) != 0 {
-				t.Fatalf("the next run's second step handed out %q, want nothing", got)
-			}
-			if !marked(t, ds, id) {
-				t.Fatal("not marked heard after the next run's second step")
-			}
-		})
+			return id
+		}},
+	}
+	for _, g := range givers {
+		for _, tt := range tests {
+			t.Run(g.name+"/"+tt.name, func(t *testing.T) {
+				ds := &durableMem{Store: memstore.New()}
+				pr := newReceiverRun(t, WithStore(ds))
+				id := g.give(t, pr)
+				if marked(t, ds, id) {
+					t.Fatal("marked heard before the model answered")
+				}
+				next := tt.then(t, pr, ds)
+				if got := marked(t, ds, id); got != (tt.markedWhen != "") {
+					t.Fatalf("marked = %v after the run, want %v", got, tt.markedWhen != "")
+				}
+				if err := next.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
+					t.Fatal(err)
+				}
+				var want []string
+				if tt.again {
+					want = []string{id}
+				}
+				if got := deliverIDs(t, next); !slices.Equal(got, want) {
+					t.Fatalf("the next run's first step handed out %q, want %q", got, want)
+				}
+				if got := deliverIDs(t, next); len(got) != 0 {
+					t.Fatalf("the next run's second step handed out %q, want nothing", got)
+				}
+				if !marked(t, ds, id) {
+					t.Fatal("not marked heard after the next run's second step")
+				}
+			})
+		}
 	}
 }
 

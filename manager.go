@@ -92,8 +92,9 @@ type Manager struct {
 
 	settled settledWaits // waits for tasks other instances run (elsewhere.go)
 
-	keys map[keyRef]*keyClaim // live keyed spawns (WithIdempotencyKey); guarded by mu
-	sent announced            // terminal events delivered and not yet marked announced (announce.go)
+	keys    map[keyRef]*keyClaim // live keyed spawns (WithIdempotencyKey); guarded by mu
+	sent    announced            // terminal events delivered and not yet marked announced (announce.go)
+	answers heldAnswers          // foreground ends committed unannounced for their calls' runs (answer.go)
 
 	deletes deletes // deletes from the maps above since each was last made (keep.go: shrunk)
 

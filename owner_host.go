@@ -57,9 +57,13 @@ func (o Owner) CancelCurrent(ctx context.Context, opts ...CancelOption) (n int, 
 // MarkAnswered is for a call that returned meta, a terminal record of one
 // of the owner's tasks, to the model as its result (a wait tool): the
 // owner must not hear of that end a second time. The task's terminal
-// event, if it still waits in the owner's inbox, is taken out, and the
-// record is marked announced (meta.Announced is set), so neither the next
-// Deliver nor a restart announces it again. A record that is not terminal,
+// event, if it still waits in the owner's inbox, is taken out. While the
+// owner has a run open on this Manager, the end joins what that run handed
+// out: marked announced once the run proves the model answered (the next
+// Deliver, RunEnd), and handed out again as an event if the run is given
+// back (Receiver.Undeliver) or the process dies first. Otherwise the
+// record is marked announced now (meta.Announced is set), so neither the
+// next Deliver nor a restart announces it again. A record that is not terminal,
 // silent, or announced already is left alone. An event that a Receiver
 // handed out already, or keeps between runs, is not reached; a mark that
 // cannot be committed is logged, and a restart may then announce the end

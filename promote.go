@@ -66,7 +66,13 @@ func WithCancelOnAbandon() SpawnOption { return func(c *spawnConfig) { c.cancelO
 // If fn returns within d, Foreground returns its result as the tool result
 // (Result, Promoted false). Its end is not announced to the owner (the
 // model got it directly), and its record is kept like any ended task's:
-// list_tasks and get_task show it. An error fn returned, or a panic, is
+// list_tasks and get_task show it. While the owner has a run open on this
+// Manager (Receiver.RunStart), the end is heard as the run's events are:
+// its record is marked announced when the run proves the model answered
+// (the next Deliver, RunEnd), and a run aborted and given back
+// (Receiver.Undeliver), or a process that dies first, has the end
+// announced to the owner's next run as an event, on any instance; with
+// no run open it is marked at once. An error fn returned, or a panic, is
 // the error, a *TaskError (kind "error" or "panic") as Wait gives it.
 //
 // Otherwise the call is promoted: Foreground returns the promotion notice
@@ -126,6 +132,7 @@ func (o Owner) Foreground(ctx context.Context, d time.Duration, fn Func, opts ..
 		return o.joinForeground(ctx, d, id)
 	}
 	defer o.m.stopStream(o.id, id) // WithOutputFunc: never called once the call returned
+	defer o.m.unclaimedAnswer(o.id, id)
 	start := time.Now()
 	tctx, stopTimer := context.WithTimeoutCause(ctx, d, errForegroundTime)
 	wctx, promote := context.WithCancelCause(tctx)
@@ -139,6 +146,7 @@ func (o Owner) Foreground(ctx context.Context, d time.Duration, fn Func, opts ..
 	case ctx.Err() != nil:
 		return o.abandonForeground(ctx, id, min(time.Since(start), d), slices.ContainsFunc(opts, cancelsOnAbandon))
 	case err == nil && meta.Status.IsTerminal(): // it ended in the foreground
+		o.m.handAnswer(&meta)
 		return foregroundEnd(&meta)
 	case err != nil && !timeUp:
 		return ForegroundResult{TaskID: id}, err
@@ -152,6 +160,7 @@ func (o Owner) Foreground(ctx context.Context, d time.Duration, fn Func, opts ..
 	if err != nil {
 		return ForegroundResult{TaskID: id}, err
 	}
+	o.m.handAnswer(&meta)
 	return foregroundEnd(&meta)
 }
 
@@ -230,12 +239,15 @@ func (o Owner) abandonForeground(ctx context.Context, id string, d time.Duration
 		return o.promoted(&meta, d), cause
 	}
 	// It ended in the foreground just now: nobody takes the call's result
-	// any more, so its end goes to the owner as an event. Not when it
+	// any more, so its end goes to the owner as an event: an end held for
+	// the call's run (answeredInForeground), its record unannounced, or
+	// one marked announced at its commit, with no run open. Not when it
 	// ended in the background, promoted at its end by a stop of its run
 	// (endForeground): that end is announced already, and its record is
-	// not marked as the foreground's (answeredInForeground).
+	// neither held nor marked.
 	meta, err := o.m.wait(context.WithoutCancel(ctx), ownerReach(o.id), id)
-	if err != nil || !meta.Announced {
+	held := err == nil && o.m.answers.take(id)
+	if err != nil || !held && !meta.Announced {
 		return ForegroundResult{TaskID: id}, cause
 	}
 	o.m.log.Debug("bgtask: task ended as its foreground call was abandoned: its end is announced", "task_id", id, "status", meta.Status)
@@ -344,13 +356,6 @@ func (m *Manager) endForeground(t *Task) bool {
 	}
 	t.fg.Store(fgEnded)
 	return true
-}
-
-// answeredInForeground is where the terminal record u of a task that ended
-// in the foreground is marked as taken by its owner before it is committed:
-// its end went back as the tool call's result, so it is never announced.
-func (m *Manager) answeredInForeground(u *bgtype.TaskMeta) {
-	m.log.Debug("bgtask: task ended in the foreground, not announced", "task_id", u.ID, "status", u.Status)
 }
 
 // wake is the policy that routes t's events: its own, or silent while it is

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
+	"github.com/bgtask/bgtask/internal/memstore"
 )
 
 // slowResult is a function's result whose encoding takes d of the bubble's
@@ -153,4 +154,52 @@ func TestForegroundTieConcurrent(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d calls promoted", len(promoted), calls)
+}
+
+// sharedMem is a durable in-memory store that says it is shared with other
+// instances (store.SharedStore), which have nothing to tell: a Receiver
+// then checks the records of the ends it hands out (dropHeardElsewhere).
+type sharedMem struct{ *durableMem }
+
+func (sharedMem) RequestCancel(context.Context, string, bool, string) error { return nil }
+
+func (sharedMem) TakeNotices(context.Context, string) ([]bgtype.Event, error) { return nil, nil }
+
+// The end of a foreground call whose caller hung up as its function
+// returned reaches the owner's run once, as an event, with a store shared
+// by a fleet too (decision 804). Before, its record was marked heard at
+// its commit, as a returned result's is, and the Receiver dropped the
+// event as heard on another instance.
+func TestForegroundEndOfAHungUpCallHeardWithASharedStore(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const d = time.Second
+		ds := sharedMem{&durableMem{Store: memstore.New()}}
+		pr := newReceiverRun(t, WithStore(ds))
+		ctx, cancel := context.WithCancelCause(t.Context())
+		defer cancel(nil)
+		hungUp := errors.New("client gone")
+		go func() {
+			<-time.After(3 * d / 4) // the bubble's fake time: after the return, before the limit
+			cancel(hungUp)
+		}()
+		res, err := pr.o.Foreground(ctx, d, func(context.Context, *Task) (any, error) {
+			<-time.After(d / 2)       // the bubble's fake time
+			return slowResult{d}, nil // encoded by 3d/2
+		})
+		if !errors.Is(err, hungUp) || res.Promoted {
+			t.Fatalf("Foreground = %+v, %v; want the caller's cause, not promoted", res, err)
+		}
+		synctest.Wait()
+		evs, err := pr.p.Deliver(t.Context())
+		if err != nil || len(evs) != 1 || evs[0].Kind != bgtype.EventCompleted || evs[0].TaskID != res.TaskID || string(evs[0].Result) != `"encoded"` {
+			t.Fatalf("Deliver = %+v, %v; want %s completed, once", evs, err, res.TaskID)
+		}
+		if evs, err := pr.p.Deliver(t.Context()); err != nil || len(evs) != 0 {
+			t.Fatalf("the next Deliver = %+v, %v; want nothing", evs, err)
+		}
+		if !marked(t, ds.durableMem, res.TaskID) {
+			t.Fatal("not marked heard after the step that followed")
+		}
+	})
 }
