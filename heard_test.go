@@ -10,6 +10,38 @@ import (
 	"github.com/bgtask/bgtask/internal/memstore"
 )
 
+// givers are the ways a model is given a task's end: an event a step
+// handed out, or a call's result (decision 804); both are heard alike.
+// Each gives the end of a new task of pr's owner and returns its id.
+var givers = []struct {
+	name string
+	give func(t *testing.T, pr *receiverRun) (id string)
+}{
+	{"event", func(t *testing.T, pr *receiverRun) string {
+		id := finishTasks(t, pr.m, "thread-1", nil)[0]
+		if got := deliverIDs(t, pr.p); !slices.Equal(got, []string{id}) {
+			t.Fatalf("first step handed out %q, want %q", got, id)
+		}
+		return id
+	}},
+	{"foreground result", func(t *testing.T, pr *receiverRun) string {
+		res, err := pr.o.Foreground(t.Context(), time.Hour, func(context.Context, *Task) (any, error) { return "ok", nil })
+		if err != nil || res.Status != bgtype.StatusCompleted || string(res.Result) != `"ok"` {
+			t.Fatalf("Foreground = %+v, %v; want its result", res, err)
+		}
+		return res.TaskID
+	}},
+	{"wait's answer", func(t *testing.T, pr *receiverRun) string {
+		id := finishTasks(t, pr.m, "thread-1", nil)[0]
+		meta := getTask(t, pr.o, id)
+		pr.o.MarkAnswered(t.Context(), &meta)
+		if meta.Announced {
+			t.Fatal("MarkAnswered marked it during the run")
+		}
+		return id
+	}},
+}
+
 // An end handed to a model call that never completed is not lost (issue
 // 30, item 8): it is marked heard only when a later boundary proves the
 // model answered it, and handed out again when the run was aborted and the
@@ -54,36 +86,6 @@ func TestEndHeardOnlyWhenAnswered(t *testing.T) {
 			return pr.p
 		}, true, ""},
 	}
-	// How the model was given the end: an event of a step, or a call's
-	// result (decision 804), both heard alike.
-	givers := []struct {
-		name string
-		give func(t *testing.T, pr *receiverRun) (id string)
-	}{
-		{"event", func(t *testing.T, pr *receiverRun) string {
-			id := finishTasks(t, pr.m, "thread-1", nil)[0]
-			if got := deliverIDs(t, pr.p); !slices.Equal(got, []string{id}) {
-				t.Fatalf("first step handed out %q, want %q", got, id)
-			}
-			return id
-		}},
-		{"foreground result", func(t *testing.T, pr *receiverRun) string {
-			res, err := pr.o.Foreground(t.Context(), time.Hour, func(context.Context, *Task) (any, error) { return "ok", nil })
-			if err != nil || res.Status != bgtype.StatusCompleted || string(res.Result) != `"ok"` {
-				t.Fatalf("Foreground = %+v, %v; want its result", res, err)
-			}
-			return res.TaskID
-		}},
-		{"wait's answer", func(t *testing.T, pr *receiverRun) string {
-			id := finishTasks(t, pr.m, "thread-1", nil)[0]
-			meta := getTask(t, pr.o, id)
-			pr.o.MarkAnswered(t.Context(), &meta)
-			if meta.Announced {
-				t.Fatal("MarkAnswered marked it during the run")
-			}
-			return id
-		}},
-	}
 	for _, g := range givers {
 		for _, tt := range tests {
 			t.Run(g.name+"/"+tt.name, func(t *testing.T) {
@@ -122,21 +124,22 @@ func TestEndHeardOnlyWhenAnswered(t *testing.T) {
 // model in the owner's next run: they are not handed out again, and are
 // marked heard once that run's model answered (its second step).
 func TestAbortedRunsEventsHeardInTheNextRun(t *testing.T) {
-	ds := &durableMem{Store: memstore.New()}
-	pr := newReceiverRun(t, WithStore(ds))
-	id := finishTasks(t, pr.m, "thread-1", nil)[0]
-	if got := deliverIDs(t, pr.p); !slices.Equal(got, []string{id}) {
-		t.Fatalf("handed out %q, want %q", got, id)
-	}
-	endRun(t, pr.p, RunOutcome{RunID: "run-1", Aborted: true})
-	if err := pr.p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
-		t.Fatal(err)
-	}
-	if got := deliverIDs(t, pr.p); len(got) != 0 || marked(t, ds, id) {
-		t.Fatalf("next run's first step: handed out %q, marked %v; want nothing, unmarked", got, marked(t, ds, id))
-	}
-	if got := deliverIDs(t, pr.p); len(got) != 0 || !marked(t, ds, id) {
-		t.Fatalf("next run's second step: handed out %q, marked %v; want nothing, marked", got, marked(t, ds, id))
+	for _, g := range givers {
+		t.Run(g.name, func(t *testing.T) {
+			ds := &durableMem{Store: memstore.New()}
+			pr := newReceiverRun(t, WithStore(ds))
+			id := g.give(t, pr)
+			endRun(t, pr.p, RunOutcome{RunID: "run-1", Aborted: true})
+			if err := pr.p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
+				t.Fatal(err)
+			}
+			if got := deliverIDs(t, pr.p); len(got) != 0 || marked(t, ds, id) {
+				t.Fatalf("next run's first step: handed out %q, marked %v; want nothing, unmarked", got, marked(t, ds, id))
+			}
+			if got := deliverIDs(t, pr.p); len(got) != 0 || !marked(t, ds, id) {
+				t.Fatalf("next run's second step: handed out %q, marked %v; want nothing, marked", got, marked(t, ds, id))
+			}
+		})
 	}
 }
 
@@ -215,5 +218,27 @@ func TestBoundariesWithAnEndedContext(t *testing.T) {
 	}
 	if !marked(t, ds, id) {
 		t.Fatal("not marked after a RunEnd with an ended context")
+	}
+}
+
+// With no run of the owner open (its Receiver idle), a foreground call's
+// result is marked heard when the call returns, as before decision 804:
+// no boundary will prove it, and the owner's next run hears nothing of it.
+func TestForegroundResultOutsideARunMarkedAtOnce(t *testing.T) {
+	ds := &durableMem{Store: memstore.New()}
+	pr := newReceiverRun(t, WithStore(ds))
+	endRun(t, pr.p, RunOutcome{RunID: "run-1"})
+	res, err := pr.o.Foreground(t.Context(), time.Hour, func(context.Context, *Task) (any, error) { return "ok", nil })
+	if err != nil || res.Status != bgtype.StatusCompleted {
+		t.Fatalf("Foreground = %+v, %v; want its result", res, err)
+	}
+	if !marked(t, ds, res.TaskID) {
+		t.Fatal("not marked heard when the call returned, with no run open")
+	}
+	if err := pr.p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := deliverIDs(t, pr.p); len(got) != 0 {
+		t.Fatalf("the next run handed out %q, want nothing", got)
 	}
 }
