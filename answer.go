@@ -55,14 +55,10 @@ func (h *heldAnswers) take(id string) bool {
 // openReceiver returns owner's live Receiver on m (a sub-agent's too) if
 // a run of it is open, else nil.
 func (m *Manager) openReceiver(owner string) *Receiver {
-	m.keepMu.Lock()
-	s := m.sinks[owner]
-	m.keepMu.Unlock()
-	r, ok := s.(*Receiver)
-	if !ok || !r.Running() {
-		return nil
+	if r := m.receiverOf(owner); r != nil && r.Running() {
+		return r
 	}
-	return r
+	return nil
 }
 
 // answeredInForeground decides, before it is committed, how the terminal

@@ -75,14 +75,10 @@ func (m *Manager) wakeElsewhere(id, owner string) {
 // idleReceiver returns owner's live Receiver on this Manager if it hears
 // wakes and no run of it is open, else nil.
 func (m *Manager) idleReceiver(owner string) *Receiver {
-	m.keepMu.Lock()
-	s := m.sinks[owner]
-	m.keepMu.Unlock()
-	r, ok := s.(*Receiver)
-	if !ok || r.onWake == nil || r.fixed != nil || r.Running() {
-		return nil
+	if r := m.liveReceiver(owner); r != nil && r.onWake != nil && !r.Running() {
+		return r
 	}
-	return r
+	return nil
 }
 
 // fleetWakeLoop reads the record of each queued wake and wakes its

@@ -120,17 +120,23 @@ func (m *Manager) runCancelRequested(_ context.Context, owner, run, reason strin
 	return n
 }
 
-// liveReceiver returns owner's live Receiver on m (not a sub-agent's), or
+// receiverOf returns owner's live Receiver on m (a sub-agent's too), or
 // nil.
-func (m *Manager) liveReceiver(owner string) *Receiver {
+func (m *Manager) receiverOf(owner string) *Receiver {
 	m.keepMu.Lock()
 	s := m.sinks[owner]
 	m.keepMu.Unlock()
-	r, ok := s.(*Receiver)
-	if !ok || r.fixed != nil {
-		return nil
-	}
+	r, _ := s.(*Receiver)
 	return r
+}
+
+// liveReceiver returns owner's live Receiver on m (not a sub-agent's), or
+// nil.
+func (m *Manager) liveReceiver(owner string) *Receiver {
+	if r := m.receiverOf(owner); r != nil && r.fixed == nil {
+		return r
+	}
+	return nil
 }
 
 // tellRunCanceled calls OnRunCanceled of owner's Receiver on m if run is

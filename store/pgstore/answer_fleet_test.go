@@ -45,13 +45,7 @@ func TestForegroundAnswerOfALostTurnHeardOnAnotherInstance(t *testing.T) {
 			_, ma, _ := instanceStore(t, dsn, "inst_a")
 			_, mb, _ := instanceStore(t, dsn, "inst_b")
 			ctx := guard(t)
-			pa, err := agent.NewPlugin(ma, "alice", agent.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := pa.RunStart(ctx, bgtask.RunInfo{RunID: "run_1"}); err != nil {
-				t.Fatal(err)
-			}
+			pa := openTurn(t, ctx, ma, "run_1")
 			callCtx := bgtask.WithToolCall(ctx, bgtask.ToolCall{RunID: "run_1", CallID: "call_1"})
 			res, err := ma.Owner("alice").Foreground(callCtx, time.Hour, func(context.Context, *bgtask.Task) (any, error) {
 				return "the answer", nil
@@ -68,30 +62,10 @@ func TestForegroundAnswerOfALostTurnHeardOnAnotherInstance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			heard := func(run string) []bgtype.Event {
-				t.Helper()
-				if err := pb.RunStart(ctx, bgtask.RunInfo{RunID: run}); err != nil {
-					t.Fatal(err)
-				}
-				msgs, err := pb.Deliver(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := pb.RunEnd(ctx, bgtask.RunOutcome{RunID: run}); err != nil {
-					t.Fatal(err)
-				}
-				var evs []bgtype.Event
-				for _, m := range msgs {
-					if m.Event != nil {
-						evs = append(evs, *m.Event)
-					}
-				}
-				return evs
-			}
-			if evs := heard("run_2"); len(evs) != 1 || evs[0].TaskID != res.TaskID || evs[0].Kind != bgtype.EventCompleted || string(evs[0].Result) != `"the answer"` {
+			if evs := turnHeard(t, ctx, pb, "run_2"); len(evs) != 1 || evs[0].TaskID != res.TaskID || evs[0].Kind != bgtype.EventCompleted || string(evs[0].Result) != `"the answer"` {
 				t.Fatalf("the next turn on B heard %+v; want %s completed with its result, once", evs, res.TaskID)
 			}
-			if evs := heard("run_3"); len(evs) != 0 {
+			if evs := turnHeard(t, ctx, pb, "run_3"); len(evs) != 0 {
 				t.Fatalf("the turn after heard %+v; want nothing", evs)
 			}
 			if meta, err := mb.Owner("alice").Get(ctx, res.TaskID); err != nil || !meta.Announced {
@@ -115,13 +89,7 @@ func TestWaitAnswerOfAnotherInstancesTaskGivenBackOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pa, err := agent.NewPlugin(ma, "alice", agent.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pa.RunStart(ctx, bgtask.RunInfo{RunID: "run_1"}); err != nil {
-		t.Fatal(err)
-	}
+	pa := openTurn(t, ctx, ma, "run_1")
 	meta, err := ma.Owner("alice").Wait(ctx, id)
 	if err != nil || meta.Status != bgtype.StatusCompleted {
 		t.Fatalf("Wait on A = %s, %v; want completed", meta.Status, err)

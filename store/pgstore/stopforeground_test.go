@@ -23,13 +23,7 @@ func TestStopDuringForegroundHeardOnAnotherInstance(t *testing.T) {
 	_, ma, _ := instanceStore(t, dsn, "inst_a")
 	_, mb, _ := instanceStore(t, dsn, "inst_b")
 	ctx := guard(t)
-	pa, err := agent.NewPlugin(ma, "alice", agent.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pa.RunStart(ctx, bgtask.RunInfo{RunID: "run_1"}); err != nil {
-		t.Fatal(err)
-	}
+	pa := openTurn(t, ctx, ma, "run_1")
 	started := make(chan string, 1)
 	type call struct {
 		res bgtask.ForegroundResult
@@ -77,30 +71,47 @@ func TestStopDuringForegroundHeardOnAnotherInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	heard := func(run string) []bgtype.Event {
-		t.Helper()
-		if err := pb.RunStart(ctx, bgtask.RunInfo{RunID: run}); err != nil {
-			t.Fatal(err)
-		}
-		msgs, err := pb.Deliver(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := pb.RunEnd(ctx, bgtask.RunOutcome{RunID: run}); err != nil {
-			t.Fatal(err)
-		}
-		var evs []bgtype.Event
-		for _, m := range msgs {
-			if m.Event != nil {
-				evs = append(evs, *m.Event)
-			}
-		}
-		return evs
-	}
-	if evs := heard("run_2"); len(evs) != 1 || evs[0].TaskID != id || evs[0].Kind != bgtype.EventCanceled || evs[0].CancelReason != "the user stopped it" {
+	if evs := turnHeard(t, ctx, pb, "run_2"); len(evs) != 1 || evs[0].TaskID != id || evs[0].Kind != bgtype.EventCanceled || evs[0].CancelReason != "the user stopped it" {
 		t.Fatalf("the next turn on B heard %+v; want %s cancelled with the user's reason, once", evs, id)
 	}
-	if evs := heard("run_3"); len(evs) != 0 {
+	if evs := turnHeard(t, ctx, pb, "run_3"); len(evs) != 0 {
 		t.Fatalf("the turn after heard %+v; want nothing", evs)
 	}
+}
+
+// turnHeard runs one turn of p's owner, run: RunStart, one Deliver, and a
+// RunEnd with the model's answer; it returns the events that step handed
+// out, which that RunEnd marks heard.
+func turnHeard(t *testing.T, ctx context.Context, p *agent.Plugin, run string) []bgtype.Event {
+	t.Helper()
+	if err := p.RunStart(ctx, bgtask.RunInfo{RunID: run}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := p.Deliver(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.RunEnd(ctx, bgtask.RunOutcome{RunID: run}); err != nil {
+		t.Fatal(err)
+	}
+	var evs []bgtype.Event
+	for _, m := range msgs {
+		if m.Event != nil {
+			evs = append(evs, *m.Event)
+		}
+	}
+	return evs
+}
+
+// openTurn makes the agent Plugin of alice on m and opens run on it.
+func openTurn(t *testing.T, ctx context.Context, m *bgtask.Manager, run string) *agent.Plugin {
+	t.Helper()
+	p, err := agent.NewPlugin(m, "alice", agent.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.RunStart(ctx, bgtask.RunInfo{RunID: run}); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
