@@ -24,32 +24,33 @@ import (
 // that holds them, until the call hands them to its run (or, abandoned,
 // to the owner as events).
 type heldAnswers struct {
-	mu  sync.Mutex          // guards ids
-	ids map[string]struct{} // nil when none
+	mu  sync.Mutex        // guards ids
+	ids map[string]uint64 // the run each end is held for (Receiver.runSeq); nil when none
 }
 
-// hold records that the end of task id waits for its call.
-func (h *heldAnswers) hold(id string) {
+// hold records that the end of task id waits for its call, in run.
+func (h *heldAnswers) hold(id string, run uint64) {
 	h.mu.Lock()
 	if h.ids == nil {
-		h.ids = make(map[string]struct{})
+		h.ids = make(map[string]uint64)
 	}
-	h.ids[id] = struct{}{}
+	h.ids[id] = run
 	h.mu.Unlock()
 }
 
-// take reports whether the end of task id was held, and lets go of it.
-func (h *heldAnswers) take(id string) bool {
+// take reports whether the end of task id was held, and for which run,
+// and lets go of it.
+func (h *heldAnswers) take(id string) (run uint64, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.ids[id]; !ok {
-		return false
+	if run, ok = h.ids[id]; !ok {
+		return 0, false
 	}
 	delete(h.ids, id)
 	if len(h.ids) == 0 {
 		h.ids = nil // a map keeps its memory
 	}
-	return true
+	return run, true
 }
 
 // openReceiver returns owner's live Receiver on m (a sub-agent's too) if
@@ -61,15 +62,31 @@ func (m *Manager) openReceiver(owner string) *Receiver {
 	return nil
 }
 
-// answeredInForeground decides, before it is committed, how the terminal
-// record u of a task that ended in the foreground is heard: its end goes
-// back as the call's result, never as an event. While the owner has a run
-// open the record stays unannounced and the call hands the end to the run
-// (handAnswer); otherwise (or for a silent task, never announced) it is
-// marked announced now.
-func (m *Manager) answeredInForeground(u *bgtype.TaskMeta) {
-	if u.Wake != bgtype.WakeSilent && m.openReceiver(u.Owner) != nil {
-		m.answers.hold(u.ID)
+// holdAnswer decides, as t ends in the foreground (endForeground, with
+// m.mu held), whether its end is held for the call that holds it: while
+// the call waits and the owner has a run open, its record stays
+// unannounced and the call hands the end to that run (handAnswer); a call
+// gone already (an abandoned one whose task ends later) takes nothing, and
+// a silent task's end is never announced.
+func (m *Manager) holdAnswer(t *Task) {
+	if r := t.rare.Load(); r != nil && r.callGone || t.rec.WakePolicy() == bgtype.WakeSilent {
+		return
+	}
+	r := m.openReceiver(t.rec.Owner)
+	if r == nil {
+		return
+	}
+	m.answers.hold(t.rec.ID, r.runSeq.Load())
+	t.rareState().answerHeld = true
+}
+
+// answeredInForeground sets, before it is committed, how the terminal
+// record u of t, which ended in the foreground, is heard: its end goes
+// back as the call's result, never as an event. Held for the call's run
+// (holdAnswer), the record stays unannounced; otherwise it is marked
+// announced now.
+func (m *Manager) answeredInForeground(t *Task, u *bgtype.TaskMeta) {
+	if r := t.rare.Load(); r != nil && r.answerHeld {
 		if m.durable() {
 			m.sent.add(u.Owner, u.Owner, u.ID) // before the commit, as a background end: a Restore must not announce it too
 		}
@@ -80,24 +97,32 @@ func (m *Manager) answeredInForeground(u *bgtype.TaskMeta) {
 }
 
 // handAnswer is called by the Foreground call that returns meta, the end
-// of its task, as its result: an end held for it is handed to the owner's
-// open run, as heard by the model once the run proves it; if that run
-// ended meanwhile, it goes to the owner as an event.
+// of its task, as its result: an end held for it is handed to the run it
+// was held for, as heard by the model once the run proves it; if that run
+// ended meanwhile (another may be open: its model never read the call),
+// the end goes to the owner as an event.
 func (m *Manager) handAnswer(meta *bgtype.TaskMeta) {
-	if !m.answers.take(meta.ID) {
+	run, ok := m.answers.take(meta.ID)
+	if !ok {
 		return
 	}
-	if r := m.openReceiver(meta.Owner); r != nil && r.handOut(meta) {
+	if r := m.openReceiver(meta.Owner); r != nil && r.handOut(meta, run) {
 		return
 	}
 	m.deliverTerminal(meta)
 }
 
-// unclaimedAnswer is deferred by the Foreground call of the owner's task
-// id: an end still held for it when it returns (the call failed after the
-// task ended, without returning the end) goes to the owner as an event.
-func (m *Manager) unclaimedAnswer(owner, id string) {
-	if !m.answers.take(id) {
+// leaveForeground is deferred by the Foreground call of the owner's task
+// id: from now on no end of it is held for the call (holdAnswer), and an
+// end still held when it returns (the call failed after the task ended,
+// without returning the end) goes to the owner as an event.
+func (m *Manager) leaveForeground(owner, id string) {
+	m.mu.Lock()
+	if t := m.nodes[id]; t != nil {
+		t.rareState().callGone = true
+	}
+	m.mu.Unlock()
+	if _, ok := m.answers.take(id); !ok {
 		return
 	}
 	if meta, err := m.wait(context.Background(), ownerReach(owner), id); err == nil {
@@ -107,11 +132,12 @@ func (m *Manager) unclaimedAnswer(owner, id string) {
 
 // handOut adds the end meta, given to the model as a call's result, to
 // what the open run handed out and has not proven heard; false, changing
-// nothing, when no run is open. An end handed out already stays as it is.
-func (r *Receiver) handOut(meta *bgtype.TaskMeta) bool {
+// nothing, when no run is open, or when run (a runSeq; 0 for the open
+// one) is not the open one. An end handed out already stays as it is.
+func (r *Receiver) handOut(meta *bgtype.TaskMeta, run uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.running.Load() {
+	if !r.running.Load() || run != 0 && run != r.runSeq.Load() {
 		return false
 	}
 	if _, handed := r.drained[meta.ID]; handed || r.heard.has(meta.ID) {
@@ -149,7 +175,7 @@ func (o Owner) answered(ctx context.Context, meta *bgtype.TaskMeta) {
 	if ib != nil {
 		ib.takeTerminal(meta.ID)
 	}
-	if r := o.m.openReceiver(meta.Owner); r != nil && r.handOut(meta) {
+	if r := o.m.openReceiver(meta.Owner); r != nil && r.handOut(meta, 0) {
 		return
 	}
 	if err := o.MarkAnnounced(context.WithoutCancel(ctx), meta.ID); err != nil {

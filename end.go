@@ -82,7 +82,7 @@ func (m *Manager) endCommit(t *Task, edit *terminalEdit, fg, cut bool) {
 	if fg { // rare: the record is marked before the commit
 		m.readRecord(t, &u)
 		edit.Apply(&u)
-		m.answeredInForeground(&u) // marked announced, or held for the call's run
+		m.answeredInForeground(t, &u) // marked announced, or held for the call's run
 		commitErr = m.commitUpdate(t, &u)
 	} else {
 		commitErr = m.commitEdit(t, &u, edit)

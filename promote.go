@@ -132,7 +132,7 @@ func (o Owner) Foreground(ctx context.Context, d time.Duration, fn Func, opts ..
 		return o.joinForeground(ctx, d, id)
 	}
 	defer o.m.stopStream(o.id, id) // WithOutputFunc: never called once the call returned
-	defer o.m.unclaimedAnswer(o.id, id)
+	defer o.m.leaveForeground(o.id, id)
 	start := time.Now()
 	tctx, stopTimer := context.WithTimeoutCause(ctx, d, errForegroundTime)
 	wctx, promote := context.WithCancelCause(tctx)
@@ -233,6 +233,11 @@ func (o Owner) abandonForeground(ctx context.Context, id string, d time.Duration
 	cause := context.Cause(ctx)
 	if cancel {
 		_, _ = o.m.cancelTask(context.WithoutCancel(ctx), ownerReach(o.id), id, false, "foreground call abandoned")
+		if _, held := o.m.answers.take(id); held { // it ended just then: never announced either
+			if _, err := o.m.wait(context.WithoutCancel(ctx), ownerReach(o.id), id); err == nil { // its end is committed
+				_ = o.MarkAnnounced(context.WithoutCancel(ctx), id)
+			}
+		}
 		return ForegroundResult{TaskID: id}, cause
 	}
 	if meta, ok := o.m.toBackground(id); ok {
@@ -246,8 +251,10 @@ func (o Owner) abandonForeground(ctx context.Context, id string, d time.Duration
 	// (endForeground): that end is announced already, and its record is
 	// neither held nor marked.
 	meta, err := o.m.wait(context.WithoutCancel(ctx), ownerReach(o.id), id)
-	held := err == nil && o.m.answers.take(id)
-	if err != nil || !held && !meta.Announced {
+	if err != nil {
+		return ForegroundResult{TaskID: id}, cause // an end held for the call: the deferred leaveForeground tries again
+	}
+	if _, held := o.m.answers.take(id); !held && !meta.Announced {
 		return ForegroundResult{TaskID: id}, cause
 	}
 	o.m.log.Debug("bgtask: task ended as its foreground call was abandoned: its end is announced", "task_id", id, "status", meta.Status)
@@ -355,6 +362,7 @@ func (m *Manager) endForeground(t *Task) bool {
 		return false
 	}
 	t.fg.Store(fgEnded)
+	m.holdAnswer(t)
 	return true
 }
 

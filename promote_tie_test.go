@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/bgtask/bgtask/bgtype"
 	"github.com/bgtask/bgtask/internal/memstore"
+	"github.com/bgtask/bgtask/store"
 )
 
 // slowResult is a function's result whose encoding takes d of the bubble's
@@ -200,6 +203,124 @@ func TestForegroundEndOfAHungUpCallHeardWithASharedStore(t *testing.T) {
 		}
 		if !marked(t, ds.durableMem, res.TaskID) {
 			t.Fatal("not marked heard after the step that followed")
+		}
+	})
+}
+
+// An end held for the run that was open when the task ended in the
+// foreground goes to the owner as an event when its call returns after
+// that run ended and another opened: the new run's model never read the
+// call's result, so it is not marked heard with that run's proof.
+func TestForegroundAnswerOfAnEndedRunIsAnEvent(t *testing.T) {
+	ds := &durableMem{Store: memstore.New()}
+	pr := newReceiverRun(t, WithStore(ds))
+	meta := getTask(t, pr.o, finishTasks(t, pr.m, "thread-1", nil)[0])
+	if got := deliverIDs(t, pr.p); len(got) != 1 {
+		t.Fatalf("handed out %q, want the task's end", got)
+	}
+	// As answeredInForeground holds a foreground end for the open run.
+	pr.m.answers.hold(meta.ID, pr.p.runSeq.Load())
+	endRun(t, pr.p, RunOutcome{RunID: "run-1", Aborted: true})
+	if n, err := pr.p.Undeliver(); err != ErrNoRun || n != 0 {
+		t.Fatalf("Undeliver after the run = %d, %v", n, err)
+	}
+	if err := pr.p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
+		t.Fatal(err)
+	}
+	pr.m.handAnswer(&meta)
+	if got := deliverIDs(t, pr.p); !slices.Equal(got, []string{meta.ID}) {
+		t.Fatalf("run-2 handed out %q, want the end the call returned after run-1 ended", got)
+	}
+}
+
+// gatedCommits is a durable store whose next Commit, once armed, waits
+// for open to be closed: a task's end whose record is not committed yet.
+type gatedCommits struct {
+	*durableMem
+	armed   atomic.Bool
+	entered chan struct{} // closed when the armed Commit waits
+	open    chan struct{}
+}
+
+func (s *gatedCommits) Commit(ctx context.Context, owner string, actions ...store.Action) error {
+	if s.armed.CompareAndSwap(true, false) {
+		close(s.entered)
+		<-s.open
+	}
+	return s.durableMem.Commit(ctx, owner, actions...)
+}
+
+// A caller with WithCancelOnAbandon that hangs up while the end of its
+// task, ended in the foreground and held for its run, is being committed:
+// the end is never announced, as the option says (decision 804).
+func TestForegroundCancelOnAbandonWhileItsEndCommits(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		gs := &gatedCommits{durableMem: &durableMem{Store: memstore.New()}, entered: make(chan struct{}), open: make(chan struct{})}
+		pr := newReceiverRun(t, WithStore(gs))
+		ctx, cancel := context.WithCancelCause(t.Context())
+		defer cancel(nil)
+		type call struct {
+			res ForegroundResult
+			err error
+		}
+		done := make(chan call, 1)
+		go func() {
+			res, err := pr.o.Foreground(ctx, time.Hour, func(context.Context, *Task) (any, error) {
+				gs.armed.Store(true) // its end's commit waits
+				return "late", nil
+			}, WithCancelOnAbandon())
+			done <- call{res, err}
+		}()
+		<-gs.entered
+		hungUp := errors.New("client gone")
+		cancel(hungUp)
+		synctest.Wait() // the call waits for the end it abandons
+		close(gs.open)
+		c := <-done
+		if !errors.Is(c.err, hungUp) || c.res.Promoted {
+			t.Fatalf("Foreground = %+v, %v; want the caller's cause, not promoted", c.res, c.err)
+		}
+		synctest.Wait()
+		if evs, err := pr.p.Deliver(t.Context()); err != nil || len(evs) != 0 {
+			t.Fatalf("Deliver = %+v, %v; want nothing", evs, err)
+		}
+		if !marked(t, gs.durableMem, c.res.TaskID) {
+			t.Fatal("the end is not marked announced")
+		}
+	})
+}
+
+// With WithCancelOnAbandon, a caller that hangs up as its function returns
+// gets its ctx's cause, and the end is never announced, with a run open
+// too (its end was held for the call, decision 804).
+func TestForegroundCancelOnAbandonEndHeldNeverAnnounced(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const d = time.Second
+		ds := sharedMem{&durableMem{Store: memstore.New()}}
+		pr := newReceiverRun(t, WithStore(ds))
+		ctx, cancel := context.WithCancelCause(t.Context())
+		defer cancel(nil)
+		hungUp := errors.New("client gone")
+		go func() {
+			<-time.After(3 * d / 4) // the bubble's fake time: after the return, before the limit
+			cancel(hungUp)
+		}()
+		res, err := pr.o.Foreground(ctx, d, func(context.Context, *Task) (any, error) {
+			<-time.After(d / 2)       // the bubble's fake time
+			return slowResult{d}, nil // encoded by 3d/2
+		}, WithCancelOnAbandon())
+		if !errors.Is(err, hungUp) || res.Promoted {
+			t.Fatalf("Foreground = %+v, %v; want the caller's cause, not promoted", res, err)
+		}
+		<-time.After(d) // the bubble's fake time: its end is recorded by then
+		synctest.Wait()
+		if evs, err := pr.p.Deliver(t.Context()); err != nil || len(evs) != 0 {
+			t.Fatalf("Deliver = %+v, %v; want nothing", evs, err)
+		}
+		if !marked(t, ds.durableMem, res.TaskID) {
+			t.Fatal("the end is not marked announced")
 		}
 	})
 }

@@ -57,7 +57,8 @@ type Receiver struct {
 	keepMax       int                        // ReceiverConfig.KeepLimit
 	idle          atomic.Pointer[Inbox]      // the closed inbox that takes the owner's events while no run is open; nil until first needed
 
-	running atomic.Bool // written with mu held
+	running atomic.Bool   // written with mu held
+	runSeq  atomic.Uint64 // how many runs opened: names the open run without mu (answer.go)
 
 	mu      sync.Mutex          // guards the fields below; held by a boundary, never while calling OnWake
 	runID   string              // the open run's id (RunInfo.RunID)
@@ -250,6 +251,7 @@ func (r *Receiver) RunStart(ctx context.Context, run RunInfo) error {
 		}
 	}
 	r.runID, r.inbox = run.RunID, inbox
+	r.runSeq.Add(1)
 	r.running.Store(true)
 	r.mu.Unlock()
 	if _, err := r.owner.m.Restore(ctx, r.owner.id); err != nil && !errors.Is(err, bgtype.ErrCorrupt) { // corrupt records are logged and skipped

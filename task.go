@@ -92,6 +92,9 @@ type Func func(ctx context.Context, t *Task) (any, error)
 //	→ memstore shard locks guard one shard's records each (all: in index order)
 //	→ memstore.term's mu   guards the index of terminal records
 //
+//	Manager.answers' mu    guards the foreground ends held for their calls
+//	                       (answer.go); a leaf, taken under Manager.mu
+//
 //	Manager.calls' mu      guards the queued host callbacks (callbacks.go);
 //	                       a leaf, taken under any of the above, so every
 //	                       callback is queued there and called with none held
@@ -206,6 +209,8 @@ type taskRare struct {
 	promote      context.CancelCauseFunc   // ends the wait of the Foreground call that holds it (Owner.ToBackground); guarded by emitMu
 	promoteAsked bool                      // ToBackground came before that wait began; guarded by emitMu
 	kind         bool                      // a resumable task's (Kind): a stop requeues it; set at spawn, before the task is registered
+	callGone     bool                      // the Foreground call that held it returned (answer.go); guarded by m.mu
+	answerHeld   bool                      // it ended in the foreground, its end held for that call's run (answer.go); set under m.mu by the task's goroutine, which alone reads it after
 }
 
 // isKind reports whether t is a resumable task (spawned from a Kind).
