@@ -146,8 +146,8 @@ func (r *Receiver) handOut(meta *bgtype.TaskMeta, run uint64) bool {
 	if r.heard == nil {
 		r.heard = new(hearing)
 	}
-	r.heard.unheard = append(r.heard.unheard, terminalEvent(meta))
-	r.owner.m.noteDelivered(r.owner.id, meta.Owner, meta.ID) // a Restore must not announce it too (a task of another instance)
+	r.heard.answers = append(r.heard.answers, terminalEvent(meta)) // the next model call hears it
+	r.owner.m.noteDelivered(r.owner.id, meta.Owner, meta.ID)       // a Restore must not announce it too (a task of another instance)
 	if r.drained == nil {
 		r.drained = make(map[string]struct{})
 	}

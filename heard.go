@@ -20,6 +20,7 @@ import (
 // owners are idle, so a Receiver holds it only while it is not empty.
 type hearing struct {
 	unheard  []bgtype.Event // handed out, not yet proven heard
+	answers  []bgtype.Event // ends the run's calls returned as results since the last Deliver: the next model call hears them (answer.go)
 	carried  bool           // unheard came from an aborted run: the next Deliver proves nothing
 	run      string         // that aborted run, whose lease in a RunLeaser store carries them too
 	unmarked []string       // tasks proven heard whose announcement mark could not be committed
@@ -31,8 +32,19 @@ func (h *hearing) has(id string) bool {
 	if h == nil {
 		return false
 	}
-	return slices.Contains(h.unmarked, id) ||
-		slices.ContainsFunc(h.unheard, func(ev bgtype.Event) bool { return ev.TaskID == id && ev.Kind.IsTerminal() })
+	end := func(ev bgtype.Event) bool { return ev.TaskID == id && ev.Kind.IsTerminal() }
+	return slices.Contains(h.unmarked, id) || slices.ContainsFunc(h.unheard, end) || slices.ContainsFunc(h.answers, end)
+}
+
+// answersHeardNext moves the ends the run's calls returned since the last
+// Deliver among what was handed out: the model call that follows this
+// boundary hears them, and the boundary after it proves it. Called with
+// r.mu held, after the boundary's own marks.
+func (r *Receiver) answersHeardNext() {
+	if h := r.heard; h != nil && len(h.answers) > 0 {
+		h.unheard = append(h.unheard, h.answers...)
+		h.answers = nil
+	}
 }
 
 // markHeard marks heard what the Receiver handed out and the loop has
@@ -40,13 +52,17 @@ func (h *hearing) has(id string) bool {
 // announced, with the marks a previous boundary could not commit, in one
 // Commit (and one per other owner of forwarded records), none when there
 // is nothing to mark. When it fails the marks are retried at the next
-// boundary. Called with r.mu held.
+// boundary. The answers returned since the last boundary stay (no model
+// call has heard them yet). Called with r.mu held.
 func (r *Receiver) markHeard(ctx context.Context) {
 	h := r.heard
 	if h == nil {
 		return
 	}
 	r.heard = nil
+	if len(h.answers) > 0 {
+		r.heard = &hearing{answers: h.answers}
+	}
 	ids := h.unmarked
 	for i := range h.unheard {
 		if h.unheard[i].Kind.IsTerminal() {
@@ -58,7 +74,10 @@ func (r *Receiver) markHeard(ctx context.Context) {
 	}
 	if err := r.owner.MarkAnnounced(ctx, ids...); err != nil {
 		r.owner.m.log.Warn("bgtask: receiver: announcement marks not committed; retried at the next boundary", "owner", r.owner.id, "tasks", len(ids), "err", err)
-		r.heard = &hearing{unmarked: ids}
+		if r.heard == nil {
+			r.heard = new(hearing)
+		}
+		r.heard.unmarked = ids
 	}
 }
 
@@ -104,16 +123,16 @@ func (r *Receiver) Undeliver() (int, error) {
 	return r.giveBack(), nil
 }
 
-// giveBack puts the unheard events back in front of the events kept for
-// the next Deliver and returns how many; marks not committed stay. Called
-// with r.mu held.
+// giveBack puts the unheard events, and the answers returned since the
+// last Deliver, back in front of the events kept for the next Deliver and
+// returns how many; marks not committed stay. Called with r.mu held.
 func (r *Receiver) giveBack() int {
 	h := r.heard
-	if h == nil || len(h.unheard) == 0 {
+	if h == nil || len(h.unheard)+len(h.answers) == 0 {
 		return 0
 	}
-	evs := h.unheard
-	h.unheard, h.carried = nil, false
+	evs := append(h.unheard, h.answers...)
+	h.unheard, h.answers, h.carried = nil, nil, false
 	if len(h.unmarked) == 0 {
 		r.heard = nil
 	}

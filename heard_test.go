@@ -11,8 +11,9 @@ import (
 )
 
 // givers are the ways a model is given a task's end: an event a step
-// handed out, or a call's result (decision 804); both are heard alike.
-// Each gives the end of a new task of pr's owner and returns its id.
+// handed out, or a call's result (decision 804), followed by the step
+// whose model call reads it; both are heard alike. Each gives the end of
+// a new task of pr's owner and returns its id.
 var givers = []struct {
 	name string
 	give func(t *testing.T, pr *receiverRun) (id string)
@@ -29,6 +30,9 @@ var givers = []struct {
 		if err != nil || res.Status != bgtype.StatusCompleted || string(res.Result) != `"ok"` {
 			t.Fatalf("Foreground = %+v, %v; want its result", res, err)
 		}
+		if got := deliverIDs(t, pr.p); len(got) != 0 {
+			t.Fatalf("the step after the call handed out %q, want nothing: the model has the end as the call's result", got)
+		}
 		return res.TaskID
 	}},
 	{"wait's answer", func(t *testing.T, pr *receiverRun) string {
@@ -37,6 +41,9 @@ var givers = []struct {
 		pr.o.MarkAnswered(t.Context(), &meta)
 		if meta.Announced {
 			t.Fatal("MarkAnswered marked it during the run")
+		}
+		if got := deliverIDs(t, pr.p); len(got) != 0 {
+			t.Fatalf("the step after the call handed out %q, want nothing: the model has the end as the call's result", got)
 		}
 		return id
 	}},
@@ -240,5 +247,44 @@ func TestForegroundResultOutsideARunMarkedAtOnce(t *testing.T) {
 	}
 	if got := deliverIDs(t, pr.p); len(got) != 0 {
 		t.Fatalf("the next run handed out %q, want nothing", got)
+	}
+}
+
+// A call's result is heard by the model call that follows it: an end a
+// call returned is not marked by the boundary that precedes that model
+// call, and a run that ends right after the call (no model call read it)
+// carries it to the owner's next run, whose second step marks it
+// (decision 804).
+func TestAnswerHeardByTheNextModelCall(t *testing.T) {
+	ds := &durableMem{Store: memstore.New()}
+	pr := newReceiverRun(t, WithStore(ds))
+	deliverIDs(t, pr.p) // the step whose model call asks for the tool
+	res, err := pr.o.Foreground(t.Context(), time.Hour, func(context.Context, *Task) (any, error) { return "ok", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := deliverIDs(t, pr.p); len(got) != 0 || marked(t, ds, res.TaskID) {
+		t.Fatalf("the step after the call: handed out %q, marked %v; want nothing, unmarked", got, marked(t, ds, res.TaskID))
+	}
+	if got := deliverIDs(t, pr.p); len(got) != 0 || !marked(t, ds, res.TaskID) {
+		t.Fatalf("the step after its model call: handed out %q, marked %v; want nothing, marked", got, marked(t, ds, res.TaskID))
+	}
+
+	res, err = pr.o.Foreground(t.Context(), time.Hour, func(context.Context, *Task) (any, error) { return "late", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	endRun(t, pr.p, RunOutcome{RunID: "run-1"})
+	if marked(t, ds, res.TaskID) {
+		t.Fatal("a result no model call read was marked at the run's end")
+	}
+	if err := pr.p.RunStart(t.Context(), RunInfo{RunID: "run-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := deliverIDs(t, pr.p); len(got) != 0 || marked(t, ds, res.TaskID) {
+		t.Fatalf("next run's first step: handed out %q, marked %v; want nothing (the kept conversation has it), unmarked", got, marked(t, ds, res.TaskID))
+	}
+	if got := deliverIDs(t, pr.p); len(got) != 0 || !marked(t, ds, res.TaskID) {
+		t.Fatalf("next run's second step: handed out %q, marked %v; want nothing, marked", got, marked(t, ds, res.TaskID))
 	}
 }

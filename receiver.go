@@ -340,6 +340,7 @@ func (r *Receiver) deliver(ctx context.Context) ([]bgtype.Event, error) {
 	} else {
 		r.markHeard(ctx)
 	}
+	r.answersHeardNext()
 	var notices []bgtype.Event
 	if shared := r.sharedStore(); shared != nil {
 		var err error
@@ -572,13 +573,15 @@ func (r *Receiver) RunEnd(ctx context.Context, out RunOutcome) error {
 		r.mu.Unlock()
 		return fmt.Errorf("%w: the run id is not the open run's", ErrNoRun)
 	}
-	if out.Aborted {
-		if r.heard != nil {
-			r.heard.carried = len(r.heard.unheard) > 0
-			r.heard.run = r.runID
-		}
-	} else {
+	if !out.Aborted {
 		r.markHeard(context.WithoutCancel(ctx))
+	}
+	// Answers returned after the last model call (and, aborted, the last
+	// step's events) reach a model only in the owner's next run, if the
+	// host keeps the conversation: carried, as an aborted run's.
+	r.answersHeardNext()
+	if h := r.heard; h != nil {
+		h.carried, h.run = len(h.unheard) > 0, r.runID
 	}
 	r.running.Store(false)
 	runID, inbox, older := r.runID, r.inbox, r.older

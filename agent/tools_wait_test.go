@@ -265,14 +265,19 @@ func TestWaitTaskDeliversTheEndOnce(t *testing.T) {
 					if got := eventIDs(msgs); len(got) != 1 || got[0] != other {
 						t.Fatalf("the next step delivered the ends of %q, want only %s (not %s again)", got, other, id)
 					}
-					if m, _ := ds.Get(t.Context(), id); !m.Announced {
-						t.Fatal("the end wait_task returned is not marked announced")
+					// The model call after this step reads the call's result: the
+					// run's end, with the model's answer, proves it (decision 804).
+					if m, _ := ds.Get(t.Context(), id); m.Announced {
+						t.Fatal("the end wait_task returned is marked announced before a model call read it")
 					}
-					// The next process does not announce it again (nor the other
-					// end, heard once the run ended with the model's answer).
 					if err := pr.p.RunEnd(t.Context(), bgtask.RunOutcome{RunID: "run-1"}); err != nil {
 						t.Fatal(err)
 					}
+					if m, _ := ds.Get(t.Context(), id); !m.Announced {
+						t.Fatal("the end wait_task returned is not marked announced once the run ended with the model's answer")
+					}
+					// The next process does not announce it again (nor the other
+					// end, heard once the run ended with the model's answer).
 					shutdownManager(t, pr.m)
 					next := newPluginRun(t, bgtask.WithStore(ds))
 					if msgs, err := next.p.Deliver(t.Context()); err != nil || len(msgs) != 0 {

@@ -901,3 +901,33 @@ func (f *fleet) rollingRestart() {
 		f.t.FailNow()
 	}
 }
+
+// A lookup answered in the foreground on A, then the model call after it
+// fails: the server on PostgreSQL drops the turn (its conversation is not
+// the fleet's) and gives its events back. The lookup's end, which the
+// model was handed only as the tool's answer, is heard by the thread's
+// next turn on B, once (decision 804). Before, it was marked heard when
+// the lookup returned, and no turn ever told the model.
+func TestForegroundAnswerOfAFailedTurnHeardOnAnotherInstance(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.StartDSN(t)
+	model, url := newModel(t)
+	a := startServer(t, "-openai-url", url, "-pg", dsn, "-instance", "inst_a", "-foreground", "1h")
+	b := startServer(t, "-openai-url", url, "-pg", dsn, "-instance", "inst_b", "-foreground", "1h")
+	model.failTurn("lookup the answer")
+	a.expectError("model")
+	if _, err := a.post(t.Context(), "fa", "lookup the answer"); err == nil || !strings.Contains(err.Error(), "502") {
+		t.Fatalf("the turn on A: %v; want a 502, the model call after the lookup failed", err)
+	}
+	tt := b.tasks(t, "fa")
+	if len(tt.Tasks) != 1 || tt.Tasks[0].Status != "completed" {
+		t.Fatalf("the thread's tasks seen on B: %+v; want the lookup, completed", tt)
+	}
+	id := tt.Tasks[0].ID
+	if got, want := ends(t, b.mustPost(t, "fa", "hello")), []string{"completed " + id}; !slices.Equal(got, want) {
+		t.Errorf("the next turn, on B: ends %q, want %q", got, want)
+	}
+	if got := ends(t, b.mustPost(t, "fa", "again")); len(got) != 0 {
+		t.Errorf("the turn after: ends %q, want none", got)
+	}
+}

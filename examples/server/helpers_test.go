@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,6 +35,7 @@ type script struct {
 	lookups  map[string]*gate // query: its call waits for release
 	turns    map[string]*gate // command: its call after the tools answered waits until the server gives up
 	paused   map[string]*gate // command: its call after the tools answered waits for release
+	failing  map[string]bool  // command: its call after the tools answered fails
 }
 
 // gate is one held call. reached is closed when the call first arrives;
@@ -49,7 +52,7 @@ func (g *gate) arrive() { g.once.Do(func() { close(g.reached) }) }
 
 // newModel serves a scripted model for the servers of one test.
 func newModel(t *testing.T) (*script, string) {
-	s := &script{research: map[string]*gate{}, lookups: map[string]*gate{}, turns: map[string]*gate{}, paused: map[string]*gate{}}
+	s := &script{research: map[string]*gate{}, lookups: map[string]*gate{}, turns: map[string]*gate{}, paused: map[string]*gate{}, failing: map[string]bool{}}
 	srv := httptest.NewServer(&scripted.Model{Hooks: scripted.Hooks{Research: s.onResearch, Lookup: s.onLookup, Turn: s.onTurn}})
 	t.Cleanup(srv.Close)
 	return s, srv.URL + "/v1"
@@ -83,6 +86,14 @@ func (s *script) holdTurn(command string) *gate {
 	g := newGate()
 	s.turns[command] = g
 	return g
+}
+
+// failTurn fails every model call that follows the tool answers of
+// command: the turn ends without an answer (aborted).
+func (s *script) failTurn(command string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failing[command] = true
 }
 
 // pauseTurn holds the model call that follows the tool answers of command
@@ -127,8 +138,11 @@ func (g *gate) pass(ctx context.Context) error {
 
 func (s *script) onTurn(ctx context.Context, command string, afterTools bool) error {
 	s.mu.Lock()
-	g, paused := s.turns[command], s.paused[command]
+	g, paused, failing := s.turns[command], s.paused[command], s.failing[command]
 	s.mu.Unlock()
+	if failing && afterTools {
+		return errors.New("the scripted model is down")
+	}
 	if paused != nil && afterTools {
 		return paused.pass(ctx)
 	}
@@ -158,6 +172,21 @@ type proc struct {
 	raw     []string
 	changed chan struct{} // closed (and replaced) at each new line
 	exited  chan struct{} // closed once the process has exited and its log is read
+	errorOK []string      // the msgs of the ERROR lines the test expects (expectError)
+}
+
+// expectError lets the server log ERROR lines with message msg: the test
+// causes them.
+func (p *proc) expectError(msg string) {
+	p.mu.Lock()
+	p.errorOK = append(p.errorOK, msg)
+	p.mu.Unlock()
+}
+
+// expectedError reports whether the raw log line l is an ERROR line the
+// test expects. Called with p.mu held.
+func (p *proc) expectedError(l string) bool {
+	return slices.ContainsFunc(p.errorOK, func(msg string) bool { return strings.Contains(l, `"msg":"`+msg+`"`) })
 }
 
 // startServer starts a server on a free port with args, stopped with
@@ -307,7 +336,7 @@ func (p *proc) stop(t *testing.T) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, l := range p.raw {
-		if strings.Contains(l, "DATA RACE") || strings.HasPrefix(l, "panic:") || strings.Contains(l, `"level":"ERROR"`) {
+		if strings.Contains(l, "DATA RACE") || strings.HasPrefix(l, "panic:") || strings.Contains(l, `"level":"ERROR"`) && !p.expectedError(l) {
 			t.Errorf("the server's log has %q", l)
 		}
 	}
