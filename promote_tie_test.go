@@ -168,43 +168,60 @@ func (sharedMem) RequestCancel(context.Context, string, bool, string) error { re
 
 func (sharedMem) TakeNotices(context.Context, string) ([]bgtype.Event, error) { return nil, nil }
 
-// The end of a foreground call whose caller hung up as its function
-// returned reaches the owner's run once, as an event, with a store shared
-// by a fleet too (decision 804). Before, its record was marked heard at
-// its commit, as a returned result's is, and the Receiver dropped the
-// event as heard on another instance.
-func TestForegroundEndOfAHungUpCallHeardWithASharedStore(t *testing.T) {
+// A foreground call whose caller hung up as its function returned, with
+// a store shared by a fleet (decision 804): its end reaches the owner's
+// run once, as an event, marked heard at the step after; with
+// WithCancelOnAbandon it is never announced, though a run is open (its
+// end was held for the call). Before, its record was marked heard at its
+// commit, as a returned result's is, and the Receiver dropped the event as
+// heard on another instance.
+func TestForegroundEndOfAHungUpCallWithASharedStore(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		const d = time.Second
-		ds := sharedMem{&durableMem{Store: memstore.New()}}
-		pr := newReceiverRun(t, WithStore(ds))
-		ctx, cancel := context.WithCancelCause(t.Context())
-		defer cancel(nil)
-		hungUp := errors.New("client gone")
-		go func() {
-			<-time.After(3 * d / 4) // the bubble's fake time: after the return, before the limit
-			cancel(hungUp)
-		}()
-		res, err := pr.o.Foreground(ctx, d, func(context.Context, *Task) (any, error) {
-			<-time.After(d / 2)       // the bubble's fake time
-			return slowResult{d}, nil // encoded by 3d/2
+	for _, cancelOnAbandon := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cancel on abandon %v", cancelOnAbandon), func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				const d = time.Second
+				ds := sharedMem{&durableMem{Store: memstore.New()}}
+				pr := newReceiverRun(t, WithStore(ds))
+				ctx, cancel := context.WithCancelCause(t.Context())
+				defer cancel(nil)
+				hungUp := errors.New("client gone")
+				go func() {
+					<-time.After(3 * d / 4) // the bubble's fake time: after the return, before the limit
+					cancel(hungUp)
+				}()
+				var opts []SpawnOption
+				if cancelOnAbandon {
+					opts = append(opts, WithCancelOnAbandon())
+				}
+				res, err := pr.o.Foreground(ctx, d, func(context.Context, *Task) (any, error) {
+					<-time.After(d / 2)       // the bubble's fake time
+					return slowResult{d}, nil // encoded by 3d/2
+				}, opts...)
+				if !errors.Is(err, hungUp) || res.Promoted {
+					t.Fatalf("Foreground = %+v, %v; want the caller's cause, not promoted", res, err)
+				}
+				<-time.After(d) // the bubble's fake time: its end is recorded by then
+				synctest.Wait()
+				evs, err := pr.p.Deliver(t.Context())
+				switch {
+				case err != nil:
+					t.Fatal(err)
+				case cancelOnAbandon && len(evs) != 0:
+					t.Fatalf("Deliver = %+v; want nothing", evs)
+				case !cancelOnAbandon && (len(evs) != 1 || evs[0].Kind != bgtype.EventCompleted || evs[0].TaskID != res.TaskID || string(evs[0].Result) != `"encoded"`):
+					t.Fatalf("Deliver = %+v; want %s completed, once", evs, res.TaskID)
+				}
+				if evs, err := pr.p.Deliver(t.Context()); err != nil || len(evs) != 0 {
+					t.Fatalf("the next Deliver = %+v, %v; want nothing", evs, err)
+				}
+				if !marked(t, ds.durableMem, res.TaskID) {
+					t.Fatal("not marked announced")
+				}
+			})
 		})
-		if !errors.Is(err, hungUp) || res.Promoted {
-			t.Fatalf("Foreground = %+v, %v; want the caller's cause, not promoted", res, err)
-		}
-		synctest.Wait()
-		evs, err := pr.p.Deliver(t.Context())
-		if err != nil || len(evs) != 1 || evs[0].Kind != bgtype.EventCompleted || evs[0].TaskID != res.TaskID || string(evs[0].Result) != `"encoded"` {
-			t.Fatalf("Deliver = %+v, %v; want %s completed, once", evs, err, res.TaskID)
-		}
-		if evs, err := pr.p.Deliver(t.Context()); err != nil || len(evs) != 0 {
-			t.Fatalf("the next Deliver = %+v, %v; want nothing", evs, err)
-		}
-		if !marked(t, ds.durableMem, res.TaskID) {
-			t.Fatal("not marked heard after the step that followed")
-		}
-	})
+	}
 }
 
 // An end held for the run that was open when the task ended in the
@@ -286,40 +303,6 @@ func TestForegroundCancelOnAbandonWhileItsEndCommits(t *testing.T) {
 			t.Fatalf("Deliver = %+v, %v; want nothing", evs, err)
 		}
 		if !marked(t, gs.durableMem, c.res.TaskID) {
-			t.Fatal("the end is not marked announced")
-		}
-	})
-}
-
-// With WithCancelOnAbandon, a caller that hangs up as its function returns
-// gets its ctx's cause, and the end is never announced, with a run open
-// too (its end was held for the call, decision 804).
-func TestForegroundCancelOnAbandonEndHeldNeverAnnounced(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		const d = time.Second
-		ds := sharedMem{&durableMem{Store: memstore.New()}}
-		pr := newReceiverRun(t, WithStore(ds))
-		ctx, cancel := context.WithCancelCause(t.Context())
-		defer cancel(nil)
-		hungUp := errors.New("client gone")
-		go func() {
-			<-time.After(3 * d / 4) // the bubble's fake time: after the return, before the limit
-			cancel(hungUp)
-		}()
-		res, err := pr.o.Foreground(ctx, d, func(context.Context, *Task) (any, error) {
-			<-time.After(d / 2)       // the bubble's fake time
-			return slowResult{d}, nil // encoded by 3d/2
-		}, WithCancelOnAbandon())
-		if !errors.Is(err, hungUp) || res.Promoted {
-			t.Fatalf("Foreground = %+v, %v; want the caller's cause, not promoted", res, err)
-		}
-		<-time.After(d) // the bubble's fake time: its end is recorded by then
-		synctest.Wait()
-		if evs, err := pr.p.Deliver(t.Context()); err != nil || len(evs) != 0 {
-			t.Fatalf("Deliver = %+v, %v; want nothing", evs, err)
-		}
-		if !marked(t, ds.durableMem, res.TaskID) {
 			t.Fatal("the end is not marked announced")
 		}
 	})
