@@ -122,6 +122,9 @@ func TestEndHeardOnlyWhenAnswered(t *testing.T) {
 				if !marked(t, ds, id) {
 					t.Fatal("not marked heard after the next run's second step")
 				}
+				if n := pr.m.answers.held(); n != 0 {
+					t.Fatalf("%d ends still held for calls that returned", n)
+				}
 			})
 		}
 	}
@@ -286,5 +289,8 @@ func TestAnswerHeardByTheNextModelCall(t *testing.T) {
 	}
 	if got := deliverIDs(t, pr.p); len(got) != 0 || !marked(t, ds, res.TaskID) {
 		t.Fatalf("next run's second step: handed out %q, marked %v; want nothing, marked", got, marked(t, ds, res.TaskID))
+	}
+	if n := pr.m.answers.held(); n != 0 {
+		t.Fatalf("%d ends still held for calls that returned", n)
 	}
 }

@@ -159,6 +159,13 @@ func TestForegroundTieConcurrent(t *testing.T) {
 	t.Logf("%d of %d calls promoted", len(promoted), calls)
 }
 
+// held returns how many foreground ends h holds for their calls.
+func (h *heldAnswers) held() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.ids)
+}
+
 // sharedMem is a durable in-memory store that says it is shared with other
 // instances (store.SharedStore), which have nothing to tell: a Receiver
 // then checks the records of the ends it hands out (dropHeardElsewhere).
@@ -218,6 +225,9 @@ func TestForegroundEndOfAHungUpCallWithASharedStore(t *testing.T) {
 				}
 				if !marked(t, ds.durableMem, res.TaskID) {
 					t.Fatal("not marked announced")
+				}
+				if n := pr.m.answers.held(); n != 0 {
+					t.Fatalf("%d ends still held for calls that returned", n)
 				}
 			})
 		})
@@ -304,6 +314,9 @@ func TestForegroundCancelOnAbandonWhileItsEndCommits(t *testing.T) {
 		}
 		if !marked(t, gs.durableMem, c.res.TaskID) {
 			t.Fatal("the end is not marked announced")
+		}
+		if n := pr.m.answers.held(); n != 0 {
+			t.Fatalf("%d ends still held for calls that returned", n)
 		}
 	})
 }
