@@ -20,6 +20,7 @@ const (
 	RetainAgeSQL   = retainAgeSQL
 	LockAgedSQL    = lockAgedSQL
 	ListTaggedSQL  = listTaggedSQL
+	ListSQL        = listSQL
 )
 
 // MigrationSQL is the statement that moves the schema from version v-1 to v.

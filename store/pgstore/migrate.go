@@ -297,6 +297,56 @@ var migrations = []string{
 	// makes from the record says it as the instance that ran the task
 	// does. Rows of an older version read 0 (no output known).
 	`ALTER TABLE bgtask_tasks ADD COLUMN output_bytes bigint NOT NULL DEFAULT 0;`,
+	// 17: bgtask_tasks_owner_status goes. No query needs it: an owner's
+	// records, with or without a status filter, are read through
+	// bgtask_tasks_owner (owner, created_at, id), in the order they are
+	// listed, and the status is checked on the row; the terminal counts
+	// are in bgtask_owner_terminal. Every spawn wrote an entry into it and
+	// every end another (a row's new version is indexed anew), into the
+	// few pages of one owner's duplicates, on the commit path of every
+	// task (decision 805; the SQLite store dropped its own in 460).
+	`DROP INDEX IF EXISTS bgtask_tasks_owner_status;`,
+	// 18: the settled notification (9, 10, 14) is sent by the statement
+	// triggers of 7 and 15, once per statement from its rows, instead of
+	// by a row trigger that called a function for each row: the same
+	// payload on the same channel, for a row inserted with a status other
+	// than queued or running and for a row whose status an update changed
+	// to one (matched to its old row by id). An insert that makes no row
+	// terminal nor settled (every spawn) skips the count's upsert. Both
+	// ran in every commit of a task's spawn and end (decision 806).
+	`CREATE OR REPLACE FUNCTION bgtask_count_terminal() RETURNS trigger LANGUAGE plpgsql AS $$
+	DECLARE
+		ch text := CASE WHEN TG_TABLE_SCHEMA = 'public' THEN 'bgtask_settled'
+			ELSE 'bgtask_settled_' || left(md5(TG_TABLE_SCHEMA::text), 16) END;
+	BEGIN
+		IF TG_OP = 'INSERT' THEN
+			IF EXISTS (SELECT 1 FROM new_rows WHERE terminal_at IS NOT NULL OR status NOT IN ('queued', 'running')) THEN
+				INSERT INTO bgtask_owner_terminal AS c (owner, n)
+					SELECT owner, count(*) FROM new_rows WHERE terminal_at IS NOT NULL GROUP BY owner ORDER BY owner COLLATE "C"
+					ON CONFLICT (owner) DO UPDATE SET n = c.n + excluded.n;
+				PERFORM pg_notify(ch, id || CASE WHEN octet_length(owner) <= 4000 THEN ' ' || owner ELSE '' END)
+					FROM new_rows WHERE status NOT IN ('queued', 'running');
+			END IF;
+		ELSIF TG_OP = 'DELETE' THEN
+			INSERT INTO bgtask_owner_terminal AS c (owner, n)
+				SELECT owner, -count(*) FROM old_rows WHERE terminal_at IS NOT NULL GROUP BY owner ORDER BY owner COLLATE "C"
+				ON CONFLICT (owner) DO UPDATE SET n = c.n + excluded.n;
+		ELSE
+			INSERT INTO bgtask_owner_terminal AS c (owner, n)
+				SELECT owner, sum(d) FROM (
+					SELECT owner, 1 AS d FROM new_rows WHERE terminal_at IS NOT NULL
+					UNION ALL SELECT owner, -1 FROM old_rows WHERE terminal_at IS NOT NULL) AS x
+				GROUP BY owner HAVING sum(d) <> 0 ORDER BY owner COLLATE "C"
+				ON CONFLICT (owner) DO UPDATE SET n = c.n + excluded.n;
+			PERFORM pg_notify(ch, n.id || CASE WHEN octet_length(n.owner) <= 4000 THEN ' ' || n.owner ELSE '' END)
+				FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+				WHERE n.status IS DISTINCT FROM o.status AND n.status NOT IN ('queued', 'running');
+		END IF;
+		RETURN NULL;
+	END $$;
+	DROP TRIGGER IF EXISTS bgtask_tasks_settled_insert ON bgtask_tasks;
+	DROP TRIGGER IF EXISTS bgtask_tasks_settled_update ON bgtask_tasks;
+	DROP FUNCTION IF EXISTS bgtask_notify_settled();`,
 }
 
 // SchemaVersion is the schema version this code migrates databases to.

@@ -46,6 +46,8 @@ func TestPlansUseIndexes(t *testing.T) {
 		{"readdress notices", pgstore.ReaddressNoticesSQL, []any{int64(0)}},
 		{"readdress reaped", pgstore.ReaddressReapedSQL, []any{[]string{"task_live_1", "task_live_2"}}},
 		{"list tagged", pgstore.ListTaggedSQL, []any{"owner_3", []string{}, "t"}},
+		{"list", pgstore.ListSQL, []any{"owner_3", []string{}}},
+		{"list live", pgstore.ListSQL, []any{"owner_3", []string{"running", "queued"}}},
 		{"insert one fenced", pgstore.InsertOneFencedSQL, append(pgstore.OneArgs(&spawned), "inst_0")},
 		{"update one checked fenced", pgstore.UpdateOneCheckedFencedSQL, append(pgstore.UpdateOneArgs(&spawned, 1), "inst_0", int64(1))},
 	}

@@ -47,6 +47,11 @@ func (s *Store) List(ctx context.Context, owner string, statuses ...bgtype.Statu
 	return s.ListTagged(ctx, owner, "", statuses...)
 }
 
+// listSQL is List's query (index bgtask_tasks_owner, in its order).
+const listSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks
+	WHERE owner = $1 AND (cardinality($2::text[]) = 0 OR status = ANY($2))
+	ORDER BY created_at NULLS FIRST, id COLLATE "C"`
+
 // listTaggedSQL is ListTagged's query with a tag (index bgtask_tasks_tags
 // or bgtask_tasks_owner, as the planner finds cheaper).
 const listTaggedSQL = `SELECT ` + taskCols + ` FROM bgtask_tasks
@@ -69,9 +74,7 @@ func (s *Store) ListTagged(ctx context.Context, owner, tag string, statuses ...b
 			yieldRows(rows, err, yield)
 			return
 		}
-		rows, err := s.query(ctx, `SELECT `+taskCols+` FROM bgtask_tasks
-			WHERE owner = $1 AND (cardinality($2::text[]) = 0 OR status = ANY($2))
-			ORDER BY created_at NULLS FIRST, id COLLATE "C"`, owner, filter)
+		rows, err := s.query(ctx, listSQL, owner, filter)
 		yieldRows(rows, err, yield)
 	}
 }
