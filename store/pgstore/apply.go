@@ -152,7 +152,7 @@ func applyAll(locked map[string]row, reqs []*commitReq) (*writes, []string, erro
 		ids = append(ids, id)
 	}
 	slices.Sort(ids) // rows in one order, so concurrent groups lock alike
-	w := new(writes)
+	w := newWrites(len(ids))
 	var retain []string
 	terminal := func(owner string) {
 		if !slices.Contains(retain, owner) {

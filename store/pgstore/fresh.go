@@ -42,7 +42,7 @@ func (s *Store) freshInserts(reqs []*commitReq) (w *writes, one *bgtype.TaskMeta
 			}
 		}
 	}
-	w = new(writes)
+	w = newWrites(len(seen))
 	for _, r := range reqs {
 		var snap store.Snapshot
 		for _, a := range r.actions {

@@ -174,6 +174,43 @@ type cols struct {
 	outputBytes                                        []int64
 }
 
+// grow makes room for n more rows in every column, so that adding them
+// allocates once a column, not at each doubling of its slice.
+func (c *cols) grow(n int) {
+	c.id = slices.Grow(c.id, n)
+	c.owner = slices.Grow(c.owner, n)
+	c.typ = slices.Grow(c.typ, n)
+	c.name = slices.Grow(c.name, n)
+	c.desc = slices.Grow(c.desc, n)
+	c.status = slices.Grow(c.status, n)
+	c.errText = slices.Grow(c.errText, n)
+	c.stack = slices.Grow(c.stack, n)
+	c.result = slices.Grow(c.result, n)
+	c.created = slices.Grow(c.created, n)
+	c.started = slices.Grow(c.started, n)
+	c.finished = slices.Grow(c.finished, n)
+	c.pTask = slices.Grow(c.pTask, n)
+	c.pRun = slices.Grow(c.pRun, n)
+	c.pCall = slices.Grow(c.pCall, n)
+	c.pAgent = slices.Grow(c.pAgent, n)
+	c.detached = slices.Grow(c.detached, n)
+	c.instance = slices.Grow(c.instance, n)
+	c.attempt = slices.Grow(c.attempt, n)
+	c.wake = slices.Grow(c.wake, n)
+	c.inID = slices.Grow(c.inID, n)
+	c.inPrompt = slices.Grow(c.inPrompt, n)
+	c.version = slices.Grow(c.version, n)
+	c.tags = slices.Grow(c.tags, n)
+	c.errorKind = slices.Grow(c.errorKind, n)
+	c.cancelReason = slices.Grow(c.cancelReason, n)
+	c.progress = slices.Grow(c.progress, n)
+	c.idemKey = slices.Grow(c.idemKey, n)
+	c.announced = slices.Grow(c.announced, n)
+	c.resume = slices.Grow(c.resume, n)
+	c.inMore = slices.Grow(c.inMore, n)
+	c.outputBytes = slices.Grow(c.outputBytes, n)
+}
+
 func (c *cols) add(m *bgtype.TaskMeta, version int64) {
 	c.id = append(c.id, m.ID)
 	c.owner = append(c.owner, m.Owner)
@@ -256,16 +293,31 @@ type writes struct {
 	// may change, as applyAll found them (prelock.go).
 	counted [3][]string
 	first   [3][1]string // the backing of each counted's first owner, so that the common commit allocates none
+	// rows is how many rows the commit may write (its records): the
+	// columns of the inserts and of the updates are made that large at
+	// their first row.
+	rows int
 }
+
+// newWrites returns the writes of a commit of at most rows records.
+func newWrites(rows int) *writes { return &writes{rows: rows} }
 
 func (w *writes) empty() bool { return len(w.ins.id) == 0 && len(w.upd.id) == 0 && len(w.delID) == 0 }
 
 // put adds m, an insert when version is 0, else an update of that version.
 func (w *writes) put(m *bgtype.TaskMeta, version int64) {
 	if version == 0 {
+		if w.insMeta == nil {
+			w.ins.grow(w.rows)
+			w.insMeta = make([]*bgtype.TaskMeta, 0, w.rows)
+		}
 		w.ins.add(m, 0)
 		w.insMeta = append(w.insMeta, m)
 	} else {
+		if w.updMeta == nil {
+			w.upd.grow(w.rows)
+			w.updMeta = make([]*bgtype.TaskMeta, 0, w.rows)
+		}
 		w.upd.add(m, version)
 		w.updMeta = append(w.updMeta, m)
 	}
